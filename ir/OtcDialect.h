@@ -1,0 +1,51 @@
+//===- OtcDialect.h - the otc tensor dialect ---------------------*- C++ -*-===//
+//
+// Declares the `otc` dialect, its ops and its interfaces.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_IR_OTCDIALECT_H
+#define OTC_IR_OTCDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/OtcDialect.h.inc"
+#include "ir/OtcInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/OtcOps.h.inc"
+
+namespace otc {
+
+/// Names of the attributes that tie function arguments and results to what
+/// they are in the model and in the arena.
+namespace attrs {
+/// On a forward function argument: the ONNX graph input it binds.
+constexpr const char kInput[] = "otc.input";
+/// On a forward function argument: the ONNX float initializer it binds.
+constexpr const char kParam[] = "otc.param";
+/// On a forward function argument: the per-micro-step random key.
+constexpr const char kRngKey[] = "otc.rng_key";
+/// On a function result: the ONNX graph output it is.
+constexpr const char kOutput[] = "otc.output";
+/// On a train-step result: the parameter whose gradient it is.
+constexpr const char kGrad[] = "otc.grad";
+/// On a train-step result: marks the loss.
+constexpr const char kLoss[] = "otc.loss";
+/// On arguments/results of the training-loop functions: the arena slot.
+constexpr const char kSlot[] = "otc.slot";
+} // namespace attrs
+
+/// Returns the tensor type with `shape` and the element type of `like`.
+mlir::RankedTensorType withShape(mlir::Type like, llvm::ArrayRef<int64_t> shape);
+
+} // namespace otc
+
+#endif // OTC_IR_OTCDIALECT_H

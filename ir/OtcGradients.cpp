@@ -1,0 +1,219 @@
+//===- OtcGradients.cpp - reverse-mode rules of the otc ops ----------------===//
+//
+// One `buildGradients` per differentiable op. Each builds, at the builder's
+// insertion point, the gradients of its operands from those of its results.
+// Broadcast operands receive the gradient summed back to their own shape.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace otc;
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+
+static bool isFloat(Value v) {
+  return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+/// Sums `grad` (of a broadcast result) back to the shape of `operand`.
+static Value sumToShape(OpBuilder &b, Location loc, Value grad, Value operand) {
+  ArrayRef<int64_t> target = shapeOf(operand);
+  ArrayRef<int64_t> gs = shapeOf(grad);
+  if (gs == target)
+    return grad;
+  SmallVector<int64_t> axes = broadcastAxes(target, gs);
+  SmallVector<int64_t> kept(gs);
+  for (int64_t a : axes)
+    kept[a] = 1;
+  Value sum = b.create<ReduceSumOp>(loc, withShape(grad.getType(), kept), grad,
+                                    axes, /*keep_dims=*/true);
+  if (ArrayRef<int64_t>(kept) == target)
+    return sum;
+  return b.create<ReshapeOp>(loc, withShape(grad.getType(), target), sum);
+}
+
+/// `a * b` with the broadcast result type.
+static Value mul(OpBuilder &b, Location loc, Value x, Value y) {
+  auto shape = broadcastShapes(shapeOf(x), shapeOf(y));
+  return b.create<MulOp>(loc, withShape(x.getType(), *shape), x, y);
+}
+
+static Value div(OpBuilder &b, Location loc, Value x, Value y) {
+  auto shape = broadcastShapes(shapeOf(x), shapeOf(y));
+  return b.create<DivOp>(loc, withShape(x.getType(), *shape), x, y);
+}
+
+/// Appends the gradients of the two operands of a binary op, null for an
+/// operand that is not a float.
+static LogicalResult binaryGrads(Operation *op, Value dl, Value dr,
+                                 SmallVectorImpl<Value> &out) {
+  out.push_back(isFloat(op->getOperand(0)) ? dl : Value());
+  out.push_back(isFloat(op->getOperand(1)) ? dr : Value());
+  return success();
+}
+
+LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = rg[0];
+  return binaryGrads(*this, sumToShape(b, getLoc(), g, getLhs()),
+                     sumToShape(b, getLoc(), g, getRhs()), out);
+}
+
+LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = rg[0];
+  Value neg = b.create<NegOp>(getLoc(), g);
+  return binaryGrads(*this, sumToShape(b, getLoc(), g, getLhs()),
+                     sumToShape(b, getLoc(), neg, getRhs()), out);
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = rg[0];
+  Location loc = getLoc();
+  return binaryGrads(*this,
+                     sumToShape(b, loc, mul(b, loc, g, getRhs()), getLhs()),
+                     sumToShape(b, loc, mul(b, loc, g, getLhs()), getRhs()),
+                     out);
+}
+
+LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  // d(l/r)/dl = 1/r, d(l/r)/dr = -(l/r)/r.
+  Value g = rg[0];
+  Location loc = getLoc();
+  Value dl = sumToShape(b, loc, div(b, loc, g, getRhs()), getLhs());
+  Value gy = div(b, loc, mul(b, loc, g, getResult()), getRhs());
+  Value dr = sumToShape(b, loc, b.create<NegOp>(loc, gy), getRhs());
+  return binaryGrads(*this, dl, dr, out);
+}
+
+LogicalResult NegOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<NegOp>(getLoc(), rg[0]));
+  return success();
+}
+
+LogicalResult ExpOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<MulOp>(getLoc(), getType(), rg[0], getResult()));
+  return success();
+}
+
+LogicalResult LogOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<DivOp>(getLoc(), getType(), rg[0], getInput()));
+  return success();
+}
+
+LogicalResult TanhOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(
+      b.create<TanhGradOp>(getLoc(), getType(), rg[0], getResult()));
+  return success();
+}
+
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<ReluGradOp>(getLoc(), getType(), rg[0], getInput()));
+  return success();
+}
+
+LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &out) {
+  // With op(X) = X or X^T: d op(A) = G op(B)^T and d op(B) = op(A)^T G.
+  // Transposed operands take the transpose of those, which folds into the
+  // flags of one matmul each.
+  Value g = rg[0], a = getLhs(), bb = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  Location loc = getLoc();
+  ArrayRef<int64_t> gs = shapeOf(g);
+  SmallVector<int64_t> batch(gs.drop_back(2));
+  auto make = [&](Value x, Value y, bool tx, bool ty, ArrayRef<int64_t> like) {
+    SmallVector<int64_t> shape(batch);
+    shape.push_back(like[like.size() - 2]);
+    shape.push_back(like[like.size() - 1]);
+    auto mm = b.create<MatMulOp>(loc, withShape(g.getType(), shape), x, y);
+    if (tx)
+      mm.setTransposeLhs(true);
+    if (ty)
+      mm.setTransposeRhs(true);
+    return mm.getResult();
+  };
+  Value da = ta ? make(bb, g, tb, true, shapeOf(a)) : make(g, bb, false, !tb, shapeOf(a));
+  Value db = tb ? make(g, a, true, ta, shapeOf(bb)) : make(a, g, !ta, false, shapeOf(bb));
+  out.push_back(sumToShape(b, loc, da, a));
+  out.push_back(sumToShape(b, loc, db, bb));
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &out) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  out.push_back(b.create<TransposeOp>(getLoc(), getInput().getType(), rg[0],
+                                      inverse));
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &out) {
+  if (!isFloat(getInput())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(b.create<ReshapeOp>(getLoc(), getInput().getType(), rg[0]));
+  return success();
+}
+
+LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &out) {
+  if (!isFloat(getInput())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(sumToShape(b, getLoc(), rg[0], getInput()));
+  return success();
+}
+
+LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &out) {
+  Value g = rg[0];
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  if (!getKeepDims()) {
+    SmallVector<int64_t> kept(in);
+    for (int64_t a : getAxes())
+      kept[a] = 1;
+    g = b.create<ReshapeOp>(getLoc(), withShape(g.getType(), kept), g);
+  }
+  out.push_back(
+      b.create<BroadcastOp>(getLoc(), getInput().getType(), g).getResult());
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<DropoutGradOp>(getLoc(), getInput().getType(), rg[0],
+                                        getMask(), getRatioAttr()));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult
+SoftmaxCrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                      SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<SoftmaxCrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), rg[0], getLogits(), getLabels(),
+      getReductionAttr(), getIgnoreIndexAttr()));
+  out.push_back(Value());
+  return success();
+}

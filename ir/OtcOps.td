@@ -1,0 +1,236 @@
+//===- OtcOps.td - otc tensor ops --------------------------*- tablegen -*-===//
+//
+// The ops of the `otc` dialect. Binary elementwise ops broadcast like ONNX
+// (numpy rules); everything is statically shaped once symbolic dimensions are
+// bound at import.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_OPS_TD
+#define OTC_OPS_TD
+
+include "ir/OtcBase.td"
+include "ir/OtcInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+defvar Grad = DeclareOpInterfaceMethods<Otc_GradientOpInterface>;
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Otc_ConstantOp : Otc_Op<"constant",
+    [ConstantLike, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "A constant tensor";
+  let description = [{
+    ```mlir
+    %0 = otc.constant dense<[1, 2]> : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Otc_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad])> {
+  let description = [{
+    Elementwise with ONNX (numpy) broadcasting: the result shape is the
+    broadcast of the operand shapes, element types agree.
+  }];
+  let arguments = (ins Otc_Tensor:$lhs, Otc_Tensor:$rhs);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_AddOp : Otc_BinaryOp<"add", [Commutative]> { let summary = "lhs + rhs"; }
+def Otc_SubOp : Otc_BinaryOp<"sub"> { let summary = "lhs - rhs"; }
+def Otc_MulOp : Otc_BinaryOp<"mul", [Commutative]> { let summary = "lhs * rhs"; }
+def Otc_DivOp : Otc_BinaryOp<"div"> { let summary = "lhs / rhs"; }
+
+class Otc_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins Otc_FloatTensor:$input);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Otc_NegOp : Otc_UnaryOp<"neg", [Grad]> { let summary = "-x"; }
+def Otc_ExpOp : Otc_UnaryOp<"exp", [Grad]> { let summary = "e^x"; }
+def Otc_LogOp : Otc_UnaryOp<"log", [Grad]> { let summary = "natural logarithm"; }
+def Otc_TanhOp : Otc_UnaryOp<"tanh", [Grad]> { let summary = "hyperbolic tangent"; }
+def Otc_ReluOp : Otc_UnaryOp<"relu", [Grad]> { let summary = "max(x, 0)"; }
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and data movement
+//===----------------------------------------------------------------------===//
+
+def Otc_MatMulOp : Otc_Op<"matmul", [Pure, Grad]> {
+  let summary = "Batched matrix product with optional transposed operands";
+  let description = [{
+    `lhs` is `[..., M, K]` (`[..., K, M]` when `transpose_lhs`), `rhs` is
+    `[..., K, N]` (`[..., N, K]` when `transpose_rhs`); both have rank >= 2
+    and their leading (batch) dimensions broadcast. The result is
+    `[batch..., M, N]`.
+
+    ```mlir
+    %y = otc.matmul %x, %w {transpose_rhs} : (tensor<4x16xf32>, tensor<32x16xf32>) -> tensor<4x32xf32>
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$lhs, Otc_FloatTensor:$rhs,
+                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_TransposeOp : Otc_Op<"transpose", [Pure, Grad]> {
+  let summary = "Permutes dimensions: result dim i is input dim permutation[i]";
+  let arguments = (ins Otc_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat =
+      "$input `,` $permutation attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_ReshapeOp : Otc_Op<"reshape", [Pure, Grad]> {
+  let summary = "Same elements in row-major order, another static shape";
+  let arguments = (ins Otc_Tensor:$input);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_BroadcastOp : Otc_Op<"broadcast", [Pure, Grad]> {
+  let summary = "Broadcasts the input (numpy rules) to the result shape";
+  let arguments = (ins Otc_Tensor:$input);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [Pure, Grad]> {
+  let summary = "Sum over the given axes";
+  let description = [{
+    Sums `input` over `axes` (sorted, unique, non-negative). With
+    `keep_dims` the reduced dimensions stay with size 1.
+  }];
+  let arguments = (ins Otc_FloatTensor:$input, DenseI64ArrayAttr:$axes,
+                   UnitAttr:$keep_dims);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $axes attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Randomness
+//===----------------------------------------------------------------------===//
+
+def Otc_DropoutOp : Otc_Op<"dropout", [Pure, Grad]> {
+  let summary = "Training-mode dropout with a replayable mask";
+  let description = [{
+    Keeps each element with probability `1 - ratio` and scales kept ones by
+    `1 / (1 - ratio)`. The mask is a pure function of (`key`, `stream`,
+    element index), so it is reproduced exactly wherever the op is evaluated
+    again; the backward reads the `mask` result instead of redrawing it.
+    `key` is a per-micro-step value supplied by the runtime.
+  }];
+  let arguments = (ins Otc_FloatTensor:$input, Otc_I64Scalar:$key,
+                   F64Attr:$ratio, I64Attr:$stream);
+  let results = (outs Otc_FloatTensor:$output, Otc_BoolTensor:$mask);
+  let assemblyFormat =
+      "$input `,` $key attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Pure]> {
+  let summary = "grad * mask / (1 - ratio)";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_BoolTensor:$mask, F64Attr:$ratio);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $mask attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Losses and gradient kernels
+//===----------------------------------------------------------------------===//
+
+def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [Pure, Grad]> {
+  let summary = "Softmax cross-entropy of [N, C] logits against [N] labels";
+  let description = [{
+    loss_n = -log softmax(logits_n)[labels_n]. Rows whose label equals
+    `ignore_index` contribute nothing. `reduction` is "mean" (over the rows
+    not ignored; 0-d result), "sum" (0-d) or "none" ([N]).
+  }];
+  let arguments = (ins Otc_FloatTensor:$logits, Otc_IntTensor:$labels,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$loss);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [Pure]> {
+  let summary = "Gradient of softmax_cross_entropy with respect to the logits";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$logits,
+                   Otc_IntTensor:$labels,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $logits `,` $labels attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_ReluGradOp : Otc_Op<"relu_grad", [Pure]> {
+  let summary = "grad where input > 0, else 0";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Pure]> {
+  let summary = "grad * (1 - y * y) where y = tanh(x)";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $output attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Otc_AdamWOp : Otc_Op<"adamw", [Pure]> {
+  let summary = "One AdamW update of a parameter";
+  let description = [{
+    With t = `step` (1-based) and g = `grad`:
+      m' = beta1 m + (1 - beta1) g,  v' = beta2 v + (1 - beta2) g^2,
+      p' = p - lr * (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
+                     + weight_decay * p).
+  }];
+  let arguments = (ins Otc_FloatTensor:$param, Otc_FloatTensor:$grad,
+                   Otc_FloatTensor:$m, Otc_FloatTensor:$v,
+                   Otc_F32Scalar:$lr, Otc_F32Scalar:$step,
+                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                   F64Attr:$weight_decay);
+  let results = (outs Otc_FloatTensor:$new_param, Otc_FloatTensor:$new_m,
+                 Otc_FloatTensor:$new_v);
+  let assemblyFormat =
+      "$param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // OTC_OPS_TD

@@ -1,0 +1,49 @@
+//===- OtckDialect.cpp - the otck buffer-level dialect ---------------------===//
+//
+// Registration and verifiers of the buffer-level ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtckDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+using namespace mlir;
+using namespace otc::otck;
+
+#include "ir/OtckDialect.cpp.inc"
+
+void OtckDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ir/OtckOps.cpp.inc"
+      >();
+}
+
+/// The tensor type a kernel body sees for a buffer.
+static RankedTensorType tensorFor(Type memref) {
+  auto m = cast<MemRefType>(memref);
+  return RankedTensorType::get(m.getShape(), m.getElementType());
+}
+
+LogicalResult KernelOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body must have one argument per input");
+  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != tensorFor(in.getType()))
+      return emitOpError("body argument type ")
+             << arg.getType() << " does not match input " << in.getType();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().size() != getOutputs().size())
+    return emitOpError("must yield one value per output");
+  for (auto [v, o] : llvm::zip(yield.getValues(), getOutputs()))
+    if (v.getType() != tensorFor(o.getType()))
+      return emitOpError("yielded type ")
+             << v.getType() << " does not match output " << o.getType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ir/OtckOps.cpp.inc"

@@ -1,0 +1,94 @@
+//===- OtckOps.td - otck buffer-level dialect --------------*- tablegen -*-===//
+//
+// The `otck` dialect: planned code. Values are memrefs that live in one arena;
+// work is either a kernel (a region holding the otc ops it computes, on
+// tensors bound to its buffers) or a library call (GEMM). The code generators
+// read this level only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTCK_OPS_TD
+#define OTCK_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Otck_Dialect : Dialect {
+  let name = "otck";
+  let cppNamespace = "::otc::otck";
+  let summary = "Buffer-level IR: arena buffers, kernels and library calls";
+}
+
+class Otck_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Otck_Dialect, mnemonic, traits>;
+
+def Otck_BufferOp : Otck_Op<"buffer"> {
+  let summary = "A buffer of the arena";
+  let description = [{
+    A persistent buffer carries `slot` (e.g. "param:fc1.weight", "grad:...",
+    "input:x", "loss"): every function that names the same slot sees the same
+    bytes. A buffer without `slot` is a temporary of its function. Buffer
+    planning sets `offset` (bytes from the arena's start).
+
+    ```mlir
+    %w = otck.buffer {slot = "param:fc1.weight", offset = 0 : i64} : memref<32x16xf32>
+    ```
+  }];
+  let arguments = (ins OptionalAttr<StrAttr>:$slot, OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Otck_KernelOp : Otck_Op<"kernel", [AttrSizedOperandSegments,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "Computes its body's otc ops from `ins` into `outs`";
+  let description = [{
+    The body's block arguments are the tensor values of `ins`; the values
+    yielded are written to `outs`, one per output, types matching.
+
+    ```mlir
+    otck.kernel ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {
+    ^bb0(%x: tensor<4xf32>):
+      %y = otc.tanh %x : tensor<4xf32>
+      otck.yield %y : tensor<4xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeMemRef>:$inputs,
+                   Variadic<AnyStaticShapeMemRef>:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)` $body attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Otck_YieldOp : Otck_Op<"yield", [Pure, Terminator, HasParent<"KernelOp">]> {
+  let summary = "The values a kernel writes to its outputs";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
+}
+
+def Otck_GemmOp : Otck_Op<"gemm"> {
+  let summary = "out = lhs x rhs through the target's GEMM library";
+  let description = [{
+    Same shape rules as `otc.matmul` on buffers: a library call (cuBLASLt on
+    the cuda target), batch dimensions broadcast by strides.
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$lhs, AnyStaticShapeMemRef:$rhs,
+                   AnyStaticShapeMemRef:$out,
+                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let assemblyFormat =
+      "$lhs `,` $rhs `,` $out attr-dict `:` type($lhs) `,` type($rhs) `,` type($out)";
+}
+
+def Otck_CopyOp : Otck_Op<"copy", [AllTypesMatch<["source", "target"]>]> {
+  let summary = "Copies one buffer into another of the same type";
+  let arguments = (ins AnyStaticShapeMemRef:$source, AnyStaticShapeMemRef:$target);
+  let assemblyFormat = "$source `,` $target attr-dict `:` type($source)";
+}
+
+#endif // OTCK_OPS_TD

@@ -1,0 +1,205 @@
+//===- Differentiate.cpp - reverse-mode differentiation of @forward --------===//
+//
+// Builds `@train_step` from `@forward`: the forward ops are cloned, then the
+// ops on the path from a trainable parameter to the loss are visited in
+// reverse and asked (through GradientOpInterface) for the gradients of their
+// operands. Gradients reaching one value along several paths are summed; a
+// parameter used twice (a tied embedding) gets the sum of both.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "ir/OtcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
+
+namespace otc {
+#define GEN_PASS_DEF_DIFFERENTIATE
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+/// Index of the loss among `func`'s results, or failure with an error.
+static FailureOr<unsigned> findLoss(func::FuncOp func, StringRef lossName) {
+  std::optional<unsigned> found;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    auto name = func.getResultAttrOfType<StringAttr>(i, attrs::kOutput);
+    auto type = cast<RankedTensorType>(func.getResultTypes()[i]);
+    bool scalarFloat =
+        type.getRank() == 0 && isa<FloatType>(type.getElementType());
+    if (!lossName.empty()) {
+      if (name && name.getValue() == lossName) {
+        if (!scalarFloat)
+          return func.emitError("loss output '")
+                 << lossName << "' is not a scalar float (" << type << ")";
+        found = i;
+      }
+      continue;
+    }
+    if (!scalarFloat)
+      continue;
+    if (found)
+      return func.emitError("several scalar float outputs: name the loss with "
+                            "--loss=OUTPUT");
+    found = i;
+  }
+  if (!found) {
+    if (!lossName.empty())
+      return func.emitError("no graph output named '") << lossName << "'";
+    return func.emitError("no scalar float output to use as the loss");
+  }
+  return *found;
+}
+
+struct DifferentiatePass
+    : public otc::impl::DifferentiateBase<DifferentiatePass> {
+  using DifferentiateBase::DifferentiateBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!forward) {
+      module.emitError("no function @") << funcName << " to differentiate";
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("train_step")) {
+      module.emitError("@train_step exists already");
+      return signalPassFailure();
+    }
+    FailureOr<unsigned> lossIndex = findLoss(forward, lossName);
+    if (failed(lossIndex))
+      return signalPassFailure();
+    llvm::Regex frozen(freeze);
+    std::string regexError;
+    if (!freeze.empty() && !frozen.isValid(regexError)) {
+      module.emitError("invalid --freeze regular expression: ") << regexError;
+      return signalPassFailure();
+    }
+    if (failed(buildTrainStep(forward, *lossIndex,
+                              freeze.empty() ? nullptr : &frozen)))
+      return signalPassFailure();
+  }
+
+  LogicalResult buildTrainStep(func::FuncOp forward, unsigned lossIndex,
+                               llvm::Regex *frozen);
+};
+
+LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
+                                                unsigned lossIndex,
+                                                llvm::Regex *frozen) {
+  OpBuilder b(forward);
+  b.setInsertionPointAfter(forward);
+  auto step = cast<func::FuncOp>(b.clone(*forward.getOperation()));
+  step.setSymName("train_step");
+  Block &body = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss = ret.getOperand(lossIndex);
+
+  // Candidate parameters: float `otc.param` arguments not frozen.
+  SmallVector<BlockArgument> params;
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  attrs::kParam);
+    if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+      continue;
+    if (frozen && frozen->match(name.getValue()))
+      continue;
+    params.push_back(arg);
+  }
+
+  // Varied: values that depend on a candidate parameter through float values.
+  llvm::DenseSet<Value> varied(params.begin(), params.end());
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return varied.contains(v); }))
+      for (Value r : op.getResults())
+        if (isa<FloatType>(getElementTypeOrSelf(r.getType())))
+          varied.insert(r);
+
+  // Active ops are visited in reverse; gradients accumulate per value.
+  llvm::DenseMap<Value, Value> grads;
+  b.setInsertionPoint(ret);
+  Location lossLoc = loss.getLoc();
+  auto lossType = cast<RankedTensorType>(loss.getType());
+  grads[loss] = b.create<ConstantOp>(
+      lossLoc, DenseElementsAttr::get(
+                   lossType, FloatAttr::get(lossType.getElementType(), 1.0)));
+  auto accumulate = [&](Value v, Value g) {
+    auto [it, inserted] = grads.try_emplace(v, g);
+    if (!inserted)
+      it->second = b.create<AddOp>(g.getLoc(), v.getType(), it->second, g);
+  };
+
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = grads.lookup(r);
+      resultGrads.push_back(g);
+      any |= static_cast<bool>(g);
+    }
+    if (!any)
+      continue;
+    if (llvm::none_of(op->getOperands(),
+                      [&](Value v) { return varied.contains(v); }))
+      continue;
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule)
+      return op->emitError("no gradient rule for '")
+             << op->getName() << "' on the path from a parameter to the loss";
+    // Results without a gradient of their own get zeros only if the rule
+    // needs every one; the rules here accept null result gradients.
+    SmallVector<Value> operandGrads;
+    if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
+      return failure();
+    assert(operandGrads.size() == op->getNumOperands() &&
+           "gradient rule must return one value per operand");
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && varied.contains(operand))
+        accumulate(operand, g);
+  }
+
+  // Results: the loss, then the gradient of every parameter reached.
+  SmallVector<Value> results{loss};
+  SmallVector<Attribute> resultAttrs{
+      b.getDictionaryAttr(b.getNamedAttr(attrs::kLoss, b.getUnitAttr()))};
+  for (BlockArgument p : params) {
+    Value g = grads.lookup(p);
+    if (!g)
+      continue; // No path to the loss: not trainable.
+    results.push_back(g);
+    auto name =
+        step.getArgAttrOfType<StringAttr>(p.getArgNumber(), attrs::kParam);
+    resultAttrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(attrs::kGrad, name)));
+  }
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+  step.setType(b.getFunctionType(step.getArgumentTypes(),
+                                 ValueRange(results).getTypes()));
+  step.setAllResultAttrs(resultAttrs);
+
+  // Drop what no result needs (gradients of inactive operands, unused
+  // forward outputs).
+  SmallVector<Operation *> all;
+  for (Operation &op : body.without_terminator())
+    all.push_back(&op);
+  for (Operation *op : llvm::reverse(all))
+    if (op->use_empty() && isPure(op))
+      op->erase();
+  return success();
+}
+
+} // namespace

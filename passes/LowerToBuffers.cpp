@@ -1,0 +1,167 @@
+//===- LowerToBuffers.cpp - otc functions to otck buffers and kernels ------===//
+//
+// Lowers each training-loop function (arguments and results named by
+// `otc.slot`) to a function without arguments over arena buffers. Each otc op
+// becomes one kernel (or a GEMM for otc.matmul) writing a fresh temporary;
+// results land in their slots, in place where no later op reads the slot's
+// previous value.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace otc {
+#define GEN_PASS_DEF_LOWERTOBUFFERS
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+static MemRefType memrefFor(Type tensor) {
+  auto t = cast<RankedTensorType>(tensor);
+  return MemRefType::get(t.getShape(), t.getElementType());
+}
+
+/// Ops whose every output element depends only on the same element of each
+/// same-shaped operand, so an output may share a buffer with such an operand.
+static bool isElementwise(Operation *op) {
+  if (!isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, TanhOp, ReluOp,
+           ReluGradOp, TanhGradOp, AdamWOp>(op))
+    return false;
+  return true;
+}
+
+struct LowerToBuffersPass
+    : public otc::impl::LowerToBuffersBase<LowerToBuffersPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    for (func::FuncOp f : funcs)
+      if (failed(lower(f)))
+        return signalPassFailure();
+  }
+
+  LogicalResult lower(func::FuncOp f);
+};
+
+LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
+  if (f.isExternal())
+    return f.emitError("cannot lower a function without a body");
+  Block &src = f.getBody().front();
+  OpBuilder b(f);
+  auto out = b.create<func::FuncOp>(f.getLoc(), f.getSymName(),
+                                    b.getFunctionType({}, {}));
+  Block *entry = out.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+
+  // Buffers of values; slot buffers by slot name.
+  llvm::DenseMap<Value, Value> bufferOf;
+  llvm::StringMap<Value> slotBuffer;
+  auto slotBuf = [&](StringRef slot, Type tensorType, Location loc) {
+    Value &buf = slotBuffer[slot];
+    if (!buf)
+      buf = b.create<otck::BufferOp>(loc, memrefFor(tensorType),
+                                     b.getStringAttr(slot), IntegerAttr());
+    return buf;
+  };
+  for (BlockArgument arg : src.getArguments()) {
+    auto slot = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attrs::kSlot);
+    if (!slot)
+      return f.emitError("argument ")
+             << arg.getArgNumber() << " has no otc.slot: run "
+             << "--otc-training-loop first";
+    bufferOf[arg] = slotBuf(slot.getValue(), arg.getType(), f.getLoc());
+  }
+
+  // Results that go to a slot: value -> slot name (first one wins).
+  auto ret = cast<func::ReturnOp>(src.getTerminator());
+  llvm::DenseMap<Value, StringRef> resultSlot;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto slot = f.getResultAttrOfType<StringAttr>(i, attrs::kSlot);
+    if (!slot)
+      return f.emitError("result ") << i << " has no otc.slot";
+    resultSlot.try_emplace(v, slot.getValue());
+  }
+  // Position of the last op reading each value.
+  llvm::DenseMap<Value, unsigned> lastUse;
+  unsigned index = 0;
+  for (Operation &op : src.without_terminator()) {
+    for (Value v : op.getOperands())
+      lastUse[v] = index;
+    ++index;
+  }
+
+  index = 0;
+  for (Operation &op : src.without_terminator()) {
+    Location loc = op.getLoc();
+    SmallVector<Value> ins;
+    for (Value v : op.getOperands())
+      ins.push_back(bufferOf.lookup(v));
+    // Outputs: the result's slot when writing there now is safe, else a
+    // temporary.
+    SmallVector<Value> outs;
+    for (Value r : op.getResults()) {
+      Value buf;
+      auto it = resultSlot.find(r);
+      if (it != resultSlot.end()) {
+        Value slot = slotBuffer.lookup(it->second);
+        Value oldValue;
+        for (BlockArgument arg : src.getArguments())
+          if (bufferOf.lookup(arg) == slot)
+            oldValue = arg;
+        bool oldDead = !oldValue || !lastUse.count(oldValue) ||
+                       lastUse[oldValue] < index ||
+                       (lastUse[oldValue] == index && isElementwise(&op));
+        if (oldDead) {
+          buf = slotBuf(it->second, r.getType(), loc);
+          resultSlot.erase(it);
+        }
+      }
+      if (!buf)
+        buf = b.create<otck::BufferOp>(loc, memrefFor(r.getType()),
+                                       StringAttr(), IntegerAttr());
+      bufferOf[r] = buf;
+      outs.push_back(buf);
+    }
+
+    if (auto mm = dyn_cast<MatMulOp>(op)) {
+      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);
+      g.setTransposeLhs(mm.getTransposeLhs());
+      g.setTransposeRhs(mm.getTransposeRhs());
+    } else {
+      auto kernel = b.create<otck::KernelOp>(loc, ins, outs);
+      Block *body = new Block();
+      kernel.getBody().push_back(body);
+      IRMapping map;
+      for (Value v : op.getOperands())
+        map.map(v, body->addArgument(v.getType(), v.getLoc()));
+      OpBuilder kb = OpBuilder::atBlockEnd(body);
+      Operation *clone = kb.clone(op, map);
+      kb.create<otck::YieldOp>(loc, clone->getResults());
+    }
+    ++index;
+  }
+
+  // Results not written in place: copy into their slots.
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    StringRef slot = f.getResultAttrOfType<StringAttr>(i, attrs::kSlot);
+    Value target = slotBuf(slot, v.getType(), ret.getLoc());
+    Value source = bufferOf.lookup(v);
+    if (source != target)
+      b.create<otck::CopyOp>(ret.getLoc(), source, target);
+  }
+  b.create<func::ReturnOp>(ret.getLoc());
+  f.erase();
+  return success();
+}
+
+} // namespace

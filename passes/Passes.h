@@ -1,0 +1,36 @@
+//===- Passes.h - otc passes -------------------------------------*- C++ -*-===//
+//
+// Declarations of the otc passes (generated from Passes.td) and the helpers
+// that assemble them into the compiler's pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_PASSES_PASSES_H
+#define OTC_PASSES_PASSES_H
+
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace otc {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// Byte size of one element of `type` as stored in the arena (i1 takes a byte).
+int64_t storageBytes(mlir::Type elementType);
+
+/// Checks that no two buffers that are live at the same time overlap in the
+/// arena. Emits an error at the first offending buffer.
+mlir::LogicalResult verifyBufferPlan(mlir::ModuleOp module);
+
+} // namespace otc
+
+#endif // OTC_PASSES_PASSES_H

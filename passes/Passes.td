@@ -1,0 +1,138 @@
+//===- Passes.td - otc pass definitions --------------------*- tablegen -*-===//
+//
+// Every otc pass: its flag, summary, a description with a small before/after
+// example, and its options. Grouped by level, alphabetical within a group.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_PASSES_TD
+#define OTC_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Tensor level
+//===----------------------------------------------------------------------===//
+
+def Differentiate : Pass<"otc-differentiate", "mlir::ModuleOp"> {
+  let dependentDialects = ["otc::OtcDialect"];
+  let summary = "Builds @train_step: the loss and the gradient of every trainable parameter";
+  let description = [{
+    Reverse-mode differentiation of `@forward`. The new function `@train_step`
+    takes the same arguments and returns the loss (`otc.loss`) followed by one
+    gradient per trainable parameter (`otc.grad = "<name>"`). A parameter is
+    trainable when it is an `otc.param` float argument with a differentiable
+    path to the loss and is not matched by `freeze`. Forward values that the
+    backward reads are plain SSA uses in `@train_step`.
+
+    ```mlir
+    func.func @forward(%x: tensor<4xf32> {otc.input = "x"},
+                       %w: tensor<4xf32> {otc.param = "w"}) -> (tensor<f32> {otc.output = "loss"}) {
+      %0 = otc.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %1 = otc.reduce_sum %0, [0] : (tensor<4xf32>) -> tensor<f32>
+      return %1 : tensor<f32>
+    }
+    // gains
+    func.func @train_step(...) -> (tensor<f32> {otc.loss}, tensor<4xf32> {otc.grad = "w"}) {
+      ... forward ...
+      %one = otc.constant dense<1.0> : tensor<f32>
+      %g1 = otc.broadcast %one : (tensor<f32>) -> tensor<4xf32>
+      %gw = otc.mul %g1, %x : ...
+      return %1, %gw : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The function to differentiate">,
+    Option<"lossName", "loss", "std::string", "\"\"",
+           "The graph output that is the loss (default: the only scalar float result)">,
+    Option<"freeze", "freeze", "std::string", "\"\"",
+           "Regular expression: parameters whose name matches are not trained">,
+  ];
+}
+
+def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
+  let dependentDialects = ["otc::OtcDialect"];
+  let summary = "Gradient accumulation and the AdamW update, as three functions on arena slots";
+  let description = [{
+    Replaces `@forward` and `@train_step` by the functions the runtime calls:
+    `@zero_grads` (every gradient slot set to 0), `@micro_step` (the train step
+    on one micro-batch, adding gradient / grad-accum into the gradient slots,
+    so that after `grad-accum` micro-steps they hold the mean over the global
+    batch) and `@optimizer_step` (AdamW on every trainable parameter). Every
+    argument and result names its arena slot with `otc.slot`: "param:<name>",
+    "grad:<name>", "adam_m:<name>", "adam_v:<name>", "input:<name>", "loss",
+    "lr", "step", "rng_key". A result that names the same slot as an argument
+    is its new value.
+
+    ```mlir
+    func.func @micro_step(%x: tensor<4xf32> {otc.slot = "input:x"},
+                          %w: tensor<4xf32> {otc.slot = "param:w"},
+                          %gw: tensor<4xf32> {otc.slot = "grad:w"})
+        -> (tensor<f32> {otc.slot = "loss"}, tensor<4xf32> {otc.slot = "grad:w"})
+    ```
+  }];
+  let options = [
+    Option<"gradAccum", "grad-accum", "int64_t", "1",
+           "Micro-batches per optimizer step">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "AdamW decoupled weight decay">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Buffer level
+//===----------------------------------------------------------------------===//
+
+def LowerToBuffers : Pass<"otc-lower-to-buffers", "mlir::ModuleOp"> {
+  let summary = "Lowers the training-loop functions to otck buffers, kernels and GEMMs";
+  let dependentDialects = ["otc::otck::OtckDialect"];
+  let description = [{
+    Every function whose arguments carry `otc.slot` becomes a function without
+    arguments or results: slot arguments become persistent `otck.buffer`s,
+    each otc.matmul an `otck.gemm`, every other op an `otck.kernel` holding
+    it, and each value a temporary buffer. A result is written straight into
+    its slot when that is safe (the old value is not read afterwards and the
+    producer is elementwise), else copied there at the end.
+
+    ```mlir
+    %t = otc.tanh %x : tensor<4xf32>
+    // becomes
+    %b = otck.buffer : memref<4xf32>
+    otck.kernel ins(%xb : memref<4xf32>) outs(%b : memref<4xf32>) {
+    ^bb0(%a: tensor<4xf32>):
+      %t = otc.tanh %a : tensor<4xf32>
+      otck.yield %t : tensor<4xf32>
+    }
+    ```
+  }];
+}
+
+def PlanBuffers : Pass<"otc-plan-buffers", "mlir::ModuleOp"> {
+  let summary = "Places every buffer at an offset of one arena";
+  let description = [{
+    Persistent slots come first, one place per slot shared by every function.
+    Temporaries follow: each lives from the first to the last op that uses it
+    in its function and takes the lowest aligned offset that no overlapping
+    live temporary holds (first fit). Functions run one at a time, so they
+    share the temporary region. Sets `offset` on every `otck.buffer` and
+    `otck.arena_size` on the module, then checks that no two buffers live at
+    the same time overlap.
+
+    ```mlir
+    %a = otck.buffer : memref<4xf32>
+    // becomes
+    %a = otck.buffer {offset = 256 : i64} : memref<4xf32>
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256",
+           "Byte alignment of every buffer">,
+  ];
+}
+
+#endif // OTC_PASSES_TD

@@ -1,0 +1,205 @@
+//===- TrainingLoop.cpp - gradient accumulation and AdamW ------------------===//
+//
+// Turns `@train_step` into the three functions the runtime calls once per
+// micro-batch or optimizer step: `@zero_grads`, `@micro_step` and
+// `@optimizer_step`. Their arguments and results name arena slots, so that
+// state (parameters, gradient accumulators, Adam moments) persists between
+// calls without the runtime knowing anything about the model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "ir/OtcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace otc {
+#define GEN_PASS_DEF_TRAININGLOOP
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+/// Builds functions argument by argument: each with its slot name.
+struct FuncSignature {
+  SmallVector<Type> types;
+  SmallVector<Attribute> attrs;
+
+  void add(OpBuilder &b, Type type, StringRef slot) {
+    types.push_back(type);
+    attrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(attrs::kSlot, b.getStringAttr(slot))));
+  }
+};
+
+/// The slot of a `@train_step` argument.
+static std::string argSlot(func::FuncOp f, unsigned i) {
+  if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kInput))
+    return ("input:" + n.getValue()).str();
+  if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kParam))
+    return ("param:" + n.getValue()).str();
+  if (f.getArgAttr(i, attrs::kRngKey))
+    return "rng_key";
+  return "";
+}
+
+static Value splat(OpBuilder &b, Location loc, Type type, double value) {
+  auto t = cast<RankedTensorType>(type);
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), value)));
+}
+
+static func::FuncOp createFunc(OpBuilder &b, Location loc, StringRef name,
+                               const FuncSignature &args,
+                               const FuncSignature &results) {
+  auto f = b.create<func::FuncOp>(loc, name,
+                                  b.getFunctionType(args.types, results.types));
+  f.setAllArgAttrs(args.attrs);
+  f.setAllResultAttrs(results.attrs);
+  f.addEntryBlock();
+  return f;
+}
+
+struct TrainingLoopPass
+    : public otc::impl::TrainingLoopBase<TrainingLoopPass> {
+  using TrainingLoopBase::TrainingLoopBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("no @train_step: run --otc-differentiate first");
+      return signalPassFailure();
+    }
+    if (gradAccum < 1) {
+      module.emitError("grad-accum must be >= 1, got ") << gradAccum;
+      return signalPassFailure();
+    }
+    for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+      if (argSlot(step, i).empty()) {
+        step.emitError("argument ") << i << " is neither an input, a "
+                                    << "parameter nor the random key";
+        return signalPassFailure();
+      }
+
+    // The trainable parameters, in result order.
+    SmallVector<std::pair<StringRef, Type>> trained;
+    for (unsigned i = 1, e = step.getNumResults(); i < e; ++i) {
+      auto name = step.getResultAttrOfType<StringAttr>(i, attrs::kGrad);
+      if (!name) {
+        step.emitError("result ") << i << " is not a gradient";
+        return signalPassFailure();
+      }
+      trained.push_back({name.getValue(), step.getResultTypes()[i]});
+    }
+
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = step.getLoc();
+    buildZeroGrads(b, loc, trained);
+    buildMicroStep(b, step, trained);
+    buildOptimizerStep(b, loc, trained);
+
+    step.erase();
+    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+      forward.erase();
+  }
+
+  void buildZeroGrads(OpBuilder &b, Location loc,
+                      ArrayRef<std::pair<StringRef, Type>> trained) {
+    FuncSignature args, results;
+    for (auto [name, type] : trained)
+      results.add(b, type, ("grad:" + name).str());
+    func::FuncOp f = createFunc(b, loc, "zero_grads", args, results);
+    OpBuilder fb = OpBuilder::atBlockEnd(&f.getBody().front());
+    SmallVector<Value> zeros;
+    for (auto [name, type] : trained)
+      zeros.push_back(splat(fb, loc, type, 0.0));
+    fb.create<func::ReturnOp>(loc, zeros);
+  }
+
+  void buildMicroStep(OpBuilder &b, func::FuncOp step,
+                      ArrayRef<std::pair<StringRef, Type>> trained) {
+    Location loc = step.getLoc();
+    FuncSignature args, results;
+    for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+      args.add(b, step.getArgumentTypes()[i], argSlot(step, i));
+    for (auto [name, type] : trained)
+      args.add(b, type, ("grad:" + name).str());
+    results.add(b, step.getResultTypes()[0], "loss");
+    for (auto [name, type] : trained)
+      results.add(b, type, ("grad:" + name).str());
+    func::FuncOp f = createFunc(b, loc, "micro_step", args, results);
+    Block &entry = f.getBody().front();
+
+    IRMapping map;
+    Block &src = step.getBody().front();
+    for (unsigned i = 0, e = src.getNumArguments(); i < e; ++i)
+      map.map(src.getArgument(i), entry.getArgument(i));
+    OpBuilder fb = OpBuilder::atBlockEnd(&entry);
+    for (Operation &op : src.without_terminator())
+      fb.clone(op, map);
+    auto ret = cast<func::ReturnOp>(src.getTerminator());
+
+    // acc' = acc + g / grad_accum: after grad_accum micro-steps the slots
+    // hold the mean over the global batch of the per-micro-batch means.
+    SmallVector<Value> outs{map.lookup(ret.getOperand(0))};
+    unsigned accBase = src.getNumArguments();
+    for (auto [i, entryPair] : llvm::enumerate(trained)) {
+      Value g = map.lookup(ret.getOperand(i + 1));
+      Location gl = g.getLoc();
+      if (gradAccum != 1) {
+        Type scalar = RankedTensorType::get(
+            {}, getElementTypeOrSelf(entryPair.second));
+        Value scale = splat(fb, gl, scalar, 1.0 / double(gradAccum));
+        g = fb.create<MulOp>(gl, g.getType(), g, scale);
+      }
+      Value acc = entry.getArgument(accBase + i);
+      outs.push_back(fb.create<AddOp>(gl, g.getType(), acc, g));
+    }
+    fb.create<func::ReturnOp>(loc, outs);
+  }
+
+  void buildOptimizerStep(OpBuilder &b, Location loc,
+                          ArrayRef<std::pair<StringRef, Type>> trained) {
+    FuncSignature args, results;
+    for (auto [name, type] : trained) {
+      args.add(b, type, ("param:" + name).str());
+      args.add(b, type, ("grad:" + name).str());
+      args.add(b, type, ("adam_m:" + name).str());
+      args.add(b, type, ("adam_v:" + name).str());
+    }
+    Type scalar = RankedTensorType::get({}, b.getF32Type());
+    args.add(b, scalar, "lr");
+    args.add(b, scalar, "step");
+    for (auto [name, type] : trained) {
+      results.add(b, type, ("param:" + name).str());
+      results.add(b, type, ("adam_m:" + name).str());
+      results.add(b, type, ("adam_v:" + name).str());
+    }
+    func::FuncOp f = createFunc(b, loc, "optimizer_step", args, results);
+    Block &entry = f.getBody().front();
+    OpBuilder fb = OpBuilder::atBlockEnd(&entry);
+    unsigned n = trained.size();
+    Value lr = entry.getArgument(4 * n), t = entry.getArgument(4 * n + 1);
+    SmallVector<Value> outs;
+    for (unsigned i = 0; i < n; ++i) {
+      Type type = trained[i].second;
+      auto upd = fb.create<AdamWOp>(
+          loc, TypeRange{type, type, type}, entry.getArgument(4 * i),
+          entry.getArgument(4 * i + 1), entry.getArgument(4 * i + 2),
+          entry.getArgument(4 * i + 3), lr, t, fb.getF64FloatAttr(beta1),
+          fb.getF64FloatAttr(beta2), fb.getF64FloatAttr(epsilon),
+          fb.getF64FloatAttr(weightDecay));
+      outs.append(upd->result_begin(), upd->result_end());
+    }
+    fb.create<func::ReturnOp>(loc, outs);
+  }
+};
+
+} // namespace
