@@ -1,0 +1,45 @@
+//===- KernelBodies.h - per-op bodies of generated kernels -------*- C++ -*-===//
+//
+// A generated kernel runs a body once per work item `i` in [0, workItems):
+// a loop on the cpu target, a grid-stride loop on cuda. This header declares
+// the per-op emitters of those bodies; the same body text serves both
+// targets.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_CODEGEN_KERNELBODIES_H
+#define OTC_CODEGEN_KERNELBODIES_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace otc {
+
+/// What a body emitter writes to and the C names it reads.
+struct BodyContext {
+  /// The body's statements.
+  llvm::raw_ostream &os;
+  /// File-scope declarations (constant tables) the body refers to.
+  llvm::raw_ostream &globals;
+  /// Pointer names of the op's operands and results.
+  llvm::ArrayRef<std::string> in, out;
+  /// Unique prefix for globals of this kernel.
+  std::string prefix;
+  bool cuda = false;
+};
+
+/// The C type of an element type.
+std::string cTypeOf(mlir::Type elementType);
+
+/// The number of independent work items of `op`'s body.
+int64_t workItems(mlir::Operation *op);
+
+/// Emits the body of `op` for work item `i`; fails with an op error when the
+/// op has no emitter.
+mlir::LogicalResult emitBody(mlir::Operation *op, BodyContext &ctx);
+
+} // namespace otc
+
+#endif // OTC_CODEGEN_KERNELBODIES_H

@@ -1,0 +1,413 @@
+//===- otc-compile.cpp - the otc driver ------------------------------------===//
+//
+// otc-compile MODEL.onnx -o DIR [options]: imports the model, differentiates
+// it, builds the training loop, plans every buffer into one arena, emits the
+// program for the chosen target and builds DIR/train with the host compiler
+// (cpu) or nvcc (cuda). Also writes DIR/plan.json and DIR/init.safetensors
+// (the initial parameters). `--compile-to=PHASE` stops after a phase and
+// prints the IR; `--mlir-print-ir-after-all` prints it after every pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Codegen.h"
+#include "frontend/OnnxImporter.h"
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+#include "passes/Passes.h"
+#include "otcrt/safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <chrono>
+#include <cstdlib>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory cat("otc-compile options");
+static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
+                                      cl::Required, cl::cat(cat));
+static cl::opt<std::string> outDir("o", cl::desc("Output directory"),
+                                   cl::value_desc("DIR"), cl::cat(cat));
+static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
+                                   cl::init("cpu"), cl::cat(cat));
+static cl::list<std::string>
+    dims("dim", cl::desc("Bind a symbolic dimension: NAME=VALUE"),
+         cl::value_desc("NAME=VALUE"), cl::cat(cat));
+static cl::opt<int64_t>
+    microBatch("micro-batch",
+               cl::desc("Bind the leading symbolic dimension of the inputs"),
+               cl::init(0), cl::cat(cat));
+static cl::opt<int64_t> gradAccum("grad-accum",
+                                  cl::desc("Micro-batches per optimizer step"),
+                                  cl::init(1), cl::cat(cat));
+static cl::opt<std::string> remat("remat",
+                                  cl::desc("none|full|selective|auto"),
+                                  cl::init("none"), cl::cat(cat));
+static cl::opt<std::string> memoryBudget("memory-budget",
+                                         cl::desc("Budget for --remat=auto"),
+                                         cl::cat(cat));
+static cl::opt<std::string> precision("precision", cl::desc("fp32|bf16"),
+                                      cl::init("fp32"), cl::cat(cat));
+static cl::opt<bool> fp32GradAccum("fp32-grad-accum",
+                                   cl::desc("Accumulate gradients in FP32"),
+                                   cl::cat(cat));
+static cl::opt<std::string> lossName("loss", cl::desc("The loss output"),
+                                     cl::cat(cat));
+static cl::opt<std::string> freeze("freeze",
+                                   cl::desc("Initializers not trained (regex)"),
+                                   cl::cat(cat));
+static cl::opt<double> weightDecay("weight-decay",
+                                   cl::desc("AdamW weight decay"),
+                                   cl::init(0.0), cl::cat(cat));
+static cl::opt<bool> report("report", cl::desc("Print the memory/FLOP report"),
+                            cl::cat(cat));
+static cl::opt<std::string>
+    compileTo("compile-to",
+              cl::desc("Stop after PHASE and print the IR: import, "
+                       "differentiate, training-loop, buffers, plan, emit"),
+              cl::value_desc("PHASE"), cl::cat(cat));
+
+/// Prints `otc-compile: error: msg` and returns the exit code.
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "otc-compile: error: " << msg << "\n";
+  return 1;
+}
+
+/// Parses the `--dim` list into the importer's map.
+static bool parseDims(otc::ImportOptions &opts, std::string &err) {
+  for (const std::string &d : dims) {
+    auto [name, value] = llvm::StringRef(d).split('=');
+    int64_t v;
+    if (name.empty() || value.getAsInteger(10, v) || v <= 0) {
+      err = "bad --dim '" + d + "': expected NAME=VALUE with VALUE > 0";
+      return false;
+    }
+    opts.dims[name.str()] = v;
+  }
+  return true;
+}
+
+/// The ONNX node name of a location.
+static std::string nodeOf(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  return "";
+}
+
+/// Forward values of @train_step that its backward reads: what is kept
+/// between the two passes (named by their ONNX node, or argument name).
+static std::vector<std::string> savedValues(ModuleOp module) {
+  std::vector<std::string> out;
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return out;
+  Block &body = step.getBody().front();
+  Value loss = body.getTerminator()->getOperand(0);
+  // Forward: the ops the loss depends on.
+  llvm::SetVector<Operation *> forward;
+  SmallVector<Value> work{loss};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !forward.insert(def))
+      continue;
+    llvm::append_range(work, def->getOperands());
+  }
+  llvm::SetVector<Value> saved;
+  for (Operation &op : body.without_terminator()) {
+    if (forward.contains(&op))
+      continue;
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (def && forward.contains(def) && !isa<otc::ConstantOp>(def))
+        saved.insert(v);
+    }
+  }
+  for (Value v : saved) {
+    std::string name = nodeOf(v.getLoc());
+    Operation *def = v.getDefiningOp();
+    if (def->getNumResults() > 1)
+      name += ":" + std::to_string(cast<OpResult>(v).getResultNumber());
+    out.push_back(name.empty() ? def->getName().getStringRef().str() : name);
+  }
+  return out;
+}
+
+/// Runs `cmd`, printing it first; returns false with `err` set on failure.
+static bool runTool(llvm::ArrayRef<std::string> cmd, std::string &err) {
+  llvm::errs() << "otc-compile: building:";
+  for (const std::string &c : cmd)
+    llvm::errs() << " " << c;
+  llvm::errs() << "\n";
+  SmallVector<llvm::StringRef> args(cmd.begin(), cmd.end());
+  std::string msg;
+  int rc = llvm::sys::ExecuteAndWait(cmd[0], args, std::nullopt, {}, 0, 0, &msg);
+  if (rc != 0) {
+    err = cmd[0] + " failed (exit " + std::to_string(rc) + ")" +
+          (msg.empty() ? "" : ": " + msg);
+    return false;
+  }
+  return true;
+}
+
+/// Directory of the runtime libraries: next to the tools, else the build's.
+static std::string runtimeLibDir(const char *argv0) {
+  std::string exe = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&runtimeLibDir));
+  SmallString<256> dir(llvm::sys::path::parent_path(
+      llvm::sys::path::parent_path(exe)));
+  llvm::sys::path::append(dir, "lib");
+  SmallString<256> probe(dir);
+  llvm::sys::path::append(probe, "libotcrt_cpu.a");
+  if (llvm::sys::fs::exists(probe))
+    return dir.str().str();
+  return OTC_RUNTIME_LIB_DIR;
+}
+
+/// Finds nvcc: $CUDA_HOME/bin, /usr/local/cuda/bin, then PATH.
+static std::string findNvcc() {
+  std::vector<std::string> candidates;
+  if (const char *home = std::getenv("CUDA_HOME"))
+    candidates.push_back(std::string(home) + "/bin/nvcc");
+  candidates.push_back("/usr/local/cuda/bin/nvcc");
+  for (const std::string &c : candidates)
+    if (llvm::sys::fs::can_execute(c))
+      return c;
+  if (auto p = llvm::sys::findProgramByName("nvcc"))
+    return *p;
+  return "";
+}
+
+static std::string humanBytes(int64_t b) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = b;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  cl::ParseCommandLineOptions(argc, argv, "otc: ONNX training compiler\n");
+
+  // Options checked before any work.
+  bool cuda = target == "cuda";
+  if (!cuda && target != "cpu")
+    return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (compileTo.empty() && outDir.empty())
+    return fail("no output directory: pass -o DIR");
+  static const char *phases[] = {"import", "differentiate", "training-loop",
+                                 "buffers", "plan", "emit"};
+  if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
+    return fail("unknown --compile-to phase '" + compileTo +
+                "' (import, differentiate, training-loop, buffers, plan, emit)");
+  if (gradAccum < 1)
+    return fail("--grad-accum must be >= 1");
+  if (remat != "none" && remat != "full" && remat != "selective" &&
+      remat != "auto")
+    return fail("--remat must be none, full, selective or auto");
+  if (remat != "none")
+    return fail("--remat=" + remat + " is not implemented yet; use --remat=none");
+  if (!memoryBudget.empty())
+    return fail("--memory-budget applies to --remat=auto, which is not "
+                "implemented yet");
+  if (precision != "fp32" && precision != "bf16")
+    return fail("--precision must be fp32 or bf16");
+  if (precision == "bf16")
+    return fail("--precision=bf16 is not implemented yet; use fp32");
+
+  otc::ImportOptions importOpts;
+  std::string err;
+  if (!parseDims(importOpts, err))
+    return fail(err);
+  if (microBatch.getNumOccurrences()) {
+    if (microBatch <= 0)
+      return fail("--micro-batch must be > 0");
+    importOpts.microBatch = microBatch;
+  }
+
+  MLIRContext context;
+  context.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
+                      func::FuncDialect>();
+  std::vector<otc::InitializerData> initializers;
+  auto t0 = std::chrono::steady_clock::now();
+  OwningOpRef<ModuleOp> module =
+      otc::importOnnxModel(context, modelPath, importOpts, err, &initializers);
+  if (!module)
+    return fail(err);
+  auto printIR = [&] {
+    module->print(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
+  };
+  if (compileTo == "import")
+    return printIR();
+
+  // The leading dimension of the inputs: the micro-batch, as bound.
+  int64_t mb = importOpts.microBatch.value_or(0);
+  if (!mb)
+    for (auto f : module->getOps<func::FuncOp>())
+      for (unsigned i = 0; i < f.getNumArguments(); ++i)
+        if (f.getArgAttr(i, otc::attrs::kInput))
+          if (auto t = dyn_cast<RankedTensorType>(f.getArgumentTypes()[i]))
+            if (t.getRank() > 0 && !mb)
+              mb = t.getDimSize(0);
+
+  // Passes, phase by phase, with the MLIR pass-manager flags applied.
+  SmallVector<std::string> saved;
+  auto runPhase = [&](llvm::function_ref<void(PassManager &)> build) {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return false;
+    build(pm);
+    return succeeded(pm.run(*module));
+  };
+  if (!runPhase([&](PassManager &pm) {
+        otc::DifferentiateOptions o;
+        o.lossName = lossName;
+        o.freeze = freeze;
+        pm.addPass(otc::createDifferentiate(o));
+      }))
+    return fail("differentiation failed");
+  std::vector<std::string> savedNames = savedValues(*module);
+  if (compileTo == "differentiate")
+    return printIR();
+  if (!runPhase([&](PassManager &pm) {
+        otc::TrainingLoopOptions o;
+        o.gradAccum = gradAccum;
+        o.weightDecay = weightDecay;
+        pm.addPass(otc::createTrainingLoop(o));
+      }))
+    return fail("building the training loop failed");
+  if (compileTo == "training-loop")
+    return printIR();
+  if (!runPhase([&](PassManager &pm) {
+        pm.addPass(otc::createLowerToBuffers());
+      }))
+    return fail("lowering to buffers failed");
+  if (compileTo == "buffers")
+    return printIR();
+  if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createPlanBuffers()); }))
+    return fail("buffer planning failed");
+  if (compileTo == "plan")
+    return printIR();
+
+  // Emission.
+  otc::EmitOptions emitOpts;
+  emitOpts.target = cuda ? otc::Target::Cuda : otc::Target::Cpu;
+  emitOpts.modelPath = modelPath;
+  emitOpts.microBatch = mb;
+  emitOpts.gradAccum = gradAccum;
+  std::string source;
+  llvm::raw_string_ostream sourceOs(source);
+  if (failed(otc::emitProgram(*module, emitOpts, sourceOs)))
+    return fail("code generation failed");
+  if (compileTo == "emit") {
+    llvm::outs() << source;
+    return 0;
+  }
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
+    return fail("cannot create '" + outDir + "': " + ec.message());
+  auto writeFile = [&](llvm::StringRef name, llvm::StringRef text) {
+    SmallString<256> path(outDir.getValue());
+    llvm::sys::path::append(path, name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      err = "cannot write '" + path.str().str() + "': " + ec.message();
+      return std::string();
+    }
+    os << text;
+    return path.str().str();
+  };
+  std::string srcPath = writeFile(cuda ? "model.cu" : "model.cpp", source);
+  if (srcPath.empty())
+    return fail(err);
+
+  otc::PlanInfo info;
+  info.target = target;
+  info.microBatch = mb;
+  info.gradAccum = gradAccum;
+  info.workspaceBytes = cuda ? (32ll << 20) : 0;
+  info.saved = savedNames;
+  info.samplesPerStep = mb * gradAccum;
+  std::string planText;
+  llvm::raw_string_ostream planOs(planText);
+  if (failed(otc::writePlanJson(*module, info, planOs)))
+    return fail("writing plan.json failed");
+  if (writeFile("plan.json", planText).empty())
+    return fail(err);
+
+  // Initial parameters, by ONNX initializer name.
+  otcrt::TensorFile initFile;
+  for (const otc::InitializerData &d : initializers)
+    initFile.add(d.name, otcrt::StDType::F32, d.shape, d.values.data());
+  SmallString<256> initPath(outDir.getValue());
+  llvm::sys::path::append(initPath, "init.safetensors");
+  if (otcrt::Status st = otcrt::writeSafetensors(initPath.str().str(), initFile);
+      !st)
+    return fail(st.message());
+
+  // Build the program.
+  std::string libDir = runtimeLibDir(argv[0]);
+  SmallString<256> trainPath(outDir.getValue());
+  llvm::sys::path::append(trainPath, "train");
+  std::vector<std::string> cmd;
+  if (cuda) {
+    std::string nvcc = findNvcc();
+    if (nvcc.empty())
+      return fail("--target=cuda needs the CUDA toolkit: nvcc was not found "
+                  "in $CUDA_HOME/bin, /usr/local/cuda/bin or on PATH");
+    std::string lib = libDir + "/libotcrt_cuda.a";
+    if (!llvm::sys::fs::exists(lib))
+      return fail("--target=cuda needs " + lib +
+                  ", which is built only when CMake finds the CUDA toolkit");
+    cmd = {nvcc, "-O2", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90",
+           "-I", OTC_RUNTIME_INCLUDE_DIR, srcPath, lib, "-lcublasLt",
+           "-lcudart", "-o", trainPath.str().str()};
+  } else {
+    std::string cxx = "c++";
+    if (const char *env = std::getenv("CXX"))
+      cxx = env;
+    auto found = llvm::sys::findProgramByName(cxx);
+    if (!found)
+      return fail("no host C++ compiler: '" + cxx + "' not found (set CXX)");
+    cmd = {*found, "-O2", "-std=c++17", "-fopenmp", "-I",
+           OTC_RUNTIME_INCLUDE_DIR, srcPath, libDir + "/libotcrt_cpu.a",
+           "-o", trainPath.str().str()};
+  }
+  if (!runTool(cmd, err))
+    return fail(err);
+  double secs = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+  llvm::errs() << "otc-compile: wrote " << trainPath << " (" << target
+               << ", micro-batch " << mb << " x grad-accum " << gradAccum
+               << ") in " << llvm::format("%.1f", secs) << " s\n";
+  if (report)
+    llvm::outs() << planText;
+  (void)fp32GradAccum;
+  (void)humanBytes;
+  return 0;
+}
