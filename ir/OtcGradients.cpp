@@ -62,26 +62,28 @@ static LogicalResult binaryGrads(Operation *op, Value dl, Value dr,
 LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                     SmallVectorImpl<Value> &out) {
   Value g = rg[0];
-  return binaryGrads(*this, sumToShape(b, getLoc(), g, getLhs()),
-                     sumToShape(b, getLoc(), g, getRhs()), out);
+  Value dl = sumToShape(b, getLoc(), g, getLhs());
+  Value dr = sumToShape(b, getLoc(), g, getRhs());
+  return binaryGrads(*this, dl, dr, out);
 }
 
 LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                     SmallVectorImpl<Value> &out) {
   Value g = rg[0];
+  Value dl = sumToShape(b, getLoc(), g, getLhs());
   Value neg = b.create<NegOp>(getLoc(), g);
-  return binaryGrads(*this, sumToShape(b, getLoc(), g, getLhs()),
-                     sumToShape(b, getLoc(), neg, getRhs()), out);
+  Value dr = sumToShape(b, getLoc(), neg, getRhs());
+  return binaryGrads(*this, dl, dr, out);
 }
 
 LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                     SmallVectorImpl<Value> &out) {
   Value g = rg[0];
   Location loc = getLoc();
-  return binaryGrads(*this,
-                     sumToShape(b, loc, mul(b, loc, g, getRhs()), getLhs()),
-                     sumToShape(b, loc, mul(b, loc, g, getLhs()), getRhs()),
-                     out);
+  // Built in operand order so the IR is the same with every compiler.
+  Value dl = sumToShape(b, loc, mul(b, loc, g, getRhs()), getLhs());
+  Value dr = sumToShape(b, loc, mul(b, loc, g, getLhs()), getRhs());
+  return binaryGrads(*this, dl, dr, out);
 }
 
 LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,

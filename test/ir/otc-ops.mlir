@@ -1,0 +1,68 @@
+// RUN: otc-opt %s --split-input-file | otc-opt --split-input-file | FileCheck %s
+
+// Tests that elementwise ops with broadcasting round-trip.
+// CHECK-LABEL: func.func @elementwise
+func.func @elementwise(%a: tensor<4x5xf32>, %b: tensor<5xf32>) -> tensor<4x5xf32> {
+  // CHECK: %[[S:.*]] = otc.add %{{.*}}, %{{.*}} : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %0 = otc.add %a, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  // CHECK: otc.sub %[[S]]
+  %1 = otc.sub %0, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  // CHECK: otc.mul
+  %2 = otc.mul %1, %a : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  // CHECK: otc.div
+  %3 = otc.div %2, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  // CHECK: otc.neg {{.*}} : tensor<4x5xf32>
+  %4 = otc.neg %3 : tensor<4x5xf32>
+  // CHECK: otc.exp
+  %5 = otc.exp %4 : tensor<4x5xf32>
+  // CHECK: otc.log
+  %6 = otc.log %5 : tensor<4x5xf32>
+  // CHECK: otc.tanh
+  %7 = otc.tanh %6 : tensor<4x5xf32>
+  // CHECK: otc.relu
+  %8 = otc.relu %7 : tensor<4x5xf32>
+  return %8 : tensor<4x5xf32>
+}
+
+// -----
+
+// Tests that matmul keeps its transpose flags and data movement ops their attributes.
+// CHECK-LABEL: func.func @linalg
+func.func @linalg(%x: tensor<2x4x3xf32>, %w: tensor<5x3xf32>) -> tensor<5x2x4xf32> {
+  // CHECK: otc.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x4x3xf32>, tensor<5x3xf32>) -> tensor<2x4x5xf32>
+  %0 = otc.matmul %x, %w {transpose_rhs} : (tensor<2x4x3xf32>, tensor<5x3xf32>) -> tensor<2x4x5xf32>
+  // CHECK: otc.transpose %{{.*}}, [2, 0, 1]
+  %1 = otc.transpose %0, [2, 0, 1] : (tensor<2x4x5xf32>) -> tensor<5x2x4xf32>
+  // CHECK: otc.reshape {{.*}} -> tensor<40xf32>
+  %2 = otc.reshape %1 : (tensor<5x2x4xf32>) -> tensor<40xf32>
+  // CHECK: otc.reduce_sum %{{.*}}, [0] {keep_dims}
+  %3 = otc.reduce_sum %2, [0] {keep_dims} : (tensor<40xf32>) -> tensor<1xf32>
+  // CHECK: otc.broadcast {{.*}} -> tensor<5x2x4xf32>
+  %4 = otc.broadcast %3 : (tensor<1xf32>) -> tensor<5x2x4xf32>
+  return %4 : tensor<5x2x4xf32>
+}
+
+// -----
+
+// Tests the loss, dropout, gradient-kernel and optimizer ops.
+// CHECK-LABEL: func.func @training_ops
+func.func @training_ops(%z: tensor<4x10xf32>, %y: tensor<4xi64>, %k: tensor<i64>,
+                        %p: tensor<3xf32>, %lr: tensor<f32>) -> tensor<f32> {
+  // CHECK: otc.constant dense<1.000000e+00> : tensor<f32>
+  %one = otc.constant dense<1.0> : tensor<f32>
+  // CHECK: otc.dropout %{{.*}}, %{{.*}} {ratio = 1.000000e-01 : f64, stream = 0 : i64}
+  %d, %m = otc.dropout %z, %k {ratio = 0.1 : f64, stream = 0 : i64} : (tensor<4x10xf32>, tensor<i64>) -> (tensor<4x10xf32>, tensor<4x10xi1>)
+  // CHECK: otc.dropout_grad
+  %dg = otc.dropout_grad %d, %m {ratio = 0.1 : f64} : (tensor<4x10xf32>, tensor<4x10xi1>) -> tensor<4x10xf32>
+  // CHECK: otc.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64}
+  %l = otc.softmax_cross_entropy %dg, %y {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  // CHECK: otc.softmax_cross_entropy_grad
+  %g = otc.softmax_cross_entropy_grad %one, %z, %y : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> tensor<4x10xf32>
+  // CHECK: otc.relu_grad
+  %r = otc.relu_grad %g, %z : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+  // CHECK: otc.tanh_grad
+  %t = otc.tanh_grad %r, %z : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+  // CHECK: otc.adamw {{.*}} {beta1 = 9.000000e-01 : f64
+  %np, %nm, %nv = otc.adamw %p, %p, %p, %p, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %l : tensor<f32>
+}
