@@ -78,7 +78,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (alignment <= 0 || (alignment & (alignment - 1))) {
-      module.emitError("alignment must be a power of two, got ") << alignment;
+      module.emitError("alignment must be a power of two, got ") << alignment.getValue();
       return signalPassFailure();
     }
     Builder b(module.getContext());

@@ -77,7 +77,7 @@ struct TrainingLoopPass
       return signalPassFailure();
     }
     if (gradAccum < 1) {
-      module.emitError("grad-accum must be >= 1, got ") << gradAccum;
+      module.emitError("grad-accum must be >= 1, got ") << gradAccum.getValue();
       return signalPassFailure();
     }
     for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
