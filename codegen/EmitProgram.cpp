@@ -297,10 +297,10 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   auto strideOf = [&](ArrayRef<int64_t> s) -> std::optional<int64_t> {
     int64_t mat = s[s.size() - 2] * s[s.size() - 1];
     int64_t nb = numElements(s.drop_back(2));
-    if (nb == batch)
-      return mat;
     if (nb == 1)
       return 0;
+    if (nb == batch)
+      return mat;
     return std::nullopt;
   };
   std::optional<int64_t> sa = strideOf(a), sb = strideOf(b);
