@@ -1,0 +1,88 @@
+/* The C ABI between code emitted by the otc code generator and the otcrt
+ * runtime library. A compiled model is a C++ (cpu target) or CUDA (cuda
+ * target) translation unit that defines its kernels and a static OtcProgram
+ * descriptor, and whose main() hands that descriptor to otcrt_main(). The
+ * runtime owns everything else: the arena, parameter loading, the batch, the
+ * training loop and the GEMM entry point used by the generated kernels. This
+ * header must stay C-compatible and its names must not change. */
+#ifndef OTCRT_ABI_H
+#define OTCRT_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// What a slot of the arena holds.
+enum OtcSlotKind {
+  OTC_SLOT_PARAM = 0,
+  OTC_SLOT_GRAD = 1,
+  OTC_SLOT_ADAM_M = 2,
+  OTC_SLOT_ADAM_V = 3,
+  OTC_SLOT_INPUT = 4,
+  OTC_SLOT_LOSS = 5,
+  OTC_SLOT_LR = 6,
+  OTC_SLOT_STEP = 7,
+  OTC_SLOT_RNG = 8
+};
+
+/// Element type of a slot.
+enum OtcDType {
+  OTC_F32 = 0,
+  OTC_I64 = 1,
+  OTC_BOOL = 2 /* one byte */,
+  OTC_F64 = 3,
+  OTC_I32 = 4
+};
+
+typedef struct {
+  const char *name; /* ONNX initializer name for PARAM/GRAD/ADAM_M/ADAM_V, ONNX
+                       graph input name for INPUT, "" otherwise */
+  int32_t kind;     /* OtcSlotKind */
+  int32_t dtype;    /* OtcDType */
+  int32_t rank;
+  const int64_t *shape;
+  int64_t offset; /* byte offset in the arena */
+  int64_t nbytes;
+} OtcSlot;
+
+typedef struct {
+  int32_t abi_version; /* 1 */
+  const char *target;  /* "cpu" or "cuda" */
+  const char *model;   /* the ONNX file it was compiled from */
+  int64_t arena_bytes;
+  int32_t micro_batch; /* leading dimension of every INPUT slot */
+  int32_t grad_accum;  /* micro-batches per optimizer step */
+  int32_t num_slots;
+  const OtcSlot *slots;
+  void (*zero_grads)(char *arena); /* sets every GRAD slot to zero */
+  void (*micro_step)(char *arena); /* forward + backward on the INPUT slots;
+                                      writes LOSS (mean over the micro-batch)
+                                      and adds grad/grad_accum into GRAD slots */
+  void (*optimizer_step)(char *arena); /* AdamW: reads PARAM, GRAD, ADAM_M,
+                                          ADAM_V, LR (f32 scalar), STEP (f32
+                                          scalar, 1-based); updates PARAM,
+                                          ADAM_M, ADAM_V */
+} OtcProgram;
+
+/// Entry point of a compiled training program: parses the command line,
+/// runs it and returns the process exit code.
+int otcrt_main(int argc, char **argv, const OtcProgram *program);
+
+/// Row-major batched GEMM: for b in [0,batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b,
+/// op(A_b) is M x K (stored K x M when transA), op(B_b) is K x N (stored N x K when transB),
+/// lda/ldb/ldc are row strides (elements) of the stored matrices, strideX the element distance between batch entries (0 = broadcast).
+/// cpu target: host pointers. cuda target: device pointers, default stream, cuBLASLt.
+void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb, int64_t strideB,
+                    float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
+
+/// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
+void otcrt_check_launch(const char *file, int line);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OTCRT_ABI_H */

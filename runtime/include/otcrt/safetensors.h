@@ -1,0 +1,72 @@
+// Reader and writer for the safetensors file format: an 8-byte little-endian
+// header length, a JSON header mapping tensor names to {dtype, shape,
+// data_offsets} (plus an optional "__metadata__" string map), then the raw
+// little-endian tensor bytes. Files are loaded fully into memory; every
+// structural problem (truncation, malformed JSON, bad offsets, size
+// mismatches) is reported as a Status naming the file and the byte offset.
+#ifndef OTCRT_SAFETENSORS_H
+#define OTCRT_SAFETENSORS_H
+
+#include "otcrt/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace otcrt {
+
+/// Element types of the safetensors format.
+enum class StDType {
+  BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64
+};
+
+/// Returns the size of one element of \p dtype in bytes.
+size_t dtypeSize(StDType dtype);
+/// Returns the safetensors spelling of \p dtype ("F32", "I64", ...).
+const char *dtypeName(StDType dtype);
+/// Parses a safetensors dtype spelling; returns false if unknown.
+bool parseDTypeName(const std::string &name, StDType &out);
+
+/// Returns the number of elements of \p shape (1 for a scalar).
+int64_t numElements(const std::vector<int64_t> &shape);
+/// Formats \p shape as "[2, 3]" ("[]" for a scalar).
+std::string formatShape(const std::vector<int64_t> &shape);
+
+/// One named tensor with its raw little-endian bytes.
+struct Tensor {
+  std::string name;
+  StDType dtype = StDType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+
+  /// Number of elements.
+  int64_t numel() const { return numElements(shape); }
+};
+
+/// The contents of one safetensors file, tensors in file (offset) order.
+struct TensorFile {
+  std::vector<Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+
+  /// Returns the tensor named \p name or nullptr.
+  const Tensor *find(const std::string &name) const;
+  /// Appends a tensor built from \p bytes (numel(shape) * dtypeSize bytes).
+  void add(std::string name, StDType dtype, std::vector<int64_t> shape,
+           const void *bytes);
+};
+
+/// Parses an in-memory safetensors image; \p sourceName is used in errors.
+Status parseSafetensors(const uint8_t *data, size_t size,
+                        const std::string &sourceName, TensorFile &out);
+/// Reads and parses the file at \p path.
+Status readSafetensors(const std::string &path, TensorFile &out);
+/// Serializes \p file into \p out (header padded to a multiple of 8 bytes).
+Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out);
+/// Writes \p file to \p path.
+Status writeSafetensors(const std::string &path, const TensorFile &file);
+
+} // namespace otcrt
+
+#endif // OTCRT_SAFETENSORS_H

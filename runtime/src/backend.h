@@ -1,0 +1,45 @@
+// The device abstraction used by the otcrt driver: where the arena lives and
+// how bytes move between it and the host. There is one implementation per
+// library: backend_cpu.cpp (host memory) in libotcrt_cpu and
+// backend_cuda.cpp (device memory) in libotcrt_cuda; each defines
+// defaultBackend(). Arena pointers are opaque to the driver: it only ever
+// passes them back to the backend or to the generated program.
+#ifndef OTCRT_BACKEND_H
+#define OTCRT_BACKEND_H
+
+#include "otcrt/status.h"
+
+#include <cstdint>
+
+namespace otcrt {
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// The target name this backend serves ("cpu" or "cuda"); must equal
+  /// OtcProgram::target.
+  virtual const char *name() const = 0;
+  /// Prepares the device (selects it, checks it exists).
+  virtual Status init() = 0;
+  /// Allocates \p bytes of arena memory into \p arena.
+  virtual Status allocate(int64_t bytes, char **arena) = 0;
+  /// Frees an arena returned by allocate(); null is ignored.
+  virtual void release(char *arena) = 0;
+  /// Sets \p bytes bytes at \p arena + \p offset to zero.
+  virtual Status zero(char *arena, int64_t offset, int64_t bytes) = 0;
+  /// Copies \p bytes host bytes from \p src to \p arena + \p offset.
+  virtual Status upload(char *arena, int64_t offset, const void *src,
+                        int64_t bytes) = 0;
+  /// Copies \p bytes from \p arena + \p offset to the host buffer \p dst.
+  virtual Status download(const char *arena, int64_t offset, void *dst,
+                          int64_t bytes) = 0;
+  /// Waits for all queued device work and reports asynchronous failures.
+  virtual Status synchronize() = 0;
+};
+
+/// Returns the backend of the library this driver was linked into.
+Backend &defaultBackend();
+
+} // namespace otcrt
+
+#endif // OTCRT_BACKEND_H

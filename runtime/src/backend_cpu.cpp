@@ -1,0 +1,63 @@
+// Host-memory backend of libotcrt_cpu: the arena is a 64-byte aligned heap
+// block and all transfers are memcpy. Also defines otcrt_check_launch as the
+// no-op the ABI promises for the cpu target.
+#include "backend.h"
+
+#include "otcrt/abi.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace otcrt {
+namespace {
+
+class CpuBackend final : public Backend {
+public:
+  const char *name() const override { return "cpu"; }
+
+  Status init() override { return Status::ok(); }
+
+  Status allocate(int64_t bytes, char **arena) override {
+    constexpr int64_t kAlign = 64;
+    int64_t rounded = ((bytes > 0 ? bytes : 1) + kAlign - 1) / kAlign * kAlign;
+    void *p = std::aligned_alloc(kAlign, static_cast<size_t>(rounded));
+    if (!p)
+      return Status::error("cannot allocate an arena of " +
+                           std::to_string(bytes) + " bytes of host memory");
+    *arena = static_cast<char *>(p);
+    return Status::ok();
+  }
+
+  void release(char *arena) override { std::free(arena); }
+
+  Status zero(char *arena, int64_t offset, int64_t bytes) override {
+    std::memset(arena + offset, 0, static_cast<size_t>(bytes));
+    return Status::ok();
+  }
+
+  Status upload(char *arena, int64_t offset, const void *src,
+                int64_t bytes) override {
+    std::memcpy(arena + offset, src, static_cast<size_t>(bytes));
+    return Status::ok();
+  }
+
+  Status download(const char *arena, int64_t offset, void *dst,
+                  int64_t bytes) override {
+    std::memcpy(dst, arena + offset, static_cast<size_t>(bytes));
+    return Status::ok();
+  }
+
+  Status synchronize() override { return Status::ok(); }
+};
+
+} // namespace
+
+Backend &defaultBackend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+} // namespace otcrt
+
+extern "C" void otcrt_check_launch(const char *, int) {}

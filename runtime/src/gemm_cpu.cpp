@@ -1,0 +1,104 @@
+// Host implementation of otcrt_gemm_f32 for libotcrt_cpu: a cache-blocked
+// i-k-j loop GEMM parallelized with OpenMP over (batch entry, row block).
+// When op(B) is a transpose, B is first packed into row-major K x N so the
+// innermost loop always streams contiguous rows of B and C (vectorizable).
+// Semantics follow the ABI comment in otcrt/abi.h, including beta == 0
+// overwriting C without reading it and stride 0 meaning broadcast.
+#include "otcrt/abi.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kRowBlock = 16;
+constexpr int64_t kColBlock = 512;
+constexpr int64_t kDepthBlock = 128;
+
+/// Applies C_row = beta * C_row (beta == 0 writes zeros, ignoring NaNs).
+inline void scaleRow(float *c, int64_t n, float beta) {
+  if (beta == 0.0f) {
+    std::fill(c, c + n, 0.0f);
+  } else if (beta != 1.0f) {
+    for (int64_t j = 0; j < n; ++j)
+      c[j] *= beta;
+  }
+}
+
+/// Computes one row block [i0, i1) of one batch entry: C += alpha * op(A) * B
+/// where B is row-major K x N with row stride ldb (already untransposed).
+void rowBlock(int transA, int64_t i0, int64_t i1, int64_t N, int64_t K,
+              float alpha, const float *A, int64_t lda, const float *B,
+              int64_t ldb, float beta, float *C, int64_t ldc) {
+  for (int64_t i = i0; i < i1; ++i)
+    scaleRow(C + i * ldc, N, beta);
+  for (int64_t j0 = 0; j0 < N; j0 += kColBlock) {
+    int64_t j1 = std::min(N, j0 + kColBlock);
+    for (int64_t k0 = 0; k0 < K; k0 += kDepthBlock) {
+      int64_t k1 = std::min(K, k0 + kDepthBlock);
+      for (int64_t i = i0; i < i1; ++i) {
+        float *__restrict c = C + i * ldc;
+        for (int64_t k = k0; k < k1; ++k) {
+          float a = alpha * (transA ? A[k * lda + i] : A[i * lda + k]);
+          const float *__restrict b = B + k * ldb;
+          for (int64_t j = j0; j < j1; ++j)
+            c[j] += a * b[j];
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
+                               int64_t K, float alpha, const float *A,
+                               int64_t lda, int64_t strideA, const float *B,
+                               int64_t ldb, int64_t strideB, float beta,
+                               float *C, int64_t ldc, int64_t strideC,
+                               int64_t batch) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+
+  // Untranspose B once per distinct batch entry: packed is K x N row-major.
+  std::vector<float> packed;
+  const float *bBase = B;
+  int64_t bLd = ldb, bStride = strideB;
+  if (transB && K > 0) {
+    int64_t entries = strideB == 0 ? 1 : batch;
+    packed.resize(static_cast<size_t>(entries * K * N));
+#pragma omp parallel for collapse(2) schedule(static) if (entries * K * N > 65536)
+    for (int64_t e = 0; e < entries; ++e)
+      for (int64_t k = 0; k < K; ++k) {
+        const float *src = B + e * strideB;
+        float *dst = packed.data() + (e * K + k) * N;
+        for (int64_t j = 0; j < N; ++j)
+          dst[j] = src[j * ldb + k];
+      }
+    bBase = packed.data();
+    bLd = N;
+    bStride = strideB == 0 ? 0 : K * N;
+  }
+
+  const int64_t rowBlocks = (M + kRowBlock - 1) / kRowBlock;
+  const bool big = batch * M * N * std::max<int64_t>(K, 1) > 32768;
+  auto run = [&](int64_t b, int64_t rb) {
+    int64_t i0 = rb * kRowBlock, i1 = std::min(M, i0 + kRowBlock);
+    rowBlock(transA, i0, i1, N, K, alpha, A + b * strideA, lda,
+             bBase + b * bStride, bLd, beta, C + b * strideC, ldc);
+  };
+  if (strideC == 0 && batch > 1) {
+    // Every batch entry updates the same C: apply them in order.
+    for (int64_t b = 0; b < batch; ++b) {
+#pragma omp parallel for schedule(static) if (big)
+      for (int64_t rb = 0; rb < rowBlocks; ++rb)
+        run(b, rb);
+    }
+    return;
+  }
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t rb = 0; rb < rowBlocks; ++rb)
+      run(b, rb);
+}

@@ -1,0 +1,204 @@
+// cuBLASLt implementation of otcrt_gemm_f32 for libotcrt_cuda. Row-major
+// C = op(A) op(B) is computed as the column-major product C^T = op(B)^T
+// op(A)^T, i.e. cuBLASLt's A operand is our B and vice versa, with no data
+// movement. One handle and one 32 MiB workspace are created lazily; the
+// descriptors, layouts and heuristic algorithm are cached per call shape
+// (including pointer alignment, which constrains the algorithm choice). The
+// compute type is pure FP32 (no TF32). The ABI function returns void, so a
+// cuBLASLt failure prints file:line and exits with status 1.
+#include "otcrt/abi.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+[[noreturn]] void fatal(const char *what, const char *detail, const char *file,
+                        int line) {
+  std::fprintf(stderr, "otc train: error: %s failed at %s:%d: %s\n", what, file,
+               line, detail);
+  std::fflush(stdout);
+  std::exit(1);
+}
+
+#define OTCRT_LT_CHECK(call)                                                   \
+  do {                                                                         \
+    cublasStatus_t st_ = (call);                                               \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                          \
+      fatal(#call, cublasLtGetStatusString(st_), __FILE__, __LINE__);          \
+  } while (0)
+
+#define OTCRT_CUDA_CHECK(call)                                                 \
+  do {                                                                         \
+    cudaError_t err_ = (call);                                                 \
+    if (err_ != cudaSuccess)                                                   \
+      fatal(#call, cudaGetErrorString(err_), __FILE__, __LINE__);              \
+  } while (0)
+
+/// Everything needed to launch one GEMM shape.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using PlanKey = std::array<int64_t, 15>;
+
+struct State {
+  std::mutex mutex;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  std::map<PlanKey, Plan> plans;
+};
+
+State &state() {
+  static State s;
+  return s;
+}
+
+/// Largest power of two (<= 256) dividing the address and every batch step.
+uint32_t alignmentOf(const void *p, int64_t strideElems, int64_t batch) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
+  if (batch > 1 && strideElems != 0)
+    bits |= static_cast<uint64_t>(strideElems) * sizeof(float);
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+cublasLtMatrixLayout_t makeLayout(uint64_t rows, uint64_t cols, int64_t ld,
+                                  int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t layout;
+  OTCRT_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, rows, cols, ld));
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    OTCRT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    OTCRT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof(stride)));
+  }
+  return layout;
+}
+
+/// Builds (or finds) the plan for one call shape.
+Plan &getPlan(State &s, int transA, int transB, int64_t M, int64_t N,
+              int64_t K, int64_t lda, int64_t strideA, int64_t ldb,
+              int64_t strideB, int64_t ldc, int64_t strideC, int64_t batch,
+              uint32_t alignA, uint32_t alignB, uint32_t alignC) {
+  PlanKey key = {transA, transB, M,     N,      K,      lda,    ldb,   ldc,
+                 strideA, strideB, strideC, batch, alignA, alignB, alignC};
+  auto it = s.plans.find(key);
+  if (it != s.plans.end())
+    return it->second;
+
+  Plan plan;
+  OTCRT_LT_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Column-major view: m = N, n = M; the first operand is our B.
+  cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
+  OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
+  plan.a = makeLayout(transB ? K : N, transB ? N : K, ldb, batch, strideB);
+  plan.b = makeLayout(transA ? M : K, transA ? K : M, lda, batch, strideA);
+  plan.c = makeLayout(N, M, ldc, batch, strideC);
+
+  cublasLtMatmulPreference_t pref;
+  OTCRT_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = s.workspaceBytes;
+  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // Our first operand is B, the second A.
+  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignB, sizeof(alignB)));
+  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignA, sizeof(alignA)));
+  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC)));
+  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof(alignC)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  OTCRT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(s.handle, plan.desc, plan.a,
+                                                plan.b, plan.c, plan.c, pref, 1,
+                                                &result, &returned));
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (returned == 0)
+    fatal("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape",
+          __FILE__, __LINE__);
+  plan.algo = result.algo;
+  return s.plans.emplace(key, plan).first->second;
+}
+
+/// C = beta * C for K == 0, which cuBLASLt does not accept: a host round
+/// trip, since the library has no kernels of its own. Rare and small.
+void scaleOnly(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
+               int64_t strideC, int64_t batch) {
+  std::vector<float> row(static_cast<size_t>(N));
+  int64_t entries = strideC == 0 ? 1 : batch;
+  float factor = beta;
+  if (strideC == 0)
+    for (int64_t b = 1; b < batch; ++b)
+      factor *= beta;
+  for (int64_t b = 0; b < entries; ++b)
+    for (int64_t i = 0; i < M; ++i) {
+      float *dev = C + b * strideC + i * ldc;
+      size_t bytes = row.size() * sizeof(float);
+      OTCRT_CUDA_CHECK(cudaMemcpy(row.data(), dev, bytes, cudaMemcpyDeviceToHost));
+      for (float &v : row)
+        v = factor == 0.0f ? 0.0f : v * factor;
+      OTCRT_CUDA_CHECK(cudaMemcpy(dev, row.data(), bytes, cudaMemcpyHostToDevice));
+    }
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
+                               int64_t K, float alpha, const float *A,
+                               int64_t lda, int64_t strideA, const float *B,
+                               int64_t ldb, int64_t strideB, float beta,
+                               float *C, int64_t ldc, int64_t strideC,
+                               int64_t batch) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  if (K <= 0) {
+    scaleOnly(M, N, beta, C, ldc, strideC, batch);
+    return;
+  }
+  if (strideC == 0 && batch > 1) {
+    // Every entry updates the same C: apply them in order.
+    for (int64_t b = 0; b < batch; ++b)
+      otcrt_gemm_f32(transA, transB, M, N, K, alpha, A + b * strideA, lda, 0,
+                     B + b * strideB, ldb, 0, beta, C, ldc, 0, 1);
+    return;
+  }
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.handle) {
+    OTCRT_LT_CHECK(cublasLtCreate(&s.handle));
+    if (cudaMalloc(&s.workspace, kWorkspaceBytes) == cudaSuccess) {
+      s.workspaceBytes = kWorkspaceBytes;
+    } else {
+      (void)cudaGetLastError(); // Run without a workspace instead.
+      s.workspace = nullptr;
+    }
+  }
+  uint32_t alignA = alignmentOf(A, strideA, batch);
+  uint32_t alignB = alignmentOf(B, strideB, batch);
+  uint32_t alignC = alignmentOf(C, strideC, batch);
+  Plan &plan = getPlan(s, transA, transB, M, N, K, lda, strideA, ldb, strideB,
+                       ldc, strideC, batch, alignA, alignB, alignC);
+  OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
+                                plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
+                                s.workspace, s.workspaceBytes, /*stream=*/0));
+}

@@ -1,0 +1,352 @@
+// Implementation of the safetensors reader and writer declared in
+// otcrt/safetensors.h. The reader validates the whole header (dtype names,
+// shapes, offsets in bounds, byte counts matching shape x dtype, no overlap)
+// before copying any tensor, and every error names the file and the byte
+// offset at which the problem was found. Host byte order is assumed to be
+// little-endian, as on every platform otc targets.
+#include "otcrt/safetensors.h"
+
+#include "json.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace otcrt {
+
+namespace {
+
+struct DTypeInfo {
+  StDType dtype;
+  const char *name;
+  size_t size;
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {StDType::BOOL, "BOOL", 1}, {StDType::U8, "U8", 1},
+    {StDType::I8, "I8", 1},     {StDType::I16, "I16", 2},
+    {StDType::U16, "U16", 2},   {StDType::F16, "F16", 2},
+    {StDType::BF16, "BF16", 2}, {StDType::I32, "I32", 4},
+    {StDType::U32, "U32", 4},   {StDType::F32, "F32", 4},
+    {StDType::F64, "F64", 8},   {StDType::I64, "I64", 8},
+    {StDType::U64, "U64", 8},
+};
+
+/// Largest header we accept; real headers are a few KiB to a few MiB.
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+/// Computes numel(shape) * elemSize, returning false on overflow.
+bool checkedByteCount(const std::vector<int64_t> &shape, size_t elemSize,
+                      uint64_t &bytes) {
+  uint64_t count = elemSize;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return false;
+    if (d != 0 && count > std::numeric_limits<uint64_t>::max() /
+                              static_cast<uint64_t>(d))
+      return false;
+    count *= static_cast<uint64_t>(d);
+  }
+  bytes = count;
+  return true;
+}
+
+/// Prefixes \p message with the file name.
+Status fileError(const std::string &file, const std::string &message) {
+  return Status::error(file + ": " + message);
+}
+
+struct Entry {
+  Tensor tensor;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+} // namespace
+
+size_t dtypeSize(StDType dtype) {
+  for (const auto &info : kDTypes)
+    if (info.dtype == dtype)
+      return info.size;
+  return 0;
+}
+
+const char *dtypeName(StDType dtype) {
+  for (const auto &info : kDTypes)
+    if (info.dtype == dtype)
+      return info.name;
+  return "?";
+}
+
+bool parseDTypeName(const std::string &name, StDType &out) {
+  for (const auto &info : kDTypes) {
+    if (name == info.name) {
+      out = info.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t numElements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+const Tensor *TensorFile::find(const std::string &name) const {
+  for (const auto &t : tensors)
+    if (t.name == name)
+      return &t;
+  return nullptr;
+}
+
+void TensorFile::add(std::string name, StDType dtype,
+                     std::vector<int64_t> shape, const void *bytes) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  size_t n = static_cast<size_t>(numElements(t.shape)) * dtypeSize(dtype);
+  const auto *p = static_cast<const uint8_t *>(bytes);
+  t.data.assign(p, p + n);
+  tensors.push_back(std::move(t));
+}
+
+Status parseSafetensors(const uint8_t *data, size_t size,
+                        const std::string &sourceName, TensorFile &out) {
+  out = TensorFile();
+  if (size < 8)
+    return fileError(sourceName,
+                     "truncated: expected an 8-byte header length at offset "
+                     "0, but the file has only " +
+                         std::to_string(size) + " bytes");
+  uint64_t headerLen = 0;
+  for (int i = 7; i >= 0; --i)
+    headerLen = (headerLen << 8) | data[i];
+  if (headerLen > kMaxHeaderBytes)
+    return fileError(sourceName, "header length " + std::to_string(headerLen) +
+                                     " at offset 0 is implausibly large");
+  if (headerLen > size - 8)
+    return fileError(sourceName,
+                     "truncated: the JSON header at offset 8 declares " +
+                         std::to_string(headerLen) +
+                         " bytes, but only " + std::to_string(size - 8) +
+                         " bytes follow");
+  std::string headerText(reinterpret_cast<const char *>(data + 8),
+                         static_cast<size_t>(headerLen));
+  json::Value root;
+  Status s = json::parse(headerText, root, 8);
+  if (!s)
+    return fileError(sourceName, "malformed JSON header: " + s.message());
+  if (root.kind != json::Value::Object)
+    return fileError(sourceName,
+                     "malformed header at offset 8: expected a JSON object");
+
+  const uint64_t dataStart = 8 + headerLen;
+  const uint64_t dataSize = size - dataStart;
+  std::set<std::string> seen;
+  std::vector<Entry> entries;
+  for (const auto &member : root.members) {
+    const std::string &name = member.first;
+    const json::Value &v = member.second;
+    if (!seen.insert(name).second)
+      return fileError(sourceName, "header at offset 8 lists tensor '" + name +
+                                       "' twice");
+    if (name == "__metadata__") {
+      if (v.kind != json::Value::Object)
+        return fileError(sourceName,
+                         "header at offset 8: __metadata__ is not an object");
+      for (const auto &kv : v.members) {
+        if (kv.second.kind != json::Value::String)
+          return fileError(sourceName, "header at offset 8: __metadata__ '" +
+                                           kv.first + "' is not a string");
+        out.metadata[kv.first] = kv.second.string;
+      }
+      continue;
+    }
+    auto bad = [&](const std::string &what) {
+      return fileError(sourceName, "header at offset 8: tensor '" + name +
+                                       "': " + what);
+    };
+    if (v.kind != json::Value::Object)
+      return bad("entry is not an object");
+    const json::Value *dtype = v.get("dtype");
+    const json::Value *shape = v.get("shape");
+    const json::Value *offsets = v.get("data_offsets");
+    if (!dtype || dtype->kind != json::Value::String)
+      return bad("missing or non-string \"dtype\"");
+    if (!shape || shape->kind != json::Value::Array)
+      return bad("missing or non-array \"shape\"");
+    if (!offsets || offsets->kind != json::Value::Array ||
+        offsets->elements.size() != 2)
+      return bad("\"data_offsets\" must be an array of two integers");
+    Entry e;
+    e.tensor.name = name;
+    if (!parseDTypeName(dtype->string, e.tensor.dtype))
+      return bad("unsupported dtype \"" + dtype->string + "\"");
+    for (const auto &d : shape->elements) {
+      if (d.kind != json::Value::Number || !d.isInteger || d.integer < 0)
+        return bad("shape entries must be non-negative integers");
+      e.tensor.shape.push_back(d.integer);
+    }
+    for (int i = 0; i < 2; ++i) {
+      const auto &o = offsets->elements[i];
+      if (o.kind != json::Value::Number || !o.isInteger || o.integer < 0)
+        return bad("\"data_offsets\" must be non-negative integers");
+    }
+    e.begin = static_cast<uint64_t>(offsets->elements[0].integer);
+    e.end = static_cast<uint64_t>(offsets->elements[1].integer);
+    if (e.end < e.begin)
+      return bad("data_offsets end " + std::to_string(e.end) +
+                 " is before begin " + std::to_string(e.begin));
+    uint64_t expected = 0;
+    if (!checkedByteCount(e.tensor.shape, dtypeSize(e.tensor.dtype), expected))
+      return bad("shape " + formatShape(e.tensor.shape) + " is too large");
+    if (e.end - e.begin != expected)
+      return bad(std::string(dtypeName(e.tensor.dtype)) + " " +
+                 formatShape(e.tensor.shape) + " needs " +
+                 std::to_string(expected) + " bytes but data_offsets [" +
+                 std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                 ") span " + std::to_string(e.end - e.begin));
+    if (e.end > dataSize)
+      return fileError(
+          sourceName,
+          "truncated: tensor '" + name + "' occupies file bytes [" +
+              std::to_string(dataStart + e.begin) + ", " +
+              std::to_string(dataStart + e.end) + ") but the file ends at offset " +
+              std::to_string(size));
+    entries.push_back(std::move(e));
+  }
+
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry &a, const Entry &b) {
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i].begin < entries[i - 1].end)
+      return fileError(sourceName,
+                       "tensors '" + entries[i - 1].tensor.name + "' and '" +
+                           entries[i].tensor.name +
+                           "' overlap at file offset " +
+                           std::to_string(dataStart + entries[i].begin));
+  }
+  for (auto &e : entries) {
+    const uint8_t *p = data + dataStart + e.begin;
+    e.tensor.data.assign(p, p + (e.end - e.begin));
+    out.tensors.push_back(std::move(e.tensor));
+  }
+  return Status::ok();
+}
+
+Status readSafetensors(const std::string &path, TensorFile &out) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return Status::error(path + ": cannot open for reading: " +
+                         std::strerror(errno));
+  std::vector<uint8_t> bytes;
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+    bytes.insert(bytes.end(), buf, buf + n);
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed)
+    return Status::error(path + ": read error after " +
+                         std::to_string(bytes.size()) + " bytes");
+  return parseSafetensors(bytes.data(), bytes.size(), path, out);
+}
+
+Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out) {
+  out.clear();
+  std::set<std::string> names;
+  std::string header = "{";
+  bool first = true;
+  if (!file.metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool firstKv = true;
+    for (const auto &kv : file.metadata) {
+      if (!firstKv)
+        header += ",";
+      firstKv = false;
+      json::appendQuoted(header, kv.first);
+      header += ":";
+      json::appendQuoted(header, kv.second);
+    }
+    header += "}";
+    first = false;
+  }
+  uint64_t offset = 0;
+  for (const auto &t : file.tensors) {
+    if (t.name == "__metadata__" || !names.insert(t.name).second)
+      return Status::error("cannot serialize safetensors: duplicate or "
+                           "reserved tensor name '" + t.name + "'");
+    uint64_t expected = 0;
+    if (!checkedByteCount(t.shape, dtypeSize(t.dtype), expected) ||
+        expected != t.data.size())
+      return Status::error("cannot serialize safetensors: tensor '" + t.name +
+                           "' (" + dtypeName(t.dtype) + " " +
+                           formatShape(t.shape) + ") has " +
+                           std::to_string(t.data.size()) + " data bytes");
+    if (!first)
+      header += ",";
+    first = false;
+    json::appendQuoted(header, t.name);
+    header += ":{\"dtype\":\"";
+    header += dtypeName(t.dtype);
+    header += "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      if (i)
+        header += ",";
+      header += std::to_string(t.shape[i]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + expected) + "]}";
+    offset += expected;
+  }
+  header += "}";
+  while ((8 + header.size()) % 8 != 0)
+    header += ' ';
+  uint64_t len = header.size();
+  out.reserve(8 + header.size() + offset);
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<uint8_t>(len >> (8 * i)));
+  out.insert(out.end(), header.begin(), header.end());
+  for (const auto &t : file.tensors)
+    out.insert(out.end(), t.data.begin(), t.data.end());
+  return Status::ok();
+}
+
+Status writeSafetensors(const std::string &path, const TensorFile &file) {
+  std::vector<uint8_t> bytes;
+  Status s = serializeSafetensors(file, bytes);
+  if (!s)
+    return Status::error(path + ": " + s.message());
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f)
+    return Status::error(path + ": cannot open for writing: " +
+                         std::strerror(errno));
+  size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
+  bool closeFailed = std::fclose(f) != 0;
+  if (written != bytes.size() || closeFailed)
+    return Status::error(path + ": write failed after " +
+                         std::to_string(written) + " of " +
+                         std::to_string(bytes.size()) + " bytes");
+  return Status::ok();
+}
+
+} // namespace otcrt

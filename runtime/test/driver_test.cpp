@@ -1,0 +1,352 @@
+// Unit tests of the otcrt driver: flag parsing, descriptor validation, and
+// whole runs of a hand-written fake program (least-squares regression with
+// SGD) through runTraining on the cpu backend. The fake program's gradients
+// are checked against a closed-form full-batch gradient computed here in
+// double precision, so micro-batching must reproduce it.
+#include "driver.h"
+
+#include "otcrt/safetensors.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <regex>
+#include <sstream>
+#include <unistd.h>
+
+using namespace otcrt;
+using ::testing::HasSubstr;
+
+namespace {
+
+// ---- Fake program: loss = mean_i (w . x_i + b - y_i)^2, x [2,3] F32, y [2] I64.
+constexpr int32_t kMicro = 2, kAccum = 2;
+const int64_t kWShape[] = {3}, kBShape[] = {1}, kXShape[] = {kMicro, 3},
+              kYShape[] = {kMicro};
+enum : int64_t {
+  kOffW = 0, kOffB = 12, kOffGW = 16, kOffGB = 28, kOffX = 32, kOffY = 56,
+  kOffLoss = 72, kOffLr = 76, kOffStep = 80, kOffRng = 88, kArena = 96
+};
+const OtcSlot kSlots[] = {
+    {"w", OTC_SLOT_PARAM, OTC_F32, 1, kWShape, kOffW, 12},
+    {"b", OTC_SLOT_PARAM, OTC_F32, 1, kBShape, kOffB, 4},
+    {"w", OTC_SLOT_GRAD, OTC_F32, 1, kWShape, kOffGW, 12},
+    {"b", OTC_SLOT_GRAD, OTC_F32, 1, kBShape, kOffGB, 4},
+    {"x", OTC_SLOT_INPUT, OTC_F32, 2, kXShape, kOffX, 24},
+    {"y", OTC_SLOT_INPUT, OTC_I64, 1, kYShape, kOffY, 16},
+    {"", OTC_SLOT_LOSS, OTC_F32, 0, nullptr, kOffLoss, 4},
+    {"", OTC_SLOT_LR, OTC_F32, 0, nullptr, kOffLr, 4},
+    {"", OTC_SLOT_STEP, OTC_F32, 0, nullptr, kOffStep, 4},
+    {"", OTC_SLOT_RNG, OTC_I64, 0, nullptr, kOffRng, 8},
+};
+
+std::vector<float> gSteps;    // STEP values seen by optimizer_step
+std::vector<int64_t> gRngs;   // RNG values seen by micro_step
+bool gPoison = false;         // make the loss NaN
+
+float *f32(char *arena, int64_t off) { return reinterpret_cast<float *>(arena + off); }
+
+void fakeZeroGrads(char *arena) { std::memset(arena + kOffGW, 0, 16); }
+
+void fakeMicroStep(char *arena) {
+  const float *w = f32(arena, kOffW), *b = f32(arena, kOffB), *x = f32(arena, kOffX);
+  const int64_t *y = reinterpret_cast<const int64_t *>(arena + kOffY);
+  float *gw = f32(arena, kOffGW), *gb = f32(arena, kOffGB);
+  int64_t rng;
+  std::memcpy(&rng, arena + kOffRng, 8);
+  gRngs.push_back(rng);
+  float loss = 0;
+  for (int i = 0; i < kMicro; ++i) {
+    float r = w[0] * x[3 * i] + w[1] * x[3 * i + 1] + w[2] * x[3 * i + 2] + b[0] -
+              static_cast<float>(y[i]);
+    loss += r * r / kMicro;
+    float g = 2 * r / kMicro / kAccum;
+    for (int j = 0; j < 3; ++j)
+      gw[j] += g * x[3 * i + j];
+    gb[0] += g;
+  }
+  *f32(arena, kOffLoss) = gPoison ? NAN : loss;
+}
+
+void fakeOptimizerStep(char *arena) {
+  float lr = *f32(arena, kOffLr);
+  gSteps.push_back(*f32(arena, kOffStep));
+  for (int j = 0; j < 4; ++j) // w then b, contiguous
+    f32(arena, kOffW)[j] -= lr * f32(arena, kOffGW)[j];
+}
+
+OtcProgram fakeProgram() {
+  return OtcProgram{1,      "cpu",  "fake.onnx",     kArena,
+                    kMicro, kAccum, int32_t(sizeof(kSlots) / sizeof(kSlots[0])),
+                    kSlots, fakeZeroGrads, fakeMicroStep, fakeOptimizerStep};
+}
+
+const float kX[4][3] = {{1, 2, 0.5f}, {-1, 0.25f, 3}, {0.5f, -2, 1}, {2, 1, -1}};
+const int32_t kY[4] = {3, -1, 2, 0};
+const float kW0[3] = {0.1f, -0.2f, 0.3f}, kB0 = 0.05f;
+
+class DriverRun : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/otcrt_driver_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir = tmpl;
+    TensorFile init;
+    init.add("w", StDType::F32, {3}, kW0);
+    init.add("b", StDType::F32, {1}, &kB0);
+    ASSERT_TRUE(writeSafetensors(dir + "/init.safetensors", init));
+    TensorFile batch;
+    batch.add("x", StDType::F32, {4, 3}, kX);
+    batch.add("y", StDType::I32, {4}, kY); // I32 accepted for an I64 slot
+    ASSERT_TRUE(writeSafetensors(dir + "/batch.safetensors", batch));
+    options.batchPath = dir + "/batch.safetensors";
+    options.initPath = dir + "/init.safetensors";
+    gSteps.clear();
+    gRngs.clear();
+    gPoison = false;
+  }
+  void TearDown() override {
+    for (const char *f : {"/init.safetensors", "/batch.safetensors", "/g.safetensors",
+                          "/bad.safetensors"})
+      std::remove((dir + f).c_str());
+    rmdir(dir.c_str());
+  }
+  /// Runs the fake program, capturing the log.
+  Status run(const OtcProgram &program) {
+    char *buf = nullptr;
+    size_t len = 0;
+    std::FILE *log = open_memstream(&buf, &len);
+    Status s = runTraining(options, &program, defaultBackend(), log);
+    std::fclose(log);
+    output.assign(buf, len);
+    std::free(buf);
+    return s;
+  }
+
+  std::string dir, output;
+  TrainOptions options;
+};
+
+} // namespace
+
+TEST(DriverArgs, ParsesAllFlags) {
+  TrainOptions o;
+  Status s = parseTrainArgs({"--batch", "b.st", "--steps=20", "--lr", "0.01",
+                             "--seed", "7", "--init", "i.st", "--dump-grads",
+                             "g.st", "--log-every", "5", "--quiet"},
+                            o);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(o.batchPath, "b.st");
+  EXPECT_EQ(o.steps, 20);
+  EXPECT_DOUBLE_EQ(o.lr, 0.01);
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.initPath, "i.st");
+  EXPECT_EQ(o.dumpGradsPath, "g.st");
+  EXPECT_EQ(o.logEvery, 5);
+  EXPECT_TRUE(o.quiet);
+}
+
+TEST(DriverArgs, Defaults) {
+  TrainOptions o;
+  ASSERT_TRUE(parseTrainArgs({"--batch", "b"}, o));
+  EXPECT_EQ(o.steps, 1);
+  EXPECT_EQ(o.logEvery, 1);
+  EXPECT_TRUE(o.initPath.empty());
+  EXPECT_FALSE(o.quiet);
+}
+
+TEST(DriverArgs, HelpAndData) {
+  TrainOptions o;
+  ASSERT_TRUE(parseTrainArgs({"--help"}, o));
+  EXPECT_TRUE(o.help);
+  ASSERT_TRUE(parseTrainArgs({"--data", "a.bin", "b.bin"}, o));
+  EXPECT_TRUE(o.dataRequested);
+  EXPECT_THAT(trainUsage("train"), HasSubstr("--dump-grads"));
+}
+
+TEST(DriverArgs, UsageErrors) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"--steps", "3"},
+      {"--batch"},
+      {"--batch", "b", "--steps", "0"},
+      {"--batch", "b", "--steps", "x"},
+      {"--batch", "b", "--lr", "nan"},
+      {"--batch", "b", "--lr", "-1"},
+      {"--batch", "b", "--seed", "-3"},
+      {"--batch", "b", "--log-every", "0"},
+      {"--batch", "b", "--frobnicate"},
+      {"--batch", "b", "stray"},
+      {"--batch="},
+      {"--batch", "b", "--quiet=1"},
+  };
+  for (const auto &args : bad) {
+    TrainOptions o;
+    Status s = parseTrainArgs(args, o);
+    EXPECT_FALSE(s) << ::testing::PrintToString(args);
+    EXPECT_EQ(s.code(), Status::kUsageError);
+  }
+}
+
+TEST(DriverArgs, DefaultInitPathIsNextToExecutable) {
+  std::string p = defaultInitPath();
+  EXPECT_THAT(p, ::testing::EndsWith("/init.safetensors"));
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  ASSERT_GT(n, 0);
+  std::string e(exe, n);
+  EXPECT_EQ(p, e.substr(0, e.rfind('/')) + "/init.safetensors");
+}
+
+TEST(DriverValidate, RejectsBadDescriptors) {
+  OtcProgram p = fakeProgram();
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  p.abi_version = 2;
+  Status s = validateProgram(&p, "cpu", true);
+  EXPECT_THAT(s.message(), HasSubstr("abi_version"));
+  p = fakeProgram();
+  EXPECT_THAT(validateProgram(&p, "cuda", true).message(), HasSubstr("target"));
+  p.arena_bytes = 90;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(), HasSubstr("outside the arena"));
+  p = fakeProgram();
+  p.num_slots = 6; // drops LOSS, LR, STEP, RNG
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(), HasSubstr("LOSS"));
+  p = fakeProgram();
+  p.micro_batch = 3; // INPUT leading dim no longer matches
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(), HasSubstr("leading dimension"));
+}
+
+TEST(DriverValidate, RngValuesDiffer) {
+  EXPECT_GE(rngValue(0, 1, 0), 0);
+  EXPECT_NE(rngValue(0, 1, 0), rngValue(0, 1, 1));
+  EXPECT_NE(rngValue(0, 1, 0), rngValue(0, 2, 0));
+  EXPECT_NE(rngValue(0, 1, 0), rngValue(1, 1, 0));
+  EXPECT_EQ(rngValue(5, 3, 1), rngValue(5, 3, 1));
+}
+
+TEST_F(DriverRun, DumpGradsMatchesFullBatchGradient) {
+  options.dumpGradsPath = dir + "/g.safetensors";
+  OtcProgram p = fakeProgram();
+  Status s = run(p);
+  ASSERT_TRUE(s) << s.message();
+  // Closed-form full-batch loss and gradient in double.
+  double loss = 0, gw[3] = {0, 0, 0}, gb = 0;
+  for (int i = 0; i < 4; ++i) {
+    double r = kB0 - kY[i];
+    for (int j = 0; j < 3; ++j)
+      r += double(kW0[j]) * kX[i][j];
+    loss += r * r / 4;
+    for (int j = 0; j < 3; ++j)
+      gw[j] += 2 * r * kX[i][j] / 4;
+    gb += 2 * r / 4;
+  }
+  TensorFile g;
+  ASSERT_TRUE(readSafetensors(options.dumpGradsPath, g));
+  ASSERT_EQ(g.tensors.size(), 3u);
+  const Tensor *l = g.find("loss");
+  ASSERT_NE(l, nullptr);
+  EXPECT_TRUE(l->shape.empty());
+  float lv;
+  std::memcpy(&lv, l->data.data(), 4);
+  EXPECT_NEAR(lv, loss, 1e-5 * loss);
+  const Tensor *tw = g.find("grad/w"), *tb = g.find("grad/b");
+  ASSERT_NE(tw, nullptr);
+  ASSERT_NE(tb, nullptr);
+  EXPECT_EQ(tw->shape, std::vector<int64_t>{3});
+  float w[3], b;
+  std::memcpy(w, tw->data.data(), 12);
+  std::memcpy(&b, tb->data.data(), 4);
+  for (int j = 0; j < 3; ++j)
+    EXPECT_NEAR(w[j], gw[j], 1e-5);
+  EXPECT_NEAR(b, gb, 1e-5);
+  EXPECT_TRUE(gSteps.empty()) << "dump-grads must not update";
+  EXPECT_EQ(gRngs.size(), 2u);
+}
+
+TEST_F(DriverRun, TrainsAndLogs) {
+  options.steps = 30;
+  options.lr = 0.05;
+  options.logEvery = 10;
+  OtcProgram p = fakeProgram();
+  Status s = run(p);
+  ASSERT_TRUE(s) << s.message();
+  ASSERT_EQ(gSteps.size(), 30u);
+  for (size_t i = 0; i < gSteps.size(); ++i)
+    EXPECT_EQ(gSteps[i], float(i + 1));
+  std::regex line(R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| \S+ ms)");
+  std::vector<int> logged;
+  std::vector<double> losses;
+  std::istringstream in(output);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (std::regex_match(l, m, line)) {
+      logged.push_back(std::stoi(m[1]));
+      losses.push_back(std::stod(m[2]));
+    }
+  }
+  EXPECT_EQ(logged, (std::vector<int>{1, 10, 20, 30})) << output;
+  EXPECT_THAT(output, HasSubstr("step    1/30 | loss"));
+  EXPECT_THAT(output, HasSubstr("final loss"));
+  ASSERT_EQ(losses.size(), 4u);
+  EXPECT_LT(losses.back(), losses.front());
+}
+
+TEST_F(DriverRun, BatchShapeMismatchIsExplained) {
+  TensorFile batch;
+  batch.add("x", StDType::F32, {2, 3}, kX); // micro-batch instead of global
+  batch.add("y", StDType::I64, {4}, std::vector<int64_t>(4).data());
+  ASSERT_TRUE(writeSafetensors(dir + "/bad.safetensors", batch));
+  options.batchPath = dir + "/bad.safetensors";
+  OtcProgram p = fakeProgram();
+  Status s = run(p);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.code(), Status::kRuntimeError);
+  EXPECT_THAT(s.message(), HasSubstr("'x'"));
+  EXPECT_THAT(s.message(), HasSubstr("expected F32 [4, 3]"));
+  EXPECT_THAT(s.message(), HasSubstr("found F32 [2, 3]"));
+}
+
+TEST_F(DriverRun, BatchDTypeMismatchIsExplained) {
+  TensorFile batch;
+  batch.add("x", StDType::F32, {4, 3}, kX);
+  batch.add("y", StDType::F32, {4}, kX);
+  ASSERT_TRUE(writeSafetensors(dir + "/bad.safetensors", batch));
+  options.batchPath = dir + "/bad.safetensors";
+  OtcProgram p = fakeProgram();
+  Status s = run(p);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("'y': expected I64 [4]"));
+  EXPECT_THAT(s.message(), HasSubstr("found F32 [4]"));
+}
+
+TEST_F(DriverRun, InitMismatchIsExplained) {
+  TensorFile init;
+  init.add("w", StDType::F32, {1, 3}, kW0);
+  init.add("b", StDType::F32, {1}, &kB0);
+  ASSERT_TRUE(writeSafetensors(dir + "/bad.safetensors", init));
+  options.initPath = dir + "/bad.safetensors";
+  OtcProgram p = fakeProgram();
+  Status s = run(p);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("'w': expected F32 [3], found F32 [1, 3]"));
+
+  init.tensors.erase(init.tensors.begin());
+  ASSERT_TRUE(writeSafetensors(dir + "/bad.safetensors", init));
+  s = run(p);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("'w' not found"));
+}
+
+TEST_F(DriverRun, NonFiniteLossStops) {
+  gPoison = true;
+  options.steps = 5;
+  OtcProgram p = fakeProgram();
+  Status s = run(p);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.code(), Status::kRuntimeError);
+  EXPECT_THAT(s.message(), HasSubstr("NaN"));
+  EXPECT_TRUE(gSteps.empty());
+}

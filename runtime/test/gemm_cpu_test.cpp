@@ -1,0 +1,122 @@
+// Unit tests of the host otcrt_gemm_f32 against a naive double-precision
+// reference written directly from the ABI definition: every transpose
+// combination, padded leading dimensions, batches with distinct and
+// broadcast (stride 0) operands, alpha/beta, and beta == 0 ignoring NaNs.
+#include "otcrt/abi.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+struct Case {
+  int transA, transB;
+  int64_t M, N, K, batch;
+  bool broadcastA, broadcastB;
+  float alpha, beta;
+};
+
+/// Element (r, c) of op(X_b) where X is stored row-major with row stride ld.
+double opAt(const std::vector<float> &X, int64_t base, int trans, int64_t ld,
+            int64_t r, int64_t c) {
+  return trans ? X[base + c * ld + r] : X[base + r * ld + c];
+}
+
+void runCase(const Case &tc, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t aRows = tc.transA ? tc.K : tc.M, aCols = tc.transA ? tc.M : tc.K;
+  const int64_t bRows = tc.transB ? tc.N : tc.K, bCols = tc.transB ? tc.K : tc.N;
+  const int64_t lda = aCols + 3, ldb = bCols + 1, ldc = tc.N + 2;
+  const int64_t sA = tc.broadcastA ? 0 : aRows * lda + 5;
+  const int64_t sB = tc.broadcastB ? 0 : bRows * ldb + 7;
+  const int64_t sC = tc.M * ldc + 1;
+  std::vector<float> A(std::max<int64_t>(sA, aRows * lda) * tc.batch + 8);
+  std::vector<float> B(std::max<int64_t>(sB, bRows * ldb) * tc.batch + 8);
+  std::vector<float> C(sC * tc.batch + 8);
+  for (auto &v : A) v = dist(rng);
+  for (auto &v : B) v = dist(rng);
+  for (auto &v : C) v = tc.beta == 0 ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+  std::vector<float> C0 = C;
+
+  otcrt_gemm_f32(tc.transA, tc.transB, tc.M, tc.N, tc.K, tc.alpha, A.data(),
+                 lda, sA, B.data(), ldb, sB, tc.beta, C.data(), ldc, sC,
+                 tc.batch);
+
+  std::vector<bool> touched(C.size(), false);
+  for (int64_t b = 0; b < tc.batch; ++b)
+    for (int64_t i = 0; i < tc.M; ++i)
+      for (int64_t j = 0; j < tc.N; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t k = 0; k < tc.K; ++k) {
+          double p = opAt(A, b * sA, tc.transA, lda, i, k) *
+                     opAt(B, b * sB, tc.transB, ldb, k, j);
+          acc += p;
+          mag += std::fabs(p);
+        }
+        int64_t idx = b * sC + i * ldc + j;
+        double want = tc.alpha * acc + (tc.beta == 0 ? 0.0 : tc.beta * double(C0[idx]));
+        double tol = 1e-5 * (std::fabs(tc.alpha) * mag + std::fabs(tc.beta) + 1);
+        ASSERT_NEAR(C[idx], want, tol)
+            << "b=" << b << " i=" << i << " j=" << j << " M=" << tc.M
+            << " N=" << tc.N << " K=" << tc.K << " tA=" << tc.transA
+            << " tB=" << tc.transB;
+        touched[idx] = true;
+      }
+  // Padding between rows and batch entries must be left alone.
+  for (size_t idx = 0; idx < C.size(); ++idx)
+    if (!touched[idx]) {
+      if (std::isnan(C0[idx]))
+        ASSERT_TRUE(std::isnan(C[idx])) << "padding written at " << idx;
+      else
+        ASSERT_EQ(C[idx], C0[idx]) << "padding written at " << idx;
+    }
+}
+
+} // namespace
+
+TEST(GemmCpu, AllTransposeCombinations) {
+  std::mt19937 rng(1);
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB)
+      runCase({tA, tB, 7, 5, 3, 1, false, false, 1.0f, 0.0f}, rng);
+}
+
+TEST(GemmCpu, RandomShapes) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> dim(1, 40);
+  const float alphas[] = {1.0f, -0.5f, 2.0f};
+  const float betas[] = {0.0f, 1.0f, 0.25f};
+  for (int iter = 0; iter < 60; ++iter) {
+    Case tc{int(rng() % 2), int(rng() % 2), dim(rng), dim(rng), dim(rng),
+            1 + int(rng() % 3), rng() % 3 == 0, rng() % 3 == 0,
+            alphas[rng() % 3], betas[rng() % 3]};
+    runCase(tc, rng);
+  }
+}
+
+TEST(GemmCpu, LargeBlockedShapes) {
+  std::mt19937 rng(3);
+  // Crosses the row, column and depth block sizes.
+  runCase({0, 0, 37, 600, 300, 1, false, false, 1.0f, 0.0f}, rng);
+  runCase({1, 1, 40, 530, 140, 2, false, true, 0.5f, 1.0f}, rng);
+  runCase({0, 1, 65, 70, 260, 3, true, false, 1.0f, 0.5f}, rng);
+}
+
+TEST(GemmCpu, EmptyDepthScalesC) {
+  std::mt19937 rng(5);
+  runCase({0, 0, 4, 6, 0, 2, false, false, 1.0f, 0.5f}, rng);
+  runCase({1, 1, 3, 2, 0, 1, false, false, 1.0f, 0.0f}, rng);
+}
+
+TEST(GemmCpu, BroadcastCAccumulatesInOrder) {
+  // strideC == 0: each batch entry applies C = alpha*A_b*B_b + beta*C in turn.
+  float A[2] = {2.0f, 3.0f}; // batch of two 1x1 matrices
+  float B[1] = {10.0f};      // broadcast
+  float C[1] = {1.0f};
+  otcrt_gemm_f32(0, 0, 1, 1, 1, 1.0f, A, 1, 1, B, 1, 0, 1.0f, C, 1, 0, 2);
+  EXPECT_FLOAT_EQ(C[0], 1.0f + 20.0f + 30.0f);
+}
