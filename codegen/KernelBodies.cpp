@@ -188,14 +188,14 @@ static LogicalResult emitReduceSum(ReduceSumOp op, BodyContext &c) {
   return success();
 }
 
-/// The dropout keep test: a 64-bit mix (splitmix64 finalizer) of the key,
-/// the op's stream and the element index; kept when the top 53 bits as a
-/// fraction in [0, 1) are >= ratio. The interpreter implements the same
-/// function independently.
+/// The dropout keep test: splitmix64 of (key * 0x9E3779B97F4A7C15) ^
+/// (stream << 32) ^ index; kept when the top 53 bits as a fraction in [0, 1)
+/// are >= ratio. The interpreter implements the same function independently.
 static void emitDropoutKeep(raw_ostream &os, StringRef key, int64_t stream,
                             double ratio) {
   os << "    uint64_t h = (uint64_t)" << key << "[0] * 0x9E3779B97F4A7C15ull ^ "
      << "((uint64_t)" << stream << "ull << 32) ^ (uint64_t)i;\n"
+     << "    h += 0x9E3779B97F4A7C15ull;\n"
      << "    h ^= h >> 30; h *= 0xBF58476D1CE4E5B9ull;\n"
      << "    h ^= h >> 27; h *= 0x94D049BB133111EBull;\n"
      << "    h ^= h >> 31;\n"

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Checks otc-run on the otc ops that ONNX has no node test for.
+
+Runs each function of test/interp/interp-ops.mlir with `otc-run FILE.mlir
+--func NAME --f64` on seeded random inputs and compares its results with
+numpy implementations written from the op descriptions in ir/OtcOps.td:
+AdamW, the dropout mask (the exact hash below, which generated code must
+reproduce bit for bit), relu/tanh/dropout gradients, softmax cross-entropy
+gradients, constants and integer division. Prints `name PASS` or
+`name FAIL (why)` per function, then `N passed, M failed`; exits 1 on any
+failure.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_onnx_node_tests import read_safetensors, write_safetensors  # noqa
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(z):
+    """splitmix64 of a 64-bit integer, all arithmetic modulo 2^64."""
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def dropout_keep(key, stream, index, ratio):
+    """keep iff (h >> 11) * 2^-53 >= ratio, with
+    h = splitmix64((key * 0x9E3779B97F4A7C15) ^ (stream << 32) ^ index)."""
+    h = splitmix64((((key & MASK64) * 0x9E3779B97F4A7C15) & MASK64)
+                   ^ ((stream << 32) & MASK64) ^ index)
+    return (h >> 11) * 2.0**-53 >= ratio
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def expect_adamw(rng):
+    p, g, m, v = (rng.standard_normal((3, 4)).astype(np.float32)
+                  for _ in range(4))
+    v = np.abs(v)
+    lr, step = np.float32(0.01), np.float32(3)
+    inputs = {"p": p, "g": g, "m": m, "v": v,
+              "lr": np.array(lr), "step": np.array(step)}
+    p, g, m, v = (a.astype(np.float64) for a in (p, g, m, v))
+    b1, b2, eps, wd, t = 0.9, 0.99, 1e-3, 0.1, float(step)
+    m1 = b1 * m + (1 - b1) * g
+    v1 = b2 * v + (1 - b2) * g * g
+    p1 = p - float(lr) * (m1 / (1 - b1**t) / (np.sqrt(v1 / (1 - b2**t)) + eps)
+                          + wd * p)
+    return inputs, {"p1": p1, "m1": m1, "v1": v1}
+
+
+def expect_dropout(rng):
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    key, stream, ratio = -123456789, 5, 0.3
+    keep = np.array([dropout_keep(key, stream, i, ratio)
+                     for i in range(x.size)]).reshape(x.shape)
+    assert 0.65 < keep.mean() < 0.75, "the hash should keep about 70%"
+    y = x.astype(np.float64) * keep / (1 - ratio)
+    return {"x": x, "key": np.array(key, dtype=np.int64)}, \
+        {"y": y, "mask": keep}
+
+
+def expect_grads(rng):
+    g = rng.standard_normal((2, 5)).astype(np.float32)
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    mask = rng.random((2, 5)) < 0.5
+    gd, xd = g.astype(np.float64), x.astype(np.float64)
+    return {"g": g, "x": x, "mask": mask}, {
+        "relu_grad": np.where(xd > 0, gd, 0.0),
+        "tanh_grad": gd * (1 - xd * xd),
+        "dropout_grad": gd * mask / 0.75}
+
+
+def expect_sce_grad(rng):
+    g = np.array(rng.standard_normal(), dtype=np.float32)
+    gn = rng.standard_normal(6).astype(np.float32)
+    logits = (3 * rng.standard_normal((6, 4))).astype(np.float32)
+    labels = np.array([0, 1, 3, 1, 2, 0], dtype=np.int64)
+    s = softmax(logits.astype(np.float64))
+    onehot = np.eye(4)[labels]
+    kept = (labels != 1)[:, None]
+    return {"g": g, "gn": gn, "logits": logits, "labels": labels}, {
+        "mean": float(g) * (s - onehot) * kept / kept.sum(),
+        "sum": float(g) * (s - onehot),
+        "none": gn.astype(np.float64)[:, None] * (s - onehot) * kept}
+
+
+def expect_constants(rng):
+    return {}, {"splat": np.full((2, 2), 2.5),
+                "ints": np.array([-3, 0, 9000000000], dtype=np.int64),
+                "bools": np.array([True, False]),
+                "doubles": np.array([0.1, -2.0])}
+
+
+def expect_int_div(rng):
+    a = np.array([-7, 7, -7, 7], dtype=np.int64)
+    b = np.array([2, 2, -2, -2], dtype=np.int64)
+    # C-style division truncates toward zero.
+    return {"a": a, "b": b}, {"q": np.array([-3, 3, 3, -3], dtype=np.int64)}
+
+
+CASES = [("adamw", expect_adamw), ("dropout", expect_dropout),
+         ("grads", expect_grads), ("sce_grad", expect_sce_grad),
+         ("constants", expect_constants), ("int_div", expect_int_div)]
+
+
+def check(name, make, args):
+    """Runs function `name`; returns None on success, else why it failed."""
+    inputs, expected = make(np.random.default_rng(0))
+    in_path = os.path.join(args.work, name + ".in.safetensors")
+    out_path = os.path.join(args.work, name + ".out.safetensors")
+    write_safetensors(in_path, inputs)
+    cmd = [args.otc_run, args.mlir, "--func", name, "--f64", "--inputs",
+           in_path, "--outputs", out_path]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or ["failed"])[0]
+    actual = read_safetensors(out_path)
+    for key, want in expected.items():
+        got = actual.get(key)
+        if got is None or got.shape != want.shape:
+            return f"result '{key}' is missing or has the wrong shape"
+        if want.dtype.kind in "biu":
+            if got.dtype != want.dtype or not np.array_equal(got, want):
+                return f"result '{key}' is {got.tolist()}, want {want.tolist()}"
+        elif not np.allclose(got, want, rtol=1e-12, atol=1e-12):
+            return f"result '{key}' differs by {np.max(np.abs(got - want)):.3g}"
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--otc-run", default="otc-run")
+    parser.add_argument("--mlir", required=True, help="interp-ops.mlir")
+    parser.add_argument("--work", required=True, help="scratch directory")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    failed = 0
+    for name, make in CASES:
+        error = check(name, make, args)
+        print(f"{name} PASS" if error is None else f"{name} FAIL ({error})")
+        failed += error is not None
+    print(f"{len(CASES) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

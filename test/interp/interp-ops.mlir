@@ -1,0 +1,77 @@
+// Tests the interpreter on the ops that ONNX has no node test for (AdamW,
+// the dropout mask formula, the gradient kernels, constants, integer
+// division): check_interp_ops.py runs each function below with otc-run and
+// compares with numpy implementations of the formulas in ir/OtcOps.td.
+// RUN: %python %otc_src/test/interp/check_interp_ops.py --otc-run otc-run --mlir %s --work %t | FileCheck %s
+
+// CHECK: adamw PASS
+// CHECK: dropout PASS
+// CHECK: grads PASS
+// CHECK: sce_grad PASS
+// CHECK: constants PASS
+// CHECK: int_div PASS
+// CHECK: 6 passed, 0 failed
+
+func.func @adamw(%p: tensor<3x4xf32> {otc.input = "p"},
+                 %g: tensor<3x4xf32> {otc.input = "g"},
+                 %m: tensor<3x4xf32> {otc.input = "m"},
+                 %v: tensor<3x4xf32> {otc.input = "v"},
+                 %lr: tensor<f32> {otc.input = "lr"},
+                 %step: tensor<f32> {otc.input = "step"})
+    -> (tensor<3x4xf32> {otc.output = "p1"}, tensor<3x4xf32> {otc.output = "m1"},
+        tensor<3x4xf32> {otc.output = "v1"}) {
+  %0:3 = otc.adamw %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.99 : f64,
+      epsilon = 1.0e-3 : f64, weight_decay = 0.1 : f64}
+      : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<f32>)
+      -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+  return %0#0, %0#1, %0#2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}
+
+func.func @dropout(%x: tensor<64x32xf32> {otc.input = "x"},
+                   %key: tensor<i64> {otc.input = "key"})
+    -> (tensor<64x32xf32> {otc.output = "y"}, tensor<64x32xi1> {otc.output = "mask"}) {
+  %y, %mask = otc.dropout %x, %key {ratio = 0.3 : f64, stream = 5 : i64}
+      : (tensor<64x32xf32>, tensor<i64>) -> (tensor<64x32xf32>, tensor<64x32xi1>)
+  return %y, %mask : tensor<64x32xf32>, tensor<64x32xi1>
+}
+
+func.func @grads(%g: tensor<2x5xf32> {otc.input = "g"},
+                 %x: tensor<2x5xf32> {otc.input = "x"},
+                 %mask: tensor<2x5xi1> {otc.input = "mask"})
+    -> (tensor<2x5xf32> {otc.output = "relu_grad"}, tensor<2x5xf32> {otc.output = "tanh_grad"},
+        tensor<2x5xf32> {otc.output = "dropout_grad"}) {
+  %0 = otc.relu_grad %g, %x : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %1 = otc.tanh_grad %g, %x : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %2 = otc.dropout_grad %g, %mask {ratio = 0.25 : f64} : (tensor<2x5xf32>, tensor<2x5xi1>) -> tensor<2x5xf32>
+  return %0, %1, %2 : tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>
+}
+
+func.func @sce_grad(%g: tensor<f32> {otc.input = "g"},
+                    %gn: tensor<6xf32> {otc.input = "gn"},
+                    %logits: tensor<6x4xf32> {otc.input = "logits"},
+                    %labels: tensor<6xi64> {otc.input = "labels"})
+    -> (tensor<6x4xf32> {otc.output = "mean"}, tensor<6x4xf32> {otc.output = "sum"},
+        tensor<6x4xf32> {otc.output = "none"}) {
+  %0 = otc.softmax_cross_entropy_grad %g, %logits, %labels {ignore_index = 1 : i64}
+      : (tensor<f32>, tensor<6x4xf32>, tensor<6xi64>) -> tensor<6x4xf32>
+  %1 = otc.softmax_cross_entropy_grad %g, %logits, %labels {reduction = "sum"}
+      : (tensor<f32>, tensor<6x4xf32>, tensor<6xi64>) -> tensor<6x4xf32>
+  %2 = otc.softmax_cross_entropy_grad %gn, %logits, %labels {reduction = "none", ignore_index = 1 : i64}
+      : (tensor<6xf32>, tensor<6x4xf32>, tensor<6xi64>) -> tensor<6x4xf32>
+  return %0, %1, %2 : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>
+}
+
+func.func @constants() -> (tensor<2x2xf32> {otc.output = "splat"}, tensor<3xi64> {otc.output = "ints"},
+                           tensor<2xi1> {otc.output = "bools"}, tensor<2xf64> {otc.output = "doubles"}) {
+  %0 = otc.constant dense<2.5> : tensor<2x2xf32>
+  %1 = otc.constant dense<[-3, 0, 9000000000]> : tensor<3xi64>
+  %2 = otc.constant dense<[true, false]> : tensor<2xi1>
+  %3 = otc.constant dense<[0.1, -2.0]> : tensor<2xf64>
+  return %0, %1, %2, %3 : tensor<2x2xf32>, tensor<3xi64>, tensor<2xi1>, tensor<2xf64>
+}
+
+func.func @int_div(%a: tensor<4xi64> {otc.input = "a"}, %b: tensor<4xi64> {otc.input = "b"})
+    -> (tensor<4xi64> {otc.output = "q"}) {
+  %0 = otc.div %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}

@@ -1,0 +1,453 @@
+//===- otc-run.cpp - the reference interpreter driver ---------------------===//
+//
+// Two modes on the reference interpreter (interp/):
+//
+//   otc-run MODEL.onnx --inputs IN.safetensors --outputs OUT.safetensors
+//           [--dim NAME=VALUE]... [--micro-batch N] [--rng-key K] [--f64]
+//     imports the model, binds the graph inputs from IN (by graph input name),
+//     the float initializers from the model and the random key, runs @forward
+//     and writes every graph output, named after it, to OUT.
+//
+//   otc-run FILE.mlir --inputs IN --outputs OUT [--func NAME] [--rng-key K]
+//     runs one function (default @forward) of a textual module: arguments
+//     by their otc.input / otc.param name (else "argN"), results named by
+//     otc.output, "grad/<param>", "loss" (else "resultN"). For tests of the
+//     ops that ONNX has no node test for (dropout masks, AdamW, gradients).
+//
+//   otc-run FILE.mlir --check-gradients [--tol T] [--seed S]
+//     parses a module holding @forward, builds @train_step with the
+//     otc-differentiate pass when it is absent, and compares its gradients
+//     with finite differences of @forward (interp/GradCheck.h).
+//
+// Every error is one line `otc-run: error: ...` and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/OnnxImporter.h"
+#include "interp/GradCheck.h"
+#include "interp/Interpreter.h"
+#include "ir/OtcDialect.h"
+#include "otcrt/safetensors.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace mlir;
+using otc::interp::Tensor;
+
+namespace {
+
+/// The parsed command line.
+struct Options {
+  std::string model;
+  std::string inputs;
+  std::string outputs;
+  otc::ImportOptions import;
+  int64_t rngKey = 0;
+  bool f64 = false;
+  bool checkGradients = false;
+  std::string funcName = "forward";
+  otc::interp::GradCheckOptions gradCheck;
+};
+
+} // namespace
+
+/// Prints `otc-run: error: <message>` and returns exit status 1.
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "otc-run: error: " << message << "\n";
+  return 1;
+}
+
+static const char kUsage[] =
+    "usage: otc-run MODEL.onnx --inputs IN.safetensors --outputs "
+    "OUT.safetensors [--dim NAME=VALUE]... [--micro-batch N] [--rng-key K] "
+    "[--f64]\n"
+    "       otc-run FILE.mlir --inputs IN.safetensors --outputs "
+    "OUT.safetensors [--func NAME] [--rng-key K] [--f64]\n"
+    "       otc-run FILE.mlir --check-gradients [--tol T] [--seed S]\n";
+
+/// Parses argv into `options`; returns an error message or "".
+static std::string parseArgs(int argc, char **argv, Options &options) {
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    // Accept both `--flag value` and `--flag=value`.
+    llvm::StringRef flag = arg, inlineValue;
+    bool hasInline = false;
+    if (arg.starts_with("--") && arg.contains('=')) {
+      std::tie(flag, inlineValue) = arg.split('=');
+      hasInline = true;
+    }
+    auto value = [&](llvm::StringRef &out) -> bool {
+      if (hasInline) {
+        out = inlineValue;
+        return true;
+      }
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    llvm::StringRef v;
+    if (flag == "--inputs" || flag == "--outputs") {
+      if (!value(v))
+        return (flag + " needs a file name").str();
+      (flag == "--inputs" ? options.inputs : options.outputs) = v.str();
+    } else if (flag == "--func") {
+      if (!value(v) || v.empty())
+        return "--func needs a function name";
+      options.funcName = v.str();
+    } else if (flag == "--dim") {
+      llvm::StringRef name, number;
+      int64_t n;
+      if (!value(v))
+        return "--dim needs NAME=VALUE";
+      std::tie(name, number) = v.split('=');
+      if (name.empty() || number.getAsInteger(10, n) || n <= 0)
+        return ("--dim wants NAME=VALUE with a positive VALUE, got '" + v + "'")
+            .str();
+      options.import.dims[name.str()] = n;
+    } else if (flag == "--micro-batch") {
+      int64_t n;
+      if (!value(v) || v.getAsInteger(10, n) || n <= 0)
+        return "--micro-batch needs a positive integer";
+      options.import.microBatch = n;
+    } else if (flag == "--rng-key") {
+      if (!value(v) || v.getAsInteger(10, options.rngKey))
+        return "--rng-key needs an integer";
+    } else if (flag == "--seed") {
+      unsigned long long seed;
+      if (!value(v) || v.getAsInteger(10, seed))
+        return "--seed needs a non-negative integer";
+      options.gradCheck.seed = seed;
+    } else if (flag == "--tol") {
+      if (!value(v) || v.getAsDouble(options.gradCheck.tol) ||
+          !(options.gradCheck.tol > 0))
+        return "--tol needs a positive number";
+    } else if (arg == "--f64") {
+      options.f64 = true;
+    } else if (arg == "--check-gradients") {
+      options.checkGradients = true;
+    } else if (arg == "--help" || arg == "-h") {
+      llvm::outs() << kUsage;
+      std::exit(0);
+    } else if (arg.starts_with("-")) {
+      return ("unknown option '" + arg + "'").str();
+    } else if (options.model.empty()) {
+      options.model = arg.str();
+    } else {
+      return ("unexpected argument '" + arg + "'").str();
+    }
+  }
+  if (options.model.empty())
+    return "no model file given (otc-run --help)";
+  if (!options.checkGradients && options.outputs.empty())
+    return "--outputs OUT.safetensors is required";
+  return "";
+}
+
+/// Prints every error diagnostic as one line `otc-run: error: LOC: MESSAGE`,
+/// where LOC is the ONNX node name or file:line:col.
+static LogicalResult printDiagnostic(Diagnostic &diag) {
+  if (diag.getSeverity() != DiagnosticSeverity::Error)
+    return success();
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  Location loc = diag.getLocation();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << name.getName().getValue();
+  else if (auto file = dyn_cast<FileLineColLoc>(loc))
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+  else
+    loc.print(os);
+  std::string message = diag.str();
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  llvm::errs() << "otc-run: error: " << os.str() << ": " << message << "\n";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Safetensors <-> interpreter tensors
+//===----------------------------------------------------------------------===//
+
+/// The safetensors dtype that an argument of element type `type` is read
+/// from, or nullopt when there is none.
+static std::optional<otcrt::StDType> inputDType(Type type) {
+  if (type.isF32())
+    return otcrt::StDType::F32;
+  if (type.isF64())
+    return otcrt::StDType::F64;
+  if (type.isF16())
+    return otcrt::StDType::F16;
+  if (type.isBF16())
+    return otcrt::StDType::BF16;
+  if (type.isInteger(64))
+    return otcrt::StDType::I64;
+  if (type.isInteger(32))
+    return otcrt::StDType::I32;
+  if (type.isInteger(1))
+    return otcrt::StDType::BOOL;
+  return std::nullopt;
+}
+
+/// Reads element `i` of raw little-endian data of type `T`.
+template <typename T>
+static T loadAt(const std::vector<uint8_t> &bytes, size_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+/// Converts a safetensors tensor of one of the dtypes of inputDType to
+/// doubles.
+static std::vector<double> toDoubles(const otcrt::Tensor &t) {
+  std::vector<double> out(t.numel());
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (t.dtype) {
+    case otcrt::StDType::F32:
+      out[i] = loadAt<float>(t.data, i);
+      break;
+    case otcrt::StDType::F64:
+      out[i] = loadAt<double>(t.data, i);
+      break;
+    case otcrt::StDType::F16:
+      out[i] = llvm::APFloat(llvm::APFloat::IEEEhalf(),
+                             llvm::APInt(16, loadAt<uint16_t>(t.data, i)))
+                   .convertToDouble();
+      break;
+    case otcrt::StDType::BF16:
+      out[i] = llvm::APFloat(llvm::APFloat::BFloat(),
+                             llvm::APInt(16, loadAt<uint16_t>(t.data, i)))
+                   .convertToDouble();
+      break;
+    case otcrt::StDType::I64:
+      out[i] = static_cast<double>(loadAt<int64_t>(t.data, i));
+      break;
+    case otcrt::StDType::I32:
+      out[i] = loadAt<int32_t>(t.data, i);
+      break;
+    default: // BOOL
+      out[i] = t.data[i] ? 1.0 : 0.0;
+      break;
+    }
+  }
+  return out;
+}
+
+/// Appends result `value` of element type `type` to `file` as `name`: floats
+/// as F32 (F64 for f64 results or with `f64`), i64 as I64, i32 as I32, i1 as
+/// BOOL.
+static void addOutput(otcrt::TensorFile &file, const std::string &name,
+                      Type type, const Tensor &value, bool f64) {
+  std::vector<uint8_t> bytes;
+  auto append = [&](auto v) {
+    const auto *p = reinterpret_cast<const uint8_t *>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(v));
+  };
+  otcrt::StDType dtype;
+  if (isa<FloatType>(type) && (f64 || type.isF64())) {
+    dtype = otcrt::StDType::F64;
+    for (double x : value.data)
+      append(x);
+  } else if (isa<FloatType>(type)) {
+    dtype = otcrt::StDType::F32;
+    for (double x : value.data)
+      append(static_cast<float>(x));
+  } else if (type.isInteger(1)) {
+    dtype = otcrt::StDType::BOOL;
+    for (double x : value.data)
+      append(static_cast<uint8_t>(x != 0.0));
+  } else if (type.isInteger(32)) {
+    dtype = otcrt::StDType::I32;
+    for (double x : value.data)
+      append(static_cast<int32_t>(x));
+  } else {
+    dtype = otcrt::StDType::I64;
+    for (double x : value.data)
+      append(static_cast<int64_t>(x));
+  }
+  file.add(name, dtype, value.shape, bytes.data());
+}
+
+//===----------------------------------------------------------------------===//
+// The two modes
+//===----------------------------------------------------------------------===//
+
+/// The name an argument of `func` is bound by: its otc.input or otc.param
+/// name, else "argN".
+static std::string argumentName(func::FuncOp func, unsigned index) {
+  for (const char *attr : {otc::attrs::kInput, otc::attrs::kParam})
+    if (auto name = func.getArgAttrOfType<StringAttr>(index, attr))
+      return name.getValue().str();
+  return "arg" + std::to_string(index);
+}
+
+/// The name result `index` of `func` is written as: its otc.output name,
+/// "grad/<param>" for otc.grad, "loss" for otc.loss, else "resultN".
+static std::string resultName(func::FuncOp func, unsigned index) {
+  if (auto attr =
+          func.getResultAttrOfType<StringAttr>(index, otc::attrs::kOutput))
+    return attr.getValue().str();
+  if (auto attr =
+          func.getResultAttrOfType<StringAttr>(index, otc::attrs::kGrad))
+    return "grad/" + attr.getValue().str();
+  if (func.getResultAttr(index, otc::attrs::kLoss))
+    return "loss";
+  return "result" + std::to_string(index);
+}
+
+/// Binds the arguments of `func` (parameters from `initializers` when they
+/// are there, the random key from --rng-key unless the inputs file has it,
+/// everything else from --inputs by argumentName), runs it and writes its
+/// results to --outputs.
+static int runAndWrite(func::FuncOp func, const Options &options,
+                       const std::vector<otc::InitializerData> &initializers) {
+  std::map<std::string, const otc::InitializerData *> initByName;
+  for (const otc::InitializerData &init : initializers)
+    initByName[init.name] = &init;
+
+  otcrt::TensorFile inputs;
+  if (!options.inputs.empty()) {
+    otcrt::Status status = otcrt::readSafetensors(options.inputs, inputs);
+    if (!status)
+      return fail(status.message());
+  }
+  std::vector<Tensor> args;
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    std::string name = argumentName(func, index);
+    Tensor value;
+    value.shape = shape;
+    auto init = initByName.find(name);
+    const otcrt::Tensor *t = inputs.find(name);
+    if (func.getArgAttr(index, otc::attrs::kParam) &&
+        init != initByName.end()) {
+      if (init->second->shape != shape)
+        return fail("initializer '" + name + "' has shape " +
+                    otcrt::formatShape(init->second->shape) +
+                    ", its argument expects " + otcrt::formatShape(shape));
+      value.data.assign(init->second->values.begin(),
+                        init->second->values.end());
+    } else if (func.getArgAttr(index, otc::attrs::kRngKey) && !t) {
+      value.data.assign(type.getNumElements(),
+                        static_cast<double>(options.rngKey));
+    } else {
+      if (!t && options.inputs.empty())
+        return fail("input '" + name + "' needs --inputs IN.safetensors");
+      if (!t)
+        return fail("input '" + name + "' is missing from " + options.inputs);
+      std::optional<otcrt::StDType> want = inputDType(type.getElementType());
+      if (!want || t->dtype != *want)
+        return fail("input '" + name + "' has dtype " +
+                    otcrt::dtypeName(t->dtype) + ", the model expects " +
+                    (want ? otcrt::dtypeName(*want) : "an unsupported type"));
+      if (t->shape != shape)
+        return fail("input '" + name + "' has shape " +
+                    otcrt::formatShape(t->shape) + ", the model expects " +
+                    otcrt::formatShape(shape));
+      value.data = toDoubles(*t);
+    }
+    args.push_back(std::move(value));
+  }
+
+  FailureOr<std::vector<Tensor>> results = otc::interp::runFunction(func, args);
+  if (failed(results))
+    return 1; // The diagnostic handler printed the error.
+
+  otcrt::TensorFile outputs;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    Type elementType = getElementTypeOrSelf(func.getResultTypes()[i]);
+    addOutput(outputs, resultName(func, i), elementType, (*results)[i],
+              options.f64);
+  }
+  otcrt::Status status = otcrt::writeSafetensors(options.outputs, outputs);
+  if (!status)
+    return fail(status.message());
+  return 0;
+}
+
+/// Imports the ONNX model and runs its @forward.
+static int runOnnxModel(MLIRContext &context, const Options &options) {
+  std::string error;
+  std::vector<otc::InitializerData> initializers;
+  OwningOpRef<ModuleOp> module = otc::importOnnxModel(
+      context, options.model, options.import, error, &initializers);
+  if (!module)
+    return fail(error.empty() ? "cannot import " + options.model : error);
+  auto forward = module->lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return fail("the imported module has no @forward");
+  return runAndWrite(forward, options, initializers);
+}
+
+/// Parses a .mlir module and runs its function --func (default @forward).
+static int runMlirModule(MLIRContext &context, const Options &options) {
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(options.model, &context);
+  if (!module)
+    return 1; // The diagnostic handler printed the error.
+  auto func = module->lookupSymbol<func::FuncOp>(options.funcName);
+  if (!func)
+    return fail(options.model + " has no function @" + options.funcName);
+  return runAndWrite(func, options, {});
+}
+
+/// Parses the .mlir module, differentiates it when needed and runs the
+/// gradient check.
+static int checkGradients(MLIRContext &context, const Options &options) {
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(options.model, &context);
+  if (!module)
+    return 1; // The diagnostic handler printed the error.
+  if (!module->lookupSymbol<func::FuncOp>("forward"))
+    return fail(options.model + " has no @forward");
+  if (!module->lookupSymbol<func::FuncOp>("train_step")) {
+    PassManager pm(&context);
+    pm.addPass(otc::createDifferentiate());
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+  if (failed(otc::interp::checkGradients(*module, options.gradCheck,
+                                         llvm::outs())))
+    return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  Options options;
+  std::string error = parseArgs(argc, argv, options);
+  if (!error.empty())
+    return fail(error);
+
+  DialectRegistry registry;
+  registry.insert<otc::OtcDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  ScopedDiagnosticHandler handler(&context, printDiagnostic);
+
+  llvm::StringRef model = options.model;
+  if (options.checkGradients) {
+    if (!model.ends_with(".mlir"))
+      return fail("--check-gradients wants a .mlir file, got " + options.model);
+    return checkGradients(context, options);
+  }
+  if (model.ends_with(".mlir"))
+    return runMlirModule(context, options);
+  return runOnnxModel(context, options);
+}
