@@ -287,7 +287,8 @@ std::string trainUsage(const std::string &argv0) {
          "  --init PATH        initial parameters (default: init.safetensors next\n"
          "                     to this executable)\n"
          "  --dump-grads PATH  run one forward/backward without updating and write\n"
-         "                     'loss' and 'grad/<param>' to PATH\n"
+         "                     'loss', 'grad/<param>' and the dropout keys 'rng_key/<k>'\n"
+         "                     of each micro-step to PATH\n"
          "  --log-every K      print every K-th step (default 1)\n"
          "  --quiet            print only the final loss\n"
          "  --data FILES...    token shards (not supported yet)\n"
@@ -400,7 +401,9 @@ int64_t rngValue(uint64_t seed, int64_t step, int64_t micro) {
   uint64_t x = splitMix64(seed);
   x = splitMix64(x ^ static_cast<uint64_t>(step));
   x = splitMix64(x ^ static_cast<uint64_t>(micro));
-  return static_cast<int64_t>(x >> 1);
+  // 53 bits: exact in a double, so the float64 reference interpreter can
+  // replay the same dropout masks from a dumped key.
+  return static_cast<int64_t>(x >> 11);
 }
 
 Status runTraining(const TrainOptions &options, const OtcProgram *program,
@@ -459,8 +462,11 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
   init = TensorFile();
 
   // zero_grads + grad_accum micro steps; \p loss gets the mean micro loss.
+  // Keys written to the RNG slot by the last forwardBackward, per micro-step.
+  std::vector<int64_t> rngKeys;
   auto forwardBackward = [&](int64_t step, double &loss) -> Status {
     program->zero_grads(arena.arena);
+    rngKeys.clear();
     double sum = 0;
     for (int32_t k = 0; k < program->grad_accum; ++k) {
       for (const InputData &in : batch) {
@@ -472,6 +478,7 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
       }
       if (rngSlot) {
         int64_t r = rngValue(options.seed, step, k);
+        rngKeys.push_back(r);
         Status st = backend.upload(arena.arena, rngSlot->offset, &r, sizeof(r));
         if (!st)
           return st;
@@ -519,6 +526,9 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
       out.add(std::string("grad/") + slot->name, StDType::F32, slotShape(*slot),
               bytes.data());
     }
+    // The random keys, so that a reference can replay the same masks.
+    for (size_t k = 0; k < rngKeys.size(); ++k)
+      out.add("rng_key/" + std::to_string(k), StDType::I64, {}, &rngKeys[k]);
     s = writeSafetensors(options.dumpGradsPath, out);
     if (!s)
       return s;

@@ -225,6 +225,8 @@ TEST(DriverValidate, RngValuesDiffer) {
   EXPECT_NE(rngValue(0, 1, 0), rngValue(0, 2, 0));
   EXPECT_NE(rngValue(0, 1, 0), rngValue(1, 1, 0));
   EXPECT_EQ(rngValue(5, 3, 1), rngValue(5, 3, 1));
+  // Keys fit in 53 bits so a float64 reference can replay them exactly.
+  EXPECT_LT(rngValue(5, 3, 1), int64_t(1) << 53);
 }
 
 TEST_F(DriverRun, DumpGradsMatchesFullBatchGradient) {
@@ -245,7 +247,10 @@ TEST_F(DriverRun, DumpGradsMatchesFullBatchGradient) {
   }
   TensorFile g;
   ASSERT_TRUE(readSafetensors(options.dumpGradsPath, g));
-  ASSERT_EQ(g.tensors.size(), 3u);
+  // loss, two gradients and the RNG key of each of the two micro-steps.
+  ASSERT_EQ(g.tensors.size(), 5u);
+  ASSERT_NE(g.find("rng_key/0"), nullptr);
+  ASSERT_NE(g.find("rng_key/1"), nullptr);
   const Tensor *l = g.find("loss");
   ASSERT_NE(l, nullptr);
   EXPECT_TRUE(l->shape.empty());
