@@ -91,6 +91,41 @@ LogicalResult AddOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult SubOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult DivOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult PowOp::verify() { return verifyBroadcastBinary(*this); }
+
+LogicalResult CompareOp::verify() {
+  static const char *preds[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  if (!llvm::is_contained(preds, getPredicate()))
+    return emitOpError("unknown predicate '") << getPredicate() << "'";
+  if (getElementTypeOrSelf(getLhs().getType()) !=
+      getElementTypeOrSelf(getRhs().getType()))
+    return emitOpError("operand element types must match");
+  auto shape = broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()));
+  if (!shape || ArrayRef<int64_t>(*shape) != shapeOf(getResult()))
+    return emitOpError("result shape must be the broadcast of ")
+           << shapeStr(shapeOf(getLhs())) << " and "
+           << shapeStr(shapeOf(getRhs()));
+  return success();
+}
+
+LogicalResult SelectOp::verify() {
+  Type et = getElementTypeOrSelf(getResult().getType());
+  if (getElementTypeOrSelf(getLhs().getType()) != et ||
+      getElementTypeOrSelf(getRhs().getType()) != et)
+    return emitOpError("operand and result element types must match");
+  auto shape = broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()));
+  if (shape)
+    shape = broadcastShapes(*shape, shapeOf(getCondition()));
+  if (!shape || ArrayRef<int64_t>(*shape) != shapeOf(getResult()))
+    return emitOpError("result shape must be the broadcast of the operands");
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (shapeOf(getInput()) != shapeOf(getResult()))
+    return emitOpError("cast keeps the shape");
+  return success();
+}
 
 //===----------------------------------------------------------------------===//
 // MatMulOp
@@ -163,26 +198,99 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
-LogicalResult ReduceSumOp::verify() {
-  ArrayRef<int64_t> in = shapeOf(getInput());
+/// Checks the axes and result shape of a reduction.
+static LogicalResult verifyReduction(Operation *op, Value input,
+                                     ArrayRef<int64_t> axes, bool keepDims,
+                                     Value result) {
+  ArrayRef<int64_t> in = shapeOf(input);
   SmallVector<int64_t> expected;
   int64_t prev = -1;
-  for (int64_t a : getAxes()) {
+  for (int64_t a : axes) {
     if (a <= prev || a >= (int64_t)in.size())
-      return emitOpError("axes must be sorted, unique and within the rank");
+      return op->emitOpError("axes must be sorted, unique and within the rank");
     prev = a;
   }
   for (auto [i, d] : llvm::enumerate(in)) {
-    if (llvm::is_contained(getAxes(), (int64_t)i)) {
-      if (getKeepDims())
+    if (llvm::is_contained(axes, (int64_t)i)) {
+      if (keepDims)
         expected.push_back(1);
     } else {
       expected.push_back(d);
     }
   }
+  if (ArrayRef<int64_t>(expected) != shapeOf(result))
+    return op->emitOpError("result shape ")
+           << shapeStr(shapeOf(result)) << " should be " << shapeStr(expected);
+  return success();
+}
+
+LogicalResult ReduceSumOp::verify() {
+  return verifyReduction(*this, getInput(), getAxes(), getKeepDims(),
+                         getResult());
+}
+
+LogicalResult ReduceMaxOp::verify() {
+  return verifyReduction(*this, getInput(), getAxes(), getKeepDims(),
+                         getResult());
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= (int64_t)out.size())
+    return emitOpError("axis ") << axis << " is out of range";
+  int64_t total = 0;
+  for (Value in : getInputs()) {
+    ArrayRef<int64_t> s = shapeOf(in);
+    if (getElementTypeOrSelf(in.getType()) !=
+        getElementTypeOrSelf(getResult().getType()))
+      return emitOpError("operand and result element types must match");
+    if (s.size() != out.size())
+      return emitOpError("inputs must have the result's rank");
+    for (int64_t d = 0, e = s.size(); d < e; ++d)
+      if (d != axis && s[d] != out[d])
+        return emitOpError("input shape ")
+               << shapeStr(s) << " does not match " << shapeStr(out)
+               << " off the axis";
+    total += s[axis];
+  }
+  if (total != out[axis])
+    return emitOpError("result dimension ") << axis << " should be " << total;
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  ArrayRef<int64_t> starts = getStarts(), strides = getStrides();
+  if (starts.size() != in.size() || strides.size() != in.size() ||
+      out.size() != in.size())
+    return emitOpError("needs one start and stride per dimension");
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (strides[d] <= 0)
+      return emitOpError("strides must be positive");
+    if (out[d] > 0 &&
+        (starts[d] < 0 || starts[d] + (out[d] - 1) * strides[d] >= in[d]))
+      return emitOpError("window leaves the input in dimension ") << d;
+  }
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  ArrayRef<int64_t> data = shapeOf(getData());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= (int64_t)data.size())
+    return emitOpError("axis ") << axis << " is out of range";
+  SmallVector<int64_t> expected(data.take_front(axis));
+  llvm::append_range(expected, shapeOf(getIndices()));
+  llvm::append_range(expected, data.drop_front(axis + 1));
   if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
     return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
                                         << " should be " << shapeStr(expected);
+  if (getElementTypeOrSelf(getData().getType()) !=
+      getElementTypeOrSelf(getResult().getType()))
+    return emitOpError("data and result element types must match");
   return success();
 }
 
@@ -200,19 +308,30 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
-LogicalResult SoftmaxCrossEntropyOp::verify() {
-  ArrayRef<int64_t> l = shapeOf(getLogits()), y = shapeOf(getLabels());
+/// Checks [N, C] scores, [N] labels and the loss shape of `reduction`.
+static LogicalResult verifyLoss(Operation *op, Value scores, Value labels,
+                                StringRef red, Value loss) {
+  ArrayRef<int64_t> l = shapeOf(scores), y = shapeOf(labels);
   if (l.size() != 2 || y.size() != 1 || y[0] != l[0])
-    return emitOpError("expects logits [N, C] and labels [N], got ")
+    return op->emitOpError("expects logits [N, C] and labels [N], got ")
            << shapeStr(l) << " and " << shapeStr(y);
-  StringRef red = getReduction();
   if (red != "mean" && red != "sum" && red != "none")
-    return emitOpError("reduction must be mean, sum or none");
-  ArrayRef<int64_t> out = shapeOf(getLoss());
+    return op->emitOpError("reduction must be mean, sum or none");
+  ArrayRef<int64_t> out = shapeOf(loss);
   if ((red == "none") != (out.size() == 1) || out.size() > 1 ||
       (red == "none" && out[0] != l[0]))
-    return emitOpError("loss shape does not match reduction '") << red << "'";
+    return op->emitOpError("loss shape does not match reduction '")
+           << red << "'";
   return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  return verifyLoss(*this, getLogits(), getLabels(), getReduction(),
+                    getLoss());
+}
+
+LogicalResult NllLossOp::verify() {
+  return verifyLoss(*this, getInput(), getLabels(), getReduction(), getLoss());
 }
 
 LogicalResult AdamWOp::verify() {

@@ -219,3 +219,194 @@ SoftmaxCrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   out.push_back(Value());
   return success();
 }
+
+/// A 0-d constant of `like`'s element type.
+static Value scalar(OpBuilder &b, Location loc, Value like, double v) {
+  auto t = RankedTensorType::get({}, getElementTypeOrSelf(like.getType()));
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), v)));
+}
+
+LogicalResult SqrtOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  // d sqrt(x) = 1 / (2 sqrt(x)).
+  Location loc = getLoc();
+  Value q = b.create<DivOp>(loc, getType(), rg[0], getResult());
+  out.push_back(mul(b, loc, q, scalar(b, loc, q, 0.5)));
+  return success();
+}
+
+LogicalResult ReciprocalOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                           SmallVectorImpl<Value> &out) {
+  // d (1/x) = -1/x^2 = -y^2.
+  Location loc = getLoc();
+  Value gy = b.create<MulOp>(loc, getType(), rg[0], getResult());
+  Value gyy = b.create<MulOp>(loc, getType(), gy, getResult());
+  out.push_back(b.create<NegOp>(loc, gyy));
+  return success();
+}
+
+LogicalResult ErfOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  // d erf(x) = 2/sqrt(pi) e^(-x^2).
+  Location loc = getLoc();
+  Value x = getInput();
+  Value xx = b.create<MulOp>(loc, getType(), x, x);
+  Value e = b.create<ExpOp>(loc, b.create<NegOp>(loc, xx));
+  Value scaled = mul(b, loc, e, scalar(b, loc, x, 1.1283791670955126));
+  out.push_back(b.create<MulOp>(loc, getType(), rg[0], scaled));
+  return success();
+}
+
+LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &out) {
+  // d sigmoid(x) = y (1 - y).
+  Location loc = getLoc();
+  Value y = getResult();
+  auto shape = shapeOf(y);
+  Value oneMinus = b.create<SubOp>(loc, withShape(y.getType(), shape),
+                                   scalar(b, loc, y, 1.0), y);
+  Value d = b.create<MulOp>(loc, getType(), y, oneMinus);
+  out.push_back(b.create<MulOp>(loc, getType(), rg[0], d));
+  return success();
+}
+
+LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  // d(l^r)/dl = r l^(r-1); d(l^r)/dr = l^r ln l.
+  Value g = rg[0], l = getLhs(), r = getRhs();
+  Location loc = getLoc();
+  auto rm1Shape = shapeOf(r);
+  Value rm1 = b.create<SubOp>(loc, withShape(r.getType(), rm1Shape), r,
+                              scalar(b, loc, r, 1.0));
+  auto pshape = broadcastShapes(shapeOf(l), rm1Shape);
+  Value p = b.create<PowOp>(loc, withShape(l.getType(), *pshape), l, rm1);
+  Value dl = sumToShape(b, loc, mul(b, loc, mul(b, loc, g, r), p), l);
+  Value logl = b.create<LogOp>(loc, l);
+  Value dr = sumToShape(b, loc, mul(b, loc, mul(b, loc, g, getResult()), logl),
+                        r);
+  return binaryGrads(*this, dl, dr, out);
+}
+
+LogicalResult SelectOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &out) {
+  Value g = rg[0];
+  Location loc = getLoc();
+  out.push_back(Value());
+  if (!isFloat(getResult())) {
+    out.append({Value(), Value()});
+    return success();
+  }
+  Value zero = scalar(b, loc, g, 0.0);
+  Value dl = b.create<SelectOp>(loc, g.getType(), getCondition(), g, zero);
+  Value dr = b.create<SelectOp>(loc, g.getType(), getCondition(), zero, g);
+  out.push_back(sumToShape(b, loc, dl, getLhs()));
+  out.push_back(sumToShape(b, loc, dr, getRhs()));
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  if (!isFloat(getInput()) || !isFloat(getResult())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(b.create<CastOp>(getLoc(), getInput().getType(), rg[0]));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &out) {
+  // The gradient goes to the elements equal to the maximum, shared equally.
+  Location loc = getLoc();
+  Value x = getInput(), g = rg[0], y = getResult();
+  ArrayRef<int64_t> in = shapeOf(x);
+  SmallVector<int64_t> kept(in);
+  for (int64_t a : getAxes())
+    kept[a] = 1;
+  Type keptType = withShape(y.getType(), kept);
+  if (!getKeepDims()) {
+    y = b.create<ReshapeOp>(loc, keptType, y);
+    g = b.create<ReshapeOp>(loc, keptType, g);
+  }
+  Value isMax = b.create<CompareOp>(
+      loc, RankedTensorType::get(in, b.getI1Type()), x, y, "eq");
+  Value mask = b.create<CastOp>(loc, x.getType(), isMax);
+  Value count = b.create<ReduceSumOp>(loc, keptType, mask, getAxes(),
+                                      /*keep_dims=*/true);
+  Value share = b.create<DivOp>(loc, keptType, g, count);
+  out.push_back(b.create<MulOp>(loc, x.getType(), mask, share));
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &out) {
+  Value g = rg[0];
+  int64_t axis = getAxis(), offset = 0;
+  size_t rank = shapeOf(g).size();
+  for (Value in : getInputs()) {
+    if (!isFloat(in)) {
+      out.push_back(Value());
+    } else {
+      SmallVector<int64_t> starts(rank, 0), strides(rank, 1);
+      starts[axis] = offset;
+      out.push_back(b.create<SliceOp>(getLoc(), in.getType(), g, starts,
+                                      strides));
+    }
+    offset += shapeOf(in)[axis];
+  }
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                      SmallVectorImpl<Value> &out) {
+  if (!isFloat(getInput())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(b.create<SliceGradOp>(getLoc(), getInput().getType(), rg[0],
+                                      getStartsAttr(), getStridesAttr()));
+  return success();
+}
+
+LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &out) {
+  if (!isFloat(getData())) {
+    out.append({Value(), Value()});
+    return success();
+  }
+  out.push_back(b.create<GatherGradOp>(getLoc(), getData().getType(), rg[0],
+                                       getIndices(), getAxisAttr()));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult TriluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                      SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<TriluOp>(getLoc(), getType(), rg[0], getUpperAttr(),
+                                  getKAttr()));
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<SoftmaxGradOp>(getLoc(), getType(), rg[0],
+                                        getResult(), getAxisAttr()));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                           SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<LogSoftmaxGradOp>(getLoc(), getType(), rg[0],
+                                           getResult(), getAxisAttr()));
+  return success();
+}
+
+LogicalResult NllLossOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<NllLossGradOp>(
+      getLoc(), getInput().getType(), rg[0], getLabels(), getReductionAttr(),
+      getIgnoreIndexAttr()));
+  out.push_back(Value());
+  return success();
+}

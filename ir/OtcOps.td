@@ -69,6 +69,45 @@ def Otc_ExpOp : Otc_UnaryOp<"exp", [Grad]> { let summary = "e^x"; }
 def Otc_LogOp : Otc_UnaryOp<"log", [Grad]> { let summary = "natural logarithm"; }
 def Otc_TanhOp : Otc_UnaryOp<"tanh", [Grad]> { let summary = "hyperbolic tangent"; }
 def Otc_ReluOp : Otc_UnaryOp<"relu", [Grad]> { let summary = "max(x, 0)"; }
+def Otc_SqrtOp : Otc_UnaryOp<"sqrt", [Grad]> { let summary = "square root"; }
+def Otc_ReciprocalOp : Otc_UnaryOp<"reciprocal", [Grad]> { let summary = "1 / x"; }
+def Otc_ErfOp : Otc_UnaryOp<"erf", [Grad]> { let summary = "the error function"; }
+def Otc_SigmoidOp : Otc_UnaryOp<"sigmoid", [Grad]> { let summary = "1 / (1 + e^-x)"; }
+
+def Otc_PowOp : Otc_BinaryOp<"pow"> { let summary = "lhs ^ rhs (floats)"; }
+
+def Otc_CompareOp : Otc_Op<"compare", [Pure]> {
+  let summary = "Elementwise comparison with broadcasting, an i1 result";
+  let description = [{
+    `predicate` is one of "eq", "ne", "lt", "le", "gt", "ge". Operands share an
+    element type; the result has the broadcast shape and element type i1.
+  }];
+  let arguments = (ins Otc_Tensor:$lhs, Otc_Tensor:$rhs, StrAttr:$predicate);
+  let results = (outs Otc_BoolTensor:$result);
+  let assemblyFormat =
+      "$predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_SelectOp : Otc_Op<"select", [Pure, Grad]> {
+  let summary = "condition ? lhs : rhs, elementwise with broadcasting";
+  let arguments = (ins Otc_BoolTensor:$condition, Otc_Tensor:$lhs, Otc_Tensor:$rhs);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat =
+      "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_CastOp : Otc_Op<"cast", [Pure, Grad]> {
+  let summary = "Converts each element to the result's element type";
+  let description = [{
+    Float to integer truncates toward zero; anything to i1 is `x != 0`.
+  }];
+  let arguments = (ins Otc_Tensor:$input);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Linear algebra and data movement
@@ -133,6 +172,118 @@ def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
+def Otc_ReduceMaxOp : Otc_Op<"reduce_max", [Pure, Grad]> {
+  let summary = "Maximum over the given axes";
+  let description = [{
+    Like `reduce_sum`. The gradient goes to every element equal to the
+    maximum, shared equally among ties.
+  }];
+  let arguments = (ins Otc_FloatTensor:$input, DenseI64ArrayAttr:$axes,
+                   UnitAttr:$keep_dims);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $axes attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_ConcatOp : Otc_Op<"concat", [Pure, Grad]> {
+  let summary = "Joins tensors along `axis`";
+  let arguments = (ins Variadic<Otc_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_SliceOp : Otc_Op<"slice", [Pure, Grad]> {
+  let summary = "A strided window: result[i] = input[starts + i * strides]";
+  let description = [{
+    One start and one positive stride per dimension; the result shape says
+    how many elements each dimension takes.
+  }];
+  let arguments = (ins Otc_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat =
+      "$input `,` $starts `,` $strides attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_SliceGradOp : Otc_Op<"slice_grad", [Pure]> {
+  let summary = "Gradient of slice: zeros of the result shape with `grad` placed at the window";
+  let arguments = (ins Otc_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $starts `,` $strides attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_GatherOp : Otc_Op<"gather", [Pure, Grad]> {
+  let summary = "ONNX Gather: picks slices of `data` along `axis` by index";
+  let description = [{
+    result shape = data[:axis] + indices.shape + data[axis+1:]. Negative
+    indices count from the end of the axis.
+  }];
+  let arguments = (ins Otc_Tensor:$data, Otc_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_GatherGradOp : Otc_Op<"gather_grad", [Pure]> {
+  let summary = "Gradient of gather: `grad` summed into zeros of the data shape at the indices";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_TriluOp : Otc_Op<"trilu", [Pure, Grad, SameOperandsAndResultType]> {
+  let summary = "Keeps the upper (or lower) triangle of the last two dimensions";
+  let description = [{
+    With `upper`, keeps elements with j - i >= k, else those with j - i <= k;
+    the rest become zero.
+  }];
+  let arguments = (ins Otc_Tensor:$input, BoolAttr:$upper, I64Attr:$k);
+  let results = (outs Otc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+def Otc_SoftmaxOp : Otc_Op<"softmax", [Pure, Grad, SameOperandsAndResultType]> {
+  let summary = "softmax along `axis` (non-negative)";
+  let arguments = (ins Otc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [Pure]> {
+  let summary = "y * (grad - sum(grad * y, axis)) with y the softmax output";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output, I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $output attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_LogSoftmaxOp : Otc_Op<"log_softmax", [Pure, Grad, SameOperandsAndResultType]> {
+  let summary = "log of softmax along `axis` (non-negative)";
+  let arguments = (ins Otc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Otc_LogSoftmaxGradOp : Otc_Op<"log_softmax_grad", [Pure]> {
+  let summary = "grad - exp(y) * sum(grad, axis) with y the log_softmax output";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output, I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $output attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Randomness
 //===----------------------------------------------------------------------===//
@@ -191,6 +342,31 @@ def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [Pure]>
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $logits `,` $labels attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_NllLossOp : Otc_Op<"nll_loss", [Pure, Grad]> {
+  let summary = "Negative log-likelihood of [N, C] log-probabilities against [N] labels";
+  let description = [{
+    loss_n = -input[n, labels_n]; `reduction` and `ignore_index` as in
+    softmax_cross_entropy.
+  }];
+  let arguments = (ins Otc_FloatTensor:$input, Otc_IntTensor:$labels,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$loss);
+  let assemblyFormat =
+      "$input `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Pure]> {
+  let summary = "Gradient of nll_loss with respect to its [N, C] input (the result type)";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$labels,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
 def Otc_ReluGradOp : Otc_Op<"relu_grad", [Pure]> {
