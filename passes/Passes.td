@@ -52,6 +52,40 @@ def Differentiate : Pass<"otc-differentiate", "mlir::ModuleOp"> {
   ];
 }
 
+def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
+  let summary = "Chooses the forward values the backward recomputes instead of keeping";
+  let dependentDialects = ["otc::OtcDialect"];
+  let description = [{
+    Works on `@train_step`. Blocks come from the graph: the values that every
+    path from the data to the loss passes through (the residual stream) cut
+    the forward into segments, and the repeating pattern of their op
+    sequences groups them into transformer blocks. Policies:
+    `none` keeps every value the backward reads; `full` keeps only the input
+    of each block and recomputes the rest of it; `selective` recomputes the
+    attention core (scores, mask, softmax, dropout) and keeps the inputs of
+    the weight matrix products; `auto` chooses per block the least recompute
+    FLOPs whose peak (persistent state plus the activation peak of the
+    step) fits `budget`. Recomputed values are rebuilt by clones placed
+    before their first backward use; dropout clones redraw the same mask.
+    The choice is recorded in the module attribute `otc.remat`.
+
+    ```mlir
+    %p = otc.softmax %s {axis = 2 : i64} : tensor<2x4x4xf32>
+    ...backward...
+    %g = otc.softmax_grad %d, %p {axis = 2 : i64} : ...
+    // with policy=selective becomes
+    %p2 = otc.softmax %s2 {axis = 2 : i64} : tensor<2x4x4xf32>
+    %g = otc.softmax_grad %d, %p2 {axis = 2 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none, full, selective or auto">,
+    Option<"budget", "budget", "std::string", "\"\"",
+           "Memory budget for auto (e.g. 12GiB)">,
+  ];
+}
+
 def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
   let dependentDialects = ["otc::OtcDialect"];
   let summary = "Gradient accumulation and the AdamW update, as three functions on arena slots";

@@ -1,0 +1,31 @@
+//===- Cost.h - FLOP and byte costs of otc ops and functions -----*- C++ -*-===//
+//
+// The cost model that recomputation and the report use: FLOPs of one op,
+// bytes of a value, and the activation peak of a tensor-level function
+// under its current op order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_PASSES_COST_H
+#define OTC_PASSES_COST_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Operation.h"
+
+namespace otc {
+
+/// Floating-point operations of one execution of `op`: 2·M·N·K per matrix
+/// product, a per-element count for the other ops.
+int64_t opFlops(mlir::Operation *op);
+
+/// Bytes a tensor value occupies (i1 takes a byte per element).
+int64_t valueBytes(mlir::Value v);
+
+/// The most bytes of op results live at once in `f` (arguments excluded),
+/// in the function's op order: a value lives from its op to its last use;
+/// returned values live to the end.
+int64_t activationPeak(mlir::func::FuncOp f);
+
+} // namespace otc
+
+#endif // OTC_PASSES_COST_H

@@ -1,0 +1,513 @@
+//===- Remat.cpp - which forward values to keep, which to recompute --------===//
+//
+// Decides, in @train_step, which forward values the backward reads from
+// memory and which it recomputes from kept ones, and rewrites the backward
+// accordingly: a recomputed value is rebuilt by clones of its forward ops
+// placed just before its first backward use. Clones compute exactly what the
+// originals did (dropout included: its mask is a function of key, stream and
+// index), so gradients do not change.
+//
+// Blocks are found from the graph, not from names: the cut values of the
+// forward (values that every path from the data to the loss goes through:
+// the residual stream between sublayers) split it into segments, and the
+// repeating pattern of segment op sequences groups them into blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Cost.h"
+#include "passes/Passes.h"
+#include "passes/Remat.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace otc;
+
+//===----------------------------------------------------------------------===//
+// Analysis
+//===----------------------------------------------------------------------===//
+
+/// Position of every op of `body`.
+static DenseMap<Operation *, unsigned> positions(Block &body) {
+  DenseMap<Operation *, unsigned> pos;
+  unsigned i = 0;
+  for (Operation &op : body)
+    pos[&op] = i++;
+  return pos;
+}
+
+static bool isFloatValue(Value v) {
+  return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
+  RematAnalysis a;
+  a.step = step;
+  Block &body = step.getBody().front();
+  auto pos = positions(body);
+  Value loss = body.getTerminator()->getOperand(0);
+
+  // Forward: the ops the loss depends on.
+  llvm::SetVector<Operation *> fwd;
+  SmallVector<Value> work{loss};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !fwd.insert(def))
+      continue;
+    llvm::append_range(work, def->getOperands());
+  }
+  for (Operation &op : body.without_terminator())
+    if (fwd.contains(&op))
+      a.forward.push_back(&op);
+  llvm::DenseSet<Operation *> fwdSet(fwd.begin(), fwd.end());
+
+  // Data-dependent: depends on a graph input.
+  llvm::DenseSet<Value> data;
+  for (BlockArgument arg : body.getArguments())
+    if (step.getArgAttr(arg.getArgNumber(), attrs::kInput))
+      data.insert(arg);
+  for (Operation *op : a.forward)
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return data.contains(v); }))
+      for (Value r : op->getResults())
+        data.insert(r);
+
+  // Saved: forward results read by the backward.
+  for (Operation &op : body.without_terminator()) {
+    if (fwdSet.contains(&op))
+      continue;
+    for (Value v : op.getOperands())
+      if (Operation *d = v.getDefiningOp(); d && fwdSet.contains(d))
+        a.saved.insert(v);
+  }
+
+  // Cut values: float data-dependent results that no forward edge between
+  // other data-dependent floats jumps over.
+  SmallVector<Value> chain;
+  for (Operation *op : a.forward)
+    for (Value r : op->getResults())
+      if (data.contains(r) && isFloatValue(r) && !isa<ConstantOp>(op))
+        chain.push_back(r);
+  unsigned n = body.getOperations().size();
+  std::vector<int> cover(n + 2, 0);
+  // Float inputs feed the chain from before the first op.
+  SmallVector<Value> edges(chain);
+  for (BlockArgument arg : body.getArguments())
+    if (data.contains(arg) && isFloatValue(arg))
+      edges.push_back(arg);
+  for (Value v : edges) {
+    Operation *def = v.getDefiningOp();
+    unsigned p = def ? pos[def] : 0, last = p;
+    for (Operation *u : v.getUsers())
+      if (fwdSet.contains(u))
+        last = std::max(last, pos[u]);
+    // Strictly inside (p, last); an argument covers from the first op on.
+    unsigned from = def ? p + 1 : 0;
+    if (last > from) {
+      cover[from] += 1;
+      cover[last] -= 1;
+    }
+  }
+  std::vector<int> covered(n + 1, 0);
+  int c = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    c += cover[i];
+    covered[i] = c;
+  }
+  SmallVector<Value> cuts;
+  for (Value v : chain)
+    if (covered[pos[v.getDefiningOp()]] == 0)
+      cuts.push_back(v);
+
+  // Segments: data-dependent forward ops up to and including each cut.
+  SmallVector<SmallVector<Operation *>> segments(cuts.size() + 1);
+  unsigned s = 0;
+  for (Operation *op : a.forward) {
+    if (!llvm::any_of(op->getResults(),
+                      [&](Value r) { return data.contains(r); }))
+      continue;
+    segments[s].push_back(op);
+    if (s < cuts.size() && op == cuts[s].getDefiningOp())
+      ++s;
+  }
+  if (segments.back().empty())
+    segments.pop_back();
+
+  // Blocks: the longest run of segments whose op sequences repeat with a
+  // period p; outside the run every segment is a block of its own.
+  SmallVector<std::string> sig;
+  for (auto &seg : segments) {
+    std::string str;
+    for (Operation *op : seg)
+      str += op->getName().getStringRef().str() + ";";
+    sig.push_back(str);
+  }
+  unsigned bestP = 0, bestStart = 0, bestReps = 0;
+  for (unsigned p = 1; 2 * p <= sig.size(); ++p)
+    for (unsigned start = 0; start + 2 * p <= sig.size(); ++start) {
+      unsigned reps = 1;
+      while (start + (reps + 1) * p <= sig.size()) {
+        bool same = true;
+        for (unsigned k = 0; k < p && same; ++k)
+          same = sig[start + k] == sig[start + reps * p + k];
+        if (!same)
+          break;
+        ++reps;
+      }
+      if (reps >= 2 && reps * p > bestReps * bestP) {
+        bestP = p;
+        bestStart = start;
+        bestReps = reps;
+      }
+    }
+  auto addBlock = [&](unsigned from, unsigned to) {
+    RematBlock b;
+    for (unsigned i = from; i < to; ++i)
+      llvm::append_range(b.ops, segments[i]);
+    if (from > 0)
+      b.input = cuts[from - 1];
+    a.blocks.push_back(std::move(b));
+  };
+  if (bestReps >= 2) {
+    for (unsigned i = 0; i < bestStart; ++i)
+      addBlock(i, i + 1);
+    for (unsigned r = 0; r < bestReps; ++r)
+      addBlock(bestStart + r * bestP, bestStart + (r + 1) * bestP);
+    for (unsigned i = bestStart + bestReps * bestP; i < segments.size(); ++i)
+      addBlock(i, i + 1);
+    a.repeatedBlocks = bestReps;
+  } else {
+    for (unsigned i = 0; i < segments.size(); ++i)
+      addBlock(i, i + 1);
+  }
+
+  // Attention cores: for each softmax, the ops from the scores matmul
+  // through the mask and scale to the softmax and its dropout.
+  for (RematBlock &b : a.blocks) {
+    llvm::DenseSet<Operation *> inBlock(b.ops.begin(), b.ops.end());
+    llvm::SetVector<Operation *> core;
+    for (Operation *op : b.ops) {
+      if (!isa<SoftmaxOp>(op))
+        continue;
+      SmallVector<Operation *> up{op};
+      while (!up.empty()) {
+        Operation *o = up.pop_back_val();
+        if (!inBlock.contains(o) || !core.insert(o) || isa<MatMulOp>(o))
+          continue;
+        for (Value v : o->getOperands())
+          if (Operation *d = v.getDefiningOp(); d && data.contains(v))
+            up.push_back(d);
+      }
+      // Downstream only dropout belongs to the core: the next op is the
+      // product with the values.
+      for (Operation *u : op->getResult(0).getUsers())
+        if (inBlock.contains(u) && isa<DropoutOp>(u))
+          core.insert(u);
+    }
+    b.attentionCore.assign(core.begin(), core.end());
+  }
+  return a;
+}
+
+//===----------------------------------------------------------------------===//
+// Rewriting
+//===----------------------------------------------------------------------===//
+
+int64_t otc::applyRecompute(func::FuncOp step,
+                            const llvm::DenseSet<Value> &recompute,
+                            SmallVectorImpl<Operation *> *clonedOps) {
+  Block &body = step.getBody().front();
+  llvm::DenseSet<Operation *> fwd;
+  for (Value v : recompute)
+    if (Operation *d = v.getDefiningOp())
+      fwd.insert(d);
+  // Ops to rewire: every op outside the recomputed set that reads one of
+  // its values after the forward is done, i.e. the backward ops.
+  FailureOr<RematAnalysis> an = analyzeTrainStep(step);
+  llvm::DenseSet<Operation *> forward(an->forward.begin(), an->forward.end());
+  SmallVector<Operation *> backward;
+  for (Operation &op : body.without_terminator())
+    if (!forward.contains(&op))
+      backward.push_back(&op);
+
+  DenseMap<Value, Value> clones;
+  int64_t flops = 0;
+  std::function<Value(Value, Operation *)> materialize =
+      [&](Value v, Operation *before) -> Value {
+    if (Value c = clones.lookup(v))
+      return c;
+    Operation *def = v.getDefiningOp();
+    IRMapping map;
+    for (Value o : def->getOperands())
+      if (recompute.contains(o))
+        map.map(o, materialize(o, before));
+    OpBuilder b(before);
+    Operation *copy = b.clone(*def, map);
+    flops += opFlops(copy);
+    if (clonedOps)
+      clonedOps->push_back(copy);
+    for (auto [orig, cl] : llvm::zip(def->getResults(), copy->getResults()))
+      clones[orig] = cl;
+    return clones.lookup(v);
+  };
+  for (Operation *op : backward)
+    for (OpOperand &use : op->getOpOperands())
+      if (recompute.contains(use.get()))
+        use.set(materialize(use.get(), op));
+  return flops;
+}
+
+//===----------------------------------------------------------------------===//
+// Policies
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> otc::parseByteSize(StringRef text) {
+  StringRef s = text.trim();
+  size_t i = 0;
+  while (i < s.size() && (isdigit(s[i]) || s[i] == '.'))
+    ++i;
+  double v;
+  if (i == 0 || s.take_front(i).getAsDouble(v))
+    return std::nullopt;
+  StringRef unit = s.drop_front(i).trim();
+  double scale = llvm::StringSwitch<double>(unit.lower())
+                     .Cases("", "b", 1)
+                     .Cases("k", "kb", 1e3)
+                     .Case("kib", 1024.0)
+                     .Cases("m", "mb", 1e6)
+                     .Case("mib", 1048576.0)
+                     .Cases("g", "gb", 1e9)
+                     .Case("gib", 1073741824.0)
+                     .Cases("t", "tb", 1e12)
+                     .Case("tib", 1099511627776.0)
+                     .Default(-1);
+  if (scale < 0)
+    return std::nullopt;
+  return static_cast<int64_t>(v * scale);
+}
+
+int64_t otc::persistentBytes(func::FuncOp step) {
+  int64_t bytes = 0;
+  for (BlockArgument arg : step.getBody().front().getArguments())
+    bytes += valueBytes(arg); // parameters, inputs, key
+  for (unsigned i = 1, e = step.getNumResults(); i < e; ++i)
+    bytes += 3 * valueBytes(step.getBody().front().getTerminator()->getOperand(
+                     i)); // gradient + two Adam moments
+  return bytes;
+}
+
+/// The values a block recomputes under each per-block choice.
+static llvm::DenseSet<Value> valuesFor(const RematAnalysis &a,
+                                       ArrayRef<RematChoice> choice) {
+  // Block inputs are what `full` keeps, whichever block computes them.
+  llvm::DenseSet<Value> inputs;
+  for (const RematBlock &b : a.blocks)
+    if (b.input)
+      inputs.insert(b.input);
+  llvm::DenseSet<Value> r;
+  for (auto [b, c] : llvm::zip(a.blocks, choice)) {
+    ArrayRef<Operation *> ops = c == RematChoice::Full        ? b.ops
+                                : c == RematChoice::Selective ? b.attentionCore
+                                                              : ArrayRef<Operation *>();
+    for (Operation *op : ops) {
+      if (isa<ConstantOp>(op))
+        continue;
+      for (Value v : op->getResults())
+        if (!inputs.contains(v))
+          r.insert(v);
+    }
+  }
+  return r;
+}
+
+FailureOr<RematOutcome> otc::evaluateRemat(ModuleOp module,
+                                           ArrayRef<RematChoice> choice) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  auto step = copy->lookupSymbol<func::FuncOp>("train_step");
+  FailureOr<RematAnalysis> a = analyzeTrainStep(step);
+  if (failed(a))
+    return failure();
+  RematOutcome out;
+  out.recomputeFlops = applyRecompute(step, valuesFor(*a, choice));
+  out.peakBytes = persistentBytes(step) + activationPeak(step);
+  return out;
+}
+
+namespace otc {
+#define GEN_PASS_DEF_REMAT
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+namespace {
+
+struct RematPass : public otc::impl::RematBase<RematPass> {
+  using RematBase::RematBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("no @train_step: run --otc-differentiate first");
+      return signalPassFailure();
+    }
+    static const char *policies[] = {"none", "full", "selective", "auto"};
+    if (!llvm::is_contained(policies, policy)) {
+      module.emitError("unknown recomputation policy '")
+          << policy << "' (none, full, selective, auto)";
+      return signalPassFailure();
+    }
+    std::optional<int64_t> budgetBytes;
+    if (!budget.empty()) {
+      budgetBytes = parseByteSize(budget);
+      if (!budgetBytes) {
+        module.emitError("cannot read memory budget '")
+            << budget << "' (e.g. 12GiB, 500MB, 1048576)";
+        return signalPassFailure();
+      }
+    }
+    if (policy == "auto" && !budgetBytes) {
+      module.emitError("--remat=auto needs a memory budget");
+      return signalPassFailure();
+    }
+    FailureOr<RematAnalysis> a = analyzeTrainStep(step);
+    if (failed(a))
+      return signalPassFailure();
+    size_t n = a->blocks.size();
+    SmallVector<RematChoice> choice(n, RematChoice::None);
+    if (policy == "full")
+      choice.assign(n, RematChoice::Full);
+    else if (policy == "selective")
+      choice.assign(n, RematChoice::Selective);
+    else if (policy == "auto") {
+      FailureOr<SmallVector<RematChoice>> best =
+          solveAuto(module, *a, *budgetBytes);
+      if (failed(best))
+        return signalPassFailure();
+      choice = *best;
+    }
+    llvm::DenseSet<Value> values = valuesFor(*a, choice);
+    SmallVector<std::string> recomputedNames, savedNames;
+    for (Value v : a->saved)
+      (values.contains(v) ? recomputedNames : savedNames)
+          .push_back(describe(v));
+    llvm::sort(recomputedNames);
+    llvm::sort(savedNames);
+    int64_t flops = applyRecompute(step, values);
+
+    Builder b(module.getContext());
+    auto strings = [&](ArrayRef<std::string> v) {
+      SmallVector<Attribute> attrs;
+      for (const std::string &s : v)
+        attrs.push_back(b.getStringAttr(s));
+      return b.getArrayAttr(attrs);
+    };
+    std::string choices;
+    for (RematChoice c : choice)
+      choices += c == RematChoice::Full ? 'f' : c == RematChoice::Selective ? 's' : 'n';
+    module->setAttr(
+        "otc.remat",
+        b.getDictionaryAttr({
+            b.getNamedAttr("policy", b.getStringAttr(policy)),
+            b.getNamedAttr("blocks", b.getStringAttr(choices)),
+            b.getNamedAttr("recompute_flops", b.getI64IntegerAttr(flops)),
+            b.getNamedAttr("saved", strings(savedNames)),
+            b.getNamedAttr("recomputed", strings(recomputedNames)),
+        }));
+  }
+
+  /// A forward value by the ONNX node that computes it.
+  static std::string describe(Value v) {
+    Operation *def = v.getDefiningOp();
+    std::string name;
+    if (auto n = dyn_cast<NameLoc>(def->getLoc()))
+      name = n.getName().str();
+    else
+      name = def->getName().getStringRef().str();
+    if (def->getNumResults() > 1)
+      name += ":" + std::to_string(cast<OpResult>(v).getResultNumber());
+    return name;
+  }
+
+  /// The least recompute FLOPs whose peak fits `budget`: a Pareto dynamic
+  /// program over the blocks on (bytes kept, FLOPs) proposes candidates;
+  /// each is measured exactly and the cheapest that fits wins. The candidate
+  /// set does not depend on the budget, so a larger budget never picks more
+  /// recomputation.
+  FailureOr<SmallVector<RematChoice>>
+  solveAuto(ModuleOp module, const RematAnalysis &a, int64_t budget) {
+    struct Point {
+      int64_t bytes, flops;
+      SmallVector<RematChoice> choice;
+    };
+    llvm::DenseSet<Value> inputs;
+    for (const RematBlock &b : a.blocks)
+      if (b.input)
+        inputs.insert(b.input);
+    std::vector<Point> front{{0, 0, {}}};
+    for (const RematBlock &b : a.blocks) {
+      llvm::DenseSet<Operation *> core(b.attentionCore.begin(),
+                                       b.attentionCore.end());
+      std::vector<Point> next;
+      for (RematChoice c : {RematChoice::None, RematChoice::Selective,
+                            RematChoice::Full}) {
+        if (c == RematChoice::Selective && core.empty())
+          continue;
+        // Kept bytes and recomputed FLOPs of this block under c.
+        int64_t kept = 0, flops = 0;
+        for (Operation *op : b.ops) {
+          bool recomputed =
+              !isa<ConstantOp>(op) &&
+              (c == RematChoice::Full ||
+               (c == RematChoice::Selective && core.contains(op)));
+          for (Value v : op->getResults()) {
+            if (recomputed && !inputs.contains(v))
+              continue;
+            if (a.saved.contains(v) || inputs.contains(v))
+              kept += valueBytes(v);
+          }
+          if (recomputed)
+            flops += opFlops(op);
+        }
+        for (const Point &p : front) {
+          Point q{p.bytes + kept, p.flops + flops, p.choice};
+          q.choice.push_back(c);
+          next.push_back(std::move(q));
+        }
+      }
+      // Pareto pruning: sort by bytes, keep strictly decreasing FLOPs.
+      llvm::sort(next, [](const Point &x, const Point &y) {
+        return x.bytes != y.bytes ? x.bytes < y.bytes : x.flops < y.flops;
+      });
+      front.clear();
+      for (Point &p : next)
+        if (front.empty() || p.flops < front.back().flops)
+          front.push_back(std::move(p));
+    }
+    // Exact measurement of every candidate; cheapest that fits.
+    std::optional<size_t> best;
+    int64_t smallest = INT64_MAX;
+    std::vector<RematOutcome> outcomes;
+    for (size_t i = 0; i < front.size(); ++i) {
+      FailureOr<RematOutcome> o = evaluateRemat(module, front[i].choice);
+      if (failed(o))
+        return failure();
+      outcomes.push_back(*o);
+      smallest = std::min(smallest, o->peakBytes);
+      if (o->peakBytes <= budget &&
+          (!best || o->recomputeFlops < outcomes[*best].recomputeFlops ||
+           (o->recomputeFlops == outcomes[*best].recomputeFlops &&
+            o->peakBytes < outcomes[*best].peakBytes)))
+        best = i;
+    }
+    if (!best) {
+      module.emitError("no recomputation plan fits the memory budget of ")
+          << budget << " bytes; the smallest that fits is " << smallest
+          << " bytes";
+      return failure();
+    }
+    return front[*best].choice;
+  }
+};
+
+} // namespace

@@ -1,0 +1,22 @@
+// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=100" 2>&1 | FileCheck %s --check-prefix=SMALL
+// RUN: not otc-opt %s --otc-differentiate --otc-remat=policy=auto 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// RUN: not otc-opt %s --otc-differentiate --otc-remat=policy=some 2>&1 | FileCheck %s --check-prefix=POLICY
+// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=12XB" 2>&1 | FileCheck %s --check-prefix=UNIT
+// RUN: not otc-opt %s --otc-remat 2>&1 | FileCheck %s --check-prefix=NOSTEP
+
+// Tests the errors. An impossible budget names the smallest that fits, by
+// hand: persistent x (32) + w1 (64) + its gradient and moments (192) = 288;
+// activations peak at the weight-gradient matmul with tanh (32), the loss
+// (4), the broadcast seed (32) and tanh_grad (32) live = 100; 388 in all.
+// SMALL: error: no recomputation plan fits the memory budget of 100 bytes; the smallest that fits is 388 bytes
+// NOBUDGET: error: --remat=auto needs a memory budget
+// POLICY: error: unknown recomputation policy 'some' (none, full, selective, auto)
+// UNIT: error: cannot read memory budget '12XB' (e.g. 12GiB, 500MB, 1048576)
+// NOSTEP: error: no @train_step: run --otc-differentiate first
+
+func.func @forward(%x: tensor<2x4xf32> {otc.input = "x"}, %w1: tensor<4x4xf32> {otc.param = "w1"}) -> (tensor<f32> {otc.output = "loss"}) {
+  %a1 = otc.matmul %x, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %t1 = otc.tanh %a1 : tensor<2x4xf32>
+  %l = otc.reduce_sum %t1, [0, 1] : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
