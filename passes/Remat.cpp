@@ -334,6 +334,74 @@ FailureOr<RematOutcome> otc::evaluateRemat(ModuleOp module,
   return out;
 }
 
+
+/// A Pareto dynamic program over the blocks on (bytes kept, FLOPs
+/// recomputed), with per-block choices none / selective / full, proposes the
+/// candidates; each is then measured exactly on a copy of the module.
+FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return module.emitError("no @train_step: run --otc-differentiate first");
+  FailureOr<RematAnalysis> a = analyzeTrainStep(step);
+  if (failed(a))
+    return failure();
+  struct Point {
+    int64_t bytes, flops;
+    SmallVector<RematChoice> choice;
+  };
+  llvm::DenseSet<Value> inputs;
+  for (const RematBlock &b : a->blocks)
+    if (b.input)
+      inputs.insert(b.input);
+  std::vector<Point> front{{0, 0, {}}};
+  for (const RematBlock &b : a->blocks) {
+    llvm::DenseSet<Operation *> core(b.attentionCore.begin(),
+                                     b.attentionCore.end());
+    std::vector<Point> next;
+    for (RematChoice c :
+         {RematChoice::None, RematChoice::Selective, RematChoice::Full}) {
+      if (c == RematChoice::Selective && core.empty())
+        continue;
+      // Kept bytes and recomputed FLOPs of this block under c.
+      int64_t kept = 0, flops = 0;
+      for (Operation *op : b.ops) {
+        bool recomputed = !isa<ConstantOp>(op) &&
+                          (c == RematChoice::Full ||
+                           (c == RematChoice::Selective && core.contains(op)));
+        for (Value v : op->getResults()) {
+          if (recomputed && !inputs.contains(v))
+            continue;
+          if (a->saved.contains(v) || inputs.contains(v))
+            kept += valueBytes(v);
+        }
+        if (recomputed)
+          flops += opFlops(op);
+      }
+      for (const Point &p : front) {
+        Point q{p.bytes + kept, p.flops + flops, p.choice};
+        q.choice.push_back(c);
+        next.push_back(std::move(q));
+      }
+    }
+    // Pareto pruning: by bytes, keeping strictly decreasing FLOPs.
+    llvm::sort(next, [](const Point &x, const Point &y) {
+      return x.bytes != y.bytes ? x.bytes < y.bytes : x.flops < y.flops;
+    });
+    front.clear();
+    for (Point &p : next)
+      if (front.empty() || p.flops < front.back().flops)
+        front.push_back(std::move(p));
+  }
+  std::vector<RematCandidate> out;
+  for (Point &p : front) {
+    FailureOr<RematOutcome> o = evaluateRemat(module, p.choice);
+    if (failed(o))
+      return failure();
+    out.push_back({p.choice, *o});
+  }
+  return out;
+}
+
 namespace otc {
 #define GEN_PASS_DEF_REMAT
 #include "passes/Passes.h.inc"
@@ -381,7 +449,7 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
       choice.assign(n, RematChoice::Selective);
     else if (policy == "auto") {
       FailureOr<SmallVector<RematChoice>> best =
-          solveAuto(module, *a, *budgetBytes);
+          solveAuto(module, *budgetBytes);
       if (failed(best))
         return signalPassFailure();
       choice = *best;
@@ -429,76 +497,24 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
     return name;
   }
 
-  /// The least recompute FLOPs whose peak fits `budget`: a Pareto dynamic
-  /// program over the blocks on (bytes kept, FLOPs) proposes candidates;
-  /// each is measured exactly and the cheapest that fits wins. The candidate
-  /// set does not depend on the budget, so a larger budget never picks more
-  /// recomputation.
-  FailureOr<SmallVector<RematChoice>>
-  solveAuto(ModuleOp module, const RematAnalysis &a, int64_t budget) {
-    struct Point {
-      int64_t bytes, flops;
-      SmallVector<RematChoice> choice;
-    };
-    llvm::DenseSet<Value> inputs;
-    for (const RematBlock &b : a.blocks)
-      if (b.input)
-        inputs.insert(b.input);
-    std::vector<Point> front{{0, 0, {}}};
-    for (const RematBlock &b : a.blocks) {
-      llvm::DenseSet<Operation *> core(b.attentionCore.begin(),
-                                       b.attentionCore.end());
-      std::vector<Point> next;
-      for (RematChoice c : {RematChoice::None, RematChoice::Selective,
-                            RematChoice::Full}) {
-        if (c == RematChoice::Selective && core.empty())
-          continue;
-        // Kept bytes and recomputed FLOPs of this block under c.
-        int64_t kept = 0, flops = 0;
-        for (Operation *op : b.ops) {
-          bool recomputed =
-              !isa<ConstantOp>(op) &&
-              (c == RematChoice::Full ||
-               (c == RematChoice::Selective && core.contains(op)));
-          for (Value v : op->getResults()) {
-            if (recomputed && !inputs.contains(v))
-              continue;
-            if (a.saved.contains(v) || inputs.contains(v))
-              kept += valueBytes(v);
-          }
-          if (recomputed)
-            flops += opFlops(op);
-        }
-        for (const Point &p : front) {
-          Point q{p.bytes + kept, p.flops + flops, p.choice};
-          q.choice.push_back(c);
-          next.push_back(std::move(q));
-        }
-      }
-      // Pareto pruning: sort by bytes, keep strictly decreasing FLOPs.
-      llvm::sort(next, [](const Point &x, const Point &y) {
-        return x.bytes != y.bytes ? x.bytes < y.bytes : x.flops < y.flops;
-      });
-      front.clear();
-      for (Point &p : next)
-        if (front.empty() || p.flops < front.back().flops)
-          front.push_back(std::move(p));
-    }
-    // Exact measurement of every candidate; cheapest that fits.
-    std::optional<size_t> best;
+  /// The least recompute FLOPs whose peak fits `budget`, among the measured
+  /// frontier (rematFrontier). The candidates do not depend on the budget,
+  /// so a larger budget never picks more recomputation.
+  FailureOr<SmallVector<RematChoice>> solveAuto(ModuleOp module,
+                                                int64_t budget) {
+    FailureOr<std::vector<RematCandidate>> front = rematFrontier(module);
+    if (failed(front))
+      return failure();
+    const RematCandidate *best = nullptr;
     int64_t smallest = INT64_MAX;
-    std::vector<RematOutcome> outcomes;
-    for (size_t i = 0; i < front.size(); ++i) {
-      FailureOr<RematOutcome> o = evaluateRemat(module, front[i].choice);
-      if (failed(o))
-        return failure();
-      outcomes.push_back(*o);
-      smallest = std::min(smallest, o->peakBytes);
-      if (o->peakBytes <= budget &&
-          (!best || o->recomputeFlops < outcomes[*best].recomputeFlops ||
-           (o->recomputeFlops == outcomes[*best].recomputeFlops &&
-            o->peakBytes < outcomes[*best].peakBytes)))
-        best = i;
+    for (const RematCandidate &c : *front) {
+      smallest = std::min(smallest, c.outcome.peakBytes);
+      if (c.outcome.peakBytes > budget)
+        continue;
+      if (!best || c.outcome.recomputeFlops < best->outcome.recomputeFlops ||
+          (c.outcome.recomputeFlops == best->outcome.recomputeFlops &&
+           c.outcome.peakBytes < best->outcome.peakBytes))
+        best = &c;
     }
     if (!best) {
       module.emitError("no recomputation plan fits the memory budget of ")
@@ -506,7 +522,7 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
           << " bytes";
       return failure();
     }
-    return front[*best].choice;
+    return best->choice;
   }
 };
 

@@ -61,6 +61,17 @@ struct RematOutcome {
 mlir::FailureOr<RematOutcome> evaluateRemat(mlir::ModuleOp module,
                                             llvm::ArrayRef<RematChoice> choice);
 
+/// A per-block choice with its exact outcome.
+struct RematCandidate {
+  llvm::SmallVector<RematChoice> choice;
+  RematOutcome outcome;
+};
+
+/// The recompute frontier of a module with @train_step: Pareto-optimal
+/// per-block choices, each measured exactly, from least to most memory.
+mlir::FailureOr<std::vector<RematCandidate>>
+rematFrontier(mlir::ModuleOp module);
+
 /// Bytes of the state that lives through a step: parameters, inputs,
 /// gradients and the two Adam moments of every trained parameter.
 int64_t persistentBytes(mlir::func::FuncOp step);
