@@ -4,9 +4,13 @@
 //
 //   otc-run MODEL.onnx --inputs IN.safetensors --outputs OUT.safetensors
 //           [--dim NAME=VALUE]... [--micro-batch N] [--rng-key K] [--f64]
-//     imports the model, binds the graph inputs from IN (by graph input name),
-//     the float initializers from the model and the random key, runs @forward
-//     and writes every graph output, named after it, to OUT.
+//     imports the model, binds the graph inputs from IN (by graph input name;
+//     a float input may come in any float dtype and is rounded to its
+//     argument's type, since the importer may compute an f64 or f16 ONNX
+//     input in f32), the float initializers from the model and the random
+//     key, runs @forward and writes every graph output, named after it, to
+//     OUT: floats as F32 (F64 for f64 results or with --f64), i64 as I64,
+//     i32 as I32, i1 (Equal, masks) as BOOL.
 //
 //   otc-run FILE.mlir --inputs IN --outputs OUT [--func NAME] [--rng-key K]
 //     runs one function (default @forward) of a textual module: arguments
@@ -203,6 +207,27 @@ static std::optional<otcrt::StDType> inputDType(Type type) {
   return std::nullopt;
 }
 
+/// True for the float safetensors dtypes (F16, BF16, F32, F64).
+static bool isFloatDType(otcrt::StDType dtype) {
+  return dtype == otcrt::StDType::F16 || dtype == otcrt::StDType::BF16 ||
+         dtype == otcrt::StDType::F32 || dtype == otcrt::StDType::F64;
+}
+
+/// Rounds every value to the nearest one of float type `type` (a float
+/// input given in another float dtype than its argument's, e.g. the f64 data
+/// of an ONNX input that the importer computes in f32).
+static void roundToFloatType(std::vector<double> &values, FloatType type) {
+  if (type.isF64())
+    return;
+  for (double &x : values) {
+    llvm::APFloat f(x);
+    bool losesInfo = false;
+    f.convert(type.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven,
+              &losesInfo);
+    x = f.convertToDouble();
+  }
+}
+
 /// Reads element `i` of raw little-endian data of type `T`.
 template <typename T>
 static T loadAt(const std::vector<uint8_t> &bytes, size_t i) {
@@ -352,7 +377,8 @@ static int runAndWrite(func::FuncOp func, const Options &options,
       if (!t)
         return fail("input '" + name + "' is missing from " + options.inputs);
       std::optional<otcrt::StDType> want = inputDType(type.getElementType());
-      if (!want || t->dtype != *want)
+      bool floatToFloat = want && isFloatDType(*want) && isFloatDType(t->dtype);
+      if (!want || (t->dtype != *want && !floatToFloat))
         return fail("input '" + name + "' has dtype " +
                     otcrt::dtypeName(t->dtype) + ", the model expects " +
                     (want ? otcrt::dtypeName(*want) : "an unsupported type"));
@@ -361,6 +387,8 @@ static int runAndWrite(func::FuncOp func, const Options &options,
                     otcrt::formatShape(t->shape) + ", the model expects " +
                     otcrt::formatShape(shape));
       value.data = toDoubles(*t);
+      if (t->dtype != *want)
+        roundToFloatType(value.data, cast<FloatType>(type.getElementType()));
     }
     args.push_back(std::move(value));
   }

@@ -6,7 +6,9 @@ Runs each function of test/interp/interp-ops.mlir with `otc-run FILE.mlir
 numpy implementations written from the op descriptions in ir/OtcOps.td:
 AdamW, the dropout mask (the exact hash below, which generated code must
 reproduce bit for bit), relu/tanh/dropout gradients, softmax cross-entropy
-gradients, constants and integer division. Prints `name PASS` or
+gradients, constants, integer division, the comparison predicates, select
+and casts, and the softmax, log_softmax, nll_loss, slice and gather gradient
+kernels. Prints `name PASS` or
 `name FAIL (why)` per function, then `N passed, M failed`; exits 1 on any
 failure.
 """
@@ -111,9 +113,52 @@ def expect_int_div(rng):
     return {"a": a, "b": b}, {"q": np.array([-3, 3, 3, -3], dtype=np.int64)}
 
 
+def expect_compare_select_cast(rng):
+    a = np.array([[1.5, -2.7, 0.0, 3.0, 1.0 / 3.0],
+                  [-0.5, 2.0, 7.9, -3.0, 0.1]], dtype=np.float32)
+    b = np.array([1.5, 2.0, 0.0, -3.0, 0.25], dtype=np.float32)
+    n = np.array([-4, 0, 123456789], dtype=np.int64)
+    return {"a": a, "b": b, "n": n}, {
+        "eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b,
+        "gt": a > b, "ge": a >= b,
+        "select": np.where(a < b, a, b).astype(np.float64),
+        # Float to integer truncates toward zero; to bool is x != 0; to f16
+        # rounds to nearest (the output is written as f64 with --f64).
+        "to_i64": np.trunc(a).astype(np.int64),
+        "to_i1": a != 0,
+        "to_f16": a.astype(np.float16).astype(np.float64),
+        # i64 to f32 rounds to float32 (123456789 is not a float32).
+        "from_i64": n.astype(np.float32).astype(np.float64)}
+
+
+def expect_grad_kernels(rng):
+    g = rng.standard_normal((3, 4)).astype(np.float32)
+    y = rng.standard_normal((3, 4)).astype(np.float32)
+    gs = np.array(rng.standard_normal(), dtype=np.float32)
+    labels = np.array([3, 2, 0], dtype=np.int64)
+    gw = rng.standard_normal((2, 2)).astype(np.float32)
+    idx = np.array([1, 3, 1], dtype=np.int64)
+    gd, yd = g.astype(np.float64), y.astype(np.float64)
+    nll = np.zeros((3, 4))
+    for row, label in enumerate(labels):
+        if label != 2:  # ignore_index 2; "mean" over the 2 rows kept
+            nll[row, label] = -float(gs) / 2
+    sliced = np.zeros((5, 5))
+    sliced[1::2, 0::3] = gw
+    gathered = np.zeros((4, 4))
+    np.add.at(gathered, idx, gd)
+    return {"g": g, "y": y, "gs": gs, "labels": labels, "gw": gw,
+            "idx": idx}, {
+        "softmax_grad": yd * (gd - (gd * yd).sum(axis=0, keepdims=True)),
+        "log_softmax_grad": gd - np.exp(yd) * gd.sum(axis=1, keepdims=True),
+        "nll_loss_grad": nll, "slice_grad": sliced, "gather_grad": gathered}
+
+
 CASES = [("adamw", expect_adamw), ("dropout", expect_dropout),
          ("grads", expect_grads), ("sce_grad", expect_sce_grad),
-         ("constants", expect_constants), ("int_div", expect_int_div)]
+         ("constants", expect_constants), ("int_div", expect_int_div),
+         ("compare_select_cast", expect_compare_select_cast),
+         ("grad_kernels", expect_grad_kernels)]
 
 
 def check(name, make, args):

@@ -1,6 +1,7 @@
 // Tests the interpreter on the ops that ONNX has no node test for (AdamW,
 // the dropout mask formula, the gradient kernels, constants, integer
-// division): check_interp_ops.py runs each function below with otc-run and
+// division, the comparison predicates and casts besides those of Equal and
+// Cast): check_interp_ops.py runs each function below with otc-run and
 // compares with numpy implementations of the formulas in ir/OtcOps.td.
 // RUN: %python %otc_src/test/interp/check_interp_ops.py --otc-run otc-run --mlir %s --work %t | FileCheck %s
 
@@ -10,7 +11,9 @@
 // CHECK: sce_grad PASS
 // CHECK: constants PASS
 // CHECK: int_div PASS
-// CHECK: 6 passed, 0 failed
+// CHECK: compare_select_cast PASS
+// CHECK: grad_kernels PASS
+// CHECK: 8 passed, 0 failed
 
 func.func @adamw(%p: tensor<3x4xf32> {otc.input = "p"},
                  %g: tensor<3x4xf32> {otc.input = "g"},
@@ -74,4 +77,49 @@ func.func @int_div(%a: tensor<4xi64> {otc.input = "a"}, %b: tensor<4xi64> {otc.i
     -> (tensor<4xi64> {otc.output = "q"}) {
   %0 = otc.div %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
   return %0 : tensor<4xi64>
+}
+
+func.func @compare_select_cast(%a: tensor<2x5xf32> {otc.input = "a"},
+                               %b: tensor<5xf32> {otc.input = "b"},
+                               %n: tensor<3xi64> {otc.input = "n"})
+    -> (tensor<2x5xi1> {otc.output = "eq"}, tensor<2x5xi1> {otc.output = "ne"},
+        tensor<2x5xi1> {otc.output = "lt"}, tensor<2x5xi1> {otc.output = "le"},
+        tensor<2x5xi1> {otc.output = "gt"}, tensor<2x5xi1> {otc.output = "ge"},
+        tensor<2x5xf32> {otc.output = "select"}, tensor<2x5xi64> {otc.output = "to_i64"},
+        tensor<2x5xi1> {otc.output = "to_i1"}, tensor<2x5xf16> {otc.output = "to_f16"},
+        tensor<3xf32> {otc.output = "from_i64"}) {
+  %eq = otc.compare "eq", %a, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xi1>
+  %ne = otc.compare "ne", %a, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xi1>
+  %lt = otc.compare "lt", %a, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xi1>
+  %le = otc.compare "le", %a, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xi1>
+  %gt = otc.compare "gt", %a, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xi1>
+  %ge = otc.compare "ge", %a, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xi1>
+  %sel = otc.select %lt, %a, %b : (tensor<2x5xi1>, tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  %i = otc.cast %a : (tensor<2x5xf32>) -> tensor<2x5xi64>
+  %z = otc.cast %a : (tensor<2x5xf32>) -> tensor<2x5xi1>
+  %h = otc.cast %a : (tensor<2x5xf32>) -> tensor<2x5xf16>
+  %f = otc.cast %n : (tensor<3xi64>) -> tensor<3xf32>
+  return %eq, %ne, %lt, %le, %gt, %ge, %sel, %i, %z, %h, %f
+      : tensor<2x5xi1>, tensor<2x5xi1>, tensor<2x5xi1>, tensor<2x5xi1>, tensor<2x5xi1>,
+        tensor<2x5xi1>, tensor<2x5xf32>, tensor<2x5xi64>, tensor<2x5xi1>, tensor<2x5xf16>,
+        tensor<3xf32>
+}
+
+func.func @grad_kernels(%g: tensor<3x4xf32> {otc.input = "g"},
+                        %y: tensor<3x4xf32> {otc.input = "y"},
+                        %gs: tensor<f32> {otc.input = "gs"},
+                        %labels: tensor<3xi64> {otc.input = "labels"},
+                        %gw: tensor<2x2xf32> {otc.input = "gw"},
+                        %idx: tensor<3xi64> {otc.input = "idx"})
+    -> (tensor<3x4xf32> {otc.output = "softmax_grad"},
+        tensor<3x4xf32> {otc.output = "log_softmax_grad"},
+        tensor<3x4xf32> {otc.output = "nll_loss_grad"},
+        tensor<5x5xf32> {otc.output = "slice_grad"},
+        tensor<4x4xf32> {otc.output = "gather_grad"}) {
+  %0 = otc.softmax_grad %g, %y {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %1 = otc.log_softmax_grad %g, %y {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %2 = otc.nll_loss_grad %gs, %labels {ignore_index = 2 : i64} : (tensor<f32>, tensor<3xi64>) -> tensor<3x4xf32>
+  %3 = otc.slice_grad %gw, [1, 0], [2, 3] : (tensor<2x2xf32>) -> tensor<5x5xf32>
+  %4 = otc.gather_grad %g, %idx {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<4x4xf32>
+  return %0, %1, %2, %3, %4 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<5x5xf32>, tensor<4x4xf32>
 }

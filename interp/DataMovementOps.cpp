@@ -1,0 +1,227 @@
+//===- DataMovementOps.cpp - data movement ops of the reference interpreter ===//
+//
+// The ops that move elements rather than compute new ones (plus the matrix
+// product): matmul, transpose, reshape, broadcast, concat, slice and its
+// gradient, gather and its gradient, and trilu. Each loops over the result's
+// elements (or, for the gradients, the incoming gradient's) and computes the
+// source position from the op's description in ir/OtcOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "interp/InterpreterImpl.h"
+
+using namespace mlir;
+using otc::interp::Tensor;
+using namespace otc::interp::detail;
+
+/// result[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n], where A is
+/// lhs (or its last two dims swapped with transpose_lhs), B likewise, and the
+/// batch dims of lhs and rhs broadcast to the result's.
+LogicalResult Interpreter::run(otc::MatMulOp op) {
+  const Tensor &a = get(op.getLhs());
+  const Tensor &b = get(op.getRhs());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  size_t rank = out.shape.size(), rankA = a.shape.size();
+  int64_t m = out.shape[rank - 2], n = out.shape[rank - 1];
+  bool transA = op.getTransposeLhs(), transB = op.getTransposeRhs();
+  int64_t k = transA ? a.shape[rankA - 2] : a.shape[rankA - 1];
+
+  ArrayRef<int64_t> batchOut = ArrayRef<int64_t>(out.shape).drop_back(2);
+  ArrayRef<int64_t> batchA = ArrayRef<int64_t>(a.shape).drop_back(2);
+  ArrayRef<int64_t> batchB = ArrayRef<int64_t>(b.shape).drop_back(2);
+  for (int64_t bi = 0, be = elementCount(batchOut); bi < be; ++bi) {
+    std::vector<int64_t> batch = unravel(bi, batchOut);
+    int64_t baseA = broadcastSource(batch, batchA) * m * k;
+    int64_t baseB = broadcastSource(batch, batchB) * k * n;
+    int64_t baseOut = bi * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (int64_t l = 0; l < k; ++l) {
+          double x =
+              transA ? a.data[baseA + l * m + i] : a.data[baseA + i * k + l];
+          double y =
+              transB ? b.data[baseB + j * k + l] : b.data[baseB + l * n + j];
+          sum += x * y;
+        }
+        out.data[baseOut + i * n + j] = sum;
+      }
+    }
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// result[idx] = input[idx'] where idx'[permutation[d]] = idx[d].
+LogicalResult Interpreter::run(otc::TransposeOp op) {
+  const Tensor &in = get(op.getInput());
+  ArrayRef<int64_t> perm = op.getPermutation();
+  Tensor out = zeros(shapeOf(op.getResult()));
+  std::vector<int64_t> source(in.shape.size());
+  for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+    std::vector<int64_t> index = unravel(i, out.shape);
+    for (size_t d = 0; d < perm.size(); ++d)
+      source[perm[d]] = index[d];
+    out.data[i] = in.data[ravel(source, in.shape)];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// Same row-major data, new shape.
+LogicalResult Interpreter::run(otc::ReshapeOp op) {
+  Tensor out = get(op.getInput());
+  out.shape = shapeOf(op.getResult());
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// result[idx] = input[bcast idx].
+LogicalResult Interpreter::run(otc::BroadcastOp op) {
+  const Tensor &in = get(op.getInput());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  for (int64_t i = 0, e = out.data.size(); i < e; ++i)
+    out.data[i] = in.data[broadcastSource(unravel(i, out.shape), in.shape)];
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// Copies each input in turn into the result, the k-th input starting at
+/// the sum of the sizes along `axis` of the inputs before it.
+LogicalResult Interpreter::run(otc::ConcatOp op) {
+  Tensor out = zeros(shapeOf(op.getResult()));
+  int64_t axis = op.getAxis(), offset = 0;
+  for (Value input : op.getInputs()) {
+    const Tensor &in = get(input);
+    for (int64_t i = 0, e = in.data.size(); i < e; ++i) {
+      std::vector<int64_t> index = unravel(i, in.shape);
+      index[axis] += offset;
+      out.data[ravel(index, out.shape)] = in.data[i];
+    }
+    offset += in.shape[axis];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// The multi-index in the sliced tensor of element `index` of the window:
+/// source[d] = starts[d] + index[d] * strides[d].
+static std::vector<int64_t> windowSource(ArrayRef<int64_t> index,
+                                         ArrayRef<int64_t> starts,
+                                         ArrayRef<int64_t> strides) {
+  std::vector<int64_t> source(index.size());
+  for (size_t d = 0; d < index.size(); ++d)
+    source[d] = starts[d] + index[d] * strides[d];
+  return source;
+}
+
+/// result[i] = input[starts + i * strides] (per dimension).
+LogicalResult Interpreter::run(otc::SliceOp op) {
+  const Tensor &in = get(op.getInput());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+    std::vector<int64_t> source =
+        windowSource(unravel(i, out.shape), op.getStarts(), op.getStrides());
+    out.data[i] = in.data[ravel(source, in.shape)];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// Zeros of the result shape with result[starts + i * strides] = grad[i];
+/// the window positions are distinct, so nothing is added twice.
+LogicalResult Interpreter::run(otc::SliceGradOp op) {
+  const Tensor &grad = get(op.getGrad());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  for (int64_t i = 0, e = grad.data.size(); i < e; ++i) {
+    std::vector<int64_t> source =
+        windowSource(unravel(i, grad.shape), op.getStarts(), op.getStrides());
+    out.data[ravel(source, out.shape)] = grad.data[i];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// Reads index `flat` of `indices` as a position along an axis of size
+/// `size`: negative ones count from the end; anything outside [-size, size)
+/// is an error at `op`.
+static FailureOr<int64_t> axisIndex(Operation *op, const Tensor &indices,
+                                    int64_t flat, int64_t size) {
+  auto i = static_cast<int64_t>(indices.data[flat]);
+  if (i < -size || i >= size)
+    return op->emitError("index ")
+           << i << " is outside [-" << size << ", " << size << ")";
+  return i < 0 ? i + size : i;
+}
+
+/// With data [A..., D, B...] (D at `axis`) and indices [I...], the result is
+/// [A..., I..., B...] and result[a, i, b] = data[a, indices[i], b].
+LogicalResult Interpreter::run(otc::GatherOp op) {
+  const Tensor &data = get(op.getData());
+  const Tensor &indices = get(op.getIndices());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  int64_t axis = op.getAxis();
+  size_t indexRank = indices.shape.size();
+  for (int64_t i = 0, e = out.data.size(); i < e; ++i) {
+    std::vector<int64_t> index = unravel(i, out.shape);
+    // index = [a..., i..., b...]: pick i, replace it by indices[i].
+    std::vector<int64_t> position(index.begin() + axis,
+                                  index.begin() + axis + indexRank);
+    FailureOr<int64_t> picked = axisIndex(
+        op, indices, ravel(position, indices.shape), data.shape[axis]);
+    if (failed(picked))
+      return failure();
+    std::vector<int64_t> source(index.begin(), index.begin() + axis);
+    source.push_back(*picked);
+    source.insert(source.end(), index.begin() + axis + indexRank, index.end());
+    out.data[i] = data.data[ravel(source, data.shape)];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// The transpose of gather: zeros of the data shape (the result type), then
+/// result[a, indices[i], b] += grad[a, i, b] for every element of grad, so a
+/// row picked twice receives the sum of both gradients.
+LogicalResult Interpreter::run(otc::GatherGradOp op) {
+  const Tensor &grad = get(op.getGrad());
+  const Tensor &indices = get(op.getIndices());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  int64_t axis = op.getAxis();
+  size_t indexRank = indices.shape.size();
+  for (int64_t i = 0, e = grad.data.size(); i < e; ++i) {
+    std::vector<int64_t> index = unravel(i, grad.shape);
+    std::vector<int64_t> position(index.begin() + axis,
+                                  index.begin() + axis + indexRank);
+    FailureOr<int64_t> picked = axisIndex(
+        op, indices, ravel(position, indices.shape), out.shape[axis]);
+    if (failed(picked))
+      return failure();
+    std::vector<int64_t> target(index.begin(), index.begin() + axis);
+    target.push_back(*picked);
+    target.insert(target.end(), index.begin() + axis + indexRank, index.end());
+    out.data[ravel(target, out.shape)] += grad.data[i];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// Over the last two dimensions (row i, column j): with `upper` keeps the
+/// elements with j - i >= k, else those with j - i <= k; the rest are 0.
+LogicalResult Interpreter::run(otc::TriluOp op) {
+  Tensor out = get(op.getInput());
+  size_t rank = out.shape.size();
+  if (rank < 2)
+    return op.emitError("trilu needs a tensor of rank >= 2");
+  int64_t rows = out.shape[rank - 2], cols = out.shape[rank - 1];
+  int64_t k = op.getK();
+  bool upper = op.getUpper();
+  for (int64_t flat = 0, e = out.data.size(); flat < e; ++flat) {
+    int64_t j = flat % cols, i = (flat / cols) % rows;
+    bool keep = upper ? j - i >= k : j - i <= k;
+    if (!keep)
+      out.data[flat] = 0.0;
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}

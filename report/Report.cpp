@@ -1,0 +1,213 @@
+//===- Report.cpp - pictures of a training step's memory -------------------===//
+//
+// Computes the live bytes at every op of a planned program and draws them,
+// with the recompute frontier, as inline SVG in one HTML page that needs no
+// network or script to view.
+//
+//===----------------------------------------------------------------------===//
+
+#include "report/Report.h"
+#include "ir/OtckDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace otc;
+
+static int64_t bytesOf(MemRefType t) {
+  return t.getNumElements() * storageBytes(t.getElementType());
+}
+
+/// Live temporary bytes after each op of `f`, plus `base`.
+static void appendFunction(func::FuncOp f, int64_t base, StringRef phase,
+                           std::vector<TimelinePoint> &out) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : f.getBody().front())
+    if (!isa<otck::BufferOp, func::ReturnOp>(op))
+      ops.push_back(&op);
+  DenseMap<Operation *, unsigned> pos;
+  for (auto [i, op] : llvm::enumerate(ops))
+    pos[op] = i;
+  std::vector<int64_t> delta(ops.size() + 1, 0);
+  for (auto buf : f.getBody().getOps<otck::BufferOp>()) {
+    if (buf.getSlot())
+      continue;
+    unsigned first = ~0u, last = 0;
+    for (Operation *u : buf->getUsers()) {
+      if (!pos.count(u))
+        continue;
+      first = std::min(first, pos[u]);
+      last = std::max(last, pos[u]);
+    }
+    if (first == ~0u)
+      continue;
+    delta[first] += bytesOf(buf.getType());
+    delta[last + 1] -= bytesOf(buf.getType());
+  }
+  int64_t live = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    live += delta[i];
+    out.push_back({base + live, phase.str()});
+  }
+}
+
+std::vector<TimelinePoint> otc::memoryTimeline(ModuleOp planned,
+                                               int64_t gradAccum) {
+  int64_t persistent = 0;
+  llvm::StringSet<> seen;
+  planned.walk([&](otck::BufferOp b) {
+    if (b.getSlot() && seen.insert(*b.getSlot()).second)
+      persistent += bytesOf(b.getType());
+  });
+  std::vector<TimelinePoint> out;
+  if (auto f = planned.lookupSymbol<func::FuncOp>("zero_grads"))
+    appendFunction(f, persistent, "zero_grads", out);
+  if (auto f = planned.lookupSymbol<func::FuncOp>("micro_step"))
+    for (int64_t k = 0; k < gradAccum; ++k)
+      appendFunction(f, persistent, "micro_step " + std::to_string(k + 1), out);
+  if (auto f = planned.lookupSymbol<func::FuncOp>("optimizer_step"))
+    appendFunction(f, persistent, "optimizer_step", out);
+  return out;
+}
+
+static std::string human(double b) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+static std::string escape(StringRef s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
+  }
+  return out;
+}
+
+namespace {
+/// A plot area of an SVG with linear axes from zero.
+struct Plot {
+  double w = 860, h = 320, left = 90, right = 20, top = 20, bottom = 50;
+  double xmax, ymax;
+  double x(double v) const { return left + (w - left - right) * v / xmax; }
+  double y(double v) const { return h - bottom - (h - top - bottom) * v / ymax; }
+};
+} // namespace
+
+static void axes(raw_ostream &os, const Plot &p, StringRef xlabel,
+                 StringRef ylabel, bool bytesY) {
+  os << "<line x1='" << p.left << "' y1='" << p.y(0) << "' x2='"
+     << p.w - p.right << "' y2='" << p.y(0) << "' stroke='#333'/>\n"
+     << "<line x1='" << p.left << "' y1='" << p.top << "' x2='" << p.left
+     << "' y2='" << p.y(0) << "' stroke='#333'/>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double v = p.ymax * i / 4;
+    os << "<text x='" << p.left - 6 << "' y='" << p.y(v) + 4
+       << "' font-size='11' text-anchor='end'>"
+       << (bytesY ? human(v) : std::to_string((long long)v)) << "</text>\n"
+       << "<line x1='" << p.left << "' y1='" << p.y(v) << "' x2='"
+       << p.w - p.right << "' y2='" << p.y(v)
+       << "' stroke='#ddd' stroke-dasharray='3,3'/>\n";
+  }
+  os << "<text x='" << (p.left + p.w - p.right) / 2 << "' y='" << p.h - 12
+     << "' font-size='12' text-anchor='middle'>" << escape(xlabel)
+     << "</text>\n<text x='14' y='" << (p.top + p.y(0)) / 2
+     << "' font-size='12' text-anchor='middle' transform='rotate(-90 14 "
+     << (p.top + p.y(0)) / 2 << ")'>" << escape(ylabel) << "</text>\n";
+}
+
+void otc::writeReportHtml(raw_ostream &os, StringRef title,
+                          const std::vector<TimelinePoint> &timeline,
+                          const std::vector<FrontierPoint> &frontier,
+                          const std::vector<std::string> &summary) {
+  os << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>"
+     << escape(title) << "</title>\n<style>body{font-family:sans-serif;"
+     << "margin:24px;max-width:920px}h2{font-size:16px}</style></head><body>\n"
+     << "<h1 style='font-size:20px'>" << escape(title) << "</h1>\n<ul>\n";
+  for (const std::string &s : summary)
+    os << "<li>" << escape(s) << "</li>\n";
+  os << "</ul>\n";
+
+  // Memory over one optimizer step.
+  if (!timeline.empty()) {
+    Plot p;
+    p.xmax = std::max<double>(1, timeline.size());
+    int64_t peak = 0;
+    for (const TimelinePoint &t : timeline)
+      peak = std::max(peak, t.bytes);
+    p.ymax = std::max<double>(1, peak * 1.1);
+    os << "<h2>Memory of one training step (peak " << human(peak)
+       << ")</h2>\n<svg xmlns='http://www.w3.org/2000/svg' width='" << p.w
+       << "' height='" << p.h << "'>\n";
+    // Phase bands.
+    size_t start = 0;
+    static const char *fills[] = {"#eef4ff", "#fff4e6"};
+    int band = 0;
+    for (size_t i = 1; i <= timeline.size(); ++i) {
+      if (i < timeline.size() && timeline[i].phase == timeline[start].phase)
+        continue;
+      os << "<rect x='" << p.x(start) << "' y='" << p.top << "' width='"
+         << p.x(i) - p.x(start) << "' height='" << p.y(0) - p.top
+         << "' fill='" << fills[band++ % 2] << "'/>\n<text x='"
+         << (p.x(start) + p.x(i)) / 2 << "' y='" << p.top + 12
+         << "' font-size='10' text-anchor='middle'>"
+         << escape(timeline[start].phase) << "</text>\n";
+      start = i;
+    }
+    axes(os, p, "operation (in execution order)", "bytes live", true);
+    os << "<polyline fill='none' stroke='#1f5fbf' stroke-width='1.5' points='";
+    for (size_t i = 0; i < timeline.size(); ++i)
+      os << p.x(i) << "," << p.y(timeline[i].bytes) << " " << p.x(i + 1)
+         << "," << p.y(timeline[i].bytes) << " ";
+    os << "'/>\n</svg>\n";
+  }
+
+  // Recompute frontier.
+  if (!frontier.empty()) {
+    Plot p;
+    double fmax = 1, bmax = 1;
+    for (const FrontierPoint &f : frontier) {
+      fmax = std::max<double>(fmax, f.recomputeFlops);
+      bmax = std::max<double>(bmax, f.activationBytes);
+    }
+    p.xmax = fmax * 1.1;
+    p.ymax = bmax * 1.1;
+    os << "<h2>Recompute frontier: activation memory against extra FLOPs "
+          "per micro-step</h2>\n<svg xmlns='http://www.w3.org/2000/svg' "
+          "width='"
+       << p.w << "' height='" << p.h << "'>\n";
+    axes(os, p, "recomputed FLOPs per micro-step", "activation peak", true);
+    os << "<polyline fill='none' stroke='#999' points='";
+    for (const FrontierPoint &f : frontier)
+      os << p.x(f.recomputeFlops) << "," << p.y(f.activationBytes) << " ";
+    os << "'/>\n";
+    for (const FrontierPoint &f : frontier)
+      os << "<circle cx='" << p.x(f.recomputeFlops) << "' cy='"
+         << p.y(f.activationBytes) << "' r='" << (f.chosen ? 6 : 3.5)
+         << "' fill='" << (f.chosen ? "#d9480f" : "#1f5fbf") << "'><title>"
+         << escape(f.label) << ": " << human(f.activationBytes) << ", "
+         << f.recomputeFlops << " FLOPs</title></circle>\n";
+    os << "</svg>\n<p style='font-size:12px'>Each point is one choice of "
+          "recomputation per block (n = keep, s = selective, f = full); the "
+          "larger point is the plan compiled.</p>\n";
+  }
+  os << "</body></html>\n";
+}
