@@ -21,6 +21,7 @@ def Otc_Dialect : Dialect {
     plus the ops that differentiation and the training loop introduce (gradient
     kernels of the loss and activations, the AdamW update).
   }];
+  let hasConstantMaterializer = 1;
 }
 
 class Otc_Op<string mnemonic, list<Trait> traits = []>

@@ -50,6 +50,7 @@ class Otc_BinaryOp<string mnemonic, list<Trait> traits = []>
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_AddOp : Otc_BinaryOp<"add", [Commutative]> { let summary = "lhs + rhs"; }
@@ -62,6 +63,7 @@ class Otc_UnaryOp<string mnemonic, list<Trait> traits = []>
   let arguments = (ins Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasFolder = 1;
 }
 
 def Otc_NegOp : Otc_UnaryOp<"neg", [Grad]> { let summary = "-x"; }
@@ -87,6 +89,7 @@ def Otc_CompareOp : Otc_Op<"compare", [Pure]> {
   let assemblyFormat =
       "$predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_SelectOp : Otc_Op<"select", [Pure, Grad]> {
@@ -96,6 +99,7 @@ def Otc_SelectOp : Otc_Op<"select", [Pure, Grad]> {
   let assemblyFormat =
       "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_CastOp : Otc_Op<"cast", [Pure, Grad]> {
@@ -107,6 +111,7 @@ def Otc_CastOp : Otc_Op<"cast", [Pure, Grad]> {
   let results = (outs Otc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -140,6 +145,7 @@ def Otc_TransposeOp : Otc_Op<"transpose", [Pure, Grad]> {
   let assemblyFormat =
       "$input `,` $permutation attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_ReshapeOp : Otc_Op<"reshape", [Pure, Grad]> {
@@ -148,6 +154,7 @@ def Otc_ReshapeOp : Otc_Op<"reshape", [Pure, Grad]> {
   let results = (outs Otc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_BroadcastOp : Otc_Op<"broadcast", [Pure, Grad]> {
@@ -156,6 +163,7 @@ def Otc_BroadcastOp : Otc_Op<"broadcast", [Pure, Grad]> {
   let results = (outs Otc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [Pure, Grad]> {
@@ -193,6 +201,7 @@ def Otc_ConcatOp : Otc_Op<"concat", [Pure, Grad]> {
   let assemblyFormat =
       "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_SliceOp : Otc_Op<"slice", [Pure, Grad]> {
@@ -207,6 +216,7 @@ def Otc_SliceOp : Otc_Op<"slice", [Pure, Grad]> {
   let assemblyFormat =
       "$input `,` $starts `,` $strides attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_SliceGradOp : Otc_Op<"slice_grad", [Pure]> {
@@ -229,6 +239,7 @@ def Otc_GatherOp : Otc_Op<"gather", [Pure, Grad]> {
   let assemblyFormat =
       "$data `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Otc_GatherGradOp : Otc_Op<"gather_grad", [Pure]> {

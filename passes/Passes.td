@@ -52,6 +52,32 @@ def Differentiate : Pass<"otc-differentiate", "mlir::ModuleOp"> {
   ];
 }
 
+def FoldShapes : Pass<"otc-fold-shapes", "mlir::ModuleOp"> {
+  let dependentDialects = ["otc::OtcDialect"];
+  let summary = "Folds shape computations on constants once dimensions are bound";
+  let description = [{
+    Exported graphs compute reshape targets, masks and positions at run time
+    (Shape, Gather, Unsqueeze, Concat, Range, ConstantOfShape, Equal/Where...).
+    Once the importer has bound every symbolic dimension, those computations
+    only read constants: this pass folds every op whose operands are constant
+    (the op folders in ir/OtcFolds.cpp; small tensors only), removes identity
+    reshapes, broadcasts, casts and slices, deduplicates constants and erases
+    what becomes dead. The importer already folds as it builds; the pass makes
+    the same guarantee for any module.
+
+    ```mlir
+    %s = otc.constant dense<[2, 8, 64]> : tensor<3xi64>
+    %i = otc.constant dense<0> : tensor<i64>
+    %b = otc.gather %s, %i {axis = 0 : i64} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+    %u = otc.reshape %b : (tensor<i64>) -> tensor<1xi64>
+    %m = otc.constant dense<[-1, 64]> : tensor<2xi64>
+    %c = otc.concat %u, %m {axis = 0 : i64} : (tensor<1xi64>, tensor<2xi64>) -> tensor<3xi64>
+    // becomes
+    %c = otc.constant dense<[2, -1, 64]> : tensor<3xi64>
+    ```
+  }];
+}
+
 def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
   let summary = "Chooses the forward values the backward recomputes instead of keeping";
   let dependentDialects = ["otc::OtcDialect"];

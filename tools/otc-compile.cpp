@@ -1,7 +1,7 @@
 //===- otc-compile.cpp - the otc driver ------------------------------------===//
 //
-// otc-compile MODEL.onnx -o DIR [options]: imports the model, differentiates
-// it, builds the training loop, plans every buffer into one arena, emits the
+// otc-compile MODEL.onnx -o DIR [options]: imports the model, folds its
+// shape computations, differentiates it, builds the training loop, plans every buffer into one arena, emits the
 // program for the chosen target and builds DIR/train with the host compiler
 // (cpu) or nvcc (cuda). Also writes DIR/plan.json and DIR/init.safetensors
 // (the initial parameters). `--compile-to=PHASE` stops after a phase and
@@ -77,7 +77,8 @@ static cl::opt<bool> report("report", cl::desc("Print the memory/FLOP report"),
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("Stop after PHASE and print the IR: import, "
-                       "differentiate, training-loop, buffers, plan, emit"),
+                       "fold-shapes, differentiate, training-loop, buffers, "
+                       "plan, emit"),
               cl::value_desc("PHASE"), cl::cat(cat));
 
 /// Prints `otc-compile: error: msg` and returns the exit code.
@@ -216,11 +217,14 @@ int main(int argc, char **argv) {
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (compileTo.empty() && outDir.empty())
     return fail("no output directory: pass -o DIR");
-  static const char *phases[] = {"import", "differentiate", "training-loop",
-                                 "buffers", "plan", "emit"};
+  static const char *phases[] = {"import",        "fold-shapes",
+                                 "differentiate", "training-loop",
+                                 "buffers",       "plan",
+                                 "emit"};
   if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
     return fail("unknown --compile-to phase '" + compileTo +
-                "' (import, differentiate, training-loop, buffers, plan, emit)");
+                "' (import, fold-shapes, differentiate, training-loop, "
+                "buffers, plan, emit)");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -282,6 +286,11 @@ int main(int argc, char **argv) {
     build(pm);
     return succeeded(pm.run(*module));
   };
+  // Shape computations on constants, folded once dimensions are bound.
+  if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createFoldShapes()); }))
+    return fail("folding shape computations failed");
+  if (compileTo == "fold-shapes")
+    return printIR();
   if (!runPhase([&](PassManager &pm) {
         otc::DifferentiateOptions o;
         o.lossName = lossName;

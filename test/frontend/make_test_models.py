@@ -177,6 +177,188 @@ def single_node_graph(name, nodes, inputs, outputs, inits=()):
     return make_model(helper.make_graph(nodes, name, ins, outs, list(inits)))
 
 
+def model_at(name, nodes, inputs, outputs, opset, inits=()):
+    """A graph from value-info tuples at `opset` (ir_version 8)."""
+    ins = [helper.make_tensor_value_info(*i) for i in inputs]
+    outs = [helper.make_tensor_value_info(*o) for o in outputs]
+    return make_model(helper.make_graph(nodes, name, ins, outs, list(inits)),
+                      opset)
+
+
+def i64(name, values):
+    """An int64 initializer."""
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def transformer_ops(out_dir):
+    """One model per op family and per opset whose signature changed."""
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    node = helper.make_node
+    # Elementwise at opset 14: Pow, Sqrt, Reciprocal, Erf, Sigmoid, Equal,
+    # Less, Greater, Where, Cast, Neg on int64.
+    save(model_at("elementwise", [
+        node("Pow", ["x", "two"], ["p"], name="pow"),
+        node("Sqrt", ["p"], ["s"], name="sqrt"),
+        node("Reciprocal", ["s"], ["r"], name="recip"),
+        node("Erf", ["r"], ["e"], name="erf"),
+        node("Sigmoid", ["e"], ["g"], name="sigmoid"),
+        node("Equal", ["k", "zero"], ["eq"], name="equal"),
+        node("Less", ["x", "g"], ["lt"], name="less"),
+        node("Greater", ["x", "g"], ["gt"], name="greater"),
+        node("Where", ["eq", "g", "x"], ["w"], name="where"),
+        node("Cast", ["lt"], ["ltf"], name="cast", to=TensorProto.FLOAT),
+        node("Add", ["w", "ltf"], ["y"], name="add"),
+        node("Neg", ["k"], ["nk"], name="neg_int"),
+        node("Cast", ["gt"], ["gti"], name="cast_i32", to=TensorProto.INT32),
+    ], [("x", f, [2, 3]), ("k", i, [3])],
+        [("y", f, [2, 3]), ("nk", i, [3]), ("gti", TensorProto.INT32, [2, 3])],
+        14, [numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             i64("zero", 0)]), out_dir, "elementwise.onnx")
+    # Gelu exists from opset 20 (libonnx 1.12's checker does not know it).
+    save(model_at("gelu", [
+        node("Gelu", ["x"], ["a"], name="gelu_erf"),
+        node("Gelu", ["a"], ["y"], name="gelu_tanh", approximate="tanh"),
+    ], [("x", f, [2, 3])], [("y", f, [2, 3])], 20), out_dir, "gelu20.onnx",
+        check=False)
+    # LayerNormalization from opset 17.
+    save(model_at("layernorm", [
+        node("LayerNormalization", ["x", "ln.w", "ln.b"], ["y"], name="ln",
+             epsilon=1e-5),
+    ], [("x", f, [2, 4, 6])], [("y", f, [2, 4, 6])], 17,
+        [numpy_helper.from_array(weights((6,), 7), "ln.w"),
+         numpy_helper.from_array(weights((6,), 8), "ln.b")]),
+        out_dir, "layernorm17.onnx")
+    save(model_at("layernorm_mean", [
+        node("LayerNormalization", ["x", "ln.w"], ["y", "mean"], name="ln"),
+    ], [("x", f, [2, 6])], [("y", f, [2, 6]), ("mean", f, [2, 1])], 17,
+        [numpy_helper.from_array(weights((6,), 7), "ln.w")]),
+        out_dir, "layernorm_mean.onnx")
+    # Reductions: ReduceSum axes input at 13, ReduceMean/Max axes attribute
+    # before 18 and input from 18.
+    reduce_io = ([("x", f, [2, 3, 4])],
+                 [("s", f, [2, 1, 4]), ("m", f, [2]), ("x1", f, [3, 4])])
+    save(model_at("reduce13", [
+        node("ReduceSum", ["x", "ax1"], ["s"], name="rsum"),
+        node("ReduceMean", ["x"], ["m"], name="rmean", axes=[-1, 1],
+             keepdims=0),
+        node("ReduceMax", ["x"], ["x1"], name="rmax", axes=[0], keepdims=0),
+    ], *reduce_io, 13, [i64("ax1", [1])]), out_dir, "reduce13.onnx")
+    save(model_at("reduce18", [
+        node("ReduceSum", ["x", "ax1"], ["s"], name="rsum"),
+        node("ReduceMean", ["x", "ax_m"], ["m"], name="rmean", keepdims=0),
+        node("ReduceMax", ["x", "ax0"], ["x1"], name="rmax", keepdims=0),
+    ], *reduce_io, 18, [i64("ax1", [1]), i64("ax_m", [-1, 1]),
+                        i64("ax0", [0])]), out_dir, "reduce18.onnx",
+        check=False)
+    # Shape and data movement at opset 14 (axes/split as inputs).
+    save(model_at("shape_ops", [
+        node("Unsqueeze", ["x", "ax0"], ["u"], name="unsqueeze"),
+        node("Squeeze", ["u", "ax0"], ["sq"], name="squeeze"),
+        node("Flatten", ["x3"], ["fl"], name="flatten", axis=2),
+        node("Expand", ["x", "eshape"], ["ex"], name="expand"),
+        node("Concat", ["sq", "x"], ["cat"], name="concat", axis=-1),
+        node("Split", ["cat", "sizes"], ["p0", "p1"], name="split", axis=1),
+        node("Slice", ["x3", "starts", "ends", "axes", "steps"], ["sl"],
+             name="slice"),
+        node("Gather", ["emb", "ids"], ["g"], name="gather"),
+        node("Trilu", ["ex", "k1"], ["tri"], name="trilu", upper=0),
+        node("Transpose", ["g"], ["gt"], name="transpose", perm=[1, 0, 2]),
+    ], [("x", f, [4, 5]), ("x3", f, [2, 3, 4]), ("ids", i, [2, 3])],
+        [("fl", f, [6, 4]), ("p0", f, [4, 3]), ("p1", f, [4, 7]),
+         ("sl", f, [2, 1, 2]), ("gt", f, [3, 2, 8]), ("tri", f, [2, 4, 5])],
+        14, [i64("ax0", [0]), i64("eshape", [2, 1, 1]), i64("sizes", [3, 7]),
+             i64("starts", [1, 0]), i64("ends", [2, 9223372036854775807]),
+             i64("axes", [1, -1]), i64("steps", [1, 2]), i64("k1", 1),
+             numpy_helper.from_array(weights((10, 8), 9), "emb")]),
+        out_dir, "shape_ops.onnx")
+    # Split with num_outputs (opset 18) and Squeeze without axes.
+    save(model_at("split18", [
+        node("Split", ["x"], ["a", "b", "c"], name="split", axis=0,
+             num_outputs=3),
+        node("Squeeze", ["c"], ["y"], name="squeeze_all"),
+    ], [("x", f, [5, 1, 2])], [("a", f, [2, 1, 2]), ("b", f, [2, 1, 2]),
+                                ("y", f, [2])], 18), out_dir, "split18.onnx",
+        check=False)
+    # Softmax family and losses, including [N, C, d] cross-entropy.
+    save(model_at("losses", [
+        node("Softmax", ["s"], ["p"], name="softmax"),
+        node("LogSoftmax", ["s"], ["lp"], name="logsoftmax", axis=1),
+        node("NegativeLogLikelihoodLoss", ["lp", "l"], ["nll"], name="nll",
+             reduction="sum", ignore_index=0),
+        node("SoftmaxCrossEntropyLoss", ["s3", "l3"], ["sce"], name="sce3",
+             reduction="none"),
+        node("SoftmaxCrossEntropyLoss", ["s3", "l3"], ["scem"], name="sce3m",
+             ignore_index=-100),
+    ], [("s", f, [2, 3]), ("l", i, [2]), ("s3", f, [2, 5, 4]),
+        ("l3", i, [2, 4])],
+        [("p", f, [2, 3]), ("nll", f, []), ("sce", f, [2, 4]),
+         ("scem", f, [])], 13), out_dir, "losses.onnx")
+    # A GPT-like dynamic-batch reshape chain: the target [batch, seq, 2, 4]
+    # is computed from Shape at run time; Range, ConstantOfShape, Size and
+    # Shape with start/end (opset 15) fold too.
+    save(model_at("gpt_reshape", [
+        node("Shape", ["x"], ["shp"], name="/attn/Shape"),
+        node("Gather", ["shp", "c0"], ["b"], name="/attn/Gather", axis=0),
+        node("Shape", ["x"], ["sq"], name="/attn/Shape_1", start=1, end=2),
+        node("Squeeze", ["sq", "c0v"], ["s"], name="/attn/Squeeze"),
+        node("Unsqueeze", ["b", "c0v"], ["bu"], name="/attn/Unsqueeze"),
+        node("Unsqueeze", ["s", "c0v"], ["su"], name="/attn/Unsqueeze_1"),
+        node("Concat", ["bu", "su", "heads"], ["tgt"], name="/attn/Concat",
+             axis=0),
+        node("Reshape", ["x", "tgt"], ["r"], name="/attn/Reshape"),
+        node("Range", ["c0", "s", "c1"], ["pos"], name="/pos/Range"),
+        node("Unsqueeze", ["pos", "c1v"], ["posu"], name="/pos/Unsqueeze"),
+        node("Size", ["x"], ["n"], name="/Size"),
+        node("ConstantOfShape", ["shp"], ["ones"], name="/ConstantOfShape",
+             value=helper.make_tensor("v", f, [1], [1.0])),
+        node("Mul", ["x", "ones"], ["xo"], name="/Mul"),
+        node("Cast", ["posu"], ["posf"], name="/pos/Cast", to=f),
+        node("Add", ["xo", "posf"], ["y0"], name="/Add"),
+        node("Div", ["s", "c2"], ["half"], name="/Div"),
+        node("Equal", ["half", "c4"], ["ok"], name="/Equal"),
+    ], [("x", f, ["batch", "seq", 8])],
+        [("r", f, ["batch", "seq", 2, 4]), ("y0", f, ["batch", "seq", 8]),
+         ("n", i, []), ("ok", TensorProto.BOOL, [])], 15,
+        [i64("c0", 0), i64("c1", 1), i64("c2", 2), i64("c4", 4),
+         i64("c0v", [0]), i64("c1v", [1]), i64("heads", [2, 4])]), out_dir,
+        "gpt_reshape.onnx")
+
+    # Errors.
+    save(model_at("matmul_int", [
+        node("MatMul", ["a", "b"], ["y"], name="/mm_int")],
+        [("a", i, [2, 3]), ("b", f, [3, 2])], [("y", f, [2, 2])], 14),
+        out_dir, "matmul_int.onnx", check=False)
+    save(model_at("add_types", [
+        node("Add", ["a", "b"], ["y"], name="/add_mixed")],
+        [("a", f, [2, 3]), ("b", i, [3])], [("y", f, [2, 3])], 14),
+        out_dir, "add_types.onnx", check=False)
+    save(model_at("no_broadcast", [
+        node("Mul", ["a", "b"], ["y"], name="/mul_bcast")],
+        [("a", f, [2, 3]), ("b", f, [4])], [("y", f, [2, 3])], 14),
+        out_dir, "no_broadcast.onnx")
+    save(model_at("range_dynamic", [
+        node("Range", ["c0", "n", "c1"], ["y"], name="/range_dyn")],
+        [("n", i, [])], [("y", i, ["m"])], 14, [i64("c0", 0), i64("c1", 1)]),
+        out_dir, "range_dynamic.onnx")
+    save(model_at("slice_neg", [
+        node("Slice", ["x", "st", "en", "ax", "stp"], ["y"], name="/flip")],
+        [("x", f, [4])], [("y", f, [4])], 14,
+        [i64("st", [-1]), i64("en", [-5]), i64("ax", [0]), i64("stp", [-1])]),
+        out_dir, "slice_neg.onnx")
+    save(model_at("cycle", [
+        node("Relu", ["b"], ["a"], name="first"),
+        node("Neg", ["a"], ["b"], name="second")],
+        [("x", f, [2])], [("b", f, [2])], 14), out_dir, "cycle.onnx",
+        check=False)
+    save(model_at("missing_init", [
+        node("MatMul", ["x", "fc.weight"], ["y"], name="/fc/MatMul")],
+        [("x", f, [2, 3])], [("y", f, [2, 4])], 14), out_dir,
+        "missing_init.onnx", check=False)
+    save(model_at("gelu_old", [node("Gelu", ["x"], ["y"], name="gelu")],
+                  [("x", f, [2])], [("y", f, [2])], 17),
+         out_dir, "gelu_old.onnx", check=False)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here,
@@ -257,6 +439,8 @@ def main():
         [("s", f, [2, 3]), ("l", TensorProto.INT64, [2])],
         [("loss", f, []), ("lp", f, [2, 3])]),
         out_dir, "log_prob.onnx")
+
+    transformer_ops(out_dir)
 
 
 if __name__ == "__main__":

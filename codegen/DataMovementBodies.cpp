@@ -1,0 +1,209 @@
+//===- DataMovementBodies.cpp - bodies of data movement ops ---------------===//
+//
+// Kernel bodies of the ops that move elements without arithmetic (or only
+// sum them, for gradients): reshape, broadcast, transpose, concat, slice and
+// its gradient, gather and its scatter-add gradient, and trilu. Every body
+// owns its output elements: gather_grad, whose indices may repeat, runs one
+// work item per row of the data shape that scans all indices in order and
+// sums the matching gradient rows, so no two items write the same element
+// (no atomics on cuda) and the sum order is deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/BodyUtils.h"
+#include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace otc;
+
+/// Emits the decomposition of `i` into the coordinates `c0`, `c1`, ... of
+/// `shape` (one `const int64_t cD` per dimension).
+static void emitCoordinates(raw_ostream &os, ArrayRef<int64_t> shape) {
+  os << "    int64_t r = i;\n";
+  for (size_t d = shape.size(); d-- > 0;) {
+    os << "    const int64_t c" << d << " = r % " << shape[d] << ";";
+    if (d)
+      os << " r /= " << shape[d] << ";";
+    os << "\n";
+  }
+  os << "    (void)r;\n";
+}
+
+static LogicalResult emitTranspose(TransposeOp op, BodyContext &c) {
+  ArrayRef<int64_t> out = bodyShapeOf(op.getResult());
+  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op.getInput()));
+  ArrayRef<int64_t> perm = op.getPermutation();
+  c.os << "    int64_t src = 0;\n    { int64_t r = i;\n";
+  for (size_t d = out.size(); d-- > 0;) {
+    c.os << "      src += (r % " << out[d] << ") * " << inStrides[perm[d]]
+         << ";\n";
+    if (d)
+      c.os << "      r /= " << out[d] << ";\n";
+  }
+  c.os << "    }\n    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
+  return success();
+}
+
+/// One item per result element: finds the input that holds coordinate `a`
+/// along the axis and copies from it.
+static LogicalResult emitConcat(ConcatOp op, BodyContext &c) {
+  AxisView v = axisView(bodyShapeOf(op.getResult()), op.getAxis());
+  c.os << "    const int64_t n = i % " << v.inner << ";\n"
+       << "    const int64_t a = (i / " << v.inner << ") % " << v.axis << ";\n"
+       << "    const int64_t o = i / " << v.inner * v.axis << ";\n"
+       << "    " << bodyCType(op.getResult()) << " x;\n";
+  // The non-empty inputs; the last one takes every remaining coordinate.
+  SmallVector<std::pair<unsigned, int64_t>> parts;
+  for (auto [k, in] : llvm::enumerate(op.getInputs()))
+    if (int64_t size = bodyShapeOf(in)[op.getAxis()])
+      parts.push_back({k, size});
+  int64_t begin = 0;
+  for (auto [j, part] : llvm::enumerate(parts)) {
+    auto [k, size] = part;
+    c.os << "    ";
+    if (j)
+      c.os << "else ";
+    if (j + 1 < parts.size())
+      c.os << "if (a < " << begin + size << ") ";
+    c.os << "x = " << c.in[k] << "[(o * " << size << " + (a - " << begin
+         << ")) * " << v.inner << " + n];\n";
+    begin += size;
+  }
+  c.os << "    " << c.out[0] << "[i] = x;\n";
+  return success();
+}
+
+/// One item per result element: result[c] = input[starts + c * strides].
+static LogicalResult emitSlice(SliceOp op, BodyContext &c) {
+  ArrayRef<int64_t> out = bodyShapeOf(op.getResult());
+  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op.getInput()));
+  int64_t base = 0;
+  for (auto [d, s] : llvm::enumerate(op.getStarts()))
+    base += s * inStrides[d];
+  c.os << "    int64_t src = " << base << ";\n    { int64_t r = i;\n";
+  for (size_t d = out.size(); d-- > 0;) {
+    c.os << "      src += (r % " << out[d] << ") * "
+         << op.getStrides()[d] * inStrides[d] << ";\n";
+    if (d)
+      c.os << "      r /= " << out[d] << ";\n";
+  }
+  c.os << "    }\n    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
+  return success();
+}
+
+/// One item per element of the sliced input's shape: the gradient element
+/// when the coordinate lies on the window, else zero.
+static LogicalResult emitSliceGrad(SliceGradOp op, BodyContext &c) {
+  ArrayRef<int64_t> full = bodyShapeOf(op.getResult());
+  ArrayRef<int64_t> window = bodyShapeOf(op.getGrad());
+  SmallVector<int64_t> gStrides = stridesOf(window);
+  ArrayRef<int64_t> starts = op.getStarts(), strides = op.getStrides();
+  emitCoordinates(c.os, full);
+  c.os << "    bool on = true;\n    int64_t src = 0;\n";
+  for (size_t d = 0; d < full.size(); ++d) {
+    if (starts[d] == 0 && strides[d] == 1 && window[d] == full[d]) {
+      c.os << "    src += c" << d << " * " << gStrides[d] << ";\n";
+      continue;
+    }
+    c.os << "    { const int64_t t = c" << d << " - " << starts[d] << ";\n"
+         << "      on = on && t >= 0 && t % " << strides[d] << " == 0 && t / "
+         << strides[d] << " < " << window[d] << ";\n"
+         << "      src += (t / " << strides[d] << ") * " << gStrides[d]
+         << "; }\n";
+  }
+  c.os << "    " << c.out[0] << "[i] = on ? " << c.in[0] << "[src] : 0.0f;\n";
+  return success();
+}
+
+/// Emits `const int64_t idx = <indices[p] with negative values counted from
+/// the end of an axis of size `axis`>;`.
+static void emitIndex(raw_ostream &os, StringRef indices, StringRef p,
+                      int64_t axis, StringRef indent) {
+  os << indent << "int64_t idx = (int64_t)" << indices << "[" << p << "];\n"
+     << indent << "if (idx < 0) idx += " << axis << ";\n";
+}
+
+/// One item per result element (outer, p, inner): data[outer, indices[p],
+/// inner]; an index outside the axis gives zero instead of a stray read.
+static LogicalResult emitGather(GatherOp op, BodyContext &c) {
+  AxisView v = axisView(bodyShapeOf(op.getData()), op.getAxis());
+  int64_t positions = bodyNumel(op.getIndices());
+  c.os << "    const int64_t n = i % " << v.inner << ";\n"
+       << "    const int64_t p = (i / " << v.inner << ") % " << positions
+       << ";\n"
+       << "    const int64_t o = i / " << v.inner * positions << ";\n";
+  emitIndex(c.os, c.in[1], "p", v.axis, "    ");
+  c.os << "    " << c.out[0] << "[i] = (idx >= 0 && idx < " << v.axis << ") ? "
+       << c.in[0] << "[(o * " << v.axis << " + idx) * " << v.inner
+       << " + n] : (" << bodyCType(op.getResult()) << ")0;\n";
+  return success();
+}
+
+/// One item per row (outer, a) of the data shape: the sum, in index order,
+/// of the gradient rows whose index is `a`.
+static LogicalResult emitGatherGrad(GatherGradOp op, BodyContext &c) {
+  AxisView v = axisView(bodyShapeOf(op.getResult()), op.getAxis());
+  int64_t positions = bodyNumel(op.getIndices());
+  c.os << "    const int64_t a = i % " << v.axis << ";\n"
+       << "    const int64_t o = i / " << v.axis << ";\n"
+       << "    float* row = " << c.out[0] << " + i * " << v.inner << ";\n"
+       << "    for (int64_t n = 0; n < " << v.inner << "; ++n) row[n] = 0.0f;\n"
+       << "    for (int64_t p = 0; p < " << positions << "; ++p) {\n";
+  emitIndex(c.os, c.in[1], "p", v.axis, "      ");
+  c.os << "      if (idx != a) continue;\n"
+       << "      const float* g = " << c.in[0] << " + (o * " << positions
+       << " + p) * " << v.inner << ";\n"
+       << "      for (int64_t n = 0; n < " << v.inner
+       << "; ++n) row[n] += g[n];\n"
+       << "    }\n";
+  return success();
+}
+
+/// One item per element: kept when its column minus row is >= k (upper) or
+/// <= k (lower) in the last two dimensions.
+static LogicalResult emitTrilu(TriluOp op, BodyContext &c) {
+  ArrayRef<int64_t> shape = bodyShapeOf(op.getResult());
+  int64_t rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  int64_t cols = shape.empty() ? 1 : shape.back();
+  c.os << "    const int64_t col = i % " << cols << ";\n"
+       << "    const int64_t row = (i / " << cols << ") % " << rows << ";\n"
+       << "    const bool keep = col - row " << (op.getUpper() ? ">=" : "<=")
+       << " " << static_cast<int64_t>(op.getK()) << ";\n"
+       << "    " << c.out[0] << "[i] = keep ? " << c.in[0] << "[i] : ("
+       << bodyCType(op.getResult()) << ")0;\n";
+  return success();
+}
+
+std::optional<int64_t> otc::dataMovementWorkItems(Operation *op) {
+  if (auto g = dyn_cast<GatherGradOp>(op)) {
+    AxisView v = axisView(bodyShapeOf(g.getResult()), g.getAxis());
+    return v.outer * v.axis;
+  }
+  return std::nullopt;
+}
+
+std::optional<LogicalResult> otc::emitDataMovementBody(Operation *op,
+                                                       BodyContext &c) {
+  return TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](ReshapeOp) {
+        c.os << "    " << c.out[0] << "[i] = " << c.in[0] << "[i];\n";
+        return success();
+      })
+      .Case([&](BroadcastOp o) {
+        emitBroadcastIndex(c.os, "src", bodyShapeOf(o.getInput()),
+                           bodyShapeOf(o.getResult()));
+        c.os << "    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
+        return success();
+      })
+      .Case([&](TransposeOp o) { return emitTranspose(o, c); })
+      .Case([&](ConcatOp o) { return emitConcat(o, c); })
+      .Case([&](SliceOp o) { return emitSlice(o, c); })
+      .Case([&](SliceGradOp o) { return emitSliceGrad(o, c); })
+      .Case([&](GatherOp o) { return emitGather(o, c); })
+      .Case([&](GatherGradOp o) { return emitGatherGrad(o, c); })
+      .Case([&](TriluOp o) { return emitTrilu(o, c); })
+      .Default([](Operation *) { return std::nullopt; });
+}

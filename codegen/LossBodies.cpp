@@ -1,0 +1,183 @@
+//===- LossBodies.cpp - bodies of losses and the optimizer ----------------===//
+//
+// Kernel bodies of softmax_cross_entropy and nll_loss on [N, C] scores with
+// [N] labels, their gradients, and the AdamW update. A loss with reduction
+// "none" runs one work item per row; "mean" and "sum" run a single item that
+// sums the rows in order (the loss is a scalar). The gradients run one item
+// per row, which owns that row of the [N, C] result. Rows whose label is the
+// ignore index contribute nothing; "mean" divides by the rows not ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/BodyUtils.h"
+#include "ir/OtcDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace otc;
+
+/// Emits the log-sum-exp of row `row` of logits [N, C] into `lse`.
+static void emitRowLogSumExp(raw_ostream &os, StringRef logits, StringRef row,
+                             int64_t classes) {
+  os << "      const float* z = " << logits << " + " << row << " * " << classes
+     << ";\n"
+     << "      float mx = z[0];\n"
+     << "      for (int64_t k = 1; k < " << classes
+     << "; ++k) mx = z[k] > mx ? z[k] : mx;\n"
+     << "      float se = 0.0f;\n"
+     << "      for (int64_t k = 0; k < " << classes
+     << "; ++k) se += expf(z[k] - mx);\n"
+     << "      const float lse = mx + logf(se);\n";
+}
+
+/// Emits the loss of a [N, C]-scores op: `rowLoss` emits the statements that
+/// compute `rl`, the loss of row `n` (label `y`), with `z` pointing at the
+/// row of scores.
+static LogicalResult
+emitRowLoss(Value scores, std::optional<int64_t> ignore, StringRef red,
+            BodyContext &c, llvm::function_ref<void(StringRef row)> rowLoss) {
+  int64_t rows = bodyShapeOf(scores)[0];
+  if (red == "none") {
+    c.os << "    const int64_t y = (int64_t)" << c.in[1] << "[i];\n"
+         << "    if (" << ignoredTest(ignore, "y") << ") { " << c.out[0]
+         << "[i] = 0.0f; } else {\n";
+    rowLoss("i");
+    c.os << "      " << c.out[0] << "[i] = rl;\n    }\n";
+    return success();
+  }
+  c.os << "    float total = 0.0f; int64_t count = 0;\n"
+       << "    for (int64_t n = 0; n < " << rows << "; ++n) {\n"
+       << "      const int64_t y = (int64_t)" << c.in[1] << "[n];\n"
+       << "      if (" << ignoredTest(ignore, "y") << ") continue;\n";
+  rowLoss("n");
+  c.os << "      total += rl; ++count;\n    }\n";
+  if (red == "mean")
+    c.os << "    " << c.out[0]
+         << "[0] = count ? total / (float)count : 0.0f;\n";
+  else
+    c.os << "    " << c.out[0] << "[0] = total;\n";
+  return success();
+}
+
+/// Emits `g`, the incoming gradient of row `i`'s loss, for a loss reduced by
+/// `red` whose labels are `labels`.
+static void emitRowGradScale(StringRef grad, StringRef labels, int64_t rows,
+                             std::optional<int64_t> ignore, StringRef red,
+                             BodyContext &c) {
+  if (red == "mean") {
+    c.os << "      int64_t count = 0;\n"
+         << "      for (int64_t n = 0; n < " << rows << "; ++n) count += !("
+         << ignoredTest(ignore, "(int64_t)" + labels.str() + "[n]") << ");\n"
+         << "      const float g = " << grad << "[0] / (float)count;\n";
+  } else if (red == "sum") {
+    c.os << "      const float g = " << grad << "[0];\n";
+  } else {
+    c.os << "      const float g = " << grad << "[i];\n";
+  }
+}
+
+static LogicalResult emitSoftmaxCrossEntropy(SoftmaxCrossEntropyOp op,
+                                             BodyContext &c) {
+  int64_t classes = bodyShapeOf(op.getLogits())[1];
+  return emitRowLoss(op.getLogits(), op.getIgnoreIndex(), op.getReduction(), c,
+                     [&](StringRef row) {
+                       emitRowLogSumExp(c.os, c.in[0], row, classes);
+                       c.os << "      const float rl = lse - z[y];\n";
+                     });
+}
+
+static LogicalResult emitSoftmaxCrossEntropyGrad(SoftmaxCrossEntropyGradOp op,
+                                                 BodyContext &c) {
+  int64_t rows = bodyShapeOf(op.getLogits())[0];
+  int64_t classes = bodyShapeOf(op.getLogits())[1];
+  std::optional<int64_t> ignore = op.getIgnoreIndex();
+  c.os << "    const int64_t y = (int64_t)" << c.in[2] << "[i];\n"
+       << "    float* dz = " << c.out[0] << " + i * " << classes << ";\n"
+       << "    if (" << ignoredTest(ignore, "y") << ") {\n"
+       << "      for (int64_t k = 0; k < " << classes
+       << "; ++k) dz[k] = 0.0f;\n    } else {\n";
+  emitRowGradScale(c.in[0], c.in[2], rows, ignore, op.getReduction(), c);
+  emitRowLogSumExp(c.os, c.in[1], "i", classes);
+  c.os << "      for (int64_t k = 0; k < " << classes << "; ++k)\n"
+       << "        dz[k] = g * (expf(z[k] - lse) - (k == y ? 1.0f : 0.0f));\n"
+       << "    }\n";
+  return success();
+}
+
+static LogicalResult emitNllLoss(NllLossOp op, BodyContext &c) {
+  int64_t classes = bodyShapeOf(op.getInput())[1];
+  return emitRowLoss(op.getInput(), op.getIgnoreIndex(), op.getReduction(), c,
+                     [&](StringRef row) {
+                       c.os << "      const float rl = -" << c.in[0] << "["
+                            << row << " * " << classes << " + y];\n";
+                     });
+}
+
+/// One item per row: -g at the label's column, zero elsewhere.
+static LogicalResult emitNllLossGrad(NllLossGradOp op, BodyContext &c) {
+  int64_t rows = bodyShapeOf(op.getResult())[0];
+  int64_t classes = bodyShapeOf(op.getResult())[1];
+  std::optional<int64_t> ignore = op.getIgnoreIndex();
+  c.os << "    const int64_t y = (int64_t)" << c.in[1] << "[i];\n"
+       << "    float* dx = " << c.out[0] << " + i * " << classes << ";\n"
+       << "    for (int64_t k = 0; k < " << classes << "; ++k) dx[k] = 0.0f;\n"
+       << "    if (!(" << ignoredTest(ignore, "y") << ")) {\n";
+  emitRowGradScale(c.in[0], c.in[1], rows, ignore, op.getReduction(), c);
+  c.os << "      dx[y] = -g;\n    }\n";
+  return success();
+}
+
+static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
+  double b1 = op.getBeta1().convertToDouble(),
+         b2 = op.getBeta2().convertToDouble();
+  c.os << "    const float p = " << c.in[0] << "[i], g = " << c.in[1]
+       << "[i];\n"
+       << "    const float lr = " << c.in[4] << "[0], t = " << c.in[5]
+       << "[0];\n"
+       << "    const float m = " << literal(b1) << "f * " << c.in[2] << "[i] + "
+       << literal(1.0 - b1) << "f * g;\n"
+       << "    const float v = " << literal(b2) << "f * " << c.in[3] << "[i] + "
+       << literal(1.0 - b2) << "f * g * g;\n"
+       << "    const float mhat = m / (1.0f - powf(" << literal(b1)
+       << "f, t));\n"
+       << "    const float vhat = v / (1.0f - powf(" << literal(b2)
+       << "f, t));\n"
+       << "    " << c.out[0] << "[i] = p - lr * (mhat / (sqrtf(vhat) + "
+       << literal(op.getEpsilon().convertToDouble()) << "f) + "
+       << literal(op.getWeightDecay().convertToDouble()) << "f * p);\n"
+       << "    " << c.out[1] << "[i] = m;\n"
+       << "    " << c.out[2] << "[i] = v;\n";
+  return success();
+}
+
+std::optional<int64_t> otc::lossWorkItems(Operation *op) {
+  return TypeSwitch<Operation *, std::optional<int64_t>>(op)
+      .Case([](SoftmaxCrossEntropyOp o) -> int64_t {
+        return o.getReduction() == "none" ? bodyShapeOf(o.getLogits())[0] : 1;
+      })
+      .Case([](NllLossOp o) -> int64_t {
+        return o.getReduction() == "none" ? bodyShapeOf(o.getInput())[0] : 1;
+      })
+      .Case([](SoftmaxCrossEntropyGradOp o) -> int64_t {
+        return bodyShapeOf(o.getLogits())[0];
+      })
+      .Case([](NllLossGradOp o) -> int64_t {
+        return bodyShapeOf(o.getResult())[0];
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+std::optional<LogicalResult> otc::emitLossBody(Operation *op, BodyContext &c) {
+  return TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](SoftmaxCrossEntropyOp o) {
+        return emitSoftmaxCrossEntropy(o, c);
+      })
+      .Case([&](SoftmaxCrossEntropyGradOp o) {
+        return emitSoftmaxCrossEntropyGrad(o, c);
+      })
+      .Case([&](NllLossOp o) { return emitNllLoss(o, c); })
+      .Case([&](NllLossGradOp o) { return emitNllLossGrad(o, c); })
+      .Case([&](AdamWOp o) { return emitAdamW(o, c); })
+      .Default([](Operation *) { return std::nullopt; });
+}

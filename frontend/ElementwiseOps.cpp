@@ -1,0 +1,186 @@
+//===- ElementwiseOps.cpp - importing elementwise ONNX ops ----------------===//
+//
+// Add/Sub/Mul/Div (any element type, both operands of one type), Pow (the
+// exponent converted to the base's type), the unary float ops (Neg also on
+// integers, as 0 - x), Gelu (opset 20: the erf or tanh formula in
+// primitives), Equal/Less/Greater(OrEqual) onto otc.compare, Where onto
+// otc.select, Cast, Identity and Dropout. Every op is built with
+// createOrFold, so shape arithmetic on constants folds here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "ir/ShapeUtils.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace otc {
+namespace detail {
+
+void Importer::importBinary() {
+  Value a = input(0), b = input(1);
+  if (elemOf(a) != elemOf(b))
+    nodeFail("operand element types differ: " + typeStr(a.getType()) + " and " +
+             typeStr(b.getType()));
+  StringRef op = opType();
+  Value y;
+  if (op == "Add")
+    y = binary<AddOp>(a, b);
+  else if (op == "Sub")
+    y = binary<SubOp>(a, b);
+  else if (op == "Mul")
+    y = binary<MulOp>(a, b);
+  else
+    y = binary<DivOp>(a, b);
+  define(0, y);
+}
+
+void Importer::importPow() {
+  Value x = requireFloat(input(0), "the base X");
+  Value e = input(1);
+  // Opset 15 allows any numeric exponent type; the power is computed in the
+  // base's type.
+  if (elemOf(e) != elemOf(x))
+    e = builder.createOrFold<CastOp>(currentLoc,
+                                     tensorType(shapeOf(e), elemOf(x)), e);
+  define(0, binary<PowOp>(x, e));
+}
+
+void Importer::importCompare() {
+  Value a = input(0), b = input(1);
+  if (elemOf(a) != elemOf(b))
+    nodeFail("operand element types differ: " + typeStr(a.getType()) + " and " +
+             typeStr(b.getType()));
+  StringRef op = opType();
+  StringRef pred = op == "Equal"         ? "eq"
+                   : op == "Less"        ? "lt"
+                   : op == "LessOrEqual" ? "le"
+                   : op == "Greater"     ? "gt"
+                                         : "ge";
+  auto shape = broadcastOrFail(shapeOf(a), shapeOf(b));
+  define(0, builder.createOrFold<CompareOp>(
+                currentLoc, tensorType(shape, builder.getI1Type()), a, b,
+                builder.getStringAttr(pred)));
+}
+
+void Importer::importWhere() {
+  Value c = input(0), a = input(1), b = input(2);
+  if (!elemOf(c).isInteger(1))
+    nodeFail("the condition must be a bool tensor, got " +
+             typeStr(c.getType()));
+  if (elemOf(a) != elemOf(b))
+    nodeFail("X and Y element types differ: " + typeStr(a.getType()) + " and " +
+             typeStr(b.getType()));
+  auto shape = broadcastOrFail(shapeOf(a), shapeOf(b));
+  shape = broadcastOrFail(shape, shapeOf(c));
+  define(0, builder.createOrFold<SelectOp>(
+                currentLoc, tensorType(shape, elemOf(a)), c, a, b));
+}
+
+void Importer::importUnary() {
+  StringRef op = opType();
+  Value x = input(0);
+  if (op == "Neg" && !elemOf(x).isF32()) {
+    requireInt(x, "the input");
+    define(0, binary<SubOp>(scalarLike(x, 0), x));
+    return;
+  }
+  requireFloat(x, "the input");
+  Value y;
+  if (op == "Neg")
+    y = builder.createOrFold<NegOp>(currentLoc, x);
+  else if (op == "Exp")
+    y = builder.createOrFold<ExpOp>(currentLoc, x);
+  else if (op == "Log")
+    y = builder.createOrFold<LogOp>(currentLoc, x);
+  else if (op == "Tanh")
+    y = builder.createOrFold<TanhOp>(currentLoc, x);
+  else if (op == "Relu")
+    y = builder.createOrFold<ReluOp>(currentLoc, x);
+  else if (op == "Sqrt")
+    y = builder.createOrFold<SqrtOp>(currentLoc, x);
+  else if (op == "Reciprocal")
+    y = builder.createOrFold<ReciprocalOp>(currentLoc, x);
+  else if (op == "Erf")
+    y = builder.createOrFold<ErfOp>(currentLoc, x);
+  else
+    y = builder.createOrFold<SigmoidOp>(currentLoc, x);
+  define(0, y);
+}
+
+void Importer::importGelu() {
+  Value x = requireFloat(input(0), "the input");
+  std::string approx = attrString("approximate", "none");
+  Value inner;
+  if (approx == "none") {
+    // 0.5 x (1 + erf(x / sqrt(2)))
+    Value s = binary<MulOp>(x, scalarF32(M_SQRT1_2));
+    inner = builder.createOrFold<ErfOp>(currentLoc, s);
+  } else if (approx == "tanh") {
+    // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    Value x3 = binary<MulOp>(binary<MulOp>(x, x), x);
+    Value t = binary<AddOp>(x, binary<MulOp>(x3, scalarF32(0.044715)));
+    t = binary<MulOp>(t, scalarF32(std::sqrt(2.0 / M_PI)));
+    inner = builder.createOrFold<TanhOp>(currentLoc, t);
+  } else {
+    nodeFail("approximate '" + approx + "' is not none or tanh");
+  }
+  Value y = binary<AddOp>(inner, scalarF32(1.0));
+  y = binary<MulOp>(binary<MulOp>(x, scalarF32(0.5)), y);
+  define(0, y);
+}
+
+void Importer::importCast() {
+  Value x = input(0);
+  const onnx::AttributeProto *to = attr("to");
+  if (!to)
+    nodeFail("missing the 'to' attribute");
+  std::optional<Kind> kind = kindOf(static_cast<int32_t>(to->i()));
+  if (!kind)
+    nodeFail("casting to " + dataTypeName(static_cast<int32_t>(to->i())) +
+             " is not supported (float types, int64, int32 and bool are)");
+  Type et = elementType(&ctx, *kind);
+  if (et == elemOf(x)) {
+    define(0, x);
+    return;
+  }
+  define(0, builder.createOrFold<CastOp>(currentLoc, tensorType(shapeOf(x), et),
+                                         x));
+}
+
+void Importer::importIdentity() { define(0, input(0)); }
+
+void Importer::importDropout() {
+  Value x = requireFloat(input(0), "the data input");
+  double ratio = hasInput(1) ? constantScalar(1, "ratio") : 0.5;
+  bool training = hasInput(2) && constantScalar(2, "training_mode") != 0.0;
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    nodeFail("ratio " + std::to_string(ratio) + " is not in [0, 1)");
+
+  auto maskType = tensorType(shapeOf(x), builder.getI1Type());
+  if (!training || ratio == 0.0) {
+    define(0, x);
+    if (outputUsed(1))
+      define(1, builder.create<ConstantOp>(
+                    currentLoc, DenseElementsAttr::get(maskType, true)));
+    return;
+  }
+  if (!rngKeyArg) {
+    Value key =
+        entry->addArgument(RankedTensorType::get({}, builder.getI64Type()),
+                           NameLoc::get(builder.getStringAttr("rng_key")));
+    rngKeyArg = cast<BlockArgument>(key).getArgNumber();
+  }
+  auto op = builder.create<DropoutOp>(
+      currentLoc, x.getType(), maskType, x, entry->getArgument(*rngKeyArg),
+      builder.getF64FloatAttr(ratio),
+      builder.getI64IntegerAttr(dropoutStream++));
+  define(0, op.getOutput());
+  define(1, op.getMask());
+}
+
+} // namespace detail
+} // namespace otc

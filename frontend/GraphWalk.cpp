@@ -1,0 +1,450 @@
+//===- GraphWalk.cpp - graph structure, arguments and values --------------===//
+//
+// The graph side of the importer: the pre-scan (node names, unsupported ops
+// listed all at once, values used before they are defined or never defined,
+// initializers read only at import time), the function arguments (graph
+// inputs with their symbolic dimensions bound, float initializers as
+// parameters), the results, the name -> value table with import-time
+// constants, and the current-node helpers (errors, attributes, shapes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "ir/ShapeUtils.h"
+
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace otc {
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// Pre-scan
+//===----------------------------------------------------------------------===//
+
+void Importer::prescan() {
+  const onnx::GraphProto &graph = model.graph();
+  if (graph.sparse_initializer_size() > 0)
+    fail("'" + path + "': sparse initializers are not supported (first: '" +
+         graph.sparse_initializer(0).values().name() + "')");
+
+  // Names and unsupported ops.
+  std::string unsupported;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &n = graph.node(i);
+    std::string name =
+        n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
+    nodes.push_back({&n, name});
+    bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (defaultDomain) {
+      const OpInfo *info = lookupOp(n.op_type());
+      if (info && opset >= info->minOpset)
+        continue;
+    }
+    int64_t version = defaultDomain ? opset : 0;
+    for (const auto &imp : model.opset_import())
+      if (!defaultDomain && imp.domain() == n.domain())
+        version = imp.version();
+    if (!unsupported.empty())
+      unsupported += ", ";
+    unsupported += (defaultDomain ? "" : n.domain() + ".") + n.op_type() +
+                   " (node '" + name + "', opset " + std::to_string(version) +
+                   ")";
+  }
+  if (!unsupported.empty())
+    fail("unsupported ops: " + unsupported);
+
+  // Definitions in order, and which node defines what.
+  llvm::StringMap<size_t> producer;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const std::string &out : nodes[i].proto->output())
+      if (!out.empty())
+        producer.try_emplace(out, i);
+  llvm::StringSet<> defined;
+  for (const auto &in : graph.input())
+    defined.insert(in.name());
+  for (const auto &init : graph.initializer())
+    defined.insert(init.name());
+
+  llvm::StringSet<> dynamicUse, staticUse;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo &node = nodes[i];
+    for (int j = 0; j < node.proto->input_size(); ++j) {
+      const std::string &in = node.proto->input(j);
+      if (in.empty())
+        continue;
+      used.insert(in);
+      const OpInfo *info = lookupOp(node.proto->op_type());
+      bool isStatic = info && j < 32 && (info->staticInputs >> j & 1);
+      (isStatic ? staticUse : dynamicUse).insert(in);
+      if (defined.contains(in))
+        continue;
+      std::string where = "node '" + node.name + "' (" + node.proto->op_type() +
+                          "): input '" + in + "'";
+      auto it = producer.find(in);
+      if (it == producer.end())
+        fail(where + " is never defined");
+      const NodeInfo &later = nodes[it->second];
+      fail(where + " is produced by node '" + later.name + "' (" +
+           later.proto->op_type() +
+           ") which comes later: nodes must be in topological order");
+    }
+    for (const std::string &out : node.proto->output())
+      if (!out.empty())
+        defined.insert(out);
+  }
+  for (const auto &out : graph.output()) {
+    used.insert(out.name());
+    dynamicUse.insert(out.name());
+    if (!defined.contains(out.name()))
+      fail("graph output '" + out.name() + "' is never defined");
+  }
+  for (const auto &init : graph.initializer())
+    if (staticUse.contains(init.name()) && !dynamicUse.contains(init.name()))
+      staticOnly.insert(init.name());
+}
+
+//===----------------------------------------------------------------------===//
+// Function arguments and results
+//===----------------------------------------------------------------------===//
+
+void Importer::addInputs() {
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringSet<> inits;
+  for (const auto &init : graph.initializer())
+    inits.insert(init.name());
+
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (inits.contains(in.name()))
+      continue;
+    std::string what = "input '" + in.name() + "'";
+    if (!in.type().has_tensor_type())
+      fail(what + " is not a tensor");
+    const auto &tt = in.type().tensor_type();
+    std::optional<Kind> kind = kindOf(tt.elem_type());
+    if (!kind)
+      fail(what + " has element type " + dataTypeName(tt.elem_type()) +
+           ", which is not supported");
+    if (!tt.has_shape())
+      fail(what + " has no shape (rank unknown)");
+    SmallVector<int64_t> shape;
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto &dim = tt.shape().dim(i);
+      if (dim.has_dim_value()) {
+        if (dim.dim_value() < 0)
+          fail(what + " dimension " + Twine(i) + " is negative");
+        shape.push_back(dim.dim_value());
+        continue;
+      }
+      const std::string &param = dim.dim_param();
+      auto bound =
+          param.empty() ? options.dims.end() : options.dims.find(param);
+      if (bound != options.dims.end()) {
+        shape.push_back(bound->second);
+      } else if (i == 0 && options.microBatch) {
+        shape.push_back(*options.microBatch);
+      } else if (param.empty()) {
+        fail(what + " dimension " + Twine(i) +
+             " is unknown: bind it with --micro-batch N (leading dimension "
+             "only) or give it a dim_param");
+      } else {
+        fail(what + " dimension " + Twine(i) + " ('" + param +
+             "') is symbolic: bind it with --dim " + param + "=N" +
+             (i == 0 ? " or --micro-batch N" : ""));
+      }
+      if (shape.back() <= 0)
+        fail(what + " dimension " + Twine(i) + " is bound to " +
+             Twine(shape.back()) + ", not a positive size");
+    }
+    Location loc = NameLoc::get(builder.getStringAttr(in.name()));
+    Value arg = entry->addArgument(
+        RankedTensorType::get(shape, elementType(&ctx, *kind)), loc);
+    argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
+                        builder.getNamedAttr(
+                            attrs::kInput, builder.getStringAttr(in.name()))});
+    values[in.name()] = arg;
+  }
+}
+
+void Importer::addParams() {
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    Location loc = NameLoc::get(builder.getStringAttr(init.name()));
+    TensorData data =
+        decodeTensor(init, "initializer '" + init.name() + "'", path);
+    if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
+      // One argument per initializer, however many nodes read it.
+      Value arg = entry->addArgument(
+          RankedTensorType::get(data.shape, builder.getF32Type()), loc);
+      argAttrs.push_back(
+          {cast<BlockArgument>(arg).getArgNumber(),
+           builder.getNamedAttr(attrs::kParam,
+                                builder.getStringAttr(init.name()))});
+      values[init.name()] = arg;
+      if (initializersOut)
+        initializersOut->push_back(
+            {init.name(),
+             std::vector<int64_t>(data.shape.begin(), data.shape.end()),
+             std::move(data.floats)});
+      continue;
+    }
+    // Integer and bool initializers (and floats read only at import time)
+    // are constants.
+    statics[init.name()] = std::make_unique<StaticValue>(
+        StaticValue{toAttr(&ctx, data), loc, Value()});
+  }
+}
+
+void Importer::finish() {
+  current = nullptr;
+  SmallVector<Value> results;
+  for (const auto &out : model.graph().output())
+    results.push_back(get(out.name()));
+  builder.setInsertionPointToEnd(entry);
+  builder.create<func::ReturnOp>(
+      NameLoc::get(builder.getStringAttr(model.graph().name())), results);
+
+  func.setType(FunctionType::get(&ctx, entry->getArgumentTypes(),
+                                 ValueRange(results).getTypes()));
+  for (auto &[idx, attr] : argAttrs)
+    func.setArgAttr(idx, attr.getName(), attr.getValue());
+  if (rngKeyArg)
+    func.setArgAttr(*rngKeyArg, attrs::kRngKey, builder.getUnitAttr());
+  for (auto [i, out] : llvm::enumerate(model.graph().output()))
+    func.setResultAttr(i, attrs::kOutput, builder.getStringAttr(out.name()));
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+Value Importer::materialize(StaticValue &s) {
+  if (s.materialized)
+    return s.materialized;
+  // Constants go to the top of the function so that every later use sees them.
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(entry);
+  s.materialized = builder.create<ConstantOp>(s.loc, s.attr).getResult();
+  return s.materialized;
+}
+
+Value Importer::get(StringRef name) {
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  auto st = statics.find(name);
+  if (st != statics.end())
+    return materialize(*st->second);
+  if (current)
+    nodeFail("value '" + name + "' is never defined");
+  fail("value '" + name + "' is never defined");
+}
+
+bool Importer::hasInput(int idx) const {
+  return idx < current->proto->input_size() &&
+         !current->proto->input(idx).empty();
+}
+
+Value Importer::input(int idx) {
+  if (!hasInput(idx))
+    nodeFail("missing input " + Twine(idx));
+  return get(current->proto->input(idx));
+}
+
+Value Importer::getOptional(int idx) {
+  if (!hasInput(idx))
+    return Value();
+  return get(current->proto->input(idx));
+}
+
+std::optional<DenseElementsAttr> Importer::constantInput(int idx) {
+  if (!hasInput(idx))
+    return std::nullopt;
+  const std::string &name = current->proto->input(idx);
+  auto st = statics.find(name);
+  if (st != statics.end())
+    return st->second->attr;
+  auto it = values.find(name);
+  if (it != values.end()) {
+    DenseElementsAttr attr;
+    if (matchPattern(it->second, m_Constant(&attr)))
+      return attr;
+  }
+  // A float initializer used both statically and as a tensor is a parameter
+  // argument; its values are still known.
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    if (init.name() != name)
+      continue;
+    TensorData data = decodeTensor(init, "initializer '" + name + "'", path);
+    return toAttr(&ctx, data);
+  }
+  return std::nullopt;
+}
+
+SmallVector<int64_t> Importer::constantInts(int idx, const Twine &what) {
+  if (!hasInput(idx))
+    nodeFail("missing " + what + " (input " + Twine(idx) + ")");
+  std::optional<DenseElementsAttr> attr = constantInput(idx);
+  if (!attr)
+    foldFail(what + " '" + current->proto->input(idx) +
+             "' is not a constant once dimensions are bound");
+  if (!attr->getElementType().isSignlessInteger() ||
+      attr->getElementType().isInteger(1))
+    nodeFail(what + " '" + current->proto->input(idx) +
+             "' must be an integer tensor, got " + typeStr(attr->getType()));
+  SmallVector<int64_t> out;
+  for (APInt v : attr->getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return out;
+}
+
+double Importer::constantScalar(int idx, const Twine &what) {
+  std::optional<DenseElementsAttr> attr = constantInput(idx);
+  if (!attr)
+    foldFail(what + " '" + current->proto->input(idx) +
+             "' is not a constant once dimensions are bound");
+  if (attr->getNumElements() != 1)
+    nodeFail(what + " '" + current->proto->input(idx) + "' must be a scalar");
+  Type et = attr->getElementType();
+  if (isa<FloatType>(et))
+    return widenFloat(static_cast<float>(
+        (*attr->getValues<APFloat>().begin()).convertToDouble()));
+  APInt v = *attr->getValues<APInt>().begin();
+  return et.isInteger(1) ? double(v.getBoolValue()) : double(v.getSExtValue());
+}
+
+void Importer::define(int outputIdx, Value v) {
+  if (outputIdx < current->proto->output_size() &&
+      !current->proto->output(outputIdx).empty())
+    values[current->proto->output(outputIdx)] = v;
+}
+
+void Importer::defineConstant(int outputIdx, DenseElementsAttr attr) {
+  if (outputIdx < current->proto->output_size() &&
+      !current->proto->output(outputIdx).empty())
+    statics[current->proto->output(outputIdx)] =
+        std::make_unique<StaticValue>(StaticValue{attr, currentLoc, Value()});
+}
+
+bool Importer::outputUsed(int idx) const {
+  return idx < current->proto->output_size() &&
+         !current->proto->output(idx).empty() &&
+         used.contains(current->proto->output(idx));
+}
+
+Value Importer::scalarF32(double v) {
+  auto type = RankedTensorType::get({}, builder.getF32Type());
+  return builder
+      .create<ConstantOp>(currentLoc,
+                          DenseElementsAttr::get(type, static_cast<float>(v)))
+      .getResult();
+}
+
+Value Importer::scalarLike(Value like, double v) {
+  Type et = elemOf(like);
+  auto type = RankedTensorType::get({}, et);
+  DenseElementsAttr attr;
+  if (isa<FloatType>(et))
+    attr = DenseElementsAttr::get(type, static_cast<float>(v));
+  else if (et.isInteger(1))
+    attr = DenseElementsAttr::get(type, v != 0.0);
+  else
+    attr = DenseElementsAttr::get(type, APInt(et.getIntOrFloatBitWidth(),
+                                              static_cast<int64_t>(v),
+                                              /*isSigned=*/true));
+  return builder.create<ConstantOp>(currentLoc, attr).getResult();
+}
+
+//===----------------------------------------------------------------------===//
+// Current-node helpers
+//===----------------------------------------------------------------------===//
+
+void Importer::nodeFail(const Twine &msg) const {
+  fail("node '" + current->name + "' (" + current->proto->op_type() +
+       "): " + msg);
+}
+
+void Importer::foldFail(const Twine &msg) const {
+  nodeFail("shape computation did not fold: " + msg);
+}
+
+const onnx::AttributeProto *Importer::attr(StringRef name) const {
+  for (const auto &a : current->proto->attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t Importer::attrInt(StringRef name, int64_t dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float Importer::attrFloat(StringRef name, float dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string Importer::attrString(StringRef name, StringRef dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>> Importer::attrInts(StringRef name) const {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+int64_t Importer::normAxis(int64_t axis, int64_t rank, StringRef what) const {
+  if (axis < -rank || axis >= rank)
+    nodeFail(what + " " + Twine(axis) + " is out of range for rank " +
+             Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+//===----------------------------------------------------------------------===//
+// Types and shapes
+//===----------------------------------------------------------------------===//
+
+ArrayRef<int64_t> Importer::shapeOf(Value v) const {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+Type Importer::elemOf(Value v) const {
+  return getElementTypeOrSelf(v.getType());
+}
+
+Value Importer::requireFloat(Value v, const Twine &what) const {
+  if (!elemOf(v).isF32())
+    nodeFail(what + " must be a float tensor, got " + typeStr(v.getType()));
+  return v;
+}
+
+Value Importer::requireInt(Value v, const Twine &what) const {
+  Type et = elemOf(v);
+  if (!et.isInteger(64) && !et.isInteger(32))
+    nodeFail(what + " must be an int64 or int32 tensor, got " +
+             typeStr(v.getType()));
+  return v;
+}
+
+RankedTensorType Importer::tensorType(ArrayRef<int64_t> shape,
+                                      Type element) const {
+  return RankedTensorType::get(shape, element);
+}
+
+SmallVector<int64_t> Importer::broadcastOrFail(ArrayRef<int64_t> a,
+                                               ArrayRef<int64_t> b) const {
+  auto shape = broadcastShapes(a, b);
+  if (!shape)
+    nodeFail("operands " + shapeStr(a) + " and " + shapeStr(b) +
+             " do not broadcast");
+  return *shape;
+}
+
+} // namespace detail
+} // namespace otc

@@ -1,0 +1,295 @@
+//===- Importer.h - the ONNX importer's internals ----------------*- C++
+//-*-===//
+//
+// Private to frontend/: the Importer class that builds `@forward` from an
+// ONNX ModelProto, and the helpers its files share. The importer is split by
+// concern: ModelReader.cpp (file, header, checker, tensor data), GraphWalk.cpp
+// (pre-scan, arguments, values, errors, attributes), OnnxImporter.cpp (the op
+// table and the driver), and one file per op family (ElementwiseOps.cpp,
+// LinalgOps.cpp, ShapeOps.cpp, NormalizationOps.cpp, ConstantOps.cpp).
+//
+// Errors are thrown as ImportError from the importer's own code (never from
+// MLIR callbacks) and turned into the one-line message by importOnnxModel.
+// Ops are built with `createOrFold`, so shape computations on constants
+// become `otc.constant`s as soon as they are imported (see ir/OtcFolds.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_FRONTEND_IMPORTER_H
+#define OTC_FRONTEND_IMPORTER_H
+
+#include "frontend/OnnxImporter.h"
+#include "ir/OtcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/Twine.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace otc {
+namespace detail {
+
+/// The default-domain opsets the importer knows the op semantics of.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 21;
+/// The newest default-domain opset libonnx 1.12's checker knows.
+constexpr int64_t kMaxCheckerOpset = 17;
+
+/// An import failure; its message is the final one-line error.
+class ImportError : public std::runtime_error {
+public:
+  explicit ImportError(const std::string &msg) : std::runtime_error(msg) {}
+};
+
+/// Throws an ImportError carrying `msg`.
+[[noreturn]] void fail(const llvm::Twine &msg);
+/// Formats a shape as `[4, 3]`.
+std::string shapeStr(llvm::ArrayRef<int64_t> shape);
+/// Prints a type, e.g. `tensor<2x3xi64>`.
+std::string typeStr(mlir::Type type);
+/// Makes a possibly multi-line message fit on one line.
+std::string oneLine(llvm::StringRef msg);
+/// Name of an ONNX tensor element type, e.g. "FLOAT16".
+std::string dataTypeName(int32_t type);
+/// Widens a float read from the model to the double with the same shortest
+/// decimal form (0.1f becomes 0.1, not 0.10000000149011612).
+double widenFloat(float v);
+
+/// The element kinds the importer represents; every float type becomes f32.
+enum class Kind { F32, I64, I32, I1 };
+/// Maps an ONNX element type to the kind it is imported as, if supported.
+std::optional<Kind> kindOf(int32_t type);
+/// The MLIR element type of a kind.
+mlir::Type elementType(mlir::MLIRContext *ctx, Kind kind);
+
+/// The decoded contents of an ONNX tensor (initializer or Constant value).
+/// Float kinds use `floats`, the others `ints`.
+struct TensorData {
+  Kind kind = Kind::F32;
+  llvm::SmallVector<int64_t> shape;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+};
+
+/// Builds the dense attribute holding `t`.
+mlir::DenseElementsAttr toAttr(mlir::MLIRContext *ctx, const TensorData &t);
+
+/// Reads and parses the model file at `path`.
+void loadModel(const std::string &path, onnx::ModelProto &model);
+/// Checks ir_version, opset and graph; returns the default-domain opset.
+int64_t checkHeader(const std::string &path, const onnx::ModelProto &model);
+/// Runs the ONNX checker when libonnx knows `opset`.
+void runChecker(const std::string &path, int64_t opset);
+/// Decodes a tensor (raw, typed or external data relative to `modelPath`);
+/// `what` names it in errors.
+TensorData decodeTensor(const onnx::TensorProto &t, const llvm::Twine &what,
+                        const std::string &modelPath);
+
+/// Per-node facts computed before building: its display name.
+struct NodeInfo {
+  const onnx::NodeProto *proto;
+  std::string name;
+};
+
+/// A constant known at import time (an initializer that is not a parameter,
+/// or a Constant node output), materialized as an otc.constant on first use.
+struct StaticValue {
+  mlir::DenseElementsAttr attr;
+  mlir::Location loc;
+  mlir::Value materialized;
+};
+
+/// Builds the otc module for one model.
+class Importer {
+public:
+  Importer(mlir::MLIRContext &ctx, llvm::StringRef path,
+           const ImportOptions &options,
+           std::vector<InitializerData> *initializers)
+      : ctx(ctx), builder(&ctx), path(path.str()), options(options),
+        initializersOut(initializers) {}
+
+  mlir::OwningOpRef<mlir::ModuleOp> run();
+
+  // One builder per op family, on the current node (the op files).
+  void importMatMul();
+  void importGemm();
+  void importBinary();
+  void importPow();
+  void importCompare();
+  void importWhere();
+  void importUnary();
+  void importGelu();
+  void importCast();
+  void importIdentity();
+  void importDropout();
+  void importTranspose();
+  void importReshape();
+  void importFlatten();
+  void importUnsqueeze();
+  void importSqueeze();
+  void importExpand();
+  void importConcat();
+  void importSplit();
+  void importSlice();
+  void importGather();
+  void importTrilu();
+  void importSoftmax();
+  void importReduce();
+  void importLayerNorm();
+  void importSoftmaxCrossEntropy();
+  void importNllLoss();
+  void importConstant();
+  void importShape();
+  void importSize();
+  void importConstantOfShape();
+  void importRange();
+
+private:
+  /// Names the nodes, rejects unsupported ops and undefined or out-of-order
+  /// values, and finds the initializers read only at import time.
+  void prescan();
+  /// Adds the graph inputs as `otc.input` arguments, binding symbolic dims.
+  void addInputs();
+  /// Adds the float initializers as `otc.param` arguments; keeps the others.
+  void addParams();
+  /// Builds the ops of one node.
+  void importNode(const NodeInfo &node);
+  /// Adds the return, the function type and the argument/result attributes.
+  void finish();
+  /// Erases otc.constant ops that nothing reads (left behind by folding).
+  void eraseDeadConstants();
+
+  //===--- Values (GraphWalk.cpp) -----------------------------------------===//
+
+  /// The value named `name`, materializing a constant if needed.
+  mlir::Value get(llvm::StringRef name);
+  /// Input `idx` of the current node, or null when absent.
+  mlir::Value getOptional(int idx);
+  /// Input `idx` of the current node; an error when absent.
+  mlir::Value input(int idx);
+  /// True when input `idx` of the current node is present.
+  bool hasInput(int idx) const;
+  /// The contents of input `idx` when it is known at import time (a static,
+  /// a value that folded to a constant, or a float initializer).
+  std::optional<mlir::DenseElementsAttr> constantInput(int idx);
+  /// The integer contents of input `idx`; fails with "shape computation did
+  /// not fold" when it is not a constant, or when it is not an integer.
+  llvm::SmallVector<int64_t> constantInts(int idx, const llvm::Twine &what);
+  /// Like constantInts for one scalar (or 1-element) input, as a double.
+  double constantScalar(int idx, const llvm::Twine &what);
+  /// Binds output `outputIdx` of the current node to `v`.
+  void define(int outputIdx, mlir::Value v);
+  /// Binds output `outputIdx` to a constant known at import time.
+  void defineConstant(int outputIdx, mlir::DenseElementsAttr attr);
+  /// The otc.constant holding `s` (built once, at the top of the function).
+  mlir::Value materialize(StaticValue &s);
+  /// A 0-d f32 otc.constant at the current node.
+  mlir::Value scalarF32(double v);
+  /// A constant of the element type of `like` and shape [] holding `v`.
+  mlir::Value scalarLike(mlir::Value like, double v);
+  /// True when output `idx` of the current node is read by anything.
+  bool outputUsed(int idx) const;
+
+  //===--- Current node ---------------------------------------------------===//
+
+  /// Fails with `node 'NAME' (OP): msg`.
+  [[noreturn]] void nodeFail(const llvm::Twine &msg) const;
+  /// Fails with `node 'NAME' (OP): shape computation did not fold: msg`.
+  [[noreturn]] void foldFail(const llvm::Twine &msg) const;
+  llvm::StringRef opType() const { return current->proto->op_type(); }
+  /// The current node's attribute `name`, or null.
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  int64_t attrInt(llvm::StringRef name, int64_t dflt) const;
+  float attrFloat(llvm::StringRef name, float dflt) const;
+  std::string attrString(llvm::StringRef name, llvm::StringRef dflt) const;
+  /// The ints of attribute `name`, or nullopt when absent.
+  std::optional<llvm::SmallVector<int64_t>>
+  attrInts(llvm::StringRef name) const;
+  /// Normalizes an axis in [-rank, rank) to [0, rank); fails otherwise.
+  int64_t normAxis(int64_t axis, int64_t rank, llvm::StringRef what) const;
+
+  //===--- Types and shapes -----------------------------------------------===//
+
+  llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) const;
+  mlir::Type elemOf(mlir::Value v) const;
+  /// Returns `v`, failing when it is not an f32 tensor.
+  mlir::Value requireFloat(mlir::Value v, const llvm::Twine &what) const;
+  /// Fails unless `v` is an integer tensor.
+  mlir::Value requireInt(mlir::Value v, const llvm::Twine &what) const;
+  mlir::RankedTensorType tensorType(llvm::ArrayRef<int64_t> shape,
+                                    mlir::Type element) const;
+  /// The numpy broadcast of two shapes; fails naming both.
+  llvm::SmallVector<int64_t> broadcastOrFail(llvm::ArrayRef<int64_t> a,
+                                             llvm::ArrayRef<int64_t> b) const;
+
+  //===--- Building (createOrFold at the current node) --------------------===//
+
+  mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
+  mlir::Value broadcastTo(mlir::Value x, llvm::ArrayRef<int64_t> shape);
+  /// Elementwise binary op with broadcasting; both types must agree.
+  template <typename OpTy> mlir::Value binary(mlir::Value a, mlir::Value b) {
+    auto shape = broadcastOrFail(shapeOf(a), shapeOf(b));
+    return builder.createOrFold<OpTy>(currentLoc, tensorType(shape, elemOf(a)),
+                                      a, b);
+  }
+  /// Sum (or max) over `axes` (sorted, non-negative) with keep_dims.
+  mlir::Value reduceSum(mlir::Value x, llvm::ArrayRef<int64_t> axes,
+                        bool keepDims);
+  mlir::Value reduceMax(mlir::Value x, llvm::ArrayRef<int64_t> axes,
+                        bool keepDims);
+  /// A Softmax-CE / NLL input [N, C, d...] and labels [N, d...] as
+  /// [N*d..., C] and [N*d...]; returns the trailing dims d... in `extra`.
+  void flattenLossInputs(mlir::Value &scores, mlir::Value &labels,
+                         llvm::SmallVectorImpl<int64_t> &extra);
+
+  mlir::MLIRContext &ctx;
+  mlir::OpBuilder builder;
+  std::string path;
+  const ImportOptions &options;
+  std::vector<InitializerData> *initializersOut;
+
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  std::vector<NodeInfo> nodes;
+  /// Names read by some node input or graph output.
+  llvm::StringSet<> used;
+  /// Float initializers read only as import-time inputs (shapes, axes,
+  /// Dropout ratio...): they stay constants instead of parameters.
+  llvm::StringSet<> staticOnly;
+
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp func;
+  mlir::Block *entry = nullptr;
+  llvm::SmallVector<std::pair<unsigned, mlir::NamedAttribute>> argAttrs;
+  llvm::StringMap<mlir::Value> values;
+  llvm::StringMap<std::unique_ptr<StaticValue>> statics;
+  std::optional<unsigned> rngKeyArg;
+  int64_t dropoutStream = 0;
+  const NodeInfo *current = nullptr;
+  mlir::Location currentLoc = mlir::UnknownLoc::get(&ctx);
+};
+
+/// One supported ONNX op: the opsets it imports at, which inputs are read
+/// only at import time (bit i = input i), and its builder.
+struct OpInfo {
+  const char *name;
+  int64_t minOpset;
+  unsigned staticInputs;
+  void (Importer::*import)();
+};
+
+/// The supported op of this name (default domain), or null.
+const OpInfo *lookupOp(llvm::StringRef name);
+
+} // namespace detail
+} // namespace otc
+
+#endif // OTC_FRONTEND_IMPORTER_H

@@ -1,0 +1,431 @@
+//===- ModelReader.cpp - reading ONNX files and tensor data ---------------===//
+//
+// The file side of the importer: parsing the ModelProto (reporting the byte
+// offset of a malformed field), checking ir_version and the opset, running
+// libonnx's checker where it knows the opset (<= 17), and decoding tensor
+// contents from raw_data, typed fields or external data files. Every float
+// type is converted to float32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "ir/ShapeUtils.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "onnx/checker.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+using namespace mlir;
+
+namespace otc {
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+/// Throws an ImportError carrying `msg`.
+void fail(const Twine &msg) { throw ImportError(msg.str()); }
+
+/// Formats a shape as `[4, 3]`.
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+/// Makes a possibly multi-line message fit on one line.
+std::string oneLine(StringRef msg) {
+  std::string out;
+  bool space = false;
+  for (char c : msg.trim()) {
+    if (c == '\n' || c == '\r' || c == '\t') {
+      space = true;
+      continue;
+    }
+    if (space && !out.empty())
+      out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+/// Name of an ONNX tensor element type, e.g. "FLOAT16".
+std::string dataTypeName(int32_t type) {
+  if (onnx::TensorProto_DataType_IsValid(type))
+    return onnx::TensorProto_DataType_Name(type);
+  return "type " + std::to_string(type);
+}
+
+/// Converts IEEE half-precision bits to float.
+static float halfToFloat(uint16_t h) {
+  int exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/// Converts bfloat16 bits to float.
+static float bf16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+/// Widens a float read from the model to the double with the same shortest
+/// decimal form (0.1f becomes 0.1, not 0.10000000149011612).
+double widenFloat(float v) {
+  if (!std::isfinite(v))
+    return v;
+  for (int digits = 1; digits <= 9; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(v));
+    double d = std::strtod(text, nullptr);
+    if (static_cast<float>(d) == v)
+      return d;
+  }
+  return v;
+}
+
+/// Prints a type, e.g. `tensor<2x3xi64>`.
+std::string typeStr(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+/// Maps an ONNX element type to the kind it is imported as, if supported.
+/// All floating-point types become f32.
+std::optional<Kind> kindOf(int32_t type) {
+  switch (type) {
+  case onnx::TensorProto_DataType_FLOAT:
+  case onnx::TensorProto_DataType_DOUBLE:
+  case onnx::TensorProto_DataType_FLOAT16:
+  case onnx::TensorProto_DataType_BFLOAT16:
+    return Kind::F32;
+  case onnx::TensorProto_DataType_INT64:
+    return Kind::I64;
+  case onnx::TensorProto_DataType_INT32:
+    return Kind::I32;
+  case onnx::TensorProto_DataType_BOOL:
+    return Kind::I1;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Bytes per element of an ONNX type in raw_data (0 when unsupported).
+static size_t rawElementSize(int32_t type) {
+  switch (type) {
+  case onnx::TensorProto_DataType_FLOAT:
+  case onnx::TensorProto_DataType_INT32:
+    return 4;
+  case onnx::TensorProto_DataType_DOUBLE:
+  case onnx::TensorProto_DataType_INT64:
+    return 8;
+  case onnx::TensorProto_DataType_FLOAT16:
+  case onnx::TensorProto_DataType_BFLOAT16:
+    return 2;
+  case onnx::TensorProto_DataType_BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/// The MLIR element type of a kind.
+Type elementType(MLIRContext *ctx, Kind kind) {
+  switch (kind) {
+  case Kind::F32:
+    return Float32Type::get(ctx);
+  case Kind::I64:
+    return IntegerType::get(ctx, 64);
+  case Kind::I32:
+    return IntegerType::get(ctx, 32);
+  case Kind::I1:
+    return IntegerType::get(ctx, 1);
+  }
+  llvm_unreachable("unknown kind");
+}
+
+DenseElementsAttr toAttr(MLIRContext *ctx, const TensorData &t) {
+  auto type = RankedTensorType::get(t.shape, elementType(ctx, t.kind));
+  switch (t.kind) {
+  case Kind::F32:
+    return DenseElementsAttr::get(type, ArrayRef<float>(t.floats));
+  case Kind::I64:
+    return DenseElementsAttr::get(type, ArrayRef<int64_t>(t.ints));
+  case Kind::I32: {
+    SmallVector<int32_t> v(t.ints.begin(), t.ints.end());
+    return DenseElementsAttr::get(type, ArrayRef<int32_t>(v));
+  }
+  case Kind::I1: {
+    SmallVector<bool> v;
+    for (int64_t x : t.ints)
+      v.push_back(x != 0);
+    return DenseElementsAttr::get(type, ArrayRef<bool>(v));
+  }
+  }
+  llvm_unreachable("unknown kind");
+}
+
+//===----------------------------------------------------------------------===//
+// Loading and checking
+//===----------------------------------------------------------------------===//
+
+/// Returns the byte offset of the first top-level protobuf field of `data`
+/// that cannot be read, if any.
+static std::optional<int64_t> firstBadFieldOffset(const std::string &data) {
+  namespace pb = google::protobuf;
+  pb::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(data.data()),
+                              static_cast<int>(data.size()));
+  in.SetTotalBytesLimit(INT_MAX);
+  while (true) {
+    int64_t pos = in.CurrentPosition();
+    uint32_t tag = in.ReadTag();
+    if (tag == 0)
+      return pos == static_cast<int64_t>(data.size())
+                 ? std::nullopt
+                 : std::optional<int64_t>(pos);
+    if (!pb::internal::WireFormatLite::SkipField(&in, tag))
+      return pos;
+  }
+}
+
+void loadModel(const std::string &path, onnx::ModelProto &model) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    fail("cannot read '" + path + "': " + buffer.getError().message());
+  StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.empty())
+    fail("'" + path + "' is empty (0 bytes), not an ONNX model");
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    fail("'" + path + "' is larger than 2 GiB (" + Twine(bytes.size()) +
+         " bytes): store the weights as ONNX external data");
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    std::string msg = "failed to parse '" + path + "' as an ONNX ModelProto (" +
+                      std::to_string(bytes.size()) + " bytes)";
+    if (auto off = firstBadFieldOffset(bytes.str()))
+      msg += ": field at byte offset " + std::to_string(*off) +
+             " is truncated or malformed";
+    fail(msg);
+  }
+}
+
+int64_t checkHeader(const std::string &path, const onnx::ModelProto &model) {
+  int64_t opset = 0;
+  if (model.ir_version() <= 0)
+    fail("'" + path + "' has no ir_version: not an ONNX model?");
+  bool found = false;
+  for (const auto &imp : model.opset_import()) {
+    if (imp.domain().empty() || imp.domain() == "ai.onnx") {
+      opset = imp.version();
+      found = true;
+    }
+  }
+  if (!found)
+    fail("'" + path + "' has no opset_import for the default ONNX domain");
+  if (!model.has_graph())
+    fail("'" + path + "' has no graph");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    fail("'" + path + "' uses ONNX opset " + Twine(opset) +
+         "; the importer supports opsets " + Twine(kMinOpset) + " to " +
+         Twine(kMaxOpset));
+  return opset;
+}
+
+void runChecker(const std::string &path, int64_t opset) {
+  // libonnx 1.12 rejects opsets it does not know; skip the checker there.
+  if (opset > kMaxCheckerOpset)
+    return;
+  // The path overload resolves external data relative to the model's
+  // directory (the ModelProto one would use the working directory).
+  try {
+    onnx::checker::check_model(path);
+  } catch (const std::exception &e) {
+    fail("'" + path + "' fails the ONNX checker: " + oneLine(e.what()));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor data
+//===----------------------------------------------------------------------===//
+
+/// Reads the bytes of an EXTERNAL tensor from the file its `location` names
+/// (relative to the model's directory), checking offset and length.
+static std::unique_ptr<llvm::MemoryBuffer>
+readExternal(const onnx::TensorProto &t, const Twine &what,
+             size_t expectedBytes, const std::string &path) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v;
+      if (StringRef(kv.value()).getAsInteger(10, v) || v < 0)
+        fail(what + ": external data " + kv.key() + " '" + kv.value() +
+             "' is not a non-negative integer");
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty())
+    fail(what + ": external data has no 'location'");
+  SmallString<256> file(location);
+  if (!llvm::sys::path::is_absolute(file)) {
+    file = llvm::sys::path::parent_path(path);
+    llvm::sys::path::append(file, location);
+  }
+  if (length < 0)
+    length = static_cast<int64_t>(expectedBytes);
+  if (static_cast<size_t>(length) != expectedBytes)
+    fail(what + ": external data in '" + file + "' has length " +
+         Twine(length) + " but the shape needs " + Twine(expectedBytes) +
+         " bytes");
+  auto buffer = llvm::MemoryBuffer::getFileSlice(file, length, offset);
+  if (!buffer)
+    fail(what + ": cannot read external data '" + file +
+         "': " + buffer.getError().message());
+  // getFileSlice pads short reads with zeros; check the file size.
+  uint64_t fileSize = 0;
+  if (llvm::sys::fs::file_size(file, fileSize) ||
+      fileSize < static_cast<uint64_t>(offset + length))
+    fail(what + ": external data '" + file + "' has " + Twine(fileSize) +
+         " bytes, fewer than offset " + Twine(offset) + " + length " +
+         Twine(length));
+  return std::move(*buffer);
+}
+
+TensorData decodeTensor(const onnx::TensorProto &t, const Twine &what,
+                        const std::string &path) {
+  int32_t type = t.data_type();
+  std::optional<Kind> kind = kindOf(type);
+  if (!kind)
+    fail(what + " has element type " + dataTypeName(type) +
+         ", which is not supported");
+  TensorData out;
+  out.kind = *kind;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      fail(what + " has a negative dimension " + Twine(d));
+    out.shape.push_back(d);
+  }
+  const int64_t n = numElements(out.shape);
+  const size_t elemSize = rawElementSize(type);
+
+  // The raw bytes, from raw_data or an external file.
+  std::unique_ptr<llvm::MemoryBuffer> external;
+  std::optional<StringRef> raw;
+  if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    external = readExternal(t, what, n * elemSize, path);
+    raw = external->getBuffer();
+  } else if (t.has_raw_data()) {
+    raw = StringRef(t.raw_data());
+    if (raw->size() != n * elemSize)
+      fail(what + " has " + Twine(raw->size()) + " bytes of raw_data but " +
+           shapeStr(out.shape) + " " + dataTypeName(type) + " needs " +
+           Twine(n * elemSize));
+  }
+
+  auto count = [&](int64_t have) {
+    if (have != n)
+      fail(what + " has " + Twine(have) + " values but its shape " +
+           shapeStr(out.shape) + " needs " + Twine(n));
+  };
+  if (raw) {
+    const char *p = raw->data();
+    auto load = [&](auto dummy, int64_t i) {
+      decltype(dummy) v;
+      std::memcpy(&v, p + i * sizeof(v), sizeof(v));
+      return v;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      switch (type) {
+      case onnx::TensorProto_DataType_FLOAT:
+        out.floats.push_back(load(float(), i));
+        break;
+      case onnx::TensorProto_DataType_DOUBLE:
+        out.floats.push_back(static_cast<float>(load(double(), i)));
+        break;
+      case onnx::TensorProto_DataType_FLOAT16:
+        out.floats.push_back(halfToFloat(load(uint16_t(), i)));
+        break;
+      case onnx::TensorProto_DataType_BFLOAT16:
+        out.floats.push_back(bf16ToFloat(load(uint16_t(), i)));
+        break;
+      case onnx::TensorProto_DataType_INT64:
+        out.ints.push_back(load(int64_t(), i));
+        break;
+      case onnx::TensorProto_DataType_INT32:
+        out.ints.push_back(load(int32_t(), i));
+        break;
+      case onnx::TensorProto_DataType_BOOL:
+        out.ints.push_back(load(uint8_t(), i) != 0);
+        break;
+      }
+    }
+    return out;
+  }
+
+  // Typed fields.
+  switch (type) {
+  case onnx::TensorProto_DataType_FLOAT:
+    count(t.float_data_size());
+    out.floats.assign(t.float_data().begin(), t.float_data().end());
+    break;
+  case onnx::TensorProto_DataType_DOUBLE:
+    count(t.double_data_size());
+    for (double v : t.double_data())
+      out.floats.push_back(static_cast<float>(v));
+    break;
+  case onnx::TensorProto_DataType_FLOAT16:
+  case onnx::TensorProto_DataType_BFLOAT16:
+    count(t.int32_data_size());
+    for (int32_t v : t.int32_data())
+      out.floats.push_back(type == onnx::TensorProto_DataType_FLOAT16
+                               ? halfToFloat(static_cast<uint16_t>(v))
+                               : bf16ToFloat(static_cast<uint16_t>(v)));
+    break;
+  case onnx::TensorProto_DataType_INT64:
+    count(t.int64_data_size());
+    out.ints.assign(t.int64_data().begin(), t.int64_data().end());
+    break;
+  case onnx::TensorProto_DataType_INT32:
+  case onnx::TensorProto_DataType_BOOL:
+    count(t.int32_data_size());
+    for (int32_t v : t.int32_data())
+      out.ints.push_back(type == onnx::TensorProto_DataType_BOOL ? v != 0 : v);
+    break;
+  }
+  return out;
+}
+
+} // namespace detail
+} // namespace otc

@@ -1,0 +1,359 @@
+//===- ShapeOps.cpp - importing shape and data-movement ONNX ops ----------===//
+//
+// Transpose; Reshape, Flatten, Unsqueeze and Squeeze onto otc.reshape;
+// Expand onto otc.broadcast; Concat; Split and Slice onto otc.slice; Gather;
+// Trilu. Shapes, axes, starts/ends/steps and split sizes must be constants
+// once dimensions are bound (they are inputs since opset 13, Split's
+// num_outputs attribute since 18); anything else is a "shape computation did
+// not fold" error naming the node.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "ir/ShapeUtils.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace otc {
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// Building helpers
+//===----------------------------------------------------------------------===//
+
+Value Importer::reshape(Value x, ArrayRef<int64_t> shape) {
+  if (shapeOf(x) == shape)
+    return x;
+  return builder.createOrFold<ReshapeOp>(currentLoc,
+                                         tensorType(shape, elemOf(x)), x);
+}
+
+Value Importer::broadcastTo(Value x, ArrayRef<int64_t> shape) {
+  if (shapeOf(x) == shape)
+    return x;
+  return builder.createOrFold<BroadcastOp>(currentLoc,
+                                           tensorType(shape, elemOf(x)), x);
+}
+
+/// Normalizes `axes` with `norm`, sorted; calls `dup` on a repeated axis.
+static SmallVector<int64_t>
+sortedAxes(ArrayRef<int64_t> axes, llvm::function_ref<int64_t(int64_t)> norm,
+           llvm::function_ref<void()> dup) {
+  SmallVector<int64_t> out;
+  for (int64_t a : axes)
+    out.push_back(norm(a));
+  llvm::sort(out);
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    dup();
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Permutation and reshapes
+//===----------------------------------------------------------------------===//
+
+void Importer::importTranspose() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = in.size();
+  SmallVector<int64_t> perm;
+  if (auto p = attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  SmallVector<bool> seen(rank, false);
+  bool ok = static_cast<int64_t>(perm.size()) == rank;
+  for (int64_t p : perm) {
+    ok = ok && p >= 0 && p < rank && !seen[p];
+    if (ok)
+      seen[p] = true;
+  }
+  if (!ok)
+    nodeFail("perm " + shapeStr(perm) + " is not a permutation of the input " +
+             shapeStr(in));
+  SmallVector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(in[p]);
+  define(0, builder.createOrFold<TransposeOp>(
+                currentLoc, tensorType(out, elemOf(x)), x, perm));
+}
+
+void Importer::importReshape() {
+  Value x = input(0);
+  SmallVector<int64_t> shape = constantInts(1, "shape");
+  if (auto a = constantInput(1); a && a->getType().getRank() != 1)
+    nodeFail("shape '" + current->proto->input(1) + "' must be 1-D");
+  bool allowZero = attrInt("allowzero", 0) != 0;
+  ArrayRef<int64_t> in = shapeOf(x);
+  SmallVector<int64_t> out;
+  std::optional<size_t> inferred;
+  for (auto [i, s] : llvm::enumerate(shape)) {
+    if (s == 0 && !allowZero) {
+      if (i >= in.size())
+        nodeFail("shape " + shapeStr(shape) + " copies dimension " + Twine(i) +
+                 " but the input " + shapeStr(in) + " has rank " +
+                 Twine(in.size()));
+      out.push_back(in[i]);
+    } else if (s == -1) {
+      if (inferred)
+        nodeFail("shape " + shapeStr(shape) + " has more than one -1");
+      inferred = i;
+      out.push_back(1);
+    } else if (s < 0) {
+      nodeFail("shape " + shapeStr(shape) + " has a negative size");
+    } else {
+      out.push_back(s);
+    }
+  }
+  int64_t total = numElements(in);
+  if (inferred) {
+    int64_t known = numElements(out);
+    if (known == 0 || total % known != 0)
+      nodeFail("cannot reshape " + shapeStr(in) + " to " + shapeStr(shape));
+    out[*inferred] = total / known;
+  }
+  if (numElements(out) != total)
+    nodeFail("cannot reshape " + shapeStr(in) + " to " + shapeStr(shape));
+  define(0, reshape(x, out));
+}
+
+void Importer::importFlatten() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = in.size();
+  int64_t axis = attrInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    nodeFail("axis " + Twine(axis) + " is out of range for rank " +
+             Twine(rank));
+  if (axis < 0)
+    axis += rank;
+  SmallVector<int64_t> out = {numElements(in.take_front(axis)),
+                              numElements(in.drop_front(axis))};
+  define(0, reshape(x, out));
+}
+
+void Importer::importUnsqueeze() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  SmallVector<int64_t> axes;
+  if (hasInput(1))
+    axes = constantInts(1, "axes");
+  else if (auto a = attrInts("axes"))
+    axes = *a;
+  else
+    nodeFail("missing the axes input");
+  int64_t rank = in.size() + axes.size();
+  SmallVector<int64_t> sorted = sortedAxes(
+      axes, [&](int64_t a) { return normAxis(a, rank, "axis"); },
+      [&] { nodeFail("axes " + shapeStr(axes) + " repeat an axis"); });
+  SmallVector<int64_t> out;
+  size_t next = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    out.push_back(llvm::is_contained(sorted, d) ? 1 : in[next++]);
+  define(0, reshape(x, out));
+}
+
+void Importer::importSqueeze() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = in.size();
+  std::optional<SmallVector<int64_t>> axes;
+  if (hasInput(1))
+    axes = constantInts(1, "axes");
+  else
+    axes = attrInts("axes");
+  SmallVector<int64_t> out;
+  if (!axes) {
+    for (int64_t d : in)
+      if (d != 1)
+        out.push_back(d);
+  } else {
+    SmallVector<int64_t> sorted = sortedAxes(
+        *axes, [&](int64_t a) { return normAxis(a, rank, "axis"); },
+        [&] { nodeFail("axes " + shapeStr(*axes) + " repeat an axis"); });
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!llvm::is_contained(sorted, d)) {
+        out.push_back(in[d]);
+        continue;
+      }
+      if (in[d] != 1)
+        nodeFail("cannot squeeze dimension " + Twine(d) + " of " +
+                 shapeStr(in) + ": its size is not 1");
+    }
+  }
+  define(0, reshape(x, out));
+}
+
+void Importer::importExpand() {
+  Value x = input(0);
+  SmallVector<int64_t> shape = constantInts(1, "shape");
+  auto out = broadcastShapes(shapeOf(x), shape);
+  if (!out)
+    nodeFail("cannot expand " + shapeStr(shapeOf(x)) + " to " +
+             shapeStr(shape));
+  define(0, broadcastTo(x, *out));
+}
+
+//===----------------------------------------------------------------------===//
+// Concat, Split, Slice, Gather, Trilu
+//===----------------------------------------------------------------------===//
+
+void Importer::importConcat() {
+  SmallVector<Value> ins;
+  for (int i = 0; i < current->proto->input_size(); ++i)
+    if (hasInput(i))
+      ins.push_back(input(i));
+  if (ins.empty())
+    nodeFail("needs at least one input");
+  ArrayRef<int64_t> first = shapeOf(ins[0]);
+  int64_t rank = first.size();
+  int64_t axis = normAxis(attrInt("axis", 0), rank, "axis");
+  SmallVector<int64_t> out(first);
+  out[axis] = 0;
+  for (Value v : ins) {
+    ArrayRef<int64_t> s = shapeOf(v);
+    if (elemOf(v) != elemOf(ins[0]))
+      nodeFail("input element types differ: " + typeStr(ins[0].getType()) +
+               " and " + typeStr(v.getType()));
+    bool ok = static_cast<int64_t>(s.size()) == rank;
+    for (int64_t d = 0; ok && d < rank; ++d)
+      ok = d == axis || s[d] == first[d];
+    if (!ok)
+      nodeFail("input shapes " + shapeStr(first) + " and " + shapeStr(s) +
+               " differ off axis " + Twine(axis));
+    out[axis] += s[axis];
+  }
+  define(0, builder.createOrFold<ConcatOp>(currentLoc,
+                                           tensorType(out, elemOf(ins[0])), ins,
+                                           builder.getI64IntegerAttr(axis)));
+}
+
+void Importer::importSplit() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = in.size();
+  int64_t axis = normAxis(attrInt("axis", 0), rank, "axis");
+  int64_t parts = current->proto->output_size();
+  SmallVector<int64_t> sizes;
+  if (hasInput(1)) {
+    sizes = constantInts(1, "split");
+  } else if (auto s = attrInts("split")) {
+    sizes = *s;
+  } else {
+    // Equal parts; at opset 18 num_outputs, the last part may be smaller.
+    int64_t n = attrInt("num_outputs", parts);
+    if (n <= 0)
+      nodeFail("num_outputs must be positive");
+    int64_t chunk = (in[axis] + n - 1) / n;
+    if (!attr("num_outputs") && in[axis] % n != 0)
+      nodeFail("dimension " + Twine(axis) + " of " + shapeStr(in) +
+               " does not split into " + Twine(n) + " equal parts");
+    for (int64_t i = 0, left = in[axis]; i < n; ++i, left -= chunk)
+      sizes.push_back(std::min(chunk, std::max<int64_t>(left, 0)));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (total != in[axis] || static_cast<int64_t>(sizes.size()) != parts ||
+      llvm::any_of(sizes, [](int64_t s) { return s < 0; }))
+    nodeFail("split " + shapeStr(sizes) + " does not cut dimension " +
+             Twine(axis) + " of " + shapeStr(in) + " into " + Twine(parts) +
+             " outputs");
+  int64_t offset = 0;
+  for (int64_t i = 0; i < parts; ++i) {
+    SmallVector<int64_t> starts(rank, 0), strides(rank, 1), out(in);
+    starts[axis] = sizes[i] ? offset : 0;
+    out[axis] = sizes[i];
+    offset += sizes[i];
+    define(i, builder.createOrFold<SliceOp>(
+                  currentLoc, tensorType(out, elemOf(x)), x, starts, strides));
+  }
+}
+
+void Importer::importSlice() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = in.size();
+  SmallVector<int64_t> starts = constantInts(1, "starts");
+  SmallVector<int64_t> ends = constantInts(2, "ends");
+  SmallVector<int64_t> axes, steps;
+  if (hasInput(3))
+    axes = constantInts(3, "axes");
+  else
+    for (int64_t i = 0, e = starts.size(); i < e; ++i)
+      axes.push_back(i);
+  if (hasInput(4))
+    steps = constantInts(4, "steps");
+  else
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    nodeFail("starts, ends, axes and steps must have the same length");
+
+  SmallVector<int64_t> outStarts(rank, 0), strides(rank, 1), out(in);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t d = normAxis(axes[i], rank, "axis");
+    if (seen[d])
+      nodeFail("axis " + Twine(d) + " is sliced twice");
+    seen[d] = true;
+    int64_t step = steps[i], dim = in[d];
+    if (step == 0)
+      nodeFail("step 0 on axis " + Twine(d));
+    if (step < 0)
+      nodeFail("negative steps are not supported (step " + Twine(step) +
+               " on axis " + Twine(d) + ")");
+    // ONNX clamps out-of-range starts and ends (INT64_MAX means "to the end").
+    auto clampIndex = [dim](int64_t v) {
+      if (v < 0)
+        v = v < -dim ? 0 : v + dim;
+      return std::min(v, dim);
+    };
+    int64_t b = clampIndex(starts[i]), e = clampIndex(ends[i]);
+    int64_t n = e > b ? (e - b + step - 1) / step : 0;
+    out[d] = n;
+    outStarts[d] = n ? b : 0;
+    strides[d] = step;
+  }
+  define(0, builder.createOrFold<SliceOp>(
+                currentLoc, tensorType(out, elemOf(x)), x, outStarts, strides));
+}
+
+void Importer::importGather() {
+  Value data = input(0);
+  Value indices = requireInt(input(1), "indices");
+  ArrayRef<int64_t> ds = shapeOf(data);
+  int64_t axis = normAxis(attrInt("axis", 0), ds.size(), "axis");
+  if (auto c = constantInput(1)) {
+    for (APInt v : c->getValues<APInt>()) {
+      int64_t i = v.getSExtValue();
+      if (i < -ds[axis] || i >= ds[axis])
+        nodeFail("index " + Twine(i) + " is out of range for dimension " +
+                 Twine(axis) + " of " + shapeStr(ds));
+    }
+  }
+  SmallVector<int64_t> out(ds.take_front(axis));
+  llvm::append_range(out, shapeOf(indices));
+  llvm::append_range(out, ds.drop_front(axis + 1));
+  define(0, builder.createOrFold<GatherOp>(
+                currentLoc, tensorType(out, elemOf(data)), data, indices,
+                builder.getI64IntegerAttr(axis)));
+}
+
+void Importer::importTrilu() {
+  Value x = input(0);
+  if (shapeOf(x).size() < 2)
+    nodeFail("the input must have rank >= 2, got " + shapeStr(shapeOf(x)));
+  int64_t k = hasInput(1) ? static_cast<int64_t>(constantScalar(1, "k")) : 0;
+  bool upper = attrInt("upper", 1) != 0;
+  define(0, builder.create<TriluOp>(currentLoc, x.getType(), x,
+                                    builder.getBoolAttr(upper),
+                                    builder.getI64IntegerAttr(k)));
+}
+
+} // namespace detail
+} // namespace otc

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Writes the small ONNX models under test/codegen/Inputs/ that the
+vs-interp-*.test lit tests compile and check against the reference
+interpreter (test/e2e/check_codegen_vs_interp.py). Each model has a symbolic
+leading `batch` dimension, trainable float initializers, and ends in a loss;
+together they exercise every kernel body family of codegen/:
+
+  layernorm_gelu   LayerNorm from primitives (ReduceMean, Sub, Pow, Sqrt,
+                   Reciprocal), GELU through Erf, SiLU through Sigmoid,
+                   SoftmaxCrossEntropyLoss
+  attention        causal self-attention: Trilu mask, Equal/Where, Softmax on
+                   the last axis, Softmax on a middle axis, ReduceMax, Cast
+  embedding        Gather embedding tied to the output projection, learned
+                   positions, LogSoftmax + NegativeLogLikelihoodLoss with an
+                   ignore_index
+  rotary           rotary embedding through Slice/Neg/Concat, strided Slice,
+                   Gather on an activation along axis 1 with repeated and
+                   negative indices, ReduceMax over a middle axis
+  dropout          Dropout in training mode before the loss
+
+Run with Debian's /usr/bin/python3 (onnx + numpy); the output is
+deterministic (fixed seed), so regenerating gives byte-identical files.
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "Inputs")
+
+
+class Graph:
+    """Accumulates nodes, initializers and constants of one model."""
+
+    def __init__(self, name, seed):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.counter = [], [], 0
+
+    def param(self, name, shape, scale=0.3):
+        """A trainable float initializer drawn from N(0, scale^2)."""
+        value = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def const(self, value, dtype=np.float32):
+        """A Constant node holding `value`."""
+        name = self.fresh("c")
+        self.nodes.append(helper.make_node(
+            "Constant", [], [name],
+            value=numpy_helper.from_array(np.asarray(value, dtype=dtype), name + "_v"),
+            name=name))
+        return name
+
+    def fresh(self, hint):
+        self.counter += 1
+        return f"{hint}{self.counter}"
+
+    def op(self, op_type, inputs, n_out=1, **attrs):
+        """Appends a node; returns its output name (or names when n_out > 1)."""
+        outs = [self.fresh(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs,
+                                           name=f"/{op_type}_{self.counter}", **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def save(self, inputs, loss):
+        graph = helper.make_graph(
+            self.nodes, self.name, inputs,
+            [helper.make_tensor_value_info(loss, TensorProto.FLOAT, [])],
+            self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                  producer_name="otc-test")
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(OUT, self.name + ".onnx"))
+
+
+def float_input(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def int_input(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def layer_norm(g, x, dim, axis=-1):
+    """LayerNorm over the last axis from primitives, with scale and bias."""
+    mean = g.op("ReduceMean", [x], axes=[axis], keepdims=1)
+    xc = g.op("Sub", [x, mean])
+    var = g.op("ReduceMean", [g.op("Pow", [xc, g.const(2.0)])], axes=[axis], keepdims=1)
+    std = g.op("Sqrt", [g.op("Add", [var, g.const(1e-5)])])
+    y = g.op("Mul", [xc, g.op("Reciprocal", [std])])
+    gamma = g.param(g.fresh("ln_scale"), [dim], 0.1)
+    y = g.op("Mul", [y, g.op("Add", [gamma, g.const(1.0)])])
+    return g.op("Add", [y, g.param(g.fresh("ln_bias"), [dim], 0.1)])
+
+
+def gelu(g, x):
+    """0.5 x (1 + erf(x / sqrt 2))."""
+    e = g.op("Erf", [g.op("Div", [x, g.const(np.sqrt(2.0))])])
+    return g.op("Mul", [g.op("Mul", [x, g.const(0.5)]), g.op("Add", [e, g.const(1.0)])])
+
+
+def make_layernorm_gelu():
+    g = Graph("layernorm_gelu", 1)
+    h = layer_norm(g, "x", 12)
+    h = g.op("Add", [g.op("MatMul", [h, g.param("w1", [12, 16])]), g.param("b1", [16])])
+    h = gelu(g, h)
+    silu = g.op("Mul", [h, g.op("Sigmoid", [h])])
+    h = g.op("Div", [g.op("Add", [h, silu]), g.const(2.0)])
+    logits = g.op("MatMul", [h, g.param("w2", [16, 5])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    g.save([float_input("x", ["batch", 12]), int_input("y", ["batch"])], loss)
+
+
+def make_attention():
+    t, d, c = 5, 8, 4
+    g = Graph("attention", 2)
+    x = "x"
+    q = g.op("MatMul", [x, g.param("wq", [d, d])])
+    k = g.op("MatMul", [x, g.param("wk", [d, d])])
+    v = g.op("MatMul", [x, g.param("wv", [d, d])])
+    kt = g.op("Transpose", [k], perm=[0, 2, 1])
+    s = g.op("Div", [g.op("MatMul", [q, kt]), g.const(np.sqrt(d))])
+    # Causal mask: Trilu of ones, Equal 0 -> masked, Where to a large negative.
+    lower = g.op("Trilu", [g.const(np.ones((t, t)))], upper=0)
+    masked = g.op("Equal", [lower, g.const(0.0)])
+    s = g.op("Where", [masked, g.const(-1e4), s])
+    p = g.op("Softmax", [s], axis=-1)
+    # Trilu on an activation too: the strictly lower part re-weighted.
+    strict = g.op("Trilu", [p, g.const(-1, np.int64)], upper=0)
+    p = g.op("Add", [p, g.op("Mul", [strict, g.const(0.5)])])
+    a = g.op("MatMul", [p, v])                                  # [N, T, D]
+    # A softmax over the middle (time) axis as a pooling weight.
+    w = g.op("Softmax", [g.op("Mul", [a, g.param("pool", [d])])], axis=1)
+    pooled = g.op("ReduceSum", [g.op("Mul", [w, a]), g.const([1], np.int64)], keepdims=0)
+    peak = g.op("ReduceMax", [a], axes=[1], keepdims=0)            # [N, D]
+    # Cast a comparison to float: a gate on the positive entries.
+    gate = g.op("Cast", [g.op("Greater", [peak, g.const(0.0)])], to=TensorProto.FLOAT)
+    h = g.op("Add", [pooled, g.op("Mul", [peak, gate])])
+    logits = g.op("MatMul", [h, g.param("wo", [d, c])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
+
+
+def make_embedding():
+    t, d, vocab = 6, 8, 11
+    g = Graph("embedding", 3)
+    emb = g.param("wte", [vocab, d], 0.5)
+    h = g.op("Gather", [emb, "tokens"], axis=0)                    # [N, T, D]
+    h = g.op("Add", [h, g.param("wpe", [t, d], 0.2)])
+    h = g.op("Tanh", [h])
+    logits = g.op("MatMul", [h, g.op("Transpose", [emb], perm=[1, 0])])
+    logits = g.op("Reshape", [logits, g.const([-1, vocab], np.int64)])
+    logp = g.op("LogSoftmax", [logits], axis=1)
+    labels = g.op("Reshape", ["targets", g.const([-1], np.int64)])
+    loss = g.op("NegativeLogLikelihoodLoss", [logp, labels], reduction="mean",
+                ignore_index=0)
+    g.save([int_input("tokens", ["batch", t]), int_input("targets", ["batch", t])], loss)
+
+
+def make_rotary():
+    t, d, c = 6, 8, 3
+    g = Graph("rotary", 4)
+    h = g.op("MatMul", ["x", g.param("wi", [d, d])])              # [N, T, D]
+    axes = g.const([2], np.int64)
+    x1 = g.op("Slice", [h, g.const([0], np.int64), g.const([d // 2], np.int64), axes])
+    x2 = g.op("Slice", [h, g.const([d // 2], np.int64), g.const([d], np.int64), axes])
+    rot = g.op("Concat", [g.op("Neg", [x2]), x1], axis=-1)
+    pos = np.arange(t)[:, None] * (1.0 / 10000 ** (np.arange(d // 2) / (d // 2)))[None, :]
+    ang = np.concatenate([pos, pos], axis=1)
+    h = g.op("Add", [g.op("Mul", [h, g.const(np.cos(ang))]),
+                     g.op("Mul", [rot, g.const(np.sin(ang))])])
+    # Every second feature (a strided slice) and a gather of time steps with
+    # repeated and negative indices along axis 1.
+    even = g.op("Slice", [h, g.const([0], np.int64), g.const([d], np.int64), axes,
+                          g.const([2], np.int64)])             # [N, T, D/2]
+    picked = g.op("Gather", [even, g.const([0, 2, 2, -1], np.int64)], axis=1)  # [N, 4, D/2]
+    peak = g.op("ReduceMax", [picked], axes=[1], keepdims=0)       # [N, D/2]
+    both = g.op("Concat", [peak, g.op("ReduceMean", [h], axes=[1], keepdims=0)], axis=1)
+    logits = g.op("MatMul", [both, g.param("wo", [d // 2 + d, c])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="sum")
+    g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
+
+
+def make_dropout():
+    g = Graph("dropout", 5)
+    h = g.op("Tanh", [g.op("MatMul", ["x", g.param("w1", [10, 16])])])
+    h = g.op("Dropout", [h, g.const(0.25), g.const(True, np.bool_)])
+    logits = g.op("MatMul", [h, g.param("w2", [16, 4])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    g.save([float_input("x", ["batch", 10]), int_input("y", ["batch"])], loss)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    make_layernorm_gelu()
+    make_attention()
+    make_embedding()
+    make_rotary()
+    make_dropout()
+
+
+if __name__ == "__main__":
+    main()

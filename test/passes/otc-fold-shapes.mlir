@@ -1,0 +1,85 @@
+// RUN: otc-opt %s --otc-fold-shapes --split-input-file | FileCheck %s
+
+// Tests that a GPT-style reshape target (Shape -> Gather -> Unsqueeze ->
+// Concat) folds to one constant and the intermediate ops disappear.
+// CHECK-LABEL: func.func @reshape_target
+// CHECK-DAG: %[[C:.*]] = otc.constant dense<[2, -1, 64]> : tensor<3xi64>
+// CHECK-NOT: otc.gather
+// CHECK-NOT: otc.concat
+// CHECK: return %[[C]]
+func.func @reshape_target() -> tensor<3xi64> {
+  %s = otc.constant dense<[2, 8, 64]> : tensor<3xi64>
+  %i = otc.constant dense<0> : tensor<i64>
+  %b = otc.gather %s, %i {axis = 0 : i64} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %u = otc.reshape %b : (tensor<i64>) -> tensor<1xi64>
+  %m = otc.constant dense<[-1, 64]> : tensor<2xi64>
+  %c = otc.concat %u, %m {axis = 0 : i64} : (tensor<1xi64>, tensor<2xi64>) -> tensor<3xi64>
+  return %c : tensor<3xi64>
+}
+
+// -----
+
+// Tests that integer arithmetic, casts, comparisons and selects on constants
+// fold (integer division truncates toward zero: [7, -5] / 2 + 1).
+// CHECK-LABEL: func.func @arith
+// CHECK-DAG: %[[D:.*]] = otc.constant dense<[4, -1]> : tensor<2xi64>
+// CHECK-DAG: %[[F:.*]] = otc.constant dense<[7.000000e+00, -5.000000e+00]> : tensor<2xf32>
+// CHECK-DAG: %[[S:.*]] = otc.constant dense<[7, 2]> : tensor<2xi64>
+// CHECK: return %[[D]], %[[F]], %[[S]]
+func.func @arith() -> (tensor<2xi64>, tensor<2xf32>, tensor<2xi64>) {
+  %a = otc.constant dense<[7, -5]> : tensor<2xi64>
+  %two = otc.constant dense<2> : tensor<i64>
+  %d = otc.div %a, %two : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %one = otc.constant dense<1> : tensor<i64>
+  %d1 = otc.add %d, %one : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %f = otc.cast %a : (tensor<2xi64>) -> tensor<2xf32>
+  %z = otc.constant dense<0> : tensor<i64>
+  %pos = otc.compare "gt", %a, %z : (tensor<2xi64>, tensor<i64>) -> tensor<2xi1>
+  %s = otc.select %pos, %a, %two : (tensor<2xi1>, tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  return %d1, %f, %s : tensor<2xi64>, tensor<2xf32>, tensor<2xi64>
+}
+
+// -----
+
+// Tests that a scale computed from a shape (1 / sqrt(head_dim)) folds, and
+// that slices, transposes and broadcasts of constants fold.
+// CHECK-LABEL: func.func @float_and_movement
+// CHECK-DAG: otc.constant dense<2.500000e-01> : tensor<f32>
+// CHECK-DAG: otc.constant dense<{{\[}}[1, 2]]> : tensor<1x2xi64>
+// CHECK-DAG: otc.constant dense<{{\[}}[1, 2], [3, 4]]> : tensor<2x2xi64>
+// CHECK-DAG: otc.constant dense<5> : tensor<2x3xi64>
+// CHECK-NOT: otc.sqrt
+// CHECK-NOT: otc.slice
+// CHECK-NOT: otc.transpose
+// CHECK-NOT: otc.broadcast
+func.func @float_and_movement() -> (tensor<f32>, tensor<1x2xi64>, tensor<2x2xi64>, tensor<2x3xi64>) {
+  %hd = otc.constant dense<16> : tensor<i64>
+  %f = otc.cast %hd : (tensor<i64>) -> tensor<f32>
+  %s = otc.sqrt %f : tensor<f32>
+  %r = otc.reciprocal %s : tensor<f32>
+  %m = otc.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>
+  %sl = otc.slice %m, [0, 0], [2, 1] : (tensor<2x2xi64>) -> tensor<1x2xi64>
+  %t = otc.transpose %m, [1, 0] : (tensor<2x2xi64>) -> tensor<2x2xi64>
+  %tt = otc.transpose %t, [1, 0] : (tensor<2x2xi64>) -> tensor<2x2xi64>
+  %five = otc.constant dense<5> : tensor<i64>
+  %b = otc.broadcast %five : (tensor<i64>) -> tensor<2x3xi64>
+  return %r, %sl, %tt, %b : tensor<f32>, tensor<1x2xi64>, tensor<2x2xi64>, tensor<2x3xi64>
+}
+
+// -----
+
+// Tests that identity reshapes, casts and a select on a uniform condition
+// fold to their input, and that ops on non-constants are kept.
+// CHECK-LABEL: func.func @identities
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>, %[[Y:.*]]: tensor<2x3xf32>)
+// CHECK: %[[A:.*]] = otc.add %[[X]], %[[X]]
+// CHECK: return %[[A]], %[[Y]]
+func.func @identities(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %r = otc.reshape %x : (tensor<2x3xf32>) -> tensor<6xf32>
+  %r2 = otc.reshape %r : (tensor<6xf32>) -> tensor<2x3xf32>
+  %a = otc.add %r2, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %c = otc.cast %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %f = otc.constant dense<false> : tensor<2x3xi1>
+  %s = otc.select %f, %x, %y : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %c, %s : tensor<2x3xf32>, tensor<2x3xf32>
+}
