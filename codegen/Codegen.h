@@ -41,15 +41,37 @@ struct PlanInfo {
   int64_t gradAccum = 1;
   /// Bytes the target allocates outside the arena (GEMM workspace).
   int64_t workspaceBytes = 0;
-  /// Forward values the backward reads (kept, not recomputed).
-  std::vector<std::string> saved;
-  /// Tokens (or samples) per optimizer step, for FLOPs per token.
-  int64_t samplesPerStep = 0;
+  /// Recomputation: the policy, its per-block choice, the forward values the
+  /// backward keeps and those it recomputes (by ONNX node).
+  std::string rematPolicy = "none";
+  std::string rematBlocks;
+  std::vector<std::string> saved, recomputed;
+  /// FLOPs of forward + backward of one micro-step without recomputation,
+  /// and of what recomputation adds to one micro-step.
+  int64_t microStepFlops = 0, recomputeFlops = 0;
+  /// Samples and tokens per optimizer step (tokens: elements of the first
+  /// integer input, 0 when there is none).
+  int64_t samplesPerStep = 0, tokensPerStep = 0;
 };
 
+/// The figures of a plan, from the planned module and PlanInfo.
+struct PlanSummary {
+  int64_t paramsCount = 0, params = 0, grads = 0, optimizer = 0, inputs = 0;
+  int64_t activationsPeak = 0, workspace = 0, arena = 0, lowerBound = 0,
+          totalPeak = 0;
+  int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;
+};
+
+mlir::FailureOr<PlanSummary> summarizePlan(mlir::ModuleOp module,
+                                           const PlanInfo &info);
+
 /// Writes plan.json for a planned module.
-mlir::LogicalResult writePlanJson(mlir::ModuleOp module, const PlanInfo &info,
-                                  llvm::raw_ostream &os);
+mlir::LogicalResult writePlanJson(const PlanSummary &summary,
+                                  const PlanInfo &info, llvm::raw_ostream &os);
+
+/// Prints the memory and FLOP report as a table.
+void printPlanReport(const PlanSummary &summary, const PlanInfo &info,
+                     llvm::raw_ostream &os);
 
 } // namespace otc
 

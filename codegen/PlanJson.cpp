@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -41,14 +42,13 @@ static int64_t flopsOf(Operation *op) {
   return 0;
 }
 
-LogicalResult otc::writePlanJson(ModuleOp module, const PlanInfo &info,
-                                 raw_ostream &os) {
+FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
+                                          const PlanInfo &info) {
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
     return module.emitError("buffers are not planned");
-
-  int64_t params = 0, paramsCount = 0, grads = 0, optimizer = 0, inputs = 0,
-          other = 0;
+  PlanSummary s;
+  int64_t other = 0;
   llvm::StringSet<> seen;
   module.walk([&](otck::BufferOp b) {
     if (!b.getSlot() || !seen.insert(*b.getSlot()).second)
@@ -56,55 +56,50 @@ LogicalResult otc::writePlanJson(ModuleOp module, const PlanInfo &info,
     StringRef kind = b.getSlot()->split(':').first;
     int64_t bytes = bytesOf(b.getType());
     if (kind == "param")
-      params += bytes;
+      s.params += bytes;
     else if (kind == "grad") {
-      grads += bytes;
-      paramsCount += b.getType().getNumElements();
+      s.grads += bytes;
+      s.paramsCount += b.getType().getNumElements();
     } else if (kind == "adam_m" || kind == "adam_v")
-      optimizer += bytes;
+      s.optimizer += bytes;
     else if (kind == "input")
-      inputs += bytes;
+      s.inputs += bytes;
     else
       other += bytes;
   });
-  int64_t persistent = params + grads + optimizer + inputs + other;
+  int64_t persistent = s.params + s.grads + s.optimizer + s.inputs + other;
 
   // Activation peak: the temporaries' extent; lower bound: the most bytes
   // live at one op (persistent state included).
-  int64_t activationsPeak = 0, liveMax = 0, stepFlops = 0, optFlops = 0;
+  int64_t extent = 0, liveMax = 0;
   for (auto f : module.getOps<func::FuncOp>()) {
-    SmallVector<Operation *> ops;
-    for (Operation &op : f.getBody().front())
-      ops.push_back(&op);
     llvm::DenseMap<Operation *, unsigned> pos;
-    for (auto [i, op] : llvm::enumerate(ops))
-      pos[op] = i;
-    std::vector<int64_t> live(ops.size() + 1, 0);
-    for (auto b : f.getBody().getOps<otck::BufferOp>())
+    unsigned n = 0;
+    for (Operation &op : f.getBody().front())
+      pos[&op] = n++;
+    std::vector<int64_t> delta(n + 1, 0);
+    for (auto b : f.getBody().getOps<otck::BufferOp>()) {
       if (b.getSlot())
         continue;
-      else {
-        unsigned first = ~0u, last = 0;
-        for (Operation *u : b->getUsers()) {
-          first = std::min(first, pos[u]);
-          last = std::max(last, pos[u]);
-        }
-        if (first == ~0u)
-          continue;
-        for (unsigned p = first; p <= last; ++p)
-          live[p] += bytesOf(b.getType());
-        activationsPeak = std::max<int64_t>(
-            activationsPeak, *b.getOffset() + bytesOf(b.getType()));
+      unsigned first = ~0u, last = 0;
+      for (Operation *u : b->getUsers()) {
+        first = std::min(first, pos[u]);
+        last = std::max(last, pos[u]);
       }
-    for (int64_t l : live)
-      liveMax = std::max(liveMax, l);
-    int64_t flops = 0;
-    for (Operation *op : ops)
-      flops += flopsOf(op);
-    if (f.getSymName() == "micro_step")
-      stepFlops = flops * info.gradAccum;
-    else if (f.getSymName() == "optimizer_step")
-      optFlops = flops;
+      if (first == ~0u)
+        continue;
+      delta[first] += bytesOf(b.getType());
+      delta[last + 1] -= bytesOf(b.getType());
+      extent = std::max<int64_t>(extent, *b.getOffset() + bytesOf(b.getType()));
+    }
+    int64_t live = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      live += delta[i];
+      liveMax = std::max(liveMax, live);
+    }
+    if (f.getSymName() == "optimizer_step")
+      for (Operation &op : f.getBody().front())
+        s.optimizerFlops += flopsOf(&op);
   }
   // Temporaries start after the persistent slots (aligned), so the extent
   // past that start is the activation peak.
@@ -113,43 +108,101 @@ LogicalResult otc::writePlanJson(ModuleOp module, const PlanInfo &info,
     if (!b.getSlot())
       scratchStart = std::min<int64_t>(scratchStart, *b.getOffset());
   });
-  activationsPeak = std::max<int64_t>(0, activationsPeak - scratchStart);
+  s.activationsPeak = std::max<int64_t>(0, extent - scratchStart);
+  s.workspace = info.workspaceBytes;
+  s.arena = arena.getInt();
+  s.lowerBound = persistent + liveMax;
+  s.totalPeak = s.arena + s.workspace;
+  s.modelFlops = info.microStepFlops * info.gradAccum;
+  s.recomputeFlops = info.recomputeFlops * info.gradAccum;
+  return s;
+}
 
+LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
+                                 raw_ostream &os) {
   llvm::json::OStream j(os, 2);
   j.object([&] {
     j.attribute("target", info.target);
     j.attribute("precision", info.precision);
     j.attribute("micro_batch", info.microBatch);
     j.attribute("grad_accum", info.gradAccum);
-    j.attribute("params_count", paramsCount);
+    j.attribute("params_count", s.paramsCount);
     j.attributeObject("memory_bytes", [&] {
-      j.attribute("params", params);
+      j.attribute("params", s.params);
       j.attribute("master_params", 0);
-      j.attribute("grads", grads);
-      j.attribute("optimizer", optimizer);
-      j.attribute("inputs", inputs);
-      j.attribute("activations_peak", activationsPeak);
-      j.attribute("workspace", info.workspaceBytes);
-      j.attribute("arena", arena.getInt());
-      j.attribute("lower_bound", persistent + liveMax);
-      j.attribute("total_peak", arena.getInt() + info.workspaceBytes);
+      j.attribute("grads", s.grads);
+      j.attribute("optimizer", s.optimizer);
+      j.attribute("inputs", s.inputs);
+      j.attribute("activations_peak", s.activationsPeak);
+      j.attribute("workspace", s.workspace);
+      j.attribute("arena", s.arena);
+      j.attribute("lower_bound", s.lowerBound);
+      j.attribute("total_peak", s.totalPeak);
     });
     j.attributeObject("flops", [&] {
-      j.attribute("model", stepFlops);
-      j.attribute("recompute", 0);
-      j.attribute("optimizer", optFlops);
+      j.attribute("model", s.modelFlops);
+      j.attribute("recompute", s.recomputeFlops);
+      j.attribute("optimizer", s.optimizerFlops);
       if (info.samplesPerStep > 0)
-        j.attribute("per_sample", stepFlops / info.samplesPerStep);
+        j.attribute("per_sample", s.modelFlops / info.samplesPerStep);
+      if (info.tokensPerStep > 0)
+        j.attribute("per_token", s.modelFlops / info.tokensPerStep);
     });
     j.attributeObject("remat", [&] {
-      j.attribute("policy", "none");
+      j.attribute("policy", info.rematPolicy);
+      j.attribute("blocks", info.rematBlocks);
       j.attributeArray("saved", [&] {
-        for (const std::string &s : info.saved)
-          j.value(s);
+        for (const std::string &v : info.saved)
+          j.value(v);
       });
-      j.attributeArray("recomputed", [] {});
+      j.attributeArray("recomputed", [&] {
+        for (const std::string &v : info.recomputed)
+          j.value(v);
+      });
     });
   });
   os << "\n";
   return success();
+}
+
+static std::string human(int64_t b) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = b;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
+                          raw_ostream &os) {
+  auto row = [&](StringRef name, int64_t bytes) {
+    os << llvm::format("  %-22s %14lld  %s\n", name.str().c_str(),
+                       (long long)bytes, human(bytes).c_str());
+  };
+  os << "memory (bytes)\n";
+  row("parameters", s.params);
+  row("master parameters", 0);
+  row("gradients", s.grads);
+  row("optimizer state", s.optimizer);
+  row("inputs", s.inputs);
+  row("activation peak", s.activationsPeak);
+  row("workspace", s.workspace);
+  row("arena", s.arena);
+  row("lower bound", s.lowerBound);
+  row("total peak", s.totalPeak);
+  os << "parameters trained: " << s.paramsCount << "\n"
+     << "FLOPs per optimizer step: model " << s.modelFlops << ", recompute "
+     << s.recomputeFlops << ", optimizer " << s.optimizerFlops << "\n";
+  if (info.tokensPerStep > 0)
+    os << "FLOPs per token: " << s.modelFlops / info.tokensPerStep << "\n";
+  os << "recomputation: " << info.rematPolicy;
+  if (!info.rematBlocks.empty())
+    os << " (blocks " << info.rematBlocks << ")";
+  os << ", " << info.saved.size() << " values kept, "
+     << info.recomputed.size() << " recomputed\n";
 }

@@ -13,14 +13,16 @@
 #include "frontend/OnnxImporter.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "passes/Cost.h"
 #include "passes/Passes.h"
+#include "passes/Remat.h"
+#include "report/Report.h"
 #include "otcrt/safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -101,51 +103,6 @@ static bool parseDims(otc::ImportOptions &opts, std::string &err) {
   return true;
 }
 
-/// The ONNX node name of a location.
-static std::string nodeOf(Location loc) {
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  return "";
-}
-
-/// Forward values of @train_step that its backward reads: what is kept
-/// between the two passes (named by their ONNX node, or argument name).
-static std::vector<std::string> savedValues(ModuleOp module) {
-  std::vector<std::string> out;
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!step)
-    return out;
-  Block &body = step.getBody().front();
-  Value loss = body.getTerminator()->getOperand(0);
-  // Forward: the ops the loss depends on.
-  llvm::SetVector<Operation *> forward;
-  SmallVector<Value> work{loss};
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || !forward.insert(def))
-      continue;
-    llvm::append_range(work, def->getOperands());
-  }
-  llvm::SetVector<Value> saved;
-  for (Operation &op : body.without_terminator()) {
-    if (forward.contains(&op))
-      continue;
-    for (Value v : op.getOperands()) {
-      Operation *def = v.getDefiningOp();
-      if (def && forward.contains(def) && !isa<otc::ConstantOp>(def))
-        saved.insert(v);
-    }
-  }
-  for (Value v : saved) {
-    std::string name = nodeOf(v.getLoc());
-    Operation *def = v.getDefiningOp();
-    if (def->getNumResults() > 1)
-      name += ":" + std::to_string(cast<OpResult>(v).getResultNumber());
-    out.push_back(name.empty() ? def->getName().getStringRef().str() : name);
-  }
-  return out;
-}
-
 /// Runs `cmd`, printing it first; returns false with `err` set on failure.
 static bool runTool(llvm::ArrayRef<std::string> cmd, std::string &err) {
   llvm::errs() << "otc-compile: building:";
@@ -218,23 +175,27 @@ int main(int argc, char **argv) {
   if (compileTo.empty() && outDir.empty())
     return fail("no output directory: pass -o DIR");
   static const char *phases[] = {"import",        "fold-shapes",
-                                 "differentiate", "training-loop",
-                                 "buffers",       "plan",
-                                 "emit"};
+                                 "differentiate", "remat",
+                                 "training-loop", "buffers",
+                                 "plan",          "emit"};
   if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
     return fail("unknown --compile-to phase '" + compileTo +
-                "' (import, fold-shapes, differentiate, training-loop, "
-                "buffers, plan, emit)");
+                "' (import, fold-shapes, differentiate, remat, "
+                "training-loop, buffers, plan, emit)");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
   if (remat != "none" && remat != "full" && remat != "selective" &&
       remat != "auto")
     return fail("--remat must be none, full, selective or auto");
-  if (remat != "none")
-    return fail("--remat=" + remat + " is not implemented yet; use --remat=none");
-  if (!memoryBudget.empty())
-    return fail("--memory-budget applies to --remat=auto, which is not "
-                "implemented yet");
+  std::optional<int64_t> budget;
+  if (!memoryBudget.empty()) {
+    budget = otc::parseByteSize(memoryBudget);
+    if (!budget)
+      return fail("cannot read --memory-budget '" + memoryBudget +
+                  "' (e.g. 12GiB, 500MB, 1048576)");
+  }
+  if (remat == "auto" && !budget)
+    return fail("--remat=auto needs --memory-budget=SIZE");
   if (precision != "fp32" && precision != "bf16")
     return fail("--precision must be fp32 or bf16");
   if (precision == "bf16")
@@ -277,6 +238,15 @@ int main(int argc, char **argv) {
             if (t.getRank() > 0 && !mb)
               mb = t.getDimSize(0);
 
+  // Tokens per micro-step: the elements of the first integer graph input.
+  int64_t tokensPerMicroStep = 0;
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
+    for (unsigned i = 0; i < fwd.getNumArguments() && !tokensPerMicroStep; ++i)
+      if (fwd.getArgAttr(i, otc::attrs::kInput))
+        if (auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]))
+          if (isa<IntegerType>(t.getElementType()))
+            tokensPerMicroStep = t.getNumElements();
+
   // Passes, phase by phase, with the MLIR pass-manager flags applied.
   SmallVector<std::string> saved;
   auto runPhase = [&](llvm::function_ref<void(PassManager &)> build) {
@@ -298,8 +268,43 @@ int main(int argc, char **argv) {
         pm.addPass(otc::createDifferentiate(o));
       }))
     return fail("differentiation failed");
-  std::vector<std::string> savedNames = savedValues(*module);
   if (compileTo == "differentiate")
+    return printIR();
+
+  // What the step costs without recomputation, and the frontier of what
+  // recomputation trades (for the report), measured before choosing.
+  otc::PlanInfo info;
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  for (Operation &op : step.getBody().front().without_terminator())
+    info.microStepFlops += otc::opFlops(&op);
+  std::vector<otc::RematCandidate> frontier;
+  if (compileTo.empty()) {
+    FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(*module);
+    if (failed(f))
+      return fail("measuring the recompute frontier failed");
+    frontier = std::move(*f);
+  }
+  int64_t persistent = otc::persistentBytes(step);
+  if (!runPhase([&](PassManager &pm) {
+        otc::RematOptions o;
+        o.policy = remat;
+        o.budget = memoryBudget;
+        pm.addPass(otc::createRemat(o));
+      }))
+    return fail("choosing recomputation failed");
+  if (auto r = (*module)->getAttrOfType<DictionaryAttr>("otc.remat")) {
+    info.rematPolicy = remat;
+    if (auto b = r.getAs<StringAttr>("blocks"))
+      info.rematBlocks = b.str();
+    if (auto f = r.getAs<IntegerAttr>("recompute_flops"))
+      info.recomputeFlops = f.getInt();
+    for (auto [key, list] : {std::pair{"saved", &info.saved},
+                             std::pair{"recomputed", &info.recomputed}})
+      if (auto a = r.getAs<ArrayAttr>(key))
+        for (Attribute e : a)
+          list->push_back(cast<StringAttr>(e).str());
+  }
+  if (compileTo == "remat")
     return printIR();
   if (!runPhase([&](PassManager &pm) {
         otc::TrainingLoopOptions o;
@@ -320,6 +325,21 @@ int main(int argc, char **argv) {
     return fail("buffer planning failed");
   if (compileTo == "plan")
     return printIR();
+
+  // The plan's figures; a budget is never exceeded.
+  info.target = target;
+  info.microBatch = mb;
+  info.gradAccum = gradAccum;
+  info.workspaceBytes = cuda ? (32ll << 20) : 0;
+  info.samplesPerStep = mb * gradAccum;
+  info.tokensPerStep = tokensPerMicroStep * gradAccum;
+  FailureOr<otc::PlanSummary> summary = otc::summarizePlan(*module, info);
+  if (failed(summary))
+    return fail("summarizing the plan failed");
+  if (budget && summary->totalPeak > *budget)
+    return fail("the planned peak of " + std::to_string(summary->totalPeak) +
+                " bytes exceeds --memory-budget " + memoryBudget + " (" +
+                std::to_string(*budget) + " bytes)");
 
   // Emission.
   otc::EmitOptions emitOpts;
@@ -354,19 +374,45 @@ int main(int argc, char **argv) {
   if (srcPath.empty())
     return fail(err);
 
-  otc::PlanInfo info;
-  info.target = target;
-  info.microBatch = mb;
-  info.gradAccum = gradAccum;
-  info.workspaceBytes = cuda ? (32ll << 20) : 0;
-  info.saved = savedNames;
-  info.samplesPerStep = mb * gradAccum;
   std::string planText;
   llvm::raw_string_ostream planOs(planText);
-  if (failed(otc::writePlanJson(*module, info, planOs)))
+  if (failed(otc::writePlanJson(*summary, info, planOs)))
     return fail("writing plan.json failed");
   if (writeFile("plan.json", planText).empty())
     return fail(err);
+
+  // The pictures: memory over one step and the recompute frontier.
+  std::vector<otc::FrontierPoint> points;
+  for (const otc::RematCandidate &c : frontier) {
+    std::string label;
+    for (otc::RematChoice ch : c.choice)
+      label += ch == otc::RematChoice::Full        ? 'f'
+               : ch == otc::RematChoice::Selective ? 's'
+                                                   : 'n';
+    points.push_back({c.outcome.peakBytes - persistent,
+                      c.outcome.recomputeFlops, label,
+                      label == info.rematBlocks});
+  }
+  std::vector<std::string> lines = {
+      "model: " + modelPath.getValue(),
+      "target " + target + ", micro-batch " + std::to_string(mb) +
+          " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
+      "parameters trained: " + std::to_string(summary->paramsCount),
+      "arena " + humanBytes(summary->arena) + ", lower bound " +
+          humanBytes(summary->lowerBound) + ", total peak " +
+          humanBytes(summary->totalPeak),
+      "activation peak " + humanBytes(summary->activationsPeak) +
+          ", recompute FLOPs per step " +
+          std::to_string(summary->recomputeFlops)};
+  std::string html;
+  llvm::raw_string_ostream htmlOs(html);
+  otc::writeReportHtml(htmlOs, "otc memory report",
+                       otc::memoryTimeline(*module, gradAccum), points, lines);
+  if (writeFile("report.html", html).empty())
+    return fail(err);
+  if (report)
+    otc::printPlanReport(*summary, info, llvm::outs());
+
 
   // Initial parameters, by ONNX initializer name.
   otcrt::TensorFile initFile;
@@ -414,9 +460,6 @@ int main(int argc, char **argv) {
   llvm::errs() << "otc-compile: wrote " << trainPath << " (" << target
                << ", micro-batch " << mb << " x grad-accum " << gradAccum
                << ") in " << llvm::format("%.1f", secs) << " s\n";
-  if (report)
-    llvm::outs() << planText;
   (void)fp32GradAccum;
-  (void)humanBytes;
   return 0;
 }
