@@ -48,8 +48,19 @@ bool toStDType(int32_t dtype, StDType &out) {
   case OTC_BOOL: out = StDType::BOOL; return true;
   case OTC_F64: out = StDType::F64; return true;
   case OTC_I32: out = StDType::I32; return true;
+  case OTC_BF16: out = StDType::BF16; return true;
   default: return false;
   }
+}
+
+/// BF16 values (the upper halves of float32s) widened to float32 bytes.
+std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {
+  std::vector<uint8_t> out(bf16.size() * 2);
+  for (size_t i = 0; i + 1 < bf16.size(); i += 2) {
+    uint32_t bits = uint32_t(bf16[i] | (bf16[i + 1] << 8)) << 16;
+    std::memcpy(&out[i * 2], &bits, 4);
+  }
+  return out;
 }
 
 std::vector<int64_t> slotShape(const OtcSlot &slot) {
@@ -363,11 +374,14 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     ++counts[slot.kind];
     switch (slot.kind) {
     case OTC_SLOT_PARAM:
-    case OTC_SLOT_GRAD:
     case OTC_SLOT_ADAM_M:
     case OTC_SLOT_ADAM_V:
       if (slot.dtype != OTC_F32 || !*slot.name)
         return bad(where + " must be a named F32 tensor");
+      break;
+    case OTC_SLOT_GRAD:
+      if ((slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || !*slot.name)
+        return bad(where + " must be a named F32 or BF16 tensor");
       break;
     case OTC_SLOT_INPUT:
       if (!*slot.name || slot.rank < 1 || slot.shape[0] != program->micro_batch)
@@ -521,6 +535,8 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
     for (const OtcSlot *slot : grads) {
       bytes.resize(static_cast<size_t>(slot->nbytes));
       s = backend.download(arena.arena, slot->offset, bytes.data(), slot->nbytes);
+      if (s && slot->dtype == OTC_BF16)
+        bytes = widenBf16(bytes);
       if (!s)
         return s;
       out.add(std::string("grad/") + slot->name, StDType::F32, slotShape(*slot),

@@ -54,6 +54,10 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
 /// 1-based optimizer step \p step: a non-negative int64 mixed from all three.
 int64_t rngValue(uint64_t seed, int64_t step, int64_t micro);
 
+/// BF16 values (the upper halves of float32s, little-endian) widened to
+/// float32 bytes.
+std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16);
+
 /// Runs a validated program according to \p options (initPath must be set),
 /// writing progress lines to \p log. Returns the Status to exit with.
 Status runTraining(const TrainOptions &options, const OtcProgram *program,

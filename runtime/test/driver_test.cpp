@@ -219,6 +219,17 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(), HasSubstr("leading dimension"));
 }
 
+TEST(DriverBf16, WidensToFloat32) {
+  // bf16 0x3F80 is 1.0f, 0xC040 is -3.0f (hand-encoded).
+  std::vector<uint8_t> in = {0x80, 0x3F, 0x40, 0xC0};
+  std::vector<uint8_t> out = widenBf16(in);
+  ASSERT_EQ(out.size(), 8u);
+  float f[2];
+  std::memcpy(f, out.data(), 8);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[1], -3.0f);
+}
+
 TEST(DriverValidate, RngValuesDiffer) {
   EXPECT_GE(rngValue(0, 1, 0), 0);
   EXPECT_NE(rngValue(0, 1, 0), rngValue(0, 1, 1));

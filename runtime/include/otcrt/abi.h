@@ -33,12 +33,14 @@ enum OtcDType {
   OTC_I64 = 1,
   OTC_BOOL = 2 /* one byte */,
   OTC_F64 = 3,
-  OTC_I32 = 4
+  OTC_I32 = 4,
+  OTC_BF16 = 5 /* bfloat16: the upper half of an IEEE float32 */
 };
 
 typedef struct {
   const char *name; /* ONNX initializer name for PARAM/GRAD/ADAM_M/ADAM_V, ONNX
-                       graph input name for INPUT, "" otherwise */
+                       graph input name for INPUT, "" otherwise. PARAM, ADAM_M
+                       and ADAM_V are F32; GRAD is F32 or BF16. */
   int32_t kind;     /* OtcSlotKind */
   int32_t dtype;    /* OtcDType */
   int32_t rank;
