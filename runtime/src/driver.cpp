@@ -53,16 +53,6 @@ bool toStDType(int32_t dtype, StDType &out) {
   }
 }
 
-/// BF16 values (the upper halves of float32s) widened to float32 bytes.
-std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {
-  std::vector<uint8_t> out(bf16.size() * 2);
-  for (size_t i = 0; i + 1 < bf16.size(); i += 2) {
-    uint32_t bits = uint32_t(bf16[i] | (bf16[i + 1] << 8)) << 16;
-    std::memcpy(&out[i * 2], &bits, 4);
-  }
-  return out;
-}
-
 std::vector<int64_t> slotShape(const OtcSlot &slot) {
   std::vector<int64_t> shape;
   for (int32_t i = 0; i < slot.rank; ++i)
@@ -409,6 +399,15 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
   if (needOptimizer && (counts[OTC_SLOT_LR] != 1 || counts[OTC_SLOT_STEP] != 1))
     return bad("training needs an LR and a STEP slot");
   return Status::ok();
+}
+
+std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {
+  std::vector<uint8_t> out(bf16.size() * 2);
+  for (size_t i = 0; i + 1 < bf16.size(); i += 2) {
+    uint32_t bits = uint32_t(bf16[i] | (bf16[i + 1] << 8)) << 16;
+    std::memcpy(&out[i * 2], &bits, 4);
+  }
+  return out;
 }
 
 int64_t rngValue(uint64_t seed, int64_t step, int64_t micro) {
