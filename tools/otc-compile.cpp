@@ -76,6 +76,11 @@ static cl::opt<double> weightDecay("weight-decay",
                                    cl::init(0.0), cl::cat(cat));
 static cl::opt<bool> report("report", cl::desc("Print the memory/FLOP report"),
                             cl::cat(cat));
+static cl::opt<bool>
+    planOnly("plan-only",
+             cl::desc("Write plan.json and report.html only: no program, no "
+                      "initial parameters (for sizing models)"),
+             cl::cat(cat));
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("Stop after PHASE and print the IR: import, "
@@ -341,6 +346,68 @@ int main(int argc, char **argv) {
                 " bytes exceeds --memory-budget " + memoryBudget + " (" +
                 std::to_string(*budget) + " bytes)");
 
+  auto writeFile = [&](llvm::StringRef name, llvm::StringRef text) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
+      err = "cannot create '" + outDir + "': " + ec.message();
+      return std::string();
+    }
+    SmallString<256> path(outDir.getValue());
+    llvm::sys::path::append(path, name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      err = "cannot write '" + path.str().str() + "': " + ec.message();
+      return std::string();
+    }
+    os << text;
+    return path.str().str();
+  };
+  // plan.json, report.html and the --report table.
+  auto writeReports = [&]() -> bool {
+    std::string planText;
+    llvm::raw_string_ostream planOs(planText);
+    if (failed(otc::writePlanJson(*summary, info, planOs)))
+      return false;
+    if (writeFile("plan.json", planText).empty())
+      return false;
+
+    // The pictures: memory over one step and the recompute frontier.
+    std::vector<otc::FrontierPoint> points;
+    for (const otc::RematCandidate &c : frontier) {
+      std::string label;
+      for (otc::RematChoice ch : c.choice)
+        label += ch == otc::RematChoice::Full        ? 'f'
+                 : ch == otc::RematChoice::Selective ? 's'
+                                                     : 'n';
+      points.push_back({c.outcome.peakBytes - persistent,
+                        c.outcome.recomputeFlops, label,
+                        label == info.rematBlocks});
+    }
+    std::vector<std::string> lines = {
+        "model: " + modelPath.getValue(),
+        "target " + target + ", micro-batch " + std::to_string(mb) +
+            " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
+        "parameters trained: " + std::to_string(summary->paramsCount),
+        "arena " + humanBytes(summary->arena) + ", lower bound " +
+            humanBytes(summary->lowerBound) + ", total peak " +
+            humanBytes(summary->totalPeak),
+        "activation peak " + humanBytes(summary->activationsPeak) +
+            ", recompute FLOPs per step " +
+            std::to_string(summary->recomputeFlops)};
+    std::string html;
+    llvm::raw_string_ostream htmlOs(html);
+    otc::writeReportHtml(htmlOs, "otc memory report",
+                         otc::memoryTimeline(*module, gradAccum), points, lines);
+    if (writeFile("report.html", html).empty())
+      return false;
+    if (report)
+      otc::printPlanReport(*summary, info, llvm::outs());
+    return true;
+  };
+
+  if (planOnly)
+    return writeReports() ? 0 : fail(err);
+
   // Emission.
   otc::EmitOptions emitOpts;
   emitOpts.target = cuda ? otc::Target::Cuda : otc::Target::Cpu;
@@ -356,63 +423,12 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
-    return fail("cannot create '" + outDir + "': " + ec.message());
-  auto writeFile = [&](llvm::StringRef name, llvm::StringRef text) {
-    SmallString<256> path(outDir.getValue());
-    llvm::sys::path::append(path, name);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec) {
-      err = "cannot write '" + path.str().str() + "': " + ec.message();
-      return std::string();
-    }
-    os << text;
-    return path.str().str();
-  };
   std::string srcPath = writeFile(cuda ? "model.cu" : "model.cpp", source);
   if (srcPath.empty())
     return fail(err);
 
-  std::string planText;
-  llvm::raw_string_ostream planOs(planText);
-  if (failed(otc::writePlanJson(*summary, info, planOs)))
-    return fail("writing plan.json failed");
-  if (writeFile("plan.json", planText).empty())
+  if (!writeReports())
     return fail(err);
-
-  // The pictures: memory over one step and the recompute frontier.
-  std::vector<otc::FrontierPoint> points;
-  for (const otc::RematCandidate &c : frontier) {
-    std::string label;
-    for (otc::RematChoice ch : c.choice)
-      label += ch == otc::RematChoice::Full        ? 'f'
-               : ch == otc::RematChoice::Selective ? 's'
-                                                   : 'n';
-    points.push_back({c.outcome.peakBytes - persistent,
-                      c.outcome.recomputeFlops, label,
-                      label == info.rematBlocks});
-  }
-  std::vector<std::string> lines = {
-      "model: " + modelPath.getValue(),
-      "target " + target + ", micro-batch " + std::to_string(mb) +
-          " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
-      "parameters trained: " + std::to_string(summary->paramsCount),
-      "arena " + humanBytes(summary->arena) + ", lower bound " +
-          humanBytes(summary->lowerBound) + ", total peak " +
-          humanBytes(summary->totalPeak),
-      "activation peak " + humanBytes(summary->activationsPeak) +
-          ", recompute FLOPs per step " +
-          std::to_string(summary->recomputeFlops)};
-  std::string html;
-  llvm::raw_string_ostream htmlOs(html);
-  otc::writeReportHtml(htmlOs, "otc memory report",
-                       otc::memoryTimeline(*module, gradAccum), points, lines);
-  if (writeFile("report.html", html).empty())
-    return fail(err);
-  if (report)
-    otc::printPlanReport(*summary, info, llvm::outs());
-
 
   // Initial parameters, by ONNX initializer name.
   otcrt::TensorFile initFile;
