@@ -27,6 +27,18 @@ namespace otc {
 /// Byte size of one element of `type` as stored in the arena (i1 takes a byte).
 int64_t storageBytes(mlir::Type elementType);
 
+/// A temporary buffer with its live range [first, last] in op positions of
+/// its function. A buffer written in place over a dying input starts one op
+/// after the kernel that writes it (its bytes are the input's until then).
+struct BufferInterval {
+  otck::BufferOp buffer;
+  unsigned first, last;
+  int64_t size;
+};
+
+/// Live ranges of the temporaries of `f` (after lowering), by first use.
+llvm::SmallVector<BufferInterval> temporaryLiveRanges(mlir::func::FuncOp f);
+
 /// Checks that no two buffers that are live at the same time overlap in the
 /// arena. Emits an error at the first offending buffer.
 mlir::LogicalResult verifyBufferPlan(mlir::ModuleOp module);

@@ -1,13 +1,17 @@
 //===- PlanBuffers.cpp - arena offsets from liveness -----------------------===//
 //
 // Places every otck.buffer in one arena. Persistent slots get one place each
-// for the whole program; temporaries are packed first-fit by their live
-// ranges (first to last use in op order) into a region that every function
-// reuses, since the runtime calls one function at a time.
+// for the whole program; temporaries live from their first to their last use
+// in op order and share a region that every function reuses, since the
+// runtime calls one function at a time. An elementwise kernel whose input
+// dies where its output is born writes the output over the input (in place).
+// The rest is packed largest first, each at the lowest offset free for its
+// whole live range.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,15 +41,31 @@ static int64_t bufferBytes(otck::BufferOp buf) {
 
 static int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-/// A temporary with its live range [first, last] in op positions.
-struct Interval {
-  otck::BufferOp buffer;
-  unsigned first, last;
-  int64_t size;
-};
+using Interval = BufferInterval;
+
+/// Marks a buffer that a kernel writes over one of its dying inputs.
+constexpr const char kInPlaceAttr[] = "otck.in_place";
+
+/// Whether `op`'s every output element depends only on the same element of
+/// its same-shaped operands, read before the element is written.
+static bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp,
+             ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, ReluGradOp,
+             TanhGradOp, SelectOp, DropoutGradOp>(op);
+}
+
+/// The single op of a kernel body, or null.
+static Operation *kernelBody(otck::KernelOp k) {
+  Block &b = k.getBody().front();
+  if (!llvm::hasSingleElement(b.without_terminator()))
+    return nullptr;
+  return &b.front();
+}
+
+} // namespace
 
 /// Live ranges of the temporaries of `f`, in order of first use.
-static SmallVector<Interval> liveRanges(func::FuncOp f) {
+SmallVector<BufferInterval> otc::temporaryLiveRanges(func::FuncOp f) {
   llvm::DenseMap<Operation *, unsigned> pos;
   unsigned i = 0;
   f.walk([&](Operation *op) {
@@ -64,6 +84,11 @@ static SmallVector<Interval> liveRanges(func::FuncOp f) {
     }
     if (iv.first == ~0u) // never used: lives at its own position only
       iv.first = iv.last = pos.lookup(buf);
+    // Written over a dying input: its bytes are that input's at the kernel.
+    if (buf->hasAttr(kInPlaceAttr)) {
+      ++iv.first;
+      iv.last = std::max(iv.last, iv.first);
+    }
     out.push_back(iv);
   }
   llvm::stable_sort(out, [](const Interval &a, const Interval &b) {
@@ -72,8 +97,102 @@ static SmallVector<Interval> liveRanges(func::FuncOp f) {
   return out;
 }
 
+namespace {
+
+static SmallVector<Interval> liveRanges(func::FuncOp f) {
+  return temporaryLiveRanges(f);
+}
+
 struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
   using PlanBuffersBase::PlanBuffersBase;
+
+  /// Places the temporaries of `f` from `base` on; returns the bytes used.
+  int64_t placeTemporaries(func::FuncOp f, int64_t base, Builder &b) {
+    // In place: an elementwise kernel's output takes over an input of the
+    // same type that no later op reads. Members of a chain share one place.
+    SmallVector<Interval> first = liveRanges(f);
+    DenseMap<Operation *, Interval *> ivOf;
+    for (Interval &iv : first)
+      ivOf[iv.buffer] = &iv;
+    DenseMap<Operation *, Operation *> host; // buffer -> buffer it reuses
+    llvm::DenseSet<Operation *> hosting;
+    DenseMap<Operation *, unsigned> pos;
+    unsigned n = 0;
+    for (Operation &op : f.getBody().front())
+      pos[&op] = n++;
+    for (auto k : f.getBody().getOps<otck::KernelOp>()) {
+      Operation *body = kernelBody(k);
+      if (!body || !isElementwise(body))
+        continue;
+      for (Value out : k.getOutputs()) {
+        auto ob = out.getDefiningOp<otck::BufferOp>();
+        if (!ob || ob.getSlot() || !ivOf.count(ob) ||
+            ivOf[ob]->first != pos[k])
+          continue;
+        for (Value in : k.getInputs()) {
+          auto ib = in.getDefiningOp<otck::BufferOp>();
+          if (!ib || ib.getSlot() || ib.getType() != ob.getType() ||
+              hosting.contains(ib) || !ivOf.count(ib) ||
+              ivOf[ib]->last != pos[k] || ib == ob)
+            continue;
+          ob->setAttr(kInPlaceAttr, b.getUnitAttr());
+          host[ob] = ib;
+          hosting.insert(ib);
+          break;
+        }
+      }
+    }
+    auto root = [&](Operation *buf) {
+      while (host.count(buf))
+        buf = host[buf];
+      return buf;
+    };
+
+    // Groups of buffers sharing a place, with their joint live range.
+    SmallVector<Interval> ivs = liveRanges(f);
+    DenseMap<Operation *, Interval> groups;
+    SmallVector<Operation *> order;
+    for (Interval &iv : ivs) {
+      Operation *r = root(iv.buffer);
+      auto [it, inserted] = groups.try_emplace(r, iv);
+      if (inserted) {
+        it->second.buffer = cast<otck::BufferOp>(r);
+        order.push_back(r);
+      } else {
+        it->second.first = std::min(it->second.first, iv.first);
+        it->second.last = std::max(it->second.last, iv.last);
+        it->second.size = std::max(it->second.size, iv.size);
+      }
+    }
+    // Largest first, each at the lowest offset free over its live range.
+    llvm::stable_sort(order, [&](Operation *x, Operation *y) {
+      return groups[x].size > groups[y].size;
+    });
+    SmallVector<std::pair<Interval, int64_t>> placed;
+    DenseMap<Operation *, int64_t> offsetOf;
+    int64_t peak = 0;
+    for (Operation *r : order) {
+      Interval iv = groups[r];
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (auto &[other, off] : placed)
+        if (other.last >= iv.first && other.first <= iv.last)
+          busy.push_back({off, off + other.size});
+      llvm::sort(busy);
+      int64_t off = 0;
+      for (auto [lo, hi] : busy) {
+        if (off + iv.size <= lo)
+          break;
+        off = std::max(off, alignTo(hi, alignment));
+      }
+      placed.push_back({iv, off});
+      offsetOf[r] = off;
+      peak = std::max(peak, off + iv.size);
+    }
+    for (Interval &iv : ivs)
+      iv.buffer.setOffsetAttr(
+          b.getI64IntegerAttr(base + offsetOf[root(iv.buffer)]));
+    return peak;
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -105,29 +224,10 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     if (r.wasInterrupted())
       return signalPassFailure();
 
-    // Temporaries: first fit over live ranges, per function.
+    // Temporaries, per function.
     int64_t scratchPeak = 0;
-    for (auto f : module.getOps<func::FuncOp>()) {
-      SmallVector<Interval> ivs = liveRanges(f);
-      SmallVector<std::pair<Interval *, int64_t>> placed;
-      for (Interval &iv : ivs) {
-        // Blocks live during iv, by offset.
-        SmallVector<std::pair<int64_t, int64_t>> busy;
-        for (auto &[other, off] : placed)
-          if (other->last >= iv.first && other->first <= iv.last)
-            busy.push_back({off, off + other->size});
-        llvm::sort(busy);
-        int64_t off = 0;
-        for (auto [lo, hi] : busy) {
-          if (off + iv.size <= lo)
-            break;
-          off = std::max(off, alignTo(hi, alignment));
-        }
-        placed.push_back({&iv, off});
-        scratchPeak = std::max(scratchPeak, off + iv.size);
-        iv.buffer.setOffsetAttr(b.getI64IntegerAttr(persistent + off));
-      }
-    }
+    for (auto f : module.getOps<func::FuncOp>())
+      scratchPeak = std::max(scratchPeak, placeTemporaries(f, persistent, b));
     module->setAttr(otck::kArenaSizeAttr,
                     b.getI64IntegerAttr(alignTo(persistent + scratchPeak,
                                                 alignment)));
@@ -148,6 +248,35 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
     for (auto buf : f.getBody().getOps<otck::BufferOp>())
       if (buf.getSlot())
         ivs.push_back({buf, 0, ~0u, bufferBytes(buf)});
+    // An in-place buffer must be written by an elementwise kernel over an
+    // input of its type at its offset that the kernel reads last.
+    for (auto buf : f.getBody().getOps<otck::BufferOp>()) {
+      if (!buf->hasAttr(kInPlaceAttr))
+        continue;
+      Operation *writer = nullptr;
+      for (Operation *u : buf->getUsers())
+        if (!writer || u->isBeforeInBlock(writer))
+          writer = u;
+      auto k = dyn_cast_or_null<otck::KernelOp>(writer);
+      Operation *body = k ? kernelBody(k) : nullptr;
+      bool legal = body && isElementwise(body);
+      if (legal) {
+        legal = false;
+        for (Value in : k.getInputs()) {
+          auto ib = in.getDefiningOp<otck::BufferOp>();
+          if (!ib || ib.getType() != buf.getType() ||
+              ib.getOffset() != buf.getOffset())
+            continue;
+          bool readLater = llvm::any_of(ib->getUsers(), [&](Operation *u) {
+            return k->isBeforeInBlock(u);
+          });
+          legal |= !readLater;
+        }
+      }
+      if (!legal)
+        return buf.emitError("in-place buffer is not written by an elementwise "
+                             "kernel over a dying input at its offset");
+    }
     for (Interval &iv : ivs) {
       auto off = iv.buffer.getOffset();
       if (!off)

@@ -33,21 +33,27 @@ static void appendFunction(func::FuncOp f, int64_t base, StringRef phase,
   DenseMap<Operation *, unsigned> pos;
   for (auto [i, op] : llvm::enumerate(ops))
     pos[op] = i;
+  // Positions over every op of the body, as temporaryLiveRanges counts them,
+  // mapped to the ops drawn.
+  DenseMap<unsigned, unsigned> drawn;
+  unsigned all = 0;
+  for (Operation &op : f.getBody().front()) {
+    if (pos.count(&op))
+      drawn[all] = pos[&op];
+    ++all;
+  }
   std::vector<int64_t> delta(ops.size() + 1, 0);
-  for (auto buf : f.getBody().getOps<otck::BufferOp>()) {
-    if (buf.getSlot())
+  for (BufferInterval iv : temporaryLiveRanges(f)) {
+    // Buffer ops are not drawn: a range starts at the next drawn op.
+    unsigned first = iv.first, last = iv.last;
+    while (first <= last && !drawn.count(first))
+      ++first;
+    while (last > first && !drawn.count(last))
+      --last;
+    if (first > last || !drawn.count(first))
       continue;
-    unsigned first = ~0u, last = 0;
-    for (Operation *u : buf->getUsers()) {
-      if (!pos.count(u))
-        continue;
-      first = std::min(first, pos[u]);
-      last = std::max(last, pos[u]);
-    }
-    if (first == ~0u)
-      continue;
-    delta[first] += bytesOf(buf.getType());
-    delta[last + 1] -= bytesOf(buf.getType());
+    delta[drawn[first]] += iv.size;
+    delta[drawn[last] + 1] -= iv.size;
   }
   int64_t live = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
