@@ -37,6 +37,8 @@ mlir::LogicalResult emitProgram(mlir::ModuleOp module,
 struct PlanInfo {
   std::string target;
   std::string precision = "fp32";
+  /// Gradients accumulated in FP32 (--fp32-grad-accum; bf16 only).
+  bool fp32GradAccum = false;
   int64_t microBatch = 0;
   int64_t gradAccum = 1;
   /// Bytes the target allocates outside the arena (GEMM workspace).
@@ -56,7 +58,10 @@ struct PlanInfo {
 
 /// The figures of a plan, from the planned module and PlanInfo.
 struct PlanSummary {
-  int64_t paramsCount = 0, params = 0, grads = 0, optimizer = 0, inputs = 0;
+  /// `params`: the weights the steps read (the BF16 working copy under
+  /// mixed precision); `masterParams`: the FP32 masters (mixed precision).
+  int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
+          optimizer = 0, inputs = 0;
   int64_t activationsPeak = 0, workspace = 0, arena = 0, lowerBound = 0,
           totalPeak = 0;
   int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;

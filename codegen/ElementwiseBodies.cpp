@@ -19,17 +19,17 @@
 using namespace mlir;
 using namespace otc;
 
-/// The C math function `name` ("exp") for element type `t`: `expf` for f32,
-/// `exp` for f64.
+/// The C math function `name` ("exp") for element type `t`: `expf` for f32
+/// and bf16 (computed in float, rounded on store), `exp` for f64.
 static std::string mathFn(StringRef name, Type t) {
-  return t.isF32() ? (name + "f").str() : name.str();
+  return t.isF64() ? name.str() : (name + "f").str();
 }
 
 /// The literal `v` in the C type of element type `t`.
 static std::string typedLiteral(double v, Type t) {
   if (isa<FloatType>(t) && (v == 0.0 || v == 1.0))
-    return std::string(v == 0.0 ? "0.0" : "1.0") + (t.isF32() ? "f" : "");
-  if (t.isF32())
+    return std::string(v == 0.0 ? "0.0" : "1.0") + (t.isF64() ? "" : "f");
+  if (t.isF32() || t.isBF16())
     return floatLiteral(v);
   if (isa<FloatType>(t))
     return literal(v);
@@ -53,7 +53,9 @@ static LogicalResult emitConstant(ConstantOp op, BodyContext &c) {
     return success();
   }
   std::string table = c.prefix + "_values";
-  c.globals << (c.cuda ? "__device__ " : "static ") << "const " << cTypeOf(et)
+  // BF16 tables hold the (exactly representable) values as floats.
+  std::string tableType = et.isBF16() ? "float" : cTypeOf(et);
+  c.globals << (c.cuda ? "__device__ " : "static ") << "const " << tableType
             << " " << table << "[" << attr.getNumElements() << "] = {";
   for (int64_t k = 0, e = attr.getNumElements(); k < e; ++k)
     c.globals << (k ? ", " : "") << value(k);

@@ -5,7 +5,12 @@
 // and runs kernels, GEMM calls and copies in order; one kernel function per
 // otck.kernel; and the OtcProgram descriptor with the slot table that the
 // runtime (runtime/include/otcrt/abi.h) reads. The cpu target emits OpenMP
-// loops, the cuda target grid-stride kernels and cuBLASLt calls.
+// loops, the cuda target grid-stride kernels and cuBLASLt calls. Programs
+// with BF16 buffers get a prelude defining `otc_bf16`, BF16 storage whose
+// loads widen to float and whose stores round to nearest even, in
+// __host__ __device__ functions so that both targets round identically.
+// Slots the runtime does not know (the BF16 working copies of the weights,
+// "param_bf16:<name>") live in the arena but stay out of the slot table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +56,8 @@ static std::pair<std::string, std::string> splitSlot(StringRef slot) {
 static const char *dtypeEnum(Type t) {
   if (t.isF32())
     return "OTC_F32";
+  if (t.isBF16())
+    return "OTC_BF16";
   if (t.isF64())
     return "OTC_F64";
   if (t.isInteger(64))
@@ -60,6 +67,66 @@ static const char *dtypeEnum(Type t) {
   if (t.isInteger(1))
     return "OTC_BOOL";
   return nullptr;
+}
+
+/// Slot prefixes of state private to the generated code: planned in the
+/// arena, absent from the runtime's slot table.
+static bool isPrivateSlot(StringRef slot) {
+  return slot.starts_with("param_bf16:");
+}
+
+/// BF16 emulation shared by the cpu and cuda targets: the same bit-level
+/// round to nearest even in host and device code.
+static const char kBf16Prelude[] = R"(#if defined(__CUDACC__)
+#define OTC_HD __host__ __device__
+#else
+#define OTC_HD
+#endif
+/// float -> bfloat16 bits, round to nearest, ties to even; NaN stays NaN.
+static OTC_HD inline uint16_t otc_f32_to_bf16(float f) {
+#if defined(__CUDA_ARCH__)
+  uint32_t u = __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+#endif
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+/// bfloat16 bits -> float (exact).
+static OTC_HD inline float otc_bf16_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float((uint32_t)h << 16);
+#else
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+/// A bfloat16 in memory: arithmetic happens in float, every store rounds.
+struct otc_bf16 {
+  uint16_t bits;
+  otc_bf16() = default;
+  OTC_HD explicit otc_bf16(float f) : bits(otc_f32_to_bf16(f)) {}
+  OTC_HD operator float() const { return otc_bf16_to_f32(bits); }
+  OTC_HD otc_bf16 &operator=(float f) {
+    bits = otc_f32_to_bf16(f);
+    return *this;
+  }
+};
+
+)";
+
+/// Whether any buffer of `module` holds BF16.
+static bool usesBf16(ModuleOp module) {
+  bool found = false;
+  module.walk([&](otck::BufferOp b) {
+    found |= b.getType().getElementType().isBF16();
+  });
+  return found;
 }
 
 /// The ONNX node an op came from, for comments.
@@ -122,7 +189,8 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   llvm::StringMap<Slot> slots;
   std::vector<std::string> order;
   module.walk([&](otck::BufferOp b) {
-    if (!b.getSlot() || slots.count(*b.getSlot()))
+    if (!b.getSlot() || slots.count(*b.getSlot()) ||
+        isPrivateSlot(*b.getSlot()))
       return;
     auto [kind, name] = splitSlot(*b.getSlot());
     slots[*b.getSlot()] = {kind, name, b.getType(), (int64_t)*b.getOffset()};
@@ -139,6 +207,8 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   if (cuda())
     os << "#include <cuda_runtime.h>\n";
   os << "#include \"otcrt/abi.h\"\n\n";
+  if (usesBf16(module))
+    os << kBf16Prelude;
   if (cuda())
     os << "#define OTC_CHECK_LAUNCH() otcrt_check_launch(__FILE__, __LINE__)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"

@@ -31,6 +31,10 @@ std::string otc::cTypeOf(Type t) {
     return "float";
   if (t.isF64())
     return "double";
+  // BF16 storage with float arithmetic (the otc_bf16 struct of the emitted
+  // prelude): loads widen exactly, stores round to nearest even.
+  if (t.isBF16())
+    return "otc_bf16";
   if (t.isInteger(64))
     return "int64_t";
   if (t.isInteger(32))

@@ -3,11 +3,15 @@
 // Reports what the planned buffer-level module implies before anything runs:
 // parameter count, the bytes of every class of state, the activation peak and
 // arena size of the chosen schedule with its lower bound (the most bytes live
-// at once), and the FLOPs of one optimizer step.
+// at once), and the FLOPs of one optimizer step. Under mixed precision the
+// BF16 working copies ("param_bf16:" slots) are `params` and the FP32
+// "param:" slots `master_params`; `state_bytes_per_param` is the model of
+// codegen/MemoryAccounting.h for the precision recipe.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
+#include "codegen/MemoryAccounting.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
@@ -48,7 +52,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   if (!arena)
     return module.emitError("buffers are not planned");
   PlanSummary s;
-  int64_t other = 0;
+  int64_t other = 0, paramsF32 = 0, paramsBf16 = 0;
   llvm::StringSet<> seen;
   module.walk([&](otck::BufferOp b) {
     if (!b.getSlot() || !seen.insert(*b.getSlot()).second)
@@ -56,7 +60,9 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
     StringRef kind = b.getSlot()->split(':').first;
     int64_t bytes = bytesOf(b.getType());
     if (kind == "param")
-      s.params += bytes;
+      paramsF32 += bytes;
+    else if (kind == "param_bf16")
+      paramsBf16 += bytes;
     else if (kind == "grad") {
       s.grads += bytes;
       s.paramsCount += b.getType().getNumElements();
@@ -67,7 +73,10 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
     else
       other += bytes;
   });
-  int64_t persistent = s.params + s.grads + s.optimizer + s.inputs + other;
+  s.params = paramsBf16 ? paramsBf16 : paramsF32;
+  s.masterParams = paramsBf16 ? paramsF32 : 0;
+  int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
+                       s.inputs + other;
 
   // Activation peak: the temporaries' extent; lower bound: the most bytes
   // live at one op (persistent state included).
@@ -78,19 +87,11 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
     for (Operation &op : f.getBody().front())
       pos[&op] = n++;
     std::vector<int64_t> delta(n + 1, 0);
-    for (auto b : f.getBody().getOps<otck::BufferOp>()) {
-      if (b.getSlot())
-        continue;
-      unsigned first = ~0u, last = 0;
-      for (Operation *u : b->getUsers()) {
-        first = std::min(first, pos[u]);
-        last = std::max(last, pos[u]);
-      }
-      if (first == ~0u)
-        continue;
-      delta[first] += bytesOf(b.getType());
-      delta[last + 1] -= bytesOf(b.getType());
-      extent = std::max<int64_t>(extent, *b.getOffset() + bytesOf(b.getType()));
+    for (BufferInterval iv : temporaryLiveRanges(f)) {
+      delta[iv.first] += iv.size;
+      delta[iv.last + 1] -= iv.size;
+      otck::BufferOp buffer = iv.buffer;
+      extent = std::max<int64_t>(extent, *buffer.getOffset() + iv.size);
     }
     int64_t live = 0;
     for (unsigned i = 0; i < n; ++i) {
@@ -126,10 +127,14 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     j.attribute("precision", info.precision);
     j.attribute("micro_batch", info.microBatch);
     j.attribute("grad_accum", info.gradAccum);
+    j.attribute("fp32_grad_accum", info.fp32GradAccum);
     j.attribute("params_count", s.paramsCount);
+    j.attribute("state_bytes_per_param",
+                stateBytesPerParam(info.precision == "bf16", info.fp32GradAccum)
+                    .total());
     j.attributeObject("memory_bytes", [&] {
       j.attribute("params", s.params);
-      j.attribute("master_params", 0);
+      j.attribute("master_params", s.masterParams);
       j.attribute("grads", s.grads);
       j.attribute("optimizer", s.optimizer);
       j.attribute("inputs", s.inputs);
@@ -186,7 +191,7 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   };
   os << "memory (bytes)\n";
   row("parameters", s.params);
-  row("master parameters", 0);
+  row("master parameters", s.masterParams);
   row("gradients", s.grads);
   row("optimizer state", s.optimizer);
   row("inputs", s.inputs);

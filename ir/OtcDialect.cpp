@@ -153,11 +153,14 @@ LogicalResult MatMulOp::verify() {
   if (ArrayRef<int64_t>(expected) != r)
     return emitOpError("result shape ") << shapeStr(r) << " should be "
                                         << shapeStr(expected);
-  if (getElementTypeOrSelf(getLhs().getType()) !=
-          getElementTypeOrSelf(getResult().getType()) ||
-      getElementTypeOrSelf(getRhs().getType()) !=
-          getElementTypeOrSelf(getResult().getType()))
-    return emitOpError("operand and result element types must match");
+  // Operands share one element type; the result has it too, or is f32 for
+  // bf16 operands (bf16 inputs, fp32 accumulation: mixed precision).
+  Type in = getElementTypeOrSelf(getLhs().getType());
+  Type out = getElementTypeOrSelf(getResult().getType());
+  if (getElementTypeOrSelf(getRhs().getType()) != in ||
+      (out != in && !(in.isBF16() && out.isF32())))
+    return emitOpError("operand and result element types must match (or "
+                       "bf16 operands with an f32 result)");
   return success();
 }
 

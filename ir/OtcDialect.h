@@ -41,6 +41,11 @@ constexpr const char kGrad[] = "otc.grad";
 constexpr const char kLoss[] = "otc.loss";
 /// On arguments/results of the training-loop functions: the arena slot.
 constexpr const char kSlot[] = "otc.slot";
+/// On a train-step argument (otc-mixed-precision): the parameter is the BF16
+/// working copy of the FP32 master weights named by `otc.param`.
+constexpr const char kBf16Copy[] = "otc.bf16_copy";
+/// On an op: otc-mixed-precision keeps it in FP32.
+constexpr const char kKeepFp32[] = "otc.keep_fp32";
 } // namespace attrs
 
 /// Returns the tensor type with `shape` and the element type of `like`.

@@ -4,7 +4,9 @@
 // `otc.slot`) to a function without arguments over arena buffers. Each otc op
 // becomes one kernel (or a GEMM for otc.matmul) writing a fresh temporary;
 // results land in their slots, in place where no later op reads the slot's
-// previous value.
+// previous value. A matmul of BF16 operands (mixed precision) becomes kernels
+// that widen each operand into an FP32 temporary and an FP32 GEMM: exactly
+// "BF16 inputs, FP32 accumulation" on every target's FP32 GEMM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +40,23 @@ static bool isElementwise(Operation *op) {
            ReluGradOp, TanhGradOp, AdamWOp>(op))
     return false;
   return true;
+}
+
+/// Emits a kernel converting `source` (a buffer of `from`) into a new FP32
+/// temporary, and returns that temporary.
+static Value widenToF32(OpBuilder &b, Location loc, Value source,
+                        RankedTensorType from) {
+  auto to = from.clone(b.getF32Type());
+  Value buf = b.create<otck::BufferOp>(loc, memrefFor(to), StringAttr(),
+                                       IntegerAttr());
+  auto kernel =
+      b.create<otck::KernelOp>(loc, ValueRange{source}, ValueRange{buf});
+  Block *body = new Block();
+  kernel.getBody().push_back(body);
+  OpBuilder kb = OpBuilder::atBlockEnd(body);
+  Value cast = kb.create<CastOp>(loc, to, body->addArgument(from, loc));
+  kb.create<otck::YieldOp>(loc, ValueRange{cast});
+  return buf;
 }
 
 struct LowerToBuffersPass
@@ -134,6 +153,11 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
     }
 
     if (auto mm = dyn_cast<MatMulOp>(op)) {
+      for (auto [k, v] : llvm::enumerate(op.getOperands())) {
+        auto t = cast<RankedTensorType>(v.getType());
+        if (t.getElementType().isBF16())
+          ins[k] = widenToF32(b, loc, ins[k], t);
+      }
       auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);
       g.setTransposeLhs(mm.getTransposeLhs());
       g.setTransposeRhs(mm.getTransposeRhs());

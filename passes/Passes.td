@@ -109,6 +109,51 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
            "none, full, selective or auto">,
     Option<"budget", "budget", "std::string", "\"\"",
            "Memory budget for auto (e.g. 12GiB)">,
+    Option<"blocks", "blocks", "std::string", "\"\"",
+           "An explicit choice per block (n, s or f each), as the driver "
+           "picks it for auto after planning every candidate">,
+  ];
+}
+
+def MixedPrecision : Pass<"otc-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "BF16 compute with FP32 master weights, reductions and loss";
+  let dependentDialects = ["otc::OtcDialect"];
+  let description = [{
+    Works on `@train_step`, after otc-remat (so recomputed clones follow the
+    same rules as the values they replace, and forward and backward ops are
+    treated alike). Every `otc.param` argument becomes a BF16 working copy
+    (marked `otc.bf16_copy`; otc-training-loop refreshes it from the FP32
+    master weights at the start of each optimizer step). Then, op by op:
+    `otc.matmul` reads BF16 operands and accumulates in FP32, its result
+    rounded to BF16 by an explicit cast; reductions, softmax and log-softmax,
+    the losses, the embedding gradient and exp/log/pow/sqrt/reciprocal run in
+    FP32, as does any op named in `fp32-ops` or carrying `otc.keep_fp32`;
+    every other op computes in BF16 when all its non-constant float
+    operands are BF16 and in FP32 otherwise (constants take the precision of
+    their reader). Each conversion is an `otc.cast`, so the precision of every
+    value is its type. The loss is returned in FP32, gradients in BF16 (FP32
+    with `fp32-grad-accum`, for FP32 accumulation across micro-batches).
+
+    ```mlir
+    func.func @train_step(%x: tensor<4x8xf32> {otc.input = "x"},
+                          %w: tensor<2x8xf32> {otc.param = "w"}) -> ... {
+      %y = otc.matmul %x, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<2x8xf32>) -> tensor<4x2xf32>
+      %s = otc.reduce_sum %y, [0, 1] : (tensor<4x2xf32>) -> tensor<f32>
+    // becomes
+    func.func @train_step(%x: tensor<4x8xf32> {otc.input = "x"},
+                          %w: tensor<2x8xbf16> {otc.bf16_copy, otc.param = "w"}) -> ... {
+      %xb = otc.cast %x : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+      %a = otc.matmul %xb, %w {transpose_rhs} : (tensor<4x8xbf16>, tensor<2x8xbf16>) -> tensor<4x2xf32>
+      %y = otc.cast %a : (tensor<4x2xf32>) -> tensor<4x2xbf16>
+      %yf = otc.cast %y : (tensor<4x2xbf16>) -> tensor<4x2xf32>
+      %s = otc.reduce_sum %yf, [0, 1] : (tensor<4x2xf32>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",
+           "Return FP32 gradients, so that micro-batches accumulate in FP32">,
+    ListOption<"fp32Ops", "fp32-ops", "std::string",
+               "Ops kept in FP32 besides the default ones (e.g. otc.tanh)">,
   ];
 }
 

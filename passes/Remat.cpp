@@ -434,7 +434,7 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
         return signalPassFailure();
       }
     }
-    if (policy == "auto" && !budgetBytes) {
+    if (policy == "auto" && !budgetBytes && blocks.empty()) {
       module.emitError("--remat=auto needs a memory budget");
       return signalPassFailure();
     }
@@ -443,7 +443,19 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
       return signalPassFailure();
     size_t n = a->blocks.size();
     SmallVector<RematChoice> choice(n, RematChoice::None);
-    if (policy == "full")
+    if (!blocks.empty()) {
+      if (blocks.size() != n ||
+          blocks.find_first_not_of("nsf") != std::string::npos) {
+        module.emitError("blocks '")
+            << blocks << "' must give n, s or f for each of the " << n
+            << " blocks";
+        return signalPassFailure();
+      }
+      for (size_t i = 0; i < n; ++i)
+        choice[i] = blocks[i] == 'f'   ? RematChoice::Full
+                    : blocks[i] == 's' ? RematChoice::Selective
+                                       : RematChoice::None;
+    } else if (policy == "full")
       choice.assign(n, RematChoice::Full);
     else if (policy == "selective")
       choice.assign(n, RematChoice::Selective);

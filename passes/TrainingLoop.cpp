@@ -4,7 +4,12 @@
 // micro-batch or optimizer step: `@zero_grads`, `@micro_step` and
 // `@optimizer_step`. Their arguments and results name arena slots, so that
 // state (parameters, gradient accumulators, Adam moments) persists between
-// calls without the runtime knowing anything about the model.
+// calls without the runtime knowing anything about the model. Under mixed
+// precision (`otc.bf16_copy` parameters) the parameters that `@micro_step`
+// reads are BF16 working copies in "param_bf16:<name>" slots, refreshed from
+// the FP32 masters ("param:<name>") by `@zero_grads`, which the runtime calls
+// first in every optimizer step; gradients accumulate in the element type of
+// `@train_step`'s gradient results, and AdamW runs in FP32 on the masters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +47,9 @@ static std::string argSlot(func::FuncOp f, unsigned i) {
   if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kInput))
     return ("input:" + n.getValue()).str();
   if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kParam))
-    return ("param:" + n.getValue()).str();
+    return ((f.getArgAttr(i, attrs::kBf16Copy) ? "param_bf16:" : "param:") +
+            n.getValue())
+        .str();
   if (f.getArgAttr(i, attrs::kRngKey))
     return "rng_key";
   return "";
@@ -101,7 +108,7 @@ struct TrainingLoopPass
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = step.getLoc();
-    buildZeroGrads(b, loc, trained);
+    buildZeroGrads(b, step, trained);
     buildMicroStep(b, step, trained);
     buildOptimizerStep(b, loc, trained);
 
@@ -110,17 +117,35 @@ struct TrainingLoopPass
       forward.erase();
   }
 
-  void buildZeroGrads(OpBuilder &b, Location loc,
+  /// `@zero_grads`: zero gradient accumulators and, under mixed precision,
+  /// the BF16 working copy of every parameter rounded from its FP32 master.
+  void buildZeroGrads(OpBuilder &b, func::FuncOp step,
                       ArrayRef<std::pair<StringRef, Type>> trained) {
+    Location loc = step.getLoc();
     FuncSignature args, results;
+    SmallVector<unsigned> copies;
+    for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+      if (!step.getArgAttr(i, attrs::kBf16Copy))
+        continue;
+      auto name = step.getArgAttrOfType<StringAttr>(i, attrs::kParam);
+      auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
+      args.add(b, type.clone(b.getF32Type()), ("param:" + name.getValue()).str());
+      copies.push_back(i);
+    }
     for (auto [name, type] : trained)
       results.add(b, type, ("grad:" + name).str());
+    for (unsigned i : copies)
+      results.add(b, step.getArgumentTypes()[i], argSlot(step, i));
     func::FuncOp f = createFunc(b, loc, "zero_grads", args, results);
-    OpBuilder fb = OpBuilder::atBlockEnd(&f.getBody().front());
-    SmallVector<Value> zeros;
+    Block &entry = f.getBody().front();
+    OpBuilder fb = OpBuilder::atBlockEnd(&entry);
+    SmallVector<Value> outs;
     for (auto [name, type] : trained)
-      zeros.push_back(splat(fb, loc, type, 0.0));
-    fb.create<func::ReturnOp>(loc, zeros);
+      outs.push_back(splat(fb, loc, type, 0.0));
+    for (auto [k, i] : llvm::enumerate(copies))
+      outs.push_back(fb.create<CastOp>(loc, step.getArgumentTypes()[i],
+                                       entry.getArgument(k)));
+    fb.create<func::ReturnOp>(loc, outs);
   }
 
   void buildMicroStep(OpBuilder &b, func::FuncOp step,
@@ -154,10 +179,16 @@ struct TrainingLoopPass
       Value g = map.lookup(ret.getOperand(i + 1));
       Location gl = g.getLoc();
       if (gradAccum != 1) {
-        Type scalar = RankedTensorType::get(
-            {}, getElementTypeOrSelf(entryPair.second));
-        Value scale = splat(fb, gl, scalar, 1.0 / double(gradAccum));
-        g = fb.create<MulOp>(gl, g.getType(), g, scale);
+        Type et = getElementTypeOrSelf(entryPair.second);
+        Type scalar = RankedTensorType::get({}, et);
+        // In BF16, 1/K is not exact: divide by K (exact) instead.
+        if (et.isF32() || et.isF64()) {
+          Value scale = splat(fb, gl, scalar, 1.0 / double(gradAccum));
+          g = fb.create<MulOp>(gl, g.getType(), g, scale);
+        } else {
+          Value k = splat(fb, gl, scalar, double(gradAccum));
+          g = fb.create<DivOp>(gl, g.getType(), g, k);
+        }
       }
       Value acc = entry.getArgument(accBase + i);
       outs.push_back(fb.create<AddOp>(gl, g.getType(), acc, g));
@@ -167,20 +198,26 @@ struct TrainingLoopPass
 
   void buildOptimizerStep(OpBuilder &b, Location loc,
                           ArrayRef<std::pair<StringRef, Type>> trained) {
+    // Masters and moments are FP32 whatever the gradients are.
     FuncSignature args, results;
+    SmallVector<Type> masters;
     for (auto [name, type] : trained) {
-      args.add(b, type, ("param:" + name).str());
+      auto t = cast<RankedTensorType>(type);
+      Type master = t.getElementType().isBF16() ? t.clone(b.getF32Type()) : t;
+      masters.push_back(master);
+      args.add(b, master, ("param:" + name).str());
       args.add(b, type, ("grad:" + name).str());
-      args.add(b, type, ("adam_m:" + name).str());
-      args.add(b, type, ("adam_v:" + name).str());
+      args.add(b, master, ("adam_m:" + name).str());
+      args.add(b, master, ("adam_v:" + name).str());
     }
     Type scalar = RankedTensorType::get({}, b.getF32Type());
     args.add(b, scalar, "lr");
     args.add(b, scalar, "step");
-    for (auto [name, type] : trained) {
-      results.add(b, type, ("param:" + name).str());
-      results.add(b, type, ("adam_m:" + name).str());
-      results.add(b, type, ("adam_v:" + name).str());
+    for (auto [i, entryPair] : llvm::enumerate(trained)) {
+      StringRef name = entryPair.first;
+      results.add(b, masters[i], ("param:" + name).str());
+      results.add(b, masters[i], ("adam_m:" + name).str());
+      results.add(b, masters[i], ("adam_v:" + name).str());
     }
     func::FuncOp f = createFunc(b, loc, "optimizer_step", args, results);
     Block &entry = f.getBody().front();
@@ -189,10 +226,13 @@ struct TrainingLoopPass
     Value lr = entry.getArgument(4 * n), t = entry.getArgument(4 * n + 1);
     SmallVector<Value> outs;
     for (unsigned i = 0; i < n; ++i) {
-      Type type = trained[i].second;
+      Type type = masters[i];
+      Value grad = entry.getArgument(4 * i + 1);
+      if (grad.getType() != type)
+        grad = fb.create<CastOp>(loc, type, grad);
       auto upd = fb.create<AdamWOp>(
-          loc, TypeRange{type, type, type}, entry.getArgument(4 * i),
-          entry.getArgument(4 * i + 1), entry.getArgument(4 * i + 2),
+          loc, TypeRange{type, type, type}, entry.getArgument(4 * i), grad,
+          entry.getArgument(4 * i + 2),
           entry.getArgument(4 * i + 3), lr, t, fb.getF64FloatAttr(beta1),
           fb.getF64FloatAttr(beta2), fb.getF64FloatAttr(epsilon),
           fb.getF64FloatAttr(weightDecay));

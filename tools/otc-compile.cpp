@@ -108,6 +108,17 @@ static bool parseDims(otc::ImportOptions &opts, std::string &err) {
   return true;
 }
 
+/// One letter per block of a recomputation choice: n(one), s(elective),
+/// f(ull).
+static std::string blockString(llvm::ArrayRef<otc::RematChoice> choice) {
+  std::string s;
+  for (otc::RematChoice c : choice)
+    s += c == otc::RematChoice::Full        ? 'f'
+         : c == otc::RematChoice::Selective ? 's'
+                                            : 'n';
+  return s;
+}
+
 /// Runs `cmd`, printing it first; returns false with `err` set on failure.
 static bool runTool(llvm::ArrayRef<std::string> cmd, std::string &err) {
   llvm::errs() << "otc-compile: building:";
@@ -181,12 +192,13 @@ int main(int argc, char **argv) {
     return fail("no output directory: pass -o DIR");
   static const char *phases[] = {"import",        "fold-shapes",
                                  "differentiate", "remat",
-                                 "training-loop", "buffers",
-                                 "plan",          "emit"};
+                                 "mixed-precision", "training-loop",
+                                 "buffers",       "plan",
+                                 "emit"};
   if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
     return fail("unknown --compile-to phase '" + compileTo +
                 "' (import, fold-shapes, differentiate, remat, "
-                "training-loop, buffers, plan, emit)");
+                "mixed-precision, training-loop, buffers, plan, emit)");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -203,8 +215,7 @@ int main(int argc, char **argv) {
     return fail("--remat=auto needs --memory-budget=SIZE");
   if (precision != "fp32" && precision != "bf16")
     return fail("--precision must be fp32 or bf16");
-  if (precision == "bf16")
-    return fail("--precision=bf16 is not implemented yet; use fp32");
+  bool bf16 = precision == "bf16";
 
   otc::ImportOptions importOpts;
   std::string err;
@@ -261,6 +272,20 @@ int main(int argc, char **argv) {
     build(pm);
     return succeeded(pm.run(*module));
   };
+  // What follows recomputation, as one pipeline: used to plan candidates.
+  auto addBackEnd = [&](PassManager &pm) {
+    if (bf16) {
+      otc::MixedPrecisionOptions mp;
+      mp.fp32GradAccum = fp32GradAccum;
+      pm.addPass(otc::createMixedPrecision(mp));
+    }
+    otc::TrainingLoopOptions o;
+    o.gradAccum = gradAccum;
+    o.weightDecay = weightDecay;
+    pm.addPass(otc::createTrainingLoop(o));
+    pm.addPass(otc::createLowerToBuffers());
+    pm.addPass(otc::createPlanBuffers());
+  };
   // Shape computations on constants, folded once dimensions are bound.
   if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createFoldShapes()); }))
     return fail("folding shape computations failed");
@@ -283,17 +308,58 @@ int main(int argc, char **argv) {
   for (Operation &op : step.getBody().front().without_terminator())
     info.microStepFlops += otc::opFlops(&op);
   std::vector<otc::RematCandidate> frontier;
-  if (compileTo.empty()) {
+  if (compileTo.empty() || remat == "auto") {
     FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(*module);
     if (failed(f))
       return fail("measuring the recompute frontier failed");
     frontier = std::move(*f);
   }
   int64_t persistent = otc::persistentBytes(step);
+
+  // --remat=auto: every candidate of the frontier is planned through the
+  // rest of the pipeline, and the least recompute whose planned total peak
+  // fits the budget wins. The candidates do not depend on the budget, so a
+  // larger budget never picks more recomputation.
+  std::string blocks;
+  if (remat == "auto") {
+    const otc::RematCandidate *best = nullptr;
+    int64_t bestPeak = 0, smallest = INT64_MAX;
+    for (const otc::RematCandidate &c : frontier) {
+      OwningOpRef<ModuleOp> copy = (*module).clone();
+      PassManager pm(&context);
+      otc::RematOptions o;
+      o.policy = "auto";
+      o.blocks = blockString(c.choice);
+      pm.addPass(otc::createRemat(o));
+      addBackEnd(pm);
+      if (failed(pm.run(*copy)))
+        return fail("planning a recomputation candidate failed");
+      otc::PlanInfo measure;
+      measure.workspaceBytes = cuda ? (32ll << 20) : 0;
+      FailureOr<otc::PlanSummary> s = otc::summarizePlan(*copy, measure);
+      if (failed(s))
+        return fail("summarizing a recomputation candidate failed");
+      smallest = std::min(smallest, s->totalPeak);
+      if (s->totalPeak > *budget)
+        continue;
+      if (!best || c.outcome.recomputeFlops < best->outcome.recomputeFlops ||
+          (c.outcome.recomputeFlops == best->outcome.recomputeFlops &&
+           s->totalPeak < bestPeak)) {
+        best = &c;
+        bestPeak = s->totalPeak;
+      }
+    }
+    if (!best)
+      return fail("no recomputation plan fits --memory-budget " +
+                  memoryBudget + " (" + std::to_string(*budget) +
+                  " bytes); the smallest that fits is " +
+                  std::to_string(smallest) + " bytes");
+    blocks = blockString(best->choice);
+  }
   if (!runPhase([&](PassManager &pm) {
         otc::RematOptions o;
         o.policy = remat;
-        o.budget = memoryBudget;
+        o.blocks = blocks;
         pm.addPass(otc::createRemat(o));
       }))
     return fail("choosing recomputation failed");
@@ -310,6 +376,16 @@ int main(int argc, char **argv) {
           list->push_back(cast<StringAttr>(e).str());
   }
   if (compileTo == "remat")
+    return printIR();
+  // BF16 compute, FP32 masters, reductions and loss (gradients in FP32 with
+  // --fp32-grad-accum; FP32 training accumulates in FP32 anyway).
+  if (bf16 && !runPhase([&](PassManager &pm) {
+        otc::MixedPrecisionOptions o;
+        o.fp32GradAccum = fp32GradAccum;
+        pm.addPass(otc::createMixedPrecision(o));
+      }))
+    return fail("setting the precision failed");
+  if (compileTo == "mixed-precision")
     return printIR();
   if (!runPhase([&](PassManager &pm) {
         otc::TrainingLoopOptions o;
@@ -335,6 +411,8 @@ int main(int argc, char **argv) {
   info.target = target;
   info.microBatch = mb;
   info.gradAccum = gradAccum;
+  info.precision = precision;
+  info.fp32GradAccum = bf16 && fp32GradAccum;
   info.workspaceBytes = cuda ? (32ll << 20) : 0;
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
@@ -374,11 +452,7 @@ int main(int argc, char **argv) {
     // The pictures: memory over one step and the recompute frontier.
     std::vector<otc::FrontierPoint> points;
     for (const otc::RematCandidate &c : frontier) {
-      std::string label;
-      for (otc::RematChoice ch : c.choice)
-        label += ch == otc::RematChoice::Full        ? 'f'
-                 : ch == otc::RematChoice::Selective ? 's'
-                                                     : 'n';
+      std::string label = blockString(c.choice);
       points.push_back({c.outcome.peakBytes - persistent,
                         c.outcome.recomputeFlops, label,
                         label == info.rematBlocks});

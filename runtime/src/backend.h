@@ -35,6 +35,12 @@ public:
                           int64_t bytes) = 0;
   /// Waits for all queued device work and reports asynchronous failures.
   virtual Status synchronize() = 0;
+  /// Bytes of memory in use where the arena lives (host resident set on the
+  /// cpu, device memory on a GPU); -1 when unknown.
+  virtual int64_t memoryInUse() const { return -1; }
+  /// Peak FLOP/s of the device for MFU (dense BF16 tensor-core peak on a
+  /// GPU); 0 when unknown, as on the cpu.
+  virtual double peakFlops() const { return 0; }
 };
 
 /// Returns the backend of the library this driver was linked into.

@@ -5,9 +5,11 @@
 
 #include "otcrt/abi.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 
 namespace otcrt {
 namespace {
@@ -49,6 +51,16 @@ public:
   }
 
   Status synchronize() override { return Status::ok(); }
+
+  int64_t memoryInUse() const override {
+    std::FILE *f = std::fopen("/proc/self/statm", "r");
+    if (!f)
+      return -1;
+    long long size = 0, resident = 0;
+    int n = std::fscanf(f, "%lld %lld", &size, &resident);
+    std::fclose(f);
+    return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
+  }
 };
 
 } // namespace

@@ -84,6 +84,26 @@ public:
     OTCRT_CUDA_TRY(cudaGetLastError());
     return Status::ok();
   }
+
+  int64_t memoryInUse() const override {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+      return -1;
+    return static_cast<int64_t>(totalBytes - freeBytes);
+  }
+
+  /// Dense BF16 tensor-core peak of the known data-centre GPUs (H100/H200
+  /// SXM: 989.4 TFLOP/s; A100: 312); 0 (MFU n/a) for others.
+  double peakFlops() const override {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+      return 0;
+    if (prop.major == 9)
+      return 989.4e12;
+    if (prop.major == 8 && prop.minor == 0)
+      return 312e12;
+    return 0;
+  }
 };
 
 } // namespace

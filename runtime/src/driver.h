@@ -1,7 +1,11 @@
 // Internal interface of the otcrt training driver, split out of otcrt_main so
 // the unit tests can exercise flag parsing, program validation and whole
 // training runs (with a hand-written fake program) without spawning
-// processes. Nothing here prints or exits; otcrt_main does that.
+// processes. Nothing here prints or exits; otcrt_main does that. The driver
+// itself is spread over files by concern: options.cpp (command line),
+// program.cpp (descriptor checks and slot helpers), data.cpp (token shards),
+// checkpoint.cpp, schedule.cpp, metrics.cpp (log lines, JSONL, plan.json),
+// trace.cpp (Chrome trace) and driver.cpp (the loop).
 #ifndef OTCRT_DRIVER_H
 #define OTCRT_DRIVER_H
 
@@ -18,31 +22,57 @@ namespace otcrt {
 
 /// Parsed command line of a `train` program.
 struct TrainOptions {
-  std::string batchPath;     ///< --batch
-  std::string initPath;      ///< --init (empty: <exe dir>/init.safetensors)
-  std::string dumpGradsPath; ///< --dump-grads
-  int64_t steps = 1;         ///< --steps
-  double lr = 1e-3;          ///< --lr
-  uint64_t seed = 0;         ///< --seed
-  int64_t logEvery = 1;      ///< --log-every
-  bool quiet = false;        ///< --quiet
-  bool help = false;         ///< --help / -h
-  bool dataRequested = false; ///< --data (not supported yet)
+  // Inputs.
+  std::string batchPath;               ///< --batch
+  std::vector<std::string> dataGlobs;  ///< --data (repeatable glob)
+  std::vector<std::string> valGlobs;   ///< --val-data (repeatable glob)
+  std::string tokensInput;             ///< --tokens-input
+  std::string targetsInput;            ///< --targets-input
+  bool shuffle = true;                 ///< --no-shuffle clears it
+  int64_t valEvery = 0;                ///< --val-every (0: only at the end)
+  int64_t valBatches = 20;             ///< --val-batches (micro-batches)
+  std::string initPath;                ///< --init (empty: <exe dir>/init.safetensors)
+  std::string dumpGradsPath;           ///< --dump-grads
+  // Optimization.
+  int64_t steps = 1;                   ///< --steps (total, resumed runs included)
+  double lr = 1e-3;                    ///< --lr (peak)
+  std::string lrSchedule = "constant"; ///< --lr-schedule constant|cosine
+  int64_t warmupSteps = 0;             ///< --warmup
+  double minLr = 0;                    ///< --min-lr (cosine floor)
+  int64_t decaySteps = 0;              ///< --lr-decay-steps (0: --steps)
+  double gradClip = 0;                 ///< --grad-clip (0: off)
+  bool skipNonfinite = false;          ///< --skip-nonfinite
+  int64_t batchStartTokens = 0;        ///< --batch-start-tokens (0: no ramp)
+  int64_t batchRampTokens = 0;         ///< --batch-ramp-tokens
+  uint64_t seed = 0;                   ///< --seed
+  // Checkpoints.
+  std::string saveDir;                 ///< --save
+  int64_t saveEvery = 0;               ///< --save-every
+  int64_t keep = 3;                    ///< --keep
+  std::string resumeDir;               ///< --resume
+  // Output.
+  int64_t logEvery = 1;                ///< --log-every
+  bool quiet = false;                  ///< --quiet
+  std::string jsonlPath;               ///< --log-jsonl
+  std::string tracePath;               ///< --trace
+  double peakTflops = 0;               ///< --peak-tflops (0: the backend's)
+  bool help = false;                   ///< --help / -h
 };
-
-/// The --data rejection line printed by otcrt_main (without "otc train: ").
-extern const char *const kDataUnsupportedMessage;
 
 /// Parses the arguments after argv[0]. Accepts "--flag value" and
 /// "--flag=value". Returns a usage Status on unknown flags, missing or
-/// malformed values, or a missing --batch (unless help/data was requested).
+/// malformed values, inconsistent combinations, or neither --batch nor --data
+/// (unless help was requested).
 Status parseTrainArgs(const std::vector<std::string> &args, TrainOptions &out);
 
 /// Returns the --help text for a program invoked as \p argv0.
 std::string trainUsage(const std::string &argv0);
 
-/// Returns "<directory of the running executable>/init.safetensors", using
-/// /proc/self/exe, or "init.safetensors" when that cannot be resolved.
+/// Returns "<directory of the running executable>/<file>", using
+/// /proc/self/exe, or \p file alone when that cannot be resolved.
+std::string pathNextToExecutable(const std::string &file);
+
+/// Returns pathNextToExecutable("init.safetensors").
 std::string defaultInitPath();
 
 /// Checks a program descriptor against ABI version 1 and \p backendName.

@@ -85,7 +85,7 @@ expect() { # expect EXIT_CODE PATTERN ARGS...
   fi
 }
 expect 0 "usage:" --help
-expect 2 "otc train: --data (token shards) is not supported yet; use --batch" --data a.bin
+expect 1 "otc train: error: " --data a.bin
 expect 2 "otc train: error: --batch" --steps 3
 expect 1 "otc train: error: cannot load initial parameters" --batch "$work/none.safetensors" --init "$work/none.safetensors"
 

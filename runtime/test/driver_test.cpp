@@ -162,9 +162,17 @@ TEST(DriverArgs, HelpAndData) {
   TrainOptions o;
   ASSERT_TRUE(parseTrainArgs({"--help"}, o));
   EXPECT_TRUE(o.help);
-  ASSERT_TRUE(parseTrainArgs({"--data", "a.bin", "b.bin"}, o));
-  EXPECT_TRUE(o.dataRequested);
+  ASSERT_TRUE(parseTrainArgs({"--data", "a*.bin", "--data=b.bin", "--val-data",
+                              "v.bin", "--tokens-input", "idx",
+                              "--targets-input", "y", "--no-shuffle"},
+                             o));
+  EXPECT_EQ(o.dataGlobs, (std::vector<std::string>{"a*.bin", "b.bin"}));
+  EXPECT_EQ(o.valGlobs, std::vector<std::string>{"v.bin"});
+  EXPECT_EQ(o.tokensInput, "idx");
+  EXPECT_EQ(o.targetsInput, "y");
+  EXPECT_FALSE(o.shuffle);
   EXPECT_THAT(trainUsage("train"), HasSubstr("--dump-grads"));
+  EXPECT_THAT(trainUsage("train"), HasSubstr("--resume"));
 }
 
 TEST(DriverArgs, UsageErrors) {
@@ -182,6 +190,13 @@ TEST(DriverArgs, UsageErrors) {
       {"--batch", "b", "stray"},
       {"--batch="},
       {"--batch", "b", "--quiet=1"},
+      {"--batch", "b", "--data", "d"},
+      {"--batch", "b", "--val-data", "v"},
+      {"--batch", "b", "--save-every", "5"},
+      {"--batch", "b", "--lr-schedule", "linear"},
+      {"--data", "d", "--batch-start-tokens", "64"},
+      {"--batch", "b", "--dump-grads", "g", "--resume", "r"},
+      {"--batch", "b", "--skip-nonfinite=1"},
   };
   for (const auto &args : bad) {
     TrainOptions o;
@@ -292,7 +307,8 @@ TEST_F(DriverRun, TrainsAndLogs) {
   ASSERT_EQ(gSteps.size(), 30u);
   for (size_t i = 0; i < gSteps.size(); ++i)
     EXPECT_EQ(gSteps[i], float(i + 1));
-  std::regex line(R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| \S+ ms)");
+  std::regex line(
+      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| \S+ ms \| \d+ samples/s \| MFU n/a \| mem .*B \| accum 2)");
   std::vector<int> logged;
   std::vector<double> losses;
   std::istringstream in(output);

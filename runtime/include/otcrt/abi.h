@@ -83,6 +83,13 @@ void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, flo
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 
+/// Optional profiling hooks for generated code: bracket a kernel or library
+/// call with otcrt_trace_begin("<ONNX node name>") and otcrt_trace_end() to
+/// get one span per kernel in `train --trace`. Without --trace they return at
+/// once; with it the runtime synchronizes the device at each hook.
+void otcrt_trace_begin(const char *name);
+void otcrt_trace_end(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,138 @@
+"""Writes a GPT-2-shaped ONNX training graph (opset 17) for sizing runs.
+
+The graph is what a GPT-2 forward with its loss computes: token and learned
+position embeddings, L pre-LayerNorm blocks of causal softmax attention and a
+GELU MLP, a final LayerNorm, the output projection tied to the token
+embedding, and softmax cross-entropy. The weights are ONNX external data in a
+sparse file of zeros, so a 124M-parameter model costs no disk and no time to
+write: only shapes matter for planning memory.
+
+    make_gpt2_onnx.py OUT.onnx [--layers 12 --embd 768 --heads 12
+                                --vocab 50304 --seq 1024]
+
+Parameters: vocab*embd + layers*(12*embd^2 + 13*embd) + 2*embd + seq*embd.
+Runs with any python that has onnx and numpy.
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--embd", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--seq", type=int, default=1024)
+    a = ap.parse_args()
+    h, L, nh, v, T = a.embd, a.layers, a.heads, a.vocab, a.seq
+    hs = h // nh
+
+    weights_path = a.out + ".weights"
+    inits, nodes = [], []
+    offset = [0]
+
+    def weight(name, shape):
+        t = TensorProto()
+        t.name = name
+        t.data_type = TensorProto.FLOAT
+        t.dims.extend(shape)
+        t.data_location = TensorProto.EXTERNAL
+        length = int(np.prod(shape)) * 4
+        for k, val in (("location", os.path.basename(weights_path)),
+                       ("offset", str(offset[0])), ("length", str(length))):
+            e = t.external_data.add()
+            e.key, e.value = k, val
+        offset[0] += length
+        inits.append(t)
+        return name
+
+    def const(name, array):
+        # Constant nodes, as exporters write them: not initializers, so not
+        # parameters.
+        nodes.append(helper.make_node("Constant", [], [name], name="/" + name,
+                                      value=numpy_helper.from_array(array, name)))
+        return name
+
+    count = [0]
+
+    def node(op, inputs, **attrs):
+        count[0] += 1
+        out = f"{op.lower()}_{count[0]}"
+        nodes.append(helper.make_node(op, inputs, [out], name=f"/{op}_{count[0]}", **attrs))
+        return out
+
+    def layer_norm(x, prefix):
+        g = weight(prefix + ".weight", [h])
+        b = weight(prefix + ".bias", [h])
+        return node("LayerNormalization", [x, g, b], axis=-1, epsilon=1e-5)
+
+    def linear(x, prefix, n_in, n_out):
+        w = weight(prefix + ".weight", [n_in, n_out])
+        b = weight(prefix + ".bias", [n_out])
+        return node("Add", [node("MatMul", [x, w]), b])
+
+    wte = weight("wte.weight", [v, h])
+    wpe = weight("wpe.weight", [T, h])
+    pos = const("positions", np.arange(T, dtype=np.int64))
+    mask = const("causal_mask", np.tril(np.ones((T, T), dtype=bool)))
+    neg = const("neg_inf", np.array(-1e9, dtype=np.float32))
+    scale = const("scale", np.array(1.0 / np.sqrt(hs), dtype=np.float32))
+    shape_heads = const("shape_heads", np.array([0, T, nh, hs], dtype=np.int64))
+    shape_merge = const("shape_merge", np.array([0, T, h], dtype=np.int64))
+    shape_flat = const("shape_flat", np.array([-1, v], dtype=np.int64))
+    shape_tgt = const("shape_tgt", np.array([-1], dtype=np.int64))
+    split = const("split_qkv", np.array([h, h, h], dtype=np.int64))
+    sqrt2 = const("sqrt2", np.array(np.sqrt(2.0), dtype=np.float32))
+    one = const("one", np.array(1.0, dtype=np.float32))
+    half = const("half", np.array(0.5, dtype=np.float32))
+
+    x = node("Add", [node("Gather", [wte, "idx"]), node("Gather", [wpe, pos])])
+    for i in range(L):
+        p = f"h.{i}"
+        a_in = layer_norm(x, p + ".ln_1")
+        qkv = linear(a_in, p + ".attn.c_attn", h, 3 * h)
+        outs = [f"{p}.q", f"{p}.k", f"{p}.v"]
+        nodes.append(helper.make_node("Split", [qkv, split], outs, axis=2, name=f"/{p}/Split"))
+        q, k, vv = (node("Transpose", [node("Reshape", [t, shape_heads])], perm=[0, 2, 1, 3])
+                    for t in outs)
+        kt = node("Transpose", [k], perm=[0, 1, 3, 2])
+        att = node("Mul", [node("MatMul", [q, kt]), scale])
+        att = node("Where", [mask, att, neg])
+        att = node("Softmax", [att], axis=-1)
+        y = node("MatMul", [att, vv])
+        y = node("Reshape", [node("Transpose", [y], perm=[0, 2, 1, 3]), shape_merge])
+        x = node("Add", [x, linear(y, p + ".attn.c_proj", h, h)])
+        m = linear(layer_norm(x, p + ".ln_2"), p + ".mlp.c_fc", h, 4 * h)
+        gelu = node("Mul", [node("Mul", [m, node("Add", [node("Erf", [node("Div", [m, sqrt2])]), one])]), half])
+        x = node("Add", [x, linear(gelu, p + ".mlp.c_proj", 4 * h, h)])
+    x = layer_norm(x, "ln_f")
+    logits = node("MatMul", [x, node("Transpose", [wte], perm=[1, 0])])
+    flat = node("Reshape", [logits, shape_flat])
+    tgt = node("Reshape", ["targets", shape_tgt])
+    nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [flat, tgt], ["loss"],
+                                  name="/loss", reduction="mean"))
+
+    graph = helper.make_graph(
+        nodes, "gpt2_shaped",
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, ["batch", T]),
+         helper.make_tensor_value_info("targets", TensorProto.INT64, ["batch", T])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, a.out)
+    with open(weights_path, "wb") as f:
+        f.truncate(offset[0])
+    params = offset[0] // 4
+    print(f"wrote {a.out}: {params} parameters "
+          f"(formula {v*h + L*(12*h*h + 13*h) + 2*h + T*h})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Memory and recompute benchmark of the planner on a GPT-2 124M-shaped graph.
+
+Builds the graph (bench/make_gpt2_onnx.py: 12 layers, 768 wide, 12 heads,
+vocab 50304, sequence 1024; weights are a sparse file of zeros) and runs
+`otc-compile --plan-only` at micro-batch 4 for --remat none, selective, full
+and auto at five budgets between the smallest plan and the largest. Prints,
+per run: activation peak, recompute FLOPs per step, arena / lower bound, and
+compile time. Not a test: it prints figures.
+
+    python3 bench/memory.py [--otc-bin build/bin] [--work /tmp/otc-bench]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def compile_plan(otc_bin, model, out, remat, budget=None):
+    cmd = [os.path.join(otc_bin, "otc-compile"), model, "-o", out,
+           "--micro-batch", "4", "--plan-only", "--remat=" + remat]
+    if budget:
+        cmd.append(f"--memory-budget={budget}")
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    secs = time.time() - t0
+    if r.returncode != 0:
+        return None, secs, r.stderr.strip().splitlines()[-1]
+    with open(os.path.join(out, "plan.json")) as f:
+        return json.load(f), secs, ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--otc-bin", default=os.path.join(HERE, "..", "build", "bin"))
+    ap.add_argument("--work", default="/tmp/otc-bench")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    model = os.path.join(a.work, "gpt2-124m.onnx")
+    if not os.path.exists(model):
+        subprocess.run([sys.executable, os.path.join(HERE, "make_gpt2_onnx.py"), model],
+                       check=True)
+
+    gib = 1 << 30
+    rows = []
+
+    def run(label, remat, budget=None):
+        plan, secs, err = compile_plan(a.otc_bin, model,
+                                       os.path.join(a.work, label.replace(" ", "_")),
+                                       remat, budget)
+        if plan is None:
+            rows.append((label, None, None, None, None, secs, err))
+            return None
+        m, f = plan["memory_bytes"], plan["flops"]
+        rows.append((label, m["activations_peak"], f["recompute"], m["arena"],
+                     m["lower_bound"], secs, plan["remat"].get("blocks", "")))
+        return plan
+
+    none = run("none", "none")
+    run("selective", "selective")
+    full = run("full", "full")
+    lo, hi = full["memory_bytes"]["total_peak"], none["memory_bytes"]["total_peak"]
+    for i in range(5):
+        budget = int(lo + (hi - lo) * i / 4)
+        run(f"auto {budget / gib:.2f} GiB", "auto", budget)
+
+    print(f"GPT-2 124M shaped, seq 1024, micro-batch 4, fp32, params "
+          f"{none['params_count']:,}; model FLOPs per step {none['flops']['model']:.4g}")
+    print(f"{'policy':<18}{'act. peak GiB':>14}{'recompute TFLOP':>17}"
+          f"{'arena GiB':>11}{'arena/lower':>13}{'compile s':>11}  blocks")
+    for label, act, rec, arena, lower, secs, extra in rows:
+        if act is None:
+            print(f"{label:<18}{'failed':>14}  {extra}")
+            continue
+        print(f"{label:<18}{act / gib:>14.3f}{rec / 1e12:>17.3f}{arena / gib:>11.3f}"
+              f"{arena / lower:>13.4f}{secs:>11.1f}  {extra}")
+
+
+if __name__ == "__main__":
+    main()

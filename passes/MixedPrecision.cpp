@@ -1,0 +1,220 @@
+//===- MixedPrecision.cpp - BF16 compute with FP32 master weights ---------===//
+//
+// Rewrites `@train_step` (after differentiation and recomputation) to compute
+// in BF16 where that is safe and in FP32 where it is not, with every
+// conversion an explicit `otc.cast`, so the precision of each value is its
+// type. Parameters become BF16 working copies (the training loop refreshes
+// them from the FP32 master weights); matrix products read BF16 and
+// accumulate in FP32; reductions, softmax, losses and the functions that
+// lose accuracy in BF16 (exp, log, pow, sqrt, reciprocal) run in FP32;
+// every other op computes in BF16 when all its non-constant float operands
+// are BF16, else in FP32 (the widest precision wins, as in autocast).
+// Running after otc-remat means recomputed clones get the same precision as
+// the values they replace, and both the forward and the backward of every
+// op follow one rule set.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtcDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace otc {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+/// How an op picks the precision it computes in.
+enum class Rule {
+  /// BF16 operands, FP32 accumulation, result rounded to BF16 (matmul).
+  Product,
+  /// FP32 whatever its operands (reductions, softmax, losses, ...).
+  Fp32,
+  /// BF16 when every non-constant float operand is BF16, else FP32.
+  Follow,
+  /// Left as it is (casts: they are the conversions).
+  Keep,
+};
+
+/// The rule of `op` when neither the attribute nor the option forces FP32.
+static Rule defaultRule(Operation *op) {
+  if (isa<MatMulOp>(op))
+    return Rule::Product;
+  if (isa<ReduceSumOp, ReduceMaxOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
+          LogSoftmaxGradOp, SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp,
+          NllLossOp, NllLossGradOp, GatherGradOp, ExpOp, LogOp, PowOp, SqrtOp,
+          ReciprocalOp, AdamWOp>(op))
+    return Rule::Fp32;
+  if (isa<CastOp, ConstantOp>(op))
+    return Rule::Keep;
+  return Rule::Follow;
+}
+
+/// Whether `t` is a tensor of floats.
+static bool isFloatTensor(Type t) {
+  return isa<FloatType>(getElementTypeOrSelf(t));
+}
+
+/// `t` with element type `et` when it is a float tensor, else `t`.
+static Type withFloat(Type t, Type et) {
+  if (!isFloatTensor(t))
+    return t;
+  return cast<RankedTensorType>(t).clone(et);
+}
+
+struct MixedPrecisionPass
+    : public otc::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() override;
+
+private:
+  Value convert(OpBuilder &b, Value v, Type et);
+  LogicalResult rewrite(Operation *op, const llvm::StringSet<> &forced);
+
+  Type bf16, f32;
+};
+
+/// `v` as a tensor of `et`: itself, a constant rebuilt in `et` (constants
+/// take the precision of the op that reads them), or an `otc.cast` placed
+/// at `b`'s insertion point.
+Value MixedPrecisionPass::convert(OpBuilder &b, Value v, Type et) {
+  if (!isFloatTensor(v.getType()) || getElementTypeOrSelf(v.getType()) == et)
+    return v;
+  Type to = withFloat(v.getType(), et);
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue())) {
+      auto ft = cast<FloatType>(et);
+      auto attr = dense.mapValues(ft, [&](const APFloat &x) {
+        APFloat y = x;
+        bool lost;
+        y.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+        return y.bitcastToAPInt();
+      });
+      return b.create<ConstantOp>(c.getLoc(), attr);
+    }
+  return b.create<CastOp>(v.getLoc(), to, v);
+}
+
+/// Sets the precision of one op: converts its float operands and retypes its
+/// float results.
+LogicalResult MixedPrecisionPass::rewrite(Operation *op,
+                                          const llvm::StringSet<> &forced) {
+  Rule rule = defaultRule(op);
+  if (rule == Rule::Keep)
+    return success();
+  if (op->hasAttr(attrs::kKeepFp32) ||
+      forced.contains(op->getName().getStringRef()))
+    rule = Rule::Fp32;
+  if (op->getNumRegions())
+    return op->emitOpError("has regions: otc-mixed-precision cannot set its "
+                           "precision");
+
+  Type et = f32;
+  if (rule == Rule::Product) {
+    et = bf16;
+  } else if (rule == Rule::Follow) {
+    bool anyFloat = false, allBf16 = true;
+    for (Value v : op->getOperands()) {
+      if (!isFloatTensor(v.getType()) || v.getDefiningOp<ConstantOp>())
+        continue;
+      anyFloat = true;
+      allBf16 &= getElementTypeOrSelf(v.getType()).isBF16();
+    }
+    et = anyFloat && allBf16 ? bf16 : f32;
+  }
+
+  OpBuilder b(op);
+  for (OpOperand &use : op->getOpOperands())
+    use.set(convert(b, use.get(), et));
+  if (rule == Rule::Product) {
+    // FP32 accumulation, rounded to BF16 where the result is stored.
+    Value r = op->getResult(0);
+    r.setType(withFloat(r.getType(), f32));
+    b.setInsertionPointAfter(op);
+    auto round =
+        b.create<CastOp>(op->getLoc(), withFloat(r.getType(), bf16), r);
+    r.replaceAllUsesExcept(round, round);
+    return success();
+  }
+  for (Value r : op->getResults())
+    r.setType(withFloat(r.getType(), et));
+  return success();
+}
+
+void MixedPrecisionPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step) {
+    module.emitError("no @train_step: run --otc-differentiate first");
+    return signalPassFailure();
+  }
+  MLIRContext *ctx = module.getContext();
+  bf16 = BFloat16Type::get(ctx);
+  f32 = Float32Type::get(ctx);
+  llvm::StringSet<> forced;
+  for (const std::string &name : fp32Ops) {
+    if (!RegisteredOperationName::lookup(name, ctx)) {
+      module.emitError("fp32-ops: unknown op '") << name << "'";
+      return signalPassFailure();
+    }
+    forced.insert(name);
+  }
+
+  // Parameters: BF16 working copies of the FP32 masters.
+  Block &body = step.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (!step.getArgAttr(i, attrs::kParam))
+      continue;
+    if (!getElementTypeOrSelf(arg.getType()).isF32()) {
+      step.emitError("parameter argument ")
+          << i << " is " << arg.getType() << ", expected f32 master weights";
+      return signalPassFailure();
+    }
+    arg.setType(withFloat(arg.getType(), bf16));
+    step.setArgAttr(i, attrs::kBf16Copy, UnitAttr::get(ctx));
+  }
+
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : ops)
+    if (failed(rewrite(op, forced)))
+      return signalPassFailure();
+
+  // The loss in FP32; gradients in BF16, or FP32 for FP32 accumulation.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder b(ret);
+  Type gradType = fp32GradAccum ? f32 : bf16;
+  for (OpOperand &use : ret->getOpOperands()) {
+    Type et = use.getOperandNumber() == 0 ? f32 : gradType;
+    Value v = use.get();
+    // A value rounded to BF16 from FP32 (a matmul's result) is returned
+    // unrounded when FP32 is wanted.
+    if (auto round = v.getDefiningOp<CastOp>())
+      if (round.getInput().getType() == withFloat(v.getType(), et)) {
+        use.set(round.getInput());
+        if (round->use_empty())
+          round->erase();
+        continue;
+      }
+    use.set(convert(b, v, et));
+  }
+  step.setType(
+      FunctionType::get(ctx, body.getArgumentTypes(), ret.getOperandTypes()));
+  // Constants that every reader now takes in the other precision.
+  for (Operation *op : ops)
+    if (isa<ConstantOp>(op) && op->use_empty())
+      op->erase();
+}
+
+} // namespace

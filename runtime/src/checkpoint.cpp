@@ -1,0 +1,280 @@
+// Saving and loading checkpoints (layout in checkpoint.h): atomic file
+// writes, the latest symlink, pruning, and the checks that a checkpoint
+// matches the program it is loaded into.
+#include "checkpoint.h"
+
+#include "otcrt/safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace otcrt {
+namespace {
+
+constexpr const char *kFormat = "otc-checkpoint-1";
+
+/// fsyncs the directory \p dir so a rename in it is durable.
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// The directory part of \p path ("." when none).
+std::string dirName(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+/// Creates \p dir (one level) unless it exists.
+Status makeDirectory(const std::string &dir) {
+  if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    return Status::error("cannot create directory " + dir + ": " +
+                         std::strerror(errno));
+  return Status::ok();
+}
+
+/// Points symlink \p link at \p target atomically (temporary link + rename).
+Status replaceSymlink(const std::string &target, const std::string &link) {
+  std::string tmp = link + ".tmp";
+  ::unlink(tmp.c_str());
+  if (symlink(target.c_str(), tmp.c_str()) != 0 ||
+      std::rename(tmp.c_str(), link.c_str()) != 0)
+    return Status::error("cannot update " + link + ": " + std::strerror(errno));
+  syncDirectory(dirName(link));
+  return Status::ok();
+}
+
+/// Removes a step directory and the files in it.
+void removeStepDirectory(const std::string &dir) {
+  if (DIR *d = opendir(dir.c_str())) {
+    while (dirent *e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..")
+        ::unlink((dir + "/" + name).c_str());
+    }
+    closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+/// Keeps the \p keep newest step-* directories of \p root (and \p current).
+void prune(const std::string &root, int64_t keep, const std::string &current) {
+  std::vector<std::string> steps;
+  if (DIR *d = opendir(root.c_str())) {
+    while (dirent *e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos)
+        steps.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(steps.begin(), steps.end()); // zero-padded: by step
+  int64_t excess = static_cast<int64_t>(steps.size()) - keep;
+  for (int64_t i = 0; i < excess; ++i)
+    if (steps[i] != current)
+      removeStepDirectory(root + "/" + steps[i]);
+}
+
+/// Downloads \p slots into \p file under \p prefix + slot name.
+Status addSlots(TensorFile &file, const std::vector<const OtcSlot *> &slots,
+                const std::string &prefix, Backend &backend, const char *arena) {
+  std::vector<uint8_t> bytes;
+  for (const OtcSlot *slot : slots) {
+    bytes.resize(static_cast<size_t>(slot->nbytes));
+    Status s = backend.download(arena, slot->offset, bytes.data(), slot->nbytes);
+    if (!s)
+      return s;
+    file.add(prefix + slot->name, StDType::F32, slotShape(*slot), bytes.data());
+  }
+  return Status::ok();
+}
+
+/// Uploads tensors \p prefix + name of \p file into \p slots, checking them.
+Status loadSlots(const TensorFile &file, const std::string &path,
+                 const std::vector<const OtcSlot *> &slots,
+                 const std::string &prefix, Backend &backend, char *arena) {
+  for (const OtcSlot *slot : slots) {
+    std::string name = prefix + slot->name;
+    const Tensor *t = file.find(name);
+    if (!t)
+      return Status::error(path + ": '" + name +
+                           "' not found: the checkpoint is of another model");
+    if (t->dtype != StDType::F32 || t->shape != slotShape(*slot))
+      return Status::error(path + ": '" + name + "' is " + dtypeName(t->dtype) +
+                           " " + formatShape(t->shape) + ", the program needs F32 " +
+                           formatShape(slotShape(*slot)));
+    Status s = backend.upload(arena, slot->offset, t->data.data(), slot->nbytes);
+    if (!s)
+      return s;
+  }
+  return Status::ok();
+}
+
+/// Reads integer metadata \p key of \p file into \p out.
+Status metaInt(const TensorFile &file, const std::string &path,
+               const char *key, int64_t &out) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end())
+    return Status::error(path + ": metadata '" + key + "' is missing");
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (errno || *end)
+    return Status::error(path + ": metadata '" + key + "' is not an integer");
+  out = v;
+  return Status::ok();
+}
+
+/// The number of the N-th atomic write that pauses (OTC_TEST_SAVE_PAUSE).
+int64_t pauseAt() {
+  const char *v = std::getenv("OTC_TEST_SAVE_PAUSE");
+  return v ? std::atoll(v) : 0;
+}
+
+} // namespace
+
+Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes) {
+  static int64_t calls = 0;
+  ++calls;
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  if (fd < 0)
+    return Status::error("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::error("cannot write " + tmp + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::error("cannot flush " + tmp + ": " + std::strerror(errno));
+  }
+  if (calls == pauseAt()) {
+    std::fprintf(stderr, "otc train: paused before rename of %s\n", path.c_str());
+    std::fflush(stderr);
+    sleep(600);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::error("cannot rename " + tmp + " to " + path + ": " +
+                         std::strerror(errno));
+  }
+  syncDirectory(dirName(path));
+  return Status::ok();
+}
+
+Status saveCheckpoint(const std::string &root, int64_t keep,
+                      const ProgramSlots &slots, Backend &backend,
+                      const char *arena, const TrainState &state,
+                      const std::string &model, std::string &written) {
+  Status s = makeDirectory(root);
+  if (!s)
+    return s;
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld",
+                static_cast<long long>(state.step));
+  std::string dir = root + "/" + name;
+  if (s = makeDirectory(dir); !s)
+    return s;
+
+  TensorFile st;
+  st.metadata["format"] = kFormat;
+  st.metadata["model"] = model;
+  st.metadata["step"] = std::to_string(state.step);
+  st.metadata["updates"] = std::to_string(state.updates);
+  st.metadata["skipped"] = std::to_string(state.skipped);
+  st.metadata["seed"] = std::to_string(static_cast<int64_t>(state.seed));
+  st.metadata["tokens_seen"] = std::to_string(state.tokensSeen);
+  st.metadata["data_epoch"] = std::to_string(state.dataEpoch);
+  st.metadata["data_cursor"] = std::to_string(state.dataCursor);
+  st.metadata["data_fingerprint"] = std::to_string(state.dataFingerprint);
+  for (auto [list, prefix] :
+       {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
+        {&slots.adamV, "adam_v/"}})
+    if (s = addSlots(st, *list, prefix, backend, arena); !s)
+      return s;
+  TensorFile weights;
+  weights.metadata["format"] = "otc-weights";
+  weights.metadata["model"] = model;
+  weights.metadata["step"] = std::to_string(state.step);
+  if (s = addSlots(weights, slots.params, "", backend, arena); !s)
+    return s;
+
+  std::vector<uint8_t> bytes;
+  if (s = serializeSafetensors(st, bytes); !s)
+    return s;
+  if (s = writeFileAtomic(dir + "/state.safetensors", bytes); !s)
+    return s;
+  if (s = serializeSafetensors(weights, bytes); !s)
+    return s;
+  if (s = writeFileAtomic(dir + "/model.safetensors", bytes); !s)
+    return s;
+  syncDirectory(root);
+  if (s = replaceSymlink(name, root + "/latest"); !s)
+    return s;
+  for (const char *file : {"model.safetensors", "state.safetensors"}) {
+    std::string link = root + "/" + file;
+    if (!exists(link))
+      if (s = replaceSymlink(std::string("latest/") + file, link); !s)
+        return s;
+  }
+  prune(root, keep, name);
+  written = dir;
+  return Status::ok();
+}
+
+Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
+                      Backend &backend, char *arena, TrainState &state,
+                      std::string &from) {
+  from = exists(dir + "/latest") ? dir + "/latest" : dir;
+  std::string path = from + "/state.safetensors";
+  TensorFile st;
+  Status s = readSafetensors(path, st);
+  if (!s)
+    return Status::error("cannot resume (--resume " + dir + "): " + s.message());
+  auto fmt = st.metadata.find("format");
+  if (fmt == st.metadata.end() || fmt->second != kFormat)
+    return Status::error(path + ": not an otc checkpoint (metadata format is not " +
+                         std::string(kFormat) + ")");
+  int64_t seed = 0, fingerprint = 0;
+  for (auto [key, field] :
+       {std::pair{"step", &state.step}, {"updates", &state.updates},
+        {"skipped", &state.skipped}, {"tokens_seen", &state.tokensSeen},
+        {"data_epoch", &state.dataEpoch}, {"data_cursor", &state.dataCursor},
+        {"seed", &seed}, {"data_fingerprint", &fingerprint}})
+    if (s = metaInt(st, path, key, *field); !s)
+      return s;
+  state.seed = static_cast<uint64_t>(seed);
+  state.dataFingerprint = static_cast<uint64_t>(fingerprint);
+  for (auto [list, prefix] :
+       {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
+        {&slots.adamV, "adam_v/"}})
+    if (s = loadSlots(st, path, *list, prefix, backend, arena); !s)
+      return s;
+  return Status::ok();
+}
+
+} // namespace otcrt

@@ -1,0 +1,57 @@
+// Checkpoints of the train driver. A save writes ROOT/step-NNNNNNNN/ with
+// state.safetensors (master weights "param/<name>", AdamW moments
+// "adam_m/<name>" and "adam_v/<name>", and the counters in the metadata:
+// step, applied updates, seed, tokens seen, data position) and
+// model.safetensors (every trained initializer under its ONNX name, F32),
+// each written to a temporary file, fsynced and renamed into place; then it
+// flips the symlink ROOT/latest to the new directory (again by rename) and
+// prunes all but the last K step directories. ROOT/model.safetensors and
+// ROOT/state.safetensors are symlinks through latest. A run killed at any
+// point of a save leaves latest on the previous complete checkpoint.
+#ifndef OTCRT_CHECKPOINT_H
+#define OTCRT_CHECKPOINT_H
+
+#include "backend.h"
+#include "program.h"
+
+#include <cstdint>
+#include <string>
+
+namespace otcrt {
+
+/// The counters a resumed run continues from.
+struct TrainState {
+  int64_t step = 0;       ///< optimizer steps done
+  int64_t updates = 0;    ///< steps whose update was applied (AdamW's t)
+  int64_t skipped = 0;    ///< steps skipped as non-finite
+  uint64_t seed = 0;
+  int64_t tokensSeen = 0; ///< training tokens consumed
+  int64_t dataEpoch = 0, dataCursor = 0;
+  uint64_t dataFingerprint = 0; ///< of the --data shards (0: --batch)
+};
+
+/// Writes a checkpoint of the arena's PARAM/ADAM slots and \p state under
+/// \p root as described above, keeping the last \p keep. \p model names the
+/// ONNX file (metadata). Sets \p written to the step directory.
+Status saveCheckpoint(const std::string &root, int64_t keep,
+                      const ProgramSlots &slots, Backend &backend,
+                      const char *arena, const TrainState &state,
+                      const std::string &model, std::string &written);
+
+/// Loads the checkpoint in \p dir (a step directory, or a save root whose
+/// latest is used) into the arena and \p state. Sets \p from to the
+/// directory read.
+Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
+                      Backend &backend, char *arena, TrainState &state,
+                      std::string &from);
+
+/// Writes \p bytes to \p path atomically: a temporary file in the same
+/// directory, fsync, rename, fsync of the directory. With the environment
+/// variable OTC_TEST_SAVE_PAUSE=N, the N-th call (1-based, per process)
+/// prints "otc train: paused before rename of PATH" to stderr and sleeps
+/// before the rename, so tests can kill a run mid-save.
+Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes);
+
+} // namespace otcrt
+
+#endif // OTCRT_CHECKPOINT_H

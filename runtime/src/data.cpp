@@ -1,0 +1,221 @@
+// Token shards for the train driver: mapping, windowing, choosing the token
+// and target slots, and the seeded loader (see data.h).
+#include "data.h"
+
+#include "otcrt/shards.h"
+#include "program.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace otcrt {
+
+TokenDataset::~TokenDataset() {
+  for (Shard &s : shards_)
+    if (s.map)
+      munmap(s.map, s.mapBytes);
+}
+
+Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
+                          int64_t stride, const std::string &what) {
+  window_ = window;
+  stride_ = stride;
+  std::vector<std::string> paths;
+  for (const std::string &pattern : globs) {
+    glob_t g;
+    int rc = glob(pattern.c_str(), 0, nullptr, &g);
+    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) {
+      globfree(&g);
+      return Status::error(what + " '" + pattern + "' matches no file");
+    }
+    if (rc != 0) {
+      globfree(&g);
+      return Status::error(what + " '" + pattern + "': glob failed");
+    }
+    std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(matched.begin(), matched.end());
+    paths.insert(paths.end(), matched.begin(), matched.end());
+  }
+  for (const std::string &path : paths) {
+    Shard shard;
+    shard.path = path;
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error("cannot open " + path + ": " + std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::error("cannot stat " + path);
+    }
+    shard.mapBytes = static_cast<size_t>(st.st_size);
+    if (shard.mapBytes > 0) {
+      shard.map = mmap(nullptr, shard.mapBytes, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (shard.map == MAP_FAILED) {
+        ::close(fd);
+        return Status::error("cannot map " + path + ": " + std::strerror(errno));
+      }
+    }
+    ::close(fd);
+    const uint8_t *bytes = static_cast<const uint8_t *>(shard.map);
+    uint8_t empty[kShardHeaderBytes] = {};
+    Status s = parseShardHeader(bytes ? bytes : empty,
+                                static_cast<int64_t>(shard.mapBytes), path,
+                                shard.count);
+    if (!s) {
+      if (shard.map)
+        munmap(shard.map, shard.mapBytes);
+      return s;
+    }
+    shard.tokens = reinterpret_cast<const uint16_t *>(bytes + kShardHeaderBytes);
+    shard.firstWindow = numWindows_;
+    int64_t windows =
+        shard.count >= window ? (shard.count - window) / stride + 1 : 0;
+    numWindows_ += windows;
+    numTokens_ += shard.count;
+    shards_.push_back(shard);
+  }
+  if (numWindows_ == 0)
+    return Status::error(what + ": the shards hold " + std::to_string(numTokens_) +
+                         " tokens, not one window of " + std::to_string(window));
+  return Status::ok();
+}
+
+const uint16_t *TokenDataset::window(int64_t w) const {
+  // The last shard whose first window is <= w.
+  auto it = std::upper_bound(
+      shards_.begin(), shards_.end(), w,
+      [](int64_t v, const Shard &s) { return v < s.firstWindow; });
+  const Shard &s = *(it - 1);
+  return s.tokens + (w - s.firstWindow) * stride_;
+}
+
+uint64_t TokenDataset::fingerprint() const {
+  uint64_t h = splitMix64(static_cast<uint64_t>(window_));
+  for (const Shard &s : shards_)
+    h = splitMix64(h ^ static_cast<uint64_t>(s.count));
+  return h >> 11; // exact as a double in JSON-ish metadata
+}
+
+Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
+                       const std::string &tokensName,
+                       const std::string &targetsName, TokenFeed &out) {
+  auto byName = [&](const std::string &name, const char *flag,
+                    const OtcSlot *&slot) -> Status {
+    for (const OtcSlot *s : inputs)
+      if (name == s->name)
+        slot = s;
+    if (!slot)
+      return Status::error(std::string(flag) + " '" + name +
+                           "' is not an input of the model");
+    return Status::ok();
+  };
+  if (!tokensName.empty()) {
+    Status s = byName(tokensName, "--tokens-input", out.tokens);
+    if (!s)
+      return s;
+  }
+  if (!targetsName.empty()) {
+    Status s = byName(targetsName, "--targets-input", out.targets);
+    if (!s)
+      return s;
+  }
+  for (const OtcSlot *s : inputs) {
+    if (!isIntegerSlot(*s) || s == out.tokens || s == out.targets)
+      continue;
+    if (!out.tokens)
+      out.tokens = s;
+    else if (!out.targets && targetsName.empty())
+      out.targets = s;
+  }
+  if (!out.tokens)
+    return Status::error("--data needs an integer token input; the model has none");
+  for (const OtcSlot *s : inputs)
+    if (s != out.tokens && s != out.targets)
+      return Status::error(std::string("--data feeds only the token and target "
+                                       "inputs, but the model also has input '") +
+                           s->name + "'");
+  for (const OtcSlot *s : {out.tokens, out.targets}) {
+    if (!s)
+      continue;
+    if (!isIntegerSlot(*s) || s->rank != 2)
+      return Status::error(std::string("--data: input '") + s->name +
+                           "' must be an integer [batch, T] tensor");
+  }
+  out.seqLen = out.tokens->shape[1];
+  if (out.targets && out.targets->shape[1] != out.seqLen)
+    return Status::error(std::string("--data: inputs '") + out.tokens->name +
+                         "' and '" + out.targets->name +
+                         "' have different sequence lengths");
+  return Status::ok();
+}
+
+TokenLoader::TokenLoader(const TokenDataset &data, const TokenFeed &feed,
+                         uint64_t seed, bool shuffle)
+    : data_(data), feed_(feed), seed_(seed), shuffle_(shuffle) {
+  buildOrder();
+}
+
+void TokenLoader::buildOrder() {
+  int64_t n = data_.numWindows();
+  order_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    order_[i] = i;
+  if (!shuffle_)
+    return;
+  // Fisher-Yates with a SplitMix64 stream seeded by (seed, epoch): the same
+  // order on every platform.
+  uint64_t state = splitMix64(seed_ ^ 0x5DA7A5EEDull) ^
+                   splitMix64(static_cast<uint64_t>(epoch_) + 1);
+  for (int64_t i = n - 1; i > 0; --i) {
+    state = splitMix64(state);
+    uint64_t j = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(state) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(order_[i], order_[j]);
+  }
+}
+
+void TokenLoader::seek(int64_t epoch, int64_t cursor) {
+  bool rebuild = epoch != epoch_;
+  epoch_ = epoch;
+  cursor_ = cursor;
+  if (rebuild)
+    buildOrder();
+}
+
+/// Stores \p v at element \p i of an I64 or I32 buffer.
+static void storeInt(std::vector<uint8_t> &buf, const OtcSlot &slot, int64_t i,
+                     int64_t v) {
+  if (slot.dtype == OTC_I64) {
+    std::memcpy(buf.data() + i * 8, &v, 8);
+  } else {
+    int32_t w = static_cast<int32_t>(v);
+    std::memcpy(buf.data() + i * 4, &w, 4);
+  }
+}
+
+void TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,
+                       std::vector<uint8_t> &targets) {
+  const int64_t T = feed_.seqLen;
+  tokens.resize(static_cast<size_t>(feed_.tokens->nbytes));
+  if (feed_.targets)
+    targets.resize(static_cast<size_t>(feed_.targets->nbytes));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (cursor_ >= data_.numWindows())
+      seek(epoch_ + 1, 0);
+    const uint16_t *w = data_.window(order_[cursor_++]);
+    for (int64_t t = 0; t < T; ++t) {
+      storeInt(tokens, *feed_.tokens, r * T + t, w[t]);
+      if (feed_.targets)
+        storeInt(targets, *feed_.targets, r * T + t, w[t + 1]);
+    }
+  }
+}
+
+} // namespace otcrt

@@ -1,0 +1,101 @@
+// Token data for `train --data`: shards matched by globs are memory-mapped
+// and cut into windows of T+1 tokens (T with no target input) starting at
+// multiples of T within each shard; a loader walks the windows in a seeded
+// per-epoch permutation (or in order) and fills micro-batches of the token
+// and target inputs. The loader's position is two integers, saved in
+// checkpoints so a resumed run reads exactly the windows the straight run
+// would have read.
+#ifndef OTCRT_DATA_H
+#define OTCRT_DATA_H
+
+#include "otcrt/abi.h"
+#include "otcrt/status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace otcrt {
+
+/// Memory-mapped shards cut into fixed-length windows.
+class TokenDataset {
+public:
+  TokenDataset() = default;
+  ~TokenDataset();
+  TokenDataset(const TokenDataset &) = delete;
+  TokenDataset &operator=(const TokenDataset &) = delete;
+
+  /// Maps every file matched by \p globs (each sorted, matches in order) and
+  /// cuts windows of \p window tokens every \p stride tokens. \p what names
+  /// the flag in messages ("--data").
+  Status open(const std::vector<std::string> &globs, int64_t window,
+              int64_t stride, const std::string &what);
+
+  int64_t numWindows() const { return numWindows_; }
+  int64_t numTokens() const { return numTokens_; }
+  size_t numShards() const { return shards_.size(); }
+  /// The \p window tokens of window \p w.
+  const uint16_t *window(int64_t w) const;
+  /// A fingerprint of the shard list and sizes (checked on resume).
+  uint64_t fingerprint() const;
+
+private:
+  struct Shard {
+    std::string path;
+    void *map = nullptr;
+    size_t mapBytes = 0;
+    const uint16_t *tokens = nullptr;
+    int64_t count = 0;
+    int64_t firstWindow = 0;
+  };
+  std::vector<Shard> shards_;
+  int64_t window_ = 0, stride_ = 0, numWindows_ = 0, numTokens_ = 0;
+};
+
+/// Which slots take tokens and targets, and the window geometry.
+struct TokenFeed {
+  const OtcSlot *tokens = nullptr;
+  const OtcSlot *targets = nullptr; ///< may be null
+  int64_t seqLen = 0;               ///< T
+};
+
+/// Picks the token and target slots from \p inputs (by name when given, else
+/// the first two integer inputs) and checks they are [B, T] integers with no
+/// other inputs left unfed.
+Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
+                       const std::string &tokensName,
+                       const std::string &targetsName, TokenFeed &out);
+
+/// Walks the windows of a dataset: epoch by epoch, each a seeded permutation
+/// (or the identity), micro-batch by micro-batch.
+class TokenLoader {
+public:
+  TokenLoader(const TokenDataset &data, const TokenFeed &feed, uint64_t seed,
+              bool shuffle);
+
+  /// Fills the token (and target) bytes of one micro-batch of \p rows
+  /// windows, in the slots' dtypes, and advances.
+  void next(int64_t rows, std::vector<uint8_t> &tokens,
+            std::vector<uint8_t> &targets);
+  /// Rewinds to the first window of epoch 0 (validation).
+  void rewind() { seek(0, 0); }
+  /// Moves to window \p cursor of epoch \p epoch.
+  void seek(int64_t epoch, int64_t cursor);
+  int64_t epoch() const { return epoch_; }
+  int64_t cursor() const { return cursor_; }
+
+private:
+  void buildOrder();
+
+  const TokenDataset &data_;
+  TokenFeed feed_;
+  uint64_t seed_;
+  bool shuffle_;
+  int64_t epoch_ = 0, cursor_ = 0;
+  std::vector<int64_t> order_;
+};
+
+} // namespace otcrt
+
+#endif // OTCRT_DATA_H

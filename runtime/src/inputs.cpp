@@ -1,0 +1,138 @@
+// Loading the initial parameters and the fixed batch, and the host-side
+// gradient scaling and clipping (see inputs.h).
+#include "inputs.h"
+
+#include "driver.h"
+#include "program.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace otcrt {
+namespace {
+
+/// Rounds a float32 to bfloat16 (nearest, ties to even; NaN stays NaN).
+uint16_t toBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+} // namespace
+
+Status loadInitialParams(const std::string &path,
+                         const std::vector<const OtcSlot *> &params,
+                         TensorFile &init) {
+  Status s = readSafetensors(path, init);
+  if (!s)
+    return Status::error("cannot load initial parameters (--init): " +
+                         s.message());
+  for (const OtcSlot *slot : params) {
+    const Tensor *t = init.find(slot->name);
+    std::vector<int64_t> want = slotShape(*slot);
+    if (!t)
+      return Status::error(path + ": parameter '" + slot->name +
+                           "' not found (expected F32 " + formatShape(want) +
+                           ")");
+    if (t->dtype != StDType::F32 || t->shape != want)
+      return Status::error(path + ": parameter '" + slot->name +
+                           "': expected F32 " + formatShape(want) +
+                           ", found " + dtypeName(t->dtype) + " " +
+                           formatShape(t->shape));
+  }
+  return Status::ok();
+}
+
+Status loadBatch(const std::string &path, const OtcProgram &program,
+                 const std::vector<const OtcSlot *> &inputs,
+                 std::vector<InputData> &out) {
+  TensorFile batch;
+  Status s = readSafetensors(path, batch);
+  if (!s)
+    return Status::error("cannot load the batch (--batch): " + s.message());
+  for (const OtcSlot *slot : inputs) {
+    std::vector<int64_t> want = slotShape(*slot);
+    want[0] *= program.grad_accum;
+    StDType wantType = StDType::F32;
+    toStDType(slot->dtype, wantType); // validated by validateProgram
+    std::string expected = std::string(dtypeName(wantType)) + " " +
+                           formatShape(want) + " (micro-batch " +
+                           std::to_string(program.micro_batch) + " x grad_accum " +
+                           std::to_string(program.grad_accum) + ")";
+    const Tensor *t = batch.find(slot->name);
+    if (!t)
+      return Status::error(path + ": input '" + slot->name +
+                           "' not found (expected " + expected + ")");
+    bool convertI32 = slot->dtype == OTC_I64 && t->dtype == StDType::I32;
+    if (t->shape != want || (t->dtype != wantType && !convertI32))
+      return Status::error(path + ": input '" + slot->name + "': expected " +
+                           expected + ", found " + dtypeName(t->dtype) + " " +
+                           formatShape(t->shape));
+    InputData data{slot, {}};
+    if (convertI32) {
+      int64_t n = t->numel();
+      data.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, t->data.data() + i * sizeof(int32_t), sizeof(v));
+        int64_t w = v;
+        std::memcpy(data.bytes.data() + i * sizeof(int64_t), &w, sizeof(w));
+      }
+    } else {
+      data.bytes = t->data;
+    }
+    out.push_back(std::move(data));
+  }
+  return Status::ok();
+}
+
+Status adjustGradients(const std::vector<const OtcSlot *> &grads, Backend &backend,
+                       char *arena, double scale, double clip, double &norm) {
+  std::vector<std::vector<float>> host(grads.size());
+  double sumSq = 0;
+  std::vector<uint8_t> raw;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const OtcSlot &slot = *grads[i];
+    raw.resize(static_cast<size_t>(slot.nbytes));
+    Status s = backend.download(arena, slot.offset, raw.data(), slot.nbytes);
+    if (!s)
+      return s;
+    if (slot.dtype == OTC_BF16)
+      raw = widenBf16(raw);
+    host[i].resize(raw.size() / 4);
+    std::memcpy(host[i].data(), raw.data(), raw.size());
+    for (float g : host[i]) {
+      double v = scale * g;
+      sumSq += v * v;
+    }
+  }
+  norm = std::sqrt(sumSq);
+  double factor = scale;
+  if (clip > 0 && std::isfinite(norm) && norm > clip)
+    factor *= clip / norm;
+  if (factor == 1.0 || !std::isfinite(norm))
+    return Status::ok();
+  float f = static_cast<float>(factor);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const OtcSlot &slot = *grads[i];
+    for (float &g : host[i])
+      g *= f;
+    Status s = Status::ok();
+    if (slot.dtype == OTC_BF16) {
+      std::vector<uint16_t> narrow(host[i].size());
+      for (size_t j = 0; j < narrow.size(); ++j)
+        narrow[j] = toBf16(host[i][j]);
+      s = backend.upload(arena, slot.offset, narrow.data(), slot.nbytes);
+    } else {
+      s = backend.upload(arena, slot.offset, host[i].data(), slot.nbytes);
+    }
+    if (!s)
+      return s;
+  }
+  return Status::ok();
+}
+
+} // namespace otcrt

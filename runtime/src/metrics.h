@@ -1,0 +1,81 @@
+// What the train driver reports about a run: the per-step line (step, loss,
+// learning rate, gradient norm, time, tokens/s, MFU, memory), the JSONL log
+// (one object per step, evaluation and checkpoint), the model FLOPs read
+// from plan.json next to the program, and a progress bar for long phases on
+// a terminal.
+#ifndef OTCRT_METRICS_H
+#define OTCRT_METRICS_H
+
+#include "otcrt/status.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace otcrt {
+
+/// Figures of one optimizer step.
+struct StepReport {
+  int64_t step = 0, totalSteps = 0;
+  double loss = 0;
+  double lr = 0;
+  double gradNorm = -1;   ///< < 0: not computed
+  double ms = 0;
+  int64_t micros = 0;     ///< micro-batches this step
+  int64_t tokens = 0;     ///< tokens (or samples) this step
+  bool tokenUnits = true; ///< tokens, else samples
+  double flops = 0;       ///< model FLOPs of this step (0: unknown)
+  double peakFlops = 0;   ///< device peak FLOP/s (0: unknown)
+  int64_t memoryBytes = -1;
+  bool skipped = false;
+};
+
+/// "12.3 MiB" style size.
+std::string formatBytes(int64_t bytes);
+
+/// The human-readable step line (no newline). Starts with
+/// "step %*d/%d | loss %.6f | lr %.2e"; \p width pads the step number.
+std::string formatStepLine(const StepReport &r, int width);
+
+/// Reads flops.model (FLOPs of one full optimizer step) from \p planPath;
+/// returns 0 when the file or the field is absent.
+double readModelFlops(const std::string &planPath);
+
+/// An append-only JSON-lines log; a no-op when not opened.
+class JsonlLog {
+public:
+  ~JsonlLog();
+  /// Opens \p path, appending when \p append (a resumed run).
+  Status open(const std::string &path, bool append);
+  /// Writes one object built from \p fields (already JSON-encoded values).
+  void write(const std::vector<std::pair<std::string, std::string>> &fields);
+  /// The fields of a step report.
+  void writeStep(const StepReport &r);
+
+private:
+  std::FILE *file_ = nullptr;
+};
+
+/// JSON encodings of values for JsonlLog::write.
+std::string jsonNumber(double v);
+std::string jsonString(const std::string &s);
+
+/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+public:
+  ProgressBar(std::string label, int64_t total);
+  ~ProgressBar();
+  /// Redraws with \p done of total finished.
+  void update(int64_t done);
+
+private:
+  std::string label_;
+  int64_t total_;
+  bool active_;
+};
+
+} // namespace otcrt
+
+#endif // OTCRT_METRICS_H

@@ -1,0 +1,283 @@
+// The `train` command line: parseTrainArgs and the --help text. Every flag is
+// one row of a table (name, whether it takes a value, and how the value is
+// stored), so the parser, the checks and the usage text stay in step.
+#include "driver.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+namespace otcrt {
+namespace {
+
+/// Parses a whole string as a signed decimal integer.
+bool parseInt64(const std::string &text, int64_t &out) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0')
+    return false;
+  out = v;
+  return true;
+}
+
+/// Parses a whole string as an unsigned decimal integer (no sign allowed).
+bool parseUInt64(const std::string &text, uint64_t &out) {
+  if (text.empty() || !(text[0] >= '0' && text[0] <= '9'))
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0')
+    return false;
+  out = v;
+  return true;
+}
+
+/// Parses a whole string as a finite floating-point number.
+bool parseDouble(const std::string &text, double &out) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(v))
+    return false;
+  out = v;
+  return true;
+}
+
+/// One flag: its name and the action storing its value (empty for switches).
+struct Flag {
+  const char *name;
+  bool valued;
+  std::function<Status(TrainOptions &, const std::string &)> apply;
+};
+
+/// Returns an action storing a positive (or, with \p allowZero,
+/// non-negative) integer.
+std::function<Status(TrainOptions &, const std::string &)>
+intFlag(const char *name, int64_t TrainOptions::*field, bool allowZero) {
+  return [=](TrainOptions &o, const std::string &v) {
+    int64_t x;
+    if (!parseInt64(v, x) || x < (allowZero ? 0 : 1))
+      return Status::usage(std::string(name) + " expects a " +
+                           (allowZero ? "non-negative" : "positive") +
+                           " integer, got '" + v + "'");
+    o.*field = x;
+    return Status::ok();
+  };
+}
+
+/// Returns an action storing a finite non-negative number.
+std::function<Status(TrainOptions &, const std::string &)>
+numberFlag(const char *name, double TrainOptions::*field) {
+  return [=](TrainOptions &o, const std::string &v) {
+    double x;
+    if (!parseDouble(v, x) || x < 0)
+      return Status::usage(std::string(name) +
+                           " expects a finite non-negative number, got '" + v +
+                           "'");
+    o.*field = x;
+    return Status::ok();
+  };
+}
+
+/// Returns an action storing a string.
+std::function<Status(TrainOptions &, const std::string &)>
+stringFlag(std::string TrainOptions::*field) {
+  return [=](TrainOptions &o, const std::string &v) {
+    o.*field = v;
+    return Status::ok();
+  };
+}
+
+/// Returns an action appending to a string list.
+std::function<Status(TrainOptions &, const std::string &)>
+listFlag(std::vector<std::string> TrainOptions::*field) {
+  return [=](TrainOptions &o, const std::string &v) {
+    (o.*field).push_back(v);
+    return Status::ok();
+  };
+}
+
+const std::vector<Flag> &flagTable() {
+  using O = TrainOptions;
+  static const std::vector<Flag> table = {
+      {"--batch", true, stringFlag(&O::batchPath)},
+      {"--data", true, listFlag(&O::dataGlobs)},
+      {"--val-data", true, listFlag(&O::valGlobs)},
+      {"--tokens-input", true, stringFlag(&O::tokensInput)},
+      {"--targets-input", true, stringFlag(&O::targetsInput)},
+      {"--no-shuffle", false, [](O &o, const std::string &) { o.shuffle = false; return Status::ok(); }},
+      {"--val-every", true, intFlag("--val-every", &O::valEvery, true)},
+      {"--val-batches", true, intFlag("--val-batches", &O::valBatches, false)},
+      {"--init", true, stringFlag(&O::initPath)},
+      {"--dump-grads", true, stringFlag(&O::dumpGradsPath)},
+      {"--steps", true, intFlag("--steps", &O::steps, false)},
+      {"--lr", true, numberFlag("--lr", &O::lr)},
+      {"--lr-schedule", true,
+       [](O &o, const std::string &v) {
+         if (v != "constant" && v != "cosine")
+           return Status::usage("--lr-schedule expects constant or cosine, got '" + v + "'");
+         o.lrSchedule = v;
+         return Status::ok();
+       }},
+      {"--warmup", true, intFlag("--warmup", &O::warmupSteps, true)},
+      {"--min-lr", true, numberFlag("--min-lr", &O::minLr)},
+      {"--lr-decay-steps", true, intFlag("--lr-decay-steps", &O::decaySteps, false)},
+      {"--grad-clip", true, numberFlag("--grad-clip", &O::gradClip)},
+      {"--skip-nonfinite", false, [](O &o, const std::string &) { o.skipNonfinite = true; return Status::ok(); }},
+      {"--batch-start-tokens", true, intFlag("--batch-start-tokens", &O::batchStartTokens, false)},
+      {"--batch-ramp-tokens", true, intFlag("--batch-ramp-tokens", &O::batchRampTokens, false)},
+      {"--seed", true,
+       [](O &o, const std::string &v) {
+         if (!parseUInt64(v, o.seed))
+           return Status::usage("--seed expects a non-negative integer, got '" + v + "'");
+         return Status::ok();
+       }},
+      {"--save", true, stringFlag(&O::saveDir)},
+      {"--save-every", true, intFlag("--save-every", &O::saveEvery, false)},
+      {"--keep", true, intFlag("--keep", &O::keep, false)},
+      {"--resume", true, stringFlag(&O::resumeDir)},
+      {"--log-every", true, intFlag("--log-every", &O::logEvery, false)},
+      {"--quiet", false, [](O &o, const std::string &) { o.quiet = true; return Status::ok(); }},
+      {"--log-jsonl", true, stringFlag(&O::jsonlPath)},
+      {"--trace", true, stringFlag(&O::tracePath)},
+      {"--peak-tflops", true, numberFlag("--peak-tflops", &O::peakTflops)},
+  };
+  return table;
+}
+
+/// Checks combinations of flags once all are parsed.
+Status checkCombination(const TrainOptions &o) {
+  if (o.help)
+    return Status::ok();
+  bool data = !o.dataGlobs.empty();
+  if (o.batchPath.empty() && !data)
+    return Status::usage("--batch B.safetensors or --data 'SHARDS' is required "
+                         "(see --help)");
+  if (!o.batchPath.empty() && data)
+    return Status::usage("--batch and --data are exclusive");
+  if (!data && (!o.valGlobs.empty() || o.batchStartTokens || o.batchRampTokens))
+    return Status::usage("--val-data and the batch ramp need --data");
+  if (!o.dumpGradsPath.empty() && (!o.saveDir.empty() || !o.resumeDir.empty()))
+    return Status::usage("--dump-grads cannot be combined with --save or --resume");
+  if (o.saveEvery && o.saveDir.empty())
+    return Status::usage("--save-every needs --save DIR");
+  if ((o.batchStartTokens != 0) != (o.batchRampTokens != 0))
+    return Status::usage("--batch-start-tokens and --batch-ramp-tokens go together");
+  if (o.lrSchedule == "cosine" && o.minLr > o.lr)
+    return Status::usage("--min-lr must not exceed --lr");
+  return Status::ok();
+}
+
+} // namespace
+
+Status parseTrainArgs(const std::vector<std::string> &args, TrainOptions &out) {
+  out = TrainOptions();
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    bool inlineValue = false;
+    if (flag.rfind("--", 0) == 0) {
+      size_t eq = flag.find('=');
+      if (eq != std::string::npos) {
+        value = flag.substr(eq + 1);
+        flag = flag.substr(0, eq);
+        inlineValue = true;
+      }
+    }
+    if (flag == "--help" || flag == "-h") {
+      out.help = true;
+      continue;
+    }
+    const Flag *found = nullptr;
+    for (const Flag &f : flagTable())
+      if (flag == f.name)
+        found = &f;
+    if (!found) {
+      if (!flag.empty() && flag[0] == '-')
+        return Status::usage("unknown flag '" + args[i] + "' (see --help)");
+      return Status::usage("unexpected argument '" + args[i] + "' (see --help)");
+    }
+    if (!found->valued) {
+      if (inlineValue)
+        return Status::usage(flag + " takes no value");
+    } else {
+      if (!inlineValue) {
+        if (i + 1 >= args.size())
+          return Status::usage(flag + " needs a value");
+        value = args[++i];
+      }
+      if (value.empty())
+        return Status::usage(flag + " needs a non-empty value");
+    }
+    Status s = found->apply(out, value);
+    if (!s)
+      return s;
+  }
+  return checkCombination(out);
+}
+
+std::string trainUsage(const std::string &argv0) {
+  return "usage: " + argv0 +
+         " (--data 'SHARDS' | --batch B.safetensors) [options]\n"
+         "\n"
+         "Trains the compiled model.\n"
+         "\n"
+         "Data:\n"
+         "  --data GLOB          token shards (llm.c format: 256 int32 header, uint16\n"
+         "                       tokens; made by otc-data); repeatable. Windows of T+1\n"
+         "                       tokens feed the token input [0:T] and the target input\n"
+         "                       [1:T+1]; T is the token input's second dimension\n"
+         "  --tokens-input NAME  graph input fed with tokens (default: first integer input)\n"
+         "  --targets-input NAME graph input fed with targets (default: second integer input)\n"
+         "  --no-shuffle         read windows in order (default: shuffled per epoch by --seed)\n"
+         "  --val-data GLOB      validation shards; eval loss every --val-every steps and at the end\n"
+         "  --val-every N        (default 0: only at the end)\n"
+         "  --val-batches N      micro-batches per evaluation (default 20)\n"
+         "  --batch PATH         instead of --data: one fixed batch, tensors named after the\n"
+         "                       model inputs, global batch (micro-batch x grad_accum) first\n"
+         "  --init PATH          initial parameters (default: init.safetensors next to this\n"
+         "                       executable)\n"
+         "  --dump-grads PATH    one forward/backward without update; writes 'loss',\n"
+         "                       'grad/<param>' and the dropout keys 'rng_key/<k>' to PATH\n"
+         "\n"
+         "Optimization (AdamW, compiled in):\n"
+         "  --steps N            total optimizer steps, resumed ones included (default 1)\n"
+         "  --lr X               peak learning rate (default 1e-3)\n"
+         "  --lr-schedule S      constant (default) or cosine (decays to --min-lr at --steps)\n"
+         "  --warmup N           linear warmup steps (default 0)\n"
+         "  --min-lr X           cosine floor (default 0)\n"
+         "  --lr-decay-steps N   step at which the cosine reaches --min-lr (default --steps;\n"
+         "                       set it when a run is split by --resume)\n"
+         "  --grad-clip X        clip the global gradient norm to X (default 0: off)\n"
+         "  --skip-nonfinite     skip steps whose loss or gradient is NaN/inf instead of stopping\n"
+         "  --batch-start-tokens N, --batch-ramp-tokens M\n"
+         "                       batch-size ramp: the global batch starts at N tokens and\n"
+         "                       grows (more micro-batches per step) to the compiled one\n"
+         "                       over the first M training tokens\n"
+         "  --seed S             seed for dropout keys and shuffling (default 0)\n"
+         "\n"
+         "Checkpoints:\n"
+         "  --save DIR           write DIR/model.safetensors (trained initializers by ONNX\n"
+         "                       name) and DIR/state.safetensors at the end\n"
+         "  --save-every N       also every N steps, as DIR/step-N, keeping the last --keep\n"
+         "  --keep K             checkpoints kept (default 3)\n"
+         "  --resume DIR         continue exactly from DIR's latest checkpoint\n"
+         "\n"
+         "Output:\n"
+         "  --log-every K        print every K-th step (default 1)\n"
+         "  --quiet              print only the final loss\n"
+         "  --log-jsonl PATH     one JSON object per step, eval and checkpoint\n"
+         "  --trace PATH         Chrome trace (open in Perfetto) of steps, micro-steps,\n"
+         "                       kernels and a memory counter\n"
+         "  --peak-tflops X      peak device TFLOP/s for MFU (default: known GPUs; n/a on cpu)\n"
+         "  --help               show this text\n";
+}
+
+} // namespace otcrt

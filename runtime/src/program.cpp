@@ -1,0 +1,216 @@
+// Validation of the OtcProgram descriptor against ABI version 1, the slot
+// helpers declared in program.h, and the small pure functions of the driver
+// interface (RNG keys, BF16 widening, paths next to the executable).
+#include "program.h"
+
+#include "driver.h"
+
+#include <climits>
+#include <cstring>
+#include <unistd.h>
+
+namespace otcrt {
+
+ProgramSlots::ProgramSlots(const OtcProgram &program) {
+  for (int32_t i = 0; i < program.num_slots; ++i) {
+    const OtcSlot &slot = program.slots[i];
+    switch (slot.kind) {
+    case OTC_SLOT_PARAM:
+      params.push_back(&slot);
+      paramValues += slot.nbytes / 4;
+      break;
+    case OTC_SLOT_GRAD: grads.push_back(&slot); break;
+    case OTC_SLOT_ADAM_M: adamM.push_back(&slot); break;
+    case OTC_SLOT_ADAM_V: adamV.push_back(&slot); break;
+    case OTC_SLOT_INPUT: inputs.push_back(&slot); break;
+    case OTC_SLOT_LOSS: loss = &slot; break;
+    case OTC_SLOT_LR: lr = &slot; break;
+    case OTC_SLOT_STEP: step = &slot; break;
+    case OTC_SLOT_RNG: rng = &slot; break;
+    default: break;
+    }
+  }
+}
+
+const char *slotKindName(int32_t kind) {
+  switch (kind) {
+  case OTC_SLOT_PARAM: return "PARAM";
+  case OTC_SLOT_GRAD: return "GRAD";
+  case OTC_SLOT_ADAM_M: return "ADAM_M";
+  case OTC_SLOT_ADAM_V: return "ADAM_V";
+  case OTC_SLOT_INPUT: return "INPUT";
+  case OTC_SLOT_LOSS: return "LOSS";
+  case OTC_SLOT_LR: return "LR";
+  case OTC_SLOT_STEP: return "STEP";
+  case OTC_SLOT_RNG: return "RNG";
+  default: return "?";
+  }
+}
+
+bool toStDType(int32_t dtype, StDType &out) {
+  switch (dtype) {
+  case OTC_F32: out = StDType::F32; return true;
+  case OTC_I64: out = StDType::I64; return true;
+  case OTC_BOOL: out = StDType::BOOL; return true;
+  case OTC_F64: out = StDType::F64; return true;
+  case OTC_I32: out = StDType::I32; return true;
+  case OTC_BF16: out = StDType::BF16; return true;
+  default: return false;
+  }
+}
+
+std::vector<int64_t> slotShape(const OtcSlot &slot) {
+  std::vector<int64_t> shape;
+  for (int32_t i = 0; i < slot.rank; ++i)
+    shape.push_back(slot.shape[i]);
+  return shape;
+}
+
+std::string slotLabel(const OtcSlot &slot) {
+  std::string label = slotKindName(slot.kind);
+  if (slot.name && *slot.name)
+    label += std::string(" slot '") + slot.name + "'";
+  else
+    label += " slot";
+  return label;
+}
+
+bool isIntegerSlot(const OtcSlot &slot) {
+  return slot.dtype == OTC_I64 || slot.dtype == OTC_I32;
+}
+
+uint64_t splitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::string pathNextToExecutable(const std::string &file) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return file;
+  std::string exe(buf, static_cast<size_t>(n));
+  size_t slash = exe.rfind('/');
+  if (slash == std::string::npos)
+    return file;
+  return exe.substr(0, slash + 1) + file;
+}
+
+std::string defaultInitPath() {
+  return pathNextToExecutable("init.safetensors");
+}
+
+Status validateProgram(const OtcProgram *program, const char *backendName,
+                       bool needOptimizer) {
+  auto bad = [](const std::string &what) {
+    return Status::error("invalid program descriptor: " + what);
+  };
+  if (!program)
+    return bad("null program");
+  if (program->abi_version != 1)
+    return bad("abi_version is " + std::to_string(program->abi_version) +
+               ", this runtime implements version 1");
+  if (!program->target || std::strcmp(program->target, backendName) != 0)
+    return bad(std::string("compiled for target '") +
+               (program->target ? program->target : "(null)") +
+               "' but linked with the '" + backendName + "' runtime");
+  if (program->arena_bytes < 0)
+    return bad("negative arena_bytes");
+  if (program->micro_batch < 1 || program->grad_accum < 1)
+    return bad("micro_batch and grad_accum must be positive (got " +
+               std::to_string(program->micro_batch) + " and " +
+               std::to_string(program->grad_accum) + ")");
+  if (program->num_slots < 0 || (program->num_slots > 0 && !program->slots))
+    return bad("bad slot table");
+  if (!program->zero_grads || !program->micro_step || !program->optimizer_step)
+    return bad("missing zero_grads, micro_step or optimizer_step");
+  int counts[OTC_SLOT_RNG + 1] = {};
+  for (int32_t i = 0; i < program->num_slots; ++i) {
+    const OtcSlot &slot = program->slots[i];
+    std::string where = "slot " + std::to_string(i);
+    if (!slot.name)
+      return bad(where + " has a null name");
+    if (slot.kind < OTC_SLOT_PARAM || slot.kind > OTC_SLOT_RNG)
+      return bad(where + " has unknown kind " + std::to_string(slot.kind));
+    where = slotLabel(slot);
+    StDType st;
+    if (!toStDType(slot.dtype, st))
+      return bad(where + " has unknown dtype " + std::to_string(slot.dtype));
+    if (slot.rank < 0 || (slot.rank > 0 && !slot.shape))
+      return bad(where + " has a bad rank or shape");
+    int64_t numel = 1;
+    for (int32_t d = 0; d < slot.rank; ++d) {
+      if (slot.shape[d] < 0)
+        return bad(where + " has a negative dimension");
+      numel *= slot.shape[d];
+    }
+    if (slot.nbytes != numel * static_cast<int64_t>(dtypeSize(st)))
+      return bad(where + ": nbytes " + std::to_string(slot.nbytes) +
+                 " does not match " + dtypeName(st) + " " +
+                 formatShape(slotShape(slot)));
+    if (slot.offset < 0 || slot.offset + slot.nbytes > program->arena_bytes)
+      return bad(where + " [" + std::to_string(slot.offset) + ", " +
+                 std::to_string(slot.offset + slot.nbytes) +
+                 ") lies outside the arena of " +
+                 std::to_string(program->arena_bytes) + " bytes");
+    ++counts[slot.kind];
+    switch (slot.kind) {
+    case OTC_SLOT_PARAM:
+    case OTC_SLOT_ADAM_M:
+    case OTC_SLOT_ADAM_V:
+      if (slot.dtype != OTC_F32 || !*slot.name)
+        return bad(where + " must be a named F32 tensor");
+      break;
+    case OTC_SLOT_GRAD:
+      if ((slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || !*slot.name)
+        return bad(where + " must be a named F32 or BF16 tensor");
+      break;
+    case OTC_SLOT_INPUT:
+      if (!*slot.name || slot.rank < 1 || slot.shape[0] != program->micro_batch)
+        return bad(where + " must be named and have leading dimension " +
+                   std::to_string(program->micro_batch) + " (micro_batch)");
+      break;
+    case OTC_SLOT_LOSS:
+    case OTC_SLOT_LR:
+    case OTC_SLOT_STEP:
+      if (slot.dtype != OTC_F32 || numel != 1)
+        return bad(where + " must be an F32 scalar");
+      break;
+    case OTC_SLOT_RNG:
+      if (slot.dtype != OTC_I64 || numel != 1)
+        return bad(where + " must be an I64 scalar");
+      break;
+    }
+  }
+  if (counts[OTC_SLOT_LOSS] != 1)
+    return bad("expected exactly one LOSS slot, found " +
+               std::to_string(counts[OTC_SLOT_LOSS]));
+  for (int kind : {OTC_SLOT_LR, OTC_SLOT_STEP, OTC_SLOT_RNG})
+    if (counts[kind] > 1)
+      return bad(std::string("more than one ") + slotKindName(kind) + " slot");
+  if (needOptimizer && (counts[OTC_SLOT_LR] != 1 || counts[OTC_SLOT_STEP] != 1))
+    return bad("training needs an LR and a STEP slot");
+  return Status::ok();
+}
+
+std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {
+  std::vector<uint8_t> out(bf16.size() * 2);
+  for (size_t i = 0; i + 1 < bf16.size(); i += 2) {
+    uint32_t bits = uint32_t(bf16[i] | (bf16[i + 1] << 8)) << 16;
+    std::memcpy(&out[i * 2], &bits, 4);
+  }
+  return out;
+}
+
+int64_t rngValue(uint64_t seed, int64_t step, int64_t micro) {
+  uint64_t x = splitMix64(seed);
+  x = splitMix64(x ^ static_cast<uint64_t>(step));
+  x = splitMix64(x ^ static_cast<uint64_t>(micro));
+  // 53 bits: exact in a double, so the float64 reference interpreter can
+  // replay the same dropout masks from a dumped key.
+  return static_cast<int64_t>(x >> 11);
+}
+
+} // namespace otcrt

@@ -1,0 +1,42 @@
+// Helpers over the OtcProgram descriptor shared by the driver's files: the
+// slot table sorted by kind, slot shapes and labels, dtype mapping to
+// safetensors, and the SplitMix64 mixer every seeded choice of the runtime
+// (dropout keys, data shuffling) is derived from.
+#ifndef OTCRT_PROGRAM_H
+#define OTCRT_PROGRAM_H
+
+#include "otcrt/abi.h"
+#include "otcrt/safetensors.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace otcrt {
+
+/// The slots of a validated program, by kind, in table order.
+struct ProgramSlots {
+  const OtcSlot *loss = nullptr, *lr = nullptr, *step = nullptr,
+                *rng = nullptr;
+  std::vector<const OtcSlot *> params, grads, adamM, adamV, inputs;
+  int64_t paramValues = 0; ///< elements over all PARAM slots
+
+  explicit ProgramSlots(const OtcProgram &program);
+};
+
+/// "PARAM", "GRAD", ... for an OtcSlotKind.
+const char *slotKindName(int32_t kind);
+/// Maps an OtcDType to the safetensors dtype with the same bytes.
+bool toStDType(int32_t dtype, StDType &out);
+/// The shape of \p slot as a vector.
+std::vector<int64_t> slotShape(const OtcSlot &slot);
+/// "PARAM slot 'w'" style label for messages.
+std::string slotLabel(const OtcSlot &slot);
+/// True for I64 and I32 slots.
+bool isIntegerSlot(const OtcSlot &slot);
+/// One round of the SplitMix64 output function.
+uint64_t splitMix64(uint64_t x);
+
+} // namespace otcrt
+
+#endif // OTCRT_PROGRAM_H

@@ -1,0 +1,270 @@
+// Unit tests of the training features around the compiled step: the
+// learning-rate schedule and batch ramp, token shards and the seeded loader,
+// and whole runs of a fake token model (loss = mean (w[token] - target)^2,
+// SGD) through runTraining: --data feeding, exact resume from a checkpoint,
+// gradient clipping, --skip-nonfinite and the JSONL log.
+#include "data.h"
+#include "driver.h"
+#include "otcrt/safetensors.h"
+#include "otcrt/shards.h"
+#include "schedule.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+using namespace otcrt;
+using ::testing::HasSubstr;
+
+namespace {
+
+// ---- Fake token program: tokens, targets I64 [2, 4]; w F32 [8].
+constexpr int32_t kB = 2, kT = 4, kV = 8, kK = 2;
+const int64_t kWShape[] = {kV}, kTokShape[] = {kB, kT};
+enum : int64_t {
+  kOffW = 0, kOffGW = 32, kOffTok = 64, kOffTgt = 128, kOffLoss = 192,
+  kOffLr = 196, kOffStep = 200, kArena = 256
+};
+const OtcSlot kSlots[] = {
+    {"w", OTC_SLOT_PARAM, OTC_F32, 1, kWShape, kOffW, 32},
+    {"w", OTC_SLOT_GRAD, OTC_F32, 1, kWShape, kOffGW, 32},
+    {"idx", OTC_SLOT_INPUT, OTC_I64, 2, kTokShape, kOffTok, 64},
+    {"targets", OTC_SLOT_INPUT, OTC_I64, 2, kTokShape, kOffTgt, 64},
+    {"", OTC_SLOT_LOSS, OTC_F32, 0, nullptr, kOffLoss, 4},
+    {"", OTC_SLOT_LR, OTC_F32, 0, nullptr, kOffLr, 4},
+    {"", OTC_SLOT_STEP, OTC_F32, 0, nullptr, kOffStep, 4},
+};
+std::vector<std::vector<int64_t>> gTokens; // token rows seen per micro-step
+bool gPoisonStep3 = false;
+int gOptimizerCalls = 0;
+
+float *f32(char *a, int64_t off) { return reinterpret_cast<float *>(a + off); }
+void zeroGrads(char *a) { std::memset(a + kOffGW, 0, 32); }
+void microStep(char *a) {
+  const int64_t *tok = reinterpret_cast<const int64_t *>(a + kOffTok);
+  const int64_t *tgt = reinterpret_cast<const int64_t *>(a + kOffTgt);
+  gTokens.emplace_back(tok, tok + kB * kT);
+  float loss = 0;
+  for (int i = 0; i < kB * kT; ++i) {
+    float r = f32(a, kOffW)[tok[i]] - float(tgt[i]);
+    loss += r * r / (kB * kT);
+    f32(a, kOffGW)[tok[i]] += 2 * r / (kB * kT) / kK;
+  }
+  bool step3 = gTokens.size() % 8 == 5 || gTokens.size() % 8 == 6;
+  *f32(a, kOffLoss) = (gPoisonStep3 && step3) ? NAN : loss;
+}
+void optimizerStep(char *a) {
+  ++gOptimizerCalls;
+  float lr = *f32(a, kOffLr);
+  for (int j = 0; j < kV; ++j)
+    f32(a, kOffW)[j] -= lr * f32(a, kOffGW)[j];
+}
+OtcProgram tokenProgram() {
+  return OtcProgram{1, "cpu", "tok.onnx", kArena, kB, kK,
+                    int32_t(sizeof(kSlots) / sizeof(kSlots[0])), kSlots,
+                    zeroGrads, microStep, optimizerStep};
+}
+
+class TrainRun : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/otcrt_train_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir = tmpl;
+    TensorFile init;
+    float w[kV] = {};
+    init.add("w", StDType::F32, {kV}, w);
+    ASSERT_TRUE(writeSafetensors(dir + "/init.safetensors", init));
+    std::vector<uint16_t> tokens;
+    for (int i = 0; i < 203; ++i)
+      tokens.push_back(static_cast<uint16_t>((i * 5 + i / 7) % kV));
+    ASSERT_TRUE(writeShard(dir + "/train_000.bin", tokens));
+    tokens.resize(101);
+    ASSERT_TRUE(writeShard(dir + "/train_001.bin", tokens));
+    options.dataGlobs = {dir + "/train_*.bin"};
+    options.initPath = dir + "/init.safetensors";
+    options.lr = 0.1;
+    gTokens.clear();
+    gPoisonStep3 = false;
+    gOptimizerCalls = 0;
+  }
+  void TearDown() override { (void)!system(("rm -rf " + dir).c_str()); }
+  Status run() {
+    char *buf = nullptr;
+    size_t len = 0;
+    std::FILE *log = open_memstream(&buf, &len);
+    OtcProgram p = tokenProgram();
+    Status s = runTraining(options, &p, defaultBackend(), log);
+    std::fclose(log);
+    output.assign(buf, len);
+    std::free(buf);
+    return s;
+  }
+  /// The trained w of checkpoint root \p root.
+  std::vector<uint8_t> weights(const std::string &root) {
+    TensorFile f;
+    EXPECT_TRUE(readSafetensors(root + "/model.safetensors", f));
+    const Tensor *t = f.find("w");
+    return t ? t->data : std::vector<uint8_t>();
+  }
+  std::string dir, output;
+  TrainOptions options;
+};
+
+} // namespace
+
+TEST(Schedule, WarmupThenCosine) {
+  LrSchedule s{1.0, 0.1, 10, 110, true};
+  EXPECT_DOUBLE_EQ(s.at(1), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(60), 0.55, 1e-12); // half way: (peak + floor) / 2
+  EXPECT_NEAR(s.at(110), 0.1, 1e-12);
+  EXPECT_NEAR(s.at(500), 0.1, 1e-12);
+  LrSchedule c{2.0, 0, 0, 10, false};
+  EXPECT_EQ(c.at(7), 2.0);
+}
+
+TEST(Schedule, BatchRampGrowsToFull) {
+  BatchRamp r{16, 8, 16, 1000};
+  EXPECT_EQ(r.microsAt(0), 1);
+  EXPECT_EQ(r.microsAt(500), 5); // 16 + (128 - 16) / 2 = 72 tokens -> 5 micros
+  EXPECT_EQ(r.microsAt(1000), 8);
+  BatchRamp none{16, 8, 0, 0};
+  EXPECT_EQ(none.microsAt(0), 8);
+}
+
+TEST(Shards, RoundTripAndHeaderErrors) {
+  std::string path = "/tmp/otcrt_shard_test.bin";
+  ASSERT_TRUE(writeShard(path, {1, 2, 65535}));
+  std::vector<uint16_t> back;
+  ASSERT_TRUE(readShard(path, back));
+  EXPECT_EQ(back, (std::vector<uint16_t>{1, 2, 65535}));
+  // Corrupt the magic, then truncate.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    int32_t bad = 7;
+    f.write(reinterpret_cast<char *>(&bad), 4);
+  }
+  Status s = readShard(path, back);
+  EXPECT_THAT(s.message(), HasSubstr("bad magic 7"));
+  ASSERT_TRUE(writeShard(path, {1, 2, 3}));
+  ASSERT_EQ(truncate(path.c_str(), 1024 + 4), 0);
+  EXPECT_THAT(readShard(path, back).message(), HasSubstr("header says 3 tokens"));
+  std::remove(path.c_str());
+}
+
+TEST_F(TrainRun, DataFeedsShiftedWindowsAndShufflesEveryWindowOnce) {
+  TokenDataset data;
+  ASSERT_TRUE(data.open(options.dataGlobs, kT + 1, kT, "--data"));
+  EXPECT_EQ(data.numWindows(), (203 - 1) / kT + (101 - 1) / kT);
+  TokenFeed feed;
+  std::vector<const OtcSlot *> inputs = {&kSlots[2], &kSlots[3]};
+  ASSERT_TRUE(chooseTokenFeed(inputs, "", "", feed));
+  EXPECT_EQ(feed.seqLen, kT);
+  TokenLoader loader(data, feed, 5, true);
+  std::vector<uint8_t> tok, tgt;
+  std::set<std::vector<int64_t>> seen;
+  for (int64_t i = 0; i < data.numWindows(); ++i) {
+    loader.next(1, tok, tgt);
+    const int64_t *t = reinterpret_cast<const int64_t *>(tok.data());
+    const int64_t *y = reinterpret_cast<const int64_t *>(tgt.data());
+    for (int j = 0; j + 1 < kT; ++j)
+      EXPECT_EQ(y[j], t[j + 1]); // targets are the window shifted by one
+  }
+  EXPECT_EQ(loader.epoch(), 0);
+  EXPECT_EQ(loader.cursor(), data.numWindows());
+  loader.next(1, tok, tgt);
+  EXPECT_EQ(loader.epoch(), 1);
+}
+
+TEST_F(TrainRun, ResumeIsBitIdentical) {
+  options.steps = 12;
+  options.lrSchedule = "cosine";
+  options.warmupSteps = 2;
+  options.gradClip = 0.5;
+  options.saveDir = dir + "/straight";
+  ASSERT_TRUE(run()) << output;
+  std::vector<uint8_t> straight = weights(dir + "/straight");
+
+  options.steps = 5;
+  options.lrSchedule = "cosine";
+  options.decaySteps = 12;
+  options.saveDir = dir + "/split";
+  ASSERT_TRUE(run()) << output;
+  options.steps = 12;
+  options.resumeDir = dir + "/split";
+  Status s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_THAT(output, HasSubstr("resumed from"));
+  EXPECT_THAT(output, HasSubstr("at step 5"));
+  EXPECT_EQ(weights(dir + "/split"), straight);
+  EXPECT_NE(straight, std::vector<uint8_t>(32, 0));
+}
+
+TEST_F(TrainRun, SaveEveryKeepsTheLastK) {
+  options.steps = 9;
+  options.saveDir = dir + "/ck";
+  options.saveEvery = 2;
+  options.keep = 2;
+  ASSERT_TRUE(run()) << output;
+  for (const char *gone : {"/ck/step-00000002", "/ck/step-00000006"})
+    EXPECT_NE(access((dir + gone).c_str(), F_OK), 0) << gone;
+  for (const char *kept : {"/ck/step-00000008", "/ck/step-00000009",
+                           "/ck/latest/state.safetensors", "/ck/model.safetensors"})
+    EXPECT_EQ(access((dir + kept).c_str(), F_OK), 0) << kept;
+}
+
+TEST_F(TrainRun, ClippingReportsTheNormAndNonfiniteStepsStopOrSkip) {
+  options.steps = 4;
+  options.gradClip = 1e-3;
+  options.jsonlPath = dir + "/log.jsonl";
+  gPoisonStep3 = true;
+  Status s = run();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("loss is NaN at step 3"));
+  EXPECT_THAT(s.message(), HasSubstr("--skip-nonfinite"));
+  EXPECT_THAT(output, HasSubstr("| norm "));
+  EXPECT_THAT(output, HasSubstr("tok/s | MFU n/a"));
+
+  options.skipNonfinite = true;
+  gOptimizerCalls = 0;
+  gTokens.clear();
+  s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_THAT(output, HasSubstr("update skipped (1 skipped so far)"));
+  EXPECT_EQ(gOptimizerCalls, 3);
+  std::ifstream in(options.jsonlPath);
+  std::string line, all;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    all += line + "\n";
+  }
+  EXPECT_EQ(lines, 4);
+  EXPECT_THAT(all, HasSubstr("\"event\": \"step\", \"step\": 1, \"loss\": "));
+  EXPECT_THAT(all, HasSubstr("\"grad_norm\": "));
+  EXPECT_THAT(all, HasSubstr("\"skipped\": true"));
+}
+
+TEST_F(TrainRun, BatchRampRaisesTheAccumulation) {
+  options.steps = 3;
+  options.batchStartTokens = kB * kT; // one micro-batch
+  options.batchRampTokens = 3 * kB * kT;
+  ASSERT_TRUE(run()) << output;
+  EXPECT_THAT(output, HasSubstr("accum 1"));
+  EXPECT_EQ(gTokens.size(), 1u + 2u + 2u);
+}
+
+TEST_F(TrainRun, MissingShardsAndForeignInputsAreExplained) {
+  options.dataGlobs = {dir + "/none_*.bin"};
+  EXPECT_THAT(run().message(), HasSubstr("matches no file"));
+  options.dataGlobs = {dir + "/train_*.bin"};
+  options.tokensInput = "nope";
+  EXPECT_THAT(run().message(), HasSubstr("--tokens-input 'nope'"));
+}

@@ -1,0 +1,52 @@
+// RUN: otc-opt %s --otc-mixed-precision --otc-training-loop=grad-accum=2 | FileCheck %s
+// RUN: otc-opt %s --otc-mixed-precision=fp32-grad-accum --otc-training-loop=grad-accum=2 | FileCheck %s --check-prefix=ACC
+// RUN: otc-opt %s --otc-mixed-precision --otc-training-loop --otc-lower-to-buffers | FileCheck %s --check-prefix=BUF
+
+// Tests the training loop of a mixed-precision step: @zero_grads zeroes the
+// BF16 gradient and rounds the FP32 master into the BF16 working copy;
+// @micro_step reads the copy and accumulates gradient / K in BF16 (a division
+// by K, exact, instead of a product by 1/K); @optimizer_step runs AdamW in
+// FP32 on the master and moments, the gradient widened.
+// CHECK-LABEL: func.func @zero_grads
+// CHECK-SAME: (%[[P:.*]]: tensor<2x8xf32> {otc.slot = "param:w"})
+// CHECK-SAME: -> (tensor<2x8xbf16> {otc.slot = "grad:w"}, tensor<2x8xbf16> {otc.slot = "param_bf16:w"})
+// CHECK: %[[Z:.*]] = otc.constant dense<0.000000e+00> : tensor<2x8xbf16>
+// CHECK: %[[C:.*]] = otc.cast %[[P]] : (tensor<2x8xf32>) -> tensor<2x8xbf16>
+// CHECK: return %[[Z]], %[[C]]
+// CHECK-LABEL: func.func @micro_step
+// CHECK-SAME: tensor<2x8xbf16> {otc.slot = "param_bf16:w"}
+// CHECK-SAME: %[[GACC:.*]]: tensor<2x8xbf16> {otc.slot = "grad:w"}
+// CHECK: %[[K:.*]] = otc.constant dense<2.000000e+00> : tensor<bf16>
+// CHECK: %[[D:.*]] = otc.div %{{.*}}, %[[K]] : (tensor<2x8xbf16>, tensor<bf16>) -> tensor<2x8xbf16>
+// CHECK: otc.add %[[GACC]], %[[D]] : (tensor<2x8xbf16>, tensor<2x8xbf16>) -> tensor<2x8xbf16>
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: (%[[PM:.*]]: tensor<2x8xf32> {otc.slot = "param:w"}, %[[G:.*]]: tensor<2x8xbf16> {otc.slot = "grad:w"}, %{{.*}}: tensor<2x8xf32> {otc.slot = "adam_m:w"}, %{{.*}}: tensor<2x8xf32> {otc.slot = "adam_v:w"}
+// CHECK: %[[GF:.*]] = otc.cast %[[G]] : (tensor<2x8xbf16>) -> tensor<2x8xf32>
+// CHECK: otc.adamw %[[PM]], %[[GF]], {{.*}} -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+// ACC-LABEL: func.func @zero_grads
+// ACC-SAME: -> (tensor<2x8xf32> {otc.slot = "grad:w"}, tensor<2x8xbf16> {otc.slot = "param_bf16:w"})
+// ACC-LABEL: func.func @micro_step
+// ACC: %[[S:.*]] = otc.constant dense<5.000000e-01> : tensor<f32>
+// ACC: otc.mul %{{.*}}, %[[S]] : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+// ACC-LABEL: func.func @optimizer_step
+// ACC-NOT: otc.cast
+// ACC: otc.adamw
+
+// Tests that a BF16 matmul lowers to kernels widening each operand into an
+// FP32 temporary, then an FP32 GEMM.
+// BUF-LABEL: func.func @micro_step
+// BUF: %[[W:.*]] = otck.buffer {slot = "param_bf16:w"} : memref<2x8xbf16>
+// BUF: %[[XB:.*]] = otck.buffer : memref<4x8xbf16>
+// BUF: %[[OUT:.*]] = otck.buffer : memref<4x2xf32>
+// BUF: %[[XF:.*]] = otck.buffer : memref<4x8xf32>
+// BUF: otck.kernel ins(%[[XB]] : memref<4x8xbf16>) outs(%[[XF]] : memref<4x8xf32>)
+// BUF: %[[WF:.*]] = otck.buffer : memref<2x8xf32>
+// BUF: otck.kernel ins(%[[W]] : memref<2x8xbf16>) outs(%[[WF]] : memref<2x8xf32>)
+// BUF: otck.gemm %[[XF]], %[[WF]], %[[OUT]] {transpose_rhs} : memref<4x8xf32>, memref<2x8xf32>, memref<4x2xf32>
+func.func @train_step(%x: tensor<4x8xf32> {otc.input = "x"}, %w: tensor<2x8xf32> {otc.param = "w"})
+    -> (tensor<f32> {otc.loss}, tensor<2x8xf32> {otc.grad = "w"}) {
+  %y = otc.matmul %x, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<2x8xf32>) -> tensor<4x2xf32>
+  %s = otc.reduce_sum %y, [0, 1] : (tensor<4x2xf32>) -> tensor<f32>
+  %g = otc.matmul %y, %x {transpose_lhs} : (tensor<4x2xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  return %s, %g : tensor<f32>, tensor<2x8xf32>
+}

@@ -1,0 +1,69 @@
+// RUN: otc-opt %s --split-input-file --otc-mixed-precision | FileCheck %s
+// RUN: otc-opt %s --split-input-file --otc-mixed-precision=fp32-grad-accum | FileCheck %s --check-prefix=ACC
+// RUN: otc-opt %s --split-input-file --otc-mixed-precision=fp32-ops=otc.tanh | FileCheck %s --check-prefix=FORCED
+
+// Tests that parameters become BF16 working copies, that a matmul reads BF16
+// and accumulates in FP32 with an explicit rounding cast, that an elementwise
+// op on BF16 stays BF16 (its constant rebuilt in BF16), that a reduction runs
+// in FP32, and that the loss is FP32 and the gradient BF16 (FP32 with
+// fp32-grad-accum).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {otc.input = "x"}
+// CHECK-SAME: %[[W:.*]]: tensor<2x8xbf16> {otc.bf16_copy, otc.param = "w"}
+// CHECK-SAME: -> (tensor<f32> {otc.loss}, tensor<2x8xbf16> {otc.grad = "w"})
+// CHECK: %[[XB:.*]] = otc.cast %[[X]] : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK: %[[Y:.*]] = otc.matmul %[[XB]], %[[W]] {transpose_rhs} : (tensor<4x8xbf16>, tensor<2x8xbf16>) -> tensor<4x2xf32>
+// CHECK: %[[YB:.*]] = otc.cast %[[Y]] : (tensor<4x2xf32>) -> tensor<4x2xbf16>
+// CHECK: %[[T:.*]] = otc.tanh %[[YB]] : tensor<4x2xbf16>
+// CHECK: %[[C:.*]] = otc.constant dense<2.000000e+00> : tensor<bf16>
+// CHECK: %[[M:.*]] = otc.mul %[[T]], %[[C]] : (tensor<4x2xbf16>, tensor<bf16>) -> tensor<4x2xbf16>
+// CHECK: %[[MF:.*]] = otc.cast %[[M]] : (tensor<4x2xbf16>) -> tensor<4x2xf32>
+// CHECK: %[[S:.*]] = otc.reduce_sum %[[MF]], [0, 1] : (tensor<4x2xf32>) -> tensor<f32>
+// CHECK: %[[G:.*]] = otc.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<4x2xbf16>, tensor<4x8xbf16>) -> tensor<2x8xf32>
+// CHECK: %[[GB:.*]] = otc.cast %[[G]] : (tensor<2x8xf32>) -> tensor<2x8xbf16>
+// CHECK: return %[[S]], %[[GB]] : tensor<f32>, tensor<2x8xbf16>
+// ACC-LABEL: func.func @train_step
+// ACC-SAME: -> (tensor<f32> {otc.loss}, tensor<2x8xf32> {otc.grad = "w"})
+// ACC: %[[G:.*]] = otc.matmul {{.*}} -> tensor<2x8xf32>
+// ACC-NEXT: return %{{.*}}, %[[G]] : tensor<f32>, tensor<2x8xf32>
+// FORCED-LABEL: func.func @train_step
+// FORCED: %[[YB:.*]] = otc.cast %{{.*}} : (tensor<4x2xf32>) -> tensor<4x2xbf16>
+// FORCED: %[[YF:.*]] = otc.cast %[[YB]] : (tensor<4x2xbf16>) -> tensor<4x2xf32>
+// FORCED: %[[T:.*]] = otc.tanh %[[YF]] : tensor<4x2xf32>
+// FORCED: otc.mul %[[T]], %{{.*}} : (tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+func.func @train_step(%x: tensor<4x8xf32> {otc.input = "x"}, %w: tensor<2x8xf32> {otc.param = "w"})
+    -> (tensor<f32> {otc.loss}, tensor<2x8xf32> {otc.grad = "w"}) {
+  %y = otc.matmul %x, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<2x8xf32>) -> tensor<4x2xf32>
+  %t = otc.tanh %y : tensor<4x2xf32>
+  %c = otc.constant dense<2.0> : tensor<f32>
+  %m = otc.mul %t, %c : (tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+  %s = otc.reduce_sum %m, [0, 1] : (tensor<4x2xf32>) -> tensor<f32>
+  %g = otc.matmul %m, %x {transpose_lhs} : (tensor<4x2xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  return %s, %g : tensor<f32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that an op carrying otc.keep_fp32 stays FP32 (its BF16 operand
+// widened), that an elementwise op with an FP32 operand computes in FP32
+// (the widest precision wins), and that softmax and exp always run in FP32.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[W:.*]]: tensor<4xbf16> {otc.bf16_copy, otc.param = "w"}
+// CHECK: %[[WF:.*]] = otc.cast %[[W]] : (tensor<4xbf16>) -> tensor<4xf32>
+// CHECK: %[[K:.*]] = otc.neg %[[WF]] {otc.keep_fp32} : tensor<4xf32>
+// CHECK: %[[A:.*]] = otc.add %[[K]], %[[W2:.*]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[WB:.*]] = otc.cast %[[W]] : (tensor<4xbf16>) -> tensor<4xf32>
+// CHECK: otc.softmax %[[WB]] {axis = 0 : i64} : tensor<4xf32>
+// CHECK: otc.exp %{{.*}} : tensor<4xf32>
+// CHECK: otc.relu %{{.*}} : tensor<4xbf16>
+func.func @train_step(%w: tensor<4xf32> {otc.param = "w"})
+    -> (tensor<f32> {otc.loss}, tensor<4xf32> {otc.grad = "w"}) {
+  %k = otc.neg %w {otc.keep_fp32} : tensor<4xf32>
+  %a = otc.add %k, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p = otc.softmax %w {axis = 0 : i64} : tensor<4xf32>
+  %e = otc.exp %a : tensor<4xf32>
+  %r = otc.relu %w : tensor<4xf32>
+  %q = otc.add %p, %e : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s = otc.reduce_sum %q, [0] : (tensor<4xf32>) -> tensor<f32>
+  return %s, %r : tensor<f32>, tensor<4xf32>
+}
