@@ -151,6 +151,17 @@ void Importer::importCast() {
                                          x));
 }
 
+void Importer::importCastLike() {
+  Value x = input(0);
+  Type et = elemOf(input(1));
+  if (et == elemOf(x)) {
+    define(0, x);
+    return;
+  }
+  define(0, builder.createOrFold<CastOp>(currentLoc, tensorType(shapeOf(x), et),
+                                         x));
+}
+
 void Importer::importIdentity() { define(0, input(0)); }
 
 void Importer::importDropout() {

@@ -128,6 +128,9 @@ public:
   void importUnary();
   void importGelu();
   void importCast();
+  void importCastLike();
+  void importSplitToSequence();
+  void importSequenceAt();
   void importIdentity();
   void importDropout();
   void importTranspose();
@@ -270,6 +273,10 @@ private:
   mlir::Block *entry = nullptr;
   llvm::SmallVector<std::pair<unsigned, mlir::NamedAttribute>> argAttrs;
   llvm::StringMap<mlir::Value> values;
+  /// Sequences (SplitToSequence outputs) by name: their elements, read by
+  /// SequenceAt. Only constant positions are supported, so a sequence is
+  /// just its list of values.
+  llvm::StringMap<llvm::SmallVector<mlir::Value>> sequences;
   llvm::StringMap<std::unique_ptr<StaticValue>> statics;
   std::optional<unsigned> rngKeyArg;
   int64_t dropoutStream = 0;

@@ -274,6 +274,65 @@ void Importer::importSplit() {
   }
 }
 
+void Importer::importSplitToSequence() {
+  Value x = input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = in.size();
+  int64_t axis = normAxis(attrInt("axis", 0), rank, "axis");
+  // Without `split`, pieces of one along the axis, squeezed unless keepdims.
+  bool squeeze = !hasInput(1) && attrInt("keepdims", 1) == 0;
+  SmallVector<int64_t> sizes;
+  if (hasInput(1)) {
+    SmallVector<int64_t> split = constantInts(1, "split");
+    std::optional<DenseElementsAttr> c = constantInput(1);
+    if (c && c->getType().getRank() == 0) {
+      if (split[0] <= 0)
+        nodeFail("split must be positive, got " + Twine(split[0]));
+      for (int64_t left = in[axis]; left > 0; left -= split[0])
+        sizes.push_back(std::min(split[0], left));
+    } else {
+      sizes = split;
+    }
+  } else {
+    sizes.assign(in[axis], 1);
+  }
+  int64_t total = 0;
+  for (int64_t n : sizes)
+    total += n < 0 ? in[axis] + 1 : n;
+  if (total != in[axis])
+    nodeFail("split " + shapeStr(sizes) + " does not cut dimension " +
+             Twine(axis) + " of " + shapeStr(in));
+  SmallVector<Value> parts;
+  int64_t offset = 0;
+  for (int64_t n : sizes) {
+    SmallVector<int64_t> starts(rank, 0), strides(rank, 1), out(in);
+    starts[axis] = n ? offset : 0;
+    out[axis] = n;
+    offset += n;
+    Value part = builder.createOrFold<SliceOp>(
+        currentLoc, tensorType(out, elemOf(x)), x, starts, strides);
+    if (squeeze) {
+      out.erase(out.begin() + axis);
+      part = reshape(part, out);
+    }
+    parts.push_back(part);
+  }
+  sequences[current->proto->output(0)] = std::move(parts);
+}
+
+void Importer::importSequenceAt() {
+  auto it = sequences.find(current->proto->input(0));
+  if (it == sequences.end())
+    nodeFail("input '" + current->proto->input(0) +
+             "' is not a sequence made by SplitToSequence");
+  int64_t n = it->second.size();
+  int64_t pos = constantInts(1, "position")[0];
+  if (pos < -n || pos >= n)
+    nodeFail("position " + Twine(pos) + " is out of range for a sequence of " +
+             Twine(n));
+  define(0, it->second[pos < 0 ? pos + n : pos]);
+}
+
 void Importer::importSlice() {
   Value x = input(0);
   ArrayRef<int64_t> in = shapeOf(x);

@@ -275,14 +275,16 @@ def export(model, args, path, opset):
                           opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False)
         return
-    # Dynamo exporter (torch >= 2.5; not run so far: the only torch here is 1.13,
-    # see the README of any model directory): dynamic batch, train mode.
+    # Dynamo exporter (torch >= 2.5 from PyPI): dynamic batch, train mode.
     batch = torch.export.Dim("batch", min=1, max=1024)
     model.train()
     prog = torch.onnx.export(model, args, input_names=["idx", "targets"],
                              output_names=["loss"], opset_version=opset, dynamo=True,
                              dynamic_shapes={"idx": {0: batch}, "targets": {0: batch}})
-    prog.save(path)
+    # Local functions inlined (the exporter's aten_* helpers), nothing folded:
+    # constant folding would turn parameters into transformed copies.
+    import onnx.inliner
+    onnx.save(onnx.inliner.inline_local_functions(prog.model_proto), path)
 
 
 def histogram(proto):
