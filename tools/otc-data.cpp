@@ -33,24 +33,26 @@
 
 using namespace llvm;
 
+static cl::OptionCategory toolCategory("otc-data options");
+
 static cl::list<std::string> inputFiles(cl::Positional, cl::desc("<text files>"),
-                                        cl::OneOrMore);
+                                        cl::OneOrMore, cl::cat(toolCategory));
 static cl::opt<std::string> prefix("o", cl::desc("Output prefix"),
-                                   cl::value_desc("PREFIX"), cl::Required);
+                                   cl::value_desc("PREFIX"), cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string>
     vocabMode("vocab", cl::desc("bytes (token = byte, default) or chars "
                                 "(distinct bytes numbered, PREFIX_vocab.bin)"),
-              cl::init("bytes"));
+              cl::init("bytes"), cl::cat(toolCategory));
 static cl::opt<unsigned> maxVocab("max-vocab",
                                   cl::desc("--vocab=chars: at most N tokens"),
-                                  cl::init(256));
-static cl::opt<bool> lower("lower", cl::desc("Lower-case the text first"));
+                                  cl::init(256), cl::cat(toolCategory));
+static cl::opt<bool> lower("lower", cl::desc("Lower-case the text first"), cl::cat(toolCategory));
 static cl::opt<double> valFraction("val-fraction",
                                    cl::desc("Fraction of tokens for validation"),
-                                   cl::init(0.0));
+                                   cl::init(0.0), cl::cat(toolCategory));
 static cl::opt<int64_t> shardTokens("shard-tokens",
                                     cl::desc("Tokens per shard (default 100M)"),
-                                    cl::init(100000000));
+                                    cl::init(100000000), cl::cat(toolCategory));
 
 /// Prints `otc-data: error: <message>` and returns exit status 1.
 static int fail(const Twine &message) {
@@ -80,6 +82,7 @@ static int writeSplit(const std::vector<uint16_t> &tokens, const char *split,
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv, "otc-data: token shards from text\n");
   if (vocabMode != "bytes" && vocabMode != "chars")
     return fail("--vocab must be bytes or chars, got '" + vocabMode + "'");

@@ -23,17 +23,19 @@
 
 using namespace llvm;
 
+static cl::OptionCategory toolCategory("otc-export options");
+
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string>
     weightsPath("weights",
                 cl::desc("Trained weights (model.safetensors or its directory)"),
-                cl::value_desc("PATH"), cl::Required);
+                cl::value_desc("PATH"), cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output ONNX file"),
-                                       cl::value_desc("OUT.onnx"), cl::Required);
+                                       cl::value_desc("OUT.onnx"), cl::Required, cl::cat(toolCategory));
 static cl::opt<bool> exposeLogits(
     "expose-logits",
-    cl::desc("Also output the loss's scores as a graph output 'logits'"));
+    cl::desc("Also output the loss's scores as a graph output 'logits'"), cl::cat(toolCategory));
 
 /// Prints `otc-export: error: <message>` and returns exit status 1.
 static int fail(const Twine &message) {
@@ -43,6 +45,7 @@ static int fail(const Twine &message) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "otc-export: ONNX model with trained weights\n");
   std::string weights = weightsPath;

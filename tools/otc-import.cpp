@@ -27,18 +27,20 @@
 
 namespace cl = llvm::cl;
 
+static cl::OptionCategory toolCategory("otc-import options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::value_desc("filename"),
-                                       cl::init("-"));
+                                       cl::init("-"), cl::cat(toolCategory));
 static cl::list<std::string>
     dimBindings("dim", cl::desc("Bind a symbolic ONNX dimension (repeatable)"),
-                cl::value_desc("NAME=VALUE"));
+                cl::value_desc("NAME=VALUE"), cl::cat(toolCategory));
 static cl::opt<int64_t> microBatch(
     "micro-batch",
     cl::desc("Bind the leading symbolic dimension of every graph input"),
-    cl::value_desc("N"), cl::init(0));
+    cl::value_desc("N"), cl::init(0), cl::cat(toolCategory));
 
 /// Prints `otc-import: error: msg` and returns the failing exit status.
 static int reportError(const llvm::Twine &msg) {
@@ -59,6 +61,7 @@ static bool parseDim(llvm::StringRef binding, otc::ImportOptions &options) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv, "otc ONNX importer\n");
 
   otc::ImportOptions options;
