@@ -140,6 +140,14 @@ static std::string nodeName(Location loc) {
   return "";
 }
 
+/// The name of a kernel's span in `train --trace`: its ONNX node and what
+/// the kernel computes there (a node has forward and backward kernels).
+static std::string traceName(StringRef node, StringRef what) {
+  if (node.empty())
+    return what.str();
+  return (node + " (" + what + ")").str();
+}
+
 static std::string cString(StringRef s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -339,8 +347,9 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k, StringRef fn) {
             << "  for (int64_t i = 0; i < " << n << "; ++i) {\n";
   kernels << bodyText << "  }\n}\n\n";
 
-  funcs << "  // " << (node.empty() ? op.getName().getStringRef().str() : node)
-        << "\n  " << kname;
+  std::string opName = op.getName().getStringRef().str();
+  funcs << "  otcrt_trace_begin(" << cString(traceName(node, opName))
+        << ");\n  // " << (node.empty() ? opName : node) << "\n  " << kname;
   if (cuda())
     funcs << "<<<otc_blocks(" << n << "), 256>>>";
   funcs << "(";
@@ -348,6 +357,7 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k, StringRef fn) {
   funcs << ");\n";
   if (cuda())
     funcs << "  OTC_CHECK_LAUNCH();\n";
+  funcs << "  otcrt_trace_end();\n";
   (void)fn;
   return success();
 }
@@ -380,12 +390,14 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   if (!batch)
     return success();
   std::string node = nodeName(g.getLoc());
-  funcs << "  // " << (node.empty() ? "gemm" : node) << "\n"
+  funcs << "  otcrt_trace_begin(" << cString(traceName(node, "gemm")) << ");\n"
+        << "  // " << (node.empty() ? "gemm" : node) << "\n"
         << "  otcrt_gemm_f32(" << ta << ", " << tb << ", " << m << ", " << n
         << ", " << k << ", 1.0f, " << names[g.getLhs()] << ", " << a.back()
         << ", " << *sa << ", " << names[g.getRhs()] << ", " << b.back() << ", "
         << *sb << ", 0.0f, " << names[g.getOut()] << ", " << n << ", "
-        << m * n << ", " << batch << ");\n";
+        << m * n << ", " << batch << ");\n"
+        << "  otcrt_trace_end();\n";
   return success();
 }
 
