@@ -33,6 +33,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <chrono>
+#include <thread>
 #include <cstdlib>
 
 using namespace mlir;
@@ -127,9 +128,36 @@ static bool runTool(llvm::ArrayRef<std::string> cmd, std::string &err) {
   llvm::errs() << "\n";
   SmallVector<llvm::StringRef> args(cmd.begin(), cmd.end());
   std::string msg;
-  int rc = llvm::sys::ExecuteAndWait(cmd[0], args, std::nullopt, {}, 0, 0, &msg);
-  if (rc != 0) {
-    err = cmd[0] + " failed (exit " + std::to_string(rc) + ")" +
+  bool execFailed = false;
+  llvm::sys::ProcessInfo pi = llvm::sys::ExecuteNoWait(
+      cmd[0], args, std::nullopt, {}, 0, &msg, &execFailed);
+  if (execFailed) {
+    err = "cannot run " + cmd[0] + ": " + msg;
+    return false;
+  }
+  // Host compilers and nvcc take a while on large models: on a terminal,
+  // show that the build is alive and for how long it has run.
+  bool tty = llvm::errs().is_displayed();
+  std::string tool = llvm::sys::path::filename(cmd[0]).str();
+  auto start = std::chrono::steady_clock::now();
+  llvm::sys::ProcessInfo done;
+  do {
+    // A zero wait polls; a positive one would kill the child on timeout.
+    done = llvm::sys::Wait(pi, 0u, &msg);
+    if (done.Pid == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (tty && done.Pid == 0) {
+      double secs = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+      llvm::errs() << llvm::format("\rotc-compile: %s running, %.0f s", tool.c_str(),
+                                   secs);
+    }
+  } while (done.Pid == 0);
+  if (tty)
+    llvm::errs() << "\r\x1b[K";
+  if (done.ReturnCode != 0) {
+    err = cmd[0] + " failed (exit " + std::to_string(done.ReturnCode) + ")" +
           (msg.empty() ? "" : ": " + msg);
     return false;
   }
