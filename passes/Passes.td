@@ -157,6 +157,25 @@ def MixedPrecision : Pass<"otc-mixed-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def Schedule : Pass<"otc-schedule", "mlir::ModuleOp"> {
+  let summary = "Orders @train_step to lower its activation peak";
+  let dependentDialects = ["otc::OtcDialect"];
+  let description = [{
+    Every otc op is pure, so any topological order computes the same
+    values. Greedy list scheduling picks, among the ready ops, the one that
+    frees the most bytes (operands it reads last) net of the bytes it
+    allocates, the earliest on ties. The result is kept only if its
+    activation peak (the most bytes of op results live at once) is lower
+    than before; `otc.schedule` on the module records both peaks.
+
+    ```mlir
+    %a = otc.exp %x : tensor<1024xf32>   // big, read only at the end
+    %s = otc.reduce_sum %y, [0] : ...    // frees %y
+    // becomes: %s first, %a just before its use
+    ```
+  }];
+}
+
 def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
   let dependentDialects = ["otc::OtcDialect"];
   let summary = "Gradient accumulation and the AdamW update, as three functions on arena slots";

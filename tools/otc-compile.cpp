@@ -220,13 +220,14 @@ int main(int argc, char **argv) {
     return fail("no output directory: pass -o DIR");
   static const char *phases[] = {"import",        "fold-shapes",
                                  "differentiate", "remat",
-                                 "mixed-precision", "training-loop",
+                                 "mixed-precision", "schedule",        "training-loop",
                                  "buffers",       "plan",
                                  "emit"};
   if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
     return fail("unknown --compile-to phase '" + compileTo +
                 "' (import, fold-shapes, differentiate, remat, "
-                "mixed-precision, training-loop, buffers, plan, emit)");
+                "mixed-precision, schedule, training-loop, buffers, plan, "
+                "emit)");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -307,6 +308,7 @@ int main(int argc, char **argv) {
       mp.fp32GradAccum = fp32GradAccum;
       pm.addPass(otc::createMixedPrecision(mp));
     }
+    pm.addPass(otc::createSchedule());
     otc::TrainingLoopOptions o;
     o.gradAccum = gradAccum;
     o.weightDecay = weightDecay;
@@ -414,6 +416,10 @@ int main(int argc, char **argv) {
       }))
     return fail("setting the precision failed");
   if (compileTo == "mixed-precision")
+    return printIR();
+  if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createSchedule()); }))
+    return fail("scheduling failed");
+  if (compileTo == "schedule")
     return printIR();
   if (!runPhase([&](PassManager &pm) {
         otc::TrainingLoopOptions o;
