@@ -17,6 +17,15 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "ir/OtcDialect.h.inc"
+
+namespace otc::detail {
+/// Elements of all results: the default FLOPs of CostOpInterface.
+int64_t resultElements(mlir::Operation *op);
+/// Bytes of all operands and of all results (i1 takes a byte).
+int64_t operandBytes(mlir::Operation *op);
+int64_t resultBytes(mlir::Operation *op);
+} // namespace otc::detail
+
 #include "ir/OtcInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -31,4 +31,25 @@ def Otc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def Otc_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::otc";
+  let description = [{
+    What one execution of an op costs: floating-point operations (a
+    multiply-add counts two) and the bytes it reads and writes. Recomputation
+    ranks its choices by these FLOPs, and the report sums them. The defaults
+    charge one operation per result element and every operand and result
+    byte once; ops that do more (products, normalizations) or nothing
+    (data movement) say so.
+  }];
+  let methods = [
+    InterfaceMethod<"FLOPs of one execution.", "int64_t", "getFlops", (ins),
+      [{}], [{ return ::otc::detail::resultElements($_op); }]>,
+    InterfaceMethod<"Bytes of the operands read.", "int64_t", "getBytesRead",
+      (ins), [{}], [{ return ::otc::detail::operandBytes($_op); }]>,
+    InterfaceMethod<"Bytes of the results written.", "int64_t",
+      "getBytesWritten", (ins), [{}],
+      [{ return ::otc::detail::resultBytes($_op); }]>,
+  ];
+}
+
 #endif // OTC_INTERFACES_TD

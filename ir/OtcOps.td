@@ -16,13 +16,16 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
 defvar Grad = DeclareOpInterfaceMethods<Otc_GradientOpInterface>;
+/// The default cost (one FLOP per result element) and one with its own count.
+defvar Cost = Otc_CostOpInterface;
+defvar CostFlops = DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>;
 
 //===----------------------------------------------------------------------===//
 // Constants
 //===----------------------------------------------------------------------===//
 
 def Otc_ConstantOp : Otc_Op<"constant",
-    [ConstantLike, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [CostFlops, ConstantLike, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "A constant tensor";
   let description = [{
     ```mlir
@@ -40,7 +43,7 @@ def Otc_ConstantOp : Otc_Op<"constant",
 //===----------------------------------------------------------------------===//
 
 class Otc_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad])> {
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad, Cost])> {
   let description = [{
     Elementwise with ONNX (numpy) broadcasting: the result shape is the
     broadcast of the operand shapes, element types agree.
@@ -59,7 +62,7 @@ def Otc_MulOp : Otc_BinaryOp<"mul", [Commutative]> { let summary = "lhs * rhs"; 
 def Otc_DivOp : Otc_BinaryOp<"div"> { let summary = "lhs / rhs"; }
 
 class Otc_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Cost])> {
   let arguments = (ins Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -78,7 +81,7 @@ def Otc_SigmoidOp : Otc_UnaryOp<"sigmoid", [Grad]> { let summary = "1 / (1 + e^-
 
 def Otc_PowOp : Otc_BinaryOp<"pow"> { let summary = "lhs ^ rhs (floats)"; }
 
-def Otc_CompareOp : Otc_Op<"compare", [Pure]> {
+def Otc_CompareOp : Otc_Op<"compare", [Cost, Pure]> {
   let summary = "Elementwise comparison with broadcasting, an i1 result";
   let description = [{
     `predicate` is one of "eq", "ne", "lt", "le", "gt", "ge". Operands share an
@@ -92,7 +95,7 @@ def Otc_CompareOp : Otc_Op<"compare", [Pure]> {
   let hasFolder = 1;
 }
 
-def Otc_SelectOp : Otc_Op<"select", [Pure, Grad]> {
+def Otc_SelectOp : Otc_Op<"select", [Cost, Pure, Grad]> {
   let summary = "condition ? lhs : rhs, elementwise with broadcasting";
   let arguments = (ins Otc_BoolTensor:$condition, Otc_Tensor:$lhs, Otc_Tensor:$rhs);
   let results = (outs Otc_Tensor:$result);
@@ -102,7 +105,7 @@ def Otc_SelectOp : Otc_Op<"select", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_CastOp : Otc_Op<"cast", [Pure, Grad]> {
+def Otc_CastOp : Otc_Op<"cast", [CostFlops, Pure, Grad]> {
   let summary = "Converts each element to the result's element type";
   let description = [{
     Float to integer truncates toward zero; anything to i1 is `x != 0`.
@@ -118,7 +121,7 @@ def Otc_CastOp : Otc_Op<"cast", [Pure, Grad]> {
 // Linear algebra and data movement
 //===----------------------------------------------------------------------===//
 
-def Otc_MatMulOp : Otc_Op<"matmul", [Pure, Grad]> {
+def Otc_MatMulOp : Otc_Op<"matmul", [CostFlops, Pure, Grad]> {
   let summary = "Batched matrix product with optional transposed operands";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` when `transpose_lhs`), `rhs` is
@@ -138,7 +141,7 @@ def Otc_MatMulOp : Otc_Op<"matmul", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_TransposeOp : Otc_Op<"transpose", [Pure, Grad]> {
+def Otc_TransposeOp : Otc_Op<"transpose", [CostFlops, Pure, Grad]> {
   let summary = "Permutes dimensions: result dim i is input dim permutation[i]";
   let arguments = (ins Otc_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Otc_Tensor:$result);
@@ -148,7 +151,7 @@ def Otc_TransposeOp : Otc_Op<"transpose", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_ReshapeOp : Otc_Op<"reshape", [Pure, Grad]> {
+def Otc_ReshapeOp : Otc_Op<"reshape", [CostFlops, Pure, Grad]> {
   let summary = "Same elements in row-major order, another static shape";
   let arguments = (ins Otc_Tensor:$input);
   let results = (outs Otc_Tensor:$result);
@@ -157,7 +160,7 @@ def Otc_ReshapeOp : Otc_Op<"reshape", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_BroadcastOp : Otc_Op<"broadcast", [Pure, Grad]> {
+def Otc_BroadcastOp : Otc_Op<"broadcast", [CostFlops, Pure, Grad]> {
   let summary = "Broadcasts the input (numpy rules) to the result shape";
   let arguments = (ins Otc_Tensor:$input);
   let results = (outs Otc_Tensor:$result);
@@ -166,7 +169,7 @@ def Otc_BroadcastOp : Otc_Op<"broadcast", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [Pure, Grad]> {
+def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [CostFlops, Pure, Grad]> {
   let summary = "Sum over the given axes";
   let description = [{
     Sums `input` over `axes` (sorted, unique, non-negative). With
@@ -180,7 +183,7 @@ def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_ReduceMaxOp : Otc_Op<"reduce_max", [Pure, Grad]> {
+def Otc_ReduceMaxOp : Otc_Op<"reduce_max", [CostFlops, Pure, Grad]> {
   let summary = "Maximum over the given axes";
   let description = [{
     Like `reduce_sum`. The gradient goes to every element equal to the
@@ -194,7 +197,7 @@ def Otc_ReduceMaxOp : Otc_Op<"reduce_max", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_ConcatOp : Otc_Op<"concat", [Pure, Grad]> {
+def Otc_ConcatOp : Otc_Op<"concat", [CostFlops, Pure, Grad]> {
   let summary = "Joins tensors along `axis`";
   let arguments = (ins Variadic<Otc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Otc_Tensor:$result);
@@ -204,7 +207,7 @@ def Otc_ConcatOp : Otc_Op<"concat", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_SliceOp : Otc_Op<"slice", [Pure, Grad]> {
+def Otc_SliceOp : Otc_Op<"slice", [CostFlops, Pure, Grad]> {
   let summary = "A strided window: result[i] = input[starts + i * strides]";
   let description = [{
     One start and one positive stride per dimension; the result shape says
@@ -219,7 +222,7 @@ def Otc_SliceOp : Otc_Op<"slice", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_SliceGradOp : Otc_Op<"slice_grad", [Pure]> {
+def Otc_SliceGradOp : Otc_Op<"slice_grad", [CostFlops, Pure]> {
   let summary = "Gradient of slice: zeros of the result shape with `grad` placed at the window";
   let arguments = (ins Otc_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
                    DenseI64ArrayAttr:$strides);
@@ -228,7 +231,7 @@ def Otc_SliceGradOp : Otc_Op<"slice_grad", [Pure]> {
       "$grad `,` $starts `,` $strides attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_GatherOp : Otc_Op<"gather", [Pure, Grad]> {
+def Otc_GatherOp : Otc_Op<"gather", [CostFlops, Pure, Grad]> {
   let summary = "ONNX Gather: picks slices of `data` along `axis` by index";
   let description = [{
     result shape = data[:axis] + indices.shape + data[axis+1:]. Negative
@@ -242,7 +245,7 @@ def Otc_GatherOp : Otc_Op<"gather", [Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_GatherGradOp : Otc_Op<"gather_grad", [Pure]> {
+def Otc_GatherGradOp : Otc_Op<"gather_grad", [CostFlops, Pure]> {
   let summary = "Gradient of gather: `grad` summed into zeros of the data shape at the indices";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
@@ -250,7 +253,7 @@ def Otc_GatherGradOp : Otc_Op<"gather_grad", [Pure]> {
       "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_TriluOp : Otc_Op<"trilu", [Pure, Grad, SameOperandsAndResultType]> {
+def Otc_TriluOp : Otc_Op<"trilu", [Cost, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "Keeps the upper (or lower) triangle of the last two dimensions";
   let description = [{
     With `upper`, keeps elements with j - i >= k, else those with j - i <= k;
@@ -265,14 +268,14 @@ def Otc_TriluOp : Otc_Op<"trilu", [Pure, Grad, SameOperandsAndResultType]> {
 // Normalization
 //===----------------------------------------------------------------------===//
 
-def Otc_SoftmaxOp : Otc_Op<"softmax", [Pure, Grad, SameOperandsAndResultType]> {
+def Otc_SoftmaxOp : Otc_Op<"softmax", [CostFlops, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "softmax along `axis` (non-negative)";
   let arguments = (ins Otc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [Pure]> {
+def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [CostFlops, Pure]> {
   let summary = "y * (grad - sum(grad * y, axis)) with y the softmax output";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
@@ -280,14 +283,14 @@ def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [Pure]> {
       "$grad `,` $output attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_LogSoftmaxOp : Otc_Op<"log_softmax", [Pure, Grad, SameOperandsAndResultType]> {
+def Otc_LogSoftmaxOp : Otc_Op<"log_softmax", [CostFlops, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "log of softmax along `axis` (non-negative)";
   let arguments = (ins Otc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Otc_LogSoftmaxGradOp : Otc_Op<"log_softmax_grad", [Pure]> {
+def Otc_LogSoftmaxGradOp : Otc_Op<"log_softmax_grad", [CostFlops, Pure]> {
   let summary = "grad - exp(y) * sum(grad, axis) with y the log_softmax output";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
@@ -299,7 +302,7 @@ def Otc_LogSoftmaxGradOp : Otc_Op<"log_softmax_grad", [Pure]> {
 // Randomness
 //===----------------------------------------------------------------------===//
 
-def Otc_DropoutOp : Otc_Op<"dropout", [Pure, Grad]> {
+def Otc_DropoutOp : Otc_Op<"dropout", [Cost, Pure, Grad]> {
   let summary = "Training-mode dropout with a replayable mask";
   let description = [{
     Keeps each element with probability `1 - ratio` and scales kept ones by
@@ -316,7 +319,7 @@ def Otc_DropoutOp : Otc_Op<"dropout", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Pure]> {
+def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Cost, Pure]> {
   let summary = "grad * mask / (1 - ratio)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_BoolTensor:$mask, F64Attr:$ratio);
   let results = (outs Otc_FloatTensor:$result);
@@ -328,7 +331,7 @@ def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Pure]> {
 // Losses and gradient kernels
 //===----------------------------------------------------------------------===//
 
-def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [Pure, Grad]> {
+def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [CostFlops, Pure, Grad]> {
   let summary = "Softmax cross-entropy of [N, C] logits against [N] labels";
   let description = [{
     loss_n = -log softmax(logits_n)[labels_n]. Rows whose label equals
@@ -344,7 +347,7 @@ def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [Pure]> {
+def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [CostFlops, Pure]> {
   let summary = "Gradient of softmax_cross_entropy with respect to the logits";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$logits,
                    Otc_IntTensor:$labels,
@@ -355,7 +358,7 @@ def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [Pure]>
       "$grad `,` $logits `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_NllLossOp : Otc_Op<"nll_loss", [Pure, Grad]> {
+def Otc_NllLossOp : Otc_Op<"nll_loss", [Cost, Pure, Grad]> {
   let summary = "Negative log-likelihood of [N, C] log-probabilities against [N] labels";
   let description = [{
     loss_n = -input[n, labels_n]; `reduction` and `ignore_index` as in
@@ -370,7 +373,7 @@ def Otc_NllLossOp : Otc_Op<"nll_loss", [Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Pure]> {
+def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Cost, Pure]> {
   let summary = "Gradient of nll_loss with respect to its [N, C] input (the result type)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$labels,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
@@ -380,7 +383,7 @@ def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Pure]> {
       "$grad `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_ReluGradOp : Otc_Op<"relu_grad", [Pure]> {
+def Otc_ReluGradOp : Otc_Op<"relu_grad", [Cost, Pure]> {
   let summary = "grad where input > 0, else 0";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
@@ -388,7 +391,7 @@ def Otc_ReluGradOp : Otc_Op<"relu_grad", [Pure]> {
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Pure]> {
+def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Cost, Pure]> {
   let summary = "grad * (1 - y * y) where y = tanh(x)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output);
   let results = (outs Otc_FloatTensor:$result);
@@ -400,7 +403,7 @@ def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Pure]> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def Otc_AdamWOp : Otc_Op<"adamw", [Pure]> {
+def Otc_AdamWOp : Otc_Op<"adamw", [CostFlops, Pure]> {
   let summary = "One AdamW update of a parameter";
   let description = [{
     With t = `step` (1-based) and g = `grad`:

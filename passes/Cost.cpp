@@ -11,14 +11,10 @@
 #include "ir/ShapeUtils.h"
 #include "passes/Passes.h"
 
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace otc;
 
-static int64_t numel(Value v) {
-  return numElements(cast<ShapedType>(v.getType()).getShape());
-}
 
 int64_t otc::valueBytes(Value v) {
   auto t = cast<ShapedType>(v.getType());
@@ -26,29 +22,9 @@ int64_t otc::valueBytes(Value v) {
 }
 
 int64_t otc::opFlops(Operation *op) {
-  return TypeSwitch<Operation *, int64_t>(op)
-      .Case([](MatMulOp mm) {
-        ArrayRef<int64_t> a = cast<ShapedType>(mm.getLhs().getType()).getShape();
-        int64_t k = mm.getTransposeLhs() ? a[a.size() - 2] : a.back();
-        return 2 * numel(mm.getResult()) * k;
-      })
-      .Case<ConstantOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
-            SliceGradOp, ConcatOp, GatherOp, CastOp>([](auto) { return 0; })
-      .Case<ReduceSumOp, ReduceMaxOp, GatherGradOp>(
-          [](Operation *o) { return numel(o->getOperand(0)); })
-      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxCrossEntropyOp>(
-          [](Operation *o) { return 5 * numel(o->getOperand(0)); })
-      .Case<SoftmaxGradOp, LogSoftmaxGradOp, SoftmaxCrossEntropyGradOp>(
-          [](Operation *o) { return 5 * numel(o->getResult(0)); })
-      .Case<ErfOp, TanhOp, ExpOp, LogOp, SigmoidOp, PowOp, SqrtOp>(
-          [](Operation *o) { return 4 * numel(o->getResult(0)); })
-      .Case<AdamWOp>([](AdamWOp o) { return 12 * numel(o.getParam()); })
-      .Default([](Operation *o) -> int64_t {
-        int64_t n = 0;
-        for (Value r : o->getResults())
-          n += numel(r);
-        return n;
-      });
+  if (auto cost = dyn_cast<CostOpInterface>(op))
+    return cost.getFlops();
+  return 0;
 }
 
 int64_t otc::activationPeak(func::FuncOp f) {

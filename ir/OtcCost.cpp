@@ -1,0 +1,86 @@
+//===- OtcCost.cpp - FLOP counts of the otc ops ----------------------------===//
+//
+// The CostOpInterface methods of the ops whose work is not one operation per
+// result element, and the helpers behind the interface's defaults. FLOPs
+// count a multiply-add as two; they rank recomputation choices and feed the
+// report, so they aim at proportions, not cycle counts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
+
+using namespace mlir;
+using namespace otc;
+
+/// Bytes of a tensor value (i1 takes a byte per element).
+static int64_t bytesOf(Value v) {
+  auto t = cast<ShapedType>(v.getType());
+  Type et = t.getElementType();
+  int64_t bytes = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+  return numElements(t.getShape()) * bytes;
+}
+
+static int64_t elementsOf(Value v) {
+  return numElements(cast<ShapedType>(v.getType()).getShape());
+}
+
+int64_t otc::detail::resultElements(Operation *op) {
+  int64_t n = 0;
+  for (Value r : op->getResults())
+    n += elementsOf(r);
+  return n;
+}
+
+int64_t otc::detail::operandBytes(Operation *op) {
+  int64_t n = 0;
+  for (Value v : op->getOperands())
+    n += bytesOf(v);
+  return n;
+}
+
+int64_t otc::detail::resultBytes(Operation *op) {
+  int64_t n = 0;
+  for (Value v : op->getResults())
+    n += bytesOf(v);
+  return n;
+}
+
+// Products: 2·M·N·K per batch entry.
+int64_t MatMulOp::getFlops() {
+  ArrayRef<int64_t> a = cast<ShapedType>(getLhs().getType()).getShape();
+  int64_t k = getTransposeLhs() ? a[a.size() - 2] : a.back();
+  return 2 * elementsOf(getResult()) * k;
+}
+
+// Data movement computes nothing.
+int64_t ConstantOp::getFlops() { return 0; }
+int64_t TransposeOp::getFlops() { return 0; }
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t BroadcastOp::getFlops() { return 0; }
+int64_t ConcatOp::getFlops() { return 0; }
+int64_t SliceOp::getFlops() { return 0; }
+int64_t SliceGradOp::getFlops() { return 0; }
+int64_t GatherOp::getFlops() { return 0; }
+int64_t CastOp::getFlops() { return 0; }
+
+// Reductions: one operation per input element.
+int64_t ReduceSumOp::getFlops() { return elementsOf(getInput()); }
+int64_t ReduceMaxOp::getFlops() { return elementsOf(getInput()); }
+int64_t GatherGradOp::getFlops() { return elementsOf(getGrad()); }
+
+// Normalizations: max, exp, sum, divide (or log) and the subtraction.
+int64_t SoftmaxOp::getFlops() { return 5 * elementsOf(getInput()); }
+int64_t LogSoftmaxOp::getFlops() { return 5 * elementsOf(getInput()); }
+int64_t SoftmaxGradOp::getFlops() { return 5 * elementsOf(getResult()); }
+int64_t LogSoftmaxGradOp::getFlops() { return 5 * elementsOf(getResult()); }
+int64_t SoftmaxCrossEntropyOp::getFlops() {
+  return 5 * elementsOf(getLogits());
+}
+int64_t SoftmaxCrossEntropyGradOp::getFlops() {
+  return 5 * elementsOf(getResult());
+}
+
+// AdamW: two moment updates, bias corrections, the square root, the step
+// and the decay, about a dozen operations per parameter.
+int64_t AdamWOp::getFlops() { return 12 * elementsOf(getParam()); }
