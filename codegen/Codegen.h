@@ -74,6 +74,9 @@ mlir::FailureOr<PlanSummary> summarizePlan(mlir::ModuleOp module,
 mlir::LogicalResult writePlanJson(const PlanSummary &summary,
                                   const PlanInfo &info, llvm::raw_ostream &os);
 
+/// A byte count for people: "512 B", "1.50 KiB", "7.62 GiB".
+std::string formatBytes(double bytes);
+
 /// Prints the memory and FLOP report as a table.
 void printPlanReport(const PlanSummary &summary, const PlanInfo &info,
                      llvm::raw_ostream &os);

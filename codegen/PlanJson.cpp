@@ -170,16 +170,15 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
   return success();
 }
 
-static std::string human(int64_t b) {
+std::string otc::formatBytes(double b) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = b;
   int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
     ++u;
   }
   char buf[32];
-  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", b, units[u]);
   return buf;
 }
 
@@ -187,7 +186,7 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
                           raw_ostream &os) {
   auto row = [&](StringRef name, int64_t bytes) {
     os << llvm::format("  %-22s %14lld  %s\n", name.str().c_str(),
-                       (long long)bytes, human(bytes).c_str());
+                       (long long)bytes, formatBytes(bytes).c_str());
   };
   os << "memory (bytes)\n";
   row("parameters", s.params);

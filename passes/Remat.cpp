@@ -392,12 +392,24 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
       if (front.empty() || p.flops < front.back().flops)
         front.push_back(std::move(p));
   }
-  std::vector<RematCandidate> out;
+  std::vector<RematCandidate> measured;
   for (Point &p : front) {
     FailureOr<RematOutcome> o = evaluateRemat(module, p.choice);
     if (failed(o))
       return failure();
-    out.push_back({p.choice, *o});
+    measured.push_back({p.choice, *o});
+  }
+  // The estimate ranked them; the measurement may show some dominated.
+  std::vector<RematCandidate> out;
+  for (const RematCandidate &c : measured) {
+    bool dominated = llvm::any_of(measured, [&](const RematCandidate &d) {
+      return d.outcome.peakBytes <= c.outcome.peakBytes &&
+             d.outcome.recomputeFlops <= c.outcome.recomputeFlops &&
+             (d.outcome.peakBytes < c.outcome.peakBytes ||
+              d.outcome.recomputeFlops < c.outcome.recomputeFlops);
+    });
+    if (!dominated)
+      out.push_back(c);
   }
   return out;
 }

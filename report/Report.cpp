@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "report/Report.h"
+#include "codegen/Codegen.h"
 #include "ir/OtckDialect.h"
 #include "passes/Passes.h"
 
@@ -81,17 +82,6 @@ std::vector<TimelinePoint> otc::memoryTimeline(ModuleOp planned,
   return out;
 }
 
-static std::string human(double b) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", b, units[u]);
-  return buf;
-}
 
 static std::string escape(StringRef s) {
   std::string out;
@@ -128,7 +118,7 @@ static void axes(raw_ostream &os, const Plot &p, StringRef xlabel,
     double v = p.ymax * i / 4;
     os << "<text x='" << p.left - 6 << "' y='" << p.y(v) + 4
        << "' font-size='11' text-anchor='end'>"
-       << (bytesY ? human(v) : std::to_string((long long)v)) << "</text>\n"
+       << (bytesY ? formatBytes(v) : std::to_string((long long)v)) << "</text>\n"
        << "<line x1='" << p.left << "' y1='" << p.y(v) << "' x2='"
        << p.w - p.right << "' y2='" << p.y(v)
        << "' stroke='#ddd' stroke-dasharray='3,3'/>\n";
@@ -160,7 +150,7 @@ void otc::writeReportHtml(raw_ostream &os, StringRef title,
     for (const TimelinePoint &t : timeline)
       peak = std::max(peak, t.bytes);
     p.ymax = std::max<double>(1, peak * 1.1);
-    os << "<h2>Memory of one training step (peak " << human(peak)
+    os << "<h2>Memory of one training step (peak " << formatBytes(peak)
        << ")</h2>\n<svg xmlns='http://www.w3.org/2000/svg' width='" << p.w
        << "' height='" << p.h << "'>\n";
     // Phase bands.
@@ -209,7 +199,7 @@ void otc::writeReportHtml(raw_ostream &os, StringRef title,
       os << "<circle cx='" << p.x(f.recomputeFlops) << "' cy='"
          << p.y(f.activationBytes) << "' r='" << (f.chosen ? 6 : 3.5)
          << "' fill='" << (f.chosen ? "#d9480f" : "#1f5fbf") << "'><title>"
-         << escape(f.label) << ": " << human(f.activationBytes) << ", "
+         << escape(f.label) << ": " << formatBytes(f.activationBytes) << ", "
          << f.recomputeFlops << " FLOPs</title></circle>\n";
     os << "</svg>\n<p style='font-size:12px'>Each point is one choice of "
           "recomputation per block (n = keep, s = selective, f = full); the "

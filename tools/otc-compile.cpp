@@ -192,18 +192,6 @@ static std::string findNvcc() {
   return "";
 }
 
-static std::string humanBytes(int64_t b) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = b;
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[64];
-  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -496,10 +484,10 @@ int main(int argc, char **argv) {
         "target " + target + ", micro-batch " + std::to_string(mb) +
             " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
         "parameters trained: " + std::to_string(summary->paramsCount),
-        "arena " + humanBytes(summary->arena) + ", lower bound " +
-            humanBytes(summary->lowerBound) + ", total peak " +
-            humanBytes(summary->totalPeak),
-        "activation peak " + humanBytes(summary->activationsPeak) +
+        "arena " + otc::formatBytes(summary->arena) + ", lower bound " +
+            otc::formatBytes(summary->lowerBound) + ", total peak " +
+            otc::formatBytes(summary->totalPeak),
+        "activation peak " + otc::formatBytes(summary->activationsPeak) +
             ", recompute FLOPs per step " +
             std::to_string(summary->recomputeFlops)};
     std::string html;
