@@ -167,7 +167,7 @@ public:
 private:
   bool cuda() const { return opts.target == Target::Cuda; }
   LogicalResult emitFunction(func::FuncOp f);
-  LogicalResult emitKernel(otck::KernelOp k, StringRef fn);
+  LogicalResult emitKernel(otck::KernelOp k);
   LogicalResult emitGemm(otck::GemmOp g);
   void emitCopy(otck::CopyOp c);
 
@@ -275,7 +275,7 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
     }
     LogicalResult r =
         TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case([&](otck::KernelOp k) { return emitKernel(k, f.getSymName()); })
+            .Case([&](otck::KernelOp k) { return emitKernel(k); })
             .Case([&](otck::GemmOp g) { return emitGemm(g); })
             .Case([&](otck::CopyOp c) {
               emitCopy(c);
@@ -292,7 +292,7 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
   return success();
 }
 
-LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k, StringRef fn) {
+LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   Block &body = k.getBody().front();
   // One op per kernel until fusion builds larger bodies.
   if (!llvm::hasSingleElement(body.without_terminator()))
@@ -358,7 +358,6 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k, StringRef fn) {
   if (cuda())
     funcs << "  OTC_CHECK_LAUNCH();\n";
   funcs << "  otcrt_trace_end();\n";
-  (void)fn;
   return success();
 }
 

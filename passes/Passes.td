@@ -241,16 +241,21 @@ def PlanBuffers : Pass<"otc-plan-buffers", "mlir::ModuleOp"> {
   let description = [{
     Persistent slots come first, one place per slot shared by every function.
     Temporaries follow: each lives from the first to the last op that uses it
-    in its function and takes the lowest aligned offset that no overlapping
-    live temporary holds (first fit). Functions run one at a time, so they
-    share the temporary region. Sets `offset` on every `otck.buffer` and
-    `otck.arena_size` on the module, then checks that no two buffers live at
-    the same time overlap.
+    in its function. An elementwise kernel whose input of the same type dies
+    there writes its output over that input (marked `otck.in_place`); the
+    remaining groups are placed largest first, each at the lowest aligned
+    offset that no temporary live at the same time holds. Functions run one
+    at a time, so they share the temporary region. Sets `offset` on every
+    `otck.buffer` and `otck.arena_size` on the module, then verifies that no
+    two buffers live at the same time overlap and that every in-place buffer
+    is legal.
 
     ```mlir
     %a = otck.buffer : memref<4xf32>
+    %b = otck.buffer : memref<4xf32>   // written by otc.tanh of %a, its last use
     // becomes
     %a = otck.buffer {offset = 256 : i64} : memref<4xf32>
+    %b = otck.buffer {offset = 256 : i64, otck.in_place} : memref<4xf32>
     ```
   }];
   let options = [

@@ -572,6 +572,5 @@ int main(int argc, char **argv) {
   llvm::errs() << "otc-compile: wrote " << trainPath << " (" << target
                << ", micro-batch " << mb << " x grad-accum " << gradAccum
                << ") in " << llvm::format("%.1f", secs) << " s\n";
-  (void)fp32GradAccum;
   return 0;
 }
