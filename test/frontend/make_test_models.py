@@ -279,6 +279,17 @@ def transformer_ops(out_dir):
     ], [("x", f, [5, 1, 2])], [("a", f, [2, 1, 2]), ("b", f, [2, 1, 2]),
                                 ("y", f, [2])], 18), out_dir, "split18.onnx",
         check=False)
+    # What the dynamo exporter writes at opset 18: SplitToSequence with a
+    # scalar split, SequenceAt (negative position too), CastLike.
+    save(model_at("sequence18", [
+        node("SplitToSequence", ["x", "two"], ["seq"], name="split_seq", axis=1),
+        node("SequenceAt", ["seq", "zero"], ["a"], name="at0"),
+        node("SequenceAt", ["seq", "minus1"], ["b"], name="at_last"),
+        node("CastLike", ["ids", "x"], ["c"], name="castlike"),
+    ], [("x", f, [3, 6]), ("ids", i, [3])],
+        [("a", f, [3, 2]), ("b", f, [3, 2]), ("c", f, [3])], 18,
+        [i64("two", 2), i64("zero", 0), i64("minus1", -1)]),
+        out_dir, "sequence18.onnx", check=False)
     # Softmax family and losses, including [N, C, d] cross-entropy.
     save(model_at("losses", [
         node("Softmax", ["s"], ["p"], name="softmax"),
