@@ -252,6 +252,11 @@ private:
   /// [N*d..., C] and [N*d...]; returns the trailing dims d... in `extra`.
   void flattenLossInputs(mlir::Value &scores, mlir::Value &labels,
                          llvm::SmallVectorImpl<int64_t> &extra);
+  /// What SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss share
+  /// (NormalizationOps.cpp).
+  template <typename LossOp>
+  mlir::Value importLoss(mlir::Value scores, mlir::Value labels,
+                         const char *noWeights);
 
   mlir::MLIRContext &ctx;
   mlir::OpBuilder builder;

@@ -15,6 +15,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <type_traits>
+
 using namespace mlir;
 
 namespace otc {
@@ -183,12 +185,16 @@ static Value buildLoss(OpBuilder &builder, Location loc, Value scores,
                               scores, labels, reduction, ignore);
 }
 
-void Importer::importSoftmaxCrossEntropy() {
-  Value scores = requireFloat(input(0), "scores");
-  Value labels = input(1);
+/// The part of SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss they
+/// share: unsupported inputs and outputs, attributes, [N, C, d...] flattened
+/// to [N*d..., C], and "none"
+/// losses reshaped back to the labels' shape.
+template <typename LossOp>
+Value Importer::importLoss(Value scores, Value labels, const char *noWeights) {
   if (getOptional(2))
-    nodeFail("the weights input is not supported yet");
-  if (outputUsed(1))
+    nodeFail(noWeights);
+  // SoftmaxCrossEntropyLoss's second output, the log-probabilities.
+  if (std::is_same_v<LossOp, SoftmaxCrossEntropyOp> && outputUsed(1))
     nodeFail("the log_prob output '" + current->proto->output(1) +
              "' is not supported yet");
   std::string reduction = attrString("reduction", "mean");
@@ -200,33 +206,24 @@ void Importer::importSoftmaxCrossEntropy() {
   SmallVector<int64_t> extra;
   SmallVector<int64_t> lshape(shapeOf(labels));
   flattenLossInputs(scores, labels, extra);
-  Value loss =
-      buildLoss<SoftmaxCrossEntropyOp>(builder, currentLoc, scores, labels,
-                                       reduction, ignore, shapeOf(labels)[0]);
+  Value loss = buildLoss<LossOp>(builder, currentLoc, scores, labels,
+                                 reduction, ignore, shapeOf(labels)[0]);
   if (reduction == "none")
     loss = reshape(loss, lshape);
-  define(0, loss);
+  return loss;
+}
+
+void Importer::importSoftmaxCrossEntropy() {
+  Value scores = requireFloat(input(0), "scores");
+  define(0, importLoss<SoftmaxCrossEntropyOp>(
+                scores, input(1),
+                "the weights input is not supported yet"));
 }
 
 void Importer::importNllLoss() {
   Value logp = requireFloat(input(0), "input");
-  Value labels = input(1);
-  if (getOptional(2))
-    nodeFail("the weight input is not supported");
-  std::string reduction = attrString("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    nodeFail("reduction '" + reduction + "' is not mean, sum or none");
-  IntegerAttr ignore;
-  if (const onnx::AttributeProto *a = attr("ignore_index"))
-    ignore = builder.getI64IntegerAttr(a->i());
-  SmallVector<int64_t> extra;
-  SmallVector<int64_t> lshape(shapeOf(labels));
-  flattenLossInputs(logp, labels, extra);
-  Value loss = buildLoss<NllLossOp>(builder, currentLoc, logp, labels,
-                                    reduction, ignore, shapeOf(labels)[0]);
-  if (reduction == "none")
-    loss = reshape(loss, lshape);
-  define(0, loss);
+  define(0, importLoss<NllLossOp>(logp, input(1),
+                                    "the weight input is not supported"));
 }
 
 } // namespace detail

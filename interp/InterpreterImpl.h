@@ -185,6 +185,10 @@ private:
   mlir::LogicalResult run(SoftmaxCrossEntropyOp op);
   mlir::LogicalResult run(SoftmaxCrossEntropyGradOp op);
   mlir::LogicalResult run(NllLossOp op);
+  /// The reduction shared by the two losses (see TrainingOps.cpp).
+  mlir::LogicalResult reduceLoss(mlir::Operation *op, llvm::StringRef reduction,
+                                 const std::vector<double> &perRow, double sum,
+                                 int64_t counted, mlir::Value loss);
   mlir::LogicalResult run(NllLossGradOp op);
   mlir::LogicalResult run(ReluGradOp op);
   mlir::LogicalResult run(TanhGradOp op);

@@ -86,6 +86,24 @@ static double rowGradScale(StringRef reduction, const Tensor &grad, int64_t r,
   return grad.data[0] / static_cast<double>(counted);
 }
 
+/// Sets `loss` from per-row losses: all of them ("none"), their `sum`
+/// ("sum") or the sum over the `counted` rows not ignored ("mean").
+LogicalResult Interpreter::reduceLoss(Operation *op, StringRef reduction,
+                                      const std::vector<double> &perRow,
+                                      double sum, int64_t counted, Value loss) {
+  Tensor out = zeros(shapeOf(loss));
+  if (reduction == "none")
+    out.data = perRow;
+  else if (reduction == "sum")
+    out.data[0] = sum;
+  else if (reduction == "mean")
+    out.data[0] = sum / static_cast<double>(counted);
+  else
+    return op->emitError("unknown reduction '") << reduction << "'";
+  set(loss, std::move(out));
+  return success();
+}
+
 /// loss_n = logsumexp(logits_n) - logits_n[label_n] (0 for ignored rows);
 /// "none" returns them, "sum" adds them, "mean" divides the sum by the number
 /// of rows not ignored (NaN when every row is ignored, as 0 / 0).
@@ -109,18 +127,8 @@ LogicalResult Interpreter::run(otc::SoftmaxCrossEntropyOp op) {
     sum += perRow.data[r];
     ++counted;
   }
-  StringRef reduction = op.getReduction();
-  Tensor out = zeros(shapeOf(op.getLoss()));
-  if (reduction == "none")
-    out.data = perRow.data;
-  else if (reduction == "sum")
-    out.data[0] = sum;
-  else if (reduction == "mean")
-    out.data[0] = sum / static_cast<double>(counted);
-  else
-    return op.emitError("unknown reduction '") << reduction << "'";
-  set(op.getLoss(), std::move(out));
-  return success();
+  return reduceLoss(op, op.getReduction(), perRow.data, sum, counted,
+                    op.getLoss());
 }
 
 /// result[n, c] = g_n * (softmax(logits_n)[c] - [c == label_n]), where g_n is
@@ -179,18 +187,7 @@ LogicalResult Interpreter::run(otc::NllLossOp op) {
     sum += perRow[r];
     ++counted;
   }
-  StringRef reduction = op.getReduction();
-  Tensor out = zeros(shapeOf(op.getLoss()));
-  if (reduction == "none")
-    out.data = perRow;
-  else if (reduction == "sum")
-    out.data[0] = sum;
-  else if (reduction == "mean")
-    out.data[0] = sum / static_cast<double>(counted);
-  else
-    return op.emitError("unknown reduction '") << reduction << "'";
-  set(op.getLoss(), std::move(out));
-  return success();
+  return reduceLoss(op, op.getReduction(), perRow, sum, counted, op.getLoss());
 }
 
 /// result[n, c] = -g_n if c == label_n else 0, where g_n is the row's share
