@@ -35,11 +35,7 @@ static ArrayRef<int64_t> shapeOf(Value v) {
 }
 
 static std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  llvm::raw_string_ostream os(s);
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return os.str();
+  return formatShape(shape);
 }
 
 //===----------------------------------------------------------------------===//

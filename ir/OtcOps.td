@@ -423,4 +423,6 @@ def Otc_AdamWOp : Otc_Op<"adamw", [CostFlops, Pure]> {
   let hasVerifier = 1;
 }
 
+include "ir/OtcFusedOps.td"
+
 #endif // OTC_OPS_TD

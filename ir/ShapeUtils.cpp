@@ -54,4 +54,11 @@ SmallVector<int64_t> broadcastAxes(ArrayRef<int64_t> shape,
   return axes;
 }
 
+std::string formatShape(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 } // namespace otc

@@ -12,6 +12,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace otc {
 
@@ -33,6 +34,9 @@ llvm::SmallVector<int64_t> broadcastStrides(llvm::ArrayRef<int64_t> shape,
 /// leading ones that `shape` lacks), sorted.
 llvm::SmallVector<int64_t> broadcastAxes(llvm::ArrayRef<int64_t> shape,
                                          llvm::ArrayRef<int64_t> target);
+
+/// "[2, 3]": a shape as error messages print it.
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
 } // namespace otc
 

@@ -1,0 +1,234 @@
+//===- OtcFused.cpp - verifiers, gradients and costs of the fused ops -----===//
+//
+// Everything the ops of OtcFusedOps.td know about themselves besides their
+// definition: the verifiers, the gradient rules (each builds one fused
+// gradient op that reads only what the forward op saves) and the FLOP
+// counts of the cost interface.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace otc;
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+
+static int64_t elementsOf(Value v) { return numElements(shapeOf(v)); }
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()),
+                    v = shapeOf(getV());
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    return emitOpError("expects q, k, v of rank 4 ([B, H, T, D]), got ")
+           << formatShape(q) << ", " << formatShape(k) << ", "
+           << formatShape(v);
+  if (k != v || k[0] != q[0] || k[3] != q[3] || k[1] <= 0 || q[1] % k[1])
+    return emitOpError("expects k and v [B, Hk, S, D] with Hk dividing the ")
+           << "query heads, got q " << formatShape(q) << ", k "
+           << formatShape(k) << ", v " << formatShape(v);
+  if (getCausal() && q[2] != k[2])
+    return emitOpError("causal attention needs as many keys as queries, got ")
+           << q[2] << " and " << k[2];
+  SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]};
+  if (Value m = getMask()) {
+    auto b = broadcastShapes(shapeOf(m), scores);
+    if (!b || ArrayRef<int64_t>(*b) != ArrayRef<int64_t>(scores))
+      return emitOpError("mask ") << formatShape(shapeOf(m))
+                                  << " does not broadcast to the scores "
+                                  << formatShape(scores);
+  }
+  double p = getDropout().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("dropout must be in [0, 1), got ") << p;
+  if (p > 0.0 && !getKey())
+    return emitOpError("dropout needs a key");
+  if (getOutput().getType() != getQ().getType())
+    return emitOpError("output must have q's type");
+  if (shapeOf(getLse()) != ArrayRef<int64_t>(q).drop_back())
+    return emitOpError("lse must be [B, H, T]");
+  return success();
+}
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &out) {
+  if (rg[1])
+    return emitOpError("the gradient through lse is not supported");
+  auto grad = b.create<AttentionGradOp>(
+      getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
+      rg[0], getQ(), getK(), getV(), getOutput(), getLse(), getMask(), getKey(),
+      getCausalAttr(), getScaleAttr(), getDropoutAttr(), getStreamAttr());
+  out.append({grad.getDq(), grad.getDk(), grad.getDv()});
+  // The mask (never depending on a parameter) and the key get none.
+  if (getMask())
+    out.push_back(Value());
+  if (getKey())
+    out.push_back(Value());
+  return success();
+}
+
+/// Multiply-adds of the two products: B·H·T·S·D each.
+static int64_t attentionMacs(Value q, Value k) {
+  return elementsOf(q) * shapeOf(k)[2];
+}
+
+int64_t AttentionOp::getFlops() {
+  // Two products (4·B·H·T·S·D) and about five operations per score.
+  return 4 * attentionMacs(getQ(), getK()) +
+         5 * elementsOf(getLse()) * shapeOf(getK())[2];
+}
+
+int64_t AttentionGradOp::getFlops() {
+  // The scores again plus four products (dV, dP, dQ, dK).
+  return 10 * attentionMacs(getQ(), getK()) +
+         8 * elementsOf(getLse()) * shapeOf(getK())[2];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+/// Checks the axis, the affine parameters (the normalized shape) and the
+/// statistics (the leading shape) of a normalization.
+static LogicalResult verifyNorm(Operation *op, Value x, int64_t axis,
+                                ArrayRef<Value> affine, ArrayRef<Value> stats,
+                                Value y) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  if (axis < 0 || axis >= static_cast<int64_t>(xs.size()))
+    return op->emitOpError("axis ") << axis << " is outside [0, " << xs.size()
+                                    << ")";
+  for (Value a : affine)
+    if (a && shapeOf(a) != xs.drop_front(axis))
+      return op->emitOpError("scale and bias must have the normalized shape ")
+             << formatShape(xs.drop_front(axis)) << ", got "
+             << formatShape(shapeOf(a));
+  for (Value s : stats)
+    if (shapeOf(s) != xs.take_front(axis))
+      return op->emitOpError("statistics must have the shape ")
+             << formatShape(xs.take_front(axis));
+  if (y.getType() != x.getType())
+    return op->emitOpError("result must have the input's type");
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (getEpsilon().convertToDouble() < 0.0)
+    return emitOpError("epsilon must not be negative");
+  return verifyNorm(*this, getInput(), getAxis(), {getGamma(), getBeta()},
+                    {getMean(), getRstd()}, getResult());
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (getEpsilon().convertToDouble() < 0.0)
+    return emitOpError("epsilon must not be negative");
+  return verifyNorm(*this, getInput(), getAxis(), {getGamma()}, {getRstd()},
+                    getResult());
+}
+
+/// The type of a normalization's scale gradient: the normalized shape.
+static Type normalizedType(Value x, int64_t axis) {
+  return withShape(x.getType(), shapeOf(x).drop_front(axis));
+}
+
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                          SmallVectorImpl<Value> &out) {
+  if (rg[1] || rg[2])
+    return emitOpError("the gradient through mean or rstd is not supported");
+  Type affine = normalizedType(getInput(), getAxis());
+  auto grad = b.create<LayerNormGradOp>(
+      getLoc(), TypeRange{getInput().getType(), affine, affine}, rg[0],
+      getInput(), getGamma(), getMean(), getRstd(), getAxisAttr());
+  out.push_back(grad.getDx());
+  if (getGamma())
+    out.push_back(grad.getDgamma());
+  if (getBeta())
+    out.push_back(grad.getDbeta());
+  return success();
+}
+
+LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &out) {
+  if (rg[1])
+    return emitOpError("the gradient through rstd is not supported");
+  Type affine = normalizedType(getInput(), getAxis());
+  auto grad = b.create<RmsNormGradOp>(
+      getLoc(), TypeRange{getInput().getType(), affine}, rg[0], getInput(),
+      getGamma(), getRstd(), getAxisAttr());
+  out.push_back(grad.getDx());
+  if (getGamma())
+    out.push_back(grad.getDgamma());
+  return success();
+}
+
+int64_t LayerNormOp::getFlops() { return 8 * elementsOf(getInput()); }
+int64_t LayerNormGradOp::getFlops() { return 12 * elementsOf(getInput()); }
+int64_t RmsNormOp::getFlops() { return 5 * elementsOf(getInput()); }
+int64_t RmsNormGradOp::getFlops() { return 9 * elementsOf(getInput()); }
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be none or tanh, got '")
+           << getApproximate() << "'";
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<GeluGradOp>(getLoc(), getType(), rg[0], getInput(),
+                                     getApproximateAttr()));
+  return success();
+}
+
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<SiluGradOp>(getLoc(), getType(), rg[0], getInput()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::verify() {
+  ArrayRef<int64_t> z = shapeOf(getLogits()), y = shapeOf(getLabels());
+  if (z.size() < 2 || y != z.drop_back())
+    return emitOpError("expects logits [..., C] and labels [...] of the ")
+           << "leading shape, got " << formatShape(z) << " and "
+           << formatShape(y);
+  StringRef red = getReduction();
+  if (red != "mean" && red != "sum" && red != "none")
+    return emitOpError("reduction must be mean, sum or none");
+  ArrayRef<int64_t> loss = shapeOf(getLoss());
+  if (red == "none" ? loss != y : !loss.empty())
+    return emitOpError("loss shape does not match reduction '") << red << "'";
+  if (shapeOf(getLse()) != y)
+    return emitOpError("lse must have the labels' shape");
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                             SmallVectorImpl<Value> &out) {
+  if (rg[1])
+    return emitOpError("the gradient through lse is not supported");
+  out.push_back(b.create<CrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), rg[0], getLogits(), getLabels(),
+      getLse(), getReductionAttr(), getIgnoreIndexAttr()));
+  out.push_back(Value());
+  return success();
+}
+
+int64_t CrossEntropyOp::getFlops() { return 4 * elementsOf(getLogits()); }
+int64_t CrossEntropyGradOp::getFlops() { return 4 * elementsOf(getLogits()); }

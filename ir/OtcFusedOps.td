@@ -1,0 +1,246 @@
+//===- OtcFusedOps.td - fused transformer ops --------------*- tablegen -*-===//
+//
+// The ops that otc-fuse-patterns recognizes in exported graphs (attention,
+// layer and RMS normalization, GELU, SiLU, cross-entropy) and their gradient
+// kernels. Each fused gradient reads only what its op saves: attention its
+// inputs, output and per-row log-sum-exp (never the T x T probabilities), the
+// norms their input and per-row statistics, the cross-entropy its logits and
+// per-row log-sum-exp. Included by OtcOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_FUSED_OPS_TD
+#define OTC_FUSED_OPS_TD
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Otc_AttentionOp : Otc_Op<"attention",
+    [CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
+  let summary = "Scaled dot-product attention: softmax(Q K^T scale + mask) V";
+  let description = [{
+    `q` is [B, H, T, D], `k` and `v` are [B, Hk, S, D] with H a multiple of
+    Hk (grouped-query attention: query head h reads key/value head
+    h / (H / Hk)). Scores are `scale * q k^T`; with `causal`, key j is hidden
+    from query i when j > i (T == S); `mask`, when given, is added to the
+    scores (numpy broadcasting to [B, H, T, S]). With `dropout` > 0 the
+    probabilities are dropped out as `otc.dropout` with `key` and `stream`
+    would, element (b, h, i, j) of the [B, H, T, S] probabilities being
+    element number ((b H + h) T + i) S + j of the mask. Results: the output
+    [B, H, T, D] and `lse` [B, H, T], the log-sum-exp of each row of scores,
+    which the gradient uses to rebuild the probabilities row by row.
+
+    ```mlir
+    %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$q, Otc_FloatTensor:$k,
+                   Otc_FloatTensor:$v, Optional<Otc_FloatTensor>:$mask,
+                   Optional<Otc_I64Scalar>:$key, UnitAttr:$causal,
+                   F64Attr:$scale,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                   DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Otc_AttentionGradOp : Otc_Op<"attention_grad",
+    [CostFlops, Pure, AttrSizedOperandSegments]> {
+  let summary = "Gradients of otc.attention with respect to q, k and v";
+  let description = [{
+    Reads the output gradient, q, k, v, the forward output and its `lse`
+    (plus the mask and key of the forward); rebuilds each row of
+    probabilities from the scores and `lse` and returns dq, dk, dv.
+  }];
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$q,
+                   Otc_FloatTensor:$k, Otc_FloatTensor:$v,
+                   Otc_FloatTensor:$output, Otc_FloatTensor:$lse,
+                   Optional<Otc_FloatTensor>:$mask,
+                   Optional<Otc_I64Scalar>:$key, UnitAttr:$causal,
+                   F64Attr:$scale,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                   DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Otc_FloatTensor:$dq, Otc_FloatTensor:$dk,
+                 Otc_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?
+    (`key` $key^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+def Otc_LayerNormOp : Otc_Op<"layer_norm",
+    [CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
+  let summary = "Layer normalization over the dimensions from `axis` on";
+  let description = [{
+    Each row (the dimensions from `axis` on, flattened) is normalized:
+    y = (x - mean) * rstd * gamma + beta with rstd = 1 / sqrt(var + epsilon)
+    (biased variance). `gamma` and `beta`, when present, have the normalized
+    shape x.shape[axis:]. Results: y, and the `mean` and `rstd` of every row
+    (shape x.shape[:axis]), which the gradient reads.
+
+    ```mlir
+    %y, %mean, %rstd = otc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64}
+        : (tensor<2x16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+        -> (tensor<2x16x32xf32>, tensor<2x16xf32>, tensor<2x16xf32>)
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$input,
+                   Optional<Otc_FloatTensor>:$gamma,
+                   Optional<Otc_FloatTensor>:$beta, I64Attr:$axis,
+                   F64Attr:$epsilon);
+  let results = (outs Otc_FloatTensor:$result, Otc_FloatTensor:$mean,
+                 Otc_FloatTensor:$rstd);
+  let assemblyFormat = [{
+    $input (`gamma` $gamma^)? (`beta` $beta^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
+    [CostFlops, Pure]> {
+  let summary = "Gradients of otc.layer_norm: dx, dgamma and dbeta";
+  let description = [{
+    With xhat = (x - mean) * rstd and g = grad * gamma:
+    dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) over each row,
+    dgamma = sum over rows of grad * xhat, dbeta = sum over rows of grad.
+  }];
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
+                   Optional<Otc_FloatTensor>:$gamma, Otc_FloatTensor:$mean,
+                   Otc_FloatTensor:$rstd, I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$dx, Otc_FloatTensor:$dgamma,
+                 Otc_FloatTensor:$dbeta);
+  let assemblyFormat = [{
+    $grad `,` $input (`gamma` $gamma^)? `,` $mean `,` $rstd attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Otc_RmsNormOp : Otc_Op<"rms_norm",
+    [CostFlops, Pure, Grad]> {
+  let summary = "RMS normalization over the dimensions from `axis` on";
+  let description = [{
+    y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + epsilon) per row.
+    Results: y and the `rstd` of every row (shape x.shape[:axis]).
+  }];
+  let arguments = (ins Otc_FloatTensor:$input,
+                   Optional<Otc_FloatTensor>:$gamma, I64Attr:$axis,
+                   F64Attr:$epsilon);
+  let results = (outs Otc_FloatTensor:$result, Otc_FloatTensor:$rstd);
+  let assemblyFormat = [{
+    $input (`gamma` $gamma^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
+    [CostFlops, Pure]> {
+  let summary = "Gradients of otc.rms_norm: dx and dgamma";
+  let description = [{
+    With xhat = x * rstd and g = grad * gamma:
+    dx = rstd * (g - xhat * mean(g * xhat)) over each row,
+    dgamma = sum over rows of grad * xhat.
+  }];
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
+                   Optional<Otc_FloatTensor>:$gamma, Otc_FloatTensor:$rstd,
+                   I64Attr:$axis);
+  let results = (outs Otc_FloatTensor:$dx, Otc_FloatTensor:$dgamma);
+  let assemblyFormat = [{
+    $grad `,` $input (`gamma` $gamma^)? `,` $rstd attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+def Otc_GeluOp : Otc_Op<"gelu", [Cost, Pure, Grad, SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) or with the tanh approximation";
+  let description = [{
+    `approximate` = "none": 0.5 x (1 + erf(x / sqrt(2)));
+    "tanh": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+  }];
+  let arguments = (ins Otc_FloatTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Otc_GeluGradOp : Otc_Op<"gelu_grad", [Cost, Pure]> {
+  let summary = "grad * gelu'(input)";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+def Otc_SiluOp : Otc_Op<"silu", [Cost, Pure, Grad, SameOperandsAndResultType]> {
+  let summary = "x * sigmoid(x)";
+  let arguments = (ins Otc_FloatTensor:$input);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Otc_SiluGradOp : Otc_Op<"silu_grad", [Cost, Pure]> {
+  let summary = "grad * s (1 + x (1 - s)) with s = sigmoid(input)";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [CostFlops, Pure, Grad]> {
+  let summary = "Softmax cross-entropy of [..., C] logits against [...] labels";
+  let description = [{
+    Every row of the logits (all dimensions but the last) has one label.
+    loss_r = lse_r - logits[r, label_r] with lse_r the row's log-sum-exp;
+    rows labelled `ignore_index` count for nothing. `reduction` is "mean"
+    (over the counted rows), "sum" or "none" (the labels' shape). The second
+    result is `lse` (the labels' shape), which the gradient reads instead of
+    keeping probabilities: the gradient is one pass over the logits and may
+    overwrite them.
+  }];
+  let arguments = (ins Otc_FloatTensor:$logits, Otc_IntTensor:$labels,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$loss, Otc_FloatTensor:$lse);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad", [CostFlops, Pure]> {
+  let summary = "Gradient of otc.cross_entropy with respect to the logits";
+  let description = [{
+    dlogits[r, c] = g_r (exp(logits[r, c] - lse_r) - [c == label_r]), g_r
+    the gradient of row r's loss (zero for ignored rows). Each element is
+    read before it is written, so the result may take the logits' buffer.
+  }];
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$logits,
+                   Otc_IntTensor:$labels, Otc_FloatTensor:$lse,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $logits `,` $labels `,` $lse attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // OTC_FUSED_OPS_TD
