@@ -183,11 +183,10 @@ void Importer::addParams() {
            builder.getNamedAttr(attrs::kParam,
                                 builder.getStringAttr(init.name()))});
       values[init.name()] = arg;
-      if (initializersOut)
-        initializersOut->push_back(
-            {init.name(),
-             std::vector<int64_t>(data.shape.begin(), data.shape.end()),
-             std::move(data.floats)});
+      paramData.push_back(
+          {init.name(),
+           std::vector<int64_t>(data.shape.begin(), data.shape.end()),
+           std::move(data.floats)});
       continue;
     }
     // Integer and bool initializers (and floats read only at import time)

@@ -169,6 +169,11 @@ private:
   void finish();
   /// Erases otc.constant ops that nothing reads (left behind by folding).
   void eraseDeadConstants();
+  /// Turns the float initializers whose values only reach comparisons (a
+  /// mask buffer compared with 0) into constants: they cannot have a
+  /// gradient, and later passes read their values (a causal mask becomes
+  /// the attention's `causal` flag). Hands the others to `initializersOut`.
+  void inlineConstantBuffers();
 
   //===--- Values (GraphWalk.cpp) -----------------------------------------===//
 
@@ -263,6 +268,9 @@ private:
   std::string path;
   const ImportOptions &options;
   std::vector<InitializerData> *initializersOut;
+  /// The values of the `otc.param` arguments, in argument order, until
+  /// inlineConstantBuffers hands them out.
+  std::vector<InitializerData> paramData;
 
   onnx::ModelProto model;
   int64_t opset = 0;

@@ -18,6 +18,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -118,6 +119,51 @@ void Importer::eraseDeadConstants() {
       op.erase();
 }
 
+/// Whether every path from `v` ends in an op with no float result (a
+/// comparison, a cast to integers) after data movement only.
+static bool onlyReachesComparisons(Value v) {
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    for (Operation *user : x.getUsers()) {
+      bool floatResult = llvm::any_of(user->getResultTypes(), [](Type t) {
+        return isa<FloatType>(getElementTypeOrSelf(t));
+      });
+      if (!floatResult)
+        continue;
+      if (!isa<SliceOp, ReshapeOp, BroadcastOp, TransposeOp>(user))
+        return false;
+      llvm::append_range(work, user->getResults());
+    }
+  }
+  return true;
+}
+
+void Importer::inlineConstantBuffers() {
+  llvm::BitVector erase(entry->getNumArguments());
+  std::vector<InitializerData> kept;
+  size_t next = 0;
+  for (BlockArgument arg : entry->getArguments()) {
+    if (!func.getArgAttr(arg.getArgNumber(), attrs::kParam))
+      continue;
+    InitializerData &data = paramData[next++];
+    if (arg.use_empty() || !onlyReachesComparisons(arg)) {
+      kept.push_back(std::move(data));
+      continue;
+    }
+    auto type = cast<RankedTensorType>(arg.getType());
+    builder.setInsertionPointToStart(entry);
+    Value c = builder.create<ConstantOp>(
+        arg.getLoc(), DenseElementsAttr::get(type, ArrayRef<float>(data.values)));
+    arg.replaceAllUsesWith(c);
+    erase.set(arg.getArgNumber());
+  }
+  func.eraseArguments(erase);
+  if (initializersOut)
+    *initializersOut = std::move(kept);
+  paramData.clear();
+}
+
 //===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
@@ -147,6 +193,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     builder.setInsertionPointToEnd(entry);
   }
   finish();
+  inlineConstantBuffers();
   eraseDeadConstants();
 
   // Anything the verifier rejects is an importer bug; report it as one line.

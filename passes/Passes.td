@@ -115,6 +115,50 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
   ];
 }
 
+def FusePatterns : Pass<"otc-fuse-patterns", "mlir::ModuleOp"> {
+  let summary = "Recognizes attention, normalizations, GELU/SiLU and cross-entropy";
+  let dependentDialects = ["otc::OtcDialect"];
+  let description = [{
+    Runs on the forward graph after otc-fold-shapes and before
+    otc-differentiate, so that the fused ops' gradients are fused too and
+    save only what they need. Recognized, as the exporters write them:
+    - attention: softmax(Q K^T scale + mask) V over the last axis, with the
+      scale on the scores or on Q and K, K^T as a transpose or through
+      reshapes of the batch, the mask as Where over a constant (nanoGPT's
+      sliced buffer), as an added constant (-inf above the diagonal,
+      llama2.c) or both through Trilu, optional dropout on the
+      probabilities and grouped-query K/V repeats (reshape, expand,
+      reshape) -> `otc.attention` with `causal` when the mask's values are
+      exactly the causal pattern (checked element by element; a fill of
+      -1e4 or less counts as hidden, its probability being exactly 0), else
+      with the mask as an additive operand (never one computed from a
+      parameter);
+    - (x - mean) / sqrt(var + eps) * gamma + beta over trailing axes, with
+      the division as Div, Reciprocal or 1 / x -> `otc.layer_norm`, and
+      x / sqrt(mean(x^2) + eps) * gamma -> `otc.rms_norm`;
+    - 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(sqrt(2/pi)(x +
+      0.044715 x^3))) in any order of the products -> `otc.gelu`;
+      x * sigmoid(x) -> `otc.silu`;
+    - softmax_cross_entropy, and nll_loss of log_softmax -> `otc.cross_entropy`
+      on the logits before the exporter's flattening reshape.
+    Intermediates of a chain must have no other reader. With `remarks`, a
+    chain that almost matches gets a remark naming the condition that
+    failed. The module attribute `otc.fused` counts the fused ops by kind.
+
+    ```mlir
+    %m = otc.reduce_sum %x, [2] {keep_dims} : (tensor<2x16x32xf32>) -> tensor<2x16x1xf32>
+    %mean = otc.mul %m, %inv_n ...
+    ... sub, pow 2, reduce_sum, mul, add eps, sqrt, div, mul gamma, add beta
+    // becomes
+    %y, %mean, %rstd = otc.layer_norm %x gamma %g beta %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : ...
+    ```
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "Emit a remark at every chain that almost matches a pattern">,
+  ];
+}
+
 def MixedPrecision : Pass<"otc-mixed-precision", "mlir::ModuleOp"> {
   let summary = "BF16 compute with FP32 master weights, reductions and loss";
   let dependentDialects = ["otc::OtcDialect"];

@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -75,6 +76,15 @@ static cl::opt<std::string> freeze("freeze",
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("AdamW weight decay"),
                                    cl::init(0.0), cl::cat(cat));
+static cl::opt<bool>
+    noFuse("no-fuse",
+           cl::desc("Keep attention, norms, GELU/SiLU and the loss as the "
+                    "exported ops (otc-fuse-patterns off)"),
+           cl::cat(cat));
+static cl::opt<bool> fusionRemarks(
+    "fusion-remarks",
+    cl::desc("Say why each almost-matching chain was not fused"),
+    cl::cat(cat));
 static cl::opt<bool> report("report", cl::desc("Print the memory/FLOP report"),
                             cl::cat(cat));
 static cl::opt<bool>
@@ -206,14 +216,14 @@ int main(int argc, char **argv) {
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (compileTo.empty() && outDir.empty())
     return fail("no output directory: pass -o DIR");
-  static const char *phases[] = {"import",        "fold-shapes",
+  static const char *phases[] = {"import",        "fold-shapes",   "fuse",
                                  "differentiate", "remat",
                                  "mixed-precision", "schedule",        "training-loop",
                                  "buffers",       "plan",
                                  "emit"};
   if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
     return fail("unknown --compile-to phase '" + compileTo +
-                "' (import, fold-shapes, differentiate, remat, "
+                "' (import, fold-shapes, fuse, differentiate, remat, "
                 "mixed-precision, schedule, training-loop, buffers, plan, "
                 "emit)");
   if (gradAccum < 1)
@@ -308,6 +318,27 @@ int main(int argc, char **argv) {
   if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createFoldShapes()); }))
     return fail("folding shape computations failed");
   if (compileTo == "fold-shapes")
+    return printIR();
+  // Fused transformer ops, recognized before differentiation so that their
+  // gradients are fused too.
+  if (!noFuse) {
+    std::optional<ScopedDiagnosticHandler> remarks;
+    if (fusionRemarks)
+      remarks.emplace(&context, [](Diagnostic &d) {
+        if (d.getSeverity() != DiagnosticSeverity::Remark)
+          return failure();
+        llvm::errs() << "otc-compile: remark: " << d.getLocation() << ": "
+                     << d.str() << "\n";
+        return success();
+      });
+    if (!runPhase([&](PassManager &pm) {
+          otc::FusePatternsOptions o;
+          o.remarks = fusionRemarks;
+          pm.addPass(otc::createFusePatterns(o));
+        }))
+      return fail("recognizing fused ops failed");
+  }
+  if (compileTo == "fuse")
     return printIR();
   if (!runPhase([&](PassManager &pm) {
         otc::DifferentiateOptions o;

@@ -1,0 +1,460 @@
+//===- FuseAttention.cpp - recognize scaled dot-product attention ---------===//
+//
+// The attention recognizer of otc-fuse-patterns. From a softmax over the last
+// axis of [B, H, T, S] scores it walks up to the scores product Q K^T (its
+// scale, its mask, the reshapes and transposes exporters put around it) and
+// down to the product with V (through optional dropout), undoes grouped-query
+// K/V repeats, and classifies the mask by evaluating its constant values
+// element by element: exactly causal becomes the `causal` flag, anything else
+// an additive mask operand. Also the constant evaluator the mask check uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusePatterns.h"
+
+#include "ir/ShapeUtils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace otc;
+using namespace otc::fuse;
+
+//===----------------------------------------------------------------------===//
+// Evaluating constant masks
+//===----------------------------------------------------------------------===//
+
+/// The flat row-major position of `index` in `shape`.
+static int64_t ravelIndex(ArrayRef<int64_t> index, ArrayRef<int64_t> shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    flat = flat * shape[d] + index[d];
+  return flat;
+}
+
+static SmallVector<int64_t> unravelIndex(int64_t flat,
+                                         ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+/// The index of an operand of shape `source` that numpy broadcasting reads
+/// for result index `index`.
+static SmallVector<int64_t> broadcastIndex(ArrayRef<int64_t> index,
+                                           ArrayRef<int64_t> source) {
+  size_t offset = index.size() - source.size();
+  SmallVector<int64_t> out(source.size());
+  for (size_t d = 0; d < source.size(); ++d)
+    out[d] = source[d] == 1 ? 0 : index[offset + d];
+  return out;
+}
+
+static std::optional<double> evalOperand(Value operand,
+                                         ArrayRef<int64_t> index) {
+  return evaluateAt(operand, broadcastIndex(index, shapeOf(operand)));
+}
+
+std::optional<double> fuse::evaluateAt(Value v, ArrayRef<int64_t> index) {
+  Operation *d = v.getDefiningOp();
+  if (!d)
+    return std::nullopt;
+  ArrayRef<int64_t> shape = shapeOf(v);
+  if (auto c = dyn_cast<ConstantOp>(d)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr)
+      return std::nullopt;
+    int64_t flat = attr.isSplat() ? 0 : ravelIndex(index, shape);
+    Type et = attr.getElementType();
+    if (isa<FloatType>(et))
+      return attr.getValues<APFloat>()[flat].convertToDouble();
+    if (et.isInteger(1))
+      return attr.getValues<bool>()[flat] ? 1.0 : 0.0;
+    return static_cast<double>(attr.getValues<APInt>()[flat].getSExtValue());
+  }
+  if (auto s = dyn_cast<SliceOp>(d)) {
+    SmallVector<int64_t> in(index);
+    for (size_t k = 0; k < in.size(); ++k)
+      in[k] = s.getStarts()[k] + index[k] * s.getStrides()[k];
+    return evaluateAt(s.getInput(), in);
+  }
+  if (auto r = dyn_cast<ReshapeOp>(d))
+    return evaluateAt(r.getInput(), unravelIndex(ravelIndex(index, shape),
+                                                 shapeOf(r.getInput())));
+  if (auto bc = dyn_cast<BroadcastOp>(d))
+    return evalOperand(bc.getInput(), index);
+  if (auto t = dyn_cast<TransposeOp>(d)) {
+    SmallVector<int64_t> in(index.size());
+    for (auto [i, p] : llvm::enumerate(t.getPermutation()))
+      in[p] = index[i];
+    return evaluateAt(t.getInput(), in);
+  }
+  if (auto c = dyn_cast<CastOp>(d)) {
+    std::optional<double> x = evaluateAt(c.getInput(), index);
+    Type et = getElementTypeOrSelf(c.getType());
+    if (!x || isa<FloatType>(et))
+      return x;
+    if (et.isInteger(1))
+      return *x != 0.0 ? 1.0 : 0.0;
+    return std::trunc(*x);
+  }
+  if (auto cmp = dyn_cast<CompareOp>(d)) {
+    std::optional<double> a = evalOperand(cmp.getLhs(), index),
+                          b = evalOperand(cmp.getRhs(), index);
+    if (!a || !b)
+      return std::nullopt;
+    StringRef p = cmp.getPredicate();
+    bool r = p == "eq"   ? *a == *b
+             : p == "ne" ? *a != *b
+             : p == "lt" ? *a < *b
+             : p == "le" ? *a <= *b
+             : p == "gt" ? *a > *b
+                         : *a >= *b;
+    return r ? 1.0 : 0.0;
+  }
+  if (auto sel = dyn_cast<SelectOp>(d)) {
+    std::optional<double> c = evalOperand(sel.getCondition(), index);
+    if (!c)
+      return std::nullopt;
+    return evalOperand(*c != 0.0 ? sel.getLhs() : sel.getRhs(), index);
+  }
+  if (auto tri = dyn_cast<TriluOp>(d)) {
+    int64_t i = index[index.size() - 2], j = index.back();
+    auto k = static_cast<int64_t>(tri.getK());
+    bool keep = tri.getUpper() ? j - i >= k : j - i <= k;
+    if (!keep)
+      return 0.0;
+    return evaluateAt(tri.getInput(), index);
+  }
+  if (auto neg = dyn_cast<NegOp>(d)) {
+    std::optional<double> x = evaluateAt(neg.getInput(), index);
+    return x ? std::optional<double>(-*x) : std::nullopt;
+  }
+  if (isa<AddOp, SubOp, MulOp, DivOp>(d)) {
+    std::optional<double> a = evalOperand(d->getOperand(0), index),
+                          b = evalOperand(d->getOperand(1), index);
+    if (!a || !b)
+      return std::nullopt;
+    if (isa<AddOp>(d))
+      return *a + *b;
+    if (isa<SubOp>(d))
+      return *a - *b;
+    if (isa<MulOp>(d))
+      return *a * *b;
+    return *a / *b;
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// The attention chain
+//===----------------------------------------------------------------------===//
+
+/// Fill values at or below this hide a score: exp of it underflows to
+/// exactly zero next to any score an attention layer produces.
+static constexpr double kHiddenBelow = -1e4;
+
+/// Whether a matmul feeds `v` within a few ops (the softmax reads scores).
+static bool hasProductAbove(Value v, int depth = 6) {
+  Operation *d = v.getDefiningOp();
+  if (!d || depth == 0)
+    return false;
+  if (isa<MatMulOp>(d))
+    return true;
+  return llvm::any_of(d->getOperands(), [&](Value o) {
+    return hasProductAbove(o, depth - 1);
+  });
+}
+
+/// Multiplies `scale` by the constant factors of single-use scalings of `v`
+/// and returns the value they scale.
+static Value absorbScale(Value v, double &scale) {
+  while (true) {
+    if (auto mul = v.getDefiningOp<MulOp>(); mul && v.hasOneUse()) {
+      if (std::optional<double> c = splatValue(mul.getRhs());
+          c && shapeOf(mul.getLhs()) == shapeOf(v)) {
+        scale *= *c;
+        v = mul.getLhs();
+        continue;
+      }
+      if (std::optional<double> c = splatValue(mul.getLhs());
+          c && shapeOf(mul.getRhs()) == shapeOf(v)) {
+        scale *= *c;
+        v = mul.getRhs();
+        continue;
+      }
+    }
+    if (auto div = v.getDefiningOp<DivOp>(); div && v.hasOneUse()) {
+      if (std::optional<double> c = splatValue(div.getRhs());
+          c && shapeOf(div.getLhs()) == shapeOf(v)) {
+        scale /= *c;
+        v = div.getLhs();
+        continue;
+      }
+    }
+    return v;
+  }
+}
+
+/// `v` as a rank-4 [b, h, x, y] value: itself, or the rank-4 value a
+/// single-use reshape merged into a [b*h, x, y] batch.
+static Value asRank4(Value v, int64_t b, int64_t h) {
+  ArrayRef<int64_t> s = shapeOf(v);
+  if (s.size() == 4)
+    return s[0] == b ? v : Value();
+  auto r = v.getDefiningOp<ReshapeOp>();
+  if (s.size() != 3 || !r || !v.hasOneUse())
+    return Value();
+  ArrayRef<int64_t> in = shapeOf(r.getInput());
+  if (in.size() != 4 || in[0] != b || in[0] * in[1] != s[0] ||
+      in.drop_front(2) != s.drop_front(1))
+    return Value();
+  (void)h;
+  return r.getInput();
+}
+
+/// The [B, Hk, S, D] value that `k` ([B, H, S, D]) repeats per group of
+/// query heads (reshape to [B, Hk, 1, S, D], broadcast to [B, Hk, G, S, D],
+/// reshape back), or `k` itself.
+static Value unrepeatHeads(Value k) {
+  auto outer = k.getDefiningOp<ReshapeOp>();
+  auto bc = outer ? outer.getInput().getDefiningOp<BroadcastOp>() : nullptr;
+  auto inner = bc ? bc.getInput().getDefiningOp<ReshapeOp>() : nullptr;
+  if (!inner)
+    return k;
+  ArrayRef<int64_t> s = shapeOf(k), src = shapeOf(inner.getInput()),
+                    mid = shapeOf(inner), wide = shapeOf(bc);
+  if (src.size() != 4 || mid.size() != 5 || wide.size() != 5 ||
+      mid != ArrayRef<int64_t>{src[0], src[1], 1, src[2], src[3]} ||
+      wide[0] != src[0] || wide[1] != src[1] || wide[3] != src[2] ||
+      wide[4] != src[3] || wide[1] * wide[2] != s[1])
+    return k;
+  return inner.getInput();
+}
+
+namespace {
+/// The recognized pieces of one attention.
+struct Chain {
+  Value q, k, v, mask, key;
+  /// K is `kSource` permuted by `kPerm` (null perm: k is kSource).
+  Value kSource;
+  SmallVector<int64_t> kPerm;
+  double scale = 1.0, dropout = 0.0;
+  int64_t stream = 0;
+  bool causal = false;
+  /// The value the fused output replaces.
+  Value output;
+};
+} // namespace
+
+/// Parses `x` = scale * (Q K^T) with the product in rank 4 or merged into a
+/// rank-3 batch. Fills q, k (or kSource/kPerm) and scale.
+static bool parseScores(Value x, ArrayRef<int64_t> s, Chain &c) {
+  x = absorbScale(x, c.scale);
+  Value mmv = x;
+  if (auto r = x.getDefiningOp<ReshapeOp>(); r && shapeOf(x).size() == 4 &&
+                                             x.hasOneUse())
+    mmv = r.getInput();
+  auto mm = mmv.getDefiningOp<MatMulOp>();
+  if (!mm || mm.getTransposeLhs() || !mmv.hasOneUse())
+    return false;
+  ArrayRef<int64_t> ms = shapeOf(mm);
+  if (ms.size() == 3 ? ms[0] != s[0] * s[1] || ms.drop_front(1) != s.drop_front(2)
+                     : ms != s)
+    return false;
+  Value q = asRank4(mm.getLhs(), s[0], s[1]);
+  Value kt = asRank4(mm.getRhs(), s[0], s[1]);
+  if (!q || !kt)
+    return false;
+  c.q = absorbScale(q, c.scale);
+  if (mm.getTransposeRhs()) {
+    c.k = absorbScale(kt, c.scale);
+    return true;
+  }
+  kt = absorbScale(kt, c.scale);
+  // K^T = transpose(X, p) is K = transpose(X, p with its last two swapped).
+  SmallVector<int64_t> perm = {0, 1, 3, 2};
+  Value src = kt;
+  if (auto t = kt.getDefiningOp<TransposeOp>(); t && kt.hasOneUse()) {
+    perm.assign(t.getPermutation().begin(), t.getPermutation().end());
+    std::swap(perm[2], perm[3]);
+    src = t.getInput();
+  }
+  if (perm == SmallVector<int64_t>{0, 1, 2, 3}) {
+    c.k = absorbScale(src, c.scale);
+  } else {
+    c.kSource = src;
+    c.kPerm = perm;
+  }
+  return true;
+}
+
+/// Classifies a mask given as "hidden(index)" over the mask's own `shape`
+/// (broadcast to [.., T, S]): true when it hides exactly j > i.
+static bool isCausal(ArrayRef<int64_t> shape, int64_t t, int64_t s,
+                     llvm::function_ref<std::optional<bool>(ArrayRef<int64_t>)>
+                         hidden) {
+  if (t != s || shape.size() < 2 || shape[shape.size() - 2] != t ||
+      shape.back() != s)
+    return false;
+  int64_t n = numElements(shape);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    SmallVector<int64_t> idx = unravelIndex(flat, shape);
+    std::optional<bool> h = hidden(idx);
+    int64_t i = idx[idx.size() - 2], j = idx.back();
+    if (!h || *h != (j > i))
+      return false;
+  }
+  return true;
+}
+
+Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
+  ArrayRef<int64_t> s = shapeOf(softmax);
+  bool scoresLike = hasProductAbove(softmax.getInput());
+  if (softmax.getAxis() != static_cast<int64_t>(s.size()) - 1)
+    return scoresLike ? Match::miss("attention: softmax over axis " +
+                                    std::to_string(softmax.getAxis()) +
+                                    ", not the last")
+                      : Match::no();
+  if (s.size() != 4)
+    return scoresLike ? Match::miss("attention: scores of rank " +
+                                    std::to_string(s.size()) +
+                                    ", not [B, H, T, S]")
+                      : Match::no();
+  Chain c;
+  int64_t t = s[2], keys = s[3];
+
+  // Scores side: mask (select with a fill, or an added mask), scale, Q K^T.
+  Value x = softmax.getInput();
+  if (!x.hasOneUse())
+    return Match::miss("attention: the scores are also read elsewhere");
+  if (auto sel = x.getDefiningOp<SelectOp>()) {
+    std::optional<double> lf = splatValue(sel.getLhs()),
+                          rf = splatValue(sel.getRhs());
+    bool hideWhenTrue = lf && *lf <= kHiddenBelow;
+    if (!hideWhenTrue && !(rf && *rf <= kHiddenBelow))
+      return Match::miss("attention: the masked fill is not -inf or at most "
+                         "-1e4");
+    Value cond = sel.getCondition();
+    double fill = hideWhenTrue ? *lf : *rf;
+    if (!parseScores(hideWhenTrue ? sel.getRhs() : sel.getLhs(), s, c))
+      return Match::miss("attention: the masked scores are not scale * Q K^T");
+    c.causal = isCausal(shapeOf(cond), t, keys, [&](ArrayRef<int64_t> i) {
+      std::optional<double> v = evaluateAt(cond, i);
+      return v ? std::optional<bool>((*v != 0.0) == hideWhenTrue)
+               : std::nullopt;
+    });
+    if (!c.causal) {
+      if (dependsOnParam(cond))
+        return Match::miss("attention: the mask depends on a parameter");
+      // The additive form of the mask: the fill where hidden, else 0.
+      b.setInsertionPoint(softmax);
+      auto ft = RankedTensorType::get({}, getElementTypeOrSelf(x.getType()));
+      Value fillV = b.create<ConstantOp>(
+          sel.getLoc(), DenseElementsAttr::get(ft, static_cast<float>(fill)));
+      Value zero = b.create<ConstantOp>(sel.getLoc(),
+                                        DenseElementsAttr::get(ft, 0.0f));
+      Type mt = withShape(x.getType(), shapeOf(cond));
+      c.mask = hideWhenTrue
+                   ? b.create<SelectOp>(sel.getLoc(), mt, cond, fillV, zero)
+                   : b.create<SelectOp>(sel.getLoc(), mt, cond, zero, fillV);
+    }
+  } else if (auto add = x.getDefiningOp<AddOp>()) {
+    Value m;
+    if (parseScores(add.getLhs(), s, c))
+      m = add.getRhs();
+    else if (c = Chain(); parseScores(add.getRhs(), s, c))
+      m = add.getLhs();
+    else
+      return Match::miss("attention: neither addend is scale * Q K^T");
+    c.causal = isCausal(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
+      std::optional<double> v = evaluateAt(m, i);
+      if (!v || (*v != 0.0 && *v > kHiddenBelow))
+        return std::optional<bool>();
+      return std::optional<bool>(*v <= kHiddenBelow);
+    });
+    if (!c.causal) {
+      if (dependsOnParam(m))
+        return Match::miss("attention: the mask depends on a parameter");
+      c.mask = m;
+    }
+  } else if (!parseScores(x, s, c)) {
+    return scoresLike ? Match::miss("attention: the scores are not "
+                                    "scale * Q K^T (+ mask)")
+                      : Match::no();
+  }
+
+  // Probabilities side: optional dropout, then the product with V.
+  Value p = softmax.getResult();
+  if (auto drop = singleUser<DropoutOp>(p)) {
+    if (!drop.getMask().use_empty())
+      return Match::miss("attention: the dropout mask is read elsewhere");
+    c.dropout = drop.getRatio().convertToDouble();
+    c.stream = drop.getStream();
+    c.key = drop.getKey();
+    p = drop.getOutput();
+  }
+  if (!p.hasOneUse())
+    return Match::miss("attention: the probabilities are also read elsewhere");
+  Value pv = p;
+  if (auto r = singleUser<ReshapeOp>(p)) {
+    ArrayRef<int64_t> rs = shapeOf(r);
+    if (rs.size() != 3 || rs[0] != s[0] * s[1] || rs.drop_front(1) != s.drop_front(2))
+      return Match::miss("attention: the probabilities are reshaped to " +
+                         formatShape(rs));
+    pv = r;
+  }
+  auto mm = singleUser<MatMulOp>(pv);
+  if (!mm || mm.getLhs() != pv || mm.getTransposeLhs() || mm.getTransposeRhs())
+    return Match::miss("attention: the probabilities do not multiply V");
+  Value v = asRank4(mm.getRhs(), s[0], s[1]);
+  c.output = mm.getResult();
+  if (shapeOf(mm).size() == 3) {
+    auto back = singleUser<ReshapeOp>(mm.getResult());
+    if (!back || shapeOf(back).size() != 4 || shapeOf(back)[0] != s[0])
+      return Match::miss("attention: the output is not reshaped back to "
+                         "[B, H, T, D]");
+    c.output = back;
+  }
+  if (!v || shapeOf(v)[2] != keys)
+    return Match::miss("attention: V is not [B, H, S, D]");
+
+  // Layouts: materialize K, undo grouped-query repeats, check the shapes.
+  Operation *at = c.output.getDefiningOp();
+  b.setInsertionPoint(at);
+  if (!c.k) {
+    ArrayRef<int64_t> src = shapeOf(c.kSource);
+    SmallVector<int64_t> ks;
+    for (int64_t d : c.kPerm)
+      ks.push_back(src[d]);
+    c.k = b.create<TransposeOp>(at->getLoc(), withShape(c.kSource.getType(), ks),
+                                c.kSource, c.kPerm);
+  }
+  Value k = unrepeatHeads(c.k), vv = unrepeatHeads(v);
+  if (shapeOf(k) == shapeOf(vv)) {
+    c.k = k;
+    v = vv;
+  }
+  if (shapeOf(c.k) != shapeOf(v) || shapeOf(c.q)[3] != shapeOf(v)[3] ||
+      shapeOf(c.q)[2] != t)
+    return Match::miss("attention: Q " + formatShape(shapeOf(c.q)) + ", K " +
+                       formatShape(shapeOf(c.k)) + " and V " +
+                       formatShape(shapeOf(v)) + " do not share D and S");
+  c.v = v;
+
+  ArrayRef<int64_t> qs = shapeOf(c.q);
+  auto att = b.create<AttentionOp>(
+      at->getLoc(),
+      TypeRange{withShape(c.q.getType(), qs),
+                withShape(c.q.getType(), qs.drop_back())},
+      c.q, c.k, c.v, c.mask, c.key, c.causal ? b.getUnitAttr() : UnitAttr(),
+      b.getF64FloatAttr(c.scale), b.getF64FloatAttr(c.dropout),
+      b.getI64IntegerAttr(c.stream));
+  c.output.replaceAllUsesWith(att.getOutput());
+  return Match::yes();
+}

@@ -1,0 +1,553 @@
+//===- FusePatterns.cpp - recognize fused transformer ops -----------------===//
+//
+// The otc-fuse-patterns pass and its recognizers for everything but
+// attention (FuseAttention.cpp): layer and RMS normalization as exporters
+// decompose them (the importer decomposes the native LayerNormalization the
+// same way), GELU in its erf and tanh forms, x * sigmoid(x) and the
+// cross-entropy losses. Each recognizer starts from one anchor op, checks the
+// whole chain around it (constants, axes, single uses of the intermediates)
+// and replaces the chain's result by one fused op; the chain becomes dead
+// and is erased at the end. Chains that almost match are reported as remarks
+// with the condition that failed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusePatterns.h"
+#include "passes/Passes.h"
+
+#include "ir/ShapeUtils.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <map>
+
+namespace otc {
+#define GEN_PASS_DEF_FUSEPATTERNS
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+using namespace otc::fuse;
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+ArrayRef<int64_t> fuse::shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+
+std::optional<double> fuse::splatValue(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!attr || !attr.isSplat() ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return attr.getSplatValue<APFloat>().convertToDouble();
+}
+
+bool fuse::near(double a, double b) {
+  return std::abs(a - b) <= 1e-5 * std::max(std::abs(a), std::abs(b));
+}
+
+static void flattenInto(Value v, bool root, Product &p) {
+  Operation *d = v.getDefiningOp();
+  if (d && (root || v.hasOneUse())) {
+    if (auto mul = dyn_cast<MulOp>(d)) {
+      flattenInto(mul.getLhs(), false, p);
+      flattenInto(mul.getRhs(), false, p);
+      return;
+    }
+    if (auto div = dyn_cast<DivOp>(d)) {
+      if (std::optional<double> c = splatValue(div.getRhs())) {
+        p.constant /= *c;
+        flattenInto(div.getLhs(), false, p);
+        return;
+      }
+    }
+  }
+  if (std::optional<double> c = splatValue(v)) {
+    p.constant *= *c;
+    return;
+  }
+  p.leaves.push_back(v);
+}
+
+Product fuse::flattenProduct(Value root) {
+  Product p;
+  flattenInto(root, true, p);
+  return p;
+}
+
+bool fuse::dependsOnParam(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      if (f && f.getArgAttr(arg.getArgNumber(), attrs::kParam))
+        return true;
+      continue;
+    }
+    llvm::append_range(work, x.getDefiningOp()->getOperands());
+  }
+  return false;
+}
+
+/// Whether `v` is computed from `from`.
+static bool dependsOn(Value v, Value from) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (x == from)
+      return true;
+    if (!seen.insert(x).second || isa<BlockArgument>(x))
+      continue;
+    llvm::append_range(work, x.getDefiningOp()->getOperands());
+  }
+  return false;
+}
+
+/// Whether `leaves` holds exactly the values of `want` (as multisets).
+static bool sameLeaves(ArrayRef<Value> leaves, SmallVector<Value> want) {
+  if (leaves.size() != want.size())
+    return false;
+  for (Value l : leaves) {
+    auto it = llvm::find(want, l);
+    if (it == want.end())
+      return false;
+    want.erase(it);
+  }
+  return true;
+}
+
+/// `lhs` when `rhs` is the splat `c`, `rhs` when `lhs` is, else null.
+static Value otherThanSplat(Value lhs, Value rhs, double c) {
+  if (std::optional<double> v = splatValue(rhs); v && near(*v, c))
+    return lhs;
+  if (std::optional<double> v = splatValue(lhs); v && near(*v, c))
+    return rhs;
+  return Value();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A mean over the trailing dimensions: reduce_sum(input) times 1/n.
+struct Mean {
+  Value input;
+  SmallVector<int64_t> axes;
+  Operation *sum = nullptr;
+};
+} // namespace
+
+/// Matches `v` = reduce_sum(x, axes, keep_dims) * (1/n) (or / n) with n the
+/// reduced element count. Returns a near-miss reason in `why` when `v` is a
+/// scaled keep-dims reduce_sum whose factor is not 1/n.
+static std::optional<Mean> matchMean(Value v, std::string &why) {
+  Value sum;
+  double factor = 1.0;
+  if (auto mul = v.getDefiningOp<MulOp>()) {
+    for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())})
+      if (std::optional<double> f = splatValue(c); f && s.getDefiningOp<ReduceSumOp>()) {
+        sum = s;
+        factor = *f;
+      }
+  } else if (auto div = v.getDefiningOp<DivOp>()) {
+    if (std::optional<double> f = splatValue(div.getRhs())) {
+      sum = div.getLhs();
+      factor = 1.0 / *f;
+    }
+  }
+  auto rs = sum ? sum.getDefiningOp<ReduceSumOp>() : ReduceSumOp();
+  if (!rs || !rs.getKeepDims() || !sum.hasOneUse())
+    return std::nullopt;
+  int64_t n = 1;
+  for (int64_t a : rs.getAxes())
+    n *= shapeOf(rs.getInput())[a];
+  if (!near(factor * static_cast<double>(n), 1.0)) {
+    why = "the mean divides by " + std::to_string(1.0 / factor) +
+          ", not the " + std::to_string(n) + " reduced elements";
+    return std::nullopt;
+  }
+  return Mean{rs.getInput(), SmallVector<int64_t>(rs.getAxes()), rs};
+}
+
+/// Returns u when `v` = u^2 (pow by 2 or u * u).
+static Value squareOf(Value v) {
+  if (auto p = v.getDefiningOp<PowOp>()) {
+    std::optional<double> e = splatValue(p.getRhs());
+    return e && *e == 2.0 ? p.getLhs() : Value();
+  }
+  if (auto m = v.getDefiningOp<MulOp>())
+    return m.getLhs() == m.getRhs() ? m.getLhs() : Value();
+  return Value();
+}
+
+/// The value that divides `d` by `s`: div(d, s), d * reciprocal(s) or
+/// d * (1 / s), where `s` has one use.
+static Value normalizedBy(Value s, Value d) {
+  if (!s.hasOneUse())
+    return Value();
+  Operation *u = *s.getUsers().begin();
+  if (auto div = dyn_cast<DivOp>(u)) {
+    if (div.getRhs() == s && div.getLhs() == d)
+      return div;
+    std::optional<double> one = splatValue(div.getLhs());
+    if (div.getRhs() != s || !one || *one != 1.0)
+      return Value();
+    u = nullptr;
+    s = div;
+  } else if (auto rec = dyn_cast<ReciprocalOp>(u)) {
+    s = rec;
+  } else {
+    return Value();
+  }
+  auto mul = singleUser<MulOp>(s);
+  if (!mul || (mul.getLhs() != d && mul.getRhs() != d))
+    return Value();
+  return mul;
+}
+
+/// An affine parameter of the normalized shape `norm` read by `use`
+/// (= `y` * p or `y` + p): p itself, or reshaped when it has the same
+/// elements; null when it is computed from `x` or has another shape.
+static Value affineOperand(OpBuilder &b, Value p, Value x,
+                           ArrayRef<int64_t> norm) {
+  if (dependsOn(p, x) || numElements(shapeOf(p)) != numElements(norm))
+    return Value();
+  if (shapeOf(p) == norm)
+    return p;
+  return b.create<ReshapeOp>(p.getLoc(), withShape(p.getType(), norm), p);
+}
+
+/// The other operand of the binary `op` with one operand `y`.
+template <typename OpTy> static Value otherOperand(OpTy op, Value y) {
+  return op.getLhs() == y ? op.getRhs() : op.getLhs();
+}
+
+Match fuse::fuseNorm(SqrtOp sqrt, OpBuilder &b) {
+  auto add = sqrt.getInput().getDefiningOp<AddOp>();
+  if (!add || !add->hasOneUse())
+    return Match::no();
+  Value var;
+  double eps = 0.0;
+  if (std::optional<double> e = splatValue(add.getRhs())) {
+    var = add.getLhs();
+    eps = *e;
+  } else if (std::optional<double> e2 = splatValue(add.getLhs())) {
+    var = add.getRhs();
+    eps = *e2;
+  } else {
+    return Match::no();
+  }
+  std::string why;
+  std::optional<Mean> vm = matchMean(var, why);
+  Value u = vm ? squareOf(vm->input) : Value();
+  if (!u) {
+    if (!why.empty())
+      return Match::miss("normalization: " + why);
+    return Match::no();
+  }
+  if (!var.hasOneUse() || !vm->input.hasOneUse())
+    return Match::miss("normalization: the variance is also read elsewhere");
+  if (eps < 0.0)
+    return Match::miss("normalization: epsilon is negative");
+
+  // Layer norm when u = x - mean(x) over the same axes, else RMS norm of u.
+  Value x = u, centred;
+  bool layer = false;
+  if (auto sub = u.getDefiningOp<SubOp>()) {
+    std::string mwhy;
+    std::optional<Mean> mm = matchMean(sub.getRhs(), mwhy);
+    if (mm && mm->input == sub.getLhs()) {
+      if (mm->axes != vm->axes)
+        return Match::miss("layer norm: the mean and the variance reduce "
+                           "over different axes");
+      if (!sub.getRhs().hasOneUse())
+        return Match::miss("layer norm: the mean is also read elsewhere");
+      layer = true;
+      centred = u;
+      x = sub.getLhs();
+    } else if (!mwhy.empty()) {
+      return Match::miss("layer norm: " + mwhy);
+    }
+  }
+  const char *kind = layer ? "layer norm" : "RMS norm";
+  int64_t rank = shapeOf(x).size();
+  int64_t axis = rank - static_cast<int64_t>(vm->axes.size());
+  for (auto [i, a] : llvm::enumerate(vm->axes))
+    if (a != axis + static_cast<int64_t>(i))
+      return Match::miss(std::string(kind) +
+                         ": reduces over axes that are not the trailing "
+                         "dimensions");
+  Value y = normalizedBy(sqrt, u);
+  if (!y)
+    return Match::miss(std::string(kind) +
+                       ": the input is not divided by the square root");
+  if (layer) {
+    // The centred input feeds the square and the division only.
+    for (Operation *user : centred.getUsers())
+      if (user != vm->input.getDefiningOp() && user != y.getDefiningOp())
+        return Match::miss("layer norm: the centred input is also read "
+                           "elsewhere");
+  }
+
+  // The scale and, for layer norm, the shift.
+  ArrayRef<int64_t> norm = shapeOf(x).drop_front(axis);
+  Operation *root = y.getDefiningOp();
+  Value gamma, beta;
+  b.setInsertionPoint(root);
+  if (auto mul = singleUser<MulOp>(y); mul && shapeOf(mul) == shapeOf(x)) {
+    b.setInsertionPoint(mul);
+    if ((gamma = affineOperand(b, otherOperand(mul, y), x, norm)))
+      root = mul;
+  }
+  if (layer && gamma) {
+    Value g = root->getResult(0);
+    if (auto plus = singleUser<AddOp>(g); plus && shapeOf(plus) == shapeOf(x)) {
+      b.setInsertionPoint(plus);
+      if ((beta = affineOperand(b, otherOperand(plus, g), x, norm)))
+        root = plus;
+    }
+  }
+  b.setInsertionPoint(root);
+  Type stats = withShape(x.getType(), shapeOf(x).take_front(axis));
+  Location loc = root->getLoc();
+  Value result;
+  if (layer)
+    result = b.create<LayerNormOp>(loc, TypeRange{x.getType(), stats, stats},
+                                   x, gamma, beta, b.getI64IntegerAttr(axis),
+                                   b.getF64FloatAttr(eps))
+                 .getResult();
+  else
+    result = b.create<RmsNormOp>(loc, TypeRange{x.getType(), stats}, x, gamma,
+                                 b.getI64IntegerAttr(axis),
+                                 b.getF64FloatAttr(eps))
+                 .getResult();
+  root->getResult(0).replaceAllUsesWith(result);
+  return Match::yes();
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+/// Given p = 1 + f(x), finds the op computing 0.5 * x * p through the
+/// chain of single-use products above p and replaces it by `build(x)`.
+static Match finishGelu(Value x, Value p, StringRef approximate,
+                        OpBuilder &b) {
+  Value cur = p;
+  for (int depth = 0; depth < 3; ++depth) {
+    auto mul = singleUser<MulOp>(cur);
+    if (!mul)
+      break;
+    Product prod = flattenProduct(mul);
+    if (sameLeaves(prod.leaves, {x, p}) && shapeOf(mul) == shapeOf(x) &&
+        near(prod.constant, 0.5)) {
+      b.setInsertionPoint(mul);
+      Value g = b.create<GeluOp>(mul.getLoc(), x.getType(), x,
+                                 b.getStringAttr(approximate));
+      mul.getResult().replaceAllUsesWith(g);
+      return Match::yes();
+    }
+    cur = mul;
+  }
+  return Match::miss("GELU: 1 + " + approximate.str() +
+                     "(...) is not multiplied by 0.5 x");
+}
+
+/// p = 1 + v where `v` has one use, else null.
+static Value onePlus(Value v) {
+  auto add = singleUser<AddOp>(v);
+  if (!add || !otherThanSplat(add.getLhs(), add.getRhs(), 1.0) ||
+      shapeOf(add) != shapeOf(v))
+    return Value();
+  return add;
+}
+
+Match fuse::fuseGeluErf(ErfOp erf, OpBuilder &b) {
+  Product in = flattenProduct(erf.getInput());
+  if (in.leaves.size() != 1 || !near(in.constant, M_SQRT1_2))
+    return Match::no();
+  Value x = in.leaves[0];
+  Value p = onePlus(erf);
+  if (!p || shapeOf(x) != shapeOf(erf))
+    return Match::miss("GELU: erf(x / sqrt(2)) is not followed by + 1");
+  return finishGelu(x, p, "none", b);
+}
+
+/// Whether `m` is 0.044715 * x^3 (x^3 as pow(x, 3), x * x * x or x * x^2).
+static bool isCubicTerm(Value m, Value x) {
+  Product p = flattenProduct(m);
+  if (!near(p.constant, 0.044715))
+    return false;
+  SmallVector<Value> powers;
+  int degree = 0;
+  for (Value l : p.leaves) {
+    if (l == x) {
+      ++degree;
+    } else if (auto pw = l.getDefiningOp<PowOp>(); pw && pw.getLhs() == x) {
+      std::optional<double> e = splatValue(pw.getRhs());
+      if (!e || (*e != 2.0 && *e != 3.0))
+        return false;
+      degree += static_cast<int>(*e);
+    } else {
+      return false;
+    }
+  }
+  return degree == 3;
+}
+
+Match fuse::fuseGeluTanh(TanhOp tanh, OpBuilder &b) {
+  Product in = flattenProduct(tanh.getInput());
+  if (in.leaves.size() != 1 || !near(in.constant, std::sqrt(2.0 / M_PI)))
+    return Match::no();
+  auto sum = in.leaves[0].getDefiningOp<AddOp>();
+  if (!sum)
+    return Match::no();
+  Value x;
+  if (isCubicTerm(sum.getRhs(), sum.getLhs()))
+    x = sum.getLhs();
+  else if (isCubicTerm(sum.getLhs(), sum.getRhs()))
+    x = sum.getRhs();
+  else
+    return Match::no();
+  Value p = onePlus(tanh);
+  if (!p || shapeOf(x) != shapeOf(tanh))
+    return Match::miss("GELU: the tanh term is not followed by + 1");
+  return finishGelu(x, p, "tanh", b);
+}
+
+Match fuse::fuseSilu(SigmoidOp sigmoid, OpBuilder &b) {
+  Value x = sigmoid.getInput();
+  auto mul = singleUser<MulOp>(sigmoid);
+  if (!mul || otherOperand(mul, sigmoid.getResult()) != x)
+    return Match::no();
+  b.setInsertionPoint(mul);
+  Value s = b.create<SiluOp>(mul.getLoc(), x.getType(), x);
+  mul.getResult().replaceAllUsesWith(s);
+  return Match::yes();
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Builds otc.cross_entropy for a reduced loss on [N, C] `logits` and [N]
+/// `labels`, reading through reshapes that only merged leading dimensions
+/// (the flattening an exporter writes), and replaces `loss`.
+static Match buildCrossEntropy(Operation *loss, Value logits, Value labels,
+                               StringAttr reduction, IntegerAttr ignore,
+                               OpBuilder &b) {
+  if (reduction.getValue() != "none") {
+    auto rz = logits.getDefiningOp<ReshapeOp>();
+    auto ry = labels.getDefiningOp<ReshapeOp>();
+    if (rz && ry && shapeOf(rz.getInput()).size() >= 2 &&
+        shapeOf(rz.getInput()).back() == shapeOf(logits).back() &&
+        shapeOf(ry.getInput()) == shapeOf(rz.getInput()).drop_back()) {
+      logits = rz.getInput();
+      labels = ry.getInput();
+    }
+  }
+  b.setInsertionPoint(loss);
+  auto lse = withShape(logits.getType(), shapeOf(labels));
+  auto ce = b.create<CrossEntropyOp>(
+      loss->getLoc(), TypeRange{loss->getResult(0).getType(), lse}, logits,
+      labels, reduction, ignore);
+  loss->getResult(0).replaceAllUsesWith(ce.getLoss());
+  return Match::yes();
+}
+
+Match fuse::fuseCrossEntropy(SoftmaxCrossEntropyOp loss, OpBuilder &b) {
+  return buildCrossEntropy(loss, loss.getLogits(), loss.getLabels(),
+                           loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
+                           b);
+}
+
+Match fuse::fuseLogSoftmaxNll(NllLossOp loss, OpBuilder &b) {
+  auto ls = loss.getInput().getDefiningOp<LogSoftmaxOp>();
+  if (!ls)
+    return Match::no();
+  if (ls.getAxis() != 1)
+    return Match::miss("cross-entropy: log_softmax is not over the classes");
+  if (!ls->hasOneUse())
+    return Match::miss("cross-entropy: the log-probabilities are also read "
+                       "elsewhere");
+  return buildCrossEntropy(loss, ls.getInput(), loss.getLabels(),
+                           loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
+                           b);
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
+  using FusePatternsBase::FusePatternsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    OpBuilder b(&getContext());
+    std::map<std::string, int64_t> counts;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      SmallVector<Operation *> anchors;
+      f.walk([&](Operation *op) {
+        if (isa<SoftmaxOp, SqrtOp, ErfOp, TanhOp, SigmoidOp,
+                SoftmaxCrossEntropyOp, NllLossOp>(op))
+          anchors.push_back(op);
+      });
+      for (Operation *op : anchors) {
+        if (op->use_empty())
+          continue; // inside a chain fused already
+        Match m = llvm::TypeSwitch<Operation *, Match>(op)
+                      .Case([&](SoftmaxOp o) { return fuseAttention(o, b); })
+                      .Case([&](SqrtOp o) { return fuseNorm(o, b); })
+                      .Case([&](ErfOp o) { return fuseGeluErf(o, b); })
+                      .Case([&](TanhOp o) { return fuseGeluTanh(o, b); })
+                      .Case([&](SigmoidOp o) { return fuseSilu(o, b); })
+                      .Case([&](SoftmaxCrossEntropyOp o) {
+                        return fuseCrossEntropy(o, b);
+                      })
+                      .Case([&](NllLossOp o) { return fuseLogSoftmaxNll(o, b); })
+                      .Default([](Operation *) { return Match::no(); });
+        if (!m.nearMiss.empty() && remarks)
+          op->emitRemark("not fused: ") << m.nearMiss;
+      }
+      // The replaced chains are dead now (every otc op is pure).
+      SmallVector<Operation *> ops;
+      f.walk([&](Operation *op) { ops.push_back(op); });
+      for (Operation *op : llvm::reverse(ops))
+        if (op->getDialect() == b.getContext()->getLoadedDialect("otc") &&
+            op->use_empty())
+          op->erase();
+      f.walk([&](Operation *op) {
+        StringRef name = op->getName().getStringRef();
+        if (isa<AttentionOp, LayerNormOp, RmsNormOp, GeluOp, SiluOp,
+                CrossEntropyOp>(op))
+          ++counts[name.drop_front(4).str()];
+      });
+    }
+    SmallVector<NamedAttribute> entries;
+    for (auto &[name, n] : counts)
+      entries.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(n)));
+    module->setAttr("otc.fused", b.getDictionaryAttr(entries));
+  }
+};
+
+} // namespace
