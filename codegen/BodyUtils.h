@@ -1,8 +1,9 @@
 //===- BodyUtils.h - helpers shared by the kernel body emitters -*- C++ -*-===//
 //
-// Index arithmetic and literal formatting used by every family of kernel
-// bodies (elementwise, data movement, reductions and normalization, losses
-// and optimizer), and the per-family emitter entry points that
+// Index arithmetic, literal formatting and the dropout keep test used by the
+// families of kernel bodies (elementwise, data movement, reductions and
+// normalization, losses and optimizer, fused transformer ops), and the
+// per-family emitter entry points that
 // KernelBodies.cpp dispatches to. Shapes are static, so the helpers print
 // constant extents and strides into the generated text. Private to codegen/.
 //
@@ -58,6 +59,16 @@ AxisView axisView(llvm::ArrayRef<int64_t> shape, int64_t axis);
 /// The C test "`label` is the ignored index" (`false` without one).
 std::string ignoredTest(std::optional<int64_t> ignore, llvm::StringRef label);
 
+/// Emits the dropout keep test of element `index` (a C expression) of a
+/// tensor dropped out with `key` (the pointer to the i64 key) and `stream`:
+/// splitmix64 of (key * 0x9E3779B97F4A7C15) ^ (stream << 32) ^ index, kept
+/// when the top 53 bits as a fraction in [0, 1) are >= `ratio`. Declares the
+/// locals `h` and `const bool keep`, each statement prefixed by `indent`.
+/// The interpreter implements the same function independently.
+void emitDropoutKeep(llvm::raw_ostream &os, llvm::StringRef key, int64_t stream,
+                     double ratio, llvm::StringRef index = "i",
+                     llvm::StringRef indent = "    ");
+
 //===----------------------------------------------------------------------===//
 // Family entry points: each returns std::nullopt when `op` is not one of its
 // ops, else the result of emitting it.
@@ -71,12 +82,15 @@ std::optional<mlir::LogicalResult> emitReductionBody(mlir::Operation *op,
                                                      BodyContext &c);
 std::optional<mlir::LogicalResult> emitLossBody(mlir::Operation *op,
                                                 BodyContext &c);
+std::optional<mlir::LogicalResult> emitFusedBody(mlir::Operation *op,
+                                                 BodyContext &c);
 
 /// Work items of the ops whose items are not their result elements, by
 /// family; std::nullopt for ops with one item per result element.
 std::optional<int64_t> dataMovementWorkItems(mlir::Operation *op);
 std::optional<int64_t> reductionWorkItems(mlir::Operation *op);
 std::optional<int64_t> lossWorkItems(mlir::Operation *op);
+std::optional<int64_t> fusedWorkItems(mlir::Operation *op);
 
 } // namespace otc
 

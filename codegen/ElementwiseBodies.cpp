@@ -129,19 +129,22 @@ static LogicalResult emitCast(CastOp op, BodyContext &c) {
   return emitUnary(op, "(" + cTypeOf(to) + ")x", c);
 }
 
-/// The dropout keep test: splitmix64 of (key * 0x9E3779B97F4A7C15) ^
-/// (stream << 32) ^ index; kept when the top 53 bits as a fraction in [0, 1)
-/// are >= ratio. The interpreter implements the same function independently.
-static void emitDropoutKeep(raw_ostream &os, StringRef key, int64_t stream,
-                            double ratio) {
-  os << "    uint64_t h = (uint64_t)" << key << "[0] * 0x9E3779B97F4A7C15ull ^ "
-     << "((uint64_t)" << stream << "ull << 32) ^ (uint64_t)i;\n"
-     << "    h += 0x9E3779B97F4A7C15ull;\n"
-     << "    h ^= h >> 30; h *= 0xBF58476D1CE4E5B9ull;\n"
-     << "    h ^= h >> 27; h *= 0x94D049BB133111EBull;\n"
-     << "    h ^= h >> 31;\n"
-     << "    const bool keep = (double)(h >> 11) * 0x1.0p-53 >= "
-     << literal(ratio) << ";\n";
+/// The dropout keep test (see BodyUtils.h); the attention bodies of
+/// FusedBodies.cpp drop out their probabilities with it too.
+void otc::emitDropoutKeep(raw_ostream &os, StringRef key, int64_t stream,
+                          double ratio, StringRef index, StringRef indent) {
+  std::string at =
+      index == "i" ? "(uint64_t)i" : ("(uint64_t)(" + index + ")").str();
+  os << indent << "uint64_t h = (uint64_t)" << key
+     << "[0] * 0x9E3779B97F4A7C15ull ^ "
+     << "((uint64_t)" << stream << "ull << 32) ^ " << at << ";\n"
+     << indent << "h += 0x9E3779B97F4A7C15ull;\n"
+     << indent << "h ^= h >> 30; h *= 0xBF58476D1CE4E5B9ull;\n"
+     << indent << "h ^= h >> 27; h *= 0x94D049BB133111EBull;\n"
+     << indent << "h ^= h >> 31;\n"
+     << indent
+     << "const bool keep = (double)(h >> 11) * 0x1.0p-53 >= " << literal(ratio)
+     << ";\n";
 }
 
 static LogicalResult emitDropout(DropoutOp op, BodyContext &c) {
