@@ -17,6 +17,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/APInt.h"
 
@@ -537,4 +538,55 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
     }
   }
   return makeAttr(type, fout, iout);
+}
+
+//===----------------------------------------------------------------------===//
+// MatMulOp canonicalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// matmul(transpose(a), b) with a transpose of the last two dimensions only
+/// becomes a matmul that reads `a` transposed (and likewise for b): exported
+/// linear layers transpose their weights, and the copy would otherwise be
+/// computed every step and kept for the backward.
+struct AbsorbTranspose : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// The input of `v` when `v` swaps its last two dimensions only.
+  static Value swappedInput(Value v) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return Value();
+    ArrayRef<int64_t> p = t.getPermutation();
+    int64_t n = p.size();
+    for (int64_t i = 0; i < n - 2; ++i)
+      if (p[i] != i)
+        return Value();
+    return n >= 2 && p[n - 2] == n - 1 && p[n - 1] == n - 2 ? t.getInput()
+                                                            : Value();
+  }
+
+  LogicalResult matchAndRewrite(MatMulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value lhs = swappedInput(op.getLhs()), rhs = swappedInput(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (lhs) {
+        op.getLhsMutable().assign(lhs);
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (rhs) {
+        op.getRhsMutable().assign(rhs);
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<AbsorbTranspose>(context);
 }

@@ -150,6 +150,23 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return mm.getResult();
   };
   Value da = ta ? make(bb, g, tb, true, shapeOf(a)) : make(g, bb, false, !tb, shapeOf(a));
+  // A matrix shared by every batch entry (a weight against [B, T, K]
+  // activations) gets its gradient from one product over the flattened
+  // batch, not a [B, K, N] stack of products summed afterwards.
+  if (shapeOf(bb).size() == 2 && shapeOf(a).size() > 2 && !ta) {
+    ArrayRef<int64_t> as = shapeOf(a);
+    int64_t rows = numElements(as.drop_back());
+    Value a2 = b.create<ReshapeOp>(
+        loc, withShape(a.getType(), {rows, as.back()}), a);
+    Value g2 = b.create<ReshapeOp>(
+        loc, withShape(g.getType(), {rows, gs.back()}), g);
+    batch.clear();
+    Value db = tb ? make(g2, a2, true, false, shapeOf(bb))
+                  : make(a2, g2, true, false, shapeOf(bb));
+    out.push_back(sumToShape(b, loc, da, a));
+    out.push_back(db);
+    return success();
+  }
   Value db = tb ? make(g, a, true, ta, shapeOf(bb)) : make(a, g, !ta, false, shapeOf(bb));
   out.push_back(sumToShape(b, loc, da, a));
   out.push_back(sumToShape(b, loc, db, bb));

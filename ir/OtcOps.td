@@ -139,6 +139,7 @@ def Otc_MatMulOp : Otc_Op<"matmul", [CostFlops, Pure, Grad]> {
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Otc_TransposeOp : Otc_Op<"transpose", [CostFlops, Pure, Grad]> {

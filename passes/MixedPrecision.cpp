@@ -58,6 +58,28 @@ static Rule defaultRule(Operation *op) {
   return Rule::Follow;
 }
 
+/// Operand `i` of `op` is FP32 statistics (a fused op's log-sum-exp, mean,
+/// rstd, or the loss gradient) that stays FP32 whatever the data's precision.
+static bool isStatOperand(Operation *op, unsigned i) {
+  Value v = op->getOperand(i);
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return v == g.getLse();
+  if (auto g = dyn_cast<LayerNormGradOp>(op))
+    return v == g.getMean() || v == g.getRstd();
+  if (auto g = dyn_cast<RmsNormGradOp>(op))
+    return v == g.getRstd();
+  if (auto g = dyn_cast<CrossEntropyGradOp>(op))
+    return v == g.getGrad() || v == g.getLse();
+  return false;
+}
+
+/// Result `i` of `op` is FP32 statistics (see isStatOperand) or a loss.
+static bool isStatResult(Operation *op, unsigned i) {
+  if (isa<AttentionOp, LayerNormOp, RmsNormOp, CrossEntropyOp>(op))
+    return i > 0 || isa<CrossEntropyOp>(op);
+  return false;
+}
+
 /// Whether `t` is a tensor of floats.
 static bool isFloatTensor(Type t) {
   return isa<FloatType>(getElementTypeOrSelf(t));
@@ -123,8 +145,10 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
     et = bf16;
   } else if (rule == Rule::Follow) {
     bool anyFloat = false, allBf16 = true;
-    for (Value v : op->getOperands()) {
-      if (!isFloatTensor(v.getType()) || v.getDefiningOp<ConstantOp>())
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      if (!isFloatTensor(v.getType()) || v.getDefiningOp<ConstantOp>() ||
+          isStatOperand(op, use.getOperandNumber()))
         continue;
       anyFloat = true;
       allBf16 &= getElementTypeOrSelf(v.getType()).isBF16();
@@ -134,7 +158,8 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
 
   OpBuilder b(op);
   for (OpOperand &use : op->getOpOperands())
-    use.set(convert(b, use.get(), et));
+    use.set(convert(b, use.get(),
+                    isStatOperand(op, use.getOperandNumber()) ? f32 : et));
   if (rule == Rule::Product) {
     // FP32 accumulation, rounded to BF16 where the result is stored.
     Value r = op->getResult(0);
@@ -145,8 +170,9 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
     r.replaceAllUsesExcept(round, round);
     return success();
   }
-  for (Value r : op->getResults())
-    r.setType(withFloat(r.getType(), et));
+  for (OpResult r : op->getResults())
+    r.setType(withFloat(r.getType(),
+                        isStatResult(op, r.getResultNumber()) ? f32 : et));
   return success();
 }
 

@@ -88,8 +88,9 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
     sequences groups them into transformer blocks. Policies:
     `none` keeps every value the backward reads; `full` keeps only the input
     of each block and recomputes the rest of it; `selective` recomputes the
-    attention core (scores, mask, softmax, dropout) and keeps the inputs of
-    the weight matrix products; `auto` chooses per block the least recompute
+    fused activations (otc.gelu, otc.silu: llm.c's `-r 1`) and, where
+    attention is not fused, the attention core (scores, mask, softmax,
+    dropout), keeping the inputs of the weight matrix products; `auto` chooses per block the least recompute
     FLOPs whose peak (persistent state plus the activation peak of the
     step) fits `budget`. Recomputed values are rebuilt by clones placed
     before their first backward use; dropout clones redraw the same mask.

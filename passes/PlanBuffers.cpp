@@ -47,11 +47,25 @@ using Interval = BufferInterval;
 constexpr const char kInPlaceAttr[] = "otck.in_place";
 
 /// Whether `op`'s every output element depends only on the same element of
-/// its same-shaped operands, read before the element is written.
+/// its same-shaped operands, read before the element is written (for
+/// cross_entropy_grad: the logits; its other operands are per row).
 static bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp,
              ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, ReluGradOp,
-             TanhGradOp, SelectOp, DropoutGradOp>(op);
+             TanhGradOp, SelectOp, DropoutGradOp, GeluOp, GeluGradOp, SiluOp,
+             SiluGradOp, CrossEntropyGradOp>(op);
+}
+
+/// Whether the kernel whose body is `body` may write `out` over its input
+/// `in`: same type for an elementwise op; for a reshape, whose element i is
+/// its input's element i, the same element type and count.
+static bool canWriteOver(Operation *body, otck::BufferOp in,
+                         otck::BufferOp out) {
+  if (in.getType() == out.getType())
+    return isElementwise(body) || isa<ReshapeOp>(body);
+  auto it = cast<MemRefType>(in.getType()), ot = cast<MemRefType>(out.getType());
+  return isa<ReshapeOp>(body) && it.getElementType() == ot.getElementType() &&
+         it.getNumElements() == ot.getNumElements();
 }
 
 /// The single op of a kernel body, or null.
@@ -122,7 +136,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
       pos[&op] = n++;
     for (auto k : f.getBody().getOps<otck::KernelOp>()) {
       Operation *body = kernelBody(k);
-      if (!body || !isElementwise(body))
+      if (!body || !(isElementwise(body) || isa<ReshapeOp>(body)))
         continue;
       for (Value out : k.getOutputs()) {
         auto ob = out.getDefiningOp<otck::BufferOp>();
@@ -131,7 +145,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
           continue;
         for (Value in : k.getInputs()) {
           auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || ib.getSlot() || ib.getType() != ob.getType() ||
+          if (!ib || ib.getSlot() || !canWriteOver(body, ib, ob) ||
               hosting.contains(ib) || !ivOf.count(ib) ||
               ivOf[ib]->last != pos[k] || ib == ob)
             continue;
@@ -259,12 +273,12 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
           writer = u;
       auto k = dyn_cast_or_null<otck::KernelOp>(writer);
       Operation *body = k ? kernelBody(k) : nullptr;
-      bool legal = body && isElementwise(body);
+      bool legal = body && (isElementwise(body) || isa<ReshapeOp>(body));
       if (legal) {
         legal = false;
         for (Value in : k.getInputs()) {
           auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || ib.getType() != buf.getType() ||
+          if (!ib || !canWriteOver(body, ib, buf) ||
               ib.getOffset() != buf.getOffset())
             continue;
           bool readLater = llvm::any_of(ib->getUsers(), [&](Operation *u) {

@@ -182,12 +182,15 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
       addBlock(i, i + 1);
   }
 
-  // Attention cores: for each softmax, the ops from the scores matmul
-  // through the mask and scale to the softmax and its dropout.
+  // Selective: the fused activations, and for each unfused softmax the ops
+  // from the scores matmul through the mask and scale to the softmax and its
+  // dropout.
   for (RematBlock &b : a.blocks) {
     llvm::DenseSet<Operation *> inBlock(b.ops.begin(), b.ops.end());
     llvm::SetVector<Operation *> core;
     for (Operation *op : b.ops) {
+      if (isa<GeluOp, SiluOp>(op))
+        core.insert(op);
       if (!isa<SoftmaxOp>(op))
         continue;
       SmallVector<Operation *> up{op};
@@ -205,7 +208,7 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
         if (inBlock.contains(u) && isa<DropoutOp>(u))
           core.insert(u);
     }
-    b.attentionCore.assign(core.begin(), core.end());
+    b.selectiveOps.assign(core.begin(), core.end());
   }
   return a;
 }
@@ -308,7 +311,7 @@ static llvm::DenseSet<Value> valuesFor(const RematAnalysis &a,
   llvm::DenseSet<Value> r;
   for (auto [b, c] : llvm::zip(a.blocks, choice)) {
     ArrayRef<Operation *> ops = c == RematChoice::Full        ? b.ops
-                                : c == RematChoice::Selective ? b.attentionCore
+                                : c == RematChoice::Selective ? b.selectiveOps
                                                               : ArrayRef<Operation *>();
     for (Operation *op : ops) {
       if (isa<ConstantOp>(op))
@@ -355,8 +358,8 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
       inputs.insert(b.input);
   std::vector<Point> front{{0, 0, {}}};
   for (const RematBlock &b : a->blocks) {
-    llvm::DenseSet<Operation *> core(b.attentionCore.begin(),
-                                     b.attentionCore.end());
+    llvm::DenseSet<Operation *> core(b.selectiveOps.begin(),
+                                     b.selectiveOps.end());
     std::vector<Point> next;
     for (RematChoice c :
          {RematChoice::None, RematChoice::Selective, RematChoice::Full}) {

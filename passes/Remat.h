@@ -21,8 +21,10 @@ struct RematBlock {
   llvm::SmallVector<mlir::Operation *> ops;
   /// The value the block starts from (kept under `full`); null for the first.
   mlir::Value input;
-  /// The attention core (scores to probabilities), recomputed by `selective`.
-  llvm::SmallVector<mlir::Operation *> attentionCore;
+  /// What `selective` recomputes: the attention core (scores to
+  /// probabilities) where attention is not fused, and the fused activations
+  /// (GELU, SiLU), whose inputs the products keep anyway.
+  llvm::SmallVector<mlir::Operation *> selectiveOps;
 };
 
 /// The structure of @train_step that recomputation decides over.
