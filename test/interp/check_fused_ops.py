@@ -129,7 +129,8 @@ def expect_activations(rng):
         "gelu_tanh": 0.5 * xd * (1 + t),
         "silu": xd * s,
         "gelu_grad": gd * (0.5 * (1 + erf(xd / math.sqrt(2)))
-                           + xd * np.exp(-xd ** 2 / 2) / math.sqrt(2 * math.pi)),
+                           + xd * np.exp(-xd ** 2 / 2)
+                           / math.sqrt(2 * math.pi)),
         "gelu_tanh_grad": gd * (0.5 * (1 + t) + 0.5 * xd * (1 - t ** 2) * c
                                 * (1 + 3 * 0.044715 * xd ** 2)),
         "silu_grad": gd * s * (1 + xd * (1 - s))}
