@@ -72,7 +72,12 @@ LogicalResult Interpreter::evaluate(Operation *op) {
             // Training.
             DropoutOp, DropoutGradOp, SoftmaxCrossEntropyOp,
             SoftmaxCrossEntropyGradOp, NllLossOp, NllLossGradOp, ReluGradOp,
-            TanhGradOp, AdamWOp>([&](auto concrete) { return run(concrete); })
+            TanhGradOp, AdamWOp,
+            // Fused transformer ops.
+            AttentionOp, AttentionGradOp, LayerNormOp, LayerNormGradOp,
+            RmsNormOp, RmsNormGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp,
+            CrossEntropyOp, CrossEntropyGradOp>(
+          [&](auto concrete) { return run(concrete); })
       .Default([&](Operation *other) {
         return other->emitError("cannot interpret '")
                << other->getName() << "'";

@@ -5,10 +5,11 @@
 // ravel/unravel, numpy broadcasting) its op functions are written with. The op
 // functions live in one file per family: Interpreter.cpp (dispatch,
 // constants, the entry point), ElementwiseOps.cpp, DataMovementOps.cpp,
-// ReductionOps.cpp (reductions and softmax) and TrainingOps.cpp (dropout,
-// losses, gradient kernels, AdamW). Everything is written out here rather
-// than taken from ir/ShapeUtils or the code generators, so that the
-// interpreter stays an independent oracle.
+// ReductionOps.cpp (reductions and softmax), TrainingOps.cpp (dropout,
+// losses, gradient kernels, AdamW) and FusedOps.cpp (the fused transformer
+// ops of ir/OtcFusedOps.td and their gradients). Everything is written out
+// here rather than taken from ir/ShapeUtils or the code generators, so that
+// the interpreter stays an independent oracle.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cassert>
+#include <optional>
 #include <vector>
 
 namespace otc::interp::detail {
@@ -113,6 +115,25 @@ struct AxisView {
 };
 
 //===----------------------------------------------------------------------===//
+// Loss helpers (TrainingOps.cpp), shared by the losses and cross_entropy
+//===----------------------------------------------------------------------===//
+
+/// Checks the labels of a loss against the class count and returns, per row,
+/// whether it counts (its label is not `ignoreIndex`); emits an error at `op`
+/// for a counted label outside [0, classes).
+mlir::FailureOr<std::vector<bool>>
+activeRows(mlir::Operation *op, const Tensor &labels, int64_t classes,
+           std::optional<int64_t> ignoreIndex);
+
+/// log(sum_c exp(row[c])) computed as max + log(sum exp(row[c] - max)).
+double logSumExp(const double *row, int64_t classes);
+
+/// The gradient scale of row `r` of a loss with `reduction`: grad[r]
+/// ("none"), grad ("sum") or grad / `counted` ("mean").
+double rowGradScale(llvm::StringRef reduction, const Tensor &grad, int64_t r,
+                    int64_t counted);
+
+//===----------------------------------------------------------------------===//
 // The interpreter
 //===----------------------------------------------------------------------===//
 
@@ -134,6 +155,11 @@ public:
     auto it = values.find(value);
     assert(it != values.end() && "value used before it was computed");
     return it->second;
+  }
+
+  /// The tensor bound to optional operand `value`, or nullptr when absent.
+  const Tensor *getIfPresent(mlir::Value value) const {
+    return value ? &get(value) : nullptr;
   }
 
 private:
@@ -193,6 +219,20 @@ private:
   mlir::LogicalResult run(ReluGradOp op);
   mlir::LogicalResult run(TanhGradOp op);
   mlir::LogicalResult run(AdamWOp op);
+
+  // FusedOps.cpp
+  mlir::LogicalResult run(AttentionOp op);
+  mlir::LogicalResult run(AttentionGradOp op);
+  mlir::LogicalResult run(LayerNormOp op);
+  mlir::LogicalResult run(LayerNormGradOp op);
+  mlir::LogicalResult run(RmsNormOp op);
+  mlir::LogicalResult run(RmsNormGradOp op);
+  mlir::LogicalResult run(GeluOp op);
+  mlir::LogicalResult run(GeluGradOp op);
+  mlir::LogicalResult run(SiluOp op);
+  mlir::LogicalResult run(SiluGradOp op);
+  mlir::LogicalResult run(CrossEntropyOp op);
+  mlir::LogicalResult run(CrossEntropyGradOp op);
 
   /// result[i] = fn(lhs[bcast i], rhs[bcast i]) over the result shape.
   template <typename OpT, typename Fn>

@@ -48,11 +48,10 @@ LogicalResult Interpreter::run(otc::DropoutGradOp op) {
   return success();
 }
 
-/// Checks the labels of a loss against the class count and
-/// returns, per row, whether it counts (its label is not `ignoreIndex`).
-static FailureOr<std::vector<bool>>
-activeRows(Operation *op, const Tensor &labels, int64_t classes,
-           std::optional<int64_t> ignoreIndex) {
+FailureOr<std::vector<bool>>
+otc::interp::detail::activeRows(Operation *op, const Tensor &labels,
+                                int64_t classes,
+                                std::optional<int64_t> ignoreIndex) {
   std::vector<bool> active(labels.data.size());
   for (size_t r = 0; r < labels.data.size(); ++r) {
     auto label = static_cast<int64_t>(labels.data[r]);
@@ -64,8 +63,7 @@ activeRows(Operation *op, const Tensor &labels, int64_t classes,
   return active;
 }
 
-/// log(sum_c exp(row[c])) computed as max + log(sum exp(row[c] - max)).
-static double logSumExp(const double *row, int64_t classes) {
+double otc::interp::detail::logSumExp(const double *row, int64_t classes) {
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t c = 0; c < classes; ++c)
     max = std::max(max, row[c]);
@@ -75,10 +73,9 @@ static double logSumExp(const double *row, int64_t classes) {
   return max + std::log(sum);
 }
 
-/// The gradient scale of row `r` of a loss with `reduction`: grad[r]
-/// ("none"), grad ("sum") or grad / `counted` ("mean").
-static double rowGradScale(StringRef reduction, const Tensor &grad, int64_t r,
-                           int64_t counted) {
+double otc::interp::detail::rowGradScale(StringRef reduction,
+                                         const Tensor &grad, int64_t r,
+                                         int64_t counted) {
   if (reduction == "none")
     return grad.data[r];
   if (reduction == "sum")
