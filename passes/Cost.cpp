@@ -35,12 +35,24 @@ int64_t otc::activationPeak(func::FuncOp f) {
     pos[&op] = n++;
   // Difference array of live bytes over op positions.
   std::vector<int64_t> delta(n + 2, 0);
+  auto lastUse = [&](Value v, unsigned from) {
+    for (Operation *user : v.getUsers())
+      from = std::max(from, pos[user]);
+    return from;
+  };
   for (Operation &op : body.without_terminator())
     for (Value r : op.getResults()) {
-      unsigned last = pos[&op];
-      for (Operation *user : r.getUsers())
-        last = std::max(last, pos[user]);
-      delta[pos[&op]] += valueBytes(r);
+      // A reshape of a temporary it reads last takes that temporary's
+      // bytes (the planner writes it in place), so it adds nothing.
+      unsigned first = pos[&op];
+      if (auto reshape = dyn_cast<ReshapeOp>(op))
+        if (reshape.getInput().getDefiningOp() &&
+            lastUse(reshape.getInput(), 0) == first)
+          ++first;
+      unsigned last = lastUse(r, pos[&op]);
+      if (first > last)
+        continue;
+      delta[first] += valueBytes(r);
       delta[last + 1] -= valueBytes(r);
     }
   int64_t live = 0, peak = 0;

@@ -395,6 +395,12 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
       if (front.empty() || p.flops < front.back().flops)
         front.push_back(std::move(p));
   }
+  // The two ends are always measured (see below).
+  for (RematChoice c : {RematChoice::None, RematChoice::Full}) {
+    SmallVector<RematChoice> all(a->blocks.size(), c);
+    if (llvm::none_of(front, [&](const Point &p) { return p.choice == all; }))
+      front.push_back({0, 0, all});
+  }
   std::vector<RematCandidate> measured;
   for (Point &p : front) {
     FailureOr<RematOutcome> o = evaluateRemat(module, p.choice);
@@ -402,10 +408,14 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
       return failure();
     measured.push_back({p.choice, *o});
   }
-  // The estimate ranked them; the measurement may show some dominated.
+  // The estimate ranked them; the measurement may show some dominated. The
+  // two ends (nothing and everything recomputed) stay: the measurement is
+  // taken before buffer planning, which can still tell them apart.
   std::vector<RematCandidate> out;
   for (const RematCandidate &c : measured) {
-    bool dominated = llvm::any_of(measured, [&](const RematCandidate &d) {
+    bool end = llvm::all_equal(c.choice) &&
+               (c.choice.empty() || c.choice[0] != RematChoice::Selective);
+    bool dominated = !end && llvm::any_of(measured, [&](const RematCandidate &d) {
       return d.outcome.peakBytes <= c.outcome.peakBytes &&
              d.outcome.recomputeFlops <= c.outcome.recomputeFlops &&
              (d.outcome.peakBytes < c.outcome.peakBytes ||
@@ -414,6 +424,9 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
     if (!dominated)
       out.push_back(c);
   }
+  llvm::stable_sort(out, [](const RematCandidate &x, const RematCandidate &y) {
+    return x.outcome.peakBytes < y.outcome.peakBytes;
+  });
   return out;
 }
 
