@@ -1,0 +1,88 @@
+// RUN: otc-opt %s --split-input-file --otc-fuse-patterns=remarks=true -verify-diagnostics -o /dev/null
+
+// Tests that a softmax over the queries' axis of attention scores is
+// reported as a near miss naming the axis.
+func.func @softmax_axis(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  // expected-remark@+1 {{not fused: attention: softmax over axis 2, not the last}}
+  %p = otc.softmax %s {axis = 2 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that probabilities read by another op than the product with V are
+// reported.
+func.func @probabilities_reused(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x4xf32>) {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  // expected-remark@+1 {{not fused: attention: the probabilities are also read elsewhere}}
+  %p = otc.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %p : tensor<1x2x4x2xf32>, tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// Tests that a mask computed from a parameter (it could need a gradient)
+// is reported, not folded into the attention.
+func.func @mask_from_param(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>,
+                           %bias: tensor<4x4xf32> {otc.param = "bias"}) -> tensor<1x2x4x2xf32> {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.add %s, %bias : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  // expected-remark@+1 {{not fused: attention: the mask depends on a parameter}}
+  %p = otc.softmax %a {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that a LayerNorm chain whose mean and variance reduce over
+// different axes is reported.
+func.func @layer_norm_axes(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %inv = otc.constant dense<2.500000e-01> : tensor<f32>
+  %eps = otc.constant dense<1.0e-5> : tensor<f32>
+  %0 = otc.reduce_sum %x, [1] {keep_dims} : (tensor<4x4xf32>) -> tensor<4x1xf32>
+  %1 = otc.mul %0, %inv : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %2 = otc.sub %x, %1 : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x4xf32>
+  %3 = otc.mul %2, %2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %4 = otc.reduce_sum %3, [0] {keep_dims} : (tensor<4x4xf32>) -> tensor<1x4xf32>
+  %5 = otc.mul %4, %inv : (tensor<1x4xf32>, tensor<f32>) -> tensor<1x4xf32>
+  %6 = otc.add %5, %eps : (tensor<1x4xf32>, tensor<f32>) -> tensor<1x4xf32>
+  // expected-remark@+1 {{not fused: layer norm: the mean and the variance reduce over different axes}}
+  %7 = otc.sqrt %6 : tensor<1x4xf32>
+  %8 = otc.div %2, %7 : (tensor<4x4xf32>, tensor<1x4xf32>) -> tensor<4x4xf32>
+  return %8 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a variance divided by the wrong count is reported with both
+// numbers.
+func.func @layer_norm_count(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %inv = otc.constant dense<2.500000e-01> : tensor<f32>
+  %third = otc.constant dense<0.333333343> : tensor<f32>
+  %eps = otc.constant dense<1.0e-5> : tensor<f32>
+  %0 = otc.reduce_sum %x, [1] {keep_dims} : (tensor<3x4xf32>) -> tensor<3x1xf32>
+  %1 = otc.mul %0, %inv : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+  %2 = otc.sub %x, %1 : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
+  %3 = otc.mul %2, %2 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %4 = otc.reduce_sum %3, [1] {keep_dims} : (tensor<3x4xf32>) -> tensor<3x1xf32>
+  %5 = otc.mul %4, %third : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+  %6 = otc.add %5, %eps : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+  // expected-remark@+1 {{not fused: normalization: the mean divides by 3.000000, not the 4 reduced elements}}
+  %7 = otc.sqrt %6 : tensor<3x1xf32>
+  %8 = otc.div %2, %7 : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
+  return %8 : tensor<3x4xf32>
+}
+
+// -----
+
+// Tests that log_softmax over a non-class axis before nll_loss is reported.
+func.func @log_softmax_axis(%z: tensor<6x5xf32>, %y: tensor<6xi64>) -> tensor<f32> {
+  %0 = otc.log_softmax %z {axis = 0 : i64} : tensor<6x5xf32>
+  // expected-remark@+1 {{not fused: cross-entropy: log_softmax is not over the classes}}
+  %1 = otc.nll_loss %0, %y : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
