@@ -17,6 +17,12 @@ together they exercise every kernel body family of codegen/:
                    Gather on an activation along axis 1 with repeated and
                    negative indices, ReduceMax over a middle axis
   dropout          Dropout in training mode before the loss
+  attention_gqa    multi-head attention as Llama exports it (grouped-query
+                   K/V through Unsqueeze/Expand/Reshape, an added Trilu of
+                   -inf), Dropout on the probabilities, cross-entropy over
+                   flattened [B, T, C] logits: otc-fuse-patterns makes it one
+                   otc.attention with dropout, checked against the
+                   interpreter's unfused ops
 
 Run with Debian's /usr/bin/python3 (onnx + numpy); the output is
 deterministic (fixed seed), so regenerating gives byte-identical files.
@@ -195,6 +201,37 @@ def make_dropout():
     g.save([float_input("x", ["batch", 10]), int_input("y", ["batch"])], loss)
 
 
+def make_attention_gqa():
+    t, d, heads, kv, hd, c = 6, 16, 4, 2, 4, 5
+    g = Graph("attention_gqa", 6)
+
+    def split_heads(x, n):
+        x = g.op("Reshape", [x, g.const([0, t, n, hd], np.int64)])
+        return g.op("Transpose", [x], perm=[0, 2, 1, 3])          # [B, n, T, hd]
+
+    def repeat_kv(x):
+        x = g.op("Unsqueeze", [x, g.const([2], np.int64)])        # [B, kv, 1, T, hd]
+        x = g.op("Expand", [x, g.const([1, 1, heads // kv, 1, 1], np.int64)])
+        return g.op("Reshape", [x, g.const([0, heads, t, hd], np.int64)])
+
+    q = split_heads(g.op("MatMul", ["x", g.param("wq", [d, heads * hd])]), heads)
+    k = repeat_kv(split_heads(g.op("MatMul", ["x", g.param("wk", [d, kv * hd])]), kv))
+    v = repeat_kv(split_heads(g.op("MatMul", ["x", g.param("wv", [d, kv * hd])]), kv))
+    s = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                     g.const(hd ** -0.5)])
+    future = g.op("Trilu", [g.const(np.full((t, t), -np.inf)), g.const(1, np.int64)],
+                  upper=1)
+    p = g.op("Softmax", [g.op("Add", [s, future])], axis=-1)
+    p = g.op("Dropout", [p, g.const(0.1), g.const(True, np.bool_)])
+    o = g.op("Transpose", [g.op("MatMul", [p, v])], perm=[0, 2, 1, 3])
+    o = g.op("Reshape", [o, g.const([0, t, heads * hd], np.int64)])
+    logits = g.op("MatMul", [o, g.param("wo", [heads * hd, c])])
+    flat = g.op("Reshape", [logits, g.const([-1, c], np.int64)])
+    labels = g.op("Reshape", ["y", g.const([-1], np.int64)])
+    loss = g.op("SoftmaxCrossEntropyLoss", [flat, labels], reduction="mean")
+    g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch", t])], loss)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     make_layernorm_gelu()
@@ -202,6 +239,7 @@ def main():
     make_embedding()
     make_rotary()
     make_dropout()
+    make_attention_gqa()
 
 
 if __name__ == "__main__":
