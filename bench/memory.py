@@ -3,9 +3,12 @@
 Builds the graph (bench/make_gpt2_onnx.py: 12 layers, 768 wide, 12 heads,
 vocab 50304, sequence 1024; weights are a sparse file of zeros) and runs
 `otc-compile --plan-only` at micro-batch 4 for --remat none, selective, full
-and auto at five budgets between the smallest plan and the largest. Prints,
-per run: activation peak, recompute FLOPs per step, arena / lower bound, and
-compile time. Not a test: it prints figures.
+and auto at five budgets between the smallest plan and the largest, then
+none, selective and full again with --no-fuse (the exported ops as they are,
+no fused attention, norms, activations or loss). Prints, per run: activation
+peak, recompute FLOPs per step, arena / lower bound, and compile time, then
+the activation peaks with and without fusion side by side. Not a test: it
+prints figures.
 
     python3 bench/memory.py [--otc-bin build/bin] [--work /tmp/otc-bench]
 """
@@ -19,9 +22,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def compile_plan(otc_bin, model, out, remat, budget=None):
+def compile_plan(otc_bin, model, out, remat, budget=None, extra=()):
     cmd = [os.path.join(otc_bin, "otc-compile"), model, "-o", out,
-           "--micro-batch", "4", "--plan-only", "--remat=" + remat]
+           "--micro-batch", "4", "--plan-only", "--remat=" + remat, *extra]
     if budget:
         cmd.append(f"--memory-budget={budget}")
     t0 = time.time()
@@ -47,10 +50,10 @@ def main():
     gib = 1 << 30
     rows = []
 
-    def run(label, remat, budget=None):
+    def run(label, remat, budget=None, extra=()):
         plan, secs, err = compile_plan(a.otc_bin, model,
                                        os.path.join(a.work, label.replace(" ", "_")),
-                                       remat, budget)
+                                       remat, budget, extra)
         if plan is None:
             rows.append((label, None, None, None, None, secs, err))
             return None
@@ -60,12 +63,16 @@ def main():
         return plan
 
     none = run("none", "none")
-    run("selective", "selective")
+    selective = run("selective", "selective")
     full = run("full", "full")
     lo, hi = full["memory_bytes"]["total_peak"], none["memory_bytes"]["total_peak"]
     for i in range(5):
         budget = int(lo + (hi - lo) * i / 4)
         run(f"auto {budget / gib:.2f} GiB", "auto", budget)
+
+    unfused = {p: run(p + " --no-fuse", p, extra=("--no-fuse",))
+               for p in ("none", "selective", "full")}
+    fused = {"none": none, "selective": selective, "full": full}
 
     print(f"GPT-2 124M shaped, seq 1024, micro-batch 4, fp32, params "
           f"{none['params_count']:,}; model FLOPs per step {none['flops']['model']:.4g}")
@@ -77,6 +84,16 @@ def main():
             continue
         print(f"{label:<18}{act / gib:>14.3f}{rec / 1e12:>17.3f}{arena / gib:>11.3f}"
               f"{arena / lower:>13.4f}{secs:>11.1f}  {extra}")
+
+    print()
+    print(f"{'activation peak GiB':<20}{'--no-fuse':>11}{'fused':>9}")
+    for p in ("none", "selective", "full"):
+        before, after = unfused[p], fused[p]
+        if before is None or after is None:
+            print(f"{p:<20}{'failed':>11}")
+            continue
+        print(f"{p:<20}{before['memory_bytes']['activations_peak'] / gib:>11.3f}"
+              f"{after['memory_bytes']['activations_peak'] / gib:>9.3f}")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,8 @@ static cl::opt<bool>
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("Stop after PHASE and print the IR: import, "
-                       "fold-shapes, differentiate, training-loop, buffers, "
+                       "fold-shapes, fuse, differentiate, remat, "
+                       "mixed-precision, schedule, training-loop, buffers, "
                        "plan, emit"),
               cl::value_desc("PHASE"), cl::cat(cat));
 
