@@ -59,6 +59,19 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+LogicalResult AttentionGradOp::verify() {
+  if (getDq().getType() != getQ().getType() ||
+      getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError("dq, dk and dv must have the types of q, k and v");
+  if (getGrad().getType() != getOutput().getType() ||
+      shapeOf(getOutput()) != shapeOf(getQ()))
+    return emitOpError("the output and its gradient must be shaped like q");
+  if (getDropout().convertToDouble() > 0.0 && !getKey())
+    return emitOpError("dropout needs a key");
+  return success();
+}
+
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &out) {
   if (rg[1])
@@ -134,6 +147,39 @@ LogicalResult RmsNormOp::verify() {
                     getResult());
 }
 
+/// Checks a normalization gradient: dx like x, the parameter gradients of
+/// the normalized shape, statistics of the leading shape.
+static LogicalResult verifyNormGrad(Operation *op, Value grad, Value x,
+                                    int64_t axis, ArrayRef<Value> stats,
+                                    ValueRange results) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  if (axis < 0 || axis >= static_cast<int64_t>(xs.size()))
+    return op->emitOpError("axis ") << axis << " is outside [0, " << xs.size()
+                                    << ")";
+  if (grad.getType() != x.getType() || results[0].getType() != x.getType())
+    return op->emitOpError("grad and dx must have the input's type");
+  for (Value r : results.drop_front())
+    if (shapeOf(r) != xs.drop_front(axis))
+      return op->emitOpError("parameter gradients must have the normalized "
+                             "shape ")
+             << formatShape(xs.drop_front(axis));
+  for (Value st : stats)
+    if (shapeOf(st) != xs.take_front(axis))
+      return op->emitOpError("statistics must have the shape ")
+             << formatShape(xs.take_front(axis));
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getGrad(), getInput(), getAxis(),
+                        {getMean(), getRstd()}, getResults());
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getGrad(), getInput(), getAxis(), {getRstd()},
+                        getResults());
+}
+
 /// The type of a normalization's scale gradient: the normalized shape.
 static Type normalizedType(Value x, int64_t axis) {
   return withShape(x.getType(), shapeOf(x).drop_front(axis));
@@ -185,6 +231,16 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult GeluGradOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be none or tanh, got '")
+           << getApproximate() << "'";
+  if (getGrad().getType() != getInput().getType() ||
+      getResult().getType() != getInput().getType())
+    return emitOpError("grad, input and result must share one type");
+  return success();
+}
+
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                      SmallVectorImpl<Value> &out) {
   out.push_back(b.create<GeluGradOp>(getLoc(), getType(), rg[0], getInput(),
@@ -216,6 +272,23 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("loss shape does not match reduction '") << red << "'";
   if (shapeOf(getLse()) != y)
     return emitOpError("lse must have the labels' shape");
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  ArrayRef<int64_t> z = shapeOf(getLogits());
+  StringRef red = getReduction();
+  if (red != "mean" && red != "sum" && red != "none")
+    return emitOpError("reduction must be mean, sum or none");
+  if (z.size() < 2 || shapeOf(getLabels()) != z.drop_back() ||
+      shapeOf(getLse()) != z.drop_back())
+    return emitOpError("expects logits [..., C] with labels and lse of the "
+                       "leading shape");
+  if (shapeOf(getGrad()) != (red == "none" ? z.drop_back() : ArrayRef<int64_t>()))
+    return emitOpError("the loss gradient's shape does not match reduction '")
+           << red << "'";
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError("result must have the logits' type");
   return success();
 }
 

@@ -73,6 +73,7 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
     $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?
     (`key` $key^)? attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -125,6 +126,7 @@ def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
     $grad `,` $input (`gamma` $gamma^)? `,` $mean `,` $rstd attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Otc_RmsNormOp : Otc_Op<"rms_norm",
@@ -160,6 +162,7 @@ def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
     $grad `,` $input (`gamma` $gamma^)? `,` $rstd attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -186,6 +189,7 @@ def Otc_GeluGradOp : Otc_Op<"gelu_grad", [Cost, Pure]> {
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Otc_SiluOp : Otc_Op<"silu", [Cost, Pure, Grad, SameOperandsAndResultType]> {
@@ -214,9 +218,9 @@ def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [CostFlops, Pure, Grad]> {
     loss_r = lse_r - logits[r, label_r] with lse_r the row's log-sum-exp;
     rows labelled `ignore_index` count for nothing. `reduction` is "mean"
     (over the counted rows), "sum" or "none" (the labels' shape). The second
-    result is `lse` (the labels' shape), which the gradient reads instead of
-    keeping probabilities: the gradient is one pass over the logits and may
-    overwrite them.
+    result is `lse` (the labels' shape; ignored rows too get their
+    log-sum-exp), which the gradient reads instead of keeping probabilities:
+    the gradient is one pass over the logits and may overwrite them.
   }];
   let arguments = (ins Otc_FloatTensor:$logits, Otc_IntTensor:$labels,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
@@ -241,6 +245,7 @@ def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad", [CostFlops, Pure]> {
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $logits `,` $labels `,` $lse attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 #endif // OTC_FUSED_OPS_TD

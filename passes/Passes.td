@@ -175,7 +175,9 @@ def MixedPrecision : Pass<"otc-mixed-precision", "mlir::ModuleOp"> {
     FP32, as does any op named in `fp32-ops` or carrying `otc.keep_fp32`;
     every other op computes in BF16 when all its non-constant float
     operands are BF16 and in FP32 otherwise (constants take the precision of
-    their reader). Each conversion is an `otc.cast`, so the precision of every
+    their reader). The fused ops follow their data (attention, the norms,
+    GELU/SiLU and the cross-entropy read BF16 and compute in FP32 inside),
+    while their statistics (log-sum-exp, mean, rstd) and the loss stay FP32. Each conversion is an `otc.cast`, so the precision of every
     value is its type. The loss is returned in FP32, gradients in BF16 (FP32
     with `fp32-grad-accum`, for FP32 accumulation across micro-batches).
 

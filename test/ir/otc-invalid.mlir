@@ -87,3 +87,84 @@ func.func @dynamic(%a: tensor<?x3xf32>) -> tensor<?x3xf32> {
   %0 = otc.tanh %a : tensor<?x3xf32>
   return %0 : tensor<?x3xf32>
 }
+
+// -----
+
+// Tests that attention rejects key/value heads that do not divide the query heads.
+func.func @attention_heads(%q: tensor<1x3x4x2xf32>, %k: tensor<1x2x4x2xf32>) -> tensor<1x3x4x2xf32> {
+  // expected-error@+1 {{expects k and v [B, Hk, S, D] with Hk dividing the query heads}}
+  %o, %l = otc.attention %q, %k, %k {scale = 1.0 : f64} : (tensor<1x3x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x3x4x2xf32>, tensor<1x3x4xf32>)
+  return %o : tensor<1x3x4x2xf32>
+}
+
+// -----
+
+// Tests that causal attention needs as many keys as queries.
+func.func @attention_causal(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x5x2xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{causal attention needs as many keys as queries, got 4 and 5}}
+  %o, %l = otc.attention %q, %k, %k {causal, scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x5x2xf32>, tensor<1x2x5x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that attention dropout needs a key.
+func.func @attention_dropout(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{dropout needs a key}}
+  %o, %l = otc.attention %q, %q, %q {dropout = 0.1 : f64, scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that an attention mask must broadcast to the scores.
+func.func @attention_mask(%q: tensor<1x2x4x2xf32>, %m: tensor<3x4xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{mask [3, 4] does not broadcast to the scores [1, 2, 4, 4]}}
+  %o, %l = otc.attention %q, %q, %q mask %m {scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<3x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that a layer norm's scale must have the normalized shape.
+func.func @layer_norm_scale(%x: tensor<2x3x4xf32>, %g: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error@+1 {{scale and bias must have the normalized shape [4], got [3, 4]}}
+  %y, %m, %r = otc.layer_norm %x gamma %g {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that rms_norm's statistics have the leading shape.
+func.func @rms_norm_stats(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error@+1 {{statistics must have the shape [2, 3]}}
+  %y, %r = otc.rms_norm %x {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2xf32>)
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that gelu's approximation is none or tanh.
+func.func @gelu_approximate(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{approximate must be none or tanh, got 'sigmoid'}}
+  %y = otc.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that cross_entropy's labels have the logits' leading shape.
+func.func @cross_entropy_labels(%z: tensor<2x3x5xf32>, %y: tensor<6xi64>) -> tensor<f32> {
+  // expected-error@+1 {{expects logits [..., C] and labels [...] of the leading shape, got [2, 3, 5] and [6]}}
+  %l, %s = otc.cross_entropy %z, %y : (tensor<2x3x5xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that cross_entropy_grad's loss gradient matches the reduction.
+func.func @cross_entropy_grad_reduction(%g: tensor<f32>, %z: tensor<6x5xf32>, %y: tensor<6xi64>, %s: tensor<6xf32>) -> tensor<6x5xf32> {
+  // expected-error@+1 {{the loss gradient's shape does not match reduction 'none'}}
+  %d = otc.cross_entropy_grad %g, %z, %y, %s {reduction = "none"} : (tensor<f32>, tensor<6x5xf32>, tensor<6xi64>, tensor<6xf32>) -> tensor<6x5xf32>
+  return %d : tensor<6x5xf32>
+}

@@ -66,3 +66,39 @@ func.func @training_ops(%z: tensor<4x10xf32>, %y: tensor<4xi64>, %k: tensor<i64>
   %np, %nm, %nv = otc.adamw %p, %p, %p, %p, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that the fused ops and their gradient ops round-trip with their
+// optional operands (mask, key, gamma, beta) and attributes.
+// CHECK-LABEL: func.func @fused
+func.func @fused(%q: tensor<2x4x8x4xf32>, %kv: tensor<2x2x8x4xf32>, %m: tensor<8x8xf32>, %key: tensor<i64>,
+                 %x: tensor<2x8x6xf32>, %g: tensor<6xf32>, %z: tensor<2x8x5xf32>, %y: tensor<2x8xi64>, %one: tensor<f32>) -> tensor<f32> {
+  // CHECK: %[[O:.*]], %[[L:.*]] = otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} key %{{.*}} {causal, dropout = 1.000000e-01 : f64, scale = 5.000000e-01 : f64, stream = 2 : i64}
+  %o, %lse = otc.attention %q, %kv, %kv mask %m key %key {causal, dropout = 0.1 : f64, scale = 0.5 : f64, stream = 2 : i64} : (tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<8x8xf32>, tensor<i64>) -> (tensor<2x4x8x4xf32>, tensor<2x4x8xf32>)
+  // CHECK: otc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]] key
+  %dq, %dk, %dv = otc.attention_grad %o, %q, %kv, %kv, %o, %lse key %key {causal, dropout = 0.1 : f64, scale = 0.5 : f64, stream = 2 : i64} : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8xf32>, tensor<i64>) -> (tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+  // CHECK: otc.layer_norm %{{.*}} gamma %{{.*}} beta %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
+  %ln, %mean, %rstd = otc.layer_norm %x gamma %g beta %g {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<2x8x6xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // CHECK: otc.layer_norm %{{.*}} {axis = 1 : i64
+  %ln2, %mean2, %rstd2 = otc.layer_norm %x {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8x6xf32>) -> (tensor<2x8x6xf32>, tensor<2xf32>, tensor<2xf32>)
+  // CHECK: otc.layer_norm_grad
+  %dx, %dg, %db = otc.layer_norm_grad %ln, %x gamma %g, %mean, %rstd {axis = 2 : i64} : (tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<6xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x6xf32>, tensor<6xf32>, tensor<6xf32>)
+  // CHECK: otc.rms_norm %{{.*}} gamma
+  %rn, %rr = otc.rms_norm %x gamma %g {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<2x8x6xf32>, tensor<6xf32>) -> (tensor<2x8x6xf32>, tensor<2x8xf32>)
+  // CHECK: otc.rms_norm_grad
+  %rdx, %rdg = otc.rms_norm_grad %rn, %x gamma %g, %rr {axis = 2 : i64} : (tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<6xf32>, tensor<2x8xf32>) -> (tensor<2x8x6xf32>, tensor<6xf32>)
+  // CHECK: otc.gelu %{{.*}} {approximate = "tanh"}
+  %ge = otc.gelu %x {approximate = "tanh"} : tensor<2x8x6xf32>
+  // CHECK: otc.gelu_grad
+  %gg = otc.gelu_grad %ge, %x {approximate = "tanh"} : (tensor<2x8x6xf32>, tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
+  // CHECK: otc.silu
+  %si = otc.silu %x : tensor<2x8x6xf32>
+  // CHECK: otc.silu_grad
+  %sg = otc.silu_grad %si, %x : (tensor<2x8x6xf32>, tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
+  // CHECK: %[[LOSS:.*]], %[[LSE:.*]] = otc.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64}
+  %loss, %zl = otc.cross_entropy %z, %y {ignore_index = -1 : i64} : (tensor<2x8x5xf32>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8xf32>)
+  // CHECK: otc.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[LSE]]
+  %dz = otc.cross_entropy_grad %one, %z, %y, %zl {ignore_index = -1 : i64} : (tensor<f32>, tensor<2x8x5xf32>, tensor<2x8xi64>, tensor<2x8xf32>) -> tensor<2x8x5xf32>
+  return %loss : tensor<f32>
+}
