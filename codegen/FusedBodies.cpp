@@ -117,16 +117,12 @@ struct Attention {
 };
 
 /// The attention of `op`, whose q, k, v are operands `qIndex` on and whose
-/// optional mask and key are ODS operands `maskIndex` and `maskIndex + 1`;
-/// fails on shapes or attributes the bodies do not handle (attention_grad
-/// has no verifier of its own).
+/// optional mask and key are ODS operands `maskIndex` and `maskIndex + 1`
+/// (shapes, mask and key as the op verifiers guarantee).
 template <typename OpT>
-FailureOr<Attention> attentionOf(OpT op, unsigned qIndex, unsigned maskIndex,
-                                 const BodyContext &c) {
+Attention attentionOf(OpT op, unsigned qIndex, unsigned maskIndex,
+                      const BodyContext &c) {
   ArrayRef<int64_t> q = bodyShapeOf(op.getQ()), k = bodyShapeOf(op.getK());
-  if (q.size() != 4 || k.size() != 4 || k[1] <= 0 || q[1] % k[1] ||
-      (op.getCausal() && q[2] != k[2]))
-    return op.emitOpError("has shapes the attention emitter does not handle");
   Attention a;
   a.b = q[0], a.h = q[1], a.hk = k[1], a.t = q[2], a.s = k[2], a.d = q[3];
   a.causal = op.getCausal();
@@ -135,15 +131,8 @@ FailureOr<Attention> attentionOf(OpT op, unsigned qIndex, unsigned maskIndex,
   a.stream = static_cast<int64_t>(op.getStream());
   a.mask = operandPtr(op, maskIndex, c);
   a.key = operandPtr(op, maskIndex + 1, c);
-  if (a.dropout > 0.0 && a.key.empty())
-    return op.emitOpError("has dropout but no key");
-  if (Value m = op.getMask()) {
-    SmallVector<int64_t> scores = {a.b, a.h, a.t, a.s};
-    auto shape = broadcastShapes(bodyShapeOf(m), scores);
-    if (!shape || ArrayRef<int64_t>(*shape) != ArrayRef<int64_t>(scores))
-      return op.emitOpError("has a mask that does not broadcast to the scores");
-    a.maskStrides = broadcastStrides(bodyShapeOf(m), scores);
-  }
+  if (Value m = op.getMask())
+    a.maskStrides = broadcastStrides(bodyShapeOf(m), {a.b, a.h, a.t, a.s});
   a.q = c.in[qIndex], a.k = c.in[qIndex + 1], a.v = c.in[qIndex + 2];
   a.qType = bodyCType(op.getQ());
   a.kType = bodyCType(op.getK());
@@ -197,10 +186,7 @@ void emitQueryRow(raw_ostream &os, const Attention &a) {
 }
 
 LogicalResult emitAttention(AttentionOp op, BodyContext &c) {
-  FailureOr<Attention> att = attentionOf(op, 0, 3, c);
-  if (failed(att))
-    return failure();
-  const Attention &a = *att;
+  const Attention a = attentionOf(op, 0, 3, c);
   emitQueryRow(c.os, a);
   // Pass 1: running maximum and sum of exponentials, then the lse.
   c.os << "    float mx = -INFINITY, se = 0.0f;\n"
@@ -231,10 +217,7 @@ LogicalResult emitAttention(AttentionOp op, BodyContext &c) {
 }
 
 LogicalResult emitAttentionGrad(AttentionGradOp op, BodyContext &c) {
-  FailureOr<Attention> att = attentionOf(op, 1, 6, c);
-  if (failed(att))
-    return failure();
-  const Attention &a = *att;
+  const Attention a = attentionOf(op, 1, 6, c);
   std::string gType = bodyCType(op.getGrad()),
               oType = bodyCType(op.getOutput());
   StringRef dO = c.in[0], o = c.in[4], lse = c.in[5];

@@ -25,41 +25,53 @@ static int64_t elementsOf(Value v) { return numElements(shapeOf(v)); }
 // Attention
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::verify() {
-  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()),
-                    v = shapeOf(getV());
+/// The checks attention and its gradient share: q [B, H, T, D], k and v
+/// [B, Hk, S, D] with Hk dividing H, causal only for T == S, a mask that
+/// broadcasts to the scores, a key for dropout.
+template <typename OpTy> static LogicalResult verifyAttention(OpTy op) {
+  ArrayRef<int64_t> q = shapeOf(op.getQ()), k = shapeOf(op.getK()),
+                    v = shapeOf(op.getV());
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
-    return emitOpError("expects q, k, v of rank 4 ([B, H, T, D]), got ")
+    return op.emitOpError("expects q, k, v of rank 4 ([B, H, T, D]), got ")
            << formatShape(q) << ", " << formatShape(k) << ", "
            << formatShape(v);
   if (k != v || k[0] != q[0] || k[3] != q[3] || k[1] <= 0 || q[1] % k[1])
-    return emitOpError("expects k and v [B, Hk, S, D] with Hk dividing the ")
+    return op.emitOpError("expects k and v [B, Hk, S, D] with Hk dividing the ")
            << "query heads, got q " << formatShape(q) << ", k "
            << formatShape(k) << ", v " << formatShape(v);
-  if (getCausal() && q[2] != k[2])
-    return emitOpError("causal attention needs as many keys as queries, got ")
+  if (op.getCausal() && q[2] != k[2])
+    return op.emitOpError(
+               "causal attention needs as many keys as queries, got ")
            << q[2] << " and " << k[2];
   SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]};
-  if (Value m = getMask()) {
+  if (Value m = op.getMask()) {
     auto b = broadcastShapes(shapeOf(m), scores);
     if (!b || ArrayRef<int64_t>(*b) != ArrayRef<int64_t>(scores))
-      return emitOpError("mask ") << formatShape(shapeOf(m))
-                                  << " does not broadcast to the scores "
-                                  << formatShape(scores);
+      return op.emitOpError("mask ")
+             << formatShape(shapeOf(m)) << " does not broadcast to the scores "
+             << formatShape(scores);
   }
-  double p = getDropout().convertToDouble();
+  double p = op.getDropout().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
-    return emitOpError("dropout must be in [0, 1), got ") << p;
-  if (p > 0.0 && !getKey())
-    return emitOpError("dropout needs a key");
+    return op.emitOpError("dropout must be in [0, 1), got ") << p;
+  if (p > 0.0 && !op.getKey())
+    return op.emitOpError("dropout needs a key");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttention(*this)))
+    return failure();
   if (getOutput().getType() != getQ().getType())
     return emitOpError("output must have q's type");
-  if (shapeOf(getLse()) != ArrayRef<int64_t>(q).drop_back())
+  if (shapeOf(getLse()) != shapeOf(getQ()).drop_back())
     return emitOpError("lse must be [B, H, T]");
   return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this)))
+    return failure();
   if (getDq().getType() != getQ().getType() ||
       getDk().getType() != getK().getType() ||
       getDv().getType() != getV().getType())
@@ -67,8 +79,8 @@ LogicalResult AttentionGradOp::verify() {
   if (getGrad().getType() != getOutput().getType() ||
       shapeOf(getOutput()) != shapeOf(getQ()))
     return emitOpError("the output and its gradient must be shaped like q");
-  if (getDropout().convertToDouble() > 0.0 && !getKey())
-    return emitOpError("dropout needs a key");
+  if (shapeOf(getLse()) != shapeOf(getQ()).drop_back())
+    return emitOpError("lse must be [B, H, T]");
   return success();
 }
 

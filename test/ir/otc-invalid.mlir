@@ -168,3 +168,12 @@ func.func @cross_entropy_grad_reduction(%g: tensor<f32>, %z: tensor<6x5xf32>, %y
   %d = otc.cross_entropy_grad %g, %z, %y, %s {reduction = "none"} : (tensor<f32>, tensor<6x5xf32>, tensor<6xi64>, tensor<6xf32>) -> tensor<6x5xf32>
   return %d : tensor<6x5xf32>
 }
+
+// -----
+
+// Tests that attention_grad checks its operands as attention does.
+func.func @attention_grad_key(%q: tensor<1x2x4x2xf32>, %l: tensor<1x2x4xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{dropout needs a key}}
+  %dq, %dk, %dv = otc.attention_grad %q, %q, %q, %q, %q, %l {dropout = 0.1 : f64, scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>)
+  return %dq : tensor<1x2x4x2xf32>
+}
