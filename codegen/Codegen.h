@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,8 @@ struct PlanInfo {
   int64_t workspaceBytes = 0;
   /// Recomputation: the policy, its per-block choice, the forward values the
   /// backward keeps and those it recomputes (by ONNX node).
+  /// The fused ops by kind (otc-fuse-patterns), or nothing with --no-fuse.
+  std::optional<std::vector<std::pair<std::string, int64_t>>> fusedOps;
   std::string rematPolicy = "none";
   std::string rematBlocks;
   std::vector<std::string> saved, recomputed;

@@ -153,6 +153,11 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       if (info.tokensPerStep > 0)
         j.attribute("per_token", s.modelFlops / info.tokensPerStep);
     });
+    if (info.fusedOps)
+      j.attributeObject("fused_ops", [&] {
+        for (const auto &[kind, n] : *info.fusedOps)
+          j.attribute(kind, n);
+      });
     j.attributeObject("remat", [&] {
       j.attribute("policy", info.rematPolicy);
       j.attribute("blocks", info.rematBlocks);
@@ -204,6 +209,16 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
      << s.recomputeFlops << ", optimizer " << s.optimizerFlops << "\n";
   if (info.tokensPerStep > 0)
     os << "FLOPs per token: " << s.modelFlops / info.tokensPerStep << "\n";
+  os << "fused ops: ";
+  if (!info.fusedOps)
+    os << "off (--no-fuse)";
+  else if (info.fusedOps->empty())
+    os << "none recognized";
+  else
+    llvm::interleaveComma(*info.fusedOps, os, [&](const auto &kind) {
+      os << kind.second << " " << kind.first;
+    });
+  os << "\n";
   os << "recomputation: " << info.rematPolicy;
   if (!info.rematBlocks.empty())
     os << " (blocks " << info.rematBlocks << ")";

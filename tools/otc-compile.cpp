@@ -413,6 +413,12 @@ int main(int argc, char **argv) {
         pm.addPass(otc::createRemat(o));
       }))
     return fail("choosing recomputation failed");
+  if (auto fused = (*module)->getAttrOfType<DictionaryAttr>("otc.fused")) {
+    info.fusedOps.emplace();
+    for (NamedAttribute a : fused)
+      info.fusedOps->push_back(
+          {a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
+  }
   if (auto r = (*module)->getAttrOfType<DictionaryAttr>("otc.remat")) {
     info.rematPolicy = remat;
     if (auto b = r.getAs<StringAttr>("blocks"))
