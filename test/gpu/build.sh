@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The build half of the GPU tests: compiles every golden model and every
+# codegen test model for the cuda target, and for the cpu target as the
+# reference, on a machine with otc and the CUDA toolkit (no GPU needed).
+# The cpu programs run here and dump their loss and gradients; the cuda
+# programs, their batches, those dumps and run.sh go to OUTDIR, which a GPU
+# machine (python3 with numpy, no otc) runs with `OUTDIR/run.sh`: every cuda
+# kernel, the fused ones included, is then checked against the cpu target's
+# implementation (and the golden models against PyTorch's float64 gradients).
+#
+#   test/gpu/build.sh OUTDIR        (OTC_BIN: otc's bin directory, default build/bin)
+set -euo pipefail
+out=${1:?usage: build.sh OUTDIR}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${OTC_BIN:-$src/build/bin}
+py=${PYTHON:-/usr/bin/python3}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+manifest="$out/manifest.txt"
+: > "$manifest"
+
+# One model: NAME ONNX BATCH RTOL GOLDEN(or -) then otc-compile options.
+add() {
+  local name=$1 model=$2 batch=$3 rtol=$4 golden=$5
+  shift 5
+  echo "gpu-tests: building $name" >&2
+  "$bin/otc-compile" "$model" -o "$out/$name/cpu" --target=cpu "$@" >/dev/null
+  "$out/$name/cpu/train" --batch "$batch" --dump-grads "$out/$name/cpu.st" --quiet
+  "$bin/otc-compile" "$model" -o "$out/$name/cuda" --target=cuda "$@" >/dev/null
+  cp "$batch" "$out/$name/batch.safetensors"
+  [[ $golden == - ]] || cp "$golden" "$out/$name/golden.safetensors"
+  # The cpu program and sources are not needed on the GPU machine.
+  rm -rf "$out/$name/cpu"
+  rm -f "$out/$name/cuda/model.cu"
+  echo "$name $rtol" >> "$manifest"
+}
+
+freeze='--freeze=^rope_(cos|sin)$'
+for m in gpt2-opset14/gpt2 gpt2-opset17/gpt2 gpt2-opset18/gpt2 \
+         llama-opset14/llama llama-opset17/llama llama-opset18/llama; do
+  d=$(dirname "$m")
+  add "$d" "$src/test/e2e/$m.onnx" "$src/test/e2e/$d/batch.safetensors" 1e-4 \
+      "$src/test/e2e/$d/grads.safetensors" --micro-batch 2 --grad-accum 2 "$freeze"
+done
+for m in gpt2-opset17/gpt2 llama-opset17/llama; do
+  d=$(dirname "$m")
+  add "$d-bf16" "$src/test/e2e/$m.onnx" "$src/test/e2e/$d/batch.safetensors" 2e-2 - \
+      --micro-batch 4 --precision=bf16 "$freeze"
+done
+
+# The codegen test models, on random batches made here.
+batches="$out/batches"
+mkdir -p "$batches"
+"$py" "$src/test/gpu/make_batches.py" "$batches"
+for spec in "attention_gqa 2 2" "attention 2 2" "layernorm_gelu 4 1" "embedding 2 2" \
+            "rotary 3 1" "dropout 2 2"; do
+  set -- $spec
+  add "$1" "$src/test/codegen/Inputs/$1.onnx" "$batches/$1.safetensors" 1e-4 - \
+      --micro-batch "$2" --grad-accum "$3"
+done
+
+cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" "$out/"
+cp "$src/test/gpu/run.sh" "$out/run.sh"
+chmod +x "$out/run.sh"
+echo "gpu-tests: $(wc -l < "$manifest") programs in $out ($(du -sh "$out" | cut -f1)); run $out/run.sh on a GPU machine"

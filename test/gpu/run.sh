@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The run half of the GPU tests (made by test/gpu/build.sh, copied next to
+# the programs it built): on a machine with an NVIDIA GPU and python3 with
+# numpy, runs every cuda program on its batch and compares the loss and
+# every gradient with the cpu target's dump (relative L2 error within the
+# model's tolerance: 1e-4 in FP32, 2e-2 in BF16), and the golden models also
+# with PyTorch's float64 gradients (1e-4). Prints one line per check and a
+# summary; exits 1 when any check fails.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+py=${PYTHON:-python3}
+pass=0 fail=0
+check() {
+  local what=$1
+  shift
+  if "$py" compare_grads.py "$@" > "$what.log" 2>&1; then
+    echo "PASS $what: $(tail -1 "$what.log")"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $what: $(tail -1 "$what.log") (see $here/$what.log)"
+    fail=$((fail + 1))
+  fi
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+while read -r name rtol; do
+  if ! "$name/cuda/train" --batch "$name/batch.safetensors" \
+        --dump-grads "$name/cuda.st" --quiet > "$name-run.log" 2>&1; then
+    echo "FAIL $name: the cuda program failed: $(tail -1 "$name-run.log")"
+    fail=$((fail + 1))
+    continue
+  fi
+  check "$name-vs-cpu" "$name/cuda.st" "$name/cpu.st" --rtol "$rtol"
+  [[ -f $name/golden.safetensors ]] &&
+    check "$name-vs-pytorch" "$name/cuda.st" "$name/golden.safetensors" --rtol 1e-4
+done < manifest.txt
+echo "gpu tests: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
