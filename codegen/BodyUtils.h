@@ -56,6 +56,13 @@ struct AxisView {
 /// The (outer, axis, inner) view of `shape` around `axis`.
 AxisView axisView(llvm::ArrayRef<int64_t> shape, int64_t axis);
 
+/// Emits `const float g`, the incoming gradient of row `i`'s loss (`grad`
+/// points at it), for a loss reduced by `red` whose `rows` labels are at
+/// `labels`: grad[0] / (rows not ignored), grad[0] or grad[i].
+void emitRowGradScale(llvm::StringRef grad, llvm::StringRef labels,
+                      int64_t rows, std::optional<int64_t> ignore,
+                      llvm::StringRef red, BodyContext &c);
+
 /// The C test "`label` is the ignored index" (`false` without one).
 std::string ignoredTest(std::optional<int64_t> ignore, llvm::StringRef label);
 

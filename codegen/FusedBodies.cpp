@@ -514,14 +514,7 @@ LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, BodyContext &c) {
        << "    if (" << ignoredTest(ignore, "y") << ") {\n"
        << "      for (int64_t k = 0; k < " << n.cols << "; ++k) dz[k] = 0.0f;\n"
        << "    } else {\n";
-  if (red == "mean")
-    c.os << "      int64_t count = 0;\n"
-         << "      for (int64_t n = 0; n < " << n.rows << "; ++n) count += !("
-         << ignoredTest(ignore, "(int64_t)" + labels.str() + "[n]") << ");\n"
-         << "      const float g = " << load(grad, "0") << " / (float)count;\n";
-  else
-    c.os << "      const float g = " << load(grad, red == "sum" ? "0" : "i")
-         << ";\n";
+  emitRowGradScale(grad, labels, n.rows, ignore, red, c);
   c.os << "      const float lse = " << load(c.in[3], "i") << ";\n"
        << "      for (int64_t k = 0; k < " << n.cols << "; ++k) {\n"
        << "        const float zk = (float)z[k];\n"
