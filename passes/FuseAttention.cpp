@@ -203,7 +203,7 @@ static Value absorbScale(Value v, double &scale) {
 
 /// `v` as a rank-4 [b, h, x, y] value: itself, or the rank-4 value a
 /// single-use reshape merged into a [b*h, x, y] batch.
-static Value asRank4(Value v, int64_t b, int64_t h) {
+static Value asRank4(Value v, int64_t b) {
   ArrayRef<int64_t> s = shapeOf(v);
   if (s.size() == 4)
     return s[0] == b ? v : Value();
@@ -214,7 +214,6 @@ static Value asRank4(Value v, int64_t b, int64_t h) {
   if (in.size() != 4 || in[0] != b || in[0] * in[1] != s[0] ||
       in.drop_front(2) != s.drop_front(1))
     return Value();
-  (void)h;
   return r.getInput();
 }
 
@@ -267,8 +266,8 @@ static bool parseScores(Value x, ArrayRef<int64_t> s, Chain &c) {
   if (ms.size() == 3 ? ms[0] != s[0] * s[1] || ms.drop_front(1) != s.drop_front(2)
                      : ms != s)
     return false;
-  Value q = asRank4(mm.getLhs(), s[0], s[1]);
-  Value kt = asRank4(mm.getRhs(), s[0], s[1]);
+  Value q = asRank4(mm.getLhs(), s[0]);
+  Value kt = asRank4(mm.getRhs(), s[0]);
   if (!q || !kt)
     return false;
   c.q = absorbScale(q, c.scale);
@@ -412,7 +411,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
   auto mm = singleUser<MatMulOp>(pv);
   if (!mm || mm.getLhs() != pv || mm.getTransposeLhs() || mm.getTransposeRhs())
     return Match::miss("attention: the probabilities do not multiply V");
-  Value v = asRank4(mm.getRhs(), s[0], s[1]);
+  Value v = asRank4(mm.getRhs(), s[0]);
   c.output = mm.getResult();
   if (shapeOf(mm).size() == 3) {
     auto back = singleUser<ReshapeOp>(mm.getResult());
