@@ -1,0 +1,167 @@
+/* The kernel library of the otcrt runtime (ABI v2): the fused ops of the otc
+ * dialect as shape-generic functions, compiled once into libotcrt_cpu.a and
+ * libotcrt_cuda.a, that generated programs call with sizes and pointers
+ * (host pointers on the cpu target, device pointers on cuda). Each function
+ * exists once per storage type: `_f32` (float) and `_bf16` (bfloat16 stored
+ * as the upper 16 bits of an IEEE float, `otcrt_bf16`); arithmetic, the
+ * statistics (mean, rstd, lse) and the loss are float whatever the storage.
+ * `stream` is a cudaStream_t on the cuda target (NULL: the default stream)
+ * and ignored on the cpu target. Every function returns 0, or a non-zero
+ * code on a launch error (cuda). The semantics are those of the matching
+ * ops of ir/OtcFusedOps.td. This header must stay C-compatible. */
+#ifndef OTCRT_KERNELS_H
+#define OTCRT_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// BF16 storage: the upper half of an IEEE float32, rounded to nearest even.
+typedef uint16_t otcrt_bf16;
+
+/// Dropout's keep test, shared by every kernel and by generated code: element
+/// `index` of a tensor dropped with `key` (per micro-step), `stream` (per op)
+/// and `ratio` is kept when u >= ratio, u uniform in [0, 1) from splitmix64
+/// of key * 0x9E3779B97F4A7C15 ^ (stream << 32) ^ index (53 bits).
+#define OTCRT_DROPOUT_BITS(key, stream, index)                                \
+  ((uint64_t)(key) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(stream) << 32) ^     \
+   (uint64_t)(index))
+
+/// Loss reductions.
+enum OtcrtReduction { OTCRT_MEAN = 0, OTCRT_SUM = 1, OTCRT_NONE = 2 };
+
+/*===--- Normalization -----------------------------------------------------===*/
+
+/// Layer norm of `rows` rows of `cols` elements: y = (x - mean) * rstd *
+/// gamma + beta, rstd = 1 / sqrt(var + eps) (biased variance). gamma and
+/// beta ([cols]) may be NULL (1 and 0). Writes mean and rstd per row.
+int otcrt_layer_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
+                             const float *x, const float *gamma,
+                             const float *beta, float *y, float *mean,
+                             float *rstd, void *stream);
+int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
+                              const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                              const otcrt_bf16 *beta, otcrt_bf16 *y,
+                              float *mean, float *rstd, void *stream);
+
+/// Its gradient: with xhat = (x - mean) rstd and g = dy gamma,
+/// dx = rstd (g - mean(g) - xhat mean(g xhat)) per row; dgamma = sum over
+/// rows of dy xhat and dbeta = sum of dy ([cols], overwritten, not added
+/// to). gamma NULL means 1; dgamma and dbeta may be NULL (not wanted).
+int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
+                             const float *x, const float *gamma,
+                             const float *mean, const float *rstd, float *dx,
+                             float *dgamma, float *dbeta, void *stream);
+int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
+                              const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                              const float *mean, const float *rstd,
+                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
+                              otcrt_bf16 *dbeta, void *stream);
+
+/// RMS norm: y = x rstd gamma with rstd = 1 / sqrt(mean(x^2) + eps).
+int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
+                           const float *x, const float *gamma, float *y,
+                           float *rstd, void *stream);
+int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
+                            const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                            otcrt_bf16 *y, float *rstd, void *stream);
+
+/// Its gradient: xhat = x rstd, g = dy gamma, dx = rstd (g - xhat mean(g
+/// xhat)); dgamma = sum over rows of dy xhat (may be NULL).
+int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
+                           const float *x, const float *gamma,
+                           const float *rstd, float *dx, float *dgamma,
+                           void *stream);
+int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
+                            const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                            const float *rstd, otcrt_bf16 *dx,
+                            otcrt_bf16 *dgamma, void *stream);
+
+/*===--- Attention ---------------------------------------------------------===*/
+
+/// The sizes and options of one scaled dot-product attention: q is
+/// [b, h, t, d], k and v are [b, hk, s, d] (query head i reads key/value
+/// head i / (h / hk)), scores = scale q k^T; with `causal` key j is hidden
+/// from query i when j > i; `mask`, when not NULL, is added to the scores,
+/// element (bi, hi, ti, si) at mask[bi*ms[0] + hi*ms[1] + ti*ms[2] +
+/// si*ms[3]] (strides in elements, 0 along broadcast dimensions, same
+/// storage type as q). With dropout > 0, probability (bi, hi, ti, si) is kept
+/// by OTCRT_DROPOUT_BITS(key, dropout_stream, ((bi*h + hi)*t + ti)*s + si)
+/// and scaled by 1 / (1 - dropout).
+typedef struct {
+  int64_t b, h, hk, t, s, d;
+  float scale;
+  int32_t causal;
+  float dropout;
+  uint64_t key;
+  uint64_t dropout_stream;
+  int64_t mask_strides[4];
+} OtcrtAttention;
+
+/// out [b, h, t, d] and lse [b, h, t] (float: the log-sum-exp of each row of
+/// masked scores).
+int otcrt_attention_fwd_f32(const OtcrtAttention *a, const float *q,
+                            const float *k, const float *v, const float *mask,
+                            float *out, float *lse, void *stream);
+int otcrt_attention_fwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *q,
+                             const otcrt_bf16 *k, const otcrt_bf16 *v,
+                             const otcrt_bf16 *mask, otcrt_bf16 *out,
+                             float *lse, void *stream);
+
+/// dq, dk, dv (overwritten) from dout, q, k, v, out and lse; the
+/// probabilities are rebuilt from the scores and lse.
+int otcrt_attention_bwd_f32(const OtcrtAttention *a, const float *dout,
+                            const float *q, const float *k, const float *v,
+                            const float *mask, const float *out,
+                            const float *lse, float *dq, float *dk, float *dv,
+                            void *stream);
+int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                             const otcrt_bf16 *q, const otcrt_bf16 *k,
+                             const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                             const otcrt_bf16 *out, const float *lse,
+                             otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                             void *stream);
+
+/*===--- Cross-entropy -----------------------------------------------------===*/
+
+/// Softmax cross-entropy of `rows` rows of `classes` logits against int64
+/// labels; rows labelled `ignore_index` (when has_ignore) count for nothing.
+/// loss: one float (OTCRT_MEAN over counted rows, NaN when none counts, as
+/// PyTorch; OTCRT_SUM) or one per row (OTCRT_NONE, 0 for ignored rows).
+/// lse: every row's log-sum-exp. A label outside [0, classes) that is not
+/// ignored returns a non-zero code.
+int otcrt_cross_entropy_fwd_f32(int64_t rows, int64_t classes,
+                                const float *logits, const int64_t *labels,
+                                int32_t has_ignore, int64_t ignore_index,
+                                int32_t reduction, float *loss, float *lse,
+                                void *stream);
+int otcrt_cross_entropy_fwd_bf16(int64_t rows, int64_t classes,
+                                 const otcrt_bf16 *logits,
+                                 const int64_t *labels, int32_t has_ignore,
+                                 int64_t ignore_index, int32_t reduction,
+                                 float *loss, float *lse, void *stream);
+
+/// dlogits = g_r (exp(logits - lse_r) - [c == label_r]) with g_r = dloss[0]
+/// / counted rows (mean), dloss[0] (sum) or dloss[r] (none); 0 for ignored
+/// rows. dlogits may be the logits themselves (each element is read before
+/// it is written).
+int otcrt_cross_entropy_bwd_f32(int64_t rows, int64_t classes,
+                                const float *dloss, const float *logits,
+                                const int64_t *labels, const float *lse,
+                                int32_t has_ignore, int64_t ignore_index,
+                                int32_t reduction, float *dlogits,
+                                void *stream);
+int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
+                                 const float *dloss, const otcrt_bf16 *logits,
+                                 const int64_t *labels, const float *lse,
+                                 int32_t has_ignore, int64_t ignore_index,
+                                 int32_t reduction, otcrt_bf16 *dlogits,
+                                 void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OTCRT_KERNELS_H */
