@@ -15,13 +15,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
-#include "codegen/KernelBodies.h"
+#include "codegen/BodyUtils.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
@@ -168,6 +169,7 @@ private:
   bool cuda() const { return opts.target == Target::Cuda; }
   LogicalResult emitFunction(func::FuncOp f);
   LogicalResult emitKernel(otck::KernelOp k);
+  LogicalResult emitLibraryCall(otck::KernelOp k, LibraryCallOpInterface op);
   LogicalResult emitGemm(otck::GemmOp g);
   void emitCopy(otck::CopyOp c);
 
@@ -214,7 +216,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << "#include <cmath>\n#include <cstdint>\n#include <cstring>\n";
   if (cuda())
     os << "#include <cuda_runtime.h>\n";
-  os << "#include \"otcrt/abi.h\"\n\n";
+  os << "#include \"otcrt/abi.h\"\n#include \"otcrt/kernels.h\"\n\n";
   if (usesBf16(module))
     os << kBf16Prelude;
   if (cuda())
@@ -277,6 +279,15 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
         TypeSwitch<Operation *, LogicalResult>(&op)
             .Case([&](otck::KernelOp k) { return emitKernel(k); })
             .Case([&](otck::GemmOp g) { return emitGemm(g); })
+            .Case([&](otck::ViewOp v) {
+              // A view is its source's bytes under another name.
+              std::string name = "b" + std::to_string(count++);
+              names[v.getResult()] = name;
+              std::string t = cTypeOf(v.getType().getElementType());
+              funcs << "  " << t << " *" << name << " = " << names[v.getSource()]
+                    << ";  // view\n";
+              return success();
+            })
             .Case([&](otck::CopyOp c) {
               emitCopy(c);
               return success();
@@ -305,6 +316,9 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   for (Value v : op.getOperands())
     if (!isa<BlockArgument>(v) || cast<BlockArgument>(v).getOwner() != &body)
       return k.emitOpError("body reads a value from outside the kernel");
+
+  if (auto lib = dyn_cast<LibraryCallOpInterface>(op))
+    return emitLibraryCall(k, lib);
 
   std::string kname = "k" + std::to_string(kernelCount++);
   SmallVector<std::string> params, args, in, out;
@@ -358,6 +372,68 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   if (cuda())
     funcs << "  OTC_CHECK_LAUNCH();\n";
   funcs << "  otcrt_trace_end();\n";
+  return success();
+}
+
+/// A call of the runtime's kernel library (runtime/include/otcrt/kernels.h)
+/// with the arguments the op lists: scalars as literals, operands and results
+/// as their buffers (BF16 ones as otcrt_bf16), a struct as a local constant
+/// passed by address, then the stream (the default one). A non-zero status
+/// stops the program with the kernel's and the node's names.
+LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
+                                              LibraryCallOpInterface lib) {
+  Operation *op = lib.getOperation();
+  auto pointer = [&](Value buffer) {
+    auto t = cast<MemRefType>(buffer.getType());
+    std::string name = names[buffer];
+    return t.getElementType().isBF16() ? "(otcrt_bf16 *)" + name : name;
+  };
+  std::string decls;
+  unsigned structs = 0;
+  std::function<std::string(const LibraryArg &)> print =
+      [&](const LibraryArg &a) -> std::string {
+    switch (a.kind) {
+    case LibraryArg::Int:
+      return std::to_string(a.value);
+    case LibraryArg::Float:
+      return floatLiteral(a.real);
+    case LibraryArg::Null:
+      return "nullptr";
+    case LibraryArg::Operand: {
+      auto arg = cast<BlockArgument>(op->getOperand(a.index));
+      return pointer(k.getInputs()[arg.getArgNumber()]);
+    }
+    case LibraryArg::Result:
+      return pointer(k.getOutputs()[a.index]);
+    case LibraryArg::Struct: {
+      std::string name = "s" + std::to_string(structs++);
+      SmallVector<std::string> fields;
+      for (const LibraryArg &f : a.fields)
+        fields.push_back(print(f));
+      decls += "    const " + a.structType + " " + name + " = {" +
+               llvm::join(fields, ", ") + "};\n";
+      return "&" + name;
+    }
+    }
+    llvm_unreachable("unknown library argument");
+  };
+  SmallVector<LibraryArg> libArgs;
+  lib.getLibraryArgs(libArgs);
+  SmallVector<std::string> args;
+  for (const LibraryArg &a : libArgs)
+    args.push_back(print(a));
+  args.push_back("nullptr");
+
+  std::string kernel = lib.getLibraryKernel();
+  std::string node = nodeName(op->getLoc());
+  std::string opName = op->getName().getStringRef().str();
+  funcs << "  otcrt_trace_begin(" << cString(traceName(node, opName))
+        << ");\n  // " << (node.empty() ? opName : node) << "\n  {\n"
+        << decls << "    if (int status = " << kernel << "(";
+  llvm::interleaveComma(args, funcs);
+  funcs << "))\n      otcrt_kernel_failed(" << cString(kernel) << ", "
+        << cString(node.empty() ? opName : node) << ", status);\n  }\n"
+        << "  otcrt_trace_end();\n";
   return success();
 }
 

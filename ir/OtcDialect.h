@@ -16,6 +16,10 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "ir/OtcDialect.h.inc"
 
 namespace otc::detail {
@@ -25,6 +29,29 @@ int64_t resultElements(mlir::Operation *op);
 int64_t operandBytes(mlir::Operation *op);
 int64_t resultBytes(mlir::Operation *op);
 } // namespace otc::detail
+
+namespace otc {
+/// One argument of a kernel library call (LibraryCallOpInterface): an
+/// integer or float scalar, a pointer to an operand's or a result's buffer,
+/// NULL, or a struct of such fields passed by address.
+struct LibraryArg {
+  enum Kind { Int, Float, Operand, Result, Null, Struct } kind = Int;
+  int64_t value = 0;
+  double real = 0.0;
+  /// The operand or result number.
+  unsigned index = 0;
+  /// Struct: the C type and its fields, in order.
+  std::string structType;
+  std::vector<LibraryArg> fields;
+
+  static LibraryArg integer(int64_t v) { return {Int, v}; }
+  static LibraryArg floating(double v) { return {Float, 0, v}; }
+  static LibraryArg result(unsigned i) { return {Result, 0, 0.0, i}; }
+  static LibraryArg null() { return {Null}; }
+  /// `v`, an operand of `op` (NULL when `v` is null: an absent optional).
+  static LibraryArg operand(mlir::Operation *op, mlir::Value v);
+};
+} // namespace otc
 
 #include "ir/OtcInterfaces.h.inc"
 

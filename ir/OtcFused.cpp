@@ -276,6 +276,8 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("expects logits [..., C] and labels [...] of the ")
            << "leading shape, got " << formatShape(z) << " and "
            << formatShape(y);
+  if (!getElementTypeOrSelf(getLabels().getType()).isInteger(64))
+    return emitOpError("labels must be int64");
   StringRef red = getReduction();
   if (red != "mean" && red != "sum" && red != "none")
     return emitOpError("reduction must be mean, sum or none");

@@ -12,12 +12,18 @@
 #ifndef OTC_FUSED_OPS_TD
 #define OTC_FUSED_OPS_TD
 
+/// The ops the runtime's kernel library computes, and the one whose result
+/// may take an operand's buffer.
+defvar Library = DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface>;
+defvar LibraryInPlace = DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+                                                  ["getInPlaceOperand"]>;
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 
 def Otc_AttentionOp : Otc_Op<"attention",
-    [CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
+    [Library, CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention: softmax(Q K^T scale + mask) V";
   let description = [{
     `q` is [B, H, T, D], `k` and `v` are [B, Hk, S, D] with H a multiple of
@@ -52,7 +58,7 @@ def Otc_AttentionOp : Otc_Op<"attention",
 }
 
 def Otc_AttentionGradOp : Otc_Op<"attention_grad",
-    [CostFlops, Pure, AttrSizedOperandSegments]> {
+    [Library, CostFlops, Pure, AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.attention with respect to q, k and v";
   let description = [{
     Reads the output gradient, q, k, v, the forward output and its `lse`
@@ -81,7 +87,7 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
 //===----------------------------------------------------------------------===//
 
 def Otc_LayerNormOp : Otc_Op<"layer_norm",
-    [CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
+    [Library, CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the dimensions from `axis` on";
   let description = [{
     Each row (the dimensions from `axis` on, flattened) is normalized:
@@ -110,7 +116,7 @@ def Otc_LayerNormOp : Otc_Op<"layer_norm",
 }
 
 def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
-    [CostFlops, Pure]> {
+    [Library, CostFlops, Pure]> {
   let summary = "Gradients of otc.layer_norm: dx, dgamma and dbeta";
   let description = [{
     With xhat = (x - mean) * rstd and g = grad * gamma:
@@ -130,7 +136,7 @@ def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
 }
 
 def Otc_RmsNormOp : Otc_Op<"rms_norm",
-    [CostFlops, Pure, Grad]> {
+    [Library, CostFlops, Pure, Grad]> {
   let summary = "RMS normalization over the dimensions from `axis` on";
   let description = [{
     y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + epsilon) per row.
@@ -147,7 +153,7 @@ def Otc_RmsNormOp : Otc_Op<"rms_norm",
 }
 
 def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
-    [CostFlops, Pure]> {
+    [Library, CostFlops, Pure]> {
   let summary = "Gradients of otc.rms_norm: dx and dgamma";
   let description = [{
     With xhat = x * rstd and g = grad * gamma:
@@ -211,7 +217,7 @@ def Otc_SiluGradOp : Otc_Op<"silu_grad", [Cost, Pure]> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [CostFlops, Pure, Grad]> {
+def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [Library, CostFlops, Pure, Grad]> {
   let summary = "Softmax cross-entropy of [..., C] logits against [...] labels";
   let description = [{
     Every row of the logits (all dimensions but the last) has one label.
@@ -231,7 +237,7 @@ def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [CostFlops, Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad", [CostFlops, Pure]> {
+def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad", [LibraryInPlace, CostFlops, Pure]> {
   let summary = "Gradient of otc.cross_entropy with respect to the logits";
   let description = [{
     dlogits[r, c] = g_r (exp(logits[r, c] - lse_r) - [c == label_r]), g_r

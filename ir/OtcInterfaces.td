@@ -52,4 +52,32 @@ def Otc_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Otc_LibraryCallOpInterface : OpInterface<"LibraryCallOpInterface"> {
+  let cppNamespace = "::otc";
+  let description = [{
+    An op that the runtime's kernel library computes
+    (runtime/include/otcrt/kernels.h): the emitters call the function named
+    by getLibraryKernel (chosen from the op and the storage type of its
+    data) with the arguments of getLibraryArgs, in order, followed by the
+    stream. A new library op touches its .td entry, these methods, the
+    runtime's kernels and tests, nothing else.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The library function, e.g. "otcrt_layer_norm_fwd_bf16".
+      }], "std::string", "getLibraryKernel", (ins)>,
+    InterfaceMethod<[{
+        Appends the call's arguments (sizes and attributes as scalars,
+        operands and results as pointers, absent optional operands as
+        NULL), the stream excluded.
+      }], "void", "getLibraryArgs",
+      (ins "::llvm::SmallVectorImpl<::otc::LibraryArg> &":$args)>,
+    InterfaceMethod<[{
+        The operand whose buffer result 0 may take when the operand dies at
+        the call (the kernel reads each element before writing it there).
+      }], "std::optional<unsigned>", "getInPlaceOperand", (ins), [{}],
+      [{ return std::nullopt; }]>,
+  ];
+}
+
 #endif // OTC_INTERFACES_TD

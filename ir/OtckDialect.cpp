@@ -27,6 +27,31 @@ static RankedTensorType tensorFor(Type memref) {
   return RankedTensorType::get(m.getShape(), m.getElementType());
 }
 
+Value otc::otck::storageOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewOp>())
+    v = view.getSource();
+  return v;
+}
+
+void otc::otck::forEachByteUser(Value buffer,
+                           llvm::function_ref<void(Operation *)> fn) {
+  for (Operation *user : buffer.getUsers()) {
+    if (auto view = dyn_cast<ViewOp>(user))
+      forEachByteUser(view.getResult(), fn);
+    else
+      fn(user);
+  }
+}
+
+LogicalResult ViewOp::verify() {
+  auto from = getSource().getType(), to = getResult().getType();
+  if (from.getElementType() != to.getElementType() ||
+      from.getNumElements() != to.getNumElements())
+    return emitOpError("must keep the element type and count, got ")
+           << from << " to " << to;
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())

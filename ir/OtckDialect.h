@@ -22,6 +22,14 @@
 namespace otc::otck {
 /// Module attribute set by buffer planning: the arena's size in bytes.
 constexpr const char kArenaSizeAttr[] = "otck.arena_size";
+
+/// The buffer whose bytes `v` (a buffer or a chain of views of one) are.
+mlir::Value storageOf(mlir::Value v);
+
+/// Calls `fn` for every op that uses the bytes of `buffer`: its users and,
+/// through views, theirs (the views themselves excluded).
+void forEachByteUser(mlir::Value buffer,
+                     llvm::function_ref<void(mlir::Operation *)> fn);
 } // namespace otc::otck
 
 #endif // OTC_IR_OTCKDIALECT_H

@@ -85,6 +85,23 @@ def Otck_GemmOp : Otck_Op<"gemm"> {
       "$lhs `,` $rhs `,` $out attr-dict `:` type($lhs) `,` type($rhs) `,` type($out)";
 }
 
+def Otck_ViewOp : Otck_Op<"view", [Pure]> {
+  let summary = "The same bytes as `source` seen with another shape";
+  let description = [{
+    A reshape at the buffer level: no kernel, no bytes of its own. The view
+    reads and writes its source's bytes, so the source lives as long as any
+    of its views is used (buffer planning follows views to their source).
+    Same element type and element count.
+    ```mlir
+    %v = otck.view %b : memref<2x16x64xf32> to memref<32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$source);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let hasVerifier = 1;
+}
+
 def Otck_CopyOp : Otck_Op<"copy", [AllTypesMatch<["source", "target"]>]> {
   let summary = "Copies one buffer into another of the same type";
   let arguments = (ins AnyStaticShapeMemRef:$source, AnyStaticShapeMemRef:$target);

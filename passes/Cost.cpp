@@ -35,25 +35,29 @@ int64_t otc::activationPeak(func::FuncOp f) {
     pos[&op] = n++;
   // Difference array of live bytes over op positions.
   std::vector<int64_t> delta(n + 2, 0);
-  auto lastUse = [&](Value v, unsigned from) {
-    for (Operation *user : v.getUsers())
-      from = std::max(from, pos[user]);
-    return from;
-  };
+  // A reshape is a view of its input's bytes (otc-lower-to-buffers): it adds
+  // none, and its reads keep the viewed value alive.
+  DenseMap<Value, Value> storage;
+  DenseMap<Value, unsigned> last;
+  for (Operation &op : body) {
+    for (Value v : op.getOperands()) {
+      Value s = storage.lookup(v);
+      s = s ? s : v;
+      last[s] = std::max(last.lookup(s), pos[&op]);
+    }
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      Value s = storage.lookup(reshape.getInput());
+      storage[reshape.getResult()] = s ? s : reshape.getInput();
+    }
+  }
   for (Operation &op : body.without_terminator())
     for (Value r : op.getResults()) {
-      // A reshape of a temporary it reads last takes that temporary's
-      // bytes (the planner writes it in place), so it adds nothing.
-      unsigned first = pos[&op];
-      if (auto reshape = dyn_cast<ReshapeOp>(op))
-        if (reshape.getInput().getDefiningOp() &&
-            lastUse(reshape.getInput(), 0) == first)
-          ++first;
-      unsigned last = lastUse(r, pos[&op]);
-      if (first > last)
+      if (isa<ReshapeOp>(op))
         continue;
+      unsigned first = pos[&op];
+      unsigned end = std::max(first, last.lookup(r));
       delta[first] += valueBytes(r);
-      delta[last + 1] -= valueBytes(r);
+      delta[end + 1] -= valueBytes(r);
     }
   int64_t live = 0, peak = 0;
   for (unsigned i = 0; i < n; ++i) {

@@ -464,6 +464,12 @@ static Match buildCrossEntropy(Operation *loss, Value logits, Value labels,
     }
   }
   b.setInsertionPoint(loss);
+  // The kernel library reads int64 labels.
+  if (!getElementTypeOrSelf(labels.getType()).isInteger(64))
+    labels = b.create<CastOp>(loss->getLoc(),
+                              RankedTensorType::get(shapeOf(labels),
+                                                    b.getI64Type()),
+                              labels);
   auto lse = withShape(logits.getType(), shapeOf(labels));
   auto ce = b.create<CrossEntropyOp>(
       loss->getLoc(), TypeRange{loss->getResult(0).getType(), lse}, logits,

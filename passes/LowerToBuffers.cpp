@@ -110,12 +110,20 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       return f.emitError("result ") << i << " has no otc.slot";
     resultSlot.try_emplace(v, slot.getValue());
   }
-  // Position of the last op reading each value.
+  // Position of the last op reading each value's bytes: a reshape becomes
+  // a view of its input's buffer, so its reads are its input's.
+  llvm::DenseMap<Value, Value> storage;
+  auto storageOf = [&](Value v) {
+    Value s = storage.lookup(v);
+    return s ? s : v;
+  };
   llvm::DenseMap<Value, unsigned> lastUse;
   unsigned index = 0;
   for (Operation &op : src.without_terminator()) {
     for (Value v : op.getOperands())
-      lastUse[v] = index;
+      lastUse[storageOf(v)] = index;
+    if (auto reshape = dyn_cast<ReshapeOp>(op))
+      storage[reshape.getResult()] = storageOf(reshape.getInput());
     ++index;
   }
 
@@ -125,6 +133,12 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
     SmallVector<Value> ins;
     for (Value v : op.getOperands())
       ins.push_back(bufferOf.lookup(v));
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      bufferOf[reshape.getResult()] = b.create<otck::ViewOp>(
+          loc, memrefFor(reshape.getType()), ins[0]);
+      ++index;
+      continue;
+    }
     // Outputs: the result's slot when writing there now is safe, else a
     // temporary.
     SmallVector<Value> outs;
@@ -137,6 +151,8 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
         for (BlockArgument arg : src.getArguments())
           if (bufferOf.lookup(arg) == slot)
             oldValue = arg;
+        if (oldValue)
+          oldValue = storageOf(oldValue);
         bool oldDead = !oldValue || !lastUse.count(oldValue) ||
                        lastUse[oldValue] < index ||
                        (lastUse[oldValue] == index && isElementwise(&op));

@@ -265,7 +265,8 @@ def LowerToBuffers : Pass<"otc-lower-to-buffers", "mlir::ModuleOp"> {
   let description = [{
     Every function whose arguments carry `otc.slot` becomes a function without
     arguments or results: slot arguments become persistent `otck.buffer`s,
-    each otc.matmul an `otck.gemm`, every other op an `otck.kernel` holding
+    each otc.matmul an `otck.gemm`, each otc.reshape an `otck.view` of its
+    input's buffer (no kernel, no bytes), every other op an `otck.kernel` holding
     it, and each value a temporary buffer. A result is written straight into
     its slot when that is safe (the old value is not read afterwards and the
     producer is elementwise), else copied there at the end.

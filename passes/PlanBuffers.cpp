@@ -47,25 +47,29 @@ using Interval = BufferInterval;
 constexpr const char kInPlaceAttr[] = "otck.in_place";
 
 /// Whether `op`'s every output element depends only on the same element of
-/// its same-shaped operands, read before the element is written (for
-/// cross_entropy_grad: the logits; its other operands are per row).
+/// its same-shaped operands, read before the element is written.
 static bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp,
              ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, ReluGradOp,
              TanhGradOp, SelectOp, DropoutGradOp, GeluOp, GeluGradOp, SiluOp,
-             SiluGradOp, CrossEntropyGradOp>(op);
+             SiluGradOp>(op);
 }
 
-/// Whether the kernel whose body is `body` may write `out` over its input
-/// `in`: same type for an elementwise op; for a reshape, whose element i is
-/// its input's element i, the same element type and count.
-static bool canWriteOver(Operation *body, otck::BufferOp in,
+/// Whether kernel `k` (whose single op is `body`) may write its output
+/// `out` over its input `in`: an elementwise op over an input of the same
+/// type; a library call over the operand it names
+/// (LibraryCallOpInterface::getInPlaceOperand), for its first result.
+static bool canWriteOver(otck::KernelOp k, Operation *body, otck::BufferOp in,
                          otck::BufferOp out) {
-  if (in.getType() == out.getType())
-    return isElementwise(body) || isa<ReshapeOp>(body);
-  auto it = cast<MemRefType>(in.getType()), ot = cast<MemRefType>(out.getType());
-  return isa<ReshapeOp>(body) && it.getElementType() == ot.getElementType() &&
-         it.getNumElements() == ot.getNumElements();
+  if (in.getType() != out.getType())
+    return false;
+  if (auto lib = dyn_cast<LibraryCallOpInterface>(body)) {
+    std::optional<unsigned> n = lib.getInPlaceOperand();
+    auto arg = n ? dyn_cast<BlockArgument>(body->getOperand(*n)) : nullptr;
+    return arg && k.getInputs()[arg.getArgNumber()] == in.getResult() &&
+           k.getOutputs()[0] == out.getResult();
+  }
+  return isElementwise(body);
 }
 
 /// The single op of a kernel body, or null.
@@ -91,11 +95,11 @@ SmallVector<BufferInterval> otc::temporaryLiveRanges(func::FuncOp f) {
     if (buf.getSlot())
       continue;
     Interval iv{buf, ~0u, 0, bufferBytes(buf)};
-    for (Operation *user : buf->getUsers()) {
+    otck::forEachByteUser(buf, [&](Operation *user) {
       unsigned p = pos.lookup(user);
       iv.first = std::min(iv.first, p);
       iv.last = std::max(iv.last, p);
-    }
+    });
     if (iv.first == ~0u) // never used: lives at its own position only
       iv.first = iv.last = pos.lookup(buf);
     // Written over a dying input: its bytes are that input's at the kernel.
@@ -122,8 +126,8 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
 
   /// Places the temporaries of `f` from `base` on; returns the bytes used.
   int64_t placeTemporaries(func::FuncOp f, int64_t base, Builder &b) {
-    // In place: an elementwise kernel's output takes over an input of the
-    // same type that no later op reads. Members of a chain share one place.
+    // In place: a kernel's output takes over an input that no later op reads
+    // where canWriteOver allows it. Members of a chain share one place.
     SmallVector<Interval> first = liveRanges(f);
     DenseMap<Operation *, Interval *> ivOf;
     for (Interval &iv : first)
@@ -136,7 +140,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
       pos[&op] = n++;
     for (auto k : f.getBody().getOps<otck::KernelOp>()) {
       Operation *body = kernelBody(k);
-      if (!body || !(isElementwise(body) || isa<ReshapeOp>(body)))
+      if (!body)
         continue;
       for (Value out : k.getOutputs()) {
         auto ob = out.getDefiningOp<otck::BufferOp>();
@@ -145,7 +149,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
           continue;
         for (Value in : k.getInputs()) {
           auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || ib.getSlot() || !canWriteOver(body, ib, ob) ||
+          if (!ib || ib.getSlot() || !canWriteOver(k, body, ib, ob) ||
               hosting.contains(ib) || !ivOf.count(ib) ||
               ivOf[ib]->last != pos[k] || ib == ob)
             continue;
@@ -262,8 +266,8 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
     for (auto buf : f.getBody().getOps<otck::BufferOp>())
       if (buf.getSlot())
         ivs.push_back({buf, 0, ~0u, bufferBytes(buf)});
-    // An in-place buffer must be written by an elementwise kernel over an
-    // input of its type at its offset that the kernel reads last.
+    // An in-place buffer must be written by a kernel that canWriteOver an
+    // input at its offset that the kernel reads last.
     for (auto buf : f.getBody().getOps<otck::BufferOp>()) {
       if (!buf->hasAttr(kInPlaceAttr))
         continue;
@@ -273,16 +277,16 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
           writer = u;
       auto k = dyn_cast_or_null<otck::KernelOp>(writer);
       Operation *body = k ? kernelBody(k) : nullptr;
-      bool legal = body && (isElementwise(body) || isa<ReshapeOp>(body));
-      if (legal) {
-        legal = false;
+      bool legal = false;
+      if (body) {
         for (Value in : k.getInputs()) {
           auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || !canWriteOver(body, ib, buf) ||
+          if (!ib || !canWriteOver(k, body, ib, buf) ||
               ib.getOffset() != buf.getOffset())
             continue;
-          bool readLater = llvm::any_of(ib->getUsers(), [&](Operation *u) {
-            return k->isBeforeInBlock(u);
+          bool readLater = false;
+          otck::forEachByteUser(ib, [&](Operation *u) {
+            readLater |= k->isBeforeInBlock(u);
           });
           legal |= !readLater;
         }

@@ -88,14 +88,15 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
 /// element (bi, hi, ti, si) at mask[bi*ms[0] + hi*ms[1] + ti*ms[2] +
 /// si*ms[3]] (strides in elements, 0 along broadcast dimensions, same
 /// storage type as q). With dropout > 0, probability (bi, hi, ti, si) is kept
-/// by OTCRT_DROPOUT_BITS(key, dropout_stream, ((bi*h + hi)*t + ti)*s + si)
-/// and scaled by 1 / (1 - dropout).
+/// by OTCRT_DROPOUT_BITS(key[0], dropout_stream, ((bi*h + hi)*t + ti)*s + si)
+/// and scaled by 1 / (1 - dropout); `key` points at the micro-step's key in
+/// the arena (device memory on the cuda target; NULL without dropout).
 typedef struct {
   int64_t b, h, hk, t, s, d;
   float scale;
   int32_t causal;
   float dropout;
-  uint64_t key;
+  const int64_t *key;
   uint64_t dropout_stream;
   int64_t mask_strides[4];
 } OtcrtAttention;
@@ -159,6 +160,12 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
                                  int32_t has_ignore, int64_t ignore_index,
                                  int32_t reduction, otcrt_bf16 *dlogits,
                                  void *stream);
+
+/*===--- Status ------------------------------------------------------------===*/
+
+/// Called by generated code when a kernel returns a non-zero status: prints
+/// "train: error: <kernel> failed (status) at <node>" and exits.
+void otcrt_kernel_failed(const char *kernel, const char *node, int status);
 
 #ifdef __cplusplus
 }
