@@ -159,6 +159,31 @@ static std::string cString(StringRef s) {
   return out + "\"";
 }
 
+static int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+/// (offset, bytes) when `op` is a kernel that fills one planned buffer with
+/// +0 (all bits zero), as gradient zeroing does.
+static std::optional<std::pair<int64_t, int64_t>> zeroFill(Operation &op) {
+  auto k = dyn_cast<otck::KernelOp>(op);
+  if (!k || !k.getInputs().empty() || k.getOutputs().size() != 1)
+    return std::nullopt;
+  Block &body = k.getBody().front();
+  auto c = dyn_cast<ConstantOp>(body.front());
+  auto buf = k.getOutputs()[0].getDefiningOp<otck::BufferOp>();
+  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!buf || !buf.getOffset() || !attr || !attr.isSplat() ||
+      !llvm::hasSingleElement(body.without_terminator()))
+    return std::nullopt;
+  bool zero = isa<FloatType>(attr.getElementType())
+                  ? attr.getSplatValue<APFloat>().isPosZero()
+                  : attr.getSplatValue<APInt>().isZero();
+  if (!zero)
+    return std::nullopt;
+  MemRefType t = buf.getType();
+  return std::make_pair(static_cast<int64_t>(*buf.getOffset()),
+                        t.getNumElements() * storageBytes(t.getElementType()));
+}
+
 class ProgramEmitter {
 public:
   ProgramEmitter(const EmitOptions &options) : opts(options) {}
@@ -181,12 +206,21 @@ private:
   /// Names of the buffers of the function being emitted.
   DenseMap<Value, std::string> names;
   unsigned kernelCount = 0;
+  /// Kernels by their text after the name (signature, loop and body).
+  llvm::StringMap<std::string> kernelByText;
+  /// Arena bytes to zero, gathered across consecutive zero fills.
+  std::optional<std::pair<int64_t, int64_t>> pendingZero;
+  void flushZero();
+  /// The planned buffers' alignment (1 when unknown: no padding assumed).
+  int64_t alignment = 1;
 };
 
 LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
     return module.emitError("buffers are not planned: run --otc-plan-buffers");
+  if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
+    alignment = a.getInt();
   for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step"}) {
     auto f = module.lookupSymbol<func::FuncOp>(fn);
     if (!f)
@@ -275,6 +309,20 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
       funcs << "\n";
       continue;
     }
+    if (std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op)) {
+      // Consecutive zero fills of adjacent buffers (only alignment padding,
+      // which no buffer uses, between them) become one memset.
+      if (pendingZero &&
+          alignTo(pendingZero->first + pendingZero->second, alignment) ==
+              z->first)
+        pendingZero->second = z->first + z->second - pendingZero->first;
+      else {
+        flushZero();
+        pendingZero = z;
+      }
+      continue;
+    }
+    flushZero();
     LogicalResult r =
         TypeSwitch<Operation *, LogicalResult>(&op)
             .Case([&](otck::KernelOp k) { return emitKernel(k); })
@@ -299,8 +347,21 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
     if (failed(r))
       return failure();
   }
+  flushZero();
   funcs << "}\n\n";
   return success();
+}
+
+void ProgramEmitter::flushZero() {
+  if (!pendingZero)
+    return;
+  auto [offset, bytes] = *pendingZero;
+  if (cuda())
+    funcs << "  cudaMemsetAsync(arena + " << offset << ", 0, " << bytes
+          << ");\n";
+  else
+    funcs << "  std::memset(arena + " << offset << ", 0, " << bytes << ");\n";
+  pendingZero.reset();
 }
 
 LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
@@ -347,19 +408,27 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   int64_t n = workItems(&op);
 
   std::string node = nodeName(op.getLoc());
-  kernels << "// " << op.getName() << (node.empty() ? "" : " from node ")
-          << node << "\n";
-  kernels << (cuda() ? "__global__ void " : "static void ") << kname << "(";
-  llvm::interleaveComma(params, kernels);
-  kernels << ") {\n";
+  // The kernel's text after its name: identical ones are emitted once.
+  std::string def;
+  llvm::raw_string_ostream defOs(def);
+  defOs << "(";
+  llvm::interleaveComma(params, defOs);
+  defOs << ") {\n";
   if (cuda())
-    kernels << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + "
-               "threadIdx.x; i < "
-            << n << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
+    defOs << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + "
+             "threadIdx.x; i < "
+          << n << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
   else
-    kernels << (n >= 16384 ? "#pragma omp parallel for\n" : "")
-            << "  for (int64_t i = 0; i < " << n << "; ++i) {\n";
-  kernels << bodyText << "  }\n}\n\n";
+    defOs << (n >= 16384 ? "#pragma omp parallel for\n" : "")
+          << "  for (int64_t i = 0; i < " << n << "; ++i) {\n";
+  defOs << bodyText << "  }\n}\n\n";
+  auto [it, fresh] = kernelByText.try_emplace(def, kname);
+  if (fresh)
+    kernels << "// " << op.getName() << (node.empty() ? "" : " from node ")
+            << node << "\n"
+            << (cuda() ? "__global__ void " : "static void ") << kname << def;
+  else
+    kname = it->second;
 
   std::string opName = op.getName().getStringRef().str();
   funcs << "  otcrt_trace_begin(" << cString(traceName(node, opName))

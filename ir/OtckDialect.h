@@ -22,6 +22,10 @@
 namespace otc::otck {
 /// Module attribute set by buffer planning: the arena's size in bytes.
 constexpr const char kArenaSizeAttr[] = "otck.arena_size";
+/// Module attribute set by buffer planning: every buffer's offset is a
+/// multiple of it, and the bytes up to the next multiple after a buffer are
+/// padding no buffer uses.
+constexpr const char kAlignmentAttr[] = "otck.alignment";
 
 /// The buffer whose bytes `v` (a buffer or a chain of views of one) are.
 mlir::Value storageOf(mlir::Value v);

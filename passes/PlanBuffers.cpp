@@ -249,6 +249,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     module->setAttr(otck::kArenaSizeAttr,
                     b.getI64IntegerAttr(alignTo(persistent + scratchPeak,
                                                 alignment)));
+    module->setAttr(otck::kAlignmentAttr, b.getI64IntegerAttr(alignment));
     if (failed(verifyBufferPlan(module)))
       return signalPassFailure();
   }
