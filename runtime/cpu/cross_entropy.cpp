@@ -1,0 +1,160 @@
+// Host softmax cross-entropy of libotcrt_cpu (otc.cross_entropy and its
+// gradient) for float and bfloat16 logits. The labels are checked first (a
+// label outside [0, classes) that is not ignored fails the call before
+// anything is written); rows then run in parallel: the row maximum, the sum
+// of exponentials in double, the log-sum-exp and the row's loss. The mean
+// and sum add the per-row losses in row order, in double, so the loss does
+// not depend on the thread count. The gradient reads each logit before it
+// writes the same element, so dlogits may be the logits' buffer.
+#include "common.h"
+#include "kernels_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace otcrt {
+namespace cpu {
+namespace {
+
+/// Whether row r counts (its label is not the ignored one).
+inline bool counted(const int64_t *labels, int64_t r, int32_t hasIgnore,
+                    int64_t ignoreIndex) {
+  return !(hasIgnore && labels[r] == ignoreIndex);
+}
+
+/// Checks the labels; returns the number of counted rows, or -1 when a
+/// counted row's label is outside [0, classes).
+int64_t checkLabels(int64_t rows, int64_t classes, const int64_t *labels,
+                    int32_t hasIgnore, int64_t ignoreIndex) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!counted(labels, r, hasIgnore, ignoreIndex))
+      continue;
+    if (labels[r] < 0 || labels[r] >= classes)
+      return -1;
+    ++n;
+  }
+  return n;
+}
+
+/// Whether `reduction` is one of OtcrtReduction.
+inline bool validReduction(int32_t reduction) {
+  return reduction == OTCRT_MEAN || reduction == OTCRT_SUM ||
+         reduction == OTCRT_NONE;
+}
+
+template <typename T>
+int forward(int64_t rows, int64_t classes, const T *logits,
+            const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
+            int32_t reduction, float *loss, float *lse) {
+  if (!validReduction(reduction) || classes <= 0)
+    return 1;
+  rows = std::max<int64_t>(rows, 0);
+  int64_t n = checkLabels(rows, classes, labels, hasIgnore, ignoreIndex);
+  if (n < 0)
+    return 2;
+  std::vector<float> perRow(reduction == OTCRT_NONE ? 0 : rows);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = logits + r * classes;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < classes; ++c)
+      max = std::max(max, load(row[c]));
+    double sum = 0.0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(load(row[c]) - max);
+    float rowLse = max + static_cast<float>(std::log(sum));
+    if (lse)
+      lse[r] = rowLse;
+    float rowLoss = counted(labels, r, hasIgnore, ignoreIndex)
+                        ? rowLse - load(row[labels[r]])
+                        : 0.0f;
+    if (reduction == OTCRT_NONE)
+      loss[r] = rowLoss;
+    else
+      perRow[r] = rowLoss;
+  }
+  if (reduction == OTCRT_NONE)
+    return 0;
+  double sum = 0.0;
+  for (float l : perRow)
+    sum += l;
+  if (reduction == OTCRT_SUM)
+    loss[0] = static_cast<float>(sum);
+  else
+    loss[0] = n == 0 ? std::numeric_limits<float>::quiet_NaN()
+                     : static_cast<float>(sum / static_cast<double>(n));
+  return 0;
+}
+
+template <typename T>
+int backward(int64_t rows, int64_t classes, const float *dloss,
+             const T *logits, const int64_t *labels, const float *lse,
+             int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
+             T *dlogits) {
+  if (!validReduction(reduction) || classes <= 0)
+    return 1;
+  rows = std::max<int64_t>(rows, 0);
+  int64_t n = checkLabels(rows, classes, labels, hasIgnore, ignoreIndex);
+  if (n < 0)
+    return 2;
+  float shared = 0.0f;
+  if (reduction == OTCRT_SUM)
+    shared = dloss[0];
+  else if (reduction == OTCRT_MEAN && n > 0)
+    shared = dloss[0] / static_cast<float>(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    T *out = dlogits + r * classes;
+    if (!counted(labels, r, hasIgnore, ignoreIndex)) {
+      for (int64_t c = 0; c < classes; ++c)
+        store(out + c, 0.0f);
+      continue;
+    }
+    const T *row = logits + r * classes;
+    float g = reduction == OTCRT_NONE ? dloss[r] : shared;
+    float rowLse = lse[r];
+    int64_t label = labels[r];
+    for (int64_t c = 0; c < classes; ++c) {
+      float softmax = std::exp(load(row[c]) - rowLse);
+      store(out + c, g * (softmax - (c == label ? 1.0f : 0.0f)));
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int crossEntropyFwd(int64_t rows, int64_t classes, const float *logits,
+                    const int64_t *labels, int32_t hasIgnore,
+                    int64_t ignoreIndex, int32_t reduction, float *loss,
+                    float *lse) {
+  return forward(rows, classes, logits, labels, hasIgnore, ignoreIndex,
+                 reduction, loss, lse);
+}
+int crossEntropyFwd(int64_t rows, int64_t classes, const otcrt_bf16 *logits,
+                    const int64_t *labels, int32_t hasIgnore,
+                    int64_t ignoreIndex, int32_t reduction, float *loss,
+                    float *lse) {
+  return forward(rows, classes, logits, labels, hasIgnore, ignoreIndex,
+                 reduction, loss, lse);
+}
+int crossEntropyBwd(int64_t rows, int64_t classes, const float *dloss,
+                    const float *logits, const int64_t *labels,
+                    const float *lse, int32_t hasIgnore, int64_t ignoreIndex,
+                    int32_t reduction, float *dlogits) {
+  return backward(rows, classes, dloss, logits, labels, lse, hasIgnore,
+                  ignoreIndex, reduction, dlogits);
+}
+int crossEntropyBwd(int64_t rows, int64_t classes, const float *dloss,
+                    const otcrt_bf16 *logits, const int64_t *labels,
+                    const float *lse, int32_t hasIgnore, int64_t ignoreIndex,
+                    int32_t reduction, otcrt_bf16 *dlogits) {
+  return backward(rows, classes, dloss, logits, labels, lse, hasIgnore,
+                  ignoreIndex, reduction, dlogits);
+}
+
+} // namespace cpu
+} // namespace otcrt

@@ -1,0 +1,121 @@
+// The C entry points of otcrt/kernels.h in libotcrt_cpu: each forwards to the
+// host kernel of kernels_cpu.h for its storage type; `stream` is ignored.
+#include "kernels_cpu.h"
+
+#include "otcrt/kernels.h"
+
+using namespace otcrt::cpu;
+
+extern "C" {
+
+int otcrt_layer_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
+                             const float *x, const float *gamma,
+                             const float *beta, float *y, float *mean,
+                             float *rstd, void *) {
+  return layerNormFwd(rows, cols, eps, x, gamma, beta, y, mean, rstd);
+}
+int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
+                              const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                              const otcrt_bf16 *beta, otcrt_bf16 *y,
+                              float *mean, float *rstd, void *) {
+  return layerNormFwd(rows, cols, eps, x, gamma, beta, y, mean, rstd);
+}
+int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
+                             const float *x, const float *gamma,
+                             const float *mean, const float *rstd, float *dx,
+                             float *dgamma, float *dbeta, void *) {
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+}
+int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
+                              const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                              const float *mean, const float *rstd,
+                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
+                              otcrt_bf16 *dbeta, void *) {
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+}
+
+int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
+                           const float *x, const float *gamma, float *y,
+                           float *rstd, void *) {
+  return rmsNormFwd(rows, cols, eps, x, gamma, y, rstd);
+}
+int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
+                            const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                            otcrt_bf16 *y, float *rstd, void *) {
+  return rmsNormFwd(rows, cols, eps, x, gamma, y, rstd);
+}
+int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
+                           const float *x, const float *gamma,
+                           const float *rstd, float *dx, float *dgamma,
+                           void *) {
+  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, dx, dgamma);
+}
+int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
+                            const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                            const float *rstd, otcrt_bf16 *dx,
+                            otcrt_bf16 *dgamma, void *) {
+  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, dx, dgamma);
+}
+
+int otcrt_attention_fwd_f32(const OtcrtAttention *a, const float *q,
+                            const float *k, const float *v, const float *mask,
+                            float *out, float *lse, void *) {
+  return attentionFwd(*a, q, k, v, mask, out, lse);
+}
+int otcrt_attention_fwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *q,
+                             const otcrt_bf16 *k, const otcrt_bf16 *v,
+                             const otcrt_bf16 *mask, otcrt_bf16 *out,
+                             float *lse, void *) {
+  return attentionFwd(*a, q, k, v, mask, out, lse);
+}
+int otcrt_attention_bwd_f32(const OtcrtAttention *a, const float *dout,
+                            const float *q, const float *k, const float *v,
+                            const float *mask, const float *out,
+                            const float *lse, float *dq, float *dk, float *dv,
+                            void *) {
+  return attentionBwd(*a, dout, q, k, v, mask, out, lse, dq, dk, dv);
+}
+int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                             const otcrt_bf16 *q, const otcrt_bf16 *k,
+                             const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                             const otcrt_bf16 *out, const float *lse,
+                             otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                             void *) {
+  return attentionBwd(*a, dout, q, k, v, mask, out, lse, dq, dk, dv);
+}
+
+int otcrt_cross_entropy_fwd_f32(int64_t rows, int64_t classes,
+                                const float *logits, const int64_t *labels,
+                                int32_t has_ignore, int64_t ignore_index,
+                                int32_t reduction, float *loss, float *lse,
+                                void *) {
+  return crossEntropyFwd(rows, classes, logits, labels, has_ignore,
+                         ignore_index, reduction, loss, lse);
+}
+int otcrt_cross_entropy_fwd_bf16(int64_t rows, int64_t classes,
+                                 const otcrt_bf16 *logits,
+                                 const int64_t *labels, int32_t has_ignore,
+                                 int64_t ignore_index, int32_t reduction,
+                                 float *loss, float *lse, void *) {
+  return crossEntropyFwd(rows, classes, logits, labels, has_ignore,
+                         ignore_index, reduction, loss, lse);
+}
+int otcrt_cross_entropy_bwd_f32(int64_t rows, int64_t classes,
+                                const float *dloss, const float *logits,
+                                const int64_t *labels, const float *lse,
+                                int32_t has_ignore, int64_t ignore_index,
+                                int32_t reduction, float *dlogits, void *) {
+  return crossEntropyBwd(rows, classes, dloss, logits, labels, lse, has_ignore,
+                         ignore_index, reduction, dlogits);
+}
+int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
+                                 const float *dloss, const otcrt_bf16 *logits,
+                                 const int64_t *labels, const float *lse,
+                                 int32_t has_ignore, int64_t ignore_index,
+                                 int32_t reduction, otcrt_bf16 *dlogits,
+                                 void *) {
+  return crossEntropyBwd(rows, classes, dloss, logits, labels, lse, has_ignore,
+                         ignore_index, reduction, dlogits);
+}
+
+} // extern "C"

@@ -1,0 +1,81 @@
+// The host kernels of libotcrt_cpu under C++ names, overloaded on the storage
+// type (float or otcrt_bf16), with the arguments of the matching C functions
+// of otcrt/kernels.h less the stream. kernels_abi.cpp defines the C entry
+// points on top of them; keeping the two apart lets a program that also links
+// libotcrt_cuda.a (whose C entry points have the same names) compile these
+// sources alongside it, as the GPU kernel test does to compare the two.
+#ifndef OTCRT_CPU_KERNELS_CPU_H
+#define OTCRT_CPU_KERNELS_CPU_H
+
+#include "otcrt/kernels.h"
+
+#include <cstdint>
+
+namespace otcrt {
+namespace cpu {
+
+/// Layer norm forward and backward (layer_norm.cpp).
+int layerNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
+                 const float *gamma, const float *beta, float *y, float *mean,
+                 float *rstd);
+int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
+                 const otcrt_bf16 *gamma, const otcrt_bf16 *beta,
+                 otcrt_bf16 *y, float *mean, float *rstd);
+int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
+                 const float *gamma, const float *mean, const float *rstd,
+                 float *dx, float *dgamma, float *dbeta);
+int layerNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
+                 const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+                 const float *mean, const float *rstd, otcrt_bf16 *dx,
+                 otcrt_bf16 *dgamma, otcrt_bf16 *dbeta);
+
+/// RMS norm forward and backward (layer_norm.cpp).
+int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
+               const float *gamma, float *y, float *rstd);
+int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
+               const otcrt_bf16 *gamma, otcrt_bf16 *y, float *rstd);
+int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
+               const float *gamma, const float *rstd, float *dx,
+               float *dgamma);
+int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
+               const float *rstd, otcrt_bf16 *dx, otcrt_bf16 *dgamma);
+
+/// Attention forward and backward (attention.cpp).
+int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,
+                 const float *v, const float *mask, float *out, float *lse);
+int attentionFwd(const OtcrtAttention &a, const otcrt_bf16 *q,
+                 const otcrt_bf16 *k, const otcrt_bf16 *v,
+                 const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse);
+int attentionBwd(const OtcrtAttention &a, const float *dout, const float *q,
+                 const float *k, const float *v, const float *mask,
+                 const float *out, const float *lse, float *dq, float *dk,
+                 float *dv);
+int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
+                 const otcrt_bf16 *q, const otcrt_bf16 *k,
+                 const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                 const otcrt_bf16 *out, const float *lse, otcrt_bf16 *dq,
+                 otcrt_bf16 *dk, otcrt_bf16 *dv);
+
+/// Cross-entropy forward and backward (cross_entropy.cpp).
+int crossEntropyFwd(int64_t rows, int64_t classes, const float *logits,
+                    const int64_t *labels, int32_t hasIgnore,
+                    int64_t ignoreIndex, int32_t reduction, float *loss,
+                    float *lse);
+int crossEntropyFwd(int64_t rows, int64_t classes, const otcrt_bf16 *logits,
+                    const int64_t *labels, int32_t hasIgnore,
+                    int64_t ignoreIndex, int32_t reduction, float *loss,
+                    float *lse);
+int crossEntropyBwd(int64_t rows, int64_t classes, const float *dloss,
+                    const float *logits, const int64_t *labels,
+                    const float *lse, int32_t hasIgnore, int64_t ignoreIndex,
+                    int32_t reduction, float *dlogits);
+int crossEntropyBwd(int64_t rows, int64_t classes, const float *dloss,
+                    const otcrt_bf16 *logits, const int64_t *labels,
+                    const float *lse, int32_t hasIgnore, int64_t ignoreIndex,
+                    int32_t reduction, otcrt_bf16 *dlogits);
+
+} // namespace cpu
+} // namespace otcrt
+
+#endif // OTCRT_CPU_KERNELS_CPU_H

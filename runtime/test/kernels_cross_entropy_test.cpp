@@ -1,0 +1,243 @@
+// Unit tests of the host cross-entropy kernels of otcrt/kernels.h against a
+// reference written here in double from the definition of otc.cross_entropy
+// (ir/OtcFusedOps.td), whose analytic gradient is checked by central finite
+// differences of the reduced loss weighted by dloss. Covers the mean, sum and
+// none reductions, ignore_index, the NaN mean of an all-ignored batch, the
+// error code of an out-of-range label, the in-place gradient (dlogits ==
+// logits) and the bfloat16 entry points.
+#include "kernels_test_util.h"
+
+#include <limits>
+
+namespace {
+
+using Vec = std::vector<double>;
+
+struct Case {
+  int64_t rows, classes;
+  int32_t hasIgnore;
+  int64_t ignoreIndex;
+  int32_t reduction;
+};
+
+/// Whether row r counts for the loss.
+bool counts(const Case &tc, const std::vector<int64_t> &labels, int64_t r) {
+  return !(tc.hasIgnore && labels[r] == tc.ignoreIndex);
+}
+
+/// The loss (one value, or one per row for none) and every row's lse.
+void refForward(const Case &tc, const Vec &logits,
+                const std::vector<int64_t> &labels, Vec &loss, Vec &lse) {
+  lse.assign(tc.rows, 0);
+  Vec perRow(tc.rows, 0);
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t r = 0; r < tc.rows; ++r) {
+    double max = -std::numeric_limits<double>::infinity(), s = 0;
+    for (int64_t c = 0; c < tc.classes; ++c)
+      max = std::max(max, logits[r * tc.classes + c]);
+    for (int64_t c = 0; c < tc.classes; ++c)
+      s += std::exp(logits[r * tc.classes + c] - max);
+    lse[r] = max + std::log(s);
+    if (!counts(tc, labels, r))
+      continue;
+    perRow[r] = lse[r] - logits[r * tc.classes + labels[r]];
+    sum += perRow[r];
+    ++n;
+  }
+  if (tc.reduction == OTCRT_NONE)
+    loss = perRow;
+  else if (tc.reduction == OTCRT_SUM)
+    loss = {sum};
+  else
+    loss = {n ? sum / n : std::numeric_limits<double>::quiet_NaN()};
+}
+
+/// d(dloss . loss) / dlogits.
+Vec refGradient(const Case &tc, const Vec &logits,
+                const std::vector<int64_t> &labels, const Vec &dloss) {
+  Vec loss, lse;
+  refForward(tc, logits, labels, loss, lse);
+  int64_t n = 0;
+  for (int64_t r = 0; r < tc.rows; ++r)
+    n += counts(tc, labels, r);
+  Vec grad(logits.size(), 0);
+  for (int64_t r = 0; r < tc.rows; ++r) {
+    if (!counts(tc, labels, r))
+      continue;
+    double g = tc.reduction == OTCRT_NONE ? dloss[r]
+               : tc.reduction == OTCRT_SUM ? dloss[0]
+                                           : dloss[0] / n;
+    for (int64_t c = 0; c < tc.classes; ++c) {
+      int64_t e = r * tc.classes + c;
+      grad[e] = g * (std::exp(logits[e] - lse[r]) - (c == labels[r]));
+    }
+  }
+  return grad;
+}
+
+std::vector<int64_t> randomLabels(const Case &tc, std::mt19937 &rng,
+                                  int ignored) {
+  std::uniform_int_distribution<int64_t> pick(0, tc.classes - 1);
+  std::vector<int64_t> labels(tc.rows);
+  for (int64_t &l : labels)
+    l = pick(rng);
+  for (int i = 0; i < ignored && i < tc.rows; ++i)
+    labels[(i * 3) % tc.rows] = tc.ignoreIndex;
+  return labels;
+}
+
+void run(const Case &tc, int ignored, std::mt19937 &rng) {
+  std::vector<float> logits =
+      kt::random(tc.rows * tc.classes, rng, -4, 4, true);
+  std::vector<int64_t> labels = randomLabels(tc, rng, ignored);
+  int64_t nLoss = tc.reduction == OTCRT_NONE ? tc.rows : 1;
+  std::vector<float> dloss = kt::random(nLoss, rng, 0.5f, 2.0f, true);
+  Vec ld = kt::toDouble(logits), dld = kt::toDouble(dloss);
+
+  Vec refLoss, refLse;
+  refForward(tc, ld, labels, refLoss, refLse);
+  Vec refGrad = refGradient(tc, ld, labels, dld);
+  auto weighted = [&](const Vec &x) {
+    Vec loss, lse;
+    refForward(tc, x, labels, loss, lse);
+    return kt::dot(loss, dld);
+  };
+  kt::expectNear(refGrad, kt::numericGradient(weighted, ld), 1e-6, 1e-7,
+                 "ref dlogits");
+
+  std::vector<float> loss(nLoss), lse(tc.rows);
+  ASSERT_EQ(otcrt_cross_entropy_fwd_f32(tc.rows, tc.classes, logits.data(),
+                                        labels.data(), tc.hasIgnore,
+                                        tc.ignoreIndex, tc.reduction,
+                                        loss.data(), lse.data(), nullptr),
+            0);
+  kt::expectNear(loss, refLoss, 1e-5, 1e-5, "loss");
+  kt::expectNear(lse, refLse, 1e-6, 1e-6, "lse");
+
+  std::vector<float> dlogits(logits.size(), NAN);
+  ASSERT_EQ(otcrt_cross_entropy_bwd_f32(
+                tc.rows, tc.classes, dloss.data(), logits.data(),
+                labels.data(), lse.data(), tc.hasIgnore, tc.ignoreIndex,
+                tc.reduction, dlogits.data(), nullptr),
+            0);
+  kt::expectNear(dlogits, refGrad, 1e-5, 1e-6, "dlogits");
+
+  // In place: the same values in the logits' own buffer.
+  std::vector<float> inPlace = logits;
+  ASSERT_EQ(otcrt_cross_entropy_bwd_f32(
+                tc.rows, tc.classes, dloss.data(), inPlace.data(),
+                labels.data(), lse.data(), tc.hasIgnore, tc.ignoreIndex,
+                tc.reduction, inPlace.data(), nullptr),
+            0);
+  EXPECT_EQ(inPlace, dlogits);
+
+  // bfloat16 logits: loss and lse as the f32 kernel's (the same floats),
+  // dlogits within bfloat16 rounding; in place too.
+  std::vector<otcrt_bf16> lb = kt::toBf16(logits);
+  std::vector<float> lossb(nLoss), lseb(tc.rows);
+  ASSERT_EQ(otcrt_cross_entropy_fwd_bf16(tc.rows, tc.classes, lb.data(),
+                                         labels.data(), tc.hasIgnore,
+                                         tc.ignoreIndex, tc.reduction,
+                                         lossb.data(), lseb.data(), nullptr),
+            0);
+  EXPECT_EQ(lossb, loss);
+  EXPECT_EQ(lseb, lse);
+  std::vector<otcrt_bf16> dlb(logits.size());
+  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(
+                tc.rows, tc.classes, dloss.data(), lb.data(), labels.data(),
+                lse.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
+                dlb.data(), nullptr),
+            0);
+  kt::expectBf16Of(dlb, dlogits, "dlogits bf16");
+  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(
+                tc.rows, tc.classes, dloss.data(), lb.data(), labels.data(),
+                lse.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
+                lb.data(), nullptr),
+            0);
+  EXPECT_EQ(lb, dlb);
+}
+
+} // namespace
+
+TEST(KernelsCrossEntropy, Mean) {
+  std::mt19937 rng(201);
+  run({9, 7, 0, 0, OTCRT_MEAN}, 0, rng);
+}
+
+TEST(KernelsCrossEntropy, Sum) {
+  std::mt19937 rng(202);
+  run({6, 11, 0, 0, OTCRT_SUM}, 0, rng);
+}
+
+TEST(KernelsCrossEntropy, None) {
+  std::mt19937 rng(203);
+  run({5, 4, 0, 0, OTCRT_NONE}, 0, rng);
+}
+
+TEST(KernelsCrossEntropy, IgnoreIndexEveryReduction) {
+  std::mt19937 rng(204);
+  run({10, 6, 1, -100, OTCRT_MEAN}, 3, rng);
+  run({10, 6, 1, -100, OTCRT_SUM}, 3, rng);
+  run({10, 6, 1, -100, OTCRT_NONE}, 3, rng);
+  // An ignore_index inside [0, classes): those rows are ignored too.
+  run({8, 5, 1, 2, OTCRT_MEAN}, 2, rng);
+}
+
+TEST(KernelsCrossEntropy, AllIgnoredMeanIsNaN) {
+  const int64_t rows = 3, classes = 4;
+  std::vector<float> logits(rows * classes, 0.5f), lse(rows);
+  std::vector<int64_t> labels(rows, -1);
+  float loss = 0;
+  ASSERT_EQ(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
+                                        labels.data(), 1, -1, OTCRT_MEAN,
+                                        &loss, lse.data(), nullptr),
+            0);
+  EXPECT_TRUE(std::isnan(loss));
+  EXPECT_NEAR(lse[0], std::log(4.0) + 0.5, 1e-6); // ignored rows get lse too
+  float sum = 1;
+  ASSERT_EQ(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
+                                        labels.data(), 1, -1, OTCRT_SUM, &sum,
+                                        lse.data(), nullptr),
+            0);
+  EXPECT_EQ(sum, 0.0f);
+  float dloss = 1;
+  std::vector<float> dlogits(logits.size(), NAN);
+  ASSERT_EQ(otcrt_cross_entropy_bwd_f32(rows, classes, &dloss, logits.data(),
+                                        labels.data(), lse.data(), 1, -1,
+                                        OTCRT_MEAN, dlogits.data(), nullptr),
+            0);
+  for (float g : dlogits)
+    EXPECT_EQ(g, 0.0f);
+}
+
+TEST(KernelsCrossEntropy, OutOfRangeLabelFails) {
+  const int64_t rows = 2, classes = 3;
+  std::vector<float> logits(rows * classes, 0.0f), lse(rows), d(rows * classes);
+  std::vector<otcrt_bf16> lb(rows * classes, 0), db(rows * classes);
+  float loss[2], dloss[2] = {1, 1};
+  for (int64_t bad : {int64_t(3), int64_t(-1), int64_t(-100)}) {
+    std::vector<int64_t> labels = {0, bad};
+    EXPECT_NE(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
+                                          labels.data(), 0, 0, OTCRT_MEAN,
+                                          loss, lse.data(), nullptr),
+              0);
+    EXPECT_NE(otcrt_cross_entropy_fwd_bf16(rows, classes, lb.data(),
+                                           labels.data(), 0, 0, OTCRT_NONE,
+                                           loss, lse.data(), nullptr),
+              0);
+    EXPECT_NE(otcrt_cross_entropy_bwd_f32(rows, classes, dloss, logits.data(),
+                                          labels.data(), lse.data(), 0, 0,
+                                          OTCRT_SUM, d.data(), nullptr),
+              0);
+    EXPECT_NE(otcrt_cross_entropy_bwd_bf16(rows, classes, dloss, lb.data(),
+                                           labels.data(), lse.data(), 0, 0,
+                                           OTCRT_MEAN, db.data(), nullptr),
+              0);
+    // The same label is fine once it is the ignored one.
+    EXPECT_EQ(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
+                                          labels.data(), 1, bad, OTCRT_MEAN,
+                                          loss, lse.data(), nullptr),
+              0);
+  }
+}

@@ -1,0 +1,309 @@
+// Unit tests of the host layer norm and RMS norm kernels of otcrt/kernels.h
+// against references written here in double straight from the definitions
+// in ir/OtcFusedOps.td: the forward, and an analytic gradient that is itself
+// checked by central finite differences of sum(y * R) for a fixed random R.
+// Covers gamma/beta present and absent, rows spanning several column blocks
+// of the parameter-gradient sums, and the bfloat16 entry points (inputs
+// representable in bfloat16, results within bfloat16 rounding of the f32
+// kernel). Also checks the runtime's float to bfloat16 rounding.
+#include "kernels_test_util.h"
+
+#include "cpu/common.h"
+
+#include <limits>
+
+namespace {
+
+using Vec = std::vector<double>;
+
+/// Forward results of the double references.
+struct NormRef {
+  Vec y, mean, rstd;
+};
+
+/// Layer norm (rms = false) or RMS norm (rms = true) of rows x cols, gamma
+/// and beta empty when absent.
+NormRef refNorm(bool rms, int64_t rows, int64_t cols, double eps, const Vec &x,
+                const Vec &gamma, const Vec &beta) {
+  NormRef r{Vec(x.size()), Vec(rows), Vec(rows)};
+  for (int64_t i = 0; i < rows; ++i) {
+    double mu = 0, var = 0;
+    if (!rms) {
+      for (int64_t c = 0; c < cols; ++c)
+        mu += x[i * cols + c];
+      mu /= cols;
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      var += (x[i * cols + c] - mu) * (x[i * cols + c] - mu);
+    var /= cols;
+    double rs = 1 / std::sqrt(var + eps);
+    r.mean[i] = mu;
+    r.rstd[i] = rs;
+    for (int64_t c = 0; c < cols; ++c)
+      r.y[i * cols + c] = (x[i * cols + c] - mu) * rs *
+                              (gamma.empty() ? 1.0 : gamma[c]) +
+                          (beta.empty() ? 0.0 : beta[c]);
+  }
+  return r;
+}
+
+/// Analytic gradients of the references for the output gradient dy.
+struct NormGradRef {
+  Vec dx, dgamma, dbeta;
+};
+
+NormGradRef refNormGrad(bool rms, int64_t rows, int64_t cols, double eps,
+                        const Vec &x, const Vec &gamma, const Vec &dy) {
+  NormRef f = refNorm(rms, rows, cols, eps, x, gamma, {});
+  NormGradRef g{Vec(x.size()), Vec(cols, 0.0), Vec(cols, 0.0)};
+  for (int64_t i = 0; i < rows; ++i) {
+    double sumG = 0, sumGX = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t e = i * cols + c;
+      double xhat = (x[e] - f.mean[i]) * f.rstd[i];
+      double gg = dy[e] * (gamma.empty() ? 1.0 : gamma[c]);
+      sumG += gg;
+      sumGX += gg * xhat;
+      g.dgamma[c] += dy[e] * xhat;
+      g.dbeta[c] += dy[e];
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t e = i * cols + c;
+      double xhat = (x[e] - f.mean[i]) * f.rstd[i];
+      double gg = dy[e] * (gamma.empty() ? 1.0 : gamma[c]);
+      g.dx[e] = f.rstd[i] *
+                (gg - (rms ? 0.0 : sumG / cols) - xhat * sumGX / cols);
+    }
+  }
+  return g;
+}
+
+/// Checks the analytic reference gradient by finite differences of
+/// sum(y * R) in double, with respect to x, gamma and beta.
+void checkRefGradient(bool rms, int64_t rows, int64_t cols, double eps,
+                      const Vec &x, const Vec &gamma, const Vec &beta,
+                      const Vec &R) {
+  NormGradRef g = refNormGrad(rms, rows, cols, eps, x, gamma, R);
+  auto lossX = [&](const Vec &xx) {
+    return kt::dot(refNorm(rms, rows, cols, eps, xx, gamma, beta).y, R);
+  };
+  kt::expectNear(g.dx, kt::numericGradient(lossX, x), 1e-6, 1e-7, "ref dx");
+  if (!gamma.empty()) {
+    auto lossG = [&](const Vec &gg) {
+      return kt::dot(refNorm(rms, rows, cols, eps, x, gg, beta).y, R);
+    };
+    kt::expectNear(g.dgamma, kt::numericGradient(lossG, gamma), 1e-6, 1e-7,
+                   "ref dgamma");
+  }
+  if (!beta.empty()) {
+    auto lossB = [&](const Vec &bb) {
+      return kt::dot(refNorm(rms, rows, cols, eps, x, gamma, bb).y, R);
+    };
+    kt::expectNear(g.dbeta, kt::numericGradient(lossB, beta), 1e-6, 1e-7,
+                   "ref dbeta");
+  }
+}
+
+struct NormCase {
+  int64_t rows, cols;
+  bool gamma, beta;
+};
+
+void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
+  const float eps = 1e-5f;
+  const int64_t n = tc.rows * tc.cols;
+  std::vector<float> x = kt::random(n, rng, -2, 2, true);
+  std::vector<float> gamma =
+      tc.gamma ? kt::random(tc.cols, rng, 0.5f, 1.5f, true) : std::vector<float>();
+  std::vector<float> beta =
+      tc.beta ? kt::random(tc.cols, rng, -1, 1, true) : std::vector<float>();
+  std::vector<float> dy = kt::random(n, rng, -1, 1, true);
+  Vec xd = kt::toDouble(x), gd = kt::toDouble(gamma), bd = kt::toDouble(beta);
+  const float *gp = tc.gamma ? gamma.data() : nullptr;
+  const float *bp = tc.beta ? beta.data() : nullptr;
+
+  NormRef ref = refNorm(false, tc.rows, tc.cols, eps, xd, gd, bd);
+  std::vector<float> y(n), mean(tc.rows), rstd(tc.rows);
+  ASSERT_EQ(otcrt_layer_norm_fwd_f32(tc.rows, tc.cols, eps, x.data(), gp, bp,
+                                     y.data(), mean.data(), rstd.data(),
+                                     nullptr),
+            0);
+  kt::expectNear(y, ref.y, 1e-5, 1e-5, "y");
+  kt::expectNear(mean, ref.mean, 1e-6, 1e-6, "mean");
+  kt::expectNear(rstd, ref.rstd, 1e-5, 0, "rstd");
+
+  checkRefGradient(false, tc.rows, tc.cols, eps, xd, gd, bd, kt::toDouble(dy));
+  NormGradRef gref = refNormGrad(false, tc.rows, tc.cols, eps, xd, gd,
+                                 kt::toDouble(dy));
+  std::vector<float> dx(n), dgamma(tc.cols, NAN), dbeta(tc.cols, NAN);
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                     mean.data(), rstd.data(), dx.data(),
+                                     dgamma.data(), dbeta.data(), nullptr),
+            0);
+  kt::expectNear(dx, gref.dx, 1e-4, 1e-4, "dx");
+  kt::expectNear(dgamma, gref.dgamma, 1e-5, 1e-4, "dgamma");
+  kt::expectNear(dbeta, gref.dbeta, 1e-5, 1e-4, "dbeta");
+
+  // NULL dgamma/dbeta: dx alone, unchanged.
+  std::vector<float> dx2(n);
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                     mean.data(), rstd.data(), dx2.data(),
+                                     nullptr, nullptr, nullptr),
+            0);
+  EXPECT_EQ(dx2, dx);
+
+  // bfloat16 storage: within bfloat16 rounding of the f32 results.
+  std::vector<otcrt_bf16> xb = kt::toBf16(x), gb = kt::toBf16(gamma),
+                          bb = kt::toBf16(beta), dyb = kt::toBf16(dy);
+  std::vector<otcrt_bf16> yb(n), dxb(n), dgb(tc.cols), dbb(tc.cols);
+  std::vector<float> meanb(tc.rows), rstdb(tc.rows);
+  ASSERT_EQ(otcrt_layer_norm_fwd_bf16(tc.rows, tc.cols, eps, xb.data(),
+                                      tc.gamma ? gb.data() : nullptr,
+                                      tc.beta ? bb.data() : nullptr, yb.data(),
+                                      meanb.data(), rstdb.data(), nullptr),
+            0);
+  kt::expectBf16Of(yb, y, "y bf16");
+  EXPECT_EQ(meanb, mean);
+  EXPECT_EQ(rstdb, rstd);
+  ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
+                                      tc.gamma ? gb.data() : nullptr,
+                                      mean.data(), rstd.data(), dxb.data(),
+                                      dgb.data(), dbb.data(), nullptr),
+            0);
+  kt::expectBf16Of(dxb, dx, "dx bf16");
+  kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
+  kt::expectBf16Of(dbb, dbeta, "dbeta bf16");
+}
+
+void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
+  const float eps = 1e-6f;
+  const int64_t n = tc.rows * tc.cols;
+  std::vector<float> x = kt::random(n, rng, -2, 2, true);
+  std::vector<float> gamma =
+      tc.gamma ? kt::random(tc.cols, rng, 0.5f, 1.5f, true) : std::vector<float>();
+  std::vector<float> dy = kt::random(n, rng, -1, 1, true);
+  Vec xd = kt::toDouble(x), gd = kt::toDouble(gamma);
+  const float *gp = tc.gamma ? gamma.data() : nullptr;
+
+  NormRef ref = refNorm(true, tc.rows, tc.cols, eps, xd, gd, {});
+  std::vector<float> y(n), rstd(tc.rows);
+  ASSERT_EQ(otcrt_rms_norm_fwd_f32(tc.rows, tc.cols, eps, x.data(), gp,
+                                   y.data(), rstd.data(), nullptr),
+            0);
+  kt::expectNear(y, ref.y, 1e-5, 1e-5, "y");
+  kt::expectNear(rstd, ref.rstd, 1e-5, 0, "rstd");
+
+  checkRefGradient(true, tc.rows, tc.cols, eps, xd, gd, {}, kt::toDouble(dy));
+  NormGradRef gref =
+      refNormGrad(true, tc.rows, tc.cols, eps, xd, gd, kt::toDouble(dy));
+  std::vector<float> dx(n), dgamma(tc.cols, NAN);
+  ASSERT_EQ(otcrt_rms_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                   rstd.data(), dx.data(), dgamma.data(),
+                                   nullptr),
+            0);
+  kt::expectNear(dx, gref.dx, 1e-4, 1e-4, "dx");
+  kt::expectNear(dgamma, gref.dgamma, 1e-5, 1e-4, "dgamma");
+
+  std::vector<otcrt_bf16> xb = kt::toBf16(x), gb = kt::toBf16(gamma),
+                          dyb = kt::toBf16(dy);
+  std::vector<otcrt_bf16> yb(n), dxb(n), dgb(tc.cols);
+  std::vector<float> rstdb(tc.rows);
+  ASSERT_EQ(otcrt_rms_norm_fwd_bf16(tc.rows, tc.cols, eps, xb.data(),
+                                    tc.gamma ? gb.data() : nullptr, yb.data(),
+                                    rstdb.data(), nullptr),
+            0);
+  kt::expectBf16Of(yb, y, "y bf16");
+  EXPECT_EQ(rstdb, rstd);
+  ASSERT_EQ(otcrt_rms_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
+                                    tc.gamma ? gb.data() : nullptr,
+                                    rstd.data(), dxb.data(), dgb.data(),
+                                    nullptr),
+            0);
+  kt::expectBf16Of(dxb, dx, "dx bf16");
+  kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
+}
+
+} // namespace
+
+TEST(KernelsNorm, LayerNormGammaBeta) {
+  std::mt19937 rng(11);
+  runLayerNorm({7, 37, true, true}, rng);
+}
+
+TEST(KernelsNorm, LayerNormNoAffine) {
+  std::mt19937 rng(12);
+  runLayerNorm({5, 16, false, false}, rng);
+}
+
+TEST(KernelsNorm, LayerNormGammaOnly) {
+  std::mt19937 rng(13);
+  runLayerNorm({4, 9, true, false}, rng);
+}
+
+TEST(KernelsNorm, LayerNormManyColumnBlocks) {
+  std::mt19937 rng(14);
+  runLayerNorm({3, 600, true, true}, rng);
+}
+
+TEST(KernelsNorm, RmsNormGamma) {
+  std::mt19937 rng(21);
+  runRmsNorm({6, 33, true, false}, rng);
+}
+
+TEST(KernelsNorm, RmsNormNoGamma) {
+  std::mt19937 rng(22);
+  runRmsNorm({5, 8, false, false}, rng);
+}
+
+TEST(KernelsNorm, RmsNormManyColumnBlocks) {
+  std::mt19937 rng(23);
+  runRmsNorm({2, 530, true, false}, rng);
+}
+
+TEST(KernelsNorm, LayerNormBackwardInPlace) {
+  std::mt19937 rng(31);
+  const int64_t rows = 4, cols = 20;
+  std::vector<float> x = kt::random(rows * cols, rng, -2, 2);
+  std::vector<float> gamma = kt::random(cols, rng, 0.5f, 1.5f);
+  std::vector<float> dy = kt::random(rows * cols, rng);
+  std::vector<float> y(rows * cols), mean(rows), rstd(rows);
+  ASSERT_EQ(otcrt_layer_norm_fwd_f32(rows, cols, 1e-5f, x.data(), gamma.data(),
+                                     nullptr, y.data(), mean.data(),
+                                     rstd.data(), nullptr),
+            0);
+  std::vector<float> dx(rows * cols), dg(cols), db(cols), dg2(cols), db2(cols);
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                     gamma.data(), mean.data(), rstd.data(),
+                                     dx.data(), dg.data(), db.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                     gamma.data(), mean.data(), rstd.data(),
+                                     dy.data(), dg2.data(), db2.data(),
+                                     nullptr),
+            0);
+  EXPECT_EQ(dy, dx);
+  EXPECT_EQ(dg2, dg);
+  EXPECT_EQ(db2, db);
+}
+
+TEST(KernelsBf16, RoundsToNearestEven) {
+  using otcrt::cpu::floatToBf16;
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return floatToBf16(f);
+  };
+  EXPECT_EQ(bits(0x3f800000u), 0x3f80); // 1.0 exact
+  EXPECT_EQ(bits(0x3f808000u), 0x3f80); // tie, even stays
+  EXPECT_EQ(bits(0x3f818000u), 0x3f82); // tie, odd rounds up
+  EXPECT_EQ(bits(0x3f808001u), 0x3f81); // above the tie
+  EXPECT_EQ(bits(0x3f807fffu), 0x3f80); // below the tie
+  EXPECT_EQ(bits(0x7f7fffffu), 0x7f80); // FLT_MAX rounds to +inf
+  EXPECT_EQ(bits(0xff800000u), 0xff80); // -inf
+  otcrt_bf16 nan = bits(0x7f800001u);   // signalling NaN, low payload
+  EXPECT_EQ(nan & 0x7f80, 0x7f80);
+  EXPECT_NE(nan & 0x007f, 0);
+  EXPECT_TRUE(std::isnan(otcrt::cpu::bf16ToFloat(nan)));
+  EXPECT_TRUE(std::isnan(otcrt::cpu::bf16ToFloat(
+      floatToBf16(-std::numeric_limits<float>::quiet_NaN()))));
+}
