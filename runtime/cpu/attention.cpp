@@ -77,8 +77,10 @@ struct Problem {
     if (a.dropout <= 0.0f)
       return 1.0f;
     uint64_t index = static_cast<uint64_t>(row * a.s + j);
-    return dropoutKeep(a.key, a.dropout_stream, index, a.dropout) ? keepScale
-                                                                 : 0.0f;
+    return dropoutKeep(static_cast<uint64_t>(*a.key), a.dropout_stream, index,
+                       a.dropout)
+               ? keepScale
+               : 0.0f;
   }
 };
 

@@ -32,7 +32,8 @@ Problem makeProblem(int64_t b, int64_t h, int64_t hk, int64_t t, int64_t s,
   p.a.scale = 1.0f / std::sqrt(static_cast<float>(d));
   p.a.causal = causal;
   p.a.dropout = dropout;
-  p.a.key = 0x1234abcdull;
+  static const int64_t key = 0x1234abcd;
+  p.a.key = &key;
   p.a.dropout_stream = 5;
   if (maskDims) {
     int64_t n = maskDims[0] * maskDims[1] * maskDims[2] * maskDims[3];
@@ -67,7 +68,7 @@ double dropFactor(const Problem &p, int64_t b, int64_t h, int64_t i,
   if (a.dropout <= 0)
     return 1;
   uint64_t index = static_cast<uint64_t>(((b * a.h + h) * a.t + i) * a.s + j);
-  return kt::dropoutDraw(a.key, a.dropout_stream, index) >= a.dropout
+  return kt::dropoutDraw(*a.key, a.dropout_stream, index) >= a.dropout
              ? 1.0 / (1.0 - static_cast<double>(a.dropout))
              : 0.0;
 }
@@ -295,7 +296,7 @@ TEST(KernelsAttention, DropoutKeptPattern) {
         for (int64_t j = 0; j < a.s; ++j) {
           int64_t e = ((b * a.h + h) * a.t + i) * a.s + j;
           bool keep =
-              kt::dropoutDraw(a.key, a.dropout_stream,
+              kt::dropoutDraw(*a.key, a.dropout_stream,
                               static_cast<uint64_t>(e)) >= a.dropout;
           ASSERT_EQ(out[e] != 0.0f, keep) << "element " << e;
           ASSERT_NEAR(out[e], ref.out[e], 1e-6);

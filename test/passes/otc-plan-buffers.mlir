@@ -7,7 +7,7 @@
 // bytes (256 each aligned), temporaries 400 bytes each. %t0 is read by the
 // neg and the add, so %t1 cannot take its place; %t2 takes %t0's place at
 // the add that reads both last: 512 + 512 + 400 = 1424, aligned 1536.
-// CHECK: module attributes {otck.arena_size = 1536 : i64}
+// CHECK: module attributes {otck.alignment = 256 : i64, otck.arena_size = 1536 : i64}
 // CHECK-LABEL: func.func @a()
 // CHECK: otck.buffer {offset = 0 : i64, slot = "param:w"}
 // CHECK: otck.buffer {offset = 256 : i64, slot = "loss"}
@@ -17,7 +17,7 @@
 // CHECK-LABEL: func.func @b()
 // CHECK: otck.buffer {offset = 0 : i64, slot = "param:w"}
 // CHECK: otck.buffer {offset = 512 : i64} : memref<100xf32>
-// A64: module attributes {otck.arena_size = 1024 : i64}
+// A64: module attributes {otck.alignment = 64 : i64, otck.arena_size = 1024 : i64}
 // A64: otck.buffer {offset = 64 : i64, slot = "loss"}
 // A64: otck.buffer {offset = 128 : i64} : memref<100xf32>
 // A64: otck.buffer {offset = 576 : i64} : memref<100xf32>
