@@ -56,25 +56,8 @@ struct AxisView {
 /// The (outer, axis, inner) view of `shape` around `axis`.
 AxisView axisView(llvm::ArrayRef<int64_t> shape, int64_t axis);
 
-/// Emits `const float g`, the incoming gradient of row `i`'s loss (`grad`
-/// points at it), for a loss reduced by `red` whose `rows` labels are at
-/// `labels`: grad[0] / (rows not ignored), grad[0] or grad[i].
-void emitRowGradScale(llvm::StringRef grad, llvm::StringRef labels,
-                      int64_t rows, std::optional<int64_t> ignore,
-                      llvm::StringRef red, BodyContext &c);
-
 /// The C test "`label` is the ignored index" (`false` without one).
 std::string ignoredTest(std::optional<int64_t> ignore, llvm::StringRef label);
-
-/// Emits the dropout keep test of element `index` (a C expression) of a
-/// tensor dropped out with `key` (the pointer to the i64 key) and `stream`:
-/// splitmix64 of (key * 0x9E3779B97F4A7C15) ^ (stream << 32) ^ index, kept
-/// when the top 53 bits as a fraction in [0, 1) are >= `ratio`. Declares the
-/// locals `h` and `const bool keep`, each statement prefixed by `indent`.
-/// The interpreter implements the same function independently.
-void emitDropoutKeep(llvm::raw_ostream &os, llvm::StringRef key, int64_t stream,
-                     double ratio, llvm::StringRef index = "i",
-                     llvm::StringRef indent = "    ");
 
 //===----------------------------------------------------------------------===//
 // Family entry points: each returns std::nullopt when `op` is not one of its

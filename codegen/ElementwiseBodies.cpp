@@ -129,15 +129,17 @@ static LogicalResult emitCast(CastOp op, BodyContext &c) {
   return emitUnary(op, "(" + cTypeOf(to) + ")x", c);
 }
 
-/// The dropout keep test (see BodyUtils.h); the attention bodies of
-/// FusedBodies.cpp drop out their probabilities with it too.
-void otc::emitDropoutKeep(raw_ostream &os, StringRef key, int64_t stream,
-                          double ratio, StringRef index, StringRef indent) {
-  std::string at =
-      index == "i" ? "(uint64_t)i" : ("(uint64_t)(" + index + ")").str();
+/// Emits the dropout keep test of element `i` of a tensor dropped out with
+/// `key` (the pointer to the i64 key) and `stream`: splitmix64 of
+/// (key * 0x9E3779B97F4A7C15) ^ (stream << 32) ^ i, kept when the top 53 bits
+/// as a fraction in [0, 1) are >= `ratio` (OTCRT_DROPOUT_BITS of
+/// otcrt/kernels.h; the interpreter implements it independently).
+static void emitDropoutKeep(raw_ostream &os, StringRef key, int64_t stream,
+                            double ratio) {
+  StringRef indent = "    ";
   os << indent << "uint64_t h = (uint64_t)" << key
      << "[0] * 0x9E3779B97F4A7C15ull ^ "
-     << "((uint64_t)" << stream << "ull << 32) ^ " << at << ";\n"
+     << "((uint64_t)" << stream << "ull << 32) ^ (uint64_t)i;\n"
      << indent << "h += 0x9E3779B97F4A7C15ull;\n"
      << indent << "h ^= h >> 30; h *= 0xBF58476D1CE4E5B9ull;\n"
      << indent << "h ^= h >> 27; h *= 0x94D049BB133111EBull;\n"

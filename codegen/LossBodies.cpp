@@ -60,7 +60,9 @@ emitRowLoss(Value scores, std::optional<int64_t> ignore, StringRef red,
   return success();
 }
 
-void otc::emitRowGradScale(StringRef grad, StringRef labels, int64_t rows,
+/// Emits `g`, the incoming gradient of row `i`'s loss, for a loss reduced by
+/// `red` whose labels are `labels`.
+static void emitRowGradScale(StringRef grad, StringRef labels, int64_t rows,
                              std::optional<int64_t> ignore, StringRef red,
                              BodyContext &c) {
   if (red == "mean") {
