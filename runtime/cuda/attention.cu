@@ -144,8 +144,7 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
     qk = warpSum(qk);
     dOv = warpSum(dOv);
     if (lane == 0) {
-      float prob =
-          expf(a.scale * qk + g.maskAt(mask, b, hi, i, j) - rowLse);
+      float prob = expf(a.scale * qk + g.maskAt(mask, b, hi, i, j) - rowLse);
       dS[j] = prob * (g.dropFactor(row, j) * dOv - D);
     }
   }
@@ -162,10 +161,9 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
 /// sum dS q_i over the visible queries of the group's heads, one query per
 /// warp at a time. Shared: k row [d], v row [d], per-warp sums [2][warps][d].
 template <typename T>
-__global__ void keyGradKernel(Geometry g, const T *dout, const T *q,
-                              const T *k, const T *v, const T *mask,
-                              const float *lse, const float *rowD, T *dk,
-                              T *dv) {
+__global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
+                              const T *v, const T *mask, const float *lse,
+                              const float *rowD, T *dk, T *dv) {
   extern __shared__ float smem[];
   const OtcrtAttention &a = g.a;
   float *kRow = smem, *vRow = smem + a.d;
@@ -259,8 +257,8 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
   const int64_t rows = a->b * a->h * (a->t > 0 ? a->t : 0);
   const int64_t keyRows = a->b * a->hk * (a->s > 0 ? a->s : 0);
   size_t qShared = sizeof(float) * static_cast<size_t>(2 * a->d + a->s);
-  size_t kShared = sizeof(float) * static_cast<size_t>(a->d) *
-                   (2 + 2 * kAttnWarps);
+  size_t kShared =
+      sizeof(float) * static_cast<size_t>(a->d) * (2 + 2 * kAttnWarps);
   if (!allowShared(queryGradKernel<T>, qShared) ||
       !allowShared(keyGradKernel<T>, kShared))
     return 1;
@@ -270,11 +268,13 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
                       stream) != cudaSuccess)
     return 1;
   if (rows > 0)
-    queryGradKernel<T><<<static_cast<unsigned>(rows), kAttnBlock, qShared,
-                         stream>>>(g, dout, q, k, v, mask, out, lse, rowD, dq);
+    queryGradKernel<T>
+        <<<static_cast<unsigned>(rows), kAttnBlock, qShared, stream>>>(
+            g, dout, q, k, v, mask, out, lse, rowD, dq);
   if (keyRows > 0)
-    keyGradKernel<T><<<static_cast<unsigned>(keyRows), kAttnBlock, kShared,
-                       stream>>>(g, dout, q, k, v, mask, lse, rowD, dk, dv);
+    keyGradKernel<T>
+        <<<static_cast<unsigned>(keyRows), kAttnBlock, kShared, stream>>>(
+            g, dout, q, k, v, mask, lse, rowD, dk, dv);
   int launched = launchStatus();
   if (cudaFreeAsync(rowD, stream) != cudaSuccess)
     return 1;

@@ -47,8 +47,7 @@ __device__ __forceinline__ bool dropoutKeep(uint64_t key, uint64_t stream,
   h ^= h >> 27;
   h *= 0x94D049BB133111EBull;
   h ^= h >> 31;
-  return static_cast<double>(h >> 11) * 0x1.0p-53 >=
-         static_cast<double>(ratio);
+  return static_cast<double>(h >> 11) * 0x1.0p-53 >= static_cast<double>(ratio);
 }
 
 /// Sum and maximum over the 32 lanes of a warp; every lane gets the result.
@@ -65,8 +64,7 @@ __device__ __forceinline__ float warpMax(float v) {
 
 /// Sum over the block (blockDim.x a multiple of 32); every thread gets the
 /// result. `scratch` holds 32 values; it may be reused by the next call.
-template <typename V>
-__device__ __forceinline__ V blockSum(V v, V *scratch) {
+template <typename V> __device__ __forceinline__ V blockSum(V v, V *scratch) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warpSum(v);
   __syncthreads();

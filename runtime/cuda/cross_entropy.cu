@@ -88,11 +88,11 @@ __global__ void rowLseKernel(int64_t classes, const T *logits,
 
 /// One block: loss[0] = the sum (or mean) of lse_r - logits[r, label_r].
 template <typename T>
-__global__ void reduceLossKernel(int64_t rows, int64_t classes,
-                                 const T *logits, const int64_t *labels,
-                                 int32_t hasIgnore, int64_t ignoreIndex,
-                                 const float *lse, bool mean,
-                                 const LabelScratch *check, float *loss) {
+__global__ void reduceLossKernel(int64_t rows, int64_t classes, const T *logits,
+                                 const int64_t *labels, int32_t hasIgnore,
+                                 int64_t ignoreIndex, const float *lse,
+                                 bool mean, const LabelScratch *check,
+                                 float *loss) {
   __shared__ double scratch[32];
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
@@ -105,18 +105,19 @@ __global__ void reduceLossKernel(int64_t rows, int64_t classes,
   if (!mean)
     loss[0] = static_cast<float>(sum);
   else
-    loss[0] = check->counted == 0
-                  ? NAN
-                  : static_cast<float>(sum / static_cast<double>(check->counted));
+    loss[0] =
+        check->counted == 0
+            ? NAN
+            : static_cast<float>(sum / static_cast<double>(check->counted));
 }
 
 /// One block per row: dlogits = g (softmax - onehot), 0 for ignored rows.
 template <typename T>
-__global__ void gradKernel(int64_t classes, const float *dloss,
-                           const T *logits, const int64_t *labels,
-                           const float *lse, int32_t hasIgnore,
-                           int64_t ignoreIndex, int32_t reduction,
-                           const LabelScratch *check, T *dlogits) {
+__global__ void gradKernel(int64_t classes, const float *dloss, const T *logits,
+                           const int64_t *labels, const float *lse,
+                           int32_t hasIgnore, int64_t ignoreIndex,
+                           int32_t reduction, const LabelScratch *check,
+                           T *dlogits) {
   const int64_t r = blockIdx.x;
   const T *row = logits + r * classes;
   T *out = dlogits + r * classes;
@@ -195,10 +196,10 @@ int forward(int64_t rows, int64_t classes, const T *logits,
 }
 
 template <typename T>
-int backward(int64_t rows, int64_t classes, const float *dloss,
-             const T *logits, const int64_t *labels, const float *lse,
-             int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
-             T *dlogits, void *streamArg) {
+int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
+             const int64_t *labels, const float *lse, int32_t hasIgnore,
+             int64_t ignoreIndex, int32_t reduction, T *dlogits,
+             void *streamArg) {
   if (!validReduction(reduction) || classes <= 0)
     return 1;
   rows = rows < 0 ? 0 : rows;
@@ -210,8 +211,8 @@ int backward(int64_t rows, int64_t classes, const float *dloss,
                                             ignoreIndex, scratch.device);
   if (rows > 0)
     gradKernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-        classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex,
-        reduction, scratch.device, dlogits);
+        classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex, reduction,
+        scratch.device, dlogits);
   int launched = launchStatus();
   int checked = scratch.release();
   return launched ? launched : checked;

@@ -26,8 +26,8 @@ __device__ __forceinline__ float gammaAt(const T *gamma, int64_t c) {
 /// beta, which is NULL then).
 template <typename T>
 __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
-                             const T *gamma, const T *beta, T *y, float *mean,
-                             float *rstd) {
+                              const T *gamma, const T *beta, T *y, float *mean,
+                              float *rstd) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const T *xr = x + r * cols;
@@ -125,16 +125,16 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
             void *stream) {
   if (rows <= 0 || cols <= 0)
     return 0;
-  normFwdKernel<T><<<static_cast<unsigned>(rows), kBlock, 0,
-                     asStream(stream)>>>(cols, eps, rms, x, gamma, beta, y,
-                                         mean, rstd);
+  normFwdKernel<T>
+      <<<static_cast<unsigned>(rows), kBlock, 0, asStream(stream)>>>(
+          cols, eps, rms, x, gamma, beta, y, mean, rstd);
   return launchStatus();
 }
 
 template <typename T>
-int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x,
-            const T *gamma, const float *shift, const float *scale, T *dx,
-            T *dgamma, T *dbeta, void *stream) {
+int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
+            const float *shift, const float *scale, T *dx, T *dgamma, T *dbeta,
+            void *stream) {
   if (cols <= 0)
     return 0;
   rows = rows < 0 ? 0 : rows;
@@ -145,9 +145,9 @@ int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x,
         rows, cols, dy, x, shift, scale, dgamma, dbeta);
   }
   if (rows > 0)
-    normInputGradKernel<T><<<static_cast<unsigned>(rows), kBlock, 0,
-                             asStream(stream)>>>(cols, dy, x, gamma, shift,
-                                                 scale, dx);
+    normInputGradKernel<T>
+        <<<static_cast<unsigned>(rows), kBlock, 0, asStream(stream)>>>(
+            cols, dy, x, gamma, shift, scale, dx);
   return launchStatus();
 }
 
@@ -164,15 +164,13 @@ int otcrt_layer_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
                              const float *x, const float *gamma,
                              const float *beta, float *y, float *mean,
                              float *rstd, void *stream) {
-  return normFwd(rows, cols, eps, false, x, gamma, beta, y, mean, rstd,
-                 stream);
+  return normFwd(rows, cols, eps, false, x, gamma, beta, y, mean, rstd, stream);
 }
 int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const otcrt_bf16 *beta, otcrt_bf16 *y,
                               float *mean, float *rstd, void *stream) {
-  return normFwd(rows, cols, eps, false, x, gamma, beta, y, mean, rstd,
-                 stream);
+  return normFwd(rows, cols, eps, false, x, gamma, beta, y, mean, rstd, stream);
 }
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,

@@ -132,8 +132,8 @@ void testNorms(std::mt19937 &rng) {
       if (rms) {
         otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
                                y.data(), rstd.data());
-        c.rc(otcrt_rms_norm_fwd_f32(rows, cols, 1e-5f, device(x),
-                                    device(gamma), dY, dR, nullptr),
+        c.rc(otcrt_rms_norm_fwd_f32(rows, cols, 1e-5f, device(x), device(gamma),
+                                    dY, dR, nullptr),
              "fwd");
       } else {
         otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
@@ -163,8 +163,8 @@ void testNorms(std::mt19937 &rng) {
                                  mean.data(), rstd.data(), dx.data(), dg.data(),
                                  db.data());
         c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy), device(x),
-                                      device(gamma), device(mean),
-                                      device(rstd), dX, dG, dB, nullptr),
+                                      device(gamma), device(mean), device(rstd),
+                                      dX, dG, dB, nullptr),
              "bwd");
         c.f32(host(dB, cols), db, "dbeta");
       }
@@ -183,8 +183,8 @@ void testNorms(std::mt19937 &rng) {
                                yb.data(), rstd.data());
         otcrt::cpu::rmsNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
                                rstd.data(), dxb.data(), dgb.data());
-        c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, device(xb),
-                                     device(gb), dY, dR, nullptr),
+        c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, device(xb), device(gb),
+                                     dY, dR, nullptr),
              "fwd");
         c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
                                      device(gb), dR, dX, dG, nullptr),
@@ -201,8 +201,7 @@ void testNorms(std::mt19937 &rng) {
                                        nullptr),
              "fwd");
         c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                       device(gb), dM, dR, dX, dG, dB,
-                                       nullptr),
+                                       device(gb), dM, dR, dX, dG, dB, nullptr),
              "bwd");
         c.bf16(host(dB, cols), dbb, "dbeta");
       }
@@ -283,8 +282,8 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
   }
 }
 
-OtcrtAttention attention(int64_t b, int64_t h, int64_t hk, int64_t t,
-                         int64_t s, int64_t d, bool causal, float dropout) {
+OtcrtAttention attention(int64_t b, int64_t h, int64_t hk, int64_t t, int64_t s,
+                         int64_t d, bool causal, float dropout) {
   OtcrtAttention a{};
   a.b = b, a.h = h, a.hk = hk, a.t = t, a.s = s, a.d = d;
   a.scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -318,9 +317,9 @@ void testCrossEntropy(int32_t reduction, const char *name, std::mt19937 &rng) {
          "fwd");
     c.f32(host(dLoss, nLoss), loss, "loss");
     c.f32(host(dLse, rows), lse, "lse");
-    c.rc(otcrt_cross_entropy_bwd_f32(rows, classes, device(dloss), dL,
-                                     dLabels, device(lse), 1, -100, reduction,
-                                     dL, nullptr),
+    c.rc(otcrt_cross_entropy_bwd_f32(rows, classes, device(dloss), dL, dLabels,
+                                     device(lse), 1, -100, reduction, dL,
+                                     nullptr),
          "bwd in place");
     c.f32(host(dL, logits.size()), dl, "dlogits");
     std::vector<int64_t> bad = labels;
@@ -344,9 +343,9 @@ void testCrossEntropy(int32_t reduction, const char *name, std::mt19937 &rng) {
          "fwd");
     c.f32(host(dLoss, nLoss), loss, "loss");
     c.f32(host(dLse, rows), lse, "lse");
-    c.rc(otcrt_cross_entropy_bwd_bf16(rows, classes, device(dloss), dL,
-                                      dLabels, device(lse), 1, -100, reduction,
-                                      dG, nullptr),
+    c.rc(otcrt_cross_entropy_bwd_bf16(rows, classes, device(dloss), dL, dLabels,
+                                      device(lse), 1, -100, reduction, dG,
+                                      nullptr),
          "bwd");
     c.bf16(host(dG, logits.size()), dlb, "dlogits");
   }
