@@ -281,10 +281,10 @@ int attentionBwd(const OtcrtAttention &a, const float *dout, const float *q,
 }
 
 int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
-                 const otcrt_bf16 *q, const otcrt_bf16 *k,
-                 const otcrt_bf16 *v, const otcrt_bf16 *mask,
-                 const otcrt_bf16 *out, const float *lse, otcrt_bf16 *dq,
-                 otcrt_bf16 *dk, otcrt_bf16 *dv) {
+                 const otcrt_bf16 *q, const otcrt_bf16 *k, const otcrt_bf16 *v,
+                 const otcrt_bf16 *mask, const otcrt_bf16 *out,
+                 const float *lse, otcrt_bf16 *dq, otcrt_bf16 *dk,
+                 otcrt_bf16 *dv) {
   if (invalid(a))
     return 1;
   int64_t qn = count(a, a.h, a.t), kvn = count(a, a.hk, a.s);

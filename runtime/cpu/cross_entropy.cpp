@@ -90,10 +90,9 @@ int forward(int64_t rows, int64_t classes, const T *logits,
 }
 
 template <typename T>
-int backward(int64_t rows, int64_t classes, const float *dloss,
-             const T *logits, const int64_t *labels, const float *lse,
-             int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
-             T *dlogits) {
+int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
+             const int64_t *labels, const float *lse, int32_t hasIgnore,
+             int64_t ignoreIndex, int32_t reduction, T *dlogits) {
   if (!validReduction(reduction) || classes <= 0)
     return 1;
   rows = std::max<int64_t>(rows, 0);

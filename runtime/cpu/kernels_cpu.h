@@ -19,8 +19,8 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
                  const float *gamma, const float *beta, float *y, float *mean,
                  float *rstd);
 int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
-                 const otcrt_bf16 *gamma, const otcrt_bf16 *beta,
-                 otcrt_bf16 *y, float *mean, float *rstd);
+                 const otcrt_bf16 *gamma, const otcrt_bf16 *beta, otcrt_bf16 *y,
+                 float *mean, float *rstd);
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
                  float *dx, float *dgamma, float *dbeta);
@@ -35,11 +35,10 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
 int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                const otcrt_bf16 *gamma, otcrt_bf16 *y, float *rstd);
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, float *dx,
-               float *dgamma);
+               const float *gamma, const float *rstd, float *dx, float *dgamma);
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
-               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-               const float *rstd, otcrt_bf16 *dx, otcrt_bf16 *dgamma);
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
+               otcrt_bf16 *dx, otcrt_bf16 *dgamma);
 
 /// Attention forward and backward (attention.cpp).
 int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,
@@ -52,10 +51,10 @@ int attentionBwd(const OtcrtAttention &a, const float *dout, const float *q,
                  const float *out, const float *lse, float *dq, float *dk,
                  float *dv);
 int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
-                 const otcrt_bf16 *q, const otcrt_bf16 *k,
-                 const otcrt_bf16 *v, const otcrt_bf16 *mask,
-                 const otcrt_bf16 *out, const float *lse, otcrt_bf16 *dq,
-                 otcrt_bf16 *dk, otcrt_bf16 *dv);
+                 const otcrt_bf16 *q, const otcrt_bf16 *k, const otcrt_bf16 *v,
+                 const otcrt_bf16 *mask, const otcrt_bf16 *out,
+                 const float *lse, otcrt_bf16 *dq, otcrt_bf16 *dk,
+                 otcrt_bf16 *dv);
 
 /// Cross-entropy forward and backward (cross_entropy.cpp).
 int crossEntropyFwd(int64_t rows, int64_t classes, const float *logits,

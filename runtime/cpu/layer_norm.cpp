@@ -176,8 +176,8 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
   return layerNormFwdImpl(rows, cols, eps, x, gamma, beta, y, mean, rstd);
 }
 int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
-                 const otcrt_bf16 *gamma, const otcrt_bf16 *beta,
-                 otcrt_bf16 *y, float *mean, float *rstd) {
+                 const otcrt_bf16 *gamma, const otcrt_bf16 *beta, otcrt_bf16 *y,
+                 float *mean, float *rstd) {
   return layerNormFwdImpl(rows, cols, eps, x, gamma, beta, y, mean, rstd);
 }
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
@@ -207,8 +207,8 @@ int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
   return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, dx, dgamma);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
-               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-               const float *rstd, otcrt_bf16 *dx, otcrt_bf16 *dgamma) {
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
+               otcrt_bf16 *dx, otcrt_bf16 *dgamma) {
   return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, dx, dgamma);
 }
 

@@ -123,8 +123,8 @@ Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
         };
         for (int64_t j = 0; j < a.s; ++j)
           for (int64_t c = 0; c < a.d; ++c)
-            r.out[row * a.d + c] += prob[j] * dropFactor(p, b, h, i, j) *
-                                    v[kv(j, c)];
+            r.out[row * a.d + c] +=
+                prob[j] * dropFactor(p, b, h, i, j) * v[kv(j, c)];
         if (!dO)
           continue;
         // dP_j = m_j dO . v_j, dS_j = P_j (dP_j - sum_l P_l dP_l).
@@ -156,9 +156,15 @@ Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
 void checkReferenceGradient(const Problem &p, const Vec &q, const Vec &k,
                             const Vec &v, const Vec &R) {
   Ref r = reference(p, q, k, v, &R);
-  auto lq = [&](const Vec &x) { return kt::dot(reference(p, x, k, v, nullptr).out, R); };
-  auto lk = [&](const Vec &x) { return kt::dot(reference(p, q, x, v, nullptr).out, R); };
-  auto lv = [&](const Vec &x) { return kt::dot(reference(p, q, k, x, nullptr).out, R); };
+  auto lq = [&](const Vec &x) {
+    return kt::dot(reference(p, x, k, v, nullptr).out, R);
+  };
+  auto lk = [&](const Vec &x) {
+    return kt::dot(reference(p, q, x, v, nullptr).out, R);
+  };
+  auto lv = [&](const Vec &x) {
+    return kt::dot(reference(p, q, k, x, nullptr).out, R);
+  };
   kt::expectNear(r.dq, kt::numericGradient(lq, q), 1e-6, 1e-7, "ref dq");
   kt::expectNear(r.dk, kt::numericGradient(lk, k), 1e-6, 1e-7, "ref dk");
   kt::expectNear(r.dv, kt::numericGradient(lv, v), 1e-6, 1e-7, "ref dv");
@@ -187,9 +193,9 @@ void run(const Problem &p, std::mt19937 &rng) {
   kt::expectNear(lse, ref.lse, 1e-5, 1e-5, "lse");
 
   std::vector<float> dq(qn), dk(kvn, NAN), dv(kvn, NAN);
-  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(),
-                                    v.data(), mask, out.data(), lse.data(),
-                                    dq.data(), dk.data(), dv.data(), nullptr),
+  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(), v.data(),
+                                    mask, out.data(), lse.data(), dq.data(),
+                                    dk.data(), dv.data(), nullptr),
             0);
   kt::expectNear(dq, ref.dq, 1e-4, 1e-4, "dq");
   kt::expectNear(dk, ref.dk, 1e-4, 1e-4, "dk");
@@ -203,22 +209,21 @@ void run(const Problem &p, std::mt19937 &rng) {
   const otcrt_bf16 *maskb = p.mask.empty() ? nullptr : mb.data();
   std::vector<otcrt_bf16> outb(qn);
   std::vector<float> lseb(lse.size());
-  ASSERT_EQ(otcrt_attention_fwd_bf16(&a, qb.data(), kb.data(), vb.data(),
-                                     maskb, outb.data(), lseb.data(), nullptr),
+  ASSERT_EQ(otcrt_attention_fwd_bf16(&a, qb.data(), kb.data(), vb.data(), maskb,
+                                     outb.data(), lseb.data(), nullptr),
             0);
   kt::expectBf16Of(outb, out, "out bf16");
   EXPECT_EQ(lseb, lse);
   std::vector<float> outRounded = kt::fromBf16(outb);
-  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(),
-                                    v.data(), mask, outRounded.data(),
-                                    lse.data(), dq.data(), dk.data(),
-                                    dv.data(), nullptr),
+  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(), v.data(),
+                                    mask, outRounded.data(), lse.data(),
+                                    dq.data(), dk.data(), dv.data(), nullptr),
             0);
   std::vector<otcrt_bf16> dqb(qn), dkb(kvn), dvb(kvn);
   ASSERT_EQ(otcrt_attention_bwd_bf16(&a, dOb.data(), qb.data(), kb.data(),
-                                     vb.data(), maskb, outb.data(),
-                                     lseb.data(), dqb.data(), dkb.data(),
-                                     dvb.data(), nullptr),
+                                     vb.data(), maskb, outb.data(), lseb.data(),
+                                     dqb.data(), dkb.data(), dvb.data(),
+                                     nullptr),
             0);
   kt::expectBf16Of(dqb, dq, "dq bf16");
   kt::expectBf16Of(dkb, dk, "dk bf16");
@@ -274,8 +279,8 @@ TEST(KernelsAttention, Dropout) {
 TEST(KernelsAttention, DropoutKeptPattern) {
   std::mt19937 rng(108);
   const int64_t s = 64;
-  Problem p = makeProblem(2, 2, 2, 3, s, s, false, 0.25f, nullptr, 0, rng,
-                          false);
+  Problem p =
+      makeProblem(2, 2, 2, 3, s, s, false, 0.25f, nullptr, 0, rng, false);
   p.a.scale = 0.1f;
   const OtcrtAttention &a = p.a;
   std::vector<float> q = kt::random(a.b * a.h * a.t * a.d, rng);
@@ -287,8 +292,8 @@ TEST(KernelsAttention, DropoutKeptPattern) {
   ASSERT_EQ(otcrt_attention_fwd_f32(&a, q.data(), k.data(), v.data(), nullptr,
                                     out.data(), lse.data(), nullptr),
             0);
-  Ref ref = reference(p, kt::toDouble(q), kt::toDouble(k), kt::toDouble(v),
-                      nullptr);
+  Ref ref =
+      reference(p, kt::toDouble(q), kt::toDouble(k), kt::toDouble(v), nullptr);
   int64_t kept = 0, total = 0;
   for (int64_t b = 0; b < a.b; ++b)
     for (int64_t h = 0; h < a.h; ++h)

@@ -65,7 +65,7 @@ Vec refGradient(const Case &tc, const Vec &logits,
   for (int64_t r = 0; r < tc.rows; ++r) {
     if (!counts(tc, labels, r))
       continue;
-    double g = tc.reduction == OTCRT_NONE ? dloss[r]
+    double g = tc.reduction == OTCRT_NONE  ? dloss[r]
                : tc.reduction == OTCRT_SUM ? dloss[0]
                                            : dloss[0] / n;
     for (int64_t c = 0; c < tc.classes; ++c) {
@@ -107,19 +107,18 @@ void run(const Case &tc, int ignored, std::mt19937 &rng) {
                  "ref dlogits");
 
   std::vector<float> loss(nLoss), lse(tc.rows);
-  ASSERT_EQ(otcrt_cross_entropy_fwd_f32(tc.rows, tc.classes, logits.data(),
-                                        labels.data(), tc.hasIgnore,
-                                        tc.ignoreIndex, tc.reduction,
-                                        loss.data(), lse.data(), nullptr),
+  ASSERT_EQ(otcrt_cross_entropy_fwd_f32(
+                tc.rows, tc.classes, logits.data(), labels.data(), tc.hasIgnore,
+                tc.ignoreIndex, tc.reduction, loss.data(), lse.data(), nullptr),
             0);
   kt::expectNear(loss, refLoss, 1e-5, 1e-5, "loss");
   kt::expectNear(lse, refLse, 1e-6, 1e-6, "lse");
 
   std::vector<float> dlogits(logits.size(), NAN);
   ASSERT_EQ(otcrt_cross_entropy_bwd_f32(
-                tc.rows, tc.classes, dloss.data(), logits.data(),
-                labels.data(), lse.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, dlogits.data(), nullptr),
+                tc.rows, tc.classes, dloss.data(), logits.data(), labels.data(),
+                lse.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
+                dlogits.data(), nullptr),
             0);
   kt::expectNear(dlogits, refGrad, 1e-5, 1e-6, "dlogits");
 
@@ -144,16 +143,16 @@ void run(const Case &tc, int ignored, std::mt19937 &rng) {
   EXPECT_EQ(lossb, loss);
   EXPECT_EQ(lseb, lse);
   std::vector<otcrt_bf16> dlb(logits.size());
-  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(
-                tc.rows, tc.classes, dloss.data(), lb.data(), labels.data(),
-                lse.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
-                dlb.data(), nullptr),
+  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(tc.rows, tc.classes, dloss.data(),
+                                         lb.data(), labels.data(), lse.data(),
+                                         tc.hasIgnore, tc.ignoreIndex,
+                                         tc.reduction, dlb.data(), nullptr),
             0);
   kt::expectBf16Of(dlb, dlogits, "dlogits bf16");
-  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(
-                tc.rows, tc.classes, dloss.data(), lb.data(), labels.data(),
-                lse.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
-                lb.data(), nullptr),
+  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(tc.rows, tc.classes, dloss.data(),
+                                         lb.data(), labels.data(), lse.data(),
+                                         tc.hasIgnore, tc.ignoreIndex,
+                                         tc.reduction, lb.data(), nullptr),
             0);
   EXPECT_EQ(lb, dlb);
 }
@@ -190,8 +189,8 @@ TEST(KernelsCrossEntropy, AllIgnoredMeanIsNaN) {
   std::vector<int64_t> labels(rows, -1);
   float loss = 0;
   ASSERT_EQ(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
-                                        labels.data(), 1, -1, OTCRT_MEAN,
-                                        &loss, lse.data(), nullptr),
+                                        labels.data(), 1, -1, OTCRT_MEAN, &loss,
+                                        lse.data(), nullptr),
             0);
   EXPECT_TRUE(std::isnan(loss));
   EXPECT_NEAR(lse[0], std::log(4.0) + 0.5, 1e-6); // ignored rows get lse too
@@ -219,8 +218,8 @@ TEST(KernelsCrossEntropy, OutOfRangeLabelFails) {
   for (int64_t bad : {int64_t(3), int64_t(-1), int64_t(-100)}) {
     std::vector<int64_t> labels = {0, bad};
     EXPECT_NE(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
-                                          labels.data(), 0, 0, OTCRT_MEAN,
-                                          loss, lse.data(), nullptr),
+                                          labels.data(), 0, 0, OTCRT_MEAN, loss,
+                                          lse.data(), nullptr),
               0);
     EXPECT_NE(otcrt_cross_entropy_fwd_bf16(rows, classes, lb.data(),
                                            labels.data(), 0, 0, OTCRT_NONE,

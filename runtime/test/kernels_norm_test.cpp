@@ -40,9 +40,9 @@ NormRef refNorm(bool rms, int64_t rows, int64_t cols, double eps, const Vec &x,
     r.mean[i] = mu;
     r.rstd[i] = rs;
     for (int64_t c = 0; c < cols; ++c)
-      r.y[i * cols + c] = (x[i * cols + c] - mu) * rs *
-                              (gamma.empty() ? 1.0 : gamma[c]) +
-                          (beta.empty() ? 0.0 : beta[c]);
+      r.y[i * cols + c] =
+          (x[i * cols + c] - mu) * rs * (gamma.empty() ? 1.0 : gamma[c]) +
+          (beta.empty() ? 0.0 : beta[c]);
   }
   return r;
 }
@@ -71,8 +71,8 @@ NormGradRef refNormGrad(bool rms, int64_t rows, int64_t cols, double eps,
       int64_t e = i * cols + c;
       double xhat = (x[e] - f.mean[i]) * f.rstd[i];
       double gg = dy[e] * (gamma.empty() ? 1.0 : gamma[c]);
-      g.dx[e] = f.rstd[i] *
-                (gg - (rms ? 0.0 : sumG / cols) - xhat * sumGX / cols);
+      g.dx[e] =
+          f.rstd[i] * (gg - (rms ? 0.0 : sumG / cols) - xhat * sumGX / cols);
     }
   }
   return g;
@@ -113,8 +113,9 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   const float eps = 1e-5f;
   const int64_t n = tc.rows * tc.cols;
   std::vector<float> x = kt::random(n, rng, -2, 2, true);
-  std::vector<float> gamma =
-      tc.gamma ? kt::random(tc.cols, rng, 0.5f, 1.5f, true) : std::vector<float>();
+  std::vector<float> gamma = tc.gamma
+                                 ? kt::random(tc.cols, rng, 0.5f, 1.5f, true)
+                                 : std::vector<float>();
   std::vector<float> beta =
       tc.beta ? kt::random(tc.cols, rng, -1, 1, true) : std::vector<float>();
   std::vector<float> dy = kt::random(n, rng, -1, 1, true);
@@ -133,8 +134,8 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   kt::expectNear(rstd, ref.rstd, 1e-5, 0, "rstd");
 
   checkRefGradient(false, tc.rows, tc.cols, eps, xd, gd, bd, kt::toDouble(dy));
-  NormGradRef gref = refNormGrad(false, tc.rows, tc.cols, eps, xd, gd,
-                                 kt::toDouble(dy));
+  NormGradRef gref =
+      refNormGrad(false, tc.rows, tc.cols, eps, xd, gd, kt::toDouble(dy));
   std::vector<float> dx(n), dgamma(tc.cols, NAN), dbeta(tc.cols, NAN);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
                                      mean.data(), rstd.data(), dx.data(),
@@ -179,8 +180,9 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
   const float eps = 1e-6f;
   const int64_t n = tc.rows * tc.cols;
   std::vector<float> x = kt::random(n, rng, -2, 2, true);
-  std::vector<float> gamma =
-      tc.gamma ? kt::random(tc.cols, rng, 0.5f, 1.5f, true) : std::vector<float>();
+  std::vector<float> gamma = tc.gamma
+                                 ? kt::random(tc.cols, rng, 0.5f, 1.5f, true)
+                                 : std::vector<float>();
   std::vector<float> dy = kt::random(n, rng, -1, 1, true);
   Vec xd = kt::toDouble(x), gd = kt::toDouble(gamma);
   const float *gp = tc.gamma ? gamma.data() : nullptr;
@@ -215,9 +217,8 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
   kt::expectBf16Of(yb, y, "y bf16");
   EXPECT_EQ(rstdb, rstd);
   ASSERT_EQ(otcrt_rms_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
-                                    tc.gamma ? gb.data() : nullptr,
-                                    rstd.data(), dxb.data(), dgb.data(),
-                                    nullptr),
+                                    tc.gamma ? gb.data() : nullptr, rstd.data(),
+                                    dxb.data(), dgb.data(), nullptr),
             0);
   kt::expectBf16Of(dxb, dx, "dx bf16");
   kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
@@ -276,10 +277,9 @@ TEST(KernelsNorm, LayerNormBackwardInPlace) {
                                      gamma.data(), mean.data(), rstd.data(),
                                      dx.data(), dg.data(), db.data(), nullptr),
             0);
-  ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
-                                     gamma.data(), mean.data(), rstd.data(),
-                                     dy.data(), dg2.data(), db2.data(),
-                                     nullptr),
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(
+                rows, cols, dy.data(), x.data(), gamma.data(), mean.data(),
+                rstd.data(), dy.data(), dg2.data(), db2.data(), nullptr),
             0);
   EXPECT_EQ(dy, dx);
   EXPECT_EQ(dg2, dg);

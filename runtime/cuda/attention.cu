@@ -1,0 +1,320 @@
+// Device scaled dot-product attention of libotcrt_cuda (otc.attention and
+// otc.attention_grad) for float and bfloat16 storage: causal hiding, an
+// additive broadcast mask, grouped-query heads and dropout. A simple correct
+// form, not a fast one: one block per query row keeps the row's scores in
+// shared memory (one warp per key for the dot products, block reductions for
+// the maximum and the sum of exponentials) and writes the output and lse.
+// The backward rebuilds the probabilities from the scores and lse in two
+// kernels that never share an output element between blocks: one block per
+// query row for dq (which also saves D_i = dO_i . O_i to a stream-ordered
+// scratch buffer) and one block per key row for dk and dv, whose warps walk
+// the visible queries of every query head of the key's group and whose
+// per-warp partial sums are added in a fixed order (deterministic).
+#include "common.cuh"
+
+namespace otcrt {
+namespace cuda {
+namespace {
+
+/// Threads per attention block (four warps).
+constexpr int kAttnBlock = 128;
+constexpr int kAttnWarps = kAttnBlock / 32;
+/// Dynamic shared memory available without opting in.
+constexpr size_t kDefaultSharedBytes = 48 * 1024;
+
+/// Index arithmetic and per-element terms shared by the kernels.
+struct Geometry {
+  OtcrtAttention a;
+  int64_t group; ///< query heads per key/value head
+  float keepScale;
+
+  __device__ int64_t visibleKeys(int64_t i) const {
+    return a.causal ? (a.s < i + 1 ? a.s : i + 1) : a.s;
+  }
+  __device__ int64_t firstQuery(int64_t j) const { return a.causal ? j : 0; }
+  __device__ int64_t kvOffset(int64_t b, int64_t kh, int64_t j) const {
+    return ((b * a.hk + kh) * a.s + j) * a.d;
+  }
+  template <typename T>
+  __device__ float maskAt(const T *mask, int64_t b, int64_t hi, int64_t i,
+                          int64_t j) const {
+    if (!mask)
+      return 0.0f;
+    return load(mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
+                     i * a.mask_strides[2] + j * a.mask_strides[3]]);
+  }
+  /// 0 or 1 / (1 - dropout) for probability (row, j); 1 without dropout.
+  __device__ float dropFactor(int64_t row, int64_t j) const {
+    if (a.dropout <= 0.0f)
+      return 1.0f;
+    return dropoutKeep(static_cast<uint64_t>(*a.key), a.dropout_stream,
+                       static_cast<uint64_t>(row * a.s + j), a.dropout)
+               ? keepScale
+               : 0.0f;
+  }
+};
+
+Geometry makeGeometry(const OtcrtAttention &a) {
+  Geometry g;
+  g.a = a;
+  g.group = a.h / a.hk;
+  g.keepScale = a.dropout > 0.0f ? 1.0f / (1.0f - a.dropout) : 1.0f;
+  return g;
+}
+
+/// One block per query row (b, hi, i): shared q row [d] and scores [s].
+template <typename T>
+__global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
+                              const T *mask, T *out, float *lse) {
+  extern __shared__ float smem[];
+  __shared__ float scratch[32];
+  const OtcrtAttention &a = g.a;
+  float *qRow = smem, *p = smem + a.d;
+  const int64_t row = blockIdx.x;
+  const int64_t i = row % a.t, hi = (row / a.t) % a.h, b = row / (a.t * a.h);
+  const int64_t kh = hi / g.group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x)
+    qRow[c] = load(q[row * a.d + c]);
+  __syncthreads();
+  const T *kb = k + g.kvOffset(b, kh, 0), *vb = v + g.kvOffset(b, kh, 0);
+  const int64_t end = g.visibleKeys(i);
+  float max = -INFINITY;
+  for (int64_t j = warp; j < end; j += kAttnWarps) {
+    float part = 0.0f;
+    for (int64_t c = lane; c < a.d; c += 32)
+      part += qRow[c] * load(kb[j * a.d + c]);
+    float sc = a.scale * warpSum(part) + g.maskAt(mask, b, hi, i, j);
+    if (lane == 0)
+      p[j] = sc;
+    max = fmaxf(max, sc);
+  }
+  max = blockMax(max, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < end; j += blockDim.x)
+    sum += expf(p[j] - max);
+  sum = blockSum(sum, scratch);
+  const float rowLse = max + logf(sum);
+  if (threadIdx.x == 0)
+    lse[row] = rowLse;
+  for (int64_t j = threadIdx.x; j < end; j += blockDim.x)
+    p[j] = expf(p[j] - rowLse) * g.dropFactor(row, j);
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < end; ++j)
+      acc += p[j] * load(vb[j * a.d + c]);
+    store(out + row * a.d + c, acc);
+  }
+}
+
+/// One block per query row: D_i, then dS_ij into shared memory and dq_i =
+/// scale sum_j dS_ij k_j. Shared: q row [d], dO row [d], dS [s].
+template <typename T>
+__global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
+                                const T *k, const T *v, const T *mask,
+                                const T *out, const float *lse, float *rowD,
+                                T *dq) {
+  extern __shared__ float smem[];
+  __shared__ float scratch[32];
+  const OtcrtAttention &a = g.a;
+  float *qRow = smem, *dORow = smem + a.d, *dS = smem + 2 * a.d;
+  const int64_t row = blockIdx.x;
+  const int64_t i = row % a.t, hi = (row / a.t) % a.h, b = row / (a.t * a.h);
+  const int64_t kh = hi / g.group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float dOO = 0.0f;
+  for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
+    qRow[c] = load(q[row * a.d + c]);
+    dORow[c] = load(dout[row * a.d + c]);
+    dOO += dORow[c] * load(out[row * a.d + c]);
+  }
+  const float D = blockSum(dOO, scratch); // also publishes qRow and dORow
+  if (threadIdx.x == 0)
+    rowD[row] = D;
+  const T *kb = k + g.kvOffset(b, kh, 0), *vb = v + g.kvOffset(b, kh, 0);
+  const float rowLse = lse[row];
+  const int64_t end = g.visibleKeys(i);
+  for (int64_t j = warp; j < end; j += kAttnWarps) {
+    float qk = 0.0f, dOv = 0.0f;
+    for (int64_t c = lane; c < a.d; c += 32) {
+      qk += qRow[c] * load(kb[j * a.d + c]);
+      dOv += dORow[c] * load(vb[j * a.d + c]);
+    }
+    qk = warpSum(qk);
+    dOv = warpSum(dOv);
+    if (lane == 0) {
+      float prob = expf(a.scale * qk + g.maskAt(mask, b, hi, i, j) - rowLse);
+      dS[j] = prob * (g.dropFactor(row, j) * dOv - D);
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < end; ++j)
+      acc += dS[j] * load(kb[j * a.d + c]);
+    store(dq + row * a.d + c, a.scale * acc);
+  }
+}
+
+/// One block per key row (b, kh, j): dv_j = sum P m dO_i and dk_j = scale
+/// sum dS q_i over the visible queries of the group's heads, one query per
+/// warp at a time. Shared: k row [d], v row [d], per-warp sums [2][warps][d].
+template <typename T>
+__global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
+                              const T *v, const T *mask, const float *lse,
+                              const float *rowD, T *dk, T *dv) {
+  extern __shared__ float smem[];
+  const OtcrtAttention &a = g.a;
+  float *kRow = smem, *vRow = smem + a.d;
+  float *accK = smem + 2 * a.d, *accV = accK + kAttnWarps * a.d;
+  const int64_t kr = blockIdx.x;
+  const int64_t j = kr % a.s, kh = (kr / a.s) % a.hk, b = kr / (a.s * a.hk);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
+    kRow[c] = load(k[kr * a.d + c]);
+    vRow[c] = load(v[kr * a.d + c]);
+  }
+  for (int64_t e = threadIdx.x; e < kAttnWarps * a.d; e += blockDim.x)
+    accK[e] = accV[e] = 0.0f;
+  __syncthreads();
+  float *myK = accK + warp * a.d, *myV = accV + warp * a.d;
+  const int64_t first = g.firstQuery(j);
+  const int64_t perHead = a.t > first ? a.t - first : 0;
+  for (int64_t n = warp; n < g.group * perHead; n += kAttnWarps) {
+    const int64_t hi = kh * g.group + n / perHead, i = first + n % perHead;
+    const int64_t row = (b * a.h + hi) * a.t + i;
+    const T *qi = q + row * a.d, *dOi = dout + row * a.d;
+    float qk = 0.0f, dOv = 0.0f;
+    for (int64_t c = lane; c < a.d; c += 32) {
+      qk += load(qi[c]) * kRow[c];
+      dOv += load(dOi[c]) * vRow[c];
+    }
+    qk = warpSum(qk);
+    dOv = warpSum(dOv);
+    float prob = expf(a.scale * qk + g.maskAt(mask, b, hi, i, j) - lse[row]);
+    float m = g.dropFactor(row, j);
+    float dS = prob * (m * dOv - rowD[row]);
+    for (int64_t c = lane; c < a.d; c += 32) {
+      myV[c] += prob * m * load(dOi[c]);
+      myK[c] += a.scale * dS * load(qi[c]);
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
+    float sk = 0.0f, sv = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) {
+      sk += accK[w * a.d + c];
+      sv += accV[w * a.d + c];
+    }
+    store(dk + kr * a.d + c, sk);
+    store(dv + kr * a.d + c, sv);
+  }
+}
+
+/// Allows `bytes` of dynamic shared memory for `kernel`; false when the
+/// device cannot give that much.
+template <typename Kernel> bool allowShared(Kernel kernel, size_t bytes) {
+  if (bytes <= kDefaultSharedBytes)
+    return true;
+  return cudaFuncSetAttribute(kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes)) == cudaSuccess;
+}
+
+/// True when the query heads do not split into groups of the key heads.
+bool invalid(const OtcrtAttention &a) {
+  return a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0;
+}
+
+template <typename T>
+int forward(const OtcrtAttention *a, const T *q, const T *k, const T *v,
+            const T *mask, T *out, float *lse, void *streamArg) {
+  if (invalid(*a))
+    return 1;
+  const int64_t rows = a->b * a->h * a->t;
+  if (a->b <= 0 || a->h <= 0 || a->t <= 0 || a->d <= 0)
+    return 0;
+  Geometry g = makeGeometry(*a);
+  size_t shared = sizeof(float) * static_cast<size_t>(a->d + a->s);
+  if (!allowShared(forwardKernel<T>, shared))
+    return 1;
+  forwardKernel<T><<<static_cast<unsigned>(rows), kAttnBlock, shared,
+                     asStream(streamArg)>>>(g, q, k, v, mask, out, lse);
+  return launchStatus();
+}
+
+template <typename T>
+int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
+             const T *v, const T *mask, const T *out, const float *lse, T *dq,
+             T *dk, T *dv, void *streamArg) {
+  if (invalid(*a))
+    return 1;
+  if (a->b <= 0 || a->h <= 0 || a->d <= 0)
+    return 0;
+  cudaStream_t stream = asStream(streamArg);
+  Geometry g = makeGeometry(*a);
+  const int64_t rows = a->b * a->h * (a->t > 0 ? a->t : 0);
+  const int64_t keyRows = a->b * a->hk * (a->s > 0 ? a->s : 0);
+  size_t qShared = sizeof(float) * static_cast<size_t>(2 * a->d + a->s);
+  size_t kShared =
+      sizeof(float) * static_cast<size_t>(a->d) * (2 + 2 * kAttnWarps);
+  if (!allowShared(queryGradKernel<T>, qShared) ||
+      !allowShared(keyGradKernel<T>, kShared))
+    return 1;
+  float *rowD = nullptr;
+  if (cudaMallocAsync(reinterpret_cast<void **>(&rowD),
+                      sizeof(float) * static_cast<size_t>(rows > 0 ? rows : 1),
+                      stream) != cudaSuccess)
+    return 1;
+  if (rows > 0)
+    queryGradKernel<T>
+        <<<static_cast<unsigned>(rows), kAttnBlock, qShared, stream>>>(
+            g, dout, q, k, v, mask, out, lse, rowD, dq);
+  if (keyRows > 0)
+    keyGradKernel<T>
+        <<<static_cast<unsigned>(keyRows), kAttnBlock, kShared, stream>>>(
+            g, dout, q, k, v, mask, lse, rowD, dk, dv);
+  int launched = launchStatus();
+  if (cudaFreeAsync(rowD, stream) != cudaSuccess)
+    return 1;
+  return launched;
+}
+
+} // namespace
+} // namespace cuda
+} // namespace otcrt
+
+using otcrt::cuda::backward;
+using otcrt::cuda::forward;
+
+extern "C" {
+
+int otcrt_attention_fwd_f32(const OtcrtAttention *a, const float *q,
+                            const float *k, const float *v, const float *mask,
+                            float *out, float *lse, void *stream) {
+  return forward(a, q, k, v, mask, out, lse, stream);
+}
+int otcrt_attention_fwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *q,
+                             const otcrt_bf16 *k, const otcrt_bf16 *v,
+                             const otcrt_bf16 *mask, otcrt_bf16 *out,
+                             float *lse, void *stream) {
+  return forward(a, q, k, v, mask, out, lse, stream);
+}
+int otcrt_attention_bwd_f32(const OtcrtAttention *a, const float *dout,
+                            const float *q, const float *k, const float *v,
+                            const float *mask, const float *out,
+                            const float *lse, float *dq, float *dk, float *dv,
+                            void *stream) {
+  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
+}
+int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                             const otcrt_bf16 *q, const otcrt_bf16 *k,
+                             const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                             const otcrt_bf16 *out, const float *lse,
+                             otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                             void *stream) {
+  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
+}
+
+} // extern "C"

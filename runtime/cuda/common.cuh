@@ -1,0 +1,101 @@
+// Private helpers of the device kernels of libotcrt_cuda: bfloat16 load and
+// store by bit manipulation (round to nearest even, NaN kept a quiet NaN,
+// bit for bit as the host kernels), the dropout keep test, warp and block
+// reductions in a fixed order (results do not vary from run to run), and
+// the mapping of launch errors to the 0 / 1 codes of otcrt/kernels.h.
+#ifndef OTCRT_CUDA_COMMON_CUH
+#define OTCRT_CUDA_COMMON_CUH
+
+#include "otcrt/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace otcrt {
+namespace cuda {
+
+/// Threads per block of the row kernels (a multiple of 32, at most 1024).
+constexpr int kBlock = 256;
+
+/// Loads a float or bfloat16 element as a float.
+__device__ __forceinline__ float load(float v) { return v; }
+__device__ __forceinline__ float load(otcrt_bf16 v) {
+  return __uint_as_float(static_cast<uint32_t>(v) << 16);
+}
+
+/// Stores a float into a float or bfloat16 element.
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(otcrt_bf16 *p, float v) {
+  uint32_t bits = __float_as_uint(v);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    *p = static_cast<otcrt_bf16>((bits >> 16) | 0x0040u);
+    return;
+  }
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  *p = static_cast<otcrt_bf16>(bits >> 16);
+}
+
+/// True when element `index` of a tensor dropped with (key, stream, ratio)
+/// is kept: splitmix64's finalizer on OTCRT_DROPOUT_BITS, top 53 bits.
+__device__ __forceinline__ bool dropoutKeep(uint64_t key, uint64_t stream,
+                                            uint64_t index, float ratio) {
+  uint64_t h = OTCRT_DROPOUT_BITS(key, stream, index);
+  h += 0x9E3779B97F4A7C15ull;
+  h ^= h >> 30;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 27;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  return static_cast<double>(h >> 11) * 0x1.0p-53 >= static_cast<double>(ratio);
+}
+
+/// Sum and maximum over the 32 lanes of a warp; every lane gets the result.
+template <typename V> __device__ __forceinline__ V warpSum(V v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/// Sum over the block (blockDim.x a multiple of 32); every thread gets the
+/// result. `scratch` holds 32 values; it may be reused by the next call.
+template <typename V> __device__ __forceinline__ V blockSum(V v, V *scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warpSum(v);
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : V(0);
+  return warpSum(v);
+}
+
+/// Maximum over the block, as blockSum.
+__device__ __forceinline__ float blockMax(float v, float *scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warpMax(v);
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : -INFINITY;
+  return warpMax(v);
+}
+
+/// The stream argument of otcrt/kernels.h.
+inline cudaStream_t asStream(void *stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+/// 0 when no launch error is pending, 1 otherwise (the error is cleared).
+inline int launchStatus() { return cudaGetLastError() == cudaSuccess ? 0 : 1; }
+
+} // namespace cuda
+} // namespace otcrt
+
+#endif // OTCRT_CUDA_COMMON_CUH

@@ -1,0 +1,383 @@
+// GPU check of the device kernels of libotcrt_cuda (otcrt/kernels.h): every
+// kernel runs on random inputs on the GPU and on the host (the host kernels
+// of libotcrt_cpu, compiled in under their C++ names), and the results must
+// agree within float tolerance (bfloat16 results within a couple of
+// bfloat16 units). Prints PASS or FAIL per kernel and exits non-zero on any
+// failure; exits 77 when no GPU is present. Not registered with ctest.
+#include "cpu/common.h"
+#include "cpu/kernels_cpu.h"
+#include "otcrt/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using otcrt::cpu::bf16ToFloat;
+using otcrt::cpu::floatToBf16;
+using Bf16s = std::vector<otcrt_bf16>;
+using Floats = std::vector<float>;
+
+int failures = 0;
+std::vector<void *> allocations;
+
+/// A device copy of `h`.
+template <typename T> T *device(const std::vector<T> &h) {
+  void *p = nullptr;
+  if (cudaMalloc(&p, std::max<size_t>(1, h.size() * sizeof(T))) !=
+      cudaSuccess) {
+    std::fprintf(stderr, "cudaMalloc failed\n");
+    std::exit(1);
+  }
+  if (!h.empty())
+    cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  allocations.push_back(p);
+  return static_cast<T *>(p);
+}
+
+/// n elements of device memory, copied back.
+template <typename T> std::vector<T> host(const T *d, size_t n) {
+  std::vector<T> h(n);
+  cudaDeviceSynchronize();
+  cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return h;
+}
+
+Floats random(size_t n, std::mt19937 &rng, float lo = -1, float hi = 1) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (float &x : v)
+    x = bf16ToFloat(floatToBf16(dist(rng))); // representable in bf16 too
+  return v;
+}
+
+Bf16s toBf16(const Floats &x) {
+  Bf16s out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = floatToBf16(x[i]);
+  return out;
+}
+
+Floats toFloat(const Bf16s &x) {
+  Floats out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = bf16ToFloat(x[i]);
+  return out;
+}
+
+/// Compares got with want (|g - w| <= atol + rtol |w|, infinities equal).
+bool near(const Floats &got, const Floats &want, double rtol, double atol,
+          const std::string &what, double &worst) {
+  if (got.size() != want.size())
+    return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], w = want[i];
+    if (std::isinf(w) && g == w)
+      continue;
+    double err = std::fabs(g - w);
+    worst = std::max(worst, err);
+    if (!(err <= atol + rtol * std::fabs(w))) {
+      std::printf("  %s[%zu]: gpu %.8g cpu %.8g\n", what.c_str(), i, g, w);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// One kernel's verdict.
+struct Check {
+  std::string name;
+  bool ok = true;
+  double worst = 0;
+  Check(std::string n) : name(std::move(n)) {}
+  void rc(int code, const char *what) {
+    if (code != 0) {
+      std::printf("  %s returned %d\n", what, code);
+      ok = false;
+    }
+  }
+  void f32(const Floats &g, const Floats &w, const char *what,
+           double tol = 1e-4) {
+    ok = near(g, w, tol, tol * 0.1, what, worst) && ok;
+  }
+  void bf16(const Bf16s &g, const Bf16s &w, const char *what) {
+    ok = near(toFloat(g), toFloat(w), 1.0 / 64, 1e-3, what, worst) && ok;
+  }
+  ~Check() {
+    std::printf("%s %s (max abs diff %.3g)\n", ok ? "PASS" : "FAIL",
+                name.c_str(), worst);
+    failures += !ok;
+  }
+};
+
+void testNorms(std::mt19937 &rng) {
+  const int64_t rows = 64, cols = 1000;
+  const size_t n = rows * cols;
+  Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),
+         beta = random(cols, rng), dy = random(n, rng);
+  for (int rms = 0; rms < 2; ++rms) {
+    Floats y(n), mean(rows), rstd(rows), dx(n), dg(cols), db(cols);
+    Bf16s yb(n), dxb(n), dgb(cols), dbb(cols);
+    std::string kind = rms ? "rms_norm" : "layer_norm";
+    {
+      Check c(kind + "_fwd_f32");
+      float *dY = device(y), *dM = device(mean), *dR = device(rstd);
+      if (rms) {
+        otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
+                               y.data(), rstd.data());
+        c.rc(otcrt_rms_norm_fwd_f32(rows, cols, 1e-5f, device(x), device(gamma),
+                                    dY, dR, nullptr),
+             "fwd");
+      } else {
+        otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
+                                 beta.data(), y.data(), mean.data(),
+                                 rstd.data());
+        c.rc(otcrt_layer_norm_fwd_f32(rows, cols, 1e-5f, device(x),
+                                      device(gamma), device(beta), dY, dM, dR,
+                                      nullptr),
+             "fwd");
+        c.f32(host(dM, rows), mean, "mean");
+      }
+      c.f32(host(dY, n), y, "y");
+      c.f32(host(dR, rows), rstd, "rstd");
+    }
+    {
+      Check c(kind + "_bwd_f32");
+      float *dX = device(dx), *dG = device(dg), *dB = device(db);
+      if (rms) {
+        otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                               rstd.data(), dx.data(), dg.data());
+        c.rc(otcrt_rms_norm_bwd_f32(rows, cols, device(dy), device(x),
+                                    device(gamma), device(rstd), dX, dG,
+                                    nullptr),
+             "bwd");
+      } else {
+        otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                                 mean.data(), rstd.data(), dx.data(), dg.data(),
+                                 db.data());
+        c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy), device(x),
+                                      device(gamma), device(mean), device(rstd),
+                                      dX, dG, dB, nullptr),
+             "bwd");
+        c.f32(host(dB, cols), db, "dbeta");
+      }
+      c.f32(host(dX, n), dx, "dx");
+      c.f32(host(dG, cols), dg, "dgamma");
+    }
+    {
+      Check c(kind + "_bf16");
+      Bf16s xb = toBf16(x), gb = toBf16(gamma), bb = toBf16(beta),
+            dyb = toBf16(dy);
+      otcrt_bf16 *dY = device(yb), *dX = device(dxb), *dG = device(dgb),
+                 *dB = device(dbb);
+      float *dM = device(mean), *dR = device(rstd);
+      if (rms) {
+        otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
+                               yb.data(), rstd.data());
+        otcrt::cpu::rmsNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
+                               rstd.data(), dxb.data(), dgb.data());
+        c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, device(xb), device(gb),
+                                     dY, dR, nullptr),
+             "fwd");
+        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                     device(gb), dR, dX, dG, nullptr),
+             "bwd");
+      } else {
+        otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
+                                 bb.data(), yb.data(), mean.data(),
+                                 rstd.data());
+        otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
+                                 mean.data(), rstd.data(), dxb.data(),
+                                 dgb.data(), dbb.data());
+        c.rc(otcrt_layer_norm_fwd_bf16(rows, cols, 1e-5f, device(xb),
+                                       device(gb), device(bb), dY, dM, dR,
+                                       nullptr),
+             "fwd");
+        c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                       device(gb), dM, dR, dX, dG, dB, nullptr),
+             "bwd");
+        c.bf16(host(dB, cols), dbb, "dbeta");
+      }
+      c.bf16(host(dY, n), yb, "y");
+      c.bf16(host(dX, n), dxb, "dx");
+      c.bf16(host(dG, cols), dgb, "dgamma");
+    }
+  }
+}
+
+/// One attention problem on both sides, f32 then bf16.
+void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
+                   std::mt19937 &rng) {
+  const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
+  const size_t rows = a.b * a.h * a.t;
+  Floats q = random(qn, rng), k = random(kvn, rng), v = random(kvn, rng),
+         dO = random(qn, rng), mask;
+  if (maskDims) {
+    mask = random(maskDims[0] * maskDims[1] * maskDims[2] * maskDims[3], rng);
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      a.mask_strides[i] = maskDims[i] == 1 ? 0 : stride;
+      stride *= maskDims[i];
+    }
+    mask[1] = -INFINITY;
+  }
+  // The device kernels read the key from device memory.
+  OtcrtAttention ad = a;
+  ad.key = device(std::vector<int64_t>{*a.key});
+  const float *mh = maskDims ? mask.data() : nullptr;
+  const float *md = maskDims ? device(mask) : nullptr;
+  Floats out(qn), lse(rows), dq(qn), dk(kvn), dv(kvn);
+  {
+    Check c(std::string("attention_f32 ") + name);
+    otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
+                             lse.data());
+    otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
+                             out.data(), lse.data(), dq.data(), dk.data(),
+                             dv.data());
+    float *dOut = device(out), *dLse = device(lse), *dQ = device(dq),
+          *dK = device(dk), *dV = device(dv);
+    c.rc(otcrt_attention_fwd_f32(&ad, device(q), device(k), device(v), md, dOut,
+                                 dLse, nullptr),
+         "fwd");
+    c.f32(host(dOut, qn), out, "out");
+    c.f32(host(dLse, rows), lse, "lse");
+    // The backward reads the host's forward results, so it is compared alone.
+    c.rc(otcrt_attention_bwd_f32(&ad, device(dO), device(q), device(k),
+                                 device(v), md, device(out), device(lse), dQ,
+                                 dK, dV, nullptr),
+         "bwd");
+    c.f32(host(dQ, qn), dq, "dq", 2e-4);
+    c.f32(host(dK, kvn), dk, "dk", 2e-4);
+    c.f32(host(dV, kvn), dv, "dv", 2e-4);
+  }
+  {
+    Check c(std::string("attention_bf16 ") + name);
+    Bf16s qb = toBf16(q), kb = toBf16(k), vb = toBf16(v), dOb = toBf16(dO),
+          mb = toBf16(mask), outb(qn), dqb(qn), dkb(kvn), dvb(kvn);
+    const otcrt_bf16 *mbd = maskDims ? device(mb) : nullptr;
+    otcrt::cpu::attentionFwd(a, qb.data(), kb.data(), vb.data(),
+                             maskDims ? mb.data() : nullptr, outb.data(),
+                             lse.data());
+    otcrt::cpu::attentionBwd(a, dOb.data(), qb.data(), kb.data(), vb.data(),
+                             maskDims ? mb.data() : nullptr, outb.data(),
+                             lse.data(), dqb.data(), dkb.data(), dvb.data());
+    otcrt_bf16 *dOut = device(outb), *dQ = device(dqb), *dK = device(dkb),
+               *dV = device(dvb);
+    float *dLse = device(lse);
+    c.rc(otcrt_attention_fwd_bf16(&ad, device(qb), device(kb), device(vb), mbd,
+                                  dOut, dLse, nullptr),
+         "fwd");
+    c.bf16(host(dOut, qn), outb, "out");
+    c.rc(otcrt_attention_bwd_bf16(&ad, device(dOb), device(qb), device(kb),
+                                  device(vb), mbd, device(outb), device(lse),
+                                  dQ, dK, dV, nullptr),
+         "bwd");
+    c.bf16(host(dQ, qn), dqb, "dq");
+    c.bf16(host(dK, kvn), dkb, "dk");
+    c.bf16(host(dV, kvn), dvb, "dv");
+  }
+}
+
+OtcrtAttention attention(int64_t b, int64_t h, int64_t hk, int64_t t, int64_t s,
+                         int64_t d, bool causal, float dropout) {
+  OtcrtAttention a{};
+  a.b = b, a.h = h, a.hk = hk, a.t = t, a.s = s, a.d = d;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.causal = causal;
+  a.dropout = dropout;
+  static const int64_t key = 42;
+  a.key = &key; // host memory: the host kernels' struct
+  a.dropout_stream = 3;
+  return a;
+}
+
+void testCrossEntropy(int32_t reduction, const char *name, std::mt19937 &rng) {
+  const int64_t rows = 37, classes = 5000;
+  Floats logits = random(rows * classes, rng, -5, 5);
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = r % 7 == 3 ? -100 : (r * 7919) % classes;
+  const size_t nLoss = reduction == OTCRT_NONE ? rows : 1;
+  Floats dloss = random(nLoss, rng, 0.5f, 2), loss(nLoss), lse(rows),
+         dl(logits.size());
+  int64_t *dLabels = device(labels);
+  {
+    Check c(std::string("cross_entropy_f32 ") + name);
+    otcrt::cpu::crossEntropyFwd(rows, classes, logits.data(), labels.data(), 1,
+                                -100, reduction, loss.data(), lse.data());
+    otcrt::cpu::crossEntropyBwd(rows, classes, dloss.data(), logits.data(),
+                                labels.data(), lse.data(), 1, -100, reduction,
+                                dl.data());
+    float *dLoss = device(loss), *dLse = device(lse), *dL = device(logits);
+    c.rc(otcrt_cross_entropy_fwd_f32(rows, classes, dL, dLabels, 1, -100,
+                                     reduction, dLoss, dLse, nullptr),
+         "fwd");
+    c.f32(host(dLoss, nLoss), loss, "loss");
+    c.f32(host(dLse, rows), lse, "lse");
+    c.rc(otcrt_cross_entropy_bwd_f32(rows, classes, device(dloss), dL, dLabels,
+                                     device(lse), 1, -100, reduction, dL,
+                                     nullptr),
+         "bwd in place");
+    c.f32(host(dL, logits.size()), dl, "dlogits");
+    std::vector<int64_t> bad = labels;
+    bad[0] = classes;
+    c.ok = otcrt_cross_entropy_fwd_f32(rows, classes, dL, device(bad), 1, -100,
+                                       reduction, dLoss, dLse, nullptr) != 0 &&
+           c.ok;
+  }
+  {
+    Check c(std::string("cross_entropy_bf16 ") + name);
+    Bf16s lb = toBf16(logits), dlb(logits.size());
+    otcrt::cpu::crossEntropyFwd(rows, classes, lb.data(), labels.data(), 1,
+                                -100, reduction, loss.data(), lse.data());
+    otcrt::cpu::crossEntropyBwd(rows, classes, dloss.data(), lb.data(),
+                                labels.data(), lse.data(), 1, -100, reduction,
+                                dlb.data());
+    float *dLoss = device(loss), *dLse = device(lse);
+    otcrt_bf16 *dL = device(lb), *dG = device(dlb);
+    c.rc(otcrt_cross_entropy_fwd_bf16(rows, classes, dL, dLabels, 1, -100,
+                                      reduction, dLoss, dLse, nullptr),
+         "fwd");
+    c.f32(host(dLoss, nLoss), loss, "loss");
+    c.f32(host(dLse, rows), lse, "lse");
+    c.rc(otcrt_cross_entropy_bwd_bf16(rows, classes, device(dloss), dL, dLabels,
+                                      device(lse), 1, -100, reduction, dG,
+                                      nullptr),
+         "bwd");
+    c.bf16(host(dG, logits.size()), dlb, "dlogits");
+  }
+}
+
+} // namespace
+
+int main() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("SKIP: no CUDA device\n");
+    return 77;
+  }
+  std::mt19937 rng(2024);
+  testNorms(rng);
+  const int64_t keyPadding[4] = {2, 1, 1, 70};
+  const int64_t full[4] = {1, 4, 33, 50};
+  testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,
+                rng);
+  testAttention("causal mask dropout",
+                attention(2, 4, 1, 70, 70, 32, true, 0.1f), keyPadding, rng);
+  testAttention("full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
+                rng);
+  testCrossEntropy(OTCRT_MEAN, "mean", rng);
+  testCrossEntropy(OTCRT_SUM, "sum", rng);
+  testCrossEntropy(OTCRT_NONE, "none", rng);
+  for (void *p : allocations)
+    cudaFree(p);
+  std::printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
