@@ -5,8 +5,10 @@
 # The cpu programs run here and dump their loss and gradients; the cuda
 # programs, their batches, those dumps and run.sh go to OUTDIR, which a GPU
 # machine (python3 with numpy, no otc) runs with `OUTDIR/run.sh`: every cuda
-# kernel, the fused ones included, is then checked against the cpu target's
-# implementation (and the golden models against PyTorch's float64 gradients).
+# kernel, the kernel library's included, is then checked against the cpu
+# target's implementation (and the golden models against PyTorch's float64
+# gradients); otcrt-cuda-kernel-tests compares each library kernel with the
+# host one directly.
 #
 #   test/gpu/build.sh OUTDIR        (OTC_BIN: otc's bin directory, default build/bin)
 set -euo pipefail
@@ -59,6 +61,8 @@ for spec in "attention_gqa 2 2" "attention 2 2" "layernorm_gelu 4 1" "embedding 
       --micro-batch "$2" --grad-accum "$3"
 done
 
+# The kernel library's own GPU test: each cuda kernel against the host one.
+[[ -x $bin/otcrt-cuda-kernel-tests ]] && cp "$bin/otcrt-cuda-kernel-tests" "$out/"
 cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" "$out/"
 cp "$src/test/gpu/run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -23,6 +23,15 @@ check() {
   fi
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+if [[ -x ./otcrt-cuda-kernel-tests ]]; then
+  if ./otcrt-cuda-kernel-tests > kernel-tests.log 2>&1; then
+    echo "PASS kernel library: $(tail -1 kernel-tests.log)"
+    pass=$((pass + 1))
+  else
+    echo "FAIL kernel library: $(tail -1 kernel-tests.log) (see $here/kernel-tests.log)"
+    fail=$((fail + 1))
+  fi
+fi
 while read -r name rtol; do
   if ! "$name/cuda/train" --batch "$name/batch.safetensors" \
         --dump-grads "$name/cuda.st" --quiet > "$name-run.log" 2>&1; then
