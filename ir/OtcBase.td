@@ -27,6 +27,34 @@ def Otc_Dialect : Dialect {
 class Otc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Otc_Dialect, mnemonic, traits>;
 
+//===----------------------------------------------------------------------===//
+// Per-op traits the passes read instead of lists of op kinds
+//===----------------------------------------------------------------------===//
+
+/// Result element i depends only on element i of each operand (numpy
+/// broadcasting for smaller ones) and is written after every operand element
+/// it needs is read: the result may take a same-typed operand's buffer, and
+/// the result can go straight into a slot the op reads last.
+def Otc_Elementwise : NativeOpTrait<"OtcElementwise"> {
+  let cppNamespace = "::mlir::OpTrait";
+}
+
+/// Precision rules of otc-mixed-precision (an op without one follows its
+/// operands: BF16 when every non-constant float operand is BF16).
+/// FP32 whatever its operands (reductions, softmax, exp/log/pow, losses...).
+def Otc_Fp32Compute : NativeOpTrait<"OtcFp32Compute"> {
+  let cppNamespace = "::mlir::OpTrait";
+}
+/// BF16 operands, FP32 accumulation, the result rounded to BF16 (products).
+def Otc_BF16Product : NativeOpTrait<"OtcBF16Product"> {
+  let cppNamespace = "::mlir::OpTrait";
+}
+/// Left as it is (casts, which are the conversions, and constants, which
+/// take their reader's precision).
+def Otc_KeepPrecision : NativeOpTrait<"OtcKeepPrecision"> {
+  let cppNamespace = "::mlir::OpTrait";
+}
+
 def Otc_FloatTensor : StaticShapeTensorOf<[F32, F64, BF16, F16]>;
 def Otc_IntTensor : StaticShapeTensorOf<[I64, I32]>;
 def Otc_BoolTensor : StaticShapeTensorOf<[I1]>;

@@ -22,6 +22,19 @@
 
 #include "ir/OtcDialect.h.inc"
 
+namespace mlir::OpTrait {
+/// The marker traits of ir/OtcBase.td (elementwise, precision rules): no
+/// verification, queried with op->hasTrait<...>().
+template <typename ConcreteType>
+class OtcElementwise : public TraitBase<ConcreteType, OtcElementwise> {};
+template <typename ConcreteType>
+class OtcFp32Compute : public TraitBase<ConcreteType, OtcFp32Compute> {};
+template <typename ConcreteType>
+class OtcBF16Product : public TraitBase<ConcreteType, OtcBF16Product> {};
+template <typename ConcreteType>
+class OtcKeepPrecision : public TraitBase<ConcreteType, OtcKeepPrecision> {};
+} // namespace mlir::OpTrait
+
 namespace otc::detail {
 /// Elements of all results: the default FLOPs of CostOpInterface.
 int64_t resultElements(mlir::Operation *op);

@@ -25,7 +25,7 @@ defvar CostFlops = DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>;
 //===----------------------------------------------------------------------===//
 
 def Otc_ConstantOp : Otc_Op<"constant",
-    [CostFlops, ConstantLike, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Otc_KeepPrecision, CostFlops, ConstantLike, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "A constant tensor";
   let description = [{
     ```mlir
@@ -43,7 +43,7 @@ def Otc_ConstantOp : Otc_Op<"constant",
 //===----------------------------------------------------------------------===//
 
 class Otc_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad, Cost])> {
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad, Cost, Otc_Elementwise])> {
   let description = [{
     Elementwise with ONNX (numpy) broadcasting: the result shape is the
     broadcast of the operand shapes, element types agree.
@@ -62,7 +62,7 @@ def Otc_MulOp : Otc_BinaryOp<"mul", [Commutative]> { let summary = "lhs * rhs"; 
 def Otc_DivOp : Otc_BinaryOp<"div"> { let summary = "lhs / rhs"; }
 
 class Otc_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Cost])> {
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Cost, Otc_Elementwise])> {
   let arguments = (ins Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -70,18 +70,18 @@ class Otc_UnaryOp<string mnemonic, list<Trait> traits = []>
 }
 
 def Otc_NegOp : Otc_UnaryOp<"neg", [Grad]> { let summary = "-x"; }
-def Otc_ExpOp : Otc_UnaryOp<"exp", [Grad]> { let summary = "e^x"; }
-def Otc_LogOp : Otc_UnaryOp<"log", [Grad]> { let summary = "natural logarithm"; }
+def Otc_ExpOp : Otc_UnaryOp<"exp", [Otc_Fp32Compute, Grad]> { let summary = "e^x"; }
+def Otc_LogOp : Otc_UnaryOp<"log", [Otc_Fp32Compute, Grad]> { let summary = "natural logarithm"; }
 def Otc_TanhOp : Otc_UnaryOp<"tanh", [Grad]> { let summary = "hyperbolic tangent"; }
 def Otc_ReluOp : Otc_UnaryOp<"relu", [Grad]> { let summary = "max(x, 0)"; }
-def Otc_SqrtOp : Otc_UnaryOp<"sqrt", [Grad]> { let summary = "square root"; }
-def Otc_ReciprocalOp : Otc_UnaryOp<"reciprocal", [Grad]> { let summary = "1 / x"; }
+def Otc_SqrtOp : Otc_UnaryOp<"sqrt", [Otc_Fp32Compute, Grad]> { let summary = "square root"; }
+def Otc_ReciprocalOp : Otc_UnaryOp<"reciprocal", [Otc_Fp32Compute, Grad]> { let summary = "1 / x"; }
 def Otc_ErfOp : Otc_UnaryOp<"erf", [Grad]> { let summary = "the error function"; }
 def Otc_SigmoidOp : Otc_UnaryOp<"sigmoid", [Grad]> { let summary = "1 / (1 + e^-x)"; }
 
-def Otc_PowOp : Otc_BinaryOp<"pow"> { let summary = "lhs ^ rhs (floats)"; }
+def Otc_PowOp : Otc_BinaryOp<"pow", [Otc_Fp32Compute]> { let summary = "lhs ^ rhs (floats)"; }
 
-def Otc_CompareOp : Otc_Op<"compare", [Cost, Pure]> {
+def Otc_CompareOp : Otc_Op<"compare", [Otc_Elementwise, Cost, Pure]> {
   let summary = "Elementwise comparison with broadcasting, an i1 result";
   let description = [{
     `predicate` is one of "eq", "ne", "lt", "le", "gt", "ge". Operands share an
@@ -95,7 +95,7 @@ def Otc_CompareOp : Otc_Op<"compare", [Cost, Pure]> {
   let hasFolder = 1;
 }
 
-def Otc_SelectOp : Otc_Op<"select", [Cost, Pure, Grad]> {
+def Otc_SelectOp : Otc_Op<"select", [Otc_Elementwise, Cost, Pure, Grad]> {
   let summary = "condition ? lhs : rhs, elementwise with broadcasting";
   let arguments = (ins Otc_BoolTensor:$condition, Otc_Tensor:$lhs, Otc_Tensor:$rhs);
   let results = (outs Otc_Tensor:$result);
@@ -105,7 +105,7 @@ def Otc_SelectOp : Otc_Op<"select", [Cost, Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_CastOp : Otc_Op<"cast", [CostFlops, Pure, Grad]> {
+def Otc_CastOp : Otc_Op<"cast", [Otc_Elementwise, Otc_KeepPrecision, CostFlops, Pure, Grad]> {
   let summary = "Converts each element to the result's element type";
   let description = [{
     Float to integer truncates toward zero; anything to i1 is `x != 0`.
@@ -121,7 +121,7 @@ def Otc_CastOp : Otc_Op<"cast", [CostFlops, Pure, Grad]> {
 // Linear algebra and data movement
 //===----------------------------------------------------------------------===//
 
-def Otc_MatMulOp : Otc_Op<"matmul", [CostFlops, Pure, Grad]> {
+def Otc_MatMulOp : Otc_Op<"matmul", [Otc_BF16Product, CostFlops, Pure, Grad]> {
   let summary = "Batched matrix product with optional transposed operands";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` when `transpose_lhs`), `rhs` is
@@ -170,7 +170,7 @@ def Otc_BroadcastOp : Otc_Op<"broadcast", [CostFlops, Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [CostFlops, Pure, Grad]> {
+def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [Otc_Fp32Compute, CostFlops, Pure, Grad]> {
   let summary = "Sum over the given axes";
   let description = [{
     Sums `input` over `axes` (sorted, unique, non-negative). With
@@ -184,7 +184,7 @@ def Otc_ReduceSumOp : Otc_Op<"reduce_sum", [CostFlops, Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_ReduceMaxOp : Otc_Op<"reduce_max", [CostFlops, Pure, Grad]> {
+def Otc_ReduceMaxOp : Otc_Op<"reduce_max", [Otc_Fp32Compute, CostFlops, Pure, Grad]> {
   let summary = "Maximum over the given axes";
   let description = [{
     Like `reduce_sum`. The gradient goes to every element equal to the
@@ -246,7 +246,7 @@ def Otc_GatherOp : Otc_Op<"gather", [CostFlops, Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_GatherGradOp : Otc_Op<"gather_grad", [CostFlops, Pure]> {
+def Otc_GatherGradOp : Otc_Op<"gather_grad", [Otc_Fp32Compute, CostFlops, Pure]> {
   let summary = "Gradient of gather: `grad` summed into zeros of the data shape at the indices";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
@@ -269,14 +269,14 @@ def Otc_TriluOp : Otc_Op<"trilu", [Cost, Pure, Grad, SameOperandsAndResultType]>
 // Normalization
 //===----------------------------------------------------------------------===//
 
-def Otc_SoftmaxOp : Otc_Op<"softmax", [CostFlops, Pure, Grad, SameOperandsAndResultType]> {
+def Otc_SoftmaxOp : Otc_Op<"softmax", [Otc_Fp32Compute, CostFlops, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "softmax along `axis` (non-negative)";
   let arguments = (ins Otc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [CostFlops, Pure]> {
+def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [Otc_Fp32Compute, CostFlops, Pure]> {
   let summary = "y * (grad - sum(grad * y, axis)) with y the softmax output";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
@@ -284,14 +284,14 @@ def Otc_SoftmaxGradOp : Otc_Op<"softmax_grad", [CostFlops, Pure]> {
       "$grad `,` $output attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_LogSoftmaxOp : Otc_Op<"log_softmax", [CostFlops, Pure, Grad, SameOperandsAndResultType]> {
+def Otc_LogSoftmaxOp : Otc_Op<"log_softmax", [Otc_Fp32Compute, CostFlops, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "log of softmax along `axis` (non-negative)";
   let arguments = (ins Otc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Otc_LogSoftmaxGradOp : Otc_Op<"log_softmax_grad", [CostFlops, Pure]> {
+def Otc_LogSoftmaxGradOp : Otc_Op<"log_softmax_grad", [Otc_Fp32Compute, CostFlops, Pure]> {
   let summary = "grad - exp(y) * sum(grad, axis) with y the log_softmax output";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
@@ -320,7 +320,7 @@ def Otc_DropoutOp : Otc_Op<"dropout", [Cost, Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Cost, Pure]> {
+def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Otc_Elementwise, Cost, Pure]> {
   let summary = "grad * mask / (1 - ratio)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_BoolTensor:$mask, F64Attr:$ratio);
   let results = (outs Otc_FloatTensor:$result);
@@ -332,7 +332,7 @@ def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Cost, Pure]> {
 // Losses and gradient kernels
 //===----------------------------------------------------------------------===//
 
-def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [CostFlops, Pure, Grad]> {
+def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [Otc_Fp32Compute, CostFlops, Pure, Grad]> {
   let summary = "Softmax cross-entropy of [N, C] logits against [N] labels";
   let description = [{
     loss_n = -log softmax(logits_n)[labels_n]. Rows whose label equals
@@ -348,7 +348,7 @@ def Otc_SoftmaxCrossEntropyOp : Otc_Op<"softmax_cross_entropy", [CostFlops, Pure
   let hasVerifier = 1;
 }
 
-def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [CostFlops, Pure]> {
+def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [Otc_Fp32Compute, CostFlops, Pure]> {
   let summary = "Gradient of softmax_cross_entropy with respect to the logits";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$logits,
                    Otc_IntTensor:$labels,
@@ -359,7 +359,7 @@ def Otc_SoftmaxCrossEntropyGradOp : Otc_Op<"softmax_cross_entropy_grad", [CostFl
       "$grad `,` $logits `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_NllLossOp : Otc_Op<"nll_loss", [Cost, Pure, Grad]> {
+def Otc_NllLossOp : Otc_Op<"nll_loss", [Otc_Fp32Compute, Cost, Pure, Grad]> {
   let summary = "Negative log-likelihood of [N, C] log-probabilities against [N] labels";
   let description = [{
     loss_n = -input[n, labels_n]; `reduction` and `ignore_index` as in
@@ -374,7 +374,7 @@ def Otc_NllLossOp : Otc_Op<"nll_loss", [Cost, Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Cost, Pure]> {
+def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Otc_Fp32Compute, Cost, Pure]> {
   let summary = "Gradient of nll_loss with respect to its [N, C] input (the result type)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$labels,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
@@ -384,7 +384,7 @@ def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Cost, Pure]> {
       "$grad `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_ReluGradOp : Otc_Op<"relu_grad", [Cost, Pure]> {
+def Otc_ReluGradOp : Otc_Op<"relu_grad", [Otc_Elementwise, Cost, Pure]> {
   let summary = "grad where input > 0, else 0";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
@@ -392,7 +392,7 @@ def Otc_ReluGradOp : Otc_Op<"relu_grad", [Cost, Pure]> {
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Cost, Pure]> {
+def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Otc_Elementwise, Cost, Pure]> {
   let summary = "grad * (1 - y * y) where y = tanh(x)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output);
   let results = (outs Otc_FloatTensor:$result);
@@ -404,7 +404,7 @@ def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Cost, Pure]> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def Otc_AdamWOp : Otc_Op<"adamw", [CostFlops, Pure]> {
+def Otc_AdamWOp : Otc_Op<"adamw", [Otc_Fp32Compute, Otc_Elementwise, CostFlops, Pure]> {
   let summary = "One AdamW update of a parameter";
   let description = [{
     With t = `step` (1-based) and g = `grad`:

@@ -34,12 +34,10 @@ static MemRefType memrefFor(Type tensor) {
 }
 
 /// Ops whose every output element depends only on the same element of each
-/// same-shaped operand, so an output may share a buffer with such an operand.
+/// same-shaped operand (the Otc_Elementwise trait), so an output may share a
+/// buffer with such an operand.
 static bool isElementwise(Operation *op) {
-  if (!isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, TanhOp, ReluOp,
-           ReluGradOp, TanhGradOp, AdamWOp>(op))
-    return false;
-  return true;
+  return op->hasTrait<OpTrait::OtcElementwise>();
 }
 
 /// Emits a kernel converting `source` (a buffer of `from`) into a new FP32

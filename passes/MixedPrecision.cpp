@@ -44,16 +44,14 @@ enum class Rule {
   Keep,
 };
 
-/// The rule of `op` when neither the attribute nor the option forces FP32.
+/// The rule of `op` when neither the attribute nor the option forces FP32:
+/// the op's precision trait (ir/OtcBase.td), Follow without one.
 static Rule defaultRule(Operation *op) {
-  if (isa<MatMulOp>(op))
+  if (op->hasTrait<OpTrait::OtcBF16Product>())
     return Rule::Product;
-  if (isa<ReduceSumOp, ReduceMaxOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
-          LogSoftmaxGradOp, SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp,
-          NllLossOp, NllLossGradOp, GatherGradOp, ExpOp, LogOp, PowOp, SqrtOp,
-          ReciprocalOp, AdamWOp>(op))
+  if (op->hasTrait<OpTrait::OtcFp32Compute>())
     return Rule::Fp32;
-  if (isa<CastOp, ConstantOp>(op))
+  if (op->hasTrait<OpTrait::OtcKeepPrecision>())
     return Rule::Keep;
   return Rule::Follow;
 }

@@ -47,12 +47,10 @@ using Interval = BufferInterval;
 constexpr const char kInPlaceAttr[] = "otck.in_place";
 
 /// Whether `op`'s every output element depends only on the same element of
-/// its same-shaped operands, read before the element is written.
+/// its same-shaped operands, read before the element is written (the
+/// Otc_Elementwise trait).
 static bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp,
-             ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, ReluGradOp,
-             TanhGradOp, SelectOp, DropoutGradOp, GeluOp, GeluGradOp, SiluOp,
-             SiluGradOp>(op);
+  return op->hasTrait<OpTrait::OtcElementwise>();
 }
 
 /// Whether kernel `k` (whose single op is `body`) may write its output
