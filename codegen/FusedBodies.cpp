@@ -491,9 +491,9 @@ LogicalResult emitCrossEntropy(CrossEntropyOp op, BodyContext &c) {
        << "      if (" << ignoredTest(ignore, "y") << ") continue;\n"
        << "      total += lse - (float)z[y]; ++count;\n"
        << "    }\n";
+  // With every row ignored the mean is 0 / 0: NaN, as in PyTorch.
   if (red == "mean")
-    c.os << "    " << c.out[0]
-         << "[0] = count ? total / (float)count : 0.0f;\n";
+    c.os << "    " << c.out[0] << "[0] = total / (float)count;\n";
   else
     c.os << "    " << c.out[0] << "[0] = total;\n";
   return success();
