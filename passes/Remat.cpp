@@ -292,9 +292,9 @@ std::optional<int64_t> otc::parseByteSize(StringRef text) {
 int64_t otc::persistentBytes(func::FuncOp step) {
   int64_t bytes = 0;
   for (BlockArgument arg : step.getBody().front().getArguments())
-    bytes += valueBytes(arg); // parameters, inputs, key
+    bytes += byteSize(arg); // parameters, inputs, key
   for (unsigned i = 1, e = step.getNumResults(); i < e; ++i)
-    bytes += 3 * valueBytes(step.getBody().front().getTerminator()->getOperand(
+    bytes += 3 * byteSize(step.getBody().front().getTerminator()->getOperand(
                      i)); // gradient + two Adam moments
   return bytes;
 }
@@ -374,7 +374,7 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
           if (recomputed && !inputs.contains(v))
             continue;
           if (a->saved.contains(v) || inputs.contains(v))
-            kept += valueBytes(v);
+            kept += byteSize(v);
         }
         if (recomputed)
           flops += opFlops(op);

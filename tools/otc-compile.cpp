@@ -352,8 +352,7 @@ int main(int argc, char **argv) {
       // What the step costs without recomputation, and the frontier of what
       // recomputation trades (for the report), measured before choosing.
       auto step = module->lookupSymbol<func::FuncOp>("train_step");
-      for (Operation &op : step.getBody().front().without_terminator())
-        info.microStepFlops += otc::opFlops(&op);
+      info.microStepFlops = otc::functionFlops(step);
       if (compileTo.empty() || remat == "auto") {
         FailureOr<std::vector<otc::RematCandidate>> f =
             otc::rematFrontier(*module);
@@ -382,6 +381,9 @@ int main(int argc, char **argv) {
       return fail(otc::phaseFailure(phase));
     if (phase == otc::Phase::Remat)
       readRematAttributes(*module, remat, info);
+    if (phase == otc::Phase::TrainingLoop)
+      if (auto opt = module->lookupSymbol<func::FuncOp>("optimizer_step"))
+        info.optimizerFlops = otc::functionFlops(opt);
     if (compileTo == otc::phaseName(phase))
       return printIR();
   }
