@@ -54,6 +54,8 @@ struct PlanInfo {
   /// FLOPs of forward + backward of one micro-step without recomputation,
   /// and of what recomputation adds to one micro-step.
   int64_t microStepFlops = 0, recomputeFlops = 0;
+  /// FLOPs of one optimizer step (@optimizer_step before lowering).
+  int64_t optimizerFlops = 0;
   /// Samples and tokens per optimizer step (tokens: elements of the first
   /// integer input, 0 when there is none).
   int64_t samplesPerStep = 0, tokensPerStep = 0;

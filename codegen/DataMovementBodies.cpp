@@ -149,15 +149,16 @@ static LogicalResult emitGatherGrad(GatherGradOp op, BodyContext &c) {
   int64_t positions = bodyNumel(op.getIndices());
   c.os << "    const int64_t a = i % " << v.axis << ";\n"
        << "    const int64_t o = i / " << v.axis << ";\n"
-       << "    float* row = " << c.out[0] << " + i * " << v.inner << ";\n"
+       << "    " << bodyCType(op.getResult()) << "* row = " << c.out[0]
+       << " + i * " << v.inner << ";\n"
        << "    for (int64_t n = 0; n < " << v.inner << "; ++n) row[n] = 0.0f;\n"
        << "    for (int64_t p = 0; p < " << positions << "; ++p) {\n";
   emitIndex(c.os, c.in[1], "p", v.axis, "      ");
   c.os << "      if (idx != a) continue;\n"
-       << "      const float* g = " << c.in[0] << " + (o * " << positions
-       << " + p) * " << v.inner << ";\n"
+       << "      const " << bodyCType(op.getGrad()) << "* g = " << c.in[0]
+       << " + (o * " << positions << " + p) * " << v.inner << ";\n"
        << "      for (int64_t n = 0; n < " << v.inner
-       << "; ++n) row[n] += g[n];\n"
+       << "; ++n) row[n] = row[n] + g[n];\n"
        << "    }\n";
   return success();
 }

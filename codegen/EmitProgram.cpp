@@ -270,8 +270,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   os << "static const OtcSlot kSlots[] = {\n";
   for (auto [k, s] : llvm::enumerate(order)) {
     const Slot &sl = slots[s];
-    int64_t bytes = sl.type.getNumElements() *
-                    storageBytes(sl.type.getElementType());
+    int64_t bytes = byteSize(sl.type);
     os << "  {" << cString(sl.name) << ", " << sl.kind << ", "
        << dtypeEnum(sl.type.getElementType()) << ", " << sl.type.getRank()
        << ", kShape" << k << ", " << sl.offset << ", " << bytes << "},\n";
@@ -547,7 +546,7 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
 
 void ProgramEmitter::emitCopy(otck::CopyOp c) {
   MemRefType t = c.getSource().getType();
-  int64_t bytes = t.getNumElements() * storageBytes(t.getElementType());
+  int64_t bytes = byteSize(t);
   if (cuda())
     funcs << "  cudaMemcpyAsync(" << names[c.getTarget()] << ", "
           << names[c.getSource()] << ", " << bytes

@@ -17,17 +17,19 @@
 using namespace mlir;
 using namespace otc;
 
-/// Emits the log-sum-exp of row `row` of logits [N, C] into `lse`.
-static void emitRowLogSumExp(raw_ostream &os, StringRef logits, StringRef row,
-                             int64_t classes) {
-  os << "      const float* z = " << logits << " + " << row << " * " << classes
-     << ";\n"
-     << "      float mx = z[0];\n"
+/// Emits the log-sum-exp of row `row` of logits [N, C] (element type
+/// `type`, a C type) into `lse`, with `z` pointing at the row. Loads widen to
+/// float, so BF16 logits compute in FP32.
+static void emitRowLogSumExp(raw_ostream &os, StringRef logits,
+                             StringRef type, StringRef row, int64_t classes) {
+  os << "      const " << type << "* z = " << logits << " + " << row << " * "
+     << classes << ";\n"
+     << "      float mx = (float)z[0];\n"
      << "      for (int64_t k = 1; k < " << classes
-     << "; ++k) mx = z[k] > mx ? z[k] : mx;\n"
+     << "; ++k) mx = (float)z[k] > mx ? (float)z[k] : mx;\n"
      << "      float se = 0.0f;\n"
      << "      for (int64_t k = 0; k < " << classes
-     << "; ++k) se += expf(z[k] - mx);\n"
+     << "; ++k) se += expf((float)z[k] - mx);\n"
      << "      const float lse = mx + logf(se);\n";
 }
 
@@ -52,9 +54,9 @@ emitRowLoss(Value scores, std::optional<int64_t> ignore, StringRef red,
        << "      if (" << ignoredTest(ignore, "y") << ") continue;\n";
   rowLoss("n");
   c.os << "      total += rl; ++count;\n    }\n";
+  // With every row ignored the mean is 0 / 0: NaN, as in PyTorch.
   if (red == "mean")
-    c.os << "    " << c.out[0]
-         << "[0] = count ? total / (float)count : 0.0f;\n";
+    c.os << "    " << c.out[0] << "[0] = total / (float)count;\n";
   else
     c.os << "    " << c.out[0] << "[0] = total;\n";
   return success();
@@ -82,8 +84,10 @@ static LogicalResult emitSoftmaxCrossEntropy(SoftmaxCrossEntropyOp op,
   int64_t classes = bodyShapeOf(op.getLogits())[1];
   return emitRowLoss(op.getLogits(), op.getIgnoreIndex(), op.getReduction(), c,
                      [&](StringRef row) {
-                       emitRowLogSumExp(c.os, c.in[0], row, classes);
-                       c.os << "      const float rl = lse - z[y];\n";
+                       emitRowLogSumExp(c.os, c.in[0],
+                                        bodyCType(op.getLogits()), row,
+                                        classes);
+                       c.os << "      const float rl = lse - (float)z[y];\n";
                      });
 }
 
@@ -93,12 +97,13 @@ static LogicalResult emitSoftmaxCrossEntropyGrad(SoftmaxCrossEntropyGradOp op,
   int64_t classes = bodyShapeOf(op.getLogits())[1];
   std::optional<int64_t> ignore = op.getIgnoreIndex();
   c.os << "    const int64_t y = (int64_t)" << c.in[2] << "[i];\n"
-       << "    float* dz = " << c.out[0] << " + i * " << classes << ";\n"
+       << "    " << bodyCType(op.getResult()) << "* dz = " << c.out[0]
+       << " + i * " << classes << ";\n"
        << "    if (" << ignoredTest(ignore, "y") << ") {\n"
        << "      for (int64_t k = 0; k < " << classes
        << "; ++k) dz[k] = 0.0f;\n    } else {\n";
   emitRowGradScale(c.in[0], c.in[2], rows, ignore, op.getReduction(), c);
-  emitRowLogSumExp(c.os, c.in[1], "i", classes);
+  emitRowLogSumExp(c.os, c.in[1], bodyCType(op.getLogits()), "i", classes);
   c.os << "      for (int64_t k = 0; k < " << classes << "; ++k)\n"
        << "        dz[k] = g * (expf(z[k] - lse) - (k == y ? 1.0f : 0.0f));\n"
        << "    }\n";
@@ -120,7 +125,8 @@ static LogicalResult emitNllLossGrad(NllLossGradOp op, BodyContext &c) {
   int64_t classes = bodyShapeOf(op.getResult())[1];
   std::optional<int64_t> ignore = op.getIgnoreIndex();
   c.os << "    const int64_t y = (int64_t)" << c.in[1] << "[i];\n"
-       << "    float* dx = " << c.out[0] << " + i * " << classes << ";\n"
+       << "    " << bodyCType(op.getResult()) << "* dx = " << c.out[0]
+       << " + i * " << classes << ";\n"
        << "    for (int64_t k = 0; k < " << classes << "; ++k) dx[k] = 0.0f;\n"
        << "    if (!(" << ignoredTest(ignore, "y") << ")) {\n";
   emitRowGradScale(c.in[0], c.in[1], rows, ignore, op.getReduction(), c);

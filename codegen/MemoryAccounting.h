@@ -55,11 +55,6 @@ inline StateBytesPerParam stateBytesPerParam(bool bf16, bool fp32GradAccum) {
   return s;
 }
 
-/// Bytes of training state for `paramCount` parameters.
-inline int64_t stateBytes(int64_t paramCount, bool bf16, bool fp32GradAccum) {
-  return paramCount * stateBytesPerParam(bf16, fp32GradAccum).total();
-}
-
 } // namespace otc
 
 #endif // OTC_CODEGEN_MEMORYACCOUNTING_H

@@ -3,9 +3,11 @@
 // Reports what the planned buffer-level module implies before anything runs:
 // parameter count, the bytes of every class of state, the activation peak and
 // arena size of the chosen schedule with its lower bound (the most bytes live
-// at once), and the FLOPs of one optimizer step. Under mixed precision the
-// BF16 working copies ("param_bf16:" slots) are `params` and the FP32
-// "param:" slots `master_params`; `state_bytes_per_param` is the model of
+// at once), and the FLOPs of one optimizer step. Every FLOP count comes from
+// the cost interface (passes/Cost.h) on the tensor-level functions, handed
+// over in PlanInfo. Under mixed precision the BF16 working copies
+// ("param_bf16:" slots) are `params` and the FP32 "param:" slots
+// `master_params`; `state_bytes_per_param` is the model of
 // codegen/MemoryAccounting.h for the precision recipe.
 //
 //===----------------------------------------------------------------------===//
@@ -25,27 +27,6 @@
 using namespace mlir;
 using namespace otc;
 
-static int64_t bytesOf(MemRefType t) {
-  return t.getNumElements() * storageBytes(t.getElementType());
-}
-
-/// FLOPs of one buffer-level op: 2·M·N·K per GEMM, one per output element
-/// for every other kernel, none for copies.
-static int64_t flopsOf(Operation *op) {
-  if (auto g = dyn_cast<otck::GemmOp>(op)) {
-    ArrayRef<int64_t> a = g.getLhs().getType().getShape();
-    int64_t k = g.getTransposeLhs() ? a[a.size() - 2] : a.back();
-    return 2 * g.getOut().getType().getNumElements() * k;
-  }
-  if (auto k = dyn_cast<otck::KernelOp>(op)) {
-    int64_t n = 0;
-    for (Value v : k.getOutputs())
-      n += cast<MemRefType>(v.getType()).getNumElements();
-    return n;
-  }
-  return 0;
-}
-
 FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
                                           const PlanInfo &info) {
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
@@ -58,7 +39,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
     if (!b.getSlot() || !seen.insert(*b.getSlot()).second)
       return;
     StringRef kind = b.getSlot()->split(':').first;
-    int64_t bytes = bytesOf(b.getType());
+    int64_t bytes = byteSize(b.getType());
     if (kind == "param")
       paramsF32 += bytes;
     else if (kind == "param_bf16")
@@ -98,9 +79,6 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       live += delta[i];
       liveMax = std::max(liveMax, live);
     }
-    if (f.getSymName() == "optimizer_step")
-      for (Operation &op : f.getBody().front())
-        s.optimizerFlops += flopsOf(&op);
   }
   // Temporaries start after the persistent slots (aligned), so the extent
   // past that start is the activation peak.
@@ -116,6 +94,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   s.totalPeak = s.arena + s.workspace;
   s.modelFlops = info.microStepFlops * info.gradAccum;
   s.recomputeFlops = info.recomputeFlops * info.gradAccum;
+  s.optimizerFlops = info.optimizerFlops;
   return s;
 }
 

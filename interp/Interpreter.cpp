@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "interp/InterpreterImpl.h"
+#include "ir/TypeBytes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -138,8 +139,7 @@ LogicalResult Interpreter::run(otc::ConstantOp op) {
       return op.emitError("constant data of resource '")
              << resource.getRawHandle().getKey() << "' is not available";
     ArrayRef<char> bytes = blob->getData();
-    int64_t width =
-        elementType.isInteger(1) ? 1 : elementType.getIntOrFloatBitWidth() / 8;
+    int64_t width = otc::storageBytes(elementType);
     if (static_cast<int64_t>(bytes.size()) != width * elementCount(out.shape))
       return op.emitError("constant resource has ")
              << bytes.size() << " bytes, expected "

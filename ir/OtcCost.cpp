@@ -9,17 +9,10 @@
 
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
+#include "ir/TypeBytes.h"
 
 using namespace mlir;
 using namespace otc;
-
-/// Bytes of a tensor value (i1 takes a byte per element).
-static int64_t bytesOf(Value v) {
-  auto t = cast<ShapedType>(v.getType());
-  Type et = t.getElementType();
-  int64_t bytes = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-  return numElements(t.getShape()) * bytes;
-}
 
 static int64_t elementsOf(Value v) {
   return numElements(cast<ShapedType>(v.getType()).getShape());
@@ -35,14 +28,14 @@ int64_t otc::detail::resultElements(Operation *op) {
 int64_t otc::detail::operandBytes(Operation *op) {
   int64_t n = 0;
   for (Value v : op->getOperands())
-    n += bytesOf(v);
+    n += byteSize(v);
   return n;
 }
 
 int64_t otc::detail::resultBytes(Operation *op) {
   int64_t n = 0;
   for (Value v : op->getResults())
-    n += bytesOf(v);
+    n += byteSize(v);
   return n;
 }
 

@@ -16,15 +16,16 @@ using namespace mlir;
 using namespace otc;
 
 
-int64_t otc::valueBytes(Value v) {
-  auto t = cast<ShapedType>(v.getType());
-  return numElements(t.getShape()) * storageBytes(t.getElementType());
-}
-
 int64_t otc::opFlops(Operation *op) {
   if (auto cost = dyn_cast<CostOpInterface>(op))
     return cost.getFlops();
   return 0;
+}
+
+int64_t otc::functionFlops(func::FuncOp f) {
+  int64_t flops = 0;
+  f.walk([&](Operation *op) { flops += opFlops(op); });
+  return flops;
 }
 
 int64_t otc::activationPeak(func::FuncOp f) {
@@ -56,8 +57,8 @@ int64_t otc::activationPeak(func::FuncOp f) {
         continue;
       unsigned first = pos[&op];
       unsigned end = std::max(first, last.lookup(r));
-      delta[first] += valueBytes(r);
-      delta[end + 1] -= valueBytes(r);
+      delta[first] += byteSize(r);
+      delta[end + 1] -= byteSize(r);
     }
   int64_t live = 0, peak = 0;
   for (unsigned i = 0; i < n; ++i) {

@@ -1,8 +1,9 @@
 //===- Cost.h - FLOP and byte costs of otc ops and functions -----*- C++ -*-===//
 //
-// The cost model that recomputation and the report use: FLOPs of one op,
-// bytes of a value, and the activation peak of a tensor-level function
-// under its current op order.
+// The cost model that recomputation, the report and plan.json use: FLOPs of
+// one op (CostOpInterface) and of a function, and the activation peak of a
+// tensor-level function under its current op order. Byte sizes are
+// ir/TypeBytes.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,8 +19,8 @@ namespace otc {
 /// product, a per-element count for the other ops.
 int64_t opFlops(mlir::Operation *op);
 
-/// Bytes a tensor value occupies (i1 takes a byte per element).
-int64_t valueBytes(mlir::Value v);
+/// FLOPs of one call of `f`: opFlops of every op in it, nested ops included.
+int64_t functionFlops(mlir::func::FuncOp f);
 
 /// The most bytes of op results live at once in `f` (arguments excluded),
 /// in the function's op order: a value lives from its op to its last use;

@@ -1,7 +1,8 @@
 //===- Passes.h - otc passes -------------------------------------*- C++ -*-===//
 //
-// Declarations of the otc passes (generated from Passes.td) and the helpers
-// that assemble them into the compiler's pipeline.
+// Declarations of the otc passes (generated from Passes.td) and the buffer
+// liveness helpers that planning and the report share. passes/Pipeline.h
+// assembles the passes into the compiler's pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "ir/TypeBytes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -23,9 +25,6 @@ namespace otc {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
-
-/// Byte size of one element of `type` as stored in the arena (i1 takes a byte).
-int64_t storageBytes(mlir::Type elementType);
 
 /// A temporary buffer with its live range [first, last] in op positions of
 /// its function. A buffer written in place over a dying input starts one op

@@ -91,8 +91,12 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
     fused activations (otc.gelu, otc.silu: llm.c's `-r 1`) and, where
     attention is not fused, the attention core (scores, mask, softmax,
     dropout), keeping the inputs of the weight matrix products; `auto` chooses per block the least recompute
-    FLOPs whose peak (persistent state plus the activation peak of the
-    step) fits `budget`. Recomputed values are rebuilt by clones placed
+    FLOPs whose planned total peak fits `budget`: each candidate of the
+    recompute frontier is planned through the rest of the pipeline
+    (mixed-precision to plan-buffers, with `precision`, `fp32-grad-accum`,
+    `grad-accum` and `weight-decay` as otc-compile passes them), and its
+    arena plus the GEMM workspace of `target` is what must fit; otc-compile
+    --remat=auto uses the same solver. Recomputed values are rebuilt by clones placed
     before their first backward use; dropout clones redraw the same mask.
     The choice is recorded in the module attribute `otc.remat`.
 
@@ -113,6 +117,16 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
     Option<"blocks", "blocks", "std::string", "\"\"",
            "An explicit choice per block (n, s or f each), as the driver "
            "picks it for auto after planning every candidate">,
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32 or bf16: the precision auto plans its candidates with">,
+    Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",
+           "FP32 gradients under bf16, as auto plans its candidates">,
+    Option<"gradAccum", "grad-accum", "int64_t", "1",
+           "Micro-batches per optimizer step, as auto plans its candidates">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "AdamW weight decay, as auto plans its candidates">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "cpu or cuda: cuda adds the GEMM workspace to the planned peak">,
   ];
 }
 

@@ -26,17 +26,10 @@ namespace otc {
 using namespace mlir;
 using namespace otc;
 
-int64_t otc::storageBytes(Type elementType) {
-  if (elementType.isInteger(1))
-    return 1;
-  return (elementType.getIntOrFloatBitWidth() + 7) / 8;
-}
-
 namespace {
 
 static int64_t bufferBytes(otck::BufferOp buf) {
-  MemRefType t = buf.getType();
-  return t.getNumElements() * storageBytes(t.getElementType());
+  return byteSize(buf.getType());
 }
 
 static int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }

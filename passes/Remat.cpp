@@ -176,7 +176,6 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
       addBlock(bestStart + r * bestP, bestStart + (r + 1) * bestP);
     for (unsigned i = bestStart + bestReps * bestP; i < segments.size(); ++i)
       addBlock(i, i + 1);
-    a.repeatedBlocks = bestReps;
   } else {
     for (unsigned i = 0; i < segments.size(); ++i)
       addBlock(i, i + 1);
@@ -293,9 +292,9 @@ std::optional<int64_t> otc::parseByteSize(StringRef text) {
 int64_t otc::persistentBytes(func::FuncOp step) {
   int64_t bytes = 0;
   for (BlockArgument arg : step.getBody().front().getArguments())
-    bytes += valueBytes(arg); // parameters, inputs, key
+    bytes += byteSize(arg); // parameters, inputs, key
   for (unsigned i = 1, e = step.getNumResults(); i < e; ++i)
-    bytes += 3 * valueBytes(step.getBody().front().getTerminator()->getOperand(
+    bytes += 3 * byteSize(step.getBody().front().getTerminator()->getOperand(
                      i)); // gradient + two Adam moments
   return bytes;
 }
@@ -375,7 +374,7 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
           if (recomputed && !inputs.contains(v))
             continue;
           if (a->saved.contains(v) || inputs.contains(v))
-            kept += valueBytes(v);
+            kept += byteSize(v);
         }
         if (recomputed)
           flops += opFlops(op);
@@ -466,6 +465,15 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
       module.emitError("--remat=auto needs a memory budget");
       return signalPassFailure();
     }
+    if (precision != "fp32" && precision != "bf16") {
+      module.emitError("precision must be fp32 or bf16, got '")
+          << precision << "'";
+      return signalPassFailure();
+    }
+    if (target != "cpu" && target != "cuda") {
+      module.emitError("target must be cpu or cuda, got '") << target << "'";
+      return signalPassFailure();
+    }
     FailureOr<RematAnalysis> a = analyzeTrainStep(step);
     if (failed(a))
       return signalPassFailure();
@@ -510,9 +518,7 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
         attrs.push_back(b.getStringAttr(s));
       return b.getArrayAttr(attrs);
     };
-    std::string choices;
-    for (RematChoice c : choice)
-      choices += c == RematChoice::Full ? 'f' : c == RematChoice::Selective ? 's' : 'n';
+    std::string choices = rematBlockString(choice);
     module->setAttr(
         "otc.remat",
         b.getDictionaryAttr({
@@ -537,32 +543,30 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
     return name;
   }
 
-  /// The least recompute FLOPs whose peak fits `budget`, among the measured
-  /// frontier (rematFrontier). The candidates do not depend on the budget,
-  /// so a larger budget never picks more recomputation.
+  /// The choice of otc::solveAutoRemat for `budget`, planned with this
+  /// pass's back-end options.
   FailureOr<SmallVector<RematChoice>> solveAuto(ModuleOp module,
                                                 int64_t budget) {
     FailureOr<std::vector<RematCandidate>> front = rematFrontier(module);
     if (failed(front))
       return failure();
-    const RematCandidate *best = nullptr;
-    int64_t smallest = INT64_MAX;
-    for (const RematCandidate &c : *front) {
-      smallest = std::min(smallest, c.outcome.peakBytes);
-      if (c.outcome.peakBytes > budget)
-        continue;
-      if (!best || c.outcome.recomputeFlops < best->outcome.recomputeFlops ||
-          (c.outcome.recomputeFlops == best->outcome.recomputeFlops &&
-           c.outcome.peakBytes < best->outcome.peakBytes))
-        best = &c;
-    }
-    if (!best) {
+    BackEndOptions backEnd;
+    backEnd.bf16 = precision == "bf16";
+    backEnd.fp32GradAccum = fp32GradAccum;
+    backEnd.gradAccum = gradAccum;
+    backEnd.weightDecay = weightDecay;
+    backEnd.cuda = target == "cuda";
+    FailureOr<AutoRematResult> r =
+        solveAutoRemat(module, budget, backEnd, *front);
+    if (failed(r))
+      return failure();
+    if (!r->choice) {
       module.emitError("no recomputation plan fits the memory budget of ")
-          << budget << " bytes; the smallest that fits is " << smallest
+          << budget << " bytes; the smallest that fits is " << r->smallestPeak
           << " bytes";
       return failure();
     }
-    return best->choice;
+    return *r->choice;
   }
 };
 

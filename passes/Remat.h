@@ -9,8 +9,10 @@
 #define OTC_PASSES_REMAT_H
 
 #include "ir/OtcDialect.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace otc {
@@ -35,8 +37,6 @@ struct RematAnalysis {
   /// Forward values the backward reads.
   llvm::DenseSet<mlir::Value> saved;
   llvm::SmallVector<RematBlock> blocks;
-  /// How many blocks repeat one pattern (the transformer layers).
-  unsigned repeatedBlocks = 0;
 };
 
 mlir::FailureOr<RematAnalysis> analyzeTrainStep(mlir::func::FuncOp step);
@@ -50,6 +50,10 @@ int64_t applyRecompute(mlir::func::FuncOp step,
 
 /// What one block does under recomputation.
 enum class RematChoice { None, Selective, Full };
+
+/// One letter per block: n(one), s(elective), f(ull), as otc-remat's
+/// `blocks` option and the `otc.remat` attribute spell a choice.
+std::string rematBlockString(llvm::ArrayRef<RematChoice> choice);
 
 /// The result of a recomputation choice, measured on a copy of the module.
 struct RematOutcome {
@@ -73,6 +77,36 @@ struct RematCandidate {
 /// per-block choices, each measured exactly, from least to most memory.
 mlir::FailureOr<std::vector<RematCandidate>>
 rematFrontier(mlir::ModuleOp module);
+
+/// The total peak the rest of the pipeline plans for `module` (with
+/// @train_step, before recomputation) under `choice`: the choice and the back
+/// end (addBackEnd) run on a copy, and the peak is its arena plus the target's
+/// workspace, as plan.json's `total_peak` reports it.
+mlir::FailureOr<int64_t> plannedPeak(mlir::ModuleOp module,
+                                     llvm::ArrayRef<RematChoice> choice,
+                                     const BackEndOptions &backEnd);
+
+/// What --remat=auto chooses for one budget.
+struct AutoRematResult {
+  /// The chosen per-block choice; none when no candidate fits.
+  std::optional<llvm::SmallVector<RematChoice>> choice;
+  /// The planned total peak of the choice.
+  int64_t peak = 0;
+  /// The smallest planned total peak of any candidate: the least budget
+  /// that fits.
+  int64_t smallestPeak = 0;
+};
+
+/// The one solver of --remat=auto (otc-remat policy=auto and otc-compile):
+/// among the candidates of `frontier` (rematFrontier of `module`), the least
+/// recompute FLOPs whose planned total peak (plannedPeak) fits `budget`, the
+/// smaller peak on ties. The candidates and their peaks do not depend on the
+/// budget, so a larger budget never recomputes more, and the peak of the
+/// choice is the peak the build plans, so the budget is never exceeded.
+mlir::FailureOr<AutoRematResult>
+solveAutoRemat(mlir::ModuleOp module, int64_t budget,
+               const BackEndOptions &backEnd,
+               llvm::ArrayRef<RematCandidate> frontier);
 
 /// Bytes of the state that lives through a step: parameters, inputs,
 /// gradients and the two Adam moments of every trained parameter.

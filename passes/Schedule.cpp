@@ -57,14 +57,14 @@ static SmallVector<Operation *> greedyOrder(Block &body) {
       Operation *op = ops[i];
       int64_t gain = 0;
       for (Value r : op->getResults())
-        gain -= valueBytes(r);
+        gain -= byteSize(r);
       llvm::SmallDenseMap<Value, unsigned> uses;
       for (Value v : op->getOperands())
         ++uses[v];
       for (auto [v, n] : uses)
         if (v.getDefiningOp() && index.count(v.getDefiningOp()) &&
             usersLeft[v] == n)
-          gain += valueBytes(v);
+          gain += byteSize(v);
       if (best < 0 || gain > bestGain) {
         best = i;
         bestGain = gain;

@@ -20,10 +20,6 @@
 using namespace mlir;
 using namespace otc;
 
-static int64_t bytesOf(MemRefType t) {
-  return t.getNumElements() * storageBytes(t.getElementType());
-}
-
 /// Live temporary bytes after each op of `f`, plus `base`.
 static void appendFunction(func::FuncOp f, int64_t base, StringRef phase,
                            std::vector<TimelinePoint> &out) {
@@ -69,7 +65,7 @@ std::vector<TimelinePoint> otc::memoryTimeline(ModuleOp planned,
   llvm::StringSet<> seen;
   planned.walk([&](otck::BufferOp b) {
     if (b.getSlot() && seen.insert(*b.getSlot()).second)
-      persistent += bytesOf(b.getType());
+      persistent += byteSize(b.getType());
   });
   std::vector<TimelinePoint> out;
   if (auto f = planned.lookupSymbol<func::FuncOp>("zero_grads"))

@@ -6,6 +6,8 @@
 // (cpu) or nvcc (cuda). Also writes DIR/plan.json and DIR/init.safetensors
 // (the initial parameters). `--compile-to=PHASE` stops after a phase and
 // prints the IR; `--mlir-print-ir-after-all` prints it after every pass.
+// The passes and their order come from passes/Pipeline.h, and --remat=auto
+// chooses through the one solver of passes/Remat.h (solveAutoRemat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "ir/OtckDialect.h"
 #include "passes/Cost.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 #include "passes/Remat.h"
 #include "report/Report.h"
 #include "otcrt/safetensors.h"
@@ -92,13 +95,22 @@ static cl::opt<bool>
              cl::desc("Write plan.json and report.html only: no program, no "
                       "initial parameters (for sizing models)"),
              cl::cat(cat));
-static cl::opt<std::string>
-    compileTo("compile-to",
-              cl::desc("Stop after PHASE and print the IR: import, "
-                       "fold-shapes, fuse, differentiate, remat, "
-                       "mixed-precision, schedule, training-loop, buffers, "
-                       "plan, emit"),
-              cl::value_desc("PHASE"), cl::cat(cat));
+/// The --compile-to phases: import, the pipeline's phases (passes/Pipeline.h),
+/// and emit, as "import, fold-shapes, ..., emit".
+static const std::string &phaseList() {
+  static const std::string list = [] {
+    std::string l = "import";
+    for (unsigned p = static_cast<unsigned>(otc::kFirstPhase);
+         p <= static_cast<unsigned>(otc::kLastPhase); ++p)
+      l += ", " + otc::phaseName(static_cast<otc::Phase>(p)).str();
+    return l + ", emit";
+  }();
+  return list;
+}
+static const std::string compileToHelp =
+    "Stop after PHASE and print the IR: " + phaseList();
+static cl::opt<std::string> compileTo("compile-to", cl::desc(compileToHelp),
+                                      cl::value_desc("PHASE"), cl::cat(cat));
 
 /// Prints `otc-compile: error: msg` and returns the exit code.
 static int fail(const llvm::Twine &msg) {
@@ -120,15 +132,28 @@ static bool parseDims(otc::ImportOptions &opts, std::string &err) {
   return true;
 }
 
-/// One letter per block of a recomputation choice: n(one), s(elective),
-/// f(ull).
-static std::string blockString(llvm::ArrayRef<otc::RematChoice> choice) {
-  std::string s;
-  for (otc::RematChoice c : choice)
-    s += c == otc::RematChoice::Full        ? 'f'
-         : c == otc::RematChoice::Selective ? 's'
-                                            : 'n';
-  return s;
+/// What otc-fuse-patterns and otc-remat recorded on the module, for
+/// plan.json and the report.
+static void readRematAttributes(ModuleOp module, llvm::StringRef remat,
+                                otc::PlanInfo &info) {
+  if (auto fused = module->getAttrOfType<DictionaryAttr>("otc.fused")) {
+    info.fusedOps.emplace();
+    for (NamedAttribute a : fused)
+      info.fusedOps->push_back(
+          {a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
+  }
+  if (auto r = module->getAttrOfType<DictionaryAttr>("otc.remat")) {
+    info.rematPolicy = remat.str();
+    if (auto b = r.getAs<StringAttr>("blocks"))
+      info.rematBlocks = b.str();
+    if (auto f = r.getAs<IntegerAttr>("recompute_flops"))
+      info.recomputeFlops = f.getInt();
+    for (auto [key, list] : {std::pair{"saved", &info.saved},
+                             std::pair{"recomputed", &info.recomputed}})
+      if (auto a = r.getAs<ArrayAttr>(key))
+        for (Attribute e : a)
+          list->push_back(cast<StringAttr>(e).str());
+  }
 }
 
 /// Runs `cmd`, printing it first; returns false with `err` set on failure.
@@ -217,16 +242,10 @@ int main(int argc, char **argv) {
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (compileTo.empty() && outDir.empty())
     return fail("no output directory: pass -o DIR");
-  static const char *phases[] = {"import",        "fold-shapes",   "fuse",
-                                 "differentiate", "remat",
-                                 "mixed-precision", "schedule",        "training-loop",
-                                 "buffers",       "plan",
-                                 "emit"};
-  if (!compileTo.empty() && !llvm::is_contained(phases, compileTo))
-    return fail("unknown --compile-to phase '" + compileTo +
-                "' (import, fold-shapes, fuse, differentiate, remat, "
-                "mixed-precision, schedule, training-loop, buffers, plan, "
-                "emit)");
+  if (!compileTo.empty() && compileTo != "import" && compileTo != "emit" &&
+      !otc::parsePhase(compileTo))
+    return fail("unknown --compile-to phase '" + compileTo + "' (" +
+                phaseList() + ")");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -291,40 +310,28 @@ int main(int argc, char **argv) {
           if (isa<IntegerType>(t.getElementType()))
             tokensPerMicroStep = t.getNumElements();
 
-  // Passes, phase by phase, with the MLIR pass-manager flags applied.
-  SmallVector<std::string> saved;
-  auto runPhase = [&](llvm::function_ref<void(PassManager &)> build) {
+  // The pipeline (passes/Pipeline.h), phase by phase, with the MLIR
+  // pass-manager flags applied; the driver measures before recomputation and
+  // stops where --compile-to says.
+  otc::PipelineOptions pipeline;
+  pipeline.fuse = !noFuse;
+  pipeline.fusionRemarks = fusionRemarks;
+  pipeline.lossName = lossName;
+  pipeline.freeze = freeze;
+  pipeline.rematPolicy = remat;
+  pipeline.backEnd.bf16 = bf16;
+  pipeline.backEnd.fp32GradAccum = fp32GradAccum;
+  pipeline.backEnd.gradAccum = gradAccum;
+  pipeline.backEnd.weightDecay = weightDecay;
+  pipeline.backEnd.cuda = cuda;
+  auto runPhase = [&](otc::Phase phase) {
     PassManager pm(&context);
     if (failed(applyPassManagerCLOptions(pm)))
       return false;
-    build(pm);
-    return succeeded(pm.run(*module));
-  };
-  // What follows recomputation, as one pipeline: used to plan candidates.
-  auto addBackEnd = [&](PassManager &pm) {
-    if (bf16) {
-      otc::MixedPrecisionOptions mp;
-      mp.fp32GradAccum = fp32GradAccum;
-      pm.addPass(otc::createMixedPrecision(mp));
-    }
-    pm.addPass(otc::createSchedule());
-    otc::TrainingLoopOptions o;
-    o.gradAccum = gradAccum;
-    o.weightDecay = weightDecay;
-    pm.addPass(otc::createTrainingLoop(o));
-    pm.addPass(otc::createLowerToBuffers());
-    pm.addPass(otc::createPlanBuffers());
-  };
-  // Shape computations on constants, folded once dimensions are bound.
-  if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createFoldShapes()); }))
-    return fail("folding shape computations failed");
-  if (compileTo == "fold-shapes")
-    return printIR();
-  // Fused transformer ops, recognized before differentiation so that their
-  // gradients are fused too.
-  if (!noFuse) {
+    otc::addPhases(pm, phase, phase, pipeline);
+    // --fusion-remarks: why each almost-matching chain was not fused.
     std::optional<ScopedDiagnosticHandler> remarks;
-    if (fusionRemarks)
+    if (phase == otc::Phase::Fuse && fusionRemarks)
       remarks.emplace(&context, [](Diagnostic &d) {
         if (d.getSeverity() != DiagnosticSeverity::Remark)
           return failure();
@@ -332,140 +339,54 @@ int main(int argc, char **argv) {
                      << d.str() << "\n";
         return success();
       });
-    if (!runPhase([&](PassManager &pm) {
-          otc::FusePatternsOptions o;
-          o.remarks = fusionRemarks;
-          pm.addPass(otc::createFusePatterns(o));
-        }))
-      return fail("recognizing fused ops failed");
-  }
-  if (compileTo == "fuse")
-    return printIR();
-  if (!runPhase([&](PassManager &pm) {
-        otc::DifferentiateOptions o;
-        o.lossName = lossName;
-        o.freeze = freeze;
-        pm.addPass(otc::createDifferentiate(o));
-      }))
-    return fail("differentiation failed");
-  if (compileTo == "differentiate")
-    return printIR();
+    return succeeded(pm.run(*module));
+  };
 
-  // What the step costs without recomputation, and the frontier of what
-  // recomputation trades (for the report), measured before choosing.
   otc::PlanInfo info;
-  auto step = module->lookupSymbol<func::FuncOp>("train_step");
-  for (Operation &op : step.getBody().front().without_terminator())
-    info.microStepFlops += otc::opFlops(&op);
   std::vector<otc::RematCandidate> frontier;
-  if (compileTo.empty() || remat == "auto") {
-    FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(*module);
-    if (failed(f))
-      return fail("measuring the recompute frontier failed");
-    frontier = std::move(*f);
-  }
-  int64_t persistent = otc::persistentBytes(step);
-
-  // --remat=auto: every candidate of the frontier is planned through the
-  // rest of the pipeline, and the least recompute whose planned total peak
-  // fits the budget wins. The candidates do not depend on the budget, so a
-  // larger budget never picks more recomputation.
-  std::string blocks;
-  if (remat == "auto") {
-    const otc::RematCandidate *best = nullptr;
-    int64_t bestPeak = 0, smallest = INT64_MAX;
-    for (const otc::RematCandidate &c : frontier) {
-      OwningOpRef<ModuleOp> copy = (*module).clone();
-      PassManager pm(&context);
-      otc::RematOptions o;
-      o.policy = "auto";
-      o.blocks = blockString(c.choice);
-      pm.addPass(otc::createRemat(o));
-      addBackEnd(pm);
-      if (failed(pm.run(*copy)))
-        return fail("planning a recomputation candidate failed");
-      otc::PlanInfo measure;
-      measure.workspaceBytes = cuda ? (32ll << 20) : 0;
-      FailureOr<otc::PlanSummary> s = otc::summarizePlan(*copy, measure);
-      if (failed(s))
-        return fail("summarizing a recomputation candidate failed");
-      smallest = std::min(smallest, s->totalPeak);
-      if (s->totalPeak > *budget)
-        continue;
-      if (!best || c.outcome.recomputeFlops < best->outcome.recomputeFlops ||
-          (c.outcome.recomputeFlops == best->outcome.recomputeFlops &&
-           s->totalPeak < bestPeak)) {
-        best = &c;
-        bestPeak = s->totalPeak;
+  int64_t persistent = 0;
+  for (unsigned p = static_cast<unsigned>(otc::kFirstPhase);
+       p <= static_cast<unsigned>(otc::kLastPhase); ++p) {
+    auto phase = static_cast<otc::Phase>(p);
+    if (phase == otc::Phase::Remat) {
+      // What the step costs without recomputation, and the frontier of what
+      // recomputation trades (for the report), measured before choosing.
+      auto step = module->lookupSymbol<func::FuncOp>("train_step");
+      info.microStepFlops = otc::functionFlops(step);
+      if (compileTo.empty() || remat == "auto") {
+        FailureOr<std::vector<otc::RematCandidate>> f =
+            otc::rematFrontier(*module);
+        if (failed(f))
+          return fail("measuring the recompute frontier failed");
+        frontier = std::move(*f);
+      }
+      persistent = otc::persistentBytes(step);
+      // --remat=auto: the one solver (passes/RematSolver.cpp) plans every
+      // candidate through the rest of this pipeline; otc-remat then applies
+      // its choice.
+      if (remat == "auto") {
+        FailureOr<otc::AutoRematResult> r = otc::solveAutoRemat(
+            *module, *budget, pipeline.backEnd, frontier);
+        if (failed(r))
+          return fail("planning a recomputation candidate failed");
+        if (!r->choice)
+          return fail("no recomputation plan fits --memory-budget " +
+                      memoryBudget + " (" + std::to_string(*budget) +
+                      " bytes); the smallest that fits is " +
+                      std::to_string(r->smallestPeak) + " bytes");
+        pipeline.rematBlocks = otc::rematBlockString(*r->choice);
       }
     }
-    if (!best)
-      return fail("no recomputation plan fits --memory-budget " +
-                  memoryBudget + " (" + std::to_string(*budget) +
-                  " bytes); the smallest that fits is " +
-                  std::to_string(smallest) + " bytes");
-    blocks = blockString(best->choice);
+    if (!runPhase(phase))
+      return fail(otc::phaseFailure(phase));
+    if (phase == otc::Phase::Remat)
+      readRematAttributes(*module, remat, info);
+    if (phase == otc::Phase::TrainingLoop)
+      if (auto opt = module->lookupSymbol<func::FuncOp>("optimizer_step"))
+        info.optimizerFlops = otc::functionFlops(opt);
+    if (compileTo == otc::phaseName(phase))
+      return printIR();
   }
-  if (!runPhase([&](PassManager &pm) {
-        otc::RematOptions o;
-        o.policy = remat;
-        o.blocks = blocks;
-        pm.addPass(otc::createRemat(o));
-      }))
-    return fail("choosing recomputation failed");
-  if (auto fused = (*module)->getAttrOfType<DictionaryAttr>("otc.fused")) {
-    info.fusedOps.emplace();
-    for (NamedAttribute a : fused)
-      info.fusedOps->push_back(
-          {a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
-  }
-  if (auto r = (*module)->getAttrOfType<DictionaryAttr>("otc.remat")) {
-    info.rematPolicy = remat;
-    if (auto b = r.getAs<StringAttr>("blocks"))
-      info.rematBlocks = b.str();
-    if (auto f = r.getAs<IntegerAttr>("recompute_flops"))
-      info.recomputeFlops = f.getInt();
-    for (auto [key, list] : {std::pair{"saved", &info.saved},
-                             std::pair{"recomputed", &info.recomputed}})
-      if (auto a = r.getAs<ArrayAttr>(key))
-        for (Attribute e : a)
-          list->push_back(cast<StringAttr>(e).str());
-  }
-  if (compileTo == "remat")
-    return printIR();
-  // BF16 compute, FP32 masters, reductions and loss (gradients in FP32 with
-  // --fp32-grad-accum; FP32 training accumulates in FP32 anyway).
-  if (bf16 && !runPhase([&](PassManager &pm) {
-        otc::MixedPrecisionOptions o;
-        o.fp32GradAccum = fp32GradAccum;
-        pm.addPass(otc::createMixedPrecision(o));
-      }))
-    return fail("setting the precision failed");
-  if (compileTo == "mixed-precision")
-    return printIR();
-  if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createSchedule()); }))
-    return fail("scheduling failed");
-  if (compileTo == "schedule")
-    return printIR();
-  if (!runPhase([&](PassManager &pm) {
-        otc::TrainingLoopOptions o;
-        o.gradAccum = gradAccum;
-        o.weightDecay = weightDecay;
-        pm.addPass(otc::createTrainingLoop(o));
-      }))
-    return fail("building the training loop failed");
-  if (compileTo == "training-loop")
-    return printIR();
-  if (!runPhase([&](PassManager &pm) {
-        pm.addPass(otc::createLowerToBuffers());
-      }))
-    return fail("lowering to buffers failed");
-  if (compileTo == "buffers")
-    return printIR();
-  if (!runPhase([&](PassManager &pm) { pm.addPass(otc::createPlanBuffers()); }))
-    return fail("buffer planning failed");
-  if (compileTo == "plan")
-    return printIR();
 
   // The plan's figures; a budget is never exceeded.
   info.target = target;
@@ -473,7 +394,7 @@ int main(int argc, char **argv) {
   info.gradAccum = gradAccum;
   info.precision = precision;
   info.fp32GradAccum = bf16 && fp32GradAccum;
-  info.workspaceBytes = cuda ? (32ll << 20) : 0;
+  info.workspaceBytes = otc::workspaceBytes(cuda);
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
   FailureOr<otc::PlanSummary> summary = otc::summarizePlan(*module, info);
@@ -512,7 +433,7 @@ int main(int argc, char **argv) {
     // The pictures: memory over one step and the recompute frontier.
     std::vector<otc::FrontierPoint> points;
     for (const otc::RematCandidate &c : frontier) {
-      std::string label = blockString(c.choice);
+      std::string label = otc::rematBlockString(c.choice);
       points.push_back({c.outcome.peakBytes - persistent,
                         c.outcome.recomputeFlops, label,
                         label == info.rematBlocks});

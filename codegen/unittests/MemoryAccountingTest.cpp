@@ -11,7 +11,6 @@
 
 #include <gtest/gtest.h>
 
-using otc::stateBytes;
 using otc::stateBytesPerParam;
 
 namespace {
@@ -37,9 +36,12 @@ TEST(MemoryAccounting, PlaybookTable) {
   } rows[] = {{1, 16, 20}, {7, 112, 140}, {70, 1120, 1400}, {405, 6480, 8100}};
   for (const Row &r : rows) {
     int64_t n = r.billions * kGB;
-    EXPECT_EQ(stateBytes(n, false, false), r.bf16GB * kGB) << r.billions;
-    EXPECT_EQ(stateBytes(n, true, false), r.bf16GB * kGB) << r.billions;
-    EXPECT_EQ(stateBytes(n, true, true), r.fp32AccumGB * kGB) << r.billions;
+    EXPECT_EQ(n * stateBytesPerParam(false, false).total(), r.bf16GB * kGB)
+        << r.billions;
+    EXPECT_EQ(n * stateBytesPerParam(true, false).total(), r.bf16GB * kGB)
+        << r.billions;
+    EXPECT_EQ(n * stateBytesPerParam(true, true).total(), r.fp32AccumGB * kGB)
+        << r.billions;
   }
 }
 

@@ -7,6 +7,7 @@
 // compute type is pure FP32 (no TF32). The ABI function returns void, so a
 // cuBLASLt failure prints file:line and exits with status 1.
 #include "otcrt/abi.h"
+#include "otcrt/workspace.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -20,7 +21,7 @@
 
 namespace {
 
-constexpr size_t kWorkspaceBytes = 32u << 20;
+constexpr size_t kWorkspaceBytes = OTCRT_CUDA_GEMM_WORKSPACE_BYTES;
 
 [[noreturn]] void fatal(const char *what, const char *detail, const char *file,
                         int line) {

@@ -3,16 +3,21 @@
 // RUN: not otc-opt %s --otc-differentiate --otc-remat=policy=some 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=12XB" 2>&1 | FileCheck %s --check-prefix=UNIT
 // RUN: not otc-opt %s --otc-remat 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=1MiB precision=fp8" 2>&1 | FileCheck %s --check-prefix=PRECISION
+// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=1MiB target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 
-// Tests the errors. An impossible budget names the smallest that fits, by
-// hand: persistent x (32) + w1 (64) + its gradient and moments (192) = 288;
-// activations peak at the weight-gradient matmul with tanh (32), the loss
-// (4), the broadcast seed (32) and tanh_grad (32) live = 100; 388 in all.
-// SMALL: error: no recomputation plan fits the memory budget of 100 bytes; the smallest that fits is 388 bytes
+// Tests the errors. An impossible budget names the smallest that fits, as
+// otc-compile plans it: the arena of otc-plan-buffers, every buffer 256-byte
+// aligned. By hand: eight persistent slots (x, w1, its gradient and two
+// moments, loss, lr, step) take 8 * 256 = 2048 bytes; at most two
+// temporaries (2x4 f32 each) live at once, 512 more; 2560 in all.
+// SMALL: error: no recomputation plan fits the memory budget of 100 bytes; the smallest that fits is 2560 bytes
 // NOBUDGET: error: --remat=auto needs a memory budget
 // POLICY: error: unknown recomputation policy 'some' (none, full, selective, auto)
 // UNIT: error: cannot read memory budget '12XB' (e.g. 12GiB, 500MB, 1048576)
 // NOSTEP: error: no @train_step: run --otc-differentiate first
+// PRECISION: error: precision must be fp32 or bf16, got 'fp8'
+// TARGET: error: target must be cpu or cuda, got 'tpu'
 
 func.func @forward(%x: tensor<2x4xf32> {otc.input = "x"}, %w1: tensor<4x4xf32> {otc.param = "w1"}) -> (tensor<f32> {otc.output = "loss"}) {
   %a1 = otc.matmul %x, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -1,8 +1,9 @@
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=none | FileCheck %s --check-prefix=NONE
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=full | FileCheck %s --check-prefix=FULL
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=selective | FileCheck %s --check-prefix=SEL
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=780" | FileCheck %s --check-prefix=AUTO780
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=1KiB" | FileCheck %s --check-prefix=AUTOBIG
+// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=4352" | FileCheck %s --check-prefix=AUTO4352
+// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=4608" | FileCheck %s --check-prefix=AUTO4608
+// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=5KiB" | FileCheck %s --check-prefix=AUTOBIG
 
 // Tests the policies on two residual blocks (matmul, softmax, tanh, add) and
 // a head. The residual values are the cuts between blocks; `full` keeps the
@@ -38,8 +39,16 @@
 
 // SEL: otc.remat = {blocks = "sss", policy = "selective", recompute_flops = 208 : i64, recomputed = ["otc.softmax", "otc.softmax"], saved = ["otc.add", "otc.tanh", "otc.tanh"]}
 
-// A budget between the extremes recomputes the attention core of one block.
-// AUTO780: otc.remat = {blocks = "snn", policy = "auto", recompute_flops = 104 : i64
+// `auto` measures each candidate as otc-compile plans it: the arena of
+// otc-plan-buffers (every buffer 256-byte aligned) after the rest of the
+// pipeline. Twelve persistent slots (x, w1, w2, their gradients and two
+// moments each, loss, lr, step) take 12 * 256 = 3072 bytes; the temporaries
+// after them take 7 places of 256 under nnn (4864 in all), 6 under snn
+// (4608) and 5 under fnn and fff (4352). The smallest budget takes the cheaper
+// of the two smallest plans; a budget between the extremes recomputes the
+// attention core of one block.
+// AUTO4352: otc.remat = {blocks = "fnn", policy = "auto", recompute_flops = 112 : i64
+// AUTO4608: otc.remat = {blocks = "snn", policy = "auto", recompute_flops = 104 : i64
 // AUTOBIG: otc.remat = {blocks = "nnn", policy = "auto", recompute_flops = 0 : i64
 
 func.func @forward(%x: tensor<2x4xf32> {otc.input = "x"}, %w1: tensor<4x4xf32> {otc.param = "w1"},

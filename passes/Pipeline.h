@@ -1,0 +1,89 @@
+//===- Pipeline.h - the otc pass pipeline, assembled once --------*- C++ -*-===//
+//
+// The compiler's phases after import, in order, and the one function that
+// adds the passes of a range of them to a pass manager. otc-compile runs the
+// phases through it (stopping where --compile-to says), and --remat=auto
+// plans each recomputation candidate through the same back end, so that
+// what it measures is what the driver then builds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_PASSES_PIPELINE_H
+#define OTC_PASSES_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace otc {
+
+/// The phases after import, in pipeline order. Each adds at most one pass.
+enum class Phase {
+  FoldShapes,
+  Fuse,
+  Differentiate,
+  Remat,
+  MixedPrecision,
+  Schedule,
+  TrainingLoop,
+  Buffers,
+  Plan,
+};
+
+/// The first and last phase.
+constexpr Phase kFirstPhase = Phase::FoldShapes;
+constexpr Phase kLastPhase = Phase::Plan;
+
+/// The name of `phase` as --compile-to spells it ("fold-shapes", ...).
+llvm::StringRef phaseName(Phase phase);
+
+/// The phase named `name`, if any.
+std::optional<Phase> parsePhase(llvm::StringRef name);
+
+/// What the driver says when `phase` fails ("differentiation failed").
+llvm::StringRef phaseFailure(Phase phase);
+
+/// Bytes the target allocates outside the arena: the GEMM workspace of the
+/// cuda runtime, nothing on cpu.
+int64_t workspaceBytes(bool cuda);
+
+/// What the phases after recomputation depend on. The recomputation solver
+/// plans its candidates with these, so they must be those of the build.
+struct BackEndOptions {
+  /// BF16 compute with FP32 masters (otc-mixed-precision).
+  bool bf16 = false;
+  /// FP32 gradients under BF16 (otc-mixed-precision fp32-grad-accum).
+  bool fp32GradAccum = false;
+  /// Micro-batches per optimizer step and AdamW's decoupled weight decay.
+  int64_t gradAccum = 1;
+  double weightDecay = 0.0;
+  /// The cuda target, whose GEMM workspace adds to the planned peak.
+  bool cuda = false;
+};
+
+/// The options of every phase.
+struct PipelineOptions {
+  /// otc-fuse-patterns runs (off: --no-fuse), with remarks or without.
+  bool fuse = true;
+  bool fusionRemarks = false;
+  /// otc-differentiate: the loss output and the frozen initializers.
+  std::string lossName, freeze;
+  /// otc-remat: policy, budget and an explicit per-block choice.
+  std::string rematPolicy = "none", rematBudget, rematBlocks;
+  BackEndOptions backEnd;
+};
+
+/// Adds the passes of the phases `first` through `last` to `pm`. Phases
+/// that are off (fuse without `fuse`, mixed-precision without `bf16`) add
+/// nothing.
+void addPhases(mlir::OpPassManager &pm, Phase first, Phase last,
+               const PipelineOptions &options);
+
+/// Adds the phases after recomputation: mixed-precision through plan.
+void addBackEnd(mlir::OpPassManager &pm, const BackEndOptions &options);
+
+} // namespace otc
+
+#endif // OTC_PASSES_PIPELINE_H

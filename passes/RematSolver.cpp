@@ -1,0 +1,72 @@
+//===- RematSolver.cpp - the one solver of --remat=auto --------------------===//
+//
+// Chooses the recomputation of `auto` for a memory budget. Each candidate of
+// the recompute frontier is planned through the rest of the pipeline, the
+// same passes otc-compile then runs, and measured as plan.json reports the
+// result: the arena plus the target's workspace. Both otc-remat
+// (policy=auto) and the driver choose through solveAutoRemat, so they agree
+// for one budget.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtckDialect.h"
+#include "passes/Remat.h"
+
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace otc;
+
+std::string otc::rematBlockString(ArrayRef<RematChoice> choice) {
+  std::string s;
+  for (RematChoice c : choice)
+    s += c == RematChoice::Full        ? 'f'
+         : c == RematChoice::Selective ? 's'
+                                       : 'n';
+  return s;
+}
+
+FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
+                                    ArrayRef<RematChoice> choice,
+                                    const BackEndOptions &backEnd) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  PipelineOptions o;
+  o.rematPolicy = "auto";
+  o.rematBlocks = rematBlockString(choice);
+  o.backEnd = backEnd;
+  PassManager pm(module.getContext());
+  addPhases(pm, Phase::Remat, kLastPhase, o);
+  if (failed(pm.run(*copy)))
+    return module.emitError("planning the recomputation candidate '")
+           << o.rematBlocks << "' failed";
+  auto arena = (*copy)->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
+  if (!arena)
+    return module.emitError("the planned candidate has no arena size");
+  return arena.getInt() + workspaceBytes(backEnd.cuda);
+}
+
+FailureOr<AutoRematResult>
+otc::solveAutoRemat(ModuleOp module, int64_t budget,
+                    const BackEndOptions &backEnd,
+                    ArrayRef<RematCandidate> frontier) {
+  AutoRematResult r;
+  r.smallestPeak = INT64_MAX;
+  const RematCandidate *best = nullptr;
+  for (const RematCandidate &c : frontier) {
+    FailureOr<int64_t> peak = plannedPeak(module, c.choice, backEnd);
+    if (failed(peak))
+      return failure();
+    r.smallestPeak = std::min(r.smallestPeak, *peak);
+    if (*peak > budget)
+      continue;
+    if (!best || c.outcome.recomputeFlops < best->outcome.recomputeFlops ||
+        (c.outcome.recomputeFlops == best->outcome.recomputeFlops &&
+         *peak < r.peak)) {
+      best = &c;
+      r.peak = *peak;
+    }
+  }
+  if (best)
+    r.choice = best->choice;
+  return r;
+}
