@@ -509,9 +509,16 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
                     b = g.getRhs().getType().getShape(),
                     c = g.getOut().getType().getShape();
-  if (!g.getLhs().getType().getElementType().isF32() ||
+  Type in = g.getLhs().getType().getElementType();
+  if (in != g.getRhs().getType().getElementType() ||
+      !(in.isF32() || in.isBF16()) ||
       !g.getOut().getType().getElementType().isF32())
-    return g.emitOpError("only f32 GEMMs are supported by this emitter");
+    return g.emitOpError("only f32 x f32 and bf16 x bf16 GEMMs into f32 are "
+                         "supported by this emitter");
+  bool bf16 = in.isBF16();
+  auto operand = [&](Value v) {
+    return bf16 ? "(const uint16_t *)" + names[v] : names[v];
+  };
   int64_t m = c[c.size() - 2], n = c[c.size() - 1];
   bool ta = g.getTransposeLhs(), tb = g.getTransposeRhs();
   int64_t k = ta ? a[a.size() - 2] : a[a.size() - 1];
@@ -535,9 +542,10 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   std::string node = nodeName(g.getLoc());
   funcs << "  otcrt_trace_begin(" << cString(traceName(node, "gemm")) << ");\n"
         << "  // " << (node.empty() ? "gemm" : node) << "\n"
-        << "  otcrt_gemm_f32(" << ta << ", " << tb << ", " << m << ", " << n
-        << ", " << k << ", 1.0f, " << names[g.getLhs()] << ", " << a.back()
-        << ", " << *sa << ", " << names[g.getRhs()] << ", " << b.back() << ", "
+        << "  otcrt_gemm_" << (bf16 ? "bf16" : "f32") << "(" << ta << ", " << tb
+        << ", " << m << ", " << n << ", " << k << ", 1.0f, "
+        << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
+        << operand(g.getRhs()) << ", " << b.back() << ", "
         << *sb << ", 0.0f, " << names[g.getOut()] << ", " << n << ", "
         << m * n << ", " << batch << ");\n"
         << "  otcrt_trace_end();\n";

@@ -76,7 +76,8 @@ def Otck_GemmOp : Otck_Op<"gemm"> {
   let summary = "out = lhs x rhs through the target's GEMM library";
   let description = [{
     Same shape rules as `otc.matmul` on buffers: a library call (cuBLASLt on
-    the cuda target), batch dimensions broadcast by strides.
+    the cuda target), batch dimensions broadcast by strides. Operands are
+    both f32 or both bf16 (FP32 accumulation); the result is f32.
   }];
   let arguments = (ins AnyStaticShapeMemRef:$lhs, AnyStaticShapeMemRef:$rhs,
                    AnyStaticShapeMemRef:$out,

@@ -167,9 +167,14 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
     }
 
     if (auto mm = dyn_cast<MatMulOp>(op)) {
+      // BF16 x BF16 is a BF16 GEMM (FP32 accumulation); a mixed pair reads
+      // its BF16 side widened.
+      bool bothBf16 = llvm::all_of(op.getOperandTypes(), [](Type t) {
+        return cast<RankedTensorType>(t).getElementType().isBF16();
+      });
       for (auto [k, v] : llvm::enumerate(op.getOperands())) {
         auto t = cast<RankedTensorType>(v.getType());
-        if (t.getElementType().isBF16())
+        if (t.getElementType().isBF16() && !bothBf16)
           ins[k] = widenToF32(b, loc, ins[k], t);
       }
       auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);

@@ -3,10 +3,12 @@
 // When op(B) is a transpose, B is first packed into row-major K x N so the
 // innermost loop always streams contiguous rows of B and C (vectorizable).
 // Semantics follow the ABI comment in otcrt/abi.h, including beta == 0
-// overwriting C without reading it and stride 0 meaning broadcast.
+// overwriting C without reading it and stride 0 meaning broadcast. The BF16
+// entry point widens its operands (exactly) and runs the same FP32 product.
 #include "otcrt/abi.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <vector>
 
@@ -101,4 +103,40 @@ extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t rb = 0; rb < rowBlocks; ++rb)
       run(b, rb);
+}
+
+namespace {
+
+/// The matrices of a BF16 operand, widened: one entry for a broadcast
+/// operand (stride 0), else `batch` of `stride` elements each.
+std::vector<float> widen(const uint16_t *x, int64_t rows, int64_t ld,
+                         int64_t stride, int64_t batch) {
+  int64_t entries = stride == 0 ? 1 : batch;
+  // Same offsets as the operand: entry e at e * stride, rows x ld each.
+  std::vector<float> out(static_cast<size_t>((entries - 1) * stride + rows * ld));
+#pragma omp parallel for schedule(static) if (out.size() > 65536)
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    out[i] = f;
+  }
+  return out;
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
+                                int64_t K, float alpha, const uint16_t *A,
+                                int64_t lda, int64_t strideA, const uint16_t *B,
+                                int64_t ldb, int64_t strideB, float beta,
+                                float *C, int64_t ldc, int64_t strideC,
+                                int64_t batch) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  // The rows each operand spans as stored.
+  std::vector<float> a = widen(A, transA ? K : M, lda, strideA, batch);
+  std::vector<float> b = widen(B, transB ? N : K, ldb, strideB, batch);
+  otcrt_gemm_f32(transA, transB, M, N, K, alpha, a.data(), lda, strideA,
+                 b.data(), ldb, strideB, beta, C, ldc, strideC, batch);
 }

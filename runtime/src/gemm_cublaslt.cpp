@@ -4,7 +4,8 @@
 // movement. One handle and one 32 MiB workspace are created lazily; the
 // descriptors, layouts and heuristic algorithm are cached per call shape
 // (including pointer alignment, which constrains the algorithm choice). The
-// compute type is pure FP32 (no TF32). The ABI function returns void, so a
+// compute type is pure FP32 (no TF32); otcrt_gemm_bf16 reads BF16 operands
+// (CUDA_R_16BF) into the same FP32 accumulation and FP32 C. The ABI function returns void, so a
 // cuBLASLt failure prints file:line and exits with status 1.
 #include "otcrt/abi.h"
 #include "otcrt/workspace.h"
@@ -52,7 +53,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using PlanKey = std::array<int64_t, 15>;
+using PlanKey = std::array<int64_t, 16>;
 
 struct State {
   std::mutex mutex;
@@ -68,17 +69,19 @@ State &state() {
 }
 
 /// Largest power of two (<= 256) dividing the address and every batch step.
-uint32_t alignmentOf(const void *p, int64_t strideElems, int64_t batch) {
+uint32_t alignmentOf(const void *p, int64_t strideElems, int64_t batch,
+                     size_t elemBytes) {
   uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
   if (batch > 1 && strideElems != 0)
-    bits |= static_cast<uint64_t>(strideElems) * sizeof(float);
+    bits |= static_cast<uint64_t>(strideElems) * elemBytes;
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-cublasLtMatrixLayout_t makeLayout(uint64_t rows, uint64_t cols, int64_t ld,
-                                  int64_t batch, int64_t stride) {
+cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, uint64_t rows,
+                                  uint64_t cols, int64_t ld, int64_t batch,
+                                  int64_t stride) {
   cublasLtMatrixLayout_t layout;
-  OTCRT_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, rows, cols, ld));
+  OTCRT_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
     OTCRT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
@@ -91,12 +94,13 @@ cublasLtMatrixLayout_t makeLayout(uint64_t rows, uint64_t cols, int64_t ld,
 }
 
 /// Builds (or finds) the plan for one call shape.
-Plan &getPlan(State &s, int transA, int transB, int64_t M, int64_t N,
-              int64_t K, int64_t lda, int64_t strideA, int64_t ldb,
-              int64_t strideB, int64_t ldc, int64_t strideC, int64_t batch,
-              uint32_t alignA, uint32_t alignB, uint32_t alignC) {
-  PlanKey key = {transA, transB, M,     N,      K,      lda,    ldb,   ldc,
-                 strideA, strideB, strideC, batch, alignA, alignB, alignC};
+Plan &getPlan(State &s, cudaDataType_t inType, int transA, int transB,
+              int64_t M, int64_t N, int64_t K, int64_t lda, int64_t strideA,
+              int64_t ldb, int64_t strideB, int64_t ldc, int64_t strideC,
+              int64_t batch, uint32_t alignA, uint32_t alignB,
+              uint32_t alignC) {
+  PlanKey key = {inType, transA,  transB,  M,     N,      K,      lda,    ldb,
+                 ldc,    strideA, strideB, strideC, batch, alignA, alignB, alignC};
   auto it = s.plans.find(key);
   if (it != s.plans.end())
     return it->second;
@@ -110,9 +114,11 @@ Plan &getPlan(State &s, int transA, int transB, int64_t M, int64_t N,
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
   OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
-  plan.a = makeLayout(transB ? K : N, transB ? N : K, ldb, batch, strideB);
-  plan.b = makeLayout(transA ? M : K, transA ? K : M, lda, batch, strideA);
-  plan.c = makeLayout(N, M, ldc, batch, strideC);
+  plan.a = makeLayout(inType, transB ? K : N, transB ? N : K, ldb, batch,
+                      strideB);
+  plan.b = makeLayout(inType, transA ? M : K, transA ? K : M, lda, batch,
+                      strideA);
+  plan.c = makeLayout(CUDA_R_32F, N, M, ldc, batch, strideC);
 
   cublasLtMatmulPreference_t pref;
   OTCRT_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -162,14 +168,13 @@ void scaleOnly(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
     }
 }
 
-} // namespace
-
-extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
-                               int64_t K, float alpha, const float *A,
-                               int64_t lda, int64_t strideA, const float *B,
-                               int64_t ldb, int64_t strideB, float beta,
-                               float *C, int64_t ldc, int64_t strideC,
-                               int64_t batch) {
+/// C = alpha op(A) op(B) + beta C with `T` operands (float or BF16 bits) of
+/// cuBLASLt type `inType`, FP32 accumulation and C.
+template <typename T>
+void gemm(cudaDataType_t inType, int transA, int transB, int64_t M, int64_t N,
+          int64_t K, float alpha, const T *A, int64_t lda, int64_t strideA,
+          const T *B, int64_t ldb, int64_t strideB, float beta, float *C,
+          int64_t ldc, int64_t strideC, int64_t batch) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
   if (K <= 0) {
@@ -179,8 +184,8 @@ extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
   if (strideC == 0 && batch > 1) {
     // Every entry updates the same C: apply them in order.
     for (int64_t b = 0; b < batch; ++b)
-      otcrt_gemm_f32(transA, transB, M, N, K, alpha, A + b * strideA, lda, 0,
-                     B + b * strideB, ldb, 0, beta, C, ldc, 0, 1);
+      gemm(inType, transA, transB, M, N, K, alpha, A + b * strideA, lda, 0,
+           B + b * strideB, ldb, 0, beta, C, ldc, 0, 1);
     return;
   }
   State &s = state();
@@ -194,12 +199,34 @@ extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
       s.workspace = nullptr;
     }
   }
-  uint32_t alignA = alignmentOf(A, strideA, batch);
-  uint32_t alignB = alignmentOf(B, strideB, batch);
-  uint32_t alignC = alignmentOf(C, strideC, batch);
-  Plan &plan = getPlan(s, transA, transB, M, N, K, lda, strideA, ldb, strideB,
-                       ldc, strideC, batch, alignA, alignB, alignC);
+  uint32_t alignA = alignmentOf(A, strideA, batch, sizeof(T));
+  uint32_t alignB = alignmentOf(B, strideB, batch, sizeof(T));
+  uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(float));
+  Plan &plan = getPlan(s, inType, transA, transB, M, N, K, lda, strideA, ldb,
+                       strideB, ldc, strideC, batch, alignA, alignB, alignC);
   OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
                                 plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
                                 s.workspace, s.workspaceBytes, /*stream=*/0));
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
+                               int64_t K, float alpha, const float *A,
+                               int64_t lda, int64_t strideA, const float *B,
+                               int64_t ldb, int64_t strideB, float beta,
+                               float *C, int64_t ldc, int64_t strideC,
+                               int64_t batch) {
+  gemm(CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+       strideB, beta, C, ldc, strideC, batch);
+}
+
+extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
+                                int64_t K, float alpha, const uint16_t *A,
+                                int64_t lda, int64_t strideA, const uint16_t *B,
+                                int64_t ldb, int64_t strideB, float beta,
+                                float *C, int64_t ldc, int64_t strideC,
+                                int64_t batch) {
+  gemm(CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+       strideB, beta, C, ldc, strideC, batch);
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -119,4 +120,48 @@ TEST(GemmCpu, BroadcastCAccumulatesInOrder) {
   float C[1] = {1.0f};
   otcrt_gemm_f32(0, 0, 1, 1, 1, 1.0f, A, 1, 1, B, 1, 0, 1.0f, C, 1, 0, 2);
   EXPECT_FLOAT_EQ(C[0], 1.0f + 20.0f + 30.0f);
+}
+
+/// BF16 operands: the product of the widened values, bit for bit (the same
+/// FP32 accumulation), with transposes, a broadcast B and a batch.
+TEST(GemmCpu, Bf16OperandsEqualWidenedProduct) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  const int64_t M = 5, N = 7, K = 9, batch = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<uint16_t> a(batch * M * K), b(K * N);
+      std::vector<float> af(a.size()), bf(b.size());
+      auto fill = [&](std::vector<uint16_t> &h, std::vector<float> &f) {
+        for (size_t i = 0; i < h.size(); ++i) {
+          float x = dist(rng);
+          uint32_t bits;
+          std::memcpy(&bits, &x, sizeof(bits));
+          h[i] = static_cast<uint16_t>(bits >> 16);
+          bits = static_cast<uint32_t>(h[i]) << 16;
+          std::memcpy(&f[i], &bits, sizeof(float));
+        }
+      };
+      fill(a, af);
+      fill(b, bf);
+      std::vector<float> c(batch * M * N, 1.0f), cf(c);
+      int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      otcrt_gemm_bf16(ta, tb, M, N, K, 0.5f, a.data(), lda, M * K, b.data(),
+                      ldb, 0, 2.0f, c.data(), N, M * N, batch);
+      otcrt_gemm_f32(ta, tb, M, N, K, 0.5f, af.data(), lda, M * K, bf.data(),
+                     ldb, 0, 2.0f, cf.data(), N, M * N, batch);
+      EXPECT_EQ(c, cf) << "transA " << ta << " transB " << tb;
+      // And against a plain double product of the widened values.
+      for (int64_t e = 0; e < batch; ++e)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double ref = 2.0;
+            for (int64_t k = 0; k < K; ++k) {
+              double x = af[e * M * K + (ta ? k * M + i : i * K + k)];
+              double y = bf[tb ? j * K + k : k * N + j];
+              ref += 0.5 * x * y;
+            }
+            EXPECT_NEAR(c[(e * M + i) * N + j], ref, 1e-4);
+          }
+    }
 }

@@ -80,6 +80,13 @@ void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, flo
                     const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb, int64_t strideB,
                     float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
 
+/// The same product on BF16 operands (bfloat16 as the upper 16 bits of an
+/// IEEE float) with FP32 accumulation into a float C: each operand element is
+/// widened exactly. cuda target: cuBLASLt with BF16 inputs and FP32 compute.
+void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                     const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B, int64_t ldb, int64_t strideB,
+                     float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 
