@@ -509,16 +509,22 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
                     b = g.getRhs().getType().getShape(),
                     c = g.getOut().getType().getShape();
-  Type in = g.getLhs().getType().getElementType();
+  Type in = g.getLhs().getType().getElementType(),
+       outType = g.getOut().getType().getElementType();
   if (in != g.getRhs().getType().getElementType() ||
       !(in.isF32() || in.isBF16()) ||
-      !g.getOut().getType().getElementType().isF32())
-    return g.emitOpError("only f32 x f32 and bf16 x bf16 GEMMs into f32 are "
-                         "supported by this emitter");
+      !(outType.isF32() || (outType.isBF16() && in.isBF16())))
+    return g.emitOpError("only f32 x f32 into f32 and bf16 x bf16 into f32 "
+                         "or bf16 GEMMs are supported by this emitter");
   bool bf16 = in.isBF16();
   auto operand = [&](Value v) {
     return bf16 ? "(const uint16_t *)" + names[v] : names[v];
   };
+  std::string fn = !bf16               ? "otcrt_gemm_f32"
+                   : outType.isBF16() ? "otcrt_gemm_bf16_bf16"
+                                      : "otcrt_gemm_bf16";
+  std::string out = outType.isBF16() ? "(uint16_t *)" + names[g.getOut()]
+                                     : names[g.getOut()];
   int64_t m = c[c.size() - 2], n = c[c.size() - 1];
   bool ta = g.getTransposeLhs(), tb = g.getTransposeRhs();
   int64_t k = ta ? a[a.size() - 2] : a[a.size() - 1];
@@ -542,11 +548,11 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   std::string node = nodeName(g.getLoc());
   funcs << "  otcrt_trace_begin(" << cString(traceName(node, "gemm")) << ");\n"
         << "  // " << (node.empty() ? "gemm" : node) << "\n"
-        << "  otcrt_gemm_" << (bf16 ? "bf16" : "f32") << "(" << ta << ", " << tb
+        << "  " << fn << "(" << ta << ", " << tb
         << ", " << m << ", " << n << ", " << k << ", 1.0f, "
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
         << operand(g.getRhs()) << ", " << b.back() << ", "
-        << *sb << ", 0.0f, " << names[g.getOut()] << ", " << n << ", "
+        << *sb << ", 0.0f, " << out << ", " << n << ", "
         << m * n << ", " << batch << ");\n"
         << "  otcrt_trace_end();\n";
   return success();

@@ -125,12 +125,46 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
     ++index;
   }
 
+  // A BF16 x BF16 product read only by its rounding to BF16 writes BF16
+  // itself (the GEMM rounds its FP32 accumulator once, as the cast would).
+  llvm::DenseSet<Operation *> roundedByGemm;
+  auto roundingCast = [&](Operation &op) -> CastOp {
+    auto mm = dyn_cast<MatMulOp>(op);
+    if (!mm || !mm->hasOneUse() ||
+        !llvm::all_of(op.getOperandTypes(), [](Type t) {
+          return cast<RankedTensorType>(t).getElementType().isBF16();
+        }))
+      return nullptr;
+    auto c = dyn_cast<CastOp>(*mm->getUsers().begin());
+    if (!c || !getElementTypeOrSelf(c.getType()).isBF16() ||
+        resultSlot.count(c.getResult()))
+      return nullptr;
+    return c;
+  };
+
   index = 0;
   for (Operation &op : src.without_terminator()) {
     Location loc = op.getLoc();
     SmallVector<Value> ins;
     for (Value v : op.getOperands())
       ins.push_back(bufferOf.lookup(v));
+    if (roundedByGemm.contains(&op)) {
+      ++index;
+      continue;
+    }
+    if (CastOp round = roundingCast(op)) {
+      Value buf = b.create<otck::BufferOp>(loc, memrefFor(round.getType()),
+                                           StringAttr(), IntegerAttr());
+      bufferOf[op.getResult(0)] = buf;
+      bufferOf[round.getResult()] = buf;
+      roundedByGemm.insert(round);
+      auto mm = cast<MatMulOp>(op);
+      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], buf);
+      g.setTransposeLhs(mm.getTransposeLhs());
+      g.setTransposeRhs(mm.getTransposeRhs());
+      ++index;
+      continue;
+    }
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
       bufferOf[reshape.getResult()] = b.create<otck::ViewOp>(
           loc, memrefFor(reshape.getType()), ins[0]);

@@ -140,3 +140,31 @@ extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
   otcrt_gemm_f32(transA, transB, M, N, K, alpha, a.data(), lda, strideA,
                  b.data(), ldb, strideB, beta, C, ldc, strideC, batch);
 }
+
+extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
+                                     int64_t N, int64_t K, float alpha,
+                                     const uint16_t *A, int64_t lda,
+                                     int64_t strideA, const uint16_t *B,
+                                     int64_t ldb, int64_t strideB, float beta,
+                                     uint16_t *C, int64_t ldc, int64_t strideC,
+                                     int64_t batch) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  // The FP32 product into a widened C, then one rounding per element.
+  std::vector<float> c = widen(C, M, ldc, strideC, batch);
+  otcrt_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+                  strideB, beta, c.data(), ldc, strideC, batch);
+  int64_t entries = strideC == 0 ? 1 : batch;
+  for (int64_t e = 0; e < entries; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t at = e * strideC + i * ldc + j;
+        uint32_t bits;
+        std::memcpy(&bits, &c[at], sizeof(bits));
+        if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
+          C[at] = static_cast<uint16_t>((bits >> 16) | 0x40u);
+        else
+          C[at] = static_cast<uint16_t>(
+              (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+      }
+}

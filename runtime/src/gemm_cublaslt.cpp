@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -53,7 +54,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using PlanKey = std::array<int64_t, 16>;
+using PlanKey = std::array<int64_t, 17>;
 
 struct State {
   std::mutex mutex;
@@ -94,13 +95,15 @@ cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, uint64_t rows,
 }
 
 /// Builds (or finds) the plan for one call shape.
-Plan &getPlan(State &s, cudaDataType_t inType, int transA, int transB,
+Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
+              int transA, int transB,
               int64_t M, int64_t N, int64_t K, int64_t lda, int64_t strideA,
               int64_t ldb, int64_t strideB, int64_t ldc, int64_t strideC,
               int64_t batch, uint32_t alignA, uint32_t alignB,
               uint32_t alignC) {
-  PlanKey key = {inType, transA,  transB,  M,     N,      K,      lda,    ldb,
-                 ldc,    strideA, strideB, strideC, batch, alignA, alignB, alignC};
+  PlanKey key = {inType, outType, transA,  transB,  M,     N,
+                 K,      lda,     ldb,     ldc,     strideA, strideB,
+                 strideC, batch,  alignA,  alignB,  alignC};
   auto it = s.plans.find(key);
   if (it != s.plans.end())
     return it->second;
@@ -118,7 +121,7 @@ Plan &getPlan(State &s, cudaDataType_t inType, int transA, int transB,
                       strideB);
   plan.b = makeLayout(inType, transA ? M : K, transA ? K : M, lda, batch,
                       strideA);
-  plan.c = makeLayout(CUDA_R_32F, N, M, ldc, batch, strideC);
+  plan.c = makeLayout(outType, N, M, ldc, batch, strideC);
 
   cublasLtMatmulPreference_t pref;
   OTCRT_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -169,23 +172,29 @@ void scaleOnly(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
 }
 
 /// C = alpha op(A) op(B) + beta C with `T` operands (float or BF16 bits) of
-/// cuBLASLt type `inType`, FP32 accumulation and C.
-template <typename T>
-void gemm(cudaDataType_t inType, int transA, int transB, int64_t M, int64_t N,
-          int64_t K, float alpha, const T *A, int64_t lda, int64_t strideA,
-          const T *B, int64_t ldb, int64_t strideB, float beta, float *C,
-          int64_t ldc, int64_t strideC, int64_t batch) {
+/// cuBLASLt type `inType`, FP32 accumulation, and `C` elements of type
+/// `outType` (float, or BF16 rounded once from the FP32 result).
+template <typename T, typename C_T>
+void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
+          int transB, int64_t M, int64_t N, int64_t K, float alpha, const T *A,
+          int64_t lda, int64_t strideA, const T *B, int64_t ldb,
+          int64_t strideB, float beta, C_T *C, int64_t ldc, int64_t strideC,
+          int64_t batch) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
   if (K <= 0) {
-    scaleOnly(M, N, beta, C, ldc, strideC, batch);
+    if constexpr (std::is_same_v<C_T, float>)
+      scaleOnly(M, N, beta, C, ldc, strideC, batch);
+    else
+      fatal("otcrt_gemm_bf16_bf16", "K == 0 is not supported with a BF16 C",
+            __FILE__, __LINE__);
     return;
   }
   if (strideC == 0 && batch > 1) {
     // Every entry updates the same C: apply them in order.
     for (int64_t b = 0; b < batch; ++b)
-      gemm(inType, transA, transB, M, N, K, alpha, A + b * strideA, lda, 0,
-           B + b * strideB, ldb, 0, beta, C, ldc, 0, 1);
+      gemm(inType, outType, transA, transB, M, N, K, alpha, A + b * strideA,
+           lda, 0, B + b * strideB, ldb, 0, beta, C, ldc, 0, 1);
     return;
   }
   State &s = state();
@@ -201,9 +210,10 @@ void gemm(cudaDataType_t inType, int transA, int transB, int64_t M, int64_t N,
   }
   uint32_t alignA = alignmentOf(A, strideA, batch, sizeof(T));
   uint32_t alignB = alignmentOf(B, strideB, batch, sizeof(T));
-  uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(float));
-  Plan &plan = getPlan(s, inType, transA, transB, M, N, K, lda, strideA, ldb,
-                       strideB, ldc, strideC, batch, alignA, alignB, alignC);
+  uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(C_T));
+  Plan &plan = getPlan(s, inType, outType, transA, transB, M, N, K, lda,
+                       strideA, ldb, strideB, ldc, strideC, batch, alignA,
+                       alignB, alignC);
   OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
                                 plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
                                 s.workspace, s.workspaceBytes, /*stream=*/0));
@@ -217,8 +227,8 @@ extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                                int64_t ldb, int64_t strideB, float beta,
                                float *C, int64_t ldc, int64_t strideC,
                                int64_t batch) {
-  gemm(CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-       strideB, beta, C, ldc, strideC, batch);
+  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
+       B, ldb, strideB, beta, C, ldc, strideC, batch);
 }
 
 extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
@@ -227,6 +237,17 @@ extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                                 int64_t ldb, int64_t strideB, float beta,
                                 float *C, int64_t ldc, int64_t strideC,
                                 int64_t batch) {
-  gemm(CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-       strideB, beta, C, ldc, strideC, batch);
+  gemm(CUDA_R_16BF, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda,
+       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
+}
+
+extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
+                                     int64_t N, int64_t K, float alpha,
+                                     const uint16_t *A, int64_t lda,
+                                     int64_t strideA, const uint16_t *B,
+                                     int64_t ldb, int64_t strideB, float beta,
+                                     uint16_t *C, int64_t ldc, int64_t strideC,
+                                     int64_t batch) {
+  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
+       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
 }

@@ -165,3 +165,33 @@ TEST(GemmCpu, Bf16OperandsEqualWidenedProduct) {
           }
     }
 }
+
+/// A BF16 C: the FP32 result of otcrt_gemm_bf16 rounded to nearest even,
+/// once, element by element.
+TEST(GemmCpu, Bf16ResultIsTheRoundedFp32Result) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-3, 3);
+  const int64_t M = 6, N = 5, K = 33;
+  std::vector<uint16_t> a(M * K), b(N * K);
+  for (auto *v : {&a, &b})
+    for (uint16_t &h : *v) {
+      float x = dist(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &x, sizeof(bits));
+      h = static_cast<uint16_t>(bits >> 16);
+    }
+  std::vector<float> f(M * N);
+  std::vector<uint16_t> c(M * N, 0);
+  otcrt_gemm_bf16(0, 1, M, N, K, 1.0f, a.data(), K, 0, b.data(), K, 0, 0.0f,
+                  f.data(), N, 0, 1);
+  otcrt_gemm_bf16_bf16(0, 1, M, N, K, 1.0f, a.data(), K, 0, b.data(), K, 0,
+                       0.0f, c.data(), N, 0, 1);
+  for (int64_t i = 0; i < M * N; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &f[i], sizeof(bits));
+    // Round to nearest even by hand: add half an ulp of BF16 and the tie bit.
+    uint32_t lsb = (bits >> 16) & 1u;
+    uint16_t want = static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);
+    EXPECT_EQ(c[i], want) << "element " << i << " of " << f[i];
+  }
+}

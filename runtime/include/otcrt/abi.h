@@ -87,6 +87,12 @@ void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, fl
                      const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B, int64_t ldb, int64_t strideB,
                      float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
 
+/// BF16 operands, FP32 accumulation, C in BF16: each result is the FP32
+/// alpha * product + beta * C rounded to nearest even once.
+void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                          const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B, int64_t ldb,
+                          int64_t strideB, float beta, uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 
