@@ -2,9 +2,8 @@
 //
 // Index arithmetic, literal formatting and the dropout keep test used by the
 // families of kernel bodies (elementwise, data movement, reductions and
-// normalization, losses and optimizer, fused transformer ops), and the
-// per-family emitter entry points that
-// KernelBodies.cpp dispatches to. Shapes are static, so the helpers print
+// normalization, losses and optimizer), and the per-family emitter entry
+// points that KernelBodies.cpp dispatches to. Shapes are static, so the helpers print
 // constant extents and strides into the generated text. Private to codegen/.
 //
 //===----------------------------------------------------------------------===//
@@ -72,15 +71,12 @@ std::optional<mlir::LogicalResult> emitReductionBody(mlir::Operation *op,
                                                      BodyContext &c);
 std::optional<mlir::LogicalResult> emitLossBody(mlir::Operation *op,
                                                 BodyContext &c);
-std::optional<mlir::LogicalResult> emitFusedBody(mlir::Operation *op,
-                                                 BodyContext &c);
 
 /// Work items of the ops whose items are not their result elements, by
 /// family; std::nullopt for ops with one item per result element.
 std::optional<int64_t> dataMovementWorkItems(mlir::Operation *op);
 std::optional<int64_t> reductionWorkItems(mlir::Operation *op);
 std::optional<int64_t> lossWorkItems(mlir::Operation *op);
-std::optional<int64_t> fusedWorkItems(mlir::Operation *op);
 
 } // namespace otc
 

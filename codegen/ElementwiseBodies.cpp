@@ -1,40 +1,26 @@
 //===- ElementwiseBodies.cpp - bodies of elementwise ops ------------------===//
 //
 // Kernel bodies of the ops whose result element `i` depends on one element
-// of each operand: constants, broadcasting binary arithmetic and comparisons,
-// select, unary math, casts, the ReLU/tanh gradient kernels and dropout. Each
-// body reads its operands into locals before the single store, so the output
-// may alias an input of the same shape. Float math uses the `f`-suffixed C
-// functions (expf, erff, ...), which both the host compiler and nvcc accept;
-// booleans are stored as uint8_t.
+// of each operand. Every op with a scalar expression
+// (ScalarExpressionOpInterface: broadcasting arithmetic and comparisons,
+// select, unary math, casts, the fused activations and the gradient kernels)
+// gets one generic body: its operands' elements read into locals, its
+// expression printed by ScalarExprPrinter, one store, so the output may
+// alias an input of the same shape. Constants (a value or a table) and
+// dropout (which draws its mask) have bodies of their own. Float math uses
+// the `f`-suffixed C functions (expf, erff, ...), which both the host
+// compiler and nvcc accept; booleans are stored as uint8_t.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/BodyUtils.h"
+#include "codegen/ScalarExprPrinter.h"
 #include "ir/OtcDialect.h"
 
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace otc;
-
-/// The C math function `name` ("exp") for element type `t`: `expf` for f32
-/// and bf16 (computed in float, rounded on store), `exp` for f64.
-static std::string mathFn(StringRef name, Type t) {
-  return t.isF64() ? name.str() : (name + "f").str();
-}
-
-/// The literal `v` in the C type of element type `t`.
-static std::string typedLiteral(double v, Type t) {
-  if (isa<FloatType>(t) && (v == 0.0 || v == 1.0))
-    return std::string(v == 0.0 ? "0.0" : "1.0") + (t.isF64() ? "" : "f");
-  if (t.isF32() || t.isBF16())
-    return floatLiteral(v);
-  if (isa<FloatType>(t))
-    return literal(v);
-  return "(" + cTypeOf(t) + ")" + std::to_string((int64_t)v);
-}
 
 static LogicalResult emitConstant(ConstantOp op, BodyContext &c) {
   auto attr = dyn_cast<DenseElementsAttr>(op.getValue());
@@ -64,69 +50,39 @@ static LogicalResult emitConstant(ConstantOp op, BodyContext &c) {
   return success();
 }
 
-/// Emits `out[i] = expr` over locals `a` and `b`, the broadcast elements of
-/// operands 0 and 1 in their own element type.
-static LogicalResult emitBinary(Operation *op, StringRef expr, BodyContext &c) {
+/// The local holding operand `k` of an op with `n` operands: `x` for a
+/// single operand, else `a`, `b`, ... (`x0`, `x1`, ... past eight).
+static std::string operandLocal(unsigned k, unsigned n) {
+  if (n == 1)
+    return "x";
+  if (n <= 8)
+    return std::string(1, char('a' + k));
+  return "x" + std::to_string(k);
+}
+
+/// Emits the body of an op with a scalar expression: each operand's
+/// broadcast element i read into a local of its storage type (bf16 widens
+/// where it is used), the expression, one store. Every read happens before
+/// the store, so the result may alias an operand.
+static LogicalResult emitScalarExpression(Operation *op, const ScalarExpr &e,
+                                          BodyContext &c) {
   ArrayRef<int64_t> target = bodyShapeOf(op->getResult(0));
-  emitBroadcastIndex(c.os, "ia", bodyShapeOf(op->getOperand(0)), target);
-  emitBroadcastIndex(c.os, "ib", bodyShapeOf(op->getOperand(1)), target);
-  c.os << "    const " << bodyCType(op->getOperand(0)) << " a = " << c.in[0]
-       << "[ia];\n"
-       << "    const " << bodyCType(op->getOperand(1)) << " b = " << c.in[1]
-       << "[ib];\n"
-       << "    " << c.out[0] << "[i] = " << expr << ";\n";
+  unsigned n = op->getNumOperands();
+  SmallVector<std::string> names;
+  for (unsigned k = 0; k < n; ++k) {
+    Value v = op->getOperand(k);
+    std::string name = operandLocal(k, n), index = "i";
+    if (bodyShapeOf(v) != target) {
+      index = "i" + name;
+      emitBroadcastIndex(c.os, index, bodyShapeOf(v), target);
+    }
+    c.os << "    const " << bodyCType(v) << " " << name << " = " << c.in[k]
+         << "[" << index << "];\n";
+    names.push_back(name);
+  }
+  std::string value = printScalarExpr(c.os, e, names);
+  c.os << "    " << c.out[0] << "[i] = " << value << ";\n";
   return success();
-}
-
-/// Emits `out[i] = expr` over the local `x`, element i of operand 0.
-static LogicalResult emitUnary(Operation *op, const Twine &expr,
-                               BodyContext &c) {
-  c.os << "    const " << bodyCType(op->getOperand(0)) << " x = " << c.in[0]
-       << "[i];\n"
-       << "    " << c.out[0] << "[i] = " << expr << ";\n";
-  return success();
-}
-
-static LogicalResult emitPow(PowOp op, BodyContext &c) {
-  Type t = getElementTypeOrSelf(op.getType());
-  if (isa<FloatType>(t))
-    return emitBinary(op, mathFn("pow", t) + "(a, b)", c);
-  return emitBinary(op, "(" + cTypeOf(t) + ")pow((double)a, (double)b)", c);
-}
-
-static LogicalResult emitCompare(CompareOp op, BodyContext &c) {
-  StringRef sym = llvm::StringSwitch<StringRef>(op.getPredicate())
-                      .Case("eq", "==")
-                      .Case("ne", "!=")
-                      .Case("lt", "<")
-                      .Case("le", "<=")
-                      .Case("gt", ">")
-                      .Case("ge", ">=")
-                      .Default("");
-  if (sym.empty())
-    return op.emitOpError("unknown predicate '") << op.getPredicate() << "'";
-  return emitBinary(op, ("(uint8_t)(a " + sym + " b)").str(), c);
-}
-
-static LogicalResult emitSelect(SelectOp op, BodyContext &c) {
-  ArrayRef<int64_t> target = bodyShapeOf(op.getResult());
-  emitBroadcastIndex(c.os, "ic", bodyShapeOf(op.getCondition()), target);
-  emitBroadcastIndex(c.os, "ia", bodyShapeOf(op.getLhs()), target);
-  emitBroadcastIndex(c.os, "ib", bodyShapeOf(op.getRhs()), target);
-  std::string t = bodyCType(op.getResult());
-  c.os << "    const " << t << " v = " << c.in[0] << "[ic] ? " << c.in[1]
-       << "[ia] : " << c.in[2] << "[ib];\n"
-       << "    " << c.out[0] << "[i] = v;\n";
-  return success();
-}
-
-static LogicalResult emitCast(CastOp op, BodyContext &c) {
-  Type to = getElementTypeOrSelf(op.getType());
-  // Anything to i1 is `x != 0`; every other conversion is C's (floats to
-  // integers truncate toward zero).
-  if (to.isInteger(1))
-    return emitUnary(op, "(uint8_t)(x != 0)", c);
-  return emitUnary(op, "(" + cTypeOf(to) + ")x", c);
 }
 
 /// Emits the dropout keep test of element `i` of a tensor dropped out with
@@ -158,49 +114,12 @@ static LogicalResult emitDropout(DropoutOp op, BodyContext &c) {
   return success();
 }
 
-static LogicalResult emitDropoutGrad(DropoutGradOp op, BodyContext &c) {
-  double ratio = op.getRatio().convertToDouble();
-  c.os << "    " << c.out[0] << "[i] = " << c.in[1] << "[i] ? " << c.in[0]
-       << "[i] * " << literal(1.0 / (1.0 - ratio)) << "f : 0.0f;\n";
-  return success();
-}
-
 std::optional<LogicalResult> otc::emitElementwiseBody(Operation *op,
                                                       BodyContext &c) {
-  Type t = getElementTypeOrSelf(op->getResult(0).getType());
-  std::string zero = typedLiteral(0.0, t), one = typedLiteral(1.0, t);
-  auto fn = [&](StringRef name) { return mathFn(name, t); };
+  if (auto scalar = dyn_cast<ScalarExpressionOpInterface>(op))
+    return emitScalarExpression(op, scalar.getScalarExpression(), c);
   return TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](ConstantOp o) { return emitConstant(o, c); })
-      .Case([&](AddOp o) { return emitBinary(o, "a + b", c); })
-      .Case([&](SubOp o) { return emitBinary(o, "a - b", c); })
-      .Case([&](MulOp o) { return emitBinary(o, "a * b", c); })
-      .Case([&](DivOp o) { return emitBinary(o, "a / b", c); })
-      .Case([&](PowOp o) { return emitPow(o, c); })
-      .Case([&](CompareOp o) { return emitCompare(o, c); })
-      .Case([&](SelectOp o) { return emitSelect(o, c); })
-      .Case([&](CastOp o) { return emitCast(o, c); })
-      .Case([&](NegOp o) { return emitUnary(o, "-x", c); })
-      .Case([&](ExpOp o) { return emitUnary(o, fn("exp") + "(x)", c); })
-      .Case([&](LogOp o) { return emitUnary(o, fn("log") + "(x)", c); })
-      .Case([&](TanhOp o) { return emitUnary(o, fn("tanh") + "(x)", c); })
-      .Case([&](SqrtOp o) { return emitUnary(o, fn("sqrt") + "(x)", c); })
-      .Case([&](ErfOp o) { return emitUnary(o, fn("erf") + "(x)", c); })
-      .Case([&](ReciprocalOp o) { return emitUnary(o, one + " / x", c); })
-      .Case([&](SigmoidOp o) {
-        return emitUnary(o, one + " / (" + one + " + " + fn("exp") + "(-x))",
-                         c);
-      })
-      .Case([&](ReluOp o) {
-        return emitUnary(o, "x > " + zero + " ? x : " + zero, c);
-      })
-      .Case([&](ReluGradOp o) {
-        return emitBinary(o, "b > " + zero + " ? a : " + zero, c);
-      })
-      .Case([&](TanhGradOp o) {
-        return emitBinary(o, "a * (" + one + " - b * b)", c);
-      })
       .Case([&](DropoutOp o) { return emitDropout(o, c); })
-      .Case([&](DropoutGradOp o) { return emitDropoutGrad(o, c); })
       .Default([](Operation *) { return std::nullopt; });
 }

@@ -2,8 +2,7 @@
 //
 // The entry points of kernel body emission: the work-item count of an op and
 // the dispatch of an op to its family's emitter (ElementwiseBodies.cpp,
-// DataMovementBodies.cpp, ReductionBodies.cpp, LossBodies.cpp,
-// FusedBodies.cpp), plus the index and literal helpers those files share
+// DataMovementBodies.cpp, ReductionBodies.cpp, LossBodies.cpp), plus the index and literal helpers those files share
 // (BodyUtils.h). Each emitter writes the statements that compute work item
 // `i` of the op from the operand pointers into the result pointers; the same
 // text serves the cpu loop and the cuda grid-stride loop. Bodies read every
@@ -117,8 +116,8 @@ std::string otc::ignoredTest(std::optional<int64_t> ignore, StringRef label) {
 //===----------------------------------------------------------------------===//
 
 int64_t otc::workItems(Operation *op) {
-  for (auto family : {dataMovementWorkItems, reductionWorkItems, lossWorkItems,
-                      fusedWorkItems})
+  for (auto family :
+       {dataMovementWorkItems, reductionWorkItems, lossWorkItems})
     if (std::optional<int64_t> n = family(op))
       return *n;
   return bodyNumel(op->getResult(0));
@@ -132,7 +131,7 @@ LogicalResult otc::emitBody(Operation *op, BodyContext &c) {
       return op->emitOpError("cannot emit element type ")
              << getElementTypeOrSelf(t);
   for (auto family : {emitElementwiseBody, emitDataMovementBody,
-                      emitReductionBody, emitLossBody, emitFusedBody})
+                      emitReductionBody, emitLossBody})
     if (std::optional<LogicalResult> r = family(op, c))
       return *r;
   return op->emitOpError("has no kernel emitter");

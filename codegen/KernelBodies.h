@@ -5,8 +5,8 @@
 // a loop on the cpu target, a grid-stride loop on cuda. This header declares
 // the entry points that count an op's work items and emit its body; the same
 // body text serves both targets. The emitters live by op family in
-// ElementwiseBodies.cpp, DataMovementBodies.cpp, ReductionBodies.cpp,
-// LossBodies.cpp and FusedBodies.cpp (helpers in BodyUtils.h).
+// ElementwiseBodies.cpp (with ScalarExprPrinter.cpp), DataMovementBodies.cpp,
+// ReductionBodies.cpp and LossBodies.cpp (helpers in BodyUtils.h).
 //
 //===----------------------------------------------------------------------===//
 

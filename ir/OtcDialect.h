@@ -66,6 +66,8 @@ struct LibraryArg {
 };
 } // namespace otc
 
+#include "ir/ScalarExpr.h"
+
 #include "ir/OtcInterfaces.h.inc"
 
 #define GET_OP_CLASSES

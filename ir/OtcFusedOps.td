@@ -175,7 +175,7 @@ def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
 // Activations
 //===----------------------------------------------------------------------===//
 
-def Otc_GeluOp : Otc_Op<"gelu", [Otc_Elementwise, Cost, Pure, Grad, SameOperandsAndResultType]> {
+def Otc_GeluOp : Otc_Op<"gelu", [Otc_Elementwise, Scalar, Cost, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or with the tanh approximation";
   let description = [{
     `approximate` = "none": 0.5 x (1 + erf(x / sqrt(2)));
@@ -188,7 +188,7 @@ def Otc_GeluOp : Otc_Op<"gelu", [Otc_Elementwise, Cost, Pure, Grad, SameOperands
   let hasVerifier = 1;
 }
 
-def Otc_GeluGradOp : Otc_Op<"gelu_grad", [Otc_Elementwise, Cost, Pure]> {
+def Otc_GeluGradOp : Otc_Op<"gelu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> {
   let summary = "grad * gelu'(input)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
                    DefaultValuedStrAttr<StrAttr, "none">:$approximate);
@@ -198,14 +198,14 @@ def Otc_GeluGradOp : Otc_Op<"gelu_grad", [Otc_Elementwise, Cost, Pure]> {
   let hasVerifier = 1;
 }
 
-def Otc_SiluOp : Otc_Op<"silu", [Otc_Elementwise, Cost, Pure, Grad, SameOperandsAndResultType]> {
+def Otc_SiluOp : Otc_Op<"silu", [Otc_Elementwise, Scalar, Cost, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "x * sigmoid(x)";
   let arguments = (ins Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Otc_SiluGradOp : Otc_Op<"silu_grad", [Otc_Elementwise, Cost, Pure]> {
+def Otc_SiluGradOp : Otc_Op<"silu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> {
   let summary = "grad * s (1 + x (1 - s)) with s = sigmoid(input)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);

@@ -1,7 +1,8 @@
 //===- OtcInterfaces.td - interfaces of otc ops ------------*- tablegen -*-===//
 //
 // Per-op knowledge that passes query without switching on op kinds: the
-// reverse-mode gradient rule.
+// reverse-mode gradient rule, the cost, the kernel library call and the
+// scalar computation of an elementwise op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +78,27 @@ def Otc_LibraryCallOpInterface : OpInterface<"LibraryCallOpInterface"> {
         the call (the kernel reads each element before writing it there).
       }], "std::optional<unsigned>", "getInPlaceOperand", (ins), [{}],
       [{ return std::nullopt; }]>,
+  ];
+}
+
+def Otc_ScalarExpressionOpInterface
+    : OpInterface<"ScalarExpressionOpInterface"> {
+  let cppNamespace = "::otc";
+  let description = [{
+    An elementwise op (Otc_Elementwise) with one result whose element i is a
+    function of element i of each operand alone: that function as a
+    ScalarExpr over the operands (ir/ScalarExpr.h), with the op's precision
+    (which constants are float, where values widen or narrow). The emitters
+    print it; fusion composes the expressions of a chain of such ops
+    (composeOperand) into the expression of one kernel. Ops whose element
+    needs more than that (dropout's random draw, adamw's three results)
+    do not have it.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Element i of result 0 over ScalarExpr::operand(k, ...) for element i
+        of operand k (broadcast), in the operands' element types.
+      }], "::otc::ScalarExpr", "getScalarExpression", (ins)>,
   ];
 }
 

@@ -19,6 +19,8 @@ defvar Grad = DeclareOpInterfaceMethods<Otc_GradientOpInterface>;
 /// The default cost (one FLOP per result element) and one with its own count.
 defvar Cost = Otc_CostOpInterface;
 defvar CostFlops = DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>;
+/// The scalar computation of an elementwise op (ir/OtcScalarExpressions.cpp).
+defvar Scalar = DeclareOpInterfaceMethods<Otc_ScalarExpressionOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Constants
@@ -43,7 +45,7 @@ def Otc_ConstantOp : Otc_Op<"constant",
 //===----------------------------------------------------------------------===//
 
 class Otc_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad, Cost, Otc_Elementwise])> {
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, Grad, Cost, Otc_Elementwise, Scalar])> {
   let description = [{
     Elementwise with ONNX (numpy) broadcasting: the result shape is the
     broadcast of the operand shapes, element types agree.
@@ -62,7 +64,7 @@ def Otc_MulOp : Otc_BinaryOp<"mul", [Commutative]> { let summary = "lhs * rhs"; 
 def Otc_DivOp : Otc_BinaryOp<"div"> { let summary = "lhs / rhs"; }
 
 class Otc_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Cost, Otc_Elementwise])> {
+    : Otc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Cost, Otc_Elementwise, Scalar])> {
   let arguments = (ins Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -81,7 +83,7 @@ def Otc_SigmoidOp : Otc_UnaryOp<"sigmoid", [Grad]> { let summary = "1 / (1 + e^-
 
 def Otc_PowOp : Otc_BinaryOp<"pow", [Otc_Fp32Compute]> { let summary = "lhs ^ rhs (floats)"; }
 
-def Otc_CompareOp : Otc_Op<"compare", [Otc_Elementwise, Cost, Pure]> {
+def Otc_CompareOp : Otc_Op<"compare", [Otc_Elementwise, Scalar, Cost, Pure]> {
   let summary = "Elementwise comparison with broadcasting, an i1 result";
   let description = [{
     `predicate` is one of "eq", "ne", "lt", "le", "gt", "ge". Operands share an
@@ -95,7 +97,7 @@ def Otc_CompareOp : Otc_Op<"compare", [Otc_Elementwise, Cost, Pure]> {
   let hasFolder = 1;
 }
 
-def Otc_SelectOp : Otc_Op<"select", [Otc_Elementwise, Cost, Pure, Grad]> {
+def Otc_SelectOp : Otc_Op<"select", [Otc_Elementwise, Scalar, Cost, Pure, Grad]> {
   let summary = "condition ? lhs : rhs, elementwise with broadcasting";
   let arguments = (ins Otc_BoolTensor:$condition, Otc_Tensor:$lhs, Otc_Tensor:$rhs);
   let results = (outs Otc_Tensor:$result);
@@ -105,7 +107,7 @@ def Otc_SelectOp : Otc_Op<"select", [Otc_Elementwise, Cost, Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_CastOp : Otc_Op<"cast", [Otc_Elementwise, Otc_KeepPrecision, CostFlops, Pure, Grad]> {
+def Otc_CastOp : Otc_Op<"cast", [Otc_Elementwise, Scalar, Otc_KeepPrecision, CostFlops, Pure, Grad]> {
   let summary = "Converts each element to the result's element type";
   let description = [{
     Float to integer truncates toward zero; anything to i1 is `x != 0`.
@@ -320,7 +322,7 @@ def Otc_DropoutOp : Otc_Op<"dropout", [Cost, Pure, Grad]> {
   let hasVerifier = 1;
 }
 
-def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Otc_Elementwise, Cost, Pure]> {
+def Otc_DropoutGradOp : Otc_Op<"dropout_grad", [Otc_Elementwise, Scalar, Cost, Pure]> {
   let summary = "grad * mask / (1 - ratio)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_BoolTensor:$mask, F64Attr:$ratio);
   let results = (outs Otc_FloatTensor:$result);
@@ -384,7 +386,7 @@ def Otc_NllLossGradOp : Otc_Op<"nll_loss_grad", [Otc_Fp32Compute, Cost, Pure]> {
       "$grad `,` $labels attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_ReluGradOp : Otc_Op<"relu_grad", [Otc_Elementwise, Cost, Pure]> {
+def Otc_ReluGradOp : Otc_Op<"relu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> {
   let summary = "grad where input > 0, else 0";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
   let results = (outs Otc_FloatTensor:$result);
@@ -392,7 +394,7 @@ def Otc_ReluGradOp : Otc_Op<"relu_grad", [Otc_Elementwise, Cost, Pure]> {
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Otc_Elementwise, Cost, Pure]> {
+def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Otc_Elementwise, Scalar, Cost, Pure]> {
   let summary = "grad * (1 - y * y) where y = tanh(x)";
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$output);
   let results = (outs Otc_FloatTensor:$result);

@@ -95,18 +95,32 @@ protected:
 
 TEST_F(FusedBodies, Activations) {
   EXPECT_EQ(items("gelu"), 60);
-  EXPECT_HAS(body("gelu"), "erff(x * 7.071067812e-01f)");
-  EXPECT_HAS(body("gelu_tanh"), "const float th = tanhf(u);");
-  EXPECT_HAS(body("gelu_tanh"), "out0[i] = 0.5f * x * (1.0f + th);");
+  EXPECT_HAS(body("gelu"), "out0[i] = x * (5.000000000e-01f * (1.0f + "
+                           "erff(x * 7.071067812e-01f)));");
+  // BF16 storage, float math: the local widens where it is used.
+  std::string t = body("gelu_tanh");
+  EXPECT_HAS(t, "const otc_bf16 x = in0[i];");
+  EXPECT_HAS(t, "out0[i] = 5.000000000e-01f * x * (1.0f + "
+                "tanhf(7.978845608e-01f * (x + 4.471500000e-02f * x * x * "
+                "x)));");
   // Gradients read both operands before the store: the result may alias.
   std::string g = body("gelu_grad");
-  EXPECT_HAS(g, "const float g = (float)in0[i];");
-  EXPECT_HAS(g, "const float x = (float)in1[i];");
-  EXPECT_HAS(g, "out0[i] = g * (cdf + x * 3.989422804e-01f * "
-                "expf(-0.5f * x * x));");
-  EXPECT_HAS(body("gelu_tanh_grad"), "1.0f - th * th");
-  EXPECT_HAS(body("silu"), "out0[i] = x * sg;");
-  EXPECT_HAS(body("silu_grad"), "out0[i] = g * sg * (1.0f + x * (1.0f - sg));");
+  EXPECT_HAS(g, "const float a = in0[i];");
+  EXPECT_HAS(g, "const float b = in1[i];");
+  EXPECT_HAS(g, "out0[i] = a * (5.000000000e-01f * (1.0f + erff(b * "
+                "7.071067812e-01f)) + b * 3.989422804e-01f * "
+                "expf(-5.000000000e-01f * b * b));");
+  // The tanh read twice is computed once.
+  std::string tg = body("gelu_tanh_grad");
+  EXPECT_HAS(tg, "const float t0 = tanhf(7.978845608e-01f * (b + "
+                 "4.471500000e-02f * b * b * b));");
+  EXPECT_HAS(tg, "out0[i] = a * (5.000000000e-01f * (1.0f + t0) + "
+                 "5.000000000e-01f * b * (1.0f - t0 * t0) * "
+                 "(7.978845608e-01f * (1.0f + 1.341450000e-01f * b * b)));");
+  EXPECT_HAS(body("silu"), "out0[i] = x * (1.0f / (1.0f + expf(-x)));");
+  std::string sg = body("silu_grad");
+  EXPECT_HAS(sg, "const float t0 = 1.0f / (1.0f + expf(-b));");
+  EXPECT_HAS(sg, "out0[i] = a * t0 * (1.0f + b * (1.0f - t0));");
 }
 
 TEST_F(FusedBodies, CudaText) {
