@@ -1,16 +1,19 @@
 //===- EmitProgram.cpp - planned otck module to C++ or CUDA source ---------===//
 //
 // Emits the training program: one function per otck function (`zero_grads`,
-// `micro_step`, `optimizer_step`) that binds each buffer to its arena offset
-// and runs kernels, GEMM calls and copies in order; one kernel function per
-// otck.kernel; and the OtcProgram descriptor with the slot table that the
-// runtime (runtime/include/otcrt/abi.h) reads. The cpu target emits OpenMP
-// loops, the cuda target grid-stride kernels and cuBLASLt calls. Programs
+// `micro_step`, `optimizer_step`, and `init_constants`, empty when the
+// module has none) that binds each buffer to its arena offset and runs
+// kernels, GEMM calls and copies in order; one kernel function per
+// otck.kernel; and the OtcProgram descriptor (ABI version 2) with the slot
+// table that the runtime (runtime/include/otcrt/abi.h) reads. The cpu target
+// emits OpenMP loops, the cuda target grid-stride kernels and cuBLASLt
+// calls. Programs
 // with BF16 buffers get a prelude defining `otc_bf16`, BF16 storage whose
 // loads widen to float and whose stores round to nearest even, in
 // __host__ __device__ functions so that both targets round identically.
 // Slots the runtime does not know (the BF16 working copies of the weights,
-// "param_bf16:<name>") live in the arena but stay out of the slot table.
+// "param_bf16:<name>", and the constants filled once, "const:<n>") live in
+// the arena but stay out of the slot table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,7 +76,7 @@ static const char *dtypeEnum(Type t) {
 /// Slot prefixes of state private to the generated code: planned in the
 /// arena, absent from the runtime's slot table.
 static bool isPrivateSlot(StringRef slot) {
-  return slot.starts_with("param_bf16:");
+  return slot.starts_with("param_bf16:") || slot.starts_with("const:");
 }
 
 /// BF16 emulation shared by the cpu and cuda targets: the same bit-level
@@ -228,6 +231,12 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     if (failed(emitFunction(f)))
       return failure();
   }
+  if (auto f = module.lookupSymbol<func::FuncOp>("init_constants")) {
+    if (failed(emitFunction(f)))
+      return failure();
+  } else {
+    funcs << "static void otc_init_constants(char *) {}\n\n";
+  }
 
   // The slot table, in offset order.
   llvm::StringMap<Slot> slots;
@@ -277,11 +286,12 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   }
   os << "};\n\n"
      << "static const OtcProgram kProgram = {\n"
-     << "  1, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
+     << "  2, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
      << "  " << opts.microBatch << ", " << opts.gradAccum << ", "
      << order.size() << ", kSlots,\n"
-     << "  otc_zero_grads, otc_micro_step, otc_optimizer_step};\n\n"
+     << "  otc_zero_grads, otc_micro_step, otc_optimizer_step,\n"
+     << "  otc_init_constants};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();

@@ -8,7 +8,9 @@
 // over in PlanInfo. Under mixed precision the BF16 working copies
 // ("param_bf16:" slots) are `params` and the FP32 "param:" slots
 // `master_params`; `state_bytes_per_param` is the model of
-// codegen/MemoryAccounting.h for the precision recipe.
+// codegen/MemoryAccounting.h for the precision recipe. The constants filled
+// once at load ("const:" slots) are `constants`, persistent bytes like the
+// rest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,13 +53,15 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       s.optimizer += bytes;
     else if (kind == "input")
       s.inputs += bytes;
+    else if (kind == "const")
+      s.constants += bytes;
     else
       other += bytes;
   });
   s.params = paramsBf16 ? paramsBf16 : paramsF32;
   s.masterParams = paramsBf16 ? paramsF32 : 0;
   int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
-                       s.inputs + other;
+                       s.inputs + s.constants + other;
 
   // Activation peak: the temporaries' extent; lower bound: the most bytes
   // live at one op (persistent state included).
@@ -117,6 +121,7 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       j.attribute("grads", s.grads);
       j.attribute("optimizer", s.optimizer);
       j.attribute("inputs", s.inputs);
+      j.attribute("constants", s.constants);
       j.attribute("activations_peak", s.activationsPeak);
       j.attribute("workspace", s.workspace);
       j.attribute("arena", s.arena);
@@ -178,6 +183,7 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("gradients", s.grads);
   row("optimizer state", s.optimizer);
   row("inputs", s.inputs);
+  row("constants", s.constants);
   row("activation peak", s.activationsPeak);
   row("workspace", s.workspace);
   row("arena", s.arena);

@@ -1,9 +1,10 @@
 //===- OtcFused.cpp - verifiers, gradients and costs of the fused ops -----===//
 //
 // Everything the ops of OtcFusedOps.td know about themselves besides their
-// definition: the verifiers, the gradient rules (each builds one fused
-// gradient op that reads only what the forward op saves) and the FLOP
-// counts of the cost interface.
+// definition and library calls: the verifiers, the gradient rules (each
+// builds one fused gradient op that reads only what the forward op saves),
+// the FLOP counts of the cost interface and the operands and results that
+// are FP32 statistics under mixed precision.
 //
 //===----------------------------------------------------------------------===//
 
@@ -319,3 +320,38 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 int64_t CrossEntropyOp::getFlops() { return 4 * elementsOf(getLogits()); }
 int64_t CrossEntropyGradOp::getFlops() { return 4 * elementsOf(getLogits()); }
+
+//===----------------------------------------------------------------------===//
+// FP32 statistics (Fp32StatisticsOpInterface)
+//===----------------------------------------------------------------------===//
+
+/// Whether operand `index` of `op` is one of `stats`.
+static bool isOperandOf(Operation *op, unsigned index,
+                        std::initializer_list<Value> stats) {
+  Value v = op->getOperand(index);
+  return llvm::is_contained(stats, v);
+}
+
+/// The log-sum-exp of each row of scores.
+bool AttentionOp::isFp32StatisticsResult(unsigned index) { return index > 0; }
+bool AttentionGradOp::isFp32StatisticsOperand(unsigned index) {
+  return isOperandOf(*this, index, {getLse()});
+}
+
+/// The mean and rstd of each row.
+bool LayerNormOp::isFp32StatisticsResult(unsigned index) { return index > 0; }
+bool LayerNormGradOp::isFp32StatisticsOperand(unsigned index) {
+  return isOperandOf(*this, index, {getMean(), getRstd()});
+}
+
+/// The rstd of each row.
+bool RmsNormOp::isFp32StatisticsResult(unsigned index) { return index > 0; }
+bool RmsNormGradOp::isFp32StatisticsOperand(unsigned index) {
+  return isOperandOf(*this, index, {getRstd()});
+}
+
+/// The loss and the log-sum-exp of each row; the loss's gradient.
+bool CrossEntropyOp::isFp32StatisticsResult(unsigned) { return true; }
+bool CrossEntropyGradOp::isFp32StatisticsOperand(unsigned index) {
+  return isOperandOf(*this, index, {getGrad(), getLse()});
+}

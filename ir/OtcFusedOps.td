@@ -17,13 +17,22 @@
 defvar Library = DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface>;
 defvar LibraryInPlace = DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
                                                   ["getInPlaceOperand"]>;
+/// The ops with results (forward ops) or operands (gradient ops) that are
+/// FP32 statistics whatever the data's precision (otc-mixed-precision).
+defvar Fp32StatResults =
+    DeclareOpInterfaceMethods<Otc_Fp32StatisticsOpInterface,
+                              ["isFp32StatisticsResult"]>;
+defvar Fp32StatOperands =
+    DeclareOpInterfaceMethods<Otc_Fp32StatisticsOpInterface,
+                              ["isFp32StatisticsOperand"]>;
 
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 
 def Otc_AttentionOp : Otc_Op<"attention",
-    [Library, CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
+    [Library, Fp32StatResults, CostFlops, Pure, Grad,
+     AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention: softmax(Q K^T scale + mask) V";
   let description = [{
     `q` is [B, H, T, D], `k` and `v` are [B, Hk, S, D] with H a multiple of
@@ -58,7 +67,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
 }
 
 def Otc_AttentionGradOp : Otc_Op<"attention_grad",
-    [Library, CostFlops, Pure, AttrSizedOperandSegments]> {
+    [Library, Fp32StatOperands, CostFlops, Pure,
+     AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.attention with respect to q, k and v";
   let description = [{
     Reads the output gradient, q, k, v, the forward output and its `lse`
@@ -87,7 +97,8 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
 //===----------------------------------------------------------------------===//
 
 def Otc_LayerNormOp : Otc_Op<"layer_norm",
-    [Library, CostFlops, Pure, Grad, AttrSizedOperandSegments]> {
+    [Library, Fp32StatResults, CostFlops, Pure, Grad,
+     AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the dimensions from `axis` on";
   let description = [{
     Each row (the dimensions from `axis` on, flattened) is normalized:
@@ -116,7 +127,7 @@ def Otc_LayerNormOp : Otc_Op<"layer_norm",
 }
 
 def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
-    [Library, CostFlops, Pure]> {
+    [Library, Fp32StatOperands, CostFlops, Pure]> {
   let summary = "Gradients of otc.layer_norm: dx, dgamma and dbeta";
   let description = [{
     With xhat = (x - mean) * rstd and g = grad * gamma:
@@ -136,7 +147,7 @@ def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
 }
 
 def Otc_RmsNormOp : Otc_Op<"rms_norm",
-    [Library, CostFlops, Pure, Grad]> {
+    [Library, Fp32StatResults, CostFlops, Pure, Grad]> {
   let summary = "RMS normalization over the dimensions from `axis` on";
   let description = [{
     y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + epsilon) per row.
@@ -153,7 +164,7 @@ def Otc_RmsNormOp : Otc_Op<"rms_norm",
 }
 
 def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
-    [Library, CostFlops, Pure]> {
+    [Library, Fp32StatOperands, CostFlops, Pure]> {
   let summary = "Gradients of otc.rms_norm: dx and dgamma";
   let description = [{
     With xhat = x * rstd and g = grad * gamma:
@@ -217,7 +228,8 @@ def Otc_SiluGradOp : Otc_Op<"silu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> 
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [Library, CostFlops, Pure, Grad]> {
+def Otc_CrossEntropyOp : Otc_Op<"cross_entropy",
+    [Library, Fp32StatResults, CostFlops, Pure, Grad]> {
   let summary = "Softmax cross-entropy of [..., C] logits against [...] labels";
   let description = [{
     Every row of the logits (all dimensions but the last) has one label.
@@ -237,7 +249,8 @@ def Otc_CrossEntropyOp : Otc_Op<"cross_entropy", [Library, CostFlops, Pure, Grad
   let hasVerifier = 1;
 }
 
-def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad", [LibraryInPlace, CostFlops, Pure]> {
+def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad",
+    [LibraryInPlace, Fp32StatOperands, CostFlops, Pure]> {
   let summary = "Gradient of otc.cross_entropy with respect to the logits";
   let description = [{
     dlogits[r, c] = g_r (exp(logits[r, c] - lse_r) - [c == label_r]), g_r

@@ -1,8 +1,9 @@
 //===- OtcInterfaces.td - interfaces of otc ops ------------*- tablegen -*-===//
 //
 // Per-op knowledge that passes query without switching on op kinds: the
-// reverse-mode gradient rule, the cost, the kernel library call and the
-// scalar computation of an elementwise op.
+// reverse-mode gradient rule, the cost, the kernel library call, the scalar
+// computation of an elementwise op and the operands and results that stay
+// FP32 under mixed precision.
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,6 +100,28 @@ def Otc_ScalarExpressionOpInterface
         Element i of result 0 over ScalarExpr::operand(k, ...) for element i
         of operand k (broadcast), in the operands' element types.
       }], "::otc::ScalarExpr", "getScalarExpression", (ins)>,
+  ];
+}
+
+def Otc_Fp32StatisticsOpInterface : OpInterface<"Fp32StatisticsOpInterface"> {
+  let cppNamespace = "::otc";
+  let description = [{
+    Operands and results of an op that hold FP32 statistics (a fused op's
+    per-row log-sum-exp, mean or rstd) or a loss and its gradient: they stay
+    FP32 whatever the precision the op computes its data in. otc-mixed-
+    precision converts such operands to FP32, leaves such results FP32 and
+    does not count such operands when an op follows its operands'
+    precision. An op names them by overriding the method it needs.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Whether operand `index` is FP32 statistics.
+      }], "bool", "isFp32StatisticsOperand", (ins "unsigned":$index), [{}],
+      [{ return false; }]>,
+    InterfaceMethod<[{
+        Whether result `index` is FP32 statistics or a loss.
+      }], "bool", "isFp32StatisticsResult", (ins "unsigned":$index), [{}],
+      [{ return false; }]>,
   ];
 }
 

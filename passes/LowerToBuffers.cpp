@@ -8,11 +8,20 @@
 // that widen each operand into an FP32 temporary and an FP32 GEMM: exactly
 // "BF16 inputs, FP32 accumulation" on every target's FP32 GEMM.
 //
+// Constants never change, so each distinct one (by value and type) of at
+// most kMaxPersistentConstantBytes lives in a persistent slot private to the
+// generated code ("const:<n>") that a new function, `@init_constants`, fills
+// once; the runtime calls it after allocating the arena and the steps only
+// read it. A constant that a function returns into a slot (the zeros
+// `@zero_grads` writes into the gradient accumulators every step) and a
+// larger one stay per-call fills.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "ir/TypeBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -27,6 +36,11 @@ using namespace mlir;
 using namespace otc;
 
 namespace {
+
+/// The largest constant that gets a persistent slot; larger ones are filled
+/// into a temporary where they are read, on every call: persistent bytes
+/// are taken for the whole run, a temporary's only while it lives.
+constexpr int64_t kMaxPersistentConstantBytes = 64ll << 20;
 
 static MemRefType memrefFor(Type tensor) {
   auto t = cast<RankedTensorType>(tensor);
@@ -61,14 +75,67 @@ struct LowerToBuffersPass
     : public otc::impl::LowerToBuffersBase<LowerToBuffersPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // One pass instance may run on several modules (split input files).
+    constants.clear();
+    constantIndex.clear();
     SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
     for (func::FuncOp f : funcs)
       if (failed(lower(f)))
         return signalPassFailure();
+    buildInitConstants(module);
   }
 
   LogicalResult lower(func::FuncOp f);
+
+  /// The persistent slot of constant `c`, shared by every constant of the
+  /// same value and type.
+  StringRef constantSlot(ConstantOp c);
+
+  /// Appends `@init_constants`, which fills every constant slot, when there
+  /// is one.
+  void buildInitConstants(ModuleOp module);
+
+  /// Constant slots in order of first use: name, value, where first seen.
+  struct ConstantSlot {
+    std::string slot;
+    ElementsAttr value;
+    Location loc;
+  };
+  SmallVector<ConstantSlot> constants;
+  llvm::DenseMap<Attribute, unsigned> constantIndex;
 };
+
+StringRef LowerToBuffersPass::constantSlot(ConstantOp c) {
+  ElementsAttr value = c.getValue();
+  auto [it, inserted] = constantIndex.try_emplace(value, constants.size());
+  if (inserted)
+    constants.push_back(
+        {"const:" + std::to_string(constants.size()), value, c.getLoc()});
+  return constants[it->second].slot;
+}
+
+void LowerToBuffersPass::buildInitConstants(ModuleOp module) {
+  if (constants.empty())
+    return;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto f = b.create<func::FuncOp>(module.getLoc(), "init_constants",
+                                  b.getFunctionType({}, {}));
+  b.setInsertionPointToEnd(f.addEntryBlock());
+  for (const ConstantSlot &c : constants) {
+    ShapedType type = c.value.getShapedType();
+    Value buf = b.create<otck::BufferOp>(c.loc, memrefFor(type),
+                                         b.getStringAttr(c.slot),
+                                         IntegerAttr());
+    auto kernel =
+        b.create<otck::KernelOp>(c.loc, ValueRange{}, ValueRange{buf});
+    Block *body = new Block();
+    kernel.getBody().push_back(body);
+    OpBuilder kb = OpBuilder::atBlockEnd(body);
+    auto value = kb.create<ConstantOp>(c.loc, c.value);
+    kb.create<otck::YieldOp>(c.loc, value->getResults());
+  }
+  b.create<func::ReturnOp>(module.getLoc());
+}
 
 LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
   if (f.isExternal())
@@ -145,6 +212,15 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
   index = 0;
   for (Operation &op : src.without_terminator()) {
     Location loc = op.getLoc();
+    // A constant read only by ops: its persistent slot, filled once.
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      if (!resultSlot.count(c.getResult()) &&
+          byteSize(c.getResult()) <= kMaxPersistentConstantBytes) {
+        bufferOf[c.getResult()] = slotBuf(constantSlot(c), c.getType(), loc);
+        ++index;
+        continue;
+      }
+    }
     SmallVector<Value> ins;
     for (Value v : op.getOperands())
       ins.push_back(bufferOf.lookup(v));

@@ -57,25 +57,17 @@ static Rule defaultRule(Operation *op) {
 }
 
 /// Operand `i` of `op` is FP32 statistics (a fused op's log-sum-exp, mean,
-/// rstd, or the loss gradient) that stays FP32 whatever the data's precision.
+/// rstd, or the loss gradient) that stays FP32 whatever the data's precision,
+/// as the op says through Fp32StatisticsOpInterface.
 static bool isStatOperand(Operation *op, unsigned i) {
-  Value v = op->getOperand(i);
-  if (auto g = dyn_cast<AttentionGradOp>(op))
-    return v == g.getLse();
-  if (auto g = dyn_cast<LayerNormGradOp>(op))
-    return v == g.getMean() || v == g.getRstd();
-  if (auto g = dyn_cast<RmsNormGradOp>(op))
-    return v == g.getRstd();
-  if (auto g = dyn_cast<CrossEntropyGradOp>(op))
-    return v == g.getGrad() || v == g.getLse();
-  return false;
+  auto stats = dyn_cast<Fp32StatisticsOpInterface>(op);
+  return stats && stats.isFp32StatisticsOperand(i);
 }
 
 /// Result `i` of `op` is FP32 statistics (see isStatOperand) or a loss.
 static bool isStatResult(Operation *op, unsigned i) {
-  if (isa<AttentionOp, LayerNormOp, RmsNormOp, CrossEntropyOp>(op))
-    return i > 0 || isa<CrossEntropyOp>(op);
-  return false;
+  auto stats = dyn_cast<Fp32StatisticsOpInterface>(op);
+  return stats && stats.isFp32StatisticsResult(i);
 }
 
 /// Whether `t` is a tensor of floats.

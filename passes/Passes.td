@@ -283,7 +283,11 @@ def LowerToBuffers : Pass<"otc-lower-to-buffers", "mlir::ModuleOp"> {
     input's buffer (no kernel, no bytes), every other op an `otck.kernel` holding
     it, and each value a temporary buffer. A result is written straight into
     its slot when that is safe (the old value is not read afterwards and the
-    producer is elementwise), else copied there at the end.
+    producer is elementwise), else copied there at the end. Each distinct
+    constant that ops read (up to 64 MiB) becomes a persistent "const:<n>"
+    slot that a new function, `@init_constants`, fills once; a constant
+    returned into a slot (gradient zeroing) or a larger one stays a kernel
+    that fills it on every call.
 
     ```mlir
     %t = otc.tanh %x : tensor<4xf32>

@@ -1,9 +1,10 @@
-// The otcrt training driver: otcrt_main and the loop behind it. It loads the
-// initial parameters (or a checkpoint), feeds the INPUT slots from a fixed
-// batch or from token shards, and runs each step as zero_grads, one
-// micro_step per micro-batch and optimizer_step, with the learning-rate
-// schedule, the batch-size ramp, gradient-norm clipping, the non-finite
-// policy, evaluation, checkpoints, log lines, JSONL and the trace around it.
+// The otcrt training driver: otcrt_main and the loop behind it. It fills the
+// program's constants once, loads the initial parameters (or a checkpoint),
+// feeds the INPUT slots from a fixed batch or from token shards, and runs
+// each step as zero_grads, one micro_step per micro-batch and
+// optimizer_step, with the learning-rate schedule, the batch-size ramp,
+// gradient-norm clipping, the non-finite policy, evaluation, checkpoints, log
+// lines, JSONL and the trace around it.
 // Only otcrt_main prints errors and chooses exit codes; everything else
 // returns a Status.
 #include "driver.h"
@@ -357,6 +358,12 @@ Status Run::execute() {
     s = backend_.allocate(prog_.arena_bytes, &arena_.arena);
   if (s)
     s = backend_.zero(arena_.arena, 0, prog_.arena_bytes);
+  // Constants once, before parameters or a checkpoint (which cover only
+  // slots of the table, never the constants' bytes) are loaded.
+  if (ArenaFunction initConstants = initConstantsOf(prog_); s && initConstants) {
+    initConstants(arena_.arena);
+    s = backend_.synchronize();
+  }
   if (!s)
     return s;
   for (const OtcSlot *slot : slots_.params)

@@ -1,6 +1,6 @@
-// Validation of the OtcProgram descriptor against ABI version 1, the slot
-// helpers declared in program.h, and the small pure functions of the driver
-// interface (RNG keys, BF16 widening, paths next to the executable).
+// Validation of the OtcProgram descriptor against ABI versions 1 and 2, the
+// slot helpers declared in program.h, and the small pure functions of the
+// driver interface (RNG keys, BF16 widening, paths next to the executable).
 #include "program.h"
 
 #include "driver.h"
@@ -30,6 +30,10 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
     default: break;
     }
   }
+}
+
+ArenaFunction initConstantsOf(const OtcProgram &program) {
+  return program.abi_version >= 2 ? program.init_constants : nullptr;
 }
 
 const char *slotKindName(int32_t kind) {
@@ -109,9 +113,9 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
   };
   if (!program)
     return bad("null program");
-  if (program->abi_version != 1)
+  if (program->abi_version != 1 && program->abi_version != 2)
     return bad("abi_version is " + std::to_string(program->abi_version) +
-               ", this runtime implements version 1");
+               ", this runtime implements versions 1 and 2");
   if (!program->target || std::strcmp(program->target, backendName) != 0)
     return bad(std::string("compiled for target '") +
                (program->target ? program->target : "(null)") +

@@ -24,6 +24,11 @@ struct ProgramSlots {
   explicit ProgramSlots(const OtcProgram &program);
 };
 
+/// One of the program's functions over the arena.
+using ArenaFunction = void (*)(char *arena);
+/// The program's init_constants: null for a version 1 descriptor, which has
+/// no such field, and where the program has none.
+ArenaFunction initConstantsOf(const OtcProgram &program);
 /// "PARAM", "GRAD", ... for an OtcSlotKind.
 const char *slotKindName(int32_t kind);
 /// Maps an OtcDType to the safetensors dtype with the same bytes.

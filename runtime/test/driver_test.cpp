@@ -1,6 +1,7 @@
 // Unit tests of the otcrt driver: flag parsing, descriptor validation, and
 // whole runs of a hand-written fake program (least-squares regression with
-// SGD) through runTraining on the cpu backend. The fake program's gradients
+// SGD, with and without the version 2 constants initializer) through
+// runTraining on the cpu backend. The fake program's gradients
 // are checked against a closed-form full-batch gradient computed here in
 // double precision, so micro-batching must reproduce it.
 #include "driver.h"
@@ -76,6 +77,21 @@ void fakeOptimizerStep(char *arena) {
   gSteps.push_back(*f32(arena, kOffStep));
   for (int j = 0; j < 4; ++j) // w then b, contiguous
     f32(arena, kOffW)[j] -= lr * f32(arena, kOffGW)[j];
+}
+
+// ---- Version 2: one constant past the slots, filled by init_constants.
+constexpr int64_t kOffConst = kArena;
+int gInitCalls = 0;             // init_constants calls
+std::vector<float> gConstSeen;  // the constant as each micro_step saw it
+
+void fakeInitConstants(char *arena) {
+  ++gInitCalls;
+  *f32(arena, kOffConst) = 2.5f;
+}
+
+void fakeMicroStepReadingConstant(char *arena) {
+  gConstSeen.push_back(*f32(arena, kOffConst));
+  fakeMicroStep(arena);
 }
 
 OtcProgram fakeProgram() {
@@ -220,6 +236,8 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   OtcProgram p = fakeProgram();
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
   p.abi_version = 2;
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  p.abi_version = 3;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   p = fakeProgram();
@@ -324,6 +342,36 @@ TEST_F(DriverRun, TrainsAndLogs) {
   EXPECT_THAT(output, HasSubstr("final loss"));
   ASSERT_EQ(losses.size(), 4u);
   EXPECT_LT(losses.back(), losses.front());
+}
+
+TEST_F(DriverRun, FillsConstantsOnceAtLoad) {
+  options.steps = 3;
+  OtcProgram p = fakeProgram();
+  p.abi_version = 2;
+  p.arena_bytes = kArena + 4;
+  p.micro_step = fakeMicroStepReadingConstant;
+  p.init_constants = fakeInitConstants;
+  gInitCalls = 0;
+  gConstSeen.clear();
+  Status s = run(p);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(gInitCalls, 1);
+  EXPECT_EQ(gConstSeen, std::vector<float>(3 * kAccum, 2.5f));
+}
+
+TEST_F(DriverRun, VersionOneHasNoInitConstants) {
+  // A version 1 descriptor ends before init_constants: the driver must not
+  // read it, whatever the bytes there hold.
+  options.steps = 1;
+  OtcProgram p = fakeProgram();
+  p.init_constants = fakeInitConstants;
+  gInitCalls = 0;
+  Status s = run(p);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(gInitCalls, 0);
+  p.abi_version = 2;
+  p.init_constants = nullptr; // version 2 without constants
+  ASSERT_TRUE(run(p));
 }
 
 TEST_F(DriverRun, BatchShapeMismatchIsExplained) {

@@ -44,3 +44,80 @@ func.func @swap(%a: tensor<3xf32> {otc.slot = "param:a"}, %b: tensor<3xf32> {otc
   %1 = otc.neg %a : tensor<3xf32>
   return %0, %1 : tensor<3xf32>, tensor<3xf32>
 }
+
+// -----
+
+// Tests that a constant the ops read becomes a persistent "const:<n>" slot,
+// one per distinct value and type across functions, that @init_constants
+// fills once, so that no step fills it; and that a constant returned into a
+// slot (gradient zeroing) is still written there by a kernel on every call.
+// CHECK-LABEL: func.func @zero_grads()
+// CHECK: %[[G:.*]] = otck.buffer {slot = "grad:w"} : memref<3xf32>
+// CHECK-NEXT: otck.kernel outs(%[[G]] : memref<3xf32>)
+// CHECK-NEXT: otc.constant dense<0.000000e+00> : tensor<3xf32>
+// CHECK-LABEL: func.func @micro_step()
+// CHECK-NOT: otc.constant
+// CHECK: %[[C0:.*]] = otck.buffer {slot = "const:0"} : memref<3xf32>
+// CHECK-NOT: otc.constant
+// CHECK: otck.kernel ins(%{{.*}}, %[[C0]] : memref<3xf32>, memref<3xf32>)
+// CHECK-NOT: otc.constant
+// CHECK: %[[C1:.*]] = otck.buffer {slot = "const:1"} : memref<f32>
+// CHECK-NOT: otc.constant
+// CHECK: otck.kernel ins(%{{.*}}, %[[C1]] : memref<f32>, memref<f32>)
+// CHECK-NOT: otc.constant
+// CHECK-LABEL: func.func @optimizer_step()
+// CHECK-NOT: otc.constant
+// CHECK: %[[D0:.*]] = otck.buffer {slot = "const:0"} : memref<3xf32>
+// CHECK-NOT: otc.constant
+// CHECK: %[[D2:.*]] = otck.buffer {slot = "const:2"} : memref<3xf32>
+// CHECK-NOT: otc.constant
+// CHECK-LABEL: func.func @init_constants()
+// CHECK-NEXT: %[[I0:.*]] = otck.buffer {slot = "const:0"} : memref<3xf32>
+// CHECK-NEXT: otck.kernel outs(%[[I0]] : memref<3xf32>)
+// CHECK-NEXT: %[[V0:.*]] = otc.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>
+// CHECK-NEXT: otck.yield %[[V0]]
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[I1:.*]] = otck.buffer {slot = "const:1"} : memref<f32>
+// CHECK-NEXT: otck.kernel outs(%[[I1]] : memref<f32>)
+// CHECK-NEXT: otc.constant dense<5.000000e-01> : tensor<f32>
+// CHECK: %[[I2:.*]] = otck.buffer {slot = "const:2"} : memref<3xf32>
+// CHECK-NEXT: otck.kernel outs(%[[I2]] : memref<3xf32>)
+// CHECK-NEXT: otc.constant dense<1.000000e+00> : tensor<3xf32>
+// CHECK: return
+// CHECK-NOT: const:3
+func.func @zero_grads() -> (tensor<3xf32> {otc.slot = "grad:w"}) {
+  %z = otc.constant dense<0.0> : tensor<3xf32>
+  return %z : tensor<3xf32>
+}
+func.func @micro_step(%x: tensor<3xf32> {otc.slot = "input:x"})
+    -> (tensor<f32> {otc.slot = "loss"}) {
+  %c = otc.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %m = otc.mul %x, %c : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %s = otc.reduce_sum %m, [0] : (tensor<3xf32>) -> tensor<f32>
+  %h = otc.constant dense<0.5> : tensor<f32>
+  %l = otc.mul %s, %h : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @optimizer_step(%w: tensor<3xf32> {otc.slot = "param:w"})
+    -> (tensor<3xf32> {otc.slot = "param:w"}) {
+  %c = otc.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %a = otc.add %w, %c : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %o = otc.constant dense<1.0> : tensor<3xf32>
+  %b = otc.sub %a, %o : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %b : tensor<3xf32>
+}
+
+// -----
+
+// Tests that each module numbers its constant slots from zero.
+// CHECK-LABEL: func.func @micro_step()
+// CHECK: otck.buffer {slot = "const:0"} : memref<2xf32>
+// CHECK-LABEL: func.func @init_constants()
+// CHECK-NEXT: otck.buffer {slot = "const:0"} : memref<2xf32>
+// CHECK-NOT: const:1
+func.func @micro_step(%x: tensor<2xf32> {otc.slot = "input:x"})
+    -> (tensor<2xf32> {otc.slot = "loss"}) {
+  %c = otc.constant dense<[4.0, 5.0]> : tensor<2xf32>
+  %m = otc.mul %x, %c : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %m : tensor<2xf32>
+}

@@ -67,3 +67,22 @@ func.func @train_step(%w: tensor<4xf32> {otc.param = "w"})
   %s = otc.reduce_sum %q, [0] : (tensor<4xf32>) -> tensor<f32>
   return %s, %r : tensor<f32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that the fused ops keep their FP32 statistics: otc.layer_norm over
+// BF16 data computes in BF16 but leaves mean and rstd FP32, and
+// otc.layer_norm_grad reads them as FP32 while its data and results are BF16
+// (the ops say so through Fp32StatisticsOpInterface).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[W:.*]]: tensor<2x8xbf16> {otc.bf16_copy, otc.param = "w"}
+// CHECK-SAME: %[[G:.*]]: tensor<8xbf16> {otc.bf16_copy, otc.param = "g"}
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = otc.layer_norm %[[W]] gamma %[[G]] {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<2x8xbf16>, tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2xf32>, tensor<2xf32>)
+// CHECK: otc.layer_norm_grad %[[Y]], %[[W]] gamma %[[G]], %[[MEAN]], %[[RSTD]] {axis = 1 : i64} : (tensor<2x8xbf16>, tensor<2x8xbf16>, tensor<8xbf16>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+func.func @train_step(%w: tensor<2x8xf32> {otc.param = "w"}, %g: tensor<8xf32> {otc.param = "g"})
+    -> (tensor<f32> {otc.loss}, tensor<2x8xf32> {otc.grad = "w"}, tensor<8xf32> {otc.grad = "g"}) {
+  %y, %mean, %rstd = otc.layer_norm %w gamma %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  %s = otc.reduce_sum %y, [0, 1] : (tensor<2x8xf32>) -> tensor<f32>
+  %dx, %dg, %db = otc.layer_norm_grad %y, %w gamma %g, %mean, %rstd {axis = 1 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %s, %dx, %dg : tensor<f32>, tensor<2x8xf32>, tensor<8xf32>
+}

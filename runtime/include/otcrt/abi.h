@@ -49,8 +49,12 @@ typedef struct {
   int64_t nbytes;
 } OtcSlot;
 
+/* Version 2 appends init_constants to version 1; the runtime accepts both
+ * and reads init_constants only from a version 2 descriptor. */
+#define OTC_ABI_VERSION 2
+
 typedef struct {
-  int32_t abi_version; /* 1 */
+  int32_t abi_version; /* 1 or 2 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -66,6 +70,12 @@ typedef struct {
                                           ADAM_V, LR (f32 scalar), STEP (f32
                                           scalar, 1-based); updates PARAM,
                                           ADAM_M, ADAM_V */
+  /* Version 2: fills the constants the steps read, which live in arena bytes
+     outside every slot of the table; called once after the arena is
+     allocated and zeroed, before any other function. Nothing else writes
+     those bytes, so loading a checkpoint leaves them as they are. May be
+     null. */
+  void (*init_constants)(char *arena);
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
