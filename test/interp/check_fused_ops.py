@@ -13,7 +13,6 @@ values. Prints `name PASS` or `name FAIL (why)` per function, then
 `N passed, M failed`; exits 1 on any failure.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -21,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_interp_ops import check, dropout_keep  # noqa
+from check_interp_ops import dropout_keep, run_cases  # noqa
 
 
 def normal(rng, shape, scale=1.0):
@@ -186,19 +185,7 @@ CASES = [("attention", expect_attention),
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--otc-run", default="otc-run")
-    parser.add_argument("--mlir", required=True, help="interp-fused-ops.mlir")
-    parser.add_argument("--work", required=True, help="scratch directory")
-    args = parser.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    failed = 0
-    for name, make in CASES:
-        error = check(name, make, args)
-        print(f"{name} PASS" if error is None else f"{name} FAIL ({error})")
-        failed += error is not None
-    print(f"{len(CASES) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_cases(CASES, __doc__.splitlines()[0], "interp-fused-ops.mlir")
 
 
 if __name__ == "__main__":

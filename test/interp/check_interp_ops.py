@@ -185,20 +185,26 @@ def check(name, make, args):
     return None
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cases(cases, description, mlir_help):
+    """Parses --otc-run/--mlir/--work, checks every (name, make) case and
+    prints one line per case and the totals; returns the exit code."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--otc-run", default="otc-run")
-    parser.add_argument("--mlir", required=True, help="interp-ops.mlir")
+    parser.add_argument("--mlir", required=True, help=mlir_help)
     parser.add_argument("--work", required=True, help="scratch directory")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     failed = 0
-    for name, make in CASES:
+    for name, make in cases:
         error = check(name, make, args)
         print(f"{name} PASS" if error is None else f"{name} FAIL ({error})")
         failed += error is not None
-    print(f"{len(CASES) - failed} passed, {failed} failed")
+    print(f"{len(cases) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def main():
+    return run_cases(CASES, __doc__.splitlines()[0], "interp-ops.mlir")
 
 
 if __name__ == "__main__":
