@@ -315,7 +315,8 @@ static bool isCausal(ArrayRef<int64_t> shape, int64_t t, int64_t s,
 Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
   ArrayRef<int64_t> s = shapeOf(softmax);
   bool scoresLike = hasProductAbove(softmax.getInput());
-  if (softmax.getAxis() != static_cast<int64_t>(s.size()) - 1)
+  if (static_cast<int64_t>(softmax.getAxis()) !=
+      static_cast<int64_t>(s.size()) - 1)
     return scoresLike ? Match::miss("attention: softmax over axis " +
                                     std::to_string(softmax.getAxis()) +
                                     ", not the last")
