@@ -9,16 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/KernelBodies.h"
-#include "ir/OtcDialect.h"
+#include "codegen/unittests/BodyTestFixture.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-
-#include <gtest/gtest.h>
 
 #include <regex>
 #include <string>
@@ -39,59 +31,10 @@ func.func @f(%x: tensor<2x3x32xbf16>, %z: tensor<6x10xf32>) {
 }
 )mlir";
 
-class FusedBodies : public ::testing::Test {
+class FusedBodies : public otc::testing::BodyTest {
 protected:
-  void SetUp() override {
-    ctx.loadDialect<otc::OtcDialect, func::FuncDialect>();
-    module = parseSourceString<ModuleOp>(kModule, &ctx);
-    ASSERT_TRUE(module) << "the test module does not parse";
-  }
-
-  /// The op located at `name`.
-  Operation *find(StringRef name) {
-    Operation *found = nullptr;
-    module->walk([&](Operation *op) {
-      if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
-        if (loc.getName() == name)
-          found = op;
-    });
-    EXPECT_TRUE(found) << name.str();
-    return found;
-  }
-
-  /// The body of the op at `name` with operands in0, in1, ... and results
-  /// out0, out1, ...; empty when emission fails.
-  std::string body(StringRef name, bool cuda = false) {
-    Operation *op = find(name);
-    if (!op)
-      return "";
-    llvm::SmallVector<std::string> in, out;
-    for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      in.push_back("in" + std::to_string(i));
-    for (unsigned i = 0; i < op->getNumResults(); ++i)
-      out.push_back("out" + std::to_string(i));
-    std::string text, globals;
-    llvm::raw_string_ostream os(text), gos(globals);
-    otc::BodyContext c{os, gos, in, out, "k0", cuda};
-    if (failed(otc::emitBody(op, c)))
-      return "";
-    return text;
-  }
-
-  int64_t items(StringRef name) { return otc::workItems(find(name)); }
-
-  MLIRContext ctx;
-  OwningOpRef<ModuleOp> module;
+  FusedBodies() : BodyTest(kModule) {}
 };
-
-#define EXPECT_HAS(text, line)                                                 \
-  EXPECT_NE((text).find(line), std::string::npos)                              \
-      << "missing: " << (line) << "\nin:\n"                                    \
-      << (text)
-#define EXPECT_LACKS(text, line)                                               \
-  EXPECT_EQ((text).find(line), std::string::npos)                              \
-      << "unexpected: " << (line) << "\nin:\n"                                 \
-      << (text)
 
 TEST_F(FusedBodies, Activations) {
   EXPECT_EQ(items("gelu"), 60);

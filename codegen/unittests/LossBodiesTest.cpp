@@ -7,15 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/KernelBodies.h"
-#include "ir/OtcDialect.h"
+#include "codegen/unittests/BodyTestFixture.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-
-#include <gtest/gtest.h>
 
 #include <string>
 
@@ -35,50 +28,10 @@ func.func @f(%z: tensor<4x10xbf16>, %y: tensor<4xi64>, %s: tensor<f32>,
 }
 )mlir";
 
-class LossBodies : public ::testing::Test {
+class LossBodies : public otc::testing::BodyTest {
 protected:
-  void SetUp() override {
-    ctx.loadDialect<otc::OtcDialect, func::FuncDialect>();
-    module = parseSourceString<ModuleOp>(kModule, &ctx);
-    ASSERT_TRUE(module) << "the test module does not parse";
-  }
-
-  /// The body of the op at `name` (operands in0, ..., results out0, ...).
-  std::string body(StringRef name) {
-    Operation *op = nullptr;
-    module->walk([&](Operation *o) {
-      if (auto loc = dyn_cast<NameLoc>(o->getLoc()))
-        if (loc.getName() == name)
-          op = o;
-    });
-    EXPECT_TRUE(op) << name.str();
-    if (!op)
-      return "";
-    llvm::SmallVector<std::string> in, out;
-    for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      in.push_back("in" + std::to_string(i));
-    for (unsigned i = 0; i < op->getNumResults(); ++i)
-      out.push_back("out" + std::to_string(i));
-    std::string text, globals;
-    llvm::raw_string_ostream os(text), gos(globals);
-    otc::BodyContext c{os, gos, in, out, "k0", false};
-    if (failed(otc::emitBody(op, c)))
-      return "";
-    return text;
-  }
-
-  MLIRContext ctx;
-  OwningOpRef<ModuleOp> module;
+  LossBodies() : BodyTest(kModule) {}
 };
-
-#define EXPECT_HAS(text, line)                                                 \
-  EXPECT_NE((text).find(line), std::string::npos)                              \
-      << "missing: " << (line) << "\nin:\n"                                    \
-      << (text)
-#define EXPECT_LACKS(text, line)                                               \
-  EXPECT_EQ((text).find(line), std::string::npos)                              \
-      << "unexpected: " << (line) << "\nin:\n"                                 \
-      << (text)
 
 TEST_F(LossBodies, Bf16Pointers) {
   std::string sce = body("sce");
