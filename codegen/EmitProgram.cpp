@@ -19,6 +19,7 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/BodyUtils.h"
+#include "codegen/ScalarExprPrinter.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
@@ -198,6 +199,12 @@ private:
   LogicalResult emitFunction(func::FuncOp f);
   LogicalResult emitKernel(otck::KernelOp k);
   LogicalResult emitLibraryCall(otck::KernelOp k, LibraryCallOpInterface op);
+  LogicalResult emitElementwiseChain(otck::KernelOp k);
+  /// Emits kernel `def` (its text after the name) once and its launch over
+  /// `n` work items with `args`; `what` names it in comments and the trace.
+  std::string loopHead() const;
+  void emitLaunch(const std::string &def, int64_t n,
+                  ArrayRef<std::string> args, StringRef node, StringRef what);
   LogicalResult emitGemm(otck::GemmOp g);
   void emitCopy(otck::CopyOp c);
 
@@ -208,7 +215,7 @@ private:
       funcs{funcsText};
   /// Names of the buffers of the function being emitted.
   DenseMap<Value, std::string> names;
-  unsigned kernelCount = 0;
+  unsigned kernelCount = 0, globalCount = 0;
   /// Kernels by their text after the name (signature, loop and body).
   llvm::StringMap<std::string> kernelByText;
   /// Arena bytes to zero, gathered across consecutive zero fills.
@@ -375,10 +382,12 @@ void ProgramEmitter::flushZero() {
 
 LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   Block &body = k.getBody().front();
-  // One op per kernel until fusion builds larger bodies.
-  if (!llvm::hasSingleElement(body.without_terminator()))
-    return k.emitOpError("holds more than one op; fused bodies are not "
-                         "supported by this emitter yet");
+  if (!llvm::hasSingleElement(body.without_terminator())) {
+    if (!isElementwiseKernel(k))
+      return k.emitOpError("holds more than one op that are not all "
+                           "elementwise of one shape");
+    return emitElementwiseChain(k);
+  }
   Operation &op = body.front();
   auto yield = cast<otck::YieldOp>(body.getTerminator());
   if (!llvm::equal(yield.getValues(), op.getResults()))
@@ -390,7 +399,8 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   if (auto lib = dyn_cast<LibraryCallOpInterface>(op))
     return emitLibraryCall(k, lib);
 
-  std::string kname = "k" + std::to_string(kernelCount++);
+  // Names the kernel's globals (constant tables).
+  std::string kname = "g" + std::to_string(globalCount++);
   SmallVector<std::string> params, args, in, out;
   for (auto [i, v] : llvm::enumerate(k.getInputs())) {
     auto t = cast<MemRefType>(v.getType());
@@ -416,40 +426,127 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
     return failure();
   int64_t n = workItems(&op);
 
-  std::string node = nodeName(op.getLoc());
-  // The kernel's text after its name: identical ones are emitted once.
   std::string def;
   llvm::raw_string_ostream defOs(def);
-  defOs << "(";
-  llvm::interleaveComma(params, defOs);
-  defOs << ") {\n";
-  if (cuda())
-    defOs << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + "
-             "threadIdx.x; i < "
-          << n << "; i += (int64_t)gridDim.x * blockDim.x) {\n";
-  else
-    defOs << (n >= 16384 ? "#pragma omp parallel for\n" : "")
-          << "  for (int64_t i = 0; i < " << n << "; ++i) {\n";
-  defOs << bodyText << "  }\n}\n\n";
-  auto [it, fresh] = kernelByText.try_emplace(def, kname);
-  if (fresh)
-    kernels << "// " << op.getName() << (node.empty() ? "" : " from node ")
-            << node << "\n"
-            << (cuda() ? "__global__ void " : "static void ") << kname << def;
-  else
-    kname = it->second;
+  defOs << "(int64_t items";
+  for (const std::string &p : params)
+    defOs << ", " << p;
+  defOs << ") {\n" << loopHead() << bodyText << "  }\n}\n\n";
+  emitLaunch(def, n, args, nodeName(op.getLoc()),
+             op.getName().getStringRef());
+  return success();
+}
 
-  std::string opName = op.getName().getStringRef().str();
-  funcs << "  otcrt_trace_begin(" << cString(traceName(node, opName))
-        << ");\n  // " << (node.empty() ? opName : node) << "\n  " << kname;
+std::string ProgramEmitter::loopHead() const {
+  if (cuda())
+    return "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + "
+           "threadIdx.x; i < items; i += (int64_t)gridDim.x * blockDim.x) {\n";
+  return "#pragma omp parallel for if (items >= 16384)\n"
+         "  for (int64_t i = 0; i < items; ++i) {\n";
+}
+
+void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
+                                ArrayRef<std::string> args, StringRef node,
+                                StringRef what) {
+  std::string kname = "k" + std::to_string(kernelCount);
+  // Identical kernel texts are emitted once.
+  auto [it, fresh] = kernelByText.try_emplace(def, kname);
+  if (fresh) {
+    ++kernelCount;
+    kernels << "// " << what << (node.empty() ? "" : " from node ") << node
+            << "\n"
+            << (cuda() ? "__global__ void " : "static void ") << kname << def;
+  } else {
+    kname = it->second;
+  }
+  funcs << "  otcrt_trace_begin(" << cString(traceName(node, what))
+        << ");\n  // " << (node.empty() ? what : node) << "\n  " << kname;
   if (cuda())
     funcs << "<<<otc_blocks(" << n << "), 256>>>";
-  funcs << "(";
-  llvm::interleaveComma(args, funcs);
+  funcs << "(" << n;
+  for (const std::string &a : args)
+    funcs << ", " << a;
   funcs << ");\n";
   if (cuda())
     funcs << "  OTC_CHECK_LAUNCH();\n";
   funcs << "  otcrt_trace_end();\n";
+}
+
+/// A chain of elementwise ops in one kernel (otc-fuse-elementwise): every
+/// input's element read into a local first (so an output may be written over
+/// an input of its shape), then each op's value into a local of its element
+/// type (a BF16 value rounds as a store would), then the outputs stored.
+LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
+  Block &body = k.getBody().front();
+  auto yield = cast<otck::YieldOp>(body.getTerminator());
+  ArrayRef<int64_t> domain =
+      cast<MemRefType>(k.getOutputs()[0].getType()).getShape();
+  int64_t n = 1;
+  for (int64_t d : domain)
+    n *= d;
+  SmallVector<std::string> params, args;
+  std::string bodyText;
+  llvm::raw_string_ostream os(bodyText);
+  DenseMap<Value, std::string> local;
+  for (auto [i, v] : llvm::enumerate(k.getInputs())) {
+    auto t = cast<MemRefType>(v.getType());
+    std::string ct = cTypeOf(t.getElementType());
+    std::string ptr = "in" + std::to_string(i), name = "x" + std::to_string(i);
+    params.push_back("const " + ct + " *" + ptr);
+    args.push_back(names[v]);
+    BlockArgument arg = body.getArgument(i);
+    if (arg.use_empty())
+      continue;
+    std::string index = "i";
+    if (t.getShape() != domain) {
+      index = "i" + name;
+      emitBroadcastIndex(os, index, t.getShape(), domain);
+    }
+    os << "    const " << ct << " " << name << " = " << ptr << "[" << index
+       << "];\n";
+    local[arg] = name;
+  }
+  unsigned j = 0;
+  SmallVector<std::string> opNames;
+  std::string node;
+  for (Operation &op : body.without_terminator()) {
+    SmallVector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(local.lookup(v));
+    std::string prefix = "t" + std::to_string(j) + "_";
+    std::string value = printScalarExpr(
+        os, cast<ScalarExpressionOpInterface>(op).getScalarExpression(),
+        operands, "    ", prefix);
+    Type et = cast<RankedTensorType>(op.getResult(0).getType()).getElementType();
+    std::string ct = cTypeOf(et), name = "v" + std::to_string(j++);
+    os << "    const " << ct << " " << name << " = (" << ct << ")(" << value
+       << ");\n";
+    local[op.getResult(0)] = name;
+    opNames.push_back(op.getName().getStringRef().str());
+    if (std::string n = nodeName(op.getLoc()); !n.empty())
+      node = n;
+  }
+  for (auto [i, v] : llvm::enumerate(k.getOutputs())) {
+    auto t = cast<MemRefType>(v.getType());
+    params.push_back(cTypeOf(t.getElementType()) + " *out" +
+                     std::to_string(i));
+    args.push_back(names[v]);
+    os << "    out" << i << "[i] = " << local.lookup(yield.getValues()[i])
+       << ";\n";
+  }
+  std::string def;
+  llvm::raw_string_ostream defOs(def);
+  defOs << "(int64_t items";
+  for (const std::string &p : params)
+    defOs << ", " << p;
+  defOs << ") {\n" << loopHead() << bodyText << "  }\n}\n\n";
+  // Named after the node of the last op (whose value the chain ends with)
+  // and the ops in order.
+  if (opNames.size() > 6) {
+    opNames.resize(6);
+    opNames.push_back("...");
+  }
+  emitLaunch(def, n, args, node, "fused " + llvm::join(opNames, " "));
   return success();
 }
 

@@ -38,6 +38,12 @@ struct BufferInterval {
 /// Live ranges of the temporaries of `f` (after lowering), by first use.
 llvm::SmallVector<BufferInterval> temporaryLiveRanges(mlir::func::FuncOp f);
 
+/// Whether kernel `k` is a chain of ops with scalar expressions (the
+/// ScalarExpressionOpInterface) that all produce, like its outputs, one
+/// static shape: element i of every output depends only on element i of
+/// the inputs of that shape and on the broadcast element of the others.
+bool isElementwiseKernel(otck::KernelOp k);
+
 /// Checks that no two buffers that are live at the same time overlap in the
 /// arena. Emits an error at the first offending buffer.
 mlir::LogicalResult verifyBufferPlan(mlir::ModuleOp module);

@@ -302,6 +302,41 @@ def LowerToBuffers : Pass<"otc-lower-to-buffers", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Merges chains of elementwise kernels into one kernel each";
+  let description = [{
+    At the buffer level, after otc-lower-to-buffers and before planning: a
+    kernel whose ops all have a scalar expression (arithmetic, comparisons,
+    select, casts, unary math, the fused activations and their gradients)
+    and one result shape takes in the kernels of the same kind and shape
+    that produce its inputs. A producer's buffer that nothing else reads
+    disappears (its values stay in registers); one that later ops read stays
+    an output of the merged kernel. A producer moves down to its consumer
+    only when no op between them writes what it reads or touches what it
+    writes, and buffers seen through views are left alone. Every value
+    keeps its element type (a BF16 intermediate is rounded as its store
+    would round it), so merged and separate kernels compute the same bits.
+
+    ```mlir
+    otck.kernel ins(%x, %bias : ...) outs(%t : memref<8x64xf32>) { otc.add }
+    otck.kernel ins(%t : memref<8x64xf32>) outs(%y : memref<8x64xf32>) { otc.tanh }
+    // becomes, %t gone when only the tanh read it
+    otck.kernel ins(%x, %bias : ...) outs(%y : memref<8x64xf32>) {
+    ^bb0(%a: tensor<8x64xf32>, %b: tensor<64xf32>):
+      %s = otc.add %a, %b : ...
+      %t = otc.tanh %s : tensor<8x64xf32>
+      otck.yield %t : tensor<8x64xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "unsigned", "48",
+           "Most ops in one merged kernel">,
+    Option<"maxBuffers", "max-buffers", "unsigned", "16",
+           "Most buffers (inputs and outputs) one merged kernel touches">,
+  ];
+}
+
 def PlanBuffers : Pass<"otc-plan-buffers", "mlir::ModuleOp"> {
   let summary = "Places every buffer at an offset of one arena";
   let description = [{

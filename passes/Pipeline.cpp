@@ -32,6 +32,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::Schedule, "schedule", "scheduling failed"},
     {Phase::TrainingLoop, "training-loop", "building the training loop failed"},
     {Phase::Buffers, "buffers", "lowering to buffers failed"},
+    {Phase::FuseElementwise, "fuse-elementwise",
+     "merging elementwise kernels failed"},
     {Phase::Plan, "plan", "buffer planning failed"},
 };
 
@@ -110,6 +112,10 @@ static void addPhase(OpPassManager &pm, Phase phase,
   }
   case Phase::Buffers:
     pm.addPass(createLowerToBuffers());
+    return;
+  case Phase::FuseElementwise:
+    if (be.fuseElementwise)
+      pm.addPass(createFuseElementwise());
     return;
   case Phase::Plan:
     pm.addPass(createPlanBuffers());

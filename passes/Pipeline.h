@@ -29,6 +29,7 @@ enum class Phase {
   Schedule,
   TrainingLoop,
   Buffers,
+  FuseElementwise,
   Plan,
 };
 
@@ -61,6 +62,8 @@ struct BackEndOptions {
   double weightDecay = 0.0;
   /// The cuda target, whose GEMM workspace adds to the planned peak.
   bool cuda = false;
+  /// otc-fuse-elementwise runs (off: --no-fuse-elementwise).
+  bool fuseElementwise = true;
 };
 
 /// The options of every phase.

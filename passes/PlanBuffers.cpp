@@ -71,6 +71,16 @@ static Operation *kernelBody(otck::KernelOp k) {
   return &b.front();
 }
 
+/// Whether kernel `k` may write its output `out` over its input `in`.
+/// A merged elementwise chain reads every input's element before it
+/// stores any output's, so it may, for an input of the output's type.
+static bool canWriteOver(otck::KernelOp k, otck::BufferOp in,
+                         otck::BufferOp out) {
+  if (Operation *body = kernelBody(k))
+    return canWriteOver(k, body, in, out);
+  return in.getType() == out.getType() && isElementwiseKernel(k);
+}
+
 } // namespace
 
 /// Live ranges of the temporaries of `f`, in order of first use.
@@ -130,9 +140,6 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     for (Operation &op : f.getBody().front())
       pos[&op] = n++;
     for (auto k : f.getBody().getOps<otck::KernelOp>()) {
-      Operation *body = kernelBody(k);
-      if (!body)
-        continue;
       for (Value out : k.getOutputs()) {
         auto ob = out.getDefiningOp<otck::BufferOp>();
         if (!ob || ob.getSlot() || !ivOf.count(ob) ||
@@ -140,7 +147,7 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
           continue;
         for (Value in : k.getInputs()) {
           auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || ib.getSlot() || !canWriteOver(k, body, ib, ob) ||
+          if (!ib || ib.getSlot() || !canWriteOver(k, ib, ob) ||
               hosting.contains(ib) || !ivOf.count(ib) ||
               ivOf[ib]->last != pos[k] || ib == ob)
             continue;
@@ -268,12 +275,11 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
         if (!writer || u->isBeforeInBlock(writer))
           writer = u;
       auto k = dyn_cast_or_null<otck::KernelOp>(writer);
-      Operation *body = k ? kernelBody(k) : nullptr;
       bool legal = false;
-      if (body) {
+      if (k) {
         for (Value in : k.getInputs()) {
           auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || !canWriteOver(k, body, ib, buf) ||
+          if (!ib || !canWriteOver(k, ib, buf) ||
               ib.getOffset() != buf.getOffset())
             continue;
           bool readLater = false;

@@ -84,6 +84,10 @@ static cl::opt<bool>
            cl::desc("Keep attention, norms, GELU/SiLU and the loss as the "
                     "exported ops (otc-fuse-patterns off)"),
            cl::cat(cat));
+static cl::opt<bool> noFuseElementwise(
+    "no-fuse-elementwise",
+    cl::desc("One kernel per elementwise op (otc-fuse-elementwise off)"),
+    cl::cat(cat));
 static cl::opt<bool> fusionRemarks(
     "fusion-remarks",
     cl::desc("Say why each almost-matching chain was not fused"),
@@ -324,6 +328,7 @@ int main(int argc, char **argv) {
   pipeline.backEnd.gradAccum = gradAccum;
   pipeline.backEnd.weightDecay = weightDecay;
   pipeline.backEnd.cuda = cuda;
+  pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   auto runPhase = [&](otc::Phase phase) {
     PassManager pm(&context);
     if (failed(applyPassManagerCLOptions(pm)))

@@ -1,0 +1,316 @@
+//===- FuseElementwise.cpp - chains of elementwise kernels as one ----------===//
+//
+// Buffer-level fusion: a kernel made only of ops with a scalar expression,
+// all of one result shape (its domain), takes in the kernels of the same kind
+// and domain that write its inputs. The merged body computes element i of
+// every op in turn, so an intermediate that nothing else reads never reaches
+// memory. The producer's work moves down to the consumer's position, which is
+// legal when nothing in between writes what the producer reads or uses what
+// it writes. Buffers reached through views are not touched (their bytes have
+// other names). See Passes.td for the contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace otc {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+bool otc::isElementwiseKernel(otck::KernelOp k) {
+  Block &body = k.getBody().front();
+  if (body.without_terminator().empty() || k.getOutputs().empty())
+    return false;
+  ArrayRef<int64_t> domain =
+      cast<MemRefType>(k.getOutputs()[0].getType()).getShape();
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<ScalarExpressionOpInterface>(op) || op.getNumResults() != 1)
+      return false;
+    auto t = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+    if (!t || !t.hasStaticShape() || t.getShape() != domain)
+      return false;
+    for (Type ot : op.getOperandTypes()) {
+      auto tt = dyn_cast<RankedTensorType>(ot);
+      if (!tt || !tt.hasStaticShape())
+        return false;
+    }
+  }
+  for (Value out : k.getOutputs())
+    if (cast<MemRefType>(out.getType()).getShape() != domain)
+      return false;
+  return true;
+}
+
+namespace {
+
+/// Whether `op` (an op of the function's block) reads or writes `buffer`'s
+/// bytes, and whether it writes them.
+struct Access {
+  bool reads = false, writes = false;
+};
+
+static Access accessOf(Operation *op, Value buffer) {
+  Access a;
+  if (auto k = dyn_cast<otck::KernelOp>(op)) {
+    for (Value v : k.getInputs())
+      a.reads |= otck::storageOf(v) == buffer;
+    for (Value v : k.getOutputs())
+      a.writes |= otck::storageOf(v) == buffer;
+    return a;
+  }
+  if (auto g = dyn_cast<otck::GemmOp>(op)) {
+    a.reads = otck::storageOf(g.getLhs()) == buffer ||
+              otck::storageOf(g.getRhs()) == buffer;
+    a.writes = otck::storageOf(g.getOut()) == buffer;
+    return a;
+  }
+  if (auto c = dyn_cast<otck::CopyOp>(op)) {
+    a.reads = otck::storageOf(c.getSource()) == buffer;
+    a.writes = otck::storageOf(c.getTarget()) == buffer;
+    return a;
+  }
+  if (isa<otck::ViewOp, otck::BufferOp, func::ReturnOp>(op))
+    return a;
+  // Anything else: assume the worst for the buffers it names.
+  for (Value v : op->getOperands())
+    if (isa<MemRefType>(v.getType()) && otck::storageOf(v) == buffer)
+      a.reads = a.writes = true;
+  return a;
+}
+
+/// Whether `buffer` is seen through a view anywhere.
+static bool hasViews(Value buffer) {
+  return llvm::any_of(buffer.getUsers(),
+                      [](Operation *u) { return isa<otck::ViewOp>(u); });
+}
+
+struct FuseElementwisePass
+    : public otc::impl::FuseElementwiseBase<FuseElementwisePass> {
+  using FuseElementwiseBase::FuseElementwiseBase;
+
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      fuseFunction(f);
+  }
+
+  void fuseFunction(func::FuncOp f) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      SmallVector<otck::KernelOp> kernels(f.getBody().getOps<otck::KernelOp>());
+      for (otck::KernelOp consumer : kernels) {
+        if (!isElementwiseKernel(consumer))
+          continue;
+        while (otck::KernelOp producer = findProducer(consumer)) {
+          consumer = merge(producer, consumer);
+          changed = true;
+        }
+      }
+    }
+  }
+
+  /// The body ops of a kernel.
+  static unsigned opCount(otck::KernelOp k) {
+    return std::distance(k.getBody().front().without_terminator().begin(),
+                         k.getBody().front().without_terminator().end());
+  }
+
+  /// A kernel that `consumer` can take in, or null.
+  otck::KernelOp findProducer(otck::KernelOp consumer) {
+    auto domain =
+        cast<MemRefType>(consumer.getOutputs()[0].getType()).getShape();
+    Block *block = consumer->getBlock();
+    for (Value in : consumer.getInputs()) {
+      auto buf = in.getDefiningOp<otck::BufferOp>();
+      if (!buf || hasViews(buf) ||
+          cast<MemRefType>(in.getType()).getShape() != domain)
+        continue;
+      // The one kernel that writes it, before the consumer.
+      otck::KernelOp producer;
+      bool otherWriter = false;
+      for (Operation *user : buf->getUsers()) {
+        if (user == consumer.getOperation())
+          continue;
+        Access a = accessOf(user, buf);
+        if (!a.writes)
+          continue;
+        auto k = dyn_cast<otck::KernelOp>(user);
+        if (producer || !k)
+          otherWriter = true;
+        producer = k;
+      }
+      if (otherWriter || !producer || producer->getBlock() != block ||
+          !producer->isBeforeInBlock(consumer) ||
+          !isElementwiseKernel(producer) ||
+          cast<MemRefType>(producer.getOutputs()[0].getType()).getShape() !=
+              domain)
+        continue;
+      if (llvm::is_contained(consumer.getOutputs(), in))
+        continue; // the consumer writes it too
+      if (opCount(producer) + opCount(consumer) > maxOps)
+        continue;
+      llvm::SetVector<Value> buffers;
+      for (otck::KernelOp k : {producer, consumer}) {
+        buffers.insert(k.getInputs().begin(), k.getInputs().end());
+        buffers.insert(k.getOutputs().begin(), k.getOutputs().end());
+      }
+      if (buffers.size() - 1 > maxBuffers)
+        continue;
+      if (!canMoveDown(producer, consumer) || !keepsPeak(producer, consumer))
+        continue;
+      return producer;
+    }
+    return nullptr;
+  }
+
+  /// Whether `producer` may run at `consumer`'s position instead of its own:
+  /// no op in between writes a buffer it reads, or reads or writes a buffer
+  /// it writes; and whatever reads its outputs comes after the consumer.
+  bool canMoveDown(otck::KernelOp producer, otck::KernelOp consumer) {
+    SmallVector<Value> reads, writes;
+    for (Value v : producer.getInputs())
+      reads.push_back(otck::storageOf(v));
+    for (Value v : producer.getOutputs()) {
+      Value s = otck::storageOf(v);
+      if (s != v || hasViews(s))
+        return false;
+      writes.push_back(s);
+    }
+    for (Operation *op = producer->getNextNode(); op && op != consumer;
+         op = op->getNextNode()) {
+      for (Value r : reads)
+        if (accessOf(op, r).writes)
+          return false;
+      for (Value w : writes) {
+        Access a = accessOf(op, w);
+        if (a.reads || a.writes)
+          return false;
+      }
+    }
+    return true;
+  }
+
+  /// Whether running `producer` at `consumer`'s position adds no live bytes
+  /// between them: the temporaries whose last reader is the producer then
+  /// live on to the consumer, while the producer's outputs are born there
+  /// instead (or never, when only the consumer read them).
+  static bool keepsPeak(otck::KernelOp producer, otck::KernelOp consumer) {
+    bool between = false;
+    for (Operation *op = producer->getNextNode(); op != consumer;
+         op = op->getNextNode())
+      between |= !isa<otck::BufferOp>(op);
+    if (!between)
+      return true;
+    int64_t extended = 0, shortened = 0;
+    for (Value v : producer.getOutputs())
+      shortened += byteSize(cast<MemRefType>(v.getType()));
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (Value v : producer.getInputs()) {
+      auto buf = v.getDefiningOp<otck::BufferOp>();
+      if (!buf || buf.getSlot() || !seen.insert(v).second ||
+          llvm::is_contained(consumer.getInputs(), v))
+        continue;
+      bool readLater = llvm::any_of(v.getUsers(), [&](Operation *u) {
+        return u != producer.getOperation() &&
+               u->getBlock() == producer->getBlock() &&
+               producer->isBeforeInBlock(u);
+      });
+      if (!readLater)
+        extended += byteSize(cast<MemRefType>(v.getType()));
+    }
+    return extended <= shortened;
+  }
+
+  /// Builds the kernel of `producer` then `consumer` at the consumer's
+  /// position; a producer output that only the consumer read is dropped
+  /// with its buffer.
+  otck::KernelOp merge(otck::KernelOp producer, otck::KernelOp consumer) {
+    // Producer outputs still needed after the merge.
+    SmallVector<bool> keep;
+    for (Value out : producer.getOutputs()) {
+      bool otherUse = llvm::any_of(out.getUsers(), [&](Operation *u) {
+        return u != producer.getOperation() && u != consumer.getOperation() &&
+               !isa<otck::BufferOp>(u);
+      });
+      auto buf = out.getDefiningOp<otck::BufferOp>();
+      keep.push_back(otherUse || !buf || buf.getSlot());
+    }
+
+    llvm::SetVector<Value> ins;
+    SmallVector<Value> outs;
+    for (Value v : producer.getInputs())
+      ins.insert(v);
+    for (Value v : consumer.getInputs())
+      if (!llvm::is_contained(producer.getOutputs(), v))
+        ins.insert(v);
+    for (auto [i, v] : llvm::enumerate(producer.getOutputs()))
+      if (keep[i])
+        outs.push_back(v);
+    for (Value v : consumer.getOutputs())
+      outs.push_back(v);
+
+    OpBuilder b(consumer);
+    Location loc = b.getFusedLoc({producer.getLoc(), consumer.getLoc()});
+    auto fused = b.create<otck::KernelOp>(loc, ins.getArrayRef(), outs);
+    Block *body = new Block();
+    fused.getBody().push_back(body);
+    DenseMap<Value, BlockArgument> argOf;
+    for (Value v : ins) {
+      auto mt = cast<MemRefType>(v.getType());
+      argOf[v] = body->addArgument(
+          RankedTensorType::get(mt.getShape(), mt.getElementType()),
+          v.getLoc());
+    }
+    OpBuilder kb = OpBuilder::atBlockEnd(body);
+    IRMapping map;
+    Block &pb = producer.getBody().front();
+    for (auto [arg, v] : llvm::zip(pb.getArguments(), producer.getInputs()))
+      map.map(arg, argOf[v]);
+    for (Operation &op : pb.without_terminator())
+      kb.clone(op, map);
+    auto pyield = cast<otck::YieldOp>(pb.getTerminator());
+    SmallVector<Value> yielded;
+    DenseMap<Value, Value> producedValue; // producer output buffer -> value
+    for (auto [i, out] : llvm::enumerate(producer.getOutputs())) {
+      Value v = map.lookup(pyield.getValues()[i]);
+      producedValue[out] = v;
+      if (keep[i])
+        yielded.push_back(v);
+    }
+    Block &cb = consumer.getBody().front();
+    IRMapping cmap;
+    for (auto [arg, v] : llvm::zip(cb.getArguments(), consumer.getInputs())) {
+      auto it = producedValue.find(v);
+      cmap.map(arg, it != producedValue.end() ? it->second : Value(argOf[v]));
+    }
+    for (Operation &op : cb.without_terminator())
+      kb.clone(op, cmap);
+    for (Value v : cast<otck::YieldOp>(cb.getTerminator()).getValues())
+      yielded.push_back(cmap.lookup(v));
+    kb.create<otck::YieldOp>(consumer.getLoc(), yielded);
+
+    SmallVector<Value> dropped;
+    for (auto [i, out] : llvm::enumerate(producer.getOutputs()))
+      if (!keep[i])
+        dropped.push_back(out);
+    consumer.erase();
+    producer.erase();
+    for (Value v : dropped)
+      if (v.use_empty())
+        v.getDefiningOp()->erase();
+    return fused;
+  }
+};
+
+} // namespace
