@@ -158,7 +158,7 @@ public:
                   " failed: " + why + "; it runs without a graph";
       }
     }
-    if (g.exec) {
+    if (g.exec && graphsOn_) {
       OTCRT_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
       return Status::ok();
     }
