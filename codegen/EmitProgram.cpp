@@ -7,10 +7,12 @@
 // otck.kernel; and the OtcProgram descriptor (ABI version 2) with the slot
 // table that the runtime (runtime/include/otcrt/abi.h) reads. The cpu target
 // emits OpenMP loops, the cuda target grid-stride kernels and cuBLASLt
-// calls. Programs
-// with BF16 buffers get a prelude defining `otc_bf16`, BF16 storage whose
-// loads widen to float and whose stores round to nearest even, in
-// __host__ __device__ functions so that both targets round identically.
+// calls, every launch, library call, memset and copy on the runtime's
+// stream (otcrt_stream), so that the runtime can capture a function into a
+// CUDA graph. Programs with BF16 buffers get a prelude defining `otc_bf16`,
+// BF16 storage whose loads widen to float and whose stores round to nearest
+// even, in __host__ __device__ functions so that both targets round
+// identically.
 // Slots the runtime does not know (the BF16 working copies of the weights,
 // "param_bf16:<name>", and the constants filled once, "const:<n>") live in
 // the arena but stay out of the slot table.
@@ -307,6 +309,10 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
 LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
   names.clear();
   funcs << "static void otc_" << f.getSymName() << "(char *arena) {\n";
+  // Everything runs on the runtime's one stream, which a CUDA graph can
+  // capture (the legacy default stream cannot be captured).
+  if (cuda())
+    funcs << "  cudaStream_t otc_s = (cudaStream_t)otcrt_stream();\n";
   unsigned count = 0;
   for (Operation &op : f.getBody().front()) {
     if (auto b = dyn_cast<otck::BufferOp>(op)) {
@@ -374,7 +380,7 @@ void ProgramEmitter::flushZero() {
   auto [offset, bytes] = *pendingZero;
   if (cuda())
     funcs << "  cudaMemsetAsync(arena + " << offset << ", 0, " << bytes
-          << ");\n";
+          << ", otc_s);\n";
   else
     funcs << "  std::memset(arena + " << offset << ", 0, " << bytes << ");\n";
   pendingZero.reset();
@@ -462,7 +468,7 @@ void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
   funcs << "  otcrt_trace_begin(" << cString(traceName(node, what))
         << ");\n  // " << (node.empty() ? what : node) << "\n  " << kname;
   if (cuda())
-    funcs << "<<<otc_blocks(" << n << "), 256>>>";
+    funcs << "<<<otc_blocks(" << n << "), 256, 0, otc_s>>>";
   funcs << "(" << n;
   for (const std::string &a : args)
     funcs << ", " << a;
@@ -553,7 +559,8 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
 /// A call of the runtime's kernel library (runtime/include/otcrt/kernels.h)
 /// with the arguments the op lists: scalars as literals, operands and results
 /// as their buffers (BF16 ones as otcrt_bf16), a struct as a local constant
-/// passed by address, then the stream (the default one). A non-zero status
+/// passed by address, then the stream (the runtime's on the cuda target,
+/// nullptr on the cpu target). A non-zero status
 /// stops the program with the kernel's and the node's names.
 LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
                                               LibraryCallOpInterface lib) {
@@ -597,7 +604,7 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
   SmallVector<std::string> args;
   for (const LibraryArg &a : libArgs)
     args.push_back(print(a));
-  args.push_back("nullptr");
+  args.push_back(cuda() ? "otc_s" : "nullptr");
 
   std::string kernel = lib.getLibraryKernel();
   std::string node = nodeName(op->getLoc());
@@ -671,7 +678,7 @@ void ProgramEmitter::emitCopy(otck::CopyOp c) {
   if (cuda())
     funcs << "  cudaMemcpyAsync(" << names[c.getTarget()] << ", "
           << names[c.getSource()] << ", " << bytes
-          << ", cudaMemcpyDeviceToDevice);\n";
+          << ", cudaMemcpyDeviceToDevice, otc_s);\n";
   else
     funcs << "  std::memcpy(" << names[c.getTarget()] << ", "
           << names[c.getSource()] << ", " << bytes << ");\n";

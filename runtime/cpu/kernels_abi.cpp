@@ -1,5 +1,6 @@
 // The C entry points of otcrt/kernels.h in libotcrt_cpu: each forwards to the
 // host kernel of kernels_cpu.h for its storage type; `stream` is ignored.
+// Data errors are returned, so the error record is always empty.
 #include "kernels_cpu.h"
 
 #include "otcrt/kernels.h"
@@ -116,6 +117,13 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
                                  void *) {
   return crossEntropyBwd(rows, classes, dloss, logits, labels, lse, has_ignore,
                          ignore_index, reduction, dlogits);
+}
+
+/// The host kernels return their data errors: the record stays empty.
+int otcrt_kernel_error(OtcrtKernelError *error, void *) {
+  if (error)
+    *error = OtcrtKernelError{};
+  return OTCRT_ERROR_NONE;
 }
 
 } // extern "C"

@@ -1,8 +1,9 @@
 // Private helpers of the device kernels of libotcrt_cuda: bfloat16 load and
 // store by bit manipulation (round to nearest even, NaN kept a quiet NaN,
 // bit for bit as the host kernels), the dropout keep test, warp and block
-// reductions in a fixed order (results do not vary from run to run), and
-// the mapping of launch errors to the 0 / 1 codes of otcrt/kernels.h.
+// reductions in a fixed order (results do not vary from run to run), the
+// mapping of launch errors to the 0 / 1 codes of otcrt/kernels.h, and the
+// device side of the error record (kernel_error.cu).
 #ifndef OTCRT_CUDA_COMMON_CUH
 #define OTCRT_CUDA_COMMON_CUH
 
@@ -94,6 +95,22 @@ inline cudaStream_t asStream(void *stream) {
 
 /// 0 when no launch error is pending, 1 otherwise (the error is cleared).
 inline int launchStatus() { return cudaGetLastError() == cudaSuccess ? 0 : 1; }
+
+/// The library's error record (otcrt_kernel_error) in device memory,
+/// allocated and cleared on the first call; null when that fails.
+OtcrtKernelError *errorRecord();
+
+/// Records a data error unless one is recorded already (the first writer
+/// wins; the fields after `code` are only read once the kernel is done).
+__device__ __forceinline__ void recordError(OtcrtKernelError *record,
+                                            int32_t code, int64_t index,
+                                            int64_t value, int64_t bound) {
+  if (!record || atomicCAS(&record->code, 0, code) != 0)
+    return;
+  record->index = index;
+  record->value = value;
+  record->bound = bound;
+}
 
 } // namespace cuda
 } // namespace otcrt

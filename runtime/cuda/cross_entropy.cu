@@ -1,25 +1,22 @@
 // Device softmax cross-entropy of libotcrt_cuda (otc.cross_entropy and its
-// gradient) for float and bfloat16 logits. A one-block kernel first checks
-// the labels and counts the rows that count, into a small stream-ordered
-// scratch buffer; the forward then runs one block per row (row maximum and
-// sum of exponentials as block reductions, the lse and, for OTCRT_NONE, the
-// row's loss) and, for the mean and sum, a one-block kernel adds the rows'
-// losses (lse_r - logits[r, label_r]) in double in a fixed order. The
-// gradient runs one block per row and reads each logit before writing the
-// same element, so dlogits may be the logits' buffer. A bad label must turn
-// into a non-zero return code, so each call reads the check's flag back to
-// the host: the call synchronizes its stream.
+// gradient) for float and bfloat16 logits. The forward runs one block per
+// row (row maximum and sum of exponentials as block reductions, the lse and,
+// for OTCRT_NONE, the row's loss) and, for the mean and sum, a one-block
+// kernel that adds the rows' losses (lse_r - logits[r, label_r]) in double
+// in a fixed order and counts the rows that count. The gradient of the mean
+// first counts those rows with a one-block kernel into a scratch word
+// allocated once, then runs one block per row, reading each logit before
+// writing the same element, so dlogits may be the logits' buffer. A bad
+// label is written to the library's error record (kernel_error.cu) by the
+// block of its row: no call allocates or synchronizes, so a CUDA graph can
+// capture them.
 #include "common.cuh"
+
+#include <mutex>
 
 namespace otcrt {
 namespace cuda {
 namespace {
-
-/// What the label check leaves in device memory.
-struct LabelScratch {
-  long long counted; ///< rows whose label is not the ignored one
-  int bad;           ///< 1 when a counted label is outside [0, classes)
-};
 
 /// Whether row r counts.
 __device__ __forceinline__ bool counts(const int64_t *labels, int64_t r,
@@ -35,28 +32,27 @@ __device__ __forceinline__ bool usable(const int64_t *labels, int64_t r,
          labels[r] < classes;
 }
 
-/// One block: counts the counted rows and flags bad labels.
-__global__ void checkLabelsKernel(int64_t rows, int64_t classes,
-                                  const int64_t *labels, int32_t hasIgnore,
-                                  int64_t ignoreIndex, LabelScratch *out) {
+/// One block: the number of rows that count, into *counted.
+__global__ void countRowsKernel(int64_t rows, const int64_t *labels,
+                                int32_t hasIgnore, int64_t ignoreIndex,
+                                long long *counted) {
   __shared__ long long scratch[32];
-  __shared__ int badShared;
-  if (threadIdx.x == 0)
-    badShared = 0;
-  __syncthreads();
   long long n = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    if (!counts(labels, r, hasIgnore, ignoreIndex))
-      continue;
-    ++n;
-    if (labels[r] < 0 || labels[r] >= classes)
-      badShared = 1;
-  }
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    n += counts(labels, r, hasIgnore, ignoreIndex) ? 1 : 0;
   n = blockSum(n, scratch);
-  if (threadIdx.x == 0) {
-    out->counted = n;
-    out->bad = badShared;
-  }
+  if (threadIdx.x == 0)
+    *counted = n;
+}
+
+/// Records row r's label when it counts but lies outside [0, classes).
+__device__ __forceinline__ void checkLabel(const int64_t *labels, int64_t r,
+                                           int64_t classes, int32_t hasIgnore,
+                                           int64_t ignoreIndex,
+                                           OtcrtKernelError *record) {
+  if (counts(labels, r, hasIgnore, ignoreIndex) &&
+      (labels[r] < 0 || labels[r] >= classes))
+    recordError(record, OTCRT_ERROR_LABEL, r, labels[r], classes);
 }
 
 /// One block per row: lse[r], and loss[r] for OTCRT_NONE.
@@ -64,7 +60,7 @@ template <typename T>
 __global__ void rowLseKernel(int64_t classes, const T *logits,
                              const int64_t *labels, int32_t hasIgnore,
                              int64_t ignoreIndex, bool perRowLoss, float *loss,
-                             float *lse) {
+                             float *lse, OtcrtKernelError *record) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const T *row = logits + r * classes;
@@ -78,6 +74,7 @@ __global__ void rowLseKernel(int64_t classes, const T *logits,
   sum = blockSum(sum, scratch);
   if (threadIdx.x != 0)
     return;
+  checkLabel(labels, r, classes, hasIgnore, ignoreIndex, record);
   float rowLse = max + logf(sum);
   lse[r] = rowLse;
   if (perRowLoss)
@@ -91,24 +88,27 @@ template <typename T>
 __global__ void reduceLossKernel(int64_t rows, int64_t classes, const T *logits,
                                  const int64_t *labels, int32_t hasIgnore,
                                  int64_t ignoreIndex, const float *lse,
-                                 bool mean, const LabelScratch *check,
-                                 float *loss) {
+                                 bool mean, float *loss) {
   __shared__ double scratch[32];
+  __shared__ long long countScratch[32];
   double sum = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+  long long counted = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    counted += counts(labels, r, hasIgnore, ignoreIndex) ? 1 : 0;
     if (usable(labels, r, classes, hasIgnore, ignoreIndex))
       sum += static_cast<double>(lse[r]) -
              static_cast<double>(load(logits[r * classes + labels[r]]));
+  }
   sum = blockSum(sum, scratch);
+  counted = blockSum(counted, countScratch);
   if (threadIdx.x != 0)
     return;
   if (!mean)
     loss[0] = static_cast<float>(sum);
   else
-    loss[0] =
-        check->counted == 0
-            ? NAN
-            : static_cast<float>(sum / static_cast<double>(check->counted));
+    loss[0] = counted == 0
+                  ? NAN
+                  : static_cast<float>(sum / static_cast<double>(counted));
 }
 
 /// One block per row: dlogits = g (softmax - onehot), 0 for ignored rows.
@@ -116,11 +116,13 @@ template <typename T>
 __global__ void gradKernel(int64_t classes, const float *dloss, const T *logits,
                            const int64_t *labels, const float *lse,
                            int32_t hasIgnore, int64_t ignoreIndex,
-                           int32_t reduction, const LabelScratch *check,
-                           T *dlogits) {
+                           int32_t reduction, const long long *counted,
+                           OtcrtKernelError *record, T *dlogits) {
   const int64_t r = blockIdx.x;
   const T *row = logits + r * classes;
   T *out = dlogits + r * classes;
+  if (threadIdx.x == 0)
+    checkLabel(labels, r, classes, hasIgnore, ignoreIndex, record);
   if (!usable(labels, r, classes, hasIgnore, ignoreIndex)) {
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
       store(out + c, 0.0f);
@@ -129,7 +131,7 @@ __global__ void gradKernel(int64_t classes, const float *dloss, const T *logits,
   float g = reduction == OTCRT_NONE ? dloss[r]
             : reduction == OTCRT_SUM
                 ? dloss[0]
-                : dloss[0] / static_cast<float>(check->counted);
+                : dloss[0] / static_cast<float>(*counted);
   float rowLse = lse[r];
   int64_t label = labels[r];
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
@@ -138,30 +140,20 @@ __global__ void gradKernel(int64_t classes, const float *dloss, const T *logits,
   }
 }
 
-/// Stream-ordered scratch for the label check; freed by release().
-struct Scratch {
-  LabelScratch *device = nullptr;
-  cudaStream_t stream;
-  explicit Scratch(cudaStream_t stream) : stream(stream) {
-    if (cudaMallocAsync(reinterpret_cast<void **>(&device),
-                        sizeof(LabelScratch), stream) != cudaSuccess)
-      device = nullptr;
-  }
-  /// Reads the flag back (synchronizing the stream), frees the buffer and
-  /// returns 0, or 1 on a CUDA error, or 2 on a bad label.
-  int release() {
-    LabelScratch host{};
-    cudaError_t err = cudaMemcpyAsync(&host, device, sizeof host,
-                                      cudaMemcpyDeviceToHost, stream);
-    if (err == cudaSuccess)
-      err = cudaStreamSynchronize(stream);
-    cudaError_t freeErr = cudaFreeAsync(device, stream);
-    if (err != cudaSuccess || freeErr != cudaSuccess ||
-        cudaGetLastError() != cudaSuccess)
-      return 1;
-    return host.bad ? 2 : 0;
-  }
-};
+/// The gradient's count of rows, in device memory allocated on the first
+/// call (calls on one stream reuse it in order); null when that fails.
+long long *countScratch() {
+  static std::once_flag once;
+  static long long *scratch = nullptr;
+  std::call_once(once, [] {
+    void *p = nullptr;
+    if (cudaMalloc(&p, sizeof(long long)) == cudaSuccess)
+      scratch = static_cast<long long *>(p);
+    else
+      (void)cudaGetLastError();
+  });
+  return scratch;
+}
 
 /// Whether `reduction` is one of OtcrtReduction.
 inline bool validReduction(int32_t reduction) {
@@ -177,22 +169,18 @@ int forward(int64_t rows, int64_t classes, const T *logits,
     return 1;
   rows = rows < 0 ? 0 : rows;
   cudaStream_t stream = asStream(streamArg);
-  Scratch scratch(stream);
-  if (!scratch.device)
+  OtcrtKernelError *record = errorRecord();
+  if (!record)
     return 1;
-  checkLabelsKernel<<<1, 1024, 0, stream>>>(rows, classes, labels, hasIgnore,
-                                            ignoreIndex, scratch.device);
   if (rows > 0)
     rowLseKernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
         classes, logits, labels, hasIgnore, ignoreIndex,
-        reduction == OTCRT_NONE, loss, lse);
+        reduction == OTCRT_NONE, loss, lse, record);
   if (reduction != OTCRT_NONE)
     reduceLossKernel<T><<<1, 1024, 0, stream>>>(
         rows, classes, logits, labels, hasIgnore, ignoreIndex, lse,
-        reduction == OTCRT_MEAN, scratch.device, loss);
-  int launched = launchStatus();
-  int checked = scratch.release();
-  return launched ? launched : checked;
+        reduction == OTCRT_MEAN, loss);
+  return launchStatus();
 }
 
 template <typename T>
@@ -204,18 +192,19 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
     return 1;
   rows = rows < 0 ? 0 : rows;
   cudaStream_t stream = asStream(streamArg);
-  Scratch scratch(stream);
-  if (!scratch.device)
+  OtcrtKernelError *record = errorRecord();
+  long long *counted = countScratch();
+  if (!record || !counted)
     return 1;
-  checkLabelsKernel<<<1, 1024, 0, stream>>>(rows, classes, labels, hasIgnore,
-                                            ignoreIndex, scratch.device);
-  if (rows > 0)
-    gradKernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-        classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex, reduction,
-        scratch.device, dlogits);
-  int launched = launchStatus();
-  int checked = scratch.release();
-  return launched ? launched : checked;
+  if (rows == 0)
+    return 0;
+  if (reduction == OTCRT_MEAN)
+    countRowsKernel<<<1, 1024, 0, stream>>>(rows, labels, hasIgnore,
+                                            ignoreIndex, counted);
+  gradKernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
+      classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex, reduction,
+      counted, record, dlogits);
+  return launchStatus();
 }
 
 } // namespace

@@ -10,8 +10,13 @@
 #include "otcrt/status.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace otcrt {
+
+/// The step functions of a program that a backend may replay as CUDA graphs.
+enum class StepFunction { ZeroGrads = 0, MicroStep = 1, OptimizerStep = 2 };
 
 class Backend {
 public:
@@ -41,6 +46,35 @@ public:
   /// Peak FLOP/s of the device for MFU (dense BF16 tensor-core peak on a
   /// GPU); 0 when unknown, as on the cpu.
   virtual double peakFlops() const { return 0; }
+
+  /// Turns replaying step functions as CUDA graphs on or off (off until
+  /// called); returns false when this backend has no graphs (the cpu).
+  virtual bool useGraphs(bool) { return false; }
+  /// Runs \p fn, the program's function \p which, over \p arena. Without
+  /// graphs it calls \p fn. With graphs the first call of each function runs
+  /// eagerly (the warm-up: library plans, algorithm choices and first-call
+  /// allocations happen there), the second captures it into a graph, and
+  /// that call and every later one replay the graph. A function that cannot
+  /// be captured keeps running eagerly, and \p warning then says why (once).
+  virtual Status runStep(StepFunction which, void (*fn)(char *), char *arena,
+                         std::string &warning) {
+    (void)which;
+    (void)warning;
+    fn(arena);
+    return Status::ok();
+  }
+
+  /// Device timestamps for `train --trace`, where the device runs behind the
+  /// host: mark(i) records the i-th mark of a batch in the device's order
+  /// of work, and markTimes waits for the first \p count marks and gives
+  /// each one's time in milliseconds after mark 0. Backends without a
+  /// device clock (the cpu) have none, and the trace reads the host clock.
+  virtual bool hasDeviceMarks() const { return false; }
+  virtual Status mark(size_t) { return Status::ok(); }
+  virtual Status markTimes(size_t count, std::vector<double> &ms) {
+    ms.assign(count, 0.0);
+    return Status::ok();
+  }
 };
 
 /// Returns the backend of the library this driver was linked into.

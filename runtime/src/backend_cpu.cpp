@@ -1,6 +1,7 @@
 // Host-memory backend of libotcrt_cpu: the arena is a 64-byte aligned heap
 // block and all transfers are memcpy. Also defines otcrt_check_launch as the
-// no-op the ABI promises for the cpu target.
+// no-op and otcrt_stream as the NULL stream the ABI promises for the cpu
+// target.
 #include "backend.h"
 
 #include "otcrt/abi.h"
@@ -73,3 +74,5 @@ Backend &defaultBackend() {
 } // namespace otcrt
 
 extern "C" void otcrt_check_launch(const char *, int) {}
+
+extern "C" void *otcrt_stream(void) { return nullptr; }

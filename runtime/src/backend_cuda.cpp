@@ -1,10 +1,16 @@
 // CUDA backend of libotcrt_cuda: the arena is one cudaMalloc block on the
-// current device and transfers are synchronous cudaMemcpy on the default
-// stream. Every CUDA call is checked and failures carry file:line. Also
-// defines otcrt_check_launch, which generated kernels call after each launch.
+// current device; everything, the generated code's work included, runs on one
+// non-blocking stream (otcrt_stream), and transfers wait for that stream
+// where the host needs the bytes. Step functions can be replayed as CUDA
+// graphs (runStep), and `--trace` times kernels with events recorded on the
+// stream (mark / markTimes). Every CUDA call is checked and failures carry
+// file:line. Also defines otcrt_stream and otcrt_check_launch, which
+// generated kernels call after each launch.
 #include "backend.h"
 
+#include "kernel_status.h"
 #include "otcrt/abi.h"
+#include "otcrt/kernels.h"
 
 #include <cuda_runtime.h>
 
@@ -33,8 +39,23 @@ Status cudaStatus(cudaError_t err, const char *what, const char *file,
       return status_;                                                          \
   } while (0)
 
+/// "cudaErrorStreamCaptureUnsupported (operation not permitted when stream
+/// is capturing)".
+std::string errorText(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) +
+         ")";
+}
+
 class CudaBackend final : public Backend {
 public:
+  ~CudaBackend() override {
+    for (Graph &g : graphs_)
+      if (g.exec)
+        (void)cudaGraphExecDestroy(g.exec);
+    for (cudaEvent_t e : events_)
+      (void)cudaEventDestroy(e);
+  }
+
   const char *name() const override { return "cuda"; }
 
   Status init() override {
@@ -45,6 +66,13 @@ public:
     if (count == 0)
       return Status::error("no CUDA device is available");
     OTCRT_CUDA_TRY(cudaSetDevice(0));
+    stream_ = static_cast<cudaStream_t>(otcrt_stream());
+    if (!stream_)
+      return Status::error("cannot create the CUDA stream of the runtime");
+    // The kernel library's error record exists before any step runs.
+    OtcrtKernelError none;
+    (void)otcrt_kernel_error(&none, stream_);
+    OTCRT_CUDA_TRY(cudaGetLastError());
     return Status::ok();
   }
 
@@ -61,21 +89,30 @@ public:
   }
 
   Status zero(char *arena, int64_t offset, int64_t bytes) override {
-    OTCRT_CUDA_TRY(cudaMemset(arena + offset, 0, static_cast<size_t>(bytes)));
+    OTCRT_CUDA_TRY(cudaMemsetAsync(arena + offset, 0,
+                                   static_cast<size_t>(bytes), stream_));
+    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
 
+  /// Ordered after the work queued on the stream; returns once \p src may
+  /// be reused.
   Status upload(char *arena, int64_t offset, const void *src,
                 int64_t bytes) override {
-    OTCRT_CUDA_TRY(cudaMemcpy(arena + offset, src, static_cast<size_t>(bytes),
-                              cudaMemcpyHostToDevice));
+    OTCRT_CUDA_TRY(cudaMemcpyAsync(arena + offset, src,
+                                   static_cast<size_t>(bytes),
+                                   cudaMemcpyHostToDevice, stream_));
+    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
 
+  /// Waits for the work queued on the stream, then for the bytes.
   Status download(const char *arena, int64_t offset, void *dst,
                   int64_t bytes) override {
-    OTCRT_CUDA_TRY(cudaMemcpy(dst, arena + offset, static_cast<size_t>(bytes),
-                              cudaMemcpyDeviceToHost));
+    OTCRT_CUDA_TRY(cudaMemcpyAsync(dst, arena + offset,
+                                   static_cast<size_t>(bytes),
+                                   cudaMemcpyDeviceToHost, stream_));
+    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
 
@@ -104,6 +141,122 @@ public:
       return 312e12;
     return 0;
   }
+
+  bool useGraphs(bool on) override {
+    graphsOn_ = on;
+    return true;
+  }
+
+  Status runStep(StepFunction which, void (*fn)(char *), char *arena,
+                 std::string &warning) override {
+    Graph &g = graphs_[static_cast<int>(which)];
+    if (!g.exec && graphsOn_ && !g.failed && g.eagerRuns > 0) {
+      std::string why = capture(fn, arena, g.exec);
+      if (!why.empty()) {
+        g.failed = true;
+        warning = "CUDA graph capture of " + std::string(stepName(which)) +
+                  " failed: " + why + "; it runs without a graph";
+      }
+    }
+    if (g.exec && graphsOn_) {
+      OTCRT_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+      return Status::ok();
+    }
+    ++g.eagerRuns;
+    fn(arena);
+    return Status::ok();
+  }
+
+  bool hasDeviceMarks() const override { return true; }
+
+  /// Events are created in batches of 256 the first time a mark index is
+  /// used and reused by every later batch of marks.
+  Status mark(size_t index) override {
+    while (events_.size() <= index / 256 * 256 + 255) {
+      cudaEvent_t e;
+      OTCRT_CUDA_TRY(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    OTCRT_CUDA_TRY(cudaEventRecord(events_[index], stream_));
+    return Status::ok();
+  }
+
+  Status markTimes(size_t count, std::vector<double> &ms) override {
+    ms.assign(count, 0.0);
+    if (count == 0)
+      return Status::ok();
+    OTCRT_CUDA_TRY(cudaEventSynchronize(events_[count - 1]));
+    for (size_t i = 1; i < count; ++i) {
+      float t = 0;
+      OTCRT_CUDA_TRY(cudaEventElapsedTime(&t, events_[0], events_[i]));
+      ms[i] = t;
+    }
+    return Status::ok();
+  }
+
+private:
+  /// One step function's graph: none until its second call.
+  struct Graph {
+    int64_t eagerRuns = 0;
+    bool failed = false;
+    cudaGraphExec_t exec = nullptr;
+  };
+
+  static const char *stepName(StepFunction which) {
+    switch (which) {
+    case StepFunction::ZeroGrads:
+      return "zero_grads";
+    case StepFunction::MicroStep:
+      return "micro_step";
+    case StepFunction::OptimizerStep:
+      return "optimizer_step";
+    }
+    return "?";
+  }
+
+  /// Captures fn(arena) on the stream into \p exec; returns why it could
+  /// not, or "" (then nothing ran: a capture only records the work). The
+  /// capture mode is global: the driver is single-threaded, so this costs
+  /// nothing, and an unsafe call (a synchronization, an allocation or a
+  /// launch on the legacy stream) from any thread, libraries' helper
+  /// threads included, then invalidates the capture, which falls back to
+  /// eager execution, instead of racing with it.
+  std::string capture(void (*fn)(char *), char *arena, cudaGraphExec_t &exec) {
+    (void)cudaGetLastError();
+    cudaError_t err =
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return errorText(err);
+    }
+    std::string failures;
+    holdKernelFailures(&failures);
+    fn(arena);
+    holdKernelFailures(nullptr);
+    cudaGraph_t graph = nullptr;
+    err = cudaStreamEndCapture(stream_, &graph);
+    if (err == cudaSuccess && failures.empty())
+      err = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph)
+      (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    if (!failures.empty()) {
+      if (exec)
+        (void)cudaGraphExecDestroy(exec);
+      exec = nullptr;
+      return failures;
+    }
+    if (err != cudaSuccess) {
+      exec = nullptr;
+      return errorText(err);
+    }
+    return "";
+  }
+
+  cudaStream_t stream_ = nullptr;
+  bool graphsOn_ = false;
+  Graph graphs_[3];
+  std::vector<cudaEvent_t> events_;
 };
 
 } // namespace
@@ -115,11 +268,31 @@ Backend &defaultBackend() {
 
 } // namespace otcrt
 
+/// The runtime's stream, created on the first call (non-blocking: it does
+/// not wait for the legacy default stream, which a graph cannot capture).
+extern "C" void *otcrt_stream(void) {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+      (void)cudaGetLastError();
+      s = nullptr;
+    }
+    return s;
+  }();
+  return stream;
+}
+
 /// Reports a failed kernel launch and terminates the process (exit code 1):
 /// generated code has no error path, so this is the one place that exits.
+/// During a graph capture the failure is held back instead (the capture is
+/// dropped).
 extern "C" void otcrt_check_launch(const char *file, int line) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess)
+    return;
+  if (otcrt::holdKernelFailure(std::string("kernel launch at ") + file + ":" +
+                               std::to_string(line) + ": " +
+                               otcrt::errorText(err)))
     return;
   std::fprintf(stderr, "otc train: error: CUDA kernel launch failed at %s:%d: %s (%s)\n",
                file, line, cudaGetErrorName(err), cudaGetErrorString(err));

@@ -2,7 +2,10 @@
 // program's constants once, loads the initial parameters (or a checkpoint),
 // feeds the INPUT slots from a fixed batch or from token shards, and runs
 // each step as zero_grads, one micro_step per micro-batch and
-// optimizer_step, with the learning-rate schedule, the batch-size ramp,
+// optimizer_step (through the backend, which may replay them as CUDA
+// graphs; every per-step value lives in an arena slot written before the
+// call, so a replay reads it), reading the kernel library's error record
+// after each micro-step, with the learning-rate schedule, the batch-size ramp,
 // gradient-norm clipping, the non-finite policy, evaluation, checkpoints, log
 // lines, JSONL and the trace around it.
 // Only otcrt_main prints errors and chooses exit codes; everything else
@@ -12,6 +15,7 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "inputs.h"
+#include "kernel_status.h"
 #include "metrics.h"
 #include "otcrt/safetensors.h"
 #include "program.h"
@@ -48,6 +52,8 @@ public:
 
 private:
   Status prepareInputs();
+  Status runStep(StepFunction which, ArenaFunction fn);
+  Status finishMicro(const std::string &where, float &loss);
   Status feedMicro(int64_t k, TokenLoader *loader);
   Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                          double &loss, bool &finite, std::string &why);
@@ -116,6 +122,28 @@ Status Run::prepareInputs() {
   return Status::ok();
 }
 
+/// Runs one of the program's step functions through the backend, printing
+/// the backend's warning when a graph capture fails.
+Status Run::runStep(StepFunction which, ArenaFunction fn) {
+  std::string warning;
+  Status s = backend_.runStep(which, fn, arena_.arena, warning);
+  if (!warning.empty())
+    std::fprintf(stderr, "otc train: warning: %s\n", warning.c_str());
+  return s;
+}
+
+/// Waits for a micro-step, stops on a data error a kernel recorded (named
+/// with \p where) and reads the micro-batch's loss.
+Status Run::finishMicro(const std::string &where, float &loss) {
+  Status s = backend_.synchronize();
+  if (s)
+    s = readKernelError(otcrt_stream(), where);
+  if (s)
+    s = backend_.download(arena_.arena, slots_.loss->offset, &loss,
+                          sizeof(loss));
+  return s;
+}
+
 Status Run::feedMicro(int64_t k, TokenLoader *loader) {
   if (!loader) {
     for (const InputData &in : batch_) {
@@ -138,7 +166,8 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
 
 Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                             double &loss, bool &finite, std::string &why) {
-  prog_.zero_grads(arena_.arena);
+  if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
+    return s;
   rngKeys_.clear();
   double sum = 0;
   finite = true;
@@ -156,12 +185,12 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
       if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
         return s;
     }
-    prog_.micro_step(arena_.arena);
-    if (Status s = backend_.synchronize(); !s)
+    if (Status s = runStep(StepFunction::MicroStep, prog_.micro_step); !s)
       return s;
     float micro = 0;
-    if (Status s = backend_.download(arena_.arena, slots_.loss->offset, &micro,
-                                     sizeof(micro));
+    if (Status s = finishMicro(" (step " + std::to_string(step) +
+                                   ", micro-batch " + std::to_string(k) + ")",
+                               micro);
         !s)
       return s;
     if (!std::isfinite(micro) && finite) {
@@ -210,7 +239,8 @@ Status Run::trainStep(int64_t step) {
       s = backend_.upload(arena_.arena, slots_.step->offset, &stepF, sizeof(stepF));
     if (!s)
       return s;
-    prog_.optimizer_step(arena_.arena);
+    if (s = runStep(StepFunction::OptimizerStep, prog_.optimizer_step); !s)
+      return s;
     if (s = backend_.synchronize(); !s)
       return s;
     ++state_.updates;
@@ -272,12 +302,13 @@ Status Run::evaluate(int64_t step) {
       if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
         return s;
     }
-    prog_.micro_step(arena_.arena);
+    if (Status s = runStep(StepFunction::MicroStep, prog_.micro_step); !s)
+      return s;
     float micro = 0;
-    Status s = backend_.synchronize();
-    if (s)
-      s = backend_.download(arena_.arena, slots_.loss->offset, &micro, sizeof(micro));
-    if (!s)
+    if (Status s = finishMicro(" (evaluation at step " + std::to_string(step) +
+                                   ", micro-batch " + std::to_string(i) + ")",
+                               micro);
+        !s)
       return s;
     sum += micro;
     bar.update(i + 1);
@@ -401,6 +432,14 @@ Status Run::execute() {
                  prog_.model ? prog_.model : "?", prog_.target,
                  slots_.params.size(), slots_.paramValues, prog_.micro_batch,
                  prog_.grad_accum, prog_.arena_bytes);
+  // Graphs replay what was captured, so a trace, which needs the hooks of
+  // each kernel, runs eagerly.
+  bool graphs = opt_.cudaGraphs && opt_.tracePath.empty();
+  if (backend_.useGraphs(graphs) && !opt_.quiet)
+    std::fprintf(log_, "cuda graphs: %s\n",
+                 graphs ? "on (step functions captured after their first run)"
+                 : opt_.cudaGraphs ? "off (--trace runs eagerly)"
+                                   : "off (--no-cuda-graphs)");
   if (!opt_.dumpGradsPath.empty())
     return dumpGrads();
 
@@ -429,7 +468,7 @@ Status Run::execute() {
     if (s = jsonl_.open(opt_.jsonlPath, resume); !s)
       return s;
   if (!opt_.tracePath.empty())
-    if (s = tracer_.open(opt_.tracePath, &backend_); !s)
+    if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
       return s;
   width_ = std::max<int>(4, static_cast<int>(std::to_string(opt_.steps).size()));
 

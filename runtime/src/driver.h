@@ -55,6 +55,9 @@ struct TrainOptions {
   bool quiet = false;                  ///< --quiet
   std::string jsonlPath;               ///< --log-jsonl
   std::string tracePath;               ///< --trace
+  bool traceSync = false;              ///< --trace-sync
+  // Execution.
+  bool cudaGraphs = true;              ///< --no-cuda-graphs clears it
   double peakTflops = 0;               ///< --peak-tflops (0: the backend's)
   bool help = false;                   ///< --help / -h
 };

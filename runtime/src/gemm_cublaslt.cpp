@@ -5,8 +5,11 @@
 // descriptors, layouts and heuristic algorithm are cached per call shape
 // (including pointer alignment, which constrains the algorithm choice). The
 // compute type is pure FP32 (no TF32); otcrt_gemm_bf16 reads BF16 operands
-// (CUDA_R_16BF) into the same FP32 accumulation and FP32 C. The ABI function returns void, so a
-// cuBLASLt failure prints file:line and exits with status 1.
+// (CUDA_R_16BF) into the same FP32 accumulation and FP32 C. Every product
+// runs on the runtime's stream (otcrt_stream), so a CUDA graph captures it;
+// the first call of a shape (heuristic, workspace) must run outside a
+// capture. The ABI function returns void, so a cuBLASLt failure prints
+// file:line and exits with status 1.
 #include "otcrt/abi.h"
 #include "otcrt/workspace.h"
 
@@ -150,8 +153,12 @@ Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
   return s.plans.emplace(key, plan).first->second;
 }
 
+/// The runtime's stream.
+cudaStream_t stream() { return static_cast<cudaStream_t>(otcrt_stream()); }
+
 /// C = beta * C for K == 0, which cuBLASLt does not accept: a host round
-/// trip, since the library has no kernels of its own. Rare and small.
+/// trip on the runtime's stream, since the library has no kernels of its
+/// own (it synchronizes, so a graph cannot capture it). Rare and small.
 void scaleOnly(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
                int64_t strideC, int64_t batch) {
   std::vector<float> row(static_cast<size_t>(N));
@@ -164,10 +171,14 @@ void scaleOnly(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
     for (int64_t i = 0; i < M; ++i) {
       float *dev = C + b * strideC + i * ldc;
       size_t bytes = row.size() * sizeof(float);
-      OTCRT_CUDA_CHECK(cudaMemcpy(row.data(), dev, bytes, cudaMemcpyDeviceToHost));
+      OTCRT_CUDA_CHECK(cudaMemcpyAsync(row.data(), dev, bytes,
+                                       cudaMemcpyDeviceToHost, stream()));
+      OTCRT_CUDA_CHECK(cudaStreamSynchronize(stream()));
       for (float &v : row)
         v = factor == 0.0f ? 0.0f : v * factor;
-      OTCRT_CUDA_CHECK(cudaMemcpy(dev, row.data(), bytes, cudaMemcpyHostToDevice));
+      OTCRT_CUDA_CHECK(cudaMemcpyAsync(dev, row.data(), bytes,
+                                       cudaMemcpyHostToDevice, stream()));
+      OTCRT_CUDA_CHECK(cudaStreamSynchronize(stream()));
     }
 }
 
@@ -216,7 +227,7 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
                        alignB, alignC);
   OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
                                 plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
-                                s.workspace, s.workspaceBytes, /*stream=*/0));
+                                s.workspace, s.workspaceBytes, stream()));
 }
 
 } // namespace

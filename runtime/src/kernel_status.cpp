@@ -3,17 +3,58 @@
 // otcrt_kernel_failed, which generated programs call when a function of the
 // kernel library (otcrt/kernels.h) returns a non-zero status: the library
 // returns statuses, and the program stops here with one line naming the
-// kernel and the ONNX node it computed.
+// kernel and the ONNX node it computed. Also the driver's reading of the
+// library's error record, where the cuda kernels leave the errors they find
+// in the data, and the sink that holds failures back during a graph capture
+// (kernel_status.h).
 //
 //===----------------------------------------------------------------------===//
+
+#include "kernel_status.h"
 
 #include "otcrt/kernels.h"
 
 #include <cstdio>
 #include <cstdlib>
 
+namespace otcrt {
+namespace {
+
+std::string *heldFailures = nullptr;
+
+} // namespace
+
+Status readKernelError(void *stream, const std::string &where) {
+  OtcrtKernelError e{};
+  int code = otcrt_kernel_error(&e, stream);
+  if (code == OTCRT_ERROR_NONE)
+    return Status::ok();
+  if (code == OTCRT_ERROR_LABEL)
+    return Status::error("label " + std::to_string(e.value) + " at row " +
+                         std::to_string(e.index) + " is outside [0, " +
+                         std::to_string(e.bound) + ")" + where);
+  return Status::error("a kernel reported error " + std::to_string(code) +
+                       " at index " + std::to_string(e.index) + where);
+}
+
+void holdKernelFailures(std::string *sink) { heldFailures = sink; }
+
+bool holdKernelFailure(const std::string &message) {
+  if (!heldFailures)
+    return false;
+  if (!heldFailures->empty())
+    *heldFailures += "; ";
+  *heldFailures += message;
+  return true;
+}
+
+} // namespace otcrt
+
 extern "C" void otcrt_kernel_failed(const char *kernel, const char *node,
                                     int status) {
+  if (otcrt::holdKernelFailure(std::string(kernel) + " failed (status " +
+                               std::to_string(status) + ") at node " + node))
+    return;
   std::fprintf(stderr, "train: error: %s failed (status %d) at node %s\n",
                kernel, status, node);
   std::exit(1);

@@ -147,6 +147,8 @@ const std::vector<Flag> &flagTable() {
       {"--quiet", false, [](O &o, const std::string &) { o.quiet = true; return Status::ok(); }},
       {"--log-jsonl", true, stringFlag(&O::jsonlPath)},
       {"--trace", true, stringFlag(&O::tracePath)},
+      {"--trace-sync", false, [](O &o, const std::string &) { o.traceSync = true; return Status::ok(); }},
+      {"--no-cuda-graphs", false, [](O &o, const std::string &) { o.cudaGraphs = false; return Status::ok(); }},
       {"--peak-tflops", true, numberFlag("--peak-tflops", &O::peakTflops)},
   };
   return table;
@@ -170,6 +172,8 @@ Status checkCombination(const TrainOptions &o) {
     return Status::usage("--save-every needs --save DIR");
   if ((o.batchStartTokens != 0) != (o.batchRampTokens != 0))
     return Status::usage("--batch-start-tokens and --batch-ramp-tokens go together");
+  if (o.traceSync && o.tracePath.empty())
+    return Status::usage("--trace-sync needs --trace FILE");
   if (o.lrSchedule == "cosine" && o.minLr > o.lr)
     return Status::usage("--min-lr must not exceed --lr");
   return Status::ok();
@@ -270,12 +274,20 @@ std::string trainUsage(const std::string &argv0) {
          "  --keep K             checkpoints kept (default 3)\n"
          "  --resume DIR         continue exactly from DIR's latest checkpoint\n"
          "\n"
+         "Execution (cuda target):\n"
+         "  --no-cuda-graphs     launch every kernel from the host each step; by default the\n"
+         "                       first micro-step and optimizer step run eagerly, then each\n"
+         "                       step function is captured once into a CUDA graph and replayed\n"
+         "\n"
          "Output:\n"
          "  --log-every K        print every K-th step (default 1)\n"
          "  --quiet              print only the final loss\n"
          "  --log-jsonl PATH     one JSON object per step, eval and checkpoint\n"
          "  --trace PATH         Chrome trace (open in Perfetto) of steps, micro-steps,\n"
-         "                       kernels and a memory counter\n"
+         "                       kernels and a memory counter; on a GPU, kernels are timed\n"
+         "                       by events on the stream and steps run without CUDA graphs\n"
+         "  --trace-sync         with --trace: synchronize the device around every kernel\n"
+         "                       instead (slower; each span is host wall-clock time)\n"
          "  --peak-tflops X      peak device TFLOP/s for MFU (default: known GPUs; n/a on cpu)\n"
          "  --help               show this text\n";
 }

@@ -10,12 +10,16 @@
 
 namespace otcrt {
 
-Status Tracer::open(const std::string &path, Backend *backend) {
+Status Tracer::open(const std::string &path, Backend *backend,
+                    bool syncKernels) {
   file_ = std::fopen(path.c_str(), "w");
   if (!file_)
     return Status::error("cannot write --trace " + path + ": " +
                          std::strerror(errno));
   backend_ = backend;
+  deviceMarks_ = backend && backend->hasDeviceMarks() && !syncKernels;
+  marked_.clear();
+  marks_ = 0;
   origin_ = std::chrono::steady_clock::now();
   std::fputs("[\n", file_);
   emit("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, "
@@ -28,6 +32,7 @@ Status Tracer::open(const std::string &path, Backend *backend) {
 void Tracer::close() {
   if (!file_)
     return;
+  flushKernels();
   std::fputs("\n]\n", file_);
   std::fclose(file_);
   file_ = nullptr;
@@ -46,25 +51,48 @@ void Tracer::emit(const std::string &event) {
   std::fputs(event.c_str(), file_);
 }
 
-void Tracer::complete(const std::string &name, const char *category,
-                      double start, const std::string &args) {
-  if (!file_)
-    return;
-  if (backend_)
-    (void)backend_->synchronize();
-  double end = now();
+void Tracer::write(const std::string &name, const char *category,
+                   double start, double duration, const std::string &args) {
   std::string e = "{\"name\": ";
   json::appendQuoted(e, name);
   char buf[128];
   std::snprintf(buf, sizeof(buf),
                 ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, "
                 "\"ts\": %.3f, \"dur\": %.3f",
-                category, start, end - start);
+                category, start, duration);
   e += buf;
   if (!args.empty())
     e += ", \"args\": {" + args + "}";
   e += "}";
   emit(e);
+}
+
+void Tracer::complete(const std::string &name, const char *category,
+                      double start, const std::string &args) {
+  if (!file_)
+    return;
+  if (backend_)
+    (void)backend_->synchronize();
+  flushKernels();
+  double end = now();
+  write(name, category, start, end - start, args);
+}
+
+void Tracer::flushKernels() {
+  if (!deviceMarks_ || marks_ == 0 || !open_.empty())
+    return;
+  std::vector<double> ms;
+  Status s = backend_->markTimes(marks_, ms);
+  // The last mark completed about now: place the others before it.
+  double last = now();
+  if (s) {
+    double base = last - ms[marks_ - 1] * 1e3;
+    for (const MarkedSpan &k : marked_)
+      write(k.name, "kernel", base + ms[k.begin] * 1e3,
+            (ms[k.end] - ms[k.begin]) * 1e3, "");
+  }
+  marked_.clear();
+  marks_ = 0;
 }
 
 void Tracer::counter(const char *name, const char *series, double value) {
@@ -81,6 +109,11 @@ void Tracer::counter(const char *name, const char *series, double value) {
 void Tracer::kernelBegin(const char *name) {
   if (!file_)
     return;
+  if (deviceMarks_) {
+    (void)backend_->mark(marks_);
+    open_.emplace_back(name ? name : "?", static_cast<double>(marks_++));
+    return;
+  }
   if (backend_)
     (void)backend_->synchronize();
   open_.emplace_back(name ? name : "?", now());
@@ -91,6 +124,11 @@ void Tracer::kernelEnd() {
     return;
   auto [name, start] = open_.back();
   open_.pop_back();
+  if (deviceMarks_) {
+    (void)backend_->mark(marks_);
+    marked_.push_back({name, static_cast<size_t>(start), marks_++});
+    return;
+  }
   complete(name, "kernel", start);
 }
 

@@ -5,7 +5,13 @@
 // generated code through otcrt_trace_begin/otcrt_trace_end (named after the
 // ONNX node), and a "memory" counter track. Times are wall-clock
 // microseconds; on an asynchronous device the driver synchronizes before
-// closing a span, so spans measure finished work.
+// closing a span, so spans measure finished work. Kernel spans on such a
+// device come from marks the backend records in the device's order of work
+// (CUDA events on the stream) around each kernel: they are timed once the
+// enclosing span has synchronized and placed so that the last mark ends at
+// that moment, which costs no synchronization per kernel. With
+// `--trace-sync` the tracer instead synchronizes at each kernel hook and
+// reads the host clock, as it does on the cpu.
 #ifndef OTCRT_TRACE_H
 #define OTCRT_TRACE_H
 
@@ -24,7 +30,10 @@ class Tracer {
 public:
   ~Tracer() { close(); }
   /// Starts writing \p path; \p backend is synchronized before spans end.
-  Status open(const std::string &path, Backend *backend);
+  /// Kernels are timed by the backend's device marks when it has them,
+  /// unless \p syncKernels asks for a synchronization at each kernel hook.
+  Status open(const std::string &path, Backend *backend,
+              bool syncKernels = false);
   /// Finishes the file (closing the JSON array).
   void close();
   bool active() const { return file_ != nullptr; }
@@ -42,12 +51,26 @@ public:
 
 private:
   void emit(const std::string &event);
+  void write(const std::string &name, const char *category, double start,
+             double duration, const std::string &args);
+  /// Writes the kernel spans timed by device marks so far.
+  void flushKernels();
+
+  /// A kernel span between two device marks.
+  struct MarkedSpan {
+    std::string name;
+    size_t begin, end;
+  };
 
   std::FILE *file_ = nullptr;
   Backend *backend_ = nullptr;
+  bool deviceMarks_ = false;
   bool first_ = true;
   std::chrono::steady_clock::time_point origin_;
-  std::vector<std::pair<std::string, double>> open_; ///< kernel stack
+  /// Open kernels: host start times, or mark indices with device marks.
+  std::vector<std::pair<std::string, double>> open_;
+  std::vector<MarkedSpan> marked_; ///< finished, not yet written
+  size_t marks_ = 0;               ///< marks recorded since the last flush
 };
 
 /// The process-wide tracer the ABI hooks write to.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Proves that a program shaped like the code generator's cuda-target output
 # (kernels + a static OtcProgram + main calling otcrt_main, plus a call to
-# otcrt_gemm_f32 and otcrt_check_launch) compiles with nvcc and links against
-# libotcrt_cuda.a, cuBLASLt and cudart; then runs the GPU-free paths of the
-# resulting binary (--help, --data, a missing --init file).
+# otcrt_gemm_f32, otcrt_check_launch and launches on otcrt_stream) compiles
+# with nvcc and links against libotcrt_cuda.a, cuBLASLt and cudart; then runs
+# the GPU-free paths of the resulting binary (--help, --data, a missing
+# --init file, --trace-sync without --trace).
 # Usage: check_cuda_link.sh LIB_DIR INCLUDE_DIR   (exit 77 = skipped)
 set -euo pipefail
 
@@ -46,18 +47,20 @@ __global__ void fill(float *p, int n, float v) {
 }
 
 static void zeroGrads(char *arena) {
-  fill<<<1, 32>>>(reinterpret_cast<float *>(arena + 64), 16, 0.0f);
+  cudaStream_t s = (cudaStream_t)otcrt_stream();
+  fill<<<1, 32, 0, s>>>(reinterpret_cast<float *>(arena + 64), 16, 0.0f);
   otcrt_check_launch(__FILE__, __LINE__);
 }
 
 static void microStep(char *arena) {
+  cudaStream_t s = (cudaStream_t)otcrt_stream();
   float *w = reinterpret_cast<float *>(arena);
   float *x = reinterpret_cast<float *>(arena + 128);
   float *g = reinterpret_cast<float *>(arena + 64);
   // g += x^T x (4x2 * 2x4), exercising the transposed cuBLASLt path.
   otcrt_gemm_f32(1, 0, 4, 4, 2, 1.0f, x, 4, 0, x, 4, 0, 1.0f, g, 4, 0, 1);
   otcrt_gemm_f32(0, 1, 2, 4, 4, 1.0f, x, 4, 0, w, 4, 0, 0.0f, x, 4, 0, 1);
-  fill<<<1, 1>>>(reinterpret_cast<float *>(arena + 160), 1, 1.0f);
+  fill<<<1, 1, 0, s>>>(reinterpret_cast<float *>(arena + 160), 1, 1.0f);
   otcrt_check_launch(__FILE__, __LINE__);
 }
 
@@ -85,6 +88,8 @@ expect() { # expect EXIT_CODE PATTERN ARGS...
   fi
 }
 expect 0 "usage:" --help
+expect 0 "no-cuda-graphs" --help
+expect 2 "otc train: error: --trace-sync needs --trace" --batch b.safetensors --trace-sync
 expect 1 "otc train: error: " --data a.bin
 expect 2 "otc train: error: --batch" --steps 3
 expect 1 "otc train: error: cannot load initial parameters" --batch "$work/none.safetensors" --init "$work/none.safetensors"

@@ -172,6 +172,20 @@ TEST(DriverArgs, Defaults) {
   EXPECT_EQ(o.logEvery, 1);
   EXPECT_TRUE(o.initPath.empty());
   EXPECT_FALSE(o.quiet);
+  EXPECT_TRUE(o.cudaGraphs);
+  EXPECT_FALSE(o.traceSync);
+}
+
+TEST(DriverArgs, GraphsAndTraceFlags) {
+  TrainOptions o;
+  ASSERT_TRUE(parseTrainArgs({"--batch", "b", "--no-cuda-graphs", "--trace",
+                              "t.json", "--trace-sync"},
+                             o));
+  EXPECT_FALSE(o.cudaGraphs);
+  EXPECT_TRUE(o.traceSync);
+  EXPECT_EQ(o.tracePath, "t.json");
+  EXPECT_THAT(trainUsage("train"), HasSubstr("--no-cuda-graphs"));
+  EXPECT_THAT(trainUsage("train"), HasSubstr("--trace-sync"));
 }
 
 TEST(DriverArgs, HelpAndData) {
@@ -213,6 +227,8 @@ TEST(DriverArgs, UsageErrors) {
       {"--data", "d", "--batch-start-tokens", "64"},
       {"--batch", "b", "--dump-grads", "g", "--resume", "r"},
       {"--batch", "b", "--skip-nonfinite=1"},
+      {"--batch", "b", "--trace-sync"},
+      {"--batch", "b", "--no-cuda-graphs=1"},
   };
   for (const auto &args : bad) {
     TrainOptions o;

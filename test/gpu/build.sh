@@ -8,7 +8,8 @@
 # kernel, the kernel library's included, is then checked against the cpu
 # target's implementation (and the golden models against PyTorch's float64
 # gradients); otcrt-cuda-kernel-tests compares each library kernel with the
-# host one directly.
+# host one directly. One model also gets a batch with a label out of range,
+# which the cuda program must reject through the kernels' error record.
 #
 #   test/gpu/build.sh OUTDIR        (OTC_BIN: otc's bin directory, default build/bin)
 set -euo pipefail
@@ -60,6 +61,19 @@ for spec in "attention_gqa 2 2" "attention 2 2" "layernorm_gelu 4 1" "embedding 
   add "$1" "$src/test/codegen/Inputs/$1.onnx" "$batches/$1.safetensors" 1e-4 - \
       --micro-batch "$2" --grad-accum "$3"
 done
+
+# A batch whose target at [1, 1] (row 17 of micro-batch 0) is the vocabulary
+# size, one past the last class.
+"$py" - "$src/test/e2e" "$out/gpt2-opset17/batch.safetensors" \
+    "$out/gpt2-opset17/bad-label.safetensors" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import st_io
+t = st_io.read(sys.argv[2])
+t["targets"] = t["targets"].copy()
+t["targets"][1, 1] = 64
+st_io.write(sys.argv[3], t)
+PY
 
 # The kernel library's own GPU test: each cuda kernel against the host one.
 [[ -x $bin/otcrt-cuda-kernel-tests ]] && cp "$bin/otcrt-cuda-kernel-tests" "$out/"

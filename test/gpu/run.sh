@@ -4,8 +4,12 @@
 # numpy, runs every cuda program on its batch and compares the loss and
 # every gradient with the cpu target's dump (relative L2 error within the
 # model's tolerance: 1e-4 in FP32, 2e-2 in BF16), and the golden models also
-# with PyTorch's float64 gradients (1e-4). Prints one line per check and a
-# summary; exits 1 when any check fails.
+# with PyTorch's float64 gradients (1e-4). The first model also runs with
+# --no-cuda-graphs, whose gradient dump and parameters after three steps
+# must equal, bit for bit, those of the default run (graphs replayed from the
+# second call of each step function on), and must stop on a bad label with a
+# message naming it. Prints one line per check and a summary; exits 1 when
+# any check fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
@@ -43,5 +47,48 @@ while read -r name rtol; do
   [[ -f $name/golden.safetensors ]] &&
     check "$name-vs-pytorch" "$name/cuda.st" "$name/golden.safetensors" --rtol 1e-4
 done < manifest.txt
+# CUDA graphs change how work is launched, never what it computes.
+same() { # same WHAT FILE_A FILE_B
+  if cmp -s "$2" "$3"; then
+    echo "PASS $1"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $1: $2 and $3 differ"
+    fail=$((fail + 1))
+  fi
+}
+g=gpt2-opset17
+if [[ -x $g/cuda/train ]]; then
+  if "$g/cuda/train" --batch "$g/batch.safetensors" --dump-grads "$g/eager.st" \
+       --no-cuda-graphs --quiet > "$g-eager.log" 2>&1; then
+    same "$g graphs-vs-eager gradients" "$g/cuda.st" "$g/eager.st"
+  else
+    echo "FAIL $g: --no-cuda-graphs failed: $(tail -1 "$g-eager.log")"
+    fail=$((fail + 1))
+  fi
+  rm -rf "$g/steps-graphs" "$g/steps-eager"
+  "$g/cuda/train" --batch "$g/batch.safetensors" --steps 3 --save "$g/steps-graphs" \
+    > "$g-graphs-steps.log" 2>&1
+  "$g/cuda/train" --batch "$g/batch.safetensors" --steps 3 --save "$g/steps-eager" \
+    --no-cuda-graphs > "$g-eager-steps.log" 2>&1
+  if grep -q "cuda graphs: on" "$g-graphs-steps.log" &&
+     ! grep -q "warning" "$g-graphs-steps.log"; then
+    same "$g graphs-vs-eager after 3 steps" "$g/steps-graphs/model.safetensors" \
+      "$g/steps-eager/model.safetensors"
+  else
+    echo "FAIL $g: graphs were not used: $(grep -m1 "graph" "$g-graphs-steps.log")"
+    fail=$((fail + 1))
+  fi
+  if [[ -f $g/bad-label.safetensors ]]; then
+    "$g/cuda/train" --batch "$g/bad-label.safetensors" --steps 2 > "$g-bad.log" 2>&1
+    if grep -q "label 64 at row 17 is outside \[0, 64)" "$g-bad.log"; then
+      echo "PASS $g bad label reported"
+      pass=$((pass + 1))
+    else
+      echo "FAIL $g bad label: $(tail -1 "$g-bad.log")"
+      fail=$((fail + 1))
+    fi
+  fi
+fi
 echo "gpu tests: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -85,7 +85,8 @@ int otcrt_main(int argc, char **argv, const OtcProgram *program);
 /// Row-major batched GEMM: for b in [0,batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b,
 /// op(A_b) is M x K (stored K x M when transA), op(B_b) is K x N (stored N x K when transB),
 /// lda/ldb/ldc are row strides (elements) of the stored matrices, strideX the element distance between batch entries (0 = broadcast).
-/// cpu target: host pointers. cuda target: device pointers, default stream, cuBLASLt.
+/// cpu target: host pointers. cuda target: device pointers, the runtime's stream
+/// (otcrt_stream), cuBLASLt.
 void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb, int64_t strideB,
                     float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
@@ -103,13 +104,20 @@ void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t 
                           const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B, int64_t ldb,
                           int64_t strideB, float beta, uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch);
 
+/// The stream every kernel launch, library call, memset and copy of the
+/// generated code goes to: a cudaStream_t on the cuda target (non-blocking,
+/// created once by the runtime, so that the runtime can capture a whole
+/// function into a CUDA graph), NULL on the cpu target.
+void *otcrt_stream(void);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 
 /// Optional profiling hooks for generated code: bracket a kernel or library
 /// call with otcrt_trace_begin("<ONNX node name>") and otcrt_trace_end() to
 /// get one span per kernel in `train --trace`. Without --trace they return at
-/// once; with it the runtime synchronizes the device at each hook.
+/// once; with it the cuda runtime records an event on its stream at each hook
+/// (timed after the step), with --trace-sync it synchronizes the device there.
 void otcrt_trace_begin(const char *name);
 void otcrt_trace_end(void);
 

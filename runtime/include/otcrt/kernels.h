@@ -7,8 +7,12 @@
  * statistics (mean, rstd, lse) and the loss are float whatever the storage.
  * `stream` is a cudaStream_t on the cuda target (NULL: the default stream)
  * and ignored on the cpu target. Every function returns 0, or a non-zero
- * code on a launch error (cuda). The semantics are those of the matching
- * ops of ir/OtcFusedOps.td. This header must stay C-compatible. */
+ * code on a launch error (cuda) or bad arguments. A cuda function neither
+ * synchronizes nor allocates once it has run for a shape, so that a CUDA
+ * graph can capture it: errors in the data, which only the device sees,
+ * go to the library's error record (otcrt_kernel_error) instead of the
+ * return code. The semantics are those of the matching ops of
+ * ir/OtcFusedOps.td. This header must stay C-compatible. */
 #ifndef OTCRT_KERNELS_H
 #define OTCRT_KERNELS_H
 
@@ -132,7 +136,9 @@ int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
 /// loss: one float (OTCRT_MEAN over counted rows, NaN when none counts, as
 /// PyTorch; OTCRT_SUM) or one per row (OTCRT_NONE, 0 for ignored rows).
 /// lse: every row's log-sum-exp. A label outside [0, classes) that is not
-/// ignored returns a non-zero code.
+/// ignored counts for nothing in the loss and the gradient and is an error:
+/// the cpu functions return OTCRT_ERROR_LABEL, the cuda ones record it
+/// (OTCRT_ERROR_LABEL, its row, value and classes) in the error record.
 int otcrt_cross_entropy_fwd_f32(int64_t rows, int64_t classes,
                                 const float *logits, const int64_t *labels,
                                 int32_t has_ignore, int64_t ignore_index,
@@ -164,8 +170,36 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
 /*===--- Status ------------------------------------------------------------===*/
 
 /// Called by generated code when a kernel returns a non-zero status: prints
-/// "train: error: <kernel> failed (status) at <node>" and exits.
+/// "train: error: <kernel> failed (status) at <node>" and exits. While the
+/// runtime captures a CUDA graph it records the failure instead (the
+/// capture is then dropped and the function runs without a graph).
 void otcrt_kernel_failed(const char *kernel, const char *node, int status);
+
+/// Codes of data errors.
+enum OtcrtErrorCode {
+  OTCRT_ERROR_NONE = 0,
+  OTCRT_ERROR_LABEL = 2 /* a label outside [0, bound) */
+};
+
+/// An error in the data a kernel read: `value` at `index` (a row) is
+/// outside [0, bound).
+typedef struct {
+  int32_t code; /* OtcrtErrorCode */
+  int32_t reserved;
+  int64_t index;
+  int64_t value;
+  int64_t bound;
+} OtcrtKernelError;
+
+/// The library's error record: the first data error a cuda kernel found
+/// since the record was last read, written on the device (atomically, the
+/// first writer wins) so that the call that found it needs no
+/// synchronization. Copies the record into *error once the work queued on
+/// `stream` is done (one small copy, which synchronizes the stream), clears
+/// it and returns error->code. The cpu kernels return their errors instead,
+/// so there the record is always empty. The first call on the cuda target
+/// allocates the record; the runtime makes it before running any step.
+int otcrt_kernel_error(OtcrtKernelError *error, void *stream);
 
 #ifdef __cplusplus
 }
