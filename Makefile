@@ -28,6 +28,9 @@ test: build
 
 test-gpu: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L gpu
+	@nvidia-smi -L 2>/dev/null | grep -q '^GPU' || echo "test-gpu: no GPU here (nvidia-smi -L \
+	lists none): the run half was skipped; copy $(BUILD_DIR)/test/gpu-tests to a GPU machine \
+	and run its run.sh there"
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)

@@ -45,7 +45,9 @@ the position table, L layers, h width, T sequence), over 989.4 TFLOP/s
 
 Peak memory: the largest per-process figure of `nvidia-smi
 --query-compute-apps` polled every 0.2 s while the program runs (the CUDA
-context and library handles included), for otc and PyTorch alike; otc's
+context and library handles included), for otc and PyTorch alike (where
+nvidia-smi shows no process, as in some containers: the device-wide figure
+above the one before the run started); otc's
 `train` also reports device memory in use per step (memory_bytes), and
 PyTorch its max_memory_reserved: both are recorded. Predicted: plan.json
 memory_bytes.total_peak.
@@ -319,12 +321,26 @@ def slug(text):
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-class MemoryPoller:
-    """Largest per-process device memory of one pid (nvidia-smi), polled on a
-    thread while the process runs."""
+def device_memory_used():
+    """Device-wide memory in use on GPU 0 (nvidia-smi), or None."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
+                            "--format=csv,noheader,nounits", "-i", "0"],
+                           capture_output=True, text=True, timeout=10)
+        return int(r.stdout.split()[0]) * 2**20
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
 
-    def __init__(self, pid, enabled):
-        self.pid, self.peak = pid, None
+
+class MemoryPoller:
+    """Device memory of one process, polled with nvidia-smi every 0.2 s on a
+    thread while it runs: its own figure (--query-compute-apps), and the
+    device-wide figure above the one before it started, for where the
+    per-process one is not shown (a container's pids)."""
+
+    def __init__(self, pid, enabled, baseline=None):
+        self.pid, self.peak, self.device_peak = pid, None, None
+        self.baseline = baseline
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True) if enabled else None
         if self._thread:
@@ -336,28 +352,39 @@ class MemoryPoller:
                 r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
                                     "--format=csv,noheader,nounits"],
                                    capture_output=True, text=True, timeout=10)
-                for line in r.stdout.splitlines():
-                    pid, _, mib = line.partition(",")
-                    if pid.strip() == str(self.pid) and mib.strip().isdigit():
-                        b = int(mib) * 2**20
-                        self.peak = b if self.peak is None else max(self.peak, b)
             except (OSError, subprocess.TimeoutExpired):
                 return
+            for line in r.stdout.splitlines():
+                pid, _, mib = line.partition(",")
+                if pid.strip() == str(self.pid) and mib.strip().isdigit():
+                    b = int(mib) * 2**20
+                    self.peak = b if self.peak is None else max(self.peak, b)
+            used = device_memory_used()
+            if used is not None and self.baseline is not None:
+                d = used - self.baseline
+                self.device_peak = d if self.device_peak is None else max(self.device_peak, d)
             self._stop.wait(0.2)
 
     def stop(self):
+        """Returns (peak bytes, how it was measured), or (None, None)."""
         self._stop.set()
         if self._thread:
             self._thread.join()
-        return self.peak
+        if self.peak is not None:
+            return self.peak, "nvidia-smi, per process"
+        if self.device_peak is not None:
+            return self.device_peak, "nvidia-smi, device-wide above the idle figure"
+        return None, None
 
 
 def run_polled(cmd, log_path, gpu, timeout):
     """Runs cmd with stdout+stderr to log_path, polling its device memory.
-    Returns (exit status, device peak bytes or None, host max RSS bytes)."""
+    Returns (exit status, (device peak bytes, source) or (None, None), host
+    max RSS bytes)."""
+    baseline = device_memory_used() if gpu else None
     with open(log_path, "w") as logf:
         p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-        poller = MemoryPoller(p.pid, gpu)
+        poller = MemoryPoller(p.pid, gpu, baseline)
         deadline = time.time() + timeout
         status = None
         while status is None:
@@ -444,10 +471,11 @@ def run_otc(out, prog, info, a, gpu, shard, init_path, rundir):
         "otc_host_max_rss_bytes": rss,
     })
     if gpu:
-        rec["otc_peak_bytes"] = dev_peak if dev_peak is not None else rec[
-            "otc_device_memory_in_use_bytes"]
-        rec["otc_peak_source"] = "nvidia-smi per process" if dev_peak is not None else \
-            "train's memory_bytes (device total - free)"
+        peak, source = dev_peak
+        if peak is None:
+            peak, source = rec["otc_device_memory_in_use_bytes"], \
+                "train's memory_bytes (device total - free)"
+        rec["otc_peak_bytes"], rec["otc_peak_source"] = peak, source
     else:
         rec["otc_peak_bytes"] = rss
         rec["otc_peak_source"] = "host max RSS (cpu target)"
@@ -482,8 +510,12 @@ def run_torch(out, mb, mode, cfg, a, gpu, rundir):
         log(f"speed run: torch {mode}: {r['unavailable']}")
         return {f"{key}_error": r["unavailable"]}
     rec = {f"{key}_{k}": v for k, v in r.items()}
-    rec[f"{key}_peak_bytes"] = dev_peak if (gpu and dev_peak is not None) else \
-        (r.get("max_memory_reserved") if gpu else rss)
+    peak, source = dev_peak
+    if not gpu:
+        peak, source = rss, "host max RSS"
+    elif peak is None:
+        peak, source = r.get("max_memory_reserved"), "torch.cuda.max_memory_reserved"
+    rec[f"{key}_peak_bytes"], rec[f"{key}_peak_source"] = peak, source
     return rec
 
 
