@@ -163,7 +163,7 @@ def timed_compile(cmd):
 
 def git_commit(src):
     try:
-        return subprocess.run(["git", "-C", src, "rev-parse", "--short", "HEAD"],
+        return subprocess.run(["git", "-C", src, "describe", "--always", "--dirty"],
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -236,7 +236,11 @@ def build(a):
         "date": datetime.date.today().isoformat(),
         "host": socket.gethostname(),
         "cpu_cores": os.cpu_count(),
-        "otc_commit": git_commit(os.path.join(HERE, "..")),
+        "otc_bin": otc_bin,
+        "otc_commit": git_commit(otc_bin),
+        "bench_commit": git_commit(HERE),
+        "note": "build figures only: compiled on a machine with otc; the run half "
+                "(OUT/run.sh) measures speed and memory on a GPU",
         "target": a.target,
         "precision": precision,
         "model": "gpt2-tiny" if a.tiny else "gpt2-124m",
@@ -286,6 +290,13 @@ def print_build(info):
             f"(here {worst_s:.1f} s on {cores}: {'met' if worst_s < COMPILE_TARGET_S else 'NOT met'}); "
             f"model.cu under {SOURCE_TARGET_BYTES // 1000} KB "
             f"(here {worst_b / 1000:.0f} KB: {'met' if worst_b < SOURCE_TARGET_BYTES else 'NOT met'})")
+        for p in info["programs"]:
+            limit = PEAK_TARGET_BYTES.get(p["micro_batch"])
+            if limit and p["grad_accum"] == 1:
+                log(f"  micro-batch {p['micro_batch']}: planned peak "
+                    f"{fmt_bytes(p['predicted_peak_bytes'])} (target: at most "
+                    f"{fmt_bytes(limit)} measured; the plan is "
+                    f"{'within it' if p['predicted_peak_bytes'] <= limit else 'ABOVE it'})")
 
 
 # ----------------------------------------------------------------------------
