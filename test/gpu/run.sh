@@ -26,11 +26,14 @@ check() {
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 if [[ -x ./otcrt-cuda-kernel-tests ]]; then
+  # Fresh random inputs each run; the log's first line has the seed, which
+  # `otcrt-cuda-kernel-tests SEED` replays.
   if ./otcrt-cuda-kernel-tests > kernel-tests.log 2>&1; then
-    echo "PASS kernel library: $(tail -1 kernel-tests.log)"
+    echo "PASS kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)"
     pass=$((pass + 1))
   else
-    echo "FAIL kernel library: $(tail -1 kernel-tests.log) (see $here/kernel-tests.log)"
+    echo "FAIL kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)" \
+         "(see $here/kernel-tests.log)"
     fail=$((fail + 1))
   fi
 fi
