@@ -39,7 +39,9 @@ beside it (ANCHORS.md: llm.c 18.5 ms per 8192-token step at micro-batch 8);
 llm.c's 0.5M-token steps are --grad-accum 64 at micro-batch 8 (32 at 16).
 
 MFU = tokens/s x (6 N + 6 L h T) / peak, llm.c's count (N parameters with
-the position table, L layers, h width, T sequence), over 989.4 TFLOP/s
+the position table, L layers, h width, T sequence; 6 L h T is the attention
+scores and weighted sum, forward and backward, over the causal half: PaLM's
+12 L h T halved), over 989.4 TFLOP/s
 (BF16 dense, H100/H200 SXM; A100 312; else --peak-tflops). otc's own MFU
 (plan.json flops.model, as `train` prints it) is recorded as mfu_plan.
 
