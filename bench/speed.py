@@ -15,7 +15,7 @@ that has the GPU need not be the same.
         calls, model.cu size and plan.json's planned total_peak, and writes
         OUT/build.json. Keeps only what the run half needs: OUT/mbN/train and
         plan.json, OUT/params.json (parameter names and shapes), this script,
-        st_io.py and OUT/run.sh; a few MB in all.
+        speed_torch.py, st_io.py and OUT/run.sh; a few MB in all.
 
     OUT/run.sh [--steps 30] [--warmup 5] [--no-torch] [--results DIR] ...
     speed.py run OUT [same options]
@@ -24,8 +24,8 @@ that has the GPU need not be the same.
         residual projections N(0, 0.02/sqrt(2L)), LayerNorm 1 and biases 0)
         and a shard of uniformly random tokens, trains each program --steps
         steps, and, where torch imports, the same model in PyTorch eager and
-        with torch.compile (BF16 autocast, SDPA causal attention, fused AdamW,
-        same micro-batch and sequence). Prints tokens/s, ms per step, MFU,
+        with torch.compile (speed_torch.py: BF16 autocast, SDPA causal
+        attention, fused AdamW, same micro-batch and sequence). Prints tokens/s, ms per step, MFU,
         measured and planned peak memory beside the targets, and writes
         RESULTS/<YYYY-MM-DD>-<gpu>.json (RESULTS: --results, else bench/results
         when run from the repository, else OUT/results).
@@ -59,7 +59,6 @@ that both halves run in seconds without a GPU (a smoke test of this script;
 its figures mean nothing).
 """
 import argparse
-import contextlib
 import datetime
 import glob
 import json
@@ -252,7 +251,8 @@ def build(a):
     }
     with open(os.path.join(out, "build.json"), "w") as f:
         json.dump(info, f, indent=1)
-    shutil.copy(os.path.abspath(__file__), os.path.join(out, "speed.py"))
+    for name in ("speed.py", "speed_torch.py"):
+        shutil.copy(os.path.join(HERE, name), os.path.join(out, name))
     shutil.copy(st_io.__file__, os.path.join(out, "st_io.py"))
     run_sh = os.path.join(out, "run.sh")
     with open(run_sh, "w") as f:
@@ -506,7 +506,7 @@ def run_torch(out, mb, mode, cfg, a, gpu, rundir):
     res = os.path.join(rundir, f"torch-{mode}-mb{mb}.json")
     if os.path.exists(res):
         os.remove(res)
-    cmd = [a.python, os.path.abspath(__file__), "torch", "--mode", mode,
+    cmd = [a.python, os.path.join(HERE, "speed_torch.py"), "--mode", mode,
            "--micro-batch", str(mb), "--steps", str(a.steps), "--warmup", str(a.warmup),
            "--config", json.dumps(cfg), "--result", res]
     log(f"speed run: torch {mode} micro-batch {mb}")
@@ -670,121 +670,6 @@ def print_run(res):
             log(line + ")")
 
 
-# ----------------------------------------------------------------------------
-# PyTorch reference (a subprocess per mode and micro-batch)
-# ----------------------------------------------------------------------------
-
-def torch_bench(a):
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    cfg = json.loads(a.config)
-    h, L, nh, V, T = cfg["embd"], cfg["layers"], cfg["heads"], cfg["vocab"], cfg["seq"]
-    cuda = torch.cuda.is_available()
-    dev = "cuda" if cuda else "cpu"
-    result = {"device": torch.cuda.get_device_name(0) if cuda else "cpu",
-              "torch": torch.__version__}
-    if a.mode == "compile" and not hasattr(torch, "compile"):
-        result["unavailable"] = f"torch {torch.__version__} has no torch.compile"
-        with open(a.result, "w") as f:
-            json.dump(result, f)
-        return 0
-    sdpa = getattr(F, "scaled_dot_product_attention", None)
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(h), nn.LayerNorm(h)
-            self.c_attn, self.attn_proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
-            self.c_fc, self.mlp_proj = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
-            for lin in (self.attn_proj, self.mlp_proj):
-                nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * L))
-            for lin in (self.c_attn, self.c_fc):
-                nn.init.normal_(lin.weight, std=0.02)
-            for lin in (self.c_attn, self.attn_proj, self.c_fc, self.mlp_proj):
-                nn.init.zeros_(lin.bias)
-
-        def forward(self, x):
-            B = x.shape[0]
-            q, k, v = self.c_attn(self.ln_1(x)).split(h, dim=2)
-            q, k, v = (t.view(B, T, nh, h // nh).transpose(1, 2) for t in (q, k, v))
-            if sdpa is not None:
-                y = sdpa(q, k, v, is_causal=True)
-            else:
-                att = (q @ k.transpose(-2, -1)) / math.sqrt(h // nh)
-                mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-                y = att.masked_fill(~mask, float("-inf")).softmax(-1) @ v
-            x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, h))
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(V, h), nn.Embedding(T, h)
-            nn.init.normal_(self.wte.weight, std=0.02)
-            nn.init.normal_(self.wpe.weight, std=0.02)
-            self.blocks = nn.ModuleList(Block() for _ in range(L))
-            self.ln_f = nn.LayerNorm(h)
-
-        def forward(self, idx, targets):
-            pos = torch.arange(T, device=idx.device)
-            x = self.wte(idx) + self.wpe(pos)
-            for b in self.blocks:
-                x = b(x)
-            logits = self.ln_f(x) @ self.wte.weight.t()  # tied, as the ONNX graph
-            return F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1))
-
-    torch.manual_seed(0)
-    model = GPT().to(dev)
-    kw = {"fused": True} if cuda else {}
-    try:
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999),
-                                eps=1e-8, weight_decay=0.0, **kw)
-    except (TypeError, RuntimeError):
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0)
-    step_fn = model
-    if a.mode == "compile":
-        step_fn = torch.compile(model)
-    gen = torch.Generator(device=dev).manual_seed(1)
-    vocab = min(REAL_VOCAB, V)
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-
-    times, losses = [], []
-    for _ in range(a.steps):
-        data = torch.randint(0, vocab, (a.micro_batch, T + 1), device=dev, generator=gen)
-        sync()
-        t0 = time.perf_counter()
-        with (torch.autocast(device_type="cuda", dtype=torch.bfloat16) if cuda
-              else contextlib.nullcontext()):
-            loss = step_fn(data[:, :-1], data[:, 1:])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sync()
-        times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
-    st = steady(times, a.warmup)
-    result.update({
-        "ms_per_step": 1e3 * sum(st) / len(st),
-        "ms_per_step_median": 1e3 * float(np.median(st)),
-        "tokens_per_s": a.micro_batch * T * len(st) / sum(st),
-        "steps_timed": len(st),
-        "first_step_s": times[0],
-        "loss_first": losses[0],
-        "loss_last": losses[-1],
-    })
-    if cuda:
-        result["max_memory_allocated"] = torch.cuda.max_memory_allocated()
-        result["max_memory_reserved"] = torch.cuda.max_memory_reserved()
-    with open(a.result, "w") as f:
-        json.dump(result, f)
-    return 0
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -809,20 +694,11 @@ def main():
     r.add_argument("--python", default=sys.executable, help="python for the PyTorch runs")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--timeout", type=float, default=1800, help="seconds per training run")
-    t = sub.add_parser("torch", help=argparse.SUPPRESS)
-    t.add_argument("--mode", choices=("eager", "compile"), required=True)
-    t.add_argument("--micro-batch", type=int, required=True)
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--warmup", type=int, required=True)
-    t.add_argument("--config", required=True)
-    t.add_argument("--result", required=True)
     a = ap.parse_args()
     if a.cmd == "build":
         build(a)
         return 0
-    if a.cmd == "run":
-        return run(a)
-    return torch_bench(a)
+    return run(a)
 
 
 if __name__ == "__main__":
