@@ -4,7 +4,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo clean
+.PHONY: all deps configure build test test-gpu demo clean
 
 all: build
 
@@ -20,8 +20,17 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# `make test` leaves out the tests labelled gpu; `make test-gpu` runs only
+# those: it builds every GPU test program, then runs them where nvidia-smi
+# finds a GPU (else ctest reports the run skipped).
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+test-gpu: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -L gpu
+	@nvidia-smi -L 2>/dev/null | grep -q '^GPU' || echo "test-gpu: no GPU here (nvidia-smi -L \
+	lists none): the run half was skipped; copy $(BUILD_DIR)/test/gpu-tests to a GPU machine \
+	and run its run.sh there"
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)

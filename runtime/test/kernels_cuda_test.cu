@@ -1,12 +1,13 @@
 // GPU check of the device kernels of libotcrt_cuda (otcrt/kernels.h): every
-// kernel runs on random inputs on the GPU and on the host (the host kernels
+// kernel runs on random inputs (a fresh seed per run, printed; or argv[1]),
+// at several shapes, on the GPU and on the host (the host kernels
 // of libotcrt_cpu, compiled in under their C++ names), and the results must
 // agree within float tolerance (bfloat16 results within a couple of
 // bfloat16 units). Also checks that a bad label reaches the library's error
 // record without the call waiting for the device, and that library calls
 // captured in a CUDA graph replay to the same bits as eager calls. Prints
 // PASS or FAIL per check and exits non-zero on any failure; exits 77 when no
-// GPU is present. Not registered with ctest.
+// GPU is present. Run by the GPU tests (test/gpu/run.sh, ctest label gpu).
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
 #include "otcrt/kernels.h"
@@ -121,8 +122,12 @@ struct Check {
   }
 };
 
-void testNorms(std::mt19937 &rng) {
-  const int64_t rows = 64, cols = 1000;
+/// " RxC", the shape part of a check's name.
+std::string shapeName(int64_t rows, int64_t cols) {
+  return " " + std::to_string(rows) + "x" + std::to_string(cols);
+}
+
+void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
   const size_t n = rows * cols;
   Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),
          beta = random(cols, rng), dy = random(n, rng);
@@ -130,8 +135,9 @@ void testNorms(std::mt19937 &rng) {
     Floats y(n), mean(rows), rstd(rows), dx(n), dg(cols), db(cols);
     Bf16s yb(n), dxb(n), dgb(cols), dbb(cols);
     std::string kind = rms ? "rms_norm" : "layer_norm";
+    std::string shape = shapeName(rows, cols);
     {
-      Check c(kind + "_fwd_f32");
+      Check c(kind + "_fwd_f32" + shape);
       float *dY = device(y), *dM = device(mean), *dR = device(rstd);
       if (rms) {
         otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
@@ -153,7 +159,7 @@ void testNorms(std::mt19937 &rng) {
       c.f32(host(dR, rows), rstd, "rstd");
     }
     {
-      Check c(kind + "_bwd_f32");
+      Check c(kind + "_bwd_f32" + shape);
       float *dX = device(dx), *dG = device(dg), *dB = device(db);
       if (rms) {
         otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
@@ -176,7 +182,7 @@ void testNorms(std::mt19937 &rng) {
       c.f32(host(dG, cols), dg, "dgamma");
     }
     {
-      Check c(kind + "_bf16");
+      Check c(kind + "_bf16" + shape);
       Bf16s xb = toBf16(x), gb = toBf16(gamma), bb = toBf16(beta),
             dyb = toBf16(dy);
       otcrt_bf16 *dY = device(yb), *dX = device(dxb), *dG = device(dgb),
@@ -302,8 +308,9 @@ OtcrtAttention attention(int64_t b, int64_t h, int64_t hk, int64_t t, int64_t s,
   return a;
 }
 
-void testCrossEntropy(int32_t reduction, const char *name, std::mt19937 &rng) {
-  const int64_t rows = 37, classes = 5000;
+void testCrossEntropy(int32_t reduction, const char *reductionName,
+                      std::mt19937 &rng, int64_t rows, int64_t classes) {
+  const std::string name = reductionName + shapeName(rows, classes);
   Floats logits = random(rows * classes, rng, -5, 5);
   std::vector<int64_t> labels(rows);
   for (int64_t r = 0; r < rows; ++r)
@@ -313,7 +320,7 @@ void testCrossEntropy(int32_t reduction, const char *name, std::mt19937 &rng) {
          dl(logits.size());
   int64_t *dLabels = device(labels);
   {
-    Check c(std::string("cross_entropy_f32 ") + name);
+    Check c("cross_entropy_f32 " + name);
     otcrt::cpu::crossEntropyFwd(rows, classes, logits.data(), labels.data(), 1,
                                 -100, reduction, loss.data(), lse.data());
     otcrt::cpu::crossEntropyBwd(rows, classes, dloss.data(), logits.data(),
@@ -332,7 +339,7 @@ void testCrossEntropy(int32_t reduction, const char *name, std::mt19937 &rng) {
     c.f32(host(dL, logits.size()), dl, "dlogits");
   }
   {
-    Check c(std::string("cross_entropy_bf16 ") + name);
+    Check c("cross_entropy_bf16 " + name);
     Bf16s lb = toBf16(logits), dlb(logits.size());
     otcrt::cpu::crossEntropyFwd(rows, classes, lb.data(), labels.data(), 1,
                                 -100, reduction, loss.data(), lse.data());
@@ -493,14 +500,22 @@ void testGraphs(std::mt19937 &rng) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("SKIP: no CUDA device\n");
     return 77;
   }
-  std::mt19937 rng(2024);
-  testNorms(rng);
+  // Fresh inputs on every run; the seed is printed so that a failure can be
+  // replayed: otcrt-cuda-kernel-tests SEED.
+  unsigned seed = argc > 1 ? static_cast<unsigned>(std::strtoul(argv[1], nullptr, 10))
+                           : std::random_device{}();
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  // Rows of a warp's multiple and not, widths of a vector's multiple and not.
+  testNorms(rng, 64, 1000);
+  testNorms(rng, 5, 768);
+  testNorms(rng, 3, 4099);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,
@@ -509,9 +524,13 @@ int main() {
                 attention(2, 4, 1, 70, 70, 32, true, 0.1f), keyPadding, rng);
   testAttention("full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
                 rng);
-  testCrossEntropy(OTCRT_MEAN, "mean", rng);
-  testCrossEntropy(OTCRT_SUM, "sum", rng);
-  testCrossEntropy(OTCRT_NONE, "none", rng);
+  testAttention("causal odd length", attention(1, 2, 2, 129, 129, 64, true, 0),
+                nullptr, rng);
+  testCrossEntropy(OTCRT_MEAN, "mean", rng, 37, 5000);
+  testCrossEntropy(OTCRT_SUM, "sum", rng, 37, 5000);
+  testCrossEntropy(OTCRT_NONE, "none", rng, 37, 5000);
+  testCrossEntropy(OTCRT_MEAN, "mean", rng, 8, 50304);
+  testCrossEntropy(OTCRT_NONE, "none", rng, 3, 1023);
   testBadLabel(rng);
   testGraphs(rng);
   for (void *p : allocations)

@@ -7,9 +7,11 @@
 # machine (python3 with numpy, no otc) runs with `OUTDIR/run.sh`: every cuda
 # kernel, the kernel library's included, is then checked against the cpu
 # target's implementation (and the golden models against PyTorch's float64
-# gradients); otcrt-cuda-kernel-tests compares each library kernel with the
-# host one directly. One model also gets a batch with a label out of range,
-# which the cuda program must reject through the kernels' error record.
+# gradients, under every recomputation policy); one model trains under
+# compute-sanitizer memcheck; otcrt-cuda-kernel-tests compares each library
+# kernel with the host one directly. One model also gets a batch with a label
+# out of range, which the cuda program must reject through the kernels' error
+# record.
 #
 #   test/gpu/build.sh OUTDIR        (OTC_BIN: otc's bin directory, default build/bin)
 set -euo pipefail
@@ -51,6 +53,26 @@ for m in gpt2-opset17/gpt2 llama-opset17/llama; do
       --micro-batch 4 --precision=bf16 "$freeze"
 done
 
+# Every recomputation policy on one golden model, each compared with
+# PyTorch's float64 gradients: none, selective, full, and auto with a budget
+# halfway between the planned peaks of full and none on the cuda target (so
+# that it recomputes some blocks and keeps others).
+gpt2=$src/test/e2e/gpt2-opset17
+peak() {
+  "$bin/otc-compile" "$gpt2/gpt2.onnx" -o "$out/plan-$1" --target=cuda --plan-only \
+      --micro-batch 2 --grad-accum 2 --remat="$1" "$freeze" >/dev/null 2>&1
+  "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["memory_bytes"]["total_peak"])' \
+      "$out/plan-$1/plan.json"
+  rm -rf "$out/plan-$1"
+}
+budget=$(( ($(peak none) + $(peak full)) / 2 ))
+for policy in none selective full auto; do
+  opts=(--remat="$policy")
+  [[ $policy == auto ]] && opts+=(--memory-budget="$budget")
+  add "gpt2-remat-$policy" "$gpt2/gpt2.onnx" "$gpt2/batch.safetensors" 1e-4 \
+      "$gpt2/grads.safetensors" --micro-batch 2 --grad-accum 2 "$freeze" "${opts[@]}"
+done
+
 # The codegen test models, on random batches made here.
 batches="$out/batches"
 mkdir -p "$batches"
@@ -74,6 +96,10 @@ t["targets"] = t["targets"].copy()
 t["targets"][1, 1] = 64
 st_io.write(sys.argv[3], t)
 PY
+
+# The model run under compute-sanitizer memcheck (two training steps: the
+# forward, backward and optimizer kernels, in BF16 like the benchmark).
+echo "gpt2-opset17-bf16" > "$out/memcheck.txt"
 
 # The kernel library's own GPU test: each cuda kernel against the host one.
 [[ -x $bin/otcrt-cuda-kernel-tests ]] && cp "$bin/otcrt-cuda-kernel-tests" "$out/"

@@ -4,17 +4,18 @@
 # numpy, runs every cuda program on its batch and compares the loss and
 # every gradient with the cpu target's dump (relative L2 error within the
 # model's tolerance: 1e-4 in FP32, 2e-2 in BF16), and the golden models also
-# with PyTorch's float64 gradients (1e-4). The first model also runs with
-# --no-cuda-graphs, whose gradient dump and parameters after three steps
-# must equal, bit for bit, those of the default run (graphs replayed from the
-# second call of each step function on), and must stop on a bad label with a
-# message naming it. Prints one line per check and a summary; exits 1 when
-# any check fails.
+# with PyTorch's float64 gradients (1e-4), under every recomputation policy;
+# trains one model two steps under compute-sanitizer memcheck where it is
+# installed. The first model also runs with --no-cuda-graphs, whose gradient
+# dump and parameters after three steps must equal, bit for bit, those of the
+# default run (graphs replayed from the second call of each step function
+# on), and must stop on a bad label with a message naming it. Prints one line
+# per check and a summary; exits 1 when any check fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 py=${PYTHON:-python3}
-pass=0 fail=0
+pass=0 fail=0 skip=0
 check() {
   local what=$1
   shift
@@ -28,11 +29,14 @@ check() {
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 if [[ -x ./otcrt-cuda-kernel-tests ]]; then
+  # Fresh random inputs each run; the log's first line has the seed, which
+  # `otcrt-cuda-kernel-tests SEED` replays.
   if ./otcrt-cuda-kernel-tests > kernel-tests.log 2>&1; then
-    echo "PASS kernel library: $(tail -1 kernel-tests.log)"
+    echo "PASS kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)"
     pass=$((pass + 1))
   else
-    echo "FAIL kernel library: $(tail -1 kernel-tests.log) (see $here/kernel-tests.log)"
+    echo "FAIL kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)" \
+         "(see $here/kernel-tests.log)"
     fail=$((fail + 1))
   fi
 fi
@@ -90,5 +94,26 @@ if [[ -x $g/cuda/train ]]; then
     fi
   fi
 fi
-echo "gpu tests: $pass passed, $fail failed"
+
+# One model trains two steps under compute-sanitizer memcheck (out-of-bounds
+# and misaligned device accesses, CUDA API errors); skipped where
+# compute-sanitizer is not installed.
+sanitizer=$(command -v compute-sanitizer ||
+            ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
+               2>/dev/null | head -1 || true)
+if [[ -f memcheck.txt ]]; then
+  read -r name < memcheck.txt
+  if [[ -z $sanitizer ]]; then
+    echo "SKIP memcheck $name: compute-sanitizer not found (PATH, /usr/local/cuda*/bin)"
+    skip=$((skip + 1))
+  elif "$sanitizer" --tool memcheck --error-exitcode 1 "$name/cuda/train" \
+        --batch "$name/batch.safetensors" --steps 2 --quiet > memcheck.log 2>&1; then
+    echo "PASS memcheck $name: $(grep 'ERROR SUMMARY' memcheck.log | tail -1)"
+    pass=$((pass + 1))
+  else
+    echo "FAIL memcheck $name: $(grep 'ERROR SUMMARY' memcheck.log | tail -1) (see $here/memcheck.log)"
+    fail=$((fail + 1))
+  fi
+fi
+echo "gpu tests: $pass passed, $fail failed, $skip skipped"
 [[ $fail -eq 0 ]]

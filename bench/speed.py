@@ -1,0 +1,705 @@
+#!/usr/bin/env python3
+"""Training speed of GPT-2 124M: otc's cuda program beside PyTorch eager and
+torch.compile, in two halves so that the machine that has otc and the one
+that has the GPU need not be the same.
+
+    speed.py build OUT [--otc-bin DIR] [--micro-batches 8,16] [--grad-accum 1]
+                       [--target cuda|cpu] [--tiny]
+        needs otc (OTC_BIN or --otc-bin, default build/bin of this repository)
+        and python3 with onnx and numpy; no GPU. Writes the GPT-2 124M ONNX
+        graph (bench/make_gpt2_onnx.py: 12 layers, 768 wide, 12 heads, vocab
+        50304, sequence 1024, weights a sparse file of zeros), compiles it with
+        `otc-compile --target=cuda --precision=bf16 --micro-batch MB
+        --grad-accum K` for each micro-batch, prints the compile wall time,
+        kernel count (`__global__` in model.cu), kernel launches, library
+        calls, model.cu size and plan.json's planned total_peak, and writes
+        OUT/build.json. Keeps only what the run half needs: OUT/mbN/train and
+        plan.json, OUT/params.json (parameter names and shapes), this script,
+        speed_torch.py, st_io.py and OUT/run.sh; a few MB in all.
+
+    OUT/run.sh [--steps 30] [--warmup 5] [--no-torch] [--results DIR] ...
+    speed.py run OUT [same options]
+        needs only the GPU (nvidia-smi), python3 with numpy, and PyTorch where
+        it imports. Generates GPT-2-style initial weights (N(0, 0.02), the
+        residual projections N(0, 0.02/sqrt(2L)), LayerNorm 1 and biases 0)
+        and a shard of uniformly random tokens, trains each program --steps
+        steps, and, where torch imports, the same model in PyTorch eager and
+        with torch.compile (speed_torch.py: BF16 autocast, SDPA causal
+        attention, fused AdamW, same micro-batch and sequence). Prints tokens/s, ms per step, MFU,
+        measured and planned peak memory beside the targets, and writes
+        RESULTS/<YYYY-MM-DD>-<gpu>.json (RESULTS: --results, else bench/results
+        when run from the repository, else OUT/results).
+
+Step timing: the first --warmup steps (CUDA graph capture, cuBLASLt
+algorithm choice, torch.compile's compilation) are left out; ms per step is
+the mean of the others, tokens/s their tokens over their time. With
+--grad-accum 1 (the default) a step is one micro-batch of MB x 1024 tokens
+plus the optimizer update, as in the llm.c and torch.compile figures measured
+beside it (ANCHORS.md: llm.c 18.5 ms per 8192-token step at micro-batch 8);
+llm.c's 0.5M-token steps are --grad-accum 64 at micro-batch 8 (32 at 16).
+
+MFU = tokens/s x (6 N + 6 L h T) / peak, llm.c's count (N parameters with
+the position table, L layers, h width, T sequence; 6 L h T is the attention
+scores and weighted sum, forward and backward, over the causal half: PaLM's
+12 L h T halved), over 989.4 TFLOP/s
+(BF16 dense, H100/H200 SXM; A100 312; else --peak-tflops). otc's own MFU
+(plan.json flops.model, as `train` prints it) is recorded as mfu_plan.
+
+Peak memory: the largest per-process figure of `nvidia-smi
+--query-compute-apps` polled every 0.2 s while the program runs (the CUDA
+context and library handles included), for otc and PyTorch alike (where
+nvidia-smi shows no process, as in some containers: the device-wide figure
+above the one before the run started); otc's
+`train` also reports device memory in use per step (memory_bytes), and
+PyTorch its max_memory_reserved: both are recorded. Predicted: plan.json
+memory_bytes.total_peak.
+
+--tiny --target cpu builds a 2-layer, 64-wide model for the cpu target, so
+that both halves run in seconds without a GPU (a smoke test of this script;
+its figures mean nothing).
+"""
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IN_REPO = os.path.exists(os.path.join(HERE, "make_gpt2_onnx.py"))
+for _p in (HERE, os.path.join(HERE, "..", "test", "e2e")):
+    if os.path.exists(os.path.join(_p, "st_io.py")):
+        sys.path.insert(0, _p)
+        break
+import st_io  # noqa: E402
+
+GPT2 = dict(layers=12, embd=768, heads=12, vocab=50304, seq=1024)
+TINY = dict(layers=2, embd=64, heads=4, vocab=256, seq=64)
+REAL_VOCAB = 50257  # GPT-2's tokens; the table is padded to 50304
+
+# Figures to print beside the measured ones (ANCHORS.md, issue 12): H100,
+# GPT-2 124M, BF16, by micro-batch.
+LLMC_TOKENS_PER_S = {8: 442e3, 16: 493e3}
+TORCH_COMPILE_H100_TOKENS_PER_S = {8: 412e3, 16: 458e3}
+OTC_TARGET_TOKENS_PER_S = {8: 450e3, 16: 500e3}
+PEAK_TARGET_BYTES = {8: 5.0 * 2**30}
+PEAK_VS_PLAN_TOLERANCE = 0.03
+COMPILE_TARGET_S = 60.0
+SOURCE_TARGET_BYTES = 300 * 1000
+
+GIB = 2**30
+
+# otcrt_* names in emitted code that are not library calls.
+NOT_LIBRARY = {"otcrt_trace_begin", "otcrt_trace_end", "otcrt_kernel_failed",
+               "otcrt_check_launch", "otcrt_main", "otcrt_bf16"}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "n/a"
+    return f"{b / GIB:.2f} GiB" if b >= GIB else f"{b / 2**20:.1f} MiB"
+
+
+def fmt_rate(r):
+    return "n/a" if r is None else f"{r / 1e3:.1f}K"
+
+
+# ----------------------------------------------------------------------------
+# Build half
+# ----------------------------------------------------------------------------
+
+def otc_bin_dir(arg):
+    if arg:
+        return arg
+    if os.environ.get("OTC_BIN"):
+        return os.environ["OTC_BIN"]
+    return os.path.join(HERE, "..", "build", "bin")
+
+
+def source_figures(path):
+    """Kernel count, launches and library calls of an emitted program."""
+    with open(path) as f:
+        text = f.read()
+    calls = re.findall(r"\b(otcrt_[A-Za-z0-9_]+)\s*\(", text)
+    lib = [c for c in calls if c not in NOT_LIBRARY]
+    return {
+        "source_bytes": len(text.encode()),
+        "kernels": text.count("__global__"),
+        "kernel_launches": text.count("<<<"),
+        "library_calls": len(lib),
+        "library_functions": sorted(set(lib)),
+    }
+
+
+def timed_compile(cmd):
+    """Runs otc-compile; returns (wall seconds, seconds until it starts the
+    host compiler (nvcc or c++), stderr), or (None, None, stderr) on failure.
+    The difference of the two is the host compiler's time."""
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    host, lines = None, []
+    for line in p.stderr:
+        if host is None and line.startswith("otc-compile: building"):
+            host = time.time() - t0
+        lines.append(line)
+    p.wait()
+    secs = time.time() - t0
+    if p.returncode != 0:
+        return None, None, "".join(lines)
+    return secs, host, "".join(lines)
+
+
+def git_commit(src):
+    try:
+        return subprocess.run(["git", "-C", src, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def build(a):
+    out = os.path.abspath(a.out)
+    otc_bin = os.path.abspath(otc_bin_dir(a.otc_bin))
+    compiler = os.path.join(otc_bin, "otc-compile")
+    if not os.access(compiler, os.X_OK):
+        sys.exit(f"speed build: error: no otc-compile in {otc_bin} (set OTC_BIN or --otc-bin)")
+    cfg = dict(TINY if a.tiny else GPT2)
+    mbs = [int(x) for x in a.micro_batches.split(",")] if a.micro_batches else \
+        ([2, 4] if a.tiny else [8, 16])
+    precision = a.precision or ("fp32" if a.target == "cpu" else "bf16")
+    os.makedirs(out, exist_ok=True)
+    work = os.path.join(out, "work")
+    os.makedirs(work, exist_ok=True)
+    model = os.path.join(work, "gpt2.onnx")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_gpt2_onnx.py"), model,
+                    "--layers", str(cfg["layers"]), "--embd", str(cfg["embd"]),
+                    "--heads", str(cfg["heads"]), "--vocab", str(cfg["vocab"]),
+                    "--seq", str(cfg["seq"])], check=True, stdout=subprocess.DEVNULL)
+
+    import onnx
+    graph = onnx.load(model, load_external_data=False).graph
+    params = [{"name": t.name, "shape": list(t.dims)} for t in graph.initializer]
+    with open(os.path.join(out, "params.json"), "w") as f:
+        json.dump(params, f, indent=1)
+
+    programs = []
+    for mb in mbs:
+        d = os.path.join(out, f"mb{mb}")
+        shutil.rmtree(d, ignore_errors=True)
+        cmd = [compiler, model, "-o", d, f"--target={a.target}",
+               f"--precision={precision}", "--micro-batch", str(mb),
+               "--grad-accum", str(a.grad_accum)] + a.extra
+        log(f"speed build: {' '.join(cmd)}")
+        secs, host_secs, err = timed_compile(cmd)
+        if secs is None:
+            sys.stderr.write(err)
+            sys.exit(f"speed build: error: otc-compile failed at micro-batch {mb}")
+        src = os.path.join(d, "model.cu" if a.target == "cuda" else "model.cpp")
+        fig = source_figures(src)
+        with open(os.path.join(d, "plan.json")) as f:
+            plan = json.load(f)
+        rec = {
+            "micro_batch": mb,
+            "grad_accum": a.grad_accum,
+            "compile_seconds": round(secs, 2),
+            "otc_seconds": round(host_secs, 2) if host_secs is not None else None,
+            **fig,
+            "train_bytes": os.path.getsize(os.path.join(d, "train")),
+            "params_count": plan["params_count"],
+            "predicted_peak_bytes": plan["memory_bytes"]["total_peak"],
+            "planned_memory_bytes": plan["memory_bytes"],
+            "model_flops_per_step": plan["flops"]["model"],
+            "command": " ".join(os.path.relpath(c, out) if c.startswith(out) else c
+                                for c in cmd),
+        }
+        programs.append(rec)
+        # The GPU side needs only train and plan.json (MFU, the plan's peak).
+        for name in ("model.cu", "model.cpp", "init.safetensors", "report.html"):
+            p = os.path.join(d, name)
+            if os.path.exists(p):
+                os.remove(p)
+    shutil.rmtree(work)
+
+    info = {
+        "date": datetime.date.today().isoformat(),
+        "host": socket.gethostname(),
+        "cpu_cores": os.cpu_count(),
+        "otc_bin": otc_bin,
+        "otc_commit": git_commit(otc_bin),
+        "bench_commit": git_commit(HERE),
+        "note": "build figures only: compiled on a machine with otc; the run half "
+                "(OUT/run.sh) measures speed and memory on a GPU",
+        "target": a.target,
+        "precision": precision,
+        "model": "gpt2-tiny" if a.tiny else "gpt2-124m",
+        "config": cfg,
+        "extra_options": a.extra,
+        "programs": programs,
+    }
+    with open(os.path.join(out, "build.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    for name in ("speed.py", "speed_torch.py"):
+        shutil.copy(os.path.join(HERE, name), os.path.join(out, name))
+    shutil.copy(st_io.__file__, os.path.join(out, "st_io.py"))
+    run_sh = os.path.join(out, "run.sh")
+    with open(run_sh, "w") as f:
+        f.write("#!/usr/bin/env bash\n"
+                "# The run half of bench/speed.py (see its header): on the GPU machine,\n"
+                "#   OUT/run.sh [--steps 30] [--no-torch] [--results DIR]\n"
+                "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+                "exec \"${PYTHON:-python3}\" \"$here/speed.py\" run \"$here\" \"$@\"\n")
+    os.chmod(run_sh, 0o755)
+
+    print_build(info)
+    size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(out, "**"), recursive=True)
+               if os.path.isfile(p))
+    log(f"speed build: wrote {out}/build.json; {size / 2**20:.1f} MiB to carry; "
+        f"run {out}/run.sh on a GPU machine")
+
+
+def print_build(info):
+    cores = info.get("cpu_cores")
+    log(f"\nbuild ({info['model']}, {info['target']}, {info['precision']}, "
+        f"{cores} cores, otc {info.get('otc_commit')}):")
+    log(f"  {'micro-batch':>11} {'compile s':>10} {'(otc s)':>8} {'kernels':>8} {'launches':>9} "
+        f"{'lib calls':>10} {'source':>10} {'train':>9} {'planned peak':>13}")
+    for p in info["programs"]:
+        otc_s = p.get("otc_seconds")
+        log(f"  {p['micro_batch']:>11} {p['compile_seconds']:>10.1f} "
+            f"{'?' if otc_s is None else f'{otc_s:.1f}':>8} {p['kernels']:>8} "
+            f"{p['kernel_launches']:>9} {p['library_calls']:>10} "
+            f"{p['source_bytes'] / 1000:>8.0f}KB {p['train_bytes'] / 2**20:>7.1f}MB "
+            f"{fmt_bytes(p['predicted_peak_bytes']):>13}")
+    fns = sorted({f for p in info["programs"] for f in p["library_functions"]})
+    log(f"  library functions ({len(fns)}): {', '.join(fns)}")
+    if info["target"] == "cuda" and info["model"] == "gpt2-124m":
+        worst_s = max(p["compile_seconds"] for p in info["programs"])
+        worst_b = max(p["source_bytes"] for p in info["programs"])
+        log(f"  targets: compile under {COMPILE_TARGET_S:.0f} s on 2 cores "
+            f"(here {worst_s:.1f} s on {cores}: {'met' if worst_s < COMPILE_TARGET_S else 'NOT met'}); "
+            f"model.cu under {SOURCE_TARGET_BYTES // 1000} KB "
+            f"(here {worst_b / 1000:.0f} KB: {'met' if worst_b < SOURCE_TARGET_BYTES else 'NOT met'})")
+        for p in info["programs"]:
+            limit = PEAK_TARGET_BYTES.get(p["micro_batch"])
+            if limit and p["grad_accum"] == 1:
+                log(f"  micro-batch {p['micro_batch']}: planned peak "
+                    f"{fmt_bytes(p['predicted_peak_bytes'])} (target: at most "
+                    f"{fmt_bytes(limit)} measured; the plan is "
+                    f"{'within it' if p['predicted_peak_bytes'] <= limit else 'ABOVE it'})")
+
+
+# ----------------------------------------------------------------------------
+# Run half
+# ----------------------------------------------------------------------------
+
+def gpu_info():
+    """(name, driver) of GPU 0, or None without nvidia-smi or a GPU."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                            "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    if r.returncode != 0 or not lines:
+        return None
+    name, _, driver = lines[0].partition(",")
+    return name.strip(), driver.strip()
+
+
+def peak_tflops_for(name, override):
+    if override:
+        return override
+    if name and re.search(r"H100|H200|GH200", name):
+        return 989.4
+    if name and "A100" in name:
+        return 312.0
+    return None
+
+
+def slug(text):
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def device_memory_used():
+    """Device-wide memory in use on GPU 0 (nvidia-smi), or None."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
+                            "--format=csv,noheader,nounits", "-i", "0"],
+                           capture_output=True, text=True, timeout=10)
+        return int(r.stdout.split()[0]) * 2**20
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
+
+
+class MemoryPoller:
+    """Device memory of one process, polled with nvidia-smi every 0.2 s on a
+    thread while it runs: its own figure (--query-compute-apps), and the
+    device-wide figure above the one before it started, for where the
+    per-process one is not shown (a container's pids)."""
+
+    def __init__(self, pid, enabled, baseline=None):
+        self.pid, self.peak, self.device_peak = pid, None, None
+        self.baseline = baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if enabled else None
+        if self._thread:
+            self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                    "--format=csv,noheader,nounits"],
+                                   capture_output=True, text=True, timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                return
+            for line in r.stdout.splitlines():
+                pid, _, mib = line.partition(",")
+                if pid.strip() == str(self.pid) and mib.strip().isdigit():
+                    b = int(mib) * 2**20
+                    self.peak = b if self.peak is None else max(self.peak, b)
+            used = device_memory_used()
+            if used is not None and self.baseline is not None:
+                d = used - self.baseline
+                self.device_peak = d if self.device_peak is None else max(self.device_peak, d)
+            self._stop.wait(0.2)
+
+    def stop(self):
+        """Returns (peak bytes, how it was measured), or (None, None)."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        if self.peak is not None:
+            return self.peak, "nvidia-smi, per process"
+        if self.device_peak is not None:
+            return self.device_peak, "nvidia-smi, device-wide above the idle figure"
+        return None, None
+
+
+def run_polled(cmd, log_path, gpu, timeout):
+    """Runs cmd with stdout+stderr to log_path, polling its device memory.
+    Returns (exit status, (device peak bytes, source) or (None, None), host
+    max RSS bytes)."""
+    baseline = device_memory_used() if gpu else None
+    with open(log_path, "w") as logf:
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+        poller = MemoryPoller(p.pid, gpu, baseline)
+        deadline = time.time() + timeout
+        status = None
+        while status is None:
+            pid, st, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                status = os.waitstatus_to_exitcode(st)
+                break
+            if time.time() > deadline:
+                p.kill()
+                _, st, ru = os.wait4(p.pid, 0)
+                status = 124
+                break
+            time.sleep(0.1)
+        p.returncode = status
+        peak = poller.stop()
+    return status, peak, ru.ru_maxrss * 1024
+
+
+def gpt2_init(params, layers, seed):
+    """GPT-2's initialization by parameter name (make_gpt2_onnx.py's names)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for p in params:
+        name, shape = p["name"], p["shape"]
+        if name.endswith(".bias"):
+            out[name] = np.zeros(shape, np.float32)
+        elif len(shape) == 1:
+            out[name] = np.ones(shape, np.float32)
+        else:
+            std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj.weight") else 0.02
+            out[name] = (rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32)
+    return out
+
+
+def write_shard(path, tokens):
+    """llm.c's shard format (runtime/include/otcrt/shards.h)."""
+    header = np.zeros(256, np.int32)
+    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.astype("<i4").tobytes())
+        f.write(tokens.astype("<u2").tobytes())
+
+
+def steady(values, warmup):
+    """The values after the warm-up steps (the second half if too few)."""
+    return values[warmup:] if len(values) > warmup else values[len(values) // 2:]
+
+
+def run_otc(out, prog, info, a, gpu, shard, init_path, rundir):
+    mb = prog["micro_batch"]
+    d = os.path.join(out, f"mb{mb}")
+    jsonl = os.path.join(rundir, f"otc-mb{mb}.jsonl")
+    logp = os.path.join(rundir, f"otc-mb{mb}.log")
+    if os.path.exists(jsonl):
+        os.remove(jsonl)
+    cmd = [os.path.join(d, "train"), "--data", shard, "--init", init_path,
+           "--steps", str(a.steps), "--lr", "3e-4", "--seed", "0",
+           "--log-every", "1", "--log-jsonl", jsonl]
+    log(f"speed run: otc micro-batch {mb}: {' '.join(cmd)}")
+    status, dev_peak, rss = run_polled(cmd, logp, gpu, a.timeout)
+    rec = {"otc_log": os.path.relpath(logp, out)}
+    if status != 0:
+        with open(logp) as f:
+            tail = f.read().strip().splitlines()[-1:] or ["(no output)"]
+        log(f"speed run: otc micro-batch {mb} failed ({status}): {tail[0]}")
+        rec["otc_error"] = f"exit {status}: {tail[0]}"
+        return rec
+    steps = [json.loads(ln) for ln in open(jsonl) if ln.strip()]
+    steps = [s for s in steps if s.get("event") == "step"]
+    st = steady(steps, a.warmup)
+    secs = sum(s["ms"] for s in st) / 1e3
+    tokens = sum(s.get("tokens", 0) for s in st)
+    mem = [s["memory_bytes"] for s in steps if "memory_bytes" in s]
+    mfu_plan = [s["mfu"] for s in st if "mfu" in s]
+    rec.update({
+        "otc_steps_timed": len(st),
+        "otc_ms_per_step": secs * 1e3 / len(st),
+        "otc_ms_per_step_median": float(np.median([s["ms"] for s in st])),
+        "otc_tokens_per_s": tokens / secs if secs > 0 else None,
+        "otc_mfu_plan": float(np.mean(mfu_plan)) if mfu_plan else None,
+        "otc_loss_first": steps[0]["loss"],
+        "otc_loss_last": steps[-1]["loss"],
+        "otc_device_memory_in_use_bytes": max(mem) if mem else None,
+        "otc_host_max_rss_bytes": rss,
+    })
+    if gpu:
+        peak, source = dev_peak
+        if peak is None:
+            peak, source = rec["otc_device_memory_in_use_bytes"], \
+                "train's memory_bytes (device total - free)"
+        rec["otc_peak_bytes"], rec["otc_peak_source"] = peak, source
+    else:
+        rec["otc_peak_bytes"] = rss
+        rec["otc_peak_source"] = "host max RSS (cpu target)"
+    return rec
+
+
+def torch_available(py):
+    r = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def run_torch(out, mb, mode, cfg, a, gpu, rundir):
+    logp = os.path.join(rundir, f"torch-{mode}-mb{mb}.log")
+    res = os.path.join(rundir, f"torch-{mode}-mb{mb}.json")
+    if os.path.exists(res):
+        os.remove(res)
+    cmd = [a.python, os.path.join(HERE, "speed_torch.py"), "--mode", mode,
+           "--micro-batch", str(mb), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--config", json.dumps(cfg), "--result", res]
+    log(f"speed run: torch {mode} micro-batch {mb}")
+    status, dev_peak, rss = run_polled(cmd, logp, gpu, a.timeout)
+    key = f"torch_{mode}"
+    if status != 0 or not os.path.exists(res):
+        with open(logp) as f:
+            tail = f.read().strip().splitlines()[-1:] or ["(no output)"]
+        log(f"speed run: torch {mode} micro-batch {mb} failed ({status}): {tail[0]}")
+        return {f"{key}_error": f"exit {status}: {tail[0]}"}
+    with open(res) as f:
+        r = json.load(f)
+    if r.get("unavailable"):
+        log(f"speed run: torch {mode}: {r['unavailable']}")
+        return {f"{key}_error": r["unavailable"]}
+    rec = {f"{key}_{k}": v for k, v in r.items()}
+    peak, source = dev_peak
+    if not gpu:
+        peak, source = rss, "host max RSS"
+    elif peak is None:
+        peak, source = r.get("max_memory_reserved"), "torch.cuda.max_memory_reserved"
+    rec[f"{key}_peak_bytes"], rec[f"{key}_peak_source"] = peak, source
+    return rec
+
+
+def flops_per_token(cfg, n_params):
+    return 6 * n_params + 6 * cfg["layers"] * cfg["embd"] * cfg["seq"]
+
+
+def run(a):
+    out = os.path.abspath(a.out)
+    with open(os.path.join(out, "build.json")) as f:
+        info = json.load(f)
+    with open(os.path.join(out, "params.json")) as f:
+        params = json.load(f)
+    cfg = info["config"]
+    target = info["target"]
+    g = gpu_info()
+    if target == "cuda" and g is None:
+        log("speed run: no GPU (nvidia-smi finds none): the cuda programs in "
+            f"{out} await a GPU machine")
+        return 77
+    gpu = g is not None and target == "cuda"
+    gpu_name, driver = g if gpu else ("cpu", None)
+    peak_tflops = peak_tflops_for(gpu_name if gpu else None, a.peak_tflops)
+    rundir = os.path.join(out, "run")
+    os.makedirs(rundir, exist_ok=True)
+
+    log(f"speed run: {info['model']} on {gpu_name}; generating weights and tokens")
+    init_path = os.path.join(rundir, "init.safetensors")
+    st_io.write(init_path, gpt2_init(params, cfg["layers"], a.seed))
+    max_tokens = max(p["micro_batch"] * p["grad_accum"] for p in info["programs"]) * \
+        (cfg["seq"] + 1) * (a.steps + 2)
+    rng = np.random.default_rng(a.seed + 1)
+    shard = os.path.join(rundir, "random_000000.bin")
+    write_shard(shard, rng.integers(0, min(REAL_VOCAB, cfg["vocab"]), max_tokens))
+
+    torch_ver = None if a.no_torch else torch_available(a.python)
+    if not a.no_torch and torch_ver is None:
+        log(f"speed run: torch does not import in {a.python}: PyTorch runs skipped")
+
+    runs = []
+    for prog in info["programs"]:
+        mb = prog["micro_batch"]
+        tokens_per_step = mb * prog["grad_accum"] * cfg["seq"]
+        rec = {"micro_batch": mb, "grad_accum": prog["grad_accum"], "seq": cfg["seq"],
+               "tokens_per_step": tokens_per_step,
+               "predicted_peak_bytes": prog["predicted_peak_bytes"]}
+        rec.update(run_otc(out, prog, info, a, gpu, shard, init_path, rundir))
+        if torch_ver:
+            for mode in ("eager", "compile"):
+                rec.update(run_torch(out, mb, mode, cfg, a, gpu, rundir))
+        fpt = flops_per_token(cfg, prog["params_count"])
+        rec["flops_per_token"] = fpt
+        for key in ("otc", "torch_eager", "torch_compile"):
+            tps = rec.get(f"{key}_tokens_per_s")
+            if tps and peak_tflops:
+                rec[f"{key}_mfu"] = tps * fpt / (peak_tflops * 1e12)
+        # The headline names the issue asks for.
+        rec["ms_per_step"] = rec.get("otc_ms_per_step")
+        rec["mfu"] = rec.get("otc_mfu")
+        if rec.get("otc_peak_bytes"):
+            rec["peak_vs_plan"] = rec["otc_peak_bytes"] / rec["predicted_peak_bytes"] - 1
+        for k in ("torch_eager_tokens_per_s", "torch_compile_tokens_per_s"):
+            rec.setdefault(k, None)
+        rec["build"] = {k: prog[k] for k in ("compile_seconds", "kernels",
+                                             "kernel_launches", "library_calls",
+                                             "source_bytes", "train_bytes")}
+        runs.append(rec)
+
+    result = {
+        "gpu": gpu_name,
+        "driver": driver,
+        "date": datetime.date.today().isoformat(),
+        "host": socket.gethostname(),
+        "model": info["model"],
+        "target": target,
+        "precision": info["precision"],
+        "config": cfg,
+        "otc_commit": info.get("otc_commit"),
+        "torch_version": torch_ver,
+        "steps": a.steps,
+        "warmup_steps": a.warmup,
+        "peak_tflops": peak_tflops,
+        "mfu_formula": "tokens_per_s * (6*N + 6*L*h*T) / peak_tflops",
+        "micro_batches": [r["micro_batch"] for r in runs],
+        "runs": runs,
+        "build": info,
+    }
+    results_dir = a.results or (os.path.join(HERE, "results") if IN_REPO
+                                else os.path.join(out, "results"))
+    os.makedirs(results_dir, exist_ok=True)
+    label = slug(gpu_name) if gpu else ("cpu-smoke" if info["model"] == "gpt2-tiny" else "cpu")
+    path = os.path.join(results_dir, f"{result['date']}-{label}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print_run(result)
+    log(f"speed run: wrote {path}")
+    failed = [r["micro_batch"] for r in runs if "otc_error" in r]
+    return 1 if failed else 0
+
+
+def print_run(res):
+    print_build(res["build"])
+    h100 = res["model"] == "gpt2-124m" and "H100" in (res["gpu"] or "")
+    log(f"\nrun ({res['gpu']}, {res['steps']} steps, the first {res['warmup_steps']} "
+        f"not timed; MFU "
+        + (f"over {res['peak_tflops']} TFLOP/s, {res['mfu_formula']}):" if res["peak_tflops"]
+           else "n/a):"))
+    for r in res["runs"]:
+        mb = r["micro_batch"]
+        log(f"  micro-batch {mb} ({r['tokens_per_step']} tokens per step):")
+        for key, label in (("otc", "otc"), ("torch_eager", "PyTorch eager"),
+                           ("torch_compile", "torch.compile")):
+            if r.get(f"{key}_error"):
+                log(f"    {label:<15} {r[key + '_error']}")
+                continue
+            tps = r.get(f"{key}_tokens_per_s")
+            if tps is None:
+                continue
+            mfu = r.get(f"{key}_mfu")
+            log(f"    {label:<15} {fmt_rate(tps):>8} tokens/s  {r[key + '_ms_per_step']:9.2f} ms/step"
+                f"  MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%':>6}"
+                f"  peak {fmt_bytes(r.get(key + '_peak_bytes'))}")
+        refs = []
+        if mb in LLMC_TOKENS_PER_S:
+            refs.append(f"llm.c {fmt_rate(LLMC_TOKENS_PER_S[mb])}")
+            refs.append(f"torch.compile {fmt_rate(TORCH_COMPILE_H100_TOKENS_PER_S[mb])}")
+            refs.append(f"otc target {fmt_rate(OTC_TARGET_TOKENS_PER_S[mb])}")
+        if refs:
+            log(f"    H100 figures    {', '.join(refs)} tokens/s"
+                + ("" if h100 else " (measured on an H100: compare with care)"))
+        if r.get("otc_peak_bytes") and res["target"] == "cuda":
+            line = (f"    otc memory      measured {fmt_bytes(r['otc_peak_bytes'])} "
+                    f"({r['otc_peak_source']}), planned {fmt_bytes(r['predicted_peak_bytes'])}"
+                    f" ({100 * r['peak_vs_plan']:+.1f}%; target within "
+                    f"{100 * PEAK_VS_PLAN_TOLERANCE:.0f}%")
+            if mb in PEAK_TARGET_BYTES and res["model"] == "gpt2-124m":
+                line += f", at most {fmt_bytes(PEAK_TARGET_BYTES[mb])}"
+            log(line + ")")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="compile the programs (needs otc)")
+    b.add_argument("out")
+    b.add_argument("--otc-bin", help="otc's bin directory (default $OTC_BIN, else build/bin)")
+    b.add_argument("--micro-batches", help="comma-separated (default 8,16; --tiny 2,4)")
+    b.add_argument("--grad-accum", type=int, default=1)
+    b.add_argument("--target", choices=("cuda", "cpu"), default="cuda")
+    b.add_argument("--precision", choices=("fp32", "bf16"),
+                   help="default bf16 (cuda), fp32 (cpu)")
+    b.add_argument("--tiny", action="store_true", help="a 2-layer model (smoke test)")
+    b.add_argument("--extra", action="append", default=[],
+                   help="one more otc-compile option (repeatable), e.g. --extra=--remat=selective")
+    r = sub.add_parser("run", help="train the programs (needs the GPU)")
+    r.add_argument("out")
+    r.add_argument("--steps", type=int, default=30)
+    r.add_argument("--warmup", type=int, default=5, help="steps left out of the timing")
+    r.add_argument("--no-torch", action="store_true")
+    r.add_argument("--results", help="directory for <date>-<gpu>.json")
+    r.add_argument("--peak-tflops", type=float, help="peak for MFU (default: known GPUs)")
+    r.add_argument("--python", default=sys.executable, help="python for the PyTorch runs")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--timeout", type=float, default=1800, help="seconds per training run")
+    a = ap.parse_args()
+    if a.cmd == "build":
+        build(a)
+        return 0
+    return run(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
