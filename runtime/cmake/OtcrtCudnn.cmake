@@ -5,8 +5,10 @@
 # Included by runtime/CMakeLists.txt once the CUDA toolkit is found. Sets
 # OTCRT_HAVE_CUDNN, OTCRT_CUDNN_INCLUDE_DIR, OTCRT_CUDNN_LIBRARY and
 # OTCRT_CUDA_LINK_ARGS (what a program linking libotcrt_cuda.a adds after
-# it: -L and -l for libcudnn, libnvrtc and libcuda, the latter's stub at
-# build time), and prints one status line.
+# it: -L and -l for libcudnn and libnvrtc, which the frontend calls), and
+# prints one status line. libcuda is not linked: the frontend reaches the
+# driver through cudaGetDriverEntryPoint, so a program still starts (--help)
+# on a machine without a driver, as the link check test runs it.
 option(OTCRT_WITH_CUDNN "Use cuDNN's fused attention when it is found" ON)
 
 set(OTCRT_HAVE_CUDNN OFF)
@@ -30,19 +32,16 @@ elseif(NOT OTCRT_CUDNN_INCLUDE_DIR OR NOT OTCRT_CUDNN_LIBRARY)
 elseif(NOT OTCRT_CUDNN_FRONTEND_INCLUDE_DIR)
   set(_otcrt_cudnn_missing
     "no cudnn-frontend headers: run scripts/fetch-cudnn-frontend.sh")
-elseif(NOT TARGET CUDA::nvrtc OR NOT TARGET CUDA::cuda_driver)
-  set(_otcrt_cudnn_missing "libnvrtc or the libcuda stub not found")
+elseif(NOT TARGET CUDA::nvrtc)
+  set(_otcrt_cudnn_missing "libnvrtc not found")
 endif()
 
 if(_otcrt_cudnn_missing STREQUAL "")
   set(OTCRT_HAVE_CUDNN ON)
   set(_otcrt_libs ${OTCRT_CUDNN_LIBRARY})
-  foreach(_target CUDA::nvrtc CUDA::cuda_driver)
-    get_target_property(_lib ${_target} IMPORTED_LOCATION)
-    list(APPEND _otcrt_libs ${_lib})
-  endforeach()
-  # -L<dir> -l<name> for each, directories once: the program finds the
-  # real libcuda of the driver at run time.
+  get_target_property(_lib CUDA::nvrtc IMPORTED_LOCATION)
+  list(APPEND _otcrt_libs ${_lib})
+  # -L<dir> -l<name> for each, directories once.
   set(_otcrt_dirs "")
   set(_otcrt_names "")
   foreach(_lib IN LISTS _otcrt_libs)
