@@ -114,8 +114,6 @@ void biasLayout(const OtcrtAttention &a, Dims &dims, Dims &strides) {
 /// The reason cuDNN cannot take calls of `a` whatever their pointers, or
 /// the empty string.
 std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
-  if (a.dropout > 0.0f)
-    return "dropout: cuDNN does not reproduce otc's keep mask";
   if (a.b <= 0 || a.h <= 0 || a.hk <= 0 || a.t <= 0 || a.s <= 0 || a.d <= 0 ||
       a.h % a.hk != 0)
     return "empty or invalid sizes";
@@ -278,6 +276,10 @@ bool aligned(const std::unordered_map<int64_t, void *> &pack) {
 CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
                  std::unordered_map<int64_t, void *> &pack, void *streamArg) {
   CudnnAttempt result;
+  if (a.dropout > 0.0f) {
+    result.why = "dropout: cuDNN does not reproduce otc's keep mask";
+    return result;
+  }
   cudaStream_t stream = static_cast<cudaStream_t>(streamArg);
   GraphKey key;
   if (cudaGetDevice(&key.device) != cudaSuccess) {
