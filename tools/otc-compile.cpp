@@ -513,8 +513,8 @@ int main(int argc, char **argv) {
     cmd = {nvcc, "-O2", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90",
            "-I", OTC_RUNTIME_INCLUDE_DIR, srcPath, lib};
     // cuDNN's libraries when the runtime was built with its attention.
-    static const char *const runtimeLinkArgs[] = {OTC_RUNTIME_CUDA_LINK_ARGS
-                                                  nullptr};
+    static const char *const runtimeLinkArgs[] = {
+        OTC_RUNTIME_CUDA_LINK_ARGS nullptr};
     for (const char *const *arg = runtimeLinkArgs; *arg; ++arg)
       cmd.push_back(*arg);
     cmd.insert(cmd.end(),

@@ -52,12 +52,12 @@ CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *a, const otcrt_bf16 *q,
                                const otcrt_bf16 *k, const otcrt_bf16 *v,
                                const otcrt_bf16 *mask, otcrt_bf16 *out,
                                float *lse, void *stream);
-CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a,
-                               const otcrt_bf16 *dout, const otcrt_bf16 *q,
-                               const otcrt_bf16 *k, const otcrt_bf16 *v,
-                               const otcrt_bf16 *mask, const otcrt_bf16 *out,
-                               const float *lse, otcrt_bf16 *dq,
-                               otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream);
+CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                               const otcrt_bf16 *q, const otcrt_bf16 *k,
+                               const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                               const otcrt_bf16 *out, const float *lse,
+                               otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                               void *stream);
 
 /// For tests: NULL when the last bfloat16 attention call of this thread ran
 /// on cuDNN, else why it ran on the fallback kernels.

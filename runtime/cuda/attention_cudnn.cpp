@@ -146,8 +146,10 @@ TensorPtr tensor(fe::graph::Graph &g, const char *name, Uid uid, Dims dims,
 
 /// Sets uid, sizes and strides of an output of a node.
 void output(const TensorPtr &t, Uid uid, Dims dims, Dims strides) {
-  t->set_output(true).set_uid(uid).set_dim(std::move(dims)).set_stride(
-      std::move(strides));
+  t->set_output(true)
+      .set_uid(uid)
+      .set_dim(std::move(dims))
+      .set_stride(std::move(strides));
 }
 
 /// Builds the graph of `key` (attributes from `a`) and its workspace.
@@ -366,16 +368,16 @@ CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *a, const otcrt_bf16 *q,
   return run(*a, false, mask, pack, stream);
 }
 
-CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a,
-                               const otcrt_bf16 *dout, const otcrt_bf16 *q,
-                               const otcrt_bf16 *k, const otcrt_bf16 *v,
-                               const otcrt_bf16 *mask, const otcrt_bf16 *out,
-                               const float *lse, otcrt_bf16 *dq,
-                               otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream) {
+CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                               const otcrt_bf16 *q, const otcrt_bf16 *k,
+                               const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                               const otcrt_bf16 *out, const float *lse,
+                               otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                               void *stream) {
   std::unordered_map<int64_t, void *> pack = {
-      {kQ, mut(q)},      {kK, mut(k)},   {kV, mut(v)},   {kO, mut(out)},
-      {kDO, mut(dout)},  {kStats, mut(lse)}, {kDQ, dq},  {kDK, dk},
-      {kDV, dv}};
+      {kQ, mut(q)},   {kK, mut(k)},     {kV, mut(v)},
+      {kO, mut(out)}, {kDO, mut(dout)}, {kStats, mut(lse)},
+      {kDQ, dq},      {kDK, dk},        {kDV, dv}};
   if (mask)
     pack.emplace(kBias, mut(mask));
   return run(*a, true, mask, pack, stream);

@@ -141,8 +141,8 @@ int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
                              void *stream) {
   const char *why = cudnnSkipped();
   if (!why) {
-    CudnnAttempt run = cudnnAttentionBwd(a, dout, q, k, v, mask, out, lse, dq,
-                                         dk, dv, stream);
+    CudnnAttempt run =
+        cudnnAttentionBwd(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
     if (run.ran) {
       lastFallback = nullptr;
       announce(nullptr);

@@ -370,7 +370,8 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
   OtcrtAttention ad = a;
   ad.key = device(std::vector<int64_t>{*a.key});
   const otcrt_bf16 *dQ = device(q), *dK = device(k), *dV = device(v),
-                   *dDO = device(dO), *dMask = tc.maskDims ? device(mb) : nullptr,
+                   *dDO = device(dO),
+                   *dMask = tc.maskDims ? device(mb) : nullptr,
                    *dHostOut = device(out);
   const float *dHostLse = device(lse);
   otcrt_bf16 *gOut = device(Bf16s(qn)), *gDq = device(Bf16s(qn)),
@@ -383,9 +384,12 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
     c.ok = nearAttention(host(gOut, qn), out, (w + "out").c_str(), c.worst) &&
            c.ok;
     c.ok = near(host(gLse, rows), lse, 2e-3, 2e-4, w + "lse", c.worst) && c.ok;
-    c.ok = nearAttention(host(gDq, qn), dq, (w + "dq").c_str(), c.worst) && c.ok;
-    c.ok = nearAttention(host(gDk, kvn), dk, (w + "dk").c_str(), c.worst) && c.ok;
-    c.ok = nearAttention(host(gDv, kvn), dv, (w + "dv").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDq, qn), dq, (w + "dq").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDk, kvn), dk, (w + "dk").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDv, kvn), dv, (w + "dv").c_str(), c.worst) && c.ok;
   };
   auto call = [&](cudaStream_t stream) {
     c.rc(fwd(&ad, dQ, dK, dV, dMask, gOut, gLse, stream), "fwd");
@@ -405,8 +409,8 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
     auto label = [](const char *why) {
       return why ? std::string("fallback (") + why + ")" : std::string("cuDNN");
     };
-    c.name += " [entry points: fwd " + label(fwdWhy) + ", bwd " +
-              label(bwdWhy) + "]";
+    c.name +=
+        " [entry points: fwd " + label(fwdWhy) + ", bwd " + label(bwdWhy) + "]";
     const char *forced = std::getenv("OTCRT_ATTENTION");
     bool required = tc.cudnnExpected && otcrt::cuda::cudnnAttentionBuilt() &&
                     !(forced && std::strcmp(forced, "fallback") == 0);
@@ -581,8 +585,7 @@ int main() {
        attention(2, 4, 4, 128, 128, 64, true, 0), padding128, false},
       {"t=s=64 causal dropout d=64", attention(1, 2, 2, 64, 64, 64, true, 0.1f),
        nullptr, false},
-      {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr,
-       false},
+      {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr, false},
   };
   for (const AttentionCase &tc : cases)
     testAttentionPaths(tc, rng);
