@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Installs, idempotently, the Debian packages otc needs to build and test. Packages already
 # present are skipped, so a warm machine pays only a dpkg query. apt waits for its lock
-# instead of failing when another apt is running.
+# instead of failing when another apt is running. Then fetches the cudnn-frontend headers
+# (scripts/fetch-cudnn-frontend.sh; optional: the build goes on without them).
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 pkgs=(cmake ninja-build mold g++ llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
       libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler libabsl-dev
-      libgtest-dev libgmock-dev python3-numpy python3-onnx)
+      libgtest-dev libgmock-dev python3-numpy python3-onnx python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "otc: installing missing packages: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  apt_opts=(-o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 -q)
+  $sudo apt-get "${apt_opts[@]}" update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}"
 fi
-echo "otc: installing missing packages: ${missing[*]}"
-sudo=""
-[[ $(id -u) -eq 0 ]] || sudo="sudo"
-apt_opts=(-o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 -q)
-$sudo apt-get "${apt_opts[@]}" update
-DEBIAN_FRONTEND=noninteractive $sudo apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}"
+"$here/fetch-cudnn-frontend.sh"

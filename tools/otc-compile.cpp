@@ -21,6 +21,7 @@
 #include "passes/Remat.h"
 #include "report/Report.h"
 #include "otcrt/safetensors.h"
+#include "tools/RuntimeLink.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -515,8 +516,14 @@ int main(int argc, char **argv) {
       return fail("--target=cuda needs " + lib +
                   ", which is built only when CMake finds the CUDA toolkit");
     cmd = {nvcc, "-O2", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90",
-           "-I", OTC_RUNTIME_INCLUDE_DIR, srcPath, lib, "-lcublasLt",
-           "-lcudart", "-o", trainPath.str().str()};
+           "-I", OTC_RUNTIME_INCLUDE_DIR, srcPath, lib};
+    // cuDNN's libraries when the runtime was built with its attention.
+    static const char *const runtimeLinkArgs[] = {
+        OTC_RUNTIME_CUDA_LINK_ARGS nullptr};
+    for (const char *const *arg = runtimeLinkArgs; *arg; ++arg)
+      cmd.push_back(*arg);
+    cmd.insert(cmd.end(),
+               {"-lcublasLt", "-lcudart", "-o", trainPath.str().str()});
   } else {
     std::string cxx = "c++";
     if (const char *env = std::getenv("CXX"))

@@ -1,16 +1,22 @@
 // Device scaled dot-product attention of libotcrt_cuda (otc.attention and
 // otc.attention_grad) for float and bfloat16 storage: causal hiding, an
 // additive broadcast mask, grouped-query heads and dropout. A simple correct
-// form, not a fast one: one block per query row keeps the row's scores in
-// shared memory (one warp per key for the dot products, block reductions for
-// the maximum and the sum of exponentials) and writes the output and lse.
-// The backward rebuilds the probabilities from the scores and lse in two
-// kernels that never share an output element between blocks: one block per
-// query row for dq (which also saves D_i = dO_i . O_i to a stream-ordered
-// scratch buffer) and one block per key row for dk and dv, whose warps walk
-// the visible queries of every query head of the key's group and whose
-// per-warp partial sums are added in a fixed order (deterministic).
+// form, not a fast one: the float entry points always run it, the bfloat16
+// ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block per query
+// row keeps the row's scores in shared memory (one warp per key for the dot
+// products, block reductions for the maximum and the sum of exponentials) and
+// writes the output and lse. The backward rebuilds the probabilities from the
+// scores and lse in two kernels that never share an output element between
+// blocks: one block per query row for dq (which also saves D_i = dO_i . O_i
+// to a per-device scratch buffer) and one block per key row for dk and dv,
+// whose warps walk the visible queries of every query head of the key's
+// group and whose per-warp partial sums are added in a fixed order
+// (deterministic).
+#include "attention.h"
 #include "common.cuh"
+
+#include <mutex>
+#include <vector>
 
 namespace otcrt {
 namespace cuda {
@@ -227,6 +233,44 @@ bool invalid(const OtcrtAttention &a) {
   return a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0;
 }
 
+/// The backward's D_i, one float per query row: a per-device buffer grown
+/// (cudaMalloc) when a call needs more rows than any call before and kept
+/// for the life of the process, so that later calls of that size neither
+/// allocate nor synchronize and a CUDA graph that captured them stays valid.
+/// A smaller buffer it replaces is kept too (a captured graph may still read
+/// it). Calls on one device share it: they must be ordered (one stream).
+/// NULL when it must grow while `stream` is being captured, or when cudaMalloc
+/// fails.
+float *rowScratch(int64_t rows, cudaStream_t stream) {
+  struct Buffer {
+    float *data = nullptr;
+    size_t rows = 0;
+  };
+  static std::mutex mutex;
+  static std::vector<Buffer> perDevice;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
+    return nullptr;
+  const size_t need = static_cast<size_t>(rows > 0 ? rows : 1);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (perDevice.size() <= static_cast<size_t>(device))
+    perDevice.resize(device + 1);
+  Buffer &buffer = perDevice[device];
+  if (buffer.rows >= need)
+    return buffer.data;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone)
+    return nullptr;
+  float *grown = nullptr;
+  if (cudaMalloc(reinterpret_cast<void **>(&grown), sizeof(float) * need) !=
+      cudaSuccess)
+    return nullptr;
+  buffer.data = grown;
+  buffer.rows = need;
+  return grown;
+}
+
 template <typename T>
 int forward(const OtcrtAttention *a, const T *q, const T *k, const T *v,
             const T *mask, T *out, float *lse, void *streamArg) {
@@ -262,10 +306,8 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
   if (!allowShared(queryGradKernel<T>, qShared) ||
       !allowShared(keyGradKernel<T>, kShared))
     return 1;
-  float *rowD = nullptr;
-  if (cudaMallocAsync(reinterpret_cast<void **>(&rowD),
-                      sizeof(float) * static_cast<size_t>(rows > 0 ? rows : 1),
-                      stream) != cudaSuccess)
+  float *rowD = rowScratch(rows, stream);
+  if (!rowD)
     return 1;
   if (rows > 0)
     queryGradKernel<T>
@@ -275,46 +317,36 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
     keyGradKernel<T>
         <<<static_cast<unsigned>(keyRows), kAttnBlock, kShared, stream>>>(
             g, dout, q, k, v, mask, lse, rowD, dk, dv);
-  int launched = launchStatus();
-  if (cudaFreeAsync(rowD, stream) != cudaSuccess)
-    return 1;
-  return launched;
+  return launchStatus();
 }
 
 } // namespace
+
+int attentionFwdFallback(const OtcrtAttention *a, const float *q,
+                         const float *k, const float *v, const float *mask,
+                         float *out, float *lse, void *stream) {
+  return forward(a, q, k, v, mask, out, lse, stream);
+}
+int attentionFwdFallback(const OtcrtAttention *a, const otcrt_bf16 *q,
+                         const otcrt_bf16 *k, const otcrt_bf16 *v,
+                         const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse,
+                         void *stream) {
+  return forward(a, q, k, v, mask, out, lse, stream);
+}
+int attentionBwdFallback(const OtcrtAttention *a, const float *dout,
+                         const float *q, const float *k, const float *v,
+                         const float *mask, const float *out, const float *lse,
+                         float *dq, float *dk, float *dv, void *stream) {
+  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
+}
+int attentionBwdFallback(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                         const otcrt_bf16 *q, const otcrt_bf16 *k,
+                         const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                         const otcrt_bf16 *out, const float *lse,
+                         otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                         void *stream) {
+  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
+}
+
 } // namespace cuda
 } // namespace otcrt
-
-using otcrt::cuda::backward;
-using otcrt::cuda::forward;
-
-extern "C" {
-
-int otcrt_attention_fwd_f32(const OtcrtAttention *a, const float *q,
-                            const float *k, const float *v, const float *mask,
-                            float *out, float *lse, void *stream) {
-  return forward(a, q, k, v, mask, out, lse, stream);
-}
-int otcrt_attention_fwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *q,
-                             const otcrt_bf16 *k, const otcrt_bf16 *v,
-                             const otcrt_bf16 *mask, otcrt_bf16 *out,
-                             float *lse, void *stream) {
-  return forward(a, q, k, v, mask, out, lse, stream);
-}
-int otcrt_attention_bwd_f32(const OtcrtAttention *a, const float *dout,
-                            const float *q, const float *k, const float *v,
-                            const float *mask, const float *out,
-                            const float *lse, float *dq, float *dk, float *dv,
-                            void *stream) {
-  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
-}
-int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
-                             const otcrt_bf16 *q, const otcrt_bf16 *k,
-                             const otcrt_bf16 *v, const otcrt_bf16 *mask,
-                             const otcrt_bf16 *out, const float *lse,
-                             otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
-                             void *stream) {
-  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
-}
-
-} // extern "C"

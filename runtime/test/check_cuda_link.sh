@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Proves that a program shaped like the code generator's cuda-target output
 # (kernels + a static OtcProgram + main calling otcrt_main, plus a call to
-# otcrt_gemm_f32, otcrt_check_launch and launches on otcrt_stream) compiles
-# with nvcc and links against libotcrt_cuda.a, cuBLASLt and cudart; then runs
-# the GPU-free paths of the resulting binary (--help, --data, a missing
-# --init file, --trace-sync without --trace).
-# Usage: check_cuda_link.sh LIB_DIR INCLUDE_DIR   (exit 77 = skipped)
+# otcrt_gemm_f32, otcrt_attention_fwd_bf16, otcrt_check_launch and launches
+# on otcrt_stream) compiles with nvcc and links against libotcrt_cuda.a,
+# cuBLASLt and cudart, plus LINK_ARGS (cuDNN's libraries when the runtime's
+# attention uses them, as otc-compile adds them); then runs the GPU-free paths
+# of the resulting binary (--help, --data, a missing --init file, --trace-sync
+# without --trace).
+# Usage: check_cuda_link.sh LIB_DIR INCLUDE_DIR [LINK_ARGS...]
+#        (exit 77 = skipped)
 set -euo pipefail
 
 lib_dir=${1:?usage: check_cuda_link.sh LIB_DIR INCLUDE_DIR}
 include_dir=${2:?usage: check_cuda_link.sh LIB_DIR INCLUDE_DIR}
+shift 2
+link_args=("$@")
 nvcc=${NVCC:-$(command -v nvcc || true)}
 if [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]]; then
   nvcc=/usr/local/cuda/bin/nvcc
@@ -29,6 +34,7 @@ trap 'rm -rf "$work"' EXIT
 cat > "$work/fake.cu" <<'CU'
 // Fake cuda-target program: one PARAM/GRAD pair, one INPUT, LOSS, LR, STEP.
 #include "otcrt/abi.h"
+#include "otcrt/kernels.h"
 
 static const int64_t kW[] = {4, 4};
 static const int64_t kX[] = {2, 4};
@@ -60,13 +66,22 @@ static void microStep(char *arena) {
   // g += x^T x (4x2 * 2x4), exercising the transposed cuBLASLt path.
   otcrt_gemm_f32(1, 0, 4, 4, 2, 1.0f, x, 4, 0, x, 4, 0, 1.0f, g, 4, 0, 1);
   otcrt_gemm_f32(0, 1, 2, 4, 4, 1.0f, x, 4, 0, w, 4, 0, 0.0f, x, 4, 0, 1);
+  // Causal self-attention of x viewed as [1, 1, 2, 8] bf16 into w (links the
+  // attention entry points and, through them, cuDNN when the runtime uses
+  // it); its lse [1, 1, 2] past the slots.
+  OtcrtAttention a = {1, 1, 1, 2, 2, 8, 0.35f, 1, 0.0f, nullptr, 0, {0, 0, 0, 0}};
+  const otcrt_bf16 *h = reinterpret_cast<const otcrt_bf16 *>(x);
+  otcrt_bf16 *o = reinterpret_cast<otcrt_bf16 *>(w);
+  float *lse = reinterpret_cast<float *>(arena + 176);
+  if (otcrt_attention_fwd_bf16(&a, h, h, h, nullptr, o, lse, s) != 0)
+    otcrt_kernel_failed("attention_fwd", "fake", 1);
   fill<<<1, 1, 0, s>>>(reinterpret_cast<float *>(arena + 160), 1, 1.0f);
   otcrt_check_launch(__FILE__, __LINE__);
 }
 
 static void optimizerStep(char *) {}
 
-static const OtcProgram kProgram = {1, "cuda", "fake.onnx", 176, 2, 1, 6, kSlots,
+static const OtcProgram kProgram = {1, "cuda", "fake.onnx", 192, 2, 1, 6, kSlots,
                                     zeroGrads, microStep, optimizerStep};
 
 int main(int argc, char **argv) { return otcrt_main(argc, argv, &kProgram); }
@@ -74,7 +89,7 @@ CU
 
 echo "check_cuda_link: compiling with $nvcc"
 "$nvcc" -std=c++17 -O2 -I"$include_dir" "$work/fake.cu" -o "$work/train" \
-  -L"$lib_dir" -lotcrt_cuda -lcublasLt -lcudart
+  -L"$lib_dir" -lotcrt_cuda "${link_args[@]}" -lcublasLt -lcudart
 
 fail=0
 expect() { # expect EXIT_CODE PATTERN ARGS...

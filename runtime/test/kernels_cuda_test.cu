@@ -3,13 +3,18 @@
 // at several shapes, on the GPU and on the host (the host kernels
 // of libotcrt_cpu, compiled in under their C++ names), and the results must
 // agree within float tolerance (bfloat16 results within a couple of
-// bfloat16 units). Also checks that a bad label reaches the library's error
-// record without the call waiting for the device, and that library calls
-// captured in a CUDA graph replay to the same bits as eager calls. Prints
-// PASS or FAIL per check and exits non-zero on any failure; exits 77 when no
-// GPU is present. Run by the GPU tests (test/gpu/run.sh, ctest label gpu).
+// bfloat16 units). The bfloat16 attention also runs both of its device
+// implementations, cuDNN's SDPA through the entry points and the fallback
+// kernels directly, against the host at several shapes, again when captured
+// in a CUDA graph, and checks that a repeated call allocates nothing. Also
+// checks that a bad label reaches the library's error record without the
+// call waiting for the device, and that library calls captured in a CUDA
+// graph replay to the same bits as eager calls. Prints PASS or FAIL per
+// check and exits non-zero on any failure; exits 77 when no GPU is present.
+// Run by the GPU tests (test/gpu/run.sh, ctest label gpu).
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
+#include "cuda/attention.h"
 #include "otcrt/kernels.h"
 
 #include <cuda_runtime.h>
@@ -308,6 +313,186 @@ OtcrtAttention attention(int64_t b, int64_t h, int64_t hk, int64_t t, int64_t s,
   return a;
 }
 
+/// One bfloat16 attention problem for testAttentionPaths: the sizes, the
+/// mask's dimensions (NULL: none) and whether the entry points must run it
+/// on cuDNN when the runtime has it.
+struct AttentionCase {
+  const char *name;
+  OtcrtAttention a;
+  const int64_t *maskDims;
+  bool cudnnExpected;
+};
+
+using AttnFwd = int (*)(const OtcrtAttention *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, otcrt_bf16 *, float *, void *);
+using AttnBwd = int (*)(const OtcrtAttention *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const float *, otcrt_bf16 *,
+                        otcrt_bf16 *, otcrt_bf16 *, void *);
+
+/// Compares bfloat16 results of a fused attention (whose probabilities are
+/// rounded to bfloat16 inside): 2e-2 relative, plus 1e-2 of the tensor's
+/// largest magnitude (at least 1e-3) absolute.
+bool nearAttention(const Bf16s &got, const Bf16s &want, const char *what,
+                   double &worst) {
+  Floats g = toFloat(got), w = toFloat(want);
+  double scale = 0;
+  for (float x : w)
+    if (std::isfinite(x))
+      scale = std::max(scale, std::fabs(static_cast<double>(x)));
+  return near(g, w, 2e-2, std::max(1e-3, 1e-2 * scale), what, worst);
+}
+
+/// The bfloat16 attention of `tc` through one device implementation (the
+/// entry points when `dispatched`, else the fallback kernels), against the
+/// host: forward, backward (fed the host's forward results), a repeated call
+/// that must allocate nothing, and the forward and backward replayed from a
+/// CUDA graph.
+void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
+                       AttnBwd bwd, std::mt19937 &rng) {
+  OtcrtAttention a = tc.a;
+  const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
+  const size_t rows = a.b * a.h * a.t;
+  Floats mask;
+  if (tc.maskDims) {
+    const int64_t *m = tc.maskDims;
+    mask = random(m[0] * m[1] * m[2] * m[3], rng);
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      a.mask_strides[i] = m[i] == 1 ? 0 : stride;
+      stride *= m[i];
+    }
+  }
+  Bf16s q = toBf16(random(qn, rng)), k = toBf16(random(kvn, rng)),
+        v = toBf16(random(kvn, rng)), dO = toBf16(random(qn, rng)),
+        mb = toBf16(mask), out(qn), dq(qn), dk(kvn), dv(kvn);
+  Floats lse(rows);
+  const otcrt_bf16 *mh = tc.maskDims ? mb.data() : nullptr;
+  otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
+                           lse.data());
+  otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
+                           out.data(), lse.data(), dq.data(), dk.data(),
+                           dv.data());
+
+  OtcrtAttention ad = a;
+  ad.key = device(std::vector<int64_t>{*a.key});
+  const otcrt_bf16 *dQ = device(q), *dK = device(k), *dV = device(v),
+                   *dDO = device(dO),
+                   *dMask = tc.maskDims ? device(mb) : nullptr,
+                   *dHostOut = device(out);
+  const float *dHostLse = device(lse);
+  otcrt_bf16 *gOut = device(Bf16s(qn)), *gDq = device(Bf16s(qn)),
+             *gDk = device(Bf16s(kvn)), *gDv = device(Bf16s(kvn));
+  float *gLse = device(Floats(rows));
+
+  Check c(std::string("attention_bf16 ") + tc.name);
+  auto compare = [&](const char *when) {
+    std::string w(when);
+    c.ok = nearAttention(host(gOut, qn), out, (w + "out").c_str(), c.worst) &&
+           c.ok;
+    c.ok = near(host(gLse, rows), lse, 2e-3, 2e-4, w + "lse", c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDq, qn), dq, (w + "dq").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDk, kvn), dk, (w + "dk").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDv, kvn), dv, (w + "dv").c_str(), c.worst) && c.ok;
+  };
+  auto call = [&](cudaStream_t stream) {
+    c.rc(fwd(&ad, dQ, dK, dV, dMask, gOut, gLse, stream), "fwd");
+    const char *fwdWhy = otcrt::cuda::lastAttentionFallbackReason();
+    c.rc(bwd(&ad, dDO, dQ, dK, dV, dMask, dHostOut, dHostLse, gDq, gDk, gDv,
+             stream),
+         "bwd");
+    const char *bwdWhy = otcrt::cuda::lastAttentionFallbackReason();
+    return std::make_pair(fwdWhy, bwdWhy);
+  };
+
+  auto [fwdWhy, bwdWhy] = call(nullptr);
+  compare("");
+  if (!dispatched) {
+    c.name += " [fallback kernels]";
+  } else {
+    auto label = [](const char *why) {
+      return why ? std::string("fallback (") + why + ")" : std::string("cuDNN");
+    };
+    c.name +=
+        " [entry points: fwd " + label(fwdWhy) + ", bwd " + label(bwdWhy) + "]";
+    const char *forced = std::getenv("OTCRT_ATTENTION");
+    bool required = tc.cudnnExpected && otcrt::cuda::cudnnAttentionBuilt() &&
+                    !(forced && std::strcmp(forced, "fallback") == 0);
+    if (required && (fwdWhy || bwdWhy)) {
+      std::printf("  cuDNN expected but not used\n");
+      c.ok = false;
+    }
+    if (a.dropout > 0 && (!fwdWhy || !bwdWhy)) {
+      std::printf("  dropout must run on the fallback kernels\n");
+      c.ok = false;
+    }
+  }
+
+  // A repeated call of the same shape allocates no device memory.
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeBefore, &total);
+  call(nullptr);
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeAfter, &total);
+  if (freeAfter != freeBefore) {
+    std::printf("  a repeated call changed free device memory by %lld bytes\n",
+                static_cast<long long>(freeBefore) -
+                    static_cast<long long>(freeAfter));
+    c.ok = false;
+  }
+
+  // Forward and backward captured in a CUDA graph, outputs cleared, replayed.
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool captured = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) ==
+                      cudaSuccess &&
+                  cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) ==
+                      cudaSuccess;
+  if (captured) {
+    call(stream);
+    captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
+               cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  if (!captured) {
+    std::printf("  capture in a CUDA graph failed: %s\n",
+                cudaGetErrorString(cudaGetLastError()));
+    c.ok = false;
+  } else {
+    cudaMemset(gOut, 0, qn * sizeof(otcrt_bf16));
+    cudaMemset(gLse, 0, rows * sizeof(float));
+    cudaMemset(gDq, 0, qn * sizeof(otcrt_bf16));
+    cudaMemset(gDk, 0, kvn * sizeof(otcrt_bf16));
+    cudaMemset(gDv, 0, kvn * sizeof(otcrt_bf16));
+    cudaDeviceSynchronize();
+    c.rc(cudaGraphLaunch(exec, stream) == cudaSuccess ? 0 : 1, "graph launch");
+    cudaStreamSynchronize(stream);
+    compare("graph replay: ");
+  }
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (stream)
+    cudaStreamDestroy(stream);
+}
+
+/// The bfloat16 attention through cuDNN (via the entry points) and through
+/// the fallback kernels, each against the host.
+void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
+  AttnFwd fallbackFwd = otcrt::cuda::attentionFwdFallback;
+  AttnBwd fallbackBwd = otcrt::cuda::attentionBwdFallback;
+  testAttentionPath(tc, true, otcrt_attention_fwd_bf16,
+                    otcrt_attention_bwd_bf16, rng);
+  testAttentionPath(tc, false, fallbackFwd, fallbackBwd, rng);
+}
+
 void testCrossEntropy(int32_t reduction, const char *reductionName,
                       std::mt19937 &rng, int64_t rows, int64_t classes) {
   const std::string name = reductionName + shapeName(rows, classes);
@@ -524,6 +709,36 @@ int main(int argc, char **argv) {
                 attention(2, 4, 1, 70, 70, 32, true, 0.1f), keyPadding, rng);
   testAttention("full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
                 rng);
+  // Both device implementations of the bfloat16 attention; cuDNN must run
+  // the causal and plain cases with t == s (mask layouts, t != s and head
+  // sizes it may decline are reported, not required).
+  const int64_t fullMask64[4] = {1, 4, 64, 64};
+  const int64_t padding128[4] = {2, 1, 1, 128};
+  const AttentionCase cases[] = {
+      {"t=s=1024 causal d=64", attention(2, 4, 4, 1024, 1024, 64, true, 0),
+       nullptr, true},
+      {"t=s=1024 causal gqa h=8 hk=2 d=128",
+       attention(1, 8, 2, 1024, 1024, 128, true, 0), nullptr, true},
+      {"t=s=1024 d=64 hk=1", attention(1, 4, 1, 1024, 1024, 64, false, 0),
+       nullptr, true},
+      {"t=s=37 causal gqa d=64", attention(3, 4, 2, 37, 37, 64, true, 0),
+       nullptr, true},
+      {"t=s=16 d=128", attention(2, 2, 2, 16, 16, 128, false, 0), nullptr,
+       true},
+      {"t=17 s=40 d=128", attention(2, 2, 2, 17, 40, 128, false, 0), nullptr,
+       false},
+      {"t=40 s=24 causal d=64", attention(1, 2, 1, 40, 24, 64, true, 0),
+       nullptr, false},
+      {"t=s=64 full mask d=64", attention(1, 4, 2, 64, 64, 64, false, 0),
+       fullMask64, false},
+      {"t=s=128 causal key padding d=64",
+       attention(2, 4, 4, 128, 128, 64, true, 0), padding128, false},
+      {"t=s=64 causal dropout d=64", attention(1, 2, 2, 64, 64, 64, true, 0.1f),
+       nullptr, false},
+      {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr, false},
+  };
+  for (const AttentionCase &tc : cases)
+    testAttentionPaths(tc, rng);
   testAttention("causal odd length", attention(1, 2, 2, 129, 129, 64, true, 0),
                 nullptr, rng);
   testCrossEntropy(OTCRT_MEAN, "mean", rng, 37, 5000);

@@ -5,12 +5,14 @@
 # every gradient with the cpu target's dump (relative L2 error within the
 # model's tolerance: 1e-4 in FP32, 2e-2 in BF16), and the golden models also
 # with PyTorch's float64 gradients (1e-4), under every recomputation policy;
-# trains one model two steps under compute-sanitizer memcheck where it is
-# installed. The first model also runs with --no-cuda-graphs, whose gradient
-# dump and parameters after three steps must equal, bit for bit, those of the
-# default run (graphs replayed from the second call of each step function
-# on), and must stop on a bad label with a message naming it. Prints one line
-# per check and a summary; exits 1 when any check fails.
+# the BF16 programs run twice: with the attention the runtime picks (cuDNN's
+# SDPA when it was built with it) and with OTCRT_ATTENTION=fallback (its own
+# kernels); trains one model two steps under compute-sanitizer memcheck where
+# it is installed. The first model also runs with --no-cuda-graphs, whose
+# gradient dump and parameters after three steps must equal, bit for bit,
+# those of the default run (graphs replayed from the second call of each step
+# function on), and must stop on a bad label with a message naming it. Prints
+# one line per check and a summary; exits 1 when any check fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
@@ -47,9 +49,21 @@ while read -r name rtol; do
     fail=$((fail + 1))
     continue
   fi
+  grep -m1 "otcrt: attention:" "$name-run.log" | sed "s/^/$name: /"
   check "$name-vs-cpu" "$name/cuda.st" "$name/cpu.st" --rtol "$rtol"
   [[ -f $name/golden.safetensors ]] &&
     check "$name-vs-pytorch" "$name/cuda.st" "$name/golden.safetensors" --rtol 1e-4
+  if [[ $name == *-bf16 ]]; then
+    if OTCRT_ATTENTION=fallback "$name/cuda/train" --batch "$name/batch.safetensors" \
+          --dump-grads "$name/cuda-fallback.st" --quiet > "$name-fallback-run.log" 2>&1; then
+      check "$name-fallback-attention-vs-cpu" "$name/cuda-fallback.st" "$name/cpu.st" \
+        --rtol "$rtol"
+    else
+      echo "FAIL $name: the cuda program failed with OTCRT_ATTENTION=fallback:" \
+           "$(tail -1 "$name-fallback-run.log")"
+      fail=$((fail + 1))
+    fi
+  fi
 done < manifest.txt
 # CUDA graphs change how work is launched, never what it computes.
 same() { # same WHAT FILE_A FILE_B

@@ -1,0 +1,72 @@
+// Private interface between the attention files of libotcrt_cuda. The C
+// entry points of otcrt/kernels.h (attention_dispatch.cpp) send the float
+// calls to the kernels of attention.cu and offer the bfloat16 calls to cuDNN's
+// fused SDPA first (attention_cudnn.cpp, built when CMake finds cuDNN and the
+// cudnn-frontend headers), falling back to those kernels for what cuDNN
+// cannot do: dropout (otc's keep mask is OTCRT_DROPOUT_BITS, which cuDNN does
+// not reproduce), head sizes it does not take, mask layouts it cannot read,
+// misaligned operands, or when OTCRT_ATTENTION=fallback.
+#ifndef OTCRT_CUDA_ATTENTION_H
+#define OTCRT_CUDA_ATTENTION_H
+
+#include "otcrt/kernels.h"
+
+namespace otcrt {
+namespace cuda {
+
+/// The kernels of attention.cu, with the contract of otcrt_attention_fwd/bwd.
+/// After the first backward call of a given size on a device, neither
+/// allocates nor synchronizes (capturable in a CUDA graph).
+int attentionFwdFallback(const OtcrtAttention *a, const float *q,
+                         const float *k, const float *v, const float *mask,
+                         float *out, float *lse, void *stream);
+int attentionFwdFallback(const OtcrtAttention *a, const otcrt_bf16 *q,
+                         const otcrt_bf16 *k, const otcrt_bf16 *v,
+                         const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse,
+                         void *stream);
+int attentionBwdFallback(const OtcrtAttention *a, const float *dout,
+                         const float *q, const float *k, const float *v,
+                         const float *mask, const float *out, const float *lse,
+                         float *dq, float *dk, float *dv, void *stream);
+int attentionBwdFallback(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                         const otcrt_bf16 *q, const otcrt_bf16 *k,
+                         const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                         const otcrt_bf16 *out, const float *lse,
+                         otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                         void *stream);
+
+/// What cuDNN made of one call: `ran` when it launched the call (`status` 0,
+/// or 1 on an execution error); otherwise `why` says, in a few words, why the
+/// call goes to the fallback kernels (static or cached text: valid for the
+/// life of the process).
+struct CudnnAttempt {
+  bool ran = false;
+  int status = 0;
+  const char *why = nullptr;
+};
+
+/// Offers a bfloat16 call to cuDNN's SDPA (attention_cudnn.cpp). The first
+/// call of a shape builds and caches the cuDNN graph and its workspace; later
+/// calls only launch on `stream`. Without cuDNN in the build, never runs.
+CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *a, const otcrt_bf16 *q,
+                               const otcrt_bf16 *k, const otcrt_bf16 *v,
+                               const otcrt_bf16 *mask, otcrt_bf16 *out,
+                               float *lse, void *stream);
+CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                               const otcrt_bf16 *q, const otcrt_bf16 *k,
+                               const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                               const otcrt_bf16 *out, const float *lse,
+                               otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                               void *stream);
+
+/// For tests: NULL when the last bfloat16 attention call of this thread ran
+/// on cuDNN, else why it ran on the fallback kernels.
+const char *lastAttentionFallbackReason();
+
+/// For tests: true when libotcrt_cuda was built with cuDNN attention.
+bool cudnnAttentionBuilt();
+
+} // namespace cuda
+} // namespace otcrt
+
+#endif // OTCRT_CUDA_ATTENTION_H

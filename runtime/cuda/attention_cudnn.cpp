@@ -1,0 +1,387 @@
+// Bfloat16 attention through cuDNN's fused scaled dot-product attention
+// (SDPA), with the cudnn-frontend graph API: one `sdpa` node for the forward
+// and one `sdpa_backward` node for the gradients, over otc's contiguous
+// layouts (q, out [b, h, t, d], k, v [b, hk, s, d], lse [b, h, t] float).
+// cuDNN computes the same function as the kernels of attention.cu:
+//  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
+//    otc's strides, a 0 stride becoming a dimension of size 1);
+//  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
+//    key j hidden from query i when j > i, for any t and s;
+//  - grouped-query heads: cuDNN's K/V head count hk divides h;
+//  - Stats, its per-row softmax statistic, is max + log(sum exp(x - max))
+//    of the scaled, masked scores in float (the natural log, since the
+//    graph leaves stats_use_log2 off): otc's lse as it is, so that either
+//    implementation's backward accepts the other's forward.
+// A graph is built once per device, direction and shape+options, with its
+// workspace (cudaMalloc, kept for the life of the process); later calls
+// look it up, set the stream on the device's cuDNN handle and launch: no
+// allocation, no synchronization, capturable in a CUDA graph. Calls cuDNN
+// cannot run (dropout, unsupported head sizes or mask layouts, a graph its
+// heuristics reject) are declined with the reason, and the decline is cached
+// too.
+#include "attention.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace otcrt {
+namespace cuda {
+namespace {
+
+namespace fe = cudnn_frontend;
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+using Dims = std::vector<int64_t>;
+
+/// The uids of the graphs' tensors: the keys of the variant pack.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kBias, kDO, kDQ, kDK, kDV };
+
+/// What a graph is built for: device, direction, sizes and options.
+struct GraphKey {
+  int device = 0;
+  bool backward = false;
+  int64_t b = 0, h = 0, hk = 0, t = 0, s = 0, d = 0;
+  uint32_t scaleBits = 0;
+  bool causal = false, mask = false;
+  int64_t maskStrides[4] = {0, 0, 0, 0};
+
+  auto tie() const {
+    return std::tie(device, backward, b, h, hk, t, s, d, scaleBits, causal,
+                    mask, maskStrides[0], maskStrides[1], maskStrides[2],
+                    maskStrides[3]);
+  }
+  bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
+};
+
+/// A built graph and its workspace, or why cuDNN declines the key.
+struct CachedGraph {
+  std::shared_ptr<fe::graph::Graph> graph;
+  void *workspace = nullptr;
+  std::string declined;
+};
+
+/// The per-device handles and the graphs. Never destroyed: the program may
+/// still call attention from other static destructors.
+struct Cache {
+  std::mutex mutex;
+  std::map<int, cudnnHandle_t> handles;
+  std::map<int, std::string> handleErrors;
+  std::map<GraphKey, std::unique_ptr<CachedGraph>> graphs;
+};
+
+Cache &cache() {
+  static Cache *c = new Cache;
+  return *c;
+}
+
+/// Strides of a contiguous [n0, n1, n2, n3] tensor.
+Dims packed(int64_t n1, int64_t n2, int64_t n3) {
+  return {n1 * n2 * n3, n2 * n3, n3, 1};
+}
+
+/// The mask as cuDNN's bias [1|b, 1|h, 1|t, s]: a dimension with stride 0
+/// (broadcast) gets size 1 and a stride past the rest of the tensor.
+void biasLayout(const OtcrtAttention &a, Dims &dims, Dims &strides) {
+  const int64_t full[4] = {a.b, a.h, a.t, a.s};
+  dims.assign(4, 1);
+  strides.assign(4, 1);
+  int64_t extent = 1;
+  for (int i = 3; i >= 0; --i) {
+    if (a.mask_strides[i] != 0) {
+      dims[i] = full[i];
+      strides[i] = a.mask_strides[i];
+    } else {
+      strides[i] = extent;
+    }
+    extent = std::max(extent, dims[i] * strides[i]);
+  }
+}
+
+/// The reason cuDNN cannot take calls of `a` whatever their pointers, or
+/// the empty string.
+std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
+  if (a.b <= 0 || a.h <= 0 || a.hk <= 0 || a.t <= 0 || a.s <= 0 || a.d <= 0 ||
+      a.h % a.hk != 0)
+    return "empty or invalid sizes";
+  if (a.d % 8 != 0 || a.d > 256)
+    return "head size " + std::to_string(a.d) +
+           " (cuDNN takes multiples of 8 up to 256)";
+  if (mask && a.mask_strides[3] != 1)
+    return "mask not contiguous along the keys";
+  for (int i = 0; mask && i < 3; ++i)
+    if (a.mask_strides[i] < 0)
+      return "mask with a negative stride";
+  return "";
+}
+
+/// Throws the frontend's message when `e` is an error.
+void check(const fe::error_t &e, const char *step) {
+  if (e.is_bad())
+    throw std::runtime_error(std::string(step) + ": " + e.err_msg);
+}
+
+/// A named tensor of the graph with the given uid, sizes and strides.
+TensorPtr tensor(fe::graph::Graph &g, const char *name, Uid uid, Dims dims,
+                 Dims strides) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim(std::move(dims))
+                      .set_stride(std::move(strides)));
+}
+
+/// Sets uid, sizes and strides of an output of a node.
+void output(const TensorPtr &t, Uid uid, Dims dims, Dims strides) {
+  t->set_output(true)
+      .set_uid(uid)
+      .set_dim(std::move(dims))
+      .set_stride(std::move(strides));
+}
+
+/// Builds the graph of `key` (attributes from `a`) and its workspace.
+std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
+                                   cudnnHandle_t handle) {
+  auto entry = std::make_unique<CachedGraph>();
+  try {
+    auto g = std::make_shared<fe::graph::Graph>();
+    g->set_io_data_type(fe::DataType_t::BFLOAT16)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    const Dims qDims = {a.b, a.h, a.t, a.d}, qStrides = packed(a.h, a.t, a.d);
+    const Dims kvDims = {a.b, a.hk, a.s, a.d},
+               kvStrides = packed(a.hk, a.s, a.d);
+    const Dims statsDims = {a.b, a.h, a.t, 1},
+               statsStrides = packed(a.h, a.t, 1);
+    TensorPtr q = tensor(*g, "Q", kQ, qDims, qStrides);
+    TensorPtr k = tensor(*g, "K", kK, kvDims, kvStrides);
+    TensorPtr v = tensor(*g, "V", kV, kvDims, kvStrides);
+    TensorPtr bias;
+    if (key.mask) {
+      Dims dims, strides;
+      biasLayout(a, dims, strides);
+      bias = tensor(*g, "Bias", kBias, dims, strides);
+    }
+    if (!key.backward) {
+      auto opts = fe::graph::SDPA_attributes()
+                      .set_name("attention")
+                      .set_generate_stats(true)
+                      .set_attn_scale(a.scale);
+      if (key.causal)
+        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+            .set_diagonal_band_right_bound(0);
+      if (bias)
+        opts.set_bias(bias);
+      auto [o, stats] = g->sdpa(q, k, v, std::move(opts));
+      output(o, kO, qDims, qStrides);
+      output(stats, kStats, statsDims, statsStrides);
+      stats->set_data_type(fe::DataType_t::FLOAT);
+    } else {
+      TensorPtr o = tensor(*g, "O", kO, qDims, qStrides);
+      TensorPtr dO = tensor(*g, "dO", kDO, qDims, qStrides);
+      TensorPtr stats = tensor(*g, "Stats", kStats, statsDims, statsStrides);
+      stats->set_data_type(fe::DataType_t::FLOAT);
+      auto opts = fe::graph::SDPA_backward_attributes()
+                      .set_name("attention_grad")
+                      .set_attn_scale(a.scale);
+      if (key.causal)
+        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+            .set_diagonal_band_right_bound(0);
+      if (bias)
+        opts.set_bias(bias);
+      auto [dq, dk, dv] =
+          g->sdpa_backward(q, k, v, o, dO, stats, std::move(opts));
+      output(dq, kDQ, qDims, qStrides);
+      output(dk, kDK, kvDims, kvStrides);
+      output(dv, kDV, kvDims, kvStrides);
+    }
+    check(g->validate(), "validate");
+    check(g->build_operation_graph(handle), "build_operation_graph");
+    check(g->create_execution_plans({fe::HeurMode_t::A}),
+          "create_execution_plans");
+    check(g->check_support(), "check_support");
+    check(g->build_plans(), "build_plans");
+    int64_t bytes = 0;
+    check(g->get_workspace_size(bytes), "get_workspace_size");
+    if (bytes > 0 && cudaMalloc(&entry->workspace,
+                                static_cast<size_t>(bytes)) != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("cannot allocate its workspace of " +
+                               std::to_string(bytes) + " bytes");
+    }
+    entry->graph = std::move(g);
+  } catch (const std::exception &e) {
+    entry->declined = e.what();
+  } catch (...) {
+    entry->declined = "unknown error";
+  }
+  if (!entry->declined.empty()) {
+    char shape[160];
+    std::snprintf(shape, sizeof shape,
+                  "cuDNN declines %s b=%lld h=%lld hk=%lld t=%lld s=%lld "
+                  "d=%lld%s%s: ",
+                  key.backward ? "backward" : "forward",
+                  static_cast<long long>(a.b), static_cast<long long>(a.h),
+                  static_cast<long long>(a.hk), static_cast<long long>(a.t),
+                  static_cast<long long>(a.s), static_cast<long long>(a.d),
+                  key.causal ? " causal" : "", key.mask ? " masked" : "");
+    entry->declined = shape + entry->declined;
+  }
+  return entry;
+}
+
+/// The cuDNN handle of `device` (created on first use, under the lock), or
+/// NULL with the reason in `why`.
+cudnnHandle_t handleFor(Cache &c, int device, const char *&why) {
+  auto found = c.handles.find(device);
+  if (found != c.handles.end())
+    return found->second;
+  auto failed = c.handleErrors.find(device);
+  if (failed == c.handleErrors.end()) {
+    cudnnHandle_t handle = nullptr;
+    cudnnStatus_t st = cudnnCreate(&handle);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      c.handles[device] = handle;
+      return handle;
+    }
+    failed = c.handleErrors
+                 .emplace(device, std::string("cudnnCreate failed: ") +
+                                      cudnnGetErrorString(st))
+                 .first;
+  }
+  why = failed->second.c_str();
+  return nullptr;
+}
+
+/// True when every operand is 16-byte aligned (cuDNN's vector loads).
+bool aligned(const std::unordered_map<int64_t, void *> &pack) {
+  for (const auto &operand : pack)
+    if (reinterpret_cast<uintptr_t>(operand.second) % 16 != 0)
+      return false;
+  return true;
+}
+
+/// Looks up (or builds) the graph of `a` and runs it with `pack`.
+CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
+                 std::unordered_map<int64_t, void *> &pack, void *streamArg) {
+  CudnnAttempt result;
+  if (a.dropout > 0.0f) {
+    result.why = "dropout: cuDNN does not reproduce otc's keep mask";
+    return result;
+  }
+  cudaStream_t stream = static_cast<cudaStream_t>(streamArg);
+  GraphKey key;
+  if (cudaGetDevice(&key.device) != cudaSuccess) {
+    result.why = "no current CUDA device";
+    return result;
+  }
+  key.backward = backward;
+  key.b = a.b, key.h = a.h, key.hk = a.hk, key.t = a.t, key.s = a.s,
+  key.d = a.d;
+  std::memcpy(&key.scaleBits, &a.scale, sizeof key.scaleBits);
+  key.causal = a.causal != 0;
+  key.mask = mask != nullptr;
+  if (key.mask)
+    std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);
+
+  Cache &c = cache();
+  CachedGraph *entry = nullptr;
+  cudnnHandle_t handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto found = c.graphs.find(key);
+    if (found == c.graphs.end()) {
+      // Building runs cuDNN's heuristics and allocates: never inside a
+      // capture (this call then runs on the fallback kernels, uncached).
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+          capture != cudaStreamCaptureStatusNone) {
+        result.why = "first call of this shape inside a CUDA graph capture";
+        return result;
+      }
+      auto built = std::make_unique<CachedGraph>();
+      built->declined = shapeDeclined(a, key.mask);
+      if (built->declined.empty()) {
+        const char *why = nullptr;
+        cudnnHandle_t h = handleFor(c, key.device, why);
+        if (!h) {
+          result.why = why;
+          return result;
+        }
+        built = build(key, a, h);
+      }
+      found = c.graphs.emplace(key, std::move(built)).first;
+    }
+    entry = found->second.get();
+    if (entry->graph)
+      handle = c.handles.at(key.device);
+  }
+  if (!entry->graph) {
+    result.why = entry->declined.c_str();
+    return result;
+  }
+  if (!aligned(pack)) {
+    result.why = "an operand not 16-byte aligned";
+    return result;
+  }
+  result.ran = true;
+  if (cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
+    result.status = 1;
+    return result;
+  }
+  fe::error_t status = entry->graph->execute(handle, pack, entry->workspace);
+  if (status.is_bad()) {
+    std::fprintf(stderr, "otcrt: attention: cuDNN SDPA failed: %s\n",
+                 status.err_msg.c_str());
+    result.status = 1;
+  }
+  return result;
+}
+
+void *mut(const void *p) { return const_cast<void *>(p); }
+
+} // namespace
+
+bool cudnnAttentionBuilt() { return true; }
+
+CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *a, const otcrt_bf16 *q,
+                               const otcrt_bf16 *k, const otcrt_bf16 *v,
+                               const otcrt_bf16 *mask, otcrt_bf16 *out,
+                               float *lse, void *stream) {
+  std::unordered_map<int64_t, void *> pack = {
+      {kQ, mut(q)}, {kK, mut(k)}, {kV, mut(v)}, {kO, out}, {kStats, lse}};
+  if (mask)
+    pack.emplace(kBias, mut(mask));
+  return run(*a, false, mask, pack, stream);
+}
+
+CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
+                               const otcrt_bf16 *q, const otcrt_bf16 *k,
+                               const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                               const otcrt_bf16 *out, const float *lse,
+                               otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                               void *stream) {
+  std::unordered_map<int64_t, void *> pack = {
+      {kQ, mut(q)},   {kK, mut(k)},     {kV, mut(v)},
+      {kO, mut(out)}, {kDO, mut(dout)}, {kStats, mut(lse)},
+      {kDQ, dq},      {kDK, dk},        {kDV, dv}};
+  if (mask)
+    pack.emplace(kBias, mut(mask));
+  return run(*a, true, mask, pack, stream);
+}
+
+} // namespace cuda
+} // namespace otcrt
