@@ -194,9 +194,14 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       TensorPtr dO = tensor(*g, "dO", kDO, qDims, qStrides);
       TensorPtr stats = tensor(*g, "Stats", kStats, statsDims, statsStrides);
       stats->set_data_type(fe::DataType_t::FLOAT);
+      // Deterministic: the same inputs give the same gradients bit for bit
+      // (run to run, graph replay or not), as the fallback kernels do; a
+      // cuDNN that has no such plan for the shape declines, and the
+      // fallback runs.
       auto opts = fe::graph::SDPA_backward_attributes()
                       .set_name("attention_grad")
-                      .set_attn_scale(a.scale);
+                      .set_attn_scale(a.scale)
+                      .set_deterministic_algorithm(true);
       if (key.causal)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
             .set_diagonal_band_right_bound(0);
