@@ -531,3 +531,16 @@ LogicalResult Interpreter::run(otc::CrossEntropyGradOp op) {
   set(op.getResult(), std::move(out));
   return success();
 }
+
+/// result[c] = sum over the leading indices r of input[r, c].
+LogicalResult Interpreter::run(otc::ColumnSumOp op) {
+  const Tensor &x = get(op.getInput());
+  int64_t cols = x.shape.back();
+  int64_t rows = cols ? static_cast<int64_t>(x.data.size()) / cols : 0;
+  Tensor sum = zeros({cols});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      sum.data[c] += x.data[r * cols + c];
+  set(op.getResult(), std::move(sum));
+  return success();
+}

@@ -77,7 +77,7 @@ LogicalResult Interpreter::evaluate(Operation *op) {
             // Fused transformer ops.
             AttentionOp, AttentionGradOp, LayerNormOp, LayerNormGradOp,
             RmsNormOp, RmsNormGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp,
-            CrossEntropyOp, CrossEntropyGradOp>(
+            CrossEntropyOp, CrossEntropyGradOp, ColumnSumOp>(
           [&](auto concrete) { return run(concrete); })
       .Default([&](Operation *other) {
         return other->emitError("cannot interpret '")

@@ -355,3 +355,24 @@ bool CrossEntropyOp::isFp32StatisticsResult(unsigned) { return true; }
 bool CrossEntropyGradOp::isFp32StatisticsOperand(unsigned index) {
   return isOperandOf(*this, index, {getGrad(), getLse()});
 }
+
+//===----------------------------------------------------------------------===//
+// column_sum
+//===----------------------------------------------------------------------===//
+
+LogicalResult ColumnSumOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (in.getRank() < 1)
+    return emitOpError("needs an input of rank 1 or more");
+  if (out.getRank() != 1 || out.getDimSize(0) != in.getShape().back())
+    return emitOpError("result must be [")
+           << in.getShape().back() << "] (the input's last dimension), got "
+           << out;
+  if (!out.getElementType().isF32())
+    return emitOpError("result must be f32 (FP32 accumulation), got ")
+           << out.getElementType();
+  return success();
+}
+
+int64_t ColumnSumOp::getFlops() { return elementsOf(getInput()); }

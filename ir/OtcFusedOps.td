@@ -183,6 +183,31 @@ def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
 }
 
 //===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+def Otc_ColumnSumOp : Otc_Op<"column_sum",
+    [Library, Otc_KeepPrecision, CostFlops, Pure]> {
+  let summary = "Sum over every dimension but the last, accumulated in FP32";
+  let description = [{
+    result[c] = sum over all leading indices r of input[r..., c], in FP32
+    whatever the input's storage (a BF16 input is widened exactly as it is
+    read). A bias's gradient: otc-fuse-reductions makes it from a
+    `reduce_sum` over the leading axes (of a widening cast), which the
+    runtime's kernel library computes with many threads per column. Appears
+    only after differentiation: it has no gradient.
+
+    ```mlir
+    %db = otc.column_sum %dy : (tensor<8x1024x768xbf16>) -> tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$input);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Activations
 //===----------------------------------------------------------------------===//
 

@@ -190,3 +190,19 @@ void CrossEntropyGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 std::optional<unsigned> CrossEntropyGradOp::getInPlaceOperand() {
   return LibraryArg::operand(*this, getLogits()).index;
 }
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+std::string ColumnSumOp::getLibraryKernel() {
+  return kernelName("column_sum", getInput());
+}
+
+void ColumnSumOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  ArrayRef<int64_t> s = shapeOf(getInput());
+  args.push_back(LibraryArg::integer(numElements(s.drop_back())));
+  args.push_back(LibraryArg::integer(s.back()));
+  args.push_back(LibraryArg::operand(*this, getInput()));
+  args.push_back(LibraryArg::result(0));
+}

@@ -302,6 +302,26 @@ def LowerToBuffers : Pass<"otc-lower-to-buffers", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
+  let summary = "Sums over the leading axes become otc.column_sum";
+  let description = [{
+    After differentiation and precision: an `otc.reduce_sum` with an FP32
+    result over every axis but the last (a bias's gradient) becomes
+    `otc.column_sum`, a call of the runtime's kernel library that sums each
+    column with many threads, reshaped back when the sum kept its
+    dimensions. When its input is a widening cast of a BF16 tensor, the sum
+    reads the BF16 tensor itself (widening is exact), so the FP32 copy is
+    never made.
+
+    ```mlir
+    %w = otc.cast %dy : (tensor<8x64xbf16>) -> tensor<8x64xf32>
+    %s = otc.reduce_sum %w, [0] : (tensor<8x64xf32>) -> tensor<64xf32>
+    // becomes
+    %s = otc.column_sum %dy : (tensor<8x64xbf16>) -> tensor<64xf32>
+    ```
+  }];
+}
+
 def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Merges chains of elementwise kernels into one kernel each";
   let description = [{

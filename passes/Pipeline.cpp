@@ -29,6 +29,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::Differentiate, "differentiate", "differentiation failed"},
     {Phase::Remat, "remat", "choosing recomputation failed"},
     {Phase::MixedPrecision, "mixed-precision", "setting the precision failed"},
+    {Phase::FuseReductions, "fuse-reductions",
+     "turning sums into library calls failed"},
     {Phase::Schedule, "schedule", "scheduling failed"},
     {Phase::TrainingLoop, "training-loop", "building the training loop failed"},
     {Phase::Buffers, "buffers", "lowering to buffers failed"},
@@ -99,6 +101,9 @@ static void addPhase(OpPassManager &pm, Phase phase,
       m.fp32GradAccum = be.fp32GradAccum;
       pm.addPass(createMixedPrecision(m));
     }
+    return;
+  case Phase::FuseReductions:
+    pm.addPass(createFuseReductions());
     return;
   case Phase::Schedule:
     pm.addPass(createSchedule());

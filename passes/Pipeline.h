@@ -26,6 +26,7 @@ enum class Phase {
   Differentiate,
   Remat,
   MixedPrecision,
+  FuseReductions,
   Schedule,
   TrainingLoop,
   Buffers,

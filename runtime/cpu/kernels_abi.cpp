@@ -35,6 +35,15 @@ int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
   return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
 }
 
+int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
+                          float *out, void *) {
+  return columnSum(rows, cols, x, out);
+}
+int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
+                           float *out, void *) {
+  return columnSum(rows, cols, x, out);
+}
+
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
                            const float *x, const float *gamma, float *y,
                            float *rstd, void *) {

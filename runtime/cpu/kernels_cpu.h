@@ -40,6 +40,10 @@ int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
                otcrt_bf16 *dx, otcrt_bf16 *dgamma);
 
+/// Sums over the rows of a [rows, cols] matrix, in float (column_sum.cpp).
+int columnSum(int64_t rows, int64_t cols, const float *x, float *out);
+int columnSum(int64_t rows, int64_t cols, const otcrt_bf16 *x, float *out);
+
 /// Attention forward and backward (attention.cpp).
 int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,
                  const float *v, const float *mask, float *out, float *lse);

@@ -132,6 +132,32 @@ std::string shapeName(int64_t rows, int64_t cols) {
   return " " + std::to_string(rows) + "x" + std::to_string(cols);
 }
 
+/// Column sums (a bias's gradient) of f32 and bf16 storage against the host
+/// kernel: float accumulation in a different order, so within 1e-4 relative
+/// of the column's magnitude; the bf16 and f32 device sums of the same
+/// (representable) values must match bit for bit.
+void testColumnSum(std::mt19937 &rng, int64_t rows, int64_t cols) {
+  Floats x = toFloat(toBf16(random(rows * cols, rng, -2, 2)));
+  Floats want(cols), got(cols);
+  Check c("column_sum" + shapeName(rows, cols));
+  otcrt::cpu::columnSum(rows, cols, x.data(), want.data());
+  float *dOut = device(got);
+  c.rc(otcrt_column_sum_f32(rows, cols, device(x), dOut, nullptr), "f32");
+  Floats f32 = host(dOut, cols);
+  c.f32(f32, want, "f32 sums", 1e-4 * std::sqrt(static_cast<double>(rows)));
+  float *dOutB = device(got);
+  c.rc(otcrt_column_sum_bf16(rows, cols, device(toBf16(x)), dOutB, nullptr),
+       "bf16");
+  Floats b = host(dOutB, cols);
+  for (int64_t i = 0; i < cols; ++i)
+    if (b[i] != f32[i]) {
+      std::printf("  column %lld: bf16 sum %g differs from f32 sum %g\n",
+                  static_cast<long long>(i), b[i], f32[i]);
+      c.ok = false;
+      break;
+    }
+}
+
 void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
   const size_t n = rows * cols;
   Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),
@@ -701,6 +727,9 @@ int main(int argc, char **argv) {
   testNorms(rng, 64, 1000);
   testNorms(rng, 5, 768);
   testNorms(rng, 3, 4099);
+  testColumnSum(rng, 8192, 768);
+  testColumnSum(rng, 37, 3000);
+  testColumnSum(rng, 1, 33);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,

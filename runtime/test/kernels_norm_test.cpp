@@ -307,3 +307,32 @@ TEST(KernelsBf16, RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(otcrt::cpu::bf16ToFloat(
       floatToBf16(-std::numeric_limits<float>::quiet_NaN()))));
 }
+
+// Column sums (otc.column_sum): against sums in double of the same values,
+// within float accumulation error (rows * 2^-24 of the sum of magnitudes);
+// the bfloat16 entry point reads the same (representable) values exactly, so
+// it must equal the f32 one bit for bit; a zero-row matrix sums to zeros.
+TEST(KernelsReduce, ColumnSum) {
+  std::mt19937 rng(7);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 5}, {37, 3}, {300, 70}}) {
+    std::vector<float> x = kt::random(rows * cols, rng, -2.0f, 2.0f, true);
+    std::vector<float> got(cols, -1.0f), gotBf16(cols, -1.0f);
+    ASSERT_EQ(otcrt_column_sum_f32(rows, cols, x.data(), got.data(), nullptr), 0);
+    std::vector<otcrt_bf16> xb = kt::toBf16(x);
+    ASSERT_EQ(otcrt_column_sum_bf16(rows, cols, xb.data(), gotBf16.data(), nullptr), 0);
+    for (int64_t c = 0; c < cols; ++c) {
+      double sum = 0, mag = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        sum += x[r * cols + c];
+        mag += std::fabs(x[r * cols + c]);
+      }
+      EXPECT_NEAR(got[c], sum, rows * mag * std::ldexp(1.0, -24) + 1e-12)
+          << rows << "x" << cols << " column " << c;
+      EXPECT_EQ(got[c], gotBf16[c]) << "column " << c;
+    }
+  }
+  std::vector<float> zero(4, -1.0f);
+  ASSERT_EQ(otcrt_column_sum_f32(0, 4, nullptr, zero.data(), nullptr), 0);
+  for (float v : zero)
+    EXPECT_EQ(v, 0.0f);
+}

@@ -7,7 +7,7 @@ check_interp_ops.py) and compares its results with numpy implementations
 written from the op descriptions in ir/OtcFusedOps.td: attention (grouped
 query heads, additive mask with -inf entries, dropout with the hash of
 check_interp_ops.py, causal), layer and RMS normalization, GELU, SiLU and
-their gradients, cross-entropy and its gradient kernel. Results that the
+their gradients, cross-entropy and its gradient kernel, column sums. Results that the
 .mlir computes a second time from unfused ops are held to the same numpy
 values. Prints `name PASS` or `name FAIL (why)` per function, then
 `N passed, M failed`; exits 1 on any failure.
@@ -176,12 +176,22 @@ def expect_cross_entropy_grad(rng):
         "none": gn.astype(np.float64)[..., None] * (e - onehot) * kept}
 
 
+def expect_column_sum(rng):
+    x = normal(rng, (3, 2, 5))
+    # bfloat16 inputs: values with 8 significant bits, stored exactly.
+    y = (np.round(normal(rng, (3, 2, 5)) * 64) / 64).astype(np.float32)
+    return {"x": x, "y": y}, {
+        "sum": x.astype(np.float64).reshape(6, 5).sum(axis=0),
+        "sum_bf16": y.astype(np.float64).reshape(6, 5).sum(axis=0)}
+
+
 CASES = [("attention", expect_attention),
          ("attention_causal", expect_attention_causal),
          ("layer_norm", expect_layer_norm), ("rms_norm", expect_rms_norm),
          ("activations", expect_activations),
          ("cross_entropy", expect_cross_entropy),
-         ("cross_entropy_grad", expect_cross_entropy_grad)]
+         ("cross_entropy_grad", expect_cross_entropy_grad),
+         ("column_sum", expect_column_sum)]
 
 
 def main():

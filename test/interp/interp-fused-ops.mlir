@@ -14,7 +14,8 @@
 // CHECK: activations PASS
 // CHECK: cross_entropy PASS
 // CHECK: cross_entropy_grad PASS
-// CHECK: 7 passed, 0 failed
+// CHECK: column_sum PASS
+// CHECK: 8 passed, 0 failed
 
 // Grouped-query (4 query heads, 2 kv heads), T = 3 queries, S = 5 keys, a
 // [3, 5] mask with -inf entries, dropout 0.25.
@@ -130,4 +131,13 @@ func.func @cross_entropy_grad(%g: tensor<f32> {otc.input = "g"},
   %2 = otc.cross_entropy_grad %gn, %z, %labels, %lse {reduction = "none", ignore_index = 1 : i64}
       : (tensor<2x3xf32>, tensor<2x3x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x3x5xf32>
   return %0, %1, %2 : tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>
+}
+
+// Column sums of [3, 2, 5] into [5], from f32 and from bf16 storage.
+func.func @column_sum(%x: tensor<3x2x5xf32> {otc.input = "x"},
+                      %y: tensor<3x2x5xbf16> {otc.input = "y"})
+    -> (tensor<5xf32> {otc.output = "sum"}, tensor<5xf32> {otc.output = "sum_bf16"}) {
+  %s = otc.column_sum %x : (tensor<3x2x5xf32>) -> tensor<5xf32>
+  %t = otc.column_sum %y : (tensor<3x2x5xbf16>) -> tensor<5xf32>
+  return %s, %t : tensor<5xf32>, tensor<5xf32>
 }

@@ -83,6 +83,19 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const float *rstd, otcrt_bf16 *dx,
                             otcrt_bf16 *dgamma, void *stream);
 
+/*===--- Reductions ------------------------------------------------------===*/
+
+/// Column sums of a row-major [rows, cols] matrix (otc.column_sum, a bias's
+/// gradient): out[c] = sum over r of x[r * cols + c], accumulated in float
+/// whatever the storage (bf16 widens exactly). The cpu target sums each
+/// column in row order; the cuda target in a fixed order of its own (many
+/// threads per column), so results agree to float rounding and repeat bit
+/// for bit run to run.
+int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
+                         float *out, void *stream);
+int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
+                          float *out, void *stream);
+
 /*===--- Attention ---------------------------------------------------------===*/
 
 /// The sizes and options of one scaled dot-product attention: q is
