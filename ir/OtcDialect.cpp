@@ -335,10 +335,19 @@ LogicalResult NllLossOp::verify() {
 
 LogicalResult AdamWOp::verify() {
   Type t = getParam().getType();
-  if (getGrad().getType() != t || getM().getType() != t ||
-      getV().getType() != t || getNewParam().getType() != t ||
-      getNewM().getType() != t || getNewV().getType() != t)
-    return emitOpError("param, grad, moments and results must share one type");
+  if (getM().getType() != t || getV().getType() != t ||
+      getNewParam().getType() != t || getNewM().getType() != t ||
+      getNewV().getType() != t)
+    return emitOpError("param, moments and results must share one type");
+  // The gradient: the parameter's type, or BF16 of its shape under FP32
+  // masters (read widened, exactly).
+  auto g = cast<RankedTensorType>(getGrad().getType());
+  auto p = cast<RankedTensorType>(t);
+  if (g != p && !(g.getShape() == p.getShape() && g.getElementType().isBF16() &&
+                  p.getElementType().isF32()))
+    return emitOpError("grad must have the param's type, or be bf16 of its "
+                       "shape for f32 params, got ")
+           << g;
   return success();
 }
 

@@ -413,6 +413,8 @@ def Otc_AdamWOp : Otc_Op<"adamw", [Otc_Fp32Compute, Otc_Elementwise, CostFlops, 
       m' = beta1 m + (1 - beta1) g,  v' = beta2 v + (1 - beta2) g^2,
       p' = p - lr * (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
                      + weight_decay * p).
+    A BF16 gradient of FP32 parameters is read widened (exactly), so mixed
+    precision needs no FP32 copy of the gradients.
   }];
   let arguments = (ins Otc_FloatTensor:$param, Otc_FloatTensor:$grad,
                    Otc_FloatTensor:$m, Otc_FloatTensor:$v,

@@ -227,9 +227,8 @@ struct TrainingLoopPass
     SmallVector<Value> outs;
     for (unsigned i = 0; i < n; ++i) {
       Type type = masters[i];
+      // A BF16 gradient is read as it is (adamw widens it exactly).
       Value grad = entry.getArgument(4 * i + 1);
-      if (grad.getType() != type)
-        grad = fb.create<CastOp>(loc, type, grad);
       auto upd = fb.create<AdamWOp>(
           loc, TypeRange{type, type, type}, entry.getArgument(4 * i), grad,
           entry.getArgument(4 * i + 2),
