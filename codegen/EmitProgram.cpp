@@ -33,6 +33,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace otc;
 
@@ -217,6 +219,10 @@ private:
       funcs{funcsText};
   /// Names of the buffers of the function being emitted.
   DenseMap<Value, std::string> names;
+  /// The program-wide name of each slot, and their definitions.
+  llvm::StringMap<std::string> slotNames;
+  std::string slotDefsText;
+  llvm::raw_string_ostream slotDefs{slotDefsText};
   unsigned kernelCount = 0, globalCount = 0;
   /// Kernels by their text after the name (signature, loop and body).
   llvm::StringMap<std::string> kernelByText;
@@ -271,27 +277,63 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   os << "#include \"otcrt/abi.h\"\n#include \"otcrt/kernels.h\"\n\n";
   if (usesBf16(module))
     os << kBf16Prelude;
+  // Short forms of what every function repeats (they keep model.cu small,
+  // which is what nvcc's time grows with).
+  os << "/// `T *name`: the arena's bytes from `offset` on.\n"
+        "#define OTC_B(T, name, offset) T *name = (T *)(arena + (offset))\n"
+        "/// A span of `train --trace` around one kernel, library call or "
+        "GEMM.\n"
+        "#define OTC_CALL(trace, ...) \\\n"
+        "  do { const char *otc_at = trace; otcrt_trace_begin(otc_at); "
+        "__VA_ARGS__; otcrt_trace_end(); } while (0)\n"
+        "/// A kernel library call (inside OTC_CALL); a non-zero status stops "
+        "the\n/// program, naming the function and the span.\n"
+        "#define OTC_LIB(fn, ...) \\\n"
+        "  do { if (int otc_status = fn(__VA_ARGS__)) "
+        "otcrt_kernel_failed(#fn, otc_at, otc_status); } while (0)\n";
   if (cuda())
     os << "#define OTC_CHECK_LAUNCH() otcrt_check_launch(__FILE__, __LINE__)\n"
+          "/// Generated kernel `k` over `n` work items on the runtime's "
+          "stream.\n"
+          "#define OTC_LAUNCH(k, n, ...) \\\n"
+          "  do { k<<<otc_blocks(n), 256, 0, otc_s>>>(n, __VA_ARGS__); "
+          "OTC_CHECK_LAUNCH(); } while (0)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"
           "  int64_t b = (n + 255) / 256;\n"
           "  return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);\n}\n\n";
-  os << globalsText << "\n" << kernelsText << "\n" << funcsText << "\n";
+  else
+    os << "/// Generated kernel `k` over `n` work items.\n"
+          "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n\n";
+  os << globalsText << "\n" << kernelsText << "\n"
+     << "/// The persistent slots, by name (an `arena` must be in scope).\n"
+     << "#define OTC_SLOT(T, offset) ((T *)(arena + (offset)))\n"
+     << slotDefsText << "\n"
+     << funcsText << "\n";
 
-  for (auto [k, s] : llvm::enumerate(order)) {
-    os << "static const int64_t kShape" << k << "[] = {";
-    llvm::interleaveComma(slots[s].type.getShape(), os);
-    if (slots[s].type.getRank() == 0)
+  // One table per distinct shape (a parameter, its gradient and moments,
+  // and the same weight in every layer share one).
+  std::map<std::vector<int64_t>, unsigned> shapeIds;
+  for (const std::string &s : order) {
+    ArrayRef<int64_t> shape = slots[s].type.getShape();
+    auto [it, fresh] = shapeIds.try_emplace(
+        std::vector<int64_t>(shape.begin(), shape.end()), shapeIds.size());
+    if (!fresh)
+      continue;
+    os << "static const int64_t kShape" << it->second << "[] = {";
+    llvm::interleaveComma(shape, os);
+    if (shape.empty())
       os << "0";
     os << "};\n";
   }
   os << "static const OtcSlot kSlots[] = {\n";
-  for (auto [k, s] : llvm::enumerate(order)) {
+  for (const std::string &s : order) {
     const Slot &sl = slots[s];
     int64_t bytes = byteSize(sl.type);
+    ArrayRef<int64_t> shape = sl.type.getShape();
+    unsigned id = shapeIds[std::vector<int64_t>(shape.begin(), shape.end())];
     os << "  {" << cString(sl.name) << ", " << sl.kind << ", "
        << dtypeEnum(sl.type.getElementType()) << ", " << sl.type.getRank()
-       << ", kShape" << k << ", " << sl.offset << ", " << bytes << "},\n";
+       << ", kShape" << id << ", " << sl.offset << ", " << bytes << "},\n";
   }
   os << "};\n\n"
      << "static const OtcProgram kProgram = {\n"
@@ -318,17 +360,24 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
     if (auto b = dyn_cast<otck::BufferOp>(op)) {
       if (!b.getOffset())
         return b.emitOpError("has no offset: run --otc-plan-buffers");
-      std::string name = "b" + std::to_string(count++);
-      names[b] = name;
       std::string t = cTypeOf(b.getType().getElementType());
       if (t.empty())
         return b.emitOpError("cannot emit element type ")
                << b.getType().getElementType();
-      funcs << "  " << t << " *" << name << " = (" << t << " *)(arena + "
-            << *b.getOffset() << ");";
-      if (b.getSlot())
-        funcs << "  // " << *b.getSlot();
-      funcs << "\n";
+      if (b.getSlot()) {
+        // A slot has one name for the whole program, defined once.
+        auto [it, fresh] = slotNames.try_emplace(
+            *b.getSlot(), "sl" + std::to_string(slotNames.size()));
+        if (fresh)
+          slotDefs << "#define " << it->second << " OTC_SLOT(" << t << ", "
+                   << *b.getOffset() << ")  // " << *b.getSlot() << "\n";
+        names[b] = it->second;
+        continue;
+      }
+      std::string name = "b" + std::to_string(count++);
+      names[b] = name;
+      funcs << "  OTC_B(" << t << ", " << name << ", " << *b.getOffset()
+            << ");\n";
       continue;
     }
     if (std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op)) {
@@ -465,17 +514,11 @@ void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
   } else {
     kname = it->second;
   }
-  funcs << "  otcrt_trace_begin(" << cString(traceName(node, what))
-        << ");\n  // " << (node.empty() ? what : node) << "\n  " << kname;
-  if (cuda())
-    funcs << "<<<otc_blocks(" << n << "), 256, 0, otc_s>>>";
-  funcs << "(" << n;
+  funcs << "  OTC_CALL(" << cString(traceName(node, what)) << ", OTC_LAUNCH("
+        << kname << ", " << n;
   for (const std::string &a : args)
     funcs << ", " << a;
-  funcs << ");\n";
-  if (cuda())
-    funcs << "  OTC_CHECK_LAUNCH();\n";
-  funcs << "  otcrt_trace_end();\n";
+  funcs << "));\n";
 }
 
 /// A chain of elementwise ops in one kernel (otc-fuse-elementwise): every
@@ -609,13 +652,17 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
   std::string kernel = lib.getLibraryKernel();
   std::string node = nodeName(op->getLoc());
   std::string opName = op->getName().getStringRef().str();
-  funcs << "  otcrt_trace_begin(" << cString(traceName(node, opName))
-        << ");\n  // " << (node.empty() ? opName : node) << "\n  {\n"
-        << decls << "    if (int status = " << kernel << "(";
-  llvm::interleaveComma(args, funcs);
-  funcs << "))\n      otcrt_kernel_failed(" << cString(kernel) << ", "
-        << cString(node.empty() ? opName : node) << ", status);\n  }\n"
-        << "  otcrt_trace_end();\n";
+  std::string call;
+  llvm::raw_string_ostream callOs(call);
+  callOs << "OTC_CALL(" << cString(traceName(node, opName)) << ", OTC_LIB("
+         << kernel;
+  for (const std::string &a : args)
+    callOs << ", " << a;
+  callOs << "));";
+  if (decls.empty())
+    funcs << "  " << call << "\n";
+  else
+    funcs << "  {\n" << decls << "    " << call << "\n  }\n";
   return success();
 }
 
@@ -660,15 +707,13 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   if (!batch)
     return success();
   std::string node = nodeName(g.getLoc());
-  funcs << "  otcrt_trace_begin(" << cString(traceName(node, "gemm")) << ");\n"
-        << "  // " << (node.empty() ? "gemm" : node) << "\n"
-        << "  " << fn << "(" << ta << ", " << tb
+  funcs << "  OTC_CALL(" << cString(traceName(node, "gemm")) << ", " << fn
+        << "(" << ta << ", " << tb
         << ", " << m << ", " << n << ", " << k << ", 1.0f, "
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
         << operand(g.getRhs()) << ", " << b.back() << ", "
         << *sb << ", 0.0f, " << out << ", " << n << ", "
-        << m * n << ", " << batch << ");\n"
-        << "  otcrt_trace_end();\n";
+        << m * n << ", " << batch << "));\n";
   return success();
 }
 

@@ -183,7 +183,8 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
 /*===--- Status ------------------------------------------------------------===*/
 
 /// Called by generated code when a kernel returns a non-zero status: prints
-/// "train: error: <kernel> failed (status) at <node>" and exits. While the
+/// "train: error: <kernel> failed (status) at <node>" and exits (`node`:
+/// the span name of the call, "<ONNX node> (<op>)"). While the
 /// runtime captures a CUDA graph it records the failure instead (the
 /// capture is then dropped and the function runs without a graph).
 void otcrt_kernel_failed(const char *kernel, const char *node, int status);
