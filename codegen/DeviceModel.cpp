@@ -19,21 +19,23 @@ using namespace otc;
 
 namespace {
 
-// The GEMM curve for BF16 on Hopper (fitted): least squares on the log of
-// the time of the eight GPT-2 124M shapes of ANCHORS.md (8192 tokens: qkv,
-// attention projection, MLP up and down, the LM head and its two gradients,
-// one head's scores) against the curve of GemmRate at 790 TFLOP/s gives a
-// fixed cost of about 1e9 FLOPs (1.3 µs) per call and 250 reduction steps
-// per output tile; every shape is then within 14% of its measured time
-// (the worst, the attention projection 8192 x 768 x 768: 470 TFLOP/s
-// measured, 539 predicted). The FP32 fit (no tensor cores) needs no depth
-// term.
-constexpr GemmRate kHopperBf16{/*rate=*/790e12, /*kneeFlops=*/1.0e9,
-                               /*depthKnee=*/250};
-constexpr GemmRate kHopperFp32{/*rate=*/50e12, /*kneeFlops=*/0.84e9,
-                               /*depthKnee=*/0};
-constexpr GemmRate kHopperTf32{/*rate=*/364e12, /*kneeFlops=*/1.0e9,
-                               /*depthKnee=*/250};
+// The GEMM curves on Hopper (fitted): least squares on the log of the time
+// of the eight GPT-2 124M shapes of ANCHORS.md (8192 tokens: qkv, attention
+// projection, MLP up and down, the LM head and its two gradients, one
+// head's scores) against the curve of GemmRate, plus the 1.33 us launch the
+// model adds. BF16 at 790 TFLOP/s: a fixed cost of 4 us per call (2.67 us
+// plus the launch; the fit prefers 6 us, held at 4 so that the many small
+// GEMMs of small models are not overcharged) and 260 reduction steps per
+// output tile: every shape within 12% of its measured time (the worst, MLP
+// up 8192 x 768 x 3072: 62.2 us measured, 69.5 us predicted). FP32 at 50
+// TFLOP/s: 11 us per call and 17.5 steps per tile, every shape within 9%.
+// TF32 (unused): BF16's fixed cost, 280 steps per tile, within 20%.
+constexpr GemmRate kHopperBf16{/*rate=*/790e12, /*depthKnee=*/260,
+                               /*fixedSeconds=*/2.67e-6};
+constexpr GemmRate kHopperFp32{/*rate=*/50e12, /*depthKnee=*/17.5,
+                               /*fixedSeconds=*/9.67e-6};
+constexpr GemmRate kHopperTf32{/*rate=*/364e12, /*depthKnee=*/280,
+                               /*fixedSeconds=*/2.67e-6};
 
 DeviceModel h100() {
   DeviceModel d;
@@ -104,7 +106,7 @@ DeviceModel cpu() {
   // The BF16 GEMM widens its operands and runs the FP32 one (same rate,
   // estimate); the curve's fixed cost is one OpenMP region (estimate).
   constexpr double gemm = 28e9;
-  d.bf16Gemm = {gemm, /*kneeFlops=*/gemm * 5e-6, /*depthKnee=*/0};
+  d.bf16Gemm = {gemm, /*depthKnee=*/0, /*fixedSeconds=*/5e-6};
   d.fp32Gemm = d.bf16Gemm;
   d.tf32Gemm = d.bf16Gemm;
   // The kernel library's attention is plain loops (estimate: the
@@ -150,9 +152,9 @@ llvm::StringRef otc::defaultDevice(llvm::StringRef target) {
   return target == "cuda" ? "h100" : "cpu";
 }
 
-double otc::gemmRate(const GemmRate &r, double flops, int64_t k) {
+double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k) {
   if (flops <= 0)
-    return r.rate;
-  return r.rate * flops / (flops + r.kneeFlops) * double(k) /
-         (double(k) + r.depthKnee);
+    return 0;
+  double depth = double(k) / (double(k) + r.depthKnee);
+  return flops / (r.rate * depth) + r.fixedSeconds;
 }

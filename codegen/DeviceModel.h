@@ -22,16 +22,17 @@
 
 namespace otc {
 
-/// How fast the GEMM library multiplies matrices of one element type:
-/// `rate` FLOP/s for large products, scaled down for small ones by
-///   rate · W / (W + kneeFlops) · K / (K + depthKnee)
-/// where W = 2·M·N·K·batch: a fixed cost per call (kneeFlops is that cost in
-/// FLOPs at full rate) and a fixed cost per output tile (the prologue and
-/// epilogue, worth depthKnee steps of the reduction loop).
+/// How fast the GEMM library multiplies matrices of one element type: a
+/// product of W = 2·M·N·K·batch FLOPs over reduction depth K takes
+///   W / (rate · K / (K + depthKnee)) + fixedSeconds
+/// (plus a launch): large products reach `rate`; each output tile pays a
+/// prologue and epilogue worth depthKnee steps of the reduction loop, and
+/// each call a fixed cost, so small products do not reach it. Equivalently,
+/// rate · W / (W + rate · fixedSeconds) when K is large.
 struct GemmRate {
   double rate = 0;
-  double kneeFlops = 0;
   double depthKnee = 0;
+  double fixedSeconds = 0;
 };
 
 /// One device of the table.
@@ -77,9 +78,9 @@ std::string knownDeviceNames();
 /// The device `--device` defaults to for a target ("cuda" or "cpu").
 llvm::StringRef defaultDevice(llvm::StringRef target);
 
-/// FLOP/s of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k` at
-/// `rate` (the curve of GemmRate).
-double gemmRate(const GemmRate &rate, double flops, int64_t k);
+/// Seconds of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k`
+/// on the curve of `rate`, launch excluded.
+double gemmSeconds(const GemmRate &rate, double flops, int64_t k);
 
 } // namespace otc
 

@@ -27,9 +27,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-
-#include <cmath>
 
 using namespace mlir;
 using namespace otc;
@@ -132,35 +131,40 @@ Throughput throughput(const StepTime &t, const PlanSummary &s,
   return r;
 }
 
-/// `v` rounded to `digits` decimals, so plan.json stays readable.
-double rounded(double v, int digits) {
-  double scale = std::pow(10.0, digits);
-  return std::round(v * scale) / scale;
+/// Writes `key`: `v` with `digits` decimals (llvm::json would print 17
+/// significant digits), so plan.json stays readable.
+void attributeFixed(llvm::json::OStream &j, llvm::StringRef key, double v,
+                    int digits) {
+  j.attributeBegin(key);
+  j.rawValue(llvm::formatv("{0}", llvm::format("%.*f", digits, v)).str());
+  j.attributeEnd();
 }
 
 void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
                    const PlanSummary &s, const PlanInfo &info) {
   Throughput r = throughput(t, s, info);
-  auto ms = [](double seconds) { return rounded(seconds * 1e3, 4); };
+  auto ms = [&](llvm::StringRef key, double seconds) {
+    attributeFixed(j, key, seconds * 1e3, 4);
+  };
   j.attributeObject("time", [&] {
     j.attribute("device", t.device->name);
     j.attribute("device_description", t.device->description);
     j.attribute("cuda_graphs", t.device->cudaGraphs);
-    j.attribute("launch_us", rounded(t.launchSeconds * 1e6, 3));
-    j.attribute("zero_grads_ms", ms(t.zeroGrads));
-    j.attribute("micro_step_ms", ms(t.microStep));
-    j.attribute("optimizer_step_ms", ms(t.optimizerStep));
-    j.attribute("step_ms", ms(t.step));
+    attributeFixed(j, "launch_us", t.launchSeconds * 1e6, 2);
+    ms("zero_grads_ms", t.zeroGrads);
+    ms("micro_step_ms", t.microStep);
+    ms("optimizer_step_ms", t.optimizerStep);
+    ms("step_ms", t.step);
     if (info.tokensPerStep > 0)
-      j.attribute("tokens_per_s", rounded(r.tokensPerSecond, 0));
-    j.attribute("samples_per_s", rounded(r.samplesPerSecond, 1));
-    j.attribute("mfu", rounded(r.mfu, 4));
-    j.attribute("mfu_peak_tflops", rounded(r.peak / 1e12, 1));
+      attributeFixed(j, "tokens_per_s", r.tokensPerSecond, 0);
+    attributeFixed(j, "samples_per_s", r.samplesPerSecond, 1);
+    attributeFixed(j, "mfu", r.mfu, 6);
+    attributeFixed(j, "mfu_peak_tflops", r.peak / 1e12, 3);
     j.attribute("mfu_peak", r.peakName);
     j.attribute("launches_per_step", t.launchesPerStep);
     j.attributeObject("share", [&] {
       for (const auto &[kind, seconds] : t.byKind)
-        j.attribute(kind, rounded(t.step > 0 ? seconds / t.step : 0, 4));
+        attributeFixed(j, kind, t.step > 0 ? seconds / t.step : 0, 4);
     });
     j.attributeArray("kernels", [&] {
       for (const LaunchTotal &k : t.byName)
@@ -170,9 +174,9 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
           j.attribute("kind", k.kind);
           j.attribute("traced", k.traced);
           j.attribute("calls", k.calls);
-          j.attribute("ms", ms(k.seconds));
-          j.attribute("flops", k.flops);
-          j.attribute("bytes", k.bytes);
+          ms("ms", k.seconds);
+          attributeFixed(j, "flops", k.flops, 0);
+          attributeFixed(j, "bytes", k.bytes, 0);
         });
     });
   });
@@ -265,7 +269,7 @@ static void printTimeReport(const StepTime &t, const PlanSummary &s,
   os << "  ";
   if (info.tokensPerStep > 0)
     os << llvm::format("%.0f tokens/s, ", r.tokensPerSecond);
-  os << llvm::format("%.1f samples/s, MFU %.1f%% of %.1f TFLOP/s (%s)\n",
+  os << llvm::format("%.1f samples/s, MFU %.1f%% of %.4g TFLOP/s (%s)\n",
                      r.samplesPerSecond, 100 * r.mfu, r.peak / 1e12,
                      r.peakName.c_str());
   os << "  time by kind:";

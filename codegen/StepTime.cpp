@@ -234,8 +234,7 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
   double bytes = byteSize(g.getLhs().getType()) +
                  byteSize(g.getRhs().getType()) +
                  byteSize(g.getOut().getType());
-  double seconds =
-      std::max(flops / gemmRate(curve, flops, k), bytes / d.bandwidth);
+  double seconds = std::max(gemmSeconds(curve, flops, k), bytes / d.bandwidth);
   add(gemmTraceName(g), "gemm", flops, bytes, seconds);
   return success();
 }
