@@ -1,8 +1,9 @@
-//===- Codegen.h - code generation from planned otck IR ----------*- C++ -*-===//
+//===- Codegen.h - code generation from planned otck IR ----------*- C++
+//-*-===//
 //
 // The emitters that turn a planned buffer-level module (after
 // otc-plan-buffers) into the source of the training program, and the writer
-// of plan.json.
+// of plan.json and the --report table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,8 @@
 #include <vector>
 
 namespace otc {
+
+struct StepTime;
 
 enum class Target { Cpu, Cuda };
 
@@ -76,16 +79,19 @@ struct PlanSummary {
 mlir::FailureOr<PlanSummary> summarizePlan(mlir::ModuleOp module,
                                            const PlanInfo &info);
 
-/// Writes plan.json for a planned module.
+/// Writes plan.json for a planned module, with the predicted step time
+/// (`time`) when `time` is given.
 mlir::LogicalResult writePlanJson(const PlanSummary &summary,
-                                  const PlanInfo &info, llvm::raw_ostream &os);
+                                  const PlanInfo &info, llvm::raw_ostream &os,
+                                  const StepTime *time = nullptr);
 
 /// A byte count for people: "512 B", "1.50 KiB", "7.62 GiB".
 std::string formatBytes(double bytes);
 
-/// Prints the memory and FLOP report as a table.
+/// Prints the memory and FLOP report as a table, and the predicted step
+/// with its ten slowest kernels when `time` is given.
 void printPlanReport(const PlanSummary &summary, const PlanInfo &info,
-                     llvm::raw_ostream &os);
+                     llvm::raw_ostream &os, const StepTime *time = nullptr);
 
 } // namespace otc
 

@@ -19,8 +19,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Codegen.h"
 #include "codegen/BodyUtils.h"
+#include "codegen/Codegen.h"
+#include "codegen/Launches.h"
 #include "codegen/ScalarExprPrinter.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -138,25 +139,6 @@ static bool usesBf16(ModuleOp module) {
   return found;
 }
 
-/// The ONNX node an op came from, for comments.
-static std::string nodeName(Location loc) {
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = dyn_cast<FusedLoc>(loc))
-    for (Location l : f.getLocations())
-      if (auto s = nodeName(l); !s.empty())
-        return s;
-  return "";
-}
-
-/// The name of a kernel's span in `train --trace`: its ONNX node and what
-/// the kernel computes there (a node has forward and backward kernels).
-static std::string traceName(StringRef node, StringRef what) {
-  if (node.empty())
-    return what.str();
-  return (node + " (" + what + ")").str();
-}
-
 static std::string cString(StringRef s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -165,31 +147,6 @@ static std::string cString(StringRef s) {
     out += ch;
   }
   return out + "\"";
-}
-
-static int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-/// (offset, bytes) when `op` is a kernel that fills one planned buffer with
-/// +0 (all bits zero), as gradient zeroing does.
-static std::optional<std::pair<int64_t, int64_t>> zeroFill(Operation &op) {
-  auto k = dyn_cast<otck::KernelOp>(op);
-  if (!k || !k.getInputs().empty() || k.getOutputs().size() != 1)
-    return std::nullopt;
-  Block &body = k.getBody().front();
-  auto c = dyn_cast<ConstantOp>(body.front());
-  auto buf = k.getOutputs()[0].getDefiningOp<otck::BufferOp>();
-  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-  if (!buf || !buf.getOffset() || !attr || !attr.isSplat() ||
-      !llvm::hasSingleElement(body.without_terminator()))
-    return std::nullopt;
-  bool zero = isa<FloatType>(attr.getElementType())
-                  ? attr.getSplatValue<APFloat>().isPosZero()
-                  : attr.getSplatValue<APInt>().isZero();
-  if (!zero)
-    return std::nullopt;
-  MemRefType t = buf.getType();
-  return std::make_pair(static_cast<int64_t>(*buf.getOffset()),
-                        t.getNumElements() * storageBytes(t.getElementType()));
 }
 
 class ProgramEmitter {
@@ -383,9 +340,7 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
     if (std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op)) {
       // Consecutive zero fills of adjacent buffers (only alignment padding,
       // which no buffer uses, between them) become one memset.
-      if (pendingZero &&
-          alignTo(pendingZero->first + pendingZero->second, alignment) ==
-              z->first)
+      if (pendingZero && zeroFillsMerge(*pendingZero, *z, alignment))
         pendingZero->second = z->first + z->second - pendingZero->first;
       else {
         flushZero();
@@ -556,8 +511,6 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
     local[arg] = name;
   }
   unsigned j = 0;
-  SmallVector<std::string> opNames;
-  std::string node;
   for (Operation &op : body.without_terminator()) {
     SmallVector<std::string> operands;
     for (Value v : op.getOperands())
@@ -571,9 +524,6 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
     os << "    const " << ct << " " << name << " = (" << ct << ")(" << value
        << ");\n";
     local[op.getResult(0)] = name;
-    opNames.push_back(op.getName().getStringRef().str());
-    if (std::string n = nodeName(op.getLoc()); !n.empty())
-      node = n;
   }
   for (auto [i, v] : llvm::enumerate(k.getOutputs())) {
     auto t = cast<MemRefType>(v.getType());
@@ -590,12 +540,9 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
     defOs << ", " << p;
   defOs << ") {\n" << loopHead() << bodyText << "  }\n}\n\n";
   // Named after the node of the last op (whose value the chain ends with)
-  // and the ops in order.
-  if (opNames.size() > 6) {
-    opNames.resize(6);
-    opNames.push_back("...");
-  }
-  emitLaunch(def, n, args, node, "fused " + llvm::join(opNames, " "));
+  // and the ops in order (Launches.h).
+  auto [node, what] = chainNodeAndWhat(k);
+  emitLaunch(def, n, args, node, what);
   return success();
 }
 
@@ -706,14 +653,11 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
                          "supported yet");
   if (!batch)
     return success();
-  std::string node = nodeName(g.getLoc());
-  funcs << "  OTC_CALL(" << cString(traceName(node, "gemm")) << ", " << fn
-        << "(" << ta << ", " << tb
-        << ", " << m << ", " << n << ", " << k << ", 1.0f, "
+  funcs << "  OTC_CALL(" << cString(gemmTraceName(g)) << ", " << fn << "("
+        << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", 1.0f, "
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
-        << operand(g.getRhs()) << ", " << b.back() << ", "
-        << *sb << ", 0.0f, " << out << ", " << n << ", "
-        << m * n << ", " << batch << "));\n";
+        << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", 0.0f, "
+        << out << ", " << n << ", " << m * n << ", " << batch << "));\n";
   return success();
 }
 

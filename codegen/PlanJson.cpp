@@ -1,4 +1,5 @@
-//===- PlanJson.cpp - plan.json from a planned module ----------------------===//
+//===- PlanJson.cpp - plan.json from a planned module
+//----------------------===//
 //
 // Reports what the planned buffer-level module implies before anything runs:
 // parameter count, the bytes of every class of state, the activation peak and
@@ -10,12 +11,14 @@
 // `master_params`; `state_bytes_per_param` is the model of
 // codegen/MemoryAccounting.h for the precision recipe. The constants filled
 // once at load ("const:" slots) are `constants`, persistent bytes like the
-// rest.
+// rest. `time` is the prediction of codegen/StepTime.h on the chosen device,
+// with the step's throughput and MFU derived here.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
 #include "codegen/MemoryAccounting.h"
+#include "codegen/StepTime.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
@@ -24,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -102,8 +106,86 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   return s;
 }
 
+namespace {
+
+/// What a predicted step means for its user.
+struct Throughput {
+  double stepSeconds = 0, tokensPerSecond = 0, samplesPerSecond = 0;
+  /// Model FLOPs per second over the device's peak for the precision.
+  double mfu = 0, peak = 0;
+  std::string peakName;
+};
+
+Throughput throughput(const StepTime &t, const PlanSummary &s,
+                      const PlanInfo &info) {
+  Throughput r;
+  r.stepSeconds = t.step;
+  bool bf16 = info.precision == "bf16";
+  r.peak = bf16 ? t.device->peakBf16 : t.device->peakFp32;
+  r.peakName = (bf16 ? "BF16, " : "FP32, ") + t.device->peakSource.str();
+  if (t.step <= 0)
+    return r;
+  r.tokensPerSecond = info.tokensPerStep / t.step;
+  r.samplesPerSecond = info.samplesPerStep / t.step;
+  r.mfu = s.modelFlops / t.step / r.peak;
+  return r;
+}
+
+/// Writes `key`: `v` with `digits` decimals (llvm::json would print 17
+/// significant digits), so plan.json stays readable.
+void attributeFixed(llvm::json::OStream &j, llvm::StringRef key, double v,
+                    int digits) {
+  j.attributeBegin(key);
+  j.rawValue(llvm::formatv("{0}", llvm::format("%.*f", digits, v)).str());
+  j.attributeEnd();
+}
+
+void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
+                   const PlanSummary &s, const PlanInfo &info) {
+  Throughput r = throughput(t, s, info);
+  auto ms = [&](llvm::StringRef key, double seconds) {
+    attributeFixed(j, key, seconds * 1e3, 4);
+  };
+  j.attributeObject("time", [&] {
+    j.attribute("device", t.device->name);
+    j.attribute("device_description", t.device->description);
+    j.attribute("cuda_graphs", t.device->cudaGraphs);
+    attributeFixed(j, "launch_us", t.launchSeconds * 1e6, 2);
+    ms("zero_grads_ms", t.zeroGrads);
+    ms("micro_step_ms", t.microStep);
+    ms("optimizer_step_ms", t.optimizerStep);
+    ms("step_ms", t.step);
+    if (info.tokensPerStep > 0)
+      attributeFixed(j, "tokens_per_s", r.tokensPerSecond, 0);
+    attributeFixed(j, "samples_per_s", r.samplesPerSecond, 1);
+    attributeFixed(j, "mfu", r.mfu, 6);
+    attributeFixed(j, "mfu_peak_tflops", r.peak / 1e12, 3);
+    j.attribute("mfu_peak", r.peakName);
+    j.attribute("launches_per_step", t.launchesPerStep);
+    j.attributeObject("share", [&] {
+      for (const auto &[kind, seconds] : t.byKind)
+        attributeFixed(j, kind, t.step > 0 ? seconds / t.step : 0, 4);
+    });
+    j.attributeArray("kernels", [&] {
+      for (const LaunchTotal &k : t.byName)
+        j.object([&] {
+          j.attribute("function", k.function);
+          j.attribute("name", k.name);
+          j.attribute("kind", k.kind);
+          j.attribute("traced", k.traced);
+          j.attribute("calls", k.calls);
+          ms("ms", k.seconds);
+          attributeFixed(j, "flops", k.flops, 0);
+          attributeFixed(j, "bytes", k.bytes, 0);
+        });
+    });
+  });
+}
+
+} // namespace
+
 LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
-                                 raw_ostream &os) {
+                                 raw_ostream &os, const StepTime *time) {
   llvm::json::OStream j(os, 2);
   j.object([&] {
     j.attribute("target", info.target);
@@ -154,6 +236,8 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
           j.value(v);
       });
     });
+    if (time)
+      writeTimeJson(j, *time, s, info);
   });
   os << "\n";
   return success();
@@ -171,8 +255,40 @@ std::string otc::formatBytes(double b) {
   return buf;
 }
 
+/// The predicted step, its shares by kind and the ten slowest kernels.
+static void printTimeReport(const StepTime &t, const PlanSummary &s,
+                            const PlanInfo &info, raw_ostream &os) {
+  Throughput r = throughput(t, s, info);
+  os << "predicted step on " << t.device->name << " (" << t.device->description
+     << "), " << llvm::format("%.2f", t.launchSeconds * 1e6) << " us per launch"
+     << (t.device->cudaGraphs ? " (CUDA graphs)" : "") << ":\n"
+     << llvm::format("  micro-step %.3f ms x %lld + zero grads %.3f ms + "
+                     "optimizer %.3f ms = %.3f ms per step\n",
+                     t.microStep * 1e3, (long long)t.gradAccum,
+                     t.zeroGrads * 1e3, t.optimizerStep * 1e3, t.step * 1e3);
+  os << "  ";
+  if (info.tokensPerStep > 0)
+    os << llvm::format("%.0f tokens/s, ", r.tokensPerSecond);
+  os << llvm::format("%.1f samples/s, MFU %.1f%% of %.4g TFLOP/s (%s)\n",
+                     r.samplesPerSecond, 100 * r.mfu, r.peak / 1e12,
+                     r.peakName.c_str());
+  os << "  time by kind:";
+  for (const auto &[kind, seconds] : t.byKind)
+    os << llvm::format(" %s %.1f%%", kind.c_str(),
+                       t.step > 0 ? 100 * seconds / t.step : 0.0);
+  os << "\n";
+  os << "top 10 kernels by predicted time per step (" << t.launchesPerStep
+     << " launches):\n"
+     << "          ms  share  calls  kind           trace name\n";
+  for (const LaunchTotal &k : ArrayRef(t.byName).take_front(10))
+    os << llvm::format("  %10.4f %5.1f%% %6lld  %-14s %s%s\n", k.seconds * 1e3,
+                       t.step > 0 ? 100 * k.seconds / t.step : 0.0,
+                       (long long)k.calls, k.kind.c_str(), k.name.c_str(),
+                       k.traced ? "" : " (not traced)");
+}
+
 void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
-                          raw_ostream &os) {
+                          raw_ostream &os, const StepTime *time) {
   auto row = [&](StringRef name, int64_t bytes) {
     os << llvm::format("  %-22s %14lld  %s\n", name.str().c_str(),
                        (long long)bytes, formatBytes(bytes).c_str());
@@ -209,4 +325,6 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
     os << " (blocks " << info.rematBlocks << ")";
   os << ", " << info.saved.size() << " values kept, "
      << info.recomputed.size() << " recomputed\n";
+  if (time)
+    printTimeReport(*time, s, info, os);
 }

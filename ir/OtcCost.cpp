@@ -1,7 +1,9 @@
-//===- OtcCost.cpp - FLOP counts of the otc ops ----------------------------===//
+//===- OtcCost.cpp - FLOP counts of the otc ops
+//----------------------------===//
 //
 // The CostOpInterface methods of the ops whose work is not one operation per
-// result element, and the helpers behind the interface's defaults. FLOPs
+// result element or whose reads are not their whole operands, and the
+// helpers behind the interface's defaults. FLOPs
 // count a multiply-add as two; they rank recomputation choices and feed the
 // report, so they aim at proportions, not cycle counts.
 //
@@ -56,6 +58,13 @@ int64_t SliceOp::getFlops() { return 0; }
 int64_t SliceGradOp::getFlops() { return 0; }
 int64_t GatherOp::getFlops() { return 0; }
 int64_t CastOp::getFlops() { return 0; }
+
+// A window and a gather read only the elements they return (and the
+// indices), not their whole input.
+int64_t SliceOp::getBytesRead() { return detail::resultBytes(getOperation()); }
+int64_t GatherOp::getBytesRead() {
+  return detail::resultBytes(getOperation()) + byteSize(getIndices());
+}
 
 // Reductions: one operation per input element.
 int64_t ReduceSumOp::getFlops() { return elementsOf(getInput()); }

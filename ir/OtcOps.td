@@ -19,6 +19,8 @@ defvar Grad = DeclareOpInterfaceMethods<Otc_GradientOpInterface>;
 /// The default cost (one FLOP per result element) and one with its own count.
 defvar Cost = Otc_CostOpInterface;
 defvar CostFlops = DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>;
+/// Own FLOPs and own bytes read: ops that read only part of an operand.
+defvar CostFlopsRead = DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops", "getBytesRead"]>;
 /// The scalar computation of an elementwise op (ir/OtcScalarExpressions.cpp).
 defvar Scalar = DeclareOpInterfaceMethods<Otc_ScalarExpressionOpInterface>;
 
@@ -210,7 +212,7 @@ def Otc_ConcatOp : Otc_Op<"concat", [CostFlops, Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_SliceOp : Otc_Op<"slice", [CostFlops, Pure, Grad]> {
+def Otc_SliceOp : Otc_Op<"slice", [CostFlopsRead, Pure, Grad]> {
   let summary = "A strided window: result[i] = input[starts + i * strides]";
   let description = [{
     One start and one positive stride per dimension; the result shape says
@@ -234,7 +236,7 @@ def Otc_SliceGradOp : Otc_Op<"slice_grad", [CostFlops, Pure]> {
       "$grad `,` $starts `,` $strides attr-dict `:` functional-type(operands, results)";
 }
 
-def Otc_GatherOp : Otc_Op<"gather", [CostFlops, Pure, Grad]> {
+def Otc_GatherOp : Otc_Op<"gather", [CostFlopsRead, Pure, Grad]> {
   let summary = "ONNX Gather: picks slices of `data` along `axis` by index";
   let description = [{
     result shape = data[:axis] + indices.shape + data[axis+1:]. Negative

@@ -1,26 +1,31 @@
-//===- otc-compile.cpp - the otc driver ------------------------------------===//
+//===- otc-compile.cpp - the otc driver
+//------------------------------------===//
 //
 // otc-compile MODEL.onnx -o DIR [options]: imports the model, folds its
-// shape computations, differentiates it, builds the training loop, plans every buffer into one arena, emits the
-// program for the chosen target and builds DIR/train with the host compiler
-// (cpu) or nvcc (cuda). Also writes DIR/plan.json and DIR/init.safetensors
-// (the initial parameters). `--compile-to=PHASE` stops after a phase and
-// prints the IR; `--mlir-print-ir-after-all` prints it after every pass.
-// The passes and their order come from passes/Pipeline.h, and --remat=auto
-// chooses through the one solver of passes/Remat.h (solveAutoRemat).
+// shape computations, differentiates it, builds the training loop, plans every
+// buffer into one arena, emits the program for the chosen target and builds
+// DIR/train with the host compiler (cpu) or nvcc (cuda). Also writes
+// DIR/plan.json (with the step time predicted for --device) and
+// DIR/init.safetensors (the initial parameters). `--compile-to=PHASE` stops
+// after a phase and prints the IR; `--mlir-print-ir-after-all` prints it after
+// every pass. The passes and their order come from passes/Pipeline.h, and
+// --remat=auto chooses through the one solver of passes/Remat.h
+// (solveAutoRemat).
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
+#include "codegen/DeviceModel.h"
+#include "codegen/StepTime.h"
 #include "frontend/OnnxImporter.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "otcrt/safetensors.h"
 #include "passes/Cost.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "passes/Remat.h"
 #include "report/Report.h"
-#include "otcrt/safetensors.h"
 #include "tools/RuntimeLink.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -95,6 +100,11 @@ static cl::opt<bool> fusionRemarks(
     cl::cat(cat));
 static cl::opt<bool> report("report", cl::desc("Print the memory/FLOP report"),
                             cl::cat(cat));
+static cl::opt<std::string>
+    device("device",
+           cl::desc("Device the step time is predicted for (h100, h200, cpu; "
+                    "default: h100 for --target=cuda, cpu for --target=cpu)"),
+           cl::value_desc("NAME"), cl::cat(cat));
 static cl::opt<bool>
     planOnly("plan-only",
              cl::desc("Write plan.json and report.html only: no program, no "
@@ -267,6 +277,15 @@ int main(int argc, char **argv) {
     return fail("--remat=auto needs --memory-budget=SIZE");
   if (precision != "fp32" && precision != "bf16")
     return fail("--precision must be fp32 or bf16");
+  std::string deviceName =
+      device.empty() ? otc::defaultDevice(target).str() : device.getValue();
+  const otc::DeviceModel *deviceModel = otc::lookupDevice(deviceName);
+  if (!deviceModel)
+    return fail("unknown --device '" + deviceName +
+                "' (known: " + otc::knownDeviceNames() + ")");
+  if (deviceModel->target != target)
+    return fail("--device=" + deviceName + " runs " + deviceModel->target +
+                " programs, not --target=" + target);
   bool bf16 = precision == "bf16";
 
   otc::ImportOptions importOpts;
@@ -410,6 +429,11 @@ int main(int argc, char **argv) {
     return fail("the planned peak of " + std::to_string(summary->totalPeak) +
                 " bytes exceeds --memory-budget " + memoryBudget + " (" +
                 std::to_string(*budget) + " bytes)");
+  // The predicted step on the device (codegen/StepTime.h).
+  FailureOr<otc::StepTime> stepTime =
+      otc::predictStepTime(*module, *deviceModel, gradAccum);
+  if (failed(stepTime))
+    return fail("predicting the step time failed");
 
   auto writeFile = [&](llvm::StringRef name, llvm::StringRef text) {
     if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
@@ -431,7 +455,7 @@ int main(int argc, char **argv) {
   auto writeReports = [&]() -> bool {
     std::string planText;
     llvm::raw_string_ostream planOs(planText);
-    if (failed(otc::writePlanJson(*summary, info, planOs)))
+    if (failed(otc::writePlanJson(*summary, info, planOs, &*stepTime)))
       return false;
     if (writeFile("plan.json", planText).empty())
       return false;
@@ -462,7 +486,7 @@ int main(int argc, char **argv) {
     if (writeFile("report.html", html).empty())
       return false;
     if (report)
-      otc::printPlanReport(*summary, info, llvm::outs());
+      otc::printPlanReport(*summary, info, llvm::outs(), &*stepTime);
     return true;
   };
 

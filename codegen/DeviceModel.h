@@ -1,0 +1,87 @@
+//===- DeviceModel.h - the devices a step time is predicted for --*- C++
+//-*-===//
+//
+// The figures a roofline needs for each device otc predicts step times on
+// (`otc-compile --device=NAME`): the matrix rates the GEMM library reaches,
+// with a curve for the shapes that do not reach them, the rate of other
+// arithmetic, the memory bandwidth, the cost of one kernel launch with and
+// without CUDA graphs, and the dense BF16 peak that MFU is quoted against.
+// Every figure states where it comes from in DeviceModel.cpp. The table is
+// data, the model that uses it is codegen/StepTime.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_CODEGEN_DEVICEMODEL_H
+#define OTC_CODEGEN_DEVICEMODEL_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace otc {
+
+/// How fast the GEMM library multiplies matrices of one element type: a
+/// product of W = 2·M·N·K·batch FLOPs over reduction depth K takes
+///   W / (rate · K / (K + depthKnee)) + fixedSeconds
+/// (plus a launch): large products reach `rate`; each output tile pays a
+/// prologue and epilogue worth depthKnee steps of the reduction loop, and
+/// each call a fixed cost, so small products do not reach it. Equivalently,
+/// rate · W / (W + rate · fixedSeconds) when K is large.
+struct GemmRate {
+  double rate = 0;
+  double depthKnee = 0;
+  double fixedSeconds = 0;
+};
+
+/// One device of the table.
+struct DeviceModel {
+  /// `--device` name and a line for people.
+  llvm::StringRef name, description;
+  /// The code generator whose programs run on it: "cuda" or "cpu".
+  llvm::StringRef target;
+  /// GEMMs with BF16 operands (FP32 accumulation), with FP32 operands and
+  /// FP32 compute (what the runtime asks cuBLASLt for), and with TF32
+  /// compute (recorded for comparison: no otc GEMM uses it).
+  GemmRate bf16Gemm, fp32Gemm, tf32Gemm;
+  /// Fused attention (FLOPs as its cost interface counts them, a causal
+  /// mask counted in full): forward and backward through the BF16 library
+  /// path, and the rate of the runtime's own (fallback) kernels.
+  double attentionFwdRate = 0, attentionBwdRate = 0, attentionFallbackRate = 0;
+  /// FLOP/s of the arithmetic of generated kernels and non-GEMM library
+  /// kernels (FP32 without tensor cores).
+  double vectorRate = 0;
+  /// Bytes per second, bytes read and bytes written both counted.
+  double bandwidth = 0;
+  /// Work items a generated kernel needs to reach `bandwidth` and
+  /// `vectorRate`: with fewer, each is scaled by items / saturatingItems.
+  int64_t saturatingItems = 1;
+  /// Seconds one kernel launch adds: launched from the host one by one, and
+  /// replayed from a CUDA graph.
+  double launchEager = 0, launchGraph = 0;
+  /// Whether the target's runtime replays its steps from CUDA graphs (so
+  /// `launchGraph` applies).
+  bool cudaGraphs = false;
+  /// The dense BF16 and FP32 peaks MFU is quoted against (FLOP/s) and their
+  /// source.
+  double peakBf16 = 0, peakFp32 = 0;
+  llvm::StringRef peakSource;
+};
+
+/// The device called `name`, or null.
+const DeviceModel *lookupDevice(llvm::StringRef name);
+
+/// The names of the known devices, comma separated ("h100, h200, cpu").
+std::string knownDeviceNames();
+
+/// The device `--device` defaults to for a target ("cuda" or "cpu").
+llvm::StringRef defaultDevice(llvm::StringRef target);
+
+/// Seconds of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k`
+/// on the curve of `rate`, launch excluded.
+double gemmSeconds(const GemmRate &rate, double flops, int64_t k);
+
+} // namespace otc
+
+#endif // OTC_CODEGEN_DEVICEMODEL_H

@@ -1,0 +1,89 @@
+//===- Launches.cpp - what the program launches for each otck op
+//-----------===//
+//
+// Trace names and zero fills, shared by the emitter and the step-time
+// prediction (see Launches.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Launches.h"
+#include "ir/OtcDialect.h"
+#include "ir/TypeBytes.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace otc;
+
+std::string otc::nodeName(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (auto s = nodeName(l); !s.empty())
+        return s;
+  return "";
+}
+
+std::string otc::traceName(StringRef node, StringRef what) {
+  if (node.empty())
+    return what.str();
+  return (node + " (" + what + ")").str();
+}
+
+std::pair<std::string, std::string> otc::chainNodeAndWhat(otck::KernelOp k) {
+  SmallVector<std::string> opNames;
+  std::string node;
+  for (Operation &op : k.getBody().front().without_terminator()) {
+    opNames.push_back(op.getName().getStringRef().str());
+    if (std::string n = nodeName(op.getLoc()); !n.empty())
+      node = n;
+  }
+  if (opNames.size() > 6) {
+    opNames.resize(6);
+    opNames.push_back("...");
+  }
+  return {node, "fused " + llvm::join(opNames, " ")};
+}
+
+std::string otc::kernelTraceName(otck::KernelOp k) {
+  Block &body = k.getBody().front();
+  if (!llvm::hasSingleElement(body.without_terminator())) {
+    auto [node, what] = chainNodeAndWhat(k);
+    return traceName(node, what);
+  }
+  Operation &op = body.front();
+  return traceName(nodeName(op.getLoc()), op.getName().getStringRef());
+}
+
+std::string otc::gemmTraceName(otck::GemmOp g) {
+  return traceName(nodeName(g.getLoc()), "gemm");
+}
+
+std::optional<std::pair<int64_t, int64_t>> otc::zeroFill(Operation &op) {
+  auto k = dyn_cast<otck::KernelOp>(op);
+  if (!k || !k.getInputs().empty() || k.getOutputs().size() != 1)
+    return std::nullopt;
+  Block &body = k.getBody().front();
+  auto c = dyn_cast<ConstantOp>(body.front());
+  auto buf = k.getOutputs()[0].getDefiningOp<otck::BufferOp>();
+  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!buf || !buf.getOffset() || !attr || !attr.isSplat() ||
+      !llvm::hasSingleElement(body.without_terminator()))
+    return std::nullopt;
+  bool zero = isa<FloatType>(attr.getElementType())
+                  ? attr.getSplatValue<APFloat>().isPosZero()
+                  : attr.getSplatValue<APInt>().isZero();
+  if (!zero)
+    return std::nullopt;
+  MemRefType t = buf.getType();
+  return std::make_pair(static_cast<int64_t>(*buf.getOffset()),
+                        t.getNumElements() * storageBytes(t.getElementType()));
+}
+
+bool otc::zeroFillsMerge(std::pair<int64_t, int64_t> pending,
+                         std::pair<int64_t, int64_t> next, int64_t alignment) {
+  int64_t end = pending.first + pending.second;
+  return (end + alignment - 1) / alignment * alignment == next.first;
+}

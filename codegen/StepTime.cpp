@@ -1,0 +1,297 @@
+//===- StepTime.cpp - predicted time of a planned training step
+//------------===//
+//
+// Walks @zero_grads, @micro_step and @optimizer_step of a planned module in
+// the order the emitter does (EmitProgram.cpp) and prices each launch it
+// would emit: see StepTime.h for the model. The rates per launch:
+//   GEMM             the device's GEMM curve for its operand type
+//   attention        the device's attention rate (forward, backward, or the
+//                    fallback kernels' where the library path does not run:
+//                    FP32, dropout, a head size not a multiple of 8)
+//   other library    vectorRate, full bandwidth (hand-written kernels)
+//   generated kernel vectorRate and bandwidth, both scaled by
+//                    min(1, work items / device.saturatingItems): one thread
+//                    per work item, so a reduction over few outputs walks
+//                    long serial loops on a part of the device
+//   memset, copy     bandwidth (a copy reads and writes its bytes)
+// plus one launch each (a graph replay's on targets whose runtime replays
+// graphs). Adjacent zero fills are one memset, as in the program.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/StepTime.h"
+#include "codegen/KernelBodies.h"
+#include "codegen/Launches.h"
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+#include "ir/ShapeUtils.h"
+#include "ir/TypeBytes.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+/// The op's name without the dialect prefix and a `_grad` suffix.
+std::string baseName(Operation &op) {
+  StringRef name = op.getName().stripDialect();
+  name.consume_back("_grad");
+  return name.str();
+}
+
+/// What a generated kernel computes, for the shares.
+std::string generatedKind(otck::KernelOp k, Operation &op, bool single) {
+  if (isa<AdamWOp>(op))
+    return "optimizer";
+  if (!single || op.hasTrait<OpTrait::OtcElementwise>())
+    return "elementwise";
+  if (isa<ReduceSumOp, ReduceMaxOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
+          LogSoftmaxGradOp>(op))
+    return "reduction";
+  if (isa<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp, NllLossOp,
+          NllLossGradOp>(op))
+    return "loss";
+  if (isa<GatherGradOp, SliceGradOp>(op))
+    return "data_movement";
+  if (auto cost = dyn_cast<CostOpInterface>(op); cost && !cost.getFlops())
+    return "data_movement";
+  return baseName(op);
+}
+
+int64_t costFlops(Operation &op) {
+  auto cost = dyn_cast<CostOpInterface>(op);
+  return cost ? cost.getFlops() : 0;
+}
+
+/// Bytes an op reads and writes: its cost interface's count, else those of
+/// its operands and results.
+int64_t costBytes(Operation &op) {
+  if (auto cost = dyn_cast<CostOpInterface>(op))
+    return cost.getBytesRead() + cost.getBytesWritten();
+  int64_t n = 0;
+  for (Value v : op.getOperands())
+    n += byteSize(v);
+  for (Value v : op.getResults())
+    n += byteSize(v);
+  return n;
+}
+
+class Predictor {
+public:
+  Predictor(const DeviceModel &device, int64_t alignment)
+      : d(device), alignment(alignment),
+        launch(device.cudaGraphs ? device.launchGraph : device.launchEager) {}
+
+  /// Appends the launches of `f` to `out`; fails at an op it cannot cost.
+  LogicalResult function(func::FuncOp f, std::vector<LaunchTime> &out);
+
+  double launchSeconds() const { return launch; }
+
+private:
+  void add(std::string name, std::string kind, double flops, double bytes,
+           double seconds, bool traced = true) {
+    out->push_back({fn, std::move(name), std::move(kind), flops, bytes,
+                    seconds + launch, traced});
+  }
+  void flushZero();
+  void kernel(otck::KernelOp k);
+  void library(otck::KernelOp k, Operation &op);
+  LogicalResult gemm(otck::GemmOp g);
+
+  const DeviceModel &d;
+  int64_t alignment;
+  double launch;
+  std::string fn;
+  std::vector<LaunchTime> *out = nullptr;
+  std::optional<std::pair<int64_t, int64_t>> pendingZero;
+};
+
+LogicalResult Predictor::function(func::FuncOp f,
+                                  std::vector<LaunchTime> &launches) {
+  fn = f.getSymName().str();
+  out = &launches;
+  for (Operation &op : f.getBody().front()) {
+    if (isa<otck::BufferOp>(op))
+      continue;
+    if (std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op)) {
+      if (pendingZero && zeroFillsMerge(*pendingZero, *z, alignment))
+        pendingZero->second = z->first + z->second - pendingZero->first;
+      else {
+        flushZero();
+        pendingZero = z;
+      }
+      continue;
+    }
+    flushZero();
+    LogicalResult r = TypeSwitch<Operation *, LogicalResult>(&op)
+                          .Case([&](otck::KernelOp k) {
+                            kernel(k);
+                            return success();
+                          })
+                          .Case([&](otck::GemmOp g) { return gemm(g); })
+                          .Case([&](otck::CopyOp c) {
+                            double bytes =
+                                2.0 * byteSize(c.getSource().getType());
+                            add("copy", "copy", 0, bytes, bytes / d.bandwidth,
+                                /*traced=*/false);
+                            return success();
+                          })
+                          .Case<otck::ViewOp, func::ReturnOp>(
+                              [](Operation *) { return success(); })
+                          .Default([](Operation *op) {
+                            return op->emitOpError("has no predicted time");
+                          });
+    if (failed(r))
+      return failure();
+  }
+  flushZero();
+  return success();
+}
+
+void Predictor::flushZero() {
+  if (!pendingZero)
+    return;
+  double bytes = pendingZero->second;
+  add("memset", "memset", 0, bytes, bytes / d.bandwidth, /*traced=*/false);
+  pendingZero.reset();
+}
+
+void Predictor::kernel(otck::KernelOp k) {
+  Block &body = k.getBody().front();
+  bool single = llvm::hasSingleElement(body.without_terminator());
+  Operation &first = body.front();
+  if (single && isa<LibraryCallOpInterface>(first))
+    return library(k, first);
+  double flops = 0, bytes = 0;
+  int64_t items = 0;
+  if (single) {
+    flops = costFlops(first);
+    bytes = costBytes(first);
+    items = workItems(&first);
+  } else {
+    // A chain: its intermediates never reach memory.
+    for (Operation &op : body.without_terminator())
+      flops += costFlops(op);
+    for (Value v : k.getInputs())
+      bytes += byteSize(cast<MemRefType>(v.getType()));
+    for (Value v : k.getOutputs())
+      bytes += byteSize(cast<MemRefType>(v.getType()));
+    items = cast<MemRefType>(k.getOutputs()[0].getType()).getNumElements();
+  }
+  double share = std::min(1.0, double(std::max<int64_t>(items, 1)) /
+                                   double(d.saturatingItems));
+  double seconds =
+      std::max(flops / (d.vectorRate * share), bytes / (d.bandwidth * share));
+  add(kernelTraceName(k), generatedKind(k, first, single), flops, bytes,
+      seconds);
+}
+
+void Predictor::library(otck::KernelOp k, Operation &op) {
+  double flops = costFlops(op), bytes = costBytes(op);
+  double rate = d.vectorRate;
+  std::string kind = baseName(op);
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
+    // The library path (cuDNN's SDPA): BF16, no dropout, head size a
+    // multiple of 8 (runtime/cuda/attention_dispatch.cpp).
+    Value q = op.getOperand(isa<AttentionOp>(op) ? 0 : 1);
+    auto qt = cast<ShapedType>(q.getType());
+    double dropout =
+        isa<AttentionOp>(op)
+            ? cast<AttentionOp>(op).getDropout().convertToDouble()
+            : cast<AttentionGradOp>(op).getDropout().convertToDouble();
+    bool fast = qt.getElementType().isBF16() && dropout == 0 &&
+                qt.getShape().back() % 8 == 0;
+    rate = !fast                  ? d.attentionFallbackRate
+           : isa<AttentionOp>(op) ? d.attentionFwdRate
+                                  : d.attentionBwdRate;
+  }
+  add(kernelTraceName(k), kind, flops, bytes,
+      std::max(flops / rate, bytes / d.bandwidth));
+}
+
+LogicalResult Predictor::gemm(otck::GemmOp g) {
+  ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
+                    c = g.getOut().getType().getShape();
+  int64_t m = c[c.size() - 2], n = c[c.size() - 1];
+  int64_t k = g.getTransposeLhs() ? a[a.size() - 2] : a[a.size() - 1];
+  int64_t batch = numElements(c.drop_back(2));
+  // The emitter launches nothing for an empty batch.
+  if (!batch)
+    return success();
+  Type in = g.getLhs().getType().getElementType();
+  if (!in.isBF16() && !in.isF32())
+    return g.emitOpError("has no predicted time for operands of type ") << in;
+  const GemmRate &curve = in.isBF16() ? d.bf16Gemm : d.fp32Gemm;
+  double flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
+  double bytes = byteSize(g.getLhs().getType()) +
+                 byteSize(g.getRhs().getType()) +
+                 byteSize(g.getOut().getType());
+  double seconds = std::max(gemmSeconds(curve, flops, k), bytes / d.bandwidth);
+  add(gemmTraceName(g), "gemm", flops, bytes, seconds);
+  return success();
+}
+
+} // namespace
+
+FailureOr<StepTime> otc::predictStepTime(ModuleOp module,
+                                         const DeviceModel &device,
+                                         int64_t gradAccum) {
+  int64_t alignment = 1;
+  if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
+    alignment = a.getInt();
+  StepTime t;
+  t.device = &device;
+  t.gradAccum = gradAccum;
+  Predictor p(device, alignment);
+  t.launchSeconds = p.launchSeconds();
+  for (StringRef name : {"zero_grads", "micro_step", "optimizer_step"}) {
+    auto f = module.lookupSymbol<func::FuncOp>(name);
+    if (!f)
+      return module.emitError("no @") << name << " to predict";
+    if (failed(p.function(f, t.launches)))
+      return failure();
+  }
+
+  // Totals per call, per step, per kind and per trace name.
+  std::map<std::string, double> byKind;
+  std::map<std::pair<std::string, std::string>, LaunchTotal> byName;
+  for (const LaunchTime &l : t.launches) {
+    int64_t calls = l.function == "micro_step" ? gradAccum : 1;
+    double &fnTotal = l.function == "zero_grads"   ? t.zeroGrads
+                      : l.function == "micro_step" ? t.microStep
+                                                   : t.optimizerStep;
+    fnTotal += l.seconds;
+    t.launchesPerStep += calls;
+    byKind[l.kind] += calls * l.seconds;
+    LaunchTotal &n = byName[{l.function, l.name}];
+    n.function = l.function;
+    n.name = l.name;
+    n.kind = l.kind;
+    n.traced = l.traced;
+    n.calls += calls;
+    n.flops += calls * l.flops;
+    n.bytes += calls * l.bytes;
+    n.seconds += calls * l.seconds;
+  }
+  t.step = t.zeroGrads + gradAccum * t.microStep + t.optimizerStep;
+  t.byKind.assign(byKind.begin(), byKind.end());
+  std::stable_sort(
+      t.byKind.begin(), t.byKind.end(),
+      [](const auto &a, const auto &b) { return a.second > b.second; });
+  for (auto &entry : byName)
+    t.byName.push_back(std::move(entry.second));
+  // Largest first; equal times keep the (function, name) order of the map.
+  std::stable_sort(t.byName.begin(), t.byName.end(),
+                   [](const LaunchTotal &a, const LaunchTotal &b) {
+                     return a.seconds > b.seconds;
+                   });
+  return t;
+}
