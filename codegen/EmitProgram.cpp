@@ -656,7 +656,8 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   funcs << "  OTC_CALL(" << cString(gemmTraceName(g)) << ", " << fn << "("
         << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", 1.0f, "
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
-        << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", 0.0f, "
+        << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", "
+        << (g.getAccumulate() ? "1.0f, " : "0.0f, ")
         << out << ", " << n << ", " << m * n << ", " << batch << "));\n";
   return success();
 }

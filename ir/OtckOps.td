@@ -77,11 +77,15 @@ def Otck_GemmOp : Otck_Op<"gemm"> {
   let description = [{
     Same shape rules as `otc.matmul` on buffers: a library call (cuBLASLt on
     the cuda target), batch dimensions broadcast by strides. Operands are
-    both f32 or both bf16 (FP32 accumulation); the result is f32.
+    both f32 or both bf16 (FP32 accumulation); the result is f32, or bf16
+    from bf16 operands. With `accumulate`, out = out + lhs x rhs: the sum is
+    formed in FP32 and rounded once to out's type (otc-fuse-epilogues makes
+    it from a gradient accumulation).
   }];
   let arguments = (ins AnyStaticShapeMemRef:$lhs, AnyStaticShapeMemRef:$rhs,
                    AnyStaticShapeMemRef:$out,
-                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                   UnitAttr:$accumulate);
   let assemblyFormat =
       "$lhs `,` $rhs `,` $out attr-dict `:` type($lhs) `,` type($rhs) `,` type($out)";
 }

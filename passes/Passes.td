@@ -322,6 +322,25 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
+  let summary = "GEMMs add their product into an accumulator themselves";
+  let description = [{
+    At the buffer level, before otc-fuse-elementwise: a GEMM whose result
+    only a kernel `acc = acc + result` reads (a weight gradient accumulated
+    into its slot) writes into `acc` with `accumulate` instead (the library
+    computes acc + product in FP32 and rounds once), so neither the
+    temporary nor the add kernel remains. Only when nothing between the GEMM
+    and the add touches `acc`.
+
+    ```mlir
+    otck.gemm %a, %b, %t : ...
+    otck.kernel ins(%g, %t : ...) outs(%g : ...) { otc.add }
+    // becomes
+    otck.gemm %a, %b, %g {accumulate} : ...
+    ```
+  }];
+}
+
 def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Merges chains of elementwise kernels into one kernel each";
   let description = [{

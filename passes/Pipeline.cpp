@@ -34,6 +34,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::Schedule, "schedule", "scheduling failed"},
     {Phase::TrainingLoop, "training-loop", "building the training loop failed"},
     {Phase::Buffers, "buffers", "lowering to buffers failed"},
+    {Phase::FuseEpilogues, "fuse-epilogues",
+     "merging GEMM epilogues failed"},
     {Phase::FuseElementwise, "fuse-elementwise",
      "merging elementwise kernels failed"},
     {Phase::Plan, "plan", "buffer planning failed"},
@@ -117,6 +119,9 @@ static void addPhase(OpPassManager &pm, Phase phase,
   }
   case Phase::Buffers:
     pm.addPass(createLowerToBuffers());
+    return;
+  case Phase::FuseEpilogues:
+    pm.addPass(createFuseEpilogues());
     return;
   case Phase::FuseElementwise:
     if (be.fuseElementwise)

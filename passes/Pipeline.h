@@ -30,6 +30,7 @@ enum class Phase {
   Schedule,
   TrainingLoop,
   Buffers,
+  FuseEpilogues,
   FuseElementwise,
   Plan,
 };
