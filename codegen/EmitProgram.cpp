@@ -631,6 +631,12 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   std::string fn = !bf16               ? "otcrt_gemm_f32"
                    : outType.isBF16() ? "otcrt_gemm_bf16_bf16"
                                       : "otcrt_gemm_bf16";
+  Value bias = g.getBias();
+  if (bias) {
+    if (fn == "otcrt_gemm_bf16")
+      return g.emitOpError("has no bias form for a bf16 product into f32");
+    fn = bf16 ? "otcrt_gemm_bias_bf16_bf16" : "otcrt_gemm_bias_f32";
+  }
   std::string out = outType.isBF16() ? "(uint16_t *)" + names[g.getOut()]
                                      : names[g.getOut()];
   int64_t m = c[c.size() - 2], n = c[c.size() - 1];
@@ -658,7 +664,10 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
         << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", "
         << (g.getAccumulate() ? "1.0f, " : "0.0f, ")
-        << out << ", " << n << ", " << m * n << ", " << batch << "));\n";
+        << out << ", " << n << ", " << m * n << ", " << batch;
+  if (bias)
+    funcs << ", " << (bf16 ? "(const uint16_t *)" + names[bias] : names[bias]);
+  funcs << "));\n";
   return success();
 }
 

@@ -80,14 +80,19 @@ def Otck_GemmOp : Otck_Op<"gemm"> {
     both f32 or both bf16 (FP32 accumulation); the result is f32, or bf16
     from bf16 operands. With `accumulate`, out = out + lhs x rhs: the sum is
     formed in FP32 and rounded once to out's type (otc-fuse-epilogues makes
-    it from a gradient accumulation).
+    it from a gradient accumulation). With `bias` ([N], out's element
+    type), bias[j] is added to column j of every row before that rounding
+    (otc-fuse-epilogues makes it from a bias add after the product).
   }];
   let arguments = (ins AnyStaticShapeMemRef:$lhs, AnyStaticShapeMemRef:$rhs,
                    AnyStaticShapeMemRef:$out,
+                   Optional<AnyStaticShapeMemRef>:$bias,
                    UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                    UnitAttr:$accumulate);
-  let assemblyFormat =
-      "$lhs `,` $rhs `,` $out attr-dict `:` type($lhs) `,` type($rhs) `,` type($out)";
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $out (`bias` $bias^)? attr-dict `:` type($lhs) `,`
+    type($rhs) `,` type($out) (`,` type($bias)^)?
+  }];
 }
 
 def Otck_ViewOp : Otck_Op<"view", [Pure]> {

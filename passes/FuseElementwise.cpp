@@ -71,7 +71,9 @@ static Access accessOf(Operation *op, Value buffer) {
   }
   if (auto g = dyn_cast<otck::GemmOp>(op)) {
     a.reads = otck::storageOf(g.getLhs()) == buffer ||
-              otck::storageOf(g.getRhs()) == buffer;
+              otck::storageOf(g.getRhs()) == buffer ||
+              (g.getBias() && otck::storageOf(g.getBias()) == buffer) ||
+              (g.getAccumulate() && otck::storageOf(g.getOut()) == buffer);
     a.writes = otck::storageOf(g.getOut()) == buffer;
     return a;
   }

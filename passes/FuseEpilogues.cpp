@@ -65,8 +65,94 @@ struct FuseEpiloguesPass
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       SmallVector<otck::GemmOp> gemms(f.getBody().getOps<otck::GemmOp>());
       for (otck::GemmOp g : gemms)
-        fuseAccumulation(g);
+        if (!fuseBias(g))
+          fuseAccumulation(g);
     }
+  }
+
+  /// The one kernel after `g` that reads its temporary result `t`, if `t`
+  /// has no other reader.
+  static otck::KernelOp soleReader(otck::GemmOp g, Value t) {
+    otck::KernelOp reader;
+    for (Operation *user : t.getUsers()) {
+      if (user == g.getOperation())
+        continue;
+      auto k = dyn_cast<otck::KernelOp>(user);
+      if (!k || reader || k->getBlock() != g->getBlock() ||
+          !g->isBeforeInBlock(k))
+        return nullptr;
+      reader = k;
+    }
+    return reader;
+  }
+
+  /// y = product + bias ([N], either order) becomes the GEMM's bias
+  /// epilogue writing y. Only GEMMs whose result has the operands' element
+  /// type (the library has no bias form for a BF16 product into FP32).
+  bool fuseBias(otck::GemmOp g) {
+    Value t = g.getOut();
+    auto tmp = t.getDefiningOp<otck::BufferOp>();
+    auto tt = cast<MemRefType>(t.getType());
+    if (!tmp || tmp.getSlot() || g.getAccumulate() || g.getBias() ||
+        tt.getElementType() != g.getLhs().getType().getElementType() ||
+        tt.getRank() < 2)
+      return false;
+    otck::KernelOp k = soleReader(g, t);
+    if (!k || k.getOutputs().size() != 1)
+      return false;
+    Block &body = k.getBody().front();
+    auto add = dyn_cast<AddOp>(body.front());
+    if (!add || !llvm::hasSingleElement(body.without_terminator()))
+      return false;
+    auto inputOf = [&](Value v) -> Value {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &body ? k.getInputs()[arg.getArgNumber()]
+                                            : Value();
+    };
+    Value a = inputOf(add.getLhs()), b = inputOf(add.getRhs());
+    Value bias = a == t ? b : b == t ? a : Value();
+    Value out = k.getOutputs()[0];
+    if (!bias || bias == t || out.getType() != t.getType())
+      return false;
+    auto bt = cast<MemRefType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != tt.getShape().back() ||
+        bt.getElementType() != tt.getElementType())
+      return false;
+    if (otck::storageOf(out) != out ||
+        llvm::any_of(out.getUsers(),
+                     [](Operation *u) { return isa<otck::ViewOp>(u); }))
+      return false;
+    // The GEMM writes y where it stands: nothing in between may touch y or
+    // write the bias; y is none of the GEMM's operands.
+    for (Value v : {g.getLhs(), g.getRhs()})
+      if (otck::storageOf(v) == out)
+        return false;
+    Value biasStorage = otck::storageOf(bias);
+    for (Operation *op = g->getNextNode(); op != k.getOperation();
+         op = op->getNextNode()) {
+      if (touches(op, out))
+        return false;
+      if (auto other = dyn_cast<otck::KernelOp>(op))
+        for (Value o : other.getOutputs())
+          if (otck::storageOf(o) == biasStorage)
+            return false;
+      if (auto other = dyn_cast<otck::GemmOp>(op))
+        if (otck::storageOf(other.getOut()) == biasStorage)
+          return false;
+      if (auto c = dyn_cast<otck::CopyOp>(op))
+        if (otck::storageOf(c.getTarget()) == biasStorage)
+          return false;
+    }
+    // A buffer declared after the GEMM (next to the add) moves up to it.
+    for (Value v : {out, bias})
+      if (Operation *def = v.getDefiningOp(); def && g->isBeforeInBlock(def))
+        def->moveBefore(g);
+    g.getOutMutable().assign(out);
+    g.getBiasMutable().assign(bias);
+    k.erase();
+    if (t.use_empty())
+      tmp.erase();
+    return true;
   }
 
   void fuseAccumulation(otck::GemmOp g) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -141,19 +142,42 @@ extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                  b.data(), ldb, strideB, beta, C, ldc, strideC, batch);
 }
 
-extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
-                                     int64_t N, int64_t K, float alpha,
-                                     const uint16_t *A, int64_t lda,
-                                     int64_t strideA, const uint16_t *B,
-                                     int64_t ldb, int64_t strideB, float beta,
-                                     uint16_t *C, int64_t ldc, int64_t strideC,
-                                     int64_t batch) {
+namespace {
+
+/// Adds bias[j] (widened when BF16) to column j of every row of every entry
+/// of the float matrix `c`.
+template <typename T>
+void addBias(float *c, const T *bias, int64_t M, int64_t N, int64_t ldc,
+             int64_t strideC, int64_t batch) {
+  int64_t entries = strideC == 0 ? 1 : batch;
+  for (int64_t e = 0; e < entries; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float b;
+        if constexpr (std::is_same_v<T, float>) {
+          b = bias[j];
+        } else {
+          uint32_t bits = static_cast<uint32_t>(bias[j]) << 16;
+          std::memcpy(&b, &bits, sizeof(b));
+        }
+        c[e * strideC + i * ldc + j] += b;
+      }
+}
+
+/// The BF16 GEMM into a BF16 C: the FP32 product (plus the bias, when
+/// given) into a widened C, then one rounding per element.
+void gemmBf16Bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                  float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
+                  const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
+                  uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
+                  const uint16_t *bias) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
-  // The FP32 product into a widened C, then one rounding per element.
   std::vector<float> c = widen(C, M, ldc, strideC, batch);
   otcrt_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
                   strideB, beta, c.data(), ldc, strideC, batch);
+  if (bias)
+    addBias(c.data(), bias, M, N, ldc, strideC, batch);
   int64_t entries = strideC == 0 ? 1 : batch;
   for (int64_t e = 0; e < entries; ++e)
     for (int64_t i = 0; i < M; ++i)
@@ -167,4 +191,40 @@ extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
           C[at] = static_cast<uint16_t>(
               (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
       }
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
+                                     int64_t N, int64_t K, float alpha,
+                                     const uint16_t *A, int64_t lda,
+                                     int64_t strideA, const uint16_t *B,
+                                     int64_t ldb, int64_t strideB, float beta,
+                                     uint16_t *C, int64_t ldc, int64_t strideC,
+                                     int64_t batch) {
+  gemmBf16Bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+               strideB, beta, C, ldc, strideC, batch, nullptr);
+}
+
+extern "C" void otcrt_gemm_bias_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *bias) {
+  gemmBf16Bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+               strideB, beta, C, ldc, strideC, batch, bias);
+}
+
+extern "C" void otcrt_gemm_bias_f32(int transA, int transB, int64_t M,
+                                    int64_t N, int64_t K, float alpha,
+                                    const float *A, int64_t lda,
+                                    int64_t strideA, const float *B,
+                                    int64_t ldb, int64_t strideB, float beta,
+                                    float *C, int64_t ldc, int64_t strideC,
+                                    int64_t batch, const float *bias) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  otcrt_gemm_f32(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+                 strideB, beta, C, ldc, strideC, batch);
+  addBias(C, bias, M, N, ldc, strideC, batch);
 }

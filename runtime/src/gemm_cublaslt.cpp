@@ -57,7 +57,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using PlanKey = std::array<int64_t, 17>;
+using PlanKey = std::array<int64_t, 18>;
 
 struct State {
   std::mutex mutex;
@@ -103,10 +103,10 @@ Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
               int64_t M, int64_t N, int64_t K, int64_t lda, int64_t strideA,
               int64_t ldb, int64_t strideB, int64_t ldc, int64_t strideC,
               int64_t batch, uint32_t alignA, uint32_t alignB,
-              uint32_t alignC) {
+              uint32_t alignC, bool bias) {
   PlanKey key = {inType, outType, transA,  transB,  M,     N,
                  K,      lda,     ldb,     ldc,     strideA, strideB,
-                 strideC, batch,  alignA,  alignB,  alignC};
+                 strideC, batch,  alignA,  alignB,  alignC, bias};
   auto it = s.plans.find(key);
   if (it != s.plans.end())
     return it->second;
@@ -120,6 +120,21 @@ Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
   OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
+  if (bias) {
+    // bias[j] of our row-major column j: cuBLASLt's column-major rows (m =
+    // N), the same vector for every batch entry, in C's type.
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    cudaDataType_t biasType = outType;
+    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+        sizeof(biasType)));
+    int64_t biasStride = 0;
+    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasStride,
+        sizeof(biasStride)));
+  }
   plan.a = makeLayout(inType, transB ? K : N, transB ? N : K, ldb, batch,
                       strideB);
   plan.b = makeLayout(inType, transA ? M : K, transA ? K : M, lda, batch,
@@ -190,9 +205,12 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
           int transB, int64_t M, int64_t N, int64_t K, float alpha, const T *A,
           int64_t lda, int64_t strideA, const T *B, int64_t ldb,
           int64_t strideB, float beta, C_T *C, int64_t ldc, int64_t strideC,
-          int64_t batch) {
+          int64_t batch, const C_T *bias = nullptr) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
+  if (bias && (K <= 0 || (strideC == 0 && batch > 1)))
+    fatal("otcrt_gemm_bias", "a bias needs K > 0 and one C per batch entry",
+          __FILE__, __LINE__);
   if (K <= 0) {
     if constexpr (std::is_same_v<C_T, float>)
       scaleOnly(M, N, beta, C, ldc, strideC, batch);
@@ -224,7 +242,15 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
   uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(C_T));
   Plan &plan = getPlan(s, inType, outType, transA, transB, M, N, K, lda,
                        strideA, ldb, strideB, ldc, strideC, batch, alignA,
-                       alignB, alignC);
+                       alignB, alignC, bias != nullptr);
+  if (bias) {
+    // The plan is shared by every call of this shape: the pointer is set per
+    // call (host-side, so graph capture records the call as made).
+    const void *pointer = bias;
+    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+        sizeof(pointer)));
+  }
   OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
                                 plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
                                 s.workspace, s.workspaceBytes, stream()));
@@ -261,4 +287,24 @@ extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
                                      int64_t batch) {
   gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
        strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
+}
+
+extern "C" void otcrt_gemm_bias_f32(int transA, int transB, int64_t M,
+                                    int64_t N, int64_t K, float alpha,
+                                    const float *A, int64_t lda,
+                                    int64_t strideA, const float *B,
+                                    int64_t ldb, int64_t strideB, float beta,
+                                    float *C, int64_t ldc, int64_t strideC,
+                                    int64_t batch, const float *bias) {
+  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
+       B, ldb, strideB, beta, C, ldc, strideC, batch, bias);
+}
+
+extern "C" void otcrt_gemm_bias_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *bias) {
+  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
+       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias);
 }

@@ -195,3 +195,59 @@ TEST(GemmCpu, Bf16ResultIsTheRoundedFp32Result) {
     EXPECT_EQ(c[i], want) << "element " << i << " of " << f[i];
   }
 }
+
+// The bias forms: against a naive double product plus bias (f32, batched
+// with transposed B), and in BF16 against the FP32 product plus the widened
+// bias rounded once by hand (each output rounds once, after the bias).
+TEST(GemmCpu, BiasEpilogue) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t M = 3, N = 5, K = 4, batch = 2;
+  std::vector<float> a(batch * M * K), b(N * K), bias(N), c(batch * M * N);
+  for (auto *v : {&a, &b, &bias})
+    for (float &x : *v)
+      x = dist(rng);
+  otcrt_gemm_bias_f32(0, 1, M, N, K, 1.0f, a.data(), K, M * K, b.data(), K, 0,
+                      0.0f, c.data(), N, M * N, batch, bias.data());
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double want = bias[j];
+        for (int64_t k = 0; k < K; ++k)
+          want += double(a[e * M * K + i * K + k]) * b[j * K + k];
+        EXPECT_NEAR(c[e * M * N + i * N + j], want, 1e-5)
+            << "entry " << e << " (" << i << ", " << j << ")";
+      }
+
+  auto toBf16 = [](float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    return static_cast<uint16_t>(bits >> 16);
+  };
+  auto widen = [](uint16_t h) {
+    uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  std::vector<uint16_t> ah(M * K), bh(N * K), biash(N), ch(M * N, 0);
+  for (int64_t i = 0; i < M * K; ++i)
+    ah[i] = toBf16(a[i]);
+  for (int64_t i = 0; i < N * K; ++i)
+    bh[i] = toBf16(b[i]);
+  for (int64_t j = 0; j < N; ++j)
+    biash[j] = toBf16(bias[j]);
+  std::vector<float> f(M * N);
+  otcrt_gemm_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, 0, bh.data(), K, 0, 0.0f,
+                  f.data(), N, 0, 1);
+  otcrt_gemm_bias_bf16_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, 0, bh.data(), K,
+                            0, 0.0f, ch.data(), N, 0, 1, biash.data());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float sum = f[i * N + j] + widen(biash[j]);
+      uint32_t bits;
+      std::memcpy(&bits, &sum, sizeof(bits));
+      uint16_t want = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+      EXPECT_EQ(ch[i * N + j], want) << "(" << i << ", " << j << ")";
+    }
+}

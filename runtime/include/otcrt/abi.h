@@ -110,6 +110,19 @@ void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t 
 /// function into a CUDA graph), NULL on the cpu target.
 void *otcrt_stream(void);
 
+/// The same products with a bias epilogue: C = alpha op(A) op(B) + beta C +
+/// bias, bias[j] ([N], C's element type) added to column j of every row of
+/// every batch entry before C's one rounding. cuda target: cuBLASLt's BIAS
+/// epilogue.
+void otcrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                         int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
+                         int64_t batch, const float *bias);
+void otcrt_gemm_bias_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                               const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+                               int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+                               int64_t strideC, int64_t batch, const uint16_t *bias);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 
