@@ -46,11 +46,15 @@ struct AttentionProblem {
                      int64_t nt, int64_t nd) {
     return ((b * nh + h) * nt + t) * nd + d;
   }
+  /// Stored [B, T, H, D] (layout "bthd") rather than [B, H, T, D].
+  bool bthd = false;
   int64_t qAt(int64_t b, int64_t h, int64_t i, int64_t d) const {
-    return at4(b, h, i, d, heads, queries, depth);
+    return bthd ? at4(b, i, h, d, queries, heads, depth)
+                : at4(b, h, i, d, heads, queries, depth);
   }
   int64_t kvAt(int64_t b, int64_t h, int64_t j, int64_t d) const {
-    return at4(b, h, j, d, kvHeads, keys, depth);
+    return bthd ? at4(b, j, h, d, keys, kvHeads, depth)
+                : at4(b, h, j, d, kvHeads, keys, depth);
   }
 
   /// True when key j is visible from query i (not hidden by `causal`).
@@ -94,12 +98,14 @@ static AttentionProblem
 attentionProblem(OpT op, const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *mask, const Tensor *key) {
   AttentionProblem p;
+  p.bthd = op.getLayout() == "bthd";
+  int hAxis = p.bthd ? 2 : 1, tAxis = p.bthd ? 1 : 2;
   p.batch = q.shape[0];
-  p.heads = q.shape[1];
-  p.queries = q.shape[2];
+  p.heads = q.shape[hAxis];
+  p.queries = q.shape[tAxis];
   p.depth = q.shape[3];
-  p.kvHeads = k.shape[1];
-  p.keys = k.shape[2];
+  p.kvHeads = k.shape[hAxis];
+  p.keys = k.shape[tAxis];
   p.q = &q;
   p.k = &k;
   p.v = &v;

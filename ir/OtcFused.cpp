@@ -29,9 +29,24 @@ static int64_t elementsOf(Value v) { return numElements(shapeOf(v)); }
 /// The checks attention and its gradient share: q [B, H, T, D], k and v
 /// [B, Hk, S, D] with Hk dividing H, causal only for T == S, a mask that
 /// broadcasts to the scores, a key for dropout.
+/// `shape` ([B, H, T, D], or [B, T, H, D] under layout "bthd") as
+/// [B, H, T, D].
+static SmallVector<int64_t> headsSecond(ArrayRef<int64_t> shape,
+                                        StringRef layout) {
+  SmallVector<int64_t> s(shape.begin(), shape.end());
+  if (layout == "bthd" && s.size() == 4)
+    std::swap(s[1], s[2]);
+  return s;
+}
+
 template <typename OpTy> static LogicalResult verifyAttention(OpTy op) {
-  ArrayRef<int64_t> q = shapeOf(op.getQ()), k = shapeOf(op.getK()),
-                    v = shapeOf(op.getV());
+  StringRef layout = op.getLayout();
+  if (layout != "bhtd" && layout != "bthd")
+    return op.emitOpError("layout must be \"bhtd\" or \"bthd\", got \"")
+           << layout << "\"";
+  SmallVector<int64_t> q = headsSecond(shapeOf(op.getQ()), layout),
+                       k = headsSecond(shapeOf(op.getK()), layout),
+                       v = headsSecond(shapeOf(op.getV()), layout);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return op.emitOpError("expects q, k, v of rank 4 ([B, H, T, D]), got ")
            << formatShape(q) << ", " << formatShape(k) << ", "
@@ -65,7 +80,8 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (getOutput().getType() != getQ().getType())
     return emitOpError("output must have q's type");
-  if (shapeOf(getLse()) != shapeOf(getQ()).drop_back())
+  if (ArrayRef<int64_t>(headsSecond(shapeOf(getQ()), getLayout()))
+          .drop_back() != shapeOf(getLse()))
     return emitOpError("lse must be [B, H, T]");
   return success();
 }
@@ -80,7 +96,8 @@ LogicalResult AttentionGradOp::verify() {
   if (getGrad().getType() != getOutput().getType() ||
       shapeOf(getOutput()) != shapeOf(getQ()))
     return emitOpError("the output and its gradient must be shaped like q");
-  if (shapeOf(getLse()) != shapeOf(getQ()).drop_back())
+  if (ArrayRef<int64_t>(headsSecond(shapeOf(getQ()), getLayout()))
+          .drop_back() != shapeOf(getLse()))
     return emitOpError("lse must be [B, H, T]");
   return success();
 }
@@ -92,7 +109,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto grad = b.create<AttentionGradOp>(
       getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
       rg[0], getQ(), getK(), getV(), getOutput(), getLse(), getMask(), getKey(),
-      getCausalAttr(), getScaleAttr(), getDropoutAttr(), getStreamAttr());
+      getCausalAttr(), getScaleAttr(), getDropoutAttr(), getStreamAttr(),
+      getLayoutAttr());
   out.append({grad.getDq(), grad.getDk(), grad.getDv()});
   // The mask (never depending on a parameter) and the key get none.
   if (getMask())
@@ -102,21 +120,26 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+/// The number of keys S of an attention's k.
+static int64_t keysOf(Value k, StringRef layout) {
+  return headsSecond(shapeOf(k), layout)[2];
+}
+
 /// Multiply-adds of the two products: B·H·T·S·D each.
-static int64_t attentionMacs(Value q, Value k) {
-  return elementsOf(q) * shapeOf(k)[2];
+static int64_t attentionMacs(Value q, Value k, StringRef layout) {
+  return elementsOf(q) * keysOf(k, layout);
 }
 
 int64_t AttentionOp::getFlops() {
   // Two products (4·B·H·T·S·D) and about five operations per score.
-  return 4 * attentionMacs(getQ(), getK()) +
-         5 * elementsOf(getLse()) * shapeOf(getK())[2];
+  return 4 * attentionMacs(getQ(), getK(), getLayout()) +
+         5 * elementsOf(getLse()) * keysOf(getK(), getLayout());
 }
 
 int64_t AttentionGradOp::getFlops() {
   // The scores again plus four products (dV, dP, dQ, dK).
-  return 10 * attentionMacs(getQ(), getK()) +
-         8 * elementsOf(getLse()) * shapeOf(getK())[2];
+  return 10 * attentionMacs(getQ(), getK(), getLayout()) +
+         8 * elementsOf(getLse()) * keysOf(getK(), getLayout());
 }
 
 //===----------------------------------------------------------------------===//

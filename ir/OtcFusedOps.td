@@ -45,6 +45,10 @@ def Otc_AttentionOp : Otc_Op<"attention",
     element number ((b H + h) T + i) S + j of the mask. Results: the output
     [B, H, T, D] and `lse` [B, H, T], the log-sum-exp of each row of scores,
     which the gradient uses to rebuild the probabilities row by row.
+    With `layout = "bthd"`, q, k, v and the output are stored [B, T, H, D]
+    (sequence before heads, as a projection writes them) and read as the
+    [B, H, T, D] above through strides: no transposed copies; `lse` and the
+    mask keep their [B, H, T(, S)] indexing.
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -57,7 +61,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
                    Optional<Otc_I64Scalar>:$key, UnitAttr:$causal,
                    F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                   DefaultValuedAttr<I64Attr, "0">:$stream);
+                   DefaultValuedAttr<I64Attr, "0">:$stream,
+                   DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout);
   let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
@@ -82,7 +87,8 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
                    Optional<Otc_I64Scalar>:$key, UnitAttr:$causal,
                    F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                   DefaultValuedAttr<I64Attr, "0">:$stream);
+                   DefaultValuedAttr<I64Attr, "0">:$stream,
+                   DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout);
   let results = (outs Otc_FloatTensor:$dq, Otc_FloatTensor:$dk,
                  Otc_FloatTensor:$dv);
   let assemblyFormat = [{

@@ -102,7 +102,13 @@ void RmsNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 /// The OtcrtAttention struct of an attention op or its gradient: sizes,
 /// scale, causal, dropout, the key's buffer and the mask's strides.
 template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
-  ArrayRef<int64_t> q = shapeOf(op.getQ()), k = shapeOf(op.getK());
+  // Sizes in [B, H, T, D] terms whatever the storage layout.
+  bool bthd = op.getLayout() == "bthd";
+  SmallVector<int64_t> q(shapeOf(op.getQ())), k(shapeOf(op.getK()));
+  if (bthd) {
+    std::swap(q[1], q[2]);
+    std::swap(k[1], k[2]);
+  }
   LibraryArg a;
   a.kind = LibraryArg::Struct;
   a.structType = "OtcrtAttention";
@@ -119,6 +125,8 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
     strides = broadcastStrides(shapeOf(m), {q[0], q[1], q[2], k[2]});
   for (int64_t s : strides)
     a.fields.push_back(LibraryArg::integer(s));
+  a.fields.push_back(
+      LibraryArg::integer(bthd ? /*OTCRT_LAYOUT_BTHD*/ 1 : 0));
   return a;
 }
 

@@ -504,6 +504,44 @@ Match fuse::fuseLogSoftmaxNll(NllLossOp loss, OpBuilder &b) {
 
 namespace {
 
+/// `v` transposed from [B, T, H, D] to [B, H, T, D]: the [B, T, H, D] value,
+/// else null.
+static Value headsTransposedFrom(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  if (!t || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3})
+    return nullptr;
+  return t.getInput();
+}
+
+/// Attention whose q, k and v are [B, T, H, D] tensors transposed to
+/// [B, H, T, D] (as a projection and a head split produce them) and whose
+/// output is only transposed back reads and writes the [B, T, H, D] tensors
+/// themselves (layout "bthd"): the four transposes, and the four of the
+/// gradient, are gone.
+static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
+  if (att.getLayout() != "bhtd" || att.getOutput().use_empty())
+    return;
+  Value q = headsTransposedFrom(att.getQ()), k = headsTransposedFrom(att.getK()),
+        v = headsTransposedFrom(att.getV());
+  if (!q || !k || !v)
+    return;
+  SmallVector<TransposeOp> backs;
+  for (Operation *user : att.getOutput().getUsers()) {
+    auto t = dyn_cast<TransposeOp>(user);
+    if (!t || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3})
+      return;
+    backs.push_back(t);
+  }
+  b.setInsertionPoint(att);
+  auto fused = b.create<AttentionOp>(
+      att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
+      att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
+      att.getDropoutAttr(), att.getStreamAttr(), b.getStringAttr("bthd"));
+  for (TransposeOp t : backs)
+    t.getResult().replaceAllUsesWith(fused.getOutput());
+  att.getLse().replaceAllUsesWith(fused.getLse());
+}
+
 struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
   using FusePatternsBase::FusePatternsBase;
 
@@ -535,6 +573,8 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
         if (!m.nearMiss.empty() && remarks)
           op->emitRemark("not fused: ") << m.nearMiss;
       }
+      for (AttentionOp att : llvm::to_vector(f.getOps<AttentionOp>()))
+        absorbHeadTransposes(att, b);
       // The replaced chains are dead now (every otc op is pure).
       SmallVector<Operation *> ops;
       f.walk([&](Operation *op) { ops.push_back(op); });

@@ -252,14 +252,17 @@ int64_t count(const OtcrtAttention &a, int64_t heads, int64_t rows) {
 
 } // namespace
 
-int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,
-                 const float *v, const float *mask, float *out, float *lse) {
+namespace {
+
+int attentionFwdBhtd(const OtcrtAttention &a, const float *q, const float *k,
+                     const float *v, const float *mask, float *out,
+                     float *lse) {
   return forward(a, q, k, v, mask, out, lse);
 }
 
-int attentionFwd(const OtcrtAttention &a, const otcrt_bf16 *q,
-                 const otcrt_bf16 *k, const otcrt_bf16 *v,
-                 const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse) {
+int attentionFwdBhtd(const OtcrtAttention &a, const otcrt_bf16 *q,
+                     const otcrt_bf16 *k, const otcrt_bf16 *v,
+                     const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse) {
   if (invalid(a))
     return 1;
   int64_t qn = count(a, a.h, a.t), kvn = count(a, a.hk, a.s);
@@ -273,18 +276,18 @@ int attentionFwd(const OtcrtAttention &a, const otcrt_bf16 *q,
   return rc;
 }
 
-int attentionBwd(const OtcrtAttention &a, const float *dout, const float *q,
-                 const float *k, const float *v, const float *mask,
-                 const float *out, const float *lse, float *dq, float *dk,
-                 float *dv) {
+int attentionBwdBhtd(const OtcrtAttention &a, const float *dout,
+                     const float *q, const float *k, const float *v,
+                     const float *mask, const float *out, const float *lse,
+                     float *dq, float *dk, float *dv) {
   return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv);
 }
 
-int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
-                 const otcrt_bf16 *q, const otcrt_bf16 *k, const otcrt_bf16 *v,
-                 const otcrt_bf16 *mask, const otcrt_bf16 *out,
-                 const float *lse, otcrt_bf16 *dq, otcrt_bf16 *dk,
-                 otcrt_bf16 *dv) {
+int attentionBwdBhtd(const OtcrtAttention &a, const otcrt_bf16 *dout,
+                     const otcrt_bf16 *q, const otcrt_bf16 *k,
+                     const otcrt_bf16 *v, const otcrt_bf16 *mask,
+                     const otcrt_bf16 *out, const float *lse, otcrt_bf16 *dq,
+                     otcrt_bf16 *dk, otcrt_bf16 *dv) {
   if (invalid(a))
     return 1;
   int64_t qn = count(a, a.h, a.t), kvn = count(a, a.hk, a.s);
@@ -302,6 +305,105 @@ int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
     narrow(dvf, dv);
   }
   return rc;
+}
+
+/// A [b, n, m, d] tensor as [b, m, n, d] (the two middle dimensions
+/// swapped); empty when any size is not positive.
+template <typename T>
+std::vector<T> swapMiddle(const T *x, int64_t b, int64_t n, int64_t m,
+                          int64_t d) {
+  if (b <= 0 || n <= 0 || m <= 0 || d <= 0)
+    return {};
+  std::vector<T> y(static_cast<size_t>(b * n * m * d));
+  for (int64_t e = 0; e < b; ++e)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j)
+        std::copy(x + ((e * n + i) * m + j) * d,
+                  x + ((e * n + i) * m + j + 1) * d,
+                  y.begin() + ((e * m + j) * n + i) * d);
+  return y;
+}
+
+/// Copies `y` ([b, n, m, d]) into `out` as [b, m, n, d].
+template <typename T>
+void storeSwapped(const std::vector<T> &y, T *out, int64_t b, int64_t n,
+                  int64_t m, int64_t d) {
+  std::vector<T> z = swapMiddle(y.data(), b, n, m, d);
+  std::copy(z.begin(), z.end(), out);
+}
+
+/// The [b, t, h, d] layout through transposed copies: this host library is
+/// the plain reference the device kernels are checked against.
+template <typename T>
+int forwardAnyLayout(const OtcrtAttention &a, const T *q, const T *k,
+                     const T *v, const T *mask, T *out, float *lse) {
+  if (a.layout == OTCRT_LAYOUT_BHTD)
+    return attentionFwdBhtd(a, q, k, v, mask, out, lse);
+  if (a.layout != OTCRT_LAYOUT_BTHD || invalid(a))
+    return 1;
+  OtcrtAttention c = a;
+  c.layout = OTCRT_LAYOUT_BHTD;
+  std::vector<T> qc = swapMiddle(q, a.b, a.t, a.h, a.d),
+                 kc = swapMiddle(k, a.b, a.s, a.hk, a.d),
+                 vc = swapMiddle(v, a.b, a.s, a.hk, a.d);
+  std::vector<T> oc(static_cast<size_t>(count(a, a.h, a.t)));
+  int rc = attentionFwdBhtd(c, qc.data(), kc.data(), vc.data(), mask,
+                            oc.data(), lse);
+  if (rc == 0)
+    storeSwapped(oc, out, a.b, a.h, a.t, a.d);
+  return rc;
+}
+
+template <typename T>
+int backwardAnyLayout(const OtcrtAttention &a, const T *dout, const T *q,
+                      const T *k, const T *v, const T *mask, const T *out,
+                      const float *lse, T *dq, T *dk, T *dv) {
+  if (a.layout == OTCRT_LAYOUT_BHTD)
+    return attentionBwdBhtd(a, dout, q, k, v, mask, out, lse, dq, dk, dv);
+  if (a.layout != OTCRT_LAYOUT_BTHD || invalid(a))
+    return 1;
+  OtcrtAttention c = a;
+  c.layout = OTCRT_LAYOUT_BHTD;
+  std::vector<T> dOc = swapMiddle(dout, a.b, a.t, a.h, a.d),
+                 qc = swapMiddle(q, a.b, a.t, a.h, a.d),
+                 oc = swapMiddle(out, a.b, a.t, a.h, a.d),
+                 kc = swapMiddle(k, a.b, a.s, a.hk, a.d),
+                 vc = swapMiddle(v, a.b, a.s, a.hk, a.d);
+  std::vector<T> dqc(qc.size()), dkc(kc.size()), dvc(vc.size());
+  int rc = attentionBwdBhtd(c, dOc.data(), qc.data(), kc.data(), vc.data(),
+                            mask, oc.data(), lse, dqc.data(), dkc.data(),
+                            dvc.data());
+  if (rc == 0) {
+    storeSwapped(dqc, dq, a.b, a.h, a.t, a.d);
+    storeSwapped(dkc, dk, a.b, a.hk, a.s, a.d);
+    storeSwapped(dvc, dv, a.b, a.hk, a.s, a.d);
+  }
+  return rc;
+}
+
+} // namespace
+
+int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,
+                 const float *v, const float *mask, float *out, float *lse) {
+  return forwardAnyLayout(a, q, k, v, mask, out, lse);
+}
+int attentionFwd(const OtcrtAttention &a, const otcrt_bf16 *q,
+                 const otcrt_bf16 *k, const otcrt_bf16 *v,
+                 const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse) {
+  return forwardAnyLayout(a, q, k, v, mask, out, lse);
+}
+int attentionBwd(const OtcrtAttention &a, const float *dout, const float *q,
+                 const float *k, const float *v, const float *mask,
+                 const float *out, const float *lse, float *dq, float *dk,
+                 float *dv) {
+  return backwardAnyLayout(a, dout, q, k, v, mask, out, lse, dq, dk, dv);
+}
+int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
+                 const otcrt_bf16 *q, const otcrt_bf16 *k, const otcrt_bf16 *v,
+                 const otcrt_bf16 *mask, const otcrt_bf16 *out,
+                 const float *lse, otcrt_bf16 *dq, otcrt_bf16 *dk,
+                 otcrt_bf16 *dv) {
+  return backwardAnyLayout(a, dout, q, k, v, mask, out, lse, dq, dk, dv);
 }
 
 } // namespace cpu

@@ -15,6 +15,7 @@
 #include "attention.h"
 #include "common.cuh"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -320,24 +321,153 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
   return launchStatus();
 }
 
+/// y ([b, m, n, d]) = x ([b, n, m, d]) with the middle dimensions swapped.
+template <typename T>
+__global__ void swapMiddleKernel(const T *x, T *y, int64_t b, int64_t n,
+                                 int64_t m, int64_t d) {
+  const int64_t total = b * n * m * d;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = e % d, j = (e / d) % m, i = (e / (d * m)) % n,
+                  bi = e / (d * m * n);
+    y[((bi * m + j) * n + i) * d + c] = x[e];
+  }
+}
+
+template <typename T>
+void swapMiddle(const T *x, T *y, int64_t b, int64_t n, int64_t m, int64_t d,
+                cudaStream_t stream) {
+  const int64_t total = b * n * m * d;
+  if (total <= 0)
+    return;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+  swapMiddleKernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      x, y, b, n, m, d);
+}
+
+/// Scratch for the transposed copies of the [b, t, h, d] layout: one
+/// per-device buffer grown like rowScratch (never inside a capture, kept for
+/// the life of the process), shared by the calls of one stream.
+char *layoutScratch(size_t bytes, cudaStream_t stream) {
+  struct Buffer {
+    char *data = nullptr;
+    size_t bytes = 0;
+  };
+  static std::mutex mutex;
+  static std::vector<Buffer> perDevice;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
+    return nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (perDevice.size() <= static_cast<size_t>(device))
+    perDevice.resize(device + 1);
+  Buffer &buffer = perDevice[device];
+  if (buffer.bytes >= bytes && buffer.data)
+    return buffer.data;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone)
+    return nullptr;
+  char *grown = nullptr;
+  if (cudaMalloc(reinterpret_cast<void **>(&grown), bytes ? bytes : 1) !=
+      cudaSuccess)
+    return nullptr;
+  buffer.data = grown;
+  buffer.bytes = bytes;
+  return grown;
+}
+
+/// The fallback kernels read [b, h, t, d]: a [b, t, h, d] call runs them on
+/// transposed copies (the cuDNN path reads that layout in place).
+template <typename T>
+int forwardAnyLayout(const OtcrtAttention *a, const T *q, const T *k,
+                     const T *v, const T *mask, T *out, float *lse,
+                     void *streamArg) {
+  if (a->layout == OTCRT_LAYOUT_BHTD)
+    return forward(a, q, k, v, mask, out, lse, streamArg);
+  if (a->layout != OTCRT_LAYOUT_BTHD || invalid(*a))
+    return 1;
+  if (a->b <= 0 || a->h <= 0 || a->t <= 0 || a->d <= 0)
+    return 0;
+  cudaStream_t stream = asStream(streamArg);
+  const size_t qn = a->b * a->h * a->t * a->d,
+               kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
+  T *base = reinterpret_cast<T *>(
+      layoutScratch(sizeof(T) * (2 * qn + 2 * kvn), stream));
+  if (!base)
+    return 1;
+  T *qc = base, *oc = base + qn, *kc = base + 2 * qn, *vc = kc + kvn;
+  swapMiddle(q, qc, a->b, a->t, a->h, a->d, stream);
+  swapMiddle(k, kc, a->b, a->s, a->hk, a->d, stream);
+  swapMiddle(v, vc, a->b, a->s, a->hk, a->d, stream);
+  OtcrtAttention c = *a;
+  c.layout = OTCRT_LAYOUT_BHTD;
+  int rc = forward(&c, qc, kc, vc, mask, oc, lse, streamArg);
+  if (rc == 0)
+    swapMiddle(static_cast<const T *>(oc), out, a->b, a->h, a->t, a->d,
+               stream);
+  return rc ? rc : launchStatus();
+}
+
+template <typename T>
+int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
+                      const T *k, const T *v, const T *mask, const T *out,
+                      const float *lse, T *dq, T *dk, T *dv, void *streamArg) {
+  if (a->layout == OTCRT_LAYOUT_BHTD)
+    return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, streamArg);
+  if (a->layout != OTCRT_LAYOUT_BTHD || invalid(*a))
+    return 1;
+  if (a->b <= 0 || a->h <= 0 || a->d <= 0)
+    return 0;
+  cudaStream_t stream = asStream(streamArg);
+  const size_t qn = a->b * a->h * (a->t > 0 ? a->t : 0) * a->d,
+               kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
+  T *base = reinterpret_cast<T *>(
+      layoutScratch(sizeof(T) * (4 * qn + 4 * kvn), stream));
+  if (!base)
+    return 1;
+  T *dOc = base, *qc = dOc + qn, *oc = qc + qn, *dqc = oc + qn,
+    *kc = dqc + qn, *vc = kc + kvn, *dkc = vc + kvn, *dvc = dkc + kvn;
+  swapMiddle(dout, dOc, a->b, a->t, a->h, a->d, stream);
+  swapMiddle(q, qc, a->b, a->t, a->h, a->d, stream);
+  swapMiddle(out, oc, a->b, a->t, a->h, a->d, stream);
+  swapMiddle(k, kc, a->b, a->s, a->hk, a->d, stream);
+  swapMiddle(v, vc, a->b, a->s, a->hk, a->d, stream);
+  OtcrtAttention c = *a;
+  c.layout = OTCRT_LAYOUT_BHTD;
+  int rc = backward(&c, static_cast<const T *>(dOc), static_cast<const T *>(qc),
+                    static_cast<const T *>(kc), static_cast<const T *>(vc),
+                    mask, static_cast<const T *>(oc), lse, dqc, dkc, dvc,
+                    streamArg);
+  if (rc == 0) {
+    swapMiddle(static_cast<const T *>(dqc), dq, a->b, a->h, a->t, a->d, stream);
+    swapMiddle(static_cast<const T *>(dkc), dk, a->b, a->hk, a->s, a->d,
+               stream);
+    swapMiddle(static_cast<const T *>(dvc), dv, a->b, a->hk, a->s, a->d,
+               stream);
+  }
+  return rc ? rc : launchStatus();
+}
+
 } // namespace
 
 int attentionFwdFallback(const OtcrtAttention *a, const float *q,
                          const float *k, const float *v, const float *mask,
                          float *out, float *lse, void *stream) {
-  return forward(a, q, k, v, mask, out, lse, stream);
+  return forwardAnyLayout(a, q, k, v, mask, out, lse, stream);
 }
 int attentionFwdFallback(const OtcrtAttention *a, const otcrt_bf16 *q,
                          const otcrt_bf16 *k, const otcrt_bf16 *v,
                          const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse,
                          void *stream) {
-  return forward(a, q, k, v, mask, out, lse, stream);
+  return forwardAnyLayout(a, q, k, v, mask, out, lse, stream);
 }
 int attentionBwdFallback(const OtcrtAttention *a, const float *dout,
                          const float *q, const float *k, const float *v,
                          const float *mask, const float *out, const float *lse,
                          float *dq, float *dk, float *dv, void *stream) {
-  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
+  return backwardAnyLayout(a, dout, q, k, v, mask, out, lse, dq, dk, dv,
+                           stream);
 }
 int attentionBwdFallback(const OtcrtAttention *a, const otcrt_bf16 *dout,
                          const otcrt_bf16 *q, const otcrt_bf16 *k,
@@ -345,7 +475,8 @@ int attentionBwdFallback(const OtcrtAttention *a, const otcrt_bf16 *dout,
                          const otcrt_bf16 *out, const float *lse,
                          otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
                          void *stream) {
-  return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, stream);
+  return backwardAnyLayout(a, dout, q, k, v, mask, out, lse, dq, dk, dv,
+                           stream);
 }
 
 } // namespace cuda

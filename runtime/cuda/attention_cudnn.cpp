@@ -58,11 +58,12 @@ struct GraphKey {
   uint32_t scaleBits = 0;
   bool causal = false, mask = false;
   int64_t maskStrides[4] = {0, 0, 0, 0};
+  int32_t layout = OTCRT_LAYOUT_BHTD;
 
   auto tie() const {
     return std::tie(device, backward, b, h, hk, t, s, d, scaleBits, causal,
                     mask, maskStrides[0], maskStrides[1], maskStrides[2],
-                    maskStrides[3]);
+                    maskStrides[3], layout);
   }
   bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
 };
@@ -161,9 +162,15 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     g->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
-    const Dims qDims = {a.b, a.h, a.t, a.d}, qStrides = packed(a.h, a.t, a.d);
+    // [b, h, t, d] dims; the strides of how they are stored: packed, or
+    // [b, t, h, d] (OTCRT_LAYOUT_BTHD: sequence before heads) read in place.
+    const bool bthd = a.layout == OTCRT_LAYOUT_BTHD;
+    const Dims qDims = {a.b, a.h, a.t, a.d},
+               qStrides = bthd ? Dims{a.t * a.h * a.d, a.d, a.h * a.d, 1}
+                               : packed(a.h, a.t, a.d);
     const Dims kvDims = {a.b, a.hk, a.s, a.d},
-               kvStrides = packed(a.hk, a.s, a.d);
+               kvStrides = bthd ? Dims{a.s * a.hk * a.d, a.d, a.hk * a.d, 1}
+                                : packed(a.hk, a.s, a.d);
     const Dims statsDims = {a.b, a.h, a.t, 1},
                statsStrides = packed(a.h, a.t, 1);
     TensorPtr q = tensor(*g, "Q", kQ, qDims, qStrides);
@@ -298,6 +305,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
   key.d = a.d;
   std::memcpy(&key.scaleBits, &a.scale, sizeof key.scaleBits);
   key.causal = a.causal != 0;
+  key.layout = a.layout;
   key.mask = mask != nullptr;
   if (key.mask)
     std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);

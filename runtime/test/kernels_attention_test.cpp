@@ -319,3 +319,73 @@ TEST(KernelsAttention, RejectsUngroupedHeads) {
   float x[3] = {}, lse[3];
   EXPECT_NE(otcrt_attention_fwd_f32(&a, x, x, x, nullptr, x, lse, nullptr), 0);
 }
+
+// Layout [B, T, H, D] (OTCRT_LAYOUT_BTHD): the results equal, bit for bit,
+// those of the [B, H, T, D] call on the same values transposed by the test
+// (t = 5 and h = 4 differ, so a swapped index shows), forward and backward,
+// grouped-query and causal with dropout, in float and bfloat16.
+TEST(KernelsAttention, SequenceMajorLayout) {
+  std::mt19937 rng(7);
+  OtcrtAttention a{};
+  a.b = 2, a.h = 4, a.hk = 2, a.t = 5, a.s = 5, a.d = 3;
+  a.scale = 0.6f, a.causal = 1, a.dropout = 0.25f;
+  static const int64_t key = 9;
+  a.key = &key;
+  a.dropout_stream = 4;
+  const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
+  // [b, n, m, d] -> [b, m, n, d].
+  auto swap = [&](const std::vector<float> &x, int64_t n, int64_t m) {
+    std::vector<float> y(x.size());
+    for (int64_t e = 0; e < a.b; ++e)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m; ++j)
+          for (int64_t c = 0; c < a.d; ++c)
+            y[((e * m + j) * n + i) * a.d + c] = x[((e * n + i) * m + j) * a.d + c];
+    return y;
+  };
+  // Stored [b, t, h, d] (representable in bfloat16 for the second half).
+  std::vector<float> q = kt::random(qn, rng, -1, 1, true),
+                     k = kt::random(kvn, rng, -1, 1, true),
+                     v = kt::random(kvn, rng, -1, 1, true),
+                     dO = kt::random(qn, rng, -1, 1, true);
+  std::vector<float> qh = swap(q, a.t, a.h), kh = swap(k, a.s, a.hk),
+                     vh = swap(v, a.s, a.hk), dOh = swap(dO, a.t, a.h);
+  std::vector<float> oh(qn), lseh(a.b * a.h * a.t), dqh(qn), dkh(kvn), dvh(kvn);
+  ASSERT_EQ(otcrt_attention_fwd_f32(&a, qh.data(), kh.data(), vh.data(),
+                                    nullptr, oh.data(), lseh.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dOh.data(), qh.data(), kh.data(),
+                                    vh.data(), nullptr, oh.data(), lseh.data(),
+                                    dqh.data(), dkh.data(), dvh.data(), nullptr),
+            0);
+  OtcrtAttention s = a;
+  s.layout = OTCRT_LAYOUT_BTHD;
+  std::vector<float> o(qn), lse(lseh.size()), dq(qn), dk(kvn), dv(kvn);
+  ASSERT_EQ(otcrt_attention_fwd_f32(&s, q.data(), k.data(), v.data(), nullptr,
+                                    o.data(), lse.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_attention_bwd_f32(&s, dO.data(), q.data(), k.data(),
+                                    v.data(), nullptr, o.data(), lse.data(),
+                                    dq.data(), dk.data(), dv.data(), nullptr),
+            0);
+  EXPECT_EQ(o, swap(oh, a.h, a.t));
+  EXPECT_EQ(lse, lseh);
+  EXPECT_EQ(dq, swap(dqh, a.h, a.t));
+  EXPECT_EQ(dk, swap(dkh, a.hk, a.s));
+  EXPECT_EQ(dv, swap(dvh, a.hk, a.s));
+
+  // bfloat16 storage: the same equality on the bf16 entry points.
+  std::vector<otcrt_bf16> qb = kt::toBf16(q), kb = kt::toBf16(k),
+                          vb = kt::toBf16(v), ob(qn), ohb(qn);
+  std::vector<otcrt_bf16> qhb = kt::toBf16(qh), khb = kt::toBf16(kh),
+                          vhb = kt::toBf16(vh);
+  std::vector<float> lb(lseh.size()), lhb(lseh.size());
+  ASSERT_EQ(otcrt_attention_fwd_bf16(&a, qhb.data(), khb.data(), vhb.data(),
+                                     nullptr, ohb.data(), lhb.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_attention_fwd_bf16(&s, qb.data(), kb.data(), vb.data(),
+                                     nullptr, ob.data(), lb.data(), nullptr),
+            0);
+  EXPECT_EQ(kt::fromBf16(ob), swap(kt::fromBf16(ohb), a.h, a.t));
+  EXPECT_EQ(lb, lhb);
+}

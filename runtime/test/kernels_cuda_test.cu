@@ -743,9 +743,19 @@ int main(int argc, char **argv) {
   // sizes it may decline are reported, not required).
   const int64_t fullMask64[4] = {1, 4, 64, 64};
   const int64_t padding128[4] = {2, 1, 1, 128};
+  // Stored [B, T, H, D] (OTCRT_LAYOUT_BTHD): cuDNN reads it through
+  // strides, the fallback through transposed copies.
+  auto bthd = [](OtcrtAttention a) {
+    a.layout = OTCRT_LAYOUT_BTHD;
+    return a;
+  };
   const AttentionCase cases[] = {
       {"t=s=1024 causal d=64", attention(2, 4, 4, 1024, 1024, 64, true, 0),
        nullptr, true},
+      {"t=s=1024 causal d=64 bthd",
+       bthd(attention(2, 12, 12, 1024, 1024, 64, true, 0)), nullptr, true},
+      {"t=s=37 causal gqa h=4 hk=2 d=64 bthd",
+       bthd(attention(2, 4, 2, 37, 37, 64, true, 0)), nullptr, true},
       {"t=s=1024 causal gqa h=8 hk=2 d=128",
        attention(1, 8, 2, 1024, 1024, 128, true, 0), nullptr, true},
       {"t=s=1024 d=64 hk=1", attention(1, 4, 1, 1024, 1024, 64, false, 0),

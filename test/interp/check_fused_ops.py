@@ -185,13 +185,23 @@ def expect_column_sum(rng):
         "sum_bf16": y.astype(np.float64).reshape(6, 5).sum(axis=0)}
 
 
+def expect_attention_bthd(rng):
+    # Stored [B, T, H, D]: the reference runs on the [B, H, T, D] views.
+    q = normal(rng, (1, 5, 4, 3))
+    k, v = (normal(rng, (1, 5, 2, 3)) for _ in range(2))
+    heads = (lambda a: a.transpose(0, 2, 1, 3))
+    o, lse, _ = attention(heads(q), heads(k), heads(v), 0.7, causal=True)
+    return {"q": q, "k": k, "v": v}, {"o": heads(o), "lse": lse}
+
+
 CASES = [("attention", expect_attention),
          ("attention_causal", expect_attention_causal),
          ("layer_norm", expect_layer_norm), ("rms_norm", expect_rms_norm),
          ("activations", expect_activations),
          ("cross_entropy", expect_cross_entropy),
          ("cross_entropy_grad", expect_cross_entropy_grad),
-         ("column_sum", expect_column_sum)]
+         ("column_sum", expect_column_sum),
+         ("attention_bthd", expect_attention_bthd)]
 
 
 def main():

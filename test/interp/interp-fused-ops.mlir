@@ -15,7 +15,8 @@
 // CHECK: cross_entropy PASS
 // CHECK: cross_entropy_grad PASS
 // CHECK: column_sum PASS
-// CHECK: 8 passed, 0 failed
+// CHECK: attention_bthd PASS
+// CHECK: 9 passed, 0 failed
 
 // Grouped-query (4 query heads, 2 kv heads), T = 3 queries, S = 5 keys, a
 // [3, 5] mask with -inf entries, dropout 0.25.
@@ -140,4 +141,16 @@ func.func @column_sum(%x: tensor<3x2x5xf32> {otc.input = "x"},
   %s = otc.column_sum %x : (tensor<3x2x5xf32>) -> tensor<5xf32>
   %t = otc.column_sum %y : (tensor<3x2x5xbf16>) -> tensor<5xf32>
   return %s, %t : tensor<5xf32>, tensor<5xf32>
+}
+
+// Layout "bthd": q [1, 5, 4, 3] (B, T, H, D), k and v [1, 5, 2, 3]
+// (grouped-query), causal; the output [1, 5, 4, 3], lse still [1, 4, 5].
+func.func @attention_bthd(%q: tensor<1x5x4x3xf32> {otc.input = "q"},
+                          %k: tensor<1x5x2x3xf32> {otc.input = "k"},
+                          %v: tensor<1x5x2x3xf32> {otc.input = "v"})
+    -> (tensor<1x5x4x3xf32> {otc.output = "o"}, tensor<1x4x5xf32> {otc.output = "lse"}) {
+  %o, %lse = otc.attention %q, %k, %v {causal, layout = "bthd", scale = 0.7 : f64}
+      : (tensor<1x5x4x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x2x3xf32>)
+      -> (tensor<1x5x4x3xf32>, tensor<1x4x5xf32>)
+  return %o, %lse : tensor<1x5x4x3xf32>, tensor<1x4x5xf32>
 }

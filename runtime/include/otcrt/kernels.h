@@ -116,7 +116,15 @@ typedef struct {
   const int64_t *key;
   uint64_t dropout_stream;
   int64_t mask_strides[4];
+  /// How q, k, v, the output and their gradients are stored:
+  /// OTCRT_LAYOUT_BHTD ([b, h, t, d], the default: 0) or OTCRT_LAYOUT_BTHD
+  /// ([b, t, h, d], sequence before heads, as a projection writes them;
+  /// read and written through strides where the implementation allows, else
+  /// through transposed copies of its own). lse stays [b, h, t].
+  int32_t layout;
 } OtcrtAttention;
+
+enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
 
 /// out [b, h, t, d] and lse [b, h, t] (float: the log-sum-exp of each row of
 /// masked scores).
