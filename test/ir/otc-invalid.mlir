@@ -193,3 +193,11 @@ func.func @column_sum_shape(%x: tensor<4x8xbf16>) {
   %0 = otc.column_sum %x : (tensor<4x8xbf16>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @attention_layout(%q: tensor<1x2x4x2xf32>) {
+  // expected-error @+1 {{layout must be "bhtd" or "bthd", got "thbd"}}
+  %o, %lse = otc.attention %q, %q, %q {layout = "thbd", scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return
+}

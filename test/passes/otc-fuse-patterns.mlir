@@ -334,3 +334,36 @@ func.func @cross_entropy(%z: tensor<2x3x5xf32>, %y: tensor<2x3xi64>, %z2: tensor
   %4 = otc.nll_loss %3, %y2 {reduction = "sum"} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
   return %2, %4 : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// Tests that attention over [B, T, H, D] projections transposed to
+// [B, H, T, D], whose output is transposed back, reads and writes the
+// [B, T, H, D] tensors itself (layout "bthd"): no transpose is left; and
+// that one extra reader of the output keeps the [B, H, T, D] form.
+// CHECK-LABEL: func.func @attention_heads_second
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x4x2x2xf32>, %[[K:.*]]: tensor<1x4x2x2xf32>, %[[V:.*]]: tensor<1x4x2x2xf32>)
+// CHECK-NOT: otc.transpose
+// CHECK: %[[O:.*]], %{{.*}} = otc.attention %[[Q]], %[[K]], %[[V]] {causal, layout = "bthd", scale = 5.000000e-01 : f64} : (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x2x4xf32>)
+// CHECK-NOT: otc.transpose
+// CHECK: return %[[O]]
+// CHECK-LABEL: func.func @attention_output_read_twice
+// CHECK: otc.attention
+// CHECK-NOT: layout = "bthd"
+// CHECK: return
+func.func @attention_heads_second(%qs: tensor<1x4x2x2xf32>, %ks: tensor<1x4x2x2xf32>, %vs: tensor<1x4x2x2xf32>) -> tensor<1x4x2x2xf32> {
+  %q = otc.transpose %qs, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %k = otc.transpose %ks, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %v = otc.transpose %vs, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  %ob = otc.transpose %o, [0, 2, 1, 3] : (tensor<1x2x4x2xf32>) -> tensor<1x4x2x2xf32>
+  return %ob : tensor<1x4x2x2xf32>
+}
+func.func @attention_output_read_twice(%qs: tensor<1x4x2x2xf32>, %ks: tensor<1x4x2x2xf32>, %vs: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>) {
+  %q = otc.transpose %qs, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %k = otc.transpose %ks, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %v = otc.transpose %vs, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  %ob = otc.transpose %o, [0, 2, 1, 3] : (tensor<1x2x4x2xf32>) -> tensor<1x4x2x2xf32>
+  return %ob, %o : tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>
+}
