@@ -16,6 +16,7 @@
 #include "common.cuh"
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <vector>
 
@@ -234,41 +235,43 @@ bool invalid(const OtcrtAttention &a) {
   return a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0;
 }
 
-/// The backward's D_i, one float per query row: a per-device buffer grown
-/// (cudaMalloc) when a call needs more rows than any call before and kept
-/// for the life of the process, so that later calls of that size neither
-/// allocate nor synchronize and a CUDA graph that captured them stays valid.
-/// A smaller buffer it replaces is kept too (a captured graph may still read
-/// it). Calls on one device share it: they must be ordered (one stream).
-/// NULL when it must grow while `stream` is being captured, or when cudaMalloc
-/// fails.
-float *rowScratch(int64_t rows, cudaStream_t stream) {
+/// The kernels' scratch: per device and per use (kRowD, the backward's D_i
+/// per query row; kLayout, the transposed copies of a [b, t, h, d] call),
+/// a buffer grown (cudaMalloc) when a call needs more bytes than any call
+/// before and kept for the life of the process, so that later calls of that
+/// size neither allocate nor synchronize and a CUDA graph that captured them
+/// stays valid. A smaller buffer it replaces is kept too (a captured graph
+/// may still read it). Calls on one device share it: they must be ordered
+/// (one stream). NULL when it must grow while `stream` is being captured,
+/// or when cudaMalloc fails.
+enum ScratchUse { kRowD, kLayout, kScratchUses };
+
+char *scratch(ScratchUse use, size_t bytes, cudaStream_t stream) {
   struct Buffer {
-    float *data = nullptr;
-    size_t rows = 0;
+    char *data = nullptr;
+    size_t bytes = 0;
   };
   static std::mutex mutex;
-  static std::vector<Buffer> perDevice;
+  static std::vector<std::array<Buffer, kScratchUses>> perDevice;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess)
     return nullptr;
-  const size_t need = static_cast<size_t>(rows > 0 ? rows : 1);
+  const size_t need = bytes > 0 ? bytes : 1;
   std::lock_guard<std::mutex> lock(mutex);
   if (perDevice.size() <= static_cast<size_t>(device))
     perDevice.resize(device + 1);
-  Buffer &buffer = perDevice[device];
-  if (buffer.rows >= need)
+  Buffer &buffer = perDevice[device][use];
+  if (buffer.bytes >= need)
     return buffer.data;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
       capture != cudaStreamCaptureStatusNone)
     return nullptr;
-  float *grown = nullptr;
-  if (cudaMalloc(reinterpret_cast<void **>(&grown), sizeof(float) * need) !=
-      cudaSuccess)
+  char *grown = nullptr;
+  if (cudaMalloc(reinterpret_cast<void **>(&grown), need) != cudaSuccess)
     return nullptr;
   buffer.data = grown;
-  buffer.rows = need;
+  buffer.bytes = need;
   return grown;
 }
 
@@ -307,7 +310,8 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
   if (!allowShared(queryGradKernel<T>, qShared) ||
       !allowShared(keyGradKernel<T>, kShared))
     return 1;
-  float *rowD = rowScratch(rows, stream);
+  float *rowD = reinterpret_cast<float *>(
+      scratch(kRowD, sizeof(float) * static_cast<size_t>(rows), stream));
   if (!rowD)
     return 1;
   if (rows > 0)
@@ -345,38 +349,6 @@ void swapMiddle(const T *x, T *y, int64_t b, int64_t n, int64_t m, int64_t d,
       x, y, b, n, m, d);
 }
 
-/// Scratch for the transposed copies of the [b, t, h, d] layout: one
-/// per-device buffer grown like rowScratch (never inside a capture, kept for
-/// the life of the process), shared by the calls of one stream.
-char *layoutScratch(size_t bytes, cudaStream_t stream) {
-  struct Buffer {
-    char *data = nullptr;
-    size_t bytes = 0;
-  };
-  static std::mutex mutex;
-  static std::vector<Buffer> perDevice;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess)
-    return nullptr;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (perDevice.size() <= static_cast<size_t>(device))
-    perDevice.resize(device + 1);
-  Buffer &buffer = perDevice[device];
-  if (buffer.bytes >= bytes && buffer.data)
-    return buffer.data;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone)
-    return nullptr;
-  char *grown = nullptr;
-  if (cudaMalloc(reinterpret_cast<void **>(&grown), bytes ? bytes : 1) !=
-      cudaSuccess)
-    return nullptr;
-  buffer.data = grown;
-  buffer.bytes = bytes;
-  return grown;
-}
-
 /// The fallback kernels read [b, h, t, d]: a [b, t, h, d] call runs them on
 /// transposed copies (the cuDNN path reads that layout in place).
 template <typename T>
@@ -393,7 +365,7 @@ int forwardAnyLayout(const OtcrtAttention *a, const T *q, const T *k,
   const size_t qn = a->b * a->h * a->t * a->d,
                kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
   T *base = reinterpret_cast<T *>(
-      layoutScratch(sizeof(T) * (2 * qn + 2 * kvn), stream));
+      scratch(kLayout, sizeof(T) * (2 * qn + 2 * kvn), stream));
   if (!base)
     return 1;
   T *qc = base, *oc = base + qn, *kc = base + 2 * qn, *vc = kc + kvn;
@@ -423,7 +395,7 @@ int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
   const size_t qn = a->b * a->h * (a->t > 0 ? a->t : 0) * a->d,
                kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
   T *base = reinterpret_cast<T *>(
-      layoutScratch(sizeof(T) * (4 * qn + 4 * kvn), stream));
+      scratch(kLayout, sizeof(T) * (4 * qn + 4 * kvn), stream));
   if (!base)
     return 1;
   T *dOc = base, *qc = dOc + qn, *oc = qc + qn, *dqc = oc + qn,
