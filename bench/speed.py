@@ -98,11 +98,6 @@ SOURCE_TARGET_BYTES = 300 * 1000
 
 GIB = 2**30
 
-# otcrt_* names in emitted code that are not library calls.
-NOT_LIBRARY = {"otcrt_trace_begin", "otcrt_trace_end", "otcrt_kernel_failed",
-               "otcrt_check_launch", "otcrt_main", "otcrt_bf16"}
-
-
 def log(msg):
     print(msg, flush=True)
 
@@ -133,12 +128,14 @@ def source_figures(path):
     """Kernel count, launches and library calls of an emitted program."""
     with open(path) as f:
         text = f.read()
-    calls = re.findall(r"\b(otcrt_[A-Za-z0-9_]+)\s*\(", text)
-    lib = [c for c in calls if c not in NOT_LIBRARY]
+    # Library calls are OTC_LIB(fn, ...) and the GEMMs; launches are
+    # OTC_LAUNCH(kN, ...) (the macros of codegen/EmitProgram.cpp).
+    lib = re.findall(r"\bOTC_LIB\((otcrt_[A-Za-z0-9_]+)", text)
+    lib += re.findall(r"\b(otcrt_gemm[A-Za-z0-9_]*)\s*\(", text)
     return {
         "source_bytes": len(text.encode()),
         "kernels": text.count("__global__"),
-        "kernel_launches": text.count("<<<"),
+        "kernel_launches": len(re.findall(r"\bOTC_LAUNCH\(k[0-9]+", text)),
         "library_calls": len(lib),
         "library_functions": sorted(set(lib)),
     }
