@@ -249,6 +249,14 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
+  // --help lists otc-compile's own options and MLIR's (--mlir-*), not the
+  // hundreds of LLVM back-end options linked in with the libraries.
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    bool ours = llvm::is_contained(option->Categories, &cat);
+    if (!ours && !name.starts_with("mlir-") && name != "help" &&
+        name != "version" && name != "color")
+      option->setHiddenFlag(cl::ReallyHidden);
+  }
   cl::ParseCommandLineOptions(argc, argv, "otc: ONNX training compiler\n");
 
   // Options checked before any work.
