@@ -26,6 +26,7 @@
 #include "passes/Pipeline.h"
 #include "passes/Remat.h"
 #include "report/Report.h"
+#include "tools/FitPlanner.h"
 #include "tools/RuntimeLink.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,6 +73,8 @@ static cl::opt<std::string> remat("remat",
 static cl::opt<std::string> memoryBudget("memory-budget",
                                          cl::desc("Budget for --remat=auto"),
                                          cl::cat(cat));
+static cl::alias memoryAlias("memory", cl::desc("Alias for --memory-budget"),
+                             cl::aliasopt(memoryBudget), cl::cat(cat));
 static cl::opt<std::string> precision("precision", cl::desc("fp32|bf16"),
                                       cl::init("fp32"), cl::cat(cat));
 static cl::opt<bool> fp32GradAccum("fp32-grad-accum",
@@ -98,6 +101,16 @@ static cl::opt<bool> fusionRemarks(
     "fusion-remarks",
     cl::desc("Say why each almost-matching chain was not fused"),
     cl::cat(cat));
+static cl::opt<bool>
+    fit("fit", cl::desc("Plan every micro-batch x recompute policy that makes "
+                        "--global-batch-tokens, print the fastest that fit "
+                        "--memory-budget (then build the pick with -o DIR)"),
+        cl::cat(cat));
+static cl::opt<int64_t> globalBatchTokens(
+    "global-batch-tokens",
+    cl::desc("--fit: tokens per optimizer step (micro-batch x sequence x "
+             "gradient accumulation)"),
+    cl::init(0), cl::cat(cat));
 static cl::opt<bool> report("report", cl::desc("Print the memory/FLOP report"),
                             cl::cat(cat));
 static cl::opt<std::string>
@@ -263,7 +276,7 @@ int main(int argc, char **argv) {
   bool cuda = target == "cuda";
   if (!cuda && target != "cpu")
     return fail("--target must be cpu or cuda, got '" + target + "'");
-  if (compileTo.empty() && outDir.empty())
+  if (compileTo.empty() && outDir.empty() && !fit)
     return fail("no output directory: pass -o DIR");
   if (!compileTo.empty() && compileTo != "import" && compileTo != "emit" &&
       !otc::parsePhase(compileTo))
@@ -300,6 +313,49 @@ int main(int argc, char **argv) {
   std::string err;
   if (!parseDims(importOpts, err))
     return fail(err);
+
+  // --fit: search, print, and build the pick when -o is given.
+  if (fit) {
+    if (globalBatchTokens <= 0)
+      return fail("--fit needs --global-batch-tokens=N (tokens per step)");
+    if (!budget)
+      return fail("--fit needs --memory-budget=SIZE (or --memory=SIZE)");
+    if (microBatch.getNumOccurrences() || gradAccum.getNumOccurrences() ||
+        remat.getNumOccurrences())
+      return fail("--fit chooses --micro-batch, --grad-accum and --remat "
+                  "itself: leave them out");
+    MLIRContext fitContext;
+    fitContext.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
+                           func::FuncDialect>();
+    otc::FitRequest request;
+    request.modelPath = modelPath;
+    request.import = importOpts;
+    request.globalBatchTokens = globalBatchTokens;
+    request.memoryBytes = *budget;
+    request.device = deviceModel;
+    request.pipeline.fuse = !noFuse;
+    request.pipeline.lossName = lossName;
+    request.pipeline.freeze = freeze;
+    request.pipeline.backEnd.bf16 = bf16;
+    request.pipeline.backEnd.fp32GradAccum = fp32GradAccum;
+    request.pipeline.backEnd.weightDecay = weightDecay;
+    request.pipeline.backEnd.cuda = cuda;
+    request.pipeline.backEnd.fuseElementwise = !noFuseElementwise;
+    std::optional<size_t> pick;
+    auto candidates = otc::planFit(fitContext, request, pick, err);
+    if (!candidates)
+      return fail(err);
+    otc::printFit(*candidates, pick, request, llvm::outs());
+    if (!pick)
+      return fail("no configuration fits --memory-budget " + memoryBudget);
+    if (outDir.empty())
+      return 0;
+    const otc::FitCandidate &c = (*candidates)[*pick];
+    microBatch = c.microBatch;
+    gradAccum = c.gradAccum;
+    remat = c.remat;
+    importOpts.microBatch = c.microBatch;
+  }
   if (microBatch.getNumOccurrences()) {
     if (microBatch <= 0)
       return fail("--micro-batch must be > 0");

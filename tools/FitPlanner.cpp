@@ -1,0 +1,203 @@
+//===- FitPlanner.cpp - the fastest configuration that fits ---------------===//
+//
+// Compiles each candidate (micro-batch x recomputation policy; gradient
+// accumulation makes up the global batch) through the same pipeline as a
+// build, up to buffer planning, so that its peak is the one a build would
+// plan, and predicts its step with the device model. Peaks grow with the
+// micro-batch, so a policy stops at its first micro-batch that does not fit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/FitPlanner.h"
+
+#include "codegen/Codegen.h"
+#include "codegen/StepTime.h"
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+#include "passes/Cost.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace otc;
+
+/// Elements of the first integer graph input: the tokens of a micro-step.
+static int64_t tokensOf(ModuleOp module) {
+  auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+  if (!fwd)
+    return 0;
+  for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+    if (fwd.getArgAttr(i, attrs::kInput))
+      if (auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]))
+        if (isa<IntegerType>(t.getElementType()))
+          return t.getNumElements();
+  return 0;
+}
+
+/// Runs the phases `first`..`last` on `module`.
+static bool runPhases(ModuleOp module, Phase first, Phase last,
+                      const PipelineOptions &options) {
+  PassManager pm(module.getContext());
+  addPhases(pm, first, last, options);
+  return succeeded(pm.run(module));
+}
+
+/// Compiles one candidate from its imported module; false when the
+/// pipeline fails (the reason went to the context's diagnostics).
+static bool measure(ModuleOp imported, const FitRequest &request,
+                    FitCandidate &c) {
+  OwningOpRef<ModuleOp> module = imported.clone();
+  PipelineOptions options = request.pipeline;
+  options.rematPolicy = c.remat;
+  options.backEnd.gradAccum = c.gradAccum;
+  options.fusionRemarks = false;
+  if (!runPhases(*module, kFirstPhase, Phase::Differentiate, options))
+    return false;
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  double before = step ? static_cast<double>(functionFlops(step)) : 0;
+  if (!runPhases(*module, Phase::Remat, Phase::Remat, options))
+    return false;
+  step = module->lookupSymbol<func::FuncOp>("train_step");
+  double after = step ? static_cast<double>(functionFlops(step)) : 0;
+  c.recomputeShare = before > 0 ? (after - before) / before : 0;
+  if (!runPhases(*module, Phase::MixedPrecision, kLastPhase, options))
+    return false;
+  auto arena = (*module)->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
+  if (!arena)
+    return false;
+  c.totalPeak = arena.getInt() + workspaceBytes(options.backEnd.cuda);
+  FailureOr<StepTime> time =
+      predictStepTime(*module, *request.device, c.gradAccum);
+  if (failed(time) || time->step <= 0)
+    return false;
+  c.stepSeconds = time->step;
+  c.tokensPerSecond =
+      static_cast<double>(request.globalBatchTokens) / time->step;
+  c.fits = c.totalPeak <= request.memoryBytes;
+  return true;
+}
+
+std::optional<std::vector<FitCandidate>>
+otc::planFit(MLIRContext &context, const FitRequest &request,
+             std::optional<size_t> &pick, std::string &err) {
+  auto import = [&](int64_t mb) {
+    ImportOptions opts = request.import;
+    opts.microBatch = mb;
+    return importOnnxModel(context, request.modelPath, opts, err);
+  };
+  OwningOpRef<ModuleOp> one = import(1);
+  if (!one)
+    return std::nullopt;
+  int64_t perSample = tokensOf(*one);
+  if (perSample <= 0) {
+    err = "--fit needs an integer input (token ids) to count tokens";
+    return std::nullopt;
+  }
+  if (request.globalBatchTokens % perSample) {
+    err = "--global-batch-tokens " + std::to_string(request.globalBatchTokens) +
+          " is not a whole number of samples of " +
+          std::to_string(perSample) + " tokens";
+    return std::nullopt;
+  }
+  int64_t samples = request.globalBatchTokens / perSample;
+
+  static const char *const policies[] = {"none", "selective", "full"};
+  std::vector<FitCandidate> all;
+  bool stopped[3] = {false, false, false};
+  for (int64_t mb = 1; mb <= samples; mb *= 2) {
+    if (samples % mb)
+      continue;
+    if (stopped[0] && stopped[1] && stopped[2])
+      break;
+    OwningOpRef<ModuleOp> imported = mb == 1 ? std::move(one) : import(mb);
+    if (!imported)
+      return std::nullopt;
+    for (int p = 0; p < 3; ++p) {
+      if (stopped[p])
+        continue;
+      FitCandidate c;
+      c.microBatch = mb;
+      c.gradAccum = samples / mb;
+      c.remat = policies[p];
+      if (!measure(*imported, request, c))
+        continue;
+      llvm::errs() << "otc-compile: fit: micro-batch " << mb << " x "
+                   << c.gradAccum << ", remat " << c.remat << ": peak "
+                   << formatBytes(c.totalPeak) << ", "
+                   << llvm::format("%.0f", c.tokensPerSecond)
+                   << " tokens/s predicted\n";
+      // A larger micro-batch only needs more memory under this policy.
+      stopped[p] = !c.fits;
+      all.push_back(c);
+    }
+  }
+  if (all.empty()) {
+    err = "no candidate configuration could be planned";
+    return std::nullopt;
+  }
+  for (FitCandidate &c : all) {
+    c.pareto = true;
+    for (const FitCandidate &o : all) {
+      bool noWorse = o.tokensPerSecond >= c.tokensPerSecond &&
+                     o.totalPeak <= c.totalPeak;
+      bool better = o.tokensPerSecond > c.tokensPerSecond ||
+                    o.totalPeak < c.totalPeak;
+      if (noWorse && better) {
+        c.pareto = false;
+        break;
+      }
+    }
+  }
+  pick.reset();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const FitCandidate &c = all[i];
+    if (!c.fits)
+      continue;
+    if (!pick || c.tokensPerSecond > all[*pick].tokensPerSecond ||
+        (c.tokensPerSecond == all[*pick].tokensPerSecond &&
+         c.totalPeak < all[*pick].totalPeak))
+      pick = i;
+  }
+  return all;
+}
+
+void otc::printFit(const std::vector<FitCandidate> &candidates,
+                   std::optional<size_t> pick, const FitRequest &request,
+                   llvm::raw_ostream &os) {
+  os << "fit on " << request.device->name.str() << " for "
+     << request.globalBatchTokens << " tokens per step within "
+     << formatBytes(request.memoryBytes) << " (" << candidates.size()
+     << " configurations planned; the Pareto-best, fastest first):\n";
+  os << "  micro-batch grad-accum remat       total peak    step ms     "
+        "tokens/s recompute\n";
+  std::vector<size_t> order;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].pareto)
+      order.push_back(i);
+  llvm::stable_sort(order, [&](size_t a, size_t b) {
+    return candidates[a].tokensPerSecond > candidates[b].tokensPerSecond;
+  });
+  for (size_t i : order) {
+    const FitCandidate &c = candidates[i];
+    os << llvm::format("  %11lld %10lld %-9s %12s %10.3f %12.0f %8.1f%%  %s\n",
+                       static_cast<long long>(c.microBatch),
+                       static_cast<long long>(c.gradAccum), c.remat.c_str(),
+                       formatBytes(c.totalPeak).c_str(), c.stepSeconds * 1e3,
+                       c.tokensPerSecond, 100.0 * c.recomputeShare,
+                       pick && *pick == i ? "<- pick"
+                       : c.fits           ? ""
+                                          : "(does not fit)");
+  }
+  if (pick) {
+    const FitCandidate &c = candidates[*pick];
+    os << "pick: --micro-batch " << c.microBatch << " --grad-accum "
+       << c.gradAccum << " --remat=" << c.remat << " (predicted "
+       << llvm::format("%.0f", c.tokensPerSecond) << " tokens/s, planned peak "
+       << formatBytes(c.totalPeak) << ")\n";
+  } else {
+    os << "no configuration fits " << formatBytes(request.memoryBytes) << "\n";
+  }
+}

@@ -1,0 +1,68 @@
+//===- FitPlanner.h - the fastest configuration that fits ---------*- C++ -*-===//
+//
+// `otc-compile MODEL --fit --global-batch-tokens=N --memory-budget=SIZE`:
+// every micro-batch that divides the global batch (the rest is gradient
+// accumulation) under each recomputation policy is compiled through the
+// whole pipeline up to buffer planning, its total peak read from the plan
+// and its step predicted on the device (codegen/StepTime.h); the table of
+// the Pareto-best candidates (no other is both faster and smaller) and the
+// pick, the fastest whose planned peak fits, are printed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_TOOLS_FITPLANNER_H
+#define OTC_TOOLS_FITPLANNER_H
+
+#include "codegen/DeviceModel.h"
+#include "frontend/OnnxImporter.h"
+#include "passes/Pipeline.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace otc {
+
+/// What the planner searches and how it measures.
+struct FitRequest {
+  std::string modelPath;
+  ImportOptions import;
+  /// Tokens per optimizer step (micro-batch x tokens per sample x
+  /// gradient accumulation).
+  int64_t globalBatchTokens = 0;
+  /// The most bytes a candidate's planned total peak may take.
+  int64_t memoryBytes = 0;
+  /// Everything but micro-batch, accumulation and the recompute policy.
+  PipelineOptions pipeline;
+  const DeviceModel *device = nullptr;
+};
+
+/// One compiled candidate.
+struct FitCandidate {
+  int64_t microBatch = 0, gradAccum = 0;
+  std::string remat;
+  int64_t totalPeak = 0;
+  double stepSeconds = 0, tokensPerSecond = 0;
+  /// Recomputed FLOPs over the step's FLOPs without recomputation.
+  double recomputeShare = 0;
+  bool fits = false, pareto = false;
+};
+
+/// The candidates (all of them, Pareto ones marked) and the pick, if any
+/// fits. Fails with a message in `err` when the model cannot be planned at
+/// all or no micro-batch divides the global batch.
+std::optional<std::vector<FitCandidate>>
+planFit(mlir::MLIRContext &context, const FitRequest &request,
+        std::optional<size_t> &pick, std::string &err);
+
+/// Prints the Pareto table and the pick.
+void printFit(const std::vector<FitCandidate> &candidates,
+              std::optional<size_t> pick, const FitRequest &request,
+              llvm::raw_ostream &os);
+
+} // namespace otc
+
+#endif // OTC_TOOLS_FITPLANNER_H
