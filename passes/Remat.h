@@ -82,9 +82,16 @@ rematFrontier(mlir::ModuleOp module);
 /// @train_step, before recomputation) under `choice`: the choice and the back
 /// end (addBackEnd) run on a copy, and the peak is its arena plus the target's
 /// workspace, as plan.json's `total_peak` reports it.
+/// A step cost of a planned module (after otc-plan-buffers) in seconds, or
+/// none when it cannot be costed: otc-compile's predicted step time.
+using PlannedCost = std::function<std::optional<double>(mlir::ModuleOp)>;
+
+/// With `cost`, also writes the planned copy's cost to `seconds`.
 mlir::FailureOr<int64_t> plannedPeak(mlir::ModuleOp module,
                                      llvm::ArrayRef<RematChoice> choice,
-                                     const BackEndOptions &backEnd);
+                                     const BackEndOptions &backEnd,
+                                     const PlannedCost *cost = nullptr,
+                                     double *seconds = nullptr);
 
 /// What --remat=auto chooses for one budget.
 struct AutoRematResult {
@@ -95,18 +102,24 @@ struct AutoRematResult {
   /// The smallest planned total peak of any candidate: the least budget
   /// that fits.
   int64_t smallestPeak = 0;
+  /// The choice's cost, when the solver was given one.
+  std::optional<double> seconds;
 };
 
 /// The one solver of --remat=auto (otc-remat policy=auto and otc-compile):
-/// among the candidates of `frontier` (rematFrontier of `module`), the least
-/// recompute FLOPs whose planned total peak (plannedPeak) fits `budget`, the
-/// smaller peak on ties. The candidates and their peaks do not depend on the
-/// budget, so a larger budget never recomputes more, and the peak of the
-/// choice is the peak the build plans, so the budget is never exceeded.
+/// among the candidates of `frontier` (rematFrontier of `module`) whose
+/// planned total peak (plannedPeak) fits `budget`, the least `cost` when one
+/// is given (otc-compile: the predicted step time on its device, so that
+/// recomputing a memory-bound op costs its bytes, not its FLOPs), else the
+/// least recompute FLOPs; the fewer FLOPs, then the smaller peak, on ties.
+/// The candidates, their peaks and costs do not depend on the budget, so a
+/// larger budget never costs more, and the peak of the choice is the peak
+/// the build plans, so the budget is never exceeded.
 mlir::FailureOr<AutoRematResult>
 solveAutoRemat(mlir::ModuleOp module, int64_t budget,
                const BackEndOptions &backEnd,
-               llvm::ArrayRef<RematCandidate> frontier);
+               llvm::ArrayRef<RematCandidate> frontier,
+               const PlannedCost *cost = nullptr);
 
 /// Bytes of the state that lives through a step: parameters, inputs,
 /// gradients and the two Adam moments of every trained parameter.

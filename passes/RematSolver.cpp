@@ -14,6 +14,8 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace otc;
 
@@ -28,7 +30,8 @@ std::string otc::rematBlockString(ArrayRef<RematChoice> choice) {
 
 FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
                                     ArrayRef<RematChoice> choice,
-                                    const BackEndOptions &backEnd) {
+                                    const BackEndOptions &backEnd,
+                                    const PlannedCost *cost, double *seconds) {
   OwningOpRef<ModuleOp> copy = module.clone();
   PipelineOptions o;
   o.rematPolicy = "auto";
@@ -42,31 +45,48 @@ FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
   auto arena = (*copy)->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
     return module.emitError("the planned candidate has no arena size");
+  if (cost && seconds) {
+    std::optional<double> s = (*cost)(*copy);
+    if (!s)
+      return module.emitError("costing the recomputation candidate '")
+             << o.rematBlocks << "' failed";
+    *seconds = *s;
+  }
   return arena.getInt() + workspaceBytes(backEnd.cuda);
 }
 
 FailureOr<AutoRematResult>
 otc::solveAutoRemat(ModuleOp module, int64_t budget,
                     const BackEndOptions &backEnd,
-                    ArrayRef<RematCandidate> frontier) {
+                    ArrayRef<RematCandidate> frontier,
+                    const PlannedCost *cost) {
   AutoRematResult r;
   r.smallestPeak = INT64_MAX;
   const RematCandidate *best = nullptr;
+  double bestSeconds = 0;
   for (const RematCandidate &c : frontier) {
-    FailureOr<int64_t> peak = plannedPeak(module, c.choice, backEnd);
+    double seconds = 0;
+    FailureOr<int64_t> peak =
+        plannedPeak(module, c.choice, backEnd, cost, &seconds);
     if (failed(peak))
       return failure();
     r.smallestPeak = std::min(r.smallestPeak, *peak);
     if (*peak > budget)
       continue;
-    if (!best || c.outcome.recomputeFlops < best->outcome.recomputeFlops ||
-        (c.outcome.recomputeFlops == best->outcome.recomputeFlops &&
-         *peak < r.peak)) {
+    // The objective first (the cost when given), then FLOPs, then the peak.
+    auto key = [&](double s, const RematCandidate &x, int64_t p) {
+      return std::make_tuple(cost ? s : 0.0, x.outcome.recomputeFlops, p);
+    };
+    if (!best || key(seconds, c, *peak) < key(bestSeconds, *best, r.peak)) {
       best = &c;
       r.peak = *peak;
+      bestSeconds = seconds;
     }
   }
-  if (best)
+  if (best) {
     r.choice = best->choice;
+    if (cost)
+      r.seconds = bestSeconds;
+  }
   return r;
 }

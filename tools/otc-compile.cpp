@@ -454,8 +454,17 @@ int main(int argc, char **argv) {
       // candidate through the rest of this pipeline; otc-remat then applies
       // its choice.
       if (remat == "auto") {
+        // Candidates ranked by their predicted step on the device.
+        otc::PlannedCost predicted =
+            [&](ModuleOp planned) -> std::optional<double> {
+          FailureOr<otc::StepTime> t =
+              otc::predictStepTime(planned, *deviceModel, gradAccum);
+          if (failed(t))
+            return std::nullopt;
+          return t->step;
+        };
         FailureOr<otc::AutoRematResult> r = otc::solveAutoRemat(
-            *module, *budget, pipeline.backEnd, frontier);
+            *module, *budget, pipeline.backEnd, frontier, &predicted);
         if (failed(r))
           return fail("planning a recomputation candidate failed");
         if (!r->choice)
