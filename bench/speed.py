@@ -217,6 +217,10 @@ def build(a):
             "train_bytes": os.path.getsize(os.path.join(d, "train")),
             "params_count": plan["params_count"],
             "predicted_peak_bytes": plan["memory_bytes"]["total_peak"],
+            # The step-time prediction (plan.json `time`, issue 13).
+            "predicted_tokens_per_s": plan.get("time", {}).get("tokens_per_s"),
+            "predicted_step_ms": plan.get("time", {}).get("step_ms"),
+            "predicted_device": plan.get("time", {}).get("device"),
             "planned_memory_bytes": plan["memory_bytes"],
             "model_flops_per_step": plan["flops"]["model"],
             "command": " ".join(os.path.relpath(c, out) if c.startswith(out) else c
@@ -248,7 +252,7 @@ def build(a):
     }
     with open(os.path.join(out, "build.json"), "w") as f:
         json.dump(info, f, indent=1)
-    for name in ("speed.py", "speed_torch.py"):
+    for name in ("speed.py", "speed_torch.py", "compare_trace.py"):
         shutil.copy(os.path.join(HERE, name), os.path.join(out, name))
     shutil.copy(st_io.__file__, os.path.join(out, "st_io.py"))
     run_sh = os.path.join(out, "run.sh")
@@ -571,7 +575,9 @@ def run(a):
         tokens_per_step = mb * prog["grad_accum"] * cfg["seq"]
         rec = {"micro_batch": mb, "grad_accum": prog["grad_accum"], "seq": cfg["seq"],
                "tokens_per_step": tokens_per_step,
-               "predicted_peak_bytes": prog["predicted_peak_bytes"]}
+               "predicted_peak_bytes": prog["predicted_peak_bytes"],
+               "predicted_tokens_per_s": prog.get("predicted_tokens_per_s"),
+               "predicted_step_ms": prog.get("predicted_step_ms")}
         rec.update(run_otc(out, prog, info, a, gpu, shard, init_path, rundir))
         if torch_ver:
             for mode in ("eager", "compile"):
@@ -649,6 +655,9 @@ def print_run(res):
             log(f"    {label:<15} {fmt_rate(tps):>8} tokens/s  {r[key + '_ms_per_step']:9.2f} ms/step"
                 f"  MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%':>6}"
                 f"  peak {fmt_bytes(r.get(key + '_peak_bytes'))}")
+        if r.get("predicted_tokens_per_s"):
+            log(f"    {'otc predicted':<15} {fmt_rate(r['predicted_tokens_per_s']):>8} tokens/s"
+                f"  {r['predicted_step_ms']:9.2f} ms/step (plan.json time, before the run)")
         refs = []
         if mb in LLMC_TOKENS_PER_S:
             refs.append(f"llm.c {fmt_rate(LLMC_TOKENS_PER_S[mb])}")
