@@ -126,10 +126,81 @@ static void axes(raw_ostream &os, const Plot &p, StringRef xlabel,
      << (p.top + p.y(0)) / 2 << ")'>" << escape(ylabel) << "</text>\n";
 }
 
+/// The predicted step: one rectangle per launch along the time axis, its
+/// colour by kind, a band per function call, the name and time as a tooltip.
+static void writeStepTimeline(raw_ostream &os,
+                              const std::vector<StepSegment> &step) {
+  double total = 0;
+  for (const StepSegment &s : step)
+    total += s.seconds;
+  if (total <= 0)
+    return;
+  Plot p;
+  p.h = 170;
+  p.xmax = total * 1e3;
+  p.ymax = 1;
+  static const std::pair<const char *, const char *> colours[] = {
+      {"gemm", "#1f5fbf"},          {"attention", "#d9480f"},
+      {"elementwise", "#2b8a3e"},   {"data_movement", "#862e9c"},
+      {"optimizer", "#e67700"},     {"layer_norm", "#0b7285"},
+      {"rms_norm", "#0b7285"},      {"cross_entropy", "#c2255c"},
+      {"column_sum", "#5c940d"},    {"reduction", "#5c940d"},
+      {"memset", "#868e96"},        {"copy", "#868e96"}};
+  auto colourOf = [&](StringRef kind) -> const char * {
+    for (auto [k, c] : colours)
+      if (kind == k)
+        return c;
+    return "#495057";
+  };
+  os << "<h2>Predicted step: " << llvm::format("%.3f", total * 1e3)
+     << " ms, " << step.size()
+     << " launches (hover for each one)</h2>\n<svg "
+        "xmlns='http://www.w3.org/2000/svg' width='"
+     << p.w << "' height='" << p.h << "'>\n";
+  double t = 0, bandStart = 0;
+  std::string band = step.front().function;
+  auto closeBand = [&](double end) {
+    os << "<text x='" << (p.x(bandStart) + p.x(end)) / 2 << "' y='"
+       << p.top + 12 << "' font-size='10' text-anchor='middle'>"
+       << escape(band) << "</text>\n<line x1='" << p.x(end) << "' y1='"
+       << p.top << "' x2='" << p.x(end) << "' y2='" << p.y(0)
+       << "' stroke='#adb5bd'/>\n";
+  };
+  for (const StepSegment &s : step) {
+    if (s.function != band) {
+      closeBand(t * 1e3);
+      band = s.function;
+      bandStart = t * 1e3;
+    }
+    double x0 = p.x(t * 1e3), x1 = p.x((t + s.seconds) * 1e3);
+    os << "<rect x='" << x0 << "' y='" << p.top + 20 << "' width='"
+       << std::max(x1 - x0, 0.3) << "' height='" << p.y(0) - p.top - 20
+       << "' fill='" << colourOf(s.kind) << "'><title>" << escape(s.name)
+       << " (" << escape(s.kind) << "): "
+       << llvm::format("%.4f", s.seconds * 1e3) << " ms</title></rect>\n";
+    t += s.seconds;
+  }
+  closeBand(t * 1e3);
+  os << "<line x1='" << p.left << "' y1='" << p.y(0) << "' x2='"
+     << p.w - p.right << "' y2='" << p.y(0) << "' stroke='#333'/>\n"
+     << "<text x='" << (p.left + p.w - p.right) / 2 << "' y='" << p.h - 12
+     << "' font-size='12' text-anchor='middle'>predicted time (ms) of one "
+        "optimizer step, launches in program order</text>\n</svg>\n"
+     << "<p style='font-size:12px'>";
+  bool first = true;
+  for (auto [k, c] : colours) {
+    os << (first ? "" : " &middot; ") << "<span style='color:" << c
+       << "'>&#9632;</span> " << k;
+    first = false;
+  }
+  os << "</p>\n";
+}
+
 void otc::writeReportHtml(raw_ostream &os, StringRef title,
                           const std::vector<TimelinePoint> &timeline,
                           const std::vector<FrontierPoint> &frontier,
-                          const std::vector<std::string> &summary) {
+                          const std::vector<std::string> &summary,
+                          const std::vector<StepSegment> &step) {
   os << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>"
      << escape(title) << "</title>\n<style>body{font-family:sans-serif;"
      << "margin:24px;max-width:920px}h2{font-size:16px}</style></head><body>\n"
@@ -171,6 +242,9 @@ void otc::writeReportHtml(raw_ostream &os, StringRef title,
          << "," << p.y(timeline[i].bytes) << " ";
     os << "'/>\n</svg>\n";
   }
+
+  if (!step.empty())
+    writeStepTimeline(os, step);
 
   // Recompute frontier.
   if (!frontier.empty()) {

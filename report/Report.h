@@ -1,7 +1,8 @@
 //===- Report.h - pictures of a training step's memory -----------*- C++ -*-===//
 //
 // The self-contained HTML page written next to plan.json: the memory of one
-// training step over time and the recompute frontier, as inline SVG.
+// training step over time, the predicted step as a timeline of its launches
+// and the recompute frontier, as inline SVG.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,12 +38,21 @@ struct FrontierPoint {
   bool chosen = false;
 };
 
-/// Writes the HTML page: a title, the memory timeline, the frontier (when
-/// not empty) and `summary` lines.
+/// One launch of the predicted step, in program order: zero_grads, each
+/// micro-step, optimizer_step.
+struct StepSegment {
+  std::string function, name, kind;
+  double seconds = 0;
+};
+
+/// Writes the HTML page: a title, the memory timeline, the predicted step
+/// as a timeline of its launches (when `step` is not empty), the frontier
+/// (when not empty) and `summary` lines.
 void writeReportHtml(llvm::raw_ostream &os, llvm::StringRef title,
                      const std::vector<TimelinePoint> &timeline,
                      const std::vector<FrontierPoint> &frontier,
-                     const std::vector<std::string> &summary);
+                     const std::vector<std::string> &summary,
+                     const std::vector<StepSegment> &step = {});
 
 } // namespace otc
 

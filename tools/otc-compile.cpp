@@ -552,10 +552,24 @@ int main(int argc, char **argv) {
         "activation peak " + otc::formatBytes(summary->activationsPeak) +
             ", recompute FLOPs per step " +
             std::to_string(summary->recomputeFlops)};
+    // The predicted step, each function once (a micro-step stands for the
+    // grad-accum it repeats).
+    std::vector<otc::StepSegment> segments;
+    for (const otc::LaunchTime &l : stepTime->launches)
+      segments.push_back(
+          {l.function == "micro_step" && gradAccum > 1
+               ? "micro_step (1 of " + std::to_string(gradAccum) + ")"
+               : l.function,
+           l.name, l.kind, l.seconds});
+    lines.push_back("predicted on " + deviceModel->name.str() + ": " +
+                    std::to_string(stepTime->step * 1e3) +
+                    " ms per step (" +
+                    std::to_string(stepTime->launchesPerStep) + " launches)");
     std::string html;
     llvm::raw_string_ostream htmlOs(html);
     otc::writeReportHtml(htmlOs, "otc memory report",
-                         otc::memoryTimeline(*module, gradAccum), points, lines);
+                         otc::memoryTimeline(*module, gradAccum), points, lines,
+                         segments);
     if (writeFile("report.html", html).empty())
       return false;
     if (report)
