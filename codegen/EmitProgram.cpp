@@ -408,6 +408,10 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
 
   if (auto lib = dyn_cast<LibraryCallOpInterface>(op))
     return emitLibraryCall(k, lib);
+  // On cuda, one elementwise op is a chain of one: it gets the chain's
+  // 16-byte loads and stores.
+  if (cuda() && isa<ScalarExpressionOpInterface>(op) && isElementwiseKernel(k))
+    return emitElementwiseChain(k);
 
   // Names the kernel's globals (constant tables).
   std::string kname = "g" + std::to_string(globalCount++);
@@ -489,59 +493,158 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
   for (int64_t d : domain)
     n *= d;
   SmallVector<std::string> params, args;
-  std::string bodyText;
-  llvm::raw_string_ostream os(bodyText);
-  DenseMap<Value, std::string> local;
   for (auto [i, v] : llvm::enumerate(k.getInputs())) {
     auto t = cast<MemRefType>(v.getType());
-    std::string ct = cTypeOf(t.getElementType());
-    std::string ptr = "in" + std::to_string(i), name = "x" + std::to_string(i);
-    params.push_back("const " + ct + " *" + ptr);
+    params.push_back("const " + cTypeOf(t.getElementType()) + " *in" +
+                     std::to_string(i));
     args.push_back(names[v]);
-    BlockArgument arg = body.getArgument(i);
-    if (arg.use_empty())
-      continue;
-    std::string index = "i";
-    if (t.getShape() != domain) {
-      index = "i" + name;
-      emitBroadcastIndex(os, index, t.getShape(), domain);
-    }
-    os << "    const " << ct << " " << name << " = " << ptr << "[" << index
-       << "];\n";
-    local[arg] = name;
-  }
-  unsigned j = 0;
-  for (Operation &op : body.without_terminator()) {
-    SmallVector<std::string> operands;
-    for (Value v : op.getOperands())
-      operands.push_back(local.lookup(v));
-    std::string prefix = "t" + std::to_string(j) + "_";
-    std::string value = printScalarExpr(
-        os, cast<ScalarExpressionOpInterface>(op).getScalarExpression(),
-        operands, "    ", prefix);
-    Type et = cast<RankedTensorType>(op.getResult(0).getType()).getElementType();
-    std::string ct = cTypeOf(et), name = "v" + std::to_string(j++);
-    os << "    const " << ct << " " << name << " = (" << ct << ")(" << value
-       << ");\n";
-    local[op.getResult(0)] = name;
   }
   for (auto [i, v] : llvm::enumerate(k.getOutputs())) {
     auto t = cast<MemRefType>(v.getType());
     params.push_back(cTypeOf(t.getElementType()) + " *out" +
                      std::to_string(i));
     args.push_back(names[v]);
-    os << "    out" << i << "[i] = " << local.lookup(yield.getValues()[i])
-       << ";\n";
   }
+
+  // The computation of one element: each used input read by `load` (input
+  // number, local name, C type), each op's value into a local of its type,
+  // each output written by `store` (output number, value).
+  auto emitElement =
+      [&](raw_ostream &os, StringRef indent,
+          function_ref<void(unsigned, StringRef, StringRef)> load,
+          function_ref<void(unsigned, StringRef)> store) {
+        DenseMap<Value, std::string> local;
+        for (auto [i, v] : llvm::enumerate(k.getInputs())) {
+          BlockArgument arg = body.getArgument(i);
+          if (arg.use_empty())
+            continue;
+          std::string name = "x" + std::to_string(i);
+          load(i, name,
+               cTypeOf(cast<MemRefType>(v.getType()).getElementType()));
+          local[arg] = name;
+        }
+        unsigned j = 0;
+        for (Operation &op : body.without_terminator()) {
+          SmallVector<std::string> operands;
+          for (Value v : op.getOperands())
+            operands.push_back(local.lookup(v));
+          std::string prefix = "t" + std::to_string(j) + "_";
+          std::string value = printScalarExpr(
+              os, cast<ScalarExpressionOpInterface>(op).getScalarExpression(),
+              operands, indent, prefix);
+          Type et =
+              cast<RankedTensorType>(op.getResult(0).getType()).getElementType();
+          std::string ct = cTypeOf(et), name = "v" + std::to_string(j++);
+          os << indent << "const " << ct << " " << name << " = (" << ct
+             << ")(" << value << ");\n";
+          local[op.getResult(0)] = name;
+        }
+        for (unsigned i = 0; i < k.getOutputs().size(); ++i)
+          store(i, local.lookup(yield.getValues()[i]));
+      };
+
+  // Element by element: inputs of another shape read through their
+  // broadcast index.
+  std::string scalarText;
+  llvm::raw_string_ostream scalar(scalarText);
+  emitElement(
+      scalar, "    ",
+      [&](unsigned i, StringRef name, StringRef ct) {
+        auto t = cast<MemRefType>(k.getInputs()[i].getType());
+        std::string index = "i";
+        if (t.getShape() != domain) {
+          index = ("i" + name).str();
+          emitBroadcastIndex(scalar, index, t.getShape(), domain);
+        }
+        scalar << "    const " << ct << " " << name << " = in" << i << "["
+               << index << "];\n";
+      },
+      [&](unsigned i, StringRef value) {
+        scalar << "    out" << i << "[i] = " << value << ";\n";
+      });
+
+  // On cuda, a chain whose buffers all have the domain's shape and hold
+  // f32 or bf16 moves 16 bytes per load and store where it can: 8 elements
+  // when all are bf16, else 4 (a bf16 buffer then moves 8 bytes); the rest
+  // of the elements go one by one. Buffers start 256-byte aligned.
+  bool vector = cuda();
+  bool allBf16 = true;
+  auto vectorizable = [&](Value v) {
+    auto t = cast<MemRefType>(v.getType());
+    Type et = t.getElementType();
+    allBf16 &= et.isBF16();
+    return t.getShape() == domain && (et.isF32() || et.isBF16());
+  };
+  for (auto [i, v] : llvm::enumerate(k.getInputs()))
+    if (!body.getArgument(i).use_empty())
+      vector &= vectorizable(v);
+  for (Value v : k.getOutputs())
+    vector &= vectorizable(v);
+  const int width = allBf16 ? 8 : 4;
+  vector &= n >= width;
+
   std::string def;
   llvm::raw_string_ostream defOs(def);
   defOs << "(int64_t items";
   for (const std::string &p : params)
     defOs << ", " << p;
-  defOs << ") {\n" << loopHead() << bodyText << "  }\n}\n\n";
-  // Named after the node of the last op (whose value the chain ends with)
-  // and the ops in order (Launches.h).
-  auto [node, what] = chainNodeAndWhat(k);
+  defOs << ") {\n";
+  if (!vector) {
+    defOs << loopHead() << scalarText << "  }\n}\n\n";
+  } else {
+    auto vecType = [&](Value v) {
+      bool bf16 = cast<MemRefType>(v.getType()).getElementType().isBF16();
+      return bf16 && width == 4 ? "uint2" : "uint4";
+    };
+    auto unionDecl = [&](Value v, StringRef name) {
+      std::string ct = cTypeOf(cast<MemRefType>(v.getType()).getElementType());
+      return ("    union { " + Twine(vecType(v)) + " v; " + ct + " e[" +
+              Twine(width) + "]; } " + name + ";\n")
+          .str();
+    };
+    defOs << "  const int64_t vecs = items / " << width << ";\n"
+          << "  const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+          << "  for (int64_t w = blockIdx.x * (int64_t)blockDim.x + "
+             "threadIdx.x; w < vecs; w += stride) {\n";
+    for (auto [i, v] : llvm::enumerate(k.getInputs())) {
+      if (body.getArgument(i).use_empty())
+        continue;
+      std::string a = "a" + std::to_string(i);
+      defOs << unionDecl(v, a) << "    " << a << ".v = reinterpret_cast<const "
+            << vecType(v) << " *>(in" << i << ")[w];\n";
+    }
+    for (auto [i, v] : llvm::enumerate(k.getOutputs()))
+      defOs << unionDecl(v, "r" + std::to_string(i));
+    defOs << "#pragma unroll\n    for (int e = 0; e < " << width
+          << "; ++e) {\n";
+    emitElement(
+        defOs, "      ",
+        [&](unsigned i, StringRef name, StringRef ct) {
+          defOs << "      const " << ct << " " << name << " = a" << i
+                << ".e[e];\n";
+        },
+        [&](unsigned i, StringRef value) {
+          defOs << "      r" << i << ".e[e] = " << value << ";\n";
+        });
+    defOs << "    }\n";
+    for (auto [i, v] : llvm::enumerate(k.getOutputs()))
+      defOs << "    reinterpret_cast<" << vecType(v) << " *>(out" << i
+            << ")[w] = r" << i << ".v;\n";
+    defOs << "  }\n"
+          << "  for (int64_t i = vecs * " << width
+          << " + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < items; "
+             "i += stride) {\n"
+          << scalarText << "  }\n}\n\n";
+  }
+  // A single op is named as every single-op kernel; a chain after the node
+  // of its last op and its ops in order (Launches.h: kernelTraceName).
+  std::string node, what;
+  if (llvm::hasSingleElement(body.without_terminator())) {
+    node = nodeName(body.front().getLoc());
+    what = body.front().getName().getStringRef().str();
+  } else {
+    std::tie(node, what) = chainNodeAndWhat(k);
+  }
   emitLaunch(def, n, args, node, what);
   return success();
 }
