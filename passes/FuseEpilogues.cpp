@@ -31,9 +31,9 @@ static bool touches(Operation *op, Value buffer) {
   return false;
 }
 
-/// The accumulator when `k` is `acc = acc + t` (either order) of one type,
-/// written over `acc`; null otherwise.
-static Value accumulatorOf(otck::KernelOp k, Value t) {
+/// The other input of `k` when `k` is one otc.add of `t` and that input
+/// (either order) into one output; null otherwise.
+static Value addendOf(otck::KernelOp k, Value t) {
   Block &body = k.getBody().front();
   if (!llvm::hasSingleElement(body.without_terminator()) ||
       k.getOutputs().size() != 1)
@@ -41,20 +41,20 @@ static Value accumulatorOf(otck::KernelOp k, Value t) {
   auto add = dyn_cast<AddOp>(body.front());
   if (!add || add.getResult() != body.getTerminator()->getOperand(0))
     return nullptr;
-  Value out = k.getOutputs()[0];
-  if (out.getType() != t.getType())
-    return nullptr;
   auto inputOf = [&](Value v) -> Value {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && arg.getOwner() == &body ? k.getInputs()[arg.getArgNumber()]
                                           : Value();
   };
   Value a = inputOf(add.getLhs()), b = inputOf(add.getRhs());
-  if (a == out && b == t)
-    return out;
-  if (b == out && a == t)
-    return out;
-  return nullptr;
+  return a == t ? b : b == t ? a : Value();
+}
+
+/// Whether `v` is a buffer's own bytes, seen through no view.
+static bool plainBuffer(Value v) {
+  return otck::storageOf(v) == v &&
+         llvm::none_of(v.getUsers(),
+                       [](Operation *u) { return isa<otck::ViewOp>(u); });
 }
 
 struct FuseEpiloguesPass
@@ -98,29 +98,15 @@ struct FuseEpiloguesPass
         tt.getRank() < 2)
       return false;
     otck::KernelOp k = soleReader(g, t);
-    if (!k || k.getOutputs().size() != 1)
+    Value bias = k ? addendOf(k, t) : Value();
+    if (!bias || bias == t || k.getOutputs()[0].getType() != t.getType())
       return false;
-    Block &body = k.getBody().front();
-    auto add = dyn_cast<AddOp>(body.front());
-    if (!add || !llvm::hasSingleElement(body.without_terminator()))
-      return false;
-    auto inputOf = [&](Value v) -> Value {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return arg && arg.getOwner() == &body ? k.getInputs()[arg.getArgNumber()]
-                                            : Value();
-    };
-    Value a = inputOf(add.getLhs()), b = inputOf(add.getRhs());
-    Value bias = a == t ? b : b == t ? a : Value();
     Value out = k.getOutputs()[0];
-    if (!bias || bias == t || out.getType() != t.getType())
-      return false;
     auto bt = cast<MemRefType>(bias.getType());
     if (bt.getRank() != 1 || bt.getDimSize(0) != tt.getShape().back() ||
         bt.getElementType() != tt.getElementType())
       return false;
-    if (otck::storageOf(out) != out ||
-        llvm::any_of(out.getUsers(),
-                     [](Operation *u) { return isa<otck::ViewOp>(u); }))
+    if (!plainBuffer(out))
       return false;
     // The GEMM writes y where it stands: nothing in between may touch y or
     // write the bias; y is none of the GEMM's operands.
@@ -160,23 +146,11 @@ struct FuseEpiloguesPass
     auto tmp = t.getDefiningOp<otck::BufferOp>();
     if (!tmp || tmp.getSlot() || g.getAccumulate())
       return;
-    // The temporary's only reader: one kernel after the GEMM.
-    otck::KernelOp add;
-    for (Operation *user : t.getUsers()) {
-      if (user == g.getOperation())
-        continue;
-      auto k = dyn_cast<otck::KernelOp>(user);
-      if (!k || add || k->getBlock() != g->getBlock() ||
-          !g->isBeforeInBlock(k))
-        return;
-      add = k;
-    }
-    if (!add)
-      return;
-    Value acc = accumulatorOf(add, t);
-    if (!acc || otck::storageOf(acc) != acc ||
-        llvm::any_of(acc.getUsers(),
-                     [](Operation *u) { return isa<otck::ViewOp>(u); }))
+    // acc = acc + t, written over acc, by the temporary's only reader.
+    otck::KernelOp add = soleReader(g, t);
+    Value acc = add ? addendOf(add, t) : Value();
+    if (!acc || add.getOutputs()[0] != acc || acc.getType() != t.getType() ||
+        !plainBuffer(acc))
       return;
     // The GEMM reads acc's value where it stands: nothing in between may
     // read or write it; nor may the GEMM's operands be acc.
