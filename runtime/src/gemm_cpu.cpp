@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -144,24 +143,15 @@ extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
 
 namespace {
 
-/// Adds bias[j] (widened when BF16) to column j of every row of every entry
-/// of the float matrix `c`.
-template <typename T>
-void addBias(float *c, const T *bias, int64_t M, int64_t N, int64_t ldc,
+/// Adds bias[j] to column j of every row of every entry of the float
+/// matrix `c`.
+void addBias(float *c, const float *bias, int64_t M, int64_t N, int64_t ldc,
              int64_t strideC, int64_t batch) {
   int64_t entries = strideC == 0 ? 1 : batch;
   for (int64_t e = 0; e < entries; ++e)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        float b;
-        if constexpr (std::is_same_v<T, float>) {
-          b = bias[j];
-        } else {
-          uint32_t bits = static_cast<uint32_t>(bias[j]) << 16;
-          std::memcpy(&b, &bits, sizeof(b));
-        }
-        c[e * strideC + i * ldc + j] += b;
-      }
+      for (int64_t j = 0; j < N; ++j)
+        c[e * strideC + i * ldc + j] += bias[j];
 }
 
 /// The BF16 GEMM into a BF16 C: the FP32 product (plus the bias, when
@@ -177,7 +167,8 @@ void gemmBf16Bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
   otcrt_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
                   strideB, beta, c.data(), ldc, strideC, batch);
   if (bias)
-    addBias(c.data(), bias, M, N, ldc, strideC, batch);
+    addBias(c.data(), widen(bias, 1, N, 0, 1).data(), M, N, ldc, strideC,
+            batch);
   int64_t entries = strideC == 0 ? 1 : batch;
   for (int64_t e = 0; e < entries; ++e)
     for (int64_t i = 0; i < M; ++i)
