@@ -82,7 +82,8 @@ static const char *dtypeEnum(Type t) {
 /// Slot prefixes of state private to the generated code: planned in the
 /// arena, absent from the runtime's slot table.
 static bool isPrivateSlot(StringRef slot) {
-  return slot.starts_with("param_bf16:") || slot.starts_with("const:");
+  return slot.starts_with("param_bf16:") || slot.starts_with("const:") ||
+         otck::isGroupSlot(slot);
 }
 
 /// BF16 emulation shared by the cpu and cuda targets: the same bit-level

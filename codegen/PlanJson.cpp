@@ -42,7 +42,9 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   int64_t other = 0, paramsF32 = 0, paramsBf16 = 0;
   llvm::StringSet<> seen;
   module.walk([&](otck::BufferOp b) {
-    if (!b.getSlot() || !seen.insert(*b.getSlot()).second)
+    // A group's bytes are its members' (otc-group-params).
+    if (!b.getSlot() || otck::isGroupSlot(*b.getSlot()) ||
+        !seen.insert(*b.getSlot()).second)
       return;
     StringRef kind = b.getSlot()->split(':').first;
     int64_t bytes = byteSize(b.getType());

@@ -27,6 +27,19 @@ constexpr const char kArenaSizeAttr[] = "otck.arena_size";
 /// padding no buffer uses.
 constexpr const char kAlignmentAttr[] = "otck.alignment";
 
+/// Slots named "group:<kind>" (otc-group-params) hold every trained
+/// parameter's slot of one kind ("param", "grad", ...) in one flat range:
+/// the group buffer lists its members (`otck.members`, slot names) and each
+/// member's first element in it (`otck.member_offsets`), and buffer planning
+/// places the members there. A group is private to the generated code and
+/// holds no bytes of its own beyond its members' padding.
+constexpr const char kGroupSlotPrefix[] = "group:";
+constexpr const char kMembersAttr[] = "otck.members";
+constexpr const char kMemberOffsetsAttr[] = "otck.member_offsets";
+inline bool isGroupSlot(llvm::StringRef slot) {
+  return slot.starts_with(kGroupSlotPrefix);
+}
+
 /// The buffer whose bytes `v` (a buffer or a chain of views of one) are.
 mlir::Value storageOf(mlir::Value v);
 

@@ -376,6 +376,33 @@ def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
   ];
 }
 
+def GroupParams : Pass<"otc-group-params", "mlir::ModuleOp"> {
+  let summary = "One flat range per kind of parameter state, one kernel over each";
+  let description = [{
+    At the buffer level, before planning. When `@optimizer_step` is one
+    AdamW kernel per trained parameter, all with the same hyperparameters,
+    every kind of that state (masters "param", "grad", "adam_m", "adam_v",
+    and the BF16 working copies "param_bf16" that `@zero_grads` rounds from
+    the masters) becomes one group slot, "group:<kind>", a flat buffer in
+    which each parameter starts at the same element in every kind (a
+    multiple of `alignment` bytes in the narrowest kind). The AdamW kernels
+    become one kernel over the groups, and `@zero_grads`' fills and casts one
+    fill and one cast. The per-parameter slots stay where they were used;
+    otc-plan-buffers places them inside their groups. Padding elements are
+    zero in every kind and stay zero.
+
+    ```mlir
+    // 2 parameters of 3 and 5 elements, alignment 16 bytes (4 f32 elements)
+    %g = otck.buffer {slot = "group:param", otck.members = ["param:a", "param:b"],
+                      otck.member_offsets = array<i64: 0, 4>} : memref<12xf32>
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256",
+           "Byte alignment of every buffer (that of otc-plan-buffers)">,
+  ];
+}
+
 def PlanBuffers : Pass<"otc-plan-buffers", "mlir::ModuleOp"> {
   let summary = "Places every buffer at an offset of one arena";
   let description = [{

@@ -128,6 +128,8 @@ static void addPhase(OpPassManager &pm, Phase phase,
       pm.addPass(createFuseElementwise());
     return;
   case Phase::Plan:
+    if (be.groupParams)
+      pm.addPass(createGroupParams());
     pm.addPass(createPlanBuffers());
     return;
   }

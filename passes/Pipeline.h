@@ -66,6 +66,8 @@ struct BackEndOptions {
   bool cuda = false;
   /// otc-fuse-elementwise runs (off: --no-fuse-elementwise).
   bool fuseElementwise = true;
+  /// otc-group-params runs (off: --no-group-params).
+  bool groupParams = true;
 };
 
 /// The options of every phase.

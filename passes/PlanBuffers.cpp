@@ -13,6 +13,7 @@
 #include "passes/Passes.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "ir/TypeBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -218,15 +219,54 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     }
     Builder b(module.getContext());
 
-    // Persistent slots, in order of first appearance.
+    // Persistent slots, in order of first appearance. A group slot
+    // (otc-group-params) is placed where it or one of its members first
+    // appears, and its members inside it.
     llvm::StringMap<std::pair<int64_t, MemRefType>> slots;
+    llvm::StringMap<otck::BufferOp> groupOf;
+    llvm::StringMap<int64_t> memberOffset;
+    module.walk([&](otck::BufferOp buf) {
+      if (buf.getSlot() && otck::isGroupSlot(*buf.getSlot()))
+        if (auto members = buf->getAttrOfType<ArrayAttr>(otck::kMembersAttr))
+          for (Attribute m : members)
+            groupOf.try_emplace(cast<StringAttr>(m).getValue(), buf);
+    });
     int64_t persistent = 0;
+    auto placeGroup = [&](otck::BufferOp g) -> LogicalResult {
+      auto members = g->getAttrOfType<ArrayAttr>(otck::kMembersAttr);
+      auto offsets =
+          g->getAttrOfType<DenseI64ArrayAttr>(otck::kMemberOffsetsAttr);
+      if (!members || !offsets || offsets.size() != (int64_t)members.size())
+        return g.emitError("group slot without its members and offsets");
+      int64_t base = persistent;
+      slots.try_emplace(*g.getSlot(), base, g.getType());
+      int64_t elemBytes = storageBytes(g.getType().getElementType());
+      for (auto [m, e] : llvm::zip(members, offsets.asArrayRef())) {
+        int64_t off = base + e * elemBytes;
+        if (off % alignment)
+          return g.emitError("member '")
+                 << cast<StringAttr>(m).getValue() << "' at offset " << off
+                 << " is not aligned to " << alignment.getValue();
+        memberOffset[cast<StringAttr>(m).getValue()] = off;
+      }
+      persistent = alignTo(persistent + bufferBytes(g), alignment);
+      return success();
+    };
     WalkResult r = module.walk([&](otck::BufferOp buf) {
       auto slot = buf.getSlot();
       if (!slot)
         return WalkResult::advance();
-      auto [it, inserted] = slots.try_emplace(*slot, persistent, buf.getType());
-      if (inserted) {
+      auto grouped = groupOf.find(*slot);
+      otck::BufferOp g = grouped != groupOf.end() ? grouped->second
+                         : otck::isGroupSlot(*slot) ? buf
+                                                    : otck::BufferOp();
+      if (g && !slots.count(*g.getSlot()) && failed(placeGroup(g)))
+        return WalkResult::interrupt();
+      int64_t at = persistent;
+      if (auto m = memberOffset.find(*slot); m != memberOffset.end())
+        at = m->second;
+      auto [it, inserted] = slots.try_emplace(*slot, at, buf.getType());
+      if (inserted && at == persistent) {
         persistent = alignTo(persistent + bufferBytes(buf), alignment);
       } else if (it->second.second != buf.getType()) {
         buf.emitError("slot '") << *slot << "' has type " << buf.getType()
@@ -254,6 +294,17 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
 };
 
 } // namespace
+
+/// Whether `member`'s slot is one that group slot buffer `group` holds
+/// (which it then overlaps by design).
+static bool isMemberOf(otck::BufferOp member, otck::BufferOp group) {
+  auto members = group->getAttrOfType<ArrayAttr>(otck::kMembersAttr);
+  if (!members || !member.getSlot())
+    return false;
+  return llvm::any_of(members, [&](Attribute m) {
+    return cast<StringAttr>(m).getValue() == *member.getSlot();
+  });
+}
 
 LogicalResult otc::verifyBufferPlan(ModuleOp module) {
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
@@ -304,7 +355,8 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
       for (size_t j = i + 1; j < ivs.size(); ++j) {
         Interval &a = ivs[i], &c = ivs[j];
         if (a.buffer.getSlot() && c.buffer.getSlot() &&
-            *a.buffer.getSlot() == *c.buffer.getSlot())
+            (*a.buffer.getSlot() == *c.buffer.getSlot() ||
+             isMemberOf(a.buffer, c.buffer) || isMemberOf(c.buffer, a.buffer)))
           continue;
         bool liveTogether = a.last >= c.first && a.first <= c.last;
         int64_t ao = *a.buffer.getOffset(), co = *c.buffer.getOffset();

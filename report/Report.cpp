@@ -64,7 +64,8 @@ std::vector<TimelinePoint> otc::memoryTimeline(ModuleOp planned,
   int64_t persistent = 0;
   llvm::StringSet<> seen;
   planned.walk([&](otck::BufferOp b) {
-    if (b.getSlot() && seen.insert(*b.getSlot()).second)
+    if (b.getSlot() && !otck::isGroupSlot(*b.getSlot()) &&
+        seen.insert(*b.getSlot()).second)
       persistent += byteSize(b.getType());
   });
   std::vector<TimelinePoint> out;

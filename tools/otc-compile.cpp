@@ -97,6 +97,10 @@ static cl::opt<bool> noFuseElementwise(
     "no-fuse-elementwise",
     cl::desc("One kernel per elementwise op (otc-fuse-elementwise off)"),
     cl::cat(cat));
+static cl::opt<bool> noGroupParams(
+    "no-group-params",
+    cl::desc("One AdamW kernel per parameter (otc-group-params off)"),
+    cl::cat(cat));
 static cl::opt<bool> fusionRemarks(
     "fusion-remarks",
     cl::desc("Say why each almost-matching chain was not fused"),
@@ -341,6 +345,7 @@ int main(int argc, char **argv) {
     request.pipeline.backEnd.weightDecay = weightDecay;
     request.pipeline.backEnd.cuda = cuda;
     request.pipeline.backEnd.fuseElementwise = !noFuseElementwise;
+    request.pipeline.backEnd.groupParams = !noGroupParams;
     std::optional<size_t> pick;
     auto candidates = otc::planFit(fitContext, request, pick, err);
     if (!candidates)
@@ -413,6 +418,7 @@ int main(int argc, char **argv) {
   pipeline.backEnd.weightDecay = weightDecay;
   pipeline.backEnd.cuda = cuda;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
+  pipeline.backEnd.groupParams = !noGroupParams;
   auto runPhase = [&](otc::Phase phase) {
     PassManager pm(&context);
     if (failed(applyPassManagerCLOptions(pm)))

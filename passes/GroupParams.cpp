@@ -1,0 +1,300 @@
+//===- GroupParams.cpp - one flat range per kind of parameter state --------===//
+//
+// The optimizer step updates every trained parameter with the same AdamW
+// hyperparameters, and `@zero_grads` clears every gradient and rounds every
+// BF16 working copy from its master: per parameter, each of them is one
+// kernel (148 AdamW kernels and 148 casts for GPT-2). This pass lays every
+// kind of a trained parameter's state ("param", "grad", "adam_m", "adam_v",
+// "param_bf16") out as one flat group slot, "group:<kind>", in which the
+// parameter's slot starts at the same element offset in every kind, and
+// replaces the per-parameter kernels by one kernel over the groups: a single
+// AdamW pass over all parameters, one fill of all gradients, one cast of all
+// masters. Element i of a group belongs to the same parameter in every kind,
+// so the merged kernel computes exactly what the per-parameter ones did; the
+// padding between members (to keep each member aligned) is zero in every
+// kind and stays zero under AdamW, a fill and a cast.
+//
+// Buffer planning places each group and its members (otc-plan-buffers); the
+// per-parameter slots stay in every function that names them, so the
+// runtime's slot table and checkpoints see the same slots as before.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "ir/OtcDialect.h"
+#include "ir/OtckDialect.h"
+#include "ir/TypeBytes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace otc {
+#define GEN_PASS_DEF_GROUPPARAMS
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+/// The slot of `v`'s buffer ("" when `v` is not a slot buffer).
+static StringRef slotOf(Value v) {
+  auto b = v.getDefiningOp<otck::BufferOp>();
+  return b && b.getSlot() ? *b.getSlot() : StringRef();
+}
+
+/// The single op of a kernel body, or null.
+static Operation *soleOp(otck::KernelOp k) {
+  Block &b = k.getBody().front();
+  if (!llvm::hasSingleElement(b.without_terminator()))
+    return nullptr;
+  return &b.front();
+}
+
+/// The parameters of one group and where each starts, in elements.
+struct Layout {
+  SmallVector<std::string> names;
+  SmallVector<int64_t> elements, offsets;
+  int64_t total = 0;
+};
+
+struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
+  using GroupParamsBase::GroupParamsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+    if (!opt || opt.getBody().empty())
+      return;
+    if (alignment <= 0 || (alignment & (alignment - 1))) {
+      module.emitError("alignment must be a power of two, got ")
+          << alignment.getValue();
+      return signalPassFailure();
+    }
+
+    // @optimizer_step must be nothing but per-parameter AdamW kernels with
+    // one set of hyperparameters, reading the parameter's slots and the
+    // shared lr and step, updating the parameter's slots in place.
+    SmallVector<otck::KernelOp> updates;
+    Operation *first = nullptr;
+    Type gradElement;
+    Value lr, step;
+    for (Operation &op : opt.getBody().front().without_terminator()) {
+      if (isa<otck::BufferOp>(op))
+        continue;
+      auto k = dyn_cast<otck::KernelOp>(op);
+      Operation *body = k ? soleOp(k) : nullptr;
+      if (!body || !isa<AdamWOp>(body) || k.getInputs().size() != 6 ||
+          k.getOutputs().size() != 3)
+        return;
+      ValueRange in = k.getInputs(), out = k.getOutputs();
+      StringRef name = slotOf(in[0]).split(':').second;
+      if (slotOf(in[0]) != ("param:" + name).str() ||
+          slotOf(in[1]) != ("grad:" + name).str() ||
+          slotOf(in[2]) != ("adam_m:" + name).str() ||
+          slotOf(in[3]) != ("adam_v:" + name).str() || out[0] != in[0] ||
+          out[1] != in[2] || out[2] != in[3])
+        return;
+      // Block arguments follow `ins` in order (the kernel's contract).
+      Block &b = k.getBody().front();
+      for (unsigned i = 0; i < 6; ++i)
+        if (body->getOperand(i) != b.getArgument(i))
+          return;
+      Type g = cast<MemRefType>(in[1].getType()).getElementType();
+      for (unsigned i : {0u, 2u, 3u})
+        if (!cast<MemRefType>(in[i].getType()).getElementType().isF32())
+          return;
+      if (!first) {
+        first = body;
+        gradElement = g;
+        lr = in[4];
+        step = in[5];
+      } else if (body->getAttrDictionary() != first->getAttrDictionary() ||
+                 g != gradElement || in[4] != lr || in[5] != step) {
+        return;
+      }
+      updates.push_back(k);
+    }
+    if (updates.size() < 2)
+      return;
+
+    // Every kind starts each member at the same element; members start at
+    // a multiple of the elements that make `alignment` bytes in the
+    // narrowest kind, so that each is aligned in every kind.
+    auto zeroGrads = module.lookupSymbol<func::FuncOp>("zero_grads");
+    llvm::StringMap<otck::KernelOp> fills, casts;
+    if (zeroGrads)
+      collectZeroGradsKernels(zeroGrads, fills, casts);
+    bool groupCopies = !casts.empty();
+    int64_t narrowest = std::min<int64_t>(
+        4, storageBytes(gradElement));
+    if (groupCopies)
+      narrowest = std::min<int64_t>(narrowest, 2);
+    if (alignment % narrowest)
+      return;
+    int64_t granule = alignment / narrowest;
+    Layout layout;
+    for (otck::KernelOp k : updates) {
+      auto t = cast<MemRefType>(k.getInputs()[0].getType());
+      layout.names.push_back(slotOf(k.getInputs()[0]).split(':').second.str());
+      layout.offsets.push_back(layout.total);
+      layout.elements.push_back(t.getNumElements());
+      layout.total += (t.getNumElements() + granule - 1) / granule * granule;
+    }
+    for (const std::string &n : layout.names)
+      groupCopies &= casts.count(n) > 0;
+    bool groupFills = zeroGrads != nullptr;
+    for (const std::string &n : layout.names)
+      groupFills &= fills.count(n) > 0;
+
+    OpBuilder b(module.getContext());
+    Type f32 = b.getF32Type();
+    // The optimizer step: one AdamW over the groups.
+    {
+      b.setInsertionPointToStart(&opt.getBody().front());
+      Location loc = updates.front().getLoc();
+      Value p = group(b, loc, "param", f32, layout);
+      Value g = group(b, loc, "grad", gradElement, layout);
+      Value m = group(b, loc, "adam_m", f32, layout);
+      Value v = group(b, loc, "adam_v", f32, layout);
+      b.setInsertionPoint(updates.front());
+      auto k = b.create<otck::KernelOp>(
+          fusedLoc(updates), ValueRange{p, g, m, v, lr, step},
+          ValueRange{p, m, v});
+      Block *body = new Block();
+      k.getBody().push_back(body);
+      OpBuilder kb = OpBuilder::atBlockEnd(body);
+      SmallVector<Value> args;
+      for (Value in : k.getInputs())
+        args.push_back(body->addArgument(tensorOf(in.getType()), loc));
+      Type pt = tensorOf(p.getType());
+      OperationState state(first->getLoc(), first->getName());
+      state.addOperands(args);
+      state.addTypes({pt, pt, pt});
+      state.addAttributes(first->getAttrs());
+      Operation *adamw = kb.create(state);
+      kb.create<otck::YieldOp>(loc, adamw->getResults());
+      for (otck::KernelOp old : updates)
+        old.erase();
+    }
+
+    // @zero_grads: one fill of every gradient, one cast of every master.
+    if (groupFills) {
+      SmallVector<otck::KernelOp> olds;
+      for (const std::string &n : layout.names)
+        olds.push_back(fills[n]);
+      b.setInsertionPointToStart(&zeroGrads.getBody().front());
+      Location loc = olds.front().getLoc();
+      Value g = group(b, loc, "grad", gradElement, layout);
+      b.setInsertionPoint(firstOf(olds));
+      auto k = b.create<otck::KernelOp>(fusedLoc(olds), ValueRange{},
+                                        ValueRange{g});
+      Block *body = new Block();
+      k.getBody().push_back(body);
+      OpBuilder kb = OpBuilder::atBlockEnd(body);
+      auto t = cast<RankedTensorType>(tensorOf(g.getType()));
+      Value zero = kb.create<ConstantOp>(
+          loc, DenseElementsAttr::get(t, FloatAttr::get(gradElement, 0.0)));
+      kb.create<otck::YieldOp>(loc, zero);
+      for (otck::KernelOp old : olds)
+        old.erase();
+    }
+    if (groupCopies) {
+      SmallVector<otck::KernelOp> olds;
+      for (const std::string &n : layout.names)
+        olds.push_back(casts[n]);
+      Type bf16 = b.getBF16Type();
+      b.setInsertionPointToStart(&zeroGrads.getBody().front());
+      Location loc = olds.front().getLoc();
+      Value master = group(b, loc, "param", f32, layout);
+      Value copy = group(b, loc, "param_bf16", bf16, layout);
+      b.setInsertionPoint(firstOf(olds));
+      auto k = b.create<otck::KernelOp>(fusedLoc(olds), ValueRange{master},
+                                        ValueRange{copy});
+      Block *body = new Block();
+      k.getBody().push_back(body);
+      OpBuilder kb = OpBuilder::atBlockEnd(body);
+      Value in = body->addArgument(tensorOf(master.getType()), loc);
+      Value c = kb.create<CastOp>(loc, tensorOf(copy.getType()), in);
+      kb.create<otck::YieldOp>(loc, c);
+      for (otck::KernelOp old : olds)
+        old.erase();
+    }
+  }
+
+  /// @zero_grads' per-parameter zero fills of "grad:<name>" and casts of
+  /// "param:<name>" into "param_bf16:<name>", by name.
+  static void collectZeroGradsKernels(func::FuncOp f,
+                                      llvm::StringMap<otck::KernelOp> &fills,
+                                      llvm::StringMap<otck::KernelOp> &casts) {
+    for (auto k : f.getBody().getOps<otck::KernelOp>()) {
+      Operation *body = soleOp(k);
+      if (!body || k.getOutputs().size() != 1)
+        continue;
+      StringRef out = slotOf(k.getOutputs()[0]);
+      Block &blk = k.getBody().front();
+      if (auto c = dyn_cast<ConstantOp>(body)) {
+        auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (k.getInputs().empty() && out.starts_with("grad:") && attr &&
+            attr.isSplat() && isa<FloatType>(attr.getElementType()) &&
+            attr.getSplatValue<APFloat>().isPosZero())
+          fills[out.split(':').second] = k;
+      } else if (auto c = dyn_cast<CastOp>(body)) {
+        StringRef name = out.split(':').second;
+        if (k.getInputs().size() == 1 && out.starts_with("param_bf16:") &&
+            slotOf(k.getInputs()[0]) == ("param:" + name).str() &&
+            c->getOperand(0) == blk.getArgument(0) &&
+            cast<MemRefType>(k.getInputs()[0].getType())
+                .getElementType()
+                .isF32() &&
+            cast<MemRefType>(k.getOutputs()[0].getType())
+                .getElementType()
+                .isBF16())
+          casts[name] = k;
+      }
+    }
+  }
+
+  static Type tensorOf(Type memref) {
+    auto m = cast<MemRefType>(memref);
+    return RankedTensorType::get(m.getShape(), m.getElementType());
+  }
+
+  /// "all parameters", over the merged kernels' locations: the name the
+  /// merged kernel goes by in traces and reports.
+  static Location fusedLoc(ArrayRef<otck::KernelOp> kernels) {
+    SmallVector<Location> locs;
+    for (otck::KernelOp k : kernels)
+      locs.push_back(k.getLoc());
+    MLIRContext *ctx = locs.front()->getContext();
+    return NameLoc::get(StringAttr::get(ctx, "all parameters"),
+                        FusedLoc::get(ctx, locs));
+  }
+
+  static Operation *firstOf(ArrayRef<otck::KernelOp> kernels) {
+    Operation *first = kernels.front();
+    for (otck::KernelOp k : kernels)
+      if (k->isBeforeInBlock(first))
+        first = k;
+    return first;
+  }
+
+  /// A buffer of group slot "group:<kind>" listing its members.
+  static Value group(OpBuilder &b, Location loc, StringRef kind, Type element,
+                     const Layout &layout) {
+    SmallVector<Attribute> members;
+    for (const std::string &n : layout.names)
+      members.push_back(b.getStringAttr(kind + ":" + n));
+    auto buf = b.create<otck::BufferOp>(
+        loc, MemRefType::get({layout.total}, element),
+        b.getStringAttr(otck::kGroupSlotPrefix + kind.str()), IntegerAttr());
+    buf->setAttr(otck::kMembersAttr, b.getArrayAttr(members));
+    buf->setAttr(otck::kMemberOffsetsAttr,
+                 b.getDenseI64ArrayAttr(layout.offsets));
+    return buf;
+  }
+};
+
+} // namespace
