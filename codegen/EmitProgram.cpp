@@ -55,7 +55,7 @@ static std::pair<std::string, std::string> splitSlot(StringRef slot) {
       {"adam_m", "OTC_SLOT_ADAM_M"}, {"adam_v", "OTC_SLOT_ADAM_V"},
       {"input", "OTC_SLOT_INPUT"},   {"loss", "OTC_SLOT_LOSS"},
       {"lr", "OTC_SLOT_LR"},         {"step", "OTC_SLOT_STEP"},
-      {"rng_key", "OTC_SLOT_RNG"}};
+      {"rng_key", "OTC_SLOT_RNG"},   {"grad_scale", "OTC_SLOT_GRAD_SCALE"}};
   auto [prefix, name] = slot.split(':');
   for (auto [p, e] : kinds)
     if (prefix == p)
@@ -283,6 +283,14 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
       os << "0";
     os << "};\n";
   }
+  // Version 3: the input whose counted entries weigh micro-batches.
+  std::string countInput = "nullptr";
+  int64_t countIgnore = 0;
+  if (auto n = module->getAttrOfType<StringAttr>(attrs::kCountInput)) {
+    countInput = cString(n.getValue());
+    if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
+      countIgnore = i.getInt();
+  }
   os << "static const OtcSlot kSlots[] = {\n";
   for (const std::string &s : order) {
     const Slot &sl = slots[s];
@@ -295,12 +303,15 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   }
   os << "};\n\n"
      << "static const OtcProgram kProgram = {\n"
-     << "  2, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
+     << "  3, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
      << "  " << opts.microBatch << ", " << opts.gradAccum << ", "
      << order.size() << ", kSlots,\n"
      << "  otc_zero_grads, otc_micro_step, otc_optimizer_step,\n"
-     << "  otc_init_constants};\n\n"
+     << "  otc_init_constants,\n  " << countInput << ", "
+     << (countIgnore == INT64_MIN ? std::string("INT64_MIN")
+                                  : std::to_string(countIgnore) + "LL")
+     << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();

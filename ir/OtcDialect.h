@@ -80,6 +80,11 @@ namespace otc {
 namespace attrs {
 /// On a forward function argument: the ONNX graph input it binds.
 constexpr const char kInput[] = "otc.input";
+/// On the module (otc-training-loop): the graph input whose entries other
+/// than otc.count_ignore_index are the loss's terms (a mean over them), so
+/// that micro-batches weigh in a step by their count of such entries.
+constexpr const char kCountInput[] = "otc.count_input";
+constexpr const char kCountIgnoreIndex[] = "otc.count_ignore_index";
 /// On a forward function argument: the ONNX float initializer it binds.
 constexpr const char kParam[] = "otc.param";
 /// On a forward function argument: the per-micro-step random key.

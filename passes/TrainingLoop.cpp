@@ -108,6 +108,7 @@ struct TrainingLoopPass
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = step.getLoc();
+    recordCountedTargets(module, step);
     buildZeroGrads(b, step, trained);
     buildMicroStep(b, step, trained);
     buildOptimizerStep(b, loc, trained);
@@ -115,6 +116,46 @@ struct TrainingLoopPass
     step.erase();
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
       forward.erase();
+  }
+
+  /// When the loss is the mean over the targets that are not ignored (a
+  /// cross-entropy or NLL loss with reduction "mean" and an ignore index,
+  /// whose labels are a graph input, possibly reshaped), records that input
+  /// and the index on the module: a micro-batch then weighs in its step's
+  /// gradient by its share of the counted targets.
+  void recordCountedTargets(ModuleOp module, func::FuncOp step) {
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    Operation *loss = ret.getOperand(0).getDefiningOp();
+    Value labels;
+    std::optional<int64_t> ignore;
+    StringRef reduction;
+    if (auto ce = dyn_cast_or_null<CrossEntropyOp>(loss)) {
+      labels = ce.getLabels();
+      ignore = ce.getIgnoreIndex();
+      reduction = ce.getReduction();
+    } else if (auto ce = dyn_cast_or_null<SoftmaxCrossEntropyOp>(loss)) {
+      labels = ce.getLabels();
+      ignore = ce.getIgnoreIndex();
+      reduction = ce.getReduction();
+    } else if (auto nll = dyn_cast_or_null<NllLossOp>(loss)) {
+      labels = nll.getLabels();
+      ignore = nll.getIgnoreIndex();
+      reduction = nll.getReduction();
+    }
+    if (!labels || !ignore || reduction != "mean")
+      return;
+    while (auto r = labels.getDefiningOp<ReshapeOp>())
+      labels = r->getOperand(0);
+    auto arg = dyn_cast<BlockArgument>(labels);
+    if (!arg || arg.getOwner()->getParentOp() != step)
+      return;
+    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  attrs::kInput);
+    if (!name)
+      return;
+    Builder b(module.getContext());
+    module->setAttr(attrs::kCountInput, name);
+    module->setAttr(attrs::kCountIgnoreIndex, b.getI64IntegerAttr(*ignore));
   }
 
   /// `@zero_grads`: zero gradient accumulators and, under mixed precision,
@@ -171,24 +212,36 @@ struct TrainingLoopPass
       fb.clone(op, map);
     auto ret = cast<func::ReturnOp>(src.getTerminator());
 
-    // acc' = acc + g / grad_accum: after grad_accum micro-steps the slots
-    // hold the mean over the global batch of the per-micro-batch means.
+    // acc' = acc + g * w: the runtime sets the micro-batch's weight w (the
+    // "grad_scale" slot) before each micro-step, so that after the step's
+    // micro-steps the slots hold the gradient of the whole batch: 1/K for K
+    // micro-batches, or, for a mean over the targets that are not ignored,
+    // the micro-batch's share of the step's counted targets (the module's
+    // otc.count_input and otc.count_ignore_index say which those are).
     SmallVector<Value> outs{map.lookup(ret.getOperand(0))};
     unsigned accBase = src.getNumArguments();
+    Value weight;
+    if (gradAccum != 1) {
+      Type scalar = RankedTensorType::get({}, b.getF32Type());
+      f.insertArgument(f.getNumArguments(), scalar,
+                       b.getDictionaryAttr(b.getNamedAttr(
+                           attrs::kSlot, b.getStringAttr("grad_scale"))),
+                       loc);
+      weight = entry.getArgument(entry.getNumArguments() - 1);
+    }
     for (auto [i, entryPair] : llvm::enumerate(trained)) {
       Value g = map.lookup(ret.getOperand(i + 1));
       Location gl = g.getLoc();
-      if (gradAccum != 1) {
-        Type et = getElementTypeOrSelf(entryPair.second);
-        Type scalar = RankedTensorType::get({}, et);
-        // In BF16, 1/K is not exact: divide by K (exact) instead.
-        if (et.isF32() || et.isF64()) {
-          Value scale = splat(fb, gl, scalar, 1.0 / double(gradAccum));
-          g = fb.create<MulOp>(gl, g.getType(), g, scale);
-        } else {
-          Value k = splat(fb, gl, scalar, double(gradAccum));
-          g = fb.create<DivOp>(gl, g.getType(), g, k);
-        }
+      if (weight) {
+        // In FP32, then rounded once to the gradient's type.
+        auto t = cast<RankedTensorType>(g.getType());
+        Value wide = t.getElementType().isF32()
+                         ? g
+                         : fb.create<CastOp>(gl, t.clone(fb.getF32Type()), g);
+        Value scaled =
+            fb.create<MulOp>(gl, wide.getType(), wide, weight);
+        g = scaled.getType() == t ? scaled
+                                  : fb.create<CastOp>(gl, t, scaled).getResult();
       }
       Value acc = entry.getArgument(accBase + i);
       outs.push_back(fb.create<AddOp>(gl, g.getType(), acc, g));

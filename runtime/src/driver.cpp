@@ -55,6 +55,8 @@ private:
   Status runStep(StepFunction which, ArenaFunction fn);
   Status finishMicro(const std::string &where, float &loss);
   Status feedMicro(int64_t k, TokenLoader *loader);
+  Status prefetchStep(int64_t micros, TokenLoader *loader);
+  std::vector<double> microCounts(int64_t micros) const;
   Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                          double &loss, bool &finite, std::string &why);
   Status trainStep(int64_t step);
@@ -75,6 +77,9 @@ private:
   TokenFeed feed_;
   std::unique_ptr<TokenLoader> loader_, valLoader_;
   std::vector<uint8_t> tokBuf_, tgtBuf_;
+  /// A step's micro-batches from the loader, read before its first
+  /// micro-step (their counted targets weigh each one).
+  std::vector<std::vector<uint8_t>> stepTok_, stepTgt_;
   std::vector<int64_t> rngKeys_;
 
   TrainState state_;
@@ -164,19 +169,107 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
   return s;
 }
 
+Status Run::prefetchStep(int64_t micros, TokenLoader *loader) {
+  stepTok_.resize(static_cast<size_t>(micros));
+  stepTgt_.resize(static_cast<size_t>(micros));
+  for (int64_t k = 0; k < micros; ++k)
+    loader->next(prog_.micro_batch, stepTok_[k], stepTgt_[k]);
+  return Status::ok();
+}
+
+/// Per micro-batch of the step, the entries of the program's count_input
+/// that are not its ignore index; empty when the program has none.
+std::vector<double> Run::microCounts(int64_t micros) const {
+  const char *name = countInputOf(prog_);
+  if (!name)
+    return {};
+  const OtcSlot *slot = nullptr;
+  const std::vector<uint8_t> *whole = nullptr;
+  const std::vector<std::vector<uint8_t>> *parts = nullptr;
+  if (!loader_) {
+    for (const InputData &in : batch_)
+      if (std::strcmp(in.slot->name, name) == 0) {
+        slot = in.slot;
+        whole = &in.bytes;
+      }
+  } else if (feed_.targets && std::strcmp(feed_.targets->name, name) == 0) {
+    slot = feed_.targets;
+    parts = &stepTgt_;
+  } else if (feed_.tokens && std::strcmp(feed_.tokens->name, name) == 0) {
+    slot = feed_.tokens;
+    parts = &stepTok_;
+  }
+  if (!slot)
+    return {};
+  std::vector<double> counts;
+  int64_t n = slot->nbytes / (slot->dtype == OTC_I64 ? 8 : 4);
+  for (int64_t k = 0; k < micros; ++k) {
+    const uint8_t *p = parts ? (*parts)[k].data() : whole->data() + k * slot->nbytes;
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      if (slot->dtype == OTC_I64) {
+        std::memcpy(&v, p + 8 * i, 8);
+      } else {
+        int32_t w;
+        std::memcpy(&w, p + 4 * i, 4);
+        v = w;
+      }
+      c += v != prog_.count_ignore_index;
+    }
+    counts.push_back(static_cast<double>(c));
+  }
+  return counts;
+}
+
 Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                             double &loss, bool &finite, std::string &why) {
   if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
     return s;
   rngKeys_.clear();
+  if (loader) {
+    TraceSpan load(tracer_, "load batch", "data");
+    if (Status s = prefetchStep(micros, loader); !s)
+      return s;
+  }
+  // Each micro-batch's weight in the step's gradient and loss: its share of
+  // the step's counted targets when the loss is a mean over them (so that
+  // any split gives the whole batch's gradient), else 1 / micros.
+  std::vector<double> counts = microCounts(micros);
+  double total = 0;
+  for (double c : counts)
+    total += c;
+  std::vector<double> weights(static_cast<size_t>(micros),
+                              1.0 / static_cast<double>(micros));
+  if (total > 0)
+    for (int64_t k = 0; k < micros; ++k)
+      weights[k] = counts[k] / total;
   double sum = 0;
   finite = true;
   for (int64_t k = 0; k < micros; ++k) {
+    // A micro-batch with nothing counted adds nothing to the step.
+    if (total > 0 && counts[k] == 0)
+      continue;
     TraceSpan span(tracer_, "micro-step " + std::to_string(k), "micro-step",
                    "\"step\": " + std::to_string(step));
     {
       TraceSpan load(tracer_, "load batch", "data");
-      if (Status s = feedMicro(k, loader); !s)
+      Status s = Status::ok();
+      if (!loader) {
+        s = feedMicro(k, nullptr);
+      } else {
+        s = backend_.upload(arena_.arena, feed_.tokens->offset,
+                            stepTok_[k].data(), feed_.tokens->nbytes);
+        if (s && feed_.targets)
+          s = backend_.upload(arena_.arena, feed_.targets->offset,
+                              stepTgt_[k].data(), feed_.targets->nbytes);
+      }
+      if (s && slots_.gradScale) {
+        float w = static_cast<float>(weights[k]);
+        s = backend_.upload(arena_.arena, slots_.gradScale->offset, &w,
+                            sizeof(w));
+      }
+      if (!s)
         return s;
     }
     if (slots_.rng) {
@@ -198,9 +291,9 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
       why = std::string("loss is ") + nonfiniteName(micro) + " at step " +
             std::to_string(step) + ", micro-batch " + std::to_string(k);
     }
-    sum += micro;
+    sum += weights[k] * micro;
   }
-  loss = sum / static_cast<double>(micros);
+  loss = sum;
   return Status::ok();
 }
 
@@ -213,7 +306,11 @@ Status Run::trainStep(int64_t step) {
   std::string why;
   if (Status s = forwardBackward(step, micros, loader_.get(), loss, finite, why); !s)
     return s;
-  double scale = static_cast<double>(prog_.grad_accum) / static_cast<double>(micros);
+  // Fewer micro-batches than compiled (the batch ramp): scale the mean of
+  // micro-batch gradients up, unless the program weighs them itself.
+  double scale = slots_.gradScale ? 1.0
+                                  : static_cast<double>(prog_.grad_accum) /
+                                        static_cast<double>(micros);
   double norm = -1;
   if (finite && (opt_.gradClip > 0 || scale != 1.0)) {
     TraceSpan span(tracer_, "gradient norm", "optimizer");

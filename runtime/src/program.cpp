@@ -27,6 +27,7 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
     case OTC_SLOT_LR: lr = &slot; break;
     case OTC_SLOT_STEP: step = &slot; break;
     case OTC_SLOT_RNG: rng = &slot; break;
+    case OTC_SLOT_GRAD_SCALE: gradScale = &slot; break;
     default: break;
     }
   }
@@ -34,6 +35,13 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
 
 ArenaFunction initConstantsOf(const OtcProgram &program) {
   return program.abi_version >= 2 ? program.init_constants : nullptr;
+}
+
+const char *countInputOf(const OtcProgram &program) {
+  return program.abi_version >= 3 && program.count_input &&
+                 *program.count_input
+             ? program.count_input
+             : nullptr;
 }
 
 const char *slotKindName(int32_t kind) {
@@ -47,6 +55,7 @@ const char *slotKindName(int32_t kind) {
   case OTC_SLOT_LR: return "LR";
   case OTC_SLOT_STEP: return "STEP";
   case OTC_SLOT_RNG: return "RNG";
+  case OTC_SLOT_GRAD_SCALE: return "GRAD_SCALE";
   default: return "?";
   }
 }
@@ -113,9 +122,10 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
   };
   if (!program)
     return bad("null program");
-  if (program->abi_version != 1 && program->abi_version != 2)
+  if (program->abi_version < 1 || program->abi_version > OTC_ABI_VERSION)
     return bad("abi_version is " + std::to_string(program->abi_version) +
-               ", this runtime implements versions 1 and 2");
+               ", this runtime implements versions 1 to " +
+               std::to_string(OTC_ABI_VERSION));
   if (!program->target || std::strcmp(program->target, backendName) != 0)
     return bad(std::string("compiled for target '") +
                (program->target ? program->target : "(null)") +
@@ -130,13 +140,15 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     return bad("bad slot table");
   if (!program->zero_grads || !program->micro_step || !program->optimizer_step)
     return bad("missing zero_grads, micro_step or optimizer_step");
-  int counts[OTC_SLOT_RNG + 1] = {};
+  const int32_t lastKind =
+      program->abi_version >= 3 ? OTC_SLOT_GRAD_SCALE : OTC_SLOT_RNG;
+  int counts[OTC_SLOT_GRAD_SCALE + 1] = {};
   for (int32_t i = 0; i < program->num_slots; ++i) {
     const OtcSlot &slot = program->slots[i];
     std::string where = "slot " + std::to_string(i);
     if (!slot.name)
       return bad(where + " has a null name");
-    if (slot.kind < OTC_SLOT_PARAM || slot.kind > OTC_SLOT_RNG)
+    if (slot.kind < OTC_SLOT_PARAM || slot.kind > lastKind)
       return bad(where + " has unknown kind " + std::to_string(slot.kind));
     where = slotLabel(slot);
     StDType st;
@@ -179,6 +191,7 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     case OTC_SLOT_LOSS:
     case OTC_SLOT_LR:
     case OTC_SLOT_STEP:
+    case OTC_SLOT_GRAD_SCALE:
       if (slot.dtype != OTC_F32 || numel != 1)
         return bad(where + " must be an F32 scalar");
       break;
@@ -191,11 +204,25 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
   if (counts[OTC_SLOT_LOSS] != 1)
     return bad("expected exactly one LOSS slot, found " +
                std::to_string(counts[OTC_SLOT_LOSS]));
-  for (int kind : {OTC_SLOT_LR, OTC_SLOT_STEP, OTC_SLOT_RNG})
+  for (int kind :
+       {OTC_SLOT_LR, OTC_SLOT_STEP, OTC_SLOT_RNG, OTC_SLOT_GRAD_SCALE})
     if (counts[kind] > 1)
       return bad(std::string("more than one ") + slotKindName(kind) + " slot");
   if (needOptimizer && (counts[OTC_SLOT_LR] != 1 || counts[OTC_SLOT_STEP] != 1))
     return bad("training needs an LR and a STEP slot");
+  if (program->grad_accum > 1 && program->abi_version >= 3 &&
+      counts[OTC_SLOT_GRAD_SCALE] != 1)
+    return bad("more than one micro-batch per step needs a GRAD_SCALE slot");
+  if (const char *name = countInputOf(*program)) {
+    bool found = false;
+    for (int32_t i = 0; i < program->num_slots; ++i)
+      found |= program->slots[i].kind == OTC_SLOT_INPUT &&
+               std::strcmp(program->slots[i].name, name) == 0 &&
+               isIntegerSlot(program->slots[i]);
+    if (!found)
+      return bad(std::string("count_input '") + name +
+                 "' is not an integer INPUT slot");
+  }
   return Status::ok();
 }
 

@@ -17,7 +17,7 @@ namespace otcrt {
 /// The slots of a validated program, by kind, in table order.
 struct ProgramSlots {
   const OtcSlot *loss = nullptr, *lr = nullptr, *step = nullptr,
-                *rng = nullptr;
+                *rng = nullptr, *gradScale = nullptr;
   std::vector<const OtcSlot *> params, grads, adamM, adamV, inputs;
   int64_t paramValues = 0; ///< elements over all PARAM slots
 
@@ -29,6 +29,9 @@ using ArenaFunction = void (*)(char *arena);
 /// The program's init_constants: null for a version 1 descriptor, which has
 /// no such field, and where the program has none.
 ArenaFunction initConstantsOf(const OtcProgram &program);
+/// The program's count_input: null for a descriptor before version 3 or
+/// without one (every micro-batch weighs the same).
+const char *countInputOf(const OtcProgram &program);
 /// "PARAM", "GRAD", ... for an OtcSlotKind.
 const char *slotKindName(int32_t kind);
 /// Maps an OtcDType to the safetensors dtype with the same bytes.

@@ -253,7 +253,18 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
   p.abi_version = 2;
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  // Version 3: two micro-batches per step need a GRAD_SCALE slot, and the
+  // count input must be an integer INPUT slot.
   p.abi_version = 3;
+  p.count_input = nullptr;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("GRAD_SCALE"));
+  p.grad_accum = 1;
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  p.count_input = "no such input";
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("count_input 'no such input'"));
+  p.abi_version = 4;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   p = fakeProgram();

@@ -16,9 +16,11 @@ any ONNX model that ends in a loss.
    @train_step, which `otc-run --func train_step --f64` evaluates in float64
    with the parameters of WORK/prog/init.safetensors and the batch (and the
    dumped dropout key). "global" runs the whole batch at once (what the
-   program must match when the loss is a mean over samples); "micro" runs
-   each micro-batch with its own key and averages, exactly the program's
-   accumulation (needed for dropout with --grad-accum > 1). "auto" picks
+   program must match when the loss is a mean over samples, or over the
+   targets that are not ignored); "micro" runs each micro-batch with its own
+   key and averages, the program's accumulation when every micro-batch
+   counts the same number of loss terms (needed for dropout with
+   --grad-accum > 1). "auto" picks
    micro when the program drew dropout keys for more than one micro-step.
 4. Compares loss and every grad/<name> with test/e2e/compare_grads.py
    (relative L2 error <= --rtol) and also fails when the two sides do not

@@ -4,9 +4,10 @@
 
 // Tests the training loop of a mixed-precision step: @zero_grads zeroes the
 // BF16 gradient and rounds the FP32 master into the BF16 working copy;
-// @micro_step reads the copy and accumulates gradient / K in BF16 (a division
-// by K, exact, instead of a product by 1/K); @optimizer_step runs AdamW in
-// FP32 on the master and moments, the gradient widened.
+// @micro_step reads the copy and accumulates gradient x the micro-batch's
+// weight (the runtime's "grad_scale", FP32) in BF16: the product formed in
+// FP32 and rounded once; @optimizer_step runs AdamW in FP32 on the master and
+// moments, the gradient widened.
 // CHECK-LABEL: func.func @zero_grads
 // CHECK-SAME: (%[[P:.*]]: tensor<2x8xf32> {otc.slot = "param:w"})
 // CHECK-SAME: -> (tensor<2x8xbf16> {otc.slot = "grad:w"}, tensor<2x8xbf16> {otc.slot = "param_bf16:w"})
@@ -15,9 +16,10 @@
 // CHECK: return %[[Z]], %[[C]]
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: tensor<2x8xbf16> {otc.slot = "param_bf16:w"}
-// CHECK-SAME: %[[GACC:.*]]: tensor<2x8xbf16> {otc.slot = "grad:w"}
-// CHECK: %[[K:.*]] = otc.constant dense<2.000000e+00> : tensor<bf16>
-// CHECK: %[[D:.*]] = otc.div %{{.*}}, %[[K]] : (tensor<2x8xbf16>, tensor<bf16>) -> tensor<2x8xbf16>
+// CHECK-SAME: %[[GACC:.*]]: tensor<2x8xbf16> {otc.slot = "grad:w"}, %[[K:.*]]: tensor<f32> {otc.slot = "grad_scale"}
+// CHECK: %[[WIDE:.*]] = otc.cast %{{.*}} : (tensor<2x8xbf16>) -> tensor<2x8xf32>
+// CHECK: %[[M:.*]] = otc.mul %[[WIDE]], %[[K]] : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+// CHECK: %[[D:.*]] = otc.cast %[[M]] : (tensor<2x8xf32>) -> tensor<2x8xbf16>
 // CHECK: otc.add %[[GACC]], %[[D]] : (tensor<2x8xbf16>, tensor<2x8xbf16>) -> tensor<2x8xbf16>
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-SAME: (%[[PM:.*]]: tensor<2x8xf32> {otc.slot = "param:w"}, %[[G:.*]]: tensor<2x8xbf16> {otc.slot = "grad:w"}, %{{.*}}: tensor<2x8xf32> {otc.slot = "adam_m:w"}, %{{.*}}: tensor<2x8xf32> {otc.slot = "adam_v:w"}
@@ -27,8 +29,8 @@
 // ACC-LABEL: func.func @zero_grads
 // ACC-SAME: -> (tensor<2x8xf32> {otc.slot = "grad:w"}, tensor<2x8xbf16> {otc.slot = "param_bf16:w"})
 // ACC-LABEL: func.func @micro_step
-// ACC: %[[S:.*]] = otc.constant dense<5.000000e-01> : tensor<f32>
-// ACC: otc.mul %{{.*}}, %[[S]] : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+// ACC-SAME: %{{.*}}: tensor<f32> {otc.slot = "grad_scale"}
+// ACC: otc.mul %{{.*}}, %{{.*}} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
 // ACC-LABEL: func.func @optimizer_step
 // ACC-NOT: otc.cast
 // ACC: otc.adamw

@@ -2,8 +2,9 @@
 // RUN: otc-opt %s --split-input-file --otc-training-loop | FileCheck %s --check-prefix=ONE
 
 // Tests that the train step becomes zero_grads, micro_step and optimizer_step
-// on named slots, that micro_step adds gradient / grad-accum into the
-// gradient slot, and that AdamW updates parameter and moments in their slots.
+// on named slots, that micro_step adds gradient x the micro-batch's weight
+// (the "grad_scale" slot the runtime sets) into the gradient slot, and that
+// AdamW updates parameter and moments in their slots.
 // CHECK-NOT: func.func @train_step
 // CHECK-NOT: func.func @forward
 // CHECK-LABEL: func.func @zero_grads()
@@ -11,10 +12,9 @@
 // CHECK: %[[Z:.*]] = otc.constant dense<0.000000e+00> : tensor<3xf32>
 // CHECK: return %[[Z]]
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: (%[[X:.*]]: tensor<3xf32> {otc.slot = "input:x"}, %[[W:.*]]: tensor<3xf32> {otc.slot = "param:w"}, %[[ACC:.*]]: tensor<3xf32> {otc.slot = "grad:w"})
+// CHECK-SAME: (%[[X:.*]]: tensor<3xf32> {otc.slot = "input:x"}, %[[W:.*]]: tensor<3xf32> {otc.slot = "param:w"}, %[[ACC:.*]]: tensor<3xf32> {otc.slot = "grad:w"}, %[[S:.*]]: tensor<f32> {otc.slot = "grad_scale"})
 // CHECK-SAME: -> (tensor<f32> {otc.slot = "loss"}, tensor<3xf32> {otc.slot = "grad:w"})
 // CHECK: %[[L:.*]] = otc.reduce_sum
-// CHECK: %[[S:.*]] = otc.constant dense<2.500000e-01> : tensor<f32>
 // CHECK: %[[SG:.*]] = otc.mul %[[X]], %[[S]]
 // CHECK: %[[NEW:.*]] = otc.add %[[ACC]], %[[SG]]
 // CHECK: return %[[L]], %[[NEW]]
@@ -23,6 +23,7 @@
 // CHECK-SAME: -> (tensor<3xf32> {otc.slot = "param:w"}, tensor<3xf32> {otc.slot = "adam_m:w"}, tensor<3xf32> {otc.slot = "adam_v:w"})
 // CHECK: otc.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}
 // ONE-LABEL: func.func @micro_step
+// ONE-NOT: grad_scale
 // ONE-NOT: otc.constant dense<
 // ONE: otc.add
 // ONE: return

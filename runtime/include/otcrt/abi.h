@@ -24,7 +24,10 @@ enum OtcSlotKind {
   OTC_SLOT_LOSS = 5,
   OTC_SLOT_LR = 6,
   OTC_SLOT_STEP = 7,
-  OTC_SLOT_RNG = 8
+  OTC_SLOT_RNG = 8,
+  OTC_SLOT_GRAD_SCALE = 9 /* version 3: f32 scalar, the micro-batch's weight
+                             in its step's gradient, set by the runtime
+                             before each micro_step */
 };
 
 /// Element type of a slot.
@@ -49,12 +52,14 @@ typedef struct {
   int64_t nbytes;
 } OtcSlot;
 
-/* Version 2 appends init_constants to version 1; the runtime accepts both
- * and reads init_constants only from a version 2 descriptor. */
-#define OTC_ABI_VERSION 2
+/* Version 2 appends init_constants to version 1; version 3 appends
+ * count_input and count_ignore_index, and the GRAD_SCALE slot. The runtime
+ * accepts all three and reads each field only from a descriptor that has
+ * it. */
+#define OTC_ABI_VERSION 3
 
 typedef struct {
-  int32_t abi_version; /* 1 or 2 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1, 2 or 3 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -76,6 +81,15 @@ typedef struct {
      those bytes, so loading a checkpoint leaves them as they are. May be
      null. */
   void (*init_constants)(char *arena);
+  /* Version 3: with more than one micro-batch per step, micro_step adds
+     grad * GRAD_SCALE into the GRAD slots. When the loss is a mean over the
+     entries of INPUT slot `count_input` that are not `count_ignore_index`
+     (the targets of a cross-entropy with an ignore index), the runtime sets
+     GRAD_SCALE to the micro-batch's count of such entries over the step's,
+     so that the step's gradient is that of the whole batch however it is
+     split; otherwise (count_input NULL) to 1 / micro-batches. */
+  const char *count_input;
+  int64_t count_ignore_index;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
