@@ -188,6 +188,30 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
                                  int32_t reduction, otcrt_bf16 *dlogits,
                                  void *stream);
 
+/*===--- Gradient norm -----------------------------------------------------===*/
+
+/// A range of an arena for otcrt_sum_squares: `count` elements at byte
+/// `offset`, float (bf16 = 0) or bfloat16 (bf16 = 1).
+typedef struct {
+  int64_t offset;
+  int64_t count;
+  int32_t bf16;
+  int32_t reserved;
+} OtcrtRange;
+
+/// The sum of the squares of every element of the `num_ranges` ranges of
+/// `arena` (host memory on the cpu target, device memory on cuda),
+/// accumulated in double in an order fixed by the ranges alone (the same
+/// bits on every run), written to *sum in host memory once the work queued
+/// on `stream` is done: it waits for the stream, so it runs between step
+/// functions, never inside a captured one. A NaN or an infinity anywhere
+/// makes the sum NaN or infinite. The train driver's global gradient norm
+/// and non-finite check: one pass over the gradients (one range when they
+/// lie contiguously in the arena) and one value read back per step. Returns
+/// 0, or 1 on bad arguments or a device failure.
+int otcrt_sum_squares(const char *arena, int32_t num_ranges,
+                      const OtcrtRange *ranges, double *sum, void *stream);
+
 /*===--- Status ------------------------------------------------------------===*/
 
 /// Called by generated code when a kernel returns a non-zero status: prints
