@@ -49,12 +49,32 @@ typedef struct {
   int64_t nbytes;
 } OtcSlot;
 
-/* Version 2 appends init_constants to version 1; the runtime accepts both
- * and reads init_constants only from a version 2 descriptor. */
-#define OTC_ABI_VERSION 2
+/// Flags of an OtcIndexRange.
+enum OtcIndexFlags {
+  OTC_INDEX_NEGATIVE = 1, /* values in [-bound, 0) are valid too (a gather
+                             counts them from the end of its axis) */
+  OTC_INDEX_IGNORE = 2    /* ignore_index is valid (a loss skips its rows) */
+};
+
+/// The values an integer INPUT slot may hold, when they index a table of the
+/// model: the rows of an embedding (gather) or the classes of a loss. The
+/// runtime checks every value it loads into the slot against it.
+typedef struct {
+  int32_t slot;         /* index in OtcProgram::slots of an integer INPUT */
+  int32_t flags;        /* OtcIndexFlags */
+  int64_t bound;        /* values lie in [0, bound) */
+  int64_t ignore_index; /* read with OTC_INDEX_IGNORE */
+  const char *what;     /* what the values index, for messages ("the rows of
+                           'wte'", "the classes of the loss") */
+} OtcIndexRange;
+
+/* Version 2 appends init_constants to version 1, version 3 the index
+ * ranges; the runtime accepts all three and reads each field only from a
+ * descriptor of a version that has it. */
+#define OTC_ABI_VERSION 3
 
 typedef struct {
-  int32_t abi_version; /* 1 or 2 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1, 2 or 3 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -76,6 +96,10 @@ typedef struct {
      those bytes, so loading a checkpoint leaves them as they are. May be
      null. */
   void (*init_constants)(char *arena);
+  /* Version 3: the ranges of the integer inputs that index a table (at most
+     one per slot; inputs without one are not checked). */
+  int32_t num_index_ranges;
+  const OtcIndexRange *index_ranges;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
