@@ -360,7 +360,16 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
           "OTC_CHECK_LAUNCH(); } while (0)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"
           "  int64_t b = (n + 255) / 256;\n"
-          "  return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);\n}\n\n";
+          "  return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);\n}\n"
+          "/// Records a gather's bad index in the kernel library's error "
+          "record\n/// (the first writer wins).\n"
+          "static __device__ void otc_index_error(OtcrtKernelError *e, "
+          "int64_t at,\n"
+          "                                       int64_t value, int64_t "
+          "bound) {\n"
+          "  if (e && atomicCAS(&e->code, 0, (int)OTCRT_ERROR_INDEX) == 0) {\n"
+          "    e->index = at;\n    e->value = value;\n    e->bound = bound;\n"
+          "  }\n}\n\n";
   else
     os << "/// Generated kernel `k` over `n` work items.\n"
           "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n\n";
@@ -549,6 +558,12 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
     auto t = cast<MemRefType>(v.getType());
     params.push_back(cTypeOf(t.getElementType()) + " *out" + std::to_string(i));
     args.push_back(names[v]);
+  }
+  // On cuda a gather records an index outside its axis in the kernel
+  // library's error record (the driver reads it after the micro-step).
+  if (cuda() && isa<GatherOp>(op)) {
+    params.push_back("OtcrtKernelError *otc_err");
+    args.push_back("otcrt_kernel_error_record()");
   }
   // Operands map to inputs by block argument number.
   for (Value v : op.getOperands())

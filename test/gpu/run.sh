@@ -143,6 +143,21 @@ PY
       fail=$((fail + 1))
     fi
   fi
+  if [[ -f $g/bad-token.safetensors ]]; then
+    # A token id past the embedding: on load, and from the generated gather
+    # kernel's record.
+    "$g/cuda/train" --batch "$g/bad-token.safetensors" --steps 2 > "$g-badtok-host.log" 2>&1
+    OTC_TEST_NO_INDEX_CHECK=1 "$g/cuda/train" --batch "$g/bad-token.safetensors" --steps 2 \
+      > "$g-badtok.log" 2>&1
+    if grep -q "input 'idx' holds 64 at \[1, 1\], outside \[-64, 64)" "$g-badtok-host.log" &&
+       grep -q "gather index 64 at position 17 is outside \[-64, 64)" "$g-badtok.log"; then
+      echo "PASS $g bad token id reported on load and by the device"
+      pass=$((pass + 1))
+    else
+      echo "FAIL $g bad token id: $(tail -1 "$g-badtok-host.log") / $(tail -1 "$g-badtok.log")"
+      fail=$((fail + 1))
+    fi
+  fi
 fi
 
 # One model trains two steps under compute-sanitizer memcheck (out-of-bounds

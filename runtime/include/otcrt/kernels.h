@@ -224,11 +224,13 @@ void otcrt_kernel_failed(const char *kernel, const char *node, int status);
 /// Codes of data errors.
 enum OtcrtErrorCode {
   OTCRT_ERROR_NONE = 0,
-  OTCRT_ERROR_LABEL = 2 /* a label outside [0, bound) */
+  OTCRT_ERROR_LABEL = 2, /* a label outside [0, bound) */
+  OTCRT_ERROR_INDEX = 3  /* a gather index outside [-bound, bound) */
 };
 
-/// An error in the data a kernel read: `value` at `index` (a row) is
-/// outside [0, bound).
+/// An error in the data a kernel read: `value` at `index` (a row, or a
+/// position of a gather's indices) is outside [0, bound) (a label) or
+/// [-bound, bound) (an index).
 typedef struct {
   int32_t code; /* OtcrtErrorCode */
   int32_t reserved;
@@ -246,6 +248,11 @@ typedef struct {
 /// so there the record is always empty. The first call on the cuda target
 /// allocates the record; the runtime makes it before running any step.
 int otcrt_kernel_error(OtcrtKernelError *error, void *stream);
+
+/// The device address of the error record, for kernels of generated cuda
+/// code that record into it (a gather's index out of range); NULL on the
+/// cpu target, whose generated code records nothing.
+OtcrtKernelError *otcrt_kernel_error_record(void);
 
 #ifdef __cplusplus
 }
