@@ -4,8 +4,10 @@
 // `micro_step`, `optimizer_step`, and `init_constants`, empty when the
 // module has none) that binds each buffer to its arena offset and runs
 // kernels, GEMM calls and copies in order; one kernel function per
-// otck.kernel; and the OtcProgram descriptor (ABI version 2) with the slot
-// table that the runtime (runtime/include/otcrt/abi.h) reads. The cpu target
+// otck.kernel; and the OtcProgram descriptor (ABI version 3) with the slot
+// table and the ranges of the integer inputs that index a table (an
+// embedding's rows, a loss's classes: derived from the kernels that read
+// them) that the runtime (runtime/include/otcrt/abi.h) reads. The cpu target
 // emits OpenMP loops, the cuda target grid-stride kernels and cuBLASLt
 // calls, every launch, library call, memset and copy on the runtime's
 // stream (otcrt_stream), so that the runtime can capture a function into a
@@ -84,6 +86,107 @@ static const char *dtypeEnum(Type t) {
 static bool isPrivateSlot(StringRef slot) {
   return slot.starts_with("param_bf16:") || slot.starts_with("const:") ||
          otck::isGroupSlot(slot);
+}
+
+/// The buffer behind `v`, through views; null when `v` is computed.
+static otck::BufferOp bufferBehind(Value v) {
+  while (auto view = v.getDefiningOp<otck::ViewOp>())
+    v = view.getSource();
+  return v.getDefiningOp<otck::BufferOp>();
+}
+
+/// The memref a kernel body's value `v` is read from (null unless `v` is an
+/// argument of the body, i.e. one of the kernel's inputs).
+static Value kernelInputOf(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return {};
+  auto k = dyn_cast<otck::KernelOp>(arg.getOwner()->getParentOp());
+  if (!k || arg.getArgNumber() >= k.getInputs().size())
+    return {};
+  return k.getInputs()[arg.getArgNumber()];
+}
+
+/// What the integer values of one slot index.
+struct IndexUse {
+  int64_t bound = 0;
+  bool negative = true; ///< every consumer is a gather
+  std::optional<int64_t> ignore;
+  std::string what;
+};
+
+/// Records in `uses` (by slot string) what the integer input `indices` of
+/// `op`, a value of its kernel body, indexes: `bound` values, counted from
+/// the end too when `negative`, with `ignore` exempt.
+static void noteIndexUse(llvm::StringMap<IndexUse> &uses, Value indices,
+                         int64_t bound, bool negative,
+                         std::optional<uint64_t> ignore, std::string what) {
+  Value input = kernelInputOf(indices);
+  otck::BufferOp b = input ? bufferBehind(input) : otck::BufferOp();
+  if (!b || !b.getSlot() || !b.getSlot()->starts_with("input:"))
+    return;
+  auto [it, fresh] = uses.try_emplace(*b.getSlot());
+  IndexUse &u = it->second;
+  if (fresh || bound < u.bound) {
+    u.bound = bound;
+    u.what = std::move(what);
+  }
+  u.negative &= negative;
+  if (ignore)
+    u.ignore = static_cast<int64_t>(*ignore);
+}
+
+/// What the integer inputs of `module` index, from the kernels that read
+/// them: a gather's axis (the rows of an embedding table) or a loss's
+/// classes.
+static llvm::StringMap<IndexUse> indexUses(ModuleOp module) {
+  llvm::StringMap<IndexUse> uses;
+  auto rowsOf = [](Value data, int64_t rows) {
+    otck::BufferOp b;
+    if (Value in = kernelInputOf(data))
+      b = bufferBehind(in);
+    if (b && b.getSlot()) {
+      auto [prefix, name] = b.getSlot()->split(':');
+      if (prefix == "param" || prefix == "param_bf16")
+        return "the " + std::to_string(rows) + " rows of '" + name.str() + "'";
+    }
+    return "the " + std::to_string(rows) + " rows of a gathered table";
+  };
+  auto classes = [](int64_t c) {
+    return "the " + std::to_string(c) + " classes of the loss";
+  };
+  module.walk([&](Operation *op) {
+    if (auto g = dyn_cast<GatherOp>(op)) {
+      int64_t rows = cast<ShapedType>(g.getData().getType())
+                         .getDimSize(static_cast<int64_t>(g.getAxis()));
+      noteIndexUse(uses, g.getIndices(), rows, true, std::nullopt,
+                   rowsOf(g.getData(), rows));
+    } else if (auto g = dyn_cast<GatherGradOp>(op)) {
+      int64_t rows = cast<ShapedType>(g.getResult().getType())
+                         .getDimSize(static_cast<int64_t>(g.getAxis()));
+      noteIndexUse(uses, g.getIndices(), rows, true, std::nullopt,
+                   "the " + std::to_string(rows) + " rows of a gathered table");
+    } else if (auto l = dyn_cast<CrossEntropyOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getLogits().getType()).getShape().back();
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    } else if (auto l = dyn_cast<CrossEntropyGradOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getLogits().getType()).getShape().back();
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    } else if (auto l = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getLogits().getType()).getDimSize(1);
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    } else if (auto l = dyn_cast<SoftmaxCrossEntropyGradOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getLogits().getType()).getDimSize(1);
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    } else if (auto l = dyn_cast<NllLossOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getInput().getType()).getDimSize(1);
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    } else if (auto l = dyn_cast<NllLossGradOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getResult().getType()).getDimSize(1);
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    }
+  });
+  return uses;
 }
 
 /// BF16 emulation shared by the cpu and cuda targets: the same bit-level
@@ -258,7 +361,16 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
           "OTC_CHECK_LAUNCH(); } while (0)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"
           "  int64_t b = (n + 255) / 256;\n"
-          "  return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);\n}\n\n";
+          "  return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);\n}\n"
+          "/// Records a gather's bad index in the kernel library's error "
+          "record\n/// (the first writer wins).\n"
+          "static __device__ void otc_index_error(OtcrtKernelError *e, "
+          "int64_t at,\n"
+          "                                       int64_t value, int64_t "
+          "bound) {\n"
+          "  if (e && atomicCAS(&e->code, 0, (int)OTCRT_ERROR_INDEX) == 0) {\n"
+          "    e->index = at;\n    e->value = value;\n    e->bound = bound;\n"
+          "  }\n}\n\n";
   else
     os << "/// Generated kernel `k` over `n` work items.\n"
           "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n\n";
@@ -301,6 +413,26 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
        << dtypeEnum(sl.type.getElementType()) << ", " << sl.type.getRank()
        << ", kShape" << id << ", " << sl.offset << ", " << bytes << "},\n";
   }
+  os << "};\n\n";
+  // The integer inputs that index a table, which the runtime checks as it
+  // loads them.
+  llvm::StringMap<IndexUse> uses = indexUses(module);
+  size_t numRanges = 0;
+  os << "static const OtcIndexRange kIndexRanges[] = {\n";
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto it = uses.find(order[i]);
+    if (it == uses.end() || it->second.bound <= 0)
+      continue;
+    const IndexUse &u = it->second;
+    os << "  {" << i << ", "
+       << (u.negative ? "OTC_INDEX_NEGATIVE"
+                      : u.ignore ? "OTC_INDEX_IGNORE" : "0")
+       << ", " << u.bound << ", " << (u.ignore && !u.negative ? *u.ignore : 0)
+       << ", " << cString(u.what) << "},\n";
+    ++numRanges;
+  }
+  if (!numRanges)
+    os << "  {0, 0, 0, 0, \"\"},\n";
   os << "};\n\n"
      << "static const OtcProgram kProgram = {\n"
      << "  3, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
@@ -308,7 +440,8 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << "  " << opts.microBatch << ", " << opts.gradAccum << ", "
      << order.size() << ", kSlots,\n"
      << "  otc_zero_grads, otc_micro_step, otc_optimizer_step,\n"
-     << "  otc_init_constants,\n  " << countInput << ", "
+     << "  otc_init_constants, " << numRanges << ", kIndexRanges,\n  "
+     << countInput << ", "
      << (countIgnore == INT64_MIN ? std::string("INT64_MIN")
                                   : std::to_string(countIgnore) + "LL")
      << "};\n\n"
@@ -438,6 +571,12 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
     auto t = cast<MemRefType>(v.getType());
     params.push_back(cTypeOf(t.getElementType()) + " *out" + std::to_string(i));
     args.push_back(names[v]);
+  }
+  // On cuda a gather records an index outside its axis in the kernel
+  // library's error record (the driver reads it after the micro-step).
+  if (cuda() && isa<GatherOp>(op)) {
+    params.push_back("OtcrtKernelError *otc_err");
+    args.push_back("otcrt_kernel_error_record()");
   }
   // Operands map to inputs by block argument number.
   for (Value v : op.getOperands())

@@ -345,10 +345,13 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
                              "kernel over a dying input at its offset");
     }
     for (Interval &iv : ivs) {
-      auto off = iv.buffer.getOffset();
+      // The attribute is a signed i64 but its getter reads it unsigned: read
+      // the attribute itself so that a negative offset is seen as one.
+      IntegerAttr off = iv.buffer.getOffsetAttr();
       if (!off)
         return iv.buffer.emitError("buffer has no offset");
-      if (*off < 0 || *off + iv.size > arena.getInt())
+      if (off.getInt() < 0 || iv.size > arena.getInt() ||
+          off.getInt() > arena.getInt() - iv.size)
         return iv.buffer.emitError("buffer lies outside the arena");
     }
     for (size_t i = 0; i < ivs.size(); ++i)

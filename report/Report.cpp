@@ -218,8 +218,11 @@ void otc::writeReportHtml(raw_ostream &os, StringRef title,
     for (const TimelinePoint &t : timeline)
       peak = std::max(peak, t.bytes);
     p.ymax = std::max<double>(1, peak * 1.1);
-    os << "<h2>Memory of one training step (peak " << formatBytes(peak)
-       << ")</h2>\n<svg xmlns='http://www.w3.org/2000/svg' width='" << p.w
+    // The curve counts the bytes live at each op: its top is the lower
+    // bound of the arena (which adds what placement cannot pack), not the
+    // planned peak.
+    os << "<h2>Memory of one training step (most bytes live at once "
+       << formatBytes(peak) << ": the lower bound of the arena)</h2>\n<svg xmlns='http://www.w3.org/2000/svg' width='" << p.w
        << "' height='" << p.h << "'>\n";
     // Phase bands.
     size_t start = 0;

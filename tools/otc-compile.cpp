@@ -583,8 +583,18 @@ int main(int argc, char **argv) {
     return true;
   };
 
-  if (planOnly)
-    return writeReports() ? 0 : fail(err);
+  if (planOnly) {
+    if (!writeReports())
+      return fail(err);
+    SmallString<256> planPath(outDir.getValue());
+    llvm::sys::path::append(planPath, "plan.json");
+    llvm::errs() << "otc-compile: wrote " << planPath << " and report.html ("
+                 << target << ", micro-batch " << mb << " x grad-accum "
+                 << gradAccum << "; arena " << otc::formatBytes(summary->arena)
+                 << ", total peak " << otc::formatBytes(summary->totalPeak)
+                 << ")\n";
+    return 0;
+  }
 
   // Emission.
   otc::EmitOptions emitOpts;

@@ -55,6 +55,15 @@ int main(int argc, char **argv) {
   otcrt::Status s = otcrt::readSafetensors(weights, file);
   if (!s)
     return fail(s.message());
+  bool checked = false;
+  if (s = otcrt::verifyChecksums(file, weights, checked); !s)
+    return fail(s.message());
+  auto format = file.metadata.find("format");
+  if (!checked && format != file.metadata.end() &&
+      format->second == "otc-weights")
+    errs() << "otc-export: warning: " << weights
+           << " has no checksums (saved before they were stored); exporting "
+              "it unverified\n";
   std::vector<otc::ExportWeight> list;
   for (const otcrt::Tensor &t : file.tensors) {
     if (t.dtype != otcrt::StDType::F32)

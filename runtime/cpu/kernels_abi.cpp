@@ -44,6 +44,13 @@ int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
   return columnSum(rows, cols, x, out);
 }
 
+OtcrtKernelError *otcrt_kernel_error_record(void) { return nullptr; }
+
+int otcrt_sum_squares(const char *arena, int32_t num_ranges,
+                      const OtcrtRange *ranges, double *sum, void *) {
+  return sumSquares(arena, num_ranges, ranges, sum);
+}
+
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
                            const float *x, const float *gamma, float *y,
                            float *rstd, void *) {

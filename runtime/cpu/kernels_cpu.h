@@ -44,6 +44,10 @@ int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
 int columnSum(int64_t rows, int64_t cols, const float *x, float *out);
 int columnSum(int64_t rows, int64_t cols, const otcrt_bf16 *x, float *out);
 
+/// The sum of squares over arena ranges (sum_squares.cpp).
+int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
+               double *sum);
+
 /// Attention forward and backward (attention.cpp).
 int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,
                  const float *v, const float *mask, float *out, float *lse);

@@ -54,3 +54,7 @@ extern "C" int otcrt_kernel_error(OtcrtKernelError *error, void *streamArg) {
     *error = host;
   return host.code;
 }
+
+extern "C" OtcrtKernelError *otcrt_kernel_error_record(void) {
+  return otcrt::cuda::errorRecord();
+}

@@ -223,6 +223,8 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
   if (s = addSlots(weights, slots.params, "", backend, arena); !s)
     return s;
 
+  addChecksums(st);
+  addChecksums(weights);
   std::vector<uint8_t> bytes;
   if (s = serializeSafetensors(st, bytes); !s)
     return s;
@@ -259,6 +261,14 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
   if (fmt == st.metadata.end() || fmt->second != kFormat)
     return Status::error(path + ": not an otc checkpoint (metadata format is not " +
                          std::string(kFormat) + ")");
+  bool checked = false;
+  if (s = verifyChecksums(st, path, checked); !s)
+    return s;
+  if (!checked)
+    std::fprintf(stderr,
+                 "otc train: warning: %s has no checksums (saved before they "
+                 "were stored); resuming without verifying it\n",
+                 path.c_str());
   int64_t seed = 0, fingerprint = 0;
   for (auto [key, field] :
        {std::pair{"step", &state.step}, {"updates", &state.updates},

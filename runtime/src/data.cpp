@@ -103,6 +103,14 @@ uint64_t TokenDataset::fingerprint() const {
   return h >> 11; // exact as a double in JSON-ish metadata
 }
 
+std::string TokenDataset::locate(int64_t w, int64_t t) const {
+  auto it = std::upper_bound(
+      shards_.begin(), shards_.end(), w,
+      [](int64_t v, const Shard &s) { return v < s.firstWindow; });
+  const Shard &s = *(it - 1);
+  return s.path + " token " + std::to_string((w - s.firstWindow) * stride_ + t);
+}
+
 Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
                        const std::string &tokensName,
                        const std::string &targetsName, TokenFeed &out) {
@@ -200,22 +208,45 @@ static void storeInt(std::vector<uint8_t> &buf, const OtcSlot &slot, int64_t i,
   }
 }
 
-void TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,
-                       std::vector<uint8_t> &targets) {
+Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,
+                         std::vector<uint8_t> &targets) {
   const int64_t T = feed_.seqLen;
   tokens.resize(static_cast<size_t>(feed_.tokens->nbytes));
   if (feed_.targets)
     targets.resize(static_cast<size_t>(feed_.targets->nbytes));
+  // Where the first bad value of a window is: slot bytes, range, and the
+  // window's first token for the message (targets start one later).
+  auto check = [&](const OtcSlot &slot, const OtcIndexRange *range,
+                   const std::vector<uint8_t> &buf, int64_t row,
+                   int64_t window, int64_t shift) -> Status {
+    int64_t index = 0, value = 0;
+    size_t elem = slot.dtype == OTC_I64 ? 8 : 4;
+    if (!range || !findBadIndex(*range, slot, buf.data() + row * T * elem, T,
+                                index, value))
+      return Status::ok();
+    return Status::error(data_.locate(window, index + shift) + ": token id " +
+                         std::to_string(value) + " (for input '" + slot.name +
+                         "') is outside " + indexRangeText(*range) + " (" +
+                         range->what + ")");
+  };
   for (int64_t r = 0; r < rows; ++r) {
     if (cursor_ >= data_.numWindows())
       seek(epoch_ + 1, 0);
-    const uint16_t *w = data_.window(order_[cursor_++]);
+    int64_t window = order_[cursor_++];
+    const uint16_t *w = data_.window(window);
     for (int64_t t = 0; t < T; ++t) {
       storeInt(tokens, *feed_.tokens, r * T + t, w[t]);
       if (feed_.targets)
         storeInt(targets, *feed_.targets, r * T + t, w[t + 1]);
     }
+    if (Status s = check(*feed_.tokens, feed_.tokensRange, tokens, r, window, 0); !s)
+      return s;
+    if (feed_.targets)
+      if (Status s = check(*feed_.targets, feed_.targetsRange, targets, r, window, 1);
+          !s)
+        return s;
   }
+  return Status::ok();
 }
 
 } // namespace otcrt

@@ -39,6 +39,8 @@ public:
   const uint16_t *window(int64_t w) const;
   /// A fingerprint of the shard list and sizes (checked on resume).
   uint64_t fingerprint() const;
+  /// "SHARD token N": where token \p t of window \p w lies.
+  std::string locate(int64_t w, int64_t t) const;
 
 private:
   struct Shard {
@@ -58,6 +60,8 @@ struct TokenFeed {
   const OtcSlot *tokens = nullptr;
   const OtcSlot *targets = nullptr; ///< may be null
   int64_t seqLen = 0;               ///< T
+  /// The values each may hold (null: not checked).
+  const OtcIndexRange *tokensRange = nullptr, *targetsRange = nullptr;
 };
 
 /// Picks the token and target slots from \p inputs (by name when given, else
@@ -75,9 +79,10 @@ public:
               bool shuffle);
 
   /// Fills the token (and target) bytes of one micro-batch of \p rows
-  /// windows, in the slots' dtypes, and advances.
-  void next(int64_t rows, std::vector<uint8_t> &tokens,
-            std::vector<uint8_t> &targets);
+  /// windows, in the slots' dtypes, and advances. Stops with an error naming
+  /// the shard and position of the first token outside the feed's ranges.
+  Status next(int64_t rows, std::vector<uint8_t> &tokens,
+              std::vector<uint8_t> &targets);
   /// Rewinds to the first window of epoch 0 (validation).
   void rewind() { seek(0, 0); }
   /// Moves to window \p cursor of epoch \p epoch.

@@ -46,7 +46,8 @@ const char *nonfiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite";
 class Run {
 public:
   Run(const TrainOptions &o, const OtcProgram &p, Backend &b, std::FILE *log)
-      : opt_(o), prog_(p), backend_(b), log_(log), slots_(p), arena_(b) {}
+      : opt_(o), prog_(p), backend_(b), log_(log), slots_(p), arena_(b),
+        gradRanges_(gradientRanges(slots_.grads)) {}
 
   Status execute();
 
@@ -89,7 +90,9 @@ private:
   bool tokenUnits_ = false;
   double modelFlops_ = 0, peakFlops_ = 0;
   JsonlLog jsonl_;
+  std::vector<OtcrtRange> gradRanges_;
   int64_t lastSaved_ = -1, lastEval_ = -1;
+  int64_t skippedThisRun_ = 0;
   double lastLoss_ = 0;
   int width_ = 4;
 };
@@ -113,6 +116,9 @@ Status Run::prepareInputs() {
                              feed_);
   if (!s)
     return s;
+  feed_.tokensRange = indexRangeOf(prog_, *feed_.tokens);
+  if (feed_.targets)
+    feed_.targetsRange = indexRangeOf(prog_, *feed_.targets);
   int64_t T = feed_.seqLen, window = T + (feed_.targets ? 1 : 0);
   if (s = trainData_.open(opt_.dataGlobs, window, T, "--data"); !s)
     return s;
@@ -160,9 +166,10 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
     }
     return Status::ok();
   }
-  loader->next(prog_.micro_batch, tokBuf_, tgtBuf_);
-  Status s = backend_.upload(arena_.arena, feed_.tokens->offset, tokBuf_.data(),
-                             feed_.tokens->nbytes);
+  Status s = loader->next(prog_.micro_batch, tokBuf_, tgtBuf_);
+  if (s)
+    s = backend_.upload(arena_.arena, feed_.tokens->offset, tokBuf_.data(),
+                        feed_.tokens->nbytes);
   if (s && feed_.targets)
     s = backend_.upload(arena_.arena, feed_.targets->offset, tgtBuf_.data(),
                         feed_.targets->nbytes);
@@ -173,7 +180,8 @@ Status Run::prefetchStep(int64_t micros, TokenLoader *loader) {
   stepTok_.resize(static_cast<size_t>(micros));
   stepTgt_.resize(static_cast<size_t>(micros));
   for (int64_t k = 0; k < micros; ++k)
-    loader->next(prog_.micro_batch, stepTok_[k], stepTgt_[k]);
+    if (Status s = loader->next(prog_.micro_batch, stepTok_[k], stepTgt_[k]); !s)
+      return s;
   return Status::ok();
 }
 
@@ -306,23 +314,33 @@ Status Run::trainStep(int64_t step) {
   std::string why;
   if (Status s = forwardBackward(step, micros, loader_.get(), loss, finite, why); !s)
     return s;
-  // Fewer micro-batches than compiled (the batch ramp): scale the mean of
+  // Every step: the global norm of the gradients (after the ramp's scaling)
+  // in one pass over them, which is also the check that none is NaN or
+  // infinite; then the ramp's scaling and clipping in one multiplication.
+  // The ramp (fewer micro-batches than compiled) scales the mean of the
   // micro-batch gradients up, unless the program weighs them itself.
   double scale = slots_.gradScale ? 1.0
                                   : static_cast<double>(prog_.grad_accum) /
                                         static_cast<double>(micros);
-  double norm = -1;
-  if (finite && (opt_.gradClip > 0 || scale != 1.0)) {
+  double norm = 0;
+  {
     TraceSpan span(tracer_, "gradient norm", "optimizer");
-    if (Status s = adjustGradients(slots_.grads, backend_, arena_.arena, scale,
-                                   opt_.gradClip, norm);
-        !s)
+    if (Status s = gradientNorm(gradRanges_, arena_.arena, norm); !s)
       return s;
-    if (!std::isfinite(norm)) {
-      finite = false;
-      why = std::string("gradient norm is ") + nonfiniteName(norm) + " at step " +
-            std::to_string(step);
-    }
+  }
+  norm *= scale;
+  if (!std::isfinite(norm) && finite) {
+    finite = false;
+    why = std::string("gradient norm is ") + nonfiniteName(norm) + " at step " +
+          std::to_string(step);
+  }
+  double factor = scale;
+  if (finite && opt_.gradClip > 0 && norm > opt_.gradClip)
+    factor *= opt_.gradClip / norm;
+  if (finite && factor != 1.0) {
+    TraceSpan span(tracer_, "gradient scaling", "optimizer");
+    if (Status s = scaleGradients(slots_.grads, backend_, arena_.arena, factor); !s)
+      return s;
   }
   if (!finite && !opt_.skipNonfinite)
     return Status::error(why + "; stopping (--skip-nonfinite skips such steps)");
@@ -343,6 +361,7 @@ Status Run::trainStep(int64_t step) {
     ++state_.updates;
   } else {
     ++state_.skipped;
+    ++skippedThisRun_;
     std::fprintf(log_, "step %" PRId64 ": %s; update skipped (%" PRId64
                        " skipped so far)\n",
                  step, why.c_str(), state_.skipped);
@@ -568,6 +587,16 @@ Status Run::execute() {
     if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
       return s;
   width_ = std::max<int>(4, static_cast<int>(std::to_string(opt_.steps).size()));
+  if (state_.step >= opt_.steps) {
+    // Nothing to train: say so rather than report a loss no step computed.
+    std::fprintf(log_,
+                 "%s is at step %" PRId64 ", which --steps %" PRId64
+                 " does not exceed: nothing to train\n",
+                 from.c_str(), state_.step, opt_.steps);
+    tracer_.close();
+    return Status::ok();
+  }
+  const int64_t firstStep = state_.step + 1;
 
   for (int64_t step = state_.step + 1; step <= opt_.steps; ++step) {
     if (s = trainStep(step); !s)
@@ -579,6 +608,11 @@ Status Run::execute() {
       if (s = save(); !s)
         return s;
   }
+  const int64_t ran = opt_.steps - firstStep + 1;
+  if (skippedThisRun_ == ran)
+    return Status::error("every step of the run (" + std::to_string(ran) +
+                         ") had a non-finite loss or gradient and was skipped: "
+                         "no update was applied");
   if (s = evaluate(state_.step); !s)
     return s;
   if (s = save(); !s)

@@ -78,7 +78,8 @@ std::string pathNextToExecutable(const std::string &file);
 /// Returns pathNextToExecutable("init.safetensors").
 std::string defaultInitPath();
 
-/// Checks a program descriptor against ABI version 1 and \p backendName.
+/// Checks a program descriptor against ABI versions 1 to 3 (slots, index
+/// ranges) and \p backendName.
 /// \p needOptimizer requires LR and STEP slots (not needed for --dump-grads).
 Status validateProgram(const OtcProgram *program, const char *backendName,
                        bool needOptimizer);

@@ -5,6 +5,7 @@
 #include "driver.h"
 #include "program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -19,6 +20,16 @@ uint16_t toBf16(float f) {
     return static_cast<uint16_t>((bits >> 16) | 0x40);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
+}
+
+/// Element \p flat of a row-major \p shape as "[i, j]".
+std::string formatPosition(const std::vector<int64_t> &shape, int64_t flat) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return formatShape(index);
 }
 
 } // namespace
@@ -84,50 +95,71 @@ Status loadBatch(const std::string &path, const OtcProgram &program,
     } else {
       data.bytes = t->data;
     }
+    if (const OtcIndexRange *range = indexRangeOf(program, *slot)) {
+      int64_t index = 0, value = 0;
+      if (findBadIndex(*range, *slot, data.bytes.data(), numElements(want),
+                       index, value))
+        return Status::error(path + ": input '" + slot->name + "' holds " +
+                             std::to_string(value) + " at " +
+                             formatPosition(want, index) + ", outside " +
+                             indexRangeText(*range) + " (" + range->what + ")");
+    }
     out.push_back(std::move(data));
   }
   return Status::ok();
 }
 
-Status adjustGradients(const std::vector<const OtcSlot *> &grads, Backend &backend,
-                       char *arena, double scale, double clip, double &norm) {
-  std::vector<std::vector<float>> host(grads.size());
-  double sumSq = 0;
+std::vector<OtcrtRange> gradientRanges(const std::vector<const OtcSlot *> &grads) {
+  std::vector<const OtcSlot *> sorted = grads;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const OtcSlot *a, const OtcSlot *b) { return a->offset < b->offset; });
+  std::vector<OtcrtRange> ranges;
+  int64_t end = -1;
+  for (const OtcSlot *slot : sorted) {
+    int32_t bf16 = slot->dtype == OTC_BF16 ? 1 : 0;
+    int64_t elemBytes = bf16 ? 2 : 4;
+    if (!ranges.empty() && slot->offset == end && ranges.back().bf16 == bf16)
+      ranges.back().count += slot->nbytes / elemBytes;
+    else
+      ranges.push_back({slot->offset, slot->nbytes / elemBytes, bf16, 0});
+    end = slot->offset + slot->nbytes;
+  }
+  return ranges;
+}
+
+Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
+                    double &norm) {
+  double sum = 0;
+  if (otcrt_sum_squares(arena, static_cast<int32_t>(ranges.size()),
+                        ranges.data(), &sum, otcrt_stream()) != 0)
+    return Status::error("the gradient norm (otcrt_sum_squares) failed");
+  norm = std::sqrt(sum);
+  return Status::ok();
+}
+
+Status scaleGradients(const std::vector<const OtcSlot *> &grads,
+                      Backend &backend, char *arena, double factor) {
+  float f = static_cast<float>(factor);
   std::vector<uint8_t> raw;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const OtcSlot &slot = *grads[i];
-    raw.resize(static_cast<size_t>(slot.nbytes));
-    Status s = backend.download(arena, slot.offset, raw.data(), slot.nbytes);
+  std::vector<float> host;
+  for (const OtcSlot *slot : grads) {
+    raw.resize(static_cast<size_t>(slot->nbytes));
+    Status s = backend.download(arena, slot->offset, raw.data(), slot->nbytes);
     if (!s)
       return s;
-    if (slot.dtype == OTC_BF16)
+    if (slot->dtype == OTC_BF16)
       raw = widenBf16(raw);
-    host[i].resize(raw.size() / 4);
-    std::memcpy(host[i].data(), raw.data(), raw.size());
-    for (float g : host[i]) {
-      double v = scale * g;
-      sumSq += v * v;
-    }
-  }
-  norm = std::sqrt(sumSq);
-  double factor = scale;
-  if (clip > 0 && std::isfinite(norm) && norm > clip)
-    factor *= clip / norm;
-  if (factor == 1.0 || !std::isfinite(norm))
-    return Status::ok();
-  float f = static_cast<float>(factor);
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const OtcSlot &slot = *grads[i];
-    for (float &g : host[i])
+    host.resize(raw.size() / 4);
+    std::memcpy(host.data(), raw.data(), raw.size());
+    for (float &g : host)
       g *= f;
-    Status s = Status::ok();
-    if (slot.dtype == OTC_BF16) {
-      std::vector<uint16_t> narrow(host[i].size());
+    if (slot->dtype == OTC_BF16) {
+      std::vector<uint16_t> narrow(host.size());
       for (size_t j = 0; j < narrow.size(); ++j)
-        narrow[j] = toBf16(host[i][j]);
-      s = backend.upload(arena, slot.offset, narrow.data(), slot.nbytes);
+        narrow[j] = toBf16(host[j]);
+      s = backend.upload(arena, slot->offset, narrow.data(), slot->nbytes);
     } else {
-      s = backend.upload(arena, slot.offset, host[i].data(), slot.nbytes);
+      s = backend.upload(arena, slot->offset, host.data(), slot->nbytes);
     }
     if (!s)
       return s;

@@ -1,12 +1,14 @@
 // Host-side data of a training step: the initial parameters and the fixed
 // batch read from safetensors files (checked against the slot table), and the
 // gradient post-processing between the micro-steps and the optimizer step
-// (scaling for the batch-size ramp and global-norm clipping).
+// (the global norm, which is also the non-finite check, and scaling for the
+// batch-size ramp and global-norm clipping).
 #ifndef OTCRT_INPUTS_H
 #define OTCRT_INPUTS_H
 
 #include "backend.h"
 #include "otcrt/abi.h"
+#include "otcrt/kernels.h"
 #include "otcrt/safetensors.h"
 
 #include <string>
@@ -30,12 +32,20 @@ Status loadBatch(const std::string &path, const OtcProgram &program,
                  const std::vector<const OtcSlot *> &inputs,
                  std::vector<InputData> &out);
 
-/// Computes the global L2 norm of the GRAD slots after multiplying them by
-/// \p scale, then multiplies them by \p scale (times clip/norm when
-/// \p clip > 0 and the norm exceeds it) in place. On a device the gradients
-/// are downloaded and uploaded once each (no device kernel yet).
-Status adjustGradients(const std::vector<const OtcSlot *> &grads, Backend &backend,
-                       char *arena, double scale, double clip, double &norm);
+/// The arena ranges of the GRAD slots for otcrt_sum_squares, in offset
+/// order, slots of one dtype that follow each other without a gap merged
+/// into one range (all of them when the gradients lie contiguously).
+std::vector<OtcrtRange> gradientRanges(const std::vector<const OtcSlot *> &grads);
+
+/// The global L2 norm of the gradients: the square root of
+/// otcrt_sum_squares over \p ranges (one pass, one value read back).
+Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
+                    double &norm);
+
+/// Multiplies every GRAD slot by \p factor in place. On a device the
+/// gradients are downloaded and uploaded once each (no device kernel yet).
+Status scaleGradients(const std::vector<const OtcSlot *> &grads,
+                      Backend &backend, char *arena, double factor);
 
 } // namespace otcrt
 

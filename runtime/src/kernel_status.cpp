@@ -33,6 +33,11 @@ Status readKernelError(void *stream, const std::string &where) {
     return Status::error("label " + std::to_string(e.value) + " at row " +
                          std::to_string(e.index) + " is outside [0, " +
                          std::to_string(e.bound) + ")" + where);
+  if (code == OTCRT_ERROR_INDEX)
+    return Status::error("gather index " + std::to_string(e.value) +
+                         " at position " + std::to_string(e.index) +
+                         " is outside [" + std::to_string(-e.bound) + ", " +
+                         std::to_string(e.bound) + ")" + where);
   return Status::error("a kernel reported error " + std::to_string(code) +
                        " at index " + std::to_string(e.index) + where);
 }

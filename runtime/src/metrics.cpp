@@ -35,7 +35,9 @@ std::string formatStepLine(const StepReport &r, int width) {
     int m = std::snprintf(buf, sizeof(buf), fmt, args...);
     line.append(buf, static_cast<size_t>(m));
   };
-  if (r.gradNorm >= 0 || std::isnan(r.gradNorm))
+  if (std::isnan(r.gradNorm)) // "nan", whatever its sign bit
+    add(" | norm nan");
+  else if (r.gradNorm >= 0)
     add(" | norm %.4f", r.gradNorm);
   add(" | %.2f ms", r.ms);
   double seconds = r.ms / 1000.0;

@@ -6,6 +6,7 @@
 #include "driver.h"
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
@@ -90,6 +91,53 @@ std::string slotLabel(const OtcSlot &slot) {
 
 bool isIntegerSlot(const OtcSlot &slot) {
   return slot.dtype == OTC_I64 || slot.dtype == OTC_I32;
+}
+
+const OtcIndexRange *indexRangeOf(const OtcProgram &program,
+                                  const OtcSlot &slot) {
+  // A test hook: the GPU tests turn the host's checks off to reach the
+  // kernels' own (the error record).
+  static const bool off = std::getenv("OTC_TEST_NO_INDEX_CHECK") != nullptr;
+  if (off || program.abi_version < 3 || !program.index_ranges)
+    return nullptr;
+  for (int32_t i = 0; i < program.num_index_ranges; ++i) {
+    const OtcIndexRange &r = program.index_ranges[i];
+    if (&program.slots[r.slot] == &slot)
+      return &r;
+  }
+  return nullptr;
+}
+
+std::string indexRangeText(const OtcIndexRange &range) {
+  std::string text = "[" +
+                     std::to_string(range.flags & OTC_INDEX_NEGATIVE ? -range.bound : 0) +
+                     ", " + std::to_string(range.bound) + ")";
+  if (range.flags & OTC_INDEX_IGNORE)
+    text += " or " + std::to_string(range.ignore_index);
+  return text;
+}
+
+bool findBadIndex(const OtcIndexRange &range, const OtcSlot &slot,
+                  const uint8_t *bytes, int64_t count, int64_t &index,
+                  int64_t &value) {
+  const int64_t low = range.flags & OTC_INDEX_NEGATIVE ? -range.bound : 0;
+  const bool ignore = range.flags & OTC_INDEX_IGNORE;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v;
+    if (slot.dtype == OTC_I64) {
+      std::memcpy(&v, bytes + i * 8, 8);
+    } else {
+      int32_t w;
+      std::memcpy(&w, bytes + i * 4, 4);
+      v = w;
+    }
+    if ((v < low || v >= range.bound) && !(ignore && v == range.ignore_index)) {
+      index = i;
+      value = v;
+      return true;
+    }
+  }
+  return false;
 }
 
 uint64_t splitMix64(uint64_t x) {
@@ -210,10 +258,10 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
       return bad(std::string("more than one ") + slotKindName(kind) + " slot");
   if (needOptimizer && (counts[OTC_SLOT_LR] != 1 || counts[OTC_SLOT_STEP] != 1))
     return bad("training needs an LR and a STEP slot");
-  if (program->grad_accum > 1 && program->abi_version >= 3 &&
-      counts[OTC_SLOT_GRAD_SCALE] != 1)
-    return bad("more than one micro-batch per step needs a GRAD_SCALE slot");
   if (const char *name = countInputOf(*program)) {
+    if (program->grad_accum > 1 && counts[OTC_SLOT_GRAD_SCALE] != 1)
+      return bad("weighing micro-batches by count_input needs a GRAD_SCALE "
+                 "slot");
     bool found = false;
     for (int32_t i = 0; i < program->num_slots; ++i)
       found |= program->slots[i].kind == OTC_SLOT_INPUT &&
@@ -222,6 +270,27 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     if (!found)
       return bad(std::string("count_input '") + name +
                  "' is not an integer INPUT slot");
+  }
+  if (program->abi_version >= 3) {
+    if (program->num_index_ranges < 0 ||
+        (program->num_index_ranges > 0 && !program->index_ranges))
+      return bad("bad index range table");
+    std::vector<bool> seen(static_cast<size_t>(program->num_slots), false);
+    for (int32_t i = 0; i < program->num_index_ranges; ++i) {
+      const OtcIndexRange &r = program->index_ranges[i];
+      std::string where = "index range " + std::to_string(i);
+      if (r.slot < 0 || r.slot >= program->num_slots)
+        return bad(where + " names slot " + std::to_string(r.slot) +
+                   ", outside the table");
+      const OtcSlot &slot = program->slots[r.slot];
+      if (slot.kind != OTC_SLOT_INPUT || !isIntegerSlot(slot))
+        return bad(where + " is on " + slotLabel(slot) +
+                   ", not an integer INPUT slot");
+      if (r.bound < 1 || seen[r.slot] || !r.what)
+        return bad(where + " (" + slotLabel(slot) +
+                   ") has a bound below 1, no description or a second range");
+      seen[r.slot] = true;
+    }
   }
   return Status::ok();
 }

@@ -42,6 +42,19 @@ std::vector<int64_t> slotShape(const OtcSlot &slot);
 std::string slotLabel(const OtcSlot &slot);
 /// True for I64 and I32 slots.
 bool isIntegerSlot(const OtcSlot &slot);
+/// The index range of \p slot (validated program), or null when it has none
+/// (a version 1 or 2 descriptor has none) or the environment variable
+/// OTC_TEST_NO_INDEX_CHECK is set (a test hook: the values then reach the
+/// kernels unchecked).
+const OtcIndexRange *indexRangeOf(const OtcProgram &program, const OtcSlot &slot);
+/// "[0, 64)", "[-64, 64)", plus " or -100" when ignore_index is valid.
+std::string indexRangeText(const OtcIndexRange &range);
+/// The first of \p count integer values (I64 or I32, as \p slot) at
+/// \p bytes that \p range rejects: its position in \p index and value in
+/// \p value; false when all are valid.
+bool findBadIndex(const OtcIndexRange &range, const OtcSlot &slot,
+                  const uint8_t *bytes, int64_t count, int64_t &index,
+                  int64_t &value);
 /// One round of the SplitMix64 output function.
 uint64_t splitMix64(uint64_t x);
 

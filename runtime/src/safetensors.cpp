@@ -9,6 +9,7 @@
 #include "json.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -346,6 +347,61 @@ Status writeSafetensors(const std::string &path, const TensorFile &file) {
     return Status::error(path + ": write failed after " +
                          std::to_string(written) + " of " +
                          std::to_string(bytes.size()) + " bytes");
+  return Status::ok();
+}
+
+uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t n = 0; n < 256; ++n) {
+      uint32_t c = n;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i)
+    crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+namespace {
+
+constexpr const char *kCrcPrefix = "crc32/";
+
+std::string hex8(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+} // namespace
+
+void addChecksums(TensorFile &file) {
+  for (const Tensor &t : file.tensors)
+    file.metadata[kCrcPrefix + t.name] = hex8(crc32(t.data.data(), t.data.size()));
+}
+
+Status verifyChecksums(const TensorFile &file, const std::string &path,
+                       bool &checked) {
+  checked = false;
+  for (const auto &[key, value] : file.metadata)
+    checked |= key.rfind(kCrcPrefix, 0) == 0;
+  if (!checked)
+    return Status::ok();
+  for (const Tensor &t : file.tensors) {
+    auto it = file.metadata.find(kCrcPrefix + t.name);
+    if (it == file.metadata.end())
+      return Status::error(path + ": tensor '" + t.name +
+                           "' has no checksum (the others have one)");
+    std::string actual = hex8(crc32(t.data.data(), t.data.size()));
+    if (it->second != actual)
+      return Status::error(path + ": tensor '" + t.name +
+                           "' does not match its checksum (crc32 " + actual +
+                           ", stored " + it->second + "): the file is corrupt");
+  }
   return Status::ok();
 }
 

@@ -5,6 +5,8 @@
 // are checked against a closed-form full-batch gradient computed here in
 // double precision, so micro-batching must reproduce it.
 #include "driver.h"
+#include "inputs.h"
+#include "program.h"
 
 #include "otcrt/safetensors.h"
 
@@ -253,10 +255,12 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
   p.abi_version = 2;
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
-  // Version 3: two micro-batches per step need a GRAD_SCALE slot, and the
-  // count input must be an integer INPUT slot.
+  // Version 3: weighing two micro-batches per step by a count input needs
+  // a GRAD_SCALE slot, and the count input must be an integer INPUT slot.
   p.abi_version = 3;
   p.count_input = nullptr;
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  p.count_input = "y";
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("GRAD_SCALE"));
   p.grad_accum = 1;
@@ -267,6 +271,19 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   p.abi_version = 4;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
+  // Version 3's index ranges must name integer INPUT slots, once each.
+  p = fakeProgram();
+  p.abi_version = 3;
+  const OtcIndexRange onParam[] = {{0, 0, 4, 0, "x"}};
+  p.num_index_ranges = 1;
+  p.index_ranges = onParam;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("not an integer INPUT slot"));
+  const OtcIndexRange twice[] = {{5, 0, 4, 0, "x"}, {5, 0, 4, 0, "x"}};
+  p.num_index_ranges = 2;
+  p.index_ranges = twice;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("second range"));
   p = fakeProgram();
   EXPECT_THAT(validateProgram(&p, "cuda", true).message(), HasSubstr("target"));
   p.arena_bytes = 90;
@@ -277,6 +294,36 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   p = fakeProgram();
   p.micro_batch = 3; // INPUT leading dim no longer matches
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(), HasSubstr("leading dimension"));
+}
+
+TEST(DriverGradients, AdjacentSlotsOfOneDTypeMergeIntoOneRange) {
+  // w's and b's gradients follow each other: one range of 4 floats.
+  OtcProgram p = fakeProgram();
+  ProgramSlots slots(p);
+  std::vector<OtcrtRange> r = gradientRanges(slots.grads);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].offset, kOffGW);
+  EXPECT_EQ(r[0].count, 4);
+  // A gap, or another dtype, starts a new range (in offset order).
+  const OtcSlot gapped[] = {
+      {"b", OTC_SLOT_GRAD, OTC_BF16, 1, kBShape, 40, 2},
+      {"w", OTC_SLOT_GRAD, OTC_F32, 1, kWShape, 0, 12},
+      {"v", OTC_SLOT_GRAD, OTC_F32, 1, kWShape, 16, 12},
+      {"u", OTC_SLOT_GRAD, OTC_F32, 1, kWShape, 28, 12}};
+  r = gradientRanges({&gapped[0], &gapped[1], &gapped[2], &gapped[3]});
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].offset, 0);
+  EXPECT_EQ(r[0].count, 3);
+  EXPECT_EQ(r[1].offset, 16);
+  EXPECT_EQ(r[1].count, 6);
+  EXPECT_EQ(r[2].bf16, 1);
+  // The norm over them: hand values 1, 2, 2 (w) and -4 (b) give 5.
+  std::vector<float> arena(8, 0.0f);
+  arena[4] = 1, arena[5] = 2, arena[6] = 2, arena[7] = -4;
+  double norm = 0;
+  ASSERT_TRUE(gradientNorm(gradientRanges(slots.grads),
+                           reinterpret_cast<const char *>(arena.data()), norm));
+  EXPECT_EQ(norm, 5.0);
 }
 
 TEST(DriverBf16, WidensToFloat32) {
@@ -353,7 +400,7 @@ TEST_F(DriverRun, TrainsAndLogs) {
   for (size_t i = 0; i < gSteps.size(); ++i)
     EXPECT_EQ(gSteps[i], float(i + 1));
   std::regex line(
-      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| \S+ ms \| \d+ samples/s \| MFU n/a \| mem .*B \| accum 2)");
+      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| norm \d+\.\d{4} \| \S+ ms \| \d+ samples/s \| MFU n/a \| mem .*B \| accum 2)");
   std::vector<int> logged;
   std::vector<double> losses;
   std::istringstream in(output);
@@ -445,6 +492,27 @@ TEST_F(DriverRun, InitMismatchIsExplained) {
   s = run(p);
   ASSERT_FALSE(s);
   EXPECT_THAT(s.message(), HasSubstr("'w' not found"));
+}
+
+TEST_F(DriverRun, BatchValuesOutsideTheirIndexRangeStop) {
+  // y holds 3, -1, 2, 0: -1 is the ignore index; 3 is outside [0, 3).
+  OtcProgram p = fakeProgram();
+  p.abi_version = 3;
+  const OtcIndexRange classes3[] = {{5, OTC_INDEX_IGNORE, 3, -1, "3 classes"}};
+  p.num_index_ranges = 1;
+  p.index_ranges = classes3;
+  options.steps = 1;
+  Status s = run(p);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("input 'y' holds 3 at [0], outside [0, 3) "
+                                     "or -1 (3 classes)"));
+  const OtcIndexRange classes4[] = {{5, OTC_INDEX_IGNORE, 4, -1, "4 classes"}};
+  p.index_ranges = classes4;
+  EXPECT_TRUE(run(p)) << output;
+  // Without the ignore index, -1 at [1] is the first bad value.
+  const OtcIndexRange strict[] = {{5, 0, 4, 0, "4 classes"}};
+  p.index_ranges = strict;
+  EXPECT_THAT(run(p).message(), HasSubstr("holds -1 at [1], outside [0, 4)"));
 }
 
 TEST_F(DriverRun, NonFiniteLossStops) {

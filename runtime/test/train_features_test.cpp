@@ -171,7 +171,7 @@ TEST_F(TrainRun, DataFeedsShiftedWindowsAndShufflesEveryWindowOnce) {
   std::vector<uint8_t> tok, tgt;
   std::set<std::vector<int64_t>> seen;
   for (int64_t i = 0; i < data.numWindows(); ++i) {
-    loader.next(1, tok, tgt);
+    ASSERT_TRUE(loader.next(1, tok, tgt));
     const int64_t *t = reinterpret_cast<const int64_t *>(tok.data());
     const int64_t *y = reinterpret_cast<const int64_t *>(tgt.data());
     for (int j = 0; j + 1 < kT; ++j)
@@ -179,7 +179,7 @@ TEST_F(TrainRun, DataFeedsShiftedWindowsAndShufflesEveryWindowOnce) {
   }
   EXPECT_EQ(loader.epoch(), 0);
   EXPECT_EQ(loader.cursor(), data.numWindows());
-  loader.next(1, tok, tgt);
+  ASSERT_TRUE(loader.next(1, tok, tgt));
   EXPECT_EQ(loader.epoch(), 1);
 }
 

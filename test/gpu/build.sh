@@ -10,7 +10,8 @@
 # gradients, under every recomputation policy); one model trains under
 # compute-sanitizer memcheck; otcrt-cuda-kernel-tests compares each library
 # kernel with the host one directly. One model also gets a batch with a label
-# out of range, which the cuda program must reject through the kernels' error
+# out of range and one with a token id out of range, which the cuda program
+# must reject on load and, with that check off, through the kernels' error
 # record.
 #
 #   test/gpu/build.sh OUTDIR        (OTC_BIN: otc's bin directory, default build/bin)
@@ -85,16 +86,17 @@ for spec in "attention_gqa 2 2" "attention 2 2" "layernorm_gelu 4 1" "embedding 
 done
 
 # A batch whose target at [1, 1] (row 17 of micro-batch 0) is the vocabulary
-# size, one past the last class.
+# size, one past the last class, and one whose token there is.
 "$py" - "$src/test/e2e" "$out/gpt2-opset17/batch.safetensors" \
-    "$out/gpt2-opset17/bad-label.safetensors" <<'PY'
+    "$out/gpt2-opset17/bad-label.safetensors" "$out/gpt2-opset17/bad-token.safetensors" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import st_io
-t = st_io.read(sys.argv[2])
-t["targets"] = t["targets"].copy()
-t["targets"][1, 1] = 64
-st_io.write(sys.argv[3], t)
+for name, path in (("targets", sys.argv[3]), ("idx", sys.argv[4])):
+    t = st_io.read(sys.argv[2])
+    t[name] = t[name].copy()
+    t[name][1, 1] = 64
+    st_io.write(path, t)
 PY
 
 # The model run under compute-sanitizer memcheck (two training steps: the

@@ -11,7 +11,10 @@
 # it is installed. The first model also runs with --no-cuda-graphs, whose
 # gradient dump and parameters after three steps must equal, bit for bit,
 # those of the default run (graphs replayed from the second call of each step
-# function on), and must stop on a bad label with a message naming it. Prints
+# function on), and must stop on a bad label with a message naming it: when
+# the driver loads the batch, and (with the host's check off) from the
+# kernels' error record after the micro-step; its first step's gradient norm
+# must be that of the cpu program's gradients. Prints
 # one line per check and a summary; exits 1 when any check fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,13 +100,61 @@ if [[ -x $g/cuda/train ]]; then
     echo "FAIL $g: graphs were not used: $(grep -m1 "graph" "$g-graphs-steps.log")"
     fail=$((fail + 1))
   fi
+  # The first step's gradient norm (otcrt_sum_squares on the device) is the
+  # norm of the cpu program's gradients on the same batch.
+  if "$py" - "$g/cpu.st" "$g-graphs-steps.log" <<'PY' > "$g-norm.log" 2>&1; then
+import math, sys
+import numpy as np
+import st_io
+grads = st_io.read(sys.argv[1])
+want = math.sqrt(sum(float(np.sum(v.astype(np.float64) ** 2))
+                     for k, v in grads.items() if k.startswith("grad/")))
+line = next(l for l in open(sys.argv[2]) if l.startswith("step "))
+got = float(line.split("| norm ")[1].split()[0])
+print("norm %.6f, cpu %.6f" % (got, want))
+sys.exit(0 if abs(got - want) <= 1e-4 * want else 1)
+PY
+    echo "PASS $g gradient norm: $(tail -1 "$g-norm.log")"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $g gradient norm: $(tail -1 "$g-norm.log")"
+    fail=$((fail + 1))
+  fi
   if [[ -f $g/bad-label.safetensors ]]; then
-    "$g/cuda/train" --batch "$g/bad-label.safetensors" --steps 2 > "$g-bad.log" 2>&1
-    if grep -q "label 64 at row 17 is outside \[0, 64)" "$g-bad.log"; then
-      echo "PASS $g bad label reported"
+    # The driver checks the batch against the targets' range as it loads it.
+    "$g/cuda/train" --batch "$g/bad-label.safetensors" --steps 2 > "$g-bad-host.log" 2>&1
+    if grep -q "input 'targets' holds 64 at \[1, 1\], outside \[0, 64)" "$g-bad-host.log" &&
+       ! grep -q "^step " "$g-bad-host.log"; then
+      echo "PASS $g bad label reported on load"
       pass=$((pass + 1))
     else
-      echo "FAIL $g bad label: $(tail -1 "$g-bad.log")"
+      echo "FAIL $g bad label on load: $(tail -1 "$g-bad-host.log")"
+      fail=$((fail + 1))
+    fi
+    # Without that check the cross-entropy kernels record it on the device
+    # and the driver reports it after the micro-step.
+    OTC_TEST_NO_INDEX_CHECK=1 "$g/cuda/train" --batch "$g/bad-label.safetensors" --steps 2 \
+      > "$g-bad.log" 2>&1
+    if grep -q "label 64 at row 17 is outside \[0, 64)" "$g-bad.log"; then
+      echo "PASS $g bad label reported by the device"
+      pass=$((pass + 1))
+    else
+      echo "FAIL $g bad label on the device: $(tail -1 "$g-bad.log")"
+      fail=$((fail + 1))
+    fi
+  fi
+  if [[ -f $g/bad-token.safetensors ]]; then
+    # A token id past the embedding: on load, and from the generated gather
+    # kernel's record.
+    "$g/cuda/train" --batch "$g/bad-token.safetensors" --steps 2 > "$g-badtok-host.log" 2>&1
+    OTC_TEST_NO_INDEX_CHECK=1 "$g/cuda/train" --batch "$g/bad-token.safetensors" --steps 2 \
+      > "$g-badtok.log" 2>&1
+    if grep -q "input 'idx' holds 64 at \[1, 1\], outside \[-64, 64)" "$g-badtok-host.log" &&
+       grep -q "gather index 64 at position 17 is outside \[-64, 64)" "$g-badtok.log"; then
+      echo "PASS $g bad token id reported on load and by the device"
+      pass=$((pass + 1))
+    else
+      echo "FAIL $g bad token id: $(tail -1 "$g-badtok-host.log") / $(tail -1 "$g-badtok.log")"
       fail=$((fail + 1))
     fi
   fi

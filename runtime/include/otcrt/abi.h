@@ -52,10 +52,29 @@ typedef struct {
   int64_t nbytes;
 } OtcSlot;
 
-/* Version 2 appends init_constants to version 1; version 3 appends
+/// Flags of an OtcIndexRange.
+enum OtcIndexFlags {
+  OTC_INDEX_NEGATIVE = 1, /* values in [-bound, 0) are valid too (a gather
+                             counts them from the end of its axis) */
+  OTC_INDEX_IGNORE = 2    /* ignore_index is valid (a loss skips its rows) */
+};
+
+/// The values an integer INPUT slot may hold, when they index a table of the
+/// model: the rows of an embedding (gather) or the classes of a loss. The
+/// runtime checks every value it loads into the slot against it.
+typedef struct {
+  int32_t slot;         /* index in OtcProgram::slots of an integer INPUT */
+  int32_t flags;        /* OtcIndexFlags */
+  int64_t bound;        /* values lie in [0, bound) */
+  int64_t ignore_index; /* read with OTC_INDEX_IGNORE */
+  const char *what;     /* what the values index, for messages ("the rows of
+                           'wte'", "the classes of the loss") */
+} OtcIndexRange;
+
+/* Version 2 appends init_constants to version 1; version 3 the index ranges,
  * count_input and count_ignore_index, and the GRAD_SCALE slot. The runtime
- * accepts all three and reads each field only from a descriptor that has
- * it. */
+ * accepts all three and reads each field only from a descriptor of a version
+ * that has it. */
 #define OTC_ABI_VERSION 3
 
 typedef struct {
@@ -81,7 +100,11 @@ typedef struct {
      those bytes, so loading a checkpoint leaves them as they are. May be
      null. */
   void (*init_constants)(char *arena);
-  /* Version 3: with more than one micro-batch per step, micro_step adds
+  /* Version 3: the ranges of the integer inputs that index a table (at most
+     one per slot; inputs without one are not checked). */
+  int32_t num_index_ranges;
+  const OtcIndexRange *index_ranges;
+  /* Also version 3: with more than one micro-batch per step, micro_step adds
      grad * GRAD_SCALE into the GRAD slots. When the loss is a mean over the
      entries of INPUT slot `count_input` that are not `count_ignore_index`
      (the targets of a cross-entropy with an ignore index), the runtime sets

@@ -188,6 +188,30 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
                                  int32_t reduction, otcrt_bf16 *dlogits,
                                  void *stream);
 
+/*===--- Gradient norm -----------------------------------------------------===*/
+
+/// A range of an arena for otcrt_sum_squares: `count` elements at byte
+/// `offset`, float (bf16 = 0) or bfloat16 (bf16 = 1).
+typedef struct {
+  int64_t offset;
+  int64_t count;
+  int32_t bf16;
+  int32_t reserved;
+} OtcrtRange;
+
+/// The sum of the squares of every element of the `num_ranges` ranges of
+/// `arena` (host memory on the cpu target, device memory on cuda),
+/// accumulated in double in an order fixed by the ranges alone (the same
+/// bits on every run), written to *sum in host memory once the work queued
+/// on `stream` is done: it waits for the stream, so it runs between step
+/// functions, never inside a captured one. A NaN or an infinity anywhere
+/// makes the sum NaN or infinite. The train driver's global gradient norm
+/// and non-finite check: one pass over the gradients (one range when they
+/// lie contiguously in the arena) and one value read back per step. Returns
+/// 0, or 1 on bad arguments or a device failure.
+int otcrt_sum_squares(const char *arena, int32_t num_ranges,
+                      const OtcrtRange *ranges, double *sum, void *stream);
+
 /*===--- Status ------------------------------------------------------------===*/
 
 /// Called by generated code when a kernel returns a non-zero status: prints
@@ -200,11 +224,13 @@ void otcrt_kernel_failed(const char *kernel, const char *node, int status);
 /// Codes of data errors.
 enum OtcrtErrorCode {
   OTCRT_ERROR_NONE = 0,
-  OTCRT_ERROR_LABEL = 2 /* a label outside [0, bound) */
+  OTCRT_ERROR_LABEL = 2, /* a label outside [0, bound) */
+  OTCRT_ERROR_INDEX = 3  /* a gather index outside [-bound, bound) */
 };
 
-/// An error in the data a kernel read: `value` at `index` (a row) is
-/// outside [0, bound).
+/// An error in the data a kernel read: `value` at `index` (a row, or a
+/// position of a gather's indices) is outside [0, bound) (a label) or
+/// [-bound, bound) (an index).
 typedef struct {
   int32_t code; /* OtcrtErrorCode */
   int32_t reserved;
@@ -222,6 +248,11 @@ typedef struct {
 /// so there the record is always empty. The first call on the cuda target
 /// allocates the record; the runtime makes it before running any step.
 int otcrt_kernel_error(OtcrtKernelError *error, void *stream);
+
+/// The device address of the error record, for kernels of generated cuda
+/// code that record into it (a gather's index out of range); NULL on the
+/// cpu target, whose generated code records nothing.
+OtcrtKernelError *otcrt_kernel_error_record(void);
 
 #ifdef __cplusplus
 }

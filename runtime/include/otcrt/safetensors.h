@@ -67,6 +67,20 @@ Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out);
 /// Writes \p file to \p path.
 Status writeSafetensors(const std::string &path, const TensorFile &file);
 
+/// CRC-32 of \p size bytes (the IEEE 802.3 polynomial, reflected, as zlib's
+/// crc32), continuing from \p crc (0 for a fresh sum).
+uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc = 0);
+/// Stores each tensor's CRC-32 in the metadata as "crc32/<name>" (eight
+/// lower-case hex digits).
+void addChecksums(TensorFile &file);
+/// Checks every tensor of \p file against its "crc32/<name>" metadata: an
+/// error naming \p path and the first tensor whose bytes do not match, or
+/// whose checksum is missing while others are there. \p checked is false
+/// when the file holds no checksum at all (written before they were
+/// stored), which is not an error.
+Status verifyChecksums(const TensorFile &file, const std::string &path,
+                       bool &checked);
+
 } // namespace otcrt
 
 #endif // OTCRT_SAFETENSORS_H

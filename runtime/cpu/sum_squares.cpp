@@ -1,0 +1,63 @@
+// Host sum of squares over arena ranges (otcrt_sum_squares in
+// otcrt/kernels.h): each range is cut into chunks of kChunk elements, each
+// chunk summed in double in element order (in parallel over chunks), and
+// the chunk sums added in order, so the result does not depend on the
+// number of threads.
+#include "kernels_cpu.h"
+
+#include <cstring>
+#include <vector>
+
+namespace otcrt {
+namespace cpu {
+namespace {
+
+constexpr int64_t kChunk = 1 << 14;
+
+double square(float v) { return static_cast<double>(v) * v; }
+double square(otcrt_bf16 v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return static_cast<double>(f) * f;
+}
+
+template <typename T> double sumSquares(const T *x, int64_t n) {
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t end = c * kChunk + kChunk < n ? c * kChunk + kChunk : n;
+    double acc = 0;
+    for (int64_t i = c * kChunk; i < end; ++i)
+      acc += square(x[i]);
+    partial[static_cast<size_t>(c)] = acc;
+  }
+  double sum = 0;
+  for (double p : partial)
+    sum += p;
+  return sum;
+}
+
+} // namespace
+
+int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
+               double *sum) {
+  if (!sum || numRanges < 0 || (numRanges > 0 && (!arena || !ranges)))
+    return 1;
+  double total = 0;
+  for (int32_t r = 0; r < numRanges; ++r) {
+    const OtcrtRange &range = ranges[r];
+    if (range.offset < 0 || range.count < 0)
+      return 1;
+    const char *p = arena + range.offset;
+    total += range.bf16
+                 ? sumSquares(reinterpret_cast<const otcrt_bf16 *>(p), range.count)
+                 : sumSquares(reinterpret_cast<const float *>(p), range.count);
+  }
+  *sum = total;
+  return 0;
+}
+
+} // namespace cpu
+} // namespace otcrt

@@ -1,0 +1,120 @@
+// Device sum of squares over arena ranges (otcrt_sum_squares in
+// otcrt/kernels.h). Each range gets a grid whose size depends on its length
+// alone; every block sums a fixed grid-stride share of it in double and
+// writes one partial to its place in a scratch array; one block then adds
+// the partials in a fixed order and the sum is copied back. No atomics, so
+// the result repeats bit for bit. The scratch array is allocated (and
+// grown) on a call, which therefore never runs inside a graph capture.
+#include "common.cuh"
+
+#include <mutex>
+
+namespace otcrt {
+namespace cuda {
+namespace {
+
+constexpr int kMaxBlocks = 1024;
+
+template <typename T>
+__global__ void partialSquares(int64_t n, const T *x, double *partial) {
+  __shared__ double scratch[32];
+  double acc = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double v = load(x[i]);
+    acc += v * v;
+  }
+  acc = blockSum(acc, scratch);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = acc;
+}
+
+__global__ void addPartials(int64_t n, const double *partial, double *sum) {
+  __shared__ double scratch[32];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    acc += partial[i];
+  acc = blockSum(acc, scratch);
+  if (threadIdx.x == 0)
+    *sum = acc;
+}
+
+/// Blocks for a range of n elements: a function of n only.
+int blocksFor(int64_t n) {
+  int64_t b = (n + kBlock * 8 - 1) / (kBlock * 8);
+  return static_cast<int>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+/// Scratch of at least `doubles` device doubles (plus one for the sum).
+double *scratch(int64_t doubles) {
+  static std::mutex mutex;
+  static double *buffer = nullptr;
+  static int64_t capacity = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (doubles + 1 > capacity) {
+    if (buffer)
+      (void)cudaFree(buffer);
+    buffer = nullptr;
+    capacity = 0;
+    void *p = nullptr;
+    if (cudaMalloc(&p, static_cast<size_t>(doubles + 1) * sizeof(double)) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    buffer = static_cast<double *>(p);
+    capacity = doubles + 1;
+  }
+  return buffer;
+}
+
+} // namespace
+} // namespace cuda
+} // namespace otcrt
+
+extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
+                                 const OtcrtRange *ranges, double *sum,
+                                 void *streamArg) {
+  using namespace otcrt::cuda;
+  if (!sum || num_ranges < 0 || (num_ranges > 0 && (!arena || !ranges)))
+    return 1;
+  int64_t partials = 0;
+  for (int32_t r = 0; r < num_ranges; ++r) {
+    if (ranges[r].offset < 0 || ranges[r].count < 0)
+      return 1;
+    partials += blocksFor(ranges[r].count);
+  }
+  if (partials == 0) {
+    *sum = 0;
+    return 0;
+  }
+  double *partial = scratch(partials);
+  if (!partial)
+    return 1;
+  cudaStream_t stream = asStream(streamArg);
+  int64_t at = 0;
+  for (int32_t r = 0; r < num_ranges; ++r) {
+    const OtcrtRange &range = ranges[r];
+    int blocks = blocksFor(range.count);
+    const char *p = arena + range.offset;
+    if (range.bf16)
+      partialSquares<<<blocks, kBlock, 0, stream>>>(
+          range.count, reinterpret_cast<const otcrt_bf16 *>(p), partial + at);
+    else
+      partialSquares<<<blocks, kBlock, 0, stream>>>(
+          range.count, reinterpret_cast<const float *>(p), partial + at);
+    at += blocks;
+  }
+  addPartials<<<1, kBlock, 0, stream>>>(partials, partial, partial + partials);
+  if (launchStatus())
+    return 1;
+  double host = 0;
+  if (cudaMemcpyAsync(&host, partial + partials, sizeof(double),
+                      cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  *sum = host;
+  return 0;
+}
