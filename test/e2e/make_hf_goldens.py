@@ -113,7 +113,11 @@ def golden_batch(inputs, ignore):
     gen = torch.Generator().manual_seed(1234)
     batch = {"input_ids": torch.randint(0, VOCAB, (GOLDEN_BATCH, SEQ), generator=gen)}
     if "attention_mask" in inputs:
-        batch["attention_mask"] = torch.ones(GOLDEN_BATCH, SEQ, dtype=torch.int64)
+        # Right padding: row r hides its last r keys from every query.
+        mask = torch.ones(GOLDEN_BATCH, SEQ, dtype=torch.int64)
+        for row in range(GOLDEN_BATCH):
+            mask[row, SEQ - row:] = 0
+        batch["attention_mask"] = mask
     targets = torch.randint(0, VOCAB, (GOLDEN_BATCH, SEQ), generator=gen)
     for row in range(GOLDEN_BATCH):
         cols = torch.randperm(SEQ, generator=gen)[:IGNORED_PER_ROW]
