@@ -79,6 +79,7 @@ static const OpInfo kOps[] = {
     {"Reshape", 13, in(1), &Importer::importReshape},
     {"Shape", 13, 0, &Importer::importShape},
     {"Sigmoid", 13, 0, &Importer::importUnary},
+    {"ScatterND", 13, in(1), &Importer::importScatterND},
     {"SequenceAt", 13, in(1), &Importer::importSequenceAt},
     {"Sin", 7, 0, &Importer::importUnary},
     {"Size", 13, 0, &Importer::importSize},

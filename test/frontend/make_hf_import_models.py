@@ -1,11 +1,18 @@
 #!/usr/bin/python3
-"""Writes the frontend test models for import-time folding of rotary tables
-into Inputs/ (or OUTDIR): rotary_const.onnx, where a constant frequency
-column times Range positions (MatMul) goes through Cos and Sin, as in the
-rotary embedding of Hugging Face's Llama export, and cos_runtime.onnx, a Cos
-of a graph input (not supported: one-line error). Run with Debian's
-/usr/bin/python3 (onnx 1.12): `make_rotary_models.py [OUTDIR]`; the bytes are
-deterministic and checked in."""
+"""Writes the frontend test models for the ops Hugging Face exports need into
+Inputs/ (or OUTDIR): rotary_const.onnx, where a constant frequency column
+times Range positions (MatMul) goes through Cos and Sin, as in the rotary
+embedding of Hugging Face's Llama export; cos_runtime.onnx, a Cos of a graph
+input (not supported: one-line error); scatter_nd.onnx, a ScatterND with
+constant indices (one negative) writing rows of an input into another, as
+Llama's padding mask is written into its causal mask; scatter_nd_add.onnx
+(reduction "add") and scatter_nd_runtime.onnx (indices from a graph input),
+both one-line errors. Run with Debian's /usr/bin/python3 (onnx 1.12):
+`make_hf_import_models.py [OUTDIR]`; the bytes are deterministic and checked
+in."""
+
+SCATTER_INDICES = [[0, 1], [1, -1]]   # into data [2, 3, 4]: rows of 4
+FREQS = [1.0, 0.25, 0.0625]   # [3] frequencies; positions 0..4
 import os
 import sys
 
@@ -13,7 +20,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-FREQS = [1.0, 0.25, 0.0625]   # [3] frequencies; positions 0..4
 
 
 def model(name, nodes, inputs, outputs, inits=()):
@@ -58,6 +64,22 @@ def main():
         node("Cos", ["x"], ["y"], name="/rotary/Cos"),
     ], [("x", f, [2, 3])], [("y", f, [2, 3])])
     onnx.save(runtime, os.path.join(out_dir, "cos_runtime.onnx"))
+
+    idx = numpy_helper.from_array(np.array(SCATTER_INDICES, np.int64), "idx")
+    scatter = model("scatter_nd", [
+        node("ScatterND", ["x", "idx", "u"], ["y"], name="/model/ScatterND"),
+    ], [("x", f, [2, 3, 4]), ("u", f, [2, 4])], [("y", f, [2, 3, 4])], [idx])
+    onnx.save(scatter, os.path.join(out_dir, "scatter_nd.onnx"))
+    add = model("scatter_nd_add", [
+        node("ScatterND", ["x", "idx", "u"], ["y"], name="/model/ScatterND",
+             reduction="add"),
+    ], [("x", f, [2, 3, 4]), ("u", f, [2, 4])], [("y", f, [2, 3, 4])], [idx])
+    onnx.save(add, os.path.join(out_dir, "scatter_nd_add.onnx"))
+    dynamic = model("scatter_nd_runtime", [
+        node("ScatterND", ["x", "i", "u"], ["y"], name="/model/ScatterND"),
+    ], [("x", f, [2, 3, 4]), ("i", i64, [2, 2]), ("u", f, [2, 4])],
+        [("y", f, [2, 3, 4])])
+    onnx.save(dynamic, os.path.join(out_dir, "scatter_nd_runtime.onnx"))
 
 
 if __name__ == "__main__":
