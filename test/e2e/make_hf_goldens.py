@@ -10,17 +10,20 @@ that otc-compile appends:
   against `targets` with PyTorch's default ignore_index -100
   (`--loss=cross_entropy:logits:targets`), and mean squared error of the
   logits against a float `logit_targets` (`--loss=mse:logits:logit_targets`);
-- llama (input input_ids): mean cross-entropy against `targets` with
-  ignore_index -1 (`--loss=cross_entropy:logits:targets:ignore=-1`).
+- llama (input input_ids; llama_mask.onnx also takes attention_mask): mean
+  cross-entropy against `targets` with ignore_index -1
+  (`--loss=cross_entropy:logits:targets:ignore=-1`).
 
 For every model it writes <model>.onnx (training mode, dynamic batch, no
 constant folding), batch.safetensors (the graph inputs and the targets of
-every appended loss, global batch 4, sequence 16), grads_<loss>.safetensors
-(loss and grad/<ONNX initializer> for every trainable parameter, computed by
-torch in float64 from the same float32 weights; buffers such as Llama's
-rotary inv_freq have no entry) and bf16_autocast_error_<loss>.json (how far
-torch's own BF16 autocast gradients are from float64, the bound the BF16 tests
-use). It prints the op histogram and initializer mapping of every graph.
+every appended loss, global batch 4, sequence 16; the attention_mask
+right-pads rows 1-3), grads_<loss>.safetensors (loss and grad/<ONNX
+initializer> for every trainable parameter, computed by torch in float64 from
+the same float32 weights; buffers such as Llama's rotary inv_freq have no
+entry) and bf16_autocast_error_<loss>.json (how far torch's own BF16 autocast
+gradients are from float64, the bound the BF16 tests use). A second export of
+a model (llama_mask.onnx) gets grads_mask_<loss>.safetensors. It prints the
+op histogram and initializer mapping of every graph.
 
 Needs torch, onnx, numpy and transformers 4.40.2 (which works with Debian's
 torch 1.13), e.g.
@@ -102,10 +105,13 @@ def perturb_norms(model, gen):
 
 
 MODELS = {
-    # name: (builder, graph inputs, losses)
-    "gpt2": (gpt2_model, ["input_ids", "attention_mask"],
+    # name: (builder, {export: graph inputs}, losses); the first export is
+    # the main one.
+    "gpt2": (gpt2_model, {"gpt2": ["input_ids", "attention_mask"]},
              {"ce": ("cross_entropy", -100), "mse": ("mse", None)}),
-    "llama": (llama_model, ["input_ids"], {"ce": ("cross_entropy", -1)}),
+    "llama": (llama_model, {"llama": ["input_ids"],
+                            "llama_mask": ["input_ids", "attention_mask"]},
+              {"ce": ("cross_entropy", -1)}),
 }
 
 
@@ -169,19 +175,36 @@ def rel_err(got, ref):
 
 
 def generate(name):
-    builder, inputs, losses = MODELS[name]
+    builder, exports, losses = MODELS[name]
     out = os.path.join(HERE, f"hf-{name}")
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     lm = builder()
     perturb_norms(lm, torch.Generator().manual_seed(1))
-    model = Logits(lm, "attention_mask" in inputs)
+    model = Logits(lm, False)
     model.train()
     ignore = next(i for k, i in losses.values() if k == "cross_entropy")
-    batch = golden_batch(inputs, ignore)
-    args = tuple(batch[i] for i in inputs)
+    all_inputs = [i for inputs in exports.values() for i in inputs]
+    batch = golden_batch(all_inputs, ignore)
 
-    path = os.path.join(out, f"{name}.onnx")
+    feed = {i: batch[i].numpy() for i in dict.fromkeys(all_inputs)}
+    for kind, _ in losses.values():
+        feed["targets" if kind == "cross_entropy" else "logit_targets"] = (
+            batch["targets" if kind == "cross_entropy" else "logit_targets"].numpy())
+    st_io.write(os.path.join(out, "batch.safetensors"), feed)
+    for export_name, inputs in exports.items():
+        prefix = "" if export_name == name else export_name[len(name) + 1:] + "_"
+        export(model, lm, out, export_name, inputs, batch, losses, prefix)
+    print("  wrote", ", ".join(f"{f} ({os.path.getsize(os.path.join(out, f))} B)"
+                              for f in sorted(os.listdir(out))))
+
+
+def export(model, lm, out, export_name, inputs, batch, losses, prefix):
+    """Exports `model` taking `inputs` to OUT/EXPORT_NAME.onnx and writes the
+    golden gradients of every loss (grads_PREFIX<loss>.safetensors), and for
+    the main export (no prefix) torch's BF16 autocast error."""
+    args = tuple(batch[i] for i in inputs)
+    path = os.path.join(out, f"{export_name}.onnx")
     layers = lm.config.num_hidden_layers
     outputs = ["logits"] + [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
     dynamic = {i: {0: "batch"} for i in inputs}
@@ -192,19 +215,13 @@ def generate(name):
     proto = onnx.load(path)
     onnx.checker.check_model(proto)
     nparams = sum(p.numel() for p in model.parameters())
-    print(f"== hf-{name} ({transformers.__version__}, opset {OPSET}): {nparams} parameters, "
+    print(f"== {export_name} ({transformers.__version__}, opset {OPSET}): {nparams} parameters, "
           f"{len(proto.graph.node)} nodes")
     print("ops:", histogram(proto))
     mapping = map_initializers(proto, model)
     for onnx_name, (kind, torch_name) in mapping.items():
         shown = onnx_name if onnx_name == torch_name else f"{onnx_name} <- {torch_name}"
         print(f"  init {kind:6} {shown}")
-
-    feed = {i: batch[i].numpy() for i in inputs}
-    for kind, _ in losses.values():
-        feed["targets" if kind == "cross_entropy" else "logit_targets"] = (
-            batch["targets" if kind == "cross_entropy" else "logit_targets"].numpy())
-    st_io.write(os.path.join(out, "batch.safetensors"), feed)
 
     for tag, (kind, ign) in losses.items():
         ref = copy.deepcopy(model).double()
@@ -216,7 +233,12 @@ def generate(name):
         for onnx_name, (k, torch_name) in mapping.items():
             if k == "param":
                 golden["grad/" + onnx_name] = ref_params[torch_name].grad.numpy().astype(np.float64)
-        st_io.write(os.path.join(out, f"grads_{tag}.safetensors"), golden)
+        st_io.write(os.path.join(out, f"grads_{prefix}{tag}.safetensors"), golden)
+        with torch.no_grad():
+            loss32 = compute_loss(kind, ign, model(*args)[0], batch).item()
+        print(f"  {tag}: loss float64 {loss.item():.12f} float32 {loss32:.8f}")
+        if prefix:
+            continue
 
         # torch's own BF16 autocast against float64: the bound of the BF16 tests.
         auto = copy.deepcopy(model)
@@ -241,12 +263,7 @@ def generate(name):
         with open(os.path.join(out, f"bf16_autocast_error_{tag}.json"), "w") as f:
             json.dump(record, f, indent=1, sort_keys=True)
             f.write("\n")
-        with torch.no_grad():
-            loss32 = compute_loss(kind, ign, model(*args)[0], batch).item()
-        print(f"  {tag}: loss float64 {loss.item():.12f} float32 {loss32:.8f}; "
-              f"autocast max grad rel err {record['max_grad_rel_err']:.3e}")
-    print("  wrote", ", ".join(f"{f} ({os.path.getsize(os.path.join(out, f))} B)"
-                              for f in sorted(os.listdir(out))))
+        print(f"  {tag}: autocast max grad rel err {record['max_grad_rel_err']:.3e}")
 
 
 def main():
