@@ -1,10 +1,11 @@
 //===- otc-compile.cpp - the otc driver
 //------------------------------------===//
 //
-// otc-compile MODEL.onnx -o DIR [options]: imports the model, folds its
-// shape computations, differentiates it, builds the training loop, plans every
-// buffer into one arena, emits the program for the chosen target and builds
-// DIR/train with the host compiler (cpu) or nvcc (cuda). Also writes
+// otc-compile MODEL.onnx -o DIR [options]: imports the model (appending the
+// loss that --loss names to a graph that ends before one: AppendLoss.h),
+// folds its shape computations, differentiates it, builds the training loop,
+// plans every buffer into one arena, emits the program for the chosen target
+// and builds DIR/train with the host compiler (cpu) or nvcc (cuda). Also writes
 // DIR/plan.json (with the step time predicted for --device) and
 // DIR/init.safetensors (the initial parameters). `--compile-to=PHASE` stops
 // after a phase and prints the IR; `--mlir-print-ir-after-all` prints it after
