@@ -128,11 +128,10 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
       rows *= d;
     auto targetsType =
         RankedTensorType::get(shape.drop_back(), b.getIntegerType(64));
-    forward.insertArgument(
-        lastInput, targetsType,
-        b.getDictionaryAttr(b.getNamedAttr(
-            attrs::kInput, b.getStringAttr(spec.targets))),
-        argLoc);
+    forward.insertArgument(lastInput, targetsType,
+                           b.getDictionaryAttr(b.getNamedAttr(
+                               attrs::kInput, b.getStringAttr(spec.targets))),
+                           argLoc);
     Value targets = forward.getArgument(lastInput);
     b.setInsertionPoint(ret);
     Value logits = out, labels = targets;
@@ -142,15 +141,14 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
       labels = b.create<ReshapeOp>(
           loc, RankedTensorType::get({rows}, b.getIntegerType(64)), targets);
     }
-    loss = b.create<SoftmaxCrossEntropyOp>(
-        loc, scalar, logits, labels, "mean",
-        b.getI64IntegerAttr(spec.ignoreIndex));
+    loss =
+        b.create<SoftmaxCrossEntropyOp>(loc, scalar, logits, labels, "mean",
+                                        b.getI64IntegerAttr(spec.ignoreIndex));
   } else {
-    forward.insertArgument(
-        lastInput, outType,
-        b.getDictionaryAttr(b.getNamedAttr(
-            attrs::kInput, b.getStringAttr(spec.targets))),
-        argLoc);
+    forward.insertArgument(lastInput, outType,
+                           b.getDictionaryAttr(b.getNamedAttr(
+                               attrs::kInput, b.getStringAttr(spec.targets))),
+                           argLoc);
     Value target = forward.getArgument(lastInput);
     b.setInsertionPoint(ret);
     Value diff = b.create<SubOp>(loc, outType, out, target);
@@ -169,10 +167,10 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
   // The loss becomes the last graph output.
   unsigned index = forward.getNumResults();
   ret->insertOperands(index, loss);
-  forward.insertResult(index, scalar,
-                       b.getDictionaryAttr(b.getNamedAttr(
-                           attrs::kOutput,
-                           b.getStringAttr(kAppendedLossName))));
+  forward.insertResult(
+      index, scalar,
+      b.getDictionaryAttr(
+          b.getNamedAttr(attrs::kOutput, b.getStringAttr(kAppendedLossName))));
   return true;
 }
 

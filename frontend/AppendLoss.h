@@ -1,9 +1,9 @@
-//===- AppendLoss.h - a loss for graphs that end before one -------*- C++ -*-===//
+//===- AppendLoss.h - a loss for graphs that end before one ----*- C++ -*-===//
 //
 // Many exported graphs end at the logits (or another prediction). otc-compile's
 // `--loss` then names a loss to append to the imported `@forward`:
 //
-//   --loss=OUTPUT                               the graph output OUTPUT is the loss
+//   --loss=OUTPUT      the graph output OUTPUT is the loss
 //   --loss=cross_entropy:LOGITS:TARGETS[:ignore=N]
 //       mean softmax cross-entropy of LOGITS [d..., C] (classes on the last
 //       axis) against a new int64 graph input TARGETS [d...]; targets equal

@@ -104,7 +104,8 @@ void Importer::importUnary() {
     for (float v : c.getValues<float>())
       out.push_back(static_cast<float>(op == "Cos" ? std::cos(double(v))
                                                    : std::sin(double(v))));
-    defineConstant(0, DenseElementsAttr::get(c.getType(), ArrayRef<float>(out)));
+    defineConstant(0,
+                   DenseElementsAttr::get(c.getType(), ArrayRef<float>(out)));
     return;
   }
   Value y;

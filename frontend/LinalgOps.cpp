@@ -29,7 +29,7 @@ static Value foldConstantMatMul(OpBuilder &builder, Location loc, Value a,
   if (!matchPattern(a, m_Constant(&ca)) || !matchPattern(b, m_Constant(&cb)))
     return Value();
   ArrayRef<int64_t> as = cast<RankedTensorType>(a.getType()).getShape(),
-                   bs = cast<RankedTensorType>(b.getType()).getShape();
+                    bs = cast<RankedTensorType>(b.getType()).getShape();
   size_t rank = result.size();
   if (as.size() != rank || bs.size() != rank ||
       ShapedType::getNumElements(result) > (int64_t(1) << 22))

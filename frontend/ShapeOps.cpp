@@ -3,10 +3,10 @@
 // Transpose; Reshape, Flatten, Unsqueeze and Squeeze onto otc.reshape;
 // Expand onto otc.broadcast; Concat; Split and Slice onto otc.slice; Gather;
 // ScatterND with constant indices onto a gather from data and updates
-// concatenated; Trilu. Shapes, axes, starts/ends/steps and split sizes must be constants
-// once dimensions are bound (they are inputs since opset 13, Split's
-// num_outputs attribute since 18); anything else is a "shape computation did
-// not fold" error naming the node.
+// concatenated; Trilu. Shapes, axes, starts/ends/steps, split sizes and
+// scatter indices must be constants once dimensions are bound (they are
+// inputs since opset 13, Split's num_outputs attribute since 18); anything
+// else is a "shape computation did not fold" error naming the node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -414,7 +414,8 @@ void Importer::importScatterND() {
     foldFail("the indices '" + current->proto->input(1) +
              "' are not int64 constants once dimensions are bound");
   ArrayRef<int64_t> ds = shapeOf(data), is = indices->getType().getShape();
-  if (is.empty() || is.back() < 1 || is.back() > static_cast<int64_t>(ds.size()))
+  if (is.empty() || is.back() < 1 ||
+      is.back() > static_cast<int64_t>(ds.size()))
     nodeFail("indices of shape " + shapeStr(is) + " do not index data " +
              shapeStr(ds));
   int64_t k = is.back();

@@ -6,7 +6,8 @@
 // down to the product with V (through optional dropout), undoes grouped-query
 // K/V repeats, and classifies the mask by evaluating its constant values
 // element by element: exactly causal becomes the `causal` flag, anything else
-// an additive mask operand (both for a causal select under an added mask). Also the constant evaluator the mask check uses.
+// an additive mask operand (both for a causal select under an added mask).
+// Also the constant evaluator the mask check uses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -403,13 +404,13 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     // A key both hidden by the causal select and by the additive mask gets
     // fill + mask unfused and is left out fused: the same probabilities
     // wherever a row keeps a visible key.
-    c.causal = causalSelect ||
-               isCausal(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
-                 std::optional<double> v = evaluateAt(m, i);
-                 if (!v || (*v != 0.0 && *v > kHiddenBelow))
-                   return std::optional<bool>();
-                 return std::optional<bool>(*v <= kHiddenBelow);
-               });
+    c.causal =
+        causalSelect || isCausal(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
+          std::optional<double> v = evaluateAt(m, i);
+          if (!v || (*v != 0.0 && *v > kHiddenBelow))
+            return std::optional<bool>();
+          return std::optional<bool>(*v <= kHiddenBelow);
+        });
     if (causalSelect || !c.causal) {
       if (dependsOnParam(m))
         return Match::miss("attention: the mask depends on a parameter");

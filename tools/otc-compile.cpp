@@ -89,8 +89,7 @@ static cl::opt<std::string> lossName(
              "cross_entropy:LOGITS:TARGETS[:ignore=N] (mean over the targets "
              "not equal to N, default -100; TARGETS a new int64 input) or "
              "mse:OUTPUT:TARGET (TARGET a new float32 input)"),
-    cl::value_desc("LOSS"),
-    cl::cat(cat));
+    cl::value_desc("LOSS"), cl::cat(cat));
 static cl::opt<std::string> freeze("freeze",
                                    cl::desc("Initializers not trained (regex)"),
                                    cl::cat(cat));
