@@ -3,7 +3,8 @@
 // Add/Sub/Mul/Div (any element type, both operands of one type), Pow (the
 // exponent converted to the base's type), the unary float ops (Neg also on
 // integers, as 0 - x), Gelu (opset 20: the erf or tanh formula in
-// primitives), Equal/Less/Greater(OrEqual) onto otc.compare, Where onto
+// primitives), Cos and Sin of constants (folded at import),
+// Equal/Less/Greater(OrEqual) onto otc.compare, Where onto
 // otc.select, Cast, Identity and Dropout. Every op is built with
 // createOrFold, so shape arithmetic on constants folds here.
 //
@@ -12,6 +13,8 @@
 #include "frontend/Importer.h"
 
 #include "ir/ShapeUtils.h"
+
+#include "mlir/IR/Matchers.h"
 
 #include <cmath>
 
@@ -89,6 +92,22 @@ void Importer::importUnary() {
     return;
   }
   requireFloat(x, "the input");
+  if (op == "Cos" || op == "Sin") {
+    // Only where they fold: rotary tables built from constant positions.
+    DenseElementsAttr c;
+    if (!matchPattern(x, m_Constant(&c)))
+      nodeFail(op + " of a value computed at run time is not supported yet: "
+                    "only constant inputs (such as rotary tables of constant "
+                    "positions) fold at import");
+    SmallVector<float> out;
+    out.reserve(c.getNumElements());
+    for (float v : c.getValues<float>())
+      out.push_back(static_cast<float>(op == "Cos" ? std::cos(double(v))
+                                                   : std::sin(double(v))));
+    defineConstant(0,
+                   DenseElementsAttr::get(c.getType(), ArrayRef<float>(out)));
+    return;
+  }
   Value y;
   if (op == "Neg")
     y = builder.createOrFold<NegOp>(currentLoc, x);

@@ -143,6 +143,7 @@ public:
   void importSplit();
   void importSlice();
   void importGather();
+  void importScatterND();
   void importTrilu();
   void importSoftmax();
   void importReduce();

@@ -2,10 +2,11 @@
 //
 // Transpose; Reshape, Flatten, Unsqueeze and Squeeze onto otc.reshape;
 // Expand onto otc.broadcast; Concat; Split and Slice onto otc.slice; Gather;
-// Trilu. Shapes, axes, starts/ends/steps and split sizes must be constants
-// once dimensions are bound (they are inputs since opset 13, Split's
-// num_outputs attribute since 18); anything else is a "shape computation did
-// not fold" error naming the node.
+// ScatterND with constant indices onto a gather from data and updates
+// concatenated; Trilu. Shapes, axes, starts/ends/steps, split sizes and
+// scatter indices must be constants once dimensions are bound (they are
+// inputs since opset 13, Split's num_outputs attribute since 18); anything
+// else is a "shape computation did not fold" error naming the node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -401,6 +402,62 @@ void Importer::importGather() {
   define(0, builder.createOrFold<GatherOp>(
                 currentLoc, tensorType(out, elemOf(data)), data, indices,
                 builder.getI64IntegerAttr(axis)));
+}
+
+void Importer::importScatterND() {
+  std::string reduction = attrString("reduction", "none");
+  if (reduction != "none")
+    nodeFail("reduction '" + reduction + "' is not supported (only none)");
+  Value data = input(0), updates = input(2);
+  std::optional<DenseElementsAttr> indices = constantInput(1);
+  if (!indices || !indices->getElementType().isInteger(64))
+    foldFail("the indices '" + current->proto->input(1) +
+             "' are not int64 constants once dimensions are bound");
+  ArrayRef<int64_t> ds = shapeOf(data), is = indices->getType().getShape();
+  if (is.empty() || is.back() < 1 ||
+      is.back() > static_cast<int64_t>(ds.size()))
+    nodeFail("indices of shape " + shapeStr(is) + " do not index data " +
+             shapeStr(ds));
+  int64_t k = is.back();
+  SmallVector<int64_t> want(is.drop_back());
+  llvm::append_range(want, ds.drop_front(k));
+  if (shapeOf(updates) != ArrayRef<int64_t>(want) ||
+      elemOf(updates) != elemOf(data))
+    nodeFail("updates " + typeStr(updates.getType()) + " do not match " +
+             typeStr(data.getType()) + " at indices " + shapeStr(is) +
+             " (expected shape " + shapeStr(want) + ")");
+  // With constant indices the scatter is a gather from data and updates
+  // side by side: element i of the result reads element src[i] of
+  // concat(flat data, flat updates). Later updates of one element win.
+  int64_t n = numElements(ds), slice = numElements(ds.drop_front(k));
+  SmallVector<int64_t> src = llvm::to_vector(llvm::seq<int64_t>(0, n));
+  SmallVector<int64_t> flat;
+  for (APInt v : indices->getValues<APInt>())
+    flat.push_back(v.getSExtValue());
+  int64_t tuples = static_cast<int64_t>(flat.size()) / k;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = flat[t * k + d];
+      if (i < -ds[d] || i >= ds[d])
+        nodeFail("index " + Twine(i) + " is out of range for dimension " +
+                 Twine(d) + " of " + shapeStr(ds));
+      offset = offset * ds[d] + (i < 0 ? i + ds[d] : i);
+    }
+    for (int64_t j = 0; j < slice; ++j)
+      src[offset * slice + j] = n + t * slice + j;
+  }
+  Value both = builder.createOrFold<ConcatOp>(
+      currentLoc, tensorType({n + tuples * slice}, elemOf(data)),
+      ValueRange{reshape(data, {n}), reshape(updates, {tuples * slice})},
+      builder.getI64IntegerAttr(0));
+  auto srcType = RankedTensorType::get({n}, builder.getI64Type());
+  Value srcIdx = builder.create<ConstantOp>(
+      currentLoc, DenseElementsAttr::get(srcType, ArrayRef<int64_t>(src)));
+  Value picked = builder.createOrFold<GatherOp>(
+      currentLoc, tensorType({n}, elemOf(data)), both, srcIdx,
+      builder.getI64IntegerAttr(0));
+  define(0, reshape(picked, ds));
 }
 
 void Importer::importTrilu() {

@@ -6,7 +6,8 @@
 // down to the product with V (through optional dropout), undoes grouped-query
 // K/V repeats, and classifies the mask by evaluating its constant values
 // element by element: exactly causal becomes the `causal` flag, anything else
-// an additive mask operand. Also the constant evaluator the mask check uses.
+// an additive mask operand (both for a causal select under an added mask).
+// Also the constant evaluator the mask check uses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -312,6 +313,28 @@ static bool isCausal(ArrayRef<int64_t> shape, int64_t t, int64_t s,
   return true;
 }
 
+/// Parses `v` = where(cond, scores, fill) (or its mirror) whose condition
+/// hides exactly the keys after each query: a causal mask applied before an
+/// additive one, as Hugging Face's GPT-2 writes
+/// `where(causal, scores, finfo.min) + attention_mask`.
+static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
+  auto sel = v.getDefiningOp<SelectOp>();
+  if (!sel || !v.hasOneUse())
+    return false;
+  std::optional<double> lf = splatValue(sel.getLhs()),
+                        rf = splatValue(sel.getRhs());
+  bool hideWhenTrue = lf && *lf <= kHiddenBelow;
+  if (!hideWhenTrue && !(rf && *rf <= kHiddenBelow))
+    return false;
+  if (!parseScores(hideWhenTrue ? sel.getRhs() : sel.getLhs(), s, c))
+    return false;
+  Value cond = sel.getCondition();
+  return isCausal(shapeOf(cond), s[2], s[3], [&](ArrayRef<int64_t> i) {
+    std::optional<double> h = evaluateAt(cond, i);
+    return h ? std::optional<bool>((*h != 0.0) == hideWhenTrue) : std::nullopt;
+  });
+}
+
 Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
   ArrayRef<int64_t> s = shapeOf(softmax);
   bool scoresLike = hasProductAbove(softmax.getInput());
@@ -366,19 +389,29 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     }
   } else if (auto add = x.getDefiningOp<AddOp>()) {
     Value m;
+    bool causalSelect = false;
     if (parseScores(add.getLhs(), s, c))
       m = add.getRhs();
     else if (c = Chain(); parseScores(add.getRhs(), s, c))
       m = add.getLhs();
+    else if (c = Chain(); parseCausalSelect(add.getLhs(), s, c))
+      m = add.getRhs(), causalSelect = true;
+    else if (c = Chain(); parseCausalSelect(add.getRhs(), s, c))
+      m = add.getLhs(), causalSelect = true;
     else
-      return Match::miss("attention: neither addend is scale * Q K^T");
-    c.causal = isCausal(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
-      std::optional<double> v = evaluateAt(m, i);
-      if (!v || (*v != 0.0 && *v > kHiddenBelow))
-        return std::optional<bool>();
-      return std::optional<bool>(*v <= kHiddenBelow);
-    });
-    if (!c.causal) {
+      return Match::miss("attention: neither addend is scale * Q K^T (or "
+                         "its causal masking)");
+    // A key both hidden by the causal select and by the additive mask gets
+    // fill + mask unfused and is left out fused: the same probabilities
+    // wherever a row keeps a visible key.
+    c.causal =
+        causalSelect || isCausal(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
+          std::optional<double> v = evaluateAt(m, i);
+          if (!v || (*v != 0.0 && *v > kHiddenBelow))
+            return std::optional<bool>();
+          return std::optional<bool>(*v <= kHiddenBelow);
+        });
+    if (causalSelect || !c.causal) {
       if (dependsOnParam(m))
         return Match::miss("attention: the mask depends on a parameter");
       c.mask = m;

@@ -86,7 +86,12 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
   auto import = [&](int64_t mb) {
     ImportOptions opts = request.import;
     opts.microBatch = mb;
-    return importOnnxModel(context, request.modelPath, opts, err);
+    OwningOpRef<ModuleOp> m =
+        importOnnxModel(context, request.modelPath, opts, err);
+    if (m && request.appendedLoss &&
+        !appendLoss(*m, *request.appendedLoss, err))
+      m = nullptr;
+    return m;
   };
   OwningOpRef<ModuleOp> one = import(1);
   if (!one)

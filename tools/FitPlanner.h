@@ -14,6 +14,7 @@
 #define OTC_TOOLS_FITPLANNER_H
 
 #include "codegen/DeviceModel.h"
+#include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
 #include "passes/Pipeline.h"
 
@@ -38,6 +39,8 @@ struct FitRequest {
   /// Everything but micro-batch, accumulation and the recompute policy.
   PipelineOptions pipeline;
   const DeviceModel *device = nullptr;
+  /// A loss appended to each import (`--loss=cross_entropy:...`/`mse:...`).
+  std::optional<LossSpec> appendedLoss;
 };
 
 /// One compiled candidate.

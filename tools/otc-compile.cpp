@@ -1,10 +1,11 @@
 //===- otc-compile.cpp - the otc driver
 //------------------------------------===//
 //
-// otc-compile MODEL.onnx -o DIR [options]: imports the model, folds its
-// shape computations, differentiates it, builds the training loop, plans every
-// buffer into one arena, emits the program for the chosen target and builds
-// DIR/train with the host compiler (cpu) or nvcc (cuda). Also writes
+// otc-compile MODEL.onnx -o DIR [options]: imports the model (appending the
+// loss that --loss names to a graph that ends before one: AppendLoss.h),
+// folds its shape computations, differentiates it, builds the training loop,
+// plans every buffer into one arena, emits the program for the chosen target
+// and builds DIR/train with the host compiler (cpu) or nvcc (cuda). Also writes
 // DIR/plan.json (with the step time predicted for --device) and
 // DIR/init.safetensors (the initial parameters). `--compile-to=PHASE` stops
 // after a phase and prints the IR; `--mlir-print-ir-after-all` prints it after
@@ -17,6 +18,7 @@
 #include "codegen/Codegen.h"
 #include "codegen/DeviceModel.h"
 #include "codegen/StepTime.h"
+#include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -80,8 +82,14 @@ static cl::opt<std::string> precision("precision", cl::desc("fp32|bf16"),
 static cl::opt<bool> fp32GradAccum("fp32-grad-accum",
                                    cl::desc("Accumulate gradients in FP32"),
                                    cl::cat(cat));
-static cl::opt<std::string> lossName("loss", cl::desc("The loss output"),
-                                     cl::cat(cat));
+static cl::opt<std::string> lossName(
+    "loss",
+    cl::desc("The loss: a graph output (default: the single scalar float "
+             "output), or one to append: "
+             "cross_entropy:LOGITS:TARGETS[:ignore=N] (mean over the targets "
+             "not equal to N, default -100; TARGETS a new int64 input) or "
+             "mse:OUTPUT:TARGET (TARGET a new float32 input)"),
+    cl::value_desc("LOSS"), cl::cat(cat));
 static cl::opt<std::string> freeze("freeze",
                                    cl::desc("Initializers not trained (regex)"),
                                    cl::cat(cat));
@@ -317,6 +325,18 @@ int main(int argc, char **argv) {
   std::string err;
   if (!parseDims(importOpts, err))
     return fail(err);
+  // --loss: a graph output, or a loss appended after import.
+  std::optional<otc::LossSpec> appended;
+  std::string lossOutput = lossName;
+  if (!lossName.empty()) {
+    std::optional<otc::LossSpec> spec = otc::parseLossSpec(lossName, err);
+    if (!spec)
+      return fail(err);
+    if (spec->kind != otc::LossSpec::Kind::Output) {
+      appended = *spec;
+      lossOutput = otc::kAppendedLossName;
+    }
+  }
 
   // --fit: search, print, and build the pick when -o is given.
   if (fit) {
@@ -338,7 +358,8 @@ int main(int argc, char **argv) {
     request.memoryBytes = *budget;
     request.device = deviceModel;
     request.pipeline.fuse = !noFuse;
-    request.pipeline.lossName = lossName;
+    request.pipeline.lossName = lossOutput;
+    request.appendedLoss = appended;
     request.pipeline.freeze = freeze;
     request.pipeline.backEnd.bf16 = bf16;
     request.pipeline.backEnd.fp32GradAccum = fp32GradAccum;
@@ -376,6 +397,8 @@ int main(int argc, char **argv) {
       otc::importOnnxModel(context, modelPath, importOpts, err, &initializers);
   if (!module)
     return fail(err);
+  if (appended && !otc::appendLoss(*module, *appended, err))
+    return fail(err);
   auto printIR = [&] {
     module->print(llvm::outs());
     llvm::outs() << "\n";
@@ -409,7 +432,7 @@ int main(int argc, char **argv) {
   otc::PipelineOptions pipeline;
   pipeline.fuse = !noFuse;
   pipeline.fusionRemarks = fusionRemarks;
-  pipeline.lossName = lossName;
+  pipeline.lossName = lossOutput;
   pipeline.freeze = freeze;
   pipeline.rematPolicy = remat;
   pipeline.backEnd.bf16 = bf16;

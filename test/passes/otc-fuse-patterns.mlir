@@ -367,3 +367,49 @@ func.func @attention_output_read_twice(%qs: tensor<1x4x2x2xf32>, %ks: tensor<1x4
   %ob = otc.transpose %o, [0, 2, 1, 3] : (tensor<1x2x4x2xf32>) -> tensor<1x4x2x2xf32>
   return %ob, %o : tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>
 }
+
+// -----
+
+// Tests Hugging Face GPT-2's attention (transformers 4.40, TorchScript
+// exporter): the scores divided by sqrt(D), hidden by Where over the bool
+// causal buffer with finfo(float32).min, then the padding mask built from
+// attention_mask added: one otc.attention with the causal flag and the added
+// mask as its operand.
+// CHECK-LABEL: func.func @hf_gpt2_attention
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x2xf32>, %[[K:.*]]: tensor<1x2x4x2xf32>, %[[V:.*]]: tensor<1x2x4x2xf32>, %[[PAD:.*]]: tensor<1x1x1x4xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = otc.attention %[[Q]], %[[K]], %[[V]] mask %[[PAD]] {causal, scale = 0.70710{{[0-9]*}} : f64}
+// CHECK-NOT: otc.softmax
+// CHECK: return %[[O]]
+func.func @hf_gpt2_attention(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>) -> tensor<1x2x4x2xf32> {
+  %tril = otc.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %min = otc.constant dense<-3.40282347E+38> : tensor<f32>
+  %sqrtd = otc.constant dense<1.41421354> : tensor<f32>
+  %kt = otc.transpose %k, [0, 1, 3, 2] : (tensor<1x2x4x2xf32>) -> tensor<1x2x2x4xf32>
+  %s = otc.matmul %q, %kt : (tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = otc.div %s, %sqrtd : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %w = otc.select %tril, %sc, %min : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = otc.add %w, %pad : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that a Where under an added mask whose condition is not exactly
+// causal (one future key is visible) is left unfused: two masks would have
+// to be merged.
+// CHECK-LABEL: func.func @select_not_causal_plus_mask
+// CHECK-NOT: otc.attention
+// CHECK: otc.softmax
+func.func @select_not_causal_plus_mask(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>) -> tensor<1x2x4x2xf32> {
+  %tril = otc.constant dense<[[[[true, true, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %min = otc.constant dense<-3.40282347E+38> : tensor<f32>
+  %kt = otc.transpose %k, [0, 1, 3, 2] : (tensor<1x2x4x2xf32>) -> tensor<1x2x2x4xf32>
+  %s = otc.matmul %q, %kt : (tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %w = otc.select %tril, %s, %min : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = otc.add %w, %pad : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}

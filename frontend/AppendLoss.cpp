@@ -1,0 +1,177 @@
+//===- AppendLoss.cpp - a loss for graphs that end before one -------------===//
+//
+// Implementation of parseLossSpec and appendLoss (frontend/AppendLoss.h): the
+// appended loss is built from the same otc ops the importer makes of ONNX's
+// SoftmaxCrossEntropyLoss (reshape to [rows, C], softmax_cross_entropy) and of
+// an exported mean squared error (sub, mul, reduce_sum, scale), so every later
+// pass sees what it would see for a graph with the loss inside.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/AppendLoss.h"
+
+#include "ir/OtcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+using namespace mlir;
+
+namespace otc {
+
+std::optional<LossSpec> parseLossSpec(llvm::StringRef text,
+                                      std::string &error) {
+  LossSpec spec;
+  SmallVector<llvm::StringRef> parts;
+  text.split(parts, ':');
+  auto bad = [&](const std::string &why) {
+    error = "bad --loss '" + text.str() + "': " + why;
+    return std::nullopt;
+  };
+  if (parts.size() == 1) {
+    spec.output = text.str();
+    return spec;
+  }
+  if (parts[0] == "cross_entropy")
+    spec.kind = LossSpec::Kind::CrossEntropy;
+  else if (parts[0] == "mse")
+    spec.kind = LossSpec::Kind::Mse;
+  else
+    return bad("expected OUTPUT, cross_entropy:LOGITS:TARGETS[:ignore=N] or "
+               "mse:OUTPUT:TARGET");
+  bool ce = spec.kind == LossSpec::Kind::CrossEntropy;
+  if (parts.size() < 3 || parts.size() > (ce ? 4u : 3u))
+    return bad(ce ? "expected cross_entropy:LOGITS:TARGETS[:ignore=N]"
+                  : "expected mse:OUTPUT:TARGET");
+  spec.output = parts[1].str();
+  spec.targets = parts[2].str();
+  if (spec.output.empty() || spec.targets.empty())
+    return bad("empty output or target name");
+  if (parts.size() == 4) {
+    llvm::StringRef value = parts[3];
+    if (!value.consume_front("ignore=") ||
+        value.getAsInteger(10, spec.ignoreIndex))
+      return bad("expected ignore=N (an integer) after the targets, got '" +
+                 parts[3].str() + "'");
+  }
+  return spec;
+}
+
+bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
+  std::string what = spec.kind == LossSpec::Kind::CrossEntropy
+                         ? "--loss=cross_entropy"
+                         : "--loss=mse";
+  auto fail = [&](const std::string &msg) {
+    error = what + ": " + msg;
+    return false;
+  };
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.getBody().empty())
+    return fail("the module has no forward function");
+  Block &entry = forward.getBody().front();
+  auto ret = dyn_cast<func::ReturnOp>(entry.getTerminator());
+  if (!ret)
+    return fail("the forward function does not end in a return");
+
+  // The output the loss reads, and no clash with the names it adds.
+  std::optional<unsigned> outIndex;
+  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+    auto name = forward.getResultAttrOfType<StringAttr>(i, attrs::kOutput);
+    if (name && name.getValue() == spec.output)
+      outIndex = i;
+    if (name && name.getValue() == kAppendedLossName)
+      return fail(std::string("the graph already has an output named '") +
+                  kAppendedLossName + "': name it as the loss (--loss=" +
+                  kAppendedLossName + ") or rename it");
+  }
+  if (!outIndex)
+    return fail("no graph output named '" + spec.output + "'");
+  unsigned lastInput = 0;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    for (const char *kind : {attrs::kInput, attrs::kParam}) {
+      auto name = forward.getArgAttrOfType<StringAttr>(i, kind);
+      if (name && name.getValue() == spec.targets)
+        return fail("the targets '" + spec.targets + "' would be a new graph " +
+                    "input, but the graph already has an " +
+                    (kind == attrs::kInput ? "input" : "initializer") +
+                    " of that name");
+    }
+    if (forward.getArgAttr(i, attrs::kInput))
+      lastInput = i + 1;
+  }
+
+  Value out = ret.getOperand(*outIndex);
+  auto outType = cast<RankedTensorType>(out.getType());
+  if (!outType.getElementType().isF32())
+    return fail("output '" + spec.output + "' is not float32");
+  ArrayRef<int64_t> shape = outType.getShape();
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  Location loc = NameLoc::get(StringAttr::get(ctx, kAppendedLossName));
+  Location argLoc = NameLoc::get(StringAttr::get(ctx, spec.targets));
+  Type f32 = b.getF32Type();
+  auto scalar = RankedTensorType::get({}, f32);
+
+  Value loss;
+  if (spec.kind == LossSpec::Kind::CrossEntropy) {
+    if (shape.size() < 2)
+      return fail("output '" + spec.output +
+                  "' must have a class axis (last) and at least one row "
+                  "axis, got rank " +
+                  std::to_string(shape.size()));
+    int64_t classes = shape.back();
+    int64_t rows = 1;
+    for (int64_t d : shape.drop_back())
+      rows *= d;
+    auto targetsType =
+        RankedTensorType::get(shape.drop_back(), b.getIntegerType(64));
+    forward.insertArgument(lastInput, targetsType,
+                           b.getDictionaryAttr(b.getNamedAttr(
+                               attrs::kInput, b.getStringAttr(spec.targets))),
+                           argLoc);
+    Value targets = forward.getArgument(lastInput);
+    b.setInsertionPoint(ret);
+    Value logits = out, labels = targets;
+    if (shape.size() > 2) {
+      logits = b.create<ReshapeOp>(
+          loc, RankedTensorType::get({rows, classes}, f32), out);
+      labels = b.create<ReshapeOp>(
+          loc, RankedTensorType::get({rows}, b.getIntegerType(64)), targets);
+    }
+    loss =
+        b.create<SoftmaxCrossEntropyOp>(loc, scalar, logits, labels, "mean",
+                                        b.getI64IntegerAttr(spec.ignoreIndex));
+  } else {
+    forward.insertArgument(lastInput, outType,
+                           b.getDictionaryAttr(b.getNamedAttr(
+                               attrs::kInput, b.getStringAttr(spec.targets))),
+                           argLoc);
+    Value target = forward.getArgument(lastInput);
+    b.setInsertionPoint(ret);
+    Value diff = b.create<SubOp>(loc, outType, out, target);
+    Value square = b.create<MulOp>(loc, outType, diff, diff);
+    SmallVector<int64_t> axes = llvm::to_vector(
+        llvm::seq<int64_t>(0, static_cast<int64_t>(shape.size())));
+    Value sum = shape.empty() ? square
+                              : b.create<ReduceSumOp>(loc, scalar, square, axes,
+                                                      /*keep_dims=*/false);
+    double count = static_cast<double>(outType.getNumElements());
+    Value scale = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(1.0 / count)));
+    loss = b.create<MulOp>(loc, scalar, sum, scale);
+  }
+
+  // The loss becomes the last graph output.
+  unsigned index = forward.getNumResults();
+  ret->insertOperands(index, loss);
+  forward.insertResult(
+      index, scalar,
+      b.getDictionaryAttr(
+          b.getNamedAttr(attrs::kOutput, b.getStringAttr(kAppendedLossName))));
+  return true;
+}
+
+} // namespace otc
