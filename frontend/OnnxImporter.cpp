@@ -171,8 +171,10 @@ void Importer::inlineConstantBuffers() {
 OwningOpRef<ModuleOp> Importer::run() {
   loadModel(path, model);
   opset = checkHeader(path, model);
-  prescan();
+  // The checker reads the file as written, at its own opset.
   runChecker(path, opset);
+  opset = upgradeOpset(path, model, opset);
+  prescan();
 
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   module = ModuleOp::create(fileLoc);

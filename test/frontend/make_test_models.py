@@ -430,11 +430,11 @@ def main():
         [helper.make_node("Relu", ["x"], ["y"], name="relu_attr", alpha=1.0)],
         [("x", f, [2])], [("y", f, [2])]),
         out_dir, "checker_fail.onnx", check=False)
-    # An opset older than the importer knows.
+    # An opset older than the importer upgrades.
     old = single_node_graph(
         "old_opset", [helper.make_node("Relu", ["x"], ["y"], name="relu")],
         [("x", f, [2])], [("y", f, [2])])
-    old.opset_import[0].version = 11
+    old.opset_import[0].version = 6
     save(old, out_dir, "old_opset.onnx")
 
     save(single_node_graph(

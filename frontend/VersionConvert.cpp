@@ -1,0 +1,38 @@
+//===- VersionConvert.cpp - upgrading old opsets --------------------------===//
+//
+// Models at default-domain opsets older than the importer's kMinOpset (7 to
+// 12) are upgraded to kMinOpset by the version converter that libonnx ships
+// (onnx::version_conversion::ConvertVersion), which rewrites the nodes whose
+// signature changed (axes attributes that became inputs, Dropout's is_test,
+// broadcast flags...). The importer then reads the converted model as any
+// other opset-13 model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "onnx/version_converter/convert.h"
+
+#include <exception>
+
+namespace otc {
+namespace detail {
+
+int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
+                     int64_t opset) {
+  if (opset >= kMinOpset)
+    return opset;
+  try {
+    onnx::ModelProto converted = onnx::version_conversion::ConvertVersion(
+        model, static_cast<int>(kMinOpset));
+    model = std::move(converted);
+  } catch (const std::exception &e) {
+    fail("'" + path + "': the ONNX version converter cannot upgrade opset " +
+         llvm::Twine(opset) + " to " + llvm::Twine(kMinOpset) + ": " +
+         oneLine(e.what()));
+  }
+  return kMinOpset;
+}
+
+} // namespace detail
+} // namespace otc
