@@ -170,11 +170,11 @@ void Importer::inlineConstantBuffers() {
 
 OwningOpRef<ModuleOp> Importer::run() {
   loadModel(path, model);
-  opset = checkHeader(path, model);
-  // The checker reads the file as written, at its own opset.
-  runChecker(path, opset);
-  opset = upgradeOpset(path, model, opset);
+  int64_t fileOpset = checkHeader(path, model);
+  opset = upgradeOpset(path, model, fileOpset);
   prescan();
+  // The checker reads the file as written, at its own opset.
+  runChecker(path, fileOpset);
 
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   module = ModuleOp::create(fileLoc);
