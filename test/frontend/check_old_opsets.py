@@ -95,13 +95,31 @@ def cases():
     return out
 
 
+def unconvertible():
+    """An opset-11 Softmax over an input of unknown shape: the converter
+    needs the rank to rewrite it (see old-opsets.test)."""
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=1, name="sm")], "g",
+        [helper.make_tensor_value_info("x", F, None)],
+        [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(graph, producer_name="otc-old-opsets",
+                          opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 6
+    return m
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--otc-run", default="otc-run")
     parser.add_argument("--keep", metavar="DIR",
-                        help="write the models and data to DIR (kept)")
+                        help="write the models and data to DIR (kept), and "
+                             "softmax_unknown_shape.onnx, which the "
+                             "converter cannot upgrade")
     args = parser.parse_args()
     failed = 0
+    if args.keep:
+        onnx.save(unconvertible(),
+                  os.path.join(args.keep, "softmax_unknown_shape.onnx"))
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         for name, m, inputs, expected in cases():
