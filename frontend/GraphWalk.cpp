@@ -69,7 +69,9 @@ void Importer::prescan() {
   for (const auto &init : graph.initializer())
     defined.insert(init.name());
 
-  llvm::StringSet<> dynamicUse, staticUse;
+  // Uses as a loss's class weights: an initializer read only there (or at
+  // import time) is a constant, not a trained parameter.
+  llvm::StringSet<> dynamicUse, staticUse, classWeightUse;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo &node = nodes[i];
     for (int j = 0; j < node.proto->input_size(); ++j) {
@@ -79,7 +81,13 @@ void Importer::prescan() {
       used.insert(in);
       const OpInfo *info = lookupOp(node.proto->op_type());
       bool isStatic = info && j < 32 && (info->staticInputs >> j & 1);
-      (isStatic ? staticUse : dynamicUse).insert(in);
+      bool isClassWeight =
+          j == 2 && (node.proto->op_type() == "SoftmaxCrossEntropyLoss" ||
+                     node.proto->op_type() == "NegativeLogLikelihoodLoss");
+      (isStatic        ? staticUse
+       : isClassWeight ? classWeightUse
+                       : dynamicUse)
+          .insert(in);
       if (defined.contains(in))
         continue;
       std::string where = "node '" + node.name + "' (" + node.proto->op_type() +
@@ -103,7 +111,9 @@ void Importer::prescan() {
       fail("graph output '" + out.name() + "' is never defined");
   }
   for (const auto &init : graph.initializer())
-    if (staticUse.contains(init.name()) && !dynamicUse.contains(init.name()))
+    if ((staticUse.contains(init.name()) ||
+         classWeightUse.contains(init.name())) &&
+        !dynamicUse.contains(init.name()))
       staticOnly.insert(init.name());
   for (const auto &in : graph.input())
     if (staticUse.contains(in.name()))

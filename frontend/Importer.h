@@ -290,7 +290,8 @@ private:
   /// Names read by some node input or graph output.
   llvm::StringSet<> used;
   /// Float initializers read only as import-time inputs (shapes, axes,
-  /// Dropout ratio...): they stay constants instead of parameters.
+  /// Dropout ratio...) or as class weights of a loss: they stay constants
+  /// instead of parameters.
   llvm::StringSet<> staticOnly;
   /// Graph inputs read as import-time inputs (shapes, axes...).
   llvm::StringSet<> staticGraphInputs;

@@ -304,6 +304,17 @@ def transformer_ops(out_dir):
         ("l3", i, [2, 4])],
         [("p", f, [2, 3]), ("nll", f, []), ("sce", f, [2, 4]),
          ("scem", f, [])], 13), out_dir, "losses.onnx")
+    # Class weights as an initializer: a constant, not a parameter, built as
+    # the unweighted "none" loss times the gathered weights.
+    save(model_at("loss_weights", [
+        node("SoftmaxCrossEntropyLoss", ["s", "l", "cw"], ["sce"], name="sce",
+             ignore_index=2),
+        node("NegativeLogLikelihoodLoss", ["s", "l", "cw"], ["nll"],
+             name="nll", reduction="sum"),
+    ], [("s", f, [2, 3]), ("l", i, [2])], [("sce", f, []), ("nll", f, [])],
+        13, [numpy_helper.from_array(
+            np.array([0.5, 2.0, 1.0], dtype=np.float32), "cw")]),
+        out_dir, "loss_weights.onnx")
     # A GPT-like dynamic-batch reshape chain: the target [batch, seq, 2, 4]
     # is computed from Shape at run time; Range, ConstantOfShape, Size and
     # Shape with start/end (opset 15) fold too.
