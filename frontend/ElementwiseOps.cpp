@@ -1,8 +1,8 @@
 //===- ElementwiseOps.cpp - importing elementwise ONNX ops ----------------===//
 //
 // Add/Sub/Mul/Div (any element type, both operands of one type), Pow (float
-// or integer base; see importPow for the types), the unary float ops (Neg also on
-// integers, as 0 - x), Gelu (opset 20: the erf or tanh formula in
+// or integer base; see importPow for the types), the unary float ops (Neg
+// also on integers, as 0 - x), Gelu (opset 20: the erf or tanh formula in
 // primitives), Equal/Less/Greater(OrEqual) onto otc.compare, Where onto
 // otc.select, Cast, Identity and Dropout. Every op is built with
 // createOrFold, so shape arithmetic on constants folds here.

@@ -148,8 +148,9 @@ void Importer::addInputs() {
       if (tt.has_shape())
         for (const auto &dim : tt.shape().dim())
           declared.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-      bindInput(in, *kind, tt.has_shape() ? ArrayRef<int64_t>(declared)
-                                          : ArrayRef<int64_t>(bound.shape),
+      bindInput(in, *kind,
+                tt.has_shape() ? ArrayRef<int64_t>(declared)
+                               : ArrayRef<int64_t>(bound.shape),
                 bound);
       continue;
     }
@@ -202,8 +203,8 @@ void Importer::bindInput(const onnx::ValueInfoProto &in, Kind kind,
          " but the model declares " +
          dataTypeName(in.type().tensor_type().elem_type()));
   // A one-element [1] value binds a declared scalar, as numpy would take it.
-  bool scalarFromOne = declared.empty() && value.shape.size() == 1 &&
-                       value.shape[0] == 1;
+  bool scalarFromOne =
+      declared.empty() && value.shape.size() == 1 && value.shape[0] == 1;
   bool ok = scalarFromOne || declared.size() == value.shape.size();
   for (size_t d = 0; ok && !scalarFromOne && d < declared.size(); ++d)
     ok = declared[d] < 0 || declared[d] == value.shape[d];
@@ -223,7 +224,8 @@ void Importer::bindInput(const onnx::ValueInfoProto &in, Kind kind,
     if (kind == Kind::F32)
       data.floats.push_back(static_cast<float>(v));
     else
-      data.ints.push_back(kind == Kind::I1 ? v != 0.0 : static_cast<int64_t>(v));
+      data.ints.push_back(kind == Kind::I1 ? v != 0.0
+                                           : static_cast<int64_t>(v));
   }
   Location loc = NameLoc::get(builder.getStringAttr(in.name()));
   statics[in.name()] = std::make_unique<StaticValue>(

@@ -16,7 +16,6 @@
 
 #include "llvm/ADT/STLExtras.h"
 
-
 using namespace mlir;
 
 namespace otc {
@@ -233,9 +232,9 @@ Value Importer::importLoss(Value scores, Value labels) {
       currentLoc, tensorType({rows}, elemOf(weights)), weights, safeLabels,
       builder.getI64IntegerAttr(0));
   if (kept)
-    rowWeights = builder.createOrFold<SelectOp>(
-        currentLoc, rowWeights.getType(), kept, rowWeights,
-        scalarLike(rowWeights, 0));
+    rowWeights =
+        builder.createOrFold<SelectOp>(currentLoc, rowWeights.getType(), kept,
+                                       rowWeights, scalarLike(rowWeights, 0));
   loss = binary<MulOp>(loss, rowWeights);
   if (reduction == "none")
     return reshape(loss, lshape);

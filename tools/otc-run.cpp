@@ -409,6 +409,22 @@ static int runAndWrite(func::FuncOp func, const Options &options,
   return 0;
 }
 
+/// Sets `value` to tensor `name` of `inputs` and returns true when the file
+/// has it in a dtype toDoubles reads (any other one is reported when the
+/// input is bound as an argument).
+static bool findInput(const otcrt::TensorFile &inputs, const std::string &name,
+                      otc::BoundInput &value) {
+  const otcrt::Tensor *t = inputs.find(name);
+  if (!t ||
+      (!isFloatDType(t->dtype) && t->dtype != otcrt::StDType::I64 &&
+       t->dtype != otcrt::StDType::I32 && t->dtype != otcrt::StDType::BOOL))
+    return false;
+  value.shape = t->shape;
+  value.values = toDoubles(*t);
+  value.isFloat = isFloatDType(t->dtype);
+  return true;
+}
+
 /// Reads --inputs, when given, into `inputs`; returns an error or "".
 static std::string readInputs(const Options &options,
                               otcrt::TensorFile &inputs) {
@@ -425,23 +441,14 @@ static int runOnnxModel(MLIRContext &context, const Options &options) {
   std::string error = readInputs(options, inputs);
   if (!error.empty())
     return fail(error);
-  otc::ImportOptions import = options.import;
-  import.inputValue = [&](const std::string &name, otc::BoundInput &value) {
-    const otcrt::Tensor *t = inputs.find(name);
-    // The dtypes toDoubles reads; any other one is reported when the input
-    // is bound as an argument.
-    if (!t || (!isFloatDType(t->dtype) && t->dtype != otcrt::StDType::I64 &&
-               t->dtype != otcrt::StDType::I32 &&
-               t->dtype != otcrt::StDType::BOOL))
-      return false;
-    value.shape = t->shape;
-    value.values = toDoubles(*t);
-    value.isFloat = isFloatDType(t->dtype);
-    return true;
+  otc::ImportOptions importOptions = options.import;
+  importOptions.inputValue = [&inputs](const std::string &name,
+                                       otc::BoundInput &value) {
+    return findInput(inputs, name, value);
   };
   std::vector<otc::InitializerData> initializers;
   OwningOpRef<ModuleOp> module = otc::importOnnxModel(
-      context, options.model, import, error, &initializers);
+      context, options.model, importOptions, error, &initializers);
   if (!module)
     return fail(error.empty() ? "cannot import " + options.model : error);
   auto forward = module->lookupSymbol<func::FuncOp>("forward");

@@ -10,10 +10,9 @@ The tests in scope are every node test whose ops are all in otc's supported
 set (the op table, kOps, of frontend/OnnxImporter.cpp, read from the source
 tree) and whose tensors are all of types otc represents (floats, int64,
 int32, bool; the others are reported as UNSUPPORTED-TYPE). For each one not
-EXCLUDED (with its reason), this script writes the
-inputs to a safetensors file named after the graph inputs, runs
-`otc-run model.onnx --inputs IN --outputs OUT`, and compares every graph
-output with the expected one (same shape; integers and booleans exactly and
+EXCLUDED (with its reason), this script writes the inputs to a safetensors
+file named after the graph inputs, runs `otc-run model.onnx --inputs IN
+--outputs OUT`, and compares every graph output with the expected one (same shape; integers and booleans exactly and
 with the same dtype; floats with numpy.allclose, rtol 1e-5, atol 1e-6;
 float16 and bfloat16 outputs within one step of their type, rtol 2^-10 and
 2^-7: otc computes every float type in f32, and ONNX 1.12's expected
