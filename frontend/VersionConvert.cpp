@@ -5,7 +5,8 @@
 // (onnx::version_conversion::ConvertVersion), which rewrites the nodes whose
 // signature changed (axes attributes that became inputs, Dropout's is_test,
 // broadcast flags...). The importer then reads the converted model as any
-// other opset-13 model.
+// other opset-13 model; initializers stored as external data keep their
+// location.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,8 @@
 #include "onnx/version_converter/convert.h"
 
 #include <exception>
+#include <map>
+#include <string>
 
 namespace otc {
 namespace detail {
@@ -22,9 +25,22 @@ int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
                      int64_t opset) {
   if (opset >= kMinOpset)
     return opset;
+  // The converter's graph form keeps an initializer's dims but not its
+  // external data: those initializers are put back as they were (adapters
+  // add initializers, they never change one).
+  std::map<std::string, onnx::TensorProto> external;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+      external.emplace(t.name(), t);
   try {
     onnx::ModelProto converted = onnx::version_conversion::ConvertVersion(
         model, static_cast<int>(kMinOpset));
+    for (onnx::TensorProto &t :
+         *converted.mutable_graph()->mutable_initializer()) {
+      auto it = external.find(t.name());
+      if (it != external.end())
+        t = it->second;
+    }
     model = std::move(converted);
   } catch (const std::exception &e) {
     fail("'" + path + "': the ONNX version converter cannot upgrade opset " +

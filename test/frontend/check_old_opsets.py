@@ -6,7 +6,8 @@ The importer upgrades such models to opset 13 with libonnx's version
 converter; these models use the ops whose signature or meaning changed on
 the way: Softmax/LogSoftmax before 13 (the input flattened to 2-D at `axis`),
 Unsqueeze/Squeeze/ReduceSum/Split with attributes that became inputs,
-Dropout with is_test / ratio attributes, Reshape, Gemm-7 and Pow-7.
+Dropout with is_test / ratio attributes, Reshape, Gemm-7 and Pow-7; and a
+weight stored as external data, which the conversion keeps.
 Prints `NAME PASS` or `NAME FAIL (why)` per model; exits 1 on a failure.
 Needs numpy and onnx (Debian's /usr/bin/python3).
 """
@@ -92,6 +93,14 @@ def cases():
     m = model("opset7", 7, nodes, [("x", [2, 3, 4])], [("y", [2, 5])], inits)
     g = 0.5 * x.reshape(2, 12) @ w.T + b
     out.append(("opset7", m, {"x": x}, {"y": g ** 2 + b}))
+
+    # Opset 11 with the weight stored as external data (saved by main()).
+    w2 = rng.standard_normal((4, 3)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w2"], ["mm"]),
+             helper.make_node("Unsqueeze", ["mm"], ["y"], axes=[0])]
+    m = model("opset11_external", 11, nodes, [("x", [2, 3, 4])],
+              [("y", [1, 2, 3, 3])], [numpy_helper.from_array(w2, "w2")])
+    out.append(("opset11_external", m, {"x": x}, {"y": (x @ w2)[None]}))
     return out
 
 
@@ -124,7 +133,8 @@ def main():
         work = args.keep or tmp
         for name, m, inputs, expected in cases():
             path = os.path.join(work, name + ".onnx")
-            onnx.save(m, path)
+            onnx.save(m, path, save_as_external_data=name.endswith("external"),
+                      location=name + ".weights", size_threshold=0)
             in_path = os.path.join(work, name + ".in.safetensors")
             out_path = os.path.join(work, name + ".out.safetensors")
             write_safetensors(in_path, inputs)
