@@ -4,7 +4,8 @@
 // 12) are upgraded to kMinOpset by the version converter that libonnx ships
 // (onnx::version_conversion::ConvertVersion), which rewrites the nodes whose
 // signature changed (axes attributes that became inputs, Dropout's is_test,
-// broadcast flags...). The importer then reads the converted model as any
+// broadcast flags...), after ONNX shape inference (some adapters need the
+// rank of their input). The importer then reads the converted model as any
 // other opset-13 model; initializers stored as external data keep their
 // location.
 //
@@ -12,6 +13,7 @@
 
 #include "frontend/Importer.h"
 
+#include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
 
 #include <exception>
@@ -33,6 +35,9 @@ int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
     if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
       external.emplace(t.name(), t);
   try {
+    // Adapters such as Softmax-12 to 13 need the rank of their input: infer
+    // the shapes first (without failing on what inference cannot do).
+    onnx::shape_inference::InferShapes(model);
     onnx::ModelProto converted = onnx::version_conversion::ConvertVersion(
         model, static_cast<int>(kMinOpset));
     for (onnx::TensorProto &t :

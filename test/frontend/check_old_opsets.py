@@ -7,7 +7,8 @@ converter; these models use the ops whose signature or meaning changed on
 the way: Softmax/LogSoftmax before 13 (the input flattened to 2-D at `axis`),
 Unsqueeze/Squeeze/ReduceSum/Split with attributes that became inputs,
 Dropout with is_test / ratio attributes, Reshape, Gemm-7 and Pow-7; and a
-weight stored as external data, which the conversion keeps.
+weight stored as external data, which the conversion keeps; a Softmax
+whose input rank only shape inference knows.
 Prints `NAME PASS` or `NAME FAIL (why)` per model; exits 1 on a failure.
 Needs numpy and onnx (Debian's /usr/bin/python3).
 """
@@ -101,6 +102,15 @@ def cases():
     m = model("opset11_external", 11, nodes, [("x", [2, 3, 4])],
               [("y", [1, 2, 3, 3])], [numpy_helper.from_array(w2, "w2")])
     out.append(("opset11_external", m, {"x": x}, {"y": (x @ w2)[None]}))
+
+    # Opset 9: the Softmax input's rank is known only by shape inference.
+    x2 = rng.standard_normal((2, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w2"], ["mm"]),
+             helper.make_node("Softmax", ["mm"], ["y"], axis=1)]
+    m = model("opset9_inferred", 9, nodes, [("x", [2, 4])], [("y", [2, 3])],
+              [numpy_helper.from_array(w2, "w2")])
+    out.append(("opset9_inferred", m, {"x": x2},
+                {"y": softmax_2d(x2 @ w2, 1)}))
     return out
 
 
