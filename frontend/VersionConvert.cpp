@@ -5,9 +5,9 @@
 // (onnx::version_conversion::ConvertVersion), which rewrites the nodes whose
 // signature changed (axes attributes that became inputs, Dropout's is_test,
 // broadcast flags...), after ONNX shape inference (some adapters need the
-// rank of their input). The importer then reads the converted model as any
-// other opset-13 model; initializers stored as external data keep their
-// location.
+// rank of their input), which is told the rank of computed Reshapes. The
+// importer then reads the converted model as any other opset-13 model;
+// initializers stored as external data keep their location.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,9 +19,73 @@
 #include <exception>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace otc {
 namespace detail {
+
+/// Runs ONNX shape inference on `model` (adding value_info), helped where
+/// it stops: the output of a Reshape whose shape input is computed (an
+/// exporter's Shape/Gather/Concat chain) gets the rank that the shape input's
+/// length gives, with unknown dimensions, and inference runs again from there.
+static void inferShapes(onnx::ModelProto &model) {
+  const onnx::ShapeInferenceOptions options(/*check_type_val=*/false,
+                                            /*strict_mode_val=*/0,
+                                            /*data_prop_val=*/true);
+  for (int round = 0; round < 8; ++round) {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), options);
+    onnx::GraphProto &graph = *model.mutable_graph();
+    std::map<std::string, const onnx::TypeProto *> types;
+    for (const auto *list :
+         {&graph.input(), &graph.value_info(), &graph.output()})
+      for (const onnx::ValueInfoProto &v : *list)
+        types.emplace(v.name(), &v.type());
+    std::map<std::string, std::vector<int64_t>> initDims;
+    for (const onnx::TensorProto &t : graph.initializer())
+      initDims[t.name()] =
+          std::vector<int64_t>(t.dims().begin(), t.dims().end());
+    auto hasShape = [&](const std::string &name) {
+      auto it = types.find(name);
+      return it != types.end() && it->second->has_tensor_type() &&
+             it->second->tensor_type().has_shape();
+    };
+    std::vector<onnx::ValueInfoProto> added;
+    for (const onnx::NodeProto &node : graph.node()) {
+      if (node.op_type() != "Reshape" || node.input_size() < 2 ||
+          node.output_size() < 1 || hasShape(node.output(0)))
+        continue;
+      auto data = types.find(node.input(0));
+      if (data == types.end() || !data->second->has_tensor_type())
+        continue;
+      // The length of the shape input: from its inferred shape, or its dims
+      // when it is an initializer (which inference reads itself).
+      int64_t rank = -1;
+      auto shape = types.find(node.input(1));
+      if (shape != types.end() && hasShape(node.input(1))) {
+        const auto &dims = shape->second->tensor_type().shape().dim();
+        if (dims.size() == 1 && dims[0].has_dim_value())
+          rank = dims[0].dim_value();
+      } else if (auto it = initDims.find(node.input(1));
+                 it != initDims.end() && it->second.size() == 1) {
+        rank = it->second[0];
+      }
+      if (rank < 0)
+        continue;
+      onnx::ValueInfoProto v;
+      v.set_name(node.output(0));
+      auto *tt = v.mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(data->second->tensor_type().elem_type());
+      for (int64_t d = 0; d < rank; ++d)
+        tt->mutable_shape()->add_dim();
+      added.push_back(std::move(v));
+    }
+    if (added.empty())
+      return;
+    for (onnx::ValueInfoProto &v : added)
+      *graph.add_value_info() = std::move(v);
+  }
+}
 
 int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
                      int64_t opset) {
@@ -37,7 +101,7 @@ int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
   try {
     // Adapters such as Softmax-12 to 13 need the rank of their input: infer
     // the shapes first (without failing on what inference cannot do).
-    onnx::shape_inference::InferShapes(model);
+    inferShapes(model);
     onnx::ModelProto converted = onnx::version_conversion::ConvertVersion(
         model, static_cast<int>(kMinOpset));
     for (onnx::TensorProto &t :
