@@ -90,9 +90,10 @@ void loadModel(const std::string &path, onnx::ModelProto &model);
 /// Checks ir_version, opset and graph; returns the default-domain opset.
 int64_t checkHeader(const std::string &path, const onnx::ModelProto &model);
 /// Upgrades a model at an opset older than kMinOpset to kMinOpset with
-/// libonnx's version converter; returns the model's opset afterwards.
+/// libonnx's version converter; returns the model's opset afterwards. The
+/// dimensions that `options` binds are fixed in the graph inputs first.
 int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
-                     int64_t opset);
+                     int64_t opset, const ImportOptions &options);
 /// Runs the ONNX checker when libonnx knows `opset`.
 void runChecker(const std::string &path, int64_t opset);
 /// Decodes a tensor (raw, typed or external data relative to `modelPath`);

@@ -171,7 +171,7 @@ void Importer::inlineConstantBuffers() {
 OwningOpRef<ModuleOp> Importer::run() {
   loadModel(path, model);
   int64_t fileOpset = checkHeader(path, model);
-  opset = upgradeOpset(path, model, fileOpset);
+  opset = upgradeOpset(path, model, fileOpset, options);
   prescan();
   // The checker reads the file as written, at its own opset.
   runChecker(path, fileOpset);

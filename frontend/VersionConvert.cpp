@@ -87,10 +87,37 @@ static void inferShapes(onnx::ModelProto &model) {
   }
 }
 
+/// Writes the dimensions that --dim and --micro-batch bind (to a positive
+/// size) into the graph inputs, as addInputs would read them, so that shape
+/// inference and the adapters see them: the Softmax-12 to 13 adapter writes
+/// the input's dimensions into a Reshape.
+static void bindDims(onnx::ModelProto &model, const ImportOptions &options) {
+  for (onnx::ValueInfoProto &in : *model.mutable_graph()->mutable_input()) {
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape())
+      continue;
+    auto *dims = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int i = 0; i < dims->dim_size(); ++i) {
+      onnx::TensorShapeProto_Dimension &dim = *dims->mutable_dim(i);
+      if (dim.has_dim_value())
+        continue;
+      auto bound = dim.dim_param().empty() ? options.dims.end()
+                                           : options.dims.find(dim.dim_param());
+      int64_t value = 0;
+      if (bound != options.dims.end())
+        value = bound->second;
+      else if (i == 0 && options.microBatch)
+        value = *options.microBatch;
+      if (value > 0)
+        dim.set_dim_value(value);
+    }
+  }
+}
+
 int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
-                     int64_t opset) {
+                     int64_t opset, const ImportOptions &options) {
   if (opset >= kMinOpset)
     return opset;
+  bindDims(model, options);
   // The converter's graph form keeps an initializer's dims but not its
   // external data: those initializers are put back as they were (adapters
   // add initializers, they never change one).

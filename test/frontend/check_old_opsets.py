@@ -8,7 +8,8 @@ the way: Softmax/LogSoftmax before 13 (the input flattened to 2-D at `axis`),
 Unsqueeze/Squeeze/ReduceSum/Split with attributes that became inputs,
 Dropout with is_test / ratio attributes, Reshape, Gemm-7 and Pow-7; and a
 weight stored as external data, which the conversion keeps; a Softmax
-whose input rank only shape inference knows.
+whose input rank only shape inference knows, and one over symbolic
+dimensions bound by --dim.
 Prints `NAME PASS` or `NAME FAIL (why)` per model; exits 1 on a failure.
 Needs numpy and onnx (Debian's /usr/bin/python3).
 """
@@ -111,7 +112,18 @@ def cases():
               [numpy_helper.from_array(w2, "w2")])
     out.append(("opset9_inferred", m, {"x": x2},
                 {"y": softmax_2d(x2 @ w2, 1)}))
+
+    # Opset 11: Softmax over axis 1 of an input with symbolic dimensions,
+    # bound by --dim (the converter's Reshape back takes their values).
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=1)]
+    m = model("opset11_symbolic", 11, nodes, [("x", ["batch", "n", 4])],
+              [("y", ["batch", "n", 4])])
+    out.append(("opset11_symbolic", m, {"x": x}, {"y": softmax_2d(x, 1)}))
     return out
+
+
+# Extra otc-run arguments by case.
+DIMS = {"opset11_symbolic": ["--dim", "batch=2", "--dim", "n=3"]}
 
 
 def unconvertible():
@@ -149,7 +161,7 @@ def main():
             out_path = os.path.join(work, name + ".out.safetensors")
             write_safetensors(in_path, inputs)
             proc = subprocess.run([args.otc_run, path, "--inputs", in_path,
-                                   "--outputs", out_path],
+                                   "--outputs", out_path] + DIMS.get(name, []),
                                   capture_output=True, text=True)
             error = proc.stderr.strip() if proc.returncode else None
             if error is None:
