@@ -4,10 +4,12 @@
 // 12) are upgraded to kMinOpset by the version converter that libonnx ships
 // (onnx::version_conversion::ConvertVersion), which rewrites the nodes whose
 // signature changed (axes attributes that became inputs, Dropout's is_test,
-// broadcast flags...), after ONNX shape inference (some adapters need the
-// rank of their input), which is told the rank of computed Reshapes. The
-// importer then reads the converted model as any other opset-13 model;
-// initializers stored as external data keep their location.
+// broadcast flags...). Some adapters need the rank or the dimensions of
+// their input, so the dimensions that --dim / --micro-batch bind are first
+// written into the graph inputs and ONNX shape inference runs, told the rank
+// of computed Reshapes. The importer then reads the converted model as any
+// other opset-13 model; initializers stored as external data keep their
+// location.
 //
 //===----------------------------------------------------------------------===//
 
