@@ -1,8 +1,8 @@
 //===- ElementwiseOps.cpp - importing elementwise ONNX ops ----------------===//
 //
-// Add/Sub/Mul/Div (any element type, both operands of one type), Pow (the
-// exponent converted to the base's type), the unary float ops (Neg also on
-// integers, as 0 - x), Gelu (opset 20: the erf or tanh formula in
+// Add/Sub/Mul/Div (any element type, both operands of one type), Pow (float
+// or integer base; see importPow for the types), the unary float ops (Neg
+// also on integers, as 0 - x), Gelu (opset 20: the erf or tanh formula in
 // primitives), Cos and Sin of constants (folded at import),
 // Equal/Less/Greater(OrEqual) onto otc.compare, Where onto
 // otc.select, Cast, Identity and Dropout. Every op is built with
@@ -42,14 +42,27 @@ void Importer::importBinary() {
 }
 
 void Importer::importPow() {
-  Value x = requireFloat(input(0), "the base X");
+  Value x = input(0);
   Value e = input(1);
-  // Opset 15 allows any numeric exponent type; the power is computed in the
-  // base's type.
-  if (elemOf(e) != elemOf(x))
-    e = builder.createOrFold<CastOp>(currentLoc,
-                                     tensorType(shapeOf(e), elemOf(x)), e);
-  define(0, binary<PowOp>(x, e));
+  auto cast = [&](Value v, Type to) -> Value {
+    if (elemOf(v) == to)
+      return v;
+    return builder.createOrFold<CastOp>(currentLoc, tensorType(shapeOf(v), to),
+                                        v);
+  };
+  // Opset 15 allows any numeric exponent type. With a float base, or an
+  // integer base and an integer exponent, the power is computed in the base's
+  // type; an integer base with a float exponent is raised in the exponent's
+  // float type and truncated back to the base's (numpy's power + astype).
+  if (!isa<FloatType>(elemOf(x))) {
+    requireInt(x, "the base X");
+    if (isa<FloatType>(elemOf(e))) {
+      Value y = binary<PowOp>(cast(x, elemOf(e)), e);
+      define(0, cast(y, elemOf(x)));
+      return;
+    }
+  }
+  define(0, binary<PowOp>(x, cast(e, elemOf(x))));
 }
 
 void Importer::importCompare() {

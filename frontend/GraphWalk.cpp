@@ -69,7 +69,9 @@ void Importer::prescan() {
   for (const auto &init : graph.initializer())
     defined.insert(init.name());
 
-  llvm::StringSet<> dynamicUse, staticUse;
+  // Uses as a loss's class weights: an initializer read only there (or at
+  // import time) is a constant, not a trained parameter.
+  llvm::StringSet<> dynamicUse, staticUse, classWeightUse;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo &node = nodes[i];
     for (int j = 0; j < node.proto->input_size(); ++j) {
@@ -79,7 +81,13 @@ void Importer::prescan() {
       used.insert(in);
       const OpInfo *info = lookupOp(node.proto->op_type());
       bool isStatic = info && j < 32 && (info->staticInputs >> j & 1);
-      (isStatic ? staticUse : dynamicUse).insert(in);
+      bool isClassWeight =
+          j == 2 && (node.proto->op_type() == "SoftmaxCrossEntropyLoss" ||
+                     node.proto->op_type() == "NegativeLogLikelihoodLoss");
+      (isStatic        ? staticUse
+       : isClassWeight ? classWeightUse
+                       : dynamicUse)
+          .insert(in);
       if (defined.contains(in))
         continue;
       std::string where = "node '" + node.name + "' (" + node.proto->op_type() +
@@ -103,8 +111,13 @@ void Importer::prescan() {
       fail("graph output '" + out.name() + "' is never defined");
   }
   for (const auto &init : graph.initializer())
-    if (staticUse.contains(init.name()) && !dynamicUse.contains(init.name()))
+    if ((staticUse.contains(init.name()) ||
+         classWeightUse.contains(init.name())) &&
+        !dynamicUse.contains(init.name()))
       staticOnly.insert(init.name());
+  for (const auto &in : graph.input())
+    if (staticUse.contains(in.name()))
+      staticGraphInputs.insert(in.name());
 }
 
 //===----------------------------------------------------------------------===//
@@ -128,6 +141,19 @@ void Importer::addInputs() {
     if (!kind)
       fail(what + " has element type " + dataTypeName(tt.elem_type()) +
            ", which is not supported");
+    BoundInput bound;
+    if (staticGraphInputs.contains(in.name()) && options.inputValue &&
+        options.inputValue(in.name(), bound)) {
+      SmallVector<int64_t> declared;
+      if (tt.has_shape())
+        for (const auto &dim : tt.shape().dim())
+          declared.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+      bindInput(in, *kind,
+                tt.has_shape() ? ArrayRef<int64_t>(declared)
+                               : ArrayRef<int64_t>(bound.shape),
+                bound);
+      continue;
+    }
     if (!tt.has_shape())
       fail(what + " has no shape (rank unknown)");
     SmallVector<int64_t> shape;
@@ -167,6 +193,43 @@ void Importer::addInputs() {
                             attrs::kInput, builder.getStringAttr(in.name()))});
     values[in.name()] = arg;
   }
+}
+
+void Importer::bindInput(const onnx::ValueInfoProto &in, Kind kind,
+                         ArrayRef<int64_t> declared, const BoundInput &value) {
+  std::string what = "input '" + in.name() + "'";
+  if (value.isFloat != (kind == Kind::F32))
+    fail(what + " is given as " + (value.isFloat ? "floats" : "integers") +
+         " but the model declares " +
+         dataTypeName(in.type().tensor_type().elem_type()));
+  // A one-element [1] value binds a declared scalar, as numpy would take it.
+  bool scalarFromOne =
+      declared.empty() && value.shape.size() == 1 && value.shape[0] == 1;
+  bool ok = scalarFromOne || declared.size() == value.shape.size();
+  for (size_t d = 0; ok && !scalarFromOne && d < declared.size(); ++d)
+    ok = declared[d] < 0 || declared[d] == value.shape[d];
+  if (!ok) {
+    std::string want = "[";
+    for (size_t d = 0; d < declared.size(); ++d)
+      want += (d ? ", " : "") +
+              (declared[d] < 0 ? "?" : std::to_string(declared[d]));
+    fail(what + " is given with shape " + shapeStr(value.shape) +
+         ", the model declares " + want + "]");
+  }
+  TensorData data;
+  data.kind = kind;
+  if (!scalarFromOne)
+    data.shape.assign(value.shape.begin(), value.shape.end());
+  for (double v : value.values) {
+    if (kind == Kind::F32)
+      data.floats.push_back(static_cast<float>(v));
+    else
+      data.ints.push_back(kind == Kind::I1 ? v != 0.0
+                                           : static_cast<int64_t>(v));
+  }
+  Location loc = NameLoc::get(builder.getStringAttr(in.name()));
+  statics[in.name()] = std::make_unique<StaticValue>(
+      StaticValue{toAttr(&ctx, data), loc, Value()});
 }
 
 void Importer::addParams() {

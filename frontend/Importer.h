@@ -40,6 +40,9 @@ namespace detail {
 /// The default-domain opsets the importer knows the op semantics of.
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 21;
+/// The oldest default-domain opset read: older models, from this one on, are
+/// upgraded to kMinOpset by libonnx's version converter (VersionConvert.cpp).
+constexpr int64_t kOldestOpset = 7;
 /// The newest default-domain opset libonnx 1.12's checker knows.
 constexpr int64_t kMaxCheckerOpset = 17;
 
@@ -86,6 +89,11 @@ mlir::DenseElementsAttr toAttr(mlir::MLIRContext *ctx, const TensorData &t);
 void loadModel(const std::string &path, onnx::ModelProto &model);
 /// Checks ir_version, opset and graph; returns the default-domain opset.
 int64_t checkHeader(const std::string &path, const onnx::ModelProto &model);
+/// Upgrades a model at an opset older than kMinOpset to kMinOpset with
+/// libonnx's version converter; returns the model's opset afterwards. The
+/// dimensions that `options` binds are fixed in the graph inputs first.
+int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
+                     int64_t opset, const ImportOptions &options);
 /// Runs the ONNX checker when libonnx knows `opset`.
 void runChecker(const std::string &path, int64_t opset);
 /// Decodes a tensor (raw, typed or external data relative to `modelPath`);
@@ -160,8 +168,14 @@ private:
   /// Names the nodes, rejects unsupported ops and undefined or out-of-order
   /// values, and finds the initializers read only at import time.
   void prescan();
-  /// Adds the graph inputs as `otc.input` arguments, binding symbolic dims.
+  /// Adds the graph inputs as `otc.input` arguments, binding symbolic dims;
+  /// import-time inputs with a value from ImportOptions::inputValue become
+  /// constants instead.
   void addInputs();
+  /// Makes graph input `in` (of `kind`, declared shape `declared` with -1 for
+  /// symbolic dims) the constant `value`; checks type and shape.
+  void bindInput(const onnx::ValueInfoProto &in, Kind kind,
+                 llvm::ArrayRef<int64_t> declared, const BoundInput &value);
   /// Adds the float initializers as `otc.param` arguments; keeps the others.
   void addParams();
   /// Builds the ops of one node.
@@ -261,8 +275,7 @@ private:
   /// What SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss share
   /// (NormalizationOps.cpp).
   template <typename LossOp>
-  mlir::Value importLoss(mlir::Value scores, mlir::Value labels,
-                         const char *noWeights);
+  mlir::Value importLoss(mlir::Value scores, mlir::Value labels);
 
   mlir::MLIRContext &ctx;
   mlir::OpBuilder builder;
@@ -279,8 +292,11 @@ private:
   /// Names read by some node input or graph output.
   llvm::StringSet<> used;
   /// Float initializers read only as import-time inputs (shapes, axes,
-  /// Dropout ratio...): they stay constants instead of parameters.
+  /// Dropout ratio...) or as class weights of a loss: they stay constants
+  /// instead of parameters.
   llvm::StringSet<> staticOnly;
+  /// Graph inputs read as import-time inputs (shapes, axes...).
+  llvm::StringSet<> staticGraphInputs;
 
   mlir::OwningOpRef<mlir::ModuleOp> module;
   mlir::func::FuncOp func;

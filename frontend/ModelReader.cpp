@@ -254,9 +254,9 @@ int64_t checkHeader(const std::string &path, const onnx::ModelProto &model) {
     fail("'" + path + "' has no opset_import for the default ONNX domain");
   if (!model.has_graph())
     fail("'" + path + "' has no graph");
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset < kOldestOpset || opset > kMaxOpset)
     fail("'" + path + "' uses ONNX opset " + Twine(opset) +
-         "; the importer supports opsets " + Twine(kMinOpset) + " to " +
+         "; the importer supports opsets " + Twine(kOldestOpset) + " to " +
          Twine(kMaxOpset));
   return opset;
 }

@@ -3,9 +3,10 @@
 // Softmax and LogSoftmax (opset 13 semantics: along one axis); ReduceSum,
 // ReduceMean (sum times 1/n) and ReduceMax, whose axes are an input since
 // opset 13 (ReduceSum) or 18 (ReduceMean, ReduceMax); LayerNormalization
-// (opset 17) in primitives; SoftmaxCrossEntropyLoss and
-// NegativeLogLikelihoodLoss, whose [N, C, d...] inputs are flattened to
-// [N*d..., C] rows.
+// (opset 17) in primitives, with its Mean and InvStdDev outputs;
+// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss, whose [N, C, d...]
+// inputs are flattened to [N*d..., C] rows, with class weights and
+// SoftmaxCrossEntropyLoss's log_prob output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +15,6 @@
 #include "ir/ShapeUtils.h"
 
 #include "llvm/ADT/STLExtras.h"
-
-#include <type_traits>
 
 using namespace mlir;
 
@@ -105,9 +104,6 @@ void Importer::importLayerNorm() {
   Value x = requireFloat(input(0), "X");
   Value scale = requireFloat(input(1), "Scale");
   Value bias = getOptional(2);
-  if (outputUsed(1) || outputUsed(2))
-    nodeFail("only the first output (Y) is supported; Mean and InvStdDev "
-             "must be unused");
   ArrayRef<int64_t> in = shapeOf(x);
   int64_t rank = in.size();
   int64_t axis = normAxis(attrInt("axis", -1), rank, "axis");
@@ -137,6 +133,9 @@ void Importer::importLayerNorm() {
                shapeStr(in));
   }
   define(0, y);
+  // Mean and InvStdDev keep the normalized dimensions as 1s.
+  define(1, mean);
+  define(2, inv);
 }
 
 //===----------------------------------------------------------------------===//
@@ -186,44 +185,77 @@ static Value buildLoss(OpBuilder &builder, Location loc, Value scores,
 }
 
 /// The part of SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss they
-/// share: unsupported inputs and outputs, attributes, [N, C, d...] flattened
-/// to [N*d..., C], and "none"
-/// losses reshaped back to the labels' shape.
+/// share: attributes, [N, C, d...] flattened to [N*d..., C], the optional
+/// class weights, and "none" losses reshaped back to the labels' shape.
+///
+/// With weights W [C], row n's loss is W[label_n] times the unweighted one,
+/// ignored rows weigh 0, and "mean" divides the sum by the sum of the weights
+/// of the rows not ignored (ONNX's definition); this is built from the
+/// unweighted "none" loss, a Gather of W and a sum.
 template <typename LossOp>
-Value Importer::importLoss(Value scores, Value labels, const char *noWeights) {
-  if (getOptional(2))
-    nodeFail(noWeights);
-  // SoftmaxCrossEntropyLoss's second output, the log-probabilities.
-  if (std::is_same_v<LossOp, SoftmaxCrossEntropyOp> && outputUsed(1))
-    nodeFail("the log_prob output '" + current->proto->output(1) +
-             "' is not supported yet");
+Value Importer::importLoss(Value scores, Value labels) {
   std::string reduction = attrString("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     nodeFail("reduction '" + reduction + "' is not mean, sum or none");
   IntegerAttr ignore;
   if (const onnx::AttributeProto *a = attr("ignore_index"))
     ignore = builder.getI64IntegerAttr(a->i());
+  Value weights = getOptional(2);
   SmallVector<int64_t> extra;
   SmallVector<int64_t> lshape(shapeOf(labels));
   flattenLossInputs(scores, labels, extra);
-  Value loss = buildLoss<LossOp>(builder, currentLoc, scores, labels,
-                                 reduction, ignore, shapeOf(labels)[0]);
+  int64_t rows = shapeOf(labels)[0];
+  if (!weights) {
+    Value loss = buildLoss<LossOp>(builder, currentLoc, scores, labels,
+                                   reduction, ignore, rows);
+    return reduction == "none" ? reshape(loss, lshape) : loss;
+  }
+
+  requireFloat(weights, "the weights input");
+  int64_t classes = shapeOf(scores)[1];
+  if (shapeOf(weights) != ArrayRef<int64_t>{classes})
+    nodeFail("the weights input has shape " + shapeStr(shapeOf(weights)) +
+             ", expected [" + Twine(classes) + "] (one per class)");
+  Value loss = buildLoss<LossOp>(builder, currentLoc, scores, labels, "none",
+                                 ignore, rows);
+  // Ignored rows read W[0] (their label may be out of range) and weigh 0.
+  Value kept, safeLabels = labels;
+  if (ignore) {
+    kept = builder.createOrFold<CompareOp>(
+        currentLoc, tensorType({rows}, builder.getI1Type()), labels,
+        scalarLike(labels, static_cast<double>(ignore.getInt())),
+        builder.getStringAttr("ne"));
+    safeLabels = builder.createOrFold<SelectOp>(
+        currentLoc, labels.getType(), kept, labels, scalarLike(labels, 0));
+  }
+  Value rowWeights = builder.createOrFold<GatherOp>(
+      currentLoc, tensorType({rows}, elemOf(weights)), weights, safeLabels,
+      builder.getI64IntegerAttr(0));
+  if (kept)
+    rowWeights =
+        builder.createOrFold<SelectOp>(currentLoc, rowWeights.getType(), kept,
+                                       rowWeights, scalarLike(rowWeights, 0));
+  loss = binary<MulOp>(loss, rowWeights);
   if (reduction == "none")
-    loss = reshape(loss, lshape);
-  return loss;
+    return reshape(loss, lshape);
+  Value total = reduceSum(loss, {0}, false);
+  if (reduction == "sum")
+    return total;
+  return binary<DivOp>(total, reduceSum(rowWeights, {0}, false));
 }
 
 void Importer::importSoftmaxCrossEntropy() {
   Value scores = requireFloat(input(0), "scores");
-  define(0, importLoss<SoftmaxCrossEntropyOp>(
-                scores, input(1),
-                "the weights input is not supported yet"));
+  define(0, importLoss<SoftmaxCrossEntropyOp>(scores, input(1)));
+  // The second output: the log-probabilities, [N, C, d...] like the scores.
+  if (outputUsed(1))
+    define(1, builder.create<LogSoftmaxOp>(currentLoc, scores.getType(), scores,
+                                           builder.getI64IntegerAttr(1)));
 }
 
 void Importer::importNllLoss() {
   Value logp = requireFloat(input(0), "input");
-  define(0, importLoss<NllLossOp>(logp, input(1),
-                                    "the weight input is not supported"));
+  define(0, importLoss<NllLossOp>(logp, input(1)));
 }
 
 } // namespace detail

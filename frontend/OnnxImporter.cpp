@@ -173,9 +173,11 @@ void Importer::inlineConstantBuffers() {
 
 OwningOpRef<ModuleOp> Importer::run() {
   loadModel(path, model);
-  opset = checkHeader(path, model);
+  int64_t fileOpset = checkHeader(path, model);
+  opset = upgradeOpset(path, model, fileOpset, options);
   prescan();
-  runChecker(path, opset);
+  // The checker reads the file as written, at its own opset.
+  runChecker(path, fileOpset);
 
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   module = ModuleOp::create(fileLoc);

@@ -4,7 +4,8 @@
 // function, `@forward`, in the otc dialect. Graph inputs and float
 // initializers become function arguments, graph outputs its results; every
 // op's location is the name of the ONNX node it came from. Symbolic
-// dimensions are bound at import, so the function is statically shaped.
+// dimensions are bound at import, so the function is statically shaped;
+// graph inputs that an op needs as constants can be bound to values too.
 //
 // This header is free of ONNX and protobuf types: the importer is compiled
 // with exceptions (ONNX needs them) and catches them at this boundary.
@@ -19,6 +20,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,13 +28,26 @@
 
 namespace otc {
 
-/// How symbolic dimensions are bound.
+/// The value of a graph input given before import (otc-run's --inputs).
+struct BoundInput {
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+  /// Whether the values were given as floats (else integers or booleans).
+  bool isFloat = false;
+};
+
+/// How symbolic dimensions (and import-time inputs) are bound.
 struct ImportOptions {
   /// `--dim NAME=VALUE`: binds every dimension whose dim_param is NAME.
   std::map<std::string, int64_t> dims;
   /// `--micro-batch N`: binds the leading dimension of every graph input when
   /// it is symbolic (a dim_param not in `dims`, or unknown).
   std::optional<int64_t> microBatch;
+  /// When set, asked for the value of every graph input that an op needs at
+  /// import time (a Reshape shape, Slice starts, reduction axes, Trilu's k,
+  /// Dropout's ratio...): when it returns true the input becomes a constant
+  /// holding that value instead of an argument of @forward.
+  std::function<bool(const std::string &name, BoundInput &value)> inputValue;
 };
 
 /// A float initializer's name, shape and values (converted to float32).

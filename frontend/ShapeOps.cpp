@@ -1,7 +1,8 @@
 //===- ShapeOps.cpp - importing shape and data-movement ONNX ops ----------===//
 //
 // Transpose; Reshape, Flatten, Unsqueeze and Squeeze onto otc.reshape;
-// Expand onto otc.broadcast; Concat; Split and Slice onto otc.slice; Gather;
+// Expand onto otc.broadcast; Concat; Split and Slice onto otc.slice (a
+// negative Slice step onto otc.gather of the picked indices); Gather;
 // ScatterND with constant indices onto a gather from data and updates
 // concatenated; Trilu. Shapes, axes, starts/ends/steps, split sizes and
 // scatter indices must be constants once dimensions are bound (they are
@@ -15,6 +16,8 @@
 #include "ir/ShapeUtils.h"
 
 #include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
 
 using namespace mlir;
 
@@ -356,6 +359,8 @@ void Importer::importSlice() {
 
   SmallVector<int64_t> outStarts(rank, 0), strides(rank, 1), out(in);
   SmallVector<bool> seen(rank, false);
+  // Axes with a negative step are gathered afterwards: (axis, indices).
+  SmallVector<std::pair<int64_t, SmallVector<int64_t>>> reversed;
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t d = normAxis(axes[i], rank, "axis");
     if (seen[d])
@@ -364,9 +369,20 @@ void Importer::importSlice() {
     int64_t step = steps[i], dim = in[d];
     if (step == 0)
       nodeFail("step 0 on axis " + Twine(d));
-    if (step < 0)
-      nodeFail("negative steps are not supported (step " + Twine(step) +
-               " on axis " + Twine(d) + ")");
+    if (step < 0) {
+      // ONNX clamps the start to [0, dim - 1] and the end to [-1, dim - 1].
+      int64_t b = starts[i] < 0 ? starts[i] + dim : starts[i];
+      int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      SmallVector<int64_t> indices;
+      for (int64_t j = b; j > e; j += step)
+        indices.push_back(j);
+      if (indices.empty())
+        nodeFail("the slice of axis " + Twine(d) + " is empty");
+      reversed.push_back({d, std::move(indices)});
+      continue;
+    }
     // ONNX clamps out-of-range starts and ends (INT64_MAX means "to the end").
     auto clampIndex = [dim](int64_t v) {
       if (v < 0)
@@ -379,8 +395,18 @@ void Importer::importSlice() {
     outStarts[d] = n ? b : 0;
     strides[d] = step;
   }
-  define(0, builder.createOrFold<SliceOp>(
-                currentLoc, tensorType(out, elemOf(x)), x, outStarts, strides));
+  Value y = builder.createOrFold<SliceOp>(
+      currentLoc, tensorType(out, elemOf(x)), x, outStarts, strides);
+  for (auto &[d, indices] : reversed) {
+    auto type = RankedTensorType::get({static_cast<int64_t>(indices.size())},
+                                      builder.getI64Type());
+    Value idx = builder.create<ConstantOp>(
+        currentLoc, DenseElementsAttr::get(type, ArrayRef<int64_t>(indices)));
+    out[d] = indices.size();
+    y = builder.createOrFold<GatherOp>(currentLoc, tensorType(out, elemOf(x)),
+                                       y, idx, builder.getI64IntegerAttr(d));
+  }
+  define(0, y);
 }
 
 void Importer::importGather() {

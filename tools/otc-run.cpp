@@ -7,7 +7,10 @@
 //     imports the model, binds the graph inputs from IN (by graph input name;
 //     a float input may come in any float dtype and is rounded to its
 //     argument's type, since the importer may compute an f64 or f16 ONNX
-//     input in f32), the float initializers from the model and the random
+//     input in f32; a [1] tensor binds a scalar input; an input that an op
+//     needs at import time, such as a Reshape shape, Slice starts, reduction
+//     axes, Trilu's k or Dropout's ratio, becomes a constant holding its IN
+//     value), the float initializers from the model and the random
 //     key, runs @forward and writes every graph output, named after it, to
 //     OUT: floats as F32 (F64 for f64 results or with --f64), i64 as I64,
 //     i32 as I32, i1 (Equal, masks) as BOOL.
@@ -336,20 +339,15 @@ static std::string resultName(func::FuncOp func, unsigned index) {
 
 /// Binds the arguments of `func` (parameters from `initializers` when they
 /// are there, the random key from --rng-key unless the inputs file has it,
-/// everything else from --inputs by argumentName), runs it and writes its
-/// results to --outputs.
+/// everything else from `inputs`, read from --inputs, by argumentName), runs
+/// it and writes its results to --outputs.
 static int runAndWrite(func::FuncOp func, const Options &options,
-                       const std::vector<otc::InitializerData> &initializers) {
+                       const std::vector<otc::InitializerData> &initializers,
+                       const otcrt::TensorFile &inputs) {
   std::map<std::string, const otc::InitializerData *> initByName;
   for (const otc::InitializerData &init : initializers)
     initByName[init.name] = &init;
 
-  otcrt::TensorFile inputs;
-  if (!options.inputs.empty()) {
-    otcrt::Status status = otcrt::readSafetensors(options.inputs, inputs);
-    if (!status)
-      return fail(status.message());
-  }
   std::vector<Tensor> args;
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
@@ -382,7 +380,9 @@ static int runAndWrite(func::FuncOp func, const Options &options,
         return fail("input '" + name + "' has dtype " +
                     otcrt::dtypeName(t->dtype) + ", the model expects " +
                     (want ? otcrt::dtypeName(*want) : "an unsupported type"));
-      if (t->shape != shape)
+      // A one-element [1] tensor binds a scalar, as numpy would take it.
+      bool scalarFromOne = shape.empty() && t->shape == std::vector<int64_t>{1};
+      if (t->shape != shape && !scalarFromOne)
         return fail("input '" + name + "' has shape " +
                     otcrt::formatShape(t->shape) + ", the model expects " +
                     otcrt::formatShape(shape));
@@ -409,18 +409,52 @@ static int runAndWrite(func::FuncOp func, const Options &options,
   return 0;
 }
 
-/// Imports the ONNX model and runs its @forward.
+/// Sets `value` to tensor `name` of `inputs` and returns true when the file
+/// has it in a dtype toDoubles reads (any other one is reported when the
+/// input is bound as an argument).
+static bool findInput(const otcrt::TensorFile &inputs, const std::string &name,
+                      otc::BoundInput &value) {
+  const otcrt::Tensor *t = inputs.find(name);
+  if (!t ||
+      (!isFloatDType(t->dtype) && t->dtype != otcrt::StDType::I64 &&
+       t->dtype != otcrt::StDType::I32 && t->dtype != otcrt::StDType::BOOL))
+    return false;
+  value.shape = t->shape;
+  value.values = toDoubles(*t);
+  value.isFloat = isFloatDType(t->dtype);
+  return true;
+}
+
+/// Reads --inputs, when given, into `inputs`; returns an error or "".
+static std::string readInputs(const Options &options,
+                              otcrt::TensorFile &inputs) {
+  if (options.inputs.empty())
+    return "";
+  otcrt::Status status = otcrt::readSafetensors(options.inputs, inputs);
+  return status ? "" : status.message();
+}
+
+/// Imports the ONNX model and runs its @forward. Graph inputs that an op
+/// needs at import time (shapes, axes, k, ratio) are bound from --inputs.
 static int runOnnxModel(MLIRContext &context, const Options &options) {
-  std::string error;
+  otcrt::TensorFile inputs;
+  std::string error = readInputs(options, inputs);
+  if (!error.empty())
+    return fail(error);
+  otc::ImportOptions importOptions = options.import;
+  importOptions.inputValue = [&inputs](const std::string &name,
+                                       otc::BoundInput &value) {
+    return findInput(inputs, name, value);
+  };
   std::vector<otc::InitializerData> initializers;
   OwningOpRef<ModuleOp> module = otc::importOnnxModel(
-      context, options.model, options.import, error, &initializers);
+      context, options.model, importOptions, error, &initializers);
   if (!module)
     return fail(error.empty() ? "cannot import " + options.model : error);
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return fail("the imported module has no @forward");
-  return runAndWrite(forward, options, initializers);
+  return runAndWrite(forward, options, initializers, inputs);
 }
 
 /// Parses a .mlir module and runs its function --func (default @forward).
@@ -432,7 +466,11 @@ static int runMlirModule(MLIRContext &context, const Options &options) {
   auto func = module->lookupSymbol<func::FuncOp>(options.funcName);
   if (!func)
     return fail(options.model + " has no function @" + options.funcName);
-  return runAndWrite(func, options, {});
+  otcrt::TensorFile inputs;
+  std::string error = readInputs(options, inputs);
+  if (!error.empty())
+    return fail(error);
+  return runAndWrite(func, options, {}, inputs);
 }
 
 /// Parses the .mlir module, differentiates it when needed and runs the

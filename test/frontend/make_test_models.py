@@ -304,6 +304,17 @@ def transformer_ops(out_dir):
         ("l3", i, [2, 4])],
         [("p", f, [2, 3]), ("nll", f, []), ("sce", f, [2, 4]),
          ("scem", f, [])], 13), out_dir, "losses.onnx")
+    # Class weights as an initializer: a constant, not a parameter, built as
+    # the unweighted "none" loss times the gathered weights.
+    save(model_at("loss_weights", [
+        node("SoftmaxCrossEntropyLoss", ["s", "l", "cw"], ["sce"], name="sce",
+             ignore_index=2),
+        node("NegativeLogLikelihoodLoss", ["s", "l", "cw"], ["nll"],
+             name="nll", reduction="sum"),
+    ], [("s", f, [2, 3]), ("l", i, [2])], [("sce", f, []), ("nll", f, [])],
+        13, [numpy_helper.from_array(
+            np.array([0.5, 2.0, 1.0], dtype=np.float32), "cw")]),
+        out_dir, "loss_weights.onnx")
     # A GPT-like dynamic-batch reshape chain: the target [batch, seq, 2, 4]
     # is computed from Shape at run time; Range, ConstantOfShape, Size and
     # Shape with start/end (opset 15) fold too.
@@ -430,11 +441,11 @@ def main():
         [helper.make_node("Relu", ["x"], ["y"], name="relu_attr", alpha=1.0)],
         [("x", f, [2])], [("y", f, [2])]),
         out_dir, "checker_fail.onnx", check=False)
-    # An opset older than the importer knows.
+    # An opset older than the importer upgrades.
     old = single_node_graph(
         "old_opset", [helper.make_node("Relu", ["x"], ["y"], name="relu")],
         [("x", f, [2])], [("y", f, [2])])
-    old.opset_import[0].version = 11
+    old.opset_import[0].version = 6
     save(old, out_dir, "old_opset.onnx")
 
     save(single_node_graph(
