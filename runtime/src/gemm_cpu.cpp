@@ -1,4 +1,8 @@
-// Host implementation of otcrt_gemm_f32 for libotcrt_cpu: a cache-blocked
+// Host implementation of otcrt_gemm_f32 for libotcrt_cpu. Where OpenBLAS is
+// installed (libopenblas.so.0, looked up once at the first product, so that
+// a program runs the same with or without it), each batch entry is one
+// cblas_sgemm; OTCRT_BLAS=off in the environment keeps the built-in GEMM.
+// The built-in GEMM, used otherwise: a cache-blocked
 // i-k-j loop GEMM parallelized with OpenMP over (batch entry, row block).
 // When op(B) is a transpose, B is first packed into row-major K x N so the
 // innermost loop always streams contiguous rows of B and C (vectorizable).
@@ -8,11 +12,47 @@
 #include "otcrt/abi.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <dlfcn.h>
 #include <vector>
 
 namespace {
+
+/// cblas_sgemm, with the CBLAS enumerators' values.
+using CblasSgemm = void (*)(int order, int transA, int transB, int M, int N,
+                            int K, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C,
+                            int ldc);
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
+
+/// OpenBLAS's cblas_sgemm, or null when it is not installed or
+/// OTCRT_BLAS=off.
+CblasSgemm blasSgemm() {
+  static const CblasSgemm fn = []() -> CblasSgemm {
+    const char *env = std::getenv("OTCRT_BLAS");
+    if (env && std::strcmp(env, "off") == 0)
+      return nullptr;
+    void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return nullptr;
+    return reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
+  }();
+  return fn;
+}
+
+/// Whether BLAS takes the product as it is: sizes and leading dimensions
+/// that fit its int arguments and meet its rules (row-major: each stored
+/// row holds at least its logical columns).
+bool blasTakes(int transA, int transB, int64_t M, int64_t N, int64_t K,
+               int64_t lda, int64_t ldb, int64_t ldc) {
+  auto fits = [](int64_t v) { return v >= 1 && v <= INT_MAX; };
+  return fits(M) && fits(N) && fits(K) && fits(lda) && fits(ldb) &&
+         fits(ldc) && lda >= (transA ? M : K) && ldb >= (transB ? K : N) &&
+         ldc >= N;
+}
 
 constexpr int64_t kRowBlock = 16;
 constexpr int64_t kColBlock = 512;
@@ -62,6 +102,18 @@ extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                                int64_t batch) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
+
+  if (CblasSgemm sgemm = blasSgemm();
+      sgemm && blasTakes(transA, transB, M, N, K, lda, ldb, ldc)) {
+    // In batch order: entries that share C (stride 0) apply one after
+    // another, as the built-in GEMM applies them.
+    for (int64_t b = 0; b < batch; ++b)
+      sgemm(kCblasRowMajor, transA ? kCblasTrans : kCblasNoTrans,
+            transB ? kCblasTrans : kCblasNoTrans, int(M), int(N), int(K),
+            alpha, A + b * strideA, int(lda), B + b * strideB, int(ldb), beta,
+            C + b * strideC, int(ldc));
+    return;
+  }
 
   // Untranspose B once per distinct batch entry: packed is K x N row-major.
   std::vector<float> packed;
