@@ -17,6 +17,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+#include <queue>
 
 namespace otc {
 #define GEN_PASS_DEF_PLANBUFFERS
@@ -300,20 +304,43 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
       if (*off < 0 || *off + iv.size > arena.getInt())
         return iv.buffer.emitError("buffer lies outside the arena");
     }
-    for (size_t i = 0; i < ivs.size(); ++i)
-      for (size_t j = i + 1; j < ivs.size(); ++j) {
-        Interval &a = ivs[i], &c = ivs[j];
-        if (a.buffer.getSlot() && c.buffer.getSlot() &&
-            *a.buffer.getSlot() == *c.buffer.getSlot())
-          continue;
-        bool liveTogether = a.last >= c.first && a.first <= c.last;
-        int64_t ao = *a.buffer.getOffset(), co = *c.buffer.getOffset();
-        bool overlap = ao < co + c.size && co < ao + a.size;
-        if (liveTogether && overlap && a.size && c.size)
-          return a.buffer.emitError("buffer overlaps another live buffer at "
-                                    "offset ")
-                 << co;
+    // Sweep the intervals by first use: the buffers live at that point sit
+    // in a map by offset, which never holds two that overlap, so a new one
+    // only needs checking against its neighbours there. A slot appears
+    // once (its buffers in every function share its one place).
+    llvm::stable_sort(ivs, [](const Interval &a, const Interval &c) {
+      return a.first < c.first;
+    });
+    llvm::StringSet<> slotsSeen;
+    std::map<int64_t, Interval *> live;
+    std::priority_queue<std::pair<unsigned, int64_t>,
+                        std::vector<std::pair<unsigned, int64_t>>,
+                        std::greater<>>
+        ends; // (last use, offset) of the entries of `live`
+    for (Interval &c : ivs) {
+      if (c.buffer.getSlot() && !slotsSeen.insert(*c.buffer.getSlot()).second)
+        continue;
+      while (!ends.empty() && ends.top().first < c.first) {
+        live.erase(ends.top().second);
+        ends.pop();
       }
+      if (!c.size)
+        continue;
+      int64_t co = static_cast<int64_t>(*c.buffer.getOffset());
+      auto next = live.lower_bound(co);
+      Interval *other = nullptr;
+      if (next != live.end() && next->first < co + c.size)
+        other = next->second;
+      else if (next != live.begin() &&
+               std::prev(next)->first + std::prev(next)->second->size > co)
+        other = std::prev(next)->second;
+      if (other)
+        return c.buffer.emitError("buffer overlaps another live buffer at "
+                                  "offset ")
+               << *other->buffer.getOffset();
+      live[co] = &c;
+      ends.push({c.last, co});
+    }
   }
   return success();
 }
