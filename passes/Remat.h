@@ -73,8 +73,17 @@ struct RematCandidate {
   RematOutcome outcome;
 };
 
+/// The most candidates the recompute frontier of a step of `stepOps` ops
+/// keeps: measuring one costs a pass over the step, so a longer Pareto front
+/// (models of hundreds of blocks) is thinned to about kFrontierWork /
+/// stepOps candidates, evenly spaced, and never to fewer than kMinFrontier.
+constexpr size_t kFrontierWork = 2000000;
+constexpr size_t kMinFrontier = 32;
+size_t maxFrontier(size_t stepOps);
+
 /// The recompute frontier of a module with @train_step: Pareto-optimal
-/// per-block choices, each measured exactly, from least to most memory.
+/// per-block choices (at most maxFrontier of them, plus the two ends), each
+/// measured exactly, from least to most memory.
 mlir::FailureOr<std::vector<RematCandidate>>
 rematFrontier(mlir::ModuleOp module);
 

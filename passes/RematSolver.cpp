@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
+#include "passes/Progress.h"
 #include "passes/Remat.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -64,7 +65,9 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
   r.smallestPeak = INT64_MAX;
   const RematCandidate *best = nullptr;
   double bestSeconds = 0;
+  Progress progress("planning recomputation", frontier.size(), "candidates");
   for (const RematCandidate &c : frontier) {
+    progress.update(&c - frontier.data());
     double seconds = 0;
     FailureOr<int64_t> peak =
         plannedPeak(module, c.choice, backEnd, cost, &seconds);
@@ -83,6 +86,7 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
       bestSeconds = seconds;
     }
   }
+  progress.update(frontier.size());
   if (best) {
     r.choice = best->choice;
     if (cost)
