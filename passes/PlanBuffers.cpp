@@ -126,6 +126,154 @@ static SmallVector<Interval> liveRanges(func::FuncOp f) {
   return temporaryLiveRanges(f);
 }
 
+/// The bytes taken in the arena over time, for placing live ranges at the
+/// lowest offset free over their whole range: the lowest multiple of the
+/// alignment where no placed range that shares a moment with it overlaps it
+/// in bytes (for two ranges of bytes, one ending where the next begins
+/// does not count).
+///
+/// A segment tree over op positions keeps, at each node, the union of the
+/// bytes of the placed ranges that cover the node's span (`whole`) and of
+/// those that cover part of it (`part`), each as disjoint [lo, hi) runs. The
+/// ranges that share a moment with [first, last] are exactly those in
+/// `whole` or `part` of the nodes tiling [first, last], or in `whole` of
+/// their ancestors, so a query looks at a few dozen maps, and a stack of
+/// ranges placed one on another is one run to step over, not one each.
+/// Empty ranges keep the exact rule of a scan over every placed range.
+class ArenaOccupancy {
+public:
+  ArenaOccupancy(ArrayRef<Interval> ranges, int64_t alignment)
+      : ranges(ranges), alignment(alignment) {
+    unsigned span = 1;
+    for (const Interval &iv : ranges)
+      span = std::max(span, iv.last + 1);
+    leaves = llvm::PowerOf2Ceil(span);
+    whole.resize(2 * leaves);
+    part.resize(2 * leaves);
+    seen.assign(2 * leaves, 0);
+  }
+
+  /// Records range i at `offset`.
+  void place(unsigned i, int64_t offset) {
+    const Interval &iv = ranges[i];
+    if (!iv.size) {
+      empty.push_back({i, offset});
+      return;
+    }
+    // Offsets are aligned, so bytes up to the next aligned one are as good
+    // as taken: runs of ranges stacked one on another then meet.
+    int64_t end = alignTo(offset + iv.size, alignment);
+    ++stamp;
+    forEachTile(iv.first, iv.last, [&](unsigned n) {
+      add(whole[n], offset, end);
+      for (unsigned a = n / 2; a >= 1 && seen[a] != stamp; a /= 2) {
+        seen[a] = stamp;
+        add(part[a], offset, end);
+      }
+    });
+    placed.push_back({i, offset});
+  }
+
+  /// The lowest aligned offset free for `iv` over its live range.
+  int64_t lowestFree(const Interval &iv) {
+    auto shares = [&](const Interval &o) {
+      return o.last >= iv.first && o.first <= iv.last;
+    };
+    if (!iv.size) {
+      // An empty range is in the way of nothing but what strictly contains
+      // its offset: the scan, over every placed range.
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (auto [j, off] : placed)
+        if (shares(ranges[j]))
+          busy.push_back({off, off + ranges[j].size});
+      for (auto [j, off] : empty)
+        if (shares(ranges[j]))
+          busy.push_back({off, off});
+      llvm::sort(busy);
+      int64_t x = 0;
+      for (auto [lo, hi] : busy) {
+        if (x + iv.size <= lo)
+          break;
+        x = std::max(x, alignTo(hi, alignment));
+      }
+      return x;
+    }
+    // The maps that hold every range sharing a moment with iv.
+    SmallVector<const Runs *> maps;
+    ++stamp;
+    forEachTile(iv.first, iv.last, [&](unsigned n) {
+      maps.push_back(&whole[n]);
+      maps.push_back(&part[n]);
+      for (unsigned a = n / 2; a >= 1 && seen[a] != stamp; a /= 2) {
+        seen[a] = stamp;
+        maps.push_back(&whole[a]);
+      }
+    });
+    // Step over whatever is in the way until nothing is.
+    int64_t x = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Runs *m : maps) {
+        auto it = m->upper_bound(x);
+        if (it != m->begin() && std::prev(it)->second > x) {
+          x = alignTo(std::prev(it)->second, alignment);
+          moved = true;
+        } else if (it != m->end() && it->first < x + iv.size) {
+          x = alignTo(it->second, alignment);
+          moved = true;
+        }
+      }
+      // An empty range strictly inside [x, x + size) is in the way too.
+      for (auto [j, off] : empty)
+        if (shares(ranges[j]) && x < off && off < x + iv.size) {
+          x = alignTo(off, alignment);
+          moved = true;
+        }
+    }
+    return x;
+  }
+
+private:
+  /// Disjoint runs of bytes, lo -> hi.
+  using Runs = std::map<int64_t, int64_t>;
+
+  /// Adds [lo, hi) to `runs`, merging it with the runs it overlaps or meets.
+  static void add(Runs &runs, int64_t lo, int64_t hi) {
+    auto it = runs.upper_bound(lo);
+    if (it != runs.begin() && std::prev(it)->second >= lo) {
+      --it;
+      lo = it->first;
+      hi = std::max(hi, it->second);
+      it = runs.erase(it);
+    }
+    while (it != runs.end() && it->first <= hi) {
+      hi = std::max(hi, it->second);
+      it = runs.erase(it);
+    }
+    runs.emplace(lo, hi);
+  }
+
+  /// Calls fn on the nodes that tile [first, last].
+  template <typename Fn>
+  void forEachTile(unsigned first, unsigned last, Fn fn) {
+    for (unsigned l = first + leaves, h = last + leaves + 1; l < h;
+         l /= 2, h /= 2) {
+      if (l & 1)
+        fn(l++);
+      if (h & 1)
+        fn(--h);
+    }
+  }
+
+  ArrayRef<Interval> ranges;
+  int64_t alignment;
+  unsigned leaves;
+  std::vector<Runs> whole, part;
+  std::vector<unsigned> seen;
+  unsigned stamp = 0;
+  SmallVector<std::pair<unsigned, int64_t>> placed, empty;
+};
+
 struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
   using PlanBuffersBase::PlanBuffersBase;
 
@@ -188,24 +336,17 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     llvm::stable_sort(order, [&](Operation *x, Operation *y) {
       return groups[x].size > groups[y].size;
     });
-    SmallVector<std::pair<Interval, int64_t>> placed;
+    std::vector<Interval> all;
+    for (Operation *r : order)
+      all.push_back(groups[r]);
+    ArenaOccupancy occupied(all, alignment);
     DenseMap<Operation *, int64_t> offsetOf;
     int64_t peak = 0;
-    for (Operation *r : order) {
-      Interval iv = groups[r];
-      SmallVector<std::pair<int64_t, int64_t>> busy;
-      for (auto &[other, off] : placed)
-        if (other.last >= iv.first && other.first <= iv.last)
-          busy.push_back({off, off + other.size});
-      llvm::sort(busy);
-      int64_t off = 0;
-      for (auto [lo, hi] : busy) {
-        if (off + iv.size <= lo)
-          break;
-        off = std::max(off, alignTo(hi, alignment));
-      }
-      placed.push_back({iv, off});
-      offsetOf[r] = off;
+    for (unsigned i = 0; i < all.size(); ++i) {
+      const Interval &iv = all[i];
+      int64_t off = occupied.lowestFree(iv);
+      occupied.place(i, off);
+      offsetOf[iv.buffer] = off;
       peak = std::max(peak, off + iv.size);
     }
     for (Interval &iv : ivs)
