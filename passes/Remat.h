@@ -115,6 +115,13 @@ struct AutoRematResult {
   std::optional<double> seconds;
 };
 
+/// A frontier of at most this many candidates is planned candidate by
+/// candidate; a longer one (models of hundreds of blocks, where planning one
+/// costs as much as the whole back end) by a search of at most kSearchPlans
+/// plans around the budget.
+constexpr size_t kExhaustivePlans = 32;
+constexpr unsigned kSearchPlans = 8;
+
 /// The one solver of --remat=auto (otc-remat policy=auto and otc-compile):
 /// among the candidates of `frontier` (rematFrontier of `module`) whose
 /// planned total peak (plannedPeak) fits `budget`, the least `cost` when one
@@ -124,6 +131,15 @@ struct AutoRematResult {
 /// The candidates, their peaks and costs do not depend on the budget, so a
 /// larger budget never costs more, and the peak of the choice is the peak
 /// the build plans, so the budget is never exceeded.
+///
+/// Past kExhaustivePlans candidates only some are planned: starting from the
+/// one with the most measured memory that fits, it steps by the offset
+/// between planned and measured peaks seen last until a candidate that fits
+/// and its neighbour with more memory, which does not, are planned, and
+/// chooses among the planned ones (so a larger budget is no longer
+/// guaranteed to cost no more; the budget is still never exceeded). The
+/// smallest peak is then the least planned one, with the first candidate
+/// (least measured memory) always planned when nothing fits.
 mlir::FailureOr<AutoRematResult>
 solveAutoRemat(mlir::ModuleOp module, int64_t budget,
                const BackEndOptions &backEnd,
