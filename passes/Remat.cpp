@@ -226,11 +226,13 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
 // Rewriting
 //===----------------------------------------------------------------------===//
 
-/// applyRecompute with the forward ops of `step` given.
-static int64_t
-recomputeInBackward(func::FuncOp step, const llvm::DenseSet<Value> &recompute,
-                    const llvm::DenseSet<Operation *> &forward,
-                    SmallVectorImpl<Operation *> *clonedOps) {
+/// applyRecompute with the forward ops of `step` given; `rewired`, when
+/// given, gets each use it redirects with the value it read before.
+static int64_t recomputeInBackward(
+    func::FuncOp step, const llvm::DenseSet<Value> &recompute,
+    const llvm::DenseSet<Operation *> &forward,
+    SmallVectorImpl<Operation *> *clonedOps,
+    SmallVectorImpl<std::pair<OpOperand *, Value>> *rewired = nullptr) {
   Block &body = step.getBody().front();
   // Ops to rewire: every op outside the recomputed set that reads one of
   // its values after the forward is done, i.e. the backward ops.
@@ -261,8 +263,11 @@ recomputeInBackward(func::FuncOp step, const llvm::DenseSet<Value> &recompute,
   };
   for (Operation *op : backward)
     for (OpOperand &use : op->getOpOperands())
-      if (recompute.contains(use.get()))
+      if (recompute.contains(use.get())) {
+        if (rewired)
+          rewired->push_back({&use, use.get()});
         use.set(materialize(use.get(), op));
+      }
   return flops;
 }
 
@@ -337,21 +342,23 @@ static llvm::DenseSet<Value> valuesFor(const RematAnalysis &a,
   return r;
 }
 
-/// Applies `choice` to a copy of the step `a` analyzes and measures it.
+/// Applies `choice` to the step `a` analyzes (whose forward ops are
+/// `forward`), measures it, and undoes the rewrite: the same figures as on
+/// a copy of the step, without copying it.
 static RematOutcome measureChoice(const RematAnalysis &a,
+                                  const llvm::DenseSet<Operation *> &forward,
                                   ArrayRef<RematChoice> choice) {
-  IRMapping map;
-  auto copy = cast<func::FuncOp>(a.step->clone(map));
-  llvm::DenseSet<Value> recompute;
-  for (Value v : valuesFor(a, choice))
-    recompute.insert(map.lookup(v));
-  llvm::DenseSet<Operation *> forward;
-  for (Operation *op : a.forward)
-    forward.insert(map.lookup(op));
+  SmallVector<Operation *> clones;
+  SmallVector<std::pair<OpOperand *, Value>> rewired;
   RematOutcome out;
-  out.recomputeFlops = recomputeInBackward(copy, recompute, forward, nullptr);
-  out.peakBytes = persistentBytes(copy) + activationPeak(copy);
-  copy.erase();
+  out.recomputeFlops = recomputeInBackward(a.step, valuesFor(a, choice),
+                                           forward, &clones, &rewired);
+  out.peakBytes = persistentBytes(a.step) + activationPeak(a.step);
+  for (auto [use, old] : rewired)
+    use->set(old);
+  // A clone's operands are cloned before it: erase users first.
+  for (Operation *c : llvm::reverse(clones))
+    c->erase();
   return out;
 }
 
@@ -363,7 +370,8 @@ FailureOr<RematOutcome> otc::evaluateRemat(ModuleOp module,
   FailureOr<RematAnalysis> a = analyzeTrainStep(step);
   if (failed(a))
     return failure();
-  return measureChoice(*a, choice);
+  llvm::DenseSet<Operation *> forward(a->forward.begin(), a->forward.end());
+  return measureChoice(*a, forward, choice);
 }
 
 /// A Pareto dynamic program over the blocks on (bytes kept, FLOPs
@@ -465,8 +473,9 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
   std::vector<RematCandidate> measured;
   Progress progress("measuring recomputation candidates", choices.size(),
                     "candidates");
+  llvm::DenseSet<Operation *> forward(a->forward.begin(), a->forward.end());
   for (SmallVector<RematChoice> &choice : choices) {
-    RematOutcome o = measureChoice(*a, choice);
+    RematOutcome o = measureChoice(*a, forward, choice);
     measured.push_back({std::move(choice), o});
     progress.update(measured.size());
   }
