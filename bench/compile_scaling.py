@@ -6,8 +6,9 @@ Writes long chains and deep narrow GPT stacks (bench/make_long_onnx.py) at
 planned peaks of full and none), with CXX=true so that the host compiler,
 whose time is not otc's, is a no-op: import, planning, emission, plan.json,
 report.html and the initial parameters are all timed. Prints one table of
-seconds per run, then the slowest phases of the largest runs (--timing).
-Not a test: it prints figures.
+seconds per run, wall and CPU (user + system: on a shared machine the
+wall time counts waiting for a core), then the slowest phases of the largest
+runs (--timing, wall). Not a test: it prints figures.
 
     python3 bench/compile_scaling.py [--otc-bin build/bin] [--work DIR]
         [--sizes 1000,2000,4000,8000,20000] [--kinds chain,gpt]
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -31,8 +33,11 @@ def compile_once(otc_bin, model, out, remat, budget=None):
         cmd.append(f"--memory-budget={budget}")
     env = dict(os.environ, CXX="true")
     t0 = time.time()
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    secs = time.time() - t0
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    secs = (time.time() - t0,
+            c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime)
     if r.returncode != 0:
         return None, secs, {}, r.stderr.strip().splitlines()[-1]
     phases = {}
@@ -58,7 +63,8 @@ def main():
     policies = a.policies.split(",")
 
     print(f"{'graph':<8} {'nodes':>6}  " +
-          "  ".join(f"{p:>9}" for p in policies) + "   (seconds)")
+          "  ".join(f"{p:>13}" for p in policies) +
+          "   (seconds: wall / CPU, user + system)")
     slowest = {}
     for kind in kinds:
         for n in sizes:
@@ -74,17 +80,17 @@ def main():
                 budget = None
                 if p == "auto":
                     if "none" not in peaks or "full" not in peaks:
-                        cells.append(f"{'-':>9}")
+                        cells.append(f"{'-':>13}")
                         continue
                     budget = (peaks["none"] + peaks["full"]) // 2
                 plan, secs, phases, err = compile_once(a.otc_bin, model, out,
                                                        p, budget)
                 if plan is None:
-                    cells.append(f"{'fail':>9}")
+                    cells.append(f"{'fail':>13}")
                     print(f"  {kind}-{n} {p}: {err}", file=sys.stderr)
                     continue
                 peaks[p] = plan["memory_bytes"]["total_peak"]
-                cells.append(f"{secs:9.2f}")
+                cells.append(f"{secs[0]:6.2f}/{secs[1]:6.2f}")
                 slowest[(kind, p)] = (nodes, phases)
             print(f"{kind:<8} {nodes:>6}  " + "  ".join(cells), flush=True)
     print("\nslowest phases of the largest graphs (--timing, seconds):")
