@@ -115,11 +115,13 @@ struct AutoRematResult {
   std::optional<double> seconds;
 };
 
-/// A frontier of at most this many candidates is planned candidate by
+/// A frontier of at most kExhaustivePlans candidates, whose count times the
+/// ops of the step is at most kExhaustivePlanWork, is planned candidate by
 /// candidate; a longer one (models of hundreds of blocks, where planning one
 /// costs as much as the whole back end) by a search of at most kSearchPlans
 /// plans around the budget.
 constexpr size_t kExhaustivePlans = 32;
+constexpr size_t kExhaustivePlanWork = 64000;
 constexpr unsigned kSearchPlans = 8;
 
 /// The one solver of --remat=auto (otc-remat policy=auto and otc-compile):
@@ -132,7 +134,7 @@ constexpr unsigned kSearchPlans = 8;
 /// larger budget never costs more, and the peak of the choice is the peak
 /// the build plans, so the budget is never exceeded.
 ///
-/// Past kExhaustivePlans candidates only some are planned: starting from the
+/// Past those limits only some candidates are planned: starting from the
 /// one with the most measured memory that fits, it steps by the offset
 /// between planned and measured peaks seen last until a candidate that fits
 /// and its neighbour with more memory, which does not, are planned, and

@@ -84,7 +84,11 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
     return success();
   };
 
-  if (frontier.size() <= kExhaustivePlans) {
+  size_t stepOps = 0;
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    stepOps = step.getBody().front().getOperations().size();
+  if (frontier.size() <= kExhaustivePlans &&
+      frontier.size() * stepOps <= kExhaustivePlanWork) {
     for (size_t i = 0; i < frontier.size(); ++i)
       if (failed(plan(i)))
         return failure();
