@@ -139,9 +139,10 @@ constexpr unsigned kSearchPlans = 8;
 /// between planned and measured peaks seen last until a candidate that fits
 /// and its neighbour with more memory, which does not, are planned, and
 /// chooses among the planned ones (so a larger budget is no longer
-/// guaranteed to cost no more; the budget is still never exceeded). The
-/// smallest peak is then the least planned one, with the first candidate
-/// (least measured memory) always planned when nothing fits.
+/// guaranteed to cost no more; the budget is still never exceeded). When
+/// none of those fits, every candidate is planned, as below the limits, so
+/// a budget that some candidate fits is never refused, and the smallest
+/// peak is the least of all.
 mlir::FailureOr<AutoRematResult>
 solveAutoRemat(mlir::ModuleOp module, int64_t budget,
                const BackEndOptions &backEnd,

@@ -132,10 +132,13 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
       }
       i = next;
     }
-    // Nothing fits: the least memory there is, for the message.
+    // Nothing found that fits: planned peaks need not follow measured ones
+    // near the least memory, so every candidate is planned before saying
+    // that none fits (and which is the smallest).
     if (llvm::none_of(planned, [&](auto &p) { return p.second.peak <= budget; }))
-      if (failed(plan(0)))
-        return failure();
+      for (size_t i = 0; i < frontier.size(); ++i)
+        if (failed(plan(i)))
+          return failure();
   }
   progress.update(frontier.size());
 
