@@ -42,7 +42,7 @@ def compile_once(otc_bin, model, out, remat, budget=None):
         return None, secs, {}, r.stderr.strip().splitlines()[-1]
     phases = {}
     for line in r.stderr.splitlines():
-        m = re.match(r"otc-compile: time: (\S+)\s+([0-9.]+) s", line)
+        m = re.match(r"otc-compile: time: (.+?)\s+([0-9.]+) s$", line)
         if m:
             phases[m.group(1)] = phases.get(m.group(1), 0) + float(m.group(2))
     with open(os.path.join(out, "plan.json")) as f:
