@@ -270,12 +270,25 @@ void Importer::finish() {
 
   func.setType(FunctionType::get(&ctx, entry->getArgumentTypes(),
                                  ValueRange(results).getTypes()));
+  // Every argument's and result's attributes set at once (one at a time
+  // rebuilds the whole list each time).
+  SmallVector<NamedAttrList> args(func.getNumArguments());
+  for (auto [i, list] : llvm::enumerate(args))
+    if (DictionaryAttr d = func.getArgAttrDict(i))
+      list.append(d.getValue());
   for (auto &[idx, attr] : argAttrs)
-    func.setArgAttr(idx, attr.getName(), attr.getValue());
+    args[idx].set(attr.getName(), attr.getValue());
   if (rngKeyArg)
-    func.setArgAttr(*rngKeyArg, attrs::kRngKey, builder.getUnitAttr());
-  for (auto [i, out] : llvm::enumerate(model.graph().output()))
-    func.setResultAttr(i, attrs::kOutput, builder.getStringAttr(out.name()));
+    args[*rngKeyArg].set(attrs::kRngKey, builder.getUnitAttr());
+  SmallVector<DictionaryAttr> argDicts;
+  for (NamedAttrList &list : args)
+    argDicts.push_back(list.getDictionary(&ctx));
+  func.setAllArgAttrs(argDicts);
+  SmallVector<Attribute> resultDicts;
+  for (const auto &out : model.graph().output())
+    resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        attrs::kOutput, builder.getStringAttr(out.name()))));
+  func.setAllResultAttrs(resultDicts);
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,7 @@
 #include "ir/OtckDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 
 namespace otc {
 #define GEN_PASS_DEF_FUSEEPILOGUES
@@ -22,14 +23,6 @@ using namespace mlir;
 using namespace otc;
 
 namespace {
-
-/// Whether `op` reads or writes the bytes of `buffer`.
-static bool touches(Operation *op, Value buffer) {
-  for (Value v : op->getOperands())
-    if (isa<MemRefType>(v.getType()) && otck::storageOf(v) == buffer)
-      return true;
-  return false;
-}
 
 /// The other input of `k` when `k` is one otc.add of `t` and that input
 /// (either order) into one output; null otherwise.
@@ -113,26 +106,46 @@ struct FuseEpiloguesPass
     for (Value v : {g.getLhs(), g.getRhs()})
       if (otck::storageOf(v) == out)
         return false;
+    // Only the readers and writers of y and of the bias's bytes can be in
+    // the way: those between the GEMM and the add.
     Value biasStorage = otck::storageOf(bias);
-    for (Operation *op = g->getNextNode(); op != k.getOperation();
-         op = op->getNextNode()) {
-      if (touches(op, out))
-        return false;
+    Block *block = g->getBlock();
+    auto between = [&](Operation *u) {
+      Operation *op = block->findAncestorOpInBlock(*u);
+      return op && g->isBeforeInBlock(op) && op->isBeforeInBlock(k);
+    };
+    bool blocked = false;
+    otck::forEachByteUser(out, [&](Operation *u) {
+      blocked |= between(u);
+    });
+    otck::forEachByteUser(biasStorage, [&](Operation *u) {
+      Operation *op = block->findAncestorOpInBlock(*u);
+      if (blocked || !between(u))
+        return;
       if (auto other = dyn_cast<otck::KernelOp>(op))
         for (Value o : other.getOutputs())
-          if (otck::storageOf(o) == biasStorage)
-            return false;
+          blocked |= otck::storageOf(o) == biasStorage;
       if (auto other = dyn_cast<otck::GemmOp>(op))
-        if (otck::storageOf(other.getOut()) == biasStorage)
-          return false;
+        blocked |= otck::storageOf(other.getOut()) == biasStorage;
       if (auto c = dyn_cast<otck::CopyOp>(op))
-        if (otck::storageOf(c.getTarget()) == biasStorage)
-          return false;
-    }
-    // A buffer declared after the GEMM (next to the add) moves up to it.
+        blocked |= otck::storageOf(c.getTarget()) == biasStorage;
+    });
+    if (blocked)
+      return false;
+    // A buffer declared after the GEMM (next to the add) moves up to it: a
+    // copy before the GEMM replaces it (moving an op would renumber the
+    // whole block for the next isBeforeInBlock; inserting one does not).
     for (Value v : {out, bias})
-      if (Operation *def = v.getDefiningOp(); def && g->isBeforeInBlock(def))
-        def->moveBefore(g);
+      if (Operation *def = v.getDefiningOp(); def && g->isBeforeInBlock(def)) {
+        OpBuilder b(g);
+        Operation *copy = b.clone(*def);
+        def->replaceAllUsesWith(copy);
+        def->erase();
+        if (v == out)
+          out = copy->getResult(0);
+        else
+          bias = copy->getResult(0);
+      }
     g.getOutMutable().assign(out);
     g.getBiasMutable().assign(bias);
     k.erase();
@@ -157,9 +170,10 @@ struct FuseEpiloguesPass
     if (otck::storageOf(g.getLhs()) == acc ||
         otck::storageOf(g.getRhs()) == acc)
       return;
-    for (Operation *op = g->getNextNode(); op != add.getOperation();
-         op = op->getNextNode())
-      if (touches(op, acc))
+    Block *block = g->getBlock();
+    for (Operation *u : acc.getUsers())
+      if (Operation *op = block->findAncestorOpInBlock(*u);
+          op && g->isBeforeInBlock(op) && op->isBeforeInBlock(add))
         return;
     g.getOutMutable().assign(acc);
     g.setAccumulate(true);

@@ -165,6 +165,10 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
              << "--otc-training-loop first";
     bufferOf[arg] = slotBuf(slot.getValue(), arg.getType(), f.getLoc());
   }
+  // The argument each slot buffer holds (the last, where several share it).
+  llvm::DenseMap<Value, Value> argOfBuffer;
+  for (BlockArgument arg : src.getArguments())
+    argOfBuffer[bufferOf.lookup(arg)] = arg;
 
   // Results that go to a slot: value -> slot name (first one wins).
   auto ret = cast<func::ReturnOp>(src.getTerminator());
@@ -255,10 +259,7 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       auto it = resultSlot.find(r);
       if (it != resultSlot.end()) {
         Value slot = slotBuffer.lookup(it->second);
-        Value oldValue;
-        for (BlockArgument arg : src.getArguments())
-          if (bufferOf.lookup(arg) == slot)
-            oldValue = arg;
+        Value oldValue = slot ? argOfBuffer.lookup(slot) : Value();
         if (oldValue)
           oldValue = storageOf(oldValue);
         bool oldDead = !oldValue || !lastUse.count(oldValue) ||

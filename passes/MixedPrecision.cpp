@@ -187,6 +187,7 @@ void MixedPrecisionPass::runOnOperation() {
 
   // Parameters: BF16 working copies of the FP32 masters.
   Block &body = step.getBody().front();
+  std::vector<bool> bf16Args(body.getNumArguments(), false);
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (!step.getArgAttr(i, attrs::kParam))
@@ -197,7 +198,18 @@ void MixedPrecisionPass::runOnOperation() {
       return signalPassFailure();
     }
     arg.setType(withFloat(arg.getType(), bf16));
-    step.setArgAttr(i, attrs::kBf16Copy, UnitAttr::get(ctx));
+    bf16Args[i] = true;
+  }
+  // All at once: setting one argument's attribute rebuilds every one's.
+  if (llvm::is_contained(bf16Args, true)) {
+    SmallVector<DictionaryAttr> argAttrs;
+    for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+      NamedAttrList list(step.getArgAttrDict(i));
+      if (bf16Args[i])
+        list.set(attrs::kBf16Copy, UnitAttr::get(ctx));
+      argAttrs.push_back(list.getDictionary(ctx));
+    }
+    step.setAllArgAttrs(argAttrs);
   }
 
   SmallVector<Operation *> ops;

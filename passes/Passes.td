@@ -95,8 +95,9 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
     recompute frontier is planned through the rest of the pipeline
     (mixed-precision to plan-buffers, with `precision`, `fp32-grad-accum`,
     `grad-accum` and `weight-decay` as otc-compile passes them), and its
-    arena plus the GEMM workspace of `target` is what must fit; otc-compile
-    --remat=auto uses the same solver. Recomputed values are rebuilt by clones placed
+    arena plus the GEMM workspace of `target` is what must fit (a frontier
+    of more than kExhaustivePlans candidates is searched around the budget
+    instead, passes/Remat.h); otc-compile --remat=auto uses the same solver. Recomputed values are rebuilt by clones placed
     before their first backward use; dropout clones redraw the same mask.
     The choice is recorded in the module attribute `otc.remat`.
 
@@ -116,7 +117,7 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
            "Memory budget for auto (e.g. 12GiB)">,
     Option<"blocks", "blocks", "std::string", "\"\"",
            "An explicit choice per block (n, s or f each), as the driver "
-           "picks it for auto after planning every candidate">,
+           "picks it for auto after planning the candidates">,
     Option<"precision", "precision", "std::string", "\"fp32\"",
            "fp32 or bf16: the precision auto plans its candidates with">,
     Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",

@@ -18,6 +18,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+#include <queue>
 
 namespace otc {
 #define GEN_PASS_DEF_PLANBUFFERS
@@ -123,6 +127,154 @@ static SmallVector<Interval> liveRanges(func::FuncOp f) {
   return temporaryLiveRanges(f);
 }
 
+/// The bytes taken in the arena over time, for placing live ranges at the
+/// lowest offset free over their whole range: the lowest multiple of the
+/// alignment where no placed range that shares a moment with it overlaps it
+/// in bytes (for two ranges of bytes, one ending where the next begins
+/// does not count).
+///
+/// A segment tree over op positions keeps, at each node, the union of the
+/// bytes of the placed ranges that cover the node's span (`whole`) and of
+/// those that cover part of it (`part`), each as disjoint [lo, hi) runs. The
+/// ranges that share a moment with [first, last] are exactly those in
+/// `whole` or `part` of the nodes tiling [first, last], or in `whole` of
+/// their ancestors, so a query looks at a few dozen maps, and a stack of
+/// ranges placed one on another is one run to step over, not one each.
+/// Empty ranges keep the exact rule of a scan over every placed range.
+class ArenaOccupancy {
+public:
+  ArenaOccupancy(ArrayRef<Interval> ranges, int64_t alignment)
+      : ranges(ranges), alignment(alignment) {
+    unsigned span = 1;
+    for (const Interval &iv : ranges)
+      span = std::max(span, iv.last + 1);
+    leaves = llvm::PowerOf2Ceil(span);
+    whole.resize(2 * leaves);
+    part.resize(2 * leaves);
+    seen.assign(2 * leaves, 0);
+  }
+
+  /// Records range i at `offset`.
+  void place(unsigned i, int64_t offset) {
+    const Interval &iv = ranges[i];
+    if (!iv.size) {
+      empty.push_back({i, offset});
+      return;
+    }
+    // Offsets are aligned, so bytes up to the next aligned one are as good
+    // as taken: runs of ranges stacked one on another then meet.
+    int64_t end = alignTo(offset + iv.size, alignment);
+    ++stamp;
+    forEachTile(iv.first, iv.last, [&](unsigned n) {
+      add(whole[n], offset, end);
+      for (unsigned a = n / 2; a >= 1 && seen[a] != stamp; a /= 2) {
+        seen[a] = stamp;
+        add(part[a], offset, end);
+      }
+    });
+    placed.push_back({i, offset});
+  }
+
+  /// The lowest aligned offset free for `iv` over its live range.
+  int64_t lowestFree(const Interval &iv) {
+    auto shares = [&](const Interval &o) {
+      return o.last >= iv.first && o.first <= iv.last;
+    };
+    if (!iv.size) {
+      // An empty range is in the way of nothing but what strictly contains
+      // its offset: the scan, over every placed range.
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (auto [j, off] : placed)
+        if (shares(ranges[j]))
+          busy.push_back({off, off + ranges[j].size});
+      for (auto [j, off] : empty)
+        if (shares(ranges[j]))
+          busy.push_back({off, off});
+      llvm::sort(busy);
+      int64_t x = 0;
+      for (auto [lo, hi] : busy) {
+        if (x + iv.size <= lo)
+          break;
+        x = std::max(x, alignTo(hi, alignment));
+      }
+      return x;
+    }
+    // The maps that hold every range sharing a moment with iv.
+    SmallVector<const Runs *> maps;
+    ++stamp;
+    forEachTile(iv.first, iv.last, [&](unsigned n) {
+      maps.push_back(&whole[n]);
+      maps.push_back(&part[n]);
+      for (unsigned a = n / 2; a >= 1 && seen[a] != stamp; a /= 2) {
+        seen[a] = stamp;
+        maps.push_back(&whole[a]);
+      }
+    });
+    // Step over whatever is in the way until nothing is.
+    int64_t x = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Runs *m : maps) {
+        auto it = m->upper_bound(x);
+        if (it != m->begin() && std::prev(it)->second > x) {
+          x = alignTo(std::prev(it)->second, alignment);
+          moved = true;
+        } else if (it != m->end() && it->first < x + iv.size) {
+          x = alignTo(it->second, alignment);
+          moved = true;
+        }
+      }
+      // An empty range strictly inside [x, x + size) is in the way too.
+      for (auto [j, off] : empty)
+        if (shares(ranges[j]) && x < off && off < x + iv.size) {
+          x = alignTo(off, alignment);
+          moved = true;
+        }
+    }
+    return x;
+  }
+
+private:
+  /// Disjoint runs of bytes, lo -> hi.
+  using Runs = std::map<int64_t, int64_t>;
+
+  /// Adds [lo, hi) to `runs`, merging it with the runs it overlaps or meets.
+  static void add(Runs &runs, int64_t lo, int64_t hi) {
+    auto it = runs.upper_bound(lo);
+    if (it != runs.begin() && std::prev(it)->second >= lo) {
+      --it;
+      lo = it->first;
+      hi = std::max(hi, it->second);
+      it = runs.erase(it);
+    }
+    while (it != runs.end() && it->first <= hi) {
+      hi = std::max(hi, it->second);
+      it = runs.erase(it);
+    }
+    runs.emplace(lo, hi);
+  }
+
+  /// Calls fn on the nodes that tile [first, last].
+  template <typename Fn>
+  void forEachTile(unsigned first, unsigned last, Fn fn) {
+    for (unsigned l = first + leaves, h = last + leaves + 1; l < h;
+         l /= 2, h /= 2) {
+      if (l & 1)
+        fn(l++);
+      if (h & 1)
+        fn(--h);
+    }
+  }
+
+  ArrayRef<Interval> ranges;
+  int64_t alignment;
+  unsigned leaves;
+  std::vector<Runs> whole, part;
+  std::vector<unsigned> seen;
+  unsigned stamp = 0;
+  SmallVector<std::pair<unsigned, int64_t>> placed, empty;
+};
+
 struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
   using PlanBuffersBase::PlanBuffersBase;
 
@@ -185,24 +337,17 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     llvm::stable_sort(order, [&](Operation *x, Operation *y) {
       return groups[x].size > groups[y].size;
     });
-    SmallVector<std::pair<Interval, int64_t>> placed;
+    std::vector<Interval> all;
+    for (Operation *r : order)
+      all.push_back(groups[r]);
+    ArenaOccupancy occupied(all, alignment);
     DenseMap<Operation *, int64_t> offsetOf;
     int64_t peak = 0;
-    for (Operation *r : order) {
-      Interval iv = groups[r];
-      SmallVector<std::pair<int64_t, int64_t>> busy;
-      for (auto &[other, off] : placed)
-        if (other.last >= iv.first && other.first <= iv.last)
-          busy.push_back({off, off + other.size});
-      llvm::sort(busy);
-      int64_t off = 0;
-      for (auto [lo, hi] : busy) {
-        if (off + iv.size <= lo)
-          break;
-        off = std::max(off, alignTo(hi, alignment));
-      }
-      placed.push_back({iv, off});
-      offsetOf[r] = off;
+    for (unsigned i = 0; i < all.size(); ++i) {
+      const Interval &iv = all[i];
+      int64_t off = occupied.lowestFree(iv);
+      occupied.place(i, off);
+      offsetOf[iv.buffer] = off;
       peak = std::max(peak, off + iv.size);
     }
     for (Interval &iv : ivs)
@@ -295,17 +440,6 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
 
 } // namespace
 
-/// Whether `member`'s slot is one that group slot buffer `group` holds
-/// (which it then overlaps by design).
-static bool isMemberOf(otck::BufferOp member, otck::BufferOp group) {
-  auto members = group->getAttrOfType<ArrayAttr>(otck::kMembersAttr);
-  if (!members || !member.getSlot())
-    return false;
-  return llvm::any_of(members, [&](Attribute m) {
-    return cast<StringAttr>(m).getValue() == *member.getSlot();
-  });
-}
-
 LogicalResult otc::verifyBufferPlan(ModuleOp module) {
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
@@ -354,21 +488,47 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
           off.getInt() > arena.getInt() - iv.size)
         return iv.buffer.emitError("buffer lies outside the arena");
     }
-    for (size_t i = 0; i < ivs.size(); ++i)
-      for (size_t j = i + 1; j < ivs.size(); ++j) {
-        Interval &a = ivs[i], &c = ivs[j];
-        if (a.buffer.getSlot() && c.buffer.getSlot() &&
-            (*a.buffer.getSlot() == *c.buffer.getSlot() ||
-             isMemberOf(a.buffer, c.buffer) || isMemberOf(c.buffer, a.buffer)))
-          continue;
-        bool liveTogether = a.last >= c.first && a.first <= c.last;
-        int64_t ao = *a.buffer.getOffset(), co = *c.buffer.getOffset();
-        bool overlap = ao < co + c.size && co < ao + a.size;
-        if (liveTogether && overlap && a.size && c.size)
-          return a.buffer.emitError("buffer overlaps another live buffer at "
-                                    "offset ")
-                 << co;
+    // Sweep the intervals by first use: the buffers live at that point sit
+    // in a map by offset, which never holds two that overlap, so a new one
+    // only needs checking against its neighbours there. A slot appears
+    // once (its buffers in every function share its one place).
+    llvm::stable_sort(ivs, [](const Interval &a, const Interval &c) {
+      return a.first < c.first;
+    });
+    llvm::StringSet<> slotsSeen;
+    std::map<int64_t, Interval *> live;
+    std::priority_queue<std::pair<unsigned, int64_t>,
+                        std::vector<std::pair<unsigned, int64_t>>,
+                        std::greater<>>
+        ends; // (last use, offset) of the entries of `live`
+    for (Interval &c : ivs) {
+      // A group slot (otc-group-params) overlaps its members by design: its
+      // members stand for it.
+      if (c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()))
+        continue;
+      if (c.buffer.getSlot() && !slotsSeen.insert(*c.buffer.getSlot()).second)
+        continue;
+      while (!ends.empty() && ends.top().first < c.first) {
+        live.erase(ends.top().second);
+        ends.pop();
       }
+      if (!c.size)
+        continue;
+      int64_t co = static_cast<int64_t>(*c.buffer.getOffset());
+      auto next = live.lower_bound(co);
+      Interval *other = nullptr;
+      if (next != live.end() && next->first < co + c.size)
+        other = next->second;
+      else if (next != live.begin() &&
+               std::prev(next)->first + std::prev(next)->second->size > co)
+        other = std::prev(next)->second;
+      if (other)
+        return c.buffer.emitError("buffer overlaps another live buffer at "
+                                  "offset ")
+               << *other->buffer.getOffset();
+      live[co] = &c;
+      ends.push({c.last, co});
+    }
   }
   return success();
 }

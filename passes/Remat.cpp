@@ -16,11 +16,13 @@
 
 #include "passes/Cost.h"
 #include "passes/Passes.h"
+#include "passes/Progress.h"
 #include "passes/Remat.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace otc;
@@ -135,32 +137,40 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
     segments.pop_back();
 
   // Blocks: the longest run of segments whose op sequences repeat with a
-  // period p; outside the run every segment is a block of its own.
-  SmallVector<std::string> sig;
-  for (auto &seg : segments) {
-    std::string str;
-    for (Operation *op : seg)
-      str += op->getName().getStringRef().str() + ";";
-    sig.push_back(str);
+  // period p; outside the run every segment is a block of its own. Among
+  // runs of equal length the smallest period, then the earliest start, wins.
+  SmallVector<unsigned> sig;
+  {
+    llvm::StringMap<unsigned> ids;
+    for (auto &seg : segments) {
+      std::string str;
+      for (Operation *op : seg)
+        str += op->getName().getStringRef().str() + ";";
+      sig.push_back(ids.try_emplace(str, ids.size()).first->second);
+    }
   }
+  // For period p, match[i] counts the segments from i on that equal the one
+  // p later, so a run from `start` repeats 1 + match[start] / p times: one
+  // backward scan per period, and periods that cannot cover more than the
+  // best run so far are skipped.
   unsigned bestP = 0, bestStart = 0, bestReps = 0;
-  for (unsigned p = 1; 2 * p <= sig.size(); ++p)
-    for (unsigned start = 0; start + 2 * p <= sig.size(); ++start) {
-      unsigned reps = 1;
-      while (start + (reps + 1) * p <= sig.size()) {
-        bool same = true;
-        for (unsigned k = 0; k < p && same; ++k)
-          same = sig[start + k] == sig[start + reps * p + k];
-        if (!same)
-          break;
-        ++reps;
-      }
+  unsigned nSig = sig.size();
+  std::vector<unsigned> match(nSig + 1, 0);
+  for (unsigned p = 1; 2 * p <= nSig; ++p) {
+    if ((nSig / p) * p <= bestReps * bestP)
+      continue;
+    match[nSig - p] = 0;
+    for (unsigned i = nSig - p; i-- > 0;)
+      match[i] = sig[i] == sig[i + p] ? match[i + 1] + 1 : 0;
+    for (unsigned start = 0; start + 2 * p <= nSig; ++start) {
+      unsigned reps = 1 + match[start] / p;
       if (reps >= 2 && reps * p > bestReps * bestP) {
         bestP = p;
         bestStart = start;
         bestReps = reps;
       }
     }
+  }
   auto addBlock = [&](unsigned from, unsigned to) {
     RematBlock b;
     for (unsigned i = from; i < to; ++i)
@@ -216,18 +226,16 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
 // Rewriting
 //===----------------------------------------------------------------------===//
 
-int64_t otc::applyRecompute(func::FuncOp step,
-                            const llvm::DenseSet<Value> &recompute,
-                            SmallVectorImpl<Operation *> *clonedOps) {
+/// applyRecompute with the forward ops of `step` given; `rewired`, when
+/// given, gets each use it redirects with the value it read before.
+static int64_t recomputeInBackward(
+    func::FuncOp step, const llvm::DenseSet<Value> &recompute,
+    const llvm::DenseSet<Operation *> &forward,
+    SmallVectorImpl<Operation *> *clonedOps,
+    SmallVectorImpl<std::pair<OpOperand *, Value>> *rewired = nullptr) {
   Block &body = step.getBody().front();
-  llvm::DenseSet<Operation *> fwd;
-  for (Value v : recompute)
-    if (Operation *d = v.getDefiningOp())
-      fwd.insert(d);
   // Ops to rewire: every op outside the recomputed set that reads one of
   // its values after the forward is done, i.e. the backward ops.
-  FailureOr<RematAnalysis> an = analyzeTrainStep(step);
-  llvm::DenseSet<Operation *> forward(an->forward.begin(), an->forward.end());
   SmallVector<Operation *> backward;
   for (Operation &op : body.without_terminator())
     if (!forward.contains(&op))
@@ -255,9 +263,20 @@ int64_t otc::applyRecompute(func::FuncOp step,
   };
   for (Operation *op : backward)
     for (OpOperand &use : op->getOpOperands())
-      if (recompute.contains(use.get()))
+      if (recompute.contains(use.get())) {
+        if (rewired)
+          rewired->push_back({&use, use.get()});
         use.set(materialize(use.get(), op));
+      }
   return flops;
+}
+
+int64_t otc::applyRecompute(func::FuncOp step,
+                            const llvm::DenseSet<Value> &recompute,
+                            SmallVectorImpl<Operation *> *clonedOps) {
+  FailureOr<RematAnalysis> an = analyzeTrainStep(step);
+  llvm::DenseSet<Operation *> forward(an->forward.begin(), an->forward.end());
+  return recomputeInBackward(step, recompute, forward, clonedOps);
 }
 
 //===----------------------------------------------------------------------===//
@@ -323,23 +342,47 @@ static llvm::DenseSet<Value> valuesFor(const RematAnalysis &a,
   return r;
 }
 
-FailureOr<RematOutcome> otc::evaluateRemat(ModuleOp module,
-                                           ArrayRef<RematChoice> choice) {
-  OwningOpRef<ModuleOp> copy = module.clone();
-  auto step = copy->lookupSymbol<func::FuncOp>("train_step");
-  FailureOr<RematAnalysis> a = analyzeTrainStep(step);
-  if (failed(a))
-    return failure();
+/// Applies `choice` to the step `a` analyzes (whose forward ops are
+/// `forward`), measures it, and undoes the rewrite: the same figures as on
+/// a copy of the step, without copying it.
+static RematOutcome measureChoice(const RematAnalysis &a,
+                                  const llvm::DenseSet<Operation *> &forward,
+                                  ArrayRef<RematChoice> choice) {
+  SmallVector<Operation *> clones;
+  SmallVector<std::pair<OpOperand *, Value>> rewired;
   RematOutcome out;
-  out.recomputeFlops = applyRecompute(step, valuesFor(*a, choice));
-  out.peakBytes = persistentBytes(step) + activationPeak(step);
+  out.recomputeFlops = recomputeInBackward(a.step, valuesFor(a, choice),
+                                           forward, &clones, &rewired);
+  out.peakBytes = persistentBytes(a.step) + activationPeak(a.step);
+  for (auto [use, old] : rewired)
+    use->set(old);
+  // A clone's operands are cloned before it: erase users first.
+  for (Operation *c : llvm::reverse(clones))
+    c->erase();
   return out;
 }
 
+FailureOr<RematOutcome> otc::evaluateRemat(ModuleOp module,
+                                           ArrayRef<RematChoice> choice) {
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return module.emitError("no @train_step: run --otc-differentiate first");
+  FailureOr<RematAnalysis> a = analyzeTrainStep(step);
+  if (failed(a))
+    return failure();
+  llvm::DenseSet<Operation *> forward(a->forward.begin(), a->forward.end());
+  return measureChoice(*a, forward, choice);
+}
 
 /// A Pareto dynamic program over the blocks on (bytes kept, FLOPs
 /// recomputed), with per-block choices none / selective / full, proposes the
-/// candidates; each is then measured exactly on a copy of the module.
+/// candidates; each is then measured exactly on a copy of the step. A front
+/// of more than maxFrontier points keeps that many, evenly spaced from least
+/// to most bytes, so that measuring them stays linear in the model.
+size_t otc::maxFrontier(size_t stepOps) {
+  return std::max(kMinFrontier, kFrontierWork / std::max<size_t>(stepOps, 1));
+}
+
 FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
@@ -347,15 +390,25 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
   FailureOr<RematAnalysis> a = analyzeTrainStep(step);
   if (failed(a))
     return failure();
+  // Choices are shared prefixes: each point names its last choice and the
+  // link of the choices before it, so extending a point copies nothing.
+  struct Link {
+    unsigned parent;
+    RematChoice choice;
+  };
+  std::vector<Link> links{{~0u, RematChoice::None}}; // 0: no block yet
   struct Point {
     int64_t bytes, flops;
-    SmallVector<RematChoice> choice;
+    unsigned parent;
+    RematChoice choice;
   };
   llvm::DenseSet<Value> inputs;
   for (const RematBlock &b : a->blocks)
     if (b.input)
       inputs.insert(b.input);
-  std::vector<Point> front{{0, 0, {}}};
+  size_t cap = maxFrontier(step.getBody().front().getOperations().size());
+  std::vector<Point> front{{0, 0, 0, RematChoice::None}};
+  std::vector<unsigned> frontLinks{0};
   for (const RematBlock &b : a->blocks) {
     llvm::DenseSet<Operation *> core(b.selectiveOps.begin(),
                                      b.selectiveOps.end());
@@ -379,33 +432,52 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
         if (recomputed)
           flops += opFlops(op);
       }
-      for (const Point &p : front) {
-        Point q{p.bytes + kept, p.flops + flops, p.choice};
-        q.choice.push_back(c);
-        next.push_back(std::move(q));
-      }
+      for (auto [p, link] : llvm::zip(front, frontLinks))
+        next.push_back({p.bytes + kept, p.flops + flops, link, c});
     }
     // Pareto pruning: by bytes, keeping strictly decreasing FLOPs.
     llvm::sort(next, [](const Point &x, const Point &y) {
       return x.bytes != y.bytes ? x.bytes < y.bytes : x.flops < y.flops;
     });
-    front.clear();
+    std::vector<Point> kept;
     for (Point &p : next)
-      if (front.empty() || p.flops < front.back().flops)
-        front.push_back(std::move(p));
+      if (kept.empty() || p.flops < kept.back().flops)
+        kept.push_back(p);
+    front.clear();
+    if (kept.size() <= cap) {
+      front = std::move(kept);
+    } else {
+      for (size_t i = 0; i < cap; ++i)
+        front.push_back(kept[i * (kept.size() - 1) / (cap - 1)]);
+    }
+    frontLinks.clear();
+    for (const Point &p : front) {
+      frontLinks.push_back(links.size());
+      links.push_back({p.parent, p.choice});
+    }
+  }
+  std::vector<SmallVector<RematChoice>> choices;
+  for (unsigned link : frontLinks) {
+    SmallVector<RematChoice> choice;
+    for (unsigned l = link; l != 0; l = links[l].parent)
+      choice.push_back(links[l].choice);
+    std::reverse(choice.begin(), choice.end());
+    choices.push_back(std::move(choice));
   }
   // The two ends are always measured (see below).
   for (RematChoice c : {RematChoice::None, RematChoice::Full}) {
     SmallVector<RematChoice> all(a->blocks.size(), c);
-    if (llvm::none_of(front, [&](const Point &p) { return p.choice == all; }))
-      front.push_back({0, 0, all});
+    if (!llvm::is_contained(choices, all))
+      choices.push_back(all);
   }
   std::vector<RematCandidate> measured;
-  for (Point &p : front) {
-    FailureOr<RematOutcome> o = evaluateRemat(module, p.choice);
-    if (failed(o))
-      return failure();
-    measured.push_back({p.choice, *o});
+  Progress progress("measuring recomputation candidates", choices.size(),
+                    "candidates");
+  llvm::DenseSet<Operation *> forward(a->forward.begin(), a->forward.end());
+  for (SmallVector<RematChoice> &choice : choices) {
+    RematOutcome o = measureChoice(*a, forward, choice);
+    measured.push_back({std::move(choice), o});
+    progress.update(measured.size());
   }
   // The estimate ranked them; the measurement may show some dominated. The
   // two ends (nothing and everything recomputed) stay: the measurement is
@@ -509,7 +581,8 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
           .push_back(describe(v));
     llvm::sort(recomputedNames);
     llvm::sort(savedNames);
-    int64_t flops = applyRecompute(step, values);
+    llvm::DenseSet<Operation *> forward(a->forward.begin(), a->forward.end());
+    int64_t flops = recomputeInBackward(step, values, forward, nullptr);
 
     Builder b(module.getContext());
     auto strings = [&](ArrayRef<std::string> v) {

@@ -73,8 +73,17 @@ struct RematCandidate {
   RematOutcome outcome;
 };
 
+/// The most candidates the recompute frontier of a step of `stepOps` ops
+/// keeps: measuring one costs a pass over the step, so a longer Pareto front
+/// (models of hundreds of blocks) is thinned to about kFrontierWork /
+/// stepOps candidates, evenly spaced, and never to fewer than kMinFrontier.
+constexpr size_t kFrontierWork = 2000000;
+constexpr size_t kMinFrontier = 32;
+size_t maxFrontier(size_t stepOps);
+
 /// The recompute frontier of a module with @train_step: Pareto-optimal
-/// per-block choices, each measured exactly, from least to most memory.
+/// per-block choices (at most maxFrontier of them, plus the two ends), each
+/// measured exactly, from least to most memory.
 mlir::FailureOr<std::vector<RematCandidate>>
 rematFrontier(mlir::ModuleOp module);
 
@@ -106,6 +115,15 @@ struct AutoRematResult {
   std::optional<double> seconds;
 };
 
+/// A frontier of at most kExhaustivePlans candidates, whose count times the
+/// ops of the step is at most kExhaustivePlanWork, is planned candidate by
+/// candidate; a longer one (models of hundreds of blocks, where planning one
+/// costs as much as the whole back end) by a search of at most kSearchPlans
+/// plans around the budget.
+constexpr size_t kExhaustivePlans = 32;
+constexpr size_t kExhaustivePlanWork = 64000;
+constexpr unsigned kSearchPlans = 8;
+
 /// The one solver of --remat=auto (otc-remat policy=auto and otc-compile):
 /// among the candidates of `frontier` (rematFrontier of `module`) whose
 /// planned total peak (plannedPeak) fits `budget`, the least `cost` when one
@@ -115,6 +133,16 @@ struct AutoRematResult {
 /// The candidates, their peaks and costs do not depend on the budget, so a
 /// larger budget never costs more, and the peak of the choice is the peak
 /// the build plans, so the budget is never exceeded.
+///
+/// Past those limits only some candidates are planned: starting from the
+/// one with the most measured memory that fits, it steps by the offset
+/// between planned and measured peaks seen last until a candidate that fits
+/// and its neighbour with more memory, which does not, are planned, and
+/// chooses among the planned ones (so a larger budget is no longer
+/// guaranteed to cost no more; the budget is still never exceeded). When
+/// none of those fits, every candidate is planned, as below the limits, so
+/// a budget that some candidate fits is never refused, and the smallest
+/// peak is the least of all.
 mlir::FailureOr<AutoRematResult>
 solveAutoRemat(mlir::ModuleOp module, int64_t budget,
                const BackEndOptions &backEnd,

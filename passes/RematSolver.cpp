@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
+#include "passes/Progress.h"
 #include "passes/Remat.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -62,24 +63,100 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
                     const PlannedCost *cost) {
   AutoRematResult r;
   r.smallestPeak = INT64_MAX;
-  const RematCandidate *best = nullptr;
-  double bestSeconds = 0;
-  for (const RematCandidate &c : frontier) {
+  // Planned peak and cost of each candidate planned so far.
+  struct Planned {
+    int64_t peak;
+    double seconds;
+  };
+  DenseMap<size_t, Planned> planned;
+  Progress progress("planning recomputation", frontier.size(), "candidates");
+  auto plan = [&](size_t i) -> LogicalResult {
+    if (planned.count(i))
+      return success();
+    progress.update(planned.size());
     double seconds = 0;
     FailureOr<int64_t> peak =
-        plannedPeak(module, c.choice, backEnd, cost, &seconds);
+        plannedPeak(module, frontier[i].choice, backEnd, cost, &seconds);
     if (failed(peak))
       return failure();
+    planned[i] = {*peak, seconds};
     r.smallestPeak = std::min(r.smallestPeak, *peak);
-    if (*peak > budget)
+    return success();
+  };
+
+  size_t stepOps = 0;
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    stepOps = step.getBody().front().getOperations().size();
+  if (frontier.size() <= kExhaustivePlans &&
+      frontier.size() * stepOps <= kExhaustivePlanWork) {
+    for (size_t i = 0; i < frontier.size(); ++i)
+      if (failed(plan(i)))
+        return failure();
+  } else {
+    // Too many to plan each: the frontier runs from least to most measured
+    // memory, and the planned peak follows the measured one up to an
+    // offset. Plan the candidate with the most measured memory that the
+    // offset seen last says fits, and step from there until a fitting one
+    // and the one above it, which does not, are planned.
+    // The candidate with the most measured memory whose measured peak plus
+    // `offset` fits (the first when none does).
+    auto lastFitting = [&](int64_t offset) -> size_t {
+      size_t last = 0;
+      for (size_t i = 0; i < frontier.size(); ++i)
+        if (frontier[i].outcome.peakBytes + offset <= budget)
+          last = i;
+      return last;
+    };
+    size_t i = lastFitting(0);
+    for (unsigned step = 0; step < kSearchPlans; ++step) {
+      if (failed(plan(i)))
+        return failure();
+      int64_t offset = planned[i].peak - frontier[i].outcome.peakBytes;
+      size_t next = lastFitting(offset);
+      if (planned[i].peak <= budget) {
+        if (i + 1 == frontier.size())
+          break;
+        next = std::max(next, i + 1);
+      } else {
+        if (i == 0)
+          break;
+        next = std::min(next, i - 1);
+      }
+      if (planned.count(next)) {
+        // The boundary lies between two planned neighbours.
+        if (planned[next].peak <= budget || next == 0)
+          break;
+        next = next - 1;
+        if (planned.count(next))
+          break;
+      }
+      i = next;
+    }
+    // Nothing found that fits: planned peaks need not follow measured ones
+    // near the least memory, so every candidate is planned before saying
+    // that none fits (and which is the smallest).
+    if (llvm::none_of(planned, [&](auto &p) { return p.second.peak <= budget; }))
+      for (size_t i = 0; i < frontier.size(); ++i)
+        if (failed(plan(i)))
+          return failure();
+  }
+  progress.update(frontier.size());
+
+  const RematCandidate *best = nullptr;
+  double bestSeconds = 0;
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    auto it = planned.find(i);
+    if (it == planned.end() || it->second.peak > budget)
       continue;
+    const RematCandidate &c = frontier[i];
+    auto [peak, seconds] = it->second;
     // The objective first (the cost when given), then FLOPs, then the peak.
     auto key = [&](double s, const RematCandidate &x, int64_t p) {
       return std::make_tuple(cost ? s : 0.0, x.outcome.recomputeFlops, p);
     };
-    if (!best || key(seconds, c, *peak) < key(bestSeconds, *best, r.peak)) {
+    if (!best || key(seconds, c, peak) < key(bestSeconds, *best, r.peak)) {
       best = &c;
-      r.peak = *peak;
+      r.peak = peak;
       bestSeconds = seconds;
     }
   }

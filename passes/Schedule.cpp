@@ -13,6 +13,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <set>
+
 namespace otc {
 #define GEN_PASS_DEF_SCHEDULE
 #include "passes/Passes.h.inc"
@@ -23,7 +25,10 @@ using namespace otc;
 
 namespace {
 
-/// The greedy order of the ops of `body` (terminator excluded).
+/// The greedy order of the ops of `body` (terminator excluded). The ready
+/// ops sit in a set ordered by (gain, position); an op's gain changes only
+/// when one of its operands comes down to its own last uses, and only then
+/// is it computed again, so each step costs a logarithm, not a scan.
 static SmallVector<Operation *> greedyOrder(Block &body) {
   SmallVector<Operation *> ops;
   DenseMap<Operation *, unsigned> index;
@@ -31,56 +36,90 @@ static SmallVector<Operation *> greedyOrder(Block &body) {
     index[&op] = ops.size();
     ops.push_back(&op);
   }
-  // Users left per value (the terminator counts: returned values stay).
-  DenseMap<Value, unsigned> usersLeft;
-  DenseMap<Operation *, unsigned> waiting; // operands not yet computed
+  // Users left per value (the terminator counts: returned values stay), and
+  // the most uses any one op makes of it.
+  DenseMap<Value, unsigned> usersLeft, mostUsesByOne;
+  std::vector<unsigned> waiting(ops.size(), 0); // operands not yet computed
   for (Operation *op : ops) {
-    for (Value r : op->getResults())
-      usersLeft[r] = std::distance(r.getUses().begin(), r.getUses().end());
+    for (Value r : op->getResults()) {
+      llvm::SmallDenseMap<Operation *, unsigned> perUser;
+      unsigned n = 0, most = 0;
+      for (OpOperand &use : r.getUses()) {
+        ++n;
+        most = std::max(most, ++perUser[use.getOwner()]);
+      }
+      usersLeft[r] = n;
+      mostUsesByOne[r] = most;
+    }
     unsigned w = 0;
     for (Value v : op->getOperands())
       if (Operation *d = v.getDefiningOp(); d && index.count(d))
         ++w;
-    waiting[op] = w;
+    waiting[index[op]] = w;
   }
-  std::vector<bool> ready(ops.size(), false), done(ops.size(), false);
-  for (Operation *op : ops)
-    if (waiting[op] == 0)
-      ready[index[op]] = true;
+  // Bytes freed net of bytes allocated if `op` ran now.
+  auto gainOf = [&](Operation *op) {
+    int64_t gain = 0;
+    for (Value r : op->getResults())
+      gain -= byteSize(r);
+    llvm::SmallDenseMap<Value, unsigned> uses;
+    for (Value v : op->getOperands())
+      ++uses[v];
+    for (auto [v, n] : uses)
+      if (v.getDefiningOp() && index.count(v.getDefiningOp()) &&
+          usersLeft[v] == n)
+        gain += byteSize(v);
+    return gain;
+  };
+  // Ready ops by the largest gain, then the earliest position.
+  std::set<std::pair<int64_t, unsigned>> ready;
+  std::vector<int64_t> gain(ops.size(), 0);
+  std::vector<bool> isReady(ops.size(), false);
+  auto makeReady = [&](unsigned i) {
+    gain[i] = gainOf(ops[i]);
+    isReady[i] = true;
+    ready.insert({-gain[i], i});
+  };
+  for (unsigned i = 0; i < ops.size(); ++i)
+    if (waiting[i] == 0)
+      makeReady(i);
   SmallVector<Operation *> order;
-  while (order.size() < ops.size()) {
-    int best = -1;
-    int64_t bestGain = 0;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (!ready[i] || done[i])
+  while (!ready.empty()) {
+    unsigned best = ready.begin()->second;
+    ready.erase(ready.begin());
+    isReady[best] = false;
+    Operation *op = ops[best];
+    order.push_back(op);
+    llvm::SmallDenseSet<Value> changed;
+    for (Value v : op->getOperands())
+      if (usersLeft.count(v)) {
+        --usersLeft[v];
+        changed.insert(v);
+      }
+    // A ready reader whose uses are now all that is left of a value frees
+    // it: its gain goes up.
+    for (Value v : changed) {
+      if (usersLeft[v] > mostUsesByOne[v])
         continue;
-      Operation *op = ops[i];
-      int64_t gain = 0;
-      for (Value r : op->getResults())
-        gain -= byteSize(r);
-      llvm::SmallDenseMap<Value, unsigned> uses;
-      for (Value v : op->getOperands())
-        ++uses[v];
-      for (auto [v, n] : uses)
-        if (v.getDefiningOp() && index.count(v.getDefiningOp()) &&
-            usersLeft[v] == n)
-          gain += byteSize(v);
-      if (best < 0 || gain > bestGain) {
-        best = i;
-        bestGain = gain;
+      for (Operation *u : v.getUsers()) {
+        auto it = index.find(u);
+        if (it == index.end() || !isReady[it->second])
+          continue;
+        int64_t g = gainOf(u);
+        if (g == gain[it->second])
+          continue;
+        ready.erase({-gain[it->second], it->second});
+        gain[it->second] = g;
+        ready.insert({-g, it->second});
       }
     }
-    Operation *op = ops[best];
-    done[best] = true;
-    order.push_back(op);
-    for (Value v : op->getOperands())
-      if (usersLeft.count(v))
-        --usersLeft[v];
     for (Value r : op->getResults())
       for (Operation *u : r.getUsers())
-        if (index.count(u) && --waiting[u] == 0)
-          ready[index[u]] = true;
+        if (auto it = index.find(u);
+            it != index.end() && --waiting[it->second] == 0)
+          makeReady(it->second);
   }
+  assert(order.size() == ops.size() && "the body is not in SSA order");
   return order;
 }
 

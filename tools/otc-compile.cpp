@@ -26,6 +26,7 @@
 #include "passes/Cost.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "passes/Progress.h"
 #include "passes/Remat.h"
 #include "report/Report.h"
 #include "tools/FitPlanner.h"
@@ -135,6 +136,15 @@ static cl::opt<bool>
              cl::desc("Write plan.json and report.html only: no program, no "
                       "initial parameters (for sizing models)"),
              cl::cat(cat));
+static cl::opt<bool>
+    timing("timing",
+           cl::desc("Print the wall time of each phase to stderr"),
+           cl::cat(cat));
+static cl::opt<bool> progress(
+    "progress",
+    cl::desc("Print the progress of long phases to stderr from their start "
+             "(without it, once a phase has run over 3 s)"),
+    cl::cat(cat));
 /// The --compile-to phases: import, the pipeline's phases (passes/Pipeline.h),
 /// and emit, as "import, fold-shapes, ..., emit".
 static const std::string &phaseList() {
@@ -320,6 +330,19 @@ int main(int argc, char **argv) {
     return fail("--device=" + deviceName + " runs " + deviceModel->target +
                 " programs, not --target=" + target);
   bool bf16 = precision == "bf16";
+  otc::setProgressMode(progress ? otc::ProgressMode::Always
+                                : otc::ProgressMode::Slow,
+                       "otc-compile");
+  // --timing: one line per phase, as it ends.
+  auto phaseStart = std::chrono::steady_clock::now();
+  auto timed = [&](llvm::StringRef phase) {
+    auto now = std::chrono::steady_clock::now();
+    if (timing)
+      llvm::errs() << llvm::format(
+          "otc-compile: time: %-22s %8.3f s\n", phase.str().c_str(),
+          std::chrono::duration<double>(now - phaseStart).count());
+    phaseStart = now;
+  };
 
   otc::ImportOptions importOpts;
   std::string err;
@@ -399,6 +422,7 @@ int main(int argc, char **argv) {
     return fail(err);
   if (appended && !otc::appendLoss(*module, *appended, err))
     return fail(err);
+  timed("import");
   auto printIR = [&] {
     module->print(llvm::outs());
     llvm::outs() << "\n";
@@ -478,6 +502,7 @@ int main(int argc, char **argv) {
           return fail("measuring the recompute frontier failed");
         frontier = std::move(*f);
       }
+      timed("recompute frontier");
       persistent = otc::persistentBytes(step);
       // --remat=auto: the one solver (passes/RematSolver.cpp) plans every
       // candidate through the rest of this pipeline; otc-remat then applies
@@ -502,10 +527,12 @@ int main(int argc, char **argv) {
                       " bytes); the smallest that fits is " +
                       std::to_string(r->smallestPeak) + " bytes");
         pipeline.rematBlocks = otc::rematBlockString(*r->choice);
+        timed("recompute auto");
       }
     }
     if (!runPhase(phase))
       return fail(otc::phaseFailure(phase));
+    timed(otc::phaseName(phase));
     if (phase == otc::Phase::Remat)
       readRematAttributes(*module, remat, info);
     if (phase == otc::Phase::TrainingLoop)
@@ -536,6 +563,7 @@ int main(int argc, char **argv) {
       otc::predictStepTime(*module, *deviceModel, gradAccum);
   if (failed(stepTime))
     return fail("predicting the step time failed");
+  timed("summary");
 
   auto writeFile = [&](llvm::StringRef name, llvm::StringRef text) {
     if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
@@ -616,6 +644,7 @@ int main(int argc, char **argv) {
                  << gradAccum << "; arena " << otc::formatBytes(summary->arena)
                  << ", total peak " << otc::formatBytes(summary->totalPeak)
                  << ")\n";
+    timed("reports");
     return 0;
   }
 
@@ -629,6 +658,7 @@ int main(int argc, char **argv) {
   llvm::raw_string_ostream sourceOs(source);
   if (failed(otc::emitProgram(*module, emitOpts, sourceOs)))
     return fail("code generation failed");
+  timed("emit");
   if (compileTo == "emit") {
     llvm::outs() << source;
     return 0;
@@ -640,6 +670,7 @@ int main(int argc, char **argv) {
 
   if (!writeReports())
     return fail(err);
+  timed("reports");
 
   // Initial parameters, by ONNX initializer name.
   otcrt::TensorFile initFile;
@@ -687,6 +718,7 @@ int main(int argc, char **argv) {
   }
   if (!runTool(cmd, err))
     return fail(err);
+  timed("build");
   double secs = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
