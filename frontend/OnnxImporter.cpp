@@ -107,7 +107,9 @@ void Importer::importNode(const NodeInfo &node) {
   currentLoc = NameLoc::get(builder.getStringAttr(node.name));
   const OpInfo *info = lookupOp(opType());
   assert(info && "prescan rejects unsupported ops");
+  checkInputTypes();
   (this->*(info->import))();
+  checkOutputs();
 }
 
 void Importer::eraseDeadConstants() {
@@ -173,6 +175,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   opset = checkHeader(path, model);
   prescan();
   runChecker(path, opset);
+  for (const NodeInfo &node : nodes)
+    checkNodeSchema(node);
 
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   module = ModuleOp::create(fileLoc);
