@@ -277,10 +277,12 @@ void Importer::checkOutputs() {
   for (int i = 0; i < n.output_size(); ++i) {
     if (n.output(i).empty())
       continue;
-    auto it = values.find(n.output(i));
-    if (it != values.end())
-      checkSize(n.output(i), it->second.getType(),
-                "node '" + current->name + "' (" + n.op_type() + "): output");
+    std::string what =
+        "node '" + current->name + "' (" + n.op_type() + "): output";
+    if (auto it = values.find(n.output(i)); it != values.end())
+      checkSize(n.output(i), it->second.getType(), what);
+    else if (auto st = statics.find(n.output(i)); st != statics.end())
+      checkSize(n.output(i), st->second->attr.getType(), what);
   }
 }
 

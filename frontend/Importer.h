@@ -48,6 +48,13 @@ constexpr int64_t kMaxCheckerOpset = 17;
 /// keeps element counts and byte sizes far from int64 overflow.
 constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
 
+/// The most elements of a Range computed at import time (its values are
+/// materialized as a constant).
+constexpr int64_t kMaxImportRange = int64_t(1) << 24;
+
+/// The most elements of a sequence (SplitToSequence pieces, one value each).
+constexpr int64_t kMaxSequenceLength = int64_t(1) << 16;
+
 /// An import failure; its message is the final one-line error.
 class ImportError : public std::runtime_error {
 public:
