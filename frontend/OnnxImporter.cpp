@@ -20,6 +20,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <exception>
@@ -217,6 +218,26 @@ OwningOpRef<ModuleOp> Importer::run() {
   return std::move(module);
 }
 
+/// `msg` with its control characters escaped (`\n`, `\x01`): names read
+/// from the model may hold any byte, the error stays one line.
+static std::string escapeControls(StringRef msg) {
+  std::string out;
+  for (char c : msg) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      out += llvm::formatv("\\x{0:x-2}", static_cast<unsigned>(u)).str();
+    else
+      out += c;
+  }
+  return out;
+}
+
 } // namespace detail
 
 OwningOpRef<ModuleOp>
@@ -230,10 +251,10 @@ importOnnxModel(MLIRContext &context, StringRef path,
     detail::Importer importer(context, path, options, initializers);
     return importer.run();
   } catch (const detail::ImportError &e) {
-    error = e.what();
+    error = detail::escapeControls(e.what());
   } catch (const std::exception &e) {
-    error =
-        "while importing '" + path.str() + "': " + detail::oneLine(e.what());
+    error = detail::escapeControls("while importing '" + path.str() +
+                                   "': " + detail::oneLine(e.what()));
   } catch (...) {
     error = "while importing '" + path.str() + "': unknown exception";
   }

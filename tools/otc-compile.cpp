@@ -177,9 +177,12 @@ static LogicalResult printError(Diagnostic &diag) {
        << file.getColumn();
   else
     loc.print(os);
-  std::string message = diag.str();
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  llvm::errs() << "otc-compile: error: " << os.str() << ": " << message << "\n";
+  std::string line = os.str() + ": " + diag.str();
+  // Names from the model may hold any byte: keep the error on one line.
+  for (char &c : line)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  llvm::errs() << "otc-compile: error: " << line << "\n";
   return success();
 }
 

@@ -182,9 +182,12 @@ static LogicalResult printDiagnostic(Diagnostic &diag) {
        << file.getColumn();
   else
     loc.print(os);
-  std::string message = diag.str();
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  llvm::errs() << "otc-run: error: " << os.str() << ": " << message << "\n";
+  std::string line = os.str() + ": " + diag.str();
+  // Names from the model may hold any byte: keep the error on one line.
+  for (char &c : line)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  llvm::errs() << "otc-run: error: " << line << "\n";
   return success();
 }
 
