@@ -166,6 +166,12 @@ def graph_cases(src, out):
     m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
     save(m, out, "declared-type-18")
 
+    # A name holding a newline and a control byte (found by the fuzz target):
+    # the error escapes them and stays one line.
+    m = mlp18(src)
+    m.graph.output[0].name = "lo\nss\x01"
+    save(m, out, "newline-name-18")
+
     # The loss cast to INT64: a graph output that exists but is no float.
     m = mlp18(src)
     loss = m.graph.output[0].name
