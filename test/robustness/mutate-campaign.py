@@ -170,8 +170,9 @@ def rename_uses(m, old, new, after_node):
             o.name = new
 
 
-def external_init(m, rng, location, offset=None):
-    """Moves a float initializer's data to external data at `location`."""
+def external_init(m, rng, location):
+    """Moves a float initializer's data to external data at `location`;
+    returns the initializer and the bytes its shape needs."""
     floats = [i for i in m.graph.initializer if i.data_type == TensorProto.FLOAT]
     if not floats:
         raise NotApplicable
@@ -182,9 +183,7 @@ def external_init(m, rng, location, offset=None):
     init.data_location = TensorProto.EXTERNAL
     entry = init.external_data.add()
     entry.key, entry.value = "location", location
-    if offset is not None:
-        entry = init.external_data.add()
-        entry.key, entry.value = "offset", str(offset)
+    return init, 4 * int(np.prod(list(init.dims), dtype=np.int64))
 
 
 def semantic_mutation(kind, m, rng, vdir):
@@ -249,10 +248,16 @@ def semantic_mutation(kind, m, rng, vdir):
         os.symlink("/dev/zero", os.path.join(vdir, "zero.bin"))
         os.mkfifo(os.path.join(vdir, "fifo.bin"))
     elif kind == "external-past-end":
+        # A file one byte short of the data at offset 0, or an offset past
+        # its end.
+        init, needed = external_init(m, rng, "data.bin")
+        offset = rng.choice([0, 1, 2**62, 2**63 - 1])
+        if needed == 0:
+            offset = max(offset, 1)
+        entry = init.external_data.add()
+        entry.key, entry.value = "offset", str(offset)
         with open(os.path.join(vdir, "data.bin"), "wb") as f:
-            f.write(bytes(16))
-        external_init(m, rng, "data.bin",
-                      offset=rng.choice([0, 12, 2**62, 2**63 - 1]))
+            f.write(bytes(max(needed - 1, 0)))
     elif kind == "unsupported-input-type":
         if not inputs:
             raise NotApplicable
