@@ -115,8 +115,8 @@ void Importer::importRange() {
     std::snprintf(buf, sizeof(buf), "%.17g", v);
     return std::string(buf);
   };
-  std::string args = "start " + text(s) + ", limit " + text(l) +
-                     " and delta " + text(d);
+  std::string args =
+      "start " + text(s) + ", limit " + text(l) + " and delta " + text(d);
   if (!std::isfinite(count))
     nodeFail(args + " give no finite element count");
   if (count > static_cast<double>(kMaxImportRange))

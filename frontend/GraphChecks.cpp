@@ -155,24 +155,21 @@ void Importer::checkNodeSchema(const NodeInfo &node) {
   if (n.input_size() < f->minInputs || n.input_size() > f->maxInputs)
     fail(where + " has " + Twine(n.input_size()) + " inputs; opset " +
          Twine(opset) + " takes " + Twine(f->minInputs) +
-         (f->maxInputs == f->minInputs
-              ? std::string()
-              : f->maxInputs == std::numeric_limits<int>::max()
-                    ? " or more"
-                    : " to " + std::to_string(f->maxInputs)));
+         (f->maxInputs == f->minInputs ? std::string()
+          : f->maxInputs == std::numeric_limits<int>::max()
+              ? " or more"
+              : " to " + std::to_string(f->maxInputs)));
   if (n.output_size() < f->minOutputs || n.output_size() > f->maxOutputs)
     fail(where + " has " + Twine(n.output_size()) + " outputs; opset " +
          Twine(opset) + " gives " + Twine(f->minOutputs) +
-         (f->maxOutputs == f->minOutputs
-              ? std::string()
-              : f->maxOutputs == std::numeric_limits<int>::max()
-                    ? " or more"
-                    : " to " + std::to_string(f->maxOutputs)));
+         (f->maxOutputs == f->minOutputs ? std::string()
+          : f->maxOutputs == std::numeric_limits<int>::max()
+              ? " or more"
+              : " to " + std::to_string(f->maxOutputs)));
   for (int i = 0; i < n.input_size() && i < f->minInputs; ++i)
-    if (n.input(i).empty() && (!f->schema || i >= static_cast<int>(
-                                                 f->schema->inputs().size()) ||
-                               f->schema->inputs()[i].GetOption() !=
-                                   onnx::OpSchema::Optional))
+    if (n.input(i).empty() &&
+        (!f->schema || i >= static_cast<int>(f->schema->inputs().size()) ||
+         f->schema->inputs()[i].GetOption() != onnx::OpSchema::Optional))
       fail(where + ": required input " + Twine(i) + " has an empty name");
   llvm::StringSet<> seen;
   for (const onnx::AttributeProto &a : n.attribute()) {
@@ -246,18 +243,17 @@ void Importer::checkInputTypes() {
         for (const std::string *a : allowed)
           ok |= *a == t;
       if (!ok)
-        nodeFail("input " + Twine(i) + " '" + n.input(i) + "' has element type " +
-                 typeStr(et) + ", which " + n.op_type() + " does not take for " +
-                 formal.GetTypeStr());
+        nodeFail("input " + Twine(i) + " '" + n.input(i) +
+                 "' has element type " + typeStr(et) + ", which " +
+                 n.op_type() + " does not take for " + formal.GetTypeStr());
     }
     auto [it, inserted] = bound.try_emplace(formal.GetTypeStr(), et, i);
     if (!inserted && it->second.first != et &&
         (formal.GetOption() != onnx::OpSchema::Variadic ||
          formal.GetIsHomogeneous()))
       nodeFail("inputs " + Twine(it->second.second) + " '" +
-               n.input(it->second.second) + "' (" +
-               typeStr(it->second.first) + ") and " + Twine(i) + " '" +
-               n.input(i) + "' (" + typeStr(et) +
+               n.input(it->second.second) + "' (" + typeStr(it->second.first) +
+               ") and " + Twine(i) + " '" + n.input(i) + "' (" + typeStr(et) +
                ") must have the same element type " + formal.GetTypeStr());
   }
 }

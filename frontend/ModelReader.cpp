@@ -53,8 +53,8 @@ int64_t checkedElements(ArrayRef<int64_t> shape, uint64_t elemBytes,
       overflow = true;
   }
   uint64_t bytes = 0;
-  if (overflow || __builtin_mul_overflow(n, std::max<uint64_t>(elemBytes, 1),
-                                         &bytes) ||
+  if (overflow ||
+      __builtin_mul_overflow(n, std::max<uint64_t>(elemBytes, 1), &bytes) ||
       bytes > kMaxTensorBytes)
     fail(what + " is too large: shape " + shapeStr(shape) + " has " +
          (overflow ? std::string("more than 2^64") : std::to_string(n)) +
@@ -311,7 +311,8 @@ static std::string resolveExternal(const std::string &location,
     fail(what + ": external data has no 'location'");
   if (location.find('\0') != std::string::npos)
     fail(what + ": external data location contains a NUL byte");
-  if (sp::is_absolute(location) || sp::is_absolute(location, sp::Style::windows))
+  if (sp::is_absolute(location) ||
+      sp::is_absolute(location, sp::Style::windows))
     fail(what + ": external data location '" + location +
          "' is an absolute path; it must be relative to the model's "
          "directory");

@@ -2,10 +2,10 @@
 //
 // Feeds each input, as a model file, to importOnnxModel (reading, the ONNX
 // checker, the graph checks, building and verifying @forward). Built with
-// -fsanitize=fuzzer,address by the OTC_FUZZ configuration (fuzz/CMakeLists.txt).
-// A crash, a sanitizer report, a leak or a timeout is a bug; so is a failed
-// import whose error is empty, spans several lines or reports an internal
-// error (IR that does not verify): those abort.
+// -fsanitize=fuzzer,address by the OTC_FUZZ configuration
+// (fuzz/CMakeLists.txt). A crash, a sanitizer report, a leak or a timeout is a
+// bug; so is a failed import whose error is empty, spans several lines or
+// reports an internal error (IR that does not verify): those abort.
 //
 // The model is written to a private directory that also holds a copy of the
 // external-data file of the seed corpus (external.weights), so that mutated
@@ -44,8 +44,8 @@ void writeFile(const std::string &path, const void *data, size_t size) {
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   const char *tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") +
-                      "/otc-import-fuzzer.XXXXXX";
+  std::string templ =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/otc-import-fuzzer.XXXXXX";
   if (!mkdtemp(templ.data())) {
     std::perror("mkdtemp");
     std::abort();
@@ -76,8 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   options.dims = {{"batch", 2}, {"seq", 4}, {"s0", 2}};
   std::string error;
   std::vector<otc::InitializerData> initializers;
-  mlir::OwningOpRef<mlir::ModuleOp> module = otc::importOnnxModel(
-      *context, modelPath, options, error, &initializers);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      otc::importOnnxModel(*context, modelPath, options, error, &initializers);
   if (!module) {
     // The importer's own verifier failure starts so; a model name holding
     // those words elsewhere in a message is not one.

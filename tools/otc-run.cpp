@@ -46,9 +46,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <unistd.h>
 #include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace mlir;
@@ -357,8 +357,8 @@ static std::string checkMemory(func::FuncOp func) {
       return "";
     uint64_t bytes = sizeof(double);
     for (int64_t d : type.getShape())
-      if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d),
-                                          &bytes))
+      if (d < 0 ||
+          __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
         bytes = UINT64_MAX;
     if (bytes <= memory)
       return "";
