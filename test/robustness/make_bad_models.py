@@ -213,6 +213,28 @@ def huge_cases(src, out):
     m.graph.ClearField("input")
     m.graph.input.append(idx)
     save(m, out, "big-idx")
+    # Values the importer computes itself: a Range of 2^40 elements, and a
+    # SplitToSequence into 2^17 pieces (each piece a value).
+    m = mlp18(src)
+    for name, v in (("r_start", 0), ("r_limit", 2**40), ("r_delta", 1)):
+        m.graph.initializer.append(helper.make_tensor(name, TensorProto.INT64, [], [v]))
+    m.graph.node.append(helper.make_node("Range", ["r_start", "r_limit", "r_delta"],
+                                         ["positions"], name="range"))
+    m.graph.output.append(helper.make_tensor_value_info("positions", TensorProto.INT64,
+                                                        [2**40]))
+    save(m, out, "huge-range-18")
+    m = mlp18(src)
+    m.graph.initializer.append(helper.make_tensor("pieces_shape", TensorProto.INT64,
+                                                  [1], [2**17]))
+    m.graph.node.extend([
+        helper.make_node("ConstantOfShape", ["pieces_shape"], ["zeros"], name="zeros"),
+        helper.make_node("SplitToSequence", ["zeros"], ["pieces"], name="split", axis=0),
+        helper.make_node("SequenceAt", ["pieces", "r_zero"], ["first"], name="at"),
+    ])
+    m.graph.initializer.append(helper.make_tensor("r_zero", TensorProto.INT64, [], [0]))
+    m.graph.output.append(helper.make_tensor_value_info("first", TensorProto.FLOAT, []))
+    save(m, out, "huge-sequence-18")
+
     # An initializer whose dims multiply past 2^64 (its raw_data is small).
     m = load(src, "test/frontend/Inputs/mlp.onnx")
     init = m.graph.initializer[0]
