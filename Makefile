@@ -4,7 +4,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-gpu demo clean
+.PHONY: all deps configure build test test-gpu demo clean fuzz-build fuzz-smoke fuzz-long
 
 all: build
 
@@ -35,5 +35,16 @@ test-gpu: build
 demo: build
 	scripts/demo.sh $(BUILD_DIR)
 
+# The importer's fuzz target (libFuzzer + ASan, clang, its own build directory; see
+# scripts/fuzz.sh): fuzz-smoke fuzzes for FUZZ_SECONDS (30) from the test models,
+# fuzz-long for FUZZ_RUNS executions (1000000), keeping its corpus.
+FUZZ_BUILD_DIR ?= build-fuzz
+fuzz-build:
+	scripts/fuzz.sh build $(FUZZ_BUILD_DIR)
+fuzz-smoke:
+	scripts/fuzz.sh smoke $(FUZZ_BUILD_DIR)
+fuzz-long:
+	scripts/fuzz.sh long $(FUZZ_BUILD_DIR)
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR)

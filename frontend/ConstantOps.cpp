@@ -14,6 +14,7 @@
 #include "ir/ShapeUtils.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 
@@ -107,8 +108,21 @@ void Importer::importRange() {
          d = constantScalar(2, "delta");
   if (d == 0)
     nodeFail("delta is 0");
-  int64_t n =
-      std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / d)), 0);
+  // The values are computed here: bound their count before allocating.
+  double count = std::ceil((l - s) / d);
+  auto text = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    return std::string(buf);
+  };
+  std::string args =
+      "start " + text(s) + ", limit " + text(l) + " and delta " + text(d);
+  if (!std::isfinite(count))
+    nodeFail(args + " give no finite element count");
+  if (count > static_cast<double>(kMaxImportRange))
+    nodeFail(args + " give " + text(count) + " elements, more than the " +
+             Twine(kMaxImportRange) + " a Range computed at import may have");
+  int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
   auto type = RankedTensorType::get({n}, et);
   if (isa<FloatType>(et)) {
     SmallVector<float> vals;

@@ -56,6 +56,7 @@ void Importer::prescan() {
   }
   if (!unsupported.empty())
     fail("unsupported ops: " + unsupported);
+  checkNames();
 
   // Definitions in order, and which node defines what.
   llvm::StringMap<size_t> producer;
@@ -185,9 +186,10 @@ void Importer::addInputs() {
         fail(what + " dimension " + Twine(i) + " is bound to " +
              Twine(shape.back()) + ", not a positive size");
     }
+    auto type = RankedTensorType::get(shape, elementType(&ctx, *kind));
+    checkSize(in.name(), type, "input");
     Location loc = NameLoc::get(builder.getStringAttr(in.name()));
-    Value arg = entry->addArgument(
-        RankedTensorType::get(shape, elementType(&ctx, *kind)), loc);
+    Value arg = entry->addArgument(type, loc);
     argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
                         builder.getNamedAttr(
                             attrs::kInput, builder.getStringAttr(in.name()))});
@@ -268,6 +270,18 @@ void Importer::finish() {
   builder.create<func::ReturnOp>(
       NameLoc::get(builder.getStringAttr(model.graph().name())), results);
 
+  // A declared output element type must be the one computed.
+  for (auto [out, value] : llvm::zip(model.graph().output(), results)) {
+    if (!out.type().has_tensor_type() ||
+        out.type().tensor_type().elem_type() == onnx::TensorProto::UNDEFINED)
+      continue;
+    int32_t declared = out.type().tensor_type().elem_type();
+    std::optional<Kind> kind = kindOf(declared);
+    if (!kind || elementType(&ctx, *kind) != elemOf(value))
+      fail("graph output '" + out.name() + "' is declared " +
+           dataTypeName(declared) + " but is computed as " +
+           typeStr(value.getType()));
+  }
   func.setType(FunctionType::get(&ctx, entry->getArgumentTypes(),
                                  ValueRange(results).getTypes()));
   // Every argument's and result's attributes set at once (one at a time

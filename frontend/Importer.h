@@ -46,6 +46,18 @@ constexpr int64_t kOldestOpset = 7;
 /// The newest default-domain opset libonnx 1.12's checker knows.
 constexpr int64_t kMaxCheckerOpset = 17;
 
+/// The largest tensor the importer accepts, in bytes: 1 TiB, beyond the
+/// memory of any device the programs run on. Bounding every tensor up front
+/// keeps element counts and byte sizes far from int64 overflow.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
+
+/// The most elements of a Range computed at import time (its values are
+/// materialized as a constant).
+constexpr int64_t kMaxImportRange = int64_t(1) << 24;
+
+/// The most elements of a sequence (SplitToSequence pieces, one value each).
+constexpr int64_t kMaxSequenceLength = int64_t(1) << 16;
+
 /// An import failure; its message is the final one-line error.
 class ImportError : public std::runtime_error {
 public:
@@ -54,6 +66,11 @@ public:
 
 /// Throws an ImportError carrying `msg`.
 [[noreturn]] void fail(const llvm::Twine &msg);
+/// The element count of `shape`, overflow-checked; fails naming `what` when a
+/// dimension is negative or the tensor (at `elemBytes` bytes per element)
+/// exceeds kMaxTensorBytes.
+int64_t checkedElements(llvm::ArrayRef<int64_t> shape, uint64_t elemBytes,
+                        const llvm::Twine &what);
 /// Formats a shape as `[4, 3]`.
 std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 /// Prints a type, e.g. `tensor<2x3xi64>`.
@@ -168,6 +185,19 @@ private:
   /// Names the nodes, rejects unsupported ops and undefined or out-of-order
   /// values, and finds the initializers read only at import time.
   void prescan();
+  /// What the ONNX checker checks, at every opset (GraphChecks.cpp): every
+  /// value assigned once and graph outputs listed once...
+  void checkNames();
+  /// ... each node's input/output counts and attributes against its schema.
+  void checkNodeSchema(const NodeInfo &node);
+  /// The current node's input element types against its schema's type
+  /// constraints (before it is built).
+  void checkInputTypes();
+  /// The current node's outputs against kMaxTensorBytes (after it is built).
+  void checkOutputs();
+  /// Fails naming `what` and `name` when `type` exceeds kMaxTensorBytes.
+  void checkSize(const std::string &name, mlir::Type type,
+                 const llvm::Twine &what);
   /// Adds the graph inputs as `otc.input` arguments, binding symbolic dims;
   /// import-time inputs with a value from ImportOptions::inputValue become
   /// constants instead.

@@ -42,6 +42,27 @@ namespace detail {
 /// Throws an ImportError carrying `msg`.
 void fail(const Twine &msg) { throw ImportError(msg.str()); }
 
+int64_t checkedElements(ArrayRef<int64_t> shape, uint64_t elemBytes,
+                        const Twine &what) {
+  uint64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      fail(what + " has a negative dimension " + Twine(d));
+    if (!overflow && __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+      overflow = true;
+  }
+  uint64_t bytes = 0;
+  if (overflow ||
+      __builtin_mul_overflow(n, std::max<uint64_t>(elemBytes, 1), &bytes) ||
+      bytes > kMaxTensorBytes)
+    fail(what + " is too large: shape " + shapeStr(shape) + " has " +
+         (overflow ? std::string("more than 2^64") : std::to_string(n)) +
+         " elements, over the limit of " + Twine(kMaxTensorBytes) +
+         " bytes per tensor");
+  return static_cast<int64_t>(n);
+}
+
 /// Formats a shape as `[4, 3]`.
 std::string shapeStr(ArrayRef<int64_t> shape) {
   std::string s = "[";
@@ -278,48 +299,92 @@ void runChecker(const std::string &path, int64_t opset) {
 // Tensor data
 //===----------------------------------------------------------------------===//
 
+/// Resolves the external-data `location` of a tensor to a file the model may
+/// read: a relative path that stays inside the model's directory once `..`
+/// and symlinks are resolved, naming a regular file (not a device, fifo or
+/// directory). Fails naming the tensor otherwise.
+static std::string resolveExternal(const std::string &location,
+                                   const Twine &what, const std::string &path) {
+  namespace fs = llvm::sys::fs;
+  namespace sp = llvm::sys::path;
+  if (location.empty())
+    fail(what + ": external data has no 'location'");
+  if (location.find('\0') != std::string::npos)
+    fail(what + ": external data location contains a NUL byte");
+  if (sp::is_absolute(location) ||
+      sp::is_absolute(location, sp::Style::windows))
+    fail(what + ": external data location '" + location +
+         "' is an absolute path; it must be relative to the model's "
+         "directory");
+  SmallString<256> dir(sp::parent_path(path));
+  if (dir.empty())
+    dir = ".";
+  SmallString<256> realDir;
+  if (std::error_code ec = fs::real_path(dir, realDir))
+    fail(what + ": cannot resolve the model's directory '" + dir +
+         "': " + ec.message());
+  SmallString<256> file(dir);
+  sp::append(file, location);
+  SmallString<256> realFile;
+  if (std::error_code ec = fs::real_path(file, realFile))
+    fail(what + ": cannot read external data '" + file + "': " + ec.message());
+  StringRef inside = realFile.str();
+  bool contained = inside.consume_front(realDir.str()) &&
+                   (sp::is_separator(realDir.back()) ||
+                    (!inside.empty() && sp::is_separator(inside.front())));
+  if (!contained)
+    fail(what + ": external data location '" + location + "' resolves to '" +
+         realFile + "', outside the model's directory '" + realDir + "'");
+  fs::file_status st;
+  if (std::error_code ec = fs::status(realFile, st))
+    fail(what + ": cannot read external data '" + file + "': " + ec.message());
+  if (st.type() != fs::file_type::regular_file)
+    fail(what + ": external data '" + file + "' is not a regular file");
+  return realFile.str().str();
+}
+
 /// Reads the bytes of an EXTERNAL tensor from the file its `location` names
-/// (relative to the model's directory), checking offset and length.
+/// (see resolveExternal), checking offset and length against the file's size
+/// before reading anything.
 static std::unique_ptr<llvm::MemoryBuffer>
 readExternal(const onnx::TensorProto &t, const Twine &what,
-             size_t expectedBytes, const std::string &path) {
+             uint64_t expectedBytes, const std::string &path) {
   std::string location;
+  bool hasLocation = false;
   int64_t offset = 0, length = -1;
   for (const auto &kv : t.external_data()) {
     if (kv.key() == "location") {
       location = kv.value();
+      hasLocation = true;
     } else if (kv.key() == "offset" || kv.key() == "length") {
       int64_t v;
       if (StringRef(kv.value()).getAsInteger(10, v) || v < 0)
-        fail(what + ": external data " + kv.key() + " '" + kv.value() +
+        fail(what + ": external data " + kv.key() + " '" + oneLine(kv.value()) +
              "' is not a non-negative integer");
       (kv.key() == "offset" ? offset : length) = v;
     }
   }
-  if (location.empty())
+  if (!hasLocation)
     fail(what + ": external data has no 'location'");
-  SmallString<256> file(location);
-  if (!llvm::sys::path::is_absolute(file)) {
-    file = llvm::sys::path::parent_path(path);
-    llvm::sys::path::append(file, location);
-  }
+  std::string file = resolveExternal(location, what, path);
   if (length < 0)
     length = static_cast<int64_t>(expectedBytes);
-  if (static_cast<size_t>(length) != expectedBytes)
+  if (static_cast<uint64_t>(length) != expectedBytes)
     fail(what + ": external data in '" + file + "' has length " +
          Twine(length) + " but the shape needs " + Twine(expectedBytes) +
          " bytes");
+  uint64_t fileSize = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(file, fileSize))
+    fail(what + ": cannot read external data '" + file + "': " + ec.message());
+  if (static_cast<uint64_t>(offset) > fileSize ||
+      static_cast<uint64_t>(length) > fileSize - static_cast<uint64_t>(offset))
+    fail(what + ": external data '" + file + "' has " + Twine(fileSize) +
+         " bytes, fewer than offset " + Twine(offset) + " + length " +
+         Twine(length));
   auto buffer = llvm::MemoryBuffer::getFileSlice(file, length, offset);
   if (!buffer)
     fail(what + ": cannot read external data '" + file +
          "': " + buffer.getError().message());
-  // getFileSlice pads short reads with zeros; check the file size.
-  uint64_t fileSize = 0;
-  if (llvm::sys::fs::file_size(file, fileSize) ||
-      fileSize < static_cast<uint64_t>(offset + length))
-    fail(what + ": external data '" + file + "' has " + Twine(fileSize) +
-         " bytes, fewer than offset " + Twine(offset) + " + length " +
-         Twine(length));
   return std::move(*buffer);
 }
 
@@ -337,8 +402,8 @@ TensorData decodeTensor(const onnx::TensorProto &t, const Twine &what,
       fail(what + " has a negative dimension " + Twine(d));
     out.shape.push_back(d);
   }
-  const int64_t n = numElements(out.shape);
   const size_t elemSize = rawElementSize(type);
+  const int64_t n = checkedElements(out.shape, elemSize, what);
 
   // The raw bytes, from raw_data or an external file.
   std::unique_ptr<llvm::MemoryBuffer> external;

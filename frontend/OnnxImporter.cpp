@@ -20,6 +20,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <exception>
@@ -110,7 +111,9 @@ void Importer::importNode(const NodeInfo &node) {
   currentLoc = NameLoc::get(builder.getStringAttr(node.name));
   const OpInfo *info = lookupOp(opType());
   assert(info && "prescan rejects unsupported ops");
+  checkInputTypes();
   (this->*(info->import))();
+  checkOutputs();
 }
 
 void Importer::eraseDeadConstants() {
@@ -178,6 +181,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   prescan();
   // The checker reads the file as written, at its own opset.
   runChecker(path, fileOpset);
+  for (const NodeInfo &node : nodes)
+    checkNodeSchema(node);
 
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   module = ModuleOp::create(fileLoc);
@@ -218,6 +223,26 @@ OwningOpRef<ModuleOp> Importer::run() {
   return std::move(module);
 }
 
+/// `msg` with its control characters escaped (`\n`, `\x01`): names read
+/// from the model may hold any byte, the error stays one line.
+static std::string escapeControls(StringRef msg) {
+  std::string out;
+  for (char c : msg) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      out += llvm::formatv("\\x{0:x-2}", static_cast<unsigned>(u)).str();
+    else
+      out += c;
+  }
+  return out;
+}
+
 } // namespace detail
 
 OwningOpRef<ModuleOp>
@@ -231,10 +256,10 @@ importOnnxModel(MLIRContext &context, StringRef path,
     detail::Importer importer(context, path, options, initializers);
     return importer.run();
   } catch (const detail::ImportError &e) {
-    error = e.what();
+    error = detail::escapeControls(e.what());
   } catch (const std::exception &e) {
-    error =
-        "while importing '" + path.str() + "': " + detail::oneLine(e.what());
+    error = detail::escapeControls("while importing '" + path.str() +
+                                   "': " + detail::oneLine(e.what()));
   } catch (...) {
     error = "while importing '" + path.str() + "': unknown exception";
   }

@@ -286,18 +286,27 @@ void Importer::importSplitToSequence() {
   // Without `split`, pieces of one along the axis, squeezed unless keepdims.
   bool squeeze = !hasInput(1) && attrInt("keepdims", 1) == 0;
   SmallVector<int64_t> sizes;
+  // Each piece is its own value: bound their number first.
+  auto checkPieces = [&](int64_t pieces) {
+    if (pieces > kMaxSequenceLength)
+      nodeFail("splitting dimension " + Twine(axis) + " of " + shapeStr(in) +
+               " gives " + Twine(pieces) + " pieces, more than the " +
+               Twine(kMaxSequenceLength) + " a sequence may hold");
+  };
   if (hasInput(1)) {
     SmallVector<int64_t> split = constantInts(1, "split");
     std::optional<DenseElementsAttr> c = constantInput(1);
     if (c && c->getType().getRank() == 0) {
       if (split[0] <= 0)
         nodeFail("split must be positive, got " + Twine(split[0]));
+      checkPieces(in[axis] / split[0] + 1);
       for (int64_t left = in[axis]; left > 0; left -= split[0])
         sizes.push_back(std::min(split[0], left));
     } else {
       sizes = split;
     }
   } else {
+    checkPieces(in[axis]);
     sizes.assign(in[axis], 1);
   }
   int64_t total = 0;

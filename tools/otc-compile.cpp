@@ -46,6 +46,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
@@ -162,10 +163,49 @@ static const std::string compileToHelp =
 static cl::opt<std::string> compileTo("compile-to", cl::desc(compileToHelp),
                                       cl::value_desc("PHASE"), cl::cat(cat));
 
-/// Prints `otc-compile: error: msg` and returns the exit code.
+/// Set once an error diagnostic has been printed: the failure it causes is
+/// not reported a second time.
+static bool diagnosed = false;
+
+/// Prints `otc-compile: error: msg` (unless a diagnostic already said what
+/// went wrong) and returns the exit code.
 static int fail(const llvm::Twine &msg) {
-  llvm::errs() << "otc-compile: error: " << msg << "\n";
+  if (!diagnosed)
+    llvm::errs() << "otc-compile: error: " << msg << "\n";
   return 1;
+}
+
+/// Prints the first error diagnostic as the one line `otc-compile: error:
+/// WHERE: MESSAGE`, WHERE naming the ONNX node, value or graph (or
+/// file:line:col); later errors and attached notes add nothing.
+static LogicalResult printError(Diagnostic &diag) {
+  if (diag.getSeverity() != DiagnosticSeverity::Error)
+    return failure();
+  if (diagnosed)
+    return success();
+  diagnosed = true;
+  Location loc = diag.getLocation();
+  while (auto fused = dyn_cast<FusedLoc>(loc)) {
+    if (fused.getLocations().empty())
+      break;
+    loc = fused.getLocations().front();
+  }
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << name.getName().getValue();
+  else if (auto file = dyn_cast<FileLineColLoc>(loc))
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+  else
+    loc.print(os);
+  std::string line = os.str() + ": " + diag.str();
+  // Names from the model may hold any byte: keep the error on one line.
+  for (char &c : line)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  llvm::errs() << "otc-compile: error: " << line << "\n";
+  return success();
 }
 
 /// Parses the `--dim` list into the importer's map.
@@ -374,6 +414,7 @@ int main(int argc, char **argv) {
     MLIRContext fitContext;
     fitContext.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
                            func::FuncDialect>();
+    ScopedDiagnosticHandler fitErrors(&fitContext, printError);
     otc::FitRequest request;
     request.modelPath = modelPath;
     request.import = importOpts;
@@ -414,6 +455,7 @@ int main(int argc, char **argv) {
   MLIRContext context;
   context.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
                       func::FuncDialect>();
+  ScopedDiagnosticHandler errorHandler(&context, printError);
   std::vector<otc::InitializerData> initializers;
   auto t0 = std::chrono::steady_clock::now();
   OwningOpRef<ModuleOp> module =

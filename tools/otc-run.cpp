@@ -47,9 +47,11 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace mlir;
@@ -168,8 +170,11 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
 /// Prints every error diagnostic as one line `otc-run: error: LOC: MESSAGE`,
 /// where LOC is the ONNX node name or file:line:col.
 static LogicalResult printDiagnostic(Diagnostic &diag) {
-  if (diag.getSeverity() != DiagnosticSeverity::Error)
+  // Only the first error: the ones after it follow from it.
+  static bool printed = false;
+  if (diag.getSeverity() != DiagnosticSeverity::Error || printed)
     return success();
+  printed = true;
   std::string where;
   llvm::raw_string_ostream os(where);
   Location loc = diag.getLocation();
@@ -180,9 +185,12 @@ static LogicalResult printDiagnostic(Diagnostic &diag) {
        << file.getColumn();
   else
     loc.print(os);
-  std::string message = diag.str();
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  llvm::errs() << "otc-run: error: " << os.str() << ": " << message << "\n";
+  std::string line = os.str() + ": " + diag.str();
+  // Names from the model may hold any byte: keep the error on one line.
+  for (char &c : line)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  llvm::errs() << "otc-run: error: " << line << "\n";
   return success();
 }
 
@@ -337,6 +345,55 @@ static std::string resultName(func::FuncOp func, unsigned index) {
   return "result" + std::to_string(index);
 }
 
+/// Fails (returns the message) when a value of `func` would not fit in this
+/// machine's memory as the interpreter's doubles: checked before anything is
+/// allocated, so that a huge dimension is an error naming the value rather
+/// than an out-of-memory abort.
+static std::string checkMemory(func::FuncOp func) {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return "";
+  uint64_t memory = static_cast<uint64_t>(pages) * pageSize;
+  auto check = [&](Value v, const std::string &name) -> std::string {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      return "";
+    uint64_t bytes = sizeof(double);
+    for (int64_t d : type.getShape())
+      if (d < 0 ||
+          __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+        bytes = UINT64_MAX;
+    if (bytes <= memory)
+      return "";
+    std::string typeText;
+    llvm::raw_string_ostream os(typeText);
+    os << type;
+    return "value '" + name + "' (" + typeText + ") needs " +
+           (bytes == UINT64_MAX ? std::string("more than 2^64")
+                                : std::to_string(bytes)) +
+           " bytes in the interpreter, more than this machine's " +
+           std::to_string(memory) + " bytes of memory";
+  };
+  for (BlockArgument arg : func.getArguments()) {
+    std::string name = "arg" + std::to_string(arg.getArgNumber());
+    if (auto n = dyn_cast<NameLoc>(arg.getLoc()))
+      name = n.getName().str();
+    if (std::string err = check(arg, name); !err.empty())
+      return err;
+  }
+  std::string err;
+  func.walk([&](Operation *op) {
+    std::string name = op->getName().getStringRef().str();
+    if (auto n = dyn_cast<NameLoc>(op->getLoc()))
+      name = n.getName().str();
+    for (Value r : op->getResults())
+      if (err.empty())
+        err = check(r, name);
+    return err.empty() ? WalkResult::advance() : WalkResult::interrupt();
+  });
+  return err;
+}
+
 /// Binds the arguments of `func` (parameters from `initializers` when they
 /// are there, the random key from --rng-key unless the inputs file has it,
 /// everything else from `inputs`, read from --inputs, by argumentName), runs
@@ -344,6 +401,8 @@ static std::string resultName(func::FuncOp func, unsigned index) {
 static int runAndWrite(func::FuncOp func, const Options &options,
                        const std::vector<otc::InitializerData> &initializers,
                        const otcrt::TensorFile &inputs) {
+  if (std::string err = checkMemory(func); !err.empty())
+    return fail(err);
   std::map<std::string, const otc::InitializerData *> initByName;
   for (const otc::InitializerData &init : initializers)
     initByName[init.name] = &init;
