@@ -22,9 +22,15 @@ build: configure
 
 # `make test` leaves out the tests labelled gpu; `make test-gpu` runs only
 # those: it builds every GPU test program, then runs them where nvidia-smi
-# finds a GPU (else ctest reports the run skipped).
+# finds a GPU (else ctest reports the run skipped). Where clang is present,
+# `make test` also fuzzes the importer for TEST_FUZZ_SECONDS (20; 0 skips it).
+TEST_FUZZ_SECONDS ?= 20
+FUZZ_BUILD_DIR ?= build-fuzz
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE gpu
+	@if [ "$(TEST_FUZZ_SECONDS)" != 0 ] && command -v clang >/dev/null 2>&1; then \
+	  FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) scripts/fuzz.sh smoke $(FUZZ_BUILD_DIR); \
+	else echo "test: importer fuzzing skipped (no clang, or TEST_FUZZ_SECONDS=0)"; fi
 
 test-gpu: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L gpu
@@ -38,7 +44,6 @@ demo: build
 # The importer's fuzz target (libFuzzer + ASan, clang, its own build directory; see
 # scripts/fuzz.sh): fuzz-smoke fuzzes for FUZZ_SECONDS (30) from the test models,
 # fuzz-long for FUZZ_RUNS executions (1000000), keeping its corpus.
-FUZZ_BUILD_DIR ?= build-fuzz
 fuzz-build:
 	scripts/fuzz.sh build $(FUZZ_BUILD_DIR)
 fuzz-smoke:

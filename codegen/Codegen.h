@@ -68,9 +68,10 @@ struct PlanInfo {
 struct PlanSummary {
   /// `params`: the weights the steps read (the BF16 working copy under
   /// mixed precision); `masterParams`: the FP32 masters (mixed precision);
-  /// `constants`: the persistent constants, filled once at load.
+  /// `constants`: the persistent constants, filled once at load;
+  /// `buffers`: the FP32 initializers that are not trained.
   int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
-          optimizer = 0, inputs = 0, constants = 0;
+          optimizer = 0, inputs = 0, constants = 0, buffers = 0;
   int64_t activationsPeak = 0, workspace = 0, arena = 0, lowerBound = 0,
           totalPeak = 0;
   int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;

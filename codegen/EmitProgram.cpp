@@ -57,7 +57,8 @@ static std::pair<std::string, std::string> splitSlot(StringRef slot) {
       {"adam_m", "OTC_SLOT_ADAM_M"}, {"adam_v", "OTC_SLOT_ADAM_V"},
       {"input", "OTC_SLOT_INPUT"},   {"loss", "OTC_SLOT_LOSS"},
       {"lr", "OTC_SLOT_LR"},         {"step", "OTC_SLOT_STEP"},
-      {"rng_key", "OTC_SLOT_RNG"},   {"grad_scale", "OTC_SLOT_GRAD_SCALE"}};
+      {"rng_key", "OTC_SLOT_RNG"},   {"grad_scale", "OTC_SLOT_GRAD_SCALE"},
+      {"buffer", "OTC_SLOT_BUFFER"}};
   auto [prefix, name] = slot.split(':');
   for (auto [p, e] : kinds)
     if (prefix == p)

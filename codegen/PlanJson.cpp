@@ -61,13 +61,15 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       s.inputs += bytes;
     else if (kind == "const")
       s.constants += bytes;
+    else if (kind == "buffer")
+      s.buffers += bytes;
     else
       other += bytes;
   });
   s.params = paramsBf16 ? paramsBf16 : paramsF32;
   s.masterParams = paramsBf16 ? paramsF32 : 0;
   int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
-                       s.inputs + s.constants + other;
+                       s.inputs + s.constants + s.buffers + other;
 
   // Activation peak: the temporaries' extent; lower bound: the most bytes
   // live at one op (persistent state included).
@@ -206,6 +208,7 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       j.attribute("optimizer", s.optimizer);
       j.attribute("inputs", s.inputs);
       j.attribute("constants", s.constants);
+      j.attribute("buffers", s.buffers);
       j.attribute("activations_peak", s.activationsPeak);
       j.attribute("workspace", s.workspace);
       j.attribute("arena", s.arena);
@@ -302,6 +305,7 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("optimizer state", s.optimizer);
   row("inputs", s.inputs);
   row("constants", s.constants);
+  row("buffers", s.buffers);
   row("activation peak", s.activationsPeak);
   row("workspace", s.workspace);
   row("arena", s.arena);

@@ -23,6 +23,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <exception>
 
 using namespace mlir;
@@ -165,6 +166,36 @@ void Importer::inlineConstantBuffers() {
     erase.set(arg.getArgNumber());
   }
   func.eraseArguments(erase);
+
+  // Rotary tables: two float initializers of one shape (positions x
+  // frequencies, at least) whose elements satisfy c^2 + s^2 = 1, most of
+  // them at angles that are not multiples of a right angle (which rules
+  // out a LayerNorm's initial ones and zeros), are the cosines and sines of
+  // a rotation: a constant buffer of the model, never trained.
+  SmallVector<unsigned> paramArgs;
+  for (BlockArgument arg : entry->getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), attrs::kParam))
+      paramArgs.push_back(arg.getArgNumber());
+  auto isRotationPair = [](const InitializerData &c, const InitializerData &s) {
+    if (c.shape != s.shape || c.shape.size() < 2 ||
+        c.values.size() != s.values.size() || c.values.size() < 4)
+      return false;
+    size_t oblique = 0;
+    for (size_t i = 0; i < c.values.size(); ++i) {
+      double r = double(c.values[i]) * c.values[i] +
+                 double(s.values[i]) * s.values[i];
+      if (!(std::abs(r - 1.0) <= 1e-5))
+        return false;
+      oblique += std::min(std::abs(c.values[i]), std::abs(s.values[i])) > 1e-3;
+    }
+    return 2 * oblique >= c.values.size();
+  };
+  for (size_t i = 0; i < kept.size() && i < paramArgs.size(); ++i)
+    for (size_t j = i + 1; j < kept.size() && j < paramArgs.size(); ++j)
+      if (isRotationPair(kept[i], kept[j])) {
+        func.setArgAttr(paramArgs[i], attrs::kBuffer, builder.getUnitAttr());
+        func.setArgAttr(paramArgs[j], attrs::kBuffer, builder.getUnitAttr());
+      }
   if (initializersOut)
     *initializersOut = std::move(kept);
   paramData.clear();

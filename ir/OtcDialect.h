@@ -87,6 +87,10 @@ constexpr const char kCountInput[] = "otc.count_input";
 constexpr const char kCountIgnoreIndex[] = "otc.count_ignore_index";
 /// On a forward function argument: the ONNX float initializer it binds.
 constexpr const char kParam[] = "otc.param";
+/// On an `otc.param` argument: a constant buffer of the model (a rotary
+/// table), never trained: no gradient, moments or master; its slot is a
+/// "buffer:" slot.
+constexpr const char kBuffer[] = "otc.buffer";
 /// On a forward function argument: the per-micro-step random key.
 constexpr const char kRngKey[] = "otc.rng_key";
 /// On a function result: the ONNX graph output it is.

@@ -113,6 +113,8 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
       continue;
     if (frozen && frozen->match(name.getValue()))
       continue;
+    if (step.getArgAttr(arg.getArgNumber(), attrs::kBuffer))
+      continue;
     params.push_back(arg);
   }
 

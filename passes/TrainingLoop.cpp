@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace otc {
 #define GEN_PASS_DEF_TRAININGLOOP
@@ -42,14 +43,32 @@ struct FuncSignature {
   }
 };
 
+/// The trained parameters of `@train_step`: those with a gradient result.
+static llvm::StringSet<> trainedNames(func::FuncOp f) {
+  llvm::StringSet<> names;
+  for (unsigned i = 0, e = f.getNumResults(); i < e; ++i)
+    if (auto n = f.getResultAttrOfType<StringAttr>(i, attrs::kGrad))
+      names.insert(n.getValue());
+  return names;
+}
+
+/// The slot of a parameter's FP32 values: "param:<name>" when it is
+/// trained, "buffer:<name>" when it is not (frozen, a constant buffer such
+/// as a rotary table, or not reaching the loss).
+static std::string masterSlot(const llvm::StringSet<> &trained,
+                              StringRef name) {
+  return ((trained.contains(name) ? "param:" : "buffer:") + name).str();
+}
+
 /// The slot of a `@train_step` argument.
 static std::string argSlot(func::FuncOp f, unsigned i) {
   if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kInput))
     return ("input:" + n.getValue()).str();
-  if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kParam))
-    return ((f.getArgAttr(i, attrs::kBf16Copy) ? "param_bf16:" : "param:") +
-            n.getValue())
-        .str();
+  if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kParam)) {
+    if (f.getArgAttr(i, attrs::kBf16Copy))
+      return ("param_bf16:" + n.getValue()).str();
+    return masterSlot(trainedNames(f), n.getValue());
+  }
   if (f.getArgAttr(i, attrs::kRngKey))
     return "rng_key";
   return "";
@@ -170,7 +189,8 @@ struct TrainingLoopPass
         continue;
       auto name = step.getArgAttrOfType<StringAttr>(i, attrs::kParam);
       auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
-      args.add(b, type.clone(b.getF32Type()), ("param:" + name.getValue()).str());
+      args.add(b, type.clone(b.getF32Type()),
+               masterSlot(trainedNames(step), name.getValue()));
       copies.push_back(i);
     }
     for (auto [name, type] : trained)

@@ -213,7 +213,7 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
   st.metadata["data_fingerprint"] = std::to_string(state.dataFingerprint);
   for (auto [list, prefix] :
        {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
-        {&slots.adamV, "adam_v/"}})
+        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}})
     if (s = addSlots(st, *list, prefix, backend, arena); !s)
       return s;
   TensorFile weights;
@@ -281,7 +281,7 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
   state.dataFingerprint = static_cast<uint64_t>(fingerprint);
   for (auto [list, prefix] :
        {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
-        {&slots.adamV, "adam_v/"}})
+        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}})
     if (s = loadSlots(st, path, *list, prefix, backend, arena); !s)
       return s;
   return Status::ok();

@@ -495,8 +495,11 @@ Status Run::dumpGrads() {
 Status Run::execute() {
   const bool resume = !opt_.resumeDir.empty();
   TensorFile init;
+  // Parameters and buffers alike come from the initial parameters.
+  std::vector<const OtcSlot *> initial = slots_.params;
+  initial.insert(initial.end(), slots_.buffers.begin(), slots_.buffers.end());
   if (!resume)
-    if (Status s = loadInitialParams(opt_.initPath, slots_.params, init); !s)
+    if (Status s = loadInitialParams(opt_.initPath, initial, init); !s)
       return s;
   if (Status s = prepareInputs(); !s)
     return s;
@@ -513,7 +516,7 @@ Status Run::execute() {
   }
   if (!s)
     return s;
-  for (const OtcSlot *slot : slots_.params)
+  for (const OtcSlot *slot : initial)
     if (!resume)
       if (s = backend_.upload(arena_.arena, slot->offset,
                               init.find(slot->name)->data.data(), slot->nbytes);
@@ -544,10 +547,16 @@ Status Run::execute() {
   if (!opt_.quiet)
     std::fprintf(log_,
                  "otc train: %s | target %s | %zu params (%" PRId64
-                 " values) | micro-batch %d x %d | arena %" PRId64 " bytes\n",
+                 " values)%s | micro-batch %d x %d | arena %" PRId64 " bytes\n",
                  prog_.model ? prog_.model : "?", prog_.target,
-                 slots_.params.size(), slots_.paramValues, prog_.micro_batch,
-                 prog_.grad_accum, prog_.arena_bytes);
+                 slots_.params.size(), slots_.paramValues,
+                 slots_.buffers.empty()
+                     ? ""
+                     : (" + " + std::to_string(slots_.buffers.size()) +
+                        " buffers (" + std::to_string(slots_.bufferValues) +
+                        " values, not trained)")
+                           .c_str(),
+                 prog_.micro_batch, prog_.grad_accum, prog_.arena_bytes);
   // Graphs replay what was captured, so a trace, which needs the hooks of
   // each kernel, runs eagerly.
   bool graphs = opt_.cudaGraphs && opt_.tracePath.empty();

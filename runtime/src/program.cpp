@@ -29,6 +29,10 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
     case OTC_SLOT_STEP: step = &slot; break;
     case OTC_SLOT_RNG: rng = &slot; break;
     case OTC_SLOT_GRAD_SCALE: gradScale = &slot; break;
+    case OTC_SLOT_BUFFER:
+      buffers.push_back(&slot);
+      bufferValues += slot.nbytes / 4;
+      break;
     default: break;
     }
   }
@@ -57,6 +61,7 @@ const char *slotKindName(int32_t kind) {
   case OTC_SLOT_STEP: return "STEP";
   case OTC_SLOT_RNG: return "RNG";
   case OTC_SLOT_GRAD_SCALE: return "GRAD_SCALE";
+  case OTC_SLOT_BUFFER: return "BUFFER";
   default: return "?";
   }
 }
@@ -189,8 +194,8 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
   if (!program->zero_grads || !program->micro_step || !program->optimizer_step)
     return bad("missing zero_grads, micro_step or optimizer_step");
   const int32_t lastKind =
-      program->abi_version >= 3 ? OTC_SLOT_GRAD_SCALE : OTC_SLOT_RNG;
-  int counts[OTC_SLOT_GRAD_SCALE + 1] = {};
+      program->abi_version >= 3 ? OTC_SLOT_BUFFER : OTC_SLOT_RNG;
+  int counts[OTC_SLOT_BUFFER + 1] = {};
   for (int32_t i = 0; i < program->num_slots; ++i) {
     const OtcSlot &slot = program->slots[i];
     std::string where = "slot " + std::to_string(i);
@@ -224,6 +229,7 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     case OTC_SLOT_PARAM:
     case OTC_SLOT_ADAM_M:
     case OTC_SLOT_ADAM_V:
+    case OTC_SLOT_BUFFER:
       if (slot.dtype != OTC_F32 || !*slot.name)
         return bad(where + " must be a named F32 tensor");
       break;

@@ -18,8 +18,9 @@ namespace otcrt {
 struct ProgramSlots {
   const OtcSlot *loss = nullptr, *lr = nullptr, *step = nullptr,
                 *rng = nullptr, *gradScale = nullptr;
-  std::vector<const OtcSlot *> params, grads, adamM, adamV, inputs;
-  int64_t paramValues = 0; ///< elements over all PARAM slots
+  std::vector<const OtcSlot *> params, grads, adamM, adamV, inputs, buffers;
+  int64_t paramValues = 0;  ///< elements over all PARAM slots
+  int64_t bufferValues = 0; ///< elements over all BUFFER slots
 
   explicit ProgramSlots(const OtcProgram &program);
 };

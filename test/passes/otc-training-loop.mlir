@@ -37,9 +37,10 @@ func.func @train_step(%x: tensor<3xf32> {otc.input = "x"}, %w: tensor<3xf32> {ot
 // -----
 
 // Tests that a frozen parameter and the random key stay arguments of
-// micro_step but get no gradient slot and no optimizer update.
+// micro_step but get no gradient slot and no optimizer update: the frozen
+// parameter is a "buffer:" slot, not a "param:" one.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: {otc.slot = "param:frozen"}
+// CHECK-SAME: {otc.slot = "buffer:frozen"}
 // CHECK-SAME: {otc.slot = "rng_key"}
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-NOT: frozen

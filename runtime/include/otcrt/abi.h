@@ -25,9 +25,13 @@ enum OtcSlotKind {
   OTC_SLOT_LR = 6,
   OTC_SLOT_STEP = 7,
   OTC_SLOT_RNG = 8,
-  OTC_SLOT_GRAD_SCALE = 9 /* version 3: f32 scalar, the micro-batch's weight
-                             in its step's gradient, set by the runtime
-                             before each micro_step */
+  OTC_SLOT_GRAD_SCALE = 9, /* version 3: f32 scalar, the micro-batch's weight
+                              in its step's gradient, set by the runtime
+                              before each micro_step */
+  OTC_SLOT_BUFFER = 10      /* version 3: an F32 initializer that is not
+                              trained (frozen, a rotary table): loaded from
+                              the initial parameters, kept in checkpoints,
+                              no gradient, moments or master */
 };
 
 /// Element type of a slot.
@@ -72,7 +76,7 @@ typedef struct {
 } OtcIndexRange;
 
 /* Version 2 appends init_constants to version 1; version 3 the index ranges,
- * count_input and count_ignore_index, and the GRAD_SCALE slot. The runtime
+ * count_input and count_ignore_index, and the GRAD_SCALE and BUFFER slots. The runtime
  * accepts all three and reads each field only from a descriptor of a version
  * that has it. */
 #define OTC_ABI_VERSION 3
