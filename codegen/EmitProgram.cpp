@@ -314,6 +314,14 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   } else {
     funcs << "static void otc_init_constants(char *) {}\n\n";
   }
+  // Version 3: rounds the parameters' BF16 working copies from the masters
+  // once they are loaded (otc-group-params; AdamW writes them afterwards).
+  bool refresh = false;
+  if (auto f = module.lookupSymbol<func::FuncOp>("refresh_params")) {
+    if (failed(emitFunction(f)))
+      return failure();
+    refresh = true;
+  }
 
   // The slot table, in offset order.
   llvm::StringMap<Slot> slots;
@@ -445,7 +453,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << countInput << ", "
      << (countIgnore == INT64_MIN ? std::string("INT64_MIN")
                                   : std::to_string(countIgnore) + "LL")
-     << "};\n\n"
+     << ",\n  " << (refresh ? "otc_refresh_params" : "nullptr") << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();

@@ -154,6 +154,10 @@ static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
        << literal(op.getWeightDecay().convertToDouble()) << "f * p);\n"
        << "    " << c.out[1] << "[i] = m;\n"
        << "    " << c.out[2] << "[i] = v;\n";
+  // The BF16 working copy of the updated parameter, in the same pass.
+  if (op.getCopy())
+    c.os << "    " << c.out[3] << "[i] = " << bodyCType(op.getCopy()) << "("
+         << c.out[0] << "[i]);\n";
   return success();
 }
 

@@ -261,6 +261,18 @@ LogicalResult Interpreter::run(otc::AdamWOp op) {
     newP.data[i] =
         p.data[i] - lr * (mHat / (std::sqrt(vHat) + eps) + wd * p.data[i]);
   }
+  if (Value copy = op.getCopy()) {
+    Tensor c = newP;
+    auto to = cast<FloatType>(elementTypeOf(copy));
+    for (double &x : c.data) {
+      llvm::APFloat f(x);
+      bool losesInfo = false;
+      f.convert(to.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      x = f.convertToDouble();
+    }
+    set(copy, std::move(c));
+  }
   set(op.getNewParam(), std::move(newP));
   set(op.getNewM(), std::move(newM));
   set(op.getNewV(), std::move(newV));

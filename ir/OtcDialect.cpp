@@ -339,6 +339,14 @@ LogicalResult AdamWOp::verify() {
       getNewParam().getType() != t || getNewM().getType() != t ||
       getNewV().getType() != t)
     return emitOpError("param, moments and results must share one type");
+  if (Value copy = getCopy()) {
+    auto c = cast<RankedTensorType>(copy.getType());
+    auto p = cast<RankedTensorType>(t);
+    if (c.getShape() != p.getShape() || !c.getElementType().isBF16() ||
+        !p.getElementType().isF32())
+      return emitOpError("copy must be bf16 of an f32 param's shape, got ")
+             << c;
+  }
   // The gradient: the parameter's type, or BF16 of its shape under FP32
   // masters (read widened, exactly).
   auto g = cast<RankedTensorType>(getGrad().getType());

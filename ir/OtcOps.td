@@ -416,7 +416,10 @@ def Otc_AdamWOp : Otc_Op<"adamw", [Otc_Fp32Compute, Otc_Elementwise, CostFlops, 
       p' = p - lr * (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
                      + weight_decay * p).
     A BF16 gradient of FP32 parameters is read widened (exactly), so mixed
-    precision needs no FP32 copy of the gradients.
+    precision needs no FP32 copy of the gradients. With the optional fourth
+    result, `copy`, the updated FP32 parameter is also written rounded to
+    BF16 in the same pass (the working copy the steps read;
+    otc-group-params makes it).
   }];
   let arguments = (ins Otc_FloatTensor:$param, Otc_FloatTensor:$grad,
                    Otc_FloatTensor:$m, Otc_FloatTensor:$v,
@@ -424,7 +427,7 @@ def Otc_AdamWOp : Otc_Op<"adamw", [Otc_Fp32Compute, Otc_Elementwise, CostFlops, 
                    F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
                    F64Attr:$weight_decay);
   let results = (outs Otc_FloatTensor:$new_param, Otc_FloatTensor:$new_m,
-                 Otc_FloatTensor:$new_v);
+                 Otc_FloatTensor:$new_v, Optional<Otc_FloatTensor>:$copy);
   let assemblyFormat =
       "$param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

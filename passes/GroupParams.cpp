@@ -8,11 +8,15 @@
 // "param_bf16") out as one flat group slot, "group:<kind>", in which the
 // parameter's slot starts at the same element offset in every kind, and
 // replaces the per-parameter kernels by one kernel over the groups: a single
-// AdamW pass over all parameters, one fill of all gradients, one cast of all
-// masters. Element i of a group belongs to the same parameter in every kind,
-// so the merged kernel computes exactly what the per-parameter ones did; the
-// padding between members (to keep each member aligned) is zero in every
-// kind and stays zero under AdamW, a fill and a cast.
+// AdamW pass over all parameters that also writes the BF16 working copies,
+// and one fill of all gradients. The casts of the masters into the copies
+// leave `@zero_grads` for a new function, `@refresh_params`, one cast over
+// the groups that the runtime calls once the masters are loaded (every
+// update writes the copies afterwards). Element i of a group belongs to the
+// same parameter in every kind, so the merged kernels compute exactly what
+// the per-parameter ones did; the padding between members (to keep each
+// member aligned) is zero in every kind and stays zero under AdamW, a fill
+// and a cast.
 //
 // Buffer planning places each group and its members (otc-plan-buffers); the
 // per-parameter slots stay in every function that names them, so the
@@ -159,10 +163,13 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       Value g = group(b, loc, "grad", gradElement, layout);
       Value m = group(b, loc, "adam_m", f32, layout);
       Value v = group(b, loc, "adam_v", f32, layout);
+      SmallVector<Value> outs{p, m, v};
+      // The BF16 working copies are written in the same pass.
+      if (groupCopies)
+        outs.push_back(group(b, loc, "param_bf16", b.getBF16Type(), layout));
       b.setInsertionPoint(updates.front());
       auto k = b.create<otck::KernelOp>(
-          fusedLoc(updates), ValueRange{p, g, m, v, lr, step},
-          ValueRange{p, m, v});
+          fusedLoc(updates), ValueRange{p, g, m, v, lr, step}, outs);
       Block *body = new Block();
       k.getBody().push_back(body);
       OpBuilder kb = OpBuilder::atBlockEnd(body);
@@ -170,9 +177,11 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       for (Value in : k.getInputs())
         args.push_back(body->addArgument(tensorOf(in.getType()), loc));
       Type pt = tensorOf(p.getType());
-      OperationState state(first->getLoc(), first->getName());
+      OperationState state(k.getLoc(), first->getName());
       state.addOperands(args);
       state.addTypes({pt, pt, pt});
+      if (groupCopies)
+        state.addTypes(tensorOf(outs.back().getType()));
       state.addAttributes(first->getAttrs());
       Operation *adamw = kb.create(state);
       kb.create<otck::YieldOp>(loc, adamw->getResults());
@@ -196,29 +205,37 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       OpBuilder kb = OpBuilder::atBlockEnd(body);
       auto t = cast<RankedTensorType>(tensorOf(g.getType()));
       Value zero = kb.create<ConstantOp>(
-          loc, DenseElementsAttr::get(t, FloatAttr::get(gradElement, 0.0)));
+          k.getLoc(),
+          DenseElementsAttr::get(t, FloatAttr::get(gradElement, 0.0)));
       kb.create<otck::YieldOp>(loc, zero);
       for (otck::KernelOp old : olds)
         old.erase();
     }
+    // The masters are rounded into the copies once after loading
+    // (@refresh_params, which the runtime calls then); every update writes
+    // them afterwards, so @zero_grads no longer does.
     if (groupCopies) {
       SmallVector<otck::KernelOp> olds;
       for (const std::string &n : layout.names)
         olds.push_back(casts[n]);
       Type bf16 = b.getBF16Type();
-      b.setInsertionPointToStart(&zeroGrads.getBody().front());
       Location loc = olds.front().getLoc();
+      b.setInsertionPointToEnd(module.getBody());
+      auto refresh = b.create<func::FuncOp>(loc, "refresh_params",
+                                            b.getFunctionType({}, {}));
+      Block *entry = refresh.addEntryBlock();
+      b.setInsertionPointToStart(entry);
       Value master = group(b, loc, "param", f32, layout);
       Value copy = group(b, loc, "param_bf16", bf16, layout);
-      b.setInsertionPoint(firstOf(olds));
       auto k = b.create<otck::KernelOp>(fusedLoc(olds), ValueRange{master},
                                         ValueRange{copy});
       Block *body = new Block();
       k.getBody().push_back(body);
       OpBuilder kb = OpBuilder::atBlockEnd(body);
       Value in = body->addArgument(tensorOf(master.getType()), loc);
-      Value c = kb.create<CastOp>(loc, tensorOf(copy.getType()), in);
+      Value c = kb.create<CastOp>(k.getLoc(), tensorOf(copy.getType()), in);
       kb.create<otck::YieldOp>(loc, c);
+      b.create<func::ReturnOp>(loc);
       for (otck::KernelOp old : olds)
         old.erase();
     }

@@ -387,8 +387,10 @@ def GroupParams : Pass<"otc-group-params", "mlir::ModuleOp"> {
     the masters) becomes one group slot, "group:<kind>", a flat buffer in
     which each parameter starts at the same element in every kind (a
     multiple of `alignment` bytes in the narrowest kind). The AdamW kernels
-    become one kernel over the groups, and `@zero_grads`' fills and casts one
-    fill and one cast. The per-parameter slots stay where they were used;
+    become one kernel over the groups that also writes the BF16 working
+    copies (the optional `copy` result of otc.adamw); `@zero_grads`' fills
+    become one fill, and its casts one cast in a new function,
+    `@refresh_params`, that the runtime calls after loading the masters. The per-parameter slots stay where they were used;
     otc-plan-buffers places them inside their groups. Padding elements are
     zero in every kind and stay zero.
 

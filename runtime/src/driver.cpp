@@ -543,6 +543,12 @@ Status Run::execute() {
     }
     lastSaved_ = state_.step;
   }
+  // The BF16 working copies from the parameters just loaded.
+  if (ArenaFunction refresh = refreshParamsOf(prog_)) {
+    refresh(arena_.arena);
+    if (s = backend_.synchronize(); !s)
+      return s;
+  }
 
   if (!opt_.quiet)
     std::fprintf(log_,

@@ -42,6 +42,10 @@ ArenaFunction initConstantsOf(const OtcProgram &program) {
   return program.abi_version >= 2 ? program.init_constants : nullptr;
 }
 
+ArenaFunction refreshParamsOf(const OtcProgram &program) {
+  return program.abi_version >= 3 ? program.refresh_params : nullptr;
+}
+
 const char *countInputOf(const OtcProgram &program) {
   return program.abi_version >= 3 && program.count_input &&
                  *program.count_input

@@ -33,6 +33,9 @@ ArenaFunction initConstantsOf(const OtcProgram &program);
 /// The program's count_input: null for a descriptor before version 3 or
 /// without one (every micro-batch weighs the same).
 const char *countInputOf(const OtcProgram &program);
+/// The program's refresh_params: null before version 3 or where the steps
+/// refresh the working copies themselves.
+ArenaFunction refreshParamsOf(const OtcProgram &program);
 /// "PARAM", "GRAD", ... for an OtcSlotKind.
 const char *slotKindName(int32_t kind);
 /// Maps an OtcDType to the safetensors dtype with the same bytes.

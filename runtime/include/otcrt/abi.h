@@ -117,6 +117,11 @@ typedef struct {
      split; otherwise (count_input NULL) to 1 / micro-batches. */
   const char *count_input;
   int64_t count_ignore_index;
+  /* Also version 3: rounds the BF16 working copies of the parameters from
+     the PARAM slots; called after the parameters are loaded (initial values
+     or a checkpoint), before any step, since the optimizer step writes the
+     copies only with each update. May be null (the steps refresh them). */
+  void (*refresh_params)(char *arena);
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
