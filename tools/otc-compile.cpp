@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/ErrorLine.h"
 #include "codegen/Codegen.h"
 #include "codegen/DeviceModel.h"
 #include "codegen/StepTime.h"
@@ -184,27 +185,7 @@ static LogicalResult printError(Diagnostic &diag) {
   if (diagnosed)
     return success();
   diagnosed = true;
-  Location loc = diag.getLocation();
-  while (auto fused = dyn_cast<FusedLoc>(loc)) {
-    if (fused.getLocations().empty())
-      break;
-    loc = fused.getLocations().front();
-  }
-  std::string where;
-  llvm::raw_string_ostream os(where);
-  if (auto name = dyn_cast<NameLoc>(loc))
-    os << name.getName().getValue();
-  else if (auto file = dyn_cast<FileLineColLoc>(loc))
-    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
-       << file.getColumn();
-  else
-    loc.print(os);
-  std::string line = os.str() + ": " + diag.str();
-  // Names from the model may hold any byte: keep the error on one line.
-  for (char &c : line)
-    if (c == '\n' || c == '\r')
-      c = ' ';
-  llvm::errs() << "otc-compile: error: " << line << "\n";
+  llvm::errs() << "otc-compile: error: " << otc::errorLine(diag) << "\n";
   return success();
 }
 

@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/ErrorLine.h"
 #include "frontend/OnnxImporter.h"
 #include "interp/GradCheck.h"
 #include "interp/Interpreter.h"
@@ -175,22 +176,7 @@ static LogicalResult printDiagnostic(Diagnostic &diag) {
   if (diag.getSeverity() != DiagnosticSeverity::Error || printed)
     return success();
   printed = true;
-  std::string where;
-  llvm::raw_string_ostream os(where);
-  Location loc = diag.getLocation();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    os << name.getName().getValue();
-  else if (auto file = dyn_cast<FileLineColLoc>(loc))
-    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
-       << file.getColumn();
-  else
-    loc.print(os);
-  std::string line = os.str() + ": " + diag.str();
-  // Names from the model may hold any byte: keep the error on one line.
-  for (char &c : line)
-    if (c == '\n' || c == '\r')
-      c = ' ';
-  llvm::errs() << "otc-run: error: " << line << "\n";
+  llvm::errs() << "otc-run: error: " << otc::errorLine(diag) << "\n";
   return success();
 }
 
