@@ -132,8 +132,7 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
     if (zeroGrads)
       collectZeroGradsKernels(zeroGrads, fills, casts);
     bool groupCopies = !casts.empty();
-    int64_t narrowest = std::min<int64_t>(
-        4, storageBytes(gradElement));
+    int64_t narrowest = std::min<int64_t>(4, storageBytes(gradElement));
     if (groupCopies)
       narrowest = std::min<int64_t>(narrowest, 2);
     if (alignment % narrowest)
@@ -189,7 +188,7 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
         old.erase();
     }
 
-    // @zero_grads: one fill of every gradient, one cast of every master.
+    // @zero_grads: one fill of every gradient.
     if (groupFills) {
       SmallVector<otck::KernelOp> olds;
       for (const std::string &n : layout.names)
