@@ -23,14 +23,15 @@ build: configure
 # `make test` leaves out the tests labelled gpu; `make test-gpu` runs only
 # those: it builds every GPU test program, then runs them where nvidia-smi
 # finds a GPU (else ctest reports the run skipped). Where clang is present,
-# `make test` also fuzzes the importer for TEST_FUZZ_SECONDS (20; 0 skips it).
-TEST_FUZZ_SECONDS ?= 20
+# `make test` also fuzzes the importer: TEST_FUZZ_RUNS executions (30000; 0
+# skips it) from a fixed seed, so that a run is repeatable.
+TEST_FUZZ_RUNS ?= 30000
 FUZZ_BUILD_DIR ?= build-fuzz
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE gpu
-	@if [ "$(TEST_FUZZ_SECONDS)" != 0 ] && command -v clang >/dev/null 2>&1; then \
-	  FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) scripts/fuzz.sh smoke $(FUZZ_BUILD_DIR); \
-	else echo "test: importer fuzzing skipped (no clang, or TEST_FUZZ_SECONDS=0)"; fi
+	@if [ "$(TEST_FUZZ_RUNS)" != 0 ] && command -v clang >/dev/null 2>&1; then \
+	  FUZZ_SMOKE_RUNS=$(TEST_FUZZ_RUNS) FUZZ_SEED=1 scripts/fuzz.sh smoke $(FUZZ_BUILD_DIR); \
+	else echo "test: importer fuzzing skipped (no clang, or TEST_FUZZ_RUNS=0)"; fi
 
 test-gpu: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L gpu

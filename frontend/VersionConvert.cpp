@@ -20,6 +20,7 @@
 
 #include <exception>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,10 +116,36 @@ static void bindDims(onnx::ModelProto &model, const ImportOptions &options) {
   }
 }
 
+/// Fails naming the value when a node reads, or the graph outputs, a value
+/// that nothing before it defines: the converter's graph form dereferences
+/// such a value (and crashes) instead of reporting it.
+static void checkDefined(const std::string &path,
+                         const onnx::GraphProto &graph) {
+  std::set<std::string> defined;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    defined.insert(in.name());
+  for (const onnx::TensorProto &t : graph.initializer())
+    defined.insert(t.name());
+  for (const onnx::NodeProto &node : graph.node()) {
+    for (const std::string &in : node.input())
+      if (!in.empty() && !defined.count(in))
+        fail("'" + path + "': node '" + node.name() + "' (" + node.op_type() +
+             ") reads '" + in + "', which no graph input, initializer or "
+             "earlier node defines");
+    for (const std::string &out : node.output())
+      defined.insert(out);
+  }
+  for (const onnx::ValueInfoProto &out : graph.output())
+    if (!defined.count(out.name()))
+      fail("'" + path + "': graph output '" + out.name() +
+           "' is not written by any node, graph input or initializer");
+}
+
 int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
                      int64_t opset, const ImportOptions &options) {
   if (opset >= kMinOpset)
     return opset;
+  checkDefined(path, model.graph());
   bindDims(model, options);
   // The converter's graph form keeps an initializer's dims but not its
   // external data: those initializers are put back as they were (adapters

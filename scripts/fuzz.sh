@@ -4,7 +4,8 @@
 #
 #   scripts/fuzz.sh build [DIR]   install clang and its fuzzer runtime if missing, configure
 #                                 DIR (default build-fuzz) with -DOTC_FUZZ=ON, build the target
-#   scripts/fuzz.sh smoke [DIR]   build, then fuzz for FUZZ_SECONDS (default 30) from the seeds
+#   scripts/fuzz.sh smoke [DIR]   build, then fuzz for FUZZ_SECONDS (default 30) from the seeds,
+#                                 or FUZZ_SMOKE_RUNS executions from seed FUZZ_SEED (repeatable)
 #   scripts/fuzz.sh long [DIR]    build, then fuzz until FUZZ_RUNS executions (default
 #                                 1000000), keeping the corpus in DIR/corpus across runs
 #
@@ -53,8 +54,14 @@ case $mode in
   smoke)
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
-    "$dir/bin/otc-import-fuzzer" "${common[@]}" -max_total_time="${FUZZ_SECONDS:-30}" \
-      "$work" "$dir/seeds"
+    # FUZZ_SMOKE_RUNS (with FUZZ_SEED) makes the run repeatable: that many
+    # executions from that seed, instead of FUZZ_SECONDS of random ones.
+    if [[ -n ${FUZZ_SMOKE_RUNS:-} ]]; then
+      limit=(-runs="$FUZZ_SMOKE_RUNS" -seed="${FUZZ_SEED:-1}")
+    else
+      limit=(-max_total_time="${FUZZ_SECONDS:-30}")
+    fi
+    "$dir/bin/otc-import-fuzzer" "${common[@]}" "${limit[@]}" "$work" "$dir/seeds"
     ;;
   long)
     "$dir/bin/otc-import-fuzzer" "${common[@]}" -runs="${FUZZ_RUNS:-1000000}" \
