@@ -266,6 +266,10 @@ private:
   LogicalResult emitKernel(otck::KernelOp k);
   LogicalResult emitLibraryCall(otck::KernelOp k, LibraryCallOpInterface op);
   LogicalResult emitElementwiseChain(otck::KernelOp k);
+  /// A kernel's parameters (`const T *in<i>`, then `T *out<i>`) and the
+  /// buffers its launch passes for them.
+  void kernelArguments(otck::KernelOp k, SmallVectorImpl<std::string> &params,
+                       SmallVectorImpl<std::string> &args);
   /// Emits kernel `def` (its text after the name) once and its launch over
   /// `n` work items with `args`; `what` names it in comments and the trace.
   std::string loopHead() const;
@@ -570,17 +574,7 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   // Names the kernel's globals (constant tables).
   std::string kname = "g" + std::to_string(globalCount++);
   SmallVector<std::string> params, args, in, out;
-  for (auto [i, v] : llvm::enumerate(k.getInputs())) {
-    auto t = cast<MemRefType>(v.getType());
-    params.push_back("const " + cTypeOf(t.getElementType()) + " *in" +
-                     std::to_string(i));
-    args.push_back(names[v]);
-  }
-  for (auto [i, v] : llvm::enumerate(k.getOutputs())) {
-    auto t = cast<MemRefType>(v.getType());
-    params.push_back(cTypeOf(t.getElementType()) + " *out" + std::to_string(i));
-    args.push_back(names[v]);
-  }
+  kernelArguments(k, params, args);
   // On cuda a gather records an index outside its axis in the kernel
   // library's error record (the driver reads it after the micro-step).
   if (cuda() && isa<GatherOp>(op)) {
@@ -609,6 +603,22 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   emitLaunch(def, n, args, nodeName(op.getLoc()),
              op.getName().getStringRef());
   return success();
+}
+
+void ProgramEmitter::kernelArguments(otck::KernelOp k,
+                                     SmallVectorImpl<std::string> &params,
+                                     SmallVectorImpl<std::string> &args) {
+  for (auto [i, v] : llvm::enumerate(k.getInputs())) {
+    auto t = cast<MemRefType>(v.getType());
+    params.push_back("const " + cTypeOf(t.getElementType()) + " *in" +
+                     std::to_string(i));
+    args.push_back(names[v]);
+  }
+  for (auto [i, v] : llvm::enumerate(k.getOutputs())) {
+    auto t = cast<MemRefType>(v.getType());
+    params.push_back(cTypeOf(t.getElementType()) + " *out" + std::to_string(i));
+    args.push_back(names[v]);
+  }
 }
 
 std::string ProgramEmitter::loopHead() const {
@@ -653,18 +663,7 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
   for (int64_t d : domain)
     n *= d;
   SmallVector<std::string> params, args;
-  for (auto [i, v] : llvm::enumerate(k.getInputs())) {
-    auto t = cast<MemRefType>(v.getType());
-    params.push_back("const " + cTypeOf(t.getElementType()) + " *in" +
-                     std::to_string(i));
-    args.push_back(names[v]);
-  }
-  for (auto [i, v] : llvm::enumerate(k.getOutputs())) {
-    auto t = cast<MemRefType>(v.getType());
-    params.push_back(cTypeOf(t.getElementType()) + " *out" +
-                     std::to_string(i));
-    args.push_back(names[v]);
-  }
+  kernelArguments(k, params, args);
 
   // The computation of one element: each used input read by `load` (input
   // number, local name, C type), each op's value into a local of its type,
