@@ -893,12 +893,21 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   std::string fn = !bf16               ? "otcrt_gemm_f32"
                    : outType.isBF16() ? "otcrt_gemm_bf16_bf16"
                                       : "otcrt_gemm_bf16";
-  Value bias = g.getBias();
-  if (bias) {
+  Value bias = g.getBias(), aux = g.getAux();
+  bool gelu = g.getGelu(), dgelu = g.getDgelu();
+  if (bias || aux) {
     if (fn == "otcrt_gemm_bf16")
-      return g.emitOpError("has no bias form for a bf16 product into f32");
-    fn = bf16 ? "otcrt_gemm_bias_bf16_bf16" : "otcrt_gemm_bias_f32";
+      return g.emitOpError("has no epilogue form for a bf16 product into f32");
+    const char *kind = gelu ? "gelu" : dgelu ? "dgelu" : "bias";
+    fn = std::string("otcrt_gemm_") + kind +
+         (bf16 ? "_bf16_bf16" : "_f32");
   }
+  // BF16 buffers are named as another pointer type: cast them.
+  auto cast = [&](StringRef name, bool isConst) {
+    return bf16 ? (isConst ? "(const uint16_t *)" : "(uint16_t *)") +
+                      name.str()
+                : name.str();
+  };
   std::string out = outType.isBF16() ? "(uint16_t *)" + names[g.getOut()]
                                      : names[g.getOut()];
   int64_t m = c[c.size() - 2], n = c[c.size() - 1];
@@ -927,8 +936,14 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
         << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", "
         << (g.getAccumulate() ? "1.0f, " : "0.0f, ")
         << out << ", " << n << ", " << m * n << ", " << batch;
+  // The bias (NULL for a GELU epilogue without one), then the aux matrix,
+  // written by gelu and read by dgelu.
   if (bias)
-    funcs << ", " << (bf16 ? "(const uint16_t *)" + names[bias] : names[bias]);
+    funcs << ", " << cast(names[bias], true);
+  else if (gelu)
+    funcs << ", nullptr";
+  if (aux)
+    funcs << ", " << cast(names[aux], dgelu);
   funcs << "));\n";
   return success();
 }

@@ -234,6 +234,9 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
   double bytes = byteSize(g.getLhs().getType()) +
                  byteSize(g.getRhs().getType()) +
                  byteSize(g.getOut().getType());
+  // A GELU epilogue writes (gelu) or reads (dgelu) the aux matrix too.
+  if (g.getAux())
+    bytes += byteSize(g.getAux().getType());
   double seconds = std::max(gemmSeconds(curve, flops, k), bytes / d.bandwidth);
   add(gemmTraceName(g), "gemm", flops, bytes, seconds);
   return success();

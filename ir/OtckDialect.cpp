@@ -43,6 +43,34 @@ void otc::otck::forEachByteUser(Value buffer,
   }
 }
 
+LogicalResult GemmOp::verify() {
+  bool gelu = getGelu(), dgelu = getDgelu();
+  if (!gelu && !dgelu) {
+    if (getAux())
+      return emitOpError("has an aux operand but no gelu or dgelu epilogue");
+    return success();
+  }
+  if (gelu && dgelu)
+    return emitOpError("cannot have both the gelu and dgelu epilogues");
+  if (!getAux())
+    return emitOpError("needs an aux operand for its ")
+           << (gelu ? "gelu" : "dgelu") << " epilogue";
+  if (getAux().getType() != getOut().getType())
+    return emitOpError("aux type ")
+           << getAux().getType() << " must be the result type "
+           << getOut().getType();
+  if (getAccumulate())
+    return emitOpError("cannot accumulate with a GELU epilogue");
+  if (dgelu && getBias())
+    return emitOpError("cannot add a bias with the dgelu epilogue");
+  MemRefType out = getOut().getType();
+  if (out.getRank() < 2 || out.getShape().back() % 8 != 0)
+    return emitOpError("GELU epilogues need a last dimension that is a "
+                       "multiple of 8, got ")
+           << out;
+  return success();
+}
+
 LogicalResult ViewOp::verify() {
   auto from = getSource().getType(), to = getResult().getType();
   if (from.getElementType() != to.getElementType() ||

@@ -72,7 +72,7 @@ def Otck_YieldOp : Otck_Op<"yield", [Pure, Terminator, HasParent<"KernelOp">]> {
   let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
 }
 
-def Otck_GemmOp : Otck_Op<"gemm"> {
+def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
   let summary = "out = lhs x rhs through the target's GEMM library";
   let description = [{
     Same shape rules as `otc.matmul` on buffers: a library call (cuBLASLt on
@@ -83,16 +83,43 @@ def Otck_GemmOp : Otck_Op<"gemm"> {
     it from a gradient accumulation). With `bias` ([N], out's element
     type), bias[j] is added to column j of every row before that rounding
     (otc-fuse-epilogues makes it from a bias add after the product).
+
+    Two epilogues apply GELU in its tanh form, 0.5 v (1 + tanh(sqrt(2/pi)
+    (v + 0.044715 v^3))), to the FP32 result v before its rounding; `aux`
+    has out's type and the last dimension N is a multiple of 8 (cuBLASLt's
+    rule for the aux matrix):
+    - `gelu`: out = gelu(v) and aux = v (the pre-activation the backward
+      reads), v = lhs x rhs (+ bias); from a GEMM followed by otc.gelu.
+    - `dgelu`: out = v gelu'(aux), v = lhs x rhs, aux read; from a GEMM
+      followed by otc.gelu_grad (no bias, no accumulate).
+
+    ```mlir
+    otck.gemm %x, %w, %h bias %b aux(%pre : memref<64x128xbf16>) {gelu}
+        : memref<64x32xbf16>, memref<32x128xbf16>, memref<64x128xbf16>,
+          memref<128xbf16>
+    ```
   }];
   let arguments = (ins AnyStaticShapeMemRef:$lhs, AnyStaticShapeMemRef:$rhs,
                    AnyStaticShapeMemRef:$out,
                    Optional<AnyStaticShapeMemRef>:$bias,
+                   Optional<AnyStaticShapeMemRef>:$aux,
                    UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
-                   UnitAttr:$accumulate);
+                   UnitAttr:$accumulate, UnitAttr:$gelu, UnitAttr:$dgelu);
   let assemblyFormat = [{
-    $lhs `,` $rhs `,` $out (`bias` $bias^)? attr-dict `:` type($lhs) `,`
+    $lhs `,` $rhs `,` $out (`bias` $bias^)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)? attr-dict `:` type($lhs) `,`
     type($rhs) `,` type($out) (`,` type($bias)^)?
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   "::mlir::Value":$out), [{
+      build($_builder, $_state, lhs, rhs, out, /*bias=*/::mlir::Value(),
+            /*aux=*/::mlir::Value(), /*transpose_lhs=*/false,
+            /*transpose_rhs=*/false, /*accumulate=*/false, /*gelu=*/false,
+            /*dgelu=*/false);
+    }]>
+  ];
+  let hasVerifier = 1;
 }
 
 def Otck_ViewOp : Otck_Op<"view", [Pure]> {

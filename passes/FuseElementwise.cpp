@@ -73,8 +73,10 @@ static Access accessOf(Operation *op, Value buffer) {
     a.reads = otck::storageOf(g.getLhs()) == buffer ||
               otck::storageOf(g.getRhs()) == buffer ||
               (g.getBias() && otck::storageOf(g.getBias()) == buffer) ||
-              (g.getAccumulate() && otck::storageOf(g.getOut()) == buffer);
-    a.writes = otck::storageOf(g.getOut()) == buffer;
+              (g.getAccumulate() && otck::storageOf(g.getOut()) == buffer) ||
+              (g.getDgelu() && otck::storageOf(g.getAux()) == buffer);
+    a.writes = otck::storageOf(g.getOut()) == buffer ||
+               (g.getGelu() && otck::storageOf(g.getAux()) == buffer);
     return a;
   }
   if (auto c = dyn_cast<otck::CopyOp>(op)) {

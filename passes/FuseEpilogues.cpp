@@ -57,9 +57,12 @@ struct FuseEpiloguesPass
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       SmallVector<otck::GemmOp> gemms(f.getBody().getOps<otck::GemmOp>());
-      for (otck::GemmOp g : gemms)
+      for (otck::GemmOp g : gemms) {
         if (!fuseBias(g))
           fuseAccumulation(g);
+        if (!fuseGelu(g))
+          fuseGeluGrad(g);
+      }
     }
   }
 
@@ -99,7 +102,9 @@ struct FuseEpiloguesPass
     if (bt.getRank() != 1 || bt.getDimSize(0) != tt.getShape().back() ||
         bt.getElementType() != tt.getElementType())
       return false;
-    if (!plainBuffer(out))
+    // y is a buffer's own bytes (views of it may follow: the checks below
+    // see through them).
+    if (otck::storageOf(out) != out)
       return false;
     // The GEMM writes y where it stands: nothing in between may touch y or
     // write the bias; y is none of the GEMM's operands.
@@ -180,6 +185,218 @@ struct FuseEpiloguesPass
     add.erase();
     if (t.use_empty())
       tmp.erase();
+  }
+
+  /// The value `g` may name for the bytes of `v` seen as `type`: `v` itself
+  /// when it has that type and exists at `g`, else a view of its storage
+  /// made just before `g` (null when the storage does not exist there).
+  static Value viewAtGemm(otck::GemmOp g, Value v, MemRefType type) {
+    auto existsAtGemm = [&](Value x) {
+      Operation *def = x.getDefiningOp();
+      return !def || def->getBlock() != g->getBlock() ||
+             def->isBeforeInBlock(g);
+    };
+    if (v.getType() == type && existsAtGemm(v))
+      return v;
+    Value storage = otck::storageOf(v);
+    if (!existsAtGemm(storage))
+      return nullptr;
+    if (storage.getType() == type)
+      return storage;
+    OpBuilder b(g);
+    return b.create<otck::ViewOp>(g.getLoc(), type, storage);
+  }
+
+  /// Erases `v` (a buffer or a view) when nothing but unused views of it
+  /// remain.
+  static void eraseIfUnused(Value v) {
+    for (Operation *u : llvm::make_early_inc_range(v.getUsers()))
+      if (auto view = dyn_cast<otck::ViewOp>(u))
+        eraseIfUnused(view.getResult());
+    if (v.use_empty())
+      v.getDefiningOp()->erase();
+  }
+
+  /// The one op of a kernel's body whose result the kernel writes to its
+  /// single output, if it is an `OpT`.
+  template <typename OpT> static OpT singleOp(otck::KernelOp k) {
+    Block &body = k.getBody().front();
+    if (!llvm::hasSingleElement(body.without_terminator()) ||
+        k.getOutputs().size() != 1)
+      return nullptr;
+    auto op = dyn_cast<OpT>(body.front());
+    if (!op || op->getResult(0) != body.getTerminator()->getOperand(0))
+      return nullptr;
+    return op;
+  }
+
+  /// The buffer bound to a kernel's block argument `v` (null for a value
+  /// computed in the body).
+  static Value inputOf(otck::KernelOp k, Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &k.getBody().front()
+               ? k.getInputs()[arg.getArgNumber()]
+               : Value();
+  }
+
+  /// Whether an op strictly between `g` and `k` writes the bytes of
+  /// `storage` (`touch`: or reads them).
+  static bool usedBetween(otck::GemmOp g, otck::KernelOp k, Value storage,
+                          bool touch) {
+    Block *block = g->getBlock();
+    bool found = false;
+    otck::forEachByteUser(storage, [&](Operation *u) {
+      Operation *op = block->findAncestorOpInBlock(*u);
+      if (found || !op || !g->isBeforeInBlock(op) || !op->isBeforeInBlock(k))
+        return;
+      if (touch) {
+        found = !isa<otck::ViewOp>(op);
+        return;
+      }
+      if (auto other = dyn_cast<otck::KernelOp>(op))
+        for (Value o : other.getOutputs())
+          found |= otck::storageOf(o) == storage;
+      if (auto other = dyn_cast<otck::GemmOp>(op))
+        found |= otck::storageOf(other.getOut()) == storage ||
+                 (other.getGelu() &&
+                  otck::storageOf(other.getAux()) == storage);
+      if (auto c = dyn_cast<otck::CopyOp>(op))
+        found |= otck::storageOf(c.getTarget()) == storage;
+      if (!isa<otck::KernelOp, otck::GemmOp, otck::CopyOp, otck::ViewOp>(op))
+        found = true;
+    });
+    return found;
+  }
+
+  /// Whether `g` can carry a GELU epilogue on its result `t`: the product
+  /// has the operands' element type, and the matrix's rows are whole
+  /// multiples of 8 elements (cuBLASLt's rule for the aux matrix).
+  static bool epilogueShape(otck::GemmOp g, Value t) {
+    auto tt = cast<MemRefType>(t.getType());
+    return !g.getAccumulate() && !g.getGelu() && !g.getDgelu() &&
+           tt.getElementType() == g.getLhs().getType().getElementType() &&
+           tt.getRank() >= 2 && tt.getShape().back() % 8 == 0;
+  }
+
+  /// The buffer `g` writes in place of kernel `k`'s output `y` (the same
+  /// bytes seen with `t`'s type): y's buffer, declared before `g` if it was
+  /// declared after it. Null when y cannot be written there.
+  static Value moveOutputUp(otck::GemmOp g, Value y, MemRefType type) {
+    Value ys = otck::storageOf(y);
+    Operation *def = ys.getDefiningOp();
+    if (def && def->getBlock() == g->getBlock() && g->isBeforeInBlock(def)) {
+      if (!isa<otck::BufferOp>(def))
+        return nullptr;
+      OpBuilder b(g);
+      Operation *copy = b.clone(*def);
+      def->replaceAllUsesWith(copy);
+      def->erase();
+      ys = copy->getResult(0);
+    }
+    return viewAtGemm(g, ys, type);
+  }
+
+  /// y = gelu_tanh(t) right after the GEMM (+ bias) that writes t becomes
+  /// the GEMM's gelu epilogue writing y, with t as its aux output (the
+  /// pre-activation stays for whoever reads it later, e.g. the backward).
+  /// Only when nothing between the two touches y or writes t.
+  bool fuseGelu(otck::GemmOp g) {
+    Value t = g.getOut();
+    if (otck::storageOf(t) != t || !epilogueShape(g, t))
+      return false;
+    auto tt = cast<MemRefType>(t.getType());
+    // The first kernel after the GEMM that computes gelu_tanh of t's bytes.
+    otck::KernelOp k;
+    otck::forEachByteUser(t, [&](Operation *u) {
+      auto other = dyn_cast<otck::KernelOp>(u);
+      if (!other || other->getBlock() != g->getBlock() ||
+          !g->isBeforeInBlock(other) || (k && k->isBeforeInBlock(other)))
+        return;
+      auto gelu = singleOp<GeluOp>(other);
+      Value in = gelu ? inputOf(other, gelu.getInput()) : Value();
+      if (gelu && gelu.getApproximate() == "tanh" && in &&
+          otck::storageOf(in) == t)
+        k = other;
+    });
+    if (!k)
+      return false;
+    Value y = k.getOutputs()[0];
+    auto yt = cast<MemRefType>(y.getType());
+    Value ys = otck::storageOf(y);
+    if (yt.getElementType() != tt.getElementType() ||
+        yt.getNumElements() != tt.getNumElements() || ys == t ||
+        otck::storageOf(g.getLhs()) == ys ||
+        otck::storageOf(g.getRhs()) == ys ||
+        (g.getBias() && otck::storageOf(g.getBias()) == ys))
+      return false;
+    if (usedBetween(g, k, ys, /*touch=*/true) ||
+        usedBetween(g, k, t, /*touch=*/false))
+      return false;
+    Value out = moveOutputUp(g, y, tt);
+    if (!out)
+      return false;
+    g.getOutMutable().assign(out);
+    g.getAuxMutable().assign(t);
+    g.setGelu(true);
+    k.erase();
+    return true;
+  }
+
+  /// dx = gelu_tanh_grad(t, x) of a GEMM's result t that nothing else reads
+  /// becomes the GEMM's dgelu epilogue writing dx, reading x as its aux
+  /// (the dGELU form of the backward of gelu's input). Only when nothing
+  /// between the two touches dx or writes x.
+  bool fuseGeluGrad(otck::GemmOp g) {
+    Value t = g.getOut();
+    auto tmp = t.getDefiningOp<otck::BufferOp>();
+    if (!tmp || tmp.getSlot() || g.getBias() || !epilogueShape(g, t))
+      return false;
+    auto tt = cast<MemRefType>(t.getType());
+    otck::KernelOp k;
+    bool other = false;
+    otck::forEachByteUser(t, [&](Operation *u) {
+      if (u == g.getOperation())
+        return;
+      auto reader = dyn_cast<otck::KernelOp>(u);
+      other |= !reader || (k && k != reader) ||
+               reader->getBlock() != g->getBlock() ||
+               !g->isBeforeInBlock(reader);
+      k = reader;
+    });
+    if (other || !k)
+      return false;
+    auto grad = singleOp<GeluGradOp>(k);
+    if (!grad || grad.getApproximate() != "tanh")
+      return false;
+    Value dy = inputOf(k, grad.getGrad()), x = inputOf(k, grad.getInput());
+    if (!dy || !x || otck::storageOf(dy) != t || otck::storageOf(x) == t)
+      return false;
+    Value dx = k.getOutputs()[0];
+    Value xs = otck::storageOf(x), dxs = otck::storageOf(dx);
+    auto xt = cast<MemRefType>(x.getType()),
+         dxt = cast<MemRefType>(dx.getType());
+    if (xt.getElementType() != tt.getElementType() ||
+        dxt.getElementType() != tt.getElementType() ||
+        xt.getNumElements() != tt.getNumElements() ||
+        dxt.getNumElements() != tt.getNumElements() || dxs == t ||
+        otck::storageOf(g.getLhs()) == dxs ||
+        otck::storageOf(g.getRhs()) == dxs)
+      return false;
+    if (usedBetween(g, k, dxs, /*touch=*/true) ||
+        usedBetween(g, k, xs, /*touch=*/false))
+      return false;
+    Value aux = viewAtGemm(g, x, tt);
+    if (!aux)
+      return false;
+    Value out = moveOutputUp(g, dx, tt);
+    if (!out)
+      return false;
+    g.getOutMutable().assign(out);
+    g.getAuxMutable().assign(aux);
+    g.setDgelu(true);
+    k.erase();
+    eraseIfUnused(t);
+    return true;
   }
 };
 

@@ -239,7 +239,7 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       bufferOf[round.getResult()] = buf;
       roundedByGemm.insert(round);
       auto mm = cast<MatMulOp>(op);
-      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], buf, Value());
+      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], buf);
       g.setTransposeLhs(mm.getTransposeLhs());
       g.setTransposeRhs(mm.getTransposeRhs());
       ++index;
@@ -288,7 +288,7 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
         if (t.getElementType().isBF16() && !bothBf16)
           ins[k] = widenToF32(b, loc, ins[k], t);
       }
-      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0], Value());
+      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);
       g.setTransposeLhs(mm.getTransposeLhs());
       g.setTransposeRhs(mm.getTransposeRhs());
     } else {

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
@@ -270,4 +272,140 @@ extern "C" void otcrt_gemm_bias_f32(int transA, int transB, int64_t M,
   otcrt_gemm_f32(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
                  strideB, beta, C, ldc, strideC, batch);
   addBias(C, bias, M, N, ldc, strideC, batch);
+}
+
+namespace {
+
+/// sqrt(2 / pi) and the cubic coefficient of GELU's tanh form.
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+/// gelu(v) and gelu'(v) of the tanh form, in FP32.
+float geluTanh(float v) {
+  float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+  return 0.5f * v * (1.0f + std::tanh(u));
+}
+float geluTanhDerivative(float v) {
+  float th = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+  float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+  return 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+}
+
+/// Storage elements as floats and back (BF16: widened exactly; stored with
+/// one rounding to nearest even, NaN kept a quiet NaN).
+float toFloat(float x) { return x; }
+float toFloat(uint16_t x) {
+  uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+void put(float *p, float v) { *p = v; }
+void put(uint16_t *p, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    *p = static_cast<uint16_t>((bits >> 16) | 0x40u);
+  else
+    *p = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+/// The FP32 product of float or BF16 operands into `v` (laid out as C).
+void product(int transA, int transB, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, int64_t strideA,
+             const float *B, int64_t ldb, int64_t strideB, float *v,
+             int64_t ldc, int64_t strideC, int64_t batch) {
+  otcrt_gemm_f32(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+                 strideB, 0.0f, v, ldc, strideC, batch);
+}
+void product(int transA, int transB, int64_t M, int64_t N, int64_t K,
+             float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
+             const uint16_t *B, int64_t ldb, int64_t strideB, float *v,
+             int64_t ldc, int64_t strideC, int64_t batch) {
+  otcrt_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+                  strideB, 0.0f, v, ldc, strideC, batch);
+}
+
+/// The GELU epilogues on the FP32 product v (plus the bias): forward, C =
+/// gelu(v) and aux = v; backward (auxIn given), C = v gelu'(aux).
+template <typename T>
+void gemmGelu(const char *name, int transA, int transB, int64_t M, int64_t N,
+              int64_t K, float alpha, const T *A, int64_t lda,
+              int64_t strideA, const T *B, int64_t ldb, int64_t strideB,
+              float beta, T *C, int64_t ldc, int64_t strideC, int64_t batch,
+              const T *bias, T *auxOut, const T *auxIn) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  if (beta != 0.0f || (strideC == 0 && batch > 1)) {
+    std::fprintf(stderr,
+                 "otc train: error: %s needs beta = 0 and one C per batch "
+                 "entry\n",
+                 name);
+    std::exit(1);
+  }
+  std::vector<float> v(static_cast<size_t>((batch - 1) * strideC + M * ldc));
+  product(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+          v.data(), ldc, strideC, batch);
+#pragma omp parallel for collapse(2) schedule(static) if (v.size() > 65536)
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t at = e * strideC + i * ldc + j;
+        float x = v[at] + (bias ? toFloat(bias[j]) : 0.0f);
+        if (auxIn) {
+          put(&C[at], x * geluTanhDerivative(toFloat(auxIn[at])));
+        } else {
+          put(&auxOut[at], x);
+          put(&C[at], geluTanh(x));
+        }
+      }
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_gelu_f32(int transA, int transB, int64_t M,
+                                    int64_t N, int64_t K, float alpha,
+                                    const float *A, int64_t lda,
+                                    int64_t strideA, const float *B,
+                                    int64_t ldb, int64_t strideB, float beta,
+                                    float *C, int64_t ldc, int64_t strideC,
+                                    int64_t batch, const float *bias,
+                                    float *aux) {
+  gemmGelu("otcrt_gemm_gelu_f32", transA, transB, M, N, K, alpha, A, lda,
+           strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias, aux,
+           static_cast<const float *>(nullptr));
+}
+
+extern "C" void otcrt_gemm_gelu_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *bias, uint16_t *aux) {
+  gemmGelu("otcrt_gemm_gelu_bf16_bf16", transA, transB, M, N, K, alpha, A,
+           lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias,
+           aux, static_cast<const uint16_t *>(nullptr));
+}
+
+extern "C" void otcrt_gemm_dgelu_f32(int transA, int transB, int64_t M,
+                                     int64_t N, int64_t K, float alpha,
+                                     const float *A, int64_t lda,
+                                     int64_t strideA, const float *B,
+                                     int64_t ldb, int64_t strideB, float beta,
+                                     float *C, int64_t ldc, int64_t strideC,
+                                     int64_t batch, const float *aux) {
+  gemmGelu("otcrt_gemm_dgelu_f32", transA, transB, M, N, K, alpha, A, lda,
+           strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
+           static_cast<const float *>(nullptr), static_cast<float *>(nullptr),
+           aux);
+}
+
+extern "C" void otcrt_gemm_dgelu_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *aux) {
+  gemmGelu("otcrt_gemm_dgelu_bf16_bf16", transA, transB, M, N, K, alpha, A,
+           lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
+           static_cast<const uint16_t *>(nullptr),
+           static_cast<uint16_t *>(nullptr), aux);
 }

@@ -3,7 +3,8 @@
 // op(A)^T, i.e. cuBLASLt's A operand is our B and vice versa, with no data
 // movement. One handle and one 32 MiB workspace are created lazily; the
 // descriptors, layouts and heuristic algorithm are cached per call shape
-// (including pointer alignment, which constrains the algorithm choice). The
+// (including pointer alignment, which constrains the algorithm choice, and
+// the epilogue: bias, GELU with its pre-activation saved, GELU's gradient). The
 // compute type is pure FP32 (no TF32); otcrt_gemm_bf16 reads BF16 operands
 // (CUDA_R_16BF) into the same FP32 accumulation and FP32 C. Every product
 // runs on the runtime's stream (otcrt_stream), so a CUDA graph captures it;
@@ -49,6 +50,10 @@ constexpr size_t kWorkspaceBytes = OTCRT_CUDA_GEMM_WORKSPACE_BYTES;
     if (err_ != cudaSuccess)                                                   \
       fatal(#call, cudaGetErrorString(err_), __FILE__, __LINE__);              \
   } while (0)
+
+/// The epilogue of a call: none, bias, GELU with its pre-activation
+/// written to aux (with or without a bias), GELU's gradient reading aux.
+enum Epilogue : int64_t { kPlain, kBias, kGeluAux, kGeluAuxBias, kDgelu };
 
 /// Everything needed to launch one GEMM shape.
 struct Plan {
@@ -103,10 +108,10 @@ Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
               int64_t M, int64_t N, int64_t K, int64_t lda, int64_t strideA,
               int64_t ldb, int64_t strideB, int64_t ldc, int64_t strideC,
               int64_t batch, uint32_t alignA, uint32_t alignB,
-              uint32_t alignC, bool bias) {
+              uint32_t alignC, Epilogue epi) {
   PlanKey key = {inType, outType, transA,  transB,  M,     N,
                  K,      lda,     ldb,     ldc,     strideA, strideB,
-                 strideC, batch,  alignA,  alignB,  alignC, bias};
+                 strideC, batch,  alignA,  alignB,  alignC, epi};
   auto it = s.plans.find(key);
   if (it != s.plans.end())
     return it->second;
@@ -120,12 +125,32 @@ Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
   OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
-  if (bias) {
-    // bias[j] of our row-major column j: cuBLASLt's column-major rows (m =
-    // N), the same vector for every batch entry, in C's type.
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epi != kPlain) {
+    cublasLtEpilogue_t epilogue =
+        epi == kBias          ? CUBLASLT_EPILOGUE_BIAS
+        : epi == kGeluAux     ? CUBLASLT_EPILOGUE_GELU_AUX
+        : epi == kGeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                              : CUBLASLT_EPILOGUE_DGELU;
     OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  }
+  if (epi == kGeluAux || epi == kGeluAuxBias || epi == kDgelu) {
+    // The aux matrix is laid out like C (its type, by default, is C's):
+    // column-major N x M with C's leading dimension and batch stride.
+    int64_t auxLd = ldc;
+    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd,
+        sizeof(auxLd)));
+    if (batch > 1) {
+      int64_t auxStride = strideC;
+      OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+          plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
+          &auxStride, sizeof(auxStride)));
+    }
+  }
+  if (epi == kBias || epi == kGeluAuxBias) {
+    // bias[j] of our row-major column j: cuBLASLt's column-major rows (m =
+    // N), the same vector for every batch entry, in C's type.
     cudaDataType_t biasType = outType;
     OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
@@ -205,11 +230,18 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
           int transB, int64_t M, int64_t N, int64_t K, float alpha, const T *A,
           int64_t lda, int64_t strideA, const T *B, int64_t ldb,
           int64_t strideB, float beta, C_T *C, int64_t ldc, int64_t strideC,
-          int64_t batch, const C_T *bias = nullptr) {
+          int64_t batch, const C_T *bias = nullptr, Epilogue epi = kPlain,
+          const void *aux = nullptr) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
-  if (bias && (K <= 0 || (strideC == 0 && batch > 1)))
-    fatal("otcrt_gemm_bias", "a bias needs K > 0 and one C per batch entry",
+  if (bias && epi == kPlain)
+    epi = kBias;
+  if (epi != kPlain && (K <= 0 || (strideC == 0 && batch > 1)))
+    fatal("otcrt_gemm epilogue",
+          "an epilogue needs K > 0 and one C per batch entry", __FILE__,
+          __LINE__);
+  if (epi != kPlain && epi != kBias && (beta != 0.0f || N % 8 != 0))
+    fatal("otcrt_gemm GELU epilogue", "needs beta = 0 and N a multiple of 8",
           __FILE__, __LINE__);
   if (K <= 0) {
     if constexpr (std::is_same_v<C_T, float>)
@@ -242,7 +274,13 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
   uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(C_T));
   Plan &plan = getPlan(s, inType, outType, transA, transB, M, N, K, lda,
                        strideA, ldb, strideB, ldc, strideC, batch, alignA,
-                       alignB, alignC, bias != nullptr);
+                       alignB, alignC, epi);
+  if (aux) {
+    const void *pointer = aux;
+    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pointer,
+        sizeof(pointer)));
+  }
   if (bias) {
     // The plan is shared by every call of this shape: the pointer is set per
     // call (host-side, so graph capture records the call as made).
@@ -307,4 +345,49 @@ extern "C" void otcrt_gemm_bias_bf16_bf16(
     int64_t strideC, int64_t batch, const uint16_t *bias) {
   gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
        strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias);
+}
+
+extern "C" void otcrt_gemm_gelu_f32(int transA, int transB, int64_t M,
+                                    int64_t N, int64_t K, float alpha,
+                                    const float *A, int64_t lda,
+                                    int64_t strideA, const float *B,
+                                    int64_t ldb, int64_t strideB, float beta,
+                                    float *C, int64_t ldc, int64_t strideC,
+                                    int64_t batch, const float *bias,
+                                    float *aux) {
+  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
+       B, ldb, strideB, beta, C, ldc, strideC, batch, bias,
+       bias ? kGeluAuxBias : kGeluAux, aux);
+}
+
+extern "C" void otcrt_gemm_gelu_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *bias, uint16_t *aux) {
+  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
+       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias,
+       bias ? kGeluAuxBias : kGeluAux, aux);
+}
+
+extern "C" void otcrt_gemm_dgelu_f32(int transA, int transB, int64_t M,
+                                     int64_t N, int64_t K, float alpha,
+                                     const float *A, int64_t lda,
+                                     int64_t strideA, const float *B,
+                                     int64_t ldb, int64_t strideB, float beta,
+                                     float *C, int64_t ldc, int64_t strideC,
+                                     int64_t batch, const float *aux) {
+  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
+       B, ldb, strideB, beta, C, ldc, strideC, batch,
+       static_cast<const float *>(nullptr), kDgelu, aux);
+}
+
+extern "C" void otcrt_gemm_dgelu_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *aux) {
+  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
+       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
+       static_cast<const uint16_t *>(nullptr), kDgelu, aux);
 }

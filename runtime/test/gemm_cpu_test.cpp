@@ -251,3 +251,101 @@ TEST(GemmCpu, BiasEpilogue) {
       EXPECT_EQ(ch[i * N + j], want) << "(" << i << ", " << j << ")";
     }
 }
+
+// GELU's tanh form in double, and its derivative by central differences:
+// the oracle of the GELU epilogues, written from the formula, not from the
+// library's code.
+double geluRef(double x) {
+  return 0.5 * x *
+         (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double geluSlopeRef(double x) {
+  const double h = 1e-4;
+  return (geluRef(x + h) - geluRef(x - h)) / (2 * h);
+}
+
+// The GELU epilogues in FP32, batched with a transposed B: forward with and
+// without a bias (C = gelu(v), aux = v) and backward (C = v gelu'(aux)),
+// against the double product, and in BF16 within one rounding of it.
+TEST(GemmCpu, GeluEpilogues) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
+  const int64_t M = 3, N = 16, K = 5, batch = 2;
+  std::vector<float> a(batch * M * K), b(N * K), bias(N), g(batch * M * N);
+  for (auto *v : {&a, &b, &bias, &g})
+    for (float &x : *v)
+      x = dist(rng);
+  auto product = [&](int64_t e, int64_t i, int64_t j) {
+    double sum = 0;
+    for (int64_t k = 0; k < K; ++k)
+      sum += double(a[e * M * K + i * K + k]) * b[j * K + k];
+    return sum;
+  };
+  for (bool withBias : {true, false}) {
+    std::vector<float> c(batch * M * N, NAN), aux(batch * M * N, NAN);
+    otcrt_gemm_gelu_f32(0, 1, M, N, K, 1.0f, a.data(), K, M * K, b.data(), K,
+                        0, 0.0f, c.data(), N, M * N, batch,
+                        withBias ? bias.data() : nullptr, aux.data());
+    for (int64_t e = 0; e < batch; ++e)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          int64_t at = e * M * N + i * N + j;
+          double v = product(e, i, j) + (withBias ? bias[j] : 0.0);
+          EXPECT_NEAR(aux[at], v, 1e-5) << "aux " << at;
+          EXPECT_NEAR(c[at], geluRef(v), 1e-5) << "gelu " << at;
+        }
+  }
+  std::vector<float> dx(batch * M * N, NAN);
+  otcrt_gemm_dgelu_f32(0, 1, M, N, K, 1.0f, a.data(), K, M * K, b.data(), K, 0,
+                       0.0f, dx.data(), N, M * N, batch, g.data());
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t at = e * M * N + i * N + j;
+        EXPECT_NEAR(dx[at], product(e, i, j) * geluSlopeRef(g[at]), 1e-5)
+            << "dgelu " << at;
+      }
+
+  // BF16: the operands are exact in BF16 after truncation; every output is
+  // within one BF16 rounding (2^-8 relative) of the double result.
+  auto toBf16 = [](float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    return static_cast<uint16_t>(bits >> 16);
+  };
+  auto widen = [](uint16_t h) {
+    uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  std::vector<uint16_t> ah(a.size()), bh(b.size()), biash(N), gh(g.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = widen(ah[i] = toBf16(a[i]));
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = widen(bh[i] = toBf16(b[i]));
+  for (int64_t j = 0; j < N; ++j)
+    bias[j] = widen(biash[j] = toBf16(bias[j]));
+  for (size_t i = 0; i < g.size(); ++i)
+    g[i] = widen(gh[i] = toBf16(g[i]));
+  std::vector<uint16_t> ch(g.size()), auxh(g.size()), dxh(g.size());
+  otcrt_gemm_gelu_bf16_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, M * K,
+                            bh.data(), K, 0, 0.0f, ch.data(), N, M * N, batch,
+                            biash.data(), auxh.data());
+  otcrt_gemm_dgelu_bf16_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, M * K,
+                             bh.data(), K, 0, 0.0f, dxh.data(), N, M * N,
+                             batch, gh.data());
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t at = e * M * N + i * N + j;
+        double v = product(e, i, j) + bias[j];
+        double slope = product(e, i, j) * geluSlopeRef(g[at]);
+        EXPECT_NEAR(widen(auxh[at]), v, std::abs(v) / 256 + 1e-6) << at;
+        EXPECT_NEAR(widen(ch[at]), geluRef(v),
+                    std::abs(geluRef(v)) / 256 + 1e-6)
+            << at;
+        EXPECT_NEAR(widen(dxh[at]), slope, std::abs(slope) / 256 + 1e-6)
+            << at;
+      }
+}

@@ -58,6 +58,14 @@ done
 # PyTorch's float64 gradients: none, selective, full, and auto with a budget
 # halfway between the planned peaks of full and none on the cuda target (so
 # that it recomputes some blocks and keeps others).
+# Hugging Face GPT-2 (tanh GELU): its MLP GEMMs carry the gelu and dgelu
+# epilogues (cuBLASLt's GELU_AUX_BIAS and DGELU), in FP32 and BF16.
+hf=$src/test/e2e/hf-gpt2
+add hf-gpt2 "$hf/gpt2.onnx" "$hf/batch.safetensors" 1e-4 "$hf/grads_ce.safetensors" \
+    --micro-batch 2 --grad-accum 2 --loss=cross_entropy:logits:targets
+add hf-gpt2-bf16 "$hf/gpt2.onnx" "$hf/batch.safetensors" 2e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+
 gpt2=$src/test/e2e/gpt2-opset17
 peak() {
   "$bin/otc-compile" "$gpt2/gpt2.onnx" -o "$out/plan-$1" --target=cuda --plan-only \

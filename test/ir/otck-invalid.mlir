@@ -27,3 +27,61 @@ func.func @bad_yield() {
   }
   return
 }
+
+// -----
+
+// Tests the GELU epilogues' rules: an aux operand, of the result's type,
+// rows of a multiple of 8, no accumulation, no bias with dgelu, not both.
+func.func @gelu_no_aux(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>) {
+  // expected-error@+1 {{needs an aux operand for its gelu epilogue}}
+  otck.gemm %x, %w, %y {gelu} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @aux_type(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %a: memref<4x16xbf16>) {
+  // expected-error@+1 {{aux type 'memref<4x16xbf16>' must be the result type 'memref<4x16xf32>'}}
+  otck.gemm %x, %w, %y aux(%a : memref<4x16xbf16>) {gelu} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @narrow(%x: memref<4x8xf32>, %w: memref<8x12xf32>, %y: memref<4x12xf32>, %a: memref<4x12xf32>) {
+  // expected-error@+1 {{GELU epilogues need a last dimension that is a multiple of 8}}
+  otck.gemm %x, %w, %y aux(%a : memref<4x12xf32>) {dgelu} : memref<4x8xf32>, memref<8x12xf32>, memref<4x12xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %a: memref<4x16xf32>) {
+  // expected-error@+1 {{cannot accumulate with a GELU epilogue}}
+  otck.gemm %x, %w, %y aux(%a : memref<4x16xf32>) {accumulate, gelu} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @dgelu_bias(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %b: memref<16xf32>, %a: memref<4x16xf32>) {
+  // expected-error@+1 {{cannot add a bias with the dgelu epilogue}}
+  otck.gemm %x, %w, %y bias %b aux(%a : memref<4x16xf32>) {dgelu} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>, memref<16xf32>
+  return
+}
+
+// -----
+
+func.func @both(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %a: memref<4x16xf32>) {
+  // expected-error@+1 {{cannot have both the gelu and dgelu epilogues}}
+  otck.gemm %x, %w, %y aux(%a : memref<4x16xf32>) {dgelu, gelu} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @aux_alone(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %a: memref<4x16xf32>) {
+  // expected-error@+1 {{has an aux operand but no gelu or dgelu epilogue}}
+  otck.gemm %x, %w, %y aux(%a : memref<4x16xf32>) : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}

@@ -131,3 +131,144 @@ func.func @mixed() {
   }
   return
 }
+
+// -----
+
+// GELU (tanh form) after a GEMM with a bias becomes the gelu epilogue: the
+// GEMM writes the activation where the kernel wrote it (declared before the
+// GEMM now) and keeps the pre-activation in aux for the backward. Its
+// backward, gelu_grad of a GEMM's product that nothing else reads, becomes
+// the dgelu epilogue reading the pre-activation (a view with the product's
+// shape), and the product's buffer goes away. A view of the activation
+// (HF-style reshapes around the MLP) does not stop either fusion.
+// CHECK-LABEL: func.func @mlp
+// CHECK: %[[PRE:.*]] = otck.buffer : memref<4x16xbf16>
+// CHECK-NEXT: %[[HB:.*]] = otck.buffer : memref<2x2x16xbf16>
+// CHECK-NEXT: %[[H:.*]] = otck.view %[[HB]] : memref<2x2x16xbf16> to memref<4x16xbf16>
+// CHECK-NEXT: otck.gemm %{{.*}}, %{{.*}}, %[[H]] bias %{{.*}} aux(%[[PRE]] : memref<4x16xbf16>) {gelu} : memref<4x8xbf16>, memref<8x16xbf16>, memref<4x16xbf16>, memref<16xbf16>
+// CHECK-NOT: otc.gelu
+// CHECK: otck.copy %[[HB]]
+// CHECK-NEXT: %[[DXB:.*]] = otck.buffer : memref<2x2x16xbf16>
+// CHECK-NEXT: %[[DX:.*]] = otck.view %[[DXB]] : memref<2x2x16xbf16> to memref<4x16xbf16>
+// CHECK-NEXT: otck.gemm %{{.*}}, %{{.*}}, %[[DX]] aux(%[[PRE]] : memref<4x16xbf16>) {dgelu, transpose_rhs} : memref<4x8xbf16>, memref<16x8xbf16>, memref<4x16xbf16>
+// CHECK-NOT: otc.gelu_grad
+// CHECK-NOT: otck.buffer : memref<4x16xbf16>
+// CHECK: otc.column_sum
+func.func @mlp() {
+  %x = otck.buffer {slot = "x"} : memref<4x8xbf16>
+  %w = otck.buffer {slot = "w"} : memref<8x16xbf16>
+  %b = otck.buffer {slot = "b"} : memref<16xbf16>
+  %dy = otck.buffer {slot = "dy"} : memref<4x8xbf16>
+  %w2 = otck.buffer {slot = "w2"} : memref<16x8xbf16>
+  %db = otck.buffer {slot = "db"} : memref<16xf32>
+  %hv = otck.buffer {slot = "hv"} : memref<2x2x16xbf16>
+  %pre = otck.buffer : memref<4x16xbf16>
+  otck.gemm %x, %w, %pre bias %b : memref<4x8xbf16>, memref<8x16xbf16>, memref<4x16xbf16>, memref<16xbf16>
+  %prev = otck.view %pre : memref<4x16xbf16> to memref<2x2x16xbf16>
+  %h = otck.buffer : memref<2x2x16xbf16>
+  otck.kernel ins(%prev : memref<2x2x16xbf16>) outs(%h : memref<2x2x16xbf16>) {
+  ^bb0(%a0: tensor<2x2x16xbf16>):
+    %s = otc.gelu %a0 {approximate = "tanh"} : tensor<2x2x16xbf16>
+    otck.yield %s : tensor<2x2x16xbf16>
+  }
+  otck.copy %h, %hv : memref<2x2x16xbf16>
+  %t = otck.buffer : memref<4x16xbf16>
+  otck.gemm %dy, %w2, %t {transpose_rhs} : memref<4x8xbf16>, memref<16x8xbf16>, memref<4x16xbf16>
+  %tv = otck.view %t : memref<4x16xbf16> to memref<2x2x16xbf16>
+  %dxv = otck.buffer : memref<2x2x16xbf16>
+  otck.kernel ins(%tv, %prev : memref<2x2x16xbf16>, memref<2x2x16xbf16>) outs(%dxv : memref<2x2x16xbf16>) {
+  ^bb0(%a0: tensor<2x2x16xbf16>, %a1: tensor<2x2x16xbf16>):
+    %s = otc.gelu_grad %a0, %a1 {approximate = "tanh"} : (tensor<2x2x16xbf16>, tensor<2x2x16xbf16>) -> tensor<2x2x16xbf16>
+    otck.yield %s : tensor<2x2x16xbf16>
+  }
+  %dx = otck.view %dxv : memref<2x2x16xbf16> to memref<4x16xbf16>
+  otck.kernel ins(%dx : memref<4x16xbf16>) outs(%db : memref<16xf32>) {
+  ^bb0(%a0: tensor<4x16xbf16>):
+    %s = otc.column_sum %a0 : (tensor<4x16xbf16>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  return
+}
+
+// -----
+
+// No GELU epilogue: the exact (erf) GELU, which cuBLASLt has no epilogue
+// for; rows of 12 elements (not a multiple of 8); a kernel in between that
+// reads the activation's buffer; a product that something else reads too.
+// CHECK-LABEL: func.func @erf
+// CHECK-NOT: {gelu}
+// CHECK: otc.gelu
+// CHECK-LABEL: func.func @narrow
+// CHECK-NOT: {gelu}
+// CHECK: otc.gelu
+// CHECK-LABEL: func.func @between_gelu
+// CHECK-NOT: {gelu}
+// CHECK: otc.gelu
+// CHECK-LABEL: func.func @product_kept
+// CHECK-NOT: dgelu
+// CHECK: otc.gelu_grad
+func.func @erf() {
+  %x = otck.buffer {slot = "x"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x16xf32>
+  %h = otck.buffer {slot = "h"} : memref<4x16xf32>
+  %pre = otck.buffer : memref<4x16xf32>
+  otck.gemm %x, %w, %pre : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  otck.kernel ins(%pre : memref<4x16xf32>) outs(%h : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>):
+    %s = otc.gelu %a0 : tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  return
+}
+func.func @narrow() {
+  %x = otck.buffer {slot = "x"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x12xf32>
+  %h = otck.buffer {slot = "h"} : memref<4x12xf32>
+  %pre = otck.buffer : memref<4x12xf32>
+  otck.gemm %x, %w, %pre : memref<4x8xf32>, memref<8x12xf32>, memref<4x12xf32>
+  otck.kernel ins(%pre : memref<4x12xf32>) outs(%h : memref<4x12xf32>) {
+  ^bb0(%a0: tensor<4x12xf32>):
+    %s = otc.gelu %a0 {approximate = "tanh"} : tensor<4x12xf32>
+    otck.yield %s : tensor<4x12xf32>
+  }
+  return
+}
+func.func @between_gelu() {
+  %x = otck.buffer {slot = "x"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x16xf32>
+  %h = otck.buffer {slot = "h"} : memref<4x16xf32>
+  %z = otck.buffer {slot = "z"} : memref<4x16xf32>
+  %pre = otck.buffer : memref<4x16xf32>
+  otck.gemm %x, %w, %pre : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  otck.kernel ins(%h : memref<4x16xf32>) outs(%z : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>):
+    %s = otc.neg %a0 : tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  otck.kernel ins(%pre : memref<4x16xf32>) outs(%h : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>):
+    %s = otc.gelu %a0 {approximate = "tanh"} : tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  return
+}
+func.func @product_kept() {
+  %dy = otck.buffer {slot = "dy"} : memref<4x8xf32>
+  %w2 = otck.buffer {slot = "w2"} : memref<8x16xf32>
+  %pre = otck.buffer {slot = "pre"} : memref<4x16xf32>
+  %dx = otck.buffer {slot = "dx"} : memref<4x16xf32>
+  %z = otck.buffer {slot = "z"} : memref<4x16xf32>
+  %t = otck.buffer : memref<4x16xf32>
+  otck.gemm %dy, %w2, %t : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  otck.kernel ins(%t, %pre : memref<4x16xf32>, memref<4x16xf32>) outs(%dx : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = otc.gelu_grad %a0, %a1 {approximate = "tanh"} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  otck.kernel ins(%t : memref<4x16xf32>) outs(%z : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>):
+    %s = otc.neg %a0 : tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  return
+}

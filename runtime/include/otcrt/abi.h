@@ -169,6 +169,37 @@ void otcrt_gemm_bias_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int
                                int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
                                int64_t strideC, int64_t batch, const uint16_t *bias);
 
+/// The same products with a GELU epilogue (its tanh form, gelu(v) = 0.5 v
+/// (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))) on the FP32 result v = alpha
+/// op(A) op(B) (+ bias[j] on column j when bias is not NULL); beta must be 0.
+/// aux is laid out like C (ldc, strideC) and N is a multiple of 8. C =
+/// gelu(v) and aux = v, each rounded once to the storage type (the
+/// pre-activation for the backward). cuda target: cuBLASLt's GELU_AUX_BIAS
+/// (GELU_AUX without a bias) epilogue.
+void otcrt_gemm_gelu_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, int64_t strideA, const float *B,
+                         int64_t ldb, int64_t strideB, float beta, float *C, int64_t ldc,
+                         int64_t strideC, int64_t batch, const float *bias, float *aux);
+void otcrt_gemm_gelu_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                               float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
+                               const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
+                               uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
+                               const uint16_t *bias, uint16_t *aux);
+
+/// The GELU backward as an epilogue: C = v gelu'(aux) with v = alpha op(A)
+/// op(B) in FP32 and gelu' the derivative of the tanh form above, rounded
+/// once; aux (read) is laid out like C, N is a multiple of 8, beta must be
+/// 0. cuda target: cuBLASLt's DGELU epilogue.
+void otcrt_gemm_dgelu_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, int64_t strideA, const float *B,
+                          int64_t ldb, int64_t strideB, float beta, float *C, int64_t ldc,
+                          int64_t strideC, int64_t batch, const float *aux);
+void otcrt_gemm_dgelu_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                                float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
+                                const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
+                                uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
+                                const uint16_t *aux);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 
