@@ -1,10 +1,13 @@
 // Device column sums of libotcrt_cuda (otc.column_sum, a bias's gradient).
-// One block per 32 adjacent columns: its 32 x 32 threads are a column lane
-// (x, so a warp reads 32 consecutive elements of a row) and one of 32 row
-// phases (y, rows y, y + 32, ...); the 32 partial sums of a column are then
-// added in phase order from shared memory. The order is fixed, so results
-// repeat bit for bit; no scratch memory, no atomics, no synchronization with
-// the host (capturable in a CUDA graph).
+// One block per 32 adjacent columns: its threads are a column lane (x, W
+// adjacent columns each, so a warp reads consecutive elements of a row) and
+// one of 32 row phases (y, rows y, y + 32, ...); the 32 partial sums of a
+// column are then added in phase order from shared memory. W is 8 bfloat16
+// or 4 floats (one 16-byte packet, common.cuh) when cols is a multiple of
+// that and x is 16-byte aligned, else 1. The order depends on neither W nor
+// the storage type, so results repeat bit for bit (and bf16 sums equal f32
+// sums of the same values); no scratch memory, no atomics, no
+// synchronization with the host (capturable in a CUDA graph).
 #include "common.cuh"
 
 namespace otcrt {
@@ -14,23 +17,38 @@ namespace {
 constexpr int kColumns = 32;
 constexpr int kPhases = 32;
 
-template <typename T>
+/// Block (kColumns / W, kPhases): thread (x, y) sums the W columns from
+/// kColumns blockIdx.x + W x (W = 8: lanes 0..3 take the block's columns
+/// 0-7, ..., 24-31; W divides cols and the block's first column, so a
+/// packet lies within the row); the first kColumns threads of the block
+/// then add one column each.
+template <typename T, int W>
 __global__ void columnSumKernel(int64_t rows, int64_t cols, const T *x,
                                 float *out) {
   __shared__ float partial[kPhases][kColumns + 1];
-  const int lane = threadIdx.x, phase = threadIdx.y;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumns + lane;
-  float acc = 0.0f;
+  const int lane = static_cast<int>(threadIdx.x) * W,
+            phase = static_cast<int>(threadIdx.y);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns;
+  const int64_t c = first + lane;
+  float acc[W] = {};
   if (c < cols)
-    for (int64_t r = phase; r < rows; r += kPhases)
-      acc += load(x[r * cols + c]);
-  partial[phase][lane] = acc;
+    for (int64_t r = phase; r < rows; r += kPhases) {
+      float v[W];
+      loadPacket(x + r * cols + c, v);
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        acc[i] += v[i];
+    }
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+    partial[phase][lane + i] = acc[i];
   __syncthreads();
-  if (phase == 0 && c < cols) {
+  const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  if (t < kColumns && first + t < cols) {
     float sum = 0.0f;
     for (int p = 0; p < kPhases; ++p)
-      sum += partial[p][lane];
-    out[c] = sum;
+      sum += partial[p][t];
+    out[first + t] = sum;
   }
 }
 
@@ -41,9 +59,16 @@ int columnSum(int64_t rows, int64_t cols, const T *x, float *out,
     return 1;
   if (cols == 0)
     return 0;
-  const int64_t blocks = (cols + kColumns - 1) / kColumns;
-  columnSumKernel<T><<<static_cast<unsigned>(blocks), dim3(kColumns, kPhases),
-                       0, asStream(stream)>>>(rows, cols, x, out);
+  const unsigned blocks =
+      static_cast<unsigned>((cols + kColumns - 1) / kColumns);
+  if (packable<T>(cols, {x}))
+    columnSumKernel<T, kPack<T>>
+        <<<blocks, dim3(kColumns / kPack<T>, kPhases), 0, asStream(stream)>>>(
+            rows, cols, x, out);
+  else
+    columnSumKernel<T, 1>
+        <<<blocks, dim3(kColumns, kPhases), 0, asStream(stream)>>>(
+            rows, cols, x, out);
   return launchStatus();
 }
 

@@ -1,9 +1,11 @@
 // Private helpers of the device kernels of libotcrt_cuda: bfloat16 load and
 // store by bit manipulation (round to nearest even, NaN kept a quiet NaN,
-// bit for bit as the host kernels), the dropout keep test, warp and block
-// reductions in a fixed order (results do not vary from run to run), the
-// mapping of launch errors to the 0 / 1 codes of otcrt/kernels.h, and the
-// device side of the error record (kernel_error.cu).
+// bit for bit as the host kernels), the same over 16-byte packets (one
+// vector load or store instead of four or eight) and the host's test for
+// rows that allow them, the dropout keep test, warp and block reductions in
+// a fixed order (results do not vary from run to run), the mapping of
+// launch errors to the 0 / 1 codes of otcrt/kernels.h, and the device side
+// of the error record (kernel_error.cu).
 #ifndef OTCRT_CUDA_COMMON_CUH
 #define OTCRT_CUDA_COMMON_CUH
 
@@ -12,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace otcrt {
 namespace cuda {
@@ -35,6 +38,49 @@ __device__ __forceinline__ void store(otcrt_bf16 *p, float v) {
   }
   bits += 0x7fffu + ((bits >> 16) & 1u);
   *p = static_cast<otcrt_bf16>(bits >> 16);
+}
+
+/// Elements of T in a 16-byte packet: 4 floats or 8 bfloat16.
+template <typename T> constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+
+/// W consecutive elements, aligned to their whole size, so that one access
+/// moves them all: a 16-byte packet for W = kPack<T> (a 128-bit load or
+/// store), a plain element for W = 1 (the kernels' fallback width).
+template <typename T, int W> struct alignas(W * sizeof(T)) Packet {
+  T elements[W];
+};
+
+/// Loads p[0, W) as floats; p must be aligned to W elements.
+template <int W, typename T>
+__device__ __forceinline__ void loadPacket(const T *p, float (&v)[W]) {
+  Packet<T, W> packet = *reinterpret_cast<const Packet<T, W> *>(p);
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+    v[i] = load(packet.elements[i]);
+}
+
+/// Stores v into p[0, W), each element rounded as `store` does; p must be
+/// aligned to W elements.
+template <int W, typename T>
+__device__ __forceinline__ void storePacket(T *p, const float (&v)[W]) {
+  Packet<T, W> packet;
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+    store(&packet.elements[i], v[i]);
+  *reinterpret_cast<Packet<T, W> *>(p) = packet;
+}
+
+/// Whether rows of `cols` elements at each pointer (NULL ones aside) can be
+/// accessed in packets: cols is a multiple of kPack<T> and every pointer is
+/// 16-byte aligned, so that each row start is too.
+template <typename T>
+inline bool packable(int64_t cols, std::initializer_list<const void *> ptrs) {
+  if (cols % kPack<T> != 0)
+    return false;
+  for (const void *p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
 }
 
 /// True when element `index` of a tensor dropped with (key, stream, ratio)

@@ -6,10 +6,13 @@
 // in a fixed order and counts the rows that count. The gradient of the mean
 // first counts those rows with a one-block kernel into a scratch word
 // allocated once, then runs one block per row, reading each logit before
-// writing the same element, so dlogits may be the logits' buffer. A bad
-// label is written to the library's error record (kernel_error.cu) by the
-// block of its row: no call allocates or synchronizes, so a CUDA graph can
-// capture them.
+// writing the same element, so dlogits may be the logits' buffer. The row
+// kernels access W logits at a time: a 16-byte packet (common.cuh) when the
+// classes are a multiple of the packet and the rows' arrays are 16-byte
+// aligned, else one logit (as layer_norm.cu's row kernels). A bad label is
+// written to the library's error record (kernel_error.cu) by the block of
+// its row: no call allocates or synchronizes, so a CUDA graph can capture
+// them.
 #include "common.cuh"
 
 #include <mutex>
@@ -55,22 +58,36 @@ __device__ __forceinline__ void checkLabel(const int64_t *labels, int64_t r,
     recordError(record, OTCRT_ERROR_LABEL, r, labels[r], classes);
 }
 
-/// One block per row: lse[r], and loss[r] for OTCRT_NONE.
-template <typename T>
+/// One block per row: lse[r], and loss[r] for OTCRT_NONE. Thread t reads
+/// logits [c, c + W) for c = W t, W (t + blockDim.x), ... below classes,
+/// which W divides.
+template <typename T, int W>
 __global__ void rowLseKernel(int64_t classes, const T *logits,
                              const int64_t *labels, int32_t hasIgnore,
                              int64_t ignoreIndex, bool perRowLoss, float *loss,
                              float *lse, OtcrtKernelError *record) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
+                step = static_cast<int64_t>(blockDim.x) * W;
   const T *row = logits + r * classes;
   float max = -INFINITY;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    max = fmaxf(max, load(row[c]));
+  for (int64_t c = first; c < classes; c += step) {
+    float v[W];
+    loadPacket(row + c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      max = fmaxf(max, v[i]);
+  }
   max = blockMax(max, scratch);
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    sum += expf(load(row[c]) - max);
+  for (int64_t c = first; c < classes; c += step) {
+    float v[W];
+    loadPacket(row + c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      sum += expf(v[i] - max);
+  }
   sum = blockSum(sum, scratch);
   if (threadIdx.x != 0)
     return;
@@ -111,21 +128,25 @@ __global__ void reduceLossKernel(int64_t rows, int64_t classes, const T *logits,
                   : static_cast<float>(sum / static_cast<double>(counted));
 }
 
-/// One block per row: dlogits = g (softmax - onehot), 0 for ignored rows.
-template <typename T>
+/// One block per row: dlogits = g (softmax - onehot), 0 for ignored rows;
+/// logits [c, c + W) per thread as in rowLseKernel.
+template <typename T, int W>
 __global__ void gradKernel(int64_t classes, const float *dloss, const T *logits,
                            const int64_t *labels, const float *lse,
                            int32_t hasIgnore, int64_t ignoreIndex,
                            int32_t reduction, const long long *counted,
                            OtcrtKernelError *record, T *dlogits) {
   const int64_t r = blockIdx.x;
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
+                step = static_cast<int64_t>(blockDim.x) * W;
   const T *row = logits + r * classes;
   T *out = dlogits + r * classes;
   if (threadIdx.x == 0)
     checkLabel(labels, r, classes, hasIgnore, ignoreIndex, record);
   if (!usable(labels, r, classes, hasIgnore, ignoreIndex)) {
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      store(out + c, 0.0f);
+    const float zeros[W] = {};
+    for (int64_t c = first; c < classes; c += step)
+      storePacket(out + c, zeros);
     return;
   }
   float g = reduction == OTCRT_NONE ? dloss[r]
@@ -134,9 +155,16 @@ __global__ void gradKernel(int64_t classes, const float *dloss, const T *logits,
                 : dloss[0] / static_cast<float>(*counted);
   float rowLse = lse[r];
   int64_t label = labels[r];
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    float softmax = expf(load(row[c]) - rowLse);
-    store(out + c, g * (softmax - (c == label ? 1.0f : 0.0f)));
+  // out may be row: the packet is read whole before it is written.
+  for (int64_t c = first; c < classes; c += step) {
+    float v[W];
+    loadPacket(row + c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      float softmax = expf(v[i] - rowLse);
+      v[i] = g * (softmax - (c + i == label ? 1.0f : 0.0f));
+    }
+    storePacket(out + c, v);
   }
 }
 
@@ -172,10 +200,17 @@ int forward(int64_t rows, int64_t classes, const T *logits,
   OtcrtKernelError *record = errorRecord();
   if (!record)
     return 1;
-  if (rows > 0)
-    rowLseKernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-        classes, logits, labels, hasIgnore, ignoreIndex,
-        reduction == OTCRT_NONE, loss, lse, record);
+  if (rows > 0) {
+    const unsigned grid = static_cast<unsigned>(rows);
+    if (packable<T>(classes, {logits}))
+      rowLseKernel<T, kPack<T>><<<grid, kBlock, 0, stream>>>(
+          classes, logits, labels, hasIgnore, ignoreIndex,
+          reduction == OTCRT_NONE, loss, lse, record);
+    else
+      rowLseKernel<T, 1><<<grid, kBlock, 0, stream>>>(
+          classes, logits, labels, hasIgnore, ignoreIndex,
+          reduction == OTCRT_NONE, loss, lse, record);
+  }
   if (reduction != OTCRT_NONE)
     reduceLossKernel<T><<<1, 1024, 0, stream>>>(
         rows, classes, logits, labels, hasIgnore, ignoreIndex, lse,
@@ -201,9 +236,15 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
   if (reduction == OTCRT_MEAN)
     countRowsKernel<<<1, 1024, 0, stream>>>(rows, labels, hasIgnore,
                                             ignoreIndex, counted);
-  gradKernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-      classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex, reduction,
-      counted, record, dlogits);
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (packable<T>(classes, {logits, dlogits}))
+    gradKernel<T, kPack<T>><<<grid, kBlock, 0, stream>>>(
+        classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex, reduction,
+        counted, record, dlogits);
+  else
+    gradKernel<T, 1><<<grid, kBlock, 0, stream>>>(
+        classes, dloss, logits, labels, lse, hasIgnore, ignoreIndex, reduction,
+        counted, record, dlogits);
   return launchStatus();
 }
 

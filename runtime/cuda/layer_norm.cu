@@ -2,11 +2,13 @@
 // float and bfloat16 storage. One block per row: the row's statistics are
 // block reductions (warp shuffles, then one value per warp in shared
 // memory) and the row is normalized in a second sweep. The parameter
-// gradients (sums over rows) run in their own kernel, one 32 x 8 block per
-// 32 columns: each thread sums a strided subset of the rows for its column
-// and the eight partial sums are added in a fixed order, so the result is
-// deterministic. That kernel is launched before the dx kernel, so dx may
-// share dy's buffer.
+// gradients (sums over rows) run in their own kernel, one block per 32
+// columns: each thread sums a strided subset of the rows for its columns
+// and the eight partial sums of a column are added in a fixed order, so the
+// result is deterministic. That kernel is launched before the dx kernel, so
+// dx may share dy's buffer. Every kernel accesses W elements at a time: a
+// 16-byte packet (common.cuh) when the columns are a multiple of the packet
+// and every row array is 16-byte aligned, else one element.
 #include "common.cuh"
 
 namespace otcrt {
@@ -16,32 +18,59 @@ namespace {
 /// Rows of the parameter-gradient blocks.
 constexpr int kParamRows = 8;
 
-/// 1 unless gamma is given.
-template <typename T>
-__device__ __forceinline__ float gammaAt(const T *gamma, int64_t c) {
-  return gamma ? load(gamma[c]) : 1.0f;
+/// gamma[c, c + W) as floats; 1 unless gamma is given.
+template <int W, typename T>
+__device__ __forceinline__ void loadGamma(const T *gamma, int64_t c,
+                                          float (&v)[W]) {
+  if (gamma) {
+    loadPacket(gamma + c, v);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+    v[i] = 1.0f;
 }
+
+// The row kernels' thread t takes elements [c, c + W) for c = W t, W (t +
+// blockDim.x), ... below cols. With W a divisor of cols every access lies
+// within the row: at cols = 768, bf16 threads 0..95 take one packet each
+// (W = 8, c = 0..760) and threads 96.. none; f32 threads 0..191 (W = 4).
+// At cols = 8 a bf16 row is thread 0's one packet (f32: threads 0 and 1);
+// at cols = 4 an f32 row is thread 0's packet while bf16 (4 not a multiple
+// of 8) and cols = 50257 take W = 1, the plain element loop.
 
 /// y = (x - mean) rstd gamma + beta per row; `rms` skips the mean (and
 /// beta, which is NULL then).
-template <typename T>
+template <typename T, int W>
 __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
                               const T *gamma, const T *beta, T *y, float *mean,
                               float *rstd) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
+                step = static_cast<int64_t>(blockDim.x) * W;
   const T *xr = x + r * cols;
   float mu = 0.0f;
   if (!rms) {
     float sum = 0.0f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-      sum += load(xr[c]);
+    for (int64_t c = first; c < cols; c += step) {
+      float xv[W];
+      loadPacket(xr + c, xv);
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        sum += xv[i];
+    }
     mu = blockSum(sum, scratch) / static_cast<float>(cols);
   }
   float squares = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float dev = load(xr[c]) - mu;
-    squares += dev * dev;
+  for (int64_t c = first; c < cols; c += step) {
+    float xv[W];
+    loadPacket(xr + c, xv);
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      float dev = xv[i] - mu;
+      squares += dev * dev;
+    }
   }
   float var = blockSum(squares, scratch) / static_cast<float>(cols);
   float rs = 1.0f / sqrtf(var + eps);
@@ -52,71 +81,114 @@ __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
       rstd[r] = rs;
   }
   T *yr = y + r * cols;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = (load(xr[c]) - mu) * rs * gammaAt(gamma, c);
+  for (int64_t c = first; c < cols; c += step) {
+    float xv[W], gv[W], bv[W], yv[W];
+    loadPacket(xr + c, xv);
+    loadGamma(gamma, c, gv);
     if (beta)
-      v += load(beta[c]);
-    store(yr + c, v);
+      loadPacket(beta + c, bv);
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      yv[i] = (xv[i] - mu) * rs * gv[i];
+      if (beta)
+        yv[i] += bv[i];
+    }
+    storePacket(yr + c, yv);
   }
 }
 
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) per row, g = dy gamma; the
 /// mean(g) term only for layer norm (shift != NULL).
-template <typename T>
+template <typename T, int W>
 __global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
                                     const T *gamma, const float *shift,
                                     const float *scale, T *dx) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
+                step = static_cast<int64_t>(blockDim.x) * W;
   const T *dyr = dy + r * cols, *xr = x + r * cols;
   float mu = shift ? shift[r] : 0.0f, rs = scale[r];
   float sumG = 0.0f, sumGXhat = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float g = load(dyr[c]) * gammaAt(gamma, c);
-    sumG += g;
-    sumGXhat += g * ((load(xr[c]) - mu) * rs);
+  for (int64_t c = first; c < cols; c += step) {
+    float dyv[W], xv[W], gv[W];
+    loadPacket(dyr + c, dyv);
+    loadPacket(xr + c, xv);
+    loadGamma(gamma, c, gv);
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      float g = dyv[i] * gv[i];
+      sumG += g;
+      sumGXhat += g * ((xv[i] - mu) * rs);
+    }
   }
   float n = static_cast<float>(cols);
   float meanG = shift ? blockSum(sumG, scratch) / n : 0.0f;
   float meanGXhat = blockSum(sumGXhat, scratch) / n;
+  // dx may be dy: a thread writes only the elements it has just read.
   T *dxr = dx + r * cols;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float g = load(dyr[c]) * gammaAt(gamma, c);
-    float xhat = (load(xr[c]) - mu) * rs;
-    store(dxr + c, rs * (g - meanG - xhat * meanGXhat));
+  for (int64_t c = first; c < cols; c += step) {
+    float dyv[W], xv[W], gv[W], dxv[W];
+    loadPacket(dyr + c, dyv);
+    loadPacket(xr + c, xv);
+    loadGamma(gamma, c, gv);
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      float g = dyv[i] * gv[i];
+      float xhat = (xv[i] - mu) * rs;
+      dxv[i] = rs * (g - meanG - xhat * meanGXhat);
+    }
+    storePacket(dxr + c, dxv);
   }
 }
 
-/// dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (either may be NULL);
-/// block (32, kParamRows) per 32 columns.
-template <typename T>
+/// dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (either may be NULL).
+/// Block (32 / W, kParamRows) per 32 columns: thread (x, y) sums rows y,
+/// y + kParamRows, ... of the W columns from 32 blockIdx.x + W x (W = 8:
+/// threads x = 0..3 take columns 0-7, ..., 24-31 of the block; a packet
+/// lies within the row since W divides cols and the block's first column);
+/// the block's first 32 threads then add one column's partial sums each in
+/// row-phase order. That order depends on neither T nor W.
+template <typename T, int W>
 __global__ void normParamGradKernel(int64_t rows, int64_t cols, const T *dy,
                                     const T *x, const float *shift,
                                     const float *scale, T *dgamma, T *dbeta) {
   __shared__ float partGamma[kParamRows][33], partBeta[kParamRows][33];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  float accGamma = 0.0f, accBeta = 0.0f;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * 32;
+  const int lane = static_cast<int>(threadIdx.x) * W;
+  const int64_t c = first + lane;
+  float accGamma[W] = {}, accBeta[W] = {};
   if (c < cols) {
     for (int64_t r = threadIdx.y; r < rows; r += kParamRows) {
-      float g = load(dy[r * cols + c]);
+      float g[W], xv[W];
+      loadPacket(dy + r * cols + c, g);
+      loadPacket(x + r * cols + c, xv);
       float mu = shift ? shift[r] : 0.0f;
-      accGamma += g * ((load(x[r * cols + c]) - mu) * scale[r]);
-      accBeta += g;
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        accGamma[i] += g[i] * ((xv[i] - mu) * scale[r]);
+        accBeta[i] += g[i];
+      }
     }
   }
-  partGamma[threadIdx.y][threadIdx.x] = accGamma;
-  partBeta[threadIdx.y][threadIdx.x] = accBeta;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    partGamma[threadIdx.y][lane + i] = accGamma[i];
+    partBeta[threadIdx.y][lane + i] = accBeta[i];
+  }
   __syncthreads();
-  if (threadIdx.y != 0 || c >= cols)
+  const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  if (t >= 32 || first + t >= cols)
     return;
+  float sumGamma = partGamma[0][t], sumBeta = partBeta[0][t];
   for (int i = 1; i < kParamRows; ++i) {
-    accGamma += partGamma[i][threadIdx.x];
-    accBeta += partBeta[i][threadIdx.x];
+    sumGamma += partGamma[i][t];
+    sumBeta += partBeta[i][t];
   }
   if (dgamma)
-    store(dgamma + c, accGamma);
+    store(dgamma + first + t, sumGamma);
   if (dbeta)
-    store(dbeta + c, accBeta);
+    store(dbeta + first + t, sumBeta);
 }
 
 template <typename T>
@@ -125,9 +197,13 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
             void *stream) {
   if (rows <= 0 || cols <= 0)
     return 0;
-  normFwdKernel<T>
-      <<<static_cast<unsigned>(rows), kBlock, 0, asStream(stream)>>>(
-          cols, eps, rms, x, gamma, beta, y, mean, rstd);
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (packable<T>(cols, {x, gamma, beta, y}))
+    normFwdKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
+        cols, eps, rms, x, gamma, beta, y, mean, rstd);
+  else
+    normFwdKernel<T, 1><<<grid, kBlock, 0, asStream(stream)>>>(
+        cols, eps, rms, x, gamma, beta, y, mean, rstd);
   return launchStatus();
 }
 
@@ -138,16 +214,27 @@ int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
   if (cols <= 0)
     return 0;
   rows = rows < 0 ? 0 : rows;
+  const bool packed = packable<T>(cols, {dy, x, gamma, dx});
   if (dgamma || dbeta) {
-    dim3 block(32, kParamRows);
-    unsigned grid = static_cast<unsigned>((cols + 31) / 32);
-    normParamGradKernel<T><<<grid, block, 0, asStream(stream)>>>(
-        rows, cols, dy, x, shift, scale, dgamma, dbeta);
+    const unsigned grid = static_cast<unsigned>((cols + 31) / 32);
+    if (packed)
+      normParamGradKernel<T, kPack<T>>
+          <<<grid, dim3(32 / kPack<T>, kParamRows), 0, asStream(stream)>>>(
+              rows, cols, dy, x, shift, scale, dgamma, dbeta);
+    else
+      normParamGradKernel<T, 1>
+          <<<grid, dim3(32, kParamRows), 0, asStream(stream)>>>(
+              rows, cols, dy, x, shift, scale, dgamma, dbeta);
   }
-  if (rows > 0)
-    normInputGradKernel<T>
-        <<<static_cast<unsigned>(rows), kBlock, 0, asStream(stream)>>>(
-            cols, dy, x, gamma, shift, scale, dx);
+  if (rows > 0) {
+    const unsigned grid = static_cast<unsigned>(rows);
+    if (packed)
+      normInputGradKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
+          cols, dy, x, gamma, shift, scale, dx);
+    else
+      normInputGradKernel<T, 1><<<grid, kBlock, 0, asStream(stream)>>>(
+          cols, dy, x, gamma, shift, scale, dx);
+  }
   return launchStatus();
 }
 

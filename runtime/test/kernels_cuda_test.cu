@@ -38,18 +38,21 @@ using Floats = std::vector<float>;
 int failures = 0;
 std::vector<void *> allocations;
 
-/// A device copy of `h`.
-template <typename T> T *device(const std::vector<T> &h) {
+/// A device copy of `h`, `skew` elements past the start of its allocation
+/// (which cudaMalloc aligns to 256 bytes): a skew of 1 puts every row off
+/// 16-byte alignment, so the kernels take their one-element path.
+template <typename T> T *device(const std::vector<T> &h, size_t skew = 0) {
   void *p = nullptr;
-  if (cudaMalloc(&p, std::max<size_t>(1, h.size() * sizeof(T))) !=
+  if (cudaMalloc(&p, std::max<size_t>(1, (skew + h.size()) * sizeof(T))) !=
       cudaSuccess) {
     std::fprintf(stderr, "cudaMalloc failed\n");
     std::exit(1);
   }
-  if (!h.empty())
-    cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
   allocations.push_back(p);
-  return static_cast<T *>(p);
+  T *d = static_cast<T *>(p) + skew;
+  if (!h.empty())
+    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
 }
 
 /// n elements of device memory, copied back.
@@ -127,26 +130,32 @@ struct Check {
   }
 };
 
-/// " RxC", the shape part of a check's name.
-std::string shapeName(int64_t rows, int64_t cols) {
-  return " " + std::to_string(rows) + "x" + std::to_string(cols);
+/// " RxC", the shape part of a check's name, and " skewed" for rows off
+/// 16-byte alignment (device's skew).
+std::string shapeName(int64_t rows, int64_t cols, size_t skew = 0) {
+  return " " + std::to_string(rows) + "x" + std::to_string(cols) +
+         (skew ? " skewed" : "");
 }
 
 /// Column sums (a bias's gradient) of f32 and bf16 storage against the host
 /// kernel: float accumulation in a different order, so within 1e-4 relative
 /// of the column's magnitude; the bf16 and f32 device sums of the same
-/// (representable) values must match bit for bit.
-void testColumnSum(std::mt19937 &rng, int64_t rows, int64_t cols) {
+/// (representable) values must match bit for bit, also where one storage
+/// is read in packets and the other element by element. x lies `skew`
+/// elements past alignment.
+void testColumnSum(std::mt19937 &rng, int64_t rows, int64_t cols,
+                   size_t skew = 0) {
   Floats x = toFloat(toBf16(random(rows * cols, rng, -2, 2)));
   Floats want(cols), got(cols);
-  Check c("column_sum" + shapeName(rows, cols));
+  Check c("column_sum" + shapeName(rows, cols, skew));
   otcrt::cpu::columnSum(rows, cols, x.data(), want.data());
   float *dOut = device(got);
-  c.rc(otcrt_column_sum_f32(rows, cols, device(x), dOut, nullptr), "f32");
+  c.rc(otcrt_column_sum_f32(rows, cols, device(x, skew), dOut, nullptr), "f32");
   Floats f32 = host(dOut, cols);
   c.f32(f32, want, "f32 sums", 1e-4 * std::sqrt(static_cast<double>(rows)));
   float *dOutB = device(got);
-  c.rc(otcrt_column_sum_bf16(rows, cols, device(toBf16(x)), dOutB, nullptr),
+  c.rc(otcrt_column_sum_bf16(rows, cols, device(toBf16(x), skew), dOutB,
+                             nullptr),
        "bf16");
   Floats b = host(dOutB, cols);
   for (int64_t i = 0; i < cols; ++i)
@@ -158,7 +167,9 @@ void testColumnSum(std::mt19937 &rng, int64_t rows, int64_t cols) {
     }
 }
 
-void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
+/// Layer norm and RMS norm, forward and backward, f32 and bf16, against the
+/// host kernels; x, y, dy and dx lie `skew` elements past alignment.
+void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
   const size_t n = rows * cols;
   Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),
          beta = random(cols, rng), dy = random(n, rng);
@@ -166,23 +177,23 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
     Floats y(n), mean(rows), rstd(rows), dx(n), dg(cols), db(cols);
     Bf16s yb(n), dxb(n), dgb(cols), dbb(cols);
     std::string kind = rms ? "rms_norm" : "layer_norm";
-    std::string shape = shapeName(rows, cols);
+    std::string shape = shapeName(rows, cols, skew);
     {
       Check c(kind + "_fwd_f32" + shape);
-      float *dY = device(y), *dM = device(mean), *dR = device(rstd);
+      float *dY = device(y, skew), *dM = device(mean), *dR = device(rstd),
+            *dXIn = device(x, skew);
       if (rms) {
         otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
                                y.data(), rstd.data());
-        c.rc(otcrt_rms_norm_fwd_f32(rows, cols, 1e-5f, device(x), device(gamma),
-                                    dY, dR, nullptr),
+        c.rc(otcrt_rms_norm_fwd_f32(rows, cols, 1e-5f, dXIn, device(gamma), dY,
+                                    dR, nullptr),
              "fwd");
       } else {
         otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(),
                                  beta.data(), y.data(), mean.data(),
                                  rstd.data());
-        c.rc(otcrt_layer_norm_fwd_f32(rows, cols, 1e-5f, device(x),
-                                      device(gamma), device(beta), dY, dM, dR,
-                                      nullptr),
+        c.rc(otcrt_layer_norm_fwd_f32(rows, cols, 1e-5f, dXIn, device(gamma),
+                                      device(beta), dY, dM, dR, nullptr),
              "fwd");
         c.f32(host(dM, rows), mean, "mean");
       }
@@ -191,21 +202,21 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
     }
     {
       Check c(kind + "_bwd_f32" + shape);
-      float *dX = device(dx), *dG = device(dg), *dB = device(db);
+      float *dX = device(dx, skew), *dG = device(dg), *dB = device(db),
+            *dXIn = device(x, skew), *dDy = device(dy, skew);
       if (rms) {
         otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
                                rstd.data(), dx.data(), dg.data());
-        c.rc(otcrt_rms_norm_bwd_f32(rows, cols, device(dy), device(x),
-                                    device(gamma), device(rstd), dX, dG,
-                                    nullptr),
+        c.rc(otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
+                                    device(rstd), dX, dG, nullptr),
              "bwd");
       } else {
         otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
                                  mean.data(), rstd.data(), dx.data(), dg.data(),
                                  db.data());
-        c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy), device(x),
-                                      device(gamma), device(mean), device(rstd),
-                                      dX, dG, dB, nullptr),
+        c.rc(otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
+                                      device(mean), device(rstd), dX, dG, dB,
+                                      nullptr),
              "bwd");
         c.f32(host(dB, cols), db, "dbeta");
       }
@@ -216,19 +227,20 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
       Check c(kind + "_bf16" + shape);
       Bf16s xb = toBf16(x), gb = toBf16(gamma), bb = toBf16(beta),
             dyb = toBf16(dy);
-      otcrt_bf16 *dY = device(yb), *dX = device(dxb), *dG = device(dgb),
-                 *dB = device(dbb);
+      otcrt_bf16 *dY = device(yb, skew), *dX = device(dxb, skew),
+                 *dG = device(dgb), *dB = device(dbb), *dXIn = device(xb, skew),
+                 *dDy = device(dyb, skew);
       float *dM = device(mean), *dR = device(rstd);
       if (rms) {
         otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
                                yb.data(), rstd.data());
         otcrt::cpu::rmsNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
                                rstd.data(), dxb.data(), dgb.data());
-        c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, device(xb), device(gb),
-                                     dY, dR, nullptr),
+        c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb), dY,
+                                     dR, nullptr),
              "fwd");
-        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                     device(gb), dR, dX, dG, nullptr),
+        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR, dX,
+                                     dG, nullptr),
              "bwd");
       } else {
         otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
@@ -237,12 +249,11 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols) {
         otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
                                  mean.data(), rstd.data(), dxb.data(),
                                  dgb.data(), dbb.data());
-        c.rc(otcrt_layer_norm_fwd_bf16(rows, cols, 1e-5f, device(xb),
-                                       device(gb), device(bb), dY, dM, dR,
-                                       nullptr),
+        c.rc(otcrt_layer_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb),
+                                       device(bb), dY, dM, dR, nullptr),
              "fwd");
-        c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                       device(gb), dM, dR, dX, dG, dB, nullptr),
+        c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dM,
+                                       dR, dX, dG, dB, nullptr),
              "bwd");
         c.bf16(host(dB, cols), dbb, "dbeta");
       }
@@ -519,9 +530,13 @@ void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
   testAttentionPath(tc, false, fallbackFwd, fallbackBwd, rng);
 }
 
+/// Cross-entropy forward and backward (in place for f32), f32 and bf16,
+/// against the host kernels, every seventh row ignored; the logits and
+/// dlogits lie `skew` elements past alignment.
 void testCrossEntropy(int32_t reduction, const char *reductionName,
-                      std::mt19937 &rng, int64_t rows, int64_t classes) {
-  const std::string name = reductionName + shapeName(rows, classes);
+                      std::mt19937 &rng, int64_t rows, int64_t classes,
+                      size_t skew = 0) {
+  const std::string name = reductionName + shapeName(rows, classes, skew);
   Floats logits = random(rows * classes, rng, -5, 5);
   std::vector<int64_t> labels(rows);
   for (int64_t r = 0; r < rows; ++r)
@@ -537,7 +552,8 @@ void testCrossEntropy(int32_t reduction, const char *reductionName,
     otcrt::cpu::crossEntropyBwd(rows, classes, dloss.data(), logits.data(),
                                 labels.data(), lse.data(), 1, -100, reduction,
                                 dl.data());
-    float *dLoss = device(loss), *dLse = device(lse), *dL = device(logits);
+    float *dLoss = device(loss), *dLse = device(lse),
+          *dL = device(logits, skew);
     c.rc(otcrt_cross_entropy_fwd_f32(rows, classes, dL, dLabels, 1, -100,
                                      reduction, dLoss, dLse, nullptr),
          "fwd");
@@ -558,7 +574,7 @@ void testCrossEntropy(int32_t reduction, const char *reductionName,
                                 labels.data(), lse.data(), 1, -100, reduction,
                                 dlb.data());
     float *dLoss = device(loss), *dLse = device(lse);
-    otcrt_bf16 *dL = device(lb), *dG = device(dlb);
+    otcrt_bf16 *dL = device(lb, skew), *dG = device(dlb, skew);
     c.rc(otcrt_cross_entropy_fwd_bf16(rows, classes, dL, dLabels, 1, -100,
                                       reduction, dLoss, dLse, nullptr),
          "fwd");
@@ -755,13 +771,24 @@ int main(int argc, char **argv) {
                            : std::random_device{}();
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);
-  // Rows of a warp's multiple and not, widths of a vector's multiple and not.
+  // Rows of a warp's multiple and not; widths of a packet's multiple (8
+  // bf16, 4 floats: 16-byte accesses) and not, and rows off 16-byte
+  // alignment (skewed), which the kernels read element by element.
   testNorms(rng, 64, 1000);
   testNorms(rng, 5, 768);
+  testNorms(rng, 7, 64);
+  testNorms(rng, 3, 8); // one bf16 packet a row
+  testNorms(rng, 2, 4); // one f32 packet a row, bf16 by element
   testNorms(rng, 3, 4099);
+  testNorms(rng, 4, 1001);
+  testNorms(rng, 5, 768, 1);
   testColumnSum(rng, 8192, 768);
   testColumnSum(rng, 37, 3000);
+  testColumnSum(rng, 100, 64);
+  testColumnSum(rng, 5, 4);
   testColumnSum(rng, 1, 33);
+  testColumnSum(rng, 33, 1001);
+  testColumnSum(rng, 100, 768, 1);
   testSumSquares(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
@@ -818,6 +845,12 @@ int main(int argc, char **argv) {
   testCrossEntropy(OTCRT_NONE, "none", rng, 37, 5000);
   testCrossEntropy(OTCRT_MEAN, "mean", rng, 8, 50304);
   testCrossEntropy(OTCRT_NONE, "none", rng, 3, 1023);
+  testCrossEntropy(OTCRT_MEAN, "mean", rng, 11, 768);
+  testCrossEntropy(OTCRT_SUM, "sum", rng, 9, 64);
+  testCrossEntropy(OTCRT_NONE, "none", rng, 5, 8);
+  testCrossEntropy(OTCRT_MEAN, "mean", rng, 5, 4);
+  testCrossEntropy(OTCRT_MEAN, "mean", rng, 11, 1001);
+  testCrossEntropy(OTCRT_SUM, "sum", rng, 11, 768, 1);
   testBadLabel(rng);
   testGraphs(rng);
   for (void *p : allocations)
