@@ -2,13 +2,15 @@
 
 The graph is what a GPT-2 forward with its loss computes: token and learned
 position embeddings, L pre-LayerNorm blocks of causal softmax attention and a
-GELU MLP, a final LayerNorm, the output projection tied to the token
+GELU MLP (GPT-2's own tanh form by default, 0.5 x (1 + tanh(sqrt(2/pi) (x +
+0.044715 x^3))), as the original model, Hugging Face's gelu_new and llm.c
+compute it; --gelu erf for the exact form), a final LayerNorm, the output projection tied to the token
 embedding, and softmax cross-entropy. The weights are ONNX external data in a
 sparse file of zeros, so a 124M-parameter model costs no disk and no time to
 write: only shapes matter for planning memory.
 
     make_gpt2_onnx.py OUT.onnx [--layers 12 --embd 768 --heads 12
-                                --vocab 50304 --seq 1024]
+                                --vocab 50304 --seq 1024 --gelu tanh]
 
 Parameters: vocab*embd + layers*(12*embd^2 + 13*embd) + 2*embd + seq*embd.
 Runs with any python that has onnx and numpy.
@@ -29,6 +31,7 @@ def main():
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--gelu", choices=("tanh", "erf"), default="tanh")
     a = ap.parse_args()
     h, L, nh, v, T = a.embd, a.layers, a.heads, a.vocab, a.seq
     hs = h // nh
@@ -91,6 +94,15 @@ def main():
     sqrt2 = const("sqrt2", np.array(np.sqrt(2.0), dtype=np.float32))
     one = const("one", np.array(1.0, dtype=np.float32))
     half = const("half", np.array(0.5, dtype=np.float32))
+    three = const("three", np.array(3.0, dtype=np.float32))
+    cubic = const("gelu_cubic", np.array(0.044715, dtype=np.float32))
+    sqrt2pi = const("sqrt_2_over_pi", np.array(np.sqrt(2.0 / np.pi), dtype=np.float32))
+
+    def gelu(m):
+        if a.gelu == "erf":
+            return node("Mul", [node("Mul", [m, node("Add", [node("Erf", [node("Div", [m, sqrt2])]), one])]), half])
+        inner = node("Mul", [node("Add", [m, node("Mul", [node("Pow", [m, three]), cubic])]), sqrt2pi])
+        return node("Mul", [node("Mul", [m, half]), node("Add", [node("Tanh", [inner]), one])])
 
     x = node("Add", [node("Gather", [wte, "idx"]), node("Gather", [wpe, pos])])
     for i in range(L):
@@ -109,8 +121,7 @@ def main():
         y = node("Reshape", [node("Transpose", [y], perm=[0, 2, 1, 3]), shape_merge])
         x = node("Add", [x, linear(y, p + ".attn.c_proj", h, h)])
         m = linear(layer_norm(x, p + ".ln_2"), p + ".mlp.c_fc", h, 4 * h)
-        gelu = node("Mul", [node("Mul", [m, node("Add", [node("Erf", [node("Div", [m, sqrt2])]), one])]), half])
-        x = node("Add", [x, linear(gelu, p + ".mlp.c_proj", 4 * h, h)])
+        x = node("Add", [x, linear(gelu(m), p + ".mlp.c_proj", 4 * h, h)])
     x = layer_norm(x, "ln_f")
     logits = node("MatMul", [x, node("Transpose", [wte], perm=[1, 0])])
     flat = node("Reshape", [logits, shape_flat])

@@ -82,8 +82,8 @@ for _p in (HERE, os.path.join(HERE, "..", "test", "e2e")):
         break
 import st_io  # noqa: E402
 
-GPT2 = dict(layers=12, embd=768, heads=12, vocab=50304, seq=1024)
-TINY = dict(layers=2, embd=64, heads=4, vocab=256, seq=64)
+GPT2 = dict(layers=12, embd=768, heads=12, vocab=50304, seq=1024, gelu="tanh")
+TINY = dict(layers=2, embd=64, heads=4, vocab=256, seq=64, gelu="tanh")
 REAL_VOCAB = 50257  # GPT-2's tokens; the table is padded to 50304
 
 # Figures to print beside the measured ones (ANCHORS.md, issue 12): H100,
@@ -184,7 +184,8 @@ def build(a):
     subprocess.run([sys.executable, os.path.join(HERE, "make_gpt2_onnx.py"), model,
                     "--layers", str(cfg["layers"]), "--embd", str(cfg["embd"]),
                     "--heads", str(cfg["heads"]), "--vocab", str(cfg["vocab"]),
-                    "--seq", str(cfg["seq"])], check=True, stdout=subprocess.DEVNULL)
+                    "--seq", str(cfg["seq"]), "--gelu", cfg["gelu"]],
+                   check=True, stdout=subprocess.DEVNULL)
 
     import onnx
     graph = onnx.load(model, load_external_data=False).graph

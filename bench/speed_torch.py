@@ -2,7 +2,8 @@
 """The PyTorch side of the speed benchmark (bench/speed.py runs it, one
 process per mode and micro-batch): a self-contained GPT-2 of the shape
 bench/make_gpt2_onnx.py writes (learned positions, pre-LayerNorm blocks,
-exact GELU, the output projection tied to the token embedding, vocabulary
+GELU in its tanh form (GPT-2's; "gelu": "erf" in the config for the exact
+one), the output projection tied to the token embedding, vocabulary
 padded to 50304), trained --steps steps on uniformly random tokens, in eager
 mode or through torch.compile: BF16 autocast, SDPA causal attention (a masked
 softmax where torch lacks it), AdamW (fused on the GPU; lr 3e-4, betas 0.9 and
@@ -37,6 +38,7 @@ def steady(values, warmup):
 def bench(a):
     cfg = json.loads(a.config)
     h, L, nh, V, T = cfg["embd"], cfg["layers"], cfg["heads"], cfg["vocab"], cfg["seq"]
+    gelu = "none" if cfg.get("gelu", "tanh") == "erf" else "tanh"
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
     result = {"device": torch.cuda.get_device_name(0) if cuda else "cpu",
@@ -72,7 +74,7 @@ def bench(a):
                 mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
                 y = att.masked_fill(~mask, float("-inf")).softmax(-1) @ v
             x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, h))
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate=gelu))
 
     class GPT(nn.Module):
         def __init__(self):

@@ -4,7 +4,11 @@
 // ops on the path from a trainable parameter to the loss are visited in
 // reverse and asked (through GradientOpInterface) for the gradients of their
 // operands. Gradients reaching one value along several paths are summed; a
-// parameter used twice (a tied embedding) gets the sum of both.
+// parameter used twice (a tied embedding) gets the sum of both. A sum of
+// slice gradients that tile the value along one axis (the backward of a
+// Split, e.g. a fused QKV projection) is one concat of the pieces' gradients
+// instead: each slice_grad would write the whole zero-padded value and each
+// add read two of them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +31,65 @@ using namespace mlir;
 using namespace otc;
 
 namespace {
+
+/// The concat along one axis of the pieces' gradients when `sum`, an add
+/// tree made only to accumulate them, sums slice_grads (unit strides, each
+/// used once) whose windows differ from the full value along that axis
+/// only and tile it without gaps; `sum` itself otherwise. Exact: the
+/// windows are disjoint, so each element of the sum is one piece's value
+/// plus zeros.
+static Value joinSliceGradients(OpBuilder &b, Value sum) {
+  auto type = cast<RankedTensorType>(sum.getType());
+  SmallVector<Value> leaves;
+  bool ok = true;
+  std::function<void(Value)> collect = [&](Value v) {
+    auto add = v.getDefiningOp<AddOp>();
+    if (add && add.getType() == type && add.getLhs().getType() == type &&
+        add.getRhs().getType() == type && (v == sum || v.hasOneUse())) {
+      collect(add.getLhs());
+      collect(add.getRhs());
+      return;
+    }
+    leaves.push_back(v);
+  };
+  collect(sum);
+  if (leaves.size() < 2)
+    return sum;
+  std::optional<int64_t> axis;
+  SmallVector<std::pair<int64_t, SliceGradOp>> pieces;
+  for (Value leaf : leaves) {
+    auto sg = leaf.getDefiningOp<SliceGradOp>();
+    if (!sg || !leaf.hasOneUse() || sg.getType() != type)
+      return sum;
+    auto gt = cast<RankedTensorType>(sg.getGrad().getType());
+    if (gt.getElementType() != type.getElementType() ||
+        gt.getRank() != type.getRank() ||
+        llvm::any_of(sg.getStrides(), [](int64_t s) { return s != 1; }))
+      return sum;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (gt.getDimSize(d) == type.getDimSize(d) && sg.getStarts()[d] == 0)
+        continue;
+      if (axis && *axis != d)
+        return sum;
+      axis = d;
+    }
+    if (!axis)
+      return sum; // A window that is the whole value: nothing to join.
+    pieces.push_back({sg.getStarts()[*axis], sg});
+  }
+  llvm::sort(pieces, [](auto &x, auto &y) { return x.first < y.first; });
+  int64_t next = 0;
+  SmallVector<Value> parts;
+  for (auto &[start, sg] : pieces) {
+    if (start != next)
+      return sum;
+    next += cast<RankedTensorType>(sg.getGrad().getType()).getDimSize(*axis);
+    parts.push_back(sg.getGrad());
+  }
+  if (next != type.getDimSize(*axis))
+    return sum;
+  return b.create<ConcatOp>(sum.getLoc(), type, parts, *axis);
+}
 
 /// Index of the loss among `func`'s results, or failure with an error.
 static FailureOr<unsigned> findLoss(func::FuncOp func, StringRef lossName) {
@@ -149,6 +212,8 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
     bool any = false;
     for (Value r : op->getResults()) {
       Value g = grads.lookup(r);
+      if (g)
+        g = joinSliceGradients(b, g);
       resultGrads.push_back(g);
       any |= static_cast<bool>(g);
     }
@@ -181,6 +246,7 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
     Value g = grads.lookup(p);
     if (!g)
       continue; // No path to the loss: not trainable.
+    g = joinSliceGradients(b, g);
     results.push_back(g);
     auto name =
         step.getArgAttrOfType<StringAttr>(p.getArgNumber(), attrs::kParam);
