@@ -91,12 +91,14 @@ def main():
     shape_flat = const("shape_flat", np.array([-1, v], dtype=np.int64))
     shape_tgt = const("shape_tgt", np.array([-1], dtype=np.int64))
     split = const("split_qkv", np.array([h, h, h], dtype=np.int64))
-    sqrt2 = const("sqrt2", np.array(np.sqrt(2.0), dtype=np.float32))
     one = const("one", np.array(1.0, dtype=np.float32))
     half = const("half", np.array(0.5, dtype=np.float32))
-    three = const("three", np.array(3.0, dtype=np.float32))
-    cubic = const("gelu_cubic", np.array(0.044715, dtype=np.float32))
-    sqrt2pi = const("sqrt_2_over_pi", np.array(np.sqrt(2.0 / np.pi), dtype=np.float32))
+    if a.gelu == "erf":
+        sqrt2 = const("sqrt2", np.array(np.sqrt(2.0), dtype=np.float32))
+    else:
+        three = const("three", np.array(3.0, dtype=np.float32))
+        cubic = const("gelu_cubic", np.array(0.044715, dtype=np.float32))
+        sqrt2pi = const("sqrt_2_over_pi", np.array(np.sqrt(2.0 / np.pi), dtype=np.float32))
 
     def gelu(m):
         if a.gelu == "erf":
