@@ -92,6 +92,10 @@ LLMC_TOKENS_PER_S = {8: 442e3, 16: 493e3}
 TORCH_COMPILE_H100_TOKENS_PER_S = {8: 412e3, 16: 458e3}
 OTC_TARGET_TOKENS_PER_S = {8: 450e3, 16: 500e3}
 PEAK_TARGET_BYTES = {8: 5.0 * 2**30}
+# The budget of the "fit" program: llm.c's measured 5.0 GiB at micro-batch 8
+# less about 0.5 GiB that the CUDA context, cuBLASLt and cuDNN hold outside
+# otc's plan.
+FIT_BUDGET = "4.5GiB"
 PEAK_VS_PLAN_TOLERANCE = 0.03
 COMPILE_TARGET_S = 60.0
 SOURCE_TARGET_BYTES = 300 * 1000
@@ -193,13 +197,25 @@ def build(a):
     with open(os.path.join(out, "params.json"), "w") as f:
         json.dump(params, f, indent=1)
 
+    # One program per micro-batch with the default plan, and one more at the
+    # memory target's micro-batch planned under --fit-budget by --remat=auto
+    # (the fastest plan whose peak fits; the budget leaves room for the CUDA
+    # context and library handles, which the measured peak includes).
+    fit = a.fit_budget
+    if fit is None and a.target == "cuda" and not a.tiny:
+        fit = FIT_BUDGET
+    specs = [(f"mb{mb}", mb, []) for mb in mbs]
+    if fit and fit != "none":
+        fit_mb = 8 if 8 in mbs else mbs[0]
+        specs.insert([m for _, m, _ in specs].index(fit_mb) + 1,
+                     (f"mb{fit_mb}-fit", fit_mb, ["--remat=auto", f"--memory-budget={fit}"]))
     programs = []
-    for mb in mbs:
-        d = os.path.join(out, f"mb{mb}")
+    for name, mb, opts in specs:
+        d = os.path.join(out, name)
         shutil.rmtree(d, ignore_errors=True)
         cmd = [compiler, model, "-o", d, f"--target={a.target}",
                f"--precision={precision}", "--micro-batch", str(mb),
-               "--grad-accum", str(a.grad_accum)] + a.extra
+               "--grad-accum", str(a.grad_accum)] + a.extra + opts
         log(f"speed build: {' '.join(cmd)}")
         secs, host_secs, err = timed_compile(cmd)
         if secs is None:
@@ -210,8 +226,10 @@ def build(a):
         with open(os.path.join(d, "plan.json")) as f:
             plan = json.load(f)
         rec = {
+            "name": name,
             "micro_batch": mb,
             "grad_accum": a.grad_accum,
+            "remat": plan.get("remat", {}).get("policy"),
             "compile_seconds": round(secs, 2),
             "otc_seconds": round(host_secs, 2) if host_secs is not None else None,
             **fig,
@@ -280,7 +298,8 @@ def print_build(info):
         f"{'lib calls':>10} {'source':>10} {'train':>9} {'planned peak':>13}")
     for p in info["programs"]:
         otc_s = p.get("otc_seconds")
-        log(f"  {p['micro_batch']:>11} {p['compile_seconds']:>10.1f} "
+        label = str(p["micro_batch"]) + (" (fit)" if p.get("name", "").endswith("-fit") else "")
+        log(f"  {label:>11} {p['compile_seconds']:>10.1f} "
             f"{'?' if otc_s is None else f'{otc_s:.1f}':>8} {p['kernels']:>8} "
             f"{p['kernel_launches']:>9} {p['library_calls']:>10} "
             f"{p['source_bytes'] / 1000:>8.0f}KB {p['train_bytes'] / 2**20:>7.1f}MB "
@@ -297,7 +316,7 @@ def print_build(info):
         for p in info["programs"]:
             limit = PEAK_TARGET_BYTES.get(p["micro_batch"])
             if limit and p["grad_accum"] == 1:
-                log(f"  micro-batch {p['micro_batch']}: planned peak "
+                log(f"  {p.get('name', p['micro_batch'])} (--remat={p.get('remat')}): planned peak "
                     f"{fmt_bytes(p['predicted_peak_bytes'])} (target: at most "
                     f"{fmt_bytes(limit)} measured; the plan is "
                     f"{'within it' if p['predicted_peak_bytes'] <= limit else 'ABOVE it'})")
@@ -450,9 +469,10 @@ def steady(values, warmup):
 
 def run_otc(out, prog, info, a, gpu, shard, init_path, rundir):
     mb = prog["micro_batch"]
-    d = os.path.join(out, f"mb{mb}")
-    jsonl = os.path.join(rundir, f"otc-mb{mb}.jsonl")
-    logp = os.path.join(rundir, f"otc-mb{mb}.log")
+    name = prog.get("name", f"mb{mb}")
+    d = os.path.join(out, name)
+    jsonl = os.path.join(rundir, f"otc-{name}.jsonl")
+    logp = os.path.join(rundir, f"otc-{name}.log")
     if os.path.exists(jsonl):
         os.remove(jsonl)
     cmd = [os.path.join(d, "train"), "--data", shard, "--init", init_path,
@@ -571,18 +591,23 @@ def run(a):
         log(f"speed run: torch does not import in {a.python}: PyTorch runs skipped")
 
     runs = []
+    torch_runs = {}  # PyTorch runs once per micro-batch
     for prog in info["programs"]:
         mb = prog["micro_batch"]
         tokens_per_step = mb * prog["grad_accum"] * cfg["seq"]
-        rec = {"micro_batch": mb, "grad_accum": prog["grad_accum"], "seq": cfg["seq"],
+        rec = {"name": prog.get("name", f"mb{mb}"), "remat": prog.get("remat"),
+               "micro_batch": mb, "grad_accum": prog["grad_accum"], "seq": cfg["seq"],
                "tokens_per_step": tokens_per_step,
                "predicted_peak_bytes": prog["predicted_peak_bytes"],
                "predicted_tokens_per_s": prog.get("predicted_tokens_per_s"),
                "predicted_step_ms": prog.get("predicted_step_ms")}
         rec.update(run_otc(out, prog, info, a, gpu, shard, init_path, rundir))
         if torch_ver:
-            for mode in ("eager", "compile"):
-                rec.update(run_torch(out, mb, mode, cfg, a, gpu, rundir))
+            if mb not in torch_runs:
+                torch_runs[mb] = {}
+                for mode in ("eager", "compile"):
+                    torch_runs[mb].update(run_torch(out, mb, mode, cfg, a, gpu, rundir))
+            rec.update(torch_runs[mb])
         fpt = flops_per_token(cfg, prog["params_count"])
         rec["flops_per_token"] = fpt
         for key in ("otc", "torch_eager", "torch_compile"):
@@ -643,7 +668,8 @@ def print_run(res):
            else "n/a):"))
     for r in res["runs"]:
         mb = r["micro_batch"]
-        log(f"  micro-batch {mb} ({r['tokens_per_step']} tokens per step):")
+        plan = f", {r['name']}: --remat={r['remat']}" if r.get("name", "").endswith("-fit") else ""
+        log(f"  micro-batch {mb} ({r['tokens_per_step']} tokens per step{plan}):")
         for key, label in (("otc", "otc"), ("torch_eager", "PyTorch eager"),
                            ("torch_compile", "torch.compile")):
             if r.get(f"{key}_error"):
@@ -689,6 +715,9 @@ def main():
     b.add_argument("--precision", choices=("fp32", "bf16"),
                    help="default bf16 (cuda), fp32 (cpu)")
     b.add_argument("--tiny", action="store_true", help="a 2-layer model (smoke test)")
+    b.add_argument("--fit-budget", help="also build the memory target's micro-batch with "
+                   f"--remat=auto under this budget (default {FIT_BUDGET} for GPT-2 124M on "
+                   "cuda; none to skip)")
     b.add_argument("--extra", action="append", default=[],
                    help="one more otc-compile option (repeatable), e.g. --extra=--remat=selective")
     r = sub.add_parser("run", help="train the programs (needs the GPU)")
