@@ -493,6 +493,18 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   int64_t inner = numElements(data.drop_front(axis + 1));
   int64_t nIdx = idx->size();
   (void)outer;
+  // Every row in order (learned positions 0..T-1 of a T-row table): the
+  // gather is the table itself, and its gradient a plain sum rather than a
+  // scatter.
+  auto idxType = cast<ShapedType>(getIndices().getType());
+  if (!idx->isFloat && getResult().getType() == getData().getType() &&
+      idxType.getRank() == 1 && nIdx == dim) {
+    bool identity = true;
+    for (int64_t j = 0; j < nIdx && identity; ++j)
+      identity = idx->ints[j] == j || idx->ints[j] == j - dim;
+    if (identity)
+      return getData();
+  }
   return foldGather(getResult(), adaptor.getData(), [&](int64_t k) -> int64_t {
     int64_t in = k % inner;
     int64_t j = (k / inner) % nIdx;

@@ -25,20 +25,23 @@ using namespace otc;
 
 namespace {
 
-/// Whether `op` sums its input over exactly the axes before the last.
-static bool sumsLeadingAxes(ReduceSumOp op) {
+/// k when `op` sums its input over exactly its first k axes, 0 < k <
+/// rank (a bias's gradient: every axis but the last; a broadcast table's,
+/// e.g. learned positions added to every sequence: the batch axes); 0
+/// otherwise.
+static int64_t leadingAxesSummed(ReduceSumOp op) {
   auto in = cast<RankedTensorType>(op.getInput().getType());
   auto out = cast<RankedTensorType>(op.getResult().getType());
   if (in.getRank() < 2 || !in.hasStaticShape() ||
       !out.getElementType().isF32())
-    return false;
+    return 0;
   ArrayRef<int64_t> axes = op.getAxes();
-  if (static_cast<int64_t>(axes.size()) != in.getRank() - 1)
-    return false;
+  if (axes.empty() || static_cast<int64_t>(axes.size()) >= in.getRank())
+    return 0;
   for (auto [i, a] : llvm::enumerate(axes))
     if (a != static_cast<int64_t>(i))
-      return false;
-  return true;
+      return 0;
+  return static_cast<int64_t>(axes.size());
 }
 
 struct FuseReductionsPass
@@ -48,10 +51,11 @@ struct FuseReductionsPass
   void runOnOperation() override {
     SmallVector<ReduceSumOp> sums;
     getOperation().walk([&](ReduceSumOp op) {
-      if (sumsLeadingAxes(op))
+      if (leadingAxesSummed(op))
         sums.push_back(op);
     });
     for (ReduceSumOp op : sums) {
+      int64_t k = leadingAxesSummed(op);
       OpBuilder b(op);
       Value input = op.getInput();
       // Read a BF16 tensor widened only for this sum as it is.
@@ -60,8 +64,15 @@ struct FuseReductionsPass
         input = widen.getInput();
       auto in = cast<RankedTensorType>(input.getType());
       auto out = cast<RankedTensorType>(op.getResult().getType());
-      auto type = RankedTensorType::get({in.getShape().back()},
-                                        out.getElementType());
+      // Rows: the summed axes; columns: the rest (a view when k < rank - 1).
+      int64_t rows = 1, cols = 1;
+      for (auto [d, size] : llvm::enumerate(in.getShape()))
+        (static_cast<int64_t>(d) < k ? rows : cols) *= size;
+      if (k != in.getRank() - 1)
+        input = b.create<ReshapeOp>(
+            op.getLoc(),
+            RankedTensorType::get({rows, cols}, in.getElementType()), input);
+      auto type = RankedTensorType::get({cols}, out.getElementType());
       Value sum = b.create<ColumnSumOp>(op.getLoc(), type, input);
       if (type != out)
         sum = b.create<ReshapeOp>(op.getLoc(), out, sum);

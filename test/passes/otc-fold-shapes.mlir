@@ -83,3 +83,28 @@ func.func @identities(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> (tensor<2x3xf
   %s = otc.select %f, %x, %y : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return %c, %s : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// A gather of every row in order (learned positions 0..T-1 of a T-row
+// table, here written both ways: 0..3 and with negative indices) is the
+// table itself; a gather of fewer rows, or of rows out of order, stays.
+// CHECK-LABEL: func.func @positions
+// CHECK-NOT: otc.gather
+// CHECK: return %arg0, %arg0
+// CHECK-LABEL: func.func @not_all_rows
+// CHECK-COUNT-2: otc.gather
+func.func @positions(%t: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %p = otc.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %n = otc.constant dense<[-4, -3, 2, -1]> : tensor<4xi64>
+  %a = otc.gather %t, %p {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+  %b = otc.gather %t, %n {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+  return %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+}
+func.func @not_all_rows(%t: tensor<4x8xf32>) -> (tensor<3x8xf32>, tensor<4x8xf32>) {
+  %p = otc.constant dense<[0, 1, 2]> : tensor<3xi64>
+  %q = otc.constant dense<[1, 0, 2, 3]> : tensor<4xi64>
+  %a = otc.gather %t, %p {axis = 0 : i64} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+  %b = otc.gather %t, %q {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+  return %a, %b : tensor<3x8xf32>, tensor<4x8xf32>
+}

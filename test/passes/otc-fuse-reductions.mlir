@@ -1,7 +1,8 @@
 // RUN: otc-opt %s --otc-fuse-reductions --split-input-file | FileCheck %s
 
-// Tests that sums over every axis but the last become otc.column_sum (a
-// library call) and that other reductions stay.
+// Tests that sums over the leading axes (every axis but the last, or a
+// shorter prefix) become otc.column_sum (a library call) and that other
+// reductions stay.
 
 // A bias gradient under BF16: the widening cast is read through.
 // CHECK-LABEL: func.func @bf16_bias_grad
@@ -40,4 +41,20 @@ func.func @others(%x: tensor<4x8xf32>, %y: tensor<4x8xbf16>) -> (tensor<4xf32>, 
   %b = otc.reduce_sum %x, [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
   %c = otc.reduce_sum %y, [0] : (tensor<4x8xbf16>) -> tensor<8xbf16>
   return %a, %b, %c : tensor<4xf32>, tensor<f32>, tensor<8xbf16>
+}
+
+// -----
+
+// The batch axis only (a learned position table added to every sequence):
+// the input seen as [batch, rest] (a reshape: a view at the buffer level),
+// summed per column, reshaped back to the table.
+// CHECK-LABEL: func.func @batch_axis
+// CHECK: %[[V:.*]] = otc.reshape %arg0 : (tensor<4x8x16xbf16>) -> tensor<4x128xbf16>
+// CHECK-NEXT: %[[S:.*]] = otc.column_sum %[[V]] : (tensor<4x128xbf16>) -> tensor<128xf32>
+// CHECK-NEXT: %[[R:.*]] = otc.reshape %[[S]] : (tensor<128xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @batch_axis(%dy: tensor<4x8x16xbf16>) -> tensor<8x16xf32> {
+  %w = otc.cast %dy : (tensor<4x8x16xbf16>) -> tensor<4x8x16xf32>
+  %s = otc.reduce_sum %w, [0] : (tensor<4x8x16xf32>) -> tensor<8x16xf32>
+  return %s : tensor<8x16xf32>
 }
