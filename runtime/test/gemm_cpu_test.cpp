@@ -196,6 +196,19 @@ TEST(GemmCpu, Bf16ResultIsTheRoundedFp32Result) {
   }
 }
 
+/// A float's upper 16 bits (BF16 by truncation) and a BF16 widened exactly.
+uint16_t toBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return static_cast<uint16_t>(bits >> 16);
+}
+float widen(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
 // The bias forms: against a naive double product plus bias (f32, batched
 // with transposed B), and in BF16 against the FP32 product plus the widened
 // bias rounded once by hand (each output rounds once, after the bias).
@@ -219,17 +232,6 @@ TEST(GemmCpu, BiasEpilogue) {
             << "entry " << e << " (" << i << ", " << j << ")";
       }
 
-  auto toBf16 = [](float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof(bits));
-    return static_cast<uint16_t>(bits >> 16);
-  };
-  auto widen = [](uint16_t h) {
-    uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  };
   std::vector<uint16_t> ah(M * K), bh(N * K), biash(N), ch(M * N, 0);
   for (int64_t i = 0; i < M * K; ++i)
     ah[i] = toBf16(a[i]);
@@ -308,17 +310,6 @@ TEST(GemmCpu, GeluEpilogues) {
 
   // BF16: the operands are exact in BF16 after truncation; every output is
   // within one BF16 rounding (2^-8 relative) of the double result.
-  auto toBf16 = [](float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof(bits));
-    return static_cast<uint16_t>(bits >> 16);
-  };
-  auto widen = [](uint16_t h) {
-    uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  };
   std::vector<uint16_t> ah(a.size()), bh(b.size()), biash(N), gh(g.size());
   for (size_t i = 0; i < a.size(); ++i)
     a[i] = widen(ah[i] = toBf16(a[i]));
