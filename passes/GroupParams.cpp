@@ -31,6 +31,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace otc {
@@ -234,10 +235,41 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       Value in = body->addArgument(tensorOf(master.getType()), loc);
       Value c = kb.create<CastOp>(k.getLoc(), tensorOf(copy.getType()), in);
       kb.create<otck::YieldOp>(loc, c);
+      // Buffers (untrained tables such as rotary cos/sin) never change after
+      // loading: their BF16 copies are rounded here once as well, not by
+      // every @zero_grads.
+      IRMapping map;
+      for (otck::KernelOp cast : bufferCasts(zeroGrads)) {
+        for (Value v : cast->getOperands())
+          if (!map.contains(v))
+            map.map(v, b.clone(*v.getDefiningOp())->getResult(0));
+        b.clone(*cast, map);
+        SmallVector<Value> operands(cast->getOperands());
+        cast.erase();
+        for (Value v : operands)
+          if (v.use_empty())
+            v.getDefiningOp()->erase();
+      }
       b.create<func::ReturnOp>(loc);
       for (otck::KernelOp old : olds)
         old.erase();
     }
+  }
+
+  /// @zero_grads' casts of a "buffer:<name>" slot into its BF16 copy.
+  static SmallVector<otck::KernelOp> bufferCasts(func::FuncOp zeroGrads) {
+    SmallVector<otck::KernelOp> found;
+    if (!zeroGrads)
+      return found;
+    for (auto k : zeroGrads.getBody().getOps<otck::KernelOp>())
+      if (Operation *body = soleOp(k);
+          body && isa<CastOp>(body) && k.getInputs().size() == 1 &&
+          k.getOutputs().size() == 1 &&
+          slotOf(k.getInputs()[0]).starts_with("buffer:") &&
+          k.getInputs()[0].getDefiningOp<otck::BufferOp>() &&
+          k.getOutputs()[0].getDefiningOp<otck::BufferOp>())
+        found.push_back(k);
+    return found;
   }
 
   /// @zero_grads' per-parameter zero fills of "grad:<name>" and casts of
