@@ -893,12 +893,15 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   std::string fn = !bf16               ? "otcrt_gemm_f32"
                    : outType.isBF16() ? "otcrt_gemm_bf16_bf16"
                                       : "otcrt_gemm_bf16";
-  Value bias = g.getBias(), aux = g.getAux();
+  Value bias = g.getBias(), aux = g.getAux(), addend = g.getAddend();
   bool gelu = g.getGelu(), dgelu = g.getDgelu();
-  if (bias || aux) {
+  if (bias || aux || addend) {
     if (fn == "otcrt_gemm_bf16")
       return g.emitOpError("has no epilogue form for a bf16 product into f32");
-    const char *kind = gelu ? "gelu" : dgelu ? "dgelu" : "bias";
+    const char *kind = gelu     ? "gelu"
+                       : dgelu  ? "dgelu"
+                       : addend ? "add"
+                                : "bias";
     fn = std::string("otcrt_gemm_") + kind +
          (bf16 ? "_bf16_bf16" : "_f32");
   }
@@ -934,14 +937,16 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
         << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", 1.0f, "
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
         << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", "
-        << (g.getAccumulate() ? "1.0f, " : "0.0f, ")
+        << (g.getAccumulate() || addend ? "1.0f, " : "0.0f, ")
         << out << ", " << n << ", " << m * n << ", " << batch;
-  // The bias (NULL for a GELU epilogue without one), then the aux matrix,
-  // written by gelu and read by dgelu.
+  // The bias (NULL for a GELU epilogue or an addend without one), then the
+  // addend or the aux matrix (written by gelu, read by dgelu).
   if (bias)
     funcs << ", " << cast(names[bias], true);
-  else if (gelu)
+  else if (gelu || addend)
     funcs << ", nullptr";
+  if (addend)
+    funcs << ", " << cast(names[addend], true);
   if (aux)
     funcs << ", " << cast(names[aux], dgelu);
   funcs << "));\n";

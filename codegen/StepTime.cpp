@@ -234,9 +234,12 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
   double bytes = byteSize(g.getLhs().getType()) +
                  byteSize(g.getRhs().getType()) +
                  byteSize(g.getOut().getType());
-  // A GELU epilogue writes (gelu) or reads (dgelu) the aux matrix too.
+  // A GELU epilogue writes (gelu) or reads (dgelu) the aux matrix too, and
+  // an addend is read.
   if (g.getAux())
     bytes += byteSize(g.getAux().getType());
+  if (g.getAddend())
+    bytes += byteSize(g.getAddend().getType());
   double seconds = std::max(gemmSeconds(curve, flops, k), bytes / d.bandwidth);
   add(gemmTraceName(g), "gemm", flops, bytes, seconds);
   return success();

@@ -45,6 +45,15 @@ void otc::otck::forEachByteUser(Value buffer,
 
 LogicalResult GemmOp::verify() {
   bool gelu = getGelu(), dgelu = getDgelu();
+  if (Value addend = getAddend()) {
+    if (addend.getType() != getOut().getType())
+      return emitOpError("addend type ")
+             << addend.getType() << " must be the result type "
+             << getOut().getType();
+    if (getAccumulate() || gelu || dgelu)
+      return emitOpError("cannot take an addend with accumulate or a GELU "
+                         "epilogue");
+  }
   if (!gelu && !dgelu) {
     if (getAux())
       return emitOpError("has an aux operand but no gelu or dgelu epilogue");

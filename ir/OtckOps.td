@@ -82,7 +82,11 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
     formed in FP32 and rounded once to out's type (otc-fuse-epilogues makes
     it from a gradient accumulation). With `bias` ([N], out's element
     type), bias[j] is added to column j of every row before that rounding
-    (otc-fuse-epilogues makes it from a bias add after the product).
+    (otc-fuse-epilogues makes it from a bias add after the product). With
+    `addend` (out's type, another buffer), out = lhs x rhs (+ bias) +
+    addend, also rounded once: cuBLASLt reads it as its C matrix and writes
+    D = out (otc-fuse-epilogues makes it from a residual add after the
+    product).
 
     Two epilogues apply GELU in its tanh form, 0.5 v (1 + tanh(sqrt(2/pi)
     (v + 0.044715 v^3))), to the FP32 result v before its rounding; `aux`
@@ -103,18 +107,21 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
                    AnyStaticShapeMemRef:$out,
                    Optional<AnyStaticShapeMemRef>:$bias,
                    Optional<AnyStaticShapeMemRef>:$aux,
+                   Optional<AnyStaticShapeMemRef>:$addend,
                    UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                    UnitAttr:$accumulate, UnitAttr:$gelu, UnitAttr:$dgelu);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $out (`bias` $bias^)?
-    (`aux` `(` $aux^ `:` type($aux) `)`)? attr-dict `:` type($lhs) `,`
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
+    (`addend` `(` $addend^ `:` type($addend) `)`)? attr-dict `:` type($lhs) `,`
     type($rhs) `,` type($out) (`,` type($bias)^)?
   }];
   let builders = [
     OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
                    "::mlir::Value":$out), [{
       build($_builder, $_state, lhs, rhs, out, /*bias=*/::mlir::Value(),
-            /*aux=*/::mlir::Value(), /*transpose_lhs=*/false,
+            /*aux=*/::mlir::Value(), /*addend=*/::mlir::Value(),
+            /*transpose_lhs=*/false,
             /*transpose_rhs=*/false, /*accumulate=*/false, /*gelu=*/false,
             /*dgelu=*/false);
     }]>

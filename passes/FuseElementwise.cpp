@@ -74,7 +74,8 @@ static Access accessOf(Operation *op, Value buffer) {
               otck::storageOf(g.getRhs()) == buffer ||
               (g.getBias() && otck::storageOf(g.getBias()) == buffer) ||
               (g.getAccumulate() && otck::storageOf(g.getOut()) == buffer) ||
-              (g.getDgelu() && otck::storageOf(g.getAux()) == buffer);
+              (g.getDgelu() && otck::storageOf(g.getAux()) == buffer) ||
+              (g.getAddend() && otck::storageOf(g.getAddend()) == buffer);
     a.writes = otck::storageOf(g.getOut()) == buffer ||
                (g.getGelu() && otck::storageOf(g.getAux()) == buffer);
     return a;

@@ -409,3 +409,58 @@ extern "C" void otcrt_gemm_dgelu_bf16_bf16(
            static_cast<const uint16_t *>(nullptr),
            static_cast<uint16_t *>(nullptr), aux);
 }
+
+namespace {
+
+/// C = alpha op(A) op(B) + beta addend (+ bias), in FP32 with one rounding
+/// to C's storage type.
+template <typename T>
+void gemmAdd(int transA, int transB, int64_t M, int64_t N, int64_t K,
+             float alpha, const T *A, int64_t lda, int64_t strideA, const T *B,
+             int64_t ldb, int64_t strideB, float beta, T *C, int64_t ldc,
+             int64_t strideC, int64_t batch, const T *bias, const T *addend) {
+  if (M <= 0 || N <= 0 || batch <= 0)
+    return;
+  if (strideC == 0 && batch > 1) {
+    std::fprintf(stderr, "otc train: error: otcrt_gemm_add needs one C per "
+                         "batch entry\n");
+    std::exit(1);
+  }
+  std::vector<float> v(static_cast<size_t>((batch - 1) * strideC + M * ldc));
+  product(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+          v.data(), ldc, strideC, batch);
+#pragma omp parallel for collapse(2) schedule(static) if (v.size() > 65536)
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t at = e * strideC + i * ldc + j;
+        float x = v[at] + beta * toFloat(addend[at]);
+        if (bias)
+          x += toFloat(bias[j]);
+        put(&C[at], x);
+      }
+}
+
+} // namespace
+
+extern "C" void otcrt_gemm_add_f32(int transA, int transB, int64_t M,
+                                   int64_t N, int64_t K, float alpha,
+                                   const float *A, int64_t lda,
+                                   int64_t strideA, const float *B,
+                                   int64_t ldb, int64_t strideB, float beta,
+                                   float *C, int64_t ldc, int64_t strideC,
+                                   int64_t batch, const float *bias,
+                                   const float *addend) {
+  gemmAdd(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+          beta, C, ldc, strideC, batch, bias, addend);
+}
+
+extern "C" void otcrt_gemm_add_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *bias,
+    const uint16_t *addend) {
+  gemmAdd(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+          beta, C, ldc, strideC, batch, bias, addend);
+}

@@ -4,7 +4,8 @@
 // movement. One handle and one 32 MiB workspace are created lazily; the
 // descriptors, layouts and heuristic algorithm are cached per call shape
 // (including pointer alignment, which constrains the algorithm choice, and
-// the epilogue: bias, GELU with its pre-activation saved, GELU's gradient). The
+// the epilogue: bias, GELU with its pre-activation saved, GELU's gradient;
+// an addend is read as cuBLASLt's C while our C is its D). The
 // compute type is pure FP32 (no TF32); otcrt_gemm_bf16 reads BF16 operands
 // (CUDA_R_16BF) into the same FP32 accumulation and FP32 C. Every product
 // runs on the runtime's stream (otcrt_stream), so a CUDA graph captures it;
@@ -17,6 +18,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -231,12 +233,12 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
           int64_t lda, int64_t strideA, const T *B, int64_t ldb,
           int64_t strideB, float beta, C_T *C, int64_t ldc, int64_t strideC,
           int64_t batch, const C_T *bias = nullptr, Epilogue epi = kPlain,
-          const void *aux = nullptr) {
+          const void *aux = nullptr, const C_T *addend = nullptr) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
   if (bias && epi == kPlain)
     epi = kBias;
-  if (epi != kPlain && (K <= 0 || (strideC == 0 && batch > 1)))
+  if ((epi != kPlain || addend) && (K <= 0 || (strideC == 0 && batch > 1)))
     fatal("otcrt_gemm epilogue",
           "an epilogue needs K > 0 and one C per batch entry", __FILE__,
           __LINE__);
@@ -272,6 +274,10 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
   uint32_t alignA = alignmentOf(A, strideA, batch, sizeof(T));
   uint32_t alignB = alignmentOf(B, strideB, batch, sizeof(T));
   uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(C_T));
+  // With an addend, cuBLASLt's C is the addend and its D our C: one layout,
+  // the alignment both allow.
+  if (addend)
+    alignC = std::min(alignC, alignmentOf(addend, strideC, batch, sizeof(C_T)));
   Plan &plan = getPlan(s, inType, outType, transA, transB, M, N, K, lda,
                        strideA, ldb, strideB, ldc, strideC, batch, alignA,
                        alignB, alignC, epi);
@@ -289,9 +295,11 @@ void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
         plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
         sizeof(pointer)));
   }
+  const void *input = addend ? static_cast<const void *>(addend) : C;
   OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
-                                plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
-                                s.workspace, s.workspaceBytes, stream()));
+                                plan.b, &beta, input, plan.c, C, plan.c,
+                                &plan.algo, s.workspace, s.workspaceBytes,
+                                stream()));
 }
 
 } // namespace
@@ -390,4 +398,28 @@ extern "C" void otcrt_gemm_dgelu_bf16_bf16(
   gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
        strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
        static_cast<const uint16_t *>(nullptr), kDgelu, aux);
+}
+
+extern "C" void otcrt_gemm_add_f32(int transA, int transB, int64_t M,
+                                   int64_t N, int64_t K, float alpha,
+                                   const float *A, int64_t lda,
+                                   int64_t strideA, const float *B,
+                                   int64_t ldb, int64_t strideB, float beta,
+                                   float *C, int64_t ldc, int64_t strideC,
+                                   int64_t batch, const float *bias,
+                                   const float *addend) {
+  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
+       B, ldb, strideB, beta, C, ldc, strideC, batch, bias, kPlain, nullptr,
+       addend);
+}
+
+extern "C" void otcrt_gemm_add_bf16_bf16(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
+    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
+    int64_t strideC, int64_t batch, const uint16_t *bias,
+    const uint16_t *addend) {
+  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
+       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias, kPlain,
+       nullptr, addend);
 }

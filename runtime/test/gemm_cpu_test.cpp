@@ -340,3 +340,56 @@ TEST(GemmCpu, GeluEpilogues) {
             << at;
       }
 }
+
+// The addend form: C = alpha op(A) op(B) + beta addend + bias against the
+// double product (FP32, batched, transposed A, with and without a bias),
+// and in BF16 within one rounding of it; the addend is left as it was.
+TEST(GemmCpu, AddendEpilogue) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t M = 3, N = 6, K = 4, batch = 2;
+  std::vector<float> a(batch * K * M), b(K * N), bias(N), r(batch * M * N);
+  for (auto *v : {&a, &b, &bias, &r})
+    for (float &x : *v)
+      x = widen(toBf16(dist(rng))); // exact in BF16 too
+  auto want = [&](int64_t e, int64_t i, int64_t j, bool withBias) {
+    double sum = 0.5 * r[e * M * N + i * N + j] + (withBias ? bias[j] : 0.0);
+    for (int64_t k = 0; k < K; ++k)
+      sum += 2.0 * a[e * K * M + k * M + i] * b[k * N + j];
+    return sum;
+  };
+  const std::vector<float> before = r;
+  for (bool withBias : {true, false}) {
+    std::vector<float> c(batch * M * N, NAN);
+    otcrt_gemm_add_f32(1, 0, M, N, K, 2.0f, a.data(), M, K * M, b.data(), N, 0,
+                       0.5f, c.data(), N, M * N, batch,
+                       withBias ? bias.data() : nullptr, r.data());
+    for (int64_t e = 0; e < batch; ++e)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          EXPECT_NEAR(c[e * M * N + i * N + j], want(e, i, j, withBias), 1e-5)
+              << "entry " << e << " (" << i << ", " << j << ")";
+  }
+  EXPECT_EQ(r, before);
+
+  std::vector<uint16_t> ah(a.size()), bh(b.size()), biash(N), rh(r.size()),
+      ch(r.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ah[i] = toBf16(a[i]);
+  for (size_t i = 0; i < b.size(); ++i)
+    bh[i] = toBf16(b[i]);
+  for (int64_t j = 0; j < N; ++j)
+    biash[j] = toBf16(bias[j]);
+  for (size_t i = 0; i < r.size(); ++i)
+    rh[i] = toBf16(r[i]);
+  otcrt_gemm_add_bf16_bf16(1, 0, M, N, K, 2.0f, ah.data(), M, K * M,
+                           bh.data(), N, 0, 0.5f, ch.data(), N, M * N, batch,
+                           biash.data(), rh.data());
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double w = want(e, i, j, true);
+        EXPECT_NEAR(widen(ch[e * M * N + i * N + j]), w, std::abs(w) / 256 + 1e-6)
+            << "entry " << e << " (" << i << ", " << j << ")";
+      }
+}

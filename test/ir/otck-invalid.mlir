@@ -85,3 +85,19 @@ func.func @aux_alone(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16x
   otck.gemm %x, %w, %y aux(%a : memref<4x16xf32>) : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
   return
 }
+
+// -----
+
+func.func @addend_type(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %r: memref<4x16xbf16>) {
+  // expected-error@+1 {{addend type 'memref<4x16xbf16>' must be the result type 'memref<4x16xf32>'}}
+  otck.gemm %x, %w, %y addend(%r : memref<4x16xbf16>) : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @addend_accumulate(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memref<4x16xf32>, %r: memref<4x16xf32>) {
+  // expected-error@+1 {{cannot take an addend with accumulate or a GELU epilogue}}
+  otck.gemm %x, %w, %y addend(%r : memref<4x16xf32>) {accumulate} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
+  return
+}

@@ -272,3 +272,90 @@ func.func @product_kept() {
   }
   return
 }
+
+// -----
+
+// A residual add right after a projection becomes the GEMM's addend (read as
+// cuBLASLt's C; the sum written where the add wrote it, declared before the
+// GEMM now); when the add writes over its other operand, the GEMM
+// accumulates into it, bias and all. Not when a kernel in between writes the
+// residual, nor when the sum broadcasts.
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[X:.*]] = otck.buffer {slot = "x"} : memref<4x8xbf16>
+// CHECK: %[[Y:.*]] = otck.buffer : memref<4x8xbf16>
+// CHECK-NEXT: otck.gemm %{{.*}}, %{{.*}}, %[[Y]] bias %{{.*}} addend(%[[X]] : memref<4x8xbf16>) : memref<4x8xbf16>, memref<8x8xbf16>, memref<4x8xbf16>, memref<8xbf16>
+// CHECK-NOT: otc.add
+// CHECK: otck.copy %[[Y]]
+// CHECK-LABEL: func.func @residual_in_place
+// CHECK: otck.gemm %{{.*}}, %{{.*}}, %[[R:[^ ]*]] bias %{{.*}} {accumulate} : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>, memref<8xf32>
+// CHECK-NOT: otc.add
+// CHECK-LABEL: func.func @residual_written_between
+// CHECK-NOT: addend(
+// CHECK: otc.add
+// CHECK-LABEL: func.func @residual_broadcast
+// CHECK-NOT: addend(
+// CHECK: otc.add
+func.func @residual() {
+  %h = otck.buffer {slot = "h"} : memref<4x8xbf16>
+  %w = otck.buffer {slot = "w"} : memref<8x8xbf16>
+  %b = otck.buffer {slot = "b"} : memref<8xbf16>
+  %x = otck.buffer {slot = "x"} : memref<4x8xbf16>
+  %z = otck.buffer {slot = "z"} : memref<4x8xbf16>
+  %t = otck.buffer : memref<4x8xbf16>
+  otck.gemm %h, %w, %t bias %b : memref<4x8xbf16>, memref<8x8xbf16>, memref<4x8xbf16>, memref<8xbf16>
+  %y = otck.buffer : memref<4x8xbf16>
+  otck.kernel ins(%x, %t : memref<4x8xbf16>, memref<4x8xbf16>) outs(%y : memref<4x8xbf16>) {
+  ^bb0(%a0: tensor<4x8xbf16>, %a1: tensor<4x8xbf16>):
+    %s = otc.add %a0, %a1 : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    otck.yield %s : tensor<4x8xbf16>
+  }
+  otck.copy %y, %z : memref<4x8xbf16>
+  return
+}
+func.func @residual_in_place() {
+  %h = otck.buffer {slot = "h"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x8xf32>
+  %b = otck.buffer {slot = "b"} : memref<8xf32>
+  %r = otck.buffer {slot = "r"} : memref<4x8xf32>
+  %t = otck.buffer : memref<4x8xf32>
+  otck.gemm %h, %w, %t bias %b : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>, memref<8xf32>
+  otck.kernel ins(%t, %r : memref<4x8xf32>, memref<4x8xf32>) outs(%r : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %s = otc.add %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %s : tensor<4x8xf32>
+  }
+  return
+}
+func.func @residual_written_between() {
+  %h = otck.buffer {slot = "h"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x8xf32>
+  %x = otck.buffer {slot = "x"} : memref<4x8xf32>
+  %z = otck.buffer {slot = "z"} : memref<4x8xf32>
+  %t = otck.buffer : memref<4x8xf32>
+  otck.gemm %h, %w, %t : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  otck.kernel ins(%h : memref<4x8xf32>) outs(%x : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>):
+    %s = otc.neg %a0 : tensor<4x8xf32>
+    otck.yield %s : tensor<4x8xf32>
+  }
+  otck.kernel ins(%x, %t : memref<4x8xf32>, memref<4x8xf32>) outs(%z : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %s = otc.add %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %s : tensor<4x8xf32>
+  }
+  return
+}
+func.func @residual_broadcast() {
+  %h = otck.buffer {slot = "h"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x8xf32>
+  %x = otck.buffer {slot = "x"} : memref<2x4x8xf32>
+  %z = otck.buffer {slot = "z"} : memref<2x4x8xf32>
+  %t = otck.buffer : memref<4x8xf32>
+  otck.gemm %h, %w, %t : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  otck.kernel ins(%x, %t : memref<2x4x8xf32>, memref<4x8xf32>) outs(%z : memref<2x4x8xf32>) {
+  ^bb0(%a0: tensor<2x4x8xf32>, %a1: tensor<4x8xf32>):
+    %s = otc.add %a0, %a1 : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+    otck.yield %s : tensor<2x4x8xf32>
+  }
+  return
+}

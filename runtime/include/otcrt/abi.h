@@ -169,6 +169,22 @@ void otcrt_gemm_bias_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int
                                int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
                                int64_t strideC, int64_t batch, const uint16_t *bias);
 
+/// The same products plus another matrix: C = alpha op(A) op(B) + beta
+/// addend (+ bias[j] on column j when bias is not NULL), addend laid out like
+/// C (ldc, strideC) in another buffer, the sum formed in FP32 and rounded
+/// once (a residual connection after a projection). cuda target: cuBLASLt
+/// reading addend as its C matrix and writing our C as its D (BIAS
+/// epilogue with a bias).
+void otcrt_gemm_add_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
+                        int64_t batch, const float *bias, const float *addend);
+void otcrt_gemm_add_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                              float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
+                              const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
+                              uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
+                              const uint16_t *bias, const uint16_t *addend);
+
 /// The same products with a GELU epilogue (its tanh form, gelu(v) = 0.5 v
 /// (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))) on the FP32 result v = alpha
 /// op(A) op(B) (+ bias[j] on column j when bias is not NULL); beta must be 0.
