@@ -933,6 +933,15 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
                          "supported yet");
   if (!batch)
     return success();
+  // A batch of row-major products sharing rhs, lhs not transposed, is one
+  // product of batch x m rows: the rows of every entry follow each other in
+  // lhs and out alike (a projection of [B, T, C] activations). One larger
+  // GEMM, no batch for the library's heuristics or epilogues.
+  if (batch > 1 && !ta && *sb == 0 && *sa == m * k) {
+    m *= batch;
+    batch = 1;
+    sa = 0;
+  }
   funcs << "  OTC_CALL(" << cString(gemmTraceName(g)) << ", " << fn << "("
         << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", 1.0f, "
         << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
