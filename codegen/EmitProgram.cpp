@@ -22,7 +22,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/BodyUtils.h"
+#include "codegen/Bf16Prelude.h"
 #include "codegen/Codegen.h"
+#include "codegen/GemmCalls.h"
+#include "codegen/IndexRanges.h"
 #include "codegen/Launches.h"
 #include "codegen/ScalarExprPrinter.h"
 #include "ir/OtcDialect.h"
@@ -87,161 +90,6 @@ static const char *dtypeEnum(Type t) {
 static bool isPrivateSlot(StringRef slot) {
   return slot.starts_with("param_bf16:") || slot.starts_with("const:") ||
          otck::isGroupSlot(slot);
-}
-
-/// The buffer behind `v`, through views; null when `v` is computed.
-static otck::BufferOp bufferBehind(Value v) {
-  while (auto view = v.getDefiningOp<otck::ViewOp>())
-    v = view.getSource();
-  return v.getDefiningOp<otck::BufferOp>();
-}
-
-/// The memref a kernel body's value `v` is read from (null unless `v` is an
-/// argument of the body, i.e. one of the kernel's inputs).
-static Value kernelInputOf(Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg)
-    return {};
-  auto k = dyn_cast<otck::KernelOp>(arg.getOwner()->getParentOp());
-  if (!k || arg.getArgNumber() >= k.getInputs().size())
-    return {};
-  return k.getInputs()[arg.getArgNumber()];
-}
-
-/// What the integer values of one slot index.
-struct IndexUse {
-  int64_t bound = 0;
-  bool negative = true; ///< every consumer is a gather
-  std::optional<int64_t> ignore;
-  std::string what;
-};
-
-/// Records in `uses` (by slot string) what the integer input `indices` of
-/// `op`, a value of its kernel body, indexes: `bound` values, counted from
-/// the end too when `negative`, with `ignore` exempt.
-static void noteIndexUse(llvm::StringMap<IndexUse> &uses, Value indices,
-                         int64_t bound, bool negative,
-                         std::optional<uint64_t> ignore, std::string what) {
-  Value input = kernelInputOf(indices);
-  otck::BufferOp b = input ? bufferBehind(input) : otck::BufferOp();
-  if (!b || !b.getSlot() || !b.getSlot()->starts_with("input:"))
-    return;
-  auto [it, fresh] = uses.try_emplace(*b.getSlot());
-  IndexUse &u = it->second;
-  if (fresh || bound < u.bound) {
-    u.bound = bound;
-    u.what = std::move(what);
-  }
-  u.negative &= negative;
-  if (ignore)
-    u.ignore = static_cast<int64_t>(*ignore);
-}
-
-/// What the integer inputs of `module` index, from the kernels that read
-/// them: a gather's axis (the rows of an embedding table) or a loss's
-/// classes.
-static llvm::StringMap<IndexUse> indexUses(ModuleOp module) {
-  llvm::StringMap<IndexUse> uses;
-  auto rowsOf = [](Value data, int64_t rows) {
-    otck::BufferOp b;
-    if (Value in = kernelInputOf(data))
-      b = bufferBehind(in);
-    if (b && b.getSlot()) {
-      auto [prefix, name] = b.getSlot()->split(':');
-      if (prefix == "param" || prefix == "param_bf16")
-        return "the " + std::to_string(rows) + " rows of '" + name.str() + "'";
-    }
-    return "the " + std::to_string(rows) + " rows of a gathered table";
-  };
-  auto classes = [](int64_t c) {
-    return "the " + std::to_string(c) + " classes of the loss";
-  };
-  module.walk([&](Operation *op) {
-    if (auto g = dyn_cast<GatherOp>(op)) {
-      int64_t rows = cast<ShapedType>(g.getData().getType())
-                         .getDimSize(static_cast<int64_t>(g.getAxis()));
-      noteIndexUse(uses, g.getIndices(), rows, true, std::nullopt,
-                   rowsOf(g.getData(), rows));
-    } else if (auto g = dyn_cast<GatherGradOp>(op)) {
-      int64_t rows = cast<ShapedType>(g.getResult().getType())
-                         .getDimSize(static_cast<int64_t>(g.getAxis()));
-      noteIndexUse(uses, g.getIndices(), rows, true, std::nullopt,
-                   "the " + std::to_string(rows) + " rows of a gathered table");
-    } else if (auto l = dyn_cast<CrossEntropyOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getLogits().getType()).getShape().back();
-      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
-    } else if (auto l = dyn_cast<CrossEntropyGradOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getLogits().getType()).getShape().back();
-      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
-    } else if (auto l = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getLogits().getType()).getDimSize(1);
-      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
-    } else if (auto l = dyn_cast<SoftmaxCrossEntropyGradOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getLogits().getType()).getDimSize(1);
-      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
-    } else if (auto l = dyn_cast<NllLossOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getInput().getType()).getDimSize(1);
-      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
-    } else if (auto l = dyn_cast<NllLossGradOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getResult().getType()).getDimSize(1);
-      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
-    }
-  });
-  return uses;
-}
-
-/// BF16 emulation shared by the cpu and cuda targets: the same bit-level
-/// round to nearest even in host and device code.
-static const char kBf16Prelude[] = R"(#if defined(__CUDACC__)
-#define OTC_HD __host__ __device__
-#else
-#define OTC_HD
-#endif
-/// float -> bfloat16 bits, round to nearest, ties to even; NaN stays NaN.
-static OTC_HD inline uint16_t otc_f32_to_bf16(float f) {
-#if defined(__CUDA_ARCH__)
-  uint32_t u = __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-#endif
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-/// bfloat16 bits -> float (exact).
-static OTC_HD inline float otc_bf16_to_f32(uint16_t h) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float((uint32_t)h << 16);
-#else
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-/// A bfloat16 in memory: arithmetic happens in float, every store rounds.
-struct otc_bf16 {
-  uint16_t bits;
-  otc_bf16() = default;
-  OTC_HD explicit otc_bf16(float f) : bits(otc_f32_to_bf16(f)) {}
-  OTC_HD operator float() const { return otc_bf16_to_f32(bits); }
-  OTC_HD otc_bf16 &operator=(float f) {
-    bits = otc_f32_to_bf16(f);
-    return *this;
-  }
-};
-
-)";
-
-/// Whether any buffer of `module` holds BF16.
-static bool usesBf16(ModuleOp module) {
-  bool found = false;
-  module.walk([&](otck::BufferOp b) {
-    found |= b.getType().getElementType().isBF16();
-  });
-  return found;
 }
 
 static std::string cString(StringRef s) {
@@ -350,7 +198,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     os << "#include <cuda_runtime.h>\n";
   os << "#include \"otcrt/abi.h\"\n#include \"otcrt/kernels.h\"\n\n";
   if (usesBf16(module))
-    os << kBf16Prelude;
+    os << bf16Prelude();
   // Short forms of what every function repeats (they keep model.cu small,
   // which is what nvcc's time grows with).
   os << "/// `T *name`: the arena's bytes from `offset` on.\n"
@@ -876,89 +724,13 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
 }
 
 LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
-  ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
-                    b = g.getRhs().getType().getShape(),
-                    c = g.getOut().getType().getShape();
-  Type in = g.getLhs().getType().getElementType(),
-       outType = g.getOut().getType().getElementType();
-  if (in != g.getRhs().getType().getElementType() ||
-      !(in.isF32() || in.isBF16()) ||
-      !(outType.isF32() || (outType.isBF16() && in.isBF16())))
-    return g.emitOpError("only f32 x f32 into f32 and bf16 x bf16 into f32 "
-                         "or bf16 GEMMs are supported by this emitter");
-  bool bf16 = in.isBF16();
-  auto operand = [&](Value v) {
-    return bf16 ? "(const uint16_t *)" + names[v] : names[v];
-  };
-  std::string fn = !bf16               ? "otcrt_gemm_f32"
-                   : outType.isBF16() ? "otcrt_gemm_bf16_bf16"
-                                      : "otcrt_gemm_bf16";
-  Value bias = g.getBias(), aux = g.getAux(), addend = g.getAddend();
-  bool gelu = g.getGelu(), dgelu = g.getDgelu();
-  if (bias || aux || addend) {
-    if (fn == "otcrt_gemm_bf16")
-      return g.emitOpError("has no epilogue form for a bf16 product into f32");
-    const char *kind = gelu     ? "gelu"
-                       : dgelu  ? "dgelu"
-                       : addend ? "add"
-                                : "bias";
-    fn = std::string("otcrt_gemm_") + kind +
-         (bf16 ? "_bf16_bf16" : "_f32");
-  }
-  // BF16 buffers are named as another pointer type: cast them.
-  auto cast = [&](StringRef name, bool isConst) {
-    return bf16 ? (isConst ? "(const uint16_t *)" : "(uint16_t *)") +
-                      name.str()
-                : name.str();
-  };
-  std::string out = outType.isBF16() ? "(uint16_t *)" + names[g.getOut()]
-                                     : names[g.getOut()];
-  int64_t m = c[c.size() - 2], n = c[c.size() - 1];
-  bool ta = g.getTransposeLhs(), tb = g.getTransposeRhs();
-  int64_t k = ta ? a[a.size() - 2] : a[a.size() - 1];
-  int64_t batch = numElements(c.drop_back(2));
-  // Batch strides: an operand either spans the whole batch or is shared.
-  auto strideOf = [&](ArrayRef<int64_t> s) -> std::optional<int64_t> {
-    int64_t mat = s[s.size() - 2] * s[s.size() - 1];
-    int64_t nb = numElements(s.drop_back(2));
-    if (nb == 1)
-      return 0;
-    if (nb == batch)
-      return mat;
-    return std::nullopt;
-  };
-  std::optional<int64_t> sa = strideOf(a), sb = strideOf(b);
-  if (!sa || !sb)
-    return g.emitOpError("partially broadcast batch dimensions are not "
-                         "supported yet");
-  if (!batch)
-    return success();
-  // A batch of row-major products sharing rhs, lhs not transposed, is one
-  // product of batch x m rows: the rows of every entry follow each other in
-  // lhs and out alike (a projection of [B, T, C] activations). One larger
-  // GEMM, no batch for the library's heuristics or epilogues.
-  if (batch > 1 && !ta && *sb == 0 && *sa == m * k) {
-    m *= batch;
-    batch = 1;
-    sa = 0;
-  }
-  funcs << "  OTC_CALL(" << cString(gemmTraceName(g)) << ", " << fn << "("
-        << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", 1.0f, "
-        << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
-        << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", "
-        << (g.getAccumulate() || addend ? "1.0f, " : "0.0f, ")
-        << out << ", " << n << ", " << m * n << ", " << batch;
-  // The bias (NULL for a GELU epilogue or an addend without one), then the
-  // addend or the aux matrix (written by gelu, read by dgelu).
-  if (bias)
-    funcs << ", " << cast(names[bias], true);
-  else if (gelu || addend)
-    funcs << ", nullptr";
-  if (addend)
-    funcs << ", " << cast(names[addend], true);
-  if (aux)
-    funcs << ", " << cast(names[aux], dgelu);
-  funcs << "));\n";
+  FailureOr<std::string> call =
+      gemmCall(g, [&](Value v) -> std::string { return names[v]; });
+  if (failed(call))
+    return failure();
+  if (!call->empty())
+    funcs << "  OTC_CALL(" << cString(gemmTraceName(g)) << ", " << *call
+          << ");\n";
   return success();
 }
 
