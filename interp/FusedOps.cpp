@@ -290,9 +290,10 @@ LogicalResult Interpreter::run(otc::LayerNormOp op) {
 /// With xhat = (x - mean) rstd and g = grad gamma (gamma 1 when absent), per
 /// row: dx = rstd (g - mean_c(g) - xhat mean_c(g xhat)); over all rows:
 /// dgamma[c] = sum_r grad xhat, dbeta[c] = sum_r grad. The three results
-/// always exist.
+/// always exist. A residual operand is added to dx element by element.
 LogicalResult Interpreter::run(otc::LayerNormGradOp op) {
   const Tensor &grad = get(op.getGrad());
+  const Tensor *residual = getIfPresent(op.getResidual());
   const Tensor &x = get(op.getInput());
   const Tensor *gamma = getIfPresent(op.getGamma());
   const Tensor &mean = get(op.getMean());
@@ -318,6 +319,9 @@ LogicalResult Interpreter::run(otc::LayerNormGradOp op) {
       dx.data[r * rows.size + c] =
           rstd.data[r] * (g[c] - meanG - xhat[c] * meanGXhat);
   }
+  if (residual)
+    for (size_t e = 0; e < dx.data.size(); ++e)
+      dx.data[e] += residual->data[e];
   set(op.getDx(), std::move(dx));
   set(op.getDgamma(), std::move(dgamma));
   set(op.getDbeta(), std::move(dbeta));

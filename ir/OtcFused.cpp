@@ -207,6 +207,8 @@ static LogicalResult verifyNormGrad(Operation *op, Value grad, Value x,
 }
 
 LogicalResult LayerNormGradOp::verify() {
+  if (getResidual() && getResidual().getType() != getInput().getType())
+    return emitOpError("residual must have the input's type");
   return verifyNormGrad(*this, getGrad(), getInput(), getAxis(),
                         {getMean(), getRstd()}, getResults());
 }
@@ -228,7 +230,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Type affine = normalizedType(getInput(), getAxis());
   auto grad = b.create<LayerNormGradOp>(
       getLoc(), TypeRange{getInput().getType(), affine, affine}, rg[0],
-      getInput(), getGamma(), getMean(), getRstd(), getAxisAttr());
+      getInput(), getGamma(), getMean(), getRstd(), /*residual=*/Value(),
+      getAxisAttr());
   out.push_back(grad.getDx());
   if (getGamma())
     out.push_back(grad.getDgamma());
@@ -252,7 +255,9 @@ LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 }
 
 int64_t LayerNormOp::getFlops() { return 8 * elementsOf(getInput()); }
-int64_t LayerNormGradOp::getFlops() { return 12 * elementsOf(getInput()); }
+int64_t LayerNormGradOp::getFlops() {
+  return (getResidual() ? 13 : 12) * elementsOf(getInput());
+}
 int64_t RmsNormOp::getFlops() { return 5 * elementsOf(getInput()); }
 int64_t RmsNormGradOp::getFlops() { return 9 * elementsOf(getInput()); }
 

@@ -133,21 +133,30 @@ def Otc_LayerNormOp : Otc_Op<"layer_norm",
 }
 
 def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
-    [Library, Fp32StatOperands, CostFlops, Pure]> {
+    [Library, Fp32StatOperands, CostFlops, Pure, AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.layer_norm: dx, dgamma and dbeta";
   let description = [{
     With xhat = (x - mean) * rstd and g = grad * gamma:
     dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) over each row,
     dgamma = sum over rows of grad * xhat, dbeta = sum over rows of grad.
+    An optional `residual` (the input's type) is a gradient added to dx:
+    dx = residual + the above, formed in FP32 and rounded once to dx's type
+    (a residual connection's gradient, fused by otc-fuse-epilogues).
+
+    ```mlir
+    %dx, %dg, %db = otc.layer_norm_grad %dy, %x gamma %g, %mean, %rstd
+        residual %r {axis = 2 : i64} : (...) -> (...)
+    ```
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
                    Optional<Otc_FloatTensor>:$gamma, Otc_FloatTensor:$mean,
-                   Otc_FloatTensor:$rstd, I64Attr:$axis);
+                   Otc_FloatTensor:$rstd, Optional<Otc_FloatTensor>:$residual,
+                   I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$dx, Otc_FloatTensor:$dgamma,
                  Otc_FloatTensor:$dbeta);
   let assemblyFormat = [{
-    $grad `,` $input (`gamma` $gamma^)? `,` $mean `,` $rstd attr-dict `:`
-    functional-type(operands, results)
+    $grad `,` $input (`gamma` $gamma^)? `,` $mean `,` $rstd
+    (`residual` $residual^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -64,7 +64,8 @@ std::string LayerNormGradOp::getLibraryKernel() {
 
 void LayerNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   appendRows(args, getInput(), getAxis());
-  for (Value v : {getGrad(), getInput(), getGamma(), getMean(), getRstd()})
+  for (Value v : {getGrad(), getInput(), getGamma(), getMean(), getRstd(),
+                  getResidual()})
     args.push_back(LibraryArg::operand(*this, v));
   for (unsigned i = 0; i < 3; ++i)
     args.push_back(LibraryArg::result(i));

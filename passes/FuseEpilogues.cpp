@@ -3,7 +3,9 @@
 // A weight gradient is a GEMM into a temporary that one kernel then adds to
 // the gradient slot. The GEMM libraries add into their output themselves
 // (beta = 1), so the GEMM writes the slot with `accumulate` and the
-// temporary and the add kernel go away. See Passes.td for the contract.
+// temporary and the add kernel go away. Likewise a layer norm gradient's dx
+// that one kernel adds to a residual gradient becomes the library call's
+// residual operand. See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +65,13 @@ struct FuseEpiloguesPass
         if (!fuseGelu(g) && !fuseGeluGrad(g))
           fuseAddend(g);
       }
+      // Only add kernels are erased below, never these.
+      SmallVector<otck::KernelOp> norms;
+      for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
+        if (isa_and_nonnull<LayerNormGradOp>(bodyOp(k)))
+          norms.push_back(k);
+      for (otck::KernelOp k : norms)
+        fuseLayerNormResidual(k);
     }
   }
 
@@ -187,10 +196,11 @@ struct FuseEpiloguesPass
       tmp.erase();
   }
 
-  /// The value `g` may name for the bytes of `v` seen as `type`: `v` itself
-  /// when it has that type and exists at `g`, else a view of its storage
-  /// made just before `g` (null when the storage does not exist there).
-  static Value viewAtGemm(otck::GemmOp g, Value v, MemRefType type) {
+  /// The value `g` (a GEMM or a kernel) may name for the bytes of `v` seen
+  /// as `type`: `v` itself when it has that type and exists at `g`, else a
+  /// view of its storage made just before `g` (null when the storage does
+  /// not exist there).
+  static Value viewAtGemm(Operation *g, Value v, MemRefType type) {
     auto existsAtGemm = [&](Value x) {
       Operation *def = x.getDefiningOp();
       return !def || def->getBlock() != g->getBlock() ||
@@ -204,7 +214,7 @@ struct FuseEpiloguesPass
     if (storage.getType() == type)
       return storage;
     OpBuilder b(g);
-    return b.create<otck::ViewOp>(g.getLoc(), type, storage);
+    return b.create<otck::ViewOp>(g->getLoc(), type, storage);
   }
 
   /// Erases `v` (a buffer or a view) when nothing but unused views of it
@@ -215,6 +225,13 @@ struct FuseEpiloguesPass
         eraseIfUnused(view.getResult());
     if (v.use_empty())
       v.getDefiningOp()->erase();
+  }
+
+  /// The one op of a kernel's body (null when there are several).
+  static Operation *bodyOp(otck::KernelOp k) {
+    Block &body = k.getBody().front();
+    return llvm::hasSingleElement(body.without_terminator()) ? &body.front()
+                                                             : nullptr;
   }
 
   /// The one op of a kernel's body whose result the kernel writes to its
@@ -241,7 +258,7 @@ struct FuseEpiloguesPass
 
   /// Whether an op strictly between `g` and `k` writes the bytes of
   /// `storage` (`touch`: or reads them).
-  static bool usedBetween(otck::GemmOp g, otck::KernelOp k, Value storage,
+  static bool usedBetween(Operation *g, Operation *k, Value storage,
                           bool touch) {
     Block *block = g->getBlock();
     bool found = false;
@@ -278,10 +295,11 @@ struct FuseEpiloguesPass
            tt.getRank() >= 2 && tt.getShape().back() % 8 == 0;
   }
 
-  /// The buffer `g` writes in place of kernel `k`'s output `y` (the same
-  /// bytes seen with `t`'s type): y's buffer, declared before `g` if it was
-  /// declared after it. Null when y cannot be written there.
-  static Value moveOutputUp(otck::GemmOp g, Value y, MemRefType type) {
+  /// The buffer `g` (a GEMM or a kernel) writes in place of kernel `k`'s
+  /// output `y` (the same bytes seen with `t`'s type): y's buffer, declared
+  /// before `g` if it was declared after it. Null when y cannot be written
+  /// there.
+  static Value moveOutputUp(Operation *g, Value y, MemRefType type) {
     Value ys = otck::storageOf(y);
     Operation *def = ys.getDefiningOp();
     if (def && def->getBlock() == g->getBlock() && g->isBeforeInBlock(def)) {
@@ -467,6 +485,101 @@ struct FuseEpiloguesPass
     else
       g.getAddendMutable().assign(addend);
     k.erase();
+    eraseIfUnused(t);
+    return true;
+  }
+
+  /// y = t + r right after the layer norm gradient kernel `k1` that writes
+  /// its dx into the temporary t, with r of t's shape and type in another
+  /// buffer (the residual stream's gradient), becomes the library call's
+  /// residual operand: k1 reads r and writes dx = r + the input gradient to
+  /// y, one rounding, no add kernel. y may be r's own buffer (the library
+  /// allows dx to be the residual's buffer). Only when nothing between the
+  /// two touches y or writes r, and y is none of k1's other operands.
+  bool fuseLayerNormResidual(otck::KernelOp k1) {
+    auto grad = dyn_cast_or_null<LayerNormGradOp>(bodyOp(k1));
+    if (!grad || grad.getResidual())
+      return false;
+    Block &body = k1.getBody().front();
+    Operation *yield = body.getTerminator();
+    // The output that receives dx.
+    std::optional<unsigned> dxIndex;
+    for (OpOperand &o : yield->getOpOperands())
+      if (o.get() == grad.getDx())
+        dxIndex = dxIndex ? std::optional<unsigned>() : o.getOperandNumber();
+    if (!dxIndex)
+      return false;
+    Value t = k1.getOutputs()[*dxIndex];
+    auto tmp = t.getDefiningOp<otck::BufferOp>();
+    if (!tmp || tmp.getSlot())
+      return false;
+    auto tt = cast<MemRefType>(t.getType());
+    // The one later kernel that reads t's bytes.
+    otck::KernelOp k2;
+    bool other = false;
+    otck::forEachByteUser(t, [&](Operation *u) {
+      if (u == k1.getOperation())
+        return;
+      auto reader = dyn_cast<otck::KernelOp>(u);
+      other |= !reader || (k2 && k2 != reader) ||
+               reader->getBlock() != k1->getBlock() ||
+               !k1->isBeforeInBlock(reader);
+      k2 = reader;
+    });
+    if (other || !k2)
+      return false;
+    auto add = singleOp<AddOp>(k2);
+    if (!add || add.getLhs().getType() != add.getType() ||
+        add.getRhs().getType() != add.getType())
+      return false;
+    Value lhs = inputOf(k2, add.getLhs()), rhs = inputOf(k2, add.getRhs());
+    if (!lhs || !rhs)
+      return false;
+    Value r = otck::storageOf(lhs) == t ? rhs : lhs;
+    if (otck::storageOf(r == lhs ? rhs : lhs) != t || otck::storageOf(r) == t)
+      return false;
+    Value y = k2.getOutputs()[0];
+    auto yt = cast<MemRefType>(y.getType());
+    auto rt = cast<MemRefType>(r.getType());
+    Value rs = otck::storageOf(r), ys = otck::storageOf(y);
+    if (yt.getElementType() != tt.getElementType() ||
+        rt.getElementType() != tt.getElementType() ||
+        yt.getNumElements() != tt.getNumElements() ||
+        rt.getNumElements() != tt.getNumElements() || ys == t)
+      return false;
+    // y may be r's bytes (dx written over the residual), but none of the
+    // other inputs' or outputs' of k1.
+    for (Value v : k1.getInputs())
+      if (otck::storageOf(v) == ys)
+        return false;
+    for (auto [i, v] : llvm::enumerate(k1.getOutputs()))
+      if (i != *dxIndex && otck::storageOf(v) == ys)
+        return false;
+    if (usedBetween(k1, k2, ys, /*touch=*/true) ||
+        usedBetween(k1, k2, rs, /*touch=*/false))
+      return false;
+    // The body's residual operand has the layer norm input's type.
+    auto argType = RankedTensorType::get(tt.getShape(), tt.getElementType());
+    if (argType != grad.getInput().getType())
+      return false;
+    if (Operation *def = ys.getDefiningOp();
+        def && def->getBlock() == k1->getBlock() &&
+        k1->isBeforeInBlock(def) && !isa<otck::BufferOp>(def))
+      return false;
+    Value residual = viewAtGemm(k1, r, tt);
+    if (!residual)
+      return false;
+    // Over the residual: the same view of r's bytes for both.
+    Value out = ys == rs ? residual : moveOutputUp(k1, y, tt);
+    if (!out) {
+      eraseIfUnused(residual);
+      return false;
+    }
+    k1->setOperand(k1.getOutputs().getBeginOperandIndex() + *dxIndex, out);
+    k1.getInputsMutable().append(residual);
+    BlockArgument arg = body.addArgument(argType, grad.getLoc());
+    grad.getResidualMutable().assign(arg);
+    k2.erase();
     eraseIfUnused(t);
     return true;
   }

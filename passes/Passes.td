@@ -333,6 +333,17 @@ def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
     temporary nor the add kernel remains. Only when nothing between the GEMM
     and the add touches `acc`.
 
+    A kernel computing one `otc.layer_norm_grad` (no residual yet) whose dx
+    temporary only a later kernel `y = dx + r` reads (one `otc.add`, either
+    order, r a buffer of dx's shape and type, no broadcast) takes r as the
+    op's `residual` and writes y itself (the library adds r in FP32 and
+    rounds once): the add kernel and the temporary go away, and y's buffer
+    moves up when it was declared after the call. Only when nothing between
+    the two touches y or writes r, y is none of the call's other operands,
+    and r is not dx; y may be r's own buffer (the library lets dx be the
+    residual's buffer). This is the residual stream's gradient of a
+    pre-LayerNorm transformer.
+
     ```mlir
     otck.gemm %a, %b, %t : ...
     otck.kernel ins(%g, %t : ...) outs(%g : ...) { otc.add }

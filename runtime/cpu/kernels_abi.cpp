@@ -23,16 +23,19 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
-                             const float *mean, const float *rstd, float *dx,
-                             float *dgamma, float *dbeta, void *) {
-  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+                             const float *mean, const float *rstd,
+                             const float *residual, float *dx, float *dgamma,
+                             float *dbeta, void *) {
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
+                      dgamma, dbeta);
 }
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
-                              otcrt_bf16 *dbeta, void *) {
-  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+                              const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                              otcrt_bf16 *dgamma, otcrt_bf16 *dbeta, void *) {
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
+                      dgamma, dbeta);
 }
 
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,

@@ -23,10 +23,12 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                  float *mean, float *rstd);
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
-                 float *dx, float *dgamma, float *dbeta);
+                 const float *residual, float *dx, float *dgamma,
+                 float *dbeta);
 int layerNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                  const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                 const float *mean, const float *rstd, otcrt_bf16 *dx,
+                 const float *mean, const float *rstd,
+                 const otcrt_bf16 *residual, otcrt_bf16 *dx,
                  otcrt_bf16 *dgamma, otcrt_bf16 *dbeta);
 
 /// RMS norm forward and backward (layer_norm.cpp).

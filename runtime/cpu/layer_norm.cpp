@@ -4,7 +4,9 @@
 // The parameter gradients (sums over rows) are computed per block of
 // columns, one thread per block, so every output element has one writer and
 // the result does not depend on the thread count. The column sums run
-// before dx is written, so dx may share dy's buffer.
+// before dx is written, so dx may share dy's buffer; each element of dx is
+// written after its row's dy and residual element are read, so dx may also
+// be the residual's buffer (the same bytes, not a shifted overlap).
 #include "common.h"
 #include "kernels_cpu.h"
 
@@ -90,11 +92,12 @@ void parameterGradients(int64_t rows, int64_t cols, const T *dy, const T *x,
 }
 
 /// dx per row for both norms: rstd (g - mean(g) - xhat mean(g xhat)), the
-/// mean(g) term only for layer norm (shift != NULL).
+/// mean(g) term only for layer norm (shift != NULL), plus the residual
+/// gradient when given (added in float, one rounding).
 template <typename T>
 void inputGradient(int64_t rows, int64_t cols, const T *dy, const T *x,
                    const T *gamma, const float *shift, const float *scale,
-                   T *dx) {
+                   const T *residual, T *dx) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T *dyr = dy + r * cols, *xr = x + r * cols;
@@ -112,7 +115,10 @@ void inputGradient(int64_t rows, int64_t cols, const T *dy, const T *x,
     for (int64_t c = 0; c < cols; ++c) {
       float g = load(dyr[c]) * gammaAt(gamma, c);
       float xhat = (load(xr[c]) - mu) * rs;
-      store(dxr + c, rs * (g - meanG - xhat * meanGXhat));
+      float v = rs * (g - meanG - xhat * meanGXhat);
+      if (residual)
+        v += load(residual[r * cols + c]);
+      store(dxr + c, v);
     }
   }
 }
@@ -120,14 +126,14 @@ void inputGradient(int64_t rows, int64_t cols, const T *dy, const T *x,
 template <typename T>
 int layerNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
                      const T *gamma, const float *mean, const float *rstd,
-                     T *dx, T *dgamma, T *dbeta) {
+                     const T *residual, T *dx, T *dgamma, T *dbeta) {
   if (cols <= 0)
     return 0;
   if (dgamma || dbeta)
     parameterGradients(std::max<int64_t>(rows, 0), cols, dy, x, mean, rstd,
                        dgamma, dbeta);
   if (rows > 0)
-    inputGradient(rows, cols, dy, x, gamma, mean, rstd, dx);
+    inputGradient(rows, cols, dy, x, gamma, mean, rstd, residual, dx);
   return 0;
 }
 
@@ -164,7 +170,7 @@ int rmsNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
     parameterGradients<T>(std::max<int64_t>(rows, 0), cols, dy, x, nullptr,
                           rstd, dgamma, nullptr);
   if (rows > 0)
-    inputGradient<T>(rows, cols, dy, x, gamma, nullptr, rstd, dx);
+    inputGradient<T>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr, dx);
   return 0;
 }
 
@@ -182,16 +188,18 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
 }
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
-                 float *dx, float *dgamma, float *dbeta) {
-  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma,
-                          dbeta);
+                 const float *residual, float *dx, float *dgamma,
+                 float *dbeta) {
+  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
+                          dgamma, dbeta);
 }
 int layerNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                  const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                 const float *mean, const float *rstd, otcrt_bf16 *dx,
+                 const float *mean, const float *rstd,
+                 const otcrt_bf16 *residual, otcrt_bf16 *dx,
                  otcrt_bf16 *dgamma, otcrt_bf16 *dbeta) {
-  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma,
-                          dbeta);
+  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
+                          dgamma, dbeta);
 }
 int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
                const float *gamma, float *y, float *rstd) {

@@ -6,7 +6,9 @@
 // columns: each thread sums a strided subset of the rows for its columns
 // and the eight partial sums of a column are added in a fixed order, so the
 // result is deterministic. That kernel is launched before the dx kernel, so
-// dx may share dy's buffer. Every kernel accesses W elements at a time: a
+// dx may share dy's buffer; a thread of the dx kernel writes only the
+// elements of dy and of the residual it has just read, so dx may also be the
+// residual's buffer. Every kernel accesses W elements at a time: a
 // 16-byte packet (common.cuh) when the columns are a multiple of the packet
 // and every row array is 16-byte aligned, else one element.
 #include "common.cuh"
@@ -98,11 +100,13 @@ __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
 }
 
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) per row, g = dy gamma; the
-/// mean(g) term only for layer norm (shift != NULL).
+/// mean(g) term only for layer norm (shift != NULL); plus the residual when
+/// given (added in float, one rounding).
 template <typename T, int W>
 __global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
                                     const T *gamma, const float *shift,
-                                    const float *scale, T *dx) {
+                                    const float *scale, const T *residual,
+                                    T *dx) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
@@ -125,18 +129,24 @@ __global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
   float n = static_cast<float>(cols);
   float meanG = shift ? blockSum(sumG, scratch) / n : 0.0f;
   float meanGXhat = blockSum(sumGXhat, scratch) / n;
-  // dx may be dy: a thread writes only the elements it has just read.
+  // dx may be dy or the residual: a thread writes only the elements it has
+  // just read.
   T *dxr = dx + r * cols;
+  const T *resr = residual ? residual + r * cols : nullptr;
   for (int64_t c = first; c < cols; c += step) {
-    float dyv[W], xv[W], gv[W], dxv[W];
+    float dyv[W], xv[W], gv[W], dxv[W], rv[W];
     loadPacket(dyr + c, dyv);
     loadPacket(xr + c, xv);
     loadGamma(gamma, c, gv);
+    if (resr)
+      loadPacket(resr + c, rv);
 #pragma unroll
     for (int i = 0; i < W; ++i) {
       float g = dyv[i] * gv[i];
       float xhat = (xv[i] - mu) * rs;
       dxv[i] = rs * (g - meanG - xhat * meanGXhat);
+      if (resr)
+        dxv[i] += rv[i];
     }
     storePacket(dxr + c, dxv);
   }
@@ -209,12 +219,12 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
 
 template <typename T>
 int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
-            const float *shift, const float *scale, T *dx, T *dgamma, T *dbeta,
-            void *stream) {
+            const float *shift, const float *scale, const T *residual, T *dx,
+            T *dgamma, T *dbeta, void *stream) {
   if (cols <= 0)
     return 0;
   rows = rows < 0 ? 0 : rows;
-  const bool packed = packable<T>(cols, {dy, x, gamma, dx});
+  const bool packed = packable<T>(cols, {dy, x, gamma, residual, dx});
   if (dgamma || dbeta) {
     const unsigned grid = static_cast<unsigned>((cols + 31) / 32);
     if (packed)
@@ -230,10 +240,10 @@ int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
     const unsigned grid = static_cast<unsigned>(rows);
     if (packed)
       normInputGradKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
-          cols, dy, x, gamma, shift, scale, dx);
+          cols, dy, x, gamma, shift, scale, residual, dx);
     else
       normInputGradKernel<T, 1><<<grid, kBlock, 0, asStream(stream)>>>(
-          cols, dy, x, gamma, shift, scale, dx);
+          cols, dy, x, gamma, shift, scale, residual, dx);
   }
   return launchStatus();
 }
@@ -261,18 +271,20 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
-                             const float *mean, const float *rstd, float *dx,
-                             float *dgamma, float *dbeta, void *stream) {
-  return normBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta,
-                 stream);
+                             const float *mean, const float *rstd,
+                             const float *residual, float *dx, float *dgamma,
+                             float *dbeta, void *stream) {
+  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx, dgamma,
+                 dbeta, stream);
 }
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
-                              otcrt_bf16 *dbeta, void *stream) {
-  return normBwd(rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta,
-                 stream);
+                              const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                              otcrt_bf16 *dgamma, otcrt_bf16 *dbeta,
+                              void *stream) {
+  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx, dgamma,
+                 dbeta, stream);
 }
 
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
@@ -291,15 +303,15 @@ int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
                            const float *rstd, float *dx, float *dgamma,
                            void *stream) {
-  return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, dx, dgamma,
-                        nullptr, stream);
+  return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr, dx,
+                        dgamma, nullptr, stream);
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                             const float *rstd, otcrt_bf16 *dx,
                             otcrt_bf16 *dgamma, void *stream) {
-  return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, dx,
-                             dgamma, nullptr, stream);
+  return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
+                             dx, dgamma, nullptr, stream);
 }
 
 } // extern "C"

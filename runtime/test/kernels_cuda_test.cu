@@ -212,11 +212,11 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
              "bwd");
       } else {
         otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                                 mean.data(), rstd.data(), dx.data(), dg.data(),
-                                 db.data());
+                                 mean.data(), rstd.data(), nullptr, dx.data(),
+                                 dg.data(), db.data());
         c.rc(otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
-                                      device(mean), device(rstd), dX, dG, dB,
-                                      nullptr),
+                                      device(mean), device(rstd), nullptr, dX,
+                                      dG, dB, nullptr),
              "bwd");
         c.f32(host(dB, cols), db, "dbeta");
       }
@@ -247,19 +247,54 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
                                  bb.data(), yb.data(), mean.data(),
                                  rstd.data());
         otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                                 mean.data(), rstd.data(), dxb.data(),
+                                 mean.data(), rstd.data(), nullptr, dxb.data(),
                                  dgb.data(), dbb.data());
         c.rc(otcrt_layer_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb),
                                        device(bb), dY, dM, dR, nullptr),
              "fwd");
         c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dM,
-                                       dR, dX, dG, dB, nullptr),
+                                       dR, nullptr, dX, dG, dB, nullptr),
              "bwd");
         c.bf16(host(dB, cols), dbb, "dbeta");
       }
       c.bf16(host(dY, n), yb, "y");
       c.bf16(host(dX, n), dxb, "dx");
       c.bf16(host(dG, cols), dgb, "dgamma");
+    }
+    if (!rms) {
+      // A residual gradient added to dx (at the same skew), f32 and bf16;
+      // then dx written over the residual.
+      Check c("layer_norm_bwd_residual" + shape);
+      Floats res = random(n, rng), dxr(n), dgr(cols), dbr(cols);
+      otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                               mean.data(), rstd.data(), res.data(),
+                               dxr.data(), dgr.data(), dbr.data());
+      float *dX = device(dxr, skew), *dRes = device(res, skew);
+      c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy, skew),
+                                    device(x, skew), device(gamma),
+                                    device(mean), device(rstd), dRes, dX,
+                                    device(dgr), device(dbr), nullptr),
+           "f32");
+      c.f32(host(dX, n), dxr, "dx f32");
+      c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy, skew),
+                                    device(x, skew), device(gamma),
+                                    device(mean), device(rstd), dRes, dRes,
+                                    nullptr, nullptr, nullptr),
+           "f32 over the residual");
+      c.f32(host(dRes, n), dxr, "dx f32 over the residual");
+      Bf16s xb = toBf16(x), gb = toBf16(gamma), dyb = toBf16(dy),
+            resb = toBf16(res), dxbr(n), dgbr(cols), dbbr(cols);
+      otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
+                               mean.data(), rstd.data(), resb.data(),
+                               dxbr.data(), dgbr.data(), dbbr.data());
+      otcrt_bf16 *dXb = device(dxbr, skew);
+      c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb, skew),
+                                     device(xb, skew), device(gb),
+                                     device(mean), device(rstd),
+                                     device(resb, skew), dXb, nullptr, nullptr,
+                                     nullptr),
+           "bf16");
+      c.bf16(host(dXb, n), dxbr, "dx bf16");
     }
   }
 }

@@ -138,8 +138,9 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
       refNormGrad(false, tc.rows, tc.cols, eps, xd, gd, kt::toDouble(dy));
   std::vector<float> dx(n), dgamma(tc.cols, NAN), dbeta(tc.cols, NAN);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                     mean.data(), rstd.data(), dx.data(),
-                                     dgamma.data(), dbeta.data(), nullptr),
+                                     mean.data(), rstd.data(), nullptr,
+                                     dx.data(), dgamma.data(), dbeta.data(),
+                                     nullptr),
             0);
   kt::expectNear(dx, gref.dx, 1e-4, 1e-4, "dx");
   kt::expectNear(dgamma, gref.dgamma, 1e-5, 1e-4, "dgamma");
@@ -148,8 +149,8 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   // NULL dgamma/dbeta: dx alone, unchanged.
   std::vector<float> dx2(n);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                     mean.data(), rstd.data(), dx2.data(),
-                                     nullptr, nullptr, nullptr),
+                                     mean.data(), rstd.data(), nullptr,
+                                     dx2.data(), nullptr, nullptr, nullptr),
             0);
   EXPECT_EQ(dx2, dx);
 
@@ -168,12 +169,51 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   EXPECT_EQ(rstdb, rstd);
   ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
                                       tc.gamma ? gb.data() : nullptr,
-                                      mean.data(), rstd.data(), dxb.data(),
-                                      dgb.data(), dbb.data(), nullptr),
+                                      mean.data(), rstd.data(), nullptr,
+                                      dxb.data(), dgb.data(), dbb.data(),
+                                      nullptr),
             0);
   kt::expectBf16Of(dxb, dx, "dx bf16");
   kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
   kt::expectBf16Of(dbb, dbeta, "dbeta bf16");
+
+  // A residual gradient: dx + residual formed in float, rounded once; the
+  // parameter gradients do not change. Also written over the residual.
+  std::vector<float> res = kt::random(n, rng, -1, 1, true);
+  std::vector<float> dxr(n), dgr(tc.cols), dbr(tc.cols);
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                     mean.data(), rstd.data(), res.data(),
+                                     dxr.data(), dgr.data(), dbr.data(),
+                                     nullptr),
+            0);
+  std::vector<float> sum(n);
+  for (int64_t e = 0; e < n; ++e)
+    sum[e] = dx[e] + res[e];
+  EXPECT_EQ(dxr, sum);
+  EXPECT_EQ(dgr, dgamma);
+  EXPECT_EQ(dbr, dbeta);
+  std::vector<float> over = res;
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                     mean.data(), rstd.data(), over.data(),
+                                     over.data(), nullptr, nullptr, nullptr),
+            0);
+  EXPECT_EQ(over, sum);
+
+  // bfloat16: the float dx of the bf16 inputs (exactly the f32 kernel's,
+  // the inputs being representable) plus the residual, one rounding.
+  std::vector<otcrt_bf16> resb = kt::toBf16(res), dxbr(n), dgbr(tc.cols),
+                          dbbr(tc.cols), sumb(n);
+  ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
+                                      tc.gamma ? gb.data() : nullptr,
+                                      mean.data(), rstd.data(), resb.data(),
+                                      dxbr.data(), dgbr.data(), dbbr.data(),
+                                      nullptr),
+            0);
+  for (int64_t e = 0; e < n; ++e)
+    sumb[e] = otcrt::cpu::floatToBf16(dx[e] + res[e]);
+  EXPECT_EQ(dxbr, sumb);
+  EXPECT_EQ(dgbr, dgb);
+  EXPECT_EQ(dbbr, dbb);
 }
 
 void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
@@ -275,11 +315,13 @@ TEST(KernelsNorm, LayerNormBackwardInPlace) {
   std::vector<float> dx(rows * cols), dg(cols), db(cols), dg2(cols), db2(cols);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
                                      gamma.data(), mean.data(), rstd.data(),
-                                     dx.data(), dg.data(), db.data(), nullptr),
+                                     nullptr, dx.data(), dg.data(), db.data(),
+                                     nullptr),
             0);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(
                 rows, cols, dy.data(), x.data(), gamma.data(), mean.data(),
-                rstd.data(), dy.data(), dg2.data(), db2.data(), nullptr),
+                rstd.data(), nullptr, dy.data(), dg2.data(), db2.data(),
+                nullptr),
             0);
   EXPECT_EQ(dy, dx);
   EXPECT_EQ(dg2, dg);

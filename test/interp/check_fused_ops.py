@@ -7,7 +7,8 @@ check_interp_ops.py) and compares its results with numpy implementations
 written from the op descriptions in ir/OtcFusedOps.td: attention (grouped
 query heads, additive mask with -inf entries, dropout with the hash of
 check_interp_ops.py, causal), layer and RMS normalization, GELU, SiLU and
-their gradients, cross-entropy and its gradient kernel, column sums. Results that the
+their gradients, cross-entropy and its gradient kernel, column sums, the
+layer norm gradient with a residual added to dx. Results that the
 .mlir computes a second time from unfused ops are held to the same numpy
 values. Prints `name PASS` or `name FAIL (why)` per function, then
 `N passed, M failed`; exits 1 on any failure.
@@ -194,6 +195,20 @@ def expect_attention_bthd(rng):
     return {"q": q, "k": k, "v": v}, {"o": heads(o), "lse": lse}
 
 
+def expect_layer_norm_grad_residual(rng):
+    x = normal(rng, (3, 5), 2.0)
+    gamma, dy, r = normal(rng, (5,)), normal(rng, (3, 5)), normal(rng, (3, 5))
+    _, mean, rstd = layer_norm(x, 1, 1e-5)
+    xhat = (x.astype(np.float64) - mean[:, None]) * rstd[:, None]
+    g = dy.astype(np.float64) * gamma.astype(np.float64)
+    dx = rstd[:, None] * (g - g.mean(axis=1, keepdims=True)
+                          - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    want = dx + r.astype(np.float64)
+    return {"x": x, "gamma": gamma, "dy": dy, "r": r}, {
+        "fused": want, "unfused": want,
+        "dgamma": (dy.astype(np.float64) * xhat).sum(axis=0)}
+
+
 CASES = [("attention", expect_attention),
          ("attention_causal", expect_attention_causal),
          ("layer_norm", expect_layer_norm), ("rms_norm", expect_rms_norm),
@@ -201,7 +216,8 @@ CASES = [("attention", expect_attention),
          ("cross_entropy", expect_cross_entropy),
          ("cross_entropy_grad", expect_cross_entropy_grad),
          ("column_sum", expect_column_sum),
-         ("attention_bthd", expect_attention_bthd)]
+         ("attention_bthd", expect_attention_bthd),
+         ("layer_norm_grad_residual", expect_layer_norm_grad_residual)]
 
 
 def main():

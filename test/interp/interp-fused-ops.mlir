@@ -16,7 +16,8 @@
 // CHECK: cross_entropy_grad PASS
 // CHECK: column_sum PASS
 // CHECK: attention_bthd PASS
-// CHECK: 9 passed, 0 failed
+// CHECK: layer_norm_grad_residual PASS
+// CHECK: 10 passed, 0 failed
 
 // Grouped-query (4 query heads, 2 kv heads), T = 3 queries, S = 5 keys, a
 // [3, 5] mask with -inf entries, dropout 0.25.
@@ -153,4 +154,24 @@ func.func @attention_bthd(%q: tensor<1x5x4x3xf32> {otc.input = "q"},
       : (tensor<1x5x4x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x2x3xf32>)
       -> (tensor<1x5x4x3xf32>, tensor<1x4x5xf32>)
   return %o, %lse : tensor<1x5x4x3xf32>, tensor<1x4x5xf32>
+}
+
+// The layer norm gradient with a residual added to dx, and the same as
+// layer_norm_grad then otc.add: both equal to numpy's dx + r.
+func.func @layer_norm_grad_residual(%x: tensor<3x5xf32> {otc.input = "x"},
+                                    %gamma: tensor<5xf32> {otc.input = "gamma"},
+                                    %dy: tensor<3x5xf32> {otc.input = "dy"},
+                                    %r: tensor<3x5xf32> {otc.input = "r"})
+    -> (tensor<3x5xf32> {otc.output = "fused"}, tensor<3x5xf32> {otc.output = "unfused"},
+        tensor<5xf32> {otc.output = "dgamma"}) {
+  %y, %mean, %rstd = otc.layer_norm %x gamma %gamma {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<3x5xf32>, tensor<5xf32>) -> (tensor<3x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  %dx, %dg, %db = otc.layer_norm_grad %dy, %x gamma %gamma, %mean, %rstd residual %r {axis = 1 : i64}
+      : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3x5xf32>)
+      -> (tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>)
+  %dx2, %dg2, %db2 = otc.layer_norm_grad %dy, %x gamma %gamma, %mean, %rstd {axis = 1 : i64}
+      : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<3xf32>)
+      -> (tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>)
+  %sum = otc.add %dx2, %r : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  return %dx, %sum, %dg : tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>
 }

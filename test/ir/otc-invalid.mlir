@@ -201,3 +201,12 @@ func.func @attention_layout(%q: tensor<1x2x4x2xf32>) {
   %o, %lse = otc.attention %q, %q, %q {layout = "thbd", scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
   return
 }
+
+// -----
+
+// Tests that a layer norm gradient's residual must have the input's type.
+func.func @layer_norm_grad_residual(%dy: tensor<2x4xf32>, %x: tensor<2x4xf32>, %m: tensor<2xf32>, %s: tensor<2xf32>, %r: tensor<2x4xbf16>) -> tensor<2x4xf32> {
+  // expected-error@+1 {{residual must have the input's type}}
+  %dx, %dg, %db = otc.layer_norm_grad %dy, %x, %m, %s residual %r {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x4xbf16>) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %dx : tensor<2x4xf32>
+}

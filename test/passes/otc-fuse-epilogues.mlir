@@ -359,3 +359,185 @@ func.func @residual_broadcast() {
   }
   return
 }
+
+// -----
+
+// A layer norm gradient whose dx only an add into the residual stream's
+// gradient reads: the call takes that gradient as its residual and writes
+// the sum (declared after the call: moved up), the add kernel and dx's
+// temporary go away. Either operand order; written over the residual too.
+// CHECK-LABEL: func.func @ln_residual
+// CHECK: %[[R:.*]] = otck.buffer {slot = "r"} : memref<16x32xbf16>
+// CHECK: %[[Y:.*]] = otck.buffer {slot = "y"} : memref<16x32xbf16>
+// CHECK-NOT: otck.buffer : memref<16x32xbf16>
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[R]] : {{.*}}) outs(%[[Y]], %{{.*}}, %{{.*}} :
+// CHECK-NEXT: ^bb0({{.*}}, %[[A:.*]]: tensor<16x32xbf16>):
+// CHECK: otc.layer_norm_grad {{.*}} residual %[[A]] {axis = 1 : i64}
+// CHECK-NOT: otc.add
+// CHECK-LABEL: func.func @ln_residual_in_place
+// CHECK: %[[R:.*]] = otck.buffer {slot = "r"} : memref<2x8x32xbf16>
+// CHECK: %[[V:.*]] = otck.view %[[R]] : memref<2x8x32xbf16> to memref<16x32xbf16>
+// CHECK: otck.kernel ins({{.*}}, %[[V]] : {{.*}}) outs(%[[V]], %{{.*}}, %{{.*}} :
+// CHECK: otc.layer_norm_grad {{.*}} residual
+// CHECK-NOT: otc.add
+func.func @ln_residual() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xbf16>
+  %x = otck.buffer {slot = "x"} : memref<16x32xbf16>
+  %g = otck.buffer {slot = "g"} : memref<32xbf16>
+  %m = otck.buffer {slot = "m"} : memref<16xf32>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<16x32xbf16>
+  %dg = otck.buffer {slot = "dg"} : memref<32xbf16>
+  %db = otck.buffer {slot = "db"} : memref<32xbf16>
+  %t = otck.buffer : memref<16x32xbf16>
+  otck.kernel ins(%dy, %x, %g, %m, %s : memref<16x32xbf16>, memref<16x32xbf16>, memref<32xbf16>, memref<16xf32>, memref<16xf32>) outs(%t, %dg, %db : memref<16x32xbf16>, memref<32xbf16>, memref<32xbf16>) {
+  ^bb0(%a: tensor<16x32xbf16>, %b: tensor<16x32xbf16>, %c: tensor<32xbf16>, %d: tensor<16xf32>, %e: tensor<16xf32>):
+    %dx, %dgamma, %dbeta = otc.layer_norm_grad %a, %b gamma %c, %d, %e {axis = 1 : i64} : (tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<32xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16x32xbf16>, tensor<32xbf16>, tensor<32xbf16>)
+    otck.yield %dx, %dgamma, %dbeta : tensor<16x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  }
+  %y = otck.buffer {slot = "y"} : memref<16x32xbf16>
+  otck.kernel ins(%r, %t : memref<16x32xbf16>, memref<16x32xbf16>) outs(%y : memref<16x32xbf16>) {
+  ^bb0(%a: tensor<16x32xbf16>, %b: tensor<16x32xbf16>):
+    %v = otc.add %a, %b : (tensor<16x32xbf16>, tensor<16x32xbf16>) -> tensor<16x32xbf16>
+    otck.yield %v : tensor<16x32xbf16>
+  }
+  return
+}
+func.func @ln_residual_in_place() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xbf16>
+  %x = otck.buffer {slot = "x"} : memref<16x32xbf16>
+  %g = otck.buffer {slot = "g"} : memref<32xbf16>
+  %m = otck.buffer {slot = "m"} : memref<16xf32>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<2x8x32xbf16>
+  %dg = otck.buffer {slot = "dg"} : memref<32xbf16>
+  %db = otck.buffer {slot = "db"} : memref<32xbf16>
+  %t = otck.buffer : memref<16x32xbf16>
+  otck.kernel ins(%dy, %x, %g, %m, %s : memref<16x32xbf16>, memref<16x32xbf16>, memref<32xbf16>, memref<16xf32>, memref<16xf32>) outs(%t, %dg, %db : memref<16x32xbf16>, memref<32xbf16>, memref<32xbf16>) {
+  ^bb0(%a: tensor<16x32xbf16>, %b: tensor<16x32xbf16>, %c: tensor<32xbf16>, %d: tensor<16xf32>, %e: tensor<16xf32>):
+    %dx, %dgamma, %dbeta = otc.layer_norm_grad %a, %b gamma %c, %d, %e {axis = 1 : i64} : (tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<32xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16x32xbf16>, tensor<32xbf16>, tensor<32xbf16>)
+    otck.yield %dx, %dgamma, %dbeta : tensor<16x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  }
+  %tv = otck.view %t : memref<16x32xbf16> to memref<2x8x32xbf16>
+  otck.kernel ins(%tv, %r : memref<2x8x32xbf16>, memref<2x8x32xbf16>) outs(%r : memref<2x8x32xbf16>) {
+  ^bb0(%a: tensor<2x8x32xbf16>, %b: tensor<2x8x32xbf16>):
+    %v = otc.add %a, %b : (tensor<2x8x32xbf16>, tensor<2x8x32xbf16>) -> tensor<2x8x32xbf16>
+    otck.yield %v : tensor<2x8x32xbf16>
+  }
+  return
+}
+
+// -----
+
+// Not fused: the residual is written in between, dx has a second reader,
+// the add broadcasts a row, or y is the call's own input.
+// CHECK-LABEL: func.func @ln_written_between
+// CHECK-NOT: residual
+// CHECK: otc.add
+// CHECK-LABEL: func.func @ln_second_reader
+// CHECK-NOT: residual
+// CHECK: otc.add
+// CHECK-LABEL: func.func @ln_broadcast
+// CHECK-NOT: residual
+// CHECK: otc.add
+// CHECK-LABEL: func.func @ln_over_input
+// CHECK-NOT: residual
+// CHECK: otc.add
+func.func @ln_written_between() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xf32>
+  %x = otck.buffer {slot = "x"} : memref<16x32xf32>
+  %m = otck.buffer {slot = "m"} : memref<16xf32>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<16x32xf32>
+  %y = otck.buffer {slot = "y"} : memref<16x32xf32>
+  %dg = otck.buffer {slot = "dg"} : memref<32xf32>
+  %db = otck.buffer {slot = "db"} : memref<32xf32>
+  %t = otck.buffer : memref<16x32xf32>
+  otck.kernel ins(%dy, %x, %m, %s : memref<16x32xf32>, memref<16x32xf32>, memref<16xf32>, memref<16xf32>) outs(%t, %dg, %db : memref<16x32xf32>, memref<32xf32>, memref<32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>, %d: tensor<16xf32>, %e: tensor<16xf32>):
+    %dx, %dgamma, %dbeta = otc.layer_norm_grad %a, %b, %d, %e {axis = 1 : i64} : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+    otck.yield %dx, %dgamma, %dbeta : tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>
+  }
+  otck.kernel ins(%x : memref<16x32xf32>) outs(%r : memref<16x32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>):
+    %v = otc.neg %a : tensor<16x32xf32>
+    otck.yield %v : tensor<16x32xf32>
+  }
+  otck.kernel ins(%t, %r : memref<16x32xf32>, memref<16x32xf32>) outs(%y : memref<16x32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>):
+    %v = otc.add %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+    otck.yield %v : tensor<16x32xf32>
+  }
+  return
+}
+func.func @ln_second_reader() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xf32>
+  %x = otck.buffer {slot = "x"} : memref<16x32xf32>
+  %m = otck.buffer {slot = "m"} : memref<16xf32>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<16x32xf32>
+  %y = otck.buffer {slot = "y"} : memref<16x32xf32>
+  %z = otck.buffer {slot = "z"} : memref<16x32xf32>
+  %dg = otck.buffer {slot = "dg"} : memref<32xf32>
+  %db = otck.buffer {slot = "db"} : memref<32xf32>
+  %t = otck.buffer : memref<16x32xf32>
+  otck.kernel ins(%dy, %x, %m, %s : memref<16x32xf32>, memref<16x32xf32>, memref<16xf32>, memref<16xf32>) outs(%t, %dg, %db : memref<16x32xf32>, memref<32xf32>, memref<32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>, %d: tensor<16xf32>, %e: tensor<16xf32>):
+    %dx, %dgamma, %dbeta = otc.layer_norm_grad %a, %b, %d, %e {axis = 1 : i64} : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+    otck.yield %dx, %dgamma, %dbeta : tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>
+  }
+  otck.kernel ins(%t, %r : memref<16x32xf32>, memref<16x32xf32>) outs(%y : memref<16x32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>):
+    %v = otc.add %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+    otck.yield %v : tensor<16x32xf32>
+  }
+  otck.kernel ins(%t : memref<16x32xf32>) outs(%z : memref<16x32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>):
+    %v = otc.neg %a : tensor<16x32xf32>
+    otck.yield %v : tensor<16x32xf32>
+  }
+  return
+}
+func.func @ln_broadcast() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xf32>
+  %x = otck.buffer {slot = "x"} : memref<16x32xf32>
+  %m = otck.buffer {slot = "m"} : memref<16xf32>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<32xf32>
+  %y = otck.buffer {slot = "y"} : memref<16x32xf32>
+  %dg = otck.buffer {slot = "dg"} : memref<32xf32>
+  %db = otck.buffer {slot = "db"} : memref<32xf32>
+  %t = otck.buffer : memref<16x32xf32>
+  otck.kernel ins(%dy, %x, %m, %s : memref<16x32xf32>, memref<16x32xf32>, memref<16xf32>, memref<16xf32>) outs(%t, %dg, %db : memref<16x32xf32>, memref<32xf32>, memref<32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>, %d: tensor<16xf32>, %e: tensor<16xf32>):
+    %dx, %dgamma, %dbeta = otc.layer_norm_grad %a, %b, %d, %e {axis = 1 : i64} : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+    otck.yield %dx, %dgamma, %dbeta : tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>
+  }
+  otck.kernel ins(%t, %r : memref<16x32xf32>, memref<32xf32>) outs(%y : memref<16x32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<32xf32>):
+    %v = otc.add %a, %b : (tensor<16x32xf32>, tensor<32xf32>) -> tensor<16x32xf32>
+    otck.yield %v : tensor<16x32xf32>
+  }
+  return
+}
+func.func @ln_over_input() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xf32>
+  %x = otck.buffer {slot = "x"} : memref<16x32xf32>
+  %m = otck.buffer {slot = "m"} : memref<16xf32>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<16x32xf32>
+  %dg = otck.buffer {slot = "dg"} : memref<32xf32>
+  %db = otck.buffer {slot = "db"} : memref<32xf32>
+  %t = otck.buffer : memref<16x32xf32>
+  otck.kernel ins(%dy, %x, %m, %s : memref<16x32xf32>, memref<16x32xf32>, memref<16xf32>, memref<16xf32>) outs(%t, %dg, %db : memref<16x32xf32>, memref<32xf32>, memref<32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>, %d: tensor<16xf32>, %e: tensor<16xf32>):
+    %dx, %dgamma, %dbeta = otc.layer_norm_grad %a, %b, %d, %e {axis = 1 : i64} : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+    otck.yield %dx, %dgamma, %dbeta : tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>
+  }
+  otck.kernel ins(%t, %r : memref<16x32xf32>, memref<16x32xf32>) outs(%x : memref<16x32xf32>) {
+  ^bb0(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>):
+    %v = otc.add %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+    otck.yield %v : tensor<16x32xf32>
+  }
+  return
+}

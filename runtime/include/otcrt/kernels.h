@@ -54,15 +54,21 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) per row; dgamma = sum over
 /// rows of dy xhat and dbeta = sum of dy ([cols], overwritten, not added
 /// to). gamma NULL means 1; dgamma and dbeta may be NULL (not wanted).
+/// residual ([rows, cols], NULL = none) is a gradient added to dx: dx =
+/// residual + the expression above, formed in float and rounded once (a
+/// residual connection's gradient, without a separate add). dx may be the
+/// very buffer of dy or of residual (not a shifted overlap of either).
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
-                             const float *mean, const float *rstd, float *dx,
-                             float *dgamma, float *dbeta, void *stream);
+                             const float *mean, const float *rstd,
+                             const float *residual, float *dx, float *dgamma,
+                             float *dbeta, void *stream);
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
-                              otcrt_bf16 *dbeta, void *stream);
+                              const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                              otcrt_bf16 *dgamma, otcrt_bf16 *dbeta,
+                              void *stream);
 
 /// RMS norm: y = x rstd gamma with rstd = 1 / sqrt(mean(x^2) + eps).
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
