@@ -91,6 +91,40 @@ struct FuseEpiloguesPass
     return reader;
   }
 
+  /// The one kernel after `producer` (in its block) that reads `t`'s bytes,
+  /// seen through any view, when nothing else but `producer` uses them.
+  static otck::KernelOp soleByteReader(Operation *producer, Value t) {
+    otck::KernelOp reader;
+    bool other = false;
+    otck::forEachByteUser(t, [&](Operation *u) {
+      if (u == producer)
+        return;
+      auto k = dyn_cast<otck::KernelOp>(u);
+      other |= !k || (reader && reader != k) ||
+               k->getBlock() != producer->getBlock() ||
+               !producer->isBeforeInBlock(k);
+      reader = k;
+    });
+    return other ? otck::KernelOp() : reader;
+  }
+
+  /// The other input of `k` when `k` is one otc.add, without broadcast, of
+  /// `t`'s bytes and another buffer's (either order); null otherwise.
+  static Value addedTo(otck::KernelOp k, Value t) {
+    auto add = singleOp<AddOp>(k);
+    if (!add || add.getLhs().getType() != add.getType() ||
+        add.getRhs().getType() != add.getType())
+      return nullptr;
+    Value lhs = inputOf(k, add.getLhs()), rhs = inputOf(k, add.getRhs());
+    if (!lhs || !rhs)
+      return nullptr;
+    Value other = otck::storageOf(lhs) == t ? rhs : lhs;
+    if (otck::storageOf(other == lhs ? rhs : lhs) != t ||
+        otck::storageOf(other) == t)
+      return nullptr;
+    return other;
+  }
+
   /// y = product + bias ([N], either order) becomes the GEMM's bias
   /// epilogue writing y. Only GEMMs whose result has the operands' element
   /// type (the library has no bias form for a BF16 product into FP32).
@@ -370,18 +404,8 @@ struct FuseEpiloguesPass
     if (!tmp || tmp.getSlot() || g.getBias() || !epilogueShape(g, t))
       return false;
     auto tt = cast<MemRefType>(t.getType());
-    otck::KernelOp k;
-    bool other = false;
-    otck::forEachByteUser(t, [&](Operation *u) {
-      if (u == g.getOperation())
-        return;
-      auto reader = dyn_cast<otck::KernelOp>(u);
-      other |= !reader || (k && k != reader) ||
-               reader->getBlock() != g->getBlock() ||
-               !g->isBeforeInBlock(reader);
-      k = reader;
-    });
-    if (other || !k)
+    otck::KernelOp k = soleByteReader(g, t);
+    if (!k)
       return false;
     auto grad = singleOp<GeluGradOp>(k);
     if (!grad || grad.getApproximate() != "tanh")
@@ -431,29 +455,9 @@ struct FuseEpiloguesPass
         g.getGelu() || g.getDgelu() || tt.getRank() < 2 ||
         tt.getElementType() != g.getLhs().getType().getElementType())
       return false;
-    otck::KernelOp k;
-    bool other = false;
-    otck::forEachByteUser(t, [&](Operation *u) {
-      if (u == g.getOperation())
-        return;
-      auto reader = dyn_cast<otck::KernelOp>(u);
-      other |= !reader || (k && k != reader) ||
-               reader->getBlock() != g->getBlock() ||
-               !g->isBeforeInBlock(reader);
-      k = reader;
-    });
-    if (other || !k)
-      return false;
-    auto add = singleOp<AddOp>(k);
-    if (!add || add.getLhs().getType() != add.getType() ||
-        add.getRhs().getType() != add.getType())
-      return false;
-    Value lhs = inputOf(k, add.getLhs()), rhs = inputOf(k, add.getRhs());
-    if (!lhs || !rhs)
-      return false;
-    Value a = otck::storageOf(lhs) == t ? rhs : lhs;
-    if (otck::storageOf(a == lhs ? rhs : lhs) != t ||
-        otck::storageOf(a) == t)
+    otck::KernelOp k = soleByteReader(g, t);
+    Value a = k ? addedTo(k, t) : Value();
+    if (!a)
       return false;
     Value y = k.getOutputs()[0];
     auto yt = cast<MemRefType>(y.getType());
@@ -515,28 +519,9 @@ struct FuseEpiloguesPass
       return false;
     auto tt = cast<MemRefType>(t.getType());
     // The one later kernel that reads t's bytes.
-    otck::KernelOp k2;
-    bool other = false;
-    otck::forEachByteUser(t, [&](Operation *u) {
-      if (u == k1.getOperation())
-        return;
-      auto reader = dyn_cast<otck::KernelOp>(u);
-      other |= !reader || (k2 && k2 != reader) ||
-               reader->getBlock() != k1->getBlock() ||
-               !k1->isBeforeInBlock(reader);
-      k2 = reader;
-    });
-    if (other || !k2)
-      return false;
-    auto add = singleOp<AddOp>(k2);
-    if (!add || add.getLhs().getType() != add.getType() ||
-        add.getRhs().getType() != add.getType())
-      return false;
-    Value lhs = inputOf(k2, add.getLhs()), rhs = inputOf(k2, add.getRhs());
-    if (!lhs || !rhs)
-      return false;
-    Value r = otck::storageOf(lhs) == t ? rhs : lhs;
-    if (otck::storageOf(r == lhs ? rhs : lhs) != t || otck::storageOf(r) == t)
+    otck::KernelOp k2 = soleByteReader(k1, t);
+    Value r = k2 ? addedTo(k2, t) : Value();
+    if (!r)
       return false;
     Value y = k2.getOutputs()[0];
     auto yt = cast<MemRefType>(y.getType());
