@@ -326,21 +326,20 @@ void product(int transA, int transB, int64_t M, int64_t N, int64_t K,
                   strideB, 0.0f, v, ldc, strideC, batch);
 }
 
-/// The GELU epilogues on the FP32 product v (plus the bias): forward, C =
-/// gelu(v) and aux = v; backward (auxIn given), C = v gelu'(aux).
-template <typename T>
-void gemmGelu(const char *name, int transA, int transB, int64_t M, int64_t N,
-              int64_t K, float alpha, const T *A, int64_t lda,
-              int64_t strideA, const T *B, int64_t ldb, int64_t strideB,
-              float beta, T *C, int64_t ldc, int64_t strideC, int64_t batch,
-              const T *bias, T *auxOut, const T *auxIn) {
+/// Calls `epilogue(at, j, v)` for every element of C: `at` its index in
+/// C's layout, `j` its column, `v` the FP32 product alpha op(A) op(B) there.
+/// For the forms that write C from the product (one C per batch entry).
+template <typename T, typename Epilogue>
+void withProduct(const char *name, int transA, int transB, int64_t M,
+                 int64_t N, int64_t K, float alpha, const T *A, int64_t lda,
+                 int64_t strideA, const T *B, int64_t ldb, int64_t strideB,
+                 int64_t ldc, int64_t strideC, int64_t batch,
+                 Epilogue epilogue) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
-  if (beta != 0.0f || (strideC == 0 && batch > 1)) {
+  if (strideC == 0 && batch > 1) {
     std::fprintf(stderr,
-                 "otc train: error: %s needs beta = 0 and one C per batch "
-                 "entry\n",
-                 name);
+                 "otc train: error: %s needs one C per batch entry\n", name);
     std::exit(1);
   }
   std::vector<float> v(static_cast<size_t>((batch - 1) * strideC + M * ldc));
@@ -351,14 +350,33 @@ void gemmGelu(const char *name, int transA, int transB, int64_t M, int64_t N,
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         int64_t at = e * strideC + i * ldc + j;
-        float x = v[at] + (bias ? toFloat(bias[j]) : 0.0f);
-        if (auxIn) {
-          put(&C[at], x * geluTanhDerivative(toFloat(auxIn[at])));
-        } else {
-          put(&auxOut[at], x);
-          put(&C[at], geluTanh(x));
-        }
+        epilogue(at, j, v[at]);
       }
+}
+
+/// The GELU epilogues on the FP32 product v (plus the bias): forward, C =
+/// gelu(v) and aux = v; backward (auxIn given), C = v gelu'(aux).
+template <typename T>
+void gemmGelu(const char *name, int transA, int transB, int64_t M, int64_t N,
+              int64_t K, float alpha, const T *A, int64_t lda,
+              int64_t strideA, const T *B, int64_t ldb, int64_t strideB,
+              float beta, T *C, int64_t ldc, int64_t strideC, int64_t batch,
+              const T *bias, T *auxOut, const T *auxIn) {
+  if (beta != 0.0f) {
+    std::fprintf(stderr, "otc train: error: %s needs beta = 0\n", name);
+    std::exit(1);
+  }
+  withProduct(name, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
+              strideB, ldc, strideC, batch,
+              [&](int64_t at, int64_t j, float v) {
+                float x = v + (bias ? toFloat(bias[j]) : 0.0f);
+                if (auxIn) {
+                  put(&C[at], x * geluTanhDerivative(toFloat(auxIn[at])));
+                } else {
+                  put(&auxOut[at], x);
+                  put(&C[at], geluTanh(x));
+                }
+              });
 }
 
 } // namespace
@@ -419,26 +437,14 @@ void gemmAdd(int transA, int transB, int64_t M, int64_t N, int64_t K,
              float alpha, const T *A, int64_t lda, int64_t strideA, const T *B,
              int64_t ldb, int64_t strideB, float beta, T *C, int64_t ldc,
              int64_t strideC, int64_t batch, const T *bias, const T *addend) {
-  if (M <= 0 || N <= 0 || batch <= 0)
-    return;
-  if (strideC == 0 && batch > 1) {
-    std::fprintf(stderr, "otc train: error: otcrt_gemm_add needs one C per "
-                         "batch entry\n");
-    std::exit(1);
-  }
-  std::vector<float> v(static_cast<size_t>((batch - 1) * strideC + M * ldc));
-  product(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
-          v.data(), ldc, strideC, batch);
-#pragma omp parallel for collapse(2) schedule(static) if (v.size() > 65536)
-  for (int64_t e = 0; e < batch; ++e)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        int64_t at = e * strideC + i * ldc + j;
-        float x = v[at] + beta * toFloat(addend[at]);
-        if (bias)
-          x += toFloat(bias[j]);
-        put(&C[at], x);
-      }
+  withProduct("otcrt_gemm_add", transA, transB, M, N, K, alpha, A, lda,
+              strideA, B, ldb, strideB, ldc, strideC, batch,
+              [&](int64_t at, int64_t j, float v) {
+                float x = v + beta * toFloat(addend[at]);
+                if (bias)
+                  x += toFloat(bias[j]);
+                put(&C[at], x);
+              });
 }
 
 } // namespace
