@@ -116,6 +116,15 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
   auto scalar = RankedTensorType::get({}, f32);
 
   Value loss;
+  // The targets: a new graph input after the last one, named by the spec.
+  auto addTargets = [&](Type type) {
+    forward.insertArgument(lastInput, type,
+                           b.getDictionaryAttr(b.getNamedAttr(
+                               attrs::kInput, b.getStringAttr(spec.targets))),
+                           argLoc);
+    b.setInsertionPoint(ret);
+    return forward.getArgument(lastInput);
+  };
   if (spec.kind == LossSpec::Kind::CrossEntropy) {
     if (shape.size() < 2)
       return fail("output '" + spec.output +
@@ -128,12 +137,7 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
       rows *= d;
     auto targetsType =
         RankedTensorType::get(shape.drop_back(), b.getIntegerType(64));
-    forward.insertArgument(lastInput, targetsType,
-                           b.getDictionaryAttr(b.getNamedAttr(
-                               attrs::kInput, b.getStringAttr(spec.targets))),
-                           argLoc);
-    Value targets = forward.getArgument(lastInput);
-    b.setInsertionPoint(ret);
+    Value targets = addTargets(targetsType);
     Value logits = out, labels = targets;
     if (shape.size() > 2) {
       logits = b.create<ReshapeOp>(
@@ -145,12 +149,7 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
         b.create<SoftmaxCrossEntropyOp>(loc, scalar, logits, labels, "mean",
                                         b.getI64IntegerAttr(spec.ignoreIndex));
   } else {
-    forward.insertArgument(lastInput, outType,
-                           b.getDictionaryAttr(b.getNamedAttr(
-                               attrs::kInput, b.getStringAttr(spec.targets))),
-                           argLoc);
-    Value target = forward.getArgument(lastInput);
-    b.setInsertionPoint(ret);
+    Value target = addTargets(outType);
     Value diff = b.create<SubOp>(loc, outType, out, target);
     Value square = b.create<MulOp>(loc, outType, diff, diff);
     SmallVector<int64_t> axes = llvm::to_vector(
