@@ -62,6 +62,9 @@ struct PlanInfo {
   /// Samples and tokens per optimizer step (tokens: elements of the first
   /// integer input, 0 when there is none).
   int64_t samplesPerStep = 0, tokensPerStep = 0;
+  /// Float initializers the import did not make parameters, with why, and
+  /// those joined to another one ("transpose of X", "copy of X").
+  std::vector<std::pair<std::string, std::string>> untrained, tied, split;
 };
 
 /// The figures of a plan, from the planned module and PlanInfo.

@@ -198,6 +198,15 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     j.attribute("grad_accum", info.gradAccum);
     j.attribute("fp32_grad_accum", info.fp32GradAccum);
     j.attribute("params_count", s.paramsCount);
+    auto nameMap = [&](const char *key, const auto &pairs) {
+      j.attributeObject(key, [&] {
+        for (const auto &[name, why] : pairs)
+          j.attribute(name, why);
+      });
+    };
+    nameMap("untrained_initializers", info.untrained);
+    nameMap("tied_initializers", info.tied);
+    nameMap("split_initializers", info.split);
     j.attribute("state_bytes_per_param",
                 stateBytesPerParam(info.precision == "bf16", info.fp32GradAccum)
                     .total());
@@ -311,7 +320,23 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("arena", s.arena);
   row("lower bound", s.lowerBound);
   row("total peak", s.totalPeak);
-  os << "parameters trained: " << s.paramsCount << "\n"
+  os << "parameters trained: " << s.paramsCount << "\n";
+  if (!info.tied.empty()) {
+    os << "tied initializers (one trained tensor):\n";
+    for (const auto &[name, why] : info.tied)
+      os << "  " << name << ": " << why << "\n";
+  }
+  if (!info.split.empty()) {
+    os << "initializers split per module (trained apart):\n";
+    for (const auto &[name, why] : info.split)
+      os << "  " << name << ": " << why << "\n";
+  }
+  if (!info.untrained.empty()) {
+    os << "float initializers made constants:\n";
+    for (const auto &[name, why] : info.untrained)
+      os << "  " << name << ": " << why << "\n";
+  }
+  os
      << "FLOPs per optimizer step: model " << s.modelFlops << ", recompute "
      << s.recomputeFlops << ", optimizer " << s.optimizerFlops << "\n";
   if (info.tokensPerStep > 0)

@@ -15,6 +15,9 @@
 
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Regex.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -235,23 +238,25 @@ void Importer::bindInput(const onnx::ValueInfoProto &in, Kind kind,
 }
 
 void Importer::addParams() {
+  llvm::Regex train(options.train);
+  std::string regexError;
+  if (!options.train.empty() && !train.isValid(regexError))
+    fail("invalid --train regular expression '" + options.train +
+         "': " + regexError);
+  // The float initializers that may be trained; the others are constants.
+  struct Candidate {
+    const onnx::TensorProto *init;
+    TensorData data;
+    bool forced = false;
+  };
+  std::vector<Candidate> floats;
   for (const onnx::TensorProto &init : model.graph().initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(init.name()));
     TensorData data =
         decodeTensor(init, "initializer '" + init.name() + "'", path);
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
-      // One argument per initializer, however many nodes read it.
-      Value arg = entry->addArgument(
-          RankedTensorType::get(data.shape, builder.getF32Type()), loc);
-      argAttrs.push_back(
-          {cast<BlockArgument>(arg).getArgNumber(),
-           builder.getNamedAttr(attrs::kParam,
-                                builder.getStringAttr(init.name()))});
-      values[init.name()] = arg;
-      paramData.push_back(
-          {init.name(),
-           std::vector<int64_t>(data.shape.begin(), data.shape.end()),
-           std::move(data.floats)});
+      bool forced = !options.train.empty() && train.match(init.name());
+      floats.push_back({&init, std::move(data), forced});
       continue;
     }
     // Integer and bool initializers (and floats read only at import time)
@@ -259,6 +264,98 @@ void Importer::addParams() {
     statics[init.name()] = std::make_unique<StaticValue>(
         StaticValue{toAttr(&ctx, data), loc, Value()});
   }
+
+  // What PyTorch could not have trained: a single element (an epsilon, a
+  // scale, -FLT_MAX: exporters store the scalars of the forward as
+  // initializers), values that are not all finite (an additive -inf mask),
+  // or zeros and fills of at most -1e4 (an additive mask the exporter
+  // folded, as torch.onnx's dynamo exporter does with -FLT_MAX).
+  SmallVector<NamedAttribute> untrained;
+  std::vector<NamedTensor> tieable;
+  for (Candidate &c : floats) {
+    const std::string &name = c.init->name();
+    std::string reason;
+    if (c.data.floats.size() <= 1)
+      reason = "a single element";
+    else if (!llvm::all_of(c.data.floats,
+                           [](float v) { return std::isfinite(v); }))
+      reason = "values that are not finite (a mask)";
+    else if (llvm::all_of(c.data.floats,
+                          [](float v) { return v == 0.0f || v <= -1e4f; }) &&
+             llvm::any_of(c.data.floats, [](float v) { return v != 0.0f; }))
+      reason = "values 0 and at most -1e4 (an additive mask)";
+    if (!reason.empty() && !c.forced) {
+      untrained.push_back(builder.getNamedAttr(
+          name, builder.getStringAttr(reason)));
+      Location loc = NameLoc::get(builder.getStringAttr(name));
+      statics[name] = std::make_unique<StaticValue>(
+          StaticValue{toAttr(&ctx, c.data), loc, Value()});
+      c.init = nullptr;
+      continue;
+    }
+    if (!c.forced)
+      tieable.push_back({name,
+                         std::vector<int64_t>(c.data.shape.begin(),
+                                              c.data.shape.end()),
+                         &c.data.floats});
+  }
+
+  // Ties the exporter split: the copy reads the one trained tensor.
+  llvm::StringMap<InitializerTie> copies;
+  SmallVector<NamedAttribute> tied;
+  for (InitializerTie &t : findTies(tieable)) {
+    tied.push_back(builder.getNamedAttr(
+        t.copy, builder.getStringAttr(
+                    (t.transposed ? "transpose of " : "copy of ") + t.source)));
+    copies[t.copy] = t;
+  }
+
+  // One argument per trained initializer, however many nodes read it.
+  for (Candidate &c : floats) {
+    if (!c.init || copies.count(c.init->name()))
+      continue;
+    const std::string &name = c.init->name();
+    Location loc = NameLoc::get(builder.getStringAttr(name));
+    Value arg = entry->addArgument(
+        RankedTensorType::get(c.data.shape, builder.getF32Type()), loc);
+    argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
+                        builder.getNamedAttr(attrs::kParam,
+                                             builder.getStringAttr(name))});
+    values[name] = arg;
+    paramData.push_back(
+        {name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
+         std::move(c.data.floats)});
+  }
+  builder.setInsertionPointToEnd(entry);
+  for (Candidate &c : floats) {
+    auto it = c.init ? copies.find(c.init->name()) : copies.end();
+    if (it == copies.end())
+      continue;
+    const InitializerTie &t = it->second;
+    Value source = values.lookup(t.source);
+    assert(source && "a tie's source is a parameter");
+    Location loc = NameLoc::get(builder.getStringAttr(t.copy));
+    if (!t.transposed) {
+      values[t.copy] = source;
+      continue;
+    }
+    ArrayRef<int64_t> s = shapeOf(source);
+    values[t.copy] = builder.create<TransposeOp>(
+        loc, RankedTensorType::get({s[1], s[0]}, builder.getF32Type()), source,
+        SmallVector<int64_t>{1, 0});
+  }
+  if (!untrained.empty())
+    func->setAttr(attrs::kUntrained, builder.getDictionaryAttr(untrained));
+  if (!tied.empty())
+    func->setAttr(attrs::kTied, builder.getDictionaryAttr(tied));
+  SmallVector<NamedAttribute> split;
+  for (auto &[copy, original] : splitParams)
+    if (values.count(copy) && isa<BlockArgument>(values.lookup(copy)))
+      split.push_back(builder.getNamedAttr(
+          copy, builder.getStringAttr("own copy of " + original +
+                                      " (the exporter merged equal values)")));
+  if (!split.empty())
+    func->setAttr(attrs::kSplit, builder.getDictionaryAttr(split));
 }
 
 void Importer::finish() {

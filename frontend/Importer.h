@@ -111,6 +111,11 @@ int64_t checkHeader(const std::string &path, const onnx::ModelProto &model);
 /// dimensions that `options` binds are fixed in the graph inputs first.
 int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
                      int64_t opset, const ImportOptions &options);
+/// Gives each module its own copy of an initializer the exporter merged from
+/// several parameters of equal values (MergedParams.cpp); returns (copy,
+/// original) name pairs.
+std::vector<std::pair<std::string, std::string>>
+splitMergedParams(onnx::ModelProto &model, const std::string &path);
 /// Runs the ONNX checker when libonnx knows `opset`.
 void runChecker(const std::string &path, int64_t opset);
 /// Decodes a tensor (raw, typed or external data relative to `modelPath`);
@@ -180,6 +185,15 @@ public:
   void importSize();
   void importConstantOfShape();
   void importRange();
+  void importLogic();
+  void importIsNan();
+  void importMinMax();
+  void importCumSum();
+  void importGatherND();
+  void importGatherElements();
+  /// CumSum of a run-time value along `axis` in ops (LogicOps.cpp).
+  mlir::Value cumSumOps(mlir::Value x, int64_t axis, bool exclusive,
+                        bool reverse);
 
 private:
   /// Names the nodes, rejects unsupported ops and undefined or out-of-order
@@ -338,7 +352,12 @@ private:
   /// just its list of values.
   llvm::StringMap<llvm::SmallVector<mlir::Value>> sequences;
   llvm::StringMap<std::unique_ptr<StaticValue>> statics;
+  /// The value each IsNaN tested, by the result it built (for the NaN guard
+  /// `Where(IsNaN(p), 0, p)` that exporters write after a Softmax).
+  llvm::DenseMap<void *, mlir::Value> isNanOf;
   std::optional<unsigned> rngKeyArg;
+  /// Initializers split by splitMergedParams: (copy, original).
+  std::vector<std::pair<std::string, std::string>> splitParams;
   int64_t dropoutStream = 0;
   const NodeInfo *current = nullptr;
   mlir::Location currentLoc = mlir::UnknownLoc::get(&ctx);

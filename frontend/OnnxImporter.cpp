@@ -43,11 +43,13 @@ static constexpr unsigned in(int i) { return 1u << i; }
 /// within that range (attributes that became inputs and so on).
 static const OpInfo kOps[] = {
     {"Add", 13, 0, &Importer::importBinary},
+    {"And", 7, 0, &Importer::importLogic},
     {"Cast", 13, 0, &Importer::importCast},
     {"CastLike", 15, 0, &Importer::importCastLike},
     {"Concat", 13, 0, &Importer::importConcat},
     {"Constant", 13, 0, &Importer::importConstant},
     {"ConstantOfShape", 13, in(0), &Importer::importConstantOfShape},
+    {"CumSum", 14, in(1), &Importer::importCumSum},
     {"Cos", 7, 0, &Importer::importUnary},
     {"Div", 13, 0, &Importer::importBinary},
     {"Dropout", 13, in(1) | in(2), &Importer::importDropout},
@@ -57,20 +59,28 @@ static const OpInfo kOps[] = {
     {"Expand", 13, in(1), &Importer::importExpand},
     {"Flatten", 13, 0, &Importer::importFlatten},
     {"Gather", 13, 0, &Importer::importGather},
+    {"GatherElements", 13, 0, &Importer::importGatherElements},
+    {"GatherND", 13, 0, &Importer::importGatherND},
     {"Gelu", 20, 0, &Importer::importGelu},
     {"Gemm", 13, 0, &Importer::importGemm},
     {"Greater", 13, 0, &Importer::importCompare},
     {"GreaterOrEqual", 13, 0, &Importer::importCompare},
     {"Identity", 13, 0, &Importer::importIdentity},
+    {"IsInf", 10, 0, &Importer::importIsNan},
+    {"IsNaN", 13, 0, &Importer::importIsNan},
     {"LayerNormalization", 17, 0, &Importer::importLayerNorm},
     {"Less", 13, 0, &Importer::importCompare},
     {"LessOrEqual", 13, 0, &Importer::importCompare},
     {"Log", 13, 0, &Importer::importUnary},
     {"LogSoftmax", 13, 0, &Importer::importSoftmax},
     {"MatMul", 13, 0, &Importer::importMatMul},
+    {"Max", 13, 0, &Importer::importMinMax},
+    {"Min", 13, 0, &Importer::importMinMax},
     {"Mul", 13, 0, &Importer::importBinary},
     {"Neg", 13, 0, &Importer::importUnary},
     {"NegativeLogLikelihoodLoss", 13, 0, &Importer::importNllLoss},
+    {"Not", 1, 0, &Importer::importLogic},
+    {"Or", 7, 0, &Importer::importLogic},
     {"Pow", 13, 0, &Importer::importPow},
     {"Range", 13, in(0) | in(1) | in(2), &Importer::importRange},
     {"Reciprocal", 13, 0, &Importer::importUnary},
@@ -98,6 +108,7 @@ static const OpInfo kOps[] = {
     {"Trilu", 14, in(1), &Importer::importTrilu},
     {"Unsqueeze", 13, in(1), &Importer::importUnsqueeze},
     {"Where", 13, 0, &Importer::importWhere},
+    {"Xor", 7, 0, &Importer::importLogic},
 };
 
 const OpInfo *lookupOp(StringRef name) {
@@ -148,7 +159,7 @@ static bool onlyReachesComparisons(Value v) {
 
 void Importer::inlineConstantBuffers() {
   llvm::BitVector erase(entry->getNumArguments());
-  std::vector<InitializerData> kept;
+  std::vector<InitializerData> kept, inlined;
   size_t next = 0;
   for (BlockArgument arg : entry->getArguments()) {
     if (!func.getArgAttr(arg.getArgNumber(), attrs::kParam))
@@ -164,8 +175,17 @@ void Importer::inlineConstantBuffers() {
         arg.getLoc(), DenseElementsAttr::get(type, ArrayRef<float>(data.values)));
     arg.replaceAllUsesWith(c);
     erase.set(arg.getArgNumber());
+    inlined.push_back(std::move(data));
   }
   func.eraseArguments(erase);
+  if (erase.any()) {
+    NamedAttrList untrained;
+    if (auto d = func->getAttrOfType<DictionaryAttr>(attrs::kUntrained))
+      untrained.append(d.getValue());
+    for (const InitializerData &d : inlined)
+      untrained.set(d.name, builder.getStringAttr("only compared (a mask)"));
+    func->setAttr(attrs::kUntrained, untrained.getDictionary(&ctx));
+  }
 
   // Rotary tables: two float initializers of one shape (positions x
   // frequencies, at least) whose elements satisfy c^2 + s^2 = 1, most of
@@ -209,6 +229,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   loadModel(path, model);
   int64_t fileOpset = checkHeader(path, model);
   opset = upgradeOpset(path, model, fileOpset, options);
+  splitParams = splitMergedParams(model, path);
   prescan();
   // The checker reads the file as written, at its own opset.
   runChecker(path, fileOpset);

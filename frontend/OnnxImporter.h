@@ -48,7 +48,36 @@ struct ImportOptions {
   /// Dropout's ratio...): when it returns true the input becomes a constant
   /// holding that value instead of an argument of @forward.
   std::function<bool(const std::string &name, BoundInput &value)> inputValue;
+  /// `--train=REGEX`: float initializers whose names match are trained even
+  /// where the import rules make them constants (a single element, values
+  /// that are not finite). Empty: the rules alone.
+  std::string train;
 };
+
+/// How an initializer relates to another one whose values it repeats.
+struct InitializerTie {
+  /// The initializer that is a copy.
+  std::string copy;
+  /// The initializer it repeats, which stays (the one trained).
+  std::string source;
+  /// Whether `copy` is the transpose of the 2-D `source` (else an equal copy).
+  bool transposed = false;
+};
+
+/// A float initializer's values with its name and shape, for findTies.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const std::vector<float> *values;
+};
+
+/// The ties among `tensors`: an initializer whose values are exactly another's
+/// (same shape, at least 2-D) or its transpose (2-D), as exporters write a
+/// tied embedding and LM head (W, and a constant-folded copy of W^T).
+/// Tensors with few distinct values (ones, zeros, an identity: a fresh
+/// LayerNorm's weights) never tie. The source kept is the one with an
+/// exporter-given name (no "::"), else the earlier one.
+std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors);
 
 /// A float initializer's name, shape and values (converted to float32).
 struct InitializerData {

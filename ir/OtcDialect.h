@@ -91,6 +91,16 @@ constexpr const char kParam[] = "otc.param";
 /// table), never trained: no gradient, moments or master; its slot is a
 /// "buffer:" slot.
 constexpr const char kBuffer[] = "otc.buffer";
+/// On the forward function (the importer): the float initializers that were
+/// not made parameters, name -> why ("a single element", "non-finite values
+/// (a mask)"), and the ones joined to another as its copy, name -> "copy of
+/// X" or "transpose of X". Reports and plan.json list them.
+constexpr const char kUntrained[] = "otc.untrained";
+constexpr const char kTied[] = "otc.tied";
+/// On the forward function: parameters the exporter had merged into one
+/// initializer (equal values, read by several modules) given back their own
+/// tensor, name -> "own copy of X ...".
+constexpr const char kSplit[] = "otc.split";
 /// On a forward function argument: the per-micro-step random key.
 constexpr const char kRngKey[] = "otc.rng_key";
 /// On a function result: the ONNX graph output it is.

@@ -96,6 +96,12 @@ static cl::opt<std::string> lossName(
 static cl::opt<std::string> freeze("freeze",
                                    cl::desc("Initializers not trained (regex)"),
                                    cl::cat(cat));
+static cl::opt<std::string> trainRegex(
+    "train",
+    cl::desc("Float initializers trained even where the import rules make "
+             "them constants: a single element, non-finite values, an "
+             "additive mask, a tied copy (regex)"),
+    cl::value_desc("REGEX"), cl::cat(cat));
 static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("AdamW weight decay"),
                                    cl::init(0.0), cl::cat(cat));
@@ -369,6 +375,7 @@ int main(int argc, char **argv) {
   std::string err;
   if (!parseDims(importOpts, err))
     return fail(err);
+  importOpts.train = trainRegex;
   // --loss: a graph output, or a loss appended after import.
   std::optional<otc::LossSpec> appended;
   std::string lossOutput = lossName;
@@ -446,6 +453,20 @@ int main(int argc, char **argv) {
   if (appended && !otc::appendLoss(*module, *appended, err))
     return fail(err);
   timed("import");
+  // What the import made constant or joined, for the banner and plan.json.
+  std::vector<std::pair<std::string, std::string>> untrainedInits, tiedInits,
+      splitInits;
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
+    auto collect = [&](const char *attr, auto &out) {
+      if (auto d = fwd->getAttrOfType<DictionaryAttr>(attr))
+        for (NamedAttribute a : d)
+          if (auto why = dyn_cast<StringAttr>(a.getValue()))
+            out.emplace_back(a.getName().str(), why.str());
+    };
+    collect(otc::attrs::kUntrained, untrainedInits);
+    collect(otc::attrs::kTied, tiedInits);
+    collect(otc::attrs::kSplit, splitInits);
+  }
   auto printIR = [&] {
     module->print(llvm::outs());
     llvm::outs() << "\n";
@@ -574,6 +595,9 @@ int main(int argc, char **argv) {
   info.workspaceBytes = otc::workspaceBytes(cuda);
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
+  info.untrained = untrainedInits;
+  info.tied = tiedInits;
+  info.split = splitInits;
   FailureOr<otc::PlanSummary> summary = otc::summarizePlan(*module, info);
   if (failed(summary))
     return fail("summarizing the plan failed");

@@ -1,0 +1,383 @@
+//===- LogicOps.cpp - masks, index arithmetic and their helpers -----------===//
+//
+// The ops today's exporters write to build attention masks from index
+// tensors (torch.onnx's dynamo exporter over transformers' mask functions):
+// Not/And/Or/Xor on bools, IsNaN/IsInf, Max/Min, CumSum, GatherND and
+// GatherElements. Each one is expressed in ops the dialect already has
+// (compare, select, gather, reshape...), built with createOrFold, so that
+//
+//  - a subgraph that reads only constants and bound dimensions folds to an
+//    `otc.constant` at import (the mask machinery disappears when there is no
+//    run-time mask), and the attention recognizer can still read a mask too
+//    large to fold element by element through those same ops;
+//  - the same subgraph over a run-time input (a padding mask built from
+//    `attention_mask`) runs in the interpreter and in both code generators
+//    with nothing new to implement there.
+//
+// CumSum of a constant is summed at import in order; of a run-time value it
+// becomes a log-step scan of shifted slices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "ir/ShapeUtils.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace otc {
+namespace detail {
+
+/// A 0-d bool otc.constant.
+static Value boolConst(OpBuilder &b, Location loc, bool v) {
+  auto type = RankedTensorType::get({}, b.getI1Type());
+  return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, v)).getResult();
+}
+
+/// A 0-d i64 otc.constant.
+static Value i64Const(OpBuilder &b, Location loc, int64_t v) {
+  auto type = RankedTensorType::get({}, b.getI64Type());
+  return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, v))
+      .getResult();
+}
+
+void Importer::importLogic() {
+  StringRef op = opType();
+  Value a = input(0);
+  if (!elemOf(a).isInteger(1))
+    nodeFail("the input must be a bool tensor, got " + typeStr(a.getType()));
+  auto compare = [&](Value x, Value y, StringRef pred) {
+    auto shape = broadcastOrFail(shapeOf(x), shapeOf(y));
+    return builder.createOrFold<CompareOp>(
+        currentLoc, tensorType(shape, builder.getI1Type()), x, y,
+        builder.getStringAttr(pred));
+  };
+  if (op == "Not") {
+    define(0, compare(a, boolConst(builder, currentLoc, false), "eq"));
+    return;
+  }
+  Value b = input(1);
+  if (!elemOf(b).isInteger(1))
+    nodeFail("the second input must be a bool tensor, got " +
+             typeStr(b.getType()));
+  if (op == "Xor") {
+    define(0, compare(a, b, "ne"));
+    return;
+  }
+  auto shape = broadcastOrFail(shapeOf(a), shapeOf(b));
+  Type t = tensorType(shape, builder.getI1Type());
+  // a and b = a ? b : false; a or b = a ? true : b.
+  Value y = op == "And"
+                ? builder.createOrFold<SelectOp>(
+                      currentLoc, t, a, b, boolConst(builder, currentLoc, false))
+                : builder.createOrFold<SelectOp>(
+                      currentLoc, t, a, boolConst(builder, currentLoc, true), b);
+  define(0, y);
+}
+
+void Importer::importIsNan() {
+  Value x = requireFloat(input(0), "the input");
+  auto i1 = tensorType(shapeOf(x), builder.getI1Type());
+  if (opType() == "IsNaN") {
+    // Only NaN differs from itself.
+    Value y = builder.createOrFold<CompareOp>(currentLoc, i1, x, x,
+                                              builder.getStringAttr("ne"));
+    isNanOf[y.getAsOpaquePointer()] = x;
+    define(0, y);
+    return;
+  }
+  bool neg = attrInt("detect_negative", 1) != 0;
+  bool pos = attrInt("detect_positive", 1) != 0;
+  auto isValue = [&](double v) {
+    return builder.createOrFold<CompareOp>(currentLoc, i1, x, scalarF32(v),
+                                           builder.getStringAttr("eq"));
+  };
+  double inf = std::numeric_limits<double>::infinity();
+  Value y;
+  if (pos && neg)
+    y = builder.createOrFold<SelectOp>(currentLoc, i1, isValue(inf),
+                                       boolConst(builder, currentLoc, true),
+                                       isValue(-inf));
+  else if (pos || neg)
+    y = isValue(pos ? inf : -inf);
+  else
+    y = builder.createOrFold<BroadcastOp>(
+        currentLoc, i1, boolConst(builder, currentLoc, false));
+  define(0, y);
+}
+
+void Importer::importMinMax() {
+  bool isMax = opType() == "Max";
+  int n = current->proto->input_size();
+  if (n < 1)
+    nodeFail("needs at least one input");
+  Value acc = input(0);
+  for (int i = 1; i < n; ++i) {
+    Value x = input(i);
+    if (elemOf(x) != elemOf(acc))
+      nodeFail("operand element types differ: " + typeStr(acc.getType()) +
+               " and " + typeStr(x.getType()));
+    auto shape = broadcastOrFail(shapeOf(acc), shapeOf(x));
+    // max(a, b) = a >= b ? a : b (min: a <= b); the first operand wins ties.
+    Value keep = builder.createOrFold<CompareOp>(
+        currentLoc, tensorType(shape, builder.getI1Type()), acc, x,
+        builder.getStringAttr(isMax ? "ge" : "le"));
+    acc = builder.createOrFold<SelectOp>(
+        currentLoc, tensorType(shape, elemOf(acc)), keep, acc, x);
+  }
+  define(0, acc);
+}
+
+Value Importer::cumSumOps(Value x, int64_t axis, bool exclusive,
+                          bool reverse) {
+  // A log-step scan: after adding the copy shifted by 1, 2, 4... along the
+  // axis (zeros shifted in), element k holds the sum of the 2^j elements up
+  // to it. Slices, concats and adds: exact on integers, differentiable on
+  // floats.
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t n = shape[axis];
+  auto type = cast<RankedTensorType>(x.getType());
+  auto shifted = [&](Value v, int64_t by) -> Value {
+    if (by >= n) {
+      return builder.create<ConstantOp>(
+          currentLoc, DenseElementsAttr::get(
+                          type, builder.getZeroAttr(type.getElementType())));
+    }
+    SmallVector<int64_t> keepShape(shape), zeroShape(shape);
+    keepShape[axis] = n - by;
+    zeroShape[axis] = by;
+    SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1);
+    if (reverse)
+      starts[axis] = by;
+    Value kept = builder.createOrFold<SliceOp>(
+        currentLoc, tensorType(keepShape, type.getElementType()), v,
+        builder.getDenseI64ArrayAttr(starts),
+        builder.getDenseI64ArrayAttr(steps));
+    auto zt = tensorType(zeroShape, type.getElementType());
+    Value zeros = builder.create<ConstantOp>(
+        currentLoc,
+        DenseElementsAttr::get(zt, builder.getZeroAttr(type.getElementType())));
+    SmallVector<Value> parts = reverse ? SmallVector<Value>{kept, zeros}
+                                       : SmallVector<Value>{zeros, kept};
+    return builder.createOrFold<ConcatOp>(currentLoc, type, parts,
+                                          builder.getI64IntegerAttr(axis));
+  };
+  Value y = exclusive ? shifted(x, 1) : x;
+  for (int64_t by = 1; by < n; by *= 2)
+    y = builder.createOrFold<AddOp>(currentLoc, type, y, shifted(y, by));
+  return y;
+}
+
+void Importer::importCumSum() {
+  Value x = input(0);
+  int64_t rank = shapeOf(x).size();
+  if (rank == 0)
+    nodeFail("the input must have rank 1 or more");
+  int64_t axis = normAxis(int64_t(constantScalar(1, "axis")), rank, "axis");
+  bool exclusive = attrInt("exclusive", 0) != 0;
+  bool reverse = attrInt("reverse", 0) != 0;
+  if (!isa<FloatType>(elemOf(x)))
+    requireInt(x, "the input");
+  DenseElementsAttr c;
+  if (!matchPattern(x, m_Constant(&c))) {
+    define(0, cumSumOps(x, axis, exclusive, reverse));
+    return;
+  }
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t n = shape[axis], inner = 1, outer = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= shape[d];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  bool isFloat = isa<FloatType>(elemOf(x));
+  auto at = [&](int64_t o, int64_t k, int64_t i) {
+    return (o * n + k) * inner + i;
+  };
+  auto scan = [&](auto values, auto zero) {
+    using T = decltype(zero);
+    std::vector<T> out(values.size(), zero);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        T sum = zero;
+        for (int64_t s = 0; s < n; ++s) {
+          int64_t k = reverse ? n - 1 - s : s;
+          if (exclusive) {
+            out[at(o, k, i)] = sum;
+            sum += values[at(o, k, i)];
+          } else {
+            sum += values[at(o, k, i)];
+            out[at(o, k, i)] = sum;
+          }
+        }
+      }
+    return out;
+  };
+  if (isFloat) {
+    std::vector<float> in(c.getValues<float>().begin(),
+                          c.getValues<float>().end());
+    std::vector<float> out = scan(in, 0.0f);
+    defineConstant(0, DenseElementsAttr::get(c.getType(), ArrayRef<float>(out)));
+    return;
+  }
+  if (!elemOf(x).isInteger(64) && !elemOf(x).isInteger(32))
+    nodeFail("the input must be a float or integer tensor, got " +
+             typeStr(x.getType()));
+  std::vector<int64_t> in;
+  for (APInt v : c.getValues<APInt>())
+    in.push_back(v.getSExtValue());
+  std::vector<int64_t> out = scan(in, int64_t(0));
+  unsigned width = elemOf(x).getIntOrFloatBitWidth();
+  SmallVector<APInt> vals;
+  for (int64_t v : out)
+    vals.push_back(APInt(width, v, /*isSigned=*/true));
+  defineConstant(0, DenseElementsAttr::get(c.getType(), vals));
+}
+
+/// `idx` with negative entries counted from the end of an axis of `size`:
+/// idx < 0 ? idx + size : idx.
+static Value normalizeIndex(OpBuilder &b, Location loc, Value idx,
+                            int64_t size) {
+  auto type = cast<RankedTensorType>(idx.getType());
+  Type et = type.getElementType();
+  auto scalar = [&](int64_t v) -> Value {
+    auto t = RankedTensorType::get({}, et);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(
+                 t, APInt(et.getIntOrFloatBitWidth(), v, /*isSigned=*/true)));
+  };
+  Value neg = b.createOrFold<CompareOp>(
+      loc, RankedTensorType::get(type.getShape(), b.getI1Type()), idx,
+      scalar(0), b.getStringAttr("lt"));
+  Value wrapped = b.createOrFold<AddOp>(loc, type, idx, scalar(size));
+  return b.createOrFold<SelectOp>(loc, type, neg, wrapped, idx);
+}
+
+void Importer::importGatherND() {
+  Value data = input(0);
+  Value indices = input(1);
+  requireInt(indices, "the indices");
+  if (!elemOf(indices).isInteger(64))
+    indices = builder.createOrFold<CastOp>(
+        currentLoc, tensorType(shapeOf(indices), builder.getI64Type()),
+        indices);
+  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+  int64_t r = ds.size(), q = is.size();
+  int64_t batch = attrInt("batch_dims", 0);
+  if (q < 1 || r < 1)
+    nodeFail("data and indices must have rank 1 or more");
+  if (batch < 0 || batch >= std::min(q, r))
+    nodeFail("batch_dims " + Twine(batch) + " is out of range");
+  int64_t k = is.back();
+  if (k < 1 || k > r - batch)
+    nodeFail("indices of depth " + Twine(k) + " do not index data of shape " +
+             shapeStr(ds) + " after " + Twine(batch) + " batch dims");
+  for (int64_t d = 0; d < batch; ++d)
+    if (is[d] != ds[d])
+      nodeFail("batch dimension " + Twine(d) + " differs: indices " +
+               shapeStr(is) + ", data " + shapeStr(ds));
+  // The index tuples as one flat row index into data viewed as
+  // [prod(ds[:batch + k]), ds[batch + k:]...]: the batch position's offset
+  // (a constant over the tuples) plus the sum of each coordinate times the
+  // stride of its axis.
+  SmallVector<int64_t> tuples(is.drop_back());
+  auto tupleType = tensorType(tuples, builder.getI64Type());
+  SmallVector<int64_t> strides(batch + k, 1);
+  for (int64_t d = batch + k - 1; d > 0; --d)
+    strides[d - 1] = strides[d] * ds[d];
+  Value flat;
+  for (int64_t j = 0; j < k; ++j) {
+    SmallVector<int64_t> starts(q, 0), sizes(is), steps(q, 1);
+    starts.back() = j;
+    sizes.back() = 1;
+    Value col = builder.createOrFold<SliceOp>(
+        currentLoc, tensorType(sizes, builder.getI64Type()), indices,
+        builder.getDenseI64ArrayAttr(starts),
+        builder.getDenseI64ArrayAttr(steps));
+    col = reshape(col, tuples);
+    col = normalizeIndex(builder, currentLoc, col, ds[batch + j]);
+    col = builder.createOrFold<MulOp>(
+        currentLoc, tupleType, col,
+        i64Const(builder, currentLoc, strides[batch + j]));
+    flat = flat ? builder.createOrFold<AddOp>(currentLoc, tupleType, flat, col)
+                : col;
+  }
+  if (batch > 0) {
+    // Batch position p (row-major over ds[:batch]) starts at row
+    // p * strides[batch - 1], the span of one batch position.
+    int64_t count = checkedElements(tuples, 8, "the batch offsets");
+    int64_t per = std::max<int64_t>(1, count / numElements(is.take_front(batch)));
+    SmallVector<int64_t> offsets(count);
+    for (int64_t i = 0; i < count; ++i)
+      offsets[i] = (i / per) * strides[batch - 1];
+    Value off = builder.create<ConstantOp>(
+        currentLoc,
+        DenseElementsAttr::get(tupleType, ArrayRef<int64_t>(offsets)));
+    flat = builder.createOrFold<AddOp>(currentLoc, tupleType, flat, off);
+  }
+  SmallVector<int64_t> viewShape{numElements(ds.take_front(batch + k))};
+  llvm::append_range(viewShape, ds.drop_front(batch + k));
+  Value view = reshape(data, viewShape);
+  SmallVector<int64_t> outShape(tuples);
+  llvm::append_range(outShape, ds.drop_front(batch + k));
+  define(0, builder.createOrFold<GatherOp>(
+                currentLoc, tensorType(outShape, elemOf(data)), view, flat,
+                builder.getI64IntegerAttr(0)));
+}
+
+void Importer::importGatherElements() {
+  Value data = input(0);
+  Value indices = input(1);
+  requireInt(indices, "the indices");
+  if (!elemOf(indices).isInteger(64))
+    indices = builder.createOrFold<CastOp>(
+        currentLoc, tensorType(shapeOf(indices), builder.getI64Type()),
+        indices);
+  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+  int64_t r = ds.size();
+  if (r < 1 || static_cast<int64_t>(is.size()) != r)
+    nodeFail("data " + shapeStr(ds) + " and indices " + shapeStr(is) +
+             " must have one rank, 1 or more");
+  int64_t axis = normAxis(attrInt("axis", 0), r, "axis");
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && is[d] > ds[d])
+      nodeFail("indices " + shapeStr(is) + " exceed data " + shapeStr(ds) +
+               " on axis " + Twine(d));
+  // out[i] = data[i with i[axis] = indices[i]]: a gather from the flattened
+  // data at base(i) + indices[i] * stride(axis), where base is the constant
+  // offset of every other coordinate.
+  SmallVector<int64_t> strides(r, 1);
+  for (int64_t d = r - 1; d > 0; --d)
+    strides[d - 1] = strides[d] * ds[d];
+  int64_t count = checkedElements(is, 8, "the gathered offsets");
+  SmallVector<int64_t> base(count);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    int64_t rem = flat, off = 0;
+    for (int64_t d = r - 1; d >= 0; --d) {
+      int64_t i = rem % is[d];
+      rem /= is[d];
+      if (d != axis)
+        off += i * strides[d];
+    }
+    base[flat] = off;
+  }
+  auto idxType = tensorType(is, builder.getI64Type());
+  Value idx = normalizeIndex(builder, currentLoc, indices, ds[axis]);
+  idx = builder.createOrFold<MulOp>(currentLoc, idxType, idx,
+                                    i64Const(builder, currentLoc, strides[axis]));
+  idx = builder.createOrFold<AddOp>(
+      currentLoc, idxType, idx,
+      builder.create<ConstantOp>(
+          currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
+  Value flatData = reshape(data, {numElements(ds)});
+  define(0, builder.createOrFold<GatherOp>(
+                currentLoc, tensorType(is, elemOf(data)), flatData, idx,
+                builder.getI64IntegerAttr(0)));
+}
+
+} // namespace detail
+} // namespace otc

@@ -1,0 +1,137 @@
+//===- MergedParams.cpp - parameters an exporter merged by value ----------===//
+//
+// torch.onnx's dynamo exporter runs an optimizer that keeps one initializer
+// for tensors of equal values. In a freshly initialized model every norm's
+// weight is all ones, so `model.layers.0.input_layernorm.weight` ends up read
+// by the post-attention norm and the final norm too: trained as one tensor,
+// three parameters that PyTorch trains apart would move together after the
+// first step.
+//
+// The exporter records on every node the module it came from (node metadata
+// "namespace": `.../m.model.norm: ...LlamaRMSNorm/mul_14: aten.mul.Tensor`).
+// An initializer whose values are not mostly distinct (ones, zeros: what a
+// merge of independent parameters looks like; a tied embedding is random)
+// read by nodes of several modules is split: the nodes of each module other
+// than the one its name belongs to read a copy named after their module
+// (`m.model.norm.weight`), which is the state-dict name PyTorch has for it.
+//
+// libonnx 1.12 predates NodeProto.metadata_props (field 9), so it is read
+// from the unknown fields that protobuf keeps.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "google/protobuf/unknown_field_set.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace otc {
+namespace detail {
+
+namespace {
+
+/// NodeProto.metadata_props in the onnx.proto of IR version 10 and later.
+constexpr int kNodeMetadataField = 9;
+
+/// The value of the node's metadata entry `key`, or "".
+std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
+  const google::protobuf::UnknownFieldSet &fields =
+      node.GetReflection()->GetUnknownFields(node);
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = fields.field(i);
+    if (f.number() != kNodeMetadataField ||
+        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(f.length_delimited()) && entry.key() == key)
+      return entry.value();
+  }
+  return "";
+}
+
+/// The module a node came from, from its "namespace" metadata: the path of
+/// the segment before the op's own (`m.model.norm`), or "".
+std::string moduleOf(const onnx::NodeProto &node) {
+  std::string ns = nodeMetadata(node, "namespace");
+  size_t opSeg = ns.rfind('/');
+  if (opSeg == std::string::npos)
+    return "";
+  size_t modSeg = ns.rfind('/', opSeg - 1);
+  std::string seg = ns.substr(modSeg == std::string::npos ? 0 : modSeg + 1,
+                              opSeg - (modSeg == std::string::npos ? 0 : modSeg + 1));
+  size_t colon = seg.find(':');
+  if (colon == std::string::npos)
+    return "";
+  return seg.substr(0, colon);
+}
+
+/// Whether fewer than half the elements of a float tensor are distinct.
+bool fewDistinct(const TensorData &t) {
+  std::vector<float> v(t.floats);
+  std::sort(v.begin(), v.end());
+  size_t distinct = std::unique(v.begin(), v.end()) - v.begin();
+  return 2 * distinct < v.size();
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>>
+splitMergedParams(onnx::ModelProto &model, const std::string &path) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  std::set<std::string> names;
+  for (const auto &init : graph.initializer())
+    names.insert(init.name());
+  for (const auto &in : graph.input())
+    names.insert(in.name());
+  for (const auto &node : graph.node())
+    for (const std::string &out : node.output())
+      names.insert(out);
+
+  std::vector<std::pair<std::string, std::string>> splits;
+  int count = graph.initializer_size();
+  for (int i = 0; i < count; ++i) {
+    // Copy: adding initializers below may move the repeated field's storage.
+    const onnx::TensorProto init = graph.initializer(i);
+    const std::string &name = init.name();
+    if (init.data_type() != onnx::TensorProto::FLOAT || init.dims_size() == 0)
+      continue;
+    size_t dot = name.rfind('.');
+    if (dot == std::string::npos)
+      continue;
+    std::string owner = name.substr(0, dot), leaf = name.substr(dot + 1);
+    // The reading nodes by module.
+    std::map<std::string, std::vector<std::pair<int, int>>> byModule;
+    for (int n = 0; n < graph.node_size(); ++n) {
+      const onnx::NodeProto &node = graph.node(n);
+      for (int j = 0; j < node.input_size(); ++j)
+        if (node.input(j) == name)
+          byModule[moduleOf(node)].push_back({n, j});
+    }
+    if (byModule.size() < 2 || byModule.count("") || !byModule.count(owner))
+      continue;
+    TensorData data = decodeTensor(init, "initializer '" + name + "'", path);
+    if (!fewDistinct(data))
+      continue;
+    for (auto &[module, uses] : byModule) {
+      if (module == owner)
+        continue;
+      std::string copy = module + "." + leaf;
+      if (names.count(copy))
+        continue;
+      names.insert(copy);
+      onnx::TensorProto *t = graph.add_initializer();
+      *t = init;
+      t->set_name(copy);
+      for (auto [n, j] : uses)
+        graph.mutable_node(n)->set_input(j, copy);
+      splits.push_back({copy, name});
+    }
+  }
+  return splits;
+}
+
+} // namespace detail
+} // namespace otc

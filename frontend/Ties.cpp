@@ -1,0 +1,122 @@
+//===- Ties.cpp - initializers that repeat another one --------------------===//
+//
+// Exporters split a tied weight: TorchScript's constant folding writes a tied
+// embedding / LM head as the table W and a folded copy of W^T. Trained as two
+// parameters, the tie is lost after the first update. findTies finds such
+// copies by value (exact equality, element for element), so the importer can
+// make the copy a view of the one trained tensor and otc-export can write it
+// back from that tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/OnnxImporter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace otc {
+
+namespace {
+
+/// An order-independent summary of a tensor's values: a copy and a transpose
+/// share it.
+struct Summary {
+  size_t count;
+  double sum, sumSquares;
+  bool operator<(const Summary &o) const {
+    return std::tie(count, sum, sumSquares) <
+           std::tie(o.count, o.sum, o.sumSquares);
+  }
+};
+
+Summary summarize(const std::vector<float> &v) {
+  Summary s{v.size(), 0.0, 0.0};
+  for (float x : v) {
+    s.sum += x;
+    s.sumSquares += double(x) * x;
+  }
+  return s;
+}
+
+/// Whether at least half the elements are distinct: random or trained
+/// weights are, structured constants (ones, zeros, an identity) are not.
+bool mostlyDistinct(const std::vector<float> &v) {
+  std::vector<float> sorted(v);
+  std::sort(sorted.begin(), sorted.end());
+  size_t distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+  return 2 * distinct >= v.size();
+}
+
+bool bitEqual(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+bool isCopy(const NamedTensor &a, const NamedTensor &b) {
+  if (a.shape != b.shape)
+    return false;
+  for (size_t i = 0; i < a.values->size(); ++i)
+    if (!bitEqual((*a.values)[i], (*b.values)[i]))
+      return false;
+  return true;
+}
+
+bool isTranspose(const NamedTensor &a, const NamedTensor &b) {
+  if (a.shape.size() != 2 || b.shape.size() != 2 || a.shape[0] != b.shape[1] ||
+      a.shape[1] != b.shape[0])
+    return false;
+  int64_t rows = a.shape[0], cols = a.shape[1];
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if (!bitEqual((*a.values)[i * cols + j], (*b.values)[j * rows + i]))
+        return false;
+  return true;
+}
+
+/// Whether `name` reads as given by the exporter from the model's own names
+/// (`transformer.wte.weight`) rather than made up for a folded constant
+/// (`onnx::MatMul_1234`).
+bool modelGivenName(const std::string &name) {
+  return name.find("::") == std::string::npos;
+}
+
+} // namespace
+
+std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
+  std::map<Summary, std::vector<size_t>> buckets;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor &t = tensors[i];
+    if (t.shape.size() < 2 || t.values->size() < 4)
+      continue;
+    buckets[summarize(*t.values)].push_back(i);
+  }
+  std::vector<InitializerTie> ties;
+  std::vector<bool> taken(tensors.size(), false);
+  for (auto &[summary, members] : buckets) {
+    if (members.size() < 2)
+      continue;
+    for (size_t x = 0; x < members.size(); ++x) {
+      const NamedTensor &a = tensors[members[x]];
+      if (taken[members[x]] || !mostlyDistinct(*a.values))
+        continue;
+      for (size_t y = x + 1; y < members.size(); ++y) {
+        if (taken[members[y]])
+          continue;
+        const NamedTensor &b = tensors[members[y]];
+        bool transposed = isTranspose(a, b);
+        if (!transposed && !isCopy(a, b))
+          continue;
+        // Keep the model-given name; between two such, the earlier one.
+        bool keepB = modelGivenName(b.name) && !modelGivenName(a.name);
+        const NamedTensor &source = keepB ? b : a, &copy = keepB ? a : b;
+        ties.push_back({copy.name, source.name, transposed});
+        taken[keepB ? members[x] : members[y]] = true;
+        if (keepB)
+          break;
+      }
+    }
+  }
+  return ties;
+}
+
+} // namespace otc
