@@ -12,6 +12,7 @@
 #include "frontend/OnnxImporter.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -21,22 +22,25 @@ namespace otc {
 
 namespace {
 
-/// An order-independent summary of a tensor's values: a copy and a transpose
-/// share it.
+/// An order-independent summary of a tensor's values, exact (integer sums of
+/// hashes of the bit patterns, not float sums whose rounding depends on the
+/// order): a copy and a transpose share it.
 struct Summary {
   size_t count;
-  double sum, sumSquares;
+  uint64_t sum, mixed;
   bool operator<(const Summary &o) const {
-    return std::tie(count, sum, sumSquares) <
-           std::tie(o.count, o.sum, o.sumSquares);
+    return std::tie(count, sum, mixed) < std::tie(o.count, o.sum, o.mixed);
   }
 };
 
 Summary summarize(const std::vector<float> &v) {
-  Summary s{v.size(), 0.0, 0.0};
+  Summary s{v.size(), 0, 0};
   for (float x : v) {
-    s.sum += x;
-    s.sumSquares += double(x) * x;
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    uint64_t h = bits * 0x9E3779B97F4A7C15ull;
+    s.sum += bits;
+    s.mixed += h ^ (h >> 29);
   }
   return s;
 }
