@@ -8,10 +8,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/OnnxExporter.h"
+#include "frontend/Importer.h"
 
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -95,6 +97,26 @@ bool exportImpl(const ExportOptions &options,
     error = options.modelPath + ": not a valid ONNX model (protobuf parse failed)";
     return false;
   }
+  // The program trained the model as the importer read it: parameters the
+  // exporter had merged are apart, and the copies of a split tie (a folded
+  // W^T) follow their source. Do the same here, on the values as written.
+  detail::splitMergedParams(model, options.modelPath);
+  std::vector<std::vector<float>> original;
+  original.reserve(model.graph().initializer_size());
+  std::vector<NamedTensor> named;
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    if (init.data_type() != onnx::TensorProto::FLOAT ||
+        init.data_location() == onnx::TensorProto::EXTERNAL)
+      continue;
+    detail::TensorData t = detail::decodeTensor(
+        init, "initializer '" + init.name() + "'", options.modelPath);
+    original.push_back(std::move(t.floats));
+    named.push_back({init.name(),
+                     std::vector<int64_t>(t.shape.begin(), t.shape.end()),
+                     &original.back()});
+  }
+  std::vector<InitializerTie> ties = findTies(named);
+
   std::map<std::string, const ExportWeight *> byName;
   for (const ExportWeight &w : weights)
     byName[w.name] = &w;
@@ -125,6 +147,33 @@ bool exportImpl(const ExportOptions &options,
     init.set_raw_data(std::string(reinterpret_cast<const char *>(w.data),
                                   static_cast<size_t>(numel) * sizeof(float)));
     byName.erase(it);
+    ++replaced;
+  }
+  // Each tied copy from its trained source.
+  std::map<std::string, onnx::TensorProto *> inits;
+  for (onnx::TensorProto &init : *graph.mutable_initializer())
+    inits[init.name()] = &init;
+  for (const InitializerTie &t : ties) {
+    auto src = std::find_if(weights.begin(), weights.end(),
+                            [&](const ExportWeight &w) { return w.name == t.source; });
+    if (src == weights.end() || byName.count(t.source) ||
+        std::any_of(weights.begin(), weights.end(),
+                    [&](const ExportWeight &w) { return w.name == t.copy; }))
+      continue;
+    size_t n = 1;
+    for (int64_t d : src->shape)
+      n *= static_cast<size_t>(d);
+    std::vector<float> v(src->data, src->data + n);
+    if (t.transposed) {
+      int64_t rows = src->shape[0], cols = src->shape[1];
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          v[j * rows + i] = src->data[i * cols + j];
+    }
+    onnx::TensorProto &copy = *inits.at(t.copy);
+    copy.clear_float_data();
+    copy.set_raw_data(std::string(reinterpret_cast<const char *>(v.data()),
+                                  v.size() * sizeof(float)));
     ++replaced;
   }
   if (!byName.empty()) {
