@@ -252,6 +252,13 @@ struct Chain {
 };
 } // namespace
 
+/// Whether `x` is c * tanh(s) (after constant scales): scores soft-capped.
+static bool isSoftCapped(Value x) {
+  double ignored = 1.0;
+  x = absorbScale(x, ignored);
+  return x.getDefiningOp<TanhOp>() != nullptr;
+}
+
 /// Parses `x` = scale * (Q K^T) with the product in rank 4 or merged into a
 /// rank-3 batch. Fills q, k (or kSource/kPerm) and scale.
 static bool parseScores(Value x, ArrayRef<int64_t> s, Chain &c) {
@@ -398,6 +405,11 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
       m = add.getRhs(), causalSelect = true;
     else if (c = Chain(); parseCausalSelect(add.getRhs(), s, c))
       m = add.getLhs(), causalSelect = true;
+    else if (isSoftCapped(add.getLhs()) || isSoftCapped(add.getRhs()))
+      return Match::miss("attention: the scores are soft-capped "
+                         "(c * tanh(s / c), Gemma 2's attention logit "
+                         "soft-capping), which the fused attention does not "
+                         "compute: kept unfused (exact)");
     else
       return Match::miss("attention: neither addend is scale * Q K^T (or "
                          "its causal masking)");
