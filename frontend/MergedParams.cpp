@@ -1,14 +1,17 @@
 //===- MergedParams.cpp - parameters an exporter merged by value ----------===//
 //
-// torch.onnx's dynamo exporter runs an optimizer that keeps one initializer
-// for tensors of equal values. In a freshly initialized model every norm's
+// torch.onnx's exporters keep one initializer for parameters of equal values
+// (the dynamo exporter's optimizer, the TorchScript exporter's deduplication). In a freshly initialized model every norm's
 // weight is all ones, so `model.layers.0.input_layernorm.weight` ends up read
 // by the post-attention norm and the final norm too: trained as one tensor,
 // three parameters that PyTorch trains apart would move together after the
 // first step.
 //
 // The exporter records on every node the module it came from (node metadata
-// "namespace": `.../m.model.norm: ...LlamaRMSNorm/mul_14: aten.mul.Tensor`).
+// "namespace": `.../m.model.norm: ...LlamaRMSNorm/mul_14: aten.mul.Tensor`;
+// the TorchScript exporter, which merges too, names nodes by scope:
+// `/model/norm/Mul_1`, or reads the merged tensor through an Identity whose
+// output carries the parameter's own name).
 // An initializer whose values are not mostly distinct (ones, zeros: what a
 // merge of independent parameters looks like; a tied embedding is random)
 // read by nodes of several modules is split: the nodes of each module other
@@ -57,8 +60,18 @@ std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
 std::string moduleOf(const onnx::NodeProto &node) {
   std::string ns = nodeMetadata(node, "namespace");
   size_t opSeg = ns.rfind('/');
-  if (opSeg == std::string::npos)
-    return "";
+  if (opSeg == std::string::npos) {
+    // The TorchScript exporter names nodes by scope instead:
+    // `/model/layers.0/post_attention_layernorm/Mul_1`.
+    const std::string &name = node.name();
+    size_t last = name.rfind('/');
+    if (name.empty() || name[0] != '/' || last == 0 ||
+        last == std::string::npos)
+      return "";
+    std::string path = name.substr(1, last - 1);
+    std::replace(path.begin(), path.end(), '/', '.');
+    return path;
+  }
   size_t modSeg = ns.rfind('/', opSeg - 1);
   std::string seg = ns.substr(modSeg == std::string::npos ? 0 : modSeg + 1,
                               opSeg - (modSeg == std::string::npos ? 0 : modSeg + 1));
@@ -91,6 +104,41 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
       names.insert(out);
 
   std::vector<std::pair<std::string, std::string>> splits;
+  // The TorchScript exporter's form: `Identity(W) -> model.norm.weight`, the
+  // merged parameter's own name as the output. It becomes an initializer of
+  // that name holding W's values.
+  std::map<std::string, const onnx::TensorProto *> byName;
+  for (const auto &init : graph.initializer())
+    byName[init.name()] = &init;
+  std::vector<onnx::TensorProto> added;
+  std::vector<int> dropped;
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const onnx::NodeProto &node = graph.node(n);
+    if (node.op_type() != "Identity" || node.input_size() != 1 ||
+        node.output_size() != 1 || !node.domain().empty())
+      continue;
+    auto src = byName.find(node.input(0));
+    const std::string &out = node.output(0);
+    if (src == byName.end() ||
+        src->second->data_type() != onnx::TensorProto::FLOAT ||
+        src->second->dims_size() == 0 || out.find('.') == std::string::npos ||
+        out.find("::") != std::string::npos || byName.count(out))
+      continue;
+    TensorData data =
+        decodeTensor(*src->second, "initializer '" + src->first + "'", path);
+    if (!fewDistinct(data))
+      continue;
+    onnx::TensorProto copy = *src->second;
+    copy.set_name(out);
+    added.push_back(std::move(copy));
+    dropped.push_back(n);
+    splits.push_back({out, src->first});
+  }
+  for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
+    graph.mutable_node()->DeleteSubrange(*it, 1);
+  for (onnx::TensorProto &t : added)
+    *graph.add_initializer() = std::move(t);
+
   int count = graph.initializer_size();
   for (int i = 0; i < count; ++i) {
     // Copy: adding initializers below may move the repeated field's storage.

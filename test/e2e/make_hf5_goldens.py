@@ -12,7 +12,10 @@ heads where the architecture has GQA, intermediate 64, 16 positions, dropouts
 0, initializer_range 0.1, eager attention, float32, pad_token_id None so that
 no embedding has a padding_idx, the architecture's default weight tying),
 random weights seeded by torch.manual_seed(0); every 1-D parameter (norm gains
-and biases) gets N(0, 0.1) noise so that its gradient is not a special value.
+and biases) gets N(0, 0.1) noise so that its gradient is not a special value,
+except in llama_fresh (one layer, weights as initialized: the dynamo
+exporter merges its all-ones norm weights into one initializer, and the
+golden holds the gradient of each merged parameter under its own name).
 Nothing is downloaded.
 
 Every model is wrapped as (input_ids[, attention_mask]) -> logits (use_cache
@@ -107,6 +110,9 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden
               pad_token_id=None)
 LLAMA_LIKE = dict(COMMON, num_key_value_heads=2, head_dim=8, attention_dropout=0.0)
 
+# Architectures whose 1-D parameters keep their initial values (no noise).
+FRESH = {"llama_fresh"}
+
 # dir name: (model class, config class, config kwargs)
 ARCHS = {
     "gpt2": ("GPT2LMHeadModel", "GPT2Config", dict(
@@ -129,6 +135,10 @@ ARCHS = {
         layer_types=["sliding_attention", "full_attention"])),
     "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(
         LLAMA_LIKE, resid_pdrop=0.0, embd_pdrop=0.0, original_max_position_embeddings=SEQ)),
+    # A freshly initialized model, as a user training from scratch exports
+    # it: every norm weight is all ones, and the dynamo exporter's optimizer
+    # keeps one initializer for all of them (otc splits it per module).
+    "llama_fresh": ("LlamaForCausalLM", "LlamaConfig", dict(LLAMA_LIKE, num_hidden_layers=1)),
     "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(
         COMMON, hidden_dropout=0.0, attention_dropout=0.0)),
     "bert": ("BertForMaskedLM", "BertConfig", dict(
@@ -253,7 +263,7 @@ class Generator:
         gen = torch.Generator().manual_seed(1)
         with torch.no_grad():
             for _, p in model.named_parameters():
-                if p.dim() == 1:
+                if p.dim() == 1 and arch not in FRESH:
                     p.add_(0.1 * torch.randn(p.shape, generator=gen))
         model.eval()
         for m in model.modules():
@@ -471,6 +481,10 @@ class Generator:
                         iname, rel = primary[pname]
                         g = grads[pname].T if rel == "transposed" else grads[pname]
                         golden["grad/" + iname] = np.ascontiguousarray(g.reshape(shapes[iname]))
+                    elif arch in FRESH:
+                        # A parameter the exporter merged into another's
+                        # initializer: otc gives it its own, named after it.
+                        golden["grad/" + pname] = grads[pname]
                 norms = {k: float(np.linalg.norm(v)) for k, v in golden.items() if k != "loss"}
                 scale = float(np.median(list(norms.values())))
                 # Gradients that are zero but for rounding (BERT's key biases:
