@@ -52,7 +52,8 @@ constexpr int64_t kMaxCheckerOpset = 17;
 constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
 
 /// The most elements of a Range computed at import time (its values are
-/// materialized as a constant).
+/// materialized as a constant), and of the offsets GatherND/GatherElements
+/// compute at import.
 constexpr int64_t kMaxImportRange = int64_t(1) << 24;
 
 /// The most elements of a sequence (SplitToSequence pieces, one value each).
@@ -191,6 +192,11 @@ public:
   void importCumSum();
   void importGatherND();
   void importGatherElements();
+  /// The element count of `shape` for a constant the importer computes
+  /// (`what`, in errors), at most kMaxImportRange.
+  int64_t importOffsets(llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
+  /// Input `idx` of the current node, an integer tensor, as int64.
+  mlir::Value indicesI64(int idx);
   /// CumSum of a run-time value along `axis` in ops (LogicOps.cpp).
   mlir::Value cumSumOps(mlir::Value x, int64_t axis, bool exclusive,
                         bool reverse);

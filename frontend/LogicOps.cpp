@@ -257,14 +257,25 @@ static Value normalizeIndex(OpBuilder &b, Location loc, Value idx,
   return b.createOrFold<SelectOp>(loc, type, neg, wrapped, idx);
 }
 
+int64_t Importer::importOffsets(ArrayRef<int64_t> shape, StringRef what) {
+  int64_t count = checkedElements(shape, 8, "the " + what);
+  if (count > kMaxImportRange)
+    nodeFail("the " + what + " computed at import would have " +
+             Twine(count) + " elements, more than " + Twine(kMaxImportRange));
+  return count;
+}
+
+Value Importer::indicesI64(int idx) {
+  Value indices = requireInt(input(idx), "the indices");
+  if (elemOf(indices).isInteger(64))
+    return indices;
+  return builder.createOrFold<CastOp>(
+      currentLoc, tensorType(shapeOf(indices), builder.getI64Type()), indices);
+}
+
 void Importer::importGatherND() {
   Value data = input(0);
-  Value indices = input(1);
-  requireInt(indices, "the indices");
-  if (!elemOf(indices).isInteger(64))
-    indices = builder.createOrFold<CastOp>(
-        currentLoc, tensorType(shapeOf(indices), builder.getI64Type()),
-        indices);
+  Value indices = indicesI64(1);
   ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
   int64_t r = ds.size(), q = is.size();
   int64_t batch = attrInt("batch_dims", 0);
@@ -309,8 +320,9 @@ void Importer::importGatherND() {
   if (batch > 0) {
     // Batch position p (row-major over ds[:batch]) starts at row
     // p * strides[batch - 1], the span of one batch position.
-    int64_t count = checkedElements(tuples, 8, "the batch offsets");
-    int64_t per = std::max<int64_t>(1, count / numElements(is.take_front(batch)));
+    int64_t count = importOffsets(tuples, "batch offsets");
+    int64_t per = std::max<int64_t>(
+        1, count / std::max<int64_t>(1, numElements(is.take_front(batch))));
     SmallVector<int64_t> offsets(count);
     for (int64_t i = 0; i < count; ++i)
       offsets[i] = (i / per) * strides[batch - 1];
@@ -331,12 +343,7 @@ void Importer::importGatherND() {
 
 void Importer::importGatherElements() {
   Value data = input(0);
-  Value indices = input(1);
-  requireInt(indices, "the indices");
-  if (!elemOf(indices).isInteger(64))
-    indices = builder.createOrFold<CastOp>(
-        currentLoc, tensorType(shapeOf(indices), builder.getI64Type()),
-        indices);
+  Value indices = indicesI64(1);
   ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
   int64_t r = ds.size();
   if (r < 1 || static_cast<int64_t>(is.size()) != r)
@@ -353,7 +360,7 @@ void Importer::importGatherElements() {
   SmallVector<int64_t> strides(r, 1);
   for (int64_t d = r - 1; d > 0; --d)
     strides[d - 1] = strides[d] * ds[d];
-  int64_t count = checkedElements(is, 8, "the gathered offsets");
+  int64_t count = importOffsets(is, "gathered offsets");
   SmallVector<int64_t> base(count);
   for (int64_t flat = 0; flat < count; ++flat) {
     int64_t rem = flat, off = 0;
