@@ -321,23 +321,17 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("lower bound", s.lowerBound);
   row("total peak", s.totalPeak);
   os << "parameters trained: " << s.paramsCount << "\n";
-  if (!info.tied.empty()) {
-    os << "tied initializers (one trained tensor):\n";
-    for (const auto &[name, why] : info.tied)
+  auto names = [&](const char *title, const auto &pairs) {
+    if (pairs.empty())
+      return;
+    os << title << ":\n";
+    for (const auto &[name, why] : pairs)
       os << "  " << name << ": " << why << "\n";
-  }
-  if (!info.split.empty()) {
-    os << "initializers split per module (trained apart):\n";
-    for (const auto &[name, why] : info.split)
-      os << "  " << name << ": " << why << "\n";
-  }
-  if (!info.untrained.empty()) {
-    os << "float initializers made constants:\n";
-    for (const auto &[name, why] : info.untrained)
-      os << "  " << name << ": " << why << "\n";
-  }
-  os
-     << "FLOPs per optimizer step: model " << s.modelFlops << ", recompute "
+  };
+  names("tied initializers (one trained tensor)", info.tied);
+  names("initializers split per module (trained apart)", info.split);
+  names("float initializers made constants", info.untrained);
+  os << "FLOPs per optimizer step: model " << s.modelFlops << ", recompute "
      << s.recomputeFlops << ", optimizer " << s.optimizerFlops << "\n";
   if (info.tokensPerStep > 0)
     os << "FLOPs per token: " << s.modelFlops / info.tokensPerStep << "\n";

@@ -117,6 +117,9 @@ int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
 /// original) name pairs.
 std::vector<std::pair<std::string, std::string>>
 splitMergedParams(onnx::ModelProto &model, const std::string &path);
+/// Whether fewer than half the elements of `v` are distinct: ones, zeros or
+/// an identity, not random or trained weights (Ties.cpp).
+bool fewDistinct(const std::vector<float> &v);
 /// Runs the ONNX checker when libonnx knows `opset`.
 void runChecker(const std::string &path, int64_t opset);
 /// Decodes a tensor (raw, typed or external data relative to `modelPath`);
@@ -197,6 +200,8 @@ public:
   int64_t importOffsets(llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
   /// Input `idx` of the current node, an integer tensor, as int64.
   mlir::Value indicesI64(int idx);
+  /// `idx` with negative entries counted from the end of an axis of `size`.
+  mlir::Value normalizeIndex(mlir::Value idx, int64_t size);
   /// CumSum of a run-time value along `axis` in ops (LogicOps.cpp).
   mlir::Value cumSumOps(mlir::Value x, int64_t axis, bool exclusive,
                         bool reverse);
@@ -358,9 +363,6 @@ private:
   /// just its list of values.
   llvm::StringMap<llvm::SmallVector<mlir::Value>> sequences;
   llvm::StringMap<std::unique_ptr<StaticValue>> statics;
-  /// The value each IsNaN tested, by the result it built (for the NaN guard
-  /// `Where(IsNaN(p), 0, p)` that exporters write after a Softmax).
-  llvm::DenseMap<void *, mlir::Value> isNanOf;
   std::optional<unsigned> rngKeyArg;
   /// Initializers split by splitMergedParams: (copy, original).
   std::vector<std::pair<std::string, std::string>> splitParams;

@@ -33,19 +33,6 @@ using namespace mlir;
 namespace otc {
 namespace detail {
 
-/// A 0-d bool otc.constant.
-static Value boolConst(OpBuilder &b, Location loc, bool v) {
-  auto type = RankedTensorType::get({}, b.getI1Type());
-  return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, v)).getResult();
-}
-
-/// A 0-d i64 otc.constant.
-static Value i64Const(OpBuilder &b, Location loc, int64_t v) {
-  auto type = RankedTensorType::get({}, b.getI64Type());
-  return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, v))
-      .getResult();
-}
-
 void Importer::importLogic() {
   StringRef op = opType();
   Value a = input(0);
@@ -58,7 +45,7 @@ void Importer::importLogic() {
         builder.getStringAttr(pred));
   };
   if (op == "Not") {
-    define(0, compare(a, boolConst(builder, currentLoc, false), "eq"));
+    define(0, compare(a, scalarLike(a, 0), "eq"));
     return;
   }
   Value b = input(1);
@@ -74,9 +61,9 @@ void Importer::importLogic() {
   // a and b = a ? b : false; a or b = a ? true : b.
   Value y = op == "And"
                 ? builder.createOrFold<SelectOp>(
-                      currentLoc, t, a, b, boolConst(builder, currentLoc, false))
+                      currentLoc, t, a, b, scalarLike(a, 0))
                 : builder.createOrFold<SelectOp>(
-                      currentLoc, t, a, boolConst(builder, currentLoc, true), b);
+                      currentLoc, t, a, scalarLike(a, 1), b);
   define(0, y);
 }
 
@@ -85,10 +72,8 @@ void Importer::importIsNan() {
   auto i1 = tensorType(shapeOf(x), builder.getI1Type());
   if (opType() == "IsNaN") {
     // Only NaN differs from itself.
-    Value y = builder.createOrFold<CompareOp>(currentLoc, i1, x, x,
-                                              builder.getStringAttr("ne"));
-    isNanOf[y.getAsOpaquePointer()] = x;
-    define(0, y);
+    define(0, builder.createOrFold<CompareOp>(currentLoc, i1, x, x,
+                                              builder.getStringAttr("ne")));
     return;
   }
   bool neg = attrInt("detect_negative", 1) != 0;
@@ -99,15 +84,15 @@ void Importer::importIsNan() {
   };
   double inf = std::numeric_limits<double>::infinity();
   Value y;
-  if (pos && neg)
-    y = builder.createOrFold<SelectOp>(currentLoc, i1, isValue(inf),
-                                       boolConst(builder, currentLoc, true),
-                                       isValue(-inf));
-  else if (pos || neg)
+  if (pos && neg) {
+    // +inf or -inf: an Or of the two, as select(c, c, d).
+    Value up = isValue(inf);
+    y = builder.createOrFold<SelectOp>(currentLoc, i1, up, up, isValue(-inf));
+  } else if (pos || neg) {
     y = isValue(pos ? inf : -inf);
-  else
-    y = builder.createOrFold<BroadcastOp>(
-        currentLoc, i1, boolConst(builder, currentLoc, false));
+  } else {
+    y = builder.create<ConstantOp>(currentLoc, DenseElementsAttr::get(i1, false));
+  }
   define(0, y);
 }
 
@@ -238,23 +223,14 @@ void Importer::importCumSum() {
   defineConstant(0, DenseElementsAttr::get(c.getType(), vals));
 }
 
-/// `idx` with negative entries counted from the end of an axis of `size`:
-/// idx < 0 ? idx + size : idx.
-static Value normalizeIndex(OpBuilder &b, Location loc, Value idx,
-                            int64_t size) {
+Value Importer::normalizeIndex(Value idx, int64_t size) {
   auto type = cast<RankedTensorType>(idx.getType());
-  Type et = type.getElementType();
-  auto scalar = [&](int64_t v) -> Value {
-    auto t = RankedTensorType::get({}, et);
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(
-                 t, APInt(et.getIntOrFloatBitWidth(), v, /*isSigned=*/true)));
-  };
-  Value neg = b.createOrFold<CompareOp>(
-      loc, RankedTensorType::get(type.getShape(), b.getI1Type()), idx,
-      scalar(0), b.getStringAttr("lt"));
-  Value wrapped = b.createOrFold<AddOp>(loc, type, idx, scalar(size));
-  return b.createOrFold<SelectOp>(loc, type, neg, wrapped, idx);
+  Value neg = builder.createOrFold<CompareOp>(
+      currentLoc, tensorType(type.getShape(), builder.getI1Type()), idx,
+      scalarLike(idx, 0), builder.getStringAttr("lt"));
+  Value wrapped =
+      builder.createOrFold<AddOp>(currentLoc, type, idx, scalarLike(idx, size));
+  return builder.createOrFold<SelectOp>(currentLoc, type, neg, wrapped, idx);
 }
 
 int64_t Importer::importOffsets(ArrayRef<int64_t> shape, StringRef what) {
@@ -310,10 +286,10 @@ void Importer::importGatherND() {
         builder.getDenseI64ArrayAttr(starts),
         builder.getDenseI64ArrayAttr(steps));
     col = reshape(col, tuples);
-    col = normalizeIndex(builder, currentLoc, col, ds[batch + j]);
+    col = normalizeIndex(col, ds[batch + j]);
     col = builder.createOrFold<MulOp>(
         currentLoc, tupleType, col,
-        i64Const(builder, currentLoc, strides[batch + j]));
+        scalarLike(col, strides[batch + j]));
     flat = flat ? builder.createOrFold<AddOp>(currentLoc, tupleType, flat, col)
                 : col;
   }
@@ -373,9 +349,9 @@ void Importer::importGatherElements() {
     base[flat] = off;
   }
   auto idxType = tensorType(is, builder.getI64Type());
-  Value idx = normalizeIndex(builder, currentLoc, indices, ds[axis]);
+  Value idx = normalizeIndex(indices, ds[axis]);
   idx = builder.createOrFold<MulOp>(currentLoc, idxType, idx,
-                                    i64Const(builder, currentLoc, strides[axis]));
+                                    scalarLike(idx, strides[axis]));
   idx = builder.createOrFold<AddOp>(
       currentLoc, idxType, idx,
       builder.create<ConstantOp>(

@@ -1,8 +1,9 @@
 //===- MergedParams.cpp - parameters an exporter merged by value ----------===//
 //
 // torch.onnx's exporters keep one initializer for parameters of equal values
-// (the dynamo exporter's optimizer, the TorchScript exporter's deduplication). In a freshly initialized model every norm's
-// weight is all ones, so `model.layers.0.input_layernorm.weight` ends up read
+// (the dynamo exporter's optimizer, the TorchScript exporter's
+// deduplication). In a freshly initialized model every norm's weight is all
+// ones, so `model.layers.0.input_layernorm.weight` ends up read
 // by the post-attention norm and the final norm too: trained as one tensor,
 // three parameters that PyTorch trains apart would move together after the
 // first step.
@@ -81,14 +82,6 @@ std::string moduleOf(const onnx::NodeProto &node) {
   return seg.substr(0, colon);
 }
 
-/// Whether fewer than half the elements of a float tensor are distinct.
-bool fewDistinct(const TensorData &t) {
-  std::vector<float> v(t.floats);
-  std::sort(v.begin(), v.end());
-  size_t distinct = std::unique(v.begin(), v.end()) - v.begin();
-  return 2 * distinct < v.size();
-}
-
 } // namespace
 
 std::vector<std::pair<std::string, std::string>>
@@ -126,7 +119,7 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
       continue;
     TensorData data =
         decodeTensor(*src->second, "initializer '" + src->first + "'", path);
-    if (!fewDistinct(data))
+    if (!fewDistinct(data.floats))
       continue;
     onnx::TensorProto copy = *src->second;
     copy.set_name(out);
@@ -138,6 +131,12 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
     graph.mutable_node()->DeleteSubrange(*it, 1);
   for (onnx::TensorProto &t : added)
     *graph.add_initializer() = std::move(t);
+
+  // Who reads each value (node, input), once for all initializers.
+  std::map<std::string, std::vector<std::pair<int, int>>> readers;
+  for (int n = 0; n < graph.node_size(); ++n)
+    for (int j = 0; j < graph.node(n).input_size(); ++j)
+      readers[graph.node(n).input(j)].push_back({n, j});
 
   int count = graph.initializer_size();
   for (int i = 0; i < count; ++i) {
@@ -152,16 +151,15 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
     std::string owner = name.substr(0, dot), leaf = name.substr(dot + 1);
     // The reading nodes by module.
     std::map<std::string, std::vector<std::pair<int, int>>> byModule;
-    for (int n = 0; n < graph.node_size(); ++n) {
-      const onnx::NodeProto &node = graph.node(n);
-      for (int j = 0; j < node.input_size(); ++j)
-        if (node.input(j) == name)
-          byModule[moduleOf(node)].push_back({n, j});
-    }
+    auto reads = readers.find(name);
+    if (reads == readers.end())
+      continue;
+    for (auto [n, j] : reads->second)
+      byModule[moduleOf(graph.node(n))].push_back({n, j});
     if (byModule.size() < 2 || byModule.count("") || !byModule.count(owner))
       continue;
     TensorData data = decodeTensor(init, "initializer '" + name + "'", path);
-    if (!fewDistinct(data))
+    if (!fewDistinct(data.floats))
       continue;
     for (auto &[module, uses] : byModule) {
       if (module == owner)

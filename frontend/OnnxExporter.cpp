@@ -13,7 +13,6 @@
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -117,9 +116,11 @@ bool exportImpl(const ExportOptions &options,
   }
   std::vector<InitializerTie> ties = findTies(named);
 
-  std::map<std::string, const ExportWeight *> byName;
+  std::map<std::string, const ExportWeight *> trained;
   for (const ExportWeight &w : weights)
-    byName[w.name] = &w;
+    trained[w.name] = &w;
+  // The weights not yet written, by name.
+  std::map<std::string, const ExportWeight *> byName = trained;
   onnx::GraphProto &graph = *model.mutable_graph();
   replaced = 0;
   for (onnx::TensorProto &init : *graph.mutable_initializer()) {
@@ -154,12 +155,10 @@ bool exportImpl(const ExportOptions &options,
   for (onnx::TensorProto &init : *graph.mutable_initializer())
     inits[init.name()] = &init;
   for (const InitializerTie &t : ties) {
-    auto src = std::find_if(weights.begin(), weights.end(),
-                            [&](const ExportWeight &w) { return w.name == t.source; });
-    if (src == weights.end() || byName.count(t.source) ||
-        std::any_of(weights.begin(), weights.end(),
-                    [&](const ExportWeight &w) { return w.name == t.copy; }))
+    auto it = trained.find(t.source);
+    if (it == trained.end() || byName.count(t.source) || trained.count(t.copy))
       continue;
+    const ExportWeight *src = it->second;
     size_t n = 1;
     for (int64_t d : src->shape)
       n *= static_cast<size_t>(d);

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "frontend/OnnxImporter.h"
+#include "frontend/Importer.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -45,15 +45,6 @@ Summary summarize(const std::vector<float> &v) {
   return s;
 }
 
-/// Whether at least half the elements are distinct: random or trained
-/// weights are, structured constants (ones, zeros, an identity) are not.
-bool mostlyDistinct(const std::vector<float> &v) {
-  std::vector<float> sorted(v);
-  std::sort(sorted.begin(), sorted.end());
-  size_t distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
-  return 2 * distinct >= v.size();
-}
-
 bool bitEqual(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 bool isCopy(const NamedTensor &a, const NamedTensor &b) {
@@ -86,6 +77,13 @@ bool modelGivenName(const std::string &name) {
 
 } // namespace
 
+bool detail::fewDistinct(const std::vector<float> &v) {
+  std::vector<float> sorted(v);
+  std::sort(sorted.begin(), sorted.end());
+  size_t distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+  return 2 * distinct < v.size();
+}
+
 std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
   std::map<Summary, std::vector<size_t>> buckets;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -101,7 +99,7 @@ std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
       continue;
     for (size_t x = 0; x < members.size(); ++x) {
       const NamedTensor &a = tensors[members[x]];
-      if (taken[members[x]] || !mostlyDistinct(*a.values))
+      if (taken[members[x]] || detail::fewDistinct(*a.values))
         continue;
       for (size_t y = x + 1; y < members.size(); ++y) {
         if (taken[members[y]])
