@@ -117,6 +117,16 @@ int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
 /// original) name pairs.
 std::vector<std::pair<std::string, std::string>>
 splitMergedParams(onnx::ModelProto &model, const std::string &path);
+/// The value of the node's metadata entry `key` (NodeProto.metadata_props,
+/// which libonnx 1.12 keeps as an unknown field), or "".
+std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key);
+/// The same for a ValueInfoProto's metadata_props.
+std::string valueMetadata(const onnx::ValueInfoProto &info,
+                          const std::string &key);
+/// The module a node came from: the dynamo exporter's "namespace" metadata
+/// (`model.layers.0.input_layernorm`), else the TorchScript exporter's scope
+/// name (`/model/layers.0/input_layernorm/Mul_1`), else "".
+std::string moduleOf(const onnx::NodeProto &node);
 /// Whether fewer than half the elements of `v` are distinct: ones, zeros or
 /// an identity, not random or trained weights (Ties.cpp).
 bool fewDistinct(const std::vector<float> &v);

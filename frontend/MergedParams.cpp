@@ -37,16 +37,20 @@ namespace detail {
 
 namespace {
 
-/// NodeProto.metadata_props in the onnx.proto of IR version 10 and later.
+/// metadata_props of NodeProto and ValueInfoProto in the onnx.proto of IR
+/// version 10 and later.
 constexpr int kNodeMetadataField = 9;
+constexpr int kValueInfoMetadataField = 4;
 
-/// The value of the node's metadata entry `key`, or "".
-std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
+/// The value of metadata entry `key` kept among `message`'s unknown fields
+/// as field `number`, or "".
+std::string unknownMetadata(const google::protobuf::Message &message,
+                            int number, const std::string &key) {
   const google::protobuf::UnknownFieldSet &fields =
-      node.GetReflection()->GetUnknownFields(node);
+      message.GetReflection()->GetUnknownFields(message);
   for (int i = 0; i < fields.field_count(); ++i) {
     const google::protobuf::UnknownField &f = fields.field(i);
-    if (f.number() != kNodeMetadataField ||
+    if (f.number() != number ||
         f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto entry;
@@ -56,8 +60,17 @@ std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
   return "";
 }
 
-/// The module a node came from, from its "namespace" metadata: the path of
-/// the segment before the op's own (`m.model.norm`), or "".
+} // namespace
+
+std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
+  return unknownMetadata(node, kNodeMetadataField, key);
+}
+
+std::string valueMetadata(const onnx::ValueInfoProto &info,
+                          const std::string &key) {
+  return unknownMetadata(info, kValueInfoMetadataField, key);
+}
+
 std::string moduleOf(const onnx::NodeProto &node) {
   std::string ns = nodeMetadata(node, "namespace");
   size_t opSeg = ns.rfind('/');
@@ -81,8 +94,6 @@ std::string moduleOf(const onnx::NodeProto &node) {
     return "";
   return seg.substr(0, colon);
 }
-
-} // namespace
 
 std::vector<std::pair<std::string, std::string>>
 splitMergedParams(onnx::ModelProto &model, const std::string &path) {

@@ -22,6 +22,9 @@ struct ExportWeight {
   std::string name;
   std::vector<int64_t> shape;
   const float *data = nullptr; ///< numel(shape) values
+  /// Relative tolerance when compared by value (a reference saved in
+  /// bfloat16 or float16 matches the float32 export only to its precision).
+  float relTol = 0;
 };
 
 /// What to write.
@@ -40,6 +43,35 @@ struct ExportOptions {
 bool exportOnnxWithWeights(const ExportOptions &options,
                            const std::vector<ExportWeight> &weights,
                            int64_t &replaced, std::string &error);
+
+/// What exportStateDict reads.
+struct StateDictOptions {
+  std::string modelPath; ///< the ONNX model the program was compiled from
+  /// The model's original state dict (optional): names are checked against
+  /// it and recovered by value where the graph has none, tied names and
+  /// tensors the graph lacks come from it.
+  const std::vector<ExportWeight> *reference = nullptr;
+};
+
+/// One tensor of the state dict.
+struct StateDictTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  std::string initializer; ///< where it came from ("" if from the reference)
+  std::string how;         ///< how the name was recovered, one line
+};
+
+/// The trained weights (by initializer name; untrained initializers keep
+/// their exported values) under the state-dict names of the PyTorch module
+/// the model was exported from (StateDictExport.cpp). `unresolved` gets one
+/// line per trained initializer, or folded parameter, whose name or value
+/// could not be recovered. Returns false with a one-line \p error on bad
+/// input.
+bool exportStateDict(const StateDictOptions &options,
+                     const std::vector<ExportWeight> &trained,
+                     std::vector<StateDictTensor> &out,
+                     std::vector<std::string> &unresolved, std::string &error);
 
 } // namespace otc
 

@@ -2,6 +2,8 @@
 //
 //   otc-export MODEL.onnx --weights DIR/model.safetensors -o OUT.onnx
 //              [--expose-logits]
+//   otc-export MODEL.onnx [--weights DIR] -o OUT.safetensors
+//              [--reference ORIGINAL.safetensors|DIR ...]
 //
 // Writes a copy of MODEL (the model a train program was compiled from) whose
 // initializers hold the trained weights of a checkpoint (float32 tensors by
@@ -9,6 +11,15 @@
 // Initializers without a trained weight (frozen ones, buffers) keep their
 // data. The result runs in otc-run or onnxruntime. --expose-logits also
 // outputs the scores that the SoftmaxCrossEntropyLoss reads, as "logits".
+//
+// An output named *.safetensors is a PyTorch state dict instead: the
+// trained weights under the names of the module the model was exported
+// from, for `model.load_state_dict(load_file(OUT), strict=True)`. One line
+// per tensor says how its name was recovered (frontend/StateDictExport.cpp);
+// --reference (the model's original weights, e.g. the checkpoint it was
+// loaded from) checks every name by value and supplies what the graph lost.
+// Without --weights it writes the weights the model was exported with.
+//
 // Errors are one line `otc-export: error: ...` and exit status 1.
 //
 //===----------------------------------------------------------------------===//
@@ -16,10 +27,16 @@
 #include "frontend/OnnxExporter.h"
 #include "otcrt/safetensors.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
 using namespace llvm;
 
@@ -29,10 +46,17 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.onnx>"),
                                       cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string>
     weightsPath("weights",
-                cl::desc("Trained weights (model.safetensors or its directory)"),
-                cl::value_desc("PATH"), cl::Required, cl::cat(toolCategory));
+                cl::desc("Trained weights (model.safetensors or its directory); "
+                         "optional for a state dict"),
+                cl::value_desc("PATH"), cl::cat(toolCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output ONNX file"),
-                                       cl::value_desc("OUT.onnx"), cl::Required, cl::cat(toolCategory));
+                                       cl::value_desc("OUT.onnx|OUT.safetensors"), cl::Required,
+                                       cl::cat(toolCategory));
+static cl::list<std::string> referencePaths(
+    "reference",
+    cl::desc("With a .safetensors output: the model's original state dict "
+             "(safetensors files or a directory of them)"),
+    cl::value_desc("PATH"), cl::cat(toolCategory));
 static cl::opt<bool> exposeLogits(
     "expose-logits",
     cl::desc("Also output the loss's scores as a graph output 'logits'"), cl::cat(toolCategory));
@@ -43,40 +67,187 @@ static int fail(const Twine &message) {
   return 1;
 }
 
+/// Reads a checkpoint of float32 tensors (verifying its checksums).
+static bool readWeights(std::string path, otcrt::TensorFile &file,
+                        std::vector<otc::ExportWeight> &list, std::string &error) {
+  if (sys::fs::is_directory(path))
+    path += "/model.safetensors";
+  otcrt::Status s = otcrt::readSafetensors(path, file);
+  if (!s) {
+    error = s.message();
+    return false;
+  }
+  bool checked = false;
+  if (s = otcrt::verifyChecksums(file, path, checked); !s) {
+    error = s.message();
+    return false;
+  }
+  auto format = file.metadata.find("format");
+  if (!checked && format != file.metadata.end() && format->second == "otc-weights")
+    errs() << "otc-export: warning: " << path
+           << " has no checksums (saved before they were stored); exporting "
+              "it unverified\n";
+  for (const otcrt::Tensor &t : file.tensors) {
+    if (t.dtype != otcrt::StDType::F32) {
+      error = path + ": tensor '" + t.name + "' is " + otcrt::dtypeName(t.dtype) +
+              ", expected F32";
+      return false;
+    }
+    list.push_back({t.name, t.shape, reinterpret_cast<const float *>(t.data.data())});
+  }
+  return true;
+}
+
+/// A float of a 16-bit format widened to float32.
+static float halfToFloat(uint16_t h) {
+  int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v = exp == 0    ? std::ldexp(float(man), -24)
+            : exp == 31 ? (man ? NAN : INFINITY)
+                        : std::ldexp(float(man | 0x400), exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+static float bf16ToFloat(uint16_t b) {
+  uint32_t bits = uint32_t(b) << 16;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+/// Reads the reference state dict: float tensors of every file given (a
+/// directory: its *.safetensors), widened to float32.
+static bool readReference(std::vector<otcrt::TensorFile> &files,
+                          std::vector<std::vector<float>> &storage,
+                          std::vector<otc::ExportWeight> &list, std::string &error) {
+  std::vector<std::string> paths;
+  for (const std::string &p : referencePaths) {
+    if (!sys::fs::is_directory(p)) {
+      paths.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (sys::fs::directory_iterator it(p, ec), end; it != end && !ec; it.increment(ec))
+      if (StringRef(it->path()).ends_with(".safetensors"))
+        found.push_back(it->path());
+    if (found.empty()) {
+      error = "--reference " + p + ": no .safetensors file in the directory";
+      return false;
+    }
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  files.resize(paths.size());
+  size_t total = 0;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    if (otcrt::Status s = otcrt::readSafetensors(paths[f], files[f]); !s) {
+      error = "--reference: " + s.message();
+      return false;
+    }
+    total += files[f].tensors.size();
+  }
+  storage.reserve(total);
+  for (size_t f = 0; f < paths.size(); ++f)
+    for (const otcrt::Tensor &t : files[f].tensors) {
+      float tol = 0;
+      std::vector<float> v(t.numel());
+      const uint8_t *d = t.data.data();
+      switch (t.dtype) {
+      case otcrt::StDType::F32:
+        std::memcpy(v.data(), d, v.size() * 4);
+        break;
+      case otcrt::StDType::F64:
+        for (size_t i = 0; i < v.size(); ++i) {
+          double x;
+          std::memcpy(&x, d + 8 * i, 8);
+          v[i] = float(x);
+        }
+        break;
+      case otcrt::StDType::F16:
+      case otcrt::StDType::BF16:
+        tol = t.dtype == otcrt::StDType::F16 ? 1.0f / 2048 : 1.0f / 256;
+        for (size_t i = 0; i < v.size(); ++i) {
+          uint16_t h;
+          std::memcpy(&h, d + 2 * i, 2);
+          v[i] = t.dtype == otcrt::StDType::F16 ? halfToFloat(h) : bf16ToFloat(h);
+        }
+        break;
+      default:
+        continue; // integer buffers are not weights
+      }
+      storage.push_back(std::move(v));
+      otc::ExportWeight w{t.name, t.shape, storage.back().data()};
+      w.relTol = tol;
+      list.push_back(w);
+    }
+  return true;
+}
+
+/// Writes the state dict; prints how each name was recovered.
+static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
+  std::vector<otcrt::TensorFile> refFiles;
+  std::vector<std::vector<float>> refStorage;
+  std::vector<otc::ExportWeight> reference;
+  std::string error;
+  if (!referencePaths.empty() && !readReference(refFiles, refStorage, reference, error))
+    return fail(error);
+  otc::StateDictOptions options;
+  options.modelPath = modelPath;
+  if (!referencePaths.empty())
+    options.reference = &reference;
+  std::vector<otc::StateDictTensor> tensors;
+  std::vector<std::string> unresolved;
+  if (!otc::exportStateDict(options, trained, tensors, unresolved, error))
+    return fail(error);
+  if (!unresolved.empty()) {
+    for (const std::string &u : unresolved)
+      errs() << "otc-export: unresolved " << u << "\n";
+    return fail(std::to_string(unresolved.size()) +
+                " weight(s) have no recoverable state-dict name or value (listed "
+                "above); pass --reference with the model's original weights "
+                "(e.g. a safetensors of model.state_dict())");
+  }
+  otcrt::TensorFile out;
+  out.metadata["format"] = "pt";
+  for (const otc::StateDictTensor &t : tensors) {
+    out.add(t.name, otcrt::StDType::F32, t.shape, t.values.data());
+    outs() << "  " << t.name << " " << otcrt::formatShape(t.shape) << " <- "
+           << (t.initializer.empty() ? std::string("(reference)") : "'" + t.initializer + "'")
+           << ": " << t.how << "\n";
+  }
+  if (otcrt::Status s = otcrt::writeSafetensors(outputPath, out); !s)
+    return fail(s.message());
+  outs() << "otc-export: wrote " << outputPath << " (" << tensors.size()
+         << " tensors, a PyTorch state dict)\n";
+  return 0;
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "otc-export: ONNX model with trained weights\n");
+  bool stateDict = StringRef(outputPath).ends_with(".safetensors");
+  if (!stateDict && !referencePaths.empty())
+    return fail("--reference is for a state dict: name the output *.safetensors");
+  if (stateDict && exposeLogits)
+    return fail("--expose-logits is for an ONNX output, not a state dict");
+  if (!stateDict && weightsPath.empty())
+    return fail("--weights is required for an ONNX output");
+  otcrt::TensorFile file;
+  std::vector<otc::ExportWeight> list;
+  std::string error;
+  if (!weightsPath.empty() && !readWeights(weightsPath, file, list, error))
+    return fail(error);
+  if (stateDict)
+    return writeStateDict(list);
   std::string weights = weightsPath;
   if (sys::fs::is_directory(weights))
     weights += "/model.safetensors";
-  otcrt::TensorFile file;
-  otcrt::Status s = otcrt::readSafetensors(weights, file);
-  if (!s)
-    return fail(s.message());
-  bool checked = false;
-  if (s = otcrt::verifyChecksums(file, weights, checked); !s)
-    return fail(s.message());
-  auto format = file.metadata.find("format");
-  if (!checked && format != file.metadata.end() &&
-      format->second == "otc-weights")
-    errs() << "otc-export: warning: " << weights
-           << " has no checksums (saved before they were stored); exporting "
-              "it unverified\n";
-  std::vector<otc::ExportWeight> list;
-  for (const otcrt::Tensor &t : file.tensors) {
-    if (t.dtype != otcrt::StDType::F32)
-      return fail(weights + ": tensor '" + t.name + "' is " +
-                  otcrt::dtypeName(t.dtype) + ", expected F32");
-    list.push_back({t.name, t.shape, reinterpret_cast<const float *>(t.data.data())});
-  }
   otc::ExportOptions options;
   options.modelPath = modelPath;
   options.outputPath = outputPath;
   options.exposeLogits = exposeLogits;
   int64_t replaced = 0;
-  std::string error;
   if (!otc::exportOnnxWithWeights(options, list, replaced, error))
     return fail(error);
   outs() << "otc-export: wrote " << outputPath << " (" << replaced

@@ -499,7 +499,9 @@ Status Run::execute() {
   std::vector<const OtcSlot *> initial = slots_.params;
   initial.insert(initial.end(), slots_.buffers.begin(), slots_.buffers.end());
   if (!resume)
-    if (Status s = loadInitialParams(opt_.initPath, initial, init); !s)
+    if (Status s = loadInitialParams(opt_.initPath, slots_.params, slots_.buffers,
+                                     defaultInitPath(), init);
+        !s)
       return s;
   if (Status s = prepareInputs(); !s)
     return s;

@@ -36,24 +36,48 @@ std::string formatPosition(const std::vector<int64_t> &shape, int64_t flat) {
 
 Status loadInitialParams(const std::string &path,
                          const std::vector<const OtcSlot *> &params,
-                         TensorFile &init) {
+                         const std::vector<const OtcSlot *> &buffers,
+                         const std::string &fallbackPath, TensorFile &init) {
   Status s = readSafetensors(path, init);
   if (!s)
     return Status::error("cannot load initial parameters (--init): " +
                          s.message());
-  for (const OtcSlot *slot : params) {
+  TensorFile fallback;
+  bool fallbackRead = false;
+  auto check = [&](const OtcSlot *slot, bool buffer) -> Status {
     const Tensor *t = init.find(slot->name);
     std::vector<int64_t> want = slotShape(*slot);
+    std::string where = path;
+    if (!t && buffer && !fallbackPath.empty() && fallbackPath != path) {
+      if (!fallbackRead) {
+        if (Status r = readSafetensors(fallbackPath, fallback); !r)
+          return Status::error(path + ": buffer '" + slot->name +
+                               "' not found, and " + r.message());
+        fallbackRead = true;
+      }
+      if (const Tensor *f = fallback.find(slot->name)) {
+        init.tensors.push_back(*f);
+        t = &init.tensors.back();
+        where = fallbackPath;
+      }
+    }
     if (!t)
-      return Status::error(path + ": parameter '" + slot->name +
-                           "' not found (expected F32 " + formatShape(want) +
-                           ")");
+      return Status::error(path + ": " + (buffer ? "buffer '" : "parameter '") +
+                           slot->name + "' not found (expected F32 " +
+                           formatShape(want) + ")");
     if (t->dtype != StDType::F32 || t->shape != want)
-      return Status::error(path + ": parameter '" + slot->name +
-                           "': expected F32 " + formatShape(want) +
+      return Status::error(where + ": " + (buffer ? "buffer '" : "parameter '") +
+                           slot->name + "': expected F32 " + formatShape(want) +
                            ", found " + dtypeName(t->dtype) + " " +
                            formatShape(t->shape));
-  }
+    return Status::ok();
+  };
+  for (const OtcSlot *slot : params)
+    if (Status r = check(slot, false); !r)
+      return r;
+  for (const OtcSlot *slot : buffers)
+    if (Status r = check(slot, true); !r)
+      return r;
   return Status::ok();
 }
 

@@ -22,10 +22,14 @@ struct InputData {
   std::vector<uint8_t> bytes; // grad_accum * slot->nbytes
 };
 
-/// Loads and checks every PARAM slot from the initial-parameter file.
+/// Loads and checks every PARAM and BUFFER slot from the initial-parameter
+/// file. A buffer that file lacks (a checkpoint's model.safetensors holds
+/// the trained parameters only) comes from \p fallbackPath, the compiled
+/// init.safetensors, when that is another file.
 Status loadInitialParams(const std::string &path,
                          const std::vector<const OtcSlot *> &params,
-                         TensorFile &init);
+                         const std::vector<const OtcSlot *> &buffers,
+                         const std::string &fallbackPath, TensorFile &init);
 
 /// Loads the batch file and converts each INPUT tensor to its slot dtype.
 Status loadBatch(const std::string &path, const OtcProgram &program,

@@ -11,6 +11,22 @@ names: one gradient per PyTorch parameter, none for constants or the copy of
 a tied weight. plan.json's params_count must equal PyTorch's
 `sum(p.numel() for p in model.parameters())`.
 
+The state-dict checks (otc-export -o *.safetensors) use the manifest's map
+from each initializer to PyTorch's state dict (found by the generator by
+comparing values with the model's own tensors) as the oracle:
+- `state-dict ref`: with --reference holding PyTorch's state dict (rebuilt
+  from the initializers through that map), the output has exactly PyTorch's
+  state-dict names, each equal to PyTorch's tensor;
+- `state-dict trained`: with a checkpoint whose every trained weight is
+  moved off its exported value, each state-dict tensor is that weight under
+  the map (transposed, reshaped, minus Gemma's folded 1), tied names alike;
+- `state-dict graph`: without a reference, the names the graph and the
+  exporter's metadata give: the full state dict, or the count of weights
+  left unresolved (`needs-reference N`) where the exporter folded a weight
+  into something the graph cannot undo, or the names it lacks (`lacks ...`)
+  where nothing in the graph shows them; the tensors it writes must be
+  PyTorch's, and it may write no name PyTorch lacks.
+
 Prints `<export> <config> PASS|FAIL (why)` per check and `N passed, M failed`;
 exits 1 on a failure. numpy only."""
 import argparse
@@ -20,6 +36,8 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -44,10 +62,119 @@ def compare(ours, golden, rtol, zero_atol):
     return bad, sorted(set(ours) ^ set(golden))
 
 
+def pytorch_state_dict(model_path, export, manifest):
+    """PyTorch's state dict, from the exported initializers and the map."""
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float32)
+             for t in onnx.load(model_path).graph.initializer}
+    shapes = {k: tuple(v) for k, v in manifest["parameters"].items()}
+    out, how = {}, {}
+    for init, m in export["initializers"].items():
+        if not isinstance(m, dict) or m.get("tied_copy"):
+            continue
+        name, v, rel = m["state_dict"], inits[init], m["relation"]
+        if rel == "transposed":
+            v = v.T
+        elif rel == "reshaped":
+            v = v.reshape(shapes[name])
+        elif rel == "one_plus":
+            v = v - np.float32(1)
+        out[name], how[name] = np.ascontiguousarray(v), (init, rel)
+    # Parameters the exporter merged by value (a fresh model's all-ones
+    # norms): PyTorch's value is that of the one initializer they share,
+    # which otc splits into a copy under each state-dict name.
+    for p in export.get("unmapped_parameters", []):
+        same = [k for k, v in out.items()
+                if v.shape == tuple(shapes[p]) and how[k][1] == "identical"
+                and np.array_equal(v, np.broadcast_to(v.ravel()[0], v.shape))]
+        if same:
+            out[p], how[p] = out[same[0]], (p, "identical")
+    for src, aliases in manifest["tied_aliases"].items():
+        for a in aliases:
+            out[a], how[a] = out[src], how[src]
+    return out, how
+
+
+def compare_state_dict(got, want, atol=1e-6):
+    """Why `got` is not `want`, or ""."""
+    if set(got) != set(want):
+        return (f"names: missing {sorted(set(want) - set(got))[:3]}, "
+                f"extra {sorted(set(got) - set(want))[:3]}")
+    for k, v in want.items():
+        g = got[k]
+        if g.shape != v.shape:
+            return f"{k}: shape {g.shape}, PyTorch {v.shape}"
+        if not np.allclose(g, v, rtol=0, atol=atol):
+            return f"{k}: differs by {np.abs(g - v).max():.3g}"
+    return ""
+
+
+def check_state_dict(args, model, export, manifest, stem, report):
+    want, how = pytorch_state_dict(model, export, manifest)
+    ref = os.path.join(args.work, f"{stem}-reference.safetensors")
+    st_io.write(ref, want)
+    out = os.path.join(args.work, f"{stem}-sd.safetensors")
+
+    def export_sd(extra):
+        if os.path.exists(out):
+            os.remove(out)
+        return subprocess.run([args.otc_export, model, "-o", out] + extra,
+                              capture_output=True, text=True)
+
+    r = export_sd(["--reference", ref])
+    why = (r.stderr.strip().splitlines() or ["?"])[-1] if r.returncode else \
+        compare_state_dict(st_io.read(out), want)
+    report(f"{stem} state-dict ref", not why, why)
+
+    # A checkpoint that moves every trained weight: each state-dict tensor
+    # must follow its initializer through the map.
+    golden = st_io.read(os.path.join(args.arch_dir, export["golden"]))
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float32)
+             for t in onnx.load(model).graph.initializer}
+    ckpt = {}
+    for i, key in enumerate(sorted(k for k in golden if k.startswith("grad/"))):
+        name = key[len("grad/"):]
+        base = inits[name] if name in inits else want[name]
+        ckpt[name] = base + np.float32(0.001 * (i + 1))
+    ck = os.path.join(args.work, f"{stem}-moved.safetensors")
+    st_io.write(ck, ckpt)
+    moved = {}
+    for name, (init, rel) in how.items():
+        v = ckpt.get(init)
+        if v is None:  # an initializer otc does not train
+            v = inits[init]
+        if rel == "transposed":
+            v = v.T
+        elif rel == "reshaped":
+            v = v.reshape(want[name].shape)
+        elif rel == "one_plus":
+            v = v - np.float32(1)
+        moved[name] = np.ascontiguousarray(v)
+    r = export_sd(["--weights", ck, "--reference", ref])
+    why = (r.stderr.strip().splitlines() or ["?"])[-1] if r.returncode else \
+        compare_state_dict(st_io.read(out), moved)
+    report(f"{stem} state-dict trained", not why, why)
+
+    r = export_sd([])
+    if r.returncode:
+        unresolved = sum(line.startswith("otc-export: unresolved")
+                         for line in r.stderr.splitlines())
+        print(f"{stem} state-dict graph needs-reference {unresolved}")
+        return
+    got = st_io.read(out)
+    lacking = sorted(set(want) - set(got))
+    why = compare_state_dict(got, {k: v for k, v in want.items() if k in got})
+    if lacking and not why:
+        # What a graph cannot show: the second name of a tied bias.
+        print(f"{stem} state-dict graph lacks {' '.join(lacking)}")
+        return
+    report(f"{stem} state-dict graph", not why, why)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("arch_dir")
     ap.add_argument("--otc-compile", default="otc-compile")
+    ap.add_argument("--otc-export", default="otc-export")
     ap.add_argument("--work", required=True)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--zero-atol", type=float, default=1e-6)
@@ -69,6 +196,7 @@ def main():
             continue
         stem = onnx_name[:-len(".onnx")]
         model = os.path.join(args.arch_dir, onnx_name)
+        check_state_dict(args, model, export, manifest, stem, report)
         golden = st_io.read(os.path.join(args.arch_dir, export["golden"]))
         configs = [("mb4", ["--micro-batch", "4"])]
         if export.get("dynamic_batch"):

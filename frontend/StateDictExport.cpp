@@ -1,0 +1,680 @@
+//===- StateDictExport.cpp - trained weights under PyTorch's names --------===//
+//
+// Implementation of exportStateDict. An exported graph names its weights in
+// three ways, and the state dict of the module it came from is recovered
+// from each:
+//
+//  - the initializer name itself (`model.layers.0.self_attn.q_proj.bias`):
+//    both exporters keep the state-dict name of a parameter they read as is;
+//  - exporter metadata: the dynamo exporter's optimizer records on each
+//    folded value `pkg.onnxscript.optimizer.folded_from` (`val_134` came
+//    from `['model.layers.0.self_attn.q_proj.weight']`, transposed for the
+//    MatMul of an `aten.linear`); the TorchScript exporter names a folded
+//    Wᵀ `onnx::MatMul_N` and the MatMul that reads it by module scope
+//    (`/model/layers.0/self_attn/q_proj/MatMul`);
+//  - a reference: the model's original state dict. Each initializer is then
+//    matched by value (the same values, transposed, reshaped, or shifted by
+//    a constant the exporter folded in: Gemma's `1 + weight`), every name
+//    the metadata gave is checked against it, tied names are found (the
+//    reference holds both), and reference entries the graph lacks are
+//    copied through, so the output loads with `strict=True`.
+//
+// A weight tied by the model (read by an embedding lookup of one module and
+// the projection of another) gets both names.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+#include "frontend/OnnxExporter.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace otc {
+namespace {
+
+/// How a state-dict tensor relates to an initializer's values.
+struct Relation {
+  enum Kind { Identical, Transposed, Reshaped, Offset } kind = Identical;
+  float offset = 0;           ///< Offset: initializer = state dict + offset
+  std::vector<int64_t> shape; ///< the state-dict tensor's shape
+};
+
+/// A float initializer considered for the state dict.
+struct Init {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> original; ///< as exported
+  std::vector<float> current;  ///< trained, or as exported
+  bool trained = false;
+  /// State-dict names found for it, each with its relation and how.
+  struct Named {
+    std::string name;
+    Relation relation;
+    std::string how;
+  };
+  std::vector<Named> names;
+  /// A name the metadata suggests but cannot confirm (a fold otc cannot
+  /// undo alone), for the reference to check and for errors.
+  std::string hint;
+  std::string hintWhy;
+};
+
+int64_t numel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string dimsText(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+/// A state-dict-like name: dotted module path, no exporter prefix.
+bool paramLike(const std::string &name) {
+  return name.find('.') != std::string::npos &&
+         name.find("::") == std::string::npos && !name.empty() &&
+         name[0] != '/' && name.find(' ') == std::string::npos;
+}
+
+/// "['a', 'b']" -> {a, b}.
+std::vector<std::string> parseList(const std::string &text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while ((i = text.find('\'', i)) != std::string::npos) {
+    size_t j = text.find('\'', i + 1);
+    if (j == std::string::npos)
+      break;
+    out.push_back(text.substr(i + 1, j - i - 1));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string ownerOf(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+std::string leafOf(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+/// Whether `node` reads input `j` as a projection weight [in, out] (MatMul's
+/// B; Gemm's B without transB).
+bool projectionWeight(const onnx::NodeProto &node, int j) {
+  if (node.op_type() == "MatMul")
+    return j == 1;
+  if (node.op_type() != "Gemm" || j != 1)
+    return false;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "transB" && a.i() != 0)
+      return false;
+  return true;
+}
+
+/// The relation under which `init` (its original values) equals `ref`
+/// (within `tol` relative), trying `preferred` first.
+std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
+                               const Relation *preferred = nullptr) {
+  int64_t n = numel(init.shape);
+  if (n != numel(ref.shape))
+    return std::nullopt;
+  const float *r = ref.data;
+  const std::vector<float> &v = init.original;
+  auto near = [&](float a, float b) {
+    return a == b || std::fabs(a - b) <= ref.relTol * std::fabs(b);
+  };
+  auto same = [&]() {
+    for (int64_t i = 0; i < n; ++i)
+      if (!near(v[i], r[i]))
+        return false;
+    return true;
+  };
+  auto transposed = [&]() {
+    if (init.shape.size() != 2 || ref.shape.size() != 2 ||
+        init.shape[0] != ref.shape[1] || init.shape[1] != ref.shape[0])
+      return false;
+    int64_t rows = ref.shape[0], cols = ref.shape[1];
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (!near(v[j * rows + i], r[i * cols + j]))
+          return false;
+    return true;
+  };
+  auto offset = [&]() -> std::optional<float> {
+    if (n == 0)
+      return std::nullopt;
+    double c = double(v[0]) - r[0];
+    if (c == 0)
+      return std::nullopt;
+    for (int64_t i = 0; i < n; ++i) {
+      double d = double(v[i]) - r[i];
+      // The fold rounded v = r + c once in float32.
+      if (std::fabs(d - c) > 4 * std::ldexp(1.0, -23) * (std::fabs(v[i]) + 1) +
+                                 ref.relTol * (std::fabs(r[i]) + 1))
+        return std::nullopt;
+    }
+    return float(std::nearbyint(c * 1e6) / 1e6);
+  };
+  std::vector<Relation::Kind> order = {Relation::Identical, Relation::Transposed,
+                                       Relation::Reshaped, Relation::Offset};
+  if (preferred)
+    order.insert(order.begin(), preferred->kind);
+  for (Relation::Kind k : order) {
+    Relation rel;
+    rel.kind = k;
+    rel.shape = ref.shape;
+    switch (k) {
+    case Relation::Identical:
+      if (init.shape == ref.shape && same())
+        return rel;
+      break;
+    case Relation::Transposed:
+      if (transposed())
+        return rel;
+      break;
+    case Relation::Reshaped:
+      if (init.shape != ref.shape && same())
+        return rel;
+      break;
+    case Relation::Offset:
+      if (init.shape == ref.shape)
+        if (auto c = offset()) {
+          rel.offset = *c;
+          return rel;
+        }
+      break;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string relationText(const Relation &rel) {
+  switch (rel.kind) {
+  case Relation::Identical:
+    return "";
+  case Relation::Transposed:
+    return ", transposed";
+  case Relation::Reshaped:
+    return ", reshaped to " + dimsText(rel.shape);
+  case Relation::Offset: {
+    std::ostringstream s;
+    s << ", minus the " << rel.offset << " the exporter folded in";
+    return s.str();
+  }
+  }
+  return "";
+}
+
+/// The state-dict tensor for `init`'s current values under `rel`.
+std::vector<float> invert(const Init &init, const Relation &rel) {
+  const std::vector<float> &v = init.current;
+  std::vector<float> out(v.size());
+  switch (rel.kind) {
+  case Relation::Identical:
+  case Relation::Reshaped:
+    out = v;
+    break;
+  case Relation::Transposed: {
+    int64_t rows = init.shape[0], cols = init.shape[1];
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        out[j * rows + i] = v[i * cols + j];
+    break;
+  }
+  case Relation::Offset:
+    for (size_t i = 0; i < v.size(); ++i)
+      out[i] = v[i] - rel.offset;
+    break;
+  }
+  return out;
+}
+
+class StateDictBuilder {
+public:
+  StateDictBuilder(const StateDictOptions &options) : options(options) {}
+
+  bool run(const std::vector<ExportWeight> &trained,
+           std::vector<StateDictTensor> &out,
+           std::vector<std::string> &unresolved, std::string &error);
+
+private:
+  bool load(std::string &error);
+  bool applyTrained(const std::vector<ExportWeight> &trained, std::string &error);
+  void nameFromGraph(Init &init);
+  void aliasesFromReaders();
+  bool resolveWithReference(std::string &error);
+
+  const StateDictOptions &options;
+  onnx::ModelProto model;
+  std::vector<Init> inits;
+  std::map<std::string, size_t> byName;
+  std::map<std::string, const onnx::ValueInfoProto *> infos;
+  std::map<std::string, std::vector<std::pair<int, int>>> readers;
+  /// Reference tensors copied through (not in the graph).
+  std::vector<const ExportWeight *> copied;
+};
+
+bool StateDictBuilder::load(std::string &error) {
+  std::ifstream in(options.modelPath, std::ios::binary);
+  if (!in) {
+    error = "cannot open " + options.modelPath;
+    return false;
+  }
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  if (!model.ParseFromString(bytes.str())) {
+    error = options.modelPath + ": not a valid ONNX model (protobuf parse failed)";
+    return false;
+  }
+  // As the importer read it: parameters the exporter merged are apart.
+  detail::splitMergedParams(model, options.modelPath);
+  const onnx::GraphProto &graph = model.graph();
+  for (const onnx::ValueInfoProto &info : graph.value_info())
+    infos[info.name()] = &info;
+  for (const onnx::ValueInfoProto &info : graph.input())
+    infos[info.name()] = &info;
+  for (int n = 0; n < graph.node_size(); ++n)
+    for (int j = 0; j < graph.node(n).input_size(); ++j)
+      readers[graph.node(n).input(j)].push_back({n, j});
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    if (t.data_type() != onnx::TensorProto::FLOAT &&
+        t.data_type() != onnx::TensorProto::FLOAT16 &&
+        t.data_type() != onnx::TensorProto::BFLOAT16 &&
+        t.data_type() != onnx::TensorProto::DOUBLE)
+      continue;
+    detail::TensorData d = detail::decodeTensor(
+        t, "initializer '" + t.name() + "'", options.modelPath);
+    Init init;
+    init.name = t.name();
+    init.shape.assign(d.shape.begin(), d.shape.end());
+    init.original = std::move(d.floats);
+    bool finite = true;
+    for (float x : init.original)
+      finite &= std::isfinite(x);
+    // Scalars, one-element constants and masks are never parameters.
+    if (init.original.size() < 2 || !finite)
+      continue;
+    init.current = init.original;
+    byName[init.name] = inits.size();
+    inits.push_back(std::move(init));
+  }
+  return true;
+}
+
+bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
+                                    std::string &error) {
+  for (const ExportWeight &w : trained) {
+    auto it = byName.find(w.name);
+    if (it == byName.end()) {
+      error = "weight '" + w.name + "' is not a float initializer of " +
+              options.modelPath + " (weights of another model?)";
+      return false;
+    }
+    Init &init = inits[it->second];
+    if (init.shape != w.shape) {
+      error = "weight '" + w.name + "' has shape " + dimsText(w.shape) +
+              " but the model's initializer has " + dimsText(init.shape);
+      return false;
+    }
+    init.current.assign(w.data, w.data + numel(w.shape));
+    init.trained = true;
+  }
+  // The copy of a tied weight follows its trained source.
+  std::vector<NamedTensor> named;
+  for (const Init &init : inits)
+    named.push_back({init.name, init.shape, &init.original});
+  for (const InitializerTie &t : findTies(named)) {
+    Init &copy = inits[byName.at(t.copy)];
+    const Init &src = inits[byName.at(t.source)];
+    if (copy.trained || !src.trained)
+      continue;
+    if (!t.transposed) {
+      copy.current = src.current;
+      continue;
+    }
+    int64_t rows = src.shape[0], cols = src.shape[1];
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        copy.current[j * rows + i] = src.current[i * cols + j];
+  }
+  return true;
+}
+
+void StateDictBuilder::nameFromGraph(Init &init) {
+  const onnx::GraphProto &graph = model.graph();
+  auto info = infos.find(init.name);
+  const onnx::ValueInfoProto *vi = info == infos.end() ? nullptr : info->second;
+  auto readsOf = [&](const std::string &name) {
+    auto r = readers.find(name);
+    return r == readers.end() ? std::vector<std::pair<int, int>>() : r->second;
+  };
+  // 1. The initializer's own name.
+  if (paramLike(init.name)) {
+    std::string kind =
+        vi ? detail::valueMetadata(*vi, "pkg.torch.export.graph_signature.InputSpec.kind")
+           : "";
+    std::string persistent =
+        vi ? detail::valueMetadata(
+                 *vi, "pkg.torch.export.graph_signature.InputSpec.persistent")
+           : "";
+    // A non-persistent buffer (rotary inv_freq, embed_scale) is no
+    // state-dict entry.
+    if (kind == "BUFFER" && persistent != "True")
+      return;
+    Relation rel;
+    rel.shape = init.shape;
+    init.names.push_back({init.name, rel, "initializer name"});
+    return;
+  }
+  // 2. The dynamo exporter's record of what a constant was folded from.
+  std::string folded =
+      vi ? detail::valueMetadata(*vi, "pkg.onnxscript.optimizer.folded_from") : "";
+  if (!folded.empty()) {
+    std::vector<std::string> from = parseList(folded);
+    std::vector<std::string> params;
+    for (const std::string &f : from)
+      if (paramLike(f))
+        params.push_back(f);
+    // An embedding lookup reads its table (a `.weight`) with indices (an
+    // index buffer like `position_ids`).
+    if (init.name.rfind("embedding", 0) == 0 && params.size() > 1) {
+      std::vector<std::string> tables;
+      for (const std::string &p : params)
+        if (leafOf(p) == "weight")
+          tables.push_back(p);
+      if (tables.size() == 1)
+        params = tables;
+    }
+    if (from.size() == 1 && params.size() == 1 && init.shape.size() == 2) {
+      // A Wᵀ folded for the MatMul of a Linear: every reader is a projection
+      // from an aten.linear.
+      bool linear = true;
+      auto reads = readsOf(init.name);
+      for (auto [n, j] : reads)
+        linear &= projectionWeight(graph.node(n), j) &&
+                  detail::nodeMetadata(graph.node(n), "pkg.torch.onnx.fx_node")
+                          .find("aten.linear") != std::string::npos;
+      if (linear && !reads.empty()) {
+        Relation rel;
+        rel.kind = Relation::Transposed;
+        rel.shape = {init.shape[1], init.shape[0]};
+        init.names.push_back(
+            {params[0], rel,
+             "exporter metadata (folded_from " + params[0] + ", the Wᵀ of an aten.linear)"});
+        return;
+      }
+    }
+    // A lookup of the table's rows (`embedding_3`), or the parameter and
+    // constants only (`add_4` from ['...norm.weight', 'val_5']: Gemma's
+    // 1 + weight): the reference can tell how. A table computed from a
+    // buffer (rotary cos/sin) is neither.
+    bool constantsOnly = true;
+    for (const std::string &f : from)
+      constantsOnly &= f == params.front() ||
+                       (f.rfind("val_", 0) == 0 &&
+                        f.find_first_not_of("0123456789", 4) == std::string::npos);
+    if (params.size() == 1 &&
+        (constantsOnly || init.name.rfind("embedding", 0) == 0)) {
+      init.hint = params[0];
+      init.hintWhy = "folded by the exporter from " + params[0] +
+                     " (folded_from " + folded + ")";
+      return;
+    }
+  }
+  // 3. The TorchScript exporter's folded Wᵀ, read by MatMuls of one scope.
+  if (init.name.rfind("onnx::", 0) == 0) {
+    std::set<std::string> modules;
+    bool projection = true;
+    auto reads = readsOf(init.name);
+    for (auto [n, j] : reads) {
+      projection &= projectionWeight(graph.node(n), j);
+      modules.insert(detail::moduleOf(graph.node(n)));
+    }
+    if (modules.size() == 1 && !modules.begin()->empty()) {
+      std::string module = *modules.begin();
+      if (projection && init.shape.size() == 2 &&
+          init.name.rfind("onnx::MatMul_", 0) == 0) {
+        Relation rel;
+        rel.kind = Relation::Transposed;
+        rel.shape = {init.shape[1], init.shape[0]};
+        init.names.push_back({module + ".weight", rel,
+                              "TorchScript node scope of " +
+                                  graph.node(reads[0].first).name() +
+                                  " (the exporter folded the Linear's Wᵀ)"});
+        return;
+      }
+      init.hint = module + ".weight";
+      init.hintWhy = "read in the scope of " + graph.node(reads[0].first).name() +
+                     " as '" + init.name + "', a value the exporter folded";
+    }
+  }
+}
+
+void StateDictBuilder::aliasesFromReaders() {
+  // A weight tied by the model is read as the table of one module's
+  // embedding lookup and the projection of another: each of them has it in
+  // its state dict.
+  const onnx::GraphProto &graph = model.graph();
+  std::set<std::string> taken;
+  for (const Init &init : inits)
+    for (const Init::Named &n : init.names)
+      taken.insert(n.name);
+  // The initializers that hold each state-dict name (a tie's copy too).
+  for (Init &init : inits) {
+    if (init.names.empty())
+      continue;
+    const Init::Named primary = init.names.front();
+    auto r = readers.find(init.name);
+    if (r == readers.end())
+      continue;
+    for (auto [n, j] : r->second) {
+      const onnx::NodeProto &node = graph.node(n);
+      bool lookup = node.op_type() == "Gather" && j == 0;
+      if (!lookup && !projectionWeight(node, j))
+        continue;
+      std::string module = detail::moduleOf(node);
+      if (module.empty() || node.name().rfind('/', 0) == 0)
+        continue; // TorchScript scopes name the copy's reader already
+      std::string alias = module + "." + leafOf(primary.name);
+      if (module == ownerOf(primary.name) || taken.count(alias))
+        continue;
+      taken.insert(alias);
+      init.names.push_back(
+          {alias, primary.relation,
+           "tied: " + primary.name + " is read by " + node.name() + " of " + module});
+    }
+  }
+}
+
+bool StateDictBuilder::resolveWithReference(std::string &error) {
+  const std::vector<ExportWeight> &ref = *options.reference;
+  std::map<std::string, const ExportWeight *> refByName;
+  for (const ExportWeight &w : ref)
+    refByName[w.name] = &w;
+  std::set<std::string> claimed;
+
+  // Names from the graph, checked by value; hints tried.
+  for (Init &init : inits) {
+    std::vector<Init::Named> kept;
+    for (Init::Named &n : init.names) {
+      auto it = refByName.find(n.name);
+      if (it == refByName.end()) {
+        // An alias the reference lacks (it saved one name of a tie) or a
+        // parameter it does not have.
+        if (&n != &init.names.front())
+          continue;
+        error = "initializer '" + init.name + "' is '" + n.name + "' (" + n.how +
+                ") but the reference has no tensor of that name (the reference "
+                "of another model?)";
+        return false;
+      }
+      std::optional<Relation> rel = relate(init, *it->second, &n.relation);
+      if (!rel) {
+        error = "initializer '" + init.name + "' is '" + n.name + "' (" + n.how +
+                ") but its values are not the reference's " + n.name +
+                " (identical, transposed, reshaped or shifted): the model was "
+                "exported from other weights than the reference's";
+        return false;
+      }
+      n.relation = *rel;
+      n.how += ", checked against the reference";
+      claimed.insert(n.name);
+      kept.push_back(n);
+    }
+    init.names = kept;
+  }
+  for (Init &init : inits) {
+    if (!init.names.empty() || init.hint.empty())
+      continue;
+    auto it = refByName.find(init.hint);
+    if (it == refByName.end() || claimed.count(init.hint))
+      continue;
+    if (std::optional<Relation> rel = relate(init, *it->second)) {
+      init.names.push_back({init.hint, *rel,
+                            init.hintWhy + ", matched by value with the reference"});
+      claimed.insert(init.hint);
+    }
+  }
+  // Initializers still unnamed: by value among the unclaimed reference
+  // tensors, trained ones first (constants may match nothing).
+  std::vector<Init *> unnamed;
+  for (bool trainedPass : {true, false})
+    for (Init &init : inits)
+      if (init.names.empty() && init.trained == trainedPass)
+        unnamed.push_back(&init);
+  for (Init *ip : unnamed) {
+    Init &init = *ip;
+    std::vector<std::pair<const ExportWeight *, Relation>> found;
+    for (const ExportWeight &w : ref)
+      if (!claimed.count(w.name))
+        if (std::optional<Relation> rel = relate(init, w))
+          found.push_back({&w, *rel});
+    if (found.empty())
+      continue;
+    std::string how = "matched by value with the reference";
+    if (found.size() > 1)
+      how += " (first of " + std::to_string(found.size()) + " tensors of equal values)";
+    init.names.push_back({found[0].first->name, found[0].second, how});
+    claimed.insert(found[0].first->name);
+  }
+  // Reference names no initializer took: the other name of a tie, or a
+  // tensor the graph does not read.
+  for (const ExportWeight &w : ref) {
+    if (claimed.count(w.name))
+      continue;
+    Init *holder = nullptr;
+    std::optional<Relation> holderRel;
+    for (Init &init : inits) {
+      if (init.names.empty())
+        continue;
+      if (std::optional<Relation> rel = relate(init, w)) {
+        // Prefer the trained source over an untrained copy.
+        if (!holder || (init.trained && !holder->trained)) {
+          holder = &init;
+          holderRel = rel;
+        }
+      }
+    }
+    if (holder) {
+      holder->names.push_back({w.name, *holderRel,
+                               "tied: the reference's " + w.name + " equals " +
+                                   holder->names.front().name});
+    } else {
+      copied.push_back(&w);
+    }
+    claimed.insert(w.name);
+  }
+  return true;
+}
+
+bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
+                           std::vector<StateDictTensor> &out,
+                           std::vector<std::string> &unresolved,
+                           std::string &error) {
+  if (!load(error) || !applyTrained(trained, error))
+    return false;
+  for (Init &init : inits)
+    nameFromGraph(init);
+  aliasesFromReaders();
+  if (options.reference && !resolveWithReference(error))
+    return false;
+  // Trained initializers without a name, and a fold otc cannot undo alone.
+  for (const Init &init : inits)
+    if (init.names.empty() && (init.trained || !init.hint.empty()))
+      unresolved.push_back(
+          "'" + init.name + "' " + dimsText(init.shape) + ": " +
+          (init.hint.empty() ? std::string("no name in the graph or its metadata")
+                             : init.hintWhy + ", with an operation otc cannot undo "
+                                              "without the original weights"));
+  // Each name once; a trained initializer wins over the copy of a tie.
+  std::map<std::string, size_t> written;
+  std::vector<const Init *> order;
+  for (const Init &init : inits)
+    if (init.trained)
+      order.push_back(&init);
+  for (const Init &init : inits)
+    if (!init.trained)
+      order.push_back(&init);
+  for (const Init *init : order)
+    for (const Init::Named &n : init->names) {
+      if (written.count(n.name))
+        continue;
+      written[n.name] = out.size();
+      StateDictTensor t;
+      t.name = n.name;
+      t.shape = n.relation.shape;
+      t.values = invert(*init, n.relation);
+      t.initializer = init->name;
+      t.how = n.how + relationText(n.relation);
+      out.push_back(std::move(t));
+    }
+  for (const ExportWeight *w : copied) {
+    StateDictTensor t;
+    t.name = w->name;
+    t.shape = w->shape;
+    t.values.assign(w->data, w->data + numel(w->shape));
+    t.how = "not in the graph: the reference's value";
+    out.push_back(std::move(t));
+  }
+  // In the reference's order when there is one, else the graph's.
+  if (options.reference) {
+    std::map<std::string, size_t> rank;
+    for (const ExportWeight &w : *options.reference)
+      rank.emplace(w.name, rank.size());
+    std::stable_sort(out.begin(), out.end(),
+                     [&](const StateDictTensor &a, const StateDictTensor &b) {
+                       auto ra = rank.find(a.name), rb = rank.find(b.name);
+                       size_t ka = ra == rank.end() ? rank.size() : ra->second;
+                       size_t kb = rb == rank.end() ? rank.size() : rb->second;
+                       return ka < kb;
+                     });
+  }
+  return true;
+}
+
+} // namespace
+
+bool exportStateDict(const StateDictOptions &options,
+                     const std::vector<ExportWeight> &trained,
+                     std::vector<StateDictTensor> &out,
+                     std::vector<std::string> &unresolved, std::string &error) {
+  try {
+    StateDictBuilder builder(options);
+    return builder.run(trained, out, unresolved, error);
+  } catch (const std::exception &e) {
+    error = options.modelPath + ": " + e.what();
+    return false;
+  }
+}
+
+} // namespace otc
