@@ -35,6 +35,7 @@ struct AttentionProblem {
   int64_t batch, heads, kvHeads, queries, keys, depth;
   const Tensor *q, *k, *v, *mask;
   bool causal;
+  int64_t window = 0;
   double scale, dropout;
   uint64_t key, stream;
 
@@ -57,8 +58,13 @@ struct AttentionProblem {
                 : at4(b, h, j, d, kvHeads, keys, depth);
   }
 
-  /// True when key j is visible from query i (not hidden by `causal`).
-  bool visible(int64_t i, int64_t j) const { return !(causal && j > i); }
+  /// True when key j is visible from query i: not after it under `causal`,
+  /// nor `window` or more keys before it under a sliding window.
+  bool visible(int64_t i, int64_t j) const {
+    if (!causal)
+      return true;
+    return j <= i && (window == 0 || i - j < window);
+  }
 
   /// The score of (b, h, i, j): scale * q . k plus the broadcast mask. Only
   /// meaningful for visible pairs.
@@ -111,6 +117,7 @@ attentionProblem(OpT op, const Tensor &q, const Tensor &k, const Tensor &v,
   p.v = &v;
   p.mask = mask;
   p.causal = op.getCausal();
+  p.window = op.getWindow();
   p.scale = op.getScale().convertToDouble();
   p.dropout = op.getDropout().convertToDouble();
   p.key = key ? static_cast<uint64_t>(static_cast<int64_t>(key->data[0])) : 0;

@@ -59,6 +59,9 @@ template <typename OpTy> static LogicalResult verifyAttention(OpTy op) {
     return op.emitOpError(
                "causal attention needs as many keys as queries, got ")
            << q[2] << " and " << k[2];
+  if (op.getWindow() < 0 || (op.getWindow() > 0 && !op.getCausal()))
+    return op.emitOpError("window must be 0 or, with causal, positive; got ")
+           << op.getWindow();
   SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]};
   if (Value m = op.getMask()) {
     auto b = broadcastShapes(shapeOf(m), scores);
@@ -110,7 +113,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
       getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
       rg[0], getQ(), getK(), getV(), getOutput(), getLse(), getMask(), getKey(),
       getCausalAttr(), getScaleAttr(), getDropoutAttr(), getStreamAttr(),
-      getLayoutAttr());
+      getLayoutAttr(), getWindowAttr());
   out.append({grad.getDq(), grad.getDk(), grad.getDv()});
   // The mask (never depending on a parameter) and the key get none.
   if (getMask())

@@ -38,7 +38,9 @@ def Otc_AttentionOp : Otc_Op<"attention",
     `q` is [B, H, T, D], `k` and `v` are [B, Hk, S, D] with H a multiple of
     Hk (grouped-query attention: query head h reads key/value head
     h / (H / Hk)). Scores are `scale * q k^T`; with `causal`, key j is hidden
-    from query i when j > i (T == S); `mask`, when given, is added to the
+    from query i when j > i (T == S), and with `window` = W > 0 (only with
+    `causal`: a sliding window) also when j <= i - W, so that each query
+    sees itself and the W - 1 keys before it; `mask`, when given, is added to the
     scores (numpy broadcasting to [B, H, T, S]). With `dropout` > 0 the
     probabilities are dropped out as `otc.dropout` with `key` and `stream`
     would, element (b, h, i, j) of the [B, H, T, S] probabilities being
@@ -62,7 +64,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
                    F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$stream,
-                   DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout);
+                   DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
@@ -88,7 +91,8 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
                    F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$stream,
-                   DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout);
+                   DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Otc_FloatTensor:$dq, Otc_FloatTensor:$dk,
                  Otc_FloatTensor:$dv);
   let assemblyFormat = [{

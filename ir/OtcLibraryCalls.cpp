@@ -101,7 +101,8 @@ void RmsNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 //===----------------------------------------------------------------------===//
 
 /// The OtcrtAttention struct of an attention op or its gradient: sizes,
-/// scale, causal, dropout, the key's buffer and the mask's strides.
+/// scale, causal, dropout, the key's buffer, the mask's strides, the layout
+/// and the sliding window.
 template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
   // Sizes in [B, H, T, D] terms whatever the storage layout.
   bool bthd = op.getLayout() == "bthd";
@@ -128,6 +129,7 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
     a.fields.push_back(LibraryArg::integer(s));
   a.fields.push_back(
       LibraryArg::integer(bthd ? /*OTCRT_LAYOUT_BTHD*/ 1 : 0));
+  a.fields.push_back(LibraryArg::integer(op.getWindow()));
   return a;
 }
 

@@ -5,8 +5,10 @@
 // scale, its mask, the reshapes and transposes exporters put around it) and
 // down to the product with V (through optional dropout), undoes grouped-query
 // K/V repeats, and classifies the mask by evaluating its constant values
-// element by element: exactly causal becomes the `causal` flag, anything else
-// an additive mask operand (both for a causal select under an added mask).
+// element by element: exactly causal becomes the `causal` flag, a causal
+// sliding window (Mistral's, Gemma 2/3's local layers) `causal` and `window`,
+// anything else an additive mask operand (both for a causal select under an
+// added mask).
 // Also the constant evaluator the mask check uses.
 //
 //===----------------------------------------------------------------------===//
@@ -247,6 +249,8 @@ struct Chain {
   double scale = 1.0, dropout = 0.0;
   int64_t stream = 0;
   bool causal = false;
+  /// With causal: a sliding window of this many keys (0: none).
+  int64_t window = 0;
   /// The value the fused output replaces.
   Value output;
 };
@@ -302,22 +306,37 @@ static bool parseScores(Value x, ArrayRef<int64_t> s, Chain &c) {
 }
 
 /// Classifies a mask given as "hidden(index)" over the mask's own `shape`
-/// (broadcast to [.., T, S]): true when it hides exactly j > i.
-static bool isCausal(ArrayRef<int64_t> shape, int64_t t, int64_t s,
-                     llvm::function_ref<std::optional<bool>(ArrayRef<int64_t>)>
-                         hidden) {
+/// (broadcast to [.., T, S]): 0 when it hides exactly j > i (causal), W > 0
+/// when it hides exactly j > i and j <= i - W (a causal sliding window of W
+/// keys), nothing otherwise.
+static std::optional<int64_t>
+causalBand(ArrayRef<int64_t> shape, int64_t t, int64_t s,
+           llvm::function_ref<std::optional<bool>(ArrayRef<int64_t>)> hidden) {
   if (t != s || shape.size() < 2 || shape[shape.size() - 2] != t ||
       shape.back() != s)
-    return false;
+    return std::nullopt;
   int64_t n = numElements(shape);
+  // Each element's (lag i - j, hidden) once; the window is the smallest lag
+  // hidden on or below the diagonal.
+  std::vector<std::pair<int64_t, bool>> seen(static_cast<size_t>(n));
+  int64_t window = 0;
   for (int64_t flat = 0; flat < n; ++flat) {
     SmallVector<int64_t> idx = unravelIndex(flat, shape);
     std::optional<bool> h = hidden(idx);
-    int64_t i = idx[idx.size() - 2], j = idx.back();
-    if (!h || *h != (j > i))
-      return false;
+    int64_t lag = idx[idx.size() - 2] - idx.back();
+    if (!h)
+      return std::nullopt;
+    seen[flat] = {lag, *h};
+    if (*h && lag >= 0 && (window == 0 || lag < window)) {
+      if (lag == 0)
+        return std::nullopt; // a query hidden from itself: no band
+      window = lag;
+    }
   }
-  return true;
+  for (auto [lag, h] : seen)
+    if (h != (lag < 0 || (window > 0 && lag >= window)))
+      return std::nullopt;
+  return window;
 }
 
 /// Parses `v` = where(cond, scores, fill) (or its mirror) whose condition
@@ -336,10 +355,16 @@ static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
   if (!parseScores(hideWhenTrue ? sel.getRhs() : sel.getLhs(), s, c))
     return false;
   Value cond = sel.getCondition();
-  return isCausal(shapeOf(cond), s[2], s[3], [&](ArrayRef<int64_t> i) {
-    std::optional<double> h = evaluateAt(cond, i);
-    return h ? std::optional<bool>((*h != 0.0) == hideWhenTrue) : std::nullopt;
-  });
+  std::optional<int64_t> band =
+      causalBand(shapeOf(cond), s[2], s[3], [&](ArrayRef<int64_t> i) {
+        std::optional<double> h = evaluateAt(cond, i);
+        return h ? std::optional<bool>((*h != 0.0) == hideWhenTrue)
+                 : std::nullopt;
+      });
+  if (!band)
+    return false;
+  c.window = *band;
+  return true;
 }
 
 Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
@@ -374,11 +399,14 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     double fill = hideWhenTrue ? *lf : *rf;
     if (!parseScores(hideWhenTrue ? sel.getRhs() : sel.getLhs(), s, c))
       return Match::miss("attention: the masked scores are not scale * Q K^T");
-    c.causal = isCausal(shapeOf(cond), t, keys, [&](ArrayRef<int64_t> i) {
-      std::optional<double> v = evaluateAt(cond, i);
-      return v ? std::optional<bool>((*v != 0.0) == hideWhenTrue)
-               : std::nullopt;
-    });
+    std::optional<int64_t> band =
+        causalBand(shapeOf(cond), t, keys, [&](ArrayRef<int64_t> i) {
+          std::optional<double> v = evaluateAt(cond, i);
+          return v ? std::optional<bool>((*v != 0.0) == hideWhenTrue)
+                   : std::nullopt;
+        });
+    c.causal = band.has_value();
+    c.window = band.value_or(0);
     if (!c.causal) {
       if (dependsOnParam(cond))
         return Match::miss("attention: the mask depends on a parameter");
@@ -416,13 +444,17 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     // A key both hidden by the causal select and by the additive mask gets
     // fill + mask unfused and is left out fused: the same probabilities
     // wherever a row keeps a visible key.
-    c.causal =
-        causalSelect || isCausal(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
-          std::optional<double> v = evaluateAt(m, i);
-          if (!v || (*v != 0.0 && *v > kHiddenBelow))
-            return std::optional<bool>();
-          return std::optional<bool>(*v <= kHiddenBelow);
-        });
+    std::optional<int64_t> band;
+    if (!causalSelect)
+      band = causalBand(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
+        std::optional<double> v = evaluateAt(m, i);
+        if (!v || (*v != 0.0 && *v > kHiddenBelow))
+          return std::optional<bool>();
+        return std::optional<bool>(*v <= kHiddenBelow);
+      });
+    c.causal = causalSelect || band.has_value();
+    if (band)
+      c.window = *band;
     if (causalSelect || !c.causal) {
       if (dependsOnParam(m))
         return Match::miss("attention: the mask depends on a parameter");
@@ -499,7 +531,8 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                 withShape(c.q.getType(), qs.drop_back())},
       c.q, c.k, c.v, c.mask, c.key, c.causal ? b.getUnitAttr() : UnitAttr(),
       b.getF64FloatAttr(c.scale), b.getF64FloatAttr(c.dropout),
-      b.getI64IntegerAttr(c.stream));
+      b.getI64IntegerAttr(c.stream), b.getStringAttr("bhtd"),
+      b.getI64IntegerAttr(c.window));
   c.output.replaceAllUsesWith(att.getOutput());
   return Match::yes();
 }

@@ -536,7 +536,8 @@ static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
   auto fused = b.create<AttentionOp>(
       att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
       att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
-      att.getDropoutAttr(), att.getStreamAttr(), b.getStringAttr("bthd"));
+      att.getDropoutAttr(), att.getStreamAttr(), b.getStringAttr("bthd"),
+      att.getWindowAttr());
   for (TransposeOp t : backs)
     t.getResult().replaceAllUsesWith(fused.getOutput());
   att.getLse().replaceAllUsesWith(fused.getLse());

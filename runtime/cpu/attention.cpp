@@ -1,5 +1,6 @@
 // Host scaled dot-product attention of libotcrt_cpu (otc.attention and
-// otc.attention_grad), with causal hiding, an additive broadcast mask,
+// otc.attention_grad), with causal hiding (and a sliding window), an
+// additive broadcast mask,
 // grouped-query heads and dropout. The forward forms each query row's scores
 // in a per-thread scratch vector, subtracts their maximum before the
 // exponentials (sums in double) and saves the row's log-sum-exp. The
@@ -46,12 +47,20 @@ struct Problem {
       : a(a), mask(mask), group(a.h / a.hk),
         keepScale(a.dropout > 0.0f ? 1.0f / (1.0f - a.dropout) : 1.0f) {}
 
-  /// Number of keys visible from query i (the causal prefix).
+  /// End of the keys visible from query i (the causal prefix).
   int64_t visibleKeys(int64_t i) const {
     return a.causal ? std::min(a.s, i + 1) : a.s;
   }
+  /// First key visible from query i (a sliding window's start).
+  int64_t firstKey(int64_t i) const {
+    return a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+  }
   /// First query that sees key j.
   int64_t firstQuery(int64_t j) const { return a.causal ? j : 0; }
+  /// End of the queries that see key j (a sliding window's end).
+  int64_t endQuery(int64_t j) const {
+    return a.causal && a.window > 0 ? std::min(a.t, j + a.window) : a.t;
+  }
 
   /// Row (b, hi, i) of the [b, h, t] query rows.
   int64_t queryRow(int64_t b, int64_t hi, int64_t i) const {
@@ -84,9 +93,10 @@ struct Problem {
   }
 };
 
-/// True when the query heads do not split into groups of the key heads.
+/// True when the query heads do not split into groups of the key heads, or
+/// the window is negative.
 bool invalid(const OtcrtAttention &a) {
-  return a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0;
+  return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0;
 }
 
 /// True when there is no query row to compute.
@@ -113,19 +123,19 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
       const float *qi = q + row * a.d;
       const float *kb = k + p.kvOffset(b, kh, 0);
       const float *vb = v + p.kvOffset(b, kh, 0);
-      int64_t end = p.visibleKeys(i);
+      int64_t first = p.firstKey(i), end = p.visibleKeys(i);
       float max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < end; ++j) {
+      for (int64_t j = first; j < end; ++j) {
         s[j] = p.score(qi, kb + j * a.d, b, hi, i, j);
         max = std::max(max, s[j]);
       }
       double sum = 0.0;
-      for (int64_t j = 0; j < end; ++j)
+      for (int64_t j = first; j < end; ++j)
         sum += std::exp(s[j] - max);
       float rowLse = max + static_cast<float>(std::log(sum));
       lse[row] = rowLse;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < end; ++j) {
+      for (int64_t j = first; j < end; ++j) {
         float prob = std::exp(s[j] - rowLse) * p.dropFactor(row, j);
         if (prob != 0.0f)
           axpy(acc.data(), prob, vb + j * a.d, a.d);
@@ -168,7 +178,7 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
       float di = static_cast<float>(d);
       rowD[row] = di;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0, end = p.visibleKeys(i); j < end; ++j) {
+      for (int64_t j = p.firstKey(i), end = p.visibleKeys(i); j < end; ++j) {
         const float *kj = k + p.kvOffset(b, kh, j);
         const float *vj = v + p.kvOffset(b, kh, j);
         float prob = std::exp(p.score(qi, kj, b, hi, i, j) - lse[row]);
@@ -196,7 +206,7 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
       std::fill(accV.begin(), accV.end(), 0.0f);
       for (int64_t g = 0; g < p.group; ++g) {
         int64_t hi = kh * p.group + g;
-        for (int64_t i = p.firstQuery(j); i < a.t; ++i) {
+        for (int64_t i = p.firstQuery(j), end = p.endQuery(j); i < end; ++i) {
           int64_t row = p.queryRow(b, hi, i);
           const float *qi = q + row * a.d, *dOi = dout + row * a.d;
           float prob = std::exp(p.score(qi, kj, b, hi, i, j) - lse[row]);

@@ -1,5 +1,6 @@
 // Device scaled dot-product attention of libotcrt_cuda (otc.attention and
-// otc.attention_grad) for float and bfloat16 storage: causal hiding, an
+// otc.attention_grad) for float and bfloat16 storage: causal hiding (and a
+// sliding window), an
 // additive broadcast mask, grouped-query heads and dropout. A simple correct
 // form, not a fast one: the float entry points always run it, the bfloat16
 // ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block per query
@@ -39,7 +40,15 @@ struct Geometry {
   __device__ int64_t visibleKeys(int64_t i) const {
     return a.causal ? (a.s < i + 1 ? a.s : i + 1) : a.s;
   }
+  /// First key visible from query i (a sliding window's start).
+  __device__ int64_t firstKey(int64_t i) const {
+    return a.causal && a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0;
+  }
   __device__ int64_t firstQuery(int64_t j) const { return a.causal ? j : 0; }
+  /// End of the queries that see key j (a sliding window's end).
+  __device__ int64_t endQuery(int64_t j) const {
+    return a.causal && a.window > 0 && j + a.window < a.t ? j + a.window : a.t;
+  }
   __device__ int64_t kvOffset(int64_t b, int64_t kh, int64_t j) const {
     return ((b * a.hk + kh) * a.s + j) * a.d;
   }
@@ -86,9 +95,9 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
     qRow[c] = load(q[row * a.d + c]);
   __syncthreads();
   const T *kb = k + g.kvOffset(b, kh, 0), *vb = v + g.kvOffset(b, kh, 0);
-  const int64_t end = g.visibleKeys(i);
+  const int64_t first = g.firstKey(i), end = g.visibleKeys(i);
   float max = -INFINITY;
-  for (int64_t j = warp; j < end; j += kAttnWarps) {
+  for (int64_t j = first + warp; j < end; j += kAttnWarps) {
     float part = 0.0f;
     for (int64_t c = lane; c < a.d; c += 32)
       part += qRow[c] * load(kb[j * a.d + c]);
@@ -99,18 +108,18 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
   }
   max = blockMax(max, scratch);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < end; j += blockDim.x)
+  for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
     sum += expf(p[j] - max);
   sum = blockSum(sum, scratch);
   const float rowLse = max + logf(sum);
   if (threadIdx.x == 0)
     lse[row] = rowLse;
-  for (int64_t j = threadIdx.x; j < end; j += blockDim.x)
+  for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
     p[j] = expf(p[j] - rowLse) * g.dropFactor(row, j);
   __syncthreads();
   for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < end; ++j)
+    for (int64_t j = first; j < end; ++j)
       acc += p[j] * load(vb[j * a.d + c]);
     store(out + row * a.d + c, acc);
   }
@@ -142,8 +151,8 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
     rowD[row] = D;
   const T *kb = k + g.kvOffset(b, kh, 0), *vb = v + g.kvOffset(b, kh, 0);
   const float rowLse = lse[row];
-  const int64_t end = g.visibleKeys(i);
-  for (int64_t j = warp; j < end; j += kAttnWarps) {
+  const int64_t first = g.firstKey(i), end = g.visibleKeys(i);
+  for (int64_t j = first + warp; j < end; j += kAttnWarps) {
     float qk = 0.0f, dOv = 0.0f;
     for (int64_t c = lane; c < a.d; c += 32) {
       qk += qRow[c] * load(kb[j * a.d + c]);
@@ -159,7 +168,7 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
   __syncthreads();
   for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < end; ++j)
+    for (int64_t j = first; j < end; ++j)
       acc += dS[j] * load(kb[j * a.d + c]);
     store(dq + row * a.d + c, a.scale * acc);
   }
@@ -187,8 +196,8 @@ __global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
     accK[e] = accV[e] = 0.0f;
   __syncthreads();
   float *myK = accK + warp * a.d, *myV = accV + warp * a.d;
-  const int64_t first = g.firstQuery(j);
-  const int64_t perHead = a.t > first ? a.t - first : 0;
+  const int64_t first = g.firstQuery(j), last = g.endQuery(j);
+  const int64_t perHead = last > first ? last - first : 0;
   for (int64_t n = warp; n < g.group * perHead; n += kAttnWarps) {
     const int64_t hi = kh * g.group + n / perHead, i = first + n % perHead;
     const int64_t row = (b * a.h + hi) * a.t + i;
@@ -232,7 +241,7 @@ template <typename Kernel> bool allowShared(Kernel kernel, size_t bytes) {
 
 /// True when the query heads do not split into groups of the key heads.
 bool invalid(const OtcrtAttention &a) {
-  return a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0;
+  return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0;
 }
 
 /// The kernels' scratch: per device and per use (kRowD, the backward's D_i

@@ -6,7 +6,8 @@
 //  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
 //    otc's strides, a 0 stride becoming a dimension of size 1);
 //  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
-//    key j hidden from query i when j > i, for any t and s;
+//    key j hidden from query i when j > i, for any t and s; a sliding
+//    window W its left bound W (key j kept while j + W > i);
 //  - grouped-query heads: cuDNN's K/V head count hk divides h;
 //  - Stats, its per-row softmax statistic, is max + log(sum exp(x - max))
 //    of the scaled, masked scores in float (the natural log, since the
@@ -59,11 +60,12 @@ struct GraphKey {
   bool causal = false, mask = false;
   int64_t maskStrides[4] = {0, 0, 0, 0};
   int32_t layout = OTCRT_LAYOUT_BHTD;
+  int32_t window = 0;
 
   auto tie() const {
     return std::tie(device, backward, b, h, hk, t, s, d, scaleBits, causal,
                     mask, maskStrides[0], maskStrides[1], maskStrides[2],
-                    maskStrides[3], layout);
+                    maskStrides[3], layout, window);
   }
   bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
 };
@@ -190,6 +192,8 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       if (key.causal)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
             .set_diagonal_band_right_bound(0);
+      if (key.window > 0)
+        opts.set_diagonal_band_left_bound(key.window);
       if (bias)
         opts.set_bias(bias);
       auto [o, stats] = g->sdpa(q, k, v, std::move(opts));
@@ -212,6 +216,8 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       if (key.causal)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
             .set_diagonal_band_right_bound(0);
+      if (key.window > 0)
+        opts.set_diagonal_band_left_bound(key.window);
       if (bias)
         opts.set_bias(bias);
       auto [dq, dk, dv] =
@@ -241,15 +247,16 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     entry->declined = "unknown error";
   }
   if (!entry->declined.empty()) {
-    char shape[160];
+    char shape[192];
     std::snprintf(shape, sizeof shape,
                   "cuDNN declines %s b=%lld h=%lld hk=%lld t=%lld s=%lld "
-                  "d=%lld%s%s: ",
+                  "d=%lld%s%s window=%d: ",
                   key.backward ? "backward" : "forward",
                   static_cast<long long>(a.b), static_cast<long long>(a.h),
                   static_cast<long long>(a.hk), static_cast<long long>(a.t),
                   static_cast<long long>(a.s), static_cast<long long>(a.d),
-                  key.causal ? " causal" : "", key.mask ? " masked" : "");
+                  key.causal ? " causal" : "", key.mask ? " masked" : "",
+                  key.window);
     entry->declined = shape + entry->declined;
   }
   return entry;
@@ -305,6 +312,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
   key.d = a.d;
   std::memcpy(&key.scaleBits, &a.scale, sizeof key.scaleBits);
   key.causal = a.causal != 0;
+  key.window = a.causal ? a.window : 0;
   key.layout = a.layout;
   key.mask = mask != nullptr;
   if (key.mask)

@@ -3,7 +3,7 @@
 // (ir/OtcFusedOps.td): every score of a row, its log-sum-exp, the dropout
 // factors drawn with the test's own splitmix64, and an analytic gradient that
 // is itself checked by central finite differences of sum(out * R). Covers
-// plain, causal, broadcast-masked (zero strides, -inf entries), grouped-query
+// plain, causal, sliding-window, broadcast-masked (zero strides, -inf entries), grouped-query
 // (hk < h) and dropout problems, the kept pattern of a dropped row, and the
 // bfloat16 entry points (within bfloat16 rounding of the f32 kernel).
 #include "kernels_test_util.h"
@@ -85,7 +85,7 @@ Vec probabilities(const Problem &p, const Vec &q, const Vec &k, int64_t b,
   Vec s(a.s, -std::numeric_limits<double>::infinity());
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < a.s; ++j) {
-    if (a.causal && j > i)
+    if (a.causal && (j > i || (a.window > 0 && i - j >= a.window)))
       continue;
     double dot = 0;
     for (int64_t c = 0; c < a.d; ++c)
@@ -240,6 +240,30 @@ TEST(KernelsAttention, Plain) {
 TEST(KernelsAttention, Causal) {
   std::mt19937 rng(102);
   run(makeProblem(2, 3, 3, 6, 6, 4, true, 0, nullptr, 0, rng, true), rng);
+}
+
+TEST(KernelsAttention, SlidingWindow) {
+  std::mt19937 rng(31);
+  for (int32_t window : {1, 2, 4}) {
+    Problem p = makeProblem(2, 4, 2, 7, 7, 4, true, 0, nullptr, 0, rng, true);
+    p.a.window = window;
+    run(p, rng);
+  }
+  // With a key-padding mask and dropout too.
+  const int64_t dims[4] = {2, 1, 1, 6};
+  Problem p = makeProblem(2, 2, 1, 6, 6, 3, true, 0.25f, dims, 2, rng, true);
+  p.a.window = 3;
+  run(p, rng);
+}
+
+TEST(KernelsAttention, RejectsNegativeWindow) {
+  std::mt19937 rng(32);
+  Problem p = makeProblem(1, 1, 1, 3, 3, 2, true, 0, nullptr, 0, rng, false);
+  p.a.window = -1;
+  std::vector<float> q(6), k(6), v(6), out(6), lse(3);
+  EXPECT_NE(otcrt_attention_fwd_f32(&p.a, q.data(), k.data(), v.data(), nullptr,
+                                    out.data(), lse.data(), nullptr),
+            0);
 }
 
 TEST(KernelsAttention, BroadcastMaskOverBatchAndHeads) {

@@ -844,6 +844,10 @@ int main(int argc, char **argv) {
     a.layout = OTCRT_LAYOUT_BTHD;
     return a;
   };
+  auto windowed = [](OtcrtAttention a, int32_t w) {
+    a.window = w;
+    return a;
+  };
   const AttentionCase cases[] = {
       {"t=s=1024 causal d=64", attention(2, 4, 4, 1024, 1024, 64, true, 0),
        nullptr, true},
@@ -870,11 +874,21 @@ int main(int argc, char **argv) {
       {"t=s=64 causal dropout d=64", attention(1, 2, 2, 64, 64, 64, true, 0.1f),
        nullptr, false},
       {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr, false},
+      // A causal sliding window: cuDNN's diagonal band with a left bound.
+      {"t=s=1024 causal window 256 gqa d=64",
+       windowed(attention(1, 8, 2, 1024, 1024, 64, true, 0), 256), nullptr,
+       true},
+      {"t=s=37 causal window 8 d=64 bthd",
+       bthd(windowed(attention(2, 4, 2, 37, 37, 64, true, 0), 8)), nullptr,
+       true},
   };
   for (const AttentionCase &tc : cases)
     testAttentionPaths(tc, rng);
   testAttention("causal odd length", attention(1, 2, 2, 129, 129, 64, true, 0),
                 nullptr, rng);
+  testAttention("causal window 5 key padding",
+                windowed(attention(2, 4, 2, 70, 70, 32, true, 0), 5), keyPadding,
+                rng);
   testCrossEntropy(OTCRT_MEAN, "mean", rng, 37, 5000);
   testCrossEntropy(OTCRT_SUM, "sum", rng, 37, 5000);
   testCrossEntropy(OTCRT_NONE, "none", rng, 37, 5000);

@@ -128,6 +128,41 @@ func.func @attention_not_causal_constant(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2
 
 // -----
 
+// Tests that a causal sliding window (each query sees itself and the key
+// before it: Mistral's and Gemma 2's local attention) becomes `causal` with
+// `window = 2` and no mask operand, as a boolean select and as an additive
+// -inf matrix; a band whose width changes from row to row is no window and
+// stays an additive mask.
+// CHECK-LABEL: func.func @attention_sliding_window
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64, window = 2 : i64}
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64, window = 2 : i64}
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {scale = 5.000000e-01 : f64}
+func.func @attention_sliding_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
+  %band = otc.constant dense<[[true, false, false, false], [true, true, false, false], [false, true, true, false], [false, false, true, true]]> : tensor<4x4xi1>
+  %fill = otc.constant dense<0xFF800000> : tensor<f32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc = otc.mul %s, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = otc.select %band, %sc, %fill : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  %add = otc.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0xFF800000, 0.0, 0.0, 0xFF800000], [0xFF800000, 0xFF800000, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %s2 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc2 = otc.mul %s2, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m2 = otc.add %sc2, %add : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p2 = otc.softmax %m2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o2 = otc.matmul %p2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  %ragged = otc.constant dense<[[true, false, false, false], [true, true, false, false], [false, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %s3 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc3 = otc.mul %s3, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m3 = otc.select %ragged, %sc3, %fill : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p3 = otc.softmax %m3 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o3 = otc.matmul %p3, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %o2, %o3 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a softmax over the wrong axis (the queries, not the keys) is
 // left alone.
 // CHECK-LABEL: func.func @attention_softmax_wrong_axis

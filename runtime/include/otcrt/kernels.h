@@ -128,6 +128,10 @@ typedef struct {
   /// read and written through strides where the implementation allows, else
   /// through transposed copies of its own). lse stays [b, h, t].
   int32_t layout;
+  /// With `causal`, a sliding window: key j is also hidden from query i when
+  /// j <= i - window (each query sees itself and the window - 1 keys before
+  /// it). 0: no window.
+  int32_t window;
 } OtcrtAttention;
 
 enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
