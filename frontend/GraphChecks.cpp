@@ -106,6 +106,35 @@ static std::optional<SchemaFacts> schemaFacts(const std::string &op,
     f.attrs["approximate"] = {AP::STRING, false};
     return f;
   }
+  // Opset 23, newer than libonnx.
+  if (op == "RMSNormalization") {
+    f.minInputs = f.maxInputs = 2;
+    f.minOutputs = f.maxOutputs = 1;
+    f.attrs["axis"] = {AP::INT, false};
+    f.attrs["epsilon"] = {AP::FLOAT, false};
+    f.attrs["stash_type"] = {AP::INT, false};
+    return f;
+  }
+  if (op == "Attention") {
+    f.minInputs = 3;
+    f.maxInputs = 6;
+    f.minOutputs = 1;
+    f.maxOutputs = 4;
+    for (const char *a : {"is_causal", "kv_num_heads", "q_num_heads",
+                          "qk_matmul_output_mode", "softmax_precision"})
+      f.attrs[a] = {AP::INT, false};
+    f.attrs["scale"] = {AP::FLOAT, false};
+    f.attrs["softcap"] = {AP::FLOAT, false};
+    return f;
+  }
+  if (op == "RotaryEmbedding") {
+    f.minInputs = 3;
+    f.maxInputs = 4;
+    f.minOutputs = f.maxOutputs = 1;
+    for (const char *a : {"interleaved", "num_heads", "rotary_embedding_dim"})
+      f.attrs[a] = {AP::INT, false};
+    return f;
+  }
   const onnx::OpSchema *s = onnx::OpSchemaRegistry::Schema(
       op, static_cast<int>(std::min(opset, kMaxCheckerOpset)), "");
   if (!s)

@@ -39,7 +39,7 @@ namespace detail {
 
 /// The default-domain opsets the importer knows the op semantics of.
 constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 21;
+constexpr int64_t kMaxOpset = 23;
 /// The oldest default-domain opset read: older models, from this one on, are
 /// upgraded to kMinOpset by libonnx's version converter (VersionConvert.cpp).
 constexpr int64_t kOldestOpset = 7;
@@ -205,6 +205,11 @@ public:
   void importCumSum();
   void importGatherND();
   void importGatherElements();
+  void importRmsNorm();
+  void importAttention();
+  void importRotaryEmbedding();
+  /// `x` transposed by `perm` (Opset23Ops.cpp).
+  mlir::Value transposeTo(mlir::Value x, llvm::ArrayRef<int64_t> perm);
   /// The element count of `shape` for a constant the importer computes
   /// (`what`, in errors), at most kMaxImportRange.
   int64_t importOffsets(llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
