@@ -256,6 +256,12 @@ struct Chain {
 };
 } // namespace
 
+/// The remark for soft-capped scores.
+static constexpr const char *kSoftCapped =
+    "attention: the scores are soft-capped (c * tanh(s / c), Gemma 2's "
+    "attention logit soft-capping), which the fused attention does not "
+    "compute: kept unfused (exact)";
+
 /// Whether `x` is c * tanh(s) (after constant scales): scores soft-capped.
 static bool isSoftCapped(Value x) {
   double ignored = 1.0;
@@ -397,8 +403,12 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                          "-1e4");
     Value cond = sel.getCondition();
     double fill = hideWhenTrue ? *lf : *rf;
-    if (!parseScores(hideWhenTrue ? sel.getRhs() : sel.getLhs(), s, c))
-      return Match::miss("attention: the masked scores are not scale * Q K^T");
+    Value masked = hideWhenTrue ? sel.getRhs() : sel.getLhs();
+    if (!parseScores(masked, s, c))
+      return Match::miss(isSoftCapped(masked)
+                             ? std::string(kSoftCapped)
+                             : "attention: the masked scores are not scale * "
+                               "Q K^T");
     std::optional<int64_t> band =
         causalBand(shapeOf(cond), t, keys, [&](ArrayRef<int64_t> i) {
           std::optional<double> v = evaluateAt(cond, i);
@@ -434,10 +444,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     else if (c = Chain(); parseCausalSelect(add.getRhs(), s, c))
       m = add.getLhs(), causalSelect = true;
     else if (isSoftCapped(add.getLhs()) || isSoftCapped(add.getRhs()))
-      return Match::miss("attention: the scores are soft-capped "
-                         "(c * tanh(s / c), Gemma 2's attention logit "
-                         "soft-capping), which the fused attention does not "
-                         "compute: kept unfused (exact)");
+      return Match::miss(kSoftCapped);
     else
       return Match::miss("attention: neither addend is scale * Q K^T (or "
                          "its causal masking)");

@@ -355,7 +355,9 @@ def main():
     ops = supported_ops(args.source)
     of_ops = tests_of_supported_ops(args.data, ops)
     scope = [name for name, types in of_ops.items() if not types]
-    stale = sorted(set(EXCLUDED) - set(scope))
+    # EXCLUDED lists tests of the default data; another directory (the
+    # opset 23 tests made by make_opset23_node_tests.py) has none of them.
+    stale = sorted(set(EXCLUDED) - set(scope)) if args.data == DEFAULT_DATA else []
     if stale:
         print(f"error: EXCLUDED names tests out of scope: {stale}")
         return 1
