@@ -373,6 +373,29 @@ static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
   return true;
 }
 
+/// The result of `where(p != p, 0, p)` when that is all that reads `p`
+/// (onnxscript's Where(IsNaN(p), 0, p) after a softmax), else null.
+static Value nanGuarded(Value p) {
+  SelectOp sel;
+  CompareOp isNan;
+  for (Operation *user : p.getUsers()) {
+    if (auto c = dyn_cast<CompareOp>(user);
+        c && c.getLhs() == p && c.getRhs() == p && c.getPredicate() == "ne")
+      isNan = c;
+    else if (auto s = dyn_cast<SelectOp>(user))
+      sel = s;
+    else
+      return Value();
+  }
+  if (!sel || !isNan || !isNan->hasOneUse() ||
+      sel.getCondition() != isNan.getResult() || sel.getRhs() != p)
+    return Value();
+  std::optional<double> zero = splatValue(sel.getLhs());
+  if (!zero || *zero != 0.0)
+    return Value();
+  return sel.getResult();
+}
+
 Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
   ArrayRef<int64_t> s = shapeOf(softmax);
   bool scoresLike = hasProductAbove(softmax.getInput());
@@ -473,8 +496,20 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                       : Match::no();
   }
 
-  // Probabilities side: optional dropout, then the product with V.
+  // Probabilities side: optional NaN guard and dropout, then the product
+  // with V.
   Value p = softmax.getResult();
+  if (Value guarded = nanGuarded(p)) {
+    // NaN appears only in a row that hides every key: never under causal
+    // masking alone (each query sees itself); with a mask, the fused op
+    // would give such a row NaN where the guard gives zeros.
+    if (!c.causal || c.mask)
+      return Match::miss("attention: the probabilities are guarded by "
+                         "Where(IsNaN(p), 0, p) and a row may hide every key "
+                         "(the guard's zeros differ from the fused op's NaN): "
+                         "kept unfused (exact)");
+    p = guarded;
+  }
   if (auto drop = singleUser<DropoutOp>(p)) {
     if (!drop.getMask().use_empty())
       return Match::miss("attention: the dropout mask is read elsewhere");

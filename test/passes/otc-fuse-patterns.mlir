@@ -163,6 +163,40 @@ func.func @attention_sliding_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2x
 
 // -----
 
+// Tests onnxscript's NaN guard after the softmax, Where(IsNaN(p), 0, p)
+// (imported as select(p != p, 0, p)): under causal masking alone no row
+// hides every key, so the guard never fires and the attention fuses; with an
+// additive mask a row could, and the guard's zeros would differ from the
+// fused op's NaN, so it stays unfused.
+// CHECK-LABEL: func.func @attention_nan_guard
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64}
+// CHECK: otc.softmax
+// CHECK-NOT: otc.attention
+// CHECK: return
+func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
+  %tril = otc.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %fill = otc.constant dense<0xFF800000> : tensor<f32>
+  %zero = otc.constant dense<0.0> : tensor<f32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc = otc.mul %s, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = otc.select %tril, %sc, %fill : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %nan = otc.compare "ne", %p, %p : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %g = otc.select %nan, %zero, %p : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = otc.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  %s2 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc2 = otc.mul %s2, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m2 = otc.add %sc2, %pad : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %p2 = otc.softmax %m2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %nan2 = otc.compare "ne", %p2, %p2 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %g2 = otc.select %nan2, %zero, %p2 : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o2 = otc.matmul %g2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %o2 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a softmax over the wrong axis (the queries, not the keys) is
 // left alone.
 // CHECK-LABEL: func.func @attention_softmax_wrong_axis
