@@ -54,6 +54,11 @@ int otcrt_sum_squares(const char *arena, int32_t num_ranges,
   return sumSquares(arena, num_ranges, ranges, sum);
 }
 
+int otcrt_scale_ranges(char *arena, int32_t num_ranges,
+                       const OtcrtRange *ranges, float factor, void *) {
+  return scaleRanges(arena, num_ranges, ranges, factor);
+}
+
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
                            const float *x, const float *gamma, float *y,
                            float *rstd, void *) {

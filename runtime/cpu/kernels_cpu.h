@@ -49,6 +49,9 @@ int columnSum(int64_t rows, int64_t cols, const otcrt_bf16 *x, float *out);
 /// The sum of squares over arena ranges (sum_squares.cpp).
 int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
                double *sum);
+/// otcrt_scale_ranges (sum_squares.cpp).
+int scaleRanges(char *arena, int32_t numRanges, const OtcrtRange *ranges,
+                float factor);
 
 /// Attention forward and backward (attention.cpp).
 int attentionFwd(const OtcrtAttention &a, const float *q, const float *k,

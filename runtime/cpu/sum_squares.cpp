@@ -2,7 +2,9 @@
 // otcrt/kernels.h): each range is cut into chunks of kChunk elements, each
 // chunk summed in double in element order (in parallel over chunks), and
 // the chunk sums added in order, so the result does not depend on the
-// number of threads.
+// number of threads. And the in-place scaling of the same ranges
+// (otcrt_scale_ranges), the gradient clipping.
+#include "common.h"
 #include "kernels_cpu.h"
 
 #include <cstring>
@@ -56,6 +58,31 @@ int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
                  : sumSquares(reinterpret_cast<const float *>(p), range.count);
   }
   *sum = total;
+  return 0;
+}
+
+int scaleRanges(char *arena, int32_t numRanges, const OtcrtRange *ranges,
+                float factor) {
+  if (numRanges < 0 || (numRanges > 0 && (!arena || !ranges)))
+    return 1;
+  for (int32_t r = 0; r < numRanges; ++r)
+    if (ranges[r].offset < 0 || ranges[r].count < 0)
+      return 1;
+  for (int32_t r = 0; r < numRanges; ++r) {
+    const OtcrtRange &range = ranges[r];
+    char *p = arena + range.offset;
+    if (range.bf16) {
+      auto *x = reinterpret_cast<otcrt_bf16 *>(p);
+#pragma omp parallel for schedule(static) if (range.count > 65536)
+      for (int64_t i = 0; i < range.count; ++i)
+        x[i] = floatToBf16(bf16ToFloat(x[i]) * factor);
+    } else {
+      auto *x = reinterpret_cast<float *>(p);
+#pragma omp parallel for schedule(static) if (range.count > 65536)
+      for (int64_t i = 0; i < range.count; ++i)
+        x[i] *= factor;
+    }
+  }
   return 0;
 }
 

@@ -5,6 +5,8 @@
 // the partials in a fixed order and the sum is copied back. No atomics, so
 // the result repeats bit for bit. The scratch array is allocated (and
 // grown) on a call, which therefore never runs inside a graph capture.
+// otcrt_scale_ranges scales the same ranges in place with one grid-stride
+// kernel per range (gradient clipping on the device, no copy to the host).
 #include "common.cuh"
 
 #include <mutex>
@@ -27,6 +29,13 @@ __global__ void partialSquares(int64_t n, const T *x, double *partial) {
   acc = blockSum(acc, scratch);
   if (threadIdx.x == 0)
     partial[blockIdx.x] = acc;
+}
+
+template <typename T>
+__global__ void scaleKernel(int64_t n, T *x, float factor) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store(x + i, load(x[i]) * factor);
 }
 
 __global__ void addPartials(int64_t n, const double *partial, double *sum) {
@@ -117,4 +126,32 @@ extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
   }
   *sum = host;
   return 0;
+}
+
+extern "C" int otcrt_scale_ranges(char *arena, int32_t num_ranges,
+                                  const OtcrtRange *ranges, float factor,
+                                  void *streamArg) {
+  using namespace otcrt::cuda;
+  if (num_ranges < 0 || (num_ranges > 0 && (!arena || !ranges)))
+    return 1;
+  for (int32_t r = 0; r < num_ranges; ++r)
+    if (ranges[r].offset < 0 || ranges[r].count < 0)
+      return 1;
+  cudaStream_t stream = asStream(streamArg);
+  for (int32_t r = 0; r < num_ranges; ++r) {
+    const OtcrtRange &range = ranges[r];
+    if (range.count == 0)
+      continue;
+    // Four waves of blocks on any current GPU, each thread a few elements.
+    int64_t want = (range.count + kBlock * 4 - 1) / (kBlock * 4);
+    int blocks = static_cast<int>(want < 1 ? 1 : (want > 4096 ? 4096 : want));
+    char *p = arena + range.offset;
+    if (range.bf16)
+      scaleKernel<<<blocks, kBlock, 0, stream>>>(
+          range.count, reinterpret_cast<otcrt_bf16 *>(p), factor);
+    else
+      scaleKernel<<<blocks, kBlock, 0, stream>>>(
+          range.count, reinterpret_cast<float *>(p), factor);
+  }
+  return launchStatus() ? 1 : 0;
 }

@@ -339,7 +339,7 @@ Status Run::trainStep(int64_t step) {
     factor *= opt_.gradClip / norm;
   if (finite && factor != 1.0) {
     TraceSpan span(tracer_, "gradient scaling", "optimizer");
-    if (Status s = scaleGradients(slots_.grads, backend_, arena_.arena, factor); !s)
+    if (Status s = scaleGradients(gradRanges_, arena_.arena, factor); !s)
       return s;
   }
   if (!finite && !opt_.skipNonfinite)

@@ -161,33 +161,12 @@ Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
   return Status::ok();
 }
 
-Status scaleGradients(const std::vector<const OtcSlot *> &grads,
-                      Backend &backend, char *arena, double factor) {
-  float f = static_cast<float>(factor);
-  std::vector<uint8_t> raw;
-  std::vector<float> host;
-  for (const OtcSlot *slot : grads) {
-    raw.resize(static_cast<size_t>(slot->nbytes));
-    Status s = backend.download(arena, slot->offset, raw.data(), slot->nbytes);
-    if (!s)
-      return s;
-    if (slot->dtype == OTC_BF16)
-      raw = widenBf16(raw);
-    host.resize(raw.size() / 4);
-    std::memcpy(host.data(), raw.data(), raw.size());
-    for (float &g : host)
-      g *= f;
-    if (slot->dtype == OTC_BF16) {
-      std::vector<uint16_t> narrow(host.size());
-      for (size_t j = 0; j < narrow.size(); ++j)
-        narrow[j] = toBf16(host[j]);
-      s = backend.upload(arena, slot->offset, narrow.data(), slot->nbytes);
-    } else {
-      s = backend.upload(arena, slot->offset, host.data(), slot->nbytes);
-    }
-    if (!s)
-      return s;
-  }
+Status scaleGradients(const std::vector<OtcrtRange> &ranges, char *arena,
+                      double factor) {
+  if (otcrt_scale_ranges(arena, static_cast<int32_t>(ranges.size()),
+                         ranges.data(), static_cast<float>(factor),
+                         otcrt_stream()) != 0)
+    return Status::error("scaling the gradients (otcrt_scale_ranges) failed");
   return Status::ok();
 }
 

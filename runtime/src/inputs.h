@@ -46,10 +46,10 @@ std::vector<OtcrtRange> gradientRanges(const std::vector<const OtcSlot *> &grads
 Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
                     double &norm);
 
-/// Multiplies every GRAD slot by \p factor in place. On a device the
-/// gradients are downloaded and uploaded once each (no device kernel yet).
-Status scaleGradients(const std::vector<const OtcSlot *> &grads,
-                      Backend &backend, char *arena, double factor);
+/// Multiplies the gradients in \p ranges by \p factor in place where they
+/// are (otcrt_scale_ranges: a device kernel on cuda, queued without a wait).
+Status scaleGradients(const std::vector<OtcrtRange> &ranges, char *arena,
+                      double factor);
 
 } // namespace otcrt
 

@@ -326,6 +326,32 @@ TEST(DriverGradients, AdjacentSlotsOfOneDTypeMergeIntoOneRange) {
   EXPECT_EQ(norm, 5.0);
 }
 
+TEST(DriverGradients, ScalingInPlaceRoundsBf16ToNearestEven) {
+  // One float range and one bfloat16 range: 1, 2, -3 scaled by 0.5, and the
+  // bf16 values 1.0 (0x3F80) and 1 + 2^-7 (0x3F81) scaled by 1.5: 1.5 is
+  // 0x3FC0 exactly; (1 + 2^-7) * 1.5 = 1.51171875 lies halfway between
+  // 0x3FC1 (1.5078125) and 0x3FC2 (1.515625), so ties-to-even gives 0x3FC2.
+  std::vector<uint8_t> arena(16, 0);
+  float f[3] = {1.0f, 2.0f, -3.0f};
+  std::memcpy(arena.data(), f, sizeof f);
+  uint16_t h[2] = {0x3F80, 0x3F81};
+  std::memcpy(arena.data() + 12, h, sizeof h);
+  std::vector<OtcrtRange> ranges = {{0, 3, 0, 0}, {12, 2, 1, 0}};
+  char *base = reinterpret_cast<char *>(arena.data());
+  ASSERT_TRUE(scaleGradients({ranges[0]}, base, 0.5));
+  ASSERT_TRUE(scaleGradients({ranges[1]}, base, 1.5));
+  std::memcpy(f, arena.data(), sizeof f);
+  std::memcpy(h, arena.data() + 12, sizeof h);
+  EXPECT_EQ(f[0], 0.5f);
+  EXPECT_EQ(f[1], 1.0f);
+  EXPECT_EQ(f[2], -1.5f);
+  EXPECT_EQ(h[0], 0x3FC0);
+  EXPECT_EQ(h[1], 0x3FC2);
+  // Bad ranges are an error, not a write.
+  OtcrtRange bad = {-4, 1, 0, 0};
+  EXPECT_FALSE(scaleGradients({bad}, base, 2.0));
+}
+
 TEST(DriverBf16, WidensToFloat32) {
   // bf16 0x3F80 is 1.0f, 0xC040 is -3.0f (hand-encoded).
   std::vector<uint8_t> in = {0x80, 0x3F, 0x40, 0xC0};

@@ -794,6 +794,30 @@ void testSumSquares(std::mt19937 &rng) {
   }
 }
 
+/// otcrt_scale_ranges on the device against the host kernel: a float range
+/// and a bfloat16 range, bit for bit (one product and one rounding each).
+void testScaleRanges(std::mt19937 &rng) {
+  Check c("scale_ranges");
+  const int64_t nF = 1000003, nB = 4099;
+  Floats f = random(nF, rng, -3, 3);
+  Bf16s b = toBf16(random(nB, rng, -3, 3));
+  std::vector<char> arena(nF * 4 + 64 + nB * 2);
+  std::memcpy(arena.data(), f.data(), nF * 4);
+  std::memcpy(arena.data() + nF * 4 + 64, b.data(), nB * 2);
+  const OtcrtRange ranges[] = {{0, nF, 0, 0}, {nF * 4 + 64, nB, 1, 0}};
+  char *dArena = device(arena);
+  c.rc(otcrt::cpu::scaleRanges(arena.data(), 2, ranges, 0.37f), "host");
+  c.rc(otcrt_scale_ranges(dArena, 2, ranges, 0.37f, nullptr), "device");
+  std::vector<char> got(arena.size());
+  cudaMemcpy(got.data(), dArena, got.size(), cudaMemcpyDeviceToHost);
+  if (std::memcmp(got.data(), arena.data(), nF * 4) != 0 ||
+      std::memcmp(got.data() + nF * 4 + 64, arena.data() + nF * 4 + 64,
+                  nB * 2) != 0) {
+    std::printf("  the device's scaled values differ from the host's\n");
+    c.ok = false;
+  }
+}
+
 int main(int argc, char **argv) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -825,6 +849,7 @@ int main(int argc, char **argv) {
   testColumnSum(rng, 33, 1001);
   testColumnSum(rng, 100, 768, 1);
   testSumSquares(rng);
+  testScaleRanges(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,

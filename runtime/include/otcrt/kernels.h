@@ -222,6 +222,15 @@ typedef struct {
 int otcrt_sum_squares(const char *arena, int32_t num_ranges,
                       const OtcrtRange *ranges, double *sum, void *stream);
 
+/// Multiplies every element of the `num_ranges` ranges of `arena` by
+/// `factor` in place (a bfloat16 element widened, multiplied in float and
+/// rounded to nearest even): the train driver's gradient clipping and
+/// batch-ramp scaling, on the device where the gradients are. Queued on
+/// `stream` without waiting (capturable). Returns 0, or 1 on bad arguments
+/// or a launch failure.
+int otcrt_scale_ranges(char *arena, int32_t num_ranges,
+                       const OtcrtRange *ranges, float factor, void *stream);
+
 /*===--- Status ------------------------------------------------------------===*/
 
 /// Called by generated code when a kernel returns a non-zero status: prints
