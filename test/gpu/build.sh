@@ -15,6 +15,9 @@
 # record.
 #
 #   test/gpu/build.sh OUTDIR        (OTC_BIN: otc's bin directory, default build/bin)
+#
+# Also writes OUTDIR.tar.xz, the folder as one archive small enough to carry
+# to a GPU machine in one call (see the end of this script).
 set -euo pipefail
 out=${1:?usage: build.sh OUTDIR}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -117,3 +120,12 @@ cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" "$out/"
 cp "$src/test/gpu/run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"
 echo "gpu-tests: $(wc -l < "$manifest") programs in $out ($(du -sh "$out" | cut -f1)); run $out/run.sh on a GPU machine"
+
+# The same folder as one archive for a device call, which carries 64 MiB
+# with the working tree: the programs share most of their bytes (the
+# runtime), which xz's 64 MiB dictionary (-9) finds across files. Unpack
+# and run there: tar -xJf gpu-tests.tar.xz && gpu-tests/run.sh.
+archive="$out.tar.xz"
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -9 -T2 > "$archive"
+echo "gpu-tests: $archive: $(du -b "$archive" | cut -f1) bytes" \
+     "(the folder: $(du -sb "$out" | cut -f1) bytes)"

@@ -16,9 +16,20 @@
 # kernels' error record after the micro-step; its first step's gradient norm
 # must be that of the cpu program's gradients. Prints
 # one line per check and a summary; exits 1 when any check fails.
+#
+# With OTC_GPU_RESULTS=DIR, every line is also appended to DIR/results.txt as
+# it is printed and the logs are copied to DIR as each check finishes, so
+# that a run cut off by a time limit still reports what it got to.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
+results=${OTC_GPU_RESULTS:-}
+if [[ -n $results ]]; then
+  mkdir -p "$results"
+  exec > >(tee -a "$results/results.txt") 2>&1
+fi
+# Copies the logs written so far to the results folder.
+keep_logs() { [[ -z $results ]] || cp -f ./*.log "$results/" 2>/dev/null || true; }
 py=${PYTHON:-python3}
 pass=0 fail=0 skip=0
 check() {
@@ -31,6 +42,7 @@ check() {
     echo "FAIL $what: $(tail -1 "$what.log") (see $here/$what.log)"
     fail=$((fail + 1))
   fi
+  keep_logs
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 if [[ -x ./otcrt-cuda-kernel-tests ]]; then
@@ -180,5 +192,6 @@ if [[ -f memcheck.txt ]]; then
     fail=$((fail + 1))
   fi
 fi
+keep_logs
 echo "gpu tests: $pass passed, $fail failed, $skip skipped"
 [[ $fail -eq 0 ]]
