@@ -230,10 +230,19 @@ __global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
 }
 
 /// Allows `bytes` of dynamic shared memory for `kernel`; false when the
-/// device cannot give that much.
+/// device cannot give that much. The 48 KiB a block gets without opting in
+/// hold the kernel's static shared memory (its reduction scratch) too, so
+/// the opt-in is needed from 48 KiB minus that, not from 48 KiB.
 template <typename Kernel> bool allowShared(Kernel kernel, size_t bytes) {
-  if (bytes <= kDefaultSharedBytes)
+  cudaFuncAttributes attrs{};
+  if (cudaFuncGetAttributes(&attrs, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (bytes + attrs.sharedSizeBytes <= kDefaultSharedBytes)
     return true;
+  if (static_cast<int>(bytes) <= attrs.maxDynamicSharedSizeBytes)
+    return true; // raised by an earlier call
   return cudaFuncSetAttribute(kernel,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(bytes)) == cudaSuccess;

@@ -911,6 +911,11 @@ int main(int argc, char **argv) {
     testAttentionPaths(tc, rng);
   testAttention("causal odd length", attention(1, 2, 2, 129, 129, 64, true, 0),
                 nullptr, rng);
+  // The forward's dynamic shared memory, (d + s) floats, exactly 48 KiB:
+  // with the kernel's static scratch over the default limit, so it must opt
+  // in (it failed to launch when only dynamic sizes over 48 KiB did).
+  testAttention("shared memory at 48 KiB", attention(1, 1, 1, 2, 12224, 64, false, 0),
+                nullptr, rng);
   testAttention("causal window 5 key padding",
                 windowed(attention(2, 4, 2, 70, 70, 32, true, 0), 5), keyPadding,
                 rng);
