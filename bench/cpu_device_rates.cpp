@@ -1,7 +1,7 @@
 // The figures of the `cpu` device model (codegen/DeviceModel.cpp), measured
 // on the machine that runs the cpu target: the rate of the runtime's own
-// FP32 GEMM (otcrt_gemm_f32 of libotcrt_cpu, the one every cpu program
-// calls) on square products, the bandwidth of a large memcpy counting the
+// FP32 GEMM (otcrt_gemm of libotcrt_cpu, the one every cpu program calls)
+// on square products, the bandwidth of a large memcpy counting the
 // bytes read and written, and the rate of a simple elementwise loop built as
 // the generated kernels are (-O2 -fopenmp). Each figure is the best of a few
 // repetitions. Build and run, from the repository root after `make build`:
@@ -36,9 +36,11 @@ template <typename F> double bestSeconds(int reps, F &&f) {
 int main() {
   for (int64_t n : {256, 512, 1024}) {
     std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+    const OtcrtGemm g = {0, 0, n, n, n, 1, 1.0f, 0.0f, OTC_F32, OTC_F32,
+                         OTC_F32, OTCRT_GEMM_NONE, n, n, n, 0, 0, 0};
     double s = bestSeconds(3, [&] {
-      otcrt_gemm_f32(0, 0, n, n, n, 1.0f, a.data(), n, 0, b.data(), n, 0, 0.0f,
-                     c.data(), n, 0, 1);
+      otcrt_gemm(&g, a.data(), b.data(), c.data(), nullptr, nullptr, nullptr,
+                 nullptr);
     });
     std::printf("gemm f32 %lld^3: %.3f ms, %.1f GFLOP/s\n", (long long)n,
                 s * 1e3, 2.0 * n * n * n / s / 1e9);

@@ -99,7 +99,7 @@ DeviceModel cpu() {
   // Measured on this team's build machine (Intel Xeon, 2 cores under KVM,
   // shared with other work, so these vary by tens of percent) with
   // bench/cpu_device_rates.cpp, built and run as its header says:
-  //   gemm f32 256^3, 512^3, 1024^3 (otcrt_gemm_f32 of libotcrt_cpu):
+  //   gemm f32 256^3, 512^3, 1024^3 (otcrt_gemm of libotcrt_cpu):
   //     28-30 GFLOP/s
   //   memcpy 256 MiB: 19.4-20.2 GB/s read + written
   //   elementwise multiply-add loop (64K items): 9-10.5 GFLOP/s

@@ -4,7 +4,7 @@
 // `micro_step`, `optimizer_step`, and `init_constants`, empty when the
 // module has none) that binds each buffer to its arena offset and runs
 // kernels, GEMM calls and copies in order; one kernel function per
-// otck.kernel; and the OtcProgram descriptor (ABI version 3) with the slot
+// otck.kernel; and the OtcProgram descriptor (ABI version 4) with the slot
 // table and the ranges of the integer inputs that index a table (an
 // embedding's rows, a loss's classes: derived from the kernels that read
 // them) that the runtime (runtime/include/otcrt/abi.h) reads. The cpu target
@@ -296,7 +296,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     os << "  {0, 0, 0, 0, \"\"},\n";
   os << "};\n\n"
      << "static const OtcProgram kProgram = {\n"
-     << "  3, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
+     << "  4, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
      << "  " << opts.microBatch << ", " << opts.gradAccum << ", "
      << order.size() << ", kSlots,\n"
@@ -723,14 +723,20 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
   return success();
 }
 
+/// An otcrt_gemm call: its descriptor as a static constant in a block of
+/// its own, then the call, whose non-zero status stops the program naming
+/// the node, as for the kernel library.
 LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
-  FailureOr<std::string> call =
+  FailureOr<std::optional<GemmCall>> call =
       gemmCall(g, [&](Value v) -> std::string { return names[v]; });
   if (failed(call))
     return failure();
-  if (!call->empty())
-    funcs << "  OTC_CALL(" << cString(gemmTraceName(g)) << ", " << *call
-          << ");\n";
+  if (!*call)
+    return success();
+  funcs << "  {\n    static const OtcrtGemm g = " << (*call)->descriptor
+        << ";\n    OTC_CALL(" << cString(gemmTraceName(g))
+        << ", OTC_LIB(otcrt_gemm, &g, " << (*call)->operands << ", "
+        << (cuda() ? "otc_s" : "nullptr") << "));\n  }\n";
   return success();
 }
 

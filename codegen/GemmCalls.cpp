@@ -1,9 +1,9 @@
 //===- GemmCalls.cpp - the runtime call of an otck.gemm -------------------===//
 //
-// Which otcrt_gemm_* function computes a GEMM (by its operand and result
-// types and its epilogue: bias, addend, gelu, dgelu) and its arguments:
-// sizes, row and batch strides of the row-major operands, beta, and the
-// epilogue's buffers, in the order runtime/include/otcrt/abi.h declares.
+// The otcrt_gemm call of a GEMM: its OtcrtGemm descriptor (transposes,
+// sizes, beta, the element types, the epilogue: bias, addend, gelu, dgelu;
+// row and batch strides of the row-major operands, in the field order of
+// runtime/include/otcrt/abi.h) and its buffers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +16,7 @@
 using namespace mlir;
 using namespace otc;
 
-FailureOr<std::string>
+FailureOr<std::optional<GemmCall>>
 otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
   ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
                     b = g.getRhs().getType().getShape(),
@@ -28,33 +28,16 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
       !(outType.isF32() || (outType.isBF16() && in.isBF16())))
     return g.emitOpError("only f32 x f32 into f32 and bf16 x bf16 into f32 "
                          "or bf16 GEMMs are supported by this emitter");
-  bool bf16 = in.isBF16();
-  auto operand = [&](Value v) {
-    return bf16 ? "(const uint16_t *)" + name(v) : name(v);
-  };
-  std::string fn = !bf16               ? "otcrt_gemm_f32"
-                   : outType.isBF16() ? "otcrt_gemm_bf16_bf16"
-                                      : "otcrt_gemm_bf16";
   Value bias = g.getBias(), aux = g.getAux(), addend = g.getAddend();
   bool gelu = g.getGelu(), dgelu = g.getDgelu();
-  if (bias || aux || addend) {
-    if (fn == "otcrt_gemm_bf16")
-      return g.emitOpError("has no epilogue form for a bf16 product into f32");
-    const char *kind = gelu     ? "gelu"
-                       : dgelu  ? "dgelu"
-                       : addend ? "add"
-                                : "bias";
-    fn = std::string("otcrt_gemm_") + kind +
-         (bf16 ? "_bf16_bf16" : "_f32");
-  }
-  // BF16 buffers are named as another pointer type: cast them.
-  auto cast = [&](StringRef name, bool isConst) {
-    return bf16 ? (isConst ? "(const uint16_t *)" : "(uint16_t *)") +
-                      name.str()
-                : name.str();
-  };
-  std::string out = outType.isBF16() ? "(uint16_t *)" + name(g.getOut())
-                                     : name(g.getOut());
+  if ((bias || aux || addend) && in != outType)
+    return g.emitOpError("has no epilogue form for a bf16 product into f32");
+  const char *epilogue = gelu     ? "OTCRT_GEMM_GELU"
+                         : dgelu  ? "OTCRT_GEMM_DGELU"
+                         : addend ? "OTCRT_GEMM_ADD"
+                         : bias   ? "OTCRT_GEMM_BIAS"
+                                  : "OTCRT_GEMM_NONE";
+  auto dtype = [](Type t) { return t.isBF16() ? "OTC_BF16" : "OTC_F32"; };
   int64_t m = c[c.size() - 2], n = c[c.size() - 1];
   bool ta = g.getTransposeLhs(), tb = g.getTransposeRhs();
   int64_t k = ta ? a[a.size() - 2] : a[a.size() - 1];
@@ -74,7 +57,7 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
     return g.emitOpError("partially broadcast batch dimensions are not "
                          "supported yet");
   if (!batch)
-    return std::string();
+    return std::optional<GemmCall>();
   // A batch of row-major products sharing rhs, lhs not transposed, is one
   // product of batch x m rows: the rows of every entry follow each other in
   // lhs and out alike (a projection of [B, T, C] activations). One larger
@@ -84,23 +67,19 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
     batch = 1;
     sa = 0;
   }
-  std::string call;
-  llvm::raw_string_ostream os(call);
-  os << fn << "(" << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", 1.0f, "
-        << operand(g.getLhs()) << ", " << a.back() << ", " << *sa << ", "
-        << operand(g.getRhs()) << ", " << b.back() << ", " << *sb << ", "
-        << (g.getAccumulate() || addend ? "1.0f, " : "0.0f, ")
-        << out << ", " << n << ", " << m * n << ", " << batch;
-  // The bias (NULL for a GELU epilogue or an addend without one), then the
-  // addend or the aux matrix (written by gelu, read by dgelu).
-  if (bias)
-    os << ", " << cast(name(bias), true);
-  else if (gelu || addend)
-    os << ", nullptr";
-  if (addend)
-    os << ", " << cast(name(addend), true);
-  if (aux)
-    os << ", " << cast(name(aux), dgelu);
-  os << ")";
-  return call;
+  GemmCall call;
+  // The fields of OtcrtGemm in order: transposes, sizes, alpha and beta,
+  // the types of A/B, C and bias/aux, the epilogue, leading dimensions and
+  // batch strides (aux and the addend are laid out like C).
+  llvm::raw_string_ostream d(call.descriptor);
+  d << "{" << ta << ", " << tb << ", " << m << ", " << n << ", " << k << ", "
+    << batch << ", 1.0f, " << (g.getAccumulate() || addend ? "1.0f" : "0.0f")
+    << ", " << dtype(in) << ", " << dtype(outType) << ", " << dtype(outType)
+    << ", " << epilogue << ", " << a.back() << ", " << b.back() << ", " << n
+    << ", " << *sa << ", " << *sb << ", " << m * n << "}";
+  auto orNull = [&](Value v) { return v ? name(v) : std::string("nullptr"); };
+  call.operands = name(g.getLhs()) + ", " + name(g.getRhs()) + ", " +
+                  name(g.getOut()) + ", " + orNull(bias) + ", " +
+                  orNull(addend) + ", " + orNull(aux);
+  return std::optional<GemmCall>(std::move(call));
 }

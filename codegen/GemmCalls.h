@@ -1,6 +1,8 @@
 //===- GemmCalls.h - the runtime call of an otck.gemm ------------*- C++ -*-===//
 //
-// The otcrt_gemm_* call text of a GEMM, shared by the program emitter.
+// The otcrt_gemm call of a GEMM (runtime/include/otcrt/abi.h): its OtcrtGemm
+// descriptor and its operands, which the program emitter prints as a static
+// const descriptor and a checked library call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,11 +17,20 @@
 
 namespace otc {
 
-/// `fn(args)` computing `g` (no trailing `;`), each buffer named by `name`;
-/// empty for an empty batch. A batch of products that share their right
-/// operand, the left one not transposed, is one product of batch x M rows.
-/// Fails with an error on `g` for type combinations the library lacks.
-mlir::FailureOr<std::string>
+/// One otcrt_gemm call.
+struct GemmCall {
+  /// The OtcrtGemm initializer, `{0, 1, 4, ...}`.
+  std::string descriptor;
+  /// The pointer arguments after the descriptor, less the stream: A, B, C,
+  /// bias, addend, aux (`nullptr` where the call has none).
+  std::string operands;
+};
+
+/// The call computing `g`, each buffer named by `name`; nullopt for an
+/// empty batch (nothing to call). A batch of products that share their
+/// right operand, the left one not transposed, is one product of batch x M
+/// rows. Fails with an error on `g` for type combinations the library lacks.
+mlir::FailureOr<std::optional<GemmCall>>
 gemmCall(otck::GemmOp g, llvm::function_ref<std::string(mlir::Value)> name);
 
 } // namespace otc

@@ -1,9 +1,13 @@
-// The C entry points of otcrt/kernels.h in libotcrt_cpu: each forwards to the
-// host kernel of kernels_cpu.h for its storage type; `stream` is ignored.
+// The C entry points of otcrt/kernels.h, and otcrt_gemm of otcrt/abi.h, in
+// libotcrt_cpu: each forwards to the host kernel of kernels_cpu.h for its
+// storage type; `stream` is ignored.
 // Data errors are returned, so the error record is always empty.
 #include "kernels_cpu.h"
 
+#include "otcrt/abi.h"
 #include "otcrt/kernels.h"
+
+#include <cstdio>
 
 using namespace otcrt::cpu;
 
@@ -36,6 +40,15 @@ int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               otcrt_bf16 *dgamma, otcrt_bf16 *dbeta, void *) {
   return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
                       dgamma, dbeta);
+}
+
+int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
+               const void *bias, const void *addend, void *aux, void *) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm: error: no descriptor\n");
+    return 1;
+  }
+  return gemm(*g, a, b, c, bias, addend, aux);
 }
 
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,

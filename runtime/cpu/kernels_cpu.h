@@ -7,12 +7,18 @@
 #ifndef OTCRT_CPU_KERNELS_CPU_H
 #define OTCRT_CPU_KERNELS_CPU_H
 
+#include "otcrt/abi.h"
 #include "otcrt/kernels.h"
 
 #include <cstdint>
 
 namespace otcrt {
 namespace cpu {
+
+/// The GEMM of otcrt_gemm (otcrt/abi.h) on host pointers, its descriptor
+/// checked first (src/gemm_cpu.cpp).
+int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
+         const void *bias, const void *addend, void *aux);
 
 /// Layer norm forward and backward (layer_norm.cpp).
 int layerNormFwd(int64_t rows, int64_t cols, float eps, const float *x,

@@ -1,15 +1,22 @@
-// Host implementation of otcrt_gemm_f32 for libotcrt_cpu. Where OpenBLAS is
-// installed (libopenblas.so.0, looked up once at the first product, so that
-// a program runs the same with or without it), each batch entry is one
-// cblas_sgemm; OTCRT_BLAS=off in the environment keeps the built-in GEMM.
-// The built-in GEMM, used otherwise: a cache-blocked
-// i-k-j loop GEMM parallelized with OpenMP over (batch entry, row block).
-// When op(B) is a transpose, B is first packed into row-major K x N so the
-// innermost loop always streams contiguous rows of B and C (vectorizable).
-// Semantics follow the ABI comment in otcrt/abi.h, including beta == 0
-// overwriting C without reading it and stride 0 meaning broadcast. The BF16
-// entry point widens its operands (exactly) and runs the same FP32 product.
-#include "otcrt/abi.h"
+// The host GEMM of libotcrt_cpu (otcrt::cpu::gemm, whose C entry point
+// otcrt_gemm is in cpu/kernels_abi.cpp). Where OpenBLAS is installed
+// (libopenblas.so.0, looked up once at the first product, so that a program
+// runs the same with or without it), each batch entry is one cblas_sgemm;
+// OTCRT_BLAS=off in the environment keeps the built-in GEMM. The built-in
+// GEMM, used otherwise: a cache-blocked i-k-j loop GEMM parallelized with
+// OpenMP over (batch entry, row block). When op(B) is a transpose, B is
+// first packed into row-major K x N so the innermost loop always streams
+// contiguous rows of B and C (vectorizable). BF16 operands are widened
+// (exactly) and run the same FP32 product; a BF16 C gets the FP32 result
+// rounded once. The epilogues (bias, addend, GELU with its pre-activation,
+// GELU's gradient) work on the FP32 product and round once to the storage
+// type. Semantics follow the ABI comment in otcrt/abi.h, including beta == 0
+// overwriting C without reading it and stride 0 meaning broadcast; a
+// descriptor that breaks its rules (gemm_check.h) is refused before
+// anything is written. This is also the oracle the GPU test compares
+// cuBLASLt and the cuda fallback epilogues with.
+#include "cpu/kernels_cpu.h"
+#include "gemm_check.h"
 
 #include <algorithm>
 #include <climits>
@@ -22,6 +29,7 @@
 #include <vector>
 
 namespace {
+
 
 /// cblas_sgemm, with the CBLAS enumerators' values.
 using CblasSgemm = void (*)(int order, int transA, int transB, int M, int N,
@@ -94,14 +102,12 @@ void rowBlock(int transA, int64_t i0, int64_t i1, int64_t N, int64_t K,
   }
 }
 
-} // namespace
-
-extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
-                               int64_t K, float alpha, const float *A,
-                               int64_t lda, int64_t strideA, const float *B,
-                               int64_t ldb, int64_t strideB, float beta,
-                               float *C, int64_t ldc, int64_t strideC,
-                               int64_t batch) {
+/// C = alpha op(A) op(B) + beta C on float operands, batched (the ABI's
+/// plain f32 form).
+void gemmF32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, int64_t strideA,
+             const float *B, int64_t ldb, int64_t strideB, float beta, float *C,
+             int64_t ldc, int64_t strideC, int64_t batch) {
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
 
@@ -159,8 +165,6 @@ extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
       run(b, rb);
 }
 
-namespace {
-
 /// The matrices of a BF16 operand, widened: one entry for a broadcast
 /// operand (stride 0), else `batch` of `stride` elements each.
 std::vector<float> widen(const uint16_t *x, int64_t rows, int64_t ld,
@@ -178,24 +182,22 @@ std::vector<float> widen(const uint16_t *x, int64_t rows, int64_t ld,
   return out;
 }
 
-} // namespace
-
-extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
-                                int64_t K, float alpha, const uint16_t *A,
-                                int64_t lda, int64_t strideA, const uint16_t *B,
-                                int64_t ldb, int64_t strideB, float beta,
-                                float *C, int64_t ldc, int64_t strideC,
-                                int64_t batch) {
-  if (M <= 0 || N <= 0 || batch <= 0)
+/// C = alpha op(A) op(B) + beta C with BF16 operands into a float C.
+void gemmBf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
+              float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
+              const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
+              float *C, int64_t ldc, int64_t strideC, int64_t batch) {
+  if (K == 0) { // C = beta C: the operands, which may be NULL, are not read
+    gemmF32(transA, transB, M, N, K, alpha, nullptr, lda, 0, nullptr, ldb, 0,
+            beta, C, ldc, strideC, batch);
     return;
+  }
   // The rows each operand spans as stored.
   std::vector<float> a = widen(A, transA ? K : M, lda, strideA, batch);
   std::vector<float> b = widen(B, transB ? N : K, ldb, strideB, batch);
-  otcrt_gemm_f32(transA, transB, M, N, K, alpha, a.data(), lda, strideA,
-                 b.data(), ldb, strideB, beta, C, ldc, strideC, batch);
+  gemmF32(transA, transB, M, N, K, alpha, a.data(), lda, strideA, b.data(), ldb,
+          strideB, beta, C, ldc, strideC, batch);
 }
-
-namespace {
 
 /// Adds bias[j] to column j of every row of every entry of the float
 /// matrix `c`.
@@ -215,11 +217,9 @@ void gemmBf16Bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
                   const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
                   uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
                   const uint16_t *bias) {
-  if (M <= 0 || N <= 0 || batch <= 0)
-    return;
   std::vector<float> c = widen(C, M, ldc, strideC, batch);
-  otcrt_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-                  strideB, beta, c.data(), ldc, strideC, batch);
+  gemmBf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+           beta, c.data(), ldc, strideC, batch);
   if (bias)
     addBias(c.data(), widen(bias, 1, N, 0, 1).data(), M, N, ldc, strideC,
             batch);
@@ -237,44 +237,6 @@ void gemmBf16Bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
               (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
       }
 }
-
-} // namespace
-
-extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
-                                     int64_t N, int64_t K, float alpha,
-                                     const uint16_t *A, int64_t lda,
-                                     int64_t strideA, const uint16_t *B,
-                                     int64_t ldb, int64_t strideB, float beta,
-                                     uint16_t *C, int64_t ldc, int64_t strideC,
-                                     int64_t batch) {
-  gemmBf16Bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-               strideB, beta, C, ldc, strideC, batch, nullptr);
-}
-
-extern "C" void otcrt_gemm_bias_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *bias) {
-  gemmBf16Bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-               strideB, beta, C, ldc, strideC, batch, bias);
-}
-
-extern "C" void otcrt_gemm_bias_f32(int transA, int transB, int64_t M,
-                                    int64_t N, int64_t K, float alpha,
-                                    const float *A, int64_t lda,
-                                    int64_t strideA, const float *B,
-                                    int64_t ldb, int64_t strideB, float beta,
-                                    float *C, int64_t ldc, int64_t strideC,
-                                    int64_t batch, const float *bias) {
-  if (M <= 0 || N <= 0 || batch <= 0)
-    return;
-  otcrt_gemm_f32(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-                 strideB, beta, C, ldc, strideC, batch);
-  addBias(C, bias, M, N, ldc, strideC, batch);
-}
-
-namespace {
 
 /// sqrt(2 / pi) and the cubic coefficient of GELU's tanh form.
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
@@ -311,162 +273,92 @@ void put(uint16_t *p, float v) {
 }
 
 /// The FP32 product of float or BF16 operands into `v` (laid out as C).
-void product(int transA, int transB, int64_t M, int64_t N, int64_t K,
-             float alpha, const float *A, int64_t lda, int64_t strideA,
-             const float *B, int64_t ldb, int64_t strideB, float *v,
-             int64_t ldc, int64_t strideC, int64_t batch) {
-  otcrt_gemm_f32(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-                 strideB, 0.0f, v, ldc, strideC, batch);
+void product(const OtcrtGemm &g, const float *A, const float *B, float *v) {
+  gemmF32(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, A, g.lda, g.stride_a, B,
+          g.ldb, g.stride_b, 0.0f, v, g.ldc, g.stride_c, g.batch);
 }
-void product(int transA, int transB, int64_t M, int64_t N, int64_t K,
-             float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
-             const uint16_t *B, int64_t ldb, int64_t strideB, float *v,
-             int64_t ldc, int64_t strideC, int64_t batch) {
-  otcrt_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-                  strideB, 0.0f, v, ldc, strideC, batch);
+void product(const OtcrtGemm &g, const uint16_t *A, const uint16_t *B,
+             float *v) {
+  gemmBf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, A, g.lda, g.stride_a,
+           B, g.ldb, g.stride_b, 0.0f, v, g.ldc, g.stride_c, g.batch);
 }
 
-/// Calls `epilogue(at, j, v)` for every element of C: `at` its index in
-/// C's layout, `j` its column, `v` the FP32 product alpha op(A) op(B) there.
-/// For the forms that write C from the product (one C per batch entry).
-template <typename T, typename Epilogue>
-void withProduct(const char *name, int transA, int transB, int64_t M,
-                 int64_t N, int64_t K, float alpha, const T *A, int64_t lda,
-                 int64_t strideA, const T *B, int64_t ldb, int64_t strideB,
-                 int64_t ldc, int64_t strideC, int64_t batch,
-                 Epilogue epilogue) {
-  if (M <= 0 || N <= 0 || batch <= 0)
-    return;
-  if (strideC == 0 && batch > 1) {
-    std::fprintf(stderr,
-                 "otc train: error: %s needs one C per batch entry\n", name);
-    std::exit(1);
-  }
+/// The epilogues that write C from the FP32 product v = alpha op(A) op(B)
+/// (one C per batch entry, which the descriptor's check ensures): add, C =
+/// v + beta addend (+ bias); gelu, x = v (+ bias), aux = x, C = gelu(x);
+/// dgelu, C = v gelu'(aux). Each stored element rounds once.
+template <typename T>
+void withProduct(const OtcrtGemm &g, const T *A, const T *B, T *C,
+                 const T *bias, const T *addend, T *aux) {
+  const int64_t M = g.m, N = g.n, batch = g.batch, ldc = g.ldc,
+                strideC = g.stride_c;
   std::vector<float> v(static_cast<size_t>((batch - 1) * strideC + M * ldc));
-  product(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
-          v.data(), ldc, strideC, batch);
+  product(g, A, B, v.data());
+  const int32_t epilogue = g.epilogue;
+  const float beta = g.beta;
 #pragma omp parallel for collapse(2) schedule(static) if (v.size() > 65536)
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         int64_t at = e * strideC + i * ldc + j;
-        epilogue(at, j, v[at]);
+        float x = v[at];
+        if (epilogue == OTCRT_GEMM_DGELU) {
+          put(&C[at], x * geluTanhDerivative(toFloat(aux[at])));
+          continue;
+        }
+        if (epilogue == OTCRT_GEMM_ADD && beta != 0.0f)
+          x += beta * toFloat(addend[at]);
+        if (bias)
+          x += toFloat(bias[j]);
+        if (epilogue == OTCRT_GEMM_GELU) {
+          put(&aux[at], x);
+          put(&C[at], geluTanh(x));
+        } else {
+          put(&C[at], x);
+        }
       }
 }
 
-/// The GELU epilogues on the FP32 product v (plus the bias): forward, C =
-/// gelu(v) and aux = v; backward (auxIn given), C = v gelu'(aux).
-template <typename T>
-void gemmGelu(const char *name, int transA, int transB, int64_t M, int64_t N,
-              int64_t K, float alpha, const T *A, int64_t lda,
-              int64_t strideA, const T *B, int64_t ldb, int64_t strideB,
-              float beta, T *C, int64_t ldc, int64_t strideC, int64_t batch,
-              const T *bias, T *auxOut, const T *auxIn) {
-  if (beta != 0.0f) {
-    std::fprintf(stderr, "otc train: error: %s needs beta = 0\n", name);
-    std::exit(1);
+} // namespace
+
+int otcrt::cpu::gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
+                     const void *bias, const void *addend, void *aux) {
+  std::string why = gemmInvalid(g, a, b, c, bias, addend, aux);
+  if (!why.empty())
+    return gemmFailed(g, bias, why);
+  if (g.m == 0 || g.n == 0 || g.batch == 0)
+    return 0;
+  auto f = [](const void *p) { return static_cast<const float *>(p); };
+  auto h = [](const void *p) { return static_cast<const uint16_t *>(p); };
+  const bool bf16 = g.ab_type == OTC_BF16;
+  switch (g.epilogue) {
+  case OTCRT_GEMM_NONE:
+  case OTCRT_GEMM_BIAS:
+    if (!bf16) {
+      gemmF32(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, f(a), g.lda,
+              g.stride_a, f(b), g.ldb, g.stride_b, g.beta,
+              static_cast<float *>(c), g.ldc, g.stride_c, g.batch);
+      if (bias)
+        addBias(static_cast<float *>(c), f(bias), g.m, g.n, g.ldc, g.stride_c,
+                g.batch);
+    } else if (g.c_type == OTC_F32) {
+      gemmBf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, h(a), g.lda,
+               g.stride_a, h(b), g.ldb, g.stride_b, g.beta,
+               static_cast<float *>(c), g.ldc, g.stride_c, g.batch);
+    } else {
+      gemmBf16Bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, h(a), g.lda,
+                   g.stride_a, h(b), g.ldb, g.stride_b, g.beta,
+                   static_cast<uint16_t *>(c), g.ldc, g.stride_c, g.batch,
+                   h(bias));
+    }
+    return 0;
+  default:
+    if (!bf16)
+      withProduct(g, f(a), f(b), static_cast<float *>(c), f(bias), f(addend),
+                  static_cast<float *>(aux));
+    else
+      withProduct(g, h(a), h(b), static_cast<uint16_t *>(c), h(bias), h(addend),
+                  static_cast<uint16_t *>(aux));
+    return 0;
   }
-  withProduct(name, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb,
-              strideB, ldc, strideC, batch,
-              [&](int64_t at, int64_t j, float v) {
-                float x = v + (bias ? toFloat(bias[j]) : 0.0f);
-                if (auxIn) {
-                  put(&C[at], x * geluTanhDerivative(toFloat(auxIn[at])));
-                } else {
-                  put(&auxOut[at], x);
-                  put(&C[at], geluTanh(x));
-                }
-              });
-}
-
-} // namespace
-
-extern "C" void otcrt_gemm_gelu_f32(int transA, int transB, int64_t M,
-                                    int64_t N, int64_t K, float alpha,
-                                    const float *A, int64_t lda,
-                                    int64_t strideA, const float *B,
-                                    int64_t ldb, int64_t strideB, float beta,
-                                    float *C, int64_t ldc, int64_t strideC,
-                                    int64_t batch, const float *bias,
-                                    float *aux) {
-  gemmGelu("otcrt_gemm_gelu_f32", transA, transB, M, N, K, alpha, A, lda,
-           strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias, aux,
-           static_cast<const float *>(nullptr));
-}
-
-extern "C" void otcrt_gemm_gelu_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *bias, uint16_t *aux) {
-  gemmGelu("otcrt_gemm_gelu_bf16_bf16", transA, transB, M, N, K, alpha, A,
-           lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias,
-           aux, static_cast<const uint16_t *>(nullptr));
-}
-
-extern "C" void otcrt_gemm_dgelu_f32(int transA, int transB, int64_t M,
-                                     int64_t N, int64_t K, float alpha,
-                                     const float *A, int64_t lda,
-                                     int64_t strideA, const float *B,
-                                     int64_t ldb, int64_t strideB, float beta,
-                                     float *C, int64_t ldc, int64_t strideC,
-                                     int64_t batch, const float *aux) {
-  gemmGelu("otcrt_gemm_dgelu_f32", transA, transB, M, N, K, alpha, A, lda,
-           strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
-           static_cast<const float *>(nullptr), static_cast<float *>(nullptr),
-           aux);
-}
-
-extern "C" void otcrt_gemm_dgelu_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *aux) {
-  gemmGelu("otcrt_gemm_dgelu_bf16_bf16", transA, transB, M, N, K, alpha, A,
-           lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
-           static_cast<const uint16_t *>(nullptr),
-           static_cast<uint16_t *>(nullptr), aux);
-}
-
-namespace {
-
-/// C = alpha op(A) op(B) + beta addend (+ bias), in FP32 with one rounding
-/// to C's storage type.
-template <typename T>
-void gemmAdd(int transA, int transB, int64_t M, int64_t N, int64_t K,
-             float alpha, const T *A, int64_t lda, int64_t strideA, const T *B,
-             int64_t ldb, int64_t strideB, float beta, T *C, int64_t ldc,
-             int64_t strideC, int64_t batch, const T *bias, const T *addend) {
-  withProduct("otcrt_gemm_add", transA, transB, M, N, K, alpha, A, lda,
-              strideA, B, ldb, strideB, ldc, strideC, batch,
-              [&](int64_t at, int64_t j, float v) {
-                float x = v + beta * toFloat(addend[at]);
-                if (bias)
-                  x += toFloat(bias[j]);
-                put(&C[at], x);
-              });
-}
-
-} // namespace
-
-extern "C" void otcrt_gemm_add_f32(int transA, int transB, int64_t M,
-                                   int64_t N, int64_t K, float alpha,
-                                   const float *A, int64_t lda,
-                                   int64_t strideA, const float *B,
-                                   int64_t ldb, int64_t strideB, float beta,
-                                   float *C, int64_t ldc, int64_t strideC,
-                                   int64_t batch, const float *bias,
-                                   const float *addend) {
-  gemmAdd(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
-          beta, C, ldc, strideC, batch, bias, addend);
-}
-
-extern "C" void otcrt_gemm_add_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *bias,
-    const uint16_t *addend) {
-  gemmAdd(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
-          beta, C, ldc, strideC, batch, bias, addend);
 }

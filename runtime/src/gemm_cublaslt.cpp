@@ -1,17 +1,28 @@
-// cuBLASLt implementation of otcrt_gemm_f32 for libotcrt_cuda. Row-major
-// C = op(A) op(B) is computed as the column-major product C^T = op(B)^T
-// op(A)^T, i.e. cuBLASLt's A operand is our B and vice versa, with no data
-// movement. One handle and one 32 MiB workspace are created lazily; the
-// descriptors, layouts and heuristic algorithm are cached per call shape
-// (including pointer alignment, which constrains the algorithm choice, and
-// the epilogue: bias, GELU with its pre-activation saved, GELU's gradient;
-// an addend is read as cuBLASLt's C while our C is its D). The
-// compute type is pure FP32 (no TF32); otcrt_gemm_bf16 reads BF16 operands
-// (CUDA_R_16BF) into the same FP32 accumulation and FP32 C. Every product
-// runs on the runtime's stream (otcrt_stream), so a CUDA graph captures it;
-// the first call of a shape (heuristic, workspace) must run outside a
-// capture. The ABI function returns void, so a cuBLASLt failure prints
-// file:line and exits with status 1.
+// otcrt_gemm (otcrt/abi.h) for libotcrt_cuda, on cuBLASLt. Row-major C =
+// op(A) op(B) is computed as the column-major product C^T = op(B)^T op(A)^T,
+// i.e. cuBLASLt's A operand is our B and vice versa, with no data movement;
+// an addend is read as cuBLASLt's C while our C is its D. The compute type
+// is pure FP32 (no TF32); BF16 operands (CUDA_R_16BF) accumulate the same
+// way. One handle and one 32 MiB workspace are created on the first call.
+//
+// Each call shape (sizes, types, layout, epilogue, and the alignment of
+// every pointer, which constrains the algorithms) gets a route on its first
+// call: the descriptors and layouts, and the first of up to eight
+// algorithms of cuBLASLt's heuristic that runs (each is tried on the call's
+// own data until one does). An epilogue cuBLASLt declines (no algorithm for
+// GELU_AUX_BIAS, DGELU or BIAS in that type combination, an aux leading
+// dimension it cannot take, or OTCRT_GEMM_EPILOGUE=fallback) runs as the
+// plain product followed by the runtime's epilogue kernel (cuda/gemm.h):
+// into C itself when C is FP32 (and not the aux a dGELU reads), else into
+// an FP32 scratch buffer, so that every element still rounds once; stderr
+// says so once per shape. A product of depth 0 is the epilogue kernel alone.
+// Later calls reuse the route and neither allocate nor synchronize, so a
+// CUDA graph captures them; a shape first seen inside a capture returns an
+// error instead (the runtime then runs that function without a graph).
+// Every failure returns a non-zero status after one line on stderr naming
+// the shape (gemm_check.h); nothing here exits.
+#include "cuda/gemm.h"
+#include "gemm_check.h"
 #include "otcrt/abi.h"
 #include "otcrt/workspace.h"
 
@@ -20,63 +31,113 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <type_traits>
+#include <set>
+#include <string>
 #include <vector>
+
+using namespace otcrt;
+using namespace otcrt::cuda;
 
 namespace {
 
 constexpr size_t kWorkspaceBytes = OTCRT_CUDA_GEMM_WORKSPACE_BYTES;
+/// Algorithms asked of the heuristic and tried in its order.
+constexpr int kAlgorithms = 8;
 
-[[noreturn]] void fatal(const char *what, const char *detail, const char *file,
-                        int line) {
-  std::fprintf(stderr, "otc train: error: %s failed at %s:%d: %s\n", what, file,
-               line, detail);
-  std::fflush(stdout);
-  std::exit(1);
+/// "cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (the functionality
+/// requested is not supported)".
+std::string ltError(const char *what, cublasStatus_t st) {
+  return std::string(what) + ": " + cublasLtGetStatusName(st) + " (" +
+         cublasLtGetStatusString(st) + ")";
 }
 
-#define OTCRT_LT_CHECK(call)                                                   \
+#define OTCRT_LT_TRY(call)                                                     \
   do {                                                                         \
     cublasStatus_t st_ = (call);                                               \
     if (st_ != CUBLAS_STATUS_SUCCESS)                                          \
-      fatal(#call, cublasLtGetStatusString(st_), __FILE__, __LINE__);          \
+      return ltError(#call, st_);                                              \
   } while (0)
 
-#define OTCRT_CUDA_CHECK(call)                                                 \
-  do {                                                                         \
-    cudaError_t err_ = (call);                                                 \
-    if (err_ != cudaSuccess)                                                   \
-      fatal(#call, cudaGetErrorString(err_), __FILE__, __LINE__);              \
-  } while (0)
-
-/// The epilogue of a call: none, bias, GELU with its pre-activation
-/// written to aux (with or without a bias), GELU's gradient reading aux.
-enum Epilogue : int64_t { kPlain, kBias, kGeluAux, kGeluAuxBias, kDgelu };
-
-/// Everything needed to launch one GEMM shape.
+/// The descriptors of one cuBLASLt product and the algorithm that ran it.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+
+  void destroy() {
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+    for (cublasLtMatrixLayout_t l : {a, b, d})
+      if (l)
+        cublasLtMatrixLayoutDestroy(l);
+    *this = Plan();
+  }
 };
 
-using PlanKey = std::array<int64_t, 18>;
+/// How a call shape runs.
+struct Route {
+  Plan plan;
+  /// cuBLASLt's plain product, then the epilogue kernel.
+  bool fallback = false;
+  /// The product goes to the scratch buffer (else into C).
+  bool scratch = false;
+};
+
+/// The key of a route: the descriptor's fields, the alignments of the
+/// pointers, whether a bias is given, whether C is the aux it reads, and
+/// whether the fallback is forced.
+using RouteKey = std::array<int64_t, 24>;
 
 struct State {
   std::mutex mutex;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
-  std::map<PlanKey, Plan> plans;
+  /// The FP32 products of fallback epilogues; a buffer outgrown stays
+  /// allocated, since a captured graph may still use it.
+  float *scratch = nullptr;
+  size_t scratchBytes = 0;
+  std::vector<void *> outgrown;
+  std::map<RouteKey, Route> routes;
+  std::set<std::string> notices;
 };
 
 State &state() {
   static State s;
   return s;
+}
+
+thread_local GemmRoute lastRoute = GemmRoute::kNone;
+
+/// -1: OTCRT_GEMM_EPILOGUE decides; 0 or 1: forceGemmEpilogueFallback's.
+std::atomic<int> forcedByTest{-1};
+
+bool fallbackForced() {
+  int byTest = forcedByTest.load();
+  if (byTest >= 0)
+    return byTest != 0;
+  static const bool byEnv = [] {
+    const char *env = std::getenv("OTCRT_GEMM_EPILOGUE");
+    return env && std::strcmp(env, "fallback") == 0;
+  }();
+  return byEnv;
+}
+
+/// Whether work queued on `stream` is being captured into a graph (or
+/// cannot tell, which counts as captured: nothing may allocate then).
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
 
 /// Largest power of two (<= 256) dividing the address and every batch step.
@@ -88,338 +149,491 @@ uint32_t alignmentOf(const void *p, int64_t strideElems, int64_t batch,
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, uint64_t rows,
-                                  uint64_t cols, int64_t ld, int64_t batch,
-                                  int64_t stride) {
-  cublasLtMatrixLayout_t layout;
-  OTCRT_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
-  if (batch > 1) {
-    int32_t count = static_cast<int32_t>(batch);
-    OTCRT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-    OTCRT_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-        sizeof(stride)));
-  }
-  return layout;
+cudaDataType_t cudaType(int32_t dtype) {
+  return dtype == OTC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-/// Builds (or finds) the plan for one call shape.
-Plan &getPlan(State &s, cudaDataType_t inType, cudaDataType_t outType,
-              int transA, int transB,
-              int64_t M, int64_t N, int64_t K, int64_t lda, int64_t strideA,
-              int64_t ldb, int64_t strideB, int64_t ldc, int64_t strideC,
-              int64_t batch, uint32_t alignA, uint32_t alignB,
-              uint32_t alignC, Epilogue epi) {
-  PlanKey key = {inType, outType, transA,  transB,  M,     N,
-                 K,      lda,     ldb,     ldc,     strideA, strideB,
-                 strideC, batch,  alignA,  alignB,  alignC, epi};
-  auto it = s.plans.find(key);
-  if (it != s.plans.end())
-    return it->second;
+size_t elementBytes(int32_t dtype) { return dtype == OTC_BF16 ? 2 : 4; }
 
-  Plan plan;
-  OTCRT_LT_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+/// What one cublasLtMatmul computes: D = alpha op(A) op(B) + beta Cin
+/// (then cuBLASLt's epilogue), D and Cin of type dType laid out (ldd,
+/// strideD).
+struct Product {
+  cudaDataType_t dType = CUDA_R_32F;
+  void *d = nullptr;
+  const void *cIn = nullptr;
+  int64_t ldd = 0, strideD = 0;
+  float beta = 0.0f;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  const void *aux = nullptr;
+};
+
+cublasLtMatrixLayout_t layout(cudaDataType_t type, uint64_t rows, uint64_t cols,
+                              int64_t ld, int64_t batch, int64_t stride,
+                              cublasStatus_t &st) {
+  cublasLtMatrixLayout_t l = nullptr;
+  st = cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld);
+  if (st == CUBLAS_STATUS_SUCCESS && batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    st = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                          &count, sizeof(count));
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatrixLayoutSetAttribute(
+          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride));
+  }
+  return l;
+}
+
+/// Points the plan's descriptor at the call's bias and aux (the plan is
+/// shared by every call of its shape; host-side, so a graph capture
+/// records the call as made).
+std::string setPointers(Plan &plan, const Product &p) {
+  if (p.bias)
+    OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+  if (p.aux)
+    OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux,
+        sizeof(p.aux)));
+  return "";
+}
+
+/// Creates the descriptors of product `p` of the call `g` into `plan`.
+std::string describe(const OtcrtGemm &g, const Product &p, Plan &plan) {
+  OTCRT_LT_TRY(
+      cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Column-major view: m = N, n = M; the first operand is our B.
-  cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+  cublasOperation_t opFirst = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)));
-  OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+  OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)));
-  if (epi != kPlain) {
-    cublasLtEpilogue_t epilogue =
-        epi == kBias          ? CUBLASLT_EPILOGUE_BIAS
-        : epi == kGeluAux     ? CUBLASLT_EPILOGUE_GELU_AUX
-        : epi == kGeluAuxBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                              : CUBLASLT_EPILOGUE_DGELU;
-    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  if (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    OTCRT_LT_TRY(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                       &p.epilogue, sizeof(p.epilogue)));
+  if (p.aux) {
+    // The aux matrix is laid out like D (its type, by default, is D's).
+    OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.ldd,
+        sizeof(p.ldd)));
+    if (g.batch > 1)
+      OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
+          plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &p.strideD,
+          sizeof(p.strideD)));
   }
-  if (epi == kGeluAux || epi == kGeluAuxBias || epi == kDgelu) {
-    // The aux matrix is laid out like C (its type, by default, is C's):
-    // column-major N x M with C's leading dimension and batch stride.
-    int64_t auxLd = ldc;
-    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd,
-        sizeof(auxLd)));
-    if (batch > 1) {
-      int64_t auxStride = strideC;
-      OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
-          plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
-          &auxStride, sizeof(auxStride)));
-    }
-  }
-  if (epi == kBias || epi == kGeluAuxBias) {
+  if (p.bias) {
     // bias[j] of our row-major column j: cuBLASLt's column-major rows (m =
-    // N), the same vector for every batch entry, in C's type.
-    cudaDataType_t biasType = outType;
-    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+    // N), the same vector for every batch entry, in the epilogue's type.
+    cudaDataType_t biasType = cudaType(g.epilogue_type);
+    OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
         sizeof(biasType)));
     int64_t biasStride = 0;
-    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
+    OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasStride,
         sizeof(biasStride)));
   }
-  plan.a = makeLayout(inType, transB ? K : N, transB ? N : K, ldb, batch,
-                      strideB);
-  plan.b = makeLayout(inType, transA ? M : K, transA ? K : M, lda, batch,
-                      strideA);
-  plan.c = makeLayout(outType, N, M, ldc, batch, strideC);
+  // The heuristic reads the bias and aux pointers for their alignment.
+  std::string why = setPointers(plan, p);
+  if (!why.empty())
+    return why;
+  cudaDataType_t in = cudaType(g.ab_type);
+  cublasStatus_t st;
+  plan.a = layout(in, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb,
+                  g.batch, g.stride_b, st);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return ltError("cublasLtMatrixLayoutCreate", st);
+  plan.b = layout(in, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda,
+                  g.batch, g.stride_a, st);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return ltError("cublasLtMatrixLayoutCreate", st);
+  plan.d = layout(p.dType, g.n, g.m, p.ldd, g.batch, p.strideD, st);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return ltError("cublasLtMatrixLayoutCreate", st);
+  return "";
+}
 
-  cublasLtMatmulPreference_t pref;
-  OTCRT_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = s.workspaceBytes;
-  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  // Our first operand is B, the second A.
-  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignB, sizeof(alignB)));
-  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignA, sizeof(alignA)));
-  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC)));
-  OTCRT_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof(alignC)));
-  cublasLtMatmulHeuristicResult_t result{};
+/// Runs product `p` with `plan`'s algorithm.
+cublasStatus_t run(State &s, const OtcrtGemm &g, const void *a, const void *b,
+                   const Product &p, const Plan &plan,
+                   const cublasLtMatmulAlgo_t &algo, cudaStream_t stream) {
+  return cublasLtMatmul(s.handle, plan.desc, &g.alpha, b, plan.a, a, plan.b,
+                        &p.beta, p.cIn, plan.d, p.d, plan.d, &algo, s.workspace,
+                        s.workspaceBytes, stream);
+}
+
+/// Builds the plan of product `p` and runs it with the first of the
+/// heuristic's algorithms that runs, which the plan keeps; on failure the
+/// plan is destroyed and the reason returned.
+std::string planAndRun(State &s, const OtcrtGemm &g, const void *a,
+                       const void *b, const Product &p, Plan &plan,
+                       cudaStream_t stream) {
+  std::string why = describe(g, p, plan);
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulHeuristicResult_t results[kAlgorithms] = {};
   int returned = 0;
-  OTCRT_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(s.handle, plan.desc, plan.a,
-                                                plan.b, plan.c, plan.c, pref, 1,
-                                                &result, &returned));
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (returned == 0)
-    fatal("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape",
-          __FILE__, __LINE__);
-  plan.algo = result.algo;
-  return s.plans.emplace(key, plan).first->second;
-}
-
-/// The runtime's stream.
-cudaStream_t stream() { return static_cast<cudaStream_t>(otcrt_stream()); }
-
-/// C = beta * C for K == 0, which cuBLASLt does not accept: a host round
-/// trip on the runtime's stream, since the library has no kernels of its
-/// own (it synchronizes, so a graph cannot capture it). Rare and small.
-void scaleOnly(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
-               int64_t strideC, int64_t batch) {
-  std::vector<float> row(static_cast<size_t>(N));
-  int64_t entries = strideC == 0 ? 1 : batch;
-  float factor = beta;
-  if (strideC == 0)
-    for (int64_t b = 1; b < batch; ++b)
-      factor *= beta;
-  for (int64_t b = 0; b < entries; ++b)
-    for (int64_t i = 0; i < M; ++i) {
-      float *dev = C + b * strideC + i * ldc;
-      size_t bytes = row.size() * sizeof(float);
-      OTCRT_CUDA_CHECK(cudaMemcpyAsync(row.data(), dev, bytes,
-                                       cudaMemcpyDeviceToHost, stream()));
-      OTCRT_CUDA_CHECK(cudaStreamSynchronize(stream()));
-      for (float &v : row)
-        v = factor == 0.0f ? 0.0f : v * factor;
-      OTCRT_CUDA_CHECK(cudaMemcpyAsync(dev, row.data(), bytes,
-                                       cudaMemcpyHostToDevice, stream()));
-      OTCRT_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  if (why.empty()) {
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    uint64_t ws = s.workspaceBytes;
+    // Our first operand is B, the second A; cuBLASLt's C is D's layout.
+    size_t inBytes = elementBytes(g.ab_type);
+    size_t outBytes = p.dType == CUDA_R_16BF ? 2 : 4;
+    uint32_t alignFirst = alignmentOf(b, g.stride_b, g.batch, inBytes);
+    uint32_t alignSecond = alignmentOf(a, g.stride_a, g.batch, inBytes);
+    uint32_t alignD =
+        std::min(alignmentOf(p.d, p.strideD, g.batch, outBytes),
+                 alignmentOf(p.cIn, p.strideD, g.batch, outBytes));
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignFirst},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignSecond},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignD},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignD}};
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (const auto &[attribute, bytes] : aligns)
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes,
+                                                  sizeof(bytes));
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulAlgoGetHeuristic(s.handle, plan.desc, plan.a, plan.b,
+                                          plan.d, plan.d, pref, kAlgorithms,
+                                          results, &returned);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      why = ltError("cublasLtMatmulAlgoGetHeuristic", st);
+    else if (returned == 0)
+      why = "the heuristic returned no algorithm";
+  }
+  if (pref)
+    cublasLtMatmulPreferenceDestroy(pref);
+  int tried = 0;
+  cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+  for (int i = 0; why.empty() && i < returned; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS)
+      continue;
+    ++tried;
+    last = run(s, g, a, b, p, plan, results[i].algo, stream);
+    if (last == CUBLAS_STATUS_SUCCESS) {
+      plan.algo = results[i].algo;
+      return "";
     }
+    (void)cudaGetLastError(); // a launch that failed: try the next one
+  }
+  if (why.empty())
+    why = tried == 0 ? std::string("the heuristic returned no usable algorithm")
+                     : "each of the " + std::to_string(tried) +
+                           " algorithms of the heuristic failed, the last "
+                           "with " +
+                           ltError("cublasLtMatmul", last);
+  plan.destroy();
+  return why;
 }
 
-/// C = alpha op(A) op(B) + beta C with `T` operands (float or BF16 bits) of
-/// cuBLASLt type `inType`, FP32 accumulation, and `C` elements of type
-/// `outType` (float, or BF16 rounded once from the FP32 result).
-template <typename T, typename C_T>
-void gemm(cudaDataType_t inType, cudaDataType_t outType, int transA,
-          int transB, int64_t M, int64_t N, int64_t K, float alpha, const T *A,
-          int64_t lda, int64_t strideA, const T *B, int64_t ldb,
-          int64_t strideB, float beta, C_T *C, int64_t ldc, int64_t strideC,
-          int64_t batch, const C_T *bias = nullptr, Epilogue epi = kPlain,
-          const void *aux = nullptr, const C_T *addend = nullptr) {
-  if (M <= 0 || N <= 0 || batch <= 0)
-    return;
-  if (bias && epi == kPlain)
-    epi = kBias;
-  if ((epi != kPlain || addend) && (K <= 0 || (strideC == 0 && batch > 1)))
-    fatal("otcrt_gemm epilogue",
-          "an epilogue needs K > 0 and one C per batch entry", __FILE__,
-          __LINE__);
-  if (epi != kPlain && epi != kBias && (beta != 0.0f || N % 8 != 0))
-    fatal("otcrt_gemm GELU epilogue", "needs beta = 0 and N a multiple of 8",
-          __FILE__, __LINE__);
-  if (K <= 0) {
-    if constexpr (std::is_same_v<C_T, float>)
-      scaleOnly(M, N, beta, C, ldc, strideC, batch);
-    else
-      fatal("otcrt_gemm_bf16_bf16", "K == 0 is not supported with a BF16 C",
-            __FILE__, __LINE__);
-    return;
+/// The handle and the workspace, created on the first call (outside a
+/// graph capture).
+std::string ensureHandle(State &s, cudaStream_t stream) {
+  if (s.handle)
+    return "";
+  if (capturing(stream))
+    return "the first GEMM runs inside a CUDA graph capture";
+  OTCRT_LT_TRY(cublasLtCreate(&s.handle));
+  if (cudaMalloc(&s.workspace, kWorkspaceBytes) == cudaSuccess) {
+    s.workspaceBytes = kWorkspaceBytes;
+  } else {
+    (void)cudaGetLastError(); // Run without a workspace instead.
+    s.workspace = nullptr;
   }
-  if (strideC == 0 && batch > 1) {
-    // Every entry updates the same C: apply them in order.
-    for (int64_t b = 0; b < batch; ++b)
-      gemm(inType, outType, transA, transB, M, N, K, alpha, A + b * strideA,
-           lda, 0, B + b * strideB, ldb, 0, beta, C, ldc, 0, 1);
-    return;
+  return "";
+}
+
+/// A scratch buffer of at least `bytes`, grown only outside a capture.
+std::string ensureScratch(State &s, size_t bytes, cudaStream_t stream) {
+  if (s.scratchBytes >= bytes)
+    return "";
+  if (capturing(stream))
+    return "the scratch buffer would grow inside a CUDA graph capture";
+  void *grown = nullptr;
+  if (cudaMalloc(&grown, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cannot allocate " + std::to_string(bytes) +
+           " bytes for the product of the fallback epilogue";
   }
+  if (s.scratch)
+    s.outgrown.push_back(s.scratch);
+  s.scratch = static_cast<float *>(grown);
+  s.scratchBytes = bytes;
+  return "";
+}
+
+/// cuBLASLt's epilogue for the call, DEFAULT when it needs none.
+cublasLtEpilogue_t ltEpilogue(const OtcrtGemm &g, const void *bias) {
+  switch (g.epilogue) {
+  case OTCRT_GEMM_BIAS:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case OTCRT_GEMM_ADD:
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  case OTCRT_GEMM_GELU:
+    return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  case OTCRT_GEMM_DGELU:
+    return CUBLASLT_EPILOGUE_DGELU;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+/// The product of the call with cuBLASLt doing its epilogue.
+Product directProduct(const OtcrtGemm &g, void *c, const void *bias,
+                      const void *addend, void *aux) {
+  Product p;
+  p.dType = cudaType(g.c_type);
+  p.d = c;
+  p.cIn = addend ? addend : c;
+  p.ldd = g.ldc;
+  p.strideD = g.stride_c;
+  p.beta = g.beta;
+  p.epilogue = ltEpilogue(g, bias);
+  p.bias = p.epilogue == CUBLASLT_EPILOGUE_DEFAULT ? nullptr : bias;
+  p.aux = aux;
+  return p;
+}
+
+/// The plain product of a fallback: FP32, into C with beta applied
+/// (`scratch` false), or alone into the scratch buffer.
+Product fallbackProduct(const State &s, const OtcrtGemm &g, void *c,
+                        const void *addend, bool scratch) {
+  Product p;
+  p.dType = CUDA_R_32F;
+  if (scratch) {
+    p.d = s.scratch;
+    p.cIn = s.scratch;
+    p.ldd = g.n;
+    p.strideD = g.m * g.n;
+  } else {
+    p.d = c;
+    p.cIn = addend ? addend : c;
+    p.ldd = g.ldc;
+    p.strideD = g.stride_c;
+    p.beta = g.beta;
+  }
+  return p;
+}
+
+/// The epilogue kernel's work after product `p` (null: K == 0).
+GemmEpilogue epilogueWork(const OtcrtGemm &g, const Product *p, void *c,
+                          const void *bias, const void *addend, void *aux) {
+  GemmEpilogue e;
+  e.m = g.m;
+  e.n = g.n;
+  e.batch = g.batch;
+  // beta was applied by a product into C; a scratch product, or none, leaves
+  // it to the kernel.
+  bool intoC = p && p->d == c;
+  if (p) {
+    e.v = static_cast<const float *>(p->d);
+    e.ldv = p->ldd;
+    e.strideV = p->strideD;
+  }
+  if (!intoC) {
+    e.xIn = addend ? addend : c;
+    e.beta = g.beta;
+  }
+  e.bias = bias;
+  e.aux = aux;
+  e.op = g.epilogue == OTCRT_GEMM_GELU    ? GemmEpilogueOp::kGelu
+         : g.epilogue == OTCRT_GEMM_DGELU ? GemmEpilogueOp::kDgelu
+                                          : GemmEpilogueOp::kStore;
+  e.c = c;
+  e.ldc = g.ldc;
+  e.strideC = g.stride_c;
+  e.bf16 = g.c_type == OTC_BF16;
+  return e;
+}
+
+/// Why cuBLASLt cannot take the epilogue as laid out, or "".
+std::string layoutDeclined(const OtcrtGemm &g) {
+  bool aux = g.epilogue == OTCRT_GEMM_GELU || g.epilogue == OTCRT_GEMM_DGELU;
+  if (aux && (g.ldc % 8 != 0 || (g.batch > 1 && g.stride_c % 8 != 0)))
+    return "the aux matrix's leading dimension or batch stride is not a "
+           "multiple of 8";
+  return "";
+}
+
+/// Prints `text` once per process.
+void noticeOnce(State &s, const std::string &text) {
+  if (s.notices.insert(text).second)
+    std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+/// One call with a valid descriptor, M, N and batch positive, K positive,
+/// one C per batch entry or batch 1.
+int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
+                const void *bias, const void *addend, void *aux,
+                cudaStream_t stream) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.handle) {
-    OTCRT_LT_CHECK(cublasLtCreate(&s.handle));
-    if (cudaMalloc(&s.workspace, kWorkspaceBytes) == cudaSuccess) {
-      s.workspaceBytes = kWorkspaceBytes;
-    } else {
-      (void)cudaGetLastError(); // Run without a workspace instead.
-      s.workspace = nullptr;
+  std::string why = ensureHandle(s, stream);
+  if (!why.empty())
+    return gemmFailed(g, bias, why);
+  const bool forced = fallbackForced();
+  const size_t cBytes = elementBytes(g.c_type),
+               inBytes = elementBytes(g.ab_type);
+  auto alignOf = [&](const void *p, int64_t stride, size_t bytes) {
+    return p ? static_cast<int64_t>(alignmentOf(p, stride, g.batch, bytes))
+             : int64_t(0);
+  };
+  RouteKey key = {g.trans_a,
+                  g.trans_b,
+                  g.m,
+                  g.n,
+                  g.k,
+                  g.batch,
+                  g.ab_type,
+                  g.c_type,
+                  g.epilogue,
+                  g.lda,
+                  g.ldb,
+                  g.ldc,
+                  g.stride_a,
+                  g.stride_b,
+                  g.stride_c,
+                  alignOf(a, g.stride_a, inBytes),
+                  alignOf(b, g.stride_b, inBytes),
+                  alignOf(c, g.stride_c, cBytes),
+                  alignOf(addend, g.stride_c, cBytes),
+                  alignOf(bias, 0, cBytes),
+                  alignOf(aux, g.stride_c, cBytes),
+                  bias != nullptr,
+                  c == aux,
+                  forced};
+  auto found = s.routes.find(key);
+  if (found != s.routes.end()) {
+    Route &r = found->second;
+    Product p = r.fallback ? fallbackProduct(s, g, c, addend, r.scratch)
+                           : directProduct(g, c, bias, addend, aux);
+    why = r.fallback ? "" : setPointers(r.plan, p);
+    if (why.empty()) {
+      cublasStatus_t st = run(s, g, a, b, p, r.plan, r.plan.algo, stream);
+      if (st != CUBLAS_STATUS_SUCCESS)
+        why = ltError("cublasLtMatmul", st);
+    }
+    if (!why.empty())
+      return gemmFailed(g, bias, "cuBLASLt: " + why);
+    if (!r.fallback) {
+      lastRoute = GemmRoute::kCublasLt;
+      return 0;
+    }
+    lastRoute = GemmRoute::kCublasLtFallback;
+    if (launchGemmEpilogue(epilogueWork(g, &p, c, bias, addend, aux), stream))
+      return gemmFailed(g, bias, "the epilogue kernel did not launch");
+    return 0;
+  }
+
+  // The first call of this shape: choose its route, running it.
+  if (capturing(stream))
+    return gemmFailed(g, bias,
+                      "this GEMM's first call runs inside a CUDA graph "
+                      "capture, which cannot choose its algorithm");
+  Route r;
+  Product direct = directProduct(g, c, bias, addend, aux);
+  bool epilogue = direct.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogue) {
+    why = forced ? std::string("forced") : layoutDeclined(g);
+    if (why.empty())
+      why = planAndRun(s, g, a, b, direct, r.plan, stream);
+    if (why.empty()) {
+      s.routes.emplace(key, r);
+      lastRoute = GemmRoute::kCublasLt;
+      return 0;
+    }
+    // Declined: the plain product and the epilogue kernel.
+    noticeOnce(s, "otcrt: gemm: the " +
+                      gemmEpilogueName(g.epilogue, bias != nullptr) +
+                      " epilogue runs as a plain cuBLASLt GEMM and the "
+                      "runtime's epilogue kernel (" +
+                      why + "): " + describeGemm(g, bias));
+    r.fallback = true;
+    r.scratch = g.c_type != OTC_F32 || c == aux;
+    if (r.scratch) {
+      size_t bytes = sizeof(float) * static_cast<size_t>(g.batch * g.m * g.n);
+      why = ensureScratch(s, bytes, stream);
+      if (!why.empty())
+        return gemmFailed(g, bias, why);
     }
   }
-  uint32_t alignA = alignmentOf(A, strideA, batch, sizeof(T));
-  uint32_t alignB = alignmentOf(B, strideB, batch, sizeof(T));
-  uint32_t alignC = alignmentOf(C, strideC, batch, sizeof(C_T));
-  // With an addend, cuBLASLt's C is the addend and its D our C: one layout,
-  // the alignment both allow.
-  if (addend)
-    alignC = std::min(alignC, alignmentOf(addend, strideC, batch, sizeof(C_T)));
-  Plan &plan = getPlan(s, inType, outType, transA, transB, M, N, K, lda,
-                       strideA, ldb, strideB, ldc, strideC, batch, alignA,
-                       alignB, alignC, epi);
-  if (aux) {
-    const void *pointer = aux;
-    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pointer,
-        sizeof(pointer)));
+  Product p = r.fallback ? fallbackProduct(s, g, c, addend, r.scratch) : direct;
+  why = planAndRun(s, g, a, b, p, r.plan, stream);
+  if (!why.empty())
+    return gemmFailed(g, bias, "cuBLASLt: " + why);
+  s.routes.emplace(key, r);
+  if (!r.fallback) {
+    lastRoute = GemmRoute::kCublasLt;
+    return 0;
   }
-  if (bias) {
-    // The plan is shared by every call of this shape: the pointer is set per
-    // call (host-side, so graph capture records the call as made).
-    const void *pointer = bias;
-    OTCRT_LT_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
-        sizeof(pointer)));
+  lastRoute = GemmRoute::kCublasLtFallback;
+  if (launchGemmEpilogue(epilogueWork(g, &p, c, bias, addend, aux), stream))
+    return gemmFailed(g, bias, "the epilogue kernel did not launch");
+  return 0;
+}
+
+int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
+         const void *bias, const void *addend, void *aux, cudaStream_t stream) {
+  lastRoute = GemmRoute::kNone;
+  std::string why = gemmInvalid(g, a, b, c, bias, addend, aux);
+  if (!why.empty())
+    return gemmFailed(g, bias, why);
+  if (g.m == 0 || g.n == 0 || g.batch == 0)
+    return 0;
+  if (g.batch > 1 && g.stride_c == 0) {
+    // Every entry updates the same C (a plain product): in order.
+    OtcrtGemm one = g;
+    one.batch = 1;
+    one.stride_a = one.stride_b = 0;
+    size_t inBytes = elementBytes(g.ab_type);
+    for (int64_t e = 0; e < g.batch; ++e) {
+      const char *ae = static_cast<const char *>(a),
+                 *be = static_cast<const char *>(b);
+      if (ae)
+        ae += e * g.stride_a * inBytes;
+      if (be)
+        be += e * g.stride_b * inBytes;
+      if (int status = gemm(one, ae, be, c, nullptr, nullptr, nullptr, stream))
+        return status;
+    }
+    return 0;
   }
-  const void *input = addend ? static_cast<const void *>(addend) : C;
-  OTCRT_LT_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, B, plan.a, A,
-                                plan.b, &beta, input, plan.c, C, plan.c,
-                                &plan.algo, s.workspace, s.workspaceBytes,
-                                stream()));
+  if (g.k == 0) {
+    // v = 0: C = beta C (or the addend) + bias, through the kernel.
+    lastRoute = GemmRoute::kEpilogueOnly;
+    if (launchGemmEpilogue(epilogueWork(g, nullptr, c, bias, addend, aux),
+                           stream))
+      return gemmFailed(g, bias, "the epilogue kernel did not launch");
+    return 0;
+  }
+  return gemmProduct(g, a, b, c, bias, addend, aux, stream);
 }
 
 } // namespace
 
-extern "C" void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
-                               int64_t K, float alpha, const float *A,
-                               int64_t lda, int64_t strideA, const float *B,
-                               int64_t ldb, int64_t strideB, float beta,
-                               float *C, int64_t ldc, int64_t strideC,
-                               int64_t batch) {
-  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
-       B, ldb, strideB, beta, C, ldc, strideC, batch);
-}
+namespace otcrt {
+namespace cuda {
 
-extern "C" void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
-                                int64_t K, float alpha, const uint16_t *A,
-                                int64_t lda, int64_t strideA, const uint16_t *B,
-                                int64_t ldb, int64_t strideB, float beta,
-                                float *C, int64_t ldc, int64_t strideC,
-                                int64_t batch) {
-  gemm(CUDA_R_16BF, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda,
-       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
-}
+GemmRoute lastGemmRoute() { return lastRoute; }
 
-extern "C" void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M,
-                                     int64_t N, int64_t K, float alpha,
-                                     const uint16_t *A, int64_t lda,
-                                     int64_t strideA, const uint16_t *B,
-                                     int64_t ldb, int64_t strideB, float beta,
-                                     uint16_t *C, int64_t ldc, int64_t strideC,
-                                     int64_t batch) {
-  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
-       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
-}
+void forceGemmEpilogueFallback(bool on) { forcedByTest = on ? 1 : 0; }
 
-extern "C" void otcrt_gemm_bias_f32(int transA, int transB, int64_t M,
-                                    int64_t N, int64_t K, float alpha,
-                                    const float *A, int64_t lda,
-                                    int64_t strideA, const float *B,
-                                    int64_t ldb, int64_t strideB, float beta,
-                                    float *C, int64_t ldc, int64_t strideC,
-                                    int64_t batch, const float *bias) {
-  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
-       B, ldb, strideB, beta, C, ldc, strideC, batch, bias);
-}
+} // namespace cuda
+} // namespace otcrt
 
-extern "C" void otcrt_gemm_bias_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *bias) {
-  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
-       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias);
-}
-
-extern "C" void otcrt_gemm_gelu_f32(int transA, int transB, int64_t M,
-                                    int64_t N, int64_t K, float alpha,
-                                    const float *A, int64_t lda,
-                                    int64_t strideA, const float *B,
-                                    int64_t ldb, int64_t strideB, float beta,
-                                    float *C, int64_t ldc, int64_t strideC,
-                                    int64_t batch, const float *bias,
-                                    float *aux) {
-  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
-       B, ldb, strideB, beta, C, ldc, strideC, batch, bias,
-       bias ? kGeluAuxBias : kGeluAux, aux);
-}
-
-extern "C" void otcrt_gemm_gelu_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *bias, uint16_t *aux) {
-  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
-       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias,
-       bias ? kGeluAuxBias : kGeluAux, aux);
-}
-
-extern "C" void otcrt_gemm_dgelu_f32(int transA, int transB, int64_t M,
-                                     int64_t N, int64_t K, float alpha,
-                                     const float *A, int64_t lda,
-                                     int64_t strideA, const float *B,
-                                     int64_t ldb, int64_t strideB, float beta,
-                                     float *C, int64_t ldc, int64_t strideC,
-                                     int64_t batch, const float *aux) {
-  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
-       B, ldb, strideB, beta, C, ldc, strideC, batch,
-       static_cast<const float *>(nullptr), kDgelu, aux);
-}
-
-extern "C" void otcrt_gemm_dgelu_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *aux) {
-  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
-       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
-       static_cast<const uint16_t *>(nullptr), kDgelu, aux);
-}
-
-extern "C" void otcrt_gemm_add_f32(int transA, int transB, int64_t M,
-                                   int64_t N, int64_t K, float alpha,
-                                   const float *A, int64_t lda,
-                                   int64_t strideA, const float *B,
-                                   int64_t ldb, int64_t strideB, float beta,
-                                   float *C, int64_t ldc, int64_t strideC,
-                                   int64_t batch, const float *bias,
-                                   const float *addend) {
-  gemm(CUDA_R_32F, CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, strideA,
-       B, ldb, strideB, beta, C, ldc, strideC, batch, bias, kPlain, nullptr,
-       addend);
-}
-
-extern "C" void otcrt_gemm_add_bf16_bf16(
-    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-    const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-    int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-    int64_t strideC, int64_t batch, const uint16_t *bias,
-    const uint16_t *addend) {
-  gemm(CUDA_R_16BF, CUDA_R_16BF, transA, transB, M, N, K, alpha, A, lda,
-       strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, bias, kPlain,
-       nullptr, addend);
+extern "C" int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b,
+                          void *c, const void *bias, const void *addend,
+                          void *aux, void *stream) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm: error: no descriptor\n");
+    return 1;
+  }
+  return gemm(*g, a, b, c, bias, addend, aux,
+              static_cast<cudaStream_t>(stream));
 }

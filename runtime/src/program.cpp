@@ -1,4 +1,4 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 and 2, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 4, the
 // slot helpers declared in program.h, and the small pure functions of the
 // driver interface (RNG keys, BF16 widening, paths next to the executable).
 #include "program.h"

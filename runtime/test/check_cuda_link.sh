@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that a program shaped like the code generator's cuda-target output
 # (kernels + a static OtcProgram + main calling otcrt_main, plus a call to
-# otcrt_gemm_f32, otcrt_attention_fwd_bf16, otcrt_check_launch and launches
+# otcrt_gemm, otcrt_attention_fwd_bf16, otcrt_check_launch and launches
 # on otcrt_stream) compiles with nvcc and links against libotcrt_cuda.a,
 # cuBLASLt and cudart, plus LINK_ARGS (cuDNN's libraries when the runtime's
 # attention uses them, as otc-compile adds them); then runs the GPU-free paths
@@ -64,8 +64,14 @@ static void microStep(char *arena) {
   float *x = reinterpret_cast<float *>(arena + 128);
   float *g = reinterpret_cast<float *>(arena + 64);
   // g += x^T x (4x2 * 2x4), exercising the transposed cuBLASLt path.
-  otcrt_gemm_f32(1, 0, 4, 4, 2, 1.0f, x, 4, 0, x, 4, 0, 1.0f, g, 4, 0, 1);
-  otcrt_gemm_f32(0, 1, 2, 4, 4, 1.0f, x, 4, 0, w, 4, 0, 0.0f, x, 4, 0, 1);
+  static const OtcrtGemm acc = {1, 0, 4, 4, 2, 1, 1.0f, 1.0f, OTC_F32, OTC_F32,
+                                OTC_F32, OTCRT_GEMM_NONE, 4, 4, 4, 0, 0, 16};
+  static const OtcrtGemm fwd = {0, 1, 2, 4, 4, 1, 1.0f, 0.0f, OTC_F32, OTC_F32,
+                                OTC_F32, OTCRT_GEMM_NONE, 4, 4, 4, 0, 0, 8};
+  if (otcrt_gemm(&acc, x, x, g, nullptr, nullptr, nullptr, s) != 0)
+    otcrt_kernel_failed("otcrt_gemm", "fake", 1);
+  if (otcrt_gemm(&fwd, x, w, x, nullptr, nullptr, nullptr, s) != 0)
+    otcrt_kernel_failed("otcrt_gemm", "fake", 1);
   // Causal self-attention of x viewed as [1, 1, 2, 8] bf16 into w (links the
   // attention entry points and, through them, cuDNN when the runtime uses
   // it); its lse [1, 1, 2] past the slots.

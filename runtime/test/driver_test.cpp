@@ -268,7 +268,11 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   p.count_input = "no such input";
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("count_input 'no such input'"));
+  // Version 4 changed the GEMM entry point, not the descriptor.
+  p.count_input = "y";
   p.abi_version = 4;
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  p.abi_version = 5;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   // Version 3's index ranges must name integer INPUT slots, once each.

@@ -1,7 +1,10 @@
-// Unit tests of the host otcrt_gemm_f32 against a naive double-precision
+// Unit tests of the host otcrt_gemm against a naive double-precision
 // reference written directly from the ABI definition: every transpose
 // combination, padded leading dimensions, batches with distinct and
-// broadcast (stride 0) operands, alpha/beta, and beta == 0 ignoring NaNs.
+// broadcast (stride 0) operands, alpha/beta, and beta == 0 ignoring NaNs;
+// BF16 operands and results, the epilogues (bias, addend, GELU and its
+// gradient); and descriptors that break the ABI's rules, which must be
+// refused before anything is written.
 #include "otcrt/abi.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +16,43 @@
 #include <vector>
 
 namespace {
+
+/// The descriptor of one call, in the order of the old positional
+/// arguments: sizes, alpha, A's and B's row and batch strides, beta, C's,
+/// the batch, the types and the epilogue.
+OtcrtGemm desc(int transA, int transB, int64_t M, int64_t N, int64_t K,
+               float alpha, int64_t lda, int64_t strideA, int64_t ldb,
+               int64_t strideB, float beta, int64_t ldc, int64_t strideC,
+               int64_t batch, int32_t abType = OTC_F32, int32_t cType = OTC_F32,
+               int32_t epilogue = OTCRT_GEMM_NONE) {
+  OtcrtGemm g;
+  g.trans_a = transA;
+  g.trans_b = transB;
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.batch = batch;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.ab_type = abType;
+  g.c_type = cType;
+  g.epilogue_type = cType;
+  g.epilogue = epilogue;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  g.stride_a = strideA;
+  g.stride_b = strideB;
+  g.stride_c = strideC;
+  return g;
+}
+
+/// otcrt_gemm on host pointers.
+int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
+         const void *bias = nullptr, const void *addend = nullptr,
+         void *aux = nullptr) {
+  return otcrt_gemm(&g, a, b, c, bias, addend, aux, nullptr);
+}
 
 struct Case {
   int transA, transB;
@@ -43,9 +83,10 @@ void runCase(const Case &tc, std::mt19937 &rng) {
   for (auto &v : C) v = tc.beta == 0 ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
   std::vector<float> C0 = C;
 
-  otcrt_gemm_f32(tc.transA, tc.transB, tc.M, tc.N, tc.K, tc.alpha, A.data(),
-                 lda, sA, B.data(), ldb, sB, tc.beta, C.data(), ldc, sC,
-                 tc.batch);
+  ASSERT_EQ(gemm(desc(tc.transA, tc.transB, tc.M, tc.N, tc.K, tc.alpha, lda,
+                      sA, ldb, sB, tc.beta, ldc, sC, tc.batch),
+                 A.data(), B.data(), C.data()),
+            0);
 
   std::vector<bool> touched(C.size(), false);
   for (int64_t b = 0; b < tc.batch; ++b)
@@ -118,7 +159,8 @@ TEST(GemmCpu, BroadcastCAccumulatesInOrder) {
   float A[2] = {2.0f, 3.0f}; // batch of two 1x1 matrices
   float B[1] = {10.0f};      // broadcast
   float C[1] = {1.0f};
-  otcrt_gemm_f32(0, 0, 1, 1, 1, 1.0f, A, 1, 1, B, 1, 0, 1.0f, C, 1, 0, 2);
+  ASSERT_EQ(gemm(desc(0, 0, 1, 1, 1, 1.0f, 1, 1, 1, 0, 1.0f, 1, 0, 2), A, B, C),
+            0);
   EXPECT_FLOAT_EQ(C[0], 1.0f + 20.0f + 30.0f);
 }
 
@@ -146,10 +188,14 @@ TEST(GemmCpu, Bf16OperandsEqualWidenedProduct) {
       fill(b, bf);
       std::vector<float> c(batch * M * N, 1.0f), cf(c);
       int64_t lda = ta ? M : K, ldb = tb ? K : N;
-      otcrt_gemm_bf16(ta, tb, M, N, K, 0.5f, a.data(), lda, M * K, b.data(),
-                      ldb, 0, 2.0f, c.data(), N, M * N, batch);
-      otcrt_gemm_f32(ta, tb, M, N, K, 0.5f, af.data(), lda, M * K, bf.data(),
-                     ldb, 0, 2.0f, cf.data(), N, M * N, batch);
+      ASSERT_EQ(gemm(desc(ta, tb, M, N, K, 0.5f, lda, M * K, ldb, 0, 2.0f, N,
+                          M * N, batch, OTC_BF16),
+                     a.data(), b.data(), c.data()),
+                0);
+      ASSERT_EQ(gemm(desc(ta, tb, M, N, K, 0.5f, lda, M * K, ldb, 0, 2.0f, N,
+                          M * N, batch),
+                     af.data(), bf.data(), cf.data()),
+                0);
       EXPECT_EQ(c, cf) << "transA " << ta << " transB " << tb;
       // And against a plain double product of the widened values.
       for (int64_t e = 0; e < batch; ++e)
@@ -166,7 +212,7 @@ TEST(GemmCpu, Bf16OperandsEqualWidenedProduct) {
     }
 }
 
-/// A BF16 C: the FP32 result of otcrt_gemm_bf16 rounded to nearest even,
+/// A BF16 C: the FP32 result of the BF16 product rounded to nearest even,
 /// once, element by element.
 TEST(GemmCpu, Bf16ResultIsTheRoundedFp32Result) {
   std::mt19937 rng(11);
@@ -182,10 +228,13 @@ TEST(GemmCpu, Bf16ResultIsTheRoundedFp32Result) {
     }
   std::vector<float> f(M * N);
   std::vector<uint16_t> c(M * N, 0);
-  otcrt_gemm_bf16(0, 1, M, N, K, 1.0f, a.data(), K, 0, b.data(), K, 0, 0.0f,
-                  f.data(), N, 0, 1);
-  otcrt_gemm_bf16_bf16(0, 1, M, N, K, 1.0f, a.data(), K, 0, b.data(), K, 0,
-                       0.0f, c.data(), N, 0, 1);
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, 0, K, 0, 0.0f, N, 0, 1, OTC_BF16),
+                 a.data(), b.data(), f.data()),
+            0);
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, 0, K, 0, 0.0f, N, 0, 1, OTC_BF16,
+                      OTC_BF16),
+                 a.data(), b.data(), c.data()),
+            0);
   for (int64_t i = 0; i < M * N; ++i) {
     uint32_t bits;
     std::memcpy(&bits, &f[i], sizeof(bits));
@@ -220,8 +269,10 @@ TEST(GemmCpu, BiasEpilogue) {
   for (auto *v : {&a, &b, &bias})
     for (float &x : *v)
       x = dist(rng);
-  otcrt_gemm_bias_f32(0, 1, M, N, K, 1.0f, a.data(), K, M * K, b.data(), K, 0,
-                      0.0f, c.data(), N, M * N, batch, bias.data());
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, M * K, K, 0, 0.0f, N, M * N,
+                      batch, OTC_F32, OTC_F32, OTCRT_GEMM_BIAS),
+                 a.data(), b.data(), c.data(), bias.data()),
+            0);
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -240,10 +291,13 @@ TEST(GemmCpu, BiasEpilogue) {
   for (int64_t j = 0; j < N; ++j)
     biash[j] = toBf16(bias[j]);
   std::vector<float> f(M * N);
-  otcrt_gemm_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, 0, bh.data(), K, 0, 0.0f,
-                  f.data(), N, 0, 1);
-  otcrt_gemm_bias_bf16_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, 0, bh.data(), K,
-                            0, 0.0f, ch.data(), N, 0, 1, biash.data());
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, 0, K, 0, 0.0f, N, 0, 1, OTC_BF16),
+                 ah.data(), bh.data(), f.data()),
+            0);
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, 0, K, 0, 0.0f, N, 0, 1, OTC_BF16,
+                      OTC_BF16, OTCRT_GEMM_BIAS),
+                 ah.data(), bh.data(), ch.data(), biash.data()),
+            0);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       float sum = f[i * N + j] + widen(biash[j]);
@@ -285,9 +339,11 @@ TEST(GemmCpu, GeluEpilogues) {
   };
   for (bool withBias : {true, false}) {
     std::vector<float> c(batch * M * N, NAN), aux(batch * M * N, NAN);
-    otcrt_gemm_gelu_f32(0, 1, M, N, K, 1.0f, a.data(), K, M * K, b.data(), K,
-                        0, 0.0f, c.data(), N, M * N, batch,
-                        withBias ? bias.data() : nullptr, aux.data());
+    ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, M * K, K, 0, 0.0f, N, M * N,
+                        batch, OTC_F32, OTC_F32, OTCRT_GEMM_GELU),
+                   a.data(), b.data(), c.data(),
+                   withBias ? bias.data() : nullptr, nullptr, aux.data()),
+              0);
     for (int64_t e = 0; e < batch; ++e)
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) {
@@ -298,8 +354,10 @@ TEST(GemmCpu, GeluEpilogues) {
         }
   }
   std::vector<float> dx(batch * M * N, NAN);
-  otcrt_gemm_dgelu_f32(0, 1, M, N, K, 1.0f, a.data(), K, M * K, b.data(), K, 0,
-                       0.0f, dx.data(), N, M * N, batch, g.data());
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, M * K, K, 0, 0.0f, N, M * N,
+                      batch, OTC_F32, OTC_F32, OTCRT_GEMM_DGELU),
+                 a.data(), b.data(), dx.data(), nullptr, nullptr, g.data()),
+            0);
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -320,12 +378,16 @@ TEST(GemmCpu, GeluEpilogues) {
   for (size_t i = 0; i < g.size(); ++i)
     g[i] = widen(gh[i] = toBf16(g[i]));
   std::vector<uint16_t> ch(g.size()), auxh(g.size()), dxh(g.size());
-  otcrt_gemm_gelu_bf16_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, M * K,
-                            bh.data(), K, 0, 0.0f, ch.data(), N, M * N, batch,
-                            biash.data(), auxh.data());
-  otcrt_gemm_dgelu_bf16_bf16(0, 1, M, N, K, 1.0f, ah.data(), K, M * K,
-                             bh.data(), K, 0, 0.0f, dxh.data(), N, M * N,
-                             batch, gh.data());
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, M * K, K, 0, 0.0f, N, M * N,
+                      batch, OTC_BF16, OTC_BF16, OTCRT_GEMM_GELU),
+                 ah.data(), bh.data(), ch.data(), biash.data(), nullptr,
+                 auxh.data()),
+            0);
+  ASSERT_EQ(gemm(desc(0, 1, M, N, K, 1.0f, K, M * K, K, 0, 0.0f, N, M * N,
+                      batch, OTC_BF16, OTC_BF16, OTCRT_GEMM_DGELU),
+                 ah.data(), bh.data(), dxh.data(), nullptr, nullptr,
+                 gh.data()),
+            0);
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -361,9 +423,11 @@ TEST(GemmCpu, AddendEpilogue) {
   const std::vector<float> before = r;
   for (bool withBias : {true, false}) {
     std::vector<float> c(batch * M * N, NAN);
-    otcrt_gemm_add_f32(1, 0, M, N, K, 2.0f, a.data(), M, K * M, b.data(), N, 0,
-                       0.5f, c.data(), N, M * N, batch,
-                       withBias ? bias.data() : nullptr, r.data());
+    ASSERT_EQ(gemm(desc(1, 0, M, N, K, 2.0f, M, K * M, N, 0, 0.5f, N, M * N,
+                        batch, OTC_F32, OTC_F32, OTCRT_GEMM_ADD),
+                   a.data(), b.data(), c.data(),
+                   withBias ? bias.data() : nullptr, r.data()),
+              0);
     for (int64_t e = 0; e < batch; ++e)
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j)
@@ -382,9 +446,10 @@ TEST(GemmCpu, AddendEpilogue) {
     biash[j] = toBf16(bias[j]);
   for (size_t i = 0; i < r.size(); ++i)
     rh[i] = toBf16(r[i]);
-  otcrt_gemm_add_bf16_bf16(1, 0, M, N, K, 2.0f, ah.data(), M, K * M,
-                           bh.data(), N, 0, 0.5f, ch.data(), N, M * N, batch,
-                           biash.data(), rh.data());
+  ASSERT_EQ(gemm(desc(1, 0, M, N, K, 2.0f, M, K * M, N, 0, 0.5f, N, M * N,
+                      batch, OTC_BF16, OTC_BF16, OTCRT_GEMM_ADD),
+                 ah.data(), bh.data(), ch.data(), biash.data(), rh.data()),
+            0);
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -392,4 +457,173 @@ TEST(GemmCpu, AddendEpilogue) {
         EXPECT_NEAR(widen(ch[e * M * N + i * N + j]), w, std::abs(w) / 256 + 1e-6)
             << "entry " << e << " (" << i << ", " << j << ")";
       }
+}
+
+// Tests that a descriptor breaking a rule of otcrt/abi.h is refused with a
+// non-zero status before anything is written, with one line on stderr that
+// names the shape; and that an empty product is a success that writes
+// nothing.
+TEST(GemmCpu, RefusesBadDescriptors) {
+  const int64_t M = 3, N = 16, K = 5, batch = 2;
+  std::vector<float> a(batch * M * K, 1.0f), b(N * K, 1.0f), bias(N, 1.0f),
+      addend(batch * M * N, 1.0f);
+  const OtcrtGemm good = desc(0, 1, M, N, K, 1.0f, K, M * K, K, 0, 0.0f, N,
+                              M * N, batch, OTC_F32, OTC_F32, OTCRT_GEMM_GELU);
+  {
+    std::vector<float> c(batch * M * N), aux(c.size());
+    ASSERT_EQ(gemm(good, a.data(), b.data(), c.data(), bias.data(), nullptr,
+                   aux.data()),
+              0);
+  }
+  struct Bad {
+    const char *what;
+    void (*change)(OtcrtGemm &);
+  };
+  const Bad bad[] = {
+      {"negative M", [](OtcrtGemm &g) { g.m = -1; }},
+      {"negative K", [](OtcrtGemm &g) { g.k = -2; }},
+      {"negative batch", [](OtcrtGemm &g) { g.batch = -1; }},
+      {"batch above INT32_MAX", [](OtcrtGemm &g) { g.batch = 1ll << 31; }},
+      {"transpose flag 2", [](OtcrtGemm &g) { g.trans_a = 2; }},
+      {"lda below K", [](OtcrtGemm &g) { g.lda = g.k - 1; }},
+      {"ldb below K", [](OtcrtGemm &g) { g.ldb = g.k - 1; }},
+      {"ldc below N", [](OtcrtGemm &g) { g.ldc = g.n - 1; }},
+      {"negative stride", [](OtcrtGemm &g) { g.stride_a = -1; }},
+      {"overlapping C entries", [](OtcrtGemm &g) { g.stride_c = g.n; }},
+      {"integer operands", [](OtcrtGemm &g) { g.ab_type = OTC_I64; }},
+      {"bf16 C of f32 operands",
+       [](OtcrtGemm &g) { g.c_type = g.epilogue_type = OTC_BF16; }},
+      {"bias type not C's", [](OtcrtGemm &g) { g.epilogue_type = OTC_BF16; }},
+      {"epilogue of a bf16 product into f32",
+       [](OtcrtGemm &g) { g.ab_type = OTC_BF16; }},
+      {"unknown epilogue", [](OtcrtGemm &g) { g.epilogue = 7; }},
+      {"GELU with beta 1", [](OtcrtGemm &g) { g.beta = 1.0f; }},
+      {"epilogue into one shared C", [](OtcrtGemm &g) { g.stride_c = 0; }},
+  };
+  for (const Bad &t : bad) {
+    OtcrtGemm g = good;
+    t.change(g);
+    std::vector<float> c(batch * M * N, 7.0f), aux(c.size(), 7.0f);
+    testing::internal::CaptureStderr();
+    int status =
+        gemm(g, a.data(), b.data(), c.data(), bias.data(), nullptr, aux.data());
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(status, 0) << t.what;
+    EXPECT_NE(err.find("otcrt: gemm: error: "), std::string::npos) << err;
+    EXPECT_NE(err.find("batch="), std::string::npos) << err;
+    for (size_t i = 0; i < c.size(); ++i)
+      ASSERT_TRUE(c[i] == 7.0f && aux[i] == 7.0f)
+          << t.what << ": element " << i << " written";
+  }
+
+  // Pointers an epilogue needs, or does not take.
+  std::vector<float> c(batch * M * N, 7.0f), aux(c.size(), 7.0f);
+  OtcrtGemm plain = good;
+  plain.epilogue = OTCRT_GEMM_NONE;
+  OtcrtGemm withBias = good;
+  withBias.epilogue = OTCRT_GEMM_BIAS;
+  OtcrtGemm add = good;
+  add.epilogue = OTCRT_GEMM_ADD;
+  OtcrtGemm dgelu = good;
+  dgelu.epilogue = OTCRT_GEMM_DGELU;
+  testing::internal::CaptureStderr();
+  EXPECT_NE(
+      gemm(good, a.data(), b.data(), nullptr, bias.data(), nullptr, aux.data()),
+      0)
+      << "no C";
+  EXPECT_NE(
+      gemm(good, nullptr, b.data(), c.data(), bias.data(), nullptr, aux.data()),
+      0)
+      << "no A";
+  EXPECT_NE(gemm(good, a.data(), b.data(), c.data(), bias.data()), 0)
+      << "GELU without aux";
+  EXPECT_NE(
+      gemm(good, a.data(), b.data(), c.data(), bias.data(), nullptr, c.data()),
+      0)
+      << "GELU's aux is C";
+  EXPECT_NE(gemm(plain, a.data(), b.data(), c.data(), bias.data()), 0)
+      << "a bias without an epilogue";
+  EXPECT_NE(
+      gemm(plain, a.data(), b.data(), c.data(), nullptr, nullptr, aux.data()),
+      0)
+      << "aux without an epilogue";
+  EXPECT_NE(gemm(withBias, a.data(), b.data(), c.data()), 0)
+      << "bias epilogue without a bias";
+  EXPECT_NE(gemm(add, a.data(), b.data(), c.data(), bias.data()), 0)
+      << "add without an addend";
+  EXPECT_NE(gemm(plain, a.data(), b.data(), c.data(), nullptr, addend.data()),
+            0)
+      << "an addend without add";
+  EXPECT_NE(gemm(dgelu, a.data(), b.data(), c.data(), bias.data(), nullptr,
+                 aux.data()),
+            0)
+      << "dgelu with a bias";
+  EXPECT_NE(otcrt_gemm(nullptr, a.data(), b.data(), c.data(), nullptr, nullptr,
+                       nullptr, nullptr),
+            0)
+      << "no descriptor";
+  testing::internal::GetCapturedStderr();
+  for (size_t i = 0; i < c.size(); ++i)
+    ASSERT_TRUE(c[i] == 7.0f && aux[i] == 7.0f) << "element " << i;
+
+  // Empty products: nothing to do, nothing written, NULL pointers allowed.
+  OtcrtGemm empty = plain;
+  empty.m = 0;
+  EXPECT_EQ(gemm(empty, nullptr, nullptr, nullptr), 0);
+  empty = plain;
+  empty.batch = 0;
+  EXPECT_EQ(gemm(empty, a.data(), b.data(), c.data()), 0);
+  for (float x : c)
+    ASSERT_EQ(x, 7.0f);
+}
+
+// Tests the epilogues of a product of depth 0 (v = 0): C = beta addend +
+// bias, and gelu of the bias with the bias as the pre-activation.
+TEST(GemmCpu, DepthZeroEpilogues) {
+  const int64_t M = 2, N = 8;
+  std::vector<float> bias(N), addend(M * N), c(M * N, NAN), aux(M * N, NAN);
+  for (int64_t j = 0; j < N; ++j)
+    bias[j] = 0.25f * static_cast<float>(j) - 1.0f;
+  for (int64_t i = 0; i < M * N; ++i)
+    addend[i] = static_cast<float>(i);
+  ASSERT_EQ(gemm(desc(0, 0, M, N, 0, 1.0f, 1, 0, N, 0, 0.5f, N, 0, 1, OTC_F32,
+                      OTC_F32, OTCRT_GEMM_ADD),
+                 nullptr, nullptr, c.data(), bias.data(), addend.data()),
+            0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      EXPECT_EQ(c[i * N + j], 0.5f * addend[i * N + j] + bias[j]);
+  ASSERT_EQ(gemm(desc(0, 0, M, N, 0, 1.0f, 1, 0, N, 0, 0.0f, N, 0, 1, OTC_F32,
+                      OTC_F32, OTCRT_GEMM_GELU),
+                 nullptr, nullptr, c.data(), bias.data(), nullptr, aux.data()),
+            0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      EXPECT_EQ(aux[i * N + j], bias[j]);
+      EXPECT_NEAR(c[i * N + j], geluRef(bias[j]), 1e-6);
+    }
+  // BF16 (values exact in BF16): the same, each rounded once.
+  std::vector<uint16_t> biash(N), addendh(M * N), ch(M * N), auxh(M * N);
+  for (int64_t j = 0; j < N; ++j)
+    biash[j] = toBf16(bias[j]);
+  for (int64_t i = 0; i < M * N; ++i)
+    addendh[i] = toBf16(addend[i]);
+  ASSERT_EQ(gemm(desc(0, 0, M, N, 0, 1.0f, 1, 0, N, 0, 0.5f, N, 0, 1, OTC_BF16,
+                      OTC_BF16, OTCRT_GEMM_ADD),
+                 nullptr, nullptr, ch.data(), biash.data(), addendh.data()),
+            0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      EXPECT_EQ(widen(ch[i * N + j]), 0.5f * addend[i * N + j] + bias[j]);
+  ASSERT_EQ(gemm(desc(0, 0, M, N, 0, 1.0f, 1, 0, N, 0, 0.0f, N, 0, 1, OTC_BF16,
+                      OTC_BF16, OTCRT_GEMM_GELU),
+                 nullptr, nullptr, ch.data(), biash.data(), nullptr,
+                 auxh.data()),
+            0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      EXPECT_EQ(auxh[i * N + j], biash[j]);
+      EXPECT_NEAR(widen(ch[i * N + j]), geluRef(bias[j]),
+                  std::abs(geluRef(bias[j])) / 256 + 1e-6);
+    }
 }

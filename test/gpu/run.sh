@@ -7,7 +7,10 @@
 # with PyTorch's float64 gradients (1e-4), under every recomputation policy;
 # the BF16 programs run twice: with the attention the runtime picks (cuDNN's
 # SDPA when it was built with it) and with OTCRT_ATTENTION=fallback (its own
-# kernels); trains one model two steps under compute-sanitizer memcheck where
+# kernels); the Hugging Face GPT-2 programs (GEMMs with bias, addend, GELU
+# and dGELU epilogues) run again with OTCRT_GEMM_EPILOGUE=fallback (cuBLASLt's
+# plain products and the runtime's epilogue kernel); trains one model two
+# steps under compute-sanitizer memcheck where
 # it is installed. The first model also runs with --no-cuda-graphs, whose
 # gradient dump and parameters after three steps must equal, bit for bit,
 # those of the default run (graphs replayed from the second call of each step
@@ -76,6 +79,19 @@ while read -r name rtol; do
     else
       echo "FAIL $name: the cuda program failed with OTCRT_ATTENTION=fallback:" \
            "$(tail -1 "$name-fallback-run.log")"
+      fail=$((fail + 1))
+    fi
+  fi
+  if [[ $name == hf-gpt2* ]]; then
+    # Its GEMM epilogues (bias, addend, GELU, dGELU) on the runtime's
+    # fallback: cuBLASLt's plain products and the epilogue kernel.
+    if OTCRT_GEMM_EPILOGUE=fallback "$name/cuda/train" --batch "$name/batch.safetensors" \
+          --dump-grads "$name/cuda-gemm-fallback.st" --quiet > "$name-gemm-fallback-run.log" 2>&1; then
+      check "$name-gemm-fallback-vs-cpu" "$name/cuda-gemm-fallback.st" "$name/cpu.st" \
+        --rtol "$rtol"
+    else
+      echo "FAIL $name: the cuda program failed with OTCRT_GEMM_EPILOGUE=fallback:" \
+           "$(tail -1 "$name-gemm-fallback-run.log")"
       fail=$((fail + 1))
     fi
   fi

@@ -4,7 +4,8 @@
  * descriptor, and whose main() hands that descriptor to otcrt_main(). The
  * runtime owns everything else: the arena, parameter loading, the batch, the
  * training loop and the GEMM entry point used by the generated kernels. This
- * header must stay C-compatible and its names must not change. */
+ * header must stay C-compatible; its names and layouts change only with
+ * OTC_ABI_VERSION. */
 #ifndef OTCRT_ABI_H
 #define OTCRT_ABI_H
 
@@ -76,13 +77,17 @@ typedef struct {
 } OtcIndexRange;
 
 /* Version 2 appends init_constants to version 1; version 3 the index ranges,
- * count_input and count_ignore_index, and the GRAD_SCALE and BUFFER slots. The runtime
- * accepts all three and reads each field only from a descriptor of a version
- * that has it. */
-#define OTC_ABI_VERSION 3
+ * count_input and count_ignore_index, and the GRAD_SCALE and BUFFER slots.
+ * Version 4 adds no field: it replaces the eleven otcrt_gemm_* functions of
+ * versions 1 to 3 (void, one per type and epilogue) by otcrt_gemm (an
+ * OtcrtGemm descriptor and a status), so an older program no longer links
+ * against this runtime and a version 4 program needs one of version 4 or
+ * later. The runtime accepts descriptors of versions 1 to 4 and reads each
+ * field only from a descriptor of a version that has it. */
+#define OTC_ABI_VERSION 4
 
 typedef struct {
-  int32_t abi_version; /* 1, 2 or 3 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to 4 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -128,93 +133,76 @@ typedef struct {
 /// runs it and returns the process exit code.
 int otcrt_main(int argc, char **argv, const OtcProgram *program);
 
-/// Row-major batched GEMM: for b in [0,batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b,
-/// op(A_b) is M x K (stored K x M when transA), op(B_b) is K x N (stored N x K when transB),
-/// lda/ldb/ldc are row strides (elements) of the stored matrices, strideX the element distance between batch entries (0 = broadcast).
-/// cpu target: host pointers. cuda target: device pointers, the runtime's stream
-/// (otcrt_stream), cuBLASLt.
-void otcrt_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb, int64_t strideB,
-                    float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
-
-/// The same product on BF16 operands (bfloat16 as the upper 16 bits of an
-/// IEEE float) with FP32 accumulation into a float C: each operand element is
-/// widened exactly. cuda target: cuBLASLt with BF16 inputs and FP32 compute.
-void otcrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                     const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B, int64_t ldb, int64_t strideB,
-                     float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
-
-/// BF16 operands, FP32 accumulation, C in BF16: each result is the FP32
-/// alpha * product + beta * C rounded to nearest even once.
-void otcrt_gemm_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                          const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B, int64_t ldb,
-                          int64_t strideB, float beta, uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch);
-
 /// The stream every kernel launch, library call, memset and copy of the
 /// generated code goes to: a cudaStream_t on the cuda target (non-blocking,
 /// created once by the runtime, so that the runtime can capture a whole
 /// function into a CUDA graph), NULL on the cpu target.
 void *otcrt_stream(void);
 
-/// The same products with a bias epilogue: C = alpha op(A) op(B) + beta C +
-/// bias, bias[j] ([N], C's element type) added to column j of every row of
-/// every batch entry before C's one rounding. cuda target: cuBLASLt's BIAS
-/// epilogue.
-void otcrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                         const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                         int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
-                         int64_t batch, const float *bias);
-void otcrt_gemm_bias_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                               const uint16_t *A, int64_t lda, int64_t strideA, const uint16_t *B,
-                               int64_t ldb, int64_t strideB, float beta, uint16_t *C, int64_t ldc,
-                               int64_t strideC, int64_t batch, const uint16_t *bias);
+/// What a GEMM does with its FP32 result v = alpha op(A) op(B) (OtcrtGemm::epilogue).
+enum OtcrtGemmEpilogue {
+  /* C = v + beta C; bias, addend and aux NULL. */
+  OTCRT_GEMM_NONE = 0,
+  /* C = v + beta C + bias[j] on column j of every row of every batch entry. */
+  OTCRT_GEMM_BIAS = 1,
+  /* C = v + beta addend (+ bias[j] when bias is not NULL): addend is laid
+     out like C (ldc, stride_c) in another buffer (a residual connection
+     after a projection); aux NULL. */
+  OTCRT_GEMM_ADD = 2,
+  /* x = v (+ bias[j] when bias is not NULL); C = gelu(x) and aux = x (the
+     pre-activation, for the backward), gelu the tanh form 0.5 x (1 +
+     tanh(sqrt(2/pi) (x + 0.044715 x^3))); beta must be 0. */
+  OTCRT_GEMM_GELU = 3,
+  /* C = v gelu'(aux), gelu' the derivative of that tanh form, aux read;
+     beta must be 0, bias NULL. */
+  OTCRT_GEMM_DGELU = 4
+};
 
-/// The same products plus another matrix: C = alpha op(A) op(B) + beta
-/// addend (+ bias[j] on column j when bias is not NULL), addend laid out like
-/// C (ldc, strideC) in another buffer, the sum formed in FP32 and rounded
-/// once (a residual connection after a projection). cuda target: cuBLASLt
-/// reading addend as its C matrix and writing our C as its D (BIAS
-/// epilogue with a bias).
-void otcrt_gemm_add_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
-                        int64_t batch, const float *bias, const float *addend);
-void otcrt_gemm_add_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                              float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
-                              const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
-                              uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
-                              const uint16_t *bias, const uint16_t *addend);
+/// One GEMM call site (the generated code emits one static const
+/// descriptor per call): row-major, batched, for b in [0, batch):
+/// C_b = epilogue(alpha op(A_b) op(B_b), beta, ...), op(A_b) M x K (stored
+/// K x M when trans_a), op(B_b) K x N (stored N x K when trans_b).
+/// Every product accumulates in FP32; each element of C (and of aux) is
+/// formed in FP32 and rounded once to its storage type (BF16 to nearest
+/// even). beta == 0 does not read C (nor the addend). aux and the addend
+/// are laid out like C (ldc, stride_c).
+typedef struct {
+  int32_t trans_a, trans_b; /* 0 or 1 */
+  int64_t m, n, k;          /* >= 0; k == 0: v = 0 */
+  int64_t batch;            /* >= 0, at most INT32_MAX */
+  float alpha, beta;
+  int32_t ab_type;       /* OtcDType of A and B: OTC_F32 or OTC_BF16 */
+  int32_t c_type;        /* of C and the addend: OTC_F32, or OTC_BF16 with
+                            BF16 A and B */
+  int32_t epilogue_type; /* of bias and aux: C's type */
+  int32_t epilogue;      /* OtcrtGemmEpilogue; other than NONE: A, B and C
+                            of one type, and one C per batch entry */
+  int64_t lda, ldb, ldc; /* row strides (elements) of the stored matrices,
+                            at least their columns and at least 1 */
+  int64_t stride_a, stride_b, stride_c; /* elements between batch entries;
+                                           0: one matrix for every entry
+                                           (for C: the entries update it
+                                           one after another); entries of
+                                           C do not overlap otherwise */
+} OtcrtGemm;
 
-/// The same products with a GELU epilogue (its tanh form, gelu(v) = 0.5 v
-/// (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))) on the FP32 result v = alpha
-/// op(A) op(B) (+ bias[j] on column j when bias is not NULL); beta must be 0.
-/// aux is laid out like C (ldc, strideC) and N is a multiple of 8. C =
-/// gelu(v) and aux = v, each rounded once to the storage type (the
-/// pre-activation for the backward). cuda target: cuBLASLt's GELU_AUX_BIAS
-/// (GELU_AUX without a bias) epilogue.
-void otcrt_gemm_gelu_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                         const float *A, int64_t lda, int64_t strideA, const float *B,
-                         int64_t ldb, int64_t strideB, float beta, float *C, int64_t ldc,
-                         int64_t strideC, int64_t batch, const float *bias, float *aux);
-void otcrt_gemm_gelu_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                               float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
-                               const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
-                               uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
-                               const uint16_t *bias, uint16_t *aux);
-
-/// The GELU backward as an epilogue: C = v gelu'(aux) with v = alpha op(A)
-/// op(B) in FP32 and gelu' the derivative of the tanh form above, rounded
-/// once; aux (read) is laid out like C, N is a multiple of 8, beta must be
-/// 0. cuda target: cuBLASLt's DGELU epilogue.
-void otcrt_gemm_dgelu_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                          const float *A, int64_t lda, int64_t strideA, const float *B,
-                          int64_t ldb, int64_t strideB, float beta, float *C, int64_t ldc,
-                          int64_t strideC, int64_t batch, const float *aux);
-void otcrt_gemm_dgelu_bf16_bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                                float alpha, const uint16_t *A, int64_t lda, int64_t strideA,
-                                const uint16_t *B, int64_t ldb, int64_t strideB, float beta,
-                                uint16_t *C, int64_t ldc, int64_t strideC, int64_t batch,
-                                const uint16_t *aux);
+/// Computes the GEMM `g` describes. bias ([n], epilogue_type) is required
+/// by OTCRT_GEMM_BIAS and optional with ADD and GELU; addend (c_type) is
+/// required by ADD; aux (epilogue_type) is written by GELU (not over C)
+/// and read by DGELU (C may be aux itself); the pointers an epilogue does
+/// not use must be NULL, and A and B may be NULL when K is 0. cpu target:
+/// host pointers, `stream` ignored. cuda target: device pointers, work
+/// queued on `stream` (a cudaStream_t; NULL: the default stream), cuBLASLt
+/// with FP32 compute (no TF32); an epilogue cuBLASLt declines for a shape
+/// runs as its plain product and a kernel of the runtime instead (one
+/// message on stderr per shape, OTCRT_GEMM_EPILOGUE=fallback forces it).
+/// Once a shape has run, a call neither allocates nor synchronizes, so a
+/// CUDA graph can capture it; a shape first seen inside a capture returns
+/// an error instead. Returns 0, or non-zero after one line on stderr that
+/// names the shape, its types, transposes and epilogue: a descriptor that
+/// breaks the rules above (nothing is written then) or a library failure.
+int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
+               const void *bias, const void *addend, void *aux, void *stream);
 
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);

@@ -1,0 +1,65 @@
+// The private interface of the cuda GEMM (otcrt_gemm of otcrt/abi.h, in
+// src/gemm_cublaslt.cpp): the runtime's epilogue kernel (gemm_epilogue.cu),
+// which finishes a product cuBLASLt computed without the epilogue it
+// declined, and computes a product of depth 0 alone; the switch that forces
+// that path for every epilogue (as OTCRT_GEMM_EPILOGUE=fallback does), and
+// the route the last call took, for the GPU test.
+#ifndef OTCRT_CUDA_GEMM_H
+#define OTCRT_CUDA_GEMM_H
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace otcrt {
+namespace cuda {
+
+/// What the epilogue kernel does to each element of C, with x the FP32
+/// value it forms: x = v + beta * x_in (when x_in is not null and beta is
+/// not 0) + bias[j] (when bias is not null).
+enum class GemmEpilogueOp : int32_t {
+  kStore = 0, ///< C = x
+  kGelu = 1,  ///< aux = x, C = gelu(x)
+  kDgelu = 2  ///< C = x gelu'(aux)
+};
+
+/// One launch of the epilogue kernel over batch x m x n elements of C.
+/// `v` (FP32) is the product, null for 0; it may be C itself (an FP32 C
+/// the product was written into). x_in, bias, aux and C are of one storage
+/// type (float, or bfloat16 when `bf16`); x_in and aux are laid out like C.
+struct GemmEpilogue {
+  int64_t m = 0, n = 0, batch = 0;
+  const float *v = nullptr;
+  int64_t ldv = 0, strideV = 0;
+  const void *xIn = nullptr;
+  float beta = 0.0f;
+  const void *bias = nullptr;
+  void *aux = nullptr;
+  GemmEpilogueOp op = GemmEpilogueOp::kStore;
+  void *c = nullptr;
+  int64_t ldc = 0, strideC = 0;
+  bool bf16 = false;
+};
+
+/// Queues the epilogue kernel on `stream`: 0, or 1 on a launch error. No
+/// allocation, no synchronization; each element rounds once to its storage
+/// type and depends on nothing else, so results repeat bit for bit.
+int launchGemmEpilogue(const GemmEpilogue &e, cudaStream_t stream);
+
+/// How the last otcrt_gemm call of this thread computed its result.
+enum class GemmRoute {
+  kCublasLt,         ///< cuBLASLt alone (with its epilogue, if any)
+  kCublasLtFallback, ///< cuBLASLt's plain product + the epilogue kernel
+  kEpilogueOnly,     ///< K == 0: the epilogue kernel alone
+  kNone              ///< nothing to compute, or an error
+};
+GemmRoute lastGemmRoute();
+
+/// Forces (true) or stops forcing (false) the fallback for every epilogue,
+/// whatever OTCRT_GEMM_EPILOGUE says; shapes keep the plan of each setting.
+void forceGemmEpilogueFallback(bool on);
+
+} // namespace cuda
+} // namespace otcrt
+
+#endif // OTCRT_CUDA_GEMM_H

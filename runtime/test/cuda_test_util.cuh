@@ -1,0 +1,137 @@
+// Helpers of the GPU test binary (otcrt-cuda-kernel-tests: kernels_cuda_test.cu
+// and gemm_cuda_test.cu): device copies of host vectors and back, random
+// inputs exactly representable in bfloat16, conversions, the element-wise
+// comparison of device and host results, and the PASS/FAIL verdict of one
+// check, counted in `failures`.
+#ifndef OTCRT_TEST_CUDA_TEST_UTIL_CUH
+#define OTCRT_TEST_CUDA_TEST_UTIL_CUH
+
+#include "cpu/common.h"
+#include "otcrt/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cudatest {
+
+using otcrt::cpu::bf16ToFloat;
+using otcrt::cpu::floatToBf16;
+using Bf16s = std::vector<otcrt_bf16>;
+using Floats = std::vector<float>;
+
+/// Checks that failed, and device allocations to free at the end.
+inline int failures = 0;
+inline std::vector<void *> allocations;
+
+/// A device copy of `h`, `skew` elements past the start of its allocation
+/// (which cudaMalloc aligns to 256 bytes): a skew of 1 puts every row off
+/// 16-byte alignment, so the kernels take their one-element path.
+template <typename T> T *device(const std::vector<T> &h, size_t skew = 0) {
+  void *p = nullptr;
+  if (cudaMalloc(&p, std::max<size_t>(1, (skew + h.size()) * sizeof(T))) !=
+      cudaSuccess) {
+    std::fprintf(stderr, "cudaMalloc failed\n");
+    std::exit(1);
+  }
+  allocations.push_back(p);
+  T *d = static_cast<T *>(p) + skew;
+  if (!h.empty())
+    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
+}
+
+/// n elements of device memory, copied back.
+template <typename T> std::vector<T> host(const T *d, size_t n) {
+  std::vector<T> h(n);
+  cudaDeviceSynchronize();
+  cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return h;
+}
+
+inline Floats random(size_t n, std::mt19937 &rng, float lo = -1, float hi = 1) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (float &x : v)
+    x = bf16ToFloat(floatToBf16(dist(rng))); // representable in bf16 too
+  return v;
+}
+
+inline Bf16s toBf16(const Floats &x) {
+  Bf16s out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = floatToBf16(x[i]);
+  return out;
+}
+
+inline Floats toFloat(const Bf16s &x) {
+  Floats out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = bf16ToFloat(x[i]);
+  return out;
+}
+
+/// Compares got with want (|g - w| <= atol + rtol |w|, infinities equal).
+inline bool near(const Floats &got, const Floats &want, double rtol, double atol,
+          const std::string &what, double &worst) {
+  if (got.size() != want.size())
+    return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], w = want[i];
+    if (std::isinf(w) && g == w)
+      continue;
+    double err = std::fabs(g - w);
+    worst = std::max(worst, err);
+    if (!(err <= atol + rtol * std::fabs(w))) {
+      std::printf("  %s[%zu]: gpu %.8g cpu %.8g\n", what.c_str(), i, g, w);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// One kernel's verdict.
+struct Check {
+  std::string name;
+  bool ok = true;
+  double worst = 0;
+  Check(std::string n) : name(std::move(n)) {}
+  void rc(int code, const char *what) {
+    if (code != 0) {
+      std::printf("  %s returned %d\n", what, code);
+      ok = false;
+    }
+  }
+  void f32(const Floats &g, const Floats &w, const char *what,
+           double tol = 1e-4) {
+    ok = near(g, w, tol, tol * 0.1, what, worst) && ok;
+  }
+  void bf16(const Bf16s &g, const Bf16s &w, const char *what) {
+    ok = near(toFloat(g), toFloat(w), 1.0 / 64, 1e-3, what, worst) && ok;
+  }
+  ~Check() {
+    std::printf("%s %s (max abs diff %.3g)\n", ok ? "PASS" : "FAIL",
+                name.c_str(), worst);
+    failures += !ok;
+  }
+};
+
+/// " RxC", the shape part of a check's name, and " skewed" for rows off
+/// 16-byte alignment (device's skew).
+inline std::string shapeName(int64_t rows, int64_t cols, size_t skew = 0) {
+  return " " + std::to_string(rows) + "x" + std::to_string(cols) +
+         (skew ? " skewed" : "");
+}
+
+/// The GEMM checks (gemm_cuda_test.cu).
+void testGemms(std::mt19937 &rng);
+
+} // namespace cudatest
+
+#endif // OTCRT_TEST_CUDA_TEST_UTIL_CUH

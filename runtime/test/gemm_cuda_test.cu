@@ -1,0 +1,399 @@
+// GPU check of otcrt_gemm on the cuda target (src/gemm_cublaslt.cpp)
+// against the host GEMM (otcrt::cpu::gemm, compiled in): every epilogue and
+// type combination the code generator emits (f32; bf16 into f32, plain;
+// bf16 into bf16: plain with beta 0 and 1, batched, bias, addend with and
+// without a bias, GELU with and without a bias, dGELU) on the route cuBLASLt
+// takes and again with the fallback epilogue forced (cuBLASLt's plain
+// product and the runtime's epilogue kernel), a second call of each route
+// repeating the first bit for bit; products of depth 0 (the epilogue kernel
+// alone); an aux leading dimension cuBLASLt cannot take and a dGELU writing
+// over its aux (fallbacks of their own); GEMMs of every route captured in a
+// CUDA graph replaying to the eager bits; a shape first seen inside a
+// capture refused without breaking it; bad descriptors refused with nothing
+// written. f32 results agree within float tolerance (3e-4 relative; GELU's
+// within 2e-3, since cuBLASLt's GELU may use a faster tanh), bf16 ones
+// within a couple of bfloat16 units.
+#include "cpu/kernels_cpu.h"
+#include "cuda/gemm.h"
+#include "cuda_test_util.cuh"
+#include "otcrt/abi.h"
+
+#include <cstring>
+
+namespace cudatest {
+namespace {
+
+using Bytes = std::vector<char>;
+using otcrt::cuda::GemmRoute;
+
+/// One call: types, epilogue, transposes, sizes.
+struct GemmCase {
+  std::string name;
+  int32_t ab, c, epilogue;
+  bool bias;
+  int ta, tb;
+  int64_t m, n, k, batch;
+  float alpha, beta;
+  /// dGELU only: C is the aux buffer it reads.
+  bool auxIsC = false;
+};
+
+OtcrtGemm descriptor(const GemmCase &tc) {
+  OtcrtGemm g;
+  g.trans_a = tc.ta;
+  g.trans_b = tc.tb;
+  g.m = tc.m;
+  g.n = tc.n;
+  g.k = tc.k;
+  g.batch = tc.batch;
+  g.alpha = tc.alpha;
+  g.beta = tc.beta;
+  g.ab_type = tc.ab;
+  g.c_type = g.epilogue_type = tc.c;
+  g.epilogue = tc.epilogue;
+  g.lda = std::max<int64_t>(1, tc.ta ? tc.m : tc.k);
+  g.ldb = std::max<int64_t>(1, tc.tb ? tc.k : tc.n);
+  g.ldc = tc.n;
+  g.stride_a = tc.batch > 1 ? tc.m * tc.k : 0;
+  g.stride_b = tc.batch > 1 ? tc.k * tc.n : 0;
+  g.stride_c = tc.m * tc.n;
+  return g;
+}
+
+/// `x` stored as `type` (OTC_F32 or OTC_BF16), and back.
+Bytes stored(const Floats &x, int32_t type) {
+  if (type == OTC_F32) {
+    Bytes out(x.size() * sizeof(float));
+    std::memcpy(out.data(), x.data(), out.size());
+    return out;
+  }
+  Bf16s h = toBf16(x);
+  Bytes out(h.size() * sizeof(otcrt_bf16));
+  std::memcpy(out.data(), h.data(), out.size());
+  return out;
+}
+
+Floats loaded(const Bytes &x, int32_t type) {
+  if (type == OTC_F32) {
+    Floats out(x.size() / sizeof(float));
+    std::memcpy(out.data(), x.data(), x.size());
+    return out;
+  }
+  Bf16s h(x.size() / sizeof(otcrt_bf16));
+  std::memcpy(h.data(), x.data(), x.size());
+  return toFloat(h);
+}
+
+const char *routeName(GemmRoute r) {
+  switch (r) {
+  case GemmRoute::kCublasLt:
+    return "cuBLASLt";
+  case GemmRoute::kCublasLtFallback:
+    return "cuBLASLt + epilogue kernel";
+  case GemmRoute::kEpilogueOnly:
+    return "epilogue kernel";
+  case GemmRoute::kNone:
+    break;
+  }
+  return "none";
+}
+
+/// The inputs of one case on the host, in their storage types.
+struct GemmInputs {
+  Bytes a, b, c, bias, addend, aux;
+};
+
+GemmInputs inputs(const GemmCase &tc, std::mt19937 &rng) {
+  const size_t nc = tc.batch * tc.m * tc.n;
+  GemmInputs in;
+  in.a =
+      stored(random(std::max<int64_t>(tc.batch * tc.m * tc.k, 1), rng), tc.ab);
+  in.b =
+      stored(random(std::max<int64_t>(tc.batch * tc.k * tc.n, 1), rng), tc.ab);
+  in.c = stored(random(nc, rng), tc.c);
+  in.bias = stored(random(tc.n, rng), tc.c);
+  in.addend = stored(random(nc, rng), tc.c);
+  in.aux = stored(random(nc, rng, -2, 2), tc.c);
+  if (tc.auxIsC)
+    in.c = in.aux;
+  return in;
+}
+
+/// The pointer arguments of a case over the buffers a, b, c, bias, addend
+/// and aux (host or device).
+struct GemmArgs {
+  const void *a, *b;
+  void *c;
+  const void *bias, *addend;
+  void *aux;
+};
+
+GemmArgs args(const GemmCase &tc, const void *a, const void *b, void *c,
+              const void *bias, const void *addend, void *aux) {
+  bool gelu = tc.epilogue == OTCRT_GEMM_GELU || tc.epilogue == OTCRT_GEMM_DGELU;
+  return {tc.k > 0 ? a : nullptr,
+          tc.k > 0 ? b : nullptr,
+          c,
+          tc.bias ? bias : nullptr,
+          tc.epilogue == OTCRT_GEMM_ADD ? addend : nullptr,
+          gelu ? (tc.auxIsC ? c : aux) : nullptr};
+}
+
+/// Compares a result of storage `type` with the host's.
+void compare(Check &c, const Bytes &got, const Bytes &want, int32_t type,
+             double tol, const char *what) {
+  if (type == OTC_F32) {
+    c.f32(loaded(got, type), loaded(want, type), what, tol);
+    return;
+  }
+  Floats g = loaded(got, type), w = loaded(want, type);
+  c.bf16(toBf16(g), toBf16(w), what);
+}
+
+/// One case against the host GEMM: on the route cuBLASLt takes, then with
+/// the fallback forced where the call has an epilogue cuBLASLt could do.
+void testGemm(const GemmCase &tc, std::mt19937 &rng) {
+  const OtcrtGemm g = descriptor(tc);
+  const GemmInputs in = inputs(tc, rng);
+  GemmInputs want = in;
+  GemmArgs h = args(tc, want.a.data(), want.b.data(), want.c.data(),
+                    want.bias.data(), want.addend.data(), want.aux.data());
+  int hostStatus = otcrt::cpu::gemm(g, h.a, h.b, h.c, h.bias, h.addend, h.aux);
+  bool fused = tc.epilogue != OTCRT_GEMM_NONE &&
+               !(tc.epilogue == OTCRT_GEMM_ADD && !tc.bias);
+  bool gelu = tc.epilogue == OTCRT_GEMM_GELU || tc.epilogue == OTCRT_GEMM_DGELU;
+  // FP32 sums of up to 96 products in another order (cuBLASLt may split K).
+  double tol = gelu && tc.c == OTC_F32 ? 2e-3 : 3e-4;
+  for (int forced = 0; forced < (fused && tc.k > 0 ? 2 : 1); ++forced) {
+    otcrt::cuda::forceGemmEpilogueFallback(forced != 0);
+    Check c("gemm " + tc.name + (forced ? ", fallback forced" : ""));
+    c.rc(hostStatus, "host");
+    char *dA = device(in.a), *dB = device(in.b), *dC = device(in.c),
+         *dBias = device(in.bias), *dAddend = device(in.addend),
+         *dAux = device(in.aux);
+    GemmArgs d = args(tc, dA, dB, dC, dBias, dAddend, dAux);
+    c.rc(otcrt_gemm(&g, d.a, d.b, d.c, d.bias, d.addend, d.aux, nullptr),
+         "first call");
+    c.name += std::string(" [") + routeName(otcrt::cuda::lastGemmRoute()) + "]";
+    Bytes first = host(dC, in.c.size());
+    Bytes firstAux = host(dAux, in.aux.size());
+    compare(c, first, want.c, tc.c, tol, "C");
+    if (tc.epilogue == OTCRT_GEMM_GELU)
+      compare(c, firstAux, want.aux, tc.c, 1e-4, "aux");
+    // The route again, from the same inputs: the same bits.
+    cudaMemcpy(dC, in.c.data(), in.c.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dAux, in.aux.data(), in.aux.size(), cudaMemcpyHostToDevice);
+    c.rc(otcrt_gemm(&g, d.a, d.b, d.c, d.bias, d.addend, d.aux, nullptr),
+         "second call");
+    if (host(dC, in.c.size()) != first ||
+        host(dAux, in.aux.size()) != firstAux) {
+      std::printf("  the second call's results differ from the first's\n");
+      c.ok = false;
+    }
+  }
+  otcrt::cuda::forceGemmEpilogueFallback(false);
+}
+
+/// The cases of one element type combination: every epilogue the code
+/// generator emits for it.
+std::vector<GemmCase> casesOf(int32_t ab, int32_t cType) {
+  std::string types = std::string(ab == OTC_BF16 ? "bf16" : "f32") + "->" +
+                      (cType == OTC_BF16 ? "bf16" : "f32");
+  auto name = [&](const char *what) { return types + " " + what; };
+  std::vector<GemmCase> cs = {
+      {name("plain 70x64x48 B^T"), ab, cType, OTCRT_GEMM_NONE, false, 0, 1, 70,
+       64, 48, 1, 1.0f, 0.0f},
+      {name("accumulate 48x64x70 A^T"), ab, cType, OTCRT_GEMM_NONE, false, 1, 0,
+       48, 64, 70, 1, 1.0f, 1.0f},
+      {name("batched 3 x 33x40x24 B^T"), ab, cType, OTCRT_GEMM_NONE, false, 0,
+       1, 33, 40, 24, 3, 1.0f, 0.0f},
+      {name("alpha 0.5 beta 0.25 40x24x33"), ab, cType, OTCRT_GEMM_NONE, false,
+       0, 0, 40, 24, 33, 1, 0.5f, 0.25f},
+  };
+  if (ab != cType)
+    return cs; // no epilogue form for a bf16 product into f32
+  const std::vector<GemmCase> epilogues = {
+      {name("bias 70x96x48 B^T"), ab, cType, OTCRT_GEMM_BIAS, true, 0, 1, 70,
+       96, 48, 1, 1.0f, 0.0f},
+      {name("add 64x48x96"), ab, cType, OTCRT_GEMM_ADD, false, 0, 0, 64, 48, 96,
+       1, 1.0f, 1.0f},
+      {name("add+bias 64x48x96 B^T"), ab, cType, OTCRT_GEMM_ADD, true, 0, 1, 64,
+       48, 96, 1, 1.0f, 1.0f},
+      {name("gelu 64x128x32"), ab, cType, OTCRT_GEMM_GELU, false, 0, 0, 64, 128,
+       32, 1, 1.0f, 0.0f},
+      {name("gelu+bias 64x128x32"), ab, cType, OTCRT_GEMM_GELU, true, 0, 0, 64,
+       128, 32, 1, 1.0f, 0.0f},
+      {name("dgelu 64x128x32 B^T"), ab, cType, OTCRT_GEMM_DGELU, false, 0, 1,
+       64, 128, 32, 1, 1.0f, 0.0f},
+      // Rows of 20: cuBLASLt takes no aux leading dimension that is not a
+      // multiple of 8, so these fall back on their own.
+      {name("gelu+bias 24x20x16 (ldc 20)"), ab, cType, OTCRT_GEMM_GELU, true, 0,
+       1, 24, 20, 16, 1, 1.0f, 0.0f},
+      {name("dgelu 24x20x16 (ldc 20)"), ab, cType, OTCRT_GEMM_DGELU, false, 0,
+       0, 24, 20, 16, 1, 1.0f, 0.0f},
+      // C over the aux it reads: an FP32 fallback cannot write its product
+      // into C.
+      {name("dgelu over aux 32x64x40"), ab, cType, OTCRT_GEMM_DGELU, false, 0,
+       1, 32, 64, 40, 1, 1.0f, 0.0f, true},
+      // Depth 0: v = 0, the epilogue kernel alone.
+      {name("add+bias depth 0 8x16"), ab, cType, OTCRT_GEMM_ADD, true, 0, 0, 8,
+       16, 0, 1, 1.0f, 0.5f},
+      {name("gelu+bias depth 0 8x16"), ab, cType, OTCRT_GEMM_GELU, true, 0, 0,
+       8, 16, 0, 1, 1.0f, 0.0f},
+      {name("scale depth 0 8x16"), ab, cType, OTCRT_GEMM_NONE, false, 0, 0, 8,
+       16, 0, 1, 1.0f, 0.5f},
+  };
+  cs.insert(cs.end(), epilogues.begin(), epilogues.end());
+  return cs;
+}
+
+/// GEMMs on every route (cuBLASLt's epilogues, fallbacks into C and into
+/// the scratch buffer, forced and on their own, depth 0) run eagerly on a
+/// stream, then captured in a CUDA graph and replayed twice: the same bits.
+/// A shape first seen inside the capture is refused (status 1, nothing
+/// queued) and the capture still ends cleanly.
+void testGemmGraph(std::mt19937 &rng) {
+  Check c("gemm graph capture");
+  struct Call {
+    GemmCase tc;
+    bool forced;
+    OtcrtGemm g;
+    GemmInputs in;
+    GemmArgs d;
+  };
+  std::vector<Call> calls;
+  auto add = [&](GemmCase tc, bool forced) {
+    Call call{tc, forced, descriptor(tc), inputs(tc, rng), {}};
+    GemmInputs &in = call.in;
+    call.d = args(tc, device(in.a), device(in.b), device(in.c), device(in.bias),
+                  device(in.addend), device(in.aux));
+    calls.push_back(std::move(call));
+  };
+  for (int32_t t : {OTC_F32, OTC_BF16}) {
+    add({"gelu+bias", t, t, OTCRT_GEMM_GELU, true, 0, 0, 64, 128, 32, 1, 1.0f,
+         0.0f},
+        false);
+    add({"gelu+bias forced", t, t, OTCRT_GEMM_GELU, true, 0, 0, 64, 128, 32, 1,
+         1.0f, 0.0f},
+        true);
+    add({"dgelu ldc 20", t, t, OTCRT_GEMM_DGELU, false, 0, 1, 24, 20, 16, 1,
+         1.0f, 0.0f},
+        false);
+    add({"add+bias", t, t, OTCRT_GEMM_ADD, true, 0, 1, 64, 48, 96, 1, 1.0f,
+         1.0f},
+        false);
+    add({"add+bias depth 0", t, t, OTCRT_GEMM_ADD, true, 0, 0, 8, 16, 0, 1,
+         1.0f, 0.5f},
+        false);
+  }
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  auto runAll = [&]() {
+    int status = 0;
+    for (const Call &call : calls) {
+      otcrt::cuda::forceGemmEpilogueFallback(call.forced);
+      const GemmArgs &d = call.d;
+      status |=
+          otcrt_gemm(&call.g, d.a, d.b, d.c, d.bias, d.addend, d.aux, stream);
+    }
+    otcrt::cuda::forceGemmEpilogueFallback(false);
+    return status;
+  };
+  c.rc(runAll(), "eager");
+  cudaStreamSynchronize(stream);
+  std::vector<Bytes> eager;
+  for (const Call &call : calls) {
+    eager.push_back(host(static_cast<char *>(call.d.c), call.in.c.size()));
+    cudaMemset(call.d.c, 0, call.in.c.size());
+  }
+  cudaDeviceSynchronize(); // the memsets, before the other stream replays
+  // A shape no call has run yet, which cannot choose its algorithm inside
+  // the capture (its buffers allocated before it).
+  GemmCase fresh{
+      "fresh", OTC_F32, OTC_F32, OTCRT_GEMM_NONE, false, 0, 1, 17, 24, 40,
+      1,       1.0f,    0.0f};
+  OtcrtGemm g = descriptor(fresh);
+  GemmInputs in = inputs(fresh, rng);
+  GemmArgs d = args(fresh, device(in.a), device(in.b), device(in.c), nullptr,
+                    nullptr, nullptr);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+  if (err == cudaSuccess) {
+    c.rc(runAll(), "captured");
+    if (otcrt_gemm(&g, d.a, d.b, d.c, nullptr, nullptr, nullptr, stream) == 0 ||
+        otcrt::cuda::lastGemmRoute() != GemmRoute::kNone) {
+      std::printf("  a shape first seen inside the capture was not refused\n");
+      c.ok = false;
+    }
+    err = cudaStreamEndCapture(stream, &graph);
+  }
+  if (err == cudaSuccess)
+    err = cudaGraphInstantiate(&exec, graph, 0);
+  for (int i = 0; err == cudaSuccess && i < 2; ++i)
+    err = cudaGraphLaunch(exec, stream);
+  if (err == cudaSuccess)
+    err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    std::printf("  %s\n", cudaGetErrorString(err));
+    c.ok = false;
+  } else {
+    for (size_t i = 0; i < calls.size(); ++i)
+      if (host(static_cast<char *>(calls[i].d.c), calls[i].in.c.size()) !=
+          eager[i]) {
+        std::printf("  %s (%s): the replay differs from the eager call\n",
+                    calls[i].tc.name.c_str(),
+                    calls[i].tc.c == OTC_F32 ? "f32" : "bf16");
+        c.ok = false;
+      }
+  }
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+/// Descriptors that break the ABI's rules: status 1 and nothing written.
+void testGemmRefusals(std::mt19937 &rng) {
+  Check c("gemm bad descriptors");
+  GemmCase tc{
+      "gelu", OTC_BF16, OTC_BF16, OTCRT_GEMM_GELU, true, 0, 0, 16, 32, 8,
+      1,      1.0f,     0.0f};
+  GemmInputs in = inputs(tc, rng);
+  char *dC = device(in.c), *dAux = device(in.aux);
+  GemmArgs d =
+      args(tc, device(in.a), device(in.b), dC, device(in.bias), nullptr, dAux);
+  OtcrtGemm negative = descriptor(tc), beta = descriptor(tc),
+            noAux = descriptor(tc);
+  negative.k = -1;
+  beta.beta = 1.0f;
+  if (otcrt_gemm(&negative, d.a, d.b, d.c, d.bias, nullptr, d.aux, nullptr) ==
+          0 ||
+      otcrt_gemm(&beta, d.a, d.b, d.c, d.bias, nullptr, d.aux, nullptr) == 0 ||
+      otcrt_gemm(&noAux, d.a, d.b, d.c, d.bias, nullptr, nullptr, nullptr) ==
+          0 ||
+      otcrt_gemm(nullptr, d.a, d.b, d.c, d.bias, nullptr, d.aux, nullptr) ==
+          0) {
+    std::printf("  a bad descriptor was accepted\n");
+    c.ok = false;
+  }
+  if (host(dC, in.c.size()) != in.c || host(dAux, in.aux.size()) != in.aux) {
+    std::printf("  a refused call wrote its output\n");
+    c.ok = false;
+  }
+}
+
+} // namespace
+
+void testGemms(std::mt19937 &rng) {
+  for (auto [ab, cType] :
+       {std::pair{OTC_F32, OTC_F32}, std::pair{OTC_BF16, OTC_F32},
+        std::pair{OTC_BF16, OTC_BF16}})
+    for (const GemmCase &tc : casesOf(ab, cType))
+      testGemm(tc, rng);
+  testGemmGraph(rng);
+  testGemmRefusals(rng);
+}
+
+} // namespace cudatest
