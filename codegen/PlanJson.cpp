@@ -11,8 +11,10 @@
 // `master_params`; `state_bytes_per_param` is the model of
 // codegen/MemoryAccounting.h for the precision recipe. The constants filled
 // once at load ("const:" slots) are `constants`, persistent bytes like the
-// rest. `time` is the prediction of codegen/StepTime.h on the chosen device,
-// with the step's throughput and MFU derived here.
+// rest. The memory outside the arena (`libraries`, `context`,
+// passes/DeviceMemory.h) adds to `total_peak`. `time` is the prediction of
+// codegen/StepTime.h on the chosen device, with the step's throughput and
+// MFU derived here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,10 +102,13 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       scratchStart = std::min<int64_t>(scratchStart, *b.getOffset());
   });
   s.activationsPeak = std::max<int64_t>(0, extent - scratchStart);
-  s.workspace = info.workspaceBytes;
+  s.outside = memoryOutsideArena(module, info.target == "cuda");
+  s.workspace = s.outside.gemmWorkspace;
+  s.libraries = s.outside.libraries();
+  s.context = s.outside.context;
   s.arena = arena.getInt();
   s.lowerBound = persistent + liveMax;
-  s.totalPeak = s.arena + s.workspace;
+  s.totalPeak = s.arena + s.outside.total();
   s.modelFlops = info.microStepFlops * info.gradAccum;
   s.recomputeFlops = info.recomputeFlops * info.gradAccum;
   s.optimizerFlops = info.optimizerFlops;
@@ -222,7 +227,23 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       j.attribute("workspace", s.workspace);
       j.attribute("arena", s.arena);
       j.attribute("lower_bound", s.lowerBound);
+      j.attribute("libraries", s.libraries);
+      j.attribute("context", s.context);
       j.attribute("total_peak", s.totalPeak);
+      j.attributeArray("outside_arena", [&] {
+        for (const OutsideBuffer &b : s.outside.buffers)
+          j.object([&] {
+            j.attribute("name", b.name);
+            j.attribute("bytes", b.bytes);
+            j.attribute("basis", b.basis);
+          });
+        if (s.context)
+          j.object([&] {
+            j.attribute("name", "context");
+            j.attribute("bytes", s.context);
+            j.attribute("basis", s.outside.contextBasis);
+          });
+      });
     });
     j.attributeObject("flops", [&] {
       j.attribute("model", s.modelFlops);
@@ -319,6 +340,8 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("workspace", s.workspace);
   row("arena", s.arena);
   row("lower bound", s.lowerBound);
+  row("libraries", s.libraries);
+  row("context", s.context);
   row("total peak", s.totalPeak);
   os << "parameters trained: " << s.paramsCount << "\n";
   auto names = [&](const char *title, const auto &pairs) {
