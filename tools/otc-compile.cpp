@@ -665,7 +665,7 @@ int main(int argc, char **argv) {
           {l.function == "micro_step" && gradAccum > 1
                ? "micro_step (1 of " + std::to_string(gradAccum) + ")"
                : l.function,
-           l.name, l.kind, l.seconds});
+           l.name, l.kind, l.seconds, otc::limitName(l.cost.binding()).str()});
     lines.push_back("predicted on " + deviceModel->name.str() + ": " +
                     std::to_string(stepTime->step * 1e3) +
                     " ms per step (" +
