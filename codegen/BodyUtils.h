@@ -78,6 +78,12 @@ std::optional<int64_t> dataMovementWorkItems(mlir::Operation *op);
 std::optional<int64_t> reductionWorkItems(mlir::Operation *op);
 std::optional<int64_t> lossWorkItems(mlir::Operation *op);
 
+/// The steps of one work item of the ops whose items loop, by family;
+/// std::nullopt for ops whose item is one step.
+std::optional<ItemSteps> dataMovementItemSteps(mlir::Operation *op);
+std::optional<ItemSteps> reductionItemSteps(mlir::Operation *op);
+std::optional<ItemSteps> lossItemSteps(mlir::Operation *op);
+
 } // namespace otc
 
 #endif // OTC_CODEGEN_BODYUTILS_H

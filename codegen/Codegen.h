@@ -10,6 +10,8 @@
 #ifndef OTC_CODEGEN_CODEGEN_H
 #define OTC_CODEGEN_CODEGEN_H
 
+#include "passes/DeviceMemory.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -45,8 +47,6 @@ struct PlanInfo {
   bool fp32GradAccum = false;
   int64_t microBatch = 0;
   int64_t gradAccum = 1;
-  /// Bytes the target allocates outside the arena (GEMM workspace).
-  int64_t workspaceBytes = 0;
   /// Recomputation: the policy, its per-block choice, the forward values the
   /// backward keeps and those it recomputes (by ONNX node).
   /// The fused ops by kind (otc-fuse-patterns), or nothing with --no-fuse.
@@ -75,8 +75,14 @@ struct PlanSummary {
   /// `buffers`: the FP32 initializers that are not trained.
   int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
           optimizer = 0, inputs = 0, constants = 0, buffers = 0;
+  /// `workspace`: the GEMM workspace; `libraries`: every buffer the
+  /// runtime and its libraries hold outside the arena (the GEMM workspace
+  /// included), `context`: the CUDA context and library handles
+  /// (passes/DeviceMemory.h); `totalPeak`: arena + libraries + context.
   int64_t activationsPeak = 0, workspace = 0, arena = 0, lowerBound = 0,
-          totalPeak = 0;
+          totalPeak = 0, libraries = 0, context = 0;
+  /// The buffers of `libraries`, and the basis of `context`.
+  OutsideArena outside;
   int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;
 };
 

@@ -193,6 +193,21 @@ std::optional<int64_t> otc::dataMovementWorkItems(Operation *op) {
   return std::nullopt;
 }
 
+// A gather_grad item zeroes its row (stores alone), scans every index (the
+// same ones for every item: cached) and adds the gradient row of each
+// match, element by element, of which it has positions / axis on average
+// (indices spread evenly over the rows; a row that many indices name takes
+// longer).
+std::optional<ItemSteps> otc::dataMovementItemSteps(Operation *op) {
+  auto g = dyn_cast<GatherGradOp>(op);
+  if (!g)
+    return std::nullopt;
+  AxisView v = axisView(bodyShapeOf(g.getResult()), g.getAxis());
+  int64_t positions = bodyNumel(g.getIndices());
+  int64_t added = v.axis > 0 ? (positions * v.inner + v.axis - 1) / v.axis : 0;
+  return ItemSteps{added, positions};
+}
+
 std::optional<LogicalResult> otc::emitDataMovementBody(Operation *op,
                                                        BodyContext &c) {
   return TypeSwitch<Operation *, std::optional<LogicalResult>>(op)

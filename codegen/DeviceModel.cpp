@@ -19,23 +19,33 @@ using namespace otc;
 
 namespace {
 
+// The launch overhead of a kernel replayed from a CUDA graph on Hopper
+// (derived): 1,000 tiny kernels in one graph replay take 1.33 us each
+// (measured, ANCHORS.md), of which the model prices the tiny kernel's own
+// work at one memory latency (kHopperMemoryLatency below); the rest,
+// 0.83 us, is the overhead.
+constexpr double kHopperMemoryLatency = 0.5e-6;
+constexpr double kHopperLaunchGraph = 1.33e-6 - kHopperMemoryLatency;
+
 // The GEMM curves on Hopper (fitted): least squares on the log of the time
 // of the eight GPT-2 124M shapes of ANCHORS.md (8192 tokens: qkv, attention
 // projection, MLP up and down, the LM head and its two gradients, one
-// head's scores) against the curve of GemmRate, plus the 1.33 us launch the
-// model adds. BF16 at 790 TFLOP/s: a fixed cost of 4 us per call (2.67 us
-// plus the launch; the fit prefers 6 us, held at 4 so that the many small
-// GEMMs of small models are not overcharged) and 260 reduction steps per
-// output tile: every shape within 12% of its measured time (the worst, MLP
-// up 8192 x 768 x 3072: 62.2 us measured, 69.5 us predicted). FP32 at 50
-// TFLOP/s: 11 us per call and 17.5 steps per tile, every shape within 9%.
-// TF32 (unused): BF16's fixed cost, 280 steps per tile, within 20%.
+// head's scores) against the curve of GemmRate plus the launch. BF16 at 790
+// TFLOP/s: a fixed cost of 4 us per call, launch included (the fit prefers
+// 6 us, held at 4 so that the many small GEMMs of small models are not
+// overcharged) and 260 reduction steps per output tile: every shape within
+// 12% of its measured time (the worst, MLP up 8192 x 768 x 3072: 62.2 us
+// measured, 69.5 us predicted). FP32 at 50 TFLOP/s: 11 us per call and 17.5
+// steps per tile, every shape within 9%. TF32 (unused): BF16's fixed cost,
+// 280 steps per tile, within 20%. The fit predates the wave quantization
+// (LaunchModel.h), which costs these shapes 0-3% (their tiles fill 97-100%
+// of their waves).
 constexpr GemmRate kHopperBf16{/*rate=*/790e12, /*depthKnee=*/260,
-                               /*fixedSeconds=*/2.67e-6};
+                               /*fixedSeconds=*/4e-6 - kHopperLaunchGraph};
 constexpr GemmRate kHopperFp32{/*rate=*/50e12, /*depthKnee=*/17.5,
-                               /*fixedSeconds=*/9.67e-6};
+                               /*fixedSeconds=*/11e-6 - kHopperLaunchGraph};
 constexpr GemmRate kHopperTf32{/*rate=*/364e12, /*depthKnee=*/280,
-                               /*fixedSeconds=*/2.67e-6};
+                               /*fixedSeconds=*/4e-6 - kHopperLaunchGraph};
 
 DeviceModel h100() {
   DeviceModel d;
@@ -63,14 +73,33 @@ DeviceModel h100() {
   // A 1 GiB device-to-device copy takes 0.716 ms: 3.0 TB/s counting bytes
   // read and written (measured; 3.35 TB/s datasheet).
   d.bandwidth = 3.0e12;
-  // 132 SMs x 2048 resident threads (datasheet): a generated kernel with
-  // fewer work items (one thread each) keeps less memory traffic in flight.
-  d.saturatingItems = 132 * 2048;
-  // From a graph replay: 1.33 µs per kernel (measured, 1000 tiny kernels).
-  // From the host: about 4 µs per cudaLaunchKernel (estimate; PyTorch eager
-  // measured 10.4 µs with its dispatch).
+  // 132 SMs (datasheet, H100 SXM5); an SM holds at most 2048 threads and 32
+  // blocks (CUDA C++ Programming Guide, compute capability 9.0) and has 128
+  // FP32 lanes (4 partitions of 32; Hopper whitepaper).
+  d.sms = 132;
+  d.maxThreadsPerSm = 2048;
+  d.maxBlocksPerSm = 32;
+  d.fp32LanesPerSm = 128;
+  // A load that misses the caches: 0.5 us (estimate: published Hopper
+  // microbenchmarks put an unloaded global load at roughly 400-800 cycles,
+  // about 0.2-0.45 us at the 1.755-1.98 GHz boost clocks, and queueing
+  // under load adds to it; to be replaced by a measurement, e.g. the column
+  // sums of a `train --trace` against their prediction). A load that hits
+  // the SM's L1: about 30 cycles, 0.02 us (estimate, same sources).
+  d.memoryLatency = kHopperMemoryLatency;
+  d.cacheLatency = 0.02e-6;
+  // cuBLASLt's Hopper BF16 kernels compute 128 x 128 output tiles, one CTA
+  // per SM at a time, and split K into slices of at least 512 where that
+  // fills the SMs better (estimate: the tile of its common sm90 kernels; the
+  // split assumes its heuristics choose the best of those decompositions).
+  d.gemmTile = 128;
+  d.gemmMinSplitK = 512;
+  // From a graph replay: 0.83 us besides the kernel's work (derived above
+  // from 1.33 us measured per tiny kernel). From the host: about 4 us per
+  // cudaLaunchKernel (estimate; PyTorch eager measured 10.4 us with its
+  // dispatch).
   d.launchEager = 4e-6;
-  d.launchGraph = 1.33e-6;
+  d.launchGraph = kHopperLaunchGraph;
   d.cudaGraphs = true;
   d.peakBf16 = 989.4e12;
   d.peakFp32 = 66.9e12;
@@ -116,8 +145,8 @@ DeviceModel cpu() {
       d.vectorRate;
   d.bandwidth = 20e9;
   // Kernels are function calls and OpenMP regions, a few µs (estimate);
-  // there are no graphs.
-  d.saturatingItems = 1;
+  // there are no graphs, and no grids: every launch is priced by the
+  // roofline.
   d.launchEager = d.launchGraph = 2e-6;
   d.cudaGraphs = false;
   // No datasheet: MFU on the cpu is quoted against the measured GEMM rate.
@@ -152,9 +181,10 @@ llvm::StringRef otc::defaultDevice(llvm::StringRef target) {
   return target == "cuda" ? "h100" : "cpu";
 }
 
-double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k) {
+double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k,
+                        double efficiency) {
   if (flops <= 0)
     return 0;
   double depth = double(k) / (double(k) + r.depthKnee);
-  return flops / (r.rate * depth) + r.fixedSeconds;
+  return flops / (r.rate * depth * efficiency) + r.fixedSeconds;
 }

@@ -1,13 +1,16 @@
 //===- DeviceModel.h - the devices a step time is predicted for --*- C++
 //-*-===//
 //
-// The figures a roofline needs for each device otc predicts step times on
-// (`otc-compile --device=NAME`): the matrix rates the GEMM library reaches,
-// with a curve for the shapes that do not reach them, the rate of other
-// arithmetic, the memory bandwidth, the cost of one kernel launch with and
-// without CUDA graphs, and the dense BF16 peak that MFU is quoted against.
-// Every figure states where it comes from in DeviceModel.cpp. The table is
-// data, the model that uses it is codegen/StepTime.h.
+// The figures the step-time model needs for each device otc predicts step
+// times on (`otc-compile --device=NAME`): the matrix rates the GEMM library
+// reaches, with a curve for the shapes that do not reach them, the rate of
+// other arithmetic, the memory bandwidth, what a GPU runs at once (SMs,
+// threads and blocks per SM, FP32 lanes per SM) and how long a thread waits
+// for a load, the cost of one kernel launch with and without CUDA graphs,
+// and the dense BF16 peak that MFU is quoted against. Every figure states
+// where it comes from in DeviceModel.cpp. The table is data; the models
+// that use it are codegen/LaunchModel.h (one launch) and codegen/StepTime.h
+// (the step).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,11 +57,21 @@ struct DeviceModel {
   double vectorRate = 0;
   /// Bytes per second, bytes read and bytes written both counted.
   double bandwidth = 0;
-  /// Work items a generated kernel needs to reach `bandwidth` and
-  /// `vectorRate`: with fewer, each is scaled by items / saturatingItems.
-  int64_t saturatingItems = 1;
-  /// Seconds one kernel launch adds: launched from the host one by one, and
-  /// replayed from a CUDA graph.
+  /// What a GPU runs at once, for pricing a launch by its grid
+  /// (codegen/LaunchModel.h): streaming multiprocessors, the threads and
+  /// blocks one SM holds, and its FP32 lanes (the threads it needs to issue
+  /// arithmetic at its share of `vectorRate`). Zero on the cpu, whose
+  /// launches are priced by the roofline alone.
+  int64_t sms = 0, maxThreadsPerSm = 0, maxBlocksPerSm = 0, fp32LanesPerSm = 0;
+  /// Seconds one dependent step of a thread waits: for a load served by
+  /// memory (also the latency of Little's law), and by the SM's L1 cache.
+  double memoryLatency = 0, cacheLatency = 0;
+  /// The output tile (M and N) of the GEMM library's kernels, one per SM at
+  /// a time, and the shortest K of one slice of a split-K product: the
+  /// GEMMs' wave quantization (0: none).
+  int64_t gemmTile = 0, gemmMinSplitK = 0;
+  /// Seconds one kernel launch adds besides its work: launched from the
+  /// host one by one, and replayed from a CUDA graph.
   double launchEager = 0, launchGraph = 0;
   /// Whether the target's runtime replays its steps from CUDA graphs (so
   /// `launchGraph` applies).
@@ -67,6 +80,14 @@ struct DeviceModel {
   /// source.
   double peakBf16 = 0, peakFp32 = 0;
   llvm::StringRef peakSource;
+
+  /// The launch overhead charged per launch: a graph replay's where the
+  /// runtime replays graphs.
+  double launchSeconds() const {
+    return cudaGraphs ? launchGraph : launchEager;
+  }
+  /// Whether launches are priced by their grid (a GPU).
+  bool pricesGrids() const { return sms > 0; }
 };
 
 /// The device called `name`, or null.
@@ -79,8 +100,10 @@ std::string knownDeviceNames();
 llvm::StringRef defaultDevice(llvm::StringRef target);
 
 /// Seconds of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k`
-/// on the curve of `rate`, launch excluded.
-double gemmSeconds(const GemmRate &rate, double flops, int64_t k);
+/// on the curve of `rate`, launch excluded, its rate scaled by `efficiency`
+/// (the share of the SMs its tiles keep busy: LaunchModel.h).
+double gemmSeconds(const GemmRate &rate, double flops, int64_t k,
+                   double efficiency = 1.0);
 
 } // namespace otc
 

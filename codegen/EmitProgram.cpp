@@ -218,11 +218,17 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
           "/// Generated kernel `k` over `n` work items on the runtime's "
           "stream.\n"
           "#define OTC_LAUNCH(k, n, ...) \\\n"
-          "  do { k<<<otc_blocks(n), 256, 0, otc_s>>>(n, __VA_ARGS__); "
+          "  do { k<<<otc_blocks(n), "
+       << kGeneratedBlock
+       << ", 0, otc_s>>>(n, __VA_ARGS__); "
           "OTC_CHECK_LAUNCH(); } while (0)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"
-          "  int64_t b = (n + 255) / 256;\n"
-          "  return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);\n}\n"
+          "  int64_t b = (n + "
+       << kGeneratedBlock - 1 << ") / " << kGeneratedBlock
+       << ";\n"
+          "  return (unsigned)(b < "
+       << kGeneratedMaxBlocks << " ? (b > 0 ? b : 1) : " << kGeneratedMaxBlocks
+       << ");\n}\n"
           "/// Records a gather's bad index in the kernel library's error "
           "record\n/// (the first writer wins).\n"
           "static __device__ void otc_index_error(OtcrtKernelError *e, "
@@ -415,8 +421,8 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   if (auto lib = dyn_cast<LibraryCallOpInterface>(op))
     return emitLibraryCall(k, lib);
   // On cuda, one elementwise op is a chain of one: it gets the chain's
-  // 16-byte loads and stores.
-  if (cuda() && isa<ScalarExpressionOpInterface>(op) && isElementwiseKernel(k))
+  // 16-byte loads and stores (Launches.h: emittedAsChain).
+  if (cuda() && emittedAsChain(k))
     return emitElementwiseChain(k);
 
   // Names the kernel's globals (constant tables).
@@ -570,25 +576,10 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
         scalar << "    out" << i << "[i] = " << value << ";\n";
       });
 
-  // On cuda, a chain whose buffers all have the domain's shape and hold
-  // f32 or bf16 moves 16 bytes per load and store where it can: 8 elements
-  // when all are bf16, else 4 (a bf16 buffer then moves 8 bytes); the rest
-  // of the elements go one by one. Buffers start 256-byte aligned.
-  bool vector = cuda();
-  bool allBf16 = true;
-  auto vectorizable = [&](Value v) {
-    auto t = cast<MemRefType>(v.getType());
-    Type et = t.getElementType();
-    allBf16 &= et.isBF16();
-    return t.getShape() == domain && (et.isF32() || et.isBF16());
-  };
-  for (auto [i, v] : llvm::enumerate(k.getInputs()))
-    if (!body.getArgument(i).use_empty())
-      vector &= vectorizable(v);
-  for (Value v : k.getOutputs())
-    vector &= vectorizable(v);
-  const int width = allBf16 ? 8 : 4;
-  vector &= n >= width;
+  // On cuda, 16 bytes per load and store where the buffers allow it
+  // (Launches.h: chainVectorWidth).
+  const int width = cuda() ? chainVectorWidth(k) : 1;
+  const bool vector = width > 1;
 
   std::string def;
   llvm::raw_string_ostream defOs(def);

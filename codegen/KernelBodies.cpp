@@ -123,6 +123,13 @@ int64_t otc::workItems(Operation *op) {
   return bodyNumel(op->getResult(0));
 }
 
+ItemSteps otc::workItemSteps(Operation *op) {
+  for (auto family : {dataMovementItemSteps, reductionItemSteps, lossItemSteps})
+    if (std::optional<ItemSteps> n = family(op))
+      return *n;
+  return ItemSteps();
+}
+
 LogicalResult otc::emitBody(Operation *op, BodyContext &c) {
   SmallVector<Type> types(op->getOperandTypes());
   llvm::append_range(types, op->getResultTypes());

@@ -39,6 +39,30 @@ std::string cTypeOf(mlir::Type elementType);
 /// The number of independent work items of `op`'s body.
 int64_t workItems(mlir::Operation *op);
 
+/// The dependent steps one work item of `op`'s body takes, what the
+/// step-time model prices a thread's serial work by (KernelLaunch,
+/// ir/OtcDialect.h): waits for loads from memory (`memory`), and for loads
+/// every work item makes alike (an index array all of them scan), served by
+/// the SM's L1 (`cached`). A loop that stores waits once per iteration (its
+/// next loads may read what it stored); a loop that only loads and
+/// accumulates (a reduction, a softmax's maximum and sum) waits once per
+/// kUnrolledLoads iterations; stores alone do not wait. An elementwise item
+/// is one memory step.
+struct ItemSteps {
+  int64_t memory = 1, cached = 0;
+};
+ItemSteps workItemSteps(mlir::Operation *op);
+
+/// The iterations of a store-free loop whose loads a thread issues before
+/// it waits: nvcc 13 at -O3 unrolls the emitted reduction and softmax loops
+/// for sm_90 by 4 to 32 (their PTX); the least of those.
+constexpr int64_t kUnrolledLoads = 4;
+
+/// The waits of a store-free loop of `n` iterations.
+inline int64_t unrolledSteps(int64_t n) {
+  return (n + kUnrolledLoads - 1) / kUnrolledLoads;
+}
+
 /// Emits the body of `op` for work item `i`; fails with an op error when the
 /// op has no emitter.
 mlir::LogicalResult emitBody(mlir::Operation *op, BodyContext &ctx);

@@ -1,14 +1,17 @@
 //===- Launches.cpp - what the program launches for each otck op
 //-----------===//
 //
-// Trace names and zero fills, shared by the emitter and the step-time
-// prediction (see Launches.h).
+// Trace names, zero fills and the launches of generated kernels, shared by
+// the emitter and the step-time prediction (see Launches.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Launches.h"
+#include "codegen/KernelBodies.h"
 #include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
 #include "ir/TypeBytes.h"
+#include "passes/Passes.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -86,4 +89,62 @@ bool otc::zeroFillsMerge(std::pair<int64_t, int64_t> pending,
                          std::pair<int64_t, int64_t> next, int64_t alignment) {
   int64_t end = pending.first + pending.second;
   return (end + alignment - 1) / alignment * alignment == next.first;
+}
+
+bool otc::emittedAsChain(otck::KernelOp k) {
+  Block &body = k.getBody().front();
+  if (!llvm::hasSingleElement(body.without_terminator()))
+    return true;
+  return isa<ScalarExpressionOpInterface>(body.front()) &&
+         isElementwiseKernel(k);
+}
+
+int otc::chainVectorWidth(otck::KernelOp k) {
+  Block &body = k.getBody().front();
+  auto domainType = cast<MemRefType>(k.getOutputs()[0].getType());
+  ArrayRef<int64_t> domain = domainType.getShape();
+  bool vectorizable = true, allBf16 = true;
+  auto check = [&](Value v) {
+    auto t = cast<MemRefType>(v.getType());
+    Type et = t.getElementType();
+    allBf16 &= et.isBF16();
+    vectorizable &= t.getShape() == domain && (et.isF32() || et.isBF16());
+  };
+  for (auto [i, v] : llvm::enumerate(k.getInputs()))
+    if (!body.getArgument(i).use_empty())
+      check(v);
+  for (Value v : k.getOutputs())
+    check(v);
+  const int width = allBf16 ? 8 : 4;
+  return vectorizable && domainType.getNumElements() >= width ? width : 1;
+}
+
+KernelLaunch otc::generatedLaunch(otck::KernelOp k) {
+  KernelLaunch l;
+  l.threads = kGeneratedBlock;
+  // n: the items the launch is sized by; units: what one thread's loop
+  // iteration takes; rest: a vectorized chain's elements left one by one.
+  int64_t n = 0, units = 0, rest = 0;
+  ItemSteps item;
+  if (emittedAsChain(k)) {
+    l.what = "elements";
+    n = cast<MemRefType>(k.getOutputs()[0].getType()).getNumElements();
+    int width = chainVectorWidth(k);
+    units = n / width;
+    rest = n % width;
+  } else {
+    Operation &op = k.getBody().front().front();
+    l.what = "items";
+    n = units = workItems(&op);
+    item = workItemSteps(&op);
+  }
+  int64_t launched = std::clamp<int64_t>(
+      (n + kGeneratedBlock - 1) / kGeneratedBlock, 1, kGeneratedMaxBlocks);
+  int64_t perThread =
+      (units + launched * kGeneratedBlock - 1) / (launched * kGeneratedBlock);
+  l.blocks = std::clamp<int64_t>(
+      (units + kGeneratedBlock - 1) / kGeneratedBlock, 1, launched);
+  l.steps = perThread * item.memory + (rest ? 1 : 0);
+  l.cachedSteps = perThread * item.cached;
+  return l;
 }

@@ -178,6 +178,39 @@ std::optional<int64_t> otc::lossWorkItems(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+// An item reads its label, then the logit it names or its row's
+// log-sum-exp (maximum and sum: store-free sweeps over the classes); a
+// gradient then sweeps the row again to write it, after the incoming
+// gradient and, for a mean, a count over every row's label (the same for
+// every item: cached); nll_loss_grad's zeros are stores alone. A reduced
+// loss's single item does every row in turn.
+std::optional<ItemSteps> otc::lossItemSteps(Operation *op) {
+  auto meanCount = [](StringRef reduction, int64_t rows) -> int64_t {
+    return reduction == "mean" ? unrolledSteps(rows) : 0;
+  };
+  return TypeSwitch<Operation *, std::optional<ItemSteps>>(op)
+      .Case([](SoftmaxCrossEntropyOp o) -> std::optional<ItemSteps> {
+        ArrayRef<int64_t> s = bodyShapeOf(o.getLogits());
+        int64_t row = 2 + 2 * unrolledSteps(s[1]);
+        return ItemSteps{o.getReduction() == "none" ? row : s[0] * row, 0};
+      })
+      .Case([](NllLossOp o) -> std::optional<ItemSteps> {
+        int64_t rows = bodyShapeOf(o.getInput())[0];
+        return ItemSteps{
+            o.getReduction() == "none" ? 2 : 2 * unrolledSteps(rows), 0};
+      })
+      .Case([&](SoftmaxCrossEntropyGradOp o) -> std::optional<ItemSteps> {
+        ArrayRef<int64_t> s = bodyShapeOf(o.getLogits());
+        return ItemSteps{2 + 2 * unrolledSteps(s[1]) + s[1],
+                         meanCount(o.getReduction(), s[0])};
+      })
+      .Case([&](NllLossGradOp o) -> std::optional<ItemSteps> {
+        ArrayRef<int64_t> s = bodyShapeOf(o.getResult());
+        return ItemSteps{2, meanCount(o.getReduction(), s[0])};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
 std::optional<LogicalResult> otc::emitLossBody(Operation *op, BodyContext &c) {
   return TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](SoftmaxCrossEntropyOp o) {

@@ -11,8 +11,10 @@
 // `master_params`; `state_bytes_per_param` is the model of
 // codegen/MemoryAccounting.h for the precision recipe. The constants filled
 // once at load ("const:" slots) are `constants`, persistent bytes like the
-// rest. `time` is the prediction of codegen/StepTime.h on the chosen device,
-// with the step's throughput and MFU derived here.
+// rest. The memory outside the arena (`libraries`, `context`,
+// passes/DeviceMemory.h) adds to `total_peak`. `time` is the prediction of
+// codegen/StepTime.h on the chosen device, with the step's throughput and
+// MFU derived here, and what binds each kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,10 +102,13 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       scratchStart = std::min<int64_t>(scratchStart, *b.getOffset());
   });
   s.activationsPeak = std::max<int64_t>(0, extent - scratchStart);
-  s.workspace = info.workspaceBytes;
+  s.outside = memoryOutsideArena(module, info.target == "cuda");
+  s.workspace = s.outside.gemmWorkspace;
+  s.libraries = s.outside.libraries();
+  s.context = s.outside.context;
   s.arena = arena.getInt();
   s.lowerBound = persistent + liveMax;
-  s.totalPeak = s.arena + s.workspace;
+  s.totalPeak = s.arena + s.outside.total();
   s.modelFlops = info.microStepFlops * info.gradAccum;
   s.recomputeFlops = info.recomputeFlops * info.gradAccum;
   s.optimizerFlops = info.optimizerFlops;
@@ -170,6 +175,12 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
       for (const auto &[kind, seconds] : t.byKind)
         attributeFixed(j, kind, t.step > 0 ? seconds / t.step : 0, 4);
     });
+    // The step's time by the limit that set it.
+    j.attributeObject("limit_share", [&] {
+      for (unsigned i = 0; i < kNumLimits; ++i)
+        attributeFixed(j, limitName(static_cast<Limit>(i)),
+                       t.step > 0 ? t.byLimit.seconds[i] / t.step : 0, 4);
+    });
     j.attributeArray("kernels", [&] {
       for (const LaunchTotal &k : t.byName)
         j.object([&] {
@@ -181,6 +192,20 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
           ms("ms", k.seconds);
           attributeFixed(j, "flops", k.flops, 0);
           attributeFixed(j, "bytes", k.bytes, 0);
+          j.attribute("limit", limitName(k.cost.binding()));
+          if (!k.kernels.empty())
+            j.attributeArray("launches", [&] {
+              for (const auto &[l, c] : k.kernels)
+                j.object([&] {
+                  j.attribute("what", l.what);
+                  j.attribute("blocks", l.blocks);
+                  j.attribute("threads", l.threads);
+                  j.attribute("waves", c.waves);
+                  j.attribute("steps", l.steps);
+                  j.attribute("cached_steps", l.cachedSteps);
+                  j.attribute("limit", limitName(c.binding()));
+                });
+            });
         });
     });
   });
@@ -222,7 +247,23 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       j.attribute("workspace", s.workspace);
       j.attribute("arena", s.arena);
       j.attribute("lower_bound", s.lowerBound);
+      j.attribute("libraries", s.libraries);
+      j.attribute("context", s.context);
       j.attribute("total_peak", s.totalPeak);
+      j.attributeArray("outside_arena", [&] {
+        for (const OutsideBuffer &b : s.outside.buffers)
+          j.object([&] {
+            j.attribute("name", b.name);
+            j.attribute("bytes", b.bytes);
+            j.attribute("basis", b.basis);
+          });
+        if (s.context)
+          j.object([&] {
+            j.attribute("name", "context");
+            j.attribute("bytes", s.context);
+            j.attribute("basis", s.outside.contextBasis);
+          });
+      });
     });
     j.attributeObject("flops", [&] {
       j.attribute("model", s.modelFlops);
@@ -291,14 +332,21 @@ static void printTimeReport(const StepTime &t, const PlanSummary &s,
     os << llvm::format(" %s %.1f%%", kind.c_str(),
                        t.step > 0 ? 100 * seconds / t.step : 0.0);
   os << "\n";
+  os << "  time by limit:";
+  for (unsigned i = 0; i < kNumLimits; ++i)
+    os << llvm::format(" %s %.1f%%",
+                       limitName(static_cast<Limit>(i)).str().c_str(),
+                       t.step > 0 ? 100 * t.byLimit.seconds[i] / t.step : 0.0);
+  os << "\n";
   os << "top 10 kernels by predicted time per step (" << t.launchesPerStep
      << " launches):\n"
-     << "          ms  share  calls  kind           trace name\n";
+     << "          ms  share  calls  kind           limit      trace name\n";
   for (const LaunchTotal &k : ArrayRef(t.byName).take_front(10))
-    os << llvm::format("  %10.4f %5.1f%% %6lld  %-14s %s%s\n", k.seconds * 1e3,
-                       t.step > 0 ? 100 * k.seconds / t.step : 0.0,
-                       (long long)k.calls, k.kind.c_str(), k.name.c_str(),
-                       k.traced ? "" : " (not traced)");
+    os << llvm::format(
+        "  %10.4f %5.1f%% %6lld  %-14s %-10s %s%s\n", k.seconds * 1e3,
+        t.step > 0 ? 100 * k.seconds / t.step : 0.0, (long long)k.calls,
+        k.kind.c_str(), limitName(k.cost.binding()).str().c_str(),
+        k.name.c_str(), k.traced ? "" : " (not traced)");
 }
 
 void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
@@ -319,6 +367,8 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("workspace", s.workspace);
   row("arena", s.arena);
   row("lower bound", s.lowerBound);
+  row("libraries", s.libraries);
+  row("context", s.context);
   row("total peak", s.totalPeak);
   os << "parameters trained: " << s.paramsCount << "\n";
   auto names = [&](const char *title, const auto &pairs) {

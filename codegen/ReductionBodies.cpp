@@ -135,6 +135,31 @@ std::optional<int64_t> otc::reductionWorkItems(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+// A reduction's item loads its reduced elements in a store-free loop; a
+// softmax item sweeps its row three times (maximum and sum store-free, then
+// the writes), a gradient twice (sum, writes). A row, strided and private
+// to its item, is read from memory each time.
+std::optional<ItemSteps> otc::reductionItemSteps(Operation *op) {
+  return TypeSwitch<Operation *, std::optional<ItemSteps>>(op)
+      .Case<ReduceSumOp, ReduceMaxOp>([](auto o) -> std::optional<ItemSteps> {
+        ArrayRef<int64_t> in = bodyShapeOf(o.getInput());
+        int64_t count = 1;
+        for (int64_t d : o.getAxes())
+          count *= in[d];
+        return ItemSteps{unrolledSteps(count), 0};
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp>([](auto o) -> std::optional<ItemSteps> {
+        int64_t len = bodyShapeOf(o.getResult())[o.getAxis()];
+        return ItemSteps{2 * unrolledSteps(len) + len, 0};
+      })
+      .Case<SoftmaxGradOp, LogSoftmaxGradOp>(
+          [](auto o) -> std::optional<ItemSteps> {
+            int64_t len = bodyShapeOf(o.getResult())[o.getAxis()];
+            return ItemSteps{unrolledSteps(len) + len, 0};
+          })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
 std::optional<LogicalResult> otc::emitReductionBody(Operation *op,
                                                     BodyContext &c) {
   return TypeSwitch<Operation *, std::optional<LogicalResult>>(op)

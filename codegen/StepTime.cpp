@@ -1,26 +1,28 @@
-//===- StepTime.cpp - predicted time of a planned training step
-//------------===//
+//===- StepTime.cpp - predicted time of a planned training step ----------===//
 //
 // Walks @zero_grads, @micro_step and @optimizer_step of a planned module in
 // the order the emitter does (EmitProgram.cpp) and prices each launch it
-// would emit: see StepTime.h for the model. The rates per launch:
-//   GEMM             the device's GEMM curve for its operand type
+// would emit: see StepTime.h for the model. Per launch on a GPU:
+//   GEMM             the device's GEMM curve for its operand type, divided
+//                    by its wave efficiency (LaunchModel.h), or its bytes
+//                    at the bandwidth if longer
 //   attention        the device's attention rate (forward, backward, or the
 //                    fallback kernels' where the library path does not run:
 //                    FP32, dropout, a head size not a multiple of 8)
-//   other library    vectorRate, full bandwidth (hand-written kernels)
-//   generated kernel vectorRate and bandwidth, both scaled by
-//                    min(1, work items / device.saturatingItems): one thread
-//                    per work item, so a reduction over few outputs walks
-//                    long serial loops on a part of the device
+//   other library    each kernel it launches (getLibraryLaunches) by its
+//                    grid, the call's FLOPs shared among them by bytes
+//   generated kernel its launch (Launches.h: generatedLaunch) by its grid
 //   memset, copy     bandwidth (a copy reads and writes its bytes)
-// plus one launch each (a graph replay's on targets whose runtime replays
-// graphs). Adjacent zero fills are one memset, as in the program.
+// each with its launch overhead (a graph replay's on targets whose runtime
+// replays graphs). On the cpu every launch but a GEMM and attention takes
+// max(FLOPs / vectorRate, bytes / bandwidth). Adjacent zero fills are one
+// memset, as in the program.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/StepTime.h"
 #include "codegen/KernelBodies.h"
+#include "codegen/LaunchModel.h"
 #include "codegen/Launches.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -87,20 +89,30 @@ int64_t costBytes(Operation &op) {
 class Predictor {
 public:
   Predictor(const DeviceModel &device, int64_t alignment)
-      : d(device), alignment(alignment),
-        launch(device.cudaGraphs ? device.launchGraph : device.launchEager) {}
+      : d(device), alignment(alignment) {}
 
   /// Appends the launches of `f` to `out`; fails at an op it cannot cost.
   LogicalResult function(func::FuncOp f, std::vector<LaunchTime> &out);
 
-  double launchSeconds() const { return launch; }
-
 private:
-  void add(std::string name, std::string kind, double flops, double bytes,
-           double seconds, bool traced = true) {
-    out->push_back({fn, std::move(name), std::move(kind), flops, bytes,
-                    seconds + launch, traced});
+  LaunchTime &add(std::string name, std::string kind, double flops,
+                  double bytes, const LaunchCost &cost, bool traced = true) {
+    LaunchTime t;
+    t.function = fn;
+    t.name = std::move(name);
+    t.kind = std::move(kind);
+    t.flops = flops;
+    t.bytes = bytes;
+    t.cost = cost;
+    t.seconds = cost.total();
+    t.traced = traced;
+    out->push_back(std::move(t));
+    return out->back();
   }
+  /// Prices kernels `launches` of one call computing `flops` in all, shared
+  /// among them by bytes, and adds the call.
+  void addKernels(std::string name, std::string kind, double flops,
+                  ArrayRef<KernelLaunch> launches);
   void flushZero();
   void kernel(otck::KernelOp k);
   void library(otck::KernelOp k, Operation &op);
@@ -108,7 +120,6 @@ private:
 
   const DeviceModel &d;
   int64_t alignment;
-  double launch;
   std::string fn;
   std::vector<LaunchTime> *out = nullptr;
   std::optional<std::pair<int64_t, int64_t>> pendingZero;
@@ -140,7 +151,8 @@ LogicalResult Predictor::function(func::FuncOp f,
                           .Case([&](otck::CopyOp c) {
                             double bytes =
                                 2.0 * byteSize(c.getSource().getType());
-                            add("copy", "copy", 0, bytes, bytes / d.bandwidth,
+                            add("copy", "copy", 0, bytes,
+                                priceRoofline(d, 0, bytes),
                                 /*traced=*/false);
                             return success();
                           })
@@ -160,8 +172,25 @@ void Predictor::flushZero() {
   if (!pendingZero)
     return;
   double bytes = pendingZero->second;
-  add("memset", "memset", 0, bytes, bytes / d.bandwidth, /*traced=*/false);
+  add("memset", "memset", 0, bytes, priceRoofline(d, 0, bytes),
+      /*traced=*/false);
   pendingZero.reset();
+}
+
+void Predictor::addKernels(std::string name, std::string kind, double flops,
+                           ArrayRef<KernelLaunch> launches) {
+  double bytes = 0;
+  for (const KernelLaunch &l : launches)
+    bytes += l.bytes;
+  LaunchTime &t = add(std::move(name), std::move(kind), flops, bytes, {});
+  for (const KernelLaunch &l : launches) {
+    double share = bytes > 0 ? l.bytes / bytes : 1.0 / launches.size();
+    LaunchCost c = priceKernel(d, l, flops * share);
+    t.cost += c;
+    t.kernels.push_back({l, c});
+  }
+  t.seconds = t.cost.total();
+  t.launches = static_cast<int64_t>(launches.size());
 }
 
 void Predictor::kernel(otck::KernelOp k) {
@@ -171,11 +200,9 @@ void Predictor::kernel(otck::KernelOp k) {
   if (single && isa<LibraryCallOpInterface>(first))
     return library(k, first);
   double flops = 0, bytes = 0;
-  int64_t items = 0;
   if (single) {
     flops = costFlops(first);
     bytes = costBytes(first);
-    items = workItems(&first);
   } else {
     // A chain: its intermediates never reach memory.
     for (Operation &op : body.without_terminator())
@@ -184,37 +211,40 @@ void Predictor::kernel(otck::KernelOp k) {
       bytes += byteSize(cast<MemRefType>(v.getType()));
     for (Value v : k.getOutputs())
       bytes += byteSize(cast<MemRefType>(v.getType()));
-    items = cast<MemRefType>(k.getOutputs()[0].getType()).getNumElements();
   }
-  double share = std::min(1.0, double(std::max<int64_t>(items, 1)) /
-                                   double(d.saturatingItems));
-  double seconds =
-      std::max(flops / (d.vectorRate * share), bytes / (d.bandwidth * share));
-  add(kernelTraceName(k), generatedKind(k, first, single), flops, bytes,
-      seconds);
+  std::string name = kernelTraceName(k), kind = generatedKind(k, first, single);
+  if (!d.pricesGrids()) {
+    add(name, kind, flops, bytes,
+        priceRoofline(d, flops / d.vectorRate, bytes));
+    return;
+  }
+  KernelLaunch l = generatedLaunch(k);
+  l.bytes = bytes;
+  addKernels(name, kind, flops, l);
 }
 
 void Predictor::library(otck::KernelOp k, Operation &op) {
   double flops = costFlops(op), bytes = costBytes(op);
-  double rate = d.vectorRate;
   std::string kind = baseName(op);
   if (isa<AttentionOp, AttentionGradOp>(op)) {
-    // The library path (cuDNN's SDPA): BF16, no dropout, head size a
-    // multiple of 8 (runtime/cuda/attention_dispatch.cpp).
-    Value q = op.getOperand(isa<AttentionOp>(op) ? 0 : 1);
-    auto qt = cast<ShapedType>(q.getType());
-    double dropout =
-        isa<AttentionOp>(op)
-            ? cast<AttentionOp>(op).getDropout().convertToDouble()
-            : cast<AttentionGradOp>(op).getDropout().convertToDouble();
-    bool fast = qt.getElementType().isBF16() && dropout == 0 &&
-                qt.getShape().back() % 8 == 0;
-    rate = !fast                  ? d.attentionFallbackRate
-           : isa<AttentionOp>(op) ? d.attentionFwdRate
-                                  : d.attentionBwdRate;
+    // The library path (cuDNN's SDPA) or the fallback kernels.
+    bool fast = attentionRunsOnCudnn(&op);
+    double rate = !fast                  ? d.attentionFallbackRate
+                  : isa<AttentionOp>(op) ? d.attentionFwdRate
+                                         : d.attentionBwdRate;
+    add(kernelTraceName(k), kind, flops, bytes,
+        priceRoofline(d, flops / rate, bytes));
+    return;
   }
-  add(kernelTraceName(k), kind, flops, bytes,
-      std::max(flops / rate, bytes / d.bandwidth));
+  SmallVector<KernelLaunch> launches;
+  if (d.pricesGrids())
+    cast<LibraryCallOpInterface>(op).getLibraryLaunches(launches);
+  if (launches.empty()) {
+    add(kernelTraceName(k), kind, flops, bytes,
+        priceRoofline(d, flops / d.vectorRate, bytes));
+    return;
+  }
+  addKernels(kernelTraceName(k), kind, flops, launches);
 }
 
 LogicalResult Predictor::gemm(otck::GemmOp g) {
@@ -240,8 +270,9 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
     bytes += byteSize(g.getAux().getType());
   if (g.getAddend())
     bytes += byteSize(g.getAddend().getType());
-  double seconds = std::max(gemmSeconds(curve, flops, k), bytes / d.bandwidth);
-  add(gemmTraceName(g), "gemm", flops, bytes, seconds);
+  double seconds =
+      gemmSeconds(curve, flops, k, gemmWaveEfficiency(d, m, n, k, batch));
+  add(gemmTraceName(g), "gemm", flops, bytes, priceRoofline(d, seconds, bytes));
   return success();
 }
 
@@ -257,7 +288,7 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module,
   t.device = &device;
   t.gradAccum = gradAccum;
   Predictor p(device, alignment);
-  t.launchSeconds = p.launchSeconds();
+  t.launchSeconds = device.launchSeconds();
   for (StringRef name : {"zero_grads", "micro_step", "optimizer_step"}) {
     auto f = module.lookupSymbol<func::FuncOp>(name);
     if (!f)
@@ -275,13 +306,20 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module,
                       : l.function == "micro_step" ? t.microStep
                                                    : t.optimizerStep;
     fnTotal += l.seconds;
-    t.launchesPerStep += calls;
+    t.launchesPerStep += calls * l.launches;
     byKind[l.kind] += calls * l.seconds;
+    LaunchCost perStep;
+    for (unsigned i = 0; i < kNumLimits; ++i)
+      perStep.seconds[i] = calls * l.cost.seconds[i];
+    t.byLimit += perStep;
     LaunchTotal &n = byName[{l.function, l.name}];
     n.function = l.function;
     n.name = l.name;
     n.kind = l.kind;
     n.traced = l.traced;
+    if (!n.calls)
+      n.kernels = l.kernels;
+    n.cost += perStep;
     n.calls += calls;
     n.flops += calls * l.flops;
     n.bytes += calls * l.bytes;

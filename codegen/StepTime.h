@@ -1,15 +1,23 @@
 //===- StepTime.h - predicted time of a planned training step ---*- C++ -*-===//
 //
-// A roofline over the planned otck program: every launch the emitted program
-// makes (generated kernel, library call, GEMM, memset, copy) takes
-//   max(FLOPs / rate, bytes / bandwidth) + launch
-// on a device of codegen/DeviceModel.h. FLOPs come from the cost interface
-// of the ops a kernel computes (2·M·N·K·batch for a GEMM); bytes are those
-// its buffers read and write (an op's own count, CostOpInterface's
-// getBytesRead/getBytesWritten, when the kernel holds one op; the kernel's
-// input and output buffers for a fused chain, whose intermediates stay in
-// registers). Each launch carries the name `train --trace` gives its span
-// (codegen/Launches.h), so a measured trace can be set against it.
+// Prices every launch the emitted program makes (generated kernel, library
+// call, GEMM, memset, copy) on a device of codegen/DeviceModel.h and adds
+// them up. On a GPU a kernel is priced by what its launch does
+// (codegen/LaunchModel.h: its grid's waves, its threads' serial steps, its
+// bytes, plus the launch overhead), from the launch the emitter makes
+// (codegen/Launches.h: generatedLaunch) or the launches a library call
+// makes (LibraryCallOpInterface::getLibraryLaunches); GEMMs by their
+// measured curve with their wave quantization, attention by its measured
+// rate, memsets and copies by their bytes. On the cpu every launch takes
+//   max(FLOPs / rate, bytes / bandwidth) + launch.
+// FLOPs come from the cost interface of the ops a kernel computes
+// (2·M·N·K·batch for a GEMM); bytes are those its buffers read and write
+// (an op's own count, CostOpInterface's getBytesRead/getBytesWritten, when
+// the kernel holds one op; the kernel's input and output buffers for a
+// fused chain, whose intermediates stay in registers; the sum of its
+// kernels' for a library call on a GPU). Each launch carries the name
+// `train --trace` gives its span (codegen/Launches.h), so a measured trace
+// can be set against it, and the limit that binds it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +25,7 @@
 #define OTC_CODEGEN_STEPTIME_H
 
 #include "codegen/DeviceModel.h"
+#include "codegen/LaunchModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -40,6 +49,15 @@ struct LaunchTime {
   /// Predicted seconds, launch included.
   double seconds = 0;
   bool traced = true;
+  /// The seconds by limit (their sum is `seconds`).
+  LaunchCost cost;
+  /// The kernels it launches, priced by their grid (a generated kernel's
+  /// one, a library call's in order; none for GEMMs, attention, memsets,
+  /// copies and every launch on the cpu), with their bytes, and each one's
+  /// cost.
+  std::vector<std::pair<KernelLaunch, LaunchCost>> kernels;
+  /// Kernel launches it makes (a library call may make several).
+  int64_t launches = 1;
 };
 
 /// The launches of one step that share a function and a trace name.
@@ -50,6 +68,10 @@ struct LaunchTotal {
   /// Per optimizer step.
   double flops = 0, bytes = 0, seconds = 0;
   bool traced = true;
+  /// Per optimizer step, by limit; its binding limit is the largest.
+  LaunchCost cost;
+  /// The kernels of one call (the first), as LaunchTime's.
+  std::vector<std::pair<KernelLaunch, LaunchCost>> kernels;
 };
 
 /// The prediction for one planned program on one device.
@@ -68,6 +90,8 @@ struct StepTime {
   int64_t launchesPerStep = 0;
   /// Seconds per optimizer step by kind, largest first (ties by name).
   std::vector<std::pair<std::string, double>> byKind;
+  /// Seconds per optimizer step by the limit that set them.
+  LaunchCost byLimit;
   /// Launches grouped by function and trace name, largest first.
   std::vector<LaunchTotal> byName;
 };

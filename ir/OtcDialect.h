@@ -64,6 +64,27 @@ struct LibraryArg {
   /// `v`, an operand of `op` (NULL when `v` is null: an absent optional).
   static LibraryArg operand(mlir::Operation *op, mlir::Value v);
 };
+
+/// One kernel launch as its launch configuration makes it, what the step-time
+/// prediction (codegen/LaunchModel.h) prices: a grid of `blocks` blocks of
+/// `threads` threads, the dependent steps of its longest thread (iterations
+/// of its loops, each waiting for a load served by memory, `steps`, or by
+/// the SM's L1 cache, `cachedSteps`: data its block has just read or that
+/// all its threads read), and the bytes it moves to and from memory.
+struct KernelLaunch {
+  /// What the kernel does ("rows", "column sums"), for people.
+  std::string what;
+  int64_t blocks = 1, threads = 1;
+  int64_t steps = 1, cachedSteps = 0;
+  double bytes = 0;
+};
+
+/// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on
+/// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
+/// no dropout, a head size that is a multiple of 8 up to 256 and a mask, if
+/// any, contiguous along the keys (runtime/cuda/attention_dispatch.cpp and
+/// attention_cudnn.cpp).
+bool attentionRunsOnCudnn(mlir::Operation *op);
 } // namespace otc
 
 #include "ir/ScalarExpr.h"

@@ -4,12 +4,18 @@
 // computes: which function of runtime/include/otcrt/kernels.h an op calls
 // (by the storage type of its data) and its arguments in the order that
 // header declares them. Sizes come from the op's static shapes, options from
-// its attributes; the emitters only print what these methods list.
+// its attributes; the emitters only print what these methods list. Each
+// op's getLibraryLaunches describes the kernels its cuda call launches, read
+// from that kernel's launch site in runtime/cuda/ (grid, block, the loop of
+// one thread), for the step-time prediction.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
+#include "ir/TypeBytes.h"
+
+#include "otcrt/launch_config.h"
 
 using namespace mlir;
 using namespace otc;
@@ -42,6 +48,88 @@ static void appendRows(SmallVectorImpl<LibraryArg> &args, Value x,
 }
 
 //===----------------------------------------------------------------------===//
+// Launch shapes of the cuda kernels
+//===----------------------------------------------------------------------===//
+
+static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Bytes of one element of `v`.
+static int64_t elementBytes(Value v) {
+  return storageBytes(getElementTypeOrSelf(v.getType()));
+}
+
+/// Elements a row kernel moves per access over rows of `cols` elements of
+/// `v`'s type: a 16-byte packet when `cols` is a multiple of one (the
+/// arena's buffers start 16-byte aligned), else one (common.cuh's
+/// `packable`).
+static int64_t packWidth(int64_t cols, Value v) {
+  int64_t pack = OTCRT_CUDA_PACKET_BYTES / elementBytes(v);
+  return pack > 0 && cols % pack == 0 ? pack : 1;
+}
+
+/// The packets one thread of a row kernel (one block of OTCRT_CUDA_ROW_BLOCK
+/// threads per row) takes in one sweep over a row of `cols` elements.
+static int64_t rowSweepSteps(int64_t cols, Value v) {
+  return ceilDiv(cols, OTCRT_CUDA_ROW_BLOCK * packWidth(cols, v));
+}
+
+/// The largest row a row kernel reads again from its SM's L1 in a later
+/// sweep: the share of one of the 8 row blocks an H100 SM holds (2048
+/// threads / 256) in its 256 KB of L1 (whitepaper). A longer row's later
+/// sweeps read memory again.
+constexpr int64_t kL1RowBytes = 32 << 10;
+
+/// A row kernel over `rows` rows of `cols` elements of `v` that sweeps each
+/// row `sweeps` times (the first from memory, the later ones from L1 while
+/// the row fits there) and moves `bytes` besides the first sweep's reads,
+/// plus `extraSteps` dependent loads of its own (labels, statistics).
+static KernelLaunch rowKernel(StringRef what, int64_t rows, int64_t cols,
+                              Value v, int64_t sweeps, double bytes,
+                              int64_t extraSteps = 0) {
+  KernelLaunch l;
+  l.what = what.str();
+  l.blocks = rows;
+  l.threads = OTCRT_CUDA_ROW_BLOCK;
+  int64_t perSweep = rowSweepSteps(cols, v);
+  double rowBytes = double(cols) * elementBytes(v);
+  bool cached = rowBytes <= kL1RowBytes;
+  l.steps = perSweep * (cached ? 1 : sweeps) + extraSteps;
+  l.cachedSteps = cached ? perSweep * (sweeps - 1) : 0;
+  l.bytes = rows * rowBytes * (cached ? 1 : sweeps) + bytes;
+  return l;
+}
+
+/// A kernel of one block per OTCRT_CUDA_COLUMNS_PER_BLOCK columns of a
+/// [rows, cols] matrix of `v`, `phases` threads along y each summing every
+/// phases-th row of its packet of columns, `unroll` rows' loads at a time
+/// and the rows left over one by one (column_sum.cu, and layer_norm.cu's
+/// parameter gradients).
+static KernelLaunch columnKernel(StringRef what, int64_t rows, int64_t cols,
+                                 Value v, int64_t phases, int64_t unroll,
+                                 double bytes) {
+  KernelLaunch l;
+  l.what = what.str();
+  l.blocks = ceilDiv(cols, OTCRT_CUDA_COLUMNS_PER_BLOCK);
+  l.threads = OTCRT_CUDA_COLUMNS_PER_BLOCK / packWidth(cols, v) * phases;
+  int64_t perThread = ceilDiv(rows, phases);
+  l.steps = perThread / unroll + perThread % unroll;
+  l.bytes = bytes;
+  return l;
+}
+
+/// A one-block kernel of OTCRT_CUDA_REDUCE_BLOCK threads over `rows` rows,
+/// `stepsPerRow` dependent loads per row (cross_entropy.cu's sums).
+static KernelLaunch oneBlockKernel(StringRef what, int64_t rows,
+                                   int64_t stepsPerRow, double bytes) {
+  KernelLaunch l;
+  l.what = what.str();
+  l.threads = OTCRT_CUDA_REDUCE_BLOCK;
+  l.steps = ceilDiv(rows, OTCRT_CUDA_REDUCE_BLOCK) * stepsPerRow;
+  l.bytes = bytes;
+  return l;
+}
+
+//===----------------------------------------------------------------------===//
 // Normalization
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +146,61 @@ void LayerNormOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
     args.push_back(LibraryArg::result(i));
 }
 
+/// Rows and row length of a normalization over the dimensions from `axis`.
+static std::pair<int64_t, int64_t> rowsOf(Value x, int64_t axis) {
+  ArrayRef<int64_t> s = shapeOf(x);
+  return {numElements(s.take_front(axis)), numElements(s.drop_front(axis))};
+}
+
+/// Bytes of an optional operand or result (0 when absent).
+static double bytesOf(Value v) { return v ? double(byteSize(v)) : 0.0; }
+
+/// normFwdKernel (layer_norm.cu): one block per row; a layer norm sweeps the
+/// row three times (sum, squared deviations, normalize and write), an RMS
+/// norm twice.
+static void normForwardLaunches(Value x, int64_t axis, bool rms, Value gamma,
+                                Value beta, Value y, Value mean, Value rstd,
+                                SmallVectorImpl<KernelLaunch> &launches) {
+  auto [rows, cols] = rowsOf(x, axis);
+  double bytes = bytesOf(gamma) + bytesOf(beta) + bytesOf(y) +
+                 (rms ? 0.0 : bytesOf(mean)) + bytesOf(rstd);
+  launches.push_back(rowKernel("rows", rows, cols, x, rms ? 2 : 3, bytes));
+}
+
+/// normBwd (layer_norm.cu): the parameter gradients first, one block per 32
+/// columns with OTCRT_CUDA_PARAM_GRAD_PHASES row phases (every thread walks
+/// rows / 8 rows of dy and x, OTCRT_CUDA_PARAM_GRAD_UNROLL at a time, 2 for
+/// bfloat16 packets), then dx, one block per row sweeping dy and x twice
+/// (the residual read in the second sweep).
+static void normBackwardLaunches(Value dy, Value x, int64_t axis, bool rms,
+                                 Value gamma, Value residual, Value dx,
+                                 Value dgamma, Value dbeta,
+                                 SmallVectorImpl<KernelLaunch> &launches) {
+  auto [rows, cols] = rowsOf(x, axis);
+  double stats = (rms ? 4.0 : 8.0) * rows;
+  double data = double(rows) * cols * elementBytes(x);
+  bool bf16Packets = elementBytes(x) == 2 && packWidth(cols, x) > 1;
+  launches.push_back(columnKernel(
+      "parameter gradients", rows, cols, x, OTCRT_CUDA_PARAM_GRAD_PHASES,
+      bf16Packets ? OTCRT_CUDA_PARAM_GRAD_UNROLL_BF16_PACKETS
+                  : OTCRT_CUDA_PARAM_GRAD_UNROLL,
+      2 * data + stats + bytesOf(dgamma) + bytesOf(dbeta)));
+  KernelLaunch l = rowKernel("rows", rows, cols, x, 2,
+                             data + bytesOf(gamma) + stats + bytesOf(dx));
+  if (residual) {
+    // The residual's packets are loaded in the second sweep, from memory.
+    l.bytes += bytesOf(residual);
+    l.steps += l.cachedSteps;
+    l.cachedSteps = 0;
+  }
+  launches.push_back(l);
+}
+
+void LayerNormOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  normForwardLaunches(getInput(), getAxis(), /*rms=*/false, getGamma(),
+                      getBeta(), getResult(), getMean(), getRstd(), l);
+}
+
 std::string LayerNormGradOp::getLibraryKernel() {
   return kernelName("layer_norm_bwd", getInput());
 }
@@ -69,6 +212,12 @@ void LayerNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
     args.push_back(LibraryArg::operand(*this, v));
   for (unsigned i = 0; i < 3; ++i)
     args.push_back(LibraryArg::result(i));
+}
+
+void LayerNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  normBackwardLaunches(getGrad(), getInput(), getAxis(), /*rms=*/false,
+                       getGamma(), getResidual(), getDx(), getDgamma(),
+                       getDbeta(), l);
 }
 
 std::string RmsNormOp::getLibraryKernel() {
@@ -84,6 +233,11 @@ void RmsNormOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
     args.push_back(LibraryArg::result(i));
 }
 
+void RmsNormOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  normForwardLaunches(getInput(), getAxis(), /*rms=*/true, getGamma(), Value(),
+                      getResult(), Value(), getRstd(), l);
+}
+
 std::string RmsNormGradOp::getLibraryKernel() {
   return kernelName("rms_norm_bwd", getInput());
 }
@@ -94,6 +248,11 @@ void RmsNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
     args.push_back(LibraryArg::operand(*this, v));
   for (unsigned i = 0; i < 2; ++i)
     args.push_back(LibraryArg::result(i));
+}
+
+void RmsNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  normBackwardLaunches(getGrad(), getInput(), getAxis(), /*rms=*/true,
+                       getGamma(), Value(), getDx(), getDgamma(), Value(), l);
 }
 
 //===----------------------------------------------------------------------===//
@@ -145,6 +304,35 @@ void AttentionOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::result(1));
 }
 
+/// What decides where an attention call runs (attentionRunsOnCudnn).
+template <typename OpTy> static bool runsOnCudnn(OpTy op) {
+  auto q = cast<ShapedType>(op.getQ().getType());
+  int64_t d = q.getShape().back();
+  if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
+      d % 8 != 0 || d > 256)
+    return false;
+  Value mask = op.getMask();
+  if (!mask)
+    return true;
+  // The mask's stride along the keys must be 1: its last dimension is the
+  // keys' own, not broadcast.
+  ArrayRef<int64_t> m = shapeOf(mask), k = shapeOf(op.getK());
+  int64_t keys = op.getLayout() == "bthd" ? k[1] : k[2];
+  return !m.empty() && m.back() == keys && keys != 1;
+}
+
+bool otc::attentionRunsOnCudnn(Operation *op) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return runsOnCudnn(a);
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return runsOnCudnn(g);
+  return false;
+}
+
+/// cuDNN's SDPA, or the fallback kernels where it does not run: priced by
+/// their measured rates (codegen/DeviceModel.cpp).
+void AttentionOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}
+
 std::string AttentionGradOp::getLibraryKernel() {
   return kernelName("attention_bwd", getQ());
 }
@@ -157,6 +345,8 @@ void AttentionGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   for (unsigned i = 0; i < 3; ++i)
     args.push_back(LibraryArg::result(i));
 }
+
+void AttentionGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}
 
 //===----------------------------------------------------------------------===//
 // Cross-entropy
@@ -186,6 +376,22 @@ void CrossEntropyOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::result(1));
 }
 
+/// forward (cross_entropy.cu): rowLseKernel, one block per row sweeping it
+/// twice (maximum, then sum of exponentials), thread 0 then reading the
+/// label and the logit it names; for a mean or sum, reduceLossKernel, one
+/// block that reads each row's label, then its lse and logit.
+void CrossEntropyOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  Value logits = getLogits();
+  auto [rows, classes] = rowsOf(logits, shapeOf(logits).size() - 1);
+  bool none = getReduction() == "none";
+  double perRow = 8.0 + 4.0 + (none ? 4.0 : 0.0);
+  l.push_back(rowKernel("rows", rows, classes, logits, 2, perRow * rows,
+                        /*extraSteps=*/2));
+  if (!none)
+    l.push_back(oneBlockKernel(
+        "loss", rows, 2, (8.0 + 4.0 + elementBytes(logits)) * rows + 4.0));
+}
+
 std::string CrossEntropyGradOp::getLibraryKernel() {
   return kernelName("cross_entropy_bwd", getLogits());
 }
@@ -196,6 +402,20 @@ void CrossEntropyGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
     args.push_back(LibraryArg::operand(*this, v));
   appendLossOptions(args, getIgnoreIndex(), getReduction());
   args.push_back(LibraryArg::result(0));
+}
+
+/// backward (cross_entropy.cu): for a mean, countRowsKernel, one block
+/// counting the rows that count; then gradKernel, one block per row that
+/// reads the label, then the row's scale and lse, then sweeps the row once
+/// (each logit read, then its gradient written).
+void CrossEntropyGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  Value logits = getLogits();
+  auto [rows, classes] = rowsOf(logits, shapeOf(logits).size() - 1);
+  if (getReduction() == "mean")
+    l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
+  l.push_back(rowKernel("rows", rows, classes, logits, 1,
+                        bytesOf(getResult()) + 12.0 * rows,
+                        /*extraSteps=*/2));
 }
 
 std::optional<unsigned> CrossEntropyGradOp::getInPlaceOperand() {
@@ -216,4 +436,15 @@ void ColumnSumOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::integer(s.back()));
   args.push_back(LibraryArg::operand(*this, getInput()));
   args.push_back(LibraryArg::result(0));
+}
+
+/// column_sum.cu: one block per 32 columns, 32 row phases, each thread
+/// loading OTCRT_CUDA_COLUMN_SUM_UNROLL rows at a time.
+void ColumnSumOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  ArrayRef<int64_t> s = shapeOf(getInput());
+  int64_t rows = numElements(s.drop_back()), cols = s.back();
+  l.push_back(columnKernel("column sums", rows, cols, getInput(),
+                           OTCRT_CUDA_COLUMN_SUM_PHASES,
+                           OTCRT_CUDA_COLUMN_SUM_UNROLL,
+                           bytesOf(getInput()) + bytesOf(getResult())));
 }

@@ -9,8 +9,6 @@
 #include "passes/Pipeline.h"
 #include "passes/Passes.h"
 
-#include "otcrt/workspace.h"
-
 using namespace mlir;
 using namespace otc;
 
@@ -56,10 +54,6 @@ std::optional<Phase> otc::parsePhase(StringRef name) {
     if (name == p.name)
       return p.phase;
   return std::nullopt;
-}
-
-int64_t otc::workspaceBytes(bool cuda) {
-  return cuda ? static_cast<int64_t>(OTCRT_CUDA_GEMM_WORKSPACE_BYTES) : 0;
 }
 
 /// Adds the pass of one phase (none for a phase that is off).

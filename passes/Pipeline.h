@@ -48,10 +48,6 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 /// What the driver says when `phase` fails ("differentiation failed").
 llvm::StringRef phaseFailure(Phase phase);
 
-/// Bytes the target allocates outside the arena: the GEMM workspace of the
-/// cuda runtime, nothing on cpu.
-int64_t workspaceBytes(bool cuda);
-
 /// What the phases after recomputation depend on. The recomputation solver
 /// plans its candidates with these, so they must be those of the build.
 struct BackEndOptions {
@@ -62,7 +58,8 @@ struct BackEndOptions {
   /// Micro-batches per optimizer step and AdamW's decoupled weight decay.
   int64_t gradAccum = 1;
   double weightDecay = 0.0;
-  /// The cuda target, whose GEMM workspace adds to the planned peak.
+  /// The cuda target, whose memory outside the arena (DeviceMemory.h) adds
+  /// to the planned peak.
   bool cuda = false;
   /// otc-fuse-elementwise runs (off: --no-fuse-elementwise).
   bool fuseElementwise = true;

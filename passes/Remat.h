@@ -90,7 +90,7 @@ rematFrontier(mlir::ModuleOp module);
 /// The total peak the rest of the pipeline plans for `module` (with
 /// @train_step, before recomputation) under `choice`: the choice and the back
 /// end (addBackEnd) run on a copy, and the peak is its arena plus the target's
-/// workspace, as plan.json's `total_peak` reports it.
+/// memory outside it, as plan.json's `total_peak` reports it.
 /// A step cost of a planned module (after otc-plan-buffers) in seconds, or
 /// none when it cannot be costed: otc-compile's predicted step time.
 using PlannedCost = std::function<std::optional<double>(mlir::ModuleOp)>;

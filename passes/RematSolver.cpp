@@ -3,13 +3,15 @@
 // Chooses the recomputation of `auto` for a memory budget. Each candidate of
 // the recompute frontier is planned through the rest of the pipeline, the
 // same passes otc-compile then runs, and measured as plan.json reports the
-// result: the arena plus the target's workspace. Both otc-remat
+// result: the arena plus the target's memory outside it (DeviceMemory.h).
+// Both otc-remat
 // (policy=auto) and the driver choose through solveAutoRemat, so they agree
 // for one budget.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
+#include "passes/DeviceMemory.h"
 #include "passes/Progress.h"
 #include "passes/Remat.h"
 
@@ -43,8 +45,8 @@ FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
   if (failed(pm.run(*copy)))
     return module.emitError("planning the recomputation candidate '")
            << o.rematBlocks << "' failed";
-  auto arena = (*copy)->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
-  if (!arena)
+  FailureOr<int64_t> peak = plannedTotalPeak(*copy, backEnd.cuda);
+  if (failed(peak))
     return module.emitError("the planned candidate has no arena size");
   if (cost && seconds) {
     std::optional<double> s = (*cost)(*copy);
@@ -53,7 +55,7 @@ FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
              << o.rematBlocks << "' failed";
     *seconds = *s;
   }
-  return arena.getInt() + workspaceBytes(backEnd.cuda);
+  return *peak;
 }
 
 FailureOr<AutoRematResult>

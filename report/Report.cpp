@@ -128,7 +128,8 @@ static void axes(raw_ostream &os, const Plot &p, StringRef xlabel,
 }
 
 /// The predicted step: one rectangle per launch along the time axis, its
-/// colour by kind, a band per function call, the name and time as a tooltip.
+/// colour by kind, a band per function call, the name, kind, binding limit
+/// and time as a tooltip.
 static void writeStepTimeline(raw_ostream &os,
                               const std::vector<StepSegment> &step) {
   double total = 0;
@@ -177,8 +178,10 @@ static void writeStepTimeline(raw_ostream &os,
     os << "<rect x='" << x0 << "' y='" << p.top + 20 << "' width='"
        << std::max(x1 - x0, 0.3) << "' height='" << p.y(0) - p.top - 20
        << "' fill='" << colourOf(s.kind) << "'><title>" << escape(s.name)
-       << " (" << escape(s.kind) << "): "
-       << llvm::format("%.4f", s.seconds * 1e3) << " ms</title></rect>\n";
+       << " (" << escape(s.kind)
+       << (s.limit.empty() ? "" : ", " + escape(s.limit))
+       << "): " << llvm::format("%.4f", s.seconds * 1e3)
+       << " ms</title></rect>\n";
     t += s.seconds;
   }
   closeBand(t * 1e3);

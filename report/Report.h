@@ -43,6 +43,8 @@ struct FrontierPoint {
 struct StepSegment {
   std::string function, name, kind;
   double seconds = 0;
+  /// What binds it: "bandwidth", "compute", "latency" or "launch".
+  std::string limit;
 };
 
 /// Writes the HTML page: a title, the memory timeline, the predicted step

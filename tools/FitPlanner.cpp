@@ -15,6 +15,7 @@
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "passes/Cost.h"
+#include "passes/DeviceMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -65,10 +66,10 @@ static bool measure(ModuleOp imported, const FitRequest &request,
   c.recomputeShare = before > 0 ? (after - before) / before : 0;
   if (!runPhases(*module, Phase::MixedPrecision, kLastPhase, options))
     return false;
-  auto arena = (*module)->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
-  if (!arena)
+  FailureOr<int64_t> peak = plannedTotalPeak(*module, options.backEnd.cuda);
+  if (failed(peak))
     return false;
-  c.totalPeak = arena.getInt() + workspaceBytes(options.backEnd.cuda);
+  c.totalPeak = *peak;
   FailureOr<StepTime> time =
       predictStepTime(*module, *request.device, c.gradAccum);
   if (failed(time) || time->step <= 0)

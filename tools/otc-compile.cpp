@@ -592,7 +592,6 @@ int main(int argc, char **argv) {
   info.gradAccum = gradAccum;
   info.precision = precision;
   info.fp32GradAccum = bf16 && fp32GradAccum;
-  info.workspaceBytes = otc::workspaceBytes(cuda);
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
   info.untrained = untrainedInits;
@@ -651,7 +650,9 @@ int main(int argc, char **argv) {
             " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
         "parameters trained: " + std::to_string(summary->paramsCount),
         "arena " + otc::formatBytes(summary->arena) + ", lower bound " +
-            otc::formatBytes(summary->lowerBound) + ", total peak " +
+            otc::formatBytes(summary->lowerBound) + ", outside the arena " +
+            otc::formatBytes(summary->libraries) + " of libraries and " +
+            otc::formatBytes(summary->context) + " of context, total peak " +
             otc::formatBytes(summary->totalPeak),
         "activation peak " + otc::formatBytes(summary->activationsPeak) +
             ", recompute FLOPs per step " +
@@ -664,7 +665,7 @@ int main(int argc, char **argv) {
           {l.function == "micro_step" && gradAccum > 1
                ? "micro_step (1 of " + std::to_string(gradAccum) + ")"
                : l.function,
-           l.name, l.kind, l.seconds});
+           l.name, l.kind, l.seconds, otc::limitName(l.cost.binding()).str()});
     lines.push_back("predicted on " + deviceModel->name.str() + ": " +
                     std::to_string(stepTime->step * 1e3) +
                     " ms per step (" +

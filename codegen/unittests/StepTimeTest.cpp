@@ -1,14 +1,17 @@
 //===- StepTimeTest.cpp - predicted step times of small programs ----------===//
 //
 // Hand-computed predictions (codegen/StepTime.h) for planned otck programs
-// small enough to price on paper: one GEMM, an elementwise chain, a
-// reduction over few outputs, an attention call, adjacent zero fills, and a
+// small enough to price on paper: one GEMM, an elementwise chain, reductions
+// over few outputs, a gather's gradient, library calls (a column sum, a
+// layer norm's gradient), an attention call, adjacent zero fills, and a
 // step with gradient accumulation; plus the device table's lookups. Each
 // expected value is written out from the device figures of
 // codegen/DeviceModel.cpp (h100: BF16 GEMMs 790 TFLOP/s with a depth knee of
-// 260 and 2.67 us per call, 60 TFLOP/s other arithmetic, 3.0 TB/s,
-// 1.33 us per launch from a graph, 270336 work items to saturate; cpu:
-// 20 GB/s, 10 GFLOP/s, 2 us per launch), not from the code under test.
+// 260 and 3.17 us per call, 128 x 128 tiles; 60 TFLOP/s other arithmetic,
+// 3.0 TB/s; 132 SMs of 2048 threads, 32 blocks and 128 FP32 lanes; 0.5 us
+// per step waiting on memory, 0.02 us per L1 hit; 0.83 us per launch from a
+// graph; cpu: 20 GB/s, 10 GFLOP/s, 2 us per launch) and the launches the
+// emitter and the kernel library make, not from the code under test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,9 +69,11 @@ func.func @optimizer_step() { return }
 
 // Tests that a BF16 GEMM of M = N = K = 4096 on an H100 is compute-bound:
 // W = 2 * 4096^3 = 137438953472 FLOPs at 790e12 * 4096 / (4096 + 260) =
-// 742.8466e12 FLOP/s take 185.0166 us, plus the fixed 2.67 us per call,
-// against 2 * 32 MiB + 64 MiB = 134217728 bytes / 3e12 = 44.739 us of
-// memory; plus 1.33 us of launch: 189.0166 us.
+// 742.8466e12 FLOP/s take 185.0166 us on a full device; its 1024 tiles,
+// split in 5 along K, fill 5120 / (39 x 132) = 0.994561 of the SMs' waves:
+// 186.0284 us, plus the fixed 3.17 us per call, against 2 * 32 MiB +
+// 64 MiB = 134217728 bytes / 3e12 = 44.739 us of memory; plus 0.83 us of
+// launch: 190.0284 us.
 TEST_F(StepTimeTest, BF16GemmOnH100) {
   StepTime t = predict(kGemm, "h100");
   ASSERT_EQ(t.launches.size(), 1u);
@@ -77,8 +82,9 @@ TEST_F(StepTimeTest, BF16GemmOnH100) {
   EXPECT_EQ(g.kind, "gemm");
   EXPECT_EQ(g.flops, 137438953472.0);
   EXPECT_EQ(g.bytes, 134217728.0);
-  expectNear(g.seconds, 189.0166e-6);
-  expectNear(t.step, 189.0166e-6);
+  expectNear(g.seconds, 190.0284e-6);
+  expectNear(t.step, 190.0284e-6);
+  EXPECT_EQ(g.cost.binding(), Limit::Compute);
 }
 
 const char kChain[] = R"mlir(
@@ -99,9 +105,12 @@ func.func @optimizer_step() { return }
 )mlir";
 
 // Tests that an elementwise chain costs its buffers' bytes only (the
-// intermediate stays in registers): 3 x 4 MiB = 12582912 bytes / 3e12 =
-// 4.194304 us (2 * 1048576 FLOPs / 60e12 = 0.035 us is less), plus 1.33 us:
-// 5.524304 us. It is named after its last op's node.
+// intermediate stays in registers). Its 1048576 floats move 4 per access:
+// 262144 vectors, one per thread of 1024 blocks of 256 (of the 4096 blocks
+// launched for 1048576 items, the rest find no work), one wave of 1056
+// slots. 3 x 4 MiB = 12582912 bytes / 3e12 = 4.194304 us (one step, 0.5
+// us, and 2 * 1048576 FLOPs / 60e12 = 0.035 us, are less), plus 0.83 us:
+// 5.024304 us. It is named after its last op's node.
 TEST_F(StepTimeTest, ElementwiseChainOnH100) {
   StepTime t = predict(kChain, "h100");
   ASSERT_EQ(t.launches.size(), 1u);
@@ -110,7 +119,12 @@ TEST_F(StepTimeTest, ElementwiseChainOnH100) {
   EXPECT_EQ(k.kind, "elementwise");
   EXPECT_EQ(k.flops, 2097152.0);
   EXPECT_EQ(k.bytes, 12582912.0);
-  expectNear(k.seconds, 5.524304e-6);
+  expectNear(k.seconds, 5.024304e-6);
+  EXPECT_EQ(k.cost.binding(), Limit::Bandwidth);
+  ASSERT_EQ(k.kernels.size(), 1u);
+  EXPECT_EQ(k.kernels[0].first.blocks, 1024);
+  EXPECT_EQ(k.kernels[0].first.threads, 256);
+  EXPECT_EQ(k.kernels[0].first.steps, 1);
 }
 
 // Tests the same chain on the cpu model: 12582912 bytes / 20e9 = 629.1456 us
@@ -142,12 +156,14 @@ func.func @micro_step() {
 func.func @optimizer_step() { return }
 )mlir";
 
-// Tests reductions, one work item per output: reading 8192 x 768 floats
-// (25165824 bytes) and writing the sums. Over the rows (768 outputs) only
-// 768 / 270336 of the device's threads work: (25165824 + 3072) bytes /
-// (3e12 * 768 / 270336) = 2953.1505 us, plus 1.33 us: 2954.4805 us. Over
-// the columns (8192 outputs): (25165824 + 32768) bytes /
-// (3e12 * 8192 / 270336) = 277.1845 us, plus 1.33 us: 278.5145 us.
+// Tests reductions, one work item per output, each walking its reduced
+// elements in a loop that only loads (waiting once per 4 iterations):
+// reading 8192 x 768 floats (25165824 bytes) and writing the sums. Over
+// the rows (768 outputs: 3 blocks of 256 threads) each thread waits 8192 /
+// 4 = 2048 times: 2048 x 0.5 us = 1024 us (the bytes take 8.39 us; 6291456
+// FLOPs on 768 of 16896 lanes 2.31 us), plus 0.83 us: 1024.83 us. Over the
+// columns (8192 outputs: 32 blocks), 768 / 4 = 192 waits: 96 us, plus
+// 0.83 us: 96.83 us.
 TEST_F(StepTimeTest, ReductionsOnH100) {
   StepTime t = predict(kReduction, "h100");
   ASSERT_EQ(t.launches.size(), 2u);
@@ -155,8 +171,110 @@ TEST_F(StepTimeTest, ReductionsOnH100) {
   EXPECT_EQ(t.launches[0].kind, "reduction");
   EXPECT_EQ(t.launches[0].flops, 6291456.0);
   EXPECT_EQ(t.launches[0].bytes, 25168896.0);
-  expectNear(t.launches[0].seconds, 2954.4805e-6);
-  expectNear(t.launches[1].seconds, 278.5145e-6);
+  expectNear(t.launches[0].seconds, 1024.83e-6);
+  EXPECT_EQ(t.launches[0].cost.binding(), Limit::Latency);
+  expectNear(t.launches[1].seconds, 96.83e-6);
+}
+
+const char kGatherGrad[] = R"mlir(
+func.func @zero_grads() { return }
+func.func @micro_step() {
+  %g = otck.buffer {offset = 0 : i64} : memref<8192x768xf32>
+  %i = otck.buffer {offset = 25165824 : i64} : memref<8192xi64>
+  %t = otck.buffer {offset = 25231360 : i64} : memref<50304x768xf32>
+  otck.kernel ins(%g, %i : memref<8192x768xf32>, memref<8192xi64>) outs(%t : memref<50304x768xf32>) {
+  ^bb0(%a: tensor<8192x768xf32>, %b: tensor<8192xi64>):
+    %r = otc.gather_grad %a, %b {axis = 0 : i64} : (tensor<8192x768xf32>, tensor<8192xi64>) -> tensor<50304x768xf32> loc("wte")
+    otck.yield %r : tensor<50304x768xf32>
+  }
+  return
+}
+func.func @optimizer_step() { return }
+)mlir";
+
+// Tests a gather's gradient as generated: one work item per row of the
+// 50304 x 768 table, 197 blocks of 256 threads (one wave), each item
+// zeroing its 768 elements (stores alone), scanning the 8192 indices (L1
+// hits) and adding the 8192 x 768 / 50304 = 125.07 (126) elements of its
+// matches one by one: 126 x 0.5 us + 8192 x 0.02 us = 226.84 us, against
+// 179765248 bytes (gradient, indices, table) / 3e12 = 59.92 us; plus
+// 0.83 us: 227.67 us.
+TEST_F(StepTimeTest, GatherGradOnH100) {
+  StepTime t = predict(kGatherGrad, "h100");
+  ASSERT_EQ(t.launches.size(), 1u);
+  const LaunchTime &l = t.launches[0];
+  EXPECT_EQ(l.kind, "data_movement");
+  EXPECT_EQ(l.bytes, 179765248.0);
+  ASSERT_EQ(l.kernels.size(), 1u);
+  EXPECT_EQ(l.kernels[0].first.blocks, 197);
+  EXPECT_EQ(l.kernels[0].first.steps, 126);
+  EXPECT_EQ(l.kernels[0].first.cachedSteps, 8192);
+  expectNear(l.seconds, 227.67e-6);
+  EXPECT_EQ(l.cost.binding(), Limit::Latency);
+}
+
+const char kLibrary[] = R"mlir(
+func.func @zero_grads() { return }
+func.func @micro_step() {
+  %x = otck.buffer {offset = 0 : i64} : memref<8192x768xbf16>
+  %s = otck.buffer {offset = 12582912 : i64} : memref<768xf32>
+  %dy = otck.buffer {offset = 12585984 : i64} : memref<8192x768xbf16>
+  %gm = otck.buffer {offset = 25168896 : i64} : memref<768xbf16>
+  %mu = otck.buffer {offset = 25170432 : i64} : memref<8192xf32>
+  %rs = otck.buffer {offset = 25203200 : i64} : memref<8192xf32>
+  %dx = otck.buffer {offset = 25235968 : i64} : memref<8192x768xbf16>
+  %dg = otck.buffer {offset = 37818880 : i64} : memref<768xbf16>
+  %db = otck.buffer {offset = 37820416 : i64} : memref<768xbf16>
+  otck.kernel ins(%x : memref<8192x768xbf16>) outs(%s : memref<768xf32>) {
+  ^bb0(%a: tensor<8192x768xbf16>):
+    %r = otc.column_sum %a : (tensor<8192x768xbf16>) -> tensor<768xf32> loc("bias")
+    otck.yield %r : tensor<768xf32>
+  }
+  otck.kernel ins(%dy, %x, %gm, %mu, %rs : memref<8192x768xbf16>, memref<8192x768xbf16>, memref<768xbf16>, memref<8192xf32>, memref<8192xf32>) outs(%dx, %dg, %db : memref<8192x768xbf16>, memref<768xbf16>, memref<768xbf16>) {
+  ^bb0(%a: tensor<8192x768xbf16>, %b: tensor<8192x768xbf16>, %c: tensor<768xbf16>, %d: tensor<8192xf32>, %e: tensor<8192xf32>):
+    %r:3 = otc.layer_norm_grad %a, %b gamma %c, %d, %e {axis = 1 : i64} : (tensor<8192x768xbf16>, tensor<8192x768xbf16>, tensor<768xbf16>, tensor<8192xf32>, tensor<8192xf32>) -> (tensor<8192x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) loc("ln")
+    otck.yield %r#0, %r#1, %r#2 : tensor<8192x768xbf16>, tensor<768xbf16>, tensor<768xbf16>
+  }
+  return
+}
+func.func @optimizer_step() { return }
+)mlir";
+
+// Tests library calls priced by the launches runtime/cuda/ makes for them.
+// The column sum of 8192 x 768 bf16: 768 / 32 = 24 blocks of (32 / 8
+// packets) x 32 phases = 128 threads, each summing 8192 / 32 = 256 rows, 4
+// rows' loads at a time: 64 x 0.5 us = 32 us (12585984 bytes take 4.2 us),
+// plus 0.83 us: 32.83 us. The layer norm's gradient, two kernels: the
+// parameter gradients in 24 blocks of 4 x 8 = 32 threads, each walking
+// 8192 / 8 = 1024 rows, 2 at a time (bf16 packets): 512 x 0.5 us = 256 us
+// (dy, x, the statistics and dgamma, dbeta: 25234432 bytes, 8.41 us); then
+// dx, one block per row (8 waves of 1056 blocks of 256), one packet per
+// thread from memory and one from L1 (0.52 us per wave), bound by its
+// 37815808 bytes (x, dy, gamma, the statistics, dx): 12.605269 us. With
+// two launches: 256 + 0.83 + 12.605269 + 0.83 = 270.265269 us.
+TEST_F(StepTimeTest, LibraryCallsOnH100) {
+  StepTime t = predict(kLibrary, "h100");
+  ASSERT_EQ(t.launches.size(), 2u);
+  const LaunchTime &sum = t.launches[0];
+  EXPECT_EQ(sum.name, "bias (otc.column_sum)");
+  ASSERT_EQ(sum.kernels.size(), 1u);
+  EXPECT_EQ(sum.kernels[0].first.blocks, 24);
+  EXPECT_EQ(sum.kernels[0].first.threads, 128);
+  EXPECT_EQ(sum.kernels[0].first.steps, 64);
+  expectNear(sum.seconds, 32.83e-6);
+  EXPECT_EQ(sum.cost.binding(), Limit::Latency);
+  const LaunchTime &ln = t.launches[1];
+  EXPECT_EQ(ln.kind, "layer_norm");
+  EXPECT_EQ(ln.launches, 2);
+  ASSERT_EQ(ln.kernels.size(), 2u);
+  EXPECT_EQ(ln.kernels[0].first.threads, 32);
+  EXPECT_EQ(ln.kernels[0].first.steps, 512);
+  EXPECT_EQ(ln.kernels[1].first.blocks, 8192);
+  EXPECT_EQ(ln.kernels[1].second.waves, 8);
+  EXPECT_EQ(ln.kernels[1].second.binding(), Limit::Bandwidth);
+  EXPECT_EQ(ln.bytes, 25234432.0 + 37815808.0);
+  expectNear(ln.seconds, 270.265269e-6);
+  EXPECT_EQ(t.launchesPerStep, 3);
 }
 
 const char kAttention[] = R"mlir(
@@ -181,7 +299,7 @@ func.func @optimizer_step() { return }
 // FLOPs from its cost interface: 4 * B*H*T*S*D + 5 * B*H*T*S with B 8, H 12,
 // T = S = 1024, D 64 = 25769803776 + 503316480 = 26273120256 FLOPs /
 // 517e12 = 50.8184 us (its 4 x 12 MiB + 384 KiB of q, k, v, o and lse at
-// 3e12 take 16.9 us), plus 1.33 us: 52.1484 us.
+// 3e12 take 16.9 us), plus 0.83 us: 51.6484 us.
 TEST_F(StepTimeTest, AttentionOnH100) {
   StepTime t = predict(kAttention, "h100");
   ASSERT_EQ(t.launches.size(), 1u);
@@ -189,7 +307,9 @@ TEST_F(StepTimeTest, AttentionOnH100) {
   EXPECT_EQ(t.launches[0].kind, "attention");
   EXPECT_EQ(t.launches[0].flops, 26273120256.0);
   EXPECT_EQ(t.launches[0].bytes, 4 * 12582912.0 + 393216.0);
-  expectNear(t.launches[0].seconds, 52.1484e-6);
+  expectNear(t.launches[0].seconds, 51.6484e-6);
+  EXPECT_EQ(t.launches[0].cost.binding(), Limit::Compute);
+  EXPECT_TRUE(t.launches[0].kernels.empty());
 }
 
 const char kAccumulate[] = R"mlir(
@@ -227,10 +347,10 @@ func.func @optimizer_step() { return }
 // Tests a step of 4 micro-steps: @zero_grads fills two buffers that only
 // alignment padding separates (1000 bytes at 0, then 1024 bytes at 1024),
 // which the program writes as one memset of 2048 bytes: 2048 / 3e12 +
-// 1.33 us = 1.330683 us. A micro-step is the chain above (5.524304 us) and a
-// copy of 4 MiB, read and written: 8388608 / 3e12 + 1.33 us = 4.126203 us,
-// together 9.650507 us. The step: 1.330683 + 4 * 9.650507 = 39.932709 us,
-// over 1 + 4 * 2 = 9 launches.
+// 0.83 us = 0.830683 us. A micro-step is the chain above (5.024304 us) and
+// a copy of 4 MiB, read and written: 8388608 / 3e12 + 0.83 us = 3.626203
+// us, together 8.650507 us. The step: 0.830683 + 4 * 8.650507 = 35.432711
+// us, over 1 + 4 * 2 = 9 launches.
 TEST_F(StepTimeTest, StepWithAccumulation) {
   StepTime t = predict(kAccumulate, "h100", /*gradAccum=*/4);
   ASSERT_EQ(t.launches.size(), 3u);
@@ -238,14 +358,17 @@ TEST_F(StepTimeTest, StepWithAccumulation) {
   EXPECT_EQ(t.launches[0].bytes, 2048.0);
   EXPECT_FALSE(t.launches[0].traced);
   EXPECT_EQ(t.launches[2].kind, "copy");
-  expectNear(t.zeroGrads, 1.330683e-6);
-  expectNear(t.microStep, 9.650507e-6);
-  expectNear(t.step, 39.932709e-6);
+  expectNear(t.zeroGrads, 0.830683e-6);
+  expectNear(t.microStep, 8.650507e-6);
+  expectNear(t.step, 35.432711e-6);
   EXPECT_EQ(t.launchesPerStep, 9);
-  // The shares: the chain is 4 x 5.524304 us of the step.
+  // The shares: the chain is 4 x 5.024304 us of the step.
   ASSERT_FALSE(t.byKind.empty());
   EXPECT_EQ(t.byKind[0].first, "elementwise");
-  expectNear(t.byKind[0].second, 22.097216e-6);
+  expectNear(t.byKind[0].second, 20.097216e-6);
+  // By limit: 9 launches of 0.83 us, the rest bytes.
+  expectNear(t.byLimit[Limit::Launch], 9 * 0.83e-6);
+  expectNear(t.byLimit[Limit::Bandwidth], 35.432711e-6 - 9 * 0.83e-6);
   ASSERT_FALSE(t.byName.empty());
   EXPECT_EQ(t.byName[0].calls, 4);
 }
@@ -263,9 +386,14 @@ TEST(DeviceModelTest, Table) {
   EXPECT_GT(h200->bandwidth, h100->bandwidth);
   EXPECT_EQ(h100->peakBf16, 989.4e12);
   // 8192 x 768 x 768 (measured 20.5 us): 2 * 8192 * 768^2 = 9663676416
-  // FLOPs / (790e12 * 768 / 1028) + 2.67 us = 19.0437 us.
-  EXPECT_NEAR(gemmSeconds(h100->bf16Gemm, 9663676416.0, 768), 19.0437e-6,
+  // FLOPs / (790e12 * 768 / 1028) + 3.17 us = 19.5437 us, and with its
+  // tiles' 0.969697 of the waves 16.3737 / 0.969697 + 3.17 = 20.0554 us.
+  EXPECT_NEAR(gemmSeconds(h100->bf16Gemm, 9663676416.0, 768), 19.5437e-6,
               0.0001e-6);
+  EXPECT_NEAR(gemmSeconds(h100->bf16Gemm, 9663676416.0, 768, 0.969697),
+              20.0554e-6, 0.0001e-6);
+  EXPECT_EQ(h100->sms, 132);
+  EXPECT_EQ(lookupDevice("cpu")->sms, 0);
 }
 
 } // namespace

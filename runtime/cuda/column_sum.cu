@@ -14,8 +14,9 @@ namespace otcrt {
 namespace cuda {
 namespace {
 
-constexpr int kColumns = 32;
-constexpr int kPhases = 32;
+constexpr int kColumns = OTCRT_CUDA_COLUMNS_PER_BLOCK;
+constexpr int kPhases = OTCRT_CUDA_COLUMN_SUM_PHASES;
+constexpr int kUnroll = OTCRT_CUDA_COLUMN_SUM_UNROLL;
 
 /// Block (kColumns / W, kPhases): thread (x, y) sums the W columns from
 /// kColumns blockIdx.x + W x (W = 8: lanes 0..3 take the block's columns
@@ -31,7 +32,10 @@ __global__ void columnSumKernel(int64_t rows, int64_t cols, const T *x,
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns;
   const int64_t c = first + lane;
   float acc[W] = {};
+  // kUnroll rows' loads at a time (ir/OtcLibraryCalls.cpp prices the loop
+  // so).
   if (c < cols)
+#pragma unroll kUnroll
     for (int64_t r = phase; r < rows; r += kPhases) {
       float v[W];
       loadPacket(x + r * cols + c, v);
@@ -59,6 +63,8 @@ int columnSum(int64_t rows, int64_t cols, const T *x, float *out,
     return 1;
   if (cols == 0)
     return 0;
+  // ir/OtcLibraryCalls.cpp describes this launch for the step-time
+  // prediction: keep the two in step.
   const unsigned blocks =
       static_cast<unsigned>((cols + kColumns - 1) / kColumns);
   if (packable<T>(cols, {x}))

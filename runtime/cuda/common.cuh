@@ -10,6 +10,7 @@
 #define OTCRT_CUDA_COMMON_CUH
 
 #include "otcrt/kernels.h"
+#include "otcrt/launch_config.h"
 
 #include <cuda_runtime.h>
 
@@ -20,7 +21,7 @@ namespace otcrt {
 namespace cuda {
 
 /// Threads per block of the row kernels (a multiple of 32, at most 1024).
-constexpr int kBlock = 256;
+constexpr int kBlock = OTCRT_CUDA_ROW_BLOCK;
 
 /// Loads a float or bfloat16 element as a float.
 __device__ __forceinline__ float load(float v) { return v; }
@@ -41,7 +42,8 @@ __device__ __forceinline__ void store(otcrt_bf16 *p, float v) {
 }
 
 /// Elements of T in a 16-byte packet: 4 floats or 8 bfloat16.
-template <typename T> constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+template <typename T>
+constexpr int kPack = OTCRT_CUDA_PACKET_BYTES / static_cast<int>(sizeof(T));
 
 /// W consecutive elements, aligned to their whole size, so that one access
 /// moves them all: a 16-byte packet for W = kPack<T> (a 128-bit load or

@@ -200,6 +200,8 @@ int forward(int64_t rows, int64_t classes, const T *logits,
   OtcrtKernelError *record = errorRecord();
   if (!record)
     return 1;
+  // ir/OtcLibraryCalls.cpp describes these launches (and backward's) for the
+  // step-time prediction: keep the two in step.
   if (rows > 0) {
     const unsigned grid = static_cast<unsigned>(rows);
     if (packable<T>(classes, {logits}))
@@ -212,7 +214,7 @@ int forward(int64_t rows, int64_t classes, const T *logits,
           reduction == OTCRT_NONE, loss, lse, record);
   }
   if (reduction != OTCRT_NONE)
-    reduceLossKernel<T><<<1, 1024, 0, stream>>>(
+    reduceLossKernel<T><<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
         rows, classes, logits, labels, hasIgnore, ignoreIndex, lse,
         reduction == OTCRT_MEAN, loss);
   return launchStatus();
@@ -234,8 +236,8 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
   if (rows == 0)
     return 0;
   if (reduction == OTCRT_MEAN)
-    countRowsKernel<<<1, 1024, 0, stream>>>(rows, labels, hasIgnore,
-                                            ignoreIndex, counted);
+    countRowsKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
+        rows, labels, hasIgnore, ignoreIndex, counted);
   const unsigned grid = static_cast<unsigned>(rows);
   if (packable<T>(classes, {logits, dlogits}))
     gradKernel<T, kPack<T>><<<grid, kBlock, 0, stream>>>(

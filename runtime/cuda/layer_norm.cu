@@ -17,8 +17,9 @@ namespace otcrt {
 namespace cuda {
 namespace {
 
-/// Rows of the parameter-gradient blocks.
-constexpr int kParamRows = 8;
+/// Rows (phases) and columns of the parameter-gradient blocks.
+constexpr int kParamRows = OTCRT_CUDA_PARAM_GRAD_PHASES;
+constexpr int kParamColumns = OTCRT_CUDA_COLUMNS_PER_BLOCK;
 
 /// gamma[c, c + W) as floats; 1 unless gamma is given.
 template <int W, typename T>
@@ -153,8 +154,9 @@ __global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
 }
 
 /// dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (either may be NULL).
-/// Block (32 / W, kParamRows) per 32 columns: thread (x, y) sums rows y,
-/// y + kParamRows, ... of the W columns from 32 blockIdx.x + W x (W = 8:
+/// Block (kParamColumns / W, kParamRows) per kParamColumns (32) columns:
+/// thread (x, y) sums rows y, y + kParamRows, ... of the W columns from
+/// kParamColumns blockIdx.x + W x (W = 8:
 /// threads x = 0..3 take columns 0-7, ..., 24-31 of the block; a packet
 /// lies within the row since W divides cols and the block's first column);
 /// the block's first 32 threads then add one column's partial sums each in
@@ -163,12 +165,18 @@ template <typename T, int W>
 __global__ void normParamGradKernel(int64_t rows, int64_t cols, const T *dy,
                                     const T *x, const float *shift,
                                     const float *scale, T *dgamma, T *dbeta) {
-  __shared__ float partGamma[kParamRows][33], partBeta[kParamRows][33];
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * 32;
+  __shared__ float partGamma[kParamRows][kParamColumns + 1],
+      partBeta[kParamRows][kParamColumns + 1];
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kParamColumns;
   const int lane = static_cast<int>(threadIdx.x) * W;
   const int64_t c = first + lane;
   float accGamma[W] = {}, accBeta[W] = {};
+  // Rows' loads issued together (ir/OtcLibraryCalls.cpp prices the loop so).
+  constexpr int unroll = sizeof(T) == 2 && W > 1
+                             ? OTCRT_CUDA_PARAM_GRAD_UNROLL_BF16_PACKETS
+                             : OTCRT_CUDA_PARAM_GRAD_UNROLL;
   if (c < cols) {
+#pragma unroll unroll
     for (int64_t r = threadIdx.y; r < rows; r += kParamRows) {
       float g[W], xv[W];
       loadPacket(dy + r * cols + c, g);
@@ -188,7 +196,7 @@ __global__ void normParamGradKernel(int64_t rows, int64_t cols, const T *dy,
   }
   __syncthreads();
   const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
-  if (t >= 32 || first + t >= cols)
+  if (t >= kParamColumns || first + t >= cols)
     return;
   float sumGamma = partGamma[0][t], sumBeta = partBeta[0][t];
   for (int i = 1; i < kParamRows; ++i) {
@@ -207,6 +215,8 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
             void *stream) {
   if (rows <= 0 || cols <= 0)
     return 0;
+  // ir/OtcLibraryCalls.cpp describes this launch (and normBwd's) for the
+  // step-time prediction: keep the two in step.
   const unsigned grid = static_cast<unsigned>(rows);
   if (packable<T>(cols, {x, gamma, beta, y}))
     normFwdKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
@@ -226,14 +236,18 @@ int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
   rows = rows < 0 ? 0 : rows;
   const bool packed = packable<T>(cols, {dy, x, gamma, residual, dx});
   if (dgamma || dbeta) {
-    const unsigned grid = static_cast<unsigned>((cols + 31) / 32);
+    // ir/OtcLibraryCalls.cpp describes these launches for the step-time
+    // prediction: keep the two in step.
+    const unsigned grid =
+        static_cast<unsigned>((cols + kParamColumns - 1) / kParamColumns);
     if (packed)
       normParamGradKernel<T, kPack<T>>
-          <<<grid, dim3(32 / kPack<T>, kParamRows), 0, asStream(stream)>>>(
-              rows, cols, dy, x, shift, scale, dgamma, dbeta);
+          <<<grid, dim3(kParamColumns / kPack<T>, kParamRows), 0,
+             asStream(stream)>>>(rows, cols, dy, x, shift, scale, dgamma,
+                                 dbeta);
     else
       normParamGradKernel<T, 1>
-          <<<grid, dim3(32, kParamRows), 0, asStream(stream)>>>(
+          <<<grid, dim3(kParamColumns, kParamRows), 0, asStream(stream)>>>(
               rows, cols, dy, x, shift, scale, dgamma, dbeta);
   }
   if (rows > 0) {
