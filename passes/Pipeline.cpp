@@ -59,7 +59,7 @@ std::optional<Phase> otc::parsePhase(StringRef name) {
 }
 
 int64_t otc::workspaceBytes(bool cuda) {
-  return cuda ? static_cast<int64_t>(OTCRT_CUDA_GEMM_WORKSPACE_BYTES) : 0;
+  return cuda ? static_cast<int64_t>(OTCRT_CUDA_WORKSPACE_BYTES) : 0;
 }
 
 /// Adds the pass of one phase (none for a phase that is off).

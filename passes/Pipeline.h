@@ -48,8 +48,8 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 /// What the driver says when `phase` fails ("differentiation failed").
 llvm::StringRef phaseFailure(Phase phase);
 
-/// Bytes the target allocates outside the arena: the GEMM workspace of the
-/// cuda runtime, nothing on cpu.
+/// Bytes the target allocates outside the arena: the GEMM workspace and the
+/// kernel library's scratch on cuda (otcrt/workspace.h), nothing on cpu.
 int64_t workspaceBytes(bool cuda);
 
 /// What the phases after recomputation depend on. The recomputation solver

@@ -3,15 +3,18 @@
 // at several shapes, on the GPU and on the host (the host kernels
 // of libotcrt_cpu, compiled in under their C++ names), and the results must
 // agree within float tolerance (bfloat16 results within a couple of
-// bfloat16 units). The bfloat16 attention also runs both of its device
-// implementations, cuDNN's SDPA through the entry points and the fallback
-// kernels directly, against the host at several shapes, again when captured
-// in a CUDA graph, and checks that a repeated call allocates nothing. Also
-// checks that a bad label reaches the library's error record without the
-// call waiting for the device, and that library calls captured in a CUDA
-// graph replay to the same bits as eager calls. Prints PASS or FAIL per
-// check and exits non-zero on any failure; exits 77 when no GPU is present.
-// Run by the GPU tests (test/gpu/run.sh, ctest label gpu).
+// bfloat16 units). The two-stage column reductions (column sums, the norms'
+// parameter gradients) must also repeat bit for bit and give bf16 results
+// that are exactly their f32 results rounded. The bfloat16 attention also
+// runs both of its device implementations, cuDNN's SDPA through the entry
+// points and the fallback kernels directly, against the host at several
+// shapes, again when captured in a CUDA graph, and checks that a repeated
+// call allocates nothing. Also checks that a bad label reaches the library's
+// error record without the call waiting for the device, and that library
+// calls captured in a CUDA graph replay to the same bits as eager calls.
+// Prints PASS or FAIL per check and exits non-zero on any failure; exits 77
+// when no GPU is present. Run by the GPU tests (test/gpu/run.sh, ctest label
+// gpu).
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
 #include "cuda/attention.h"
@@ -137,9 +140,20 @@ std::string shapeName(int64_t rows, int64_t cols, size_t skew = 0) {
          (skew ? " skewed" : "");
 }
 
+/// Whether got and want hold the same bits (the first difference printed).
+bool sameBits(const Floats &got, const Floats &want, const char *what) {
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      std::printf("  %s[%zu]: %.9g, before %.9g\n", what, i, got[i], want[i]);
+      return false;
+    }
+  return got.size() == want.size();
+}
+
 /// Column sums (a bias's gradient) of f32 and bf16 storage against the host
-/// kernel: float accumulation in a different order, so within 1e-4 relative
-/// of the column's magnitude; the bf16 and f32 device sums of the same
+/// kernel: float accumulation in a different order (two stages over chunks
+/// of rows), so within 1e-4 relative of the column's magnitude; a repeated
+/// call gives the same bits, and the bf16 and f32 device sums of the same
 /// (representable) values must match bit for bit, also where one storage
 /// is read in packets and the other element by element. x lies `skew`
 /// elements past alignment.
@@ -153,6 +167,10 @@ void testColumnSum(std::mt19937 &rng, int64_t rows, int64_t cols,
   c.rc(otcrt_column_sum_f32(rows, cols, device(x, skew), dOut, nullptr), "f32");
   Floats f32 = host(dOut, cols);
   c.f32(f32, want, "f32 sums", 1e-4 * std::sqrt(static_cast<double>(rows)));
+  c.rc(otcrt_column_sum_f32(rows, cols, device(x, skew), dOut, nullptr),
+       "f32 again");
+  if (!sameBits(host(dOut, cols), f32, "f32 sums, again"))
+    c.ok = false;
   float *dOutB = device(got);
   c.rc(otcrt_column_sum_bf16(rows, cols, device(toBf16(x), skew), dOutB,
                              nullptr),
@@ -296,6 +314,73 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
            "bf16");
       c.bf16(host(dXb, n), dxbr, "dx bf16");
     }
+  }
+}
+
+/// The parameter gradients of layer norm (dgamma, dbeta) and RMS norm
+/// (dgamma) at training shapes, where they run as two-stage reductions: the
+/// f32 results within float tolerance of the host's, the same bits on a
+/// repeated call, and the bf16 results (same representable dy and x, same
+/// statistics) exactly the f32 device sums rounded to bf16, since the sum
+/// order depends on the shape alone.
+void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
+  const size_t n = rows * cols;
+  Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),
+         dy = random(n, rng), y(n), mean(rows), rstd(rows), dx(n), dg(cols),
+         db(cols);
+  otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(), nullptr,
+                           y.data(), mean.data(), rstd.data());
+  for (int rms = 0; rms < 2; ++rms) {
+    Check c(std::string(rms ? "rms_norm" : "layer_norm") +
+            " parameter gradients" + shapeName(rows, cols));
+    const float *shift = rms ? nullptr : device(mean);
+    float *dG = device(Floats(cols)),
+          *dB = rms ? nullptr : device(Floats(cols));
+    float *dX = device(Floats(n));
+    const float *dDy = device(dy), *dXIn = device(x), *dGamma = device(gamma),
+                *dRstd = device(rstd);
+    auto f32 = [&] {
+      return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd,
+                                          dX, dG, nullptr)
+                 : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma,
+                                            shift, dRstd, nullptr, dX, dG, dB,
+                                            nullptr);
+    };
+    if (rms)
+      otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                             rstd.data(), dx.data(), dg.data());
+    else
+      otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                               mean.data(), rstd.data(), nullptr, dx.data(),
+                               dg.data(), db.data());
+    c.rc(f32(), "f32");
+    const double tol = 1e-4 * std::sqrt(static_cast<double>(rows));
+    Floats g32 = host(dG, cols), b32 = rms ? Floats() : host(dB, cols);
+    c.f32(g32, dg, "dgamma", tol);
+    if (!rms)
+      c.f32(b32, db, "dbeta", tol);
+    c.rc(f32(), "f32 again");
+    c.ok = sameBits(host(dG, cols), g32, "dgamma again") && c.ok;
+    if (!rms)
+      c.ok = sameBits(host(dB, cols), b32, "dbeta again") && c.ok;
+    Bf16s xb = toBf16(x), gb = toBf16(gamma), dyb = toBf16(dy);
+    otcrt_bf16 *dGb = device(Bf16s(cols)),
+               *dBb = rms ? nullptr : device(Bf16s(cols)),
+               *dXb = device(Bf16s(n));
+    c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                       device(gb), dRstd, dXb, dGb, nullptr)
+             : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                         device(gb), shift, dRstd, nullptr, dXb,
+                                         dGb, dBb, nullptr),
+         "bf16");
+    auto rounded = [](const Floats &v) { return toFloat(toBf16(v)); };
+    c.ok = sameBits(toFloat(host(dGb, cols)), rounded(g32),
+                    "bf16 dgamma vs rounded f32") &&
+           c.ok;
+    if (!rms)
+      c.ok = sameBits(toFloat(host(dBb, cols)), rounded(b32),
+                      "bf16 dbeta vs rounded f32") &&
+             c.ok;
   }
 }
 
@@ -758,6 +843,27 @@ void testGraphs(std::mt19937 &rng) {
                                                 OTCRT_MEAN, dlogits, s);
       },
       dlogits, rows * classes);
+  const int64_t bigRows = 8192, bigCols = 768;
+  float *dy = device(random(bigRows * bigCols, rng)),
+        *xs = device(random(bigRows * bigCols, rng)),
+        *means = device(random(bigRows, rng)),
+        *rstds = device(random(bigRows, rng, 0.5f, 2)),
+        *sums = device(Floats(bigCols)), *dgb = device(Floats(2 * bigCols)),
+        *dxs = device(Floats(bigRows * bigCols));
+  testGraph(
+      "column_sum_f32 8192x768",
+      [&](cudaStream_t s) {
+        return otcrt_column_sum_f32(bigRows, bigCols, dy, sums, s);
+      },
+      sums, bigCols);
+  testGraph(
+      "layer_norm_bwd_f32 dgamma dbeta 8192x768",
+      [&](cudaStream_t s) {
+        return otcrt_layer_norm_bwd_f32(bigRows, bigCols, dy, xs, nullptr,
+                                        means, rstds, nullptr, dxs, dgb,
+                                        dgb + bigCols, s);
+      },
+      dgb, 2 * bigCols);
 }
 
 } // namespace
@@ -824,6 +930,12 @@ int main(int argc, char **argv) {
   testColumnSum(rng, 1, 33);
   testColumnSum(rng, 33, 1001);
   testColumnSum(rng, 100, 768, 1);
+  testColumnSum(rng, 8192, 3072);
+  testColumnSum(rng, 65536, 768);
+  testColumnSum(rng, 8192, 4);
+  testNormParamGrads(rng, 8192, 768);
+  testNormParamGrads(rng, 8192, 3072);
+  testNormParamGrads(rng, 4096, 1001);
   testSumSquares(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};

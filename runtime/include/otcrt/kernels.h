@@ -94,9 +94,11 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
 /// Column sums of a row-major [rows, cols] matrix (otc.column_sum, a bias's
 /// gradient): out[c] = sum over r of x[r * cols + c], accumulated in float
 /// whatever the storage (bf16 widens exactly). The cpu target sums each
-/// column in row order; the cuda target in a fixed order of its own (many
-/// threads per column), so results agree to float rounding and repeat bit
-/// for bit run to run.
+/// column in row order; the cuda target in a fixed order of its own, which
+/// depends on the shape alone (chunks of rows summed by many blocks, then
+/// the chunks' sums added), so results agree to float rounding, repeat bit
+/// for bit run to run and are the same for bf16 and f32 storage of the
+/// same values.
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
                          float *out, void *stream);
 int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
