@@ -203,6 +203,26 @@ std::optional<unsigned> CrossEntropyGradOp::getInPlaceOperand() {
 }
 
 //===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+std::string GatherGradOp::getLibraryKernel() {
+  return kernelName("gather_grad", getGrad());
+}
+
+void GatherGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  ArrayRef<int64_t> s = shapeOf(getResult());
+  int64_t axis = getAxis();
+  args.push_back(LibraryArg::integer(numElements(s.take_front(axis))));
+  args.push_back(LibraryArg::integer(s[axis]));
+  args.push_back(LibraryArg::integer(numElements(s.drop_front(axis + 1))));
+  args.push_back(LibraryArg::integer(numElements(shapeOf(getIndices()))));
+  args.push_back(LibraryArg::operand(*this, getGrad()));
+  args.push_back(LibraryArg::operand(*this, getIndices()));
+  args.push_back(LibraryArg::result(0));
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 
