@@ -74,7 +74,6 @@ std::optional<mlir::LogicalResult> emitLossBody(mlir::Operation *op,
 
 /// Work items of the ops whose items are not their result elements, by
 /// family; std::nullopt for ops with one item per result element.
-std::optional<int64_t> dataMovementWorkItems(mlir::Operation *op);
 std::optional<int64_t> reductionWorkItems(mlir::Operation *op);
 std::optional<int64_t> lossWorkItems(mlir::Operation *op);
 

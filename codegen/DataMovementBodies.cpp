@@ -2,11 +2,9 @@
 //
 // Kernel bodies of the ops that move elements without arithmetic (or only
 // sum them, for gradients): reshape, broadcast, transpose, concat, slice and
-// its gradient, gather and its scatter-add gradient, and trilu. Every body
-// owns its output elements: gather_grad, whose indices may repeat, runs one
-// work item per row of the data shape that scans all indices in order and
-// sums the matching gradient rows, so no two items write the same element
-// (no atomics on cuda) and the sum order is deterministic.
+// its gradient, gather, and trilu. Every body owns its output elements.
+// gather's scatter-add gradient, whose indices may repeat, is a call of the
+// kernel library instead (otcrt_gather_grad_*, ir/OtcLibraryCalls.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,27 +147,6 @@ static LogicalResult emitGather(GatherOp op, BodyContext &c) {
   return success();
 }
 
-/// One item per row (outer, a) of the data shape: the sum, in index order,
-/// of the gradient rows whose index is `a`.
-static LogicalResult emitGatherGrad(GatherGradOp op, BodyContext &c) {
-  AxisView v = axisView(bodyShapeOf(op.getResult()), op.getAxis());
-  int64_t positions = bodyNumel(op.getIndices());
-  c.os << "    const int64_t a = i % " << v.axis << ";\n"
-       << "    const int64_t o = i / " << v.axis << ";\n"
-       << "    " << bodyCType(op.getResult()) << "* row = " << c.out[0]
-       << " + i * " << v.inner << ";\n"
-       << "    for (int64_t n = 0; n < " << v.inner << "; ++n) row[n] = 0.0f;\n"
-       << "    for (int64_t p = 0; p < " << positions << "; ++p) {\n";
-  emitIndex(c.os, c.in[1], "p", v.axis, "      ");
-  c.os << "      if (idx != a) continue;\n"
-       << "      const " << bodyCType(op.getGrad()) << "* g = " << c.in[0]
-       << " + (o * " << positions << " + p) * " << v.inner << ";\n"
-       << "      for (int64_t n = 0; n < " << v.inner
-       << "; ++n) row[n] = row[n] + g[n];\n"
-       << "    }\n";
-  return success();
-}
-
 /// One item per element: kept when its column minus row is >= k (upper) or
 /// <= k (lower) in the last two dimensions.
 static LogicalResult emitTrilu(TriluOp op, BodyContext &c) {
@@ -185,27 +162,9 @@ static LogicalResult emitTrilu(TriluOp op, BodyContext &c) {
   return success();
 }
 
-std::optional<int64_t> otc::dataMovementWorkItems(Operation *op) {
-  if (auto g = dyn_cast<GatherGradOp>(op)) {
-    AxisView v = axisView(bodyShapeOf(g.getResult()), g.getAxis());
-    return v.outer * v.axis;
-  }
+// gather_grad is a library call (otcrt_gather_grad): no generated item.
+std::optional<ItemSteps> otc::dataMovementItemSteps(Operation *) {
   return std::nullopt;
-}
-
-// A gather_grad item zeroes its row (stores alone), scans every index (the
-// same ones for every item: cached) and adds the gradient row of each
-// match, element by element, of which it has positions / axis on average
-// (indices spread evenly over the rows; a row that many indices name takes
-// longer).
-std::optional<ItemSteps> otc::dataMovementItemSteps(Operation *op) {
-  auto g = dyn_cast<GatherGradOp>(op);
-  if (!g)
-    return std::nullopt;
-  AxisView v = axisView(bodyShapeOf(g.getResult()), g.getAxis());
-  int64_t positions = bodyNumel(g.getIndices());
-  int64_t added = v.axis > 0 ? (positions * v.inner + v.axis - 1) / v.axis : 0;
-  return ItemSteps{added, positions};
 }
 
 std::optional<LogicalResult> otc::emitDataMovementBody(Operation *op,
@@ -226,7 +185,6 @@ std::optional<LogicalResult> otc::emitDataMovementBody(Operation *op,
       .Case([&](SliceOp o) { return emitSlice(o, c); })
       .Case([&](SliceGradOp o) { return emitSliceGrad(o, c); })
       .Case([&](GatherOp o) { return emitGather(o, c); })
-      .Case([&](GatherGradOp o) { return emitGatherGrad(o, c); })
       .Case([&](TriluOp o) { return emitTrilu(o, c); })
       .Default([](Operation *) { return std::nullopt; });
 }

@@ -116,8 +116,7 @@ std::string otc::ignoredTest(std::optional<int64_t> ignore, StringRef label) {
 //===----------------------------------------------------------------------===//
 
 int64_t otc::workItems(Operation *op) {
-  for (auto family :
-       {dataMovementWorkItems, reductionWorkItems, lossWorkItems})
+  for (auto family : {reductionWorkItems, lossWorkItems})
     if (std::optional<int64_t> n = family(op))
       return *n;
   return bodyNumel(op->getResult(0));

@@ -61,7 +61,7 @@ std::string generatedKind(otck::KernelOp k, Operation &op, bool single) {
   if (isa<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp, NllLossOp,
           NllLossGradOp>(op))
     return "loss";
-  if (isa<GatherGradOp, SliceGradOp>(op))
+  if (isa<SliceGradOp>(op))
     return "data_movement";
   if (auto cost = dyn_cast<CostOpInterface>(op); cost && !cost.getFlops())
     return "data_movement";

@@ -293,6 +293,25 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+LogicalResult GatherGradOp::verify() {
+  ArrayRef<int64_t> data = shapeOf(getResult());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= (int64_t)data.size())
+    return emitOpError("axis ") << axis << " is out of range";
+  SmallVector<int64_t> expected(data.take_front(axis));
+  llvm::append_range(expected, shapeOf(getIndices()));
+  llvm::append_range(expected, data.drop_front(axis + 1));
+  if (ArrayRef<int64_t>(expected) != shapeOf(getGrad()))
+    return emitOpError("grad shape ") << shapeStr(shapeOf(getGrad()))
+                                      << " should be " << shapeStr(expected);
+  if (getElementTypeOrSelf(getGrad().getType()) !=
+      getElementTypeOrSelf(getResult().getType()))
+    return emitOpError("grad and result element types must match");
+  if (!getElementTypeOrSelf(getIndices().getType()).isInteger(64))
+    return emitOpError("indices must be int64");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Dropout, losses, optimizer
 //===----------------------------------------------------------------------===//

@@ -392,8 +392,13 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     out.append({Value(), Value()});
     return success();
   }
+  // gather_grad reads int64 indices (the kernel library's type).
+  Value indices = getIndices();
+  auto it = cast<RankedTensorType>(indices.getType());
+  if (!it.getElementType().isInteger(64))
+    indices = b.create<CastOp>(getLoc(), it.clone(b.getI64Type()), indices);
   out.push_back(b.create<GatherGradOp>(getLoc(), getData().getType(), rg[0],
-                                       getIndices(), getAxisAttr()));
+                                       indices, getAxisAttr()));
   out.push_back(Value());
   return success();
 }

@@ -16,6 +16,7 @@
 #include "ir/TypeBytes.h"
 
 #include "otcrt/launch_config.h"
+#include "otcrt/workspace.h"
 
 using namespace mlir;
 using namespace otc;
@@ -99,22 +100,43 @@ static KernelLaunch rowKernel(StringRef what, int64_t rows, int64_t cols,
   return l;
 }
 
-/// A kernel of one block per OTCRT_CUDA_COLUMNS_PER_BLOCK columns of a
-/// [rows, cols] matrix of `v`, `phases` threads along y each summing every
-/// phases-th row of its packet of columns, `unroll` rows' loads at a time
-/// and the rows left over one by one (column_sum.cu, and layer_norm.cu's
-/// parameter gradients).
-static KernelLaunch columnKernel(StringRef what, int64_t rows, int64_t cols,
-                                 Value v, int64_t phases, int64_t unroll,
-                                 double bytes) {
-  KernelLaunch l;
-  l.what = what.str();
-  l.blocks = ceilDiv(cols, OTCRT_CUDA_COLUMNS_PER_BLOCK);
-  l.threads = OTCRT_CUDA_COLUMNS_PER_BLOCK / packWidth(cols, v) * phases;
-  int64_t perThread = ceilDiv(rows, phases);
-  l.steps = perThread / unroll + perThread % unroll;
-  l.bytes = bytes;
-  return l;
+/// The two kernels of a column reduction of a [rows, cols] matrix of `v`
+/// into `planes` results (column_reduce.cuh, cut by otcrt_column_plan):
+/// stage 1, one block per (tile, chunk), each thread adding chunkRows /
+/// phases rows of its columns `unroll` loads at a time (then one store),
+/// and, with more than one chunk, stage 2 adding the chunks' partials, each
+/// thread a group's chunks / OTCRT_CUDA_COLUMN_ADD_GROUPS, as many at a time. `bytes` is what stage 1
+/// reads besides; `results` the bytes of the results.
+static void columnReduceLaunches(StringRef what, int64_t rows, int64_t cols,
+                                 int planes, int64_t unroll, double bytes,
+                                 double results,
+                                 SmallVectorImpl<KernelLaunch> &launches) {
+  if (cols <= 0)
+    return;
+  int64_t tiles = 0, chunkRows = 0, chunks = 1;
+  otcrt_column_plan(
+      rows, cols, planes,
+      static_cast<int64_t>(OTCRT_CUDA_REDUCTION_SCRATCH_BYTES / sizeof(float)),
+      &tiles, &chunkRows, &chunks);
+  double partials = 4.0 * static_cast<double>(chunks) * cols * planes;
+  KernelLaunch one;
+  one.what = what.str();
+  one.blocks = tiles * chunks;
+  one.threads = OTCRT_CUDA_COLUMN_TILE_LANES * OTCRT_CUDA_COLUMN_TILE_PHASES;
+  int64_t perThread = ceilDiv(chunkRows, OTCRT_CUDA_COLUMN_TILE_PHASES);
+  one.steps = perThread / unroll + perThread % unroll + 1;
+  one.bytes = bytes + (chunks > 1 ? partials : results);
+  launches.push_back(one);
+  if (chunks <= 1)
+    return;
+  KernelLaunch two;
+  two.what = (what + " (chunks added)").str();
+  two.blocks = ceilDiv(cols, 32) * planes;
+  two.threads = 32 * OTCRT_CUDA_COLUMN_ADD_GROUPS;
+  int64_t perGroup = ceilDiv(chunks, OTCRT_CUDA_COLUMN_ADD_GROUPS);
+  two.steps = perGroup / unroll + perGroup % unroll + 1;
+  two.bytes = partials + results;
+  launches.push_back(two);
 }
 
 /// A one-block kernel of OTCRT_CUDA_REDUCE_BLOCK threads over `rows` rows,
@@ -167,11 +189,9 @@ static void normForwardLaunches(Value x, int64_t axis, bool rms, Value gamma,
   launches.push_back(rowKernel("rows", rows, cols, x, rms ? 2 : 3, bytes));
 }
 
-/// normBwd (layer_norm.cu): the parameter gradients first, one block per 32
-/// columns with OTCRT_CUDA_PARAM_GRAD_PHASES row phases (every thread walks
-/// rows / 8 rows of dy and x, OTCRT_CUDA_PARAM_GRAD_UNROLL at a time, 2 for
-/// bfloat16 packets), then dx, one block per row sweeping dy and x twice
-/// (the residual read in the second sweep).
+/// normBwd (layer_norm.cu): the parameter gradients first, a two-stage
+/// column reduction of dy and x (columnReduceLaunches), then dx, one block
+/// per row sweeping dy and x twice (the residual read in the second sweep).
 static void normBackwardLaunches(Value dy, Value x, int64_t axis, bool rms,
                                  Value gamma, Value residual, Value dx,
                                  Value dgamma, Value dbeta,
@@ -180,11 +200,11 @@ static void normBackwardLaunches(Value dy, Value x, int64_t axis, bool rms,
   double stats = (rms ? 4.0 : 8.0) * rows;
   double data = double(rows) * cols * elementBytes(x);
   bool bf16Packets = elementBytes(x) == 2 && packWidth(cols, x) > 1;
-  launches.push_back(columnKernel(
-      "parameter gradients", rows, cols, x, OTCRT_CUDA_PARAM_GRAD_PHASES,
-      bf16Packets ? OTCRT_CUDA_PARAM_GRAD_UNROLL_BF16_PACKETS
-                  : OTCRT_CUDA_PARAM_GRAD_UNROLL,
-      2 * data + stats + bytesOf(dgamma) + bytesOf(dbeta)));
+  columnReduceLaunches("parameter gradients", rows, cols, /*planes=*/2,
+                       bf16Packets ? OTCRT_CUDA_PARAM_GRAD_UNROLL_BF16_PACKETS
+                                   : OTCRT_CUDA_PARAM_GRAD_UNROLL,
+                       2 * data + stats, bytesOf(dgamma) + bytesOf(dbeta),
+                       launches);
   KernelLaunch l = rowKernel("rows", rows, cols, x, 2,
                              data + bytesOf(gamma) + stats + bytesOf(dx));
   if (residual) {
@@ -423,6 +443,73 @@ std::optional<unsigned> CrossEntropyGradOp::getInPlaceOperand() {
 }
 
 //===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+std::string GatherGradOp::getLibraryKernel() {
+  return kernelName("gather_grad", getGrad());
+}
+
+void GatherGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  ArrayRef<int64_t> s = shapeOf(getResult());
+  int64_t axis = getAxis();
+  args.push_back(LibraryArg::integer(numElements(s.take_front(axis))));
+  args.push_back(LibraryArg::integer(s[axis]));
+  args.push_back(LibraryArg::integer(numElements(s.drop_front(axis + 1))));
+  args.push_back(LibraryArg::integer(numElements(shapeOf(getIndices()))));
+  args.push_back(LibraryArg::operand(*this, getGrad()));
+  args.push_back(LibraryArg::operand(*this, getIndices()));
+  args.push_back(LibraryArg::result(0));
+}
+
+/// gather_grad.cu: the result cleared (a copy-engine memset, priced as a
+/// store-only kernel over it), the positions' rows written and sorted by
+/// CUB's radix sort (about four passes over 16 bytes a position), one block
+/// per piece of 32 sorted positions adding its gradient rows in order
+/// (kUnroll = 4 rows' loads at a time, the row across the threads), and the
+/// pieces' crossing runs added (most blocks exit at once).
+void GatherGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  ArrayRef<int64_t> s = shapeOf(getResult());
+  int64_t axis = getAxis();
+  int64_t outer = numElements(s.take_front(axis));
+  int64_t inner = numElements(s.drop_front(axis + 1));
+  int64_t positions = numElements(shapeOf(getIndices()));
+  double elem = elementBytes(getGrad());
+  KernelLaunch clear;
+  clear.what = "clear";
+  clear.blocks = std::max<int64_t>(1, ceilDiv(numElements(s), 4 * 256));
+  clear.threads = 256;
+  clear.bytes = bytesOf(getResult());
+  l.push_back(clear);
+  if (positions == 0)
+    return;
+  KernelLaunch sort;
+  sort.what = "sort positions by row";
+  sort.blocks = std::max<int64_t>(1, ceilDiv(positions, 256));
+  sort.threads = 256;
+  sort.steps = 4;
+  sort.bytes = 4.0 * 16.0 * positions;
+  l.push_back(sort);
+  int64_t pieces = ceilDiv(positions, 32) * outer;
+  int64_t width = inner % 4 == 0 ? 4 : 1;
+  KernelLaunch sum;
+  sum.what = "sum sorted rows";
+  sum.blocks = pieces;
+  sum.threads = std::max<int64_t>(32, std::min<int64_t>(1024, inner / width));
+  sum.steps = ceilDiv(32, 4) + 1;
+  sum.bytes = static_cast<double>(outer) * positions * inner * elem +
+              static_cast<double>(pieces) * inner * 4.0;
+  l.push_back(sum);
+  KernelLaunch cross;
+  cross.what = "runs across pieces";
+  cross.blocks = pieces;
+  cross.threads = sum.threads;
+  cross.steps = 2;
+  cross.bytes = static_cast<double>(pieces) * inner * 4.0 * 2;
+  l.push_back(cross);
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 
@@ -438,13 +525,11 @@ void ColumnSumOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::result(0));
 }
 
-/// column_sum.cu: one block per 32 columns, 32 row phases, each thread
-/// loading OTCRT_CUDA_COLUMN_SUM_UNROLL rows at a time.
+/// column_sum.cu: a two-stage column reduction (columnReduceLaunches).
 void ColumnSumOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
   ArrayRef<int64_t> s = shapeOf(getInput());
   int64_t rows = numElements(s.drop_back()), cols = s.back();
-  l.push_back(columnKernel("column sums", rows, cols, getInput(),
-                           OTCRT_CUDA_COLUMN_SUM_PHASES,
-                           OTCRT_CUDA_COLUMN_SUM_UNROLL,
-                           bytesOf(getInput()) + bytesOf(getResult())));
+  columnReduceLaunches("column sums", rows, cols, /*planes=*/1,
+                       OTCRT_CUDA_COLUMN_SUM_UNROLL, bytesOf(getInput()),
+                       bytesOf(getResult()), l);
 }

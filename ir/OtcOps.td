@@ -250,12 +250,28 @@ def Otc_GatherOp : Otc_Op<"gather", [CostFlopsRead, Pure, Grad]> {
   let hasFolder = 1;
 }
 
-def Otc_GatherGradOp : Otc_Op<"gather_grad", [Otc_Fp32Compute, CostFlops, Pure]> {
+def Otc_GatherGradOp : Otc_Op<"gather_grad",
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface>, Otc_Fp32Compute,
+     CostFlops, Pure]> {
   let summary = "Gradient of gather: `grad` summed into zeros of the data shape at the indices";
+  let description = [{
+    With the result (the gathered data's shape) viewed as [outer, axis_len,
+    inner] around `axis` and `grad` as [outer, positions, inner]:
+    result[o, a, n] = the sum of grad[o, p, n] over the positions p of the
+    int64 `indices` whose value is a (counted from the end when negative);
+    an index outside the axis adds nothing. The runtime's kernel library
+    computes it (otcrt_gather_grad_*), deterministically however skewed the
+    indices (an embedding's gradient on real text).
+
+    ```mlir
+    %dw = otc.gather_grad %g, %ids {axis = 0 : i64} : (tensor<8x1024x768xf32>, tensor<8x1024xi64>) -> tensor<50257x768xf32>
+    ```
+  }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Otc_TriluOp : Otc_Op<"trilu", [Cost, Pure, Grad, SameOperandsAndResultType]> {

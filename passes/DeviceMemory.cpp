@@ -42,6 +42,12 @@ const FixedBuffer kCudaRuntimeBuffers[] = {
     {"gemm_workspace", OTCRT_CUDA_GEMM_WORKSPACE_BYTES,
      "cuBLASLt workspace, OTCRT_CUDA_GEMM_WORKSPACE_BYTES "
      "(runtime/src/gemm_cublaslt.cpp)"},
+    {"reduction_scratch", OTCRT_CUDA_REDUCTION_SCRATCH_BYTES,
+     "the kernel library's two-stage reductions and gather-gradient partials, "
+     "OTCRT_CUDA_REDUCTION_SCRATCH_BYTES (runtime/cuda/scratch.h)"},
+    {"sort_scratch", OTCRT_CUDA_SORT_SCRATCH_BYTES,
+     "the gather gradient's stable sort of positions, "
+     "OTCRT_CUDA_SORT_SCRATCH_BYTES (runtime/cuda/gather_grad.cu)"},
 };
 
 /// The CUDA context and the cuBLASLt and cuDNN handles (estimate).

@@ -192,25 +192,31 @@ func.func @micro_step() {
 func.func @optimizer_step() { return }
 )mlir";
 
-// Tests a gather's gradient as generated: one work item per row of the
-// 50304 x 768 table, 197 blocks of 256 threads (one wave), each item
-// zeroing its 768 elements (stores alone), scanning the 8192 indices (L1
-// hits) and adding the 8192 x 768 / 50304 = 125.07 (126) elements of its
-// matches one by one: 126 x 0.5 us + 8192 x 0.02 us = 226.84 us, against
-// 179765248 bytes (gradient, indices, table) / 3e12 = 59.92 us; plus
-// 0.83 us: 227.67 us.
+// Tests a gather's gradient as the library runs it (gather_grad.cu), four
+// launches: clearing the 50304 x 768 f32 table (154533888 bytes, 37728
+// blocks of 256 stores: 36 waves of 1056 and one of 768, priced by their
+// bytes: 51.511296 us), the sort of the 8192 positions (32 blocks, 4 passes
+// of 16 bytes a position, 524288 bytes: 4 x 0.5 us = 2 us), the sums of the
+// 256 pieces of 32 sorted positions (192 threads = 768 / 4 floats per
+// packet; 32 rows 4 at a time and a store: 9 x 0.5 = 4.5 us, against the
+// gradient's 25165824 bytes and 256 partial rows of 3072 bytes, 25952256
+// bytes: 8.650752 us) and the runs across pieces (256 blocks, 2 x 0.5 = 1
+// us, 1572864 bytes: 0.524288 us). Bytes: 154533888 + 524288 + 25952256 +
+// 1572864 = 182583296. Time: 51.511296 + 2 + 8.650752 + 1 + 4 x 0.83 =
+// 66.482048 us.
 TEST_F(StepTimeTest, GatherGradOnH100) {
   StepTime t = predict(kGatherGrad, "h100");
   ASSERT_EQ(t.launches.size(), 1u);
   const LaunchTime &l = t.launches[0];
-  EXPECT_EQ(l.kind, "data_movement");
-  EXPECT_EQ(l.bytes, 179765248.0);
-  ASSERT_EQ(l.kernels.size(), 1u);
-  EXPECT_EQ(l.kernels[0].first.blocks, 197);
-  EXPECT_EQ(l.kernels[0].first.steps, 126);
-  EXPECT_EQ(l.kernels[0].first.cachedSteps, 8192);
-  expectNear(l.seconds, 227.67e-6);
-  EXPECT_EQ(l.cost.binding(), Limit::Latency);
+  EXPECT_EQ(l.kind, "gather");
+  EXPECT_EQ(l.bytes, 182583296.0);
+  ASSERT_EQ(l.kernels.size(), 4u);
+  EXPECT_EQ(l.kernels[0].first.blocks, 37728);
+  EXPECT_EQ(l.kernels[2].first.blocks, 256);
+  EXPECT_EQ(l.kernels[2].first.threads, 192);
+  EXPECT_EQ(l.kernels[2].first.steps, 9);
+  expectNear(l.seconds, 66.482048e-6);
+  EXPECT_EQ(l.cost.binding(), Limit::Bandwidth);
 }
 
 const char kLibrary[] = R"mlir(
@@ -241,40 +247,51 @@ func.func @optimizer_step() { return }
 )mlir";
 
 // Tests library calls priced by the launches runtime/cuda/ makes for them.
-// The column sum of 8192 x 768 bf16: 768 / 32 = 24 blocks of (32 / 8
-// packets) x 32 phases = 128 threads, each summing 8192 / 32 = 256 rows, 4
-// rows' loads at a time: 64 x 0.5 us = 32 us (12585984 bytes take 4.2 us),
-// plus 0.83 us: 32.83 us. The layer norm's gradient, two kernels: the
-// parameter gradients in 24 blocks of 4 x 8 = 32 threads, each walking
-// 8192 / 8 = 1024 rows, 2 at a time (bf16 packets): 512 x 0.5 us = 256 us
-// (dy, x, the statistics and dgamma, dbeta: 25234432 bytes, 8.41 us); then
-// dx, one block per row (8 waves of 1056 blocks of 256), one packet per
-// thread from memory and one from L1 (0.52 us per wave), bound by its
-// 37815808 bytes (x, dy, gamma, the statistics, dx): 12.605269 us. With
-// two launches: 256 + 0.83 + 12.605269 + 0.83 = 270.265269 us.
+// The column sum of 8192 x 768 bf16 (otcrt_column_plan): 12 tiles of 64
+// columns; 2112 / 12 = 176 chunks aimed at, so chunks of ceil(8192 / 176) =
+// 47 rows, 175 of them. Stage 1: 12 x 175 = 2100 blocks of 8 x 32 = 256
+// threads (8 per SM: waves of 1056 and 1044 blocks), each thread 2 rows
+// (one group of loads) and a store: 3 steps, 1.5 us a wave; its bytes, the
+// input's 12582912 and the partials' 175 x 768 x 4 = 537600, 13120512,
+// bound a wave by its share: 13120512 / 3e12 = 4.373504 us over both.
+// Stage 2: 24 blocks of 32 x 8 threads, each adding 22 of the 175 chunks 4
+// at a time (5 groups, 2 left, a store: 8 steps, 4 us; 540672 bytes, 0.18
+// us). 4.373504 + 4 + 2 x 0.83 = 10.033504 us. The layer norm's gradient:
+// the parameter gradients cut the same way for two results (175 x 768 x 2
+// partials, 1075200 bytes), stage 1 reading dy and x (25165824 bytes) and
+// the statistics (65536): 26306560 bytes in 2100 blocks, 1 load group (2
+// rows as bf16 packets, 2 at a time) and a store, so bound by bytes:
+// 8.768853 us; stage 2 in 48 blocks, 22 chunks 2 at a time and a store: 12
+// steps, 6 us (1078272 bytes); then dx as before, 12.605269 us, bound by its
+// 37815808 bytes. 8.768853 + 6 + 12.605269 + 3 x 0.83 = 29.864122 us.
 TEST_F(StepTimeTest, LibraryCallsOnH100) {
   StepTime t = predict(kLibrary, "h100");
   ASSERT_EQ(t.launches.size(), 2u);
   const LaunchTime &sum = t.launches[0];
   EXPECT_EQ(sum.name, "bias (otc.column_sum)");
-  ASSERT_EQ(sum.kernels.size(), 1u);
-  EXPECT_EQ(sum.kernels[0].first.blocks, 24);
-  EXPECT_EQ(sum.kernels[0].first.threads, 128);
-  EXPECT_EQ(sum.kernels[0].first.steps, 64);
-  expectNear(sum.seconds, 32.83e-6);
-  EXPECT_EQ(sum.cost.binding(), Limit::Latency);
+  ASSERT_EQ(sum.kernels.size(), 2u);
+  EXPECT_EQ(sum.kernels[0].first.blocks, 2100);
+  EXPECT_EQ(sum.kernels[0].first.threads, 256);
+  EXPECT_EQ(sum.kernels[0].first.steps, 3);
+  EXPECT_EQ(sum.kernels[0].second.waves, 2);
+  EXPECT_EQ(sum.kernels[1].first.blocks, 24);
+  EXPECT_EQ(sum.kernels[1].first.steps, 8);
+  expectNear(sum.seconds, 10.033504e-6);
   const LaunchTime &ln = t.launches[1];
   EXPECT_EQ(ln.kind, "layer_norm");
-  EXPECT_EQ(ln.launches, 2);
-  ASSERT_EQ(ln.kernels.size(), 2u);
-  EXPECT_EQ(ln.kernels[0].first.threads, 32);
-  EXPECT_EQ(ln.kernels[0].first.steps, 512);
-  EXPECT_EQ(ln.kernels[1].first.blocks, 8192);
-  EXPECT_EQ(ln.kernels[1].second.waves, 8);
-  EXPECT_EQ(ln.kernels[1].second.binding(), Limit::Bandwidth);
-  EXPECT_EQ(ln.bytes, 25234432.0 + 37815808.0);
-  expectNear(ln.seconds, 270.265269e-6);
-  EXPECT_EQ(t.launchesPerStep, 3);
+  EXPECT_EQ(ln.launches, 3);
+  ASSERT_EQ(ln.kernels.size(), 3u);
+  EXPECT_EQ(ln.kernels[0].first.blocks, 2100);
+  EXPECT_EQ(ln.kernels[0].first.steps, 2);
+  EXPECT_EQ(ln.kernels[0].second.binding(), Limit::Bandwidth);
+  EXPECT_EQ(ln.kernels[1].first.blocks, 48);
+  EXPECT_EQ(ln.kernels[1].first.steps, 12);
+  EXPECT_EQ(ln.kernels[2].first.blocks, 8192);
+  EXPECT_EQ(ln.kernels[2].second.waves, 8);
+  EXPECT_EQ(ln.kernels[2].second.binding(), Limit::Bandwidth);
+  EXPECT_EQ(ln.bytes, 26306560.0 + 1078272.0 + 37815808.0);
+  expectNear(ln.seconds, 29.864122e-6);
+  EXPECT_EQ(t.launchesPerStep, 5);
 }
 
 const char kAttention[] = R"mlir(

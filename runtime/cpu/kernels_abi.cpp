@@ -60,6 +60,17 @@ int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
   return columnSum(rows, cols, x, out);
 }
 
+int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
+                          int64_t positions, const float *grad,
+                          const int64_t *indices, float *out, void *) {
+  return gatherGrad(outer, axis_len, inner, positions, grad, indices, out);
+}
+int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
+                           int64_t positions, const otcrt_bf16 *grad,
+                           const int64_t *indices, otcrt_bf16 *out, void *) {
+  return gatherGrad(outer, axis_len, inner, positions, grad, indices, out);
+}
+
 OtcrtKernelError *otcrt_kernel_error_record(void) { return nullptr; }
 
 int otcrt_sum_squares(const char *arena, int32_t num_ranges,

@@ -9,17 +9,15 @@
 // writes the output and lse. The backward rebuilds the probabilities from the
 // scores and lse in two kernels that never share an output element between
 // blocks: one block per query row for dq (which also saves D_i = dO_i . O_i
-// to a per-device scratch buffer) and one block per key row for dk and dv,
-// whose warps walk the visible queries of every query head of the key's
+// to the library's scratch, scratch.h) and one block per key row for dk and
+// dv, whose warps walk the visible queries of every query head of the key's
 // group and whose per-warp partial sums are added in a fixed order
 // (deterministic).
 #include "attention.h"
 #include "common.cuh"
+#include "scratch.h"
 
 #include <algorithm>
-#include <array>
-#include <mutex>
-#include <vector>
 
 namespace otcrt {
 namespace cuda {
@@ -253,46 +251,6 @@ bool invalid(const OtcrtAttention &a) {
   return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0;
 }
 
-/// The kernels' scratch: per device and per use (kRowD, the backward's D_i
-/// per query row; kLayout, the transposed copies of a [b, t, h, d] call),
-/// a buffer grown (cudaMalloc) when a call needs more bytes than any call
-/// before and kept for the life of the process, so that later calls of that
-/// size neither allocate nor synchronize and a CUDA graph that captured them
-/// stays valid. A smaller buffer it replaces is kept too (a captured graph
-/// may still read it). Calls on one device share it: they must be ordered
-/// (one stream). NULL when it must grow while `stream` is being captured,
-/// or when cudaMalloc fails.
-enum ScratchUse { kRowD, kLayout, kScratchUses };
-
-char *scratch(ScratchUse use, size_t bytes, cudaStream_t stream) {
-  struct Buffer {
-    char *data = nullptr;
-    size_t bytes = 0;
-  };
-  static std::mutex mutex;
-  static std::vector<std::array<Buffer, kScratchUses>> perDevice;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess)
-    return nullptr;
-  const size_t need = bytes > 0 ? bytes : 1;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (perDevice.size() <= static_cast<size_t>(device))
-    perDevice.resize(device + 1);
-  Buffer &buffer = perDevice[device][use];
-  if (buffer.bytes >= need)
-    return buffer.data;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone)
-    return nullptr;
-  char *grown = nullptr;
-  if (cudaMalloc(reinterpret_cast<void **>(&grown), need) != cudaSuccess)
-    return nullptr;
-  buffer.data = grown;
-  buffer.bytes = need;
-  return grown;
-}
-
 template <typename T>
 int forward(const OtcrtAttention *a, const T *q, const T *k, const T *v,
             const T *mask, T *out, float *lse, void *streamArg) {
@@ -329,7 +287,8 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
       !allowShared(keyGradKernel<T>, kShared))
     return 1;
   float *rowD = reinterpret_cast<float *>(
-      scratch(kRowD, sizeof(float) * static_cast<size_t>(rows), stream));
+      scratch(ScratchUse::AttentionRowD,
+              sizeof(float) * static_cast<size_t>(rows), stream));
   if (!rowD)
     return 1;
   if (rows > 0)
@@ -382,8 +341,8 @@ int forwardAnyLayout(const OtcrtAttention *a, const T *q, const T *k,
   cudaStream_t stream = asStream(streamArg);
   const size_t qn = a->b * a->h * a->t * a->d,
                kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
-  T *base = reinterpret_cast<T *>(
-      scratch(kLayout, sizeof(T) * (2 * qn + 2 * kvn), stream));
+  T *base = reinterpret_cast<T *>(scratch(
+      ScratchUse::AttentionLayout, sizeof(T) * (2 * qn + 2 * kvn), stream));
   if (!base)
     return 1;
   T *qc = base, *oc = base + qn, *kc = base + 2 * qn, *vc = kc + kvn;
@@ -412,8 +371,8 @@ int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
   cudaStream_t stream = asStream(streamArg);
   const size_t qn = a->b * a->h * (a->t > 0 ? a->t : 0) * a->d,
                kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
-  T *base = reinterpret_cast<T *>(
-      scratch(kLayout, sizeof(T) * (4 * qn + 4 * kvn), stream));
+  T *base = reinterpret_cast<T *>(scratch(
+      ScratchUse::AttentionLayout, sizeof(T) * (4 * qn + 4 * kvn), stream));
   if (!base)
     return 1;
   T *dOc = base, *qc = dOc + qn, *oc = qc + qn, *dqc = oc + qn,

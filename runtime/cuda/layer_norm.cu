@@ -2,24 +2,22 @@
 // float and bfloat16 storage. One block per row: the row's statistics are
 // block reductions (warp shuffles, then one value per warp in shared
 // memory) and the row is normalized in a second sweep. The parameter
-// gradients (sums over rows) run in their own kernel, one block per 32
-// columns: each thread sums a strided subset of the rows for its columns
-// and the eight partial sums of a column are added in a fixed order, so the
-// result is deterministic. That kernel is launched before the dx kernel, so
-// dx may share dy's buffer; a thread of the dx kernel writes only the
-// elements of dy and of the residual it has just read, so dx may also be the
-// residual's buffer. Every kernel accesses W elements at a time: a
-// 16-byte packet (common.cuh) when the columns are a multiple of the packet
-// and every row array is 16-byte aligned, else one element.
-#include "common.cuh"
+// gradients (sums over rows of dy xhat and dy) are the two-stage column
+// reduction of column_reduce.cuh with two results: stage 1 (one block per
+// 64 columns and chunk of rows) writes both partial sums per chunk to the
+// library's reduction scratch, stage 2 adds them in a fixed order, so the
+// result is deterministic and, like column_sum.cu's, the same for bf16 and
+// f32 storage of the same values. Both run before the dx kernel, so dx may
+// share dy's buffer; a thread of the dx kernel writes only the elements of
+// dy and of the residual it has just read, so dx may also be the
+// residual's buffer. Every kernel accesses W elements at a time: a 16-byte
+// packet (common.cuh) when the columns are a multiple of the packet and
+// every row array is 16-byte aligned, else one element.
+#include "column_reduce.cuh"
 
 namespace otcrt {
 namespace cuda {
 namespace {
-
-/// Rows (phases) and columns of the parameter-gradient blocks.
-constexpr int kParamRows = OTCRT_CUDA_PARAM_GRAD_PHASES;
-constexpr int kParamColumns = OTCRT_CUDA_COLUMNS_PER_BLOCK;
 
 /// gamma[c, c + W) as floats; 1 unless gamma is given.
 template <int W, typename T>
@@ -153,60 +151,67 @@ __global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
   }
 }
 
-/// dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (either may be NULL).
-/// Block (kParamColumns / W, kParamRows) per kParamColumns (32) columns:
-/// thread (x, y) sums rows y, y + kParamRows, ... of the W columns from
-/// kParamColumns blockIdx.x + W x (W = 8:
-/// threads x = 0..3 take columns 0-7, ..., 24-31 of the block; a packet
-/// lies within the row since W divides cols and the block's first column);
-/// the block's first 32 threads then add one column's partial sums each in
-/// row-phase order. That order depends on neither T nor W.
+/// Stage 1 of dgamma[c] = sum_r dy xhat and dbeta[c] = sum_r dy (either
+/// may be NULL): block (kTileLanes, kTilePhases) per (tile blockIdx.x,
+/// chunk blockIdx.y), as column_sum.cu's, with two sums per column; into
+/// partial[0 or 1][chunk] or, for a single chunk, into dgamma and dbeta.
 template <typename T, int W>
-__global__ void normParamGradKernel(int64_t rows, int64_t cols, const T *dy,
-                                    const T *x, const float *shift,
-                                    const float *scale, T *dgamma, T *dbeta) {
-  __shared__ float partGamma[kParamRows][kParamColumns + 1],
-      partBeta[kParamRows][kParamColumns + 1];
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kParamColumns;
-  const int lane = static_cast<int>(threadIdx.x) * W;
-  const int64_t c = first + lane;
-  float accGamma[W] = {}, accBeta[W] = {};
-  // Rows' loads issued together (ir/OtcLibraryCalls.cpp prices the loop so).
-  constexpr int unroll = sizeof(T) == 2 && W > 1
-                             ? OTCRT_CUDA_PARAM_GRAD_UNROLL_BF16_PACKETS
-                             : OTCRT_CUDA_PARAM_GRAD_UNROLL;
-  if (c < cols) {
-#pragma unroll unroll
-    for (int64_t r = threadIdx.y; r < rows; r += kParamRows) {
-      float g[W], xv[W];
-      loadPacket(dy + r * cols + c, g);
-      loadPacket(x + r * cols + c, xv);
-      float mu = shift ? shift[r] : 0.0f;
+__global__ void
+normParamGradKernel(int64_t rows, int64_t cols, int64_t chunkRows,
+                    int64_t chunks, const T *dy, const T *x, const float *shift,
+                    const float *scale, float *partial, T *dgamma, T *dbeta) {
+  __shared__ float partGamma[kTilePhases][kTileCols + 1],
+      partBeta[kTilePhases][kTileCols + 1];
+  const int lane = static_cast<int>(threadIdx.x),
+            phase = static_cast<int>(threadIdx.y);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunkRows;
+  const int64_t end = begin + chunkRows < rows ? begin + chunkRows : rows;
+  float accGamma[kTileSums] = {}, accBeta[kTileSums] = {};
+  for (int64_t r = begin + phase; r < end; r += kTilePhases) {
+    const float mu = shift ? shift[r] : 0.0f, rs = scale[r];
 #pragma unroll
-      for (int i = 0; i < W; ++i) {
-        accGamma[i] += g[i] * ((xv[i] - mu) * scale[r]);
-        accBeta[i] += g[i];
+    for (int j = 0; j < kTileSums; j += W) {
+      const int64_t c = first + tileColumn<W>(lane, j);
+      if (c < cols) {
+        float g[W], xv[W];
+        loadPacket(dy + r * cols + c, g);
+        loadPacket(x + r * cols + c, xv);
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          accGamma[j + i] += g[i] * ((xv[i] - mu) * rs);
+          accBeta[j + i] += g[i];
+        }
       }
     }
   }
 #pragma unroll
-  for (int i = 0; i < W; ++i) {
-    partGamma[threadIdx.y][lane + i] = accGamma[i];
-    partBeta[threadIdx.y][lane + i] = accBeta[i];
+  for (int j = 0; j < kTileSums; ++j) {
+    partGamma[phase][tileColumn<W>(lane, j)] = accGamma[j];
+    partBeta[phase][tileColumn<W>(lane, j)] = accBeta[j];
   }
-  __syncthreads();
-  const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
-  if (t >= kParamColumns || first + t >= cols)
+  const int t = phase * kTileLanes + lane;
+  float sumGamma, sumBeta;
+  // addPhases synchronizes the block before reading either array.
+  const bool holds = addPhases(partGamma, t, &sumGamma);
+  if (holds) {
+    sumBeta = partBeta[0][t];
+    for (int p = 1; p < kTilePhases; ++p)
+      sumBeta += partBeta[p][t];
+  }
+  if (!holds || first + t >= cols)
     return;
-  float sumGamma = partGamma[0][t], sumBeta = partBeta[0][t];
-  for (int i = 1; i < kParamRows; ++i) {
-    sumGamma += partGamma[i][t];
-    sumBeta += partBeta[i][t];
+  const int64_t c = first + t;
+  if (partial) {
+    float *chunk = partial + static_cast<int64_t>(blockIdx.y) * cols;
+    chunk[c] = sumGamma;
+    chunk[chunks * cols + c] = sumBeta;
+    return;
   }
   if (dgamma)
-    store(dgamma + first + t, sumGamma);
+    store(dgamma + c, sumGamma);
   if (dbeta)
-    store(dbeta + first + t, sumBeta);
+    store(dbeta + c, sumBeta);
 }
 
 template <typename T>
@@ -215,8 +220,6 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
             void *stream) {
   if (rows <= 0 || cols <= 0)
     return 0;
-  // ir/OtcLibraryCalls.cpp describes this launch (and normBwd's) for the
-  // step-time prediction: keep the two in step.
   const unsigned grid = static_cast<unsigned>(rows);
   if (packable<T>(cols, {x, gamma, beta, y}))
     normFwdKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
@@ -230,33 +233,36 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
 template <typename T>
 int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
             const float *shift, const float *scale, const T *residual, T *dx,
-            T *dgamma, T *dbeta, void *stream) {
+            T *dgamma, T *dbeta, void *streamArg) {
   if (cols <= 0)
     return 0;
   rows = rows < 0 ? 0 : rows;
   const bool packed = packable<T>(cols, {dy, x, gamma, residual, dx});
+  cudaStream_t stream = asStream(streamArg);
   if (dgamma || dbeta) {
-    // ir/OtcLibraryCalls.cpp describes these launches for the step-time
-    // prediction: keep the two in step.
-    const unsigned grid =
-        static_cast<unsigned>((cols + kParamColumns - 1) / kParamColumns);
+    ColumnPlan plan;
+    if (!planColumns(rows, cols, 2, stream, plan))
+      return 1;
+    const dim3 grid(static_cast<unsigned>(plan.tiles),
+                    static_cast<unsigned>(plan.chunks)),
+        block(kTileLanes, kTilePhases);
     if (packed)
-      normParamGradKernel<T, kPack<T>>
-          <<<grid, dim3(kParamColumns / kPack<T>, kParamRows), 0,
-             asStream(stream)>>>(rows, cols, dy, x, shift, scale, dgamma,
-                                 dbeta);
+      normParamGradKernel<T, kPack<T>><<<grid, block, 0, stream>>>(
+          rows, cols, plan.chunkRows, plan.chunks, dy, x, shift, scale,
+          plan.partial, dgamma, dbeta);
     else
-      normParamGradKernel<T, 1>
-          <<<grid, dim3(kParamColumns, kParamRows), 0, asStream(stream)>>>(
-              rows, cols, dy, x, shift, scale, dgamma, dbeta);
+      normParamGradKernel<T, 1><<<grid, block, 0, stream>>>(
+          rows, cols, plan.chunkRows, plan.chunks, dy, x, shift, scale,
+          plan.partial, dgamma, dbeta);
+    addPartials(plan, cols, 2, dgamma, dbeta, stream);
   }
   if (rows > 0) {
     const unsigned grid = static_cast<unsigned>(rows);
     if (packed)
-      normInputGradKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
+      normInputGradKernel<T, kPack<T>><<<grid, kBlock, 0, stream>>>(
           cols, dy, x, gamma, shift, scale, residual, dx);
     else
-      normInputGradKernel<T, 1><<<grid, kBlock, 0, asStream(stream)>>>(
+      normInputGradKernel<T, 1><<<grid, kBlock, 0, stream>>>(
           cols, dy, x, gamma, shift, scale, residual, dx);
   }
   return launchStatus();

@@ -3,7 +3,11 @@
 // at several shapes, on the GPU and on the host (the host kernels
 // of libotcrt_cpu, compiled in under their C++ names), and the results must
 // agree within float tolerance (bfloat16 results within a couple of
-// bfloat16 units). The bfloat16 attention also runs both of its device
+// bfloat16 units). The two-stage column reductions (column sums, the norms'
+// parameter gradients) and the gather gradient (on skewed token ids, the
+// GPT-2 shapes among others) must also repeat bit for bit and give bf16
+// results that are exactly their f32 results rounded. The bfloat16 attention
+// also runs both of its device
 // implementations, cuDNN's SDPA through the entry points and the fallback
 // kernels directly, against the host at several shapes, again when captured
 // in a CUDA graph, and checks that a repeated call allocates nothing. Also
@@ -35,9 +39,27 @@ using namespace cudatest;
 
 namespace {
 
+/// " RxC", the shape part of a check's name, and " skewed" for rows off
+/// 16-byte alignment (device's skew).
+std::string shapeName(int64_t rows, int64_t cols, size_t skew = 0) {
+  return " " + std::to_string(rows) + "x" + std::to_string(cols) +
+         (skew ? " skewed" : "");
+}
+
+/// Whether got and want hold the same bits (the first difference printed).
+bool sameBits(const Floats &got, const Floats &want, const char *what) {
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      std::printf("  %s[%zu]: %.9g, before %.9g\n", what, i, got[i], want[i]);
+      return false;
+    }
+  return got.size() == want.size();
+}
+
 /// Column sums (a bias's gradient) of f32 and bf16 storage against the host
-/// kernel: float accumulation in a different order, so within 1e-4 relative
-/// of the column's magnitude; the bf16 and f32 device sums of the same
+/// kernel: float accumulation in a different order (two stages over chunks
+/// of rows), so within 1e-4 relative of the column's magnitude; a repeated
+/// call gives the same bits, and the bf16 and f32 device sums of the same
 /// (representable) values must match bit for bit, also where one storage
 /// is read in packets and the other element by element. x lies `skew`
 /// elements past alignment.
@@ -51,6 +73,10 @@ void testColumnSum(std::mt19937 &rng, int64_t rows, int64_t cols,
   c.rc(otcrt_column_sum_f32(rows, cols, device(x, skew), dOut, nullptr), "f32");
   Floats f32 = host(dOut, cols);
   c.f32(f32, want, "f32 sums", 1e-4 * std::sqrt(static_cast<double>(rows)));
+  c.rc(otcrt_column_sum_f32(rows, cols, device(x, skew), dOut, nullptr),
+       "f32 again");
+  if (!sameBits(host(dOut, cols), f32, "f32 sums, again"))
+    c.ok = false;
   float *dOutB = device(got);
   c.rc(otcrt_column_sum_bf16(rows, cols, device(toBf16(x), skew), dOutB,
                              nullptr),
@@ -195,6 +221,212 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
       c.bf16(host(dXb, n), dxbr, "dx bf16");
     }
   }
+}
+
+/// The parameter gradients of layer norm (dgamma, dbeta) and RMS norm
+/// (dgamma) at training shapes, where they run as two-stage reductions: the
+/// f32 results within float tolerance of the host's, the same bits on a
+/// repeated call, and the bf16 results (same representable dy and x, same
+/// statistics) exactly the f32 device sums rounded to bf16, since the sum
+/// order depends on the shape alone.
+void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
+  const size_t n = rows * cols;
+  Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),
+         dy = random(n, rng), y(n), mean(rows), rstd(rows), dx(n), dg(cols),
+         db(cols);
+  otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, x.data(), gamma.data(), nullptr,
+                           y.data(), mean.data(), rstd.data());
+  for (int rms = 0; rms < 2; ++rms) {
+    Check c(std::string(rms ? "rms_norm" : "layer_norm") +
+            " parameter gradients" + shapeName(rows, cols));
+    const float *shift = rms ? nullptr : device(mean);
+    float *dG = device(Floats(cols)),
+          *dB = rms ? nullptr : device(Floats(cols));
+    float *dX = device(Floats(n));
+    const float *dDy = device(dy), *dXIn = device(x), *dGamma = device(gamma),
+                *dRstd = device(rstd);
+    auto f32 = [&] {
+      return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd,
+                                          dX, dG, nullptr)
+                 : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma,
+                                            shift, dRstd, nullptr, dX, dG, dB,
+                                            nullptr);
+    };
+    if (rms)
+      otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                             rstd.data(), dx.data(), dg.data());
+    else
+      otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
+                               mean.data(), rstd.data(), nullptr, dx.data(),
+                               dg.data(), db.data());
+    c.rc(f32(), "f32");
+    const double tol = 1e-4 * std::sqrt(static_cast<double>(rows));
+    Floats g32 = host(dG, cols), b32 = rms ? Floats() : host(dB, cols);
+    c.f32(g32, dg, "dgamma", tol);
+    if (!rms)
+      c.f32(b32, db, "dbeta", tol);
+    c.rc(f32(), "f32 again");
+    c.ok = sameBits(host(dG, cols), g32, "dgamma again") && c.ok;
+    if (!rms)
+      c.ok = sameBits(host(dB, cols), b32, "dbeta again") && c.ok;
+    Bf16s xb = toBf16(x), gb = toBf16(gamma), dyb = toBf16(dy);
+    otcrt_bf16 *dGb = device(Bf16s(cols)),
+               *dBb = rms ? nullptr : device(Bf16s(cols)),
+               *dXb = device(Bf16s(n));
+    c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                       device(gb), dRstd, dXb, dGb, nullptr)
+             : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                         device(gb), shift, dRstd, nullptr, dXb,
+                                         dGb, dBb, nullptr),
+         "bf16");
+    auto rounded = [](const Floats &v) { return toFloat(toBf16(v)); };
+    c.ok = sameBits(toFloat(host(dGb, cols)), rounded(g32),
+                    "bf16 dgamma vs rounded f32") &&
+           c.ok;
+    if (!rms)
+      c.ok = sameBits(toFloat(host(dBb, cols)), rounded(b32),
+                      "bf16 dbeta vs rounded f32") &&
+             c.ok;
+  }
+}
+
+/// The gather gradient (an embedding's gradient) of f32 and bf16 storage
+/// against the host kernel, which adds each row's positions in position
+/// order: the device adds them in pieces of sorted positions, so a row
+/// agrees within float rounding of that many additions (2^-23 x positions
+/// of the row x the sum of their magnitudes), exactly when all positions
+/// fall in one piece (at most 32 positions); a repeated call gives the same
+/// bits and allocates nothing; the bf16 device result is exactly the f32
+/// device result rounded (same order for both storages) where one sort
+/// takes every position (beyond, later batches add to bf16 results, within
+/// bf16 tolerance); grad and out lie `skew` elements past alignment.
+/// Positions one sort of the gather gradient surely takes (its scratch,
+/// OTCRT_CUDA_SORT_SCRATCH_BYTES, holds about 16 bytes a position).
+constexpr int64_t kOneSort = 100000;
+
+void testGatherGrad(std::mt19937 &rng, const std::string &name, int64_t outer,
+                    int64_t axisLen, int64_t inner,
+                    const std::vector<int64_t> &indices, size_t skew = 0) {
+  const int64_t P = static_cast<int64_t>(indices.size());
+  const size_t n = outer * axisLen * inner;
+  Check c("gather_grad " + name + " " + std::to_string(outer) + "x" +
+          std::to_string(axisLen) + "x" + std::to_string(inner) + " from " +
+          std::to_string(P) + (skew ? " skewed" : ""));
+  Floats g = random(outer * P * inner, rng), want(n);
+  otcrt::cpu::gatherGrad(outer, axisLen, inner, P, g.data(), indices.data(),
+                         want.data());
+  // Per result element: positions added and the sum of their magnitudes.
+  std::vector<double> bound(n, 0.0);
+  std::vector<int64_t> count(axisLen, 0);
+  for (int64_t p = 0; p < P; ++p) {
+    int64_t a = indices[p] < 0 ? indices[p] + axisLen : indices[p];
+    if (a >= 0 && a < axisLen)
+      ++count[a];
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p = 0; p < P; ++p) {
+      int64_t a = indices[p] < 0 ? indices[p] + axisLen : indices[p];
+      if (a < 0 || a >= axisLen)
+        continue;
+      for (int64_t e = 0; e < inner; ++e)
+        bound[(o * axisLen + a) * inner + e] +=
+            std::fabs(g[(o * P + p) * inner + e]);
+    }
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i)
+    bound[i] *=
+        std::ldexp(static_cast<double>(count[(i / inner) % axisLen]), -23);
+  const int64_t *dIdx = device(indices);
+  const float *dG = device(g, skew);
+  float *dOut = device(Floats(n, NAN), skew);
+  c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, dOut, nullptr),
+       "f32");
+  Floats got = host(dOut, n);
+  for (size_t i = 0; i < n && c.ok; ++i) {
+    double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    c.worst = std::max(c.worst, err);
+    if (!(err <= bound[i]) || (P <= 32 && err != 0)) {
+      std::printf("  [%zu]: gpu %.9g cpu %.9g (bound %.3g)\n", i, got[i],
+                  want[i], bound[i]);
+      c.ok = false;
+    }
+  }
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeBefore, &total);
+  c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, dOut, nullptr),
+       "f32 again");
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeAfter, &total);
+  if (freeAfter != freeBefore) {
+    std::printf("  a repeated call changed free device memory by %lld bytes\n",
+                static_cast<long long>(freeBefore) -
+                    static_cast<long long>(freeAfter));
+    c.ok = false;
+  }
+  c.ok = sameBits(host(dOut, n), got, "f32 again") && c.ok;
+  Bf16s gb = toBf16(g);
+  otcrt_bf16 *dOutB = device(Bf16s(n, 0x7fc0), skew);
+  c.rc(otcrt_gather_grad_bf16(outer, axisLen, inner, P, device(gb, skew), dIdx,
+                              dOutB, nullptr),
+       "bf16");
+  if (P <= kOneSort)
+    c.ok = sameBits(toFloat(host(dOutB, n)), toFloat(toBf16(got)),
+                    "bf16 vs rounded f32") &&
+           c.ok;
+  else
+    c.bf16(host(dOutB, n), toBf16(got), "bf16 vs rounded f32");
+}
+
+/// `n` token ids of a `vocab` table drawn as text draws them: Zipf (rank r
+/// with weight 1 / (r + 1)) over a shuffled vocabulary, so the frequent
+/// rows lie anywhere in the table.
+std::vector<int64_t> zipfTokens(int64_t n, int64_t vocab, std::mt19937 &rng) {
+  std::vector<double> weights(vocab);
+  for (int64_t r = 0; r < vocab; ++r)
+    weights[r] = 1.0 / static_cast<double>(r + 1);
+  std::vector<int64_t> ids(vocab);
+  for (int64_t r = 0; r < vocab; ++r)
+    ids[r] = r;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::discrete_distribution<int64_t> zipf(weights.begin(), weights.end());
+  std::vector<int64_t> out(n);
+  for (int64_t &v : out)
+    v = ids[zipf(rng)];
+  return out;
+}
+
+void testGatherGrads(std::mt19937 &rng) {
+  // GPT-2 124M's token embedding: 8192 tokens of real-text skew.
+  testGatherGrad(rng, "zipf", 1, 50257, 768, zipfTokens(8192, 50257, rng));
+  // One token at every position: one run over all 256 pieces.
+  testGatherGrad(rng, "one token", 1, 50257, 768,
+                 std::vector<int64_t>(8192, 50256));
+  // 70% on one token, negative ids (from the end) and ids outside the axis
+  // (which add nothing); odd row lengths (element by element) and rows off
+  // 16-byte alignment.
+  std::vector<int64_t> mixed = zipfTokens(5000, 1000, rng);
+  std::uniform_real_distribution<double> coin(0, 1);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    double u = coin(rng);
+    if (u < 0.7)
+      mixed[i] = 17;
+    else if (u < 0.8)
+      mixed[i] -= 1000;
+    else if (u < 0.82)
+      mixed[i] = 1000 + static_cast<int64_t>(i);
+  }
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 64, mixed);
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 63, mixed);
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 64, mixed, 1);
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 8, mixed);
+  // A gather along a middle axis (outer > 1).
+  testGatherGrad(rng, "middle axis", 4, 6, 33, zipfTokens(700, 6, rng));
+  // At most one piece: the host's bits exactly.
+  testGatherGrad(rng, "one piece", 1, 11, 8,
+                 {3, 1, 3, -1, 0, 3, 10, -11, 11, -12, 100, -1});
+  testGatherGrad(rng, "no positions", 1, 11, 8, {});
+  // More positions than one sort holds: sorted and added in batches.
+  testGatherGrad(rng, "batches", 1, 1000, 4, zipfTokens(600000, 1000, rng));
 }
 
 /// One attention problem on both sides, f32 then bf16.
@@ -656,6 +888,36 @@ void testGraphs(std::mt19937 &rng) {
                                                 OTCRT_MEAN, dlogits, s);
       },
       dlogits, rows * classes);
+  const int64_t bigRows = 8192, bigCols = 768;
+  float *dy = device(random(bigRows * bigCols, rng)),
+        *xs = device(random(bigRows * bigCols, rng)),
+        *means = device(random(bigRows, rng)),
+        *rstds = device(random(bigRows, rng, 0.5f, 2)),
+        *sums = device(Floats(bigCols)), *dgb = device(Floats(2 * bigCols)),
+        *dxs = device(Floats(bigRows * bigCols));
+  testGraph(
+      "column_sum_f32 8192x768",
+      [&](cudaStream_t s) {
+        return otcrt_column_sum_f32(bigRows, bigCols, dy, sums, s);
+      },
+      sums, bigCols);
+  testGraph(
+      "layer_norm_bwd_f32 dgamma dbeta 8192x768",
+      [&](cudaStream_t s) {
+        return otcrt_layer_norm_bwd_f32(bigRows, bigCols, dy, xs, nullptr,
+                                        means, rstds, nullptr, dxs, dgb,
+                                        dgb + bigCols, s);
+      },
+      dgb, 2 * bigCols);
+  std::vector<int64_t> tokens = zipfTokens(8192, 5000, rng);
+  const int64_t *dTokens = device(tokens);
+  float *table = device(Floats(5000 * 64));
+  testGraph(
+      "gather_grad_f32 8192 tokens",
+      [&](cudaStream_t s) {
+        return otcrt_gather_grad_f32(1, 5000, 64, 8192, dy, dTokens, table, s);
+      },
+      table, 5000 * 64);
 }
 
 } // namespace
@@ -746,6 +1008,13 @@ int main(int argc, char **argv) {
   testColumnSum(rng, 1, 33);
   testColumnSum(rng, 33, 1001);
   testColumnSum(rng, 100, 768, 1);
+  testColumnSum(rng, 8192, 3072);
+  testColumnSum(rng, 65536, 768);
+  testColumnSum(rng, 8192, 4);
+  testNormParamGrads(rng, 8192, 768);
+  testNormParamGrads(rng, 8192, 3072);
+  testNormParamGrads(rng, 4096, 1001);
+  testGatherGrads(rng);
   testSumSquares(rng);
   testScaleRanges(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};

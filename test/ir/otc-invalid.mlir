@@ -219,3 +219,31 @@ func.func @layer_norm_grad_residual(%dy: tensor<2x4xf32>, %x: tensor<2x4xf32>, %
   %dx, %dg, %db = otc.layer_norm_grad %dy, %x, %m, %s residual %r {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x4xbf16>) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx : tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a gather gradient's grad must have the gathered shape: the
+// data's dimensions around the axis with the indices' shape in its place.
+func.func @gather_grad_shape(%g: tensor<2x3x8xf32>, %i: tensor<2x4xi64>) {
+  // expected-error@+1 {{grad shape [2, 3, 8] should be [2, 4, 8]}}
+  %0 = otc.gather_grad %g, %i {axis = 0 : i64} : (tensor<2x3x8xf32>, tensor<2x4xi64>) -> tensor<11x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a gather gradient reads int64 indices (the kernel library's).
+func.func @gather_grad_indices(%g: tensor<2x3x8xf32>, %i: tensor<2x3xi32>) {
+  // expected-error@+1 {{indices must be int64}}
+  %0 = otc.gather_grad %g, %i {axis = 0 : i64} : (tensor<2x3x8xf32>, tensor<2x3xi32>) -> tensor<11x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a gather gradient's axis lies within the result's rank.
+func.func @gather_grad_axis(%g: tensor<3x8xf32>, %i: tensor<3xi64>) {
+  // expected-error@+1 {{axis 2 is out of range}}
+  %0 = otc.gather_grad %g, %i {axis = 2 : i64} : (tensor<3x8xf32>, tensor<3xi64>) -> tensor<11x8xf32>
+  return
+}

@@ -72,3 +72,20 @@ func.func @forward(%w: tensor<8xf32> {otc.param = "w"}, %k: tensor<i64> {otc.rng
   %1 = otc.reduce_sum %0, [0] : (tensor<8xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Tests that the gradient of a gather by int32 indices (an ONNX Gather may
+// take them) widens the indices to int64 for otc.gather_grad, whose kernel
+// reads int64, while the forward gather keeps reading the int32 ones.
+// CHECK-LABEL: func.func @train_step
+// CHECK: otc.gather %arg1, %arg0 {axis = 0 : i64} : (tensor<6x4xf32>, tensor<3xi32>) -> tensor<3x4xf32>
+// CHECK: %[[I:.*]] = otc.cast %arg0 : (tensor<3xi32>) -> tensor<3xi64>
+// CHECK: otc.gather_grad %{{.*}}, %[[I]] {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<6x4xf32>
+func.func @forward(%ids: tensor<3xi32> {otc.input = "ids"},
+                   %emb: tensor<6x4xf32> {otc.param = "emb"})
+    -> (tensor<f32> {otc.output = "loss"}) {
+  %0 = otc.gather %emb, %ids {axis = 0 : i64} : (tensor<6x4xf32>, tensor<3xi32>) -> tensor<3x4xf32>
+  %1 = otc.reduce_sum %0, [0, 1] : (tensor<3x4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}

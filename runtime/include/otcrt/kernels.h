@@ -94,13 +94,40 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
 /// Column sums of a row-major [rows, cols] matrix (otc.column_sum, a bias's
 /// gradient): out[c] = sum over r of x[r * cols + c], accumulated in float
 /// whatever the storage (bf16 widens exactly). The cpu target sums each
-/// column in row order; the cuda target in a fixed order of its own (many
-/// threads per column), so results agree to float rounding and repeat bit
-/// for bit run to run.
+/// column in row order; the cuda target in a fixed order of its own, which
+/// depends on the shape alone (chunks of rows summed by many blocks, then
+/// the chunks' sums added), so results agree to float rounding, repeat bit
+/// for bit run to run and are the same for bf16 and f32 storage of the
+/// same values.
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
                          float *out, void *stream);
 int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
                           float *out, void *stream);
+
+/*===--- Gather gradient ---------------------------------------------------===*/
+
+/// The gradient of a gather along one axis (otc.gather_grad, an embedding's
+/// gradient): with grad [outer, positions, inner] and indices [positions],
+/// out [outer, axis_len, inner] gets out[o, a, n] = the sum of grad[o, p,
+/// n] over the positions p whose index is a, accumulated in float (bf16:
+/// grad and out stored as bfloat16, one rounding per element); rows no
+/// index picks are zero (out is overwritten, not added to). A negative
+/// index counts from the end of the axis; one outside [-axis_len, axis_len)
+/// adds nothing and is not an error here (the gather that read the same
+/// indices reports it). The cpu target adds each row's positions in
+/// position order. The cuda target sorts the positions by index (a stable
+/// radix sort) and sums them in pieces of consecutive sorted positions,
+/// adding the pieces of a row in order: a row whose positions fall in one
+/// piece gets the cpu target's bits, one spread over several agrees to
+/// float rounding, and every result repeats bit for bit (no atomics),
+/// however skewed the indices.
+int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
+                          int64_t positions, const float *grad,
+                          const int64_t *indices, float *out, void *stream);
+int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
+                           int64_t positions, const otcrt_bf16 *grad,
+                           const int64_t *indices, otcrt_bf16 *out,
+                           void *stream);
 
 /*===--- Attention ---------------------------------------------------------===*/
 

@@ -6,6 +6,8 @@
 #ifndef OTCRT_LAUNCH_CONFIG_H
 #define OTCRT_LAUNCH_CONFIG_H
 
+#include <stdint.h>
+
 /// Threads per block of the row kernels: one block per row of a layer or
 /// RMS norm and of a cross-entropy's logits (layer_norm.cu,
 /// cross_entropy.cu), and of the gradient norm's partial sums.
@@ -15,14 +17,44 @@
 /// cross-entropy (cross_entropy.cu).
 #define OTCRT_CUDA_REDUCE_BLOCK 1024
 
-/// Columns per block of the column sums (column_sum.cu) and of the norms'
-/// parameter gradients (layer_norm.cu).
-#define OTCRT_CUDA_COLUMNS_PER_BLOCK 32
+/// The two-stage column reductions of the column sums (column_sum.cu) and
+/// of the norms' parameter gradients (layer_norm.cu), column_reduce.cuh:
+/// stage 1 runs one block per (tile of OTCRT_CUDA_COLUMN_TILE columns,
+/// chunk of rows) with OTCRT_CUDA_COLUMN_TILE_LANES x
+/// OTCRT_CUDA_COLUMN_TILE_PHASES threads, each adding every
+/// OTCRT_CUDA_COLUMN_TILE_PHASES-th row of its chunk; stage 2 adds the
+/// chunks' partials, one block of 32 columns x OTCRT_CUDA_COLUMN_ADD_GROUPS
+/// chunk groups per 32 columns of each result. Chunks are cut so that
+/// stage 1 has about OTCRT_CUDA_COLUMN_TARGET_BLOCKS blocks (two full waves
+/// of an H100: 132 SMs x 8 blocks of 256 threads).
+#define OTCRT_CUDA_COLUMN_TILE 64
+#define OTCRT_CUDA_COLUMN_TILE_LANES 8
+#define OTCRT_CUDA_COLUMN_TILE_PHASES 32
+#define OTCRT_CUDA_COLUMN_ADD_GROUPS 8
+#define OTCRT_CUDA_COLUMN_TARGET_BLOCKS (2 * 132 * 8)
 
-/// Row phases of a column-sum block (threads along y; each sums every
-/// 32nd row) and of a norm parameter-gradient block (every 8th row).
-#define OTCRT_CUDA_COLUMN_SUM_PHASES 32
-#define OTCRT_CUDA_PARAM_GRAD_PHASES 8
+/// How a reduction of `rows` x `cols` into `planes` results is cut, its
+/// partials ([planes][chunks][cols] floats) within `scratch_floats`: the
+/// tiles, the rows of a chunk and the chunks. The kernels and the compiler's
+/// prediction of their time both call this.
+static inline void otcrt_column_plan(int64_t rows, int64_t cols, int planes,
+                                     int64_t scratch_floats, int64_t *tiles,
+                                     int64_t *chunk_rows, int64_t *chunks) {
+  int64_t t = (cols + OTCRT_CUDA_COLUMN_TILE - 1) / OTCRT_CUDA_COLUMN_TILE;
+  int64_t target = t > 0 ? OTCRT_CUDA_COLUMN_TARGET_BLOCKS / t : 1;
+  int64_t cr, n;
+  target = target < 1 ? 1 : target;
+  cr = (rows + target - 1) / target;
+  cr = cr < OTCRT_CUDA_COLUMN_TILE_PHASES ? OTCRT_CUDA_COLUMN_TILE_PHASES : cr;
+  n = (rows + cr - 1) / cr;
+  while (n > 1 && n * cols * planes > scratch_floats) {
+    cr *= 2;
+    n = (rows + cr - 1) / cr;
+  }
+  *tiles = t;
+  *chunk_rows = cr;
+  *chunks = n < 1 ? 1 : n;
+}
 
 /// How many iterations of a column-sum thread's loop over its rows, and of
 /// a norm parameter-gradient thread's (2 where it loads bfloat16 packets),
