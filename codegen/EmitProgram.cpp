@@ -122,7 +122,8 @@ private:
   /// `n` work items with `args`; `what` names it in comments and the trace.
   std::string loopHead() const;
   void emitLaunch(const std::string &def, int64_t n,
-                  ArrayRef<std::string> args, StringRef node, StringRef what);
+                  ArrayRef<std::string> args, StringRef node, StringRef what,
+                  int width = 1);
   LogicalResult emitGemm(otck::GemmOp g);
   void emitCopy(otck::CopyOp c);
 
@@ -222,6 +223,13 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
        << kGeneratedBlock
        << ", 0, otc_s>>>(n, __VA_ARGS__); "
           "OTC_CHECK_LAUNCH(); } while (0)\n"
+          "/// The same for a kernel that reads `w` elements at a time: its "
+          "grid by packets.\n"
+          "#define OTC_LAUNCH_PACKETS(k, n, w, ...) \\\n"
+          "  do { k<<<otc_blocks(((n) + (w) - 1) / (w)), "
+       << kGeneratedBlock
+       << ", 0, otc_s>>>(n, __VA_ARGS__); "
+          "OTC_CHECK_LAUNCH(); } while (0)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"
           "  int64_t b = (n + "
        << kGeneratedBlock - 1 << ") / " << kGeneratedBlock
@@ -240,7 +248,8 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
           "  }\n}\n\n";
   else
     os << "/// Generated kernel `k` over `n` work items.\n"
-          "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n\n";
+          "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n"
+          "#define OTC_LAUNCH_PACKETS(k, n, w, ...) k(n, __VA_ARGS__)\n\n";
   os << globalsText << "\n" << kernelsText << "\n"
      << "/// The persistent slots, by name (an `arena` must be in scope).\n"
      << "#define OTC_SLOT(T, offset) ((T *)(arena + (offset)))\n"
@@ -485,7 +494,7 @@ std::string ProgramEmitter::loopHead() const {
 
 void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
                                 ArrayRef<std::string> args, StringRef node,
-                                StringRef what) {
+                                StringRef what, int width) {
   std::string kname = "k" + std::to_string(kernelCount);
   // Identical kernel texts are emitted once.
   auto [it, fresh] = kernelByText.try_emplace(def, kname);
@@ -497,8 +506,14 @@ void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
   } else {
     kname = it->second;
   }
-  funcs << "  OTC_CALL(" << cString(traceName(node, what)) << ", OTC_LAUNCH("
-        << kname << ", " << n;
+  // A vectorized chain's grid is sized by its packets (width elements each),
+  // not its elements: no blocks without work.
+  if (width > 1)
+    funcs << "  OTC_CALL(" << cString(traceName(node, what))
+          << ", OTC_LAUNCH_PACKETS(" << kname << ", " << n << ", " << width;
+  else
+    funcs << "  OTC_CALL(" << cString(traceName(node, what)) << ", OTC_LAUNCH("
+          << kname << ", " << n;
   for (const std::string &a : args)
     funcs << ", " << a;
   funcs << "));\n";
@@ -643,7 +658,7 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
   } else {
     std::tie(node, what) = chainNodeAndWhat(k);
   }
-  emitLaunch(def, n, args, node, what);
+  emitLaunch(def, n, args, node, what, width);
   return success();
 }
 

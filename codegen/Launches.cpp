@@ -138,8 +138,10 @@ KernelLaunch otc::generatedLaunch(otck::KernelOp k) {
     n = units = workItems(&op);
     item = workItemSteps(&op);
   }
+  // The grid: by packets for a vectorized chain (OTC_LAUNCH_PACKETS), else
+  // by items.
   int64_t launched = std::clamp<int64_t>(
-      (n + kGeneratedBlock - 1) / kGeneratedBlock, 1, kGeneratedMaxBlocks);
+      (units + kGeneratedBlock - 1) / kGeneratedBlock, 1, kGeneratedMaxBlocks);
   int64_t perThread =
       (units + launched * kGeneratedBlock - 1) / (launched * kGeneratedBlock);
   l.blocks = std::clamp<int64_t>(
