@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,8 +130,40 @@ inline std::string shapeName(int64_t rows, int64_t cols, size_t skew = 0) {
          (skew ? " skewed" : "");
 }
 
+/// Whether got and want hold the same bits (the first difference printed).
+inline bool sameBits(const Floats &got, const Floats &want, const char *what) {
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      std::printf("  %s[%zu]: %.9g, before %.9g\n", what, i, got[i], want[i]);
+      return false;
+    }
+  return got.size() == want.size();
+}
+
+/// `n` token ids of a `vocab` table drawn as text draws them: Zipf (rank r
+/// with weight 1 / (r + 1)) over a shuffled vocabulary, so the frequent
+/// rows lie anywhere in the table.
+inline std::vector<int64_t> zipfTokens(int64_t n, int64_t vocab, std::mt19937 &rng) {
+  std::vector<double> weights(vocab);
+  for (int64_t r = 0; r < vocab; ++r)
+    weights[r] = 1.0 / static_cast<double>(r + 1);
+  std::vector<int64_t> ids(vocab);
+  for (int64_t r = 0; r < vocab; ++r)
+    ids[r] = r;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::discrete_distribution<int64_t> zipf(weights.begin(), weights.end());
+  std::vector<int64_t> out(n);
+  for (int64_t &v : out)
+    v = ids[zipf(rng)];
+  return out;
+}
+
 /// The GEMM checks (gemm_cuda_test.cu).
 void testGemms(std::mt19937 &rng);
+/// The attention checks (attention_cuda_test.cu).
+void testAttentions(std::mt19937 &rng);
+/// The gather-gradient checks (gather_grad_cuda_test.cu).
+void testGatherGrads(std::mt19937 &rng);
 
 } // namespace cudatest
 

@@ -1,0 +1,370 @@
+// GPU check of the attention of libotcrt_cuda against the host kernels of
+// libotcrt_cpu: f32 and bf16 problems (causal, grouped-query, masked,
+// dropout, sliding windows, odd lengths, the 48 KiB shared-memory edge)
+// through the fallback kernels, and the bf16 attention through both device
+// implementations, cuDNN's SDPA via the entry points and the fallback
+// kernels directly, at several shapes and layouts, again replayed from a CUDA
+// graph, a repeated call allocating nothing. Part of otcrt-cuda-kernel-tests
+// (kernels_cuda_test.cu runs it).
+#include "cuda/attention.h"
+#include "cpu/common.h"
+#include "cpu/kernels_cpu.h"
+#include "cuda_test_util.cuh"
+#include "otcrt/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cudatest {
+namespace {
+
+/// One attention problem on both sides, f32 then bf16.
+void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
+                   std::mt19937 &rng) {
+  const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
+  const size_t rows = a.b * a.h * a.t;
+  Floats q = random(qn, rng), k = random(kvn, rng), v = random(kvn, rng),
+         dO = random(qn, rng), mask;
+  if (maskDims) {
+    mask = random(maskDims[0] * maskDims[1] * maskDims[2] * maskDims[3], rng);
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      a.mask_strides[i] = maskDims[i] == 1 ? 0 : stride;
+      stride *= maskDims[i];
+    }
+    mask[1] = -INFINITY;
+  }
+  // The device kernels read the key from device memory.
+  OtcrtAttention ad = a;
+  ad.key = device(std::vector<int64_t>{*a.key});
+  const float *mh = maskDims ? mask.data() : nullptr;
+  const float *md = maskDims ? device(mask) : nullptr;
+  Floats out(qn), lse(rows), dq(qn), dk(kvn), dv(kvn);
+  {
+    Check c(std::string("attention_f32 ") + name);
+    otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
+                             lse.data());
+    otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
+                             out.data(), lse.data(), dq.data(), dk.data(),
+                             dv.data());
+    float *dOut = device(out), *dLse = device(lse), *dQ = device(dq),
+          *dK = device(dk), *dV = device(dv);
+    c.rc(otcrt_attention_fwd_f32(&ad, device(q), device(k), device(v), md, dOut,
+                                 dLse, nullptr),
+         "fwd");
+    c.f32(host(dOut, qn), out, "out");
+    c.f32(host(dLse, rows), lse, "lse");
+    // The backward reads the host's forward results, so it is compared alone.
+    c.rc(otcrt_attention_bwd_f32(&ad, device(dO), device(q), device(k),
+                                 device(v), md, device(out), device(lse), dQ,
+                                 dK, dV, nullptr),
+         "bwd");
+    c.f32(host(dQ, qn), dq, "dq", 2e-4);
+    c.f32(host(dK, kvn), dk, "dk", 2e-4);
+    c.f32(host(dV, kvn), dv, "dv", 2e-4);
+  }
+  {
+    Check c(std::string("attention_bf16 ") + name);
+    Bf16s qb = toBf16(q), kb = toBf16(k), vb = toBf16(v), dOb = toBf16(dO),
+          mb = toBf16(mask), outb(qn), dqb(qn), dkb(kvn), dvb(kvn);
+    const otcrt_bf16 *mbd = maskDims ? device(mb) : nullptr;
+    otcrt::cpu::attentionFwd(a, qb.data(), kb.data(), vb.data(),
+                             maskDims ? mb.data() : nullptr, outb.data(),
+                             lse.data());
+    otcrt::cpu::attentionBwd(a, dOb.data(), qb.data(), kb.data(), vb.data(),
+                             maskDims ? mb.data() : nullptr, outb.data(),
+                             lse.data(), dqb.data(), dkb.data(), dvb.data());
+    otcrt_bf16 *dOut = device(outb), *dQ = device(dqb), *dK = device(dkb),
+               *dV = device(dvb);
+    float *dLse = device(lse);
+    c.rc(otcrt_attention_fwd_bf16(&ad, device(qb), device(kb), device(vb), mbd,
+                                  dOut, dLse, nullptr),
+         "fwd");
+    c.bf16(host(dOut, qn), outb, "out");
+    c.rc(otcrt_attention_bwd_bf16(&ad, device(dOb), device(qb), device(kb),
+                                  device(vb), mbd, device(outb), device(lse),
+                                  dQ, dK, dV, nullptr),
+         "bwd");
+    c.bf16(host(dQ, qn), dqb, "dq");
+    c.bf16(host(dK, kvn), dkb, "dk");
+    c.bf16(host(dV, kvn), dvb, "dv");
+  }
+}
+
+OtcrtAttention attention(int64_t b, int64_t h, int64_t hk, int64_t t, int64_t s,
+                         int64_t d, bool causal, float dropout) {
+  OtcrtAttention a{};
+  a.b = b, a.h = h, a.hk = hk, a.t = t, a.s = s, a.d = d;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.causal = causal;
+  a.dropout = dropout;
+  static const int64_t key = 42;
+  a.key = &key; // host memory: the host kernels' struct
+  a.dropout_stream = 3;
+  return a;
+}
+
+/// One bfloat16 attention problem for testAttentionPaths: the sizes, the
+/// mask's dimensions (NULL: none) and whether the entry points must run it
+/// on cuDNN when the runtime has it.
+struct AttentionCase {
+  const char *name;
+  OtcrtAttention a;
+  const int64_t *maskDims;
+  bool cudnnExpected;
+};
+
+using AttnFwd = int (*)(const OtcrtAttention *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, otcrt_bf16 *, float *, void *);
+using AttnBwd = int (*)(const OtcrtAttention *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const otcrt_bf16 *,
+                        const otcrt_bf16 *, const float *, otcrt_bf16 *,
+                        otcrt_bf16 *, otcrt_bf16 *, void *);
+
+/// Compares bfloat16 results of a fused attention (whose probabilities are
+/// rounded to bfloat16 inside): 2e-2 relative, plus 1e-2 of the tensor's
+/// largest magnitude (at least 1e-3) absolute.
+bool nearAttention(const Bf16s &got, const Bf16s &want, const char *what,
+                   double &worst) {
+  Floats g = toFloat(got), w = toFloat(want);
+  double scale = 0;
+  for (float x : w)
+    if (std::isfinite(x))
+      scale = std::max(scale, std::fabs(static_cast<double>(x)));
+  return near(g, w, 2e-2, std::max(1e-3, 1e-2 * scale), what, worst);
+}
+
+/// The bfloat16 attention of `tc` through one device implementation (the
+/// entry points when `dispatched`, else the fallback kernels), against the
+/// host: forward, backward (fed the host's forward results), a repeated call
+/// that must allocate nothing, and the forward and backward replayed from a
+/// CUDA graph.
+void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
+                       AttnBwd bwd, std::mt19937 &rng) {
+  OtcrtAttention a = tc.a;
+  const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
+  const size_t rows = a.b * a.h * a.t;
+  Floats mask;
+  if (tc.maskDims) {
+    const int64_t *m = tc.maskDims;
+    mask = random(m[0] * m[1] * m[2] * m[3], rng);
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      a.mask_strides[i] = m[i] == 1 ? 0 : stride;
+      stride *= m[i];
+    }
+  }
+  Bf16s q = toBf16(random(qn, rng)), k = toBf16(random(kvn, rng)),
+        v = toBf16(random(kvn, rng)), dO = toBf16(random(qn, rng)),
+        mb = toBf16(mask), out(qn), dq(qn), dk(kvn), dv(kvn);
+  Floats lse(rows);
+  const otcrt_bf16 *mh = tc.maskDims ? mb.data() : nullptr;
+  otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
+                           lse.data());
+  otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
+                           out.data(), lse.data(), dq.data(), dk.data(),
+                           dv.data());
+
+  OtcrtAttention ad = a;
+  ad.key = device(std::vector<int64_t>{*a.key});
+  const otcrt_bf16 *dQ = device(q), *dK = device(k), *dV = device(v),
+                   *dDO = device(dO),
+                   *dMask = tc.maskDims ? device(mb) : nullptr,
+                   *dHostOut = device(out);
+  const float *dHostLse = device(lse);
+  otcrt_bf16 *gOut = device(Bf16s(qn)), *gDq = device(Bf16s(qn)),
+             *gDk = device(Bf16s(kvn)), *gDv = device(Bf16s(kvn));
+  float *gLse = device(Floats(rows));
+
+  Check c(std::string("attention_bf16 ") + tc.name);
+  auto compare = [&](const char *when) {
+    std::string w(when);
+    c.ok = nearAttention(host(gOut, qn), out, (w + "out").c_str(), c.worst) &&
+           c.ok;
+    c.ok = near(host(gLse, rows), lse, 2e-3, 2e-4, w + "lse", c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDq, qn), dq, (w + "dq").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDk, kvn), dk, (w + "dk").c_str(), c.worst) && c.ok;
+    c.ok =
+        nearAttention(host(gDv, kvn), dv, (w + "dv").c_str(), c.worst) && c.ok;
+  };
+  auto call = [&](cudaStream_t stream) {
+    c.rc(fwd(&ad, dQ, dK, dV, dMask, gOut, gLse, stream), "fwd");
+    const char *fwdWhy = otcrt::cuda::lastAttentionFallbackReason();
+    c.rc(bwd(&ad, dDO, dQ, dK, dV, dMask, dHostOut, dHostLse, gDq, gDk, gDv,
+             stream),
+         "bwd");
+    const char *bwdWhy = otcrt::cuda::lastAttentionFallbackReason();
+    return std::make_pair(fwdWhy, bwdWhy);
+  };
+
+  auto [fwdWhy, bwdWhy] = call(nullptr);
+  compare("");
+  if (!dispatched) {
+    c.name += " [fallback kernels]";
+  } else {
+    auto label = [](const char *why) {
+      return why ? std::string("fallback (") + why + ")" : std::string("cuDNN");
+    };
+    c.name +=
+        " [entry points: fwd " + label(fwdWhy) + ", bwd " + label(bwdWhy) + "]";
+    const char *forced = std::getenv("OTCRT_ATTENTION");
+    bool required = tc.cudnnExpected && otcrt::cuda::cudnnAttentionBuilt() &&
+                    !(forced && std::strcmp(forced, "fallback") == 0);
+    if (required && (fwdWhy || bwdWhy)) {
+      std::printf("  cuDNN expected but not used\n");
+      c.ok = false;
+    }
+    if (a.dropout > 0 && (!fwdWhy || !bwdWhy)) {
+      std::printf("  dropout must run on the fallback kernels\n");
+      c.ok = false;
+    }
+  }
+
+  // A repeated call of the same shape allocates no device memory.
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeBefore, &total);
+  call(nullptr);
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeAfter, &total);
+  if (freeAfter != freeBefore) {
+    std::printf("  a repeated call changed free device memory by %lld bytes\n",
+                static_cast<long long>(freeBefore) -
+                    static_cast<long long>(freeAfter));
+    c.ok = false;
+  }
+
+  // Forward and backward captured in a CUDA graph, outputs cleared, replayed.
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool captured = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) ==
+                      cudaSuccess &&
+                  cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) ==
+                      cudaSuccess;
+  if (captured) {
+    call(stream);
+    captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
+               cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  if (!captured) {
+    std::printf("  capture in a CUDA graph failed: %s\n",
+                cudaGetErrorString(cudaGetLastError()));
+    c.ok = false;
+  } else {
+    cudaMemset(gOut, 0, qn * sizeof(otcrt_bf16));
+    cudaMemset(gLse, 0, rows * sizeof(float));
+    cudaMemset(gDq, 0, qn * sizeof(otcrt_bf16));
+    cudaMemset(gDk, 0, kvn * sizeof(otcrt_bf16));
+    cudaMemset(gDv, 0, kvn * sizeof(otcrt_bf16));
+    cudaDeviceSynchronize();
+    c.rc(cudaGraphLaunch(exec, stream) == cudaSuccess ? 0 : 1, "graph launch");
+    cudaStreamSynchronize(stream);
+    compare("graph replay: ");
+  }
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (stream)
+    cudaStreamDestroy(stream);
+}
+
+/// The bfloat16 attention through cuDNN (via the entry points) and through
+/// the fallback kernels, each against the host.
+void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
+  AttnFwd fallbackFwd = otcrt::cuda::attentionFwdFallback;
+  AttnBwd fallbackBwd = otcrt::cuda::attentionBwdFallback;
+  testAttentionPath(tc, true, otcrt_attention_fwd_bf16,
+                    otcrt_attention_bwd_bf16, rng);
+  testAttentionPath(tc, false, fallbackFwd, fallbackBwd, rng);
+}
+
+
+} // namespace
+
+/// Every attention check.
+void testAttentions(std::mt19937 &rng) {
+  const int64_t keyPadding[4] = {2, 1, 1, 70};
+  const int64_t full[4] = {1, 4, 33, 50};
+  testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,
+                rng);
+  testAttention("causal mask dropout",
+                attention(2, 4, 1, 70, 70, 32, true, 0.1f), keyPadding, rng);
+  testAttention("full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
+                rng);
+  // Both device implementations of the bfloat16 attention; cuDNN must run
+  // the causal and plain cases with t == s (mask layouts, t != s and head
+  // sizes it may decline are reported, not required).
+  const int64_t fullMask64[4] = {1, 4, 64, 64};
+  const int64_t padding128[4] = {2, 1, 1, 128};
+  // Stored [B, T, H, D] (OTCRT_LAYOUT_BTHD): cuDNN reads it through
+  // strides, the fallback through transposed copies.
+  auto bthd = [](OtcrtAttention a) {
+    a.layout = OTCRT_LAYOUT_BTHD;
+    return a;
+  };
+  auto windowed = [](OtcrtAttention a, int32_t w) {
+    a.window = w;
+    return a;
+  };
+  const AttentionCase cases[] = {
+      {"t=s=1024 causal d=64", attention(2, 4, 4, 1024, 1024, 64, true, 0),
+       nullptr, true},
+      {"t=s=1024 causal d=64 bthd",
+       bthd(attention(2, 12, 12, 1024, 1024, 64, true, 0)), nullptr, true},
+      {"t=s=37 causal gqa h=4 hk=2 d=64 bthd",
+       bthd(attention(2, 4, 2, 37, 37, 64, true, 0)), nullptr, true},
+      {"t=s=1024 causal gqa h=8 hk=2 d=128",
+       attention(1, 8, 2, 1024, 1024, 128, true, 0), nullptr, true},
+      {"t=s=1024 d=64 hk=1", attention(1, 4, 1, 1024, 1024, 64, false, 0),
+       nullptr, true},
+      {"t=s=37 causal gqa d=64", attention(3, 4, 2, 37, 37, 64, true, 0),
+       nullptr, true},
+      {"t=s=16 d=128", attention(2, 2, 2, 16, 16, 128, false, 0), nullptr,
+       true},
+      {"t=17 s=40 d=128", attention(2, 2, 2, 17, 40, 128, false, 0), nullptr,
+       false},
+      {"t=40 s=24 causal d=64", attention(1, 2, 1, 40, 24, 64, true, 0),
+       nullptr, false},
+      {"t=s=64 full mask d=64", attention(1, 4, 2, 64, 64, 64, false, 0),
+       fullMask64, false},
+      {"t=s=128 causal key padding d=64",
+       attention(2, 4, 4, 128, 128, 64, true, 0), padding128, false},
+      {"t=s=64 causal dropout d=64", attention(1, 2, 2, 64, 64, 64, true, 0.1f),
+       nullptr, false},
+      {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr, false},
+      // A causal sliding window: cuDNN's diagonal band with a left bound.
+      {"t=s=1024 causal window 256 gqa d=64",
+       windowed(attention(1, 8, 2, 1024, 1024, 64, true, 0), 256), nullptr,
+       true},
+      {"t=s=37 causal window 8 d=64 bthd",
+       bthd(windowed(attention(2, 4, 2, 37, 37, 64, true, 0), 8)), nullptr,
+       true},
+  };
+  for (const AttentionCase &tc : cases)
+    testAttentionPaths(tc, rng);
+  testAttention("causal odd length", attention(1, 2, 2, 129, 129, 64, true, 0),
+                nullptr, rng);
+  // The forward's dynamic shared memory, (d + s) floats, exactly 48 KiB:
+  // with the kernel's static scratch over the default limit, so it must opt
+  // in (it failed to launch when only dynamic sizes over 48 KiB did).
+  testAttention("shared memory at 48 KiB", attention(1, 1, 1, 2, 12224, 64, false, 0),
+                nullptr, rng);
+  testAttention("causal window 5 key padding",
+                windowed(attention(2, 4, 2, 70, 70, 32, true, 0), 5), keyPadding,
+                rng);
+}
+
+} // namespace cudatest

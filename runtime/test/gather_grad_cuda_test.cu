@@ -1,0 +1,149 @@
+// GPU check of the gather gradient of libotcrt_cuda (otcrt_gather_grad_*,
+// an embedding's gradient) against the host kernel of libotcrt_cpu: GPT-2
+// shapes with Zipf-distributed token ids, one token everywhere, odd and
+// misaligned rows, a middle axis, negative and outside indices, more
+// positions than one sort holds, a repeated call's bits and allocations.
+// Part of otcrt-cuda-kernel-tests (kernels_cuda_test.cu runs it).
+#include "cpu/common.h"
+#include "cpu/kernels_cpu.h"
+#include "cuda_test_util.cuh"
+#include "otcrt/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cudatest {
+namespace {
+
+/// The gather gradient (an embedding's gradient) of f32 and bf16 storage
+/// against the host kernel, which adds each row's positions in position
+/// order: the device adds them in pieces of sorted positions, so a row
+/// agrees within float rounding of that many additions (2^-23 x positions
+/// of the row x the sum of their magnitudes), exactly when all positions
+/// fall in one piece (at most 32 positions); a repeated call gives the same
+/// bits and allocates nothing; the bf16 device result is exactly the f32
+/// device result rounded (same order for both storages) where one sort
+/// takes every position (beyond, later batches add to bf16 results, within
+/// bf16 tolerance); grad and out lie `skew` elements past alignment.
+/// Positions one sort of the gather gradient surely takes (its scratch,
+/// OTCRT_CUDA_SORT_SCRATCH_BYTES, holds about 16 bytes a position).
+constexpr int64_t kOneSort = 100000;
+
+void testGatherGrad(std::mt19937 &rng, const std::string &name, int64_t outer,
+                    int64_t axisLen, int64_t inner,
+                    const std::vector<int64_t> &indices, size_t skew = 0) {
+  const int64_t P = static_cast<int64_t>(indices.size());
+  const size_t n = outer * axisLen * inner;
+  Check c("gather_grad " + name + " " + std::to_string(outer) + "x" +
+          std::to_string(axisLen) + "x" + std::to_string(inner) + " from " +
+          std::to_string(P) + (skew ? " skewed" : ""));
+  Floats g = random(outer * P * inner, rng), want(n);
+  otcrt::cpu::gatherGrad(outer, axisLen, inner, P, g.data(), indices.data(),
+                         want.data());
+  // Per result element: positions added and the sum of their magnitudes.
+  std::vector<double> bound(n, 0.0);
+  std::vector<int64_t> count(axisLen, 0);
+  for (int64_t p = 0; p < P; ++p) {
+    int64_t a = indices[p] < 0 ? indices[p] + axisLen : indices[p];
+    if (a >= 0 && a < axisLen)
+      ++count[a];
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p = 0; p < P; ++p) {
+      int64_t a = indices[p] < 0 ? indices[p] + axisLen : indices[p];
+      if (a < 0 || a >= axisLen)
+        continue;
+      for (int64_t e = 0; e < inner; ++e)
+        bound[(o * axisLen + a) * inner + e] +=
+            std::fabs(g[(o * P + p) * inner + e]);
+    }
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i)
+    bound[i] *=
+        std::ldexp(static_cast<double>(count[(i / inner) % axisLen]), -23);
+  const int64_t *dIdx = device(indices);
+  const float *dG = device(g, skew);
+  float *dOut = device(Floats(n, NAN), skew);
+  c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, dOut, nullptr),
+       "f32");
+  Floats got = host(dOut, n);
+  for (size_t i = 0; i < n && c.ok; ++i) {
+    double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    c.worst = std::max(c.worst, err);
+    if (!(err <= bound[i]) || (P <= 32 && err != 0)) {
+      std::printf("  [%zu]: gpu %.9g cpu %.9g (bound %.3g)\n", i, got[i],
+                  want[i], bound[i]);
+      c.ok = false;
+    }
+  }
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeBefore, &total);
+  c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, dOut, nullptr),
+       "f32 again");
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeAfter, &total);
+  if (freeAfter != freeBefore) {
+    std::printf("  a repeated call changed free device memory by %lld bytes\n",
+                static_cast<long long>(freeBefore) -
+                    static_cast<long long>(freeAfter));
+    c.ok = false;
+  }
+  c.ok = sameBits(host(dOut, n), got, "f32 again") && c.ok;
+  Bf16s gb = toBf16(g);
+  otcrt_bf16 *dOutB = device(Bf16s(n, 0x7fc0), skew);
+  c.rc(otcrt_gather_grad_bf16(outer, axisLen, inner, P, device(gb, skew), dIdx,
+                              dOutB, nullptr),
+       "bf16");
+  if (P <= kOneSort)
+    c.ok = sameBits(toFloat(host(dOutB, n)), toFloat(toBf16(got)),
+                    "bf16 vs rounded f32") &&
+           c.ok;
+  else
+    c.bf16(host(dOutB, n), toBf16(got), "bf16 vs rounded f32");
+}
+
+} // namespace
+
+
+void testGatherGrads(std::mt19937 &rng) {
+  // GPT-2 124M's token embedding: 8192 tokens of real-text skew.
+  testGatherGrad(rng, "zipf", 1, 50257, 768, zipfTokens(8192, 50257, rng));
+  // One token at every position: one run over all 256 pieces.
+  testGatherGrad(rng, "one token", 1, 50257, 768,
+                 std::vector<int64_t>(8192, 50256));
+  // 70% on one token, negative ids (from the end) and ids outside the axis
+  // (which add nothing); odd row lengths (element by element) and rows off
+  // 16-byte alignment.
+  std::vector<int64_t> mixed = zipfTokens(5000, 1000, rng);
+  std::uniform_real_distribution<double> coin(0, 1);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    double u = coin(rng);
+    if (u < 0.7)
+      mixed[i] = 17;
+    else if (u < 0.8)
+      mixed[i] -= 1000;
+    else if (u < 0.82)
+      mixed[i] = 1000 + static_cast<int64_t>(i);
+  }
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 64, mixed);
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 63, mixed);
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 64, mixed, 1);
+  testGatherGrad(rng, "skewed mixed", 1, 1000, 8, mixed);
+  // A gather along a middle axis (outer > 1).
+  testGatherGrad(rng, "middle axis", 4, 6, 33, zipfTokens(700, 6, rng));
+  // At most one piece: the host's bits exactly.
+  testGatherGrad(rng, "one piece", 1, 11, 8,
+                 {3, 1, 3, -1, 0, 3, 10, -11, 11, -12, 100, -1});
+  testGatherGrad(rng, "no positions", 1, 11, 8, {});
+  // More positions than one sort holds: sorted and added in batches.
+  testGatherGrad(rng, "batches", 1, 1000, 4, zipfTokens(600000, 1000, rng));
+}
+
+} // namespace cudatest
