@@ -306,6 +306,11 @@ private:
   /// The ints of attribute `name`, or nullopt when absent.
   std::optional<llvm::SmallVector<int64_t>>
   attrInts(llvm::StringRef name) const;
+  /// The axes a normalization over the current node's `axis` attribute
+  /// (default -1) reduces: from it to the last of `shape`; `elements` gets
+  /// how many elements each normalized row has.
+  llvm::SmallVector<int64_t> normalizedAxes(llvm::ArrayRef<int64_t> shape,
+                                            int64_t &elements);
   /// Normalizes an axis in [-rank, rank) to [0, rank); fails otherwise.
   int64_t normAxis(int64_t axis, int64_t rank, llvm::StringRef what) const;
 

@@ -100,20 +100,27 @@ void Importer::importReduce() {
   define(0, y);
 }
 
+SmallVector<int64_t> Importer::normalizedAxes(ArrayRef<int64_t> shape,
+                                              int64_t &elements) {
+  int64_t rank = shape.size();
+  int64_t axis = normAxis(attrInt("axis", -1), rank, "axis");
+  SmallVector<int64_t> axes;
+  elements = 1;
+  for (int64_t d = axis; d < rank; ++d) {
+    axes.push_back(d);
+    elements *= shape[d];
+  }
+  return axes;
+}
+
 void Importer::importLayerNorm() {
   Value x = requireFloat(input(0), "X");
   Value scale = requireFloat(input(1), "Scale");
   Value bias = getOptional(2);
   ArrayRef<int64_t> in = shapeOf(x);
-  int64_t rank = in.size();
-  int64_t axis = normAxis(attrInt("axis", -1), rank, "axis");
   double eps = widenFloat(attrFloat("epsilon", 1e-5f));
-  SmallVector<int64_t> axes;
   int64_t n = 1;
-  for (int64_t d = axis; d < rank; ++d) {
-    axes.push_back(d);
-    n *= in[d];
-  }
+  SmallVector<int64_t> axes = normalizedAxes(in, n);
   Value invN = scalarF32(1.0 / static_cast<double>(n));
   Value mean = binary<MulOp>(reduceSum(x, axes, true), invN);
   Value d = binary<SubOp>(x, mean);

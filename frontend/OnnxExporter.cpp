@@ -20,14 +20,6 @@
 namespace otc {
 namespace {
 
-/// "[2, 3]" for messages.
-std::string dimsText(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 /// Adds an Identity from the scores of the SoftmaxCrossEntropyLoss node to a
 /// new graph output "logits", typed by ONNX shape inference (the checker
 /// requires a shape; unknown dimensions stay symbolic).
@@ -135,8 +127,8 @@ bool exportImpl(const ExportOptions &options,
       return false;
     }
     if (dims != w.shape) {
-      error = "weight '" + w.name + "' has shape " + dimsText(w.shape) +
-              " but the model's initializer has " + dimsText(dims);
+      error = "weight '" + w.name + "' has shape " + detail::shapeStr(w.shape) +
+              " but the model's initializer has " + detail::shapeStr(dims);
       return false;
     }
     int64_t numel = 1;
@@ -162,13 +154,9 @@ bool exportImpl(const ExportOptions &options,
     size_t n = 1;
     for (int64_t d : src->shape)
       n *= static_cast<size_t>(d);
-    std::vector<float> v(src->data, src->data + n);
-    if (t.transposed) {
-      int64_t rows = src->shape[0], cols = src->shape[1];
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j)
-          v[j * rows + i] = src->data[i * cols + j];
-    }
+    std::vector<float> v =
+        t.transposed ? transposed2d(src->data, src->shape[0], src->shape[1])
+                     : std::vector<float>(src->data, src->data + n);
     onnx::TensorProto &copy = *inits.at(t.copy);
     copy.clear_float_data();
     copy.set_raw_data(std::string(reinterpret_cast<const char *>(v.data()),

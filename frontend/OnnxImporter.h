@@ -79,6 +79,10 @@ struct NamedTensor {
 /// exporter-given name (no "::"), else the earlier one.
 std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors);
 
+/// The transpose of the row-major `rows` x `cols` matrix `src` (Ties.cpp):
+/// what a transposed tie's copy holds.
+std::vector<float> transposed2d(const float *src, int64_t rows, int64_t cols);
+
 /// A float initializer's name, shape and values (converted to float32).
 struct InitializerData {
   std::string name;

@@ -44,15 +44,9 @@ void Importer::importRmsNorm() {
   Value x = requireFloat(input(0), "X");
   Value scale = requireFloat(input(1), "scale");
   ArrayRef<int64_t> in = shapeOf(x);
-  int64_t rank = in.size();
-  int64_t axis = normAxis(attrInt("axis", -1), rank, "axis");
   double eps = widenFloat(attrFloat("epsilon", 1e-5f));
-  SmallVector<int64_t> axes;
   int64_t n = 1;
-  for (int64_t d = axis; d < rank; ++d) {
-    axes.push_back(d);
-    n *= in[d];
-  }
+  SmallVector<int64_t> axes = normalizedAxes(in, n);
   if (n == 0)
     nodeFail("normalizes over zero elements (X " + shapeStr(in) + ")");
   Value meanSquare =

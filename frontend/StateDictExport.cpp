@@ -71,13 +71,6 @@ int64_t numel(const std::vector<int64_t> &shape) {
   return n;
 }
 
-std::string dimsText(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 /// A state-dict-like name: dotted module path, no exporter prefix.
 bool paramLike(const std::string &name) {
   return name.find('.') != std::string::npos &&
@@ -205,7 +198,7 @@ std::string relationText(const Relation &rel) {
   case Relation::Transposed:
     return ", transposed";
   case Relation::Reshaped:
-    return ", reshaped to " + dimsText(rel.shape);
+    return ", reshaped to " + detail::shapeStr(rel.shape);
   case Relation::Offset: {
     std::ostringstream s;
     s << ", minus the " << rel.offset << " the exporter folded in";
@@ -224,13 +217,9 @@ std::vector<float> invert(const Init &init, const Relation &rel) {
   case Relation::Reshaped:
     out = v;
     break;
-  case Relation::Transposed: {
-    int64_t rows = init.shape[0], cols = init.shape[1];
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        out[j * rows + i] = v[i * cols + j];
+  case Relation::Transposed:
+    out = transposed2d(v.data(), init.shape[0], init.shape[1]);
     break;
-  }
   case Relation::Offset:
     for (size_t i = 0; i < v.size(); ++i)
       out[i] = v[i] - rel.offset;
@@ -322,8 +311,8 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
     }
     Init &init = inits[it->second];
     if (init.shape != w.shape) {
-      error = "weight '" + w.name + "' has shape " + dimsText(w.shape) +
-              " but the model's initializer has " + dimsText(init.shape);
+      error = "weight '" + w.name + "' has shape " + detail::shapeStr(w.shape) +
+              " but the model's initializer has " + detail::shapeStr(init.shape);
       return false;
     }
     init.current.assign(w.data, w.data + numel(w.shape));
@@ -338,14 +327,9 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
     const Init &src = inits[byName.at(t.source)];
     if (copy.trained || !src.trained)
       continue;
-    if (!t.transposed) {
-      copy.current = src.current;
-      continue;
-    }
-    int64_t rows = src.shape[0], cols = src.shape[1];
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        copy.current[j * rows + i] = src.current[i * cols + j];
+    copy.current = t.transposed ? transposed2d(src.current.data(),
+                                               src.shape[0], src.shape[1])
+                                : src.current;
   }
   return true;
 }
@@ -612,7 +596,7 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
   for (const Init &init : inits)
     if (init.names.empty() && (init.trained || !init.hint.empty()))
       unresolved.push_back(
-          "'" + init.name + "' " + dimsText(init.shape) + ": " +
+          "'" + init.name + "' " + detail::shapeStr(init.shape) + ": " +
           (init.hint.empty() ? std::string("no name in the graph or its metadata")
                              : init.hintWhy + ", with an operation otc cannot undo "
                                               "without the original weights"));

@@ -121,4 +121,12 @@ std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
   return ties;
 }
 
+std::vector<float> transposed2d(const float *src, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      out[j * rows + i] = src[i * cols + j];
+  return out;
+}
+
 } // namespace otc

@@ -276,14 +276,23 @@ LogicalResult SliceOp::verify() {
   return success();
 }
 
+/// The shape of `data` gathered along `axis` by `indices`: data's
+/// dimensions before the axis, the indices', then data's after it.
+static SmallVector<int64_t> gatheredShape(ArrayRef<int64_t> data, int64_t axis,
+                                          ArrayRef<int64_t> indices) {
+  SmallVector<int64_t> shape(data.take_front(axis));
+  llvm::append_range(shape, indices);
+  llvm::append_range(shape, data.drop_front(axis + 1));
+  return shape;
+}
+
 LogicalResult GatherOp::verify() {
   ArrayRef<int64_t> data = shapeOf(getData());
   int64_t axis = getAxis();
   if (axis < 0 || axis >= (int64_t)data.size())
     return emitOpError("axis ") << axis << " is out of range";
-  SmallVector<int64_t> expected(data.take_front(axis));
-  llvm::append_range(expected, shapeOf(getIndices()));
-  llvm::append_range(expected, data.drop_front(axis + 1));
+  SmallVector<int64_t> expected =
+      gatheredShape(data, axis, shapeOf(getIndices()));
   if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
     return emitOpError("result shape ") << shapeStr(shapeOf(getResult()))
                                         << " should be " << shapeStr(expected);
@@ -298,9 +307,8 @@ LogicalResult GatherGradOp::verify() {
   int64_t axis = getAxis();
   if (axis < 0 || axis >= (int64_t)data.size())
     return emitOpError("axis ") << axis << " is out of range";
-  SmallVector<int64_t> expected(data.take_front(axis));
-  llvm::append_range(expected, shapeOf(getIndices()));
-  llvm::append_range(expected, data.drop_front(axis + 1));
+  SmallVector<int64_t> expected =
+      gatheredShape(data, axis, shapeOf(getIndices()));
   if (ArrayRef<int64_t>(expected) != shapeOf(getGrad()))
     return emitOpError("grad shape ") << shapeStr(shapeOf(getGrad()))
                                       << " should be " << shapeStr(expected);

@@ -508,6 +508,17 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
                   bias != nullptr,
                   c == aux,
                   forced};
+  // After the product ran on route `r`: a fallback's epilogue kernel.
+  auto finish = [&](const Route &r, Product &p) {
+    if (!r.fallback) {
+      lastRoute = GemmRoute::kCublasLt;
+      return 0;
+    }
+    lastRoute = GemmRoute::kCublasLtFallback;
+    if (launchGemmEpilogue(epilogueWork(g, &p, c, bias, addend, aux), stream))
+      return gemmFailed(g, bias, "the epilogue kernel did not launch");
+    return 0;
+  };
   auto found = s.routes.find(key);
   if (found != s.routes.end()) {
     Route &r = found->second;
@@ -521,14 +532,7 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
     }
     if (!why.empty())
       return gemmFailed(g, bias, "cuBLASLt: " + why);
-    if (!r.fallback) {
-      lastRoute = GemmRoute::kCublasLt;
-      return 0;
-    }
-    lastRoute = GemmRoute::kCublasLtFallback;
-    if (launchGemmEpilogue(epilogueWork(g, &p, c, bias, addend, aux), stream))
-      return gemmFailed(g, bias, "the epilogue kernel did not launch");
-    return 0;
+    return finish(r, p);
   }
 
   // The first call of this shape: choose its route, running it.
@@ -568,14 +572,7 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
   if (!why.empty())
     return gemmFailed(g, bias, "cuBLASLt: " + why);
   s.routes.emplace(key, r);
-  if (!r.fallback) {
-    lastRoute = GemmRoute::kCublasLt;
-    return 0;
-  }
-  lastRoute = GemmRoute::kCublasLtFallback;
-  if (launchGemmEpilogue(epilogueWork(g, &p, c, bias, addend, aux), stream))
-    return gemmFailed(g, bias, "the epilogue kernel did not launch");
-  return 0;
+  return finish(r, p);
 }
 
 int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,

@@ -62,6 +62,18 @@ def compare(ours, golden, rtol, zero_atol):
     return bad, sorted(set(ours) ^ set(golden))
 
 
+def to_state_dict(value, relation, shape):
+    """PyTorch's tensor from an initializer's value under the manifest's
+    relation between them."""
+    if relation == "transposed":
+        value = value.T
+    elif relation == "reshaped":
+        value = value.reshape(shape)
+    elif relation == "one_plus":
+        value = value - np.float32(1)
+    return np.ascontiguousarray(value)
+
+
 def pytorch_state_dict(model_path, export, manifest):
     """PyTorch's state dict, from the exported initializers and the map."""
     inits = {t.name: numpy_helper.to_array(t).astype(np.float32)
@@ -71,14 +83,9 @@ def pytorch_state_dict(model_path, export, manifest):
     for init, m in export["initializers"].items():
         if not isinstance(m, dict) or m.get("tied_copy"):
             continue
-        name, v, rel = m["state_dict"], inits[init], m["relation"]
-        if rel == "transposed":
-            v = v.T
-        elif rel == "reshaped":
-            v = v.reshape(shapes[name])
-        elif rel == "one_plus":
-            v = v - np.float32(1)
-        out[name], how[name] = np.ascontiguousarray(v), (init, rel)
+        name, rel = m["state_dict"], m["relation"]
+        out[name] = to_state_dict(inits[init], rel, shapes.get(name))
+        how[name] = (init, rel)
     # Parameters the exporter merged by value (a fresh model's all-ones
     # norms): PyTorch's value is that of the one initializer they share,
     # which otc splits into a copy under each state-dict name.
@@ -142,13 +149,7 @@ def check_state_dict(args, model, export, manifest, stem, report):
         v = ckpt.get(init)
         if v is None:  # an initializer otc does not train
             v = inits[init]
-        if rel == "transposed":
-            v = v.T
-        elif rel == "reshaped":
-            v = v.reshape(want[name].shape)
-        elif rel == "one_plus":
-            v = v - np.float32(1)
-        moved[name] = np.ascontiguousarray(v)
+        moved[name] = to_state_dict(v, rel, want[name].shape)
     r = export_sd(["--weights", ck, "--reference", ref])
     why = (r.stderr.strip().splitlines() or ["?"])[-1] if r.returncode else \
         compare_state_dict(st_io.read(out), moved)
