@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: the GPU tests' run half, the speed
+# benchmark's run half and a per-kernel trace of GPT-2 124M, in that order,
+# each inside its share of a wall-clock budget, with everything written to
+# RESULTS as it comes (at most 8 files, so that a remote call returns them).
+#
+# The build halves run first on a build machine:
+#   make test-gpu                                   # build/test/gpu-tests.tar.xz
+#   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed
+#   tar -C /tmp -cJf .dev/otc-speed.tar.xz otc-speed
+#   cp build/test/gpu-tests.tar.xz .dev/
+# then, on the GPU machine, from the repository root:
+#   test/gpu/session.sh .dev RESULTS [SECONDS]      # default budget 540 s
+#
+# RESULTS receives: gpu-results.txt (one line per check), gpu-logs.tar.xz,
+# speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
+# then with PyTorch), trace-compare.txt (bench/compare_trace.py: predicted
+# against measured milliseconds per kernel), session.txt (what ran, when).
+set -uo pipefail
+bundles=$(cd "${1:?usage: session.sh BUNDLES RESULTS [SECONDS]}" && pwd)
+mkdir -p "${2:?usage: session.sh BUNDLES RESULTS [SECONDS]}"
+results=$(cd "$2" && pwd)
+budget=${3:-540}
+start=$(date +%s)
+work=${TMPDIR:-/tmp}/otc-session
+rm -rf "$work" && mkdir -p "$work"
+left() { echo $((budget - ($(date +%s) - start))); }
+say() { echo "session: [$(( $(date +%s) - start ))s] $*" | tee -a "$results/session.txt"; }
+# share FRACTION_PERCENT MIN: seconds for the next stage, at least MIN and
+# at most what is left less 15 s to pack the results.
+share() { local s=$(( ($(left) - 15) * $1 / 100 )); (( s < $2 )) && s=$2; echo "$s"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm \
+  --format=csv,noheader 2>&1 | tee -a "$results/session.txt"
+
+say "unpacking"
+tar -C "$work" -xJf "$bundles/gpu-tests.tar.xz" && tar -C "$work" -xJf "$bundles/otc-speed.tar.xz" ||
+  { say "unpacking failed"; exit 1; }
+
+t=$(share 45 60)
+say "gpu tests (limit ${t}s)"
+OTC_GPU_RESULTS="$work/gpu-results" timeout "$t" "$work/gpu-tests/run.sh" > /dev/null 2>&1
+say "gpu tests exit $?"
+cp -f "$work/gpu-results/results.txt" "$results/gpu-results.txt" 2>/dev/null
+tar -C "$work" -cJf "$results/gpu-logs.tar.xz" gpu-results 2>/dev/null
+
+sp=$work/otc-speed
+t=$(share 40 60)
+say "speed, otc alone (limit ${t}s)"
+timeout "$t" "$sp/run.sh" --no-torch --steps 25 --results "$work/speed-otc" \
+  > "$work/speed-otc.log" 2>&1
+say "speed exit $?"
+cp -f "$work"/speed-otc/*.json "$results/speed-otc.json" 2>/dev/null
+tail -25 "$work/speed-otc.log"
+
+# Per-kernel times: the micro-batch 8 program traced (eager launches with
+# events around each span), against plan.json's prediction.
+if [[ -f $sp/run/init.safetensors ]]; then
+  say "trace mb8"
+  timeout 60 "$sp/mb8/train" --data "$sp/run/random_000000.bin" --init "$sp/run/init.safetensors" \
+    --steps 6 --trace "$work/trace-mb8.json" > "$work/trace-mb8.log" 2>&1
+  say "trace exit $?"
+  python3 "$sp/compare_trace.py" "$sp/mb8/plan.json" "$work/trace-mb8.json" --skip-steps 2 \
+    --min-share 0.005 > "$results/trace-compare.txt" 2>&1
+  cat "$results/trace-compare.txt"
+fi
+
+t=$(( $(left) - 20 ))
+if (( t > 90 )); then
+  say "speed with PyTorch eager and torch.compile (limit ${t}s)"
+  timeout "$t" "$sp/run.sh" --steps 25 --results "$work/speed-torch" > "$work/speed-torch.log" 2>&1
+  say "speed with torch exit $?"
+  cp -f "$work"/speed-torch/*.json "$results/speed-torch.json" 2>/dev/null
+  tail -25 "$work/speed-torch.log"
+else
+  say "no time left for the PyTorch runs (${t}s)"
+fi
+tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
+  --exclude=train speed-otc.log speed-torch.log trace-mb8.log otc-speed/run 2>/dev/null
+say "done"
