@@ -4,7 +4,8 @@
 // layouts (q, out [b, h, t, d], k, v [b, hk, s, d], lse [b, h, t] float).
 // cuDNN computes the same function as the kernels of attention.cu:
 //  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
-//    otc's strides, a 0 stride becoming a dimension of size 1);
+//    otc's strides, a 0 stride becoming a dimension of size 1; a mask
+//    broadcast over heads or queries, such as a key padding, is declined);
 //  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
 //    key j hidden from query i when j > i, for any t and s; a sliding
 //    window W its left bound W (key j kept while j + W > i);
@@ -125,6 +126,12 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
            " (cuDNN takes multiples of 8 up to 256)";
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
+  // Seen on an H200 (cuDNN 9.19): with a key-padding bias [b, 1, 1, s] the
+  // backward's gradients were wrong (no error) while a bias [1, h, t, s]
+  // was right; cuDNN's bias is documented as [1|b, 1|h, t, s].
+  if (mask && ((a.mask_strides[1] == 0 && a.h > 1) ||
+               (a.mask_strides[2] == 0 && a.t > 1)))
+    return "mask broadcast over heads or queries";
   for (int i = 0; mask && i < 3; ++i)
     if (a.mask_strides[i] < 0)
       return "mask with a negative stride";

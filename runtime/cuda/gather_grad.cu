@@ -36,6 +36,7 @@
 // synchronizes. Indices outside the axis add nothing; the gather that read
 // them records them.
 #include "common.cuh"
+#include "gather_grad.h"
 #include "scratch.h"
 
 #include "otcrt/workspace.h"
@@ -366,6 +367,11 @@ int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
 }
 
 } // namespace
+
+int64_t gatherGradBatch(int64_t positions, int64_t axisLen) {
+  return batchPositions(positions, keyBits(axisLen), nullptr);
+}
+
 } // namespace cuda
 } // namespace otcrt
 

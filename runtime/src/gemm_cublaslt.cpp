@@ -11,7 +11,8 @@
 // algorithms of cuBLASLt's heuristic that runs (each is tried on the call's
 // own data until one does). An epilogue cuBLASLt declines (no algorithm for
 // GELU_AUX_BIAS, DGELU or BIAS in that type combination, an aux leading
-// dimension it cannot take, or OTCRT_GEMM_EPILOGUE=fallback) runs as the
+// dimension it cannot take, a dGELU whose C is its aux, or
+// OTCRT_GEMM_EPILOGUE=fallback) runs as the
 // plain product followed by the runtime's epilogue kernel (cuda/gemm.h):
 // into C itself when C is FP32 (and not the aux a dGELU reads), else into
 // an FP32 scratch buffer, so that every element still rounds once; stderr
@@ -453,11 +454,15 @@ GemmEpilogue epilogueWork(const OtcrtGemm &g, const Product *p, void *c,
 }
 
 /// Why cuBLASLt cannot take the epilogue as laid out, or "".
-std::string layoutDeclined(const OtcrtGemm &g) {
-  bool aux = g.epilogue == OTCRT_GEMM_GELU || g.epilogue == OTCRT_GEMM_DGELU;
-  if (aux && (g.ldc % 8 != 0 || (g.batch > 1 && g.stride_c % 8 != 0)))
+std::string layoutDeclined(const OtcrtGemm &g, const void *c, const void *aux) {
+  bool hasAux = g.epilogue == OTCRT_GEMM_GELU || g.epilogue == OTCRT_GEMM_DGELU;
+  if (hasAux && (g.ldc % 8 != 0 || (g.batch > 1 && g.stride_c % 8 != 0)))
     return "the aux matrix's leading dimension or batch stride is not a "
            "multiple of 8";
+  // cuBLASLt's DGELU writes D while other tiles still read the aux it
+  // overwrites (seen on an H200, CUDA 13.0: wrong values, no error).
+  if (hasAux && c == aux)
+    return "C is the aux matrix the epilogue reads";
   return "";
 }
 
@@ -544,7 +549,7 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
   Product direct = directProduct(g, c, bias, addend, aux);
   bool epilogue = direct.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogue) {
-    why = forced ? std::string("forced") : layoutDeclined(g);
+    why = forced ? std::string("forced") : layoutDeclined(g, c, aux);
     if (why.empty())
       why = planAndRun(s, g, a, b, direct, r.plan, stream);
     if (why.empty()) {
