@@ -4,7 +4,7 @@
 // `micro_step`, `optimizer_step`, and `init_constants`, empty when the
 // module has none) that binds each buffer to its arena offset and runs
 // kernels, GEMM calls and copies in order; one kernel function per
-// otck.kernel; and the OtcProgram descriptor (ABI version 4) with the slot
+// otck.kernel; and the OtcProgram descriptor (ABI version 5) with the slot
 // table and the ranges of the integer inputs that index a table (an
 // embedding's rows, a loss's classes: derived from the kernels that read
 // them) that the runtime (runtime/include/otcrt/abi.h) reads. The cpu target
@@ -61,7 +61,7 @@ static std::pair<std::string, std::string> splitSlot(StringRef slot) {
       {"input", "OTC_SLOT_INPUT"},   {"loss", "OTC_SLOT_LOSS"},
       {"lr", "OTC_SLOT_LR"},         {"step", "OTC_SLOT_STEP"},
       {"rng_key", "OTC_SLOT_RNG"},   {"grad_scale", "OTC_SLOT_GRAD_SCALE"},
-      {"buffer", "OTC_SLOT_BUFFER"}};
+      {"buffer", "OTC_SLOT_BUFFER"}, {"grad_factor", "OTC_SLOT_GRAD_FACTOR"}};
   auto [prefix, name] = slot.split(':');
   for (auto [p, e] : kinds)
     if (prefix == p)
@@ -311,7 +311,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     os << "  {0, 0, 0, 0, \"\"},\n";
   os << "};\n\n"
      << "static const OtcProgram kProgram = {\n"
-     << "  4, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
+     << "  5, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
      << "  " << opts.microBatch << ", " << opts.gradAccum << ", "
      << order.size() << ", kSlots,\n"

@@ -137,7 +137,19 @@ static LogicalResult emitNllLossGrad(NllLossGradOp op, BodyContext &c) {
 static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
   double b1 = op.getBeta1().convertToDouble(),
          b2 = op.getBeta2().convertToDouble();
-  c.os << "    const float p = " << c.in[0] << "[i], g = " << c.in[1]
+  // A factor that is not finite (the runtime's verdict on the gradients'
+  // norm) skips the update: every output keeps its input. s - s is 0 for a
+  // finite s and NaN otherwise (one test for the host and device compilers).
+  c.os << "    const float s = " << c.in[6] << "[0];\n"
+       << "    if (!(s - s == 0.0f)) {\n"
+       << "      " << c.out[0] << "[i] = " << c.in[0] << "[i];\n"
+       << "      " << c.out[1] << "[i] = " << c.in[2] << "[i];\n"
+       << "      " << c.out[2] << "[i] = " << c.in[3] << "[i];\n";
+  if (op.getCopy())
+    c.os << "      " << c.out[3] << "[i] = " << bodyCType(op.getCopy()) << "("
+         << c.in[0] << "[i]);\n";
+  c.os << "    } else {\n";
+  c.os << "    const float p = " << c.in[0] << "[i], g = s * (float)" << c.in[1]
        << "[i];\n"
        << "    const float lr = " << c.in[4] << "[0], t = " << c.in[5]
        << "[0];\n"
@@ -158,6 +170,7 @@ static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
   if (op.getCopy())
     c.os << "    " << c.out[3] << "[i] = " << bodyCType(op.getCopy()) << "("
          << c.out[0] << "[i]);\n";
+  c.os << "    }\n";
   return success();
 }
 

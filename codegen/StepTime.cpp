@@ -29,6 +29,7 @@
 #include "ir/ShapeUtils.h"
 #include "ir/TypeBytes.h"
 #include "passes/Passes.h"
+#include "otcrt/launch_config.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -93,6 +94,11 @@ public:
 
   /// Appends the launches of `f` to `out`; fails at an op it cannot cost.
   LogicalResult function(func::FuncOp f, std::vector<LaunchTime> &out);
+  /// Appends, to the optimizer step, the runtime's gradient factor before
+  /// it (otcrt_grad_factor, runtime/cuda/sum_squares.cu): a sum of squares
+  /// over every "grad:" slot of `module`, one range per element type (the
+  /// slots lie together), then one block that adds the partials.
+  void gradientFactor(ModuleOp module, std::vector<LaunchTime> &out);
 
 private:
   LaunchTime &add(std::string name, std::string kind, double flops,
@@ -166,6 +172,55 @@ LogicalResult Predictor::function(func::FuncOp f,
   }
   flushZero();
   return success();
+}
+
+void Predictor::gradientFactor(ModuleOp module,
+                               std::vector<LaunchTime> &launches) {
+  fn = "optimizer_step";
+  out = &launches;
+  // Elements of the gradient slots by element width (bf16 or f32).
+  std::map<std::string, MemRefType> slots;
+  module.walk([&](otck::BufferOp b) {
+    auto slot = b->getAttrOfType<StringAttr>("slot");
+    if (slot && slot.getValue().starts_with("grad:"))
+      slots.emplace(slot.getValue().str(), b.getType());
+  });
+  std::map<int64_t, int64_t> elements;
+  for (auto &[name, type] : slots)
+    elements[storageBytes(type.getElementType())] += type.getNumElements();
+  if (elements.empty())
+    return;
+  double bytes = 0;
+  for (auto [width, n] : elements)
+    bytes += double(width) * double(n);
+  if (!d.pricesGrids()) {
+    add("gradient norm", "optimizer", 2.0 * bytes / 4, bytes,
+        priceRoofline(d, 0, bytes));
+    return;
+  }
+  SmallVector<KernelLaunch> grid;
+  int64_t partials = 0;
+  for (auto [width, n] : elements) {
+    KernelLaunch l;
+    l.what = "partial sums of squares";
+    l.blocks = otcrt_sumsq_blocks(n);
+    l.threads = OTCRT_CUDA_ROW_BLOCK;
+    l.steps = (n + l.blocks * l.threads - 1) / (l.blocks * l.threads);
+    l.bytes = double(width) * double(n);
+    partials += l.blocks;
+    grid.push_back(l);
+  }
+  KernelLaunch finish;
+  finish.what = "factor";
+  finish.threads = OTCRT_CUDA_ROW_BLOCK;
+  finish.steps = (std::max<int64_t>(partials, 1) + finish.threads - 1) /
+                 finish.threads;
+  finish.bytes = 8.0 * double(partials) + 12.0;
+  grid.push_back(finish);
+  double flops = 0;
+  for (auto [width, n] : elements)
+    flops += 2.0 * double(n);
+  addKernels("gradient norm", "optimizer", flops, grid);
 }
 
 void Predictor::flushZero() {
@@ -296,6 +351,7 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module,
     if (failed(p.function(f, t.launches)))
       return failure();
   }
+  p.gradientFactor(module, t.launches);
 
   // Totals per call, per step, per kind and per trace name.
   std::map<std::string, double> byKind;

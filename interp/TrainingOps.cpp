@@ -238,22 +238,34 @@ LogicalResult Interpreter::run(otc::TanhGradOp op) {
   return success();
 }
 
-/// The AdamW update of ir/OtcOps.td, elementwise, with t = step:
+/// The AdamW update of ir/OtcOps.td, elementwise, with t = step and
+/// g = grad_factor * grad:
 ///   m' = b1 m + (1 - b1) g;  v' = b2 v + (1 - b2) g^2;
-///   p' = p - lr (m' / (1 - b1^t) / (sqrt(v' / (1 - b2^t)) + eps) + wd p).
+///   p' = p - lr (m' / (1 - b1^t) / (sqrt(v' / (1 - b2^t)) + eps) + wd p);
+/// a factor that is not finite keeps p, m and v.
 LogicalResult Interpreter::run(otc::AdamWOp op) {
   const Tensor &p = get(op.getParam());
-  const Tensor &g = get(op.getGrad());
+  Tensor g = get(op.getGrad());
   const Tensor &m = get(op.getM());
   const Tensor &v = get(op.getV());
   double lr = get(op.getLr()).data[0];
   double t = get(op.getStep()).data[0];
+  double factor = get(op.getGradFactor()).data[0];
+  bool skip = !std::isfinite(factor);
+  for (double &x : g.data)
+    x *= factor;
   double b1 = op.getBeta1().convertToDouble();
   double b2 = op.getBeta2().convertToDouble();
   double eps = op.getEpsilon().convertToDouble();
   double wd = op.getWeightDecay().convertToDouble();
   Tensor newP = zeros(p.shape), newM = zeros(p.shape), newV = zeros(p.shape);
   for (int64_t i = 0, e = p.data.size(); i < e; ++i) {
+    if (skip) {
+      newP.data[i] = p.data[i];
+      newM.data[i] = m.data[i];
+      newV.data[i] = v.data[i];
+      continue;
+    }
     newM.data[i] = b1 * m.data[i] + (1.0 - b1) * g.data[i];
     newV.data[i] = b2 * v.data[i] + (1.0 - b2) * g.data[i] * g.data[i];
     double mHat = newM.data[i] / (1.0 - std::pow(b1, t));

@@ -397,7 +397,7 @@ void CrossEntropyOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 }
 
 /// forward (cross_entropy.cu): rowLseKernel, one block per row sweeping it
-/// twice (maximum, then sum of exponentials), thread 0 then reading the
+/// once (running maximum and sum of exponentials), thread 0 then reading the
 /// label and the logit it names; for a mean or sum, reduceLossKernel, one
 /// block that reads each row's label, then its lse and logit.
 void CrossEntropyOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
@@ -405,7 +405,7 @@ void CrossEntropyOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
   auto [rows, classes] = rowsOf(logits, shapeOf(logits).size() - 1);
   bool none = getReduction() == "none";
   double perRow = 8.0 + 4.0 + (none ? 4.0 : 0.0);
-  l.push_back(rowKernel("rows", rows, classes, logits, 2, perRow * rows,
+  l.push_back(rowKernel("rows", rows, classes, logits, 1, perRow * rows,
                         /*extraSteps=*/2));
   if (!none)
     l.push_back(oneBlockKernel(

@@ -427,25 +427,29 @@ def Otc_TanhGradOp : Otc_Op<"tanh_grad", [Otc_Elementwise, Scalar, Cost, Pure]> 
 def Otc_AdamWOp : Otc_Op<"adamw", [Otc_Fp32Compute, Otc_Elementwise, CostFlops, Pure]> {
   let summary = "One AdamW update of a parameter";
   let description = [{
-    With t = `step` (1-based) and g = `grad`:
+    With t = `step` (1-based), s = `grad_factor` and g = s * `grad`:
       m' = beta1 m + (1 - beta1) g,  v' = beta2 v + (1 - beta2) g^2,
       p' = p - lr * (m' / (1 - beta1^t) / (sqrt(v' / (1 - beta2^t)) + epsilon)
                      + weight_decay * p).
-    A BF16 gradient of FP32 parameters is read widened (exactly), so mixed
-    precision needs no FP32 copy of the gradients. With the optional fourth
-    result, `copy`, the updated FP32 parameter is also written rounded to
-    BF16 in the same pass (the working copy the steps read;
+    The factor is the gradient clipping's and the batch ramp's, which the
+    runtime computes on the device from the gradients' norm; a factor that
+    is not finite (a NaN or infinite norm) skips the update: p, m and v are
+    kept. A BF16 gradient of FP32 parameters is read widened (exactly), so
+    mixed precision needs no FP32 copy of the gradients. With the optional
+    fourth result, `copy`, the updated FP32 parameter is also written
+    rounded to BF16 in the same pass (the working copy the steps read;
     otc-group-params makes it).
   }];
   let arguments = (ins Otc_FloatTensor:$param, Otc_FloatTensor:$grad,
                    Otc_FloatTensor:$m, Otc_FloatTensor:$v,
                    Otc_F32Scalar:$lr, Otc_F32Scalar:$step,
+                   Otc_F32Scalar:$grad_factor,
                    F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
                    F64Attr:$weight_decay);
   let results = (outs Otc_FloatTensor:$new_param, Otc_FloatTensor:$new_m,
                  Otc_FloatTensor:$new_v, Optional<Otc_FloatTensor>:$copy);
   let assemblyFormat =
-      "$param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:` functional-type(operands, results)";
+      "$param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $grad_factor attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

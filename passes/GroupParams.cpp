@@ -81,17 +81,18 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
 
     // @optimizer_step must be nothing but per-parameter AdamW kernels with
     // one set of hyperparameters, reading the parameter's slots and the
-    // shared lr and step, updating the parameter's slots in place.
+    // shared lr, step and gradient factor, updating the parameter's slots in
+    // place.
     SmallVector<otck::KernelOp> updates;
     Operation *first = nullptr;
     Type gradElement;
-    Value lr, step;
+    Value lr, step, factor;
     for (Operation &op : opt.getBody().front().without_terminator()) {
       if (isa<otck::BufferOp>(op))
         continue;
       auto k = dyn_cast<otck::KernelOp>(op);
       Operation *body = k ? soleOp(k) : nullptr;
-      if (!body || !isa<AdamWOp>(body) || k.getInputs().size() != 6 ||
+      if (!body || !isa<AdamWOp>(body) || k.getInputs().size() != 7 ||
           k.getOutputs().size() != 3)
         return;
       ValueRange in = k.getInputs(), out = k.getOutputs();
@@ -104,7 +105,7 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
         return;
       // Block arguments follow `ins` in order (the kernel's contract).
       Block &b = k.getBody().front();
-      for (unsigned i = 0; i < 6; ++i)
+      for (unsigned i = 0; i < 7; ++i)
         if (body->getOperand(i) != b.getArgument(i))
           return;
       Type g = cast<MemRefType>(in[1].getType()).getElementType();
@@ -116,8 +117,10 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
         gradElement = g;
         lr = in[4];
         step = in[5];
+        factor = in[6];
       } else if (body->getAttrDictionary() != first->getAttrDictionary() ||
-                 g != gradElement || in[4] != lr || in[5] != step) {
+                 g != gradElement || in[4] != lr || in[5] != step ||
+                 in[6] != factor) {
         return;
       }
       updates.push_back(k);
@@ -169,7 +172,7 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
         outs.push_back(group(b, loc, "param_bf16", b.getBF16Type(), layout));
       b.setInsertionPoint(updates.front());
       auto k = b.create<otck::KernelOp>(
-          fusedLoc(updates), ValueRange{p, g, m, v, lr, step}, outs);
+          fusedLoc(updates), ValueRange{p, g, m, v, lr, step, factor}, outs);
       Block *body = new Block();
       k.getBody().push_back(body);
       OpBuilder kb = OpBuilder::atBlockEnd(body);

@@ -286,6 +286,7 @@ struct TrainingLoopPass
     Type scalar = RankedTensorType::get({}, b.getF32Type());
     args.add(b, scalar, "lr");
     args.add(b, scalar, "step");
+    args.add(b, scalar, "grad_factor");
     for (auto [i, entryPair] : llvm::enumerate(trained)) {
       StringRef name = entryPair.first;
       results.add(b, masters[i], ("param:" + name).str());
@@ -296,7 +297,8 @@ struct TrainingLoopPass
     Block &entry = f.getBody().front();
     OpBuilder fb = OpBuilder::atBlockEnd(&entry);
     unsigned n = trained.size();
-    Value lr = entry.getArgument(4 * n), t = entry.getArgument(4 * n + 1);
+    Value lr = entry.getArgument(4 * n), t = entry.getArgument(4 * n + 1),
+          factor = entry.getArgument(4 * n + 2);
     SmallVector<Value> outs;
     for (unsigned i = 0; i < n; ++i) {
       Type type = masters[i];
@@ -305,7 +307,7 @@ struct TrainingLoopPass
       auto upd = fb.create<AdamWOp>(
           loc, TypeRange{type, type, type}, entry.getArgument(4 * i), grad,
           entry.getArgument(4 * i + 2),
-          entry.getArgument(4 * i + 3), lr, t, fb.getF64FloatAttr(beta1),
+          entry.getArgument(4 * i + 3), lr, t, factor, fb.getF64FloatAttr(beta1),
           fb.getF64FloatAttr(beta2), fb.getF64FloatAttr(epsilon),
           fb.getF64FloatAttr(weightDecay));
       outs.append(upd->result_begin(), upd->result_end());

@@ -366,25 +366,36 @@ func.func @optimizer_step() { return }
 // which the program writes as one memset of 2048 bytes: 2048 / 3e12 +
 // 0.83 us = 0.830683 us. A micro-step is the chain above (5.024304 us) and
 // a copy of 4 MiB, read and written: 8388608 / 3e12 + 0.83 us = 3.626203
-// us, together 8.650507 us. The step: 0.830683 + 4 * 8.650507 = 35.432711
-// us, over 1 + 4 * 2 = 9 launches.
+// us, together 8.650507 us. Before the (empty) optimizer step, the
+// runtime's gradient factor over the 506 floats of grad:a and grad:b: one
+// block of 256 threads, 2 dependent loads each (2 x 0.5 us), then one
+// block adding its partial (0.5 us), each launch 0.83 us more: 3.16 us.
+// The step: 0.830683 + 4 * 8.650507 + 3.16 = 38.592711 us, over
+// 1 + 4 * 2 + 2 = 11 launches.
 TEST_F(StepTimeTest, StepWithAccumulation) {
   StepTime t = predict(kAccumulate, "h100", /*gradAccum=*/4);
-  ASSERT_EQ(t.launches.size(), 3u);
+  ASSERT_EQ(t.launches.size(), 4u);
   EXPECT_EQ(t.launches[0].kind, "memset");
   EXPECT_EQ(t.launches[0].bytes, 2048.0);
   EXPECT_FALSE(t.launches[0].traced);
   EXPECT_EQ(t.launches[2].kind, "copy");
+  EXPECT_EQ(t.launches[3].function, "optimizer_step");
+  EXPECT_EQ(t.launches[3].name, "gradient norm");
+  EXPECT_EQ(t.launches[3].bytes, 506.0 * 4 + 8.0 + 12.0);
+  expectNear(t.launches[3].seconds, 3.16e-6);
   expectNear(t.zeroGrads, 0.830683e-6);
   expectNear(t.microStep, 8.650507e-6);
-  expectNear(t.step, 35.432711e-6);
-  EXPECT_EQ(t.launchesPerStep, 9);
+  expectNear(t.optimizerStep, 3.16e-6);
+  expectNear(t.step, 38.592711e-6);
+  EXPECT_EQ(t.launchesPerStep, 11);
   // The shares: the chain is 4 x 5.024304 us of the step.
   ASSERT_FALSE(t.byKind.empty());
   EXPECT_EQ(t.byKind[0].first, "elementwise");
   expectNear(t.byKind[0].second, 20.097216e-6);
-  // By limit: 9 launches of 0.83 us, the rest bytes.
-  expectNear(t.byLimit[Limit::Launch], 9 * 0.83e-6);
+  // By limit: 11 launches of 0.83 us, the gradient factor's 1.5 us of
+  // dependent loads, the rest bytes.
+  expectNear(t.byLimit[Limit::Launch], 11 * 0.83e-6);
+  expectNear(t.byLimit[Limit::Latency], 1.5e-6);
   expectNear(t.byLimit[Limit::Bandwidth], 35.432711e-6 - 9 * 0.83e-6);
   ASSERT_FALSE(t.byName.empty());
   EXPECT_EQ(t.byName[0].calls, 4);

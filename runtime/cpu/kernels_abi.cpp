@@ -78,6 +78,12 @@ int otcrt_sum_squares(const char *arena, int32_t num_ranges,
   return sumSquares(arena, num_ranges, ranges, sum);
 }
 
+int otcrt_grad_factor(const char *arena, int32_t num_ranges,
+                      const OtcrtRange *ranges, float scale, float clip,
+                      float *factor, double *norm, void *) {
+  return gradFactor(arena, num_ranges, ranges, scale, clip, factor, norm);
+}
+
 int otcrt_scale_ranges(char *arena, int32_t num_ranges,
                        const OtcrtRange *ranges, float factor, void *) {
   return scaleRanges(arena, num_ranges, ranges, factor);

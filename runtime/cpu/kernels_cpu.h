@@ -61,6 +61,9 @@ int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
 /// The sum of squares over arena ranges (sum_squares.cpp).
 int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
                double *sum);
+/// otcrt_grad_factor (sum_squares.cpp).
+int gradFactor(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
+               float scale, float clip, float *factor, double *norm);
 /// otcrt_scale_ranges (sum_squares.cpp).
 int scaleRanges(char *arena, int32_t numRanges, const OtcrtRange *ranges,
                 float factor);

@@ -3,10 +3,13 @@
 // chunk summed in double in element order (in parallel over chunks), and
 // the chunk sums added in order, so the result does not depend on the
 // number of threads. And the in-place scaling of the same ranges
-// (otcrt_scale_ranges), the gradient clipping.
+// (otcrt_scale_ranges), and the factor AdamW applies to them
+// (otcrt_grad_factor): clipping and the batch ramp without a pass of its
+// own.
 #include "common.h"
 #include "kernels_cpu.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -58,6 +61,20 @@ int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
                  : sumSquares(reinterpret_cast<const float *>(p), range.count);
   }
   *sum = total;
+  return 0;
+}
+
+int gradFactor(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
+               float scale, float clip, float *factor, double *norm) {
+  double sum = 0;
+  if (!factor || !norm || sumSquares(arena, numRanges, ranges, &sum) != 0)
+    return 1;
+  double n = static_cast<double>(scale) * std::sqrt(sum);
+  double f = scale;
+  if (clip > 0 && n > clip)
+    f *= clip / n;
+  *factor = std::isfinite(n) ? static_cast<float>(f) : NAN;
+  *norm = n;
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // Device softmax cross-entropy of libotcrt_cuda (otc.cross_entropy and its
 // gradient) for float and bfloat16 logits. The forward runs one block per
-// row (row maximum and sum of exponentials as block reductions, the lse and,
-// for OTCRT_NONE, the row's loss) and, for the mean and sum, a one-block
+// row, sweeping it once (each thread's running maximum and sum of
+// exponentials, combined by block reductions, give the lse and, for
+// OTCRT_NONE, the row's loss) and, for the mean and sum, a one-block
 // kernel that adds the rows' losses (lse_r - logits[r, label_r]) in double
 // in a fixed order and counts the rows that count. The gradient of the mean
 // first counts those rows with a one-block kernel into a scratch word
@@ -58,9 +59,11 @@ __device__ __forceinline__ void checkLabel(const int64_t *labels, int64_t r,
     recordError(record, OTCRT_ERROR_LABEL, r, labels[r], classes);
 }
 
-/// One block per row: lse[r], and loss[r] for OTCRT_NONE. Thread t reads
-/// logits [c, c + W) for c = W t, W (t + blockDim.x), ... below classes,
-/// which W divides.
+/// One block per row: lse[r], and loss[r] for OTCRT_NONE, in one sweep of
+/// the row: thread t reads logits [c, c + W) for c = W t, W (t +
+/// blockDim.x), ... below classes, which W divides, keeping its running
+/// maximum m and sum of exp(x - m) (rescaled when a packet raises m); the
+/// block then takes the largest m and adds every thread's sum rescaled to it.
 template <typename T, int W>
 __global__ void rowLseKernel(int64_t classes, const T *logits,
                              const int64_t *labels, int32_t hasIgnore,
@@ -71,28 +74,31 @@ __global__ void rowLseKernel(int64_t classes, const T *logits,
   const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
                 step = static_cast<int64_t>(blockDim.x) * W;
   const T *row = logits + r * classes;
-  float max = -INFINITY;
+  float max = -INFINITY, sum = 0.0f;
   for (int64_t c = first; c < classes; c += step) {
     float v[W];
     loadPacket(row + c, v);
+    float packetMax = v[0];
 #pragma unroll
-    for (int i = 0; i < W; ++i)
-      max = fmaxf(max, v[i]);
-  }
-  max = blockMax(max, scratch);
-  float sum = 0.0f;
-  for (int64_t c = first; c < classes; c += step) {
-    float v[W];
-    loadPacket(row + c, v);
+    for (int i = 1; i < W; ++i)
+      packetMax = fmaxf(packetMax, v[i]);
+    if (packetMax > max) {
+      // exp(-inf - finite) is 0: the first packet needs no special case.
+      sum *= expf(max - packetMax);
+      max = packetMax;
+    }
 #pragma unroll
     for (int i = 0; i < W; ++i)
       sum += expf(v[i] - max);
   }
+  const float rowMax = blockMax(max, scratch);
+  // A thread that saw no finite logit adds nothing (its max is -inf).
+  sum = max == -INFINITY ? 0.0f : sum * expf(max - rowMax);
   sum = blockSum(sum, scratch);
   if (threadIdx.x != 0)
     return;
   checkLabel(labels, r, classes, hasIgnore, ignoreIndex, record);
-  float rowLse = max + logf(sum);
+  float rowLse = rowMax + logf(sum);
   lse[r] = rowLse;
   if (perRowLoss)
     loss[r] = usable(labels, r, classes, hasIgnore, ignoreIndex)

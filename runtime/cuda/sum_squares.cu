@@ -6,7 +6,10 @@
 // the result repeats bit for bit. The scratch array is allocated (and
 // grown) on a call, which therefore never runs inside a graph capture.
 // otcrt_scale_ranges scales the same ranges in place with one grid-stride
-// kernel per range (gradient clipping on the device, no copy to the host).
+// kernel per range; otcrt_grad_factor ends with one block that also turns
+// the sum into AdamW's gradient factor in device memory and copies the norm
+// to the host asynchronously: clipping with no pass over the gradients and
+// no wait.
 #include "common.cuh"
 
 #include <mutex>
@@ -14,8 +17,6 @@
 namespace otcrt {
 namespace cuda {
 namespace {
-
-constexpr int kMaxBlocks = 1024;
 
 template <typename T>
 __global__ void partialSquares(int64_t n, const T *x, double *partial) {
@@ -48,11 +49,29 @@ __global__ void addPartials(int64_t n, const double *partial, double *sum) {
     *sum = acc;
 }
 
-/// Blocks for a range of n elements: a function of n only.
-int blocksFor(int64_t n) {
-  int64_t b = (n + kBlock * 8 - 1) / (kBlock * 8);
-  return static_cast<int>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+/// One block: with n = scale sqrt(the sum of the partials, added as
+/// addPartials adds them), *factor = scale min(1, clip / n) (clip > 0) or
+/// scale when n is finite, NaN when not; *norm = n.
+__global__ void finishFactor(int64_t n, const double *partial, float scale,
+                             float clip, float *factor, double *norm) {
+  __shared__ double scratch[32];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    acc += partial[i];
+  acc = blockSum(acc, scratch);
+  if (threadIdx.x != 0)
+    return;
+  double g = static_cast<double>(scale) * sqrt(acc);
+  double f = scale;
+  if (clip > 0 && g > clip)
+    f *= clip / g;
+  *factor = isfinite(g) ? static_cast<float>(f) : NAN;
+  *norm = g;
 }
+
+/// Blocks for a range of n elements: a function of n only
+/// (otcrt/launch_config.h, which the compiler's prediction reads too).
+int blocksFor(int64_t n) { return static_cast<int>(otcrt_sumsq_blocks(n)); }
 
 /// Scratch of at least `doubles` device doubles (plus one for the sum).
 double *scratch(int64_t doubles) {
@@ -77,32 +96,32 @@ double *scratch(int64_t doubles) {
   return buffer;
 }
 
-} // namespace
-} // namespace cuda
-} // namespace otcrt
-
-extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
-                                 const OtcrtRange *ranges, double *sum,
-                                 void *streamArg) {
-  using namespace otcrt::cuda;
-  if (!sum || num_ranges < 0 || (num_ranges > 0 && (!arena || !ranges)))
-    return 1;
+/// Queues every range's partial sums of squares into the scratch array
+/// (one per block, in range order); *count is how many. NULL on bad ranges
+/// or when the scratch cannot be allocated.
+double *queuePartials(const char *arena, int32_t numRanges,
+                      const OtcrtRange *ranges, cudaStream_t stream,
+                      int64_t *count) {
+  if (numRanges < 0 || (numRanges > 0 && (!arena || !ranges)))
+    return nullptr;
   int64_t partials = 0;
-  for (int32_t r = 0; r < num_ranges; ++r) {
+  for (int32_t r = 0; r < numRanges; ++r) {
     if (ranges[r].offset < 0 || ranges[r].count < 0)
-      return 1;
+      return nullptr;
     partials += blocksFor(ranges[r].count);
   }
-  if (partials == 0) {
-    *sum = 0;
-    return 0;
-  }
-  double *partial = scratch(partials);
+  // At least one partial (zero when there are no elements), so that the
+  // sum is always that of the scratch array.
+  double *partial = scratch(partials > 0 ? partials : 1);
   if (!partial)
-    return 1;
-  cudaStream_t stream = asStream(streamArg);
+    return nullptr;
+  if (partials == 0 &&
+      cudaMemsetAsync(partial, 0, sizeof(double), stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
   int64_t at = 0;
-  for (int32_t r = 0; r < num_ranges; ++r) {
+  for (int32_t r = 0; r < numRanges; ++r) {
     const OtcrtRange &range = ranges[r];
     int blocks = blocksFor(range.count);
     const char *p = arena + range.offset;
@@ -114,6 +133,25 @@ extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
           range.count, reinterpret_cast<const float *>(p), partial + at);
     at += blocks;
   }
+  *count = partials > 0 ? partials : 1;
+  return partial;
+}
+
+} // namespace
+} // namespace cuda
+} // namespace otcrt
+
+extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
+                                 const OtcrtRange *ranges, double *sum,
+                                 void *streamArg) {
+  using namespace otcrt::cuda;
+  if (!sum)
+    return 1;
+  cudaStream_t stream = asStream(streamArg);
+  int64_t partials = 0;
+  double *partial = queuePartials(arena, num_ranges, ranges, stream, &partials);
+  if (!partial)
+    return 1;
   addPartials<<<1, kBlock, 0, stream>>>(partials, partial, partial + partials);
   if (launchStatus())
     return 1;
@@ -125,6 +163,30 @@ extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
     return 1;
   }
   *sum = host;
+  return 0;
+}
+
+extern "C" int otcrt_grad_factor(const char *arena, int32_t num_ranges,
+                                 const OtcrtRange *ranges, float scale,
+                                 float clip, float *factor, double *norm,
+                                 void *streamArg) {
+  using namespace otcrt::cuda;
+  if (!factor || !norm)
+    return 1;
+  cudaStream_t stream = asStream(streamArg);
+  int64_t partials = 0;
+  double *partial = queuePartials(arena, num_ranges, ranges, stream, &partials);
+  if (!partial)
+    return 1;
+  finishFactor<<<1, kBlock, 0, stream>>>(partials, partial, scale, clip, factor,
+                                         partial + partials);
+  if (launchStatus())
+    return 1;
+  if (cudaMemcpyAsync(norm, partial + partials, sizeof(double),
+                      cudaMemcpyDeviceToHost, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
   return 0;
 }
 

@@ -40,6 +40,13 @@ public:
                           int64_t bytes) = 0;
   /// Waits for all queued device work and reports asynchronous failures.
   virtual Status synchronize() = 0;
+  /// \p bytes of host memory that the device's asynchronous copies can
+  /// write without the host waiting (page-locked on a GPU), owned by the
+  /// backend for its life; null when it cannot be had.
+  virtual void *hostBuffer(size_t bytes) {
+    hostBuffers_.emplace_back(bytes);
+    return hostBuffers_.back().data();
+  }
   /// Bytes of memory in use where the arena lives (host resident set on the
   /// cpu, device memory on a GPU); -1 when unknown.
   virtual int64_t memoryInUse() const { return -1; }
@@ -75,6 +82,9 @@ public:
     ms.assign(count, 0.0);
     return Status::ok();
   }
+
+private:
+  std::vector<std::vector<char>> hostBuffers_;
 };
 
 /// Returns the backend of the library this driver was linked into.

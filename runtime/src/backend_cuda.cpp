@@ -54,6 +54,18 @@ public:
         (void)cudaGraphExecDestroy(g.exec);
     for (cudaEvent_t e : events_)
       (void)cudaEventDestroy(e);
+    for (void *p : pinned_)
+      (void)cudaFreeHost(p);
+  }
+
+  void *hostBuffer(size_t bytes) override {
+    void *p = nullptr;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    pinned_.push_back(p);
+    return p;
   }
 
   const char *name() const override { return "cuda"; }
@@ -257,6 +269,8 @@ private:
   bool graphsOn_ = false;
   Graph graphs_[3];
   std::vector<cudaEvent_t> events_;
+  /// Page-locked host buffers of hostBuffer().
+  std::vector<void *> pinned_;
 };
 
 } // namespace

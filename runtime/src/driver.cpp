@@ -91,6 +91,8 @@ private:
   double modelFlops_ = 0, peakFlops_ = 0;
   JsonlLog jsonl_;
   std::vector<OtcrtRange> gradRanges_;
+  /// Where the device's gradient norm arrives (backend host memory).
+  double *normHost_ = nullptr;
   int64_t lastSaved_ = -1, lastEval_ = -1;
   int64_t skippedThisRun_ = 0;
   double lastLoss_ = 0;
@@ -316,32 +318,49 @@ Status Run::trainStep(int64_t step) {
     return s;
   // Every step: the global norm of the gradients (after the ramp's scaling)
   // in one pass over them, which is also the check that none is NaN or
-  // infinite; then the ramp's scaling and clipping in one multiplication.
-  // The ramp (fewer micro-batches than compiled) scales the mean of the
-  // micro-batch gradients up, unless the program weighs them itself.
+  // infinite; then the ramp's scaling and clipping as one factor. The ramp
+  // (fewer micro-batches than compiled) scales the mean of the micro-batch
+  // gradients up, unless the program weighs them itself. A program with a
+  // GRAD_FACTOR slot gets the factor on the device, where AdamW reads it
+  // (and skips the update when the norm is not finite): nothing waits for
+  // the norm, which is read once the step's work is done. Otherwise the
+  // norm is read back and the gradients are scaled in place.
   double scale = slots_.gradScale ? 1.0
                                   : static_cast<double>(prog_.grad_accum) /
                                         static_cast<double>(micros);
   double norm = 0;
-  {
-    TraceSpan span(tracer_, "gradient norm", "optimizer");
-    if (Status s = gradientNorm(gradRanges_, arena_.arena, norm); !s)
+  const bool onDevice = slots_.gradFactor != nullptr;
+  if (onDevice) {
+    // Timed as a kernel (device marks on a GPU), as the prediction names it.
+    tracer_.kernelBegin("gradient norm");
+    Status s = gradFactor(gradRanges_, arena_.arena, slots_.gradFactor->offset,
+                          scale, opt_.gradClip, normHost_);
+    tracer_.kernelEnd();
+    if (!s)
       return s;
+  } else {
+    {
+      TraceSpan span(tracer_, "gradient norm", "optimizer");
+      if (Status s = gradientNorm(gradRanges_, arena_.arena, norm); !s)
+        return s;
+    }
+    norm *= scale;
+    if (!std::isfinite(norm) && finite) {
+      finite = false;
+      why = std::string("gradient norm is ") + nonfiniteName(norm) +
+            " at step " + std::to_string(step);
+    }
+    double factor = scale;
+    if (finite && opt_.gradClip > 0 && norm > opt_.gradClip)
+      factor *= opt_.gradClip / norm;
+    if (finite && factor != 1.0) {
+      TraceSpan span(tracer_, "gradient scaling", "optimizer");
+      if (Status s = scaleGradients(gradRanges_, arena_.arena, factor); !s)
+        return s;
+    }
   }
-  norm *= scale;
-  if (!std::isfinite(norm) && finite) {
-    finite = false;
-    why = std::string("gradient norm is ") + nonfiniteName(norm) + " at step " +
-          std::to_string(step);
-  }
-  double factor = scale;
-  if (finite && opt_.gradClip > 0 && norm > opt_.gradClip)
-    factor *= opt_.gradClip / norm;
-  if (finite && factor != 1.0) {
-    TraceSpan span(tracer_, "gradient scaling", "optimizer");
-    if (Status s = scaleGradients(gradRanges_, arena_.arena, factor); !s)
-      return s;
-  }
+  // A non-finite loss is known here; a non-finite norm (on the device) only
+  // once the step's work is done: its update is skipped there.
   if (!finite && !opt_.skipNonfinite)
     return Status::error(why + "; stopping (--skip-nonfinite skips such steps)");
   double lr = schedule_.at(step);
@@ -356,8 +375,21 @@ Status Run::trainStep(int64_t step) {
       return s;
     if (s = runStep(StepFunction::OptimizerStep, prog_.optimizer_step); !s)
       return s;
-    if (s = backend_.synchronize(); !s)
-      return s;
+  }
+  if (Status s = backend_.synchronize(); !s)
+    return s;
+  if (onDevice) {
+    norm = *normHost_;
+    if (!std::isfinite(norm) && finite) {
+      finite = false;
+      why = std::string("gradient norm is ") + nonfiniteName(norm) +
+            " at step " + std::to_string(step);
+      if (!opt_.skipNonfinite)
+        return Status::error(why +
+                             "; stopping (--skip-nonfinite skips such steps)");
+    }
+  }
+  if (finite) {
     ++state_.updates;
   } else {
     ++state_.skipped;
@@ -510,6 +542,11 @@ Status Run::execute() {
     s = backend_.allocate(prog_.arena_bytes, &arena_.arena);
   if (s)
     s = backend_.zero(arena_.arena, 0, prog_.arena_bytes);
+  if (s && slots_.gradFactor) {
+    normHost_ = static_cast<double *>(backend_.hostBuffer(sizeof(double)));
+    if (!normHost_)
+      s = Status::error("cannot allocate host memory for the gradient norm");
+  }
   // Constants once, before parameters or a checkpoint (which cover only
   // slots of the table, never the constants' bytes) are loaded.
   if (ArenaFunction initConstants = initConstantsOf(prog_); s && initConstants) {

@@ -12,16 +12,6 @@
 namespace otcrt {
 namespace {
 
-/// Rounds a float32 to bfloat16 (nearest, ties to even; NaN stays NaN).
-uint16_t toBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 /// Element \p flat of a row-major \p shape as "[i, j]".
 std::string formatPosition(const std::vector<int64_t> &shape, int64_t flat) {
   std::vector<int64_t> index(shape.size());
@@ -158,6 +148,18 @@ Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
                         ranges.data(), &sum, otcrt_stream()) != 0)
     return Status::error("the gradient norm (otcrt_sum_squares) failed");
   norm = std::sqrt(sum);
+  return Status::ok();
+}
+
+Status gradFactor(const std::vector<OtcrtRange> &ranges, char *arena,
+                  int64_t factorOffset, double scale, double clip,
+                  double *norm) {
+  auto *factor = reinterpret_cast<float *>(arena + factorOffset);
+  if (otcrt_grad_factor(arena, static_cast<int32_t>(ranges.size()),
+                        ranges.data(), static_cast<float>(scale),
+                        static_cast<float>(clip), factor, norm,
+                        otcrt_stream()) != 0)
+    return Status::error("the gradient factor (otcrt_grad_factor) failed");
   return Status::ok();
 }
 

@@ -46,6 +46,14 @@ std::vector<OtcrtRange> gradientRanges(const std::vector<const OtcSlot *> &grads
 Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
                     double &norm);
 
+/// Queues otcrt_grad_factor: the GRAD_FACTOR slot at \p factorOffset gets
+/// \p scale times the clipping factor of the gradients' norm (\p clip; 0:
+/// none), NaN when the norm is not finite, and the norm (the scaled one)
+/// arrives at \p norm (backend host memory) once the stream is synchronized.
+Status gradFactor(const std::vector<OtcrtRange> &ranges, char *arena,
+                  int64_t factorOffset, double scale, double clip,
+                  double *norm);
+
 /// Multiplies the gradients in \p ranges by \p factor in place where they
 /// are (otcrt_scale_ranges: a device kernel on cuda, queued without a wait).
 Status scaleGradients(const std::vector<OtcrtRange> &ranges, char *arena,

@@ -1,4 +1,4 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 to 4, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 5, the
 // slot helpers declared in program.h, and the small pure functions of the
 // driver interface (RNG keys, BF16 widening, paths next to the executable).
 #include "program.h"
@@ -29,6 +29,7 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
     case OTC_SLOT_STEP: step = &slot; break;
     case OTC_SLOT_RNG: rng = &slot; break;
     case OTC_SLOT_GRAD_SCALE: gradScale = &slot; break;
+    case OTC_SLOT_GRAD_FACTOR: gradFactor = &slot; break;
     case OTC_SLOT_BUFFER:
       buffers.push_back(&slot);
       bufferValues += slot.nbytes / 4;
@@ -66,6 +67,7 @@ const char *slotKindName(int32_t kind) {
   case OTC_SLOT_RNG: return "RNG";
   case OTC_SLOT_GRAD_SCALE: return "GRAD_SCALE";
   case OTC_SLOT_BUFFER: return "BUFFER";
+  case OTC_SLOT_GRAD_FACTOR: return "GRAD_FACTOR";
   default: return "?";
   }
 }
@@ -197,9 +199,10 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     return bad("bad slot table");
   if (!program->zero_grads || !program->micro_step || !program->optimizer_step)
     return bad("missing zero_grads, micro_step or optimizer_step");
-  const int32_t lastKind =
-      program->abi_version >= 3 ? OTC_SLOT_BUFFER : OTC_SLOT_RNG;
-  int counts[OTC_SLOT_BUFFER + 1] = {};
+  const int32_t lastKind = program->abi_version >= 5   ? OTC_SLOT_GRAD_FACTOR
+                           : program->abi_version >= 3 ? OTC_SLOT_BUFFER
+                                                       : OTC_SLOT_RNG;
+  int counts[OTC_SLOT_GRAD_FACTOR + 1] = {};
   for (int32_t i = 0; i < program->num_slots; ++i) {
     const OtcSlot &slot = program->slots[i];
     std::string where = "slot " + std::to_string(i);
@@ -250,6 +253,7 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     case OTC_SLOT_LR:
     case OTC_SLOT_STEP:
     case OTC_SLOT_GRAD_SCALE:
+    case OTC_SLOT_GRAD_FACTOR:
       if (slot.dtype != OTC_F32 || numel != 1)
         return bad(where + " must be an F32 scalar");
       break;
@@ -262,12 +266,15 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
   if (counts[OTC_SLOT_LOSS] != 1)
     return bad("expected exactly one LOSS slot, found " +
                std::to_string(counts[OTC_SLOT_LOSS]));
-  for (int kind :
-       {OTC_SLOT_LR, OTC_SLOT_STEP, OTC_SLOT_RNG, OTC_SLOT_GRAD_SCALE})
+  for (int kind : {OTC_SLOT_LR, OTC_SLOT_STEP, OTC_SLOT_RNG,
+                   OTC_SLOT_GRAD_SCALE, OTC_SLOT_GRAD_FACTOR})
     if (counts[kind] > 1)
       return bad(std::string("more than one ") + slotKindName(kind) + " slot");
   if (needOptimizer && (counts[OTC_SLOT_LR] != 1 || counts[OTC_SLOT_STEP] != 1))
     return bad("training needs an LR and a STEP slot");
+  if (needOptimizer && program->abi_version >= 5 &&
+      counts[OTC_SLOT_GRAD_FACTOR] != 1)
+    return bad("training a version 5 program needs a GRAD_FACTOR slot");
   if (const char *name = countInputOf(*program)) {
     if (program->grad_accum > 1 && counts[OTC_SLOT_GRAD_SCALE] != 1)
       return bad("weighing micro-batches by count_input needs a GRAD_SCALE "

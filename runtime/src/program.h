@@ -17,7 +17,7 @@ namespace otcrt {
 /// The slots of a validated program, by kind, in table order.
 struct ProgramSlots {
   const OtcSlot *loss = nullptr, *lr = nullptr, *step = nullptr,
-                *rng = nullptr, *gradScale = nullptr;
+                *rng = nullptr, *gradScale = nullptr, *gradFactor = nullptr;
   std::vector<const OtcSlot *> params, grads, adamM, adamV, inputs, buffers;
   int64_t paramValues = 0;  ///< elements over all PARAM slots
   int64_t bufferValues = 0; ///< elements over all BUFFER slots

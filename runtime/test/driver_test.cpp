@@ -272,7 +272,12 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   p.count_input = "y";
   p.abi_version = 4;
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  // Version 5: training needs the GRAD_FACTOR slot AdamW reads.
   p.abi_version = 5;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("GRAD_FACTOR"));
+  EXPECT_TRUE(validateProgram(&p, "cpu", false));
+  p.abi_version = 6;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   // Version 3's index ranges must name integer INPUT slots, once each.

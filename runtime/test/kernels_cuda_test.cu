@@ -528,6 +528,61 @@ void testSumSquares(std::mt19937 &rng) {
   }
 }
 
+/// otcrt_grad_factor on the device against the host kernel, with the norm
+/// copied to page-locked memory: the factor without and with clipping, the
+/// norm within 1e-9 relative of the host's (both sum in double), the factor
+/// within float rounding; an infinite element gives an infinite norm and a
+/// NaN factor.
+void testGradFactor(std::mt19937 &rng) {
+  Check c("grad_factor");
+  const int64_t nF = 1000003, nB = 4099;
+  Floats f = random(nF, rng, -3, 3);
+  Bf16s b = toBf16(random(nB, rng, -3, 3));
+  const int64_t factorAt = nF * 4 + 64 + nB * 2 + 62;
+  std::vector<char> arena(factorAt + 4);
+  std::memcpy(arena.data(), f.data(), nF * 4);
+  std::memcpy(arena.data() + nF * 4 + 64, b.data(), nB * 2);
+  const OtcrtRange ranges[] = {{0, nF, 0, 0}, {nF * 4 + 64, nB, 1, 0}};
+  char *dArena = device(arena);
+  double *pinned = nullptr;
+  c.rc(cudaMallocHost(&pinned, sizeof(double)), "cudaMallocHost");
+  for (float clip : {0.0f, 100.0f, 1e9f}) {
+    float want = 0, got = 0;
+    double wantNorm = 0;
+    c.rc(otcrt::cpu::gradFactor(arena.data(), 2, ranges, 0.5f, clip,
+                                reinterpret_cast<float *>(&want), &wantNorm),
+         "host");
+    *pinned = -1;
+    c.rc(otcrt_grad_factor(dArena, 2, ranges, 0.5f, clip,
+                           reinterpret_cast<float *>(dArena + factorAt), pinned,
+                           nullptr),
+         "device");
+    c.rc(cudaDeviceSynchronize(), "synchronize");
+    cudaMemcpy(&got, dArena + factorAt, 4, cudaMemcpyDeviceToHost);
+    c.worst = std::max(c.worst, std::fabs(*pinned - wantNorm));
+    if (!(std::fabs(*pinned - wantNorm) <= 1e-9 * wantNorm) ||
+        !(std::fabs(got - want) <= 1e-6f * want)) {
+      std::printf("  clip %g: norm %.17g factor %.9g, host %.17g and %.9g\n",
+                  clip, *pinned, got, wantNorm, want);
+      c.ok = false;
+    }
+  }
+  float inf = INFINITY, got = 0;
+  cudaMemcpy(dArena + 8 * 4, &inf, 4, cudaMemcpyHostToDevice);
+  c.rc(otcrt_grad_factor(dArena, 2, ranges, 1.0f, 1.0f,
+                         reinterpret_cast<float *>(dArena + factorAt), pinned,
+                         nullptr),
+       "device inf");
+  c.rc(cudaDeviceSynchronize(), "synchronize");
+  cudaMemcpy(&got, dArena + factorAt, 4, cudaMemcpyDeviceToHost);
+  if (!std::isinf(*pinned) || !std::isnan(got)) {
+    std::printf("  an infinite element gave the norm %g and factor %g\n",
+                *pinned, got);
+    c.ok = false;
+  }
+  cudaFreeHost(pinned);
+}
+
 /// otcrt_scale_ranges on the device against the host kernel: a float range
 /// and a bfloat16 range, bit for bit (one product and one rounding each).
 void testScaleRanges(std::mt19937 &rng) {
@@ -590,6 +645,7 @@ int main(int argc, char **argv) {
   testNormParamGrads(rng, 4096, 1001);
   testGatherGrads(rng);
   testSumSquares(rng);
+  testGradFactor(rng);
   testScaleRanges(rng);
   testAttentions(rng);
   testCrossEntropy(OTCRT_MEAN, "mean", rng, 37, 5000);

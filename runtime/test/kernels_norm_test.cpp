@@ -5,7 +5,9 @@
 // Covers gamma/beta present and absent, rows spanning several column blocks
 // of the parameter-gradient sums, and the bfloat16 entry points (inputs
 // representable in bfloat16, results within bfloat16 rounding of the f32
-// kernel). Also checks the runtime's float to bfloat16 rounding.
+// kernel). Also checks the runtime's float to bfloat16 rounding, and the
+// gradient factor of the optimizer step (otcrt_grad_factor) on
+// hand-derived values.
 #include "kernels_test_util.h"
 
 #include "cpu/common.h"
@@ -377,4 +379,45 @@ TEST(KernelsReduce, ColumnSum) {
   ASSERT_EQ(otcrt_column_sum_f32(0, 4, nullptr, zero.data(), nullptr), 0);
   for (float v : zero)
     EXPECT_EQ(v, 0.0f);
+}
+
+// otcrt_grad_factor on hand-derived values: a float range holding 3 and 4
+// and a bfloat16 range holding 12 (squares 9 + 16 + 144 = 169, root 13).
+TEST(GradFactor, ClipsScalesAndRefusesNonFinite) {
+  std::vector<char> arena(64, 0);
+  const float f[2] = {3.0f, 4.0f};
+  std::memcpy(arena.data(), f, sizeof f);
+  const otcrt_bf16 twelve = 0x4140; // 12.0
+  std::memcpy(arena.data() + 16, &twelve, 2);
+  const OtcrtRange ranges[] = {{0, 2, 0, 0}, {16, 1, 1, 0}};
+  float *factor = reinterpret_cast<float *>(arena.data() + 32);
+  double norm = 0;
+  // No clipping: the factor is the scale, the norm the scaled one.
+  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 2.0f, 0.0f, factor,
+                              &norm, nullptr),
+            0);
+  EXPECT_EQ(norm, 26.0);
+  EXPECT_EQ(*factor, 2.0f);
+  // Clipping at 6.5: 2 * 6.5 / 26 = 0.5.
+  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 2.0f, 6.5f, factor,
+                              &norm, nullptr),
+            0);
+  EXPECT_EQ(*factor, 0.5f);
+  // A clip above the norm leaves the scale.
+  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 20.0f, factor,
+                              &norm, nullptr),
+            0);
+  EXPECT_EQ(norm, 13.0);
+  EXPECT_EQ(*factor, 1.0f);
+  // An infinite gradient: the norm is infinite and the factor NaN (skip).
+  const float inf = std::numeric_limits<float>::infinity();
+  std::memcpy(arena.data() + 4, &inf, 4);
+  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 1.0f, factor,
+                              &norm, nullptr),
+            0);
+  EXPECT_TRUE(std::isinf(norm));
+  EXPECT_TRUE(std::isnan(*factor));
+  EXPECT_NE(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 1.0f, nullptr,
+                              &norm, nullptr),
+            0);
 }

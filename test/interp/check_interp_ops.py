@@ -47,20 +47,33 @@ def softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def expect_adamw(rng):
+def adamw_inputs(rng, factor):
     p, g, m, v = (rng.standard_normal((3, 4)).astype(np.float32)
                   for _ in range(4))
     v = np.abs(v)
     lr, step = np.float32(0.01), np.float32(3)
-    inputs = {"p": p, "g": g, "m": m, "v": v,
-              "lr": np.array(lr), "step": np.array(step)}
-    p, g, m, v = (a.astype(np.float64) for a in (p, g, m, v))
+    return {"p": p, "g": g, "m": m, "v": v, "lr": np.array(lr),
+            "step": np.array(step), "factor": np.array(np.float32(factor))}
+
+
+def expect_adamw(rng):
+    """The update of ir/OtcOps.td with the gradient scaled by the factor."""
+    inputs = adamw_inputs(rng, 0.25)
+    p, g, m, v = (inputs[k].astype(np.float64) for k in "pgmv")
+    g = g * 0.25
+    lr, step = inputs["lr"], inputs["step"]
     b1, b2, eps, wd, t = 0.9, 0.99, 1e-3, 0.1, float(step)
     m1 = b1 * m + (1 - b1) * g
     v1 = b2 * v + (1 - b2) * g * g
     p1 = p - float(lr) * (m1 / (1 - b1**t) / (np.sqrt(v1 / (1 - b2**t)) + eps)
                           + wd * p)
     return inputs, {"p1": p1, "m1": m1, "v1": v1}
+
+
+def expect_adamw_skip(rng):
+    """A NaN factor: the parameter and moments come back unchanged."""
+    inputs = adamw_inputs(rng, float("nan"))
+    return inputs, {"p1": inputs["p"], "m1": inputs["m"], "v1": inputs["v"]}
 
 
 def expect_dropout(rng):
@@ -154,7 +167,8 @@ def expect_grad_kernels(rng):
         "nll_loss_grad": nll, "slice_grad": sliced, "gather_grad": gathered}
 
 
-CASES = [("adamw", expect_adamw), ("dropout", expect_dropout),
+CASES = [("adamw", expect_adamw), ("adamw_skip", expect_adamw_skip),
+         ("dropout", expect_dropout),
          ("grads", expect_grads), ("sce_grad", expect_sce_grad),
          ("constants", expect_constants), ("int_div", expect_int_div),
          ("compare_select_cast", expect_compare_select_cast),

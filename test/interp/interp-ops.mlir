@@ -1,4 +1,5 @@
-// Tests the interpreter on the ops that ONNX has no node test for (AdamW,
+// Tests the interpreter on the ops that ONNX has no node test for (AdamW
+// with its gradient factor and its skip,
 // the dropout mask formula, the gradient kernels, constants, integer
 // division, the comparison predicates and casts besides those of Equal and
 // Cast): check_interp_ops.py runs each function below with otc-run and
@@ -6,6 +7,7 @@
 // RUN: %python %otc_src/test/interp/check_interp_ops.py --otc-run otc-run --mlir %s --work %t | FileCheck %s
 
 // CHECK: adamw PASS
+// CHECK: adamw_skip PASS
 // CHECK: dropout PASS
 // CHECK: grads PASS
 // CHECK: sce_grad PASS
@@ -13,19 +15,38 @@
 // CHECK: int_div PASS
 // CHECK: compare_select_cast PASS
 // CHECK: grad_kernels PASS
-// CHECK: 8 passed, 0 failed
+// CHECK: 9 passed, 0 failed
 
 func.func @adamw(%p: tensor<3x4xf32> {otc.input = "p"},
                  %g: tensor<3x4xf32> {otc.input = "g"},
                  %m: tensor<3x4xf32> {otc.input = "m"},
                  %v: tensor<3x4xf32> {otc.input = "v"},
                  %lr: tensor<f32> {otc.input = "lr"},
-                 %step: tensor<f32> {otc.input = "step"})
+                 %step: tensor<f32> {otc.input = "step"},
+                 %factor: tensor<f32> {otc.input = "factor"})
     -> (tensor<3x4xf32> {otc.output = "p1"}, tensor<3x4xf32> {otc.output = "m1"},
         tensor<3x4xf32> {otc.output = "v1"}) {
-  %0:3 = otc.adamw %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.99 : f64,
+  %0:3 = otc.adamw %p, %g, %m, %v, %lr, %step, %factor {beta1 = 0.9 : f64, beta2 = 0.99 : f64,
       epsilon = 1.0e-3 : f64, weight_decay = 0.1 : f64}
-      : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<f32>)
+      : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>)
+      -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+  return %0#0, %0#1, %0#2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}
+
+// A factor that is not finite (the runtime's verdict on a NaN or infinite
+// gradient norm) keeps the parameter and moments.
+func.func @adamw_skip(%p: tensor<3x4xf32> {otc.input = "p"},
+                 %g: tensor<3x4xf32> {otc.input = "g"},
+                 %m: tensor<3x4xf32> {otc.input = "m"},
+                 %v: tensor<3x4xf32> {otc.input = "v"},
+                 %lr: tensor<f32> {otc.input = "lr"},
+                 %step: tensor<f32> {otc.input = "step"},
+                 %factor: tensor<f32> {otc.input = "factor"})
+    -> (tensor<3x4xf32> {otc.output = "p1"}, tensor<3x4xf32> {otc.output = "m1"},
+        tensor<3x4xf32> {otc.output = "v1"}) {
+  %0:3 = otc.adamw %p, %g, %m, %v, %lr, %step, %factor {beta1 = 0.9 : f64, beta2 = 0.99 : f64,
+      epsilon = 1.0e-3 : f64, weight_decay = 0.1 : f64}
+      : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>)
       -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
   return %0#0, %0#1, %0#2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
 }

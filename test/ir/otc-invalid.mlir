@@ -191,7 +191,7 @@ func.func @attention_grad_key(%q: tensor<1x2x4x2xf32>, %l: tensor<1x2x4xf32>) ->
 
 func.func @adamw_grad_f16(%p: tensor<4xf32>, %g: tensor<4xf16>, %m: tensor<4xf32>, %v: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
   // expected-error @+1 {{grad must have the param's type, or be bf16 of its shape for f32 params, got 'tensor<4xf16>'}}
-  %0:3 = otc.adamw %p, %g, %m, %v, %lr, %t {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = otc.adamw %p, %g, %m, %v, %lr, %t, %t {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
 

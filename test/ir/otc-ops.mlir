@@ -63,7 +63,7 @@ func.func @training_ops(%z: tensor<4x10xf32>, %y: tensor<4xi64>, %k: tensor<i64>
   // CHECK: otc.tanh_grad
   %t = otc.tanh_grad %r, %z : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
   // CHECK: otc.adamw {{.*}} {beta1 = 9.000000e-01 : f64
-  %np, %nm, %nv = otc.adamw %p, %p, %p, %p, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  %np, %nm, %nv = otc.adamw %p, %p, %p, %p, %lr, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %l : tensor<f32>
 }
 

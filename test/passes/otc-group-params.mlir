@@ -24,8 +24,9 @@
 // CHECK-DAG: otck.buffer {slot = "adam_m:b"} : memref<5xf32>
 // CHECK-DAG: %[[LR:.*]] = otck.buffer {slot = "lr"}
 // CHECK-DAG: %[[T:.*]] = otck.buffer {slot = "step"}
-// CHECK: otck.kernel ins(%[[OP]], %[[OG]], %[[OM]], %[[OV]], %[[LR]], %[[T]] : memref<16xf32>, memref<16xbf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>) outs(%[[OP]], %[[OM]], %[[OV]], %[[OC]] : memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xbf16>)
-// CHECK: otc.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{.*}} : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xbf16>)
+// CHECK-DAG: %[[F:.*]] = otck.buffer {slot = "grad_factor"}
+// CHECK: otck.kernel ins(%[[OP]], %[[OG]], %[[OM]], %[[OV]], %[[LR]], %[[T]], %[[F]] : memref<16xf32>, memref<16xbf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) outs(%[[OP]], %[[OM]], %[[OV]], %[[OC]] : memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xbf16>)
+// CHECK: otc.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{.*}} : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xbf16>)
 // CHECK-NOT: otck.kernel
 // CHECK: return
 // @refresh_params (called by the runtime once the masters are loaded): one
@@ -95,14 +96,15 @@ func.func @optimizer_step() {
   %vb = otck.buffer {slot = "adam_v:b"} : memref<5xf32>
   %lr = otck.buffer {slot = "lr"} : memref<f32>
   %t = otck.buffer {slot = "step"} : memref<f32>
-  otck.kernel ins(%pa, %ga, %ma, %va, %lr, %t : memref<3xf32>, memref<3xbf16>, memref<3xf32>, memref<3xf32>, memref<f32>, memref<f32>) outs(%pa, %ma, %va : memref<3xf32>, memref<3xf32>, memref<3xf32>) {
-  ^bb0(%p: tensor<3xf32>, %g: tensor<3xbf16>, %m: tensor<3xf32>, %v: tensor<3xf32>, %l: tensor<f32>, %s: tensor<f32>):
-    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<3xf32>, tensor<3xbf16>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  %f = otck.buffer {slot = "grad_factor"} : memref<f32>
+  otck.kernel ins(%pa, %ga, %ma, %va, %lr, %t, %f : memref<3xf32>, memref<3xbf16>, memref<3xf32>, memref<3xf32>, memref<f32>, memref<f32>, memref<f32>) outs(%pa, %ma, %va : memref<3xf32>, memref<3xf32>, memref<3xf32>) {
+  ^bb0(%p: tensor<3xf32>, %g: tensor<3xbf16>, %m: tensor<3xf32>, %v: tensor<3xf32>, %l: tensor<f32>, %s: tensor<f32>, %k: tensor<f32>):
+    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s, %k {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<3xf32>, tensor<3xbf16>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
     otck.yield %np, %nm, %nv : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
   }
-  otck.kernel ins(%pb, %gb, %mb, %vb, %lr, %t : memref<5xf32>, memref<5xbf16>, memref<5xf32>, memref<5xf32>, memref<f32>, memref<f32>) outs(%pb, %mb, %vb : memref<5xf32>, memref<5xf32>, memref<5xf32>) {
-  ^bb0(%p: tensor<5xf32>, %g: tensor<5xbf16>, %m: tensor<5xf32>, %v: tensor<5xf32>, %l: tensor<f32>, %s: tensor<f32>):
-    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<5xf32>, tensor<5xbf16>, tensor<5xf32>, tensor<5xf32>, tensor<f32>, tensor<f32>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  otck.kernel ins(%pb, %gb, %mb, %vb, %lr, %t, %f : memref<5xf32>, memref<5xbf16>, memref<5xf32>, memref<5xf32>, memref<f32>, memref<f32>, memref<f32>) outs(%pb, %mb, %vb : memref<5xf32>, memref<5xf32>, memref<5xf32>) {
+  ^bb0(%p: tensor<5xf32>, %g: tensor<5xbf16>, %m: tensor<5xf32>, %v: tensor<5xf32>, %l: tensor<f32>, %s: tensor<f32>, %k: tensor<f32>):
+    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s, %k {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<5xf32>, tensor<5xbf16>, tensor<5xf32>, tensor<5xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
     otck.yield %np, %nm, %nv : tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
   }
   return
@@ -126,14 +128,15 @@ func.func @optimizer_step() {
   %vb = otck.buffer {slot = "adam_v:b"} : memref<5xf32>
   %lr = otck.buffer {slot = "lr"} : memref<f32>
   %t = otck.buffer {slot = "step"} : memref<f32>
-  otck.kernel ins(%pa, %ga, %ma, %va, %lr, %t : memref<3xf32>, memref<3xf32>, memref<3xf32>, memref<3xf32>, memref<f32>, memref<f32>) outs(%pa, %ma, %va : memref<3xf32>, memref<3xf32>, memref<3xf32>) {
-  ^bb0(%p: tensor<3xf32>, %g: tensor<3xf32>, %m: tensor<3xf32>, %v: tensor<3xf32>, %l: tensor<f32>, %s: tensor<f32>):
-    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  %f = otck.buffer {slot = "grad_factor"} : memref<f32>
+  otck.kernel ins(%pa, %ga, %ma, %va, %lr, %t, %f : memref<3xf32>, memref<3xf32>, memref<3xf32>, memref<3xf32>, memref<f32>, memref<f32>, memref<f32>) outs(%pa, %ma, %va : memref<3xf32>, memref<3xf32>, memref<3xf32>) {
+  ^bb0(%p: tensor<3xf32>, %g: tensor<3xf32>, %m: tensor<3xf32>, %v: tensor<3xf32>, %l: tensor<f32>, %s: tensor<f32>, %k: tensor<f32>):
+    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s, %k {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
     otck.yield %np, %nm, %nv : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
   }
-  otck.kernel ins(%pb, %gb, %mb, %vb, %lr, %t : memref<5xf32>, memref<5xf32>, memref<5xf32>, memref<5xf32>, memref<f32>, memref<f32>) outs(%pb, %mb, %vb : memref<5xf32>, memref<5xf32>, memref<5xf32>) {
-  ^bb0(%p: tensor<5xf32>, %g: tensor<5xf32>, %m: tensor<5xf32>, %v: tensor<5xf32>, %l: tensor<f32>, %s: tensor<f32>):
-    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<f32>, tensor<f32>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  otck.kernel ins(%pb, %gb, %mb, %vb, %lr, %t, %f : memref<5xf32>, memref<5xf32>, memref<5xf32>, memref<5xf32>, memref<f32>, memref<f32>, memref<f32>) outs(%pb, %mb, %vb : memref<5xf32>, memref<5xf32>, memref<5xf32>) {
+  ^bb0(%p: tensor<5xf32>, %g: tensor<5xf32>, %m: tensor<5xf32>, %v: tensor<5xf32>, %l: tensor<f32>, %s: tensor<f32>, %k: tensor<f32>):
+    %np, %nm, %nv = otc.adamw %p, %g, %m, %v, %l, %s, %k {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
     otck.yield %np, %nm, %nv : tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
   }
   return

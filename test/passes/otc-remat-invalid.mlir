@@ -8,11 +8,11 @@
 
 // Tests the errors. An impossible budget names the smallest that fits, as
 // otc-compile plans it: the arena of otc-plan-buffers, every buffer 256-byte
-// aligned. By hand: nine persistent slots (x, w1, its gradient and two
-// moments, loss, lr, step, and the loss's seed gradient 1, a constant filled
-// once at load) take 9 * 256 = 2304 bytes; at most two temporaries (2x4 f32
-// each) live at once, 512 more; 2816 in all.
-// SMALL: error: no recomputation plan fits the memory budget of 100 bytes; the smallest that fits is 2816 bytes
+// aligned. By hand: ten persistent slots (x, w1, its gradient and two
+// moments, loss, lr, step, grad_factor, and the loss's seed gradient 1, a
+// constant filled once at load) take 10 * 256 = 2560 bytes; at most two
+// temporaries (2x4 f32 each) live at once, 512 more; 3072 in all.
+// SMALL: error: no recomputation plan fits the memory budget of 100 bytes; the smallest that fits is 3072 bytes
 // NOBUDGET: error: --remat=auto needs a memory budget
 // POLICY: error: unknown recomputation policy 'some' (none, full, selective, auto)
 // UNIT: error: cannot read memory budget '12XB' (e.g. 12GiB, 500MB, 1048576)

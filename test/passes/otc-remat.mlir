@@ -1,9 +1,9 @@
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=none | FileCheck %s --check-prefix=NONE
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=full | FileCheck %s --check-prefix=FULL
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=selective | FileCheck %s --check-prefix=SEL
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=4608" | FileCheck %s --check-prefix=AUTO4608
 // RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=4864" | FileCheck %s --check-prefix=AUTO4864
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=5KiB" | FileCheck %s --check-prefix=AUTOBIG
+// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=5120" | FileCheck %s --check-prefix=AUTO5120
+// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=6KiB" | FileCheck %s --check-prefix=AUTOBIG
 
 // Tests the policies on two residual blocks (matmul, softmax, tanh, add) and
 // a head. The residual values are the cuts between blocks; `full` keeps the
@@ -41,15 +41,15 @@
 
 // `auto` measures each candidate as otc-compile plans it: the arena of
 // otc-plan-buffers (every buffer 256-byte aligned) after the rest of the
-// pipeline. Thirteen persistent slots (x, w1, w2, their gradients and two
-// moments each, loss, lr, step, and the loss's seed gradient 1, a constant
-// filled once at load) take 13 * 256 = 3328 bytes; the temporaries after
-// them take 7 places of 256 under nnn (5120 in all), 6 under snn (4864) and
-// 5 under fnn and fff (4608). The smallest budget takes the cheaper
+// pipeline. Fourteen persistent slots (x, w1, w2, their gradients and two
+// moments each, loss, lr, step, grad_factor, and the loss's seed gradient
+// 1, a constant filled once at load) take 14 * 256 = 3584 bytes; the
+// temporaries after them take 7 places of 256 under nnn (5376 in all), 6
+// under snn (5120) and 5 under fnn and fff (4864). The smallest budget takes the cheaper
 // of the two smallest plans; a budget between the extremes recomputes the
 // attention core of one block.
-// AUTO4608: otc.remat = {blocks = "fnn", policy = "auto", recompute_flops = 112 : i64
-// AUTO4864: otc.remat = {blocks = "snn", policy = "auto", recompute_flops = 104 : i64
+// AUTO4864: otc.remat = {blocks = "fnn", policy = "auto", recompute_flops = 112 : i64
+// AUTO5120: otc.remat = {blocks = "snn", policy = "auto", recompute_flops = 104 : i64
 // AUTOBIG: otc.remat = {blocks = "nnn", policy = "auto", recompute_flops = 0 : i64
 
 func.func @forward(%x: tensor<2x4xf32> {otc.input = "x"}, %w1: tensor<4x4xf32> {otc.param = "w1"},

@@ -29,10 +29,16 @@ enum OtcSlotKind {
   OTC_SLOT_GRAD_SCALE = 9, /* version 3: f32 scalar, the micro-batch's weight
                               in its step's gradient, set by the runtime
                               before each micro_step */
-  OTC_SLOT_BUFFER = 10      /* version 3: an F32 initializer that is not
+  OTC_SLOT_BUFFER = 10,     /* version 3: an F32 initializer that is not
                               trained (frozen, a rotary table): loaded from
                               the initial parameters, kept in checkpoints,
                               no gradient, moments or master */
+  OTC_SLOT_GRAD_FACTOR = 11 /* version 5: f32 scalar, the factor AdamW
+                              multiplies the step's gradients by (clipping
+                              and batch ramp; not finite: the update is
+                              skipped), written by the runtime on the device
+                              (otcrt_grad_factor) before each
+                              optimizer_step */
 };
 
 /// Element type of a slot.
@@ -82,12 +88,14 @@ typedef struct {
  * versions 1 to 3 (void, one per type and epilogue) by otcrt_gemm (an
  * OtcrtGemm descriptor and a status), so an older program no longer links
  * against this runtime and a version 4 program needs one of version 4 or
- * later. The runtime accepts descriptors of versions 1 to 4 and reads each
- * field only from a descriptor of a version that has it. */
-#define OTC_ABI_VERSION 4
+ * later. Version 5 adds no field: the GRAD_FACTOR slot, which
+ * optimizer_step reads (a program of version 5 has one). The runtime
+ * accepts descriptors of versions 1 to 5 and reads each field only from a
+ * descriptor of a version that has it. */
+#define OTC_ABI_VERSION 5
 
 typedef struct {
-  int32_t abi_version; /* 1 to 4 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to 5 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -101,7 +109,8 @@ typedef struct {
                                       and adds grad/grad_accum into GRAD slots */
   void (*optimizer_step)(char *arena); /* AdamW: reads PARAM, GRAD, ADAM_M,
                                           ADAM_V, LR (f32 scalar), STEP (f32
-                                          scalar, 1-based); updates PARAM,
+                                          scalar, 1-based), GRAD_FACTOR
+                                          (version 5); updates PARAM,
                                           ADAM_M, ADAM_V */
   /* Version 2: fills the constants the steps read, which live in arena bytes
      outside every slot of the table; called once after the arena is

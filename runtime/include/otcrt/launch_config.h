@@ -17,6 +17,19 @@
 /// cross-entropy (cross_entropy.cu).
 #define OTCRT_CUDA_REDUCE_BLOCK 1024
 
+/// The gradient norm's partial sums of squares (sum_squares.cu: otcrt_sum_squares
+/// and otcrt_grad_factor): a range of n elements gets one block of
+/// OTCRT_CUDA_ROW_BLOCK threads per OTCRT_CUDA_SUMSQ_PER_THREAD elements a
+/// thread, at most OTCRT_CUDA_SUMSQ_MAX_BLOCKS (then the grid strides); one
+/// block of OTCRT_CUDA_ROW_BLOCK threads adds the partials.
+#define OTCRT_CUDA_SUMSQ_PER_THREAD 8
+#define OTCRT_CUDA_SUMSQ_MAX_BLOCKS 1024
+static inline int64_t otcrt_sumsq_blocks(int64_t n) {
+  int64_t per = (int64_t)OTCRT_CUDA_ROW_BLOCK * OTCRT_CUDA_SUMSQ_PER_THREAD;
+  int64_t b = (n + per - 1) / per;
+  return b < 1 ? 1 : (b > OTCRT_CUDA_SUMSQ_MAX_BLOCKS ? OTCRT_CUDA_SUMSQ_MAX_BLOCKS : b);
+}
+
 /// The two-stage column reductions of the column sums (column_sum.cu) and
 /// of the norms' parameter gradients (layer_norm.cu), column_reduce.cuh:
 /// stage 1 runs one block per (tile of OTCRT_CUDA_COLUMN_TILE columns,
