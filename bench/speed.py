@@ -477,6 +477,7 @@ def run_otc(out, prog, info, a, gpu, shard, init_path, rundir):
         os.remove(jsonl)
     cmd = [os.path.join(d, "train"), "--data", shard, "--init", init_path,
            "--steps", str(a.steps), "--lr", "3e-4", "--seed", "0",
+           "--grad-clip", str(a.grad_clip),
            "--log-every", "1", "--log-jsonl", jsonl]
     log(f"speed run: otc micro-batch {mb}: {' '.join(cmd)}")
     status, dev_peak, rss = run_polled(cmd, logp, gpu, a.timeout)
@@ -530,7 +531,8 @@ def run_torch(out, mb, mode, cfg, a, gpu, rundir):
         os.remove(res)
     cmd = [a.python, os.path.join(HERE, "speed_torch.py"), "--mode", mode,
            "--micro-batch", str(mb), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--config", json.dumps(cfg), "--result", res]
+           "--config", json.dumps(cfg), "--result", res,
+           "--grad-clip", str(a.grad_clip)]
     log(f"speed run: torch {mode} micro-batch {mb}")
     status, dev_peak, rss = run_polled(cmd, logp, gpu, a.timeout)
     key = f"torch_{mode}"
@@ -639,6 +641,7 @@ def run(a):
         "torch_version": torch_ver,
         "steps": a.steps,
         "warmup_steps": a.warmup,
+        "grad_clip": a.grad_clip,
         "peak_tflops": peak_tflops,
         "mfu_formula": "tokens_per_s * (6*N + 6*L*h*T) / peak_tflops",
         "micro_batches": [r["micro_batch"] for r in runs],
@@ -729,6 +732,9 @@ def main():
     r.add_argument("--peak-tflops", type=float, help="peak for MFU (default: known GPUs)")
     r.add_argument("--python", default=sys.executable, help="python for the PyTorch runs")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--grad-clip", type=float, default=1.0,
+                   help="global gradient-norm clipping for otc and PyTorch alike "
+                        "(llm.c's default 1.0; 0: off)")
     r.add_argument("--timeout", type=float, default=1800, help="seconds per training run")
     a = ap.parse_args()
     if a.cmd == "build":

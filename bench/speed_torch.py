@@ -120,6 +120,8 @@ def bench(a):
               else contextlib.nullcontext()):
             loss = step_fn(data[:, :-1], data[:, 1:])
         loss.backward()
+        if a.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         sync()
@@ -152,6 +154,8 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--warmup", type=int, required=True)
     ap.add_argument("--config", required=True)
+    ap.add_argument("--grad-clip", type=float, default=0.0,
+                    help="clip the global gradient norm (0: off)")
     ap.add_argument("--result", required=True)
     return bench(ap.parse_args())
 

@@ -15,7 +15,8 @@
 # RESULTS receives: gpu-results.txt (one line per check), gpu-logs.tar.xz,
 # speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
 # then with PyTorch), trace-compare.txt (bench/compare_trace.py: predicted
-# against measured milliseconds per kernel), session.txt (what ran, when).
+# against measured milliseconds per kernel at micro-batch 8 and 16),
+# session.txt (what ran, when).
 set -uo pipefail
 bundles=$(cd "${1:?usage: session.sh BUNDLES RESULTS [SECONDS]}" && pwd)
 mkdir -p "${2:?usage: session.sh BUNDLES RESULTS [SECONDS]}"
@@ -53,15 +54,20 @@ say "speed exit $?"
 cp -f "$work"/speed-otc/*.json "$results/speed-otc.json" 2>/dev/null
 tail -25 "$work/speed-otc.log"
 
-# Per-kernel times: the micro-batch 8 program traced (eager launches with
-# events around each span), against plan.json's prediction.
+# Per-kernel times: the micro-batch 8 and 16 programs traced (eager
+# launches with events around each span), against plan.json's prediction.
 if [[ -f $sp/run/init.safetensors ]]; then
-  say "trace mb8"
-  timeout 60 "$sp/mb8/train" --data "$sp/run/random_000000.bin" --init "$sp/run/init.safetensors" \
-    --steps 6 --trace "$work/trace-mb8.json" > "$work/trace-mb8.log" 2>&1
-  say "trace exit $?"
-  python3 "$sp/compare_trace.py" "$sp/mb8/plan.json" "$work/trace-mb8.json" --skip-steps 2 \
-    --min-share 0.005 > "$results/trace-compare.txt" 2>&1
+  for mb in mb8 mb16; do
+    [[ -x $sp/$mb/train ]] || continue
+    say "trace $mb"
+    timeout 60 "$sp/$mb/train" --data "$sp/run/random_000000.bin" \
+      --init "$sp/run/init.safetensors" --steps 6 --grad-clip 1 \
+      --trace "$work/trace-$mb.json" > "$work/trace-$mb.log" 2>&1
+    say "trace $mb exit $?"
+    { echo "== $mb"; python3 "$sp/compare_trace.py" "$sp/$mb/plan.json" \
+        "$work/trace-$mb.json" --skip-steps 2 --min-share 0.005; } \
+      >> "$results/trace-compare.txt" 2>&1
+  done
   cat "$results/trace-compare.txt"
 fi
 
@@ -76,5 +82,6 @@ else
   say "no time left for the PyTorch runs (${t}s)"
 fi
 tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
-  --exclude=train speed-otc.log speed-torch.log trace-mb8.log otc-speed/run 2>/dev/null
+  --exclude=train speed-otc.log speed-torch.log trace-mb8.log trace-mb16.log otc-speed/run \
+  2>/dev/null
 say "done"
