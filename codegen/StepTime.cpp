@@ -205,7 +205,11 @@ void Predictor::gradientFactor(ModuleOp module,
     l.what = "partial sums of squares";
     l.blocks = otcrt_sumsq_blocks(n);
     l.threads = OTCRT_CUDA_ROW_BLOCK;
-    l.steps = (n + l.blocks * l.threads - 1) / (l.blocks * l.threads);
+    // Each thread's loop: rounds of OTCRT_CUDA_SUMSQ_UNROLL loads in flight,
+    // then what is left one load at a time.
+    int64_t iterations = (n + l.blocks * l.threads - 1) / (l.blocks * l.threads);
+    l.steps = iterations / OTCRT_CUDA_SUMSQ_UNROLL +
+              iterations % OTCRT_CUDA_SUMSQ_UNROLL;
     l.bytes = double(width) * double(n);
     partials += l.blocks;
     grid.push_back(l);

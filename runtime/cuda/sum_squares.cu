@@ -18,15 +18,34 @@ namespace otcrt {
 namespace cuda {
 namespace {
 
+/// One block's partial sum of squares of a grid-stride share of x: each
+/// thread loads OTCRT_CUDA_SUMSQ_UNROLL elements a grid stride apart before
+/// it adds any (that many loads in flight), into as many sums, then the
+/// rest one at a time; the order depends on n and the grid alone.
 template <typename T>
 __global__ void partialSquares(int64_t n, const T *x, double *partial) {
+  constexpr int U = OTCRT_CUDA_SUMSQ_UNROLL;
   __shared__ double scratch[32];
-  double acc = 0;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double v = load(x[i]);
-    acc += v * v;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  double sums[U] = {};
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      v[u] = load(x[i + u * stride]);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      sums[u] += static_cast<double>(v[u]) * v[u];
   }
+  for (; i < n; i += stride) {
+    double v = load(x[i]);
+    sums[0] += v * v;
+  }
+  double acc = 0;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    acc += sums[u];
   acc = blockSum(acc, scratch);
   if (threadIdx.x == 0)
     partial[blockIdx.x] = acc;

@@ -20,10 +20,12 @@
 /// The gradient norm's partial sums of squares (sum_squares.cu: otcrt_sum_squares
 /// and otcrt_grad_factor): a range of n elements gets one block of
 /// OTCRT_CUDA_ROW_BLOCK threads per OTCRT_CUDA_SUMSQ_PER_THREAD elements a
-/// thread, at most OTCRT_CUDA_SUMSQ_MAX_BLOCKS (then the grid strides); one
-/// block of OTCRT_CUDA_ROW_BLOCK threads adds the partials.
+/// thread, at most OTCRT_CUDA_SUMSQ_MAX_BLOCKS (then the grid strides,
+/// each thread loading OTCRT_CUDA_SUMSQ_UNROLL elements before it adds
+/// them); one block of OTCRT_CUDA_ROW_BLOCK threads adds the partials.
 #define OTCRT_CUDA_SUMSQ_PER_THREAD 8
 #define OTCRT_CUDA_SUMSQ_MAX_BLOCKS 1024
+#define OTCRT_CUDA_SUMSQ_UNROLL 4
 static inline int64_t otcrt_sumsq_blocks(int64_t n) {
   int64_t per = (int64_t)OTCRT_CUDA_ROW_BLOCK * OTCRT_CUDA_SUMSQ_PER_THREAD;
   int64_t b = (n + per - 1) / per;
