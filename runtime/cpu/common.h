@@ -6,6 +6,7 @@
 #ifndef OTCRT_CPU_COMMON_H
 #define OTCRT_CPU_COMMON_H
 
+#include "otcrt/bf16.h"
 #include "otcrt/kernels.h"
 
 #include <cstdint>
@@ -14,24 +15,12 @@
 namespace otcrt {
 namespace cpu {
 
-/// The float whose upper half is `h`.
-inline float bf16ToFloat(otcrt_bf16 h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+/// The float whose upper half is `h` (otcrt/bf16.h).
+inline float bf16ToFloat(otcrt_bf16 h) { return otcrt_bf16_to_float(h); }
 
 /// `f` rounded to the nearest bfloat16, ties to even; a NaN stays a (quiet)
-/// NaN of the same sign, infinities stay infinities.
-inline otcrt_bf16 floatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<otcrt_bf16>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<otcrt_bf16>(bits >> 16);
-}
+/// NaN of the same sign, infinities stay infinities (otcrt/bf16.h).
+inline otcrt_bf16 floatToBf16(float f) { return otcrt_float_to_bf16(f); }
 
 /// Loads element `v` of a float or bfloat16 tensor as a float.
 inline float load(float v) { return v; }

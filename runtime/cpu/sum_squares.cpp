@@ -21,10 +21,8 @@ constexpr int64_t kChunk = 1 << 14;
 
 double square(float v) { return static_cast<double>(v) * v; }
 double square(otcrt_bf16 v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return static_cast<double>(f) * f;
+  double f = bf16ToFloat(v);
+  return f * f;
 }
 
 template <typename T> double sumSquares(const T *x, int64_t n) {

@@ -9,6 +9,7 @@
 #ifndef OTCRT_CUDA_COMMON_CUH
 #define OTCRT_CUDA_COMMON_CUH
 
+#include "otcrt/bf16.h"
 #include "otcrt/kernels.h"
 #include "otcrt/launch_config.h"
 
@@ -26,19 +27,14 @@ constexpr int kBlock = OTCRT_CUDA_ROW_BLOCK;
 /// Loads a float or bfloat16 element as a float.
 __device__ __forceinline__ float load(float v) { return v; }
 __device__ __forceinline__ float load(otcrt_bf16 v) {
-  return __uint_as_float(static_cast<uint32_t>(v) << 16);
+  return otcrt_bf16_to_float(v);
 }
 
-/// Stores a float into a float or bfloat16 element.
+/// Stores a float into a float or bfloat16 element (rounded as
+/// otcrt/bf16.h rounds).
 __device__ __forceinline__ void store(float *p, float v) { *p = v; }
 __device__ __forceinline__ void store(otcrt_bf16 *p, float v) {
-  uint32_t bits = __float_as_uint(v);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    *p = static_cast<otcrt_bf16>((bits >> 16) | 0x0040u);
-    return;
-  }
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  *p = static_cast<otcrt_bf16>(bits >> 16);
+  *p = otcrt_float_to_bf16(v);
 }
 
 /// Elements of T in a 16-byte packet: 4 floats or 8 bfloat16.

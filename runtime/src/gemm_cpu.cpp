@@ -17,6 +17,7 @@
 // cuBLASLt and the cuda fallback epilogues with.
 #include "cpu/kernels_cpu.h"
 #include "gemm_check.h"
+#include "otcrt/bf16.h"
 
 #include <algorithm>
 #include <climits>
@@ -173,12 +174,8 @@ std::vector<float> widen(const uint16_t *x, int64_t rows, int64_t ld,
   // Same offsets as the operand: entry e at e * stride, rows x ld each.
   std::vector<float> out(static_cast<size_t>((entries - 1) * stride + rows * ld));
 #pragma omp parallel for schedule(static) if (out.size() > 65536)
-  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
-    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    out[i] = f;
-  }
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i)
+    out[i] = otcrt_bf16_to_float(x[i]);
   return out;
 }
 
@@ -228,13 +225,7 @@ void gemmBf16Bf16(int transA, int transB, int64_t M, int64_t N, int64_t K,
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         int64_t at = e * strideC + i * ldc + j;
-        uint32_t bits;
-        std::memcpy(&bits, &c[at], sizeof(bits));
-        if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-          C[at] = static_cast<uint16_t>((bits >> 16) | 0x40u);
-        else
-          C[at] = static_cast<uint16_t>(
-              (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+        C[at] = otcrt_float_to_bf16(c[at]);
       }
 }
 
@@ -256,21 +247,9 @@ float geluTanhDerivative(float v) {
 /// Storage elements as floats and back (BF16: widened exactly; stored with
 /// one rounding to nearest even, NaN kept a quiet NaN).
 float toFloat(float x) { return x; }
-float toFloat(uint16_t x) {
-  uint32_t bits = static_cast<uint32_t>(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+float toFloat(uint16_t x) { return otcrt_bf16_to_float(x); }
 void put(float *p, float v) { *p = v; }
-void put(uint16_t *p, float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    *p = static_cast<uint16_t>((bits >> 16) | 0x40u);
-  else
-    *p = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
+void put(uint16_t *p, float v) { *p = otcrt_float_to_bf16(v); }
 
 /// The FP32 product of float or BF16 operands into `v` (laid out as C).
 void product(const OtcrtGemm &g, const float *A, const float *B, float *v) {
