@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Liveness.h"
 #include "passes/Passes.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"

@@ -9,6 +9,7 @@
 
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "passes/Liveness.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -78,7 +78,7 @@ std::string pathNextToExecutable(const std::string &file);
 /// Returns pathNextToExecutable("init.safetensors").
 std::string defaultInitPath();
 
-/// Checks a program descriptor against ABI versions 1 to 4 (slots, index
+/// Checks a program descriptor against ABI versions 1 to 5 (slots, index
 /// ranges) and \p backendName.
 /// \p needOptimizer requires LR and STEP slots (not needed for --dump-grads).
 Status validateProgram(const OtcProgram *program, const char *backendName,

@@ -1,6 +1,7 @@
-/* The kernel library of the otcrt runtime (ABI v2): the fused ops of the otc
- * dialect as shape-generic functions, compiled once into libotcrt_cpu.a and
- * libotcrt_cuda.a, that generated programs call with sizes and pointers
+/* The kernel library of the otcrt runtime (versioned with OTC_ABI_VERSION,
+ * otcrt/abi.h): the fused ops of the otc dialect as shape-generic functions,
+ * compiled once into libotcrt_cpu.a and libotcrt_cuda.a, that generated
+ * programs call with sizes and pointers
  * (host pointers on the cpu target, device pointers on cuda). Each function
  * exists once per storage type: `_f32` (float) and `_bf16` (bfloat16 stored
  * as the upper 16 bits of an IEEE float, `otcrt_bf16`); arithmetic, the
