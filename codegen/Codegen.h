@@ -23,30 +23,22 @@ namespace otc {
 
 struct StepTime;
 
-enum class Target { Cpu, Cuda };
-
 struct EmitOptions {
-  Target target = Target::Cpu;
   /// The model file, recorded in the program.
   std::string modelPath;
-  int64_t microBatch = 0;
-  int64_t gradAccum = 1;
 };
 
-/// Emits the whole program (C++ for the cpu target, CUDA C++ for cuda).
-/// Fails with an error at the op it cannot emit.
+/// Emits the whole program (C++ for the cpu target, CUDA C++ for cuda) for
+/// the target, micro-batch and grad-accum of the module's configuration
+/// (ir/Config.h). Fails with an error at the op it cannot emit, or when the
+/// module has no configuration.
 mlir::LogicalResult emitProgram(mlir::ModuleOp module,
                                 const EmitOptions &options,
                                 llvm::raw_ostream &os);
 
-/// What plan.json reports beyond what the planned module holds.
+/// What plan.json reports beyond what the planned module holds (its
+/// configuration: target, precision, micro-batch, grad-accum).
 struct PlanInfo {
-  std::string target;
-  std::string precision = "fp32";
-  /// Gradients accumulated in FP32 (--fp32-grad-accum; bf16 only).
-  bool fp32GradAccum = false;
-  int64_t microBatch = 0;
-  int64_t gradAccum = 1;
   /// Recomputation: the policy, its per-block choice, the forward values the
   /// backward keeps and those it recomputes (by ONNX node).
   /// The fused ops by kind (otc-fuse-patterns), or nothing with --no-fuse.
@@ -69,6 +61,10 @@ struct PlanInfo {
 
 /// The figures of a plan, from the planned module and PlanInfo.
 struct PlanSummary {
+  /// The module's configuration (ir/Config.h): what the plan is for.
+  std::string target, precision;
+  bool fp32GradAccum = false;
+  int64_t microBatch = 0, gradAccum = 1;
   /// `params`: the weights the steps read (the BF16 working copy under
   /// mixed precision); `masterParams`: the FP32 masters (mixed precision);
   /// `constants`: the persistent constants, filled once at load;
@@ -86,6 +82,8 @@ struct PlanSummary {
   int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;
 };
 
+/// The figures of a planned module under its configuration (an error when
+/// it has none).
 mlir::FailureOr<PlanSummary> summarizePlan(mlir::ModuleOp module,
                                            const PlanInfo &info);
 

@@ -24,6 +24,7 @@
 #include "codegen/BodyUtils.h"
 #include "codegen/Bf16Prelude.h"
 #include "codegen/Codegen.h"
+#include "ir/Config.h"
 #include "codegen/GemmCalls.h"
 #include "codegen/IndexRanges.h"
 #include "codegen/Launches.h"
@@ -104,12 +105,13 @@ static std::string cString(StringRef s) {
 
 class ProgramEmitter {
 public:
-  ProgramEmitter(const EmitOptions &options) : opts(options) {}
+  ProgramEmitter(const EmitOptions &options, ConfigAttr config)
+      : opts(options), config(config) {}
 
   LogicalResult emit(ModuleOp module, raw_ostream &os);
 
 private:
-  bool cuda() const { return opts.target == Target::Cuda; }
+  bool cuda() const { return config.cuda(); }
   LogicalResult emitFunction(func::FuncOp f);
   LogicalResult emitKernel(otck::KernelOp k);
   LogicalResult emitLibraryCall(otck::KernelOp k, LibraryCallOpInterface op);
@@ -128,6 +130,8 @@ private:
   void emitCopy(otck::CopyOp c);
 
   const EmitOptions &opts;
+  /// The module's configuration: target, micro-batch, grad-accum.
+  ConfigAttr config;
   /// File-scope text: constant tables and kernels, then functions.
   std::string globalsText, kernelsText, funcsText;
   llvm::raw_string_ostream globals{globalsText}, kernels{kernelsText},
@@ -313,7 +317,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << "static const OtcProgram kProgram = {\n"
      << "  5, " << (cuda() ? "\"cuda\"" : "\"cpu\"") << ", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
-     << "  " << opts.microBatch << ", " << opts.gradAccum << ", "
+     << "  " << config.getMicroBatch() << ", " << config.getGradAccum() << ", "
      << order.size() << ", kSlots,\n"
      << "  otc_zero_grads, otc_micro_step, otc_optimizer_step,\n"
      << "  otc_init_constants, " << numRanges << ", kIndexRanges,\n  "
@@ -762,6 +766,9 @@ void ProgramEmitter::emitCopy(otck::CopyOp c) {
 
 LogicalResult otc::emitProgram(ModuleOp module, const EmitOptions &options,
                                raw_ostream &os) {
-  ProgramEmitter emitter(options);
+  FailureOr<ConfigAttr> config = requireConfig(module, "the emitter");
+  if (failed(config))
+    return failure();
+  ProgramEmitter emitter(options, *config);
   return emitter.emit(module, os);
 }

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
+#include "ir/Config.h"
 #include "codegen/MemoryAccounting.h"
 #include "codegen/StepTime.h"
 #include "ir/OtcDialect.h"
@@ -41,7 +42,15 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
     return module.emitError("buffers are not planned");
+  FailureOr<ConfigAttr> config = requireConfig(module, "plan.json");
+  if (failed(config))
+    return failure();
   PlanSummary s;
+  s.target = config->getTarget().str();
+  s.precision = config->getPrecision().str();
+  s.fp32GradAccum = config->getFp32GradAccum();
+  s.microBatch = config->getMicroBatch();
+  s.gradAccum = config->getGradAccum();
   int64_t other = 0, paramsF32 = 0, paramsBf16 = 0;
   llvm::StringSet<> seen;
   module.walk([&](otck::BufferOp b) {
@@ -103,15 +112,15 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       scratchStart = std::min<int64_t>(scratchStart, *b.getOffset());
   });
   s.activationsPeak = std::max<int64_t>(0, extent - scratchStart);
-  s.outside = memoryOutsideArena(module, info.target == "cuda");
+  s.outside = memoryOutsideArena(module);
   s.workspace = s.outside.gemmWorkspace;
   s.libraries = s.outside.libraries();
   s.context = s.outside.context;
   s.arena = arena.getInt();
   s.lowerBound = persistent + liveMax;
   s.totalPeak = s.arena + s.outside.total();
-  s.modelFlops = info.microStepFlops * info.gradAccum;
-  s.recomputeFlops = info.recomputeFlops * info.gradAccum;
+  s.modelFlops = info.microStepFlops * s.gradAccum;
+  s.recomputeFlops = info.recomputeFlops * s.gradAccum;
   s.optimizerFlops = info.optimizerFlops;
   return s;
 }
@@ -130,7 +139,7 @@ Throughput throughput(const StepTime &t, const PlanSummary &s,
                       const PlanInfo &info) {
   Throughput r;
   r.stepSeconds = t.step;
-  bool bf16 = info.precision == "bf16";
+  bool bf16 = s.precision == "bf16";
   r.peak = bf16 ? t.device->peakBf16 : t.device->peakFp32;
   r.peakName = (bf16 ? "BF16, " : "FP32, ") + t.device->peakSource.str();
   if (t.step <= 0)
@@ -218,11 +227,11 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
                                  raw_ostream &os, const StepTime *time) {
   llvm::json::OStream j(os, 2);
   j.object([&] {
-    j.attribute("target", info.target);
-    j.attribute("precision", info.precision);
-    j.attribute("micro_batch", info.microBatch);
-    j.attribute("grad_accum", info.gradAccum);
-    j.attribute("fp32_grad_accum", info.fp32GradAccum);
+    j.attribute("target", s.target);
+    j.attribute("precision", s.precision);
+    j.attribute("micro_batch", s.microBatch);
+    j.attribute("grad_accum", s.gradAccum);
+    j.attribute("fp32_grad_accum", s.fp32GradAccum);
     j.attribute("params_count", s.paramsCount);
     auto nameMap = [&](const char *key, const auto &pairs) {
       j.attributeObject(key, [&] {
@@ -234,7 +243,7 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     nameMap("tied_initializers", info.tied);
     nameMap("split_initializers", info.split);
     j.attribute("state_bytes_per_param",
-                stateBytesPerParam(info.precision == "bf16", info.fp32GradAccum)
+                stateBytesPerParam(s.precision == "bf16", s.fp32GradAccum)
                     .total());
     j.attributeObject("memory_bytes", [&] {
       j.attribute("params", s.params);

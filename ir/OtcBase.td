@@ -22,6 +22,7 @@ def Otc_Dialect : Dialect {
     kernels of the loss and activations, the AdamW update).
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Otc_Op<string mnemonic, list<Trait> traits = []>

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -19,10 +20,17 @@ using namespace otc;
 #include "ir/OtcDialect.cpp.inc"
 #include "ir/OtcInterfaces.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "ir/OtcAttrs.cpp.inc"
+
 void OtcDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "ir/OtcOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/OtcAttrs.cpp.inc"
       >();
 }
 

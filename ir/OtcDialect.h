@@ -22,6 +22,9 @@
 
 #include "ir/OtcDialect.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "ir/OtcAttrs.h.inc"
+
 namespace mlir::OpTrait {
 /// The marker traits of ir/OtcBase.td (elementwise, precision rules): no
 /// verification, queried with op->hasTrait<...>().

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/DeviceMemory.h"
+#include "ir/Config.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
@@ -176,9 +177,10 @@ int64_t OutsideArena::libraries() const {
   return n;
 }
 
-OutsideArena otc::memoryOutsideArena(ModuleOp planned, bool cuda) {
+OutsideArena otc::memoryOutsideArena(ModuleOp planned) {
   OutsideArena r;
-  if (!cuda)
+  ConfigAttr config = getConfig(planned);
+  if (!config || !config.cuda())
     return r;
   for (const FixedBuffer &b : kCudaRuntimeBuffers)
     r.buffers.push_back({b.name, b.bytes, b.basis});
@@ -211,9 +213,9 @@ OutsideArena otc::memoryOutsideArena(ModuleOp planned, bool cuda) {
   return r;
 }
 
-FailureOr<int64_t> otc::plannedTotalPeak(ModuleOp planned, bool cuda) {
+FailureOr<int64_t> otc::plannedTotalPeak(ModuleOp planned) {
   auto arena = planned->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
     return failure();
-  return arena.getInt() + memoryOutsideArena(planned, cuda).total();
+  return arena.getInt() + memoryOutsideArena(planned).total();
 }

@@ -47,13 +47,14 @@ struct OutsideArena {
 };
 
 /// The memory outside the arena of a planned module (after otc-plan-buffers)
-/// built for the cuda target (`cuda`) or the cpu target (none).
-OutsideArena memoryOutsideArena(mlir::ModuleOp planned, bool cuda);
+/// for the target of its configuration: cuda's buffers and context, or none
+/// (the cpu target, or a module without a configuration).
+OutsideArena memoryOutsideArena(mlir::ModuleOp planned);
 
 /// The planned total peak of a planned module: its arena plus its memory
 /// outside the arena (plan.json's `total_peak`); failure when it has no
 /// arena.
-mlir::FailureOr<int64_t> plannedTotalPeak(mlir::ModuleOp planned, bool cuda);
+mlir::FailureOr<int64_t> plannedTotalPeak(mlir::ModuleOp planned);
 
 } // namespace otc
 

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/Config.h"
 #include "ir/OtcDialect.h"
 #include "passes/Passes.h"
 
@@ -173,6 +174,14 @@ void MixedPrecisionPass::runOnOperation() {
     module.emitError("no @train_step: run --otc-differentiate first");
     return signalPassFailure();
   }
+  // BF16 compute only under precision "bf16"; FP32 gradients with
+  // fp32_grad_accum (the compile's configuration).
+  FailureOr<ConfigAttr> config = requireConfig(module, "otc-mixed-precision");
+  if (failed(config))
+    return signalPassFailure();
+  if (!config->bf16())
+    return;
+  const bool fp32GradAccum = config->getFp32GradAccum();
   MLIRContext *ctx = module.getContext();
   bf16 = BFloat16Type::get(ctx);
   f32 = Float32Type::get(ctx);

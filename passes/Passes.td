@@ -14,6 +14,44 @@ include "mlir/Pass/PassBase.td"
 // Tensor level
 //===----------------------------------------------------------------------===//
 
+def Configure : Pass<"otc-configure", "mlir::ModuleOp"> {
+  let dependentDialects = ["otc::OtcDialect"];
+  let summary = "Sets the compile's configuration, #otc.config, on the module";
+  let description = [{
+    The facts of a compile that passes read (ir/Config.h): otc-compile sets
+    them right after import; this pass sets them for passes run alone in
+    otc-opt. The options are the fields of #otc.config; an out-of-range one
+    is an error.
+
+    ```mlir
+    module { ... }
+    // with --otc-configure="micro-batch=4 grad-accum=2 precision=bf16" becomes
+    module attributes {otc.config = #otc.config<micro_batch = 4, grad_accum = 2,
+        precision = "bf16", fp32_grad_accum = false, weight_decay = 0.000000e+00,
+        beta1 = 9.000000e-01, beta2 = 9.990000e-01, epsilon = 1.000000e-08,
+        target = "cpu", device = "cpu">} { ... }
+    ```
+  }];
+  let options = [
+    Option<"microBatch", "micro-batch", "int64_t", "1",
+           "Samples per micro-step">,
+    Option<"gradAccum", "grad-accum", "int64_t", "1",
+           "Micro-steps per optimizer step">,
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32, or bf16 (BF16 compute, FP32 masters and AdamW states)">,
+    Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",
+           "FP32 gradients under bf16">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "AdamW decoupled weight decay">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "AdamW epsilon">,
+    Option<"target", "target", "std::string", "\"cpu\"", "cpu or cuda">,
+    Option<"device", "device", "std::string", "\"\"",
+           "The device model (default: the target's)">,
+  ];
+}
+
 def Differentiate : Pass<"otc-differentiate", "mlir::ModuleOp"> {
   let dependentDialects = ["otc::OtcDialect"];
   let summary = "Builds @train_step: the loss and the gradient of every trainable parameter";
@@ -118,16 +156,6 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
     Option<"blocks", "blocks", "std::string", "\"\"",
            "An explicit choice per block (n, s or f each), as the driver "
            "picks it for auto after planning the candidates">,
-    Option<"precision", "precision", "std::string", "\"fp32\"",
-           "fp32 or bf16: the precision auto plans its candidates with">,
-    Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",
-           "FP32 gradients under bf16, as auto plans its candidates">,
-    Option<"gradAccum", "grad-accum", "int64_t", "1",
-           "Micro-batches per optimizer step, as auto plans its candidates">,
-    Option<"weightDecay", "weight-decay", "double", "0.0",
-           "AdamW weight decay, as auto plans its candidates">,
-    Option<"target", "target", "std::string", "\"cpu\"",
-           "cpu or cuda: cuda adds the GEMM workspace to the planned peak">,
   ];
 }
 
@@ -212,8 +240,6 @@ def MixedPrecision : Pass<"otc-mixed-precision", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",
-           "Return FP32 gradients, so that micro-batches accumulate in FP32">,
     ListOption<"fp32Ops", "fp32-ops", "std::string",
                "Ops kept in FP32 besides the default ones (e.g. otc.tanh)">,
   ];
@@ -259,15 +285,6 @@ def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
         -> (tensor<f32> {otc.slot = "loss"}, tensor<4xf32> {otc.slot = "grad:w"})
     ```
   }];
-  let options = [
-    Option<"gradAccum", "grad-accum", "int64_t", "1",
-           "Micro-batches per optimizer step">,
-    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
-    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
-    Option<"epsilon", "epsilon", "double", "1e-8", "AdamW epsilon">,
-    Option<"weightDecay", "weight-decay", "double", "0.0",
-           "AdamW decoupled weight decay">,
-  ];
 }
 
 //===----------------------------------------------------------------------===//

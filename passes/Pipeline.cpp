@@ -83,20 +83,11 @@ static void addPhase(OpPassManager &pm, Phase phase,
     r.policy = o.rematPolicy;
     r.budget = o.rematBudget;
     r.blocks = o.rematBlocks;
-    r.precision = be.bf16 ? "bf16" : "fp32";
-    r.fp32GradAccum = be.fp32GradAccum;
-    r.gradAccum = be.gradAccum;
-    r.weightDecay = be.weightDecay;
-    r.target = be.cuda ? "cuda" : "cpu";
     pm.addPass(createRemat(r));
     return;
   }
   case Phase::MixedPrecision:
-    if (be.bf16) {
-      MixedPrecisionOptions m;
-      m.fp32GradAccum = be.fp32GradAccum;
-      pm.addPass(createMixedPrecision(m));
-    }
+    pm.addPass(createMixedPrecision());
     return;
   case Phase::FuseReductions:
     pm.addPass(createFuseReductions());
@@ -104,13 +95,9 @@ static void addPhase(OpPassManager &pm, Phase phase,
   case Phase::Schedule:
     pm.addPass(createSchedule());
     return;
-  case Phase::TrainingLoop: {
-    TrainingLoopOptions t;
-    t.gradAccum = be.gradAccum;
-    t.weightDecay = be.weightDecay;
-    pm.addPass(createTrainingLoop(t));
+  case Phase::TrainingLoop:
+    pm.addPass(createTrainingLoop());
     return;
-  }
   case Phase::Buffers:
     pm.addPass(createLowerToBuffers());
     return;

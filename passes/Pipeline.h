@@ -48,19 +48,10 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 /// What the driver says when `phase` fails ("differentiation failed").
 llvm::StringRef phaseFailure(Phase phase);
 
-/// What the phases after recomputation depend on. The recomputation solver
-/// plans its candidates with these, so they must be those of the build.
+/// The switches of the phases after recomputation (the facts they depend
+/// on, precision, grad-accum, AdamW, target, are the module's configuration,
+/// ir/Config.h). The recomputation solver plans its candidates with these.
 struct BackEndOptions {
-  /// BF16 compute with FP32 masters (otc-mixed-precision).
-  bool bf16 = false;
-  /// FP32 gradients under BF16 (otc-mixed-precision fp32-grad-accum).
-  bool fp32GradAccum = false;
-  /// Micro-batches per optimizer step and AdamW's decoupled weight decay.
-  int64_t gradAccum = 1;
-  double weightDecay = 0.0;
-  /// The cuda target, whose memory outside the arena (DeviceMemory.h) adds
-  /// to the planned peak.
-  bool cuda = false;
   /// otc-fuse-elementwise runs (off: --no-fuse-elementwise).
   bool fuseElementwise = true;
   /// otc-group-params runs (off: --no-group-params).
@@ -80,8 +71,8 @@ struct PipelineOptions {
 };
 
 /// Adds the passes of the phases `first` through `last` to `pm`. Phases
-/// that are off (fuse without `fuse`, mixed-precision without `bf16`) add
-/// nothing.
+/// that are off (fuse without `fuse`) add nothing; mixed precision does
+/// nothing under a configuration of precision "fp32".
 void addPhases(mlir::OpPassManager &pm, Phase first, Phase last,
                const PipelineOptions &options);
 

@@ -18,6 +18,7 @@
 #include "passes/Passes.h"
 #include "passes/Progress.h"
 #include "passes/Remat.h"
+#include "ir/Config.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -537,15 +538,11 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
       module.emitError("--remat=auto needs a memory budget");
       return signalPassFailure();
     }
-    if (precision != "fp32" && precision != "bf16") {
-      module.emitError("precision must be fp32 or bf16, got '")
-          << precision << "'";
+    // auto plans its candidates through the back end, which reads the
+    // compile's configuration (precision, grad-accum, target...).
+    if (policy == "auto" && blocks.empty() &&
+        failed(requireConfig(module, "otc-remat policy=auto")))
       return signalPassFailure();
-    }
-    if (target != "cpu" && target != "cuda") {
-      module.emitError("target must be cpu or cuda, got '") << target << "'";
-      return signalPassFailure();
-    }
     FailureOr<RematAnalysis> a = analyzeTrainStep(step);
     if (failed(a))
       return signalPassFailure();
@@ -616,19 +613,14 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
     return name;
   }
 
-  /// The choice of otc::solveAutoRemat for `budget`, planned with this
-  /// pass's back-end options.
+  /// The choice of otc::solveAutoRemat for `budget`, planned through the
+  /// back end under the module's configuration.
   FailureOr<SmallVector<RematChoice>> solveAuto(ModuleOp module,
                                                 int64_t budget) {
     FailureOr<std::vector<RematCandidate>> front = rematFrontier(module);
     if (failed(front))
       return failure();
     BackEndOptions backEnd;
-    backEnd.bf16 = precision == "bf16";
-    backEnd.fp32GradAccum = fp32GradAccum;
-    backEnd.gradAccum = gradAccum;
-    backEnd.weightDecay = weightDecay;
-    backEnd.cuda = target == "cuda";
     FailureOr<AutoRematResult> r =
         solveAutoRemat(module, budget, backEnd, *front);
     if (failed(r))

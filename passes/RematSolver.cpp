@@ -45,7 +45,7 @@ FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
   if (failed(pm.run(*copy)))
     return module.emitError("planning the recomputation candidate '")
            << o.rematBlocks << "' failed";
-  FailureOr<int64_t> peak = plannedTotalPeak(*copy, backEnd.cuda);
+  FailureOr<int64_t> peak = plannedTotalPeak(*copy);
   if (failed(peak))
     return module.emitError("the planned candidate has no arena size");
   if (cost && seconds) {

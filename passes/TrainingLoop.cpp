@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "ir/Config.h"
 #include "ir/OtcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -95,6 +96,10 @@ struct TrainingLoopPass
     : public otc::impl::TrainingLoopBase<TrainingLoopPass> {
   using TrainingLoopBase::TrainingLoopBase;
 
+  /// From the module's #otc.config.
+  int64_t gradAccum = 1;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, weightDecay = 0.0;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -102,10 +107,15 @@ struct TrainingLoopPass
       module.emitError("no @train_step: run --otc-differentiate first");
       return signalPassFailure();
     }
-    if (gradAccum < 1) {
-      module.emitError("grad-accum must be >= 1, got ") << gradAccum.getValue();
+    // Grad-accum and AdamW's hyper-parameters: the compile's configuration.
+    FailureOr<ConfigAttr> config = requireConfig(module, "otc-training-loop");
+    if (failed(config))
       return signalPassFailure();
-    }
+    gradAccum = config->getGradAccum();
+    beta1 = config->beta1();
+    beta2 = config->beta2();
+    epsilon = config->epsilon();
+    weightDecay = config->weightDecay();
     for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
       if (argSlot(step, i).empty()) {
         step.emitError("argument ") << i << " is neither an input, a "

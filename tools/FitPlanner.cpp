@@ -53,8 +53,15 @@ static bool measure(ModuleOp imported, const FitRequest &request,
   OwningOpRef<ModuleOp> module = imported.clone();
   PipelineOptions options = request.pipeline;
   options.rematPolicy = c.remat;
-  options.backEnd.gradAccum = c.gradAccum;
   options.fusionRemarks = false;
+  ConfigParts parts = request.config;
+  parts.microBatch = c.microBatch;
+  parts.gradAccum = c.gradAccum;
+  ConfigAttr config = makeConfig(module->getContext(), parts,
+                                 [&] { return module->emitError(); });
+  if (!config)
+    return false;
+  setConfig(*module, config);
   if (!runPhases(*module, kFirstPhase, Phase::Differentiate, options))
     return false;
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
@@ -66,7 +73,7 @@ static bool measure(ModuleOp imported, const FitRequest &request,
   c.recomputeShare = before > 0 ? (after - before) / before : 0;
   if (!runPhases(*module, Phase::MixedPrecision, kLastPhase, options))
     return false;
-  FailureOr<int64_t> peak = plannedTotalPeak(*module, options.backEnd.cuda);
+  FailureOr<int64_t> peak = plannedTotalPeak(*module);
   if (failed(peak))
     return false;
   c.totalPeak = *peak;

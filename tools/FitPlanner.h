@@ -16,6 +16,7 @@
 #include "codegen/DeviceModel.h"
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
+#include "ir/Config.h"
 #include "passes/Pipeline.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -38,6 +39,9 @@ struct FitRequest {
   int64_t memoryBytes = 0;
   /// Everything but micro-batch, accumulation and the recompute policy.
   PipelineOptions pipeline;
+  /// The configuration each candidate is planned under (ir/Config.h), its
+  /// micro-batch and grad-accum set per candidate.
+  ConfigParts config;
   const DeviceModel *device = nullptr;
   /// A loss appended to each import (`--loss=cross_entropy:...`/`mse:...`).
   std::optional<LossSpec> appendedLoss;

@@ -17,6 +17,7 @@
 
 #include "tools/ErrorLine.h"
 #include "codegen/Codegen.h"
+#include "ir/Config.h"
 #include "codegen/DeviceModel.h"
 #include "codegen/StepTime.h"
 #include "frontend/AppendLoss.h"
@@ -357,6 +358,17 @@ int main(int argc, char **argv) {
     return fail("--device=" + deviceName + " runs " + deviceModel->target +
                 " programs, not --target=" + target);
   bool bf16 = precision == "bf16";
+  // The configuration the flags give (its micro-batch set after import).
+  auto configParts = [&] {
+    otc::ConfigParts p;
+    p.gradAccum = gradAccum;
+    p.precision = precision;
+    p.fp32GradAccum = bf16 && fp32GradAccum;
+    p.weightDecay = weightDecay;
+    p.target = target;
+    p.device = deviceName;
+    return p;
+  };
   otc::setProgressMode(progress ? otc::ProgressMode::Always
                                 : otc::ProgressMode::Slow,
                        "otc-compile");
@@ -413,10 +425,7 @@ int main(int argc, char **argv) {
     request.pipeline.lossName = lossOutput;
     request.appendedLoss = appended;
     request.pipeline.freeze = freeze;
-    request.pipeline.backEnd.bf16 = bf16;
-    request.pipeline.backEnd.fp32GradAccum = fp32GradAccum;
-    request.pipeline.backEnd.weightDecay = weightDecay;
-    request.pipeline.backEnd.cuda = cuda;
+    request.config = configParts();
     request.pipeline.backEnd.fuseElementwise = !noFuseElementwise;
     request.pipeline.backEnd.groupParams = !noGroupParams;
     std::optional<size_t> pick;
@@ -472,9 +481,6 @@ int main(int argc, char **argv) {
     llvm::outs() << "\n";
     return 0;
   };
-  if (compileTo == "import")
-    return printIR();
-
   // The leading dimension of the inputs: the micro-batch, as bound.
   int64_t mb = importOpts.microBatch.value_or(0);
   if (!mb)
@@ -484,6 +490,19 @@ int main(int argc, char **argv) {
           if (auto t = dyn_cast<RankedTensorType>(f.getArgumentTypes()[i]))
             if (t.getRank() > 0 && !mb)
               mb = t.getDimSize(0);
+  // The compile's configuration, set once on the module: every pass, the
+  // planner, the emitter and plan.json read it from there (ir/Config.h).
+  {
+    otc::ConfigParts parts = configParts();
+    parts.microBatch = mb > 0 ? mb : 1;
+    otc::ConfigAttr config = otc::makeConfig(
+        &context, parts, [&] { return module->emitError("otc-compile: "); });
+    if (!config)
+      return fail("invalid configuration");
+    otc::setConfig(*module, config);
+  }
+  if (compileTo == "import")
+    return printIR();
 
   // Tokens per micro-step: the elements of the first integer graph input.
   int64_t tokensPerMicroStep = 0;
@@ -503,11 +522,6 @@ int main(int argc, char **argv) {
   pipeline.lossName = lossOutput;
   pipeline.freeze = freeze;
   pipeline.rematPolicy = remat;
-  pipeline.backEnd.bf16 = bf16;
-  pipeline.backEnd.fp32GradAccum = fp32GradAccum;
-  pipeline.backEnd.gradAccum = gradAccum;
-  pipeline.backEnd.weightDecay = weightDecay;
-  pipeline.backEnd.cuda = cuda;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   pipeline.backEnd.groupParams = !noGroupParams;
   auto runPhase = [&](otc::Phase phase) {
@@ -587,11 +601,6 @@ int main(int argc, char **argv) {
   }
 
   // The plan's figures; a budget is never exceeded.
-  info.target = target;
-  info.microBatch = mb;
-  info.gradAccum = gradAccum;
-  info.precision = precision;
-  info.fp32GradAccum = bf16 && fp32GradAccum;
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
   info.untrained = untrainedInits;
@@ -698,10 +707,7 @@ int main(int argc, char **argv) {
 
   // Emission.
   otc::EmitOptions emitOpts;
-  emitOpts.target = cuda ? otc::Target::Cuda : otc::Target::Cpu;
   emitOpts.modelPath = modelPath;
-  emitOpts.microBatch = mb;
-  emitOpts.gradAccum = gradAccum;
   std::string source;
   llvm::raw_string_ostream sourceOs(source);
   if (failed(otc::emitProgram(*module, emitOpts, sourceOs)))

@@ -2,12 +2,11 @@
 choose the same blocks for the same budget: both go through one solver.
 
     check_auto_agree.py MODEL --micro-batch N [--points 6] [--extra ARG]...
-        [--pass-option KEY=VALUE]...
 
 The module otc-opt reads is otc-compile's own IR after differentiation
-(--compile-to=differentiate with the same --extra flags); --pass-option
-passes the back-end options (precision, grad-accum, target, ...) to
-otc-remat as --extra passes them to otc-compile. Budgets are swept from
+(--compile-to=differentiate with the same --extra flags), which carries the
+compile's configuration (precision, grad-accum, target: the module's
+otc.config), so otc-remat plans under the same one. Budgets are swept from
 below the smallest plan to above the largest; a refused budget must be
 refused by both, naming the same smallest. Prints one line per budget and a
 verdict line; exits 1 on a disagreement.
@@ -45,7 +44,6 @@ def main():
     ap.add_argument("--micro-batch", type=int, required=True)
     ap.add_argument("--points", type=int, default=6)
     ap.add_argument("--extra", action="append", default=[])
-    ap.add_argument("--pass-option", action="append", default=[])
     a = ap.parse_args()
 
     ir = os.path.join(tempfile.mkdtemp(), "step.mlir")
@@ -55,7 +53,7 @@ def main():
                        a.extra, stdout=f, check=True)
 
     def opt_blocks(budget):
-        opts = " ".join(["policy=auto", f"budget={budget}"] + a.pass_option)
+        opts = " ".join(["policy=auto", f"budget={budget}"])
         r = subprocess.run(["otc-opt", ir, f"--otc-remat={opts}"],
                            capture_output=True, text=True)
         if r.returncode != 0:

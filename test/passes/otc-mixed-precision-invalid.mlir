@@ -1,5 +1,5 @@
-// RUN: otc-opt %s --split-input-file --otc-mixed-precision -verify-diagnostics
-// RUN: %not otc-opt %s --otc-mixed-precision=fp32-ops=otc.nosuchop 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: otc-opt %s --split-input-file --otc-configure=precision=bf16 --otc-mixed-precision -verify-diagnostics
+// RUN: %not otc-opt %s --otc-configure=precision=bf16 --otc-mixed-precision=fp32-ops=otc.nosuchop 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // Tests that the pass needs @train_step.
 // UNKNOWN: fp32-ops: unknown op 'otc.nosuchop'

@@ -1,6 +1,6 @@
-// RUN: otc-opt %s --otc-mixed-precision --otc-training-loop=grad-accum=2 | FileCheck %s
-// RUN: otc-opt %s --otc-mixed-precision=fp32-grad-accum --otc-training-loop=grad-accum=2 | FileCheck %s --check-prefix=ACC
-// RUN: otc-opt %s --otc-mixed-precision --otc-training-loop --otc-lower-to-buffers | FileCheck %s --check-prefix=BUF
+// RUN: otc-opt %s "--otc-configure=precision=bf16 grad-accum=2" --otc-mixed-precision --otc-training-loop | FileCheck %s
+// RUN: otc-opt %s "--otc-configure=precision=bf16 fp32-grad-accum=true grad-accum=2" --otc-mixed-precision --otc-training-loop | FileCheck %s --check-prefix=ACC
+// RUN: otc-opt %s --otc-configure=precision=bf16 --otc-mixed-precision --otc-training-loop --otc-lower-to-buffers | FileCheck %s --check-prefix=BUF
 
 // Tests the training loop of a mixed-precision step: @zero_grads zeroes the
 // BF16 gradient and rounds the FP32 master into the BF16 working copy;

@@ -1,6 +1,6 @@
-// RUN: otc-opt %s --split-input-file --otc-mixed-precision | FileCheck %s
-// RUN: otc-opt %s --split-input-file --otc-mixed-precision=fp32-grad-accum | FileCheck %s --check-prefix=ACC
-// RUN: otc-opt %s --split-input-file --otc-mixed-precision=fp32-ops=otc.tanh | FileCheck %s --check-prefix=FORCED
+// RUN: otc-opt %s --split-input-file --otc-configure=precision=bf16 --otc-mixed-precision | FileCheck %s
+// RUN: otc-opt %s --split-input-file "--otc-configure=precision=bf16 fp32-grad-accum=true" --otc-mixed-precision | FileCheck %s --check-prefix=ACC
+// RUN: otc-opt %s --split-input-file --otc-configure=precision=bf16 --otc-mixed-precision=fp32-ops=otc.tanh | FileCheck %s --check-prefix=FORCED
 
 // Tests that parameters become BF16 working copies, that a matmul reads BF16
 // and accumulates in FP32 with an explicit rounding cast, that an elementwise

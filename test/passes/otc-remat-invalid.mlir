@@ -1,10 +1,9 @@
-// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=100" 2>&1 | FileCheck %s --check-prefix=SMALL
+// RUN: not otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=100" 2>&1 | FileCheck %s --check-prefix=SMALL
 // RUN: not otc-opt %s --otc-differentiate --otc-remat=policy=auto 2>&1 | FileCheck %s --check-prefix=NOBUDGET
 // RUN: not otc-opt %s --otc-differentiate --otc-remat=policy=some 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=12XB" 2>&1 | FileCheck %s --check-prefix=UNIT
 // RUN: not otc-opt %s --otc-remat 2>&1 | FileCheck %s --check-prefix=NOSTEP
-// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=1MiB precision=fp8" 2>&1 | FileCheck %s --check-prefix=PRECISION
-// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=1MiB target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=1MiB" 2>&1 | FileCheck %s --check-prefix=NOCONFIG
 
 // Tests the errors. An impossible budget names the smallest that fits, as
 // otc-compile plans it: the arena of otc-plan-buffers, every buffer 256-byte
@@ -17,8 +16,7 @@
 // POLICY: error: unknown recomputation policy 'some' (none, full, selective, auto)
 // UNIT: error: cannot read memory budget '12XB' (e.g. 12GiB, 500MB, 1048576)
 // NOSTEP: error: no @train_step: run --otc-differentiate first
-// PRECISION: error: precision must be fp32 or bf16, got 'fp8'
-// TARGET: error: target must be cpu or cuda, got 'tpu'
+// NOCONFIG: error: otc-remat policy=auto needs the compile's configuration (the module's otc.config attribute: otc-compile sets it; otc-opt takes --otc-configure)
 
 func.func @forward(%x: tensor<2x4xf32> {otc.input = "x"}, %w1: tensor<4x4xf32> {otc.param = "w1"}) -> (tensor<f32> {otc.output = "loss"}) {
   %a1 = otc.matmul %x, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -1,9 +1,9 @@
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=none | FileCheck %s --check-prefix=NONE
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=full | FileCheck %s --check-prefix=FULL
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=selective | FileCheck %s --check-prefix=SEL
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=4864" | FileCheck %s --check-prefix=AUTO4864
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=5120" | FileCheck %s --check-prefix=AUTO5120
-// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto budget=6KiB" | FileCheck %s --check-prefix=AUTOBIG
+// RUN: otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=4864" | FileCheck %s --check-prefix=AUTO4864
+// RUN: otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=5120" | FileCheck %s --check-prefix=AUTO5120
+// RUN: otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=6KiB" | FileCheck %s --check-prefix=AUTOBIG
 
 // Tests the policies on two residual blocks (matmul, softmax, tanh, add) and
 // a head. The residual values are the cuts between blocks; `full` keeps the

@@ -1,7 +1,7 @@
-// RUN: otc-opt %s --split-input-file --otc-training-loop --verify-diagnostics
-// RUN: not otc-opt %s --split-input-file --otc-training-loop=grad-accum=0 2>&1 | FileCheck %s --check-prefix=ACCUM
+// RUN: otc-opt %s --split-input-file --otc-configure --otc-training-loop --verify-diagnostics
+// RUN: not otc-opt %s --split-input-file --otc-configure=grad-accum=0 --otc-training-loop 2>&1 | FileCheck %s --check-prefix=ACCUM
 
-// ACCUM: grad-accum must be >= 1, got 0
+// ACCUM: otc-configure: grad_accum must be at least 1, got 0
 
 // Tests that the pass needs the output of otc-differentiate.
 // expected-error@+1 {{no @train_step: run --otc-differentiate first}}

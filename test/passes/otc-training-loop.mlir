@@ -1,5 +1,5 @@
-// RUN: otc-opt %s --split-input-file --otc-training-loop=grad-accum=4 | FileCheck %s
-// RUN: otc-opt %s --split-input-file --otc-training-loop | FileCheck %s --check-prefix=ONE
+// RUN: otc-opt %s --split-input-file --otc-configure=grad-accum=4 --otc-training-loop | FileCheck %s
+// RUN: otc-opt %s --split-input-file --otc-configure --otc-training-loop | FileCheck %s --check-prefix=ONE
 
 // Tests that the train step becomes zero_grads, micro_step and optimizer_step
 // on named slots, that micro_step adds gradient x the micro-batch's weight

@@ -1,0 +1,94 @@
+//===- Config.cpp - the configuration of a compile -------------------------===//
+//
+// The verifier of #otc.config and the helpers of ir/Config.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Config.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace otc;
+
+LogicalResult
+ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                   int64_t microBatch, int64_t gradAccum, StringRef precision,
+                   bool fp32GradAccum, llvm::APFloat weightDecayValue,
+                   llvm::APFloat beta1Value, llvm::APFloat beta2Value,
+                   llvm::APFloat epsilonValue, StringRef target,
+                   StringRef device) {
+  double weightDecay = weightDecayValue.convertToDouble(),
+         beta1 = beta1Value.convertToDouble(),
+         beta2 = beta2Value.convertToDouble(),
+         epsilon = epsilonValue.convertToDouble();
+  if (microBatch < 1)
+    return emitError() << "micro_batch must be at least 1, got " << microBatch;
+  if (gradAccum < 1)
+    return emitError() << "grad_accum must be at least 1, got " << gradAccum;
+  if (precision != "fp32" && precision != "bf16")
+    return emitError() << "precision must be \"fp32\" or \"bf16\", got \""
+                       << precision << "\"";
+  if (fp32GradAccum && precision != "bf16")
+    return emitError() << "fp32_grad_accum needs precision \"bf16\"";
+  if (!(weightDecay >= 0) || !std::isfinite(weightDecay))
+    return emitError() << "weight_decay must be finite and non-negative, got "
+                       << weightDecay;
+  for (auto [name, beta] : {std::pair{"beta1", beta1}, {"beta2", beta2}})
+    if (!(beta >= 0 && beta < 1))
+      return emitError() << name << " must lie in [0, 1), got " << beta;
+  if (!(epsilon > 0) || !std::isfinite(epsilon))
+    return emitError() << "epsilon must be finite and positive, got "
+                       << epsilon;
+  if (target != "cpu" && target != "cuda")
+    return emitError() << "target must be \"cpu\" or \"cuda\", got \""
+                       << target << "\"";
+  if (device.empty())
+    return emitError() << "device must name a device model";
+  return success();
+}
+
+ConfigAttr otc::makeConfig(MLIRContext *context, const ConfigParts &p,
+                           function_ref<InFlightDiagnostic()> emitError) {
+  std::string device =
+      !p.device.empty() ? p.device : (p.target == "cuda" ? "h100" : "cpu");
+  return ConfigAttr::getChecked(
+      emitError, context, p.microBatch, p.gradAccum, StringRef(p.precision),
+      p.fp32GradAccum, llvm::APFloat(p.weightDecay), llvm::APFloat(p.beta1),
+      llvm::APFloat(p.beta2), llvm::APFloat(p.epsilon), StringRef(p.target),
+      StringRef(device));
+}
+
+ConfigParts otc::partsOf(ConfigAttr c) {
+  ConfigParts p;
+  p.microBatch = c.getMicroBatch();
+  p.gradAccum = c.getGradAccum();
+  p.precision = c.getPrecision().str();
+  p.fp32GradAccum = c.getFp32GradAccum();
+  p.weightDecay = c.weightDecay();
+  p.beta1 = c.beta1();
+  p.beta2 = c.beta2();
+  p.epsilon = c.epsilon();
+  p.target = c.getTarget().str();
+  p.device = c.getDevice().str();
+  return p;
+}
+
+ConfigAttr otc::getConfig(ModuleOp module) {
+  return module ? module->getAttrOfType<ConfigAttr>(kConfigAttr) : ConfigAttr();
+}
+
+FailureOr<ConfigAttr> otc::requireConfig(ModuleOp module, StringRef who) {
+  if (ConfigAttr c = getConfig(module))
+    return c;
+  return module.emitError()
+         << who << " needs the compile's configuration (the module's "
+         << kConfigAttr
+         << " attribute: otc-compile sets it; otc-opt takes --otc-configure)";
+}
+
+void otc::setConfig(ModuleOp module, ConfigAttr config) {
+  module->setAttr(kConfigAttr, config);
+}

@@ -1,0 +1,85 @@
+//===- OtcAttrs.td - otc dialect attributes ----------------*- tablegen -*-===//
+//
+// The configuration of a compile, which otc-compile sets on the module right
+// after import (`otc.config`) and every pass, the planner, the emitter and
+// plan.json read from there (ir/Config.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_ATTRS_TD
+#define OTC_ATTRS_TD
+
+include "ir/OtcBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+/// A float (an APFloat of double semantics) printed and parsed as a float
+/// literal: the round trip is exact.
+class Otc_DoubleParameter<string desc>
+    : AttrOrTypeParameter<"::llvm::APFloat", desc> {
+  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+      double v;
+      if (::mlir::failed($_parser.parseFloat(v)))
+        return ::mlir::failure();
+      return ::llvm::APFloat(v);
+    }() }];
+  let printer = [{ $_printer.printFloat($_self) }];
+}
+
+/// A bool printed and parsed as `true` or `false`.
+class Otc_BoolParameter<string desc> : AttrOrTypeParameter<"bool", desc> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
+      if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
+        return true;
+      if (::mlir::succeeded($_parser.parseOptionalKeyword("false")))
+        return false;
+      return $_parser.emitError($_parser.getCurrentLocation(),
+                                "expected true or false");
+    }() }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+
+def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
+  let mnemonic = "config";
+  let summary = "What a compile is for: batch, precision, optimizer, target";
+  let description = [{
+    One per module (the `otc.config` module attribute), set once after
+    import:
+    - `micro_batch`: samples per micro-step (the graph inputs' leading
+      dimension), `grad_accum`: micro-steps per optimizer step;
+    - `precision`: "fp32", or "bf16" (BF16 compute with FP32 masters and
+      AdamW states), with `fp32_grad_accum` keeping the gradients FP32;
+    - AdamW's `weight_decay`, `beta1`, `beta2` and `epsilon`;
+    - `target`: "cpu" or "cuda", and `device`, the device model its time is
+      predicted on ("h100", "h200", "cpu").
+    Example:
+      #otc.config<micro_batch = 8, grad_accum = 16, precision = "bf16",
+                  fp32_grad_accum = false, weight_decay = 1.000000e-01,
+                  beta1 = 9.000000e-01, beta2 = 9.990000e-01,
+                  epsilon = 1.000000e-08, target = "cuda", device = "h100">
+  }];
+  let parameters = (ins
+    "int64_t":$micro_batch,
+    "int64_t":$grad_accum,
+    StringRefParameter<"fp32 or bf16">:$precision,
+    Otc_BoolParameter<"FP32 gradients under bf16">:$fp32_grad_accum,
+    Otc_DoubleParameter<"AdamW weight decay">:$weight_decay,
+    Otc_DoubleParameter<"AdamW beta1">:$beta1,
+    Otc_DoubleParameter<"AdamW beta2">:$beta2,
+    Otc_DoubleParameter<"AdamW epsilon">:$epsilon,
+    StringRefParameter<"cpu or cuda">:$target,
+    StringRefParameter<"the device model">:$device
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    bool bf16() const { return getPrecision() == "bf16"; }
+    bool cuda() const { return getTarget() == "cuda"; }
+    double weightDecay() const { return getWeightDecay().convertToDouble(); }
+    double beta1() const { return getBeta1().convertToDouble(); }
+    double beta2() const { return getBeta2().convertToDouble(); }
+    double epsilon() const { return getEpsilon().convertToDouble(); }
+  }];
+}
+
+#endif // OTC_ATTRS_TD
