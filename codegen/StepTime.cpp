@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/StepTime.h"
+#include "ir/Config.h"
 #include "codegen/KernelBodies.h"
 #include "codegen/LaunchModel.h"
 #include "codegen/Launches.h"
@@ -337,9 +338,16 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
 
 } // namespace
 
-FailureOr<StepTime> otc::predictStepTime(ModuleOp module,
-                                         const DeviceModel &device,
-                                         int64_t gradAccum) {
+FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
+  FailureOr<ConfigAttr> config = requireConfig(module, "the step-time model");
+  if (failed(config))
+    return failure();
+  const DeviceModel *found = lookupDevice(config->getDevice());
+  if (!found)
+    return module.emitError("unknown device model '")
+           << config->getDevice() << "' (known: " << knownDeviceNames() << ")";
+  const DeviceModel &device = *found;
+  const int64_t gradAccum = config->getGradAccum();
   int64_t alignment = 1;
   if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
     alignment = a.getInt();

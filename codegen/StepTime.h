@@ -96,11 +96,10 @@ struct StepTime {
   std::vector<LaunchTotal> byName;
 };
 
-/// Predicts the step of a planned module (after otc-plan-buffers) on
-/// `device`. Fails with an error at an op it cannot cost.
-mlir::FailureOr<StepTime> predictStepTime(mlir::ModuleOp module,
-                                          const DeviceModel &device,
-                                          int64_t gradAccum);
+/// Predicts the step of a planned module (after otc-plan-buffers) on the
+/// device model and with the grad-accum of its configuration (ir/Config.h).
+/// Fails with an error at an op it cannot cost, or without a configuration.
+mlir::FailureOr<StepTime> predictStepTime(mlir::ModuleOp module);
 
 } // namespace otc
 

@@ -78,7 +78,7 @@ static bool measure(ModuleOp imported, const FitRequest &request,
     return false;
   c.totalPeak = *peak;
   FailureOr<StepTime> time =
-      predictStepTime(*module, *request.device, c.gradAccum);
+      predictStepTime(*module);
   if (failed(time) || time->step <= 0)
     return false;
   c.stepSeconds = time->step;
@@ -180,7 +180,7 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
 void otc::printFit(const std::vector<FitCandidate> &candidates,
                    std::optional<size_t> pick, const FitRequest &request,
                    llvm::raw_ostream &os) {
-  os << "fit on " << request.device->name.str() << " for "
+  os << "fit on " << request.config.device << " for "
      << request.globalBatchTokens << " tokens per step within "
      << formatBytes(request.memoryBytes) << " (" << candidates.size()
      << " configurations planned; the Pareto-best, fastest first):\n";

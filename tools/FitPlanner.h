@@ -42,7 +42,6 @@ struct FitRequest {
   /// The configuration each candidate is planned under (ir/Config.h), its
   /// micro-batch and grad-accum set per candidate.
   ConfigParts config;
-  const DeviceModel *device = nullptr;
   /// A loss appended to each import (`--loss=cross_entropy:...`/`mse:...`).
   std::optional<LossSpec> appendedLoss;
 };

@@ -420,7 +420,6 @@ int main(int argc, char **argv) {
     request.import = importOpts;
     request.globalBatchTokens = globalBatchTokens;
     request.memoryBytes = *budget;
-    request.device = deviceModel;
     request.pipeline.fuse = !noFuse;
     request.pipeline.lossName = lossOutput;
     request.appendedLoss = appended;
@@ -570,7 +569,7 @@ int main(int argc, char **argv) {
         otc::PlannedCost predicted =
             [&](ModuleOp planned) -> std::optional<double> {
           FailureOr<otc::StepTime> t =
-              otc::predictStepTime(planned, *deviceModel, gradAccum);
+              otc::predictStepTime(planned);
           if (failed(t))
             return std::nullopt;
           return t->step;
@@ -615,7 +614,7 @@ int main(int argc, char **argv) {
                 std::to_string(*budget) + " bytes)");
   // The predicted step on the device (codegen/StepTime.h).
   FailureOr<otc::StepTime> stepTime =
-      otc::predictStepTime(*module, *deviceModel, gradAccum);
+      otc::predictStepTime(*module);
   if (failed(stepTime))
     return fail("predicting the step time failed");
   timed("summary");

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/StepTime.h"
+#include "ir/Config.h"
 #include "codegen/DeviceModel.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -41,7 +42,16 @@ protected:
     EXPECT_TRUE(module) << "the test module does not parse";
     const DeviceModel *d = lookupDevice(device);
     EXPECT_TRUE(d);
-    mlir::FailureOr<StepTime> t = predictStepTime(*module, *d, gradAccum);
+    // The device and grad-accum come from the module's configuration.
+    ConfigParts parts;
+    parts.gradAccum = gradAccum;
+    parts.target = d->target.str();
+    parts.device = device.str();
+    ConfigAttr config =
+        makeConfig(&ctx, parts, [&] { return module->emitError(); });
+    EXPECT_TRUE(config);
+    setConfig(*module, config);
+    mlir::FailureOr<StepTime> t = predictStepTime(*module);
     EXPECT_TRUE(mlir::succeeded(t));
     return *t;
   }
