@@ -170,12 +170,8 @@ void Importer::addInputs() {
         continue;
       }
       const std::string &param = dim.dim_param();
-      auto bound =
-          param.empty() ? options.dims.end() : options.dims.find(param);
-      if (bound != options.dims.end()) {
-        shape.push_back(bound->second);
-      } else if (i == 0 && options.microBatch) {
-        shape.push_back(*options.microBatch);
+      if (std::optional<int64_t> bound = options.boundDim(i, param)) {
+        shape.push_back(*bound);
       } else if (param.empty()) {
         fail(what + " dimension " + Twine(i) +
              " is unknown: bind it with --micro-batch N (leading dimension "

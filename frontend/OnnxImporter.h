@@ -52,6 +52,18 @@ struct ImportOptions {
   /// where the import rules make them constants (a single element, values
   /// that are not finite). Empty: the rules alone.
   std::string train;
+
+  /// The value a symbolic dimension of a graph input takes: `dims` by its
+  /// dim_param, else the micro-batch for the leading one (index 0); none
+  /// when neither binds it. The one binding rule of the importer.
+  std::optional<int64_t> boundDim(int index, const std::string &param) const {
+    if (!param.empty())
+      if (auto it = dims.find(param); it != dims.end())
+        return it->second;
+    if (index == 0 && microBatch)
+      return *microBatch;
+    return std::nullopt;
+  }
 };
 
 /// How an initializer relates to another one whose values it repeats.

@@ -103,15 +103,9 @@ static void bindDims(onnx::ModelProto &model, const ImportOptions &options) {
       onnx::TensorShapeProto_Dimension &dim = *dims->mutable_dim(i);
       if (dim.has_dim_value())
         continue;
-      auto bound = dim.dim_param().empty() ? options.dims.end()
-                                           : options.dims.find(dim.dim_param());
-      int64_t value = 0;
-      if (bound != options.dims.end())
-        value = bound->second;
-      else if (i == 0 && options.microBatch)
-        value = *options.microBatch;
-      if (value > 0)
-        dim.set_dim_value(value);
+      std::optional<int64_t> value = options.boundDim(i, dim.dim_param());
+      if (value && *value > 0)
+        dim.set_dim_value(*value);
     }
   }
 }
