@@ -12,6 +12,7 @@ config.test_exec_root = os.path.join(config.otc_obj_root, "test")
 config.environment["PATH"] = os.pathsep.join(
     [config.otc_tools_dir, os.path.dirname(config.filecheck), config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%otc_src", config.otc_src_root))
+config.substitutions.append(("%otc_obj", config.otc_obj_root))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%not", config.not_tool))
