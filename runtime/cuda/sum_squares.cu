@@ -156,6 +156,29 @@ double *queuePartials(const char *arena, int32_t numRanges,
   return partial;
 }
 
+/// Queues every range's partials, then `finish` (one block over the
+/// partials, writing its double after them) and the copy of that double to
+/// `host` (page-locked memory keeps that copy asynchronous); false when
+/// any of it fails to queue.
+template <typename Finish>
+bool queueReduction(const char *arena, int32_t numRanges,
+                    const OtcrtRange *ranges, cudaStream_t stream, double *host,
+                    Finish finish) {
+  int64_t partials = 0;
+  double *partial = queuePartials(arena, numRanges, ranges, stream, &partials);
+  if (!partial)
+    return false;
+  finish(partials, partial, partial + partials);
+  if (launchStatus())
+    return false;
+  if (cudaMemcpyAsync(host, partial + partials, sizeof(double),
+                      cudaMemcpyDeviceToHost, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
 } // namespace
 } // namespace cuda
 } // namespace otcrt
@@ -167,17 +190,13 @@ extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
   if (!sum)
     return 1;
   cudaStream_t stream = asStream(streamArg);
-  int64_t partials = 0;
-  double *partial = queuePartials(arena, num_ranges, ranges, stream, &partials);
-  if (!partial)
-    return 1;
-  addPartials<<<1, kBlock, 0, stream>>>(partials, partial, partial + partials);
-  if (launchStatus())
-    return 1;
   double host = 0;
-  if (cudaMemcpyAsync(&host, partial + partials, sizeof(double),
-                      cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
-      cudaStreamSynchronize(stream) != cudaSuccess) {
+  if (!queueReduction(arena, num_ranges, ranges, stream, &host,
+                      [&](int64_t n, const double *partial, double *out) {
+                        addPartials<<<1, kBlock, 0, stream>>>(n, partial, out);
+                      }))
+    return 1;
+  if (cudaStreamSynchronize(stream) != cudaSuccess) {
     (void)cudaGetLastError();
     return 1;
   }
@@ -193,20 +212,13 @@ extern "C" int otcrt_grad_factor(const char *arena, int32_t num_ranges,
   if (!factor || !norm)
     return 1;
   cudaStream_t stream = asStream(streamArg);
-  int64_t partials = 0;
-  double *partial = queuePartials(arena, num_ranges, ranges, stream, &partials);
-  if (!partial)
-    return 1;
-  finishFactor<<<1, kBlock, 0, stream>>>(partials, partial, scale, clip, factor,
-                                         partial + partials);
-  if (launchStatus())
-    return 1;
-  if (cudaMemcpyAsync(norm, partial + partials, sizeof(double),
-                      cudaMemcpyDeviceToHost, stream) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 1;
-  }
-  return 0;
+  return queueReduction(arena, num_ranges, ranges, stream, norm,
+                        [&](int64_t n, const double *partial, double *out) {
+                          finishFactor<<<1, kBlock, 0, stream>>>(
+                              n, partial, scale, clip, factor, out);
+                        })
+             ? 0
+             : 1;
 }
 
 extern "C" int otcrt_scale_ranges(char *arena, int32_t num_ranges,

@@ -233,51 +233,27 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
   }
 
   // A repeated call of the same shape allocates no device memory.
-  size_t freeBefore = 0, freeAfter = 0, total = 0;
-  cudaDeviceSynchronize();
-  cudaMemGetInfo(&freeBefore, &total);
-  call(nullptr);
-  cudaDeviceSynchronize();
-  cudaMemGetInfo(&freeAfter, &total);
-  if (freeAfter != freeBefore) {
-    std::printf("  a repeated call changed free device memory by %lld bytes\n",
-                static_cast<long long>(freeBefore) -
-                    static_cast<long long>(freeAfter));
-    c.ok = false;
-  }
+  allocatesNothing(c.ok, [&] { call(nullptr); });
 
-  // Forward and backward captured in a CUDA graph, outputs cleared, replayed.
+  // Outputs cleared, then forward and backward captured in a CUDA graph and
+  // replayed (the capture itself runs nothing).
+  cudaMemset(gOut, 0, qn * sizeof(otcrt_bf16));
+  cudaMemset(gLse, 0, rows * sizeof(float));
+  cudaMemset(gDq, 0, qn * sizeof(otcrt_bf16));
+  cudaMemset(gDk, 0, kvn * sizeof(otcrt_bf16));
+  cudaMemset(gDv, 0, kvn * sizeof(otcrt_bf16));
+  cudaDeviceSynchronize();
   cudaStream_t stream = nullptr;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  bool captured = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) ==
-                      cudaSuccess &&
-                  cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) ==
-                      cudaSuccess;
-  if (captured) {
-    call(stream);
-    captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
-               cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-  }
-  if (!captured) {
-    std::printf("  capture in a CUDA graph failed: %s\n",
-                cudaGetErrorString(cudaGetLastError()));
+  cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err == cudaSuccess)
+    err = captureAndReplay(stream, [&] { call(stream); }, 1);
+  if (err != cudaSuccess) {
+    std::printf("  capture or replay in a CUDA graph failed: %s\n",
+                cudaGetErrorString(err));
     c.ok = false;
   } else {
-    cudaMemset(gOut, 0, qn * sizeof(otcrt_bf16));
-    cudaMemset(gLse, 0, rows * sizeof(float));
-    cudaMemset(gDq, 0, qn * sizeof(otcrt_bf16));
-    cudaMemset(gDk, 0, kvn * sizeof(otcrt_bf16));
-    cudaMemset(gDv, 0, kvn * sizeof(otcrt_bf16));
-    cudaDeviceSynchronize();
-    c.rc(cudaGraphLaunch(exec, stream) == cudaSuccess ? 0 : 1, "graph launch");
-    cudaStreamSynchronize(stream);
     compare("graph replay: ");
   }
-  if (exec)
-    cudaGraphExecDestroy(exec);
-  if (graph)
-    cudaGraphDestroy(graph);
   if (stream)
     cudaStreamDestroy(stream);
 }

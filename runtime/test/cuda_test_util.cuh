@@ -140,6 +140,49 @@ inline bool sameBits(const Floats &got, const Floats &want, const char *what) {
   return got.size() == want.size();
 }
 
+/// Captures what `body` queues on `stream` into a CUDA graph and replays it
+/// `replays` times, waiting for the stream: the first error, or cudaSuccess.
+/// The graph is gone afterwards.
+template <typename Body>
+cudaError_t captureAndReplay(cudaStream_t stream, Body body, int replays) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+  if (err == cudaSuccess) {
+    body();
+    err = cudaStreamEndCapture(stream, &graph);
+  }
+  if (err == cudaSuccess)
+    err = cudaGraphInstantiate(&exec, graph, 0);
+  for (int i = 0; err == cudaSuccess && i < replays; ++i)
+    err = cudaGraphLaunch(exec, stream);
+  if (err == cudaSuccess)
+    err = cudaStreamSynchronize(stream);
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  return err;
+}
+
+/// Runs `call` (a repeated call of a shape already run) and fails `ok`
+/// when it changed the device's free memory: library calls allocate only
+/// on their first call of a shape.
+template <typename Call> void allocatesNothing(bool &ok, Call call) {
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeBefore, &total);
+  call();
+  cudaDeviceSynchronize();
+  cudaMemGetInfo(&freeAfter, &total);
+  if (freeAfter != freeBefore) {
+    std::printf("  a repeated call changed free device memory by %lld bytes\n",
+                static_cast<long long>(freeBefore) -
+                    static_cast<long long>(freeAfter));
+    ok = false;
+  }
+}
+
 /// `n` token ids of a `vocab` table drawn as text draws them: Zipf (rank r
 /// with weight 1 / (r + 1)) over a shuffled vocabulary, so the frequent
 /// rows lie anywhere in the table.

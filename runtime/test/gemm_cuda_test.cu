@@ -377,24 +377,19 @@ void testGemmGraph(std::mt19937 &rng) {
   GemmInputs in = inputs(fresh, rng);
   GemmArgs d = args(fresh, device(in.a), device(in.b), device(in.c), nullptr,
                     nullptr, nullptr);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
-  if (err == cudaSuccess) {
-    c.rc(runAll(), "captured");
-    if (otcrt_gemm(&g, d.a, d.b, d.c, nullptr, nullptr, nullptr, stream) == 0 ||
-        otcrt::cuda::lastGemmRoute() != GemmRoute::kNone) {
-      std::printf("  a shape first seen inside the capture was not refused\n");
-      c.ok = false;
-    }
-    err = cudaStreamEndCapture(stream, &graph);
-  }
-  if (err == cudaSuccess)
-    err = cudaGraphInstantiate(&exec, graph, 0);
-  for (int i = 0; err == cudaSuccess && i < 2; ++i)
-    err = cudaGraphLaunch(exec, stream);
-  if (err == cudaSuccess)
-    err = cudaStreamSynchronize(stream);
+  cudaError_t err = captureAndReplay(
+      stream,
+      [&] {
+        c.rc(runAll(), "captured");
+        if (otcrt_gemm(&g, d.a, d.b, d.c, nullptr, nullptr, nullptr, stream) ==
+                0 ||
+            otcrt::cuda::lastGemmRoute() != GemmRoute::kNone) {
+          std::printf(
+              "  a shape first seen inside the capture was not refused\n");
+          c.ok = false;
+        }
+      },
+      2);
   if (err != cudaSuccess) {
     std::printf("  %s\n", cudaGetErrorString(err));
     c.ok = false;
@@ -408,10 +403,6 @@ void testGemmGraph(std::mt19937 &rng) {
         c.ok = false;
       }
   }
-  if (exec)
-    cudaGraphExecDestroy(exec);
-  if (graph)
-    cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

@@ -399,19 +399,8 @@ void testGraph(const char *name, Calls calls, float *out, size_t n) {
   Floats eager = host(out, n);
   cudaMemset(out, 0, n * sizeof(float));
   cudaDeviceSynchronize();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
-  if (err == cudaSuccess) {
-    c.rc(calls(stream), "captured");
-    err = cudaStreamEndCapture(stream, &graph);
-  }
-  if (err == cudaSuccess)
-    err = cudaGraphInstantiate(&exec, graph, 0);
-  for (int i = 0; err == cudaSuccess && i < 2; ++i)
-    err = cudaGraphLaunch(exec, stream);
-  if (err == cudaSuccess)
-    err = cudaStreamSynchronize(stream);
+  cudaError_t err = captureAndReplay(
+      stream, [&] { c.rc(calls(stream), "captured"); }, 2);
   if (err != cudaSuccess) {
     std::printf("  %s\n", cudaGetErrorString(err));
     c.ok = false;
@@ -424,10 +413,6 @@ void testGraph(const char *name, Calls calls, float *out, size_t n) {
         c.ok = false;
       }
   }
-  if (exec)
-    cudaGraphExecDestroy(exec);
-  if (graph)
-    cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 
@@ -496,19 +481,28 @@ void testGraphs(std::mt19937 &rng) {
 
 } // namespace
 
+/// The arena of the range checks: kFloatRange's 1,000,003 random floats,
+/// 64 bytes of gap, then kBf16Range's 4,099 random bfloat16 (in [-3, 3]).
+constexpr int64_t kRangeFloats = 1000003, kRangeBf16s = 4099;
+constexpr OtcrtRange kFloatRange = {0, kRangeFloats, 0, 0};
+constexpr OtcrtRange kBf16Range = {kRangeFloats * 4 + 64, kRangeBf16s, 1, 0};
+static std::vector<char> rangesArena(std::mt19937 &rng) {
+  Floats f = random(kRangeFloats, rng, -3, 3);
+  Bf16s b = toBf16(random(kRangeBf16s, rng, -3, 3));
+  std::vector<char> arena(kBf16Range.offset + kRangeBf16s * 2);
+  std::memcpy(arena.data(), f.data(), kRangeFloats * 4);
+  std::memcpy(arena.data() + kBf16Range.offset, b.data(), kRangeBf16s * 2);
+  return arena;
+}
+
 /// The sum of squares over arena ranges (the driver's gradient norm)
 /// against the host kernel: an f32 range, a bf16 one and an empty one, in
 /// one call, within 1e-9 relative (both accumulate in double); the same call
 /// twice gives the same bits; a NaN in a range makes the sum NaN.
 void testSumSquares(std::mt19937 &rng) {
   Check c("sum_squares");
-  const int64_t nF = 1000003, nB = 4099;
-  Floats f = random(nF, rng, -3, 3);
-  Bf16s b = toBf16(random(nB, rng, -3, 3));
-  std::vector<char> arena(nF * 4 + 64 + nB * 2);
-  std::memcpy(arena.data(), f.data(), nF * 4);
-  std::memcpy(arena.data() + nF * 4 + 64, b.data(), nB * 2);
-  const OtcrtRange ranges[] = {{0, nF, 0, 0}, {nF * 4 + 64, nB, 1, 0}, {0, 0, 0, 0}};
+  std::vector<char> arena = rangesArena(rng);
+  const OtcrtRange ranges[] = {kFloatRange, kBf16Range, {0, 0, 0, 0}};
   double want = 0, got = 0, again = 0;
   c.rc(otcrt::cpu::sumSquares(arena.data(), 3, ranges, &want), "host");
   char *dArena = device(arena);
@@ -535,14 +529,11 @@ void testSumSquares(std::mt19937 &rng) {
 /// NaN factor.
 void testGradFactor(std::mt19937 &rng) {
   Check c("grad_factor");
-  const int64_t nF = 1000003, nB = 4099;
-  Floats f = random(nF, rng, -3, 3);
-  Bf16s b = toBf16(random(nB, rng, -3, 3));
-  const int64_t factorAt = nF * 4 + 64 + nB * 2 + 62;
-  std::vector<char> arena(factorAt + 4);
-  std::memcpy(arena.data(), f.data(), nF * 4);
-  std::memcpy(arena.data() + nF * 4 + 64, b.data(), nB * 2);
-  const OtcrtRange ranges[] = {{0, nF, 0, 0}, {nF * 4 + 64, nB, 1, 0}};
+  std::vector<char> arena = rangesArena(rng);
+  // The factor's float, 4-byte aligned past the ranges.
+  const int64_t factorAt = (static_cast<int64_t>(arena.size()) + 3) / 4 * 4;
+  arena.resize(factorAt + 4);
+  const OtcrtRange ranges[] = {kFloatRange, kBf16Range};
   char *dArena = device(arena);
   double *pinned = nullptr;
   c.rc(cudaMallocHost(&pinned, sizeof(double)), "cudaMallocHost");
@@ -587,21 +578,16 @@ void testGradFactor(std::mt19937 &rng) {
 /// and a bfloat16 range, bit for bit (one product and one rounding each).
 void testScaleRanges(std::mt19937 &rng) {
   Check c("scale_ranges");
-  const int64_t nF = 1000003, nB = 4099;
-  Floats f = random(nF, rng, -3, 3);
-  Bf16s b = toBf16(random(nB, rng, -3, 3));
-  std::vector<char> arena(nF * 4 + 64 + nB * 2);
-  std::memcpy(arena.data(), f.data(), nF * 4);
-  std::memcpy(arena.data() + nF * 4 + 64, b.data(), nB * 2);
-  const OtcrtRange ranges[] = {{0, nF, 0, 0}, {nF * 4 + 64, nB, 1, 0}};
+  std::vector<char> arena = rangesArena(rng);
+  const OtcrtRange ranges[] = {kFloatRange, kBf16Range};
   char *dArena = device(arena);
   c.rc(otcrt::cpu::scaleRanges(arena.data(), 2, ranges, 0.37f), "host");
   c.rc(otcrt_scale_ranges(dArena, 2, ranges, 0.37f, nullptr), "device");
   std::vector<char> got(arena.size());
   cudaMemcpy(got.data(), dArena, got.size(), cudaMemcpyDeviceToHost);
-  if (std::memcmp(got.data(), arena.data(), nF * 4) != 0 ||
-      std::memcmp(got.data() + nF * 4 + 64, arena.data() + nF * 4 + 64,
-                  nB * 2) != 0) {
+  if (std::memcmp(got.data(), arena.data(), kRangeFloats * 4) != 0 ||
+      std::memcmp(got.data() + kBf16Range.offset,
+                  arena.data() + kBf16Range.offset, kRangeBf16s * 2) != 0) {
     std::printf("  the device's scaled values differ from the host's\n");
     c.ok = false;
   }
