@@ -177,10 +177,6 @@ std::string otc::knownDeviceNames() {
   return names;
 }
 
-llvm::StringRef otc::defaultDevice(llvm::StringRef target) {
-  return target == "cuda" ? "h100" : "cpu";
-}
-
 double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k,
                         double efficiency) {
   if (flops <= 0)

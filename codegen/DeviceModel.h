@@ -96,8 +96,7 @@ const DeviceModel *lookupDevice(llvm::StringRef name);
 /// The names of the known devices, comma separated ("h100, h200, cpu").
 std::string knownDeviceNames();
 
-/// The device `--device` defaults to for a target ("cuda" or "cpu").
-llvm::StringRef defaultDevice(llvm::StringRef target);
+/// (The device a target defaults to is ir/Config.h's defaultDevice.)
 
 /// Seconds of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k`
 /// on the curve of `rate`, launch excluded, its rate scaled by `efficiency`

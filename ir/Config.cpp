@@ -50,10 +50,14 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+StringRef otc::defaultDevice(StringRef target) {
+  return target == "cuda" ? "h100" : "cpu";
+}
+
 ConfigAttr otc::makeConfig(MLIRContext *context, const ConfigParts &p,
                            function_ref<InFlightDiagnostic()> emitError) {
   std::string device =
-      !p.device.empty() ? p.device : (p.target == "cuda" ? "h100" : "cpu");
+      !p.device.empty() ? p.device : defaultDevice(p.target).str();
   return ConfigAttr::getChecked(
       emitError, context, p.microBatch, p.gradAccum, StringRef(p.precision),
       p.fp32GradAccum, llvm::APFloat(p.weightDecay), llvm::APFloat(p.beta1),

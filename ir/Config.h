@@ -22,6 +22,10 @@ namespace otc {
 /// The module attribute that holds the configuration.
 constexpr char kConfigAttr[] = "otc.config";
 
+/// The device model a target defaults to (`--device`, #otc.config's device):
+/// "h100" for "cuda", "cpu" for "cpu".
+llvm::StringRef defaultDevice(llvm::StringRef target);
+
 /// The fields of a configuration, with the defaults of otc-compile.
 struct ConfigParts {
   int64_t microBatch = 1, gradAccum = 1;
