@@ -75,11 +75,13 @@ DeviceModel h100() {
   d.bandwidth = 3.0e12;
   // 132 SMs (datasheet, H100 SXM5); an SM holds at most 2048 threads and 32
   // blocks (CUDA C++ Programming Guide, compute capability 9.0) and has 128
-  // FP32 lanes (4 partitions of 32; Hopper whitepaper).
+  // FP32 lanes (4 partitions of 32; Hopper whitepaper), and 228 KB of
+  // shared memory, 1 KB of it reserved per resident block (same guide).
   d.sms = 132;
   d.maxThreadsPerSm = 2048;
   d.maxBlocksPerSm = 32;
   d.fp32LanesPerSm = 128;
+  d.sharedPerSm = 228 << 10;
   // A load that misses the caches: 0.5 us (estimate: published Hopper
   // microbenchmarks put an unloaded global load at roughly 400-800 cycles,
   // about 0.2-0.45 us at the 1.755-1.98 GHz boost clocks, and queueing

@@ -63,6 +63,8 @@ struct DeviceModel {
   /// arithmetic at its share of `vectorRate`). Zero on the cpu, whose
   /// launches are priced by the roofline alone.
   int64_t sms = 0, maxThreadsPerSm = 0, maxBlocksPerSm = 0, fp32LanesPerSm = 0;
+  /// Shared memory one SM gives its resident blocks.
+  int64_t sharedPerSm = 0;
   /// Seconds one dependent step of a thread waits: for a load served by
   /// memory (also the latency of Little's law), and by the SM's L1 cache.
   double memoryLatency = 0, cacheLatency = 0;

@@ -31,6 +31,9 @@ struct BodyContext {
   /// Unique prefix for globals of this kernel.
   std::string prefix;
   bool cuda = false;
+  /// Statements before the loop over the items (values every item shares,
+  /// computed once per thread), when the body has any.
+  llvm::raw_ostream *prologue = nullptr;
 };
 
 /// The C type of an element type.

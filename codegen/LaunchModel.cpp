@@ -48,9 +48,13 @@ LaunchCost &LaunchCost::operator+=(const LaunchCost &other) {
   return *this;
 }
 
-int64_t otc::residentBlocks(const DeviceModel &d, int64_t threads) {
+int64_t otc::residentBlocks(const DeviceModel &d, int64_t threads,
+                            int64_t sharedBytes) {
   int64_t byThreads = d.maxThreadsPerSm / std::max<int64_t>(threads, 1);
-  return std::max<int64_t>(1, std::min(d.maxBlocksPerSm, byThreads));
+  int64_t blocks = std::min(d.maxBlocksPerSm, byThreads);
+  if (sharedBytes > 0 && d.sharedPerSm > 0)
+    blocks = std::min(blocks, d.sharedPerSm / (sharedBytes + (1 << 10)));
+  return std::max<int64_t>(1, blocks);
 }
 
 LaunchCost otc::priceKernel(const DeviceModel &d, const KernelLaunch &k,
@@ -59,7 +63,7 @@ LaunchCost otc::priceKernel(const DeviceModel &d, const KernelLaunch &k,
   c[Limit::Launch] = d.launchSeconds();
   if (k.blocks <= 0)
     return c;
-  int64_t slots = d.sms * residentBlocks(d, k.threads);
+  int64_t slots = d.sms * residentBlocks(d, k.threads, k.sharedBytes);
   c.waves = (k.blocks + slots - 1) / slots;
   double latency = k.steps * d.memoryLatency + k.cachedSteps * d.cacheLatency;
   // The full waves are alike; the tail holds the blocks left over.

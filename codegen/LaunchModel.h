@@ -63,9 +63,10 @@ struct LaunchCost {
   LaunchCost &operator+=(const LaunchCost &other);
 };
 
-/// Blocks of `threads` threads one SM of `device` holds at once (at least
-/// one).
-int64_t residentBlocks(const DeviceModel &device, int64_t threads);
+/// Blocks of `threads` threads, each with `sharedBytes` of dynamic shared
+/// memory, one SM of `device` holds at once (at least one).
+int64_t residentBlocks(const DeviceModel &device, int64_t threads,
+                       int64_t sharedBytes = 0);
 
 /// The time of kernel launch `k` computing `flops` on `device`, a GPU
 /// (device.sms > 0), launch overhead included.

@@ -213,6 +213,8 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
                   j.attribute("waves", c.waves);
                   j.attribute("steps", l.steps);
                   j.attribute("cached_steps", l.cachedSteps);
+                  if (l.sharedBytes)
+                    j.attribute("shared_bytes", l.sharedBytes);
                   j.attribute("limit", limitName(c.binding()));
                 });
             });

@@ -44,10 +44,12 @@ using namespace otc;
 
 namespace {
 
-/// The op's name without the dialect prefix and a `_grad` suffix.
+/// The op's name without the dialect prefix and a `_grad` or `_with_grad`
+/// suffix.
 std::string baseName(Operation &op) {
   StringRef name = op.getName().stripDialect();
-  name.consume_back("_grad");
+  if (name.consume_back("_grad"))
+    name.consume_back("_with");
   return name.str();
 }
 

@@ -549,6 +549,51 @@ LogicalResult Interpreter::run(otc::CrossEntropyGradOp op) {
   return success();
 }
 
+/// otc.cross_entropy followed by otc.cross_entropy_grad, written out again:
+/// lse_r and row_loss_r = lse_r - logits[r, label_r] (0 for ignored rows),
+/// the loss their reduction, dlogits[r, c] = g_r (exp(logits[r, c] - lse_r)
+/// - [c == label_r]) with g_r as for otc.cross_entropy_grad.
+LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
+  const Tensor &grad = get(op.getGrad());
+  const Tensor &logits = get(op.getLogits());
+  const Tensor &labels = get(op.getLabels());
+  int64_t classes = logits.shape.back();
+  int64_t rows = labels.data.size();
+  FailureOr<std::vector<bool>> active =
+      activeRows(op, labels, classes, op.getIgnoreIndex());
+  if (failed(active))
+    return failure();
+  StringRef reduction = op.getReduction();
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return op.emitError("unknown reduction '") << reduction << "'";
+  int64_t counted = 0;
+  for (bool a : *active)
+    counted += a;
+  Tensor rowLoss = zeros(labels.shape);
+  Tensor dlogits = zeros(logits.shape);
+  std::vector<double> perRow(rows, 0.0);
+  double sum = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!(*active)[r])
+      continue;
+    const double *row = logits.data.data() + r * classes;
+    double lse = logSumExp(row, classes);
+    auto label = static_cast<int64_t>(labels.data[r]);
+    perRow[r] = lse - row[label];
+    rowLoss.data[r] = perRow[r];
+    sum += perRow[r];
+    double g = rowGradScale(reduction, grad, r, counted);
+    for (int64_t c = 0; c < classes; ++c)
+      dlogits.data[r * classes + c] =
+          g * (std::exp(row[c] - lse) - (c == label ? 1.0 : 0.0));
+  }
+  if (failed(reduceLoss(op, reduction, perRow, sum, counted, op.getLoss())))
+    return failure();
+  set(op.getRowLoss(), std::move(rowLoss));
+  set(op.getDlogits(), std::move(dlogits));
+  return success();
+}
+
 /// result[c] = sum over the leading indices r of input[r, c].
 LogicalResult Interpreter::run(otc::ColumnSumOp op) {
   const Tensor &x = get(op.getInput());

@@ -77,7 +77,8 @@ LogicalResult Interpreter::evaluate(Operation *op) {
             // Fused transformer ops.
             AttentionOp, AttentionGradOp, LayerNormOp, LayerNormGradOp,
             RmsNormOp, RmsNormGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp,
-            CrossEntropyOp, CrossEntropyGradOp, ColumnSumOp>(
+            CrossEntropyOp, CrossEntropyGradOp, CrossEntropyWithGradOp,
+            ColumnSumOp>(
           [&](auto concrete) { return run(concrete); })
       .Default([&](Operation *other) {
         return other->emitError("cannot interpret '")

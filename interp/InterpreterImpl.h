@@ -234,6 +234,7 @@ private:
   mlir::LogicalResult run(SiluGradOp op);
   mlir::LogicalResult run(CrossEntropyOp op);
   mlir::LogicalResult run(CrossEntropyGradOp op);
+  mlir::LogicalResult run(CrossEntropyWithGradOp op);
 
   /// result[i] = fn(lhs[bcast i], rhs[bcast i]) over the result shape.
   template <typename OpT, typename Fn>

@@ -80,6 +80,8 @@ struct KernelLaunch {
   int64_t blocks = 1, threads = 1;
   int64_t steps = 1, cachedSteps = 0;
   double bytes = 0;
+  /// Dynamic shared memory of one block: it bounds the blocks an SM holds.
+  int64_t sharedBytes = 0;
 };
 
 /// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on

@@ -338,6 +338,33 @@ LogicalResult CrossEntropyGradOp::verify() {
   return success();
 }
 
+LogicalResult CrossEntropyWithGradOp::verify() {
+  ArrayRef<int64_t> z = shapeOf(getLogits()), y = shapeOf(getLabels());
+  if (z.size() < 2 || y != z.drop_back())
+    return emitOpError("expects logits [..., C] and labels [...] of the ")
+           << "leading shape, got " << formatShape(z) << " and "
+           << formatShape(y);
+  if (!getElementTypeOrSelf(getLabels().getType()).isInteger(64))
+    return emitOpError("labels must be int64");
+  StringRef red = getReduction();
+  if (red != "mean" && red != "sum" && red != "none")
+    return emitOpError("reduction must be mean, sum or none");
+  ArrayRef<int64_t> perLoss = red == "none" ? y : ArrayRef<int64_t>();
+  if (shapeOf(getLoss()) != perLoss)
+    return emitOpError("loss shape does not match reduction '") << red << "'";
+  if (shapeOf(getGrad()) != perLoss)
+    return emitOpError("the loss gradient's shape does not match reduction '")
+           << red << "'";
+  if (shapeOf(getRowLoss()) != y)
+    return emitOpError("row_loss must have the labels' shape");
+  for (Value v : {getGrad(), getLoss(), getRowLoss()})
+    if (!getElementTypeOrSelf(v.getType()).isF32())
+      return emitOpError("the loss, its gradient and row_loss must be f32");
+  if (getDlogits().getType() != getLogits().getType())
+    return emitOpError("dlogits must have the logits' type");
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                              SmallVectorImpl<Value> &out) {
   if (rg[1])
@@ -351,6 +378,9 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 int64_t CrossEntropyOp::getFlops() { return 4 * elementsOf(getLogits()); }
 int64_t CrossEntropyGradOp::getFlops() { return 4 * elementsOf(getLogits()); }
+int64_t CrossEntropyWithGradOp::getFlops() {
+  return 8 * elementsOf(getLogits());
+}
 
 //===----------------------------------------------------------------------===//
 // FP32 statistics (Fp32StatisticsOpInterface)
@@ -385,6 +415,13 @@ bool RmsNormGradOp::isFp32StatisticsOperand(unsigned index) {
 bool CrossEntropyOp::isFp32StatisticsResult(unsigned) { return true; }
 bool CrossEntropyGradOp::isFp32StatisticsOperand(unsigned index) {
   return isOperandOf(*this, index, {getGrad(), getLse()});
+}
+/// The loss, each row's loss and the loss's gradient.
+bool CrossEntropyWithGradOp::isFp32StatisticsResult(unsigned index) {
+  return index > 0;
+}
+bool CrossEntropyWithGradOp::isFp32StatisticsOperand(unsigned index) {
+  return isOperandOf(*this, index, {getGrad()});
 }
 
 //===----------------------------------------------------------------------===//

@@ -311,4 +311,31 @@ def Otc_CrossEntropyGradOp : Otc_Op<"cross_entropy_grad",
   let hasVerifier = 1;
 }
 
+def Otc_CrossEntropyWithGradOp : Otc_Op<"cross_entropy_with_grad",
+    [LibraryInPlace,
+     DeclareOpInterfaceMethods<Otc_Fp32StatisticsOpInterface,
+         ["isFp32StatisticsOperand", "isFp32StatisticsResult"]>,
+     CostFlops, Pure]> {
+  let summary = "otc.cross_entropy and its gradient in one pass over the logits";
+  let description = [{
+    What `otc.cross_entropy` followed by `otc.cross_entropy_grad` computes,
+    formed by otc-fuse-loss-grad when the loss's incoming gradient `grad`
+    is known before the loss is (the seed of the backward pass): `dlogits`
+    as the gradient's result, `loss` as the forward's, `row_loss` each
+    row's lse_r - logits[r, label_r] (0 for rows that do not count; the loss
+    reduces it). The logits are read once; no per-row log-sum-exp is kept
+    between the passes, and the gradient (the first result) may take the
+    logits' buffer.
+  }];
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$logits,
+                   Otc_IntTensor:$labels,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$dlogits, Otc_FloatTensor:$loss,
+                 Otc_FloatTensor:$row_loss);
+  let assemblyFormat =
+      "$grad `,` $logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // OTC_FUSED_OPS_TD

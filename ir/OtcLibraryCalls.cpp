@@ -442,6 +442,58 @@ std::optional<unsigned> CrossEntropyGradOp::getInPlaceOperand() {
   return LibraryArg::operand(*this, getLogits()).index;
 }
 
+std::string CrossEntropyWithGradOp::getLibraryKernel() {
+  return kernelName("cross_entropy_fused", getLogits());
+}
+
+void CrossEntropyWithGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  appendRows(args, getLogits(), shapeOf(getLogits()).size() - 1);
+  for (Value v : {getGrad(), getLogits(), getLabels()})
+    args.push_back(LibraryArg::operand(*this, v));
+  appendLossOptions(args, getIgnoreIndex(), getReduction());
+  args.push_back(LibraryArg::result(1));
+  args.push_back(LibraryArg::result(2));
+  args.push_back(LibraryArg::result(0));
+}
+
+/// fused (cross_entropy.cu): for a mean, countRowsKernel as the gradient's;
+/// then fusedRowKernel, one block of OTCRT_CUDA_LOSS_BLOCK threads per row:
+/// it sweeps the row once from memory (running maximum and sum, each packet
+/// also kept in shared memory when the row fits OTCRT_CUDA_LOSS_SMEM_ROW_BYTES),
+/// reads the label and its logit, then writes the gradient from shared
+/// memory (or from a second sweep of memory when the row does not fit);
+/// for a mean or sum, one block adding the rows' losses.
+void CrossEntropyWithGradOp::getLibraryLaunches(
+    SmallVectorImpl<KernelLaunch> &l) {
+  Value logits = getLogits();
+  auto [rows, classes] = rowsOf(logits, shapeOf(logits).size() - 1);
+  bool none = getReduction() == "none";
+  if (getReduction() == "mean")
+    l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
+  double rowBytes = double(classes) * elementBytes(logits);
+  bool kept = rowBytes <= OTCRT_CUDA_LOSS_SMEM_ROW_BYTES;
+  KernelLaunch k;
+  k.what = "rows";
+  k.blocks = rows;
+  k.threads = OTCRT_CUDA_LOSS_BLOCK;
+  k.sharedBytes = kept ? static_cast<int64_t>(rowBytes) : 0;
+  int64_t perSweep =
+      ceilDiv(classes, OTCRT_CUDA_LOSS_BLOCK * packWidth(classes, logits));
+  // Label and scale, then the sweep(s) from memory; the kept row's second
+  // sweep reads shared memory.
+  k.steps = 2 + (kept ? perSweep : 2 * perSweep);
+  k.cachedSteps = kept ? perSweep : 0;
+  k.bytes = rows * rowBytes * (kept ? 1 : 2) + bytesOf(getDlogits()) +
+            (8.0 + 4.0 + (none ? 8.0 : 0.0)) * rows;
+  l.push_back(k);
+  if (!none)
+    l.push_back(oneBlockKernel("loss", rows, 2, 12.0 * rows + 4.0));
+}
+
+std::optional<unsigned> CrossEntropyWithGradOp::getInPlaceOperand() {
+  return LibraryArg::operand(*this, getLogits()).index;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

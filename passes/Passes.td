@@ -340,6 +340,30 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseLossGrad : Pass<"otc-fuse-loss-grad", "mlir::ModuleOp"> {
+  let summary = "The cross-entropy and its gradient become one call";
+  let description = [{
+    After differentiation and precision: an `otc.cross_entropy` whose `lse`
+    only its `otc.cross_entropy_grad` reads (the same logits, labels,
+    reduction and ignore index, in the same block), with the loss's incoming
+    gradient defined before the loss or by a constant (moved up), becomes
+    one `otc.cross_entropy_with_grad` where the loss was: the library reads
+    the logits once for the loss and the gradient, and no per-row lse is
+    kept between them. Where the seed is computed after the loss, or the
+    logits the gradient reads are not the loss's (recomputed), nothing
+    changes.
+
+    ```mlir
+    %loss, %lse = otc.cross_entropy %z, %y : (tensor<8x50xbf16>, tensor<8xi64>) -> (tensor<f32>, tensor<8xf32>)
+    %one = otc.constant dense<1.0> : tensor<f32>
+    %dz = otc.cross_entropy_grad %one, %z, %y, %lse : (tensor<f32>, tensor<8x50xbf16>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x50xbf16>
+    // becomes
+    %one = otc.constant dense<1.0> : tensor<f32>
+    %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : (tensor<f32>, tensor<8x50xbf16>, tensor<8xi64>) -> (tensor<8x50xbf16>, tensor<f32>, tensor<8xf32>)
+    ```
+  }];
+}
+
 def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
   let summary = "GEMMs add their product into an accumulator themselves";
   let description = [{

@@ -28,7 +28,7 @@ static const PhaseInfo kPhases[] = {
     {Phase::Remat, "remat", "choosing recomputation failed"},
     {Phase::MixedPrecision, "mixed-precision", "setting the precision failed"},
     {Phase::FuseReductions, "fuse-reductions",
-     "turning sums into library calls failed"},
+     "turning sums and the loss into library calls failed"},
     {Phase::Schedule, "schedule", "scheduling failed"},
     {Phase::TrainingLoop, "training-loop", "building the training loop failed"},
     {Phase::Buffers, "buffers", "lowering to buffers failed"},
@@ -91,6 +91,7 @@ static void addPhase(OpPassManager &pm, Phase phase,
     return;
   case Phase::FuseReductions:
     pm.addPass(createFuseReductions());
+    pm.addPass(createFuseLossGrad());
     return;
   case Phase::Schedule:
     pm.addPass(createSchedule());

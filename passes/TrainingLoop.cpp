@@ -162,6 +162,10 @@ struct TrainingLoopPass
       labels = ce.getLabels();
       ignore = ce.getIgnoreIndex();
       reduction = ce.getReduction();
+    } else if (auto ce = dyn_cast_or_null<CrossEntropyWithGradOp>(loss)) {
+      labels = ce.getLabels();
+      ignore = ce.getIgnoreIndex();
+      reduction = ce.getReduction();
     } else if (auto ce = dyn_cast_or_null<SoftmaxCrossEntropyOp>(loss)) {
       labels = ce.getLabels();
       ignore = ce.getIgnoreIndex();

@@ -57,6 +57,20 @@ TEST(LaunchModelTest, FewBlocksWithSerialLoops) {
   EXPECT_EQ(residentBlocks(h100(), 1024), 2);
 }
 
+// Tests that dynamic shared memory bounds the blocks an SM holds: a block
+// of 512 threads keeping a GPT-2 row of 50304 bfloat16 logits (100608
+// bytes) fits twice in an H100 SM's 228 KB (233472 / (100608 + 1024) =
+// 2.3), though its threads would let 4 in; 8192 such rows then take
+// ceil(8192 / (132 x 2)) = 32 waves, not 16.
+TEST(LaunchModelTest, SharedMemoryBoundsResidency) {
+  EXPECT_EQ(residentBlocks(h100(), 512), 4);
+  EXPECT_EQ(residentBlocks(h100(), 512, 100608), 2);
+  EXPECT_EQ(residentBlocks(h100(), 512, 200 << 10), 1);
+  KernelLaunch k = launch(8192, 512, 8, 1.0e9);
+  k.sharedBytes = 100608;
+  EXPECT_EQ(priceKernel(h100(), k, 0.0).waves, 32);
+}
+
 // Tests a grid-stride kernel over 1 GiB: 4096 blocks of 256 threads, 4
 // steps each. An SM holds min(32, 2048 / 256) = 8 blocks, so a wave is
 // 132 x 8 = 1056 blocks: three full waves and a tail of 4096 - 3168 = 928.

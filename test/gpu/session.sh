@@ -16,7 +16,7 @@
 # speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
 # then with PyTorch), trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
-# session.txt (what ran, when).
+# traces.tar.xz (the traces compared), session.txt (what ran, when).
 set -uo pipefail
 bundles=$(cd "${1:?usage: session.sh BUNDLES RESULTS [SECONDS]}" && pwd)
 mkdir -p "${2:?usage: session.sh BUNDLES RESULTS [SECONDS]}"
@@ -68,6 +68,8 @@ if [[ -f $sp/run/init.safetensors ]]; then
         "$work/trace-$mb.json" --skip-steps 2 --min-share 0.005; } \
       >> "$results/trace-compare.txt" 2>&1
   done
+  # The traces themselves, for every kernel below the share printed above.
+  (cd "$work" && tar -cJf "$results/traces.tar.xz" trace-mb*.json 2>/dev/null)
   cat "$results/trace-compare.txt"
 fi
 

@@ -177,6 +177,28 @@ def expect_cross_entropy_grad(rng):
         "none": gn.astype(np.float64)[..., None] * (e - onehot) * kept}
 
 
+def expect_cross_entropy_with_grad(rng):
+    g = np.array(rng.standard_normal(), dtype=np.float32)
+    gn = normal(rng, (2, 3))
+    z = normal(rng, (2, 3, 5), 3.0)
+    zd = z.astype(np.float64)
+    lse = log_sum_exp(zd)
+    picked = np.take_along_axis(zd, LABELS[..., None], axis=-1)[..., 0]
+    per_row = lse - picked
+    kept = LABELS != 1
+    e = np.exp(zd - lse[..., None])
+    onehot = np.eye(5)[LABELS]
+    keep = kept[..., None]
+    return {"g": g, "gn": gn, "z": z, "labels": LABELS}, {
+        "dmean": float(g) * (e - onehot) * keep / kept.sum(),
+        "mean": np.array(per_row[kept].sum() / kept.sum()),
+        "rows": np.where(kept, per_row, 0.0),
+        "dsum": float(g) * (e - onehot),
+        "sum": np.array(per_row.sum()),
+        "dnone": gn.astype(np.float64)[..., None] * (e - onehot) * keep,
+        "none": np.where(kept, per_row, 0.0)}
+
+
 def expect_column_sum(rng):
     x = normal(rng, (3, 2, 5))
     # bfloat16 inputs: values with 8 significant bits, stored exactly.
@@ -217,7 +239,8 @@ CASES = [("attention", expect_attention),
          ("cross_entropy_grad", expect_cross_entropy_grad),
          ("column_sum", expect_column_sum),
          ("attention_bthd", expect_attention_bthd),
-         ("layer_norm_grad_residual", expect_layer_norm_grad_residual)]
+         ("layer_norm_grad_residual", expect_layer_norm_grad_residual),
+         ("cross_entropy_with_grad", expect_cross_entropy_with_grad)]
 
 
 def main():

@@ -17,7 +17,8 @@
 // CHECK: column_sum PASS
 // CHECK: attention_bthd PASS
 // CHECK: layer_norm_grad_residual PASS
-// CHECK: 10 passed, 0 failed
+// CHECK: cross_entropy_with_grad PASS
+// CHECK: 11 passed, 0 failed
 
 // Grouped-query (4 query heads, 2 kv heads), T = 3 queries, S = 5 keys, a
 // [3, 5] mask with -inf entries, dropout 0.25.
@@ -133,6 +134,25 @@ func.func @cross_entropy_grad(%g: tensor<f32> {otc.input = "g"},
   %2 = otc.cross_entropy_grad %gn, %z, %labels, %lse {reduction = "none", ignore_index = 1 : i64}
       : (tensor<2x3xf32>, tensor<2x3x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x3x5xf32>
   return %0, %1, %2 : tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>
+}
+
+// The loss and its gradient in one op (otc-fuse-loss-grad's): mean with
+// ignored rows, sum, and none.
+func.func @cross_entropy_with_grad(%g: tensor<f32> {otc.input = "g"},
+                                   %gn: tensor<2x3xf32> {otc.input = "gn"},
+                                   %z: tensor<2x3x5xf32> {otc.input = "z"},
+                                   %labels: tensor<2x3xi64> {otc.input = "labels"})
+    -> (tensor<2x3x5xf32> {otc.output = "dmean"}, tensor<f32> {otc.output = "mean"},
+        tensor<2x3xf32> {otc.output = "rows"}, tensor<2x3x5xf32> {otc.output = "dsum"},
+        tensor<f32> {otc.output = "sum"}, tensor<2x3x5xf32> {otc.output = "dnone"},
+        tensor<2x3xf32> {otc.output = "none"}) {
+  %d0, %l0, %r0 = otc.cross_entropy_with_grad %g, %z, %labels {ignore_index = 1 : i64}
+      : (tensor<f32>, tensor<2x3x5xf32>, tensor<2x3xi64>) -> (tensor<2x3x5xf32>, tensor<f32>, tensor<2x3xf32>)
+  %d1, %l1, %r1 = otc.cross_entropy_with_grad %g, %z, %labels {reduction = "sum"}
+      : (tensor<f32>, tensor<2x3x5xf32>, tensor<2x3xi64>) -> (tensor<2x3x5xf32>, tensor<f32>, tensor<2x3xf32>)
+  %d2, %l2, %r2 = otc.cross_entropy_with_grad %gn, %z, %labels {reduction = "none", ignore_index = 1 : i64}
+      : (tensor<2x3xf32>, tensor<2x3x5xf32>, tensor<2x3xi64>) -> (tensor<2x3x5xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+  return %d0, %l0, %r0, %d1, %l1, %d2, %l2 : tensor<2x3x5xf32>, tensor<f32>, tensor<2x3xf32>, tensor<2x3x5xf32>, tensor<f32>, tensor<2x3x5xf32>, tensor<2x3xf32>
 }
 
 // Column sums of [3, 2, 5] into [5], from f32 and from bf16 storage.

@@ -171,6 +171,24 @@ func.func @cross_entropy_labels(%z: tensor<2x3x5xf32>, %y: tensor<6xi64>) -> ten
 
 // -----
 
+// Tests that cross_entropy_with_grad's loss matches the reduction.
+func.func @cross_entropy_with_grad_reduction(%g: tensor<6xf32>, %z: tensor<6x5xf32>, %y: tensor<6xi64>) -> tensor<6x5xf32> {
+  // expected-error@+1 {{loss shape does not match reduction 'none'}}
+  %d, %l, %r = otc.cross_entropy_with_grad %g, %z, %y {reduction = "none"} : (tensor<6xf32>, tensor<6x5xf32>, tensor<6xi64>) -> (tensor<6x5xf32>, tensor<f32>, tensor<6xf32>)
+  return %d : tensor<6x5xf32>
+}
+
+// -----
+
+// Tests that cross_entropy_with_grad's gradient has the logits' type.
+func.func @cross_entropy_with_grad_type(%g: tensor<f32>, %z: tensor<6x5xbf16>, %y: tensor<6xi64>) -> tensor<6x5xf32> {
+  // expected-error@+1 {{dlogits must have the logits' type}}
+  %d, %l, %r = otc.cross_entropy_with_grad %g, %z, %y : (tensor<f32>, tensor<6x5xbf16>, tensor<6xi64>) -> (tensor<6x5xf32>, tensor<f32>, tensor<6xf32>)
+  return %d : tensor<6x5xf32>
+}
+
+// -----
+
 // Tests that cross_entropy_grad's loss gradient matches the reduction.
 func.func @cross_entropy_grad_reduction(%g: tensor<f32>, %z: tensor<6x5xf32>, %y: tensor<6xi64>, %s: tensor<6xf32>) -> tensor<6x5xf32> {
   // expected-error@+1 {{the loss gradient's shape does not match reduction 'none'}}
