@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/Target.h"
 #include "codegen/BodyUtils.h"
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
@@ -135,9 +136,9 @@ static LogicalResult emitGather(GatherOp op, BodyContext &c) {
        << ";\n"
        << "    const int64_t o = i / " << v.inner * positions << ";\n";
   emitIndex(c.os, c.in[1], "p", v.axis, "    ");
-  // On cuda the kernel gets the error record (otc_err) and the first item
-  // reading a position reports a bad index there.
-  if (c.cuda)
+  // Where the target records bad indices, the kernel gets the error record
+  // (otc_err) and the first item reading a position reports one there.
+  if (c.target.recordsIndexErrors())
     c.os << "    if ((idx < 0 || idx >= " << v.axis << ") && n == 0 && o == 0) "
          << "otc_index_error(otc_err, p, (int64_t)" << c.in[1] << "[p], "
          << v.axis << ");\n";

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/Target.h"
 #include "codegen/BodyUtils.h"
 #include "codegen/ScalarExprPrinter.h"
 #include "ir/OtcDialect.h"
@@ -41,7 +42,7 @@ static LogicalResult emitConstant(ConstantOp op, BodyContext &c) {
   std::string table = c.prefix + "_values";
   // BF16 tables hold the (exactly representable) values as floats.
   std::string tableType = et.isBF16() ? "float" : cTypeOf(et);
-  c.globals << (c.cuda ? "__device__ " : "static ") << "const " << tableType
+  c.globals << c.target.tableQualifier() << "const " << tableType
             << " " << table << "[" << attr.getNumElements() << "] = {";
   for (int64_t k = 0, e = attr.getNumElements(); k < e; ++k)
     c.globals << (k ? ", " : "") << value(k);

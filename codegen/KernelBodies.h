@@ -19,6 +19,7 @@
 #include <string>
 
 namespace otc {
+class Target;
 
 /// What a body emitter writes to and the C names it reads.
 struct BodyContext {
@@ -30,7 +31,8 @@ struct BodyContext {
   llvm::ArrayRef<std::string> in, out;
   /// Unique prefix for globals of this kernel.
   std::string prefix;
-  bool cuda = false;
+  /// The program's target (codegen/Target.h).
+  const Target &target;
   /// Statements before the loop over the items (values every item shares,
   /// computed once per thread), when the body has any.
   llvm::raw_ostream *prologue = nullptr;

@@ -20,6 +20,7 @@
 #include "ir/Config.h"
 #include "codegen/DeviceModel.h"
 #include "codegen/StepTime.h"
+#include "codegen/Target.h"
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
 #include "ir/OtcDialect.h"
@@ -32,7 +33,6 @@
 #include "passes/Remat.h"
 #include "report/Report.h"
 #include "tools/FitPlanner.h"
-#include "tools/RuntimeLink.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -292,21 +292,6 @@ static std::string runtimeLibDir(const char *argv0) {
   return OTC_RUNTIME_LIB_DIR;
 }
 
-/// Finds nvcc: $CUDA_HOME/bin, /usr/local/cuda/bin, then PATH.
-static std::string findNvcc() {
-  std::vector<std::string> candidates;
-  if (const char *home = std::getenv("CUDA_HOME"))
-    candidates.push_back(std::string(home) + "/bin/nvcc");
-  candidates.push_back("/usr/local/cuda/bin/nvcc");
-  for (const std::string &c : candidates)
-    if (llvm::sys::fs::can_execute(c))
-      return c;
-  if (auto p = llvm::sys::findProgramByName("nvcc"))
-    return *p;
-  return "";
-}
-
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -323,8 +308,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "otc: ONNX training compiler\n");
 
   // Options checked before any work.
-  bool cuda = target == "cuda";
-  if (!cuda && target != "cpu")
+  const otc::Target *emitTarget = otc::lookupTarget(target);
+  if (!emitTarget)
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (compileTo.empty() && outDir.empty() && !fit)
     return fail("no output directory: pass -o DIR");
@@ -717,7 +702,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  std::string srcPath = writeFile(cuda ? "model.cu" : "model.cpp", source);
+  std::string srcPath = writeFile(emitTarget->sourceFile().str(), source);
   if (srcPath.empty())
     return fail(err);
 
@@ -736,40 +721,17 @@ int main(int argc, char **argv) {
     return fail(st.message());
 
   // Build the program.
-  std::string libDir = runtimeLibDir(argv[0]);
+  otc::BuildPaths paths;
+  paths.source = srcPath;
+  paths.runtimeLibDir = runtimeLibDir(argv[0]);
   SmallString<256> trainPath(outDir.getValue());
   llvm::sys::path::append(trainPath, "train");
-  std::vector<std::string> cmd;
-  if (cuda) {
-    std::string nvcc = findNvcc();
-    if (nvcc.empty())
-      return fail("--target=cuda needs the CUDA toolkit: nvcc was not found "
-                  "in $CUDA_HOME/bin, /usr/local/cuda/bin or on PATH");
-    std::string lib = libDir + "/libotcrt_cuda.a";
-    if (!llvm::sys::fs::exists(lib))
-      return fail("--target=cuda needs " + lib +
-                  ", which is built only when CMake finds the CUDA toolkit");
-    cmd = {nvcc, "-O2", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90",
-           "-I", OTC_RUNTIME_INCLUDE_DIR, srcPath, lib};
-    // cuDNN's libraries when the runtime was built with its attention.
-    static const char *const runtimeLinkArgs[] = {
-        OTC_RUNTIME_CUDA_LINK_ARGS nullptr};
-    for (const char *const *arg = runtimeLinkArgs; *arg; ++arg)
-      cmd.push_back(*arg);
-    cmd.insert(cmd.end(),
-               {"-lcublasLt", "-lcudart", "-o", trainPath.str().str()});
-  } else {
-    std::string cxx = "c++";
-    if (const char *env = std::getenv("CXX"))
-      cxx = env;
-    auto found = llvm::sys::findProgramByName(cxx);
-    if (!found)
-      return fail("no host C++ compiler: '" + cxx + "' not found (set CXX)");
-    cmd = {*found, "-O2", "-std=c++17", "-fopenmp", "-I",
-           OTC_RUNTIME_INCLUDE_DIR, srcPath, libDir + "/libotcrt_cpu.a",
-           "-o", trainPath.str().str()};
-  }
-  if (!runTool(cmd, err))
+  paths.program = trainPath.str().str();
+  llvm::Expected<std::vector<std::string>> cmd =
+      emitTarget->buildCommand(paths);
+  if (!cmd)
+    return fail(llvm::toString(cmd.takeError()));
+  if (!runTool(*cmd, err))
     return fail(err);
   timed("build");
   double secs = std::chrono::duration<double>(

@@ -11,6 +11,7 @@
 #define OTC_CODEGEN_UNITTESTS_BODYTESTFIXTURE_H
 
 #include "codegen/KernelBodies.h"
+#include "codegen/Target.h"
 #include "ir/OtcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -60,7 +61,8 @@ protected:
       out.push_back("out" + std::to_string(i));
     std::string bodyText, globals;
     llvm::raw_string_ostream os(bodyText), gos(globals);
-    otc::BodyContext c{os, gos, in, out, "k0", cuda};
+    otc::BodyContext c{os, gos, in, out, "k0",
+                       cuda ? otc::cudaTarget() : otc::cpuTarget()};
     if (mlir::failed(otc::emitBody(op, c)))
       return "";
     return bodyText;

@@ -1,0 +1,71 @@
+//===- CpuTarget.cpp - the cpu target: OpenMP loops, the host compiler ----===//
+//
+// Generated kernels are static functions whose loop over the items OpenMP
+// shares between threads (when there are enough of them); memory is cleared
+// and copied with the C library; library calls get no stream. `train` is
+// built by the host C++ compiler ($CXX, else c++) against libotcrt_cpu.a.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Target.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Program.h"
+
+#include <cstdlib>
+
+using namespace otc;
+
+namespace {
+
+class CpuTarget final : public Target {
+public:
+  llvm::StringRef name() const override { return "cpu"; }
+  llvm::StringRef sourceFile() const override { return "model.cpp"; }
+
+  void emitIncludes(llvm::raw_ostream &) const override {}
+  void emitLaunchMacros(llvm::raw_ostream &os) const override {
+    os << "/// Generated kernel `k` over `n` work items.\n"
+          "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n"
+          "#define OTC_LAUNCH_PACKETS(k, n, w, ...) k(n, __VA_ARGS__)\n\n";
+  }
+  llvm::StringRef kernelQualifier() const override { return "static void "; }
+  llvm::StringRef tableQualifier() const override { return "static "; }
+  llvm::StringRef loopHead() const override {
+    return "#pragma omp parallel for if (items >= 16384)\n"
+           "  for (int64_t i = 0; i < items; ++i) {\n";
+  }
+  void emitFunctionPrologue(llvm::raw_ostream &) const override {}
+  void emitMemset(llvm::raw_ostream &os, int64_t offset,
+                  int64_t bytes) const override {
+    os << "  std::memset(arena + " << offset << ", 0, " << bytes << ");\n";
+  }
+  void emitCopy(llvm::raw_ostream &os, llvm::StringRef to,
+                llvm::StringRef from, int64_t bytes) const override {
+    os << "  std::memcpy(" << to << ", " << from << ", " << bytes << ");\n";
+  }
+  llvm::StringRef streamArgument() const override { return "nullptr"; }
+  bool packsElementwise() const override { return false; }
+  bool recordsIndexErrors() const override { return false; }
+
+  llvm::Expected<std::vector<std::string>>
+  buildCommand(const BuildPaths &p) const override {
+    std::string cxx = "c++";
+    if (const char *env = std::getenv("CXX"))
+      cxx = env;
+    auto found = llvm::sys::findProgramByName(cxx);
+    if (!found)
+      return llvm::createStringError("no host C++ compiler: '" + cxx +
+                                     "' not found (set CXX)");
+    return std::vector<std::string>{
+        *found, "-O2", "-std=c++17", "-fopenmp", "-I", OTC_RUNTIME_INCLUDE_DIR,
+        p.source, p.runtimeLibDir + "/libotcrt_cpu.a", "-o", p.program};
+  }
+};
+
+} // namespace
+
+const Target &otc::cpuTarget() {
+  static const CpuTarget target;
+  return target;
+}
