@@ -42,7 +42,7 @@ struct FixedBuffer {
 const FixedBuffer kCudaRuntimeBuffers[] = {
     {"gemm_workspace", OTCRT_CUDA_GEMM_WORKSPACE_BYTES,
      "cuBLASLt workspace, OTCRT_CUDA_GEMM_WORKSPACE_BYTES "
-     "(runtime/src/gemm_cublaslt.cpp)"},
+     "(runtime/cuda/gemm_cublaslt.cpp)"},
     {"reduction_scratch", OTCRT_CUDA_REDUCTION_SCRATCH_BYTES,
      "the kernel library's two-stage reductions and gather-gradient partials, "
      "OTCRT_CUDA_REDUCTION_SCRATCH_BYTES (runtime/cuda/scratch.h)"},

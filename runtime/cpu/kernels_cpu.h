@@ -16,7 +16,7 @@ namespace otcrt {
 namespace cpu {
 
 /// The GEMM of otcrt_gemm (otcrt/abi.h) on host pointers, its descriptor
-/// checked first (src/gemm_cpu.cpp).
+/// checked first (cpu/gemm.cpp).
 int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
          const void *bias, const void *addend, void *aux);
 

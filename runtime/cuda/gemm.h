@@ -1,5 +1,5 @@
 // The private interface of the cuda GEMM (otcrt_gemm of otcrt/abi.h, in
-// src/gemm_cublaslt.cpp): the runtime's epilogue kernel (gemm_epilogue.cu),
+// cuda/gemm_cublaslt.cpp): the runtime's epilogue kernel (gemm_epilogue.cu),
 // which finishes a product cuBLASLt computed without the epilogue it
 // declined, and computes a product of depth 0 alone; the switch that forces
 // that path for every epilogue (as OTCRT_GEMM_EPILOGUE=fallback does), and

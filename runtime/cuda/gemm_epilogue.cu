@@ -2,7 +2,7 @@
 // the elements of C that adds beta times C's old value (or the addend) and
 // the bias to the FP32 product, applies GELU (keeping its input in aux) or
 // GELU's gradient (reading aux), and stores with one rounding. The math is
-// that of the host GEMM's epilogues (src/gemm_cpu.cpp), term for term in
+// that of the host GEMM's epilogues (cpu/gemm.cpp), term for term in
 // the same order, so the two agree to the accuracy of tanhf.
 #include "common.cuh"
 #include "gemm.h"

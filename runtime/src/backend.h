@@ -1,7 +1,7 @@
 // The device abstraction used by the otcrt driver: where the arena lives and
 // how bytes move between it and the host. There is one implementation per
-// library: backend_cpu.cpp (host memory) in libotcrt_cpu and
-// backend_cuda.cpp (device memory) in libotcrt_cuda; each defines
+// library: cpu/backend.cpp (host memory) in libotcrt_cpu and
+// cuda/backend.cpp (device memory) in libotcrt_cuda; each defines
 // defaultBackend(). Arena pointers are opaque to the driver: it only ever
 // passes them back to the backend or to the generated program.
 #ifndef OTCRT_BACKEND_H

@@ -1,4 +1,4 @@
-// GPU check of otcrt_gemm on the cuda target (src/gemm_cublaslt.cpp)
+// GPU check of otcrt_gemm on the cuda target (cuda/gemm_cublaslt.cpp)
 // against the host GEMM (otcrt::cpu::gemm, compiled in): every epilogue and
 // type combination the code generator emits (f32; bf16 into f32, plain;
 // bf16 into bf16: plain with beta 0 and 1, batched, bias, addend with and

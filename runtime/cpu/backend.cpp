@@ -2,7 +2,7 @@
 // block and all transfers are memcpy. Also defines otcrt_check_launch as the
 // no-op and otcrt_stream as the NULL stream the ABI promises for the cpu
 // target.
-#include "backend.h"
+#include "src/backend.h"
 
 #include "otcrt/abi.h"
 

@@ -6,9 +6,9 @@
 // stream (mark / markTimes). Every CUDA call is checked and failures carry
 // file:line. Also defines otcrt_stream and otcrt_check_launch, which
 // generated kernels call after each launch.
-#include "backend.h"
+#include "src/backend.h"
 
-#include "kernel_status.h"
+#include "src/kernel_status.h"
 #include "otcrt/abi.h"
 #include "otcrt/kernels.h"
 

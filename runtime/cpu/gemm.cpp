@@ -16,7 +16,7 @@
 // anything is written. This is also the oracle the GPU test compares
 // cuBLASLt and the cuda fallback epilogues with.
 #include "cpu/kernels_cpu.h"
-#include "gemm_check.h"
+#include "src/gemm_check.h"
 #include "otcrt/bf16.h"
 
 #include <algorithm>

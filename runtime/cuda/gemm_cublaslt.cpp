@@ -23,7 +23,7 @@
 // Every failure returns a non-zero status after one line on stderr naming
 // the shape (gemm_check.h); nothing here exits.
 #include "cuda/gemm.h"
-#include "gemm_check.h"
+#include "src/gemm_check.h"
 #include "otcrt/abi.h"
 #include "otcrt/workspace.h"
 
