@@ -13,12 +13,6 @@
 /// cross_entropy.cu), and of the gradient norm's partial sums.
 #define OTCRT_CUDA_ROW_BLOCK 256
 
-/// The fused cross-entropy and gradient (cross_entropy.cu): threads of its
-/// one block per row, and the longest row (bytes) it keeps in shared memory
-/// between its sweeps (two blocks per H100 SM).
-#define OTCRT_CUDA_LOSS_BLOCK 512
-#define OTCRT_CUDA_LOSS_SMEM_ROW_BYTES (110 << 10)
-
 /// Threads of the one-block kernels that sum or count over every row of a
 /// cross-entropy (cross_entropy.cu).
 #define OTCRT_CUDA_REDUCE_BLOCK 1024
