@@ -5,7 +5,9 @@
 // of exponentials in double, the log-sum-exp and the row's loss. The mean
 // and sum add the per-row losses in row order, in double, so the loss does
 // not depend on the thread count. The gradient reads each logit before it
-// writes the same element, so dlogits may be the logits' buffer.
+// writes the same element, so dlogits may be the logits' buffer. The fused
+// loss and gradient is the forward (per-row losses and lse, every logit
+// read) then the backward: the same numbers as the two calls.
 #include "common.h"
 #include "kernels_cpu.h"
 
@@ -45,6 +47,20 @@ inline bool validReduction(int32_t reduction) {
          reduction == OTCRT_NONE;
 }
 
+/// loss[0]: the sum of the per-row losses in row order, in double, or
+/// their mean over the n counted rows (NaN when there are none).
+void reduceLoss(const float *perRow, int64_t rows, int64_t n, int32_t reduction,
+                float *loss) {
+  double sum = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    sum += perRow[r];
+  if (reduction == OTCRT_SUM)
+    loss[0] = static_cast<float>(sum);
+  else
+    loss[0] = n == 0 ? std::numeric_limits<float>::quiet_NaN()
+                     : static_cast<float>(sum / static_cast<double>(n));
+}
+
 template <typename T>
 int forward(int64_t rows, int64_t classes, const T *logits,
             const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
@@ -76,16 +92,8 @@ int forward(int64_t rows, int64_t classes, const T *logits,
     else
       perRow[r] = rowLoss;
   }
-  if (reduction == OTCRT_NONE)
-    return 0;
-  double sum = 0.0;
-  for (float l : perRow)
-    sum += l;
-  if (reduction == OTCRT_SUM)
-    loss[0] = static_cast<float>(sum);
-  else
-    loss[0] = n == 0 ? std::numeric_limits<float>::quiet_NaN()
-                     : static_cast<float>(sum / static_cast<double>(n));
+  if (reduction != OTCRT_NONE)
+    reduceLoss(perRow.data(), rows, n, reduction, loss);
   return 0;
 }
 
@@ -124,6 +132,29 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
   return 0;
 }
 
+template <typename T>
+int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
+          const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
+          int32_t reduction, float *loss, float *rowLoss, T *dlogits) {
+  if (!validReduction(reduction) || classes <= 0)
+    return 1;
+  rows = std::max<int64_t>(rows, 0);
+  int64_t n = checkLabels(rows, classes, labels, hasIgnore, ignoreIndex);
+  if (n < 0)
+    return 2;
+  // The forward's per-row losses are row_loss; every logit is read before
+  // the backward writes dlogits (which may be the logits).
+  std::vector<float> lse(rows);
+  forward(rows, classes, logits, labels, hasIgnore, ignoreIndex, OTCRT_NONE,
+          rowLoss, lse.data());
+  if (reduction == OTCRT_NONE)
+    std::copy(rowLoss, rowLoss + rows, loss);
+  else
+    reduceLoss(rowLoss, rows, n, reduction, loss);
+  return backward(rows, classes, dloss, logits, labels, lse.data(), hasIgnore,
+                  ignoreIndex, reduction, dlogits);
+}
+
 } // namespace
 
 int crossEntropyFwd(int64_t rows, int64_t classes, const float *logits,
@@ -153,6 +184,21 @@ int crossEntropyBwd(int64_t rows, int64_t classes, const float *dloss,
                     int32_t reduction, otcrt_bf16 *dlogits) {
   return backward(rows, classes, dloss, logits, labels, lse, hasIgnore,
                   ignoreIndex, reduction, dlogits);
+}
+
+int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
+                      const float *logits, const int64_t *labels,
+                      int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
+                      float *loss, float *rowLoss, float *dlogits) {
+  return fused(rows, classes, dloss, logits, labels, hasIgnore, ignoreIndex,
+               reduction, loss, rowLoss, dlogits);
+}
+int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
+                      const otcrt_bf16 *logits, const int64_t *labels,
+                      int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
+                      float *loss, float *rowLoss, otcrt_bf16 *dlogits) {
+  return fused(rows, classes, dloss, logits, labels, hasIgnore, ignoreIndex,
+               reduction, loss, rowLoss, dlogits);
 }
 
 } // namespace cpu

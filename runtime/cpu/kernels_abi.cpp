@@ -172,6 +172,24 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
   return crossEntropyBwd(rows, classes, dloss, logits, labels, lse, has_ignore,
                          ignore_index, reduction, dlogits);
 }
+int otcrt_cross_entropy_fused_f32(int64_t rows, int64_t classes,
+                                  const float *dloss, const float *logits,
+                                  const int64_t *labels, int32_t has_ignore,
+                                  int64_t ignore_index, int32_t reduction,
+                                  float *loss, float *row_loss, float *dlogits,
+                                  void *) {
+  return crossEntropyFused(rows, classes, dloss, logits, labels, has_ignore,
+                           ignore_index, reduction, loss, row_loss, dlogits);
+}
+int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
+                                   const float *dloss, const otcrt_bf16 *logits,
+                                   const int64_t *labels, int32_t has_ignore,
+                                   int64_t ignore_index, int32_t reduction,
+                                   float *loss, float *row_loss,
+                                   otcrt_bf16 *dlogits, void *) {
+  return crossEntropyFused(rows, classes, dloss, logits, labels, has_ignore,
+                           ignore_index, reduction, loss, row_loss, dlogits);
+}
 
 /// The host kernels return their data errors: the record stays empty.
 int otcrt_kernel_error(OtcrtKernelError *error, void *) {

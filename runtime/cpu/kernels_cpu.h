@@ -84,7 +84,7 @@ int attentionBwd(const OtcrtAttention &a, const otcrt_bf16 *dout,
                  const float *lse, otcrt_bf16 *dq, otcrt_bf16 *dk,
                  otcrt_bf16 *dv);
 
-/// Cross-entropy forward and backward (cross_entropy.cpp).
+/// Cross-entropy forward, backward and both fused (cross_entropy.cpp).
 int crossEntropyFwd(int64_t rows, int64_t classes, const float *logits,
                     const int64_t *labels, int32_t hasIgnore,
                     int64_t ignoreIndex, int32_t reduction, float *loss,
@@ -101,6 +101,14 @@ int crossEntropyBwd(int64_t rows, int64_t classes, const float *dloss,
                     const otcrt_bf16 *logits, const int64_t *labels,
                     const float *lse, int32_t hasIgnore, int64_t ignoreIndex,
                     int32_t reduction, otcrt_bf16 *dlogits);
+int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
+                      const float *logits, const int64_t *labels,
+                      int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
+                      float *loss, float *rowLoss, float *dlogits);
+int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
+                      const otcrt_bf16 *logits, const int64_t *labels,
+                      int32_t hasIgnore, int64_t ignoreIndex, int32_t reduction,
+                      float *loss, float *rowLoss, otcrt_bf16 *dlogits);
 
 } // namespace cpu
 } // namespace otcrt

@@ -48,13 +48,22 @@ template <typename T, int W> struct alignas(W * sizeof(T)) Packet {
   T elements[W];
 };
 
-/// Loads p[0, W) as floats; p must be aligned to W elements.
+/// The elements of a packet as floats.
 template <int W, typename T>
-__device__ __forceinline__ void loadPacket(const T *p, float (&v)[W]) {
-  Packet<T, W> packet = *reinterpret_cast<const Packet<T, W> *>(p);
+__device__ __forceinline__ void unpack(const Packet<T, W> &packet,
+                                       float (&v)[W]) {
 #pragma unroll
   for (int i = 0; i < W; ++i)
     v[i] = load(packet.elements[i]);
+}
+
+/// Loads p[0, W) as floats; p must be aligned to W elements.
+template <int W, typename T>
+__device__ __forceinline__ void loadPacket(const T *p, float (&v)[W]) {
+  // Copied whole first: one access (unpacking through the pointer would
+  // read element by element).
+  Packet<T, W> packet = *reinterpret_cast<const Packet<T, W> *>(p);
+  unpack(packet, v);
 }
 
 /// Stores v into p[0, W), each element rounded as `store` does; p must be

@@ -4,7 +4,9 @@
 // differences of the reduced loss weighted by dloss. Covers the mean, sum and
 // none reductions, ignore_index, the NaN mean of an all-ignored batch, the
 // error code of an out-of-range label, the in-place gradient (dlogits ==
-// logits) and the bfloat16 entry points.
+// logits) and the bfloat16 entry points. The fused loss and gradient is
+// checked against the same reference and against the forward then the
+// backward (the same bits).
 #include "kernels_test_util.h"
 
 #include <limits>
@@ -157,6 +159,97 @@ void run(const Case &tc, int ignored, std::mt19937 &rng) {
   EXPECT_EQ(lb, dlb);
 }
 
+/// The fused loss and gradient, f32 and bf16, out of place and in place,
+/// against the double reference (loss, row_loss, dlogits) and against the
+/// forward then the backward on the same logits: the same bits (the cpu
+/// target's fused call is those two). row_loss and dlogits start as NaN:
+/// every element is written.
+void runFused(const Case &tc, int ignored, std::mt19937 &rng) {
+  std::vector<float> logits =
+      kt::random(tc.rows * tc.classes, rng, -4, 4, true);
+  std::vector<int64_t> labels = randomLabels(tc, rng, ignored);
+  int64_t nLoss = tc.reduction == OTCRT_NONE ? tc.rows : 1;
+  std::vector<float> dloss = kt::random(nLoss, rng, 0.5f, 2.0f, true);
+  Vec ld = kt::toDouble(logits), dld = kt::toDouble(dloss);
+  Vec refLoss, refRowLoss, refLse;
+  refForward(tc, ld, labels, refLoss, refLse);
+  Case perRow = tc;
+  perRow.reduction = OTCRT_NONE;
+  refForward(perRow, ld, labels, refRowLoss, refLse);
+  Vec refGrad = refGradient(tc, ld, labels, dld);
+
+  std::vector<float> loss(nLoss, NAN), rowLoss(tc.rows, NAN),
+      dlogits(logits.size(), NAN);
+  ASSERT_EQ(otcrt_cross_entropy_fused_f32(
+                tc.rows, tc.classes, dloss.data(), logits.data(), labels.data(),
+                tc.hasIgnore, tc.ignoreIndex, tc.reduction, loss.data(),
+                rowLoss.data(), dlogits.data(), nullptr),
+            0);
+  kt::expectNear(loss, refLoss, 1e-5, 1e-5, "fused loss");
+  kt::expectNear(rowLoss, refRowLoss, 1e-5, 1e-5, "fused row_loss");
+  kt::expectNear(dlogits, refGrad, 1e-5, 1e-6, "fused dlogits");
+
+  std::vector<float> fwdLoss(nLoss), lse(tc.rows), bwd(logits.size());
+  ASSERT_EQ(otcrt_cross_entropy_fwd_f32(tc.rows, tc.classes, logits.data(),
+                                        labels.data(), tc.hasIgnore,
+                                        tc.ignoreIndex, tc.reduction,
+                                        fwdLoss.data(), lse.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_cross_entropy_bwd_f32(
+                tc.rows, tc.classes, dloss.data(), logits.data(), labels.data(),
+                lse.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
+                bwd.data(), nullptr),
+            0);
+  EXPECT_EQ(dlogits, bwd);
+  EXPECT_EQ(loss, fwdLoss);
+  if (tc.reduction == OTCRT_NONE)
+    EXPECT_EQ(rowLoss, loss);
+
+  std::vector<float> inPlace = logits, loss2(nLoss), rowLoss2(tc.rows, NAN);
+  ASSERT_EQ(otcrt_cross_entropy_fused_f32(
+                tc.rows, tc.classes, dloss.data(), inPlace.data(),
+                labels.data(), tc.hasIgnore, tc.ignoreIndex, tc.reduction,
+                loss2.data(), rowLoss2.data(), inPlace.data(), nullptr),
+            0);
+  EXPECT_EQ(inPlace, dlogits);
+  EXPECT_EQ(loss2, loss);
+  EXPECT_EQ(rowLoss2, rowLoss);
+
+  // bfloat16 logits of the same values: the same losses, the gradient the
+  // bf16 backward's bits, within bfloat16 rounding of the f32 one.
+  std::vector<otcrt_bf16> lb = kt::toBf16(logits), dlb(logits.size(), 0xffff),
+                          bwdb(logits.size());
+  std::vector<float> lossb(nLoss), rowLossb(tc.rows, NAN), lseb(tc.rows);
+  ASSERT_EQ(otcrt_cross_entropy_fused_bf16(
+                tc.rows, tc.classes, dloss.data(), lb.data(), labels.data(),
+                tc.hasIgnore, tc.ignoreIndex, tc.reduction, lossb.data(),
+                rowLossb.data(), dlb.data(), nullptr),
+            0);
+  EXPECT_EQ(lossb, loss);
+  EXPECT_EQ(rowLossb, rowLoss);
+  kt::expectBf16Of(dlb, dlogits, "fused dlogits bf16");
+  ASSERT_EQ(otcrt_cross_entropy_fwd_bf16(tc.rows, tc.classes, lb.data(),
+                                         labels.data(), tc.hasIgnore,
+                                         tc.ignoreIndex, tc.reduction,
+                                         fwdLoss.data(), lseb.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_cross_entropy_bwd_bf16(tc.rows, tc.classes, dloss.data(),
+                                         lb.data(), labels.data(), lseb.data(),
+                                         tc.hasIgnore, tc.ignoreIndex,
+                                         tc.reduction, bwdb.data(), nullptr),
+            0);
+  EXPECT_EQ(dlb, bwdb);
+  std::fill(rowLossb.begin(), rowLossb.end(), NAN);
+  ASSERT_EQ(otcrt_cross_entropy_fused_bf16(
+                tc.rows, tc.classes, dloss.data(), lb.data(), labels.data(),
+                tc.hasIgnore, tc.ignoreIndex, tc.reduction, lossb.data(),
+                rowLossb.data(), lb.data(), nullptr),
+            0);
+  EXPECT_EQ(lb, dlb);
+  EXPECT_EQ(lossb, loss);
+  EXPECT_EQ(rowLossb, rowLoss);
+}
+
 } // namespace
 
 TEST(KernelsCrossEntropy, Mean) {
@@ -237,6 +330,80 @@ TEST(KernelsCrossEntropy, OutOfRangeLabelFails) {
     EXPECT_EQ(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
                                           labels.data(), 1, bad, OTCRT_MEAN,
                                           loss, lse.data(), nullptr),
+              0);
+  }
+}
+
+TEST(KernelsCrossEntropy, FusedEveryReduction) {
+  std::mt19937 rng(205);
+  runFused({9, 7, 0, 0, OTCRT_MEAN}, 0, rng);
+  runFused({6, 11, 0, 0, OTCRT_SUM}, 0, rng);
+  runFused({5, 4, 0, 0, OTCRT_NONE}, 0, rng);
+  runFused({10, 6, 1, -100, OTCRT_MEAN}, 3, rng);
+  runFused({10, 6, 1, -100, OTCRT_SUM}, 3, rng);
+  runFused({10, 6, 1, -100, OTCRT_NONE}, 3, rng);
+  // An ignore_index inside [0, classes); more rows than threads would take.
+  runFused({8, 5, 1, 2, OTCRT_MEAN}, 2, rng);
+  runFused({67, 33, 1, -1, OTCRT_MEAN}, 9, rng);
+}
+
+TEST(KernelsCrossEntropy, FusedAllIgnored) {
+  const int64_t rows = 3, classes = 4;
+  std::vector<float> logits(rows * classes, 0.5f), rowLoss(rows, NAN),
+      dlogits(rows * classes, NAN);
+  std::vector<int64_t> labels(rows, -1);
+  float loss = 0, dloss = 1;
+  ASSERT_EQ(otcrt_cross_entropy_fused_f32(
+                rows, classes, &dloss, logits.data(), labels.data(), 1, -1,
+                OTCRT_MEAN, &loss, rowLoss.data(), dlogits.data(), nullptr),
+            0);
+  EXPECT_TRUE(std::isnan(loss));
+  for (float l : rowLoss)
+    EXPECT_EQ(l, 0.0f);
+  for (float g : dlogits)
+    EXPECT_EQ(g, 0.0f);
+  ASSERT_EQ(otcrt_cross_entropy_fused_f32(
+                rows, classes, &dloss, logits.data(), labels.data(), 1, -1,
+                OTCRT_SUM, &loss, rowLoss.data(), dlogits.data(), nullptr),
+            0);
+  EXPECT_EQ(loss, 0.0f);
+}
+
+TEST(KernelsCrossEntropy, FusedBadArguments) {
+  const int64_t rows = 2, classes = 3;
+  std::vector<float> logits(rows * classes, 0.25f), rowLoss(rows),
+      d(rows * classes);
+  std::vector<otcrt_bf16> lb(rows * classes, 0x3e80), db(rows * classes);
+  std::vector<int64_t> labels = {0, 1};
+  float loss[2], dloss[2] = {1, 1};
+  EXPECT_EQ(otcrt_cross_entropy_fused_f32(rows, classes, dloss, logits.data(),
+                                          labels.data(), 0, 0, 3, loss,
+                                          rowLoss.data(), d.data(), nullptr),
+            1);
+  EXPECT_EQ(otcrt_cross_entropy_fused_bf16(
+                rows, 0, dloss, lb.data(), labels.data(), 0, 0, OTCRT_MEAN,
+                loss, rowLoss.data(), db.data(), nullptr),
+            1);
+  // A bad label fails the call before anything is written: in place, the
+  // logits are intact.
+  for (int64_t bad : {int64_t(3), int64_t(-1), int64_t(-100)}) {
+    labels = {0, bad};
+    EXPECT_EQ(otcrt_cross_entropy_fused_f32(
+                  rows, classes, dloss, logits.data(), labels.data(), 0, 0,
+                  OTCRT_MEAN, loss, rowLoss.data(), logits.data(), nullptr),
+              OTCRT_ERROR_LABEL);
+    EXPECT_EQ(otcrt_cross_entropy_fused_bf16(
+                  rows, classes, dloss, lb.data(), labels.data(), 0, 0,
+                  OTCRT_NONE, loss, rowLoss.data(), lb.data(), nullptr),
+              OTCRT_ERROR_LABEL);
+    for (float x : logits)
+      EXPECT_EQ(x, 0.25f);
+    for (otcrt_bf16 x : lb)
+      EXPECT_EQ(x, 0x3e80);
+    // The same label is fine once it is the ignored one.
+    EXPECT_EQ(otcrt_cross_entropy_fused_f32(
+                  rows, classes, dloss, logits.data(), labels.data(), 1, bad,
+                  OTCRT_MEAN, loss, rowLoss.data(), d.data(), nullptr),
               0);
   }
 }

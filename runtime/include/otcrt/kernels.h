@@ -226,6 +226,35 @@ int otcrt_cross_entropy_bwd_bf16(int64_t rows, int64_t classes,
                                  int32_t reduction, otcrt_bf16 *dlogits,
                                  void *stream);
 
+/// The loss of otcrt_cross_entropy_fwd_* and the gradient of
+/// otcrt_cross_entropy_bwd_* in one call, for a dloss known before the
+/// loss (a seed): no lse is kept, and on the cuda target a row that fits
+/// in shared memory (OTCRT_CUDA_CE_STAGED_ROW_BYTES, launch_config.h) is
+/// read from memory once. loss as the forward's; row_loss ([rows] floats,
+/// written whatever the reduction): lse_r - logits[r, label_r] for a row
+/// that counts and whose label is in range, else 0; dlogits as the
+/// backward's given the lse that the forward computes on the same target
+/// (computed the same way here): the gradient is the two calls' bit for
+/// bit. The mean and sum add row_loss in double in a fixed order, so they
+/// may differ from the forward's loss in the last bit (cuda's forward
+/// subtracts each row's logit from its lse in double; the cpu target's
+/// gives the same bits). dlogits may be the logits themselves (every
+/// logit, the label's included, is read before it is overwritten). Bad
+/// labels as the forward's: the cpu functions return OTCRT_ERROR_LABEL
+/// before writing anything, the cuda ones record it.
+int otcrt_cross_entropy_fused_f32(int64_t rows, int64_t classes,
+                                  const float *dloss, const float *logits,
+                                  const int64_t *labels, int32_t has_ignore,
+                                  int64_t ignore_index, int32_t reduction,
+                                  float *loss, float *row_loss, float *dlogits,
+                                  void *stream);
+int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
+                                   const float *dloss, const otcrt_bf16 *logits,
+                                   const int64_t *labels, int32_t has_ignore,
+                                   int64_t ignore_index, int32_t reduction,
+                                   float *loss, float *row_loss,
+                                   otcrt_bf16 *dlogits, void *stream);
+
 /*===--- Gradient norm -----------------------------------------------------===*/
 
 /// A range of an arena for otcrt_sum_squares: `count` elements at byte

@@ -17,6 +17,22 @@
 /// cross-entropy (cross_entropy.cu).
 #define OTCRT_CUDA_REDUCE_BLOCK 1024
 
+/// The fused softmax cross-entropy loss and gradient
+/// (otcrt_cross_entropy_fused_*, cross_entropy.cu): one block of
+/// OTCRT_CUDA_CE_FUSED_BLOCK threads per row. Its lse must be the
+/// forward's bit for bit, and which thread adds which logits, and the block
+/// reduction's tree, decide the rounding of a float sum: so it has the
+/// forward's block, not a wider one, and keeps more bytes in flight by
+/// having each thread issue OTCRT_CUDA_CE_FUSED_UNROLL packet loads before
+/// it uses the first. A row of at most OTCRT_CUDA_CE_STAGED_ROW_BYTES is
+/// staged in dynamic shared memory by the sweep that reads it, and the
+/// gradient's sweep reads it there: 110 KB lets two blocks share an H100
+/// SM's 228 KB (each block also reserves 1 KB) and holds GPT-2's 50304
+/// bfloat16 logits (100.6 KB). A longer row is read from memory again.
+#define OTCRT_CUDA_CE_FUSED_BLOCK OTCRT_CUDA_ROW_BLOCK
+#define OTCRT_CUDA_CE_FUSED_UNROLL 4
+#define OTCRT_CUDA_CE_STAGED_ROW_BYTES (110 * 1024)
+
 /// The gradient norm's partial sums of squares (sum_squares.cu: otcrt_sum_squares
 /// and otcrt_grad_factor): a range of n elements gets one block of
 /// OTCRT_CUDA_ROW_BLOCK threads per OTCRT_CUDA_SUMSQ_PER_THREAD elements a
@@ -75,7 +91,8 @@ static inline void otcrt_column_plan(int64_t rows, int64_t cols, int planes,
 /// a norm parameter-gradient thread's (2 where it loads bfloat16 packets),
 /// issue their loads together: the loops' `#pragma unroll`, what nvcc 13
 /// at -O3 chooses for them by itself. The other loops of the library's
-/// kernels load once per iteration.
+/// kernels load once per iteration (but for the fused cross-entropy's
+/// first sweep, OTCRT_CUDA_CE_FUSED_UNROLL above).
 #define OTCRT_CUDA_COLUMN_SUM_UNROLL 4
 #define OTCRT_CUDA_PARAM_GRAD_UNROLL 4
 #define OTCRT_CUDA_PARAM_GRAD_UNROLL_BF16_PACKETS 2
