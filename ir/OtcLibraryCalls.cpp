@@ -457,12 +457,14 @@ void CrossEntropyWithGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 }
 
 /// fused (cross_entropy.cu): for a mean, countRowsKernel as the gradient's;
-/// then fusedRowKernel, one block of OTCRT_CUDA_LOSS_BLOCK threads per row:
-/// it sweeps the row once from memory (running maximum and sum, each packet
-/// also kept in shared memory when the row fits OTCRT_CUDA_LOSS_SMEM_ROW_BYTES),
-/// reads the label and its logit, then writes the gradient from shared
-/// memory (or from a second sweep of memory when the row does not fit);
-/// for a mean or sum, one block adding the rows' losses.
+/// then fusedKernel, one block of OTCRT_CUDA_CE_FUSED_BLOCK threads per row
+/// that reads the label, sweeps the row once from memory
+/// (OTCRT_CUDA_CE_FUSED_UNROLL packets in flight a thread; the row kept in
+/// classes x element bytes of shared memory when it fits
+/// OTCRT_CUDA_CE_STAGED_ROW_BYTES), reads the row's scale, then writes the
+/// gradient from shared memory (or from a second sweep of memory, a packet
+/// at a time, when the row does not fit); for a mean or sum, one block
+/// adding the rows' losses (then the count, for a mean).
 void CrossEntropyWithGradOp::getLibraryLaunches(
     SmallVectorImpl<KernelLaunch> &l) {
   Value logits = getLogits();
@@ -471,23 +473,24 @@ void CrossEntropyWithGradOp::getLibraryLaunches(
   if (getReduction() == "mean")
     l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
   double rowBytes = double(classes) * elementBytes(logits);
-  bool kept = rowBytes <= OTCRT_CUDA_LOSS_SMEM_ROW_BYTES;
+  bool staged = rowBytes <= OTCRT_CUDA_CE_STAGED_ROW_BYTES;
+  int64_t packets =
+      ceilDiv(classes, OTCRT_CUDA_CE_FUSED_BLOCK * packWidth(classes, logits));
   KernelLaunch k;
   k.what = "rows";
   k.blocks = rows;
-  k.threads = OTCRT_CUDA_LOSS_BLOCK;
-  k.sharedBytes = kept ? static_cast<int64_t>(rowBytes) : 0;
-  int64_t perSweep =
-      ceilDiv(classes, OTCRT_CUDA_LOSS_BLOCK * packWidth(classes, logits));
-  // Label and scale, then the sweep(s) from memory; the kept row's second
-  // sweep reads shared memory.
-  k.steps = 2 + (kept ? perSweep : 2 * perSweep);
-  k.cachedSteps = kept ? perSweep : 0;
-  k.bytes = rows * rowBytes * (kept ? 1 : 2) + bytesOf(getDlogits()) +
+  k.threads = OTCRT_CUDA_CE_FUSED_BLOCK;
+  k.sharedBytes = staged ? static_cast<int64_t>(rowBytes) : 0;
+  // The label, the first sweep's groups of loads, the scale; the second
+  // sweep's loads from shared memory, or from memory one at a time.
+  k.steps = 2 + ceilDiv(packets, OTCRT_CUDA_CE_FUSED_UNROLL) +
+            (staged ? 0 : packets);
+  k.cachedSteps = staged ? packets : 0;
+  k.bytes = rows * rowBytes * (staged ? 1 : 2) + bytesOf(getDlogits()) +
             (8.0 + 4.0 + (none ? 8.0 : 0.0)) * rows;
   l.push_back(k);
   if (!none)
-    l.push_back(oneBlockKernel("loss", rows, 2, 12.0 * rows + 4.0));
+    l.push_back(oneBlockKernel("loss", rows, 1, 4.0 * rows + 12.0));
 }
 
 std::optional<unsigned> CrossEntropyWithGradOp::getInPlaceOperand() {
