@@ -414,9 +414,9 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   for (unsigned i = 0; i < op.getNumResults(); ++i)
     out.push_back("out" + std::to_string(i));
 
-  std::string bodyText, prologueText;
-  llvm::raw_string_ostream bodyOs(bodyText), prologueOs(prologueText);
-  BodyContext ctx{bodyOs, globals, in, out, kname, target, &prologueOs};
+  std::string bodyText;
+  llvm::raw_string_ostream bodyOs(bodyText);
+  BodyContext ctx{bodyOs, globals, in, out, kname, target};
   if (failed(emitBody(&op, ctx)))
     return failure();
   int64_t n = workItems(&op);
@@ -426,7 +426,7 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   defOs << "(int64_t items";
   for (const std::string &p : params)
     defOs << ", " << p;
-  defOs << ") {\n" << prologueText << loopHead() << bodyText << "  }\n}\n\n";
+  defOs << ") {\n" << loopHead() << bodyText << "  }\n}\n\n";
   emitLaunch(def, n, args, nodeName(op.getLoc()),
              op.getName().getStringRef());
   return success();

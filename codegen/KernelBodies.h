@@ -33,9 +33,6 @@ struct BodyContext {
   std::string prefix;
   /// The program's target (codegen/Target.h).
   const Target &target;
-  /// Statements before the loop over the items (values every item shares,
-  /// computed once per thread), when the body has any.
-  llvm::raw_ostream *prologue = nullptr;
 };
 
 /// The C type of an element type.

@@ -137,20 +137,11 @@ static LogicalResult emitNllLossGrad(NllLossGradOp op, BodyContext &c) {
 static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
   double b1 = op.getBeta1().convertToDouble(),
          b2 = op.getBeta2().convertToDouble();
-  // The factor, the learning rate, the step and the bias corrections are
-  // the same for every element: read and computed once, before the loop
-  // (where there is none, in the item as the same expressions).
-  std::string scalars;
-  llvm::raw_string_ostream so(scalars);
-  so << "  const float s = " << c.in[6] << "[0];\n"
-     << "  const float lr = " << c.in[4] << "[0], t = " << c.in[5] << "[0];\n"
-     << "  const float c1 = 1.0f - powf(" << literal(b1) << "f, t);\n"
-     << "  const float c2 = 1.0f - powf(" << literal(b2) << "f, t);\n";
-  (c.prologue ? *c.prologue : c.os) << scalars;
   // A factor that is not finite (the runtime's verdict on the gradients'
   // norm) skips the update: every output keeps its input. s - s is 0 for a
   // finite s and NaN otherwise (one test for the host and device compilers).
-  c.os << "    if (!(s - s == 0.0f)) {\n"
+  c.os << "    const float s = " << c.in[6] << "[0];\n"
+       << "    if (!(s - s == 0.0f)) {\n"
        << "      " << c.out[0] << "[i] = " << c.in[0] << "[i];\n"
        << "      " << c.out[1] << "[i] = " << c.in[2] << "[i];\n"
        << "      " << c.out[2] << "[i] = " << c.in[3] << "[i];\n";
@@ -160,12 +151,16 @@ static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
   c.os << "    } else {\n";
   c.os << "    const float p = " << c.in[0] << "[i], g = s * (float)" << c.in[1]
        << "[i];\n"
+       << "    const float lr = " << c.in[4] << "[0], t = " << c.in[5]
+       << "[0];\n"
        << "    const float m = " << literal(b1) << "f * " << c.in[2] << "[i] + "
        << literal(1.0 - b1) << "f * g;\n"
        << "    const float v = " << literal(b2) << "f * " << c.in[3] << "[i] + "
        << literal(1.0 - b2) << "f * g * g;\n"
-       << "    const float mhat = m / c1;\n"
-       << "    const float vhat = v / c2;\n"
+       << "    const float mhat = m / (1.0f - powf(" << literal(b1)
+       << "f, t));\n"
+       << "    const float vhat = v / (1.0f - powf(" << literal(b2)
+       << "f, t));\n"
        << "    " << c.out[0] << "[i] = p - lr * (mhat / (sqrtf(vhat) + "
        << literal(op.getEpsilon().convertToDouble()) << "f) + "
        << literal(op.getWeightDecay().convertToDouble()) << "f * p);\n"

@@ -91,7 +91,8 @@ static void addPhase(OpPassManager &pm, Phase phase,
     return;
   case Phase::FuseReductions:
     pm.addPass(createFuseReductions());
-    pm.addPass(createFuseLossGrad());
+    if (be.fuseLossGrad)
+      pm.addPass(createFuseLossGrad());
     return;
   case Phase::Schedule:
     pm.addPass(createSchedule());

@@ -115,6 +115,12 @@ static cl::opt<bool> noFuseElementwise(
     "no-fuse-elementwise",
     cl::desc("One kernel per elementwise op (otc-fuse-elementwise off)"),
     cl::cat(cat));
+static cl::opt<bool> fuseLossGrad(
+    "fuse-loss-grad",
+    cl::desc("The cross-entropy and its gradient in one call that reads the "
+             "logits once (otc-fuse-loss-grad; off by default: slower on an "
+             "H100 today)"),
+    cl::cat(cat));
 static cl::opt<bool> noGroupParams(
     "no-group-params",
     cl::desc("One AdamW kernel per parameter (otc-group-params off)"),
@@ -411,6 +417,7 @@ int main(int argc, char **argv) {
     request.pipeline.freeze = freeze;
     request.config = configParts();
     request.pipeline.backEnd.fuseElementwise = !noFuseElementwise;
+    request.pipeline.backEnd.fuseLossGrad = fuseLossGrad;
     request.pipeline.backEnd.groupParams = !noGroupParams;
     std::optional<size_t> pick;
     auto candidates = otc::planFit(fitContext, request, pick, err);
@@ -507,6 +514,7 @@ int main(int argc, char **argv) {
   pipeline.freeze = freeze;
   pipeline.rematPolicy = remat;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
+  pipeline.backEnd.fuseLossGrad = fuseLossGrad;
   pipeline.backEnd.groupParams = !noGroupParams;
   auto runPhase = [&](otc::Phase phase) {
     PassManager pm(&context);
