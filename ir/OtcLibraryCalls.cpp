@@ -458,10 +458,10 @@ void CrossEntropyWithGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 
 /// fused (cross_entropy.cu): for a mean, countRowsKernel as the gradient's;
 /// then fusedKernel, one block of OTCRT_CUDA_CE_FUSED_BLOCK threads per row
-/// that reads the label, sweeps the row once from memory
-/// (OTCRT_CUDA_CE_FUSED_UNROLL packets in flight a thread; the row kept in
+/// that reads the label, sweeps the row once from memory (the row kept in
 /// classes x element bytes of shared memory when it fits
-/// OTCRT_CUDA_CE_STAGED_ROW_BYTES), reads the row's scale, then writes the
+/// OTCRT_CUDA_CE_STAGED_ROW_BYTES, copied there asynchronously in 16-byte
+/// packets; else OTCRT_CUDA_CE_FUSED_UNROLL packets in flight a thread), reads the row's scale, then writes the
 /// gradient from shared memory (or from a second sweep of memory, a packet
 /// at a time, when the row does not fit); for a mean or sum, one block
 /// adding the rows' losses (then the count, for a mean).
@@ -481,11 +481,14 @@ void CrossEntropyWithGradOp::getLibraryLaunches(
   k.blocks = rows;
   k.threads = OTCRT_CUDA_CE_FUSED_BLOCK;
   k.sharedBytes = staged ? static_cast<int64_t>(rowBytes) : 0;
-  // The label, the first sweep's groups of loads, the scale; the second
-  // sweep's loads from shared memory, or from memory one at a time.
-  k.steps = 2 + ceilDiv(packets, OTCRT_CUDA_CE_FUSED_UNROLL) +
+  // The label, the first sweep (16-byte packets staged: one wait for all
+  // the thread's asynchronous copies, then its packets from shared memory;
+  // else groups of loads), the scale; the second sweep's loads from shared
+  // memory, or from memory one at a time.
+  bool copies = staged && packWidth(classes, logits) > 1;
+  k.steps = 2 + (copies ? 1 : ceilDiv(packets, OTCRT_CUDA_CE_FUSED_UNROLL)) +
             (staged ? 0 : packets);
-  k.cachedSteps = staged ? packets : 0;
+  k.cachedSteps = staged ? (copies ? 2 : 1) * packets : 0;
   k.bytes = rows * rowBytes * (staged ? 1 : 2) + bytesOf(getDlogits()) +
             (8.0 + 4.0 + (none ? 8.0 : 0.0)) * rows;
   l.push_back(k);
