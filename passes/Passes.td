@@ -351,8 +351,7 @@ def FuseLossGrad : Pass<"otc-fuse-loss-grad", "mlir::ModuleOp"> {
     the logits once for the loss and the gradient, and no per-row lse is
     kept between them. Where the seed is computed after the loss, or the
     logits the gradient reads are not the loss's (recomputed), nothing
-    changes. otc-compile runs it with `--fuse-loss-grad` only (its cuda
-    kernel is not yet faster than the two it replaces).
+    changes (also with otc-compile's `--no-fuse-loss-grad`).
 
     ```mlir
     %loss, %lse = otc.cross_entropy %z, %y : (tensor<8x50xbf16>, tensor<8xi64>) -> (tensor<f32>, tensor<8xf32>)

@@ -56,11 +56,8 @@ struct BackEndOptions {
   bool fuseElementwise = true;
   /// otc-group-params runs (off: --no-group-params).
   bool groupParams = true;
-  /// otc-fuse-loss-grad runs (on: --fuse-loss-grad). Off by default: its
-  /// cuda kernel, one read of the logits, measured slower on an H100 than
-  /// the loss and gradient kernels apart (1.01 ms against 0.30 + 0.58 for
-  /// GPT-2 at micro-batch 8).
-  bool fuseLossGrad = false;
+  /// otc-fuse-loss-grad runs (off: --no-fuse-loss-grad).
+  bool fuseLossGrad = true;
 };
 
 /// The options of every phase.

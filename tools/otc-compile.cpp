@@ -115,11 +115,10 @@ static cl::opt<bool> noFuseElementwise(
     "no-fuse-elementwise",
     cl::desc("One kernel per elementwise op (otc-fuse-elementwise off)"),
     cl::cat(cat));
-static cl::opt<bool> fuseLossGrad(
-    "fuse-loss-grad",
-    cl::desc("The cross-entropy and its gradient in one call that reads the "
-             "logits once (otc-fuse-loss-grad; off by default: slower on an "
-             "H100 today)"),
+static cl::opt<bool> noFuseLossGrad(
+    "no-fuse-loss-grad",
+    cl::desc("The cross-entropy and its gradient as two calls, the logits "
+             "read three times (otc-fuse-loss-grad off)"),
     cl::cat(cat));
 static cl::opt<bool> noGroupParams(
     "no-group-params",
@@ -417,7 +416,7 @@ int main(int argc, char **argv) {
     request.pipeline.freeze = freeze;
     request.config = configParts();
     request.pipeline.backEnd.fuseElementwise = !noFuseElementwise;
-    request.pipeline.backEnd.fuseLossGrad = fuseLossGrad;
+    request.pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
     request.pipeline.backEnd.groupParams = !noGroupParams;
     std::optional<size_t> pick;
     auto candidates = otc::planFit(fitContext, request, pick, err);
@@ -514,7 +513,7 @@ int main(int argc, char **argv) {
   pipeline.freeze = freeze;
   pipeline.rematPolicy = remat;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
-  pipeline.backEnd.fuseLossGrad = fuseLossGrad;
+  pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
   pipeline.backEnd.groupParams = !noGroupParams;
   auto runPhase = [&](otc::Phase phase) {
     PassManager pm(&context);
