@@ -12,6 +12,7 @@
 #include "codegen/BodyUtils.h"
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
+#include "ir/TypeBytes.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -90,6 +91,96 @@ static LogicalResult emitSlice(SliceOp op, BodyContext &c) {
       c.os << "      r /= " << out[d] << ";\n";
   }
   c.os << "    }\n    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
+  return success();
+}
+
+/// 16-byte packets of a slice or concat (packedCopyWidth): item i copies
+/// the W elements from i * W on, which lie in one run of W contiguous
+/// elements of one input.
+static int64_t packetElements(Operation *op) {
+  int64_t bytes = storageBytes(getElementTypeOrSelf(op->getResult(0).getType()));
+  return bytes > 0 && 16 % bytes == 0 ? 16 / bytes : 0;
+}
+
+int otc::packedCopyWidth(Operation *op) {
+  int64_t w = packetElements(op);
+  if (w <= 1)
+    return 1;
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    ArrayRef<int64_t> in = bodyShapeOf(slice.getInput());
+    ArrayRef<int64_t> out = bodyShapeOf(slice.getResult());
+    if (in.empty() || slice.getStrides().back() != 1 || in.back() % w ||
+        out.back() % w || slice.getStarts().back() % w)
+      return 1;
+    return static_cast<int>(w);
+  }
+  if (auto concat = dyn_cast<ConcatOp>(op)) {
+    AxisView v = axisView(bodyShapeOf(concat.getResult()), concat.getAxis());
+    if (v.inner % w == 0)
+      return static_cast<int>(w);
+    if (v.inner != 1)
+      return 1;
+    for (Value in : concat.getInputs())
+      if (bodyShapeOf(in)[concat.getAxis()] % w)
+        return 1;
+    return static_cast<int>(w);
+  }
+  return 1;
+}
+
+/// The copy of one packet: W elements from `src` of `in` to `e` of `out`.
+static void emitPacketCopy(raw_ostream &os, StringRef in, StringRef src,
+                           StringRef out) {
+  os << "    *reinterpret_cast<uint4 *>(" << out
+     << " + e) = *reinterpret_cast<const uint4 *>(" << in << " + " << src
+     << ");\n";
+}
+
+LogicalResult otc::emitPackedCopyBody(Operation *op, int width,
+                                      BodyContext &c) {
+  c.os << "    const int64_t e = i * " << width << ";\n";
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    ArrayRef<int64_t> out = bodyShapeOf(slice.getResult());
+    SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(slice.getInput()));
+    int64_t base = 0;
+    for (auto [d, s] : llvm::enumerate(slice.getStarts()))
+      base += s * inStrides[d];
+    c.os << "    int64_t src = " << base << ";\n    { int64_t r = e;\n";
+    for (size_t d = out.size(); d-- > 0;) {
+      c.os << "      src += (r % " << out[d] << ") * "
+           << slice.getStrides()[d] * inStrides[d] << ";\n";
+      if (d)
+        c.os << "      r /= " << out[d] << ";\n";
+    }
+    c.os << "    }\n";
+    emitPacketCopy(c.os, c.in[0], "src", c.out[0]);
+    return success();
+  }
+  auto concat = cast<ConcatOp>(op);
+  AxisView v = axisView(bodyShapeOf(concat.getResult()), concat.getAxis());
+  c.os << "    const int64_t n = e % " << v.inner << ";\n"
+       << "    const int64_t a = (e / " << v.inner << ") % " << v.axis << ";\n"
+       << "    const int64_t o = e / " << v.inner * v.axis << ";\n";
+  SmallVector<std::pair<unsigned, int64_t>> parts;
+  for (auto [k, in] : llvm::enumerate(concat.getInputs()))
+    if (int64_t size = bodyShapeOf(in)[concat.getAxis()])
+      parts.push_back({k, size});
+  int64_t begin = 0;
+  for (auto [j, part] : llvm::enumerate(parts)) {
+    auto [k, size] = part;
+    c.os << "    ";
+    if (j)
+      c.os << "else ";
+    if (j + 1 < parts.size())
+      c.os << "if (a < " << begin + size << ") ";
+    c.os << "{\n  ";
+    std::string src = "(o * " + std::to_string(size) + " + (a - " +
+                      std::to_string(begin) + ")) * " +
+                      std::to_string(v.inner) + " + n";
+    emitPacketCopy(c.os, c.in[k], src, c.out[0]);
+    c.os << "    }\n";
+    begin += size;
+  }
   return success();
 }
 

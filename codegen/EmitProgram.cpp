@@ -417,9 +417,19 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   std::string bodyText;
   llvm::raw_string_ostream bodyOs(bodyText);
   BodyContext ctx{bodyOs, globals, in, out, kname, target};
-  if (failed(emitBody(&op, ctx)))
-    return failure();
+  // A slice or concat whose packets each copy contiguous elements moves
+  // them 16 bytes at a time where the target packs: one item per packet.
   int64_t n = workItems(&op);
+  int packet = target.packsElementwise() && isa<SliceOp, ConcatOp>(op)
+                   ? packedCopyWidth(&op)
+                   : 1;
+  if (packet > 1) {
+    if (failed(emitPackedCopyBody(&op, packet, ctx)))
+      return failure();
+    n /= packet;
+  } else if (failed(emitBody(&op, ctx))) {
+    return failure();
+  }
 
   std::string def;
   llvm::raw_string_ostream defOs(def);

@@ -69,6 +69,17 @@ inline int64_t unrolledSteps(int64_t n) {
 /// op has no emitter.
 mlir::LogicalResult emitBody(mlir::Operation *op, BodyContext &ctx);
 
+/// On a target that packs elementwise kernels: the elements of one 16-byte
+/// packet when every packet of slice or concat `op`'s result copies W
+/// contiguous elements of one input (the sliced or joined axis and offsets
+/// multiples of W), else 1.
+int packedCopyWidth(mlir::Operation *op);
+
+/// The body of slice or concat `op` over packets of `width` elements: item
+/// `i` copies result elements [i * width, (i + 1) * width).
+mlir::LogicalResult emitPackedCopyBody(mlir::Operation *op, int width,
+                                       BodyContext &c);
+
 } // namespace otc
 
 #endif // OTC_CODEGEN_KERNELBODIES_H
