@@ -154,11 +154,19 @@ struct StaticValue {
 /// Builds the otc module for one model.
 class Importer {
 public:
+  /// Imports `model` of the file at `path` (at `opset`, kMinOpset or later;
+  /// `fileOpset` as written, for the ONNX checker when `check`), whose
+  /// merged parameters splitMergedParams split into `splitParams`.
   Importer(mlir::MLIRContext &ctx, llvm::StringRef path,
+           const onnx::ModelProto &model, int64_t opset, int64_t fileOpset,
+           bool check,
+           std::vector<std::pair<std::string, std::string>> splitParams,
            const ImportOptions &options,
            std::vector<InitializerData> *initializers)
       : ctx(ctx), builder(&ctx), path(path.str()), options(options),
-        initializersOut(initializers) {}
+        initializersOut(initializers), model(model), opset(opset),
+        fileOpset(fileOpset), check(check),
+        splitParams(std::move(splitParams)) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> run();
 
@@ -361,8 +369,10 @@ private:
   /// inlineConstantBuffers hands them out.
   std::vector<InitializerData> paramData;
 
-  onnx::ModelProto model;
-  int64_t opset = 0;
+  const onnx::ModelProto &model;
+  int64_t opset = 0, fileOpset = 0;
+  /// Whether run runs the ONNX checker on the file.
+  bool check = true;
   std::vector<NodeInfo> nodes;
   /// Names read by some node input or graph output.
   llvm::StringSet<> used;

@@ -229,13 +229,10 @@ void Importer::inlineConstantBuffers() {
 //===----------------------------------------------------------------------===//
 
 OwningOpRef<ModuleOp> Importer::run() {
-  loadModel(path, model);
-  int64_t fileOpset = checkHeader(path, model);
-  opset = upgradeOpset(path, model, fileOpset, options);
-  splitParams = splitMergedParams(model, path);
   prescan();
   // The checker reads the file as written, at its own opset.
-  runChecker(path, fileOpset);
+  if (check)
+    runChecker(path, fileOpset);
   for (const NodeInfo &node : nodes)
     checkNodeSchema(node);
 
@@ -300,16 +297,14 @@ static std::string escapeControls(StringRef msg) {
 
 } // namespace detail
 
-OwningOpRef<ModuleOp>
-importOnnxModel(MLIRContext &context, StringRef path,
-                const ImportOptions &options, std::string &error,
-                std::vector<InitializerData> *initializers) {
-  context.loadDialect<OtcDialect, func::FuncDialect>();
-  if (initializers)
-    initializers->clear();
+LoadedOnnxModel::~LoadedOnnxModel() = default;
+
+/// Runs `body`, turning what it throws into `error` (one line).
+template <typename F>
+static auto catchingImportErrors(StringRef path, std::string &error, F body)
+    -> decltype(body()) {
   try {
-    detail::Importer importer(context, path, options, initializers);
-    return importer.run();
+    return body();
   } catch (const detail::ImportError &e) {
     error = detail::escapeControls(e.what());
   } catch (const std::exception &e) {
@@ -318,9 +313,67 @@ importOnnxModel(MLIRContext &context, StringRef path,
   } catch (...) {
     error = "while importing '" + path.str() + "': unknown exception";
   }
+  return nullptr;
+}
+
+std::unique_ptr<LoadedOnnxModel> loadOnnxModel(StringRef path,
+                                               std::string &error) {
+  return catchingImportErrors(path, error, [&] {
+    std::unique_ptr<LoadedOnnxModel> loaded(new LoadedOnnxModel());
+    loaded->file = path.str();
+    loaded->model = std::make_unique<onnx::ModelProto>();
+    detail::loadModel(loaded->file, *loaded->model);
+    loaded->fileOpset = detail::checkHeader(loaded->file, *loaded->model);
+    if (loaded->fileOpset >= detail::kMinOpset)
+      loaded->splitParams =
+          detail::splitMergedParams(*loaded->model, loaded->file);
+    return loaded;
+  });
+}
+
+OwningOpRef<ModuleOp>
+importOnnxModel(MLIRContext &context, const LoadedOnnxModel &loaded,
+                const ImportOptions &options, std::string &error,
+                std::vector<InitializerData> *initializers) {
+  context.loadDialect<OtcDialect, func::FuncDialect>();
   if (initializers)
     initializers->clear();
-  return nullptr;
+  OwningOpRef<ModuleOp> module =
+      catchingImportErrors(loaded.file, error, [&]() -> OwningOpRef<ModuleOp> {
+        // An older model is upgraded here, on a copy: the upgrade binds the
+        // symbolic dimensions of this import.
+        std::optional<onnx::ModelProto> upgraded;
+        const onnx::ModelProto *model = loaded.model.get();
+        int64_t opset = loaded.fileOpset;
+        std::vector<std::pair<std::string, std::string>> splits =
+            loaded.splitParams;
+        if (opset < detail::kMinOpset) {
+          upgraded = *loaded.model;
+          opset = detail::upgradeOpset(loaded.file, *upgraded,
+                                       loaded.fileOpset, options);
+          splits = detail::splitMergedParams(*upgraded, loaded.file);
+          model = &*upgraded;
+        }
+        detail::Importer importer(context, loaded.file, *model, opset,
+                                  loaded.fileOpset, !loaded.checked,
+                                  std::move(splits), options, initializers);
+        OwningOpRef<ModuleOp> m = importer.run();
+        loaded.checked = true;
+        return m;
+      });
+  if (!module && initializers)
+    initializers->clear();
+  return module;
+}
+
+OwningOpRef<ModuleOp>
+importOnnxModel(MLIRContext &context, StringRef path,
+                const ImportOptions &options, std::string &error,
+                std::vector<InitializerData> *initializers) {
+  std::unique_ptr<LoadedOnnxModel> loaded = loadOnnxModel(path, error);
+  if (!loaded)
+    return nullptr;
+  return importOnnxModel(context, *loaded, options, error, initializers);
 }
 
 } // namespace otc

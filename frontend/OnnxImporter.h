@@ -22,9 +22,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace onnx {
+class ModelProto;
+} // namespace onnx
 
 namespace otc {
 
@@ -108,6 +113,45 @@ struct InitializerData {
 /// initializers that became `otc.param` arguments, in argument order.
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnxModel(mlir::MLIRContext &context, llvm::StringRef path,
+                const ImportOptions &options, std::string &error,
+                std::vector<InitializerData> *initializers = nullptr);
+
+/// A model file read and parsed once, its header checked and, at opset 13
+/// or later, its merged parameters split: importOnnxModel builds a module
+/// from it as often as asked (one per micro-batch for --fit) without reading
+/// or parsing the file again. An older model is upgraded per import (the
+/// upgrade binds the symbolic dimensions). The ONNX checker, which reads the
+/// file itself, runs at the first import only.
+class LoadedOnnxModel {
+public:
+  ~LoadedOnnxModel();
+  const std::string &path() const { return file; }
+
+private:
+  LoadedOnnxModel() = default;
+  friend std::unique_ptr<LoadedOnnxModel> loadOnnxModel(llvm::StringRef,
+                                                        std::string &);
+  friend mlir::OwningOpRef<mlir::ModuleOp>
+  importOnnxModel(mlir::MLIRContext &, const LoadedOnnxModel &,
+                  const ImportOptions &, std::string &,
+                  std::vector<InitializerData> *);
+  std::string file;
+  std::unique_ptr<onnx::ModelProto> model;
+  int64_t fileOpset = 0;
+  /// splitMergedParams's result, at opset 13 or later.
+  std::vector<std::pair<std::string, std::string>> splitParams;
+  /// Whether an import already ran the ONNX checker.
+  mutable bool checked = false;
+};
+
+/// Reads `path` for importOnnxModel; null with `error` set (as an import's)
+/// when it cannot.
+std::unique_ptr<LoadedOnnxModel> loadOnnxModel(llvm::StringRef path,
+                                               std::string &error);
+
+/// Imports a loaded model, as importOnnxModel(path) does the file.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxModel(mlir::MLIRContext &context, const LoadedOnnxModel &model,
                 const ImportOptions &options, std::string &error,
                 std::vector<InitializerData> *initializers = nullptr);
 

@@ -3,8 +3,10 @@
 // Compiles each candidate (micro-batch x recomputation policy; gradient
 // accumulation makes up the global batch) through the same pipeline as a
 // build, up to buffer planning, so that its peak is the one a build would
-// plan, and predicts its step with the device model. Peaks grow with the
-// micro-batch, so a policy stops at its first micro-batch that does not fit.
+// plan, and predicts its step with the device model. The model file is read
+// once; each micro-batch is imported, folded, fused and differentiated once,
+// and each policy plans a copy of that. Peaks grow with the micro-batch, so
+// a policy stops at its first micro-batch that does not fit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,29 +48,43 @@ static bool runPhases(ModuleOp module, Phase first, Phase last,
   return succeeded(pm.run(module));
 }
 
-/// Compiles one candidate from its imported module; false when the
-/// pipeline fails (the reason went to the context's diagnostics).
-static bool measure(ModuleOp imported, const FitRequest &request,
-                    FitCandidate &c) {
-  OwningOpRef<ModuleOp> module = imported.clone();
+/// The imported module of one micro-batch under its configuration,
+/// differentiated: what the candidates of every recomputation policy at
+/// that micro-batch share. Null when the pipeline fails (the reason went to
+/// the context's diagnostics).
+static OwningOpRef<ModuleOp> differentiated(OwningOpRef<ModuleOp> module,
+                                            const FitRequest &request,
+                                            int64_t microBatch,
+                                            int64_t gradAccum,
+                                            double &flops) {
   PipelineOptions options = request.pipeline;
-  options.rematPolicy = c.remat;
   options.fusionRemarks = false;
   ConfigParts parts = request.config;
-  parts.microBatch = c.microBatch;
-  parts.gradAccum = c.gradAccum;
+  parts.microBatch = microBatch;
+  parts.gradAccum = gradAccum;
   ConfigAttr config = makeConfig(module->getContext(), parts,
                                  [&] { return module->emitError(); });
   if (!config)
-    return false;
+    return nullptr;
   setConfig(*module, config);
   if (!runPhases(*module, kFirstPhase, Phase::Differentiate, options))
-    return false;
+    return nullptr;
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
-  double before = step ? static_cast<double>(functionFlops(step)) : 0;
+  flops = step ? static_cast<double>(functionFlops(step)) : 0;
+  return module;
+}
+
+/// Plans one candidate from its micro-batch's differentiated module (whose
+/// step computes `before` FLOPs); false when the pipeline fails.
+static bool measure(ModuleOp differentiatedModule, double before,
+                    const FitRequest &request, FitCandidate &c) {
+  OwningOpRef<ModuleOp> module = differentiatedModule.clone();
+  PipelineOptions options = request.pipeline;
+  options.rematPolicy = c.remat;
+  options.fusionRemarks = false;
   if (!runPhases(*module, Phase::Remat, Phase::Remat, options))
     return false;
-  step = module->lookupSymbol<func::FuncOp>("train_step");
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
   double after = step ? static_cast<double>(functionFlops(step)) : 0;
   c.recomputeShare = before > 0 ? (after - before) / before : 0;
   if (!runPhases(*module, Phase::MixedPrecision, kLastPhase, options))
@@ -77,8 +93,7 @@ static bool measure(ModuleOp imported, const FitRequest &request,
   if (failed(peak))
     return false;
   c.totalPeak = *peak;
-  FailureOr<StepTime> time =
-      predictStepTime(*module);
+  FailureOr<StepTime> time = predictStepTime(*module);
   if (failed(time) || time->step <= 0)
     return false;
   c.stepSeconds = time->step;
@@ -91,11 +106,14 @@ static bool measure(ModuleOp imported, const FitRequest &request,
 std::optional<std::vector<FitCandidate>>
 otc::planFit(MLIRContext &context, const FitRequest &request,
              std::optional<size_t> &pick, std::string &err) {
+  // The file is read and parsed once; each micro-batch imports from it.
+  std::unique_ptr<LoadedOnnxModel> model = loadOnnxModel(request.modelPath, err);
+  if (!model)
+    return std::nullopt;
   auto import = [&](int64_t mb) {
     ImportOptions opts = request.import;
     opts.microBatch = mb;
-    OwningOpRef<ModuleOp> m =
-        importOnnxModel(context, request.modelPath, opts, err);
+    OwningOpRef<ModuleOp> m = importOnnxModel(context, *model, opts, err);
     if (m && request.appendedLoss &&
         !appendLoss(*m, *request.appendedLoss, err))
       m = nullptr;
@@ -128,6 +146,13 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
     OwningOpRef<ModuleOp> imported = mb == 1 ? std::move(one) : import(mb);
     if (!imported)
       return std::nullopt;
+    // Folding, fusion and differentiation once per micro-batch; the
+    // policies' candidates start from copies.
+    double flops = 0;
+    OwningOpRef<ModuleOp> base =
+        differentiated(std::move(imported), request, mb, samples / mb, flops);
+    if (!base)
+      continue;
     for (int p = 0; p < 3; ++p) {
       if (stopped[p])
         continue;
@@ -135,7 +160,7 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
       c.microBatch = mb;
       c.gradAccum = samples / mb;
       c.remat = policies[p];
-      if (!measure(*imported, request, c))
+      if (!measure(*base, flops, request, c))
         continue;
       llvm::errs() << "otc-compile: fit: micro-batch " << mb << " x "
                    << c.gradAccum << ", remat " << c.remat << ": peak "
