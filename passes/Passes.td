@@ -128,14 +128,13 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
     of each block and recomputes the rest of it; `selective` recomputes the
     fused activations (otc.gelu, otc.silu: llm.c's `-r 1`) and, where
     attention is not fused, the attention core (scores, mask, softmax,
-    dropout), keeping the inputs of the weight matrix products; `auto` chooses per block the least recompute
-    FLOPs whose planned total peak fits `budget`: each candidate of the
-    recompute frontier is planned through the rest of the pipeline
-    (mixed-precision to plan-buffers, with `precision`, `fp32-grad-accum`,
-    `grad-accum` and `weight-decay` as otc-compile passes them), and its
-    arena plus the GEMM workspace of `target` is what must fit (a frontier
-    of more than kExhaustivePlans candidates is searched around the budget
-    instead, passes/Remat.h); otc-compile --remat=auto uses the same solver. Recomputed values are rebuilt by clones placed
+    dropout), keeping the inputs of the weight matrix products; `auto`
+    applies `blocks`, a choice per block that a search above the pipeline
+    made (planner/RematSearch.h: otc-compile --remat=auto and otc-plan
+    --memory-budget plan each candidate of the recompute frontier through
+    the rest of the pipeline and choose the cheapest whose planned total
+    peak fits the budget); `blocks` alone (any policy) applies that choice
+    too. Recomputed values are rebuilt by clones placed
     before their first backward use; dropout clones redraw the same mask.
     The choice is recorded in the module attribute `otc.remat`.
 
@@ -151,8 +150,6 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
   let options = [
     Option<"policy", "policy", "std::string", "\"none\"",
            "none, full, selective or auto">,
-    Option<"budget", "budget", "std::string", "\"\"",
-           "Memory budget for auto (e.g. 12GiB)">,
     Option<"blocks", "blocks", "std::string", "\"\"",
            "An explicit choice per block (n, s or f each), as the driver "
            "picks it for auto after planning the candidates">,

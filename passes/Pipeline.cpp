@@ -81,7 +81,6 @@ static void addPhase(OpPassManager &pm, Phase phase,
   case Phase::Remat: {
     RematOptions r;
     r.policy = o.rematPolicy;
-    r.budget = o.rematBudget;
     r.blocks = o.rematBlocks;
     pm.addPass(createRemat(r));
     return;

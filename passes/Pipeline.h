@@ -67,8 +67,9 @@ struct PipelineOptions {
   bool fusionRemarks = false;
   /// otc-differentiate: the loss output and the frozen initializers.
   std::string lossName, freeze;
-  /// otc-remat: policy, budget and an explicit per-block choice.
-  std::string rematPolicy = "none", rematBudget, rematBlocks;
+  /// otc-remat: the policy and, for auto, the per-block choice searched
+  /// above the pipeline (planner/RematSearch.h).
+  std::string rematPolicy = "none", rematBlocks;
   BackEndOptions backEnd;
 };
 

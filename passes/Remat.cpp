@@ -384,6 +384,15 @@ size_t otc::maxFrontier(size_t stepOps) {
   return std::max(kMinFrontier, kFrontierWork / std::max<size_t>(stepOps, 1));
 }
 
+std::string otc::rematBlockString(ArrayRef<RematChoice> choice) {
+  std::string s;
+  for (RematChoice c : choice)
+    s += c == RematChoice::Full        ? 'f'
+         : c == RematChoice::Selective ? 's'
+                                       : 'n';
+  return s;
+}
+
 FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
@@ -525,24 +534,14 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
           << policy << "' (none, full, selective, auto)";
       return signalPassFailure();
     }
-    std::optional<int64_t> budgetBytes;
-    if (!budget.empty()) {
-      budgetBytes = parseByteSize(budget);
-      if (!budgetBytes) {
-        module.emitError("cannot read memory budget '")
-            << budget << "' (e.g. 12GiB, 500MB, 1048576)";
-        return signalPassFailure();
-      }
-    }
-    if (policy == "auto" && !budgetBytes && blocks.empty()) {
-      module.emitError("--remat=auto needs a memory budget");
+    // auto's choice is searched above the pipeline (planner/RematSearch.h):
+    // the pass applies it.
+    if (policy == "auto" && blocks.empty()) {
+      module.emitError("otc-remat policy=auto applies a searched choice: "
+                       "give blocks= (otc-compile --remat=auto and otc-plan "
+                       "--memory-budget search for it)");
       return signalPassFailure();
     }
-    // auto plans its candidates through the back end, which reads the
-    // compile's configuration (precision, grad-accum, target...).
-    if (policy == "auto" && blocks.empty() &&
-        failed(requireConfig(module, "otc-remat policy=auto")))
-      return signalPassFailure();
     FailureOr<RematAnalysis> a = analyzeTrainStep(step);
     if (failed(a))
       return signalPassFailure();
@@ -564,13 +563,6 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
       choice.assign(n, RematChoice::Full);
     else if (policy == "selective")
       choice.assign(n, RematChoice::Selective);
-    else if (policy == "auto") {
-      FailureOr<SmallVector<RematChoice>> best =
-          solveAuto(module, *budgetBytes);
-      if (failed(best))
-        return signalPassFailure();
-      choice = *best;
-    }
     llvm::DenseSet<Value> values = valuesFor(*a, choice);
     SmallVector<std::string> recomputedNames, savedNames;
     for (Value v : a->saved)
@@ -613,26 +605,7 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
     return name;
   }
 
-  /// The choice of otc::solveAutoRemat for `budget`, planned through the
-  /// back end under the module's configuration.
-  FailureOr<SmallVector<RematChoice>> solveAuto(ModuleOp module,
-                                                int64_t budget) {
-    FailureOr<std::vector<RematCandidate>> front = rematFrontier(module);
-    if (failed(front))
-      return failure();
-    BackEndOptions backEnd;
-    FailureOr<AutoRematResult> r =
-        solveAutoRemat(module, budget, backEnd, *front);
-    if (failed(r))
-      return failure();
-    if (!r->choice) {
-      module.emitError("no recomputation plan fits the memory budget of ")
-          << budget << " bytes; the smallest that fits is " << r->smallestPeak
-          << " bytes";
-      return failure();
-    }
-    return *r->choice;
-  }
+
 };
 
 } // namespace

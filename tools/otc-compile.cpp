@@ -31,8 +31,9 @@
 #include "passes/Pipeline.h"
 #include "passes/Progress.h"
 #include "passes/Remat.h"
+#include "planner/RematSearch.h"
 #include "report/Report.h"
-#include "tools/FitPlanner.h"
+#include "planner/FitPlanner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -553,7 +554,7 @@ int main(int argc, char **argv) {
       }
       timed("recompute frontier");
       persistent = otc::persistentBytes(step);
-      // --remat=auto: the one solver (passes/RematSolver.cpp) plans every
+      // --remat=auto: the one solver (planner/RematSearch.h) plans every
       // candidate through the rest of this pipeline; otc-remat then applies
       // its choice.
       if (remat == "auto") {

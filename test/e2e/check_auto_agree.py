@@ -1,12 +1,13 @@
-"""Checks that otc-opt's otc-remat (policy=auto) and otc-compile --remat=auto
-choose the same blocks for the same budget: both go through one solver.
+"""Checks that otc-plan (--remat=auto's search on a module) and otc-compile
+--remat=auto choose the same blocks for the same budget: both go through one
+solver (planner/RematSearch.h).
 
     check_auto_agree.py MODEL --micro-batch N [--points 6] [--extra ARG]...
 
-The module otc-opt reads is otc-compile's own IR after differentiation
+The module otc-plan reads is otc-compile's own IR after differentiation
 (--compile-to=differentiate with the same --extra flags), which carries the
 compile's configuration (precision, grad-accum, target: the module's
-otc.config), so otc-remat plans under the same one. Budgets are swept from
+otc.config), so otc-plan plans under the same one. Budgets are swept from
 below the smallest plan to above the largest; a refused budget must be
 refused by both, naming the same smallest. Prints one line per budget and a
 verdict line; exits 1 on a disagreement.
@@ -53,8 +54,7 @@ def main():
                        a.extra, stdout=f, check=True)
 
     def opt_blocks(budget):
-        opts = " ".join(["policy=auto", f"budget={budget}"])
-        r = subprocess.run(["otc-opt", ir, f"--otc-remat={opts}"],
+        r = subprocess.run(["otc-plan", ir, f"--memory-budget={budget}"],
                            capture_output=True, text=True)
         if r.returncode != 0:
             return None, r.stderr
@@ -84,10 +84,10 @@ def main():
         same = plan["remat"]["blocks"] == blocks
         seen.add(blocks)
         print(f"budget {budget}: otc-compile {plan['remat']['blocks']} "
-              f"otc-opt {blocks}{'' if same else ' DIFFERENT'}")
+              f"otc-plan {blocks}{'' if same else ' DIFFERENT'}")
         ok &= same
     print(f"{len(seen)} distinct choices")
-    print("auto: otc-opt and otc-compile agree" if ok else "auto: DISAGREE")
+    print("auto: otc-plan and otc-compile agree" if ok else "auto: DISAGREE")
     sys.exit(0 if ok else 1)
 
 

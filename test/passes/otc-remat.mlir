@@ -1,9 +1,10 @@
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=none | FileCheck %s --check-prefix=NONE
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=full | FileCheck %s --check-prefix=FULL
 // RUN: otc-opt %s --otc-differentiate --otc-remat=policy=selective | FileCheck %s --check-prefix=SEL
-// RUN: otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=4864" | FileCheck %s --check-prefix=AUTO4864
-// RUN: otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=5120" | FileCheck %s --check-prefix=AUTO5120
-// RUN: otc-opt %s --otc-configure --otc-differentiate "--otc-remat=policy=auto budget=6KiB" | FileCheck %s --check-prefix=AUTOBIG
+// RUN: otc-opt %s --otc-configure --otc-differentiate | otc-plan --memory-budget=4864 | FileCheck %s --check-prefix=AUTO4864
+// RUN: otc-opt %s --otc-configure --otc-differentiate | otc-plan --memory-budget=5120 | FileCheck %s --check-prefix=AUTO5120
+// RUN: otc-opt %s --otc-configure --otc-differentiate | otc-plan --memory-budget=6KiB | FileCheck %s --check-prefix=AUTOBIG
+// RUN: otc-opt %s --otc-differentiate "--otc-remat=policy=auto blocks=nfn" | FileCheck %s --check-prefix=BLOCKS
 
 // Tests the policies on two residual blocks (matmul, softmax, tanh, add) and
 // a head. The residual values are the cuts between blocks; `full` keeps the
@@ -51,6 +52,8 @@
 // AUTO4864: otc.remat = {blocks = "fnn", policy = "auto", recompute_flops = 112 : i64
 // AUTO5120: otc.remat = {blocks = "snn", policy = "auto", recompute_flops = 104 : i64
 // AUTOBIG: otc.remat = {blocks = "nnn", policy = "auto", recompute_flops = 0 : i64
+// A choice given by hand (the second block in full: one block's 112 FLOPs).
+// BLOCKS: otc.remat = {blocks = "nfn", policy = "auto", recompute_flops = 112 : i64
 
 func.func @forward(%x: tensor<2x4xf32> {otc.input = "x"}, %w1: tensor<4x4xf32> {otc.param = "w1"},
                    %w2: tensor<4x4xf32> {otc.param = "w2"}) -> (tensor<f32> {otc.output = "loss"}) {

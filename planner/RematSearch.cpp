@@ -1,19 +1,18 @@
-//===- RematSolver.cpp - the one solver of --remat=auto --------------------===//
+//===- RematSearch.cpp - the one solver of --remat=auto -------------------===//
 //
 // Chooses the recomputation of `auto` for a memory budget. Each candidate of
 // the recompute frontier is planned through the rest of the pipeline, the
 // same passes otc-compile then runs, and measured as plan.json reports the
 // result: the arena plus the target's memory outside it (DeviceMemory.h).
-// Both otc-remat
-// (policy=auto) and the driver choose through solveAutoRemat, so they agree
-// for one budget.
+// otc-compile and otc-plan choose through solveAutoRemat, so they agree for
+// one budget; otc-remat applies the choice.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
 #include "passes/DeviceMemory.h"
 #include "passes/Progress.h"
-#include "passes/Remat.h"
+#include "planner/RematSearch.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -21,15 +20,6 @@
 
 using namespace mlir;
 using namespace otc;
-
-std::string otc::rematBlockString(ArrayRef<RematChoice> choice) {
-  std::string s;
-  for (RematChoice c : choice)
-    s += c == RematChoice::Full        ? 'f'
-         : c == RematChoice::Selective ? 's'
-                                       : 'n';
-  return s;
-}
 
 FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
                                     ArrayRef<RematChoice> choice,

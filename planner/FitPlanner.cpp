@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/FitPlanner.h"
+#include "planner/FitPlanner.h"
 
 #include "codegen/Codegen.h"
 #include "codegen/StepTime.h"

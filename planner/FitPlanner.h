@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OTC_TOOLS_FITPLANNER_H
-#define OTC_TOOLS_FITPLANNER_H
+#ifndef OTC_PLANNER_FITPLANNER_H
+#define OTC_PLANNER_FITPLANNER_H
 
 #include "codegen/DeviceModel.h"
 #include "frontend/AppendLoss.h"
@@ -71,4 +71,4 @@ void printFit(const std::vector<FitCandidate> &candidates,
 
 } // namespace otc
 
-#endif // OTC_TOOLS_FITPLANNER_H
+#endif // OTC_PLANNER_FITPLANNER_H
