@@ -47,6 +47,32 @@ static LogicalResult emitTranspose(TransposeOp op, BodyContext &c) {
   return success();
 }
 
+/// The chain `if (a < end_0) <part 0> else if ... else <last part>` over
+/// the non-empty inputs of `op` (the last one takes every remaining
+/// coordinate), `part(k, src)` printing the statement that reads input k at
+/// index `src` (coordinates o, a and n: outer, along the axis, inner).
+static void
+emitConcatParts(ConcatOp op, int64_t inner, BodyContext &c,
+                llvm::function_ref<void(unsigned, StringRef)> part) {
+  SmallVector<std::pair<unsigned, int64_t>> parts;
+  for (auto [k, in] : llvm::enumerate(op.getInputs()))
+    if (int64_t size = bodyShapeOf(in)[op.getAxis()])
+      parts.push_back({k, size});
+  int64_t begin = 0;
+  for (auto [j, p] : llvm::enumerate(parts)) {
+    auto [k, size] = p;
+    c.os << "    ";
+    if (j)
+      c.os << "else ";
+    if (j + 1 < parts.size())
+      c.os << "if (a < " << begin + size << ") ";
+    part(k, "(o * " + std::to_string(size) + " + (a - " +
+                std::to_string(begin) + ")) * " + std::to_string(inner) +
+                " + n");
+    begin += size;
+  }
+}
+
 /// One item per result element: finds the input that holds coordinate `a`
 /// along the axis and copies from it.
 static LogicalResult emitConcat(ConcatOp op, BodyContext &c) {
@@ -55,23 +81,9 @@ static LogicalResult emitConcat(ConcatOp op, BodyContext &c) {
        << "    const int64_t a = (i / " << v.inner << ") % " << v.axis << ";\n"
        << "    const int64_t o = i / " << v.inner * v.axis << ";\n"
        << "    " << bodyCType(op.getResult()) << " x;\n";
-  // The non-empty inputs; the last one takes every remaining coordinate.
-  SmallVector<std::pair<unsigned, int64_t>> parts;
-  for (auto [k, in] : llvm::enumerate(op.getInputs()))
-    if (int64_t size = bodyShapeOf(in)[op.getAxis()])
-      parts.push_back({k, size});
-  int64_t begin = 0;
-  for (auto [j, part] : llvm::enumerate(parts)) {
-    auto [k, size] = part;
-    c.os << "    ";
-    if (j)
-      c.os << "else ";
-    if (j + 1 < parts.size())
-      c.os << "if (a < " << begin + size << ") ";
-    c.os << "x = " << c.in[k] << "[(o * " << size << " + (a - " << begin
-         << ")) * " << v.inner << " + n];\n";
-    begin += size;
-  }
+  emitConcatParts(op, v.inner, c, [&](unsigned k, StringRef src) {
+    c.os << "x = " << c.in[k] << "[" << src << "];\n";
+  });
   c.os << "    " << c.out[0] << "[i] = x;\n";
   return success();
 }
@@ -161,26 +173,11 @@ LogicalResult otc::emitPackedCopyBody(Operation *op, int width,
   c.os << "    const int64_t n = e % " << v.inner << ";\n"
        << "    const int64_t a = (e / " << v.inner << ") % " << v.axis << ";\n"
        << "    const int64_t o = e / " << v.inner * v.axis << ";\n";
-  SmallVector<std::pair<unsigned, int64_t>> parts;
-  for (auto [k, in] : llvm::enumerate(concat.getInputs()))
-    if (int64_t size = bodyShapeOf(in)[concat.getAxis()])
-      parts.push_back({k, size});
-  int64_t begin = 0;
-  for (auto [j, part] : llvm::enumerate(parts)) {
-    auto [k, size] = part;
-    c.os << "    ";
-    if (j)
-      c.os << "else ";
-    if (j + 1 < parts.size())
-      c.os << "if (a < " << begin + size << ") ";
+  emitConcatParts(concat, v.inner, c, [&](unsigned k, StringRef src) {
     c.os << "{\n  ";
-    std::string src = "(o * " + std::to_string(size) + " + (a - " +
-                      std::to_string(begin) + ")) * " +
-                      std::to_string(v.inner) + " + n";
     emitPacketCopy(c.os, c.in[k], src, c.out[0]);
     c.os << "    }\n";
-    begin += size;
-  }
+  });
   return success();
 }
 

@@ -302,20 +302,31 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 // Cross-entropy
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::verify() {
-  ArrayRef<int64_t> z = shapeOf(getLogits()), y = shapeOf(getLabels());
+/// What the cross-entropy and its fused form check alike: [..., C] logits
+/// and int64 labels of the leading shape, a known reduction, and a loss of
+/// the labels' shape ("none") or a scalar.
+template <typename OpTy> static LogicalResult verifyLoss(OpTy op) {
+  ArrayRef<int64_t> z = shapeOf(op.getLogits()), y = shapeOf(op.getLabels());
   if (z.size() < 2 || y != z.drop_back())
-    return emitOpError("expects logits [..., C] and labels [...] of the ")
+    return op.emitOpError("expects logits [..., C] and labels [...] of the ")
            << "leading shape, got " << formatShape(z) << " and "
            << formatShape(y);
-  if (!getElementTypeOrSelf(getLabels().getType()).isInteger(64))
-    return emitOpError("labels must be int64");
-  StringRef red = getReduction();
+  if (!getElementTypeOrSelf(op.getLabels().getType()).isInteger(64))
+    return op.emitOpError("labels must be int64");
+  StringRef red = op.getReduction();
   if (red != "mean" && red != "sum" && red != "none")
-    return emitOpError("reduction must be mean, sum or none");
-  ArrayRef<int64_t> loss = shapeOf(getLoss());
+    return op.emitOpError("reduction must be mean, sum or none");
+  ArrayRef<int64_t> loss = shapeOf(op.getLoss());
   if (red == "none" ? loss != y : !loss.empty())
-    return emitOpError("loss shape does not match reduction '") << red << "'";
+    return op.emitOpError("loss shape does not match reduction '")
+           << red << "'";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyLoss(*this)))
+    return failure();
+  ArrayRef<int64_t> y = shapeOf(getLabels());
   if (shapeOf(getLse()) != y)
     return emitOpError("lse must have the labels' shape");
   return success();
@@ -339,20 +350,11 @@ LogicalResult CrossEntropyGradOp::verify() {
 }
 
 LogicalResult CrossEntropyWithGradOp::verify() {
-  ArrayRef<int64_t> z = shapeOf(getLogits()), y = shapeOf(getLabels());
-  if (z.size() < 2 || y != z.drop_back())
-    return emitOpError("expects logits [..., C] and labels [...] of the ")
-           << "leading shape, got " << formatShape(z) << " and "
-           << formatShape(y);
-  if (!getElementTypeOrSelf(getLabels().getType()).isInteger(64))
-    return emitOpError("labels must be int64");
+  if (failed(verifyLoss(*this)))
+    return failure();
+  ArrayRef<int64_t> y = shapeOf(getLabels());
   StringRef red = getReduction();
-  if (red != "mean" && red != "sum" && red != "none")
-    return emitOpError("reduction must be mean, sum or none");
-  ArrayRef<int64_t> perLoss = red == "none" ? y : ArrayRef<int64_t>();
-  if (shapeOf(getLoss()) != perLoss)
-    return emitOpError("loss shape does not match reduction '") << red << "'";
-  if (shapeOf(getGrad()) != perLoss)
+  if (shapeOf(getGrad()) != shapeOf(getLoss()))
     return emitOpError("the loss gradient's shape does not match reduction '")
            << red << "'";
   if (shapeOf(getRowLoss()) != y)
