@@ -9,9 +9,9 @@
 // DIR/plan.json (with the step time predicted for --device) and
 // DIR/init.safetensors (the initial parameters). `--compile-to=PHASE` stops
 // after a phase and prints the IR; `--mlir-print-ir-after-all` prints it after
-// every pass. The passes and their order come from passes/Pipeline.h, and
-// --remat=auto chooses through the one solver of passes/Remat.h
-// (solveAutoRemat).
+// every pass. The passes and their order come from passes/Pipeline.h;
+// --remat=auto and --fit choose through the searches of planner/. `main`
+// runs the steps of one Compile in order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -298,23 +298,83 @@ static std::string runtimeLibDir(const char *argv0) {
   return OTC_RUNTIME_LIB_DIR;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  registerAsmPrinterCLOptions();
-  registerMLIRContextCLOptions();
-  registerPassManagerCLOptions();
-  // --help lists otc-compile's own options and MLIR's (--mlir-*), not the
-  // hundreds of LLVM back-end options linked in with the libraries.
-  for (auto &[name, option] : cl::getRegisteredOptions()) {
-    bool ours = llvm::is_contained(option->Categories, &cat);
-    if (!ours && !name.starts_with("mlir-") && name != "help" &&
-        name != "version" && name != "color")
-      option->setHiddenFlag(cl::ReallyHidden);
-  }
-  cl::ParseCommandLineOptions(argc, argv, "otc: ONNX training compiler\n");
+namespace {
 
-  // Options checked before any work.
-  const otc::Target *emitTarget = otc::lookupTarget(target);
+/// Returned by a step of Compile to go on to the next one.
+constexpr int kGoOn = -1;
+
+/// One run of otc-compile, in the order its steps run: the options checked,
+/// the --fit search (which may pick the micro-batch, accumulation and
+/// policy), the import, the pipeline phase by phase (--remat=auto searched
+/// before the recompute phase), the plan's summary, then plan.json and
+/// report.html, the program's source, its initial parameters and its build.
+/// Each step returns kGoOn or the exit code to stop with.
+class Compile {
+public:
+  explicit Compile(const char *argv0) : argv0(argv0) {}
+
+  int run() {
+    for (int (Compile::*step)() :
+         {&Compile::checkOptions, &Compile::readLossAndDims, &Compile::fitIfAsked,
+          &Compile::importModel, &Compile::runPipeline, &Compile::summarize,
+          &Compile::writePlanOnly, &Compile::emitAndBuild})
+      if (int rc = (this->*step)(); rc != kGoOn)
+        return rc;
+    return 0;
+  }
+
+private:
+  int checkOptions();
+  int readLossAndDims();
+  int fitIfAsked();
+  int importModel();
+  int runPipeline();
+  bool runPhase(otc::Phase phase);
+  int chooseRemat();
+  int summarize();
+  int writePlanOnly();
+  int emitAndBuild();
+  bool writeReports();
+  std::string writeFile(llvm::StringRef name, llvm::StringRef text);
+  int printIR();
+  otc::ConfigParts configParts() const;
+  /// --timing: one line per phase, as it ends.
+  void timed(llvm::StringRef phase);
+
+  const char *argv0;
+  std::string err;
+  const otc::Target *emitTarget = nullptr;
+  std::optional<int64_t> budget;
+  std::string deviceName;
+  const otc::DeviceModel *deviceModel = nullptr;
+  otc::ImportOptions importOpts;
+  /// --loss: a graph output, or a loss appended after import.
+  std::optional<otc::LossSpec> appended;
+  std::string lossOutput;
+  std::chrono::steady_clock::time_point t0, phaseStart;
+
+  MLIRContext context;
+  std::optional<ScopedDiagnosticHandler> errorHandler;
+  OwningOpRef<ModuleOp> module;
+  std::vector<otc::InitializerData> initializers;
+  /// What the import made constant or joined, for the banner and plan.json.
+  std::vector<std::pair<std::string, std::string>> untrainedInits, tiedInits,
+      splitInits;
+  /// The micro-batch as bound, and the tokens of one micro-step.
+  int64_t mb = 0, tokensPerMicroStep = 0;
+
+  otc::PipelineOptions pipeline;
+  otc::PlanInfo info;
+  std::vector<otc::RematCandidate> frontier;
+  int64_t persistent = 0;
+  std::optional<otc::PlanSummary> summary;
+  std::optional<otc::StepTime> stepTime;
+};
+
+} // namespace
+
+int Compile::checkOptions() {
+  emitTarget = otc::lookupTarget(target);
   if (!emitTarget)
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (compileTo.empty() && outDir.empty() && !fit)
@@ -328,7 +388,6 @@ int main(int argc, char **argv) {
   if (remat != "none" && remat != "full" && remat != "selective" &&
       remat != "auto")
     return fail("--remat must be none, full, selective or auto");
-  std::optional<int64_t> budget;
   if (!memoryBudget.empty()) {
     budget = otc::parseByteSize(memoryBudget);
     if (!budget)
@@ -339,49 +398,48 @@ int main(int argc, char **argv) {
     return fail("--remat=auto needs --memory-budget=SIZE");
   if (precision != "fp32" && precision != "bf16")
     return fail("--precision must be fp32 or bf16");
-  std::string deviceName =
+  deviceName =
       device.empty() ? otc::defaultDevice(target).str() : device.getValue();
-  const otc::DeviceModel *deviceModel = otc::lookupDevice(deviceName);
+  deviceModel = otc::lookupDevice(deviceName);
   if (!deviceModel)
     return fail("unknown --device '" + deviceName +
                 "' (known: " + otc::knownDeviceNames() + ")");
   if (deviceModel->target != target)
     return fail("--device=" + deviceName + " runs " + deviceModel->target +
                 " programs, not --target=" + target);
-  bool bf16 = precision == "bf16";
-  // The configuration the flags give (its micro-batch set after import).
-  auto configParts = [&] {
-    otc::ConfigParts p;
-    p.gradAccum = gradAccum;
-    p.precision = precision;
-    p.fp32GradAccum = bf16 && fp32GradAccum;
-    p.weightDecay = weightDecay;
-    p.target = target;
-    p.device = deviceName;
-    return p;
-  };
   otc::setProgressMode(progress ? otc::ProgressMode::Always
                                 : otc::ProgressMode::Slow,
                        "otc-compile");
-  // --timing: one line per phase, as it ends.
-  auto phaseStart = std::chrono::steady_clock::now();
-  auto timed = [&](llvm::StringRef phase) {
-    auto now = std::chrono::steady_clock::now();
-    if (timing)
-      llvm::errs() << llvm::format(
-          "otc-compile: time: %-22s %8.3f s\n", phase.str().c_str(),
-          std::chrono::duration<double>(now - phaseStart).count());
-    phaseStart = now;
-  };
+  phaseStart = std::chrono::steady_clock::now();
+  return kGoOn;
+}
 
-  otc::ImportOptions importOpts;
-  std::string err;
+/// The configuration the flags give (its micro-batch set after import).
+otc::ConfigParts Compile::configParts() const {
+  otc::ConfigParts p;
+  p.gradAccum = gradAccum;
+  p.precision = precision;
+  p.fp32GradAccum = precision == "bf16" && fp32GradAccum;
+  p.weightDecay = weightDecay;
+  p.target = target;
+  p.device = deviceName;
+  return p;
+}
+
+void Compile::timed(llvm::StringRef phase) {
+  auto now = std::chrono::steady_clock::now();
+  if (timing)
+    llvm::errs() << llvm::format(
+        "otc-compile: time: %-22s %8.3f s\n", phase.str().c_str(),
+        std::chrono::duration<double>(now - phaseStart).count());
+  phaseStart = now;
+}
+
+int Compile::readLossAndDims() {
   if (!parseDims(importOpts, err))
     return fail(err);
   importOpts.train = trainRegex;
-  // --loss: a graph output, or a loss appended after import.
-  std::optional<otc::LossSpec> appended;
-  std::string lossOutput = lossName;
+  lossOutput = lossName;
   if (!lossName.empty()) {
     std::optional<otc::LossSpec> spec = otc::parseLossSpec(lossName, err);
     if (!spec)
@@ -391,8 +449,19 @@ int main(int argc, char **argv) {
       lossOutput = otc::kAppendedLossName;
     }
   }
+  // The pipeline's options (passes/Pipeline.h); --fit takes them too.
+  pipeline.fuse = !noFuse;
+  pipeline.fusionRemarks = fusionRemarks;
+  pipeline.lossName = lossOutput;
+  pipeline.freeze = freeze;
+  pipeline.backEnd.fuseElementwise = !noFuseElementwise;
+  pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
+  pipeline.backEnd.groupParams = !noGroupParams;
+  return kGoOn;
+}
 
-  // --fit: search, print, and build the pick when -o is given.
+/// --fit: search, print, and go on to build the pick when -o is given.
+int Compile::fitIfAsked() {
   if (fit) {
     if (globalBatchTokens <= 0)
       return fail("--fit needs --global-batch-tokens=N (tokens per step)");
@@ -411,14 +480,9 @@ int main(int argc, char **argv) {
     request.import = importOpts;
     request.globalBatchTokens = globalBatchTokens;
     request.memoryBytes = *budget;
-    request.pipeline.fuse = !noFuse;
-    request.pipeline.lossName = lossOutput;
+    request.pipeline = pipeline;
     request.appendedLoss = appended;
-    request.pipeline.freeze = freeze;
     request.config = configParts();
-    request.pipeline.backEnd.fuseElementwise = !noFuseElementwise;
-    request.pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
-    request.pipeline.backEnd.groupParams = !noGroupParams;
     std::optional<size_t> pick;
     auto candidates = otc::planFit(fitContext, request, pick, err);
     if (!candidates)
@@ -439,23 +503,29 @@ int main(int argc, char **argv) {
       return fail("--micro-batch must be > 0");
     importOpts.microBatch = microBatch;
   }
+  return kGoOn;
+}
 
-  MLIRContext context;
+int Compile::printIR() {
+  module->print(llvm::outs());
+  llvm::outs() << "\n";
+  return 0;
+}
+
+/// The import, what it made constant or joined, the bound micro-batch and
+/// the configuration set on the module.
+int Compile::importModel() {
   context.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
                       func::FuncDialect>();
-  ScopedDiagnosticHandler errorHandler(&context, printError);
-  std::vector<otc::InitializerData> initializers;
-  auto t0 = std::chrono::steady_clock::now();
-  OwningOpRef<ModuleOp> module =
+  errorHandler.emplace(&context, printError);
+  t0 = std::chrono::steady_clock::now();
+  module =
       otc::importOnnxModel(context, modelPath, importOpts, err, &initializers);
   if (!module)
     return fail(err);
   if (appended && !otc::appendLoss(*module, *appended, err))
     return fail(err);
   timed("import");
-  // What the import made constant or joined, for the banner and plan.json.
-  std::vector<std::pair<std::string, std::string>> untrainedInits, tiedInits,
-      splitInits;
   if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
     auto collect = [&](const char *attr, auto &out) {
       if (auto d = fwd->getAttrOfType<DictionaryAttr>(attr))
@@ -467,13 +537,8 @@ int main(int argc, char **argv) {
     collect(otc::attrs::kTied, tiedInits);
     collect(otc::attrs::kSplit, splitInits);
   }
-  auto printIR = [&] {
-    module->print(llvm::outs());
-    llvm::outs() << "\n";
-    return 0;
-  };
   // The leading dimension of the inputs: the micro-batch, as bound.
-  int64_t mb = importOpts.microBatch.value_or(0);
+  mb = importOpts.microBatch.value_or(0);
   if (!mb)
     for (auto f : module->getOps<func::FuncOp>())
       for (unsigned i = 0; i < f.getNumArguments(); ++i)
@@ -483,103 +548,93 @@ int main(int argc, char **argv) {
               mb = t.getDimSize(0);
   // The compile's configuration, set once on the module: every pass, the
   // planner, the emitter and plan.json read it from there (ir/Config.h).
-  {
-    otc::ConfigParts parts = configParts();
-    parts.microBatch = mb > 0 ? mb : 1;
-    otc::ConfigAttr config = otc::makeConfig(
-        &context, parts, [&] { return module->emitError("otc-compile: "); });
-    if (!config)
-      return fail("invalid configuration");
-    otc::setConfig(*module, config);
-  }
+  otc::ConfigParts parts = configParts();
+  parts.microBatch = mb > 0 ? mb : 1;
+  otc::ConfigAttr config = otc::makeConfig(
+      &context, parts, [&] { return module->emitError("otc-compile: "); });
+  if (!config)
+    return fail("invalid configuration");
+  otc::setConfig(*module, config);
   if (compileTo == "import")
     return printIR();
-
   // Tokens per micro-step: the elements of the first integer graph input.
-  int64_t tokensPerMicroStep = 0;
   if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
     for (unsigned i = 0; i < fwd.getNumArguments() && !tokensPerMicroStep; ++i)
       if (fwd.getArgAttr(i, otc::attrs::kInput))
         if (auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]))
           if (isa<IntegerType>(t.getElementType()))
             tokensPerMicroStep = t.getNumElements();
+  return kGoOn;
+}
 
-  // The pipeline (passes/Pipeline.h), phase by phase, with the MLIR
-  // pass-manager flags applied; the driver measures before recomputation and
-  // stops where --compile-to says.
-  otc::PipelineOptions pipeline;
-  pipeline.fuse = !noFuse;
-  pipeline.fusionRemarks = fusionRemarks;
-  pipeline.lossName = lossOutput;
-  pipeline.freeze = freeze;
-  pipeline.rematPolicy = remat;
-  pipeline.backEnd.fuseElementwise = !noFuseElementwise;
-  pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
-  pipeline.backEnd.groupParams = !noGroupParams;
-  auto runPhase = [&](otc::Phase phase) {
-    PassManager pm(&context);
-    if (failed(applyPassManagerCLOptions(pm)))
-      return false;
-    otc::addPhases(pm, phase, phase, pipeline);
-    // --fusion-remarks: why each almost-matching chain was not fused.
-    std::optional<ScopedDiagnosticHandler> remarks;
-    if (phase == otc::Phase::Fuse && fusionRemarks)
-      remarks.emplace(&context, [](Diagnostic &d) {
-        if (d.getSeverity() != DiagnosticSeverity::Remark)
-          return failure();
-        llvm::errs() << "otc-compile: remark: " << d.getLocation() << ": "
-                     << d.str() << "\n";
-        return success();
-      });
-    return succeeded(pm.run(*module));
+/// One phase of the pipeline, with the MLIR pass-manager flags applied.
+bool Compile::runPhase(otc::Phase phase) {
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return false;
+  otc::addPhases(pm, phase, phase, pipeline);
+  // --fusion-remarks: why each almost-matching chain was not fused.
+  std::optional<ScopedDiagnosticHandler> remarks;
+  if (phase == otc::Phase::Fuse && fusionRemarks)
+    remarks.emplace(&context, [](Diagnostic &d) {
+      if (d.getSeverity() != DiagnosticSeverity::Remark)
+        return failure();
+      llvm::errs() << "otc-compile: remark: " << d.getLocation() << ": "
+                   << d.str() << "\n";
+      return success();
+    });
+  return succeeded(pm.run(*module));
+}
+
+/// Before the recompute phase: what the step costs without recomputation
+/// and the frontier of what recomputation trades (for the report); with
+/// --remat=auto, the one solver (planner/RematSearch.h) plans every
+/// candidate through the rest of this pipeline and otc-remat then applies
+/// its choice.
+int Compile::chooseRemat() {
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  info.microStepFlops = otc::functionFlops(step);
+  if (compileTo.empty() || remat == "auto") {
+    FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(*module);
+    if (failed(f))
+      return fail("measuring the recompute frontier failed");
+    frontier = std::move(*f);
+  }
+  timed("recompute frontier");
+  persistent = otc::persistentBytes(step);
+  if (remat != "auto")
+    return kGoOn;
+  // Candidates ranked by their predicted step on the device.
+  otc::PlannedCost predicted = [&](ModuleOp planned) -> std::optional<double> {
+    FailureOr<otc::StepTime> t = otc::predictStepTime(planned);
+    if (failed(t))
+      return std::nullopt;
+    return t->step;
   };
+  FailureOr<otc::AutoRematResult> r = otc::solveAutoRemat(
+      *module, *budget, pipeline.backEnd, frontier, &predicted);
+  if (failed(r))
+    return fail("planning a recomputation candidate failed");
+  if (!r->choice)
+    return fail("no recomputation plan fits --memory-budget " + memoryBudget +
+                " (" + std::to_string(*budget) +
+                " bytes); the smallest that fits is " +
+                std::to_string(r->smallestPeak) + " bytes");
+  pipeline.rematBlocks = otc::rematBlockString(*r->choice);
+  timed("recompute auto");
+  return kGoOn;
+}
 
-  otc::PlanInfo info;
-  std::vector<otc::RematCandidate> frontier;
-  int64_t persistent = 0;
+/// The pipeline (passes/Pipeline.h), phase by phase; the driver measures
+/// before recomputation and stops where --compile-to says.
+int Compile::runPipeline() {
+  pipeline.rematPolicy = remat;
   for (unsigned p = static_cast<unsigned>(otc::kFirstPhase);
        p <= static_cast<unsigned>(otc::kLastPhase); ++p) {
     auto phase = static_cast<otc::Phase>(p);
-    if (phase == otc::Phase::Remat) {
-      // What the step costs without recomputation, and the frontier of what
-      // recomputation trades (for the report), measured before choosing.
-      auto step = module->lookupSymbol<func::FuncOp>("train_step");
-      info.microStepFlops = otc::functionFlops(step);
-      if (compileTo.empty() || remat == "auto") {
-        FailureOr<std::vector<otc::RematCandidate>> f =
-            otc::rematFrontier(*module);
-        if (failed(f))
-          return fail("measuring the recompute frontier failed");
-        frontier = std::move(*f);
-      }
-      timed("recompute frontier");
-      persistent = otc::persistentBytes(step);
-      // --remat=auto: the one solver (planner/RematSearch.h) plans every
-      // candidate through the rest of this pipeline; otc-remat then applies
-      // its choice.
-      if (remat == "auto") {
-        // Candidates ranked by their predicted step on the device.
-        otc::PlannedCost predicted =
-            [&](ModuleOp planned) -> std::optional<double> {
-          FailureOr<otc::StepTime> t =
-              otc::predictStepTime(planned);
-          if (failed(t))
-            return std::nullopt;
-          return t->step;
-        };
-        FailureOr<otc::AutoRematResult> r = otc::solveAutoRemat(
-            *module, *budget, pipeline.backEnd, frontier, &predicted);
-        if (failed(r))
-          return fail("planning a recomputation candidate failed");
-        if (!r->choice)
-          return fail("no recomputation plan fits --memory-budget " +
-                      memoryBudget + " (" + std::to_string(*budget) +
-                      " bytes); the smallest that fits is " +
-                      std::to_string(r->smallestPeak) + " bytes");
-        pipeline.rematBlocks = otc::rematBlockString(*r->choice);
-        timed("recompute auto");
-      }
-    }
+    if (phase == otc::Phase::Remat)
+      if (int rc = chooseRemat(); rc != kGoOn)
+        return rc;
     if (!runPhase(phase))
       return fail(otc::phaseFailure(phase));
     timed(otc::phaseName(phase));
@@ -591,113 +646,126 @@ int main(int argc, char **argv) {
     if (compileTo == otc::phaseName(phase))
       return printIR();
   }
+  return kGoOn;
+}
 
-  // The plan's figures; a budget is never exceeded.
+/// The plan's figures (a budget is never exceeded) and the step predicted
+/// on the device (codegen/StepTime.h).
+int Compile::summarize() {
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
   info.untrained = untrainedInits;
   info.tied = tiedInits;
   info.split = splitInits;
-  FailureOr<otc::PlanSummary> summary = otc::summarizePlan(*module, info);
-  if (failed(summary))
+  FailureOr<otc::PlanSummary> s = otc::summarizePlan(*module, info);
+  if (failed(s))
     return fail("summarizing the plan failed");
+  summary = *s;
   if (budget && summary->totalPeak > *budget)
     return fail("the planned peak of " + std::to_string(summary->totalPeak) +
                 " bytes exceeds --memory-budget " + memoryBudget + " (" +
                 std::to_string(*budget) + " bytes)");
-  // The predicted step on the device (codegen/StepTime.h).
-  FailureOr<otc::StepTime> stepTime =
-      otc::predictStepTime(*module);
-  if (failed(stepTime))
+  FailureOr<otc::StepTime> t = otc::predictStepTime(*module);
+  if (failed(t))
     return fail("predicting the step time failed");
+  stepTime = *t;
   timed("summary");
+  return kGoOn;
+}
 
-  auto writeFile = [&](llvm::StringRef name, llvm::StringRef text) {
-    if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
-      err = "cannot create '" + outDir + "': " + ec.message();
-      return std::string();
-    }
-    SmallString<256> path(outDir.getValue());
-    llvm::sys::path::append(path, name);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec) {
-      err = "cannot write '" + path.str().str() + "': " + ec.message();
-      return std::string();
-    }
-    os << text;
-    return path.str().str();
-  };
-  // plan.json, report.html and the --report table.
-  auto writeReports = [&]() -> bool {
-    std::string planText;
-    llvm::raw_string_ostream planOs(planText);
-    if (failed(otc::writePlanJson(*summary, info, planOs, &*stepTime)))
-      return false;
-    if (writeFile("plan.json", planText).empty())
-      return false;
-
-    // The pictures: memory over one step and the recompute frontier.
-    std::vector<otc::FrontierPoint> points;
-    for (const otc::RematCandidate &c : frontier) {
-      std::string label = otc::rematBlockString(c.choice);
-      points.push_back({c.outcome.peakBytes - persistent,
-                        c.outcome.recomputeFlops, label,
-                        label == info.rematBlocks});
-    }
-    std::vector<std::string> lines = {
-        "model: " + modelPath.getValue(),
-        "target " + target + ", micro-batch " + std::to_string(mb) +
-            " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
-        "parameters trained: " + std::to_string(summary->paramsCount),
-        "arena " + otc::formatBytes(summary->arena) + ", lower bound " +
-            otc::formatBytes(summary->lowerBound) + ", outside the arena " +
-            otc::formatBytes(summary->libraries) + " of libraries and " +
-            otc::formatBytes(summary->context) + " of context, total peak " +
-            otc::formatBytes(summary->totalPeak),
-        "activation peak " + otc::formatBytes(summary->activationsPeak) +
-            ", recompute FLOPs per step " +
-            std::to_string(summary->recomputeFlops)};
-    // The predicted step, each function once (a micro-step stands for the
-    // grad-accum it repeats).
-    std::vector<otc::StepSegment> segments;
-    for (const otc::LaunchTime &l : stepTime->launches)
-      segments.push_back(
-          {l.function == "micro_step" && gradAccum > 1
-               ? "micro_step (1 of " + std::to_string(gradAccum) + ")"
-               : l.function,
-           l.name, l.kind, l.seconds, otc::limitName(l.cost.binding()).str()});
-    lines.push_back("predicted on " + deviceModel->name.str() + ": " +
-                    std::to_string(stepTime->step * 1e3) +
-                    " ms per step (" +
-                    std::to_string(stepTime->launchesPerStep) + " launches)");
-    std::string html;
-    llvm::raw_string_ostream htmlOs(html);
-    otc::writeReportHtml(htmlOs, "otc memory report",
-                         otc::memoryTimeline(*module, gradAccum), points, lines,
-                         segments);
-    if (writeFile("report.html", html).empty())
-      return false;
-    if (report)
-      otc::printPlanReport(*summary, info, llvm::outs(), &*stepTime);
-    return true;
-  };
-
-  if (planOnly) {
-    if (!writeReports())
-      return fail(err);
-    SmallString<256> planPath(outDir.getValue());
-    llvm::sys::path::append(planPath, "plan.json");
-    llvm::errs() << "otc-compile: wrote " << planPath << " and report.html ("
-                 << target << ", micro-batch " << mb << " x grad-accum "
-                 << gradAccum << "; arena " << otc::formatBytes(summary->arena)
-                 << ", total peak " << otc::formatBytes(summary->totalPeak)
-                 << ")\n";
-    timed("reports");
-    return 0;
+/// Writes `text` to `name` in the output directory; its path, or "" with
+/// `err` set.
+std::string Compile::writeFile(llvm::StringRef name, llvm::StringRef text) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
+    err = "cannot create '" + outDir + "': " + ec.message();
+    return std::string();
   }
+  SmallString<256> path(outDir.getValue());
+  llvm::sys::path::append(path, name);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    err = "cannot write '" + path.str().str() + "': " + ec.message();
+    return std::string();
+  }
+  os << text;
+  return path.str().str();
+}
 
-  // Emission.
+/// plan.json, report.html and the --report table.
+bool Compile::writeReports() {
+  std::string planText;
+  llvm::raw_string_ostream planOs(planText);
+  if (failed(otc::writePlanJson(*summary, info, planOs, &*stepTime)))
+    return false;
+  if (writeFile("plan.json", planText).empty())
+    return false;
+
+  // The pictures: memory over one step and the recompute frontier.
+  std::vector<otc::FrontierPoint> points;
+  for (const otc::RematCandidate &c : frontier) {
+    std::string label = otc::rematBlockString(c.choice);
+    points.push_back({c.outcome.peakBytes - persistent,
+                      c.outcome.recomputeFlops, label,
+                      label == info.rematBlocks});
+  }
+  std::vector<std::string> lines = {
+      "model: " + modelPath.getValue(),
+      "target " + target + ", micro-batch " + std::to_string(mb) +
+          " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
+      "parameters trained: " + std::to_string(summary->paramsCount),
+      "arena " + otc::formatBytes(summary->arena) + ", lower bound " +
+          otc::formatBytes(summary->lowerBound) + ", outside the arena " +
+          otc::formatBytes(summary->libraries) + " of libraries and " +
+          otc::formatBytes(summary->context) + " of context, total peak " +
+          otc::formatBytes(summary->totalPeak),
+      "activation peak " + otc::formatBytes(summary->activationsPeak) +
+          ", recompute FLOPs per step " +
+          std::to_string(summary->recomputeFlops)};
+  // The predicted step, each function once (a micro-step stands for the
+  // grad-accum it repeats).
+  std::vector<otc::StepSegment> segments;
+  for (const otc::LaunchTime &l : stepTime->launches)
+    segments.push_back(
+        {l.function == "micro_step" && gradAccum > 1
+             ? "micro_step (1 of " + std::to_string(gradAccum) + ")"
+             : l.function,
+         l.name, l.kind, l.seconds, otc::limitName(l.cost.binding()).str()});
+  lines.push_back("predicted on " + deviceModel->name.str() + ": " +
+                  std::to_string(stepTime->step * 1e3) + " ms per step (" +
+                  std::to_string(stepTime->launchesPerStep) + " launches)");
+  std::string html;
+  llvm::raw_string_ostream htmlOs(html);
+  otc::writeReportHtml(htmlOs, "otc memory report",
+                       otc::memoryTimeline(*module, gradAccum), points, lines,
+                       segments);
+  if (writeFile("report.html", html).empty())
+    return false;
+  if (report)
+    otc::printPlanReport(*summary, info, llvm::outs(), &*stepTime);
+  return true;
+}
+
+/// --plan-only: plan.json and report.html, nothing built.
+int Compile::writePlanOnly() {
+  if (!planOnly)
+    return kGoOn;
+  if (!writeReports())
+    return fail(err);
+  SmallString<256> planPath(outDir.getValue());
+  llvm::sys::path::append(planPath, "plan.json");
+  llvm::errs() << "otc-compile: wrote " << planPath << " and report.html ("
+               << target << ", micro-batch " << mb << " x grad-accum "
+               << gradAccum << "; arena " << otc::formatBytes(summary->arena)
+               << ", total peak " << otc::formatBytes(summary->totalPeak)
+               << ")\n";
+  timed("reports");
+  return 0;
+}
+
+/// The program's source, the reports, the initial parameters by ONNX
+/// initializer name, and `train` built by the target's compile line.
+int Compile::emitAndBuild() {
   otc::EmitOptions emitOpts;
   emitOpts.modelPath = modelPath;
   std::string source;
@@ -718,7 +786,6 @@ int main(int argc, char **argv) {
     return fail(err);
   timed("reports");
 
-  // Initial parameters, by ONNX initializer name.
   otcrt::TensorFile initFile;
   for (const otc::InitializerData &d : initializers)
     initFile.add(d.name, otcrt::StDType::F32, d.shape, d.values.data());
@@ -728,10 +795,9 @@ int main(int argc, char **argv) {
       !st)
     return fail(st.message());
 
-  // Build the program.
   otc::BuildPaths paths;
   paths.source = srcPath;
-  paths.runtimeLibDir = runtimeLibDir(argv[0]);
+  paths.runtimeLibDir = runtimeLibDir(argv0);
   SmallString<256> trainPath(outDir.getValue());
   llvm::sys::path::append(trainPath, "train");
   paths.program = trainPath.str().str();
@@ -749,4 +815,21 @@ int main(int argc, char **argv) {
                << ", micro-batch " << mb << " x grad-accum " << gradAccum
                << ") in " << llvm::format("%.1f", secs) << " s\n";
   return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  // --help lists otc-compile's own options and MLIR's (--mlir-*), not the
+  // hundreds of LLVM back-end options linked in with the libraries.
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    bool ours = llvm::is_contained(option->Categories, &cat);
+    if (!ours && !name.starts_with("mlir-") && name != "help" &&
+        name != "version" && name != "color")
+      option->setHiddenFlag(cl::ReallyHidden);
+  }
+  cl::ParseCommandLineOptions(argc, argv, "otc: ONNX training compiler\n");
+  return Compile(argv[0]).run();
 }
