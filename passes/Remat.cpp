@@ -16,7 +16,6 @@
 
 #include "passes/Cost.h"
 #include "passes/Passes.h"
-#include "passes/Progress.h"
 #include "passes/Remat.h"
 #include "ir/Config.h"
 
@@ -393,7 +392,9 @@ std::string otc::rematBlockString(ArrayRef<RematChoice> choice) {
   return s;
 }
 
-FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
+FailureOr<std::vector<RematCandidate>>
+otc::rematFrontier(ModuleOp module,
+                   llvm::function_ref<void(size_t, size_t)> progress) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return module.emitError("no @train_step: run --otc-differentiate first");
@@ -481,13 +482,12 @@ FailureOr<std::vector<RematCandidate>> otc::rematFrontier(ModuleOp module) {
       choices.push_back(all);
   }
   std::vector<RematCandidate> measured;
-  Progress progress("measuring recomputation candidates", choices.size(),
-                    "candidates");
   llvm::DenseSet<Operation *> forward(a->forward.begin(), a->forward.end());
   for (SmallVector<RematChoice> &choice : choices) {
     RematOutcome o = measureChoice(*a, forward, choice);
     measured.push_back({std::move(choice), o});
-    progress.update(measured.size());
+    if (progress)
+      progress(measured.size(), choices.size());
   }
   // The estimate ranked them; the measurement may show some dominated. The
   // two ends (nothing and everything recomputed) stay: the measurement is

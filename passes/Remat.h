@@ -84,8 +84,11 @@ size_t maxFrontier(size_t stepOps);
 /// The recompute frontier of a module with @train_step: Pareto-optimal
 /// per-block choices (at most maxFrontier of them, plus the two ends), each
 /// measured exactly, from least to most memory.
+/// `progress`, when given, hears (candidates measured, candidates) as the
+/// measuring goes.
 mlir::FailureOr<std::vector<RematCandidate>>
-rematFrontier(mlir::ModuleOp module);
+rematFrontier(mlir::ModuleOp module,
+              llvm::function_ref<void(size_t, size_t)> progress = nullptr);
 
 /// Bytes of the state that lives through a step: parameters, inputs,
 /// gradients and the two Adam moments of every trained parameter.

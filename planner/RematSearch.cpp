@@ -11,7 +11,7 @@
 
 #include "ir/OtckDialect.h"
 #include "passes/DeviceMemory.h"
-#include "passes/Progress.h"
+#include "planner/Progress.h"
 #include "planner/RematSearch.h"
 
 #include "mlir/Pass/PassManager.h"

@@ -29,8 +29,8 @@
 #include "passes/Cost.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
-#include "passes/Progress.h"
 #include "passes/Remat.h"
+#include "planner/Progress.h"
 #include "planner/RematSearch.h"
 #include "report/Report.h"
 #include "planner/FitPlanner.h"
@@ -595,7 +595,14 @@ int Compile::chooseRemat() {
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   info.microStepFlops = otc::functionFlops(step);
   if (compileTo.empty() || remat == "auto") {
-    FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(*module);
+    std::optional<otc::Progress> measuring;
+    FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(
+        *module, [&](size_t done, size_t total) {
+          if (!measuring)
+            measuring.emplace("measuring recomputation candidates", total,
+                              "candidates");
+          measuring->update(done);
+        });
     if (failed(f))
       return fail("measuring the recompute frontier failed");
     frontier = std::move(*f);

@@ -1,6 +1,6 @@
 //===- Progress.cpp - progress lines for long compile phases ---------------===//
 
-#include "passes/Progress.h"
+#include "planner/Progress.h"
 
 #include "llvm/Support/raw_ostream.h"
 

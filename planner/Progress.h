@@ -4,12 +4,14 @@
 // (measuring and planning recomputation candidates): once a loop has run
 // longer than a few seconds, one line on stderr at most every second, e.g.
 // `otc-compile: planning recomputation: 12/40 candidates`. Off unless a tool
-// turns it on (otc-compile does; otc-opt and the tests stay quiet).
+// turns it on (otc-compile does; otc-opt and the tests stay quiet). The
+// searches of planner/ report through it; a pass reports nothing itself (the
+// recompute frontier takes a callback).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OTC_PASSES_PROGRESS_H
-#define OTC_PASSES_PROGRESS_H
+#ifndef OTC_PLANNER_PROGRESS_H
+#define OTC_PLANNER_PROGRESS_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -50,4 +52,4 @@ private:
 
 } // namespace otc
 
-#endif // OTC_PASSES_PROGRESS_H
+#endif // OTC_PLANNER_PROGRESS_H
