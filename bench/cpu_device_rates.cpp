@@ -1,4 +1,4 @@
-// The figures of the `cpu` device model (codegen/DeviceModel.cpp), measured
+// The figures of the `cpu` device model (perf/DeviceModel.cpp), measured
 // on the machine that runs the cpu target: the rate of the runtime's own
 // FP32 GEMM (otcrt_gemm of libotcrt_cpu, the one every cpu program calls)
 // on square products, the bandwidth of a large memcpy counting the

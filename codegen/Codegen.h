@@ -1,27 +1,20 @@
-//===- Codegen.h - code generation from planned otck IR ----------*- C++
-//-*-===//
+//===- Codegen.h - code generation from planned otck IR -----------*- C++ -*-===//
 //
-// The emitters that turn a planned buffer-level module (after
-// otc-plan-buffers) into the source of the training program, and the writer
-// of plan.json and the --report table.
+// The emitter that turns a planned buffer-level module (after
+// otc-plan-buffers) into the source of the training program (plan.json and
+// the predicted step are perf/).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OTC_CODEGEN_CODEGEN_H
 #define OTC_CODEGEN_CODEGEN_H
 
-#include "passes/DeviceMemory.h"
-
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <optional>
 #include <string>
-#include <vector>
 
 namespace otc {
-
-struct StepTime;
 
 struct EmitOptions {
   /// The model file, recorded in the program.
@@ -35,71 +28,6 @@ struct EmitOptions {
 mlir::LogicalResult emitProgram(mlir::ModuleOp module,
                                 const EmitOptions &options,
                                 llvm::raw_ostream &os);
-
-/// What plan.json reports beyond what the planned module holds (its
-/// configuration: target, precision, micro-batch, grad-accum).
-struct PlanInfo {
-  /// Recomputation: the policy, its per-block choice, the forward values the
-  /// backward keeps and those it recomputes (by ONNX node).
-  /// The fused ops by kind (otc-fuse-patterns), or nothing with --no-fuse.
-  std::optional<std::vector<std::pair<std::string, int64_t>>> fusedOps;
-  std::string rematPolicy = "none";
-  std::string rematBlocks;
-  std::vector<std::string> saved, recomputed;
-  /// FLOPs of forward + backward of one micro-step without recomputation,
-  /// and of what recomputation adds to one micro-step.
-  int64_t microStepFlops = 0, recomputeFlops = 0;
-  /// FLOPs of one optimizer step (@optimizer_step before lowering).
-  int64_t optimizerFlops = 0;
-  /// Samples and tokens per optimizer step (tokens: elements of the first
-  /// integer input, 0 when there is none).
-  int64_t samplesPerStep = 0, tokensPerStep = 0;
-  /// Float initializers the import did not make parameters, with why, and
-  /// those joined to another one ("transpose of X", "copy of X").
-  std::vector<std::pair<std::string, std::string>> untrained, tied, split;
-};
-
-/// The figures of a plan, from the planned module and PlanInfo.
-struct PlanSummary {
-  /// The module's configuration (ir/Config.h): what the plan is for.
-  std::string target, precision;
-  bool fp32GradAccum = false;
-  int64_t microBatch = 0, gradAccum = 1;
-  /// `params`: the weights the steps read (the BF16 working copy under
-  /// mixed precision); `masterParams`: the FP32 masters (mixed precision);
-  /// `constants`: the persistent constants, filled once at load;
-  /// `buffers`: the FP32 initializers that are not trained.
-  int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
-          optimizer = 0, inputs = 0, constants = 0, buffers = 0;
-  /// `workspace`: the GEMM workspace; `libraries`: every buffer the
-  /// runtime and its libraries hold outside the arena (the GEMM workspace
-  /// included), `context`: the CUDA context and library handles
-  /// (passes/DeviceMemory.h); `totalPeak`: arena + libraries + context.
-  int64_t activationsPeak = 0, workspace = 0, arena = 0, lowerBound = 0,
-          totalPeak = 0, libraries = 0, context = 0;
-  /// The buffers of `libraries`, and the basis of `context`.
-  OutsideArena outside;
-  int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;
-};
-
-/// The figures of a planned module under its configuration (an error when
-/// it has none).
-mlir::FailureOr<PlanSummary> summarizePlan(mlir::ModuleOp module,
-                                           const PlanInfo &info);
-
-/// Writes plan.json for a planned module, with the predicted step time
-/// (`time`) when `time` is given.
-mlir::LogicalResult writePlanJson(const PlanSummary &summary,
-                                  const PlanInfo &info, llvm::raw_ostream &os,
-                                  const StepTime *time = nullptr);
-
-/// A byte count for people: "512 B", "1.50 KiB", "7.62 GiB".
-std::string formatBytes(double bytes);
-
-/// Prints the memory and FLOP report as a table, and the predicted step
-/// with its ten slowest kernels when `time` is given.
-void printPlanReport(const PlanSummary &summary, const PlanInfo &info,
-                     llvm::raw_ostream &os, const StepTime *time = nullptr);
 
 } // namespace otc
 

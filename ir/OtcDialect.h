@@ -69,7 +69,7 @@ struct LibraryArg {
 };
 
 /// One kernel launch as its launch configuration makes it, what the step-time
-/// prediction (codegen/LaunchModel.h) prices: a grid of `blocks` blocks of
+/// prediction (perf/LaunchModel.h) prices: a grid of `blocks` blocks of
 /// `threads` threads, the dependent steps of its longest thread (iterations
 /// of its loops, each waiting for a load served by memory, `steps`, or by
 /// the SM's L1 cache, `cachedSteps`: data its block has just read or that

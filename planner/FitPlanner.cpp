@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "perf/Plan.h"
 #include "planner/FitPlanner.h"
 
-#include "codegen/Codegen.h"
-#include "codegen/StepTime.h"
+#include "perf/StepTime.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "passes/Cost.h"

@@ -4,7 +4,7 @@
 // every micro-batch that divides the global batch (the rest is gradient
 // accumulation) under each recomputation policy is compiled through the
 // whole pipeline up to buffer planning, its total peak read from the plan
-// and its step predicted on the device (codegen/StepTime.h); the table of
+// and its step predicted on the device (perf/StepTime.h); the table of
 // the Pareto-best candidates (no other is both faster and smaller) and the
 // pick, the fastest whose planned peak fits, are printed.
 //
@@ -13,7 +13,7 @@
 #ifndef OTC_PLANNER_FITPLANNER_H
 #define OTC_PLANNER_FITPLANNER_H
 
-#include "codegen/DeviceModel.h"
+#include "perf/DeviceModel.h"
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
 #include "ir/Config.h"

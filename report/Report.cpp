@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "report/Report.h"
-#include "codegen/Codegen.h"
+#include "perf/Plan.h"
 #include "ir/OtckDialect.h"
 #include "passes/Liveness.h"
 #include "passes/Passes.h"

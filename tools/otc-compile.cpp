@@ -15,11 +15,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "perf/Plan.h"
 #include "tools/ErrorLine.h"
 #include "codegen/Codegen.h"
 #include "ir/Config.h"
-#include "codegen/DeviceModel.h"
-#include "codegen/StepTime.h"
+#include "perf/DeviceModel.h"
+#include "perf/StepTime.h"
 #include "codegen/Target.h"
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
@@ -657,7 +658,7 @@ int Compile::runPipeline() {
 }
 
 /// The plan's figures (a budget is never exceeded) and the step predicted
-/// on the device (codegen/StepTime.h).
+/// on the device (perf/StepTime.h).
 int Compile::summarize() {
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;

@@ -1,10 +1,10 @@
 //===- LaunchModelTest.cpp - the time of kernel launches by their grid ----===//
 //
-// Hand-computed prices (codegen/LaunchModel.h) of kernel launches on the
+// Hand-computed prices (perf/LaunchModel.h) of kernel launches on the
 // h100 model: a few blocks with long serial loops, many blocks moving a
 // gigabyte, a loop of cache hits, a tiny kernel, a tail wave of one block,
 // arithmetic, and the GEMMs' wave quantization. Every expected value is
-// written out from the figures of codegen/DeviceModel.cpp, not from the
+// written out from the figures of perf/DeviceModel.cpp, not from the
 // code under test: 132 SMs holding 2048 threads and 32 blocks each, 128
 // FP32 lanes per SM, 3.0 TB/s, 60 TFLOP/s of vector arithmetic, 0.5 us per
 // step that waits on memory, 0.02 us per step served by L1, 0.83 us of
@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/LaunchModel.h"
-#include "codegen/DeviceModel.h"
+#include "perf/LaunchModel.h"
+#include "perf/DeviceModel.h"
 
 #include <gtest/gtest.h>
 

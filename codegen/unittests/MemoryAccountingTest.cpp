@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/MemoryAccounting.h"
+#include "perf/MemoryAccounting.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 //===- StepTimeTest.cpp - predicted step times of small programs ----------===//
 //
-// Hand-computed predictions (codegen/StepTime.h) for planned otck programs
+// Hand-computed predictions (perf/StepTime.h) for planned otck programs
 // small enough to price on paper: one GEMM, an elementwise chain, reductions
 // over few outputs, a gather's gradient, library calls (a column sum, a
 // layer norm's gradient), an attention call, adjacent zero fills, and a
 // step with gradient accumulation; plus the device table's lookups. Each
 // expected value is written out from the device figures of
-// codegen/DeviceModel.cpp (h100: BF16 GEMMs 790 TFLOP/s with a depth knee of
+// perf/DeviceModel.cpp (h100: BF16 GEMMs 790 TFLOP/s with a depth knee of
 // 260 and 3.17 us per call, 128 x 128 tiles; 60 TFLOP/s other arithmetic,
 // 3.0 TB/s; 132 SMs of 2048 threads, 32 blocks and 128 FP32 lanes; 0.5 us
 // per step waiting on memory, 0.02 us per L1 hit; 0.83 us per launch from a
@@ -15,9 +15,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/StepTime.h"
+#include "perf/StepTime.h"
 #include "ir/Config.h"
-#include "codegen/DeviceModel.h"
+#include "perf/DeviceModel.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 

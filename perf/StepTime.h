@@ -1,9 +1,9 @@
 //===- StepTime.h - predicted time of a planned training step ---*- C++ -*-===//
 //
 // Prices every launch the emitted program makes (generated kernel, library
-// call, GEMM, memset, copy) on a device of codegen/DeviceModel.h and adds
+// call, GEMM, memset, copy) on a device of perf/DeviceModel.h and adds
 // them up. On a GPU a kernel is priced by what its launch does
-// (codegen/LaunchModel.h: its grid's waves, its threads' serial steps, its
+// (perf/LaunchModel.h: its grid's waves, its threads' serial steps, its
 // bytes, plus the launch overhead), from the launch the emitter makes
 // (codegen/Launches.h: generatedLaunch) or the launches a library call
 // makes (LibraryCallOpInterface::getLibraryLaunches); GEMMs by their
@@ -24,8 +24,8 @@
 #ifndef OTC_CODEGEN_STEPTIME_H
 #define OTC_CODEGEN_STEPTIME_H
 
-#include "codegen/DeviceModel.h"
-#include "codegen/LaunchModel.h"
+#include "perf/DeviceModel.h"
+#include "perf/LaunchModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

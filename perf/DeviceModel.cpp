@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/DeviceModel.h"
+#include "perf/DeviceModel.h"
 
 #include "llvm/ADT/STLExtras.h"
 

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/LaunchModel.h"
+#include "perf/LaunchModel.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,19 +9,19 @@
 // over in PlanInfo. Under mixed precision the BF16 working copies
 // ("param_bf16:" slots) are `params` and the FP32 "param:" slots
 // `master_params`; `state_bytes_per_param` is the model of
-// codegen/MemoryAccounting.h for the precision recipe. The constants filled
+// perf/MemoryAccounting.h for the precision recipe. The constants filled
 // once at load ("const:" slots) are `constants`, persistent bytes like the
 // rest. The memory outside the arena (`libraries`, `context`,
 // passes/DeviceMemory.h) adds to `total_peak`. `time` is the prediction of
-// codegen/StepTime.h on the chosen device, with the step's throughput and
+// perf/StepTime.h on the chosen device, with the step's throughput and
 // MFU derived here, and what binds each kernel.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Codegen.h"
+#include "perf/Plan.h"
 #include "ir/Config.h"
-#include "codegen/MemoryAccounting.h"
-#include "codegen/StepTime.h"
+#include "perf/MemoryAccounting.h"
+#include "perf/StepTime.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"

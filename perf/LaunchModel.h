@@ -1,6 +1,6 @@
 //===- LaunchModel.h - the time of a kernel launch by its grid --*- C++ -*-===//
 //
-// Prices one kernel launch on a GPU of codegen/DeviceModel.h by what it
+// Prices one kernel launch on a GPU of perf/DeviceModel.h by what it
 // does, not only by what its bytes allow. A launch of B blocks of T threads
 // (KernelLaunch, ir/OtcDialect.h) runs in waves: an SM holds
 //   R = min(maxBlocksPerSm, floor(maxThreadsPerSm / T))
@@ -30,7 +30,7 @@
 #ifndef OTC_CODEGEN_LAUNCHMODEL_H
 #define OTC_CODEGEN_LAUNCHMODEL_H
 
-#include "codegen/DeviceModel.h"
+#include "perf/DeviceModel.h"
 #include "ir/OtcDialect.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -20,10 +20,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/StepTime.h"
+#include "perf/StepTime.h"
 #include "ir/Config.h"
 #include "codegen/KernelBodies.h"
-#include "codegen/LaunchModel.h"
+#include "perf/LaunchModel.h"
 #include "codegen/Launches.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"

@@ -9,7 +9,7 @@
 // for a load, the cost of one kernel launch with and without CUDA graphs,
 // and the dense BF16 peak that MFU is quoted against. Every figure states
 // where it comes from in DeviceModel.cpp. The table is data; the models
-// that use it are codegen/LaunchModel.h (one launch) and codegen/StepTime.h
+// that use it are perf/LaunchModel.h (one launch) and perf/StepTime.h
 // (the step).
 //
 //===----------------------------------------------------------------------===//
@@ -58,7 +58,7 @@ struct DeviceModel {
   /// Bytes per second, bytes read and bytes written both counted.
   double bandwidth = 0;
   /// What a GPU runs at once, for pricing a launch by its grid
-  /// (codegen/LaunchModel.h): streaming multiprocessors, the threads and
+  /// (perf/LaunchModel.h): streaming multiprocessors, the threads and
   /// blocks one SM holds, and its FP32 lanes (the threads it needs to issue
   /// arithmetic at its share of `vectorRate`). Zero on the cpu, whose
   /// launches are priced by the roofline alone.
