@@ -543,6 +543,57 @@ static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
   att.getLse().replaceAllUsesWith(fused.getLse());
 }
 
+/// One fusion of otc-fuse-patterns: the op its exported chain ends in (the
+/// anchor it starts from), its recognizer, and the fused ops it builds
+/// (counted in the module's `otc.fused`). A new fusion is one line of
+/// kFusions.
+struct Fusion {
+  TypeID anchor;
+  Match (*fuse)(Operation *, OpBuilder &);
+  SmallVector<TypeID, 2> builds;
+};
+
+template <typename AnchorOp, Match (*Recognize)(AnchorOp, OpBuilder &),
+          typename... Builds>
+Fusion fusion() {
+  return {TypeID::get<AnchorOp>(),
+          [](Operation *op, OpBuilder &b) {
+            return Recognize(cast<AnchorOp>(op), b);
+          },
+          {TypeID::get<Builds>()...}};
+}
+
+/// The fusions, tried at each anchor in the order of the function's ops.
+ArrayRef<Fusion> fusions() {
+  static const Fusion all[] = {
+      fusion<SoftmaxOp, fuseAttention, AttentionOp>(),
+      fusion<SqrtOp, fuseNorm, LayerNormOp, RmsNormOp>(),
+      fusion<ErfOp, fuseGeluErf, GeluOp>(),
+      fusion<TanhOp, fuseGeluTanh, GeluOp>(),
+      fusion<SigmoidOp, fuseSilu, SiluOp>(),
+      fusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(),
+      fusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(),
+  };
+  return all;
+}
+
+/// The fusion anchored at `op`, or null.
+const Fusion *fusionAt(Operation *op) {
+  TypeID id = op->getName().getTypeID();
+  for (const Fusion &f : fusions())
+    if (f.anchor == id)
+      return &f;
+  return nullptr;
+}
+
+/// Whether `op` is one a fusion builds.
+bool isFusedOp(Operation *op) {
+  TypeID id = op->getName().getTypeID();
+  return llvm::any_of(fusions(), [&](const Fusion &f) {
+    return llvm::is_contained(f.builds, id);
+  });
+}
+
 struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
   using FusePatternsBase::FusePatternsBase;
 
@@ -551,26 +602,15 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
     OpBuilder b(&getContext());
     std::map<std::string, int64_t> counts;
     for (auto f : module.getOps<func::FuncOp>()) {
-      SmallVector<Operation *> anchors;
+      SmallVector<std::pair<Operation *, const Fusion *>> anchors;
       f.walk([&](Operation *op) {
-        if (isa<SoftmaxOp, SqrtOp, ErfOp, TanhOp, SigmoidOp,
-                SoftmaxCrossEntropyOp, NllLossOp>(op))
-          anchors.push_back(op);
+        if (const Fusion *fusion = fusionAt(op))
+          anchors.push_back({op, fusion});
       });
-      for (Operation *op : anchors) {
+      for (auto [op, fusion] : anchors) {
         if (op->use_empty())
           continue; // inside a chain fused already
-        Match m = llvm::TypeSwitch<Operation *, Match>(op)
-                      .Case([&](SoftmaxOp o) { return fuseAttention(o, b); })
-                      .Case([&](SqrtOp o) { return fuseNorm(o, b); })
-                      .Case([&](ErfOp o) { return fuseGeluErf(o, b); })
-                      .Case([&](TanhOp o) { return fuseGeluTanh(o, b); })
-                      .Case([&](SigmoidOp o) { return fuseSilu(o, b); })
-                      .Case([&](SoftmaxCrossEntropyOp o) {
-                        return fuseCrossEntropy(o, b);
-                      })
-                      .Case([&](NllLossOp o) { return fuseLogSoftmaxNll(o, b); })
-                      .Default([](Operation *) { return Match::no(); });
+        Match m = fusion->fuse(op, b);
         if (!m.nearMiss.empty() && remarks)
           op->emitRemark("not fused: ") << m.nearMiss;
       }
@@ -584,10 +624,8 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
             op->use_empty())
           op->erase();
       f.walk([&](Operation *op) {
-        StringRef name = op->getName().getStringRef();
-        if (isa<AttentionOp, LayerNormOp, RmsNormOp, GeluOp, SiluOp,
-                CrossEntropyOp>(op))
-          ++counts[name.drop_front(4).str()];
+        if (isFusedOp(op))
+          ++counts[op->getName().getStringRef().drop_front(4).str()];
       });
     }
     SmallVector<NamedAttribute> entries;
