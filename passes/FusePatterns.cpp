@@ -545,8 +545,8 @@ static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
 
 /// One fusion of otc-fuse-patterns: the op its exported chain ends in (the
 /// anchor it starts from), its recognizer, and the fused ops it builds
-/// (counted in the module's `otc.fused`). A new fusion is one line of
-/// kFusions.
+/// (counted in the module's `otc.fused`). A new fusion is its recognizer
+/// and one line of fusions().
 struct Fusion {
   TypeID anchor;
   Match (*fuse)(Operation *, OpBuilder &);
