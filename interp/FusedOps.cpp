@@ -512,6 +512,14 @@ LogicalResult Interpreter::run(otc::CrossEntropyOp op) {
   return success();
 }
 
+/// One row of the cross-entropy's gradient: out[c] = g (exp(row[c] - lse) -
+/// [c == label]).
+static void crossEntropyGradRow(const double *row, int64_t classes, double lse,
+                                int64_t label, double g, double *out) {
+  for (int64_t c = 0; c < classes; ++c)
+    out[c] = g * (std::exp(row[c] - lse) - (c == label ? 1.0 : 0.0));
+}
+
 /// result[r, c] = g_r (exp(logits[r, c] - lse_r) - [c == label_r]) with the
 /// saved lse_r and g_r the row's share of the incoming gradient: grad[r]
 /// ("none"), grad ("sum") or grad / (rows not ignored) ("mean"); 0 for
@@ -537,13 +545,10 @@ LogicalResult Interpreter::run(otc::CrossEntropyGradOp op) {
   for (int64_t r = 0; r < rows; ++r) {
     if (!(*active)[r])
       continue;
-    double g = rowGradScale(reduction, grad, r, counted);
-    auto label = static_cast<int64_t>(labels.data[r]);
-    for (int64_t c = 0; c < classes; ++c) {
-      int64_t e = r * classes + c;
-      double softmax = std::exp(logits.data[e] - lse.data[r]);
-      out.data[e] = g * (softmax - (c == label ? 1.0 : 0.0));
-    }
+    crossEntropyGradRow(logits.data.data() + r * classes, classes, lse.data[r],
+                        static_cast<int64_t>(labels.data[r]),
+                        rowGradScale(reduction, grad, r, counted),
+                        out.data.data() + r * classes);
   }
   set(op.getResult(), std::move(out));
   return success();
@@ -582,10 +587,9 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
     perRow[r] = lse - row[label];
     rowLoss.data[r] = perRow[r];
     sum += perRow[r];
-    double g = rowGradScale(reduction, grad, r, counted);
-    for (int64_t c = 0; c < classes; ++c)
-      dlogits.data[r * classes + c] =
-          g * (std::exp(row[c] - lse) - (c == label ? 1.0 : 0.0));
+    crossEntropyGradRow(row, classes, lse, label,
+                        rowGradScale(reduction, grad, r, counted),
+                        dlogits.data.data() + r * classes);
   }
   if (failed(reduceLoss(op, reduction, perRow, sum, counted, op.getLoss())))
     return failure();
