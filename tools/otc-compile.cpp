@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "perf/Plan.h"
+#include "tools/BuildProgram.h"
 #include "tools/ErrorLine.h"
 #include "codegen/Codegen.h"
 #include "ir/Config.h"
@@ -46,13 +47,11 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <cstdlib>
 
 using namespace mlir;
@@ -239,64 +238,6 @@ static void readRematAttributes(ModuleOp module, llvm::StringRef remat,
         for (Attribute e : a)
           list->push_back(cast<StringAttr>(e).str());
   }
-}
-
-/// Runs `cmd`, printing it first; returns false with `err` set on failure.
-static bool runTool(llvm::ArrayRef<std::string> cmd, std::string &err) {
-  llvm::errs() << "otc-compile: building:";
-  for (const std::string &c : cmd)
-    llvm::errs() << " " << c;
-  llvm::errs() << "\n";
-  SmallVector<llvm::StringRef> args(cmd.begin(), cmd.end());
-  std::string msg;
-  bool execFailed = false;
-  llvm::sys::ProcessInfo pi = llvm::sys::ExecuteNoWait(
-      cmd[0], args, std::nullopt, {}, 0, &msg, &execFailed);
-  if (execFailed) {
-    err = "cannot run " + cmd[0] + ": " + msg;
-    return false;
-  }
-  // Host compilers and nvcc take a while on large models: on a terminal,
-  // show that the build is alive and for how long it has run.
-  bool tty = llvm::errs().is_displayed();
-  std::string tool = llvm::sys::path::filename(cmd[0]).str();
-  auto start = std::chrono::steady_clock::now();
-  llvm::sys::ProcessInfo done;
-  do {
-    // A zero wait polls; a positive one would kill the child on timeout.
-    done = llvm::sys::Wait(pi, 0u, &msg);
-    if (done.Pid == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    if (tty && done.Pid == 0) {
-      double secs = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-      llvm::errs() << llvm::format("\rotc-compile: %s running, %.0f s", tool.c_str(),
-                                   secs);
-    }
-  } while (done.Pid == 0);
-  if (tty)
-    llvm::errs() << "\r\x1b[K";
-  if (done.ReturnCode != 0) {
-    err = cmd[0] + " failed (exit " + std::to_string(done.ReturnCode) + ")" +
-          (msg.empty() ? "" : ": " + msg);
-    return false;
-  }
-  return true;
-}
-
-/// Directory of the runtime libraries: next to the tools, else the build's.
-static std::string runtimeLibDir(const char *argv0) {
-  std::string exe = llvm::sys::fs::getMainExecutable(
-      argv0, reinterpret_cast<void *>(&runtimeLibDir));
-  SmallString<256> dir(llvm::sys::path::parent_path(
-      llvm::sys::path::parent_path(exe)));
-  llvm::sys::path::append(dir, "lib");
-  SmallString<256> probe(dir);
-  llvm::sys::path::append(probe, "libotcrt_cpu.a");
-  if (llvm::sys::fs::exists(probe))
-    return dir.str().str();
-  return OTC_RUNTIME_LIB_DIR;
 }
 
 namespace {
@@ -805,7 +746,7 @@ int Compile::emitAndBuild() {
 
   otc::BuildPaths paths;
   paths.source = srcPath;
-  paths.runtimeLibDir = runtimeLibDir(argv0);
+  paths.runtimeLibDir = otc::runtimeLibDir(argv0);
   SmallString<256> trainPath(outDir.getValue());
   llvm::sys::path::append(trainPath, "train");
   paths.program = trainPath.str().str();
@@ -813,7 +754,7 @@ int Compile::emitAndBuild() {
       emitTarget->buildCommand(paths);
   if (!cmd)
     return fail(llvm::toString(cmd.takeError()));
-  if (!runTool(*cmd, err))
+  if (!otc::runTool(*cmd, err))
     return fail(err);
   timed("build");
   double secs = std::chrono::duration<double>(
