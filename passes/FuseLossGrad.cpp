@@ -57,7 +57,7 @@ struct FuseLossGradPass
       DominanceInfo dom(fwd->getParentOp());
       if (!dom.properlyDominates(seed, fwd)) {
         Operation *def = seed.getDefiningOp();
-        if (!def || def->getNumOperands() != 0 || !matchPattern(seed, m_Constant()))
+        if (!def || !matchPattern(seed, m_Constant()))
           continue;
         def->moveBefore(fwd);
       }
