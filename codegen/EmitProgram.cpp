@@ -10,7 +10,7 @@
 // them) that the runtime (runtime/include/otcrt/abi.h) reads. What differs
 // between the cpu target (OpenMP loops) and the cuda target (grid-stride
 // kernels on the runtime's stream, 16-byte packets) is asked of the
-// configuration's Target (codegen/Target.h, codegen/targets/). Programs
+// configuration's Target (codegen/Target.h; each target's in targets/<t>/). Programs
 // with BF16 buffers get a prelude defining `otc_bf16`,
 // BF16 storage whose loads widen to float and whose stores round to nearest
 // even, in __host__ __device__ functions so that both targets round

@@ -1,12 +1,11 @@
-//===- Target.cpp - the list of targets ------------------------------------===//
+//===- Target.cpp - the emitter of a registered target --------------------===//
 
 #include "codegen/Target.h"
+#include "ir/TargetRegistry.h"
 
 using namespace otc;
 
 const Target *otc::lookupTarget(llvm::StringRef name) {
-  for (const Target *t : {&cpuTarget(), &cudaTarget()})
-    if (t->name() == name)
-      return t;
-  return nullptr;
+  const TargetEntry *entry = lookupTargetEntry(name);
+  return entry ? entry->emitter : nullptr;
 }

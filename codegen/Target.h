@@ -7,8 +7,9 @@
 // library call is given as its stream, whether generated kernels move 16
 // bytes per access and record bad indices, the source's file name, and the
 // compile and link line of `train`. The emitter asks the target of the
-// module's #otc.config instead of branching on its name; a new target is a
-// new file in codegen/targets/ and a line in Target.cpp's list.
+// module's #otc.config instead of branching on its name. The targets
+// themselves live in targets/<t>/ (targets/Targets.h), each registering its
+// Target in ir/TargetRegistry.h beside its device models.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,9 @@ struct BuildPaths {
   std::string source, program;
   /// The folder holding the runtime's libraries (libotcrt_<target>.a).
   std::string runtimeLibDir;
+  /// The device's GPU architecture (perf/DeviceModel.h's `arch`, "90"), or
+  /// empty.
+  std::string arch;
 };
 
 class Target {
@@ -79,12 +83,8 @@ public:
   buildCommand(const BuildPaths &paths) const = 0;
 };
 
-/// The target named `name`, or null.
+/// The emitter of the registered target named `name`, or null.
 const Target *lookupTarget(llvm::StringRef name);
-
-/// The targets' own files (codegen/targets/).
-const Target &cpuTarget();
-const Target &cudaTarget();
 
 } // namespace otc
 

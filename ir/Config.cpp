@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Config.h"
+#include "ir/TargetRegistry.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -42,16 +43,24 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(epsilon > 0) || !std::isfinite(epsilon))
     return emitError() << "epsilon must be finite and positive, got "
                        << epsilon;
-  if (target != "cpu" && target != "cuda")
-    return emitError() << "target must be \"cpu\" or \"cuda\", got \""
-                       << target << "\"";
-  if (device.empty())
-    return emitError() << "device must name a device model";
+  const TargetEntry *entry = lookupTargetEntry(target);
+  if (!entry)
+    return emitError() << "unknown target \"" << target
+                       << "\" (registered: " << registeredTargetNames() << ")";
+  if (!entry->device(device)) {
+    InFlightDiagnostic d = emitError();
+    d << "target \"" << target << "\" has no device \"" << device
+      << "\" (its devices:";
+    for (const TargetDevice &known : entry->devices)
+      d << " " << known.name;
+    return d << ")";
+  }
   return success();
 }
 
 StringRef otc::defaultDevice(StringRef target) {
-  return target == "cuda" ? "h100" : "cpu";
+  const TargetEntry *entry = lookupTargetEntry(target);
+  return entry ? entry->defaultDevice() : StringRef();
 }
 
 ConfigAttr otc::makeConfig(MLIRContext *context, const ConfigParts &p,

@@ -22,8 +22,8 @@ namespace otc {
 /// The module attribute that holds the configuration.
 constexpr char kConfigAttr[] = "otc.config";
 
-/// The device model a target defaults to (`--device`, #otc.config's device):
-/// "h100" for "cuda", "cpu" for "cpu".
+/// The device model a target defaults to (`--device`, #otc.config's device;
+/// ir/TargetRegistry.h), or "" for a target not registered.
 llvm::StringRef defaultDevice(llvm::StringRef target);
 
 /// The fields of a configuration, with the defaults of otc-compile.
@@ -33,7 +33,7 @@ struct ConfigParts {
   bool fp32GradAccum = false;
   double weightDecay = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   std::string target = "cpu";
-  /// Empty: the target's default device model ("h100" for cuda, "cpu").
+  /// Empty: the target's default device model (ir/TargetRegistry.h).
   std::string device;
 };
 

@@ -50,8 +50,9 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     - `precision`: "fp32", or "bf16" (BF16 compute with FP32 masters and
       AdamW states), with `fp32_grad_accum` keeping the gradients FP32;
     - AdamW's `weight_decay`, `beta1`, `beta2` and `epsilon`;
-    - `target`: "cpu" or "cuda", and `device`, the device model its time is
-      predicted on ("h100", "h200", "cpu").
+    - `target`: a registered target ("cpu", "cuda"; ir/TargetRegistry.h),
+      and `device`, one of that target's device models, which its time is
+      predicted on ("cpu"; "h100", "h200").
     Example:
       #otc.config<micro_batch = 8, grad_accum = 16, precision = "bf16",
                   fp32_grad_accum = false, weight_decay = 1.000000e-01,
@@ -67,14 +68,13 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     Otc_DoubleParameter<"AdamW beta1">:$beta1,
     Otc_DoubleParameter<"AdamW beta2">:$beta2,
     Otc_DoubleParameter<"AdamW epsilon">:$epsilon,
-    StringRefParameter<"cpu or cuda">:$target,
+    StringRefParameter<"a registered target">:$target,
     StringRefParameter<"the device model">:$device
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     bool bf16() const { return getPrecision() == "bf16"; }
-    bool cuda() const { return getTarget() == "cuda"; }
     double weightDecay() const { return getWeightDecay().convertToDouble(); }
     double beta1() const { return getBeta1().convertToDouble(); }
     double beta2() const { return getBeta2().convertToDouble(); }

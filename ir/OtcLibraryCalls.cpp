@@ -350,7 +350,7 @@ bool otc::attentionRunsOnCudnn(Operation *op) {
 }
 
 /// cuDNN's SDPA, or the fallback kernels where it does not run: priced by
-/// their measured rates (perf/DeviceModel.cpp).
+/// their measured rates (targets/cuda/Devices.cpp).
 void AttentionOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}
 
 std::string AttentionGradOp::getLibraryKernel() {

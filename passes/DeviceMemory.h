@@ -47,8 +47,9 @@ struct OutsideArena {
 };
 
 /// The memory outside the arena of a planned module (after otc-plan-buffers)
-/// for the target of its configuration: cuda's buffers and context, or none
-/// (the cpu target, or a module without a configuration).
+/// for the target of its configuration, as its folder in targets/ counts it:
+/// cuda's buffers and context, or none (the cpu target, a target not
+/// registered, or a module without a configuration).
 OutsideArena memoryOutsideArena(mlir::ModuleOp planned);
 
 /// The planned total peak of a planned module: its arena plus its memory

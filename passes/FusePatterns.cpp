@@ -7,8 +7,10 @@
 // cross-entropy losses. Each recognizer starts from one anchor op, checks the
 // whole chain around it (constants, axes, single uses of the intermediates)
 // and replaces the chain's result by one fused op; the chain becomes dead
-// and is erased at the end. Chains that almost match are reported as remarks
-// with the condition that failed.
+// and is erased at the end. Each recognizer is an MLIR rewrite pattern
+// rooted at its anchor (populateFusionPatterns: one line per fusion, naming
+// the ops it builds); chains that almost match are the patterns' match
+// failures, reported as remarks with the condition that failed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,10 @@
 
 #include "ir/ShapeUtils.h"
 
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
+#include "mlir/Rewrite/PatternApplicator.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -543,56 +549,56 @@ static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
   att.getLse().replaceAllUsesWith(fused.getLse());
 }
 
-/// One fusion of otc-fuse-patterns: the op its exported chain ends in (the
-/// anchor it starts from), its recognizer, and the fused ops it builds
-/// (counted in the module's `otc.fused`). A new fusion is its recognizer
-/// and one line of fusions().
-struct Fusion {
-  TypeID anchor;
-  Match (*fuse)(Operation *, OpBuilder &);
-  SmallVector<TypeID, 2> builds;
+/// One fusion of otc-fuse-patterns as an MLIR rewrite pattern: rooted at
+/// the op its exported chain ends in (the anchor the recognizer starts
+/// from), naming the fused ops it builds (counted in the module's
+/// `otc.fused`), and reporting a near miss as its match failure.
+template <typename AnchorOp, Match (*Recognize)(AnchorOp, OpBuilder &)>
+struct FusionPattern : OpRewritePattern<AnchorOp> {
+  FusionPattern(MLIRContext *context, ArrayRef<StringRef> builds)
+      : OpRewritePattern<AnchorOp>(context, /*benefit=*/1, builds) {}
+
+  LogicalResult matchAndRewrite(AnchorOp anchor,
+                                PatternRewriter &rewriter) const override {
+    if (anchor->use_empty())
+      return failure(); // inside a chain fused already
+    Match m = Recognize(anchor, rewriter);
+    if (m.fused)
+      return success();
+    if (!m.nearMiss.empty())
+      return rewriter.notifyMatchFailure(anchor, m.nearMiss);
+    return failure();
+  }
 };
 
 template <typename AnchorOp, Match (*Recognize)(AnchorOp, OpBuilder &),
           typename... Builds>
-Fusion fusion() {
-  return {TypeID::get<AnchorOp>(),
-          [](Operation *op, OpBuilder &b) {
-            return Recognize(cast<AnchorOp>(op), b);
-          },
-          {TypeID::get<Builds>()...}};
+void addFusion(RewritePatternSet &patterns) {
+  patterns.add<FusionPattern<AnchorOp, Recognize>>(
+      patterns.getContext(),
+      ArrayRef<StringRef>{Builds::getOperationName()...});
 }
 
-/// The fusions, tried at each anchor in the order of the function's ops.
-ArrayRef<Fusion> fusions() {
-  static const Fusion all[] = {
-      fusion<SoftmaxOp, fuseAttention, AttentionOp>(),
-      fusion<SqrtOp, fuseNorm, LayerNormOp, RmsNormOp>(),
-      fusion<ErfOp, fuseGeluErf, GeluOp>(),
-      fusion<TanhOp, fuseGeluTanh, GeluOp>(),
-      fusion<SigmoidOp, fuseSilu, SiluOp>(),
-      fusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(),
-      fusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(),
-  };
-  return all;
+/// The fusions, one line each: the anchor, its recognizer, what it builds.
+void populateFusionPatterns(RewritePatternSet &patterns) {
+  addFusion<SoftmaxOp, fuseAttention, AttentionOp>(patterns);
+  addFusion<SqrtOp, fuseNorm, LayerNormOp, RmsNormOp>(patterns);
+  addFusion<ErfOp, fuseGeluErf, GeluOp>(patterns);
+  addFusion<TanhOp, fuseGeluTanh, GeluOp>(patterns);
+  addFusion<SigmoidOp, fuseSilu, SiluOp>(patterns);
+  addFusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(patterns);
+  addFusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(patterns);
 }
 
-/// The fusion anchored at `op`, or null.
-const Fusion *fusionAt(Operation *op) {
-  TypeID id = op->getName().getTypeID();
-  for (const Fusion &f : fusions())
-    if (f.anchor == id)
-      return &f;
-  return nullptr;
-}
-
-/// Whether `op` is one a fusion builds.
-bool isFusedOp(Operation *op) {
-  TypeID id = op->getName().getTypeID();
-  return llvm::any_of(fusions(), [&](const Fusion &f) {
-    return llvm::is_contained(f.builds, id);
-  });
-}
+/// Reports a pattern's near miss as a remark at its anchor.
+struct NearMissRemarks : RewriterBase::Listener {
+  void notifyMatchFailure(
+      Location loc, function_ref<void(Diagnostic &)> reason) override {
+    Diagnostic why(loc, DiagnosticSeverity::Remark);
+    reason(why);
+    emitRemark(loc) << "not fused: " << why.str();
+  }
+};
 
 struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
   using FusePatternsBase::FusePatternsBase;
@@ -600,19 +606,29 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     OpBuilder b(&getContext());
+    RewritePatternSet patterns(&getContext());
+    populateFusionPatterns(patterns);
+    llvm::DenseSet<OperationName> builds;
+    for (const std::unique_ptr<RewritePattern> &p :
+         patterns.getNativePatterns())
+      builds.insert(p->getGeneratedOps().begin(), p->getGeneratedOps().end());
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    PatternApplicator applicator(frozen);
+    applicator.applyDefaultCostModel();
+    // The patterns are applied once each, at the anchors in the order of
+    // the function's ops (not by the greedy driver, which would fold and
+    // reorder the graph and revisit fused chains).
+    NearMissRemarks nearMisses;
+    PatternRewriter rewriter(&getContext());
+    if (remarks)
+      rewriter.setListener(&nearMisses);
     std::map<std::string, int64_t> counts;
     for (auto f : module.getOps<func::FuncOp>()) {
-      SmallVector<std::pair<Operation *, const Fusion *>> anchors;
-      f.walk([&](Operation *op) {
-        if (const Fusion *fusion = fusionAt(op))
-          anchors.push_back({op, fusion});
-      });
-      for (auto [op, fusion] : anchors) {
-        if (op->use_empty())
-          continue; // inside a chain fused already
-        Match m = fusion->fuse(op, b);
-        if (!m.nearMiss.empty() && remarks)
-          op->emitRemark("not fused: ") << m.nearMiss;
+      SmallVector<Operation *> anchors;
+      f.walk([&](Operation *op) { anchors.push_back(op); });
+      for (Operation *op : anchors) {
+        rewriter.setInsertionPoint(op);
+        (void)applicator.matchAndRewrite(op, rewriter);
       }
       for (AttentionOp att : llvm::to_vector(f.getOps<AttentionOp>()))
         absorbHeadTransposes(att, b);
@@ -624,7 +640,7 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
             op->use_empty())
           op->erase();
       f.walk([&](Operation *op) {
-        if (isFusedOp(op))
+        if (builds.contains(op->getName()))
           ++counts[op->getName().getStringRef().drop_front(4).str()];
       });
     }

@@ -1,5 +1,4 @@
-//===- DeviceModel.h - the devices a step time is predicted for --*- C++
-//-*-===//
+//===- DeviceModel.h - the devices a step time is predicted for -*- C++ -*-===//
 //
 // The figures the step-time model needs for each device otc predicts step
 // times on (`otc-compile --device=NAME`): the matrix rates the GEMM library
@@ -8,9 +7,9 @@
 // threads and blocks per SM, FP32 lanes per SM) and how long a thread waits
 // for a load, the cost of one kernel launch with and without CUDA graphs,
 // and the dense BF16 peak that MFU is quoted against. Every figure states
-// where it comes from in DeviceModel.cpp. The table is data; the models
-// that use it are perf/LaunchModel.h (one launch) and perf/StepTime.h
-// (the step).
+// where it comes from in its target's targets/<t>/Devices.cpp. The models
+// are data; what uses them is perf/LaunchModel.h (one launch) and
+// perf/StepTime.h (the step).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,8 +41,10 @@ struct GemmRate {
 struct DeviceModel {
   /// `--device` name and a line for people.
   llvm::StringRef name, description;
-  /// The code generator whose programs run on it: "cuda" or "cpu".
-  llvm::StringRef target;
+  /// The GPU architecture its programs are compiled for, as nvcc's
+  /// compute capability ("90": sm_90); empty on the cpu. (The target a
+  /// device belongs to is the one whose folder lists it: ir/TargetRegistry.h.)
+  llvm::StringRef arch;
   /// GEMMs with BF16 operands (FP32 accumulation), with FP32 operands and
   /// FP32 compute (what the runtime asks cuBLASLt for), and with TF32
   /// compute (recorded for comparison: no otc GEMM uses it).
@@ -92,13 +93,12 @@ struct DeviceModel {
   bool pricesGrids() const { return sms > 0; }
 };
 
-/// The device called `name`, or null.
+/// The device called `name` of any registered target (targets/<t>/
+/// Devices.cpp), or null.
 const DeviceModel *lookupDevice(llvm::StringRef name);
 
-/// The names of the known devices, comma separated ("h100, h200, cpu").
+/// The names of the registered devices, comma separated ("cpu, h100, h200").
 std::string knownDeviceNames();
-
-/// (The device a target defaults to is ir/Config.h's defaultDevice.)
 
 /// Seconds of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k`
 /// on the curve of `rate`, launch excluded, its rate scaled by `efficiency`

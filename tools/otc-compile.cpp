@@ -20,6 +20,7 @@
 #include "tools/ErrorLine.h"
 #include "codegen/Codegen.h"
 #include "ir/Config.h"
+#include "ir/TargetRegistry.h"
 #include "perf/DeviceModel.h"
 #include "perf/StepTime.h"
 #include "codegen/Target.h"
@@ -36,6 +37,7 @@
 #include "planner/RematSearch.h"
 #include "report/Report.h"
 #include "planner/FitPlanner.h"
+#include "targets/Targets.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -318,7 +320,8 @@ private:
 int Compile::checkOptions() {
   emitTarget = otc::lookupTarget(target);
   if (!emitTarget)
-    return fail("--target must be cpu or cuda, got '" + target + "'");
+    return fail("--target must be one of " + otc::registeredTargetNames() +
+                ", got '" + target + "'");
   if (compileTo.empty() && outDir.empty() && !fit)
     return fail("no output directory: pass -o DIR");
   if (!compileTo.empty() && compileTo != "import" && compileTo != "emit" &&
@@ -346,9 +349,11 @@ int Compile::checkOptions() {
   if (!deviceModel)
     return fail("unknown --device '" + deviceName +
                 "' (known: " + otc::knownDeviceNames() + ")");
-  if (deviceModel->target != target)
-    return fail("--device=" + deviceName + " runs " + deviceModel->target +
-                " programs, not --target=" + target);
+  if (!otc::lookupTargetEntry(target)->device(deviceName))
+    for (const otc::TargetEntry &owner : otc::registeredTargets())
+      if (owner.device(deviceName))
+        return fail("--device=" + deviceName + " runs " + owner.name +
+                    " programs, not --target=" + target);
   otc::setProgressMode(progress ? otc::ProgressMode::Always
                                 : otc::ProgressMode::Slow,
                        "otc-compile");
@@ -747,6 +752,7 @@ int Compile::emitAndBuild() {
   otc::BuildPaths paths;
   paths.source = srcPath;
   paths.runtimeLibDir = otc::runtimeLibDir(argv0);
+  paths.arch = deviceModel->arch.str();
   SmallString<256> trainPath(outDir.getValue());
   llvm::sys::path::append(trainPath, "train");
   paths.program = trainPath.str().str();
@@ -768,6 +774,7 @@ int Compile::emitAndBuild() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  otc::registerAllTargets();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();

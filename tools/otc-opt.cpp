@@ -8,6 +8,7 @@
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "passes/Passes.h"
+#include "targets/Targets.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -16,6 +17,7 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  otc::registerAllTargets();
   mlir::DialectRegistry registry;
   registry.insert<otc::OtcDialect, otc::otck::OtckDialect,
                   mlir::func::FuncDialect, mlir::memref::MemRefDialect>();

@@ -18,6 +18,7 @@
 #include "passes/Passes.h"
 #include "passes/Remat.h"
 #include "planner/RematSearch.h"
+#include "targets/Targets.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -75,6 +76,7 @@ static LogicalResult plan(ModuleOp module) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  otc::registerAllTargets();
   llvm::cl::ParseCommandLineOptions(
       argc, argv, "otc-plan: --remat=auto's choice for a memory budget\n");
   MLIRContext context;

@@ -37,6 +37,7 @@
 #include "ir/OtcDialect.h"
 #include "otcrt/safetensors.h"
 #include "passes/Passes.h"
+#include "targets/Targets.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -541,6 +542,7 @@ static int checkGradients(MLIRContext &context, const Options &options) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  otc::registerAllTargets();
   Options options;
   std::string error = parseArgs(argc, argv, options);
   if (!error.empty())

@@ -13,6 +13,7 @@
 #include "codegen/Codegen.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "targets/Targets.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -28,6 +29,7 @@ static llvm::cl::opt<std::string>
               llvm::cl::init(""));
 
 int main(int argc, char **argv) {
+  otc::registerAllTargets();
   mlir::TranslateFromMLIRRegistration emit(
       "emit-program",
       "the training program of a planned module (its #otc.config target)",

@@ -62,7 +62,7 @@ protected:
     std::string bodyText, globals;
     llvm::raw_string_ostream os(bodyText), gos(globals);
     otc::BodyContext c{os, gos, in, out, "k0",
-                       cuda ? otc::cudaTarget() : otc::cpuTarget()};
+                       *otc::lookupTarget(cuda ? "cuda" : "cpu")};
     if (mlir::failed(otc::emitBody(op, c)))
       return "";
     return bodyText;

@@ -6,7 +6,7 @@
 // layer norm's gradient), an attention call, adjacent zero fills, and a
 // step with gradient accumulation; plus the device table's lookups. Each
 // expected value is written out from the device figures of
-// perf/DeviceModel.cpp (h100: BF16 GEMMs 790 TFLOP/s with a depth knee of
+// targets/cuda/Devices.cpp (h100: BF16 GEMMs 790 TFLOP/s with a depth knee of
 // 260 and 3.17 us per call, 128 x 128 tiles; 60 TFLOP/s other arithmetic,
 // 3.0 TB/s; 132 SMs of 2048 threads, 32 blocks and 128 FP32 lanes; 0.5 us
 // per step waiting on memory, 0.02 us per L1 hit; 0.83 us per launch from a
@@ -17,6 +17,7 @@
 
 #include "perf/StepTime.h"
 #include "ir/Config.h"
+#include "ir/TargetRegistry.h"
 #include "perf/DeviceModel.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -45,7 +46,9 @@ protected:
     // The device and grad-accum come from the module's configuration.
     ConfigParts parts;
     parts.gradAccum = gradAccum;
-    parts.target = d->target.str();
+    for (const TargetEntry &t : registeredTargets())
+      if (t.device(device))
+        parts.target = t.name;
     parts.device = device.str();
     ConfigAttr config =
         makeConfig(&ctx, parts, [&] { return module->emitError(); });
@@ -412,16 +415,22 @@ TEST_F(StepTimeTest, StepWithAccumulation) {
   EXPECT_EQ(t.byName[0].calls, 4);
 }
 
-// Tests the device table: the three devices, the defaults per target, and
-// the GEMM curve on a small product.
+// Tests the device table as the targets register it: the three devices,
+// each under its own target, the defaults per target, and the GEMM curve on
+// a small product.
 TEST(DeviceModelTest, Table) {
-  EXPECT_EQ(knownDeviceNames(), "h100, h200, cpu");
+  EXPECT_EQ(registeredTargetNames(), "cpu, cuda");
+  EXPECT_EQ(knownDeviceNames(), "cpu, h100, h200");
   EXPECT_EQ(defaultDevice("cuda"), "h100");
   EXPECT_EQ(defaultDevice("cpu"), "cpu");
+  EXPECT_EQ(defaultDevice("tpu"), "");
   EXPECT_FALSE(lookupDevice("foo"));
   const DeviceModel *h100 = lookupDevice("h100"), *h200 = lookupDevice("h200");
   ASSERT_TRUE(h100 && h200);
-  EXPECT_EQ(h100->target, "cuda");
+  EXPECT_TRUE(lookupTargetEntry("cuda")->device("h100"));
+  EXPECT_FALSE(lookupTargetEntry("cpu")->device("h100"));
+  EXPECT_EQ(h100->arch, "90");
+  EXPECT_EQ(lookupDevice("cpu")->arch, "");
   EXPECT_GT(h200->bandwidth, h100->bandwidth);
   EXPECT_EQ(h100->peakBf16, 989.4e12);
   // 8192 x 768 x 768 (measured 20.5 us): 2 * 8192 * 768^2 = 9663676416

@@ -26,7 +26,7 @@ module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, pre
 
 // -----
 
-// expected-error@+1 {{target must be "cpu" or "cuda", got "tpu"}}
+// expected-error@+1 {{unknown target "tpu" (registered: cpu, cuda)}}
 module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, precision = "fp32", fp32_grad_accum = false, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-8, target = "tpu", device = "cpu">} {
 }
 
@@ -34,4 +34,11 @@ module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, pre
 
 // expected-error@+1 {{weight_decay must be finite and non-negative, got -5.000000e-01}}
 module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, precision = "fp32", fp32_grad_accum = false, weight_decay = -0.5, beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-8, target = "cpu", device = "cpu">} {
+}
+
+// -----
+
+// A device of another target: the H100 model predicts cuda programs only.
+// expected-error@+1 {{target "cpu" has no device "h100" (its devices: cpu)}}
+module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, precision = "fp32", fp32_grad_accum = false, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-8, target = "cpu", device = "h100">} {
 }

@@ -1,4 +1,4 @@
-//===- CpuTarget.cpp - the cpu target: OpenMP loops, the host compiler ----===//
+//===- Emitter.cpp - the cpu target: OpenMP loops, the host compiler ------===//
 //
 // Generated kernels are static functions whose loop over the items OpenMP
 // shares between threads (when there are enough of them); memory is cleared
@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "targets/cpu/Cpu.h"
 #include "codegen/Target.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -65,7 +66,7 @@ public:
 
 } // namespace
 
-const Target &otc::cpuTarget() {
+const Target &otc::cpu::emitter() {
   static const CpuTarget target;
   return target;
 }

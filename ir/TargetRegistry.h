@@ -1,0 +1,77 @@
+//===- TargetRegistry.h - the targets a tool knows -------------*- C++ -*-===//
+//
+// One entry per target (cpu, cuda), filled by the target's own folder
+// (targets/<t>/) when a tool starts (targets/Targets.h: registerAllTargets)
+// and read by every layer for the part whose type it owns: the
+// configuration's verifier (ir/) the names of targets and devices, the
+// memory accounting (passes/DeviceMemory.h) the memory a program holds
+// outside its arena, the emitter (codegen/Target.h) how a program is
+// printed and built, the step-time model (perf/DeviceModel.h) the devices.
+// The registry lives here, below them all, and holds those parts as
+// pointers to types it does not know; nothing in ir/, passes/, codegen/ or
+// perf/ names a target.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_IR_TARGETREGISTRY_H
+#define OTC_IR_TARGETREGISTRY_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <vector>
+
+namespace otc {
+
+class Target;        // codegen/Target.h
+struct DeviceModel;  // perf/DeviceModel.h
+struct OutsideArena; // passes/DeviceMemory.h
+
+/// One device model a target's programs are predicted on.
+struct TargetDevice {
+  /// The `--device` name.
+  std::string name;
+  const DeviceModel *model = nullptr;
+};
+
+/// One target as the layers see it.
+struct TargetEntry {
+  /// The `--target` name.
+  std::string name;
+  /// Its device models, the default (`--device` not given) first.
+  std::vector<TargetDevice> devices;
+  /// How its programs are emitted and built.
+  const Target *emitter = nullptr;
+  /// Fills the device memory a planned program holds outside its arena;
+  /// null: none (the cpu target).
+  void (*memoryOutsideArena)(mlir::ModuleOp planned,
+                             OutsideArena &result) = nullptr;
+
+  llvm::StringRef defaultDevice() const {
+    return devices.empty() ? llvm::StringRef() : devices.front().name;
+  }
+  /// The device called `name` among this target's, or null.
+  const TargetDevice *device(llvm::StringRef name) const;
+};
+
+/// Adds `entry`, or replaces the entry of the same name.
+void registerTarget(TargetEntry entry);
+
+/// The target called `name`, or null.
+const TargetEntry *lookupTargetEntry(llvm::StringRef name);
+
+/// Every registered target, in registration order.
+llvm::ArrayRef<TargetEntry> registeredTargets();
+
+/// Their names ("cpu, cuda"), or "none registered" for an error line.
+std::string registeredTargetNames();
+
+/// The names of every target's devices ("cpu, h100, h200").
+std::string registeredDeviceNames();
+
+} // namespace otc
+
+#endif // OTC_IR_TARGETREGISTRY_H

@@ -1,0 +1,28 @@
+//===- Cuda.h - the cuda target's parts ------------------------*- C++ -*-===//
+//
+// What targets/cuda/ registers (Register.cpp): its emitter (Emitter.cpp),
+// its device models (Devices.cpp) and the device memory its runtime and
+// libraries hold outside the arena (Memory.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OTC_TARGETS_CUDA_CUDA_H
+#define OTC_TARGETS_CUDA_CUDA_H
+
+#include "codegen/Target.h"
+#include "passes/DeviceMemory.h"
+#include "perf/DeviceModel.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+namespace otc::cuda {
+
+const Target &emitter();
+/// Its device models, the default first.
+llvm::ArrayRef<DeviceModel> devices();
+/// The memory outside the arena of a planned program (DeviceMemory.h).
+void memoryOutsideArena(mlir::ModuleOp planned, OutsideArena &result);
+
+} // namespace otc::cuda
+
+#endif // OTC_TARGETS_CUDA_CUDA_H

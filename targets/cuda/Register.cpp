@@ -1,0 +1,18 @@
+//===- Register.cpp - the cuda target's entry in the registry -------------===//
+
+#include "targets/cuda/Cuda.h"
+#include "ir/TargetRegistry.h"
+
+namespace otc {
+void registerCudaTarget();
+} // namespace otc
+
+void otc::registerCudaTarget() {
+  TargetEntry entry;
+  entry.name = "cuda";
+  for (const DeviceModel &d : cuda::devices())
+    entry.devices.push_back({d.name.str(), &d});
+  entry.emitter = &cuda::emitter();
+  entry.memoryOutsideArena = &cuda::memoryOutsideArena;
+  registerTarget(std::move(entry));
+}
