@@ -149,10 +149,13 @@ private:
   /// Kernels by their text after the name (signature, loop and body).
   llvm::StringMap<std::string> kernelByText;
   /// Arena bytes to zero, gathered across consecutive zero fills.
-  std::optional<std::pair<int64_t, int64_t>> pendingZero;
-  void flushZero();
-  /// The planned buffers' alignment (1 when unknown: no padding assumed).
-  int64_t alignment = 1;
+  ZeroFills zeroFills;
+  void emitMemset(int64_t offset, int64_t bytes) {
+    target.emitMemset(funcs, offset, bytes);
+  }
+  void flushZero() {
+    zeroFills.flush([&](int64_t o, int64_t n) { emitMemset(o, n); });
+  }
 };
 
 LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
@@ -160,7 +163,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   if (!arena)
     return module.emitError("buffers are not planned: run --otc-plan-buffers");
   if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
-    alignment = a.getInt();
+    zeroFills.setAlignment(a.getInt());
   for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step"}) {
     auto f = module.lookupSymbol<func::FuncOp>(fn);
     if (!f)
@@ -326,17 +329,8 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
             << ");\n";
       continue;
     }
-    if (std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op)) {
-      // Consecutive zero fills of adjacent buffers (only alignment padding,
-      // which no buffer uses, between them) become one memset.
-      if (pendingZero && zeroFillsMerge(*pendingZero, *z, alignment))
-        pendingZero->second = z->first + z->second - pendingZero->first;
-      else {
-        flushZero();
-        pendingZero = z;
-      }
+    if (zeroFills.take(op, [&](int64_t o, int64_t n) { emitMemset(o, n); }))
       continue;
-    }
     flushZero();
     LogicalResult r =
         TypeSwitch<Operation *, LogicalResult>(&op)
@@ -365,14 +359,6 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
   flushZero();
   funcs << "}\n\n";
   return success();
-}
-
-void ProgramEmitter::flushZero() {
-  if (!pendingZero)
-    return;
-  auto [offset, bytes] = *pendingZero;
-  target.emitMemset(funcs, offset, bytes);
-  pendingZero.reset();
 }
 
 LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {

@@ -85,10 +85,26 @@ std::optional<std::pair<int64_t, int64_t>> otc::zeroFill(Operation &op) {
                         t.getNumElements() * storageBytes(t.getElementType()));
 }
 
-bool otc::zeroFillsMerge(std::pair<int64_t, int64_t> pending,
-                         std::pair<int64_t, int64_t> next, int64_t alignment) {
-  int64_t end = pending.first + pending.second;
-  return (end + alignment - 1) / alignment * alignment == next.first;
+bool ZeroFills::take(Operation &op, Memset memset) {
+  std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op);
+  if (!z)
+    return false;
+  if (pending) {
+    int64_t end = pending->first + pending->second;
+    if ((end + alignment - 1) / alignment * alignment == z->first) {
+      pending->second = z->first + z->second - pending->first;
+      return true;
+    }
+    flush(memset);
+  }
+  pending = z;
+  return true;
+}
+
+void ZeroFills::flush(Memset memset) {
+  if (pending)
+    memset(pending->first, pending->second);
+  pending.reset();
 }
 
 bool otc::emittedAsChain(otck::KernelOp k) {

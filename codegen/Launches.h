@@ -50,11 +50,30 @@ std::string gemmTraceName(otck::GemmOp g);
 /// kernels as memsets, adjacent ones merged into one.
 std::optional<std::pair<int64_t, int64_t>> zeroFill(mlir::Operation &op);
 
-/// Whether zero fill `next` starts where `pending` ends (only the planned
-/// buffers' alignment padding, which no buffer uses, between them), so that
-/// one memset covers both.
-bool zeroFillsMerge(std::pair<int64_t, int64_t> pending,
-                    std::pair<int64_t, int64_t> next, int64_t alignment);
+/// The memsets a function's zero fills become, as the program makes them
+/// (the emitter prints them, the step-time model prices them): consecutive
+/// fills of adjacent buffers, with only the planned buffers' alignment
+/// padding (which no buffer uses) between them, are one memset.
+class ZeroFills {
+public:
+  /// Receives one memset: arena offset and bytes.
+  using Memset = llvm::function_ref<void(int64_t offset, int64_t bytes)>;
+
+  /// `alignment`: the planned buffers' (1 when unknown: no padding).
+  explicit ZeroFills(int64_t alignment = 1) : alignment(alignment) {}
+  void setAlignment(int64_t a) { alignment = a; }
+
+  /// Takes `op` when it is a zero fill (zeroFill), into the pending memset
+  /// when it starts where that one ends, else after passing the pending one
+  /// to `memset`; false when `op` is no zero fill.
+  bool take(mlir::Operation &op, Memset memset);
+  /// Passes the pending memset, if any, to `memset`.
+  void flush(Memset memset);
+
+private:
+  int64_t alignment;
+  std::optional<std::pair<int64_t, int64_t>> pending;
+};
 
 /// Threads per block of a generated cuda kernel, and the most blocks it is
 /// launched with (a grid-stride loop takes the items beyond): the emitted

@@ -93,7 +93,7 @@ int64_t costBytes(Operation &op) {
 class Predictor {
 public:
   Predictor(const DeviceModel &device, int64_t alignment)
-      : d(device), alignment(alignment) {}
+      : d(device), zeroFills(alignment) {}
 
   /// Appends the launches of `f` to `out`; fails at an op it cannot cost.
   LogicalResult function(func::FuncOp f, std::vector<LaunchTime> &out);
@@ -122,16 +122,19 @@ private:
   /// among them by bytes, and adds the call.
   void addKernels(std::string name, std::string kind, double flops,
                   ArrayRef<KernelLaunch> launches);
-  void flushZero();
+  /// A memset of `bytes`, as the program makes one of adjacent zero fills.
+  void addMemset(double bytes);
+  void flushZero() {
+    zeroFills.flush([&](int64_t, int64_t n) { addMemset(n); });
+  }
   void kernel(otck::KernelOp k);
   void library(otck::KernelOp k, Operation &op);
   LogicalResult gemm(otck::GemmOp g);
 
   const DeviceModel &d;
-  int64_t alignment;
+  ZeroFills zeroFills;
   std::string fn;
   std::vector<LaunchTime> *out = nullptr;
-  std::optional<std::pair<int64_t, int64_t>> pendingZero;
 };
 
 LogicalResult Predictor::function(func::FuncOp f,
@@ -141,15 +144,8 @@ LogicalResult Predictor::function(func::FuncOp f,
   for (Operation &op : f.getBody().front()) {
     if (isa<otck::BufferOp>(op))
       continue;
-    if (std::optional<std::pair<int64_t, int64_t>> z = zeroFill(op)) {
-      if (pendingZero && zeroFillsMerge(*pendingZero, *z, alignment))
-        pendingZero->second = z->first + z->second - pendingZero->first;
-      else {
-        flushZero();
-        pendingZero = z;
-      }
+    if (zeroFills.take(op, [&](int64_t, int64_t n) { addMemset(n); }))
       continue;
-    }
     flushZero();
     LogicalResult r = TypeSwitch<Operation *, LogicalResult>(&op)
                           .Case([&](otck::KernelOp k) {
@@ -230,13 +226,9 @@ void Predictor::gradientFactor(ModuleOp module,
   addKernels("gradient norm", "optimizer", flops, grid);
 }
 
-void Predictor::flushZero() {
-  if (!pendingZero)
-    return;
-  double bytes = pendingZero->second;
+void Predictor::addMemset(double bytes) {
   add("memset", "memset", 0, bytes, priceRoofline(d, 0, bytes),
       /*traced=*/false);
-  pendingZero.reset();
 }
 
 void Predictor::addKernels(std::string name, std::string kind, double flops,
