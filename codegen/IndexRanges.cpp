@@ -94,6 +94,9 @@ llvm::StringMap<IndexUse> otc::indexUses(ModuleOp module) {
     } else if (auto l = dyn_cast<CrossEntropyWithGradOp>(op)) {
       int64_t c = cast<ShapedType>(l.getLogits().getType()).getShape().back();
       noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
+    } else if (auto l = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
+      int64_t c = cast<ShapedType>(l.getW().getType()).getShape().front();
+      noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
     } else if (auto l = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
       int64_t c = cast<ShapedType>(l.getLogits().getType()).getDimSize(1);
       noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));

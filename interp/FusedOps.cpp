@@ -598,6 +598,64 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
   return success();
 }
 
+/// The LM head, its loss and their gradients, unchunked: logits = h wᵀ,
+/// then otc.cross_entropy_with_grad's rows, dh = dlogits w and
+/// dw = dlogitsᵀ h. `chunk` (scratch) is zeros.
+LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
+  const Tensor &grad = get(op.getGrad());
+  const Tensor &h = get(op.getH());
+  const Tensor &w = get(op.getW());
+  const Tensor &labels = get(op.getLabels());
+  int64_t classes = w.shape[0], hidden = w.shape[1];
+  int64_t rows = labels.data.size();
+  FailureOr<std::vector<bool>> active =
+      activeRows(op, labels, classes, op.getIgnoreIndex());
+  if (failed(active))
+    return failure();
+  StringRef reduction = op.getReduction();
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return op.emitError("unknown reduction '") << reduction << "'";
+  int64_t counted = 0;
+  for (bool a : *active)
+    counted += a;
+  Tensor rowLoss = zeros(labels.shape);
+  Tensor dh = zeros(h.shape), dw = zeros(w.shape);
+  std::vector<double> perRow(rows, 0.0), logits(classes), dlogits(classes);
+  double sum = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!(*active)[r])
+      continue;
+    const double *x = h.data.data() + r * hidden;
+    for (int64_t v = 0; v < classes; ++v) {
+      double dot = 0.0;
+      for (int64_t c = 0; c < hidden; ++c)
+        dot += x[c] * w.data[v * hidden + c];
+      logits[v] = dot;
+    }
+    double lse = logSumExp(logits.data(), classes);
+    auto label = static_cast<int64_t>(labels.data[r]);
+    perRow[r] = lse - logits[label];
+    rowLoss.data[r] = perRow[r];
+    sum += perRow[r];
+    crossEntropyGradRow(logits.data(), classes, lse, label,
+                        rowGradScale(reduction, grad, r, counted),
+                        dlogits.data());
+    for (int64_t v = 0; v < classes; ++v)
+      for (int64_t c = 0; c < hidden; ++c) {
+        dh.data[r * hidden + c] += dlogits[v] * w.data[v * hidden + c];
+        dw.data[v * hidden + c] += dlogits[v] * x[c];
+      }
+  }
+  if (failed(reduceLoss(op, reduction, perRow, sum, counted, op.getLoss())))
+    return failure();
+  set(op.getRowLoss(), std::move(rowLoss));
+  set(op.getDh(), std::move(dh));
+  set(op.getDw(), std::move(dw));
+  ArrayRef<int64_t> chunk = op.getChunk().getType().getShape();
+  set(op.getChunk(), zeros(std::vector<int64_t>(chunk.begin(), chunk.end())));
+  return success();
+}
+
 /// result[c] = sum over the leading indices r of input[r, c].
 LogicalResult Interpreter::run(otc::ColumnSumOp op) {
   const Tensor &x = get(op.getInput());

@@ -78,7 +78,7 @@ LogicalResult Interpreter::evaluate(Operation *op) {
             AttentionOp, AttentionGradOp, LayerNormOp, LayerNormGradOp,
             RmsNormOp, RmsNormGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp,
             CrossEntropyOp, CrossEntropyGradOp, CrossEntropyWithGradOp,
-            ColumnSumOp>(
+            LinearCrossEntropyWithGradOp, ColumnSumOp>(
           [&](auto concrete) { return run(concrete); })
       .Default([&](Operation *other) {
         return other->emitError("cannot interpret '")

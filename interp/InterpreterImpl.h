@@ -235,6 +235,7 @@ private:
   mlir::LogicalResult run(CrossEntropyOp op);
   mlir::LogicalResult run(CrossEntropyGradOp op);
   mlir::LogicalResult run(CrossEntropyWithGradOp op);
+  mlir::LogicalResult run(LinearCrossEntropyWithGradOp op);
 
   /// result[i] = fn(lhs[bcast i], rhs[bcast i]) over the result shape.
   template <typename OpT, typename Fn>

@@ -84,6 +84,16 @@ struct KernelLaunch {
   int64_t sharedBytes = 0;
 };
 
+/// One GEMM a library call makes (otcrt_gemm): C[m, n] (+)= op(A)[m, k] op(B)[k, n]
+/// with operands of `bf16` or f32 storage, `bytes` read and written.
+struct LibraryGemm {
+  /// What the product is ("head", "dW"), for people.
+  std::string what;
+  int64_t m = 0, n = 0, k = 0;
+  bool bf16 = false;
+  double bytes = 0;
+};
+
 /// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on
 /// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
 /// no dropout, a head size that is a multiple of 8 up to 256 and a mask, if

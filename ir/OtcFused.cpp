@@ -384,6 +384,56 @@ int64_t CrossEntropyWithGradOp::getFlops() {
   return 8 * elementsOf(getLogits());
 }
 
+LogicalResult LinearCrossEntropyWithGradOp::verify() {
+  ArrayRef<int64_t> h = shapeOf(getH()), w = shapeOf(getW()),
+                    y = shapeOf(getLabels());
+  if (h.size() < 2 || w.size() != 2 || h.back() != w[1] ||
+      y != h.drop_back())
+    return emitOpError("expects h [..., C], w [V, C] and labels [...] of "
+                       "h's leading shape, got ")
+           << formatShape(h) << ", " << formatShape(w) << " and "
+           << formatShape(y);
+  if (!getElementTypeOrSelf(getLabels().getType()).isInteger(64))
+    return emitOpError("labels must be int64");
+  StringRef red = getReduction();
+  if (red != "mean" && red != "sum" && red != "none")
+    return emitOpError("reduction must be mean, sum or none");
+  ArrayRef<int64_t> loss = shapeOf(getLoss());
+  if (red == "none" ? loss != y : !loss.empty())
+    return emitOpError("loss shape does not match reduction '") << red << "'";
+  if (shapeOf(getGrad()) != loss)
+    return emitOpError("the loss gradient's shape does not match reduction '")
+           << red << "'";
+  if (shapeOf(getRowLoss()) != y)
+    return emitOpError("row_loss must have the labels' shape");
+  for (Value v : {getGrad(), getLoss(), getRowLoss()})
+    if (!getElementTypeOrSelf(v.getType()).isF32())
+      return emitOpError("the loss, its gradient and row_loss must be f32");
+  Type t = getElementTypeOrSelf(getH().getType());
+  if (getElementTypeOrSelf(getW().getType()) != t || !(t.isF32() || t.isBF16()))
+    return emitOpError("h and w must be both f32 or both bf16");
+  if (shapeOf(getDh()) != h || shapeOf(getDw()) != w ||
+      !getElementTypeOrSelf(getDh().getType()).isF32() ||
+      !getElementTypeOrSelf(getDw().getType()).isF32())
+    return emitOpError("dh and dw must be f32 of h's and w's shapes");
+  int64_t rows = numElements(y), chunk = getChunkRows();
+  if (chunk < 1 || (rows > 0 && chunk > rows))
+    return emitOpError("chunk_rows must lie in [1, ") << rows << "], got "
+                                                        << chunk;
+  ArrayRef<int64_t> c = shapeOf(getChunk());
+  if (c.size() != 2 || c[0] != chunk || c[1] != w[0] ||
+      getElementTypeOrSelf(getChunk().getType()) != t)
+    return emitOpError("chunk must be [chunk_rows, V] of h's element type");
+  return success();
+}
+
+/// Three products of 2 N V C each and the loss's 8 per logit.
+int64_t LinearCrossEntropyWithGradOp::getFlops() {
+  ArrayRef<int64_t> w = shapeOf(getW());
+  int64_t rows = numElements(shapeOf(getLabels()));
+  return 6 * rows * w[0] * w[1] + 8 * rows * w[0];
+}
+
 //===----------------------------------------------------------------------===//
 // FP32 statistics (Fp32StatisticsOpInterface)
 //===----------------------------------------------------------------------===//

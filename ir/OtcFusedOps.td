@@ -338,4 +338,35 @@ def Otc_CrossEntropyWithGradOp : Otc_Op<"cross_entropy_with_grad",
   let hasVerifier = 1;
 }
 
+def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+         ["getLibraryGemms"]>,
+     CostFlops, Pure]> {
+  let summary = "The LM head, the cross-entropy and their gradients, in chunks of rows";
+  let description = [{
+    What `logits = otc.matmul h, w {transpose_rhs}` followed by
+    `otc.cross_entropy_with_grad grad, logits, labels` and the two products
+    of dlogits (`dh = dlogits w`, `dw = dlogitsᵀ h`) compute, formed by
+    otc-chunk-loss when nothing else reads the logits: `h` is [..., C] (N
+    rows), `w` [V, C], `labels` the rows' classes. The call computes
+    `chunk_rows` rows at a time: their logits into `chunk` ([chunk_rows, V],
+    the logits' type, a scratch buffer nothing reads after the call), their
+    loss and gradient over them in place, their rows of `dh` and their sum
+    into `dw` (the first chunk writes it, the others add to it), so no
+    [N, V] buffer exists. `loss`, `row_loss` and the gradient's scale are
+    the unchunked call's: a mean is over the counted rows of all N.
+  }];
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$h,
+                   Otc_FloatTensor:$w, Otc_IntTensor:$labels,
+                   I64Attr:$chunk_rows,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Otc_FloatTensor:$dh, Otc_FloatTensor:$dw,
+                 Otc_FloatTensor:$loss, Otc_FloatTensor:$row_loss,
+                 Otc_FloatTensor:$chunk);
+  let assemblyFormat =
+      "$grad `,` $h `,` $w `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // OTC_FUSED_OPS_TD

@@ -90,6 +90,13 @@ def Otc_LibraryCallOpInterface : OpInterface<"LibraryCallOpInterface"> {
         the call (the kernel reads each element before writing it there).
       }], "std::optional<unsigned>", "getInPlaceOperand", (ins), [{}],
       [{ return std::nullopt; }]>,
+    InterfaceMethod<[{
+        Appends the GEMMs (otcrt_gemm) the call makes besides its kernels,
+        in order, so that the step-time prediction prices them as GEMMs;
+        none for most calls.
+      }], "void", "getLibraryGemms",
+      (ins "::llvm::SmallVectorImpl<::otc::LibraryGemm> &":$gemms), [{}],
+      [{ }]>,
   ];
 }
 

@@ -465,17 +465,14 @@ void CrossEntropyWithGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 /// gradient from shared memory (or from a second sweep of memory, a packet
 /// at a time, when the row does not fit); for a mean or sum, one block
 /// adding the rows' losses (then the count, for a mean).
-void CrossEntropyWithGradOp::getLibraryLaunches(
-    SmallVectorImpl<KernelLaunch> &l) {
-  Value logits = getLogits();
-  auto [rows, classes] = rowsOf(logits, shapeOf(logits).size() - 1);
-  bool none = getReduction() == "none";
-  if (getReduction() == "mean")
-    l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
-  double rowBytes = double(classes) * elementBytes(logits);
+/// The rows kernel of a fused loss call over `rows` rows of `classes`
+/// logits of `data`'s type (see CrossEntropyWithGradOp below).
+static KernelLaunch fusedLossRows(int64_t rows, int64_t classes, Value data,
+                                  bool none) {
+  double rowBytes = double(classes) * elementBytes(data);
   bool staged = rowBytes <= OTCRT_CUDA_CE_STAGED_ROW_BYTES;
   int64_t packets =
-      ceilDiv(classes, OTCRT_CUDA_CE_FUSED_BLOCK * packWidth(classes, logits));
+      ceilDiv(classes, OTCRT_CUDA_CE_FUSED_BLOCK * packWidth(classes, data));
   KernelLaunch k;
   k.what = "rows";
   k.blocks = rows;
@@ -485,19 +482,97 @@ void CrossEntropyWithGradOp::getLibraryLaunches(
   // the thread's asynchronous copies, then its packets from shared memory;
   // else groups of loads), the scale; the second sweep's loads from shared
   // memory, or from memory one at a time.
-  bool copies = staged && packWidth(classes, logits) > 1;
+  bool copies = staged && packWidth(classes, data) > 1;
   k.steps = 2 + (copies ? 1 : ceilDiv(packets, OTCRT_CUDA_CE_FUSED_UNROLL)) +
             (staged ? 0 : packets);
   k.cachedSteps = staged ? (copies ? 2 : 1) * packets : 0;
-  k.bytes = rows * rowBytes * (staged ? 1 : 2) + bytesOf(getDlogits()) +
+  // The logits read (once staged, else twice), the gradient written over
+  // them, and per row its label, row_loss and (none) dloss and loss.
+  k.bytes = rows * rowBytes * (staged ? 2 : 3) +
             (8.0 + 4.0 + (none ? 8.0 : 0.0)) * rows;
-  l.push_back(k);
+  return k;
+}
+
+void CrossEntropyWithGradOp::getLibraryLaunches(
+    SmallVectorImpl<KernelLaunch> &l) {
+  Value logits = getLogits();
+  auto [rows, classes] = rowsOf(logits, shapeOf(logits).size() - 1);
+  bool none = getReduction() == "none";
+  if (getReduction() == "mean")
+    l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
+  l.push_back(fusedLossRows(rows, classes, logits, none));
   if (!none)
     l.push_back(oneBlockKernel("loss", rows, 1, 4.0 * rows + 12.0));
 }
 
 std::optional<unsigned> CrossEntropyWithGradOp::getInPlaceOperand() {
   return LibraryArg::operand(*this, getLogits()).index;
+}
+
+std::string LinearCrossEntropyWithGradOp::getLibraryKernel() {
+  return kernelName("linear_cross_entropy", getH());
+}
+
+void LinearCrossEntropyWithGradOp::getLibraryArgs(
+    SmallVectorImpl<LibraryArg> &args) {
+  ArrayRef<int64_t> w = shapeOf(getW());
+  args.push_back(LibraryArg::integer(numElements(shapeOf(getLabels()))));
+  args.push_back(LibraryArg::integer(w[1]));
+  args.push_back(LibraryArg::integer(w[0]));
+  args.push_back(LibraryArg::integer(getChunkRows()));
+  for (Value v : {getGrad(), getH(), getW(), getLabels()})
+    args.push_back(LibraryArg::operand(*this, v));
+  appendLossOptions(args, getIgnoreIndex(), getReduction());
+  for (unsigned r : {2u, 3u, 0u, 1u, 4u}) // loss, row_loss, dh, dw, chunk
+    args.push_back(LibraryArg::result(r));
+}
+
+/// The chunks' row counts: full chunks, then the rest.
+static SmallVector<std::pair<int64_t, int64_t>, 2>
+chunksOf(int64_t rows, int64_t chunk) {
+  SmallVector<std::pair<int64_t, int64_t>, 2> c; // (rows, how many)
+  if (rows / chunk)
+    c.push_back({chunk, rows / chunk});
+  if (rows % chunk)
+    c.push_back({rows % chunk, 1});
+  return c;
+}
+
+/// cross_entropy.cu's linearFused: for a mean, countRowsKernel over all
+/// rows; per chunk, between its GEMMs (getLibraryGemms), fusedKernel over
+/// the chunk's rows; then, for a mean or sum, sumRowLossKernel over all.
+void LinearCrossEntropyWithGradOp::getLibraryLaunches(
+    SmallVectorImpl<KernelLaunch> &l) {
+  int64_t rows = numElements(shapeOf(getLabels())),
+          classes = shapeOf(getW())[0];
+  bool none = getReduction() == "none";
+  if (getReduction() == "mean")
+    l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
+  for (auto [n, times] : chunksOf(rows, getChunkRows()))
+    for (int64_t i = 0; i < times; ++i)
+      l.push_back(fusedLossRows(n, classes, getChunk(), none));
+  if (!none)
+    l.push_back(oneBlockKernel("loss", rows, 1, 4.0 * rows + 12.0));
+}
+
+/// Per chunk of n rows: the head (n x V x C), dh (n x C x V) and dw
+/// (V x C x n, added to the earlier chunks' sum after the first).
+void LinearCrossEntropyWithGradOp::getLibraryGemms(
+    SmallVectorImpl<LibraryGemm> &gemms) {
+  ArrayRef<int64_t> w = shapeOf(getW());
+  int64_t rows = numElements(shapeOf(getLabels())), v = w[0], c = w[1];
+  bool bf16 = getElementTypeOrSelf(getH().getType()).isBF16();
+  double e = bf16 ? 2 : 4;
+  bool first = true;
+  for (auto [n, times] : chunksOf(rows, getChunkRows()))
+    for (int64_t i = 0; i < times; ++i) {
+      double hBytes = n * c * e, wBytes = v * c * e, z = n * v * e;
+      gemms.push_back({"head", n, v, c, bf16, hBytes + wBytes + z});
+      gemms.push_back({"dh", n, c, v, bf16, z + wBytes + n * c * 4.0});
+      gemms.push_back(
+          {"dw", v, c, n, bf16, z + hBytes + v * c * 4.0 * (first ? 1 : 2)});
+      first = false;
+    }
 }
 
 //===----------------------------------------------------------------------===//

@@ -337,6 +337,40 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
   }];
 }
 
+def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
+  let summary = "The LM head, the loss and their gradients in chunks of rows";
+  let description = [{
+    After otc-fuse-loss-grad: an `otc.cross_entropy_with_grad` whose logits
+    are written by `otc.matmul %h, %w {transpose_rhs}` (directly, or through
+    a cast of its f32 product to bf16) and read by nothing else, and whose
+    gradient only the head's two backward products read (`dh = dlogits w`,
+    and `dw = dlogitsᵀ h` through a reshape of dlogits to [rows, V]), with
+    f32 products, becomes one `otc.linear_cross_entropy_with_grad` where the
+    loss was. The call computes `chunk_rows` rows at a time (the logits of a
+    chunk in its `chunk` result, a scratch buffer), so no [rows, V] buffer
+    exists; its numbers are the five ops'. The chunk is `chunk-rows` rows,
+    or (0) the fewest balanced chunks of at most `chunk-mib` MiB of logits,
+    rounded up to 64 rows. Other heads stay as they are; otc-compile's
+    `--no-chunked-loss` leaves out the pass.
+
+    ```mlir
+    %z = otc.matmul %h, %w {transpose_rhs} : (tensor<2x8x16xf32>, tensor<50x16xf32>) -> tensor<2x8x50xf32>
+    %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : ...
+    %dh = otc.matmul %dz, %w : (tensor<2x8x50xf32>, tensor<50x16xf32>) -> tensor<2x8x16xf32>
+    %dz2 = otc.reshape %dz : (tensor<2x8x50xf32>) -> tensor<16x50xf32>
+    %dw = otc.matmul %dz2, %h2 {transpose_lhs} : (tensor<16x50xf32>, tensor<16x16xf32>) -> tensor<50x16xf32>
+    // becomes
+    %dh, %dw, %loss, %rows, %chunk = otc.linear_cross_entropy_with_grad %one, %h, %w, %y {chunk_rows = 8 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"chunkRows", "chunk-rows", "int64_t", "0",
+           "Rows per chunk (0: from chunk-mib)">,
+    Option<"chunkBytes", "chunk-mib", "int64_t", "256",
+           "Most MiB of logits per chunk when chunk-rows is 0">,
+  ];
+}
+
 def FuseLossGrad : Pass<"otc-fuse-loss-grad", "mlir::ModuleOp"> {
   let summary = "The cross-entropy and its gradient become one call";
   let description = [{

@@ -92,6 +92,11 @@ static void addPhase(OpPassManager &pm, Phase phase,
     pm.addPass(createFuseReductions());
     if (be.fuseLossGrad)
       pm.addPass(createFuseLossGrad());
+    if (be.fuseLossGrad && be.chunkedLoss) {
+      ChunkLossOptions c;
+      c.chunkRows = be.lossChunkRows;
+      pm.addPass(createChunkLoss(c));
+    }
     return;
   case Phase::Schedule:
     pm.addPass(createSchedule());

@@ -58,6 +58,10 @@ struct BackEndOptions {
   bool groupParams = true;
   /// otc-fuse-loss-grad runs (off: --no-fuse-loss-grad).
   bool fuseLossGrad = true;
+  /// otc-chunk-loss runs after it (off: --no-chunked-loss), with chunks of
+  /// this many rows (0: its default size).
+  bool chunkedLoss = true;
+  int64_t lossChunkRows = 0;
 };
 
 /// The options of every phase.

@@ -166,6 +166,11 @@ struct TrainingLoopPass
       labels = ce.getLabels();
       ignore = ce.getIgnoreIndex();
       reduction = ce.getReduction();
+    } else if (auto ce =
+                   dyn_cast_or_null<LinearCrossEntropyWithGradOp>(loss)) {
+      labels = ce.getLabels();
+      ignore = ce.getIgnoreIndex();
+      reduction = ce.getReduction();
     } else if (auto ce = dyn_cast_or_null<SoftmaxCrossEntropyOp>(loss)) {
       labels = ce.getLabels();
       ignore = ce.getIgnoreIndex();

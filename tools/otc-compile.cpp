@@ -123,6 +123,16 @@ static cl::opt<bool> noFuseLossGrad(
     cl::desc("The cross-entropy and its gradient as two calls, the logits "
              "read three times (otc-fuse-loss-grad off)"),
     cl::cat(cat));
+static cl::opt<bool> noChunkedLoss(
+    "no-chunked-loss",
+    cl::desc("The LM head's logits as one [rows, vocabulary] buffer "
+             "(otc-chunk-loss off)"),
+    cl::cat(cat));
+static cl::opt<int64_t> lossChunkRows(
+    "loss-chunk-rows",
+    cl::desc("Rows per chunk of the LM head and its loss (default: chunks "
+             "of at most 256 MiB of logits)"),
+    cl::init(0), cl::cat(cat));
 static cl::opt<bool> noGroupParams(
     "no-group-params",
     cl::desc("One AdamW kernel per parameter (otc-group-params off)"),
@@ -330,6 +340,8 @@ int Compile::checkOptions() {
                 phaseList() + ")");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
+  if (lossChunkRows < 0)
+    return fail("--loss-chunk-rows must be >= 0 (0: the default size)");
   if (remat != "none" && remat != "full" && remat != "selective" &&
       remat != "auto")
     return fail("--remat must be none, full, selective or auto");
@@ -403,6 +415,8 @@ int Compile::readLossAndDims() {
   pipeline.freeze = freeze;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
+  pipeline.backEnd.chunkedLoss = !noChunkedLoss;
+  pipeline.backEnd.lossChunkRows = lossChunkRows;
   pipeline.backEnd.groupParams = !noGroupParams;
   return kGoOn;
 }

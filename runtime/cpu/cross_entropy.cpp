@@ -7,13 +7,17 @@
 // not depend on the thread count. The gradient reads each logit before it
 // writes the same element, so dlogits may be the logits' buffer. The fused
 // loss and gradient is the forward (per-row losses and lse, every logit
-// read) then the backward: the same numbers as the two calls.
+// read) then the backward: the same numbers as the two calls. The linear
+// form computes the head's logits a chunk of rows at a time into a scratch
+// buffer (cpu::gemm), the fused loss and gradient over them with the whole
+// call's scale, and the chunk's products of the head's backward.
 #include "common.h"
 #include "kernels_cpu.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace otcrt {
@@ -155,6 +159,106 @@ int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
                   ignoreIndex, reduction, dlogits);
 }
 
+/// The three products of one chunk of rows (cpu::gemm): the head over
+/// `n` rows of h into `chunk`, then (after the loss) dh's rows and dw.
+template <typename T> struct ChunkGemms {
+  int64_t hidden, classes;
+  int32_t type = std::is_same<T, float>::value ? OTC_F32 : OTC_BF16;
+
+  OtcrtGemm base(int64_t m, int64_t n, int64_t k) const {
+    OtcrtGemm g{};
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.batch = 1;
+    g.alpha = 1.0f;
+    g.ab_type = type;
+    g.c_type = OTC_F32;
+    g.epilogue_type = OTC_F32;
+    g.epilogue = OTCRT_GEMM_NONE;
+    return g;
+  }
+  /// chunk[n, classes] = h[n, hidden] wᵀ.
+  int head(int64_t n, const T *h, const T *w, T *chunk) const {
+    OtcrtGemm g = base(n, classes, hidden);
+    g.trans_b = 1;
+    g.c_type = g.epilogue_type = type;
+    g.lda = hidden;
+    g.ldb = hidden;
+    g.ldc = classes;
+    return gemm(g, h, w, chunk, nullptr, nullptr, nullptr);
+  }
+  /// dh[n, hidden] = dlogits[n, classes] w.
+  int dh(int64_t n, const T *dlogits, const T *w, float *dh) const {
+    OtcrtGemm g = base(n, hidden, classes);
+    g.lda = classes;
+    g.ldb = hidden;
+    g.ldc = hidden;
+    return gemm(g, dlogits, w, dh, nullptr, nullptr, nullptr);
+  }
+  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden].
+  int dw(int64_t n, const T *dlogits, const T *h, float *dw,
+         bool add) const {
+    OtcrtGemm g = base(classes, hidden, n);
+    g.trans_a = 1;
+    g.beta = add ? 1.0f : 0.0f;
+    g.lda = classes;
+    g.ldb = hidden;
+    g.ldc = hidden;
+    return gemm(g, dlogits, h, dw, nullptr, nullptr, nullptr);
+  }
+};
+
+template <typename T>
+int linearFused(int64_t rows, int64_t hidden, int64_t classes,
+                int64_t chunkRows, const float *dloss, const T *h, const T *w,
+                const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
+                int32_t reduction, float *loss, float *rowLoss, float *dh,
+                float *dw, T *chunk) {
+  if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
+      chunkRows < 1)
+    return 1;
+  rows = std::max<int64_t>(rows, 0);
+  int64_t n = checkLabels(rows, classes, labels, hasIgnore, ignoreIndex);
+  if (n < 0)
+    return 2;
+  // A chunk's gradient with the whole call's scale: a sum's dloss, a mean's
+  // dloss / n as backward computes it over all rows (0 when none count),
+  // or each row's own.
+  float shared = 0.0f;
+  if (reduction == OTCRT_SUM)
+    shared = dloss[0];
+  else if (reduction == OTCRT_MEAN && n > 0)
+    shared = dloss[0] / static_cast<float>(n);
+  const ChunkGemms<T> gemms{hidden, classes};
+  std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
+  if (rows == 0)
+    std::fill(dw, dw + classes * hidden, 0.0f);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
+    const int64_t c = std::min(chunkRows, rows - r0);
+    const T *hc = h + r0 * hidden;
+    if (int st = gemms.head(c, hc, w, chunk))
+      return st;
+    forward(c, classes, chunk, labels + r0, hasIgnore, ignoreIndex,
+            OTCRT_NONE, rowLoss + r0, lse.data());
+    if (reduction == OTCRT_NONE) {
+      std::copy(rowLoss + r0, rowLoss + r0 + c, loss + r0);
+      backward(c, classes, dloss + r0, chunk, labels + r0, lse.data(),
+               hasIgnore, ignoreIndex, OTCRT_NONE, chunk);
+    } else {
+      backward(c, classes, &shared, chunk, labels + r0, lse.data(),
+               hasIgnore, ignoreIndex, OTCRT_SUM, chunk);
+    }
+    if (int st = gemms.dh(c, chunk, w, dh + r0 * hidden))
+      return st;
+    if (int st = gemms.dw(c, chunk, hc, dw, r0 > 0))
+      return st;
+  }
+  if (reduction != OTCRT_NONE)
+    reduceLoss(rowLoss, rows, n, reduction, loss);
+  return 0;
+}
+
 } // namespace
 
 int crossEntropyFwd(int64_t rows, int64_t classes, const float *logits,
@@ -199,6 +303,28 @@ int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
                       float *loss, float *rowLoss, otcrt_bf16 *dlogits) {
   return fused(rows, classes, dloss, logits, labels, hasIgnore, ignoreIndex,
                reduction, loss, rowLoss, dlogits);
+}
+
+int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
+                       int64_t chunkRows, const float *dloss, const float *h,
+                       const float *w, const int64_t *labels,
+                       int32_t hasIgnore, int64_t ignoreIndex,
+                       int32_t reduction, float *loss, float *rowLoss,
+                       float *dh, float *dw, float *chunk) {
+  return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
+                     hasIgnore, ignoreIndex, reduction, loss, rowLoss, dh, dw,
+                     chunk);
+}
+int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
+                       int64_t chunkRows, const float *dloss,
+                       const otcrt_bf16 *h, const otcrt_bf16 *w,
+                       const int64_t *labels, int32_t hasIgnore,
+                       int64_t ignoreIndex, int32_t reduction, float *loss,
+                       float *rowLoss, float *dh, float *dw,
+                       otcrt_bf16 *chunk) {
+  return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
+                     hasIgnore, ignoreIndex, reduction, loss, rowLoss, dh, dw,
+                     chunk);
 }
 
 } // namespace cpu

@@ -22,8 +22,10 @@
 // their shared-memory limit on their first call), so a CUDA graph can
 // capture them.
 #include "common.cuh"
+#include "otcrt/abi.h"
 
 #include <mutex>
+#include <type_traits>
 
 namespace otcrt {
 namespace cuda {
@@ -502,6 +504,95 @@ int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
   return launchStatus();
 }
 
+/// OtcrtGemm of one chunk's product with FP32 accumulation: m x n x k,
+/// operands of `type`, C of `cType`, row strides lda, ldb, ldc.
+OtcrtGemm chunkGemm(int64_t m, int64_t n, int64_t k, int32_t type,
+                    int32_t cType, int64_t lda, int64_t ldb, int64_t ldc) {
+  OtcrtGemm g{};
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = 1;
+  g.alpha = 1.0f;
+  g.ab_type = type;
+  g.c_type = g.epilogue_type = cType;
+  g.epilogue = OTCRT_GEMM_NONE;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  return g;
+}
+
+/// otcrt_linear_cross_entropy_*: for a mean, countRowsKernel over all rows
+/// (the scale every chunk's gradient takes); per chunk of n rows, the head
+/// (otcrt_gemm, n x classes x hidden) into `chunk`, fused's fusedKernel over
+/// the chunk's rows in place, dh's rows (n x hidden x classes) and dw
+/// (classes x hidden x n, added to after the first chunk); then, for a mean
+/// or sum, sumRowLossKernel over all rows. ir/OtcLibraryCalls.cpp describes
+/// these launches and GEMMs for the step-time prediction: keep the two in
+/// step. A bad label is recorded with its row within its chunk.
+template <typename T>
+int linearFused(int64_t rows, int64_t hidden, int64_t classes,
+                int64_t chunkRows, const float *dloss, const T *h, const T *w,
+                const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
+                int32_t reduction, float *loss, float *rowLoss, float *dh,
+                float *dw, T *chunk, void *streamArg) {
+  if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
+      chunkRows < 1 || !rowLoss)
+    return 1;
+  rows = rows < 0 ? 0 : rows;
+  cudaStream_t stream = asStream(streamArg);
+  OtcrtKernelError *record = errorRecord();
+  long long *counted = countScratch();
+  if (!record || !counted)
+    return 1;
+  const int32_t type = std::is_same<T, float>::value ? OTC_F32 : OTC_BF16;
+  if (reduction == OTCRT_MEAN)
+    countRowsKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
+        rows, labels, hasIgnore, ignoreIndex, counted);
+  if (rows == 0 &&
+      cudaMemsetAsync(dw, 0, sizeof(float) * classes * hidden, stream) !=
+          cudaSuccess)
+    return 1;
+  const bool none = reduction == OTCRT_NONE;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
+    const int64_t n = rows - r0 < chunkRows ? rows - r0 : chunkRows;
+    const T *hc = h + r0 * hidden;
+    OtcrtGemm head =
+        chunkGemm(n, classes, hidden, type, type, hidden, hidden, classes);
+    head.trans_b = 1;
+    if (int st = otcrt_gemm(&head, hc, w, chunk, nullptr, nullptr, nullptr,
+                            stream))
+      return st;
+    const float *scale = none ? dloss + r0 : dloss;
+    float *rowsLoss = none ? loss + r0 : loss;
+    if (packable<T>(classes, {chunk}))
+      launchFused<T, kPack<T>>(n, classes, scale, chunk, labels + r0,
+                               hasIgnore, ignoreIndex, reduction, counted,
+                               rowsLoss, rowLoss + r0, record, chunk, stream);
+    else
+      launchFused<T, 1>(n, classes, scale, chunk, labels + r0, hasIgnore,
+                        ignoreIndex, reduction, counted, rowsLoss,
+                        rowLoss + r0, record, chunk, stream);
+    OtcrtGemm gdh =
+        chunkGemm(n, hidden, classes, type, OTC_F32, classes, hidden, hidden);
+    if (int st = otcrt_gemm(&gdh, chunk, w, dh + r0 * hidden, nullptr,
+                            nullptr, nullptr, stream))
+      return st;
+    OtcrtGemm gdw =
+        chunkGemm(classes, hidden, n, type, OTC_F32, classes, hidden, hidden);
+    gdw.trans_a = 1;
+    gdw.beta = r0 > 0 ? 1.0f : 0.0f;
+    if (int st = otcrt_gemm(&gdw, chunk, hc, dw, nullptr, nullptr, nullptr,
+                            stream))
+      return st;
+  }
+  if (!none)
+    sumRowLossKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
+        rows, rowLoss, reduction == OTCRT_MEAN ? counted : nullptr, loss);
+  return launchStatus();
+}
+
 template <typename T>
 int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
              const int64_t *labels, const float *lse, int32_t hasIgnore,
@@ -539,6 +630,7 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
 using otcrt::cuda::backward;
 using otcrt::cuda::forward;
 using otcrt::cuda::fused;
+using otcrt::cuda::linearFused;
 
 extern "C" {
 
@@ -594,6 +686,31 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
                                    otcrt_bf16 *dlogits, void *stream) {
   return fused(rows, classes, dloss, logits, labels, has_ignore, ignore_index,
                reduction, loss, row_loss, dlogits, stream);
+}
+
+int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
+                                   int64_t classes, int64_t chunk_rows,
+                                   const float *dloss, const float *h,
+                                   const float *w, const int64_t *labels,
+                                   int32_t has_ignore, int64_t ignore_index,
+                                   int32_t reduction, float *loss,
+                                   float *row_loss, float *dh, float *dw,
+                                   float *chunk, void *stream) {
+  return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
+                     has_ignore, ignore_index, reduction, loss, row_loss, dh,
+                     dw, chunk, stream);
+}
+int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
+                                    int64_t classes, int64_t chunk_rows,
+                                    const float *dloss, const otcrt_bf16 *h,
+                                    const otcrt_bf16 *w, const int64_t *labels,
+                                    int32_t has_ignore, int64_t ignore_index,
+                                    int32_t reduction, float *loss,
+                                    float *row_loss, float *dh, float *dw,
+                                    otcrt_bf16 *chunk, void *stream) {
+  return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
+                     has_ignore, ignore_index, reduction, loss, row_loss, dh,
+                     dw, chunk, stream);
 }
 
 } // extern "C"

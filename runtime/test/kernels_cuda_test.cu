@@ -8,7 +8,8 @@
 // GPT-2 shapes among others, gather_grad_cuda_test.cu) must also repeat bit
 // for bit and give bf16 results that are exactly their f32 results rounded.
 // The fused cross-entropy must give the gradient of the device's forward
-// then backward bit for bit, in place too.
+// then backward bit for bit, in place too; the LM head with its loss in
+// chunks must match the host's.
 // The attention runs on both of its device implementations
 // (attention_cuda_test.cu). Also checks that a bad label reaches the library's error record without the
 // call waiting for the device, and that library calls captured in a CUDA
@@ -427,6 +428,73 @@ void testCrossEntropyFused(int32_t reduction, const char *reductionName,
       sameBits(host(dRowLoss, rows), gotRowLoss, "row_loss in place") && c.ok;
 }
 
+/// The LM head and its loss in chunks (otcrt_linear_cross_entropy_*) of T
+/// data, every seventh row ignored, against the host's call: loss and
+/// row_loss within 1e-4 (f32) or 1e-2 (bf16: a logit rounded differently
+/// after the GEMMs' other summation order moves its row), dh and dw within
+/// the same relative tolerance of their magnitudes; the chunk size leaves
+/// the loss within 1e-5 (the GEMMs alone differ); repeated, allocating
+/// nothing, the same bits.
+template <typename T>
+void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
+                            std::mt19937 &rng, int64_t rows, int64_t hidden,
+                            int64_t classes, int64_t chunk) {
+  constexpr bool bf16 = !std::is_same_v<T, float>;
+  Check c(std::string("linear_cross_entropy_") + (bf16 ? "bf16 " : "f32 ") +
+          reductionName + shapeName(rows, classes, 0) + " hidden " +
+          std::to_string(hidden) + " chunk " + std::to_string(chunk));
+  const double tol = bf16 ? 1e-2 : 1e-4;
+  const size_t nLoss = reduction == OTCRT_NONE ? rows : 1;
+  const std::vector<T> h = stored<T>(random(rows * hidden, rng, -1, 1)),
+                       w = stored<T>(random(classes * hidden, rng, -1, 1));
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = r % 7 == 3 ? -100 : (r * 7919) % classes;
+  Floats dloss = random(nLoss, rng, 0.5f, 2), loss(nLoss), rowLoss(rows),
+         dh(rows * hidden), dw(classes * hidden);
+  std::vector<T> scratch(chunk * classes);
+  c.rc(otcrt::cpu::linearCrossEntropy(rows, hidden, classes, chunk,
+                                      dloss.data(), h.data(), w.data(),
+                                      labels.data(), 1, -100, reduction,
+                                      loss.data(), rowLoss.data(), dh.data(),
+                                      dw.data(), scratch.data()),
+       "host");
+
+  const int64_t *dLabels = device(labels);
+  const float *dDloss = device(dloss);
+  const T *dH = device(h), *dW = device(w);
+  float *dLoss = device(Floats(nLoss)), *dRowLoss = device(Floats(rows, NAN)),
+        *dDh = device(Floats(rows * hidden, NAN)),
+        *dDw = device(Floats(classes * hidden, NAN));
+  auto call = [&](int64_t chunkRows, T *dChunk) {
+    int (*fn)(int64_t, int64_t, int64_t, int64_t, const float *, const T *,
+              const T *, const int64_t *, int32_t, int64_t, int32_t, float *,
+              float *, float *, float *, T *, void *);
+    if constexpr (bf16)
+      fn = otcrt_linear_cross_entropy_bf16;
+    else
+      fn = otcrt_linear_cross_entropy_f32;
+    return fn(rows, hidden, classes, chunkRows, dDloss, dH, dW, dLabels, 1,
+              -100, reduction, dLoss, dRowLoss, dDh, dDw, dChunk, nullptr);
+  };
+  T *dChunk = device(std::vector<T>(chunk * classes));
+  c.rc(call(chunk, dChunk), "device");
+  const Floats gotLoss = host(dLoss, nLoss), gotDh = host(dDh, rows * hidden),
+               gotDw = host(dDw, classes * hidden);
+  c.f32(gotLoss, loss, "loss", tol);
+  c.f32(host(dRowLoss, rows), rowLoss, "row_loss", tol);
+  c.f32(gotDh, dh, "dh", tol);
+  c.f32(gotDw, dw, "dw", tol);
+
+  allocatesNothing(c.ok, [&] { c.rc(call(chunk, dChunk), "again"); });
+  c.ok = sameBits(host(dDh, rows * hidden), gotDh, "dh again") && c.ok;
+  c.ok = sameBits(host(dDw, classes * hidden), gotDw, "dw again") && c.ok;
+
+  T *dWhole = device(std::vector<T>(rows * classes));
+  c.rc(call(rows, dWhole), "one chunk");
+  c.f32(host(dLoss, nLoss), gotLoss, "loss, one chunk", 1e-5);
+}
+
 /// Keeps `stream` busy for about `ms` milliseconds.
 __global__ void spinKernel(long long cycles) {
   long long start = clock64();
@@ -778,6 +846,15 @@ int main(int argc, char **argv) {
   testCrossEntropyFused<float>(OTCRT_MEAN, "mean", rng, 2000, 64);
   testCrossEntropyFused<float>(OTCRT_MEAN, "mean", rng, 64, 50304);
   testCrossEntropyFused<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 16, 70000);
+  // The LM head in chunks: GPT-2's vocabulary and width over 3.5 chunks
+  // (the last one short), odd sizes, one row a chunk.
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 448, 768, 50257,
+                                     128);
+  testLinearCrossEntropy<float>(OTCRT_MEAN, "mean", rng, 100, 64, 1001, 32);
+  testLinearCrossEntropy<float>(OTCRT_SUM, "sum", rng, 37, 48, 500, 16);
+  testLinearCrossEntropy<float>(OTCRT_NONE, "none", rng, 37, 48, 500, 1);
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_NONE, "none", rng, 64, 128, 4096,
+                                     24);
   testCrossEntropyFused<otcrt_bf16>(OTCRT_NONE, "none", rng, 16, 70000, 1);
   testCrossEntropyFused<float>(OTCRT_SUM, "sum", rng, 5, 4);
   testBadLabel(rng);

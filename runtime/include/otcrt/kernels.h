@@ -255,6 +255,34 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
                                    float *loss, float *row_loss,
                                    otcrt_bf16 *dlogits, void *stream);
 
+/// The LM head, the cross-entropy and their gradients (otc.linear_cross_
+/// entropy_with_grad), `chunk_rows` rows at a time: for the rows [r0, r0 +
+/// n) of each chunk, their logits h[r0:] wᵀ ([n, classes], h's type) into
+/// `chunk`, otcrt_cross_entropy_fused's gradient over them in place (the
+/// scale of a mean over the counted rows of all `rows`), dh[r0:] = dlogits w
+/// and dw = (sum over the chunks so far) dlogitsᵀ h[r0:], all through
+/// otcrt_gemm with FP32 accumulation. h is [rows, hidden], w [classes,
+/// hidden], dh and dw FP32 of their shapes, chunk [chunk_rows, classes]
+/// (scratch, left holding the last chunk's gradient). loss and row_loss as
+/// otcrt_cross_entropy_fused's over all rows (the same bits given the same
+/// logits). Bad labels as that call's.
+int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
+                                   int64_t classes, int64_t chunk_rows,
+                                   const float *dloss, const float *h,
+                                   const float *w, const int64_t *labels,
+                                   int32_t has_ignore, int64_t ignore_index,
+                                   int32_t reduction, float *loss,
+                                   float *row_loss, float *dh, float *dw,
+                                   float *chunk, void *stream);
+int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
+                                    int64_t classes, int64_t chunk_rows,
+                                    const float *dloss, const otcrt_bf16 *h,
+                                    const otcrt_bf16 *w, const int64_t *labels,
+                                    int32_t has_ignore, int64_t ignore_index,
+                                    int32_t reduction, float *loss,
+                                    float *row_loss, float *dh, float *dw,
+                                    otcrt_bf16 *chunk, void *stream);
+
 /*===--- Gradient norm -----------------------------------------------------===*/
 
 /// A range of an arena for otcrt_sum_squares: `count` elements at byte

@@ -1,0 +1,161 @@
+//===- ChunkLoss.cpp - the LM head and its loss in chunks of rows ---------===//
+//
+// After otc-fuse-loss-grad, the logits of a language model's head are
+// written by one GEMM, read by otc.cross_entropy_with_grad, which writes
+// their gradient over them, and that gradient by the two GEMMs of the
+// head's backward: a [rows, vocabulary] buffer (GPT-2 at micro-batch 8:
+// 8192 x 50,257) lives from the head to the backward's end. When nothing
+// else reads the logits or their gradient, the five ops become one
+// otc.linear_cross_entropy_with_grad, which computes the same numbers a
+// chunk of rows at a time, so only a chunk's logits exist at once. See
+// Passes.td for the contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
+#include "ir/TypeBytes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace otc {
+#define GEN_PASS_DEF_CHUNKLOSS
+#include "passes/Passes.h.inc"
+} // namespace otc
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+
+/// `v` with the reshapes that produced it stripped.
+Value throughReshapes(Value v) {
+  while (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getInput();
+  return v;
+}
+
+/// The head, the loss and the backward's two products, when they match.
+struct Head {
+  MatMulOp head;
+  CastOp headCast; // the logits rounded to bf16, if so
+  CrossEntropyWithGradOp loss;
+  MatMulOp dh, dw;
+};
+
+/// The ops of `loss`'s head when its logits and their gradient are read
+/// by nothing else, with f32 products of f32 or bf16 operands.
+std::optional<Head> match(CrossEntropyWithGradOp loss) {
+  Head m;
+  m.loss = loss;
+  Value logits = loss.getLogits();
+  if (!logits.hasOneUse())
+    return std::nullopt;
+  Value product = logits;
+  if ((m.headCast = logits.getDefiningOp<CastOp>())) {
+    product = m.headCast.getInput();
+    if (!product.hasOneUse())
+      return std::nullopt;
+  }
+  m.head = product.getDefiningOp<MatMulOp>();
+  if (!m.head || m.head.getTransposeLhs() || !m.head.getTransposeRhs())
+    return std::nullopt;
+  Value h = m.head.getLhs(), w = m.head.getRhs();
+  auto ht = cast<RankedTensorType>(h.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  auto zt = cast<RankedTensorType>(logits.getType());
+  Type e = ht.getElementType();
+  if (wt.getRank() != 2 || ht.getRank() < 2 || wt.getElementType() != e ||
+      zt.getElementType() != e || !(e.isF32() || e.isBF16()) ||
+      (m.headCast && !getElementTypeOrSelf(product.getType()).isF32()))
+    return std::nullopt;
+  int64_t rows = numElements(ht.getShape().drop_back());
+  // dlogits: read by dh = dlogits w and, through a reshape to [rows, V],
+  // by dw = dlogitsᵀ h.
+  for (Operation *user : loss.getDlogits().getUsers()) {
+    if (auto mm = dyn_cast<MatMulOp>(user)) {
+      if (m.dh || mm.getLhs() != loss.getDlogits() || mm.getRhs() != w ||
+          mm.getTransposeLhs() || mm.getTransposeRhs())
+        return std::nullopt;
+      m.dh = mm;
+      continue;
+    }
+    auto r = dyn_cast<ReshapeOp>(user);
+    if (!r || m.dw || !r.getResult().hasOneUse())
+      return std::nullopt;
+    auto mm = dyn_cast<MatMulOp>(*r.getResult().getUsers().begin());
+    if (!mm || mm.getLhs() != r.getResult() || !mm.getTransposeLhs() ||
+        mm.getTransposeRhs() ||
+        throughReshapes(mm.getRhs()) != throughReshapes(h) ||
+        shapeOf(mm.getRhs()) != ArrayRef<int64_t>{rows, wt.getDimSize(1)})
+      return std::nullopt;
+    m.dw = mm;
+  }
+  if (!m.dh || !m.dw || shapeOf(m.dh.getResult()) != ht.getShape() ||
+      !getElementTypeOrSelf(m.dh.getResult().getType()).isF32() ||
+      !getElementTypeOrSelf(m.dw.getResult().getType()).isF32())
+    return std::nullopt;
+  return m;
+}
+
+/// The rows of a chunk: the fewest chunks of at most `budget` bytes of
+/// logits, balanced, rounded up to a multiple of 64 rows.
+int64_t autoChunkRows(int64_t rows, int64_t classes, int64_t elementBytes,
+                      int64_t budget) {
+  int64_t bytes = rows * classes * elementBytes;
+  int64_t chunks = std::max<int64_t>(1, (bytes + budget - 1) / budget);
+  int64_t n = (rows + chunks - 1) / chunks;
+  n = (n + 63) / 64 * 64;
+  return std::clamp<int64_t>(n, 1, std::max<int64_t>(rows, 1));
+}
+
+struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
+  using ChunkLossBase::ChunkLossBase;
+
+  void runOnOperation() override {
+    SmallVector<CrossEntropyWithGradOp> losses;
+    getOperation().walk(
+        [&](CrossEntropyWithGradOp op) { losses.push_back(op); });
+    for (CrossEntropyWithGradOp loss : losses) {
+      std::optional<Head> m = match(loss);
+      if (!m)
+        continue;
+      Value h = m->head.getLhs(), w = m->head.getRhs();
+      auto zt = cast<RankedTensorType>(loss.getLogits().getType());
+      int64_t rows = numElements(shapeOf(loss.getLabels()));
+      int64_t classes = zt.getShape().back();
+      int64_t chunk =
+          chunkRows > 0 ? std::min<int64_t>(chunkRows, std::max<int64_t>(rows, 1))
+                        : autoChunkRows(rows, classes,
+                                        storageBytes(zt.getElementType()),
+                                        int64_t(chunkBytes) << 20);
+      OpBuilder b(loss);
+      auto fused = b.create<LinearCrossEntropyWithGradOp>(
+          loss.getLoc(), m->dh.getResult().getType(),
+          m->dw.getResult().getType(), loss.getLoss().getType(),
+          loss.getRowLoss().getType(),
+          RankedTensorType::get({chunk, classes}, zt.getElementType()),
+          loss.getGrad(), h, w, loss.getLabels(), b.getI64IntegerAttr(chunk),
+          loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+      m->dh.getResult().replaceAllUsesWith(fused.getDh());
+      m->dw.getResult().replaceAllUsesWith(fused.getDw());
+      loss.getLoss().replaceAllUsesWith(fused.getLoss());
+      loss.getRowLoss().replaceAllUsesWith(fused.getRowLoss());
+      Operation *dwReshape = m->dw.getLhs().getDefiningOp();
+      m->dw.erase();
+      dwReshape->erase();
+      m->dh.erase();
+      loss.erase();
+      if (m->headCast)
+        m->headCast.erase();
+      m->head.erase();
+    }
+  }
+};
+
+} // namespace
