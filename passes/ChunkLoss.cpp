@@ -18,6 +18,7 @@
 #include "ir/TypeBytes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 
 namespace otc {
 #define GEN_PASS_DEF_CHUNKLOSS
@@ -46,6 +47,8 @@ struct Head {
   CastOp headCast; // the logits rounded to bf16, if so
   CrossEntropyWithGradOp loss;
   MatMulOp dh, dw;
+  /// The same loss computed from the same logits elsewhere.
+  SmallVector<CrossEntropyOp> again;
 };
 
 /// The ops of `loss`'s head when its logits and their gradient are read
@@ -54,8 +57,20 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
   Head m;
   m.loss = loss;
   Value logits = loss.getLogits();
-  if (!logits.hasOneUse())
-    return std::nullopt;
+  // Besides the loss and its gradient, only the same loss computed again
+  // (the recomputed head's forward under --remat=full): its value is ours.
+  for (Operation *user : logits.getUsers()) {
+    if (user == loss.getOperation())
+      continue;
+    auto again = dyn_cast<CrossEntropyOp>(user);
+    if (!again || !again.getLse().use_empty() ||
+        again.getLabels() != loss.getLabels() ||
+        again.getReduction() != loss.getReduction() ||
+        again.getIgnoreIndex() != loss.getIgnoreIndex() ||
+        again->getBlock() != loss->getBlock())
+      return std::nullopt;
+    m.again.push_back(again);
+  }
   Value product = logits;
   if ((m.headCast = logits.getDefiningOp<CastOp>())) {
     product = m.headCast.getInput();
@@ -78,18 +93,22 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
   // dlogits: read by dh = dlogits w and, through a reshape to [rows, V],
   // by dw = dlogitsᵀ h.
   for (Operation *user : loss.getDlogits().getUsers()) {
-    if (auto mm = dyn_cast<MatMulOp>(user)) {
+    auto mm = dyn_cast<MatMulOp>(user);
+    if (mm && !mm.getTransposeLhs()) {
       if (m.dh || mm.getLhs() != loss.getDlogits() || mm.getRhs() != w ||
-          mm.getTransposeLhs() || mm.getTransposeRhs())
+          mm.getTransposeRhs())
         return std::nullopt;
       m.dh = mm;
       continue;
     }
-    auto r = dyn_cast<ReshapeOp>(user);
-    if (!r || m.dw || !r.getResult().hasOneUse())
-      return std::nullopt;
-    auto mm = dyn_cast<MatMulOp>(*r.getResult().getUsers().begin());
-    if (!mm || mm.getLhs() != r.getResult() || !mm.getTransposeLhs() ||
+    Value lhs = loss.getDlogits();
+    if (auto r = dyn_cast<ReshapeOp>(user)) {
+      if (!r.getResult().hasOneUse())
+        return std::nullopt;
+      lhs = r.getResult();
+      mm = dyn_cast<MatMulOp>(*lhs.getUsers().begin());
+    }
+    if (!mm || m.dw || mm.getLhs() != lhs || !mm.getTransposeLhs() ||
         mm.getTransposeRhs() ||
         throughReshapes(mm.getRhs()) != throughReshapes(h) ||
         shapeOf(mm.getRhs()) != ArrayRef<int64_t>{rows, wt.getDimSize(1)})
@@ -118,6 +137,11 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
   using ChunkLossBase::ChunkLossBase;
 
   void runOnOperation() override {
+    if (chunkRows < 0 || chunkBytes < 1) {
+      getOperation().emitError("otc-chunk-loss: chunk-rows must be at least "
+                               "0 and chunk-mib at least 1");
+      return signalPassFailure();
+    }
     SmallVector<CrossEntropyWithGradOp> losses;
     getOperation().walk(
         [&](CrossEntropyWithGradOp op) { losses.push_back(op); });
@@ -134,7 +158,27 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
                         : autoChunkRows(rows, classes,
                                         storageBytes(zt.getElementType()),
                                         int64_t(chunkBytes) << 20);
-      OpBuilder b(loss);
+      // The fused op takes the place of the first of the losses, so that
+      // each of their users comes after it; its operands must exist there
+      // (a constant seed moves up).
+      Operation *at = loss;
+      for (CrossEntropyOp again : m->again)
+        if (again->isBeforeInBlock(at))
+          at = again;
+      bool available = true;
+      for (Value v : {Value(loss.getGrad()), h, w, Value(loss.getLabels())}) {
+        Operation *def = v.getDefiningOp();
+        if (!def || def->getBlock() != at->getBlock() ||
+            def->isBeforeInBlock(at))
+          continue;
+        if (matchPattern(v, m_Constant()) && def->getNumOperands() == 0)
+          def->moveBefore(at);
+        else
+          available = false;
+      }
+      if (!available)
+        continue;
+      OpBuilder b(at);
       auto fused = b.create<LinearCrossEntropyWithGradOp>(
           loss.getLoc(), m->dh.getResult().getType(),
           m->dw.getResult().getType(), loss.getLoss().getType(),
@@ -142,13 +186,26 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
           RankedTensorType::get({chunk, classes}, zt.getElementType()),
           loss.getGrad(), h, w, loss.getLabels(), b.getI64IntegerAttr(chunk),
           loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+      for (CrossEntropyOp again : m->again) {
+        again.getLoss().replaceAllUsesWith(fused.getLoss());
+        again.erase();
+      }
       m->dh.getResult().replaceAllUsesWith(fused.getDh());
       m->dw.getResult().replaceAllUsesWith(fused.getDw());
       loss.getLoss().replaceAllUsesWith(fused.getLoss());
       loss.getRowLoss().replaceAllUsesWith(fused.getRowLoss());
-      Operation *dwReshape = m->dw.getLhs().getDefiningOp();
+      auto dwReshape = m->dw.getLhs().getDefiningOp<ReshapeOp>();
+      Value hRows = m->dw.getRhs();
       m->dw.erase();
-      dwReshape->erase();
+      if (dwReshape)
+        dwReshape->erase();
+      // h seen as rows, if nothing else reads that view.
+      while (auto r = hRows.getDefiningOp<ReshapeOp>()) {
+        if (!r.getResult().use_empty())
+          break;
+        hRows = r.getInput();
+        r.erase();
+      }
       m->dh.erase();
       loss.erase();
       if (m->headCast)

@@ -366,7 +366,7 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let options = [
     Option<"chunkRows", "chunk-rows", "int64_t", "0",
            "Rows per chunk (0: from chunk-mib)">,
-    Option<"chunkBytes", "chunk-mib", "int64_t", "256",
+    Option<"chunkBytes", "chunk-mib", "int64_t", "128",
            "Most MiB of logits per chunk when chunk-rows is 0">,
   ];
 }

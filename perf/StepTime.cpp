@@ -290,15 +290,40 @@ void Predictor::library(otck::KernelOp k, Operation &op) {
         priceRoofline(d, flops / rate, bytes));
     return;
   }
+  auto call = cast<LibraryCallOpInterface>(op);
+  // The GEMMs the call makes (otc.linear_cross_entropy_with_grad's), priced
+  // as the GEMM ops are; its kernels share the rest of its FLOPs.
+  SmallVector<LibraryGemm> gemms;
+  call.getLibraryGemms(gemms);
+  double gemmFlops = 0, gemmBytes = 0;
+  LaunchCost gemmCost;
+  for (const LibraryGemm &g : gemms) {
+    double f = 2.0 * double(g.m) * double(g.n) * double(g.k);
+    double efficiency =
+        d.pricesGrids() ? gemmWaveEfficiency(d, g.m, g.n, g.k, 1) : 1.0;
+    double seconds = gemmSeconds(g.bf16 ? d.bf16Gemm : d.fp32Gemm, f, g.k,
+                                 efficiency);
+    gemmCost += priceRoofline(d, seconds, g.bytes);
+    gemmFlops += f;
+    gemmBytes += g.bytes;
+  }
+  double kernelFlops = std::max(0.0, flops - gemmFlops);
   SmallVector<KernelLaunch> launches;
   if (d.pricesGrids())
-    cast<LibraryCallOpInterface>(op).getLibraryLaunches(launches);
-  if (launches.empty()) {
-    add(kernelTraceName(k), kind, flops, bytes,
-        priceRoofline(d, flops / d.vectorRate, bytes));
+    call.getLibraryLaunches(launches);
+  if (launches.empty())
+    add(kernelTraceName(k), kind, kernelFlops, bytes,
+        priceRoofline(d, kernelFlops / d.vectorRate, bytes));
+  else
+    addKernels(kernelTraceName(k), kind, kernelFlops, launches);
+  if (gemms.empty())
     return;
-  }
-  addKernels(kernelTraceName(k), kind, flops, launches);
+  LaunchTime &t = out->back();
+  t.flops += gemmFlops;
+  t.bytes += gemmBytes;
+  t.cost += gemmCost;
+  t.seconds = t.cost.total();
+  t.launches += static_cast<int64_t>(gemms.size());
 }
 
 LogicalResult Predictor::gemm(otck::GemmOp g) {

@@ -265,3 +265,30 @@ func.func @gather_grad_axis(%g: tensor<3x8xf32>, %i: tensor<3xi64>) {
   %0 = otc.gather_grad %g, %i {axis = 2 : i64} : (tensor<3x8xf32>, tensor<3xi64>) -> tensor<11x8xf32>
   return
 }
+
+// -----
+
+// Tests that linear_cross_entropy_with_grad's chunk is at most its rows.
+func.func @linear_cross_entropy_chunk(%g: tensor<f32>, %h: tensor<6x4xf32>, %w: tensor<5x4xf32>, %y: tensor<6xi64>) -> tensor<f32> {
+  // expected-error@+1 {{chunk_rows must lie in [1, 6], got 7}}
+  %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y {chunk_rows = 7 : i64} : (tensor<f32>, tensor<6x4xf32>, tensor<5x4xf32>, tensor<6xi64>) -> (tensor<6x4xf32>, tensor<5x4xf32>, tensor<f32>, tensor<6xf32>, tensor<7x5xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that linear_cross_entropy_with_grad's w is [V, C] of h's width.
+func.func @linear_cross_entropy_width(%g: tensor<f32>, %h: tensor<6x4xf32>, %w: tensor<5x3xf32>, %y: tensor<6xi64>) -> tensor<f32> {
+  // expected-error@+1 {{expects h [..., C], w [V, C] and labels [...] of h's leading shape}}
+  %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xf32>, tensor<5x3xf32>, tensor<6xi64>) -> (tensor<6x4xf32>, tensor<5x3xf32>, tensor<f32>, tensor<6xf32>, tensor<2x5xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that linear_cross_entropy_with_grad's chunk has h's element type.
+func.func @linear_cross_entropy_chunk_type(%g: tensor<f32>, %h: tensor<6x4xbf16>, %w: tensor<5x4xbf16>, %y: tensor<6xi64>) -> tensor<f32> {
+  // expected-error@+1 {{chunk must be [chunk_rows, V] of h's element type}}
+  %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xbf16>, tensor<5x4xbf16>, tensor<6xi64>) -> (tensor<6x4xf32>, tensor<5x4xf32>, tensor<f32>, tensor<6xf32>, tensor<2x5xf32>)
+  return %l : tensor<f32>
+}
