@@ -412,10 +412,12 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
   Type t = getElementTypeOrSelf(getH().getType());
   if (getElementTypeOrSelf(getW().getType()) != t || !(t.isF32() || t.isBF16()))
     return emitOpError("h and w must be both f32 or both bf16");
+  Type dwType = getElementTypeOrSelf(getDw().getType());
   if (shapeOf(getDh()) != h || shapeOf(getDw()) != w ||
       !getElementTypeOrSelf(getDh().getType()).isF32() ||
-      !getElementTypeOrSelf(getDw().getType()).isF32())
-    return emitOpError("dh and dw must be f32 of h's and w's shapes");
+      !(dwType.isF32() || dwType == t))
+    return emitOpError("dh must be f32 of h's shape, dw f32 or of w's type "
+                       "and shape");
   int64_t rows = numElements(y), chunk = getChunkRows();
   if (chunk < 1 || (rows > 0 && chunk > rows))
     return emitOpError("chunk_rows must lie in [1, ") << rows << "], got "

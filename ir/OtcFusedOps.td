@@ -354,7 +354,9 @@ def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
     loss and gradient over them in place, their rows of `dh` and their sum
     into `dw` (the first chunk writes it, the others add to it), so no
     [N, V] buffer exists. `loss`, `row_loss` and the gradient's scale are
-    the unchunked call's: a mean is over the counted rows of all N.
+    the unchunked call's: a mean is over the counted rows of all N. `dh` is
+    f32; `dw` is f32, or bf16 with bf16 data (each chunk's sum then rounded
+    to bf16 as it is added, where the gradient is rounded to bf16 anyway).
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$h,
                    Otc_FloatTensor:$w, Otc_IntTensor:$labels,

@@ -523,6 +523,9 @@ void LinearCrossEntropyWithGradOp::getLibraryArgs(
   for (Value v : {getGrad(), getH(), getW(), getLabels()})
     args.push_back(LibraryArg::operand(*this, v));
   appendLossOptions(args, getIgnoreIndex(), getReduction());
+  // dw's OtcDType: OTC_F32 (0) or OTC_BF16 (5).
+  args.push_back(LibraryArg::integer(
+      getElementTypeOrSelf(getDw().getType()).isBF16() ? 5 : 0));
   for (unsigned r : {2u, 3u, 0u, 1u, 4u}) // loss, row_loss, dh, dw, chunk
     args.push_back(LibraryArg::result(r));
 }
@@ -569,8 +572,9 @@ void LinearCrossEntropyWithGradOp::getLibraryGemms(
       double hBytes = n * c * e, wBytes = v * c * e, z = n * v * e;
       gemms.push_back({"head", n, v, c, bf16, hBytes + wBytes + z});
       gemms.push_back({"dh", n, c, v, bf16, z + wBytes + n * c * 4.0});
+      double dwBytes = v * c * double(elementBytes(getDw()));
       gemms.push_back(
-          {"dw", v, c, n, bf16, z + hBytes + v * c * 4.0 * (first ? 1 : 2)});
+          {"dw", v, c, n, bf16, z + hBytes + dwBytes * (first ? 1 : 2)});
       first = false;
     }
 }

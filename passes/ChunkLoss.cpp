@@ -178,10 +178,21 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
       }
       if (!available)
         continue;
+      // A dw rounded to bf16 right away is the call's result in bf16: each
+      // chunk's sum is rounded as it is added, and no f32 [V, C] buffer
+      // exists (Llama 3's: 1 GiB).
+      Value dw = m->dw.getResult();
+      CastOp dwCast;
+      Type t = zt.getElementType();
+      if (dw.hasOneUse() && t.isBF16())
+        if ((dwCast = dyn_cast<CastOp>(*dw.getUsers().begin())) &&
+            getElementTypeOrSelf(dwCast.getResult().getType()) != t)
+          dwCast = nullptr;
+      Type dwType = dwCast ? dwCast.getResult().getType() : dw.getType();
       OpBuilder b(at);
       auto fused = b.create<LinearCrossEntropyWithGradOp>(
-          loss.getLoc(), m->dh.getResult().getType(),
-          m->dw.getResult().getType(), loss.getLoss().getType(),
+          loss.getLoc(), m->dh.getResult().getType(), dwType,
+          loss.getLoss().getType(),
           loss.getRowLoss().getType(),
           RankedTensorType::get({chunk, classes}, zt.getElementType()),
           loss.getGrad(), h, w, loss.getLabels(), b.getI64IntegerAttr(chunk),
@@ -191,7 +202,12 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
         again.erase();
       }
       m->dh.getResult().replaceAllUsesWith(fused.getDh());
-      m->dw.getResult().replaceAllUsesWith(fused.getDw());
+      if (dwCast) {
+        dwCast.getResult().replaceAllUsesWith(fused.getDw());
+        dwCast.erase();
+      } else {
+        m->dw.getResult().replaceAllUsesWith(fused.getDw());
+      }
       loss.getLoss().replaceAllUsesWith(fused.getLoss());
       loss.getRowLoss().replaceAllUsesWith(fused.getRowLoss());
       auto dwReshape = m->dw.getLhs().getDefiningOp<ReshapeOp>();

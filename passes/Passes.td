@@ -348,7 +348,9 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     f32 products, becomes one `otc.linear_cross_entropy_with_grad` where the
     loss was. The call computes `chunk_rows` rows at a time (the logits of a
     chunk in its `chunk` result, a scratch buffer), so no [rows, V] buffer
-    exists; its numbers are the five ops'. The chunk is `chunk-rows` rows,
+    exists; its numbers are the five ops' (a dw the graph rounds to bf16
+    at once is the call's bf16 result, each chunk's sum rounded as it is
+    added). The chunk is `chunk-rows` rows,
     or (0) the fewest balanced chunks of at most `chunk-mib` MiB of logits,
     rounded up to 64 rows. Other heads stay as they are; otc-compile's
     `--no-chunked-loss` leaves out the pass.

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -196,11 +197,13 @@ template <typename T> struct ChunkGemms {
     g.ldc = hidden;
     return gemm(g, dlogits, w, dh, nullptr, nullptr, nullptr);
   }
-  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden].
-  int dw(int64_t n, const T *dlogits, const T *h, float *dw,
+  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden], dw of
+  /// `dwType`.
+  int dw(int64_t n, const T *dlogits, const T *h, void *dw, int32_t dwType,
          bool add) const {
     OtcrtGemm g = base(classes, hidden, n);
     g.trans_a = 1;
+    g.c_type = g.epilogue_type = dwType;
     g.beta = add ? 1.0f : 0.0f;
     g.lda = classes;
     g.ldb = hidden;
@@ -213,10 +216,12 @@ template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
                 const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
-                int32_t reduction, float *loss, float *rowLoss, float *dh,
-                float *dw, T *chunk) {
+                int32_t reduction, int32_t dwType, float *loss, float *rowLoss,
+                float *dh, void *dw, T *chunk) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
-      chunkRows < 1)
+      chunkRows < 1 ||
+      !(dwType == OTC_F32 ||
+        (dwType == OTC_BF16 && std::is_same<T, otcrt_bf16>::value)))
     return 1;
   rows = std::max<int64_t>(rows, 0);
   int64_t n = checkLabels(rows, classes, labels, hasIgnore, ignoreIndex);
@@ -233,7 +238,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   const ChunkGemms<T> gemms{hidden, classes};
   std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
   if (rows == 0)
-    std::fill(dw, dw + classes * hidden, 0.0f);
+    std::memset(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden);
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
     const int64_t c = std::min(chunkRows, rows - r0);
     const T *hc = h + r0 * hidden;
@@ -251,7 +256,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
     }
     if (int st = gemms.dh(c, chunk, w, dh + r0 * hidden))
       return st;
-    if (int st = gemms.dw(c, chunk, hc, dw, r0 > 0))
+    if (int st = gemms.dw(c, chunk, hc, dw, dwType, r0 > 0))
       return st;
   }
   if (reduction != OTCRT_NONE)
@@ -309,22 +314,22 @@ int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss, const float *h,
                        const float *w, const int64_t *labels,
                        int32_t hasIgnore, int64_t ignoreIndex,
-                       int32_t reduction, float *loss, float *rowLoss,
-                       float *dh, float *dw, float *chunk) {
+                       int32_t reduction, int32_t dwType, float *loss,
+                       float *rowLoss, float *dh, void *dw, float *chunk) {
   return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
-                     hasIgnore, ignoreIndex, reduction, loss, rowLoss, dh, dw,
-                     chunk);
+                     hasIgnore, ignoreIndex, reduction, dwType, loss, rowLoss,
+                     dh, dw, chunk);
 }
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss,
                        const otcrt_bf16 *h, const otcrt_bf16 *w,
                        const int64_t *labels, int32_t hasIgnore,
-                       int64_t ignoreIndex, int32_t reduction, float *loss,
-                       float *rowLoss, float *dh, float *dw,
-                       otcrt_bf16 *chunk) {
+                       int64_t ignoreIndex, int32_t reduction,
+                       int32_t dwType, float *loss, float *rowLoss, float *dh,
+                       void *dw, otcrt_bf16 *chunk) {
   return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
-                     hasIgnore, ignoreIndex, reduction, loss, rowLoss, dh, dw,
-                     chunk);
+                     hasIgnore, ignoreIndex, reduction, dwType, loss, rowLoss,
+                     dh, dw, chunk);
 }
 
 } // namespace cpu

@@ -535,10 +535,12 @@ template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
                 const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
-                int32_t reduction, float *loss, float *rowLoss, float *dh,
-                float *dw, T *chunk, void *streamArg) {
+                int32_t reduction, int32_t dwType, float *loss, float *rowLoss,
+                float *dh, void *dw, T *chunk, void *streamArg) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
-      chunkRows < 1 || !rowLoss)
+      chunkRows < 1 || !rowLoss ||
+      !(dwType == OTC_F32 ||
+        (dwType == OTC_BF16 && std::is_same<T, otcrt_bf16>::value)))
     return 1;
   rows = rows < 0 ? 0 : rows;
   cudaStream_t stream = asStream(streamArg);
@@ -551,7 +553,8 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
     countRowsKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
         rows, labels, hasIgnore, ignoreIndex, counted);
   if (rows == 0 &&
-      cudaMemsetAsync(dw, 0, sizeof(float) * classes * hidden, stream) !=
+      cudaMemsetAsync(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden,
+                      stream) !=
           cudaSuccess)
     return 1;
   const bool none = reduction == OTCRT_NONE;
@@ -580,7 +583,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                             nullptr, nullptr, stream))
       return st;
     OtcrtGemm gdw =
-        chunkGemm(classes, hidden, n, type, OTC_F32, classes, hidden, hidden);
+        chunkGemm(classes, hidden, n, type, dwType, classes, hidden, hidden);
     gdw.trans_a = 1;
     gdw.beta = r0 > 0 ? 1.0f : 0.0f;
     if (int st = otcrt_gemm(&gdw, chunk, hc, dw, nullptr, nullptr, nullptr,
@@ -693,24 +696,24 @@ int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
                                    const float *dloss, const float *h,
                                    const float *w, const int64_t *labels,
                                    int32_t has_ignore, int64_t ignore_index,
-                                   int32_t reduction, float *loss,
-                                   float *row_loss, float *dh, float *dw,
-                                   float *chunk, void *stream) {
+                                   int32_t reduction, int32_t dw_type,
+                                   float *loss, float *row_loss, float *dh,
+                                   void *dw, float *chunk, void *stream) {
   return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
-                     has_ignore, ignore_index, reduction, loss, row_loss, dh,
-                     dw, chunk, stream);
+                     has_ignore, ignore_index, reduction, dw_type, loss,
+                     row_loss, dh, dw, chunk, stream);
 }
 int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                                     int64_t classes, int64_t chunk_rows,
                                     const float *dloss, const otcrt_bf16 *h,
                                     const otcrt_bf16 *w, const int64_t *labels,
                                     int32_t has_ignore, int64_t ignore_index,
-                                    int32_t reduction, float *loss,
-                                    float *row_loss, float *dh, float *dw,
-                                    otcrt_bf16 *chunk, void *stream) {
+                                    int32_t reduction, int32_t dw_type,
+                                    float *loss, float *row_loss, float *dh,
+                                    void *dw, otcrt_bf16 *chunk, void *stream) {
   return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
-                     has_ignore, ignore_index, reduction, loss, row_loss, dh,
-                     dw, chunk, stream);
+                     has_ignore, ignore_index, reduction, dw_type, loss,
+                     row_loss, dh, dw, chunk, stream);
 }
 
 } // extern "C"
