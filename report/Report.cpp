@@ -271,17 +271,29 @@ void otc::writeReportHtml(raw_ostream &os, StringRef title,
     axes(os, p, "recomputed FLOPs per micro-step", "activation peak", true);
     os << "<polyline fill='none' stroke='#999' points='";
     for (const FrontierPoint &f : frontier)
-      os << p.x(f.recomputeFlops) << "," << p.y(f.activationBytes) << " ";
+      if (!f.chosen)
+        os << p.x(f.recomputeFlops) << "," << p.y(f.activationBytes) << " ";
     os << "'/>\n";
     for (const FrontierPoint &f : frontier)
-      os << "<circle cx='" << p.x(f.recomputeFlops) << "' cy='"
-         << p.y(f.activationBytes) << "' r='" << (f.chosen ? 6 : 3.5)
-         << "' fill='" << (f.chosen ? "#d9480f" : "#1f5fbf") << "'><title>"
-         << escape(f.label) << ": " << formatBytes(f.activationBytes) << ", "
-         << f.recomputeFlops << " FLOPs</title></circle>\n";
-    os << "</svg>\n<p style='font-size:12px'>Each point is one choice of "
-          "recomputation per block (n = keep, s = selective, f = full); the "
-          "larger point is the plan compiled.</p>\n";
+      if (!f.chosen)
+        os << "<circle cx='" << p.x(f.recomputeFlops) << "' cy='"
+           << p.y(f.activationBytes) << "' r='3.5' fill='#1f5fbf'><title>"
+           << escape(f.label) << ": " << formatBytes(f.activationBytes)
+           << ", " << f.recomputeFlops << " FLOPs</title></circle>\n";
+    for (const FrontierPoint &f : frontier)
+      if (f.chosen)
+        os << "<circle class='compiled' cx='" << p.x(f.recomputeFlops)
+           << "' cy='" << p.y(f.activationBytes)
+           << "' r='6' fill='#d9480f'><title>" << escape(f.label) << ": "
+           << f.activationBytes << " bytes ("
+           << formatBytes(f.activationBytes) << "), " << f.recomputeFlops
+           << " FLOPs</title></circle>\n";
+    os << "</svg>\n<p style='font-size:12px'>The small points are the "
+          "choices of recomputation per block (n = keep, s = selective, f = "
+          "full) as measured on the differentiated step, before precision, "
+          "fusion and buffer planning (FP32, every intermediate kept); the "
+          "large point is the compiled plan, from its buffer plan "
+          "(plan.json's activations_peak).</p>\n";
   }
   os << "</body></html>\n";
 }

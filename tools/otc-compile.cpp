@@ -670,13 +670,20 @@ bool Compile::writeReports() {
     return false;
 
   // The pictures: memory over one step and the recompute frontier.
+  // The frontier's candidates as measured on the differentiated step (FP32,
+  // unfused, unplanned), and the compiled plan's own point from its plan.
   std::vector<otc::FrontierPoint> points;
-  for (const otc::RematCandidate &c : frontier) {
-    std::string label = otc::rematBlockString(c.choice);
+  for (const otc::RematCandidate &c : frontier)
     points.push_back({c.outcome.peakBytes - persistent,
-                      c.outcome.recomputeFlops, label,
-                      label == info.rematBlocks});
-  }
+                      c.outcome.recomputeFlops,
+                      otc::rematBlockString(c.choice), false});
+  if (!points.empty())
+    points.push_back({summary->activationsPeak, info.recomputeFlops,
+                      "compiled plan (" +
+                          (info.rematBlocks.empty() ? std::string("none")
+                                                    : info.rematBlocks) +
+                          ")",
+                      true});
   std::vector<std::string> lines = {
       "model: " + modelPath.getValue(),
       "target " + target + ", micro-batch " + std::to_string(mb) +
