@@ -245,7 +245,10 @@ void Importer::addParams() {
     TensorData data;
     bool forced = false;
   };
+  // Reserved: a growing vector would copy every decoded tensor so far
+  // (TensorData moves only by copy here), gigabytes for a large model.
   std::vector<Candidate> floats;
+  floats.reserve(static_cast<size_t>(model.graph().initializer_size()));
   for (const onnx::TensorProto &init : model.graph().initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(init.name()));
     TensorData data =

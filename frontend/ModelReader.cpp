@@ -426,6 +426,17 @@ TensorData decodeTensor(const onnx::TensorProto &t, const Twine &what,
   };
   if (raw) {
     const char *p = raw->data();
+    // float32, most of a model's bytes: one copy.
+    if (type == onnx::TensorProto_DataType_FLOAT) {
+      out.floats.resize(static_cast<size_t>(n));
+      if (n)
+        std::memcpy(out.floats.data(), p, static_cast<size_t>(n) * 4);
+      return out;
+    }
+    if (out.kind == Kind::F32)
+      out.floats.reserve(static_cast<size_t>(n));
+    else
+      out.ints.reserve(static_cast<size_t>(n));
     auto load = [&](auto dummy, int64_t i) {
       decltype(dummy) v;
       std::memcpy(&v, p + i * sizeof(v), sizeof(v));
