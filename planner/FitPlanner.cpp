@@ -13,6 +13,8 @@
 #include "perf/Plan.h"
 #include "planner/FitPlanner.h"
 
+#include <limits>
+
 #include "perf/StepTime.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -93,6 +95,13 @@ static bool measure(ModuleOp differentiatedModule, double before,
   if (failed(peak))
     return false;
   c.totalPeak = *peak;
+  FailureOr<PlanSummary> summary = summarizePlan(*module, PlanInfo());
+  if (failed(summary))
+    return false;
+  c.paramsCount = summary->paramsCount;
+  c.weights = summary->params;
+  c.grads = summary->grads;
+  c.optimizer = summary->masterParams + summary->optimizer;
   FailureOr<StepTime> time = predictStepTime(*module);
   if (failed(time) || time->step <= 0)
     return false;
@@ -237,5 +246,59 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
        << formatBytes(c.totalPeak) << ")\n";
   } else {
     os << "no configuration fits " << formatBytes(request.memoryBytes) << "\n";
+    explainNoFit(candidates, request, os);
+  }
+}
+
+void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
+                       const FitRequest &request, llvm::raw_ostream &os) {
+  if (candidates.empty())
+    return;
+  // The state is the same in every candidate; the rest (activations, the
+  // arena's other buffers, the libraries and the context) is the least of
+  // any candidate's.
+  const FitCandidate &any = candidates.front();
+  int64_t state = any.weights + any.grads + any.optimizer;
+  int64_t rest = std::numeric_limits<int64_t>::max();
+  for (const FitCandidate &c : candidates)
+    rest = std::min(rest, c.totalPeak - state);
+  int64_t budget = request.memoryBytes;
+  double perParam =
+      any.paramsCount > 0 ? double(state) / double(any.paramsCount) : 0;
+  os << "  the state every step keeps is " << formatBytes(state) << " for "
+     << any.paramsCount << " parameters ("
+     << llvm::format("%.1f", perParam) << " bytes each: weights "
+     << formatBytes(any.weights) << ", gradients " << formatBytes(any.grads)
+     << ", FP32 masters and AdamW moments " << formatBytes(any.optimizer)
+     << "); the least the rest takes in any configuration planned "
+        "(activations, other buffers, libraries, context) is "
+     << formatBytes(rest) << "\n";
+  if (perParam > 0 && budget > rest) {
+    double most = double(budget - rest) / perParam;
+    os << "  at these bytes per parameter, " << formatBytes(budget)
+       << " holds about ";
+    if (most >= 1e9)
+      os << llvm::format("%.2f B", most / 1e9);
+    else if (most >= 1e6)
+      os << llvm::format("%.1f M", most / 1e6);
+    else
+      os << static_cast<int64_t>(most);
+    os << " parameters with that rest (fewer layers, or a smaller "
+          "vocabulary)\n";
+  }
+  int64_t unsharded = any.weights + any.grads + rest;
+  if (any.optimizer > 0 && budget > unsharded) {
+    int64_t ranks =
+        (any.optimizer + (budget - unsharded) - 1) / (budget - unsharded);
+    os << "  with the FP32 masters and AdamW moments sharded over " << ranks
+       << " GPUs (ZeRO-1, data parallelism: not yet in otc) each holds "
+       << formatBytes(unsharded + any.optimizer / ranks)
+       << ", or with them on the host, "
+       << formatBytes(unsharded) << " on the GPU\n";
+  } else {
+    os << "  the weights and gradients with that rest take "
+       << formatBytes(unsharded)
+       << ": more than the budget even with the optimizer state elsewhere; "
+          "the weights themselves would have to be sharded (FSDP, ZeRO-3)\n";
   }
 }

@@ -55,6 +55,10 @@ struct FitCandidate {
   /// Recomputed FLOPs over the step's FLOPs without recomputation.
   double recomputeShare = 0;
   bool fits = false, pareto = false;
+  /// Parameters trained, and the bytes of what every step keeps for them:
+  /// the weights and their BF16 copies (`weights`), their gradients, and
+  /// the FP32 masters with AdamW's moments (`optimizer`).
+  int64_t paramsCount = 0, weights = 0, grads = 0, optimizer = 0;
 };
 
 /// The candidates (all of them, Pareto ones marked) and the pick, if any
@@ -64,10 +68,19 @@ std::optional<std::vector<FitCandidate>>
 planFit(mlir::MLIRContext &context, const FitRequest &request,
         std::optional<size_t> &pick, std::string &err);
 
-/// Prints the Pareto table and the pick.
+/// Prints the Pareto table and the pick; when nothing fits, why and what
+/// would: the state every step keeps (weights, gradients, FP32 masters and
+/// AdamW moments) against the budget, the most parameters that would fit
+/// at these bytes per parameter, and over how many GPUs the optimizer's
+/// share would have to be sharded (ZeRO-1), or that it would go to the host.
 void printFit(const std::vector<FitCandidate> &candidates,
               std::optional<size_t> pick, const FitRequest &request,
               llvm::raw_ostream &os);
+
+/// Why no candidate fits and what would (printFit's lines when nothing
+/// fits).
+void explainNoFit(const std::vector<FitCandidate> &candidates,
+                  const FitRequest &request, llvm::raw_ostream &os);
 
 } // namespace otc
 
