@@ -233,6 +233,19 @@ void Importer::bindInput(const onnx::ValueInfoProto &in, Kind kind,
       StaticValue{toAttr(&ctx, data), loc, Value()});
 }
 
+/// Why the import rules make a float initializer a constant ("": they
+/// do not): what PyTorch could not have trained.
+static std::string untrainedReason(const std::vector<float> &v) {
+  if (v.size() <= 1)
+    return "a single element";
+  if (!llvm::all_of(v, [](float x) { return std::isfinite(x); }))
+    return "values that are not finite (a mask)";
+  if (llvm::all_of(v, [](float x) { return x == 0.0f || x <= -1e4f; }) &&
+      llvm::any_of(v, [](float x) { return x != 0.0f; }))
+    return "values 0 and at most -1e4 (an additive mask)";
+  return "";
+}
+
 void Importer::addParams() {
   llvm::Regex train(options.train);
   std::string regexError;
@@ -244,6 +257,10 @@ void Importer::addParams() {
     const onnx::TensorProto *init;
     TensorData data;
     bool forced = false;
+    /// Whether the import rules make it a constant, and why.
+    std::string reason;
+    /// Values not kept (an import that wants none): its tie key instead.
+    std::optional<TieKey> key;
   };
   // Reserved: a growing vector would copy every decoded tensor so far
   // (TensorData moves only by copy here), gigabytes for a large model.
@@ -255,7 +272,18 @@ void Importer::addParams() {
         decodeTensor(init, "initializer '" + init.name() + "'", path);
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
       bool forced = !options.train.empty() && train.match(init.name());
-      floats.push_back({&init, std::move(data), forced});
+      Candidate c{&init, std::move(data), forced, "", std::nullopt};
+      c.reason = untrainedReason(c.data.floats);
+      // An import that keeps no values (plan-only, --fit) drops those of a
+      // large trained tensor once the rules have read them: it keeps its
+      // tie key, and reads it again only to compare it with a tensor of
+      // the same key. Llama 3 8B: 32 GB of weights never held at once.
+      if (!initializersOut && (c.reason.empty() || c.forced) &&
+          c.data.floats.size() >= kValuelessElements) {
+        c.key = tieKey(c.data.floats);
+        c.data.floats = std::vector<float>();
+      }
+      floats.push_back(std::move(c));
       continue;
     }
     // Integer and bool initializers (and floats read only at import time)
@@ -273,16 +301,7 @@ void Importer::addParams() {
   std::vector<NamedTensor> tieable;
   for (Candidate &c : floats) {
     const std::string &name = c.init->name();
-    std::string reason;
-    if (c.data.floats.size() <= 1)
-      reason = "a single element";
-    else if (!llvm::all_of(c.data.floats,
-                           [](float v) { return std::isfinite(v); }))
-      reason = "values that are not finite (a mask)";
-    else if (llvm::all_of(c.data.floats,
-                          [](float v) { return v == 0.0f || v <= -1e4f; }) &&
-             llvm::any_of(c.data.floats, [](float v) { return v != 0.0f; }))
-      reason = "values 0 and at most -1e4 (an additive mask)";
+    const std::string &reason = c.reason;
     if (!reason.empty() && !c.forced) {
       untrained.push_back(builder.getNamedAttr(
           name, builder.getStringAttr(reason)));
@@ -292,11 +311,23 @@ void Importer::addParams() {
       c.init = nullptr;
       continue;
     }
-    if (!c.forced)
-      tieable.push_back({name,
-                         std::vector<int64_t>(c.data.shape.begin(),
-                                              c.data.shape.end()),
-                         &c.data.floats});
+    if (!c.forced) {
+      NamedTensor t{name,
+                    std::vector<int64_t>(c.data.shape.begin(),
+                                         c.data.shape.end()),
+                    &c.data.floats, std::nullopt, nullptr};
+      if (c.key) {
+        const onnx::TensorProto *init = c.init;
+        t.values = nullptr;
+        t.key = c.key;
+        t.load = [this, init] {
+          return decodeTensor(*init, "initializer '" + init->name() + "'",
+                              path)
+              .floats;
+        };
+      }
+      tieable.push_back(std::move(t));
+    }
   }
 
   // Ties the exporter split: the copy reads the one trained tensor.
@@ -321,6 +352,8 @@ void Importer::addParams() {
                         builder.getNamedAttr(attrs::kParam,
                                              builder.getStringAttr(name))});
     values[name] = arg;
+    if (c.key)
+      valuelessInits[name] = c.init;
     paramData.push_back(
         {name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
          std::move(c.data.floats)});

@@ -91,6 +91,11 @@ std::optional<Kind> kindOf(int32_t type);
 /// The MLIR element type of a kind.
 mlir::Type elementType(mlir::MLIRContext *ctx, Kind kind);
 
+/// Trained float initializers of at least this many elements keep no values
+/// in an import that hands none out (--plan-only, --fit): the rules and the
+/// tie key read them once, and the tensor is dropped.
+constexpr size_t kValuelessElements = size_t(1) << 22;
+
 /// The decoded contents of an ONNX tensor (initializer or Constant value).
 /// Float kinds use `floats`, the others `ints`.
 struct TensorData {
@@ -368,6 +373,9 @@ private:
   /// The values of the `otc.param` arguments, in argument order, until
   /// inlineConstantBuffers hands them out.
   std::vector<InitializerData> paramData;
+  /// The trained initializers whose values an import that keeps none
+  /// dropped (paramData holds their shapes only), to read again if needed.
+  std::map<std::string, const onnx::TensorProto *> valuelessInits;
 
   const onnx::ModelProto &model;
   int64_t opset = 0, fileOpset = 0;

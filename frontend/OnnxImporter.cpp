@@ -173,6 +173,10 @@ void Importer::inlineConstantBuffers() {
       continue;
     }
     auto type = cast<RankedTensorType>(arg.getType());
+    if (data.values.empty() && type.getNumElements() > 0)
+      data.values = decodeTensor(*valuelessInits.at(data.name),
+                                 "initializer '" + data.name + "'", path)
+                        .floats;
     builder.setInsertionPointToStart(entry);
     Value c = builder.create<ConstantOp>(
         arg.getLoc(), DenseElementsAttr::get(type, ArrayRef<float>(data.values)));

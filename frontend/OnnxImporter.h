@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace onnx {
@@ -81,11 +82,28 @@ struct InitializerTie {
   bool transposed = false;
 };
 
-/// A float initializer's values with its name and shape, for findTies.
+/// What findTies compares first: an order-independent summary of a
+/// tensor's values (exact: integer sums of hashes of the bit patterns), the
+/// same for a copy and a transpose, and whether it has few distinct values.
+struct TieKey {
+  size_t count = 0;
+  uint64_t sum = 0, mixed = 0;
+  bool fewDistinct = false;
+  bool operator<(const TieKey &o) const {
+    return std::tie(count, sum, mixed) < std::tie(o.count, o.sum, o.mixed);
+  }
+};
+TieKey tieKey(const std::vector<float> &values);
+
+/// A float initializer's values with its name and shape, for findTies: the
+/// values themselves, or (an import that keeps no values) their key and a
+/// way to read them again should another tensor share the key.
 struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
-  const std::vector<float> *values;
+  const std::vector<float> *values = nullptr;
+  std::optional<TieKey> key;
+  std::function<std::vector<float>()> load;
 };
 
 /// The ties among `tensors`: an initializer whose values are exactly another's

@@ -23,50 +23,38 @@ namespace otc {
 
 namespace {
 
-/// An order-independent summary of a tensor's values, exact (integer sums of
-/// hashes of the bit patterns, not float sums whose rounding depends on the
-/// order): a copy and a transpose share it.
-struct Summary {
-  size_t count;
-  uint64_t sum, mixed;
-  bool operator<(const Summary &o) const {
-    return std::tie(count, sum, mixed) < std::tie(o.count, o.sum, o.mixed);
-  }
-};
-
-Summary summarize(const std::vector<float> &v) {
-  Summary s{v.size(), 0, 0};
-  for (float x : v) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    uint64_t h = bits * 0x9E3779B97F4A7C15ull;
-    s.sum += bits;
-    s.mixed += h ^ (h >> 29);
-  }
-  return s;
-}
-
 bool bitEqual(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-bool isCopy(const NamedTensor &a, const NamedTensor &b) {
-  if (a.shape != b.shape)
+bool isCopy(const NamedTensor &a, const std::vector<float> &av,
+            const NamedTensor &b, const std::vector<float> &bv) {
+  if (a.shape != b.shape || av.size() != bv.size())
     return false;
-  for (size_t i = 0; i < a.values->size(); ++i)
-    if (!bitEqual((*a.values)[i], (*b.values)[i]))
+  for (size_t i = 0; i < av.size(); ++i)
+    if (!bitEqual(av[i], bv[i]))
       return false;
   return true;
 }
 
-bool isTranspose(const NamedTensor &a, const NamedTensor &b) {
+bool isTranspose(const NamedTensor &a, const std::vector<float> &av,
+                 const NamedTensor &b, const std::vector<float> &bv) {
   if (a.shape.size() != 2 || b.shape.size() != 2 || a.shape[0] != b.shape[1] ||
-      a.shape[1] != b.shape[0])
+      a.shape[1] != b.shape[0] || av.size() != bv.size())
     return false;
   int64_t rows = a.shape[0], cols = a.shape[1];
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      if (!bitEqual((*a.values)[i * cols + j], (*b.values)[j * rows + i]))
+      if (!bitEqual(av[i * cols + j], bv[j * rows + i]))
         return false;
   return true;
+}
+
+/// The values of `t`: its own, or read again.
+const std::vector<float> &valuesOf(const NamedTensor &t,
+                                   std::vector<float> &loaded) {
+  if (t.values)
+    return *t.values;
+  loaded = t.load ? t.load() : std::vector<float>();
+  return loaded;
 }
 
 /// Whether `name` reads as given by the exporter from the model's own names
@@ -94,13 +82,29 @@ bool detail::fewDistinct(const std::vector<float> &v) {
   return 2 * seen.size() < v.size();
 }
 
+TieKey tieKey(const std::vector<float> &v) {
+  TieKey k;
+  k.count = v.size();
+  for (float x : v) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    uint64_t h = bits * 0x9E3779B97F4A7C15ull;
+    k.sum += bits;
+    k.mixed += h ^ (h >> 29);
+  }
+  k.fewDistinct = detail::fewDistinct(v);
+  return k;
+}
+
 std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
-  std::map<Summary, std::vector<size_t>> buckets;
+  std::map<TieKey, std::vector<size_t>> buckets;
+  std::vector<TieKey> keys(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const NamedTensor &t = tensors[i];
-    if (t.shape.size() < 2 || t.values->size() < 4)
+    keys[i] = t.key ? *t.key : t.values ? tieKey(*t.values) : TieKey();
+    if (t.shape.size() < 2 || keys[i].count < 4)
       continue;
-    buckets[summarize(*t.values)].push_back(i);
+    buckets[keys[i]].push_back(i);
   }
   std::vector<InitializerTie> ties;
   std::vector<bool> taken(tensors.size(), false);
@@ -109,14 +113,18 @@ std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
       continue;
     for (size_t x = 0; x < members.size(); ++x) {
       const NamedTensor &a = tensors[members[x]];
-      if (taken[members[x]] || detail::fewDistinct(*a.values))
+      if (taken[members[x]] || keys[members[x]].fewDistinct)
         continue;
+      std::vector<float> aLoaded;
+      const std::vector<float> &av = valuesOf(a, aLoaded);
       for (size_t y = x + 1; y < members.size(); ++y) {
         if (taken[members[y]])
           continue;
         const NamedTensor &b = tensors[members[y]];
-        bool transposed = isTranspose(a, b);
-        if (!transposed && !isCopy(a, b))
+        std::vector<float> bLoaded;
+        const std::vector<float> &bv = valuesOf(b, bLoaded);
+        bool transposed = isTranspose(a, av, b, bv);
+        if (!transposed && !isCopy(a, av, b, bv))
           continue;
         // Keep the model-given name; between two such, the earlier one.
         bool keepB = modelGivenName(b.name) && !modelGivenName(a.name);

@@ -480,8 +480,11 @@ int Compile::importModel() {
                       func::FuncDialect>();
   errorHandler.emplace(&context, printError);
   t0 = std::chrono::steady_clock::now();
-  module =
-      otc::importOnnxModel(context, modelPath, importOpts, err, &initializers);
+  // Initial values only for a program built (init.safetensors): a plan
+  // or an IR dump imports without holding the weights.
+  bool building = compileTo.empty() && !planOnly;
+  module = otc::importOnnxModel(context, modelPath, importOpts, err,
+                                building ? &initializers : nullptr);
   if (!module)
     return fail(err);
   if (appended && !otc::appendLoss(*module, *appended, err))
