@@ -268,6 +268,18 @@ void Importer::addParams() {
   floats.reserve(static_cast<size_t>(model.graph().initializer_size()));
   for (const onnx::TensorProto &init : model.graph().initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(init.name()));
+    // Learned by an earlier import of the same loaded model: nothing read.
+    if (!initializersOut && cache && !staticOnly.contains(init.name())) {
+      auto known = cache->find(init.name());
+      if (known != cache->end()) {
+        TensorData shapeOnly;
+        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
+        bool forced = !options.train.empty() && train.match(init.name());
+        floats.push_back({&init, std::move(shapeOnly), forced,
+                          known->second.reason, known->second.key});
+        continue;
+      }
+    }
     TensorData data =
         decodeTensor(init, "initializer '" + init.name() + "'", path);
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
@@ -282,6 +294,8 @@ void Importer::addParams() {
           c.data.floats.size() >= kValuelessElements) {
         c.key = tieKey(c.data.floats);
         c.data.floats = std::vector<float>();
+        if (cache)
+          (*cache)[init.name()] = {c.reason, *c.key};
       }
       floats.push_back(std::move(c));
       continue;

@@ -156,6 +156,16 @@ struct StaticValue {
   mlir::Value materialized;
 };
 
+/// What an import without values learned of a large trained initializer
+/// (addParams): the import rules' verdict and its tie key. A loaded model
+/// keeps them, so that its later imports (one per micro-batch for --fit)
+/// read none of those values again.
+struct CachedInitializer {
+  std::string reason;
+  TieKey key;
+};
+using InitializerCache = std::map<std::string, CachedInitializer>;
+
 /// Builds the otc module for one model.
 class Importer {
 public:
@@ -174,6 +184,9 @@ public:
         splitParams(std::move(splitParams)) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> run();
+  /// Where an import without values keeps and finds what it learned of the
+  /// large initializers (a loaded model's, across its imports).
+  void setInitializerCache(InitializerCache *c) { cache = c; }
 
   // One builder per op family, on the current node (the op files).
   void importMatMul();
@@ -376,6 +389,7 @@ private:
   /// The trained initializers whose values an import that keeps none
   /// dropped (paramData holds their shapes only), to read again if needed.
   std::map<std::string, const onnx::TensorProto *> valuelessInits;
+  InitializerCache *cache = nullptr;
 
   const onnx::ModelProto &model;
   int64_t opset = 0, fileOpset = 0;

@@ -324,6 +324,7 @@ std::unique_ptr<LoadedOnnxModel> loadOnnxModel(StringRef path,
                                                std::string &error) {
   return catchingImportErrors(path, error, [&] {
     std::unique_ptr<LoadedOnnxModel> loaded(new LoadedOnnxModel());
+    loaded->initializerCache = std::make_shared<detail::InitializerCache>();
     loaded->file = path.str();
     loaded->model = std::make_unique<onnx::ModelProto>();
     detail::loadModel(loaded->file, *loaded->model);
@@ -361,6 +362,12 @@ importOnnxModel(MLIRContext &context, const LoadedOnnxModel &loaded,
         detail::Importer importer(context, loaded.file, *model, opset,
                                   loaded.fileOpset, !loaded.checked,
                                   std::move(splits), options, initializers);
+        // The cache holds for the file as loaded: an upgraded copy (an
+        // older opset) is rebuilt per import, so it keeps none.
+        if (!upgraded)
+          importer.setInitializerCache(
+              static_cast<detail::InitializerCache *>(
+                  loaded.initializerCache.get()));
         OwningOpRef<ModuleOp> m = importer.run();
         loaded.checked = true;
         return m;

@@ -160,6 +160,9 @@ private:
   std::vector<std::pair<std::string, std::string>> splitParams;
   /// Whether an import already ran the ONNX checker.
   mutable bool checked = false;
+  /// What the first import without values learned of the large float
+  /// initializers (frontend/Importer.h's InitializerCache).
+  std::shared_ptr<void> initializerCache;
 };
 
 /// Reads `path` for importOnnxModel; null with `error` set (as an import's)
