@@ -7,10 +7,15 @@ and auto at five budgets between the smallest plan and the largest, then
 none, selective and full again with --no-fuse (the exported ops as they are,
 no fused attention, norms, activations or loss). Prints, per run: activation
 peak, recompute FLOPs per step, arena / lower bound, and compile time, then
-the activation peaks with and without fusion side by side. Not a test: it
-prints figures.
+the activation peaks with and without fusion side by side. Then the LM
+head and its loss in chunks (otc-chunk-loss) against one [rows, vocabulary]
+buffer (--no-chunked-loss): GPT-2 FP32 micro-batch 4 --remat=full, GPT-2
+BF16 micro-batch 8 on the cuda target, and with --llama a Llama-3-1B-shaped
+graph (bench/make_llama_onnx.py) at micro-batch 4, BF16, cuda. Not a test:
+it prints figures.
 
     python3 bench/memory.py [--otc-bin build/bin] [--work /tmp/otc-bench]
+                            [--llama]
 """
 import argparse
 import json
@@ -40,6 +45,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--otc-bin", default=os.path.join(HERE, "..", "build", "bin"))
     ap.add_argument("--work", default="/tmp/otc-bench")
+    ap.add_argument("--llama", action="store_true",
+                    help="also the chunked loss on a Llama-3-1B-shaped graph")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     model = os.path.join(a.work, "gpt2-124m.onnx")
@@ -94,6 +101,43 @@ def main():
             continue
         print(f"{p:<20}{before['memory_bytes']['activations_peak'] / gib:>11.3f}"
               f"{after['memory_bytes']['activations_peak'] / gib:>9.3f}")
+
+    # The LM head and its loss: chunked (default) against --no-chunked-loss.
+    heads = [("GPT-2 fp32 mb4 full", model, "4", ["--remat=full"]),
+             ("GPT-2 bf16 mb8 cuda", model, "8",
+              ["--precision=bf16", "--target=cuda"])]
+    if a.llama:
+        llama = os.path.join(a.work, "llama3-1b.onnx")
+        if not os.path.exists(llama):
+            subprocess.run([sys.executable, os.path.join(HERE, "make_llama_onnx.py"),
+                            llama, "--size", "1b"], check=True)
+        heads.append(("Llama-3-1B bf16 mb4 cuda", llama, "4",
+                      ["--precision=bf16", "--target=cuda"]))
+    print()
+    print(f"{'LM head and loss':<26}{'act. GiB':>10}{'chunked':>9}"
+          f"{'total GiB':>11}{'chunked':>9}{'step ms':>12}{'chunked':>12}")
+    for label, path, mb, extra in heads:
+        plans = []
+        for chunked in (False, True):
+            out = os.path.join(a.work, label.replace(" ", "_") + str(chunked))
+            cmd = [os.path.join(a.otc_bin, "otc-compile"), path, "-o", out,
+                   "--micro-batch", mb, "--plan-only", *extra]
+            if not chunked:
+                cmd.append("--no-chunked-loss")
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                plans.append(None)
+                continue
+            with open(os.path.join(out, "plan.json")) as f:
+                plans.append(json.load(f))
+        if None in plans:
+            print(f"{label:<26}{'failed':>10}")
+            continue
+        m0, m1 = (p["memory_bytes"] for p in plans)
+        t0, t1 = (p["time"]["step_ms"] for p in plans)
+        print(f"{label:<26}{m0['activations_peak'] / gib:>10.3f}"
+              f"{m1['activations_peak'] / gib:>9.3f}{m0['total_peak'] / gib:>11.3f}"
+              f"{m1['total_peak'] / gib:>9.3f}{t0:>12.2f}{t1:>12.2f}")
 
 
 if __name__ == "__main__":
