@@ -8,6 +8,7 @@
 // checked against the same reference and against the forward then the
 // backward (the same bits).
 #include "kernels_test_util.h"
+#include "otcrt/abi.h"
 
 #include <limits>
 
@@ -406,4 +407,116 @@ TEST(KernelsCrossEntropy, FusedBadArguments) {
                   OTCRT_MEAN, loss, rowLoss.data(), d.data(), nullptr),
               0);
   }
+}
+
+namespace {
+
+/// otcrt_linear_cross_entropy_f32 in chunks of `chunk` rows against the
+/// double-precision head (logits = h wᵀ), the reference loss and gradient
+/// (refForward, refGradient), dh = dlogits w and dw = dlogitsᵀ h; and the
+/// loss the same bits whatever the chunk (every row's loss summed in row
+/// order).
+void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
+               std::mt19937 &rng) {
+  SCOPED_TRACE("rows " + std::to_string(tc.rows) + " classes " +
+               std::to_string(tc.classes) + " chunk " + std::to_string(chunk));
+  std::vector<float> h = kt::random(tc.rows * hidden, rng),
+                     w = kt::random(tc.classes * hidden, rng);
+  std::vector<int64_t> labels = randomLabels(tc, rng, ignored);
+  const size_t nLoss = tc.reduction == OTCRT_NONE ? tc.rows : 1;
+  std::vector<float> dloss = kt::random(nLoss, rng, 0.5f, 2.0f);
+  Vec logits(tc.rows * tc.classes, 0);
+  for (int64_t r = 0; r < tc.rows; ++r)
+    for (int64_t v = 0; v < tc.classes; ++v)
+      for (int64_t c = 0; c < hidden; ++c)
+        logits[r * tc.classes + v] += double(h[r * hidden + c]) * w[v * hidden + c];
+  Vec loss, lse;
+  refForward(tc, logits, labels, loss, lse);
+  Vec dz = refGradient(tc, logits, labels, kt::toDouble(dloss));
+  Vec dh(tc.rows * hidden, 0), dw(tc.classes * hidden, 0);
+  for (int64_t r = 0; r < tc.rows; ++r)
+    for (int64_t v = 0; v < tc.classes; ++v)
+      for (int64_t c = 0; c < hidden; ++c) {
+        dh[r * hidden + c] += dz[r * tc.classes + v] * w[v * hidden + c];
+        dw[v * hidden + c] += dz[r * tc.classes + v] * h[r * hidden + c];
+      }
+
+  std::vector<float> gotLoss(nLoss), rowLoss(tc.rows), gotDh(dh.size(), NAN),
+      gotDw(dw.size(), NAN), scratch(chunk * tc.classes);
+  ASSERT_EQ(otcrt_linear_cross_entropy_f32(
+                tc.rows, hidden, tc.classes, chunk, dloss.data(), h.data(),
+                w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
+                tc.reduction, OTC_F32, gotLoss.data(), rowLoss.data(),
+                gotDh.data(), gotDw.data(), scratch.data(), nullptr),
+            0);
+  kt::expectNear(gotLoss, loss, 1e-5, 1e-6, "loss");
+  kt::expectNear(gotDh, dh, 1e-4, 1e-5, "dh");
+  kt::expectNear(gotDw, dw, 1e-4, 1e-5, "dw");
+
+  std::vector<float> wholeLoss(nLoss), wholeRows(tc.rows),
+      wholeDh(dh.size()), wholeDw(dw.size()), whole(tc.rows * tc.classes);
+  ASSERT_EQ(otcrt_linear_cross_entropy_f32(
+                tc.rows, hidden, tc.classes, tc.rows, dloss.data(), h.data(),
+                w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
+                tc.reduction, OTC_F32, wholeLoss.data(), wholeRows.data(),
+                wholeDh.data(), wholeDw.data(), whole.data(), nullptr),
+            0);
+  for (size_t i = 0; i < nLoss; ++i)
+    EXPECT_EQ(gotLoss[i], wholeLoss[i]) << "loss [" << i << "]";
+}
+
+} // namespace
+
+TEST(KernelsCrossEntropy, LinearChunks) {
+  std::mt19937 rng(311);
+  // Chunks that divide the rows, that do not (the last one short), of one
+  // row, and all the rows; every reduction, with ignored rows.
+  runLinear({12, 7, 0, 0, OTCRT_MEAN}, 5, 4, 0, rng);
+  runLinear({13, 7, 1, -100, OTCRT_MEAN}, 5, 5, 4, rng);
+  runLinear({13, 9, 1, -100, OTCRT_SUM}, 3, 1, 2, rng);
+  runLinear({10, 6, 1, -1, OTCRT_NONE}, 4, 3, 3, rng);
+  runLinear({9, 11, 0, 0, OTCRT_MEAN}, 6, 9, 0, rng);
+}
+
+// One class: every row's loss is 0 and so is every gradient (PyTorch's
+// log_softmax of a single logit is 0).
+TEST(KernelsCrossEntropy, LinearOneClass) {
+  std::mt19937 rng(312);
+  runLinear({6, 1, 0, 0, OTCRT_MEAN}, 4, 4, 0, rng);
+}
+
+// Every row ignored: a mean is NaN (0 / 0) and the gradients are zero.
+TEST(KernelsCrossEntropy, LinearAllIgnored) {
+  const int64_t rows = 5, hidden = 3, classes = 4;
+  std::vector<float> h(rows * hidden, 0.5f), w(classes * hidden, 0.25f),
+      rowLoss(rows, NAN), dh(rows * hidden, NAN), dw(classes * hidden, NAN),
+      scratch(2 * classes);
+  std::vector<int64_t> labels(rows, -1);
+  float loss = 0, dloss = 1;
+  ASSERT_EQ(otcrt_linear_cross_entropy_f32(
+                rows, hidden, classes, 2, &dloss, h.data(), w.data(),
+                labels.data(), 1, -1, OTCRT_MEAN, OTC_F32, &loss,
+                rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
+            0);
+  EXPECT_TRUE(std::isnan(loss));
+  for (float v : dh)
+    EXPECT_EQ(v, 0.0f);
+  for (float v : dw)
+    EXPECT_EQ(v, 0.0f);
+}
+
+// A label outside the classes fails the call before anything is written.
+TEST(KernelsCrossEntropy, LinearBadLabel) {
+  const int64_t rows = 4, hidden = 2, classes = 3;
+  std::vector<float> h(rows * hidden, 1.0f), w(classes * hidden, 1.0f),
+      rowLoss(rows, NAN), dh(rows * hidden, NAN), dw(classes * hidden, NAN),
+      scratch(rows * classes);
+  std::vector<int64_t> labels = {0, 1, 3, 2};
+  float loss = NAN, dloss = 1;
+  EXPECT_NE(otcrt_linear_cross_entropy_f32(
+                rows, hidden, classes, 2, &dloss, h.data(), w.data(),
+                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, &loss,
+                rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
+            0);
+  EXPECT_TRUE(std::isnan(dh[0]));
 }

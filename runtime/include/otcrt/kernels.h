@@ -262,9 +262,10 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 /// scale of a mean over the counted rows of all `rows`), dh[r0:] = dlogits w
 /// and dw = (sum over the chunks so far) dlogitsᵀ h[r0:], all through
 /// otcrt_gemm with FP32 accumulation. h is [rows, hidden], w [classes,
-/// hidden], dh FP32 of h's shape, dw of w's shape and `dw_type` (OTC_F32,
-/// or OTC_BF16 with bf16 data: each chunk's sum rounded to bfloat16 as it is
-/// added), chunk [chunk_rows, classes]
+/// hidden], dh FP32 of h's shape, dw of w's shape and `dw_type` (an
+/// OtcDType of otcrt/abi.h: OTC_F32, or OTC_BF16 with bf16 data, each
+/// chunk's sum then rounded to bfloat16 as it is added), chunk [chunk_rows,
+/// classes]
 /// (scratch, left holding the last chunk's gradient). loss and row_loss as
 /// otcrt_cross_entropy_fused's over all rows (the same bits given the same
 /// logits). Bad labels as that call's.
