@@ -133,8 +133,60 @@ int64_t autoChunkRows(int64_t rows, int64_t classes, int64_t elementBytes,
   return std::clamp<int64_t>(n, 1, std::max<int64_t>(rows, 1));
 }
 
+/// The rows of the chunks considered by price: the fewest balanced chunks of
+/// 1 to kMaxChunks, rounded up to 64 rows, each size once, largest first.
+constexpr int64_t kMaxChunks = 64;
+SmallVector<int64_t> chunkCandidates(int64_t rows) {
+  SmallVector<int64_t> sizes;
+  for (int64_t k = 1; k <= kMaxChunks; ++k) {
+    int64_t n = (rows + k - 1) / k;
+    n = std::min<int64_t>(std::max<int64_t>(rows, 1), (n + 63) / 64 * 64);
+    if (sizes.empty() || n < sizes.back())
+      sizes.push_back(n);
+  }
+  return sizes;
+}
+
 struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
   using ChunkLossBase::ChunkLossBase;
+  ChunkLossPass(const ChunkLossOptions &options, LossChunkPricer price)
+      : ChunkLossBase(options), price(std::move(price)) {}
+
+  LossChunkPricer price;
+
+  /// Sets `op` to chunks of `rows` rows.
+  static void setChunk(LinearCrossEntropyWithGradOp op, int64_t rows) {
+    op.setChunkRows(rows);
+    auto t = cast<RankedTensorType>(op.getChunk().getType());
+    op.getChunk().setType(
+        RankedTensorType::get({rows, t.getDimSize(1)}, t.getElementType()));
+  }
+
+  /// Among the chunks of at most chunk-mib MiB of logits (at least the
+  /// smallest chunk), the smallest whose predicted call is within
+  /// `slackPercent` of the fastest's (the step-time model's price).
+  void chooseByPrice(LinearCrossEntropyWithGradOp op, int64_t rows) {
+    SmallVector<int64_t> sizes;
+    int64_t rowBytes =
+        op.getW().getType().getDimSize(0) *
+        storageBytes(op.getChunk().getType().getElementType());
+    for (int64_t n : chunkCandidates(rows))
+      if (n * rowBytes <= (int64_t(chunkBytes) << 20))
+        sizes.push_back(n);
+    if (sizes.empty())
+      sizes.push_back(chunkCandidates(rows).back());
+    SmallVector<double> seconds;
+    for (int64_t n : sizes) {
+      setChunk(op, n);
+      seconds.push_back(price(op));
+    }
+    double best = *std::min_element(seconds.begin(), seconds.end());
+    int64_t pick = sizes.front();
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (seconds[i] <= best * (1.0 + slackPercent / 100.0))
+        pick = std::min(pick, sizes[i]);
+    setChunk(op, pick);
+  }
 
   void runOnOperation() override {
     if (chunkRows < 0 || chunkBytes < 1) {
@@ -153,8 +205,10 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
       auto zt = cast<RankedTensorType>(loss.getLogits().getType());
       int64_t rows = numElements(shapeOf(loss.getLabels()));
       int64_t classes = zt.getShape().back();
+      bool byPrice = chunkRows == 0 && price;
       int64_t chunk =
           chunkRows > 0 ? std::min<int64_t>(chunkRows, std::max<int64_t>(rows, 1))
+          : byPrice     ? std::max<int64_t>(rows, 1)
                         : autoChunkRows(rows, classes,
                                         storageBytes(zt.getElementType()),
                                         int64_t(chunkBytes) << 20);
@@ -201,6 +255,8 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
         again.getLoss().replaceAllUsesWith(fused.getLoss());
         again.erase();
       }
+      if (byPrice)
+        chooseByPrice(fused, std::max<int64_t>(rows, 1));
       m->dh.getResult().replaceAllUsesWith(fused.getDh());
       if (dwCast) {
         dwCast.getResult().replaceAllUsesWith(fused.getDw());
@@ -232,3 +288,8 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
 };
 
 } // namespace
+
+std::unique_ptr<Pass> otc::createChunkLoss(const ChunkLossOptions &options,
+                                           LossChunkPricer price) {
+  return std::make_unique<ChunkLossPass>(options, std::move(price));
+}

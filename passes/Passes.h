@@ -17,15 +17,25 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
 #include <memory>
 
 namespace otc {
+
+/// The predicted seconds of one op on the compile's device, as the step-time
+/// model (perf/, above the passes) prices it: what otc-chunk-loss asks of
+/// an otc.linear_cross_entropy_with_grad for each chunk it considers.
+using LossChunkPricer = std::function<double(mlir::Operation *)>;
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// otc-chunk-loss choosing its chunk by `price` (Passes.td).
+std::unique_ptr<mlir::Pass> createChunkLoss(const ChunkLossOptions &options,
+                                            LossChunkPricer price);
 
 /// Whether kernel `k` is a chain of ops with scalar expressions (the
 /// ScalarExpressionOpInterface) that all produce, like its outputs, one

@@ -350,7 +350,12 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     chunk in its `chunk` result, a scratch buffer), so no [rows, V] buffer
     exists; its numbers are the five ops' (a dw the graph rounds to bf16
     at once is the call's bf16 result, each chunk's sum rounded as it is
-    added). The chunk is `chunk-rows` rows,
+    added). Run by otc-compile, the pass is given the step-time model's
+    price of the call on the compile's device: among the balanced
+    chunkings of 1 to 64 chunks, rounded up to 64 rows, whose logits take
+    at most `chunk-mib` MiB, it takes the smallest chunk (the least memory)
+    whose call is predicted within `slack-percent` of the fastest's. Run
+    alone (no price), the chunk is `chunk-rows` rows,
     or (0) the fewest balanced chunks of at most `chunk-mib` MiB of logits,
     rounded up to 64 rows. Other heads stay as they are; otc-compile's
     `--no-chunked-loss` leaves out the pass.
@@ -368,8 +373,11 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let options = [
     Option<"chunkRows", "chunk-rows", "int64_t", "0",
            "Rows per chunk (0: from chunk-mib)">,
-    Option<"chunkBytes", "chunk-mib", "int64_t", "128",
+    Option<"chunkBytes", "chunk-mib", "int64_t", "256",
            "Most MiB of logits per chunk when chunk-rows is 0">,
+    Option<"slackPercent", "slack-percent", "double", "2.0",
+           "With a price (otc-compile's step-time model): the smallest chunk "
+           "within this percentage of the fastest">,
   ];
 }
 

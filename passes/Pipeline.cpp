@@ -95,7 +95,8 @@ static void addPhase(OpPassManager &pm, Phase phase,
     if (be.fuseLossGrad && be.chunkedLoss) {
       ChunkLossOptions c;
       c.chunkRows = be.lossChunkRows;
-      pm.addPass(createChunkLoss(c));
+      pm.addPass(be.priceLossChunk ? createChunkLoss(c, be.priceLossChunk)
+                                   : createChunkLoss(c));
     }
     return;
   case Phase::Schedule:

@@ -11,6 +11,8 @@
 #ifndef OTC_PASSES_PIPELINE_H
 #define OTC_PASSES_PIPELINE_H
 
+#include "passes/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -62,6 +64,10 @@ struct BackEndOptions {
   /// this many rows (0: its default size).
   bool chunkedLoss = true;
   int64_t lossChunkRows = 0;
+  /// The predicted seconds of an otc.linear_cross_entropy_with_grad on the
+  /// compile's device (the driver's step-time model); with it, otc-chunk-
+  /// loss chooses the chunk by price (Passes.td).
+  LossChunkPricer priceLossChunk;
 };
 
 /// The options of every phase.

@@ -90,6 +90,26 @@ int64_t costBytes(Operation &op) {
   return n;
 }
 
+/// Kernels `launches` of one call computing `flops` in all, shared among
+/// them by bytes, priced by their grids.
+LaunchTime priceKernels(const DeviceModel &d, std::string kind, double flops,
+                        ArrayRef<KernelLaunch> launches) {
+  LaunchTime t;
+  t.kind = std::move(kind);
+  t.flops = flops;
+  for (const KernelLaunch &l : launches)
+    t.bytes += l.bytes;
+  for (const KernelLaunch &l : launches) {
+    double share = t.bytes > 0 ? l.bytes / t.bytes : 1.0 / launches.size();
+    LaunchCost c = priceKernel(d, l, flops * share);
+    t.cost += c;
+    t.kernels.push_back({l, c});
+  }
+  t.seconds = t.cost.total();
+  t.launches = static_cast<int64_t>(launches.size());
+  return t;
+}
+
 class Predictor {
 public:
   Predictor(const DeviceModel &device, int64_t alignment)
@@ -121,7 +141,12 @@ private:
   /// Prices kernels `launches` of one call computing `flops` in all, shared
   /// among them by bytes, and adds the call.
   void addKernels(std::string name, std::string kind, double flops,
-                  ArrayRef<KernelLaunch> launches);
+                  ArrayRef<KernelLaunch> launches) {
+    LaunchTime t = priceKernels(d, std::move(kind), flops, launches);
+    t.function = fn;
+    t.name = std::move(name);
+    out->push_back(std::move(t));
+  }
   /// A memset of `bytes`, as the program makes one of adjacent zero fills.
   void addMemset(double bytes);
   void flushZero() {
@@ -231,22 +256,6 @@ void Predictor::addMemset(double bytes) {
       /*traced=*/false);
 }
 
-void Predictor::addKernels(std::string name, std::string kind, double flops,
-                           ArrayRef<KernelLaunch> launches) {
-  double bytes = 0;
-  for (const KernelLaunch &l : launches)
-    bytes += l.bytes;
-  LaunchTime &t = add(std::move(name), std::move(kind), flops, bytes, {});
-  for (const KernelLaunch &l : launches) {
-    double share = bytes > 0 ? l.bytes / bytes : 1.0 / launches.size();
-    LaunchCost c = priceKernel(d, l, flops * share);
-    t.cost += c;
-    t.kernels.push_back({l, c});
-  }
-  t.seconds = t.cost.total();
-  t.launches = static_cast<int64_t>(launches.size());
-}
-
 void Predictor::kernel(otck::KernelOp k) {
   Block &body = k.getBody().front();
   bool single = llvm::hasSingleElement(body.without_terminator());
@@ -278,52 +287,10 @@ void Predictor::kernel(otck::KernelOp k) {
 }
 
 void Predictor::library(otck::KernelOp k, Operation &op) {
-  double flops = costFlops(op), bytes = costBytes(op);
-  std::string kind = baseName(op);
-  if (isa<AttentionOp, AttentionGradOp>(op)) {
-    // The library path (cuDNN's SDPA) or the fallback kernels.
-    bool fast = attentionRunsOnCudnn(&op);
-    double rate = !fast                  ? d.attentionFallbackRate
-                  : isa<AttentionOp>(op) ? d.attentionFwdRate
-                                         : d.attentionBwdRate;
-    add(kernelTraceName(k), kind, flops, bytes,
-        priceRoofline(d, flops / rate, bytes));
-    return;
-  }
-  auto call = cast<LibraryCallOpInterface>(op);
-  // The GEMMs the call makes (otc.linear_cross_entropy_with_grad's), priced
-  // as the GEMM ops are; its kernels share the rest of its FLOPs.
-  SmallVector<LibraryGemm> gemms;
-  call.getLibraryGemms(gemms);
-  double gemmFlops = 0, gemmBytes = 0;
-  LaunchCost gemmCost;
-  for (const LibraryGemm &g : gemms) {
-    double f = 2.0 * double(g.m) * double(g.n) * double(g.k);
-    double efficiency =
-        d.pricesGrids() ? gemmWaveEfficiency(d, g.m, g.n, g.k, 1) : 1.0;
-    double seconds = gemmSeconds(g.bf16 ? d.bf16Gemm : d.fp32Gemm, f, g.k,
-                                 efficiency);
-    gemmCost += priceRoofline(d, seconds, g.bytes);
-    gemmFlops += f;
-    gemmBytes += g.bytes;
-  }
-  double kernelFlops = std::max(0.0, flops - gemmFlops);
-  SmallVector<KernelLaunch> launches;
-  if (d.pricesGrids())
-    call.getLibraryLaunches(launches);
-  if (launches.empty())
-    add(kernelTraceName(k), kind, kernelFlops, bytes,
-        priceRoofline(d, kernelFlops / d.vectorRate, bytes));
-  else
-    addKernels(kernelTraceName(k), kind, kernelFlops, launches);
-  if (gemms.empty())
-    return;
-  LaunchTime &t = out->back();
-  t.flops += gemmFlops;
-  t.bytes += gemmBytes;
-  t.cost += gemmCost;
-  t.seconds = t.cost.total();
-  t.launches += static_cast<int64_t>(gemms.size());
+  LaunchTime t = priceLibraryCall(d, op);
+  t.function = fn;
+  t.name = kernelTraceName(k);
+  out->push_back(std::move(t));
 }
 
 LogicalResult Predictor::gemm(otck::GemmOp g) {
@@ -356,6 +323,64 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
 }
 
 } // namespace
+
+LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
+  double flops = costFlops(op), bytes = costBytes(op);
+  std::string kind = baseName(op);
+  auto single = [&](const LaunchCost &cost) {
+    LaunchTime t;
+    t.kind = kind;
+    t.flops = flops;
+    t.bytes = bytes;
+    t.cost = cost;
+    t.seconds = cost.total();
+    return t;
+  };
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
+    // The library path (cuDNN's SDPA) or the fallback kernels.
+    bool fast = attentionRunsOnCudnn(&op);
+    double rate = !fast                  ? d.attentionFallbackRate
+                  : isa<AttentionOp>(op) ? d.attentionFwdRate
+                                         : d.attentionBwdRate;
+    return single(priceRoofline(d, flops / rate, bytes));
+  }
+  auto call = cast<LibraryCallOpInterface>(op);
+  // The GEMMs the call makes (otc.linear_cross_entropy_with_grad's), priced
+  // as the GEMM ops are; its kernels share the rest of its FLOPs.
+  SmallVector<LibraryGemm> gemms;
+  call.getLibraryGemms(gemms);
+  double gemmFlops = 0, gemmBytes = 0;
+  LaunchCost gemmCost;
+  for (const LibraryGemm &g : gemms) {
+    double f = 2.0 * double(g.m) * double(g.n) * double(g.k);
+    double efficiency =
+        d.pricesGrids() ? gemmWaveEfficiency(d, g.m, g.n, g.k, 1) : 1.0;
+    double seconds = gemmSeconds(g.bf16 ? d.bf16Gemm : d.fp32Gemm, f, g.k,
+                                 efficiency);
+    gemmCost += priceRoofline(d, seconds, g.bytes);
+    gemmFlops += f;
+    gemmBytes += g.bytes;
+  }
+  double kernelFlops = std::max(0.0, flops - gemmFlops);
+  SmallVector<KernelLaunch> launches;
+  if (d.pricesGrids())
+    call.getLibraryLaunches(launches);
+  LaunchTime t;
+  if (launches.empty()) {
+    flops = kernelFlops;
+    t = single(priceRoofline(d, kernelFlops / d.vectorRate, bytes));
+  } else {
+    t = priceKernels(d, kind, kernelFlops, launches);
+  }
+  if (gemms.empty())
+    return t;
+  t.flops += gemmFlops;
+  t.bytes += gemmBytes;
+  t.cost += gemmCost;
+  t.seconds = t.cost.total();
+  t.launches += static_cast<int64_t>(gemms.size());
+  return t;
+}
 
 FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
   FailureOr<ConfigAttr> config = requireConfig(module, "the step-time model");

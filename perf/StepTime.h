@@ -101,6 +101,12 @@ struct StepTime {
 /// Fails with an error at an op it cannot cost, or without a configuration.
 mlir::FailureOr<StepTime> predictStepTime(mlir::ModuleOp module);
 
+/// The predicted time of one library call (an op of LibraryCallOpInterface,
+/// at the tensor or the buffer level) on `device`, as the step prices it:
+/// its kernels by their grids, its GEMMs on the device's curves (function
+/// and name left empty).
+LaunchTime priceLibraryCall(const DeviceModel &device, mlir::Operation &op);
+
 } // namespace otc
 
 #endif // OTC_CODEGEN_STEPTIME_H
