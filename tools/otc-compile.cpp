@@ -637,10 +637,27 @@ int Compile::summarize() {
   if (failed(s))
     return fail("summarizing the plan failed");
   summary = *s;
-  if (budget && summary->totalPeak > *budget)
-    return fail("the planned peak of " + std::to_string(summary->totalPeak) +
-                " bytes exceeds --memory-budget " + memoryBudget + " (" +
-                std::to_string(*budget) + " bytes)");
+  if (budget && summary->totalPeak > *budget) {
+    // Why, and what would fit (as --fit says when nothing fits).
+    otc::FitCandidate planned;
+    planned.microBatch = mb;
+    planned.gradAccum = gradAccum;
+    planned.totalPeak = summary->totalPeak;
+    planned.paramsCount = summary->paramsCount;
+    planned.weights = summary->params;
+    planned.grads = summary->grads;
+    planned.optimizer = summary->masterParams + summary->optimizer;
+    otc::FitRequest request;
+    request.memoryBytes = *budget;
+    std::string why;
+    llvm::raw_string_ostream whyOs(why);
+    otc::explainNoFit({planned}, request, whyOs);
+    int rc = fail("the planned peak of " + std::to_string(summary->totalPeak) +
+                  " bytes exceeds --memory-budget " + memoryBudget + " (" +
+                  std::to_string(*budget) + " bytes)");
+    llvm::errs() << why;
+    return rc;
+  }
   FailureOr<otc::StepTime> t = otc::predictStepTime(*module);
   if (failed(t))
     return fail("predicting the step time failed");
