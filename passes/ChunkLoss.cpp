@@ -251,12 +251,26 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
           RankedTensorType::get({chunk, classes}, zt.getElementType()),
           loss.getGrad(), h, w, loss.getLabels(), b.getI64IntegerAttr(chunk),
           loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+      if (byPrice)
+        chooseByPrice(fused, std::max<int64_t>(rows, 1));
+      // Where the chunk is chosen, only where it pays: the logits saved must
+      // outweigh the [V, C] dw the call writes, which the head's own dw
+      // product may not need (it adds into the gradient's slot).
+      if (chunkRows == 0) {
+        int64_t element = storageBytes(zt.getElementType());
+        int64_t saved = (rows - fused.getChunkRows()) * classes * element;
+        auto dwt = cast<RankedTensorType>(fused.getDw().getType());
+        int64_t dwBytes =
+            dwt.getNumElements() * storageBytes(dwt.getElementType());
+        if (saved <= dwBytes) {
+          fused.erase();
+          continue;
+        }
+      }
       for (CrossEntropyOp again : m->again) {
         again.getLoss().replaceAllUsesWith(fused.getLoss());
         again.erase();
       }
-      if (byPrice)
-        chooseByPrice(fused, std::max<int64_t>(rows, 1));
       m->dh.getResult().replaceAllUsesWith(fused.getDh());
       if (dwCast) {
         dwCast.getResult().replaceAllUsesWith(fused.getDw());

@@ -354,7 +354,9 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     price of the call on the compile's device: among the balanced
     chunkings of 1 to 64 chunks, rounded up to 64 rows, whose logits take
     at most `chunk-mib` MiB, it takes the smallest chunk (the least memory)
-    whose call is predicted within `slack-percent` of the fastest's. Run
+    whose call is predicted within `slack-percent` of the fastest's; where
+    the chunk is chosen (`chunk-rows` 0), the call is formed only where the
+    logits it saves outweigh the [V, C] dw it writes. Run
     alone (no price), the chunk is `chunk-rows` rows,
     or (0) the fewest balanced chunks of at most `chunk-mib` MiB of logits,
     rounded up to 64 rows. Other heads stay as they are; otc-compile's
