@@ -541,14 +541,16 @@ chunksOf(int64_t rows, int64_t chunk) {
   return c;
 }
 
-/// cross_entropy.cu's linearFused: for a mean, countRowsKernel over all
-/// rows; per chunk, between its GEMMs (getLibraryGemms), fusedKernel over
+/// cross_entropy.cu's linearFused: checkLabelsKernel over all rows; for a
+/// mean, countRowsKernel over all rows; per chunk, between its GEMMs (getLibraryGemms), fusedKernel over
 /// the chunk's rows; then, for a mean or sum, sumRowLossKernel over all.
 void LinearCrossEntropyWithGradOp::getLibraryLaunches(
     SmallVectorImpl<KernelLaunch> &l) {
   int64_t rows = numElements(shapeOf(getLabels())),
           classes = shapeOf(getW())[0];
   bool none = getReduction() == "none";
+  if (rows > 0)
+    l.push_back(oneBlockKernel("labels", rows, 1, 8.0 * rows));
   if (getReduction() == "mean")
     l.push_back(oneBlockKernel("count", rows, 1, 8.0 * rows + 8.0));
   for (auto [n, times] : chunksOf(rows, getChunkRows()))

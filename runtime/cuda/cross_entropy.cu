@@ -68,6 +68,17 @@ __device__ __forceinline__ void checkLabel(const int64_t *labels, int64_t r,
     recordError(record, OTCRT_ERROR_LABEL, r, labels[r], classes);
 }
 
+/// Every row's label checked (one block, each thread every blockDim.x-th
+/// row), so that a bad one is recorded with its row in the whole batch
+/// before any chunk's kernel records it within its chunk.
+__global__ void checkLabelsKernel(int64_t rows, const int64_t *labels,
+                                  int64_t classes, int32_t hasIgnore,
+                                  int64_t ignoreIndex,
+                                  OtcrtKernelError *record) {
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    checkLabel(labels, r, classes, hasIgnore, ignoreIndex, record);
+}
+
 /// Folds the W logits v into a thread's running maximum and sum of exp(x -
 /// max), the sum rescaled when they raise the maximum.
 template <int W>
@@ -523,14 +534,16 @@ OtcrtGemm chunkGemm(int64_t m, int64_t n, int64_t k, int32_t type,
   return g;
 }
 
-/// otcrt_linear_cross_entropy_*: for a mean, countRowsKernel over all rows
-/// (the scale every chunk's gradient takes); per chunk of n rows, the head
+/// otcrt_linear_cross_entropy_*: checkLabelsKernel over all rows (a bad
+/// label recorded with its row in the batch), for a mean countRowsKernel
+/// over all rows (the scale every chunk's gradient takes); per chunk of n
+/// rows, the head
 /// (otcrt_gemm, n x classes x hidden) into `chunk`, fused's fusedKernel over
 /// the chunk's rows in place, dh's rows (n x hidden x classes) and dw
 /// (classes x hidden x n, added to after the first chunk); then, for a mean
 /// or sum, sumRowLossKernel over all rows. ir/OtcLibraryCalls.cpp describes
 /// these launches and GEMMs for the step-time prediction: keep the two in
-/// step. A bad label is recorded with its row within its chunk.
+/// step.
 template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
@@ -549,6 +562,9 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   if (!record || !counted)
     return 1;
   const int32_t type = std::is_same<T, float>::value ? OTC_F32 : OTC_BF16;
+  if (rows > 0)
+    checkLabelsKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
+        rows, labels, classes, hasIgnore, ignoreIndex, record);
   if (reduction == OTCRT_MEAN)
     countRowsKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
         rows, labels, hasIgnore, ignoreIndex, counted);

@@ -578,6 +578,28 @@ void testBadLabel(std::mt19937 &rng) {
                                      stream),
        "fused");
   expectRecorded();
+  // The LM head in chunks of 2 rows: row 5 is row 1 of the third chunk, and
+  // is recorded as row 5. Run once with good labels first (a GEMM shape's
+  // first call may synchronize).
+  const int64_t hidden = 8;
+  float *dH = device(random(rows * hidden, rng)),
+        *dW = device(random(classes * hidden, rng)),
+        *dDh = device(Floats(rows * hidden)),
+        *dDw = device(Floats(classes * hidden)),
+        *dChunk = device(Floats(2 * classes));
+  std::vector<int64_t> good(rows, 0);
+  int64_t *dGood = device(good);
+  auto linear = [&](const int64_t *l) {
+    return otcrt_linear_cross_entropy_f32(rows, hidden, classes, 2, dDloss, dH,
+                                          dW, l, 1, -100, OTCRT_MEAN, OTC_F32,
+                                          dLoss, dRowLoss, dDh, dDw, dChunk,
+                                          stream);
+  };
+  c.rc(linear(dGood), "linear, good labels");
+  cudaStreamSynchronize(stream);
+  spin(stream, 200);
+  c.rc(linear(dLabels), "linear");
+  expectRecorded();
   cudaStreamDestroy(stream);
 }
 
