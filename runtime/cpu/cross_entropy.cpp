@@ -66,6 +66,16 @@ void reduceLoss(const float *perRow, int64_t rows, int64_t n, int32_t reduction,
                      : static_cast<float>(sum / static_cast<double>(n));
 }
 
+/// The gradient scale every row shares: a sum's dloss, a mean's dloss over
+/// the n counted rows (0 when none count); 0 for none (rows take their own).
+float sharedScale(int32_t reduction, const float *dloss, int64_t n) {
+  if (reduction == OTCRT_SUM)
+    return dloss[0];
+  if (reduction == OTCRT_MEAN && n > 0)
+    return dloss[0] / static_cast<float>(n);
+  return 0.0f;
+}
+
 template <typename T>
 int forward(int64_t rows, int64_t classes, const T *logits,
             const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
@@ -112,11 +122,7 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
   int64_t n = checkLabels(rows, classes, labels, hasIgnore, ignoreIndex);
   if (n < 0)
     return 2;
-  float shared = 0.0f;
-  if (reduction == OTCRT_SUM)
-    shared = dloss[0];
-  else if (reduction == OTCRT_MEAN && n > 0)
-    shared = dloss[0] / static_cast<float>(n);
+  float shared = sharedScale(reduction, dloss, n);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     T *out = dlogits + r * classes;
@@ -230,11 +236,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   // A chunk's gradient with the whole call's scale: a sum's dloss, a mean's
   // dloss / n as backward computes it over all rows (0 when none count),
   // or each row's own.
-  float shared = 0.0f;
-  if (reduction == OTCRT_SUM)
-    shared = dloss[0];
-  else if (reduction == OTCRT_MEAN && n > 0)
-    shared = dloss[0] / static_cast<float>(n);
+  float shared = sharedScale(reduction, dloss, n);
   const ChunkGemms<T> gemms{hidden, classes};
   std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
   if (rows == 0)
