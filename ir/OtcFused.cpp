@@ -305,12 +305,9 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 /// What the cross-entropy and its fused form check alike: [..., C] logits
 /// and int64 labels of the leading shape, a known reduction, and a loss of
 /// the labels' shape ("none") or a scalar.
-template <typename OpTy> static LogicalResult verifyLoss(OpTy op) {
-  ArrayRef<int64_t> z = shapeOf(op.getLogits()), y = shapeOf(op.getLabels());
-  if (z.size() < 2 || y != z.drop_back())
-    return op.emitOpError("expects logits [..., C] and labels [...] of the ")
-           << "leading shape, got " << formatShape(z) << " and "
-           << formatShape(y);
+/// The labels' type, the reduction and the loss's shape by it.
+template <typename OpTy> static LogicalResult verifyLossResult(OpTy op) {
+  ArrayRef<int64_t> y = shapeOf(op.getLabels());
   if (!getElementTypeOrSelf(op.getLabels().getType()).isInteger(64))
     return op.emitOpError("labels must be int64");
   StringRef red = op.getReduction();
@@ -321,6 +318,15 @@ template <typename OpTy> static LogicalResult verifyLoss(OpTy op) {
     return op.emitOpError("loss shape does not match reduction '")
            << red << "'";
   return success();
+}
+
+template <typename OpTy> static LogicalResult verifyLoss(OpTy op) {
+  ArrayRef<int64_t> z = shapeOf(op.getLogits()), y = shapeOf(op.getLabels());
+  if (z.size() < 2 || y != z.drop_back())
+    return op.emitOpError("expects logits [..., C] and labels [...] of the ")
+           << "leading shape, got " << formatShape(z) << " and "
+           << formatShape(y);
+  return verifyLossResult(op);
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -393,17 +399,11 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
                        "h's leading shape, got ")
            << formatShape(h) << ", " << formatShape(w) << " and "
            << formatShape(y);
-  if (!getElementTypeOrSelf(getLabels().getType()).isInteger(64))
-    return emitOpError("labels must be int64");
-  StringRef red = getReduction();
-  if (red != "mean" && red != "sum" && red != "none")
-    return emitOpError("reduction must be mean, sum or none");
-  ArrayRef<int64_t> loss = shapeOf(getLoss());
-  if (red == "none" ? loss != y : !loss.empty())
-    return emitOpError("loss shape does not match reduction '") << red << "'";
-  if (shapeOf(getGrad()) != loss)
+  if (failed(verifyLossResult(*this)))
+    return failure();
+  if (shapeOf(getGrad()) != shapeOf(getLoss()))
     return emitOpError("the loss gradient's shape does not match reduction '")
-           << red << "'";
+           << getReduction() << "'";
   if (shapeOf(getRowLoss()) != y)
     return emitOpError("row_loss must have the labels' shape");
   for (Value v : {getGrad(), getLoss(), getRowLoss()})
