@@ -29,6 +29,14 @@
 using namespace mlir;
 using namespace otc;
 
+/// The state every step keeps for the parameters, from a plan's summary.
+static void setState(FitCandidate &c, const PlanSummary &summary) {
+  c.paramsCount = summary.paramsCount;
+  c.weights = summary.params;
+  c.grads = summary.grads;
+  c.optimizer = summary.masterParams + summary.optimizer;
+}
+
 /// Elements of the first integer graph input: the tokens of a micro-step.
 static int64_t tokensOf(ModuleOp module) {
   auto fwd = module.lookupSymbol<func::FuncOp>("forward");
@@ -98,10 +106,7 @@ static bool measure(ModuleOp differentiatedModule, double before,
   FailureOr<PlanSummary> summary = summarizePlan(*module, PlanInfo());
   if (failed(summary))
     return false;
-  c.paramsCount = summary->paramsCount;
-  c.weights = summary->params;
-  c.grads = summary->grads;
-  c.optimizer = summary->masterParams + summary->optimizer;
+  setState(c, *summary);
   FailureOr<StepTime> time = predictStepTime(*module);
   if (failed(time) || time->step <= 0)
     return false;
@@ -248,6 +253,16 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
     os << "no configuration fits " << formatBytes(request.memoryBytes) << "\n";
     explainNoFit(candidates, request, os);
   }
+}
+
+void otc::explainOverBudget(const PlanSummary &summary, int64_t budget,
+                            llvm::raw_ostream &os) {
+  FitCandidate planned;
+  planned.totalPeak = summary.totalPeak;
+  setState(planned, summary);
+  FitRequest request;
+  request.memoryBytes = budget;
+  explainNoFit({planned}, request, os);
 }
 
 void otc::explainNoFit(const std::vector<FitCandidate> &candidates,

@@ -13,6 +13,7 @@
 #ifndef OTC_PLANNER_FITPLANNER_H
 #define OTC_PLANNER_FITPLANNER_H
 
+#include "perf/Plan.h"
 #include "perf/DeviceModel.h"
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
@@ -81,6 +82,10 @@ void printFit(const std::vector<FitCandidate> &candidates,
 /// fits).
 void explainNoFit(const std::vector<FitCandidate> &candidates,
                   const FitRequest &request, llvm::raw_ostream &os);
+
+/// explainNoFit's lines for one planned module over `budget` bytes.
+void explainOverBudget(const PlanSummary &summary, int64_t budget,
+                       llvm::raw_ostream &os);
 
 } // namespace otc
 

@@ -639,19 +639,9 @@ int Compile::summarize() {
   summary = *s;
   if (budget && summary->totalPeak > *budget) {
     // Why, and what would fit (as --fit says when nothing fits).
-    otc::FitCandidate planned;
-    planned.microBatch = mb;
-    planned.gradAccum = gradAccum;
-    planned.totalPeak = summary->totalPeak;
-    planned.paramsCount = summary->paramsCount;
-    planned.weights = summary->params;
-    planned.grads = summary->grads;
-    planned.optimizer = summary->masterParams + summary->optimizer;
-    otc::FitRequest request;
-    request.memoryBytes = *budget;
     std::string why;
     llvm::raw_string_ostream whyOs(why);
-    otc::explainNoFit({planned}, request, whyOs);
+    otc::explainOverBudget(*summary, *budget, whyOs);
     int rc = fail("the planned peak of " + std::to_string(summary->totalPeak) +
                   " bytes exceeds --memory-budget " + memoryBudget + " (" +
                   std::to_string(*budget) + " bytes)");
