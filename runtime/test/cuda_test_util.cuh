@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cudatest {
@@ -201,12 +202,22 @@ inline std::vector<int64_t> zipfTokens(int64_t n, int64_t vocab, std::mt19937 &r
   return out;
 }
 
+/// T storage of bfloat16-representable floats.
+template <typename T> std::vector<T> stored(const Floats &x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else
+    return toBf16(x);
+}
+
 /// The GEMM checks (gemm_cuda_test.cu).
 void testGemms(std::mt19937 &rng);
 /// The attention checks (attention_cuda_test.cu).
 void testAttentions(std::mt19937 &rng);
 /// The gather-gradient checks (gather_grad_cuda_test.cu).
 void testGatherGrads(std::mt19937 &rng);
+/// The chunked LM head and loss (linear_cross_entropy_cuda_test.cu).
+void testLinearCrossEntropies(std::mt19937 &rng);
 
 } // namespace cudatest
 

@@ -1,0 +1,123 @@
+// GPU check of the LM head and its loss in chunks of libotcrt_cuda
+// (otcrt_linear_cross_entropy_*) against the host call of libotcrt_cpu:
+// GPT-2's vocabulary and width over 3.5 chunks (the last one short), odd
+// sizes, one-row chunks, every reduction, a BF16 dw; a repeated call's bits
+// and allocations. Part of otcrt-cuda-kernel-tests (kernels_cuda_test.cu
+// runs it).
+#include "cpu/common.h"
+#include "cpu/kernels_cpu.h"
+#include "cuda_test_util.cuh"
+#include "otcrt/abi.h"
+#include "otcrt/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace cudatest {
+namespace {
+
+/// The LM head and its loss in chunks (otcrt_linear_cross_entropy_*) of T
+/// data, every seventh row ignored, against the host's call: loss and
+/// row_loss within 1e-4 (f32) or 1e-2 (bf16: a logit rounded differently
+/// after the GEMMs' other summation order moves its row), dh and dw within
+/// the same relative tolerance of their magnitudes; the chunk size leaves
+/// the loss within 1e-5 (the GEMMs alone differ); repeated, allocating
+/// nothing, the same bits.
+template <typename T>
+void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
+                            std::mt19937 &rng, int64_t rows, int64_t hidden,
+                            int64_t classes, int64_t chunk,
+                            int32_t dwType = OTC_F32) {
+  constexpr bool bf16 = !std::is_same_v<T, float>;
+  Check c(std::string("linear_cross_entropy_") + (bf16 ? "bf16 " : "f32 ") +
+          reductionName + shapeName(rows, classes, 0) + " hidden " +
+          std::to_string(hidden) + " chunk " + std::to_string(chunk) +
+          (dwType == OTC_BF16 ? " dw bf16" : ""));
+  const double tol = bf16 ? 1e-2 : 1e-4;
+  const size_t nLoss = reduction == OTCRT_NONE ? rows : 1;
+  const std::vector<T> h = stored<T>(random(rows * hidden, rng, -1, 1)),
+                       w = stored<T>(random(classes * hidden, rng, -1, 1));
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = r % 7 == 3 ? -100 : (r * 7919) % classes;
+  Floats dloss = random(nLoss, rng, 0.5f, 2), loss(nLoss), rowLoss(rows),
+         dh(rows * hidden), dw(classes * hidden);
+  Bf16s dwBf16(classes * hidden);
+  void *hostDw = dwType == OTC_BF16 ? static_cast<void *>(dwBf16.data())
+                                    : static_cast<void *>(dw.data());
+  std::vector<T> scratch(chunk * classes);
+  c.rc(otcrt::cpu::linearCrossEntropy(rows, hidden, classes, chunk,
+                                      dloss.data(), h.data(), w.data(),
+                                      labels.data(), 1, -100, reduction,
+                                      dwType, loss.data(), rowLoss.data(),
+                                      dh.data(), hostDw, scratch.data()),
+       "host");
+
+  const int64_t *dLabels = device(labels);
+  const float *dDloss = device(dloss);
+  const T *dH = device(h), *dW = device(w);
+  float *dLoss = device(Floats(nLoss)), *dRowLoss = device(Floats(rows, NAN)),
+        *dDh = device(Floats(rows * hidden, NAN)),
+        *dDwF32 = device(Floats(classes * hidden, NAN));
+  otcrt_bf16 *dDwBf16 = device(Bf16s(classes * hidden));
+  void *dDw = dwType == OTC_BF16 ? static_cast<void *>(dDwBf16)
+                                 : static_cast<void *>(dDwF32);
+  auto gotDwFloats = [&] {
+    return dwType == OTC_BF16 ? toFloat(host(dDwBf16, classes * hidden))
+                              : host(dDwF32, classes * hidden);
+  };
+  auto call = [&](int64_t chunkRows, T *dChunk) {
+    int (*fn)(int64_t, int64_t, int64_t, int64_t, const float *, const T *,
+              const T *, const int64_t *, int32_t, int64_t, int32_t, int32_t,
+              float *, float *, float *, void *, T *, void *);
+    if constexpr (bf16)
+      fn = otcrt_linear_cross_entropy_bf16;
+    else
+      fn = otcrt_linear_cross_entropy_f32;
+    return fn(rows, hidden, classes, chunkRows, dDloss, dH, dW, dLabels, 1,
+              -100, reduction, dwType, dLoss, dRowLoss, dDh, dDw, dChunk,
+              nullptr);
+  };
+  T *dChunk = device(std::vector<T>(chunk * classes));
+  c.rc(call(chunk, dChunk), "device");
+  const Floats gotLoss = host(dLoss, nLoss), gotDh = host(dDh, rows * hidden),
+               gotDw = gotDwFloats();
+  c.f32(gotLoss, loss, "loss", tol);
+  c.f32(host(dRowLoss, rows), rowLoss, "row_loss", tol);
+  c.f32(gotDh, dh, "dh", tol);
+  if (dwType == OTC_BF16)
+    c.bf16(host(dDwBf16, classes * hidden), dwBf16, "dw");
+  else
+    c.f32(gotDw, dw, "dw", tol);
+
+  allocatesNothing(c.ok, [&] { c.rc(call(chunk, dChunk), "again"); });
+  c.ok = sameBits(host(dDh, rows * hidden), gotDh, "dh again") && c.ok;
+  c.ok = sameBits(gotDwFloats(), gotDw, "dw again") && c.ok;
+
+  T *dWhole = device(std::vector<T>(rows * classes));
+  c.rc(call(rows, dWhole), "one chunk");
+  c.f32(host(dLoss, nLoss), gotLoss, "loss, one chunk", 1e-5);
+}
+
+} // namespace
+
+void testLinearCrossEntropies(std::mt19937 &rng) {
+  // GPT-2's vocabulary and width over 3.5 chunks (the last one short), odd
+  // sizes, one row a chunk, a BF16 dw.
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 448, 768, 50257,
+                                     128);
+  testLinearCrossEntropy<float>(OTCRT_MEAN, "mean", rng, 100, 64, 1001, 32);
+  testLinearCrossEntropy<float>(OTCRT_SUM, "sum", rng, 37, 48, 500, 16);
+  testLinearCrossEntropy<float>(OTCRT_NONE, "none", rng, 37, 48, 500, 1);
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_NONE, "none", rng, 64, 128, 4096,
+                                     24);
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 300, 256, 5000,
+                                     64, OTC_BF16);
+}
+
+} // namespace cudatest
