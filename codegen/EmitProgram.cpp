@@ -661,6 +661,16 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
     }
     llvm_unreachable("unknown library argument");
   };
+  // A result the call adds into is written over its accumulator.
+  SmallVector<std::pair<unsigned, unsigned>> accumulated;
+  lib.getAccumulatedResults(accumulated);
+  for (auto [result, operand] : accumulated) {
+    auto arg = cast<BlockArgument>(op->getOperand(operand));
+    if (k.getInputs()[arg.getArgNumber()] != k.getOutputs()[result])
+      return op->emitError("result ")
+             << result << " adds into operand " << operand
+             << " and must be written over its buffer";
+  }
   SmallVector<LibraryArg> libArgs;
   lib.getLibraryArgs(libArgs);
   SmallVector<std::string> args;

@@ -600,7 +600,7 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
 
 /// The LM head, its loss and their gradients, unchunked: logits = h wᵀ,
 /// then otc.cross_entropy_with_grad's rows, dh = dlogits w and
-/// dw = dlogitsᵀ h. `chunk` (scratch) is zeros.
+/// dw = dlogitsᵀ h (plus dw_acc where given). `chunk` (scratch) is zeros.
 LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
   const Tensor &grad = get(op.getGrad());
   const Tensor &h = get(op.getH());
@@ -650,6 +650,11 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
     return failure();
   set(op.getRowLoss(), std::move(rowLoss));
   set(op.getDh(), std::move(dh));
+  if (op.getDwAcc()) {
+    const Tensor &acc = get(op.getDwAcc());
+    for (size_t i = 0; i < dw.data.size(); ++i)
+      dw.data[i] += acc.data[i];
+  }
   set(op.getDw(), std::move(dw));
   ArrayRef<int64_t> chunk = op.getChunk().getType().getShape();
   set(op.getChunk(), zeros(std::vector<int64_t>(chunk.begin(), chunk.end())));

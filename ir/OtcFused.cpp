@@ -418,6 +418,8 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
       !(dwType.isF32() || dwType == t))
     return emitOpError("dh must be f32 of h's shape, dw f32 or of w's type "
                        "and shape");
+  if (getDwAcc() && getDwAcc().getType() != getDw().getType())
+    return emitOpError("dw_acc must have dw's type");
   int64_t rows = numElements(y), chunk = getChunkRows();
   if (chunk < 1 || (rows > 0 && chunk > rows))
     return emitOpError("chunk_rows must lie in [1, ") << rows << "], got "

@@ -340,7 +340,7 @@ def Otc_CrossEntropyWithGradOp : Otc_Op<"cross_entropy_with_grad",
 
 def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
     [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
-         ["getLibraryGemms"]>,
+         ["getLibraryGemms", "getAccumulatedResults"]>,
      CostFlops, Pure]> {
   let summary = "The LM head, the cross-entropy and their gradients, in chunks of rows";
   let description = [{
@@ -357,9 +357,16 @@ def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
     the unchunked call's: a mean is over the counted rows of all N. `dh` is
     f32; `dw` is f32, or bf16 with bf16 data (each chunk's sum then rounded
     to bf16 as it is added, where the gradient is rounded to bf16 anyway).
+
+    With `dw_acc` (dw's type), `dw` is `dw_acc` plus the head's gradient:
+    the call adds into the accumulator from its first chunk on (beta = 1).
+    otc-fuse-epilogues forms it for a tied weight's gradient slot, and the
+    kernel then writes `dw` over `dw_acc`'s buffer
+    (LibraryCallOpInterface::getAccumulatedResults).
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$h,
                    Otc_FloatTensor:$w, Otc_IntTensor:$labels,
+                   Optional<Otc_FloatTensor>:$dw_acc,
                    I64Attr:$chunk_rows,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
@@ -367,7 +374,7 @@ def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
                  Otc_FloatTensor:$loss, Otc_FloatTensor:$row_loss,
                  Otc_FloatTensor:$chunk);
   let assemblyFormat =
-      "$grad `,` $h `,` $w `,` $labels attr-dict `:` functional-type(operands, results)";
+      "$grad `,` $h `,` $w `,` $labels (`acc` $dw_acc^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -91,6 +91,13 @@ def Otc_LibraryCallOpInterface : OpInterface<"LibraryCallOpInterface"> {
       }], "std::optional<unsigned>", "getInPlaceOperand", (ins), [{}],
       [{ return std::nullopt; }]>,
     InterfaceMethod<[{
+        The (result, operand) pairs where the call adds into the result's
+        buffer, which must then be that operand's: the kernel writes the
+        result over the operand (an accumulator); none for most calls.
+      }], "void", "getAccumulatedResults",
+      (ins "::llvm::SmallVectorImpl<std::pair<unsigned, unsigned>> &":$pairs),
+      [{}], [{ }]>,
+    InterfaceMethod<[{
         Appends the GEMMs (otcrt_gemm) the call makes besides its kernels,
         in order, so that the step-time prediction prices them as GEMMs;
         none for most calls.

@@ -523,9 +523,10 @@ void LinearCrossEntropyWithGradOp::getLibraryArgs(
   for (Value v : {getGrad(), getH(), getW(), getLabels()})
     args.push_back(LibraryArg::operand(*this, v));
   appendLossOptions(args, getIgnoreIndex(), getReduction());
-  // dw's OtcDType: OTC_F32 (0) or OTC_BF16 (5).
+  // dw's OtcDType: OTC_F32 (0) or OTC_BF16 (5); whether it adds into dw.
   args.push_back(LibraryArg::integer(
       getElementTypeOrSelf(getDw().getType()).isBF16() ? 5 : 0));
+  args.push_back(LibraryArg::integer(getDwAcc() ? 1 : 0));
   for (unsigned r : {2u, 3u, 0u, 1u, 4u}) // loss, row_loss, dh, dw, chunk
     args.push_back(LibraryArg::result(r));
 }
@@ -560,15 +561,22 @@ void LinearCrossEntropyWithGradOp::getLibraryLaunches(
     l.push_back(oneBlockKernel("loss", rows, 1, 4.0 * rows + 12.0));
 }
 
+void LinearCrossEntropyWithGradOp::getAccumulatedResults(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &pairs) {
+  if (getDwAcc())
+    pairs.push_back({1, getDwAccMutable()[0].getOperandNumber()});
+}
+
 /// Per chunk of n rows: the head (n x V x C), dh (n x C x V) and dw
-/// (V x C x n, added to the earlier chunks' sum after the first).
+/// (V x C x n, added to the earlier chunks' sum after the first, or to
+/// dw_acc's from the first).
 void LinearCrossEntropyWithGradOp::getLibraryGemms(
     SmallVectorImpl<LibraryGemm> &gemms) {
   ArrayRef<int64_t> w = shapeOf(getW());
   int64_t rows = numElements(shapeOf(getLabels())), v = w[0], c = w[1];
   bool bf16 = getElementTypeOrSelf(getH().getType()).isBF16();
   double e = bf16 ? 2 : 4;
-  bool first = true;
+  bool first = !getDwAcc();
   for (auto [n, times] : chunksOf(rows, getChunkRows()))
     for (int64_t i = 0; i < times; ++i) {
       double hBytes = n * c * e, wBytes = v * c * e, z = n * v * e;

@@ -249,7 +249,8 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
           loss.getLoss().getType(),
           loss.getRowLoss().getType(),
           RankedTensorType::get({chunk, classes}, zt.getElementType()),
-          loss.getGrad(), h, w, loss.getLabels(), b.getI64IntegerAttr(chunk),
+          loss.getGrad(), h, w, loss.getLabels(), /*dw_acc=*/Value(),
+          b.getI64IntegerAttr(chunk),
           loss.getReductionAttr(), loss.getIgnoreIndexAttr());
       if (byPrice)
         chooseByPrice(fused, std::max<int64_t>(rows, 1));

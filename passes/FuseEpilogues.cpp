@@ -5,7 +5,8 @@
 // (beta = 1), so the GEMM writes the slot with `accumulate` and the
 // temporary and the add kernel go away. Likewise a layer norm gradient's dx
 // that one kernel adds to a residual gradient becomes the library call's
-// residual operand. See Passes.td for the contract.
+// residual operand. The LM head's chunked call adds its weight gradient into
+// the slot the same way (dw_acc). See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,15 +73,21 @@ struct FuseEpiloguesPass
           norms.push_back(k);
       for (otck::KernelOp k : norms)
         fuseLayerNormResidual(k);
+      SmallVector<otck::KernelOp> heads;
+      for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
+        if (isa_and_nonnull<LinearCrossEntropyWithGradOp>(bodyOp(k)))
+          heads.push_back(k);
+      for (otck::KernelOp k : heads)
+        fuseHeadAccumulation(k);
     }
   }
 
   /// The one kernel after `g` that reads its temporary result `t`, if `t`
   /// has no other reader.
-  static otck::KernelOp soleReader(otck::GemmOp g, Value t) {
+  static otck::KernelOp soleReader(Operation *g, Value t) {
     otck::KernelOp reader;
     for (Operation *user : t.getUsers()) {
-      if (user == g.getOperation())
+      if (user == g)
         continue;
       auto k = dyn_cast<otck::KernelOp>(user);
       if (!k || reader || k->getBlock() != g->getBlock() ||
@@ -218,13 +225,55 @@ struct FuseEpiloguesPass
     if (otck::storageOf(g.getLhs()) == acc ||
         otck::storageOf(g.getRhs()) == acc)
       return;
-    Block *block = g->getBlock();
-    for (Operation *u : acc.getUsers())
-      if (Operation *op = block->findAncestorOpInBlock(*u);
-          op && g->isBeforeInBlock(op) && op->isBeforeInBlock(add))
-        return;
+    if (!untouchedBetween(g, add, acc))
+      return;
     g.getOutMutable().assign(acc);
     g.setAccumulate(true);
+    add.erase();
+    if (t.use_empty())
+      tmp.erase();
+  }
+
+  /// Whether nothing between `from` and `to` (in their block) reads or
+  /// writes `acc`.
+  static bool untouchedBetween(Operation *from, Operation *to, Value acc) {
+    Block *block = from->getBlock();
+    for (Operation *u : acc.getUsers())
+      if (Operation *op = block->findAncestorOpInBlock(*u);
+          op && from->isBeforeInBlock(op) && op->isBeforeInBlock(to))
+        return false;
+    return true;
+  }
+
+  /// The chunked LM head's weight gradient, dw into a temporary that one
+  /// kernel adds to the gradient slot (acc = acc + dw): the call adds into
+  /// the slot itself (dw_acc, beta = 1 from its first chunk), so no [V, C]
+  /// temporary lives from the loss to the end of the backward.
+  void fuseHeadAccumulation(otck::KernelOp k) {
+    auto head = cast<LinearCrossEntropyWithGradOp>(bodyOp(k));
+    if (head.getDwAcc())
+      return;
+    unsigned dwIndex = cast<OpResult>(head.getDw()).getResultNumber();
+    auto yield = cast<otck::YieldOp>(k.getBody().front().getTerminator());
+    if (yield->getOperand(dwIndex) != head.getDw())
+      return;
+    Value t = k.getOutputs()[dwIndex];
+    auto tmp = t.getDefiningOp<otck::BufferOp>();
+    if (!tmp || tmp.getSlot())
+      return;
+    otck::KernelOp add = soleReader(k, t);
+    Value acc = add ? addendOf(add, t) : Value();
+    if (!acc || add.getOutputs()[0] != acc || acc.getType() != t.getType() ||
+        !plainBuffer(acc) || !untouchedBetween(k, add, acc) ||
+        llvm::any_of(k->getOperands(), [&](Value v) {
+          return otck::storageOf(v) == acc;
+        }))
+      return;
+    k->setOperand(k.getOutputs().getBeginOperandIndex() + dwIndex, acc);
+    k.getInputsMutable().append(acc);
+    BlockArgument arg =
+        k.getBody().front().addArgument(head.getDw().getType(), head.getLoc());
+    head.getDwAccMutable().assign(arg);
     add.erase();
     if (t.use_empty())
       tmp.erase();

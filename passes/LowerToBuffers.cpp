@@ -179,7 +179,33 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       return f.emitError("result ") << i << " has no otc.slot";
     resultSlot.try_emplace(v, slot.getValue());
   }
-  // Position of the last op reading each value's bytes: a reshape becomes
+  // A sum into a slot made in steps, ((acc + a) + b) from the slot's own
+  // argument acc (a tied weight's contributions, otc-training-loop), keeps
+  // its partial sums in the slot: each is read once, by the next step.
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Value slot = slotBuffer.lookup(
+        f.getResultAttrOfType<StringAttr>(i, attrs::kSlot).getValue());
+    Value acc = slot ? argOfBuffer.lookup(slot) : Value();
+    SmallVector<Value> partial;
+    bool fromAcc = false;
+    for (Value cur = v; auto add = cur.getDefiningOp<AddOp>();) {
+      Value next;
+      for (Value x : {add.getLhs(), add.getRhs()}) {
+        fromAcc |= x == acc;
+        if (x.getType() == v.getType() && x.hasOneUse() &&
+            x.getDefiningOp<AddOp>())
+          next = x;
+      }
+      if (fromAcc || !next)
+        break;
+      partial.push_back(next);
+      cur = next;
+    }
+    if (acc && fromAcc)
+      for (Value x : partial)
+        resultSlot.try_emplace(x, resultSlot.lookup(v));
+  }
+
   // a view of its input's buffer, so its reads are its input's.
   llvm::DenseMap<Value, Value> storage;
   auto storageOf = [&](Value v) {

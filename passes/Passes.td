@@ -273,7 +273,11 @@ def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
     argument and result names its arena slot with `otc.slot`: "param:<name>",
     "grad:<name>", "adam_m:<name>", "adam_v:<name>", "input:<name>", "loss",
     "lr", "step", "rng_key". A result that names the same slot as an argument
-    is its new value.
+    is its new value. Without grad-accum's weight, a gradient that sums a
+    parameter's contributions (a tied embedding and LM head; under mixed
+    precision `cast(cast(a) + b)`) is added into its slot one contribution
+    at a time, in the order their producers run (`(acc + a) + b`), so each
+    producer can add into the slot itself (otc-fuse-epilogues).
 
     ```mlir
     func.func @micro_step(%x: tensor<4xf32> {otc.slot = "input:x"},
@@ -298,7 +302,9 @@ def LowerToBuffers : Pass<"otc-lower-to-buffers", "mlir::ModuleOp"> {
     input's buffer (no kernel, no bytes), every other op an `otck.kernel` holding
     it, and each value a temporary buffer. A result is written straight into
     its slot when that is safe (the old value is not read afterwards and the
-    producer is elementwise), else copied there at the end. Each distinct
+    producer is elementwise), else copied there at the end; the partial
+    sums of a slot's sum made in steps from its own value (`(acc + a) + b`,
+    each read once) are written into the slot too. Each distinct
     constant that ops read (up to 64 MiB) becomes a persistent "const:<n>"
     slot that a new function, `@init_constants`, fills once; a constant
     returned into a slot (gradient zeroing) or a larger one stays a kernel
@@ -375,7 +381,7 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let options = [
     Option<"chunkRows", "chunk-rows", "int64_t", "0",
            "Rows per chunk (0: from chunk-mib)">,
-    Option<"chunkBytes", "chunk-mib", "int64_t", "256",
+    Option<"chunkBytes", "chunk-mib", "int64_t", "128",
            "Most MiB of logits per chunk when chunk-rows is 0">,
     Option<"slackPercent", "slack-percent", "double", "2.0",
            "With a price (otc-compile's step-time model): the smallest chunk "
@@ -427,6 +433,13 @@ def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
     and r is not dx; y may be r's own buffer (the library lets dx be the
     residual's buffer). This is the residual stream's gradient of a
     pre-LayerNorm transformer.
+
+    Likewise a kernel computing one `otc.linear_cross_entropy_with_grad`
+    whose dw temporary only a kernel `acc = acc + dw` reads takes `acc` as
+    the op's `dw_acc` and writes dw over it (the call adds from its first
+    chunk): no [V, C] temporary lives from the loss to the end of the
+    backward. Only when nothing in between touches `acc` and `acc` is none
+    of the call's operands.
 
     ```mlir
     otck.gemm %a, %b, %t : ...

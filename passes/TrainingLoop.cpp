@@ -22,6 +22,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <functional>
+
 namespace otc {
 #define GEN_PASS_DEF_TRAININGLOOP
 #include "passes/Passes.h.inc"
@@ -79,6 +81,75 @@ static Value splat(OpBuilder &b, Location loc, Type type, double value) {
   auto t = cast<RankedTensorType>(type);
   return b.create<ConstantOp>(
       loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), value)));
+}
+
+/// The summands of gradient `g` as values of `g`'s type, in the order their
+/// producers run. A parameter used more than once (a tied embedding and LM
+/// head) has the sum of its contributions as gradient, under mixed precision
+/// rounded once: cast(cast(a) + b). acc + (a + b) is then accumulated as
+/// (acc + a) + b, so that each contribution's producer can add into the
+/// gradient slot itself (otc-fuse-epilogues) and no whole-gradient
+/// temporary lives across the backward. Only sums read once are split; any
+/// other gradient is its one term. The ops left unread are erased.
+static SmallVector<Value> gradientTerms(OpBuilder &b, Value g) {
+  auto type = cast<RankedTensorType>(g.getType());
+  // (producer, term): the producer orders the terms.
+  SmallVector<std::pair<Value, Value>> terms;
+  SmallVector<Operation *> split;
+  std::function<void(Value, bool)> walk = [&](Value v, bool top) {
+    auto vt = cast<RankedTensorType>(v.getType());
+    bool own = top || v.hasOneUse();
+    if (auto add = v.getDefiningOp<AddOp>();
+        add && own && add.getLhs().getType() == vt &&
+        add.getRhs().getType() == vt) {
+      split.push_back(add);
+      walk(add.getLhs(), false);
+      walk(add.getRhs(), false);
+      return;
+    }
+    if (auto c = v.getDefiningOp<CastOp>(); c && own && top) {
+      if (auto add = c.getInput().getDefiningOp<AddOp>();
+          add && c.getInput().hasOneUse()) {
+        auto at = cast<RankedTensorType>(add.getType());
+        if (at.getShape() == type.getShape() &&
+            add.getLhs().getType() == at && add.getRhs().getType() == at) {
+          split.push_back(c);
+          walk(c.getInput(), false);
+          return;
+        }
+      }
+    }
+    if (vt == type) {
+      terms.push_back({v, v});
+      return;
+    }
+    // A widened term is its narrow value; any other is rounded to g's type.
+    if (auto c = v.getDefiningOp<CastOp>();
+        c && c.getInput().getType() == type && v.hasOneUse()) {
+      split.push_back(c);
+      terms.push_back({c.getInput(), c.getInput()});
+      return;
+    }
+    terms.push_back({v, b.create<CastOp>(v.getLoc(), type, v).getResult()});
+  };
+  walk(g, true);
+  if (terms.size() < 2)
+    return {g};
+  auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
+  llvm::stable_sort(terms, [&](const auto &x, const auto &y) {
+    Operation *a = position(x.first), *c = position(y.first);
+    if (!a || !c)
+      return !a && c; // arguments first
+    return a->isBeforeInBlock(c);
+  });
+  // The split sums and casts, now unread, from the top down.
+  for (Operation *op : split)
+    if (op->use_empty())
+      op->erase();
+  SmallVector<Value> out;
+  for (auto &t : terms)
+    out.push_back(t.second);
+  return out;
 }
 
 static func::FuncOp createFunc(OpBuilder &b, Location loc, StringRef name,
@@ -283,7 +354,11 @@ struct TrainingLoopPass
                                   : fb.create<CastOp>(gl, t, scaled).getResult();
       }
       Value acc = entry.getArgument(accBase + i);
-      outs.push_back(fb.create<AddOp>(gl, g.getType(), acc, g));
+      // Unweighted, a sum of contributions lands in the slot one by one.
+      Type type = g.getType();
+      for (Value term : weight ? SmallVector<Value>{g} : gradientTerms(fb, g))
+        acc = fb.create<AddOp>(gl, type, acc, term);
+      outs.push_back(acc);
     }
     fb.create<func::ReturnOp>(loc, outs);
   }

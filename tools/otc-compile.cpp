@@ -131,7 +131,7 @@ static cl::opt<bool> noChunkedLoss(
 static cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
     cl::desc("Rows per chunk of the LM head and its loss (default: of the "
-             "chunks of at most 256 MiB of logits, the smallest predicted "
+             "chunks of at most 128 MiB of logits, the smallest predicted "
              "within 2% of the fastest)"),
     cl::init(0), cl::cat(cat));
 static cl::opt<bool> noGroupParams(

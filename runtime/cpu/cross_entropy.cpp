@@ -222,8 +222,8 @@ template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
                 const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
-                int32_t reduction, int32_t dwType, float *loss, float *rowLoss,
-                float *dh, void *dw, T *chunk) {
+                int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                float *loss, float *rowLoss, float *dh, void *dw, T *chunk) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
       chunkRows < 1 ||
       !(dwType == OTC_F32 ||
@@ -239,7 +239,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   float shared = sharedScale(reduction, dloss, n);
   const ChunkGemms<T> gemms{hidden, classes};
   std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
-  if (rows == 0)
+  if (rows == 0 && !dwAccumulate)
     std::memset(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden);
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
     const int64_t c = std::min(chunkRows, rows - r0);
@@ -258,7 +258,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
     }
     if (int st = gemms.dh(c, chunk, w, dh + r0 * hidden))
       return st;
-    if (int st = gemms.dw(c, chunk, hc, dw, dwType, r0 > 0))
+    if (int st = gemms.dw(c, chunk, hc, dw, dwType, r0 > 0 || dwAccumulate))
       return st;
   }
   if (reduction != OTCRT_NONE)
@@ -316,22 +316,24 @@ int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss, const float *h,
                        const float *w, const int64_t *labels,
                        int32_t hasIgnore, int64_t ignoreIndex,
-                       int32_t reduction, int32_t dwType, float *loss,
-                       float *rowLoss, float *dh, void *dw, float *chunk) {
+                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                       float *loss, float *rowLoss, float *dh, void *dw,
+                       float *chunk) {
   return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
-                     hasIgnore, ignoreIndex, reduction, dwType, loss, rowLoss,
-                     dh, dw, chunk);
+                     hasIgnore, ignoreIndex, reduction, dwType, dwAccumulate,
+                     loss, rowLoss, dh, dw, chunk);
 }
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss,
                        const otcrt_bf16 *h, const otcrt_bf16 *w,
                        const int64_t *labels, int32_t hasIgnore,
                        int64_t ignoreIndex, int32_t reduction,
-                       int32_t dwType, float *loss, float *rowLoss, float *dh,
-                       void *dw, otcrt_bf16 *chunk) {
+                       int32_t dwType, int32_t dwAccumulate, float *loss,
+                       float *rowLoss, float *dh, void *dw,
+                       otcrt_bf16 *chunk) {
   return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
-                     hasIgnore, ignoreIndex, reduction, dwType, loss, rowLoss,
-                     dh, dw, chunk);
+                     hasIgnore, ignoreIndex, reduction, dwType, dwAccumulate,
+                     loss, rowLoss, dh, dw, chunk);
 }
 
 } // namespace cpu

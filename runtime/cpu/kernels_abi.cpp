@@ -197,11 +197,13 @@ int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
                                    const float *w, const int64_t *labels,
                                    int32_t has_ignore, int64_t ignore_index,
                                    int32_t reduction, int32_t dw_type,
-                                   float *loss, float *row_loss, float *dh,
-                                   void *dw, float *chunk, void *) {
+                                   int32_t dw_accumulate, float *loss,
+                                   float *row_loss, float *dh, void *dw,
+                                   float *chunk, void *) {
   return linearCrossEntropy(rows, hidden, classes, chunk_rows, dloss, h, w,
                             labels, has_ignore, ignore_index, reduction,
-                            dw_type, loss, row_loss, dh, dw, chunk);
+                            dw_type, dw_accumulate, loss, row_loss, dh, dw,
+                            chunk);
 }
 int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                                     int64_t classes, int64_t chunk_rows,
@@ -209,11 +211,13 @@ int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                                     const otcrt_bf16 *w, const int64_t *labels,
                                     int32_t has_ignore, int64_t ignore_index,
                                     int32_t reduction, int32_t dw_type,
-                                    float *loss, float *row_loss, float *dh,
-                                    void *dw, otcrt_bf16 *chunk, void *) {
+                                    int32_t dw_accumulate, float *loss,
+                                    float *row_loss, float *dh, void *dw,
+                                    otcrt_bf16 *chunk, void *) {
   return linearCrossEntropy(rows, hidden, classes, chunk_rows, dloss, h, w,
                             labels, has_ignore, ignore_index, reduction,
-                            dw_type, loss, row_loss, dh, dw, chunk);
+                            dw_type, dw_accumulate, loss, row_loss, dh, dw,
+                            chunk);
 }
 
 /// The host kernels return their data errors: the record stays empty.

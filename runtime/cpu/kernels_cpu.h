@@ -114,14 +114,16 @@ int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss, const float *h,
                        const float *w, const int64_t *labels,
                        int32_t hasIgnore, int64_t ignoreIndex,
-                       int32_t reduction, int32_t dwType, float *loss,
-                       float *rowLoss, float *dh, void *dw, float *chunk);
+                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                       float *loss, float *rowLoss, float *dh, void *dw,
+                       float *chunk);
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss,
                        const otcrt_bf16 *h, const otcrt_bf16 *w,
                        const int64_t *labels, int32_t hasIgnore,
                        int64_t ignoreIndex, int32_t reduction,
-                       int32_t dwType, float *loss, float *rowLoss, float *dh,
+                       int32_t dwType, int32_t dwAccumulate, float *loss,
+                       float *rowLoss, float *dh,
                        void *dw, otcrt_bf16 *chunk);
 
 } // namespace cpu

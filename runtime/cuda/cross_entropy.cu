@@ -540,7 +540,8 @@ OtcrtGemm chunkGemm(int64_t m, int64_t n, int64_t k, int32_t type,
 /// rows, the head
 /// (otcrt_gemm, n x classes x hidden) into `chunk`, fused's fusedKernel over
 /// the chunk's rows in place, dh's rows (n x hidden x classes) and dw
-/// (classes x hidden x n, added to after the first chunk); then, for a mean
+/// (classes x hidden x n, added to after the first chunk, or from the first
+/// with dw_accumulate); then, for a mean
 /// or sum, sumRowLossKernel over all rows. ir/OtcLibraryCalls.cpp describes
 /// these launches and GEMMs for the step-time prediction: keep the two in
 /// step.
@@ -548,8 +549,9 @@ template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
                 const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
-                int32_t reduction, int32_t dwType, float *loss, float *rowLoss,
-                float *dh, void *dw, T *chunk, void *streamArg) {
+                int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                float *loss, float *rowLoss, float *dh, void *dw, T *chunk,
+                void *streamArg) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
       chunkRows < 1 || !rowLoss ||
       !(dwType == OTC_F32 ||
@@ -568,7 +570,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   if (reduction == OTCRT_MEAN)
     countRowsKernel<<<1, OTCRT_CUDA_REDUCE_BLOCK, 0, stream>>>(
         rows, labels, hasIgnore, ignoreIndex, counted);
-  if (rows == 0 &&
+  if (rows == 0 && !dwAccumulate &&
       cudaMemsetAsync(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden,
                       stream) !=
           cudaSuccess)
@@ -601,7 +603,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
     OtcrtGemm gdw =
         chunkGemm(classes, hidden, n, type, dwType, classes, hidden, hidden);
     gdw.trans_a = 1;
-    gdw.beta = r0 > 0 ? 1.0f : 0.0f;
+    gdw.beta = r0 > 0 || dwAccumulate ? 1.0f : 0.0f;
     if (int st = otcrt_gemm(&gdw, chunk, hc, dw, nullptr, nullptr, nullptr,
                             stream))
       return st;
@@ -713,11 +715,12 @@ int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
                                    const float *w, const int64_t *labels,
                                    int32_t has_ignore, int64_t ignore_index,
                                    int32_t reduction, int32_t dw_type,
-                                   float *loss, float *row_loss, float *dh,
-                                   void *dw, float *chunk, void *stream) {
+                                   int32_t dw_accumulate, float *loss,
+                                   float *row_loss, float *dh, void *dw,
+                                   float *chunk, void *stream) {
   return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
-                     has_ignore, ignore_index, reduction, dw_type, loss,
-                     row_loss, dh, dw, chunk, stream);
+                     has_ignore, ignore_index, reduction, dw_type,
+                     dw_accumulate, loss, row_loss, dh, dw, chunk, stream);
 }
 int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                                     int64_t classes, int64_t chunk_rows,
@@ -725,11 +728,12 @@ int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                                     const otcrt_bf16 *w, const int64_t *labels,
                                     int32_t has_ignore, int64_t ignore_index,
                                     int32_t reduction, int32_t dw_type,
-                                    float *loss, float *row_loss, float *dh,
-                                    void *dw, otcrt_bf16 *chunk, void *stream) {
+                                    int32_t dw_accumulate, float *loss,
+                                    float *row_loss, float *dh, void *dw,
+                                    otcrt_bf16 *chunk, void *stream) {
   return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
-                     has_ignore, ignore_index, reduction, dw_type, loss,
-                     row_loss, dh, dw, chunk, stream);
+                     has_ignore, ignore_index, reduction, dw_type,
+                     dw_accumulate, loss, row_loss, dh, dw, chunk, stream);
 }
 
 } // extern "C"

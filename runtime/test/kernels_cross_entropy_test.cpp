@@ -415,11 +415,12 @@ namespace {
 /// double-precision head (logits = h wᵀ), the reference loss and gradient
 /// (refForward, refGradient), dh = dlogits w and dw = dlogitsᵀ h; and the
 /// loss the same bits whatever the chunk (every row's loss summed in row
-/// order).
+/// order). With `accumulate`, dw starts as random values the call adds to.
 void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
-               std::mt19937 &rng) {
+               std::mt19937 &rng, bool accumulate = false) {
   SCOPED_TRACE("rows " + std::to_string(tc.rows) + " classes " +
-               std::to_string(tc.classes) + " chunk " + std::to_string(chunk));
+               std::to_string(tc.classes) + " chunk " + std::to_string(chunk) +
+               (accumulate ? " accumulating" : ""));
   std::vector<float> h = kt::random(tc.rows * hidden, rng),
                      w = kt::random(tc.classes * hidden, rng);
   std::vector<int64_t> labels = randomLabels(tc, rng, ignored);
@@ -443,11 +444,17 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
 
   std::vector<float> gotLoss(nLoss), rowLoss(tc.rows), gotDh(dh.size(), NAN),
       gotDw(dw.size(), NAN), scratch(chunk * tc.classes);
+  if (accumulate) {
+    gotDw = kt::random(dw.size(), rng);
+    for (size_t i = 0; i < dw.size(); ++i)
+      dw[i] += gotDw[i];
+  }
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 tc.rows, hidden, tc.classes, chunk, dloss.data(), h.data(),
                 w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, OTC_F32, gotLoss.data(), rowLoss.data(),
-                gotDh.data(), gotDw.data(), scratch.data(), nullptr),
+                tc.reduction, OTC_F32, accumulate, gotLoss.data(),
+                rowLoss.data(), gotDh.data(), gotDw.data(), scratch.data(),
+                nullptr),
             0);
   kt::expectNear(gotLoss, loss, 1e-5, 1e-6, "loss");
   kt::expectNear(gotDh, dh, 1e-4, 1e-5, "dh");
@@ -458,7 +465,7 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 tc.rows, hidden, tc.classes, tc.rows, dloss.data(), h.data(),
                 w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, OTC_F32, wholeLoss.data(), wholeRows.data(),
+                tc.reduction, OTC_F32, 0, wholeLoss.data(), wholeRows.data(),
                 wholeDh.data(), wholeDw.data(), whole.data(), nullptr),
             0);
   for (size_t i = 0; i < nLoss; ++i)
@@ -478,6 +485,15 @@ TEST(KernelsCrossEntropy, LinearChunks) {
   runLinear({9, 11, 0, 0, OTCRT_MEAN}, 6, 9, 0, rng);
 }
 
+// dw_accumulate adds the whole gradient to dw's values, from the first
+// chunk on (a tied weight's accumulator): chunked, one chunk, all ignored.
+TEST(KernelsCrossEntropy, LinearAccumulates) {
+  std::mt19937 rng(313);
+  runLinear({12, 7, 0, 0, OTCRT_MEAN}, 5, 4, 0, rng, true);
+  runLinear({13, 7, 1, -100, OTCRT_SUM}, 5, 13, 4, rng, true);
+  runLinear({5, 3, 1, -1, OTCRT_SUM}, 2, 2, 5, rng, true);
+}
+
 // One class: every row's loss is 0 and so is every gradient (PyTorch's
 // log_softmax of a single logit is 0).
 TEST(KernelsCrossEntropy, LinearOneClass) {
@@ -495,7 +511,7 @@ TEST(KernelsCrossEntropy, LinearAllIgnored) {
   float loss = 0, dloss = 1;
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 1, -1, OTCRT_MEAN, OTC_F32, &loss,
+                labels.data(), 1, -1, OTCRT_MEAN, OTC_F32, 0, &loss,
                 rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
             0);
   EXPECT_TRUE(std::isnan(loss));
@@ -515,7 +531,7 @@ TEST(KernelsCrossEntropy, LinearBadLabel) {
   float loss = NAN, dloss = 1;
   EXPECT_NE(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, &loss,
+                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, 0, &loss,
                 rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
             0);
   EXPECT_TRUE(std::isnan(dh[0]));

@@ -502,7 +502,7 @@ void testBadLabel(std::mt19937 &rng) {
   int64_t *dGood = device(good);
   auto linear = [&](const int64_t *l) {
     return otcrt_linear_cross_entropy_f32(rows, hidden, classes, 2, dDloss, dH,
-                                          dW, l, 1, -100, OTCRT_MEAN, OTC_F32,
+                                          dW, l, 1, -100, OTCRT_MEAN, OTC_F32, 0,
                                           dLoss, dRowLoss, dDh, dDw, dChunk,
                                           stream);
   };

@@ -27,17 +27,20 @@ namespace {
 /// after the GEMMs' other summation order moves its row), dh and dw within
 /// the same relative tolerance of their magnitudes; the chunk size leaves
 /// the loss within 1e-5 (the GEMMs alone differ); repeated, allocating
-/// nothing, the same bits.
+/// nothing, the same bits. With `accumulate` (dw_accumulate), dw starts as
+/// the same random values on both sides and the calls add to them.
 template <typename T>
 void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
                             std::mt19937 &rng, int64_t rows, int64_t hidden,
                             int64_t classes, int64_t chunk,
-                            int32_t dwType = OTC_F32) {
+                            int32_t dwType = OTC_F32,
+                            bool accumulate = false) {
   constexpr bool bf16 = !std::is_same_v<T, float>;
   Check c(std::string("linear_cross_entropy_") + (bf16 ? "bf16 " : "f32 ") +
           reductionName + shapeName(rows, classes, 0) + " hidden " +
           std::to_string(hidden) + " chunk " + std::to_string(chunk) +
-          (dwType == OTC_BF16 ? " dw bf16" : ""));
+          (dwType == OTC_BF16 ? " dw bf16" : "") +
+          (accumulate ? " accumulating" : ""));
   const double tol = bf16 ? 1e-2 : 1e-4;
   const size_t nLoss = reduction == OTCRT_NONE ? rows : 1;
   const std::vector<T> h = stored<T>(random(rows * hidden, rng, -1, 1)),
@@ -48,13 +51,20 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   Floats dloss = random(nLoss, rng, 0.5f, 2), loss(nLoss), rowLoss(rows),
          dh(rows * hidden), dw(classes * hidden);
   Bf16s dwBf16(classes * hidden);
+  if (accumulate) {
+    dwBf16 = toBf16(random(classes * hidden, rng));
+    dw = toFloat(dwBf16);
+  }
+  const Floats dwStart = dw;
+  const Bf16s dwStartBf16 = dwBf16;
   void *hostDw = dwType == OTC_BF16 ? static_cast<void *>(dwBf16.data())
                                     : static_cast<void *>(dw.data());
   std::vector<T> scratch(chunk * classes);
   c.rc(otcrt::cpu::linearCrossEntropy(rows, hidden, classes, chunk,
                                       dloss.data(), h.data(), w.data(),
                                       labels.data(), 1, -100, reduction,
-                                      dwType, loss.data(), rowLoss.data(),
+                                      dwType, accumulate, loss.data(),
+                                      rowLoss.data(),
                                       dh.data(), hostDw, scratch.data()),
        "host");
 
@@ -63,8 +73,18 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   const T *dH = device(h), *dW = device(w);
   float *dLoss = device(Floats(nLoss)), *dRowLoss = device(Floats(rows, NAN)),
         *dDh = device(Floats(rows * hidden, NAN)),
-        *dDwF32 = device(Floats(classes * hidden, NAN));
-  otcrt_bf16 *dDwBf16 = device(Bf16s(classes * hidden));
+        *dDwF32 = device(accumulate ? dwStart : Floats(classes * hidden, NAN));
+  otcrt_bf16 *dDwBf16 = device(dwStartBf16);
+  // What dw holds before each call: the start values when accumulating.
+  auto resetDw = [&] {
+    if (accumulate) {
+      cudaMemcpy(dDwF32, dwStart.data(), dwStart.size() * sizeof(float),
+                 cudaMemcpyHostToDevice);
+      cudaMemcpy(dDwBf16, dwStartBf16.data(),
+                 dwStartBf16.size() * sizeof(otcrt_bf16),
+                 cudaMemcpyHostToDevice);
+    }
+  };
   void *dDw = dwType == OTC_BF16 ? static_cast<void *>(dDwBf16)
                                  : static_cast<void *>(dDwF32);
   auto gotDwFloats = [&] {
@@ -74,14 +94,14 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   auto call = [&](int64_t chunkRows, T *dChunk) {
     int (*fn)(int64_t, int64_t, int64_t, int64_t, const float *, const T *,
               const T *, const int64_t *, int32_t, int64_t, int32_t, int32_t,
-              float *, float *, float *, void *, T *, void *);
+              int32_t, float *, float *, float *, void *, T *, void *);
     if constexpr (bf16)
       fn = otcrt_linear_cross_entropy_bf16;
     else
       fn = otcrt_linear_cross_entropy_f32;
     return fn(rows, hidden, classes, chunkRows, dDloss, dH, dW, dLabels, 1,
-              -100, reduction, dwType, dLoss, dRowLoss, dDh, dDw, dChunk,
-              nullptr);
+              -100, reduction, dwType, accumulate, dLoss, dRowLoss, dDh, dDw,
+              dChunk, nullptr);
   };
   T *dChunk = device(std::vector<T>(chunk * classes));
   c.rc(call(chunk, dChunk), "device");
@@ -95,6 +115,7 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   else
     c.f32(gotDw, dw, "dw", tol);
 
+  resetDw();
   allocatesNothing(c.ok, [&] { c.rc(call(chunk, dChunk), "again"); });
   c.ok = sameBits(host(dDh, rows * hidden), gotDh, "dh again") && c.ok;
   c.ok = sameBits(gotDwFloats(), gotDw, "dw again") && c.ok;
@@ -118,6 +139,11 @@ void testLinearCrossEntropies(std::mt19937 &rng) {
                                      24);
   testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 300, 256, 5000,
                                      64, OTC_BF16);
+  // Adding into a tied weight's accumulator, f32 and bf16.
+  testLinearCrossEntropy<float>(OTCRT_MEAN, "mean", rng, 100, 64, 1001, 32,
+                                OTC_F32, true);
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 300, 256, 5000,
+                                     64, OTC_BF16, true);
 }
 
 } // namespace cudatest

@@ -1,7 +1,7 @@
 """Checks otc-chunk-loss's choice of chunk against the step-time model's own
 prices, as plan.json reports them: plans the model with each candidate
 chunk forced (--loss-chunk-rows: the balanced chunkings of 1 to 64 chunks,
-rounded up to 64 rows, whose logits take at most 256 MiB), reads the
+rounded up to 64 rows, whose logits take at most 128 MiB), reads the
 predicted time of the otc.linear_cross_entropy_with_grad call, and checks
 that the default plan took the smallest chunk within 2% of the fastest.
 
@@ -34,7 +34,7 @@ def main():
     sizes = []
     for k in range(1, 65):
         n = min(rows, -(-(-(-rows // k)) // 64) * 64)
-        if n * vocab * elem <= 256 << 20 and n not in sizes:
+        if n * vocab * elem <= 128 << 20 and n not in sizes:
             sizes.append(n)
     ir = subprocess.run([otc, model, "--compile-to=plan", *args],
                         check=True, capture_output=True, text=True).stdout

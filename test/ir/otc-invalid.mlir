@@ -292,3 +292,12 @@ func.func @linear_cross_entropy_chunk_type(%g: tensor<f32>, %h: tensor<6x4xbf16>
   %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xbf16>, tensor<5x4xbf16>, tensor<6xi64>) -> (tensor<6x4xf32>, tensor<5x4xf32>, tensor<f32>, tensor<6xf32>, tensor<2x5xf32>)
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that linear_cross_entropy_with_grad's accumulator has dw's type.
+func.func @linear_cross_entropy_acc_type(%g: tensor<f32>, %h: tensor<6x4xbf16>, %w: tensor<5x4xbf16>, %y: tensor<6xi64>, %acc: tensor<5x4xf32>) -> tensor<f32> {
+  // expected-error@+1 {{dw_acc must have dw's type}}
+  %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y acc %acc {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xbf16>, tensor<5x4xbf16>, tensor<6xi64>, tensor<5x4xf32>) -> (tensor<6x4xf32>, tensor<5x4xbf16>, tensor<f32>, tensor<6xf32>, tensor<2x5xbf16>)
+  return %l : tensor<f32>
+}

@@ -541,3 +541,72 @@ func.func @ln_over_input() {
   }
   return
 }
+
+// -----
+
+// The chunked LM head's weight gradient, only added into the gradient slot:
+// the call adds into the slot itself (acc, its dw written over the slot) and
+// the temporary and the add kernel go away. With a reader of the slot in
+// between, nothing changes.
+// CHECK-LABEL: func.func @head_grad
+// CHECK: %[[G:.*]] = otck.buffer {slot = "grad:wte"} : memref<50x16xf32>
+// CHECK-NOT: otck.buffer : memref<50x16xf32>
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[G]] : memref<f32>, memref<8x16xf32>, memref<50x16xf32>, memref<8xi64>, memref<50x16xf32>) outs(%{{.*}}, %[[G]], %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK: ^bb0(%{{.*}}: tensor<f32>, %{{.*}}: tensor<8x16xf32>, %{{.*}}: tensor<50x16xf32>, %{{.*}}: tensor<8xi64>, %[[ACC:.*]]: tensor<50x16xf32>):
+// CHECK: otc.linear_cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} acc %[[ACC]] {chunk_rows = 4 : i64}
+// CHECK-NOT: otck.kernel
+// CHECK-LABEL: func.func @head_grad_read_between
+// CHECK-NOT: acc
+// CHECK-COUNT-3: otck.kernel
+func.func @head_grad() {
+  %one = otck.buffer {slot = "one"} : memref<f32>
+  %h = otck.buffer {slot = "h"} : memref<8x16xf32>
+  %w = otck.buffer {slot = "param:wte"} : memref<50x16xf32>
+  %y = otck.buffer {slot = "y"} : memref<8xi64>
+  %g = otck.buffer {slot = "grad:wte"} : memref<50x16xf32>
+  %dh = otck.buffer : memref<8x16xf32>
+  %t = otck.buffer : memref<50x16xf32>
+  %loss = otck.buffer {slot = "loss"} : memref<f32>
+  %rows = otck.buffer : memref<8xf32>
+  %chunk = otck.buffer : memref<4x50xf32>
+  otck.kernel ins(%one, %h, %w, %y : memref<f32>, memref<8x16xf32>, memref<50x16xf32>, memref<8xi64>) outs(%dh, %t, %loss, %rows, %chunk : memref<8x16xf32>, memref<50x16xf32>, memref<f32>, memref<8xf32>, memref<4x50xf32>) {
+  ^bb0(%a0: tensor<f32>, %a1: tensor<8x16xf32>, %a2: tensor<50x16xf32>, %a3: tensor<8xi64>):
+    %r:5 = otc.linear_cross_entropy_with_grad %a0, %a1, %a2, %a3 {chunk_rows = 4 : i64} : (tensor<f32>, tensor<8x16xf32>, tensor<50x16xf32>, tensor<8xi64>) -> (tensor<8x16xf32>, tensor<50x16xf32>, tensor<f32>, tensor<8xf32>, tensor<4x50xf32>)
+    otck.yield %r#0, %r#1, %r#2, %r#3, %r#4 : tensor<8x16xf32>, tensor<50x16xf32>, tensor<f32>, tensor<8xf32>, tensor<4x50xf32>
+  }
+  otck.kernel ins(%g, %t : memref<50x16xf32>, memref<50x16xf32>) outs(%g : memref<50x16xf32>) {
+  ^bb0(%a: tensor<50x16xf32>, %b: tensor<50x16xf32>):
+    %s = otc.add %a, %b : (tensor<50x16xf32>, tensor<50x16xf32>) -> tensor<50x16xf32>
+    otck.yield %s : tensor<50x16xf32>
+  }
+  return
+}
+func.func @head_grad_read_between() {
+  %one = otck.buffer {slot = "one"} : memref<f32>
+  %h = otck.buffer {slot = "h"} : memref<8x16xf32>
+  %w = otck.buffer {slot = "param:wte"} : memref<50x16xf32>
+  %y = otck.buffer {slot = "y"} : memref<8xi64>
+  %g = otck.buffer {slot = "grad:wte"} : memref<50x16xf32>
+  %o = otck.buffer {slot = "o"} : memref<50x16xf32>
+  %dh = otck.buffer : memref<8x16xf32>
+  %t = otck.buffer : memref<50x16xf32>
+  %loss = otck.buffer {slot = "loss"} : memref<f32>
+  %rows = otck.buffer : memref<8xf32>
+  %chunk = otck.buffer : memref<4x50xf32>
+  otck.kernel ins(%one, %h, %w, %y : memref<f32>, memref<8x16xf32>, memref<50x16xf32>, memref<8xi64>) outs(%dh, %t, %loss, %rows, %chunk : memref<8x16xf32>, memref<50x16xf32>, memref<f32>, memref<8xf32>, memref<4x50xf32>) {
+  ^bb0(%a0: tensor<f32>, %a1: tensor<8x16xf32>, %a2: tensor<50x16xf32>, %a3: tensor<8xi64>):
+    %r:5 = otc.linear_cross_entropy_with_grad %a0, %a1, %a2, %a3 {chunk_rows = 4 : i64} : (tensor<f32>, tensor<8x16xf32>, tensor<50x16xf32>, tensor<8xi64>) -> (tensor<8x16xf32>, tensor<50x16xf32>, tensor<f32>, tensor<8xf32>, tensor<4x50xf32>)
+    otck.yield %r#0, %r#1, %r#2, %r#3, %r#4 : tensor<8x16xf32>, tensor<50x16xf32>, tensor<f32>, tensor<8xf32>, tensor<4x50xf32>
+  }
+  otck.kernel ins(%g : memref<50x16xf32>) outs(%o : memref<50x16xf32>) {
+  ^bb0(%a: tensor<50x16xf32>):
+    %s = otc.neg %a : tensor<50x16xf32>
+    otck.yield %s : tensor<50x16xf32>
+  }
+  otck.kernel ins(%g, %t : memref<50x16xf32>, memref<50x16xf32>) outs(%g : memref<50x16xf32>) {
+  ^bb0(%a: tensor<50x16xf32>, %b: tensor<50x16xf32>):
+    %s = otc.add %a, %b : (tensor<50x16xf32>, tensor<50x16xf32>) -> tensor<50x16xf32>
+    otck.yield %s : tensor<50x16xf32>
+  }
+  return
+}

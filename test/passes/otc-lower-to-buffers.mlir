@@ -121,3 +121,39 @@ func.func @micro_step(%x: tensor<2xf32> {otc.slot = "input:x"})
   %m = otc.mul %x, %c : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   return %m : tensor<2xf32>
 }
+
+// -----
+
+// Tests that a sum into a slot made in steps from the slot's own value,
+// (acc + a) + b (a tied weight's contributions), keeps its partial sum in
+// the slot: both adds write the slot, no temporary, no copy.
+// CHECK-LABEL: func.func @partial_sums()
+// CHECK-DAG: %[[ACC:.*]] = otck.buffer {slot = "grad:w"} : memref<3xf32>
+// CHECK-DAG: %[[X:.*]] = otck.buffer {slot = "input:x"} : memref<3xf32>
+// CHECK: otck.kernel ins(%[[ACC]], %{{.*}} : memref<3xf32>, memref<3xf32>) outs(%[[ACC]] : memref<3xf32>)
+// CHECK: otck.kernel ins(%[[ACC]], %{{.*}} : memref<3xf32>, memref<3xf32>) outs(%[[ACC]] : memref<3xf32>)
+// CHECK-NOT: otck.copy
+// CHECK: return
+func.func @partial_sums(%x: tensor<3xf32> {otc.slot = "input:x"}, %acc: tensor<3xf32> {otc.slot = "grad:w"})
+    -> (tensor<3xf32> {otc.slot = "grad:w"}) {
+  %a = otc.exp %x : tensor<3xf32>
+  %b = otc.neg %x : tensor<3xf32>
+  %0 = otc.add %acc, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %1 = otc.add %0, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %1 : tensor<3xf32>
+}
+
+// -----
+
+// Tests that a partial sum read twice stays a temporary.
+// CHECK-LABEL: func.func @partial_read_twice()
+// CHECK-DAG: %[[ACC:.*]] = otck.buffer {slot = "grad:w"} : memref<3xf32>
+// CHECK: %[[T:.*]] = otck.buffer : memref<3xf32>
+// CHECK: otck.kernel ins(%[[ACC]], %{{.*}} : memref<3xf32>, memref<3xf32>) outs(%[[T]] : memref<3xf32>)
+func.func @partial_read_twice(%x: tensor<3xf32> {otc.slot = "input:x"}, %acc: tensor<3xf32> {otc.slot = "grad:w"})
+    -> (tensor<3xf32> {otc.slot = "grad:w"}, tensor<3xf32> {otc.slot = "y"}) {
+  %0 = otc.add %acc, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %1 = otc.add %0, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %2 = otc.neg %0 : tensor<3xf32>
+  return %1, %2 : tensor<3xf32>, tensor<3xf32>
+}

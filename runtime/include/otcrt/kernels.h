@@ -264,10 +264,11 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 /// otcrt_gemm with FP32 accumulation. h is [rows, hidden], w [classes,
 /// hidden], dh FP32 of h's shape, dw of w's shape and `dw_type` (an
 /// OtcDType of otcrt/abi.h: OTC_F32, or OTC_BF16 with bf16 data, each
-/// chunk's sum then rounded to bfloat16 as it is added), chunk [chunk_rows,
-/// classes]
-/// (scratch, left holding the last chunk's gradient). loss and row_loss as
-/// otcrt_cross_entropy_fused's over all rows (the same bits given the same
+/// chunk's sum then rounded to bfloat16 as it is added); with
+/// `dw_accumulate` non-zero the first chunk adds to dw's values too (dw +=
+/// the whole sum: a tied weight's gradient accumulator). chunk [chunk_rows,
+/// classes] (scratch, left holding the last chunk's gradient). loss and
+/// row_loss as otcrt_cross_entropy_fused's over all rows (the same bits given the same
 /// logits). Bad labels as that call's.
 int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
                                    int64_t classes, int64_t chunk_rows,
@@ -275,16 +276,18 @@ int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
                                    const float *w, const int64_t *labels,
                                    int32_t has_ignore, int64_t ignore_index,
                                    int32_t reduction, int32_t dw_type,
-                                   float *loss, float *row_loss, float *dh,
-                                   void *dw, float *chunk, void *stream);
+                                   int32_t dw_accumulate, float *loss,
+                                   float *row_loss, float *dh, void *dw,
+                                   float *chunk, void *stream);
 int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                                     int64_t classes, int64_t chunk_rows,
                                     const float *dloss, const otcrt_bf16 *h,
                                     const otcrt_bf16 *w, const int64_t *labels,
                                     int32_t has_ignore, int64_t ignore_index,
                                     int32_t reduction, int32_t dw_type,
-                                    float *loss, float *row_loss, float *dh,
-                                    void *dw, otcrt_bf16 *chunk, void *stream);
+                                    int32_t dw_accumulate, float *loss,
+                                    float *row_loss, float *dh, void *dw,
+                                    otcrt_bf16 *chunk, void *stream);
 
 /*===--- Gradient norm -----------------------------------------------------===*/
 
