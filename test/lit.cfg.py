@@ -18,3 +18,12 @@ config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%not", config.not_tool))
 if config.nvcc and config.has_cuda_runtime_lib:
     config.available_features.add("cuda-toolkit")
+# Data-parallel tests start ranks with Open MPI's mpirun (installed by
+# scripts/install-deps.sh), oversubscribing this machine's cores; as root
+# it needs its consent variables.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"

@@ -3,14 +3,17 @@
 // no-op and otcrt_stream as the NULL stream the ABI promises for the cpu
 // target.
 #include "src/backend.h"
+#include "src/world.h"
 
 #include "otcrt/abi.h"
+#include "otcrt/bf16.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace otcrt {
 namespace {
@@ -52,6 +55,29 @@ public:
   }
 
   Status synchronize() override { return Status::ok(); }
+
+  /// Over MPI from host memory; a BF16 range widened to FP32 for the sum
+  /// and rounded once after it.
+  Status sumGradients(char *arena, const std::vector<OtcrtRange> &ranges,
+                      double preMul, HostCollectives &host) override {
+    for (const OtcrtRange &r : ranges) {
+      if (!r.bf16) {
+        float *p = reinterpret_cast<float *>(arena + r.offset);
+        if (Status s = host.sumFloats(p, r.count, preMul); !s)
+          return s;
+        continue;
+      }
+      uint16_t *p = reinterpret_cast<uint16_t *>(arena + r.offset);
+      std::vector<float> wide(static_cast<size_t>(r.count));
+      for (int64_t i = 0; i < r.count; ++i)
+        wide[i] = otcrt_bf16_to_float(p[i]);
+      if (Status s = host.sumFloats(wide.data(), r.count, preMul); !s)
+        return s;
+      for (int64_t i = 0; i < r.count; ++i)
+        p[i] = otcrt_float_to_bf16(wide[i]);
+    }
+    return Status::ok();
+  }
 
   int64_t memoryInUse() const override {
     std::FILE *f = std::fopen("/proc/self/statm", "r");

@@ -9,10 +9,18 @@
 #include "src/backend.h"
 
 #include "src/kernel_status.h"
+#include "src/world.h"
 #include "otcrt/abi.h"
+#include "otcrt/bf16.h"
 #include "otcrt/kernels.h"
 
 #include <cuda_runtime.h>
+#ifdef OTCRT_HAVE_NCCL
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <type_traits>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,9 +54,58 @@ std::string errorText(cudaError_t err) {
          ")";
 }
 
+#ifdef OTCRT_HAVE_NCCL
+/// NCCL, loaded when a run has more than one rank: a program links no NCCL
+/// and runs alone without it.
+struct NcclLibrary {
+  void *handle = nullptr;
+  decltype(&ncclGetUniqueId) getUniqueId = nullptr;
+  decltype(&ncclCommInitRank) commInitRank = nullptr;
+  decltype(&ncclCommDestroy) commDestroy = nullptr;
+  decltype(&ncclAllReduce) allReduce = nullptr;
+  decltype(&ncclRedOpCreatePreMulSum) redOpCreatePreMulSum = nullptr;
+  decltype(&ncclRedOpDestroy) redOpDestroy = nullptr;
+  decltype(&ncclGetErrorString) errorString = nullptr;
+
+  /// Loads it; false with \p why when it cannot be.
+  bool load(std::string &why) {
+    if (handle)
+      return true;
+    for (const char *name : {"libnccl.so.2", "libnccl.so"})
+      if ((handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL)))
+        break;
+    if (!handle) {
+      why = "cannot load NCCL's libnccl.so.2 (" + std::string(dlerror()) + ")";
+      return false;
+    }
+    bool ok = true;
+    auto fn = [&](auto &f, const char *name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
+          dlsym(handle, name));
+      ok = ok && f;
+    };
+    fn(getUniqueId, "ncclGetUniqueId");
+    fn(commInitRank, "ncclCommInitRank");
+    fn(commDestroy, "ncclCommDestroy");
+    fn(allReduce, "ncclAllReduce");
+    fn(redOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
+    fn(redOpDestroy, "ncclRedOpDestroy");
+    fn(errorString, "ncclGetErrorString");
+    if (!ok)
+      why = "the NCCL library loaded lacks a function (NCCL 2.11 or later "
+            "is needed)";
+    return ok;
+  }
+};
+#endif
+
 class CudaBackend final : public Backend {
 public:
   ~CudaBackend() override {
+#ifdef OTCRT_HAVE_NCCL
+    if (nccl_)
+      (void)ncclLib_.commDestroy(nccl_);
+#endif
     for (Graph &g : graphs_)
       if (g.exec)
         (void)cudaGraphExecDestroy(g.exec);
@@ -70,6 +127,69 @@ public:
 
   const char *name() const override { return "cuda"; }
 
+  void selectDevice(int localRank) override { localRank_ = localRank; }
+
+  /// NCCL's all-reduce on the runtime's stream, over a communicator made
+  /// at the first call (its id from rank 0 through MPI); a rank's share
+  /// multiplies its gradients in the reduction (ncclRedOpCreatePreMulSum).
+  Status sumGradients(char *arena, const std::vector<OtcrtRange> &ranges,
+                      double preMul, HostCollectives &host) override {
+#ifdef OTCRT_HAVE_NCCL
+    if (!host.joined())
+      return preMul == 1.0 ? Status::ok()
+                           : scaleRanges(arena, ranges, preMul);
+    const World &world = host.world();
+    if (!nccl_) {
+      std::string why;
+      if (!ncclLib_.load(why))
+        return Status::error(why);
+      ncclUniqueId id;
+      if (world.isRoot())
+        if (Status s = ncclTry(ncclLib_.getUniqueId(&id), "ncclGetUniqueId");
+            !s)
+          return s;
+      if (Status s = host.broadcast(&id, sizeof(id)); !s)
+        return s;
+      if (Status s = ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id,
+                                                   world.rank),
+                             "ncclCommInitRank");
+          !s)
+        return s;
+    }
+    for (const OtcrtRange &r : ranges) {
+      ncclDataType_t type = r.bf16 ? ncclBfloat16 : ncclFloat32;
+      ncclRedOp_t op = ncclSum;
+      float f = static_cast<float>(preMul);
+      uint16_t b = otcrt_float_to_bf16(f);
+      if (preMul != 1.0)
+        if (Status s = ncclTry(
+                ncclLib_.redOpCreatePreMulSum(&op, r.bf16 ? static_cast<void *>(&b)
+                                                     : static_cast<void *>(&f),
+                                         type, ncclScalarHostImmediate, nccl_),
+                "ncclRedOpCreatePreMulSum");
+            !s)
+          return s;
+      void *p = arena + r.offset;
+      Status s = ncclTry(ncclLib_.allReduce(p, p, static_cast<size_t>(r.count),
+                                            type, op, nccl_, stream_),
+                         "ncclAllReduce");
+      if (op != ncclSum)
+        (void)ncclLib_.redOpDestroy(op, nccl_);
+      if (!s)
+        return s;
+    }
+    return Status::ok();
+#else
+    (void)arena;
+    (void)ranges;
+    (void)preMul;
+    if (host.joined())
+      return Status::error("this runtime was built without NCCL: the cuda "
+                           "target runs one rank only");
+    return Status::ok();
+#endif
+  }
+
   Status init() override {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -77,7 +197,7 @@ public:
       return cudaStatus(err, "cudaGetDeviceCount", __FILE__, __LINE__);
     if (count == 0)
       return Status::error("no CUDA device is available");
-    OTCRT_CUDA_TRY(cudaSetDevice(0));
+    OTCRT_CUDA_TRY(cudaSetDevice(localRank_ % count));
     stream_ = static_cast<cudaStream_t>(otcrt_stream());
     if (!stream_)
       return Status::error("cannot create the CUDA stream of the runtime");
@@ -265,6 +385,25 @@ private:
     return "";
   }
 
+#ifdef OTCRT_HAVE_NCCL
+  Status ncclTry(ncclResult_t r, const char *what) {
+    if (r == ncclSuccess)
+      return Status::ok();
+    return Status::error(std::string(what) + " failed: " +
+                         ncclLib_.errorString(r));
+  }
+  Status scaleRanges(char *arena, const std::vector<OtcrtRange> &ranges,
+                     double factor) {
+    if (otcrt_scale_ranges(arena, static_cast<int32_t>(ranges.size()),
+                           ranges.data(), static_cast<float>(factor),
+                           stream_) != 0)
+      return Status::error("scaling the gradients (otcrt_scale_ranges) failed");
+    return Status::ok();
+  }
+  NcclLibrary ncclLib_;
+  ncclComm_t nccl_ = nullptr;
+#endif
+  int localRank_ = 0;
   cudaStream_t stream_ = nullptr;
   bool graphsOn_ = false;
   Graph graphs_[3];

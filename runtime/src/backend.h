@@ -7,6 +7,8 @@
 #ifndef OTCRT_BACKEND_H
 #define OTCRT_BACKEND_H
 
+#include "otcrt/abi.h"
+#include "otcrt/kernels.h"
 #include "otcrt/status.h"
 
 #include <cstdint>
@@ -14,6 +16,8 @@
 #include <vector>
 
 namespace otcrt {
+
+class HostCollectives;
 
 /// The step functions of a program that a backend may replay as CUDA graphs.
 enum class StepFunction { ZeroGrads = 0, MicroStep = 1, OptimizerStep = 2 };
@@ -26,6 +30,17 @@ public:
   virtual const char *name() const = 0;
   /// Prepares the device (selects it, checks it exists).
   virtual Status init() = 0;
+  /// Before init(): the rank's device among those of its host, by its
+  /// local rank (the cuda backend takes device localRank mod the count).
+  virtual void selectDevice(int localRank) { (void)localRank; }
+  /// Sums the gradients in \p ranges (arena ranges, FP32 or BF16) over the
+  /// ranks of a data-parallel run, in place, each rank's multiplied by
+  /// \p preMul first; the same values on every rank after. \p host carries
+  /// them where the arena is host memory (the cpu: MPI); a GPU backend
+  /// sums on the device (NCCL).
+  virtual Status sumGradients(char *arena,
+                              const std::vector<OtcrtRange> &ranges,
+                              double preMul, HostCollectives &host) = 0;
   /// Allocates \p bytes of arena memory into \p arena.
   virtual Status allocate(int64_t bytes, char **arena) = 0;
   /// Frees an arena returned by allocate(); null is ignored.

@@ -21,6 +21,7 @@
 #include "program.h"
 #include "schedule.h"
 #include "trace.h"
+#include "world.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -45,9 +46,10 @@ const char *nonfiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite";
 /// One training run: the state shared by the step, eval and save helpers.
 class Run {
 public:
-  Run(const TrainOptions &o, const OtcProgram &p, Backend &b, std::FILE *log)
-      : opt_(o), prog_(p), backend_(b), log_(log), slots_(p), arena_(b),
-        gradRanges_(gradientRanges(slots_.grads)) {}
+  Run(const TrainOptions &o, const OtcProgram &p, Backend &b, std::FILE *log,
+      const World &world)
+      : opt_(o), prog_(p), backend_(b), log_(log), world_(world),
+        slots_(p), arena_(b), gradRanges_(gradientRanges(slots_.grads)) {}
 
   Status execute();
 
@@ -69,6 +71,11 @@ private:
   const OtcProgram &prog_;
   Backend &backend_;
   std::FILE *log_;
+  /// This rank's place in a data-parallel run (size 1 alone): it runs its
+  /// part of each global batch, the micro-batches world.rank x micros ..
+  /// (world.rank + 1) x micros - 1 of the step's world.size x micros.
+  const World world_;
+  HostCollectives &host_ = hostCollectives();
   ProgramSlots slots_;
   ArenaGuard arena_;
   Tracer &tracer_ = processTracer();
@@ -101,7 +108,8 @@ private:
 
 Status Run::prepareInputs() {
   if (!opt_.batchPath.empty()) {
-    Status s = loadBatch(opt_.batchPath, prog_, slots_.inputs, batch_);
+    Status s = loadBatch(opt_.batchPath, prog_, slots_.inputs, world_.size,
+                         world_.rank, batch_);
     if (!s)
       return s;
     // Tokens per micro-batch: the first integer [B, T, ...] input's B x T.
@@ -178,12 +186,21 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
   return s;
 }
 
+/// The step's micro-batches of this rank: every rank reads the whole
+/// global batch's windows in the same order (one cursor for all) and keeps
+/// its own part.
 Status Run::prefetchStep(int64_t micros, TokenLoader *loader) {
   stepTok_.resize(static_cast<size_t>(micros));
   stepTgt_.resize(static_cast<size_t>(micros));
-  for (int64_t k = 0; k < micros; ++k)
-    if (Status s = loader->next(prog_.micro_batch, stepTok_[k], stepTgt_[k]); !s)
-      return s;
+  std::vector<uint8_t> skipTok, skipTgt;
+  for (int r = 0; r < world_.size; ++r)
+    for (int64_t k = 0; k < micros; ++k) {
+      bool own = r == world_.rank;
+      if (Status s = loader->next(prog_.micro_batch, own ? stepTok_[k] : skipTok,
+                                  own ? stepTgt_[k] : skipTgt);
+          !s)
+        return s;
+    }
   return Status::ok();
 }
 
@@ -243,14 +260,18 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
       return s;
   }
   // Each micro-batch's weight in the step's gradient and loss: its share of
-  // the step's counted targets when the loss is a mean over them (so that
-  // any split gives the whole batch's gradient), else 1 / micros.
+  // the step's counted targets (over every rank's micro-batches) when the
+  // loss is a mean over them (so that any split gives the whole batch's
+  // gradient), else 1 / (micros x ranks).
   std::vector<double> counts = microCounts(micros);
   double total = 0;
   for (double c : counts)
     total += c;
-  std::vector<double> weights(static_cast<size_t>(micros),
-                              1.0 / static_cast<double>(micros));
+  if (Status s = host_.sum(&total, 1); !s)
+    return s;
+  std::vector<double> weights(
+      static_cast<size_t>(micros),
+      1.0 / static_cast<double>(micros * world_.size));
   if (total > 0)
     for (int64_t k = 0; k < micros; ++k)
       weights[k] = counts[k] / total;
@@ -283,7 +304,8 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
         return s;
     }
     if (slots_.rng) {
-      int64_t r = rngValue(state_.seed, step, k);
+      // Keyed by the micro-batch's place in the global batch.
+      int64_t r = rngValue(state_.seed, step, world_.rank * micros + k);
       rngKeys_.push_back(r);
       if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
         return s;
@@ -302,6 +324,28 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
             std::to_string(step) + ", micro-batch " + std::to_string(k);
     }
     sum += weights[k] * micro;
+  }
+  if (world_.size > 1) {
+    // The ranks' weighted gradients summed: without a GRAD_SCALE slot (one
+    // micro-batch a step) each rank's is weighted in the sum itself. Then
+    // the loss and the non-finite verdict, the same on every rank.
+    double preMul = slots_.gradScale ? 1.0 : weights[0];
+    {
+      TraceSpan span(tracer_, "gradient all-reduce", "communication");
+      if (Status s = backend_.sumGradients(arena_.arena, gradRanges_, preMul,
+                                           host_);
+          !s)
+        return s;
+    }
+    double shared[2] = {sum, finite ? 0.0 : 1.0};
+    if (Status s = host_.sum(shared, 2); !s)
+      return s;
+    sum = shared[0];
+    if (finite && shared[1] > 0) {
+      finite = false;
+      why = "the loss is not finite on another rank at step " +
+            std::to_string(step);
+    }
   }
   loss = sum;
   return Status::ok();
@@ -400,7 +444,7 @@ Status Run::trainStep(int64_t step) {
   }
   state_.step = step;
   if (loader_) {
-    state_.tokensSeen += micros * tokensPerMicro_;
+    state_.tokensSeen += micros * tokensPerMicro_ * world_.size;
     state_.dataEpoch = loader_->epoch();
     state_.dataCursor = loader_->cursor();
   }
@@ -416,7 +460,7 @@ Status Run::trainStep(int64_t step) {
              std::chrono::steady_clock::now() - start)
              .count();
   r.micros = micros;
-  r.tokens = micros * tokensPerMicro_;
+  r.tokens = micros * tokensPerMicro_ * world_.size;
   r.tokenUnits = tokenUnits_;
   r.flops = modelFlops_ * static_cast<double>(micros) / prog_.grad_accum;
   r.peakFlops = peakFlops_;
@@ -432,7 +476,8 @@ Status Run::trainStep(int64_t step) {
 }
 
 Status Run::evaluate(int64_t step) {
-  if (!valLoader_ || lastEval_ == step)
+  // Rank 0 evaluates: the parameters are the same on every rank.
+  if (!valLoader_ || lastEval_ == step || !world_.isRoot())
     return Status::ok();
   lastEval_ = step;
   TraceSpan span(tracer_, "evaluation", "eval");
@@ -474,7 +519,8 @@ Status Run::evaluate(int64_t step) {
 }
 
 Status Run::save() {
-  if (opt_.saveDir.empty() || lastSaved_ == state_.step)
+  // Rank 0 saves: the parameters and moments are the same on every rank.
+  if (opt_.saveDir.empty() || lastSaved_ == state_.step || !world_.isRoot())
     return Status::ok();
   TraceSpan span(tracer_, "checkpoint", "checkpoint");
   std::string written;
@@ -499,6 +545,9 @@ Status Run::dumpGrads() {
     return s;
   if (!finite)
     return Status::error(why);
+  // The whole batch's gradient, the same on every rank: rank 0 writes it.
+  if (!world_.isRoot())
+    return Status::ok();
   TensorFile out;
   float lossF = static_cast<float>(loss);
   out.add("loss", StDType::F32, {}, &lossF);
@@ -537,6 +586,7 @@ Status Run::execute() {
       return s;
   if (Status s = prepareInputs(); !s)
     return s;
+  backend_.selectDevice(world_.localRank);
   Status s = backend_.init();
   if (s)
     s = backend_.allocate(prog_.arena_bytes, &arena_.arena);
@@ -602,6 +652,12 @@ Status Run::execute() {
                         " values, not trained)")
                            .c_str(),
                  prog_.micro_batch, prog_.grad_accum, prog_.arena_bytes);
+  if (!opt_.quiet && world_.size > 1)
+    std::fprintf(log_,
+                 "data parallel: %d ranks (%s), global batch %d x %d x %d "
+                 "micro-batches | rank 0 logs\n",
+                 world_.size, world_.launcher.c_str(), world_.size,
+                 prog_.micro_batch, prog_.grad_accum);
   // Graphs replay what was captured, so a trace, which needs the hooks of
   // each kernel, runs eagerly.
   bool graphs = opt_.cudaGraphs && opt_.tracePath.empty();
@@ -628,22 +684,23 @@ Status Run::execute() {
   schedule_.warmup = opt_.warmupSteps;
   schedule_.totalSteps = opt_.decaySteps ? opt_.decaySteps : opt_.steps;
   schedule_.cosine = opt_.lrSchedule == "cosine";
-  ramp_.tokensPerMicro = tokensPerMicro_;
+  ramp_.tokensPerMicro = tokensPerMicro_ * world_.size;
   ramp_.fullMicros = prog_.grad_accum;
   ramp_.startTokens = opt_.batchStartTokens;
   ramp_.rampTokens = opt_.batchRampTokens;
   modelFlops_ = readModelFlops(pathNextToExecutable("plan.json"));
   peakFlops_ = opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
-  if (!opt_.jsonlPath.empty())
+  if (!opt_.jsonlPath.empty() && world_.isRoot())
     if (s = jsonl_.open(opt_.jsonlPath, resume); !s)
       return s;
-  if (!opt_.tracePath.empty())
+  if (!opt_.tracePath.empty() && world_.isRoot())
     if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
       return s;
   width_ = std::max<int>(4, static_cast<int>(std::to_string(opt_.steps).size()));
   if (state_.step >= opt_.steps) {
     // Nothing to train: say so rather than report a loss no step computed.
-    std::fprintf(log_,
+    if (world_.isRoot())
+      std::fprintf(log_,
                  "%s is at step %" PRId64 ", which --steps %" PRId64
                  " does not exceed: nothing to train\n",
                  from.c_str(), state_.step, opt_.steps);
@@ -672,18 +729,23 @@ Status Run::execute() {
   if (s = save(); !s)
     return s;
   tracer_.close();
-  std::fprintf(log_, "final loss %.6f\n", lastLoss_);
+  if (world_.isRoot())
+    std::fprintf(log_, "final loss %.6f\n", lastLoss_);
   return Status::ok();
 }
 
 } // namespace
 
 Status runTraining(const TrainOptions &options, const OtcProgram *program,
-                   Backend &backend, std::FILE *log) {
+                   Backend &backend, std::FILE *log, const World &world) {
   Status s = validateProgram(program, backend.name(), options.dumpGradsPath.empty());
   if (!s)
     return s;
-  Run run(options, *program, backend, log);
+  // Ranks other than 0 train quietly.
+  TrainOptions rankOptions = options;
+  if (!world.isRoot())
+    rankOptions.quiet = true;
+  Run run(rankOptions, *program, backend, log, world);
   return run.execute();
 }
 
@@ -700,14 +762,27 @@ extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
     std::fputs(trainUsage(argc > 0 ? argv[0] : "train").c_str(), stdout);
     return 0;
   }
+  // A rank of a data-parallel run (mpirun, srun), or the only one.
+  World world;
+  if (s)
+    s = worldFromEnvironment(world);
+  if (s)
+    s = hostCollectives().init(world);
   if (s) {
     if (options.initPath.empty())
       options.initPath = defaultInitPath();
-    s = runTraining(options, program, defaultBackend(), stdout);
+    s = runTraining(options, program, defaultBackend(), stdout, world);
   }
   processTracer().close();
   std::fflush(stdout);
   if (!s) {
+    if (world.size > 1) {
+      // The other ranks wait in a collective: end them all, now.
+      std::fprintf(stderr, "otc train: rank %d: error: %s\n", world.rank,
+                   s.message().c_str());
+      std::fflush(stderr);
+      hostCollectives().abortAll(s.code());
+    }
     std::fprintf(stderr, "otc train: error: %s\n", s.message().c_str());
     return s.code();
   }

@@ -10,6 +10,7 @@
 #define OTCRT_DRIVER_H
 
 #include "backend.h"
+#include "world.h"
 #include "otcrt/abi.h"
 #include "otcrt/status.h"
 
@@ -93,9 +94,12 @@ int64_t rngValue(uint64_t seed, int64_t step, int64_t micro);
 std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16);
 
 /// Runs a validated program according to \p options (initPath must be set),
-/// writing progress lines to \p log. Returns the Status to exit with.
+/// writing progress lines to \p log, as rank \p world.rank of a
+/// data-parallel run (world.h; its collectives already joined). Returns
+/// the Status to exit with.
 Status runTraining(const TrainOptions &options, const OtcProgram *program,
-                   Backend &backend, std::FILE *log);
+                   Backend &backend, std::FILE *log,
+                   const World &world = World{});
 
 } // namespace otcrt
 

@@ -72,21 +72,24 @@ Status loadInitialParams(const std::string &path,
 }
 
 Status loadBatch(const std::string &path, const OtcProgram &program,
-                 const std::vector<const OtcSlot *> &inputs,
-                 std::vector<InputData> &out) {
+                 const std::vector<const OtcSlot *> &inputs, int ranks,
+                 int rank, std::vector<InputData> &out) {
   TensorFile batch;
   Status s = readSafetensors(path, batch);
   if (!s)
     return Status::error("cannot load the batch (--batch): " + s.message());
   for (const OtcSlot *slot : inputs) {
     std::vector<int64_t> want = slotShape(*slot);
-    want[0] *= program.grad_accum;
+    want[0] *= program.grad_accum * ranks;
     StDType wantType = StDType::F32;
     toStDType(slot->dtype, wantType); // validated by validateProgram
     std::string expected = std::string(dtypeName(wantType)) + " " +
                            formatShape(want) + " (micro-batch " +
                            std::to_string(program.micro_batch) + " x grad_accum " +
-                           std::to_string(program.grad_accum) + ")";
+                           std::to_string(program.grad_accum) +
+                           (ranks > 1 ? " x " + std::to_string(ranks) + " ranks"
+                                      : std::string()) +
+                           ")";
     const Tensor *t = batch.find(slot->name);
     if (!t)
       return Status::error(path + ": input '" + slot->name +
@@ -117,6 +120,13 @@ Status loadBatch(const std::string &path, const OtcProgram &program,
                              std::to_string(value) + " at " +
                              formatPosition(want, index) + ", outside " +
                              indexRangeText(*range) + " (" + range->what + ")");
+    }
+    if (ranks > 1) {
+      // This rank's rows.
+      size_t part = static_cast<size_t>(slot->nbytes) * program.grad_accum;
+      data.bytes = std::vector<uint8_t>(
+          data.bytes.begin() + part * rank,
+          data.bytes.begin() + part * (rank + 1));
     }
     out.push_back(std::move(data));
   }

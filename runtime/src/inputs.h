@@ -32,9 +32,12 @@ Status loadInitialParams(const std::string &path,
                          const std::string &fallbackPath, TensorFile &init);
 
 /// Loads the batch file and converts each INPUT tensor to its slot dtype.
+/// The file holds the global batch, \p ranks x grad_accum micro-batches;
+/// \p out keeps rank \p rank's part (its grad_accum micro-batches, in rank
+/// order).
 Status loadBatch(const std::string &path, const OtcProgram &program,
-                 const std::vector<const OtcSlot *> &inputs,
-                 std::vector<InputData> &out);
+                 const std::vector<const OtcSlot *> &inputs, int ranks,
+                 int rank, std::vector<InputData> &out);
 
 /// The arena ranges of the GRAD slots for otcrt_sum_squares, in offset
 /// order, slots of one dtype that follow each other without a gap merged

@@ -1,0 +1,293 @@
+// The ranks of a data-parallel run from the launcher's environment, and
+// MPI's collectives between them (world.h), Open MPI's library loaded when
+// there is more than one rank.
+#include "world.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef OTCRT_HAVE_MPI
+// Types and constants only: the library is loaded at run time.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <type_traits>
+#endif
+
+namespace otcrt {
+namespace {
+
+/// Reads the integer environment variable \p name into \p out: false when
+/// it is unset; an error in \p bad when it is not a whole number >= 0.
+bool envInt(const char *name, int &out, std::string &bad) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (errno || *end || v < 0 || v > INT_MAX) {
+    if (bad.empty())
+      bad = std::string(name) + "='" + text + "' is not a rank or a count";
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+} // namespace
+
+Status worldFromEnvironment(World &world) {
+  world = World{};
+  std::string bad;
+  struct Source {
+    const char *launcher, *rank, *size, *local;
+  };
+  // First match wins: mpirun's own variables, then a PMI launch (srun),
+  // then torchrun's.
+  const Source sources[] = {
+      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+       "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"srun", "PMIX_RANK", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"srun", "PMI_RANK", "PMI_SIZE", "SLURM_LOCALID"},
+      {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+  };
+  for (const Source &s : sources) {
+    int rank = 0, size = 0, local = 0;
+    if (!envInt(s.rank, rank, bad) || !envInt(s.size, size, bad))
+      continue;
+    if (!envInt(s.local, local, bad))
+      local = rank;
+    if (size < 1 || rank >= size)
+      return Status::error(std::string(s.rank) + "=" + std::to_string(rank) +
+                           " does not lie below " + s.size + "=" +
+                           std::to_string(size));
+    world.rank = rank;
+    world.size = size;
+    world.localRank = local;
+    world.launcher = s.launcher;
+    return Status::ok();
+  }
+  if (!bad.empty())
+    return Status::error(bad);
+  return Status::ok();
+}
+
+#ifdef OTCRT_HAVE_MPI
+namespace {
+
+/// Open MPI's library, loaded when a run has more than one rank: a program
+/// links no MPI and runs alone without one installed. Its predefined
+/// handles are the addresses of its global objects (Open MPI's ABI).
+struct MpiLibrary {
+  void *handle = nullptr;
+  decltype(&MPI_Init) init = nullptr;
+  decltype(&MPI_Initialized) initialized = nullptr;
+  decltype(&MPI_Finalize) finalize = nullptr;
+  decltype(&MPI_Finalized) finalized = nullptr;
+  decltype(&MPI_Comm_rank) commRank = nullptr;
+  decltype(&MPI_Comm_size) commSize = nullptr;
+  decltype(&MPI_Comm_set_errhandler) setErrhandler = nullptr;
+  decltype(&MPI_Allreduce) allreduce = nullptr;
+  decltype(&MPI_Bcast) bcast = nullptr;
+  decltype(&MPI_Abort) abort = nullptr;
+  decltype(&MPI_Error_string) errorString = nullptr;
+  MPI_Comm world = nullptr;
+  MPI_Datatype dbl = nullptr, flt = nullptr, byte = nullptr;
+  MPI_Op sum = nullptr;
+  MPI_Errhandler errorsReturn = nullptr;
+
+  /// Loads it; false with \p why when it cannot be.
+  bool load(std::string &why) {
+    for (const char *name : {"libmpi.so.40", "libmpi.so"})
+      if ((handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL)))
+        break;
+    if (!handle) {
+      why = "cannot load Open MPI's libmpi.so.40 (" + std::string(dlerror()) +
+            "): install Open MPI (Debian: openmpi-bin)";
+      return false;
+    }
+    bool ok = true;
+    auto fn = [&](auto &f, const char *name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
+          dlsym(handle, name));
+      ok = ok && f;
+    };
+    auto object = [&](auto &h, const char *name) {
+      h = reinterpret_cast<std::remove_reference_t<decltype(h)>>(
+          dlsym(handle, name));
+      ok = ok && h;
+    };
+    fn(init, "MPI_Init");
+    fn(initialized, "MPI_Initialized");
+    fn(finalize, "MPI_Finalize");
+    fn(finalized, "MPI_Finalized");
+    fn(commRank, "MPI_Comm_rank");
+    fn(commSize, "MPI_Comm_size");
+    fn(setErrhandler, "MPI_Comm_set_errhandler");
+    fn(allreduce, "MPI_Allreduce");
+    fn(bcast, "MPI_Bcast");
+    fn(abort, "MPI_Abort");
+    fn(errorString, "MPI_Error_string");
+    object(world, "ompi_mpi_comm_world");
+    object(dbl, "ompi_mpi_double");
+    object(flt, "ompi_mpi_float");
+    object(byte, "ompi_mpi_byte");
+    object(sum, "ompi_mpi_op_sum");
+    object(errorsReturn, "ompi_mpi_errors_return");
+    if (!ok)
+      why = "the MPI library loaded is not Open MPI's (a symbol is missing)";
+    return ok;
+  }
+};
+
+MpiLibrary &mpi() {
+  static MpiLibrary library;
+  return library;
+}
+
+/// Open MPI's MPI_IN_PLACE.
+void *const kInPlace = reinterpret_cast<void *>(1);
+
+Status mpiStatus(int code, const char *what) {
+  if (code == MPI_SUCCESS)
+    return Status::ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  mpi().errorString(code, text, &len);
+  return Status::error(std::string(what) + " failed: " + std::string(text, len));
+}
+
+/// MPI counts are ints: large buffers go in pieces.
+constexpr int64_t kMaxCount = int64_t(1) << 30;
+
+} // namespace
+
+Status HostCollectives::init(const World &world) {
+  world_ = world;
+  if (world.size == 1)
+    return Status::ok();
+  std::string why;
+  if (!mpi().load(why))
+    return Status::error(world.launcher + " started " +
+                         std::to_string(world.size) + " ranks, but " + why);
+  MpiLibrary &m = mpi();
+  int initialized = 0;
+  m.initialized(&initialized);
+  if (!initialized)
+    if (Status s = mpiStatus(m.init(nullptr, nullptr), "MPI_Init"); !s)
+      return s;
+  joined_ = true;
+  m.setErrhandler(m.world, m.errorsReturn);
+  int rank = 0, size = 0;
+  m.commRank(m.world, &rank);
+  m.commSize(m.world, &size);
+  if (rank != world.rank || size != world.size)
+    return Status::error(
+        world.launcher + " describes rank " + std::to_string(world.rank) +
+        " of " + std::to_string(world.size) + ", but MPI sees rank " +
+        std::to_string(rank) + " of " + std::to_string(size) +
+        ": the ranks talk through MPI, so start them with mpirun -np " +
+        std::to_string(world.size) + " (or srun --mpi=pmix)");
+  return Status::ok();
+}
+
+HostCollectives::~HostCollectives() {
+  if (joined_) {
+    int finalized = 0;
+    mpi().finalized(&finalized);
+    if (!finalized)
+      mpi().finalize();
+  }
+}
+
+Status HostCollectives::sum(double *values, int n) {
+  if (!joined_)
+    return Status::ok();
+  MpiLibrary &m = mpi();
+  return mpiStatus(m.allreduce(kInPlace, values, n, m.dbl, m.sum, m.world),
+                   "MPI_Allreduce");
+}
+
+Status HostCollectives::sumFloats(float *values, int64_t n, double preMul) {
+  if (preMul != 1.0) {
+    const float f = static_cast<float>(preMul);
+    for (int64_t i = 0; i < n; ++i)
+      values[i] *= f;
+  }
+  if (!joined_)
+    return Status::ok();
+  MpiLibrary &m = mpi();
+  for (int64_t at = 0; at < n; at += kMaxCount) {
+    int count = static_cast<int>(std::min(kMaxCount, n - at));
+    if (Status s = mpiStatus(
+            m.allreduce(kInPlace, values + at, count, m.flt, m.sum, m.world),
+            "MPI_Allreduce");
+        !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+Status HostCollectives::broadcast(void *bytes, int64_t n) {
+  if (!joined_)
+    return Status::ok();
+  MpiLibrary &m = mpi();
+  char *p = static_cast<char *>(bytes);
+  for (int64_t at = 0; at < n; at += kMaxCount) {
+    int count = static_cast<int>(std::min(kMaxCount, n - at));
+    if (Status s = mpiStatus(m.bcast(p + at, count, m.byte, 0, m.world),
+                             "MPI_Bcast");
+        !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+void HostCollectives::abortAll(int code) {
+  if (joined_)
+    mpi().abort(mpi().world, code);
+  std::exit(code);
+}
+
+#else // !OTCRT_HAVE_MPI
+
+Status HostCollectives::init(const World &world) {
+  world_ = world;
+  if (world.size == 1)
+    return Status::ok();
+  return Status::error(world.launcher + " started " +
+                       std::to_string(world.size) +
+                       " ranks, but this runtime was built without MPI "
+                       "(install libopenmpi-dev and rebuild otc)");
+}
+
+HostCollectives::~HostCollectives() = default;
+
+Status HostCollectives::sum(double *, int) { return Status::ok(); }
+
+Status HostCollectives::sumFloats(float *values, int64_t n, double preMul) {
+  if (preMul != 1.0)
+    for (int64_t i = 0; i < n; ++i)
+      values[i] *= static_cast<float>(preMul);
+  return Status::ok();
+}
+
+Status HostCollectives::broadcast(void *, int64_t) { return Status::ok(); }
+
+void HostCollectives::abortAll(int code) { std::exit(code); }
+
+#endif
+
+HostCollectives &hostCollectives() {
+  static HostCollectives collectives;
+  return collectives;
+}
+
+} // namespace otcrt

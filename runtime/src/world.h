@@ -1,0 +1,70 @@
+// The ranks of a data-parallel run and the collectives between them. A
+// `train` program started by mpirun or srun (through MPI) is one rank of
+// the run: it reads its part of every global batch, and the gradients of
+// all ranks are summed before the optimizer step (each rank's pre-scaled by
+// its share), so the step equals one process's gradient accumulation over
+// the whole batch. MPI launches and bootstraps the ranks and carries the
+// host values (target counts, losses, flags) and, on the cpu target, the
+// gradients; on the cuda target NCCL sums the gradients on the device
+// (Backend::sumGradients). Started alone, a program is world size 1 and
+// never calls MPI.
+#ifndef OTCRT_WORLD_H
+#define OTCRT_WORLD_H
+
+#include "otcrt/status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace otcrt {
+
+/// Where this process stands in the run.
+struct World {
+  int rank = 0;      ///< 0 .. size-1
+  int size = 1;      ///< number of ranks
+  int localRank = 0; ///< rank among those on this host: picks the device
+  /// What launched the ranks ("mpirun", "srun", "torchrun"), or empty.
+  std::string launcher;
+  bool isRoot() const { return rank == 0; }
+};
+
+/// The world as the launcher's environment variables describe it: Open
+/// MPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, PMI/PMIx's (srun with
+/// --mpi=pmi2/pmix: PMI_RANK, PMI_SIZE, PMIX_RANK, with SLURM_{PROCID,
+/// NTASKS,LOCALID}), torchrun's RANK, WORLD_SIZE, LOCAL_RANK; world size 1
+/// when none is set. An error for values that contradict each other.
+Status worldFromEnvironment(World &world);
+
+/// The host side of the collectives: MPI's communicator over every rank.
+/// With a world of size 1 every call is a no-op on the values given.
+class HostCollectives {
+public:
+  /// Joins the run (MPI_Init) when the world has more than one rank; the
+  /// ranks MPI reports must be those of the environment.
+  Status init(const World &world);
+  /// Leaves the run (MPI_Finalize) if init joined it.
+  ~HostCollectives();
+
+  /// Sums \p n doubles over the ranks, in place, the same on every rank.
+  Status sum(double *values, int n);
+  /// Sums \p n floats held in host memory over the ranks, in place (the
+  /// cpu target's gradients), each rank's first multiplied by \p preMul.
+  Status sumFloats(float *values, int64_t n, double preMul);
+  /// Copies \p bytes from rank 0 to every rank.
+  Status broadcast(void *bytes, int64_t n);
+  /// Ends every rank of the run with \p code (after this rank's error).
+  [[noreturn]] void abortAll(int code);
+  bool joined() const { return joined_; }
+  const World &world() const { return world_; }
+
+private:
+  World world_;
+  bool joined_ = false;
+};
+
+/// The process's collectives, set up by otcrt_main.
+HostCollectives &hostCollectives();
+
+} // namespace otcrt
+
+#endif // OTCRT_WORLD_H
