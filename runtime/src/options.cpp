@@ -231,7 +231,13 @@ std::string trainUsage(const std::string &argv0) {
   return "usage: " + argv0 +
          " (--data 'SHARDS' | --batch B.safetensors) [options]\n"
          "\n"
-         "Trains the compiled model.\n"
+         "Trains the compiled model. Started by mpirun or srun (mpirun -np N " +
+         argv0 +
+         " ...),\n"
+         "each process is one rank of a data-parallel run: it trains its part of\n"
+         "every global batch (N x micro-batch x grad-accum samples; --batch files\n"
+         "hold the global batch), the ranks' gradients are summed before each\n"
+         "update, and rank 0 logs, saves and writes --dump-grads.\n"
          "\n"
          "Data:\n"
          "  --data GLOB          token shards (llm.c format: 256 int32 header, uint16\n"
