@@ -531,16 +531,13 @@ LogicalResult Interpreter::run(otc::CrossEntropyGradOp op) {
   const Tensor &lse = get(op.getLse());
   int64_t classes = logits.shape.back();
   int64_t rows = labels.data.size();
-  FailureOr<std::vector<bool>> active =
-      activeRows(op, labels, classes, op.getIgnoreIndex());
-  if (failed(active))
-    return failure();
-  int64_t counted = 0;
-  for (bool a : *active)
-    counted += a;
   StringRef reduction = op.getReduction();
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return op.emitError("unknown reduction '") << reduction << "'";
+  FailureOr<GradRows> counts =
+      gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
+  if (failed(counts))
+    return failure();
+  const std::vector<bool> *active = &counts->active;
+  int64_t counted = counts->counted;
   Tensor out = zeros(logits.shape);
   for (int64_t r = 0; r < rows; ++r) {
     if (!(*active)[r])
@@ -564,16 +561,13 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
   const Tensor &labels = get(op.getLabels());
   int64_t classes = logits.shape.back();
   int64_t rows = labels.data.size();
-  FailureOr<std::vector<bool>> active =
-      activeRows(op, labels, classes, op.getIgnoreIndex());
-  if (failed(active))
-    return failure();
   StringRef reduction = op.getReduction();
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return op.emitError("unknown reduction '") << reduction << "'";
-  int64_t counted = 0;
-  for (bool a : *active)
-    counted += a;
+  FailureOr<GradRows> counts =
+      gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
+  if (failed(counts))
+    return failure();
+  const std::vector<bool> *active = &counts->active;
+  int64_t counted = counts->counted;
   Tensor rowLoss = zeros(labels.shape);
   Tensor dlogits = zeros(logits.shape);
   std::vector<double> perRow(rows, 0.0);
@@ -608,16 +602,13 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
   const Tensor &labels = get(op.getLabels());
   int64_t classes = w.shape[0], hidden = w.shape[1];
   int64_t rows = labels.data.size();
-  FailureOr<std::vector<bool>> active =
-      activeRows(op, labels, classes, op.getIgnoreIndex());
-  if (failed(active))
-    return failure();
   StringRef reduction = op.getReduction();
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return op.emitError("unknown reduction '") << reduction << "'";
-  int64_t counted = 0;
-  for (bool a : *active)
-    counted += a;
+  FailureOr<GradRows> counts =
+      gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
+  if (failed(counts))
+    return failure();
+  const std::vector<bool> *active = &counts->active;
+  int64_t counted = counts->counted;
   Tensor rowLoss = zeros(labels.shape);
   Tensor dh = zeros(h.shape), dw = zeros(w.shape);
   std::vector<double> perRow(rows, 0.0), logits(classes), dlogits(classes);

@@ -125,6 +125,19 @@ mlir::FailureOr<std::vector<bool>>
 activeRows(mlir::Operation *op, const Tensor &labels, int64_t classes,
            std::optional<int64_t> ignoreIndex);
 
+/// The rows of a loss's gradient: activeRows's verdicts and how many count.
+struct GradRows {
+  std::vector<bool> active;
+  int64_t counted = 0;
+};
+
+/// activeRows, the number of counted rows, and the reduction checked
+/// ("none", "sum" or "mean"; an error at `op` otherwise).
+mlir::FailureOr<GradRows> gradRows(mlir::Operation *op, const Tensor &labels,
+                                   int64_t classes,
+                                   std::optional<int64_t> ignoreIndex,
+                                   llvm::StringRef reduction);
+
 /// log(sum_c exp(row[c])) computed as max + log(sum exp(row[c] - max)).
 double logSumExp(const double *row, int64_t classes);
 

@@ -63,6 +63,23 @@ otc::interp::detail::activeRows(Operation *op, const Tensor &labels,
   return active;
 }
 
+FailureOr<otc::interp::detail::GradRows>
+otc::interp::detail::gradRows(Operation *op, const Tensor &labels,
+                              int64_t classes,
+                              std::optional<int64_t> ignoreIndex,
+                              StringRef reduction) {
+  FailureOr<std::vector<bool>> active =
+      activeRows(op, labels, classes, ignoreIndex);
+  if (failed(active))
+    return failure();
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return op->emitError("unknown reduction '") << reduction << "'";
+  GradRows rows{std::move(*active), 0};
+  for (bool a : rows.active)
+    rows.counted += a;
+  return rows;
+}
+
 double otc::interp::detail::logSumExp(const double *row, int64_t classes) {
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t c = 0; c < classes; ++c)
@@ -136,16 +153,13 @@ LogicalResult Interpreter::run(otc::SoftmaxCrossEntropyGradOp op) {
   const Tensor &logits = get(op.getLogits());
   const Tensor &labels = get(op.getLabels());
   int64_t rows = logits.shape[0], classes = logits.shape[1];
-  FailureOr<std::vector<bool>> active =
-      activeRows(op, labels, classes, op.getIgnoreIndex());
-  if (failed(active))
-    return failure();
-  int64_t counted = 0;
-  for (bool a : *active)
-    counted += a;
   StringRef reduction = op.getReduction();
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return op.emitError("unknown reduction '") << reduction << "'";
+  FailureOr<GradRows> counts =
+      gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
+  if (failed(counts))
+    return failure();
+  const std::vector<bool> *active = &counts->active;
+  int64_t counted = counts->counted;
   Tensor out = zeros(logits.shape);
   for (int64_t r = 0; r < rows; ++r) {
     if (!(*active)[r])
@@ -198,16 +212,13 @@ LogicalResult Interpreter::run(otc::NllLossGradOp op) {
       labels.shape[0] != out.shape[0])
     return op.emitError("expects an [N, C] result and [N] labels");
   int64_t rows = out.shape[0], classes = out.shape[1];
-  FailureOr<std::vector<bool>> active =
-      activeRows(op, labels, classes, op.getIgnoreIndex());
-  if (failed(active))
-    return failure();
-  int64_t counted = 0;
-  for (bool a : *active)
-    counted += a;
   StringRef reduction = op.getReduction();
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return op.emitError("unknown reduction '") << reduction << "'";
+  FailureOr<GradRows> counts =
+      gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
+  if (failed(counts))
+    return failure();
+  const std::vector<bool> *active = &counts->active;
+  int64_t counted = counts->counted;
   for (int64_t r = 0; r < rows; ++r)
     if ((*active)[r])
       out.data[r * classes + static_cast<int64_t>(labels.data[r])] =
