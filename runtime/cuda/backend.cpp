@@ -8,18 +8,17 @@
 // generated kernels call after each launch.
 #include "src/backend.h"
 
-#include "src/kernel_status.h"
-#include "src/world.h"
 #include "otcrt/abi.h"
 #include "otcrt/bf16.h"
 #include "otcrt/kernels.h"
+#include "src/kernel_status.h"
+#include "src/world.h"
 
 #include <cuda_runtime.h>
 #ifdef OTCRT_HAVE_NCCL
-#include <dlfcn.h>
-#include <nccl.h>
+#include "src/dynamic_library.h"
 
-#include <type_traits>
+#include <nccl.h>
 #endif
 
 #include <cstdio>
@@ -58,7 +57,7 @@ std::string errorText(cudaError_t err) {
 /// NCCL, loaded when a run has more than one rank: a program links no NCCL
 /// and runs alone without it.
 struct NcclLibrary {
-  void *handle = nullptr;
+  DynamicLibrary library;
   decltype(&ncclGetUniqueId) getUniqueId = nullptr;
   decltype(&ncclCommInitRank) commInitRank = nullptr;
   decltype(&ncclCommDestroy) commDestroy = nullptr;
@@ -69,28 +68,20 @@ struct NcclLibrary {
 
   /// Loads it; false with \p why when it cannot be.
   bool load(std::string &why) {
-    if (handle)
+    if (library.isOpen())
       return true;
-    for (const char *name : {"libnccl.so.2", "libnccl.so"})
-      if ((handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL)))
-        break;
-    if (!handle) {
-      why = "cannot load NCCL's libnccl.so.2 (" + std::string(dlerror()) + ")";
+    if (!library.open({"libnccl.so.2", "libnccl.so"}, why)) {
+      why = "cannot load NCCL's libnccl.so.2 (" + why + ")";
       return false;
     }
-    bool ok = true;
-    auto fn = [&](auto &f, const char *name) {
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
-          dlsym(handle, name));
-      ok = ok && f;
-    };
-    fn(getUniqueId, "ncclGetUniqueId");
-    fn(commInitRank, "ncclCommInitRank");
-    fn(commDestroy, "ncclCommDestroy");
-    fn(allReduce, "ncclAllReduce");
-    fn(redOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
-    fn(redOpDestroy, "ncclRedOpDestroy");
-    fn(errorString, "ncclGetErrorString");
+    DynamicLibrary &l = library;
+    bool ok = l.bind(getUniqueId, "ncclGetUniqueId") &&
+              l.bind(commInitRank, "ncclCommInitRank") &&
+              l.bind(commDestroy, "ncclCommDestroy") &&
+              l.bind(allReduce, "ncclAllReduce") &&
+              l.bind(redOpCreatePreMulSum, "ncclRedOpCreatePreMulSum") &&
+              l.bind(redOpDestroy, "ncclRedOpDestroy") &&
+              l.bind(errorString, "ncclGetErrorString");
     if (!ok)
       why = "the NCCL library loaded lacks a function (NCCL 2.11 or later "
             "is needed)";
@@ -136,8 +127,7 @@ public:
                       double preMul, HostCollectives &host) override {
 #ifdef OTCRT_HAVE_NCCL
     if (!host.joined())
-      return preMul == 1.0 ? Status::ok()
-                           : scaleRanges(arena, ranges, preMul);
+      return preMul == 1.0 ? Status::ok() : scaleRanges(arena, ranges, preMul);
     const World &world = host.world();
     if (!nccl_) {
       std::string why;
@@ -150,9 +140,9 @@ public:
           return s;
       if (Status s = host.broadcast(&id, sizeof(id)); !s)
         return s;
-      if (Status s = ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id,
-                                                   world.rank),
-                             "ncclCommInitRank");
+      if (Status s =
+              ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id, world.rank),
+                      "ncclCommInitRank");
           !s)
         return s;
     }
@@ -163,9 +153,10 @@ public:
       uint16_t b = otcrt_float_to_bf16(f);
       if (preMul != 1.0)
         if (Status s = ncclTry(
-                ncclLib_.redOpCreatePreMulSum(&op, r.bf16 ? static_cast<void *>(&b)
-                                                     : static_cast<void *>(&f),
-                                         type, ncclScalarHostImmediate, nccl_),
+                ncclLib_.redOpCreatePreMulSum(
+                    &op,
+                    r.bf16 ? static_cast<void *>(&b) : static_cast<void *>(&f),
+                    type, ncclScalarHostImmediate, nccl_),
                 "ncclRedOpCreatePreMulSum");
             !s)
           return s;
@@ -389,8 +380,8 @@ private:
   Status ncclTry(ncclResult_t r, const char *what) {
     if (r == ncclSuccess)
       return Status::ok();
-    return Status::error(std::string(what) + " failed: " +
-                         ncclLib_.errorString(r));
+    return Status::error(std::string(what) +
+                         " failed: " + ncclLib_.errorString(r));
   }
   Status scaleRanges(char *arena, const std::vector<OtcrtRange> &ranges,
                      double factor) {
@@ -447,8 +438,9 @@ extern "C" void otcrt_check_launch(const char *file, int line) {
                                std::to_string(line) + ": " +
                                otcrt::errorText(err)))
     return;
-  std::fprintf(stderr, "otc train: error: CUDA kernel launch failed at %s:%d: %s (%s)\n",
-               file, line, cudaGetErrorName(err), cudaGetErrorString(err));
+  std::fprintf(
+      stderr, "otc train: error: CUDA kernel launch failed at %s:%d: %s (%s)\n",
+      file, line, cudaGetErrorName(err), cudaGetErrorString(err));
   std::fflush(stdout);
   std::exit(1);
 }

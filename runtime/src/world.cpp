@@ -13,10 +13,9 @@
 // Types and constants only: the library is loaded at run time.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
-#include <dlfcn.h>
-#include <mpi.h>
+#include "dynamic_library.h"
 
-#include <type_traits>
+#include <mpi.h>
 #endif
 
 namespace otcrt {
@@ -86,7 +85,7 @@ namespace {
 /// links no MPI and runs alone without one installed. Its predefined
 /// handles are the addresses of its global objects (Open MPI's ABI).
 struct MpiLibrary {
-  void *handle = nullptr;
+  DynamicLibrary library;
   decltype(&MPI_Init) init = nullptr;
   decltype(&MPI_Initialized) initialized = nullptr;
   decltype(&MPI_Finalize) finalize = nullptr;
@@ -105,42 +104,25 @@ struct MpiLibrary {
 
   /// Loads it; false with \p why when it cannot be.
   bool load(std::string &why) {
-    for (const char *name : {"libmpi.so.40", "libmpi.so"})
-      if ((handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL)))
-        break;
-    if (!handle) {
-      why = "cannot load Open MPI's libmpi.so.40 (" + std::string(dlerror()) +
+    if (!library.open({"libmpi.so.40", "libmpi.so"}, why)) {
+      why = "cannot load Open MPI's libmpi.so.40 (" + why +
             "): install Open MPI (Debian: openmpi-bin)";
       return false;
     }
-    bool ok = true;
-    auto fn = [&](auto &f, const char *name) {
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
-          dlsym(handle, name));
-      ok = ok && f;
-    };
-    auto object = [&](auto &h, const char *name) {
-      h = reinterpret_cast<std::remove_reference_t<decltype(h)>>(
-          dlsym(handle, name));
-      ok = ok && h;
-    };
-    fn(init, "MPI_Init");
-    fn(initialized, "MPI_Initialized");
-    fn(finalize, "MPI_Finalize");
-    fn(finalized, "MPI_Finalized");
-    fn(commRank, "MPI_Comm_rank");
-    fn(commSize, "MPI_Comm_size");
-    fn(setErrhandler, "MPI_Comm_set_errhandler");
-    fn(allreduce, "MPI_Allreduce");
-    fn(bcast, "MPI_Bcast");
-    fn(abort, "MPI_Abort");
-    fn(errorString, "MPI_Error_string");
-    object(world, "ompi_mpi_comm_world");
-    object(dbl, "ompi_mpi_double");
-    object(flt, "ompi_mpi_float");
-    object(byte, "ompi_mpi_byte");
-    object(sum, "ompi_mpi_op_sum");
-    object(errorsReturn, "ompi_mpi_errors_return");
+    DynamicLibrary &l = library;
+    bool ok =
+        l.bind(init, "MPI_Init") && l.bind(initialized, "MPI_Initialized") &&
+        l.bind(finalize, "MPI_Finalize") &&
+        l.bind(finalized, "MPI_Finalized") &&
+        l.bind(commRank, "MPI_Comm_rank") &&
+        l.bind(commSize, "MPI_Comm_size") &&
+        l.bind(setErrhandler, "MPI_Comm_set_errhandler") &&
+        l.bind(allreduce, "MPI_Allreduce") && l.bind(bcast, "MPI_Bcast") &&
+        l.bind(abort, "MPI_Abort") && l.bind(errorString, "MPI_Error_string") &&
+        l.bind(world, "ompi_mpi_comm_world") &&
+        l.bind(dbl, "ompi_mpi_double") && l.bind(flt, "ompi_mpi_float") &&
+        l.bind(byte, "ompi_mpi_byte") && l.bind(sum, "ompi_mpi_op_sum") &&
+        l.bind(errorsReturn, "ompi_mpi_errors_return");
     if (!ok)
       why = "the MPI library loaded is not Open MPI's (a symbol is missing)";
     return ok;
@@ -161,7 +143,8 @@ Status mpiStatus(int code, const char *what) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   mpi().errorString(code, text, &len);
-  return Status::error(std::string(what) + " failed: " + std::string(text, len));
+  return Status::error(std::string(what) +
+                       " failed: " + std::string(text, len));
 }
 
 /// MPI counts are ints: large buffers go in pieces.
@@ -242,8 +225,8 @@ Status HostCollectives::broadcast(void *bytes, int64_t n) {
   char *p = static_cast<char *>(bytes);
   for (int64_t at = 0; at < n; at += kMaxCount) {
     int count = static_cast<int>(std::min(kMaxCount, n - at));
-    if (Status s = mpiStatus(m.bcast(p + at, count, m.byte, 0, m.world),
-                             "MPI_Bcast");
+    if (Status s =
+            mpiStatus(m.bcast(p + at, count, m.byte, 0, m.world), "MPI_Bcast");
         !s)
       return s;
   }
