@@ -206,6 +206,7 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
         resultSlot.try_emplace(x, resultSlot.lookup(v));
   }
 
+  // Position of the last op reading each value's bytes: a reshape becomes
   // a view of its input's buffer, so its reads are its input's.
   llvm::DenseMap<Value, Value> storage;
   auto storageOf = [&](Value v) {

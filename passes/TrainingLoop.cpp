@@ -135,9 +135,8 @@ static SmallVector<Value> gradientTerms(OpBuilder &b, Value g) {
   walk(g, true);
   if (terms.size() < 2)
     return {g};
-  auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
-  llvm::stable_sort(terms, [&](const auto &x, const auto &y) {
-    Operation *a = position(x.first), *c = position(y.first);
+  llvm::stable_sort(terms, [](const auto &x, const auto &y) {
+    Operation *a = x.first.getDefiningOp(), *c = y.first.getDefiningOp();
     if (!a || !c)
       return !a && c; // arguments first
     return a->isBeforeInBlock(c);

@@ -476,8 +476,7 @@ Status Run::trainStep(int64_t step) {
 }
 
 Status Run::evaluate(int64_t step) {
-  // Rank 0 evaluates: the parameters are the same on every rank.
-  if (!valLoader_ || lastEval_ == step || !world_.isRoot())
+  if (!valLoader_ || lastEval_ == step)
     return Status::ok();
   lastEval_ = step;
   TraceSpan span(tracer_, "evaluation", "eval");
@@ -519,8 +518,7 @@ Status Run::evaluate(int64_t step) {
 }
 
 Status Run::save() {
-  // Rank 0 saves: the parameters and moments are the same on every rank.
-  if (opt_.saveDir.empty() || lastSaved_ == state_.step || !world_.isRoot())
+  if (opt_.saveDir.empty() || lastSaved_ == state_.step)
     return Status::ok();
   TraceSpan span(tracer_, "checkpoint", "checkpoint");
   std::string written;
@@ -690,10 +688,10 @@ Status Run::execute() {
   ramp_.rampTokens = opt_.batchRampTokens;
   modelFlops_ = readModelFlops(pathNextToExecutable("plan.json"));
   peakFlops_ = opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
-  if (!opt_.jsonlPath.empty() && world_.isRoot())
+  if (!opt_.jsonlPath.empty())
     if (s = jsonl_.open(opt_.jsonlPath, resume); !s)
       return s;
-  if (!opt_.tracePath.empty() && world_.isRoot())
+  if (!opt_.tracePath.empty())
     if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
       return s;
   width_ = std::max<int>(4, static_cast<int>(std::to_string(opt_.steps).size()));
@@ -741,10 +739,17 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
   Status s = validateProgram(program, backend.name(), options.dumpGradsPath.empty());
   if (!s)
     return s;
-  // Ranks other than 0 train quietly.
+  // Rank 0 alone logs, evaluates, saves, and writes the JSONL log and the
+  // trace: the parameters and moments are the same on every rank.
+  // --dump-grads runs on every rank (rank 0 writes).
   TrainOptions rankOptions = options;
-  if (!world.isRoot())
+  if (!world.isRoot()) {
     rankOptions.quiet = true;
+    rankOptions.valGlobs.clear();
+    rankOptions.saveDir.clear();
+    rankOptions.jsonlPath.clear();
+    rankOptions.tracePath.clear();
+  }
   Run run(rankOptions, *program, backend, log, world);
   return run.execute();
 }
