@@ -59,6 +59,17 @@ struct ImportOptions {
   /// that are not finite). Empty: the rules alone.
   std::string train;
 
+  /// Adds a `--dim` binding, "NAME=VALUE" with VALUE > 0, to `dims`; false
+  /// (nothing added) for any other text.
+  bool bindDim(llvm::StringRef binding) {
+    auto [name, value] = binding.split('=');
+    int64_t v;
+    if (name.empty() || value.getAsInteger(10, v) || v <= 0)
+      return false;
+    dims[name.str()] = v;
+    return true;
+  }
+
   /// The value a symbolic dimension of a graph input takes: `dims` by its
   /// dim_param, else the micro-batch for the leading one (index 0); none
   /// when neither binds it. The one binding rule of the importer.

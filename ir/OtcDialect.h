@@ -152,6 +152,11 @@ constexpr const char kSlot[] = "otc.slot";
 constexpr const char kBf16Copy[] = "otc.bf16_copy";
 /// On an op: otc-mixed-precision keeps it in FP32.
 constexpr const char kKeepFp32[] = "otc.keep_fp32";
+/// On the module: the fused ops by kind (otc-fuse-patterns), and the
+/// recomputation chosen (otc-remat: policy, blocks, recompute_flops, saved,
+/// recomputed), which plan.json and the report give (readPassRecords).
+constexpr const char kFused[] = "otc.fused";
+constexpr const char kRemat[] = "otc.remat";
 } // namespace attrs
 
 /// Returns the tensor type with `shape` and the element type of `like`.

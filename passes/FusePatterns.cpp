@@ -647,7 +647,7 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
     SmallVector<NamedAttribute> entries;
     for (auto &[name, n] : counts)
       entries.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(n)));
-    module->setAttr("otc.fused", b.getDictionaryAttr(entries));
+    module->setAttr(attrs::kFused, b.getDictionaryAttr(entries));
   }
 };
 

@@ -582,7 +582,7 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
     };
     std::string choices = rematBlockString(choice);
     module->setAttr(
-        "otc.remat",
+        attrs::kRemat,
         b.getDictionaryAttr({
             b.getNamedAttr("policy", b.getStringAttr(policy)),
             b.getNamedAttr("blocks", b.getStringAttr(choices)),

@@ -49,6 +49,12 @@ struct PlanInfo {
   std::vector<std::pair<std::string, std::string>> untrained, tied, split;
 };
 
+/// Fills `info`'s fused ops and recomputation (policy `remat`) from what
+/// otc-fuse-patterns and otc-remat recorded on `module` (attrs::kFused,
+/// attrs::kRemat).
+void readPassRecords(mlir::ModuleOp module, llvm::StringRef remat,
+                     PlanInfo &info);
+
 /// The figures of a plan, from the planned module and PlanInfo.
 struct PlanSummary {
   /// The module's configuration (ir/Config.h): what the plan is for.

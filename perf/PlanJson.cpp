@@ -125,6 +125,28 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   return s;
 }
 
+void otc::readPassRecords(ModuleOp module, llvm::StringRef remat,
+                          PlanInfo &info) {
+  if (auto fused = module->getAttrOfType<DictionaryAttr>(attrs::kFused)) {
+    info.fusedOps.emplace();
+    for (NamedAttribute a : fused)
+      info.fusedOps->push_back(
+          {a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
+  }
+  if (auto r = module->getAttrOfType<DictionaryAttr>(attrs::kRemat)) {
+    info.rematPolicy = remat.str();
+    if (auto b = r.getAs<StringAttr>("blocks"))
+      info.rematBlocks = b.str();
+    if (auto f = r.getAs<IntegerAttr>("recompute_flops"))
+      info.recomputeFlops = f.getInt();
+    for (auto [key, list] : {std::pair{"saved", &info.saved},
+                             std::pair{"recomputed", &info.recomputed}})
+      if (auto a = r.getAs<ArrayAttr>(key))
+        for (Attribute e : a)
+          list->push_back(cast<StringAttr>(e).str());
+  }
+}
+
 namespace {
 
 /// What a predicted step means for its user.

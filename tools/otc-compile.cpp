@@ -215,44 +215,6 @@ static LogicalResult printError(Diagnostic &diag) {
   return success();
 }
 
-/// Parses the `--dim` list into the importer's map.
-static bool parseDims(otc::ImportOptions &opts, std::string &err) {
-  for (const std::string &d : dims) {
-    auto [name, value] = llvm::StringRef(d).split('=');
-    int64_t v;
-    if (name.empty() || value.getAsInteger(10, v) || v <= 0) {
-      err = "bad --dim '" + d + "': expected NAME=VALUE with VALUE > 0";
-      return false;
-    }
-    opts.dims[name.str()] = v;
-  }
-  return true;
-}
-
-/// What otc-fuse-patterns and otc-remat recorded on the module, for
-/// plan.json and the report.
-static void readRematAttributes(ModuleOp module, llvm::StringRef remat,
-                                otc::PlanInfo &info) {
-  if (auto fused = module->getAttrOfType<DictionaryAttr>("otc.fused")) {
-    info.fusedOps.emplace();
-    for (NamedAttribute a : fused)
-      info.fusedOps->push_back(
-          {a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
-  }
-  if (auto r = module->getAttrOfType<DictionaryAttr>("otc.remat")) {
-    info.rematPolicy = remat.str();
-    if (auto b = r.getAs<StringAttr>("blocks"))
-      info.rematBlocks = b.str();
-    if (auto f = r.getAs<IntegerAttr>("recompute_flops"))
-      info.recomputeFlops = f.getInt();
-    for (auto [key, list] : {std::pair{"saved", &info.saved},
-                             std::pair{"recomputed", &info.recomputed}})
-      if (auto a = r.getAs<ArrayAttr>(key))
-        for (Attribute e : a)
-          list->push_back(cast<StringAttr>(e).str());
-  }
-}
-
 namespace {
 
 /// Returned by a step of Compile to go on to the next one.
@@ -396,8 +358,9 @@ void Compile::timed(llvm::StringRef phase) {
 }
 
 int Compile::readLossAndDims() {
-  if (!parseDims(importOpts, err))
-    return fail(err);
+  for (const std::string &d : dims)
+    if (!importOpts.bindDim(d))
+      return fail("bad --dim '" + d + "': expected NAME=VALUE with VALUE > 0");
   importOpts.train = trainRegex;
   lossOutput = lossName;
   if (!lossName.empty()) {
@@ -615,7 +578,7 @@ int Compile::runPipeline() {
       return fail(otc::phaseFailure(phase));
     timed(otc::phaseName(phase));
     if (phase == otc::Phase::Remat)
-      readRematAttributes(*module, remat, info);
+      otc::readPassRecords(*module, remat, info);
     if (phase == otc::Phase::TrainingLoop)
       if (auto opt = module->lookupSymbol<func::FuncOp>("optimizer_step"))
         info.optimizerFlops = otc::functionFlops(opt);

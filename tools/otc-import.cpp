@@ -48,16 +48,6 @@ static int reportError(const llvm::Twine &msg) {
   return 1;
 }
 
-/// Parses one `NAME=VALUE` binding into `options`; false on a bad one.
-static bool parseDim(llvm::StringRef binding, otc::ImportOptions &options) {
-  auto [name, value] = binding.split('=');
-  int64_t v;
-  if (name.empty() || value.getAsInteger(10, v) || v <= 0)
-    return false;
-  options.dims[name.str()] = v;
-  return true;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
@@ -66,7 +56,7 @@ int main(int argc, char **argv) {
 
   otc::ImportOptions options;
   for (const std::string &binding : dimBindings)
-    if (!parseDim(binding, options))
+    if (!options.bindDim(binding))
       return reportError("bad --dim '" + binding +
                          "': expected NAME=VALUE with VALUE > 0");
   if (microBatch.getNumOccurrences()) {

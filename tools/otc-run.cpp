@@ -121,15 +121,11 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
         return "--func needs a function name";
       options.funcName = v.str();
     } else if (flag == "--dim") {
-      llvm::StringRef name, number;
-      int64_t n;
       if (!value(v))
         return "--dim needs NAME=VALUE";
-      std::tie(name, number) = v.split('=');
-      if (name.empty() || number.getAsInteger(10, n) || n <= 0)
+      if (!options.import.bindDim(v))
         return ("--dim wants NAME=VALUE with a positive VALUE, got '" + v + "'")
             .str();
-      options.import.dims[name.str()] = n;
     } else if (flag == "--micro-batch") {
       int64_t n;
       if (!value(v) || v.getAsInteger(10, n) || n <= 0)
