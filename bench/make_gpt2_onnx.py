@@ -16,11 +16,11 @@ Parameters: vocab*embd + layers*(12*embd^2 + 13*embd) + 2*embd + seq*embd.
 Runs with any python that has onnx and numpy.
 """
 import argparse
-import os
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
+
+from sparse_graph import SparseGraph
 
 
 def main():
@@ -36,39 +36,8 @@ def main():
     h, L, nh, v, T = a.embd, a.layers, a.heads, a.vocab, a.seq
     hs = h // nh
 
-    weights_path = a.out + ".weights"
-    inits, nodes = [], []
-    offset = [0]
-
-    def weight(name, shape):
-        t = TensorProto()
-        t.name = name
-        t.data_type = TensorProto.FLOAT
-        t.dims.extend(shape)
-        t.data_location = TensorProto.EXTERNAL
-        length = int(np.prod(shape)) * 4
-        for k, val in (("location", os.path.basename(weights_path)),
-                       ("offset", str(offset[0])), ("length", str(length))):
-            e = t.external_data.add()
-            e.key, e.value = k, val
-        offset[0] += length
-        inits.append(t)
-        return name
-
-    def const(name, array):
-        # Constant nodes, as exporters write them: not initializers, so not
-        # parameters.
-        nodes.append(helper.make_node("Constant", [], [name], name="/" + name,
-                                      value=numpy_helper.from_array(array, name)))
-        return name
-
-    count = [0]
-
-    def node(op, inputs, **attrs):
-        count[0] += 1
-        out = f"{op.lower()}_{count[0]}"
-        nodes.append(helper.make_node(op, inputs, [out], name=f"/{op}_{count[0]}", **attrs))
-        return out
+    g = SparseGraph(a.out)
+    weight, const, node, nodes = g.weight, g.const, g.node, g.nodes
 
     def layer_norm(x, prefix):
         g = weight(prefix + ".weight", [h])
@@ -131,18 +100,7 @@ def main():
     nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [flat, tgt], ["loss"],
                                   name="/loss", reduction="mean"))
 
-    graph = helper.make_graph(
-        nodes, "gpt2_shaped",
-        [helper.make_tensor_value_info("idx", TensorProto.INT64, ["batch", T]),
-         helper.make_tensor_value_info("targets", TensorProto.INT64, ["batch", T])],
-        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
-        initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, a.out)
-    with open(weights_path, "wb") as f:
-        f.truncate(offset[0])
-    params = offset[0] // 4
+    params = g.save("gpt2_shaped", T)
     print(f"wrote {a.out}: {params} parameters "
           f"(formula {v*h + L*(12*h*h + 13*h) + 2*h + T*h})")
 

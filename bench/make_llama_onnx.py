@@ -21,11 +21,11 @@ Sizes (Llama 3.2 1B and 3B, Llama 3.1 8B; vocabulary 128,256):
 Runs with any python that has onnx and numpy.
 """
 import argparse
-import os
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
+
+from sparse_graph import SparseGraph
 
 SIZES = {
     "1b": dict(layers=16, embd=2048, heads=32, kv_heads=8, ffn=8192, tied=True),
@@ -59,37 +59,8 @@ def main():
     hd = h // nh
     rep = nh // nkv
 
-    weights_path = a.out + ".weights"
-    inits, nodes = [], []
-    offset = [0]
-
-    def weight(name, shape):
-        t = TensorProto()
-        t.name = name
-        t.data_type = TensorProto.FLOAT
-        t.dims.extend(shape)
-        t.data_location = TensorProto.EXTERNAL
-        length = int(np.prod(shape)) * 4
-        for k, val in (("location", os.path.basename(weights_path)),
-                       ("offset", str(offset[0])), ("length", str(length))):
-            e = t.external_data.add()
-            e.key, e.value = k, val
-        offset[0] += length
-        inits.append(t)
-        return name
-
-    def const(name, array):
-        nodes.append(helper.make_node("Constant", [], [name], name="/" + name,
-                                      value=numpy_helper.from_array(array, name)))
-        return name
-
-    count = [0]
-
-    def node(op, inputs, **attrs):
-        count[0] += 1
-        out = f"{op.lower()}_{count[0]}"
-        nodes.append(helper.make_node(op, inputs, [out], name=f"/{op}_{count[0]}", **attrs))
-        return out
+    g = SparseGraph(a.out)
+    weight, const, node, nodes = g.weight, g.const, g.node, g.nodes
 
     # Rotary tables [T, hd]: angle t * theta^(-2i/hd), each half repeated.
     inv = a.rope_theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
@@ -168,18 +139,7 @@ def main():
     nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [flat, tgt], ["loss"],
                                   name="/loss", reduction="mean"))
 
-    graph = helper.make_graph(
-        nodes, "llama3_shaped",
-        [helper.make_tensor_value_info("idx", TensorProto.INT64, ["batch", T]),
-         helper.make_tensor_value_info("targets", TensorProto.INT64, ["batch", T])],
-        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
-        initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, a.out)
-    with open(weights_path, "wb") as f:
-        f.truncate(offset[0])
-    params = offset[0] // 4
+    params = g.save("llama3_shaped", T)
     formula = (V * h * (1 if a.tied else 2) + h +
                L * (2 * h + 2 * h * h + 2 * h * nkv * hd + 3 * h * ffn))
     print(f"wrote {a.out}: {params} parameters (formula {formula})")
