@@ -13,6 +13,7 @@
 // call's scale, and the chunk's products of the head's backward.
 #include "common.h"
 #include "kernels_cpu.h"
+#include "src/linear_cross_entropy_gemms.h"
 
 #include <algorithm>
 #include <cmath>
@@ -166,58 +167,6 @@ int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
                   ignoreIndex, reduction, dlogits);
 }
 
-/// The three products of one chunk of rows (cpu::gemm): the head over
-/// `n` rows of h into `chunk`, then (after the loss) dh's rows and dw.
-template <typename T> struct ChunkGemms {
-  int64_t hidden, classes;
-  int32_t type = std::is_same<T, float>::value ? OTC_F32 : OTC_BF16;
-
-  OtcrtGemm base(int64_t m, int64_t n, int64_t k) const {
-    OtcrtGemm g{};
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.batch = 1;
-    g.alpha = 1.0f;
-    g.ab_type = type;
-    g.c_type = OTC_F32;
-    g.epilogue_type = OTC_F32;
-    g.epilogue = OTCRT_GEMM_NONE;
-    return g;
-  }
-  /// chunk[n, classes] = h[n, hidden] wᵀ.
-  int head(int64_t n, const T *h, const T *w, T *chunk) const {
-    OtcrtGemm g = base(n, classes, hidden);
-    g.trans_b = 1;
-    g.c_type = g.epilogue_type = type;
-    g.lda = hidden;
-    g.ldb = hidden;
-    g.ldc = classes;
-    return gemm(g, h, w, chunk, nullptr, nullptr, nullptr);
-  }
-  /// dh[n, hidden] = dlogits[n, classes] w.
-  int dh(int64_t n, const T *dlogits, const T *w, float *dh) const {
-    OtcrtGemm g = base(n, hidden, classes);
-    g.lda = classes;
-    g.ldb = hidden;
-    g.ldc = hidden;
-    return gemm(g, dlogits, w, dh, nullptr, nullptr, nullptr);
-  }
-  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden], dw of
-  /// `dwType`.
-  int dw(int64_t n, const T *dlogits, const T *h, void *dw, int32_t dwType,
-         bool add) const {
-    OtcrtGemm g = base(classes, hidden, n);
-    g.trans_a = 1;
-    g.c_type = g.epilogue_type = dwType;
-    g.beta = add ? 1.0f : 0.0f;
-    g.lda = classes;
-    g.ldb = hidden;
-    g.ldc = hidden;
-    return gemm(g, dlogits, h, dw, nullptr, nullptr, nullptr);
-  }
-};
-
 template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
@@ -237,14 +186,16 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   // dloss / n as backward computes it over all rows (0 when none count),
   // or each row's own.
   float shared = sharedScale(reduction, dloss, n);
-  const ChunkGemms<T> gemms{hidden, classes};
+  const LinearCrossEntropyGemms gemms{
+      hidden, classes, std::is_same<T, float>::value ? OTC_F32 : OTC_BF16};
   std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
   if (rows == 0 && !dwAccumulate)
     std::memset(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden);
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
     const int64_t c = std::min(chunkRows, rows - r0);
     const T *hc = h + r0 * hidden;
-    if (int st = gemms.head(c, hc, w, chunk))
+    OtcrtGemm head = gemms.head(c);
+    if (int st = gemm(head, hc, w, chunk, nullptr, nullptr, nullptr))
       return st;
     forward(c, classes, chunk, labels + r0, hasIgnore, ignoreIndex,
             OTCRT_NONE, rowLoss + r0, lse.data());
@@ -256,9 +207,12 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
       backward(c, classes, &shared, chunk, labels + r0, lse.data(),
                hasIgnore, ignoreIndex, OTCRT_SUM, chunk);
     }
-    if (int st = gemms.dh(c, chunk, w, dh + r0 * hidden))
+    OtcrtGemm gdh = gemms.dh(c);
+    if (int st = gemm(gdh, chunk, w, dh + r0 * hidden, nullptr, nullptr,
+                      nullptr))
       return st;
-    if (int st = gemms.dw(c, chunk, hc, dw, dwType, r0 > 0 || dwAccumulate))
+    OtcrtGemm gdw = gemms.dw(c, dwType, r0 > 0 || dwAccumulate);
+    if (int st = gemm(gdw, chunk, hc, dw, nullptr, nullptr, nullptr))
       return st;
   }
   if (reduction != OTCRT_NONE)

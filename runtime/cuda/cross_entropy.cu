@@ -23,6 +23,7 @@
 // capture them.
 #include "common.cuh"
 #include "otcrt/abi.h"
+#include "src/linear_cross_entropy_gemms.h"
 
 #include <mutex>
 #include <type_traits>
@@ -515,25 +516,6 @@ int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
   return launchStatus();
 }
 
-/// OtcrtGemm of one chunk's product with FP32 accumulation: m x n x k,
-/// operands of `type`, C of `cType`, row strides lda, ldb, ldc.
-OtcrtGemm chunkGemm(int64_t m, int64_t n, int64_t k, int32_t type,
-                    int32_t cType, int64_t lda, int64_t ldb, int64_t ldc) {
-  OtcrtGemm g{};
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.batch = 1;
-  g.alpha = 1.0f;
-  g.ab_type = type;
-  g.c_type = g.epilogue_type = cType;
-  g.epilogue = OTCRT_GEMM_NONE;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
-  return g;
-}
-
 /// otcrt_linear_cross_entropy_*: checkLabelsKernel over all rows (a bad
 /// label recorded with its row in the batch), for a mean countRowsKernel
 /// over all rows (the scale every chunk's gradient takes); per chunk of n
@@ -576,12 +558,11 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
           cudaSuccess)
     return 1;
   const bool none = reduction == OTCRT_NONE;
+  const LinearCrossEntropyGemms gemms{hidden, classes, type};
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
     const int64_t n = rows - r0 < chunkRows ? rows - r0 : chunkRows;
     const T *hc = h + r0 * hidden;
-    OtcrtGemm head =
-        chunkGemm(n, classes, hidden, type, type, hidden, hidden, classes);
-    head.trans_b = 1;
+    OtcrtGemm head = gemms.head(n);
     if (int st = otcrt_gemm(&head, hc, w, chunk, nullptr, nullptr, nullptr,
                             stream))
       return st;
@@ -595,15 +576,11 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
       launchFused<T, 1>(n, classes, scale, chunk, labels + r0, hasIgnore,
                         ignoreIndex, reduction, counted, rowsLoss,
                         rowLoss + r0, record, chunk, stream);
-    OtcrtGemm gdh =
-        chunkGemm(n, hidden, classes, type, OTC_F32, classes, hidden, hidden);
+    OtcrtGemm gdh = gemms.dh(n);
     if (int st = otcrt_gemm(&gdh, chunk, w, dh + r0 * hidden, nullptr,
                             nullptr, nullptr, stream))
       return st;
-    OtcrtGemm gdw =
-        chunkGemm(classes, hidden, n, type, dwType, classes, hidden, hidden);
-    gdw.trans_a = 1;
-    gdw.beta = r0 > 0 || dwAccumulate ? 1.0f : 0.0f;
+    OtcrtGemm gdw = gemms.dw(n, dwType, r0 > 0 || dwAccumulate);
     if (int st = otcrt_gemm(&gdw, chunk, hc, dw, nullptr, nullptr, nullptr,
                             stream))
       return st;

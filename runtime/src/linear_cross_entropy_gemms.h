@@ -1,0 +1,62 @@
+// The three GEMMs of each chunk of rows of otcrt_linear_cross_entropy_*
+// (otcrt/kernels.h) as OtcrtGemm descriptors, FP32 accumulation, shared by
+// the cpu and cuda calls so that both compute the same products. Header-
+// only, as gemm_check.h, for the GPU kernel test that compiles the host
+// call from source beside libotcrt_cuda.a.
+#ifndef OTCRT_LINEAR_CROSS_ENTROPY_GEMMS_H
+#define OTCRT_LINEAR_CROSS_ENTROPY_GEMMS_H
+
+#include "otcrt/abi.h"
+
+#include <cstdint>
+
+namespace otcrt {
+
+struct LinearCrossEntropyGemms {
+  int64_t hidden, classes;
+  /// h's and w's OtcDType (OTC_F32 or OTC_BF16).
+  int32_t type;
+
+  /// chunk[n, classes] = h[n, hidden] wᵀ, in h's type.
+  OtcrtGemm head(int64_t n) const {
+    OtcrtGemm g = plain(n, classes, hidden, type, hidden, hidden, classes);
+    g.trans_b = 1;
+    return g;
+  }
+  /// dh[n, hidden] = dlogits[n, classes] w, FP32.
+  OtcrtGemm dh(int64_t n) const {
+    return plain(n, hidden, classes, OTC_F32, classes, hidden, hidden);
+  }
+  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden], of
+  /// `dwType`; added to dw's values (beta 1) with `add`.
+  OtcrtGemm dw(int64_t n, int32_t dwType, bool add) const {
+    OtcrtGemm g = plain(classes, hidden, n, dwType, classes, hidden, hidden);
+    g.trans_a = 1;
+    g.beta = add ? 1.0f : 0.0f;
+    return g;
+  }
+
+private:
+  /// m x n x k over operands of `type`, C of `cType`, row strides lda,
+  /// ldb, ldc.
+  OtcrtGemm plain(int64_t m, int64_t n, int64_t k, int32_t cType,
+                  int64_t lda, int64_t ldb, int64_t ldc) const {
+    OtcrtGemm g{};
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.batch = 1;
+    g.alpha = 1.0f;
+    g.ab_type = type;
+    g.c_type = g.epilogue_type = cType;
+    g.epilogue = OTCRT_GEMM_NONE;
+    g.lda = lda;
+    g.ldb = ldb;
+    g.ldc = ldc;
+    return g;
+  }
+};
+
+} // namespace otcrt
+
+#endif // OTCRT_LINEAR_CROSS_ENTROPY_GEMMS_H
