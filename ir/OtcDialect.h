@@ -92,6 +92,9 @@ struct LibraryGemm {
   int64_t m = 0, n = 0, k = 0;
   bool bf16 = false;
   double bytes = 0;
+  /// Bytes its epilogue moves per element of the result: written, plus
+  /// read when the product adds to it.
+  double epilogueBytes = 0;
 };
 
 /// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on

@@ -580,11 +580,11 @@ void LinearCrossEntropyWithGradOp::getLibraryGemms(
   for (auto [n, times] : chunksOf(rows, getChunkRows()))
     for (int64_t i = 0; i < times; ++i) {
       double hBytes = n * c * e, wBytes = v * c * e, z = n * v * e;
-      gemms.push_back({"head", n, v, c, bf16, hBytes + wBytes + z});
-      gemms.push_back({"dh", n, c, v, bf16, z + wBytes + n * c * 4.0});
-      double dwBytes = v * c * double(elementBytes(getDw()));
+      gemms.push_back({"head", n, v, c, bf16, hBytes + wBytes + z, e});
+      gemms.push_back({"dh", n, c, v, bf16, z + wBytes + n * c * 4.0, 4});
+      double dwElement = double(elementBytes(getDw())) * (first ? 1 : 2);
       gemms.push_back(
-          {"dw", v, c, n, bf16, z + hBytes + dwBytes * (first ? 1 : 2)});
+          {"dw", v, c, n, bf16, z + hBytes + v * c * dwElement, dwElement});
       first = false;
     }
 }

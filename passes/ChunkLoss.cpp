@@ -162,19 +162,14 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
         RankedTensorType::get({rows, t.getDimSize(1)}, t.getElementType()));
   }
 
-  /// Among the chunks of at most chunk-mib MiB of logits (at least the
-  /// smallest chunk), the smallest whose predicted call is within
-  /// `slackPercent` of the fastest's (the step-time model's price).
+  /// Of the balanced chunkings, one chunk (the whole head) included, the
+  /// smallest chunk whose predicted call is within `slackPercent` of the
+  /// fastest's (the step-time model's price). Each chunk after the first
+  /// reads and writes dw once more, which the model prices
+  /// (gemmEpilogueScale); a small chunk's memory is bought with that time
+  /// only as far as the slack allows.
   void chooseByPrice(LinearCrossEntropyWithGradOp op, int64_t rows) {
-    SmallVector<int64_t> sizes;
-    int64_t rowBytes =
-        op.getW().getType().getDimSize(0) *
-        storageBytes(op.getChunk().getType().getElementType());
-    for (int64_t n : chunkCandidates(rows))
-      if (n * rowBytes <= (int64_t(chunkBytes) << 20))
-        sizes.push_back(n);
-    if (sizes.empty())
-      sizes.push_back(chunkCandidates(rows).back());
+    SmallVector<int64_t> sizes = chunkCandidates(rows);
     SmallVector<double> seconds;
     for (int64_t n : sizes) {
       setChunk(op, n);

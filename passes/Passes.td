@@ -358,9 +358,10 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     at once is the call's bf16 result, each chunk's sum rounded as it is
     added). Run by otc-compile, the pass is given the step-time model's
     price of the call on the compile's device: among the balanced
-    chunkings of 1 to 64 chunks, rounded up to 64 rows, whose logits take
-    at most `chunk-mib` MiB, it takes the smallest chunk (the least memory)
-    whose call is predicted within `slack-percent` of the fastest's; where
+    chunkings of 1 to 64 chunks, rounded up to 64 rows, it takes the
+    smallest chunk (the least memory) whose call is predicted within
+    `slack-percent` of the fastest's (each chunk after the first adds once
+    more into dw, which the price counts); where
     the chunk is chosen (`chunk-rows` 0), the call is formed only where the
     logits it saves outweigh the [V, C] dw it writes. Run
     alone (no price), the chunk is `chunk-rows` rows,
@@ -382,8 +383,9 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     Option<"chunkRows", "chunk-rows", "int64_t", "0",
            "Rows per chunk (0: from chunk-mib)">,
     Option<"chunkBytes", "chunk-mib", "int64_t", "128",
-           "Most MiB of logits per chunk when chunk-rows is 0">,
-    Option<"slackPercent", "slack-percent", "double", "2.0",
+           "Most MiB of logits per chunk when chunk-rows is 0 and there is "
+           "no price">,
+    Option<"slackPercent", "slack-percent", "double", "3.0",
            "With a price (otc-compile's step-time model): the smallest chunk "
            "within this percentage of the fastest">,
   ];

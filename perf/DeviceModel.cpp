@@ -21,9 +21,13 @@ const DeviceModel *otc::lookupDevice(llvm::StringRef name) {
 std::string otc::knownDeviceNames() { return registeredDeviceNames(); }
 
 double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k,
-                        double efficiency) {
+                        double efficiency, double epilogueScale) {
   if (flops <= 0)
     return 0;
-  double depth = double(k) / (double(k) + r.depthKnee);
+  double depth = double(k) / (double(k) + r.depthKnee * epilogueScale);
   return flops / (r.rate * depth * efficiency) + r.fixedSeconds;
+}
+
+double otc::gemmEpilogueScale(bool bf16Curve, double bytesPerElement) {
+  return bytesPerElement / (bf16Curve ? 2.0 : 4.0);
 }

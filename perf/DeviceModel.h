@@ -102,9 +102,24 @@ std::string knownDeviceNames();
 
 /// Seconds of a GEMM of `flops` (2·M·N·K·batch) over reduction depth `k`
 /// on the curve of `rate`, launch excluded, its rate scaled by `efficiency`
-/// (the share of the SMs its tiles keep busy: LaunchModel.h).
+/// (the share of the SMs its tiles keep busy: LaunchModel.h) and its
+/// epilogue's depthKnee by `epilogueScale` (gemmEpilogueScale).
 double gemmSeconds(const GemmRate &rate, double flops, int64_t k,
-                   double efficiency = 1.0);
+                   double efficiency = 1.0, double epilogueScale = 1.0);
+
+/// How much longer a GEMM's epilogue runs than that of the products its
+/// curve was fitted on, which wrote their result once in the operands' type
+/// (BF16: 2 bytes an element; FP32: 4): `bytesPerElement` (of the result,
+/// written, plus read when it accumulates, plus an addend or aux matrix)
+/// over that. The epilogue's cost is its bytes through memory, not hidden
+/// under the products of the tile: on an H100 (bench/kernels, 2026-11-26)
+/// the LM head's weight gradient, 50304 x 768 over K = 1024 rows, took
+/// 0.145 ms writing BF16, 0.164 writing FP32 and 0.238 adding into FP32;
+/// over K = 2048: 0.223, 0.247, 0.300; over K = 4096: 0.415, 0.440, 0.463.
+/// Beyond the product at 790 TFLOP/s, that is 0.014-0.045, 0.039-0.063 and
+/// 0.062-0.137 ms (means 0.027, 0.050, 0.100) against 0.025, 0.051 and
+/// 0.101 priced with the knee scaled by 1, 2 and 4.
+double gemmEpilogueScale(bool bf16Curve, double bytesPerElement);
 
 } // namespace otc
 

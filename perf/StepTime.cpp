@@ -310,14 +310,25 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
   double bytes = byteSize(g.getLhs().getType()) +
                  byteSize(g.getRhs().getType()) +
                  byteSize(g.getOut().getType());
-  // A GELU epilogue writes (gelu) or reads (dgelu) the aux matrix too, and
-  // an addend is read.
-  if (g.getAux())
+  // What the epilogue moves per element of the result: the result, read
+  // too when it accumulates; a GELU epilogue writes (gelu) or reads (dgelu)
+  // the aux matrix, and an addend is read.
+  double epilogueBytes = storageBytes(g.getOut().getType().getElementType());
+  if (g.getAccumulate()) {
+    bytes += byteSize(g.getOut().getType());
+    epilogueBytes *= 2;
+  }
+  if (g.getAux()) {
     bytes += byteSize(g.getAux().getType());
-  if (g.getAddend())
+    epilogueBytes += storageBytes(g.getAux().getType().getElementType());
+  }
+  if (g.getAddend()) {
     bytes += byteSize(g.getAddend().getType());
+    epilogueBytes += storageBytes(g.getAddend().getType().getElementType());
+  }
   double seconds =
-      gemmSeconds(curve, flops, k, gemmWaveEfficiency(d, m, n, k, batch));
+      gemmSeconds(curve, flops, k, gemmWaveEfficiency(d, m, n, k, batch),
+                  gemmEpilogueScale(in.isBF16(), epilogueBytes));
   add(gemmTraceName(g), "gemm", flops, bytes, priceRoofline(d, seconds, bytes));
   return success();
 }
@@ -355,8 +366,9 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
     double f = 2.0 * double(g.m) * double(g.n) * double(g.k);
     double efficiency =
         d.pricesGrids() ? gemmWaveEfficiency(d, g.m, g.n, g.k, 1) : 1.0;
-    double seconds = gemmSeconds(g.bf16 ? d.bf16Gemm : d.fp32Gemm, f, g.k,
-                                 efficiency);
+    double seconds =
+        gemmSeconds(g.bf16 ? d.bf16Gemm : d.fp32Gemm, f, g.k, efficiency,
+                    gemmEpilogueScale(g.bf16, g.epilogueBytes));
     gemmCost += priceRoofline(d, seconds, g.bytes);
     gemmFlops += f;
     gemmBytes += g.bytes;

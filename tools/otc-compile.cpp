@@ -130,9 +130,9 @@ static cl::opt<bool> noChunkedLoss(
     cl::cat(cat));
 static cl::opt<int64_t> lossChunkRows(
     "loss-chunk-rows",
-    cl::desc("Rows per chunk of the LM head and its loss (default: of the "
-             "chunks of at most 128 MiB of logits, the smallest predicted "
-             "within 2% of the fastest)"),
+    cl::desc("Rows per chunk of the LM head and its loss (default: the "
+             "smallest chunk whose call is predicted within 3% of the "
+             "fastest chunking's, the whole head included)"),
     cl::init(0), cl::cat(cat));
 static cl::opt<bool> noGroupParams(
     "no-group-params",

@@ -81,12 +81,13 @@ func.func @optimizer_step() { return }
 )mlir";
 
 // Tests that a BF16 GEMM of M = N = K = 4096 on an H100 is compute-bound:
-// W = 2 * 4096^3 = 137438953472 FLOPs at 790e12 * 4096 / (4096 + 260) =
-// 742.8466e12 FLOP/s take 185.0166 us on a full device; its 1024 tiles,
+// its FP32 result doubles the epilogue's bytes (the knee 2 x 260 steps):
+// W = 2 * 4096^3 = 137438953472 FLOPs at 790e12 * 4096 / (4096 + 520) =
+// 701.0052e12 FLOP/s take 196.0598 us on a full device; its 1024 tiles,
 // split in 5 along K, fill 5120 / (39 x 132) = 0.994561 of the SMs' waves:
-// 186.0284 us, plus the fixed 3.17 us per call, against 2 * 32 MiB +
+// 197.1320 us, plus the fixed 3.17 us per call, against 2 * 32 MiB +
 // 64 MiB = 134217728 bytes / 3e12 = 44.739 us of memory; plus 0.83 us of
-// launch: 190.0284 us.
+// launch: 201.1320 us.
 TEST_F(StepTimeTest, BF16GemmOnH100) {
   StepTime t = predict(kGemm, "h100");
   ASSERT_EQ(t.launches.size(), 1u);
@@ -95,8 +96,8 @@ TEST_F(StepTimeTest, BF16GemmOnH100) {
   EXPECT_EQ(g.kind, "gemm");
   EXPECT_EQ(g.flops, 137438953472.0);
   EXPECT_EQ(g.bytes, 134217728.0);
-  expectNear(g.seconds, 190.0284e-6);
-  expectNear(t.step, 190.0284e-6);
+  expectNear(g.seconds, 201.1320e-6);
+  expectNear(t.step, 201.1320e-6);
   EXPECT_EQ(g.cost.binding(), Limit::Compute);
 }
 
@@ -442,6 +443,29 @@ TEST(DeviceModelTest, Table) {
               20.0554e-6, 0.0001e-6);
   EXPECT_EQ(h100->sms, 132);
   EXPECT_EQ(lookupDevice("cpu")->sms, 0);
+}
+
+// Tests the epilogue's share of a GEMM's time: the knee scaled by the bytes
+// the epilogue moves per element of the result over those of the products
+// the curve was fitted on (2 for BF16, 4 for FP32). The LM head's weight
+// gradient, 50304 x 768 over K = 1024 rows (79,121,350,656 FLOPs): with
+// 79121350656 / 790e12 = 100.1536 us of products, the knee of 260 steps
+// adds 100.1536 * 260 / 1024 = 25.4296 us for a BF16 result (2 bytes an
+// element), twice that for FP32 (4) and four times when it adds into FP32
+// (8 bytes: read and written); plus the fixed 3.17 us.
+TEST(DeviceModelTest, GemmEpilogue) {
+  EXPECT_EQ(gemmEpilogueScale(/*bf16Curve=*/true, 2), 1.0);
+  EXPECT_EQ(gemmEpilogueScale(true, 8), 4.0);
+  EXPECT_EQ(gemmEpilogueScale(/*bf16Curve=*/false, 4), 1.0);
+  EXPECT_EQ(gemmEpilogueScale(false, 8), 2.0);
+  const GemmRate &bf16 = lookupDevice("h100")->bf16Gemm;
+  const double flops = 2.0 * 50304 * 768 * 1024;
+  EXPECT_NEAR(gemmSeconds(bf16, flops, 1024, 1.0, 1.0),
+              (100.1536 + 25.4296 + 3.17) * 1e-6, 0.001e-6);
+  EXPECT_NEAR(gemmSeconds(bf16, flops, 1024, 1.0, 2.0),
+              (100.1536 + 2 * 25.4296 + 3.17) * 1e-6, 0.001e-6);
+  EXPECT_NEAR(gemmSeconds(bf16, flops, 1024, 1.0, 4.0),
+              (100.1536 + 4 * 25.4296 + 3.17) * 1e-6, 0.001e-6);
 }
 
 } // namespace

@@ -116,6 +116,9 @@ echo "gpt2-opset17-bf16" > "$out/memcheck.txt"
 
 # The kernel library's own GPU test: each cuda kernel against the host one.
 [[ -x $bin/otcrt-cuda-kernel-tests ]] && cp "$bin/otcrt-cuda-kernel-tests" "$out/"
+# The GEMM forms and the LM head's loss timed (bench/kernels; session.sh
+# runs it after the checks).
+[[ -x $bin/otc-kernel-bench ]] && cp "$bin/otc-kernel-bench" "$out/"
 cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" "$out/"
 cp "$src/test/gpu/run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -12,7 +12,8 @@
 # then, on the GPU machine, from the repository root:
 #   test/gpu/session.sh .dev RESULTS [SECONDS]      # default budget 540 s
 #
-# RESULTS receives: gpu-results.txt (one line per check), gpu-logs.tar.xz,
+# RESULTS receives: gpu-results.txt (one line per check), gpu-logs.tar.xz
+# (with kernel-bench.txt and .json: bench/kernels/kernel_bench.cu),
 # speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
 # then with PyTorch), trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
@@ -43,6 +44,14 @@ say "gpu tests (limit ${t}s)"
 OTC_GPU_RESULTS="$work/gpu-results" timeout "$t" "$work/gpu-tests/run.sh" > /dev/null 2>&1
 say "gpu tests exit $?"
 cp -f "$work/gpu-results/results.txt" "$results/gpu-results.txt" 2>/dev/null
+# The GEMM forms and the LM head's loss, timed; its table and JSON go with
+# the logs (gpu-logs.tar.xz) and its table ends the output.
+if [[ -x $work/gpu-tests/otc-kernel-bench ]]; then
+  say "kernel benchmark"
+  timeout 90 "$work/gpu-tests/otc-kernel-bench" \
+    --json "$work/gpu-results/kernel-bench.json" > "$work/gpu-results/kernel-bench.txt" 2>&1
+  say "kernel benchmark exit $?"
+fi
 tar -C "$work" -cJf "$results/gpu-logs.tar.xz" gpu-results 2>/dev/null
 
 sp=$work/otc-speed
@@ -86,4 +95,5 @@ fi
 tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
   --exclude=train speed-otc.log speed-torch.log trace-mb8.log trace-mb16.log otc-speed/run \
   2>/dev/null
+[[ -f $work/gpu-results/kernel-bench.txt ]] && cat "$work/gpu-results/kernel-bench.txt"
 say "done"
