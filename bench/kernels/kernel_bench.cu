@@ -8,6 +8,9 @@
 //
 // Each case: 3 untimed calls (the first builds cuBLASLt's plan), then N
 // calls each between two events on one stream; the median is reported.
+// With OTCRT_GEMM_TUNE=1 in the environment the runtime times the
+// heuristic's algorithms on each shape's first call and keeps the fastest
+// (the first line says which).
 // Inputs are uniform in [-1, 1) (scaled like a trained layer's where the
 // magnitude matters), never zeros; outputs are not checked here (the
 // kernel tests do that).
@@ -300,8 +303,12 @@ int main(int argc, char **argv) {
     if (chunk <= rows)
       headLoss(rows, chunk);
 
-  std::printf("%s, %d SMs; median of %d calls\n", prop.name,
-              prop.multiProcessorCount, reps);
+  const char *tune = std::getenv("OTCRT_GEMM_TUNE");
+  std::printf("%s, %d SMs; median of %d calls; GEMM algorithms %s\n",
+              prop.name, prop.multiProcessorCount, reps,
+              tune && !std::strcmp(tune, "1")
+                  ? "timed on each shape's first call (OTCRT_GEMM_TUNE=1)"
+                  : "the heuristic's first that runs");
   std::printf("%10s %8s %8s  %-40s %s\n", "ms", "TFLOP/s", "GB/s", "case",
               "form (m x n x k)");
   for (const Result &r : results)

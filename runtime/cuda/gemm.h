@@ -55,6 +55,10 @@ enum class GemmRoute {
 };
 GemmRoute lastGemmRoute();
 
+/// Turns the timing of each new shape's algorithms on or off, whatever
+/// OTCRT_GEMM_TUNE says (shapes already run keep their algorithm).
+void setGemmTuning(bool on);
+
 /// Forces (true) or stops forcing (false) the fallback for every epilogue,
 /// whatever OTCRT_GEMM_EPILOGUE says; shapes keep the plan of each setting.
 void forceGemmEpilogueFallback(bool on);

@@ -9,7 +9,9 @@
 // every pointer, which constrains the algorithms) gets a route on its first
 // call: the descriptors and layouts, and the first of up to eight
 // algorithms of cuBLASLt's heuristic that runs (each is tried on the call's
-// own data until one does). An epilogue cuBLASLt declines (no algorithm for
+// own data until one does; with OTCRT_GEMM_TUNE=1, each is timed on it
+// first and the fastest tried first: fastestAlgorithm). An epilogue
+// cuBLASLt declines (no algorithm for
 // GELU_AUX_BIAS, DGELU or BIAS in that type combination, an aux leading
 // dimension it cannot take, a dGELU whose C is its aux, or
 // OTCRT_GEMM_EPILOGUE=fallback) runs as the
@@ -118,6 +120,21 @@ thread_local GemmRoute lastRoute = GemmRoute::kNone;
 
 /// -1: OTCRT_GEMM_EPILOGUE decides; 0 or 1: forceGemmEpilogueFallback's.
 std::atomic<int> forcedByTest{-1};
+/// -1: OTCRT_GEMM_TUNE decides; 0 or 1: setGemmTuning's.
+std::atomic<int> tuningByTest{-1};
+
+/// Whether a shape's first call times the heuristic's algorithms
+/// (OTCRT_GEMM_TUNE=1) instead of taking the first that runs.
+bool tuning() {
+  int byTest = tuningByTest.load();
+  if (byTest >= 0)
+    return byTest != 0;
+  static const bool byEnv = [] {
+    const char *env = std::getenv("OTCRT_GEMM_TUNE");
+    return env && std::strcmp(env, "1") == 0;
+  }();
+  return byEnv;
+}
 
 bool fallbackForced() {
   int byTest = forcedByTest.load();
@@ -267,9 +284,82 @@ cublasStatus_t run(State &s, const OtcrtGemm &g, const void *a, const void *b,
                         s.workspaceBytes, stream);
 }
 
+/// Most bytes of a temporary result that tuning allocates for a product
+/// that reads its C (beta != 0); a larger one is not tuned.
+constexpr size_t kTuneScratchBytes = size_t(64) << 20;
+/// Timed calls per algorithm when tuning (after one untimed call).
+constexpr int kTuneCalls = 3;
+
+/// With tuning on (OTCRT_GEMM_TUNE=1), the index in `results` of the
+/// algorithm that ran product `p` fastest on the call's own operands, or -1
+/// (not tuned: the heuristic's order decides). Each algorithm runs once,
+/// then kTuneCalls times between two events. A product that does not read
+/// C writes the same values each time, so it runs into C itself; one that
+/// reads C (beta != 0) runs into a temporary result of at most
+/// kTuneScratchBytes, C read as it is; others are not tuned. Synchronizes
+/// the stream (outside a capture only: a shape's first call).
+int fastestAlgorithm(State &s, const OtcrtGemm &g, const void *a,
+                     const void *b, const Product &p, const Plan &plan,
+                     const cublasLtMatmulHeuristicResult_t *results,
+                     int returned, cudaStream_t stream) {
+  if (!tuning() || returned < 2 || p.d == a || p.d == b)
+    return -1;
+  Product timed = p;
+  void *scratch = nullptr;
+  if (p.beta != 0.0f) {
+    size_t bytes = (p.dType == CUDA_R_16BF ? 2 : 4) *
+                   static_cast<size_t>(p.ldd * g.m +
+                                       (g.batch - 1) * p.strideD);
+    if (bytes > kTuneScratchBytes || cudaMalloc(&scratch, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    timed.d = scratch;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  int best = -1;
+  float bestMs = 0;
+  if (cudaEventCreate(&start) == cudaSuccess &&
+      cudaEventCreate(&stop) == cudaSuccess) {
+    for (int i = 0; i < returned; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS)
+        continue;
+      bool ok = run(s, g, a, b, timed, plan, results[i].algo, stream) ==
+                CUBLAS_STATUS_SUCCESS;
+      ok = ok && cudaEventRecord(start, stream) == cudaSuccess;
+      for (int k = 0; ok && k < kTuneCalls; ++k)
+        ok = run(s, g, a, b, timed, plan, results[i].algo, stream) ==
+             CUBLAS_STATUS_SUCCESS;
+      ok = ok && cudaEventRecord(stop, stream) == cudaSuccess &&
+           cudaEventSynchronize(stop) == cudaSuccess;
+      float ms = 0;
+      ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+      if (!ok) {
+        (void)cudaGetLastError(); // an algorithm that failed: not chosen
+        continue;
+      }
+      if (best < 0 || ms < bestMs) {
+        best = i;
+        bestMs = ms;
+      }
+    }
+  }
+  (void)cudaGetLastError();
+  if (start)
+    cudaEventDestroy(start);
+  if (stop)
+    cudaEventDestroy(stop);
+  if (scratch) {
+    cudaStreamSynchronize(stream);
+    cudaFree(scratch);
+  }
+  return best;
+}
+
 /// Builds the plan of product `p` and runs it with the first of the
-/// heuristic's algorithms that runs, which the plan keeps; on failure the
-/// plan is destroyed and the reason returned.
+/// heuristic's algorithms that runs (with tuning, the fastest first), which
+/// the plan keeps; on failure the plan is destroyed and the reason
+/// returned.
 std::string planAndRun(State &s, const OtcrtGemm &g, const void *a,
                        const void *b, const Product &p, Plan &plan,
                        cudaStream_t stream) {
@@ -311,6 +401,12 @@ std::string planAndRun(State &s, const OtcrtGemm &g, const void *a,
   }
   if (pref)
     cublasLtMatmulPreferenceDestroy(pref);
+  if (why.empty()) {
+    int fastest =
+        fastestAlgorithm(s, g, a, b, p, plan, results, returned, stream);
+    if (fastest > 0)
+      std::rotate(results, results + fastest, results + fastest + 1);
+  }
   int tried = 0;
   cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
   for (int i = 0; why.empty() && i < returned; ++i) {
@@ -623,6 +719,8 @@ namespace otcrt {
 namespace cuda {
 
 GemmRoute lastGemmRoute() { return lastRoute; }
+
+void setGemmTuning(bool on) { tuningByTest.store(on ? 1 : 0); }
 
 void forceGemmEpilogueFallback(bool on) { forcedByTest = on ? 1 : 0; }
 

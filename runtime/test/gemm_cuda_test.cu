@@ -444,6 +444,29 @@ void testGemms(std::mt19937 &rng) {
         std::pair{OTC_BF16, OTC_BF16}})
     for (const GemmCase &tc : casesOf(ab, cType))
       testGemm(tc, rng);
+  // With tuning on (OTCRT_GEMM_TUNE=1: the heuristic's algorithms timed on
+  // a shape's first call), at sizes no other case has, so that their
+  // routes are new: a product into C, one that adds into C (timed into a
+  // temporary result: C must hold C + AB once) and GELU's epilogue with a
+  // bias.
+  otcrt::cuda::setGemmTuning(true);
+  for (auto [ab, cType] :
+       {std::pair{OTC_F32, OTC_F32}, std::pair{OTC_BF16, OTC_F32},
+        std::pair{OTC_BF16, OTC_BF16}}) {
+    std::string types = std::string(ab == OTC_BF16 ? "bf16" : "f32") + "->" +
+                        (cType == OTC_BF16 ? "bf16" : "f32") + " tuned ";
+    testGemm({types + "plain 256x192x128 B^T", ab, cType, OTCRT_GEMM_NONE,
+              false, 0, 1, 256, 192, 128, 1, 1.0f, 0.0f},
+             rng);
+    testGemm({types + "accumulate 192x256x320 A^T", ab, cType,
+              OTCRT_GEMM_NONE, false, 1, 0, 192, 256, 320, 1, 1.0f, 1.0f},
+             rng);
+    if (ab == cType)
+      testGemm({types + "gelu+bias 128x256x64", ab, cType, OTCRT_GEMM_GELU,
+                true, 0, 0, 128, 256, 64, 1, 1.0f, 0.0f},
+               rng);
+  }
+  otcrt::cuda::setGemmTuning(false);
   testGemmGraph(rng);
   testGemmRefusals(rng);
 }

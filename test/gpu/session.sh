@@ -51,6 +51,10 @@ if [[ -x $work/gpu-tests/otc-kernel-bench ]]; then
   timeout 90 "$work/gpu-tests/otc-kernel-bench" \
     --json "$work/gpu-results/kernel-bench.json" > "$work/gpu-results/kernel-bench.txt" 2>&1
   say "kernel benchmark exit $?"
+  OTCRT_GEMM_TUNE=1 timeout 90 "$work/gpu-tests/otc-kernel-bench" \
+    --json "$work/gpu-results/kernel-bench-tuned.json" \
+    > "$work/gpu-results/kernel-bench-tuned.txt" 2>&1
+  say "kernel benchmark, GEMMs tuned, exit $?"
 fi
 tar -C "$work" -cJf "$results/gpu-logs.tar.xz" gpu-results 2>/dev/null
 
@@ -95,5 +99,7 @@ fi
 tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
   --exclude=train speed-otc.log speed-torch.log trace-mb8.log trace-mb16.log otc-speed/run \
   2>/dev/null
-[[ -f $work/gpu-results/kernel-bench.txt ]] && cat "$work/gpu-results/kernel-bench.txt"
+for f in kernel-bench kernel-bench-tuned; do
+  [[ -f $work/gpu-results/$f.txt ]] && cat "$work/gpu-results/$f.txt"
+done
 say "done"
