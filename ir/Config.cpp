@@ -20,7 +20,7 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    bool fp32GradAccum, llvm::APFloat weightDecayValue,
                    llvm::APFloat beta1Value, llvm::APFloat beta2Value,
                    llvm::APFloat epsilonValue, StringRef target,
-                   StringRef device) {
+                   StringRef device, int64_t worldSize) {
   double weightDecay = weightDecayValue.convertToDouble(),
          beta1 = beta1Value.convertToDouble(),
          beta2 = beta2Value.convertToDouble(),
@@ -29,6 +29,8 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "micro_batch must be at least 1, got " << microBatch;
   if (gradAccum < 1)
     return emitError() << "grad_accum must be at least 1, got " << gradAccum;
+  if (worldSize < 1)
+    return emitError() << "world_size must be at least 1, got " << worldSize;
   if (precision != "fp32" && precision != "bf16")
     return emitError() << "precision must be \"fp32\" or \"bf16\", got \""
                        << precision << "\"";
@@ -71,13 +73,14 @@ ConfigAttr otc::makeConfig(MLIRContext *context, const ConfigParts &p,
       emitError, context, p.microBatch, p.gradAccum, StringRef(p.precision),
       p.fp32GradAccum, llvm::APFloat(p.weightDecay), llvm::APFloat(p.beta1),
       llvm::APFloat(p.beta2), llvm::APFloat(p.epsilon), StringRef(p.target),
-      StringRef(device));
+      StringRef(device), p.worldSize);
 }
 
 ConfigParts otc::partsOf(ConfigAttr c) {
   ConfigParts p;
   p.microBatch = c.getMicroBatch();
   p.gradAccum = c.getGradAccum();
+  p.worldSize = c.getWorldSize();
   p.precision = c.getPrecision().str();
   p.fp32GradAccum = c.getFp32GradAccum();
   p.weightDecay = c.weightDecay();

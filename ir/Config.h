@@ -35,6 +35,8 @@ struct ConfigParts {
   std::string target = "cpu";
   /// Empty: the target's default device model (ir/TargetRegistry.h).
   std::string device;
+  /// Data-parallel ranks (ConfigAttr's world_size).
+  int64_t worldSize = 1;
 };
 
 /// The attribute of `parts`, or an error through `emitError` when a field is

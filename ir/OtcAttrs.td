@@ -52,7 +52,11 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     - AdamW's `weight_decay`, `beta1`, `beta2` and `epsilon`;
     - `target`: a registered target ("cpu", "cuda"; ir/TargetRegistry.h),
       and `device`, one of that target's device models, which its time is
-      predicted on ("cpu"; "h100", "h200").
+      predicted on ("cpu"; "h100", "h200");
+    - `world_size`: the data-parallel ranks the program is planned for
+      (each runs the same micro-steps on its part of the batch and the
+      gradients are summed over the ranks before the optimizer step; the
+      prediction adds that all-reduce), 1 when left out.
     Example:
       #otc.config<micro_batch = 8, grad_accum = 16, precision = "bf16",
                   fp32_grad_accum = false, weight_decay = 1.000000e-01,
@@ -69,7 +73,8 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     Otc_DoubleParameter<"AdamW beta2">:$beta2,
     Otc_DoubleParameter<"AdamW epsilon">:$epsilon,
     StringRefParameter<"a registered target">:$target,
-    StringRefParameter<"the device model">:$device
+    StringRefParameter<"the device model">:$device,
+    DefaultValuedParameter<"int64_t", "1", "data-parallel ranks">:$world_size
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -28,6 +28,15 @@ double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k,
   return flops / (r.rate * depth * efficiency) + r.fixedSeconds;
 }
 
+double otc::allReduceSeconds(const DeviceModel &d, double bytes,
+                             int64_t ranks) {
+  if (ranks <= 1 || bytes <= 0)
+    return 0;
+  double n = double(ranks);
+  return d.collectiveLatency +
+         2.0 * (n - 1.0) / n * bytes / d.allReduceBusBandwidth;
+}
+
 double otc::gemmEpilogueScale(bool bf16Curve, double bytesPerElement) {
   return bytesPerElement / (bf16Curve ? 2.0 : 4.0);
 }

@@ -79,6 +79,13 @@ struct DeviceModel {
   /// Whether the target's runtime replays its steps from CUDA graphs (so
   /// `launchGraph` applies).
   bool cudaGraphs = false;
+  /// The link between data-parallel ranks, for the all-reduce of the
+  /// gradients: its bus bandwidth as nccl-tests defines it (a ring
+  /// all-reduce of B bytes over n ranks moves 2 (n - 1) / n B through each
+  /// rank's link), the fixed seconds of one collective call, and what it
+  /// is, for people. Zero bandwidth: no figure (one rank only).
+  double allReduceBusBandwidth = 0, collectiveLatency = 0;
+  llvm::StringRef link;
   /// The dense BF16 and FP32 peaks MFU is quoted against (FLOP/s) and their
   /// source.
   double peakBf16 = 0, peakFp32 = 0;
@@ -120,6 +127,12 @@ double gemmSeconds(const GemmRate &rate, double flops, int64_t k,
 /// 0.062-0.137 ms (means 0.027, 0.050, 0.100) against 0.025, 0.051 and
 /// 0.101 priced with the knee scaled by 1, 2 and 4.
 double gemmEpilogueScale(bool bf16Curve, double bytesPerElement);
+
+/// Seconds of a ring all-reduce of `bytes` over `ranks` ranks on the
+/// device's link: collectiveLatency + 2 (ranks - 1) / ranks * bytes /
+/// allReduceBusBandwidth; 0 for one rank.
+double allReduceSeconds(const DeviceModel &device, double bytes,
+                        int64_t ranks);
 
 } // namespace otc
 

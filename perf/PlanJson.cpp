@@ -166,8 +166,9 @@ Throughput throughput(const StepTime &t, const PlanSummary &s,
   r.peakName = (bf16 ? "BF16, " : "FP32, ") + t.device->peakSource.str();
   if (t.step <= 0)
     return r;
-  r.tokensPerSecond = info.tokensPerStep / t.step;
-  r.samplesPerSecond = info.samplesPerStep / t.step;
+  // Every rank's tokens (info's are one rank's).
+  r.tokensPerSecond = double(info.tokensPerStep) * t.worldSize / t.step;
+  r.samplesPerSecond = double(info.samplesPerStep) * t.worldSize / t.step;
   r.mfu = s.modelFlops / t.step / r.peak;
   return r;
 }
@@ -196,6 +197,19 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
     ms("micro_step_ms", t.microStep);
     ms("optimizer_step_ms", t.optimizerStep);
     ms("step_ms", t.step);
+    if (t.worldSize > 1)
+      j.attributeObject("data_parallel", [&] {
+        j.attribute("world_size", t.worldSize);
+        j.attribute("link", t.device->link);
+        attributeFixed(j, "bus_bandwidth_gb_s",
+                       t.device->allReduceBusBandwidth / 1e9, 1);
+        attributeFixed(j, "gradient_bytes", t.gradientBytes, 0);
+        ms("all_reduce_ms", t.allReduce);
+        ms("exposed_ms", t.allReduce);
+        if (info.tokensPerStep > 0)
+          attributeFixed(j, "tokens_per_s_per_rank",
+                         r.tokensPerSecond / t.worldSize, 0);
+      });
     if (info.tokensPerStep > 0)
       attributeFixed(j, "tokens_per_s", r.tokensPerSecond, 0);
     attributeFixed(j, "samples_per_s", r.samplesPerSecond, 1);
@@ -352,9 +366,19 @@ static void printTimeReport(const StepTime &t, const PlanSummary &s,
      << "), " << llvm::format("%.2f", t.launchSeconds * 1e6) << " us per launch"
      << (t.device->cudaGraphs ? " (CUDA graphs)" : "") << ":\n"
      << llvm::format("  micro-step %.3f ms x %lld + zero grads %.3f ms + "
-                     "optimizer %.3f ms = %.3f ms per step\n",
+                     "optimizer %.3f ms%s = %.3f ms per step\n",
                      t.microStep * 1e3, (long long)t.gradAccum,
-                     t.zeroGrads * 1e3, t.optimizerStep * 1e3, t.step * 1e3);
+                     t.zeroGrads * 1e3, t.optimizerStep * 1e3,
+                     t.worldSize > 1 ? " + all-reduce" : "", t.step * 1e3);
+  if (t.worldSize > 1)
+    os << llvm::format("  %lld ranks: all-reduce of %s of gradients over %s "
+                       "(%.1f GB/s bus bandwidth) %.3f ms, in the step above, "
+                       "none hidden; tokens/s below are all ranks'\n",
+                       (long long)t.worldSize,
+                       formatBytes(t.gradientBytes).c_str(),
+                       t.device->link.str().c_str(),
+                       t.device->allReduceBusBandwidth / 1e9,
+                       t.allReduce * 1e3);
   os << "  ";
   if (info.tokensPerStep > 0)
     os << llvm::format("%.0f tokens/s, ", r.tokensPerSecond);

@@ -34,6 +34,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -449,7 +450,22 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
     n.bytes += calls * l.bytes;
     n.seconds += calls * l.seconds;
   }
-  t.step = t.zeroGrads + gradAccum * t.microStep + t.optimizerStep;
+  // The ranks' sum of the gradients (the runtime's Backend::sumGradients:
+  // every gradient slot, in its storage type, once per step).
+  t.worldSize = config->getWorldSize();
+  llvm::StringSet<> seen;
+  module.walk([&](otck::BufferOp b) {
+    if (b.getSlot() && !otck::isGroupSlot(*b.getSlot()) &&
+        b.getSlot()->starts_with("grad:") && seen.insert(*b.getSlot()).second)
+      t.gradientBytes += double(byteSize(b.getType()));
+  });
+  if (t.worldSize > 1 && device.allReduceBusBandwidth <= 0)
+    return module.emitError("device model '")
+           << device.name << "' has no link figures for world_size "
+           << t.worldSize;
+  t.allReduce = allReduceSeconds(device, t.gradientBytes, t.worldSize);
+  t.step = t.zeroGrads + gradAccum * t.microStep + t.allReduce +
+           t.optimizerStep;
   t.byKind.assign(byKind.begin(), byKind.end());
   std::stable_sort(
       t.byKind.begin(), t.byKind.end(),

@@ -84,8 +84,15 @@ struct StepTime {
   /// Every launch, in program order, function by function.
   std::vector<LaunchTime> launches;
   /// Seconds of one call of each function, and of one optimizer step:
-  /// zero_grads + grad-accum x micro_step + optimizer_step.
+  /// zero_grads + grad-accum x micro_step + all-reduce + optimizer_step.
   double zeroGrads = 0, microStep = 0, optimizerStep = 0, step = 0;
+  /// Data-parallel ranks (the configuration's world_size), the bytes of
+  /// the gradient slots the ranks sum, and the seconds of that ring
+  /// all-reduce on the device's link (0 on one rank). It runs after the
+  /// last micro-step's backward and before the optimizer step, none of it
+  /// hidden: the step waits for all of it.
+  int64_t worldSize = 1;
+  double gradientBytes = 0, allReduce = 0;
   /// Launches per optimizer step.
   int64_t launchesPerStep = 0;
   /// Seconds per optimizer step by kind, largest first (ties by name).

@@ -147,7 +147,16 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
           std::to_string(perSample) + " tokens";
     return std::nullopt;
   }
-  int64_t samples = request.globalBatchTokens / perSample;
+  // Each rank's share of the batch (world_size ranks run the same plan).
+  int64_t ranks = std::max<int64_t>(request.config.worldSize, 1);
+  if ((request.globalBatchTokens / perSample) % ranks) {
+    err = "--global-batch-tokens " + std::to_string(request.globalBatchTokens) +
+          " is " + std::to_string(request.globalBatchTokens / perSample) +
+          " samples, which " + std::to_string(ranks) +
+          " ranks cannot share evenly";
+    return std::nullopt;
+  }
+  int64_t samples = request.globalBatchTokens / perSample / ranks;
 
   static const char *const policies[] = {"none", "selective", "full"};
   std::vector<FitCandidate> all;
@@ -219,9 +228,13 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
 void otc::printFit(const std::vector<FitCandidate> &candidates,
                    std::optional<size_t> pick, const FitRequest &request,
                    llvm::raw_ostream &os) {
-  os << "fit on " << request.config.device << " for "
-     << request.globalBatchTokens << " tokens per step within "
-     << formatBytes(request.memoryBytes) << " (" << candidates.size()
+  os << "fit on " << request.config.device;
+  if (request.config.worldSize > 1)
+    os << " x " << request.config.worldSize << " ranks";
+  os << " for " << request.globalBatchTokens << " tokens per step within "
+     << formatBytes(request.memoryBytes)
+     << (request.config.worldSize > 1 ? " per rank" : "") << " ("
+     << candidates.size()
      << " configurations planned; the Pareto-best, fastest first):\n";
   os << "  micro-batch grad-accum remat       total peak    step ms     "
         "tokens/s recompute\n";
@@ -246,7 +259,10 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
   if (pick) {
     const FitCandidate &c = candidates[*pick];
     os << "pick: --micro-batch " << c.microBatch << " --grad-accum "
-       << c.gradAccum << " --remat=" << c.remat << " (predicted "
+       << c.gradAccum << " --remat=" << c.remat;
+    if (request.config.worldSize > 1)
+      os << " --world-size " << request.config.worldSize;
+    os << " (predicted "
        << llvm::format("%.0f", c.tokensPerSecond) << " tokens/s, planned peak "
        << formatBytes(c.totalPeak) << ")\n";
   } else {

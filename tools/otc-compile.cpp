@@ -76,6 +76,14 @@ static cl::opt<int64_t>
 static cl::opt<int64_t> gradAccum("grad-accum",
                                   cl::desc("Micro-batches per optimizer step"),
                                   cl::init(1), cl::cat(cat));
+static cl::opt<int64_t> worldSize(
+    "world-size",
+    cl::desc("Data-parallel ranks the plan and its prediction are for "
+             "(mpirun -np N out/train): the step adds the gradients' "
+             "all-reduce on the device's link, tokens/s count every rank's, "
+             "--fit splits --global-batch-tokens over the ranks (default 1; "
+             "the program itself runs on any number of ranks)"),
+    cl::init(1), cl::cat(cat));
 static cl::opt<std::string> remat("remat",
                                   cl::desc("none|full|selective|auto"),
                                   cl::init("none"), cl::cat(cat));
@@ -303,6 +311,8 @@ int Compile::checkOptions() {
                 phaseList() + ")");
   if (gradAccum < 1)
     return fail("--grad-accum must be >= 1");
+  if (worldSize < 1)
+    return fail("--world-size must be >= 1");
   if (lossChunkRows < 0)
     return fail("--loss-chunk-rows must be >= 0 (0: the default size)");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -340,6 +350,7 @@ int Compile::checkOptions() {
 otc::ConfigParts Compile::configParts() const {
   otc::ConfigParts p;
   p.gradAccum = gradAccum;
+  p.worldSize = worldSize;
   p.precision = precision;
   p.fp32GradAccum = precision == "bf16" && fp32GradAccum;
   p.weightDecay = weightDecay;

@@ -445,6 +445,21 @@ TEST(DeviceModelTest, Table) {
   EXPECT_EQ(lookupDevice("cpu")->sms, 0);
 }
 
+// Tests the ring all-reduce of the gradients: GPT-2 124M's BF16
+// gradients, 248,951,808 bytes, over 8 H100s: 30 us + 2 * 7 / 8 *
+// 248951808 / 450e9 = 30 + 968.146 us = 998.146 us; over 2 ranks of the
+// cpu: 20 us + 248951808 / 2.5e9 = 0.02 + 99.580723 = 99.600723 ms; one
+// rank: 0.
+TEST(DeviceModelTest, AllReduce) {
+  const DeviceModel *h100 = lookupDevice("h100"), *cpu = lookupDevice("cpu");
+  ASSERT_TRUE(h100 && cpu);
+  EXPECT_NEAR(allReduceSeconds(*h100, 248951808.0, 8), 998.146e-6, 0.001e-6);
+  EXPECT_NEAR(allReduceSeconds(*cpu, 248951808.0, 2), 99.600723e-3,
+              0.000001e-3);
+  EXPECT_EQ(allReduceSeconds(*h100, 248951808.0, 1), 0.0);
+  EXPECT_EQ(allReduceSeconds(*h100, 0.0, 8), 0.0);
+}
+
 // Tests the epilogue's share of a GEMM's time: the knee scaled by the bytes
 // the epilogue moves per element of the result over those of the products
 // the curve was fitted on (2 for BF16, 4 for FP32). The LM head's weight

@@ -40,6 +40,14 @@ DeviceModel buildMachine() {
   // roofline.
   d.launchEager = d.launchGraph = 2e-6;
   d.cudaGraphs = false;
+  // Ranks as processes on this machine, Open MPI over shared memory:
+  // MPI_Allreduce of 64-256 MiB of floats on 2 ranks, 2.48-2.52 GB/s of bus
+  // bandwidth (measured, bench/collectives/mpi_allreduce.c; 4 ranks on the
+  // 2 cores: 1.5-1.6). 1 MiB took 0.11 ms, at 9.3 GB/s: the fixed cost is
+  // small against the gradients' (estimate: 20 us).
+  d.allReduceBusBandwidth = 2.5e9;
+  d.collectiveLatency = 20e-6;
+  d.link = "shared memory (Open MPI, one machine)";
   // No datasheet: MFU on the cpu is quoted against the measured GEMM rate.
   d.peakBf16 = d.peakFp32 = gemm;
   d.peakSource = "measured GEMM rate";

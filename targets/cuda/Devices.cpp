@@ -104,6 +104,15 @@ DeviceModel h100() {
   d.peakBf16 = 989.4e12;
   d.peakFp32 = 66.9e12;
   d.peakSource = "datasheet, dense";
+  // Eight H100 SXM on NVLink 4 through NVSwitch (an HGX/DGX H100): NCCL's
+  // ring all-reduce of hundreds of MB reaches about 450 GB/s of bus
+  // bandwidth (estimate, from published nccl-tests all_reduce_perf results
+  // on such machines, 450-480 GB/s; to be replaced by a measurement on a
+  // lent multi-GPU machine); a call's fixed cost about 30 us (estimate:
+  // the small-message times of the same results).
+  d.allReduceBusBandwidth = 450e9;
+  d.collectiveLatency = 30e-6;
+  d.link = "NVLink 4 (NVSwitch, 8 GPUs)";
   return d;
 }
 

@@ -1,0 +1,48 @@
+"""Checks plan.json of one program planned for 1 rank and for N ranks
+(otc-compile --world-size) against the ring all-reduce written out here:
+the gradient bytes are the gradient slots' (params_count elements of the
+gradients' storage type, memory_bytes.grads), the all-reduce takes
+LATENCY + 2 (N - 1) / N * bytes / BUS_BANDWIDTH, the step is the one-rank
+step plus that, and tokens/s count every rank's tokens.
+
+    check_world_plan.py ONE_RANK_PLAN N_RANK_PLAN N BUS_GB_S LATENCY_US
+
+Prints one line per check and "world plan: ok" or what differs.
+"""
+import json
+import sys
+
+
+def main():
+    one_path, many_path, n, bus, latency = sys.argv[1:6]
+    n, bus, latency = int(n), float(bus) * 1e9, float(latency) * 1e-6
+    with open(one_path) as f:
+        one = json.load(f)
+    with open(many_path) as f:
+        many = json.load(f)
+    t1, tn = one["time"], many["time"]
+    dp = tn["data_parallel"]
+    grads = many["memory_bytes"]["grads"]
+    want_ms = (latency + 2.0 * (n - 1) / n * grads / bus) * 1e3
+    checks = [
+        ("one rank has no data_parallel", "data_parallel" not in t1),
+        ("world_size", dp["world_size"] == n),
+        ("gradient bytes = memory_bytes.grads", dp["gradient_bytes"] == grads),
+        ("all-reduce ms", abs(dp["all_reduce_ms"] - want_ms) <= 1e-3),
+        ("step = one rank's + all-reduce",
+         abs(tn["step_ms"] - t1["step_ms"] - want_ms) <= 2e-3),
+        # plan.json rounds the step to 0.1 us and tokens/s to 1.
+        ("tokens/s of all ranks",
+         abs(tn["tokens_per_s"] /
+             (n * t1["tokens_per_s"] * t1["step_ms"] / tn["step_ms"]) - 1) <= 2e-3),
+        ("per rank", abs(dp["tokens_per_s_per_rank"] * n - tn["tokens_per_s"]) <= n),
+    ]
+    bad = [name for name, ok in checks if not ok]
+    for name, ok in checks:
+        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    print(f"all-reduce {dp['all_reduce_ms']:.4f} ms, expected {want_ms:.4f}")
+    print("world plan: " + ("ok" if not bad else "differs: " + ", ".join(bad)))
+
+
+if __name__ == "__main__":
+    main()
