@@ -41,8 +41,10 @@ def bench(a):
     gelu = "none" if cfg.get("gelu", "tanh") == "erf" else "tanh"
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     result = {"device": torch.cuda.get_device_name(0) if cuda else "cpu",
-              "torch": torch.__version__}
+              "torch": torch.__version__, "threads": torch.get_num_threads()}
     if a.mode == "compile" and not hasattr(torch, "compile"):
         result["unavailable"] = f"torch {torch.__version__} has no torch.compile"
         with open(a.result, "w") as f:
@@ -157,6 +159,8 @@ def main():
     ap.add_argument("--grad-clip", type=float, default=0.0,
                     help="clip the global gradient norm (0: off)")
     ap.add_argument("--result", required=True)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads (0: torch's default)")
     return bench(ap.parse_args())
 
 

@@ -400,9 +400,9 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   for (unsigned i = 0; i < op.getNumResults(); ++i)
     out.push_back("out" + std::to_string(i));
 
-  std::string bodyText;
-  llvm::raw_string_ostream bodyOs(bodyText);
-  BodyContext ctx{bodyOs, globals, in, out, kname, target};
+  std::string bodyText, uniformText;
+  llvm::raw_string_ostream bodyOs(bodyText), uniformOs(uniformText);
+  BodyContext ctx{bodyOs, globals, in, out, kname, target, &uniformOs};
   // A slice or concat whose packets each copy contiguous elements moves
   // them 16 bytes at a time where the target packs: one item per packet.
   int64_t n = workItems(&op);
@@ -422,7 +422,7 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   defOs << "(int64_t items";
   for (const std::string &p : params)
     defOs << ", " << p;
-  defOs << ") {\n" << loopHead() << bodyText << "  }\n}\n\n";
+  defOs << ") {\n" << uniformText << loopHead() << bodyText << "  }\n}\n\n";
   emitLaunch(def, n, args, nodeName(op.getLoc()),
              op.getName().getStringRef());
   return success();

@@ -33,6 +33,10 @@ struct BodyContext {
   std::string prefix;
   /// The program's target (codegen/Target.h).
   const Target &target;
+  /// Where given: statements the same for every work item (scalar loads
+  /// and what follows from them alone), emitted once per thread before the
+  /// item loop, which the body's statements may then use.
+  llvm::raw_ostream *uniform = nullptr;
 };
 
 /// The C type of an element type.

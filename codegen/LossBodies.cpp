@@ -139,11 +139,25 @@ static LogicalResult emitNllLossGrad(NllLossGradOp op, BodyContext &c) {
 static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
   double b1 = op.getBeta1().convertToDouble(),
          b2 = op.getBeta2().convertToDouble();
+  // The scalars and the bias corrections 1 - beta^t, the same for every
+  // element: once per thread before the loop where the emitter allows. The
+  // corrections are -expm1(t ln beta), ln beta formed here in double: no
+  // cancellation against 1 (1 - powf(0.999f, 1) is 1.3e-5 off 0.001, since
+  // 0.999f is not 0.999).
+  std::string uniformText;
+  llvm::raw_string_ostream local(uniformText);
+  llvm::raw_ostream &u = c.uniform ? *c.uniform : local;
+  const char *indent = c.uniform ? "  " : "    ";
+  u << indent << "const float s = " << c.in[6] << "[0];\n"
+    << indent << "const float lr = " << c.in[4] << "[0], t = " << c.in[5]
+    << "[0];\n"
+    << indent << "const float bc1 = -expm1f(t * " << literal(std::log(b1))
+    << "f), bc2 = -expm1f(t * " << literal(std::log(b2)) << "f);\n";
+  c.os << local.str();
   // A factor that is not finite (the runtime's verdict on the gradients'
   // norm) skips the update: every output keeps its input. s - s is 0 for a
   // finite s and NaN otherwise (one test for the host and device compilers).
-  c.os << "    const float s = " << c.in[6] << "[0];\n"
-       << "    if (!(s - s == 0.0f)) {\n"
+  c.os << "    if (!(s - s == 0.0f)) {\n"
        << "      " << c.out[0] << "[i] = " << c.in[0] << "[i];\n"
        << "      " << c.out[1] << "[i] = " << c.in[2] << "[i];\n"
        << "      " << c.out[2] << "[i] = " << c.in[3] << "[i];\n";
@@ -153,20 +167,12 @@ static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
   c.os << "    } else {\n";
   c.os << "    const float p = " << c.in[0] << "[i], g = s * (float)" << c.in[1]
        << "[i];\n"
-       << "    const float lr = " << c.in[4] << "[0], t = " << c.in[5]
-       << "[0];\n"
        << "    const float m = " << literal(b1) << "f * " << c.in[2] << "[i] + "
        << literal(1.0 - b1) << "f * g;\n"
        << "    const float v = " << literal(b2) << "f * " << c.in[3] << "[i] + "
        << literal(1.0 - b2) << "f * g * g;\n"
-       // The bias corrections 1 - beta^t as -expm1(t ln beta), ln beta
-       // formed here in double: no cancellation against 1 (1 - powf(0.999f,
-       // 1) is 1.3e-5 off 0.001, since 0.999f is not 0.999), and an
-       // exponential instead of a general power for every element.
-       << "    const float mhat = m / -expm1f(t * " << literal(std::log(b1))
-       << "f);\n"
-       << "    const float vhat = v / -expm1f(t * " << literal(std::log(b2))
-       << "f);\n"
+       << "    const float mhat = m / bc1;\n"
+       << "    const float vhat = v / bc2;\n"
        << "    " << c.out[0] << "[i] = p - lr * (mhat / (sqrtf(vhat) + "
        << literal(op.getEpsilon().convertToDouble()) << "f) + "
        << literal(op.getWeightDecay().convertToDouble()) << "f * p);\n"

@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pkgs=(cmake ninja-build mold g++ llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
       libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler libabsl-dev
-      libgtest-dev libgmock-dev libopenblas-dev python3-numpy python3-onnx python3-pip
+      libgtest-dev libgmock-dev libopenblas-dev libopenblas0-openmp python3-numpy python3-onnx python3-pip
       libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,14 +1,15 @@
 // Host scaled dot-product attention of libotcrt_cpu (otc.attention and
 // otc.attention_grad), with causal hiding (and a sliding window), an
-// additive broadcast mask,
-// grouped-query heads and dropout. The forward forms each query row's scores
-// in a per-thread scratch vector, subtracts their maximum before the
-// exponentials (sums in double) and saves the row's log-sum-exp. The
-// backward rebuilds the probabilities from the scores and that lse in two
-// passes that never share an output element between threads: one per query
-// row for dq (which also saves D_i = dO_i . O_i), one per key row for dk and
-// dv (summed over the query heads of the key's group). The bfloat16 entry
-// points widen their operands to float, run the float kernel and round the
+// additive broadcast mask, grouped-query heads and dropout, in tiles of 64
+// query rows whose products are GEMMs of this library (OpenBLAS where
+// installed): the forward forms a tile's scores over the keys its rows see
+// (one GEMM), subtracts each row's maximum before the exponentials (summed
+// in double), saves the row's log-sum-exp and multiplies the probabilities
+// by V (a second GEMM). The backward takes one key head of one batch entry
+// per thread (so that its dk and dv rows have one writer) and, for each
+// tile of its query heads, rebuilds the probabilities from the scores and
+// that lse, and forms dq, dk and dv by GEMMs. The bfloat16 entry points
+// widen their operands to float, run the float kernel and round the
 // results.
 #include "common.h"
 #include "kernels_cpu.h"
@@ -21,20 +22,6 @@
 namespace otcrt {
 namespace cpu {
 namespace {
-
-/// sum_k a[k] b[k] in float.
-inline float dot(const float *a, const float *b, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t k = 0; k < n; ++k)
-    acc += a[k] * b[k];
-  return acc;
-}
-
-/// acc += alpha x.
-inline void axpy(float *acc, float alpha, const float *x, int64_t n) {
-  for (int64_t k = 0; k < n; ++k)
-    acc[k] += alpha * x[k];
-}
 
 /// Index arithmetic and the per-element terms of one attention problem.
 struct Problem {
@@ -55,12 +42,6 @@ struct Problem {
   int64_t firstKey(int64_t i) const {
     return a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
   }
-  /// First query that sees key j.
-  int64_t firstQuery(int64_t j) const { return a.causal ? j : 0; }
-  /// End of the queries that see key j (a sliding window's end).
-  int64_t endQuery(int64_t j) const {
-    return a.causal && a.window > 0 ? std::min(a.t, j + a.window) : a.t;
-  }
 
   /// Row (b, hi, i) of the [b, h, t] query rows.
   int64_t queryRow(int64_t b, int64_t hi, int64_t i) const {
@@ -69,16 +50,6 @@ struct Problem {
   /// First element of key/value row (b, kh, j).
   int64_t kvOffset(int64_t b, int64_t kh, int64_t j) const {
     return ((b * a.hk + kh) * a.s + j) * a.d;
-  }
-
-  /// scale q_i . k_j plus the mask element (b, hi, i, j).
-  float score(const float *qi, const float *kj, int64_t b, int64_t hi,
-              int64_t i, int64_t j) const {
-    float sc = a.scale * dot(qi, kj, a.d);
-    if (mask)
-      sc += mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
-                 i * a.mask_strides[2] + j * a.mask_strides[3]];
-    return sc;
   }
 
   /// The dropout factor of probability (row, j): 0 or 1 / (1 - dropout).
@@ -104,6 +75,65 @@ bool degenerate(const OtcrtAttention &a) {
   return a.b <= 0 || a.h <= 0 || a.t <= 0 || a.d <= 0;
 }
 
+/// C = alpha op(A) op(B) + beta C, row-major float, through this library's
+/// GEMM (OpenBLAS where installed: cpu/gemm.cpp). Called inside the
+/// attention's parallel loops, it runs on the calling thread.
+void matmul(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+            float alpha, const float *A, int64_t lda, const float *B,
+            int64_t ldb, float beta, float *C, int64_t ldc) {
+  OtcrtGemm g{};
+  g.trans_a = transA;
+  g.trans_b = transB;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = 1;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.ab_type = g.c_type = g.epilogue_type = OTC_F32;
+  g.epilogue = OTCRT_GEMM_NONE;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  gemm(g, A, B, C, nullptr, nullptr, nullptr);
+}
+
+/// Query rows per tile: a tile's scores are one [kQueryTile, keys] GEMM.
+constexpr int64_t kQueryTile = 64;
+
+/// The scores of the query rows [i0, i1) of head (b, hi) against the keys
+/// [j0, j1) of its key head, scaled, masked and with the keys a row does not
+/// see (causal prefix, window) at -inf: s [i1 - i0, j1 - j0].
+void tileScores(const Problem &p, const float *q, const float *kb, int64_t b,
+                int64_t hi, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                float *s) {
+  const OtcrtAttention &a = p.a;
+  const int64_t n = j1 - j0;
+  matmul(false, true, i1 - i0, n, a.d, a.scale, q + p.queryRow(b, hi, i0) * a.d,
+         a.d, kb + j0 * a.d, a.d, 0.0f, s, n);
+  for (int64_t i = i0; i < i1; ++i) {
+    float *row = s + (i - i0) * n;
+    int64_t first = p.firstKey(i), end = p.visibleKeys(i);
+    for (int64_t j = j0; j < j1; ++j) {
+      if (j < first || j >= end)
+        row[j - j0] = -std::numeric_limits<float>::infinity();
+      else if (p.mask)
+        row[j - j0] += p.mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
+                              i * a.mask_strides[2] + j * a.mask_strides[3]];
+    }
+  }
+}
+
+/// The keys any of the query rows [i0, i1) sees: [first, end).
+std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t i0,
+                                     int64_t i1) {
+  return {p.firstKey(i0), p.visibleKeys(i1 - 1)};
+}
+
+// The forward, one tile of query rows of one head at a time: the tile's
+// scores as one GEMM over the keys its rows see, each row's maximum and
+// log-sum-exp (the exponentials summed in double), the probabilities (with
+// dropout's factors) in place, and the output as one more GEMM.
 int forward(const OtcrtAttention &a, const float *q, const float *k,
             const float *v, const float *mask, float *out, float *lse) {
   if (invalid(a))
@@ -111,114 +141,119 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
   if (degenerate(a))
     return 0;
   Problem p(a, mask);
-  const int64_t rows = a.b * a.h * a.t;
+  const int64_t tiles = (a.t + kQueryTile - 1) / kQueryTile;
+  const int64_t tasks = a.b * a.h * tiles;
 #pragma omp parallel
   {
-    std::vector<float> s(static_cast<size_t>(std::max<int64_t>(a.s, 1)));
-    std::vector<float> acc(static_cast<size_t>(a.d));
-#pragma omp for schedule(static)
-    for (int64_t row = 0; row < rows; ++row) {
-      int64_t i = row % a.t, bh = row / a.t;
+    std::vector<float> s(static_cast<size_t>(kQueryTile * std::max<int64_t>(a.s, 1)));
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t tile = task % tiles, bh = task / tiles;
       int64_t hi = bh % a.h, b = bh / a.h, kh = hi / p.group;
-      const float *qi = q + row * a.d;
-      const float *kb = k + p.kvOffset(b, kh, 0);
-      const float *vb = v + p.kvOffset(b, kh, 0);
-      int64_t first = p.firstKey(i), end = p.visibleKeys(i);
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = first; j < end; ++j) {
-        s[j] = p.score(qi, kb + j * a.d, b, hi, i, j);
-        max = std::max(max, s[j]);
+      int64_t i0 = tile * kQueryTile, i1 = std::min(a.t, i0 + kQueryTile);
+      auto [j0, j1] = tileKeys(p, i0, i1);
+      const int64_t n = std::max<int64_t>(j1 - j0, 0);
+      if (n == 0) {
+        for (int64_t i = i0; i < i1; ++i) {
+          int64_t row = p.queryRow(b, hi, i);
+          lse[row] = -std::numeric_limits<float>::infinity();
+          std::fill(out + row * a.d, out + (row + 1) * a.d, 0.0f);
+        }
+        continue;
       }
-      double sum = 0.0;
-      for (int64_t j = first; j < end; ++j)
-        sum += std::exp(s[j] - max);
-      float rowLse = max + static_cast<float>(std::log(sum));
-      lse[row] = rowLse;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = first; j < end; ++j) {
-        float prob = std::exp(s[j] - rowLse) * p.dropFactor(row, j);
-        if (prob != 0.0f)
-          axpy(acc.data(), prob, vb + j * a.d, a.d);
+      tileScores(p, q, k + p.kvOffset(b, kh, 0), b, hi, i0, i1, j0, j1,
+                 s.data());
+      for (int64_t i = i0; i < i1; ++i) {
+        int64_t row = p.queryRow(b, hi, i);
+        float *sr = s.data() + (i - i0) * n;
+        float max = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j)
+          max = std::max(max, sr[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < n; ++j)
+          sum += std::exp(sr[j] - max);
+        float rowLse = max + static_cast<float>(std::log(sum));
+        lse[row] = rowLse;
+        for (int64_t j = 0; j < n; ++j)
+          sr[j] = std::exp(sr[j] - rowLse) * p.dropFactor(row, j0 + j);
       }
-      std::copy(acc.begin(), acc.end(), out + row * a.d);
+      matmul(false, false, i1 - i0, a.d, n, 1.0f, s.data(), n,
+             v + p.kvOffset(b, kh, j0), a.d, 0.0f,
+             out + p.queryRow(b, hi, i0) * a.d, a.d);
     }
   }
   return 0;
 }
 
+// The backward, one key head of one batch entry per task (so that its dk
+// and dv rows have one writer), its query heads' tiles in turn: the tile's
+// probabilities rebuilt from its scores and the saved lse, D_i = dO_i . O_i
+// (in double), dP = dO Vᵀ (with dropout's factors), dS = P (dP - D), and
+// four GEMMs: dq = scale dS K, dk += scale dSᵀ Q, dv += (P m)ᵀ dO.
 int backward(const OtcrtAttention &a, const float *dout, const float *q,
              const float *k, const float *v, const float *mask,
              const float *out, const float *lse, float *dq, float *dk,
              float *dv) {
   if (invalid(a))
     return 1;
-  if (a.b > 0 && a.hk > 0 && a.s > 0 && a.d > 0 && a.t <= 0) {
+  if (a.b > 0 && a.hk > 0 && a.s > 0 && a.d > 0) {
     std::fill(dk, dk + a.b * a.hk * a.s * a.d, 0.0f);
     std::fill(dv, dv + a.b * a.hk * a.s * a.d, 0.0f);
   }
   if (degenerate(a))
     return 0;
   Problem p(a, mask);
-  const int64_t rows = a.b * a.h * a.t;
-  std::vector<float> rowD(static_cast<size_t>(rows));
-
-  // Pass 1, per query row: D_i and dq_i = scale sum_j dS_ij k_j.
+  const int64_t tiles = (a.t + kQueryTile - 1) / kQueryTile;
+  const int64_t tasks = a.b * a.hk;
 #pragma omp parallel
   {
-    std::vector<float> acc(static_cast<size_t>(a.d));
-#pragma omp for schedule(static)
-    for (int64_t row = 0; row < rows; ++row) {
-      int64_t i = row % a.t, bh = row / a.t;
-      int64_t hi = bh % a.h, b = bh / a.h, kh = hi / p.group;
-      const float *qi = q + row * a.d, *dOi = dout + row * a.d;
-      const float *oi = out + row * a.d;
-      double d = 0.0;
-      for (int64_t c = 0; c < a.d; ++c)
-        d += static_cast<double>(dOi[c]) * oi[c];
-      float di = static_cast<float>(d);
-      rowD[row] = di;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = p.firstKey(i), end = p.visibleKeys(i); j < end; ++j) {
-        const float *kj = k + p.kvOffset(b, kh, j);
-        const float *vj = v + p.kvOffset(b, kh, j);
-        float prob = std::exp(p.score(qi, kj, b, hi, i, j) - lse[row]);
-        float dP = p.dropFactor(row, j) * dot(dOi, vj, a.d);
-        float dS = prob * (dP - di);
-        axpy(acc.data(), a.scale * dS, kj, a.d);
-      }
-      std::copy(acc.begin(), acc.end(), dq + row * a.d);
-    }
-  }
-
-  // Pass 2, per key row: dv_j = sum P_ij m_ij dO_i, dk_j = scale sum dS_ij
-  // q_i over the visible queries of every query head of the group.
-  const int64_t keyRows = a.b * a.hk * a.s;
-#pragma omp parallel
-  {
-    std::vector<float> accK(static_cast<size_t>(a.d));
-    std::vector<float> accV(static_cast<size_t>(a.d));
-#pragma omp for schedule(static)
-    for (int64_t kr = 0; kr < keyRows; ++kr) {
-      int64_t j = kr % a.s, bk = kr / a.s;
-      int64_t kh = bk % a.hk, b = bk / a.hk;
-      const float *kj = k + kr * a.d, *vj = v + kr * a.d;
-      std::fill(accK.begin(), accK.end(), 0.0f);
-      std::fill(accV.begin(), accV.end(), 0.0f);
+    const size_t tileElems =
+        static_cast<size_t>(kQueryTile * std::max<int64_t>(a.s, 1));
+    std::vector<float> s(tileElems), dp(tileElems), rowD(kQueryTile);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t kh = task % a.hk, b = task / a.hk;
+      const float *kb = k + p.kvOffset(b, kh, 0), *vb = v + p.kvOffset(b, kh, 0);
+      float *dkb = dk + p.kvOffset(b, kh, 0), *dvb = dv + p.kvOffset(b, kh, 0);
       for (int64_t g = 0; g < p.group; ++g) {
         int64_t hi = kh * p.group + g;
-        for (int64_t i = p.firstQuery(j), end = p.endQuery(j); i < end; ++i) {
-          int64_t row = p.queryRow(b, hi, i);
-          const float *qi = q + row * a.d, *dOi = dout + row * a.d;
-          float prob = std::exp(p.score(qi, kj, b, hi, i, j) - lse[row]);
-          float m = p.dropFactor(row, j);
-          float dP = m * dot(dOi, vj, a.d);
-          float dS = prob * (dP - rowD[row]);
-          axpy(accV.data(), prob * m, dOi, a.d);
-          axpy(accK.data(), a.scale * dS, qi, a.d);
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          int64_t i0 = tile * kQueryTile, i1 = std::min(a.t, i0 + kQueryTile);
+          int64_t r = i1 - i0, row0 = p.queryRow(b, hi, i0);
+          auto [j0, j1] = tileKeys(p, i0, i1);
+          const int64_t n = std::max<int64_t>(j1 - j0, 0);
+          if (n == 0) {
+            std::fill(dq + row0 * a.d, dq + (row0 + r) * a.d, 0.0f);
+            continue;
+          }
+          const float *qt = q + row0 * a.d, *dOt = dout + row0 * a.d;
+          tileScores(p, q, kb, b, hi, i0, i1, j0, j1, s.data());
+          matmul(false, true, r, n, a.d, 1.0f, dOt, a.d, vb + j0 * a.d, a.d,
+                 0.0f, dp.data(), n);
+          for (int64_t i = 0; i < r; ++i) {
+            int64_t row = row0 + i;
+            const float *dOi = dOt + i * a.d, *oi = out + row * a.d;
+            double d = 0.0;
+            for (int64_t c = 0; c < a.d; ++c)
+              d += static_cast<double>(dOi[c]) * oi[c];
+            float di = static_cast<float>(d);
+            float *sr = s.data() + i * n, *dpr = dp.data() + i * n;
+            for (int64_t j = 0; j < n; ++j) {
+              float prob = std::exp(sr[j] - lse[row]);
+              float m = p.dropFactor(row, j0 + j);
+              // dp becomes dS; s becomes the kept probabilities P m.
+              dpr[j] = prob * (m * dpr[j] - di);
+              sr[j] = prob * m;
+            }
+          }
+          matmul(false, false, r, a.d, n, a.scale, dp.data(), n,
+                 kb + j0 * a.d, a.d, 0.0f, dq + row0 * a.d, a.d);
+          matmul(true, false, n, a.d, r, a.scale, dp.data(), n, qt, a.d, 1.0f,
+                 dkb + j0 * a.d, a.d);
+          matmul(true, false, n, a.d, r, 1.0f, s.data(), n, dOt, a.d, 1.0f,
+                 dvb + j0 * a.d, a.d);
         }
       }
-      std::copy(accK.begin(), accK.end(), dk + kr * a.d);
-      std::copy(accV.begin(), accV.end(), dv + kr * a.d);
     }
   }
   return 0;

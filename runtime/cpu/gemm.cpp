@@ -2,7 +2,14 @@
 // otcrt_gemm is in cpu/kernels_abi.cpp). Where OpenBLAS is installed
 // (libopenblas.so.0, looked up once at the first product, so that a program
 // runs the same with or without it), each batch entry is one cblas_sgemm;
-// OTCRT_BLAS=off in the environment keeps the built-in GEMM. The built-in
+// OTCRT_BLAS=off in the environment keeps the built-in GEMM. OpenBLAS must
+// share the runtime's threads: its OpenMP build does (one libgomp pool), so
+// it is preferred (Debian's libopenblas0-openmp, found beside the library
+// the loader picks); a pthread build runs single-threaded, since its
+// spinning threads and OpenMP's would take the cores from each other
+// (GPT-2-shaped 4 x 256, micro-batch 8, 2 cores: 1480 ms a step with both
+// spinning, 1085 with the pthread build on one thread, 800 with the OpenMP
+// build). The built-in
 // GEMM, used otherwise: a cache-blocked i-k-j loop GEMM parallelized with
 // OpenMP over (batch entry, row block). When op(B) is a transpose, B is
 // first packed into row-major K x N so the innermost loop always streams
@@ -27,6 +34,7 @@
 #include <cstring>
 #include <cstdint>
 #include <dlfcn.h>
+#include <string>
 #include <vector>
 
 namespace {
@@ -39,8 +47,36 @@ using CblasSgemm = void (*)(int order, int transA, int transB, int M, int N,
                             int ldc);
 constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
 
+/// OpenBLAS's threading (openblas_get_parallel): 0 sequential, 1 its own
+/// pthreads, 2 OpenMP.
+using GetParallel = int (*)();
+using SetThreads = void (*)(int);
+
+/// The OpenMP build of OpenBLAS beside `lib` (a pthread build), where the
+/// system has both (Debian: <libdir>/openblas-pthread/ and
+/// <libdir>/openblas-openmp/), or null.
+void *openmpSibling(void *lib) {
+  void *sym = dlsym(lib, "cblas_sgemm");
+  Dl_info info;
+  if (!sym || !dladdr(sym, &info) || !info.dli_fname)
+    return nullptr;
+  // The loader's name may be the alternatives link
+  // (<libdir>/libopenblas.so.0): the file it leads to says which build.
+  char *resolved = realpath(info.dli_fname, nullptr);
+  if (!resolved)
+    return nullptr;
+  std::string path = resolved;
+  std::free(resolved);
+  size_t dir = path.rfind("/openblas-pthread/");
+  if (dir == std::string::npos)
+    return nullptr;
+  std::string sibling = path.substr(0, dir) + "/openblas-openmp/libopenblas.so.0";
+  return dlopen(sibling.c_str(), RTLD_NOW | RTLD_LOCAL);
+}
+
 /// OpenBLAS's cblas_sgemm, or null when it is not installed or
-/// OTCRT_BLAS=off.
+/// OTCRT_BLAS=off: the OpenMP build where there is one, else the library
+/// found, told to use one thread unless it is sequential or OpenMP.
 CblasSgemm blasSgemm() {
   static const CblasSgemm fn = []() -> CblasSgemm {
     const char *env = std::getenv("OTCRT_BLAS");
@@ -49,6 +85,19 @@ CblasSgemm blasSgemm() {
     void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return nullptr;
+    auto threading = [](void *l) {
+      auto get =
+          reinterpret_cast<GetParallel>(dlsym(l, "openblas_get_parallel"));
+      return get ? get() : 0;
+    };
+    if (threading(lib) == 1)
+      if (void *openmp = openmpSibling(lib);
+          openmp && threading(openmp) == 2 && dlsym(openmp, "cblas_sgemm"))
+        lib = openmp;
+    if (threading(lib) == 1)
+      if (auto set = reinterpret_cast<SetThreads>(
+              dlsym(lib, "openblas_set_num_threads")))
+        set(1);
     return reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
   }();
   return fn;
