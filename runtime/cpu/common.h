@@ -22,6 +22,35 @@ inline float bf16ToFloat(otcrt_bf16 h) { return otcrt_bf16_to_float(h); }
 /// NaN of the same sign, infinities stay infinities (otcrt/bf16.h).
 inline otcrt_bf16 floatToBf16(float f) { return otcrt_float_to_bf16(f); }
 
+/// e^x in FP32 for the kernels' vectorized loops (no library call, no
+/// branch: the runtime is built with -fno-trapping-math, so the clamp's
+/// selects become blends): x clamped to [-87, 88] (e^-87 = 1.6e-38 stands
+/// for anything smaller, e^88 = 1.65e38 for anything larger; a NaN passes
+/// the clamp and makes the result NaN), x = n ln 2 + r with ln 2 in two
+/// parts and |r| <= ln 2 / 2, e^r by its Taylor series to r^7 (relative
+/// error below 1e-8 there), 2^n from the exponent bits: within 2 units in
+/// the last place of e^x in [-87, 88].
+inline float expFast(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  float t = x * 1.44269504088896341f;
+  int32_t n = static_cast<int32_t>(t + (t < 0.0f ? -0.5f : 0.5f));
+  float fn = static_cast<float>(n);
+  float r = x - fn * 0.693145751953125f - fn * 1.428606820309417e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  uint32_t bits = (static_cast<uint32_t>(n) + 127u) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
 /// Loads element `v` of a float or bfloat16 tensor as a float.
 inline float load(float v) { return v; }
 inline float load(otcrt_bf16 v) { return bf16ToFloat(v); }

@@ -94,9 +94,11 @@ int forward(int64_t rows, int64_t classes, const T *logits,
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t c = 0; c < classes; ++c)
       max = std::max(max, load(row[c]));
+    // Summed in double, in the vector lanes' order (fixed by the build).
     double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(load(row[c]) - max);
+      sum += expFast(load(row[c]) - max);
     float rowLse = max + static_cast<float>(std::log(sum));
     if (lse)
       lse[r] = rowLse;
@@ -136,10 +138,12 @@ int backward(int64_t rows, int64_t classes, const float *dloss, const T *logits,
     float g = reduction == OTCRT_NONE ? dloss[r] : shared;
     float rowLse = lse[r];
     int64_t label = labels[r];
-    for (int64_t c = 0; c < classes; ++c) {
-      float softmax = std::exp(load(row[c]) - rowLse);
-      store(out + c, g * (softmax - (c == label ? 1.0f : 0.0f)));
-    }
+    // The label's logit is read first: out may be the logits.
+    const float atLabel = expFast(load(row[label]) - rowLse);
+#pragma omp simd
+    for (int64_t c = 0; c < classes; ++c)
+      store(out + c, g * expFast(load(row[c]) - rowLse));
+    store(out + label, g * (atLabel - 1.0f));
   }
   return 0;
 }
