@@ -85,6 +85,16 @@ import st_io  # noqa: E402
 
 GPT2 = dict(layers=12, embd=768, heads=12, vocab=50304, seq=1024, gelu="tanh")
 TINY = dict(layers=2, embd=64, heads=4, vocab=256, seq=64, gelu="tanh")
+# --model: the shapes a build compiles, and its default micro-batches.
+MODELS = {
+    "gpt2-124m": (GPT2, [8, 16]),
+    "gpt2-tiny": (TINY, [2, 4]),
+    # The cpu target's side-by-side configurations: GPT-2 124M at sequence
+    # 256, and a GPT-2-shaped 4 x 256 model with an 8192-token vocabulary.
+    "gpt2-124m-seq256": (dict(GPT2, seq=256), [4]),
+    "gpt2-small-cpu": (dict(layers=4, embd=256, heads=4, vocab=8192, seq=256,
+                            gelu="tanh"), [8]),
+}
 REAL_VOCAB = 50257  # GPT-2's tokens; the table is padded to 50304
 
 # Figures to print beside the measured ones (ANCHORS.md, issue 12): H100,
@@ -177,9 +187,11 @@ def build(a):
     compiler = os.path.join(otc_bin, "otc-compile")
     if not os.access(compiler, os.X_OK):
         sys.exit(f"speed build: error: no otc-compile in {otc_bin} (set OTC_BIN or --otc-bin)")
-    cfg = dict(TINY if a.tiny else GPT2)
+    model_name = "gpt2-tiny" if a.tiny else a.model
+    cfg, default_mbs = MODELS[model_name]
+    cfg = dict(cfg)
     mbs = [int(x) for x in a.micro_batches.split(",")] if a.micro_batches else \
-        ([2, 4] if a.tiny else [8, 16])
+        default_mbs
     precision = a.precision or ("fp32" if a.target == "cpu" else "bf16")
     os.makedirs(out, exist_ok=True)
     work = os.path.join(out, "work")
@@ -202,7 +214,7 @@ def build(a):
     # (the fastest plan whose total peak, the CUDA context and the libraries'
     # buffers included as in the measured peak, fits).
     fit = a.fit_budget
-    if fit is None and a.target == "cuda" and not a.tiny:
+    if fit is None and a.target == "cuda" and model_name == "gpt2-124m":
         fit = FIT_BUDGET
     specs = [(f"mb{mb}", mb, []) for mb in mbs]
     if fit and fit != "none":
@@ -264,7 +276,7 @@ def build(a):
                 "(OUT/run.sh) measures speed and memory on a GPU",
         "target": a.target,
         "precision": precision,
-        "model": "gpt2-tiny" if a.tiny else "gpt2-124m",
+        "model": model_name,
         "config": cfg,
         "extra_options": a.extra,
         "programs": programs,
@@ -524,16 +536,18 @@ def torch_available(py):
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def run_torch(out, mb, mode, cfg, a, gpu, rundir):
-    logp = os.path.join(rundir, f"torch-{mode}-mb{mb}.log")
-    res = os.path.join(rundir, f"torch-{mode}-mb{mb}.json")
+def run_torch(out, mb, mode, cfg, a, gpu, rundir, threads=0):
+    tag = f"torch-{mode}-mb{mb}" + (f"-t{threads}" if threads else "")
+    logp = os.path.join(rundir, f"{tag}.log")
+    res = os.path.join(rundir, f"{tag}.json")
     if os.path.exists(res):
         os.remove(res)
     cmd = [a.python, os.path.join(HERE, "speed_torch.py"), "--mode", mode,
            "--micro-batch", str(mb), "--steps", str(a.steps), "--warmup", str(a.warmup),
            "--config", json.dumps(cfg), "--result", res,
-           "--grad-clip", str(a.grad_clip)]
-    log(f"speed run: torch {mode} micro-batch {mb}")
+           "--grad-clip", str(a.grad_clip), "--threads", str(threads)]
+    log(f"speed run: torch {mode} micro-batch {mb}" +
+        (f", {threads} thread(s)" if threads else ""))
     status, dev_peak, rss = run_polled(cmd, logp, gpu, a.timeout)
     key = f"torch_{mode}"
     if status != 0 or not os.path.exists(res):
@@ -554,6 +568,39 @@ def run_torch(out, mb, mode, cfg, a, gpu, rundir):
         peak, source = r.get("max_memory_reserved"), "torch.cuda.max_memory_reserved"
     rec[f"{key}_peak_bytes"], rec[f"{key}_peak_source"] = peak, source
     return rec
+
+
+def cpu_thread_counts():
+    """1, 2, 4, ... up to this machine's cores, and the cores themselves."""
+    n = os.cpu_count() or 1
+    counts, t = [], 1
+    while t < n:
+        counts.append(t)
+        t *= 2
+    return counts + [n]
+
+
+def best_threads(out, mb, mode, cfg, a, rundir):
+    """PyTorch on the cpu at each thread count (torch.set_num_threads): the
+    fastest run's figures as torch_<mode>_*, every count's ms per step in
+    torch_<mode>_ms_by_threads."""
+    key, best, by = f"torch_{mode}", None, {}
+    for t in cpu_thread_counts():
+        rec = run_torch(out, mb, mode, cfg, a, False, rundir, threads=t)
+        ms = rec.get(f"{key}_ms_per_step")
+        if ms is None:
+            if best is None and t == cpu_thread_counts()[-1]:
+                best = rec
+            if f"{key}_error" in rec and "torch.compile" in rec[f"{key}_error"]:
+                return rec  # not in this torch: no other count will have it
+            continue
+        by[str(t)] = ms
+        if best is None or ms < best.get(f"{key}_ms_per_step", float("inf")):
+            best = rec
+    best = dict(best or {})
+    if by:
+        best[f"{key}_ms_by_threads"] = by
+    return best
 
 
 def flops_per_token(cfg, n_params):
@@ -608,7 +655,12 @@ def run(a):
             if mb not in torch_runs:
                 torch_runs[mb] = {}
                 for mode in ("eager", "compile"):
-                    torch_runs[mb].update(run_torch(out, mb, mode, cfg, a, gpu, rundir))
+                    if gpu:
+                        torch_runs[mb].update(
+                            run_torch(out, mb, mode, cfg, a, gpu, rundir))
+                    else:
+                        torch_runs[mb].update(
+                            best_threads(out, mb, mode, cfg, a, rundir))
             rec.update(torch_runs[mb])
         fpt = flops_per_token(cfg, prog["params_count"])
         rec["flops_per_token"] = fpt
@@ -651,7 +703,8 @@ def run(a):
     results_dir = a.results or (os.path.join(HERE, "results") if IN_REPO
                                 else os.path.join(out, "results"))
     os.makedirs(results_dir, exist_ok=True)
-    label = slug(gpu_name) if gpu else ("cpu-smoke" if info["model"] == "gpt2-tiny" else "cpu")
+    label = slug(gpu_name) if gpu else ("cpu-smoke" if info["model"] == "gpt2-tiny"
+                                        else f"cpu-{info['model']}")
     path = os.path.join(results_dir, f"{result['date']}-{label}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
@@ -717,7 +770,10 @@ def main():
     b.add_argument("--target", choices=("cuda", "cpu"), default="cuda")
     b.add_argument("--precision", choices=("fp32", "bf16"),
                    help="default bf16 (cuda), fp32 (cpu)")
-    b.add_argument("--tiny", action="store_true", help="a 2-layer model (smoke test)")
+    b.add_argument("--tiny", action="store_true",
+                   help="a 2-layer model (smoke test; --model gpt2-tiny)")
+    b.add_argument("--model", choices=sorted(MODELS), default="gpt2-124m",
+                   help="the shapes to compile (default gpt2-124m)")
     b.add_argument("--fit-budget", help="also build the memory target's micro-batch with "
                    f"--remat=auto under this budget (default {FIT_BUDGET} for GPT-2 124M on "
                    "cuda; none to skip)")

@@ -19,21 +19,31 @@ DeviceModel buildMachine() {
   // Measured on this team's build machine (Intel Xeon, 2 cores under KVM,
   // shared with other work, so these vary by tens of percent) with
   // bench/cpu_device_rates.cpp, built and run as its header says:
-  //   gemm f32 256^3, 512^3, 1024^3 (otcrt_gemm of libotcrt_cpu):
-  //     28-30 GFLOP/s
   //   memcpy 256 MiB: 19.4-20.2 GB/s read + written
   //   elementwise multiply-add loop (64K items): 9-10.5 GFLOP/s
-  // The BF16 GEMM widens its operands and runs the FP32 one (same rate,
-  // estimate); the curve's fixed cost is one OpenMP region (estimate).
-  constexpr double gemm = 28e9;
+  // GEMMs through OpenBLAS's OpenMP build on the runtime's 2 threads
+  // (cpu/gemm.cpp; Debian's libopenblas0-openmp, which CI installs):
+  // otcrt_gemm at GPT-2-shaped 4 x 256, micro-batch 8 (2048 x 1024 x 256,
+  // 2048 x 256 x 1024 transposed, 256 x 1024 x 2048 accumulating): 217-242
+  // GFLOP/s (measured, 2026-11-26). The built-in GEMM (OTCRT_BLAS=off, or
+  // no OpenBLAS) reaches 28-30 GFLOP/s, and OpenBLAS's pthread build on its
+  // one thread about 100. The BF16 GEMM widens its operands and runs the
+  // FP32 one (same rate, estimate); the curve's fixed cost is one OpenMP
+  // region (estimate).
+  constexpr double gemm = 230e9;
   d.bf16Gemm = {gemm, /*depthKnee=*/0, /*fixedSeconds=*/5e-6};
   d.fp32Gemm = d.bf16Gemm;
   d.tf32Gemm = d.bf16Gemm;
-  // The kernel library's attention is plain loops (estimate: the
-  // elementwise rate).
   d.vectorRate = 10e9;
-  d.attentionFwdRate = d.attentionBwdRate = d.attentionFallbackRate =
-      d.vectorRate;
+  // The kernel library's attention in tiles of GEMMs (cpu/attention.cpp),
+  // FLOPs as the cost interface counts them (the causal half included),
+  // same model, b 8, h 4, t 256, d 64: forward 0.547 GFLOP in 6.6-7.4 ms
+  // (74-84 GFLOP/s), backward 1.359 GFLOP in 7.7-8.4 ms (161-176 GFLOP/s)
+  // (measured, train --trace). Every cpu call is the "fallback" of the
+  // step-time model (no cuDNN): both together, 1.906 GFLOP in 14.7 ms.
+  d.attentionFwdRate = 80e9;
+  d.attentionBwdRate = 170e9;
+  d.attentionFallbackRate = 130e9;
   d.bandwidth = 20e9;
   // Kernels are function calls and OpenMP regions, a few µs (estimate);
   // there are no graphs, and no grids: every launch is priced by the
