@@ -735,14 +735,18 @@ def print_run(res):
             if tps is None:
                 continue
             mfu = r.get(f"{key}_mfu")
+            threads = r.get(f"{key}_ms_by_threads")
             log(f"    {label:<15} {fmt_rate(tps):>8} tokens/s  {r[key + '_ms_per_step']:9.2f} ms/step"
                 f"  MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%':>6}"
-                f"  peak {fmt_bytes(r.get(key + '_peak_bytes'))}")
+                f"  peak {fmt_bytes(r.get(key + '_peak_bytes'))}"
+                + ("" if not threads else "  (ms by threads: " + ", ".join(
+                    f"{t}: {ms:.0f}" for t, ms in threads.items()) + ")"))
         if r.get("predicted_tokens_per_s"):
             log(f"    {'otc predicted':<15} {fmt_rate(r['predicted_tokens_per_s']):>8} tokens/s"
                 f"  {r['predicted_step_ms']:9.2f} ms/step (plan.json time, before the run)")
         refs = []
-        if mb in LLMC_TOKENS_PER_S:
+        # The H100 references are GPT-2 124M's at sequence 1024.
+        if mb in LLMC_TOKENS_PER_S and res["model"] == "gpt2-124m":
             refs.append(f"llm.c {fmt_rate(LLMC_TOKENS_PER_S[mb])}")
             refs.append(f"torch.compile {fmt_rate(TORCH_COMPILE_H100_TOKENS_PER_S[mb])}")
             refs.append(f"otc target {fmt_rate(OTC_TARGET_TOKENS_PER_S[mb])}")
