@@ -27,11 +27,14 @@ DeviceModel buildMachine() {
   // 2048 x 256 x 1024 transposed, 256 x 1024 x 2048 accumulating): 217-242
   // GFLOP/s (measured, 2026-11-26). The built-in GEMM (OTCRT_BLAS=off, or
   // no OpenBLAS) reaches 28-30 GFLOP/s, and OpenBLAS's pthread build on its
-  // one thread about 100. The BF16 GEMM widens its operands and runs the
-  // FP32 one (same rate, estimate); the curve's fixed cost is one OpenMP
-  // region (estimate).
+  // one thread about 100. Shallow products are slower: the LM head's weight
+  // gradient, 8192 x 256, added into over K = 64, 128, 256, 512, 1024 rows:
+  // 187, 205, 204, 210, 214 GFLOP/s (measured), which a knee of 8
+  // reduction steps fits (K / (K + 8): 0.89 at 64, 0.97 at 256; fitted).
+  // The BF16 GEMM widens its operands and runs the FP32 one (same rate,
+  // estimate); the curve's fixed cost is one OpenMP region (estimate).
   constexpr double gemm = 230e9;
-  d.bf16Gemm = {gemm, /*depthKnee=*/0, /*fixedSeconds=*/5e-6};
+  d.bf16Gemm = {gemm, /*depthKnee=*/8, /*fixedSeconds=*/5e-6};
   d.fp32Gemm = d.bf16Gemm;
   d.tf32Gemm = d.bf16Gemm;
   d.vectorRate = 10e9;
