@@ -163,6 +163,17 @@ void gemmF32(int transA, int transB, int64_t M, int64_t N, int64_t K,
     return;
 
   if (CblasSgemm sgemm = blasSgemm();
+      sgemm && batch > 1 && strideB == 0 && !transA && strideA == M * lda &&
+      strideC == M * ldc &&
+      blasTakes(transA, transB, M * batch, N, K, lda, ldb, ldc)) {
+    // Entries stacked row after row against one shared B (a projection of
+    // [batch, M, K] activations): one product of batch x M rows.
+    sgemm(kCblasRowMajor, kCblasNoTrans, transB ? kCblasTrans : kCblasNoTrans,
+          int(M * batch), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta,
+          C, int(ldc));
+    return;
+  }
+  if (CblasSgemm sgemm = blasSgemm();
       sgemm && blasTakes(transA, transB, M, N, K, lda, ldb, ldc)) {
     // In batch order: entries that share C (stride 0) apply one after
     // another, as the built-in GEMM applies them.

@@ -59,6 +59,8 @@ struct Case {
   int64_t M, N, K, batch;
   bool broadcastA, broadcastB;
   float alpha, beta;
+  /// Entries and rows without padding between them (else a few elements).
+  bool packed = false;
 };
 
 /// Element (r, c) of op(X_b) where X is stored row-major with row stride ld.
@@ -71,10 +73,11 @@ void runCase(const Case &tc, std::mt19937 &rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t aRows = tc.transA ? tc.K : tc.M, aCols = tc.transA ? tc.M : tc.K;
   const int64_t bRows = tc.transB ? tc.N : tc.K, bCols = tc.transB ? tc.K : tc.N;
-  const int64_t lda = aCols + 3, ldb = bCols + 1, ldc = tc.N + 2;
-  const int64_t sA = tc.broadcastA ? 0 : aRows * lda + 5;
-  const int64_t sB = tc.broadcastB ? 0 : bRows * ldb + 7;
-  const int64_t sC = tc.M * ldc + 1;
+  const int64_t pad = tc.packed ? 0 : 1;
+  const int64_t lda = aCols + 3 * pad, ldb = bCols + pad, ldc = tc.N + 2 * pad;
+  const int64_t sA = tc.broadcastA ? 0 : aRows * lda + 5 * pad;
+  const int64_t sB = tc.broadcastB ? 0 : bRows * ldb + 7 * pad;
+  const int64_t sC = tc.M * ldc + pad;
   std::vector<float> A(std::max<int64_t>(sA, aRows * lda) * tc.batch + 8);
   std::vector<float> B(std::max<int64_t>(sB, bRows * ldb) * tc.batch + 8);
   std::vector<float> C(sC * tc.batch + 8);
@@ -146,6 +149,16 @@ TEST(GemmCpu, LargeBlockedShapes) {
   runCase({0, 0, 37, 600, 300, 1, false, false, 1.0f, 0.0f}, rng);
   runCase({1, 1, 40, 530, 140, 2, false, true, 0.5f, 1.0f}, rng);
   runCase({0, 1, 65, 70, 260, 3, true, false, 1.0f, 0.5f}, rng);
+}
+
+TEST(GemmCpu, StackedEntriesSharingB) {
+  // [batch, M, K] activations against one weight (B broadcast), entries
+  // packed: with OpenBLAS one product of batch x M rows; the same values
+  // as entry by entry.
+  std::mt19937 rng(11);
+  for (int tB = 0; tB < 2; ++tB)
+    for (float beta : {0.0f, 0.5f})
+      runCase({0, tB, 33, 20, 17, 3, false, true, 1.0f, beta, true}, rng);
 }
 
 TEST(GemmCpu, EmptyDepthScalesC) {
