@@ -419,6 +419,54 @@ TEST(GemmCpu, GeluEpilogues) {
 // The addend form: C = alpha op(A) op(B) + beta addend + bias against the
 // double product (FP32, batched, transposed A, with and without a bias),
 // and in BF16 within one rounding of it; the addend is left as it was.
+// Tests the epilogues of a float product of one entry of 300 rows (a
+// product and epilogue split by rows must still cover them all), A stored
+// both ways: GELU with a bias (C and aux), its gradient, and an addend with
+// a bias, each element against the double reference.
+TEST(GemmCpu, EpiloguesOfManyRows) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t M = 300, N = 24, K = 9;
+  std::vector<float> a(M * K), b(K * N), bias(N), r(M * N), x(M * N);
+  for (auto *v : {&a, &b, &bias, &r, &x})
+    for (float &e : *v)
+      e = dist(rng);
+  for (int ta = 0; ta < 2; ++ta) {
+    auto product = [&](int64_t i, int64_t j) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += double(ta ? a[k * M + i] : a[i * K + k]) * b[k * N + j];
+      return sum;
+    };
+    const int64_t lda = ta ? M : K;
+    std::vector<float> c(M * N, NAN), aux(M * N, NAN);
+    ASSERT_EQ(gemm(desc(ta, 0, M, N, K, 1.0f, lda, 0, N, 0, 0.0f, N, 0, 1,
+                        OTC_F32, OTC_F32, OTCRT_GEMM_GELU),
+                   a.data(), b.data(), c.data(), bias.data(), nullptr,
+                   aux.data()),
+              0);
+    std::vector<float> dgelu(M * N, NAN), added(M * N, NAN);
+    ASSERT_EQ(gemm(desc(ta, 0, M, N, K, 1.0f, lda, 0, N, 0, 0.0f, N, 0, 1,
+                        OTC_F32, OTC_F32, OTCRT_GEMM_DGELU),
+                   a.data(), b.data(), dgelu.data(), nullptr, nullptr,
+                   x.data()),
+              0);
+    ASSERT_EQ(gemm(desc(ta, 0, M, N, K, 1.0f, lda, 0, N, 0, 0.5f, N, 0, 1,
+                        OTC_F32, OTC_F32, OTCRT_GEMM_ADD),
+                   a.data(), b.data(), added.data(), bias.data(), r.data()),
+              0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t at = i * N + j;
+        double v = product(i, j);
+        ASSERT_NEAR(aux[at], v + bias[j], 1e-5) << "aux " << at << " ta " << ta;
+        ASSERT_NEAR(c[at], geluRef(v + bias[j]), 1e-5) << "gelu " << at;
+        ASSERT_NEAR(dgelu[at], v * geluSlopeRef(x[at]), 1e-5) << "dgelu " << at;
+        ASSERT_NEAR(added[at], v + 0.5 * r[at] + bias[j], 1e-5) << "add " << at;
+      }
+  }
+}
+
 TEST(GemmCpu, AddendEpilogue) {
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
