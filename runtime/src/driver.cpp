@@ -332,6 +332,7 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     double preMul = slots_.gradScale ? 1.0 : weights[0];
     {
       TraceSpan span(tracer_, "gradient all-reduce", "communication");
+      HostCollectives::Waiting wait(host_, "the gradients' sum");
       if (Status s = backend_.sumGradients(arena_.arena, gradRanges_, preMul,
                                            host_);
           !s)
@@ -771,8 +772,10 @@ extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
   World world;
   if (s)
     s = worldFromEnvironment(world);
-  if (s)
+  if (s) {
+    hostCollectives().setTimeout(options.collectiveTimeout);
     s = hostCollectives().init(world);
+  }
   if (s) {
     if (options.initPath.empty())
       options.initPath = defaultInitPath();

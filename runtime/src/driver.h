@@ -42,6 +42,9 @@ struct TrainOptions {
   double minLr = 0;                    ///< --min-lr (cosine floor)
   int64_t decaySteps = 0;              ///< --lr-decay-steps (0: --steps)
   double gradClip = 0;                 ///< --grad-clip (0: off)
+  /// --collective-timeout: seconds a rank waits for the others before it
+  /// ends the run (0: forever).
+  double collectiveTimeout = 600;
   bool skipNonfinite = false;          ///< --skip-nonfinite
   int64_t batchStartTokens = 0;        ///< --batch-start-tokens (0: no ramp)
   int64_t batchRampTokens = 0;         ///< --batch-ramp-tokens

@@ -130,6 +130,8 @@ const std::vector<Flag> &flagTable() {
       {"--min-lr", true, numberFlag("--min-lr", &O::minLr)},
       {"--lr-decay-steps", true, intFlag("--lr-decay-steps", &O::decaySteps, false)},
       {"--grad-clip", true, numberFlag("--grad-clip", &O::gradClip)},
+      {"--collective-timeout", true,
+       numberFlag("--collective-timeout", &O::collectiveTimeout)},
       {"--skip-nonfinite", false, [](O &o, const std::string &) { o.skipNonfinite = true; return Status::ok(); }},
       {"--batch-start-tokens", true, intFlag("--batch-start-tokens", &O::batchStartTokens, false)},
       {"--batch-ramp-tokens", true, intFlag("--batch-ramp-tokens", &O::batchRampTokens, false)},
@@ -237,7 +239,11 @@ std::string trainUsage(const std::string &argv0) {
          "each process is one rank of a data-parallel run: it trains its part of\n"
          "every global batch (N x micro-batch x grad-accum samples; --batch files\n"
          "hold the global batch), the ranks' gradients are summed before each\n"
-         "update, and rank 0 logs, saves and writes --dump-grads.\n"
+         "update, and rank 0 logs, saves and writes --dump-grads. A rank that\n"
+         "waits for the others longer than --collective-timeout S seconds (default\n"
+         "600; 0: forever) ends the run with one line: a rank that died or hangs\n"
+         "never keeps the others waiting (rank 0's evaluation and checkpoints\n"
+         "count as waiting for the others, so raise it for long ones).\n"
          "\n"
          "Data:\n"
          "  --data GLOB          token shards (llm.c format: 256 int32 header, uint16\n"

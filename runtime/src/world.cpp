@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #ifdef OTCRT_HAVE_MPI
 // Types and constants only: the library is loaded at run time.
@@ -76,6 +79,55 @@ Status worldFromEnvironment(World &world) {
   if (!bad.empty())
     return Status::error(bad);
   return Status::ok();
+}
+
+namespace {
+
+int64_t steadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+HostCollectives::Waiting::Waiting(HostCollectives &host, const char *what)
+    : host_(host), outer_(host.waitingSinceMs_.load() == 0) {
+  if (outer_) {
+    host_.waitingFor_.store(what);
+    host_.waitingSinceMs_.store(steadyMs());
+  }
+}
+
+HostCollectives::Waiting::~Waiting() {
+  if (outer_)
+    host_.waitingSinceMs_.store(0);
+}
+
+void HostCollectives::startWatch() {
+  if (watching_ || timeoutSeconds_ <= 0 || world_.size <= 1)
+    return;
+  watching_ = true;
+  // A detached thread that looks twice a second; it uses no MPI (this
+  // process joined with MPI_THREAD_SINGLE) and ends the process itself.
+  std::thread([this] {
+    const int64_t limitMs = static_cast<int64_t>(timeoutSeconds_ * 1e3);
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      int64_t since = waitingSinceMs_.load();
+      if (since == 0 || steadyMs() - since <= limitMs)
+        continue;
+      const char *what = waitingFor_.load();
+      std::fprintf(stderr,
+                   "otc train: rank %d: error: waited %.0f s for the other "
+                   "ranks in %s: one of them has stopped or hangs "
+                   "(--collective-timeout)\n",
+                   world_.rank, timeoutSeconds_, what ? what : "a collective");
+      std::fflush(stderr);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  }).detach();
 }
 
 #ifdef OTCRT_HAVE_MPI
@@ -156,6 +208,7 @@ Status HostCollectives::init(const World &world) {
   world_ = world;
   if (world.size == 1)
     return Status::ok();
+  startWatch();
   std::string why;
   if (!mpi().load(why))
     return Status::error(world.launcher + " started " +
@@ -163,9 +216,11 @@ Status HostCollectives::init(const World &world) {
   MpiLibrary &m = mpi();
   int initialized = 0;
   m.initialized(&initialized);
-  if (!initialized)
+  if (!initialized) {
+    Waiting wait(*this, "MPI_Init");
     if (Status s = mpiStatus(m.init(nullptr, nullptr), "MPI_Init"); !s)
       return s;
+  }
   joined_ = true;
   m.setErrhandler(m.world, m.errorsReturn);
   int rank = 0, size = 0;
@@ -194,6 +249,7 @@ Status HostCollectives::sum(double *values, int n) {
   if (!joined_)
     return Status::ok();
   MpiLibrary &m = mpi();
+  Waiting wait(*this, "MPI_Allreduce");
   return mpiStatus(m.allreduce(kInPlace, values, n, m.dbl, m.sum, m.world),
                    "MPI_Allreduce");
 }
@@ -207,6 +263,7 @@ Status HostCollectives::sumFloats(float *values, int64_t n, double preMul) {
   if (!joined_)
     return Status::ok();
   MpiLibrary &m = mpi();
+  Waiting wait(*this, "MPI_Allreduce");
   for (int64_t at = 0; at < n; at += kMaxCount) {
     int count = static_cast<int>(std::min(kMaxCount, n - at));
     if (Status s = mpiStatus(
@@ -222,6 +279,7 @@ Status HostCollectives::broadcast(void *bytes, int64_t n) {
   if (!joined_)
     return Status::ok();
   MpiLibrary &m = mpi();
+  Waiting wait(*this, "MPI_Bcast");
   char *p = static_cast<char *>(bytes);
   for (int64_t at = 0; at < n; at += kMaxCount) {
     int count = static_cast<int>(std::min(kMaxCount, n - at));

@@ -13,6 +13,7 @@
 
 #include "otcrt/status.h"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -57,9 +58,40 @@ public:
   bool joined() const { return joined_; }
   const World &world() const { return world_; }
 
+  /// Ends this process, with one line on stderr, when a wait for the other
+  /// ranks (a Waiting in scope: MPI_Init, a collective) lasts longer than
+  /// \p seconds (0: never), so that a rank that died or hangs cannot keep
+  /// the others waiting; the launcher (mpirun, srun) then ends the rest of
+  /// the run. Set before init, which starts the watch on more than one
+  /// rank.
+  void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
+
+  /// Marks a wait for the other ranks (\p what names it in the timeout's
+  /// line) for as long as it is in scope; nested waits count as the
+  /// outermost.
+  class Waiting {
+  public:
+    Waiting(HostCollectives &host, const char *what);
+    ~Waiting();
+    Waiting(const Waiting &) = delete;
+    Waiting &operator=(const Waiting &) = delete;
+
+  private:
+    HostCollectives &host_;
+    bool outer_;
+  };
+
 private:
+  void startWatch();
+
   World world_;
   bool joined_ = false;
+  double timeoutSeconds_ = 0;
+  /// Since when (steady-clock milliseconds, 0: not waiting) and for what
+  /// the outermost Waiting waits.
+  std::atomic<int64_t> waitingSinceMs_{0};
+  std::atomic<const char *> waitingFor_{nullptr};
+  bool watching_ = false;
 };
 
 /// The process's collectives, set up by otcrt_main.
