@@ -51,7 +51,9 @@ struct DeviceModel {
   GemmRate bf16Gemm, fp32Gemm, tf32Gemm;
   /// Fused attention (FLOPs as its cost interface counts them, a causal
   /// mask counted in full): forward and backward through the BF16 library
-  /// path, and the rate of the runtime's own (fallback) kernels.
+  /// path, and the rate of the runtime's own (fallback) kernels on a GPU;
+  /// on the cpu (no grids) the forward and backward rates price its one
+  /// kind of kernel.
   double attentionFwdRate = 0, attentionBwdRate = 0, attentionFallbackRate = 0;
   /// FLOP/s of the arithmetic of generated kernels and non-GEMM library
   /// kernels (FP32 without tensor cores).

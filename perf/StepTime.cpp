@@ -349,8 +349,9 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
     return t;
   };
   if (isa<AttentionOp, AttentionGradOp>(op)) {
-    // The library path (cuDNN's SDPA) or the fallback kernels.
-    bool fast = attentionRunsOnCudnn(&op);
+    // On a GPU, the library path (cuDNN's SDPA) or the fallback kernels; the
+    // cpu has one kind of kernel, priced by its forward and backward rates.
+    bool fast = !d.pricesGrids() || attentionRunsOnCudnn(&op);
     double rate = !fast                  ? d.attentionFallbackRate
                   : isa<AttentionOp>(op) ? d.attentionFwdRate
                                          : d.attentionBwdRate;

@@ -42,11 +42,11 @@ DeviceModel buildMachine() {
   // FLOPs as the cost interface counts them (the causal half included),
   // same model, b 8, h 4, t 256, d 64: forward 0.547 GFLOP in 6.6-7.4 ms
   // (74-84 GFLOP/s), backward 1.359 GFLOP in 7.7-8.4 ms (161-176 GFLOP/s)
-  // (measured, train --trace). Every cpu call is the "fallback" of the
-  // step-time model (no cuDNN): both together, 1.906 GFLOP in 14.7 ms.
+  // (measured, train --trace). There is no other attention kernel on the
+  // cpu, so no fallback rate: the step-time model prices every cpu call by
+  // these two.
   d.attentionFwdRate = 80e9;
   d.attentionBwdRate = 170e9;
-  d.attentionFallbackRate = 130e9;
   d.bandwidth = 20e9;
   // Kernels are function calls and OpenMP regions, a few µs (estimate);
   // there are no graphs, and no grids: every launch is priced by the
