@@ -123,28 +123,31 @@ std::atomic<int> forcedByTest{-1};
 /// -1: OTCRT_GEMM_TUNE decides; 0 or 1: setGemmTuning's.
 std::atomic<int> tuningByTest{-1};
 
-/// Whether a shape's first call times the heuristic's algorithms
-/// (OTCRT_GEMM_TUNE=1) instead of taking the first that runs.
-bool tuning() {
-  int byTest = tuningByTest.load();
-  if (byTest >= 0)
-    return byTest != 0;
+/// A switch a test sets (`byTest` 0 or 1), else the environment: whether
+/// variable `name` is `on` (read once, at the first call).
+template <const char *name, const char *on>
+bool envSwitch(const std::atomic<int> &byTest) {
+  int set = byTest.load();
+  if (set >= 0)
+    return set != 0;
   static const bool byEnv = [] {
-    const char *env = std::getenv("OTCRT_GEMM_TUNE");
-    return env && std::strcmp(env, "1") == 0;
+    const char *env = std::getenv(name);
+    return env && std::strcmp(env, on) == 0;
   }();
   return byEnv;
 }
 
+constexpr char kTuneVar[] = "OTCRT_GEMM_TUNE", kTuneOn[] = "1";
+constexpr char kEpilogueVar[] = "OTCRT_GEMM_EPILOGUE",
+               kEpilogueFallback[] = "fallback";
+
+/// Whether a shape's first call times the heuristic's algorithms
+/// (OTCRT_GEMM_TUNE=1) instead of taking the first that runs.
+bool tuning() { return envSwitch<kTuneVar, kTuneOn>(tuningByTest); }
+
+/// Whether every epilogue runs as the fallback (OTCRT_GEMM_EPILOGUE=fallback).
 bool fallbackForced() {
-  int byTest = forcedByTest.load();
-  if (byTest >= 0)
-    return byTest != 0;
-  static const bool byEnv = [] {
-    const char *env = std::getenv("OTCRT_GEMM_EPILOGUE");
-    return env && std::strcmp(env, "fallback") == 0;
-  }();
-  return byEnv;
+  return envSwitch<kEpilogueVar, kEpilogueFallback>(forcedByTest);
 }
 
 /// Whether work queued on `stream` is being captured into a graph (or
