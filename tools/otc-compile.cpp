@@ -18,6 +18,7 @@
 #include "perf/Plan.h"
 #include "tools/BuildProgram.h"
 #include "tools/ErrorLine.h"
+#include "tools/PlanReport.h"
 #include "codegen/Codegen.h"
 #include "ir/Config.h"
 #include "ir/TargetRegistry.h"
@@ -658,51 +659,23 @@ bool Compile::writeReports() {
   if (writeFile("plan.json", planText).empty())
     return false;
 
-  // The pictures: memory over one step and the recompute frontier.
-  // The frontier's candidates as measured on the differentiated step (FP32,
-  // unfused, unplanned), and the compiled plan's own point from its plan.
-  std::vector<otc::FrontierPoint> points;
-  for (const otc::RematCandidate &c : frontier)
-    points.push_back({c.outcome.peakBytes - persistent,
-                      c.outcome.recomputeFlops,
-                      otc::rematBlockString(c.choice), false});
-  if (!points.empty())
-    points.push_back({summary->activationsPeak, info.recomputeFlops,
-                      "compiled plan (" +
-                          (info.rematBlocks.empty() ? std::string("none")
-                                                    : info.rematBlocks) +
-                          ")",
-                      true});
-  std::vector<std::string> lines = {
-      "model: " + modelPath.getValue(),
-      "target " + target + ", micro-batch " + std::to_string(mb) +
-          " x grad-accum " + std::to_string(gradAccum) + ", remat " + remat,
-      "parameters trained: " + std::to_string(summary->paramsCount),
-      "arena " + otc::formatBytes(summary->arena) + ", lower bound " +
-          otc::formatBytes(summary->lowerBound) + ", outside the arena " +
-          otc::formatBytes(summary->libraries) + " of libraries and " +
-          otc::formatBytes(summary->context) + " of context, total peak " +
-          otc::formatBytes(summary->totalPeak),
-      "activation peak " + otc::formatBytes(summary->activationsPeak) +
-          ", recompute FLOPs per step " +
-          std::to_string(summary->recomputeFlops)};
-  // The predicted step, each function once (a micro-step stands for the
-  // grad-accum it repeats).
-  std::vector<otc::StepSegment> segments;
-  for (const otc::LaunchTime &l : stepTime->launches)
-    segments.push_back(
-        {l.function == "micro_step" && gradAccum > 1
-             ? "micro_step (1 of " + std::to_string(gradAccum) + ")"
-             : l.function,
-         l.name, l.kind, l.seconds, otc::limitName(l.cost.binding()).str()});
-  lines.push_back("predicted on " + deviceModel->name.str() + ": " +
-                  std::to_string(stepTime->step * 1e3) + " ms per step (" +
-                  std::to_string(stepTime->launchesPerStep) + " launches)");
+  // The pictures: memory over one step and the recompute frontier, and the
+  // predicted step (tools/PlanReport.h).
+  otc::PlanReportInputs in;
+  in.modelPath = modelPath;
+  in.target = target;
+  in.remat = remat;
+  in.device = deviceModel->name.str();
+  in.microBatch = mb;
+  in.gradAccum = gradAccum;
+  in.summary = &*summary;
+  in.info = &info;
+  in.stepTime = &*stepTime;
+  in.frontier = frontier;
+  in.persistent = persistent;
   std::string html;
   llvm::raw_string_ostream htmlOs(html);
-  otc::writeReportHtml(htmlOs, "otc memory report",
-                       otc::memoryTimeline(*module, gradAccum), points, lines,
-                       segments);
+  otc::writePlanReportHtml(htmlOs, *module, in);
   if (writeFile("report.html", html).empty())
     return false;
   if (report)
