@@ -16,6 +16,7 @@
 // kernel tests do that).
 #include "otcrt/abi.h"
 #include "otcrt/kernels.h"
+#include "src/linear_cross_entropy_gemms.h"
 
 #include <cuda_runtime.h>
 
@@ -212,14 +213,12 @@ void headLoss(int64_t rows, int64_t chunk) {
     r.name = "head loss, unchunked (gemm, cross_entropy_fused, 2 gemms)";
     r.form = "unchunked";
     otcrt_bf16 *dhBf16 = bf16(rows * hidden);
-    // Fields in OtcrtGemm's order: transposes, m, n, k, batch, alpha,
-    // beta, types, epilogue, leading dimensions, strides.
-    const OtcrtGemm fwd = {0, 1, rows, classes, hidden, 1, 1, 0, OTC_BF16, OTC_BF16, OTC_BF16,
-           OTCRT_GEMM_NONE, hidden, hidden, classes, 0, 0, 0};
-    const OtcrtGemm dIn = {0, 0, rows, hidden, classes, 1, 1, 0, OTC_BF16, OTC_BF16, OTC_BF16,
-           OTCRT_GEMM_NONE, classes, hidden, hidden, 0, 0, 0};
-    const OtcrtGemm dW = {1, 0, classes, hidden, rows, 1, 1, 1, OTC_BF16, OTC_F32, OTC_F32,
-          OTCRT_GEMM_NONE, classes, hidden, hidden, 0, 0, 0};
+    // The chunked call's three products over all rows at once, dh in BF16
+    // as the unchunked BF16 program writes it.
+    const otcrt::LinearCrossEntropyGemms gemms{hidden, classes, OTC_BF16};
+    const OtcrtGemm fwd = gemms.head(rows), dW = gemms.dw(rows, OTC_F32, true);
+    OtcrtGemm dIn = gemms.dh(rows);
+    dIn.c_type = dIn.epilogue_type = OTC_BF16;
     r.ms = timeMedian(r.name.c_str(), [&] {
       int rc = otcrt_gemm(&fwd, h, w, logits, nullptr, nullptr, nullptr,
                           stream);
