@@ -536,15 +536,13 @@ LogicalResult Interpreter::run(otc::CrossEntropyGradOp op) {
       gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
   if (failed(counts))
     return failure();
-  const std::vector<bool> *active = &counts->active;
-  int64_t counted = counts->counted;
   Tensor out = zeros(logits.shape);
   for (int64_t r = 0; r < rows; ++r) {
-    if (!(*active)[r])
+    if (!counts->active[r])
       continue;
     crossEntropyGradRow(logits.data.data() + r * classes, classes, lse.data[r],
                         static_cast<int64_t>(labels.data[r]),
-                        rowGradScale(reduction, grad, r, counted),
+                        rowGradScale(reduction, grad, r, counts->counted),
                         out.data.data() + r * classes);
   }
   set(op.getResult(), std::move(out));
@@ -566,14 +564,12 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
       gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
   if (failed(counts))
     return failure();
-  const std::vector<bool> *active = &counts->active;
-  int64_t counted = counts->counted;
   Tensor rowLoss = zeros(labels.shape);
   Tensor dlogits = zeros(logits.shape);
   std::vector<double> perRow(rows, 0.0);
   double sum = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
-    if (!(*active)[r])
+    if (!counts->active[r])
       continue;
     const double *row = logits.data.data() + r * classes;
     double lse = logSumExp(row, classes);
@@ -582,10 +578,11 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
     rowLoss.data[r] = perRow[r];
     sum += perRow[r];
     crossEntropyGradRow(row, classes, lse, label,
-                        rowGradScale(reduction, grad, r, counted),
+                        rowGradScale(reduction, grad, r, counts->counted),
                         dlogits.data.data() + r * classes);
   }
-  if (failed(reduceLoss(op, reduction, perRow, sum, counted, op.getLoss())))
+  if (failed(reduceLoss(op, reduction, perRow, sum, counts->counted,
+                        op.getLoss())))
     return failure();
   set(op.getRowLoss(), std::move(rowLoss));
   set(op.getDlogits(), std::move(dlogits));
@@ -607,14 +604,12 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
       gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
   if (failed(counts))
     return failure();
-  const std::vector<bool> *active = &counts->active;
-  int64_t counted = counts->counted;
   Tensor rowLoss = zeros(labels.shape);
   Tensor dh = zeros(h.shape), dw = zeros(w.shape);
   std::vector<double> perRow(rows, 0.0), logits(classes), dlogits(classes);
   double sum = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
-    if (!(*active)[r])
+    if (!counts->active[r])
       continue;
     const double *x = h.data.data() + r * hidden;
     for (int64_t v = 0; v < classes; ++v) {
@@ -629,7 +624,7 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
     rowLoss.data[r] = perRow[r];
     sum += perRow[r];
     crossEntropyGradRow(logits.data(), classes, lse, label,
-                        rowGradScale(reduction, grad, r, counted),
+                        rowGradScale(reduction, grad, r, counts->counted),
                         dlogits.data());
     for (int64_t v = 0; v < classes; ++v)
       for (int64_t c = 0; c < hidden; ++c) {
@@ -637,7 +632,8 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
         dw.data[v * hidden + c] += dlogits[v] * x[c];
       }
   }
-  if (failed(reduceLoss(op, reduction, perRow, sum, counted, op.getLoss())))
+  if (failed(reduceLoss(op, reduction, perRow, sum, counts->counted,
+                        op.getLoss())))
     return failure();
   set(op.getRowLoss(), std::move(rowLoss));
   set(op.getDh(), std::move(dh));

@@ -158,13 +158,11 @@ LogicalResult Interpreter::run(otc::SoftmaxCrossEntropyGradOp op) {
       gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
   if (failed(counts))
     return failure();
-  const std::vector<bool> *active = &counts->active;
-  int64_t counted = counts->counted;
   Tensor out = zeros(logits.shape);
   for (int64_t r = 0; r < rows; ++r) {
-    if (!(*active)[r])
+    if (!counts->active[r])
       continue;
-    double g = rowGradScale(reduction, grad, r, counted);
+    double g = rowGradScale(reduction, grad, r, counts->counted);
     const double *row = logits.data.data() + r * classes;
     double lse = logSumExp(row, classes);
     auto label = static_cast<int64_t>(labels.data[r]);
@@ -217,12 +215,10 @@ LogicalResult Interpreter::run(otc::NllLossGradOp op) {
       gradRows(op, labels, classes, op.getIgnoreIndex(), reduction);
   if (failed(counts))
     return failure();
-  const std::vector<bool> *active = &counts->active;
-  int64_t counted = counts->counted;
   for (int64_t r = 0; r < rows; ++r)
-    if ((*active)[r])
+    if (counts->active[r])
       out.data[r * classes + static_cast<int64_t>(labels.data[r])] =
-          -rowGradScale(reduction, grad, r, counted);
+          -rowGradScale(reduction, grad, r, counts->counted);
   set(op.getResult(), std::move(out));
   return success();
 }
