@@ -8,6 +8,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace otc::otck;
@@ -25,6 +26,16 @@ void OtckDialect::initialize() {
 static RankedTensorType tensorFor(Type memref) {
   auto m = cast<MemRefType>(memref);
   return RankedTensorType::get(m.getShape(), m.getElementType());
+}
+
+void otc::otck::forEachSlot(ModuleOp module,
+                            function_ref<void(StringRef, BufferOp)> fn) {
+  llvm::StringSet<> seen;
+  module.walk([&](BufferOp b) {
+    if (b.getSlot() && !isGroupSlot(*b.getSlot()) &&
+        seen.insert(*b.getSlot()).second)
+      fn(b.getSlot()->split(':').first, b);
+  });
 }
 
 Value otc::otck::storageOf(Value v) {

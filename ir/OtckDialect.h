@@ -8,6 +8,7 @@
 #define OTC_IR_OTCKDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -39,6 +40,13 @@ constexpr const char kMemberOffsetsAttr[] = "otck.member_offsets";
 inline bool isGroupSlot(llvm::StringRef slot) {
   return slot.starts_with(kGroupSlotPrefix);
 }
+
+/// Calls `fn` once per persistent slot of `module` (its first buffer op),
+/// with the slot's kind (the name's part before ':', "grad" for
+/// "grad:wte.weight"); group slots, whose bytes are their members', are left
+/// out.
+void forEachSlot(mlir::ModuleOp module,
+                 llvm::function_ref<void(llvm::StringRef kind, BufferOp)> fn);
 
 /// The buffer whose bytes `v` (a buffer or a chain of views of one) are.
 mlir::Value storageOf(mlir::Value v);

@@ -29,7 +29,6 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -52,13 +51,8 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   s.microBatch = config->getMicroBatch();
   s.gradAccum = config->getGradAccum();
   int64_t other = 0, paramsF32 = 0, paramsBf16 = 0;
-  llvm::StringSet<> seen;
-  module.walk([&](otck::BufferOp b) {
-    // A group's bytes are its members' (otc-group-params).
-    if (!b.getSlot() || otck::isGroupSlot(*b.getSlot()) ||
-        !seen.insert(*b.getSlot()).second)
-      return;
-    StringRef kind = b.getSlot()->split(':').first;
+  // A group's bytes are its members' (otc-group-params).
+  otck::forEachSlot(module, [&](StringRef kind, otck::BufferOp b) {
     int64_t bytes = byteSize(b.getType());
     if (kind == "param")
       paramsF32 += bytes;

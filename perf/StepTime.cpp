@@ -34,7 +34,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -454,10 +453,8 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
   // The ranks' sum of the gradients (the runtime's Backend::sumGradients:
   // every gradient slot, in its storage type, once per step).
   t.worldSize = config->getWorldSize();
-  llvm::StringSet<> seen;
-  module.walk([&](otck::BufferOp b) {
-    if (b.getSlot() && !otck::isGroupSlot(*b.getSlot()) &&
-        b.getSlot()->starts_with("grad:") && seen.insert(*b.getSlot()).second)
+  otck::forEachSlot(module, [&](StringRef kind, otck::BufferOp b) {
+    if (kind == "grad")
       t.gradientBytes += double(byteSize(b.getType()));
   });
   if (t.worldSize > 1 && device.allReduceBusBandwidth <= 0)
