@@ -583,24 +583,22 @@ def cpu_thread_counts():
 def best_threads(out, mb, mode, cfg, a, rundir):
     """PyTorch on the cpu at each thread count (torch.set_num_threads): the
     fastest run's figures as torch_<mode>_*, every count's ms per step in
-    torch_<mode>_ms_by_threads."""
-    key, best, by = f"torch_{mode}", None, {}
+    torch_<mode>_ms_by_threads; the last failure's record if none ran."""
+    key, best, failed, by = f"torch_{mode}", None, {}, {}
     for t in cpu_thread_counts():
         rec = run_torch(out, mb, mode, cfg, a, False, rundir, threads=t)
         ms = rec.get(f"{key}_ms_per_step")
         if ms is None:
-            if best is None and t == cpu_thread_counts()[-1]:
-                best = rec
-            if f"{key}_error" in rec and "torch.compile" in rec[f"{key}_error"]:
-                return rec  # not in this torch: no other count will have it
+            failed = rec
+            if "torch.compile" in rec.get(f"{key}_error", ""):
+                break  # not in this torch: no other count will have it
             continue
         by[str(t)] = ms
-        if best is None or ms < best.get(f"{key}_ms_per_step", float("inf")):
+        if best is None or ms < best[f"{key}_ms_per_step"]:
             best = rec
-    best = dict(best or {})
-    if by:
-        best[f"{key}_ms_by_threads"] = by
-    return best
+    if best is None:
+        return failed
+    return dict(best, **{f"{key}_ms_by_threads": by})
 
 
 def flops_per_token(cfg, n_params):
