@@ -405,12 +405,16 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   BodyContext ctx{bodyOs, globals, in, out, kname, target, &uniformOs};
   // A slice or concat whose packets each copy contiguous elements moves
   // them 16 bytes at a time where the target packs: one item per packet.
+  // So does an AdamW update, 4 elements an item.
   int64_t n = workItems(&op);
-  int packet = target.packsElementwise() && isa<SliceOp, ConcatOp>(op)
-                   ? packedCopyWidth(&op)
-                   : 1;
+  int packet = 1;
+  if (target.packsElementwise() && isa<SliceOp, ConcatOp>(op))
+    packet = packedCopyWidth(&op);
+  else if (target.packsElementwise())
+    packet = packedAdamWWidth(&op, n);
   if (packet > 1) {
-    if (failed(emitPackedCopyBody(&op, packet, ctx)))
+    if (failed(isa<AdamWOp>(op) ? emitPackedAdamWBody(&op, packet, ctx)
+                                : emitPackedCopyBody(&op, packet, ctx)))
       return failure();
     n /= packet;
   } else if (failed(emitBody(&op, ctx))) {

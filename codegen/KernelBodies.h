@@ -84,6 +84,18 @@ int packedCopyWidth(mlir::Operation *op);
 mlir::LogicalResult emitPackedCopyBody(mlir::Operation *op, int width,
                                        BodyContext &c);
 
+/// On a target that packs elementwise kernels: the elements of one packet
+/// (4) when `op` is an AdamW update of `items` elements, a multiple of 4,
+/// whose operands and copy each fit one 8- or 16-byte load per packet,
+/// else 1.
+int packedAdamWWidth(mlir::Operation *op, int64_t items);
+
+/// The body of AdamW `op` over packets of `width` elements: item `i`
+/// updates elements [i * width, (i + 1) * width) with one vector load and
+/// store per operand.
+mlir::LogicalResult emitPackedAdamWBody(mlir::Operation *op, int width,
+                                        BodyContext &c);
+
 } // namespace otc
 
 #endif // OTC_CODEGEN_KERNELBODIES_H

@@ -11,6 +11,7 @@
 
 #include "codegen/BodyUtils.h"
 #include "ir/OtcDialect.h"
+#include "ir/TypeBytes.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -136,14 +137,15 @@ static LogicalResult emitNllLossGrad(NllLossGradOp op, BodyContext &c) {
   return success();
 }
 
-static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
+/// The scalars of an AdamW body and its bias corrections 1 - beta^t, the
+/// same for every element: once per thread before the loop where the
+/// emitter allows (`c.uniform`), else at the top of the body. The
+/// corrections are -expm1(t ln beta), ln beta formed here in double: no
+/// cancellation against 1 (1 - powf(0.999f, 1) is 1.3e-5 off 0.001, since
+/// 0.999f is not 0.999).
+static void emitAdamWUniforms(AdamWOp op, BodyContext &c) {
   double b1 = op.getBeta1().convertToDouble(),
          b2 = op.getBeta2().convertToDouble();
-  // The scalars and the bias corrections 1 - beta^t, the same for every
-  // element: once per thread before the loop where the emitter allows. The
-  // corrections are -expm1(t ln beta), ln beta formed here in double: no
-  // cancellation against 1 (1 - powf(0.999f, 1) is 1.3e-5 off 0.001, since
-  // 0.999f is not 0.999).
   std::string uniformText;
   llvm::raw_string_ostream local(uniformText);
   llvm::raw_ostream &u = c.uniform ? *c.uniform : local;
@@ -154,6 +156,31 @@ static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
     << indent << "const float bc1 = -expm1f(t * " << literal(std::log(b1))
     << "f), bc2 = -expm1f(t * " << literal(std::log(b2)) << "f);\n";
   c.os << local.str();
+}
+
+/// The update of one element: parameter `p`, gradient `g` (unscaled), moments
+/// `m`, `v` (read, then assigned the new ones) and the new parameter into
+/// `np`, each a C lvalue or expression of the body.
+static void emitAdamWUpdate(AdamWOp op, BodyContext &c, const std::string &ind,
+                            const std::string &p, const std::string &g,
+                            const std::string &m, const std::string &v,
+                            const std::string &np) {
+  double b1 = op.getBeta1().convertToDouble(),
+         b2 = op.getBeta2().convertToDouble();
+  c.os << ind << "const float p = " << p << ", g = s * (float)" << g << ";\n"
+       << ind << "const float m = " << literal(b1) << "f * " << m << " + "
+       << literal(1.0 - b1) << "f * g;\n"
+       << ind << "const float v = " << literal(b2) << "f * " << v << " + "
+       << literal(1.0 - b2) << "f * g * g;\n"
+       << ind << "const float mhat = m / bc1;\n"
+       << ind << "const float vhat = v / bc2;\n"
+       << ind << np << " = p - lr * (mhat / (sqrtf(vhat) + "
+       << literal(op.getEpsilon().convertToDouble()) << "f) + "
+       << literal(op.getWeightDecay().convertToDouble()) << "f * p);\n";
+}
+
+static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
+  emitAdamWUniforms(op, c);
   // A factor that is not finite (the runtime's verdict on the gradients'
   // norm) skips the update: every output keeps its input. s - s is 0 for a
   // finite s and NaN otherwise (one test for the host and device compilers).
@@ -165,24 +192,92 @@ static LogicalResult emitAdamW(AdamWOp op, BodyContext &c) {
     c.os << "      " << c.out[3] << "[i] = " << bodyCType(op.getCopy()) << "("
          << c.in[0] << "[i]);\n";
   c.os << "    } else {\n";
-  c.os << "    const float p = " << c.in[0] << "[i], g = s * (float)" << c.in[1]
-       << "[i];\n"
-       << "    const float m = " << literal(b1) << "f * " << c.in[2] << "[i] + "
-       << literal(1.0 - b1) << "f * g;\n"
-       << "    const float v = " << literal(b2) << "f * " << c.in[3] << "[i] + "
-       << literal(1.0 - b2) << "f * g * g;\n"
-       << "    const float mhat = m / bc1;\n"
-       << "    const float vhat = v / bc2;\n"
-       << "    " << c.out[0] << "[i] = p - lr * (mhat / (sqrtf(vhat) + "
-       << literal(op.getEpsilon().convertToDouble()) << "f) + "
-       << literal(op.getWeightDecay().convertToDouble()) << "f * p);\n"
-       << "    " << c.out[1] << "[i] = m;\n"
+  emitAdamWUpdate(op, c, "    ", c.in[0] + "[i]", c.in[1] + "[i]",
+                  c.in[2] + "[i]", c.in[3] + "[i]", c.out[0] + "[i]");
+  c.os << "    " << c.out[1] << "[i] = m;\n"
        << "    " << c.out[2] << "[i] = v;\n";
   // The BF16 working copy of the updated parameter, in the same pass.
   if (op.getCopy())
     c.os << "    " << c.out[3] << "[i] = " << bodyCType(op.getCopy()) << "("
          << c.out[0] << "[i]);\n";
   c.os << "    }\n";
+  return success();
+}
+
+/// The vector type that holds `width` elements of `bytes` bytes in one
+/// load (8 or 16 bytes), or "" when there is none.
+static std::string packetType(int width, int64_t bytes) {
+  switch (width * bytes) {
+  case 8:
+    return "uint2";
+  case 16:
+    return "uint4";
+  default:
+    return "";
+  }
+}
+
+int otc::packedAdamWWidth(Operation *op, int64_t items) {
+  auto adam = dyn_cast<AdamWOp>(op);
+  constexpr int kWidth = 4;
+  if (!adam || items % kWidth != 0)
+    return 1;
+  for (Value v : op->getOperands().take_front(4))
+    if (packetType(kWidth, storageBytes(getElementTypeOrSelf(v.getType()))).empty())
+      return 1;
+  if (adam.getCopy() &&
+      packetType(kWidth, storageBytes(getElementTypeOrSelf(adam.getCopy().getType())))
+          .empty())
+    return 1;
+  return kWidth;
+}
+
+LogicalResult otc::emitPackedAdamWBody(Operation *op, int width,
+                                       BodyContext &c) {
+  auto adam = cast<AdamWOp>(op);
+  emitAdamWUniforms(adam, c);
+  // Item i updates elements [i * width, (i + 1) * width): one vector load
+  // or store per operand (every slot starts 16-byte aligned), the same
+  // arithmetic per element as the scalar body.
+  auto packet = [&](Value v, const std::string &name) {
+    std::string t = bodyCType(v);
+    std::string vec = packetType(width, storageBytes(getElementTypeOrSelf(v.getType())));
+    c.os << "    union { " << vec << " v; " << t << " e[" << width << "]; } "
+         << name << ";\n";
+    return vec;
+  };
+  std::vector<std::string> ins = {"pk_p", "pk_g", "pk_m", "pk_v"};
+  for (unsigned k = 0; k < 4; ++k) {
+    std::string vec = packet(op->getOperand(k), ins[k]);
+    c.os << "    " << ins[k] << ".v = reinterpret_cast<const " << vec << " *>("
+         << c.in[k] << ")[i];\n";
+  }
+  if (adam.getCopy())
+    packet(adam.getCopy(), "pk_c");
+  // A factor that is not finite skips the update: the outputs are written
+  // their inputs (the scalar body's rule).
+  c.os << "    if (s - s == 0.0f) {\n"
+       << "#pragma unroll\n"
+       << "      for (int e = 0; e < " << width << "; ++e) {\n";
+  emitAdamWUpdate(adam, c, "        ", "pk_p.e[e]", "pk_g.e[e]", "pk_m.e[e]",
+                  "pk_v.e[e]", "pk_p.e[e]");
+  c.os << "        pk_m.e[e] = m;\n"
+       << "        pk_v.e[e] = v;\n"
+       << "      }\n"
+       << "    }\n";
+  if (adam.getCopy())
+    c.os << "#pragma unroll\n"
+         << "    for (int e = 0; e < " << width << "; ++e) pk_c.e[e] = "
+         << bodyCType(adam.getCopy()) << "(pk_p.e[e]);\n";
+  std::vector<std::pair<std::string, Value>> outs = {
+      {"pk_p", adam.getNewParam()}, {"pk_m", adam.getNewM()}, {"pk_v", adam.getNewV()}};
+  if (adam.getCopy())
+    outs.push_back({"pk_c", adam.getCopy()});
+  for (auto [k, o] : llvm::enumerate(outs)) {
+    std::string vec = packetType(width, storageBytes(getElementTypeOrSelf(o.second.getType())));
+    c.os << "    reinterpret_cast<" << vec << " *>(" << c.out[k] << ")[i] = "
+         << o.first << ".v;\n";
+  }
   return success();
 }
 

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -70,6 +71,16 @@ struct GraphKey {
   }
   bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
 };
+
+/// False when the environment sets OTCRT_ATTENTION_DETERMINISTIC=0 (read
+/// once): the backward may then use cuDNN's non-deterministic plans.
+bool deterministicBackward() {
+  static const bool on = [] {
+    const char *env = std::getenv("OTCRT_ATTENTION_DETERMINISTIC");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
 
 /// A built graph and its workspace, or why cuDNN declines the key.
 struct CachedGraph {
@@ -215,11 +226,12 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       // Deterministic: the same inputs give the same gradients bit for bit
       // (run to run, graph replay or not), as the fallback kernels do; a
       // cuDNN that has no such plan for the shape declines, and the
-      // fallback runs.
+      // fallback runs. OTCRT_ATTENTION_DETERMINISTIC=0 lets cuDNN choose a
+      // plan that sums dQ with atomics (the last bits then vary run to run).
       auto opts = fe::graph::SDPA_backward_attributes()
                       .set_name("attention_grad")
                       .set_attn_scale(a.scale)
-                      .set_deterministic_algorithm(true);
+                      .set_deterministic_algorithm(deterministicBackward());
       if (key.causal)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
             .set_diagonal_band_right_bound(0);

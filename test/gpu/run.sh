@@ -106,6 +106,38 @@ same() { # same WHAT FILE_A FILE_B
     fail=$((fail + 1))
   fi
 }
+# after_steps NAME CUDA_PARAMS FRACTION: the cuda program's parameters after
+# 3 steps (lr 1e-3) against the cpu program's. Each update moves an element
+# by about lr; where the gradients' last bits differ, an element whose
+# gradient is near zero may move another way, so at most FRACTION of the
+# elements may be more than lr / 100 per step apart (a wrong update, e.g.
+# packets in another order, moves about half of them that far).
+after_steps() {
+  if "$py" - "$1/cpu-steps.safetensors" "$2" "$3" <<'PY' > "$1-steps.log" 2>&1; then
+import sys
+import numpy as np
+import st_io
+cpu, cuda = st_io.read(sys.argv[1]), st_io.read(sys.argv[2])
+limit = float(sys.argv[3])
+assert cpu.keys() == cuda.keys(), "different tensors"
+far = total = 0
+worst = 0.0
+for k in cpu:
+    d = np.abs(cpu[k].astype(np.float64) - cuda[k].astype(np.float64))
+    far += int(np.sum(d > 3e-5))
+    total += d.size
+    worst = max(worst, float(d.max()))
+print("%d of %d elements more than 3e-5 apart (%.4f%%), max %.3g"
+      % (far, total, 100.0 * far / total, worst))
+sys.exit(0 if far <= limit * total else 1)
+PY
+    echo "PASS $1 parameters after 3 steps vs cpu: $(tail -1 "$1-steps.log")"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $1 parameters after 3 steps vs cpu: $(tail -1 "$1-steps.log")"
+    fail=$((fail + 1))
+  fi
+}
 g=gpt2-opset17
 if [[ -x $g/cuda/train ]]; then
   if "$g/cuda/train" --batch "$g/batch.safetensors" --dump-grads "$g/eager.st" \
@@ -128,6 +160,9 @@ if [[ -x $g/cuda/train ]]; then
     echo "FAIL $g: graphs were not used: $(grep -m1 "graph" "$g-graphs-steps.log")"
     fail=$((fail + 1))
   fi
+  # The parameters after 3 steps (the AdamW kernel, 4 elements a thread)
+  # against the cpu program's, in FP32 and in BF16 below.
+  after_steps "$g" "$g/steps-graphs/model.safetensors" 0.001
   # The first step's gradient norm (otcrt_sum_squares on the device) is the
   # norm of the cpu program's gradients on the same batch.
   if "$py" - "$g/cpu.st" "$g-graphs-steps.log" <<'PY' > "$g-norm.log" 2>&1; then
@@ -188,6 +223,22 @@ PY
   fi
 fi
 
+# The same in BF16 (BF16 gradients, the FP32 masters and their BF16
+# copies written by the one AdamW kernel): the gradients differ from the
+# cpu program's in their last BF16 bits, so more elements may move apart
+# (the cpu program's FP32 and BF16 parameters: 9% of them; a wrong update
+# moves nearly all).
+b=gpt2-opset17-bf16
+if [[ -x $b/cuda/train && -f $b/cpu-steps.safetensors ]]; then
+  rm -rf "$b/steps"
+  if "$b/cuda/train" --batch "$b/batch.safetensors" --steps 3 --save "$b/steps" \
+       --quiet > "$b-steps-run.log" 2>&1; then
+    after_steps "$b" "$b/steps/model.safetensors" 0.2
+  else
+    echo "FAIL $b: 3 steps failed: $(tail -1 "$b-steps-run.log")"
+    fail=$((fail + 1))
+  fi
+fi
 # One model trains two steps under compute-sanitizer memcheck (out-of-bounds
 # and misaligned device accesses, CUDA API errors); skipped where
 # compute-sanitizer is not installed.

@@ -15,7 +15,8 @@
 # RESULTS receives: gpu-results.txt (one line per check), gpu-logs.tar.xz
 # (with kernel-bench.txt and .json: bench/kernels/kernel_bench.cu),
 # speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
-# then with PyTorch), trace-compare.txt (bench/compare_trace.py: predicted
+# then with PyTorch, or under OTC_SESSION_VARIANT's settings: speed-variant.json),
+# trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
 # traces.tar.xz (the traces compared), session.txt (what ran, when).
 set -uo pipefail
@@ -51,10 +52,6 @@ if [[ -x $work/gpu-tests/otc-kernel-bench ]]; then
   timeout 90 "$work/gpu-tests/otc-kernel-bench" \
     --json "$work/gpu-results/kernel-bench.json" > "$work/gpu-results/kernel-bench.txt" 2>&1
   say "kernel benchmark exit $?"
-  OTCRT_GEMM_TUNE=1 timeout 90 "$work/gpu-tests/otc-kernel-bench" \
-    --json "$work/gpu-results/kernel-bench-tuned.json" \
-    > "$work/gpu-results/kernel-bench-tuned.txt" 2>&1
-  say "kernel benchmark, GEMMs tuned, exit $?"
 fi
 tar -C "$work" -cJf "$results/gpu-logs.tar.xz" gpu-results 2>/dev/null
 
@@ -86,8 +83,23 @@ if [[ -f $sp/run/init.safetensors ]]; then
   cat "$results/trace-compare.txt"
 fi
 
+# A variant of the runtime's settings, when OTC_SESSION_VARIANT names one
+# (e.g. OTCRT_ATTENTION_DETERMINISTIC=0): the speed benchmark again under
+# it, in place of the PyTorch runs.
+if [[ -n ${OTC_SESSION_VARIANT:-} ]]; then
+  t=$(( $(left) - 20 ))
+  say "speed, otc alone, with $OTC_SESSION_VARIANT (limit ${t}s)"
+  env $OTC_SESSION_VARIANT timeout "$t" "$sp/run.sh" --no-torch --steps 25 \
+    --results "$work/speed-variant" > "$work/speed-variant.log" 2>&1
+  say "speed with $OTC_SESSION_VARIANT exit $?"
+  cp -f "$work"/speed-variant/*.json "$results/speed-variant.json" 2>/dev/null
+  tail -12 "$work/speed-variant.log"
+fi
+
 t=$(( $(left) - 20 ))
-if (( t > 90 )); then
+if [[ -n ${OTC_SESSION_VARIANT:-} ]]; then
+  say "no PyTorch runs with a variant"
+elif (( t > 90 )); then
   say "speed with PyTorch eager and torch.compile (limit ${t}s)"
   timeout "$t" "$sp/run.sh" --steps 25 --results "$work/speed-torch" > "$work/speed-torch.log" 2>&1
   say "speed with torch exit $?"
@@ -97,9 +109,8 @@ else
   say "no time left for the PyTorch runs (${t}s)"
 fi
 tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
-  --exclude=train speed-otc.log speed-torch.log trace-mb8.log trace-mb16.log otc-speed/run \
+  --exclude=train speed-otc.log speed-torch.log speed-variant.log trace-mb8.log trace-mb16.log otc-speed/run \
   2>/dev/null
-for f in kernel-bench kernel-bench-tuned; do
-  [[ -f $work/gpu-results/$f.txt ]] && cat "$work/gpu-results/$f.txt"
-done
+[[ -f $work/gpu-results/kernel-bench.txt ]] && cat "$work/gpu-results/kernel-bench.txt"
+
 say "done"
