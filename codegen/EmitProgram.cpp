@@ -283,9 +283,37 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   }
   if (!numRanges)
     os << "  {0, 0, 0, 0, \"\"},\n";
-  os << "};\n\n"
+  // Version 6: where ZeRO-1's groups lie (otc-group-params), when the
+  // moments are sharded.
+  std::string shardsText;
+  if (config.getShardOptimizer()) {
+    llvm::StringMap<otck::BufferOp> groups;
+    module.walk([&](otck::BufferOp b) {
+      if (b.getSlot() && otck::isGroupSlot(*b.getSlot()))
+        groups.try_emplace(b.getSlot()->split(':').second, b);
+    });
+    for (const char *kind : {"param", "grad", "adam_m", "adam_v"})
+      if (!groups.count(kind))
+        return module.emitError("shard_optimizer without the group slot "
+                                "'group:")
+               << kind << "' (otc-group-params)";
+    auto offset = [&](StringRef kind) -> int64_t {
+      auto it = groups.find(kind);
+      return it == groups.end() ? -1 : (int64_t)*it->second.getOffset();
+    };
+    otck::BufferOp grad = groups["grad"];
+    llvm::raw_string_ostream so(shardsText);
+    so << "static const OtcOptimizerShards kShards = {"
+       << config.getWorldSize() << ", "
+       << dtypeEnum(grad.getType().getElementType()) << ", "
+       << groups["adam_m"].getType().getNumElements() << ", "
+       << offset("param") << ", " << offset("grad") << ", "
+       << offset("param_bf16") << ", " << offset("adam_m") << ", "
+       << offset("adam_v") << "};\n\n";
+  }
+  os << "};\n\n" << shardsText
      << "static const OtcProgram kProgram = {\n"
-     << "  5, \"" << target.name() << "\", "
+     << "  " << (shardsText.empty() ? 5 : 6) << ", \"" << target.name() << "\", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
      << "  " << config.getMicroBatch() << ", " << config.getGradAccum() << ", "
      << order.size() << ", kSlots,\n"
@@ -294,7 +322,8 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << countInput << ", "
      << (countIgnore == INT64_MIN ? std::string("INT64_MIN")
                                   : std::to_string(countIgnore) + "LL")
-     << ",\n  " << (refresh ? "otc_refresh_params" : "nullptr") << "};\n\n"
+     << ",\n  " << (refresh ? "otc_refresh_params" : "nullptr")
+     << (shardsText.empty() ? "" : ",\n  &kShards") << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();
@@ -337,12 +366,18 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
             .Case([&](otck::KernelOp k) { return emitKernel(k); })
             .Case([&](otck::GemmOp g) { return emitGemm(g); })
             .Case([&](otck::ViewOp v) {
-              // A view is its source's bytes under another name.
+              // A view is its source's bytes under another name; a rank's
+              // part (ZeRO-1) starts where the running rank's part does.
               std::string name = "b" + std::to_string(count++);
               names[v.getResult()] = name;
               std::string t = cTypeOf(v.getType().getElementType());
-              funcs << "  " << t << " *" << name << " = " << names[v.getSource()]
-                    << ";  // view\n";
+              funcs << "  " << t << " *" << name << " = " << names[v.getSource()];
+              if (v.getShards())
+                funcs << " + (int64_t)otcrt_rank() * "
+                      << v.getType().getNumElements() << ";  // this rank's 1/"
+                      << *v.getShards() << "\n";
+              else
+                funcs << ";  // view\n";
               return success();
             })
             .Case([&](otck::CopyOp c) {

@@ -20,7 +20,7 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    bool fp32GradAccum, llvm::APFloat weightDecayValue,
                    llvm::APFloat beta1Value, llvm::APFloat beta2Value,
                    llvm::APFloat epsilonValue, StringRef target,
-                   StringRef device, int64_t worldSize) {
+                   StringRef device, int64_t worldSize, bool shardOptimizer) {
   double weightDecay = weightDecayValue.convertToDouble(),
          beta1 = beta1Value.convertToDouble(),
          beta2 = beta2Value.convertToDouble(),
@@ -31,6 +31,10 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "grad_accum must be at least 1, got " << gradAccum;
   if (worldSize < 1)
     return emitError() << "world_size must be at least 1, got " << worldSize;
+  if (shardOptimizer && worldSize < 2)
+    return emitError() << "shard_optimizer needs a world_size of 2 or more, "
+                          "got "
+                       << worldSize;
   if (precision != "fp32" && precision != "bf16")
     return emitError() << "precision must be \"fp32\" or \"bf16\", got \""
                        << precision << "\"";
@@ -73,7 +77,7 @@ ConfigAttr otc::makeConfig(MLIRContext *context, const ConfigParts &p,
       emitError, context, p.microBatch, p.gradAccum, StringRef(p.precision),
       p.fp32GradAccum, llvm::APFloat(p.weightDecay), llvm::APFloat(p.beta1),
       llvm::APFloat(p.beta2), llvm::APFloat(p.epsilon), StringRef(p.target),
-      StringRef(device), p.worldSize);
+      StringRef(device), p.worldSize, p.shardOptimizer);
 }
 
 ConfigParts otc::partsOf(ConfigAttr c) {
@@ -81,6 +85,7 @@ ConfigParts otc::partsOf(ConfigAttr c) {
   p.microBatch = c.getMicroBatch();
   p.gradAccum = c.getGradAccum();
   p.worldSize = c.getWorldSize();
+  p.shardOptimizer = c.getShardOptimizer();
   p.precision = c.getPrecision().str();
   p.fp32GradAccum = c.getFp32GradAccum();
   p.weightDecay = c.weightDecay();

@@ -37,6 +37,9 @@ struct ConfigParts {
   std::string device;
   /// Data-parallel ranks (ConfigAttr's world_size).
   int64_t worldSize = 1;
+  /// ZeRO-1: the AdamW moments sharded over the ranks (ConfigAttr's
+  /// shard_optimizer).
+  bool shardOptimizer = false;
 };
 
 /// The attribute of `parts`, or an error through `emitError` when a field is

@@ -39,6 +39,12 @@ class Otc_BoolParameter<string desc> : AttrOrTypeParameter<"bool", desc> {
   let printer = [{ $_printer << ($_self ? "true" : "false") }];
 }
 
+/// A boolean parameter that is false when left out (and printed only when
+/// true).
+class Otc_DefaultFalseParameter<string desc> : Otc_BoolParameter<desc> {
+  let defaultValue = "false";
+}
+
 def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
   let mnemonic = "config";
   let summary = "What a compile is for: batch, precision, optimizer, target";
@@ -56,7 +62,11 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     - `world_size`: the data-parallel ranks the program is planned for
       (each runs the same micro-steps on its part of the batch and the
       gradients are summed over the ranks before the optimizer step; the
-      prediction adds that all-reduce), 1 when left out.
+      prediction adds that all-reduce), 1 when left out;
+    - `shard_optimizer`: ZeRO-1 over those ranks: each rank keeps 1/world_size
+      of the AdamW moments and updates that part of the parameters (the
+      gradients reduce-scattered, the parameters all-gathered after the
+      update); false when left out.
     Example:
       #otc.config<micro_batch = 8, grad_accum = 16, precision = "bf16",
                   fp32_grad_accum = false, weight_decay = 1.000000e-01,
@@ -74,7 +84,8 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     Otc_DoubleParameter<"AdamW epsilon">:$epsilon,
     StringRefParameter<"a registered target">:$target,
     StringRefParameter<"the device model">:$device,
-    DefaultValuedParameter<"int64_t", "1", "data-parallel ranks">:$world_size
+    DefaultValuedParameter<"int64_t", "1", "data-parallel ranks">:$world_size,
+    Otc_DefaultFalseParameter<"the AdamW moments sharded over the ranks">:$shard_optimizer
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -32,9 +32,14 @@ void otc::otck::forEachSlot(ModuleOp module,
                             function_ref<void(StringRef, BufferOp)> fn) {
   llvm::StringSet<> seen;
   module.walk([&](BufferOp b) {
-    if (b.getSlot() && !isGroupSlot(*b.getSlot()) &&
-        seen.insert(*b.getSlot()).second)
+    if (!b.getSlot() || !seen.insert(*b.getSlot()).second)
+      return;
+    // A group with members is their bytes; one without (a rank's shard of
+    // the AdamW moments, otc-group-params) stands for its kind.
+    if (!isGroupSlot(*b.getSlot()))
       fn(b.getSlot()->split(':').first, b);
+    else if (!b->hasAttr(kMembersAttr))
+      fn(b.getSlot()->split(':').second, b);
   });
 }
 
@@ -93,6 +98,15 @@ LogicalResult GemmOp::verify() {
 
 LogicalResult ViewOp::verify() {
   auto from = getSource().getType(), to = getResult().getType();
+  if (std::optional<int64_t> n = getShards()) {
+    if (*n < 1 || from.getRank() != 1 || to.getRank() != 1 ||
+        from.getElementType() != to.getElementType() ||
+        from.getNumElements() != *n * to.getNumElements())
+      return emitOpError("with shards = ")
+             << *n << " must view 1/" << *n << " of a 1-D source, got "
+             << from << " to " << to;
+    return success();
+  }
   if (from.getElementType() != to.getElementType() ||
       from.getNumElements() != to.getNumElements())
     return emitOpError("must keep the element type and count, got ")

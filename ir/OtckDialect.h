@@ -44,7 +44,8 @@ inline bool isGroupSlot(llvm::StringRef slot) {
 /// Calls `fn` once per persistent slot of `module` (its first buffer op),
 /// with the slot's kind (the name's part before ':', "grad" for
 /// "grad:wte.weight"); group slots, whose bytes are their members', are left
-/// out.
+/// out, except a group without members (a rank's shard of the AdamW moments
+/// under ZeRO-1), which comes with the kind after "group:".
 void forEachSlot(mlir::ModuleOp module,
                  llvm::function_ref<void(llvm::StringRef kind, BufferOp)> fn);
 

@@ -135,12 +135,18 @@ def Otck_ViewOp : Otck_Op<"view", [Pure]> {
     A reshape at the buffer level: no kernel, no bytes of its own. The view
     reads and writes its source's bytes, so the source lives as long as any
     of its views is used (buffer planning follows views to their source).
-    Same element type and element count.
+    Same element type and element count. With `shards = N` the view is
+    instead the running rank's part of a 1-D source split into N equal
+    parts (ZeRO-1's shard of a parameter group, otc-group-params): elements
+    [r E/N, (r + 1) E/N) of its E on rank r, which the program learns when
+    it runs.
     ```mlir
     %v = otck.view %b : memref<2x16x64xf32> to memref<32x64xf32>
+    %s = otck.view %g {shards = 4 : i64} : memref<1024xf32> to memref<256xf32>
     ```
   }];
-  let arguments = (ins AnyStaticShapeMemRef:$source);
+  let arguments = (ins AnyStaticShapeMemRef:$source,
+                   OptionalAttr<I64Attr>:$shards);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
   let hasVerifier = 1;

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "ir/Config.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/TypeBytes.h"
@@ -68,8 +69,28 @@ struct Layout {
 struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
   using GroupParamsBase::GroupParamsBase;
 
+  /// Ranks the AdamW moments are sharded over (#otc.config's
+  /// shard_optimizer; 1: not sharded).
+  int64_t shards = 1;
+  /// Set once the optimizer step is grouped.
+  bool grouped = false;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (ConfigAttr config = getConfig(module);
+        config && config.getShardOptimizer())
+      shards = config.getWorldSize();
+    groupModule(module);
+    if (shards > 1 && !grouped) {
+      module.emitError("cannot shard the optimizer (shard_optimizer): "
+                       "@optimizer_step is not one AdamW kernel per trained "
+                       "parameter with one set of hyperparameters, which "
+                       "ZeRO-1 needs to lay the moments out in one group");
+      signalPassFailure();
+    }
+  }
+
+  void groupModule(ModuleOp module) {
     auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
     if (!opt || opt.getBody().empty())
       return;
@@ -150,6 +171,12 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       layout.elements.push_back(t.getNumElements());
       layout.total += (t.getNumElements() + granule - 1) / granule * granule;
     }
+    // Under ZeRO-1 every group splits into `shards` equal parts, each of
+    // whole granules (so that every rank's part is aligned too): the padding
+    // at the end is zero in every kind like the rest.
+    layout.total = (layout.total + shards * granule - 1) / (shards * granule) *
+                   (shards * granule);
+    grouped = true;
     for (const std::string &n : layout.names)
       groupCopies &= casts.count(n) > 0;
     bool groupFills = zeroGrads != nullptr;
@@ -164,12 +191,26 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       Location loc = updates.front().getLoc();
       Value p = group(b, loc, "param", f32, layout);
       Value g = group(b, loc, "grad", gradElement, layout);
-      Value m = group(b, loc, "adam_m", f32, layout);
-      Value v = group(b, loc, "adam_v", f32, layout);
+      Value m, v;
+      if (shards > 1) {
+        // ZeRO-1: the moments are this rank's part alone, and the update
+        // runs over the rank's part of the parameters and gradients (the
+        // runtime reduce-scatters the gradients before and all-gathers the
+        // parameters after).
+        m = shardBuffer(b, loc, "adam_m", f32, layout.total / shards);
+        v = shardBuffer(b, loc, "adam_v", f32, layout.total / shards);
+        p = rankPart(b, loc, p);
+        g = rankPart(b, loc, g);
+      } else {
+        m = group(b, loc, "adam_m", f32, layout);
+        v = group(b, loc, "adam_v", f32, layout);
+      }
       SmallVector<Value> outs{p, m, v};
       // The BF16 working copies are written in the same pass.
-      if (groupCopies)
-        outs.push_back(group(b, loc, "param_bf16", b.getBF16Type(), layout));
+      if (groupCopies) {
+        Value copy = group(b, loc, "param_bf16", b.getBF16Type(), layout);
+        outs.push_back(shards > 1 ? rankPart(b, loc, copy) : copy);
+      }
       b.setInsertionPoint(updates.front());
       auto k = b.create<otck::KernelOp>(
           fusedLoc(updates), ValueRange{p, g, m, v, lr, step, factor}, outs);
@@ -190,6 +231,25 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       kb.create<otck::YieldOp>(loc, adamw->getResults());
       for (otck::KernelOp old : updates)
         old.erase();
+      // The per-parameter moments no longer exist: a rank holds its part of
+      // the group alone (the runtime's checkpoints name them by parameter).
+      if (shards > 1) {
+        SmallVector<otck::BufferOp> dead;
+        module.walk([&](otck::BufferOp buf) {
+          StringRef slot = slotOf(buf);
+          if (slot.starts_with("adam_m:") || slot.starts_with("adam_v:"))
+            dead.push_back(buf);
+        });
+        for (otck::BufferOp buf : dead) {
+          if (!buf->use_empty()) {
+            buf.emitError("slot '") << slotOf(buf)
+                                    << "' is read outside the optimizer step: "
+                                       "the moments cannot be sharded";
+            return signalPassFailure();
+          }
+          buf.erase();
+        }
+      }
     }
 
     // @zero_grads: one fill of every gradient.
@@ -330,6 +390,23 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       if (k->isBeforeInBlock(first))
         first = k;
     return first;
+  }
+
+  /// A buffer of group slot "group:<kind>" of `elements`, without members:
+  /// this rank's part of a sharded group.
+  static Value shardBuffer(OpBuilder &b, Location loc, StringRef kind,
+                           Type element, int64_t elements) {
+    return b.create<otck::BufferOp>(
+        loc, MemRefType::get({elements}, element),
+        b.getStringAttr(otck::kGroupSlotPrefix + kind.str()), IntegerAttr());
+  }
+
+  /// The running rank's part of group buffer `whole` (a view with `shards`).
+  Value rankPart(OpBuilder &b, Location loc, Value whole) {
+    auto t = cast<MemRefType>(whole.getType());
+    return b.create<otck::ViewOp>(
+        loc, MemRefType::get({t.getNumElements() / shards}, t.getElementType()),
+        whole, b.getI64IntegerAttr(shards));
   }
 
   /// A buffer of group slot "group:<kind>" listing its members.

@@ -403,9 +403,13 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
       if (!slot)
         return WalkResult::advance();
       auto grouped = groupOf.find(*slot);
+      // A group without members (a rank's shard of the moments under
+      // ZeRO-1) is placed like any slot.
       otck::BufferOp g = grouped != groupOf.end() ? grouped->second
-                         : otck::isGroupSlot(*slot) ? buf
-                                                    : otck::BufferOp();
+                         : otck::isGroupSlot(*slot) &&
+                                 buf->hasAttr(otck::kMembersAttr)
+                             ? buf
+                             : otck::BufferOp();
       if (g && !slots.count(*g.getSlot()) && failed(placeGroup(g)))
         return WalkResult::interrupt();
       int64_t at = persistent;
@@ -505,7 +509,8 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
     for (Interval &c : ivs) {
       // A group slot (otc-group-params) overlaps its members by design: its
       // members stand for it.
-      if (c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()))
+      if (c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()) &&
+          c.buffer->hasAttr(otck::kMembersAttr))
         continue;
       if (c.buffer.getSlot() && !slotsSeen.insert(*c.buffer.getSlot()).second)
         continue;

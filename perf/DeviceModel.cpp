@@ -30,11 +30,16 @@ double otc::gemmSeconds(const GemmRate &r, double flops, int64_t k,
 
 double otc::allReduceSeconds(const DeviceModel &d, double bytes,
                              int64_t ranks) {
+  return ringSeconds(d, bytes, ranks, 2);
+}
+
+double otc::ringSeconds(const DeviceModel &d, double bytes, int64_t ranks,
+                        int passes) {
   if (ranks <= 1 || bytes <= 0)
     return 0;
   double n = double(ranks);
   return d.collectiveLatency +
-         2.0 * (n - 1.0) / n * bytes / d.allReduceBusBandwidth;
+         passes * (n - 1.0) / n * bytes / d.allReduceBusBandwidth;
 }
 
 double otc::gemmEpilogueScale(bool bf16Curve, double bytesPerElement) {

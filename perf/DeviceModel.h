@@ -136,6 +136,14 @@ double gemmEpilogueScale(bool bf16Curve, double bytesPerElement);
 double allReduceSeconds(const DeviceModel &device, double bytes,
                         int64_t ranks);
 
+/// Seconds of a ring collective that moves `bytes` (the whole buffer) over
+/// `ranks` ranks in `passes` passes around the ring: collectiveLatency +
+/// passes (ranks - 1) / ranks * bytes / allReduceBusBandwidth (a
+/// reduce-scatter or an all-gather is one pass, an all-reduce two); 0 for
+/// one rank.
+double ringSeconds(const DeviceModel &device, double bytes, int64_t ranks,
+                   int passes);
+
 } // namespace otc
 
 #endif // OTC_CODEGEN_DEVICEMODEL_H

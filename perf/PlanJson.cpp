@@ -198,7 +198,14 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
         attributeFixed(j, "bus_bandwidth_gb_s",
                        t.device->allReduceBusBandwidth / 1e9, 1);
         attributeFixed(j, "gradient_bytes", t.gradientBytes, 0);
-        ms("all_reduce_ms", t.allReduce);
+        if (t.shardOptimizer) {
+          j.attribute("shard_optimizer", true);
+          attributeFixed(j, "gather_bytes", t.gatherBytes, 0);
+          ms("reduce_scatter_ms", t.reduceScatter);
+          ms("all_gather_ms", t.allGather);
+        } else {
+          ms("all_reduce_ms", t.allReduce);
+        }
         ms("exposed_ms", t.allReduce);
         if (info.tokensPerStep > 0)
           attributeFixed(j, "tokens_per_s_per_rank",
@@ -363,8 +370,24 @@ static void printTimeReport(const StepTime &t, const PlanSummary &s,
                      "optimizer %.3f ms%s = %.3f ms per step\n",
                      t.microStep * 1e3, (long long)t.gradAccum,
                      t.zeroGrads * 1e3, t.optimizerStep * 1e3,
-                     t.worldSize > 1 ? " + all-reduce" : "", t.step * 1e3);
-  if (t.worldSize > 1)
+                     t.worldSize > 1 ? (t.shardOptimizer
+                                            ? " + reduce-scatter + all-gather"
+                                            : " + all-reduce")
+                                     : "",
+                     t.step * 1e3);
+  if (t.worldSize > 1 && t.shardOptimizer)
+    os << llvm::format("  %lld ranks, optimizer sharded (ZeRO-1): "
+                       "reduce-scatter of %s of gradients %.3f ms and "
+                       "all-gather of %s of parameters %.3f ms over %s "
+                       "(%.1f GB/s bus bandwidth), in the step above, none "
+                       "hidden; tokens/s below are all ranks'\n",
+                       (long long)t.worldSize,
+                       formatBytes(t.gradientBytes).c_str(),
+                       t.reduceScatter * 1e3,
+                       formatBytes(t.gatherBytes).c_str(), t.allGather * 1e3,
+                       t.device->link.str().c_str(),
+                       t.device->allReduceBusBandwidth / 1e9);
+  else if (t.worldSize > 1)
     os << llvm::format("  %lld ranks: all-reduce of %s of gradients over %s "
                        "(%.1f GB/s bus bandwidth) %.3f ms, in the step above, "
                        "none hidden; tokens/s below are all ranks'\n",

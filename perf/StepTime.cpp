@@ -453,15 +453,25 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
   // The ranks' sum of the gradients (the runtime's Backend::sumGradients:
   // every gradient slot, in its storage type, once per step).
   t.worldSize = config->getWorldSize();
+  t.shardOptimizer = config->getShardOptimizer();
   otck::forEachSlot(module, [&](StringRef kind, otck::BufferOp b) {
     if (kind == "grad")
       t.gradientBytes += double(byteSize(b.getType()));
+    else if (kind == "param" || kind == "param_bf16")
+      t.gatherBytes += double(byteSize(b.getType()));
   });
   if (t.worldSize > 1 && device.allReduceBusBandwidth <= 0)
     return module.emitError("device model '")
            << device.name << "' has no link figures for world_size "
            << t.worldSize;
-  t.allReduce = allReduceSeconds(device, t.gradientBytes, t.worldSize);
+  if (t.shardOptimizer) {
+    t.reduceScatter = ringSeconds(device, t.gradientBytes, t.worldSize, 1);
+    t.allGather = ringSeconds(device, t.gatherBytes, t.worldSize, 1);
+    t.allReduce = t.reduceScatter + t.allGather;
+  } else {
+    t.gatherBytes = 0;
+    t.allReduce = allReduceSeconds(device, t.gradientBytes, t.worldSize);
+  }
   t.step = t.zeroGrads + gradAccum * t.microStep + t.allReduce +
            t.optimizerStep;
   t.byKind.assign(byKind.begin(), byKind.end());

@@ -93,6 +93,13 @@ struct StepTime {
   /// hidden: the step waits for all of it.
   int64_t worldSize = 1;
   double gradientBytes = 0, allReduce = 0;
+  /// ZeRO-1 (the configuration's shard_optimizer): the gradients are
+  /// reduce-scattered instead (`reduceScatter` seconds) and the updated
+  /// parameters, `gatherBytes` of them (FP32 and their BF16 copies),
+  /// all-gathered after the optimizer step (`allGather`); `allReduce` is
+  /// then the two together, the time the step waits for the link.
+  bool shardOptimizer = false;
+  double reduceScatter = 0, allGather = 0, gatherBytes = 0;
   /// Launches per optimizer step.
   int64_t launchesPerStep = 0;
   /// Seconds per optimizer step by kind, largest first (ties by name).

@@ -85,6 +85,13 @@ static cl::opt<int64_t> worldSize(
              "--fit splits --global-batch-tokens over the ranks (default 1; "
              "the program itself runs on any number of ranks)"),
     cl::init(1), cl::cat(cat));
+static cl::opt<bool> shardOptimizer(
+    "shard-optimizer",
+    cl::desc("ZeRO-1 over --world-size ranks: each rank keeps 1/N of the "
+             "AdamW moments and updates 1/N of the parameters (gradients "
+             "reduce-scattered, parameters all-gathered); the program then "
+             "runs on exactly N ranks"),
+    cl::cat(cat));
 static cl::opt<std::string> remat("remat",
                                   cl::desc("none|full|selective|auto"),
                                   cl::init("none"), cl::cat(cat));
@@ -314,6 +321,12 @@ int Compile::checkOptions() {
     return fail("--grad-accum must be >= 1");
   if (worldSize < 1)
     return fail("--world-size must be >= 1");
+  if (shardOptimizer && worldSize < 2)
+    return fail("--shard-optimizer shards over the data-parallel ranks: it "
+                "needs --world-size N with N >= 2");
+  if (shardOptimizer && noGroupParams)
+    return fail("--shard-optimizer shards the parameter groups: it cannot be "
+                "used with --no-group-params");
   if (lossChunkRows < 0)
     return fail("--loss-chunk-rows must be >= 0 (0: the default size)");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -352,6 +365,7 @@ otc::ConfigParts Compile::configParts() const {
   otc::ConfigParts p;
   p.gradAccum = gradAccum;
   p.worldSize = worldSize;
+  p.shardOptimizer = shardOptimizer;
   p.precision = precision;
   p.fp32GradAccum = precision == "bf16" && fp32GradAccum;
   p.weightDecay = weightDecay;

@@ -79,6 +79,32 @@ public:
     return Status::ok();
   }
 
+  Status reduceScatterGradients(char *arena, int64_t offset, int64_t perRank,
+                                bool bf16, double preMul,
+                                HostCollectives &host) override {
+    const int64_t ranks = host.world().size;
+    if (!bf16)
+      return host.reduceScatterFloats(
+          reinterpret_cast<float *>(arena + offset), perRank, preMul);
+    // BF16 gradients are summed in float and rounded once, as the
+    // all-reduce does.
+    uint16_t *p = reinterpret_cast<uint16_t *>(arena + offset);
+    std::vector<float> wide(static_cast<size_t>(ranks * perRank));
+    for (int64_t i = 0; i < ranks * perRank; ++i)
+      wide[i] = otcrt_bf16_to_float(p[i]);
+    if (Status s = host.reduceScatterFloats(wide.data(), perRank, preMul); !s)
+      return s;
+    const int64_t first = host.world().rank * perRank;
+    for (int64_t i = first; i < first + perRank; ++i)
+      p[i] = otcrt_float_to_bf16(wide[i]);
+    return Status::ok();
+  }
+
+  Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
+                   HostCollectives &host) override {
+    return host.allGatherBytes(arena + offset, bytesPerRank);
+  }
+
   int64_t memoryInUse() const override {
     std::FILE *f = std::fopen("/proc/self/statm", "r");
     if (!f)

@@ -62,6 +62,8 @@ struct NcclLibrary {
   decltype(&ncclCommInitRank) commInitRank = nullptr;
   decltype(&ncclCommDestroy) commDestroy = nullptr;
   decltype(&ncclAllReduce) allReduce = nullptr;
+  decltype(&ncclReduceScatter) reduceScatter = nullptr;
+  decltype(&ncclAllGather) allGather = nullptr;
   decltype(&ncclRedOpCreatePreMulSum) redOpCreatePreMulSum = nullptr;
   decltype(&ncclRedOpDestroy) redOpDestroy = nullptr;
   decltype(&ncclGetErrorString) errorString = nullptr;
@@ -79,6 +81,8 @@ struct NcclLibrary {
               l.bind(commInitRank, "ncclCommInitRank") &&
               l.bind(commDestroy, "ncclCommDestroy") &&
               l.bind(allReduce, "ncclAllReduce") &&
+              l.bind(reduceScatter, "ncclReduceScatter") &&
+              l.bind(allGather, "ncclAllGather") &&
               l.bind(redOpCreatePreMulSum, "ncclRedOpCreatePreMulSum") &&
               l.bind(redOpDestroy, "ncclRedOpDestroy") &&
               l.bind(errorString, "ncclGetErrorString");
@@ -128,38 +132,13 @@ public:
 #ifdef OTCRT_HAVE_NCCL
     if (!host.joined())
       return preMul == 1.0 ? Status::ok() : scaleRanges(arena, ranges, preMul);
-    const World &world = host.world();
-    if (!nccl_) {
-      std::string why;
-      if (!ncclLib_.load(why))
-        return Status::error(why);
-      ncclUniqueId id;
-      if (world.isRoot())
-        if (Status s = ncclTry(ncclLib_.getUniqueId(&id), "ncclGetUniqueId");
-            !s)
-          return s;
-      if (Status s = host.broadcast(&id, sizeof(id)); !s)
-        return s;
-      if (Status s =
-              ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id, world.rank),
-                      "ncclCommInitRank");
-          !s)
-        return s;
-    }
+    if (Status s = communicator(host); !s)
+      return s;
     for (const OtcrtRange &r : ranges) {
       ncclDataType_t type = r.bf16 ? ncclBfloat16 : ncclFloat32;
       ncclRedOp_t op = ncclSum;
-      float f = static_cast<float>(preMul);
-      uint16_t b = otcrt_float_to_bf16(f);
-      if (preMul != 1.0)
-        if (Status s = ncclTry(
-                ncclLib_.redOpCreatePreMulSum(
-                    &op,
-                    r.bf16 ? static_cast<void *>(&b) : static_cast<void *>(&f),
-                    type, ncclScalarHostImmediate, nccl_),
-                "ncclRedOpCreatePreMulSum");
-            !s)
-          return s;
+      if (Status s = preMulSum(preMul, r.bf16, op); !s)
+        return s;
       void *p = arena + r.offset;
       Status s = ncclTry(ncclLib_.allReduce(p, p, static_cast<size_t>(r.count),
                                             type, op, nccl_, stream_),
@@ -178,6 +157,61 @@ public:
       return Status::error("this runtime was built without NCCL: the cuda "
                            "target runs one rank only");
     return Status::ok();
+#endif
+  }
+
+  /// ZeRO-1's reduce-scatter, in place (NCCL reads the whole group and
+  /// writes this rank's part of it).
+  Status reduceScatterGradients(char *arena, int64_t offset, int64_t perRank,
+                                bool bf16, double preMul,
+                                HostCollectives &host) override {
+#ifdef OTCRT_HAVE_NCCL
+    if (!host.joined())
+      return Status::error("a sharded optimizer needs the ranks of a "
+                           "data-parallel run (mpirun)");
+    if (Status s = communicator(host); !s)
+      return s;
+    ncclRedOp_t op = ncclSum;
+    if (Status s = preMulSum(preMul, bf16, op); !s)
+      return s;
+    char *p = arena + offset;
+    const int64_t element = bf16 ? 2 : 4;
+    Status s = ncclTry(
+        ncclLib_.reduceScatter(p, p + host.world().rank * perRank * element,
+                               static_cast<size_t>(perRank),
+                               bf16 ? ncclBfloat16 : ncclFloat32, op, nccl_,
+                               stream_),
+        "ncclReduceScatter");
+    if (op != ncclSum)
+      (void)ncclLib_.redOpDestroy(op, nccl_);
+    return s;
+#else
+    (void)arena, (void)offset, (void)perRank, (void)bf16, (void)preMul,
+        (void)host;
+    return Status::error("this runtime was built without NCCL: the cuda "
+                         "target runs one rank only");
+#endif
+  }
+
+  /// ZeRO-1's all-gather, in place.
+  Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
+                   HostCollectives &host) override {
+#ifdef OTCRT_HAVE_NCCL
+    if (!host.joined())
+      return Status::error("a sharded optimizer needs the ranks of a "
+                           "data-parallel run (mpirun)");
+    if (Status s = communicator(host); !s)
+      return s;
+    char *p = arena + offset;
+    return ncclTry(
+        ncclLib_.allGather(p + host.world().rank * bytesPerRank, p,
+                           static_cast<size_t>(bytesPerRank), ncclInt8, nccl_,
+                           stream_),
+        "ncclAllGather");
+#else
+    (void)arena, (void)offset, (void)bytesPerRank, (void)host;
+    return Status::error("this runtime was built without NCCL: the cuda "
+                         "target runs one rank only");
 #endif
   }
 
@@ -382,6 +416,38 @@ private:
       return Status::ok();
     return Status::error(std::string(what) +
                          " failed: " + ncclLib_.errorString(r));
+  }
+  /// The communicator, made at the first call (its id from rank 0 through
+  /// MPI).
+  Status communicator(HostCollectives &host) {
+    if (nccl_)
+      return Status::ok();
+    const World &world = host.world();
+    std::string why;
+    if (!ncclLib_.load(why))
+      return Status::error(why);
+    ncclUniqueId id;
+    if (world.isRoot())
+      if (Status s = ncclTry(ncclLib_.getUniqueId(&id), "ncclGetUniqueId"); !s)
+        return s;
+    if (Status s = host.broadcast(&id, sizeof(id)); !s)
+      return s;
+    return ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id, world.rank),
+                   "ncclCommInitRank");
+  }
+  /// A sum that multiplies each rank's values by \p preMul first (ncclSum
+  /// when it is 1), in `op`; the caller destroys one that is not ncclSum.
+  Status preMulSum(double preMul, bool bf16, ncclRedOp_t &op) {
+    op = ncclSum;
+    if (preMul == 1.0)
+      return Status::ok();
+    float f = static_cast<float>(preMul);
+    uint16_t b = otcrt_float_to_bf16(f);
+    return ncclTry(ncclLib_.redOpCreatePreMulSum(
+                       &op, bf16 ? static_cast<void *>(&b) : static_cast<void *>(&f),
+                       bf16 ? ncclBfloat16 : ncclFloat32, ncclScalarHostImmediate,
+                       nccl_),
+                   "ncclRedOpCreatePreMulSum");
   }
   Status scaleRanges(char *arena, const std::vector<OtcrtRange> &ranges,
                      double factor) {

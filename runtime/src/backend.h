@@ -41,6 +41,18 @@ public:
   virtual Status sumGradients(char *arena,
                               const std::vector<OtcrtRange> &ranges,
                               double preMul, HostCollectives &host) = 0;
+  /// ZeRO-1 (OtcOptimizerShards): sums the gradient group at \p offset
+  /// (ranks x \p perRank elements, BF16 when \p bf16) over the ranks, each
+  /// rank's multiplied by \p preMul first, leaving the sums of rank r's part
+  /// in rank r's part (the rest is not read afterwards).
+  virtual Status reduceScatterGradients(char *arena, int64_t offset,
+                                        int64_t perRank, bool bf16,
+                                        double preMul,
+                                        HostCollectives &host) = 0;
+  /// ZeRO-1: gathers the group at \p offset in place, rank r's part of
+  /// \p bytesPerRank bytes from rank r.
+  virtual Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
+                           HostCollectives &host) = 0;
   /// Allocates \p bytes of arena memory into \p arena.
   virtual Status allocate(int64_t bytes, char **arena) = 0;
   /// Frees an arena returned by allocate(); null is ignored.

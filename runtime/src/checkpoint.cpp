@@ -125,6 +125,44 @@ Status loadSlots(const TensorFile &file, const std::string &path,
   return Status::ok();
 }
 
+/// The element of the ZeRO-1 groups where \p param (a PARAM slot) starts.
+int64_t groupElement(const OtcOptimizerShards &shards, const OtcSlot &param) {
+  return (param.offset - shards.param_offset) / 4;
+}
+
+/// Adds the moments of every parameter from \p moments' images.
+void addShardedMoments(TensorFile &file, const ProgramSlots &slots,
+                       const ShardedMoments &moments) {
+  for (auto [image, prefix] :
+       {std::pair{&moments.m, "adam_m/"}, {&moments.v, "adam_v/"}})
+    for (const OtcSlot *slot : slots.params)
+      file.add(prefix + std::string(slot->name), StDType::F32,
+               slotShape(*slot),
+               image->data() + groupElement(*moments.shards, *slot));
+}
+
+/// Reads the moments of every parameter into \p moments' images.
+Status loadShardedMoments(const TensorFile &file, const std::string &path,
+                          const ProgramSlots &slots, ShardedMoments &moments) {
+  for (auto [image, prefix] :
+       {std::pair{&moments.m, "adam_m/"}, {&moments.v, "adam_v/"}})
+    for (const OtcSlot *slot : slots.params) {
+      std::string name = prefix + std::string(slot->name);
+      const Tensor *t = file.find(name);
+      if (!t)
+        return Status::error(path + ": '" + name +
+                             "' not found: the checkpoint is of another model");
+      if (t->dtype != StDType::F32 || t->shape != slotShape(*slot))
+        return Status::error(path + ": '" + name + "' is " +
+                             dtypeName(t->dtype) + " " + formatShape(t->shape) +
+                             ", the program needs F32 " +
+                             formatShape(slotShape(*slot)));
+      std::memcpy(image->data() + groupElement(*moments.shards, *slot),
+                  t->data.data(), static_cast<size_t>(slot->nbytes));
+    }
+  return Status::ok();
+}
+
 /// Reads integer metadata \p key of \p file into \p out.
 Status metaInt(const TensorFile &file, const std::string &path,
                const char *key, int64_t &out) {
@@ -189,7 +227,8 @@ Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &byte
 Status saveCheckpoint(const std::string &root, int64_t keep,
                       const ProgramSlots &slots, Backend &backend,
                       const char *arena, const TrainState &state,
-                      const std::string &model, std::string &written) {
+                      const std::string &model, std::string &written,
+                      const ShardedMoments *moments) {
   Status s = makeDirectory(root);
   if (!s)
     return s;
@@ -216,6 +255,8 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
         {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}})
     if (s = addSlots(st, *list, prefix, backend, arena); !s)
       return s;
+  if (moments)
+    addShardedMoments(st, slots, *moments);
   TensorFile weights;
   weights.metadata["format"] = "otc-weights";
   weights.metadata["model"] = model;
@@ -250,7 +291,7 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
 
 Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
                       Backend &backend, char *arena, TrainState &state,
-                      std::string &from) {
+                      std::string &from, ShardedMoments *moments) {
   from = exists(dir + "/latest") ? dir + "/latest" : dir;
   std::string path = from + "/state.safetensors";
   TensorFile st;
@@ -284,6 +325,8 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
         {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}})
     if (s = loadSlots(st, path, *list, prefix, backend, arena); !s)
       return s;
+  if (moments)
+    return loadShardedMoments(st, path, slots, *moments);
   return Status::ok();
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace otcrt {
 
@@ -30,20 +31,31 @@ struct TrainState {
   uint64_t dataFingerprint = 0; ///< of the --data shards (0: --batch)
 };
 
+/// ZeRO-1 (OtcOptimizerShards): the AdamW moments of every parameter as
+/// host images of the whole groups (ranks x elements floats each, every
+/// rank's part gathered), which a checkpoint stores per parameter like
+/// unsharded moments, so that it loads at any world size.
+struct ShardedMoments {
+  const OtcOptimizerShards *shards = nullptr;
+  std::vector<float> m, v;
+};
+
 /// Writes a checkpoint of the arena's PARAM/ADAM slots and \p state under
 /// \p root as described above, keeping the last \p keep. \p model names the
 /// ONNX file (metadata). Sets \p written to the step directory.
 Status saveCheckpoint(const std::string &root, int64_t keep,
                       const ProgramSlots &slots, Backend &backend,
                       const char *arena, const TrainState &state,
-                      const std::string &model, std::string &written);
+                      const std::string &model, std::string &written,
+                      const ShardedMoments *moments = nullptr);
 
 /// Loads the checkpoint in \p dir (a step directory, or a save root whose
-/// latest is used) into the arena and \p state. Sets \p from to the
-/// directory read.
+/// latest is used) into the arena and \p state; with \p moments, the
+/// moments go into its images instead (sized by the caller), whichever
+/// world size saved them. Sets \p from to the directory read.
 Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
                       Backend &backend, char *arena, TrainState &state,
-                      std::string &from);
+                      std::string &from, ShardedMoments *moments = nullptr);
 
 /// Writes \p bytes to \p path atomically: a temporary file in the same
 /// directory, fsync, rename, fsync of the directory. With the environment

@@ -66,6 +66,9 @@ private:
   Status evaluate(int64_t step);
   Status save();
   Status dumpGrads();
+  Status gatherShards(int64_t offset, int64_t elementBytes, const char *what);
+  Status shardedFactor(double scale, double &norm);
+  Status gatherMoments(ShardedMoments &moments);
 
   const TrainOptions &opt_;
   const OtcProgram &prog_;
@@ -77,6 +80,8 @@ private:
   const World world_;
   HostCollectives &host_ = hostCollectives();
   ProgramSlots slots_;
+  /// ZeRO-1's groups (null: the optimizer is not sharded).
+  const OtcOptimizerShards *shards_ = shardsOf(prog_);
   ArenaGuard arena_;
   Tracer &tracer_ = processTracer();
 
@@ -330,7 +335,16 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     // micro-batch a step) each rank's is weighted in the sum itself. Then
     // the loss and the non-finite verdict, the same on every rank.
     double preMul = slots_.gradScale ? 1.0 : weights[0];
-    {
+    if (shards_) {
+      // ZeRO-1: each rank receives the sum of its part alone.
+      TraceSpan span(tracer_, "gradient reduce-scatter", "communication");
+      HostCollectives::Waiting wait(host_, "the gradients' sum");
+      if (Status s = backend_.reduceScatterGradients(
+              arena_.arena, shards_->grad_offset, shards_->elements,
+              shards_->grad_dtype == OTC_BF16, preMul, host_);
+          !s)
+        return s;
+    } else {
       TraceSpan span(tracer_, "gradient all-reduce", "communication");
       HostCollectives::Waiting wait(host_, "the gradients' sum");
       if (Status s = backend_.sumGradients(arena_.arena, gradRanges_, preMul,
@@ -349,6 +363,62 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     }
   }
   loss = sum;
+  return Status::ok();
+}
+
+/// ZeRO-1: gathers the group at \p offset (\p elementBytes a value) from
+/// the ranks, each rank's part from that rank.
+Status Run::gatherShards(int64_t offset, int64_t elementBytes,
+                         const char *what) {
+  HostCollectives::Waiting wait(host_, what);
+  return backend_.allGather(arena_.arena, offset,
+                            shards_->elements * elementBytes, host_);
+}
+
+/// ZeRO-1: the step's gradient norm from every rank's part of the summed
+/// gradients, and AdamW's factor from it (clipping and the ramp's \p scale,
+/// NaN when the norm is not finite) written to the GRAD_FACTOR slot.
+Status Run::shardedFactor(double scale, double &norm) {
+  OtcrtRange mine;
+  const int64_t element = shards_->grad_dtype == OTC_BF16 ? 2 : 4;
+  mine.offset = shards_->grad_offset +
+                world_.rank * shards_->elements * element;
+  mine.count = shards_->elements;
+  mine.bf16 = shards_->grad_dtype == OTC_BF16;
+  mine.reserved = 0;
+  double sum = 0;
+  if (otcrt_sum_squares(arena_.arena, 1, &mine, &sum, otcrt_stream()) != 0)
+    return Status::error("the gradient norm (otcrt_sum_squares) failed");
+  {
+    HostCollectives::Waiting wait(host_, "the gradient norm");
+    if (Status s = host_.sum(&sum, 1); !s)
+      return s;
+  }
+  norm = scale * std::sqrt(sum);
+  double f = scale;
+  if (opt_.gradClip > 0 && norm > opt_.gradClip)
+    f *= opt_.gradClip / norm;
+  float factor = std::isfinite(norm) ? static_cast<float>(f) : NAN;
+  return backend_.upload(arena_.arena, slots_.gradFactor->offset, &factor,
+                         sizeof(factor));
+}
+
+/// ZeRO-1: every rank's part of the AdamW moments, gathered into host
+/// images of the whole groups on every rank (a collective).
+Status Run::gatherMoments(ShardedMoments &moments) {
+  moments.shards = shards_;
+  const int64_t n = shards_->elements;
+  for (auto [image, offset] : {std::pair{&moments.m, shards_->m_offset},
+                               {&moments.v, shards_->v_offset}}) {
+    image->assign(static_cast<size_t>(world_.size * n), 0.0f);
+    if (Status s = backend_.download(arena_.arena, offset,
+                                     image->data() + world_.rank * n, n * 4);
+        !s)
+      return s;
+    HostCollectives::Waiting wait(host_, "the moments of a checkpoint");
+    if (Status s = host_.allGatherBytes(image->data(), n * 4); !s)
+      return s;
+  }
   return Status::ok();
 }
 
@@ -375,7 +445,13 @@ Status Run::trainStep(int64_t step) {
                                         static_cast<double>(micros);
   double norm = 0;
   const bool onDevice = slots_.gradFactor != nullptr;
-  if (onDevice) {
+  if (shards_) {
+    // ZeRO-1: each rank holds its part of the summed gradients; the norm is
+    // the ranks' sums of squares added up, the factor the same on all.
+    TraceSpan span(tracer_, "gradient norm", "optimizer");
+    if (Status s = shardedFactor(scale, norm); !s)
+      return s;
+  } else if (onDevice) {
     // Timed as a kernel (device marks on a GPU), as the prediction names it.
     tracer_.kernelBegin("gradient norm");
     Status s = gradFactor(gradRanges_, arena_.arena, slots_.gradFactor->offset,
@@ -420,11 +496,22 @@ Status Run::trainStep(int64_t step) {
       return s;
     if (s = runStep(StepFunction::OptimizerStep, prog_.optimizer_step); !s)
       return s;
+    // ZeRO-1: every rank updated its part of the parameters (and of their
+    // BF16 copies); each gets the others'.
+    if (shards_) {
+      TraceSpan gather(tracer_, "parameter all-gather", "communication");
+      if (s = gatherShards(shards_->param_offset, 4, "the parameters"); !s)
+        return s;
+      if (shards_->copy_offset >= 0)
+        if (s = gatherShards(shards_->copy_offset, 2, "the parameters"); !s)
+          return s;
+    }
   }
   if (Status s = backend_.synchronize(); !s)
     return s;
   if (onDevice) {
-    norm = *normHost_;
+    if (!shards_)
+      norm = *normHost_;
     if (!std::isfinite(norm) && finite) {
       finite = false;
       why = std::string("gradient norm is ") + nonfiniteName(norm) +
@@ -522,9 +609,19 @@ Status Run::save() {
   if (opt_.saveDir.empty() || lastSaved_ == state_.step)
     return Status::ok();
   TraceSpan span(tracer_, "checkpoint", "checkpoint");
+  // ZeRO-1: every rank takes part in gathering the moments; rank 0 writes.
+  ShardedMoments moments;
+  if (shards_)
+    if (Status s = gatherMoments(moments); !s)
+      return s;
+  if (!world_.isRoot()) {
+    lastSaved_ = state_.step;
+    return Status::ok();
+  }
   std::string written;
   Status s = saveCheckpoint(opt_.saveDir, opt_.keep, slots_, backend_, arena_.arena,
-                            state_, prog_.model ? prog_.model : "", written);
+                            state_, prog_.model ? prog_.model : "", written,
+                            shards_ ? &moments : nullptr);
   if (!s)
     return s;
   lastSaved_ = state_.step;
@@ -544,6 +641,13 @@ Status Run::dumpGrads() {
     return s;
   if (!finite)
     return Status::error(why);
+  // ZeRO-1: each rank holds its part of the sum; rank 0 gathers them all.
+  if (shards_)
+    if (Status s = gatherShards(shards_->grad_offset,
+                                shards_->grad_dtype == OTC_BF16 ? 2 : 4,
+                                "the gradients");
+        !s)
+      return s;
   // The whole batch's gradient, the same on every rank: rank 0 writes it.
   if (!world_.isRoot())
     return Status::ok();
@@ -574,6 +678,15 @@ Status Run::dumpGrads() {
 
 Status Run::execute() {
   const bool resume = !opt_.resumeDir.empty();
+  if (shards_ && world_.size != shards_->ranks)
+    return Status::error(
+        "this program shards its optimizer over " +
+        std::to_string(shards_->ranks) +
+        " ranks (otc-compile --world-size " + std::to_string(shards_->ranks) +
+        " --shard-optimizer), but " +
+        (world_.size == 1 ? std::string("it runs alone")
+                          : std::to_string(world_.size) + " ranks run it") +
+        ": start it with mpirun -np " + std::to_string(shards_->ranks));
   TensorFile init;
   // Parameters and buffers alike come from the initial parameters.
   std::vector<const OtcSlot *> initial = slots_.params;
@@ -617,9 +730,25 @@ Status Run::execute() {
   std::string from;
   if (resume) {
     uint64_t fingerprint = state_.dataFingerprint;
-    if (s = loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena, state_, from);
+    ShardedMoments moments;
+    if (shards_) {
+      moments.shards = shards_;
+      moments.m.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
+      moments.v = moments.m;
+    }
+    if (s = loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena, state_,
+                           from, shards_ ? &moments : nullptr);
         !s)
       return s;
+    // ZeRO-1: this rank's part of the moments, whatever world size saved.
+    if (shards_)
+      for (auto [image, offset] : {std::pair{&moments.m, shards_->m_offset},
+                                   {&moments.v, shards_->v_offset}})
+        if (s = backend_.upload(arena_.arena, offset,
+                                image->data() + world_.rank * shards_->elements,
+                                shards_->elements * 4);
+            !s)
+          return s;
     if (state_.dataFingerprint != fingerprint)
       return Status::error(from + ": the checkpoint was trained on other data "
                                   "(different --data shards, sizes or mode)");
@@ -747,7 +876,9 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
   if (!world.isRoot()) {
     rankOptions.quiet = true;
     rankOptions.valGlobs.clear();
-    rankOptions.saveDir.clear();
+    // A sharded optimizer's ranks all take part in a save (rank 0 writes).
+    if (!shardsOf(*program))
+      rankOptions.saveDir.clear();
     rankOptions.jsonlPath.clear();
     rankOptions.tracePath.clear();
   }

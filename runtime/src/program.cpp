@@ -1,4 +1,4 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 to 5, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 6, the
 // slot helpers declared in program.h, and the small pure functions of the
 // driver interface (RNG keys, BF16 widening, paths next to the executable).
 #include "program.h"
@@ -309,7 +309,51 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
       seen[r.slot] = true;
     }
   }
+  if (const OtcOptimizerShards *sh = shardsOf(*program)) {
+    // ZeRO-1: the groups within the arena, every PARAM slot inside the
+    // parameter group, no per-parameter moments.
+    if (sh->ranks < 2 || sh->elements < 1 ||
+        (sh->grad_dtype != OTC_F32 && sh->grad_dtype != OTC_BF16))
+      return bad("shards: bad ranks, elements or gradient type");
+    const int64_t whole = sh->ranks * sh->elements;
+    struct Group {
+      const char *what;
+      int64_t offset, bytes;
+    };
+    const Group groups[] = {
+        {"parameter group", sh->param_offset, whole * 4},
+        {"gradient group", sh->grad_offset,
+         whole * (sh->grad_dtype == OTC_BF16 ? 2 : 4)},
+        {"copy group", sh->copy_offset, whole * 2},
+        {"first moments", sh->m_offset, sh->elements * 4},
+        {"second moments", sh->v_offset, sh->elements * 4}};
+    for (const Group &g : groups) {
+      if (g.offset == -1 && std::strcmp(g.what, "copy group") == 0)
+        continue;
+      if (g.offset < 0 || g.offset + g.bytes > program->arena_bytes)
+        return bad(std::string("shards: the ") + g.what +
+                   " lies outside the arena");
+    }
+    for (int32_t i = 0; i < program->num_slots; ++i) {
+      const OtcSlot &slot = program->slots[i];
+      if (slot.kind == OTC_SLOT_ADAM_M || slot.kind == OTC_SLOT_ADAM_V)
+        return bad("shards: " + slotLabel(slot) +
+                   " exists, but the moments are sharded");
+      if (slot.kind == OTC_SLOT_PARAM &&
+          (slot.offset < sh->param_offset ||
+           slot.offset + slot.nbytes > sh->param_offset + whole * 4 ||
+           (slot.offset - sh->param_offset) % 4 != 0))
+        return bad("shards: " + slotLabel(slot) +
+                   " lies outside the parameter group");
+    }
+    if (counts[OTC_SLOT_GRAD_FACTOR] != 1)
+      return bad("shards: a sharded optimizer needs a GRAD_FACTOR slot");
+  }
   return Status::ok();
+}
+
+const OtcOptimizerShards *shardsOf(const OtcProgram &program) {
+  return program.abi_version >= 6 ? program.shards : nullptr;
 }
 
 std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {

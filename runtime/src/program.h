@@ -36,6 +36,9 @@ const char *countInputOf(const OtcProgram &program);
 /// The program's refresh_params: null before version 3 or where the steps
 /// refresh the working copies themselves.
 ArenaFunction refreshParamsOf(const OtcProgram &program);
+/// The program's ZeRO-1 groups: null before version 6 or when its
+/// optimizer is not sharded.
+const OtcOptimizerShards *shardsOf(const OtcProgram &program);
 /// "PARAM", "GRAD", ... for an OtcSlotKind.
 const char *slotKindName(int32_t kind);
 /// Maps an OtcDType to the safetensors dtype with the same bytes.

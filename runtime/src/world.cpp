@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #ifdef OTCRT_HAVE_MPI
 // Types and constants only: the library is loaded at run time.
@@ -147,6 +148,8 @@ struct MpiLibrary {
   decltype(&MPI_Comm_set_errhandler) setErrhandler = nullptr;
   decltype(&MPI_Allreduce) allreduce = nullptr;
   decltype(&MPI_Bcast) bcast = nullptr;
+  decltype(&MPI_Reduce_scatter_block) reduceScatterBlock = nullptr;
+  decltype(&MPI_Allgather) allgather = nullptr;
   decltype(&MPI_Abort) abort = nullptr;
   decltype(&MPI_Error_string) errorString = nullptr;
   MPI_Comm world = nullptr;
@@ -170,6 +173,8 @@ struct MpiLibrary {
         l.bind(commSize, "MPI_Comm_size") &&
         l.bind(setErrhandler, "MPI_Comm_set_errhandler") &&
         l.bind(allreduce, "MPI_Allreduce") && l.bind(bcast, "MPI_Bcast") &&
+        l.bind(reduceScatterBlock, "MPI_Reduce_scatter_block") &&
+        l.bind(allgather, "MPI_Allgather") &&
         l.bind(abort, "MPI_Abort") && l.bind(errorString, "MPI_Error_string") &&
         l.bind(world, "ompi_mpi_comm_world") &&
         l.bind(dbl, "ompi_mpi_double") && l.bind(flt, "ompi_mpi_float") &&
@@ -275,6 +280,68 @@ Status HostCollectives::sumFloats(float *values, int64_t n, double preMul) {
   return Status::ok();
 }
 
+/// Elements (floats or bytes) of one rank's part that one call of the
+/// collectives below moves: its parts are packed into a buffer of size x
+/// this, since a part's pieces do not lie together in the whole.
+constexpr int64_t kPiece = int64_t(1) << 24;
+
+Status HostCollectives::reduceScatterFloats(float *values, int64_t perRank,
+                                            double preMul) {
+  if (!joined_)
+    return Status::error("a sharded optimizer needs the ranks of a "
+                         "data-parallel run (mpirun)");
+  MpiLibrary &m = mpi();
+  Waiting wait(*this, "MPI_Reduce_scatter_block");
+  const int64_t ranks = world_.size;
+  const float f = static_cast<float>(preMul);
+  std::vector<float> send, mine;
+  for (int64_t at = 0; at < perRank; at += kPiece) {
+    int64_t count = std::min(kPiece, perRank - at);
+    send.resize(static_cast<size_t>(ranks * count));
+    mine.resize(static_cast<size_t>(count));
+    for (int64_t r = 0; r < ranks; ++r) {
+      const float *from = values + r * perRank + at;
+      float *to = send.data() + r * count;
+      for (int64_t i = 0; i < count; ++i)
+        to[i] = preMul != 1.0 ? from[i] * f : from[i];
+    }
+    if (Status s = mpiStatus(m.reduceScatterBlock(send.data(), mine.data(),
+                                                  static_cast<int>(count),
+                                                  m.flt, m.sum, m.world),
+                             "MPI_Reduce_scatter_block");
+        !s)
+      return s;
+    std::copy(mine.begin(), mine.end(), values + world_.rank * perRank + at);
+  }
+  return Status::ok();
+}
+
+Status HostCollectives::allGatherBytes(void *base, int64_t perRank) {
+  if (!joined_)
+    return Status::error("a sharded optimizer needs the ranks of a "
+                         "data-parallel run (mpirun)");
+  MpiLibrary &m = mpi();
+  Waiting wait(*this, "MPI_Allgather");
+  const int64_t ranks = world_.size;
+  char *p = static_cast<char *>(base);
+  std::vector<char> all;
+  for (int64_t at = 0; at < perRank; at += kPiece) {
+    int64_t count = std::min(kPiece, perRank - at);
+    all.resize(static_cast<size_t>(ranks * count));
+    if (Status s = mpiStatus(
+            m.allgather(p + world_.rank * perRank + at, static_cast<int>(count),
+                        m.byte, all.data(), static_cast<int>(count), m.byte,
+                        m.world),
+            "MPI_Allgather");
+        !s)
+      return s;
+    for (int64_t r = 0; r < ranks; ++r)
+      std::memcpy(p + r * perRank + at, all.data() + r * count,
+                  static_cast<size_t>(count));
+  }
+  return Status::ok();
+}
+
 Status HostCollectives::broadcast(void *bytes, int64_t n) {
   if (!joined_)
     return Status::ok();
@@ -320,6 +387,18 @@ Status HostCollectives::sumFloats(float *values, int64_t n, double preMul) {
   return Status::ok();
 }
 
+Status HostCollectives::reduceScatterFloats(float *, int64_t, double) {
+  return Status::error("a sharded optimizer needs the ranks of a "
+                       "data-parallel run, and this runtime was built without "
+                       "MPI");
+}
+
+Status HostCollectives::allGatherBytes(void *, int64_t) {
+  return Status::error("a sharded optimizer needs the ranks of a "
+                       "data-parallel run, and this runtime was built without "
+                       "MPI");
+}
+
 Status HostCollectives::broadcast(void *, int64_t) { return Status::ok(); }
 
 void HostCollectives::abortAll(int code) { std::exit(code); }
@@ -332,3 +411,7 @@ HostCollectives &hostCollectives() {
 }
 
 } // namespace otcrt
+
+extern "C" int otcrt_rank(void) {
+  return otcrt::hostCollectives().world().rank;
+}

@@ -51,6 +51,14 @@ public:
   /// Sums \p n floats held in host memory over the ranks, in place (the
   /// cpu target's gradients), each rank's first multiplied by \p preMul.
   Status sumFloats(float *values, int64_t n, double preMul);
+  /// ZeRO-1's reduction: \p values holds size x \p perRank floats; each
+  /// rank's are multiplied by \p preMul, and the sums of part r (elements
+  /// [r perRank, (r + 1) perRank)) land in rank r's part of its \p values
+  /// (the other parts are left as they were).
+  Status reduceScatterFloats(float *values, int64_t perRank, double preMul);
+  /// ZeRO-1's gather, in place: \p base holds size parts of \p perRank
+  /// bytes; every rank's part r becomes rank r's.
+  Status allGatherBytes(void *base, int64_t perRank);
   /// Copies \p bytes from rank 0 to every rank.
   Status broadcast(void *bytes, int64_t n);
   /// Ends every rank of the run with \p code (after this rank's error).

@@ -89,13 +89,37 @@ typedef struct {
  * OtcrtGemm descriptor and a status), so an older program no longer links
  * against this runtime and a version 4 program needs one of version 4 or
  * later. Version 5 adds no field: the GRAD_FACTOR slot, which
- * optimizer_step reads (a program of version 5 has one). The runtime
- * accepts descriptors of versions 1 to 5 and reads each field only from a
- * descriptor of a version that has it. */
-#define OTC_ABI_VERSION 5
+ * optimizer_step reads (a program of version 5 has one). Version 6 appends
+ * `shards` (ZeRO-1) and the function otcrt_rank; otc-compile writes version
+ * 6 only for a program whose optimizer is sharded, version 5 otherwise. The
+ * runtime accepts descriptors of versions 1 to 6 and reads each field only
+ * from a descriptor of a version that has it. */
+#define OTC_ABI_VERSION 6
+
+/// Version 6: a program compiled with --shard-optimizer (ZeRO-1). Every
+/// trained parameter lies in one group per kind of state (FP32 parameters,
+/// gradients, BF16 working copies), each parameter at the same element in
+/// every kind, and each group holds `ranks` x `elements` elements: rank r's
+/// part is elements [r x elements, (r + 1) x elements). The AdamW moments
+/// exist only as each rank's part (`elements` F32 values each): the program
+/// has no ADAM_M or ADAM_V slots, and the moments of the PARAM slot at byte
+/// `o` start at element (o - param_offset) / 4 of the group. optimizer_step
+/// updates the running rank's part alone (otcrt_rank), reading the summed
+/// gradients there: the runtime reduce-scatters the gradient group before
+/// it and all-gathers the parameter and copy groups after it.
+typedef struct {
+  int32_t ranks;        /* the data-parallel ranks it must run on, >= 2 */
+  int32_t grad_dtype;   /* OtcDType of the gradient group: OTC_F32 or OTC_BF16 */
+  int64_t elements;     /* elements of one rank's part of each group */
+  int64_t param_offset; /* byte offsets in the arena: the F32 parameters, */
+  int64_t grad_offset;  /* the gradients, */
+  int64_t copy_offset;  /* the BF16 working copies (-1: none), */
+  int64_t m_offset;     /* and this rank's parts of the first */
+  int64_t v_offset;     /* and second moments */
+} OtcOptimizerShards;
 
 typedef struct {
-  int32_t abi_version; /* 1 to 5 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to 6 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -136,11 +160,19 @@ typedef struct {
      or a checkpoint), before any step, since the optimizer step writes the
      copies only with each update. May be null (the steps refresh them). */
   void (*refresh_params)(char *arena);
+  /* Version 6: where a sharded optimizer's groups lie (above); null when the
+     optimizer is not sharded. */
+  const OtcOptimizerShards *shards;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
 /// runs it and returns the process exit code.
 int otcrt_main(int argc, char **argv, const OtcProgram *program);
+
+/// Version 6: the data-parallel rank of this process (0 when it runs
+/// alone), fixed before any step function runs: a sharded optimizer step
+/// updates this rank's part of the parameters.
+int otcrt_rank(void);
 
 /// The stream every kernel launch, library call, memset and copy of the
 /// generated code goes to: a cudaStream_t on the cuda target (non-blocking,
