@@ -34,6 +34,8 @@ struct ConfigurePass : public otc::impl::ConfigureBase<ConfigurePass> {
     p.epsilon = epsilon;
     p.target = target;
     p.device = device;
+    p.worldSize = worldSize;
+    p.shardOptimizer = shardOptimizer;
     ConfigAttr c = makeConfig(&getContext(), p, [&] {
       return module.emitError("otc-configure: ");
     });

@@ -49,6 +49,10 @@ def Configure : Pass<"otc-configure", "mlir::ModuleOp"> {
     Option<"target", "target", "std::string", "\"cpu\"", "cpu or cuda">,
     Option<"device", "device", "std::string", "\"\"",
            "The device model (default: the target's)">,
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "Data-parallel ranks">,
+    Option<"shardOptimizer", "shard-optimizer", "bool", "false",
+           "ZeRO-1: the AdamW moments sharded over the ranks">,
   ];
 }
 
@@ -503,6 +507,15 @@ def GroupParams : Pass<"otc-group-params", "mlir::ModuleOp"> {
     `@refresh_params`, that the runtime calls after loading the masters. The per-parameter slots stay where they were used;
     otc-plan-buffers places them inside their groups. Padding elements are
     zero in every kind and stay zero.
+
+    With #otc.config's `shard_optimizer` (ZeRO-1 over `world_size` = N
+    ranks) every group is padded to N equal parts, the moments become
+    "group:adam_m" and "group:adam_v" of one part each (no members: the
+    per-parameter moments are removed), and the AdamW kernel updates the
+    running rank's part of the parameter, gradient and copy groups (views
+    with `shards = N`); the runtime reduce-scatters the gradients before it
+    and all-gathers the parameters after (OtcOptimizerShards). When the
+    optimizer step cannot be grouped, sharding it is an error.
 
     ```mlir
     // 2 parameters of 3 and 5 elements, alignment 16 bytes (4 f32 elements)

@@ -5,7 +5,16 @@ gradients' storage type, memory_bytes.grads), the all-reduce takes
 LATENCY + 2 (N - 1) / N * bytes / BUS_BANDWIDTH, the step is the one-rank
 step plus that, and tokens/s count every rank's tokens.
 
-    check_world_plan.py ONE_RANK_PLAN N_RANK_PLAN N BUS_GB_S LATENCY_US
+With --sharded (otc-compile --shard-optimizer, ZeRO-1) the gradients are
+reduce-scattered instead, LATENCY + (N - 1) / N * bytes / BUS_BANDWIDTH, and
+the parameters (memory_bytes.params and .master_params: FP32 and BF16
+copies) all-gathered the same way; the optimizer step is each rank's part
+of the one-rank one, and the moments too: N times a rank's moments are the
+one-rank moments (its parameters' own elements) up to the groups' padding:
+at most 127 elements after each of the T trained tensors and N x 128 to
+make N equal parts, 8 bytes an element.
+
+    check_world_plan.py ONE_RANK_PLAN N_RANK_PLAN N BUS_GB_S LATENCY_US [--sharded T]
 
 Prints one line per check and "world plan: ok" or what differs.
 """
@@ -23,14 +32,41 @@ def main():
     t1, tn = one["time"], many["time"]
     dp = tn["data_parallel"]
     grads = many["memory_bytes"]["grads"]
-    want_ms = (latency + 2.0 * (n - 1) / n * grads / bus) * 1e3
+    sharded = "--sharded" in sys.argv[6:]
+    tensors = int(sys.argv[7]) if sharded else 0
+    if not sharded:
+        want_ms = (latency + 2.0 * (n - 1) / n * grads / bus) * 1e3
+        checks = [
+            ("all-reduce ms", abs(dp["all_reduce_ms"] - want_ms) <= 1e-3),
+            ("step = one rank's + all-reduce",
+             abs(tn["step_ms"] - t1["step_ms"] - want_ms) <= 2e-3),
+        ]
+    else:
+        mem1, memn = one["memory_bytes"], many["memory_bytes"]
+        gather = memn["params"] + memn["master_params"]
+        rs = (latency + (n - 1) / n * grads / bus) * 1e3
+        ag = (latency + (n - 1) / n * gather / bus) * 1e3
+        want_ms = rs + ag
+        pad = (tensors + n) * 128 * 8
+        checks = [
+            ("no all-reduce", "all_reduce_ms" not in dp),
+            ("gather bytes = params + masters", dp["gather_bytes"] == gather),
+            ("reduce-scatter ms", abs(dp["reduce_scatter_ms"] - rs) <= 1e-3),
+            ("all-gather ms", abs(dp["all_gather_ms"] - ag) <= 1e-3),
+            ("exposed = both", abs(dp["exposed_ms"] - want_ms) <= 2e-3),
+            ("moments: 1/N of one rank's, up to padding",
+             0 <= memn["optimizer"] * n - mem1["optimizer"] <= pad),
+            ("optimizer step at most one rank's",
+             tn["optimizer_step_ms"] <= t1["optimizer_step_ms"]),
+            ("step = one rank's, its optimizer step a rank's part, + both",
+             abs(tn["step_ms"] - (t1["step_ms"] - t1["optimizer_step_ms"] +
+                                  tn["optimizer_step_ms"]) - want_ms) <= 2e-3),
+        ]
     checks = [
         ("one rank has no data_parallel", "data_parallel" not in t1),
         ("world_size", dp["world_size"] == n),
         ("gradient bytes = memory_bytes.grads", dp["gradient_bytes"] == grads),
-        ("all-reduce ms", abs(dp["all_reduce_ms"] - want_ms) <= 1e-3),
-        ("step = one rank's + all-reduce",
-         abs(tn["step_ms"] - t1["step_ms"] - want_ms) <= 2e-3),
+    ] + checks + [
         # plan.json rounds the step to 0.1 us and tokens/s to 1.
         ("tokens/s of all ranks",
          abs(tn["tokens_per_s"] /
@@ -40,7 +76,7 @@ def main():
     bad = [name for name, ok in checks if not ok]
     for name, ok in checks:
         print(f"{'ok  ' if ok else 'FAIL'} {name}")
-    print(f"all-reduce {dp['all_reduce_ms']:.4f} ms, expected {want_ms:.4f}")
+    print(f"communication {dp['exposed_ms']:.4f} ms, expected {want_ms:.4f}")
     print("world plan: " + ("ok" if not bad else "differs: " + ", ".join(bad)))
 
 
