@@ -277,7 +277,7 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("GRAD_FACTOR"));
   EXPECT_TRUE(validateProgram(&p, "cpu", false));
-  p.abi_version = 6;
+  p.abi_version = 7;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   // Version 3's index ranges must name integer INPUT slots, once each.
@@ -303,6 +303,46 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   p = fakeProgram();
   p.micro_batch = 3; // INPUT leading dim no longer matches
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(), HasSubstr("leading dimension"));
+}
+
+TEST(DriverValidate, ShardedOptimizer) {
+  // Version 6 (ZeRO-1 over 2 ranks): w and b lie in a parameter group of 4
+  // floats at 0 (2 a rank), their gradients in one at 16; each rank's
+  // moments are 2 floats at 96 and 104, the GRAD_FACTOR slot at 112.
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, 112, 4});
+  OtcOptimizerShards shards = {2, OTC_F32, 2, 0, 16, -1, 96, 104};
+  OtcProgram p = fakeProgram();
+  p.abi_version = 6;
+  p.arena_bytes = 128;
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.slots = slots.data();
+  p.shards = &shards;
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  EXPECT_EQ(shardsOf(p), &shards);
+  // A version 5 descriptor has no such field: it is not read.
+  p.abi_version = 5;
+  EXPECT_EQ(shardsOf(p), nullptr);
+  p.abi_version = 6;
+  OtcOptimizerShards bad = shards;
+  bad.ranks = 1;
+  p.shards = &bad;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(), HasSubstr("bad ranks"));
+  bad = shards;
+  bad.v_offset = 124; // 8 bytes from 124 pass the arena's 128
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("second moments lies outside the arena"));
+  bad = shards;
+  bad.param_offset = 4; // w at 0 starts before it
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("PARAM slot 'w' lies outside the parameter group"));
+  p.shards = &shards;
+  slots.push_back({"w", OTC_SLOT_ADAM_M, OTC_F32, 1, kWShape, 116, 12});
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.slots = slots.data();
+  p.arena_bytes = 128;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("exists, but the moments are sharded"));
 }
 
 TEST(DriverGradients, AdjacentSlotsOfOneDTypeMergeIntoOneRange) {

@@ -42,3 +42,9 @@ module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, pre
 // expected-error@+1 {{target "cpu" has no device "h100" (its devices: cpu)}}
 module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, precision = "fp32", fp32_grad_accum = false, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-8, target = "cpu", device = "h100">} {
 }
+
+// -----
+
+// expected-error@+1 {{shard_optimizer needs a world_size of 2 or more, got 1}}
+module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, precision = "fp32", fp32_grad_accum = false, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-8, target = "cpu", device = "cpu", shard_optimizer = true>} {
+}

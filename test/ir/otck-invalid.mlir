@@ -101,3 +101,13 @@ func.func @addend_accumulate(%x: memref<4x8xf32>, %w: memref<8x16xf32>, %y: memr
   otck.gemm %x, %w, %y addend(%r : memref<4x16xf32>) {accumulate} : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>
   return
 }
+
+// -----
+
+// Tests that a rank's part (a view with shards = N) is 1/N of a 1-D source.
+func.func @bad_shard_view() {
+  %a = otck.buffer : memref<16xf32>
+  // expected-error@+1 {{with shards = 2 must view 1/2 of a 1-D source, got 'memref<16xf32>' to 'memref<4xf32>'}}
+  %b = otck.view %a {shards = 2 : i64} : memref<16xf32> to memref<4xf32>
+  return
+}

@@ -23,3 +23,12 @@ func.func @step() {
   otck.copy %u, %t : memref<4x5xf32>
   return
 }
+
+// A rank's part of a group (ZeRO-1) prints and parses back.
+// CHECK-LABEL: func.func @shard_view
+// CHECK: otck.view %{{.*}} {shards = 4 : i64} : memref<16xf32> to memref<4xf32>
+func.func @shard_view() {
+  %a = otck.buffer : memref<16xf32>
+  %b = otck.view %a {shards = 4 : i64} : memref<16xf32> to memref<4xf32>
+  return
+}
