@@ -35,6 +35,7 @@ static void setState(FitCandidate &c, const PlanSummary &summary) {
   c.weights = summary.params;
   c.grads = summary.grads;
   c.optimizer = summary.masterParams + summary.optimizer;
+  c.moments = summary.optimizer;
 }
 
 /// Elements of the first integer graph input: the tokens of a micro-step.
@@ -89,6 +90,16 @@ static OwningOpRef<ModuleOp> differentiated(OwningOpRef<ModuleOp> module,
 static bool measure(ModuleOp differentiatedModule, double before,
                     const FitRequest &request, FitCandidate &c) {
   OwningOpRef<ModuleOp> module = differentiatedModule.clone();
+  if (ConfigAttr config = getConfig(*module);
+      config && config.getShardOptimizer() != c.sharded) {
+    ConfigParts parts = partsOf(config);
+    parts.shardOptimizer = c.sharded;
+    ConfigAttr changed = makeConfig(module->getContext(), parts,
+                                    [&] { return module->emitError(); });
+    if (!changed)
+      return false;
+    setConfig(*module, changed);
+  }
   PipelineOptions options = request.pipeline;
   options.rematPolicy = c.remat;
   options.fusionRemarks = false;
@@ -159,12 +170,24 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
   int64_t samples = request.globalBatchTokens / perSample / ranks;
 
   static const char *const policies[] = {"none", "selective", "full"};
+  // Over several ranks the optimizer is planned sharded (ZeRO-1) and not,
+  // unless --shard-optimizer asked for it.
+  std::vector<bool> shardings = {request.config.shardOptimizer};
+  if (ranks > 1 && !request.config.shardOptimizer)
+    shardings.push_back(true);
   std::vector<FitCandidate> all;
-  bool stopped[3] = {false, false, false};
+  bool stopped[3][2] = {{false, false}, {false, false}, {false, false}};
+  auto allStopped = [&] {
+    for (int p = 0; p < 3; ++p)
+      for (size_t z = 0; z < shardings.size(); ++z)
+        if (!stopped[p][z])
+          return false;
+    return true;
+  };
   for (int64_t mb = 1; mb <= samples; mb *= 2) {
     if (samples % mb)
       continue;
-    if (stopped[0] && stopped[1] && stopped[2])
+    if (allStopped())
       break;
     OwningOpRef<ModuleOp> imported = mb == 1 ? std::move(one) : import(mb);
     if (!imported)
@@ -176,24 +199,27 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
         differentiated(std::move(imported), request, mb, samples / mb, flops);
     if (!base)
       continue;
-    for (int p = 0; p < 3; ++p) {
-      if (stopped[p])
-        continue;
-      FitCandidate c;
-      c.microBatch = mb;
-      c.gradAccum = samples / mb;
-      c.remat = policies[p];
-      if (!measure(*base, flops, request, c))
-        continue;
-      llvm::errs() << "otc-compile: fit: micro-batch " << mb << " x "
-                   << c.gradAccum << ", remat " << c.remat << ": peak "
-                   << formatBytes(c.totalPeak) << ", "
-                   << llvm::format("%.0f", c.tokensPerSecond)
-                   << " tokens/s predicted\n";
-      // A larger micro-batch only needs more memory under this policy.
-      stopped[p] = !c.fits;
-      all.push_back(c);
-    }
+    for (int p = 0; p < 3; ++p)
+      for (size_t z = 0; z < shardings.size(); ++z) {
+        if (stopped[p][z])
+          continue;
+        FitCandidate c;
+        c.microBatch = mb;
+        c.gradAccum = samples / mb;
+        c.remat = policies[p];
+        c.sharded = shardings[z];
+        if (!measure(*base, flops, request, c))
+          continue;
+        llvm::errs() << "otc-compile: fit: micro-batch " << mb << " x "
+                     << c.gradAccum << ", remat " << c.remat
+                     << (c.sharded ? ", optimizer sharded" : "") << ": peak "
+                     << formatBytes(c.totalPeak) << ", "
+                     << llvm::format("%.0f", c.tokensPerSecond)
+                     << " tokens/s predicted\n";
+        // A larger micro-batch only needs more memory under this policy.
+        stopped[p][z] = !c.fits;
+        all.push_back(c);
+      }
   }
   if (all.empty()) {
     err = "no candidate configuration could be planned";
@@ -236,8 +262,10 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
      << (request.config.worldSize > 1 ? " per rank" : "") << " ("
      << candidates.size()
      << " configurations planned; the Pareto-best, fastest first):\n";
+  const bool ranks = request.config.worldSize > 1;
   os << "  micro-batch grad-accum remat       total peak    step ms     "
-        "tokens/s recompute\n";
+        "tokens/s recompute"
+     << (ranks ? "  optimizer" : "") << "\n";
   std::vector<size_t> order;
   for (size_t i = 0; i < candidates.size(); ++i)
     if (candidates[i].pareto)
@@ -247,11 +275,12 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
   });
   for (size_t i : order) {
     const FitCandidate &c = candidates[i];
-    os << llvm::format("  %11lld %10lld %-9s %12s %10.3f %12.0f %8.1f%%  %s\n",
+    os << llvm::format("  %11lld %10lld %-9s %12s %10.3f %12.0f %8.1f%%  %s%s\n",
                        static_cast<long long>(c.microBatch),
                        static_cast<long long>(c.gradAccum), c.remat.c_str(),
                        formatBytes(c.totalPeak).c_str(), c.stepSeconds * 1e3,
                        c.tokensPerSecond, 100.0 * c.recomputeShare,
+                       !ranks ? "" : c.sharded ? "sharded    " : "whole      ",
                        pick && *pick == i ? "<- pick"
                        : c.fits           ? ""
                                           : "(does not fit)");
@@ -262,6 +291,8 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
        << c.gradAccum << " --remat=" << c.remat;
     if (request.config.worldSize > 1)
       os << " --world-size " << request.config.worldSize;
+    if (c.sharded)
+      os << " --shard-optimizer";
     os << " (predicted "
        << llvm::format("%.0f", c.tokensPerSecond) << " tokens/s, planned peak "
        << formatBytes(c.totalPeak) << ")\n";
@@ -288,11 +319,19 @@ void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
   // The state is the same in every candidate; the rest (activations, the
   // arena's other buffers, the libraries and the context) is the least of
   // any candidate's.
-  const FitCandidate &any = candidates.front();
+  // (A sharded candidate keeps its rank's part of the moments: its rest is
+  // its peak less its own state.) The state shown is an unsharded one's.
+  const FitCandidate *whole = &candidates.front();
+  for (const FitCandidate &c : candidates)
+    if (!c.sharded) {
+      whole = &c;
+      break;
+    }
+  const FitCandidate &any = *whole;
   int64_t state = any.weights + any.grads + any.optimizer;
   int64_t rest = std::numeric_limits<int64_t>::max();
   for (const FitCandidate &c : candidates)
-    rest = std::min(rest, c.totalPeak - state);
+    rest = std::min(rest, c.totalPeak - (c.weights + c.grads + c.optimizer));
   int64_t budget = request.memoryBytes;
   double perParam =
       any.paramsCount > 0 ? double(state) / double(any.paramsCount) : 0;
@@ -317,18 +356,27 @@ void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
     os << " parameters with that rest (fewer layers, or a smaller "
           "vocabulary)\n";
   }
-  int64_t unsharded = any.weights + any.grads + rest;
-  if (any.optimizer > 0 && budget > unsharded) {
+  // ZeRO-1 as otc does it shards the moments; the FP32 masters stay whole.
+  int64_t onDevice = any.weights + any.grads + rest;
+  int64_t unsharded = onDevice + (any.optimizer - any.moments);
+  if (any.moments > 0 && budget > unsharded) {
     int64_t ranks =
-        (any.optimizer + (budget - unsharded) - 1) / (budget - unsharded);
-    os << "  with the FP32 masters and AdamW moments sharded over " << ranks
-       << " GPUs (ZeRO-1, data parallelism: not yet in otc) each holds "
-       << formatBytes(unsharded + any.optimizer / ranks)
-       << ", or with them on the host, "
-       << formatBytes(unsharded) << " on the GPU\n";
+        (any.moments + (budget - unsharded) - 1) / (budget - unsharded);
+    os << "  with the AdamW moments sharded over " << ranks
+       << " ranks (ZeRO-1: --world-size " << ranks
+       << " --shard-optimizer) each holds "
+       << formatBytes(unsharded + any.moments / ranks)
+       << ", or with the optimizer's state on the host (not in otc), "
+       << formatBytes(onDevice) << " on the GPU\n";
+  } else if (budget > onDevice) {
+    os << "  the FP32 masters alone do not fit beside the weights, gradients "
+          "and that rest ("
+       << formatBytes(unsharded)
+       << "); with the optimizer's state on the host (not in otc), "
+       << formatBytes(onDevice) << " on the GPU\n";
   } else {
     os << "  the weights and gradients with that rest take "
-       << formatBytes(unsharded)
+       << formatBytes(onDevice)
        << ": more than the budget even with the optimizer state elsewhere; "
           "the weights themselves would have to be sharded (FSDP, ZeRO-3)\n";
   }

@@ -2,7 +2,8 @@
 //
 // `otc-compile MODEL --fit --global-batch-tokens=N --memory-budget=SIZE`:
 // every micro-batch that divides the global batch (the rest is gradient
-// accumulation) under each recomputation policy is compiled through the
+// accumulation) under each recomputation policy (and, over several ranks,
+// with the optimizer sharded and not) is compiled through the
 // whole pipeline up to buffer planning, its total peak read from the plan
 // and its step predicted on the device (perf/StepTime.h); the table of
 // the Pareto-best candidates (no other is both faster and smaller) and the
@@ -51,6 +52,9 @@ struct FitRequest {
 struct FitCandidate {
   int64_t microBatch = 0, gradAccum = 0;
   std::string remat;
+  /// ZeRO-1 (--shard-optimizer): tried beside the unsharded plan when the
+  /// request has more than one rank.
+  bool sharded = false;
   int64_t totalPeak = 0;
   double stepSeconds = 0, tokensPerSecond = 0;
   /// Recomputed FLOPs over the step's FLOPs without recomputation.
@@ -58,8 +62,9 @@ struct FitCandidate {
   bool fits = false, pareto = false;
   /// Parameters trained, and the bytes of what every step keeps for them:
   /// the weights and their BF16 copies (`weights`), their gradients, and
-  /// the FP32 masters with AdamW's moments (`optimizer`).
-  int64_t paramsCount = 0, weights = 0, grads = 0, optimizer = 0;
+  /// the FP32 masters with AdamW's moments (`optimizer`, of which the
+  /// moments are `moments`).
+  int64_t paramsCount = 0, weights = 0, grads = 0, optimizer = 0, moments = 0;
 };
 
 /// The candidates (all of them, Pareto ones marked) and the pick, if any
@@ -72,8 +77,9 @@ planFit(mlir::MLIRContext &context, const FitRequest &request,
 /// Prints the Pareto table and the pick; when nothing fits, why and what
 /// would: the state every step keeps (weights, gradients, FP32 masters and
 /// AdamW moments) against the budget, the most parameters that would fit
-/// at these bytes per parameter, and over how many GPUs the optimizer's
-/// share would have to be sharded (ZeRO-1), or that it would go to the host.
+/// at these bytes per parameter, and over how many ranks the moments would
+/// have to be sharded (ZeRO-1, --shard-optimizer), or that the optimizer's
+/// state would go to the host.
 void printFit(const std::vector<FitCandidate> &candidates,
               std::optional<size_t> pick, const FitRequest &request,
               llvm::raw_ostream &os);

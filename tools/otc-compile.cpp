@@ -451,6 +451,7 @@ int Compile::fitIfAsked() {
     microBatch = c.microBatch;
     gradAccum = c.gradAccum;
     remat = c.remat;
+    shardOptimizer = c.sharded;
     importOpts.microBatch = c.microBatch;
   }
   if (microBatch.getNumOccurrences()) {
