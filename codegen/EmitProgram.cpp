@@ -303,9 +303,12 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     };
     otck::BufferOp grad = groups["grad"];
     llvm::raw_string_ostream so(shardsText);
+    // Without BF16 copies the steps read the parameters themselves.
+    bool readsParams = otck::stepsReadParams(module) || !groups.count("param_bf16");
     so << "static const OtcOptimizerShards kShards = {"
        << config.getWorldSize() << ", "
        << dtypeEnum(grad.getType().getElementType()) << ", "
+       << (readsParams ? 1 : 0) << ", 0, "
        << groups["adam_m"].getType().getNumElements() << ", "
        << offset("param") << ", " << offset("grad") << ", "
        << offset("param_bf16") << ", " << offset("adam_m") << ", "

@@ -6,6 +6,7 @@
 
 #include "ir/OtckDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringSet.h"
@@ -41,6 +42,24 @@ void otc::otck::forEachSlot(ModuleOp module,
     else if (!b->hasAttr(kMembersAttr))
       fn(b.getSlot()->split(':').second, b);
   });
+}
+
+bool otc::otck::stepsReadParams(ModuleOp module) {
+  bool reads = false;
+  for (const char *name : {"zero_grads", "micro_step"}) {
+    auto f = module.lookupSymbol<func::FuncOp>(name);
+    if (!f)
+      continue;
+    f.walk([&](BufferOp b) {
+      if (!b.getSlot())
+        return;
+      StringRef slot = *b.getSlot();
+      if (slot.starts_with("param:") ||
+          slot == (std::string(kGroupSlotPrefix) + "param"))
+        forEachByteUser(b, [&](Operation *) { reads = true; });
+    });
+  }
+  return reads;
 }
 
 Value otc::otck::storageOf(Value v) {

@@ -41,6 +41,12 @@ inline bool isGroupSlot(llvm::StringRef slot) {
   return slot.starts_with(kGroupSlotPrefix);
 }
 
+/// Whether @zero_grads or @micro_step reads an FP32 parameter slot
+/// ("param:<name>" or the group "group:param"). Under mixed precision with
+/// BF16 working copies they read the copies alone: ZeRO-1 then gathers the
+/// FP32 parameters only for checkpoints, not after every update.
+bool stepsReadParams(mlir::ModuleOp module);
+
 /// Calls `fn` once per persistent slot of `module` (its first buffer op),
 /// with the slot's kind (the name's part before ':', "grad" for
 /// "grad:wte.weight"); group slots, whose bytes are their members', are left

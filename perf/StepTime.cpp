@@ -454,10 +454,17 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
   // every gradient slot, in its storage type, once per step).
   t.worldSize = config->getWorldSize();
   t.shardOptimizer = config->getShardOptimizer();
+  // ZeRO-1 gathers the BF16 copies after every update, and the FP32
+  // parameters too where the steps read them (or there are no copies).
+  bool copies = false;
+  otck::forEachSlot(module, [&](StringRef kind, otck::BufferOp) {
+    copies |= kind == "param_bf16";
+  });
+  const bool gatherParams = !copies || otck::stepsReadParams(module);
   otck::forEachSlot(module, [&](StringRef kind, otck::BufferOp b) {
     if (kind == "grad")
       t.gradientBytes += double(byteSize(b.getType()));
-    else if (kind == "param" || kind == "param_bf16")
+    else if (kind == "param_bf16" || (kind == "param" && gatherParams))
       t.gatherBytes += double(byteSize(b.getType()));
   });
   if (t.worldSize > 1 && device.allReduceBusBandwidth <= 0)

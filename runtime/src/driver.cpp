@@ -500,8 +500,9 @@ Status Run::trainStep(int64_t step) {
     // BF16 copies); each gets the others'.
     if (shards_) {
       TraceSpan gather(tracer_, "parameter all-gather", "communication");
-      if (s = gatherShards(shards_->param_offset, 4, "the parameters"); !s)
-        return s;
+      if (shards_->steps_read_params)
+        if (s = gatherShards(shards_->param_offset, 4, "the parameters"); !s)
+          return s;
       if (shards_->copy_offset >= 0)
         if (s = gatherShards(shards_->copy_offset, 2, "the parameters"); !s)
           return s;
@@ -611,9 +612,16 @@ Status Run::save() {
   TraceSpan span(tracer_, "checkpoint", "checkpoint");
   // ZeRO-1: every rank takes part in gathering the moments; rank 0 writes.
   ShardedMoments moments;
-  if (shards_)
+  if (shards_) {
     if (Status s = gatherMoments(moments); !s)
       return s;
+    // The steps read the BF16 copies alone: the FP32 parameters' other
+    // parts are gathered now.
+    if (!shards_->steps_read_params)
+      if (Status s = gatherShards(shards_->param_offset, 4, "the parameters");
+          !s)
+        return s;
+  }
   if (!world_.isRoot()) {
     lastSaved_ = state_.step;
     return Status::ok();

@@ -315,6 +315,10 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
     if (sh->ranks < 2 || sh->elements < 1 ||
         (sh->grad_dtype != OTC_F32 && sh->grad_dtype != OTC_BF16))
       return bad("shards: bad ranks, elements or gradient type");
+    if ((sh->steps_read_params != 0 && sh->steps_read_params != 1) ||
+        (!sh->steps_read_params && sh->copy_offset < 0))
+      return bad("shards: steps that read no FP32 parameters need BF16 "
+                 "copies");
     const int64_t whole = sh->ranks * sh->elements;
     struct Group {
       const char *what;

@@ -311,7 +311,7 @@ TEST(DriverValidate, ShardedOptimizer) {
   // moments are 2 floats at 96 and 104, the GRAD_FACTOR slot at 112.
   std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
   slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, 112, 4});
-  OtcOptimizerShards shards = {2, OTC_F32, 2, 0, 16, -1, 96, 104};
+  OtcOptimizerShards shards = {2, OTC_F32, 1, 0, 2, 0, 16, -1, 96, 104};
   OtcProgram p = fakeProgram();
   p.abi_version = 6;
   p.arena_bytes = 128;
@@ -332,6 +332,10 @@ TEST(DriverValidate, ShardedOptimizer) {
   bad.v_offset = 124; // 8 bytes from 124 pass the arena's 128
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("second moments lies outside the arena"));
+  bad = shards;
+  bad.steps_read_params = 0; // yet there are no copies to read
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("need BF16 copies"));
   bad = shards;
   bad.param_offset = 4; // w at 0 starts before it
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),

@@ -106,10 +106,16 @@ typedef struct {
 /// `o` start at element (o - param_offset) / 4 of the group. optimizer_step
 /// updates the running rank's part alone (otcrt_rank), reading the summed
 /// gradients there: the runtime reduce-scatters the gradient group before
-/// it and all-gathers the parameter and copy groups after it.
+/// it and all-gathers the copy group after it, and the parameter group too
+/// when the steps read it (`steps_read_params`); otherwise the other ranks'
+/// parts of the FP32 parameters are gathered only when they are read by
+/// the runtime (a checkpoint).
 typedef struct {
   int32_t ranks;        /* the data-parallel ranks it must run on, >= 2 */
   int32_t grad_dtype;   /* OtcDType of the gradient group: OTC_F32 or OTC_BF16 */
+  int32_t steps_read_params; /* 1: zero_grads or micro_step read the F32
+                                parameters; 0: only their BF16 copies */
+  int32_t reserved;          /* 0 */
   int64_t elements;     /* elements of one rank's part of each group */
   int64_t param_offset; /* byte offsets in the arena: the F32 parameters, */
   int64_t grad_offset;  /* the gradients, */
