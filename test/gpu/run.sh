@@ -242,6 +242,22 @@ if [[ -x $b/cuda/train && -f $b/cpu-steps.safetensors ]]; then
     fail=$((fail + 1))
   fi
 fi
+# NCCL at world size 1 (OTC_TEST_COLLECTIVES_ALONE: the gradients' sum of a
+# data-parallel run through a communicator of this GPU alone) gives the
+# same bits as no sum. NCCL is loaded at run time: from the system, or from
+# the nvidia-nccl Python package where that is where it is.
+nccl_dir=$("$py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+for g in gpt2-opset17 gpt2-opset17-bf16; do
+  [[ -x $g/cuda/train && -f $g/cuda.st ]] || continue
+  if LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" OTC_TEST_COLLECTIVES_ALONE=1 \
+       "$g/cuda/train" --batch "$g/batch.safetensors" --dump-grads "$g/nccl.st" --quiet \
+       > "$g-nccl.log" 2>&1; then
+    same "$g NCCL all-reduce at world size 1" "$g/cuda.st" "$g/nccl.st"
+  else
+    echo "FAIL $g NCCL all-reduce at world size 1: $(tail -1 "$g-nccl.log")"
+    fail=$((fail + 1))
+  fi
+done
 # One model trains two steps under compute-sanitizer memcheck (out-of-bounds
 # and misaligned device accesses, CUDA API errors); skipped where
 # compute-sanitizer is not installed.
