@@ -27,3 +27,16 @@ if shutil.which("mpirun"):
     config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+
+# Python's tokenizers (from PyPI, into .deps/python by
+# scripts/install-deps.sh) and sentencepiece (Debian's python3-sentencepiece)
+# for otc-data --tokenizer; the tests name them as features.
+import subprocess
+deps_python = os.path.join(config.otc_src_root, ".deps", "python")
+config.environment["PYTHONPATH"] = os.pathsep.join(
+    p for p in [deps_python, os.environ.get("PYTHONPATH", "")] if p)
+for module in ["tokenizers", "sentencepiece"]:
+    if subprocess.call([config.python, "-c", "import " + module],
+                       env=dict(os.environ, PYTHONPATH=config.environment["PYTHONPATH"]),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add(module)

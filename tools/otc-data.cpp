@@ -5,6 +5,8 @@
 //
 //   otc-data TEXT... -o PREFIX [--vocab=bytes|chars] [--max-vocab N]
 //            [--lower] [--val-fraction F] [--shard-tokens N]
+//   otc-data TEXT... -o PREFIX --tokenizer PATH [--doc-token TOKEN]
+//            [--python PY] [--val-fraction F] [--shard-tokens N]
 //
 // writes PREFIX_train_000000.bin, ... and (with --val-fraction) the last
 // fraction of the tokens as PREFIX_val_000000.bin, .... Tokens are the bytes
@@ -12,23 +14,38 @@
 // bytes instead, in byte order, keeping the --max-vocab - 1 most frequent
 // when there are more (the rest map to one last "unknown" token, shown '?'),
 // and writes PREFIX_vocab.bin, whose byte i is the character of token i, so
-// a model with a small vocabulary can train on text. Errors are one line
+// a model with a small vocabulary can train on text.
+//
+// --tokenizer PATH takes the ids of a model's own tokenizer instead: a Hugging
+// Face tokenizer.json or a SentencePiece *.model, through otc-tokenize.py
+// (next to this program; Python with the tokenizers or sentencepiece
+// package), each file one document that starts with the tokenizer's
+// beginning- or end-of-text token (--doc-token names another). Shards hold
+// uint16 tokens where the vocabulary fits (llm.c's format) and uint32 ones
+// (shard version 2) where it does not. Errors are one line
 // `otc-data: error: ...` and exit status 1.
 //
 //===----------------------------------------------------------------------===//
 
 #include "otcrt/shards.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <sys/wait.h>
 #include <vector>
 
 using namespace llvm;
@@ -50,6 +67,19 @@ static cl::opt<bool> lower("lower", cl::desc("Lower-case the text first"), cl::c
 static cl::opt<double> valFraction("val-fraction",
                                    cl::desc("Fraction of tokens for validation"),
                                    cl::init(0.0), cl::cat(toolCategory));
+static cl::opt<std::string>
+    tokenizer("tokenizer",
+              cl::desc("A tokenizer.json or SentencePiece .model: its ids, "
+                       "each file a document"),
+              cl::value_desc("PATH"), cl::cat(toolCategory));
+static cl::opt<std::string>
+    docToken("doc-token",
+             cl::desc("--tokenizer: the token each document starts with "
+                      "(default: the tokenizer's BOS, else its end-of-text)"),
+             cl::value_desc("TOKEN"), cl::cat(toolCategory));
+static cl::opt<std::string>
+    python("python", cl::desc("--tokenizer: the Python to run (default python3)"),
+           cl::init("python3"), cl::cat(toolCategory));
 static cl::opt<int64_t> shardTokens("shard-tokens",
                                     cl::desc("Tokens per shard (default 100M)"),
                                     cl::init(100000000), cl::cat(toolCategory));
@@ -60,23 +90,82 @@ static int fail(const Twine &message) {
   return 1;
 }
 
-/// Writes \p tokens as shards PREFIX_<split>_NNNNNN.bin; returns the count.
-static int writeSplit(const std::vector<uint16_t> &tokens, const char *split,
-                      int &shards) {
+/// Writes \p tokens as shards PREFIX_<split>_NNNNNN.bin, uint32 ones when
+/// \p wide; returns the count.
+static int writeSplit(const std::vector<uint32_t> &tokens, const char *split,
+                      bool wide, int &shards) {
   shards = 0;
   for (size_t begin = 0; begin < tokens.size() || shards == 0;
        begin += static_cast<size_t>(shardTokens)) {
     size_t end = std::min(tokens.size(), begin + static_cast<size_t>(shardTokens));
-    std::vector<uint16_t> part(tokens.begin() + begin, tokens.begin() + end);
     char name[32];
     std::snprintf(name, sizeof(name), "_%s_%06d.bin", split, shards);
-    otcrt::Status s = otcrt::writeShard(prefix + name, part);
+    otcrt::Status s =
+        wide ? otcrt::writeShard32(prefix + name,
+                                   std::vector<uint32_t>(tokens.begin() + begin,
+                                                         tokens.begin() + end))
+             : otcrt::writeShard(prefix + name,
+                                 std::vector<uint16_t>(tokens.begin() + begin,
+                                                       tokens.begin() + end));
     if (!s)
       return fail(s.message());
     ++shards;
     if (end >= tokens.size())
       break;
   }
+  return 0;
+}
+
+/// Quotes \p s for the shell.
+static std::string quoted(const std::string &s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// The ids of the input files under --tokenizer (otc-tokenize.py), with
+/// the vocabulary's size and the documents' separator (-1: none); a
+/// non-zero exit status after the helper's one-line error.
+static int tokenize(const char *argv0, std::vector<uint32_t> &ids,
+                    uint32_t &vocab, int32_t &separator) {
+  std::string self = sys::fs::getMainExecutable(argv0, (void *)&tokenize);
+  SmallString<256> helper(sys::path::parent_path(self));
+  sys::path::append(helper, "otc-tokenize.py");
+  if (!sys::fs::exists(helper))
+    return fail("--tokenizer needs " + helper.str() + ", which is missing");
+  std::string cmd = quoted(python) + " " + quoted(helper.str().str()) +
+                    " --tokenizer " + quoted(tokenizer);
+  if (!docToken.empty())
+    cmd += " --doc-token " + quoted(docToken);
+  for (const std::string &path : inputFiles)
+    cmd += " " + quoted(path);
+  std::FILE *pipe = popen(cmd.c_str(), "r");
+  if (!pipe)
+    return fail("cannot run " + python + ": " + std::strerror(errno));
+  char header[16];
+  uint64_t count = 0;
+  bool ok = std::fread(header, 1, sizeof header, pipe) == sizeof header;
+  if (ok) {
+    std::memcpy(&vocab, header, 4);
+    std::memcpy(&separator, header + 4, 4);
+    std::memcpy(&count, header + 8, 8);
+    ids.resize(static_cast<size_t>(count));
+    ok = std::fread(ids.data(), 4, ids.size(), pipe) == ids.size();
+  }
+  int status = pclose(pipe);
+  if (status != 0) {
+    // The helper printed its one-line error (exit status 2); anything else
+    // is the Python itself failing.
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+      return 1;
+    return fail("running " + helper.str() + " with " + python +
+                " failed (exit status " +
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                ")");
+  }
+  if (!ok)
+    return fail(helper.str() + " ended before its ids");
   return 0;
 }
 
@@ -92,6 +181,45 @@ int main(int argc, char **argv) {
     return fail("--shard-tokens must be positive");
   if (maxVocab < 2 || maxVocab > 256)
     return fail("--max-vocab must be in [2, 256]");
+  if (!tokenizer.empty() &&
+      (vocabMode.getNumOccurrences() || maxVocab.getNumOccurrences() || lower))
+    return fail("--tokenizer gives the ids itself: leave out --vocab, "
+                "--max-vocab and --lower");
+  if (tokenizer.empty() && docToken.getNumOccurrences())
+    return fail("--doc-token needs --tokenizer");
+
+  if (!tokenizer.empty()) {
+    std::vector<uint32_t> ids;
+    uint32_t vocab = 0;
+    int32_t separator = -1;
+    if (int rc = tokenize(argv[0], ids, vocab, separator))
+      return rc;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= vocab)
+        return fail("the tokenizer gave id " + std::to_string(ids[i]) +
+                    " at token " + std::to_string(i) +
+                    ", outside its vocabulary of " + std::to_string(vocab));
+    // uint16 where every id fits (llm.c's format), else uint32.
+    bool wide = vocab > 65536;
+    size_t valTokens = static_cast<size_t>(valFraction * ids.size());
+    std::vector<uint32_t> val(ids.end() - valTokens, ids.end());
+    ids.resize(ids.size() - valTokens);
+    int trainShards = 0, valShards = 0;
+    if (int rc = writeSplit(ids, "train", wide, trainShards))
+      return rc;
+    if (valTokens)
+      if (int rc = writeSplit(val, "val", wide, valShards))
+        return rc;
+    outs() << "otc-data: " << ids.size() << " train tokens in " << trainShards
+           << " shard(s), " << valTokens << " val tokens in " << valShards
+           << " shard(s), vocab " << vocab << " (" << tokenizer << "; "
+           << (wide ? "uint32" : "uint16") << " tokens"
+           << (separator >= 0 ? ", documents start with token " +
+                                    std::to_string(separator)
+                              : std::string(", no document separator"))
+           << ")\n";
+    return 0;
+  }
 
   std::string text;
   for (const std::string &path : inputFiles) {
@@ -138,19 +266,19 @@ int main(int argc, char **argv) {
       return fail("cannot write " + path);
   }
 
-  std::vector<uint16_t> tokens;
+  std::vector<uint32_t> tokens;
   tokens.reserve(text.size());
   for (unsigned char c : text)
     tokens.push_back(id[c]);
   size_t valTokens = static_cast<size_t>(valFraction * tokens.size());
-  std::vector<uint16_t> val(tokens.end() - valTokens, tokens.end());
+  std::vector<uint32_t> val(tokens.end() - valTokens, tokens.end());
   tokens.resize(tokens.size() - valTokens);
 
   int trainShards = 0, valShards = 0;
-  if (int rc = writeSplit(tokens, "train", trainShards))
+  if (int rc = writeSplit(tokens, "train", false, trainShards))
     return rc;
   if (valTokens)
-    if (int rc = writeSplit(val, "val", valShards))
+    if (int rc = writeSplit(val, "val", false, valShards))
       return rc;
   outs() << "otc-data: " << tokens.size() << " train tokens in " << trainShards
          << " shard(s), " << valTokens << " val tokens in " << valShards

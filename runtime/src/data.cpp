@@ -67,13 +67,13 @@ Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
     uint8_t empty[kShardHeaderBytes] = {};
     Status s = parseShardHeader(bytes ? bytes : empty,
                                 static_cast<int64_t>(shard.mapBytes), path,
-                                shard.count);
+                                shard.count, shard.tokenBytes);
     if (!s) {
       if (shard.map)
         munmap(shard.map, shard.mapBytes);
       return s;
     }
-    shard.tokens = reinterpret_cast<const uint16_t *>(bytes + kShardHeaderBytes);
+    shard.tokens = bytes + kShardHeaderBytes;
     shard.firstWindow = numWindows_;
     int64_t windows =
         shard.count >= window ? (shard.count - window) / stride + 1 : 0;
@@ -87,13 +87,16 @@ Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
   return Status::ok();
 }
 
-const uint16_t *TokenDataset::window(int64_t w) const {
+TokenDataset::Window TokenDataset::window(int64_t w) const {
   // The last shard whose first window is <= w.
   auto it = std::upper_bound(
       shards_.begin(), shards_.end(), w,
       [](int64_t v, const Shard &s) { return v < s.firstWindow; });
   const Shard &s = *(it - 1);
-  return s.tokens + (w - s.firstWindow) * stride_;
+  Window out;
+  out.tokenBytes = s.tokenBytes;
+  out.bytes = s.tokens + (w - s.firstWindow) * stride_ * s.tokenBytes;
+  return out;
 }
 
 uint64_t TokenDataset::fingerprint() const {
@@ -233,7 +236,7 @@ Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,
     if (cursor_ >= data_.numWindows())
       seek(epoch_ + 1, 0);
     int64_t window = order_[cursor_++];
-    const uint16_t *w = data_.window(window);
+    TokenDataset::Window w = data_.window(window);
     for (int64_t t = 0; t < T; ++t) {
       storeInt(tokens, *feed_.tokens, r * T + t, w[t]);
       if (feed_.targets)

@@ -12,6 +12,7 @@
 #include "otcrt/status.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,8 +36,23 @@ public:
   int64_t numWindows() const { return numWindows_; }
   int64_t numTokens() const { return numTokens_; }
   size_t numShards() const { return shards_.size(); }
+  /// The tokens of one window, in its shard's width (uint16 or uint32).
+  struct Window {
+    const uint8_t *bytes = nullptr;
+    int tokenBytes = 2;
+    uint32_t operator[](int64_t t) const {
+      if (tokenBytes == 2) {
+        uint16_t v;
+        std::memcpy(&v, bytes + 2 * t, 2);
+        return v;
+      }
+      uint32_t v;
+      std::memcpy(&v, bytes + 4 * t, 4);
+      return v;
+    }
+  };
   /// The \p window tokens of window \p w.
-  const uint16_t *window(int64_t w) const;
+  Window window(int64_t w) const;
   /// A fingerprint of the shard list and sizes (checked on resume).
   uint64_t fingerprint() const;
   /// "SHARD token N": where token \p t of window \p w lies.
@@ -47,7 +63,8 @@ private:
     std::string path;
     void *map = nullptr;
     size_t mapBytes = 0;
-    const uint16_t *tokens = nullptr;
+    const uint8_t *tokens = nullptr;
+    int tokenBytes = 2;
     int64_t count = 0;
     int64_t firstWindow = 0;
   };

@@ -142,9 +142,17 @@ TEST(Schedule, BatchRampGrowsToFull) {
 TEST(Shards, RoundTripAndHeaderErrors) {
   std::string path = "/tmp/otcrt_shard_test.bin";
   ASSERT_TRUE(writeShard(path, {1, 2, 65535}));
-  std::vector<uint16_t> back;
+  std::vector<uint32_t> back;
   ASSERT_TRUE(readShard(path, back));
-  EXPECT_EQ(back, (std::vector<uint16_t>{1, 2, 65535}));
+  EXPECT_EQ(back, (std::vector<uint32_t>{1, 2, 65535}));
+  // Version 2: uint32 tokens, 4 bytes each after the header.
+  ASSERT_TRUE(writeShard32(path, {7, 65536, 128255}));
+  ASSERT_TRUE(readShard(path, back));
+  EXPECT_EQ(back, (std::vector<uint32_t>{7, 65536, 128255}));
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    EXPECT_EQ(static_cast<int64_t>(in.tellg()), 1024 + 3 * 4);
+  }
   // Corrupt the magic, then truncate.
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -157,6 +165,27 @@ TEST(Shards, RoundTripAndHeaderErrors) {
   ASSERT_EQ(truncate(path.c_str(), 1024 + 4), 0);
   EXPECT_THAT(readShard(path, back).message(), HasSubstr("header says 3 tokens"));
   std::remove(path.c_str());
+}
+
+TEST_F(TrainRun, Uint32ShardsGiveTheSameWindows) {
+  // The same tokens as version 2 (uint32) shards, one of them mixed with a
+  // version 1 one: every window reads the same values.
+  TokenDataset narrow;
+  ASSERT_TRUE(narrow.open(options.dataGlobs, kT + 1, kT, "--data"));
+  std::vector<uint32_t> wide;
+  ASSERT_TRUE(readShard(dir + "/train_000.bin", wide));
+  ASSERT_TRUE(writeShard32(dir + "/wide_000.bin", wide));
+  std::vector<uint32_t> second;
+  ASSERT_TRUE(readShard(dir + "/train_001.bin", second));
+  ASSERT_TRUE(writeShard(dir + "/wide_001.bin",
+                         std::vector<uint16_t>(second.begin(), second.end())));
+  TokenDataset mixed;
+  ASSERT_TRUE(mixed.open({dir + "/wide_*.bin"}, kT + 1, kT, "--data"));
+  ASSERT_EQ(mixed.numWindows(), narrow.numWindows());
+  for (int64_t w = 0; w < narrow.numWindows(); ++w)
+    for (int64_t t = 0; t <= kT; ++t)
+      ASSERT_EQ(mixed.window(w)[t], narrow.window(w)[t]) << w << " " << t;
+  EXPECT_EQ(mixed.window(0).tokenBytes, 4);
 }
 
 TEST_F(TrainRun, DataFeedsShiftedWindowsAndShufflesEveryWindowOnce) {
