@@ -21,6 +21,20 @@
 //     otc.output, "grad/<param>", "loss" (else "resultN"). For tests of the
 //     ops that ONNX has no node test for (dropout masks, AdamW, gradients).
 //
+//   otc-run MODEL.onnx --generate N --prompt-ids A,B,... [--temperature T]
+//           [--top-k K] [--top-p P] [--seed S] [--logits NAME]
+//     text generation from a language model (an otc-export'ed model with its
+//     logits as an output): imports it at micro-batch 1 once, then N times
+//     runs @forward on the last T ids (T: the model's sequence length; the
+//     window padded with zeros after them, which a causal model does not
+//     look at), takes the logits of the last id's position (the output
+//     NAME, else the first float output), and draws the next id from their
+//     softmax at temperature T (0: the largest logit), among the K largest
+//     (0: all) and the fewest largest whose probabilities reach P, with a
+//     generator seeded by S; any other integer input (a loss's targets) is
+//     zeros. Prints the prompt and the new ids on one line, space-separated.
+//     No cache of keys and values: each id runs the whole window again.
+//
 //   otc-run FILE.mlir --check-gradients [--tol T] [--seed S]
 //     parses a module holding @forward, builds @train_step with the
 //     otc-differentiate pass when it is absent, and compares its gradients
@@ -49,6 +63,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -72,6 +88,13 @@ struct Options {
   bool checkGradients = false;
   std::string funcName = "forward";
   otc::interp::GradCheckOptions gradCheck;
+  // --generate: ids to add (0: not generating), the prompt, and the draw.
+  int64_t generate = 0;
+  std::vector<int64_t> promptIds;
+  double temperature = 1.0, topP = 1.0;
+  int64_t topK = 0;
+  bool seedGiven = false;
+  std::string logitsName;
 };
 
 } // namespace
@@ -88,6 +111,8 @@ static const char kUsage[] =
     "[--f64]\n"
     "       otc-run FILE.mlir --inputs IN.safetensors --outputs "
     "OUT.safetensors [--func NAME] [--rng-key K] [--f64]\n"
+    "       otc-run MODEL.onnx --generate N --prompt-ids A,B,... "
+    "[--temperature T] [--top-k K] [--top-p P] [--seed S] [--logits NAME]\n"
     "       otc-run FILE.mlir --check-gradients [--tol T] [--seed S]\n";
 
 /// Parses argv into `options`; returns an error message or "".
@@ -139,6 +164,37 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
       if (!value(v) || v.getAsInteger(10, seed))
         return "--seed needs a non-negative integer";
       options.gradCheck.seed = seed;
+      options.seedGiven = true;
+    } else if (flag == "--generate") {
+      if (!value(v) || v.getAsInteger(10, options.generate) ||
+          options.generate <= 0)
+        return "--generate needs a positive number of ids";
+    } else if (flag == "--prompt-ids") {
+      if (!value(v) || v.empty())
+        return "--prompt-ids needs ids: A,B,...";
+      llvm::SmallVector<llvm::StringRef> parts;
+      v.split(parts, ',');
+      for (llvm::StringRef part : parts) {
+        int64_t id;
+        if (part.trim().getAsInteger(10, id) || id < 0)
+          return ("--prompt-ids: '" + part + "' is not a token id").str();
+        options.promptIds.push_back(id);
+      }
+    } else if (flag == "--temperature") {
+      if (!value(v) || v.getAsDouble(options.temperature) ||
+          !(options.temperature >= 0))
+        return "--temperature needs a number >= 0";
+    } else if (flag == "--top-k") {
+      if (!value(v) || v.getAsInteger(10, options.topK) || options.topK < 0)
+        return "--top-k needs an integer >= 0";
+    } else if (flag == "--top-p") {
+      if (!value(v) || v.getAsDouble(options.topP) ||
+          !(options.topP > 0 && options.topP <= 1))
+        return "--top-p needs a number in (0, 1]";
+    } else if (flag == "--logits") {
+      if (!value(v) || v.empty())
+        return "--logits needs an output name";
+      options.logitsName = v.str();
     } else if (flag == "--tol") {
       if (!value(v) || v.getAsDouble(options.gradCheck.tol) ||
           !(options.gradCheck.tol > 0))
@@ -160,7 +216,11 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
   }
   if (options.model.empty())
     return "no model file given (otc-run --help)";
-  if (!options.checkGradients && options.outputs.empty())
+  if (options.generate && options.promptIds.empty())
+    return "--generate needs --prompt-ids A,B,... (at least one id)";
+  if (!options.generate && !options.promptIds.empty())
+    return "--prompt-ids needs --generate N";
+  if (!options.checkGradients && !options.generate && options.outputs.empty())
     return "--outputs OUT.safetensors is required";
   return "";
 }
@@ -476,6 +536,9 @@ static std::string readInputs(const Options &options,
   return status ? "" : status.message();
 }
 
+static int generateIds(func::FuncOp forward, const Options &options,
+                       const std::vector<otc::InitializerData> &initializers);
+
 /// Imports the ONNX model and runs its @forward. Graph inputs that an op
 /// needs at import time (shapes, axes, k, ratio) are bound from --inputs.
 static int runOnnxModel(MLIRContext &context, const Options &options) {
@@ -496,7 +559,151 @@ static int runOnnxModel(MLIRContext &context, const Options &options) {
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return fail("the imported module has no @forward");
+  if (options.generate)
+    return generateIds(forward, options, initializers);
   return runAndWrite(forward, options, initializers, inputs);
+}
+
+/// One draw of the next id from `logits` (--generate's rule): the largest
+/// at temperature 0 (the first of equal ones), else from the softmax of
+/// logits / temperature over the top-k largest and the fewest largest whose
+/// probabilities reach top-p, by uniform `u` in [0, 1).
+static int64_t drawId(const std::vector<double> &logits, const Options &o,
+                      double u) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return logits[a] > logits[b];
+  });
+  if (o.temperature == 0)
+    return order[0];
+  int64_t keep = o.topK > 0 ? std::min(o.topK, V) : V;
+  std::vector<double> p(static_cast<size_t>(keep));
+  double top = logits[order[0]] / o.temperature, sum = 0;
+  for (int64_t i = 0; i < keep; ++i)
+    sum += p[i] = std::exp(logits[order[i]] / o.temperature - top);
+  if (o.topP < 1) {
+    double reached = 0;
+    int64_t n = 0;
+    while (n < keep && reached < o.topP * sum)
+      reached += p[n++];
+    keep = std::max<int64_t>(n, 1);
+    sum = reached > 0 ? reached : p[0];
+  }
+  double at = u * sum, run = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    run += p[i];
+    if (at < run)
+      return order[i];
+  }
+  return order[keep - 1];
+}
+
+/// --generate: the token input of `forward` ([1, T] integers) filled with
+/// the last T ids, every other integer input zeros, the parameters from
+/// `initializers`; the next id drawn from the logits at the last id.
+static int generateIds(func::FuncOp forward, const Options &options,
+                       const std::vector<otc::InitializerData> &initializers) {
+  if (std::string err = checkMemory(forward); !err.empty())
+    return fail(err);
+  std::map<std::string, const otc::InitializerData *> initByName;
+  for (const otc::InitializerData &init : initializers)
+    initByName[init.name] = &init;
+  std::vector<Tensor> args;
+  int tokensArg = -1;
+  int64_t T = 0;
+  for (BlockArgument arg : forward.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::string name = argumentName(forward, index);
+    Tensor value;
+    value.shape.assign(type.getShape().begin(), type.getShape().end());
+    auto init = initByName.find(name);
+    if (forward.getArgAttr(index, otc::attrs::kParam) &&
+        init != initByName.end()) {
+      value.data.assign(init->second->values.begin(),
+                        init->second->values.end());
+    } else if (forward.getArgAttr(index, otc::attrs::kInput)) {
+      if (!type.getElementType().isInteger())
+        return fail("--generate takes token ids, but input '" + name +
+                    "' is " + (type.getElementType().isF32() ? "f32" : "not integer"));
+      if (tokensArg < 0) {
+        if (type.getRank() != 2 || type.getShape()[0] != 1)
+          return fail("--generate needs a token input of shape [1, T], got '" +
+                      name + "' of " +
+                      otcrt::formatShape(value.shape));
+        tokensArg = static_cast<int>(index);
+        T = type.getShape()[1];
+      }
+      value.data.assign(type.getNumElements(), 0.0);
+    } else if (forward.getArgAttr(index, otc::attrs::kRngKey)) {
+      value.data.assign(type.getNumElements(),
+                        static_cast<double>(options.rngKey));
+    } else {
+      return fail("--generate cannot bind argument '" + name + "'");
+    }
+    args.push_back(std::move(value));
+  }
+  if (tokensArg < 0)
+    return fail("--generate needs an integer token input");
+  int logitsResult = -1;
+  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(forward.getResultTypes()[i]);
+    bool named = !options.logitsName.empty() &&
+                 resultName(forward, i) == options.logitsName;
+    bool floatSeq = type && isa<FloatType>(type.getElementType()) &&
+                    type.getRank() >= 2 && type.getRank() <= 3;
+    if (named || (options.logitsName.empty() && floatSeq && logitsResult < 0))
+      logitsResult = static_cast<int>(i);
+  }
+  if (logitsResult < 0)
+    return fail(options.logitsName.empty()
+                    ? "--generate needs the logits as an output ([1, T, V] "
+                      "floats; otc-export --expose-logits)"
+                    : "the model has no output '" + options.logitsName + "'");
+  auto logitsType =
+      cast<RankedTensorType>(forward.getResultTypes()[logitsResult]);
+  const int64_t V = logitsType.getShape().back();
+  if (logitsType.getNumElements() != T * V)
+    return fail("output '" + resultName(forward, logitsResult) + "' of " +
+                std::to_string(logitsType.getNumElements()) +
+                " values is not [T = " + std::to_string(T) + ", V] logits");
+  for (int64_t id : options.promptIds)
+    if (id >= V)
+      return fail("--prompt-ids: id " + std::to_string(id) +
+                  " is outside the vocabulary of " + std::to_string(V));
+  // SplitMix64 over the seed and the step: a draw per id, the same for
+  // a seed on every machine.
+  auto uniform = [&](uint64_t step) {
+    uint64_t x = options.gradCheck.seed * 0x9E3779B97F4A7C15ull + step;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return static_cast<double>(x >> 11) * 0x1.0p-53;
+  };
+  std::vector<int64_t> ids = options.promptIds;
+  for (int64_t n = 0; n < options.generate; ++n) {
+    int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - T);
+    int64_t len = static_cast<int64_t>(ids.size()) - start;
+    Tensor &tokens = args[tokensArg];
+    std::fill(tokens.data.begin(), tokens.data.end(), 0.0);
+    for (int64_t t = 0; t < len; ++t)
+      tokens.data[t] = static_cast<double>(ids[start + t]);
+    FailureOr<std::vector<Tensor>> results =
+        otc::interp::runFunction(forward, args);
+    if (failed(results))
+      return 1; // The diagnostic handler printed the error.
+    const Tensor &logits = (*results)[logitsResult];
+    std::vector<double> row(logits.data.begin() + (len - 1) * V,
+                            logits.data.begin() + len * V);
+    ids.push_back(drawId(row, options, uniform(static_cast<uint64_t>(n))));
+  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    llvm::outs() << (i ? " " : "") << ids[i];
+  llvm::outs() << "\n";
+  return 0;
 }
 
 /// Parses a .mlir module and runs its function --func (default @forward).
@@ -556,7 +763,13 @@ int main(int argc, char **argv) {
       return fail("--check-gradients wants a .mlir file, got " + options.model);
     return checkGradients(context, options);
   }
-  if (model.ends_with(".mlir"))
+  if (model.ends_with(".mlir")) {
+    if (options.generate)
+      return fail("--generate runs an ONNX model, not " + options.model);
     return runMlirModule(context, options);
+  }
+  // --generate runs one sequence at a time.
+  if (options.generate && !options.import.microBatch)
+    options.import.microBatch = 1;
   return runOnnxModel(context, options);
 }
