@@ -7,6 +7,9 @@ every run):
   <|endoftext|>, trained by tokenizers' BpeTrainer;
 - unigram.model: a SentencePiece unigram model of 80 pieces (Llama-2's
   kind, with <s> and </s>), trained by SentencePieceTrainer;
+- wordpiece.json (BERT's kind, documents after [CLS]) and unigram.json (a
+  Unigram of the tokenizers library, documents after <s>), trained by its
+  trainers;
 - wide.json: a word-level tokenizer of 70,001 tokens ("[UNK]", "w0" ...
   "w69999", split on whitespace), whose ids pass 65,535, and wide.txt, a
   cycle of words from all over it.
@@ -32,6 +35,25 @@ def main():
                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                             show_progress=False))
     bpe.save(os.path.join(out, "bpe.json"))
+
+    # The library's other two kinds: WordPiece (BERT's, [CLS] ... [SEP])
+    # and Unigram.
+    wp = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wp.decoder = decoders.WordPiece()
+    wp.train_from_iterator(
+        text.splitlines(),
+        trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+                                  show_progress=False))
+    wp.save(os.path.join(out, "wordpiece.json"))
+    uni = Tokenizer(models.Unigram())
+    uni.pre_tokenizer = pre_tokenizers.Metaspace()
+    uni.decoder = decoders.Metaspace()
+    uni.train_from_iterator(
+        text.splitlines(),
+        trainers.UnigramTrainer(vocab_size=100, special_tokens=["<unk>", "<s>", "</s>"],
+                                unk_token="<unk>", show_progress=False))
+    uni.save(os.path.join(out, "unigram.json"))
 
     vocab = {"[UNK]": 0}
     for i in range(70000):
