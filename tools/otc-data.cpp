@@ -116,6 +116,22 @@ static int writeSplit(const std::vector<uint32_t> &tokens, const char *split,
   return 0;
 }
 
+/// Splits \p tokens into train and val (the last --val-fraction of them)
+/// and writes both; sets the counts the summary line reports.
+static int writeTrainVal(std::vector<uint32_t> &tokens, bool wide,
+                         size_t &valTokens, int &trainShards, int &valShards) {
+  valTokens = static_cast<size_t>(valFraction * tokens.size());
+  std::vector<uint32_t> val(tokens.end() - valTokens, tokens.end());
+  tokens.resize(tokens.size() - valTokens);
+  trainShards = valShards = 0;
+  if (int rc = writeSplit(tokens, "train", wide, trainShards))
+    return rc;
+  if (valTokens)
+    if (int rc = writeSplit(val, "val", wide, valShards))
+      return rc;
+  return 0;
+}
+
 /// Quotes \p s for the shell.
 static std::string quoted(const std::string &s) {
   std::string out = "'";
@@ -201,15 +217,10 @@ int main(int argc, char **argv) {
                     ", outside its vocabulary of " + std::to_string(vocab));
     // uint16 where every id fits (llm.c's format), else uint32.
     bool wide = vocab > 65536;
-    size_t valTokens = static_cast<size_t>(valFraction * ids.size());
-    std::vector<uint32_t> val(ids.end() - valTokens, ids.end());
-    ids.resize(ids.size() - valTokens);
+    size_t valTokens = 0;
     int trainShards = 0, valShards = 0;
-    if (int rc = writeSplit(ids, "train", wide, trainShards))
+    if (int rc = writeTrainVal(ids, wide, valTokens, trainShards, valShards))
       return rc;
-    if (valTokens)
-      if (int rc = writeSplit(val, "val", wide, valShards))
-        return rc;
     outs() << "otc-data: " << ids.size() << " train tokens in " << trainShards
            << " shard(s), " << valTokens << " val tokens in " << valShards
            << " shard(s), vocab " << vocab << " (" << tokenizer << "; "
@@ -270,16 +281,10 @@ int main(int argc, char **argv) {
   tokens.reserve(text.size());
   for (unsigned char c : text)
     tokens.push_back(id[c]);
-  size_t valTokens = static_cast<size_t>(valFraction * tokens.size());
-  std::vector<uint32_t> val(tokens.end() - valTokens, tokens.end());
-  tokens.resize(tokens.size() - valTokens);
-
+  size_t valTokens = 0;
   int trainShards = 0, valShards = 0;
-  if (int rc = writeSplit(tokens, "train", false, trainShards))
+  if (int rc = writeTrainVal(tokens, false, valTokens, trainShards, valShards))
     return rc;
-  if (valTokens)
-    if (int rc = writeSplit(val, "val", false, valShards))
-      return rc;
   outs() << "otc-data: " << tokens.size() << " train tokens in " << trainShards
          << " shard(s), " << valTokens << " val tokens in " << valShards
          << " shard(s), vocab "

@@ -169,10 +169,7 @@ public:
                                 bool bf16, double preMul,
                                 HostCollectives &host) override {
 #ifdef OTCRT_HAVE_NCCL
-    if (!host.joined())
-      return Status::error("a sharded optimizer needs the ranks of a "
-                           "data-parallel run (mpirun)");
-    if (Status s = communicator(host); !s)
+    if (Status s = shardedCommunicator(host); !s)
       return s;
     ncclRedOp_t op = ncclSum;
     if (Status s = preMulSum(preMul, bf16, op); !s)
@@ -200,10 +197,7 @@ public:
   Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
                    HostCollectives &host) override {
 #ifdef OTCRT_HAVE_NCCL
-    if (!host.joined())
-      return Status::error("a sharded optimizer needs the ranks of a "
-                           "data-parallel run (mpirun)");
-    if (Status s = communicator(host); !s)
+    if (Status s = shardedCommunicator(host); !s)
       return s;
     char *p = arena + offset;
     return ncclTry(
@@ -437,6 +431,14 @@ private:
       return s;
     return ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id, world.rank),
                    "ncclCommInitRank");
+  }
+  /// The communicator of a sharded optimizer's collectives, which need the
+  /// ranks of a data-parallel run.
+  Status shardedCommunicator(HostCollectives &host) {
+    if (!host.joined())
+      return Status::error("a sharded optimizer needs the ranks of a "
+                           "data-parallel run (mpirun)");
+    return communicator(host);
   }
   /// A sum that multiplies each rank's values by \p preMul first (ncclSum
   /// when it is 1), in `op`; the caller destroys one that is not ncclSum.

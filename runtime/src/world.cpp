@@ -280,6 +280,12 @@ Status HostCollectives::sumFloats(float *values, int64_t n, double preMul) {
   return Status::ok();
 }
 
+/// A sharded optimizer's collective called outside a data-parallel run.
+Status notInARun() {
+  return Status::error("a sharded optimizer needs the ranks of a "
+                       "data-parallel run (mpirun)");
+}
+
 /// Elements (floats or bytes) of one rank's part that one call of the
 /// collectives below moves: its parts are packed into a buffer of size x
 /// this, since a part's pieces do not lie together in the whole.
@@ -288,8 +294,7 @@ constexpr int64_t kPiece = int64_t(1) << 24;
 Status HostCollectives::reduceScatterFloats(float *values, int64_t perRank,
                                             double preMul) {
   if (!joined_)
-    return Status::error("a sharded optimizer needs the ranks of a "
-                         "data-parallel run (mpirun)");
+    return notInARun();
   MpiLibrary &m = mpi();
   Waiting wait(*this, "MPI_Reduce_scatter_block");
   const int64_t ranks = world_.size;
@@ -318,8 +323,7 @@ Status HostCollectives::reduceScatterFloats(float *values, int64_t perRank,
 
 Status HostCollectives::allGatherBytes(void *base, int64_t perRank) {
   if (!joined_)
-    return Status::error("a sharded optimizer needs the ranks of a "
-                         "data-parallel run (mpirun)");
+    return notInARun();
   MpiLibrary &m = mpi();
   Waiting wait(*this, "MPI_Allgather");
   const int64_t ranks = world_.size;
