@@ -87,7 +87,22 @@ struct CachedGraph {
   std::shared_ptr<fe::graph::Graph> graph;
   void *workspace = nullptr;
   std::string declined;
+  /// OTCRT_ATTENTION_TUNE=1: every plan was built; the first run times them
+  /// and keeps the fastest.
+  bool tunePending = false;
 };
+
+/// True when the environment sets OTCRT_ATTENTION_TUNE=1 (read once): cuDNN
+/// builds every plan its heuristics list for a shape and times them on the
+/// shape's first call (cudnn-frontend's autotune), instead of taking the
+/// first. Plans of a deterministic backward stay deterministic.
+bool tuning() {
+  static const bool on = [] {
+    const char *env = std::getenv("OTCRT_ATTENTION_TUNE");
+    return env && std::strcmp(env, "1") == 0;
+  }();
+  return on;
+}
 
 /// The per-device handles and the graphs. Never destroyed: the program may
 /// still call attention from other static destructors.
@@ -250,9 +265,15 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     check(g->create_execution_plans({fe::HeurMode_t::A}),
           "create_execution_plans");
     check(g->check_support(), "check_support");
-    check(g->build_plans(), "build_plans");
     int64_t bytes = 0;
-    check(g->get_workspace_size(bytes), "get_workspace_size");
+    if (tuning()) {
+      check(g->build_plans(fe::BuildPlanPolicy_t::ALL), "build_plans");
+      bytes = g->get_autotune_workspace_size();
+      entry->tunePending = true;
+    } else {
+      check(g->build_plans(), "build_plans");
+      check(g->get_workspace_size(bytes), "get_workspace_size");
+    }
     if (bytes > 0 && cudaMalloc(&entry->workspace,
                                 static_cast<size_t>(bytes)) != cudaSuccess) {
       cudaGetLastError();
@@ -381,6 +402,17 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
   if (cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
     result.status = 1;
     return result;
+  }
+  if (entry->tunePending) {
+    // The shape's first call, never captured (it built the graph): every
+    // plan runs on these operands, then the fastest runs below.
+    entry->tunePending = false;
+    fe::error_t tuned = entry->graph->autotune(handle, pack, entry->workspace);
+    if (tuned.is_bad())
+      std::fprintf(stderr,
+                   "otcrt: attention: cuDNN autotune failed (%s); the "
+                   "heuristics' first plan runs\n",
+                   tuned.err_msg.c_str());
   }
   fe::error_t status = entry->graph->execute(handle, pack, entry->workspace);
   if (status.is_bad()) {
