@@ -39,6 +39,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "ir/GradientBuckets.h"
 #include "llvm/Support/Path.h"
 
 #include <map>
@@ -150,6 +151,9 @@ private:
   llvm::StringMap<std::string> kernelByText;
   /// Arena bytes to zero, gathered across consecutive zero fills.
   ZeroFills zeroFills;
+  /// Data parallelism overlapped with the backward (ir/GradientBuckets.h):
+  /// the ops of @micro_step after which a bucket of gradients is final.
+  llvm::DenseMap<Operation *, SmallVector<int>> readyAfter;
   void emitMemset(int64_t offset, int64_t bytes) {
     target.emitMemset(funcs, offset, bytes);
   }
@@ -164,6 +168,9 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     return module.emitError("buffers are not planned: run --otc-plan-buffers");
   if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
     zeroFills.setAlignment(a.getInt());
+  SmallVector<GradientBucket> buckets = programGradientBuckets(module);
+  for (auto [k, b] : llvm::enumerate(buckets))
+    readyAfter[b.after].push_back(static_cast<int>(k));
   for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step"}) {
     auto f = module.lookupSymbol<func::FuncOp>(fn);
     if (!f)
@@ -314,9 +321,43 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
        << offset("param_bf16") << ", " << offset("adam_m") << ", "
        << offset("adam_v") << "};\n\n";
   }
-  os << "};\n\n" << shardsText
+  // Version 7: the buckets' ranges, each slot's (adjacent ones of one
+  // type joined).
+  std::string bucketsText;
+  size_t numBucketRanges = 0;
+  if (!buckets.empty()) {
+    llvm::raw_string_ostream bo(bucketsText);
+    bo << "static const OtcBucketRange kBucketRanges[] = {\n";
+    for (auto [k, b] : llvm::enumerate(buckets)) {
+      SmallVector<std::tuple<int64_t, int64_t, bool>> ranges;
+      for (otck::BufferOp slot : b.slots)
+        ranges.push_back({(int64_t)*slot.getOffset(),
+                          slot.getType().getNumElements(),
+                          slot.getType().getElementType().isBF16()});
+      llvm::sort(ranges);
+      SmallVector<std::tuple<int64_t, int64_t, bool>> joined;
+      for (auto r : ranges) {
+        if (!joined.empty()) {
+          auto &[o, n, bf16] = joined.back();
+          if (bf16 == std::get<2>(r) &&
+              o + n * (bf16 ? 2 : 4) == std::get<0>(r)) {
+            n += std::get<1>(r);
+            continue;
+          }
+        }
+        joined.push_back(r);
+      }
+      for (auto [o, n, bf16] : joined)
+        bo << "  {" << k << ", " << (bf16 ? 1 : 0) << ", " << o << ", " << n
+           << "},\n";
+      numBucketRanges += joined.size();
+    }
+    bo << "};\n\n";
+  }
+  int version = !bucketsText.empty() ? 7 : !shardsText.empty() ? 6 : 5;
+  os << "};\n\n" << shardsText << bucketsText
      << "static const OtcProgram kProgram = {\n"
-     << "  " << (shardsText.empty() ? 5 : 6) << ", \"" << target.name() << "\", "
+     << "  " << version << ", \"" << target.name() << "\", "
      << cString(opts.modelPath) << ", " << arena.getInt() << ",\n"
      << "  " << config.getMicroBatch() << ", " << config.getGradAccum() << ", "
      << order.size() << ", kSlots,\n"
@@ -325,8 +366,12 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << countInput << ", "
      << (countIgnore == INT64_MIN ? std::string("INT64_MIN")
                                   : std::to_string(countIgnore) + "LL")
-     << ",\n  " << (refresh ? "otc_refresh_params" : "nullptr")
-     << (shardsText.empty() ? "" : ",\n  &kShards") << "};\n\n"
+     << ",\n  " << (refresh ? "otc_refresh_params" : "nullptr");
+  if (version >= 6)
+    os << ",\n  " << (shardsText.empty() ? "nullptr" : "&kShards");
+  if (version >= 7)
+    os << ",\n  " << numBucketRanges << ", kBucketRanges";
+  os << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();
@@ -393,6 +438,12 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
             });
     if (failed(r))
       return failure();
+    // Version 7: the buckets whose gradients this op finished.
+    if (auto ready = readyAfter.find(&op); ready != readyAfter.end()) {
+      flushZero();
+      for (int k : ready->second)
+        funcs << "  otcrt_gradients_ready(" << k << ");\n";
+    }
   }
   flushZero();
   funcs << "}\n\n";

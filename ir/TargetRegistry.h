@@ -49,6 +49,11 @@ struct TargetEntry {
   /// null: none (the cpu target).
   void (*memoryOutsideArena)(mlir::ModuleOp planned,
                              OutsideArena &result) = nullptr;
+  /// Whether its runtime sums a data-parallel run's gradient buckets while
+  /// the backward goes on (ir/GradientBuckets.h; the cpu target: MPI's
+  /// non-blocking all-reduce started from micro_step's hooks). Otherwise
+  /// the sum follows the backward, all of it exposed.
+  bool overlapsGradientSum = false;
 
   llvm::StringRef defaultDevice() const {
     return devices.empty() ? llvm::StringRef() : devices.front().name;

@@ -206,7 +206,14 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
         } else {
           ms("all_reduce_ms", t.allReduce);
         }
-        ms("exposed_ms", t.allReduce);
+        if (!t.bucketBytes.empty()) {
+          j.attribute("overlapped", true);
+          j.attributeArray("bucket_bytes", [&] {
+            for (double b : t.bucketBytes)
+              j.value(static_cast<int64_t>(b));
+          });
+        }
+        ms("exposed_ms", t.exposed);
         if (info.tokensPerStep > 0)
           attributeFixed(j, "tokens_per_s_per_rank",
                          r.tokensPerSecond / t.worldSize, 0);
@@ -387,6 +394,18 @@ static void printTimeReport(const StepTime &t, const PlanSummary &s,
                        formatBytes(t.gatherBytes).c_str(), t.allGather * 1e3,
                        t.device->link.str().c_str(),
                        t.device->allReduceBusBandwidth / 1e9);
+  else if (t.worldSize > 1 && !t.bucketBytes.empty())
+    os << llvm::format("  %lld ranks: all-reduce of %s of gradients over %s "
+                       "(%.1f GB/s bus bandwidth) in %zu buckets as the last "
+                       "micro-step's backward finishes them, %.3f ms, of which "
+                       "%.3f ms in the step above (the rest hidden); tokens/s "
+                       "below are all ranks'\n",
+                       (long long)t.worldSize,
+                       formatBytes(t.gradientBytes).c_str(),
+                       t.device->link.str().c_str(),
+                       t.device->allReduceBusBandwidth / 1e9,
+                       t.bucketBytes.size(), t.allReduce * 1e3,
+                       t.exposed * 1e3);
   else if (t.worldSize > 1)
     os << llvm::format("  %lld ranks: all-reduce of %s of gradients over %s "
                        "(%.1f GB/s bus bandwidth) %.3f ms, in the step above, "

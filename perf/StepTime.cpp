@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "perf/StepTime.h"
+#include "ir/GradientBuckets.h"
 #include "ir/Config.h"
 #include "codegen/KernelBodies.h"
 #include "perf/LaunchModel.h"
@@ -117,6 +118,9 @@ public:
 
   /// Appends the launches of `f` to `out`; fails at an op it cannot cost.
   LogicalResult function(func::FuncOp f, std::vector<LaunchTime> &out);
+  /// Seconds from the start of its function to the end of each op priced
+  /// (the launches appended up to it).
+  llvm::DenseMap<Operation *, double> finished;
   /// Appends, to the optimizer step, the runtime's gradient factor before
   /// it (otcrt_grad_factor, runtime/cuda/sum_squares.cu): a sum of squares
   /// over every "grad:" slot of `module`, one range per element type (the
@@ -166,6 +170,8 @@ LogicalResult Predictor::function(func::FuncOp f,
                                   std::vector<LaunchTime> &launches) {
   fn = f.getSymName().str();
   out = &launches;
+  size_t priced = launches.size();
+  double elapsed = 0;
   for (Operation &op : f.getBody().front()) {
     if (isa<otck::BufferOp>(op))
       continue;
@@ -193,6 +199,9 @@ LogicalResult Predictor::function(func::FuncOp f,
                           });
     if (failed(r))
       return failure();
+    for (; priced < launches.size(); ++priced)
+      elapsed += launches[priced].seconds;
+    finished[&op] = elapsed;
   }
   flushZero();
   return success();
@@ -471,16 +480,34 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
     return module.emitError("device model '")
            << device.name << "' has no link figures for world_size "
            << t.worldSize;
+  t.exposed = -1;
   if (t.shardOptimizer) {
     t.reduceScatter = ringSeconds(device, t.gradientBytes, t.worldSize, 1);
     t.allGather = ringSeconds(device, t.gatherBytes, t.worldSize, 1);
     t.allReduce = t.reduceScatter + t.allGather;
+  } else if (SmallVector<GradientBucket> buckets = programGradientBuckets(module);
+             !buckets.empty()) {
+    // Overlapped: each bucket's all-reduce starts once the last micro-step
+    // has finished it and the link is free; the step waits only for what
+    // runs past the end of that micro-step.
+    t.gatherBytes = 0;
+    double linkFree = 0;
+    for (const GradientBucket &b : buckets) {
+      double seconds = allReduceSeconds(device, double(b.bytes), t.worldSize);
+      double start = std::max(p.finished.lookup(b.after), linkFree);
+      linkFree = start + seconds;
+      t.allReduce += seconds;
+      t.bucketBytes.push_back(double(b.bytes));
+      t.bucketSeconds.push_back(seconds);
+    }
+    t.exposed = std::max(0.0, linkFree - t.microStep);
   } else {
     t.gatherBytes = 0;
     t.allReduce = allReduceSeconds(device, t.gradientBytes, t.worldSize);
   }
-  t.step = t.zeroGrads + gradAccum * t.microStep + t.allReduce +
-           t.optimizerStep;
+  if (t.exposed < 0)
+    t.exposed = t.allReduce;
+  t.step = t.zeroGrads + gradAccum * t.microStep + t.exposed + t.optimizerStep;
   t.byKind.assign(byKind.begin(), byKind.end());
   std::stable_sort(
       t.byKind.begin(), t.byKind.end(),

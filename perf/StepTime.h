@@ -100,6 +100,13 @@ struct StepTime {
   /// then the two together, the time the step waits for the link.
   bool shardOptimizer = false;
   double reduceScatter = 0, allGather = 0, gatherBytes = 0;
+  /// Data parallelism overlapped with the backward (ir/GradientBuckets.h):
+  /// each bucket's bytes and all-reduce seconds (`allReduce` is then their
+  /// sum). `exposed`: the seconds the step waits for the link, the part
+  /// the last micro-step's backward does not hide (`allReduce` when nothing
+  /// overlaps); the step adds it.
+  std::vector<double> bucketBytes, bucketSeconds;
+  double exposed = 0;
   /// Launches per optimizer step.
   int64_t launchesPerStep = 0;
   /// Seconds per optimizer step by kind, largest first (ties by name).

@@ -105,6 +105,8 @@ public:
     return host.allGatherBytes(arena + offset, bytesPerRank);
   }
 
+  bool overlapsGradientSum() const override { return true; }
+
   int64_t memoryInUse() const override {
     std::FILE *f = std::fopen("/proc/self/statm", "r");
     if (!f)

@@ -53,6 +53,11 @@ public:
   /// \p bytesPerRank bytes from rank r.
   virtual Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
                            HostCollectives &host) = 0;
+  /// Whether a bucket of gradients (version 7) may be summed over the ranks
+  /// while micro_step goes on: the cpu, whose micro_step has finished the
+  /// bucket's kernels when it calls otcrt_gradients_ready. A GPU's kernels
+  /// run behind the host, and a replayed CUDA graph calls no host code.
+  virtual bool overlapsGradientSum() const { return false; }
   /// Allocates \p bytes of arena memory into \p arena.
   virtual Status allocate(int64_t bytes, char **arena) = 0;
   /// Frees an arena returned by allocate(); null is ignored.

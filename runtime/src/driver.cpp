@@ -17,6 +17,7 @@
 #include "inputs.h"
 #include "kernel_status.h"
 #include "metrics.h"
+#include "otcrt/bf16.h"
 #include "otcrt/safetensors.h"
 #include "program.h"
 #include "schedule.h"
@@ -40,6 +41,109 @@ struct ArenaGuard {
   explicit ArenaGuard(Backend &b) : backend(b) {}
   ~ArenaGuard() { backend.release(arena); }
 };
+
+/// Data parallelism overlapped with the backward (ABI version 7): the
+/// gradient buckets of a step's last micro-batch, each summed over the ranks
+/// (MPI's non-blocking all-reduce, on the cpu) from the moment micro_step
+/// finishes it (otcrt_gradients_ready), and waited for after the last
+/// micro-step. A bucket the hooks did not start is summed then, blocking.
+class BucketSums {
+public:
+  explicit BucketSums(std::vector<std::vector<OtcrtRange>> buckets)
+      : buckets_(std::move(buckets)) {}
+  bool empty() const { return buckets_.empty(); }
+
+  /// Takes the hooks of the next micro-step, whose gradients are the
+  /// step's last (each rank's multiplied by \p preMul first).
+  void arm(char *arena, double preMul, HostCollectives &host, Tracer &tracer);
+  /// Starts bucket \p k (from the hook).
+  void ready(int32_t k);
+  /// Waits for the buckets started and sums the others; disarms.
+  Status finish(Backend &backend);
+
+private:
+  std::vector<std::vector<OtcrtRange>> buckets_;
+  char *arena_ = nullptr;
+  double preMul_ = 1;
+  HostCollectives *host_ = nullptr;
+  Tracer *tracer_ = nullptr;
+  std::vector<bool> started_;
+  std::vector<double> startUs_;
+  /// BF16 ranges are summed in float: the widened copies, and where each
+  /// goes back.
+  std::vector<std::vector<float>> wide_;
+  std::vector<std::pair<uint16_t *, size_t>> narrow_;
+  Status status_ = Status::ok();
+};
+
+BucketSums *armedBuckets = nullptr;
+
+void BucketSums::arm(char *arena, double preMul, HostCollectives &host,
+                     Tracer &tracer) {
+  arena_ = arena;
+  preMul_ = preMul;
+  host_ = &host;
+  tracer_ = &tracer;
+  started_.assign(buckets_.size(), false);
+  startUs_.assign(buckets_.size(), 0.0);
+  wide_.clear();
+  narrow_.clear();
+  status_ = Status::ok();
+  armedBuckets = this;
+}
+
+void BucketSums::ready(int32_t k) {
+  if (k < 0 || k >= static_cast<int32_t>(buckets_.size()) || started_[k] ||
+      !status_)
+    return;
+  started_[k] = true;
+  startUs_[k] = tracer_->active() ? tracer_->now() : 0.0;
+  const float f = static_cast<float>(preMul_);
+  for (const OtcrtRange &r : buckets_[k]) {
+    float *values = nullptr;
+    if (!r.bf16) {
+      values = reinterpret_cast<float *>(arena_ + r.offset);
+      if (preMul_ != 1.0)
+        for (int64_t i = 0; i < r.count; ++i)
+          values[i] *= f;
+    } else {
+      auto *p = reinterpret_cast<uint16_t *>(arena_ + r.offset);
+      wide_.emplace_back(static_cast<size_t>(r.count));
+      for (int64_t i = 0; i < r.count; ++i)
+        wide_.back()[i] = otcrt_bf16_to_float(p[i]) * f;
+      narrow_.push_back({p, wide_.size() - 1});
+      values = wide_.back().data();
+    }
+    if (Status s = host_->startSum(values, r.count); !s) {
+      status_ = s;
+      return;
+    }
+  }
+}
+
+Status BucketSums::finish(Backend &backend) {
+  armedBuckets = nullptr;
+  Status s = status_;
+  if (s)
+    s = host_->waitSums();
+  if (!s)
+    return s;
+  for (auto [p, w] : narrow_)
+    for (size_t i = 0; i < wide_[w].size(); ++i)
+      p[i] = otcrt_float_to_bf16(wide_[w][i]);
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (started_[k]) {
+      if (tracer_->active())
+        tracer_->complete("gradient all-reduce, bucket " + std::to_string(k) +
+                              " (overlapped)",
+                          "communication", startUs_[k]);
+      continue;
+    }
+    if (Status b = backend.sumGradients(arena_, buckets_[k], preMul_, *host_); !b)
+      return b;
+  }
+  return Status::ok();
+}
 
 /// "NaN" or "infinite".
 const char *nonfiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
@@ -83,6 +187,9 @@ private:
   ProgramSlots slots_;
   /// ZeRO-1's groups (null: the optimizer is not sharded).
   const OtcOptimizerShards *shards_ = shardsOf(prog_);
+  /// The gradient buckets summed while the backward goes on (none: the sum
+  /// follows it).
+  BucketSums buckets_{gradientBucketsOf(prog_)};
   ArenaGuard arena_;
   Tracer &tracer_ = processTracer();
 
@@ -283,6 +390,16 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
       weights[k] = counts[k] / total;
   double sum = 0;
   finite = true;
+  // Overlapped: the last micro-batch that runs sums its buckets as its
+  // backward finishes them.
+  const double preMul = slots_.gradScale ? 1.0 : weights[0];
+  const bool overlap = world_.size > 1 && !shards_ && !buckets_.empty() &&
+                       backend_.overlapsGradientSum();
+  int64_t lastRun = -1;
+  for (int64_t k = 0; k < micros; ++k)
+    if (!(total > 0 && counts[k] == 0))
+      lastRun = k;
+  bool armed = false;
   for (int64_t k = 0; k < micros; ++k) {
     // A micro-batch with nothing counted adds nothing to the step.
     if (total > 0 && counts[k] == 0)
@@ -316,6 +433,10 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
       if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
         return s;
     }
+    if (overlap && k == lastRun) {
+      buckets_.arm(arena_.arena, preMul, host_, tracer_);
+      armed = true;
+    }
     if (Status s = runStep(StepFunction::MicroStep, prog_.micro_step); !s)
       return s;
     float micro = 0;
@@ -339,8 +460,12 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     // The ranks' weighted gradients summed: without a GRAD_SCALE slot (one
     // micro-batch a step) each rank's is weighted in the sum itself. Then
     // the loss and the non-finite verdict, the same on every rank.
-    double preMul = slots_.gradScale ? 1.0 : weights[0];
-    if (shards_) {
+    if (armed) {
+      TraceSpan span(tracer_, "gradient all-reduce, the rest", "communication");
+      HostCollectives::Waiting wait(host_, "the gradients' sum");
+      if (Status s = buckets_.finish(backend_); !s)
+        return s;
+    } else if (shards_) {
       // ZeRO-1: each rank receives the sum of its part alone.
       TraceSpan span(tracer_, "gradient reduce-scatter", "communication");
       HostCollectives::Waiting wait(host_, "the gradients' sum");
@@ -900,6 +1025,11 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
 }
 
 } // namespace otcrt
+
+extern "C" void otcrt_gradients_ready(int32_t bucket) {
+  if (otcrt::armedBuckets)
+    otcrt::armedBuckets->ready(bucket);
+}
 
 extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
   using namespace otcrt;

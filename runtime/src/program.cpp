@@ -1,4 +1,4 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 to 6, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 7, the
 // slot helpers declared in program.h, and the small pure functions of the
 // driver interface (RNG keys, BF16 widening, paths next to the executable).
 #include "program.h"
@@ -309,6 +309,25 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
       seen[r.slot] = true;
     }
   }
+  if (program->abi_version >= 7) {
+    // The buckets: numbered from 0 without a gap, in table order, inside
+    // the arena.
+    if (program->num_bucket_ranges < 0 ||
+        (program->num_bucket_ranges > 0 && !program->bucket_ranges))
+      return bad("bad bucket range table");
+    int32_t last = -1;
+    for (int32_t i = 0; i < program->num_bucket_ranges; ++i) {
+      const OtcBucketRange &r = program->bucket_ranges[i];
+      std::string where = "bucket range " + std::to_string(i);
+      if (r.bucket != last && r.bucket != last + 1)
+        return bad(where + " is of bucket " + std::to_string(r.bucket) +
+                   " after bucket " + std::to_string(last));
+      last = r.bucket;
+      if ((r.bf16 != 0 && r.bf16 != 1) || r.offset < 0 || r.count < 0 ||
+          r.offset + r.count * (r.bf16 ? 2 : 4) > program->arena_bytes)
+        return bad(where + " lies outside the arena or has a bad type");
+    }
+  }
   if (const OtcOptimizerShards *sh = shardsOf(*program)) {
     // ZeRO-1: the groups within the arena, every PARAM slot inside the
     // parameter group, no per-parameter moments.
@@ -358,6 +377,24 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
 
 const OtcOptimizerShards *shardsOf(const OtcProgram &program) {
   return program.abi_version >= 6 ? program.shards : nullptr;
+}
+
+std::vector<std::vector<OtcrtRange>> gradientBucketsOf(const OtcProgram &program) {
+  std::vector<std::vector<OtcrtRange>> buckets;
+  if (program.abi_version < 7)
+    return buckets;
+  for (int32_t i = 0; i < program.num_bucket_ranges; ++i) {
+    const OtcBucketRange &r = program.bucket_ranges[i];
+    if (r.bucket >= static_cast<int32_t>(buckets.size()))
+      buckets.resize(static_cast<size_t>(r.bucket) + 1);
+    OtcrtRange range;
+    range.offset = r.offset;
+    range.count = r.count;
+    range.bf16 = r.bf16;
+    range.reserved = 0;
+    buckets[r.bucket].push_back(range);
+  }
+  return buckets;
 }
 
 std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {

@@ -6,6 +6,7 @@
 #define OTCRT_PROGRAM_H
 
 #include "otcrt/abi.h"
+#include "otcrt/kernels.h"
 #include "otcrt/safetensors.h"
 
 #include <cstdint>
@@ -39,6 +40,9 @@ ArenaFunction refreshParamsOf(const OtcProgram &program);
 /// The program's ZeRO-1 groups: null before version 6 or when its
 /// optimizer is not sharded.
 const OtcOptimizerShards *shardsOf(const OtcProgram &program);
+/// The program's gradient buckets (version 7), each its ranges; empty
+/// before version 7 or without buckets.
+std::vector<std::vector<OtcrtRange>> gradientBucketsOf(const OtcProgram &program);
 /// "PARAM", "GRAD", ... for an OtcSlotKind.
 const char *slotKindName(int32_t kind);
 /// Maps an OtcDType to the safetensors dtype with the same bytes.

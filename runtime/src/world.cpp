@@ -150,6 +150,9 @@ struct MpiLibrary {
   decltype(&MPI_Bcast) bcast = nullptr;
   decltype(&MPI_Reduce_scatter_block) reduceScatterBlock = nullptr;
   decltype(&MPI_Allgather) allgather = nullptr;
+  decltype(&MPI_Iallreduce) iallreduce = nullptr;
+  decltype(&MPI_Testall) testall = nullptr;
+  decltype(&MPI_Waitall) waitall = nullptr;
   decltype(&MPI_Abort) abort = nullptr;
   decltype(&MPI_Error_string) errorString = nullptr;
   MPI_Comm world = nullptr;
@@ -175,6 +178,8 @@ struct MpiLibrary {
         l.bind(allreduce, "MPI_Allreduce") && l.bind(bcast, "MPI_Bcast") &&
         l.bind(reduceScatterBlock, "MPI_Reduce_scatter_block") &&
         l.bind(allgather, "MPI_Allgather") &&
+        l.bind(iallreduce, "MPI_Iallreduce") && l.bind(testall, "MPI_Testall") &&
+        l.bind(waitall, "MPI_Waitall") &&
         l.bind(abort, "MPI_Abort") && l.bind(errorString, "MPI_Error_string") &&
         l.bind(world, "ompi_mpi_comm_world") &&
         l.bind(dbl, "ompi_mpi_double") && l.bind(flt, "ompi_mpi_float") &&
@@ -346,6 +351,45 @@ Status HostCollectives::allGatherBytes(void *base, int64_t perRank) {
   return Status::ok();
 }
 
+static_assert(sizeof(MPI_Request) == sizeof(void *),
+              "MPI_Request is kept as a pointer");
+
+Status HostCollectives::startSum(float *values, int64_t n) {
+  if (!joined_)
+    return Status::ok();
+  MpiLibrary &m = mpi();
+  for (int64_t at = 0; at < n; at += kMaxCount) {
+    int count = static_cast<int>(std::min(kMaxCount, n - at));
+    MPI_Request request;
+    if (Status s = mpiStatus(m.iallreduce(kInPlace, values + at, count, m.flt,
+                                          m.sum, m.world, &request),
+                             "MPI_Iallreduce");
+        !s)
+      return s;
+    pending_.push_back(request);
+  }
+  // Open MPI moves a non-blocking collective on inside MPI calls: each
+  // start is one for those before it.
+  int done = 0;
+  return mpiStatus(m.testall(static_cast<int>(pending_.size()),
+                             reinterpret_cast<MPI_Request *>(pending_.data()),
+                             &done, MPI_STATUSES_IGNORE),
+                   "MPI_Testall");
+}
+
+Status HostCollectives::waitSums() {
+  if (!joined_ || pending_.empty())
+    return Status::ok();
+  MpiLibrary &m = mpi();
+  Waiting wait(*this, "MPI_Waitall");
+  Status s = mpiStatus(m.waitall(static_cast<int>(pending_.size()),
+                                 reinterpret_cast<MPI_Request *>(pending_.data()),
+                                 MPI_STATUSES_IGNORE),
+                       "MPI_Waitall");
+  pending_.clear();
+  return s;
+}
+
 Status HostCollectives::broadcast(void *bytes, int64_t n) {
   if (!joined_)
     return Status::ok();
@@ -402,6 +446,10 @@ Status HostCollectives::allGatherBytes(void *, int64_t) {
                        "data-parallel run, and this runtime was built without "
                        "MPI");
 }
+
+Status HostCollectives::startSum(float *, int64_t) { return Status::ok(); }
+
+Status HostCollectives::waitSums() { return Status::ok(); }
 
 Status HostCollectives::broadcast(void *, int64_t) { return Status::ok(); }
 

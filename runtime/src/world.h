@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace otcrt {
 
@@ -59,6 +60,12 @@ public:
   /// ZeRO-1's gather, in place: \p base holds size parts of \p perRank
   /// bytes; every rank's part r becomes rank r's.
   Status allGatherBytes(void *base, int64_t perRank);
+  /// Starts summing \p n floats over the ranks in place, without waiting
+  /// (MPI_Iallreduce): they may be read only after waitSums(). Each call
+  /// also lets the sums already started progress.
+  Status startSum(float *values, int64_t n);
+  /// Waits for every sum startSum started.
+  Status waitSums();
   /// Copies \p bytes from rank 0 to every rank.
   Status broadcast(void *bytes, int64_t n);
   /// Ends every rank of the run with \p code (after this rank's error).
@@ -94,6 +101,8 @@ private:
 
   World world_;
   bool joined_ = false;
+  /// The requests of the sums startSum started (MPI_Request handles).
+  std::vector<void *> pending_;
   double timeoutSeconds_ = 0;
   /// Since when (steady-clock milliseconds, 0: not waiting) and for what
   /// the outermost Waiting waits.

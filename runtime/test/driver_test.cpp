@@ -277,7 +277,7 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("GRAD_FACTOR"));
   EXPECT_TRUE(validateProgram(&p, "cpu", false));
-  p.abi_version = 7;
+  p.abi_version = 8;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   // Version 3's index ranges must name integer INPUT slots, once each.
@@ -347,6 +347,37 @@ TEST(DriverValidate, ShardedOptimizer) {
   p.arena_bytes = 128;
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("exists, but the moments are sharded"));
+}
+
+TEST(DriverValidate, GradientBuckets) {
+  // Version 7: w's gradient (3 floats at 16) in bucket 0, b's (1 at 28) in
+  // bucket 1.
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, 92, 4});
+  OtcBucketRange ranges[] = {{0, 0, kOffGW, 3}, {1, 0, kOffGB, 1}};
+  OtcProgram p = fakeProgram();
+  p.abi_version = 7;
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.slots = slots.data();
+  p.num_bucket_ranges = 2;
+  p.bucket_ranges = ranges;
+  EXPECT_TRUE(validateProgram(&p, "cpu", true));
+  std::vector<std::vector<OtcrtRange>> buckets = gradientBucketsOf(p);
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[0].size(), 1u);
+  EXPECT_EQ(buckets[0][0].offset, kOffGW);
+  EXPECT_EQ(buckets[0][0].count, 3);
+  EXPECT_EQ(buckets[1][0].offset, kOffGB);
+  // Version 6 has no buckets; a bucket skipped, or a range past the arena.
+  p.abi_version = 6;
+  EXPECT_TRUE(gradientBucketsOf(p).empty());
+  p.abi_version = 7;
+  ranges[1].bucket = 2;
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("is of bucket 2 after bucket 0"));
+  ranges[1] = {1, 0, kOffGB, 100};
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("lies outside the arena"));
 }
 
 TEST(DriverGradients, AdjacentSlotsOfOneDTypeMergeIntoOneRange) {

@@ -14,5 +14,6 @@ void otc::registerCpuTarget() {
     entry.devices.push_back({d.name.str(), &d});
   entry.emitter = &cpu::emitter();
 
+  entry.overlapsGradientSum = true;
   registerTarget(std::move(entry));
 }

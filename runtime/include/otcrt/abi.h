@@ -92,9 +92,25 @@ typedef struct {
  * optimizer_step reads (a program of version 5 has one). Version 6 appends
  * `shards` (ZeRO-1) and the function otcrt_rank; otc-compile writes version
  * 6 only for a program whose optimizer is sharded, version 5 otherwise. The
- * runtime accepts descriptors of versions 1 to 6 and reads each field only
- * from a descriptor of a version that has it. */
-#define OTC_ABI_VERSION 6
+ * Version 7 appends the gradient buckets (`num_bucket_ranges`,
+ * `bucket_ranges`) and the function otcrt_gradients_ready; otc-compile
+ * writes it only for a program with buckets. The runtime accepts
+ * descriptors of versions 1 to 7 and reads each field only from a
+ * descriptor of a version that has it. */
+#define OTC_ABI_VERSION 7
+
+/// Version 7: a range of the gradients in a bucket that the backward of
+/// micro_step finishes at one point (it then calls
+/// otcrt_gradients_ready(bucket)): `count` elements at byte `offset`, BF16
+/// when `bf16` is 1, else F32. The ranges of a bucket follow each other in
+/// the table; buckets are numbered from 0 in the order micro_step finishes
+/// them, and together they cover every GRAD slot.
+typedef struct {
+  int32_t bucket;
+  int32_t bf16;
+  int64_t offset;
+  int64_t count;
+} OtcBucketRange;
 
 /// Version 6: a program compiled with --shard-optimizer (ZeRO-1). Every
 /// trained parameter lies in one group per kind of state (FP32 parameters,
@@ -125,7 +141,7 @@ typedef struct {
 } OtcOptimizerShards;
 
 typedef struct {
-  int32_t abi_version; /* 1 to 6 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to 7 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -169,6 +185,11 @@ typedef struct {
   /* Version 6: where a sharded optimizer's groups lie (above); null when the
      optimizer is not sharded. */
   const OtcOptimizerShards *shards;
+  /* Version 7: the gradient buckets (above); none when num_bucket_ranges is
+     0. A data-parallel run may start summing a bucket over the ranks when
+     the last micro-batch of a step reaches its otcrt_gradients_ready. */
+  int32_t num_bucket_ranges;
+  const OtcBucketRange *bucket_ranges;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
@@ -179,6 +200,11 @@ int otcrt_main(int argc, char **argv, const OtcProgram *program);
 /// alone), fixed before any step function runs: a sharded optimizer step
 /// updates this rank's part of the parameters.
 int otcrt_rank(void);
+
+/// Version 7: called by micro_step (host code, in order with its kernels,
+/// which on the cpu target have finished) when every gradient of `bucket`
+/// has its final value for this micro-batch.
+void otcrt_gradients_ready(int32_t bucket);
 
 /// The stream every kernel launch, library call, memset and copy of the
 /// generated code goes to: a cudaStream_t on the cuda target (non-blocking,
