@@ -56,6 +56,10 @@ class HfTokenizer:
     def encode(self, text):
         return self.tok.encode(text, add_special_tokens=False).ids
 
+    def encode_all(self, texts):
+        # The library encodes a batch on all cores.
+        return [e.ids for e in self.tok.encode_batch(texts, add_special_tokens=False)]
+
     def decode(self, ids):
         return self.tok.decode(ids, skip_special_tokens=False)
 
@@ -84,6 +88,9 @@ class SpTokenizer:
 
     def encode(self, text):
         return self.sp.EncodeAsIds(text)
+
+    def encode_all(self, texts):
+        return [self.sp.EncodeAsIds(t) for t in texts]
 
     def decode(self, ids):
         return self.sp.DecodeIds(list(ids))
@@ -144,23 +151,39 @@ def main():
     ids = array.array("I")
     done = 0
     start = last = time.monotonic()
-    for path, size in zip(a.files, sizes):
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except UnicodeDecodeError as e:
-            fail("%s is not UTF-8 text (byte %d)" % (path, e.start))
-        except OSError as e:
-            fail("cannot read %s: %s" % (path, e.strerror))
-        if sep is not None:
-            ids.append(sep)
-        ids.extend(tok.encode(text))
-        done += size
+    # Files in batches of up to 64 or 64 MiB, each batch encoded at once.
+    batch, batch_bytes = [], 0
+
+    def flush():
+        nonlocal batch, batch_bytes, done, last
+        texts = []
+        for path in batch:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    texts.append(f.read())
+            except UnicodeDecodeError as e:
+                fail("%s is not UTF-8 text (byte %d)" % (path, e.start))
+            except OSError as e:
+                fail("cannot read %s: %s" % (path, e.strerror))
+        for doc in tok.encode_all(texts):
+            if sep is not None:
+                ids.append(sep)
+            ids.extend(doc)
+        done += batch_bytes
+        batch, batch_bytes = [], 0
         now = time.monotonic()
         if now - last >= 2.0 or (now - start >= 2.0 and done == total):
             sys.stderr.write("otc-data: tokenized %.1f of %.1f MiB (%d tokens)\n"
                              % (done / 2**20, total / 2**20, len(ids)))
             last = now
+
+    for path, size in zip(a.files, sizes):
+        batch.append(path)
+        batch_bytes += size
+        if len(batch) >= 64 or batch_bytes >= 64 << 20:
+            flush()
+    if batch:
+        flush()
     out.write(struct.pack("<IiQ", tok.vocab_size(), -1 if sep is None else sep, len(ids)))
     if sys.byteorder != "little":
         ids.byteswap()
