@@ -55,6 +55,16 @@ inline StateBytesPerParam stateBytesPerParam(bool bf16, bool fp32GradAccum) {
   return s;
 }
 
+/// The same per rank under ZeRO-1 over `ranks` (otc-compile
+/// --shard-optimizer): each rank keeps 1/ranks of Adam's moments, and the
+/// rest whole (otc keeps the FP32 masters whole on every rank).
+inline double stateBytesPerParamPerRank(bool bf16, bool fp32GradAccum,
+                                        int64_t ranks) {
+  StateBytesPerParam s = stateBytesPerParam(bf16, fp32GradAccum);
+  return double(s.total() - s.optimizer) +
+         double(s.optimizer) / double(ranks > 0 ? ranks : 1);
+}
+
 } // namespace otc
 
 #endif // OTC_CODEGEN_MEMORYACCOUNTING_H

@@ -61,6 +61,8 @@ struct PlanSummary {
   std::string target, precision;
   bool fp32GradAccum = false;
   int64_t microBatch = 0, gradAccum = 1;
+  /// The ranks the AdamW moments are sharded over (1: not sharded).
+  int64_t shardRanks = 1;
   /// `params`: the weights the steps read (the BF16 working copy under
   /// mixed precision); `masterParams`: the FP32 masters (mixed precision);
   /// `constants`: the persistent constants, filled once at load;

@@ -9,7 +9,8 @@
 // over in PlanInfo. Under mixed precision the BF16 working copies
 // ("param_bf16:" slots) are `params` and the FP32 "param:" slots
 // `master_params`; `state_bytes_per_param` is the model of
-// perf/MemoryAccounting.h for the precision recipe. The constants filled
+// perf/MemoryAccounting.h for the precision recipe (and, under ZeRO-1,
+// `state_bytes_per_param_per_rank` what each rank keeps of it). The constants filled
 // once at load ("const:" slots) are `constants`, persistent bytes like the
 // rest. The memory outside the arena (`libraries`, `context`,
 // passes/DeviceMemory.h) adds to `total_peak`. `time` is the prediction of
@@ -50,6 +51,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   s.fp32GradAccum = config->getFp32GradAccum();
   s.microBatch = config->getMicroBatch();
   s.gradAccum = config->getGradAccum();
+  s.shardRanks = config->getShardOptimizer() ? config->getWorldSize() : 1;
   int64_t other = 0, paramsF32 = 0, paramsBf16 = 0;
   // A group's bytes are its members' (otc-group-params).
   otck::forEachSlot(module, [&](StringRef kind, otck::BufferOp b) {
@@ -291,6 +293,12 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     j.attribute("state_bytes_per_param",
                 stateBytesPerParam(s.precision == "bf16", s.fp32GradAccum)
                     .total());
+    // ZeRO-1: what each rank keeps.
+    if (s.shardRanks > 1)
+      attributeFixed(j, "state_bytes_per_param_per_rank",
+                     stateBytesPerParamPerRank(s.precision == "bf16",
+                                               s.fp32GradAccum, s.shardRanks),
+                     3);
     j.attributeObject("memory_bytes", [&] {
       j.attribute("params", s.params);
       j.attribute("master_params", s.masterParams);

@@ -76,6 +76,8 @@ def main():
             ("exposed = both", abs(dp["exposed_ms"] - want_ms) <= 2e-3),
             ("moments: 1/N of one rank's, up to padding",
              0 <= memn["optimizer"] * n - mem1["optimizer"] <= pad),
+            ("state per parameter per rank: the moments' 8 bytes over N, 8 whole",
+             abs(many["state_bytes_per_param_per_rank"] - (8 + 8.0 / n)) <= 1e-3),
             ("optimizer step at most one rank's",
              tn["optimizer_step_ms"] <= t1["optimizer_step_ms"]),
             ("step = one rank's, its optimizer step a rank's part, + both",
