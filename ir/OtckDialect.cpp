@@ -33,7 +33,8 @@ void otc::otck::forEachSlot(ModuleOp module,
                             function_ref<void(StringRef, BufferOp)> fn) {
   llvm::StringSet<> seen;
   module.walk([&](BufferOp b) {
-    if (!b.getSlot() || !seen.insert(*b.getSlot()).second)
+    if (!b.getSlot() || b->hasAttr(kImageMemberAttr) ||
+        !seen.insert(*b.getSlot()).second)
       return;
     // A group with members is their bytes; one without (a rank's shard of
     // the AdamW moments, otc-group-params) stands for its kind.

@@ -36,6 +36,14 @@ constexpr const char kAlignmentAttr[] = "otck.alignment";
 /// holds no bytes of its own beyond its members' padding.
 constexpr const char kGroupSlotPrefix[] = "group:";
 constexpr const char kMembersAttr[] = "otck.members";
+/// ZeRO-1 with the FP32 masters sharded: the rank's part of "group:param"
+/// names the whole group's members (kImageMembersAttr) and their element
+/// offsets in it (kImageOffsetsAttr); each member's slot buffer carries
+/// kImageMemberAttr and is planned at its place in that whole image, past
+/// the rank's part, with no bytes of its own.
+constexpr const char kImageMembersAttr[] = "otck.image_members";
+constexpr const char kImageOffsetsAttr[] = "otck.image_offsets";
+constexpr const char kImageMemberAttr[] = "otck.image_member";
 constexpr const char kMemberOffsetsAttr[] = "otck.member_offsets";
 inline bool isGroupSlot(llvm::StringRef slot) {
   return slot.starts_with(kGroupSlotPrefix);

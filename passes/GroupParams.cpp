@@ -185,11 +185,23 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
 
     OpBuilder b(module.getContext());
     Type f32 = b.getF32Type();
+    // ZeRO-1 keeps the rank's part of the FP32 masters alone where the
+    // steps read their BF16 copies only: the masters are then read by the
+    // update, by @refresh_params and by the runtime (loading, checkpoints).
+    bool shardMasters = shards > 1 && groupCopies && !microStepReadsMasters(module);
+    // The FP32 masters of the update and of @refresh_params: the rank's
+    // part (a buffer of its own, or a view of the whole group).
+    auto masters = [&](Location loc) -> Value {
+      if (shardMasters)
+        return masterShard(b, loc, layout);
+      Value whole = group(b, loc, "param", f32, layout);
+      return shards > 1 ? rankPart(b, loc, whole) : whole;
+    };
     // The optimizer step: one AdamW over the groups.
     {
       b.setInsertionPointToStart(&opt.getBody().front());
       Location loc = updates.front().getLoc();
-      Value p = group(b, loc, "param", f32, layout);
+      Value p = masters(loc);
       Value g = group(b, loc, "grad", gradElement, layout);
       Value m, v;
       if (shards > 1) {
@@ -199,7 +211,6 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
         // parameters after).
         m = shardBuffer(b, loc, "adam_m", f32, layout.total / shards);
         v = shardBuffer(b, loc, "adam_v", f32, layout.total / shards);
-        p = rankPart(b, loc, p);
         g = rankPart(b, loc, g);
       } else {
         m = group(b, loc, "adam_m", f32, layout);
@@ -250,6 +261,15 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
           buf.erase();
         }
       }
+      // With the masters sharded, the per-parameter FP32 slots hold no
+      // bytes of this rank: they stay in the slot table as places in the
+      // whole group (otc-plan-buffers; the runtime's loading and
+      // checkpoints go through that image).
+      if (shardMasters)
+        module.walk([&](otck::BufferOp buf) {
+          if (slotOf(buf).starts_with("param:"))
+            buf->setAttr(otck::kImageMemberAttr, b.getUnitAttr());
+        });
     }
 
     // @zero_grads: one fill of every gradient.
@@ -288,8 +308,10 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
                                             b.getFunctionType({}, {}));
       Block *entry = refresh.addEntryBlock();
       b.setInsertionPointToStart(entry);
-      Value master = group(b, loc, "param", f32, layout);
+      Value master = masters(loc);
       Value copy = group(b, loc, "param_bf16", bf16, layout);
+      if (shards > 1)
+        copy = rankPart(b, loc, copy);
       auto k = b.create<otck::KernelOp>(fusedLoc(olds), ValueRange{master},
                                         ValueRange{copy});
       Block *body = new Block();
@@ -390,6 +412,31 @@ struct GroupParamsPass : public otc::impl::GroupParamsBase<GroupParamsPass> {
       if (k->isBeforeInBlock(first))
         first = k;
     return first;
+  }
+
+  /// Whether @micro_step reads an FP32 parameter slot.
+  static bool microStepReadsMasters(ModuleOp module) {
+    auto f = module.lookupSymbol<func::FuncOp>("micro_step");
+    bool reads = false;
+    if (f)
+      f.walk([&](otck::BufferOp buf) {
+        reads |= slotOf(buf).starts_with("param:") && !buf->use_empty();
+      });
+    return reads;
+  }
+
+  /// The rank's part of the FP32 masters, "group:param" of one part, which
+  /// names the whole group's members and their element offsets (the image
+  /// the runtime gathers).
+  Value masterShard(OpBuilder &b, Location loc, const Layout &layout) {
+    Value buf = shardBuffer(b, loc, "param", b.getF32Type(), layout.total / shards);
+    SmallVector<Attribute> members;
+    for (const std::string &n : layout.names)
+      members.push_back(b.getStringAttr("param:" + n));
+    Operation *op = buf.getDefiningOp();
+    op->setAttr(otck::kImageMembersAttr, b.getArrayAttr(members));
+    op->setAttr(otck::kImageOffsetsAttr, b.getDenseI64ArrayAttr(layout.offsets));
+    return buf;
   }
 
   /// A buffer of group slot "group:<kind>" of `elements`, without members:

@@ -371,11 +371,19 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
     llvm::StringMap<std::pair<int64_t, MemRefType>> slots;
     llvm::StringMap<otck::BufferOp> groupOf;
     llvm::StringMap<int64_t> memberOffset;
+    // ZeRO-1's sharded masters: each member's place in the whole group.
+    llvm::StringMap<std::pair<otck::BufferOp, int64_t>> imageOf;
     module.walk([&](otck::BufferOp buf) {
       if (buf.getSlot() && otck::isGroupSlot(*buf.getSlot()))
         if (auto members = buf->getAttrOfType<ArrayAttr>(otck::kMembersAttr))
           for (Attribute m : members)
             groupOf.try_emplace(cast<StringAttr>(m).getValue(), buf);
+      auto members = buf->getAttrOfType<ArrayAttr>(otck::kImageMembersAttr);
+      auto offsets =
+          buf->getAttrOfType<DenseI64ArrayAttr>(otck::kImageOffsetsAttr);
+      if (members && offsets)
+        for (auto [m, e] : llvm::zip(members, offsets.asArrayRef()))
+          imageOf.try_emplace(cast<StringAttr>(m).getValue(), buf, e);
     });
     int64_t persistent = 0;
     auto placeGroup = [&](otck::BufferOp g) -> LogicalResult {
@@ -415,6 +423,26 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
       int64_t at = persistent;
       if (auto m = memberOffset.find(*slot); m != memberOffset.end())
         at = m->second;
+      if (buf->hasAttr(otck::kImageMemberAttr)) {
+        // A place in the whole group of sharded masters, past the rank's
+        // part (which is placed first): no bytes of its own.
+        auto image = imageOf.find(*slot);
+        if (image == imageOf.end()) {
+          buf.emitError("slot '") << *slot << "' is in no sharded group";
+          return WalkResult::interrupt();
+        }
+        otck::BufferOp shard = image->second.first;
+        auto [placed, fresh] =
+            slots.try_emplace(*shard.getSlot(), persistent, shard.getType());
+        if (fresh)
+          persistent = alignTo(persistent + bufferBytes(shard), alignment);
+        at = placed->second.first +
+             image->second.second *
+                 storageBytes(shard.getType().getElementType());
+        auto [it, inserted] = slots.try_emplace(*slot, at, buf.getType());
+        buf.setOffsetAttr(b.getI64IntegerAttr(it->second.first));
+        return WalkResult::advance();
+      }
       auto [it, inserted] = slots.try_emplace(*slot, at, buf.getType());
       if (inserted && at == persistent) {
         persistent = alignTo(persistent + bufferBytes(buf), alignment);
@@ -489,6 +517,8 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
       IntegerAttr off = iv.buffer.getOffsetAttr();
       if (!off)
         return iv.buffer.emitError("buffer has no offset");
+      if (iv.buffer->hasAttr(otck::kImageMemberAttr))
+        continue; // a place in a sharded group, past this rank's bytes
       if (off.getInt() < 0 || iv.size > arena.getInt() ||
           off.getInt() > arena.getInt() - iv.size)
         return iv.buffer.emitError("buffer lies outside the arena");
@@ -509,8 +539,9 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
     for (Interval &c : ivs) {
       // A group slot (otc-group-params) overlaps its members by design: its
       // members stand for it.
-      if (c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()) &&
-          c.buffer->hasAttr(otck::kMembersAttr))
+      if ((c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()) &&
+           c.buffer->hasAttr(otck::kMembersAttr)) ||
+          c.buffer->hasAttr(otck::kImageMemberAttr))
         continue;
       if (c.buffer.getSlot() && !slotsSeen.insert(*c.buffer.getSlot()).second)
         continue;

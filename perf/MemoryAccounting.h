@@ -56,13 +56,15 @@ inline StateBytesPerParam stateBytesPerParam(bool bf16, bool fp32GradAccum) {
 }
 
 /// The same per rank under ZeRO-1 over `ranks` (otc-compile
-/// --shard-optimizer): each rank keeps 1/ranks of Adam's moments, and the
-/// rest whole (otc keeps the FP32 masters whole on every rank).
+/// --shard-optimizer): each rank keeps 1/ranks of Adam's moments and, under
+/// mixed precision (the steps read the BF16 copies), of the FP32 masters;
+/// the weights the steps read and the gradients whole.
 inline double stateBytesPerParamPerRank(bool bf16, bool fp32GradAccum,
                                         int64_t ranks) {
   StateBytesPerParam s = stateBytesPerParam(bf16, fp32GradAccum);
-  return double(s.total() - s.optimizer) +
-         double(s.optimizer) / double(ranks > 0 ? ranks : 1);
+  int64_t sharded = s.optimizer + s.masterParams;
+  return double(s.total() - sharded) +
+         double(sharded) / double(ranks > 0 ? ranks : 1);
 }
 
 } // namespace otc

@@ -46,10 +46,11 @@ TEST(MemoryAccounting, PlaybookTable) {
 }
 
 TEST(MemoryAccounting, ShardedMomentsPerRank) {
-  // ZeRO-1 as otc does it: the 8 bytes of moments split over the ranks,
-  // the rest whole. BF16 over 8 ranks: 2 + 2 + 4 + 8 / 8 = 9; FP32 over 4:
-  // 4 + 4 + 8 / 4 = 10; one rank is the unsharded 16.
-  EXPECT_DOUBLE_EQ(otc::stateBytesPerParamPerRank(true, false, 8), 9.0);
+  // ZeRO-1 as otc does it: the 8 bytes of moments, and under BF16 the 4 of
+  // FP32 masters, split over the ranks, the rest whole. BF16 over 8 ranks:
+  // 2 + 2 + (4 + 8) / 8 = 5.5; FP32 over 4: 4 + 4 + 8 / 4 = 10; one rank is
+  // the unsharded 16.
+  EXPECT_DOUBLE_EQ(otc::stateBytesPerParamPerRank(true, false, 8), 5.5);
   EXPECT_DOUBLE_EQ(otc::stateBytesPerParamPerRank(false, false, 4), 10.0);
   EXPECT_DOUBLE_EQ(otc::stateBytesPerParamPerRank(true, false, 1), 16.0);
 }

@@ -130,22 +130,32 @@ int64_t groupElement(const OtcOptimizerShards &shards, const OtcSlot &param) {
   return (param.offset - shards.param_offset) / 4;
 }
 
+/// Adds the tensors of every parameter from \p image (a whole group)
+/// under \p prefix.
+void addFromImage(TensorFile &file, const ProgramSlots &slots,
+                  const ShardedMoments &moments, const std::vector<float> &image,
+                  const std::string &prefix) {
+  for (const OtcSlot *slot : slots.params)
+    file.add(prefix + std::string(slot->name), StDType::F32, slotShape(*slot),
+             image.data() + groupElement(*moments.shards, *slot));
+}
+
 /// Adds the moments of every parameter from \p moments' images.
 void addShardedMoments(TensorFile &file, const ProgramSlots &slots,
                        const ShardedMoments &moments) {
-  for (auto [image, prefix] :
-       {std::pair{&moments.m, "adam_m/"}, {&moments.v, "adam_v/"}})
-    for (const OtcSlot *slot : slots.params)
-      file.add(prefix + std::string(slot->name), StDType::F32,
-               slotShape(*slot),
-               image->data() + groupElement(*moments.shards, *slot));
+  addFromImage(file, slots, moments, moments.m, "adam_m/");
+  addFromImage(file, slots, moments, moments.v, "adam_v/");
 }
 
-/// Reads the moments of every parameter into \p moments' images.
+/// Reads the moments of every parameter into \p moments' images, and the
+/// parameters where they are sharded too.
 Status loadShardedMoments(const TensorFile &file, const std::string &path,
                           const ProgramSlots &slots, ShardedMoments &moments) {
-  for (auto [image, prefix] :
-       {std::pair{&moments.m, "adam_m/"}, {&moments.v, "adam_v/"}})
+  std::vector<std::pair<std::vector<float> *, const char *>> images = {
+      {&moments.m, "adam_m/"}, {&moments.v, "adam_v/"}};
+  if (!moments.params.empty())
+    images.push_back({&moments.params, "param/"});
+  for (auto [image, prefix] : images)
     for (const OtcSlot *slot : slots.params) {
       std::string name = prefix + std::string(slot->name);
       const Tensor *t = file.find(name);
@@ -250,18 +260,25 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
   st.metadata["data_epoch"] = std::to_string(state.dataEpoch);
   st.metadata["data_cursor"] = std::to_string(state.dataCursor);
   st.metadata["data_fingerprint"] = std::to_string(state.dataFingerprint);
+  // With the masters sharded, the parameters come from the gathered image.
+  const bool paramImage = moments && !moments->params.empty();
   for (auto [list, prefix] :
        {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
-        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}})
-    if (s = addSlots(st, *list, prefix, backend, arena); !s)
+        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}}) {
+    if (paramImage && list == &slots.params)
+      addFromImage(st, slots, *moments, moments->params, prefix);
+    else if (s = addSlots(st, *list, prefix, backend, arena); !s)
       return s;
+  }
   if (moments)
     addShardedMoments(st, slots, *moments);
   TensorFile weights;
   weights.metadata["format"] = "otc-weights";
   weights.metadata["model"] = model;
   weights.metadata["step"] = std::to_string(state.step);
-  if (s = addSlots(weights, slots.params, "", backend, arena); !s)
+  if (paramImage)
+    addFromImage(weights, slots, *moments, moments->params, "");
+  else if (s = addSlots(weights, slots.params, "", backend, arena); !s)
     return s;
 
   addChecksums(st);
@@ -320,11 +337,15 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
       return s;
   state.seed = static_cast<uint64_t>(seed);
   state.dataFingerprint = static_cast<uint64_t>(fingerprint);
+  const bool paramImage = moments && !moments->params.empty();
   for (auto [list, prefix] :
        {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
-        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}})
+        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}}) {
+    if (paramImage && list == &slots.params)
+      continue; // into the image, with the moments below
     if (s = loadSlots(st, path, *list, prefix, backend, arena); !s)
       return s;
+  }
   if (moments)
     return loadShardedMoments(st, path, slots, *moments);
   return Status::ok();

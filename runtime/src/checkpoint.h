@@ -38,6 +38,10 @@ struct TrainState {
 struct ShardedMoments {
   const OtcOptimizerShards *shards = nullptr;
   std::vector<float> m, v;
+  /// With the masters sharded too (OtcOptimizerShards::masters_sharded):
+  /// the FP32 parameters' image, which the checkpoint's "param/" tensors and
+  /// its weights file come from (and loading fills) instead of the arena.
+  std::vector<float> params;
 };
 
 /// Writes a checkpoint of the arena's PARAM/ADAM slots and \p state under

@@ -538,8 +538,12 @@ Status Run::shardedFactor(double scale, double &norm) {
 Status Run::gatherMoments(ShardedMoments &moments) {
   moments.shards = shards_;
   const int64_t n = shards_->elements;
-  for (auto [image, offset] : {std::pair{&moments.m, shards_->m_offset},
-                               {&moments.v, shards_->v_offset}}) {
+  std::vector<std::pair<std::vector<float> *, int64_t>> images = {
+      {&moments.m, shards_->m_offset}, {&moments.v, shards_->v_offset}};
+  // Sharded masters: their image too.
+  if (shards_->masters_sharded)
+    images.push_back({&moments.params, shards_->param_offset});
+  for (auto [image, offset] : images) {
     image->assign(static_cast<size_t>(world_.size * n), 0.0f);
     if (Status s = backend_.download(arena_.arena, offset,
                                      image->data() + world_.rank * n, n * 4);
@@ -746,8 +750,9 @@ Status Run::save() {
     if (Status s = gatherMoments(moments); !s)
       return s;
     // The steps read the BF16 copies alone: the FP32 parameters' other
-    // parts are gathered now.
-    if (!shards_->steps_read_params)
+    // parts are gathered now (into the arena; sharded masters went into the
+    // image above).
+    if (!shards_->steps_read_params && !shards_->masters_sharded)
       if (Status s = gatherShards(shards_->param_offset, 4, "the parameters");
           !s)
         return s;
@@ -855,12 +860,29 @@ Status Run::execute() {
   }
   if (!s)
     return s;
-  for (const OtcSlot *slot : initial)
-    if (!resume)
-      if (s = backend_.upload(arena_.arena, slot->offset,
-                              init.find(slot->name)->data.data(), slot->nbytes);
-          !s)
-        return s;
+  // Sharded masters (ZeRO-1): the parameters go through an image of the
+  // whole group, of which this rank uploads its part.
+  const bool mastersSharded = shards_ && shards_->masters_sharded;
+  std::vector<float> masters;
+  if (mastersSharded)
+    masters.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
+  for (const OtcSlot *slot : initial) {
+    if (resume)
+      break;
+    const uint8_t *bytes = init.find(slot->name)->data.data();
+    if (mastersSharded && slot->kind == OTC_SLOT_PARAM)
+      std::memcpy(masters.data() + (slot->offset - shards_->param_offset) / 4,
+                  bytes, static_cast<size_t>(slot->nbytes));
+    else if (s = backend_.upload(arena_.arena, slot->offset, bytes, slot->nbytes);
+             !s)
+      return s;
+  }
+  if (mastersSharded && !resume)
+    if (s = backend_.upload(arena_.arena, shards_->param_offset,
+                            masters.data() + world_.rank * shards_->elements,
+                            shards_->elements * 4);
+        !s)
+      return s;
   init = TensorFile();
   state_.seed = opt_.seed;
   state_.dataFingerprint = loader_ ? trainData_.fingerprint() : 0;
@@ -873,15 +895,21 @@ Status Run::execute() {
       moments.shards = shards_;
       moments.m.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
       moments.v = moments.m;
+      if (mastersSharded)
+        moments.params = moments.m;
     }
     if (s = loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena, state_,
                            from, shards_ ? &moments : nullptr);
         !s)
       return s;
-    // ZeRO-1: this rank's part of the moments, whatever world size saved.
+    // ZeRO-1: this rank's part of the moments (and of sharded masters),
+    // whatever world size saved.
+    std::vector<std::pair<std::vector<float> *, int64_t>> parts;
     if (shards_)
-      for (auto [image, offset] : {std::pair{&moments.m, shards_->m_offset},
-                                   {&moments.v, shards_->v_offset}})
+      parts = {{&moments.m, shards_->m_offset}, {&moments.v, shards_->v_offset}};
+    if (mastersSharded)
+      parts.push_back({&moments.params, shards_->param_offset});
+    for (auto [image, offset] : parts)
         if (s = backend_.upload(arena_.arena, offset,
                                 image->data() + world_.rank * shards_->elements,
                                 shards_->elements * 4);
@@ -898,11 +926,15 @@ Status Run::execute() {
     }
     lastSaved_ = state_.step;
   }
-  // The BF16 working copies from the parameters just loaded.
+  // The BF16 working copies from the parameters just loaded (with sharded
+  // masters each rank rounds its part, and the ranks gather the copies).
   if (ArenaFunction refresh = refreshParamsOf(prog_)) {
     refresh(arena_.arena);
     if (s = backend_.synchronize(); !s)
       return s;
+    if (mastersSharded)
+      if (s = gatherShards(shards_->copy_offset, 2, "the parameters"); !s)
+        return s;
   }
 
   if (!opt_.quiet)

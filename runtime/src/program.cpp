@@ -226,7 +226,13 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
       return bad(where + ": nbytes " + std::to_string(slot.nbytes) +
                  " does not match " + dtypeName(st) + " " +
                  formatShape(slotShape(slot)));
-    if (slot.offset < 0 || slot.offset + slot.nbytes > program->arena_bytes)
+    // ZeRO-1 with sharded masters: a PARAM slot is a place in the whole
+    // parameter group, not arena bytes (checked below).
+    const OtcOptimizerShards *sharded = shardsOf(*program);
+    bool imageSlot = sharded && sharded->masters_sharded &&
+                     slot.kind == OTC_SLOT_PARAM;
+    if (!imageSlot &&
+        (slot.offset < 0 || slot.offset + slot.nbytes > program->arena_bytes))
       return bad(where + " [" + std::to_string(slot.offset) + ", " +
                  std::to_string(slot.offset + slot.nbytes) +
                  ") lies outside the arena of " +
@@ -338,13 +344,18 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
         (!sh->steps_read_params && sh->copy_offset < 0))
       return bad("shards: steps that read no FP32 parameters need BF16 "
                  "copies");
+    if ((sh->masters_sharded != 0 && sh->masters_sharded != 1) ||
+        (sh->masters_sharded && sh->steps_read_params))
+      return bad("shards: sharded masters need steps that read only the "
+                 "BF16 copies");
     const int64_t whole = sh->ranks * sh->elements;
     struct Group {
       const char *what;
       int64_t offset, bytes;
     };
     const Group groups[] = {
-        {"parameter group", sh->param_offset, whole * 4},
+        {"parameter group", sh->param_offset,
+         (sh->masters_sharded ? sh->elements : whole) * 4},
         {"gradient group", sh->grad_offset,
          whole * (sh->grad_dtype == OTC_BF16 ? 2 : 4)},
         {"copy group", sh->copy_offset, whole * 2},

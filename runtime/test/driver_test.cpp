@@ -333,6 +333,10 @@ TEST(DriverValidate, ShardedOptimizer) {
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("second moments lies outside the arena"));
   bad = shards;
+  bad.masters_sharded = 1; // yet the steps read the FP32 parameters
+  EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
+              HasSubstr("sharded masters need steps that read only"));
+  bad = shards;
   bad.steps_read_params = 0; // yet there are no copies to read
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("need BF16 copies"));

@@ -10,8 +10,9 @@ reduce-scattered instead, LATENCY + (N - 1) / N * bytes / BUS_BANDWIDTH, and
 the parameters the steps read (memory_bytes.params: the BF16 copies under
 bf16, whose FP32 masters are gathered only for checkpoints, else the FP32
 parameters) all-gathered the same way; the optimizer step is each rank's part
-of the one-rank one, and the moments too: N times a rank's moments are the
-one-rank moments (its parameters' own elements) up to the groups' padding:
+of the one-rank one, and the moments too (and under BF16 the FP32 masters):
+N times a rank's moments are the one-rank moments (its parameters' own
+elements) up to the groups' padding:
 at most 127 elements after each of the T trained tensors and N x 128 to
 make N equal parts, 8 bytes an element.
 
@@ -76,8 +77,12 @@ def main():
             ("exposed = both", abs(dp["exposed_ms"] - want_ms) <= 2e-3),
             ("moments: 1/N of one rank's, up to padding",
              0 <= memn["optimizer"] * n - mem1["optimizer"] <= pad),
-            ("state per parameter per rank: the moments' 8 bytes over N, 8 whole",
-             abs(many["state_bytes_per_param_per_rank"] - (8 + 8.0 / n)) <= 1e-3),
+            ("state per parameter per rank: FP32 8 whole and the moments' 8 over N;"
+             " BF16 4 whole and the masters' and moments' 12 over N",
+             abs(many["state_bytes_per_param_per_rank"] -
+                 ((4 + 12.0 / n) if mem1["master_params"] else (8 + 8.0 / n))) <= 1e-3),
+            ("masters: 1/N of one rank's (BF16), up to padding",
+             0 <= memn["master_params"] * n - mem1["master_params"] <= pad / 2),
             ("optimizer step at most one rank's",
              tn["optimizer_step_ms"] <= t1["optimizer_step_ms"]),
             ("step = one rank's, its optimizer step a rank's part, + both",

@@ -131,7 +131,15 @@ typedef struct {
   int32_t grad_dtype;   /* OtcDType of the gradient group: OTC_F32 or OTC_BF16 */
   int32_t steps_read_params; /* 1: zero_grads or micro_step read the F32
                                 parameters; 0: only their BF16 copies */
-  int32_t reserved;          /* 0 */
+  int32_t masters_sharded;   /* 1 (needs steps_read_params 0): the parameter
+                                group holds this rank's part alone
+                                (`elements` F32 at param_offset), and each
+                                PARAM slot's offset is its place in the whole
+                                group (param_offset + 4 x its element), not
+                                bytes of the arena: the runtime loads and
+                                saves the masters through a host image of the
+                                whole group, and refresh_params rounds the
+                                rank's part of the copies */
   int64_t elements;     /* elements of one rank's part of each group */
   int64_t param_offset; /* byte offsets in the arena: the F32 parameters, */
   int64_t grad_offset;  /* the gradients, */
