@@ -356,23 +356,18 @@ void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
     os << " parameters with that rest (fewer layers, or a smaller "
           "vocabulary)\n";
   }
-  // ZeRO-1 as otc does it shards the moments; the FP32 masters stay whole.
+  // ZeRO-1 as otc does it shards the moments and, under mixed precision
+  // (the steps read the BF16 copies), the FP32 masters.
   int64_t onDevice = any.weights + any.grads + rest;
-  int64_t unsharded = onDevice + (any.optimizer - any.moments);
-  if (any.moments > 0 && budget > unsharded) {
+  if (any.optimizer > 0 && budget > onDevice) {
     int64_t ranks =
-        (any.moments + (budget - unsharded) - 1) / (budget - unsharded);
-    os << "  with the AdamW moments sharded over " << ranks
+        (any.optimizer + (budget - onDevice) - 1) / (budget - onDevice);
+    os << "  with the " << (any.optimizer > any.moments ? "FP32 masters and " : "")
+       << "AdamW moments sharded over " << ranks
        << " ranks (ZeRO-1: --world-size " << ranks
        << " --shard-optimizer) each holds "
-       << formatBytes(unsharded + any.moments / ranks)
-       << ", or with the optimizer's state on the host (not in otc), "
-       << formatBytes(onDevice) << " on the GPU\n";
-  } else if (budget > onDevice) {
-    os << "  the FP32 masters alone do not fit beside the weights, gradients "
-          "and that rest ("
-       << formatBytes(unsharded)
-       << "); with the optimizer's state on the host (not in otc), "
+       << formatBytes(onDevice + any.optimizer / ranks)
+       << ", or with them on the host (not in otc), "
        << formatBytes(onDevice) << " on the GPU\n";
   } else {
     os << "  the weights and gradients with that rest take "
