@@ -7,22 +7,16 @@
 // call, so a replay reads it), reading the kernel library's error record
 // after each micro-step, with the learning-rate schedule, the batch-size ramp,
 // gradient-norm clipping, the non-finite policy, evaluation, checkpoints, log
-// lines, JSONL and the trace around it.
+// lines, JSONL and the trace around it. The run's state is declared in
+// run.h; its data-parallel collectives live in data_parallel.cpp, and its
+// evaluation, checkpoints and gradient dumps in run_outputs.cpp.
 // Only otcrt_main prints errors and chooses exit codes; everything else
 // returns a Status.
 #include "driver.h"
 
-#include "checkpoint.h"
-#include "data.h"
-#include "inputs.h"
 #include "kernel_status.h"
-#include "metrics.h"
-#include "otcrt/bf16.h"
 #include "otcrt/safetensors.h"
-#include "program.h"
-#include "schedule.h"
-#include "trace.h"
-#include "world.h"
+#include "run.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -32,192 +26,6 @@
 #include <memory>
 
 namespace otcrt {
-namespace {
-
-/// Frees the arena on every exit path.
-struct ArenaGuard {
-  Backend &backend;
-  char *arena = nullptr;
-  explicit ArenaGuard(Backend &b) : backend(b) {}
-  ~ArenaGuard() { backend.release(arena); }
-};
-
-/// Data parallelism overlapped with the backward (ABI version 7): the
-/// gradient buckets of a step's last micro-batch, each summed over the ranks
-/// (MPI's non-blocking all-reduce, on the cpu) from the moment micro_step
-/// finishes it (otcrt_gradients_ready), and waited for after the last
-/// micro-step. A bucket the hooks did not start is summed then, blocking.
-class BucketSums {
-public:
-  explicit BucketSums(std::vector<std::vector<OtcrtRange>> buckets)
-      : buckets_(std::move(buckets)) {}
-  bool empty() const { return buckets_.empty(); }
-
-  /// Takes the hooks of the next micro-step, whose gradients are the
-  /// step's last (each rank's multiplied by \p preMul first).
-  void arm(char *arena, double preMul, HostCollectives &host, Tracer &tracer);
-  /// Starts bucket \p k (from the hook).
-  void ready(int32_t k);
-  /// Waits for the buckets started and sums the others; disarms.
-  Status finish(Backend &backend);
-
-private:
-  std::vector<std::vector<OtcrtRange>> buckets_;
-  char *arena_ = nullptr;
-  double preMul_ = 1;
-  HostCollectives *host_ = nullptr;
-  Tracer *tracer_ = nullptr;
-  std::vector<bool> started_;
-  std::vector<double> startUs_;
-  /// BF16 ranges are summed in float: the widened copies, and where each
-  /// goes back.
-  std::vector<std::vector<float>> wide_;
-  std::vector<std::pair<uint16_t *, size_t>> narrow_;
-  Status status_ = Status::ok();
-};
-
-BucketSums *armedBuckets = nullptr;
-
-void BucketSums::arm(char *arena, double preMul, HostCollectives &host,
-                     Tracer &tracer) {
-  arena_ = arena;
-  preMul_ = preMul;
-  host_ = &host;
-  tracer_ = &tracer;
-  started_.assign(buckets_.size(), false);
-  startUs_.assign(buckets_.size(), 0.0);
-  wide_.clear();
-  narrow_.clear();
-  status_ = Status::ok();
-  armedBuckets = this;
-}
-
-void BucketSums::ready(int32_t k) {
-  if (k < 0 || k >= static_cast<int32_t>(buckets_.size()) || started_[k] ||
-      !status_)
-    return;
-  started_[k] = true;
-  startUs_[k] = tracer_->active() ? tracer_->now() : 0.0;
-  const float f = static_cast<float>(preMul_);
-  for (const OtcrtRange &r : buckets_[k]) {
-    float *values = nullptr;
-    if (!r.bf16) {
-      values = reinterpret_cast<float *>(arena_ + r.offset);
-      if (preMul_ != 1.0)
-        for (int64_t i = 0; i < r.count; ++i)
-          values[i] *= f;
-    } else {
-      auto *p = reinterpret_cast<uint16_t *>(arena_ + r.offset);
-      wide_.emplace_back(static_cast<size_t>(r.count));
-      for (int64_t i = 0; i < r.count; ++i)
-        wide_.back()[i] = otcrt_bf16_to_float(p[i]) * f;
-      narrow_.push_back({p, wide_.size() - 1});
-      values = wide_.back().data();
-    }
-    if (Status s = host_->startSum(values, r.count); !s) {
-      status_ = s;
-      return;
-    }
-  }
-}
-
-Status BucketSums::finish(Backend &backend) {
-  armedBuckets = nullptr;
-  Status s = status_;
-  if (s)
-    s = host_->waitSums();
-  if (!s)
-    return s;
-  for (auto [p, w] : narrow_)
-    for (size_t i = 0; i < wide_[w].size(); ++i)
-      p[i] = otcrt_float_to_bf16(wide_[w][i]);
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    if (started_[k]) {
-      if (tracer_->active())
-        tracer_->complete("gradient all-reduce, bucket " + std::to_string(k) +
-                              " (overlapped)",
-                          "communication", startUs_[k]);
-      continue;
-    }
-    if (Status b = backend.sumGradients(arena_, buckets_[k], preMul_, *host_); !b)
-      return b;
-  }
-  return Status::ok();
-}
-
-/// "NaN" or "infinite".
-const char *nonfiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
-
-/// One training run: the state shared by the step, eval and save helpers.
-class Run {
-public:
-  Run(const TrainOptions &o, const OtcProgram &p, Backend &b, std::FILE *log,
-      const World &world)
-      : opt_(o), prog_(p), backend_(b), log_(log), world_(world),
-        slots_(p), arena_(b), gradRanges_(gradientRanges(slots_.grads)) {}
-
-  Status execute();
-
-private:
-  Status prepareInputs();
-  Status runStep(StepFunction which, ArenaFunction fn);
-  Status finishMicro(const std::string &where, float &loss);
-  Status feedMicro(int64_t k, TokenLoader *loader);
-  Status prefetchStep(int64_t micros, TokenLoader *loader);
-  std::vector<double> microCounts(int64_t micros) const;
-  Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
-                         double &loss, bool &finite, std::string &why);
-  Status trainStep(int64_t step);
-  Status evaluate(int64_t step);
-  Status save();
-  Status dumpGrads();
-  Status gatherShards(int64_t offset, int64_t elementBytes, const char *what);
-  Status shardedFactor(double scale, double &norm);
-  Status gatherMoments(ShardedMoments &moments);
-
-  const TrainOptions &opt_;
-  const OtcProgram &prog_;
-  Backend &backend_;
-  std::FILE *log_;
-  /// This rank's place in a data-parallel run (size 1 alone): it runs its
-  /// part of each global batch, the micro-batches world.rank x micros ..
-  /// (world.rank + 1) x micros - 1 of the step's world.size x micros.
-  const World world_;
-  HostCollectives &host_ = hostCollectives();
-  ProgramSlots slots_;
-  /// ZeRO-1's groups (null: the optimizer is not sharded).
-  const OtcOptimizerShards *shards_ = shardsOf(prog_);
-  /// The gradient buckets summed while the backward goes on (none: the sum
-  /// follows it).
-  BucketSums buckets_{gradientBucketsOf(prog_)};
-  ArenaGuard arena_;
-  Tracer &tracer_ = processTracer();
-
-  std::vector<InputData> batch_;
-  TokenDataset trainData_, valData_;
-  TokenFeed feed_;
-  std::unique_ptr<TokenLoader> loader_, valLoader_;
-  std::vector<uint8_t> tokBuf_, tgtBuf_;
-  /// A step's micro-batches from the loader, read before its first
-  /// micro-step (their counted targets weigh each one).
-  std::vector<std::vector<uint8_t>> stepTok_, stepTgt_;
-  std::vector<int64_t> rngKeys_;
-
-  TrainState state_;
-  LrSchedule schedule_;
-  BatchRamp ramp_;
-  int64_t tokensPerMicro_ = 0;
-  bool tokenUnits_ = false;
-  double modelFlops_ = 0, peakFlops_ = 0;
-  JsonlLog jsonl_;
-  std::vector<OtcrtRange> gradRanges_;
-  /// Where the device's gradient norm arrives (backend host memory).
-  double *normHost_ = nullptr;
-  int64_t lastSaved_ = -1, lastEval_ = -1;
-  int64_t skippedThisRun_ = 0;
-  double lastLoss_ = 0;
-  int width_ = 4;
-};
 
 Status Run::prepareInputs() {
   if (!opt_.batchPath.empty()) {
@@ -496,66 +304,6 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
   return Status::ok();
 }
 
-/// ZeRO-1: gathers the group at \p offset (\p elementBytes a value) from
-/// the ranks, each rank's part from that rank.
-Status Run::gatherShards(int64_t offset, int64_t elementBytes,
-                         const char *what) {
-  HostCollectives::Waiting wait(host_, what);
-  return backend_.allGather(arena_.arena, offset,
-                            shards_->elements * elementBytes, host_);
-}
-
-/// ZeRO-1: the step's gradient norm from every rank's part of the summed
-/// gradients, and AdamW's factor from it (clipping and the ramp's \p scale,
-/// NaN when the norm is not finite) written to the GRAD_FACTOR slot.
-Status Run::shardedFactor(double scale, double &norm) {
-  OtcrtRange mine;
-  const int64_t element = shards_->grad_dtype == OTC_BF16 ? 2 : 4;
-  mine.offset = shards_->grad_offset +
-                world_.rank * shards_->elements * element;
-  mine.count = shards_->elements;
-  mine.bf16 = shards_->grad_dtype == OTC_BF16;
-  mine.reserved = 0;
-  double sum = 0;
-  if (otcrt_sum_squares(arena_.arena, 1, &mine, &sum, otcrt_stream()) != 0)
-    return Status::error("the gradient norm (otcrt_sum_squares) failed");
-  {
-    HostCollectives::Waiting wait(host_, "the gradient norm");
-    if (Status s = host_.sum(&sum, 1); !s)
-      return s;
-  }
-  norm = scale * std::sqrt(sum);
-  double f = scale;
-  if (opt_.gradClip > 0 && norm > opt_.gradClip)
-    f *= opt_.gradClip / norm;
-  float factor = std::isfinite(norm) ? static_cast<float>(f) : NAN;
-  return backend_.upload(arena_.arena, slots_.gradFactor->offset, &factor,
-                         sizeof(factor));
-}
-
-/// ZeRO-1: every rank's part of the AdamW moments, gathered into host
-/// images of the whole groups on every rank (a collective).
-Status Run::gatherMoments(ShardedMoments &moments) {
-  moments.shards = shards_;
-  const int64_t n = shards_->elements;
-  std::vector<std::pair<std::vector<float> *, int64_t>> images = {
-      {&moments.m, shards_->m_offset}, {&moments.v, shards_->v_offset}};
-  // Sharded masters: their image too.
-  if (shards_->masters_sharded)
-    images.push_back({&moments.params, shards_->param_offset});
-  for (auto [image, offset] : images) {
-    image->assign(static_cast<size_t>(world_.size * n), 0.0f);
-    if (Status s = backend_.download(arena_.arena, offset,
-                                     image->data() + world_.rank * n, n * 4);
-        !s)
-      return s;
-    HostCollectives::Waiting wait(host_, "the moments of a checkpoint");
-    if (Status s = host_.allGatherBytes(image->data(), n * 4); !s)
-      return s;
-  }
-  return Status::ok();
-}
-
 Status Run::trainStep(int64_t step) {
   TraceSpan stepSpan(tracer_, "step " + std::to_string(step), "step");
   auto start = std::chrono::steady_clock::now();
@@ -695,127 +443,6 @@ Status Run::trainStep(int64_t step) {
   jsonl_.writeStep(r);
   if (r.memoryBytes >= 0)
     tracer_.counter("memory", "bytes", static_cast<double>(r.memoryBytes));
-  return Status::ok();
-}
-
-Status Run::evaluate(int64_t step) {
-  if (!valLoader_ || lastEval_ == step)
-    return Status::ok();
-  lastEval_ = step;
-  TraceSpan span(tracer_, "evaluation", "eval");
-  int64_t batches = std::min(opt_.valBatches,
-                             std::max<int64_t>(1, valData_.numWindows() /
-                                                      prog_.micro_batch));
-  valLoader_->rewind();
-  ProgressBar bar("eval", batches);
-  double sum = 0;
-  for (int64_t i = 0; i < batches; ++i) {
-    if (Status s = feedMicro(i, valLoader_.get()); !s)
-      return s;
-    if (slots_.rng) {
-      int64_t r = rngValue(state_.seed, 0, i);
-      if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
-        return s;
-    }
-    if (Status s = runStep(StepFunction::MicroStep, prog_.micro_step); !s)
-      return s;
-    float micro = 0;
-    if (Status s = finishMicro(" (evaluation at step " + std::to_string(step) +
-                                   ", micro-batch " + std::to_string(i) + ")",
-                               micro);
-        !s)
-      return s;
-    sum += micro;
-    bar.update(i + 1);
-  }
-  double loss = sum / static_cast<double>(batches);
-  if (!opt_.quiet)
-    std::fprintf(log_, "val loss %.6f at step %" PRId64 " (%" PRId64
-                       " micro-batches)\n",
-                 loss, step, batches);
-  jsonl_.write({{"event", jsonString("val")},
-                {"step", std::to_string(step)},
-                {"val_loss", jsonNumber(loss)},
-                {"micro_batches", std::to_string(batches)}});
-  return Status::ok();
-}
-
-Status Run::save() {
-  if (opt_.saveDir.empty() || lastSaved_ == state_.step)
-    return Status::ok();
-  TraceSpan span(tracer_, "checkpoint", "checkpoint");
-  // ZeRO-1: every rank takes part in gathering the moments; rank 0 writes.
-  ShardedMoments moments;
-  if (shards_) {
-    if (Status s = gatherMoments(moments); !s)
-      return s;
-    // The steps read the BF16 copies alone: the FP32 parameters' other
-    // parts are gathered now (into the arena; sharded masters went into the
-    // image above).
-    if (!shards_->steps_read_params && !shards_->masters_sharded)
-      if (Status s = gatherShards(shards_->param_offset, 4, "the parameters");
-          !s)
-        return s;
-  }
-  if (!world_.isRoot()) {
-    lastSaved_ = state_.step;
-    return Status::ok();
-  }
-  std::string written;
-  Status s = saveCheckpoint(opt_.saveDir, opt_.keep, slots_, backend_, arena_.arena,
-                            state_, prog_.model ? prog_.model : "", written,
-                            shards_ ? &moments : nullptr);
-  if (!s)
-    return s;
-  lastSaved_ = state_.step;
-  if (!opt_.quiet)
-    std::fprintf(log_, "saved %s\n", written.c_str());
-  jsonl_.write({{"event", jsonString("save")},
-                {"step", std::to_string(state_.step)},
-                {"path", jsonString(written)}});
-  return Status::ok();
-}
-
-Status Run::dumpGrads() {
-  double loss = 0;
-  bool finite = true;
-  std::string why;
-  if (Status s = forwardBackward(1, prog_.grad_accum, loader_.get(), loss, finite, why); !s)
-    return s;
-  if (!finite)
-    return Status::error(why);
-  // ZeRO-1: each rank holds its part of the sum; rank 0 gathers them all.
-  if (shards_)
-    if (Status s = gatherShards(shards_->grad_offset,
-                                shards_->grad_dtype == OTC_BF16 ? 2 : 4,
-                                "the gradients");
-        !s)
-      return s;
-  // The whole batch's gradient, the same on every rank: rank 0 writes it.
-  if (!world_.isRoot())
-    return Status::ok();
-  TensorFile out;
-  float lossF = static_cast<float>(loss);
-  out.add("loss", StDType::F32, {}, &lossF);
-  std::vector<uint8_t> bytes;
-  for (const OtcSlot *slot : slots_.grads) {
-    bytes.resize(static_cast<size_t>(slot->nbytes));
-    Status s = backend_.download(arena_.arena, slot->offset, bytes.data(), slot->nbytes);
-    if (!s)
-      return s;
-    if (slot->dtype == OTC_BF16)
-      bytes = widenBf16(bytes);
-    out.add(std::string("grad/") + slot->name, StDType::F32, slotShape(*slot),
-            bytes.data());
-  }
-  // The random keys, so that a reference can replay the same masks.
-  for (size_t k = 0; k < rngKeys_.size(); ++k)
-    out.add("rng_key/" + std::to_string(k), StDType::I64, {}, &rngKeys_[k]);
-  if (Status s = writeSafetensors(opt_.dumpGradsPath, out); !s)
-    return s;
-  if (!opt_.quiet)
-    std::fprintf(log_, "wrote %s | loss %.6f | %zu gradients\n",
-                 opt_.dumpGradsPath.c_str(), loss, slots_.grads.size());
   return Status::ok();
 }
 
@@ -1032,8 +659,6 @@ Status Run::execute() {
   return Status::ok();
 }
 
-} // namespace
-
 Status runTraining(const TrainOptions &options, const OtcProgram *program,
                    Backend &backend, std::FILE *log, const World &world) {
   Status s = validateProgram(program, backend.name(), options.dumpGradsPath.empty());
@@ -1057,11 +682,6 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
 }
 
 } // namespace otcrt
-
-extern "C" void otcrt_gradients_ready(int32_t bucket) {
-  if (otcrt::armedBuckets)
-    otcrt::armedBuckets->ready(bucket);
-}
 
 extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
   using namespace otcrt;

@@ -1,0 +1,145 @@
+// The train driver's run (driver.cpp): the state one training run shares
+// across its step loop (driver.cpp), its data-parallel collectives
+// (data_parallel.cpp) and its evaluation, checkpoints and gradient dumps
+// (run_outputs.cpp). Private to the runtime.
+#ifndef OTCRT_RUN_H
+#define OTCRT_RUN_H
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "data.h"
+#include "driver.h"
+#include "inputs.h"
+#include "metrics.h"
+#include "program.h"
+#include "schedule.h"
+#include "trace.h"
+#include "world.h"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace otcrt {
+
+/// Frees the arena on every exit path.
+struct ArenaGuard {
+  Backend &backend;
+  char *arena = nullptr;
+  explicit ArenaGuard(Backend &b) : backend(b) {}
+  ~ArenaGuard() { backend.release(arena); }
+};
+
+/// Data parallelism overlapped with the backward (ABI version 7): the
+/// gradient buckets of a step's last micro-batch, each summed over the ranks
+/// (MPI's non-blocking all-reduce, on the cpu) from the moment micro_step
+/// finishes it (otcrt_gradients_ready), and waited for after the last
+/// micro-step. A bucket the hooks did not start is summed then, blocking.
+class BucketSums {
+public:
+  explicit BucketSums(std::vector<std::vector<OtcrtRange>> buckets)
+      : buckets_(std::move(buckets)) {}
+  bool empty() const { return buckets_.empty(); }
+
+  /// Takes the hooks of the next micro-step, whose gradients are the
+  /// step's last (each rank's multiplied by \p preMul first).
+  void arm(char *arena, double preMul, HostCollectives &host, Tracer &tracer);
+  /// Starts bucket \p k (from the hook).
+  void ready(int32_t k);
+  /// Waits for the buckets started and sums the others; disarms.
+  Status finish(Backend &backend);
+
+private:
+  std::vector<std::vector<OtcrtRange>> buckets_;
+  char *arena_ = nullptr;
+  double preMul_ = 1;
+  HostCollectives *host_ = nullptr;
+  Tracer *tracer_ = nullptr;
+  std::vector<bool> started_;
+  std::vector<double> startUs_;
+  /// BF16 ranges are summed in float: the widened copies, and where each
+  /// goes back.
+  std::vector<std::vector<float>> wide_;
+  std::vector<std::pair<uint16_t *, size_t>> narrow_;
+  Status status_ = Status::ok();
+};
+
+/// "NaN" or "infinite".
+inline const char *nonfiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
+
+/// One training run: the state shared by the step, eval and save helpers.
+class Run {
+public:
+  Run(const TrainOptions &o, const OtcProgram &p, Backend &b, std::FILE *log,
+      const World &world)
+      : opt_(o), prog_(p), backend_(b), log_(log), world_(world),
+        slots_(p), arena_(b), gradRanges_(gradientRanges(slots_.grads)) {}
+
+  Status execute();
+
+private:
+  Status prepareInputs();
+  Status runStep(StepFunction which, ArenaFunction fn);
+  Status finishMicro(const std::string &where, float &loss);
+  Status feedMicro(int64_t k, TokenLoader *loader);
+  Status prefetchStep(int64_t micros, TokenLoader *loader);
+  std::vector<double> microCounts(int64_t micros) const;
+  Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
+                         double &loss, bool &finite, std::string &why);
+  Status trainStep(int64_t step);
+  Status evaluate(int64_t step);
+  Status save();
+  Status dumpGrads();
+  Status gatherShards(int64_t offset, int64_t elementBytes, const char *what);
+  Status shardedFactor(double scale, double &norm);
+  Status gatherMoments(ShardedMoments &moments);
+
+  const TrainOptions &opt_;
+  const OtcProgram &prog_;
+  Backend &backend_;
+  std::FILE *log_;
+  /// This rank's place in a data-parallel run (size 1 alone): it runs its
+  /// part of each global batch, the micro-batches world.rank x micros ..
+  /// (world.rank + 1) x micros - 1 of the step's world.size x micros.
+  const World world_;
+  HostCollectives &host_ = hostCollectives();
+  ProgramSlots slots_;
+  /// ZeRO-1's groups (null: the optimizer is not sharded).
+  const OtcOptimizerShards *shards_ = shardsOf(prog_);
+  /// The gradient buckets summed while the backward goes on (none: the sum
+  /// follows it).
+  BucketSums buckets_{gradientBucketsOf(prog_)};
+  ArenaGuard arena_;
+  Tracer &tracer_ = processTracer();
+
+  std::vector<InputData> batch_;
+  TokenDataset trainData_, valData_;
+  TokenFeed feed_;
+  std::unique_ptr<TokenLoader> loader_, valLoader_;
+  std::vector<uint8_t> tokBuf_, tgtBuf_;
+  /// A step's micro-batches from the loader, read before its first
+  /// micro-step (their counted targets weigh each one).
+  std::vector<std::vector<uint8_t>> stepTok_, stepTgt_;
+  std::vector<int64_t> rngKeys_;
+
+  TrainState state_;
+  LrSchedule schedule_;
+  BatchRamp ramp_;
+  int64_t tokensPerMicro_ = 0;
+  bool tokenUnits_ = false;
+  double modelFlops_ = 0, peakFlops_ = 0;
+  JsonlLog jsonl_;
+  std::vector<OtcrtRange> gradRanges_;
+  /// Where the device's gradient norm arrives (backend host memory).
+  double *normHost_ = nullptr;
+  int64_t lastSaved_ = -1, lastEval_ = -1;
+  int64_t skippedThisRun_ = 0;
+  double lastLoss_ = 0;
+  int width_ = 4;
+};
+
+} // namespace otcrt
+
+#endif // OTCRT_RUN_H
