@@ -402,27 +402,24 @@ static void printTimeReport(const StepTime &t, const PlanSummary &s,
                        formatBytes(t.gatherBytes).c_str(), t.allGather * 1e3,
                        t.device->link.str().c_str(),
                        t.device->allReduceBusBandwidth / 1e9);
-  else if (t.worldSize > 1 && !t.bucketBytes.empty())
+  else if (t.worldSize > 1) {
     os << llvm::format("  %lld ranks: all-reduce of %s of gradients over %s "
-                       "(%.1f GB/s bus bandwidth) in %zu buckets as the last "
-                       "micro-step's backward finishes them, %.3f ms, of which "
-                       "%.3f ms in the step above (the rest hidden); tokens/s "
-                       "below are all ranks'\n",
+                       "(%.1f GB/s bus bandwidth)",
                        (long long)t.worldSize,
                        formatBytes(t.gradientBytes).c_str(),
                        t.device->link.str().c_str(),
-                       t.device->allReduceBusBandwidth / 1e9,
-                       t.bucketBytes.size(), t.allReduce * 1e3,
-                       t.exposed * 1e3);
-  else if (t.worldSize > 1)
-    os << llvm::format("  %lld ranks: all-reduce of %s of gradients over %s "
-                       "(%.1f GB/s bus bandwidth) %.3f ms, in the step above, "
-                       "none hidden; tokens/s below are all ranks'\n",
-                       (long long)t.worldSize,
-                       formatBytes(t.gradientBytes).c_str(),
-                       t.device->link.str().c_str(),
-                       t.device->allReduceBusBandwidth / 1e9,
-                       t.allReduce * 1e3);
+                       t.device->allReduceBusBandwidth / 1e9);
+    if (!t.bucketBytes.empty())
+      os << llvm::format(" in %zu buckets as the last micro-step's backward "
+                         "finishes them, %.3f ms, of which %.3f ms in the "
+                         "step above (the rest hidden)",
+                         t.bucketBytes.size(), t.allReduce * 1e3,
+                         t.exposed * 1e3);
+    else
+      os << llvm::format(" %.3f ms, in the step above, none hidden",
+                         t.allReduce * 1e3);
+    os << "; tokens/s below are all ranks'\n";
+  }
   os << "  ";
   if (info.tokensPerStep > 0)
     os << llvm::format("%.0f tokens/s, ", r.tokensPerSecond);
