@@ -104,20 +104,31 @@ Status addSlots(TensorFile &file, const std::vector<const OtcSlot *> &slots,
   return Status::ok();
 }
 
+/// Sets \p out to tensor \p prefix + the name of \p slot in \p file (read
+/// from \p path), checked to be F32 of the slot's shape.
+Status slotTensor(const TensorFile &file, const std::string &path,
+                  const std::string &prefix, const OtcSlot &slot,
+                  const Tensor *&out) {
+  std::string name = prefix + slot.name;
+  out = file.find(name);
+  if (!out)
+    return Status::error(path + ": '" + name +
+                         "' not found: the checkpoint is of another model");
+  if (out->dtype != StDType::F32 || out->shape != slotShape(slot))
+    return Status::error(path + ": '" + name + "' is " + dtypeName(out->dtype) +
+                         " " + formatShape(out->shape) + ", the program needs F32 " +
+                         formatShape(slotShape(slot)));
+  return Status::ok();
+}
+
 /// Uploads tensors \p prefix + name of \p file into \p slots, checking them.
 Status loadSlots(const TensorFile &file, const std::string &path,
                  const std::vector<const OtcSlot *> &slots,
                  const std::string &prefix, Backend &backend, char *arena) {
   for (const OtcSlot *slot : slots) {
-    std::string name = prefix + slot->name;
-    const Tensor *t = file.find(name);
-    if (!t)
-      return Status::error(path + ": '" + name +
-                           "' not found: the checkpoint is of another model");
-    if (t->dtype != StDType::F32 || t->shape != slotShape(*slot))
-      return Status::error(path + ": '" + name + "' is " + dtypeName(t->dtype) +
-                           " " + formatShape(t->shape) + ", the program needs F32 " +
-                           formatShape(slotShape(*slot)));
+    const Tensor *t = nullptr;
+    if (Status s = slotTensor(file, path, prefix, *slot, t); !s)
+      return s;
     Status s = backend.upload(arena, slot->offset, t->data.data(), slot->nbytes);
     if (!s)
       return s;
@@ -157,16 +168,9 @@ Status loadShardedMoments(const TensorFile &file, const std::string &path,
     images.push_back({&moments.params, "param/"});
   for (auto [image, prefix] : images)
     for (const OtcSlot *slot : slots.params) {
-      std::string name = prefix + std::string(slot->name);
-      const Tensor *t = file.find(name);
-      if (!t)
-        return Status::error(path + ": '" + name +
-                             "' not found: the checkpoint is of another model");
-      if (t->dtype != StDType::F32 || t->shape != slotShape(*slot))
-        return Status::error(path + ": '" + name + "' is " +
-                             dtypeName(t->dtype) + " " + formatShape(t->shape) +
-                             ", the program needs F32 " +
-                             formatShape(slotShape(*slot)));
+      const Tensor *t = nullptr;
+      if (Status s = slotTensor(file, path, prefix, *slot, t); !s)
+        return s;
       std::memcpy(image->data() + groupElement(*moments.shards, *slot),
                   t->data.data(), static_cast<size_t>(slot->nbytes));
     }
