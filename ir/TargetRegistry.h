@@ -51,7 +51,8 @@ struct TargetEntry {
                              OutsideArena &result) = nullptr;
   /// Whether its runtime sums a data-parallel run's gradient buckets while
   /// the backward goes on (ir/GradientBuckets.h; the cpu target: MPI's
-  /// non-blocking all-reduce started from micro_step's hooks). Otherwise
+  /// non-blocking all-reduce started from micro_step's hooks; cuda: NCCL's
+  /// on a communication stream, queued from the same hooks). Otherwise
   /// the sum follows the backward, all of it exposed.
   bool overlapsGradientSum = false;
 

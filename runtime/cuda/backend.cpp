@@ -23,6 +23,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace otcrt {
@@ -98,9 +99,20 @@ class CudaBackend final : public Backend {
 public:
   ~CudaBackend() override {
 #ifdef OTCRT_HAVE_NCCL
-    if (nccl_)
+    if (nccl_) {
+      for (ncclRedOp_t op : preMulOps_)
+        if (op != ncclSum)
+          (void)ncclLib_.redOpDestroy(op, nccl_);
       (void)ncclLib_.commDestroy(nccl_);
+    }
+    if (preMulScalars_)
+      (void)cudaFree(preMulScalars_);
 #endif
+    for (cudaEvent_t e : {computeDone_, sumsDone_})
+      if (e)
+        (void)cudaEventDestroy(e);
+    if (commStream_)
+      (void)cudaStreamDestroy(commStream_);
     for (Graph &g : graphs_)
       if (g.exec)
         (void)cudaGraphExecDestroy(g.exec);
@@ -212,6 +224,75 @@ public:
 #endif
   }
 
+#ifdef OTCRT_HAVE_NCCL
+  bool overlapsGradientSum() const override { return true; }
+  bool sumsBucketsOnDevice() const override { return true; }
+
+  /// Writes \p preMul to the device scalars (FP32 and BF16) that the
+  /// bucket sums' operators read when they run; the communicator, the
+  /// communication stream, its events and the operators are made at the
+  /// first call.
+  Status setBucketPreMul(double preMul, HostCollectives &host) override {
+    if (Status s = communicator(host); !s)
+      return s;
+    if (!commStream_) {
+      OTCRT_CUDA_TRY(
+          cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
+      OTCRT_CUDA_TRY(
+          cudaEventCreateWithFlags(&computeDone_, cudaEventDisableTiming));
+      OTCRT_CUDA_TRY(cudaEventCreateWithFlags(&sumsDone_, cudaEventDisableTiming));
+      OTCRT_CUDA_TRY(cudaMalloc(&preMulScalars_, 8));
+      const ncclDataType_t types[2] = {ncclFloat32, ncclBfloat16};
+      for (int i = 0; i < 2; ++i)
+        if (Status s = ncclTry(ncclLib_.redOpCreatePreMulSum(
+                                   &preMulOps_[i], preMulScalars_ + 4 * i,
+                                   types[i], ncclScalarDevice, nccl_),
+                               "ncclRedOpCreatePreMulSum");
+            !s)
+          return s;
+    }
+    const float f = static_cast<float>(preMul);
+    const uint16_t b = otcrt_float_to_bf16(f);
+    char bytes[8] = {};
+    std::memcpy(bytes, &f, 4);
+    std::memcpy(bytes + 4, &b, 2);
+    OTCRT_CUDA_TRY(cudaMemcpyAsync(preMulScalars_, bytes, sizeof(bytes),
+                                   cudaMemcpyHostToDevice, stream_));
+    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+
+  /// The communication stream waits for the work queued so far on the
+  /// compute stream, then runs NCCL's all-reduce of each range; runStep
+  /// joins it back before the step function ends.
+  Status startBucketSum(char *arena, const std::vector<OtcrtRange> &ranges,
+                        HostCollectives &host, const size_t *marks) override {
+    if (!commStream_)
+      return Status::error("a bucket's sum started before its multiplier "
+                           "was set (setBucketPreMul)");
+    (void)host;
+    OTCRT_CUDA_TRY(cudaEventRecord(computeDone_, stream_));
+    OTCRT_CUDA_TRY(cudaStreamWaitEvent(commStream_, computeDone_, 0));
+    sumsQueued_ = true;
+    if (marks)
+      if (Status s = mark(marks[0], true); !s)
+        return s;
+    for (const OtcrtRange &r : ranges) {
+      void *p = arena + r.offset;
+      if (Status s = ncclTry(
+              ncclLib_.allReduce(p, p, static_cast<size_t>(r.count),
+                                 r.bf16 ? ncclBfloat16 : ncclFloat32,
+                                 preMulOps_[r.bf16 ? 1 : 0], nccl_, commStream_),
+              "ncclAllReduce (an overlapped bucket)");
+          !s)
+        return s;
+    }
+    if (marks)
+      return mark(marks[1], true);
+    return Status::ok();
+  }
+#endif
+
   Status init() override {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -318,20 +399,21 @@ public:
     }
     ++g.eagerRuns;
     fn(arena);
-    return Status::ok();
+    return joinSums();
   }
 
   bool hasDeviceMarks() const override { return true; }
 
   /// Events are created in batches of 256 the first time a mark index is
   /// used and reused by every later batch of marks.
-  Status mark(size_t index) override {
+  Status mark(size_t index, bool communication) override {
     while (events_.size() <= index / 256 * 256 + 255) {
       cudaEvent_t e;
       OTCRT_CUDA_TRY(cudaEventCreate(&e));
       events_.push_back(e);
     }
-    OTCRT_CUDA_TRY(cudaEventRecord(events_[index], stream_));
+    OTCRT_CUDA_TRY(cudaEventRecord(
+        events_[index], communication && commStream_ ? commStream_ : stream_));
     return Status::ok();
   }
 
@@ -364,6 +446,8 @@ private:
       return "micro_step";
     case StepFunction::OptimizerStep:
       return "optimizer_step";
+    case StepFunction::LastMicroStep:
+      return "micro_step (a step's last, with its gradient sums)";
     }
     return "?";
   }
@@ -387,6 +471,10 @@ private:
     holdKernelFailures(&failures);
     fn(arena);
     holdKernelFailures(nullptr);
+    // The sums queued on the communication stream join the capture's
+    // origin before it ends.
+    if (Status s = joinSums(); !s)
+      failures += (failures.empty() ? "" : "; ") + s.message();
     cudaGraph_t graph = nullptr;
     err = cudaStreamEndCapture(stream_, &graph);
     if (err == cudaSuccess && failures.empty())
@@ -405,6 +493,17 @@ private:
       return errorText(err);
     }
     return "";
+  }
+
+  /// The compute stream waits for the sums queued on the communication
+  /// stream since the last join.
+  Status joinSums() {
+    if (!sumsQueued_)
+      return Status::ok();
+    sumsQueued_ = false;
+    OTCRT_CUDA_TRY(cudaEventRecord(sumsDone_, commStream_));
+    OTCRT_CUDA_TRY(cudaStreamWaitEvent(stream_, sumsDone_, 0));
+    return Status::ok();
   }
 
 #ifdef OTCRT_HAVE_NCCL
@@ -464,11 +563,21 @@ private:
   }
   NcclLibrary ncclLib_;
   ncclComm_t nccl_ = nullptr;
+  /// The bucket sums' operators (FP32, BF16), which multiply each rank's
+  /// values by the device scalars at preMulScalars_ (FP32 at 0, BF16 at 4).
+  ncclRedOp_t preMulOps_[2] = {ncclSum, ncclSum};
+  char *preMulScalars_ = nullptr;
 #endif
+  /// Overlapped gradient sums: the stream they run on, the compute work
+  /// each waits for, their end, and whether any is queued but not joined.
+  cudaStream_t commStream_ = nullptr;
+  cudaEvent_t computeDone_ = nullptr;
+  cudaEvent_t sumsDone_ = nullptr;
+  bool sumsQueued_ = false;
   int localRank_ = 0;
   cudaStream_t stream_ = nullptr;
   bool graphsOn_ = false;
-  Graph graphs_[3];
+  Graph graphs_[4];
   std::vector<cudaEvent_t> events_;
   /// Page-locked host buffers of hostBuffer().
   std::vector<void *> pinned_;

@@ -20,7 +20,16 @@ namespace otcrt {
 class HostCollectives;
 
 /// The step functions of a program that a backend may replay as CUDA graphs.
-enum class StepFunction { ZeroGrads = 0, MicroStep = 1, OptimizerStep = 2 };
+/// LastMicroStep is micro_step run as a step's last micro-batch with its
+/// gradient buckets' sums queued on the device as it goes
+/// (sumsBucketsOnDevice): a graph of its own, since a replayed graph calls
+/// no host hook.
+enum class StepFunction {
+  ZeroGrads = 0,
+  MicroStep = 1,
+  OptimizerStep = 2,
+  LastMicroStep = 3
+};
 
 class Backend {
 public:
@@ -55,9 +64,33 @@ public:
                            HostCollectives &host) = 0;
   /// Whether a bucket of gradients (version 7) may be summed over the ranks
   /// while micro_step goes on: the cpu, whose micro_step has finished the
-  /// bucket's kernels when it calls otcrt_gradients_ready. A GPU's kernels
-  /// run behind the host, and a replayed CUDA graph calls no host code.
+  /// bucket's kernels when it calls otcrt_gradients_ready, and a GPU with
+  /// NCCL (sumsBucketsOnDevice).
   virtual bool overlapsGradientSum() const { return false; }
+  /// Whether the bucket sums are queued on the device rather than run by
+  /// the host: at otcrt_gradients_ready the bucket's kernels are queued,
+  /// not finished, so startBucketSum queues the sum on a communication
+  /// stream behind them, and the step function LastMicroStep ends by
+  /// making the compute stream wait for every sum it queued (inside its
+  /// graph, so a replay sums as the capture did).
+  virtual bool sumsBucketsOnDevice() const { return false; }
+  /// Device sums: sets the multiplier of each rank's gradients in the sums
+  /// startBucketSum queues from now on (read by the device when the sum
+  /// runs, so a graph replays it with the value of its step).
+  virtual Status setBucketPreMul(double preMul, HostCollectives &host) {
+    (void)preMul, (void)host;
+    return Status::error("this backend does not sum gradients on the device");
+  }
+  /// Device sums: queues the sum of \p ranges over the ranks on the
+  /// communication stream, after the work queued so far on the compute
+  /// stream. With \p marks, device marks marks[0] and marks[1] (see mark)
+  /// are recorded on the communication stream around the sum.
+  virtual Status startBucketSum(char *arena,
+                                const std::vector<OtcrtRange> &ranges,
+                                HostCollectives &host, const size_t *marks) {
+    (void)arena, (void)ranges, (void)host, (void)marks;
+    return Status::error("this backend does not sum gradients on the device");
+  }
   /// Allocates \p bytes of arena memory into \p arena.
   virtual Status allocate(int64_t bytes, char **arena) = 0;
   /// Frees an arena returned by allocate(); null is ignored.
@@ -108,8 +141,13 @@ public:
   /// of work, and markTimes waits for the first \p count marks and gives
   /// each one's time in milliseconds after mark 0. Backends without a
   /// device clock (the cpu) have none, and the trace reads the host clock.
+  /// \p communication records the mark on the communication stream of
+  /// the device sums instead.
   virtual bool hasDeviceMarks() const { return false; }
-  virtual Status mark(size_t) { return Status::ok(); }
+  virtual Status mark(size_t index, bool communication = false) {
+    (void)index, (void)communication;
+    return Status::ok();
+  }
   virtual Status markTimes(size_t count, std::vector<double> &ms) {
     ms.assign(count, 0.0);
     return Status::ok();

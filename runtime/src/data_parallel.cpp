@@ -16,25 +16,64 @@ BucketSums *armedBuckets = nullptr;
 
 } // namespace
 
-void BucketSums::arm(char *arena, double preMul, HostCollectives &host,
-                     Tracer &tracer) {
+Status BucketSums::arm(char *arena, double preMul, Backend &backend,
+                       HostCollectives &host, Tracer &tracer) {
   arena_ = arena;
   preMul_ = preMul;
+  backend_ = &backend;
   host_ = &host;
   tracer_ = &tracer;
   started_.assign(buckets_.size(), false);
   startUs_.assign(buckets_.size(), 0.0);
+  hooksCalled_ = 0;
   wide_.clear();
   narrow_.clear();
   status_ = Status::ok();
+  if (backend.sumsBucketsOnDevice())
+    if (Status s = backend.setBucketPreMul(preMul, host); !s)
+      return s;
   armedBuckets = this;
+  return Status::ok();
 }
 
 void BucketSums::ready(int32_t k) {
-  if (k < 0 || k >= static_cast<int32_t>(buckets_.size()) || started_[k] ||
-      !status_)
+  if (k < 0 || k >= static_cast<int32_t>(buckets_.size()))
+    return;
+  // Device sums: bucket 0's hook (the hooks come in bucket order) begins a
+  // run of the body. A graph capture that fails runs it again, eagerly,
+  // and what the failed capture queued never runs.
+  if (k == 0 && backend_->sumsBucketsOnDevice()) {
+    started_.assign(buckets_.size(), false);
+    hooksCalled_ = 0;
+    status_ = Status::ok();
+  }
+  if (started_[k] || !status_)
     return;
   started_[k] = true;
+  ++hooksCalled_;
+  if (backend_->sumsBucketsOnDevice())
+    readyOnDevice(k);
+  else
+    readyOnHost(k);
+}
+
+void BucketSums::readyOnDevice(int32_t k) {
+  // Timed on the device: two marks on the communication stream.
+  size_t marks[2];
+  const bool traced = tracer_->deviceMarks();
+  if (traced) {
+    marks[0] = tracer_->reserveMark();
+    marks[1] = tracer_->reserveMark();
+  }
+  status_ = backend_->startBucketSum(arena_, buckets_[k], *host_,
+                                     traced ? marks : nullptr);
+  if (traced && status_)
+    tracer_->markedSpan("gradient all-reduce, bucket " + std::to_string(k) +
+                            " (overlapped)",
+                        "communication", marks[0], marks[1]);
+}
+
+void BucketSums::readyOnHost(int32_t k) {
   startUs_[k] = tracer_->active() ? tracer_->now() : 0.0;
   const float f = static_cast<float>(preMul_);
   for (const OtcrtRange &r : buckets_[k]) {
@@ -62,16 +101,25 @@ void BucketSums::ready(int32_t k) {
 Status BucketSums::finish(Backend &backend) {
   armedBuckets = nullptr;
   Status s = status_;
-  if (s)
-    s = host_->waitSums();
   if (!s)
     return s;
-  for (auto [p, w] : narrow_)
-    for (size_t i = 0; i < wide_[w].size(); ++i)
-      p[i] = otcrt_float_to_bf16(wide_[w][i]);
+  if (backend.sumsBucketsOnDevice()) {
+    // The sums are queued (and joined) on the device. A replayed graph
+    // called no hook: it queued the sums its capture did.
+    if (hooksCalled_ == 0 && !startedByGraph_.empty())
+      started_ = startedByGraph_;
+    else
+      startedByGraph_ = started_;
+  } else {
+    if (s = host_->waitSums(); !s)
+      return s;
+    for (auto [p, w] : narrow_)
+      for (size_t i = 0; i < wide_[w].size(); ++i)
+        p[i] = otcrt_float_to_bf16(wide_[w][i]);
+  }
   for (size_t k = 0; k < buckets_.size(); ++k) {
     if (started_[k]) {
-      if (tracer_->active())
+      if (tracer_->active() && !backend.sumsBucketsOnDevice())
         tracer_->complete("gradient all-reduce, bucket " + std::to_string(k) +
                               " (overlapped)",
                           "communication", startUs_[k]);

@@ -201,8 +201,14 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
   // Overlapped: the last micro-batch that runs sums its buckets as its
   // backward finishes them.
   const double preMul = slots_.gradScale ? 1.0 : weights[0];
-  const bool overlap = world_.size > 1 && !shards_ && !buckets_.empty() &&
-                       backend_.overlapsGradientSum();
+  // A test hook: OTC_TEST_COLLECTIVES_ALONE runs the gradients' sum of a
+  // data-parallel run in a run of one rank (the GPU tests: NCCL over a
+  // communicator of one GPU must give the same bits), overlapped where the
+  // device sums the buckets.
+  static const bool alone = std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
+  const bool overlap =
+      (world_.size > 1 || (alone && backend_.sumsBucketsOnDevice())) &&
+      !shards_ && !buckets_.empty() && backend_.overlapsGradientSum();
   int64_t lastRun = -1;
   for (int64_t k = 0; k < micros; ++k)
     if (!(total > 0 && counts[k] == 0))
@@ -242,10 +248,17 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
         return s;
     }
     if (overlap && k == lastRun) {
-      buckets_.arm(arena_.arena, preMul, host_, tracer_);
+      if (Status s = buckets_.arm(arena_.arena, preMul, backend_, host_, tracer_);
+          !s)
+        return s;
       armed = true;
     }
-    if (Status s = runStep(StepFunction::MicroStep, prog_.micro_step); !s)
+    // Sums queued on the device make the last micro-step a step function
+    // (a graph) of its own.
+    const StepFunction which = armed && backend_.sumsBucketsOnDevice()
+                                   ? StepFunction::LastMicroStep
+                                   : StepFunction::MicroStep;
+    if (Status s = runStep(which, prog_.micro_step); !s)
       return s;
     float micro = 0;
     if (Status s = finishMicro(" (step " + std::to_string(step) +
@@ -260,10 +273,6 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     }
     sum += weights[k] * micro;
   }
-  // A test hook: OTC_TEST_COLLECTIVES_ALONE runs the gradients' sum of a
-  // data-parallel run in a run of one rank (the GPU tests: NCCL over a
-  // communicator of one GPU must give the same bits).
-  static const bool alone = std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
   if (world_.size > 1 || alone) {
     // The ranks' weighted gradients summed: without a GRAD_SCALE slot (one
     // micro-batch a step) each rank's is weighted in the sum itself. Then

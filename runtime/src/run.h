@@ -34,9 +34,12 @@ struct ArenaGuard {
 
 /// Data parallelism overlapped with the backward (ABI version 7): the
 /// gradient buckets of a step's last micro-batch, each summed over the ranks
-/// (MPI's non-blocking all-reduce, on the cpu) from the moment micro_step
-/// finishes it (otcrt_gradients_ready), and waited for after the last
-/// micro-step. A bucket the hooks did not start is summed then, blocking.
+/// from the moment micro_step finishes it (otcrt_gradients_ready) and
+/// waited for after the last micro-step. On the cpu the hook starts MPI's
+/// non-blocking all-reduce; on a GPU (Backend::sumsBucketsOnDevice) it
+/// queues NCCL's on a communication stream behind the bucket's kernels, and
+/// the micro-step runs as StepFunction::LastMicroStep, which joins them. A
+/// bucket the hooks did not start is summed after, blocking.
 class BucketSums {
 public:
   explicit BucketSums(std::vector<std::vector<OtcrtRange>> buckets)
@@ -45,20 +48,30 @@ public:
 
   /// Takes the hooks of the next micro-step, whose gradients are the
   /// step's last (each rank's multiplied by \p preMul first).
-  void arm(char *arena, double preMul, HostCollectives &host, Tracer &tracer);
+  Status arm(char *arena, double preMul, Backend &backend,
+             HostCollectives &host, Tracer &tracer);
   /// Starts bucket \p k (from the hook).
   void ready(int32_t k);
   /// Waits for the buckets started and sums the others; disarms.
   Status finish(Backend &backend);
 
 private:
+  void readyOnHost(int32_t k);
+  void readyOnDevice(int32_t k);
+
   std::vector<std::vector<OtcrtRange>> buckets_;
   char *arena_ = nullptr;
   double preMul_ = 1;
+  Backend *backend_ = nullptr;
   HostCollectives *host_ = nullptr;
   Tracer *tracer_ = nullptr;
   std::vector<bool> started_;
   std::vector<double> startUs_;
+  /// Device sums: the hooks called in this micro-step (none when its graph
+  /// was replayed), and the buckets the last micro-step that called them
+  /// started, which a replay of its graph starts again.
+  int hooksCalled_ = 0;
+  std::vector<bool> startedByGraph_;
   /// BF16 ranges are summed in float: the widened copies, and where each
   /// goes back.
   std::vector<std::vector<float>> wide_;

@@ -91,7 +91,7 @@ void Tracer::flushKernels() {
   if (s) {
     double base = last - ms[marks_ - 1] * 1e3;
     for (const MarkedSpan &k : marked_)
-      write(k.name, "kernel", base + ms[k.begin] * 1e3,
+      write(k.name, k.category, base + ms[k.begin] * 1e3,
             (ms[k.end] - ms[k.begin]) * 1e3, "");
   }
   marked_.clear();
@@ -129,7 +129,7 @@ void Tracer::kernelEnd() {
   open_.pop_back();
   if (deviceMarks_) {
     (void)backend_->mark(marks_);
-    marked_.push_back({name, static_cast<size_t>(start), marks_++});
+    marked_.push_back({name, "kernel", static_cast<size_t>(start), marks_++});
     return;
   }
   complete(name, "kernel", start);

@@ -48,6 +48,16 @@ public:
   /// Kernel hooks (otcrt_trace_begin / otcrt_trace_end).
   void kernelBegin(const char *name);
   void kernelEnd();
+  /// Whether spans are timed by the backend's device marks.
+  bool deviceMarks() const { return file_ && deviceMarks_; }
+  /// With device marks: the index of a mark for the caller to record
+  /// (Backend::mark), and a span between two such marks, written with the
+  /// kernels' spans.
+  size_t reserveMark() { return marks_++; }
+  void markedSpan(const std::string &name, const char *category, size_t begin,
+                  size_t end) {
+    marked_.push_back({name, category, begin, end});
+  }
 
 private:
   void emit(const std::string &event);
@@ -59,6 +69,7 @@ private:
   /// A kernel span between two device marks.
   struct MarkedSpan {
     std::string name;
+    const char *category;
     size_t begin, end;
   };
 

@@ -14,5 +14,8 @@ void otc::registerCudaTarget() {
     entry.devices.push_back({d.name.str(), &d});
   entry.emitter = &cuda::emitter();
   entry.memoryOutsideArena = &cuda::memoryOutsideArena;
+  // NCCL's all-reduce of each bucket queued on a communication stream
+  // behind the bucket's kernels (runtime/cuda/backend.cpp).
+  entry.overlapsGradientSum = true;
   registerTarget(std::move(entry));
 }

@@ -65,6 +65,21 @@ for m in gpt2-opset17/gpt2 llama-opset17/llama; do
       --micro-batch 4 --precision=bf16 "$freeze"
 done
 
+# The same two programs compiled for 2 ranks (--world-size 2): the cuda
+# program queues each gradient bucket's NCCL all-reduce on a communication
+# stream as the backward finishes it. run.sh runs them alone, through a
+# communicator of one GPU, against the programs above.
+for spec in "gpt2-opset17 --micro-batch 2 --grad-accum 2" \
+            "gpt2-opset17-bf16 --micro-batch 4 --precision=bf16"; do
+  set -- $spec
+  d=$1
+  shift
+  echo "gpu-tests: building $d/cuda-dp2" >&2
+  "$bin/otc-compile" "$src/test/e2e/gpt2-opset17/gpt2.onnx" -o "$out/$d/cuda-dp2" \
+      --target=cuda --world-size 2 "$@" "$freeze" >/dev/null
+  rm -f "$out/$d/cuda-dp2/model.cu"
+done
+
 # Every recomputation policy on one golden model, each compared with
 # PyTorch's float64 gradients: none, selective, full, and auto with a budget
 # halfway between the planned peaks of full and none on the cuda target (so

@@ -258,6 +258,57 @@ for g in gpt2-opset17 gpt2-opset17-bf16; do
     fail=$((fail + 1))
   fi
 done
+# Overlapped sums: the programs compiled for 2 ranks, run alone through
+# NCCL, queue each gradient bucket's all-reduce on a communication stream as
+# the backward finishes it. One GPU's sum is its own gradients, so the dump
+# equals, bit for bit, that of the program compiled for one rank, and so do
+# the parameters after 3 steps, where the last micro-step's own graph (the
+# sums captured in it) is replayed from the third step on; a traced step
+# shows the sums on the communication lane.
+dp_reference() { # the 3-step parameters of the program compiled for one rank
+  case $1 in
+    gpt2-opset17) echo "$1/steps-graphs/model.safetensors" ;;
+    *) echo "$1/steps/model.safetensors" ;;
+  esac
+}
+for g in gpt2-opset17 gpt2-opset17-bf16; do
+  p=$g/cuda-dp2/train
+  [[ -x $p && -f $g/cuda.st ]] || continue
+  dp=(env LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" OTC_TEST_COLLECTIVES_ALONE=1)
+  if "${dp[@]}" "$p" --batch "$g/batch.safetensors" --dump-grads "$g/dp2.st" --quiet \
+       > "$g-dp2.log" 2>&1; then
+    same "$g overlapped NCCL sums at world size 1, gradients" "$g/cuda.st" "$g/dp2.st"
+  else
+    echo "FAIL $g overlapped NCCL sums at world size 1: $(tail -1 "$g-dp2.log")"
+    fail=$((fail + 1))
+  fi
+  ref=$(dp_reference "$g")
+  rm -rf "$g/steps-dp2"
+  "${dp[@]}" "$p" --batch "$g/batch.safetensors" --steps 3 --save "$g/steps-dp2" \
+    > "$g-dp2-steps.log" 2>&1
+  if [[ ! -f $ref ]]; then
+    echo "FAIL $g overlapped sums after 3 steps: no reference $ref"
+    fail=$((fail + 1))
+  elif grep -q "cuda graphs: on" "$g-dp2-steps.log" && ! grep -q "warning" "$g-dp2-steps.log"; then
+    same "$g overlapped NCCL sums at world size 1, parameters after 3 steps (graphs)" \
+      "$ref" "$g/steps-dp2/model.safetensors"
+  else
+    echo "FAIL $g overlapped sums after 3 steps: $(grep -m1 -i "graph\|error" "$g-dp2-steps.log")"
+    fail=$((fail + 1))
+  fi
+  "${dp[@]}" "$p" --batch "$g/batch.safetensors" --steps 1 --trace "$g-dp2-trace.json" \
+    --quiet > "$g-dp2-trace.log" 2>&1
+  n=$(grep -c '"gradient all-reduce, bucket [0-9]* (overlapped)", "cat": "communication"' \
+        "$g-dp2-trace.json" 2>/dev/null || true)
+  if [[ ${n:-0} -ge 1 ]]; then
+    echo "PASS $g traced step: $n overlapped bucket sums on the communication lane"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $g traced step: ${n:-0} overlapped bucket sums in the trace: $(tail -1 "$g-dp2-trace.log")"
+    fail=$((fail + 1))
+  fi
+  keep_logs
+done
 # One model trains two steps under compute-sanitizer memcheck (out-of-bounds
 # and misaligned device accesses, CUDA API errors); skipped where
 # compute-sanitizer is not installed.
