@@ -80,6 +80,17 @@ for spec in "gpt2-opset17 --micro-batch 2 --grad-accum 2" \
   rm -f "$out/$d/cuda-dp2/model.cu"
 done
 
+# For a machine with 2 GPUs or more (run.sh skips them elsewhere): the FP32
+# program for 2 ranks of 1 x 2 micro-batches each (the batch's 4 rows split
+# over the ranks), with its buckets overlapped and with ZeRO-1.
+for z in "" "--shard-optimizer"; do
+  name=cuda-mgpu${z:+-z}
+  echo "gpu-tests: building gpt2-opset17/$name" >&2
+  "$bin/otc-compile" "$src/test/e2e/gpt2-opset17/gpt2.onnx" -o "$out/gpt2-opset17/$name" \
+      --target=cuda --world-size 2 $z --micro-batch 1 --grad-accum 2 "$freeze" >/dev/null
+  rm -f "$out/gpt2-opset17/$name/model.cu"
+done
+
 # Every recomputation policy on one golden model, each compared with
 # PyTorch's float64 gradients: none, selective, full, and auto with a budget
 # halfway between the planned peaks of full and none on the cuda target (so

@@ -17,7 +17,12 @@
 # function on), and must stop on a bad label with a message naming it: when
 # the driver loads the batch, and (with the host's check off) from the
 # kernels' error record after the micro-step; its first step's gradient norm
-# must be that of the cpu program's gradients. Prints
+# must be that of the cpu program's gradients. NCCL's sums run over a
+# communicator of this GPU alone (OTC_TEST_COLLECTIVES_ALONE), after the
+# backward and overlapped with it (the programs compiled for 2 ranks), each
+# bit for bit the one-rank program's; on a machine with 2 GPUs or more and
+# mpirun, the programs for 2 ranks (overlapped, and ZeRO-1) run on 2 GPUs
+# against the cpu program (else a SKIP line). Prints
 # one line per check and a summary; exits 1 when any check fails.
 #
 # With OTC_GPU_RESULTS=DIR, every line is also appended to DIR/results.txt as
@@ -112,8 +117,9 @@ same() { # same WHAT FILE_A FILE_B
 # gradient is near zero may move another way, so at most FRACTION of the
 # elements may be more than lr / 100 per step apart (a wrong update, e.g.
 # packets in another order, moves about half of them that far).
-after_steps() {
-  if "$py" - "$1/cpu-steps.safetensors" "$2" "$3" <<'PY' > "$1-steps.log" 2>&1; then
+after_steps() { # after_steps NAME CUDA_PARAMS FRACTION [LABEL]
+  local label=${4:-$1}
+  if "$py" - "$1/cpu-steps.safetensors" "$2" "$3" <<'PY' > "$label-steps.log" 2>&1; then
 import sys
 import numpy as np
 import st_io
@@ -131,10 +137,10 @@ print("%d of %d elements more than 3e-5 apart (%.4f%%), max %.3g"
       % (far, total, 100.0 * far / total, worst))
 sys.exit(0 if far <= limit * total else 1)
 PY
-    echo "PASS $1 parameters after 3 steps vs cpu: $(tail -1 "$1-steps.log")"
+    echo "PASS $label parameters after 3 steps vs cpu: $(tail -1 "$label-steps.log")"
     pass=$((pass + 1))
   else
-    echo "FAIL $1 parameters after 3 steps vs cpu: $(tail -1 "$1-steps.log")"
+    echo "FAIL $label parameters after 3 steps vs cpu: $(tail -1 "$label-steps.log")"
     fail=$((fail + 1))
   fi
 }
@@ -309,6 +315,38 @@ for g in gpt2-opset17 gpt2-opset17-bf16; do
   fi
   keep_logs
 done
+# Two GPUs or more: the FP32 program on 2 ranks (mpirun, one GPU each,
+# NCCL), overlapped and sharded (ZeRO-1). The whole batch's gradient that
+# rank 0 dumps is the one-process cpu program's within FP32 rounding, and
+# the parameters after 3 steps are its too (after_steps).
+g=gpt2-opset17
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
+if [[ -x $g/cuda-mgpu/train ]]; then
+  if (( ${gpus:-0} < 2 )); then
+    echo "SKIP $g on 2 GPUs: ${gpus:-0} GPU(s) here"
+    skip=$((skip + 1))
+  elif ! command -v mpirun > /dev/null; then
+    echo "SKIP $g on 2 GPUs: no mpirun here"
+    skip=$((skip + 1))
+  else
+    mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+         LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
+         mpirun --oversubscribe -np 2)
+    for v in cuda-mgpu cuda-mgpu-z; do
+      rm -rf "$g/steps-$v"
+      if "${mpi[@]}" "$g/$v/train" --batch "$g/batch.safetensors" --dump-grads "$g/$v.st" \
+           --quiet > "$g-$v.log" 2>&1 &&
+         "${mpi[@]}" "$g/$v/train" --batch "$g/batch.safetensors" --steps 3 \
+           --save "$g/steps-$v" --quiet >> "$g-$v.log" 2>&1; then
+        check "$g-$v-2-gpus-vs-cpu" "$g/$v.st" "$g/cpu.st" --rtol 1e-5
+        after_steps "$g" "$g/steps-$v/model.safetensors" 0.01 "$g-$v-2-gpus"
+      else
+        echo "FAIL $g $v on 2 GPUs: $(tail -1 "$g-$v.log")"
+        fail=$((fail + 1))
+      fi
+    done
+  fi
+fi
 # One model trains two steps under compute-sanitizer memcheck (out-of-bounds
 # and misaligned device accesses, CUDA API errors); skipped where
 # compute-sanitizer is not installed.
