@@ -10,6 +10,8 @@
 #include "targets/cpu/Cpu.h"
 #include "codegen/Target.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Program.h"
 
@@ -58,9 +60,17 @@ public:
     if (!found)
       return llvm::createStringError("no host C++ compiler: '" + cxx +
                                      "' not found (set CXX)");
-    return std::vector<std::string>{
-        *found, "-O2", "-std=c++17", "-fopenmp", "-I", OTC_RUNTIME_INCLUDE_DIR,
-        p.source, p.runtimeLibDir + "/libotcrt_cpu.a", "-o", p.program};
+    std::vector<std::string> command{*found, "-O2", "-std=c++17", "-fopenmp"};
+    // The runtime library's own host flags (-march=native -ffp-contract=off
+    // unless it was built portable: runtime/CMakeLists.txt).
+    llvm::SmallVector<llvm::StringRef> flags;
+    llvm::StringRef(OTC_CPU_HOST_FLAGS).split(flags, ' ', -1, false);
+    for (llvm::StringRef f : flags)
+      command.push_back(f.str());
+    command.insert(command.end(),
+                   {"-I", OTC_RUNTIME_INCLUDE_DIR, p.source,
+                    p.runtimeLibDir + "/libotcrt_cpu.a", "-o", p.program});
+    return command;
   }
 };
 
