@@ -97,35 +97,7 @@ MODELS = {
 }
 REAL_VOCAB = 50257  # GPT-2's tokens; the table is padded to 50304
 
-# Figures to print beside the measured ones (ANCHORS.md, issue 12): H100,
-# GPT-2 124M, BF16, by micro-batch.
-LLMC_TOKENS_PER_S = {8: 442e3, 16: 493e3}
-TORCH_COMPILE_H100_TOKENS_PER_S = {8: 412e3, 16: 458e3}
-OTC_TARGET_TOKENS_PER_S = {8: 450e3, 16: 500e3}
-PEAK_TARGET_BYTES = {8: 5.0 * 2**30}
-# The budget of the "fit" program: llm.c's measured 5.0 GiB at micro-batch 8
-# (plan.json's total_peak counts the CUDA context and the libraries' buffers
-# outside the arena, as the measured peak does).
-FIT_BUDGET = "5.0GiB"
-PEAK_VS_PLAN_TOLERANCE = 0.03
-COMPILE_TARGET_S = 60.0
-SOURCE_TARGET_BYTES = 300 * 1000
-
-GIB = 2**30
-
-def log(msg):
-    print(msg, flush=True)
-
-
-def fmt_bytes(b):
-    if b is None:
-        return "n/a"
-    return f"{b / GIB:.2f} GiB" if b >= GIB else f"{b / 2**20:.1f} MiB"
-
-
-def fmt_rate(r):
-    return "n/a" if r is None else f"{r / 1e3:.1f}K"
-
+from speed_report import FIT_BUDGET, log, print_build, print_run  # noqa: E402
 
 # ----------------------------------------------------------------------------
 # Build half
@@ -283,7 +255,7 @@ def build(a):
     }
     with open(os.path.join(out, "build.json"), "w") as f:
         json.dump(info, f, indent=1)
-    for name in ("speed.py", "speed_torch.py", "compare_trace.py"):
+    for name in ("speed.py", "speed_report.py", "speed_torch.py", "compare_trace.py"):
         shutil.copy(os.path.join(HERE, name), os.path.join(out, name))
     shutil.copy(st_io.__file__, os.path.join(out, "st_io.py"))
     run_sh = os.path.join(out, "run.sh")
@@ -300,38 +272,6 @@ def build(a):
                if os.path.isfile(p))
     log(f"speed build: wrote {out}/build.json; {size / 2**20:.1f} MiB to carry; "
         f"run {out}/run.sh on a GPU machine")
-
-
-def print_build(info):
-    cores = info.get("cpu_cores")
-    log(f"\nbuild ({info['model']}, {info['target']}, {info['precision']}, "
-        f"{cores} cores, otc {info.get('otc_commit')}):")
-    log(f"  {'micro-batch':>11} {'compile s':>10} {'(otc s)':>8} {'kernels':>8} {'launches':>9} "
-        f"{'lib calls':>10} {'source':>10} {'train':>9} {'planned peak':>13}")
-    for p in info["programs"]:
-        otc_s = p.get("otc_seconds")
-        label = str(p["micro_batch"]) + (" (fit)" if p.get("name", "").endswith("-fit") else "")
-        log(f"  {label:>11} {p['compile_seconds']:>10.1f} "
-            f"{'?' if otc_s is None else f'{otc_s:.1f}':>8} {p['kernels']:>8} "
-            f"{p['kernel_launches']:>9} {p['library_calls']:>10} "
-            f"{p['source_bytes'] / 1000:>8.0f}KB {p['train_bytes'] / 2**20:>7.1f}MB "
-            f"{fmt_bytes(p['predicted_peak_bytes']):>13}")
-    fns = sorted({f for p in info["programs"] for f in p["library_functions"]})
-    log(f"  library functions ({len(fns)}): {', '.join(fns)}")
-    if info["target"] == "cuda" and info["model"] == "gpt2-124m":
-        worst_s = max(p["compile_seconds"] for p in info["programs"])
-        worst_b = max(p["source_bytes"] for p in info["programs"])
-        log(f"  targets: compile under {COMPILE_TARGET_S:.0f} s on 2 cores "
-            f"(here {worst_s:.1f} s on {cores}: {'met' if worst_s < COMPILE_TARGET_S else 'NOT met'}); "
-            f"model.cu under {SOURCE_TARGET_BYTES // 1000} KB "
-            f"(here {worst_b / 1000:.0f} KB: {'met' if worst_b < SOURCE_TARGET_BYTES else 'NOT met'})")
-        for p in info["programs"]:
-            limit = PEAK_TARGET_BYTES.get(p["micro_batch"])
-            if limit and p["grad_accum"] == 1:
-                log(f"  {p.get('name', p['micro_batch'])} (--remat={p.get('remat')}): planned peak "
-                    f"{fmt_bytes(p['predicted_peak_bytes'])} (target: at most "
-                    f"{fmt_bytes(limit)} measured; the plan is "
-                    f"{'within it' if p['predicted_peak_bytes'] <= limit else 'ABOVE it'})")
 
 
 # ----------------------------------------------------------------------------
@@ -601,6 +541,36 @@ def best_threads(out, mb, mode, cfg, a, rundir):
     return dict(best, **{f"{key}_ms_by_threads": by})
 
 
+def alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir, cfg,
+                     torch_ver):
+    """--rounds R: R - 1 more rounds of otc, PyTorch eager and torch.compile
+    one after another (each PyTorch mode at the thread count that was
+    fastest in the first round), so that a machine's slow spell falls on
+    all of them alike; each one's ms per step becomes the median of its
+    rounds, every round's in <key>_ms_per_step_rounds."""
+    mb = prog["micro_batch"]
+    tokens_per_step = mb * prog["grad_accum"] * cfg["seq"]
+    keys = ["otc"] + ([f"torch_{m}" for m in ("eager", "compile")
+                       if rec.get(f"torch_{m}_ms_per_step") is not None] if torch_ver else [])
+    rounds = {k: [rec[f"{k}_ms_per_step"]] for k in keys if rec.get(f"{k}_ms_per_step")}
+    for r in range(1, a.rounds):
+        log(f"speed run: round {r + 1} of {a.rounds}")
+        for k in rounds:
+            if k == "otc":
+                got = run_otc(out, prog, info, a, gpu, shard, init_path, rundir)
+            else:
+                mode = k.split("_", 1)[1]
+                threads = rec.get(f"{k}_threads") or 0
+                got = run_torch(out, mb, mode, cfg, a, gpu, rundir,
+                                threads=threads if not gpu else 0)
+            if got.get(f"{k}_ms_per_step") is not None:
+                rounds[k].append(got[f"{k}_ms_per_step"])
+    for k, ms in rounds.items():
+        rec[f"{k}_ms_per_step_rounds"] = ms
+        rec[f"{k}_ms_per_step"] = float(np.median(ms))
+        rec[f"{k}_tokens_per_s"] = tokens_per_step / (rec[f"{k}_ms_per_step"] / 1e3)
+
+
 def flops_per_token(cfg, n_params):
     return 6 * n_params + 6 * cfg["layers"] * cfg["embd"] * cfg["seq"]
 
@@ -660,6 +630,9 @@ def run(a):
                         torch_runs[mb].update(
                             best_threads(out, mb, mode, cfg, a, rundir))
             rec.update(torch_runs[mb])
+        if a.rounds > 1:
+            alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir,
+                             cfg, torch_ver)
         fpt = flops_per_token(cfg, prog["params_count"])
         rec["flops_per_token"] = fpt
         for key in ("otc", "torch_eager", "torch_compile"):
@@ -713,54 +686,6 @@ def run(a):
     return 1 if failed else 0
 
 
-def print_run(res):
-    print_build(res["build"])
-    h100 = res["model"] == "gpt2-124m" and "H100" in (res["gpu"] or "")
-    log(f"\nrun ({res['gpu']}, {res['steps']} steps, the first {res['warmup_steps']} "
-        f"not timed; MFU "
-        + (f"over {res['peak_tflops']} TFLOP/s, {res['mfu_formula']}):" if res["peak_tflops"]
-           else "n/a):"))
-    for r in res["runs"]:
-        mb = r["micro_batch"]
-        plan = f", {r['name']}: --remat={r['remat']}" if r.get("name", "").endswith("-fit") else ""
-        log(f"  micro-batch {mb} ({r['tokens_per_step']} tokens per step{plan}):")
-        for key, label in (("otc", "otc"), ("torch_eager", "PyTorch eager"),
-                           ("torch_compile", "torch.compile")):
-            if r.get(f"{key}_error"):
-                log(f"    {label:<15} {r[key + '_error']}")
-                continue
-            tps = r.get(f"{key}_tokens_per_s")
-            if tps is None:
-                continue
-            mfu = r.get(f"{key}_mfu")
-            threads = r.get(f"{key}_ms_by_threads")
-            log(f"    {label:<15} {fmt_rate(tps):>8} tokens/s  {r[key + '_ms_per_step']:9.2f} ms/step"
-                f"  MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%':>6}"
-                f"  peak {fmt_bytes(r.get(key + '_peak_bytes'))}"
-                + ("" if not threads else "  (ms by threads: " + ", ".join(
-                    f"{t}: {ms:.0f}" for t, ms in threads.items()) + ")"))
-        if r.get("predicted_tokens_per_s"):
-            log(f"    {'otc predicted':<15} {fmt_rate(r['predicted_tokens_per_s']):>8} tokens/s"
-                f"  {r['predicted_step_ms']:9.2f} ms/step (plan.json time, before the run)")
-        refs = []
-        # The H100 references are GPT-2 124M's at sequence 1024.
-        if mb in LLMC_TOKENS_PER_S and res["model"] == "gpt2-124m":
-            refs.append(f"llm.c {fmt_rate(LLMC_TOKENS_PER_S[mb])}")
-            refs.append(f"torch.compile {fmt_rate(TORCH_COMPILE_H100_TOKENS_PER_S[mb])}")
-            refs.append(f"otc target {fmt_rate(OTC_TARGET_TOKENS_PER_S[mb])}")
-        if refs:
-            log(f"    H100 figures    {', '.join(refs)} tokens/s"
-                + ("" if h100 else " (measured on an H100: compare with care)"))
-        if r.get("otc_peak_bytes") and res["target"] == "cuda":
-            line = (f"    otc memory      measured {fmt_bytes(r['otc_peak_bytes'])} "
-                    f"({r['otc_peak_source']}), planned {fmt_bytes(r['predicted_peak_bytes'])}"
-                    f" ({100 * r['peak_vs_plan']:+.1f}%; target within "
-                    f"{100 * PEAK_VS_PLAN_TOLERANCE:.0f}%")
-            if mb in PEAK_TARGET_BYTES and res["model"] == "gpt2-124m":
-                line += f", at most {fmt_bytes(PEAK_TARGET_BYTES[mb])}"
-            log(line + ")")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -794,6 +719,9 @@ def main():
                    help="global gradient-norm clipping for otc and PyTorch alike "
                         "(llm.c's default 1.0; 0: off)")
     r.add_argument("--timeout", type=float, default=1800, help="seconds per training run")
+    r.add_argument("--rounds", type=int, default=1,
+                   help="run otc and PyTorch this many times, one after another, and "
+                        "report each one's median (a noisy machine)")
     a = ap.parse_args()
     if a.cmd == "build":
         build(a)
