@@ -71,13 +71,21 @@ std::vector<std::vector<OtcrtRange>> buckets(int n) {
 
 using Calls = std::vector<std::string>;
 
-TEST(BucketSumsOnDevice, HooksQueueEachBucketAfterTheMultiplier) {
+/// A device that sums buckets itself, and what arm() takes beside it.
+class BucketSumsOnDevice : public ::testing::Test {
+protected:
   DeviceSumsBackend backend;
   HostCollectives host;
   Tracer tracer;
+  char arena[1] = {};
+  Status arm(BucketSums &sums, double preMul) {
+    return sums.arm(arena, preMul, backend, host, tracer);
+  }
+};
+
+TEST_F(BucketSumsOnDevice, HooksQueueEachBucketAfterTheMultiplier) {
   BucketSums sums(buckets(2));
-  char arena[1];
-  ASSERT_TRUE(sums.arm(arena, 0.5, backend, host, tracer));
+  ASSERT_TRUE(arm(sums, 0.5));
   otcrt_gradients_ready(0);
   otcrt_gradients_ready(1);
   otcrt_gradients_ready(7); // not a bucket: ignored
@@ -89,15 +97,11 @@ TEST(BucketSumsOnDevice, HooksQueueEachBucketAfterTheMultiplier) {
   EXPECT_EQ(backend.calls.size(), 3u);
 }
 
-TEST(BucketSumsOnDevice, AReplayedGraphSumsWhatItsCaptureQueued) {
-  DeviceSumsBackend backend;
-  HostCollectives host;
-  Tracer tracer;
+TEST_F(BucketSumsOnDevice, AReplayedGraphSumsWhatItsCaptureQueued) {
   BucketSums sums(buckets(3));
-  char arena[1];
   // The capture (or an eager run) calls the hooks of buckets 0 and 1 only;
   // bucket 2 is summed after the micro-step, blocking.
-  ASSERT_TRUE(sums.arm(arena, 1.0, backend, host, tracer));
+  ASSERT_TRUE(arm(sums, 1.0));
   otcrt_gradients_ready(0);
   otcrt_gradients_ready(1);
   ASSERT_TRUE(sums.finish(backend));
@@ -107,19 +111,15 @@ TEST(BucketSumsOnDevice, AReplayedGraphSumsWhatItsCaptureQueued) {
   // so only bucket 2 is summed after it, with this step's multiplier set
   // for the graph's sums.
   backend.calls.clear();
-  ASSERT_TRUE(sums.arm(arena, 0.25, backend, host, tracer));
+  ASSERT_TRUE(arm(sums, 0.25));
   ASSERT_TRUE(sums.finish(backend));
   EXPECT_EQ(backend.calls,
             (Calls{"multiplier 0.250000", "blocking 200 x 0.250000"}));
 }
 
-TEST(BucketSumsOnDevice, AFailedCaptureRunsTheHooksAgain) {
-  DeviceSumsBackend backend;
-  HostCollectives host;
-  Tracer tracer;
+TEST_F(BucketSumsOnDevice, AFailedCaptureRunsTheHooksAgain) {
   BucketSums sums(buckets(2));
-  char arena[1];
-  ASSERT_TRUE(sums.arm(arena, 1.0, backend, host, tracer));
+  ASSERT_TRUE(arm(sums, 1.0));
   // The capture's run of the body queues into a graph that is dropped;
   // the eager run after it queues every bucket again.
   otcrt_gradients_ready(0);
