@@ -236,8 +236,12 @@ public:
     if (Status s = communicator(host); !s)
       return s;
     if (!commStream_) {
-      OTCRT_CUDA_TRY(
-          cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
+      // The highest priority: a sum's blocks are scheduled as soon as SMs
+      // free up, not after every queued block of the backward.
+      int least = 0, greatest = 0;
+      OTCRT_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      OTCRT_CUDA_TRY(cudaStreamCreateWithPriority(
+          &commStream_, cudaStreamNonBlocking, greatest));
       OTCRT_CUDA_TRY(
           cudaEventCreateWithFlags(&computeDone_, cudaEventDisableTiming));
       OTCRT_CUDA_TRY(cudaEventCreateWithFlags(&sumsDone_, cudaEventDisableTiming));
