@@ -83,17 +83,24 @@ constexpr int64_t kL1RowBytes = 32 << 10;
 /// A row kernel over `rows` rows of `cols` elements of `v` that sweeps each
 /// row `sweeps` times (the first from memory, the later ones from L1 while
 /// the row fits there) and moves `bytes` besides the first sweep's reads,
-/// plus `extraSteps` dependent loads of its own (labels, statistics).
+/// plus `extraSteps` dependent loads of its own (labels, statistics). With
+/// `warpRows`, a warp per row (the norms' rows of at most
+/// OTCRT_CUDA_NORM_WARP_MAX_COLS, layer_norm.cu): OTCRT_CUDA_NORM_WARP_ROWS
+/// rows a block, a thread taking 8 times the packets, and 8 times the rows
+/// sharing an SM's L1.
 static KernelLaunch rowKernel(StringRef what, int64_t rows, int64_t cols,
                               Value v, int64_t sweeps, double bytes,
-                              int64_t extraSteps = 0) {
+                              int64_t extraSteps = 0, bool warpRows = false) {
   KernelLaunch l;
   l.what = what.str();
-  l.blocks = rows;
+  l.blocks = warpRows ? ceilDiv(rows, OTCRT_CUDA_NORM_WARP_ROWS) : rows;
   l.threads = OTCRT_CUDA_ROW_BLOCK;
-  int64_t perSweep = rowSweepSteps(cols, v);
+  int64_t perSweep = warpRows ? ceilDiv(cols, 32 * packWidth(cols, v))
+                              : rowSweepSteps(cols, v);
   double rowBytes = double(cols) * elementBytes(v);
-  bool cached = rowBytes <= kL1RowBytes;
+  bool cached =
+      rowBytes <= (warpRows ? kL1RowBytes / OTCRT_CUDA_NORM_WARP_ROWS
+                            : kL1RowBytes);
   l.steps = perSweep * (cached ? 1 : sweeps) + extraSteps;
   l.cachedSteps = cached ? perSweep * (sweeps - 1) : 0;
   l.bytes = rows * rowBytes * (cached ? 1 : sweeps) + bytes;
@@ -177,21 +184,27 @@ static std::pair<int64_t, int64_t> rowsOf(Value x, int64_t axis) {
 /// Bytes of an optional operand or result (0 when absent).
 static double bytesOf(Value v) { return v ? double(byteSize(v)) : 0.0; }
 
-/// normFwdKernel (layer_norm.cu): one block per row; a layer norm sweeps the
-/// row three times (sum, squared deviations, normalize and write), an RMS
-/// norm twice.
+/// Whether a norm's row kernels run a warp per row (layer_norm.cu).
+static bool normWarpRows(int64_t cols) {
+  return cols <= OTCRT_CUDA_NORM_WARP_MAX_COLS;
+}
+
+/// normFwdKernel (layer_norm.cu): a warp or a block per row; a layer norm
+/// sweeps the row three times (sum, squared deviations, normalize and
+/// write), an RMS norm twice.
 static void normForwardLaunches(Value x, int64_t axis, bool rms, Value gamma,
                                 Value beta, Value y, Value mean, Value rstd,
                                 SmallVectorImpl<KernelLaunch> &launches) {
   auto [rows, cols] = rowsOf(x, axis);
   double bytes = bytesOf(gamma) + bytesOf(beta) + bytesOf(y) +
                  (rms ? 0.0 : bytesOf(mean)) + bytesOf(rstd);
-  launches.push_back(rowKernel("rows", rows, cols, x, rms ? 2 : 3, bytes));
+  launches.push_back(rowKernel("rows", rows, cols, x, rms ? 2 : 3, bytes,
+                              /*extraSteps=*/0, normWarpRows(cols)));
 }
 
 /// normBwd (layer_norm.cu): the parameter gradients first, a two-stage
-/// column reduction of dy and x (columnReduceLaunches), then dx, one block
-/// per row sweeping dy and x twice (the residual read in the second sweep).
+/// column reduction of dy and x (columnReduceLaunches), then dx, a warp or
+/// a block per row sweeping dy and x twice (the residual read in the second sweep).
 static void normBackwardLaunches(Value dy, Value x, int64_t axis, bool rms,
                                  Value gamma, Value residual, Value dx,
                                  Value dgamma, Value dbeta,
@@ -206,7 +219,8 @@ static void normBackwardLaunches(Value dy, Value x, int64_t axis, bool rms,
                        2 * data + stats, bytesOf(dgamma) + bytesOf(dbeta),
                        launches);
   KernelLaunch l = rowKernel("rows", rows, cols, x, 2,
-                             data + bytesOf(gamma) + stats + bytesOf(dx));
+                             data + bytesOf(gamma) + stats + bytesOf(dx),
+                             /*extraSteps=*/0, normWarpRows(cols));
   if (residual) {
     // The residual's packets are loaded in the second sweep, from memory.
     l.bytes += bytesOf(residual);

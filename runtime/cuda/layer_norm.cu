@@ -1,7 +1,9 @@
 // Device layer norm and RMS norm of libotcrt_cuda, forward and backward, for
-// float and bfloat16 storage. One block per row: the row's statistics are
-// block reductions (warp shuffles, then one value per warp in shared
-// memory) and the row is normalized in a second sweep. The parameter
+// float and bfloat16 storage. One warp per row (rows of at most
+// OTCRT_CUDA_NORM_WARP_MAX_COLS elements, launch_config.h) or one block per
+// row: the row's statistics are warp reductions (and, for a block, then one
+// value per warp in shared memory) and the row is normalized in a second
+// sweep. The parameter
 // gradients (sums over rows of dy xhat and dy) are the two-stage column
 // reduction of column_reduce.cuh with two results: stage 1 (one block per
 // 64 columns and chunk of rows) writes both partial sums per chunk to the
@@ -32,8 +34,38 @@ __device__ __forceinline__ void loadGamma(const T *gamma, int64_t c,
     v[i] = 1.0f;
 }
 
-// The row kernels' thread t takes elements [c, c + W) for c = W t, W (t +
-// blockDim.x), ... below cols. With W a divisor of cols every access lies
+/// The row kernels run L threads per row: a warp (L = 32, rows of at most
+/// OTCRT_CUDA_NORM_WARP_MAX_COLS, OTCRT_CUDA_NORM_WARP_ROWS rows a block,
+/// reductions by warp shuffles) or the whole block (L = kBlock, one row a
+/// block, block reductions). A row's sums are added in the same tree either
+/// way for a given L.
+template <int L> struct RowThreads {
+  static_assert(L == 32 || L == kBlock, "a warp or a block per row");
+  int64_t row;
+  int t; ///< this thread's place among the row's L
+  __device__ RowThreads() {
+    if (L == 32) {
+      row = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + threadIdx.x / 32;
+      t = static_cast<int>(threadIdx.x % 32);
+    } else {
+      row = blockIdx.x;
+      t = static_cast<int>(threadIdx.x);
+    }
+  }
+  /// The sum of \p v over the row's threads, on each of them.
+  __device__ float sum(float v, float *scratch) const {
+    return L == 32 ? warpSum(v) : blockSum(v, scratch);
+  }
+};
+
+/// Blocks of the row kernels for `rows` rows, L threads each.
+template <int L> unsigned rowBlocks(int64_t rows) {
+  const int64_t perBlock = L == 32 ? kBlock / 32 : 1;
+  return static_cast<unsigned>((rows + perBlock - 1) / perBlock);
+}
+
+// The row kernels' thread t of a row takes elements [c, c + W) for c = W t,
+// W (t + L), ... below cols. With W a divisor of cols every access lies
 // within the row: at cols = 768, bf16 threads 0..95 take one packet each
 // (W = 8, c = 0..760) and threads 96.. none; f32 threads 0..191 (W = 4).
 // At cols = 8 a bf16 row is thread 0's one packet (f32: threads 0 and 1);
@@ -42,14 +74,19 @@ __device__ __forceinline__ void loadGamma(const T *gamma, int64_t c,
 
 /// y = (x - mean) rstd gamma + beta per row; `rms` skips the mean (and
 /// beta, which is NULL then).
-template <typename T, int W>
-__global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
-                              const T *gamma, const T *beta, T *y, float *mean,
-                              float *rstd) {
+template <typename T, int W, int L>
+__global__ void normFwdKernel(int64_t rows, int64_t cols, float eps, bool rms,
+                              const T *x, const T *gamma, const T *beta, T *y,
+                              float *mean, float *rstd) {
   __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
-                step = static_cast<int64_t>(blockDim.x) * W;
+  const RowThreads<L> rt;
+  // A warp past the last row has nothing to do (and no block-wide
+  // reduction to join: with L = kBlock every block has a row).
+  if (rt.row >= rows)
+    return;
+  const int64_t r = rt.row;
+  const int64_t first = static_cast<int64_t>(rt.t) * W,
+                step = static_cast<int64_t>(L) * W;
   const T *xr = x + r * cols;
   float mu = 0.0f;
   if (!rms) {
@@ -61,7 +98,7 @@ __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
       for (int i = 0; i < W; ++i)
         sum += xv[i];
     }
-    mu = blockSum(sum, scratch) / static_cast<float>(cols);
+    mu = rt.sum(sum, scratch) / static_cast<float>(cols);
   }
   float squares = 0.0f;
   for (int64_t c = first; c < cols; c += step) {
@@ -73,9 +110,9 @@ __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
       squares += dev * dev;
     }
   }
-  float var = blockSum(squares, scratch) / static_cast<float>(cols);
+  float var = rt.sum(squares, scratch) / static_cast<float>(cols);
   float rs = 1.0f / sqrtf(var + eps);
-  if (threadIdx.x == 0) {
+  if (rt.t == 0) {
     if (mean && !rms)
       mean[r] = mu;
     if (rstd)
@@ -101,15 +138,18 @@ __global__ void normFwdKernel(int64_t cols, float eps, bool rms, const T *x,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) per row, g = dy gamma; the
 /// mean(g) term only for layer norm (shift != NULL); plus the residual when
 /// given (added in float, one rounding).
-template <typename T, int W>
-__global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
-                                    const T *gamma, const float *shift,
-                                    const float *scale, const T *residual,
-                                    T *dx) {
+template <typename T, int W, int L>
+__global__ void normInputGradKernel(int64_t rows, int64_t cols, const T *dy,
+                                    const T *x, const T *gamma,
+                                    const float *shift, const float *scale,
+                                    const T *residual, T *dx) {
   __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * W,
-                step = static_cast<int64_t>(blockDim.x) * W;
+  const RowThreads<L> rt;
+  if (rt.row >= rows)
+    return;
+  const int64_t r = rt.row;
+  const int64_t first = static_cast<int64_t>(rt.t) * W,
+                step = static_cast<int64_t>(L) * W;
   const T *dyr = dy + r * cols, *xr = x + r * cols;
   float mu = shift ? shift[r] : 0.0f, rs = scale[r];
   float sumG = 0.0f, sumGXhat = 0.0f;
@@ -126,8 +166,8 @@ __global__ void normInputGradKernel(int64_t cols, const T *dy, const T *x,
     }
   }
   float n = static_cast<float>(cols);
-  float meanG = shift ? blockSum(sumG, scratch) / n : 0.0f;
-  float meanGXhat = blockSum(sumGXhat, scratch) / n;
+  float meanG = shift ? rt.sum(sumG, scratch) / n : 0.0f;
+  float meanGXhat = rt.sum(sumGXhat, scratch) / n;
   // dx may be dy or the residual: a thread writes only the elements it has
   // just read.
   T *dxr = dx + r * cols;
@@ -220,13 +260,22 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
             void *stream) {
   if (rows <= 0 || cols <= 0)
     return 0;
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (packable<T>(cols, {x, gamma, beta, y}))
-    normFwdKernel<T, kPack<T>><<<grid, kBlock, 0, asStream(stream)>>>(
-        cols, eps, rms, x, gamma, beta, y, mean, rstd);
-  else
-    normFwdKernel<T, 1><<<grid, kBlock, 0, asStream(stream)>>>(
-        cols, eps, rms, x, gamma, beta, y, mean, rstd);
+  const bool packed = packable<T>(cols, {x, gamma, beta, y});
+  cudaStream_t s = asStream(stream);
+  if (cols <= OTCRT_CUDA_NORM_WARP_MAX_COLS) {
+    if (packed)
+      normFwdKernel<T, kPack<T>, 32><<<rowBlocks<32>(rows), kBlock, 0, s>>>(
+          rows, cols, eps, rms, x, gamma, beta, y, mean, rstd);
+    else
+      normFwdKernel<T, 1, 32><<<rowBlocks<32>(rows), kBlock, 0, s>>>(
+          rows, cols, eps, rms, x, gamma, beta, y, mean, rstd);
+  } else if (packed) {
+    normFwdKernel<T, kPack<T>, kBlock><<<rowBlocks<kBlock>(rows), kBlock, 0, s>>>(
+        rows, cols, eps, rms, x, gamma, beta, y, mean, rstd);
+  } else {
+    normFwdKernel<T, 1, kBlock><<<rowBlocks<kBlock>(rows), kBlock, 0, s>>>(
+        rows, cols, eps, rms, x, gamma, beta, y, mean, rstd);
+  }
   return launchStatus();
 }
 
@@ -257,13 +306,24 @@ int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
     addPartials(plan, cols, 2, dgamma, dbeta, stream);
   }
   if (rows > 0) {
-    const unsigned grid = static_cast<unsigned>(rows);
-    if (packed)
-      normInputGradKernel<T, kPack<T>><<<grid, kBlock, 0, stream>>>(
-          cols, dy, x, gamma, shift, scale, residual, dx);
-    else
-      normInputGradKernel<T, 1><<<grid, kBlock, 0, stream>>>(
-          cols, dy, x, gamma, shift, scale, residual, dx);
+    if (cols <= OTCRT_CUDA_NORM_WARP_MAX_COLS) {
+      if (packed)
+        normInputGradKernel<T, kPack<T>, 32>
+            <<<rowBlocks<32>(rows), kBlock, 0, stream>>>(
+                rows, cols, dy, x, gamma, shift, scale, residual, dx);
+      else
+        normInputGradKernel<T, 1, 32>
+            <<<rowBlocks<32>(rows), kBlock, 0, stream>>>(
+                rows, cols, dy, x, gamma, shift, scale, residual, dx);
+    } else if (packed) {
+      normInputGradKernel<T, kPack<T>, kBlock>
+          <<<rowBlocks<kBlock>(rows), kBlock, 0, stream>>>(
+              rows, cols, dy, x, gamma, shift, scale, residual, dx);
+    } else {
+      normInputGradKernel<T, 1, kBlock>
+          <<<rowBlocks<kBlock>(rows), kBlock, 0, stream>>>(
+              rows, cols, dy, x, gamma, shift, scale, residual, dx);
+    }
   }
   return launchStatus();
 }

@@ -516,6 +516,10 @@ int main(int argc, char **argv) {
   testNorms(rng, 3, 4099);
   testNorms(rng, 4, 1001);
   testNorms(rng, 5, 768, 1);
+  // A warp a row up to OTCRT_CUDA_NORM_WARP_MAX_COLS (2048) columns, with
+  // a last block of fewer rows than warps; a block a row just above.
+  testNorms(rng, 9, 2048);
+  testNorms(rng, 3, 2056);
   testColumnSum(rng, 8192, 768);
   testColumnSum(rng, 37, 3000);
   testColumnSum(rng, 100, 64);

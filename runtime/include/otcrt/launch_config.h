@@ -13,6 +13,16 @@
 /// cross_entropy.cu), and of the gradient norm's partial sums.
 #define OTCRT_CUDA_ROW_BLOCK 256
 
+/// A layer or RMS norm over rows of at most OTCRT_CUDA_NORM_WARP_MAX_COLS
+/// elements runs its row kernels (forward, and dx in the backward) one warp
+/// per row, OTCRT_CUDA_NORM_WARP_ROWS rows a block of OTCRT_CUDA_ROW_BLOCK
+/// threads, its reductions warp shuffles alone (layer_norm.cu): a block per
+/// row of 768 elements keeps an H100 SM's loads to its 8 resident rows and
+/// waits on two block-wide reductions per row; a warp per row keeps 64 rows
+/// in flight. Longer rows keep a block each.
+#define OTCRT_CUDA_NORM_WARP_ROWS (OTCRT_CUDA_ROW_BLOCK / 32)
+#define OTCRT_CUDA_NORM_WARP_MAX_COLS 2048
+
 /// Threads of the one-block kernels that sum or count over every row of a
 /// cross-entropy (cross_entropy.cu).
 #define OTCRT_CUDA_REDUCE_BLOCK 1024
