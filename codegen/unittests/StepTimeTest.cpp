@@ -300,8 +300,14 @@ TEST_F(StepTimeTest, LibraryCallsOnH100) {
   EXPECT_EQ(ln.kernels[0].second.binding(), Limit::Bandwidth);
   EXPECT_EQ(ln.kernels[1].first.blocks, 48);
   EXPECT_EQ(ln.kernels[1].first.steps, 12);
-  EXPECT_EQ(ln.kernels[2].first.blocks, 8192);
-  EXPECT_EQ(ln.kernels[2].second.waves, 8);
+  // dx: a warp per row of 768 (layer_norm.cu), 8 rows a block of 256
+  // threads: 8192 / 8 = 1024 blocks, one wave of the 132 x 8 an H100 holds.
+  EXPECT_EQ(ln.kernels[2].first.blocks, 1024);
+  EXPECT_EQ(ln.kernels[2].first.threads, 256);
+  EXPECT_EQ(ln.kernels[2].second.waves, 1);
+  // A lane's sweep: 768 / (32 lanes x 8 bf16) = 3 packets; the second
+  // sweep reads the 1536-byte row from L1 (at most 32 KiB / 8 rows).
+  EXPECT_EQ(ln.kernels[2].first.steps, 3);
   EXPECT_EQ(ln.kernels[2].second.binding(), Limit::Bandwidth);
   EXPECT_EQ(ln.bytes, 26306560.0 + 1078272.0 + 37815808.0);
   expectNear(ln.seconds, 29.864122e-6);
