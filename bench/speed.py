@@ -549,10 +549,9 @@ def alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir, cfg
     all of them alike; each one's ms per step becomes the median of its
     rounds, every round's in <key>_ms_per_step_rounds."""
     mb = prog["micro_batch"]
-    tokens_per_step = mb * prog["grad_accum"] * cfg["seq"]
-    keys = ["otc"] + ([f"torch_{m}" for m in ("eager", "compile")
-                       if rec.get(f"torch_{m}_ms_per_step") is not None] if torch_ver else [])
-    rounds = {k: [rec[f"{k}_ms_per_step"]] for k in keys if rec.get(f"{k}_ms_per_step")}
+    keys = ["otc"] + (["torch_eager", "torch_compile"] if torch_ver else [])
+    rounds = {k: [rec[f"{k}_ms_per_step"]] for k in keys
+              if rec.get(f"{k}_ms_per_step") is not None}
     for r in range(1, a.rounds):
         log(f"speed run: round {r + 1} of {a.rounds}")
         for k in rounds:
@@ -568,7 +567,7 @@ def alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir, cfg
     for k, ms in rounds.items():
         rec[f"{k}_ms_per_step_rounds"] = ms
         rec[f"{k}_ms_per_step"] = float(np.median(ms))
-        rec[f"{k}_tokens_per_s"] = tokens_per_step / (rec[f"{k}_ms_per_step"] / 1e3)
+        rec[f"{k}_tokens_per_s"] = rec["tokens_per_step"] / (rec[f"{k}_ms_per_step"] / 1e3)
 
 
 def flops_per_token(cfg, n_params):

@@ -260,10 +260,7 @@ public:
     char bytes[8] = {};
     std::memcpy(bytes, &f, 4);
     std::memcpy(bytes + 4, &b, 2);
-    OTCRT_CUDA_TRY(cudaMemcpyAsync(preMulScalars_, bytes, sizeof(bytes),
-                                   cudaMemcpyHostToDevice, stream_));
-    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
-    return Status::ok();
+    return upload(preMulScalars_, 0, bytes, sizeof(bytes));
   }
 
   /// The communication stream waits for the work queued so far on the

@@ -6,6 +6,7 @@
 
 #include "otcrt/bf16.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace otcrt {
@@ -25,7 +26,6 @@ Status BucketSums::arm(char *arena, double preMul, Backend &backend,
   tracer_ = &tracer;
   started_.assign(buckets_.size(), false);
   startUs_.assign(buckets_.size(), 0.0);
-  hooksCalled_ = 0;
   wide_.clear();
   narrow_.clear();
   status_ = Status::ok();
@@ -44,13 +44,11 @@ void BucketSums::ready(int32_t k) {
   // and what the failed capture queued never runs.
   if (k == 0 && backend_->sumsBucketsOnDevice()) {
     started_.assign(buckets_.size(), false);
-    hooksCalled_ = 0;
     status_ = Status::ok();
   }
   if (started_[k] || !status_)
     return;
   started_[k] = true;
-  ++hooksCalled_;
   if (backend_->sumsBucketsOnDevice())
     readyOnDevice(k);
   else
@@ -105,8 +103,10 @@ Status BucketSums::finish(Backend &backend) {
     return s;
   if (backend.sumsBucketsOnDevice()) {
     // The sums are queued (and joined) on the device. A replayed graph
-    // called no hook: it queued the sums its capture did.
-    if (hooksCalled_ == 0 && !startedByGraph_.empty())
+    // called no hook, so started none: it queued the sums its capture did.
+    const bool hooked =
+        std::find(started_.begin(), started_.end(), true) != started_.end();
+    if (!hooked && !startedByGraph_.empty())
       started_ = startedByGraph_;
     else
       startedByGraph_ = started_;
@@ -160,10 +160,9 @@ Status Run::shardedFactor(double scale, double &norm) {
       return s;
   }
   norm = scale * std::sqrt(sum);
-  double f = scale;
-  if (opt_.gradClip > 0 && norm > opt_.gradClip)
-    f *= opt_.gradClip / norm;
-  float factor = std::isfinite(norm) ? static_cast<float>(f) : NAN;
+  float factor = std::isfinite(norm)
+                     ? static_cast<float>(gradientFactor(scale, norm, opt_.gradClip))
+                     : NAN;
   return backend_.upload(arena_.arena, slots_.gradFactor->offset, &factor,
                          sizeof(factor));
 }

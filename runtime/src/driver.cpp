@@ -362,9 +362,7 @@ Status Run::trainStep(int64_t step) {
       why = std::string("gradient norm is ") + nonfiniteName(norm) +
             " at step " + std::to_string(step);
     }
-    double factor = scale;
-    if (finite && opt_.gradClip > 0 && norm > opt_.gradClip)
-      factor *= opt_.gradClip / norm;
+    double factor = finite ? gradientFactor(scale, norm, opt_.gradClip) : scale;
     if (finite && factor != 1.0) {
       TraceSpan span(tracer_, "gradient scaling", "optimizer");
       if (Status s = scaleGradients(gradRanges_, arena_.arena, factor); !s)

@@ -67,10 +67,9 @@ private:
   Tracer *tracer_ = nullptr;
   std::vector<bool> started_;
   std::vector<double> startUs_;
-  /// Device sums: the hooks called in this micro-step (none when its graph
-  /// was replayed), and the buckets the last micro-step that called them
-  /// started, which a replay of its graph starts again.
-  int hooksCalled_ = 0;
+  /// Device sums: the buckets the last micro-step that called its hooks
+  /// started, which a replay of its graph (no hook called, none started)
+  /// starts again.
   std::vector<bool> startedByGraph_;
   /// BF16 ranges are summed in float: the widened copies, and where each
   /// goes back.
@@ -78,6 +77,12 @@ private:
   std::vector<std::pair<uint16_t *, size_t>> narrow_;
   Status status_ = Status::ok();
 };
+
+/// The factor of a step's gradients: the ramp's \p scale, and clip / norm
+/// more when \p norm (already scaled) passes \p clip (0: no clipping).
+inline double gradientFactor(double scale, double norm, double clip) {
+  return clip > 0 && norm > clip ? scale * (clip / norm) : scale;
+}
 
 /// "NaN" or "infinite".
 inline const char *nonfiniteName(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
