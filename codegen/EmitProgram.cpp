@@ -543,10 +543,11 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
 LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
                                               LibraryCallOpInterface lib) {
   Operation *op = lib.getOperation();
-  auto pointer = [&](Value buffer) {
+  auto pointer = [&](Value buffer, int64_t offset) {
     auto t = cast<MemRefType>(buffer.getType());
     std::string name = names[buffer];
-    return t.getElementType().isBF16() ? "(otcrt_bf16 *)" + name : name;
+    std::string p = t.getElementType().isBF16() ? "(otcrt_bf16 *)" + name : name;
+    return offset ? "(" + p + " + " + std::to_string(offset) + ")" : p;
   };
   std::string decls;
   unsigned structs = 0;
@@ -561,10 +562,10 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
       return "nullptr";
     case LibraryArg::Operand: {
       auto arg = cast<BlockArgument>(op->getOperand(a.index));
-      return pointer(k.getInputs()[arg.getArgNumber()]);
+      return pointer(k.getInputs()[arg.getArgNumber()], a.offset);
     }
     case LibraryArg::Result:
-      return pointer(k.getOutputs()[a.index]);
+      return pointer(k.getOutputs()[a.index], a.offset);
     case LibraryArg::Struct: {
       std::string name = "s" + std::to_string(structs++);
       SmallVector<std::string> fields;

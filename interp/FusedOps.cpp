@@ -47,15 +47,36 @@ struct AttentionProblem {
                      int64_t nt, int64_t nd) {
     return ((b * nh + h) * nt + t) * nd + d;
   }
-  /// Stored [B, T, H, D] (layout "bthd") rather than [B, H, T, D].
+  /// Stored [B, T, H, D] (layouts "bthd" and "packed") rather than
+  /// [B, H, T, D].
   bool bthd = false;
-  int64_t qAt(int64_t b, int64_t h, int64_t i, int64_t d) const {
+  /// Layout "packed": q, k and v are one tensor whose rows hold `rowHeads`
+  /// = H + 2 Hk heads, q's from head 0, k's from H, v's from H + Hk.
+  bool packed = false;
+  int64_t rowHeads = 0;
+  /// Element (b, h, i, d) of the output and of its gradient.
+  int64_t outAt(int64_t b, int64_t h, int64_t i, int64_t d) const {
     return bthd ? at4(b, i, h, d, queries, heads, depth)
                 : at4(b, h, i, d, heads, queries, depth);
   }
-  int64_t kvAt(int64_t b, int64_t h, int64_t j, int64_t d) const {
+  int64_t qAt(int64_t b, int64_t h, int64_t i, int64_t d) const {
+    return packed ? at4(b, i, h, d, queries, rowHeads, depth)
+                  : outAt(b, h, i, d);
+  }
+  /// Element (b, h, j, d) of k (`first` 0) or v (`first` Hk): a packed
+  /// tensor's head H + first + h.
+  int64_t kvAt(int64_t b, int64_t h, int64_t j, int64_t d,
+               int64_t first) const {
+    if (packed)
+      return at4(b, j, heads + first + h, d, keys, rowHeads, depth);
     return bthd ? at4(b, j, h, d, keys, kvHeads, depth)
                 : at4(b, h, j, d, kvHeads, keys, depth);
+  }
+  int64_t kAt(int64_t b, int64_t h, int64_t j, int64_t d) const {
+    return kvAt(b, h, j, d, 0);
+  }
+  int64_t vAt(int64_t b, int64_t h, int64_t j, int64_t d) const {
+    return kvAt(b, h, j, d, kvHeads);
   }
 
   /// True when key j is visible from query i: not after it under `causal`,
@@ -72,7 +93,7 @@ struct AttentionProblem {
     int64_t kh = kvHead(h);
     double dot = 0.0;
     for (int64_t d = 0; d < depth; ++d)
-      dot += q->data[qAt(b, h, i, d)] * k->data[kvAt(b, kh, j, d)];
+      dot += q->data[qAt(b, h, i, d)] * k->data[kAt(b, kh, j, d)];
     double s = scale * dot;
     if (mask) {
       int64_t index[4] = {b, h, i, j};
@@ -99,18 +120,22 @@ struct AttentionProblem {
 
 /// Reads the shapes, attributes and operands common to otc.attention and
 /// otc.attention_grad.
+/// `outShape` is the output's: packed, it gives the query heads.
 template <typename OpT>
 static AttentionProblem
 attentionProblem(OpT op, const Tensor &q, const Tensor &k, const Tensor &v,
-                 const Tensor *mask, const Tensor *key) {
+                 const Tensor *mask, const Tensor *key,
+                 ArrayRef<int64_t> outShape) {
   AttentionProblem p;
-  p.bthd = op.getLayout() == "bthd";
+  p.packed = op.getLayout() == "packed";
+  p.bthd = p.packed || op.getLayout() == "bthd";
   int hAxis = p.bthd ? 2 : 1, tAxis = p.bthd ? 1 : 2;
   p.batch = q.shape[0];
-  p.heads = q.shape[hAxis];
+  p.heads = outShape[hAxis];
   p.queries = q.shape[tAxis];
   p.depth = q.shape[3];
-  p.kvHeads = k.shape[hAxis];
+  p.kvHeads = p.packed ? (q.shape[2] - p.heads) / 2 : k.shape[hAxis];
+  p.rowHeads = q.shape[2];
   p.keys = k.shape[tAxis];
   p.q = &q;
   p.k = &k;
@@ -136,10 +161,11 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
   const Tensor &v = get(op.getV());
   const Tensor *mask = getIfPresent(op.getMask());
   const Tensor *key = getIfPresent(op.getKey());
-  AttentionProblem p = attentionProblem(op, q, k, v, mask, key);
+  std::vector<int64_t> outShape = shapeOf(op.getOutput());
+  AttentionProblem p = attentionProblem(op, q, k, v, mask, key, outShape);
   if (p.dropout > 0.0 && !key)
     return op.emitError("dropout needs a key");
-  Tensor out = zeros(q.shape);
+  Tensor out = zeros(outShape);
   Tensor lse = zeros(shapeOf(op.getLse()));
   std::vector<double> s(p.keys);
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -164,7 +190,7 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
             continue;
           double prob = std::exp(s[j] - rowLse) * p.dropFactor(b, h, i, j);
           for (int64_t d = 0; d < p.depth; ++d)
-            out.data[p.qAt(b, h, i, d)] += prob * v.data[p.kvAt(b, kh, j, d)];
+            out.data[p.outAt(b, h, i, d)] += prob * v.data[p.vAt(b, kh, j, d)];
         }
       }
     }
@@ -189,10 +215,17 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
   const Tensor &lse = get(op.getLse());
   const Tensor *mask = getIfPresent(op.getMask());
   const Tensor *key = getIfPresent(op.getKey());
-  AttentionProblem p = attentionProblem(op, q, k, v, mask, key);
+  AttentionProblem p =
+      attentionProblem(op, q, k, v, mask, key, shapeOf(op.getOutput()));
   if (p.dropout > 0.0 && !key)
     return op.emitError("dropout needs a key");
-  Tensor dq = zeros(q.shape), dk = zeros(k.shape), dv = zeros(v.shape);
+  // Packed, the three gradients are parts of one tensor.
+  Tensor dq = zeros(q.shape), dk, dv;
+  if (!p.packed) {
+    dk = zeros(k.shape);
+    dv = zeros(v.shape);
+  }
+  Tensor &dkOut = p.packed ? dq : dk, &dvOut = p.packed ? dq : dv;
   std::vector<double> prob(p.keys), dP(p.keys);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
@@ -209,9 +242,9 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
           double m = p.dropFactor(b, h, i, j);
           double dOv = 0.0;
           for (int64_t d = 0; d < p.depth; ++d) {
-            double g = dO.data[p.qAt(b, h, i, d)];
-            dv.data[p.kvAt(b, kh, j, d)] += prob[j] * m * g;
-            dOv += g * v.data[p.kvAt(b, kh, j, d)];
+            double g = dO.data[p.outAt(b, h, i, d)];
+            dvOut.data[p.vAt(b, kh, j, d)] += prob[j] * m * g;
+            dOv += g * v.data[p.vAt(b, kh, j, d)];
           }
           dP[j] = m * dOv;
           rowD += prob[j] * dP[j];
@@ -220,13 +253,17 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
           double dS = prob[j] * (dP[j] - rowD);
           for (int64_t d = 0; d < p.depth; ++d) {
             dq.data[p.qAt(b, h, i, d)] +=
-                p.scale * dS * k.data[p.kvAt(b, kh, j, d)];
-            dk.data[p.kvAt(b, kh, j, d)] +=
+                p.scale * dS * k.data[p.kAt(b, kh, j, d)];
+            dkOut.data[p.kAt(b, kh, j, d)] +=
                 p.scale * dS * q.data[p.qAt(b, h, i, d)];
           }
         }
       }
     }
+  }
+  if (p.packed) {
+    set(op.getGrads()[0], std::move(dq));
+    return success();
   }
   set(op.getDq(), std::move(dq));
   set(op.getDk(), std::move(dk));

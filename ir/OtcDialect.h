@@ -59,6 +59,8 @@ struct LibraryArg {
   /// Struct: the C type and its fields, in order.
   std::string structType;
   std::vector<LibraryArg> fields;
+  /// Operand or Result: elements past the start of its buffer.
+  int64_t offset = 0;
 
   static LibraryArg integer(int64_t v) { return {Int, v}; }
   static LibraryArg floating(double v) { return {Float, 0, v}; }
@@ -66,6 +68,12 @@ struct LibraryArg {
   static LibraryArg null() { return {Null}; }
   /// `v`, an operand of `op` (NULL when `v` is null: an absent optional).
   static LibraryArg operand(mlir::Operation *op, mlir::Value v);
+  /// This operand or result `elements` further into its buffer.
+  LibraryArg at(int64_t elements) const {
+    LibraryArg a = *this;
+    a.offset += elements;
+    return a;
+  }
 };
 
 /// One kernel launch as its launch configuration makes it, what the step-time
@@ -96,6 +104,17 @@ struct LibraryGemm {
   /// read when the product adds to it.
   double epilogueBytes = 0;
 };
+
+/// The sizes of an otc.attention or otc.attention_grad in [B, H, T, D] terms
+/// whatever its layout: q [b, h, t, d], k and v [b, hk, s, d], and
+/// `rowStride`, the elements from one (b, t) row of q, k and v to the next
+/// when that is not their heads' length: (h + 2 hk)·d under layout
+/// "packed", else 0.
+struct AttentionSizes {
+  int64_t b, h, hk, t, s, d;
+  int64_t rowStride;
+};
+AttentionSizes attentionSizes(mlir::Operation *op);
 
 /// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on
 /// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,

@@ -10,8 +10,10 @@
 
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
+#include "ir/TypeBytes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace otc;
@@ -26,43 +28,70 @@ static int64_t elementsOf(Value v) { return numElements(shapeOf(v)); }
 // Attention
 //===----------------------------------------------------------------------===//
 
-/// The checks attention and its gradient share: q [B, H, T, D], k and v
-/// [B, Hk, S, D] with Hk dividing H, causal only for T == S, a mask that
-/// broadcasts to the scores, a key for dropout.
-/// `shape` ([B, H, T, D], or [B, T, H, D] under layout "bthd") as
-/// [B, H, T, D].
-static SmallVector<int64_t> headsSecond(ArrayRef<int64_t> shape,
-                                        StringRef layout) {
-  SmallVector<int64_t> s(shape.begin(), shape.end());
-  if (layout == "bthd" && s.size() == 4)
-    std::swap(s[1], s[2]);
-  return s;
+/// The sizes of an attention op or its gradient (`out` its output, which
+/// gives the query heads of a packed one) read from its operand types.
+/// Only meaningful once verifyAttention has accepted them.
+template <typename OpTy>
+static AttentionSizes sizesOf(OpTy op, Value out) {
+  ArrayRef<int64_t> q = shapeOf(op.getQ()), k = shapeOf(op.getK());
+  StringRef layout = op.getLayout();
+  if (layout == "bhtd")
+    return {q[0], q[1], k[1], q[2], k[2], q[3], 0};
+  if (layout == "bthd")
+    return {q[0], q[2], k[2], q[1], k[1], q[3], 0};
+  int64_t h = shapeOf(out)[2];
+  return {q[0], h, (q[2] - h) / 2, q[1], q[1], q[3], q[2] * q[3]};
 }
 
-template <typename OpTy> static LogicalResult verifyAttention(OpTy op) {
+AttentionSizes otc::attentionSizes(Operation *op) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return sizesOf(a, a.getOutput());
+  auto g = cast<AttentionGradOp>(op);
+  return sizesOf(g, g.getOutput());
+}
+
+/// The checks attention and its gradient share: q [B, H, T, D], k and v
+/// [B, Hk, S, D] (as the layout stores them) with Hk dividing H, causal
+/// only for T == S, a mask that broadcasts to the scores, a key for
+/// dropout; packed, one value [B, T, H + 2 Hk, D] as q, k and v and `out`
+/// [B, T, H, D].
+template <typename OpTy>
+static LogicalResult verifyAttention(OpTy op, Value out) {
   StringRef layout = op.getLayout();
-  if (layout != "bhtd" && layout != "bthd")
-    return op.emitOpError("layout must be \"bhtd\" or \"bthd\", got \"")
+  if (layout != "bhtd" && layout != "bthd" && layout != "packed")
+    return op.emitOpError(
+               "layout must be \"bhtd\", \"bthd\" or \"packed\", got \"")
            << layout << "\"";
-  SmallVector<int64_t> q = headsSecond(shapeOf(op.getQ()), layout),
-                       k = headsSecond(shapeOf(op.getK()), layout),
-                       v = headsSecond(shapeOf(op.getV()), layout);
-  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+  ArrayRef<int64_t> qs = shapeOf(op.getQ()), ks = shapeOf(op.getK()),
+                    vs = shapeOf(op.getV());
+  if (qs.size() != 4 || ks.size() != 4 || vs.size() != 4)
     return op.emitOpError("expects q, k, v of rank 4 ([B, H, T, D]), got ")
-           << formatShape(q) << ", " << formatShape(k) << ", "
-           << formatShape(v);
-  if (k != v || k[0] != q[0] || k[3] != q[3] || k[1] <= 0 || q[1] % k[1])
+           << formatShape(qs) << ", " << formatShape(ks) << ", "
+           << formatShape(vs);
+  if (layout == "packed") {
+    if (op.getQ() != op.getK() || op.getQ() != op.getV())
+      return op.emitOpError("packed attention takes one value as q, k and v");
+    ArrayRef<int64_t> o = shapeOf(out);
+    if (o.size() != 4 || o[0] != qs[0] || o[1] != qs[1] || o[3] != qs[3] ||
+        o[2] <= 0 || qs[2] <= o[2] || (qs[2] - o[2]) % 2)
+      return op.emitOpError("packed attention expects q, k and v [B, T, H + ")
+             << "2 Hk, D] and an output [B, T, H, D], got " << formatShape(qs)
+             << " and " << formatShape(o);
+  }
+  AttentionSizes a = sizesOf(op, out);
+  if ((layout != "packed" && (ks != vs || a.b != qs[0] || a.d != ks[3])) ||
+      a.hk <= 0 || a.h % a.hk)
     return op.emitOpError("expects k and v [B, Hk, S, D] with Hk dividing the ")
-           << "query heads, got q " << formatShape(q) << ", k "
-           << formatShape(k) << ", v " << formatShape(v);
-  if (op.getCausal() && q[2] != k[2])
+           << "query heads, got q " << formatShape(qs) << ", k "
+           << formatShape(ks) << ", v " << formatShape(vs);
+  if (op.getCausal() && a.t != a.s)
     return op.emitOpError(
                "causal attention needs as many keys as queries, got ")
-           << q[2] << " and " << k[2];
+           << a.t << " and " << a.s;
   if (op.getWindow() < 0 || (op.getWindow() > 0 && !op.getCausal()))
     return op.emitOpError("window must be 0 or, with causal, positive; got ")
            << op.getWindow();
-  SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]};
+  SmallVector<int64_t> scores = {a.b, a.h, a.t, a.s};
   if (Value m = op.getMask()) {
     auto b = broadcastShapes(shapeOf(m), scores);
     if (!b || ArrayRef<int64_t>(*b) != ArrayRef<int64_t>(scores))
@@ -75,33 +104,43 @@ template <typename OpTy> static LogicalResult verifyAttention(OpTy op) {
     return op.emitOpError("dropout must be in [0, 1), got ") << p;
   if (p > 0.0 && !op.getKey())
     return op.emitOpError("dropout needs a key");
+  SmallVector<int64_t> lse = {a.b, a.h, a.t};
+  if (shapeOf(op.getLse()) != ArrayRef<int64_t>(lse))
+    return op.emitOpError("lse must be [B, H, T]");
   return success();
 }
 
+/// The output's type: q's, or a packed attention's [B, T, H, D] of q's
+/// element type.
+template <typename OpTy> static bool outputTyped(OpTy op, Value out) {
+  if (!op.isPacked())
+    return out.getType() == op.getQ().getType();
+  return getElementTypeOrSelf(out.getType()) ==
+         getElementTypeOrSelf(op.getQ().getType());
+}
+
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttention(*this)))
+  if (failed(verifyAttention(*this, getOutput())))
     return failure();
-  if (getOutput().getType() != getQ().getType())
+  if (!outputTyped(*this, getOutput()))
     return emitOpError("output must have q's type");
-  if (ArrayRef<int64_t>(headsSecond(shapeOf(getQ()), getLayout()))
-          .drop_back() != shapeOf(getLse()))
-    return emitOpError("lse must be [B, H, T]");
   return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this)))
+  if (failed(verifyAttention(*this, getOutput())))
     return failure();
-  if (getDq().getType() != getQ().getType() ||
-      getDk().getType() != getK().getType() ||
-      getDv().getType() != getV().getType())
+  if (isPacked()) {
+    if (getGrads().size() != 1 || getGrads()[0].getType() != getQ().getType())
+      return emitOpError("packed, the gradient is one value typed as q");
+  } else if (getGrads().size() != 3 || getDq().getType() != getQ().getType() ||
+             getDk().getType() != getK().getType() ||
+             getDv().getType() != getV().getType()) {
     return emitOpError("dq, dk and dv must have the types of q, k and v");
+  }
   if (getGrad().getType() != getOutput().getType() ||
-      shapeOf(getOutput()) != shapeOf(getQ()))
+      !outputTyped(*this, getOutput()))
     return emitOpError("the output and its gradient must be shaped like q");
-  if (ArrayRef<int64_t>(headsSecond(shapeOf(getQ()), getLayout()))
-          .drop_back() != shapeOf(getLse()))
-    return emitOpError("lse must be [B, H, T]");
   return success();
 }
 
@@ -109,12 +148,18 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &out) {
   if (rg[1])
     return emitOpError("the gradient through lse is not supported");
+  SmallVector<Type> types = {getQ().getType()};
+  if (!isPacked())
+    types.append({getK().getType(), getV().getType()});
   auto grad = b.create<AttentionGradOp>(
-      getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
-      rg[0], getQ(), getK(), getV(), getOutput(), getLse(), getMask(), getKey(),
-      getCausalAttr(), getScaleAttr(), getDropoutAttr(), getStreamAttr(),
-      getLayoutAttr(), getWindowAttr());
-  out.append({grad.getDq(), grad.getDk(), grad.getDv()});
+      getLoc(), types, rg[0], getQ(), getK(), getV(), getOutput(), getLse(),
+      getMask(), getKey(), getCausalAttr(), getScaleAttr(), getDropoutAttr(),
+      getStreamAttr(), getLayoutAttr(), getWindowAttr());
+  // Packed, q, k and v are one value: its whole gradient goes through q.
+  if (isPacked())
+    out.append({grad.getGrads()[0], Value(), Value()});
+  else
+    out.append({grad.getDq(), grad.getDk(), grad.getDv()});
   // The mask (never depending on a parameter) and the key get none.
   if (getMask())
     out.push_back(Value());
@@ -123,26 +168,44 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
-/// The number of keys S of an attention's k.
-static int64_t keysOf(Value k, StringRef layout) {
-  return headsSecond(shapeOf(k), layout)[2];
+/// Multiply-adds of the two products: B·H·T·S·D each.
+static int64_t attentionMacs(const AttentionSizes &a) {
+  return a.b * a.h * a.t * a.s * a.d;
 }
 
-/// Multiply-adds of the two products: B·H·T·S·D each.
-static int64_t attentionMacs(Value q, Value k, StringRef layout) {
-  return elementsOf(q) * keysOf(k, layout);
+/// Scores: B·H·T·S.
+static int64_t attentionScores(const AttentionSizes &a) {
+  return a.b * a.h * a.t * a.s;
 }
 
 int64_t AttentionOp::getFlops() {
   // Two products (4·B·H·T·S·D) and about five operations per score.
-  return 4 * attentionMacs(getQ(), getK(), getLayout()) +
-         5 * elementsOf(getLse()) * keysOf(getK(), getLayout());
+  AttentionSizes a = attentionSizes(*this);
+  return 4 * attentionMacs(a) + 5 * attentionScores(a);
 }
 
 int64_t AttentionGradOp::getFlops() {
   // The scores again plus four products (dV, dP, dQ, dK).
-  return 10 * attentionMacs(getQ(), getK(), getLayout()) +
-         8 * elementsOf(getLse()) * keysOf(getK(), getLayout());
+  AttentionSizes a = attentionSizes(*this);
+  return 10 * attentionMacs(a) + 8 * attentionScores(a);
+}
+
+/// A packed attention reads its one q, k and v value once.
+static int64_t distinctOperandBytes(Operation *op) {
+  int64_t n = 0;
+  llvm::SmallPtrSet<void *, 8> seen;
+  for (Value v : op->getOperands())
+    if (seen.insert(v.getAsOpaquePointer()).second)
+      n += byteSize(v);
+  return n;
+}
+
+int64_t AttentionOp::getBytesRead() {
+  return distinctOperandBytes(getOperation());
+}
+
+int64_t AttentionGradOp::getBytesRead() {
+  return distinctOperandBytes(getOperation());
 }
 
 //===----------------------------------------------------------------------===//

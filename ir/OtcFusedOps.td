@@ -31,7 +31,7 @@ defvar Fp32StatOperands =
 //===----------------------------------------------------------------------===//
 
 def Otc_AttentionOp : Otc_Op<"attention",
-    [Library, Fp32StatResults, CostFlops, Pure, Grad,
+    [Library, Fp32StatResults, CostFlopsRead, Pure, Grad,
      AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention: softmax(Q K^T scale + mask) V";
   let description = [{
@@ -50,7 +50,12 @@ def Otc_AttentionOp : Otc_Op<"attention",
     With `layout = "bthd"`, q, k, v and the output are stored [B, T, H, D]
     (sequence before heads, as a projection writes them) and read as the
     [B, H, T, D] above through strides: no transposed copies; `lse` and the
-    mask keep their [B, H, T(, S)] indexing.
+    mask keep their [B, H, T(, S)] indexing. With `layout = "packed"`, q, k
+    and v are one value, the [B, T, H + 2 Hk, D] output of a fused QKV
+    projection passed as all three operands: in each (b, t) row the first H
+    heads are the queries, the next Hk the keys and the last Hk the values,
+    read where they lie; the output is [B, T, H, D] (which gives H), and
+    T == S (otc-pack-attention forms it after differentiation).
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -71,17 +76,24 @@ def Otc_AttentionOp : Otc_Op<"attention",
     $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let extraClassDeclaration = [{
+    /// q, k and v are one packed value (layout "packed").
+    bool isPacked() { return getLayout() == "packed"; }
+  }];
   let hasVerifier = 1;
 }
 
 def Otc_AttentionGradOp : Otc_Op<"attention_grad",
-    [Library, Fp32StatOperands, CostFlops, Pure,
+    [Library, Fp32StatOperands, CostFlopsRead, Pure,
      AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.attention with respect to q, k and v";
   let description = [{
     Reads the output gradient, q, k, v, the forward output and its `lse`
     (plus the mask and key of the forward); rebuilds each row of
-    probabilities from the scores and `lse` and returns dq, dk, dv.
+    probabilities from the scores and `lse` and returns dq, dk, dv, typed
+    as q, k and v. Under layout "packed" (q, k and v one [B, T, H + 2 Hk,
+    D] value) it returns one result instead, the gradient of that value:
+    dq, dk and dv side by side in each row as q, k and v are.
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$q,
                    Otc_FloatTensor:$k, Otc_FloatTensor:$v,
@@ -93,11 +105,19 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
                    DefaultValuedAttr<I64Attr, "0">:$stream,
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
                    DefaultValuedAttr<I64Attr, "0">:$window);
-  let results = (outs Otc_FloatTensor:$dq, Otc_FloatTensor:$dk,
-                 Otc_FloatTensor:$dv);
+  let results = (outs Variadic<Otc_FloatTensor>:$grads);
   let assemblyFormat = [{
     $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?
     (`key` $key^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// q, k and v are one packed value (layout "packed"), and so are their
+    /// gradients: one result.
+    bool isPacked() { return getLayout() == "packed"; }
+    /// dq, dk and dv of an attention not packed.
+    ::mlir::Value getDq() { return getGrads()[0]; }
+    ::mlir::Value getDk() { return getGrads()[1]; }
+    ::mlir::Value getDv() { return getGrads()[2]; }
   }];
   let hasVerifier = 1;
 }

@@ -294,20 +294,14 @@ void RmsNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 //===----------------------------------------------------------------------===//
 
 /// The OtcrtAttention struct of an attention op or its gradient: sizes,
-/// scale, causal, dropout, the key's buffer, the mask's strides, the layout
-/// and the sliding window.
+/// scale, causal, dropout, the key's buffer, the mask's strides, the layout,
+/// the sliding window and the row stride of a packed q, k and v.
 template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
-  // Sizes in [B, H, T, D] terms whatever the storage layout.
-  bool bthd = op.getLayout() == "bthd";
-  SmallVector<int64_t> q(shapeOf(op.getQ())), k(shapeOf(op.getK()));
-  if (bthd) {
-    std::swap(q[1], q[2]);
-    std::swap(k[1], k[2]);
-  }
+  AttentionSizes s = attentionSizes(op);
   LibraryArg a;
   a.kind = LibraryArg::Struct;
   a.structType = "OtcrtAttention";
-  for (int64_t n : {q[0], q[1], k[1], q[2], k[2], q[3]})
+  for (int64_t n : {s.b, s.h, s.hk, s.t, s.s, s.d})
     a.fields.push_back(LibraryArg::integer(n));
   a.fields.push_back(LibraryArg::floating(op.getScale().convertToDouble()));
   a.fields.push_back(LibraryArg::integer(op.getCausal() ? 1 : 0));
@@ -317,13 +311,29 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
       LibraryArg::integer(static_cast<int64_t>(op.getStream())));
   SmallVector<int64_t> strides(4, 0);
   if (Value m = op.getMask())
-    strides = broadcastStrides(shapeOf(m), {q[0], q[1], q[2], k[2]});
-  for (int64_t s : strides)
-    a.fields.push_back(LibraryArg::integer(s));
-  a.fields.push_back(
-      LibraryArg::integer(bthd ? /*OTCRT_LAYOUT_BTHD*/ 1 : 0));
+    strides = broadcastStrides(shapeOf(m), {s.b, s.h, s.t, s.s});
+  for (int64_t n : strides)
+    a.fields.push_back(LibraryArg::integer(n));
+  // Packed is [B, T, H, D] storage with longer rows.
+  a.fields.push_back(LibraryArg::integer(
+      op.getLayout() == "bhtd" ? 0 : /*OTCRT_LAYOUT_BTHD*/ 1));
   a.fields.push_back(LibraryArg::integer(op.getWindow()));
+  a.fields.push_back(LibraryArg::integer(s.rowStride));
   return a;
+}
+
+/// q, k and v (or dq, dk and dv) as three pointers: three buffers, or, packed,
+/// one buffer at the heads where each starts in a row.
+template <typename OpTy>
+static void appendQkv(OpTy op, ArrayRef<LibraryArg> three,
+                      SmallVectorImpl<LibraryArg> &args) {
+  if (!op.isPacked()) {
+    args.append(three.begin(), three.end());
+    return;
+  }
+  AttentionSizes s = attentionSizes(op);
+  for (int64_t heads : {int64_t(0), s.h, s.h + s.hk})
+    args.push_back(three[0].at(heads * s.d));
 }
 
 std::string AttentionOp::getLibraryKernel() {
@@ -332,8 +342,11 @@ std::string AttentionOp::getLibraryKernel() {
 
 void AttentionOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(attentionStruct(*this));
-  for (Value v : {getQ(), getK(), getV(), getMask()})
-    args.push_back(LibraryArg::operand(*this, v));
+  appendQkv(*this,
+            {LibraryArg::operand(*this, getQ()), LibraryArg::operand(*this, getK()),
+             LibraryArg::operand(*this, getV())},
+            args);
+  args.push_back(LibraryArg::operand(*this, getMask()));
   args.push_back(LibraryArg::result(0));
   args.push_back(LibraryArg::result(1));
 }
@@ -350,8 +363,8 @@ template <typename OpTy> static bool runsOnCudnn(OpTy op) {
     return true;
   // The mask's stride along the keys must be 1: its last dimension is the
   // keys' own, not broadcast.
-  ArrayRef<int64_t> m = shapeOf(mask), k = shapeOf(op.getK());
-  int64_t keys = op.getLayout() == "bthd" ? k[1] : k[2];
+  ArrayRef<int64_t> m = shapeOf(mask);
+  int64_t keys = attentionSizes(op).s;
   return !m.empty() && m.back() == keys && keys != 1;
 }
 
@@ -373,11 +386,20 @@ std::string AttentionGradOp::getLibraryKernel() {
 
 void AttentionGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(attentionStruct(*this));
-  for (Value v :
-       {getGrad(), getQ(), getK(), getV(), getMask(), getOutput(), getLse()})
+  args.push_back(LibraryArg::operand(*this, getGrad()));
+  appendQkv(*this,
+            {LibraryArg::operand(*this, getQ()), LibraryArg::operand(*this, getK()),
+             LibraryArg::operand(*this, getV())},
+            args);
+  for (Value v : {getMask(), getOutput(), getLse()})
     args.push_back(LibraryArg::operand(*this, v));
-  for (unsigned i = 0; i < 3; ++i)
-    args.push_back(LibraryArg::result(i));
+  if (isPacked())
+    appendQkv(*this, {LibraryArg::result(0)}, args);
+  else
+    appendQkv(*this,
+              {LibraryArg::result(0), LibraryArg::result(1),
+               LibraryArg::result(2)},
+              args);
 }
 
 void AttentionGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}

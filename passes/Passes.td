@@ -347,6 +347,35 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
   }];
 }
 
+def PackAttention : Pass<"otc-pack-attention", "mlir::ModuleOp"> {
+  let summary = "Attention reads and writes a fused QKV projection in place";
+  let description = [{
+    After differentiation: an `otc.attention` or `otc.attention_grad` of
+    layout "bthd" whose q, k and v are reshapes of three slices of one
+    [B, T, (H + 2 Hk) D] value, taken in that order along its last axis (a
+    fused QKV projection split into heads), reads that value itself, as
+    [B, T, H + 2 Hk, D] under layout "packed": the three slices, copies of
+    the whole projection, are gone. The gradient then writes one packed
+    result; where dq, dk and dv were only reshaped and concatenated back
+    along the last axis in that order (the projection's gradient), that
+    result replaces the concatenation, another copy gone; otherwise slices of
+    it give dq, dk and dv to their readers.
+
+    ```mlir
+    %q = otc.slice %qkv, [0, 0, 0], [1, 1, 1] : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+    %k = otc.slice %qkv, [0, 0, 32], [1, 1, 1] : ...
+    %v = otc.slice %qkv, [0, 0, 64], [1, 1, 1] : ...
+    %q4 = otc.reshape %q : (tensor<2x16x32xf32>) -> tensor<2x16x4x8xf32>
+    ...
+    %o, %lse = otc.attention %q4, %k4, %v4 {causal, layout = "bthd", ...}
+    // becomes
+    %p = otc.reshape %qkv : (tensor<2x16x96xf32>) -> tensor<2x16x12x8xf32>
+    %o, %lse = otc.attention %p, %p, %p {causal, layout = "packed", ...}
+        : (...) -> (tensor<2x16x4x8xf32>, tensor<2x4x16xf32>)
+    ```
+  }];
+}
+
 def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let summary = "The LM head, the loss and their gradients in chunks of rows";
   let description = [{

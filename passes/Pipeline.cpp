@@ -28,7 +28,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::Remat, "remat", "choosing recomputation failed"},
     {Phase::MixedPrecision, "mixed-precision", "setting the precision failed"},
     {Phase::FuseReductions, "fuse-reductions",
-     "turning sums and the loss into library calls failed"},
+     "packing attention or turning sums and the loss into library calls "
+     "failed"},
     {Phase::Schedule, "schedule", "scheduling failed"},
     {Phase::TrainingLoop, "training-loop", "building the training loop failed"},
     {Phase::Buffers, "buffers", "lowering to buffers failed"},
@@ -89,6 +90,8 @@ static void addPhase(OpPassManager &pm, Phase phase,
     pm.addPass(createMixedPrecision());
     return;
   case Phase::FuseReductions:
+    if (be.packAttention)
+      pm.addPass(createPackAttention());
     pm.addPass(createFuseReductions());
     if (be.fuseLossGrad)
       pm.addPass(createFuseLossGrad());

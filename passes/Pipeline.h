@@ -58,6 +58,8 @@ struct BackEndOptions {
   bool fuseElementwise = true;
   /// otc-group-params runs (off: --no-group-params).
   bool groupParams = true;
+  /// otc-pack-attention runs (off: --no-pack-attention).
+  bool packAttention = true;
   /// otc-fuse-loss-grad runs (off: --no-fuse-loss-grad).
   bool fuseLossGrad = true;
   /// otc-chunk-loss runs after it (off: --no-chunked-loss), with chunks of

@@ -139,6 +139,12 @@ static cl::opt<bool> noFuseLossGrad(
     cl::desc("The cross-entropy and its gradient as two calls, the logits "
              "read three times (otc-fuse-loss-grad off)"),
     cl::cat(cat));
+static cl::opt<bool> noPackAttention(
+    "no-pack-attention",
+    cl::desc("Attention reads q, k and v as copies sliced from a fused QKV "
+             "projection, and its gradients are concatenated back "
+             "(otc-pack-attention off)"),
+    cl::cat(cat));
 static cl::opt<bool> noChunkedLoss(
     "no-chunked-loss",
     cl::desc("The LM head's logits as one [rows, vocabulary] buffer "
@@ -405,6 +411,7 @@ int Compile::readLossAndDims() {
   pipeline.freeze = freeze;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
+  pipeline.backEnd.packAttention = !noPackAttention;
   pipeline.backEnd.chunkedLoss = !noChunkedLoss;
   pipeline.backEnd.lossChunkRows = lossChunkRows;
   // The LM head's chunk chosen by its predicted time on the device.

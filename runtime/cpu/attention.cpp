@@ -64,10 +64,14 @@ struct Problem {
   }
 };
 
-/// True when the query heads do not split into groups of the key heads, or
-/// the window is negative.
+/// True when the query heads do not split into groups of the key heads, the
+/// window is negative, or a row stride is set without the [b, t, h, d]
+/// layout or is shorter than the rows of q or of k and v.
 bool invalid(const OtcrtAttention &a) {
-  return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0;
+  return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0 ||
+         (a.row_stride != 0 &&
+          (a.layout != OTCRT_LAYOUT_BTHD || a.row_stride < a.h * a.d ||
+           a.row_stride < a.hk * a.d));
 }
 
 /// True when there is no query row to compute.
@@ -352,33 +356,49 @@ int attentionBwdBhtd(const OtcrtAttention &a, const otcrt_bf16 *dout,
   return rc;
 }
 
-/// A [b, n, m, d] tensor as [b, m, n, d] (the two middle dimensions
-/// swapped); empty when any size is not positive.
+/// A [b, n, m, d] tensor, its (b, n) rows `rowStride` elements apart, as a
+/// packed [b, m, n, d] (the two middle dimensions swapped); empty when any
+/// size is not positive.
 template <typename T>
 std::vector<T> swapMiddle(const T *x, int64_t b, int64_t n, int64_t m,
-                          int64_t d) {
+                          int64_t d, int64_t rowStride) {
   if (b <= 0 || n <= 0 || m <= 0 || d <= 0)
     return {};
   std::vector<T> y(static_cast<size_t>(b * n * m * d));
   for (int64_t e = 0; e < b; ++e)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < m; ++j)
-        std::copy(x + ((e * n + i) * m + j) * d,
-                  x + ((e * n + i) * m + j + 1) * d,
+        std::copy(x + (e * n + i) * rowStride + j * d,
+                  x + (e * n + i) * rowStride + (j + 1) * d,
                   y.begin() + ((e * m + j) * n + i) * d);
   return y;
 }
 
-/// Copies `y` ([b, n, m, d]) into `out` as [b, m, n, d].
+/// Copies `y` (a packed [b, n, m, d]) into `out` as [b, m, n, d], its (b, m)
+/// rows `rowStride` elements apart; the elements between rows are left as
+/// they are.
 template <typename T>
 void storeSwapped(const std::vector<T> &y, T *out, int64_t b, int64_t n,
-                  int64_t m, int64_t d) {
-  std::vector<T> z = swapMiddle(y.data(), b, n, m, d);
-  std::copy(z.begin(), z.end(), out);
+                  int64_t m, int64_t d, int64_t rowStride) {
+  if (y.empty())
+    return;
+  for (int64_t e = 0; e < b; ++e)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j)
+        std::copy(y.begin() + ((e * n + i) * m + j) * d,
+                  y.begin() + ((e * n + i) * m + j + 1) * d,
+                  out + (e * m + j) * rowStride + i * d);
 }
 
-/// The [b, t, h, d] layout through transposed copies: this host library is
-/// the plain reference the device kernels are checked against.
+/// The elements from one (b, t) row of a [b, t, heads, d] operand to the
+/// next: row_stride, or heads·d when it is 0.
+int64_t rowStride(const OtcrtAttention &a, int64_t heads) {
+  return a.row_stride != 0 ? a.row_stride : heads * a.d;
+}
+
+/// The [b, t, h, d] layout through transposed copies (q, k, v, dq, dk and
+/// dv rows row_stride apart): this host library is the plain reference the
+/// device kernels are checked against.
 template <typename T>
 int forwardAnyLayout(const OtcrtAttention &a, const T *q, const T *k,
                      const T *v, const T *mask, T *out, float *lse) {
@@ -388,14 +408,16 @@ int forwardAnyLayout(const OtcrtAttention &a, const T *q, const T *k,
     return 1;
   OtcrtAttention c = a;
   c.layout = OTCRT_LAYOUT_BHTD;
-  std::vector<T> qc = swapMiddle(q, a.b, a.t, a.h, a.d),
-                 kc = swapMiddle(k, a.b, a.s, a.hk, a.d),
-                 vc = swapMiddle(v, a.b, a.s, a.hk, a.d);
+  c.row_stride = 0;
+  const int64_t rq = rowStride(a, a.h), rkv = rowStride(a, a.hk);
+  std::vector<T> qc = swapMiddle(q, a.b, a.t, a.h, a.d, rq),
+                 kc = swapMiddle(k, a.b, a.s, a.hk, a.d, rkv),
+                 vc = swapMiddle(v, a.b, a.s, a.hk, a.d, rkv);
   std::vector<T> oc(static_cast<size_t>(count(a, a.h, a.t)));
   int rc = attentionFwdBhtd(c, qc.data(), kc.data(), vc.data(), mask,
                             oc.data(), lse);
   if (rc == 0)
-    storeSwapped(oc, out, a.b, a.h, a.t, a.d);
+    storeSwapped(oc, out, a.b, a.h, a.t, a.d, a.h * a.d);
   return rc;
 }
 
@@ -409,19 +431,21 @@ int backwardAnyLayout(const OtcrtAttention &a, const T *dout, const T *q,
     return 1;
   OtcrtAttention c = a;
   c.layout = OTCRT_LAYOUT_BHTD;
-  std::vector<T> dOc = swapMiddle(dout, a.b, a.t, a.h, a.d),
-                 qc = swapMiddle(q, a.b, a.t, a.h, a.d),
-                 oc = swapMiddle(out, a.b, a.t, a.h, a.d),
-                 kc = swapMiddle(k, a.b, a.s, a.hk, a.d),
-                 vc = swapMiddle(v, a.b, a.s, a.hk, a.d);
+  c.row_stride = 0;
+  const int64_t rq = rowStride(a, a.h), rkv = rowStride(a, a.hk);
+  std::vector<T> dOc = swapMiddle(dout, a.b, a.t, a.h, a.d, a.h * a.d),
+                 qc = swapMiddle(q, a.b, a.t, a.h, a.d, rq),
+                 oc = swapMiddle(out, a.b, a.t, a.h, a.d, a.h * a.d),
+                 kc = swapMiddle(k, a.b, a.s, a.hk, a.d, rkv),
+                 vc = swapMiddle(v, a.b, a.s, a.hk, a.d, rkv);
   std::vector<T> dqc(qc.size()), dkc(kc.size()), dvc(vc.size());
   int rc = attentionBwdBhtd(c, dOc.data(), qc.data(), kc.data(), vc.data(),
                             mask, oc.data(), lse, dqc.data(), dkc.data(),
                             dvc.data());
   if (rc == 0) {
-    storeSwapped(dqc, dq, a.b, a.h, a.t, a.d);
-    storeSwapped(dkc, dk, a.b, a.hk, a.s, a.d);
-    storeSwapped(dvc, dv, a.b, a.hk, a.s, a.d);
+    storeSwapped(dqc, dq, a.b, a.h, a.t, a.d, rq);
+    storeSwapped(dkc, dk, a.b, a.hk, a.s, a.d, rkv);
+    storeSwapped(dvc, dv, a.b, a.hk, a.s, a.d, rkv);
   }
   return rc;
 }

@@ -246,9 +246,14 @@ template <typename Kernel> bool allowShared(Kernel kernel, size_t bytes) {
                               static_cast<int>(bytes)) == cudaSuccess;
 }
 
-/// True when the query heads do not split into groups of the key heads.
+/// True when the query heads do not split into groups of the key heads, the
+/// window is negative, or a row stride is set without the [b, t, h, d]
+/// layout or is shorter than the rows of q or of k and v.
 bool invalid(const OtcrtAttention &a) {
-  return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0;
+  return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0 ||
+         (a.row_stride != 0 &&
+          (a.layout != OTCRT_LAYOUT_BTHD || a.row_stride < a.h * a.d ||
+           a.row_stride < a.hk * a.d));
 }
 
 template <typename T>
@@ -302,32 +307,42 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
   return launchStatus();
 }
 
-/// y ([b, m, n, d]) = x ([b, n, m, d]) with the middle dimensions swapped.
+/// y ([b, m, n, d]) = x ([b, n, m, d]) with the middle dimensions swapped:
+/// x's (b, n) rows xRow elements apart, y's (b, m) rows yRow apart (the
+/// elements between y's rows are left as they are).
 template <typename T>
 __global__ void swapMiddleKernel(const T *x, T *y, int64_t b, int64_t n,
-                                 int64_t m, int64_t d) {
+                                 int64_t m, int64_t d, int64_t xRow,
+                                 int64_t yRow) {
   const int64_t total = b * n * m * d;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = e % d, j = (e / d) % m, i = (e / (d * m)) % n,
                   bi = e / (d * m * n);
-    y[((bi * m + j) * n + i) * d + c] = x[e];
+    y[(bi * m + j) * yRow + i * d + c] = x[(bi * n + i) * xRow + j * d + c];
   }
 }
 
 template <typename T>
 void swapMiddle(const T *x, T *y, int64_t b, int64_t n, int64_t m, int64_t d,
-                cudaStream_t stream) {
+                int64_t xRow, int64_t yRow, cudaStream_t stream) {
   const int64_t total = b * n * m * d;
   if (total <= 0)
     return;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
   swapMiddleKernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      x, y, b, n, m, d);
+      x, y, b, n, m, d, xRow, yRow);
+}
+
+/// The elements from one (b, t) row of a [b, t, heads, d] operand to the
+/// next: row_stride, or heads·d when it is 0.
+int64_t rowStride(const OtcrtAttention &a, int64_t heads) {
+  return a.row_stride != 0 ? a.row_stride : heads * a.d;
 }
 
 /// The fallback kernels read [b, h, t, d]: a [b, t, h, d] call runs them on
-/// transposed copies (the cuDNN path reads that layout in place).
+/// transposed copies, read from and written to rows row_stride apart (the
+/// cuDNN path reads that layout in place).
 template <typename T>
 int forwardAnyLayout(const OtcrtAttention *a, const T *q, const T *k,
                      const T *v, const T *mask, T *out, float *lse,
@@ -346,15 +361,17 @@ int forwardAnyLayout(const OtcrtAttention *a, const T *q, const T *k,
   if (!base)
     return 1;
   T *qc = base, *oc = base + qn, *kc = base + 2 * qn, *vc = kc + kvn;
-  swapMiddle(q, qc, a->b, a->t, a->h, a->d, stream);
-  swapMiddle(k, kc, a->b, a->s, a->hk, a->d, stream);
-  swapMiddle(v, vc, a->b, a->s, a->hk, a->d, stream);
+  const int64_t rq = rowStride(*a, a->h), rkv = rowStride(*a, a->hk);
+  swapMiddle(q, qc, a->b, a->t, a->h, a->d, rq, a->t * a->d, stream);
+  swapMiddle(k, kc, a->b, a->s, a->hk, a->d, rkv, a->s * a->d, stream);
+  swapMiddle(v, vc, a->b, a->s, a->hk, a->d, rkv, a->s * a->d, stream);
   OtcrtAttention c = *a;
   c.layout = OTCRT_LAYOUT_BHTD;
+  c.row_stride = 0;
   int rc = forward(&c, qc, kc, vc, mask, oc, lse, streamArg);
   if (rc == 0)
     swapMiddle(static_cast<const T *>(oc), out, a->b, a->h, a->t, a->d,
-               stream);
+               a->t * a->d, a->h * a->d, stream);
   return rc ? rc : launchStatus();
 }
 
@@ -377,23 +394,27 @@ int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
     return 1;
   T *dOc = base, *qc = dOc + qn, *oc = qc + qn, *dqc = oc + qn,
     *kc = dqc + qn, *vc = kc + kvn, *dkc = vc + kvn, *dvc = dkc + kvn;
-  swapMiddle(dout, dOc, a->b, a->t, a->h, a->d, stream);
-  swapMiddle(q, qc, a->b, a->t, a->h, a->d, stream);
-  swapMiddle(out, oc, a->b, a->t, a->h, a->d, stream);
-  swapMiddle(k, kc, a->b, a->s, a->hk, a->d, stream);
-  swapMiddle(v, vc, a->b, a->s, a->hk, a->d, stream);
+  const int64_t rq = rowStride(*a, a->h), rkv = rowStride(*a, a->hk);
+  const int64_t tRow = a->t * a->d, sRow = a->s * a->d;
+  swapMiddle(dout, dOc, a->b, a->t, a->h, a->d, a->h * a->d, tRow, stream);
+  swapMiddle(q, qc, a->b, a->t, a->h, a->d, rq, tRow, stream);
+  swapMiddle(out, oc, a->b, a->t, a->h, a->d, a->h * a->d, tRow, stream);
+  swapMiddle(k, kc, a->b, a->s, a->hk, a->d, rkv, sRow, stream);
+  swapMiddle(v, vc, a->b, a->s, a->hk, a->d, rkv, sRow, stream);
   OtcrtAttention c = *a;
   c.layout = OTCRT_LAYOUT_BHTD;
+  c.row_stride = 0;
   int rc = backward(&c, static_cast<const T *>(dOc), static_cast<const T *>(qc),
                     static_cast<const T *>(kc), static_cast<const T *>(vc),
                     mask, static_cast<const T *>(oc), lse, dqc, dkc, dvc,
                     streamArg);
   if (rc == 0) {
-    swapMiddle(static_cast<const T *>(dqc), dq, a->b, a->h, a->t, a->d, stream);
-    swapMiddle(static_cast<const T *>(dkc), dk, a->b, a->hk, a->s, a->d,
-               stream);
-    swapMiddle(static_cast<const T *>(dvc), dv, a->b, a->hk, a->s, a->d,
-               stream);
+    swapMiddle(static_cast<const T *>(dqc), dq, a->b, a->h, a->t, a->d, tRow,
+               rq, stream);
+    swapMiddle(static_cast<const T *>(dkc), dk, a->b, a->hk, a->s, a->d, sRow,
+               rkv, stream);
+    swapMiddle(static_cast<const T *>(dvc), dv, a->b, a->hk, a->s, a->d, sRow,
+               rkv, stream);
   }
   return rc ? rc : launchStatus();
 }

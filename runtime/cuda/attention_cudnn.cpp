@@ -1,7 +1,8 @@
 // Bfloat16 attention through cuDNN's fused scaled dot-product attention
 // (SDPA), with the cudnn-frontend graph API: one `sdpa` node for the forward
-// and one `sdpa_backward` node for the gradients, over otc's contiguous
-// layouts (q, out [b, h, t, d], k, v [b, hk, s, d], lse [b, h, t] float).
+// and one `sdpa_backward` node for the gradients, over otc's layouts (q,
+// out [b, h, t, d], k, v [b, hk, s, d], lse [b, h, t] float; or sequence
+// before heads, the rows of q, k, v and their gradients row_stride apart).
 // cuDNN computes the same function as the kernels of attention.cu:
 //  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
 //    otc's strides, a 0 stride becoming a dimension of size 1; a mask
@@ -63,11 +64,12 @@ struct GraphKey {
   int64_t maskStrides[4] = {0, 0, 0, 0};
   int32_t layout = OTCRT_LAYOUT_BHTD;
   int32_t window = 0;
+  int64_t rowStride = 0;
 
   auto tie() const {
     return std::tie(device, backward, b, h, hk, t, s, d, scaleBits, causal,
                     mask, maskStrides[0], maskStrides[1], maskStrides[2],
-                    maskStrides[3], layout, window);
+                    maskStrides[3], layout, window, rowStride);
   }
   bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
 };
@@ -147,6 +149,10 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
   if (a.b <= 0 || a.h <= 0 || a.hk <= 0 || a.t <= 0 || a.s <= 0 || a.d <= 0 ||
       a.h % a.hk != 0)
     return "empty or invalid sizes";
+  if (a.row_stride != 0 &&
+      (a.layout != OTCRT_LAYOUT_BTHD || a.row_stride < a.h * a.d ||
+       a.row_stride < a.hk * a.d))
+    return "row_stride without the [b, t, h, d] layout or shorter than a row";
   if (a.d % 8 != 0 || a.d > 256)
     return "head size " + std::to_string(a.d) +
            " (cuDNN takes multiples of 8 up to 256)";
@@ -198,13 +204,19 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
     // [b, h, t, d] dims; the strides of how they are stored: packed, or
-    // [b, t, h, d] (OTCRT_LAYOUT_BTHD: sequence before heads) read in place.
+    // [b, t, h, d] (OTCRT_LAYOUT_BTHD: sequence before heads) read in place,
+    // the rows of Q, K, V, dQ, dK and dV row_stride apart when it is set (O
+    // and dO stay dense).
     const bool bthd = a.layout == OTCRT_LAYOUT_BTHD;
+    const int64_t rq = a.row_stride != 0 ? a.row_stride : a.h * a.d,
+                  rkv = a.row_stride != 0 ? a.row_stride : a.hk * a.d;
     const Dims qDims = {a.b, a.h, a.t, a.d},
-               qStrides = bthd ? Dims{a.t * a.h * a.d, a.d, a.h * a.d, 1}
+               qStrides = bthd ? Dims{a.t * rq, a.d, rq, 1}
+                               : packed(a.h, a.t, a.d),
+               oStrides = bthd ? Dims{a.t * a.h * a.d, a.d, a.h * a.d, 1}
                                : packed(a.h, a.t, a.d);
     const Dims kvDims = {a.b, a.hk, a.s, a.d},
-               kvStrides = bthd ? Dims{a.s * a.hk * a.d, a.d, a.hk * a.d, 1}
+               kvStrides = bthd ? Dims{a.s * rkv, a.d, rkv, 1}
                                 : packed(a.hk, a.s, a.d);
     const Dims statsDims = {a.b, a.h, a.t, 1},
                statsStrides = packed(a.h, a.t, 1);
@@ -230,12 +242,12 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       if (bias)
         opts.set_bias(bias);
       auto [o, stats] = g->sdpa(q, k, v, std::move(opts));
-      output(o, kO, qDims, qStrides);
+      output(o, kO, qDims, oStrides);
       output(stats, kStats, statsDims, statsStrides);
       stats->set_data_type(fe::DataType_t::FLOAT);
     } else {
-      TensorPtr o = tensor(*g, "O", kO, qDims, qStrides);
-      TensorPtr dO = tensor(*g, "dO", kDO, qDims, qStrides);
+      TensorPtr o = tensor(*g, "O", kO, qDims, oStrides);
+      TensorPtr dO = tensor(*g, "dO", kDO, qDims, oStrides);
       TensorPtr stats = tensor(*g, "Stats", kStats, statsDims, statsStrides);
       stats->set_data_type(fe::DataType_t::FLOAT);
       // Deterministic: the same inputs give the same gradients bit for bit
@@ -354,6 +366,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
   key.causal = a.causal != 0;
   key.window = a.causal ? a.window : 0;
   key.layout = a.layout;
+  key.rowStride = a.row_stride;
   key.mask = mask != nullptr;
   if (key.mask)
     std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);

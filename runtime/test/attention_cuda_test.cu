@@ -3,9 +3,10 @@
 // dropout, sliding windows, odd lengths, the 48 KiB shared-memory edge)
 // through the fallback kernels, and the bf16 attention through both device
 // implementations, cuDNN's SDPA via the entry points and the fallback
-// kernels directly, at several shapes and layouts, again replayed from a CUDA
-// graph, a repeated call allocating nothing. Part of otcrt-cuda-kernel-tests
-// (kernels_cuda_test.cu runs it).
+// kernels directly, at several shapes and layouts (q, k and v packed in one
+// fused projection output among them, also through the float fallback),
+// again replayed from a CUDA graph, a repeated call allocating nothing. Part
+// of otcrt-cuda-kernel-tests (kernels_cuda_test.cu runs it).
 #include "cuda/attention.h"
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cudatest {
@@ -37,6 +39,62 @@ bool nearAttention(const Bf16s &got, const Bf16s &want, const char *what,
       scale = std::max(scale, std::fabs(static_cast<double>(x)));
   return near(g, w, 2e-2, std::max(1e-3, 1e-2 * scale), what, worst);
 }
+
+/// Float results of the fallback kernels, as testAttention compares them.
+bool nearAttention(const Floats &got, const Floats &want, const char *what,
+                   double &worst) {
+  return near(got, want, 2e-4, 2e-5, what, worst);
+}
+
+/// Where q, k and v lie in one buffer, and dq, dk and dv in another of the
+/// same shape: `rows` rows `row` elements apart, each holding its part of q,
+/// k and v at 0, kOff and vOff (qWidth, kvWidth elements), then padding.
+/// Separate operands are one row [q | k | v]; with row_stride set, the b·t
+/// rows of a fused projection's output [b, t, h + 2hk, d].
+struct QkvStorage {
+  int64_t rows, row, kOff, vOff, qWidth, kvWidth;
+
+  explicit QkvStorage(const OtcrtAttention &a) {
+    if (a.row_stride != 0) {
+      rows = a.b * a.t, row = a.row_stride;
+      qWidth = a.h * a.d, kvWidth = a.hk * a.d;
+    } else {
+      rows = 1;
+      qWidth = a.b * a.h * a.t * a.d, kvWidth = a.b * a.hk * a.s * a.d;
+      row = qWidth + 2 * kvWidth;
+    }
+    kOff = qWidth, vOff = qWidth + kvWidth;
+  }
+  size_t size() const { return static_cast<size_t>(rows * row); }
+  /// The buffer of dense q, k and v, its padding `fill`.
+  template <typename T>
+  std::vector<T> pack(const std::vector<T> &q, const std::vector<T> &k,
+                      const std::vector<T> &v, T fill) const {
+    std::vector<T> buf(size(), fill);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(q.begin() + r * qWidth, qWidth, buf.begin() + r * row);
+      std::copy_n(k.begin() + r * kvWidth, kvWidth,
+                  buf.begin() + r * row + kOff);
+      std::copy_n(v.begin() + r * kvWidth, kvWidth,
+                  buf.begin() + r * row + vOff);
+    }
+    return buf;
+  }
+  /// Elements [off, off + width) of every row of `buf`, dense.
+  template <typename T>
+  std::vector<T> part(const std::vector<T> &buf, int64_t off,
+                      int64_t width) const {
+    std::vector<T> out(static_cast<size_t>(rows * width));
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(buf.begin() + r * row + off, width,
+                  out.begin() + r * width);
+    return out;
+  }
+  /// The padding after v of every row of `buf`.
+  template <typename T> std::vector<T> padding(const std::vector<T> &buf) const {
+    return part(buf, vOff + kvWidth, row - vOff - kvWidth);
+  }
+};
 
 /// One attention problem on both sides, f32 then bf16.
 void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
@@ -135,22 +193,27 @@ struct AttentionCase {
   bool cudnnExpected;
 };
 
-using AttnFwd = int (*)(const OtcrtAttention *, const otcrt_bf16 *,
-                        const otcrt_bf16 *, const otcrt_bf16 *,
-                        const otcrt_bf16 *, otcrt_bf16 *, float *, void *);
-using AttnBwd = int (*)(const OtcrtAttention *, const otcrt_bf16 *,
-                        const otcrt_bf16 *, const otcrt_bf16 *,
-                        const otcrt_bf16 *, const otcrt_bf16 *,
-                        const otcrt_bf16 *, const float *, otcrt_bf16 *,
-                        otcrt_bf16 *, otcrt_bf16 *, void *);
+template <typename T>
+using AttnFwdOf = int (*)(const OtcrtAttention *, const T *, const T *,
+                          const T *, const T *, T *, float *, void *);
+template <typename T>
+using AttnBwdOf = int (*)(const OtcrtAttention *, const T *, const T *,
+                          const T *, const T *, const T *, const T *,
+                          const float *, T *, T *, T *, void *);
+using AttnFwd = AttnFwdOf<otcrt_bf16>;
+using AttnBwd = AttnBwdOf<otcrt_bf16>;
 
-/// The bfloat16 attention of `tc` through one device implementation (the
-/// entry points when `dispatched`, else the fallback kernels), against the
-/// host: forward, backward (fed the host's forward results), a repeated call
-/// that must allocate nothing, and the forward and backward replayed from a
-/// CUDA graph.
-void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
-                       AttnBwd bwd, std::mt19937 &rng) {
+/// The attention of `tc` in T storage through one device implementation
+/// (the entry points when `dispatched`, else the fallback kernels), against
+/// the host: forward, backward (fed the host's forward results), a repeated
+/// call that must allocate nothing, and the forward and backward replayed
+/// from a CUDA graph. The device reads q, k and v from one buffer and writes
+/// dq, dk and dv into another (QkvStorage), whose padding must keep its
+/// contents; the host runs the dense call on the same values.
+template <typename T>
+void testAttentionPath(const AttentionCase &tc, bool dispatched,
+                       AttnFwdOf<T> fwd, AttnBwdOf<T> bwd, std::mt19937 &rng) {
+  using Ts = std::vector<T>;
   OtcrtAttention a = tc.a;
   const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
   const size_t rows = a.b * a.h * a.t;
@@ -164,40 +227,56 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
       stride *= m[i];
     }
   }
-  Bf16s q = toBf16(random(qn, rng)), k = toBf16(random(kvn, rng)),
-        v = toBf16(random(kvn, rng)), dO = toBf16(random(qn, rng)),
-        mb = toBf16(mask), out(qn), dq(qn), dk(kvn), dv(kvn);
+  Ts q = stored<T>(random(qn, rng)), k = stored<T>(random(kvn, rng)),
+     v = stored<T>(random(kvn, rng)), dO = stored<T>(random(qn, rng)),
+     mb = stored<T>(mask), out(qn), dq(qn), dk(kvn), dv(kvn);
   Floats lse(rows);
-  const otcrt_bf16 *mh = tc.maskDims ? mb.data() : nullptr;
-  otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
+  const T *mh = tc.maskDims ? mb.data() : nullptr;
+  OtcrtAttention ah = a;
+  ah.row_stride = 0;
+  otcrt::cpu::attentionFwd(ah, q.data(), k.data(), v.data(), mh, out.data(),
                            lse.data());
-  otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
+  otcrt::cpu::attentionBwd(ah, dO.data(), q.data(), k.data(), v.data(), mh,
                            out.data(), lse.data(), dq.data(), dk.data(),
                            dv.data());
 
   OtcrtAttention ad = a;
   ad.key = device(std::vector<int64_t>{*a.key});
-  const otcrt_bf16 *dQ = device(q), *dK = device(k), *dV = device(v),
-                   *dDO = device(dO),
-                   *dMask = tc.maskDims ? device(mb) : nullptr,
-                   *dHostOut = device(out);
+  const QkvStorage st(a);
+  const T fill = stored<T>(Floats(1, 768.0f))[0];
+  const Ts cleared(st.size(), fill);
+  const T *dQkv = device(st.pack(q, k, v, fill));
+  const T *dQ = dQkv, *dK = dQkv + st.kOff, *dV = dQkv + st.vOff,
+          *dDO = device(dO), *dMask = tc.maskDims ? device(mb) : nullptr,
+          *dHostOut = device(out);
   const float *dHostLse = device(lse);
-  otcrt_bf16 *gOut = device(Bf16s(qn)), *gDq = device(Bf16s(qn)),
-             *gDk = device(Bf16s(kvn)), *gDv = device(Bf16s(kvn));
+  T *gOut = device(Ts(qn)), *gGrads = device(cleared), *gDq = gGrads,
+    *gDk = gGrads + st.kOff, *gDv = gGrads + st.vOff;
   float *gLse = device(Floats(rows));
 
-  Check c(std::string("attention_bf16 ") + tc.name);
+  Check c(std::string(std::is_same_v<T, float> ? "attention_f32 "
+                                               : "attention_bf16 ") +
+          tc.name);
   auto compare = [&](const char *when) {
     std::string w(when);
     c.ok = nearAttention(host(gOut, qn), out, (w + "out").c_str(), c.worst) &&
            c.ok;
     c.ok = near(host(gLse, rows), lse, 2e-3, 2e-4, w + "lse", c.worst) && c.ok;
-    c.ok =
-        nearAttention(host(gDq, qn), dq, (w + "dq").c_str(), c.worst) && c.ok;
-    c.ok =
-        nearAttention(host(gDk, kvn), dk, (w + "dk").c_str(), c.worst) && c.ok;
-    c.ok =
-        nearAttention(host(gDv, kvn), dv, (w + "dv").c_str(), c.worst) && c.ok;
+    Ts grads = host(gGrads, st.size());
+    c.ok = nearAttention(st.part(grads, 0, st.qWidth), dq, (w + "dq").c_str(),
+                         c.worst) &&
+           c.ok;
+    c.ok = nearAttention(st.part(grads, st.kOff, st.kvWidth), dk,
+                         (w + "dk").c_str(), c.worst) &&
+           c.ok;
+    c.ok = nearAttention(st.part(grads, st.vOff, st.kvWidth), dv,
+                         (w + "dv").c_str(), c.worst) &&
+           c.ok;
+    if (st.padding(grads) != st.padding(cleared)) {
+      std::printf("  %swritten past dq, dk and dv in their rows\n",
+                  w.c_str());
+      c.ok = false;
+    }
   };
   auto call = [&](cudaStream_t stream) {
     c.rc(fwd(&ad, dQ, dK, dV, dMask, gOut, gLse, stream), "fwd");
@@ -237,11 +316,10 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
 
   // Outputs cleared, then forward and backward captured in a CUDA graph and
   // replayed (the capture itself runs nothing).
-  cudaMemset(gOut, 0, qn * sizeof(otcrt_bf16));
+  cudaMemset(gOut, 0, qn * sizeof(T));
   cudaMemset(gLse, 0, rows * sizeof(float));
-  cudaMemset(gDq, 0, qn * sizeof(otcrt_bf16));
-  cudaMemset(gDk, 0, kvn * sizeof(otcrt_bf16));
-  cudaMemset(gDv, 0, kvn * sizeof(otcrt_bf16));
+  cudaMemcpy(gGrads, cleared.data(), st.size() * sizeof(T),
+             cudaMemcpyHostToDevice);
   cudaDeviceSynchronize();
   cudaStream_t stream = nullptr;
   cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -263,9 +341,9 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched, AttnFwd fwd,
 void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
   AttnFwd fallbackFwd = otcrt::cuda::attentionFwdFallback;
   AttnBwd fallbackBwd = otcrt::cuda::attentionBwdFallback;
-  testAttentionPath(tc, true, otcrt_attention_fwd_bf16,
-                    otcrt_attention_bwd_bf16, rng);
-  testAttentionPath(tc, false, fallbackFwd, fallbackBwd, rng);
+  testAttentionPath<otcrt_bf16>(tc, true, otcrt_attention_fwd_bf16,
+                                otcrt_attention_bwd_bf16, rng);
+  testAttentionPath<otcrt_bf16>(tc, false, fallbackFwd, fallbackBwd, rng);
 }
 
 
@@ -332,6 +410,34 @@ void testAttentions(std::mt19937 &rng) {
   };
   for (const AttentionCase &tc : cases)
     testAttentionPaths(tc, rng);
+  // q, k and v read as heads 0, h and h + hk of one fused projection output
+  // [b, t, h + 2hk, d] (row_stride), dq, dk and dv written into one such
+  // tensor: rows exactly that long, and rows with d more elements at the
+  // end, which must keep their contents. cuDNN reads and writes them
+  // through strides, the fallback (bfloat16 and float) through copies.
+  auto packedQkv = [](OtcrtAttention a, int64_t pad) {
+    a.layout = OTCRT_LAYOUT_BTHD;
+    a.row_stride = (a.h + 2 * a.hk) * a.d + pad;
+    return a;
+  };
+  const AttentionCase packedCases[] = {
+      {"t=s=1024 causal d=64 packed qkv",
+       packedQkv(attention(2, 12, 12, 1024, 1024, 64, true, 0), 0), nullptr,
+       true},
+      {"t=s=37 causal gqa h=4 hk=2 d=64 packed qkv",
+       packedQkv(attention(2, 4, 2, 37, 37, 64, true, 0), 0), nullptr, true},
+      {"t=s=70 causal gqa h=4 hk=2 d=64 packed qkv padded",
+       packedQkv(attention(2, 4, 2, 70, 70, 64, true, 0), 64), nullptr, true},
+      {"t=s=37 causal window 8 hk=1 d=64 packed qkv padded",
+       packedQkv(windowed(attention(1, 2, 1, 37, 37, 64, true, 0), 8), 64),
+       nullptr, true},
+  };
+  AttnFwdOf<float> fallbackFwdF32 = otcrt::cuda::attentionFwdFallback;
+  AttnBwdOf<float> fallbackBwdF32 = otcrt::cuda::attentionBwdFallback;
+  for (const AttentionCase &tc : packedCases) {
+    testAttentionPaths(tc, rng);
+    testAttentionPath<float>(tc, false, fallbackFwdF32, fallbackBwdF32, rng);
+  }
   testAttention("causal odd length", attention(1, 2, 2, 129, 129, 64, true, 0),
                 nullptr, rng);
   // The forward's dynamic shared memory, (d + s) floats, exactly 48 KiB:

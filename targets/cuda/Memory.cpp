@@ -63,21 +63,6 @@ constexpr const char *kCudaContextBasis =
     "beside llm.c's measured 5.0 GiB; to be replaced by a measurement "
     "(bench/speed.py's otc_peak_bytes less the arena and the libraries)";
 
-/// An attention call in [B, H, T, D] terms whatever its layout.
-struct AttentionShape {
-  int64_t b, h, hk, t, s, d;
-};
-
-template <typename OpTy> AttentionShape shapeOf(OpTy op) {
-  SmallVector<int64_t> q(cast<ShapedType>(op.getQ().getType()).getShape()),
-      k(cast<ShapedType>(op.getK().getType()).getShape());
-  if (op.getLayout() == "bthd") {
-    std::swap(q[1], q[2]);
-    std::swap(k[1], k[2]);
-  }
-  return {q[0], q[1], k[1], q[2], k[2], q[3]};
-}
-
 /// What cuDNN builds a graph for (attention_cudnn.cpp's GraphKey, the
 /// device aside): direction, sizes, scale, causal, the mask's strides,
 /// layout and window. Each graph has its own workspace.
@@ -86,7 +71,7 @@ using GraphKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
                             SmallVector<int64_t, 4>, std::string, int64_t>;
 
 template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
-  AttentionShape a = shapeOf(op);
+  AttentionSizes a = attentionSizes(op);
   SmallVector<int64_t, 4> strides(4, 0);
   if (Value m = op.getMask())
     strides = SmallVector<int64_t, 4>(broadcastStrides(
@@ -114,9 +99,7 @@ class AttentionBuffers {
 public:
   void add(Operation *op) {
     bool backward = isa<AttentionGradOp>(op);
-    AttentionShape a = isa<AttentionOp>(op)
-                           ? shapeOf(cast<AttentionOp>(op))
-                           : shapeOf(cast<AttentionGradOp>(op));
+    AttentionSizes a = attentionSizes(op);
     if (attentionRunsOnCudnn(op)) {
       GraphKey key = isa<AttentionOp>(op)
                          ? graphKey(cast<AttentionOp>(op), false)
@@ -140,10 +123,10 @@ public:
     int64_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
     if (backward)
       grow(rowD, 4 * a.b * a.h * a.t);
-    bool bthd = isa<AttentionOp>(op)
-                    ? cast<AttentionOp>(op).getLayout() == "bthd"
-                    : cast<AttentionGradOp>(op).getLayout() == "bthd";
-    if (bthd)
+    bool bhtd = isa<AttentionOp>(op)
+                    ? cast<AttentionOp>(op).getLayout() == "bhtd"
+                    : cast<AttentionGradOp>(op).getLayout() == "bhtd";
+    if (!bhtd)
       grow(layout, element * (backward ? 4 : 2) * (qn + kvn));
   }
 

@@ -8,7 +8,8 @@ written from the op descriptions in ir/OtcFusedOps.td: attention (grouped
 query heads, additive mask with -inf entries, dropout with the hash of
 check_interp_ops.py, causal), layer and RMS normalization, GELU, SiLU and
 their gradients, cross-entropy and its gradient kernel, column sums, the
-layer norm gradient with a residual added to dx. Results that the
+layer norm gradient with a residual added to dx, attention and its gradient
+on a packed [B, T, H + 2 Hk, D] tensor. Results that the
 .mlir computes a second time from unfused ops are held to the same numpy
 values. Prints `name PASS` or `name FAIL (why)` per function, then
 `N passed, M failed`; exits 1 on any failure.
@@ -217,6 +218,40 @@ def expect_attention_bthd(rng):
     return {"q": q, "k": k, "v": v}, {"o": heads(o), "lse": lse}
 
 
+def attention_grads(q, k, v, do, scale):
+    """dq, dk, dv of causal attention (no mask, no dropout) from its
+    definition: P = softmax(S), dV = P^T dO, dS = P (dO V^T - rowsum(P dO
+    V^T)), dQ = scale dS K, dK = scale dS^T Q; grouped heads summed into
+    their kv head. [B, H, T, D] arrays in float64."""
+    q, k, v, do = (a.astype(np.float64) for a in (q, k, v, do))
+    group = q.shape[1] // k.shape[1]
+    kr, vr = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = scale * (q @ kr.transpose(0, 1, 3, 2))
+    t = s.shape[-1]
+    s = np.where(np.triu(np.ones((t, t), dtype=bool), 1), -np.inf, s)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = p / p.sum(axis=-1, keepdims=True)
+    dp = do @ vr.transpose(0, 1, 3, 2)
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    dq = scale * ds @ kr
+    dk = scale * ds.transpose(0, 1, 3, 2) @ q
+    dv = p.transpose(0, 1, 3, 2) @ do
+    fold = (lambda a: a.reshape(a.shape[0], -1, group, *a.shape[2:]).sum(2))
+    return dq, fold(dk), fold(dv)
+
+
+def expect_attention_packed(rng):
+    # One [B, T, H + 2 Hk, D] tensor: q heads 0-3, k heads 4-5, v heads 6-7.
+    qkv, do = normal(rng, (1, 5, 8, 3)), normal(rng, (1, 5, 4, 3))
+    heads = (lambda a: a.transpose(0, 2, 1, 3))
+    q, k, v = (heads(qkv[:, :, a:b]) for a, b in ((0, 4), (4, 6), (6, 8)))
+    o, lse, _ = attention(q, k, v, 0.7, causal=True)
+    dq, dk, dv = attention_grads(q, k, v, heads(do), 0.7)
+    d = np.concatenate([heads(dq), heads(dk), heads(dv)], axis=2)
+    return {"qkv": qkv, "do": do}, {"o": heads(o), "lse": lse, "d": d,
+                                    "d_bthd": d}
+
+
 def expect_layer_norm_grad_residual(rng):
     x = normal(rng, (3, 5), 2.0)
     gamma, dy, r = normal(rng, (5,)), normal(rng, (3, 5)), normal(rng, (3, 5))
@@ -239,6 +274,7 @@ CASES = [("attention", expect_attention),
          ("cross_entropy_grad", expect_cross_entropy_grad),
          ("column_sum", expect_column_sum),
          ("attention_bthd", expect_attention_bthd),
+         ("attention_packed", expect_attention_packed),
          ("layer_norm_grad_residual", expect_layer_norm_grad_residual),
          ("cross_entropy_with_grad", expect_cross_entropy_with_grad)]
 

@@ -16,9 +16,10 @@
 // CHECK: cross_entropy_grad PASS
 // CHECK: column_sum PASS
 // CHECK: attention_bthd PASS
+// CHECK: attention_packed PASS
 // CHECK: layer_norm_grad_residual PASS
 // CHECK: cross_entropy_with_grad PASS
-// CHECK: 11 passed, 0 failed
+// CHECK: 12 passed, 0 failed
 
 // Grouped-query (4 query heads, 2 kv heads), T = 3 queries, S = 5 keys, a
 // [3, 5] mask with -inf entries, dropout 0.25.
@@ -174,6 +175,30 @@ func.func @attention_bthd(%q: tensor<1x5x4x3xf32> {otc.input = "q"},
       : (tensor<1x5x4x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x2x3xf32>)
       -> (tensor<1x5x4x3xf32>, tensor<1x4x5xf32>)
   return %o, %lse : tensor<1x5x4x3xf32>, tensor<1x4x5xf32>
+}
+
+// Layout "packed": one [1, 5, 8, 3] tensor holds q (heads 0-3), k (4-5) and
+// v (6-7); causal. The packed gradient, and the same from three slices
+// through layout "bthd" and a concatenation: both equal to numpy's dq, dk,
+// dv side by side.
+func.func @attention_packed(%qkv: tensor<1x5x8x3xf32> {otc.input = "qkv"},
+                            %do: tensor<1x5x4x3xf32> {otc.input = "do"})
+    -> (tensor<1x5x4x3xf32> {otc.output = "o"}, tensor<1x4x5xf32> {otc.output = "lse"},
+        tensor<1x5x8x3xf32> {otc.output = "d"}, tensor<1x5x8x3xf32> {otc.output = "d_bthd"}) {
+  %o, %lse = otc.attention %qkv, %qkv, %qkv {causal, layout = "packed", scale = 0.7 : f64}
+      : (tensor<1x5x8x3xf32>, tensor<1x5x8x3xf32>, tensor<1x5x8x3xf32>)
+      -> (tensor<1x5x4x3xf32>, tensor<1x4x5xf32>)
+  %d = otc.attention_grad %do, %qkv, %qkv, %qkv, %o, %lse {causal, layout = "packed", scale = 0.7 : f64}
+      : (tensor<1x5x4x3xf32>, tensor<1x5x8x3xf32>, tensor<1x5x8x3xf32>, tensor<1x5x8x3xf32>, tensor<1x5x4x3xf32>, tensor<1x4x5xf32>)
+      -> tensor<1x5x8x3xf32>
+  %q = otc.slice %qkv, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<1x5x8x3xf32>) -> tensor<1x5x4x3xf32>
+  %k = otc.slice %qkv, [0, 0, 4, 0], [1, 1, 1, 1] : (tensor<1x5x8x3xf32>) -> tensor<1x5x2x3xf32>
+  %v = otc.slice %qkv, [0, 0, 6, 0], [1, 1, 1, 1] : (tensor<1x5x8x3xf32>) -> tensor<1x5x2x3xf32>
+  %dq, %dk, %dv = otc.attention_grad %do, %q, %k, %v, %o, %lse {causal, layout = "bthd", scale = 0.7 : f64}
+      : (tensor<1x5x4x3xf32>, tensor<1x5x4x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x4x3xf32>, tensor<1x4x5xf32>)
+      -> (tensor<1x5x4x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x2x3xf32>)
+  %db = otc.concat %dq, %dk, %dv {axis = 2 : i64} : (tensor<1x5x4x3xf32>, tensor<1x5x2x3xf32>, tensor<1x5x2x3xf32>) -> tensor<1x5x8x3xf32>
+  return %o, %lse, %d, %db : tensor<1x5x4x3xf32>, tensor<1x4x5xf32>, tensor<1x5x8x3xf32>, tensor<1x5x8x3xf32>
 }
 
 // The layer norm gradient with a residual added to dx, and the same as

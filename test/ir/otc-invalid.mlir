@@ -224,8 +224,46 @@ func.func @column_sum_shape(%x: tensor<4x8xbf16>) {
 // -----
 
 func.func @attention_layout(%q: tensor<1x2x4x2xf32>) {
-  // expected-error @+1 {{layout must be "bhtd" or "bthd", got "thbd"}}
+  // expected-error @+1 {{layout must be "bhtd", "bthd" or "packed", got "thbd"}}
   %o, %lse = otc.attention %q, %q, %q {layout = "thbd", scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that packed attention reads one value as q, k and v.
+func.func @attention_packed_values(%p: tensor<1x4x6x2xf32>, %k: tensor<1x4x6x2xf32>) {
+  // expected-error @+1 {{packed attention takes one value as q, k and v}}
+  %o, %lse = otc.attention %p, %k, %p {layout = "packed", scale = 0.5 : f64} : (tensor<1x4x6x2xf32>, tensor<1x4x6x2xf32>, tensor<1x4x6x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that the heads of packed q, k and v are H + 2 Hk for the output's H:
+// 6 heads cannot hold 3 query heads and two equal key and value parts.
+func.func @attention_packed_heads(%p: tensor<1x4x6x2xf32>) {
+  // expected-error @+1 {{packed attention expects q, k and v [B, T, H + 2 Hk, D] and an output [B, T, H, D], got [1, 4, 6, 2] and [1, 4, 3, 2]}}
+  %o, %lse = otc.attention %p, %p, %p {layout = "packed", scale = 0.5 : f64} : (tensor<1x4x6x2xf32>, tensor<1x4x6x2xf32>, tensor<1x4x6x2xf32>) -> (tensor<1x4x3x2xf32>, tensor<1x3x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that the key/value heads of packed attention divide its query heads:
+// 3 query heads of 7 leave 2 key and 2 value heads.
+func.func @attention_packed_groups(%p: tensor<1x4x7x2xf32>) {
+  // expected-error @+1 {{expects k and v [B, Hk, S, D] with Hk dividing the query heads}}
+  %o, %lse = otc.attention %p, %p, %p {layout = "packed", scale = 0.5 : f64} : (tensor<1x4x7x2xf32>, tensor<1x4x7x2xf32>, tensor<1x4x7x2xf32>) -> (tensor<1x4x3x2xf32>, tensor<1x3x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that a packed gradient is one value typed as the packed q, k and v.
+func.func @attention_grad_packed_results(%p: tensor<1x4x6x2xf32>, %o: tensor<1x4x4x2xf32>, %l: tensor<1x4x4xf32>) {
+  // expected-error @+1 {{packed, the gradient is one value typed as q}}
+  %dq, %dk, %dv = otc.attention_grad %o, %p, %p, %p, %o, %l {layout = "packed", scale = 0.5 : f64} : (tensor<1x4x4x2xf32>, tensor<1x4x6x2xf32>, tensor<1x4x6x2xf32>, tensor<1x4x6x2xf32>, tensor<1x4x4x2xf32>, tensor<1x4x4xf32>) -> (tensor<1x4x4x2xf32>, tensor<1x4x1x2xf32>, tensor<1x4x1x2xf32>)
   return
 }
 

@@ -78,6 +78,14 @@ func.func @fused(%q: tensor<2x4x8x4xf32>, %kv: tensor<2x2x8x4xf32>, %m: tensor<8
   %o, %lse = otc.attention %q, %kv, %kv mask %m key %key {causal, dropout = 0.1 : f64, scale = 0.5 : f64, stream = 2 : i64} : (tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<8x8xf32>, tensor<i64>) -> (tensor<2x4x8x4xf32>, tensor<2x4x8xf32>)
   // CHECK: otc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]] key
   %dq, %dk, %dv = otc.attention_grad %o, %q, %kv, %kv, %o, %lse key %key {causal, dropout = 0.1 : f64, scale = 0.5 : f64, stream = 2 : i64} : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8xf32>, tensor<i64>) -> (tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+  // Packed: one [B, T, H + 2 Hk, D] value as q, k and v (4 query heads, 2
+  // key and 2 value heads), one gradient.
+  // CHECK: %[[PO:.*]], %[[PL:.*]] = otc.attention %[[P:.*]], %[[P]], %[[P]] {causal, layout = "packed", scale = 5.000000e-01 : f64}
+  %pqkv = otc.reshape %q : (tensor<2x4x8x4xf32>) -> tensor<2x8x4x4xf32>
+  %pkv = otc.concat %pqkv, %pqkv {axis = 2 : i64} : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x8x4xf32>
+  %po, %plse = otc.attention %pkv, %pkv, %pkv {causal, layout = "packed", scale = 0.5 : f64} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  // CHECK: otc.attention_grad %[[PO]], %[[P]], %[[P]], %[[P]], %[[PO]], %[[PL]] {causal, layout = "packed", scale = 5.000000e-01 : f64} : {{.*}} -> tensor<2x8x8x4xf32>
+  %pd = otc.attention_grad %po, %pkv, %pkv, %pkv, %po, %plse {causal, layout = "packed", scale = 0.5 : f64} : (tensor<2x8x4x4xf32>, tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<2x8x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x8x8x4xf32>
   // CHECK: otc.layer_norm %{{.*}} gamma %{{.*}} beta %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
   %ln, %mean, %rstd = otc.layer_norm %x gamma %g beta %g {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<2x8x6xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
   // CHECK: otc.layer_norm %{{.*}} {axis = 1 : i64

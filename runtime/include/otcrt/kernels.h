@@ -160,6 +160,15 @@ typedef struct {
   /// j <= i - window (each query sees itself and the window - 1 keys before
   /// it). 0: no window.
   int32_t window;
+  /// With OTCRT_LAYOUT_BTHD, the elements from one (b, t) row of q, k and v
+  /// to the next, and likewise of dq, dk and dv; 0: rows as long as their
+  /// heads (h·d for q, hk·d for k and v). A fused projection's output [b,
+  /// t, h + 2hk, d] is read where it lies, q, k and v pointing at its heads
+  /// 0, h and h + hk with row_stride (h + 2hk)·d, and the gradients are
+  /// written into one such tensor the same way. The output, its gradient
+  /// and lse stay dense. A non-zero row_stride with OTCRT_LAYOUT_BHTD, or
+  /// shorter than h·d or hk·d, is an error (status 1).
+  int64_t row_stride;
 } OtcrtAttention;
 
 enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
