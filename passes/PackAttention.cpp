@@ -126,11 +126,16 @@ struct PackAttentionPass
     return view;
   }
 
-  void pack(AttentionOp op) {
+  /// The packed value `op` can read instead of its q, k and v, or null.
+  template <typename OpTy> Value packedOperand(OpTy op) {
     Value source = packedSource(op);
-    if (!source)
+    return source ? packedView(source, op.getQ()) : Value();
+  }
+
+  void pack(AttentionOp op) {
+    Value p = packedOperand(op);
+    if (!p)
       return;
-    Value p = packedView(source, op.getQ());
     OpBuilder b(op);
     auto packedOp = b.create<AttentionOp>(
         op.getLoc(), op->getResultTypes(), p, p, p, op.getMask(), op.getKey(),
@@ -141,10 +146,9 @@ struct PackAttentionPass
   }
 
   void pack(AttentionGradOp op) {
-    Value source = packedSource(op);
-    if (!source)
+    Value p = packedOperand(op);
+    if (!p)
       return;
-    Value p = packedView(source, op.getQ());
     OpBuilder b(op);
     auto packedOp = b.create<AttentionGradOp>(
         op.getLoc(), TypeRange{p.getType()}, op.getGrad(), p, p, p,
