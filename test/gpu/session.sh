@@ -9,13 +9,19 @@
 #   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed
 #   tar -C /tmp -cJf .dev/otc-speed.tar.xz otc-speed
 #   cp build/test/gpu-tests.tar.xz .dev/
+# and, for a same-machine A/B of a compile option, a second speed build
+# (run in place of the PyTorch runs), e.g.
+#   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed-variant \
+#     --extra=--no-pack-attention --micro-batches 16 --fit-budget none
+#   tar -C /tmp -cJf .dev/otc-speed-variant.tar.xz otc-speed-variant
 # then, on the GPU machine, from the repository root:
 #   test/gpu/session.sh .dev RESULTS [SECONDS]      # default budget 540 s
 #
 # RESULTS receives: gpu-results.txt (one line per check), gpu-logs.tar.xz
 # (with kernel-bench.txt and .json: bench/kernels/kernel_bench.cu),
 # speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
-# then with PyTorch, or under OTC_SESSION_VARIANT's settings: speed-variant.json),
+# then with PyTorch, or under OTC_SESSION_VARIANT's settings or the variant
+# build: speed-variant.json),
 # trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
 # traces.tar.xz (the traces compared), session.txt (what ran, when).
@@ -96,8 +102,23 @@ if [[ -n ${OTC_SESSION_VARIANT:-} ]]; then
   tail -12 "$work/speed-variant.log"
 fi
 
+# A variant build (otc-speed-variant.tar.xz): its programs, the same
+# weights and tokens (the same seed), in place of the PyTorch runs.
+variant_build=
+if [[ -f $bundles/otc-speed-variant.tar.xz && -z ${OTC_SESSION_VARIANT:-} ]] &&
+   tar -C "$work" -xJf "$bundles/otc-speed-variant.tar.xz"; then
+  variant_build=1
+  t=$(( $(left) - 20 ))
+  say "speed, otc alone, the variant build (limit ${t}s)"
+  timeout "$t" "$work/otc-speed-variant/run.sh" --no-torch --steps 25 \
+    --results "$work/speed-variant" > "$work/speed-variant.log" 2>&1
+  say "speed of the variant build exit $?"
+  cp -f "$work"/speed-variant/*.json "$results/speed-variant.json" 2>/dev/null
+  tail -12 "$work/speed-variant.log"
+fi
+
 t=$(( $(left) - 20 ))
-if [[ -n ${OTC_SESSION_VARIANT:-} ]]; then
+if [[ -n ${OTC_SESSION_VARIANT:-} || -n $variant_build ]]; then
   say "no PyTorch runs with a variant"
 elif (( t > 90 )); then
   say "speed with PyTorch eager and torch.compile (limit ${t}s)"
