@@ -61,9 +61,14 @@ DeviceModel h100() {
   // 12 layers: forward 0.61 ms, backward 1.89 ms (measured, ANCHORS.md),
   // i.e. 3.15e11 and 7.83e11 FLOPs as the cost interface counts them
   // (4·B·H·T·S·D + 5·B·H·T·S forward, 10·B·H·T·S·D + 8·B·H·T·S backward).
-  // otc's BF16 path is cuDNN's SDPA, assumed to match (estimate).
+  // otc's BF16 path is cuDNN's SDPA. Its forward is assumed to match
+  // (estimate: too short for the traces' threshold). Its deterministic
+  // backward was measured slower, 337 TFLOP/s a call at micro-batch 8 and
+  // 363 at 16 (GPT-2 124M traces on an H100,
+  // bench/results/2026-11-26-nvidia-h100-s9-warp-norms-trace.txt): 350,
+  // between the two.
   d.attentionFwdRate = 517e12;
-  d.attentionBwdRate = 414e12;
+  d.attentionBwdRate = 350e12;
   // The runtime's own attention kernels (FP32, dropout): estimate.
   d.attentionFallbackRate = 25e12;
   // FP32 without tensor cores: 67 TFLOP/s datasheet, 60 reached (estimate).
