@@ -328,17 +328,39 @@ public:
     OTCRT_CUDA_TRY(cudaMemsetAsync(arena + offset, 0,
                                    static_cast<size_t>(bytes), stream_));
     OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    staged_ = 0;
     return Status::ok();
   }
 
   /// Ordered after the work queued on the stream; returns once \p src may
-  /// be reused.
+  /// be reused. A copy that fits what is left of the staging buffer (the
+  /// step's tokens, targets and scalars) is copied there and queued without
+  /// waiting, so the device goes on with its queue; the buffer's bytes are
+  /// used again only after the stream has been waited for (every staged
+  /// copy done). A larger copy, or one while the stream is being captured
+  /// into a graph (which must not record a copy of the staging buffer's
+  /// bytes of the moment), waits for its copy.
   Status upload(char *arena, int64_t offset, const void *src,
                 int64_t bytes) override {
+    const int64_t slot = (bytes + kStagingAlign - 1) / kStagingAlign *
+                         kStagingAlign;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    OTCRT_CUDA_TRY(cudaStreamIsCapturing(stream_, &capture));
+    if (capture == cudaStreamCaptureStatusNone && bytes > 0 &&
+        staged_ + slot <= kStagingBytes && stagingBuffer()) {
+      char *stage = staging_ + staged_;
+      std::memcpy(stage, src, static_cast<size_t>(bytes));
+      staged_ += slot;
+      OTCRT_CUDA_TRY(cudaMemcpyAsync(arena + offset, stage,
+                                     static_cast<size_t>(bytes),
+                                     cudaMemcpyHostToDevice, stream_));
+      return Status::ok();
+    }
     OTCRT_CUDA_TRY(cudaMemcpyAsync(arena + offset, src,
                                    static_cast<size_t>(bytes),
                                    cudaMemcpyHostToDevice, stream_));
     OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    staged_ = 0;
     return Status::ok();
   }
 
@@ -349,12 +371,14 @@ public:
                                    static_cast<size_t>(bytes),
                                    cudaMemcpyDeviceToHost, stream_));
     OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    staged_ = 0;
     return Status::ok();
   }
 
   Status synchronize() override {
     OTCRT_CUDA_TRY(cudaDeviceSynchronize());
     OTCRT_CUDA_TRY(cudaGetLastError());
+    staged_ = 0;
     return Status::ok();
   }
 
@@ -582,6 +606,22 @@ private:
   std::vector<cudaEvent_t> events_;
   /// Page-locked host buffers of hostBuffer().
   std::vector<void *> pinned_;
+
+  /// The page-locked staging buffer of upload(), made on first use (null
+  /// when it cannot be had: every upload then waits for its copy).
+  char *stagingBuffer() {
+    if (!staging_ && !stagingFailed_) {
+      staging_ = static_cast<char *>(hostBuffer(kStagingBytes));
+      stagingFailed_ = staging_ == nullptr;
+    }
+    return staging_;
+  }
+  static constexpr int64_t kStagingBytes = int64_t(8) << 20;
+  static constexpr int64_t kStagingAlign = 256;
+  char *staging_ = nullptr;
+  bool stagingFailed_ = false;
+  /// Bytes of the staging buffer whose copies may still be queued.
+  int64_t staged_ = 0;
 };
 
 } // namespace
