@@ -1,8 +1,9 @@
-// otc-kernel-bench: times the cuda runtime's GEMM forms and the LM head's
-// loss (chunked and whole) at GPT-2 124M's shapes, BF16, on random data,
-// so that the device model's GEMM curve and its chunk choice can be judged
-// against the GPU (bench/kernels/compare.py prints the model's figures
-// beside these).
+// otc-kernel-bench: times the cuda runtime's GEMM forms, its attention (q,
+// k and v apart, and packed in one projection) and the LM head's loss
+// (chunked and whole) at GPT-2 124M's shapes, BF16, on random data,
+// so that the device model's GEMM curve, its attention rates
+// (targets/cuda/Devices.cpp) and its chunk choice can be judged against the
+// GPU.
 //
 //   otc-kernel-bench [--rows R] [--reps N] [--json FILE]
 //
@@ -242,6 +243,53 @@ void headLoss(int64_t rows, int64_t chunk) {
     CK(cudaFree(p));
 }
 
+/// cuDNN's attention (through the runtime's entry points) at GPT-2's shapes,
+/// causal, [B, T, H, D] storage: q, k and v as three tensors, or read from
+/// one fused projection's output (row_stride, layout "packed" of
+/// otc-pack-attention) with the gradients written into one such tensor. FLOPs
+/// as the cost interface counts them (ir/OtcFused.cpp), bytes those the call
+/// must move.
+void attention(int64_t rows, bool packed) {
+  const int64_t t = 1024, h = 12, d = 64, b = std::max<int64_t>(1, rows / t);
+  const int64_t qn = b * t * h * d, scores = b * h * t * t;
+  OtcrtAttention a{};
+  a.b = b, a.h = h, a.hk = h, a.t = t, a.s = t, a.d = d;
+  a.scale = 0.125f;
+  a.causal = 1;
+  a.layout = OTCRT_LAYOUT_BTHD;
+  a.row_stride = packed ? 3 * h * d : 0;
+  // Packed: one [b, t, 3h, d] buffer (and one for the gradients); else three.
+  otcrt_bf16 *qkv = bf16(3 * qn), *grads = bf16(3 * qn);
+  const int64_t second = packed ? h * d : qn;
+  const otcrt_bf16 *q = qkv, *k = qkv + second, *v = qkv + 2 * second;
+  otcrt_bf16 *dq = grads, *dk = grads + second, *dv = grads + 2 * second;
+  otcrt_bf16 *out = bf16(qn), *dout = bf16(qn);
+  float *lse = f32(b * h * t);
+  const char *layout = packed ? "packed" : "bthd";
+  Result f;
+  f.name = std::string("attention fwd, ") + layout;
+  f.form = "attention";
+  f.m = b * h, f.n = t, f.k = d;
+  f.flops = 4.0 * scores * d + 5.0 * scores;
+  f.bytes = 2.0 * 4 * qn + 4.0 * b * h * t;
+  f.ms = timeMedian(f.name.c_str(), [&] {
+    return otcrt_attention_fwd_bf16(&a, q, k, v, nullptr, out, lse, stream);
+  });
+  results.push_back(f);
+  Result g = f;
+  g.name = std::string("attention bwd, ") + layout;
+  g.flops = 10.0 * scores * d + 8.0 * scores;
+  g.bytes = 2.0 * 8 * qn + 4.0 * b * h * t;
+  g.ms = timeMedian(g.name.c_str(), [&] {
+    return otcrt_attention_bwd_bf16(&a, dout, q, k, v, nullptr, out, lse, dq,
+                                    dk, dv, stream);
+  });
+  results.push_back(g);
+  for (void *p : {(void *)qkv, (void *)grads, (void *)out, (void *)dout,
+                  (void *)lse})
+    CK(cudaFree(p));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -296,6 +344,8 @@ int main(int argc, char **argv) {
   }
   gemm("head, 1024 rows", "forward", 1024, v, c, OTC_BF16, 0);
   gemm("head dx, 1024 rows", "input_grad", 1024, c, v, OTC_F32, 0);
+  attention(rows, false);
+  attention(rows, true);
   headLoss(rows, 0);
   for (int64_t chunk : {int64_t(512), int64_t(1024), int64_t(2048),
                          int64_t(4096), rows})
