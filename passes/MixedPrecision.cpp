@@ -23,6 +23,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
+
 namespace otc {
 #define GEN_PASS_DEF_MIXEDPRECISION
 #include "passes/Passes.h.inc"
@@ -71,6 +73,19 @@ static bool isStatResult(Operation *op, unsigned i) {
   return stats && stats.isFp32StatisticsResult(i);
 }
 
+/// Operand `i` of `op` is an attention's additive mask: it takes the
+/// precision of q, k and v rather than choosing it (autocast casts
+/// scaled_dot_product_attention's mask to the data's type, and cuDNN reads
+/// the bias in the data's type).
+static bool isMaskOperand(Operation *op, unsigned i) {
+  Value mask;
+  if (auto a = dyn_cast<AttentionOp>(op))
+    mask = a.getMask();
+  else if (auto g = dyn_cast<AttentionGradOp>(op))
+    mask = g.getMask();
+  return mask && op->getOperand(i) == mask;
+}
+
 /// Whether `t` is a tensor of floats.
 static bool isFloatTensor(Type t) {
   return isa<FloatType>(getElementTypeOrSelf(t));
@@ -91,10 +106,51 @@ struct MixedPrecisionPass
 
 private:
   Value convert(OpBuilder &b, Value v, Type et);
+  Value saturatedBf16(Value mask);
   LogicalResult rewrite(Operation *op, const llvm::StringSet<> &forced);
 
   Type bf16, f32;
+  /// The BF16 form of each FP32 mask, made once after its definition.
+  llvm::DenseMap<Value, Value> bf16Masks;
 };
+
+/// `mask` (FP32) in BF16 with every value beyond BF16's largest finite
+/// magnitude, infinities included, held at it: a plain rounding turns an
+/// exported mask's -3.4028e38 (FP32's lowest) into -inf, which makes a row
+/// that every key is hidden from NaN (and then every gradient) instead of a
+/// finite mean of its values.
+Value MixedPrecisionPass::saturatedBf16(Value mask) {
+  Value &done = bf16Masks[mask];
+  if (done)
+    return done;
+  const double top = APFloat::getLargest(APFloat::BFloat()).convertToDouble();
+  auto type = cast<RankedTensorType>(mask.getType());
+  OpBuilder b(mask.getContext());
+  b.setInsertionPointAfterValue(mask);
+  Location loc = mask.getLoc();
+  if (auto c = mask.getDefiningOp<ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue())) {
+      auto attr = dense.mapValues(bf16, [&](const APFloat &x) {
+        double v = std::clamp(x.convertToDouble(), -top, top);
+        APFloat y(v);
+        bool lost;
+        y.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+        return y.bitcastToAPInt();
+      });
+      return done = b.create<ConstantOp>(loc, attr);
+    }
+  auto scalar = RankedTensorType::get({}, type.getElementType());
+  Value held = mask;
+  for (double bound : {-top, top}) {
+    Value limit = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(scalar, APFloat(static_cast<float>(bound))));
+    Value beyond = b.create<CompareOp>(
+        loc, type.clone(b.getI1Type()), held, limit,
+        b.getStringAttr(bound < 0 ? "lt" : "gt"));
+    held = b.create<SelectOp>(loc, type, beyond, limit, held);
+  }
+  return done = b.create<CastOp>(loc, type.clone(bf16), held);
+}
 
 /// `v` as a tensor of `et`: itself, a constant rebuilt in `et` (constants
 /// take the precision of the op that reads them), or an `otc.cast` placed
@@ -139,7 +195,8 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
     for (OpOperand &use : op->getOpOperands()) {
       Value v = use.get();
       if (!isFloatTensor(v.getType()) || v.getDefiningOp<ConstantOp>() ||
-          isStatOperand(op, use.getOperandNumber()))
+          isStatOperand(op, use.getOperandNumber()) ||
+          isMaskOperand(op, use.getOperandNumber()))
         continue;
       anyFloat = true;
       allBf16 &= getElementTypeOrSelf(v.getType()).isBF16();
@@ -148,9 +205,14 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
   }
 
   OpBuilder b(op);
-  for (OpOperand &use : op->getOpOperands())
-    use.set(convert(b, use.get(),
-                    isStatOperand(op, use.getOperandNumber()) ? f32 : et));
+  for (OpOperand &use : op->getOpOperands()) {
+    unsigned i = use.getOperandNumber();
+    if (et == bf16 && isMaskOperand(op, i) && isFloatTensor(use.get().getType()) &&
+        getElementTypeOrSelf(use.get().getType()).isF32())
+      use.set(saturatedBf16(use.get()));
+    else
+      use.set(convert(b, use.get(), isStatOperand(op, i) ? f32 : et));
+  }
   if (rule == Rule::Product) {
     // FP32 accumulation, rounded to BF16 where the result is stored.
     Value r = op->getResult(0);
@@ -221,6 +283,7 @@ void MixedPrecisionPass::runOnOperation() {
     step.setAllArgAttrs(argAttrs);
   }
 
+  bf16Masks.clear();
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);

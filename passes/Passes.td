@@ -221,7 +221,12 @@ def MixedPrecision : Pass<"otc-mixed-precision", "mlir::ModuleOp"> {
     operands are BF16 and in FP32 otherwise (constants take the precision of
     their reader). The fused ops follow their data (attention, the norms,
     GELU/SiLU and the cross-entropy read BF16 and compute in FP32 inside),
-    while their statistics (log-sum-exp, mean, rstd) and the loss stay FP32. Each conversion is an `otc.cast`, so the precision of every
+    while their statistics (log-sum-exp, mean, rstd) and the loss stay FP32.
+    An attention's additive mask does not choose its precision: it follows q,
+    k and v, an FP32 mask read by BF16 attention rounded once to BF16 with
+    values past BF16's largest finite magnitude (infinities too) held there,
+    so that FP32's lowest, the exporters' "hidden", stays finite. Each
+    conversion is an `otc.cast`, so the precision of every
     value is its type. The loss is returned in FP32, gradients in BF16 (FP32
     with `fp32-grad-accum`, for FP32 accumulation across micro-batches).
 

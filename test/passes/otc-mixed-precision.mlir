@@ -86,3 +86,45 @@ func.func @train_step(%w: tensor<2x8xf32> {otc.param = "w"}, %g: tensor<8xf32> {
   %dx, %dg, %db = otc.layer_norm_grad %y, %w gamma %g, %mean, %rstd {axis = 1 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %s, %dx, %dg : tensor<f32>, tensor<2x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that an attention's FP32 mask does not keep it in FP32: q, k and v
+// from BF16 products make it BF16, and the mask, computed in FP32 from an
+// input (Hugging Face's padding mask: (1 - m) times FP32's lowest), is
+// rounded to BF16 once for the forward and the gradient, with values past
+// BF16's largest finite magnitude held there, -inf included (a plain
+// rounding would make -3.4028e38 -inf); a constant mask is rebuilt in BF16
+// the same way.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[LO:.*]] = otc.constant dense<-3.38953139E+38> : tensor<f32>
+// CHECK-NEXT: %[[BELOW:.*]] = otc.compare "lt", %[[MASK:.*]], %[[LO]]
+// CHECK-NEXT: %[[HELD:.*]] = otc.select %[[BELOW]], %[[LO]], %[[MASK]]
+// CHECK-NEXT: %[[HI:.*]] = otc.constant dense<3.38953139E+38> : tensor<f32>
+// CHECK-NEXT: %[[ABOVE:.*]] = otc.compare "gt", %[[HELD]], %[[HI]]
+// CHECK-NEXT: %[[HELD2:.*]] = otc.select %[[ABOVE]], %[[HI]], %[[HELD]]
+// CHECK-NEXT: %[[MB:.*]] = otc.cast %[[HELD2]] : (tensor<1x1x1x4xf32>) -> tensor<1x1x1x4xbf16>
+// CHECK: %[[O:.*]], %[[L:.*]] = otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[MB]] {{.*}} -> (tensor<1x2x4x2xbf16>, tensor<1x2x4xf32>)
+// CHECK: otc.attention_grad {{.*}} mask %[[MB]]
+// CHECK: %[[CM:.*]] = otc.constant dense<{{\[\[\[\[}}0.000000e+00, -3.389530e+38, -3.389530e+38, -1.000000e+00]]]]> : tensor<1x1x1x4xbf16>
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[CM]]
+func.func @train_step(%x: tensor<1x2x4x2xf32> {otc.input = "x"}, %m: tensor<1x1x1x4xf32> {otc.input = "m"},
+                      %w: tensor<2x2xf32> {otc.param = "w"})
+    -> (tensor<f32> {otc.loss}, tensor<2x2xf32> {otc.grad = "w"}) {
+  %one = otc.constant dense<1.0> : tensor<f32>
+  %lowest = otc.constant dense<-3.40282347e+38> : tensor<f32>
+  %keep = otc.sub %one, %m : (tensor<f32>, tensor<1x1x1x4xf32>) -> tensor<1x1x1x4xf32>
+  %mask = otc.mul %keep, %lowest : (tensor<1x1x1x4xf32>, tensor<f32>) -> tensor<1x1x1x4xf32>
+  %q = otc.matmul %x, %w : (tensor<1x2x4x2xf32>, tensor<2x2xf32>) -> tensor<1x2x4x2xf32>
+  %o, %lse = otc.attention %q, %q, %q mask %mask {scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x1x1x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  %dq, %dk, %dv = otc.attention_grad %o, %q, %q, %q, %o, %lse mask %mask {scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<1x1x1x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>)
+  %cmask = otc.constant dense<[[[[0.0, -3.40282347e+38, 0xFF800000, -1.0]]]]> : tensor<1x1x1x4xf32>
+  %o2, %lse2 = otc.attention %q, %q, %q mask %cmask {scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x1x1x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  %s = otc.reduce_sum %o, [0, 1, 2, 3] : (tensor<1x2x4x2xf32>) -> tensor<f32>
+  %s2 = otc.reduce_sum %o2, [0, 1, 2, 3] : (tensor<1x2x4x2xf32>) -> tensor<f32>
+  %l = otc.add %s, %s2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %g = otc.reduce_sum %dq, [0, 1, 2] : (tensor<1x2x4x2xf32>) -> tensor<2xf32>
+  %g2 = otc.reshape %g : (tensor<2xf32>) -> tensor<1x2xf32>
+  %gw = otc.broadcast %g2 : (tensor<1x2xf32>) -> tensor<2x2xf32>
+  return %l, %gw : tensor<f32>, tensor<2x2xf32>
+}
