@@ -419,7 +419,47 @@ int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
   return rc ? rc : launchStatus();
 }
 
+/// out [bm, hm, t, s] = mask (bi, hi, *, si) with mask's strides: the rows
+/// of a mask broadcast over the queries, repeated for each query.
+__global__ void maskOverQueriesKernel(const otcrt_bf16 *mask, otcrt_bf16 *out,
+                                      int64_t bm, int64_t hm, int64_t t,
+                                      int64_t s, int64_t sb, int64_t sh,
+                                      int64_t ss) {
+  const int64_t total = bm * hm * t * s;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t si = e % s, hi = (e / (s * t)) % hm, bi = e / (s * t * hm);
+    out[e] = mask[bi * sb + hi * sh + si * ss];
+  }
+}
+
 } // namespace
+
+const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
+                                  const otcrt_bf16 *mask,
+                                  OtcrtAttention &expanded, void *streamArg) {
+  cudaStream_t stream = asStream(streamArg);
+  const int64_t bm = a.mask_strides[0] != 0 ? a.b : 1,
+                hm = a.mask_strides[1] != 0 ? a.h : 1;
+  const int64_t total = bm * hm * a.t * a.s;
+  otcrt_bf16 *out = reinterpret_cast<otcrt_bf16 *>(scratch(
+      ScratchUse::AttentionMask, sizeof(otcrt_bf16) * static_cast<size_t>(total),
+      stream));
+  if (!out || total <= 0)
+    return nullptr;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+  maskOverQueriesKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      mask, out, bm, hm, a.t, a.s, a.mask_strides[0], a.mask_strides[1],
+      a.mask_strides[3]);
+  if (cudaGetLastError() != cudaSuccess)
+    return nullptr;
+  expanded = a;
+  expanded.mask_strides[0] = bm > 1 ? hm * a.t * a.s : 0;
+  expanded.mask_strides[1] = hm > 1 ? a.t * a.s : 0;
+  expanded.mask_strides[2] = a.s;
+  expanded.mask_strides[3] = 1;
+  return out;
+}
 
 int attentionFwdFallback(const OtcrtAttention *a, const float *q,
                          const float *k, const float *v, const float *mask,

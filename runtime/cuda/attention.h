@@ -59,6 +59,15 @@ CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
                                otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
                                void *stream);
 
+/// `mask`, broadcast over the queries (mask_strides[2] == 0: a key padding
+/// [b|1, h|1, 1, s]), written out as a dense [b|1, h|1, t, s] tensor in the
+/// library's scratch (attention.cu), for cuDNN, whose bias takes a full
+/// query dimension; `expanded` gets `a` with that tensor's strides. NULL
+/// when the scratch cannot be had (its first use inside a graph capture).
+const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
+                                  const otcrt_bf16 *mask,
+                                  OtcrtAttention &expanded, void *stream);
+
 /// For tests: NULL when the last bfloat16 attention call of this thread ran
 /// on cuDNN, else why it ran on the fallback kernels.
 const char *lastAttentionFallbackReason();

@@ -6,7 +6,8 @@
 // cuDNN computes the same function as the kernels of attention.cu:
 //  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
 //    otc's strides, a 0 stride becoming a dimension of size 1; a mask
-//    broadcast over heads or queries, such as a key padding, is declined);
+//    broadcast over the queries, such as a key padding, first written out
+//    along them into the library's scratch);
 //  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
 //    key j hidden from query i when j > i, for any t and s; a sliding
 //    window W its left bound W (key j kept while j + W > i);
@@ -158,12 +159,12 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
            " (cuDNN takes multiples of 8 up to 256)";
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
-  // Seen on an H200 (cuDNN 9.19): with a key-padding bias [b, 1, 1, s] the
-  // backward's gradients were wrong (no error) while a bias [1, h, t, s]
-  // was right; cuDNN's bias is documented as [1|b, 1|h, t, s].
-  if (mask && ((a.mask_strides[1] == 0 && a.h > 1) ||
-               (a.mask_strides[2] == 0 && a.t > 1)))
-    return "mask broadcast over heads or queries";
+  // cuDNN's bias is documented as [1|b, 1|h, t, s]; seen on an H200 (cuDNN
+  // 9.19), a key-padding bias [b, 1, 1, s] gave wrong gradients (no error)
+  // while [1, h, t, s] was right. A mask broadcast over the queries is
+  // written out along them first (expandedMask); one that gets here was not.
+  if (mask && a.mask_strides[2] == 0 && a.t > 1)
+    return "mask broadcast over queries";
   for (int i = 0; mask && i < 3; ++i)
     if (a.mask_strides[i] < 0)
       return "mask with a negative stride";
@@ -438,14 +439,36 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
 
 void *mut(const void *p) { return const_cast<void *>(p); }
 
+/// A mask broadcast over the queries (a key padding) written out along them
+/// (maskOverQueries) when cuDNN would otherwise take the call: `a` and
+/// `mask` then describe the written tensor. False when it cannot be written.
+bool expandedMask(OtcrtAttention &a, const otcrt_bf16 *&mask, void *stream) {
+  if (!mask || a.mask_strides[2] != 0 || a.t <= 1 || a.dropout > 0.0f)
+    return true;
+  OtcrtAttention written = a;
+  written.mask_strides[2] = a.s;
+  if (!shapeDeclined(written, true).empty())
+    return true;
+  const otcrt_bf16 *full = maskOverQueries(a, mask, written, stream);
+  if (!full)
+    return false;
+  a = written;
+  mask = full;
+  return true;
+}
+
 } // namespace
 
 bool cudnnAttentionBuilt() { return true; }
 
-CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *a, const otcrt_bf16 *q,
+CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *call, const otcrt_bf16 *q,
                                const otcrt_bf16 *k, const otcrt_bf16 *v,
                                const otcrt_bf16 *mask, otcrt_bf16 *out,
                                float *lse, void *stream) {
+  OtcrtAttention e = *call;
+  const OtcrtAttention *a = &e;
+  if (!expandedMask(e, mask, stream))
+    return {false, 0, "the mask cannot be written out along the queries"};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, mut(q)}, {kK, mut(k)}, {kV, mut(v)}, {kO, out}, {kStats, lse}};
   if (mask)
@@ -453,12 +476,16 @@ CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *a, const otcrt_bf16 *q,
   return run(*a, false, mask, pack, stream);
 }
 
-CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
-                               const otcrt_bf16 *q, const otcrt_bf16 *k,
-                               const otcrt_bf16 *v, const otcrt_bf16 *mask,
-                               const otcrt_bf16 *out, const float *lse,
-                               otcrt_bf16 *dq, otcrt_bf16 *dk, otcrt_bf16 *dv,
-                               void *stream) {
+CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *call,
+                               const otcrt_bf16 *dout, const otcrt_bf16 *q,
+                               const otcrt_bf16 *k, const otcrt_bf16 *v,
+                               const otcrt_bf16 *mask, const otcrt_bf16 *out,
+                               const float *lse, otcrt_bf16 *dq,
+                               otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream) {
+  OtcrtAttention e = *call;
+  const OtcrtAttention *a = &e;
+  if (!expandedMask(e, mask, stream))
+    return {false, 0, "the mask cannot be written out along the queries"};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, mut(q)},   {kK, mut(k)},     {kV, mut(v)},
       {kO, mut(out)}, {kDO, mut(dout)}, {kStats, mut(lse)},

@@ -1,5 +1,6 @@
 // The device scratch of libotcrt_cuda: buffers the kernels use between
-// launches of one call (attention's per-row terms and transposed copies,
+// launches of one call (attention's per-row terms, transposed copies and
+// expanded masks,
 // the partial sums of the two-stage column reductions, the gather
 // gradient's sort), owned by the library, one per device and per use. A
 // buffer is allocated (cudaMalloc) by the first call that needs it and kept
@@ -24,6 +25,9 @@ enum class ScratchUse {
   AttentionRowD,
   /// attention.cu: the transposed copies of a [b, t, h, d] call (grows).
   AttentionLayout,
+  /// attention.cu: a mask broadcast over the queries written out along
+  /// them, as cuDNN's bias must be (grows).
+  AttentionMask,
   /// Partial sums of the column reductions (column_sum.cu, the norms'
   /// parameter gradients) and of the gather gradient's long runs:
   /// OTCRT_CUDA_REDUCTION_SCRATCH_BYTES, fixed.

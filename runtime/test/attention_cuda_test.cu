@@ -191,6 +191,9 @@ struct AttentionCase {
   OtcrtAttention a;
   const int64_t *maskDims;
   bool cudnnExpected;
+  /// Every fifth key (never the first) hidden by BF16's lowest finite value,
+  /// as an exported padding mask rounded to BF16 hides keys.
+  bool hiddenKeys = false;
 };
 
 template <typename T>
@@ -221,6 +224,10 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
   if (tc.maskDims) {
     const int64_t *m = tc.maskDims;
     mask = random(m[0] * m[1] * m[2] * m[3], rng);
+    if (tc.hiddenKeys)
+      for (size_t e = 0; e < mask.size(); ++e)
+        if (e % m[3] % 5 == 4)
+          mask[e] = -3.3895313892515355e38f;
     int64_t stride = 1;
     for (int i = 3; i >= 0; --i) {
       a.mask_strides[i] = m[i] == 1 ? 0 : stride;
@@ -364,6 +371,8 @@ void testAttentions(std::mt19937 &rng) {
   // sizes it may decline are reported, not required).
   const int64_t fullMask64[4] = {1, 4, 64, 64};
   const int64_t padding128[4] = {2, 1, 1, 128};
+  const int64_t headsMask64[4] = {2, 1, 64, 64};
+  static const int64_t padding70[4] = {2, 1, 1, 70};
   // Stored [B, T, H, D] (OTCRT_LAYOUT_BTHD): cuDNN reads it through
   // strides, the fallback through transposed copies.
   auto bthd = [](OtcrtAttention a) {
@@ -395,8 +404,15 @@ void testAttentions(std::mt19937 &rng) {
        nullptr, false},
       {"t=s=64 full mask d=64", attention(1, 4, 2, 64, 64, 64, false, 0),
        fullMask64, false},
+      // Masks broadcast over the queries (a key padding, written out along
+      // them for cuDNN) and over the heads (as cuDNN's bias takes them).
       {"t=s=128 causal key padding d=64",
-       attention(2, 4, 4, 128, 128, 64, true, 0), padding128, false},
+       attention(2, 4, 4, 128, 128, 64, true, 0), padding128, true},
+      {"t=s=128 causal key padding hidden keys d=64 bthd",
+       bthd(attention(2, 4, 2, 128, 128, 64, true, 0)), padding128, true,
+       true},
+      {"t=s=64 mask over heads d=64", attention(2, 4, 4, 64, 64, 64, false, 0),
+       headsMask64, true},
       {"t=s=64 causal dropout d=64", attention(1, 2, 2, 64, 64, 64, true, 0.1f),
        nullptr, false},
       {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr, false},
@@ -431,6 +447,10 @@ void testAttentions(std::mt19937 &rng) {
       {"t=s=37 causal window 8 hk=1 d=64 packed qkv padded",
        packedQkv(windowed(attention(1, 2, 1, 37, 37, 64, true, 0), 8), 64),
        nullptr, true},
+      // Hugging Face's GPT-2 under BF16: packed, causal, a padding mask.
+      {"t=s=70 causal gqa d=64 packed qkv key padding hidden keys",
+       packedQkv(attention(2, 4, 2, 70, 70, 64, true, 0), 0), padding70, true,
+       true},
   };
   AttnFwdOf<float> fallbackFwdF32 = otcrt::cuda::attentionFwdFallback;
   AttnBwdOf<float> fallbackBwdF32 = otcrt::cuda::attentionBwdFallback;

@@ -104,6 +104,11 @@ public:
       GraphKey key = isa<AttentionOp>(op)
                          ? graphKey(cast<AttentionOp>(op), false)
                          : graphKey(cast<AttentionGradOp>(op), true);
+      // A mask broadcast over the queries (a key padding) is written out
+      // along them for cuDNN: [b|1, h|1, t, s] BF16 values.
+      const SmallVector<int64_t, 4> &ms = std::get<10>(key);
+      if (std::get<9>(key) && ms[2] == 0 && a.t > 1)
+        grow(mask, 2 * (ms[0] ? a.b : 1) * (ms[1] ? a.h : 1) * a.t * a.s);
       if (!graphs.insert(key).second || !backward)
         return;
       // The deterministic backward on Hopper (cuDNN before 9.25) computes
@@ -130,7 +135,7 @@ public:
       grow(layout, element * (backward ? 4 : 2) * (qn + kvn));
   }
 
-  int64_t cudnn() const { return cudnnBytes; }
+  int64_t cudnn() const { return cudnnBytes + mask.kept; }
   int64_t fallback() const { return rowD.kept + layout.kept; }
 
 private:
@@ -148,7 +153,7 @@ private:
 
   std::set<GraphKey> graphs;
   int64_t cudnnBytes = 0;
-  Scratch rowD, layout;
+  Scratch rowD, layout, mask;
 };
 
 } // namespace
@@ -173,7 +178,8 @@ void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
          "backward's dP, b·h·⌈t⌉₆₄·⌈s⌉₆₄·2 bytes on Hopper with cuDNN before "
          "9.25, and the frontend's softmax sum, b·h·t·4 (cudnn-frontend "
          "1.32's scaled_dot_product_flash_attention.h); the forward's, none "
-         "(estimate)"});
+         "(estimate); and a key-padding mask written out along the queries, "
+         "as cuDNN's bias takes it (runtime/cuda/attention.cu)"});
   if (attention.fallback())
     r.buffers.push_back(
         {"attention_scratch", attention.fallback(),
