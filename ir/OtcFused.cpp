@@ -79,7 +79,7 @@ static LogicalResult verifyAttention(OpTy op, Value out) {
              << " and " << formatShape(o);
   }
   AttentionSizes a = sizesOf(op, out);
-  if ((layout != "packed" && (ks != vs || a.b != qs[0] || a.d != ks[3])) ||
+  if ((layout != "packed" && (ks != vs || ks[0] != qs[0] || ks[3] != qs[3])) ||
       a.hk <= 0 || a.h % a.hk)
     return op.emitOpError("expects k and v [B, Hk, S, D] with Hk dividing the ")
            << "query heads, got q " << formatShape(qs) << ", k "

@@ -339,3 +339,12 @@ func.func @linear_cross_entropy_acc_type(%g: tensor<f32>, %h: tensor<6x4xbf16>, 
   %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y acc %acc {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xbf16>, tensor<5x4xbf16>, tensor<6xi64>, tensor<5x4xf32>) -> (tensor<6x4xf32>, tensor<5x4xbf16>, tensor<f32>, tensor<6xf32>, tensor<2x5xbf16>)
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that k and v must have q's batch.
+func.func @attention_batch(%q: tensor<2x2x4x2xf32>, %k: tensor<1x2x4x2xf32>) {
+  // expected-error @+1 {{expects k and v [B, Hk, S, D] with Hk dividing the query heads, got q [2, 2, 4, 2], k [1, 2, 4, 2], v [1, 2, 4, 2]}}
+  %o, %lse = otc.attention %q, %k, %k {scale = 0.5 : f64} : (tensor<2x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<2x2x4x2xf32>, tensor<2x2x4xf32>)
+  return
+}
