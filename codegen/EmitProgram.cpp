@@ -546,7 +546,8 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
   auto pointer = [&](Value buffer, int64_t offset) {
     auto t = cast<MemRefType>(buffer.getType());
     std::string name = names[buffer];
-    std::string p = t.getElementType().isBF16() ? "(otcrt_bf16 *)" + name : name;
+    std::string p =
+        t.getElementType().isBF16() ? "(otcrt_bf16 *)" + name : name;
     return offset ? "(" + p + " + " + std::to_string(offset) + ")" : p;
   };
   std::string decls;

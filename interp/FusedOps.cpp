@@ -122,10 +122,10 @@ struct AttentionProblem {
 /// otc.attention_grad.
 /// `outShape` is the output's: packed, it gives the query heads.
 template <typename OpT>
-static AttentionProblem
-attentionProblem(OpT op, const Tensor &q, const Tensor &k, const Tensor &v,
-                 const Tensor *mask, const Tensor *key,
-                 ArrayRef<int64_t> outShape) {
+static AttentionProblem attentionProblem(OpT op, const Tensor &q,
+                                         const Tensor &k, const Tensor &v,
+                                         const Tensor *mask, const Tensor *key,
+                                         ArrayRef<int64_t> outShape) {
   AttentionProblem p;
   p.packed = op.getLayout() == "packed";
   p.bthd = p.packed || op.getLayout() == "bthd";

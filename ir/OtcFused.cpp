@@ -31,8 +31,7 @@ static int64_t elementsOf(Value v) { return numElements(shapeOf(v)); }
 /// The sizes of an attention op or its gradient (`out` its output, which
 /// gives the query heads of a packed one) read from its operand types.
 /// Only meaningful once verifyAttention has accepted them.
-template <typename OpTy>
-static AttentionSizes sizesOf(OpTy op, Value out) {
+template <typename OpTy> static AttentionSizes sizesOf(OpTy op, Value out) {
   ArrayRef<int64_t> q = shapeOf(op.getQ()), k = shapeOf(op.getK());
   StringRef layout = op.getLayout();
   if (layout == "bhtd")

@@ -343,7 +343,8 @@ std::string AttentionOp::getLibraryKernel() {
 void AttentionOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(attentionStruct(*this));
   appendQkv(*this,
-            {LibraryArg::operand(*this, getQ()), LibraryArg::operand(*this, getK()),
+            {LibraryArg::operand(*this, getQ()),
+             LibraryArg::operand(*this, getK()),
              LibraryArg::operand(*this, getV())},
             args);
   args.push_back(LibraryArg::operand(*this, getMask()));
@@ -388,7 +389,8 @@ void AttentionGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(attentionStruct(*this));
   args.push_back(LibraryArg::operand(*this, getGrad()));
   appendQkv(*this,
-            {LibraryArg::operand(*this, getQ()), LibraryArg::operand(*this, getK()),
+            {LibraryArg::operand(*this, getQ()),
+             LibraryArg::operand(*this, getK()),
              LibraryArg::operand(*this, getV())},
             args);
   for (Value v : {getMask(), getOutput(), getLse()})
@@ -396,10 +398,10 @@ void AttentionGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   if (isPacked())
     appendQkv(*this, {LibraryArg::result(0)}, args);
   else
-    appendQkv(*this,
-              {LibraryArg::result(0), LibraryArg::result(1),
-               LibraryArg::result(2)},
-              args);
+    appendQkv(
+        *this,
+        {LibraryArg::result(0), LibraryArg::result(1), LibraryArg::result(2)},
+        args);
 }
 
 void AttentionGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}

@@ -143,10 +143,11 @@ Value MixedPrecisionPass::saturatedBf16(Value mask) {
   Value held = mask;
   for (double bound : {-top, top}) {
     Value limit = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(scalar, APFloat(static_cast<float>(bound))));
-    Value beyond = b.create<CompareOp>(
-        loc, type.clone(b.getI1Type()), held, limit,
-        b.getStringAttr(bound < 0 ? "lt" : "gt"));
+        loc,
+        DenseElementsAttr::get(scalar, APFloat(static_cast<float>(bound))));
+    Value beyond =
+        b.create<CompareOp>(loc, type.clone(b.getI1Type()), held, limit,
+                            b.getStringAttr(bound < 0 ? "lt" : "gt"));
     held = b.create<SelectOp>(loc, type, beyond, limit, held);
   }
   return done = b.create<CastOp>(loc, type.clone(bf16), held);
@@ -207,7 +208,8 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
   OpBuilder b(op);
   for (OpOperand &use : op->getOpOperands()) {
     unsigned i = use.getOperandNumber();
-    if (et == bf16 && isMaskOperand(op, i) && isFloatTensor(use.get().getType()) &&
+    if (et == bf16 && isMaskOperand(op, i) &&
+        isFloatTensor(use.get().getType()) &&
         getElementTypeOrSelf(use.get().getType()).isF32())
       use.set(saturatedBf16(use.get()));
     else

@@ -1,4 +1,5 @@
-//===- PackAttention.cpp - attention on a fused QKV projection in place ----===//
+//===- PackAttention.cpp - attention on a fused QKV projection in place
+//----===//
 //
 // A fused QKV projection writes [B, T, (H + 2 Hk) D]; the exported graph
 // slices it into q, k and v along the last axis and splits each into heads,
@@ -10,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
 #include "ir/OtcDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -120,8 +121,7 @@ struct PackAttentionPass
     if (type.getElementType() != qType.getElementType())
       view = b.create<CastOp>(
           source.getLoc(),
-          cast<RankedTensorType>(view.getType())
-              .clone(qType.getElementType()),
+          cast<RankedTensorType>(view.getType()).clone(qType.getElementType()),
           view);
     return view;
   }
@@ -159,8 +159,8 @@ struct PackAttentionPass
     if (ConcatOp concat = rejoined(op)) {
       // The concatenation is the packed gradient seen as [B, T, N].
       b.setInsertionPoint(concat);
-      Value joined = b.create<ReshapeOp>(concat.getLoc(), concat.getType(),
-                                         grads);
+      Value joined =
+          b.create<ReshapeOp>(concat.getLoc(), concat.getType(), grads);
       concat.getResult().replaceAllUsesWith(joined);
       // The concatenation and the reshapes of dq, dk and dv go before op.
       SmallVector<Operation *> parts;
@@ -202,7 +202,8 @@ struct PackAttentionPass
       auto c = dyn_cast<ConcatOp>(*reshape->getUsers().begin());
       if (!c || (concat && c != concat) || c.getInputs().size() != 3 ||
           c.getInputs()[i] != reshape.getResult() ||
-          c.getAxis() != static_cast<int64_t>(shapeOf(c.getResult()).size()) - 1)
+          c.getAxis() !=
+              static_cast<int64_t>(shapeOf(c.getResult()).size()) - 1)
         return nullptr;
       concat = c;
     }

@@ -285,8 +285,8 @@ void attention(int64_t rows, bool packed) {
                                     dk, dv, stream);
   });
   results.push_back(g);
-  for (void *p : {(void *)qkv, (void *)grads, (void *)out, (void *)dout,
-                  (void *)lse})
+  for (void *p :
+       {(void *)qkv, (void *)grads, (void *)out, (void *)dout, (void *)lse})
     CK(cudaFree(p));
 }
 

@@ -212,13 +212,13 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     const int64_t rq = a.row_stride != 0 ? a.row_stride : a.h * a.d,
                   rkv = a.row_stride != 0 ? a.row_stride : a.hk * a.d;
     const Dims qDims = {a.b, a.h, a.t, a.d},
-               qStrides = bthd ? Dims{a.t * rq, a.d, rq, 1}
-                               : packed(a.h, a.t, a.d),
+               qStrides =
+                   bthd ? Dims{a.t * rq, a.d, rq, 1} : packed(a.h, a.t, a.d),
                oStrides = bthd ? Dims{a.t * a.h * a.d, a.d, a.h * a.d, 1}
                                : packed(a.h, a.t, a.d);
     const Dims kvDims = {a.b, a.hk, a.s, a.d},
-               kvStrides = bthd ? Dims{a.s * rkv, a.d, rkv, 1}
-                                : packed(a.hk, a.s, a.d);
+               kvStrides =
+                   bthd ? Dims{a.s * rkv, a.d, rkv, 1} : packed(a.hk, a.s, a.d);
     const Dims statsDims = {a.b, a.h, a.t, 1},
                statsStrides = packed(a.h, a.t, 1);
     TensorPtr q = tensor(*g, "Q", kQ, qDims, qStrides);
@@ -480,8 +480,8 @@ CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *call,
                                const otcrt_bf16 *dout, const otcrt_bf16 *q,
                                const otcrt_bf16 *k, const otcrt_bf16 *v,
                                const otcrt_bf16 *mask, const otcrt_bf16 *out,
-                               const float *lse, otcrt_bf16 *dq,
-                               otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream) {
+                               const float *lse, otcrt_bf16 *dq, otcrt_bf16 *dk,
+                               otcrt_bf16 *dv, void *stream) {
   OtcrtAttention e = *call;
   const OtcrtAttention *a = &e;
   if (!expandedMask(e, mask, stream))

@@ -342,8 +342,8 @@ public:
   /// bytes of the moment), waits for its copy.
   Status upload(char *arena, int64_t offset, const void *src,
                 int64_t bytes) override {
-    const int64_t slot = (bytes + kStagingAlign - 1) / kStagingAlign *
-                         kStagingAlign;
+    const int64_t slot =
+        (bytes + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     OTCRT_CUDA_TRY(cudaStreamIsCapturing(stream_, &capture));
     if (capture == cudaStreamCaptureStatusNone && bytes > 0 &&
