@@ -122,6 +122,13 @@ AttentionSizes attentionSizes(mlir::Operation *op);
 /// any, contiguous along the keys (runtime/cuda/attention_dispatch.cpp and
 /// attention_cudnn.cpp).
 bool attentionRunsOnCudnn(mlir::Operation *op);
+
+/// The elements of the mask a cuda call of `op` writes out before cuDNN's
+/// SDPA reads it: [b|1, h|1, t, s] for a mask broadcast over the queries (a
+/// key padding), whose bias cuDNN takes with a full query dimension
+/// (runtime/cuda/attention_cudnn.cpp); 0 when it reads the mask as it is or
+/// does not run the call.
+int64_t attentionMaskWrittenOut(mlir::Operation *op);
 } // namespace otc
 
 #include "ir/ScalarExpr.h"

@@ -377,6 +377,19 @@ bool otc::attentionRunsOnCudnn(Operation *op) {
   return false;
 }
 
+int64_t otc::attentionMaskWrittenOut(Operation *op) {
+  Value mask = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getMask()
+                                    : cast<AttentionGradOp>(op).getMask();
+  if (!mask || !attentionRunsOnCudnn(op))
+    return 0;
+  AttentionSizes a = attentionSizes(op);
+  SmallVector<int64_t> strides =
+      broadcastStrides(shapeOf(mask), {a.b, a.h, a.t, a.s});
+  if (strides[2] != 0 || a.t <= 1)
+    return 0;
+  return (strides[0] ? a.b : 1) * (strides[1] ? a.h : 1) * a.t * a.s;
+}
+
 /// cuDNN's SDPA, or the fallback kernels where it does not run: priced by
 /// their measured rates (targets/cuda/Devices.cpp).
 void AttentionOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}

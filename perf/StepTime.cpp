@@ -363,7 +363,14 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
     double rate = !fast                  ? d.attentionFallbackRate
                   : isa<AttentionOp>(op) ? d.attentionFwdRate
                                          : d.attentionBwdRate;
-    return single(priceRoofline(d, flops / rate, bytes));
+    LaunchCost cost = priceRoofline(d, flops / rate, bytes);
+    // A key-padding mask written out along the queries for cuDNN: one more
+    // launch writing its BF16 values (cuDNN's reading them is in its rate).
+    if (int64_t written = d.pricesGrids() ? attentionMaskWrittenOut(&op) : 0) {
+      bytes += 2.0 * written;
+      cost += priceRoofline(d, 0, 2.0 * written);
+    }
+    return single(cost);
   }
   auto call = cast<LibraryCallOpInterface>(op);
   // The GEMMs the call makes (otc.linear_cross_entropy_with_grad's), priced

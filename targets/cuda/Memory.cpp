@@ -105,10 +105,9 @@ public:
                          ? graphKey(cast<AttentionOp>(op), false)
                          : graphKey(cast<AttentionGradOp>(op), true);
       // A mask broadcast over the queries (a key padding) is written out
-      // along them for cuDNN: [b|1, h|1, t, s] BF16 values.
-      const SmallVector<int64_t, 4> &ms = std::get<10>(key);
-      if (std::get<9>(key) && ms[2] == 0 && a.t > 1)
-        grow(mask, 2 * (ms[0] ? a.b : 1) * (ms[1] ? a.h : 1) * a.t * a.s);
+      // along them for cuDNN, in BF16.
+      if (int64_t written = attentionMaskWrittenOut(op))
+        grow(mask, 2 * written);
       if (!graphs.insert(key).second || !backward)
         return;
       // The deterministic backward on Hopper (cuDNN before 9.25) computes
