@@ -327,9 +327,7 @@ public:
   Status zero(char *arena, int64_t offset, int64_t bytes) override {
     OTCRT_CUDA_TRY(cudaMemsetAsync(arena + offset, 0,
                                    static_cast<size_t>(bytes), stream_));
-    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
-    staged_ = 0;
-    return Status::ok();
+    return waitForStream();
   }
 
   /// Ordered after the work queued on the stream; returns once \p src may
@@ -359,9 +357,7 @@ public:
     OTCRT_CUDA_TRY(cudaMemcpyAsync(arena + offset, src,
                                    static_cast<size_t>(bytes),
                                    cudaMemcpyHostToDevice, stream_));
-    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
-    staged_ = 0;
-    return Status::ok();
+    return waitForStream();
   }
 
   /// Waits for the work queued on the stream, then for the bytes.
@@ -370,9 +366,7 @@ public:
     OTCRT_CUDA_TRY(cudaMemcpyAsync(dst, arena + offset,
                                    static_cast<size_t>(bytes),
                                    cudaMemcpyDeviceToHost, stream_));
-    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
-    staged_ = 0;
-    return Status::ok();
+    return waitForStream();
   }
 
   Status synchronize() override {
@@ -606,6 +600,14 @@ private:
   std::vector<cudaEvent_t> events_;
   /// Page-locked host buffers of hostBuffer().
   std::vector<void *> pinned_;
+
+  /// Waits for the stream: every staged upload is done, so the staging
+  /// buffer is free again.
+  Status waitForStream() {
+    OTCRT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    staged_ = 0;
+    return Status::ok();
+  }
 
   /// The page-locked staging buffer of upload(), made on first use (null
   /// when it cannot be had: every upload then waits for its copy).

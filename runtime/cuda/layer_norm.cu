@@ -38,11 +38,13 @@ __device__ __forceinline__ void loadGamma(const T *gamma, int64_t c,
 /// OTCRT_CUDA_NORM_WARP_MAX_COLS, OTCRT_CUDA_NORM_WARP_ROWS rows a block,
 /// reductions by warp shuffles) or the whole block (L = kBlock, one row a
 /// block, block reductions). A row's sums are added in the same tree either
-/// way for a given L.
-template <int L> struct RowThreads {
+/// way for a given L. Each thread takes the row's packets of W elements
+/// from `first` on, `step` apart.
+template <int L, int W> struct RowThreads {
   static_assert(L == 32 || L == kBlock, "a warp or a block per row");
   int64_t row;
   int t; ///< this thread's place among the row's L
+  int64_t first, step;
   __device__ RowThreads() {
     if (L == 32) {
       row = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + threadIdx.x / 32;
@@ -51,6 +53,8 @@ template <int L> struct RowThreads {
       row = blockIdx.x;
       t = static_cast<int>(threadIdx.x);
     }
+    first = static_cast<int64_t>(t) * W;
+    step = static_cast<int64_t>(L) * W;
   }
   /// The sum of \p v over the row's threads, on each of them.
   __device__ float sum(float v, float *scratch) const {
@@ -79,14 +83,12 @@ __global__ void normFwdKernel(int64_t rows, int64_t cols, float eps, bool rms,
                               const T *x, const T *gamma, const T *beta, T *y,
                               float *mean, float *rstd) {
   __shared__ float scratch[32];
-  const RowThreads<L> rt;
+  const RowThreads<L, W> rt;
   // A warp past the last row has nothing to do (and no block-wide
   // reduction to join: with L = kBlock every block has a row).
   if (rt.row >= rows)
     return;
-  const int64_t r = rt.row;
-  const int64_t first = static_cast<int64_t>(rt.t) * W,
-                step = static_cast<int64_t>(L) * W;
+  const int64_t r = rt.row, first = rt.first, step = rt.step;
   const T *xr = x + r * cols;
   float mu = 0.0f;
   if (!rms) {
@@ -144,12 +146,10 @@ __global__ void normInputGradKernel(int64_t rows, int64_t cols, const T *dy,
                                     const float *shift, const float *scale,
                                     const T *residual, T *dx) {
   __shared__ float scratch[32];
-  const RowThreads<L> rt;
+  const RowThreads<L, W> rt;
   if (rt.row >= rows)
     return;
-  const int64_t r = rt.row;
-  const int64_t first = static_cast<int64_t>(rt.t) * W,
-                step = static_cast<int64_t>(L) * W;
+  const int64_t r = rt.row, first = rt.first, step = rt.step;
   const T *dyr = dy + r * cols, *xr = x + r * cols;
   float mu = shift ? shift[r] : 0.0f, rs = scale[r];
   float sumG = 0.0f, sumGXhat = 0.0f;
