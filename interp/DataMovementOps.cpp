@@ -180,13 +180,14 @@ LogicalResult Interpreter::run(otc::GatherOp op) {
   return success();
 }
 
-/// The transpose of gather: zeros of the data shape (the result type), then
-/// result[a, indices[i], b] += grad[a, i, b] for every element of grad, so a
-/// row picked twice receives the sum of both gradients.
+/// The transpose of gather: zeros of the data shape (the result type), or
+/// `acc` when the op adds into it, then result[a, indices[i], b] +=
+/// grad[a, i, b] for every element of grad, so a row picked twice receives
+/// the sum of both gradients.
 LogicalResult Interpreter::run(otc::GatherGradOp op) {
   const Tensor &grad = get(op.getGrad());
   const Tensor &indices = get(op.getIndices());
-  Tensor out = zeros(shapeOf(op.getResult()));
+  Tensor out = op.getAcc() ? get(op.getAcc()) : zeros(shapeOf(op.getResult()));
   int64_t axis = op.getAxis();
   size_t indexRank = indices.shape.size();
   for (int64_t i = 0, e = grad.data.size(); i < e; ++i) {

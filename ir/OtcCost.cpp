@@ -71,6 +71,23 @@ int64_t ReduceSumOp::getFlops() { return elementsOf(getInput()); }
 int64_t ReduceMaxOp::getFlops() { return elementsOf(getInput()); }
 int64_t GatherGradOp::getFlops() { return elementsOf(getGrad()); }
 
+// A gather gradient reads the gradient and the indices; it writes its whole
+// result (the rows no index picks are zeros), or, adding into `acc`, reads
+// and writes only the rows the indices pick (at most one per position).
+static int64_t pickedRowBytes(GatherGradOp op) {
+  int64_t all = elementsOf(op.getResult());
+  if (all == 0)
+    return 0;
+  return std::min(elementsOf(op.getGrad()), all) * (byteSize(op.getResult()) / all);
+}
+int64_t GatherGradOp::getBytesRead() {
+  return byteSize(getGrad()) + byteSize(getIndices()) +
+         (getAcc() ? pickedRowBytes(*this) : 0);
+}
+int64_t GatherGradOp::getBytesWritten() {
+  return getAcc() ? pickedRowBytes(*this) : byteSize(getResult());
+}
+
 // Normalizations: max, exp, sum, divide (or log) and the subtraction.
 int64_t SoftmaxOp::getFlops() { return 5 * elementsOf(getInput()); }
 int64_t LogSoftmaxOp::getFlops() { return 5 * elementsOf(getInput()); }

@@ -310,6 +310,27 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+GatherGradOp otc::narrowGatherGrad(CastOp round) {
+  auto gather = round.getInput().getDefiningOp<GatherGradOp>();
+  if (!gather || gather.getAcc() || !round.getInput().hasOneUse() ||
+      !getElementTypeOrSelf(round.getType()).isBF16() ||
+      !getElementTypeOrSelf(gather.getType()).isF32())
+    return nullptr;
+  auto widen = gather.getGrad().getDefiningOp<CastOp>();
+  if (!widen || !getElementTypeOrSelf(widen.getInput().getType()).isBF16())
+    return nullptr;
+  OpBuilder b(round);
+  auto narrow = b.create<GatherGradOp>(gather.getLoc(), round.getType(),
+                                       widen.getInput(), gather.getIndices(),
+                                       /*acc=*/Value(), gather.getAxisAttr());
+  round.getResult().replaceAllUsesWith(narrow.getResult());
+  round.erase();
+  gather.erase();
+  if (widen->use_empty())
+    widen.erase();
+  return narrow;
+}
+
 LogicalResult GatherGradOp::verify() {
   ArrayRef<int64_t> data = shapeOf(getResult());
   int64_t axis = getAxis();
@@ -325,6 +346,10 @@ LogicalResult GatherGradOp::verify() {
     return emitOpError("grad and result element types must match");
   if (!getElementTypeOrSelf(getIndices().getType()).isInteger(64))
     return emitOpError("indices must be int64");
+  if (getAcc() && getAcc().getType() != getResult().getType())
+    return emitOpError("acc ") << getAcc().getType()
+                               << " must have the result's type "
+                               << getResult().getType();
   return success();
 }
 

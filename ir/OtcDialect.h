@@ -191,6 +191,15 @@ constexpr const char kRemat[] = "otc.remat";
 /// Returns the tensor type with `shape` and the element type of `like`.
 mlir::RankedTensorType withShape(mlir::Type like, llvm::ArrayRef<int64_t> shape);
 
+/// When `round` rounds to BF16 the FP32 result of an otc.gather_grad (no
+/// acc) of a widened BF16 gradient, and nothing else reads that result:
+/// replaces the three ops by one gather_grad of BF16 storage and returns it
+/// (the same bits: widening is exact, and the library sums in FP32 and
+/// rounds once either way); null otherwise, changing nothing. Used by
+/// otc-fuse-reductions, and by otc-training-loop for the terms of a tied
+/// weight's gradient that it rounds.
+GatherGradOp narrowGatherGrad(CastOp round);
+
 } // namespace otc
 
 #endif // OTC_IR_OTCDIALECT_H

@@ -398,7 +398,8 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (!it.getElementType().isInteger(64))
     indices = b.create<CastOp>(getLoc(), it.clone(b.getI64Type()), indices);
   out.push_back(b.create<GatherGradOp>(getLoc(), getData().getType(), rg[0],
-                                       indices, getAxisAttr()));
+                                       indices, /*acc=*/Value(),
+                                       getAxisAttr()));
   out.push_back(Value());
   return success();
 }

@@ -657,11 +657,20 @@ void GatherGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::integer(numElements(shapeOf(getIndices()))));
   args.push_back(LibraryArg::operand(*this, getGrad()));
   args.push_back(LibraryArg::operand(*this, getIndices()));
+  args.push_back(LibraryArg::integer(getAcc() ? 1 : 0));
   args.push_back(LibraryArg::result(0));
 }
 
+void GatherGradOp::getAccumulatedResults(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &pairs) {
+  if (getAcc())
+    pairs.push_back({0, getAccMutable()[0].getOperandNumber()});
+}
+
 /// gather_grad.cu: the result cleared (a copy-engine memset, priced as a
-/// store-only kernel over it), the positions' rows written and sorted by
+/// store-only kernel over it; none when the call adds into `acc`, whose
+/// picked rows the sums then read and write), the positions' rows written
+/// and sorted by
 /// CUB's radix sort (about four passes over 16 bytes a position), one block
 /// per piece of 32 sorted positions adding its gradient rows in order
 /// (kUnroll = 4 rows' loads at a time, the row across the threads), and the
@@ -673,12 +682,14 @@ void GatherGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
   int64_t inner = numElements(s.drop_front(axis + 1));
   int64_t positions = numElements(shapeOf(getIndices()));
   double elem = elementBytes(getGrad());
-  KernelLaunch clear;
-  clear.what = "clear";
-  clear.blocks = std::max<int64_t>(1, ceilDiv(numElements(s), 4 * 256));
-  clear.threads = 256;
-  clear.bytes = bytesOf(getResult());
-  l.push_back(clear);
+  if (!getAcc()) {
+    KernelLaunch clear;
+    clear.what = "clear";
+    clear.blocks = std::max<int64_t>(1, ceilDiv(numElements(s), 4 * 256));
+    clear.threads = 256;
+    clear.bytes = bytesOf(getResult());
+    l.push_back(clear);
+  }
   if (positions == 0)
     return;
   KernelLaunch sort;
@@ -689,13 +700,19 @@ void GatherGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
   sort.bytes = 4.0 * 16.0 * positions;
   l.push_back(sort);
   int64_t pieces = ceilDiv(positions, 32) * outer;
-  int64_t width = inner % 4 == 0 ? 4 : 1;
+  // A 16-byte packet a thread where rows are made of whole packets.
+  int64_t packet = static_cast<int64_t>(16 / elem);
+  int64_t width = inner % packet == 0 ? packet : 1;
   KernelLaunch sum;
   sum.what = "sum sorted rows";
   sum.blocks = pieces;
   sum.threads = std::max<int64_t>(32, std::min<int64_t>(1024, inner / width));
   sum.steps = ceilDiv(32, 4) + 1;
+  // The gradient rows read, the rows picked written (and read first when
+  // adding into acc: at most one a position), the partial rows.
+  double rows = static_cast<double>(outer) * std::min(positions, s[axis]);
   sum.bytes = static_cast<double>(outer) * positions * inner * elem +
+              rows * inner * elem * (getAcc() ? 2 : 1) +
               static_cast<double>(pieces) * inner * 4.0;
   l.push_back(sum);
   KernelLaunch cross;

@@ -251,26 +251,43 @@ def Otc_GatherOp : Otc_Op<"gather", [CostFlopsRead, Pure, Grad]> {
 }
 
 def Otc_GatherGradOp : Otc_Op<"gather_grad",
-    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface>, Otc_Fp32Compute,
-     CostFlops, Pure]> {
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+                               ["getAccumulatedResults"]>,
+     Otc_Fp32Compute,
+     DeclareOpInterfaceMethods<Otc_CostOpInterface,
+                               ["getFlops", "getBytesRead", "getBytesWritten"]>,
+     Pure]> {
   let summary = "Gradient of gather: `grad` summed into zeros of the data shape at the indices";
   let description = [{
     With the result (the gathered data's shape) viewed as [outer, axis_len,
     inner] around `axis` and `grad` as [outer, positions, inner]:
     result[o, a, n] = the sum of grad[o, p, n] over the positions p of the
     int64 `indices` whose value is a (counted from the end when negative);
-    an index outside the axis adds nothing. The runtime's kernel library
-    computes it (otcrt_gather_grad_*), deterministically however skewed the
-    indices (an embedding's gradient on real text).
+    an index outside the axis adds nothing. The sums are taken in FP32
+    whatever the storage (the result is then rounded once to its type: BF16
+    grad and result after otc-fuse-reductions, which reads a widened BF16
+    gradient as it is). The runtime's kernel library computes it
+    (otcrt_gather_grad_*), deterministically however skewed the indices (an
+    embedding's gradient on real text).
+
+    With `acc` (the result's type), the result is `acc` with each row that
+    some index picks replaced by its value plus that row's sum, rounded
+    once; rows no index picks are `acc`'s. otc-fuse-epilogues forms it for
+    a gradient slot (`acc = acc + gather_grad`), and the kernel then adds
+    into the slot's buffer, touching only the picked rows
+    (LibraryCallOpInterface::getAccumulatedResults): no table-sized
+    temporary is cleared, written or read.
 
     ```mlir
     %dw = otc.gather_grad %g, %ids {axis = 0 : i64} : (tensor<8x1024x768xf32>, tensor<8x1024xi64>) -> tensor<50257x768xf32>
+    %dw2 = otc.gather_grad %g, %ids acc %slot {axis = 0 : i64} : (tensor<8x1024x768xf32>, tensor<8x1024xi64>, tensor<50257x768xf32>) -> tensor<50257x768xf32>
     ```
   }];
-  let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_IntTensor:$indices,
+                   Optional<Otc_FloatTensor>:$acc, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
-      "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+      "$grad `,` $indices (`acc` $acc^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

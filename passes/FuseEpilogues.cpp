@@ -6,7 +6,8 @@
 // temporary and the add kernel go away. Likewise a layer norm gradient's dx
 // that one kernel adds to a residual gradient becomes the library call's
 // residual operand. The LM head's chunked call adds its weight gradient into
-// the slot the same way (dw_acc). See Passes.td for the contract.
+// the slot the same way (dw_acc), and so does an embedding's gradient
+// (otc.gather_grad's acc). See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,12 +74,17 @@ struct FuseEpiloguesPass
           norms.push_back(k);
       for (otck::KernelOp k : norms)
         fuseLayerNormResidual(k);
-      SmallVector<otck::KernelOp> heads;
-      for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
+      SmallVector<otck::KernelOp> heads, gathers;
+      for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>()) {
         if (isa_and_nonnull<LinearCrossEntropyWithGradOp>(bodyOp(k)))
           heads.push_back(k);
+        if (isa_and_nonnull<GatherGradOp>(bodyOp(k)))
+          gathers.push_back(k);
+      }
       for (otck::KernelOp k : heads)
         fuseHeadAccumulation(k);
+      for (otck::KernelOp k : gathers)
+        fuseGatherGradAccumulation(k);
     }
   }
 
@@ -251,13 +257,37 @@ struct FuseEpiloguesPass
   /// temporary lives from the loss to the end of the backward.
   void fuseHeadAccumulation(otck::KernelOp k) {
     auto head = cast<LinearCrossEntropyWithGradOp>(bodyOp(k));
-    if (head.getDwAcc())
-      return;
-    unsigned dwIndex = cast<OpResult>(head.getDw()).getResultNumber();
+    if (!head.getDwAcc())
+      addIntoSlot(k, head.getDw(), [&](Value acc) {
+        head.getDwAccMutable().assign(acc);
+      });
+  }
+
+  /// An embedding's gradient into a temporary that one kernel adds to the
+  /// gradient slot: the call adds into the slot itself (acc), touching only
+  /// the rows its indices pick, so the table-sized temporary is neither
+  /// cleared, written nor read.
+  void fuseGatherGradAccumulation(otck::KernelOp k) {
+    auto gather = cast<GatherGradOp>(bodyOp(k));
+    if (!gather.getAcc())
+      addIntoSlot(k, gather.getResult(), [&](Value acc) {
+        gather.getAccMutable().assign(acc);
+      });
+  }
+
+  /// Where kernel `k` writes `result` (a result of its one library op) to a
+  /// temporary that only a later kernel `acc = acc + temporary` reads: `k`
+  /// writes the result over `acc` and reads `acc` as the op's accumulator
+  /// operand (given to `setAcc` as a new block argument), the add kernel
+  /// and the temporary go. Only when nothing in between touches `acc`, and
+  /// `acc` is none of `k`'s operands.
+  void addIntoSlot(otck::KernelOp k, Value result,
+                   llvm::function_ref<void(Value)> setAcc) {
+    unsigned index = cast<OpResult>(result).getResultNumber();
     auto yield = cast<otck::YieldOp>(k.getBody().front().getTerminator());
-    if (yield->getOperand(dwIndex) != head.getDw())
+    if (yield->getOperand(index) != result)
       return;
-    Value t = k.getOutputs()[dwIndex];
+    Value t = k.getOutputs()[index];
     auto tmp = t.getDefiningOp<otck::BufferOp>();
     if (!tmp || tmp.getSlot())
       return;
@@ -269,11 +299,9 @@ struct FuseEpiloguesPass
           return otck::storageOf(v) == acc;
         }))
       return;
-    k->setOperand(k.getOutputs().getBeginOperandIndex() + dwIndex, acc);
+    k->setOperand(k.getOutputs().getBeginOperandIndex() + index, acc);
     k.getInputsMutable().append(acc);
-    BlockArgument arg =
-        k.getBody().front().addArgument(head.getDw().getType(), head.getLoc());
-    head.getDwAccMutable().assign(arg);
+    setAcc(k.getBody().front().addArgument(result.getType(), result.getLoc()));
     add.erase();
     if (t.use_empty())
       tmp.erase();

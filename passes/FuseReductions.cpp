@@ -5,7 +5,9 @@
 // threads for millions of elements), and under BF16 it first widens the
 // whole tensor into an FP32 copy. This pass turns it into otc.column_sum,
 // which the runtime's kernel library computes many threads per column,
-// reading BF16 directly. See Passes.td for the contract.
+// reading BF16 directly. Likewise an embedding's gradient (otc.gather_grad)
+// computed in FP32 only to be rounded to BF16 reads and writes BF16: the
+// library sums in FP32 either way. See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,12 @@ struct FuseReductionsPass
   using FuseReductionsBase::FuseReductionsBase;
 
   void runOnOperation() override {
+    // An embedding's gradient only rounded to BF16 reads and writes BF16.
+    SmallVector<CastOp> rounds;
+    getOperation().walk([&](CastOp op) { rounds.push_back(op); });
+    for (CastOp op : rounds)
+      narrowGatherGrad(op);
+
     SmallVector<ReduceSumOp> sums;
     getOperation().walk([&](ReduceSumOp op) {
       if (leadingAxesSummed(op))

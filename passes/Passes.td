@@ -349,6 +349,12 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
     // becomes
     %s = otc.column_sum %dy : (tensor<8x64xbf16>) -> tensor<64xf32>
     ```
+
+    Likewise an `otc.gather_grad` (an embedding's gradient) of a widened
+    BF16 gradient whose FP32 result only casts back to BF16 read becomes a
+    gather gradient of BF16 storage: the library sums in FP32 and rounds
+    once either way, and the widened copy of the gradient and the FP32
+    table are never made.
   }];
 }
 
@@ -479,7 +485,10 @@ def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
     the op's `dw_acc` and writes dw over it (the call adds from its first
     chunk): no [V, C] temporary lives from the loss to the end of the
     backward. Only when nothing in between touches `acc` and `acc` is none
-    of the call's operands.
+    of the call's operands. An `otc.gather_grad` (an embedding's gradient)
+    takes its slot as `acc` the same way: the call adds each picked row's
+    sum into the slot (rounding once) and touches no other row, so the
+    table-sized temporary is neither cleared, written nor read.
 
     ```mlir
     otck.gemm %a, %b, %t : ...

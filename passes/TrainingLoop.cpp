@@ -146,8 +146,15 @@ static SmallVector<Value> gradientTerms(OpBuilder &b, Value g) {
     if (op->use_empty())
       op->erase();
   SmallVector<Value> out;
-  for (auto &t : terms)
+  for (auto &t : terms) {
+    // An embedding's gradient rounded here reads and writes BF16 instead.
+    if (auto round = t.second.getDefiningOp<CastOp>())
+      if (GatherGradOp narrow = narrowGatherGrad(round)) {
+        out.push_back(narrow.getResult());
+        continue;
+      }
     out.push_back(t.second);
+  }
   return out;
 }
 

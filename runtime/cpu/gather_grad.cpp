@@ -3,7 +3,9 @@
 // keeps position order), then every row of the result adds its bucket's
 // gradient rows in that order in float, one row per OpenMP work item: a row
 // is written by one thread only, and the sums are those of a sequential
-// scatter-add, whatever the thread count.
+// scatter-add, whatever the thread count. Accumulating into a gradient slot,
+// a row adds its sum to what it holds (one rounding), and rows no position
+// picks (most of a vocabulary-sized table) are not touched at all.
 #include "common.h"
 #include "kernels_cpu.h"
 
@@ -17,7 +19,7 @@ namespace {
 template <typename T>
 int gatherGradImpl(int64_t outer, int64_t axisLen, int64_t inner,
                    int64_t positions, const T *grad, const int64_t *indices,
-                   T *out) {
+                   bool accumulate, T *out) {
   if (outer < 0 || axisLen < 0 || inner < 0 || positions < 0)
     return 1;
   if (outer == 0 || axisLen == 0 || inner == 0)
@@ -50,6 +52,8 @@ int gatherGradImpl(int64_t outer, int64_t axisLen, int64_t inner,
 #pragma omp for schedule(dynamic, 64)
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t o = row / axisLen, a = row % axisLen;
+      if (accumulate && start[a] == start[a + 1])
+        continue;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t k = start[a]; k < start[a + 1]; ++k) {
         const T *g = grad + (o * positions + order[k]) * inner;
@@ -57,8 +61,12 @@ int gatherGradImpl(int64_t outer, int64_t axisLen, int64_t inner,
           acc[n] += load(g[n]);
       }
       T *dst = out + row * inner;
-      for (int64_t n = 0; n < inner; ++n)
-        store(dst + n, acc[n]);
+      if (accumulate)
+        for (int64_t n = 0; n < inner; ++n)
+          store(dst + n, load(dst[n]) + acc[n]);
+      else
+        for (int64_t n = 0; n < inner; ++n)
+          store(dst + n, acc[n]);
     }
   }
   return 0;
@@ -67,13 +75,20 @@ int gatherGradImpl(int64_t outer, int64_t axisLen, int64_t inner,
 } // namespace
 
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
-               const float *grad, const int64_t *indices, float *out) {
-  return gatherGradImpl(outer, axisLen, inner, positions, grad, indices, out);
+               const float *grad, const int64_t *indices, int32_t accumulate,
+               float *out) {
+  if (accumulate != 0 && accumulate != 1)
+    return 1;
+  return gatherGradImpl(outer, axisLen, inner, positions, grad, indices,
+                        accumulate == 1, out);
 }
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
                const otcrt_bf16 *grad, const int64_t *indices,
-               otcrt_bf16 *out) {
-  return gatherGradImpl(outer, axisLen, inner, positions, grad, indices, out);
+               int32_t accumulate, otcrt_bf16 *out) {
+  if (accumulate != 0 && accumulate != 1)
+    return 1;
+  return gatherGradImpl(outer, axisLen, inner, positions, grad, indices,
+                        accumulate == 1, out);
 }
 
 } // namespace cpu

@@ -62,13 +62,17 @@ int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
 
 int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
                           int64_t positions, const float *grad,
-                          const int64_t *indices, float *out, void *) {
-  return gatherGrad(outer, axis_len, inner, positions, grad, indices, out);
+                          const int64_t *indices, int32_t accumulate,
+                          float *out, void *) {
+  return gatherGrad(outer, axis_len, inner, positions, grad, indices,
+                    accumulate, out);
 }
 int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
                            int64_t positions, const otcrt_bf16 *grad,
-                           const int64_t *indices, otcrt_bf16 *out, void *) {
-  return gatherGrad(outer, axis_len, inner, positions, grad, indices, out);
+                           const int64_t *indices, int32_t accumulate,
+                           otcrt_bf16 *out, void *) {
+  return gatherGrad(outer, axis_len, inner, positions, grad, indices,
+                    accumulate, out);
 }
 
 OtcrtKernelError *otcrt_kernel_error_record(void) { return nullptr; }

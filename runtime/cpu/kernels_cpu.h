@@ -54,9 +54,11 @@ int columnSum(int64_t rows, int64_t cols, const otcrt_bf16 *x, float *out);
 
 /// The gradient of a gather along one axis (gather_grad.cpp).
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
-               const float *grad, const int64_t *indices, float *out);
+               const float *grad, const int64_t *indices, int32_t accumulate,
+               float *out);
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
-               const otcrt_bf16 *grad, const int64_t *indices, otcrt_bf16 *out);
+               const otcrt_bf16 *grad, const int64_t *indices,
+               int32_t accumulate, otcrt_bf16 *out);
 
 /// The sum of squares over arena ranges (sum_squares.cpp).
 int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,

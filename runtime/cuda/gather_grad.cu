@@ -1,7 +1,9 @@
 // Device gather gradient of libotcrt_cuda (otc.gather_grad, an embedding's
 // gradient), deterministic and parallel however skewed the indices. The
 // result is cleared (cudaMemsetAsync: most rows of a vocabulary-sized table
-// are picked by no position), then, per batch of positions:
+// are picked by no position) unless the call adds into it (a gradient slot:
+// rows no position picks are then not touched), then, per batch of
+// positions:
 //  1. keysKernel writes each position's row (the axis length for an index
 //     outside the axis) and the position itself;
 //  2. CUB's radix sort orders the pairs by row; it is stable, so a row's
@@ -60,7 +62,7 @@ struct Batch {
   int64_t count;     ///< positions in the batch
   int64_t piece;     ///< sorted positions per piece
   int64_t pieces;
-  bool accumulate; ///< add to the result (later batches) instead of storing
+  bool accumulate; ///< add to the result (an adding call, or a later batch)
 };
 
 /// keys[p] = the row position first + p picks (axisLen outside the axis),
@@ -304,8 +306,10 @@ void launchBatch(const Batch &b, int64_t outer, const uint32_t *keys,
 
 template <typename T>
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
-               const T *grad, const int64_t *indices, T *out, void *streamArg) {
-  if (outer < 0 || axisLen < 0 || inner < 0 || positions < 0)
+               const T *grad, const int64_t *indices, int32_t accumulate,
+               T *out, void *streamArg) {
+  if (outer < 0 || axisLen < 0 || inner < 0 || positions < 0 ||
+      (accumulate != 0 && accumulate != 1))
     return 1;
   if (outer == 0 || axisLen == 0 || inner == 0)
     return 0;
@@ -313,7 +317,8 @@ int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
   if (axisLen >= int64_t{0xffffffff})
     return 1;
   cudaStream_t stream = asStream(streamArg);
-  if (cudaMemsetAsync(out, 0,
+  if (!accumulate &&
+      cudaMemsetAsync(out, 0,
                       static_cast<size_t>(outer * axisLen * inner) * sizeof(T),
                       stream) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -337,7 +342,7 @@ int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
     b.count = positions - first < batch ? positions - first : batch;
     b.piece = pieceLength(outer, b.count, inner);
     b.pieces = (b.count + b.piece - 1) / b.piece;
-    b.accumulate = first > 0;
+    b.accumulate = accumulate || first > 0;
     if (outer * b.pieces > int64_t{0x7fffffff})
       return 1;
     SortSpace s;
@@ -379,16 +384,17 @@ extern "C" {
 
 int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
                           int64_t positions, const float *grad,
-                          const int64_t *indices, float *out, void *stream) {
+                          const int64_t *indices, int32_t accumulate,
+                          float *out, void *stream) {
   return otcrt::cuda::gatherGrad(outer, axis_len, inner, positions, grad,
-                                 indices, out, stream);
+                                 indices, accumulate, out, stream);
 }
 int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
                            int64_t positions, const otcrt_bf16 *grad,
-                           const int64_t *indices, otcrt_bf16 *out,
-                           void *stream) {
+                           const int64_t *indices, int32_t accumulate,
+                           otcrt_bf16 *out, void *stream) {
   return otcrt::cuda::gatherGrad(outer, axis_len, inner, positions, grad,
-                                 indices, out, stream);
+                                 indices, accumulate, out, stream);
 }
 
 } // extern "C"

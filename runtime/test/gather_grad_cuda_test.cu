@@ -2,7 +2,8 @@
 // an embedding's gradient) against the host kernel of libotcrt_cpu: GPT-2
 // shapes with Zipf-distributed token ids, one token everywhere, odd and
 // misaligned rows, a middle axis, negative and outside indices, more
-// positions than one sort holds, a repeated call's bits and allocations.
+// positions than one sort holds, a repeated call's bits and allocations,
+// and calls that add into a gradient slot.
 // Part of otcrt-cuda-kernel-tests (kernels_cuda_test.cu runs it).
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
@@ -33,7 +34,18 @@ namespace {
 /// device result rounded (same order for both storages) where one sort
 /// takes every position (beyond, later batches add to the stored bf16
 /// result, each rounding it once); grad and out lie `skew` elements past
-/// alignment.
+/// alignment. Added into a slot (accumulate = 1), each picked row is the
+/// slot's value plus the device's own sum (one float addition, rounded once
+/// to the storage), and every row no position picks keeps its bits, NaN
+/// and -0 included.
+
+/// A quiet NaN with a payload that bfloat16 keeps (0x7fc5 in its top half).
+float payloadNan() {
+  const uint32_t bits = 0x7fc50000u;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 /// Element i of bfloat16 values, as a double.
 double gb32(const Bf16s &x, int64_t i) { return bf16ToFloat(x[i]); }
@@ -47,7 +59,7 @@ void testGatherGrad(std::mt19937 &rng, const std::string &name, int64_t outer,
           std::to_string(axisLen) + "x" + std::to_string(inner) + " from " +
           std::to_string(P) + (skew ? " skewed" : ""));
   Floats g = random(outer * P * inner, rng), want(n);
-  otcrt::cpu::gatherGrad(outer, axisLen, inner, P, g.data(), indices.data(),
+  otcrt::cpu::gatherGrad(outer, axisLen, inner, P, g.data(), indices.data(), 0,
                          want.data());
   // Per result element: positions added and the sum of their magnitudes.
   std::vector<double> bound(n, 0.0);
@@ -72,7 +84,8 @@ void testGatherGrad(std::mt19937 &rng, const std::string &name, int64_t outer,
   const int64_t *dIdx = device(indices);
   const float *dG = device(g, skew);
   float *dOut = device(Floats(n, NAN), skew);
-  c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, dOut, nullptr),
+  c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, 0, dOut,
+                             nullptr),
        "f32");
   Floats got = host(dOut, n);
   for (size_t i = 0; i < n && c.ok; ++i) {
@@ -85,17 +98,60 @@ void testGatherGrad(std::mt19937 &rng, const std::string &name, int64_t outer,
     }
   }
   allocatesNothing(c.ok, [&] {
-    c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, dOut,
+    c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, 0, dOut,
                                nullptr),
          "f32 again");
   });
   c.ok = sameBits(host(dOut, n), got, "f32 again") && c.ok;
   Bf16s gb = toBf16(g);
+  // Added into a slot: random values, a row no position picks (if any)
+  // holding NaN and -0.
+  const int64_t batch = otcrt::cuda::gatherGradBatch(P, axisLen);
+  {
+    std::vector<bool> picked(axisLen, false);
+    for (int64_t p = 0; p < P; ++p) {
+      int64_t a = indices[p] < 0 ? indices[p] + axisLen : indices[p];
+      if (a >= 0 && a < axisLen)
+        picked[a] = true;
+    }
+    Floats slot = random(n, rng, -2, 2);
+    const auto quiet = std::find(picked.begin(), picked.end(), false);
+    if (quiet != picked.end())
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t e = 0; e < inner; ++e)
+          slot[(o * axisLen + (quiet - picked.begin())) * inner + e] =
+              e % 2 ? -0.0f : payloadNan();
+    Bf16s slotB = toBf16(slot);
+    float *dSlot = device(slot, skew);
+    otcrt_bf16 *dSlotB = device(slotB, skew);
+    c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, P, dG, dIdx, 1, dSlot,
+                               nullptr),
+         "f32 added into a slot");
+    c.rc(otcrt_gather_grad_bf16(outer, axisLen, inner, P, device(gb, skew),
+                                dIdx, 1, dSlotB, nullptr),
+         "bf16 added into a slot");
+    Floats added = host(dSlot, n), want32(slot);
+    Bf16s addedB = host(dSlotB, n), wantB(slotB);
+    for (size_t i = 0; i < n; ++i)
+      if (picked[(i / inner) % axisLen]) {
+        want32[i] = slot[i] + got[i];
+        wantB[i] = floatToBf16(bf16ToFloat(slotB[i]) + got[i]);
+      }
+    c.ok = sameBits(added, want32, "f32 slot + sum, other rows kept") && c.ok;
+    // One batch: the bf16 sums are the f32 ones (same order, same values);
+    // beyond, every row at least keeps its bits where nothing picks it.
+    if (P > batch)
+      for (size_t i = 0; i < n; ++i)
+        if (picked[(i / inner) % axisLen])
+          addedB[i] = wantB[i];
+    c.ok = sameBits(toFloat(addedB), toFloat(wantB),
+                    "bf16 slot + sum rounded once, other rows kept") &&
+           c.ok;
+  }
   otcrt_bf16 *dOutB = device(Bf16s(n, 0x7fc0), skew);
   c.rc(otcrt_gather_grad_bf16(outer, axisLen, inner, P, device(gb, skew), dIdx,
-                              dOutB, nullptr),
+                              0, dOutB, nullptr),
        "bf16");
-  const int64_t batch = otcrt::cuda::gatherGradBatch(P, axisLen);
   c.ok = (P == 0 || batch > 0) && c.ok;
   if (P <= batch) {
     c.ok = sameBits(toFloat(host(dOutB, n)), toFloat(toBf16(got)),

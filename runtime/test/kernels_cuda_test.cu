@@ -374,7 +374,8 @@ void testGraphs(std::mt19937 &rng) {
   testGraph(
       "gather_grad_f32 8192 tokens",
       [&](cudaStream_t s) {
-        return otcrt_gather_grad_f32(1, 5000, 64, 8192, dy, dTokens, table, s);
+        return otcrt_gather_grad_f32(1, 5000, 64, 8192, dy, dTokens, 0, table,
+                                     s);
       },
       table, 5000 * 64);
 }

@@ -160,11 +160,18 @@ def expect_grad_kernels(rng):
     sliced[1::2, 0::3] = gw
     gathered = np.zeros((4, 4))
     np.add.at(gathered, idx, gd)
+    # Added into a slot: rows 1 (twice) and 3 get their sums; rows 0 and 2,
+    # which no index picks, keep the slot's values.
+    slot = rng.standard_normal((4, 4)).astype(np.float32)
+    added = slot.astype(np.float64).copy()
+    added[1] += gd[0] + gd[2]
+    added[3] += gd[1]
     return {"g": g, "y": y, "gs": gs, "labels": labels, "gw": gw,
-            "idx": idx}, {
+            "idx": idx, "slot": slot}, {
         "softmax_grad": yd * (gd - (gd * yd).sum(axis=0, keepdims=True)),
         "log_softmax_grad": gd - np.exp(yd) * gd.sum(axis=1, keepdims=True),
-        "nll_loss_grad": nll, "slice_grad": sliced, "gather_grad": gathered}
+        "nll_loss_grad": nll, "slice_grad": sliced, "gather_grad": gathered,
+        "gather_grad_acc": added}
 
 
 CASES = [("adamw", expect_adamw), ("adamw_skip", expect_adamw_skip),

@@ -131,16 +131,19 @@ func.func @grad_kernels(%g: tensor<3x4xf32> {otc.input = "g"},
                         %gs: tensor<f32> {otc.input = "gs"},
                         %labels: tensor<3xi64> {otc.input = "labels"},
                         %gw: tensor<2x2xf32> {otc.input = "gw"},
-                        %idx: tensor<3xi64> {otc.input = "idx"})
+                        %idx: tensor<3xi64> {otc.input = "idx"},
+                        %slot: tensor<4x4xf32> {otc.input = "slot"})
     -> (tensor<3x4xf32> {otc.output = "softmax_grad"},
         tensor<3x4xf32> {otc.output = "log_softmax_grad"},
         tensor<3x4xf32> {otc.output = "nll_loss_grad"},
         tensor<5x5xf32> {otc.output = "slice_grad"},
-        tensor<4x4xf32> {otc.output = "gather_grad"}) {
+        tensor<4x4xf32> {otc.output = "gather_grad"},
+        tensor<4x4xf32> {otc.output = "gather_grad_acc"}) {
   %0 = otc.softmax_grad %g, %y {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   %1 = otc.log_softmax_grad %g, %y {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   %2 = otc.nll_loss_grad %gs, %labels {ignore_index = 2 : i64} : (tensor<f32>, tensor<3xi64>) -> tensor<3x4xf32>
   %3 = otc.slice_grad %gw, [1, 0], [2, 3] : (tensor<2x2xf32>) -> tensor<5x5xf32>
   %4 = otc.gather_grad %g, %idx {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<4x4xf32>
-  return %0, %1, %2, %3, %4 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<5x5xf32>, tensor<4x4xf32>
+  %5 = otc.gather_grad %g, %idx acc %slot {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<5x5xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }

@@ -297,6 +297,16 @@ func.func @gather_grad_indices(%g: tensor<2x3x8xf32>, %i: tensor<2x3xi32>) {
 
 // -----
 
+// Tests that a gather gradient's accumulator has the result's type (the
+// call writes the result over it).
+func.func @gather_grad_acc(%g: tensor<3x8xbf16>, %i: tensor<3xi64>, %a: tensor<11x8xf32>) {
+  // expected-error@+1 {{acc 'tensor<11x8xf32>' must have the result's type 'tensor<11x8xbf16>'}}
+  %0 = otc.gather_grad %g, %i acc %a {axis = 0 : i64} : (tensor<3x8xbf16>, tensor<3xi64>, tensor<11x8xf32>) -> tensor<11x8xbf16>
+  return
+}
+
+// -----
+
 // Tests that a gather gradient's axis lies within the result's rank.
 func.func @gather_grad_axis(%g: tensor<3x8xf32>, %i: tensor<3xi64>) {
   // expected-error@+1 {{axis 2 is out of range}}

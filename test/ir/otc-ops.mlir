@@ -110,3 +110,15 @@ func.func @fused(%q: tensor<2x4x8x4xf32>, %kv: tensor<2x2x8x4xf32>, %m: tensor<8
   %dz = otc.cross_entropy_grad %one, %z, %y, %zl {ignore_index = -1 : i64} : (tensor<f32>, tensor<2x8x5xf32>, tensor<2x8xi64>, tensor<2x8xf32>) -> tensor<2x8x5xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Tests that a gather gradient round-trips with and without its accumulator.
+// CHECK-LABEL: func.func @gather_grad
+func.func @gather_grad(%g: tensor<2x3x8xbf16>, %i: tensor<2x3xi64>, %a: tensor<11x8xbf16>) -> (tensor<11x8xbf16>, tensor<11x8xbf16>) {
+  // CHECK: otc.gather_grad %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<2x3x8xbf16>, tensor<2x3xi64>) -> tensor<11x8xbf16>
+  %0 = otc.gather_grad %g, %i {axis = 0 : i64} : (tensor<2x3x8xbf16>, tensor<2x3xi64>) -> tensor<11x8xbf16>
+  // CHECK: otc.gather_grad %{{.*}}, %{{.*}} acc %{{.*}} {axis = 0 : i64} : (tensor<2x3x8xbf16>, tensor<2x3xi64>, tensor<11x8xbf16>) -> tensor<11x8xbf16>
+  %1 = otc.gather_grad %g, %i acc %a {axis = 0 : i64} : (tensor<2x3x8xbf16>, tensor<2x3xi64>, tensor<11x8xbf16>) -> tensor<11x8xbf16>
+  return %0, %1 : tensor<11x8xbf16>, tensor<11x8xbf16>
+}

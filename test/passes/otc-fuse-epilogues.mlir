@@ -610,3 +610,87 @@ func.func @head_grad_read_between() {
   }
   return
 }
+
+// -----
+
+// An embedding's gradient (BF16), only added into the gradient slot: the
+// call adds into the slot itself (acc, its result written over the slot),
+// so the table-sized temporary and the add kernel go away. A gradient that
+// something else reads too, and one added into a slot that a kernel reads
+// in between, stay as they are.
+// CHECK-LABEL: func.func @gather_grad_into_slot
+// CHECK: %[[G:.*]] = otck.buffer {slot = "grad:wte"} : memref<50x16xbf16>
+// CHECK-NOT: otck.buffer : memref<50x16xbf16>
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %[[G]] : memref<2x4x16xbf16>, memref<2x4xi64>, memref<50x16xbf16>) outs(%[[G]] : memref<50x16xbf16>)
+// CHECK-NEXT: ^bb0(%[[D:.*]]: tensor<2x4x16xbf16>, %[[I:.*]]: tensor<2x4xi64>, %[[ACC:.*]]: tensor<50x16xbf16>):
+// CHECK-NEXT: otc.gather_grad %[[D]], %[[I]] acc %[[ACC]] {axis = 0 : i64}
+// CHECK-NOT: otck.kernel
+// CHECK-LABEL: func.func @gather_grad_read_twice
+// CHECK-NOT: acc
+// CHECK-COUNT-3: otck.kernel
+// CHECK-LABEL: func.func @gather_grad_slot_read_between
+// CHECK-NOT: acc
+// CHECK-COUNT-3: otck.kernel
+func.func @gather_grad_into_slot() {
+  %d = otck.buffer {slot = "d"} : memref<2x4x16xbf16>
+  %ids = otck.buffer {slot = "input:ids"} : memref<2x4xi64>
+  %g = otck.buffer {slot = "grad:wte"} : memref<50x16xbf16>
+  %t = otck.buffer : memref<50x16xbf16>
+  otck.kernel ins(%d, %ids : memref<2x4x16xbf16>, memref<2x4xi64>) outs(%t : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<2x4x16xbf16>, %b: tensor<2x4xi64>):
+    %r = otc.gather_grad %a, %b {axis = 0 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi64>) -> tensor<50x16xbf16>
+    otck.yield %r : tensor<50x16xbf16>
+  }
+  otck.kernel ins(%g, %t : memref<50x16xbf16>, memref<50x16xbf16>) outs(%g : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<50x16xbf16>, %b: tensor<50x16xbf16>):
+    %s = otc.add %a, %b : (tensor<50x16xbf16>, tensor<50x16xbf16>) -> tensor<50x16xbf16>
+    otck.yield %s : tensor<50x16xbf16>
+  }
+  return
+}
+func.func @gather_grad_read_twice() {
+  %d = otck.buffer {slot = "d"} : memref<2x4x16xbf16>
+  %ids = otck.buffer {slot = "input:ids"} : memref<2x4xi64>
+  %g = otck.buffer {slot = "grad:wte"} : memref<50x16xbf16>
+  %o = otck.buffer {slot = "o"} : memref<50x16xbf16>
+  %t = otck.buffer : memref<50x16xbf16>
+  otck.kernel ins(%d, %ids : memref<2x4x16xbf16>, memref<2x4xi64>) outs(%t : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<2x4x16xbf16>, %b: tensor<2x4xi64>):
+    %r = otc.gather_grad %a, %b {axis = 0 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi64>) -> tensor<50x16xbf16>
+    otck.yield %r : tensor<50x16xbf16>
+  }
+  otck.kernel ins(%t : memref<50x16xbf16>) outs(%o : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<50x16xbf16>):
+    %s = otc.neg %a : tensor<50x16xbf16>
+    otck.yield %s : tensor<50x16xbf16>
+  }
+  otck.kernel ins(%g, %t : memref<50x16xbf16>, memref<50x16xbf16>) outs(%g : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<50x16xbf16>, %b: tensor<50x16xbf16>):
+    %s = otc.add %a, %b : (tensor<50x16xbf16>, tensor<50x16xbf16>) -> tensor<50x16xbf16>
+    otck.yield %s : tensor<50x16xbf16>
+  }
+  return
+}
+func.func @gather_grad_slot_read_between() {
+  %d = otck.buffer {slot = "d"} : memref<2x4x16xbf16>
+  %ids = otck.buffer {slot = "input:ids"} : memref<2x4xi64>
+  %g = otck.buffer {slot = "grad:wte"} : memref<50x16xbf16>
+  %o = otck.buffer {slot = "o"} : memref<50x16xbf16>
+  %t = otck.buffer : memref<50x16xbf16>
+  otck.kernel ins(%d, %ids : memref<2x4x16xbf16>, memref<2x4xi64>) outs(%t : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<2x4x16xbf16>, %b: tensor<2x4xi64>):
+    %r = otc.gather_grad %a, %b {axis = 0 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi64>) -> tensor<50x16xbf16>
+    otck.yield %r : tensor<50x16xbf16>
+  }
+  otck.kernel ins(%g : memref<50x16xbf16>) outs(%o : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<50x16xbf16>):
+    %s = otc.neg %a : tensor<50x16xbf16>
+    otck.yield %s : tensor<50x16xbf16>
+  }
+  otck.kernel ins(%g, %t : memref<50x16xbf16>, memref<50x16xbf16>) outs(%g : memref<50x16xbf16>) {
+  ^bb0(%a: tensor<50x16xbf16>, %b: tensor<50x16xbf16>):
+    %s = otc.add %a, %b : (tensor<50x16xbf16>, tensor<50x16xbf16>) -> tensor<50x16xbf16>
+    otck.yield %s : tensor<50x16xbf16>
+  }
+  return
+}

@@ -58,3 +58,38 @@ func.func @batch_axis(%dy: tensor<4x8x16xbf16>) -> tensor<8x16xf32> {
   %s = otc.reduce_sum %w, [0] : (tensor<4x8x16xf32>) -> tensor<8x16xf32>
   return %s : tensor<8x16xf32>
 }
+
+// -----
+
+// An embedding's gradient computed in FP32 from a widened BF16 gradient and
+// only rounded back to BF16 reads and writes BF16 (the library sums in FP32
+// either way): both casts go. With another reader of the FP32 result, or a
+// gradient that was not widened, nothing changes.
+// CHECK-LABEL: func.func @bf16_embedding_grad
+// CHECK-NOT: otc.cast
+// CHECK: %[[G:.*]] = otc.gather_grad %arg0, %arg1 {axis = 0 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi64>) -> tensor<50x16xbf16>
+// CHECK-NEXT: return %[[G]]
+func.func @bf16_embedding_grad(%dy: tensor<2x4x16xbf16>, %ids: tensor<2x4xi64>) -> tensor<50x16xbf16> {
+  %w = otc.cast %dy : (tensor<2x4x16xbf16>) -> tensor<2x4x16xf32>
+  %g = otc.gather_grad %w, %ids {axis = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<50x16xf32>
+  %r = otc.cast %g : (tensor<50x16xf32>) -> tensor<50x16xbf16>
+  return %r : tensor<50x16xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @embedding_grad_read_in_fp32
+// CHECK: otc.cast %arg0 : (tensor<2x4x16xbf16>) -> tensor<2x4x16xf32>
+// CHECK: otc.gather_grad %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<50x16xf32>
+// CHECK: otc.cast %{{.*}} : (tensor<50x16xf32>) -> tensor<50x16xbf16>
+// CHECK: otc.gather_grad %arg2, %arg1 {axis = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<50x16xf32>
+// CHECK-NEXT: otc.cast
+func.func @embedding_grad_read_in_fp32(%dy: tensor<2x4x16xbf16>, %ids: tensor<2x4xi64>, %dz: tensor<2x4x16xf32>)
+    -> (tensor<50x16xbf16>, tensor<50x16xf32>, tensor<50x16xbf16>) {
+  %w = otc.cast %dy : (tensor<2x4x16xbf16>) -> tensor<2x4x16xf32>
+  %g = otc.gather_grad %w, %ids {axis = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<50x16xf32>
+  %r = otc.cast %g : (tensor<50x16xf32>) -> tensor<50x16xbf16>
+  %h = otc.gather_grad %dz, %ids {axis = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<50x16xf32>
+  %q = otc.cast %h : (tensor<50x16xf32>) -> tensor<50x16xbf16>
+  return %r, %g, %q : tensor<50x16xbf16>, tensor<50x16xf32>, tensor<50x16xbf16>
+}

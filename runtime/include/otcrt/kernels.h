@@ -111,24 +111,28 @@ int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
 /// gradient): with grad [outer, positions, inner] and indices [positions],
 /// out [outer, axis_len, inner] gets out[o, a, n] = the sum of grad[o, p,
 /// n] over the positions p whose index is a, accumulated in float (bf16:
-/// grad and out stored as bfloat16, one rounding per element); rows no
-/// index picks are zero (out is overwritten, not added to). A negative
-/// index counts from the end of the axis; one outside [-axis_len, axis_len)
-/// adds nothing and is not an error here (the gather that read the same
-/// indices reports it). The cpu target adds each row's positions in
-/// position order. The cuda target sorts the positions by index (a stable
-/// radix sort) and sums them in pieces of consecutive sorted positions,
-/// adding the pieces of a row in order: a row whose positions fall in one
-/// piece gets the cpu target's bits, one spread over several agrees to
-/// float rounding, and every result repeats bit for bit (no atomics),
-/// however skewed the indices.
+/// grad and out stored as bfloat16, one rounding per element). With
+/// `accumulate` 0, rows no index picks are zero (out is overwritten); with
+/// 1, each picked row of out gets its sum added (its float value plus the
+/// sum, rounded once) and every other row is left as it is, neither read
+/// nor written (a gradient slot the call adds into). A negative index
+/// counts from the end of the axis; one outside [-axis_len, axis_len) adds
+/// nothing and is not an error here (the gather that read the same indices
+/// reports it). The cpu target adds each row's positions in position
+/// order. The cuda target sorts the positions by index (a stable radix
+/// sort) and sums them in pieces of consecutive sorted positions, adding
+/// the pieces of a row in order: a row whose positions fall in one piece
+/// gets the cpu target's bits, one spread over several agrees to float
+/// rounding, and every result repeats bit for bit (no atomics), however
+/// skewed the indices.
 int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
                           int64_t positions, const float *grad,
-                          const int64_t *indices, float *out, void *stream);
+                          const int64_t *indices, int32_t accumulate,
+                          float *out, void *stream);
 int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
                            int64_t positions, const otcrt_bf16 *grad,
-                           const int64_t *indices, otcrt_bf16 *out,
-                           void *stream);
+                           const int64_t *indices, int32_t accumulate,
+                           otcrt_bf16 *out, void *stream);
 
 /*===--- Attention ---------------------------------------------------------===*/
 
