@@ -282,11 +282,21 @@ def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
     argument and result names its arena slot with `otc.slot`: "param:<name>",
     "grad:<name>", "adam_m:<name>", "adam_v:<name>", "input:<name>", "loss",
     "lr", "step", "rng_key". A result that names the same slot as an argument
-    is its new value. Without grad-accum's weight, a gradient that sums a
-    parameter's contributions (a tied embedding and LM head; under mixed
-    precision `cast(cast(a) + b)`) is added into its slot one contribution
-    at a time, in the order their producers run (`(acc + a) + b`), so each
-    producer can add into the slot itself (otc-fuse-epilogues).
+    is its new value. With grad-accum above 1, each micro-batch's gradient
+    is weighted by the "grad_scale" slot w, which the runtime sets before
+    each micro-step (1 / grad-accum, or the micro-batch's share of the
+    step's counted targets). Where the loss and its gradient are one fused
+    op (`otc.cross_entropy_with_grad`, `otc.linear_cross_entropy_with_grad`)
+    seeded with the constant 1, w seeds it instead: every gradient is linear
+    in that seed, so the backward yields the weighted gradients themselves.
+    Otherwise each gradient is weighted as it lands, `acc + round(w g)` in
+    FP32. An unweighted gradient that sums a parameter's contributions (a
+    tied embedding and LM head; under mixed precision `cast(cast(a) + b)`)
+    is added into its slot one contribution at a time, in the order their
+    producers run (`(acc + a) + b`), so each producer can add into the slot
+    itself (otc-fuse-epilogues); a contribution rounded to BF16 there that
+    is an embedding's gradient of a widened BF16 gradient becomes one of
+    BF16 storage (narrowGatherGrad).
 
     ```mlir
     func.func @micro_step(%x: tensor<4xf32> {otc.slot = "input:x"},

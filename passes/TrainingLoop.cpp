@@ -158,6 +158,58 @@ static SmallVector<Value> gradientTerms(OpBuilder &b, Value g) {
   return out;
 }
 
+/// The operand that seeds the backward pass with the constant 1 that
+/// otc-differentiate starts from (d loss / d loss), when every gradient of
+/// the function flows from it: the function's one cross-entropy gradient
+/// (otc.cross_entropy_with_grad, otc.linear_cross_entropy_with_grad or
+/// otc.cross_entropy_grad) takes it as its `grad`, and the loss is that
+/// op's own loss or an otc.cross_entropy of the same logits and labels (the
+/// forward kept apart, e.g. when the gradient recomputes it). Null
+/// otherwise (a loss that adds other terms, whose gradients the seed also
+/// starts, or none of these ops).
+static OpOperand *lossSeed(Block &body, Value loss) {
+  OpOperand *seed = nullptr;
+  Operation *gradOp = nullptr;
+  Value logits, labels;
+  for (Operation &op : body) {
+    OpOperand *g = nullptr;
+    if (auto ce = dyn_cast<CrossEntropyWithGradOp>(op)) {
+      g = &ce.getGradMutable();
+      logits = ce.getLogits();
+      labels = ce.getLabels();
+    } else if (auto ce = dyn_cast<CrossEntropyGradOp>(op)) {
+      g = &ce.getGradMutable();
+      logits = ce.getLogits();
+      labels = ce.getLabels();
+    } else if (auto lce = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
+      g = &lce.getGradMutable();
+    }
+    if (!g)
+      continue;
+    if (seed)
+      return nullptr; // more than one
+    seed = g;
+    gradOp = &op;
+  }
+  if (!seed)
+    return nullptr;
+  Operation *def = loss.getDefiningOp();
+  bool same = def == gradOp;
+  if (auto fwd = dyn_cast_or_null<CrossEntropyOp>(def); fwd && logits)
+    same = fwd.getLogits() == logits && fwd.getLabels() == labels &&
+           fwd.getReductionAttr() == gradOp->getAttr("reduction") &&
+           fwd.getIgnoreIndexAttr() == gradOp->getAttr("ignore_index");
+  if (!same)
+    return nullptr;
+  auto c = seed->get().getDefiningOp<ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!dense || !dense.isSplat() ||
+      !isa<FloatType>(dense.getElementType()) ||
+      !dense.getSplatValue<APFloat>().isExactlyValue(1.0))
+    return nullptr;
+  return seed;
+}
+
 static func::FuncOp createFunc(OpBuilder &b, Location loc, StringRef name,
                                const FuncSignature &args,
                                const FuncSignature &results) {
@@ -333,7 +385,8 @@ struct TrainingLoopPass
     // micro-steps the slots hold the gradient of the whole batch: 1/K for K
     // micro-batches, or, for a mean over the targets that are not ignored,
     // the micro-batch's share of the step's counted targets (the module's
-    // otc.count_input and otc.count_ignore_index say which those are).
+    // otc.count_input and otc.count_ignore_index say which those are). The
+    // backward seeded with w gives g * w where it can (lossSeed).
     SmallVector<Value> outs{map.lookup(ret.getOperand(0))};
     unsigned accBase = src.getNumArguments();
     Value weight;
@@ -345,6 +398,20 @@ struct TrainingLoopPass
                        loc);
       weight = entry.getArgument(entry.getNumArguments() - 1);
     }
+    // Where every gradient flows from the cross-entropy gradient's seed, the
+    // constant 1 (otc-differentiate's d loss / d loss), every gradient is
+    // linear in that seed: seeded with w, the backward gives the weighted
+    // gradients themselves, which then land in the slots as they are (so
+    // the producers can add into the slots, otc-fuse-epilogues).
+    if (weight)
+      if (OpOperand *seed = lossSeed(entry, map.lookup(ret.getOperand(0)));
+          seed && seed->get().getType() == weight.getType()) {
+        Operation *one = seed->get().getDefiningOp();
+        seed->set(weight);
+        if (one->use_empty())
+          one->erase();
+        weight = Value();
+      }
     for (auto [i, entryPair] : llvm::enumerate(trained)) {
       Value g = map.lookup(ret.getOperand(i + 1));
       Location gl = g.getLoc();
