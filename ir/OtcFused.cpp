@@ -271,14 +271,31 @@ static LogicalResult verifyNormGrad(Operation *op, Value grad, Value x,
   return success();
 }
 
+/// An accumulator, when present, has its result's type.
+static LogicalResult verifyAccumulator(Operation *op, Value acc, Value result,
+                                       StringRef name) {
+  if (acc && acc.getType() != result.getType())
+    return op->emitOpError(name)
+           << " must have the type of the result it adds into, "
+           << result.getType() << ", got " << acc.getType();
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   if (getResidual() && getResidual().getType() != getInput().getType())
     return emitOpError("residual must have the input's type");
+  if (failed(verifyAccumulator(*this, getDgammaAcc(), getDgamma(),
+                               "dgamma_acc")) ||
+      failed(verifyAccumulator(*this, getDbetaAcc(), getDbeta(), "dbeta_acc")))
+    return failure();
   return verifyNormGrad(*this, getGrad(), getInput(), getAxis(),
                         {getMean(), getRstd()}, getResults());
 }
 
 LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyAccumulator(*this, getDgammaAcc(), getDgamma(),
+                               "dgamma_acc")))
+    return failure();
   return verifyNormGrad(*this, getGrad(), getInput(), getAxis(), {getRstd()},
                         getResults());
 }
@@ -296,7 +313,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto grad = b.create<LayerNormGradOp>(
       getLoc(), TypeRange{getInput().getType(), affine, affine}, rg[0],
       getInput(), getGamma(), getMean(), getRstd(), /*residual=*/Value(),
-      getAxisAttr());
+      /*dgamma_acc=*/Value(), /*dbeta_acc=*/Value(), getAxisAttr());
   out.push_back(grad.getDx());
   if (getGamma())
     out.push_back(grad.getDgamma());
@@ -312,7 +329,7 @@ LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Type affine = normalizedType(getInput(), getAxis());
   auto grad = b.create<RmsNormGradOp>(
       getLoc(), TypeRange{getInput().getType(), affine}, rg[0], getInput(),
-      getGamma(), getRstd(), getAxisAttr());
+      getGamma(), getRstd(), /*dgamma_acc=*/Value(), getAxisAttr());
   out.push_back(grad.getDx());
   if (getGamma())
     out.push_back(grad.getDgamma());
@@ -555,6 +572,15 @@ LogicalResult ColumnSumOp::verify() {
     return emitOpError("result must be [")
            << in.getShape().back() << "] (the input's last dimension), got "
            << out;
+  if (getAcc()) {
+    if (getAcc().getType() != out ||
+        out.getElementType() != in.getElementType())
+      return emitOpError("acc must have the result's type, of the input's "
+                         "element type ")
+             << in.getElementType() << ", got " << getAcc().getType()
+             << " for " << out;
+    return success();
+  }
   if (!out.getElementType().isF32())
     return emitOpError("result must be f32 (FP32 accumulation), got ")
            << out.getElementType();

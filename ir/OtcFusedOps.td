@@ -157,7 +157,9 @@ def Otc_LayerNormOp : Otc_Op<"layer_norm",
 }
 
 def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
-    [Library, Fp32StatOperands, CostFlops, Pure, AttrSizedOperandSegments]> {
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+                               ["getAccumulatedResults"]>,
+     Fp32StatOperands, CostFlops, Pure, AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.layer_norm: dx, dgamma and dbeta";
   let description = [{
     With xhat = (x - mean) * rstd and g = grad * gamma:
@@ -166,21 +168,27 @@ def Otc_LayerNormGradOp : Otc_Op<"layer_norm_grad",
     An optional `residual` (the input's type) is a gradient added to dx:
     dx = residual + the above, formed in FP32 and rounded once to dx's type
     (a residual connection's gradient, fused by otc-fuse-epilogues).
+    With `dgamma_acc` (dgamma's type), dgamma is that accumulator plus the
+    sum, rounded once, and likewise dbeta with `dbeta_acc`: otc-fuse-
+    epilogues forms them for gradient slots, and the kernel then adds into
+    the slots' buffers (LibraryCallOpInterface::getAccumulatedResults).
 
     ```mlir
     %dx, %dg, %db = otc.layer_norm_grad %dy, %x gamma %g, %mean, %rstd
-        residual %r {axis = 2 : i64} : (...) -> (...)
+        residual %r dgamma_acc %sg dbeta_acc %sb {axis = 2 : i64} : (...) -> (...)
     ```
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
                    Optional<Otc_FloatTensor>:$gamma, Otc_FloatTensor:$mean,
                    Otc_FloatTensor:$rstd, Optional<Otc_FloatTensor>:$residual,
-                   I64Attr:$axis);
+                   Optional<Otc_FloatTensor>:$dgamma_acc,
+                   Optional<Otc_FloatTensor>:$dbeta_acc, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$dx, Otc_FloatTensor:$dgamma,
                  Otc_FloatTensor:$dbeta);
   let assemblyFormat = [{
     $grad `,` $input (`gamma` $gamma^)? `,` $mean `,` $rstd
-    (`residual` $residual^)? attr-dict `:` functional-type(operands, results)
+    (`residual` $residual^)? (`dgamma_acc` $dgamma_acc^)?
+    (`dbeta_acc` $dbeta_acc^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -203,19 +211,24 @@ def Otc_RmsNormOp : Otc_Op<"rms_norm",
 }
 
 def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
-    [Library, Fp32StatOperands, CostFlops, Pure]> {
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+                               ["getAccumulatedResults"]>,
+     Fp32StatOperands, CostFlops, Pure, AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.rms_norm: dx and dgamma";
   let description = [{
     With xhat = x * rstd and g = grad * gamma:
     dx = rstd * (g - xhat * mean(g * xhat)) over each row,
-    dgamma = sum over rows of grad * xhat.
+    dgamma = sum over rows of grad * xhat; with `dgamma_acc` (dgamma's
+    type), that accumulator plus the sum, rounded once (a gradient slot the
+    kernel adds into, as for otc.layer_norm_grad).
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
                    Optional<Otc_FloatTensor>:$gamma, Otc_FloatTensor:$rstd,
-                   I64Attr:$axis);
+                   Optional<Otc_FloatTensor>:$dgamma_acc, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$dx, Otc_FloatTensor:$dgamma);
   let assemblyFormat = [{
-    $grad `,` $input (`gamma` $gamma^)? `,` $rstd attr-dict `:`
+    $grad `,` $input (`gamma` $gamma^)? `,` $rstd
+    (`dgamma_acc` $dgamma_acc^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -226,7 +239,9 @@ def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
 //===----------------------------------------------------------------------===//
 
 def Otc_ColumnSumOp : Otc_Op<"column_sum",
-    [Library, Otc_KeepPrecision, CostFlops, Pure]> {
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+                               ["getAccumulatedResults"]>,
+     Otc_KeepPrecision, CostFlops, Pure]> {
   let summary = "Sum over every dimension but the last, accumulated in FP32";
   let description = [{
     result[c] = sum over all leading indices r of input[r..., c], in FP32
@@ -236,13 +251,21 @@ def Otc_ColumnSumOp : Otc_Op<"column_sum",
     runtime's kernel library computes with many threads per column. Appears
     only after differentiation: it has no gradient.
 
+    With `acc` (of the input's element type), the result is `acc` plus the
+    sums, rounded once to that type: otc-fuse-epilogues forms it where the
+    sums are only rounded and added into a gradient slot, and the kernel
+    then adds into the slot's buffer (LibraryCallOpInterface::
+    getAccumulatedResults).
+
     ```mlir
     %db = otc.column_sum %dy : (tensor<8x1024x768xbf16>) -> tensor<768xf32>
+    %db2 = otc.column_sum %dy acc %slot : (tensor<8x1024x768xbf16>, tensor<768xbf16>) -> tensor<768xbf16>
     ```
   }];
-  let arguments = (ins Otc_FloatTensor:$input);
+  let arguments = (ins Otc_FloatTensor:$input, Optional<Otc_FloatTensor>:$acc);
   let results = (outs Otc_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat =
+      "$input (`acc` $acc^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -244,8 +244,18 @@ void LayerNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   for (Value v : {getGrad(), getInput(), getGamma(), getMean(), getRstd(),
                   getResidual()})
     args.push_back(LibraryArg::operand(*this, v));
+  args.push_back(
+      LibraryArg::integer((getDgammaAcc() ? 1 : 0) | (getDbetaAcc() ? 2 : 0)));
   for (unsigned i = 0; i < 3; ++i)
     args.push_back(LibraryArg::result(i));
+}
+
+void LayerNormGradOp::getAccumulatedResults(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &pairs) {
+  if (getDgammaAcc())
+    pairs.push_back({1, getDgammaAccMutable()[0].getOperandNumber()});
+  if (getDbetaAcc())
+    pairs.push_back({2, getDbetaAccMutable()[0].getOperandNumber()});
 }
 
 void LayerNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
@@ -280,8 +290,15 @@ void RmsNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   appendRows(args, getInput(), getAxis());
   for (Value v : {getGrad(), getInput(), getGamma(), getRstd()})
     args.push_back(LibraryArg::operand(*this, v));
+  args.push_back(LibraryArg::integer(getDgammaAcc() ? 1 : 0));
   for (unsigned i = 0; i < 2; ++i)
     args.push_back(LibraryArg::result(i));
+}
+
+void RmsNormGradOp::getAccumulatedResults(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &pairs) {
+  if (getDgammaAcc())
+    pairs.push_back({1, getDgammaAccMutable()[0].getOperandNumber()});
 }
 
 void RmsNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
@@ -729,7 +746,13 @@ void GatherGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 //===----------------------------------------------------------------------===//
 
 std::string ColumnSumOp::getLibraryKernel() {
-  return kernelName("column_sum", getInput());
+  return kernelName(getAcc() ? "column_sum_into" : "column_sum", getInput());
+}
+
+void ColumnSumOp::getAccumulatedResults(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &pairs) {
+  if (getAcc())
+    pairs.push_back({0, getAccMutable()[0].getOperandNumber()});
 }
 
 void ColumnSumOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {

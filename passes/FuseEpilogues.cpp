@@ -6,8 +6,9 @@
 // temporary and the add kernel go away. Likewise a layer norm gradient's dx
 // that one kernel adds to a residual gradient becomes the library call's
 // residual operand. The LM head's chunked call adds its weight gradient into
-// the slot the same way (dw_acc), and so does an embedding's gradient
-// (otc.gather_grad's acc). See Passes.td for the contract.
+// the slot the same way (dw_acc), and so do an embedding's gradient
+// (otc.gather_grad's acc), a norm's dgamma and dbeta and a bias's gradient
+// (otc.column_sum's acc). See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,17 +75,16 @@ struct FuseEpiloguesPass
           norms.push_back(k);
       for (otck::KernelOp k : norms)
         fuseLayerNormResidual(k);
-      SmallVector<otck::KernelOp> heads, gathers;
-      for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>()) {
-        if (isa_and_nonnull<LinearCrossEntropyWithGradOp>(bodyOp(k)))
-          heads.push_back(k);
-        if (isa_and_nonnull<GatherGradOp>(bodyOp(k)))
-          gathers.push_back(k);
-      }
-      for (otck::KernelOp k : heads)
-        fuseHeadAccumulation(k);
-      for (otck::KernelOp k : gathers)
-        fuseGatherGradAccumulation(k);
+      // Library calls whose results one kernel only adds into a gradient
+      // slot add into the slot themselves.
+      SmallVector<otck::KernelOp> calls;
+      for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
+        if (isa_and_nonnull<LinearCrossEntropyWithGradOp, GatherGradOp,
+                            LayerNormGradOp, RmsNormGradOp, ColumnSumOp>(
+                bodyOp(k)))
+          calls.push_back(k);
+      for (otck::KernelOp k : calls)
+        fuseSlotAccumulation(k);
     }
   }
 
@@ -251,38 +251,67 @@ struct FuseEpiloguesPass
     return true;
   }
 
-  /// The chunked LM head's weight gradient, dw into a temporary that one
-  /// kernel adds to the gradient slot (acc = acc + dw): the call adds into
-  /// the slot itself (dw_acc, beta = 1 from its first chunk), so no [V, C]
-  /// temporary lives from the loss to the end of the backward.
-  void fuseHeadAccumulation(otck::KernelOp k) {
-    auto head = cast<LinearCrossEntropyWithGradOp>(bodyOp(k));
-    if (!head.getDwAcc())
-      addIntoSlot(k, head.getDw(), [&](Value acc) {
-        head.getDwAccMutable().assign(acc);
-      });
-  }
-
-  /// An embedding's gradient into a temporary that one kernel adds to the
-  /// gradient slot: the call adds into the slot itself (acc), touching only
-  /// the rows its indices pick, so the table-sized temporary is neither
-  /// cleared, written nor read.
-  void fuseGatherGradAccumulation(otck::KernelOp k) {
-    auto gather = cast<GatherGradOp>(bodyOp(k));
-    if (!gather.getAcc())
-      addIntoSlot(k, gather.getResult(), [&](Value acc) {
-        gather.getAccMutable().assign(acc);
-      });
+  /// The library call of kernel `k` adds into the gradient slots its
+  /// results only land in:
+  ///  - the chunked LM head's weight gradient (dw_acc, beta = 1 from its
+  ///    first chunk), so no [V, C] temporary lives from the loss to the end
+  ///    of the backward;
+  ///  - an embedding's gradient (acc), touching only the rows its indices
+  ///    pick, so the table-sized temporary is neither cleared, written nor
+  ///    read;
+  ///  - a norm's dgamma and dbeta (dgamma_acc, dbeta_acc);
+  ///  - a bias's gradient (column_sum's acc), also where its FP32 sums were
+  ///    rounded to the slot's type by a kernel of their own, when the slot
+  ///    has the summed tensor's type (the library adds in FP32 and rounds
+  ///    once).
+  void fuseSlotAccumulation(otck::KernelOp k) {
+    Operation *op = bodyOp(k);
+    if (auto head = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
+      if (!head.getDwAcc())
+        addIntoSlot(k, head.getDw(), [&](Value acc) {
+          head.getDwAccMutable().assign(acc);
+        });
+    } else if (auto gather = dyn_cast<GatherGradOp>(op)) {
+      if (!gather.getAcc())
+        addIntoSlot(k, gather.getResult(), [&](Value acc) {
+          gather.getAccMutable().assign(acc);
+        });
+    } else if (auto norm = dyn_cast<LayerNormGradOp>(op)) {
+      if (!norm.getDgammaAcc())
+        addIntoSlot(k, norm.getDgamma(), [&](Value acc) {
+          norm.getDgammaAccMutable().assign(acc);
+        });
+      if (!norm.getDbetaAcc())
+        addIntoSlot(k, norm.getDbeta(), [&](Value acc) {
+          norm.getDbetaAccMutable().assign(acc);
+        });
+    } else if (auto norm = dyn_cast<RmsNormGradOp>(op)) {
+      if (!norm.getDgammaAcc())
+        addIntoSlot(k, norm.getDgamma(), [&](Value acc) {
+          norm.getDgammaAccMutable().assign(acc);
+        });
+    } else if (auto sum = dyn_cast<ColumnSumOp>(op)) {
+      Type input = getElementTypeOrSelf(sum.getInput().getType());
+      if (!sum.getAcc())
+        addIntoSlot(
+            k, sum.getResult(),
+            [&](Value acc) { sum.getAccMutable().assign(acc); },
+            /*roundedTo=*/input);
+    }
   }
 
   /// Where kernel `k` writes `result` (a result of its one library op) to a
   /// temporary that only a later kernel `acc = acc + temporary` reads: `k`
   /// writes the result over `acc` and reads `acc` as the op's accumulator
   /// operand (given to `setAcc` as a new block argument), the add kernel
-  /// and the temporary go. Only when nothing in between touches `acc`, and
-  /// `acc` is none of `k`'s operands.
+  /// and the temporary go. With `roundedTo`, `acc`'s element type must be
+  /// `roundedTo`, and a kernel of one cast may round the temporary to it in
+  /// between: the result then takes `acc`'s type and the cast goes too.
+  /// Only when nothing in between touches `acc`, and `acc` is none of `k`'s
+  /// operands.
   void addIntoSlot(otck::KernelOp k, Value result,
-                   llvm::function_ref<void(Value)> setAcc) {
+                   llvm::function_ref<void(Value)> setAcc,
+                   Type roundedTo = nullptr) {
     unsigned index = cast<OpResult>(result).getResultNumber();
     auto yield = cast<otck::YieldOp>(k.getBody().front().getTerminator());
     if (yield->getOperand(index) != result)
@@ -292,19 +321,46 @@ struct FuseEpiloguesPass
     if (!tmp || tmp.getSlot())
       return;
     otck::KernelOp add = soleReader(k, t);
-    Value acc = add ? addendOf(add, t) : Value();
-    if (!acc || add.getOutputs()[0] != acc || acc.getType() != t.getType() ||
+    // A kernel that only rounds the temporary (seen through views of its
+    // own shape) into another temporary.
+    otck::KernelOp round;
+    Value rounded;
+    if (roundedTo)
+      if (otck::KernelOp r = add ? add : soleByteReader(k, t)) {
+        auto cast = singleOp<CastOp>(r);
+        auto out = cast ? r.getOutputs()[0].getDefiningOp<otck::BufferOp>()
+                        : otck::BufferOp();
+        if (cast && out && !out.getSlot() && r.getInputs().size() == 1 &&
+            r.getInputs()[0].getType() == t.getType() &&
+            otck::storageOf(r.getInputs()[0]) == t &&
+            getElementTypeOrSelf(cast.getType()) == roundedTo) {
+          round = r;
+          rounded = r.getOutputs()[0];
+          add = soleReader(round, rounded);
+        }
+      }
+    Value added = round ? rounded : t;
+    Value acc = add ? addendOf(add, added) : Value();
+    if (!acc || add.getOutputs()[0] != acc || acc.getType() != added.getType() ||
+        (roundedTo && getElementTypeOrSelf(acc.getType()) != roundedTo) ||
         !plainBuffer(acc) || !untouchedBetween(k, add, acc) ||
         llvm::any_of(k->getOperands(), [&](Value v) {
           return otck::storageOf(v) == acc;
         }))
       return;
+    auto accType = cast<MemRefType>(acc.getType());
+    auto tensorType =
+        RankedTensorType::get(accType.getShape(), accType.getElementType());
     k->setOperand(k.getOutputs().getBeginOperandIndex() + index, acc);
     k.getInputsMutable().append(acc);
-    setAcc(k.getBody().front().addArgument(result.getType(), result.getLoc()));
+    result.setType(tensorType);
+    setAcc(k.getBody().front().addArgument(tensorType, result.getLoc()));
     add.erase();
-    if (t.use_empty())
-      tmp.erase();
+    if (round) {
+      round.erase();
+      eraseIfUnused(rounded);
+    }
+    eraseIfUnused(t);
   }
 
   /// The value `g` (a GEMM or a kernel) may name for the bytes of `v` seen

@@ -498,7 +498,13 @@ def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
     of the call's operands. An `otc.gather_grad` (an embedding's gradient)
     takes its slot as `acc` the same way: the call adds each picked row's
     sum into the slot (rounding once) and touches no other row, so the
-    table-sized temporary is neither cleared, written nor read.
+    table-sized temporary is neither cleared, written nor read. So do a
+    norm gradient's dgamma and dbeta (`dgamma_acc`, `dbeta_acc` of
+    `otc.layer_norm_grad`, `otc.rms_norm_grad`) and a bias's gradient
+    (`otc.column_sum`'s `acc`), the latter also where a kernel of one cast
+    rounds its FP32 sums to the slot's type in between, when the slot has
+    the summed tensor's element type: the call adds the FP32 sums and
+    rounds once, and the cast kernel goes too.
 
     ```mlir
     otck.gemm %a, %b, %t : ...

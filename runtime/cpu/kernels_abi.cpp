@@ -28,17 +28,17 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
                              const float *mean, const float *rstd,
-                             const float *residual, float *dx, float *dgamma,
+                             const float *residual, int32_t accumulate, float *dx, float *dgamma,
                              float *dbeta, void *) {
-  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
                       dgamma, dbeta);
 }
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                              const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
                               otcrt_bf16 *dgamma, otcrt_bf16 *dbeta, void *) {
-  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
                       dgamma, dbeta);
 }
 
@@ -58,6 +58,14 @@ int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
 int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
                            float *out, void *) {
   return columnSum(rows, cols, x, out);
+}
+int otcrt_column_sum_into_f32(int64_t rows, int64_t cols, const float *x,
+                              float *acc, void *) {
+  return columnSumInto(rows, cols, x, acc);
+}
+int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols,
+                               const otcrt_bf16 *x, otcrt_bf16 *acc, void *) {
+  return columnSumInto(rows, cols, x, acc);
 }
 
 int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
@@ -105,15 +113,15 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, float *dx, float *dgamma,
+                           const float *rstd, int32_t accumulate, float *dx, float *dgamma,
                            void *) {
-  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, dx, dgamma);
+  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, otcrt_bf16 *dx,
+                            const float *rstd, int32_t accumulate, otcrt_bf16 *dx,
                             otcrt_bf16 *dgamma, void *) {
-  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, dx, dgamma);
+  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 
 int otcrt_attention_fwd_f32(const OtcrtAttention *a, const float *q,

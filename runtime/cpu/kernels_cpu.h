@@ -29,12 +29,12 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                  float *mean, float *rstd);
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
-                 const float *residual, float *dx, float *dgamma,
+                 const float *residual, int32_t accumulate, float *dx, float *dgamma,
                  float *dbeta);
 int layerNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                  const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                  const float *mean, const float *rstd,
-                 const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                 const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
                  otcrt_bf16 *dgamma, otcrt_bf16 *dbeta);
 
 /// RMS norm forward and backward (layer_norm.cpp).
@@ -43,14 +43,18 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
 int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                const otcrt_bf16 *gamma, otcrt_bf16 *y, float *rstd);
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, float *dx, float *dgamma);
+               const float *gamma, const float *rstd, int32_t accumulate, float *dx, float *dgamma);
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
-               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd, int32_t accumulate,
                otcrt_bf16 *dx, otcrt_bf16 *dgamma);
 
 /// Sums over the rows of a [rows, cols] matrix, in float (column_sum.cpp).
 int columnSum(int64_t rows, int64_t cols, const float *x, float *out);
 int columnSum(int64_t rows, int64_t cols, const otcrt_bf16 *x, float *out);
+/// The same sums added into acc, of x's storage (column_sum.cpp).
+int columnSumInto(int64_t rows, int64_t cols, const float *x, float *acc);
+int columnSumInto(int64_t rows, int64_t cols, const otcrt_bf16 *x,
+                  otcrt_bf16 *acc);
 
 /// The gradient of a gather along one axis (gather_grad.cpp).
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,

@@ -62,11 +62,13 @@ int layerNormFwdImpl(int64_t rows, int64_t cols, float eps, const T *x,
 }
 
 /// dgamma[c] = sum_r dy xhat and dbeta[c] = sum_r dy (either may be NULL),
-/// xhat = (x - shift_r) scale_r with shift NULL meaning 0 (RMS norm).
+/// xhat = (x - shift_r) scale_r with shift NULL meaning 0 (RMS norm); each
+/// added into (its value plus the sum, one rounding) where `accumulate`
+/// says so (bit 1: dgamma, bit 2: dbeta).
 template <typename T>
 void parameterGradients(int64_t rows, int64_t cols, const T *dy, const T *x,
-                        const float *shift, const float *scale, T *dgamma,
-                        T *dbeta) {
+                        const float *shift, const float *scale,
+                        int32_t accumulate, T *dgamma, T *dbeta) {
   int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -82,11 +84,15 @@ void parameterGradients(int64_t rows, int64_t cols, const T *dy, const T *x,
         accBeta[c] += g;
       }
     }
+    auto put = [](T *p, double sum, bool add) {
+      store(p, add ? load(*p) + static_cast<float>(sum)
+                   : static_cast<float>(sum));
+    };
     for (int64_t c = 0; c < n; ++c) {
       if (dgamma)
-        store(dgamma + c0 + c, static_cast<float>(accGamma[c]));
+        put(dgamma + c0 + c, accGamma[c], accumulate & 1);
       if (dbeta)
-        store(dbeta + c0 + c, static_cast<float>(accBeta[c]));
+        put(dbeta + c0 + c, accBeta[c], accumulate & 2);
     }
   }
 }
@@ -126,12 +132,15 @@ void inputGradient(int64_t rows, int64_t cols, const T *dy, const T *x,
 template <typename T>
 int layerNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
                      const T *gamma, const float *mean, const float *rstd,
-                     const T *residual, T *dx, T *dgamma, T *dbeta) {
+                     const T *residual, int32_t accumulate, T *dx, T *dgamma,
+                     T *dbeta) {
+  if (accumulate < 0 || accumulate > 3)
+    return 1;
   if (cols <= 0)
     return 0;
   if (dgamma || dbeta)
     parameterGradients(std::max<int64_t>(rows, 0), cols, dy, x, mean, rstd,
-                       dgamma, dbeta);
+                       accumulate, dgamma, dbeta);
   if (rows > 0)
     inputGradient(rows, cols, dy, x, gamma, mean, rstd, residual, dx);
   return 0;
@@ -163,12 +172,15 @@ int rmsNormFwdImpl(int64_t rows, int64_t cols, float eps, const T *x,
 
 template <typename T>
 int rmsNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
-                   const T *gamma, const float *rstd, T *dx, T *dgamma) {
+                   const T *gamma, const float *rstd, int32_t accumulate,
+                   T *dx, T *dgamma) {
+  if (accumulate != 0 && accumulate != 1)
+    return 1;
   if (cols <= 0)
     return 0;
   if (dgamma)
     parameterGradients<T>(std::max<int64_t>(rows, 0), cols, dy, x, nullptr,
-                          rstd, dgamma, nullptr);
+                          rstd, accumulate, dgamma, nullptr);
   if (rows > 0)
     inputGradient<T>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr, dx);
   return 0;
@@ -188,18 +200,18 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
 }
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
-                 const float *residual, float *dx, float *dgamma,
+                 const float *residual, int32_t accumulate, float *dx, float *dgamma,
                  float *dbeta) {
-  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
-                          dgamma, dbeta);
+  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual,
+                          accumulate, dx, dgamma, dbeta);
 }
 int layerNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                  const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                  const float *mean, const float *rstd,
-                 const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                 const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
                  otcrt_bf16 *dgamma, otcrt_bf16 *dbeta) {
-  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual, dx,
-                          dgamma, dbeta);
+  return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual,
+                          accumulate, dx, dgamma, dbeta);
 }
 int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
                const float *gamma, float *y, float *rstd) {
@@ -210,14 +222,16 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
   return rmsNormFwdImpl(rows, cols, eps, x, gamma, y, rstd);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, float *dx,
+               const float *gamma, const float *rstd, int32_t accumulate, float *dx,
                float *dgamma) {
-  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, dx, dgamma);
+  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx,
+                        dgamma);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
-               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd, int32_t accumulate,
                otcrt_bf16 *dx, otcrt_bf16 *dgamma) {
-  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, dx, dgamma);
+  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx,
+                        dgamma);
 }
 
 } // namespace cpu

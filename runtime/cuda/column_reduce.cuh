@@ -98,13 +98,21 @@ addPhases(float (&part)[kTilePhases][kTileCols + 1], int t, float *sum) {
   return true;
 }
 
+/// Stores a column's sum at p, or adds it to what p holds (its value plus
+/// the sum, rounded once to the storage) when `add`.
+template <typename TOut>
+__device__ __forceinline__ void putSum(TOut *p, float sum, bool add) {
+  store(p, add ? load(*p) + sum : sum);
+}
+
 /// Stage 2: out_p[c] = the sum of partial[p][k][c] over the chunks k,
-/// for plane p = blockIdx.y (out1 for plane 1; NULL outputs are skipped).
-/// Block (32, kAddGroups), one per 32 columns.
+/// for plane p = blockIdx.y (out1 for plane 1; NULL outputs are skipped),
+/// added to out_p where `accumulate` has bit p + 1. Block (32,
+/// kAddGroups), one per 32 columns.
 template <typename TOut>
 __global__ void addPartialsKernel(int64_t chunks, int64_t cols,
                                   const float *partial, TOut *out0,
-                                  TOut *out1) {
+                                  TOut *out1, int accumulate) {
   __shared__ float group[kAddGroups][33];
   const int x = static_cast<int>(threadIdx.x),
             g = static_cast<int>(threadIdx.y);
@@ -123,19 +131,20 @@ __global__ void addPartialsKernel(int64_t chunks, int64_t cols,
   float sum = group[0][x];
   for (int i = 1; i < kAddGroups; ++i)
     sum += group[i][x];
-  store(out + c, sum);
+  putSum(out + c, sum, (accumulate >> blockIdx.y) & 1);
 }
 
-/// Launches stage 2 for `planes` results (when the plan has chunks).
+/// Launches stage 2 for `planes` results (when the plan has chunks),
+/// adding into out0 and out1 where `accumulate` has bit 1 and 2.
 template <typename TOut>
 void addPartials(const ColumnPlan &plan, int64_t cols, int planes, TOut *out0,
-                 TOut *out1, cudaStream_t stream) {
+                 TOut *out1, cudaStream_t stream, int accumulate = 0) {
   if (plan.chunks <= 1)
     return;
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32),
                   static_cast<unsigned>(planes));
   addPartialsKernel<TOut><<<grid, dim3(32, kAddGroups), 0, stream>>>(
-      plan.chunks, cols, plan.partial, out0, out1);
+      plan.chunks, cols, plan.partial, out0, out1, accumulate);
 }
 
 } // namespace cuda

@@ -6,7 +6,8 @@
 // 1, and a warp reads four rows of 128 bytes (W > 1) per load. No atomics,
 // no synchronization with the host, no allocation after the first call
 // (capturable in a CUDA graph); the same sums bit for bit on every run, for
-// bf16 and f32 storage of the same values alike.
+// bf16 and f32 storage of the same values alike. The _into_ entry points
+// add the sums into a slot of x's storage (a bias's gradient slot).
 #include "column_reduce.cuh"
 
 namespace otcrt {
@@ -15,10 +16,11 @@ namespace {
 
 /// Block (kTileLanes, kTilePhases) per (tile blockIdx.x, chunk blockIdx.y):
 /// the chunk's sums of the tile's columns, into partial[chunk] or, for a
-/// single chunk, into out.
-template <typename T, int W>
+/// single chunk, into out (added to it when `add`).
+template <typename T, int W, typename TOut>
 __global__ void columnSumKernel(int64_t rows, int64_t cols, int64_t chunkRows,
-                                const T *x, float *partial, float *out) {
+                                const T *x, float *partial, TOut *out,
+                                bool add) {
   __shared__ float part[kTilePhases][kTileCols + 1];
   const int lane = static_cast<int>(threadIdx.x),
             phase = static_cast<int>(threadIdx.y);
@@ -49,11 +51,13 @@ __global__ void columnSumKernel(int64_t rows, int64_t cols, int64_t chunkRows,
   if (partial)
     partial[static_cast<int64_t>(blockIdx.y) * cols + first + t] = sum;
   else
-    out[first + t] = sum;
+    putSum(out + first + t, sum, add);
 }
 
-template <typename T>
-int columnSum(int64_t rows, int64_t cols, const T *x, float *out,
+/// The column sums of x into out, or added into out (a gradient slot of
+/// x's storage) when `add`.
+template <typename T, typename TOut>
+int columnSum(int64_t rows, int64_t cols, const T *x, TOut *out, bool add,
               void *streamArg) {
   if (rows < 0 || cols < 0)
     return 1;
@@ -67,12 +71,12 @@ int columnSum(int64_t rows, int64_t cols, const T *x, float *out,
                   static_cast<unsigned>(plan.chunks)),
       block(kTileLanes, kTilePhases);
   if (packable<T>(cols, {x}))
-    columnSumKernel<T, kPack<T>><<<grid, block, 0, stream>>>(
-        rows, cols, plan.chunkRows, x, plan.partial, out);
+    columnSumKernel<T, kPack<T>, TOut><<<grid, block, 0, stream>>>(
+        rows, cols, plan.chunkRows, x, plan.partial, out, add);
   else
-    columnSumKernel<T, 1><<<grid, block, 0, stream>>>(
-        rows, cols, plan.chunkRows, x, plan.partial, out);
-  addPartials<float>(plan, cols, 1, out, nullptr, stream);
+    columnSumKernel<T, 1, TOut><<<grid, block, 0, stream>>>(
+        rows, cols, plan.chunkRows, x, plan.partial, out, add);
+  addPartials<TOut>(plan, cols, 1, out, nullptr, stream, add ? 1 : 0);
   return launchStatus();
 }
 
@@ -84,11 +88,20 @@ extern "C" {
 
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x, float *out,
                          void *stream) {
-  return otcrt::cuda::columnSum(rows, cols, x, out, stream);
+  return otcrt::cuda::columnSum(rows, cols, x, out, false, stream);
 }
 int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
                           float *out, void *stream) {
-  return otcrt::cuda::columnSum(rows, cols, x, out, stream);
+  return otcrt::cuda::columnSum(rows, cols, x, out, false, stream);
+}
+int otcrt_column_sum_into_f32(int64_t rows, int64_t cols, const float *x,
+                              float *acc, void *stream) {
+  return otcrt::cuda::columnSum(rows, cols, x, acc, true, stream);
+}
+int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols,
+                               const otcrt_bf16 *x, otcrt_bf16 *acc,
+                               void *stream) {
+  return otcrt::cuda::columnSum(rows, cols, x, acc, true, stream);
 }
 
 } // extern "C"

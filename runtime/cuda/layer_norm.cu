@@ -194,12 +194,14 @@ __global__ void normInputGradKernel(int64_t rows, int64_t cols, const T *dy,
 /// Stage 1 of dgamma[c] = sum_r dy xhat and dbeta[c] = sum_r dy (either
 /// may be NULL): block (kTileLanes, kTilePhases) per (tile blockIdx.x,
 /// chunk blockIdx.y), as column_sum.cu's, with two sums per column; into
-/// partial[0 or 1][chunk] or, for a single chunk, into dgamma and dbeta.
+/// partial[0 or 1][chunk] or, for a single chunk, into dgamma and dbeta
+/// (added to them where `accumulate` has bit 1 or 2).
 template <typename T, int W>
 __global__ void
 normParamGradKernel(int64_t rows, int64_t cols, int64_t chunkRows,
                     int64_t chunks, const T *dy, const T *x, const float *shift,
-                    const float *scale, float *partial, T *dgamma, T *dbeta) {
+                    const float *scale, float *partial, int accumulate,
+                    T *dgamma, T *dbeta) {
   __shared__ float partGamma[kTilePhases][kTileCols + 1],
       partBeta[kTilePhases][kTileCols + 1];
   const int lane = static_cast<int>(threadIdx.x),
@@ -249,9 +251,9 @@ normParamGradKernel(int64_t rows, int64_t cols, int64_t chunkRows,
     return;
   }
   if (dgamma)
-    store(dgamma + c, sumGamma);
+    putSum(dgamma + c, sumGamma, accumulate & 1);
   if (dbeta)
-    store(dbeta + c, sumBeta);
+    putSum(dbeta + c, sumBeta, accumulate & 2);
 }
 
 template <typename T>
@@ -281,8 +283,8 @@ int normFwd(int64_t rows, int64_t cols, float eps, bool rms, const T *x,
 
 template <typename T>
 int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
-            const float *shift, const float *scale, const T *residual, T *dx,
-            T *dgamma, T *dbeta, void *streamArg) {
+            const float *shift, const float *scale, const T *residual,
+            int accumulate, T *dx, T *dgamma, T *dbeta, void *streamArg) {
   if (cols <= 0)
     return 0;
   rows = rows < 0 ? 0 : rows;
@@ -298,12 +300,12 @@ int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
     if (packed)
       normParamGradKernel<T, kPack<T>><<<grid, block, 0, stream>>>(
           rows, cols, plan.chunkRows, plan.chunks, dy, x, shift, scale,
-          plan.partial, dgamma, dbeta);
+          plan.partial, accumulate, dgamma, dbeta);
     else
       normParamGradKernel<T, 1><<<grid, block, 0, stream>>>(
           rows, cols, plan.chunkRows, plan.chunks, dy, x, shift, scale,
-          plan.partial, dgamma, dbeta);
-    addPartials(plan, cols, 2, dgamma, dbeta, stream);
+          plan.partial, accumulate, dgamma, dbeta);
+    addPartials(plan, cols, 2, dgamma, dbeta, stream, accumulate);
   }
   if (rows > 0) {
     if (cols <= OTCRT_CUDA_NORM_WARP_MAX_COLS) {
@@ -352,19 +354,23 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
                              const float *mean, const float *rstd,
-                             const float *residual, float *dx, float *dgamma,
+                             const float *residual, int32_t accumulate, float *dx, float *dgamma,
                              float *dbeta, void *stream) {
-  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx, dgamma,
-                 dbeta, stream);
+  if (accumulate < 0 || accumulate > 3)
+    return 1;
+  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate,
+                 dx, dgamma, dbeta, stream);
 }
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              const otcrt_bf16 *residual, otcrt_bf16 *dx,
+                              const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
                               otcrt_bf16 *dgamma, otcrt_bf16 *dbeta,
                               void *stream) {
-  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, dx, dgamma,
-                 dbeta, stream);
+  if (accumulate < 0 || accumulate > 3)
+    return 1;
+  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate,
+                 dx, dgamma, dbeta, stream);
 }
 
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
@@ -381,17 +387,21 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, float *dx, float *dgamma,
+                           const float *rstd, int32_t accumulate, float *dx, float *dgamma,
                            void *stream) {
-  return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr, dx,
-                        dgamma, nullptr, stream);
+  if (accumulate != 0 && accumulate != 1)
+    return 1;
+  return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
+                        accumulate, dx, dgamma, nullptr, stream);
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, otcrt_bf16 *dx,
+                            const float *rstd, int32_t accumulate, otcrt_bf16 *dx,
                             otcrt_bf16 *dgamma, void *stream) {
+  if (accumulate != 0 && accumulate != 1)
+    return 1;
   return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
-                             dx, dgamma, nullptr, stream);
+                             accumulate, dx, dgamma, nullptr, stream);
 }
 
 } // extern "C"

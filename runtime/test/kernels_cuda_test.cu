@@ -115,16 +115,16 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
             *dXIn = device(x, skew), *dDy = device(dy, skew);
       if (rms) {
         otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                               rstd.data(), dx.data(), dg.data());
+                               rstd.data(), 0, dx.data(), dg.data());
         c.rc(otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
-                                    device(rstd), dX, dG, nullptr),
+                                    device(rstd), 0, dX, dG, nullptr),
              "bwd");
       } else {
         otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                                 mean.data(), rstd.data(), nullptr, dx.data(),
+                                 mean.data(), rstd.data(), nullptr, 0, dx.data(),
                                  dg.data(), db.data());
         c.rc(otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
-                                      device(mean), device(rstd), nullptr, dX,
+                                      device(mean), device(rstd), nullptr, 0, dX,
                                       dG, dB, nullptr),
              "bwd");
         c.f32(host(dB, cols), db, "dbeta");
@@ -144,11 +144,11 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
         otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
                                yb.data(), rstd.data());
         otcrt::cpu::rmsNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                               rstd.data(), dxb.data(), dgb.data());
+                               rstd.data(), 0, dxb.data(), dgb.data());
         c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb), dY,
                                      dR, nullptr),
              "fwd");
-        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR, dX,
+        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR, 0, dX,
                                      dG, nullptr),
              "bwd");
       } else {
@@ -156,13 +156,13 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
                                  bb.data(), yb.data(), mean.data(),
                                  rstd.data());
         otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                                 mean.data(), rstd.data(), nullptr, dxb.data(),
+                                 mean.data(), rstd.data(), nullptr, 0, dxb.data(),
                                  dgb.data(), dbb.data());
         c.rc(otcrt_layer_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb),
                                        device(bb), dY, dM, dR, nullptr),
              "fwd");
         c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dM,
-                                       dR, nullptr, dX, dG, dB, nullptr),
+                                       dR, nullptr, 0, dX, dG, dB, nullptr),
              "bwd");
         c.bf16(host(dB, cols), dbb, "dbeta");
       }
@@ -176,31 +176,31 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
       Check c("layer_norm_bwd_residual" + shape);
       Floats res = random(n, rng), dxr(n), dgr(cols), dbr(cols);
       otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                               mean.data(), rstd.data(), res.data(),
+                               mean.data(), rstd.data(), res.data(), 0,
                                dxr.data(), dgr.data(), dbr.data());
       float *dX = device(dxr, skew), *dRes = device(res, skew);
       c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy, skew),
                                     device(x, skew), device(gamma),
-                                    device(mean), device(rstd), dRes, dX,
+                                    device(mean), device(rstd), dRes, 0, dX,
                                     device(dgr), device(dbr), nullptr),
            "f32");
       c.f32(host(dX, n), dxr, "dx f32");
       c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy, skew),
                                     device(x, skew), device(gamma),
-                                    device(mean), device(rstd), dRes, dRes,
+                                    device(mean), device(rstd), dRes, 0, dRes,
                                     nullptr, nullptr, nullptr),
            "f32 over the residual");
       c.f32(host(dRes, n), dxr, "dx f32 over the residual");
       Bf16s xb = toBf16(x), gb = toBf16(gamma), dyb = toBf16(dy),
             resb = toBf16(res), dxbr(n), dgbr(cols), dbbr(cols);
       otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                               mean.data(), rstd.data(), resb.data(),
+                               mean.data(), rstd.data(), resb.data(), 0,
                                dxbr.data(), dgbr.data(), dbbr.data());
       otcrt_bf16 *dXb = device(dxbr, skew);
       c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb, skew),
                                      device(xb, skew), device(gb),
                                      device(mean), device(rstd),
-                                     device(resb, skew), dXb, nullptr, nullptr,
+                                     device(resb, skew), 0, dXb, nullptr, nullptr,
                                      nullptr),
            "bf16");
       c.bf16(host(dXb, n), dxbr, "dx bf16");
@@ -231,18 +231,18 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     const float *dDy = device(dy), *dXIn = device(x), *dGamma = device(gamma),
                 *dRstd = device(rstd);
     auto f32 = [&] {
-      return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd,
+      return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd, 0,
                                           dX, dG, nullptr)
                  : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma,
-                                            shift, dRstd, nullptr, dX, dG, dB,
+                                            shift, dRstd, nullptr, 0, dX, dG, dB,
                                             nullptr);
     };
     if (rms)
       otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                             rstd.data(), dx.data(), dg.data());
+                             rstd.data(), 0, dx.data(), dg.data());
     else
       otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                               mean.data(), rstd.data(), nullptr, dx.data(),
+                               mean.data(), rstd.data(), nullptr, 0, dx.data(),
                                dg.data(), db.data());
     c.rc(f32(), "f32");
     const double tol = 1e-4 * std::sqrt(static_cast<double>(rows));
@@ -259,9 +259,9 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
                *dBb = rms ? nullptr : device(Bf16s(cols)),
                *dXb = device(Bf16s(n));
     c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                       device(gb), dRstd, dXb, dGb, nullptr)
+                                       device(gb), dRstd, 0, dXb, dGb, nullptr)
              : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                         device(gb), shift, dRstd, nullptr, dXb,
+                                         device(gb), shift, dRstd, nullptr, 0, dXb,
                                          dGb, dBb, nullptr),
          "bf16");
     auto rounded = [](const Floats &v) { return toFloat(toBf16(v)); };
@@ -272,7 +272,70 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
       c.ok = sameBits(toFloat(host(dBb, cols)), rounded(b32),
                       "bf16 dbeta vs rounded f32") &&
              c.ok;
+    // Added into slots (accumulate: bit 1 dgamma, bit 2 dbeta): each slot
+    // becomes its value plus the device's f32 sum, rounded once.
+    const Floats sg = random(cols, rng, -3, 3), sb = random(cols, rng, -3, 3);
+    auto plus = [](const Floats &slot, const Floats &sum) {
+      Floats out(slot.size());
+      for (size_t i = 0; i < slot.size(); ++i)
+        out[i] = slot[i] + sum[i];
+      return out;
+    };
+    auto plusBf16 = [](const Floats &slot, const Floats &sum) {
+      Floats out(slot.size());
+      for (size_t i = 0; i < slot.size(); ++i)
+        out[i] = bf16ToFloat(floatToBf16(
+            bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
+      return out;
+    };
+    float *aG = device(sg), *aB = rms ? nullptr : device(sb);
+    c.rc(rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd, 1,
+                                      dX, aG, nullptr)
+             : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, shift,
+                                        dRstd, nullptr, 3, dX, aG, aB, nullptr),
+         "f32 into slots");
+    c.ok = sameBits(host(aG, cols), plus(sg, g32), "f32 dgamma slot") && c.ok;
+    if (!rms)
+      c.ok = sameBits(host(aB, cols), plus(sb, b32), "f32 dbeta slot") && c.ok;
+    otcrt_bf16 *aGb = device(toBf16(sg)),
+               *aBb = rms ? nullptr : device(toBf16(sb));
+    c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                       device(gb), dRstd, 1, dXb, aGb, nullptr)
+             : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
+                                         device(gb), shift, dRstd, nullptr, 3,
+                                         dXb, aGb, aBb, nullptr),
+         "bf16 into slots");
+    c.ok = sameBits(toFloat(host(aGb, cols)), plusBf16(sg, g32),
+                    "bf16 dgamma slot") &&
+           c.ok;
+    if (!rms)
+      c.ok = sameBits(toFloat(host(aBb, cols)), plusBf16(sb, b32),
+                      "bf16 dbeta slot") &&
+             c.ok;
   }
+}
+
+/// Column sums added into a slot of the input's storage
+/// (otcrt_column_sum_into_*): the slot plus the device's f32 column sums
+/// (the same sums for bf16 storage of the same values), rounded once.
+void testColumnSumInto(std::mt19937 &rng, int64_t rows, int64_t cols) {
+  Check c("column_sum_into" + shapeName(rows, cols));
+  Floats x = random(rows * cols, rng), slot = random(cols, rng, -3, 3);
+  float *dSum = device(Floats(cols));
+  c.rc(otcrt_column_sum_f32(rows, cols, device(x), dSum, nullptr), "sums");
+  Floats sum = host(dSum, cols), want(cols), wantB(cols);
+  for (int64_t i = 0; i < cols; ++i) {
+    want[i] = slot[i] + sum[i];
+    wantB[i] = bf16ToFloat(floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
+  }
+  float *dSlot = device(slot);
+  c.rc(otcrt_column_sum_into_f32(rows, cols, device(x), dSlot, nullptr), "f32");
+  c.ok = sameBits(host(dSlot, cols), want, "f32 slot") && c.ok;
+  otcrt_bf16 *dSlotB = device(toBf16(slot));
+  c.rc(otcrt_column_sum_into_bf16(rows, cols, device(toBf16(x)), dSlotB,
+                                  nullptr),
+       "bf16");
+  c.ok = sameBits(toFloat(host(dSlotB, cols)), wantB, "bf16 slot") && c.ok;
 }
 
 /// Captures `calls` on a fresh stream into a CUDA graph (after one eager run,
@@ -364,7 +427,7 @@ void testGraphs(std::mt19937 &rng) {
       "layer_norm_bwd_f32 dgamma dbeta 8192x768",
       [&](cudaStream_t s) {
         return otcrt_layer_norm_bwd_f32(bigRows, bigCols, dy, xs, nullptr,
-                                        means, rstds, nullptr, dxs, dgb,
+                                        means, rstds, nullptr, 0, dxs, dgb,
                                         dgb + bigCols, s);
       },
       dgb, 2 * bigCols);
@@ -534,6 +597,11 @@ int main(int argc, char **argv) {
   testNormParamGrads(rng, 8192, 768);
   testNormParamGrads(rng, 8192, 3072);
   testNormParamGrads(rng, 4096, 1001);
+  testNormParamGrads(rng, 16, 768); // one chunk: the sums stored by stage 1
+  testColumnSumInto(rng, 8192, 768);
+  testColumnSumInto(rng, 8192, 3072);
+  testColumnSumInto(rng, 16, 768);
+  testColumnSumInto(rng, 33, 1001);
   testGatherGrads(rng);
   testSumSquares(rng);
   testGradFactor(rng);

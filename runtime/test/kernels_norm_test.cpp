@@ -5,13 +5,16 @@
 // Covers gamma/beta present and absent, rows spanning several column blocks
 // of the parameter-gradient sums, and the bfloat16 entry points (inputs
 // representable in bfloat16, results within bfloat16 rounding of the f32
-// kernel). Also checks the runtime's float to bfloat16 rounding, and the
-// gradient factor of the optimizer step (otcrt_grad_factor) on
-// hand-derived values.
+// kernel). The parameter gradients and column sums added into gradient
+// slots (accumulate) must be each slot's value plus the sum the overwriting
+// call stores, in float and rounded once. Also checks the runtime's float to
+// bfloat16 rounding, and the gradient factor of the optimizer step
+// (otcrt_grad_factor) on hand-derived values.
 #include "kernels_test_util.h"
 
 #include "cpu/common.h"
 
+#include <cstring>
 #include <limits>
 
 namespace {
@@ -140,7 +143,7 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
       refNormGrad(false, tc.rows, tc.cols, eps, xd, gd, kt::toDouble(dy));
   std::vector<float> dx(n), dgamma(tc.cols, NAN), dbeta(tc.cols, NAN);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                     mean.data(), rstd.data(), nullptr,
+                                     mean.data(), rstd.data(), nullptr, 0,
                                      dx.data(), dgamma.data(), dbeta.data(),
                                      nullptr),
             0);
@@ -151,7 +154,7 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   // NULL dgamma/dbeta: dx alone, unchanged.
   std::vector<float> dx2(n);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                     mean.data(), rstd.data(), nullptr,
+                                     mean.data(), rstd.data(), nullptr, 0,
                                      dx2.data(), nullptr, nullptr, nullptr),
             0);
   EXPECT_EQ(dx2, dx);
@@ -171,7 +174,7 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   EXPECT_EQ(rstdb, rstd);
   ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
                                       tc.gamma ? gb.data() : nullptr,
-                                      mean.data(), rstd.data(), nullptr,
+                                      mean.data(), rstd.data(), nullptr, 0,
                                       dxb.data(), dgb.data(), dbb.data(),
                                       nullptr),
             0);
@@ -184,7 +187,7 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   std::vector<float> res = kt::random(n, rng, -1, 1, true);
   std::vector<float> dxr(n), dgr(tc.cols), dbr(tc.cols);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                     mean.data(), rstd.data(), res.data(),
+                                     mean.data(), rstd.data(), res.data(), 0,
                                      dxr.data(), dgr.data(), dbr.data(),
                                      nullptr),
             0);
@@ -196,7 +199,7 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   EXPECT_EQ(dbr, dbeta);
   std::vector<float> over = res;
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                     mean.data(), rstd.data(), over.data(),
+                                     mean.data(), rstd.data(), over.data(), 0,
                                      over.data(), nullptr, nullptr, nullptr),
             0);
   EXPECT_EQ(over, sum);
@@ -207,7 +210,7 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
                           dbbr(tc.cols), sumb(n);
   ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
                                       tc.gamma ? gb.data() : nullptr,
-                                      mean.data(), rstd.data(), resb.data(),
+                                      mean.data(), rstd.data(), resb.data(), 0,
                                       dxbr.data(), dgbr.data(), dbbr.data(),
                                       nullptr),
             0);
@@ -242,7 +245,7 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
       refNormGrad(true, tc.rows, tc.cols, eps, xd, gd, kt::toDouble(dy));
   std::vector<float> dx(n), dgamma(tc.cols, NAN);
   ASSERT_EQ(otcrt_rms_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                   rstd.data(), dx.data(), dgamma.data(),
+                                   rstd.data(), 0, dx.data(), dgamma.data(),
                                    nullptr),
             0);
   kt::expectNear(dx, gref.dx, 1e-4, 1e-4, "dx");
@@ -259,7 +262,7 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
   kt::expectBf16Of(yb, y, "y bf16");
   EXPECT_EQ(rstdb, rstd);
   ASSERT_EQ(otcrt_rms_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
-                                    tc.gamma ? gb.data() : nullptr, rstd.data(),
+                                    tc.gamma ? gb.data() : nullptr, rstd.data(), 0,
                                     dxb.data(), dgb.data(), nullptr),
             0);
   kt::expectBf16Of(dxb, dx, "dx bf16");
@@ -317,12 +320,12 @@ TEST(KernelsNorm, LayerNormBackwardInPlace) {
   std::vector<float> dx(rows * cols), dg(cols), db(cols), dg2(cols), db2(cols);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
                                      gamma.data(), mean.data(), rstd.data(),
-                                     nullptr, dx.data(), dg.data(), db.data(),
+                                     nullptr, 0, dx.data(), dg.data(), db.data(),
                                      nullptr),
             0);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(
                 rows, cols, dy.data(), x.data(), gamma.data(), mean.data(),
-                rstd.data(), nullptr, dy.data(), dg2.data(), db2.data(),
+                rstd.data(), nullptr, 0, dy.data(), dg2.data(), db2.data(),
                 nullptr),
             0);
   EXPECT_EQ(dy, dx);
@@ -379,6 +382,138 @@ TEST(KernelsReduce, ColumnSum) {
   ASSERT_EQ(otcrt_column_sum_f32(0, 4, nullptr, zero.data(), nullptr), 0);
   for (float v : zero)
     EXPECT_EQ(v, 0.0f);
+}
+
+/// The float bits rounded to the nearest even bfloat16 (finite values).
+otcrt_bf16 nearestBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<otcrt_bf16>(bits >> 16);
+}
+
+/// slot + sum (float), or that rounded to bfloat16, element by element.
+std::vector<float> plus(const std::vector<float> &slot,
+                        const std::vector<float> &sum) {
+  std::vector<float> out(slot.size());
+  for (size_t i = 0; i < slot.size(); ++i)
+    out[i] = slot[i] + sum[i];
+  return out;
+}
+std::vector<otcrt_bf16> plusBf16(const std::vector<otcrt_bf16> &slot,
+                                 const std::vector<float> &sum) {
+  std::vector<otcrt_bf16> out(slot.size());
+  for (size_t i = 0; i < slot.size(); ++i)
+    out[i] = nearestBf16(otcrt::cpu::bf16ToFloat(slot[i]) + sum[i]);
+  return out;
+}
+
+// dgamma and dbeta added into slots (bits 1 and 2 of accumulate, each alone
+// and both), for layer norm and RMS norm, f32 and bf16: each is the slot
+// plus the float sum the overwriting call stores (the f32 call's, the same
+// sums of the same values for bf16), rounded once; what is not accumulated
+// is overwritten; dx is unchanged; a bad accumulate writes nothing.
+TEST(KernelsNorm, ParameterGradientsIntoSlots) {
+  std::mt19937 rng(21);
+  const int64_t rows = 300, cols = 70;
+  std::vector<float> x = kt::random(rows * cols, rng, -2, 2, true),
+                     dy = kt::random(rows * cols, rng, -1, 1, true),
+                     gamma = kt::random(cols, rng, 0.5f, 1.5f, true);
+  std::vector<float> mean(rows), rstd(rows), y(rows * cols);
+  ASSERT_EQ(otcrt_layer_norm_fwd_f32(rows, cols, 1e-5f, x.data(), gamma.data(),
+                                     nullptr, y.data(), mean.data(),
+                                     rstd.data(), nullptr),
+            0);
+  std::vector<float> dx(rows * cols), dg(cols), db(cols);
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                     gamma.data(), mean.data(), rstd.data(),
+                                     nullptr, 0, dx.data(), dg.data(),
+                                     db.data(), nullptr),
+            0);
+  const std::vector<float> sg = kt::random(cols, rng, -3, 3, true),
+                           sb = kt::random(cols, rng, -3, 3, true);
+  for (int32_t bits : {1, 2, 3}) {
+    SCOPED_TRACE("accumulate " + std::to_string(bits));
+    std::vector<float> dx2(rows * cols), g2 = sg, b2 = sb;
+    ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                       gamma.data(), mean.data(), rstd.data(),
+                                       nullptr, bits, dx2.data(), g2.data(),
+                                       b2.data(), nullptr),
+              0);
+    EXPECT_EQ(dx2, dx);
+    EXPECT_EQ(g2, bits & 1 ? plus(sg, dg) : dg);
+    EXPECT_EQ(b2, bits & 2 ? plus(sb, db) : db);
+    std::vector<otcrt_bf16> xb = kt::toBf16(x), dyb = kt::toBf16(dy),
+                            gb = kt::toBf16(gamma), dxb(rows * cols),
+                            sgb = kt::toBf16(sg), sbb = kt::toBf16(sb);
+    std::vector<otcrt_bf16> g2b = sgb, b2b = sbb;
+    ASSERT_EQ(otcrt_layer_norm_bwd_bf16(rows, cols, dyb.data(), xb.data(),
+                                        gb.data(), mean.data(), rstd.data(),
+                                        nullptr, bits, dxb.data(), g2b.data(),
+                                        b2b.data(), nullptr),
+              0);
+    std::vector<otcrt_bf16> dgRounded(cols), dbRounded(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      dgRounded[c] = nearestBf16(dg[c]);
+      dbRounded[c] = nearestBf16(db[c]);
+    }
+    EXPECT_EQ(g2b, bits & 1 ? plusBf16(sgb, dg) : dgRounded);
+    EXPECT_EQ(b2b, bits & 2 ? plusBf16(sbb, db) : dbRounded);
+  }
+  // RMS norm: bit 1 only.
+  std::vector<float> rdx(rows * cols), rdg(cols), r2 = sg;
+  ASSERT_EQ(otcrt_rms_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                   gamma.data(), rstd.data(), 0, rdx.data(),
+                                   rdg.data(), nullptr),
+            0);
+  ASSERT_EQ(otcrt_rms_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                   gamma.data(), rstd.data(), 1, rdx.data(),
+                                   r2.data(), nullptr),
+            0);
+  EXPECT_EQ(r2, plus(sg, rdg));
+  std::vector<otcrt_bf16> xb = kt::toBf16(x), dyb = kt::toBf16(dy),
+                          gb = kt::toBf16(gamma), dxb(rows * cols),
+                          r2b = kt::toBf16(sg);
+  ASSERT_EQ(otcrt_rms_norm_bwd_bf16(rows, cols, dyb.data(), xb.data(),
+                                    gb.data(), rstd.data(), 1, dxb.data(),
+                                    r2b.data(), nullptr),
+            0);
+  EXPECT_EQ(r2b, plusBf16(kt::toBf16(sg), rdg));
+  // Refused: nothing written.
+  std::vector<float> keep = sg;
+  EXPECT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                     gamma.data(), mean.data(), rstd.data(),
+                                     nullptr, 4, dx.data(), keep.data(),
+                                     nullptr, nullptr),
+            1);
+  EXPECT_EQ(otcrt_rms_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                   gamma.data(), rstd.data(), 2, dx.data(),
+                                   keep.data(), nullptr),
+            1);
+  EXPECT_EQ(keep, sg);
+}
+
+// Column sums added into a slot of the input's storage: the slot plus the
+// float sum otcrt_column_sum_* gives, rounded once.
+TEST(KernelsReduce, ColumnSumIntoSlot) {
+  std::mt19937 rng(8);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 5}, {300, 70}}) {
+    std::vector<float> x = kt::random(rows * cols, rng, -2.0f, 2.0f, true);
+    std::vector<float> sum(cols), slot = kt::random(cols, rng, -4, 4, true);
+    ASSERT_EQ(otcrt_column_sum_f32(rows, cols, x.data(), sum.data(), nullptr),
+              0);
+    std::vector<float> into = slot;
+    ASSERT_EQ(
+        otcrt_column_sum_into_f32(rows, cols, x.data(), into.data(), nullptr),
+        0);
+    EXPECT_EQ(into, plus(slot, sum)) << rows << "x" << cols;
+    std::vector<otcrt_bf16> xb = kt::toBf16(x), slotB = kt::toBf16(slot),
+                            intoB = slotB;
+    ASSERT_EQ(otcrt_column_sum_into_bf16(rows, cols, xb.data(), intoB.data(),
+                                         nullptr),
+              0);
+    EXPECT_EQ(intoB, plusBf16(slotB, sum)) << rows << "x" << cols;
+  }
 }
 
 // otcrt_grad_factor on hand-derived values: a float range holding 3 and 4

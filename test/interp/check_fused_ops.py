@@ -204,9 +204,12 @@ def expect_column_sum(rng):
     x = normal(rng, (3, 2, 5))
     # bfloat16 inputs: values with 8 significant bits, stored exactly.
     y = (np.round(normal(rng, (3, 2, 5)) * 64) / 64).astype(np.float32)
-    return {"x": x, "y": y}, {
-        "sum": x.astype(np.float64).reshape(6, 5).sum(axis=0),
-        "sum_bf16": y.astype(np.float64).reshape(6, 5).sum(axis=0)}
+    slot = normal(rng, (5,))
+    sums = x.astype(np.float64).reshape(6, 5).sum(axis=0)
+    return {"x": x, "y": y, "slot": slot}, {
+        "sum": sums,
+        "sum_bf16": y.astype(np.float64).reshape(6, 5).sum(axis=0),
+        "sum_into": slot.astype(np.float64) + sums}
 
 
 def expect_attention_bthd(rng):
@@ -261,9 +264,17 @@ def expect_layer_norm_grad_residual(rng):
     dx = rstd[:, None] * (g - g.mean(axis=1, keepdims=True)
                           - xhat * (g * xhat).mean(axis=1, keepdims=True))
     want = dx + r.astype(np.float64)
-    return {"x": x, "gamma": gamma, "dy": dy, "r": r}, {
-        "fused": want, "unfused": want,
-        "dgamma": (dy.astype(np.float64) * xhat).sum(axis=0)}
+    dgamma = (dy.astype(np.float64) * xhat).sum(axis=0)
+    sg, sb = normal(rng, (5,)), normal(rng, (5,))
+    # RMS norm: xhat = x rstd with rstd = 1 / sqrt(mean(x^2) + eps).
+    xd = x.astype(np.float64)
+    rms_xhat = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-5)
+    return {"x": x, "gamma": gamma, "dy": dy, "r": r, "sg": sg, "sb": sb}, {
+        "fused": want, "unfused": want, "dgamma": dgamma,
+        "dgamma_into": sg.astype(np.float64) + dgamma,
+        "dbeta_into": sb.astype(np.float64) + dy.astype(np.float64).sum(axis=0),
+        "rms_dgamma_into": sg.astype(np.float64)
+        + (dy.astype(np.float64) * rms_xhat).sum(axis=0)}
 
 
 CASES = [("attention", expect_attention),

@@ -158,11 +158,14 @@ func.func @cross_entropy_with_grad(%g: tensor<f32> {otc.input = "g"},
 
 // Column sums of [3, 2, 5] into [5], from f32 and from bf16 storage.
 func.func @column_sum(%x: tensor<3x2x5xf32> {otc.input = "x"},
-                      %y: tensor<3x2x5xbf16> {otc.input = "y"})
-    -> (tensor<5xf32> {otc.output = "sum"}, tensor<5xf32> {otc.output = "sum_bf16"}) {
+                      %y: tensor<3x2x5xbf16> {otc.input = "y"},
+                      %slot: tensor<5xf32> {otc.input = "slot"})
+    -> (tensor<5xf32> {otc.output = "sum"}, tensor<5xf32> {otc.output = "sum_bf16"},
+        tensor<5xf32> {otc.output = "sum_into"}) {
   %s = otc.column_sum %x : (tensor<3x2x5xf32>) -> tensor<5xf32>
   %t = otc.column_sum %y : (tensor<3x2x5xbf16>) -> tensor<5xf32>
-  return %s, %t : tensor<5xf32>, tensor<5xf32>
+  %u = otc.column_sum %x acc %slot : (tensor<3x2x5xf32>, tensor<5xf32>) -> tensor<5xf32>
+  return %s, %t, %u : tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
 }
 
 // Layout "bthd": q [1, 5, 4, 3] (B, T, H, D), k and v [1, 5, 2, 3]
@@ -206,9 +209,12 @@ func.func @attention_packed(%qkv: tensor<1x5x8x3xf32> {otc.input = "qkv"},
 func.func @layer_norm_grad_residual(%x: tensor<3x5xf32> {otc.input = "x"},
                                     %gamma: tensor<5xf32> {otc.input = "gamma"},
                                     %dy: tensor<3x5xf32> {otc.input = "dy"},
-                                    %r: tensor<3x5xf32> {otc.input = "r"})
+                                    %r: tensor<3x5xf32> {otc.input = "r"},
+                                    %sg: tensor<5xf32> {otc.input = "sg"},
+                                    %sb: tensor<5xf32> {otc.input = "sb"})
     -> (tensor<3x5xf32> {otc.output = "fused"}, tensor<3x5xf32> {otc.output = "unfused"},
-        tensor<5xf32> {otc.output = "dgamma"}) {
+        tensor<5xf32> {otc.output = "dgamma"}, tensor<5xf32> {otc.output = "dgamma_into"},
+        tensor<5xf32> {otc.output = "dbeta_into"}, tensor<5xf32> {otc.output = "rms_dgamma_into"}) {
   %y, %mean, %rstd = otc.layer_norm %x gamma %gamma {axis = 1 : i64, epsilon = 1.0e-05 : f64}
       : (tensor<3x5xf32>, tensor<5xf32>) -> (tensor<3x5xf32>, tensor<3xf32>, tensor<3xf32>)
   %dx, %dg, %db = otc.layer_norm_grad %dy, %x gamma %gamma, %mean, %rstd residual %r {axis = 1 : i64}
@@ -218,5 +224,14 @@ func.func @layer_norm_grad_residual(%x: tensor<3x5xf32> {otc.input = "x"},
       : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<3xf32>)
       -> (tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>)
   %sum = otc.add %dx2, %r : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
-  return %dx, %sum, %dg : tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>
+  // dgamma and dbeta added into slots; RMS norm's dgamma too.
+  %dx3, %dg3, %db3 = otc.layer_norm_grad %dy, %x gamma %gamma, %mean, %rstd dgamma_acc %sg dbeta_acc %sb {axis = 1 : i64}
+      : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<5xf32>, tensor<5xf32>)
+      -> (tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>)
+  %ry, %rrstd = otc.rms_norm %x gamma %gamma {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<3x5xf32>, tensor<5xf32>) -> (tensor<3x5xf32>, tensor<3xf32>)
+  %rdx, %rdg = otc.rms_norm_grad %dy, %x gamma %gamma, %rrstd dgamma_acc %sg {axis = 1 : i64}
+      : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<5xf32>)
+      -> (tensor<3x5xf32>, tensor<5xf32>)
+  return %dx, %sum, %dg, %dg3, %db3, %rdg : tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
 }

@@ -307,6 +307,25 @@ func.func @gather_grad_acc(%g: tensor<3x8xbf16>, %i: tensor<3xi64>, %a: tensor<1
 
 // -----
 
+// Tests that a column sum's accumulator has the result's type, of the
+// input's element type (the library adds into a slot of the input's storage).
+func.func @column_sum_acc(%x: tensor<4x8xbf16>, %a: tensor<8xf32>) {
+  // expected-error@+1 {{acc must have the result's type, of the input's element type 'bf16', got 'tensor<8xf32>' for 'tensor<8xf32>'}}
+  %0 = otc.column_sum %x acc %a : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that a norm gradient's accumulators have their results' types.
+func.func @layer_norm_grad_acc(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %m: tensor<4xf32>, %r: tensor<4xf32>, %a: tensor<8xf32>) {
+  // expected-error@+1 {{dbeta_acc must have the type of the result it adds into, 'tensor<8xbf16>', got 'tensor<8xf32>'}}
+  %0:3 = otc.layer_norm_grad %dy, %x, %m, %r dbeta_acc %a {axis = 1 : i64} : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
 // Tests that a gather gradient's axis lies within the result's rank.
 func.func @gather_grad_axis(%g: tensor<3x8xf32>, %i: tensor<3xi64>) {
   // expected-error@+1 {{axis 2 is out of range}}

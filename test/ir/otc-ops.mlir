@@ -122,3 +122,19 @@ func.func @gather_grad(%g: tensor<2x3x8xbf16>, %i: tensor<2x3xi64>, %a: tensor<1
   %1 = otc.gather_grad %g, %i acc %a {axis = 0 : i64} : (tensor<2x3x8xbf16>, tensor<2x3xi64>, tensor<11x8xbf16>) -> tensor<11x8xbf16>
   return %0, %1 : tensor<11x8xbf16>, tensor<11x8xbf16>
 }
+
+// -----
+
+// Tests that the norm gradients and the column sum round-trip with their
+// accumulators.
+// CHECK-LABEL: func.func @accumulators
+func.func @accumulators(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %g: tensor<8xbf16>, %m: tensor<4xf32>,
+                        %r: tensor<4xf32>, %a: tensor<8xbf16>, %b: tensor<8xbf16>) -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  // CHECK: otc.layer_norm_grad %{{.*}}, %{{.*}} gamma %{{.*}}, %{{.*}}, %{{.*}} dgamma_acc %{{.*}} dbeta_acc %{{.*}} {axis = 1 : i64}
+  %0:3 = otc.layer_norm_grad %dy, %x gamma %g, %m, %r dgamma_acc %a dbeta_acc %b {axis = 1 : i64} : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+  // CHECK: otc.rms_norm_grad %{{.*}}, %{{.*}} gamma %{{.*}}, %{{.*}} dgamma_acc %{{.*}} {axis = 1 : i64}
+  %1:2 = otc.rms_norm_grad %dy, %x gamma %g, %r dgamma_acc %a {axis = 1 : i64} : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>, tensor<4xf32>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>)
+  // CHECK: otc.column_sum %{{.*}} acc %{{.*}} : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<8xbf16>
+  %2 = otc.column_sum %dy acc %b : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<8xbf16>
+  return %0#1, %1#1, %2 : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}

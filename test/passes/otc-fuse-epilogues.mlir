@@ -694,3 +694,127 @@ func.func @gather_grad_slot_read_between() {
   }
   return
 }
+
+// -----
+
+// A norm's parameter gradients and a bias's gradient, each only added into
+// its slot: the calls add into the slots (dgamma_acc, dbeta_acc; the column
+// sum's acc), the temporaries and add kernels go. Under BF16 the column
+// sum's FP32 result is rounded by a kernel of its own before the add: the
+// sum then takes the slot's BF16 type and the cast kernel goes too.
+// CHECK-LABEL: func.func @norm_and_bias_into_slots
+// CHECK-DAG: %[[G:.*]] = otck.buffer {slot = "grad:ln.g"} : memref<16xbf16>
+// CHECK-DAG: %[[B:.*]] = otck.buffer {slot = "grad:ln.b"} : memref<16xbf16>
+// CHECK-DAG: %[[C:.*]] = otck.buffer {slot = "grad:fc.b"} : memref<16xbf16>
+// CHECK-NOT: otck.buffer : memref<16x
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[G]], %[[B]] : {{.*}}) outs(%{{.*}}, %[[G]], %[[B]] :
+// CHECK: otc.layer_norm_grad {{.*}} dgamma_acc %{{.*}} dbeta_acc %{{.*}} {axis = 1 : i64}
+// CHECK: otck.kernel ins(%{{.*}}, %[[C]] : memref<4x16xbf16>, memref<16xbf16>) outs(%[[C]] : memref<16xbf16>)
+// CHECK: otc.column_sum %{{.*}} acc %{{.*}} : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
+// CHECK-NOT: otck.kernel
+// CHECK: return
+func.func @norm_and_bias_into_slots() {
+  %dy = otck.buffer {slot = "dy"} : memref<4x16xbf16>
+  %x = otck.buffer {slot = "x"} : memref<4x16xbf16>
+  %gamma = otck.buffer {slot = "param_bf16:ln.g"} : memref<16xbf16>
+  %mean = otck.buffer {slot = "mean"} : memref<4xf32>
+  %rstd = otck.buffer {slot = "rstd"} : memref<4xf32>
+  %g = otck.buffer {slot = "grad:ln.g"} : memref<16xbf16>
+  %b = otck.buffer {slot = "grad:ln.b"} : memref<16xbf16>
+  %c = otck.buffer {slot = "grad:fc.b"} : memref<16xbf16>
+  %dx = otck.buffer {slot = "dx"} : memref<4x16xbf16>
+  %tg = otck.buffer : memref<16xbf16>
+  %tb = otck.buffer : memref<16xbf16>
+  otck.kernel ins(%dy, %x, %gamma, %mean, %rstd : memref<4x16xbf16>, memref<4x16xbf16>, memref<16xbf16>, memref<4xf32>, memref<4xf32>) outs(%dx, %tg, %tb : memref<4x16xbf16>, memref<16xbf16>, memref<16xbf16>) {
+  ^bb0(%a0: tensor<4x16xbf16>, %a1: tensor<4x16xbf16>, %a2: tensor<16xbf16>, %a3: tensor<4xf32>, %a4: tensor<4xf32>):
+    %r:3 = otc.layer_norm_grad %a0, %a1 gamma %a2, %a3, %a4 {axis = 1 : i64} : (tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<16xbf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4x16xbf16>, tensor<16xbf16>, tensor<16xbf16>)
+    otck.yield %r#0, %r#1, %r#2 : tensor<4x16xbf16>, tensor<16xbf16>, tensor<16xbf16>
+  }
+  otck.kernel ins(%g, %tg : memref<16xbf16>, memref<16xbf16>) outs(%g : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xbf16>, %t: tensor<16xbf16>):
+    %s = otc.add %a, %t : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  otck.kernel ins(%tb, %b : memref<16xbf16>, memref<16xbf16>) outs(%b : memref<16xbf16>) {
+  ^bb0(%t: tensor<16xbf16>, %a: tensor<16xbf16>):
+    %s = otc.add %t, %a : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  %sum = otck.buffer : memref<16xf32>
+  otck.kernel ins(%dy : memref<4x16xbf16>) outs(%sum : memref<16xf32>) {
+  ^bb0(%a: tensor<4x16xbf16>):
+    %s = otc.column_sum %a : (tensor<4x16xbf16>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  %v = otck.view %sum : memref<16xf32> to memref<1x16xf32>
+  %w = otck.view %v : memref<1x16xf32> to memref<16xf32>
+  %rounded = otck.buffer : memref<16xbf16>
+  otck.kernel ins(%w : memref<16xf32>) outs(%rounded : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xf32>):
+    %s = otc.cast %a : (tensor<16xf32>) -> tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  otck.kernel ins(%c, %rounded : memref<16xbf16>, memref<16xbf16>) outs(%c : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xbf16>, %t: tensor<16xbf16>):
+    %s = otc.add %a, %t : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  return
+}
+
+// -----
+
+// A bias's FP32 sums of a BF16 tensor added into an FP32 slot (FP32
+// gradient accumulation): the library adds only into a slot of the summed
+// tensor's storage, so the kernels stay; and where the rounded sums are
+// also read elsewhere, the cast kernel and the add stay.
+// CHECK-LABEL: func.func @bias_not_into_slot
+// CHECK-NOT: acc
+// CHECK-COUNT-2: otck.kernel
+// CHECK-LABEL: func.func @bias_rounded_read_twice
+// CHECK-NOT: acc
+// CHECK-COUNT-4: otck.kernel
+func.func @bias_not_into_slot() {
+  %dy = otck.buffer {slot = "dy"} : memref<4x16xbf16>
+  %c = otck.buffer {slot = "grad:fc.b"} : memref<16xf32>
+  %sum = otck.buffer : memref<16xf32>
+  otck.kernel ins(%dy : memref<4x16xbf16>) outs(%sum : memref<16xf32>) {
+  ^bb0(%a: tensor<4x16xbf16>):
+    %s = otc.column_sum %a : (tensor<4x16xbf16>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  otck.kernel ins(%c, %sum : memref<16xf32>, memref<16xf32>) outs(%c : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>, %t: tensor<16xf32>):
+    %s = otc.add %a, %t : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  return
+}
+func.func @bias_rounded_read_twice() {
+  %dy = otck.buffer {slot = "dy"} : memref<4x16xbf16>
+  %c = otck.buffer {slot = "grad:fc.b"} : memref<16xbf16>
+  %o = otck.buffer {slot = "o"} : memref<16xbf16>
+  %sum = otck.buffer : memref<16xf32>
+  otck.kernel ins(%dy : memref<4x16xbf16>) outs(%sum : memref<16xf32>) {
+  ^bb0(%a: tensor<4x16xbf16>):
+    %s = otc.column_sum %a : (tensor<4x16xbf16>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  %rounded = otck.buffer : memref<16xbf16>
+  otck.kernel ins(%sum : memref<16xf32>) outs(%rounded : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xf32>):
+    %s = otc.cast %a : (tensor<16xf32>) -> tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  otck.kernel ins(%rounded : memref<16xbf16>) outs(%o : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xbf16>):
+    %s = otc.neg %a : tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  otck.kernel ins(%c, %rounded : memref<16xbf16>, memref<16xbf16>) outs(%c : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xbf16>, %t: tensor<16xbf16>):
+    %s = otc.add %a, %t : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
+    otck.yield %s : tensor<16xbf16>
+  }
+  return
+}

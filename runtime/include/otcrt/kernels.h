@@ -53,8 +53,11 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 
 /// Its gradient: with xhat = (x - mean) rstd and g = dy gamma,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) per row; dgamma = sum over
-/// rows of dy xhat and dbeta = sum of dy ([cols], overwritten, not added
-/// to). gamma NULL means 1; dgamma and dbeta may be NULL (not wanted).
+/// rows of dy xhat and dbeta = sum of dy ([cols], summed in float). They
+/// are overwritten, or added into where `accumulate` says so (bit 1:
+/// dgamma, bit 2: dbeta; a gradient slot): each element then becomes its
+/// value plus the float sum, rounded once to the storage. gamma NULL means
+/// 1; dgamma and dbeta may be NULL (not wanted).
 /// residual ([rows, cols], NULL = none) is a gradient added to dx: dx =
 /// residual + the expression above, formed in float and rounded once (a
 /// residual connection's gradient, without a separate add). dx may be the
@@ -62,14 +65,15 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
                              const float *mean, const float *rstd,
-                             const float *residual, float *dx, float *dgamma,
-                             float *dbeta, void *stream);
+                             const float *residual, int32_t accumulate,
+                             float *dx, float *dgamma, float *dbeta,
+                             void *stream);
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              const otcrt_bf16 *residual, otcrt_bf16 *dx,
-                              otcrt_bf16 *dgamma, otcrt_bf16 *dbeta,
-                              void *stream);
+                              const otcrt_bf16 *residual, int32_t accumulate,
+                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
+                              otcrt_bf16 *dbeta, void *stream);
 
 /// RMS norm: y = x rstd gamma with rstd = 1 / sqrt(mean(x^2) + eps).
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
@@ -80,15 +84,16 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
                             otcrt_bf16 *y, float *rstd, void *stream);
 
 /// Its gradient: xhat = x rstd, g = dy gamma, dx = rstd (g - xhat mean(g
-/// xhat)); dgamma = sum over rows of dy xhat (may be NULL).
+/// xhat)); dgamma = sum over rows of dy xhat (may be NULL), added into when
+/// `accumulate` is 1 (as for layer norm's bit 1).
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, float *dx, float *dgamma,
-                           void *stream);
+                           const float *rstd, int32_t accumulate, float *dx,
+                           float *dgamma, void *stream);
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, otcrt_bf16 *dx,
-                            otcrt_bf16 *dgamma, void *stream);
+                            const float *rstd, int32_t accumulate,
+                            otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *stream);
 
 /*===--- Reductions ------------------------------------------------------===*/
 
@@ -104,6 +109,13 @@ int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
                          float *out, void *stream);
 int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
                           float *out, void *stream);
+/// The same sums added into acc ([cols], x's storage: a bias's gradient
+/// slot): acc[c] becomes its value plus the float sum, rounded once.
+int otcrt_column_sum_into_f32(int64_t rows, int64_t cols, const float *x,
+                              float *acc, void *stream);
+int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols,
+                               const otcrt_bf16 *x, otcrt_bf16 *acc,
+                               void *stream);
 
 /*===--- Gather gradient ---------------------------------------------------===*/
 
