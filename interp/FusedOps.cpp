@@ -346,8 +346,8 @@ LogicalResult Interpreter::run(otc::LayerNormGradOp op) {
   double n = static_cast<double>(rows.size);
   Tensor dx = zeros(x.shape);
   // Added into the accumulators when the op has them.
-  Tensor dgamma =
-      op.getDgammaAcc() ? get(op.getDgammaAcc()) : zeros(shapeOf(op.getDgamma()));
+  Tensor dgamma = op.getDgammaAcc() ? get(op.getDgammaAcc())
+                                    : zeros(shapeOf(op.getDgamma()));
   Tensor dbeta =
       op.getDbetaAcc() ? get(op.getDbetaAcc()) : zeros(shapeOf(op.getDbeta()));
   std::vector<double> xhat(rows.size), g(rows.size);
@@ -410,8 +410,8 @@ LogicalResult Interpreter::run(otc::RmsNormGradOp op) {
   NormRows rows(x.shape, op.getAxis());
   double n = static_cast<double>(rows.size);
   Tensor dx = zeros(x.shape);
-  Tensor dgamma =
-      op.getDgammaAcc() ? get(op.getDgammaAcc()) : zeros(shapeOf(op.getDgamma()));
+  Tensor dgamma = op.getDgammaAcc() ? get(op.getDgammaAcc())
+                                    : zeros(shapeOf(op.getDgamma()));
   std::vector<double> xhat(rows.size), g(rows.size);
   for (int64_t r = 0; r < rows.count; ++r) {
     double meanGXhat = 0.0;

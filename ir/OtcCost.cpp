@@ -78,7 +78,8 @@ static int64_t pickedRowBytes(GatherGradOp op) {
   int64_t all = elementsOf(op.getResult());
   if (all == 0)
     return 0;
-  return std::min(elementsOf(op.getGrad()), all) * (byteSize(op.getResult()) / all);
+  return std::min(elementsOf(op.getGrad()), all) *
+         (byteSize(op.getResult()) / all);
 }
 int64_t GatherGradOp::getBytesRead() {
   return byteSize(getGrad()) + byteSize(getIndices()) +

@@ -347,9 +347,9 @@ LogicalResult GatherGradOp::verify() {
   if (!getElementTypeOrSelf(getIndices().getType()).isInteger(64))
     return emitOpError("indices must be int64");
   if (getAcc() && getAcc().getType() != getResult().getType())
-    return emitOpError("acc ") << getAcc().getType()
-                               << " must have the result's type "
-                               << getResult().getType();
+    return emitOpError("acc ")
+           << getAcc().getType() << " must have the result's type "
+           << getResult().getType();
   return success();
 }
 

@@ -293,8 +293,8 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifyAccumulator(*this, getDgammaAcc(), getDgamma(),
-                               "dgamma_acc")))
+  if (failed(
+          verifyAccumulator(*this, getDgammaAcc(), getDgamma(), "dgamma_acc")))
     return failure();
   return verifyNormGrad(*this, getGrad(), getInput(), getAxis(), {getRstd()},
                         getResults());
@@ -577,8 +577,8 @@ LogicalResult ColumnSumOp::verify() {
         out.getElementType() != in.getElementType())
       return emitOpError("acc must have the result's type, of the input's "
                          "element type ")
-             << in.getElementType() << ", got " << getAcc().getType()
-             << " for " << out;
+             << in.getElementType() << ", got " << getAcc().getType() << " for "
+             << out;
     return success();
   }
   if (!out.getElementType().isF32())

@@ -1,4 +1,5 @@
-//===- FuseEpilogues.cpp - GEMMs accumulate into their target --------------===//
+//===- FuseEpilogues.cpp - GEMMs accumulate into their target
+//--------------===//
 //
 // A weight gradient is a GEMM into a temporary that one kernel then adds to
 // the gradient slot. The GEMM libraries add into their output themselves
@@ -268,28 +269,23 @@ struct FuseEpiloguesPass
     Operation *op = bodyOp(k);
     if (auto head = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
       if (!head.getDwAcc())
-        addIntoSlot(k, head.getDw(), [&](Value acc) {
-          head.getDwAccMutable().assign(acc);
-        });
+        addIntoSlot(k, head.getDw(),
+                    [&](Value acc) { head.getDwAccMutable().assign(acc); });
     } else if (auto gather = dyn_cast<GatherGradOp>(op)) {
       if (!gather.getAcc())
-        addIntoSlot(k, gather.getResult(), [&](Value acc) {
-          gather.getAccMutable().assign(acc);
-        });
+        addIntoSlot(k, gather.getResult(),
+                    [&](Value acc) { gather.getAccMutable().assign(acc); });
     } else if (auto norm = dyn_cast<LayerNormGradOp>(op)) {
       if (!norm.getDgammaAcc())
-        addIntoSlot(k, norm.getDgamma(), [&](Value acc) {
-          norm.getDgammaAccMutable().assign(acc);
-        });
+        addIntoSlot(k, norm.getDgamma(),
+                    [&](Value acc) { norm.getDgammaAccMutable().assign(acc); });
       if (!norm.getDbetaAcc())
-        addIntoSlot(k, norm.getDbeta(), [&](Value acc) {
-          norm.getDbetaAccMutable().assign(acc);
-        });
+        addIntoSlot(k, norm.getDbeta(),
+                    [&](Value acc) { norm.getDbetaAccMutable().assign(acc); });
     } else if (auto norm = dyn_cast<RmsNormGradOp>(op)) {
       if (!norm.getDgammaAcc())
-        addIntoSlot(k, norm.getDgamma(), [&](Value acc) {
-          norm.getDgammaAccMutable().assign(acc);
-        });
+        addIntoSlot(k, norm.getDgamma(),
+                    [&](Value acc) { norm.getDgammaAccMutable().assign(acc); });
     } else if (auto sum = dyn_cast<ColumnSumOp>(op)) {
       Type input = getElementTypeOrSelf(sum.getInput().getType());
       if (!sum.getAcc())
@@ -341,12 +337,12 @@ struct FuseEpiloguesPass
       }
     Value added = round ? rounded : t;
     Value acc = add ? addendOf(add, added) : Value();
-    if (!acc || add.getOutputs()[0] != acc || acc.getType() != added.getType() ||
+    if (!acc || add.getOutputs()[0] != acc ||
+        acc.getType() != added.getType() ||
         (roundedTo && getElementTypeOrSelf(acc.getType()) != roundedTo) ||
         !plainBuffer(acc) || !untouchedBetween(k, add, acc) ||
-        llvm::any_of(k->getOperands(), [&](Value v) {
-          return otck::storageOf(v) == acc;
-        }))
+        llvm::any_of(k->getOperands(),
+                     [&](Value v) { return otck::storageOf(v) == acc; }))
       return;
     auto accType = cast<MemRefType>(acc.getType());
     auto tensorType =

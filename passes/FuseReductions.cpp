@@ -1,4 +1,5 @@
-//===- FuseReductions.cpp - sums over leading axes as library calls --------===//
+//===- FuseReductions.cpp - sums over leading axes as library calls
+//--------===//
 //
 // A bias's gradient is a sum over every axis but the last. As a generated
 // kernel that is one thread per column walking all rows (a few thousand

@@ -203,8 +203,7 @@ static OpOperand *lossSeed(Block &body, Value loss) {
     return nullptr;
   auto c = seed->get().getDefiningOp<ConstantOp>();
   auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-  if (!dense || !dense.isSplat() ||
-      !isa<FloatType>(dense.getElementType()) ||
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()) ||
       !dense.getSplatValue<APFloat>().isExactlyValue(1.0))
     return nullptr;
   return seed;

@@ -18,8 +18,7 @@ namespace {
 constexpr int64_t kColumnBlock = 256;
 
 template <typename T, typename TOut>
-int columnSumImpl(int64_t rows, int64_t cols, const T *x, TOut *out,
-                  bool add) {
+int columnSumImpl(int64_t rows, int64_t cols, const T *x, TOut *out, bool add) {
   if (rows < 0 || cols < 0)
     return 1;
   const int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;

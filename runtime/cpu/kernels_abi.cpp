@@ -28,18 +28,19 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
                              const float *mean, const float *rstd,
-                             const float *residual, int32_t accumulate, float *dx, float *dgamma,
-                             float *dbeta, void *) {
-  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
-                      dgamma, dbeta);
+                             const float *residual, int32_t accumulate,
+                             float *dx, float *dgamma, float *dbeta, void *) {
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual,
+                      accumulate, dx, dgamma, dbeta);
 }
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
-                              otcrt_bf16 *dgamma, otcrt_bf16 *dbeta, void *) {
-  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
-                      dgamma, dbeta);
+                              const otcrt_bf16 *residual, int32_t accumulate,
+                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
+                              otcrt_bf16 *dbeta, void *) {
+  return layerNormBwd(rows, cols, dy, x, gamma, mean, rstd, residual,
+                      accumulate, dx, dgamma, dbeta);
 }
 
 int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
@@ -63,8 +64,8 @@ int otcrt_column_sum_into_f32(int64_t rows, int64_t cols, const float *x,
                               float *acc, void *) {
   return columnSumInto(rows, cols, x, acc);
 }
-int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols,
-                               const otcrt_bf16 *x, otcrt_bf16 *acc, void *) {
+int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
+                               otcrt_bf16 *acc, void *) {
   return columnSumInto(rows, cols, x, acc);
 }
 
@@ -113,14 +114,14 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, int32_t accumulate, float *dx, float *dgamma,
-                           void *) {
+                           const float *rstd, int32_t accumulate, float *dx,
+                           float *dgamma, void *) {
   return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, int32_t accumulate, otcrt_bf16 *dx,
-                            otcrt_bf16 *dgamma, void *) {
+                            const float *rstd, int32_t accumulate,
+                            otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *) {
   return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 

@@ -29,8 +29,8 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                  float *mean, float *rstd);
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
-                 const float *residual, int32_t accumulate, float *dx, float *dgamma,
-                 float *dbeta);
+                 const float *residual, int32_t accumulate, float *dx,
+                 float *dgamma, float *dbeta);
 int layerNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                  const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                  const float *mean, const float *rstd,
@@ -43,10 +43,11 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
 int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                const otcrt_bf16 *gamma, otcrt_bf16 *y, float *rstd);
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, int32_t accumulate, float *dx, float *dgamma);
+               const float *gamma, const float *rstd, int32_t accumulate,
+               float *dx, float *dgamma);
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
-               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd, int32_t accumulate,
-               otcrt_bf16 *dx, otcrt_bf16 *dgamma);
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
+               int32_t accumulate, otcrt_bf16 *dx, otcrt_bf16 *dgamma);
 
 /// Sums over the rows of a [rows, cols] matrix, in float (column_sum.cpp).
 int columnSum(int64_t rows, int64_t cols, const float *x, float *out);

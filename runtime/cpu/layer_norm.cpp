@@ -85,8 +85,8 @@ void parameterGradients(int64_t rows, int64_t cols, const T *dy, const T *x,
       }
     }
     auto put = [](T *p, double sum, bool add) {
-      store(p, add ? load(*p) + static_cast<float>(sum)
-                   : static_cast<float>(sum));
+      store(p,
+            add ? load(*p) + static_cast<float>(sum) : static_cast<float>(sum));
     };
     for (int64_t c = 0; c < n; ++c) {
       if (dgamma)
@@ -172,8 +172,8 @@ int rmsNormFwdImpl(int64_t rows, int64_t cols, float eps, const T *x,
 
 template <typename T>
 int rmsNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
-                   const T *gamma, const float *rstd, int32_t accumulate,
-                   T *dx, T *dgamma) {
+                   const T *gamma, const float *rstd, int32_t accumulate, T *dx,
+                   T *dgamma) {
   if (accumulate != 0 && accumulate != 1)
     return 1;
   if (cols <= 0)
@@ -200,8 +200,8 @@ int layerNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
 }
 int layerNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
                  const float *gamma, const float *mean, const float *rstd,
-                 const float *residual, int32_t accumulate, float *dx, float *dgamma,
-                 float *dbeta) {
+                 const float *residual, int32_t accumulate, float *dx,
+                 float *dgamma, float *dbeta) {
   return layerNormBwdImpl(rows, cols, dy, x, gamma, mean, rstd, residual,
                           accumulate, dx, dgamma, dbeta);
 }
@@ -222,16 +222,14 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
   return rmsNormFwdImpl(rows, cols, eps, x, gamma, y, rstd);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, int32_t accumulate, float *dx,
-               float *dgamma) {
-  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx,
-                        dgamma);
+               const float *gamma, const float *rstd, int32_t accumulate,
+               float *dx, float *dgamma) {
+  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
-               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd, int32_t accumulate,
-               otcrt_bf16 *dx, otcrt_bf16 *dgamma) {
-  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx,
-                        dgamma);
+               const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
+               int32_t accumulate, otcrt_bf16 *dx, otcrt_bf16 *dgamma) {
+  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 
 } // namespace cpu

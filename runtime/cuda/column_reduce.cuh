@@ -111,8 +111,8 @@ __device__ __forceinline__ void putSum(TOut *p, float sum, bool add) {
 /// kAddGroups), one per 32 columns.
 template <typename TOut>
 __global__ void addPartialsKernel(int64_t chunks, int64_t cols,
-                                  const float *partial, TOut *out0,
-                                  TOut *out1, int accumulate) {
+                                  const float *partial, TOut *out0, TOut *out1,
+                                  int accumulate) {
   __shared__ float group[kAddGroups][33];
   const int x = static_cast<int>(threadIdx.x),
             g = static_cast<int>(threadIdx.y);

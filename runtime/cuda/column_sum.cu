@@ -98,9 +98,8 @@ int otcrt_column_sum_into_f32(int64_t rows, int64_t cols, const float *x,
                               float *acc, void *stream) {
   return otcrt::cuda::columnSum(rows, cols, x, acc, true, stream);
 }
-int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols,
-                               const otcrt_bf16 *x, otcrt_bf16 *acc,
-                               void *stream) {
+int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
+                               otcrt_bf16 *acc, void *stream) {
   return otcrt::cuda::columnSum(rows, cols, x, acc, true, stream);
 }
 

@@ -197,11 +197,11 @@ __global__ void normInputGradKernel(int64_t rows, int64_t cols, const T *dy,
 /// partial[0 or 1][chunk] or, for a single chunk, into dgamma and dbeta
 /// (added to them where `accumulate` has bit 1 or 2).
 template <typename T, int W>
-__global__ void
-normParamGradKernel(int64_t rows, int64_t cols, int64_t chunkRows,
-                    int64_t chunks, const T *dy, const T *x, const float *shift,
-                    const float *scale, float *partial, int accumulate,
-                    T *dgamma, T *dbeta) {
+__global__ void normParamGradKernel(int64_t rows, int64_t cols,
+                                    int64_t chunkRows, int64_t chunks,
+                                    const T *dy, const T *x, const float *shift,
+                                    const float *scale, float *partial,
+                                    int accumulate, T *dgamma, T *dbeta) {
   __shared__ float partGamma[kTilePhases][kTileCols + 1],
       partBeta[kTilePhases][kTileCols + 1];
   const int lane = static_cast<int>(threadIdx.x),
@@ -354,23 +354,24 @@ int otcrt_layer_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *x, const float *gamma,
                              const float *mean, const float *rstd,
-                             const float *residual, int32_t accumulate, float *dx, float *dgamma,
-                             float *dbeta, void *stream) {
+                             const float *residual, int32_t accumulate,
+                             float *dx, float *dgamma, float *dbeta,
+                             void *stream) {
   if (accumulate < 0 || accumulate > 3)
     return 1;
-  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate,
-                 dx, dgamma, dbeta, stream);
+  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
+                 dgamma, dbeta, stream);
 }
 int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                               const float *mean, const float *rstd,
-                              const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
-                              otcrt_bf16 *dgamma, otcrt_bf16 *dbeta,
-                              void *stream) {
+                              const otcrt_bf16 *residual, int32_t accumulate,
+                              otcrt_bf16 *dx, otcrt_bf16 *dgamma,
+                              otcrt_bf16 *dbeta, void *stream) {
   if (accumulate < 0 || accumulate > 3)
     return 1;
-  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate,
-                 dx, dgamma, dbeta, stream);
+  return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
+                 dgamma, dbeta, stream);
 }
 
 int otcrt_rms_norm_fwd_f32(int64_t rows, int64_t cols, float eps,
@@ -387,8 +388,8 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, int32_t accumulate, float *dx, float *dgamma,
-                           void *stream) {
+                           const float *rstd, int32_t accumulate, float *dx,
+                           float *dgamma, void *stream) {
   if (accumulate != 0 && accumulate != 1)
     return 1;
   return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
@@ -396,8 +397,8 @@ int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, int32_t accumulate, otcrt_bf16 *dx,
-                            otcrt_bf16 *dgamma, void *stream) {
+                            const float *rstd, int32_t accumulate,
+                            otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *stream) {
   if (accumulate != 0 && accumulate != 1)
     return 1;
   return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,

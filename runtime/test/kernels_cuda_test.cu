@@ -121,11 +121,11 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
              "bwd");
       } else {
         otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                                 mean.data(), rstd.data(), nullptr, 0, dx.data(),
-                                 dg.data(), db.data());
+                                 mean.data(), rstd.data(), nullptr, 0,
+                                 dx.data(), dg.data(), db.data());
         c.rc(otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
-                                      device(mean), device(rstd), nullptr, 0, dX,
-                                      dG, dB, nullptr),
+                                      device(mean), device(rstd), nullptr, 0,
+                                      dX, dG, dB, nullptr),
              "bwd");
         c.f32(host(dB, cols), db, "dbeta");
       }
@@ -148,16 +148,16 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
         c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb), dY,
                                      dR, nullptr),
              "fwd");
-        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR, 0, dX,
-                                     dG, nullptr),
+        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR, 0,
+                                     dX, dG, nullptr),
              "bwd");
       } else {
         otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
                                  bb.data(), yb.data(), mean.data(),
                                  rstd.data());
         otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                                 mean.data(), rstd.data(), nullptr, 0, dxb.data(),
-                                 dgb.data(), dbb.data());
+                                 mean.data(), rstd.data(), nullptr, 0,
+                                 dxb.data(), dgb.data(), dbb.data());
         c.rc(otcrt_layer_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb),
                                        device(bb), dY, dM, dR, nullptr),
              "fwd");
@@ -198,10 +198,9 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
                                dxbr.data(), dgbr.data(), dbbr.data());
       otcrt_bf16 *dXb = device(dxbr, skew);
       c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb, skew),
-                                     device(xb, skew), device(gb),
-                                     device(mean), device(rstd),
-                                     device(resb, skew), 0, dXb, nullptr, nullptr,
-                                     nullptr),
+                                     device(xb, skew), device(gb), device(mean),
+                                     device(rstd), device(resb, skew), 0, dXb,
+                                     nullptr, nullptr, nullptr),
            "bf16");
       c.bf16(host(dXb, n), dxbr, "dx bf16");
     }
@@ -231,11 +230,11 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     const float *dDy = device(dy), *dXIn = device(x), *dGamma = device(gamma),
                 *dRstd = device(rstd);
     auto f32 = [&] {
-      return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd, 0,
-                                          dX, dG, nullptr)
+      return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd,
+                                          0, dX, dG, nullptr)
                  : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma,
-                                            shift, dRstd, nullptr, 0, dX, dG, dB,
-                                            nullptr);
+                                            shift, dRstd, nullptr, 0, dX, dG,
+                                            dB, nullptr);
     };
     if (rms)
       otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
@@ -261,8 +260,8 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
                                        device(gb), dRstd, 0, dXb, dGb, nullptr)
              : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                         device(gb), shift, dRstd, nullptr, 0, dXb,
-                                         dGb, dBb, nullptr),
+                                         device(gb), shift, dRstd, nullptr, 0,
+                                         dXb, dGb, dBb, nullptr),
          "bf16");
     auto rounded = [](const Floats &v) { return toFloat(toBf16(v)); };
     c.ok = sameBits(toFloat(host(dGb, cols)), rounded(g32),
@@ -284,8 +283,8 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     auto plusBf16 = [](const Floats &slot, const Floats &sum) {
       Floats out(slot.size());
       for (size_t i = 0; i < slot.size(); ++i)
-        out[i] = bf16ToFloat(floatToBf16(
-            bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
+        out[i] = bf16ToFloat(
+            floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
       return out;
     };
     float *aG = device(sg), *aB = rms ? nullptr : device(sb);
@@ -326,7 +325,8 @@ void testColumnSumInto(std::mt19937 &rng, int64_t rows, int64_t cols) {
   Floats sum = host(dSum, cols), want(cols), wantB(cols);
   for (int64_t i = 0; i < cols; ++i) {
     want[i] = slot[i] + sum[i];
-    wantB[i] = bf16ToFloat(floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
+    wantB[i] =
+        bf16ToFloat(floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
   }
   float *dSlot = device(slot);
   c.rc(otcrt_column_sum_into_f32(rows, cols, device(x), dSlot, nullptr), "f32");

@@ -141,11 +141,12 @@ void check(const Problem &pr, std::mt19937 &rng, const char *what) {
   }
   std::vector<otcrt_bf16> slotB = kt::toBf16(slot), addedB = slotB;
   ASSERT_EQ(otcrt_gather_grad_bf16(pr.outer, pr.axisLen, pr.inner, P, gb.data(),
-                                   pr.indices.data(), 1, addedB.data(), nullptr),
+                                   pr.indices.data(), 1, addedB.data(),
+                                   nullptr),
             0);
   for (size_t i = 0; i < n; ++i)
-    ASSERT_EQ(addedB[i], picked[rowOf(i)] ? roundBf16(slot[i] + want[i])
-                                          : slotB[i])
+    ASSERT_EQ(addedB[i],
+              picked[rowOf(i)] ? roundBf16(slot[i] + want[i]) : slotB[i])
         << "bf16 element " << i << " is not the slot plus the float sum, "
         << "rounded once (or the slot where no position picks the row)";
 }
@@ -202,15 +203,15 @@ TEST(KernelsGather, EmptyAndBadSizes) {
             0);
   for (float v : out)
     EXPECT_EQ(v, 0.0f) << "no positions: every row is zero";
-  EXPECT_EQ(otcrt_gather_grad_f32(0, 5, 4, 3, nullptr, nullptr, 0, nullptr,
-                                  nullptr),
-            0);
-  EXPECT_EQ(otcrt_gather_grad_f32(-1, 5, 4, 3, nullptr, nullptr, 0, nullptr,
-                                  nullptr),
-            1);
-  EXPECT_EQ(otcrt_gather_grad_f32(1, 5, 4, -3, nullptr, nullptr, 0, nullptr,
-                                  nullptr),
-            1);
+  EXPECT_EQ(
+      otcrt_gather_grad_f32(0, 5, 4, 3, nullptr, nullptr, 0, nullptr, nullptr),
+      0);
+  EXPECT_EQ(
+      otcrt_gather_grad_f32(-1, 5, 4, 3, nullptr, nullptr, 0, nullptr, nullptr),
+      1);
+  EXPECT_EQ(
+      otcrt_gather_grad_f32(1, 5, 4, -3, nullptr, nullptr, 0, nullptr, nullptr),
+      1);
   std::vector<int64_t> idx = {1};
   std::vector<float> g(4, 1.0f);
   out.assign(20, 3.0f);

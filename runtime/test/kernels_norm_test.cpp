@@ -172,11 +172,10 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   kt::expectBf16Of(yb, y, "y bf16");
   EXPECT_EQ(meanb, mean);
   EXPECT_EQ(rstdb, rstd);
-  ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
-                                      tc.gamma ? gb.data() : nullptr,
-                                      mean.data(), rstd.data(), nullptr, 0,
-                                      dxb.data(), dgb.data(), dbb.data(),
-                                      nullptr),
+  ASSERT_EQ(otcrt_layer_norm_bwd_bf16(
+                tc.rows, tc.cols, dyb.data(), xb.data(),
+                tc.gamma ? gb.data() : nullptr, mean.data(), rstd.data(),
+                nullptr, 0, dxb.data(), dgb.data(), dbb.data(), nullptr),
             0);
   kt::expectBf16Of(dxb, dx, "dx bf16");
   kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
@@ -208,11 +207,10 @@ void runLayerNorm(const NormCase &tc, std::mt19937 &rng) {
   // the inputs being representable) plus the residual, one rounding.
   std::vector<otcrt_bf16> resb = kt::toBf16(res), dxbr(n), dgbr(tc.cols),
                           dbbr(tc.cols), sumb(n);
-  ASSERT_EQ(otcrt_layer_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
-                                      tc.gamma ? gb.data() : nullptr,
-                                      mean.data(), rstd.data(), resb.data(), 0,
-                                      dxbr.data(), dgbr.data(), dbbr.data(),
-                                      nullptr),
+  ASSERT_EQ(otcrt_layer_norm_bwd_bf16(
+                tc.rows, tc.cols, dyb.data(), xb.data(),
+                tc.gamma ? gb.data() : nullptr, mean.data(), rstd.data(),
+                resb.data(), 0, dxbr.data(), dgbr.data(), dbbr.data(), nullptr),
             0);
   for (int64_t e = 0; e < n; ++e)
     sumb[e] = otcrt::cpu::floatToBf16(dx[e] + res[e]);
@@ -262,8 +260,8 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
   kt::expectBf16Of(yb, y, "y bf16");
   EXPECT_EQ(rstdb, rstd);
   ASSERT_EQ(otcrt_rms_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
-                                    tc.gamma ? gb.data() : nullptr, rstd.data(), 0,
-                                    dxb.data(), dgb.data(), nullptr),
+                                    tc.gamma ? gb.data() : nullptr, rstd.data(),
+                                    0, dxb.data(), dgb.data(), nullptr),
             0);
   kt::expectBf16Of(dxb, dx, "dx bf16");
   kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
@@ -320,13 +318,13 @@ TEST(KernelsNorm, LayerNormBackwardInPlace) {
   std::vector<float> dx(rows * cols), dg(cols), db(cols), dg2(cols), db2(cols);
   ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
                                      gamma.data(), mean.data(), rstd.data(),
-                                     nullptr, 0, dx.data(), dg.data(), db.data(),
-                                     nullptr),
+                                     nullptr, 0, dx.data(), dg.data(),
+                                     db.data(), nullptr),
             0);
-  ASSERT_EQ(otcrt_layer_norm_bwd_f32(
-                rows, cols, dy.data(), x.data(), gamma.data(), mean.data(),
-                rstd.data(), nullptr, 0, dy.data(), dg2.data(), db2.data(),
-                nullptr),
+  ASSERT_EQ(otcrt_layer_norm_bwd_f32(rows, cols, dy.data(), x.data(),
+                                     gamma.data(), mean.data(), rstd.data(),
+                                     nullptr, 0, dy.data(), dg2.data(),
+                                     db2.data(), nullptr),
             0);
   EXPECT_EQ(dy, dx);
   EXPECT_EQ(dg2, dg);

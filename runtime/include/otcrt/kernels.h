@@ -113,9 +113,8 @@ int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
 /// slot): acc[c] becomes its value plus the float sum, rounded once.
 int otcrt_column_sum_into_f32(int64_t rows, int64_t cols, const float *x,
                               float *acc, void *stream);
-int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols,
-                               const otcrt_bf16 *x, otcrt_bf16 *acc,
-                               void *stream);
+int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
+                               otcrt_bf16 *acc, void *stream);
 
 /*===--- Gather gradient ---------------------------------------------------===*/
 
