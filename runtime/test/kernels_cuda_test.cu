@@ -207,6 +207,24 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
   }
 }
 
+/// slot + sum in float, element by element (a slot a call adds into).
+Floats plus(const Floats &slot, const Floats &sum) {
+  Floats out(slot.size());
+  for (size_t i = 0; i < slot.size(); ++i)
+    out[i] = slot[i] + sum[i];
+  return out;
+}
+
+/// The same for a bfloat16 slot holding `slot` rounded: its value plus the
+/// float sum, rounded once.
+Floats plusBf16(const Floats &slot, const Floats &sum) {
+  Floats out(slot.size());
+  for (size_t i = 0; i < slot.size(); ++i)
+    out[i] =
+        bf16ToFloat(floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
+  return out;
+}
+
 /// The parameter gradients of layer norm (dgamma, dbeta) and RMS norm
 /// (dgamma) at training shapes, where they run as two-stage reductions: the
 /// f32 results within float tolerance of the host's, the same bits on a
@@ -229,12 +247,13 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     float *dX = device(Floats(n));
     const float *dDy = device(dy), *dXIn = device(x), *dGamma = device(gamma),
                 *dRstd = device(rstd);
-    auto f32 = [&] {
+    // accumulate: bit 1 adds dgamma into g, bit 2 dbeta into b.
+    auto f32 = [&](int accumulate, float *g, float *b) {
       return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd,
-                                          0, dX, dG, nullptr)
+                                          accumulate, dX, g, nullptr)
                  : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma,
-                                            shift, dRstd, nullptr, 0, dX, dG,
-                                            dB, nullptr);
+                                            shift, dRstd, nullptr, accumulate,
+                                            dX, g, b, nullptr);
     };
     if (rms)
       otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
@@ -243,13 +262,13 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
       otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
                                mean.data(), rstd.data(), nullptr, 0, dx.data(),
                                dg.data(), db.data());
-    c.rc(f32(), "f32");
+    c.rc(f32(0, dG, dB), "f32");
     const double tol = 1e-4 * std::sqrt(static_cast<double>(rows));
     Floats g32 = host(dG, cols), b32 = rms ? Floats() : host(dB, cols);
     c.f32(g32, dg, "dgamma", tol);
     if (!rms)
       c.f32(b32, db, "dbeta", tol);
-    c.rc(f32(), "f32 again");
+    c.rc(f32(0, dG, dB), "f32 again");
     c.ok = sameBits(host(dG, cols), g32, "dgamma again") && c.ok;
     if (!rms)
       c.ok = sameBits(host(dB, cols), b32, "dbeta again") && c.ok;
@@ -257,12 +276,16 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     otcrt_bf16 *dGb = device(Bf16s(cols)),
                *dBb = rms ? nullptr : device(Bf16s(cols)),
                *dXb = device(Bf16s(n));
-    c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                       device(gb), dRstd, 0, dXb, dGb, nullptr)
-             : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                         device(gb), shift, dRstd, nullptr, 0,
-                                         dXb, dGb, dBb, nullptr),
-         "bf16");
+    const otcrt_bf16 *dDyb = device(dyb), *dXInb = device(xb),
+                     *dGammab = device(gb);
+    auto bf16 = [&](int accumulate, otcrt_bf16 *g, otcrt_bf16 *b) {
+      return rms ? otcrt_rms_norm_bwd_bf16(rows, cols, dDyb, dXInb, dGammab,
+                                           dRstd, accumulate, dXb, g, nullptr)
+                 : otcrt_layer_norm_bwd_bf16(rows, cols, dDyb, dXInb, dGammab,
+                                             shift, dRstd, nullptr, accumulate,
+                                             dXb, g, b, nullptr);
+    };
+    c.rc(bf16(0, dGb, dBb), "bf16");
     auto rounded = [](const Floats &v) { return toFloat(toBf16(v)); };
     c.ok = sameBits(toFloat(host(dGb, cols)), rounded(g32),
                     "bf16 dgamma vs rounded f32") &&
@@ -274,36 +297,14 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     // Added into slots (accumulate: bit 1 dgamma, bit 2 dbeta): each slot
     // becomes its value plus the device's f32 sum, rounded once.
     const Floats sg = random(cols, rng, -3, 3), sb = random(cols, rng, -3, 3);
-    auto plus = [](const Floats &slot, const Floats &sum) {
-      Floats out(slot.size());
-      for (size_t i = 0; i < slot.size(); ++i)
-        out[i] = slot[i] + sum[i];
-      return out;
-    };
-    auto plusBf16 = [](const Floats &slot, const Floats &sum) {
-      Floats out(slot.size());
-      for (size_t i = 0; i < slot.size(); ++i)
-        out[i] = bf16ToFloat(
-            floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
-      return out;
-    };
     float *aG = device(sg), *aB = rms ? nullptr : device(sb);
-    c.rc(rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd, 1,
-                                      dX, aG, nullptr)
-             : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, shift,
-                                        dRstd, nullptr, 3, dX, aG, aB, nullptr),
-         "f32 into slots");
+    c.rc(f32(rms ? 1 : 3, aG, aB), "f32 into slots");
     c.ok = sameBits(host(aG, cols), plus(sg, g32), "f32 dgamma slot") && c.ok;
     if (!rms)
       c.ok = sameBits(host(aB, cols), plus(sb, b32), "f32 dbeta slot") && c.ok;
     otcrt_bf16 *aGb = device(toBf16(sg)),
                *aBb = rms ? nullptr : device(toBf16(sb));
-    c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                       device(gb), dRstd, 1, dXb, aGb, nullptr)
-             : otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb), device(xb),
-                                         device(gb), shift, dRstd, nullptr, 3,
-                                         dXb, aGb, aBb, nullptr),
-         "bf16 into slots");
+    c.rc(bf16(rms ? 1 : 3, aGb, aBb), "bf16 into slots");
     c.ok = sameBits(toFloat(host(aGb, cols)), plusBf16(sg, g32),
                     "bf16 dgamma slot") &&
            c.ok;
@@ -322,20 +323,17 @@ void testColumnSumInto(std::mt19937 &rng, int64_t rows, int64_t cols) {
   Floats x = random(rows * cols, rng), slot = random(cols, rng, -3, 3);
   float *dSum = device(Floats(cols));
   c.rc(otcrt_column_sum_f32(rows, cols, device(x), dSum, nullptr), "sums");
-  Floats sum = host(dSum, cols), want(cols), wantB(cols);
-  for (int64_t i = 0; i < cols; ++i) {
-    want[i] = slot[i] + sum[i];
-    wantB[i] =
-        bf16ToFloat(floatToBf16(bf16ToFloat(floatToBf16(slot[i])) + sum[i]));
-  }
+  const Floats sum = host(dSum, cols);
   float *dSlot = device(slot);
   c.rc(otcrt_column_sum_into_f32(rows, cols, device(x), dSlot, nullptr), "f32");
-  c.ok = sameBits(host(dSlot, cols), want, "f32 slot") && c.ok;
+  c.ok = sameBits(host(dSlot, cols), plus(slot, sum), "f32 slot") && c.ok;
   otcrt_bf16 *dSlotB = device(toBf16(slot));
   c.rc(otcrt_column_sum_into_bf16(rows, cols, device(toBf16(x)), dSlotB,
                                   nullptr),
        "bf16");
-  c.ok = sameBits(toFloat(host(dSlotB, cols)), wantB, "bf16 slot") && c.ok;
+  c.ok = sameBits(toFloat(host(dSlotB, cols)), plusBf16(slot, sum),
+                  "bf16 slot") &&
+         c.ok;
 }
 
 /// Captures `calls` on a fresh stream into a CUDA graph (after one eager run,
