@@ -331,9 +331,9 @@ void testColumnSumInto(std::mt19937 &rng, int64_t rows, int64_t cols) {
   c.rc(otcrt_column_sum_into_bf16(rows, cols, device(toBf16(x)), dSlotB,
                                   nullptr),
        "bf16");
-  c.ok = sameBits(toFloat(host(dSlotB, cols)), plusBf16(slot, sum),
-                  "bf16 slot") &&
-         c.ok;
+  c.ok =
+      sameBits(toFloat(host(dSlotB, cols)), plusBf16(slot, sum), "bf16 slot") &&
+      c.ok;
 }
 
 /// Captures `calls` on a fresh stream into a CUDA graph (after one eager run,
