@@ -187,7 +187,7 @@ LogicalResult Interpreter::run(otc::GatherOp op) {
 LogicalResult Interpreter::run(otc::GatherGradOp op) {
   const Tensor &grad = get(op.getGrad());
   const Tensor &indices = get(op.getIndices());
-  Tensor out = op.getAcc() ? get(op.getAcc()) : zeros(shapeOf(op.getResult()));
+  Tensor out = startOfSum(op.getAcc(), op.getResult());
   int64_t axis = op.getAxis();
   size_t indexRank = indices.shape.size();
   for (int64_t i = 0, e = grad.data.size(); i < e; ++i) {

@@ -345,11 +345,8 @@ LogicalResult Interpreter::run(otc::LayerNormGradOp op) {
   NormRows rows(x.shape, op.getAxis());
   double n = static_cast<double>(rows.size);
   Tensor dx = zeros(x.shape);
-  // Added into the accumulators when the op has them.
-  Tensor dgamma = op.getDgammaAcc() ? get(op.getDgammaAcc())
-                                    : zeros(shapeOf(op.getDgamma()));
-  Tensor dbeta =
-      op.getDbetaAcc() ? get(op.getDbetaAcc()) : zeros(shapeOf(op.getDbeta()));
+  Tensor dgamma = startOfSum(op.getDgammaAcc(), op.getDgamma());
+  Tensor dbeta = startOfSum(op.getDbetaAcc(), op.getDbeta());
   std::vector<double> xhat(rows.size), g(rows.size);
   for (int64_t r = 0; r < rows.count; ++r) {
     double meanG = 0.0, meanGXhat = 0.0;
@@ -410,8 +407,7 @@ LogicalResult Interpreter::run(otc::RmsNormGradOp op) {
   NormRows rows(x.shape, op.getAxis());
   double n = static_cast<double>(rows.size);
   Tensor dx = zeros(x.shape);
-  Tensor dgamma = op.getDgammaAcc() ? get(op.getDgammaAcc())
-                                    : zeros(shapeOf(op.getDgamma()));
+  Tensor dgamma = startOfSum(op.getDgammaAcc(), op.getDgamma());
   std::vector<double> xhat(rows.size), g(rows.size);
   for (int64_t r = 0; r < rows.count; ++r) {
     double meanGXhat = 0.0;
@@ -694,8 +690,7 @@ LogicalResult Interpreter::run(otc::ColumnSumOp op) {
   const Tensor &x = get(op.getInput());
   int64_t cols = x.shape.back();
   int64_t rows = cols ? static_cast<int64_t>(x.data.size()) / cols : 0;
-  // Added into acc when the op has one.
-  Tensor sum = op.getAcc() ? get(op.getAcc()) : zeros({cols});
+  Tensor sum = startOfSum(op.getAcc(), op.getResult());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       sum.data[c] += x.data[r * cols + c];

@@ -175,6 +175,12 @@ public:
     return value ? &get(value) : nullptr;
   }
 
+  /// Where a sum that may add into an accumulator starts: a copy of the
+  /// optional accumulator `acc`, or zeros of `result`'s shape without one.
+  Tensor startOfSum(mlir::Value acc, mlir::Value result) const {
+    return acc ? get(acc) : zeros(shapeOf(result));
+  }
+
 private:
   // Interpreter.cpp
   mlir::LogicalResult run(ConstantOp op);

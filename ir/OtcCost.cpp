@@ -73,20 +73,19 @@ int64_t GatherGradOp::getFlops() { return elementsOf(getGrad()); }
 
 // A gather gradient reads the gradient and the indices; it writes its whole
 // result (the rows no index picks are zeros), or, adding into `acc`, reads
-// and writes only the rows the indices pick (at most one per position).
-static int64_t pickedRowBytes(GatherGradOp op) {
-  int64_t all = elementsOf(op.getResult());
+// and writes only the rows the indices pick.
+int64_t GatherGradOp::getPickedRowBytes() {
+  int64_t all = elementsOf(getResult());
   if (all == 0)
     return 0;
-  return std::min(elementsOf(op.getGrad()), all) *
-         (byteSize(op.getResult()) / all);
+  return std::min(elementsOf(getGrad()), all) * (byteSize(getResult()) / all);
 }
 int64_t GatherGradOp::getBytesRead() {
   return byteSize(getGrad()) + byteSize(getIndices()) +
-         (getAcc() ? pickedRowBytes(*this) : 0);
+         (getAcc() ? getPickedRowBytes() : 0);
 }
 int64_t GatherGradOp::getBytesWritten() {
-  return getAcc() ? pickedRowBytes(*this) : byteSize(getResult());
+  return getAcc() ? getPickedRowBytes() : byteSize(getResult());
 }
 
 // Normalizations: max, exp, sum, divide (or log) and the subtraction.

@@ -726,10 +726,9 @@ void GatherGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
   sum.threads = std::max<int64_t>(32, std::min<int64_t>(1024, inner / width));
   sum.steps = ceilDiv(32, 4) + 1;
   // The gradient rows read, the rows picked written (and read first when
-  // adding into acc: at most one a position), the partial rows.
-  double rows = static_cast<double>(outer) * std::min(positions, s[axis]);
+  // adding into acc), the partial rows.
   sum.bytes = static_cast<double>(outer) * positions * inner * elem +
-              rows * inner * elem * (getAcc() ? 2 : 1) +
+              static_cast<double>(getPickedRowBytes()) * (getAcc() ? 2 : 1) +
               static_cast<double>(pieces) * inner * 4.0;
   l.push_back(sum);
   KernelLaunch cross;

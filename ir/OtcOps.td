@@ -289,6 +289,11 @@ def Otc_GatherGradOp : Otc_Op<"gather_grad",
   let assemblyFormat =
       "$grad `,` $indices (`acc` $acc^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The bytes of the result's rows the indices can pick (at most one
+    /// row per position): what the sums write, and read first into `acc`.
+    int64_t getPickedRowBytes();
+  }];
 }
 
 def Otc_TriluOp : Otc_Op<"trilu", [Cost, Pure, Grad, SameOperandsAndResultType]> {

@@ -1,5 +1,4 @@
-//===- FuseEpilogues.cpp - GEMMs accumulate into their target
-//--------------===//
+//===- FuseEpilogues.cpp - calls accumulate into their target -------------===//
 //
 // A weight gradient is a GEMM into a temporary that one kernel then adds to
 // the gradient slot. The GEMM libraries add into their output themselves
@@ -268,46 +267,33 @@ struct FuseEpiloguesPass
   void fuseSlotAccumulation(otck::KernelOp k) {
     Operation *op = bodyOp(k);
     if (auto head = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
-      if (!head.getDwAcc())
-        addIntoSlot(k, head.getDw(),
-                    [&](Value acc) { head.getDwAccMutable().assign(acc); });
+      addIntoSlot(k, head.getDw(), head.getDwAccMutable());
     } else if (auto gather = dyn_cast<GatherGradOp>(op)) {
-      if (!gather.getAcc())
-        addIntoSlot(k, gather.getResult(),
-                    [&](Value acc) { gather.getAccMutable().assign(acc); });
+      addIntoSlot(k, gather.getResult(), gather.getAccMutable());
     } else if (auto norm = dyn_cast<LayerNormGradOp>(op)) {
-      if (!norm.getDgammaAcc())
-        addIntoSlot(k, norm.getDgamma(),
-                    [&](Value acc) { norm.getDgammaAccMutable().assign(acc); });
-      if (!norm.getDbetaAcc())
-        addIntoSlot(k, norm.getDbeta(),
-                    [&](Value acc) { norm.getDbetaAccMutable().assign(acc); });
+      addIntoSlot(k, norm.getDgamma(), norm.getDgammaAccMutable());
+      addIntoSlot(k, norm.getDbeta(), norm.getDbetaAccMutable());
     } else if (auto norm = dyn_cast<RmsNormGradOp>(op)) {
-      if (!norm.getDgammaAcc())
-        addIntoSlot(k, norm.getDgamma(),
-                    [&](Value acc) { norm.getDgammaAccMutable().assign(acc); });
+      addIntoSlot(k, norm.getDgamma(), norm.getDgammaAccMutable());
     } else if (auto sum = dyn_cast<ColumnSumOp>(op)) {
-      Type input = getElementTypeOrSelf(sum.getInput().getType());
-      if (!sum.getAcc())
-        addIntoSlot(
-            k, sum.getResult(),
-            [&](Value acc) { sum.getAccMutable().assign(acc); },
-            /*roundedTo=*/input);
+      addIntoSlot(k, sum.getResult(), sum.getAccMutable(),
+                  /*roundedTo=*/getElementTypeOrSelf(sum.getInput().getType()));
     }
   }
 
   /// Where kernel `k` writes `result` (a result of its one library op) to a
   /// temporary that only a later kernel `acc = acc + temporary` reads: `k`
   /// writes the result over `acc` and reads `acc` as the op's accumulator
-  /// operand (given to `setAcc` as a new block argument), the add kernel
-  /// and the temporary go. With `roundedTo`, `acc`'s element type must be
-  /// `roundedTo`, and a kernel of one cast may round the temporary to it in
-  /// between: the result then takes `acc`'s type and the cast goes too.
-  /// Only when nothing in between touches `acc`, and `acc` is none of `k`'s
-  /// operands.
+  /// operand `accOperand` (optional and absent so far; a new block
+  /// argument), the add kernel and the temporary go. With `roundedTo`, `acc`'s
+  /// element type must be `roundedTo`, and a kernel of one cast may round the
+  /// temporary to it in between: the result then takes `acc`'s type and the
+  /// cast goes too. Only when nothing in between touches `acc`, and `acc` is
+  /// none of `k`'s operands.
   void addIntoSlot(otck::KernelOp k, Value result,
-                   llvm::function_ref<void(Value)> setAcc,
-                   Type roundedTo = nullptr) {
+                   MutableOperandRange accOperand, Type roundedTo = nullptr) {
+    if (!accOperand.empty())
+      return;
     unsigned index = cast<OpResult>(result).getResultNumber();
     auto yield = cast<otck::YieldOp>(k.getBody().front().getTerminator());
     if (yield->getOperand(index) != result)
@@ -350,7 +336,8 @@ struct FuseEpiloguesPass
     k->setOperand(k.getOutputs().getBeginOperandIndex() + index, acc);
     k.getInputsMutable().append(acc);
     result.setType(tensorType);
-    setAcc(k.getBody().front().addArgument(tensorType, result.getLoc()));
+    accOperand.assign(
+        k.getBody().front().addArgument(tensorType, result.getLoc()));
     add.erase();
     if (round) {
       round.erase();

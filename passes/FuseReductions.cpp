@@ -1,5 +1,4 @@
-//===- FuseReductions.cpp - sums over leading axes as library calls
-//--------===//
+//===- FuseReductions.cpp - leading-axis sums as library calls ------------===//
 //
 // A bias's gradient is a sum over every axis but the last. As a generated
 // kernel that is one thread per column walking all rows (a few thousand

@@ -1,5 +1,4 @@
-//===- PackAttention.cpp - attention on a fused QKV projection in place
-//----===//
+//===- PackAttention.cpp - attention reads a fused QKV in place -----------===//
 //
 // A fused QKV projection writes [B, T, (H + 2 Hk) D]; the exported graph
 // slices it into q, k and v along the last axis and splits each into heads,

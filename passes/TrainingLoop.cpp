@@ -173,17 +173,17 @@ static OpOperand *lossSeed(Block &body, Value loss) {
   Value logits, labels;
   for (Operation &op : body) {
     OpOperand *g = nullptr;
-    if (auto ce = dyn_cast<CrossEntropyWithGradOp>(op)) {
+    auto fromLogits = [&](auto ce) {
       g = &ce.getGradMutable();
       logits = ce.getLogits();
       labels = ce.getLabels();
-    } else if (auto ce = dyn_cast<CrossEntropyGradOp>(op)) {
-      g = &ce.getGradMutable();
-      logits = ce.getLogits();
-      labels = ce.getLabels();
-    } else if (auto lce = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
+    };
+    if (auto ce = dyn_cast<CrossEntropyWithGradOp>(op))
+      fromLogits(ce);
+    else if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
+      fromLogits(ce);
+    else if (auto lce = dyn_cast<LinearCrossEntropyWithGradOp>(op))
       g = &lce.getGradMutable();
-    }
     if (!g)
       continue;
     if (seed)

@@ -285,6 +285,9 @@ template <typename T>
 int normBwd(int64_t rows, int64_t cols, const T *dy, const T *x, const T *gamma,
             const float *shift, const float *scale, const T *residual,
             int accumulate, T *dx, T *dgamma, T *dbeta, void *streamArg) {
+  // Bits 1 (dgamma) and 2 (dbeta); RMS norm (no shift) has only dgamma.
+  if (accumulate < 0 || accumulate > (shift ? 3 : 1))
+    return 1;
   if (cols <= 0)
     return 0;
   rows = rows < 0 ? 0 : rows;
@@ -357,8 +360,6 @@ int otcrt_layer_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                              const float *residual, int32_t accumulate,
                              float *dx, float *dgamma, float *dbeta,
                              void *stream) {
-  if (accumulate < 0 || accumulate > 3)
-    return 1;
   return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
                  dgamma, dbeta, stream);
 }
@@ -368,8 +369,6 @@ int otcrt_layer_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                               const otcrt_bf16 *residual, int32_t accumulate,
                               otcrt_bf16 *dx, otcrt_bf16 *dgamma,
                               otcrt_bf16 *dbeta, void *stream) {
-  if (accumulate < 0 || accumulate > 3)
-    return 1;
   return normBwd(rows, cols, dy, x, gamma, mean, rstd, residual, accumulate, dx,
                  dgamma, dbeta, stream);
 }
@@ -390,8 +389,6 @@ int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
                            const float *rstd, int32_t accumulate, float *dx,
                            float *dgamma, void *stream) {
-  if (accumulate != 0 && accumulate != 1)
-    return 1;
   return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
                         accumulate, dx, dgamma, nullptr, stream);
 }
@@ -399,8 +396,6 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
                             const float *rstd, int32_t accumulate,
                             otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *stream) {
-  if (accumulate != 0 && accumulate != 1)
-    return 1;
   return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
                              accumulate, dx, dgamma, nullptr, stream);
 }
