@@ -238,11 +238,16 @@ void Predictor::gradientFactor(ModuleOp module,
     l.what = "partial sums of squares";
     l.blocks = otcrt_sumsq_blocks(n);
     l.threads = OTCRT_CUDA_ROW_BLOCK;
-    // Each thread's loop: rounds of OTCRT_CUDA_SUMSQ_UNROLL loads in flight,
-    // then what is left one load at a time.
-    int64_t iterations = (n + l.blocks * l.threads - 1) / (l.blocks * l.threads);
+    // Each thread's loop over 16-byte packets (the gradient slots are
+    // aligned): rounds of OTCRT_CUDA_SUMSQ_UNROLL loads in flight, then
+    // what is left one load at a time, then one element past the last
+    // whole packet (the first threads).
+    int64_t perPacket = OTCRT_CUDA_PACKET_BYTES / width;
+    int64_t packets = n / perPacket;
+    int64_t iterations =
+        (packets + l.blocks * l.threads - 1) / (l.blocks * l.threads);
     l.steps = iterations / OTCRT_CUDA_SUMSQ_UNROLL +
-              iterations % OTCRT_CUDA_SUMSQ_UNROLL;
+              iterations % OTCRT_CUDA_SUMSQ_UNROLL + (n % perPacket != 0);
     l.bytes = double(width) * double(n);
     partials += l.blocks;
     grid.push_back(l);

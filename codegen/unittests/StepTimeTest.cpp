@@ -425,9 +425,10 @@ func.func @optimizer_step() { return }
 // a copy of 4 MiB, read and written: 8388608 / 3e12 + 0.83 us = 3.626203
 // us, together 8.650507 us. Before the (empty) optimizer step, the
 // runtime's gradient factor over the 506 floats of grad:a and grad:b: one
-// block of 256 threads, 2 loads each, one after the other (fewer than a
-// round of 4 in flight: 2 x 0.5 us), then one block adding its partial
-// (0.5 us), each launch 0.83 us more: 3.16 us.
+// block of 256 threads, each at most one of the 126 16-byte packets (fewer
+// than a round of 4 in flight: 0.5 us), then threads 0 and 1 one of the 2
+// floats past them (0.5 us), then one block adding its partial (0.5 us),
+// each launch 0.83 us more: 3.16 us.
 // The step: 0.830683 + 4 * 8.650507 + 3.16 = 38.592711 us, over
 // 1 + 4 * 2 + 2 = 11 launches.
 TEST_F(StepTimeTest, StepWithAccumulation) {

@@ -54,6 +54,16 @@ public:
     return Status::ok();
   }
 
+  Status copy(char *dst, const char *src, int64_t bytes) override {
+    std::memmove(dst, src, static_cast<size_t>(bytes));
+    return Status::ok();
+  }
+
+  Status downloadAsync(const char *src, void *dst, int64_t bytes) override {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return Status::ok();
+  }
+
   Status synchronize() override { return Status::ok(); }
 
   /// Over MPI from host memory; a BF16 range widened to FP32 for the sum

@@ -93,8 +93,10 @@ int otcrt_sum_squares(const char *arena, int32_t num_ranges,
 
 int otcrt_grad_factor(const char *arena, int32_t num_ranges,
                       const OtcrtRange *ranges, float scale, float clip,
-                      float *factor, double *norm, void *) {
-  return gradFactor(arena, num_ranges, ranges, scale, clip, factor, norm);
+                      const float *checks, int32_t num_checks, float *factor,
+                      double *norm, void *) {
+  return gradFactor(arena, num_ranges, ranges, scale, clip, checks,
+                    num_checks, factor, norm);
 }
 
 int otcrt_scale_ranges(char *arena, int32_t num_ranges,

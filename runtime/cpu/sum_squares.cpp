@@ -63,15 +63,20 @@ int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
 }
 
 int gradFactor(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
-               float scale, float clip, float *factor, double *norm) {
+               float scale, float clip, const float *checks,
+               int32_t numChecks, float *factor, double *norm) {
   double sum = 0;
-  if (!factor || !norm || sumSquares(arena, numRanges, ranges, &sum) != 0)
+  if (!factor || !norm || numChecks < 0 || (numChecks > 0 && !checks) ||
+      sumSquares(arena, numRanges, ranges, &sum) != 0)
     return 1;
   double n = static_cast<double>(scale) * std::sqrt(sum);
   double f = scale;
   if (clip > 0 && n > clip)
     f *= clip / n;
-  *factor = std::isfinite(n) ? static_cast<float>(f) : NAN;
+  bool finite = std::isfinite(n);
+  for (int32_t i = 0; i < numChecks; ++i)
+    finite = finite && std::isfinite(checks[i]);
+  *factor = finite ? static_cast<float>(f) : NAN;
   *norm = n;
   return 0;
 }

@@ -369,6 +369,18 @@ public:
     return waitForStream();
   }
 
+  Status copy(char *dst, const char *src, int64_t bytes) override {
+    OTCRT_CUDA_TRY(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                   cudaMemcpyDeviceToDevice, stream_));
+    return Status::ok();
+  }
+
+  Status downloadAsync(const char *src, void *dst, int64_t bytes) override {
+    OTCRT_CUDA_TRY(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                   cudaMemcpyDeviceToHost, stream_));
+    return Status::ok();
+  }
+
   Status synchronize() override {
     OTCRT_CUDA_TRY(cudaDeviceSynchronize());
     OTCRT_CUDA_TRY(cudaGetLastError());

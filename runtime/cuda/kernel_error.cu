@@ -2,8 +2,9 @@
 // one OtcrtKernelError in device memory, allocated and cleared once, into
 // which kernels write the first bad value they read (recordError in
 // common.cuh). A library call therefore never reads a flag back to the host
-// inside a step, which a CUDA graph could not capture; the driver reads the
-// record once per micro-step instead.
+// inside a step, which a CUDA graph could not capture; the gradient factor
+// (sum_squares.cu) reads it on the device, vetoing the step's update, and
+// the driver reads it once the step is done.
 #include "common.cuh"
 
 #include <mutex>

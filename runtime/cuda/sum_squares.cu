@@ -1,15 +1,17 @@
 // Device sum of squares over arena ranges (otcrt_sum_squares in
 // otcrt/kernels.h). Each range gets a grid whose size depends on its length
-// alone; every block sums a fixed grid-stride share of it in double and
-// writes one partial to its place in a scratch array; one block then adds
-// the partials in a fixed order and the sum is copied back. No atomics, so
+// alone; every block sums a fixed grid-stride share of it in double (read
+// in 16-byte packets where the range is aligned to them) and writes one
+// partial to its place in a scratch array; one block then adds the
+// partials in a fixed order and the sum is copied back. No atomics, so
 // the result repeats bit for bit. The scratch array is allocated (and
 // grown) on a call, which therefore never runs inside a graph capture.
 // otcrt_scale_ranges scales the same ranges in place with one grid-stride
 // kernel per range; otcrt_grad_factor ends with one block that also turns
-// the sum into AdamW's gradient factor in device memory and copies the norm
-// to the host asynchronously: clipping with no pass over the gradients and
-// no wait.
+// the sum into AdamW's gradient factor in device memory (NaN, a skipped
+// update, when a loss it is given is not finite or a kernel recorded a data
+// error) and copies the norm to the host asynchronously: clipping with no
+// pass over the gradients and no wait.
 #include "common.cuh"
 
 #include <mutex>
@@ -18,28 +20,42 @@ namespace otcrt {
 namespace cuda {
 namespace {
 
-/// One block's partial sum of squares of a grid-stride share of x: each
-/// thread loads OTCRT_CUDA_SUMSQ_UNROLL elements a grid stride apart before
-/// it adds any (that many loads in flight), into as many sums, then the
-/// rest one at a time; the order depends on n and the grid alone.
-template <typename T>
+/// One block's partial sum of squares of a grid-stride share of x, read in
+/// packets of W elements (x aligned to W; W = 1 reads element by element):
+/// each thread loads OTCRT_CUDA_SUMSQ_UNROLL packets a grid stride apart
+/// before it adds any, into as many sums, then the rest one packet at a
+/// time, and the first threads one element each past the last whole
+/// packet; the order depends on n, W and the grid alone.
+template <int W, typename T>
 __global__ void partialSquares(int64_t n, const T *x, double *partial) {
   constexpr int U = OTCRT_CUDA_SUMSQ_UNROLL;
   __shared__ double scratch[32];
+  const int64_t packets = n / W;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first =
+      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t i = first;
   double sums[U] = {};
-  for (; i + (U - 1) * stride < n; i += U * stride) {
-    float v[U];
+  for (; i + (U - 1) * stride < packets; i += U * stride) {
+    float v[U][W];
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      v[u] = load(x[i + u * stride]);
+      loadPacket<W>(x + (i + u * stride) * W, v[u]);
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      sums[u] += static_cast<double>(v[u]) * v[u];
+#pragma unroll
+      for (int w = 0; w < W; ++w)
+        sums[u] += static_cast<double>(v[u][w]) * v[u][w];
   }
-  for (; i < n; i += stride) {
-    double v = load(x[i]);
+  for (; i < packets; i += stride) {
+    float v[W];
+    loadPacket<W>(x + i * W, v);
+#pragma unroll
+    for (int w = 0; w < W; ++w)
+      sums[0] += static_cast<double>(v[w]) * v[w];
+  }
+  if (const int64_t rest = packets * W + first; rest < n) {
+    double v = load(x[rest]);
     sums[0] += v * v;
   }
   double acc = 0;
@@ -49,6 +65,17 @@ __global__ void partialSquares(int64_t n, const T *x, double *partial) {
   acc = blockSum(acc, scratch);
   if (threadIdx.x == 0)
     partial[blockIdx.x] = acc;
+}
+
+/// Queues partialSquares over the n elements at x, in 16-byte packets when
+/// x is 16-byte aligned.
+template <typename T>
+void launchPartialSquares(int blocks, cudaStream_t stream, int64_t n,
+                          const T *x, double *partial) {
+  if (reinterpret_cast<uintptr_t>(x) % OTCRT_CUDA_PACKET_BYTES == 0)
+    partialSquares<kPack<T>><<<blocks, kBlock, 0, stream>>>(n, x, partial);
+  else
+    partialSquares<1><<<blocks, kBlock, 0, stream>>>(n, x, partial);
 }
 
 template <typename T>
@@ -70,21 +97,31 @@ __global__ void addPartials(int64_t n, const double *partial, double *sum) {
 
 /// One block: with n = scale sqrt(the sum of the partials, added as
 /// addPartials adds them), *factor = scale min(1, clip / n) (clip > 0) or
-/// scale when n is finite, NaN when not; *norm = n.
+/// scale when n, every one of the numChecks checks and the error record
+/// are good (finite, finite, empty), NaN when not; *norm = n.
 __global__ void finishFactor(int64_t n, const double *partial, float scale,
-                             float clip, float *factor, double *norm) {
+                             float clip, const float *checks,
+                             int32_t numChecks,
+                             const OtcrtKernelError *record, float *factor,
+                             double *norm) {
   __shared__ double scratch[32];
   double acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += partial[i];
   acc = blockSum(acc, scratch);
+  int bad = 0;
+  for (int32_t i = threadIdx.x; i < numChecks; i += blockDim.x)
+    bad |= !isfinite(checks[i]);
+  bad = __syncthreads_or(bad);
   if (threadIdx.x != 0)
     return;
+  if (record && record->code != OTCRT_ERROR_NONE)
+    bad = 1;
   double g = static_cast<double>(scale) * sqrt(acc);
   double f = scale;
   if (clip > 0 && g > clip)
     f *= clip / g;
-  *factor = isfinite(g) ? static_cast<float>(f) : NAN;
+  *factor = isfinite(g) && !bad ? static_cast<float>(f) : NAN;
   *norm = g;
 }
 
@@ -145,11 +182,12 @@ double *queuePartials(const char *arena, int32_t numRanges,
     int blocks = blocksFor(range.count);
     const char *p = arena + range.offset;
     if (range.bf16)
-      partialSquares<<<blocks, kBlock, 0, stream>>>(
-          range.count, reinterpret_cast<const otcrt_bf16 *>(p), partial + at);
+      launchPartialSquares(blocks, stream, range.count,
+                           reinterpret_cast<const otcrt_bf16 *>(p),
+                           partial + at);
     else
-      partialSquares<<<blocks, kBlock, 0, stream>>>(
-          range.count, reinterpret_cast<const float *>(p), partial + at);
+      launchPartialSquares(blocks, stream, range.count,
+                           reinterpret_cast<const float *>(p), partial + at);
     at += blocks;
   }
   *count = partials > 0 ? partials : 1;
@@ -206,16 +244,19 @@ extern "C" int otcrt_sum_squares(const char *arena, int32_t num_ranges,
 
 extern "C" int otcrt_grad_factor(const char *arena, int32_t num_ranges,
                                  const OtcrtRange *ranges, float scale,
-                                 float clip, float *factor, double *norm,
-                                 void *streamArg) {
+                                 float clip, const float *checks,
+                                 int32_t num_checks, float *factor,
+                                 double *norm, void *streamArg) {
   using namespace otcrt::cuda;
-  if (!factor || !norm)
+  if (!factor || !norm || num_checks < 0 || (num_checks > 0 && !checks))
     return 1;
   cudaStream_t stream = asStream(streamArg);
+  const OtcrtKernelError *record = errorRecord();
   return queueReduction(arena, num_ranges, ranges, stream, norm,
                         [&](int64_t n, const double *partial, double *out) {
                           finishFactor<<<1, kBlock, 0, stream>>>(
-                              n, partial, scale, clip, factor, out);
+                              n, partial, scale, clip, checks, num_checks,
+                              record, factor, out);
                         })
              ? 0
              : 1;

@@ -103,6 +103,14 @@ public:
   /// Copies \p bytes from \p arena + \p offset to the host buffer \p dst.
   virtual Status download(const char *arena, int64_t offset, void *dst,
                           int64_t bytes) = 0;
+  /// Queues the copy of \p bytes from \p src to \p dst, both where the
+  /// arena lives (its bytes or those of another allocate()), behind the
+  /// work queued so far; it does not wait.
+  virtual Status copy(char *dst, const char *src, int64_t bytes) = 0;
+  /// Queues the copy of \p bytes from \p src (where the arena lives) to
+  /// \p dst, a hostBuffer(), behind the work queued so far; the bytes are
+  /// there once synchronize() returns.
+  virtual Status downloadAsync(const char *src, void *dst, int64_t bytes) = 0;
   /// Waits for all queued device work and reports asynchronous failures.
   virtual Status synchronize() = 0;
   /// \p bytes of host memory that the device's asynchronous copies can

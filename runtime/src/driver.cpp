@@ -18,6 +18,7 @@
 #include "otcrt/safetensors.h"
 #include "run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -170,11 +171,47 @@ std::vector<double> Run::microCounts(int64_t micros) const {
   return counts;
 }
 
+/// The test hook OTC_TEST_COLLECTIVES_ALONE: the gradients' sum of a
+/// data-parallel run in a run of one rank (the GPU tests: NCCL over a
+/// communicator of one GPU must give the same bits), overlapped where the
+/// device sums the buckets.
+static bool collectivesAlone() {
+  static const bool alone = std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
+  return alone;
+}
+
+bool Run::queuesMicroSteps() const {
+  return slots_.gradFactor && !shards_ && world_.size == 1 &&
+         !collectivesAlone();
+}
+
+Status Run::settleLosses(int64_t step, double &loss, bool &finite,
+                         std::string &why) {
+  if (Status s = readKernelError(otcrt_stream(),
+                                 " (step " + std::to_string(step) + ")");
+      !s)
+    return s;
+  double sum = 0;
+  for (size_t i = 0; i < queued_.size(); ++i) {
+    const float micro = lossesHost_[i];
+    if (!std::isfinite(micro) && finite) {
+      finite = false;
+      why = std::string("loss is ") + nonfiniteName(micro) + " at step " +
+            std::to_string(step) + ", micro-batch " +
+            std::to_string(queued_[i].first);
+    }
+    sum += queued_[i].second * micro;
+  }
+  loss = sum;
+  return Status::ok();
+}
+
 Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                             double &loss, bool &finite, std::string &why) {
   if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
     return s;
   rngKeys_.clear();
+  queued_.clear();
   if (loader) {
     TraceSpan load(tracer_, "load batch", "data");
     if (Status s = prefetchStep(micros, loader); !s)
@@ -201,11 +238,7 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
   // Overlapped: the last micro-batch that runs sums its buckets as its
   // backward finishes them.
   const double preMul = slots_.gradScale ? 1.0 : weights[0];
-  // A test hook: OTC_TEST_COLLECTIVES_ALONE runs the gradients' sum of a
-  // data-parallel run in a run of one rank (the GPU tests: NCCL over a
-  // communicator of one GPU must give the same bits), overlapped where the
-  // device sums the buckets.
-  static const bool alone = std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
+  const bool alone = collectivesAlone();
   const bool overlap =
       (world_.size > 1 || (alone && backend_.sumsBucketsOnDevice())) &&
       !shards_ && !buckets_.empty() && backend_.overlapsGradientSum();
@@ -260,6 +293,17 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                                    : StepFunction::MicroStep;
     if (Status s = runStep(which, prog_.micro_step); !s)
       return s;
+    if (queuesMicroSteps()) {
+      // No wait: the loss joins the step's list on the device, which the
+      // gradient factor checks and the host reads once the step is done.
+      if (Status s = backend_.copy(
+              losses_.arena + sizeof(float) * queued_.size(),
+              arena_.arena + slots_.loss->offset, sizeof(float));
+          !s)
+        return s;
+      queued_.emplace_back(k, weights[k]);
+      continue;
+    }
     float micro = 0;
     if (Status s = finishMicro(" (step " + std::to_string(step) +
                                    ", micro-batch " + std::to_string(k) + ")",
@@ -273,6 +317,12 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     }
     sum += weights[k] * micro;
   }
+  if (!queued_.empty())
+    if (Status s = backend_.downloadAsync(losses_.arena, lossesHost_,
+                                          static_cast<int64_t>(sizeof(float) *
+                                                               queued_.size()));
+        !s)
+      return s;
   if (world_.size > 1 || alone) {
     // The ranks' weighted gradients summed: without a GRAD_SCALE slot (one
     // micro-batch a step) each rank's is weighted in the sum itself. Then
@@ -345,8 +395,11 @@ Status Run::trainStep(int64_t step) {
   } else if (onDevice) {
     // Timed as a kernel (device marks on a GPU), as the prediction names it.
     tracer_.kernelBegin("gradient norm");
-    Status s = gradFactor(gradRanges_, arena_.arena, slots_.gradFactor->offset,
-                          scale, opt_.gradClip, normHost_);
+    // The losses of micro-steps that did not wait are checked there too.
+    Status s = gradFactor(
+        gradRanges_, arena_.arena, slots_.gradFactor->offset, scale,
+        opt_.gradClip, reinterpret_cast<const float *>(losses_.arena),
+        static_cast<int32_t>(queued_.size()), normHost_);
     tracer_.kernelEnd();
     if (!s)
       return s;
@@ -399,6 +452,13 @@ Status Run::trainStep(int64_t step) {
   }
   if (Status s = backend_.synchronize(); !s)
     return s;
+  if (queuesMicroSteps()) {
+    if (Status s = settleLosses(step, loss, finite, why); !s)
+      return s;
+    if (!finite && !opt_.skipNonfinite)
+      return Status::error(why +
+                           "; stopping (--skip-nonfinite skips such steps)");
+  }
   if (onDevice) {
     if (!shards_)
       norm = *normHost_;
@@ -485,6 +545,18 @@ Status Run::execute() {
     normHost_ = static_cast<double *>(backend_.hostBuffer(sizeof(double)));
     if (!normHost_)
       s = Status::error("cannot allocate host memory for the gradient norm");
+  }
+  if (s && queuesMicroSteps()) {
+    // A step's micro-batch losses, on the device and where they arrive.
+    const int64_t bytes = static_cast<int64_t>(sizeof(float)) *
+                          std::max<int64_t>(prog_.grad_accum, 1);
+    s = backend_.allocate(bytes, &losses_.arena);
+    if (s) {
+      lossesHost_ = static_cast<float *>(
+          backend_.hostBuffer(static_cast<size_t>(bytes)));
+      if (!lossesHost_)
+        s = Status::error("cannot allocate host memory for the losses");
+    }
   }
   // Constants once, before parameters or a checkpoint (which cover only
   // slots of the table, never the constants' bytes) are loaded.

@@ -163,12 +163,12 @@ Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
 
 Status gradFactor(const std::vector<OtcrtRange> &ranges, char *arena,
                   int64_t factorOffset, double scale, double clip,
-                  double *norm) {
+                  const float *checks, int32_t numChecks, double *norm) {
   auto *factor = reinterpret_cast<float *>(arena + factorOffset);
   if (otcrt_grad_factor(arena, static_cast<int32_t>(ranges.size()),
                         ranges.data(), static_cast<float>(scale),
-                        static_cast<float>(clip), factor, norm,
-                        otcrt_stream()) != 0)
+                        static_cast<float>(clip), checks, numChecks, factor,
+                        norm, otcrt_stream()) != 0)
     return Status::error("the gradient factor (otcrt_grad_factor) failed");
   return Status::ok();
 }

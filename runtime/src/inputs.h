@@ -51,11 +51,13 @@ Status gradientNorm(const std::vector<OtcrtRange> &ranges, const char *arena,
 
 /// Queues otcrt_grad_factor: the GRAD_FACTOR slot at \p factorOffset gets
 /// \p scale times the clipping factor of the gradients' norm (\p clip; 0:
-/// none), NaN when the norm is not finite, and the norm (the scaled one)
-/// arrives at \p norm (backend host memory) once the stream is synchronized.
+/// none), NaN when the norm, one of the \p numChecks floats at \p checks
+/// (where the arena is) or the kernels' error record is bad, and the norm
+/// (the scaled one) arrives at \p norm (backend host memory) once the
+/// stream is synchronized.
 Status gradFactor(const std::vector<OtcrtRange> &ranges, char *arena,
                   int64_t factorOffset, double scale, double clip,
-                  double *norm);
+                  const float *checks, int32_t numChecks, double *norm);
 
 /// Multiplies the gradients in \p ranges by \p factor in place where they
 /// are (otcrt_scale_ranges: a device kernel on cuda, queued without a wait).

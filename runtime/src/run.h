@@ -101,6 +101,19 @@ private:
   Status prepareInputs();
   Status runStep(StepFunction which, ArenaFunction fn);
   Status finishMicro(const std::string &where, float &loss);
+  /// Whether a step's micro-steps are queued back to back, each one's loss
+  /// copied to a list on the device (losses_) instead of read at once: a
+  /// program whose gradient factor is computed on the device, where the
+  /// factor also checks those losses and the kernels' error record, so a
+  /// bad micro-batch skips the update before the host knows of it. One
+  /// rank, unsharded: the ranks' sums read each loss before the update.
+  bool queuesMicroSteps() const;
+  /// After the step's synchronization: the kernels' error record, then the
+  /// queued micro-steps' losses (the step's \p loss, and whether each is
+  /// finite, as forwardBackward reports them when it waits). Every caller
+  /// of forwardBackward calls it when queuesMicroSteps().
+  Status settleLosses(int64_t step, double &loss, bool &finite,
+                      std::string &why);
   Status feedMicro(int64_t k, TokenLoader *loader);
   Status prefetchStep(int64_t micros, TokenLoader *loader);
   std::vector<double> microCounts(int64_t micros) const;
@@ -130,6 +143,12 @@ private:
   /// follows it).
   BucketSums buckets_{gradientBucketsOf(prog_)};
   ArenaGuard arena_;
+  /// The losses of a step's queued micro-steps (queuesMicroSteps), on the
+  /// device and in host memory after the step, with each one's micro-batch
+  /// and weight.
+  ArenaGuard losses_{backend_};
+  float *lossesHost_ = nullptr;
+  std::vector<std::pair<int64_t, double>> queued_;
   Tracer &tracer_ = processTracer();
 
   std::vector<InputData> batch_;

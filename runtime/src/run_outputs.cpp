@@ -93,6 +93,12 @@ Status Run::dumpGrads() {
   std::string why;
   if (Status s = forwardBackward(1, prog_.grad_accum, loader_.get(), loss, finite, why); !s)
     return s;
+  if (queuesMicroSteps()) {
+    if (Status s = backend_.synchronize(); !s)
+      return s;
+    if (Status s = settleLosses(1, loss, finite, why); !s)
+      return s;
+  }
   if (!finite)
     return Status::error(why);
   // ZeRO-1: each rank holds its part of the sum; rank 0 gathers them all.

@@ -58,6 +58,10 @@ public:
   Status download(const char *, int64_t, void *, int64_t) override {
     return Status::ok();
   }
+  Status copy(char *, const char *, int64_t) override { return Status::ok(); }
+  Status downloadAsync(const char *, void *, int64_t) override {
+    return Status::ok();
+  }
   Status synchronize() override { return Status::ok(); }
 };
 

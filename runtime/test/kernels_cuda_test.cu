@@ -458,37 +458,61 @@ static std::vector<char> rangesArena(std::mt19937 &rng) {
 }
 
 /// The sum of squares over arena ranges (the driver's gradient norm)
-/// against the host kernel: an f32 range, a bf16 one and an empty one, in
-/// one call, within 1e-9 relative (both accumulate in double); the same call
-/// twice gives the same bits; a NaN in a range makes the sum NaN.
+/// against the host kernel, within 1e-9 relative (both accumulate in
+/// double): in one call, an f32 range (16-byte aligned: packets, and 3
+/// elements past the last), a bf16 one at an offset of 12 mod 16 (element
+/// by element), an empty one, a bf16 one that is aligned and one more f32
+/// one that is not; then 5,000,011 floats alone, which the grid's 1024
+/// blocks read in rounds of packets (each thread more than UNROLL of
+/// them). The same call twice gives the same bits; a NaN in a range makes
+/// the sum NaN.
 void testSumSquares(std::mt19937 &rng) {
   Check c("sum_squares");
+  auto compare = [&](const std::vector<char> &arena, int32_t n,
+                     const OtcrtRange *ranges, const char *what) {
+    double want = 0, got = 0, again = 0;
+    c.rc(otcrt::cpu::sumSquares(arena.data(), n, ranges, &want), "host");
+    char *dArena = device(arena);
+    c.rc(otcrt_sum_squares(dArena, n, ranges, &got, nullptr), "device");
+    c.rc(otcrt_sum_squares(dArena, n, ranges, &again, nullptr),
+         "device again");
+    c.worst = std::max(c.worst, std::fabs(got - want) / want);
+    if (!(std::fabs(got - want) <= 1e-9 * want) || got != again) {
+      std::printf("  %s: sum %.17g (again %.17g), host %.17g\n", what, got,
+                  again, want);
+      c.ok = false;
+    }
+    return dArena;
+  };
   std::vector<char> arena = rangesArena(rng);
-  const OtcrtRange ranges[] = {kFloatRange, kBf16Range, {0, 0, 0, 0}};
-  double want = 0, got = 0, again = 0;
-  c.rc(otcrt::cpu::sumSquares(arena.data(), 3, ranges, &want), "host");
-  char *dArena = device(arena);
-  c.rc(otcrt_sum_squares(dArena, 3, ranges, &got, nullptr), "device");
-  c.rc(otcrt_sum_squares(dArena, 3, ranges, &again, nullptr), "device again");
-  c.worst = std::fabs(got - want);
-  if (!(std::fabs(got - want) <= 1e-9 * want) || got != again) {
-    std::printf("  sum %.17g (again %.17g), host %.17g\n", got, again, want);
-    c.ok = false;
-  }
+  const OtcrtRange ranges[] = {kFloatRange,
+                               kBf16Range,
+                               {0, 0, 0, 0},
+                               {kBf16Range.offset + 4, kRangeBf16s - 2, 1, 0},
+                               {4, kRangeFloats - 3, 0, 0}};
+  char *dArena = compare(arena, 5, ranges, "five ranges");
   float nan = NAN;
   cudaMemcpy(dArena + 8 * 4, &nan, 4, cudaMemcpyHostToDevice);
-  c.rc(otcrt_sum_squares(dArena, 3, ranges, &got, nullptr), "device nan");
+  double got = 0;
+  c.rc(otcrt_sum_squares(dArena, 5, ranges, &got, nullptr), "device nan");
   if (!std::isnan(got)) {
     std::printf("  a NaN element gave the sum %g\n", got);
     c.ok = false;
   }
+  constexpr int64_t kMany = 5000011;
+  Floats many = random(kMany, rng, -3, 3);
+  std::vector<char> big(kMany * 4);
+  std::memcpy(big.data(), many.data(), kMany * 4);
+  const OtcrtRange whole = {0, kMany, 0, 0};
+  compare(big, 1, &whole, "5000011 floats");
 }
 
 /// otcrt_grad_factor on the device against the host kernel, with the norm
 /// copied to page-locked memory: the factor without and with clipping, the
 /// norm within 1e-9 relative of the host's (both sum in double), the factor
-/// within float rounding; an infinite element gives an infinite norm and a
-/// NaN factor.
+/// within float rounding; a NaN among the checks it is given, or an error
+/// in the library's record, gives a NaN factor and the gradients' norm; an
+/// infinite element gives an infinite norm and a NaN factor.
 void testGradFactor(std::mt19937 &rng) {
   Check c("grad_factor");
   std::vector<char> arena = rangesArena(rng);
@@ -503,10 +527,11 @@ void testGradFactor(std::mt19937 &rng) {
     float want = 0, got = 0;
     double wantNorm = 0;
     c.rc(otcrt::cpu::gradFactor(arena.data(), 2, ranges, 0.5f, clip,
-                                reinterpret_cast<float *>(&want), &wantNorm),
+                                nullptr, 0, reinterpret_cast<float *>(&want),
+                                &wantNorm),
          "host");
     *pinned = -1;
-    c.rc(otcrt_grad_factor(dArena, 2, ranges, 0.5f, clip,
+    c.rc(otcrt_grad_factor(dArena, 2, ranges, 0.5f, clip, nullptr, 0,
                            reinterpret_cast<float *>(dArena + factorAt), pinned,
                            nullptr),
          "device");
@@ -520,9 +545,57 @@ void testGradFactor(std::mt19937 &rng) {
       c.ok = false;
     }
   }
+  // The checks (a step's losses, 300 of them: more than one per thread of
+  // the finishing block) and the error record veto the update: the factor
+  // is NaN, the norm stays the gradients'.
+  {
+    float *factorAddr = reinterpret_cast<float *>(dArena + factorAt);
+    std::vector<float> losses(300, 2.5f);
+    float *dLosses = nullptr;
+    c.rc(cudaMalloc(&dLosses, losses.size() * 4), "cudaMalloc");
+    auto factorWith = [&](int32_t checks, float &got) {
+      cudaMemcpy(dLosses, losses.data(), losses.size() * 4,
+                 cudaMemcpyHostToDevice);
+      *pinned = -1;
+      c.rc(otcrt_grad_factor(dArena, 2, ranges, 1.0f, 0.0f, dLosses, checks,
+                             factorAddr, pinned, nullptr),
+           "device checks");
+      c.rc(cudaDeviceSynchronize(), "synchronize");
+      cudaMemcpy(&got, factorAddr, 4, cudaMemcpyDeviceToHost);
+    };
+    float good = 0, bad = 0, unread = 0, recorded = 0;
+    factorWith(300, good);
+    losses[299] = NAN;
+    factorWith(300, bad);
+    factorWith(299, unread);
+    if (good != 1.0f || !std::isnan(bad) || unread != 1.0f ||
+        !(*pinned > 0 && std::isfinite(*pinned))) {
+      std::printf("  checks: factor %g (finite losses), %g (a NaN), %g (the "
+                  "NaN not counted), norm %g\n",
+                  good, bad, unread, *pinned);
+      c.ok = false;
+    }
+    losses[299] = 2.5f;
+    OtcrtKernelError e{};
+    e.code = OTCRT_ERROR_LABEL;
+    e.index = 17;
+    c.rc(cudaMemcpy(otcrt_kernel_error_record(), &e, sizeof e,
+                    cudaMemcpyHostToDevice),
+         "record");
+    factorWith(300, recorded);
+    OtcrtKernelError read{};
+    int code = otcrt_kernel_error(&read, nullptr);
+    if (!std::isnan(recorded) || code != OTCRT_ERROR_LABEL || read.index != 17 ||
+        otcrt_kernel_error(&read, nullptr) != OTCRT_ERROR_NONE) {
+      std::printf("  a recorded error gave the factor %g (record %d at %lld)\n",
+                  recorded, code, static_cast<long long>(read.index));
+      c.ok = false;
+    }
+    cudaFree(dLosses);
+  }
   float inf = INFINITY, got = 0;
   cudaMemcpy(dArena + 8 * 4, &inf, 4, cudaMemcpyHostToDevice);
-  c.rc(otcrt_grad_factor(dArena, 2, ranges, 1.0f, 1.0f,
+  c.rc(otcrt_grad_factor(dArena, 2, ranges, 1.0f, 1.0f, nullptr, 0,
                          reinterpret_cast<float *>(dArena + factorAt), pinned,
                          nullptr),
        "device inf");

@@ -71,6 +71,29 @@ OtcProgram tokenProgram() {
                     zeroGrads, microStep, optimizerStep};
 }
 
+// The same program with a GRAD_FACTOR slot (version 5), as otc-compile
+// makes them: the factor is computed where the gradients are, the
+// micro-steps are queued without a wait for their losses, and the update,
+// as AdamW's, multiplies the gradient by the factor and is skipped when
+// the factor is not finite. Each update's w is kept.
+constexpr int64_t kOffFactor = 204;
+std::vector<OtcSlot> factorSlots() {
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, kOffFactor, 4});
+  return slots;
+}
+std::vector<std::vector<float>> gUpdates;
+void factorOptimizerStep(char *a) {
+  ++gOptimizerCalls;
+  const float factor = *f32(a, kOffFactor);
+  if (std::isfinite(factor)) {
+    float lr = *f32(a, kOffLr);
+    for (int j = 0; j < kV; ++j)
+      f32(a, kOffW)[j] -= lr * (factor * f32(a, kOffGW)[j]);
+  }
+  gUpdates.emplace_back(f32(a, kOffW), f32(a, kOffW) + kV);
+}
+
 class TrainRun : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -93,13 +116,21 @@ protected:
     gTokens.clear();
     gPoisonStep3 = false;
     gOptimizerCalls = 0;
+    gUpdates.clear();
   }
   void TearDown() override { (void)!system(("rm -rf " + dir).c_str()); }
-  Status run() {
+  Status run(bool factorOnDevice = false) {
     char *buf = nullptr;
     size_t len = 0;
     std::FILE *log = open_memstream(&buf, &len);
     OtcProgram p = tokenProgram();
+    std::vector<OtcSlot> slots = factorSlots();
+    if (factorOnDevice) {
+      p.abi_version = 5;
+      p.num_slots = static_cast<int32_t>(slots.size());
+      p.slots = slots.data();
+      p.optimizer_step = factorOptimizerStep;
+    }
     Status s = runTraining(options, &p, defaultBackend(), log);
     std::fclose(log);
     output.assign(buf, len);
@@ -279,6 +310,60 @@ TEST_F(TrainRun, ClippingReportsTheNormAndNonfiniteStepsStopOrSkip) {
   EXPECT_THAT(all, HasSubstr("\"event\": \"step\", \"step\": 1, \"loss\": "));
   EXPECT_THAT(all, HasSubstr("\"grad_norm\": "));
   EXPECT_THAT(all, HasSubstr("\"skipped\": true"));
+}
+
+// With the factor on the device the micro-steps are queued and their
+// losses read after the step: a NaN loss whose gradients are finite (this
+// program's step 3) must still skip the update, now on the device, and be
+// reported as the waiting driver reports it; every other step must give
+// the waiting driver's weights and losses bit for bit (the same float
+// operations: the factor times each gradient once).
+TEST_F(TrainRun, QueuedMicroStepsSkipABadLossOnTheDevice) {
+  options.steps = 4;
+  options.gradClip = 1e-3;
+  options.jsonlPath = dir + "/log.jsonl";
+  gPoisonStep3 = true;
+  Status s = run(true);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("loss is NaN at step 3, micro-batch 0"));
+  EXPECT_THAT(s.message(), HasSubstr("--skip-nonfinite"));
+  // The update was queued behind the micro-steps, and skipped there.
+  ASSERT_EQ(gOptimizerCalls, 3);
+  EXPECT_EQ(gUpdates[2], gUpdates[1]);
+  EXPECT_NE(gUpdates[1], gUpdates[0]);
+
+  auto lossesOf = [&](const std::string &path) {
+    std::ifstream in(path);
+    std::string line, all;
+    while (std::getline(in, line))
+      if (size_t at = line.find("\"loss\": "); at != std::string::npos)
+        all += line.substr(at, line.find(',', at) - at) + "\n";
+    return all;
+  };
+  options.skipNonfinite = true;
+  options.saveDir = dir + "/queued";
+  gOptimizerCalls = 0;
+  gTokens.clear();
+  gUpdates.clear();
+  s = run(true);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_THAT(output, HasSubstr("step 3: loss is NaN at step 3, micro-batch 0; "
+                                "update skipped (1 skipped so far)"));
+  EXPECT_EQ(gOptimizerCalls, 4);
+  ASSERT_EQ(gUpdates.size(), 4u);
+  EXPECT_EQ(gUpdates[2], gUpdates[1]);
+  EXPECT_NE(gUpdates[3], gUpdates[2]);
+  const std::string queuedLosses = lossesOf(options.jsonlPath);
+
+  // The waiting driver (no GRAD_FACTOR slot) on the same batches.
+  options.saveDir = dir + "/waited";
+  options.jsonlPath = dir + "/waited.jsonl";
+  gTokens.clear();
+  s = run(false);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(weights(dir + "/queued"), weights(dir + "/waited"));
+  EXPECT_EQ(queuedLosses, lossesOf(options.jsonlPath));
+  EXPECT_THAT(queuedLosses, HasSubstr("\"loss\": \"NaN\""));
 }
 
 TEST_F(TrainRun, BatchRampRaisesTheAccumulation) {

@@ -351,16 +351,22 @@ int otcrt_scale_ranges(char *arena, int32_t num_ranges,
 /// the square root of the ranges' sum of squares (added as
 /// otcrt_sum_squares adds them), the factor is scale * min(1, clip / n)
 /// (clip > 0) or scale (clip <= 0) when n is finite, and NaN when it is not
-/// (AdamW then skips the update). Writes the factor, a float, to *factor
-/// (in the arena: host memory on the cpu target, device memory on cuda) and
-/// n to *norm in host memory once the work queued on `stream` before it is
+/// (AdamW then skips the update). The factor is NaN as well when one of
+/// the `num_checks` floats at `checks` (where the arena is; the step's
+/// micro-batch losses) is not finite, and on cuda when the library's error
+/// record (otcrt_kernel_error) holds an error: a step whose loss or data
+/// is bad is skipped on the device before the host reads either, and n
+/// stays the gradients' norm. Writes the factor, a float, to *factor (in
+/// the arena: host memory on the cpu target, device memory on cuda) and n
+/// to *norm in host memory once the work queued on `stream` before it is
 /// done: at once on the cpu target; on cuda through an asynchronous copy,
 /// which *norm must be page-locked for (else the call waits), read after
 /// the caller synchronizes the stream. Returns 0, or 1 on bad arguments or
 /// a device failure.
 int otcrt_grad_factor(const char *arena, int32_t num_ranges,
                       const OtcrtRange *ranges, float scale, float clip,
-                      float *factor, double *norm, void *stream);
+                      const float *checks, int32_t num_checks, float *factor,
+                      double *norm, void *stream);
 
 /*===--- Status ------------------------------------------------------------===*/
 
