@@ -302,39 +302,51 @@ struct FuseEpiloguesPass
     auto tmp = t.getDefiningOp<otck::BufferOp>();
     if (!tmp || tmp.getSlot())
       return;
-    otck::KernelOp add = soleReader(k, t);
-    // A kernel that only rounds the temporary (seen through views of its
-    // own shape) into another temporary.
+    // The kernels after `k` see the temporary through views of any shape
+    // (a position table's [T, C] gradient is the column sum of [B, T·C]),
+    // but whole.
+    auto elements = [](Value v) {
+      return llvm::cast<MemRefType>(v.getType()).getNumElements();
+    };
+    otck::KernelOp add = soleByteReader(k, t);
+    // A kernel that only rounds the temporary into another temporary.
     otck::KernelOp round;
     Value rounded;
-    if (roundedTo)
-      if (otck::KernelOp r = add ? add : soleByteReader(k, t)) {
+    if (roundedTo && add)
+      if (otck::KernelOp r = add) {
         auto cast = singleOp<CastOp>(r);
         auto out = cast ? r.getOutputs()[0].getDefiningOp<otck::BufferOp>()
                         : otck::BufferOp();
         if (cast && out && !out.getSlot() && r.getInputs().size() == 1 &&
-            r.getInputs()[0].getType() == t.getType() &&
             otck::storageOf(r.getInputs()[0]) == t &&
+            elements(r.getInputs()[0]) == elements(t) &&
             getElementTypeOrSelf(cast.getType()) == roundedTo) {
           round = r;
           rounded = r.getOutputs()[0];
-          add = soleReader(round, rounded);
+          add = soleByteReader(round, rounded);
         }
       }
     Value added = round ? rounded : t;
-    Value acc = add ? addendOf(add, added) : Value();
+    Value acc = add ? addedTo(add, added) : Value();
     if (!acc || add.getOutputs()[0] != acc ||
-        acc.getType() != added.getType() ||
+        elements(acc) != elements(added) ||
+        getElementTypeOrSelf(acc.getType()) !=
+            getElementTypeOrSelf(added.getType()) ||
         (roundedTo && getElementTypeOrSelf(acc.getType()) != roundedTo) ||
         !plainBuffer(acc) || !untouchedBetween(k, add, acc) ||
         llvm::any_of(k->getOperands(),
                      [&](Value v) { return otck::storageOf(v) == acc; }))
       return;
-    auto accType = cast<MemRefType>(acc.getType());
+    // The slot as `k` writes its result: in the temporary's shape (a view
+    // of it when the rounding kernel saw the temporary in another).
+    auto tType = cast<MemRefType>(t.getType());
+    auto accType = MemRefType::get(
+        tType.getShape(), cast<MemRefType>(acc.getType()).getElementType());
+    Value accAtK = viewAtGemm(k, acc, accType);
     auto tensorType =
         RankedTensorType::get(accType.getShape(), accType.getElementType());
-    k->setOperand(k.getOutputs().getBeginOperandIndex() + index, acc);
-    k.getInputsMutable().append(acc);
+    k->setOperand(k.getOutputs().getBeginOperandIndex() + index, accAtK);
+    k.getInputsMutable().append(accAtK);
     result.setType(tensorType);
     accOperand.assign(
         k.getBody().front().addArgument(tensorType, result.getLoc()));

@@ -818,3 +818,94 @@ func.func @bias_rounded_read_twice() {
   }
   return
 }
+
+// -----
+
+// Sums the later kernels see through views of another shape: a position
+// table's [3, 16] gradient is the column sum of [2, 48] (BF16: rounded by a
+// kernel of its own, then added), and an FP32 bias's sums seen through
+// keep_dims views. The column sums add into the slots, seen in the sums'
+// shape; no other kernel is left. A view of the sums that another kernel
+// reads too keeps them apart.
+// CHECK-LABEL: func.func @position_table_into_slot
+// CHECK: %[[P:.*]] = otck.buffer {slot = "grad:wpe"} : memref<3x16xbf16>
+// CHECK: %[[PV:.*]] = otck.view %[[P]] : memref<3x16xbf16> to memref<48xbf16>
+// CHECK-NEXT: otck.kernel ins(%{{.*}}, %[[PV]] : memref<2x48xbf16>, memref<48xbf16>) outs(%[[PV]] : memref<48xbf16>)
+// CHECK: otc.column_sum %{{.*}} acc %{{.*}} : (tensor<2x48xbf16>, tensor<48xbf16>) -> tensor<48xbf16>
+// CHECK-NOT: otck.kernel
+// CHECK-NOT: otck.buffer
+// CHECK: return
+// CHECK-LABEL: func.func @fp32_bias_through_views
+// CHECK: %[[C:.*]] = otck.buffer {slot = "grad:fc.b"} : memref<16xf32>
+// CHECK-NEXT: otck.kernel ins(%{{.*}}, %[[C]] : memref<4x16xf32>, memref<16xf32>) outs(%[[C]] : memref<16xf32>)
+// CHECK: otc.column_sum %{{.*}} acc %{{.*}} : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<16xf32>
+// CHECK-NOT: otck.kernel
+// CHECK: return
+// CHECK-LABEL: func.func @sum_view_read_twice
+// CHECK-NOT: acc
+// CHECK-COUNT-3: otck.kernel
+func.func @position_table_into_slot() {
+  %dy = otck.buffer {slot = "dy"} : memref<2x48xbf16>
+  %p = otck.buffer {slot = "grad:wpe"} : memref<3x16xbf16>
+  %sum = otck.buffer : memref<48xf32>
+  otck.kernel ins(%dy : memref<2x48xbf16>) outs(%sum : memref<48xf32>) {
+  ^bb0(%a: tensor<2x48xbf16>):
+    %s = otc.column_sum %a : (tensor<2x48xbf16>) -> tensor<48xf32>
+    otck.yield %s : tensor<48xf32>
+  }
+  %v = otck.view %sum : memref<48xf32> to memref<1x3x16xf32>
+  %w = otck.view %v : memref<1x3x16xf32> to memref<3x16xf32>
+  %rounded = otck.buffer : memref<3x16xbf16>
+  otck.kernel ins(%w : memref<3x16xf32>) outs(%rounded : memref<3x16xbf16>) {
+  ^bb0(%a: tensor<3x16xf32>):
+    %s = otc.cast %a : (tensor<3x16xf32>) -> tensor<3x16xbf16>
+    otck.yield %s : tensor<3x16xbf16>
+  }
+  otck.kernel ins(%p, %rounded : memref<3x16xbf16>, memref<3x16xbf16>) outs(%p : memref<3x16xbf16>) {
+  ^bb0(%a: tensor<3x16xbf16>, %t: tensor<3x16xbf16>):
+    %s = otc.add %a, %t : (tensor<3x16xbf16>, tensor<3x16xbf16>) -> tensor<3x16xbf16>
+    otck.yield %s : tensor<3x16xbf16>
+  }
+  return
+}
+func.func @fp32_bias_through_views() {
+  %dy = otck.buffer {slot = "dy"} : memref<4x16xf32>
+  %c = otck.buffer {slot = "grad:fc.b"} : memref<16xf32>
+  %sum = otck.buffer : memref<16xf32>
+  otck.kernel ins(%dy : memref<4x16xf32>) outs(%sum : memref<16xf32>) {
+  ^bb0(%a: tensor<4x16xf32>):
+    %s = otc.column_sum %a : (tensor<4x16xf32>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  %v = otck.view %sum : memref<16xf32> to memref<1x16xf32>
+  %w = otck.view %v : memref<1x16xf32> to memref<16xf32>
+  otck.kernel ins(%c, %w : memref<16xf32>, memref<16xf32>) outs(%c : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>, %t: tensor<16xf32>):
+    %s = otc.add %a, %t : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  return
+}
+func.func @sum_view_read_twice() {
+  %dy = otck.buffer {slot = "dy"} : memref<4x16xf32>
+  %c = otck.buffer {slot = "grad:fc.b"} : memref<16xf32>
+  %o = otck.buffer {slot = "o"} : memref<1x16xf32>
+  %sum = otck.buffer : memref<16xf32>
+  otck.kernel ins(%dy : memref<4x16xf32>) outs(%sum : memref<16xf32>) {
+  ^bb0(%a: tensor<4x16xf32>):
+    %s = otc.column_sum %a : (tensor<4x16xf32>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  %v = otck.view %sum : memref<16xf32> to memref<1x16xf32>
+  otck.kernel ins(%v : memref<1x16xf32>) outs(%o : memref<1x16xf32>) {
+  ^bb0(%a: tensor<1x16xf32>):
+    %s = otc.neg %a : tensor<1x16xf32>
+    otck.yield %s : tensor<1x16xf32>
+  }
+  otck.kernel ins(%c, %sum : memref<16xf32>, memref<16xf32>) outs(%c : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>, %t: tensor<16xf32>):
+    %s = otc.add %a, %t : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    otck.yield %s : tensor<16xf32>
+  }
+  return
+}
