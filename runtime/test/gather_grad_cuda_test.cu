@@ -36,8 +36,9 @@ namespace {
 /// result, each rounding it once); grad and out lie `skew` elements past
 /// alignment. Added into a slot (accumulate = 1), each picked row is the
 /// slot's value plus the device's own sum (one float addition, rounded once
-/// to the storage), and every row no position picks keeps its bits, NaN
-/// and -0 included.
+/// to the storage; beyond one sort's batch of positions, plus each batch's
+/// sum in turn, rounded after each), and every row no position picks keeps
+/// its bits, NaN and -0 included.
 
 /// A quiet NaN with a payload that bfloat16 keeps (0x7fc5 in its top half).
 float payloadNan() {
@@ -132,18 +133,41 @@ void testGatherGrad(std::mt19937 &rng, const std::string &name, int64_t outer,
          "bf16 added into a slot");
     Floats added = host(dSlot, n), want32(slot);
     Bf16s addedB = host(dSlotB, n), wantB(slotB);
-    for (size_t i = 0; i < n; ++i)
-      if (picked[(i / inner) % axisLen]) {
-        want32[i] = slot[i] + got[i];
-        wantB[i] = floatToBf16(bf16ToFloat(slotB[i]) + got[i]);
+    // The sums each call adds, one batch of positions at a time: the
+    // device's own overwriting sums of that batch alone (one batch: the
+    // whole call's; the bf16 sums are the f32 ones, the random values being
+    // bfloat16 values: same order, same values). Beyond one batch each
+    // batch's sums are added to the slot in turn, rounded after each.
+    std::vector<std::pair<Floats, std::vector<bool>>> sums;
+    if (P <= batch) {
+      sums.emplace_back(got, picked);
+    } else if (outer != 1) {
+      std::printf("  batches of positions are checked with outer 1 only\n");
+      c.ok = false;
+    } else {
+      for (int64_t first = 0; first < P; first += batch) {
+        const int64_t count = std::min(batch, P - first);
+        std::vector<bool> in(axisLen, false);
+        for (int64_t p = first; p < first + count; ++p) {
+          int64_t a = indices[p] < 0 ? indices[p] + axisLen : indices[p];
+          if (a >= 0 && a < axisLen)
+            in[a] = true;
+        }
+        float *dPart = device(Floats(n, NAN));
+        c.rc(otcrt_gather_grad_f32(outer, axisLen, inner, count,
+                                   dG + first * inner, dIdx + first, 0, dPart,
+                                   nullptr),
+             "f32 one batch");
+        sums.emplace_back(host(dPart, n), in);
       }
-    c.ok = sameBits(added, want32, "f32 slot + sum, other rows kept") && c.ok;
-    // One batch: the bf16 sums are the f32 ones (same order, same values);
-    // beyond, every row at least keeps its bits where nothing picks it.
-    if (P > batch)
+    }
+    for (const auto &[sum, in] : sums)
       for (size_t i = 0; i < n; ++i)
-        if (picked[(i / inner) % axisLen])
-          addedB[i] = wantB[i];
+        if (in[(i / inner) % axisLen]) {
+          want32[i] = want32[i] + sum[i];
+          wantB[i] = floatToBf16(bf16ToFloat(wantB[i]) + sum[i]);
+        }
+    c.ok = sameBits(added, want32, "f32 slot + sum, other rows kept") && c.ok;
     c.ok = sameBits(toFloat(addedB), toFloat(wantB),
                     "bf16 slot + sum rounded once, other rows kept") &&
            c.ok;

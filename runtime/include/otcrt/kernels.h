@@ -135,7 +135,10 @@ int otcrt_column_sum_into_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
 /// the pieces of a row in order: a row whose positions fall in one piece
 /// gets the cpu target's bits, one spread over several agrees to float
 /// rounding, and every result repeats bit for bit (no atomics), however
-/// skewed the indices.
+/// skewed the indices. A cuda call of more positions than one sort takes
+/// (its scratch's, OTCRT_CUDA_SORT_SCRATCH_BYTES / 16 at most) sorts and
+/// sums them in batches, and each batch's sums are added to out in turn,
+/// rounded after each (with `accumulate` 0 too, from the first batch's).
 int otcrt_gather_grad_f32(int64_t outer, int64_t axis_len, int64_t inner,
                           int64_t positions, const float *grad,
                           const int64_t *indices, int32_t accumulate,
