@@ -119,15 +119,16 @@ AttentionSizes attentionSizes(mlir::Operation *op);
 /// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on
 /// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
 /// no dropout, a head size that is a multiple of 8 up to 256 and a mask, if
-/// any, contiguous along the keys (runtime/cuda/attention_dispatch.cpp and
-/// attention_cudnn.cpp).
+/// any, contiguous along the keys, and either broadcast over the queries
+/// (it is written out) or with rows 16-byte aligned
+/// (runtime/cuda/attention_dispatch.cpp and attention_cudnn.cpp).
 bool attentionRunsOnCudnn(mlir::Operation *op);
 
 /// The elements of the mask a cuda call of `op` writes out before cuDNN's
-/// SDPA reads it: [b|1, h|1, t, s] for a mask broadcast over the queries (a
-/// key padding), whose bias cuDNN takes with a full query dimension
-/// (runtime/cuda/attention_cudnn.cpp); 0 when it reads the mask as it is or
-/// does not run the call.
+/// SDPA reads it: [b|1, h, t, s], rows padded to 8 elements, for a mask
+/// broadcast over the queries (a key padding), whose bias cuDNN takes with
+/// a full query dimension (runtime/cuda/attention.h, maskOverQueries); 0
+/// when it reads the mask as it is or does not run the call.
 int64_t attentionMaskWrittenOut(mlir::Operation *op);
 } // namespace otc
 

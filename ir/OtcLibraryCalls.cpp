@@ -380,10 +380,19 @@ template <typename OpTy> static bool runsOnCudnn(OpTy op) {
   if (!mask)
     return true;
   // The mask's stride along the keys must be 1: its last dimension is the
-  // keys' own, not broadcast.
+  // keys' own, not broadcast. One the runtime reads as it is (not broadcast
+  // over the queries: attentionMaskWrittenOut) must have rows that start
+  // 16-byte aligned: strides of multiples of 8 elements.
   ArrayRef<int64_t> m = shapeOf(mask);
-  int64_t keys = attentionSizes(op).s;
-  return !m.empty() && m.back() == keys && keys != 1;
+  AttentionSizes a = attentionSizes(op);
+  if (m.empty() || m.back() != a.s || a.s == 1)
+    return false;
+  SmallVector<int64_t> strides =
+      broadcastStrides(m, {a.b, a.h, a.t, a.s});
+  if (strides[2] == 0 && a.t > 1)
+    return true;
+  return llvm::all_of(ArrayRef<int64_t>(strides).take_front(3),
+                      [](int64_t n) { return n % 8 == 0; });
 }
 
 bool otc::attentionRunsOnCudnn(Operation *op) {
@@ -404,7 +413,9 @@ int64_t otc::attentionMaskWrittenOut(Operation *op) {
       broadcastStrides(shapeOf(mask), {a.b, a.h, a.t, a.s});
   if (strides[2] != 0 || a.t <= 1)
     return 0;
-  return (strides[0] ? a.b : 1) * (strides[1] ? a.h : 1) * a.t * a.s;
+  // Over the heads too, rows padded to 8 elements (runtime/cuda/attention.h,
+  // maskOverQueries).
+  return (strides[0] ? a.b : 1) * a.h * a.t * ((a.s + 7) / 8 * 8);
 }
 
 /// cuDNN's SDPA, or the fallback kernels where it does not run: priced by

@@ -419,45 +419,53 @@ int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
   return rc ? rc : launchStatus();
 }
 
-/// out [bm, hm, t, s] = mask (bi, hi, *, si) with mask's strides: the rows
-/// of a mask broadcast over the queries, repeated for each query.
+/// out [bm, h, t, s] (rows of `rowStride` elements) = mask (bi, hi, *, si)
+/// with mask's strides (sh = 0: one row for every head): the rows of a
+/// mask broadcast over the queries, repeated for each query and head.
 __global__ void maskOverQueriesKernel(const otcrt_bf16 *mask, otcrt_bf16 *out,
-                                      int64_t bm, int64_t hm, int64_t t,
-                                      int64_t s, int64_t sb, int64_t sh,
-                                      int64_t ss) {
-  const int64_t total = bm * hm * t * s;
+                                      int64_t bm, int64_t h, int64_t t,
+                                      int64_t s, int64_t rowStride, int64_t sb,
+                                      int64_t sh, int64_t ss) {
+  const int64_t total = bm * h * t * s;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t si = e % s, hi = (e / (s * t)) % hm, bi = e / (s * t * hm);
-    out[e] = mask[bi * sb + hi * sh + si * ss];
+    const int64_t si = e % s, row = e / s;
+    const int64_t hi = (row / t) % h, bi = row / (t * h);
+    out[row * rowStride + si] = mask[bi * sb + hi * sh + si * ss];
   }
 }
 
 } // namespace
 
+void writtenMaskStrides(const OtcrtAttention &a, int64_t strides[4]) {
+  const int64_t row = (a.s + 7) / 8 * 8;
+  strides[0] = a.mask_strides[0] != 0 && a.b > 1 ? a.h * a.t * row : 0;
+  strides[1] = a.h > 1 ? a.t * row : 0;
+  strides[2] = row;
+  strides[3] = 1;
+}
+
 const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
                                   const otcrt_bf16 *mask,
                                   OtcrtAttention &expanded, void *streamArg) {
   cudaStream_t stream = asStream(streamArg);
-  const int64_t bm = a.mask_strides[0] != 0 ? a.b : 1,
-                hm = a.mask_strides[1] != 0 ? a.h : 1;
-  const int64_t total = bm * hm * a.t * a.s;
+  const int64_t bm = a.mask_strides[0] != 0 ? a.b : 1;
+  const int64_t row = (a.s + 7) / 8 * 8;
+  const int64_t total = bm * a.h * a.t * a.s;
   otcrt_bf16 *out = reinterpret_cast<otcrt_bf16 *>(
       scratch(ScratchUse::AttentionMask,
-              sizeof(otcrt_bf16) * static_cast<size_t>(total), stream));
+              sizeof(otcrt_bf16) * static_cast<size_t>(bm * a.h * a.t * row),
+              stream));
   if (!out || total <= 0)
     return nullptr;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
   maskOverQueriesKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      mask, out, bm, hm, a.t, a.s, a.mask_strides[0], a.mask_strides[1],
+      mask, out, bm, a.h, a.t, a.s, row, a.mask_strides[0], a.mask_strides[1],
       a.mask_strides[3]);
   if (cudaGetLastError() != cudaSuccess)
     return nullptr;
   expanded = a;
-  expanded.mask_strides[0] = bm > 1 ? hm * a.t * a.s : 0;
-  expanded.mask_strides[1] = hm > 1 ? a.t * a.s : 0;
-  expanded.mask_strides[2] = a.s;
-  expanded.mask_strides[3] = 1;
+  writtenMaskStrides(a, expanded.mask_strides);
   return out;
 }
 

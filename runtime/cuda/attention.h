@@ -60,13 +60,18 @@ CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *a, const otcrt_bf16 *dout,
                                void *stream);
 
 /// `mask`, broadcast over the queries (mask_strides[2] == 0: a key padding
-/// [b|1, h|1, 1, s]), written out as a dense [b|1, h|1, t, s] tensor in the
+/// [b|1, h|1, 1, s]), written out as a [b|1, h, t, s] tensor in the
 /// library's scratch (attention.cu), for cuDNN, whose bias takes a full
-/// query dimension; `expanded` gets `a` with that tensor's strides. NULL
-/// when the scratch cannot be had (its first use inside a graph capture).
+/// query dimension: over the heads too (the bias cuDNN was seen to get
+/// right has them, [1, h, t, s]) and with rows padded to a multiple of 8
+/// elements, so that every row starts 16-byte aligned; `expanded` gets `a`
+/// with that tensor's strides (writtenMaskStrides). NULL when the scratch
+/// cannot be had (its first use inside a graph capture).
 const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
                                   const otcrt_bf16 *mask,
                                   OtcrtAttention &expanded, void *stream);
+/// The strides of the tensor maskOverQueries writes for `a`.
+void writtenMaskStrides(const OtcrtAttention &a, int64_t strides[4]);
 
 /// For tests: NULL when the last bfloat16 attention call of this thread ran
 /// on cuDNN, else why it ran on the fallback kernels.

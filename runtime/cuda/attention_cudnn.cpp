@@ -157,17 +157,25 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
   if (a.d % 8 != 0 || a.d > 256)
     return "head size " + std::to_string(a.d) +
            " (cuDNN takes multiples of 8 up to 256)";
+  if (a.window < 0)
+    return "negative window";
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
   // cuDNN's bias is documented as [1|b, 1|h, t, s]; seen on an H200 (cuDNN
   // 9.19), a key-padding bias [b, 1, 1, s] gave wrong gradients (no error)
   // while [1, h, t, s] was right. A mask broadcast over the queries is
-  // written out along them first (expandedMask); one that gets here was not.
+  // written out along them and the heads first (expandedMask); one that
+  // gets here was not.
   if (mask && a.mask_strides[2] == 0 && a.t > 1)
     return "mask broadcast over queries";
-  for (int i = 0; mask && i < 3; ++i)
+  for (int i = 0; mask && i < 3; ++i) {
     if (a.mask_strides[i] < 0)
       return "mask with a negative stride";
+    // Rows must start 16-byte aligned, as the operands' do.
+    if (a.mask_strides[i] % 8 != 0)
+      return "mask rows not 16-byte aligned (a stride of " +
+             std::to_string(a.mask_strides[i]) + " elements)";
+  }
   return "";
 }
 
@@ -417,8 +425,11 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
     result.status = 1;
     return result;
   }
-  if (entry->tunePending) {
-    // The shape's first call, never captured (it built the graph): every
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (entry->tunePending &&
+      cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
+      capturing == cudaStreamCaptureStatusNone) {
+    // The shape's first call outside a capture (timing synchronizes): every
     // plan runs on these operands, then the fastest runs below.
     entry->tunePending = false;
     fe::error_t tuned = entry->graph->autotune(handle, pack, entry->workspace);
@@ -446,7 +457,7 @@ bool expandedMask(OtcrtAttention &a, const otcrt_bf16 *&mask, void *stream) {
   if (!mask || a.mask_strides[2] != 0 || a.t <= 1 || a.dropout > 0.0f)
     return true;
   OtcrtAttention written = a;
-  written.mask_strides[2] = a.s;
+  writtenMaskStrides(a, written.mask_strides);
   if (!shapeDeclined(written, true).empty())
     return true;
   const otcrt_bf16 *full = maskOverQueries(a, mask, written, stream);

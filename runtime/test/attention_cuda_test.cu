@@ -373,6 +373,7 @@ void testAttentions(std::mt19937 &rng) {
   const int64_t padding128[4] = {2, 1, 1, 128};
   const int64_t headsMask64[4] = {2, 1, 64, 64};
   static const int64_t padding70[4] = {2, 1, 1, 70};
+  const int64_t rows70[4] = {2, 1, 70, 70};
   // Stored [B, T, H, D] (OTCRT_LAYOUT_BTHD): cuDNN reads it through
   // strides, the fallback through transposed copies.
   auto bthd = [](OtcrtAttention a) {
@@ -413,6 +414,9 @@ void testAttentions(std::mt19937 &rng) {
        true},
       {"t=s=64 mask over heads d=64", attention(2, 4, 4, 64, 64, 64, false, 0),
        headsMask64, true},
+      // Mask rows of 70 elements, not 16-byte aligned: cuDNN declines them.
+      {"t=s=70 mask rows of 70 d=64", attention(2, 4, 4, 70, 70, 64, false, 0),
+       rows70, false},
       {"t=s=64 causal dropout d=64", attention(1, 2, 2, 64, 64, 64, true, 0.1f),
        nullptr, false},
       {"t=s=33 d=40", attention(1, 2, 2, 33, 33, 40, false, 0), nullptr, false},

@@ -105,7 +105,7 @@ public:
                          ? graphKey(cast<AttentionOp>(op), false)
                          : graphKey(cast<AttentionGradOp>(op), true);
       // A mask broadcast over the queries (a key padding) is written out
-      // along them for cuDNN, in BF16.
+      // along them and the heads for cuDNN, in BF16, rows padded to 8.
       if (int64_t written = attentionMaskWrittenOut(op))
         grow(mask, 2 * written);
       if (!graphs.insert(key).second || !backward)
