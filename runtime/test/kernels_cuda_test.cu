@@ -294,24 +294,44 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
       c.ok = sameBits(toFloat(host(dBb, cols)), rounded(b32),
                       "bf16 dbeta vs rounded f32") &&
              c.ok;
-    // Added into slots (accumulate: bit 1 dgamma, bit 2 dbeta): each slot
-    // becomes its value plus the device's f32 sum, rounded once.
-    const Floats sg = random(cols, rng, -3, 3), sb = random(cols, rng, -3, 3);
-    float *aG = device(sg), *aB = rms ? nullptr : device(sb);
-    c.rc(f32(rms ? 1 : 3, aG, aB), "f32 into slots");
-    c.ok = sameBits(host(aG, cols), plus(sg, g32), "f32 dgamma slot") && c.ok;
-    if (!rms)
-      c.ok = sameBits(host(aB, cols), plus(sb, b32), "f32 dbeta slot") && c.ok;
-    otcrt_bf16 *aGb = device(toBf16(sg)),
-               *aBb = rms ? nullptr : device(toBf16(sb));
-    c.rc(bf16(rms ? 1 : 3, aGb, aBb), "bf16 into slots");
-    c.ok = sameBits(toFloat(host(aGb, cols)), plusBf16(sg, g32),
-                    "bf16 dgamma slot") &&
-           c.ok;
-    if (!rms)
-      c.ok = sameBits(toFloat(host(aBb, cols)), plusBf16(sb, b32),
-                      "bf16 dbeta slot") &&
+    // Added into slots (accumulate: bit 1 dgamma, bit 2 dbeta; each bit
+    // alone and both): a slot whose bit is set becomes its value plus the
+    // device's f32 sum, rounded once; the other is overwritten with the
+    // sum. A value with other bits is refused and writes nothing.
+    for (int bits : rms ? std::vector<int>{1} : std::vector<int>{1, 2, 3}) {
+      const std::string m = " (accumulate " + std::to_string(bits) + ")";
+      const Floats sg = random(cols, rng, -3, 3), sb = random(cols, rng, -3, 3);
+      float *aG = device(sg), *aB = rms ? nullptr : device(sb);
+      c.rc(f32(bits, aG, aB), ("f32 into slots" + m).c_str());
+      c.ok = sameBits(host(aG, cols), bits & 1 ? plus(sg, g32) : g32,
+                      ("f32 dgamma" + m).c_str()) &&
              c.ok;
+      if (!rms)
+        c.ok = sameBits(host(aB, cols), bits & 2 ? plus(sb, b32) : b32,
+                        ("f32 dbeta" + m).c_str()) &&
+               c.ok;
+      otcrt_bf16 *aGb = device(toBf16(sg)),
+                 *aBb = rms ? nullptr : device(toBf16(sb));
+      c.rc(bf16(bits, aGb, aBb), ("bf16 into slots" + m).c_str());
+      c.ok = sameBits(toFloat(host(aGb, cols)),
+                      bits & 1 ? plusBf16(sg, g32) : rounded(g32),
+                      ("bf16 dgamma" + m).c_str()) &&
+             c.ok;
+      if (!rms)
+        c.ok = sameBits(toFloat(host(aBb, cols)),
+                        bits & 2 ? plusBf16(sb, b32) : rounded(b32),
+                        ("bf16 dbeta" + m).c_str()) &&
+               c.ok;
+    }
+    const Floats kept = random(cols, rng, -3, 3);
+    float *rG = device(kept), *rB = rms ? nullptr : device(kept);
+    if (f32(rms ? 2 : 4, rG, rB) == 0) {
+      std::printf("  accumulate %d was not refused\n", rms ? 2 : 4);
+      c.ok = false;
+    }
+    c.ok = sameBits(host(rG, cols), kept, "refused: dgamma untouched") && c.ok;
+    if (!rms)
+      c.ok = sameBits(host(rB, cols), kept, "refused: dbeta untouched") && c.ok;
   }
 }
 
@@ -673,6 +693,7 @@ int main(int argc, char **argv) {
   testColumnSumInto(rng, 8192, 3072);
   testColumnSumInto(rng, 16, 768);
   testColumnSumInto(rng, 33, 1001);
+  testColumnSumInto(rng, 16, 1001); // one chunk, element by element
   testGatherGrads(rng);
   testSumSquares(rng);
   testGradFactor(rng);
