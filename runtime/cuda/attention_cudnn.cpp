@@ -90,6 +90,9 @@ struct CachedGraph {
   std::shared_ptr<fe::graph::Graph> graph;
   void *workspace = nullptr;
   std::string declined;
+  /// Declined for want of memory (its workspace): not cached, so that a
+  /// later call of the shape tries again.
+  bool retry = false;
   /// OTCRT_ATTENTION_TUNE=1: every plan was built; the first run times them
   /// and keeps the fastest.
   bool tunePending = false;
@@ -298,6 +301,7 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     if (bytes > 0 && cudaMalloc(&entry->workspace,
                                 static_cast<size_t>(bytes)) != cudaSuccess) {
       cudaGetLastError();
+      entry->retry = true;
       throw std::runtime_error("cannot allocate its workspace of " +
                                std::to_string(bytes) + " bytes");
     }
@@ -405,6 +409,13 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
           return result;
         }
         built = build(key, a, h);
+        if (built->retry) {
+          // Kept for the caller's message; the shape is tried again.
+          static std::string lastRetry;
+          lastRetry = built->declined;
+          result.why = lastRetry.c_str();
+          return result;
+        }
       }
       found = c.graphs.emplace(key, std::move(built)).first;
     }
