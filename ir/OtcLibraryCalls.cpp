@@ -387,8 +387,7 @@ template <typename OpTy> static bool runsOnCudnn(OpTy op) {
   AttentionSizes a = attentionSizes(op);
   if (m.empty() || m.back() != a.s || a.s == 1)
     return false;
-  SmallVector<int64_t> strides =
-      broadcastStrides(m, {a.b, a.h, a.t, a.s});
+  SmallVector<int64_t> strides = broadcastStrides(m, {a.b, a.h, a.t, a.s});
   if (strides[2] == 0 && a.t > 1)
     return true;
   return llvm::all_of(ArrayRef<int64_t>(strides).take_front(3),

@@ -95,8 +95,8 @@ int otcrt_grad_factor(const char *arena, int32_t num_ranges,
                       const OtcrtRange *ranges, float scale, float clip,
                       const float *checks, int32_t num_checks, float *factor,
                       double *norm, void *) {
-  return gradFactor(arena, num_ranges, ranges, scale, clip, checks,
-                    num_checks, factor, norm);
+  return gradFactor(arena, num_ranges, ranges, scale, clip, checks, num_checks,
+                    factor, norm);
 }
 
 int otcrt_scale_ranges(char *arena, int32_t num_ranges,

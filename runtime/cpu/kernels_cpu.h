@@ -70,8 +70,8 @@ int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
                double *sum);
 /// otcrt_grad_factor (sum_squares.cpp).
 int gradFactor(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
-               float scale, float clip, const float *checks,
-               int32_t numChecks, float *factor, double *norm);
+               float scale, float clip, const float *checks, int32_t numChecks,
+               float *factor, double *norm);
 /// otcrt_scale_ranges (sum_squares.cpp).
 int scaleRanges(char *arena, int32_t numRanges, const OtcrtRange *ranges,
                 float factor);

@@ -63,8 +63,8 @@ int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
 }
 
 int gradFactor(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
-               float scale, float clip, const float *checks,
-               int32_t numChecks, float *factor, double *norm) {
+               float scale, float clip, const float *checks, int32_t numChecks,
+               float *factor, double *norm) {
   double sum = 0;
   if (!factor || !norm || numChecks < 0 || (numChecks > 0 && !checks) ||
       sumSquares(arena, numRanges, ranges, &sum) != 0)

@@ -452,10 +452,9 @@ const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
   const int64_t bm = a.mask_strides[0] != 0 ? a.b : 1;
   const int64_t row = (a.s + 7) / 8 * 8;
   const int64_t total = bm * a.h * a.t * a.s;
-  otcrt_bf16 *out = reinterpret_cast<otcrt_bf16 *>(
-      scratch(ScratchUse::AttentionMask,
-              sizeof(otcrt_bf16) * static_cast<size_t>(bm * a.h * a.t * row),
-              stream));
+  otcrt_bf16 *out = reinterpret_cast<otcrt_bf16 *>(scratch(
+      ScratchUse::AttentionMask,
+      sizeof(otcrt_bf16) * static_cast<size_t>(bm * a.h * a.t * row), stream));
   if (!out || total <= 0)
     return nullptr;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);

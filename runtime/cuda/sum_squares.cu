@@ -100,8 +100,7 @@ __global__ void addPartials(int64_t n, const double *partial, double *sum) {
 /// scale when n, every one of the numChecks checks and the error record
 /// are good (finite, finite, empty), NaN when not; *norm = n.
 __global__ void finishFactor(int64_t n, const double *partial, float scale,
-                             float clip, const float *checks,
-                             int32_t numChecks,
+                             float clip, const float *checks, int32_t numChecks,
                              const OtcrtKernelError *record, float *factor,
                              double *norm) {
   __shared__ double scratch[32];

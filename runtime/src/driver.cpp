@@ -176,7 +176,8 @@ std::vector<double> Run::microCounts(int64_t micros) const {
 /// communicator of one GPU must give the same bits), overlapped where the
 /// device sums the buckets.
 static bool collectivesAlone() {
-  static const bool alone = std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
+  static const bool alone =
+      std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
   return alone;
 }
 
@@ -296,9 +297,9 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     if (queuesMicroSteps()) {
       // No wait: the loss joins the step's list on the device, which the
       // gradient factor checks and the host reads once the step is done.
-      if (Status s = backend_.copy(
-              losses_.arena + sizeof(float) * queued_.size(),
-              arena_.arena + slots_.loss->offset, sizeof(float));
+      if (Status s =
+              backend_.copy(losses_.arena + sizeof(float) * queued_.size(),
+                            arena_.arena + slots_.loss->offset, sizeof(float));
           !s)
         return s;
       queued_.emplace_back(k, weights[k]);
@@ -318,9 +319,9 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     sum += weights[k] * micro;
   }
   if (!queued_.empty())
-    if (Status s = backend_.downloadAsync(losses_.arena, lossesHost_,
-                                          static_cast<int64_t>(sizeof(float) *
-                                                               queued_.size()));
+    if (Status s = backend_.downloadAsync(
+            losses_.arena, lossesHost_,
+            static_cast<int64_t>(sizeof(float) * queued_.size()));
         !s)
       return s;
   if (world_.size > 1 || alone) {
@@ -396,10 +397,10 @@ Status Run::trainStep(int64_t step) {
     // Timed as a kernel (device marks on a GPU), as the prediction names it.
     tracer_.kernelBegin("gradient norm");
     // The losses of micro-steps that did not wait are checked there too.
-    Status s = gradFactor(
-        gradRanges_, arena_.arena, slots_.gradFactor->offset, scale,
-        opt_.gradClip, reinterpret_cast<const float *>(losses_.arena),
-        static_cast<int32_t>(queued_.size()), normHost_);
+    Status s = gradFactor(gradRanges_, arena_.arena, slots_.gradFactor->offset,
+                          scale, opt_.gradClip,
+                          reinterpret_cast<const float *>(losses_.arena),
+                          static_cast<int32_t>(queued_.size()), normHost_);
     tracer_.kernelEnd();
     if (!s)
       return s;
@@ -552,8 +553,8 @@ Status Run::execute() {
                           std::max<int64_t>(prog_.grad_accum, 1);
     s = backend_.allocate(bytes, &losses_.arena);
     if (s) {
-      lossesHost_ = static_cast<float *>(
-          backend_.hostBuffer(static_cast<size_t>(bytes)));
+      lossesHost_ =
+          static_cast<float *>(backend_.hostBuffer(static_cast<size_t>(bytes)));
       if (!lossesHost_)
         s = Status::error("cannot allocate host memory for the losses");
     }

@@ -410,8 +410,7 @@ void testAttentions(std::mt19937 &rng) {
       {"t=s=128 causal key padding d=64",
        attention(2, 4, 4, 128, 128, 64, true, 0), padding128, true},
       {"t=s=128 causal key padding hidden keys d=64 bthd",
-       bthd(attention(2, 4, 2, 128, 128, 64, true, 0)), padding128, true,
-       true},
+       bthd(attention(2, 4, 2, 128, 128, 64, true, 0)), padding128, true, true},
       {"t=s=64 mask over heads d=64", attention(2, 4, 4, 64, 64, 64, false, 0),
        headsMask64, true},
       // Mask rows of 70 elements, not 16-byte aligned: cuDNN declines them.

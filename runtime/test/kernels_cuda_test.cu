@@ -494,8 +494,7 @@ void testSumSquares(std::mt19937 &rng) {
     c.rc(otcrt::cpu::sumSquares(arena.data(), n, ranges, &want), "host");
     char *dArena = device(arena);
     c.rc(otcrt_sum_squares(dArena, n, ranges, &got, nullptr), "device");
-    c.rc(otcrt_sum_squares(dArena, n, ranges, &again, nullptr),
-         "device again");
+    c.rc(otcrt_sum_squares(dArena, n, ranges, &again, nullptr), "device again");
     c.worst = std::max(c.worst, std::fabs(got - want) / want);
     if (!(std::fabs(got - want) <= 1e-9 * want) || got != again) {
       std::printf("  %s: sum %.17g (again %.17g), host %.17g\n", what, got,
@@ -546,9 +545,8 @@ void testGradFactor(std::mt19937 &rng) {
   for (float clip : {0.0f, 100.0f, 1e9f}) {
     float want = 0, got = 0;
     double wantNorm = 0;
-    c.rc(otcrt::cpu::gradFactor(arena.data(), 2, ranges, 0.5f, clip,
-                                nullptr, 0, reinterpret_cast<float *>(&want),
-                                &wantNorm),
+    c.rc(otcrt::cpu::gradFactor(arena.data(), 2, ranges, 0.5f, clip, nullptr, 0,
+                                reinterpret_cast<float *>(&want), &wantNorm),
          "host");
     *pinned = -1;
     c.rc(otcrt_grad_factor(dArena, 2, ranges, 0.5f, clip, nullptr, 0,
@@ -605,7 +603,8 @@ void testGradFactor(std::mt19937 &rng) {
     factorWith(300, recorded);
     OtcrtKernelError read{};
     int code = otcrt_kernel_error(&read, nullptr);
-    if (!std::isnan(recorded) || code != OTCRT_ERROR_LABEL || read.index != 17 ||
+    if (!std::isnan(recorded) || code != OTCRT_ERROR_LABEL ||
+        read.index != 17 ||
         otcrt_kernel_error(&read, nullptr) != OTCRT_ERROR_NONE) {
       std::printf("  a recorded error gave the factor %g (record %d at %lld)\n",
                   recorded, code, static_cast<long long>(read.index));

@@ -79,7 +79,8 @@ OtcProgram tokenProgram() {
 constexpr int64_t kOffFactor = 204;
 std::vector<OtcSlot> factorSlots() {
   std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
-  slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, kOffFactor, 4});
+  slots.push_back(
+      {"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, kOffFactor, 4});
   return slots;
 }
 std::vector<std::vector<float>> gUpdates;
