@@ -376,6 +376,40 @@ TEST_F(TrainRun, BatchRampRaisesTheAccumulation) {
   EXPECT_EQ(gTokens.size(), 1u + 2u + 2u);
 }
 
+// The ramp's steps of fewer micro-batches than compiled, queued: the same
+// micro-batches, weights and losses as the waiting driver's, bit for bit
+// (the ramp's scale goes into the device factor instead of a pass over the
+// gradients), with clipping on.
+TEST_F(TrainRun, QueuedMicroStepsFollowTheBatchRamp) {
+  options.steps = 4;
+  options.batchStartTokens = kB * kT;
+  options.batchRampTokens = 3 * kB * kT;
+  options.gradClip = 0.05;
+  options.saveDir = dir + "/waited";
+  options.jsonlPath = dir + "/waited.jsonl";
+  ASSERT_TRUE(run(false)) << output;
+  const std::vector<std::vector<int64_t>> waitedTokens = gTokens;
+  gTokens.clear();
+  options.saveDir = dir + "/queued";
+  options.jsonlPath = dir + "/queued.jsonl";
+  ASSERT_TRUE(run(true)) << output;
+  EXPECT_EQ(gTokens, waitedTokens);
+  EXPECT_EQ(gTokens.size(), 1u + 2u + 2u + 2u);
+  EXPECT_EQ(weights(dir + "/queued"), weights(dir + "/waited"));
+  EXPECT_NE(weights(dir + "/queued"), std::vector<uint8_t>(32, 0));
+  auto lines = [](const std::string &path) {
+    std::ifstream in(path);
+    std::string line, all;
+    while (std::getline(in, line))
+      for (const char *key : {"\"loss\": ", "\"grad_norm\": "})
+        if (size_t at = line.find(key); at != std::string::npos)
+          all += line.substr(at, line.find_first_of(",}", at) - at) + "\n";
+    return all;
+  };
+  EXPECT_EQ(lines(dir + "/queued.jsonl"), lines(dir + "/waited.jsonl"));
+  EXPECT_THAT(lines(dir + "/queued.jsonl"), HasSubstr("\"grad_norm\": "));
+}
+
 TEST_F(TrainRun, MissingShardsAndForeignInputsAreExplained) {
   options.dataGlobs = {dir + "/none_*.bin"};
   EXPECT_THAT(run().message(), HasSubstr("matches no file"));
