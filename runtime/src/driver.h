@@ -5,7 +5,8 @@
 // itself is spread over files by concern: options.cpp (command line),
 // program.cpp (descriptor checks and slot helpers), data.cpp (token shards),
 // checkpoint.cpp, schedule.cpp, metrics.cpp (log lines, JSONL, plan.json),
-// trace.cpp (Chrome trace) and driver.cpp (the loop).
+// trace.cpp (Chrome trace), driver.cpp (the loop) and micro_steps.cpp (a
+// step's micro-batches).
 #ifndef OTCRT_DRIVER_H
 #define OTCRT_DRIVER_H
 

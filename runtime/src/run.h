@@ -1,7 +1,8 @@
 // The train driver's run (driver.cpp): the state one training run shares
-// across its step loop (driver.cpp), its data-parallel collectives
-// (data_parallel.cpp) and its evaluation, checkpoints and gradient dumps
-// (run_outputs.cpp). Private to the runtime.
+// across its step loop (driver.cpp), a step's micro-batches
+// (micro_steps.cpp), its data-parallel collectives (data_parallel.cpp) and
+// its evaluation, checkpoints and gradient dumps (run_outputs.cpp). Private
+// to the runtime.
 #ifndef OTCRT_RUN_H
 #define OTCRT_RUN_H
 

@@ -1,0 +1,307 @@
+// A training step's micro-batches (run.h): their inputs uploaded (from a
+// fixed batch, or read from the token shards for the whole step first,
+// which weighs each micro-batch by its counted targets), micro_step run for
+// each, and their losses. With the gradient factor on the device a step's
+// micro-steps are queued without a wait, each loss copied to a list that
+// the factor checks and the host reads once the step is done
+// (queuesMicroSteps, settleLosses); otherwise each micro-step is waited
+// for, its loss read and the kernels' error record checked.
+#include "kernel_status.h"
+#include "run.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace otcrt {
+
+/// Waits for a micro-step, stops on a data error a kernel recorded (named
+/// with \p where) and reads the micro-batch's loss.
+Status Run::finishMicro(const std::string &where, float &loss) {
+  Status s = backend_.synchronize();
+  if (s)
+    s = readKernelError(otcrt_stream(), where);
+  if (s)
+    s = backend_.download(arena_.arena, slots_.loss->offset, &loss,
+                          sizeof(loss));
+  return s;
+}
+
+Status Run::feedMicro(int64_t k, TokenLoader *loader) {
+  if (!loader) {
+    for (const InputData &in : batch_) {
+      Status s = backend_.upload(arena_.arena, in.slot->offset,
+                                 in.bytes.data() + k * in.slot->nbytes,
+                                 in.slot->nbytes);
+      if (!s)
+        return s;
+    }
+    return Status::ok();
+  }
+  Status s = loader->next(prog_.micro_batch, tokBuf_, tgtBuf_);
+  if (s)
+    s = backend_.upload(arena_.arena, feed_.tokens->offset, tokBuf_.data(),
+                        feed_.tokens->nbytes);
+  if (s && feed_.targets)
+    s = backend_.upload(arena_.arena, feed_.targets->offset, tgtBuf_.data(),
+                        feed_.targets->nbytes);
+  return s;
+}
+
+/// The step's micro-batches of this rank: every rank reads the whole
+/// global batch's windows in the same order (one cursor for all) and keeps
+/// its own part.
+Status Run::prefetchStep(int64_t micros, TokenLoader *loader) {
+  stepTok_.resize(static_cast<size_t>(micros));
+  stepTgt_.resize(static_cast<size_t>(micros));
+  std::vector<uint8_t> skipTok, skipTgt;
+  for (int r = 0; r < world_.size; ++r)
+    for (int64_t k = 0; k < micros; ++k) {
+      bool own = r == world_.rank;
+      if (Status s = loader->next(prog_.micro_batch, own ? stepTok_[k] : skipTok,
+                                  own ? stepTgt_[k] : skipTgt);
+          !s)
+        return s;
+    }
+  return Status::ok();
+}
+
+/// Per micro-batch of the step, the entries of the program's count_input
+/// that are not its ignore index; empty when the program has none.
+std::vector<double> Run::microCounts(int64_t micros) const {
+  const char *name = countInputOf(prog_);
+  if (!name)
+    return {};
+  const OtcSlot *slot = nullptr;
+  const std::vector<uint8_t> *whole = nullptr;
+  const std::vector<std::vector<uint8_t>> *parts = nullptr;
+  if (!loader_) {
+    for (const InputData &in : batch_)
+      if (std::strcmp(in.slot->name, name) == 0) {
+        slot = in.slot;
+        whole = &in.bytes;
+      }
+  } else if (feed_.targets && std::strcmp(feed_.targets->name, name) == 0) {
+    slot = feed_.targets;
+    parts = &stepTgt_;
+  } else if (feed_.tokens && std::strcmp(feed_.tokens->name, name) == 0) {
+    slot = feed_.tokens;
+    parts = &stepTok_;
+  }
+  if (!slot)
+    return {};
+  std::vector<double> counts;
+  int64_t n = slot->nbytes / (slot->dtype == OTC_I64 ? 8 : 4);
+  for (int64_t k = 0; k < micros; ++k) {
+    const uint8_t *p = parts ? (*parts)[k].data() : whole->data() + k * slot->nbytes;
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      if (slot->dtype == OTC_I64) {
+        std::memcpy(&v, p + 8 * i, 8);
+      } else {
+        int32_t w;
+        std::memcpy(&w, p + 4 * i, 4);
+        v = w;
+      }
+      c += v != prog_.count_ignore_index;
+    }
+    counts.push_back(static_cast<double>(c));
+  }
+  return counts;
+}
+
+/// The test hook OTC_TEST_COLLECTIVES_ALONE: the gradients' sum of a
+/// data-parallel run in a run of one rank (the GPU tests: NCCL over a
+/// communicator of one GPU must give the same bits), overlapped where the
+/// device sums the buckets.
+static bool collectivesAlone() {
+  static const bool alone =
+      std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
+  return alone;
+}
+
+bool Run::queuesMicroSteps() const {
+  return slots_.gradFactor && !shards_ && world_.size == 1 &&
+         !collectivesAlone();
+}
+
+Status Run::settleLosses(int64_t step, double &loss, bool &finite,
+                         std::string &why) {
+  if (Status s = readKernelError(otcrt_stream(),
+                                 " (step " + std::to_string(step) + ")");
+      !s)
+    return s;
+  double sum = 0;
+  for (size_t i = 0; i < queued_.size(); ++i) {
+    const float micro = lossesHost_[i];
+    if (!std::isfinite(micro) && finite) {
+      finite = false;
+      why = std::string("loss is ") + nonfiniteName(micro) + " at step " +
+            std::to_string(step) + ", micro-batch " +
+            std::to_string(queued_[i].first);
+    }
+    sum += queued_[i].second * micro;
+  }
+  loss = sum;
+  return Status::ok();
+}
+
+Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
+                            double &loss, bool &finite, std::string &why) {
+  if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
+    return s;
+  rngKeys_.clear();
+  queued_.clear();
+  if (loader) {
+    TraceSpan load(tracer_, "load batch", "data");
+    if (Status s = prefetchStep(micros, loader); !s)
+      return s;
+  }
+  // Each micro-batch's weight in the step's gradient and loss: its share of
+  // the step's counted targets (over every rank's micro-batches) when the
+  // loss is a mean over them (so that any split gives the whole batch's
+  // gradient), else 1 / (micros x ranks).
+  std::vector<double> counts = microCounts(micros);
+  double total = 0;
+  for (double c : counts)
+    total += c;
+  if (Status s = host_.sum(&total, 1); !s)
+    return s;
+  std::vector<double> weights(
+      static_cast<size_t>(micros),
+      1.0 / static_cast<double>(micros * world_.size));
+  if (total > 0)
+    for (int64_t k = 0; k < micros; ++k)
+      weights[k] = counts[k] / total;
+  double sum = 0;
+  finite = true;
+  // Overlapped: the last micro-batch that runs sums its buckets as its
+  // backward finishes them.
+  const double preMul = slots_.gradScale ? 1.0 : weights[0];
+  const bool alone = collectivesAlone();
+  const bool overlap =
+      (world_.size > 1 || (alone && backend_.sumsBucketsOnDevice())) &&
+      !shards_ && !buckets_.empty() && backend_.overlapsGradientSum();
+  int64_t lastRun = -1;
+  for (int64_t k = 0; k < micros; ++k)
+    if (!(total > 0 && counts[k] == 0))
+      lastRun = k;
+  bool armed = false;
+  for (int64_t k = 0; k < micros; ++k) {
+    // A micro-batch with nothing counted adds nothing to the step.
+    if (total > 0 && counts[k] == 0)
+      continue;
+    TraceSpan span(tracer_, "micro-step " + std::to_string(k), "micro-step",
+                   "\"step\": " + std::to_string(step));
+    {
+      TraceSpan load(tracer_, "load batch", "data");
+      Status s = Status::ok();
+      if (!loader) {
+        s = feedMicro(k, nullptr);
+      } else {
+        s = backend_.upload(arena_.arena, feed_.tokens->offset,
+                            stepTok_[k].data(), feed_.tokens->nbytes);
+        if (s && feed_.targets)
+          s = backend_.upload(arena_.arena, feed_.targets->offset,
+                              stepTgt_[k].data(), feed_.targets->nbytes);
+      }
+      if (s && slots_.gradScale) {
+        float w = static_cast<float>(weights[k]);
+        s = backend_.upload(arena_.arena, slots_.gradScale->offset, &w,
+                            sizeof(w));
+      }
+      if (!s)
+        return s;
+    }
+    if (slots_.rng) {
+      // Keyed by the micro-batch's place in the global batch.
+      int64_t r = rngValue(state_.seed, step, world_.rank * micros + k);
+      rngKeys_.push_back(r);
+      if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
+        return s;
+    }
+    if (overlap && k == lastRun) {
+      if (Status s = buckets_.arm(arena_.arena, preMul, backend_, host_, tracer_);
+          !s)
+        return s;
+      armed = true;
+    }
+    // Sums queued on the device make the last micro-step a step function
+    // (a graph) of its own.
+    const StepFunction which = armed && backend_.sumsBucketsOnDevice()
+                                   ? StepFunction::LastMicroStep
+                                   : StepFunction::MicroStep;
+    if (Status s = runStep(which, prog_.micro_step); !s)
+      return s;
+    if (queuesMicroSteps()) {
+      // No wait: the loss joins the step's list on the device, which the
+      // gradient factor checks and the host reads once the step is done.
+      if (Status s =
+              backend_.copy(losses_.arena + sizeof(float) * queued_.size(),
+                            arena_.arena + slots_.loss->offset, sizeof(float));
+          !s)
+        return s;
+      queued_.emplace_back(k, weights[k]);
+      continue;
+    }
+    float micro = 0;
+    if (Status s = finishMicro(" (step " + std::to_string(step) +
+                                   ", micro-batch " + std::to_string(k) + ")",
+                               micro);
+        !s)
+      return s;
+    if (!std::isfinite(micro) && finite) {
+      finite = false;
+      why = std::string("loss is ") + nonfiniteName(micro) + " at step " +
+            std::to_string(step) + ", micro-batch " + std::to_string(k);
+    }
+    sum += weights[k] * micro;
+  }
+  if (!queued_.empty())
+    if (Status s = backend_.downloadAsync(
+            losses_.arena, lossesHost_,
+            static_cast<int64_t>(sizeof(float) * queued_.size()));
+        !s)
+      return s;
+  if (world_.size > 1 || alone) {
+    // The ranks' weighted gradients summed: without a GRAD_SCALE slot (one
+    // micro-batch a step) each rank's is weighted in the sum itself. Then
+    // the loss and the non-finite verdict, the same on every rank.
+    if (armed) {
+      TraceSpan span(tracer_, "gradient all-reduce, the rest", "communication");
+      HostCollectives::Waiting wait(host_, "the gradients' sum");
+      if (Status s = buckets_.finish(backend_); !s)
+        return s;
+    } else if (shards_) {
+      // ZeRO-1: each rank receives the sum of its part alone.
+      TraceSpan span(tracer_, "gradient reduce-scatter", "communication");
+      HostCollectives::Waiting wait(host_, "the gradients' sum");
+      if (Status s = backend_.reduceScatterGradients(
+              arena_.arena, shards_->grad_offset, shards_->elements,
+              shards_->grad_dtype == OTC_BF16, preMul, host_);
+          !s)
+        return s;
+    } else {
+      TraceSpan span(tracer_, "gradient all-reduce", "communication");
+      HostCollectives::Waiting wait(host_, "the gradients' sum");
+      if (Status s = backend_.sumGradients(arena_.arena, gradRanges_, preMul,
+                                           host_);
+          !s)
+        return s;
+    }
+    double shared[2] = {sum, finite ? 0.0 : 1.0};
+    if (Status s = host_.sum(shared, 2); !s)
+      return s;
+    sum = shared[0];
+    if (finite && shared[1] > 0) {
+      finite = false;
+      why = "the loss is not finite on another rank at step " +
+            std::to_string(step);
+    }
+  }
+  loss = sum;
+  return Status::ok();
+}
+
+} // namespace otcrt
