@@ -312,20 +312,17 @@ struct FuseEpiloguesPass
     // A kernel that only rounds the temporary into another temporary.
     otck::KernelOp round;
     Value rounded;
-    if (roundedTo && add)
-      if (otck::KernelOp r = add) {
-        auto cast = singleOp<CastOp>(r);
-        auto out = cast ? r.getOutputs()[0].getDefiningOp<otck::BufferOp>()
-                        : otck::BufferOp();
-        if (cast && out && !out.getSlot() && r.getInputs().size() == 1 &&
-            otck::storageOf(r.getInputs()[0]) == t &&
-            elements(r.getInputs()[0]) == elements(t) &&
-            getElementTypeOrSelf(cast.getType()) == roundedTo) {
-          round = r;
-          rounded = r.getOutputs()[0];
-          add = soleByteReader(round, rounded);
-        }
+    if (auto cast = roundedTo && add ? singleOp<CastOp>(add) : CastOp()) {
+      auto out = add.getOutputs()[0].getDefiningOp<otck::BufferOp>();
+      if (out && !out.getSlot() && add.getInputs().size() == 1 &&
+          otck::storageOf(add.getInputs()[0]) == t &&
+          elements(add.getInputs()[0]) == elements(t) &&
+          getElementTypeOrSelf(cast.getType()) == roundedTo) {
+        round = add;
+        rounded = round.getOutputs()[0];
+        add = soleByteReader(round, rounded);
       }
+    }
     Value added = round ? rounded : t;
     Value acc = add ? addedTo(add, added) : Value();
     if (!acc || add.getOutputs()[0] != acc ||

@@ -19,8 +19,9 @@ namespace {
 template <typename T>
 int gatherGradImpl(int64_t outer, int64_t axisLen, int64_t inner,
                    int64_t positions, const T *grad, const int64_t *indices,
-                   bool accumulate, T *out) {
-  if (outer < 0 || axisLen < 0 || inner < 0 || positions < 0)
+                   int32_t accumulate, T *out) {
+  if (outer < 0 || axisLen < 0 || inner < 0 || positions < 0 ||
+      (accumulate != 0 && accumulate != 1))
     return 1;
   if (outer == 0 || axisLen == 0 || inner == 0)
     return 0;
@@ -77,18 +78,14 @@ int gatherGradImpl(int64_t outer, int64_t axisLen, int64_t inner,
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
                const float *grad, const int64_t *indices, int32_t accumulate,
                float *out) {
-  if (accumulate != 0 && accumulate != 1)
-    return 1;
   return gatherGradImpl(outer, axisLen, inner, positions, grad, indices,
-                        accumulate == 1, out);
+                        accumulate, out);
 }
 int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
                const otcrt_bf16 *grad, const int64_t *indices,
                int32_t accumulate, otcrt_bf16 *out) {
-  if (accumulate != 0 && accumulate != 1)
-    return 1;
   return gatherGradImpl(outer, axisLen, inner, positions, grad, indices,
-                        accumulate == 1, out);
+                        accumulate, out);
 }
 
 } // namespace cpu

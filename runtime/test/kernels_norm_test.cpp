@@ -526,58 +526,43 @@ TEST(GradFactor, ClipsScalesAndRefusesNonFinite) {
   const OtcrtRange ranges[] = {{0, 2, 0, 0}, {16, 1, 1, 0}};
   float *factor = reinterpret_cast<float *>(arena.data() + 32);
   double norm = 0;
+  auto call = [&](float scale, float clip, const float *checks,
+                  int32_t numChecks, float *out) {
+    return otcrt_grad_factor(arena.data(), 2, ranges, scale, clip, checks,
+                             numChecks, out, &norm, nullptr);
+  };
   // No clipping: the factor is the scale, the norm the scaled one.
-  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 2.0f, 0.0f, nullptr, 0,
-                              factor, &norm, nullptr),
-            0);
+  ASSERT_EQ(call(2.0f, 0.0f, nullptr, 0, factor), 0);
   EXPECT_EQ(norm, 26.0);
   EXPECT_EQ(*factor, 2.0f);
   // Clipping at 6.5: 2 * 6.5 / 26 = 0.5.
-  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 2.0f, 6.5f, nullptr, 0,
-                              factor, &norm, nullptr),
-            0);
+  ASSERT_EQ(call(2.0f, 6.5f, nullptr, 0, factor), 0);
   EXPECT_EQ(*factor, 0.5f);
   // A clip above the norm leaves the scale.
-  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 20.0f, nullptr, 0,
-                              factor, &norm, nullptr),
-            0);
+  ASSERT_EQ(call(1.0f, 20.0f, nullptr, 0, factor), 0);
   EXPECT_EQ(norm, 13.0);
   EXPECT_EQ(*factor, 1.0f);
   // Checks (the step's losses): finite ones leave the factor; one NaN or
   // infinite one makes it NaN while the norm stays the gradients'.
   float checks[3] = {2.5f, -1.0f, 0.0f};
-  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 6.5f, checks, 3,
-                              factor, &norm, nullptr),
-            0);
+  ASSERT_EQ(call(1.0f, 6.5f, checks, 3, factor), 0);
   EXPECT_EQ(*factor, 0.5f);
   for (float bad : {NAN, -std::numeric_limits<float>::infinity()}) {
     checks[2] = bad;
-    ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 6.5f, checks, 3,
-                                factor, &norm, nullptr),
-              0);
+    ASSERT_EQ(call(1.0f, 6.5f, checks, 3, factor), 0);
     EXPECT_EQ(norm, 13.0);
     EXPECT_TRUE(std::isnan(*factor));
     // Only the first num_checks are read.
-    ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 6.5f, checks, 2,
-                                factor, &norm, nullptr),
-              0);
+    ASSERT_EQ(call(1.0f, 6.5f, checks, 2, factor), 0);
     EXPECT_EQ(*factor, 0.5f);
   }
-  EXPECT_NE(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 1.0f, nullptr, 1,
-                              factor, &norm, nullptr),
-            0);
-  EXPECT_NE(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 1.0f, checks, -1,
-                              factor, &norm, nullptr),
-            0);
+  EXPECT_NE(call(1.0f, 1.0f, nullptr, 1, factor), 0);
+  EXPECT_NE(call(1.0f, 1.0f, checks, -1, factor), 0);
   // An infinite gradient: the norm is infinite and the factor NaN (skip).
   const float inf = std::numeric_limits<float>::infinity();
   std::memcpy(arena.data() + 4, &inf, 4);
-  ASSERT_EQ(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 1.0f, nullptr, 0,
-                              factor, &norm, nullptr),
-            0);
+  ASSERT_EQ(call(1.0f, 1.0f, nullptr, 0, factor), 0);
   EXPECT_TRUE(std::isinf(norm));
   EXPECT_TRUE(std::isnan(*factor));
-  EXPECT_NE(otcrt_grad_factor(arena.data(), 2, ranges, 1.0f, 1.0f, nullptr, 0,
-                              nullptr, &norm, nullptr),
-            0);
+  EXPECT_NE(call(1.0f, 1.0f, nullptr, 0, nullptr), 0);
 }
