@@ -26,13 +26,15 @@
 // the distribution; only a run spanning many pieces costs its crossing
 // block one partial row per piece (256 rows of 3 KiB when every position
 // is one token). At GPT-2 124M's shape (8192 positions, a 50257 x 768 f32
-// table) the clearing's 154 MB dominates the sums' 25 MB of gradient. Every sum
-// has an order fixed by the indices alone, so results repeat bit for bit, in a
-// CUDA graph too; no atomics. A row whose run lies within one piece gets
-// exactly the bits of the cpu target (zero plus its rows in position order).
-// Scratch: the sort uses OTCRT_CUDA_SORT_SCRATCH_BYTES (16 bytes a position
-// plus CUB's temporary storage; more positions than fit are sorted and added in
-// batches, the later ones adding to the result), the partial rows come
+// table) a clearing call's 154 MB would dominate the sums' 25 MB of
+// gradient, which is why the training step adds into the slot instead.
+// Every sum has an order fixed by the indices alone, so results repeat bit
+// for bit, in a CUDA graph too; no atomics. A row whose run lies within one
+// piece gets exactly the bits of the cpu target (zero plus its rows in
+// position order). Scratch: the sort uses OTCRT_CUDA_SORT_SCRATCH_BYTES (16
+// bytes a position plus CUB's temporary storage; more positions than fit
+// are sorted and added in batches, the later ones adding to the result,
+// rounded after each), the partial rows come
 // from OTCRT_CUDA_REDUCTION_SCRATCH_BYTES (pieces grow until they fit), both
 // allocated by the first call (scratch.h), so no later call allocates or
 // synchronizes. Indices outside the axis add nothing; the gather that read
