@@ -29,6 +29,10 @@ that has the GPU need not be the same.
         measured and planned peak memory beside the targets, and writes
         RESULTS/<YYYY-MM-DD>-<gpu>.json (RESULTS: --results, else bench/results
         when run from the repository, else OUT/results).
+        Where OUT/llmc/train_gpt2cu exists (bench/llmc-build.sh), llm.c
+        trains the same model after otc at each micro-batch (`-e d12`: its
+        own GPT-2 initialization; the same token shard; --steps steps) and
+        its figures are recorded as llmc_* beside otc's (--no-llmc: not).
 
 Step timing: the first --warmup steps (CUDA graph capture, cuBLASLt
 algorithm choice, torch.compile's compilation) are left out; ms per step is
@@ -363,13 +367,13 @@ class MemoryPoller:
         return None, None
 
 
-def run_polled(cmd, log_path, gpu, timeout):
-    """Runs cmd with stdout+stderr to log_path, polling its device memory.
-    Returns (exit status, (device peak bytes, source) or (None, None), host
-    max RSS bytes)."""
+def run_polled(cmd, log_path, gpu, timeout, env=None):
+    """Runs cmd with stdout+stderr to log_path (in env, else this process's
+    environment), polling its device memory. Returns (exit status, (device
+    peak bytes, source) or (None, None), host max RSS bytes)."""
     baseline = device_memory_used() if gpu else None
     with open(log_path, "w") as logf:
-        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
         poller = MemoryPoller(p.pid, gpu, baseline)
         deadline = time.time() + timeout
         status = None
@@ -470,6 +474,128 @@ def run_otc(out, prog, info, a, gpu, shard, init_path, rundir):
     return rec
 
 
+# llm.c's step line (train_gpt2.cu's printf0 "step %4d/%d | loss %7.6f
+# (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f
+# tok/s"): the step's milliseconds between CUDA events around the micro-steps
+# and the update. Its tok/s is a running average, so tokens/s is taken from
+# the milliseconds instead.
+LLMC_STEP = re.compile(r"step\s+(\d+)/(\d+) \| loss (\S+) .*\| ([0-9.]+) ms \| "
+                       r"([0-9.]+)% bf16 MFU")
+
+
+def llmc_steps(lines):
+    """The steps of llm.c's output: step number, loss, ms and its own MFU.
+
+    >>> llmc_steps(["val loss 11.007545",
+    ...   "step    1/30 | loss 11.009962 (+nanz)| norm 15.4338 (+nanz)| lr 3.00e-04 "
+    ...   "| 93.81 ms | 29.0% bf16 MFU | 87326 tok/s",
+    ...   "step   12/30 | loss -nan (+0.00z)| norm 2.1000 (+0.12z)| lr 3.00e-04 "
+    ...   "| 18.52 ms | 42.5% bf16 MFU | 441234 tok/s",
+    ...   "total average iteration time: 18.600000 ms"])
+    [(1, 11.009962, 93.81, 0.29), (12, nan, 18.52, 0.425)]
+    """
+    out = []
+    for ln in lines:
+        m = LLMC_STEP.match(ln)
+        if m:
+            out.append((int(m[1]), float(m[3]), float(m[4]), float(m[5]) / 100))
+    return out
+
+
+def llmc_env(binary, python):
+    """The environment train_gpt2cu runs in: where ldd finds some of its
+    libraries (cuDNN, cuBLASLt, NVRTC) nowhere, the nvidia/*/lib folders of
+    python's wheels (PyTorch's nvidia-cudnn-cu13, nvidia-cublas, ...) are
+    added after LD_LIBRARY_PATH. Returns (environment, folders added,
+    libraries still not found)."""
+    def not_found(env):
+        try:
+            r = subprocess.run(["ldd", binary], capture_output=True, text=True,
+                               env=env, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return [ln.split()[0] for ln in r.stdout.splitlines() if "not found" in ln]
+
+    env = dict(os.environ)
+    if not not_found(env):
+        return env, [], []
+    r = subprocess.run([python, "-c", "import glob, os, nvidia\n"
+                        "for p in nvidia.__path__:\n"
+                        "    print(*sorted(glob.glob(os.path.join(p, '*', 'lib'))), sep='\\n')"],
+                       capture_output=True, text=True)
+    dirs = [d for d in r.stdout.splitlines() if d.strip()]
+    env["LD_LIBRARY_PATH"] = ":".join(
+        [p for p in [env.get("LD_LIBRARY_PATH")] if p] + dirs)
+    return env, dirs, not_found(env)
+
+
+def run_llmc(out, binary, env, mb, grad_accum, cfg, a, gpu, shard, rundir):
+    """llm.c's train_gpt2cu at micro-batch mb: GPT-2 124M from its own
+    initialization (-e d12), grad_accum micro-batches a step (-d), the
+    shard for training and validation (validation twice, 2 batches, outside
+    the timed steps; no sampling, no HellaSwag, no checkpoints)."""
+    tag = f"llmc-mb{mb}" + (f"-ga{grad_accum}" if grad_accum > 1 else "")
+    logp = os.path.join(rundir, f"{tag}.log")
+    tokens_per_step = mb * grad_accum * cfg["seq"]
+    cmd = [binary, "-e", "d12", "-b", str(mb), "-t", str(cfg["seq"]),
+           "-d", str(tokens_per_step), "-x", str(a.steps), "-v", "10000", "-m", "2",
+           "-s", "0", "-h", "0", "-i", shard, "-j", shard,
+           "-o", os.path.join(rundir, tag)]
+    log(f"speed run: llm.c micro-batch {mb}: {' '.join(cmd)}")
+    status, dev_peak, rss = run_polled(cmd, logp, gpu, a.timeout, env=env)
+    rec = {"llmc_log": os.path.relpath(logp, out)}
+    with open(logp, errors="replace") as f:
+        lines = f.read().splitlines()
+    steps = llmc_steps(lines)
+    if status != 0 or not steps:
+        tail = [ln for ln in lines if ln.strip()][-1:] or ["(no output)"]
+        log(f"speed run: llm.c micro-batch {mb} failed ({status}): {tail[0]}")
+        rec["llmc_error"] = f"exit {status}: {tail[0]}"
+        return rec
+    st = steady(steps, a.warmup)
+    ms = [s[2] for s in st]
+    rec.update({
+        "llmc_steps_timed": len(st),
+        "llmc_ms_per_step": sum(ms) / len(ms),
+        "llmc_ms_per_step_median": float(np.median(ms)),
+        "llmc_tokens_per_s": tokens_per_step * len(ms) / (sum(ms) / 1e3),
+        "llmc_mfu_own": float(np.mean([s[3] for s in st])),
+        "llmc_loss_first": steps[0][1],
+        "llmc_loss_last": steps[-1][1],
+        "llmc_host_max_rss_bytes": rss,
+    })
+    rec["llmc_peak_bytes"], rec["llmc_peak_source"] = dev_peak
+    return rec
+
+
+def llmc_setup(out, info, gpu, a):
+    """(train_gpt2cu, its environment, the results' llmc record) where
+    OUT/llmc/train_gpt2cu can run here, else (None, None, None) with one
+    line said."""
+    binary = os.path.join(out, "llmc", "train_gpt2cu")
+    if a.no_llmc or not gpu:
+        return None, None, None
+    if not os.access(binary, os.X_OK):
+        log(f"speed run: llm.c not run: no {binary} (bench/llmc-build.sh builds it)")
+        return None, None, None
+    if info["model"] != "gpt2-124m":
+        log(f"speed run: llm.c not run: it trains GPT-2 124M, not {info['model']}")
+        return None, None, None
+    env, dirs, lost = llmc_env(binary, a.python)
+    if lost:
+        log(f"speed run: llm.c not run: ldd finds no {', '.join(lost)} "
+            f"(nor in {a.python}'s nvidia wheels)")
+        return None, None, None
+    note = os.path.join(out, "llmc", "commit.txt")
+    build = open(note).read().splitlines() if os.path.exists(note) else []
+    return binary, env, {
+        "build": build,
+        "ld_library_path_added": dirs,
+        "grad_clip": 1.0,  # fixed in train_gpt2.cu
+        "initialization": "llm.c's own (-e d12: seed 42)",
+    }
+
+
 def torch_available(py):
     r = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
                        capture_output=True, text=True)
@@ -542,14 +668,16 @@ def best_threads(out, mb, mode, cfg, a, rundir):
 
 
 def alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir, cfg,
-                     torch_ver):
-    """--rounds R: R - 1 more rounds of otc, PyTorch eager and torch.compile
-    one after another (each PyTorch mode at the thread count that was
-    fastest in the first round), so that a machine's slow spell falls on
-    all of them alike; each one's ms per step becomes the median of its
-    rounds, every round's in <key>_ms_per_step_rounds."""
+                     torch_ver, llmc=None):
+    """--rounds R: R - 1 more rounds of otc, llm.c (llmc: its run at a
+    micro-batch), PyTorch eager and torch.compile one after another (each
+    PyTorch mode at the thread count that was fastest in the first round),
+    so that a machine's slow spell falls on all of them alike; each one's ms
+    per step becomes the median of its rounds, every round's in
+    <key>_ms_per_step_rounds."""
     mb = prog["micro_batch"]
-    keys = ["otc"] + (["torch_eager", "torch_compile"] if torch_ver else [])
+    keys = ["otc"] + (["llmc"] if llmc else []) + \
+        (["torch_eager", "torch_compile"] if torch_ver else [])
     rounds = {k: [rec[f"{k}_ms_per_step"]] for k in keys
               if rec.get(f"{k}_ms_per_step") is not None}
     for r in range(1, a.rounds):
@@ -557,6 +685,8 @@ def alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir, cfg
         for k in rounds:
             if k == "otc":
                 got = run_otc(out, prog, info, a, gpu, shard, init_path, rundir)
+            elif k == "llmc":
+                got = llmc(mb)
             else:
                 mode = k.split("_", 1)[1]
                 threads = rec.get(f"{k}_threads") or 0
@@ -606,8 +736,11 @@ def run(a):
     if not a.no_torch and torch_ver is None:
         log(f"speed run: torch does not import in {a.python}: PyTorch runs skipped")
 
+    llmc_bin, llmc_environ, llmc_info = llmc_setup(out, info, gpu, a)
+
     runs = []
     torch_runs = {}  # PyTorch runs once per micro-batch
+    llmc_runs = {}  # and llm.c once per micro-batch and accumulation
     for prog in info["programs"]:
         mb = prog["micro_batch"]
         tokens_per_step = mb * prog["grad_accum"] * cfg["seq"]
@@ -618,6 +751,14 @@ def run(a):
                "predicted_tokens_per_s": prog.get("predicted_tokens_per_s"),
                "predicted_step_ms": prog.get("predicted_step_ms")}
         rec.update(run_otc(out, prog, info, a, gpu, shard, init_path, rundir))
+        llmc = None
+        if llmc_bin:
+            def llmc(m, ga=prog["grad_accum"]):
+                return run_llmc(out, llmc_bin, llmc_environ, m, ga, cfg, a, gpu,
+                                shard, rundir)
+            if (mb, prog["grad_accum"]) not in llmc_runs:
+                llmc_runs[mb, prog["grad_accum"]] = llmc(mb)
+            rec.update(llmc_runs[mb, prog["grad_accum"]])
         if torch_ver:
             if mb not in torch_runs:
                 torch_runs[mb] = {}
@@ -631,10 +772,10 @@ def run(a):
             rec.update(torch_runs[mb])
         if a.rounds > 1:
             alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir,
-                             cfg, torch_ver)
+                             cfg, torch_ver, llmc)
         fpt = flops_per_token(cfg, prog["params_count"])
         rec["flops_per_token"] = fpt
-        for key in ("otc", "torch_eager", "torch_compile"):
+        for key in ("otc", "llmc", "torch_eager", "torch_compile"):
             tps = rec.get(f"{key}_tokens_per_s")
             if tps and peak_tflops:
                 rec[f"{key}_mfu"] = tps * fpt / (peak_tflops * 1e12)
@@ -661,6 +802,7 @@ def run(a):
         "config": cfg,
         "otc_commit": info.get("otc_commit"),
         "torch_version": torch_ver,
+        **({"llmc": llmc_info} if llmc_info else {}),
         "steps": a.steps,
         "warmup_steps": a.warmup,
         "grad_clip": a.grad_clip,
@@ -710,6 +852,8 @@ def main():
     r.add_argument("--steps", type=int, default=30)
     r.add_argument("--warmup", type=int, default=5, help="steps left out of the timing")
     r.add_argument("--no-torch", action="store_true")
+    r.add_argument("--no-llmc", action="store_true",
+                   help="do not run OUT/llmc/train_gpt2cu (llm.c) where it exists")
     r.add_argument("--results", help="directory for <date>-<gpu>.json")
     r.add_argument("--peak-tflops", type=float, help="peak for MFU (default: known GPUs)")
     r.add_argument("--python", default=sys.executable, help="python for the PyTorch runs")

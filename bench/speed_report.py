@@ -73,12 +73,14 @@ def print_run(res):
         f"not timed; MFU "
         + (f"over {res['peak_tflops']} TFLOP/s, {res['mfu_formula']}):" if res["peak_tflops"]
            else "n/a):"))
+    if res.get("llmc"):
+        log(f"  {'; '.join(res['llmc']['build'][:2]) or 'llm.c'}")
     for r in res["runs"]:
         mb = r["micro_batch"]
         plan = f", {r['name']}: --remat={r['remat']}" if r.get("name", "").endswith("-fit") else ""
         log(f"  micro-batch {mb} ({r['tokens_per_step']} tokens per step{plan}):")
-        for key, label in (("otc", "otc"), ("torch_eager", "PyTorch eager"),
-                           ("torch_compile", "torch.compile")):
+        for key, label in (("otc", "otc"), ("llmc", "llm.c"),
+                           ("torch_eager", "PyTorch eager"), ("torch_compile", "torch.compile")):
             if r.get(f"{key}_error"):
                 log(f"    {label:<15} {r[key + '_error']}")
                 continue

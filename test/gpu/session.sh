@@ -7,6 +7,7 @@
 # The build halves run first on a build machine:
 #   make test-gpu                                   # build/test/gpu-tests.tar.xz
 #   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed
+#   bench/llmc-build.sh LLMC_CHECKOUT /tmp/otc-speed  # optional: llm.c
 #   tar -C /tmp -cJf .dev/otc-speed.tar.xz otc-speed
 #   cp build/test/gpu-tests.tar.xz .dev/
 # and, for a same-machine A/B of a compile option, a second speed build
@@ -21,7 +22,9 @@
 # (with kernel-bench.txt and .json: bench/kernels/kernel_bench.cu),
 # speed-*.json and speed-logs.tar.xz (bench/speed.py run, first without and
 # then with PyTorch, or under OTC_SESSION_VARIANT's settings or the variant
-# build: speed-variant.json),
+# build: speed-variant.json; llm.c's figures, llmc_*, beside otc's in
+# speed-otc.json and speed-torch.json when the bundle holds
+# otc-speed/llmc/train_gpt2cu),
 # trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
 # traces.tar.xz (the traces compared), session.txt (what ran, when).
@@ -68,7 +71,7 @@ timeout "$t" "$sp/run.sh" --no-torch --steps 25 --results "$work/speed-otc" \
   > "$work/speed-otc.log" 2>&1
 say "speed exit $?"
 cp -f "$work"/speed-otc/*.json "$results/speed-otc.json" 2>/dev/null
-tail -25 "$work/speed-otc.log"
+tail -30 "$work/speed-otc.log"
 
 # Per-kernel times: the micro-batch 8 and 16 programs traced (eager
 # launches with events around each span), against plan.json's prediction.
@@ -95,7 +98,7 @@ fi
 if [[ -n ${OTC_SESSION_VARIANT:-} ]]; then
   t=$(( $(left) - 20 ))
   say "speed, otc alone, with $OTC_SESSION_VARIANT (limit ${t}s)"
-  env $OTC_SESSION_VARIANT timeout "$t" "$sp/run.sh" --no-torch --steps 25 \
+  env $OTC_SESSION_VARIANT timeout "$t" "$sp/run.sh" --no-torch --no-llmc --steps 25 \
     --results "$work/speed-variant" > "$work/speed-variant.log" 2>&1
   say "speed with $OTC_SESSION_VARIANT exit $?"
   cp -f "$work"/speed-variant/*.json "$results/speed-variant.json" 2>/dev/null
@@ -125,7 +128,7 @@ elif (( t > 90 )); then
   timeout "$t" "$sp/run.sh" --steps 25 --results "$work/speed-torch" > "$work/speed-torch.log" 2>&1
   say "speed with torch exit $?"
   cp -f "$work"/speed-torch/*.json "$results/speed-torch.json" 2>/dev/null
-  tail -25 "$work/speed-torch.log"
+  tail -30 "$work/speed-torch.log"
 else
   say "no time left for the PyTorch runs (${t}s)"
 fi
