@@ -5,12 +5,16 @@ position embeddings, L pre-LayerNorm blocks of causal softmax attention and a
 GELU MLP (GPT-2's own tanh form by default, 0.5 x (1 + tanh(sqrt(2/pi) (x +
 0.044715 x^3))), as the original model, Hugging Face's gelu_new and llm.c
 compute it; --gelu erf for the exact form), a final LayerNorm, the output projection tied to the token
-embedding, and softmax cross-entropy. The weights are ONNX external data in a
-sparse file of zeros, so a 124M-parameter model costs no disk and no time to
-write: only shapes matter for planning memory.
+embedding, and softmax cross-entropy. The weights are ONNX external data
+(OUT.onnx.weights): dense random values by default, as a real export holds
+them (sparse_graph.py: matrices N(0, 0.02), norm gains 1, biases 0; 500 MB
+for 124M parameters), or with --weights sparse a sparse file of zeros that
+costs no disk and no time (only shapes matter for planning memory, but an
+importer's per-value work is then hidden).
 
     make_gpt2_onnx.py OUT.onnx [--layers 12 --embd 768 --heads 12
-                                --vocab 50304 --seq 1024 --gelu tanh]
+                                --vocab 50304 --seq 1024 --gelu tanh
+                                --weights dense|sparse --seed 0]
 
 Parameters: vocab*embd + layers*(12*embd^2 + 13*embd) + 2*embd + seq*embd.
 Runs with any python that has onnx and numpy.
@@ -32,11 +36,15 @@ def main():
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--gelu", choices=("tanh", "erf"), default="tanh")
+    ap.add_argument("--weights", choices=("dense", "sparse"), default="dense",
+                    help="dense N(0, 0.02) values as a real export holds (default), or a "
+                         "sparse file of zeros (no disk, no time; hides the importer's cost)")
+    ap.add_argument("--seed", type=int, default=0, help="the dense weights' generator seed")
     a = ap.parse_args()
     h, L, nh, v, T = a.embd, a.layers, a.heads, a.vocab, a.seq
     hs = h // nh
 
-    g = SparseGraph(a.out)
+    g = SparseGraph(a.out, a.weights, a.seed)
     weight, const, node, nodes = g.weight, g.const, g.node, g.nodes
 
     def layer_norm(x, prefix):

@@ -8,11 +8,15 @@ softmax attention (each key/value head expanded to heads/kv_heads query
 heads), a SiLU-gated MLP (down(silu(gate(x)) * up(x))), a final RMSNorm, the
 output projection (tied to the embedding for the 1B and 3B sizes, as Llama
 3.2 ties them) and softmax cross-entropy. The weights are ONNX external data
-in a sparse file of zeros: only shapes matter for planning memory.
+(OUT.onnx.weights): dense random values by default (sparse_graph.py; 5 GB at
+1B, 32 GB at 8B), or with --weights sparse a sparse file of zeros (no disk,
+no time; only shapes matter for planning, but the importer's per-value work
+is hidden).
 
     make_llama_onnx.py OUT.onnx --size 1b|3b|8b [--seq 2048]
     make_llama_onnx.py OUT.onnx --layers 2 --embd 64 --heads 4 --kv-heads 2
                                 --ffn 128 --vocab 256 --seq 32 [--tied]
+                                [--weights dense|sparse --seed 0]
 
 Sizes (Llama 3.2 1B and 3B, Llama 3.1 8B; vocabulary 128,256):
   1b: 16 layers, 2048 wide, 32/8 heads, MLP 8192, tied   (1.24 B parameters)
@@ -47,6 +51,10 @@ def main():
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--tied", action="store_true")
     ap.add_argument("--rope-theta", type=float, default=500000.0)
+    ap.add_argument("--weights", choices=("dense", "sparse"), default="dense",
+                    help="dense N(0, 0.02) values as a real export holds (default), or a "
+                         "sparse file of zeros (no disk, no time; hides the importer's cost)")
+    ap.add_argument("--seed", type=int, default=0, help="the dense weights' generator seed")
     a = ap.parse_args()
     if a.size:
         for k, v in SIZES[a.size].items():
@@ -59,7 +67,7 @@ def main():
     hd = h // nh
     rep = nh // nkv
 
-    g = SparseGraph(a.out)
+    g = SparseGraph(a.out, a.weights, a.seed)
     weight, const, node, nodes = g.weight, g.const, g.node, g.nodes
 
     # Rotary tables [T, hd]: angle t * theta^(-2i/hd), each half repeated.

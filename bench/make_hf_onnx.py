@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Exports a Hugging Face model at the size people train, along README's
+"Bring your model" recipe, for the compile-time benchmarks and the checks of
+the user's path at real size (a dev-time script: it needs PyPI's torch,
+transformers and onnxscript, which CI does not have; nothing is downloaded:
+the model is built from a config with random weights, seeded).
+
+    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|tiny-llama
+                    [--seq T] [--exporter dynamo|torchscript] [--state-dict SD]
+
+The model is wrapped as README shows (`Logits`: `self.model` holds the
+Hugging Face model, forward(input_ids, attention_mask) returns the logits),
+exported with a dynamic batch (dynamo: optimize=False unless --optimize, as
+README's recipe), and saved with its weights as external data
+(OUT.onnx.data, dense: 500 MB at GPT-2 124M, 5 GB at Llama 1B). --state-dict
+also writes the Hugging Face model's state dict (safetensors), the reference
+otc-export --reference takes. Versions used: torch 2.15.0, transformers
+5.24.0, onnxscript 0.7.2 (printed; other versions may export other graphs).
+"""
+import argparse
+import time
+
+import torch
+import transformers
+
+CONFIGS = {
+    # GPT-2 124M: vocabulary 50,257, 1024 positions.
+    "gpt2-124m": ("GPT2LMHeadModel", "GPT2Config",
+                  dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024)),
+    # Llama 3.2 1B's shape.
+    "llama-1b": ("LlamaForCausalLM", "LlamaConfig",
+                 dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                      num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                      max_position_embeddings=131072, rope_theta=500000.0,
+                      tie_word_embeddings=True)),
+    # Qwen3 0.6B's shape.
+    "qwen3-0.6b": ("Qwen3ForCausalLM", "Qwen3Config",
+                   dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                        vocab_size=151936, max_position_embeddings=40960,
+                        tie_word_embeddings=True)),
+    # A small Llama for quick checks of the same path.
+    "tiny-llama": ("LlamaForCausalLM", "LlamaConfig",
+                   dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                        max_position_embeddings=4096)),
+}
+
+
+class Logits(torch.nn.Module):
+    """README's wrapper: the graph ends at the logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          use_cache=False).logits
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--model", choices=sorted(CONFIGS), default="gpt2-124m")
+    ap.add_argument("--seq", type=int, default=None, help="example sequence (default: 1024, "
+                    "2048 for Llama)")
+    ap.add_argument("--batch", type=int, default=2, help="example batch (dynamic in the export)")
+    ap.add_argument("--exporter", choices=("dynamo", "torchscript"), default="dynamo")
+    ap.add_argument("--state-dict", help="also write the model's state dict here")
+    ap.add_argument("--optimize", action="store_true",
+                    help="the dynamo exporter's optimizer on (its default; it drops zero "
+                         "biases): README's recipe exports with optimize=False")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
+    cls_name, cfg_name, kwargs = CONFIGS[a.model]
+    seq = a.seq or (2048 if "llama" in a.model or "qwen" in a.model else 1024)
+    config = getattr(transformers, cfg_name)(**kwargs)
+    config._attn_implementation = "eager"
+    torch.manual_seed(a.seed)
+    model = getattr(transformers, cls_name)(config).eval()
+    n = sum(p.numel() for p in model.parameters())
+    print(f"{a.model}: {n / 1e6:.1f}M parameters, sequence {seq}")
+    if a.state_dict:
+        from safetensors.torch import save_file
+        save_file({k: v.contiguous().clone() for k, v in model.state_dict().items()}, a.state_dict)
+    wrapped = Logits(model).eval()
+    ids = torch.randint(0, config.vocab_size, (a.batch, seq))
+    mask = torch.ones(a.batch, seq, dtype=torch.int64)
+    t0 = time.time()
+    if a.exporter == "dynamo":
+        batch = torch.export.Dim("batch")
+        torch.onnx.export(wrapped, (ids, mask), a.out, dynamo=True, optimize=a.optimize,
+                          input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"],
+                          dynamic_shapes={"input_ids": {0: batch},
+                                          "attention_mask": {0: batch}},
+                          external_data=True)
+    else:
+        torch.onnx.export(wrapped, (ids, mask), a.out, dynamo=False,
+                          input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "batch"},
+                                        "attention_mask": {0: "batch"}})
+    print(f"exported {a.out} in {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
