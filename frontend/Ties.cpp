@@ -67,19 +67,24 @@ bool modelGivenName(const std::string &name) {
 } // namespace
 
 bool detail::fewDistinct(const std::vector<float> &v) {
-  // One pass, stopping as soon as half the elements are distinct (a trained
-  // weight gets there early; a constant or zero tensor is one value): a sort
-  // of every large all-zero weight of a sparse benchmark file took a quarter
-  // of its import. -0 counts as 0; NaNs of one bit pattern count once.
+  // Fewer than half the elements distinct, and fewer than kFewValues: a
+  // constant, a zero or an identity tensor holds one to a few values; a
+  // random or trained weight reaches kFewValues within its first thousand
+  // elements, so the pass stops there instead of hashing half the tensor
+  // (which at GPT-2 124M's size took most of the import). A constant tensor
+  // is read whole once. -0 counts as 0; NaNs of one bit pattern count once.
+  constexpr size_t kFewValues = 256;
   std::unordered_set<uint32_t> seen; // any bit pattern, NaNs included
+  seen.reserve(2 * kFewValues);
+  size_t limit = std::min(kFewValues, (v.size() + 1) / 2);
   for (float f : v) {
     uint32_t bits = 0;
     if (f != 0.0f)
       std::memcpy(&bits, &f, sizeof bits);
-    if (seen.insert(bits).second && 2 * seen.size() >= v.size())
+    if (seen.insert(bits).second && seen.size() >= limit)
       return false;
   }
-  return 2 * seen.size() < v.size();
+  return seen.size() < limit;
 }
 
 TieKey tieKey(const std::vector<float> &v) {
