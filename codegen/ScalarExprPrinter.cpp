@@ -171,6 +171,10 @@ private:
       return call("sqrt");
     case Fn::Erf:
       return call("erf");
+    case Fn::Cos:
+      return call("cos");
+    case Fn::Sin:
+      return call("sin");
     case Fn::Abs: {
       if (isa<FloatType>(t))
         return call("fabs");

@@ -106,19 +106,24 @@ void Importer::importUnary() {
   }
   requireFloat(x, "the input");
   if (op == "Cos" || op == "Sin") {
-    // Only where they fold: rotary tables built from constant positions.
+    // A constant input folds here whatever its size (rotary tables of
+    // constant positions); a value computed at run time (positions of a
+    // sequence longer than the folders' limit, or of a bound --dim) stays an
+    // op that the program computes.
     DenseElementsAttr c;
-    if (!matchPattern(x, m_Constant(&c)))
-      nodeFail(op + " of a value computed at run time is not supported yet: "
-                    "only constant inputs (such as rotary tables of constant "
-                    "positions) fold at import");
-    SmallVector<float> out;
-    out.reserve(c.getNumElements());
-    for (float v : c.getValues<float>())
-      out.push_back(static_cast<float>(op == "Cos" ? std::cos(double(v))
-                                                   : std::sin(double(v))));
-    defineConstant(0,
-                   DenseElementsAttr::get(c.getType(), ArrayRef<float>(out)));
+    if (matchPattern(x, m_Constant(&c)) && elemOf(x).isF32()) {
+      SmallVector<float> out;
+      out.reserve(c.getNumElements());
+      for (float v : c.getValues<float>())
+        out.push_back(static_cast<float>(op == "Cos" ? std::cos(double(v))
+                                                     : std::sin(double(v))));
+      defineConstant(
+          0, DenseElementsAttr::get(c.getType(), ArrayRef<float>(out)));
+    } else if (op == "Cos") {
+      define(0, builder.createOrFold<CosOp>(currentLoc, x));
+    } else {
+      define(0, builder.createOrFold<SinOp>(currentLoc, x));
+    }
     return;
   }
   Value y;

@@ -93,6 +93,14 @@ LogicalResult Interpreter::run(otc::ErfOp op) {
   return unary(op, [](double x) { return std::erf(x); });
 }
 
+LogicalResult Interpreter::run(otc::CosOp op) {
+  return unary(op, [](double x) { return std::cos(x); });
+}
+
+LogicalResult Interpreter::run(otc::SinOp op) {
+  return unary(op, [](double x) { return std::sin(x); });
+}
+
 /// 1 / (1 + e^-x), written as e^x / (1 + e^x) for negative x so that neither
 /// form overflows.
 LogicalResult Interpreter::run(otc::SigmoidOp op) {

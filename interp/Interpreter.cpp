@@ -62,7 +62,7 @@ LogicalResult Interpreter::evaluate(Operation *op) {
       .Case<ConstantOp,
             // Elementwise.
             AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp,
-            ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, CompareOp,
+            ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, CosOp, SinOp, CompareOp,
             SelectOp, CastOp,
             // Data movement.
             MatMulOp, TransposeOp, ReshapeOp, BroadcastOp, ConcatOp, SliceOp,

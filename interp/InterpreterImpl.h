@@ -200,6 +200,8 @@ private:
   mlir::LogicalResult run(ReciprocalOp op);
   mlir::LogicalResult run(ErfOp op);
   mlir::LogicalResult run(SigmoidOp op);
+  mlir::LogicalResult run(CosOp op);
+  mlir::LogicalResult run(SinOp op);
   mlir::LogicalResult run(CompareOp op);
   mlir::LogicalResult run(SelectOp op);
   mlir::LogicalResult run(CastOp op);

@@ -167,6 +167,12 @@ constexpr const char kTied[] = "otc.tied";
 /// initializer (equal values, read by several modules) given back their own
 /// tensor, name -> "own copy of X ...".
 constexpr const char kSplit[] = "otc.split";
+/// On the forward function: parameters of the exported module (the dynamo
+/// exporter's graph signature) that no initializer holds, name -> why.
+constexpr const char kRemoved[] = "otc.removed";
+/// On the module (the importer): the batch the export fixed (i64), which
+/// --micro-batch re-bound; reports say so.
+constexpr const char kReboundBatch[] = "otc.rebound_batch";
 /// On a forward function argument: the per-micro-step random key.
 constexpr const char kRngKey[] = "otc.rng_key";
 /// On a function result: the ONNX graph output it is.

@@ -306,6 +306,14 @@ OpFoldResult ErfOp::fold(FoldAdaptor adaptor) {
   return foldUnary(getResult(), adaptor.getInput(),
                    [](double x) { return std::erf(x); });
 }
+OpFoldResult CosOp::fold(FoldAdaptor adaptor) {
+  return foldUnary(getResult(), adaptor.getInput(),
+                   [](double x) { return std::cos(x); });
+}
+OpFoldResult SinOp::fold(FoldAdaptor adaptor) {
+  return foldUnary(getResult(), adaptor.getInput(),
+                   [](double x) { return std::sin(x); });
+}
 OpFoldResult SigmoidOp::fold(FoldAdaptor adaptor) {
   return foldUnary(getResult(), adaptor.getInput(),
                    [](double x) { return 1.0 / (1.0 + std::exp(-x)); });

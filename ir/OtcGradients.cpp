@@ -275,6 +275,24 @@ LogicalResult ErfOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult CosOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  // d cos(x) = -sin(x).
+  Location loc = getLoc();
+  Value s = b.create<SinOp>(loc, getInput());
+  out.push_back(b.create<NegOp>(loc, b.create<MulOp>(loc, getType(), rg[0], s)));
+  return success();
+}
+
+LogicalResult SinOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                    SmallVectorImpl<Value> &out) {
+  // d sin(x) = cos(x).
+  Location loc = getLoc();
+  Value c = b.create<CosOp>(loc, getInput());
+  out.push_back(b.create<MulOp>(loc, getType(), rg[0], c));
+  return success();
+}
+
 LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                         SmallVectorImpl<Value> &out) {
   // d sigmoid(x) = y (1 - y).

@@ -82,6 +82,10 @@ def Otc_SqrtOp : Otc_UnaryOp<"sqrt", [Otc_Fp32Compute, Grad]> { let summary = "s
 def Otc_ReciprocalOp : Otc_UnaryOp<"reciprocal", [Otc_Fp32Compute, Grad]> { let summary = "1 / x"; }
 def Otc_ErfOp : Otc_UnaryOp<"erf", [Grad]> { let summary = "the error function"; }
 def Otc_SigmoidOp : Otc_UnaryOp<"sigmoid", [Grad]> { let summary = "1 / (1 + e^-x)"; }
+// FP32 whatever the operand: rotary angles reach position x frequency (up
+// to 1e5 radians), which BF16 would round by hundreds of radians.
+def Otc_CosOp : Otc_UnaryOp<"cos", [Otc_Fp32Compute, Grad]> { let summary = "cosine"; }
+def Otc_SinOp : Otc_UnaryOp<"sin", [Otc_Fp32Compute, Grad]> { let summary = "sine"; }
 
 def Otc_PowOp : Otc_BinaryOp<"pow", [Otc_Fp32Compute]> { let summary = "lhs ^ rhs (floats)"; }
 

@@ -128,6 +128,8 @@ ScalarExpr SqrtOp::getScalarExpression() {
   return apply(Fn::Sqrt, in(*this, 0));
 }
 ScalarExpr ErfOp::getScalarExpression() { return apply(Fn::Erf, in(*this, 0)); }
+ScalarExpr CosOp::getScalarExpression() { return apply(Fn::Cos, in(*this, 0)); }
+ScalarExpr SinOp::getScalarExpression() { return apply(Fn::Sin, in(*this, 0)); }
 
 ScalarExpr ReciprocalOp::getScalarExpression() {
   return constant(*this, 1.0) / in(*this, 0);

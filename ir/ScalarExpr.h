@@ -35,7 +35,7 @@ class ScalarExpr {
 public:
   enum class Kind { Operand, Constant, Unary, Binary, Compare, Select, Cast };
   /// Functions of one argument; Neg is -x.
-  enum class UnaryFn { Neg, Exp, Log, Tanh, Sqrt, Erf, Abs };
+  enum class UnaryFn { Neg, Exp, Log, Tanh, Sqrt, Erf, Abs, Cos, Sin };
   enum class BinaryOp { Add, Sub, Mul, Div, Pow, Max, Min };
   enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge };
 

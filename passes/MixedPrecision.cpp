@@ -8,7 +8,11 @@
 // accumulate in FP32; reductions, softmax, losses and the functions that
 // lose accuracy in BF16 (exp, log, pow, sqrt, reciprocal) run in FP32;
 // every other op computes in BF16 when all its non-constant float operands
-// are BF16, else in FP32 (the widest precision wins, as in autocast).
+// are BF16, else in FP32 (the widest precision wins, as in autocast). A value
+// computed from constants alone (a rotary table of a long sequence, which the
+// folders leave to the program) counts as a constant, as it does where it
+// folds: it is computed in FP32 (as the import folds), its readers follow
+// their other operands, and it is cast to them.
 // Running after otc-remat means recomputed clones get the same precision as
 // the values they replace, and both the forward and the backward of every
 // op follow one rule set.
@@ -21,6 +25,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
@@ -112,6 +118,8 @@ private:
   Type bf16, f32;
   /// The BF16 form of each FP32 mask, made once after its definition.
   llvm::DenseMap<Value, Value> bf16Masks;
+  /// Values computed from constants alone (see the file comment).
+  llvm::DenseSet<Value> fromConstants;
 };
 
 /// `mask` (FP32) in BF16 with every value beyond BF16's largest finite
@@ -181,8 +189,12 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
   Rule rule = defaultRule(op);
   if (rule == Rule::Keep)
     return success();
+  // Made of constants alone: FP32, as the import would have folded it (a
+  // rotary table's angles, position x frequency as a MatMul, are hundreds of
+  // radians, which BF16 would round by whole radians).
   if (op->hasAttr(attrs::kKeepFp32) ||
-      forced.contains(op->getName().getStringRef()))
+      forced.contains(op->getName().getStringRef()) ||
+      (op->getNumResults() > 0 && fromConstants.contains(op->getResult(0))))
     rule = Rule::Fp32;
   if (op->getNumRegions())
     return op->emitOpError("has regions: otc-mixed-precision cannot set its "
@@ -196,6 +208,7 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
     for (OpOperand &use : op->getOpOperands()) {
       Value v = use.get();
       if (!isFloatTensor(v.getType()) || v.getDefiningOp<ConstantOp>() ||
+          fromConstants.contains(v) ||
           isStatOperand(op, use.getOperandNumber()) ||
           isMaskOperand(op, use.getOperandNumber()))
         continue;
@@ -286,9 +299,21 @@ void MixedPrecisionPass::runOnOperation() {
   }
 
   bf16Masks.clear();
+  fromConstants.clear();
   SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : body.without_terminator()) {
     ops.push_back(&op);
+    // Side-effect free, with operands (a constant is one itself; a random
+    // draw is not free of effects), every one a constant or made of them.
+    bool made = op.getNumOperands() > 0 && op.getNumRegions() == 0 &&
+                isMemoryEffectFree(&op) &&
+                llvm::all_of(op.getOperands(), [&](Value v) {
+                  return v.getDefiningOp<ConstantOp>() ||
+                         fromConstants.contains(v);
+                });
+    if (made)
+      fromConstants.insert(op.getResults().begin(), op.getResults().end());
+  }
   for (Operation *op : ops)
     if (failed(rewrite(op, forced)))
       return signalPassFailure();

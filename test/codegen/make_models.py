@@ -17,6 +17,8 @@ together they exercise every kernel body family of codegen/:
                    Gather on an activation along axis 1 with repeated and
                    negative indices, ReduceMax over a middle axis
   dropout          Dropout in training mode before the loss
+  trig             Cos and Sin of activations (run-time values, not
+                   constants: rotary angles of positions a program computes)
   attention_gqa    multi-head attention as Llama exports it (grouped-query
                    K/V through Unsqueeze/Expand/Reshape, an added Trilu of
                    -inf), Dropout on the probabilities, cross-entropy over
@@ -192,6 +194,18 @@ def make_rotary():
     g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
 
 
+def make_trig():
+    t, d, c = 4, 6, 3
+    g = Graph("trig", 7)
+    h = g.op("MatMul", ["x", g.param("wi", [d, d], scale=1.0)])     # [N, T, D]
+    z = g.op("Add", [g.op("Cos", [h]),
+                     g.op("Mul", [g.op("Sin", [g.op("Mul", [h, g.const(2.0)])]), h])])
+    pooled = g.op("ReduceMean", [z], axes=[1], keepdims=0)          # [N, D]
+    logits = g.op("MatMul", [pooled, g.param("wo", [d, c])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
+
+
 def make_dropout():
     g = Graph("dropout", 5)
     h = g.op("Tanh", [g.op("MatMul", ["x", g.param("w1", [10, 16])])])
@@ -240,6 +254,7 @@ def main():
     make_rotary()
     make_dropout()
     make_attention_gqa()
+    make_trig()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Inputs/ (or OUTDIR): rotary_const.onnx, where a constant frequency column
 times Range positions (MatMul) goes through Cos and Sin, as in the rotary
 embedding of Hugging Face's Llama export; cos_runtime.onnx, a Cos of a graph
-input (not supported: one-line error); scatter_nd.onnx, a ScatterND with
+input (a value computed at run time); scatter_nd.onnx, a ScatterND with
 constant indices (one negative) writing rows of an input into another, as
 Llama's padding mask is written into its causal mask; scatter_nd_add.onnx
 (reduction "add") and scatter_nd_runtime.onnx (indices from a graph input),

@@ -128,3 +128,27 @@ func.func @train_step(%x: tensor<1x2x4x2xf32> {otc.input = "x"}, %m: tensor<1x1x
   %gw = otc.broadcast %g2 : (tensor<1x2xf32>) -> tensor<2x2xf32>
   return %l, %gw : tensor<f32>, tensor<2x2xf32>
 }
+
+// -----
+
+// Tests that values made of constants alone (a rotary table too large to
+// fold: positions x frequencies as a matmul, then cos) are computed in FP32,
+// matmul included, as the import folds them, and that a BF16 reader takes
+// them rounded to BF16, as it takes a constant.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[A:.*]] = otc.matmul %{{.*}}, %{{.*}} : (tensor<4x1xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+// CHECK-NOT: otc.cast %[[A]]
+// CHECK: %[[C:.*]] = otc.cos %[[A]] : tensor<4x8xf32>
+// CHECK: %[[CB:.*]] = otc.cast %[[C]] : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK: otc.mul %{{.*}}, %[[CB]] : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+func.func @train_step(%q: tensor<4x8xf32> {otc.input = "q"}, %w: tensor<8x8xf32> {otc.param = "w"})
+    -> (tensor<f32> {otc.loss}, tensor<8x8xf32> {otc.grad = "w"}) {
+  %pos = otc.constant dense<[[0.0], [1.0], [2.0], [1000.0]]> : tensor<4x1xf32>
+  %freq = otc.constant dense<[[1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125]]> : tensor<1x8xf32>
+  %a = otc.matmul %pos, %freq : (tensor<4x1xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %c = otc.cos %a : tensor<4x8xf32>
+  %y = otc.matmul %q, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r = otc.mul %y, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = otc.reduce_sum %r, [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
+  return %s, %w : tensor<f32>, tensor<8x8xf32>
+}
