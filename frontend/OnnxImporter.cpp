@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <exception>
+#include <set>
 
 using namespace mlir;
 
@@ -336,11 +337,49 @@ std::unique_ptr<LoadedOnnxModel> loadOnnxModel(StringRef path,
   });
 }
 
+/// The batch the export fixed: the leading dimension that every graph input
+/// of rank one or more declares as the same number, when `--micro-batch`
+/// asks for another; none where an input's leading dimension is symbolic or
+/// the inputs disagree (then nothing is re-bound).
+static std::optional<std::pair<int64_t, std::string>>
+exportedBatch(const onnx::GraphProto &graph, const ImportOptions &options) {
+  if (!options.microBatch)
+    return std::nullopt;
+  std::set<std::string> inits;
+  for (const auto &init : graph.initializer())
+    inits.insert(init.name());
+  std::optional<int64_t> fixed;
+  std::string first;
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (inits.count(in.name()) || !in.type().has_tensor_type() ||
+        !in.type().tensor_type().has_shape() ||
+        in.type().tensor_type().shape().dim_size() == 0)
+      continue;
+    const auto &d0 = in.type().tensor_type().shape().dim(0);
+    if (!d0.has_dim_value() || (fixed && *fixed != d0.dim_value()))
+      return std::nullopt;
+    if (!fixed)
+      first = in.name();
+    fixed = d0.dim_value();
+  }
+  if (!fixed || *fixed == *options.microBatch || *fixed <= 0)
+    return std::nullopt;
+  return std::make_pair(*fixed, first);
+}
+
 OwningOpRef<ModuleOp>
 importOnnxModel(MLIRContext &context, const LoadedOnnxModel &loaded,
-                const ImportOptions &options, std::string &error,
+                const ImportOptions &givenOptions, std::string &error,
                 std::vector<InitializerData> *initializers) {
   context.loadDialect<OtcDialect, func::FuncDialect>();
+  // A batch the export fixed is re-bound to --micro-batch where every shape
+  // follows it; else one line says so (never a plan of rows the program
+  // does not hold).
+  ImportOptions options = givenOptions;
+  std::optional<std::pair<int64_t, std::string>> fixed =
+      exportedBatch(loaded.model->graph(), givenOptions);
+  if (fixed)
+    options.fixedBatch = fixed->first;
   if (initializers)
     initializers->clear();
   OwningOpRef<ModuleOp> module =
@@ -374,6 +413,20 @@ importOnnxModel(MLIRContext &context, const LoadedOnnxModel &loaded,
       });
   if (!module && initializers)
     initializers->clear();
+  if (fixed && !module)
+    error = llvm::formatv(
+                "input '{0}' has its batch fixed at {1} by the export, and "
+                "--micro-batch {2} cannot re-bind it ({3}): export with a "
+                "dynamic batch (torch.onnx.export(..., dynamic_shapes={{'{0}': "
+                "{{0: torch.export.Dim('batch')}}) with dynamo=True, "
+                "dynamic_axes={{'{0}': {{0: 'batch'}} with dynamo=False), or "
+                "compile with --micro-batch {1}",
+                fixed->second, fixed->first, *options.microBatch, error)
+                .str();
+  if (fixed && module)
+    (*module)->setAttr(attrs::kReboundBatch,
+                       IntegerAttr::get(IntegerType::get(&context, 64),
+                                        fixed->first));
   return module;
 }
 

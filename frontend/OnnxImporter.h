@@ -49,6 +49,12 @@ struct ImportOptions {
   /// `--micro-batch N`: binds the leading dimension of every graph input when
   /// it is symbolic (a dim_param not in `dims`, or unknown).
   std::optional<int64_t> microBatch;
+  /// Set by importOnnxModel, not by callers: the batch F that the export
+  /// fixed (a leading dimension of size F in every graph input that has
+  /// one), which `microBatch` then replaces. Each graph output declared
+  /// with leading dimension F must come out with the micro-batch, else the
+  /// import fails (the graph holds F elsewhere: a Reshape's constant shape).
+  std::optional<int64_t> fixedBatch;
   /// When set, asked for the value of every graph input that an op needs at
   /// import time (a Reshape shape, Slice starts, reduction axes, Trilu's k,
   /// Dropout's ratio...): when it returns true the input becomes a constant
@@ -80,6 +86,14 @@ struct ImportOptions {
     if (index == 0 && microBatch)
       return *microBatch;
     return std::nullopt;
+  }
+
+  /// The size a fixed dimension `value` of a graph input takes: the
+  /// micro-batch for a leading one when fixedBatch re-binds it, else itself.
+  int64_t fixedDim(int index, int64_t value) const {
+    return index == 0 && fixedBatch && microBatch && value == *fixedBatch
+               ? *microBatch
+               : value;
   }
 };
 

@@ -101,8 +101,10 @@ static void bindDims(onnx::ModelProto &model, const ImportOptions &options) {
     auto *dims = in.mutable_type()->mutable_tensor_type()->mutable_shape();
     for (int i = 0; i < dims->dim_size(); ++i) {
       onnx::TensorShapeProto_Dimension &dim = *dims->mutable_dim(i);
-      if (dim.has_dim_value())
+      if (dim.has_dim_value()) {
+        dim.set_dim_value(options.fixedDim(i, dim.dim_value()));
         continue;
+      }
       std::optional<int64_t> value = options.boundDim(i, dim.dim_param());
       if (value && *value > 0)
         dim.set_dim_value(*value);
