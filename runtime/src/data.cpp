@@ -2,10 +2,12 @@
 // and target slots, and the seeded loader (see data.h).
 #include "data.h"
 
+#include "otcrt/safetensors.h"
 #include "otcrt/shards.h"
 #include "program.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -137,8 +139,20 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
     if (!s)
       return s;
   }
+  // An attention mask: named so, [B, T] integers, booleans or floats.
+  auto isMask = [](const OtcSlot &s) {
+    std::string name = s.name;
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    return name.find("mask") != std::string::npos && s.rank == 2 &&
+           (isIntegerSlot(s) || s.dtype == OTC_BOOL || s.dtype == OTC_F32);
+  };
+  for (const OtcSlot *s : inputs)
+    if (s != out.tokens && s != out.targets && !out.mask && isMask(*s))
+      out.mask = s;
   for (const OtcSlot *s : inputs) {
-    if (!isIntegerSlot(*s) || s == out.tokens || s == out.targets)
+    if (!isIntegerSlot(*s) || s == out.tokens || s == out.targets ||
+        s == out.mask)
       continue;
     if (!out.tokens)
       out.tokens = s;
@@ -148,9 +162,10 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
   if (!out.tokens)
     return Status::error("--data needs an integer token input; the model has none");
   for (const OtcSlot *s : inputs)
-    if (s != out.tokens && s != out.targets)
+    if (s != out.tokens && s != out.targets && s != out.mask)
       return Status::error(std::string("--data feeds only the token and target "
-                                       "inputs, but the model also has input '") +
+                                       "inputs (and an attention mask of ones), "
+                                       "but the model also has input '") +
                            s->name + "'");
   for (const OtcSlot *s : {out.tokens, out.targets}) {
     if (!s)
@@ -164,6 +179,12 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
     return Status::error(std::string("--data: inputs '") + out.tokens->name +
                          "' and '" + out.targets->name +
                          "' have different sequence lengths");
+  if (out.mask && (out.mask->shape[0] != out.tokens->shape[0] ||
+                   out.mask->shape[1] != out.seqLen))
+    return Status::error(std::string("--data: the attention mask '") +
+                         out.mask->name + "' is " +
+                         formatShape(slotShape(*out.mask)) + ", not the tokens' " +
+                         formatShape(slotShape(*out.tokens)));
   return Status::ok();
 }
 
@@ -209,6 +230,24 @@ static void storeInt(std::vector<uint8_t> &buf, const OtcSlot &slot, int64_t i,
     int32_t w = static_cast<int32_t>(v);
     std::memcpy(buf.data() + i * 4, &w, 4);
   }
+}
+
+std::vector<uint8_t> onesFor(const OtcSlot &slot) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(slot.nbytes));
+  int64_t n = 1;
+  for (int d = 0; d < slot.rank; ++d)
+    n *= slot.shape[d];
+  for (int64_t i = 0; i < n; ++i) {
+    if (slot.dtype == OTC_BOOL) {
+      bytes[i] = 1;
+    } else if (slot.dtype == OTC_F32) {
+      float one = 1.0f;
+      std::memcpy(bytes.data() + i * 4, &one, 4);
+    } else {
+      storeInt(bytes, slot, i, 1);
+    }
+  }
+  return bytes;
 }
 
 Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,

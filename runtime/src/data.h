@@ -76,17 +76,25 @@ private:
 struct TokenFeed {
   const OtcSlot *tokens = nullptr;
   const OtcSlot *targets = nullptr; ///< may be null
+  /// An attention mask input ([B, T], named `*mask*`: Hugging Face's
+  /// `attention_mask`), fed all ones: a --data window is T tokens with no
+  /// padding. May be null.
+  const OtcSlot *mask = nullptr;
   int64_t seqLen = 0;               ///< T
   /// The values each may hold (null: not checked).
   const OtcIndexRange *tokensRange = nullptr, *targetsRange = nullptr;
 };
 
 /// Picks the token and target slots from \p inputs (by name when given, else
-/// the first two integer inputs) and checks they are [B, T] integers with no
-/// other inputs left unfed.
+/// the first two integer inputs that are not an attention mask) and the
+/// attention mask (an input named like `attention_mask`, [B, T]), and checks
+/// they are [B, T] with no other inputs left unfed.
 Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
                        const std::string &tokensName,
                        const std::string &targetsName, TokenFeed &out);
+
+/// The bytes of \p slot holding ones (an attention mask that hides nothing).
+std::vector<uint8_t> onesFor(const OtcSlot &slot);
 
 /// Walks the windows of a dataset: epoch by epoch, each a seeded permutation
 /// (or the identity), micro-batch by micro-batch.

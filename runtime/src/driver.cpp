@@ -48,6 +48,8 @@ Status Run::prepareInputs() {
                              feed_);
   if (!s)
     return s;
+  if (feed_.mask)
+    maskBuf_ = onesFor(*feed_.mask);
   feed_.tokensRange = indexRangeOf(prog_, *feed_.tokens);
   if (feed_.targets)
     feed_.targetsRange = indexRangeOf(prog_, *feed_.targets);
@@ -392,6 +394,10 @@ Status Run::execute() {
                  trainData_.numShards(), trainData_.numTokens(),
                  trainData_.numWindows(), feed_.seqLen + (feed_.targets ? 1 : 0),
                  opt_.shuffle ? "shuffled" : "in order");
+  if (!opt_.quiet && loader_ && feed_.mask)
+    std::fprintf(log_,
+                 "data: input '%s' fed all ones (the windows hold no padding)\n",
+                 feed_.mask->name);
   if (resume && !opt_.quiet)
     std::fprintf(log_, "resumed from %s at step %" PRId64 "\n", from.c_str(),
                  state_.step);

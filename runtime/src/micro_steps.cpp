@@ -45,6 +45,9 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
   if (s && feed_.targets)
     s = backend_.upload(arena_.arena, feed_.targets->offset, tgtBuf_.data(),
                         feed_.targets->nbytes);
+  if (s && feed_.mask)
+    s = backend_.upload(arena_.arena, feed_.mask->offset, maskBuf_.data(),
+                        feed_.mask->nbytes);
   return s;
 }
 
@@ -205,6 +208,9 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
         if (s && feed_.targets)
           s = backend_.upload(arena_.arena, feed_.targets->offset,
                               stepTgt_[k].data(), feed_.targets->nbytes);
+        if (s && feed_.mask)
+          s = backend_.upload(arena_.arena, feed_.mask->offset,
+                              maskBuf_.data(), feed_.mask->nbytes);
       }
       if (s && slots_.gradScale) {
         float w = static_cast<float>(weights[k]);

@@ -157,6 +157,8 @@ private:
   TokenFeed feed_;
   std::unique_ptr<TokenLoader> loader_, valLoader_;
   std::vector<uint8_t> tokBuf_, tgtBuf_;
+  /// The attention mask's ones (feed_.mask), uploaded with each micro-batch.
+  std::vector<uint8_t> maskBuf_;
   /// A step's micro-batches from the loader, read before its first
   /// micro-step (their counted targets weigh each one).
   std::vector<std::vector<uint8_t>> stepTok_, stepTgt_;
