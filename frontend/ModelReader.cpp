@@ -388,6 +388,22 @@ readExternal(const onnx::TensorProto &t, const Twine &what,
   return std::move(*buffer);
 }
 
+std::string externalBytes(const onnx::TensorProto &t, const Twine &what,
+                          const std::string &path) {
+  std::vector<int64_t> shape;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      fail(what + " has a negative dimension " + Twine(d));
+    shape.push_back(d);
+  }
+  const size_t elemSize = rawElementSize(t.data_type());
+  if (!elemSize)
+    fail(what + " has element type " + dataTypeName(t.data_type()) +
+         ", which is not supported");
+  const int64_t n = checkedElements(shape, elemSize, what);
+  return readExternal(t, what, n * elemSize, path)->getBuffer().str();
+}
+
 TensorData decodeTensor(const onnx::TensorProto &t, const Twine &what,
                         const std::string &path) {
   int32_t type = t.data_type();

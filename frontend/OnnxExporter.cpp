@@ -3,7 +3,10 @@
 // Implementation of exportOnnxWithWeights: parse the ModelProto, check every
 // trained weight against the initializer of the same name (float32, same
 // dims), store it as raw little-endian data (dropping typed or external data),
-// optionally expose the loss's scores as "logits", and serialize.
+// optionally expose the loss's scores as "logits", and serialize. A model
+// whose weights were external data (the dynamo exporter's default, and any
+// model over protobuf's 2 GB) is written the same way: the graph in OUT, every
+// initializer of 1 KiB or more in OUT.data beside it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +76,54 @@ bool exposeLogits(onnx::ModelProto &model, std::string &error) {
   return true;
 }
 
+/// Moves every initializer of 1 KiB or more (and every one the source kept
+/// as external data) into OUT.data beside OUT, one after another at 64-byte
+/// aligned offsets, the way onnx.save_model(..., save_as_external_data=True)
+/// lays them out; the graph keeps each one's location, offset and length.
+bool writeExternalData(onnx::ModelProto &model, const ExportOptions &options,
+                       std::string &error) {
+  std::string dataPath = options.outputPath + ".data";
+  std::string location = dataPath.substr(dataPath.find_last_of('/') + 1);
+  std::ofstream data(dataPath, std::ios::binary | std::ios::trunc);
+  if (!data) {
+    error = "cannot write " + dataPath;
+    return false;
+  }
+  uint64_t offset = 0;
+  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+    std::string bytes;
+    if (init.data_location() == onnx::TensorProto::EXTERNAL)
+      bytes = detail::externalBytes(init, "initializer '" + init.name() + "'",
+                                    options.modelPath);
+    else if (init.has_raw_data() && init.raw_data().size() >= 1024)
+      bytes = std::move(*init.mutable_raw_data());
+    else
+      continue;
+    uint64_t padded = (offset + 63) / 64 * 64;
+    if (padded > offset)
+      data << std::string(padded - offset, '\0');
+    offset = padded;
+    data.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    init.clear_raw_data();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [key, value] :
+         {std::pair<std::string, std::string>{"location", location},
+          {"offset", std::to_string(offset)},
+          {"length", std::to_string(bytes.size())}}) {
+      onnx::StringStringEntryProto *e = init.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+    offset += bytes.size();
+  }
+  if (!data.flush()) {
+    error = "cannot write " + dataPath;
+    return false;
+  }
+  return true;
+}
+
 bool exportImpl(const ExportOptions &options,
                 const std::vector<ExportWeight> &weights, int64_t &replaced,
                 std::string &error) {
@@ -95,9 +146,10 @@ bool exportImpl(const ExportOptions &options,
   std::vector<std::vector<float>> original;
   original.reserve(model.graph().initializer_size());
   std::vector<NamedTensor> named;
+  bool external = false;
   for (const onnx::TensorProto &init : model.graph().initializer()) {
-    if (init.data_type() != onnx::TensorProto::FLOAT ||
-        init.data_location() == onnx::TensorProto::EXTERNAL)
+    external |= init.data_location() == onnx::TensorProto::EXTERNAL;
+    if (init.data_type() != onnx::TensorProto::FLOAT)
       continue;
     detail::TensorData t = detail::decodeTensor(
         init, "initializer '" + init.name() + "'", options.modelPath);
@@ -159,6 +211,8 @@ bool exportImpl(const ExportOptions &options,
                      : std::vector<float>(src->data, src->data + n);
     onnx::TensorProto &copy = *inits.at(t.copy);
     copy.clear_float_data();
+    copy.clear_external_data();
+    copy.clear_data_location();
     copy.set_raw_data(std::string(reinterpret_cast<const char *>(v.data()),
                                   v.size() * sizeof(float)));
     ++replaced;
@@ -168,13 +222,9 @@ bool exportImpl(const ExportOptions &options,
             options.modelPath + " (weights of another model?)";
     return false;
   }
-  for (const onnx::TensorProto &init : graph.initializer())
-    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
-      error = options.modelPath + ": initializer '" + init.name() +
-              "' keeps external data, which otc-export does not copy";
-      return false;
-    }
   if (options.exposeLogits && !exposeLogits(model, error))
+    return false;
+  if (external && !writeExternalData(model, options, error))
     return false;
   std::ofstream out(options.outputPath, std::ios::binary | std::ios::trunc);
   if (!out || !model.SerializeToOstream(&out)) {

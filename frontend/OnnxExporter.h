@@ -51,6 +51,12 @@ struct StateDictOptions {
   /// it and recovered by value where the graph has none, tied names and
   /// tensors the graph lacks come from it.
   const std::vector<ExportWeight> *reference = nullptr;
+  /// A wrapper module's prefix (`model.` of README's `Logits` wrapper, whose
+  /// `self.model` holds the Hugging Face model): taken off every name when
+  /// every name has it, so that the state dict loads into the wrapped model;
+  /// a reference saved from the wrapped model (names without it) is then
+  /// matched with it put back. Empty: names as the graph gives them.
+  std::string stripPrefix;
 };
 
 /// One tensor of the state dict.

@@ -114,10 +114,18 @@ bool projectionWeight(const onnx::NodeProto &node, int j) {
   return true;
 }
 
+/// How far a match by value may go: every relation where the graph's own
+/// names or metadata say which tensor it is (a check), the exact ones alone
+/// where the value is the only evidence (a search).
+enum class Rules { All, Exact };
+
 /// The relation under which `init` (its original values) equals `ref`
-/// (within `tol` relative), trying `preferred` first.
+/// (within `tol` relative), trying `preferred` first. Under Rules::Exact no
+/// folded-in offset is taken (the trained `ln_1.weight` minus 1 is not the
+/// zero-initialized `c_proj.bias`, though both were so at export).
 std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
-                               const Relation *preferred = nullptr) {
+                               const Relation *preferred = nullptr,
+                               Rules rules = Rules::All) {
   int64_t n = numel(init.shape);
   if (n != numel(ref.shape))
     return std::nullopt;
@@ -163,6 +171,8 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
   if (preferred)
     order.insert(order.begin(), preferred->kind);
   for (Relation::Kind k : order) {
+    if (k == Relation::Offset && rules == Rules::Exact)
+      continue;
     Relation rel;
     rel.kind = k;
     rel.shape = ref.shape;
@@ -251,7 +261,22 @@ private:
   std::map<std::string, std::vector<std::pair<int, int>>> readers;
   /// Reference tensors copied through (not in the graph).
   std::vector<const ExportWeight *> copied;
+  /// The reference under the graph's names (options.stripPrefix put back
+  /// where the graph's names have it and the reference's do not).
+  std::vector<ExportWeight> reference;
 };
+
+/// Whether every name of `names` starts with `prefix` (false when empty).
+template <typename Range, typename Name>
+bool allStartWith(const Range &names, Name name, const std::string &prefix) {
+  bool any = false;
+  for (const auto &x : names) {
+    if (name(x).rfind(prefix, 0) != 0)
+      return false;
+    any = true;
+  }
+  return any;
+}
 
 bool StateDictBuilder::load(std::string &error) {
   std::ifstream in(options.modelPath, std::ios::binary);
@@ -481,7 +506,21 @@ void StateDictBuilder::aliasesFromReaders() {
 }
 
 bool StateDictBuilder::resolveWithReference(std::string &error) {
-  const std::vector<ExportWeight> &ref = *options.reference;
+  reference = *options.reference;
+  const std::string &prefix = options.stripPrefix;
+  std::vector<std::string> graphNames;
+  for (const Init &init : inits)
+    for (const Init::Named &n : init.names)
+      graphNames.push_back(n.name);
+  auto self = [](const std::string &s) -> const std::string & { return s; };
+  auto nameOf = [](const ExportWeight &w) -> const std::string & {
+    return w.name;
+  };
+  if (!prefix.empty() && allStartWith(graphNames, self, prefix) &&
+      !allStartWith(reference, nameOf, prefix))
+    for (ExportWeight &w : reference)
+      w.name = prefix + w.name;
+  const std::vector<ExportWeight> &ref = reference;
   std::map<std::string, const ExportWeight *> refByName;
   for (const ExportWeight &w : ref)
     refByName[w.name] = &w;
@@ -530,7 +569,8 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
     }
   }
   // Initializers still unnamed: by value among the unclaimed reference
-  // tensors, trained ones first (constants may match nothing).
+  // tensors, trained ones first (constants may match nothing); exactly, and
+  // a tensor of a few values (zeros, ones) only where one tensor matches.
   std::vector<Init *> unnamed;
   for (bool trainedPass : {true, false})
     for (Init &init : inits)
@@ -541,9 +581,10 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
     std::vector<std::pair<const ExportWeight *, Relation>> found;
     for (const ExportWeight &w : ref)
       if (!claimed.count(w.name))
-        if (std::optional<Relation> rel = relate(init, w))
+        if (std::optional<Relation> rel = relate(init, w, nullptr, Rules::Exact))
           found.push_back({&w, *rel});
-    if (found.empty())
+    if (found.empty() ||
+        (found.size() > 1 && detail::fewDistinct(init.original)))
       continue;
     std::string how = "matched by value with the reference";
     if (found.size() > 1)
@@ -552,16 +593,21 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
     claimed.insert(found[0].first->name);
   }
   // Reference names no initializer took: the other name of a tie, or a
-  // tensor the graph does not read.
+  // tensor the graph does not read (the exporter may have folded it away:
+  // the dynamo exporter drops an addition of a zero bias). A tie is an
+  // exact copy of values that say which tensor they are; zeros or ones
+  // equal every other such tensor, so those are copied through unchanged.
   for (const ExportWeight &w : ref) {
     if (claimed.count(w.name))
       continue;
     Init *holder = nullptr;
     std::optional<Relation> holderRel;
+    bool fewValues =
+        detail::fewDistinct(std::vector<float>(w.data, w.data + numel(w.shape)));
     for (Init &init : inits) {
-      if (init.names.empty())
+      if (init.names.empty() || fewValues)
         continue;
-      if (std::optional<Relation> rel = relate(init, w)) {
+      if (std::optional<Relation> rel = relate(init, w, nullptr, Rules::Exact)) {
         // Prefer the trained source over an untrained copy.
         if (!holder || (init.trained && !holder->trained)) {
           holder = &init;
@@ -627,13 +673,13 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
     t.name = w->name;
     t.shape = w->shape;
     t.values.assign(w->data, w->data + numel(w->shape));
-    t.how = "not in the graph: the reference's value";
+    t.how = "not in the graph, not trained: the reference's value";
     out.push_back(std::move(t));
   }
   // In the reference's order when there is one, else the graph's.
   if (options.reference) {
     std::map<std::string, size_t> rank;
-    for (const ExportWeight &w : *options.reference)
+    for (const ExportWeight &w : reference)
       rank.emplace(w.name, rank.size());
     std::stable_sort(out.begin(), out.end(),
                      [&](const StateDictTensor &a, const StateDictTensor &b) {
@@ -643,6 +689,20 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
                        return ka < kb;
                      });
   }
+  // The wrapper's prefix off, where every name has it (and the reference,
+  // when given, is not the wrapper's own state dict).
+  const std::string &prefix = options.stripPrefix;
+  auto nameOf = [](const StateDictTensor &t) -> const std::string & {
+    return t.name;
+  };
+  auto refName = [](const ExportWeight &w) -> const std::string & {
+    return w.name;
+  };
+  bool wrapperReference =
+      options.reference && allStartWith(*options.reference, refName, prefix);
+  if (!prefix.empty() && !wrapperReference && allStartWith(out, nameOf, prefix))
+    for (StateDictTensor &t : out)
+      t.name = t.name.substr(prefix.size());
   return true;
 }
 

@@ -57,6 +57,12 @@ static cl::list<std::string> referencePaths(
     cl::desc("With a .safetensors output: the model's original state dict "
              "(safetensors files or a directory of them)"),
     cl::value_desc("PATH"), cl::cat(toolCategory));
+static cl::opt<std::string> stripPrefix(
+    "strip-prefix",
+    cl::desc("With a .safetensors output: the prefix of a wrapper module's "
+             "attribute, taken off every name when every name has it (default "
+             "'model.': README's Logits wrapper; '' keeps the names)"),
+    cl::value_desc("PREFIX"), cl::init("model."), cl::cat(toolCategory));
 static cl::opt<bool> exposeLogits(
     "expose-logits",
     cl::desc("Also output the loss's scores as a graph output 'logits'"), cl::cat(toolCategory));
@@ -192,6 +198,7 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
     return fail(error);
   otc::StateDictOptions options;
   options.modelPath = modelPath;
+  options.stripPrefix = stripPrefix;
   if (!referencePaths.empty())
     options.reference = &reference;
   std::vector<otc::StateDictTensor> tensors;
@@ -218,6 +225,19 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
     return fail(s.message());
   outs() << "otc-export: wrote " << outputPath << " (" << tensors.size()
          << " tensors, a PyTorch state dict)\n";
+  // What the graph does not read was not trained: said once, by name.
+  std::string untrained;
+  size_t count = 0;
+  for (const otc::StateDictTensor &t : tensors)
+    if (t.initializer.empty()) {
+      if (count < 8)
+        untrained += (count ? ", " : "") + t.name;
+      ++count;
+    }
+  if (count)
+    errs() << "otc-export: warning: " << count << " tensor(s) not in the graph, "
+           << "not trained (the reference's values): " << untrained
+           << (count > 8 ? ", ..." : "") << "\n";
   return 0;
 }
 
