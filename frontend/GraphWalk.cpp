@@ -17,6 +17,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 
 using namespace mlir;
@@ -166,7 +168,7 @@ void Importer::addInputs() {
       if (dim.has_dim_value()) {
         if (dim.dim_value() < 0)
           fail(what + " dimension " + Twine(i) + " is negative");
-        shape.push_back(dim.dim_value());
+        shape.push_back(options.fixedDim(i, dim.dim_value()));
         continue;
       }
       const std::string &param = dim.dim_param();
@@ -262,6 +264,30 @@ void Importer::addParams() {
     /// Values not kept (an import that wants none): its tie key instead.
     std::optional<TieKey> key;
   };
+  // The dynamo exporter's record of the module's parameters: an initializer
+  // that is none of them and was folded from none of them (a rotary table's
+  // angles, folded from the inv_freq buffer and positions) is a constant,
+  // whatever its values; a parameter neither kept nor folded into anything
+  // was removed by the exporter (a zero bias whose addition it dropped).
+  std::optional<std::set<std::string>> exported =
+      exportedParameters(model.graph());
+  std::set<std::string> reached;
+  auto fromParameter = [&](const std::string &name) {
+    if (!exported)
+      return true;
+    bool found = exported->count(name) > 0;
+    reached.insert(name);
+    for (const std::string &f : foldedFrom(model.graph(), name)) {
+      found |= exported->count(f) > 0;
+      reached.insert(f);
+    }
+    for (auto &[copy, original] : splitParams)
+      if (copy == name && exported->count(original)) {
+        found = true;
+        reached.insert(original);
+      }
+    return found;
+  };
   // Reserved: a growing vector would copy every decoded tensor so far
   // (TensorData moves only by copy here), gigabytes for a large model.
   std::vector<Candidate> floats;
@@ -275,6 +301,7 @@ void Importer::addParams() {
         TensorData shapeOnly;
         shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
         bool forced = !options.train.empty() && train.match(init.name());
+        fromParameter(init.name());
         floats.push_back({&init, std::move(shapeOnly), forced,
                           known->second.reason, known->second.key});
         continue;
@@ -286,6 +313,9 @@ void Importer::addParams() {
       bool forced = !options.train.empty() && train.match(init.name());
       Candidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
+      if (!fromParameter(init.name()) && c.reason.empty())
+        c.reason = "not a parameter: the exporter computed it from buffers "
+                   "and constants (its graph signature and folded_from)";
       // An import that keeps no values (plan-only, --fit) drops those of a
       // large trained tensor once the rules have read them: it keeps its
       // tie key, and reads it again only to compare it with a tensor of
@@ -402,6 +432,44 @@ void Importer::addParams() {
                                       " (the exporter merged equal values)")));
   if (!split.empty())
     func->setAttr(attrs::kSplit, builder.getDictionaryAttr(split));
+  // Removed by the exporter's optimizer: a parameter that the traced calls
+  // of the graph's nodes still name (`addmm(%p_..._c_attn_bias, ...)`) but
+  // that no initializer holds. One that no call names was not used by the
+  // trace itself (the other name of a tied weight: GPT-2's wte, whose
+  // lookup reads lm_head's placeholder).
+  auto placeholder = [](std::string name) {
+    std::replace(name.begin(), name.end(), '.', '_');
+    return "%p_" + name;
+  };
+  auto names = [](const std::string &call, const std::string &ph) {
+    for (size_t i = call.find(ph); i != std::string::npos;
+         i = call.find(ph, i + 1)) {
+      char next = i + ph.size() < call.size() ? call[i + ph.size()] : ' ';
+      if (!std::isalnum(static_cast<unsigned char>(next)) && next != '_')
+        return true;
+    }
+    return false;
+  };
+  if (exported) {
+    std::vector<std::string> calls;
+    for (const onnx::NodeProto &node : model.graph().node())
+      calls.push_back(nodeMetadata(node, "pkg.torch.onnx.fx_node"));
+    for (const std::string &p : *exported)
+      if (!reached.count(p) &&
+          llvm::none_of(calls, [&](const std::string &call) {
+            return names(call, placeholder(p));
+          }))
+        reached.insert(p);
+  }
+  SmallVector<NamedAttribute> removed;
+  if (exported)
+    for (const std::string &p : *exported)
+      if (!reached.count(p))
+        removed.push_back(builder.getNamedAttr(
+            p, builder.getStringAttr("removed by the exporter (no initializer "
+                                     "holds it or was folded from it)")));
+  if (!removed.empty())
+    func->setAttr(attrs::kRemoved, builder.getDictionaryAttr(removed));
 }
 
 void Importer::finish() {
@@ -413,6 +481,21 @@ void Importer::finish() {
   builder.create<func::ReturnOp>(
       NameLoc::get(builder.getStringAttr(model.graph().name())), results);
 
+  // A re-bound batch must reach every output declared with the fixed one.
+  if (options.fixedBatch && options.microBatch)
+    for (auto [out, value] : llvm::zip(model.graph().output(), results)) {
+      if (!out.type().has_tensor_type() ||
+          !out.type().tensor_type().has_shape() ||
+          out.type().tensor_type().shape().dim_size() == 0)
+        continue;
+      const auto &d0 = out.type().tensor_type().shape().dim(0);
+      auto shape = shapeOf(value);
+      if (d0.has_dim_value() && d0.dim_value() == *options.fixedBatch &&
+          (shape.empty() || shape[0] != *options.microBatch))
+        fail("graph output '" + out.name() + "' is declared with the " +
+             "exported batch " + Twine(*options.fixedBatch) +
+             " but comes out as " + typeStr(value.getType()));
+    }
   // A declared output element type must be the one computed.
   for (auto [out, value] : llvm::zip(model.graph().output(), results)) {
     if (!out.type().has_tensor_type() ||

@@ -30,6 +30,8 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -132,8 +134,18 @@ std::string valueMetadata(const onnx::ValueInfoProto &info,
 /// (`model.layers.0.input_layernorm`), else the TorchScript exporter's scope
 /// name (`/model/layers.0/input_layernorm/Mul_1`), else "".
 std::string moduleOf(const onnx::NodeProto &node);
-/// Whether fewer than half the elements of `v` are distinct: ones, zeros or
-/// an identity, not random or trained weights (Ties.cpp).
+/// The parameters of the module torch.export traced (the state-dict names of
+/// its graph signature's PARAMETER inputs, which the dynamo exporter keeps in
+/// the graph's metadata), or none for an export without that record.
+std::optional<std::set<std::string>>
+exportedParameters(const onnx::GraphProto &graph);
+/// The values the dynamo exporter's optimizer folded `name` from (its
+/// value_info's `pkg.onnxscript.optimizer.folded_from`), or none.
+std::vector<std::string> foldedFrom(const onnx::GraphProto &graph,
+                                    const std::string &name);
+/// Whether fewer than half the elements of `v`, and fewer than 256, are
+/// distinct: ones, zeros or an identity, not random or trained weights; reads
+/// a few hundred elements of a random tensor (Ties.cpp).
 bool fewDistinct(const std::vector<float> &v);
 /// Runs the ONNX checker when libonnx knows `opset`.
 void runChecker(const std::string &path, int64_t opset);
@@ -141,6 +153,10 @@ void runChecker(const std::string &path, int64_t opset);
 /// `what` names it in errors.
 TensorData decodeTensor(const onnx::TensorProto &t, const llvm::Twine &what,
                         const std::string &modelPath);
+/// The bytes of an EXTERNAL tensor, read from the file its `location` names
+/// relative to `modelPath` (offset and length checked against it).
+std::string externalBytes(const onnx::TensorProto &t, const llvm::Twine &what,
+                          const std::string &modelPath);
 
 /// Per-node facts computed before building: its display name.
 struct NodeInfo {

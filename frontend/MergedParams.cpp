@@ -41,6 +41,7 @@ namespace {
 /// version 10 and later.
 constexpr int kNodeMetadataField = 9;
 constexpr int kValueInfoMetadataField = 4;
+constexpr int kGraphMetadataField = 16;
 
 /// The value of metadata entry `key` kept among `message`'s unknown fields
 /// as field `number`, or "".
@@ -69,6 +70,44 @@ std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
 std::string valueMetadata(const onnx::ValueInfoProto &info,
                           const std::string &key) {
   return unknownMetadata(info, kValueInfoMetadataField, key);
+}
+
+std::optional<std::set<std::string>>
+exportedParameters(const onnx::GraphProto &graph) {
+  // Lines `p_model_norm_weight: PARAMETER target='model.norm.weight'`.
+  std::string signature = unknownMetadata(
+      graph, kGraphMetadataField, "pkg.torch.export.ExportedProgram.graph_signature");
+  if (signature.empty())
+    return std::nullopt;
+  std::set<std::string> params;
+  const std::string marker = ": PARAMETER target='";
+  for (size_t i = signature.find(marker); i != std::string::npos;
+       i = signature.find(marker, i + 1)) {
+    size_t start = i + marker.size(), end = signature.find('\'', start);
+    if (end == std::string::npos)
+      break;
+    params.insert(signature.substr(start, end - start));
+  }
+  return params;
+}
+
+std::vector<std::string> foldedFrom(const onnx::GraphProto &graph,
+                                    const std::string &name) {
+  for (const onnx::ValueInfoProto &vi : graph.value_info()) {
+    if (vi.name() != name)
+      continue;
+    std::string text = valueMetadata(vi, "pkg.onnxscript.optimizer.folded_from");
+    std::vector<std::string> out;
+    for (size_t i = text.find('\''); i != std::string::npos;) {
+      size_t j = text.find('\'', i + 1);
+      if (j == std::string::npos)
+        break;
+      out.push_back(text.substr(i + 1, j - i - 1));
+      i = text.find('\'', j + 1);
+    }
+    return out;
+  }
+  return {};
 }
 
 std::string moduleOf(const onnx::NodeProto &node) {

@@ -47,6 +47,9 @@ struct PlanInfo {
   /// Float initializers the import did not make parameters, with why, and
   /// those joined to another one ("transpose of X", "copy of X").
   std::vector<std::pair<std::string, std::string>> untrained, tied, split;
+  /// Parameters of the exported module that the exporter removed (the
+  /// dynamo exporter's graph signature), name -> why.
+  std::vector<std::pair<std::string, std::string>> removed;
 };
 
 /// Fills `info`'s fused ops and recomputation (policy `remat`) from what

@@ -290,6 +290,7 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     nameMap("untrained_initializers", info.untrained);
     nameMap("tied_initializers", info.tied);
     nameMap("split_initializers", info.split);
+    nameMap("removed_parameters", info.removed);
     j.attribute("state_bytes_per_param",
                 stateBytesPerParam(s.precision == "bf16", s.fp32GradAccum)
                     .total());

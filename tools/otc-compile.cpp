@@ -298,7 +298,7 @@ private:
   std::vector<otc::InitializerData> initializers;
   /// What the import made constant or joined, for the banner and plan.json.
   std::vector<std::pair<std::string, std::string>> untrainedInits, tiedInits,
-      splitInits;
+      splitInits, removedParams;
   /// The micro-batch as bound, and the tokens of one micro-step.
   int64_t mb = 0, tokensPerMicroStep = 0;
 
@@ -502,7 +502,24 @@ int Compile::importModel() {
     collect(otc::attrs::kUntrained, untrainedInits);
     collect(otc::attrs::kTied, tiedInits);
     collect(otc::attrs::kSplit, splitInits);
+    collect(otc::attrs::kRemoved, removedParams);
   }
+  // Said once: the model trained is not the one exported from PyTorch.
+  if (!removedParams.empty()) {
+    std::string names;
+    for (size_t i = 0; i < removedParams.size() && i < 3; ++i)
+      names += (i ? ", " : "") + removedParams[i].first;
+    llvm::errs() << "otc-compile: warning: the exporter removed "
+                 << removedParams.size() << " parameter(s) of the model ("
+                 << names << (removedParams.size() > 3 ? ", ..." : "")
+                 << ": zero-initialized biases whose addition its optimizer "
+                    "dropped), which are not trained; export with "
+                    "torch.onnx.export(..., optimize=False) to keep them\n";
+  }
+  if (auto f = (*module)->getAttrOfType<IntegerAttr>(otc::attrs::kReboundBatch))
+    llvm::errs() << "otc-compile: note: the export fixed the batch at "
+                 << f.getInt() << "; --micro-batch " << *importOpts.microBatch
+                 << " re-binds it (every shape follows)\n";
   // The leading dimension of the inputs: the micro-batch, as bound.
   mb = importOpts.microBatch.value_or(0);
   if (!mb)
@@ -630,6 +647,7 @@ int Compile::summarize() {
   info.untrained = untrainedInits;
   info.tied = tiedInits;
   info.split = splitInits;
+  info.removed = removedParams;
   FailureOr<otc::PlanSummary> s = otc::summarizePlan(*module, info);
   if (failed(s))
     return fail("summarizing the plan failed");
