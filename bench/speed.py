@@ -480,7 +480,7 @@ def run_otc(out, prog, info, a, gpu, shard, init_path, rundir):
 # and the update. Its tok/s is a running average, so tokens/s is taken from
 # the milliseconds instead.
 LLMC_STEP = re.compile(r"step\s+(\d+)/(\d+) \| loss (\S+) .*\| ([0-9.]+) ms \| "
-                       r"([0-9.]+)% bf16 MFU")
+                       r"(-?[0-9.]+)% bf16 MFU")
 
 
 def llmc_steps(lines):
@@ -491,8 +491,10 @@ def llmc_steps(lines):
     ...   "| 93.81 ms | 29.0% bf16 MFU | 87326 tok/s",
     ...   "step   12/30 | loss -nan (+0.00z)| norm 2.1000 (+0.12z)| lr 3.00e-04 "
     ...   "| 18.52 ms | 42.5% bf16 MFU | 441234 tok/s",
+    ...   "step   13/30 | loss 10.97 (+nanz)| norm 0.49 (+nanz)| lr 3.00e-04 "
+    ...   "| 17.17 ms | -100.0% bf16 MFU | 477855 tok/s",
     ...   "total average iteration time: 18.600000 ms"])
-    [(1, 11.009962, 93.81, 0.29), (12, nan, 18.52, 0.425)]
+    [(1, 11.009962, 93.81, 0.29), (12, nan, 18.52, 0.425), (13, 10.97, 17.17, -1.0)]
     """
     out = []
     for ln in lines:
@@ -559,7 +561,9 @@ def run_llmc(out, binary, env, mb, grad_accum, cfg, a, gpu, shard, rundir):
         "llmc_ms_per_step": sum(ms) / len(ms),
         "llmc_ms_per_step_median": float(np.median(ms)),
         "llmc_tokens_per_s": tokens_per_step * len(ms) / (sum(ms) / 1e3),
-        "llmc_mfu_own": float(np.mean([s[3] for s in st])),
+        # llm.c prints -100% where it has no NVML to read the GPU's peak.
+        "llmc_mfu_own": (float(np.mean([s[3] for s in st]))
+                         if all(s[3] >= 0 for s in st) else None),
         "llmc_loss_first": steps[0][1],
         "llmc_loss_last": steps[-1][1],
         "llmc_host_max_rss_bytes": rss,
