@@ -301,7 +301,8 @@ void Importer::addParams() {
         TensorData shapeOnly;
         shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
         bool forced = !options.train.empty() && train.match(init.name());
-        fromParameter(init.name());
+        if (!fromParameter(init.name()) && known->second.reason.empty())
+          notParameters.insert(init.name());
         floats.push_back({&init, std::move(shapeOnly), forced,
                           known->second.reason, known->second.key});
         continue;
@@ -314,8 +315,7 @@ void Importer::addParams() {
       Candidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
       if (!fromParameter(init.name()) && c.reason.empty())
-        c.reason = "not a parameter: the exporter computed it from buffers "
-                   "and constants (its graph signature and folded_from)";
+        notParameters.insert(init.name());
       // An import that keeps no values (plan-only, --fit) drops those of a
       // large trained tensor once the rules have read them: it keeps its
       // tie key, and reads it again only to compare it with a tensor of

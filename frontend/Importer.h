@@ -434,6 +434,9 @@ private:
   std::optional<unsigned> rngKeyArg;
   /// Initializers split by splitMergedParams: (copy, original).
   std::vector<std::pair<std::string, std::string>> splitParams;
+  /// Float initializers that the exporter's graph signature shows are no
+  /// parameters (addParams): constant buffers, never trained.
+  std::set<std::string> notParameters;
   int64_t dropoutStream = 0;
   const NodeInfo *current = nullptr;
   mlir::Location currentLoc = mlir::UnknownLoc::get(&ctx);

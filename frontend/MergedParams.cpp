@@ -74,20 +74,32 @@ std::string valueMetadata(const onnx::ValueInfoProto &info,
 
 std::optional<std::set<std::string>>
 exportedParameters(const onnx::GraphProto &graph) {
-  // Lines `p_model_norm_weight: PARAMETER target='model.norm.weight'`.
+  // torch 2.6 and later write a line per input, `p_model_norm_weight:
+  // PARAMETER target='model.norm.weight'`; earlier ones the repr,
+  // `InputSpec(kind=<InputKind.PARAMETER: 2>, arg=..., target='lm_head.weight',
+  // ...)`. Either way: the target of each entry whose kind is PARAMETER.
   std::string signature = unknownMetadata(
       graph, kGraphMetadataField, "pkg.torch.export.ExportedProgram.graph_signature");
-  if (signature.empty())
-    return std::nullopt;
   std::set<std::string> params;
-  const std::string marker = ": PARAMETER target='";
-  for (size_t i = signature.find(marker); i != std::string::npos;
-       i = signature.find(marker, i + 1)) {
-    size_t start = i + marker.size(), end = signature.find('\'', start);
-    if (end == std::string::npos)
-      break;
-    params.insert(signature.substr(start, end - start));
+  size_t begin = 0;
+  while (begin < signature.size()) {
+    size_t line = signature.find('\n', begin);
+    size_t spec = signature.find("InputSpec(", begin + 1);
+    size_t end = std::min(line == std::string::npos ? signature.size() : line,
+                          spec == std::string::npos ? signature.size() : spec);
+    std::string entry = signature.substr(begin, end - begin);
+    begin = end + 1;
+    size_t kind = entry.find("PARAMETER"), target = entry.find("target='");
+    if (kind == std::string::npos || target == std::string::npos ||
+        entry.find("OutputSpec") != std::string::npos)
+      continue;
+    size_t start = target + 8, close = entry.find('\'', start);
+    if (close != std::string::npos)
+      params.insert(entry.substr(start, close - start));
   }
+  // No entry read: an export without the record (or one this cannot read).
+  if (params.empty())
+    return std::nullopt;
   return params;
 }
 

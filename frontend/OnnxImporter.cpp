@@ -224,6 +224,26 @@ void Importer::inlineConstantBuffers() {
         func.setArgAttr(paramArgs[i], attrs::kBuffer, builder.getUnitAttr());
         func.setArgAttr(paramArgs[j], attrs::kBuffer, builder.getUnitAttr());
       }
+  // What the exporter's graph signature shows is no parameter (a rotary
+  // table or its angles, computed from the inv_freq buffer): a buffer too,
+  // listed with why.
+  NamedAttrList untrained;
+  if (auto d = func->getAttrOfType<DictionaryAttr>(attrs::kUntrained))
+    untrained.append(d.getValue());
+  bool listed = false;
+  for (unsigned i : paramArgs) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, attrs::kParam);
+    if (!name || !notParameters.count(name.str()))
+      continue;
+    func.setArgAttr(i, attrs::kBuffer, builder.getUnitAttr());
+    untrained.set(name, builder.getStringAttr(
+                            "a buffer, not a parameter: the exporter computed "
+                            "it from buffers and constants (its graph "
+                            "signature and folded_from)"));
+    listed = true;
+  }
+  if (listed)
+    func->setAttr(attrs::kUntrained, untrained.getDictionary(&ctx));
   if (initializersOut)
     *initializersOut = std::move(kept);
   paramData.clear();
