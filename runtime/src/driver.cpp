@@ -62,6 +62,24 @@ Status Run::prepareInputs() {
   }
   tokensPerMicro_ = prog_.micro_batch * T;
   tokenUnits_ = true;
+  // Shards too small for the batch would feed one step (or one evaluation
+  // micro-batch) the same windows more than once.
+  const int64_t ranks = world_.size;
+  std::string batch =
+      "micro-batch " + std::to_string(prog_.micro_batch) + " x grad-accum " +
+      std::to_string(prog_.grad_accum) +
+      (ranks > 1 ? " x " + std::to_string(ranks) + " ranks" : std::string());
+  if (s = checkDataCovers(trainData_, "--data", "one step",
+                          ranks * prog_.grad_accum * prog_.micro_batch, T,
+                          batch);
+      !s)
+    return s;
+  if (valLoader_)
+    if (s = checkDataCovers(valData_, "--val-data",
+                            "one evaluation micro-batch", prog_.micro_batch, T,
+                            "micro-batch " + std::to_string(prog_.micro_batch));
+        !s)
+      return s;
   return Status::ok();
 }
 

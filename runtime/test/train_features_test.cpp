@@ -417,3 +417,31 @@ TEST_F(TrainRun, MissingShardsAndForeignInputsAreExplained) {
   options.tokensInput = "nope";
   EXPECT_THAT(run().message(), HasSubstr("--tokens-input 'nope'"));
 }
+
+// Shards with fewer windows than one step reads (here 2 of 4: micro-batch 2
+// x grad-accum 2) stop the run before it starts, naming both sizes,
+// instead of feeding a step the same windows twice; so do validation
+// shards with fewer than one micro-batch.
+TEST_F(TrainRun, DataSmallerThanOneStepIsAnError) {
+  std::vector<uint16_t> tokens(12, 1);
+  ASSERT_TRUE(writeShard(dir + "/small_000.bin", tokens));
+  options.dataGlobs = {dir + "/small_*.bin"};
+  Status s = run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(),
+            "--data: one step reads 4 windows of 4 tokens (micro-batch 2 x "
+            "grad-accum 2), 16 tokens, but the shards hold 12 tokens, 2 "
+            "windows: give more data or build a smaller batch");
+  EXPECT_EQ(gOptimizerCalls, 0);
+
+  tokens.resize(5);
+  ASSERT_TRUE(writeShard(dir + "/val_000.bin", tokens));
+  options.dataGlobs = {dir + "/train_*.bin"};
+  options.valGlobs = {dir + "/val_*.bin"};
+  s = run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(),
+            "--val-data: one evaluation micro-batch reads 2 windows of 4 "
+            "tokens (micro-batch 2), 8 tokens, but the shards hold 5 tokens, "
+            "1 window: give more data or build a smaller batch");
+}
