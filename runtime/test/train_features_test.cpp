@@ -13,14 +13,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <unistd.h>
 
 using namespace otcrt;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -42,6 +46,9 @@ const OtcSlot kSlots[] = {
 };
 std::vector<std::vector<int64_t>> gTokens; // token rows seen per micro-step
 bool gPoisonStep3 = false;
+/// The micro-step (1-based, counted over the run) that raises SIGINT at
+/// its end, as a Ctrl-C during it would; 0: none.
+size_t gInterruptAt = 0;
 int gOptimizerCalls = 0;
 
 float *f32(char *a, int64_t off) { return reinterpret_cast<float *>(a + off); }
@@ -58,6 +65,8 @@ void microStep(char *a) {
   }
   bool step3 = gTokens.size() % 8 == 5 || gTokens.size() % 8 == 6;
   *f32(a, kOffLoss) = (gPoisonStep3 && step3) ? NAN : loss;
+  if (gTokens.size() == gInterruptAt)
+    std::raise(SIGINT);
 }
 void optimizerStep(char *a) {
   ++gOptimizerCalls;
@@ -116,6 +125,7 @@ protected:
     options.lr = 0.1;
     gTokens.clear();
     gPoisonStep3 = false;
+    gInterruptAt = 0;
     gOptimizerCalls = 0;
     gUpdates.clear();
   }
@@ -132,7 +142,8 @@ protected:
       p.slots = slots.data();
       p.optimizer_step = factorOptimizerStep;
     }
-    Status s = runTraining(options, &p, defaultBackend(), log);
+    Status s =
+        runTraining(options, &p, defaultBackend(), log, World{}, &stoppedBy);
     std::fclose(log);
     output.assign(buf, len);
     std::free(buf);
@@ -147,6 +158,7 @@ protected:
   }
   std::string dir, output;
   TrainOptions options;
+  int stoppedBy = 0;
 };
 
 } // namespace
@@ -266,6 +278,68 @@ TEST_F(TrainRun, ResumeIsBitIdentical) {
   EXPECT_THAT(output, HasSubstr("at step 5"));
   EXPECT_EQ(weights(dir + "/split"), straight);
   EXPECT_NE(straight, std::vector<uint8_t>(32, 0));
+}
+
+// A Ctrl-C during step 3 (its second micro-step): the step finishes and is
+// applied, its checkpoint saved, a line says so and the run reports the
+// signal; resuming continues at step 4 and reaches a straight run's
+// weights bit for bit.
+TEST_F(TrainRun, ASignalStopsAfterTheStepInFlightWithItsCheckpoint) {
+  options.steps = 6;
+  options.saveDir = dir + "/straight";
+  ASSERT_TRUE(run()) << output;
+  EXPECT_EQ(stoppedBy, 0);
+  std::vector<uint8_t> straight = weights(dir + "/straight");
+
+  options.steps = 1000;
+  options.saveDir = dir + "/ck";
+  options.jsonlPath = dir + "/log.jsonl";
+  gOptimizerCalls = 0;
+  gTokens.clear();
+  gInterruptAt = 3 * kK;
+  Status s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(stoppedBy, SIGINT);
+  EXPECT_EQ(gOptimizerCalls, 3);
+  EXPECT_THAT(output, HasSubstr("step    3/1000"));
+  EXPECT_THAT(output, Not(HasSubstr("step    4/")));
+  EXPECT_THAT(output, HasSubstr("saved " + dir + "/ck/step-00000003\n"));
+  const std::string ck = dir + "/ck";
+  EXPECT_THAT(output, HasSubstr("stopped by SIGINT after step 3 of 1000: "
+                                "checkpoint " + ck + "/step-00000003 "
+                                "(continue with --resume " + ck + ")\n"));
+  EXPECT_THAT(output, Not(HasSubstr("final loss")));
+  std::ifstream in(options.jsonlPath);
+  std::string last, line;
+  while (std::getline(in, line))
+    last = line;
+  EXPECT_THAT(last, HasSubstr("\"event\": \"stop\", \"step\": 3, "
+                              "\"signal\": \"SIGINT\""));
+
+  options.steps = 6;
+  options.resumeDir = dir + "/ck";
+  options.jsonlPath.clear();
+  gInterruptAt = 0;
+  s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(stoppedBy, 0);
+  EXPECT_THAT(output, HasSubstr("at step 3"));
+  EXPECT_THAT(output, HasSubstr("step    4/6"));
+  EXPECT_EQ(weights(dir + "/ck"), straight);
+}
+
+// Without --save a stopped run says that nothing was saved and how to ask
+// for a checkpoint.
+TEST_F(TrainRun, ASignalWithoutSaveSaysNothingWasSaved) {
+  options.steps = 1000;
+  gInterruptAt = 2 * kK;
+  Status s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(stoppedBy, SIGINT);
+  EXPECT_EQ(gOptimizerCalls, 2);
+  EXPECT_THAT(output, HasSubstr("stopped by SIGINT after step 2 of 1000: "
+                                "nothing saved (no --save DIR: with one, a "
+                                "stopped run saves its checkpoint there)"));
 }
 
 TEST_F(TrainRun, SaveEveryKeepsTheLastK) {
