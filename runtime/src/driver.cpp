@@ -237,9 +237,19 @@ Status Run::trainStep(int64_t step) {
   r.peakFlops = peakFlops_;
   r.memoryBytes = backend_.memoryInUse();
   r.skipped = !finite;
+  // The mean wall time of this run's steps so far (evaluations and
+  // checkpoints included) times the steps left.
+  if (step < opt_.steps)
+    r.etaSeconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - loopStarted_)
+                       .count() /
+                   static_cast<double>(step - firstStep_ + 1) *
+                   static_cast<double>(opt_.steps - step);
   if (!opt_.quiet &&
-      (step == 1 || step == opt_.steps || step % opt_.logEvery == 0))
+      (step == 1 || step == opt_.steps || step % opt_.logEvery == 0)) {
     std::fprintf(log_, "%s\n", formatStepLine(r, width_).c_str());
+    std::fflush(log_);
+  }
   jsonl_.writeStep(r);
   if (r.memoryBytes >= 0)
     tracer_.counter("memory", "bytes", static_cast<double>(r.memoryBytes));
@@ -429,7 +439,7 @@ Status Run::execute() {
   modelFlops_ = readModelFlops(pathNextToExecutable("plan.json"));
   peakFlops_ = opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
   if (!opt_.jsonlPath.empty())
-    if (s = jsonl_.open(opt_.jsonlPath, resume); !s)
+    if (s = jsonl_.open(opt_.jsonlPath, resume, started_); !s)
       return s;
   if (!opt_.tracePath.empty())
     if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)

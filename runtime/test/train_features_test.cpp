@@ -387,6 +387,37 @@ TEST_F(TrainRun, ClippingReportsTheNormAndNonfiniteStepsStopOrSkip) {
   EXPECT_THAT(all, HasSubstr("\"skipped\": true"));
 }
 
+// Every JSONL record ends with the wall-clock time (Unix seconds, UTC, to
+// the millisecond) and the seconds since the run started; step records
+// carry the ETA until the last.
+TEST_F(TrainRun, JsonlRecordsAreTimestamped) {
+  options.steps = 3;
+  options.jsonlPath = dir + "/log.jsonl";
+  options.saveDir = dir + "/ck";
+  const double before = static_cast<double>(std::time(nullptr));
+  ASSERT_TRUE(run()) << output;
+  const double after = static_cast<double>(std::time(nullptr)) + 1;
+  std::ifstream in(options.jsonlPath);
+  std::regex stamp(R"(, "time": (\d+\.\d{3}), "elapsed_s": (\d+\.\d{3})\}$)");
+  double lastTime = 0, lastElapsed = 0;
+  int records = 0, etas = 0;
+  for (std::string line; std::getline(in, line); ++records) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, stamp)) << line;
+    const double time = std::stod(m[1]), elapsed = std::stod(m[2]);
+    EXPECT_GE(time, before);
+    EXPECT_LE(time, after);
+    EXPECT_GE(time, lastTime);
+    EXPECT_GE(elapsed, lastElapsed);
+    EXPECT_LE(elapsed, after - before);
+    lastTime = time;
+    lastElapsed = elapsed;
+    etas += line.find("\"eta_s\": ") != std::string::npos;
+  }
+  EXPECT_EQ(records, 4); // three steps and the checkpoint
+  EXPECT_EQ(etas, 2);
+}
+
 // With the factor on the device the micro-steps are queued and their
 // losses read after the step: a NaN loss whose gradients are finite (this
 // program's step 3) must still skip the update, now on the device, and be
