@@ -131,6 +131,7 @@ bool StagedOutput::publish(std::string &err) {
           "cannot rename '" + stage_ + "' to '" + final_ + "': " + ec.message();
       return false;
     }
+    gStageLive = 0;
     published_ = true;
     return true;
   }
