@@ -7,11 +7,14 @@
 // plans every buffer into one arena, emits the program for the chosen target
 // and builds DIR/train with the host compiler (cpu) or nvcc (cuda). Also writes
 // DIR/plan.json (with the step time predicted for --device) and
-// DIR/init.safetensors (the initial parameters). `--compile-to=PHASE` stops
-// after a phase and prints the IR; `--mlir-print-ir-after-all` prints it after
-// every pass. The passes and their order come from passes/Pipeline.h;
-// --remat=auto and --fit choose through the searches of planner/. `main`
-// runs the steps of one Compile in order.
+// DIR/init.safetensors (the initial parameters): every file goes to
+// DIR.tmp-PID first and moves into DIR once the build has succeeded, so that
+// a build that fails or is interrupted leaves DIR as it was
+// (StagedOutput.h). `--compile-to=PHASE` stops after a phase and prints the
+// IR; `--mlir-print-ir-after-all` prints it after every pass. The passes and
+// their order come from passes/Pipeline.h; --remat=auto and --fit choose
+// through the searches of planner/. `main` runs the steps of one Compile in
+// order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +22,7 @@
 #include "tools/BuildProgram.h"
 #include "tools/ErrorLine.h"
 #include "tools/PlanReport.h"
+#include "tools/StagedOutput.h"
 #include "codegen/Codegen.h"
 #include "ir/Config.h"
 #include "ir/TargetRegistry.h"
@@ -308,6 +312,9 @@ private:
   int64_t persistent = 0;
   std::optional<otc::PlanSummary> summary;
   std::optional<otc::StepTime> stepTime;
+  /// Where the output folder's files are written until the build has
+  /// succeeded (with -o).
+  std::optional<otc::StagedOutput> stage;
 };
 
 } // namespace
@@ -319,6 +326,8 @@ int Compile::checkOptions() {
                 ", got '" + target + "'");
   if (compileTo.empty() && outDir.empty() && !fit)
     return fail("no output directory: pass -o DIR");
+  if (!outDir.empty())
+    stage.emplace(outDir);
   if (!compileTo.empty() && compileTo != "import" && compileTo != "emit" &&
       !otc::parsePhase(compileTo))
     return fail("unknown --compile-to phase '" + compileTo + "' (" +
@@ -671,23 +680,20 @@ int Compile::summarize() {
   return kGoOn;
 }
 
-/// Writes `text` to `name` in the output directory; its path, or "" with
-/// `err` set.
+/// Writes `text` to `name` in the output directory's staging folder; its
+/// path, or "" with `err` set.
 std::string Compile::writeFile(llvm::StringRef name, llvm::StringRef text) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(outDir)) {
-    err = "cannot create '" + outDir + "': " + ec.message();
-    return std::string();
-  }
-  SmallString<256> path(outDir.getValue());
-  llvm::sys::path::append(path, name);
+  std::string path = stage->path(name, err);
+  if (path.empty())
+    return path;
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec) {
-    err = "cannot write '" + path.str().str() + "': " + ec.message();
+    err = "cannot write '" + path + "': " + ec.message();
     return std::string();
   }
   os << text;
-  return path.str().str();
+  return path;
 }
 
 /// plan.json, report.html and the --report table.
@@ -727,11 +733,10 @@ bool Compile::writeReports() {
 int Compile::writePlanOnly() {
   if (!planOnly)
     return kGoOn;
-  if (!writeReports())
+  if (!writeReports() || !stage->publish(err))
     return fail(err);
-  SmallString<256> planPath(outDir.getValue());
-  llvm::sys::path::append(planPath, "plan.json");
-  llvm::errs() << "otc-compile: wrote " << planPath << " and report.html ("
+  llvm::errs() << "otc-compile: wrote " << stage->finalPath("plan.json")
+               << " and report.html ("
                << target << ", micro-batch " << mb << " x grad-accum "
                << gradAccum << "; arena " << otc::formatBytes(summary->arena)
                << ", total peak " << otc::formatBytes(summary->totalPeak)
@@ -766,26 +771,35 @@ int Compile::emitAndBuild() {
   otcrt::TensorFile initFile;
   for (const otc::InitializerData &d : initializers)
     initFile.add(d.name, otcrt::StDType::F32, d.shape, d.values.data());
-  SmallString<256> initPath(outDir.getValue());
-  llvm::sys::path::append(initPath, "init.safetensors");
-  if (otcrt::Status st = otcrt::writeSafetensors(initPath.str().str(), initFile);
-      !st)
+  std::string initPath = stage->path("init.safetensors", err);
+  if (initPath.empty())
+    return fail(err);
+  if (otcrt::Status st = otcrt::writeSafetensors(initPath, initFile); !st)
     return fail(st.message());
 
   otc::BuildPaths paths;
   paths.source = srcPath;
   paths.runtimeLibDir = otc::runtimeLibDir(argv0);
   paths.arch = deviceModel->arch.str();
-  SmallString<256> trainPath(outDir.getValue());
-  llvm::sys::path::append(trainPath, "train");
-  paths.program = trainPath.str().str();
+  paths.program = stage->path("train", err);
+  if (paths.program.empty())
+    return fail(err);
   llvm::Expected<std::vector<std::string>> cmd =
       emitTarget->buildCommand(paths);
   if (!cmd)
     return fail(llvm::toString(cmd.takeError()));
-  if (!otc::runTool(*cmd, err))
+  if (!otc::runTool(*cmd, err)) {
+    // Its source and messages are worth reading; the output folder keeps
+    // its previous files.
+    stage->keep();
+    return fail(err + "; the failed build is in " + stage->dir() + ", " +
+                outDir + " is unchanged");
+  }
+  // Every file of the output folder at once, now that the build succeeded.
+  if (!stage->publish(err))
     return fail(err);
   timed("build");
+  std::string trainPath = stage->finalPath("train");
   double secs = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - t0)
                     .count();

@@ -116,6 +116,21 @@ std::string TokenDataset::locate(int64_t w, int64_t t) const {
   return s.path + " token " + std::to_string((w - s.firstWindow) * stride_ + t);
 }
 
+Status checkDataCovers(const TokenDataset &data, const std::string &what,
+                       const std::string &reader, int64_t windows,
+                       int64_t seqLen, const std::string &batch) {
+  if (data.numWindows() >= windows)
+    return Status::ok();
+  return Status::error(
+      what + ": " + reader + " reads " + std::to_string(windows) +
+      " windows of " + std::to_string(seqLen) + " tokens (" + batch + "), " +
+      std::to_string(windows * seqLen) + " tokens, but the shards hold " +
+      std::to_string(data.numTokens()) + " tokens, " +
+      std::to_string(data.numWindows()) +
+      (data.numWindows() == 1 ? " window" : " windows") +
+      ": give more data or build a smaller batch");
+}
+
 Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
                        const std::string &tokensName,
                        const std::string &targetsName, TokenFeed &out) {

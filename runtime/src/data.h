@@ -72,6 +72,14 @@ private:
   int64_t window_ = 0, stride_ = 0, numWindows_ = 0, numTokens_ = 0;
 };
 
+/// An error naming the sizes when \p data (opened for \p what, "--data")
+/// holds fewer than the \p windows windows that \p reader ("one step")
+/// reads at once, \p batch saying of what they are ("micro-batch 4 x
+/// grad-accum 8"): fewer would feed it the same windows twice.
+Status checkDataCovers(const TokenDataset &data, const std::string &what,
+                       const std::string &reader, int64_t windows,
+                       int64_t seqLen, const std::string &batch);
+
 /// Which slots take tokens and targets, and the window geometry.
 struct TokenFeed {
   const OtcSlot *tokens = nullptr;

@@ -6,7 +6,8 @@
 // graphs; every per-step value lives in an arena slot written before the
 // call, so a replay reads it), with the learning-rate schedule, the
 // batch-size ramp, gradient-norm clipping, the non-finite policy,
-// evaluation, checkpoints, log lines, JSONL and the trace around it. The
+// evaluation, checkpoints, log lines, JSONL and the trace around it, and a
+// stop on SIGINT or SIGTERM after the step in flight (interrupt.h). The
 // run's state is declared in run.h; a step's micro-batches (their inputs,
 // micro-steps and losses, and the kernels' error record) live in
 // micro_steps.cpp, its data-parallel collectives in data_parallel.cpp, and
@@ -15,6 +16,7 @@
 // returns a Status.
 #include "driver.h"
 
+#include "interrupt.h"
 #include "otcrt/safetensors.h"
 #include "run.h"
 
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -64,6 +67,24 @@ Status Run::prepareInputs() {
   }
   tokensPerMicro_ = prog_.micro_batch * T;
   tokenUnits_ = true;
+  // Shards too small for the batch would feed one step (or one evaluation
+  // micro-batch) the same windows more than once.
+  const int64_t ranks = world_.size;
+  std::string batch =
+      "micro-batch " + std::to_string(prog_.micro_batch) + " x grad-accum " +
+      std::to_string(prog_.grad_accum) +
+      (ranks > 1 ? " x " + std::to_string(ranks) + " ranks" : std::string());
+  if (s = checkDataCovers(trainData_, "--data", "one step",
+                          ranks * prog_.grad_accum * prog_.micro_batch, T,
+                          batch);
+      !s)
+    return s;
+  if (valLoader_)
+    if (s = checkDataCovers(valData_, "--val-data",
+                            "one evaluation micro-batch", prog_.micro_batch, T,
+                            "micro-batch " + std::to_string(prog_.micro_batch));
+        !s)
+      return s;
   return Status::ok();
 }
 
@@ -218,9 +239,19 @@ Status Run::trainStep(int64_t step) {
   r.peakFlops = peakFlops_;
   r.memoryBytes = backend_.memoryInUse();
   r.skipped = !finite;
+  // The mean wall time of this run's steps so far (evaluations and
+  // checkpoints included) times the steps left.
+  if (step < opt_.steps)
+    r.etaSeconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - loopStarted_)
+                       .count() /
+                   static_cast<double>(step - firstStep_ + 1) *
+                   static_cast<double>(opt_.steps - step);
   if (!opt_.quiet &&
-      (step == 1 || step == opt_.steps || step % opt_.logEvery == 0))
+      (step == 1 || step == opt_.steps || step % opt_.logEvery == 0)) {
     std::fprintf(log_, "%s\n", formatStepLine(r, width_).c_str());
+    std::fflush(log_);
+  }
   jsonl_.writeStep(r);
   if (r.memoryBytes >= 0)
     tracer_.counter("memory", "bytes", static_cast<double>(r.memoryBytes));
@@ -345,6 +376,7 @@ Status Run::execute() {
       loader_->seek(state_.dataEpoch, state_.dataCursor);
     }
     lastSaved_ = state_.step;
+    lastSavedPath_ = from;
   }
   // The BF16 working copies from the parameters just loaded (with sharded
   // masters each rank rounds its part, and the ranks gather the copies).
@@ -413,7 +445,7 @@ Status Run::execute() {
   modelFlops_ = readModelFlops(pathNextToExecutable("plan.json"));
   peakFlops_ = opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
   if (!opt_.jsonlPath.empty())
-    if (s = jsonl_.open(opt_.jsonlPath, resume); !s)
+    if (s = jsonl_.open(opt_.jsonlPath, resume, started_); !s)
       return s;
   if (!opt_.tracePath.empty())
     if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
@@ -429,25 +461,47 @@ Status Run::execute() {
     tracer_.close();
     return Status::ok();
   }
-  const int64_t firstStep = state_.step + 1;
-
+  firstStep_ = state_.step + 1;
+  loopStarted_ = std::chrono::steady_clock::now();
+  // From here a SIGINT or SIGTERM stops the run after the step in flight,
+  // with a checkpoint; a second one ends it at once.
+  InterruptScope interrupts(world_.isRoot());
+  bool stop = false;
   for (int64_t step = state_.step + 1; step <= opt_.steps; ++step) {
     if (s = trainStep(step); !s)
       return s;
-    if (opt_.valEvery && step % opt_.valEvery == 0)
+    if (s = checkStop(stop); !s)
+      return s;
+    if (stop)
+      return stopAfter(step);
+    // The same on every rank: they vote again after either.
+    const bool evalDue = opt_.valEvery && step % opt_.valEvery == 0;
+    const bool saveDue = opt_.saveEvery && step % opt_.saveEvery == 0;
+    if (evalDue)
       if (s = evaluate(step); !s)
         return s;
-    if (opt_.saveEvery && step % opt_.saveEvery == 0)
+    if (saveDue)
       if (s = save(); !s)
         return s;
+    if (evalDue || saveDue) {
+      if (s = checkStop(stop); !s)
+        return s;
+      if (stop)
+        return stopAfter(step);
+    }
   }
-  const int64_t ran = opt_.steps - firstStep + 1;
+  const int64_t ran = opt_.steps - firstStep_ + 1;
   if (skippedThisRun_ == ran)
     return Status::error("every step of the run (" + std::to_string(ran) +
                          ") had a non-finite loss or gradient and was skipped: "
                          "no update was applied");
   if (s = evaluate(state_.step); !s)
     return s;
+  // A signal during the last evaluation cut it short.
+  if (s = checkStop(stop); !s)
+    return s;
+  if (stop)
+    return stopAfter(state_.step);
   if (s = save(); !s)
     return s;
   tracer_.close();
@@ -456,8 +510,47 @@ Status Run::execute() {
   return Status::ok();
 }
 
+Status Run::checkStop(bool &stop) {
+  const int local = stopSignal();
+  // Counted over the ranks, SIGTERM before SIGINT: one code for all.
+  double votes[2] = {local == SIGINT ? 1.0 : 0.0, local == SIGTERM ? 1.0 : 0.0};
+  if (Status s = host_.sum(votes, 2); !s)
+    return s;
+  stoppedBy_ = votes[1] > 0 ? SIGTERM : votes[0] > 0 ? SIGINT : 0;
+  stop = stoppedBy_ != 0;
+  return Status::ok();
+}
+
+Status Run::stopAfter(int64_t step) {
+  if (Status s = save(); !s)
+    return s;
+  tracer_.close();
+  if (!world_.isRoot())
+    return Status::ok();
+  std::string line = std::string("stopped by ") + signalName(stoppedBy_) +
+                     " after step " + std::to_string(step) + " of " +
+                     std::to_string(opt_.steps) + ": ";
+  if (opt_.saveDir.empty())
+    line += "nothing saved (no --save DIR: with one, a stopped run saves its "
+            "checkpoint there)";
+  else
+    line += "checkpoint " + lastSavedPath_ + " (continue with --resume " +
+            opt_.saveDir + ")";
+  std::fprintf(log_, "%s\n", line.c_str());
+  std::fflush(log_);
+  std::vector<std::pair<std::string, std::string>> record = {
+      {"event", jsonString("stop")},
+      {"step", std::to_string(step)},
+      {"signal", jsonString(signalName(stoppedBy_))}};
+  if (!opt_.saveDir.empty())
+    record.push_back({"path", jsonString(lastSavedPath_)});
+  jsonl_.write(record);
+  return Status::ok();
+}
+
 Status runTraining(const TrainOptions &options, const OtcProgram *program,
-                   Backend &backend, std::FILE *log, const World &world) {
+                   Backend &backend, std::FILE *log, const World &world,
+                   int *stoppedBy) {
   Status s = validateProgram(program, backend.name(), options.dumpGradsPath.empty());
   if (!s)
     return s;
@@ -475,7 +568,10 @@ Status runTraining(const TrainOptions &options, const OtcProgram *program,
     rankOptions.tracePath.clear();
   }
   Run run(rankOptions, *program, backend, log, world);
-  return run.execute();
+  s = run.execute();
+  if (stoppedBy)
+    *stoppedBy = run.stoppedBy();
+  return s;
 }
 
 } // namespace otcrt
@@ -485,6 +581,9 @@ extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i)
     args.emplace_back(argv[i]);
+  // Each line reaches the log as it is printed, also in a file: a run that
+  // is killed leaves its last lines.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   TrainOptions options;
   Status s = parseTrainArgs(args, options);
   if (s && options.help) {
@@ -499,10 +598,12 @@ extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
     hostCollectives().setTimeout(options.collectiveTimeout);
     s = hostCollectives().init(world);
   }
+  int stoppedBy = 0;
   if (s) {
     if (options.initPath.empty())
       options.initPath = defaultInitPath();
-    s = runTraining(options, program, defaultBackend(), stdout, world);
+    s = runTraining(options, program, defaultBackend(), stdout, world,
+                    &stoppedBy);
   }
   processTracer().close();
   std::fflush(stdout);
@@ -517,5 +618,6 @@ extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
     std::fprintf(stderr, "otc train: error: %s\n", s.message().c_str());
     return s.code();
   }
-  return 0;
+  // Stopped by a signal, after its checkpoint: the shell's code for it.
+  return stoppedBy ? 128 + stoppedBy : 0;
 }

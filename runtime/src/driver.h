@@ -5,8 +5,8 @@
 // itself is spread over files by concern: options.cpp (command line),
 // program.cpp (descriptor checks and slot helpers), data.cpp (token shards),
 // checkpoint.cpp, schedule.cpp, metrics.cpp (log lines, JSONL, plan.json),
-// trace.cpp (Chrome trace), driver.cpp (the loop) and micro_steps.cpp (a
-// step's micro-batches).
+// trace.cpp (Chrome trace), driver.cpp (the loop), micro_steps.cpp (a
+// step's micro-batches) and interrupt.cpp (SIGINT and SIGTERM).
 #ifndef OTCRT_DRIVER_H
 #define OTCRT_DRIVER_H
 
@@ -100,10 +100,12 @@ std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16);
 /// Runs a validated program according to \p options (initPath must be set),
 /// writing progress lines to \p log, as rank \p world.rank of a
 /// data-parallel run (world.h; its collectives already joined). Returns
-/// the Status to exit with.
+/// the Status to exit with; a run that a SIGINT or SIGTERM stopped after
+/// a step (and its checkpoint) returns ok and sets \p stoppedBy to the
+/// signal (0 otherwise).
 Status runTraining(const TrainOptions &options, const OtcProgram *program,
                    Backend &backend, std::FILE *log,
-                   const World &world = World{});
+                   const World &world = World{}, int *stoppedBy = nullptr);
 
 } // namespace otcrt
 

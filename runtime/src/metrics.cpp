@@ -4,6 +4,7 @@
 
 #include "json.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <fstream>
@@ -22,6 +23,22 @@ std::string formatBytes(int64_t bytes) {
   }
   char buf[32];
   std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string formatDuration(double seconds) {
+  const int64_t s = std::llround(std::max(0.0, seconds));
+  char buf[48];
+  if (s < 60)
+    std::snprintf(buf, sizeof(buf), "%" PRId64 "s", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof(buf), "%" PRId64 "m%02" PRId64 "s", s / 60,
+                  s % 60);
+  else {
+    const int64_t m = (s + 30) / 60;
+    std::snprintf(buf, sizeof(buf), "%" PRId64 "h%02" PRId64 "m", m / 60,
+                  m % 60);
+  }
   return buf;
 }
 
@@ -53,6 +70,8 @@ std::string formatStepLine(const StepReport &r, int width) {
     add(" | accum %" PRId64, r.micros);
   if (r.skipped)
     line += " | skipped";
+  if (r.etaSeconds >= 0)
+    line += " | eta " + formatDuration(r.etaSeconds);
   return line;
 }
 
@@ -77,7 +96,9 @@ JsonlLog::~JsonlLog() {
     std::fclose(file_);
 }
 
-Status JsonlLog::open(const std::string &path, bool append) {
+Status JsonlLog::open(const std::string &path, bool append,
+                      std::chrono::steady_clock::time_point started) {
+  started_ = started;
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_)
     return Status::error("cannot open --log-jsonl " + path);
@@ -87,14 +108,20 @@ Status JsonlLog::open(const std::string &path, bool append) {
 void JsonlLog::write(const std::vector<std::pair<std::string, std::string>> &fields) {
   if (!file_)
     return;
+  using namespace std::chrono;
+  const double now =
+      duration<double>(system_clock::now().time_since_epoch()).count();
+  const double elapsed =
+      duration<double>(steady_clock::now() - started_).count();
+  char time[64];
+  std::snprintf(time, sizeof(time), "\"time\": %.3f, \"elapsed_s\": %.3f", now,
+                elapsed);
   std::string line = "{";
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (i)
-      line += ", ";
-    json::appendQuoted(line, fields[i].first);
-    line += ": " + fields[i].second;
+  for (const auto &[key, value] : fields) {
+    json::appendQuoted(line, key);
+    line += ": " + value + ", ";
   }
-  line += "}\n";
+  line += std::string(time) + "}\n";
   std::fputs(line.c_str(), file_);
   std::fflush(file_);
 }
@@ -120,6 +147,8 @@ void JsonlLog::writeStep(const StepReport &r) {
     f.push_back({"memory_bytes", std::to_string(r.memoryBytes)});
   if (r.skipped)
     f.push_back({"skipped", "true"});
+  if (r.etaSeconds >= 0)
+    f.push_back({"eta_s", jsonNumber(r.etaSeconds)});
   write(f);
 }
 

@@ -17,6 +17,7 @@
 #include "trace.h"
 #include "world.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -97,6 +98,9 @@ public:
         slots_(p), arena_(b), gradRanges_(gradientRanges(slots_.grads)) {}
 
   Status execute();
+  /// The signal that stopped the run before its last step (SIGINT,
+  /// SIGTERM; the ranks agree on it), 0 when it was not stopped.
+  int stoppedBy() const { return stoppedBy_; }
 
 private:
   Status prepareInputs();
@@ -121,6 +125,14 @@ private:
   Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                          double &loss, bool &finite, std::string &why);
   Status trainStep(int64_t step);
+  /// Whether a SIGINT or SIGTERM asks the run to stop (stoppedBy_), on this
+  /// rank or another: the ranks agree, so that all stop after the same step
+  /// and take part in its checkpoint.
+  Status checkStop(bool &stop);
+  /// Ends a stopped run after \p step: its checkpoint where --save says
+  /// (or a line that nothing was saved), a line naming the signal, and the
+  /// JSONL record.
+  Status stopAfter(int64_t step);
   Status evaluate(int64_t step);
   Status save();
   Status dumpGrads();
@@ -175,6 +187,15 @@ private:
   /// Where the device's gradient norm arrives (backend host memory).
   double *normHost_ = nullptr;
   int64_t lastSaved_ = -1, lastEval_ = -1;
+  /// The directory of the latest checkpoint this run saved or resumed from.
+  std::string lastSavedPath_;
+  int stoppedBy_ = 0;
+  /// When the run started (JSONL's elapsed_s), and when its first step
+  /// (firstStep_) started (the ETA: the mean wall time of a step since).
+  std::chrono::steady_clock::time_point started_ =
+      std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point loopStarted_;
+  int64_t firstStep_ = 1;
   int64_t skippedThisRun_ = 0;
   double lastLoss_ = 0;
   int width_ = 4;

@@ -1,8 +1,10 @@
 // A training run's outputs besides its steps (run.h): evaluation on the
-// validation shards, checkpoints (every rank of a sharded optimizer takes
-// part; rank 0 writes) and the gradient dump of --dump-grads.
+// validation shards (cut short by a SIGINT or SIGTERM), checkpoints (every rank
+// of a sharded optimizer takes part; rank 0 writes) and the gradient dump of
+// --dump-grads.
 #include "run.h"
 
+#include "interrupt.h"
 #include "otcrt/safetensors.h"
 
 #include <cinttypes>
@@ -21,6 +23,10 @@ Status Run::evaluate(int64_t step) {
   ProgressBar bar("eval", batches);
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
+    // A SIGINT or SIGTERM cuts the evaluation short (no loss reported); the
+    // run then stops.
+    if (stopSignal())
+      return Status::ok();
     if (Status s = feedMicro(i, valLoader_.get()); !s)
       return s;
     if (slots_.rng) {
@@ -79,6 +85,7 @@ Status Run::save() {
   if (!s)
     return s;
   lastSaved_ = state_.step;
+  lastSavedPath_ = written;
   if (!opt_.quiet)
     std::fprintf(log_, "saved %s\n", written.c_str());
   jsonl_.write({{"event", jsonString("save")},

@@ -6,6 +6,7 @@
 // double precision, so micro-batching must reproduce it.
 #include "driver.h"
 #include "inputs.h"
+#include "metrics.h"
 #include "program.h"
 
 #include "otcrt/safetensors.h"
@@ -22,6 +23,7 @@
 
 using namespace otcrt;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -514,8 +516,8 @@ TEST_F(DriverRun, TrainsAndLogs) {
   for (size_t i = 0; i < gSteps.size(); ++i)
     EXPECT_EQ(gSteps[i], float(i + 1));
   std::regex line(
-      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| norm \d+\.\d{4} \| \S+ ms \| \d+ samples/s \| MFU n/a \| mem .*B \| accum 2)");
-  std::vector<int> logged;
+      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| norm \d+\.\d{4} \| \S+ ms \| \d+ samples/s \| MFU n/a \| mem .*B \| accum 2( \| eta \d+s)?)");
+  std::vector<int> logged, withEta;
   std::vector<double> losses;
   std::istringstream in(output);
   for (std::string l; std::getline(in, l);) {
@@ -523,13 +525,40 @@ TEST_F(DriverRun, TrainsAndLogs) {
     if (std::regex_match(l, m, line)) {
       logged.push_back(std::stoi(m[1]));
       losses.push_back(std::stod(m[2]));
+      if (m[3].matched)
+        withEta.push_back(std::stoi(m[1]));
     }
   }
   EXPECT_EQ(logged, (std::vector<int>{1, 10, 20, 30})) << output;
+  // The ETA while steps are left.
+  EXPECT_EQ(withEta, (std::vector<int>{1, 10, 20})) << output;
   EXPECT_THAT(output, HasSubstr("step    1/30 | loss"));
   EXPECT_THAT(output, HasSubstr("final loss"));
   ASSERT_EQ(losses.size(), 4u);
   EXPECT_LT(losses.back(), losses.front());
+}
+
+TEST(DriverMetrics, EtaIsSecondsMinutesOrHours) {
+  EXPECT_EQ(formatDuration(0), "0s");
+  EXPECT_EQ(formatDuration(42.4), "42s");
+  EXPECT_EQ(formatDuration(59.6), "1m00s");
+  EXPECT_EQ(formatDuration(185), "3m05s");
+  EXPECT_EQ(formatDuration(3599.4), "59m59s");
+  EXPECT_EQ(formatDuration(3725), "1h02m");
+  EXPECT_EQ(formatDuration(3600 * 100 + 59), "100h01m");
+  StepReport r;
+  r.step = 3;
+  r.totalSteps = 10;
+  r.ms = 2;
+  r.tokens = 64;
+  r.micros = 1;
+  r.etaSeconds = 185;
+  const std::string line = formatStepLine(r, 4);
+  EXPECT_THAT(line, HasSubstr("| 32000 tok/s |"));
+  EXPECT_THAT(line, testing::EndsWith(" | accum 1 | eta 3m05s"));
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  r.etaSeconds = -1;
+  EXPECT_THAT(formatStepLine(r, 4), Not(HasSubstr("eta")));
 }
 
 TEST_F(DriverRun, FillsConstantsOnceAtLoad) {

@@ -13,14 +13,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <unistd.h>
 
 using namespace otcrt;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -42,6 +46,9 @@ const OtcSlot kSlots[] = {
 };
 std::vector<std::vector<int64_t>> gTokens; // token rows seen per micro-step
 bool gPoisonStep3 = false;
+/// The micro-step (1-based, counted over the run) that raises SIGINT at
+/// its end, as a Ctrl-C during it would; 0: none.
+size_t gInterruptAt = 0;
 int gOptimizerCalls = 0;
 
 float *f32(char *a, int64_t off) { return reinterpret_cast<float *>(a + off); }
@@ -58,6 +65,8 @@ void microStep(char *a) {
   }
   bool step3 = gTokens.size() % 8 == 5 || gTokens.size() % 8 == 6;
   *f32(a, kOffLoss) = (gPoisonStep3 && step3) ? NAN : loss;
+  if (gTokens.size() == gInterruptAt)
+    std::raise(SIGINT);
 }
 void optimizerStep(char *a) {
   ++gOptimizerCalls;
@@ -116,6 +125,7 @@ protected:
     options.lr = 0.1;
     gTokens.clear();
     gPoisonStep3 = false;
+    gInterruptAt = 0;
     gOptimizerCalls = 0;
     gUpdates.clear();
   }
@@ -132,7 +142,8 @@ protected:
       p.slots = slots.data();
       p.optimizer_step = factorOptimizerStep;
     }
-    Status s = runTraining(options, &p, defaultBackend(), log);
+    Status s =
+        runTraining(options, &p, defaultBackend(), log, World{}, &stoppedBy);
     std::fclose(log);
     output.assign(buf, len);
     std::free(buf);
@@ -147,6 +158,7 @@ protected:
   }
   std::string dir, output;
   TrainOptions options;
+  int stoppedBy = 0;
 };
 
 } // namespace
@@ -268,6 +280,68 @@ TEST_F(TrainRun, ResumeIsBitIdentical) {
   EXPECT_NE(straight, std::vector<uint8_t>(32, 0));
 }
 
+// A Ctrl-C during step 3 (its second micro-step): the step finishes and is
+// applied, its checkpoint saved, a line says so and the run reports the
+// signal; resuming continues at step 4 and reaches a straight run's
+// weights bit for bit.
+TEST_F(TrainRun, ASignalStopsAfterTheStepInFlightWithItsCheckpoint) {
+  options.steps = 6;
+  options.saveDir = dir + "/straight";
+  ASSERT_TRUE(run()) << output;
+  EXPECT_EQ(stoppedBy, 0);
+  std::vector<uint8_t> straight = weights(dir + "/straight");
+
+  options.steps = 1000;
+  options.saveDir = dir + "/ck";
+  options.jsonlPath = dir + "/log.jsonl";
+  gOptimizerCalls = 0;
+  gTokens.clear();
+  gInterruptAt = 3 * kK;
+  Status s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(stoppedBy, SIGINT);
+  EXPECT_EQ(gOptimizerCalls, 3);
+  EXPECT_THAT(output, HasSubstr("step    3/1000"));
+  EXPECT_THAT(output, Not(HasSubstr("step    4/")));
+  EXPECT_THAT(output, HasSubstr("saved " + dir + "/ck/step-00000003\n"));
+  const std::string ck = dir + "/ck";
+  EXPECT_THAT(output, HasSubstr("stopped by SIGINT after step 3 of 1000: "
+                                "checkpoint " + ck + "/step-00000003 "
+                                "(continue with --resume " + ck + ")\n"));
+  EXPECT_THAT(output, Not(HasSubstr("final loss")));
+  std::ifstream in(options.jsonlPath);
+  std::string last, line;
+  while (std::getline(in, line))
+    last = line;
+  EXPECT_THAT(last, HasSubstr("\"event\": \"stop\", \"step\": 3, "
+                              "\"signal\": \"SIGINT\""));
+
+  options.steps = 6;
+  options.resumeDir = dir + "/ck";
+  options.jsonlPath.clear();
+  gInterruptAt = 0;
+  s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(stoppedBy, 0);
+  EXPECT_THAT(output, HasSubstr("at step 3"));
+  EXPECT_THAT(output, HasSubstr("step    4/6"));
+  EXPECT_EQ(weights(dir + "/ck"), straight);
+}
+
+// Without --save a stopped run says that nothing was saved and how to ask
+// for a checkpoint.
+TEST_F(TrainRun, ASignalWithoutSaveSaysNothingWasSaved) {
+  options.steps = 1000;
+  gInterruptAt = 2 * kK;
+  Status s = run();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(stoppedBy, SIGINT);
+  EXPECT_EQ(gOptimizerCalls, 2);
+  EXPECT_THAT(output, HasSubstr("stopped by SIGINT after step 2 of 1000: "
+                                "nothing saved (no --save DIR: with one, a "
+                                "stopped run saves its checkpoint there)"));
+}
+
 TEST_F(TrainRun, SaveEveryKeepsTheLastK) {
   options.steps = 9;
   options.saveDir = dir + "/ck";
@@ -311,6 +385,37 @@ TEST_F(TrainRun, ClippingReportsTheNormAndNonfiniteStepsStopOrSkip) {
   EXPECT_THAT(all, HasSubstr("\"event\": \"step\", \"step\": 1, \"loss\": "));
   EXPECT_THAT(all, HasSubstr("\"grad_norm\": "));
   EXPECT_THAT(all, HasSubstr("\"skipped\": true"));
+}
+
+// Every JSONL record ends with the wall-clock time (Unix seconds, UTC, to
+// the millisecond) and the seconds since the run started; step records
+// carry the ETA until the last.
+TEST_F(TrainRun, JsonlRecordsAreTimestamped) {
+  options.steps = 3;
+  options.jsonlPath = dir + "/log.jsonl";
+  options.saveDir = dir + "/ck";
+  const double before = static_cast<double>(std::time(nullptr));
+  ASSERT_TRUE(run()) << output;
+  const double after = static_cast<double>(std::time(nullptr)) + 1;
+  std::ifstream in(options.jsonlPath);
+  std::regex stamp(R"(, "time": (\d+\.\d{3}), "elapsed_s": (\d+\.\d{3})\}$)");
+  double lastTime = 0, lastElapsed = 0;
+  int records = 0, etas = 0;
+  for (std::string line; std::getline(in, line); ++records) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, stamp)) << line;
+    const double time = std::stod(m[1]), elapsed = std::stod(m[2]);
+    EXPECT_GE(time, before);
+    EXPECT_LE(time, after);
+    EXPECT_GE(time, lastTime);
+    EXPECT_GE(elapsed, lastElapsed);
+    EXPECT_LE(elapsed, after - before);
+    lastTime = time;
+    lastElapsed = elapsed;
+    etas += line.find("\"eta_s\": ") != std::string::npos;
+  }
+  EXPECT_EQ(records, 4); // three steps and the checkpoint
+  EXPECT_EQ(etas, 2);
 }
 
 // With the factor on the device the micro-steps are queued and their
@@ -416,4 +521,32 @@ TEST_F(TrainRun, MissingShardsAndForeignInputsAreExplained) {
   options.dataGlobs = {dir + "/train_*.bin"};
   options.tokensInput = "nope";
   EXPECT_THAT(run().message(), HasSubstr("--tokens-input 'nope'"));
+}
+
+// Shards with fewer windows than one step reads (here 2 of 4: micro-batch 2
+// x grad-accum 2) stop the run before it starts, naming both sizes,
+// instead of feeding a step the same windows twice; so do validation
+// shards with fewer than one micro-batch.
+TEST_F(TrainRun, DataSmallerThanOneStepIsAnError) {
+  std::vector<uint16_t> tokens(12, 1);
+  ASSERT_TRUE(writeShard(dir + "/small_000.bin", tokens));
+  options.dataGlobs = {dir + "/small_*.bin"};
+  Status s = run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(),
+            "--data: one step reads 4 windows of 4 tokens (micro-batch 2 x "
+            "grad-accum 2), 16 tokens, but the shards hold 12 tokens, 2 "
+            "windows: give more data or build a smaller batch");
+  EXPECT_EQ(gOptimizerCalls, 0);
+
+  tokens.resize(5);
+  ASSERT_TRUE(writeShard(dir + "/val_000.bin", tokens));
+  options.dataGlobs = {dir + "/train_*.bin"};
+  options.valGlobs = {dir + "/val_*.bin"};
+  s = run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(),
+            "--val-data: one evaluation micro-batch reads 2 windows of 4 "
+            "tokens (micro-batch 2), 8 tokens, but the shards hold 5 tokens, "
+            "1 window: give more data or build a smaller batch");
 }
