@@ -322,27 +322,32 @@ causalBand(ArrayRef<int64_t> shape, int64_t t, int64_t s,
       shape.back() != s)
     return std::nullopt;
   int64_t n = numElements(shape);
-  // Each element's (lag i - j, hidden) once; the window is the smallest lag
-  // hidden on or below the diagonal.
-  std::vector<std::pair<int64_t, bool>> seen(static_cast<size_t>(n));
-  int64_t window = 0;
+  // One pass, nothing stored (a [T, T] record would be gigabytes at long
+  // sequences): every key after its query is hidden, and on or below the
+  // diagonal the hidden lags i - j are exactly those from the smallest
+  // hidden one (the window; none hidden: plain causal) on, i.e. every
+  // visible lag is below every hidden one.
+  int64_t minHidden = -1, maxVisible = -1;
   for (int64_t flat = 0; flat < n; ++flat) {
     SmallVector<int64_t> idx = unravelIndex(flat, shape);
     std::optional<bool> h = hidden(idx);
-    int64_t lag = idx[idx.size() - 2] - idx.back();
     if (!h)
       return std::nullopt;
-    seen[flat] = {lag, *h};
-    if (*h && lag >= 0 && (window == 0 || lag < window)) {
+    int64_t lag = idx[idx.size() - 2] - idx.back();
+    if (lag < 0) {
+      if (!*h)
+        return std::nullopt;
+    } else if (*h) {
       if (lag == 0)
         return std::nullopt; // a query hidden from itself: no band
-      window = lag;
+      minHidden = minHidden < 0 ? lag : std::min(minHidden, lag);
+    } else {
+      maxVisible = std::max(maxVisible, lag);
     }
   }
-  for (auto [lag, h] : seen)
-    if (h != (lag < 0 || (window > 0 && lag >= window)))
-      return std::nullopt;
-  return window;
+  if (minHidden >= 0 && maxVisible >= minHidden)
+    return std::nullopt;
+  return minHidden < 0 ? 0 : minHidden;
 }
 
 /// Parses `v` = where(cond, scores, fill) (or its mirror) whose condition
