@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""README's path for a new user, end to end, checked against PyTorch (a
+dev-time check: PyPI's torch, transformers and onnxscript; nothing is
+downloaded):
+
+  1. export the Hugging Face model with README's recipe (make_hf_onnx.py:
+     the Logits wrapper, (input_ids, attention_mask), dynamo, optimize=False,
+     a dynamic batch, external data);
+  2. otc-compile it with --loss=cross_entropy:logits:targets;
+  3. train from token shards (`train --data`, the attention mask fed ones)
+     and save a checkpoint;
+  4. otc-export the checkpoint as a state dict (no --reference: the graph's
+     names, README's wrapper prefix taken off) and as trained.onnx (with
+     trained.onnx.data beside it);
+  5. load the state dict into the Hugging Face model with strict=True and
+     compare PyTorch's loss on a batch with otc's (`train --batch --init`),
+     and otc-run's on trained.onnx.
+
+    readme_path.py --bin build/bin --work /tmp/rp [--model tiny-llama]
+                   [--seq 256] [--micro-batch 2] [--steps 3]
+
+Prints each step's figures and `PASS`/`FAIL` (loss within 1e-4 relative);
+exits 1 on a failure."""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_hf_onnx as mk  # noqa: E402
+
+
+def run(cmd, **kw):
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode:
+        sys.exit(f"FAIL: {' '.join(cmd[:3])}: {(r.stderr or r.stdout).strip()[-800:]}")
+    return r, time.time() - t0
+
+
+def shard(path, tokens):
+    """llm.c's format: 256 int32 header (magic, version, count), tokens."""
+    wide = tokens.max() >= 65536
+    header = np.zeros(256, np.int32)
+    header[:3] = (20240520, 2 if wide else 1, len(tokens))
+    with open(path, "wb") as f:
+        header.tofile(f)
+        tokens.astype(np.uint32 if wide else np.uint16).tofile(f)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--model", default="tiny-llama", choices=sorted(mk.CONFIGS))
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--micro-batch", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
+    b = lambda name: os.path.join(a.bin, name)  # noqa: E731
+
+    _, t = run([sys.executable, os.path.join(HERE, "make_hf_onnx.py"), w("model.onnx"),
+                "--model", a.model, "--seq", str(a.seq), "--state-dict", w("original.safetensors")])
+    print(f"1. exported {a.model} at sequence {a.seq} in {t:.1f} s")
+    cls, cfgn, kw = mk.CONFIGS[a.model]
+    vocab = kw.get("vocab_size", 50257)
+    rng = np.random.default_rng(0)
+    shard(w("data_000000.bin"), rng.integers(0, vocab, 64 * a.seq))
+    _, t = run([b("otc-compile"), w("model.onnx"), "-o", w("out"), "--micro-batch",
+                str(a.micro_batch), "--loss=cross_entropy:logits:targets"])
+    print(f"2. compiled in {t:.1f} s")
+    r, t = run([w("out", "train"), "--data", w("data_*.bin"), "--steps", str(a.steps),
+                "--lr", "1e-3", "--save", w("ckpt"), "--log-every", "1"])
+    losses = [ln for ln in r.stdout.splitlines() if ln.startswith("step")]
+    print(f"3. trained {a.steps} steps in {t:.1f} s: {losses[-1] if losses else '?'}")
+    r, _ = run([b("otc-export"), w("model.onnx"), "--weights", w("ckpt"), "-o", w("sd.safetensors")])
+    r2, _ = run([b("otc-export"), w("model.onnx"), "--weights", w("ckpt"), "-o", w("trained.onnx")])
+    print(f"4. {r.stdout.strip().splitlines()[-1]}; {r2.stdout.strip().splitlines()[-1]}")
+
+    # 5. PyTorch with the exported state dict, otc with the checkpoint.
+    config = getattr(transformers, cfgn)(**kw)
+    config._attn_implementation = "eager"
+    model = getattr(transformers, cls)(config).eval()
+    model.load_state_dict(load_file(w("sd.safetensors")), strict=True)
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, vocab, (a.micro_batch, a.seq), generator=g)
+    tg = torch.randint(0, vocab, (a.micro_batch, a.seq), generator=g)
+    save_file({"input_ids": ids, "attention_mask": torch.ones_like(ids), "targets": tg},
+              w("batch.safetensors"))
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits.double()
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                            tg.reshape(-1)).item()
+    run([w("out", "train"), "--batch", w("batch.safetensors"), "--init",
+         w("ckpt", "model.safetensors"), "--dump-grads", w("grads.safetensors"), "--quiet"])
+    ours = load_file(w("grads.safetensors"))["loss"].item()
+    run([b("otc-run"), w("trained.onnx"), "--inputs", w("batch.safetensors"),
+         "--outputs", w("run.safetensors"), "--dim", f"batch={a.micro_batch}"])
+    logits_run = load_file(w("run.safetensors"))["logits"].double()
+    run_loss = torch.nn.functional.cross_entropy(
+        logits_run.reshape(-1, logits_run.shape[-1]), tg.reshape(-1)).item()
+    ok = abs(ours - ref) <= 1e-4 * abs(ref) and abs(run_loss - ref) <= 1e-4 * abs(ref)
+    print(f"5. loss with the trained weights: PyTorch {ref:.6f}, otc {ours:.6f}, "
+          f"otc-run on trained.onnx {run_loss:.6f}: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
