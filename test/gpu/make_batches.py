@@ -25,6 +25,7 @@ MODELS = {
     "embedding": (4, {"tokens": 11, "targets": 11}),
     "rotary": (3, {"y": 3}),
     "dropout": (4, {"y": 4}),
+    "trig": (4, {"y": 3}),
 }
 
 DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,
