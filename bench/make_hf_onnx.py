@@ -5,7 +5,7 @@ the user's path at real size (a dev-time script: it needs PyPI's torch,
 transformers and onnxscript, which CI does not have; nothing is downloaded:
 the model is built from a config with random weights, seeded).
 
-    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|tiny-llama
+    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|tiny-gpt2|tiny-llama
                     [--seq T] [--exporter dynamo|torchscript] [--state-dict SD]
 
 The model is wrapped as README shows (`Logits`: `self.model` holds the
@@ -39,6 +39,9 @@ CONFIGS = {
                         num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                         vocab_size=151936, max_position_embeddings=40960,
                         tie_word_embeddings=True)),
+    # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
+    "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
+                  dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),
     # A small Llama for quick checks of the same path.
     "tiny-llama": ("LlamaForCausalLM", "LlamaConfig",
                    dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
