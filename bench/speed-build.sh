@@ -11,9 +11,15 @@
 #   bench/speed-build.sh OUT [speed.py build options: --grad-accum K,
 #                             --micro-batches 8,16, --tiny --target cpu, ...]
 #   OTC_BIN: otc's bin directory (default: build/bin of this repository)
+#   LLMC_CHECKOUT: a checkout of llm.c (github:karpathy/llm.c at f1e2ace);
+#     when set, bench/llmc-build.sh builds its train_gpt2cu + cuDNN into
+#     OUT/llmc, which the run half times beside otc in the same call
 set -euo pipefail
 out=${1:?usage: speed-build.sh OUT [options]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 export OTC_BIN=${OTC_BIN:-$here/../build/bin}
-exec "${PYTHON:-/usr/bin/python3}" "$here/speed.py" build "$out" "$@"
+"${PYTHON:-/usr/bin/python3}" "$here/speed.py" build "$out" "$@"
+if [[ -n ${LLMC_CHECKOUT:-} ]]; then
+  "$here/llmc-build.sh" "$LLMC_CHECKOUT" "$out"
+fi

@@ -7,7 +7,7 @@
 # The build halves run first on a build machine:
 #   make test-gpu                                   # build/test/gpu-tests.tar.xz
 #   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed
-#   bench/llmc-build.sh LLMC_CHECKOUT /tmp/otc-speed  # optional: llm.c
+#   (LLMC_CHECKOUT=PATH before it also builds llm.c into otc-speed/llmc)
 #   tar -C /tmp -cJf .dev/otc-speed.tar.xz otc-speed
 #   cp build/test/gpu-tests.tar.xz .dev/
 # and, for a same-machine A/B of a compile option, a second speed build
