@@ -8,8 +8,13 @@
 //   otc-data TEXT... -o PREFIX --tokenizer PATH [--doc-token TOKEN]
 //            [--python PY] [--val-fraction F] [--shard-tokens N]
 //
-// writes PREFIX_train_000000.bin, ... and (with --val-fraction) the last
-// fraction of the tokens as PREFIX_val_000000.bin, .... Tokens are the bytes
+// writes PREFIX_train_000000.bin, ... and (with --val-fraction) about that
+// fraction of the tokens as PREFIX_val_000000.bin, ...: whole documents (the
+// input files; under --tokenizer, the spans each separator token starts)
+// spread over the corpus, each taken where it brings the validation share
+// closer to the fraction, so that validation sees every kind of text; with
+// one document (or none that fits) the last fraction of the tokens. A line
+// after the summary says which. Tokens are the bytes
 // of the text (vocab 256) by default; --vocab=chars numbers the distinct
 // bytes instead, in byte order, keeping the --max-vocab - 1 most frequent
 // when there are more (the rest map to one last "unknown" token, shown '?'),
@@ -39,6 +44,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -116,13 +122,48 @@ static int writeSplit(const std::vector<uint32_t> &tokens, const char *split,
   return 0;
 }
 
-/// Splits \p tokens into train and val (the last --val-fraction of them)
-/// and writes both; sets the counts the summary line reports.
+/// Splits \p tokens into train and val (about --val-fraction of them: whole
+/// documents, \p starts their first tokens in order, else the tail) and
+/// writes both; sets the counts the summary line reports and \p how, the
+/// line that says how validation was taken.
 static int writeTrainVal(std::vector<uint32_t> &tokens, bool wide,
-                         size_t &valTokens, int &trainShards, int &valShards) {
-  valTokens = static_cast<size_t>(valFraction * tokens.size());
-  std::vector<uint32_t> val(tokens.end() - valTokens, tokens.end());
-  tokens.resize(tokens.size() - valTokens);
+                         std::vector<size_t> starts, size_t &valTokens,
+                         int &trainShards, int &valShards, std::string &how) {
+  std::vector<uint32_t> train, val;
+  size_t valDocs = 0;
+  starts.push_back(tokens.size());
+  size_t docs = starts.size() - 1;
+  if (valFraction > 0 && docs >= 2) {
+    size_t seen = 0;
+    for (size_t d = 0; d < docs; ++d) {
+      size_t len = starts[d + 1] - starts[d];
+      seen += len;
+      double target = valFraction * double(seen);
+      bool take = std::fabs(double(val.size() + len) - target) <
+                  std::fabs(double(val.size()) - target);
+      std::vector<uint32_t> &to = take ? val : train;
+      to.insert(to.end(), tokens.begin() + starts[d],
+                tokens.begin() + starts[d + 1]);
+      valDocs += take;
+    }
+  }
+  if (valDocs > 0) {
+    how = "validation: " + std::to_string(valDocs) + " of " +
+          std::to_string(docs) + " documents, whole, spread over the corpus";
+    tokens = std::move(train);
+  } else {
+    valTokens = static_cast<size_t>(valFraction * tokens.size());
+    val.assign(tokens.end() - valTokens, tokens.end());
+    tokens.resize(tokens.size() - valTokens);
+    if (valTokens)
+      how = "validation: the last " + std::to_string(valTokens) +
+            " tokens (" +
+            (docs < 2 ? std::string("one document")
+                      : "no whole document of " + std::to_string(docs) +
+                            " fits the fraction") +
+            ")";
+  }
+  valTokens = val.size();
   trainShards = valShards = 0;
   if (int rc = writeSplit(tokens, "train", wide, trainShards))
     return rc;
@@ -219,7 +260,13 @@ int main(int argc, char **argv) {
     bool wide = vocab > 65536;
     size_t valTokens = 0;
     int trainShards = 0, valShards = 0;
-    if (int rc = writeTrainVal(ids, wide, valTokens, trainShards, valShards))
+    std::vector<size_t> starts{0};
+    for (size_t i = 1; separator >= 0 && i < ids.size(); ++i)
+      if (ids[i] == static_cast<uint32_t>(separator))
+        starts.push_back(i);
+    std::string how;
+    if (int rc = writeTrainVal(ids, wide, starts, valTokens, trainShards,
+                               valShards, how))
       return rc;
     outs() << "otc-data: " << ids.size() << " train tokens in " << trainShards
            << " shard(s), " << valTokens << " val tokens in " << valShards
@@ -229,11 +276,15 @@ int main(int argc, char **argv) {
                                     std::to_string(separator)
                               : std::string(", no document separator"))
            << ")\n";
+    if (!how.empty())
+      outs() << "otc-data: " << how << "\n";
     return 0;
   }
 
   std::string text;
+  std::vector<size_t> starts; // each file is a document
   for (const std::string &path : inputFiles) {
+    starts.push_back(text.size());
     auto buffer = MemoryBuffer::getFile(path);
     if (!buffer)
       return fail("cannot read " + path + ": " + buffer.getError().message());
@@ -283,12 +334,22 @@ int main(int argc, char **argv) {
     tokens.push_back(id[c]);
   size_t valTokens = 0;
   int trainShards = 0, valShards = 0;
-  if (int rc = writeTrainVal(tokens, false, valTokens, trainShards, valShards))
+  // An empty file starts where the next one does: one document less.
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  if (!starts.empty() && starts.back() == tokens.size())
+    starts.pop_back();
+  if (starts.empty())
+    starts.push_back(0);
+  std::string how;
+  if (int rc = writeTrainVal(tokens, false, starts, valTokens, trainShards,
+                             valShards, how))
     return rc;
   outs() << "otc-data: " << tokens.size() << " train tokens in " << trainShards
          << " shard(s), " << valTokens << " val tokens in " << valShards
          << " shard(s), vocab "
          << (vocabMode == "chars" ? std::to_string(vocab.size()) : "256 (bytes)")
          << "\n";
+  if (!how.empty())
+    outs() << "otc-data: " << how << "\n";
   return 0;
 }
