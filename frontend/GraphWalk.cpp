@@ -301,7 +301,8 @@ void Importer::addParams() {
         TensorData shapeOnly;
         shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
         bool forced = !options.train.empty() && train.match(init.name());
-        if (!fromParameter(init.name()) && known->second.reason.empty())
+        if (!fromParameter(init.name()) && known->second.reason.empty() &&
+            !forced)
           notParameters.insert(init.name());
         floats.push_back({&init, std::move(shapeOnly), forced,
                           known->second.reason, known->second.key});
@@ -314,7 +315,7 @@ void Importer::addParams() {
       bool forced = !options.train.empty() && train.match(init.name());
       Candidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
-      if (!fromParameter(init.name()) && c.reason.empty())
+      if (!fromParameter(init.name()) && c.reason.empty() && !forced)
         notParameters.insert(init.name());
       // An import that keeps no values (plan-only, --fit) drops those of a
       // large trained tensor once the rules have read them: it keeps its

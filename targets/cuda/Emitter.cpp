@@ -49,7 +49,10 @@ public:
     os << "#include <cuda_runtime.h>\n";
   }
   void emitLaunchMacros(llvm::raw_ostream &os) const override {
-    os << "#define OTC_CHECK_LAUNCH() otcrt_check_launch(__FILE__, __LINE__)\n"
+    // "model.cu", not __FILE__: the program is built in a staging folder
+    // (OUT.tmp-PID) renamed afterwards, whose path would be in the message.
+    os << "#define OTC_CHECK_LAUNCH() otcrt_check_launch(\"model.cu\", "
+          "__LINE__)\n"
           "/// Generated kernel `k` over `n` work items on the runtime's "
           "stream.\n"
           "#define OTC_LAUNCH(k, n, ...) \\\n"
