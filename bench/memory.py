@@ -1,7 +1,7 @@
 """Memory and recompute benchmark of the planner on a GPT-2 124M-shaped graph.
 
 Builds the graph (bench/make_gpt2_onnx.py: 12 layers, 768 wide, 12 heads,
-vocab 50304, sequence 1024; weights are a sparse file of zeros) and runs
+vocab 50304, sequence 1024; dense random weights, as an export holds them) and runs
 `otc-compile --plan-only` at micro-batch 4 for --remat none, selective, full
 and auto at five budgets between the smallest plan and the largest, then
 none, selective and full again with --no-fuse (the exported ops as they are,

@@ -8,7 +8,7 @@ that has the GPU need not be the same.
         needs otc (OTC_BIN or --otc-bin, default build/bin of this repository)
         and python3 with onnx and numpy; no GPU. Writes the GPT-2 124M ONNX
         graph (bench/make_gpt2_onnx.py: 12 layers, 768 wide, 12 heads, vocab
-        50304, sequence 1024, weights a sparse file of zeros), compiles it with
+        50304, sequence 1024, dense random weights), compiles it with
         `otc-compile --target=cuda --precision=bf16 --micro-batch MB
         --grad-accum K` for each micro-batch, prints the compile wall time,
         kernel count (`__global__` in model.cu), kernel launches, library
