@@ -190,6 +190,15 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
     if (allStopped())
       break;
     OwningOpRef<ModuleOp> imported = mb == 1 ? std::move(one) : import(mb);
+    // A batch the export fixed and that no larger micro-batch re-binds:
+    // the candidates so far are the ones there are.
+    if (!imported && mb > 1 && err.find("cannot re-bind it") != std::string::npos) {
+      llvm::errs() << "otc-compile: fit: the export fixed the batch, which "
+                      "micro-batch "
+                   << mb << " cannot re-bind: larger micro-batches are left out\n";
+      err.clear();
+      break;
+    }
     if (!imported)
       return std::nullopt;
     // Folding, fusion and differentiation once per micro-batch; the
