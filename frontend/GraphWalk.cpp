@@ -14,12 +14,14 @@
 #include "ir/ShapeUtils.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -235,6 +237,15 @@ void Importer::bindInput(const onnx::ValueInfoProto &in, Kind kind,
       StaticValue{toAttr(&ctx, data), loc, Value()});
 }
 
+size_t valuelessElements() {
+  static const size_t n = [] {
+    const char *v = std::getenv("OTC_TEST_VALUELESS_ELEMENTS");
+    long long parsed = v ? std::atoll(v) : 0;
+    return parsed > 0 ? static_cast<size_t>(parsed) : size_t(1) << 22;
+  }();
+  return n;
+}
+
 /// Why the import rules make a float initializer a constant ("": they
 /// do not): what PyTorch could not have trained.
 static std::string untrainedReason(const std::vector<float> &v) {
@@ -309,6 +320,44 @@ void Importer::addParams() {
         continue;
       }
     }
+    // A large parameter by the exporter's graph signature (or folded from
+    // one: a Linear's Wᵀ), in an import that keeps no values (plan-only,
+    // --fit): trainable as PyTorch trained it, so its values are not read
+    // at all (an 8B model's 32 GB), unless another tensor shares its tie
+    // key (below): then both are read and compared.
+    int64_t elements = 1;
+    for (int64_t d : init.dims())
+      elements *= d;
+    if (!initializersOut && exported &&
+        init.data_type() == onnx::TensorProto::FLOAT &&
+        !staticOnly.contains(init.name()) &&
+        elements >= static_cast<int64_t>(valuelessElements()) &&
+        fromParameter(init.name())) {
+      {
+        TensorData shapeOnly;
+        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
+        bool forced = !options.train.empty() && train.match(init.name());
+        // Keyed by the parameter it is (itself, or what it was folded
+        // from): a Wᵀ folded from a parameter that is an initializer too
+        // (a tied LM head) shares that one's key, and findTies reads both
+        // and compares them.
+        std::string root = init.name();
+        if (!exported->count(root))
+          for (const std::string &f : foldedFrom(model.graph(), init.name()))
+            if (exported->count(f)) {
+              root = f;
+              break;
+            }
+        TieKey key;
+        key.count = static_cast<size_t>(elements);
+        key.sum = llvm::hash_value(root);
+        key.mixed = ~key.sum;
+        if (cache)
+          (*cache)[init.name()] = {"", key};
+        floats.push_back({&init, std::move(shapeOnly), forced, "", key});
+        continue;
+      }
+    }
     TensorData data =
         decodeTensor(init, "initializer '" + init.name() + "'", path);
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
@@ -322,7 +371,7 @@ void Importer::addParams() {
       // tie key, and reads it again only to compare it with a tensor of
       // the same key. Llama 3 8B: 32 GB of weights never held at once.
       if (!initializersOut && (c.reason.empty() || c.forced) &&
-          c.data.floats.size() >= kValuelessElements) {
+          c.data.floats.size() >= valuelessElements()) {
         c.key = tieKey(c.data.floats);
         c.data.floats = std::vector<float>();
         if (cache)

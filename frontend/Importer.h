@@ -95,8 +95,11 @@ mlir::Type elementType(mlir::MLIRContext *ctx, Kind kind);
 
 /// Trained float initializers of at least this many elements keep no values
 /// in an import that hands none out (--plan-only, --fit): the rules and the
-/// tie key read them once, and the tensor is dropped.
-constexpr size_t kValuelessElements = size_t(1) << 22;
+/// tie key read them once, and the tensor is dropped (a parameter by the
+/// exporter's graph signature is not read at all). The environment variable
+/// OTC_TEST_VALUELESS_ELEMENTS sets another size (a test hook: small models
+/// take the same path).
+size_t valuelessElements();
 
 /// The decoded contents of an ONNX tensor (initializer or Constant value).
 /// Float kinds use `floats`, the others `ints`.
