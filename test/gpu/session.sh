@@ -71,6 +71,8 @@ timeout "$t" "$sp/run.sh" --no-torch --steps 25 --results "$work/speed-otc" \
   > "$work/speed-otc.log" 2>&1
 say "speed exit $?"
 cp -f "$work"/speed-otc/*.json "$results/speed-otc.json" 2>/dev/null
+# Its programs' logs (otc's, llm.c's), which the later runs' would overwrite.
+mkdir -p "$work/logs-otc" && cp -f "$sp"/run/*.log "$work/logs-otc/" 2>/dev/null
 tail -30 "$work/speed-otc.log"
 
 # Per-kernel times: the micro-batch 8 and 16 programs traced (eager
@@ -134,6 +136,7 @@ else
 fi
 tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
   --exclude=train speed-otc.log speed-torch.log speed-variant.log trace-mb8.log trace-mb16.log otc-speed/run \
+  logs-otc \
   2>/dev/null
 [[ -f $work/gpu-results/kernel-bench.txt ]] && cat "$work/gpu-results/kernel-bench.txt"
 
