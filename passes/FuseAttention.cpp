@@ -63,6 +63,29 @@ static std::optional<double> evalOperand(Value operand,
   return evaluateAt(operand, broadcastIndex(index, shapeOf(operand)));
 }
 
+/// A constant's elements as doubles, decoded once per attribute (attributes
+/// are uniqued and live as long as the context): a mask's classification
+/// reads the same position tables T x T times. Cleared with the mask cache.
+thread_local llvm::DenseMap<Attribute, std::vector<double>> constantValues;
+
+static const std::vector<double> &decoded(DenseElementsAttr attr) {
+  std::vector<double> &out = constantValues[attr];
+  if (!out.empty() || attr.getNumElements() == 0)
+    return out;
+  out.reserve(attr.getNumElements());
+  Type et = attr.getElementType();
+  if (isa<FloatType>(et))
+    for (const APFloat &x : attr.getValues<APFloat>())
+      out.push_back(x.convertToDouble());
+  else if (et.isInteger(1))
+    for (bool x : attr.getValues<bool>())
+      out.push_back(x ? 1.0 : 0.0);
+  else
+    for (const APInt &x : attr.getValues<APInt>())
+      out.push_back(static_cast<double>(x.getSExtValue()));
+  return out;
+}
+
 std::optional<double> fuse::evaluateAt(Value v, ArrayRef<int64_t> index) {
   Operation *d = v.getDefiningOp();
   if (!d)
@@ -74,6 +97,8 @@ std::optional<double> fuse::evaluateAt(Value v, ArrayRef<int64_t> index) {
       return std::nullopt;
     int64_t flat = attr.isSplat() ? 0 : ravelIndex(index, shape);
     Type et = attr.getElementType();
+    if (!attr.isSplat() && (isa<FloatType>(et) || et.isIntOrIndex()))
+      return decoded(attr)[flat];
     if (isa<FloatType>(et))
       return attr.getValues<APFloat>()[flat].convertToDouble();
     if (et.isInteger(1))
@@ -350,6 +375,56 @@ causalBand(ArrayRef<int64_t> shape, int64_t t, int64_t s,
   return minHidden < 0 ? 0 : minHidden;
 }
 
+/// The classifications of the masks seen in one run of otc-fuse-patterns:
+/// every layer of a model reads the same mask, whose T x T walk (seconds at
+/// 4096 positions) is then done once. An entry is kept with what computes
+/// the mask (op name, result type, operands, attributes), so that a value
+/// at an address an erased op had is never taken for it.
+namespace {
+struct BandEntry {
+  Operation *op = nullptr;
+  std::optional<OperationName> name;
+  Type type;
+  SmallVector<Value> operands;
+  DictionaryAttr attrs;
+  std::optional<int64_t> band;
+};
+thread_local llvm::DenseMap<std::tuple<void *, int, int64_t, int64_t>, BandEntry>
+    bandCache;
+} // namespace
+
+void fuse::clearMaskCache() {
+  bandCache.clear();
+  constantValues.clear();
+}
+
+/// causalBand of `mask` read as `kind` (how its values hide a key), from
+/// the cache when the same computation was classified before.
+static std::optional<int64_t>
+cachedBand(Value mask, int kind, int64_t t, int64_t s,
+           llvm::function_ref<std::optional<bool>(ArrayRef<int64_t>)> hidden) {
+  Operation *op = mask.getDefiningOp();
+  if (!op)
+    return causalBand(shapeOf(mask), t, s, hidden);
+  auto key = std::make_tuple(mask.getAsOpaquePointer(), kind, t, s);
+  auto same = [&](const BandEntry &e) {
+    return e.op == op && e.name == op->getName() && e.type == mask.getType() &&
+           e.attrs == op->getAttrDictionary() &&
+           llvm::equal(e.operands, op->getOperands());
+  };
+  if (auto it = bandCache.find(key); it != bandCache.end() && same(it->second))
+    return it->second.band;
+  std::optional<int64_t> band = causalBand(shapeOf(mask), t, s, hidden);
+  BandEntry &e = bandCache[key];
+  e.op = op;
+  e.name = op->getName();
+  e.type = mask.getType();
+  e.operands.assign(op->getOperands().begin(), op->getOperands().end());
+  e.attrs = op->getAttrDictionary();
+  e.band = band;
+  return band;
+}
+
 /// Parses `v` = where(cond, scores, fill) (or its mirror) whose condition
 /// hides exactly the keys after each query: a causal mask applied before an
 /// additive one, as Hugging Face's GPT-2 writes
@@ -367,7 +442,7 @@ static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
     return false;
   Value cond = sel.getCondition();
   std::optional<int64_t> band =
-      causalBand(shapeOf(cond), s[2], s[3], [&](ArrayRef<int64_t> i) {
+      cachedBand(cond, hideWhenTrue ? 1 : 0, s[2], s[3], [&](ArrayRef<int64_t> i) {
         std::optional<double> h = evaluateAt(cond, i);
         return h ? std::optional<bool>((*h != 0.0) == hideWhenTrue)
                  : std::nullopt;
@@ -438,7 +513,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                              : "attention: the masked scores are not scale * "
                                "Q K^T");
     std::optional<int64_t> band =
-        causalBand(shapeOf(cond), t, keys, [&](ArrayRef<int64_t> i) {
+        cachedBand(cond, hideWhenTrue ? 1 : 0, t, keys, [&](ArrayRef<int64_t> i) {
           std::optional<double> v = evaluateAt(cond, i);
           return v ? std::optional<bool>((*v != 0.0) == hideWhenTrue)
                    : std::nullopt;
@@ -481,7 +556,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     // wherever a row keeps a visible key.
     std::optional<int64_t> band;
     if (!causalSelect)
-      band = causalBand(shapeOf(m), t, keys, [&](ArrayRef<int64_t> i) {
+      band = cachedBand(m, 2, t, keys, [&](ArrayRef<int64_t> i) {
         std::optional<double> v = evaluateAt(m, i);
         if (!v || (*v != 0.0 && *v > kHiddenBelow))
           return std::optional<bool>();

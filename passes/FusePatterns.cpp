@@ -623,6 +623,7 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
     if (remarks)
       rewriter.setListener(&nearMisses);
     std::map<std::string, int64_t> counts;
+    fuse::clearMaskCache();
     for (auto f : module.getOps<func::FuncOp>()) {
       SmallVector<Operation *> anchors;
       f.walk([&](Operation *op) { anchors.push_back(op); });
@@ -644,6 +645,7 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
           ++counts[op->getName().getStringRef().drop_front(4).str()];
       });
     }
+    fuse::clearMaskCache();
     SmallVector<NamedAttribute> entries;
     for (auto &[name, n] : counts)
       entries.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(n)));

@@ -66,6 +66,9 @@ bool dependsOnParam(mlir::Value v);
 /// transposes, casts, comparisons, selects, trilu and elementwise
 /// arithmetic; std::nullopt when it depends on anything else.
 std::optional<double> evaluateAt(mlir::Value v, llvm::ArrayRef<int64_t> index);
+/// Forgets the masks fuseAttention classified (otc-fuse-patterns calls it
+/// before and after its run: the cache holds for one run's IR).
+void clearMaskCache();
 
 /// Recognizers. Each may rewrite around its anchor and leaves dead ops for
 /// the pass to erase.
