@@ -67,6 +67,11 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
 /// prints "otc train: paused before rename of PATH" to stderr and sleeps
 /// before the rename, so tests can kill a run mid-save.
 Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes);
+/// The same for a file written as \p pieces, one after another (a
+/// safetensors header, then each tensor's data where it is: no image of
+/// the whole file is made).
+Status writeFileAtomic(const std::string &path,
+                       const std::vector<std::pair<const uint8_t *, size_t>> &pieces);
 
 } // namespace otcrt
 

@@ -273,6 +273,19 @@ Status readSafetensors(const std::string &path, TensorFile &out) {
 }
 
 Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out) {
+  if (Status s = serializeSafetensorsHeader(file, out); !s)
+    return s;
+  size_t data = 0;
+  for (const auto &t : file.tensors)
+    data += t.data.size();
+  out.reserve(out.size() + data);
+  for (const auto &t : file.tensors)
+    out.insert(out.end(), t.data.begin(), t.data.end());
+  return Status::ok();
+}
+
+Status serializeSafetensorsHeader(const TensorFile &file,
+                                  std::vector<uint8_t> &out) {
   out.clear();
   std::set<std::string> names;
   std::string header = "{";
@@ -323,12 +336,10 @@ Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out) {
   while ((8 + header.size()) % 8 != 0)
     header += ' ';
   uint64_t len = header.size();
-  out.reserve(8 + header.size() + offset);
+  out.reserve(8 + header.size());
   for (int i = 0; i < 8; ++i)
     out.push_back(static_cast<uint8_t>(len >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
-  for (const auto &t : file.tensors)
-    out.insert(out.end(), t.data.begin(), t.data.end());
   return Status::ok();
 }
 

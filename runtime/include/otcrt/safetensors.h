@@ -64,6 +64,11 @@ Status parseSafetensors(const uint8_t *data, size_t size,
 Status readSafetensors(const std::string &path, TensorFile &out);
 /// Serializes \p file into \p out (header padded to a multiple of 8 bytes).
 Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out);
+/// What comes before the tensors' data in \p file's serialization (the
+/// header's length and the header): the data follows it in the order of
+/// file.tensors, so that a large file can be written piece by piece.
+Status serializeSafetensorsHeader(const TensorFile &file,
+                                  std::vector<uint8_t> &out);
 /// Writes \p file to \p path.
 Status writeSafetensors(const std::string &path, const TensorFile &file);
 
