@@ -9,9 +9,9 @@
 // lose accuracy in BF16 (exp, log, pow, sqrt, reciprocal) run in FP32;
 // every other op computes in BF16 when all its non-constant float operands
 // are BF16, else in FP32 (the widest precision wins, as in autocast). A value
-// computed from constants alone (a rotary table of a long sequence, which the
-// folders leave to the program) counts as a constant, as it does where it
-// folds: it is computed in FP32 (as the import folds), its readers follow
+// computed from constants and constant buffers alone (a rotary table of a
+// long sequence, which the folders leave to the program; a buffer stays
+// FP32) counts as a constant, as it does where it folds: it is computed in FP32 (as the import folds), its readers follow
 // their other operands, and it is cast to them.
 // Running after otc-remat means recomputed clones get the same precision as
 // the values they replace, and both the forward and the backward of every
@@ -102,6 +102,22 @@ static Type withFloat(Type t, Type et) {
   if (!isFloatTensor(t))
     return t;
   return cast<RankedTensorType>(t).clone(et);
+}
+
+/// Whether a reader of the buffer `arg` of `step` computes from constants
+/// and such buffers alone (every operand one of those).
+static bool feedsConstants(func::FuncOp step, BlockArgument arg) {
+  auto constantLike = [&](Value v) {
+    if (v.getDefiningOp<ConstantOp>())
+      return true;
+    auto a = dyn_cast<BlockArgument>(v);
+    return a && a.getOwner() == arg.getOwner() &&
+           step.getArgAttr(a.getArgNumber(), attrs::kBuffer);
+  };
+  return llvm::any_of(arg.getUsers(), [&](Operation *user) {
+    return user->getNumRegions() == 0 &&
+           llvm::all_of(user->getOperands(), constantLike);
+  });
 }
 
 struct MixedPrecisionPass
@@ -278,6 +294,14 @@ void MixedPrecisionPass::runOnOperation() {
     unsigned i = arg.getArgNumber();
     if (!step.getArgAttr(i, attrs::kParam))
       continue;
+    // A constant buffer that computations of constants read (a rotary
+    // table's angles, folded by the exporter, going into cos; inv_freq
+    // going into the positions' product) stays FP32 and is read as a
+    // constant is (below): BF16 would round an angle of 2047 radians by
+    // whole radians. One that data reads (the cos and sin tables
+    // themselves) gets its BF16 working copy, as a parameter does.
+    if (step.getArgAttr(i, attrs::kBuffer) && feedsConstants(step, arg))
+      continue;
     if (!getElementTypeOrSelf(arg.getType()).isF32()) {
       step.emitError("parameter argument ")
           << i << " is " << arg.getType() << ", expected f32 master weights";
@@ -300,6 +324,10 @@ void MixedPrecisionPass::runOnOperation() {
 
   bf16Masks.clear();
   fromConstants.clear();
+  for (BlockArgument arg : body.getArguments())
+    if (step.getArgAttr(arg.getArgNumber(), attrs::kBuffer) &&
+        getElementTypeOrSelf(arg.getType()).isF32() && feedsConstants(step, arg))
+      fromConstants.insert(arg);
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator()) {
     ops.push_back(&op);

@@ -152,3 +152,23 @@ func.func @train_step(%q: tensor<4x8xf32> {otc.input = "q"}, %w: tensor<8x8xf32>
   %s = otc.reduce_sum %r, [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
   return %s, %w : tensor<f32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that a constant buffer (a rotary table's angles the exporter folded)
+// stays FP32, with what is computed from it alone (cos), and that a BF16
+// reader takes it rounded as it takes a constant.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[A:arg[0-9]+]]: tensor<4x8xf32> {otc.buffer, otc.param = "angles"}
+// CHECK: %[[C:.*]] = otc.cos %[[A]] : tensor<4x8xf32>
+// CHECK: %[[CB:.*]] = otc.cast %[[C]] : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK: otc.mul %{{.*}}, %[[CB]] : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+func.func @train_step(%q: tensor<4x8xf32> {otc.input = "q"}, %w: tensor<8x8xf32> {otc.param = "w"},
+                      %a: tensor<4x8xf32> {otc.param = "angles", otc.buffer})
+    -> (tensor<f32> {otc.loss}, tensor<8x8xf32> {otc.grad = "w"}) {
+  %c = otc.cos %a : tensor<4x8xf32>
+  %y = otc.matmul %q, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r = otc.mul %y, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = otc.reduce_sum %r, [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
+  return %s, %w : tensor<f32>, tensor<8x8xf32>
+}
