@@ -283,21 +283,32 @@ void Importer::addParams() {
   std::optional<std::set<std::string>> exported =
       exportedParameters(model.graph());
   std::set<std::string> reached;
-  auto fromParameter = [&](const std::string &name) {
-    if (!exported)
-      return true;
-    bool found = exported->count(name) > 0;
+  std::map<std::string, std::vector<std::string>> folded;
+  if (exported)
+    folded = foldedFromAll(model.graph());
+  // The parameter `name` is (itself, what it was folded from, or what it
+  // is a split copy of), or none; what it names is reached.
+  auto parameterOf = [&](const std::string &name) {
+    std::optional<std::string> root;
+    if (exported->count(name))
+      root = name;
     reached.insert(name);
-    for (const std::string &f : foldedFrom(model.graph(), name)) {
-      found |= exported->count(f) > 0;
-      reached.insert(f);
-    }
+    if (auto it = folded.find(name); it != folded.end())
+      for (const std::string &f : it->second) {
+        reached.insert(f);
+        if (!root && exported->count(f))
+          root = f;
+      }
     for (auto &[copy, original] : splitParams)
       if (copy == name && exported->count(original)) {
-        found = true;
         reached.insert(original);
+        if (!root)
+          root = original;
       }
-    return found;
+    return root;
+  };
+  auto fromParameter = [&](const std::string &name) {
+    return !exported || parameterOf(name).has_value();
   };
   // Reserved: a growing vector would copy every decoded tensor so far
   // (TensorData moves only by copy here), gigabytes for a large model.
@@ -328,35 +339,26 @@ void Importer::addParams() {
     int64_t elements = 1;
     for (int64_t d : init.dims())
       elements *= d;
+    std::optional<std::string> root;
     if (!initializersOut && exported &&
         init.data_type() == onnx::TensorProto::FLOAT &&
         !staticOnly.contains(init.name()) &&
         elements >= static_cast<int64_t>(valuelessElements()) &&
-        fromParameter(init.name())) {
-      {
-        TensorData shapeOnly;
-        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
-        bool forced = !options.train.empty() && train.match(init.name());
-        // Keyed by the parameter it is (itself, or what it was folded
-        // from): a Wᵀ folded from a parameter that is an initializer too
-        // (a tied LM head) shares that one's key, and findTies reads both
-        // and compares them.
-        std::string root = init.name();
-        if (!exported->count(root))
-          for (const std::string &f : foldedFrom(model.graph(), init.name()))
-            if (exported->count(f)) {
-              root = f;
-              break;
-            }
-        TieKey key;
-        key.count = static_cast<size_t>(elements);
-        key.sum = llvm::hash_value(root);
-        key.mixed = ~key.sum;
-        if (cache)
-          (*cache)[init.name()] = {"", key};
-        floats.push_back({&init, std::move(shapeOnly), forced, "", key});
-        continue;
-      }
+        (root = parameterOf(init.name()))) {
+      TensorData shapeOnly;
+      shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
+      bool forced = !options.train.empty() && train.match(init.name());
+      // Keyed by the parameter it is: a Wᵀ folded from a parameter that is
+      // an initializer too (a tied LM head) shares that one's key, and
+      // findTies reads both and compares them.
+      TieKey key;
+      key.count = static_cast<size_t>(elements);
+      key.sum = llvm::hash_value(*root);
+      key.mixed = ~key.sum;
+      if (cache)
+        (*cache)[init.name()] = {"", key};
+      floats.push_back({&init, std::move(shapeOnly), forced, "", key});
+      continue;
     }
     TensorData data =
         decodeTensor(init, "initializer '" + init.name() + "'", path);

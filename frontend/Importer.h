@@ -30,6 +30,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -142,10 +143,10 @@ std::string moduleOf(const onnx::NodeProto &node);
 /// the graph's metadata), or none for an export without that record.
 std::optional<std::set<std::string>>
 exportedParameters(const onnx::GraphProto &graph);
-/// The values the dynamo exporter's optimizer folded `name` from (its
-/// value_info's `pkg.onnxscript.optimizer.folded_from`), or none.
-std::vector<std::string> foldedFrom(const onnx::GraphProto &graph,
-                                    const std::string &name);
+/// For each value the dynamo exporter's optimizer folded, what it was folded
+/// from (its value_info's `pkg.onnxscript.optimizer.folded_from`).
+std::map<std::string, std::vector<std::string>>
+foldedFromAll(const onnx::GraphProto &graph);
 /// Whether fewer than half the elements of `v`, and fewer than 256, are
 /// distinct: ones, zeros or an identity, not random or trained weights; reads
 /// a few hundred elements of a random tensor (Ties.cpp).

@@ -103,23 +103,23 @@ exportedParameters(const onnx::GraphProto &graph) {
   return params;
 }
 
-std::vector<std::string> foldedFrom(const onnx::GraphProto &graph,
-                                    const std::string &name) {
+std::map<std::string, std::vector<std::string>>
+foldedFromAll(const onnx::GraphProto &graph) {
+  std::map<std::string, std::vector<std::string>> out;
   for (const onnx::ValueInfoProto &vi : graph.value_info()) {
-    if (vi.name() != name)
-      continue;
     std::string text = valueMetadata(vi, "pkg.onnxscript.optimizer.folded_from");
-    std::vector<std::string> out;
+    if (text.empty())
+      continue;
+    std::vector<std::string> &from = out[vi.name()];
     for (size_t i = text.find('\''); i != std::string::npos;) {
       size_t j = text.find('\'', i + 1);
       if (j == std::string::npos)
         break;
-      out.push_back(text.substr(i + 1, j - i - 1));
+      from.push_back(text.substr(i + 1, j - i - 1));
       i = text.find('\'', j + 1);
     }
-    return out;
   }
-  return {};
+  return out;
 }
 
 std::string moduleOf(const onnx::NodeProto &node) {
