@@ -25,17 +25,10 @@ import transformers
 from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from make_hf_onnx import Logits  # noqa: E402  README's wrapper
+
 SEQ, BATCH, VOCAB = 48, 2, 96
-
-
-class Logits(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                          use_cache=False).logits
 
 
 def main():
