@@ -125,6 +125,13 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   } else {
     funcs << "static void otc_init_constants(char *) {}\n\n";
   }
+  // Version 8: the loss of a micro-batch alone, for evaluation.
+  bool eval = false;
+  if (auto f = module.lookupSymbol<func::FuncOp>("eval_step")) {
+    if (failed(emitFunction(f)))
+      return failure();
+    eval = true;
+  }
   // Version 3: rounds the parameters' BF16 working copies from the masters
   // once they are loaded (otc-group-params; AdamW writes them afterwards).
   bool refresh = false;
@@ -177,7 +184,10 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  int version = tables->numBucketRanges ? 7 : tables->shards ? 6 : 5;
+  int version = eval                     ? 8
+                : tables->numBucketRanges ? 7
+                : tables->shards          ? 6
+                                          : 5;
   os << tables->text
      << "static const OtcProgram kProgram = {\n"
      << "  " << version << ", \"" << target.name() << "\", "
@@ -193,7 +203,10 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   if (version >= 6)
     os << ",\n  " << (tables->shards ? "&kShards" : "nullptr");
   if (version >= 7)
-    os << ",\n  " << tables->numBucketRanges << ", kBucketRanges";
+    os << ",\n  " << tables->numBucketRanges << ", "
+       << (tables->numBucketRanges ? "kBucketRanges" : "nullptr");
+  if (version >= 8)
+    os << ",\n  otc_eval_step";
   os << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";

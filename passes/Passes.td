@@ -272,13 +272,17 @@ def Schedule : Pass<"otc-schedule", "mlir::ModuleOp"> {
 
 def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
   let dependentDialects = ["otc::OtcDialect"];
-  let summary = "Gradient accumulation and the AdamW update, as three functions on arena slots";
+  let summary = "Gradient accumulation, the AdamW update and evaluation, as functions on arena slots";
   let description = [{
     Replaces `@forward` and `@train_step` by the functions the runtime calls:
     `@zero_grads` (every gradient slot set to 0), `@micro_step` (the train step
     on one micro-batch, adding gradient / grad-accum into the gradient slots,
     so that after `grad-accum` micro-steps they hold the mean over the global
-    batch) and `@optimizer_step` (AdamW on every trainable parameter). Every
+    batch), `@optimizer_step` (AdamW on every trainable parameter) and
+    `@eval_step` (the loss of one micro-batch: the ops the loss depends on,
+    with `otc.cross_entropy_with_grad` and
+    `otc.linear_cross_entropy_with_grad` replaced by their forward; no
+    gradient is computed or written). Every
     argument and result names its arena slot with `otc.slot`: "param:<name>",
     "grad:<name>", "adam_m:<name>", "adam_v:<name>", "input:<name>", "loss",
     "lr", "step", "rng_key". A result that names the same slot as an argument

@@ -1,8 +1,8 @@
 //===- TrainingLoop.cpp - gradient accumulation and AdamW ------------------===//
 //
-// Turns `@train_step` into the three functions the runtime calls once per
+// Turns `@train_step` into the functions the runtime calls once per
 // micro-batch or optimizer step: `@zero_grads`, `@micro_step` and
-// `@optimizer_step`. Their arguments and results name arena slots, so that
+// `@optimizer_step`, and `@eval_step` (the loss alone, for evaluation). Their arguments and results name arena slots, so that
 // state (parameters, gradient accumulators, Adam moments) persists between
 // calls without the runtime knowing anything about the model. Under mixed
 // precision (`otc.bf16_copy` parameters) the parameters that `@micro_step`
@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <functional>
@@ -269,6 +270,7 @@ struct TrainingLoopPass
     buildZeroGrads(b, step, trained);
     buildMicroStep(b, step, trained);
     buildOptimizerStep(b, loc, trained);
+    buildEvalStep(b, step);
 
     step.erase();
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
@@ -433,6 +435,93 @@ struct TrainingLoopPass
       outs.push_back(acc);
     }
     fb.create<func::ReturnOp>(loc, outs);
+  }
+
+  /// `@eval_step`: the loss of a micro-batch and nothing else, for
+  /// evaluation. `@train_step`'s ops that the loss depends on, with the
+  /// loss's fused gradient ops replaced by their forward: no backward runs
+  /// and no gradient slot is touched.
+  void buildEvalStep(OpBuilder &b, func::FuncOp step) {
+    Location loc = step.getLoc();
+    FuncSignature args, results;
+    for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+      args.add(b, step.getArgumentTypes()[i], argSlot(step, i));
+    results.add(b, step.getResultTypes()[0], "loss");
+    func::FuncOp f = createFunc(b, loc, "eval_step", args, results);
+    Block &entry = f.getBody().front();
+    IRMapping map;
+    Block &src = step.getBody().front();
+    for (unsigned i = 0, e = src.getNumArguments(); i < e; ++i)
+      map.map(src.getArgument(i), entry.getArgument(i));
+    OpBuilder fb = OpBuilder::atBlockEnd(&entry);
+    for (Operation &op : src.without_terminator())
+      fb.clone(op, map);
+    auto ret = cast<func::ReturnOp>(src.getTerminator());
+    fb.create<func::ReturnOp>(loc, map.lookup(ret.getOperand(0)));
+    eraseDeadOps(entry);
+    forwardOnlyLoss(entry);
+    eraseDeadOps(entry);
+  }
+
+  /// Erases the ops whose results nothing reads, last first.
+  static void eraseDeadOps(Block &block) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (isOpTriviallyDead(op))
+        op->erase();
+  }
+
+  /// The loss ops that also compute a gradient, where only their loss is
+  /// read, replaced by the forward alone: otc.cross_entropy_with_grad by
+  /// otc.cross_entropy, and otc.linear_cross_entropy_with_grad by the LM
+  /// head's product (f32, rounded to the logits' type as the chunks are)
+  /// and otc.cross_entropy.
+  static void forwardOnlyLoss(Block &block) {
+    SmallVector<Operation *> fused;
+    for (Operation &op : block)
+      if (isa<CrossEntropyWithGradOp, LinearCrossEntropyWithGradOp>(op))
+        fused.push_back(&op);
+    for (Operation *op : fused) {
+      OpBuilder b(op);
+      Location loc = op->getLoc();
+      auto lossOnly = [&](Value loss, Value logits, Value labels,
+                          StringAttr reduction, IntegerAttr ignore) {
+        auto lt = cast<RankedTensorType>(labels.getType());
+        Type lse = RankedTensorType::get(
+            lt.getShape(), getElementTypeOrSelf(loss.getType()));
+        auto ce = b.create<CrossEntropyOp>(
+            loc, TypeRange{loss.getType(), lse}, logits, labels, reduction,
+            ignore);
+        loss.replaceAllUsesWith(ce.getLoss());
+      };
+      if (auto ce = dyn_cast<CrossEntropyWithGradOp>(op)) {
+        if (!ce.getDlogits().use_empty() || !ce.getRowLoss().use_empty())
+          continue;
+        lossOnly(ce.getLoss(), ce.getLogits(), ce.getLabels(),
+                 ce.getReductionAttr(), ce.getIgnoreIndexAttr());
+      } else if (auto lce = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
+        if (!lce.getDh().use_empty() || !lce.getDw().use_empty() ||
+            !lce.getRowLoss().use_empty())
+          continue;
+        auto ht = cast<RankedTensorType>(lce.getH().getType());
+        auto wt = cast<RankedTensorType>(lce.getW().getType());
+        Type e = getElementTypeOrSelf(lce.getChunk().getType());
+        SmallVector<int64_t> shape(ht.getShape().drop_back());
+        shape.push_back(wt.getDimSize(0));
+        Value logits = b.create<MatMulOp>(
+            loc, RankedTensorType::get(shape, b.getF32Type()), lce.getH(),
+            lce.getW(), /*transpose_lhs=*/UnitAttr(),
+            /*transpose_rhs=*/b.getUnitAttr());
+        if (!e.isF32())
+          logits = b.create<CastOp>(loc, RankedTensorType::get(shape, e),
+                                    logits);
+        lossOnly(lce.getLoss(), logits, lce.getLabels(),
+                 lce.getReductionAttr(), lce.getIgnoreIndexAttr());
+      }
+      op->erase();
+    }
   }
 
   void buildOptimizerStep(OpBuilder &b, Location loc,

@@ -479,6 +479,8 @@ private:
       return "optimizer_step";
     case StepFunction::LastMicroStep:
       return "micro_step (a step's last, with its gradient sums)";
+    case StepFunction::EvalStep:
+      return "eval_step";
     }
     return "?";
   }
@@ -608,7 +610,7 @@ private:
   int localRank_ = 0;
   cudaStream_t stream_ = nullptr;
   bool graphsOn_ = false;
-  Graph graphs_[4];
+  Graph graphs_[5];
   std::vector<cudaEvent_t> events_;
   /// Page-locked host buffers of hostBuffer().
   std::vector<void *> pinned_;

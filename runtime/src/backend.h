@@ -28,7 +28,8 @@ enum class StepFunction {
   ZeroGrads = 0,
   MicroStep = 1,
   OptimizerStep = 2,
-  LastMicroStep = 3
+  LastMicroStep = 3,
+  EvalStep = 4
 };
 
 class Backend {

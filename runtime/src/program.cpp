@@ -47,6 +47,10 @@ ArenaFunction refreshParamsOf(const OtcProgram &program) {
   return program.abi_version >= 3 ? program.refresh_params : nullptr;
 }
 
+ArenaFunction evalStepOf(const OtcProgram &program) {
+  return program.abi_version >= 8 ? program.eval_step : nullptr;
+}
+
 const char *countInputOf(const OtcProgram &program) {
   return program.abi_version >= 3 && program.count_input &&
                  *program.count_input

@@ -37,6 +37,9 @@ const char *countInputOf(const OtcProgram &program);
 /// The program's refresh_params: null before version 3 or where the steps
 /// refresh the working copies themselves.
 ArenaFunction refreshParamsOf(const OtcProgram &program);
+/// The program's eval_step: null before version 8 or where it has none
+/// (evaluation then runs micro_step).
+ArenaFunction evalStepOf(const OtcProgram &program);
 /// The program's ZeRO-1 groups: null before version 6 or when its
 /// optimizer is not sharded.
 const OtcOptimizerShards *shardsOf(const OtcProgram &program);

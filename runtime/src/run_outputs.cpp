@@ -20,6 +20,19 @@ Status Run::evaluate(int64_t step) {
                              std::max<int64_t>(1, valData_.numWindows() /
                                                       prog_.micro_batch));
   valLoader_->rewind();
+  // The loss alone (version 8); an older program's micro_step also adds
+  // into the gradient slots, which the next step's zero_grads clears.
+  ArenaFunction fn = evalStepOf(prog_);
+  StepFunction which = StepFunction::EvalStep;
+  if (!fn) {
+    fn = prog_.micro_step;
+    which = StepFunction::MicroStep;
+  }
+  // Where no refresh_params keeps them, zero_grads rounds the BF16 working
+  // copies from the masters: after an update they are the last step's.
+  if (!refreshParamsOf(prog_))
+    if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
+      return s;
   ProgressBar bar("eval", batches);
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
@@ -34,7 +47,7 @@ Status Run::evaluate(int64_t step) {
       if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
         return s;
     }
-    if (Status s = runStep(StepFunction::MicroStep, prog_.micro_step); !s)
+    if (Status s = runStep(which, fn); !s)
       return s;
     float micro = 0;
     if (Status s = finishMicro(" (evaluation at step " + std::to_string(step) +

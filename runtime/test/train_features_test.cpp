@@ -523,6 +523,89 @@ TEST_F(TrainRun, MissingShardsAndForeignInputsAreExplained) {
   EXPECT_THAT(run().message(), HasSubstr("--tokens-input 'nope'"));
 }
 
+// Evaluation runs the program's eval_step (version 8), which computes the
+// loss and nothing else: no micro_step runs for it, the gradient slots are
+// not written, and training goes as it does without evaluations. The
+// validation loss is the fake model's, computed here from the trained w
+// and the validation windows.
+int gEvalCalls = 0;
+void evalStep(char *a) {
+  ++gEvalCalls;
+  const int64_t *tok = reinterpret_cast<const int64_t *>(a + kOffTok);
+  const int64_t *tgt = reinterpret_cast<const int64_t *>(a + kOffTgt);
+  float loss = 0;
+  for (int i = 0; i < kB * kT; ++i) {
+    float r = f32(a, kOffW)[tok[i]] - float(tgt[i]);
+    loss += r * r / (kB * kT);
+  }
+  *f32(a, kOffLoss) = loss;
+}
+
+TEST_F(TrainRun, EvaluationRunsTheForwardAlone) {
+  std::vector<uint16_t> val;
+  for (int i = 0; i < 41; ++i)
+    val.push_back(static_cast<uint16_t>((i * 3 + 1) % kV));
+  ASSERT_TRUE(writeShard(dir + "/val_000.bin", val));
+  // Version 8 with an eval_step, as otc-compile makes them.
+  OtcProgram p = tokenProgram();
+  std::vector<OtcSlot> slots = factorSlots();
+  p.abi_version = 8;
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.slots = slots.data();
+  p.optimizer_step = factorOptimizerStep;
+  p.eval_step = evalStep;
+  auto train = [&] {
+    gTokens.clear();
+    gEvalCalls = 0;
+    char *buf = nullptr;
+    size_t len = 0;
+    std::FILE *log = open_memstream(&buf, &len);
+    Status s = runTraining(options, &p, defaultBackend(), log, World{},
+                           &stoppedBy);
+    std::fclose(log);
+    output.assign(buf, len);
+    std::free(buf);
+    return s;
+  };
+  options.steps = 4;
+  options.saveDir = dir + "/plain";
+  ASSERT_TRUE(train()) << output;
+  std::vector<uint8_t> plain = weights(dir + "/plain");
+  ASSERT_EQ(gTokens.size(), size_t(4 * kK));
+  EXPECT_EQ(gEvalCalls, 0);
+
+  // Evaluations after every step, 3 micro-batches each.
+  options.valGlobs = {dir + "/val_*.bin"};
+  options.valEvery = 1;
+  options.valBatches = 3;
+  options.saveDir = dir + "/eval";
+  ASSERT_TRUE(train()) << output;
+  EXPECT_EQ(gTokens.size(), size_t(4 * kK)) << "micro_step ran for evaluation";
+  EXPECT_EQ(gEvalCalls, 4 * 3);
+  // Training is as without evaluations, bit for bit.
+  std::vector<uint8_t> evaluated = weights(dir + "/eval");
+  EXPECT_EQ(evaluated, plain);
+  // The last validation loss: the mean over the first 3 x 2 windows of
+  // (w[token] - next token)^2 with the trained w.
+  ASSERT_EQ(evaluated.size(), sizeof(float) * kV);
+  float w[kV];
+  std::memcpy(w, evaluated.data(), sizeof(w));
+  double sum = 0;
+  for (int m = 0; m < 3; ++m) {
+    double micro = 0;
+    for (int r = 0; r < kB; ++r)
+      for (int t = 0; t < kT; ++t) {
+        int at = (m * kB + r) * kT + t;
+        float d = w[val[at]] - float(val[at + 1]);
+        micro += d * d / (kB * kT);
+      }
+    sum += micro;
+  }
+  char expect[64];
+  std::snprintf(expect, sizeof(expect), "val loss %.6f at step 4", sum / 3);
+  EXPECT_THAT(output, HasSubstr(expect)) << output;
+}
+
 // Shards with fewer windows than one step reads (here 2 of 4: micro-batch 2
 // x grad-accum 2) stop the run before it starts, naming both sizes,
 // instead of feeding a step the same windows twice; so do validation

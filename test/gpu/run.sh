@@ -22,7 +22,8 @@
 # backward and overlapped with it (the programs compiled for 2 ranks), each
 # bit for bit the one-rank program's; on a machine with 2 GPUs or more and
 # mpirun, the programs for 2 ranks (overlapped, and ZeRO-1) run on 2 GPUs
-# against the cpu program (else a SKIP line). Prints
+# against the cpu program (else a SKIP line). Evaluation (eval_step) gives
+# the step's own loss on the step's windows at learning rate 0. Prints
 # one line per check and a summary; exits 1 when any check fails.
 #
 # With OTC_GPU_RESULTS=DIR, every line is also appended to DIR/results.txt as
@@ -367,6 +368,36 @@ if [[ -f memcheck.txt ]]; then
     fail=$((fail + 1))
   fi
 fi
+# Evaluation runs eval_step, the forward and the loss alone: with the
+# learning rate at 0 and the step's own windows as the validation data, the
+# validation loss is the step's loss that micro_step computed (checked above
+# against the cpu program), in FP32 with 2 micro-batches and in BF16.
+"$py" - eval-tokens.bin <<'PY'
+import struct, sys
+tokens = [(i * 7 + i // 5) % 16 for i in range(2049)]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+    f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+PY
+for spec in "gpt2-opset17 2" "gpt2-opset17-bf16 1"; do
+  set -- $spec
+  if "$1/cuda/train" --data eval-tokens.bin --val-data eval-tokens.bin --val-batches "$2" \
+        --steps 1 --lr 0 --no-shuffle > "$1-eval.log" 2>&1 &&
+     "$py" - "$1-eval.log" > "$1-eval-check.log" 2>&1 <<'PY'; then
+import re, sys
+text = open(sys.argv[1]).read()
+step = float(re.search(r"^step +1/1 \| loss ([0-9.]+)", text, re.M).group(1))
+val = float(re.search(r"^val loss ([0-9.]+) at step 1 ", text, re.M).group(1))
+print(f"val loss {val:.6f}, step loss {step:.6f}")
+sys.exit(0 if abs(val - step) <= 2e-6 else 1)
+PY
+    echo "PASS $1-eval-step: $(tail -1 "$1-eval-check.log")"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $1-eval-step: $(tail -1 "$1-eval-check.log" "$1-eval.log" 2>/dev/null | tail -1)"
+    fail=$((fail + 1))
+  fi
+done
 keep_logs
 echo "gpu tests: $pass passed, $fail failed, $skip skipped"
 [[ $fail -eq 0 ]]

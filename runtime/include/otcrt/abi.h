@@ -94,10 +94,11 @@ typedef struct {
  * 6 only for a program whose optimizer is sharded, version 5 otherwise. The
  * Version 7 appends the gradient buckets (`num_bucket_ranges`,
  * `bucket_ranges`) and the function otcrt_gradients_ready; otc-compile
- * writes it only for a program with buckets. The runtime accepts
- * descriptors of versions 1 to 7 and reads each field only from a
+ * writes it only for a program with buckets. Version 8 appends `eval_step`
+ * (otc-compile writes it for every program it compiles). The runtime accepts
+ * descriptors of versions 1 to 8 and reads each field only from a
  * descriptor of a version that has it. */
-#define OTC_ABI_VERSION 7
+#define OTC_ABI_VERSION 8
 
 /// Version 7: a range of the gradients in a bucket that the backward of
 /// micro_step finishes at one point (it then calls
@@ -149,7 +150,7 @@ typedef struct {
 } OtcOptimizerShards;
 
 typedef struct {
-  int32_t abi_version; /* 1 to 7 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to 8 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -198,6 +199,11 @@ typedef struct {
      the last micro-batch of a step reaches its otcrt_gradients_ready. */
   int32_t num_bucket_ranges;
   const OtcBucketRange *bucket_ranges;
+  /* Version 8: the loss of one micro-batch on the INPUT slots into LOSS,
+     and nothing else: no gradient is computed, no GRAD slot written (the
+     runtime's evaluation). May be null (evaluation then runs micro_step,
+     whose gradients the next step's zero_grads clears). */
+  void (*eval_step)(char *arena);
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
