@@ -97,9 +97,10 @@ static int fail(const Twine &message) {
 }
 
 /// Writes \p tokens as shards PREFIX_<split>_NNNNNN.bin, uint32 ones when
-/// \p wide; returns the count.
+/// \p wide, each recording \p docToken (-1: none) as the token that starts
+/// every document; returns the count.
 static int writeSplit(const std::vector<uint32_t> &tokens, const char *split,
-                      bool wide, int &shards) {
+                      bool wide, int64_t docToken, int &shards) {
   shards = 0;
   for (size_t begin = 0; begin < tokens.size() || shards == 0;
        begin += static_cast<size_t>(shardTokens)) {
@@ -109,10 +110,12 @@ static int writeSplit(const std::vector<uint32_t> &tokens, const char *split,
     otcrt::Status s =
         wide ? otcrt::writeShard32(prefix + name,
                                    std::vector<uint32_t>(tokens.begin() + begin,
-                                                         tokens.begin() + end))
+                                                         tokens.begin() + end),
+                                   docToken)
              : otcrt::writeShard(prefix + name,
                                  std::vector<uint16_t>(tokens.begin() + begin,
-                                                       tokens.begin() + end));
+                                                       tokens.begin() + end),
+                                 docToken);
     if (!s)
       return fail(s.message());
     ++shards;
@@ -124,9 +127,11 @@ static int writeSplit(const std::vector<uint32_t> &tokens, const char *split,
 
 /// Splits \p tokens into train and val (about --val-fraction of them: whole
 /// documents, \p starts their first tokens in order, else the tail) and
-/// writes both; sets the counts the summary line reports and \p how, the
-/// line that says how validation was taken.
+/// writes both, recording \p docToken (-1: none) in every shard; sets the
+/// counts the summary line reports and \p how, the line that says how
+/// validation was taken.
 static int writeTrainVal(std::vector<uint32_t> &tokens, bool wide,
+                         int64_t docToken,
                          std::vector<size_t> starts, size_t &valTokens,
                          int &trainShards, int &valShards, std::string &how) {
   std::vector<uint32_t> train, val;
@@ -165,10 +170,10 @@ static int writeTrainVal(std::vector<uint32_t> &tokens, bool wide,
   }
   valTokens = val.size();
   trainShards = valShards = 0;
-  if (int rc = writeSplit(tokens, "train", wide, trainShards))
+  if (int rc = writeSplit(tokens, "train", wide, docToken, trainShards))
     return rc;
   if (valTokens)
-    if (int rc = writeSplit(val, "val", wide, valShards))
+    if (int rc = writeSplit(val, "val", wide, docToken, valShards))
       return rc;
   return 0;
 }
@@ -265,7 +270,7 @@ int main(int argc, char **argv) {
       if (ids[i] == static_cast<uint32_t>(separator))
         starts.push_back(i);
     std::string how;
-    if (int rc = writeTrainVal(ids, wide, starts, valTokens, trainShards,
+    if (int rc = writeTrainVal(ids, wide, separator, starts, valTokens, trainShards,
                                valShards, how))
       return rc;
     outs() << "otc-data: " << ids.size() << " train tokens in " << trainShards
@@ -341,7 +346,7 @@ int main(int argc, char **argv) {
   if (starts.empty())
     starts.push_back(0);
   std::string how;
-  if (int rc = writeTrainVal(tokens, false, starts, valTokens, trainShards,
+  if (int rc = writeTrainVal(tokens, false, -1, starts, valTokens, trainShards,
                              valShards, how))
     return rc;
   outs() << "otc-data: " << tokens.size() << " train tokens in " << trainShards

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/mman.h>
@@ -67,15 +68,20 @@ Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
     ::close(fd);
     const uint8_t *bytes = static_cast<const uint8_t *>(shard.map);
     uint8_t empty[kShardHeaderBytes] = {};
+    int64_t docToken = -1;
     Status s = parseShardHeader(bytes ? bytes : empty,
                                 static_cast<int64_t>(shard.mapBytes), path,
-                                shard.count, shard.tokenBytes);
+                                shard.count, shard.tokenBytes, &docToken);
     if (!s) {
       if (shard.map)
         munmap(shard.map, shard.mapBytes);
       return s;
     }
     shard.tokens = bytes + kShardHeaderBytes;
+    if (shards_.empty())
+      docToken_ = docToken;
+    else if (docToken_ != docToken)
+      docToken_ = -2;
     shard.firstWindow = numWindows_;
     int64_t windows =
         shard.count >= window ? (shard.count - window) / stride + 1 : 0;
@@ -154,12 +160,14 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
     if (!s)
       return s;
   }
-  // An attention mask: named so, [B, T] integers, booleans or floats.
+  // An attention mask: named so, [B, T], [B, T, T] or [B, 1, T, T]
+  // integers, booleans or floats.
   auto isMask = [](const OtcSlot &s) {
     std::string name = s.name;
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return std::tolower(c); });
-    return name.find("mask") != std::string::npos && s.rank == 2 &&
+    return name.find("mask") != std::string::npos && s.rank >= 2 &&
+           s.rank <= 4 &&
            (isIntegerSlot(s) || s.dtype == OTC_BOOL || s.dtype == OTC_F32);
   };
   for (const OtcSlot *s : inputs)
@@ -179,7 +187,7 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
   for (const OtcSlot *s : inputs)
     if (s != out.tokens && s != out.targets && s != out.mask)
       return Status::error(std::string("--data feeds only the token and target "
-                                       "inputs (and an attention mask of ones), "
+                                       "inputs (and an attention mask), "
                                        "but the model also has input '") +
                            s->name + "'");
   for (const OtcSlot *s : {out.tokens, out.targets}) {
@@ -194,12 +202,23 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
     return Status::error(std::string("--data: inputs '") + out.tokens->name +
                          "' and '" + out.targets->name +
                          "' have different sequence lengths");
-  if (out.mask && (out.mask->shape[0] != out.tokens->shape[0] ||
-                   out.mask->shape[1] != out.seqLen))
-    return Status::error(std::string("--data: the attention mask '") +
-                         out.mask->name + "' is " +
-                         formatShape(slotShape(*out.mask)) + ", not the tokens' " +
-                         formatShape(slotShape(*out.tokens)));
+  if (out.mask) {
+    const OtcSlot &m = *out.mask;
+    int64_t B = out.tokens->shape[0], T = out.seqLen;
+    bool fits = m.shape[0] == B &&
+                (m.rank == 2   ? m.shape[1] == T
+                 : m.rank == 3 ? m.shape[1] == T && m.shape[2] == T
+                               : m.shape[1] == 1 && m.shape[2] == T &&
+                                     m.shape[3] == T);
+    if (!fits)
+      return Status::error(
+          std::string("--data: the attention mask '") + m.name + "' is " +
+          formatShape(slotShape(m)) + ", not [" + std::to_string(B) + ", " +
+          std::to_string(T) + "] (the tokens'), [" + std::to_string(B) + ", " +
+          std::to_string(T) + ", " + std::to_string(T) + "] or [" +
+          std::to_string(B) + ", 1, " + std::to_string(T) + ", " +
+          std::to_string(T) + "]");
+  }
   return Status::ok();
 }
 
@@ -263,6 +282,50 @@ std::vector<uint8_t> onesFor(const OtcSlot &slot) {
     }
   }
   return bytes;
+}
+
+bool queryKeyMask(const TokenFeed &feed) {
+  return feed.mask && feed.mask->rank > 2;
+}
+
+void fillMask(const TokenFeed &feed, const uint8_t *tokens, int64_t docToken,
+              std::vector<uint8_t> &out) {
+  const OtcSlot &m = *feed.mask;
+  const OtcSlot &tok = *feed.tokens;
+  const int64_t B = m.shape[0], T = feed.seqLen;
+  out.assign(static_cast<size_t>(m.nbytes), 0);
+  const size_t tokBytes = tok.dtype == OTC_I64 ? 8 : 4;
+  std::vector<int64_t> doc(static_cast<size_t>(T));
+  for (int64_t b = 0; b < B; ++b) {
+    // doc[t]: how many documents start at or before t in the row.
+    int64_t n = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t v = 0;
+      const uint8_t *p = tokens + (b * T + t) * tokBytes;
+      if (tokBytes == 8) {
+        std::memcpy(&v, p, 8);
+      } else {
+        int32_t w;
+        std::memcpy(&w, p, 4);
+        v = w;
+      }
+      n += docToken >= 0 && v == docToken;
+      doc[t] = n;
+    }
+    for (int64_t q = 0; q < T; ++q)
+      for (int64_t k = 0; k < T; ++k) {
+        bool sees = k <= q && doc[k] == doc[q];
+        int64_t i = (b * T + q) * T + k;
+        if (m.dtype == OTC_BOOL) {
+          out[i] = sees;
+        } else if (m.dtype == OTC_F32) {
+          float v = sees ? 0.0f : std::numeric_limits<float>::lowest();
+          std::memcpy(out.data() + i * 4, &v, 4);
+        } else {
+          storeInt(out, m, i, sees);
+        }
+      }
+  }
 }
 
 Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,

@@ -34,6 +34,9 @@ public:
               int64_t stride, const std::string &what);
 
   int64_t numWindows() const { return numWindows_; }
+  /// The token that starts every document, as the shards' headers record
+  /// it: -1 when none does, -2 when they record different ones.
+  int64_t docToken() const { return docToken_; }
   int64_t numTokens() const { return numTokens_; }
   size_t numShards() const { return shards_.size(); }
   /// The tokens of one window, in its shard's width (uint16 or uint32).
@@ -70,6 +73,7 @@ private:
   };
   std::vector<Shard> shards_;
   int64_t window_ = 0, stride_ = 0, numWindows_ = 0, numTokens_ = 0;
+  int64_t docToken_ = -1;
 };
 
 /// An error naming the sizes when \p data (opened for \p what, "--data")
@@ -84,9 +88,11 @@ Status checkDataCovers(const TokenDataset &data, const std::string &what,
 struct TokenFeed {
   const OtcSlot *tokens = nullptr;
   const OtcSlot *targets = nullptr; ///< may be null
-  /// An attention mask input ([B, T], named `*mask*`: Hugging Face's
-  /// `attention_mask`), fed all ones: a --data window is T tokens with no
-  /// padding. May be null.
+  /// An attention mask input (named `*mask*`: Hugging Face's
+  /// `attention_mask`): [B, T], fed all ones (a --data window is T tokens
+  /// with no padding), or [B, T, T] or [B, 1, T, T] (query by key), fed
+  /// causal masks, which --doc-mask also stops at document boundaries
+  /// (fillMask). May be null.
   const OtcSlot *mask = nullptr;
   int64_t seqLen = 0;               ///< T
   /// The values each may hold (null: not checked).
@@ -103,6 +109,20 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
 
 /// The bytes of \p slot holding ones (an attention mask that hides nothing).
 std::vector<uint8_t> onesFor(const OtcSlot &slot);
+
+/// Whether the feed's attention mask is query by key ([B, T, T] or
+/// [B, 1, T, T]) rather than [B, T].
+bool queryKeyMask(const TokenFeed &feed);
+
+/// Fills \p out with the feed's query-by-key attention mask for the
+/// micro-batch whose token input bytes are \p tokens: query q of a row sees
+/// key k when k <= q and, with \p docToken not negative, no token k' with
+/// k < k' <= q is \p docToken (each such token starts a document, so
+/// attention stops at document boundaries). Booleans and integers hold 1
+/// where a query sees a key, 0 elsewhere; floats are additive: 0 where it
+/// sees, the float32 minimum elsewhere (Hugging Face's convention).
+void fillMask(const TokenFeed &feed, const uint8_t *tokens, int64_t docToken,
+              std::vector<uint8_t> &out);
 
 /// Walks the windows of a dataset: epoch by epoch, each a seeded permutation
 /// (or the identity), micro-batch by micro-batch.

@@ -31,8 +31,55 @@
 
 namespace otcrt {
 
+/// --doc-mask and --doc-token against the feed: a mask that can stop at
+/// document boundaries.
+Status Run::chooseDocMask() {
+  if (!opt_.docMask) {
+    if (opt_.docToken >= 0)
+      return Status::usage("--doc-token needs --doc-mask");
+    return Status::ok();
+  }
+  if (!feed_.mask)
+    return Status::error("--doc-mask: the model has no attention mask input "
+                         "(an input named like attention_mask)");
+  if (!queryKeyMask(feed_))
+    return Status::error(
+        std::string("--doc-mask: the attention mask '") + feed_.mask->name +
+        "' is " + formatShape(slotShape(*feed_.mask)) +
+        ", one value per token, which cannot stop attention at document "
+        "boundaries: export the model with a [batch, 1, T, T] mask (README: "
+        "packed documents)");
+  return Status::ok();
+}
+
+/// The document token: --doc-token, else the one the train shards record.
+Status Run::chooseDocToken() {
+  if (!opt_.docMask)
+    return Status::ok();
+  docToken_ = opt_.docToken;
+  if (docToken_ >= 0)
+    return Status::ok();
+  if (trainData_.docToken() == -2)
+    return Status::error("--doc-mask: the --data shards record different "
+                         "document tokens: give --doc-token ID");
+  if (trainData_.docToken() < 0)
+    return Status::error("--doc-mask: the --data shards record no document "
+                         "token (otc-data --tokenizer records it): give "
+                         "--doc-token ID");
+  docToken_ = trainData_.docToken();
+  return Status::ok();
+}
+
+const std::vector<uint8_t> &Run::maskFor(const std::vector<uint8_t> &tokens) {
+  if (docToken_ >= 0)
+    fillMask(feed_, tokens.data(), docToken_, maskBuf_);
+  return maskBuf_;
+}
+
 Status Run::prepareInputs() {
   if (!opt_.batchPath.empty()) {
+    if (opt_.docMask || opt_.docToken >= 0)
+      return Status::usage("--doc-mask and --doc-token need --data");
     Status s = loadBatch(opt_.batchPath, prog_, slots_.inputs, world_.size,
                          world_.rank, batch_);
     if (!s)
@@ -51,14 +98,22 @@ Status Run::prepareInputs() {
                              feed_);
   if (!s)
     return s;
-  if (feed_.mask)
-    maskBuf_ = onesFor(*feed_.mask);
+  if (s = chooseDocMask(); !s)
+    return s;
   feed_.tokensRange = indexRangeOf(prog_, *feed_.tokens);
   if (feed_.targets)
     feed_.targetsRange = indexRangeOf(prog_, *feed_.targets);
   int64_t T = feed_.seqLen, window = T + (feed_.targets ? 1 : 0);
   if (s = trainData_.open(opt_.dataGlobs, window, T, "--data"); !s)
     return s;
+  if (s = chooseDocToken(); !s)
+    return s;
+  // A mask the same for every micro-batch is made once.
+  if (feed_.mask && !queryKeyMask(feed_))
+    maskBuf_ = onesFor(*feed_.mask);
+  else if (feed_.mask && docToken_ < 0)
+    fillMask(feed_, std::vector<uint8_t>(feed_.tokens->nbytes).data(), -1,
+             maskBuf_);
   loader_ = std::make_unique<TokenLoader>(trainData_, feed_, opt_.seed, opt_.shuffle);
   if (!opt_.valGlobs.empty()) {
     if (s = valData_.open(opt_.valGlobs, window, T, "--val-data"); !s)
@@ -426,10 +481,20 @@ Status Run::execute() {
                  trainData_.numShards(), trainData_.numTokens(),
                  trainData_.numWindows(), feed_.seqLen + (feed_.targets ? 1 : 0),
                  opt_.shuffle ? "shuffled" : "in order");
-  if (!opt_.quiet && loader_ && feed_.mask)
+  if (!opt_.quiet && loader_ && feed_.mask && !queryKeyMask(feed_))
     std::fprintf(log_,
                  "data: input '%s' fed all ones (the windows hold no padding)\n",
                  feed_.mask->name);
+  else if (!opt_.quiet && loader_ && feed_.mask && docToken_ < 0)
+    std::fprintf(log_,
+                 "data: input '%s' fed causal masks (the windows hold no "
+                 "padding)\n",
+                 feed_.mask->name);
+  else if (!opt_.quiet && loader_ && feed_.mask)
+    std::fprintf(log_,
+                 "data: input '%s' fed causal masks that stop at document "
+                 "boundaries (token %" PRId64 " starts a document)\n",
+                 feed_.mask->name, docToken_);
   if (resume && !opt_.quiet)
     std::fprintf(log_, "resumed from %s at step %" PRId64 "\n", from.c_str(),
                  state_.step);

@@ -46,8 +46,8 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
     s = backend_.upload(arena_.arena, feed_.targets->offset, tgtBuf_.data(),
                         feed_.targets->nbytes);
   if (s && feed_.mask)
-    s = backend_.upload(arena_.arena, feed_.mask->offset, maskBuf_.data(),
-                        feed_.mask->nbytes);
+    s = backend_.upload(arena_.arena, feed_.mask->offset,
+                        maskFor(tokBuf_).data(), feed_.mask->nbytes);
   return s;
 }
 
@@ -210,7 +210,7 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                               stepTgt_[k].data(), feed_.targets->nbytes);
         if (s && feed_.mask)
           s = backend_.upload(arena_.arena, feed_.mask->offset,
-                              maskBuf_.data(), feed_.mask->nbytes);
+                              maskFor(stepTok_[k]).data(), feed_.mask->nbytes);
       }
       if (s && slots_.gradScale) {
         float w = static_cast<float>(weights[k]);

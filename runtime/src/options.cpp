@@ -113,6 +113,8 @@ const std::vector<Flag> &flagTable() {
       {"--tokens-input", true, stringFlag(&O::tokensInput)},
       {"--targets-input", true, stringFlag(&O::targetsInput)},
       {"--no-shuffle", false, [](O &o, const std::string &) { o.shuffle = false; return Status::ok(); }},
+      {"--doc-mask", false, [](O &o, const std::string &) { o.docMask = true; return Status::ok(); }},
+      {"--doc-token", true, intFlag("--doc-token", &O::docToken, true)},
       {"--val-every", true, intFlag("--val-every", &O::valEvery, true)},
       {"--val-batches", true, intFlag("--val-batches", &O::valBatches, false)},
       {"--init", true, stringFlag(&O::initPath)},
@@ -253,6 +255,13 @@ std::string trainUsage(const std::string &argv0) {
          "  --tokens-input NAME  graph input fed with tokens (default: first integer input)\n"
          "  --targets-input NAME graph input fed with targets (default: second integer input)\n"
          "  --no-shuffle         read windows in order (default: shuffled per epoch by --seed)\n"
+         "  An attention mask input is fed too: a [B, T] one all ones, a [B, T, T] or\n"
+         "  [B, 1, T, T] one causal masks (1 or true where a query sees a key; float\n"
+         "  masks additive: 0 and the float32 minimum).\n"
+         "  --doc-mask           those masks stop at document boundaries: a query sees\n"
+         "                       the keys of its own document alone (packed pre-training)\n"
+         "  --doc-token ID       the token that starts every document (default: the one\n"
+         "                       the shards record: otc-data --tokenizer writes it)\n"
          "  --val-data GLOB      validation shards; eval loss every --val-every steps and at the end\n"
          "  --val-every N        (default 0: only at the end)\n"
          "  --val-batches N      micro-batches per evaluation (default 20)\n"

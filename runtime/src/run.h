@@ -169,8 +169,16 @@ private:
   TokenFeed feed_;
   std::unique_ptr<TokenLoader> loader_, valLoader_;
   std::vector<uint8_t> tokBuf_, tgtBuf_;
-  /// The attention mask's ones (feed_.mask), uploaded with each micro-batch.
+  /// The attention mask (feed_.mask) uploaded with each micro-batch: ones
+  /// or causal masks, the same for all, or (--doc-mask) each micro-batch's
+  /// own (maskFor).
   std::vector<uint8_t> maskBuf_;
+  /// --doc-mask: the token that starts every document; -1 otherwise.
+  int64_t docToken_ = -1;
+  Status chooseDocMask();
+  Status chooseDocToken();
+  /// The attention mask for the micro-batch of token bytes \p tokens.
+  const std::vector<uint8_t> &maskFor(const std::vector<uint8_t> &tokens);
   /// A step's micro-batches from the loader, read before its first
   /// micro-step (their counted targets weigh each one).
   std::vector<std::vector<uint8_t>> stepTok_, stepTgt_;

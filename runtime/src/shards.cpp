@@ -12,10 +12,14 @@ namespace {
 
 /// Writes a shard of \p count tokens of \p width bytes at \p data.
 Status writeTokens(const std::string &path, int32_t version, const void *data,
-                   size_t count, size_t width) {
+                   size_t count, size_t width, int64_t docToken) {
   int32_t header[kShardHeaderInts] = {};
   header[0] = kShardMagic;
   header[1] = version;
+  if (docToken >= 0x7fffffff)
+    return Status::error(path + ": document token " + std::to_string(docToken) +
+                         " does not fit the header");
+  header[3] = docToken >= 0 ? static_cast<int32_t>(docToken + 1) : 0;
   if (count > 0x7fffffffu)
     return Status::error(path + ": more than 2^31-1 tokens in one shard");
   header[2] = static_cast<int32_t>(count);
@@ -35,21 +39,25 @@ Status writeTokens(const std::string &path, int32_t version, const void *data,
 
 } // namespace
 
-Status writeShard(const std::string &path, const std::vector<uint16_t> &tokens) {
-  return writeTokens(path, kShardVersion, tokens.data(), tokens.size(), 2);
+Status writeShard(const std::string &path, const std::vector<uint16_t> &tokens,
+                  int64_t docToken) {
+  return writeTokens(path, kShardVersion, tokens.data(), tokens.size(), 2,
+                     docToken);
 }
 
-Status writeShard32(const std::string &path, const std::vector<uint32_t> &tokens) {
-  return writeTokens(path, kShardVersion32, tokens.data(), tokens.size(), 4);
+Status writeShard32(const std::string &path, const std::vector<uint32_t> &tokens,
+                    int64_t docToken) {
+  return writeTokens(path, kShardVersion32, tokens.data(), tokens.size(), 4,
+                     docToken);
 }
 
 Status parseShardHeader(const uint8_t *bytes, int64_t fileBytes,
                         const std::string &path, int64_t &tokens,
-                        int &tokenBytes) {
+                        int &tokenBytes, int64_t *docToken) {
   if (fileBytes < kShardHeaderBytes)
     return Status::error(path + ": " + std::to_string(fileBytes) +
                          " bytes, shorter than the 1024-byte shard header");
-  int32_t header[3];
+  int32_t header[4];
   std::memcpy(header, bytes, sizeof(header));
   if (header[0] != kShardMagic)
     return Status::error(path + ": bad magic " + std::to_string(header[0]) +
@@ -62,6 +70,10 @@ Status parseShardHeader(const uint8_t *bytes, int64_t fileBytes,
     return Status::error(path + ": negative token count at byte offset 8");
   tokens = header[2];
   tokenBytes = header[1] == kShardVersion32 ? 4 : 2;
+  if (header[3] < 0)
+    return Status::error(path + ": negative document token at byte offset 12");
+  if (docToken)
+    *docToken = static_cast<int64_t>(header[3]) - 1;
   int64_t want = kShardHeaderBytes + tokenBytes * tokens;
   if (fileBytes != want)
     return Status::error(path + ": header says " + std::to_string(tokens) +

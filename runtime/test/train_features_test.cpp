@@ -211,6 +211,68 @@ TEST(Shards, RoundTripAndHeaderErrors) {
   std::remove(path.c_str());
 }
 
+// The token that starts every document, recorded in the header's fourth
+// int as the token + 1 (0: none, llm.c's shards).
+TEST(Shards, RecordTheDocumentToken) {
+  std::string path = "/tmp/otcrt_shard_doc_test.bin";
+  ASSERT_TRUE(writeShard(path, {5, 1, 2, 1}, 1));
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  int32_t fourth;
+  std::memcpy(&fourth, bytes.data() + 12, 4);
+  EXPECT_EQ(fourth, 2);
+  int64_t count = 0, doc = 7;
+  int width = 0;
+  ASSERT_TRUE(parseShardHeader(bytes.data(), int64_t(bytes.size()), path,
+                               count, width, &doc));
+  EXPECT_EQ(doc, 1);
+  ASSERT_TRUE(writeShard32(path, {5, 1}));
+  std::ifstream again(path, std::ios::binary);
+  bytes.assign(std::istreambuf_iterator<char>(again),
+               std::istreambuf_iterator<char>());
+  ASSERT_TRUE(parseShardHeader(bytes.data(), int64_t(bytes.size()), path,
+                               count, width, &doc));
+  EXPECT_EQ(doc, -1);
+  std::remove(path.c_str());
+}
+
+// Query-by-key masks: causal, and with a document token each query sees
+// the keys of its own document alone (token 9 starts documents here).
+TEST(Shards, DocumentMasks) {
+  const int64_t tokShape[] = {2, 4}, maskShape[] = {2, 1, 4, 4};
+  OtcSlot tok{"input_ids", OTC_SLOT_INPUT, OTC_I64, 2, tokShape, 0, 64};
+  OtcSlot bools{"attention_mask", OTC_SLOT_INPUT, OTC_BOOL, 4, maskShape, 0, 32};
+  TokenFeed feed;
+  feed.tokens = &tok;
+  feed.mask = &bools;
+  feed.seqLen = 4;
+  const int64_t ids[] = {3, 9, 4, 9, /**/ 9, 5, 6, 7};
+  const uint8_t *bytes = reinterpret_cast<const uint8_t *>(ids);
+  std::vector<uint8_t> out;
+  fillMask(feed, bytes, -1, out);
+  const std::vector<uint8_t> causalRow = {1, 0, 0, 0, 1, 1, 0, 0,
+                                          1, 1, 1, 0, 1, 1, 1, 1};
+  ASSERT_EQ(out.size(), 32u);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 16), causalRow);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin() + 16, out.end()), causalRow);
+  fillMask(feed, bytes, 9, out);
+  // Row 0: documents {0}, {1, 2}, {3}; row 1: one document.
+  const std::vector<uint8_t> docs = {1, 0, 0, 0, 0, 1, 0, 0,
+                                     0, 1, 1, 0, 0, 0, 0, 1};
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 16), docs);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin() + 16, out.end()), causalRow);
+  // Float masks are additive.
+  OtcSlot floats{"attention_mask", OTC_SLOT_INPUT, OTC_F32, 4, maskShape, 0, 128};
+  feed.mask = &floats;
+  fillMask(feed, bytes, 9, out);
+  ASSERT_EQ(out.size(), 128u);
+  float v[32];
+  std::memcpy(v, out.data(), sizeof(v));
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(v[i], docs[i] ? 0.0f : -3.4028234663852886e38f) << i;
+}
+
 TEST_F(TrainRun, Uint32ShardsGiveTheSameWindows) {
   // The same tokens as version 2 (uint32) shards, one of them mixed with a
   // version 1 one: every window reads the same values.
