@@ -12,6 +12,7 @@
 
 #include "codegen/BodyUtils.h"
 #include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -124,8 +125,37 @@ static LogicalResult emitSoftmaxGrad(Operation *op, int64_t axis, bool log,
   return success();
 }
 
+/// top_k of one row: k passes over it, each taking the largest element
+/// that comes after the previous pick in the order (descending value, NaN
+/// first, equal values by ascending index).
+static LogicalResult emitTopK(TopKOp op, BodyContext &c) {
+  int64_t n = bodyShapeOf(op.getInput()).back(), k = op.getK();
+  // An element's place is (t, v): t = 1 for NaN (above every number), its
+  // value v otherwise; larger first, then the lower index.
+  c.os << "    const int64_t base = i * " << n << ";\n"
+       << "    int pt = 2;\n    float pv = 0.0f;\n    int64_t pi = -1;\n"
+       << "    for (int64_t j = 0; j < " << k << "; ++j) {\n"
+       << "      int bt = -1;\n      float bv = 0.0f;\n      int64_t bi = 0;\n"
+       << "      for (int64_t e = 0; e < " << n << "; ++e) {\n"
+       << "        const float x = (float)" << c.in[0] << "[base + e];\n"
+       << "        const int t = x != x;\n"
+       << "        const float v = t ? 0.0f : x;\n"
+       << "        const bool after = t < pt || (t == pt && (v < pv || "
+          "(v == pv && e > pi)));\n"
+       << "        if (after && (t > bt || (t == bt && v > bv))) { bt = t; "
+          "bv = v; bi = e; }\n"
+       << "      }\n"
+       << "      " << c.out[0] << "[i * " << k << " + j] = bi;\n"
+       << "      pt = bt;\n      pv = bv;\n      pi = bi;\n    }\n";
+  return success();
+}
+
 std::optional<int64_t> otc::reductionWorkItems(Operation *op) {
   return TypeSwitch<Operation *, std::optional<int64_t>>(op)
+      .Case([](TopKOp o) -> std::optional<int64_t> {
+        ArrayRef<int64_t> shape = bodyShapeOf(o.getInput());
+        return numElements(shape.drop_back());
+      })
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp>(
           [](auto o) -> std::optional<int64_t> {
             ArrayRef<int64_t> shape = bodyShapeOf(o.getResult());
@@ -147,6 +177,10 @@ std::optional<ItemSteps> otc::reductionItemSteps(Operation *op) {
         for (int64_t d : o.getAxes())
           count *= in[d];
         return ItemSteps{unrolledSteps(count), 0};
+      })
+      .Case([](TopKOp o) -> std::optional<ItemSteps> {
+        int64_t n = bodyShapeOf(o.getInput()).back();
+        return ItemSteps{o.getK() * unrolledSteps(n), 0};
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([](auto o) -> std::optional<ItemSteps> {
         int64_t len = bodyShapeOf(o.getResult())[o.getAxis()];
@@ -170,6 +204,7 @@ std::optional<LogicalResult> otc::emitReductionBody(Operation *op,
         return emitReduction(o.getInput(), o.getAxes(), "-INFINITY",
                              "acc = v > acc ? v : acc;", c);
       })
+      .Case([&](TopKOp o) { return emitTopK(o, c); })
       .Case([&](SoftmaxOp o) {
         return emitSoftmax(o, o.getAxis(), /*log=*/false, c);
       })

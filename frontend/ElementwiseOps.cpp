@@ -104,6 +104,27 @@ void Importer::importUnary() {
     define(0, binary<SubOp>(scalarLike(x, 0), x));
     return;
   }
+  if (op == "Abs" || op == "Sign") {
+    // |x| = x < 0 ? -x : x (its gradient the sign, 0 at 0, as PyTorch's);
+    // sign(x) = x > 0 ? 1 : (x < 0 ? -1 : 0), NaN where x is NaN. Integers
+    // too (T5's relative position buckets take |i - j|).
+    auto boolType = tensorType(shapeOf(x), builder.getI1Type());
+    Value zero = scalarLike(x, 0);
+    Value neg = builder.createOrFold<CompareOp>(currentLoc, boolType, x, zero,
+                                               builder.getStringAttr("lt"));
+    if (op == "Abs") {
+      define(0, builder.createOrFold<SelectOp>(currentLoc, x.getType(), neg,
+                                               binary<SubOp>(zero, x), x));
+      return;
+    }
+    Value pos = builder.createOrFold<CompareOp>(currentLoc, boolType, x, zero,
+                                               builder.getStringAttr("gt"));
+    Value minus = builder.createOrFold<SelectOp>(
+        currentLoc, x.getType(), neg, scalarLike(x, -1), binary<MulOp>(x, zero));
+    define(0, builder.createOrFold<SelectOp>(currentLoc, x.getType(), pos,
+                                             scalarLike(x, 1), minus));
+    return;
+  }
   requireFloat(x, "the input");
   if (op == "Cos" || op == "Sin") {
     // A constant input folds here whatever its size (rotary tables of

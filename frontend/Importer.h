@@ -251,6 +251,9 @@ public:
   void importCumSum();
   void importGatherND();
   void importGatherElements();
+  void importTopK();
+  void importOneHot();
+  void importTile();
   void importRmsNorm();
   void importAttention();
   void importRotaryEmbedding();

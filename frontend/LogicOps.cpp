@@ -364,3 +364,142 @@ void Importer::importGatherElements() {
 
 } // namespace detail
 } // namespace otc
+
+namespace otc {
+namespace detail {
+
+void Importer::importTopK() {
+  Value x = input(0);
+  ArrayRef<int64_t> xs = shapeOf(x);
+  int64_t r = xs.size();
+  if (r < 1)
+    nodeFail("the input must have rank 1 or more");
+  if (!isa<FloatType>(elemOf(x)))
+    nodeFail("TopK of " + typeStr(x.getType()) +
+             " is not supported (float inputs)");
+  SmallVector<int64_t> ks = constantInts(1, "K");
+  if (ks.size() != 1)
+    nodeFail("K must hold one value, got " + Twine(ks.size()));
+  int64_t axis = normAxis(attrInt("axis", -1), r, "axis");
+  int64_t k = ks[0];
+  if (k < 1 || k > xs[axis])
+    nodeFail("K = " + Twine(k) + " is outside [1, " + Twine(xs[axis]) +
+             "] (the size of axis " + Twine(axis) + ")");
+  bool largest = attrInt("largest", 1) != 0;
+  // With `sorted` 0 any order is allowed: the sorted one is.
+  // The axis goes last, then back.
+  SmallVector<int64_t> perm, inverse(r);
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  for (int64_t d = 0; d < r; ++d)
+    inverse[perm[d]] = d;
+  bool moved = axis != r - 1;
+  Value xt = moved ? transposeTo(x, perm) : x;
+  ArrayRef<int64_t> ts = shapeOf(xt);
+  int64_t n = ts.back(), rows = numElements(ts.drop_back());
+  SmallVector<int64_t> outShape(ts.drop_back());
+  outShape.push_back(k);
+  // The smallest first: the largest of the negated values (ties still by
+  // the lower index).
+  Value key = largest ? xt : builder.createOrFold<NegOp>(currentLoc, xt);
+  auto idxType = tensorType(outShape, builder.getI64Type());
+  Value idx = builder.create<TopKOp>(currentLoc, idxType, key,
+                                     builder.getI64IntegerAttr(k));
+  // The values: a gather of the flattened rows at row * n + index, through
+  // which the values' gradient reaches the input.
+  SmallVector<int64_t> base(rows * k);
+  for (int64_t i = 0; i < rows * k; ++i)
+    base[i] = (i / k) * n;
+  Value flatIdx = builder.createOrFold<AddOp>(
+      currentLoc, idxType, idx,
+      builder.create<ConstantOp>(
+          currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
+  Value values = builder.createOrFold<GatherOp>(
+      currentLoc, tensorType(outShape, elemOf(x)),
+      reshape(xt, {rows * n}), flatIdx, builder.getI64IntegerAttr(0));
+  if (moved) {
+    values = transposeTo(values, inverse);
+    idx = transposeTo(idx, inverse);
+  }
+  define(0, values);
+  define(1, idx);
+}
+
+void Importer::importOneHot() {
+  // Float indices and depth are taken as integers (ONNX casts them).
+  Value indices = input(0);
+  if (isa<FloatType>(elemOf(indices)))
+    indices = builder.createOrFold<CastOp>(
+        currentLoc, tensorType(shapeOf(indices), builder.getI64Type()),
+        indices);
+  else
+    indices = indicesI64(0);
+  double depthValue = constantScalar(1, "depth");
+  if (!(depthValue >= 1) || depthValue > double(INT32_MAX))
+    nodeFail("depth must be one positive value, got " +
+             std::to_string(depthValue));
+  int64_t depth = static_cast<int64_t>(depthValue);
+  Value values = input(2);
+  if (numElements(shapeOf(values)) != 2)
+    nodeFail("values must hold two elements (off, on), got " +
+             shapeStr(shapeOf(values)));
+  ArrayRef<int64_t> is = shapeOf(indices);
+  int64_t r = is.size();
+  int64_t axis = normAxis(attrInt("axis", -1), r + 1, "axis");
+  // out[..., c, ...] = values[indices == c ? 1 : 0] with c along `axis`;
+  // negative indices count from depth.
+  Value idx = normalizeIndex(indices, depth);
+  SmallVector<int64_t> outShape(is);
+  outShape.insert(outShape.begin() + axis, depth);
+  SmallVector<int64_t> idxShape(is);
+  idxShape.insert(idxShape.begin() + axis, 1);
+  SmallVector<int64_t> classShape(r + 1, 1);
+  classShape[axis] = depth;
+  SmallVector<int64_t> classes(depth);
+  for (int64_t c = 0; c < depth; ++c)
+    classes[c] = c;
+  Value cls = builder.create<ConstantOp>(
+      currentLoc,
+      DenseElementsAttr::get(tensorType(classShape, builder.getI64Type()),
+                             ArrayRef<int64_t>(classes)));
+  Value hot = builder.createOrFold<CompareOp>(
+      currentLoc, tensorType(outShape, builder.getI1Type()),
+      reshape(idx, idxShape), cls, builder.getStringAttr("eq"));
+  Value flat = reshape(values, {2});
+  auto pick = [&](int64_t i) {
+    Value v = builder.createOrFold<SliceOp>(
+        currentLoc, tensorType({1}, elemOf(values)), flat,
+        builder.getDenseI64ArrayAttr({i}), builder.getDenseI64ArrayAttr({1}));
+    return reshape(v, {});
+  };
+  define(0, builder.createOrFold<SelectOp>(
+                currentLoc, tensorType(outShape, elemOf(values)), hot, pick(1),
+                pick(0)));
+}
+
+void Importer::importTile() {
+  Value x = input(0);
+  SmallVector<int64_t> repeats = constantInts(1, "repeats");
+  ArrayRef<int64_t> xs = shapeOf(x);
+  int64_t r = xs.size();
+  if (static_cast<int64_t>(repeats.size()) != r)
+    nodeFail("repeats has " + Twine(repeats.size()) +
+             " values for an input of rank " + Twine(r));
+  for (int64_t v : repeats)
+    if (v < 0)
+      nodeFail("repeats must not be negative");
+  // [a, b] tiled by [p, q]: [1, a, 1, b] broadcast to [p, a, q, b], then
+  // reshaped to [p a, q b].
+  SmallVector<int64_t> expanded, broadcast, out;
+  for (int64_t d = 0; d < r; ++d) {
+    expanded.append({1, xs[d]});
+    broadcast.append({repeats[d], xs[d]});
+    out.push_back(repeats[d] * xs[d]);
+  }
+  define(0, reshape(broadcastTo(reshape(x, expanded), broadcast), out));
+}
+
+} // namespace detail
+} // namespace otc

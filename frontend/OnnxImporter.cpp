@@ -43,6 +43,7 @@ static constexpr unsigned in(int i) { return 1u << i; }
 /// minOpset and kMaxOpset import; the builders handle the signature changes
 /// within that range (attributes that became inputs and so on).
 static const OpInfo kOps[] = {
+    {"Abs", 13, 0, &Importer::importUnary},
     {"Add", 13, 0, &Importer::importBinary},
     {"And", 7, 0, &Importer::importLogic},
     {"Attention", 23, 0, &Importer::importAttention},
@@ -82,6 +83,7 @@ static const OpInfo kOps[] = {
     {"Neg", 13, 0, &Importer::importUnary},
     {"NegativeLogLikelihoodLoss", 13, 0, &Importer::importNllLoss},
     {"Not", 1, 0, &Importer::importLogic},
+    {"OneHot", 11, in(1), &Importer::importOneHot},
     {"Or", 7, 0, &Importer::importLogic},
     {"Pow", 13, 0, &Importer::importPow},
     {"Range", 13, in(0) | in(1) | in(2), &Importer::importRange},
@@ -97,6 +99,7 @@ static const OpInfo kOps[] = {
     {"RotaryEmbedding", 23, 0, &Importer::importRotaryEmbedding},
     {"ScatterND", 13, in(1), &Importer::importScatterND},
     {"SequenceAt", 13, in(1), &Importer::importSequenceAt},
+    {"Sign", 13, 0, &Importer::importUnary},
     {"Sin", 7, 0, &Importer::importUnary},
     {"Size", 13, 0, &Importer::importSize},
     {"Slice", 13, in(1) | in(2) | in(3) | in(4), &Importer::importSlice},
@@ -108,6 +111,8 @@ static const OpInfo kOps[] = {
     {"Squeeze", 13, in(1), &Importer::importSqueeze},
     {"Sub", 13, 0, &Importer::importBinary},
     {"Tanh", 13, 0, &Importer::importUnary},
+    {"Tile", 13, in(1), &Importer::importTile},
+    {"TopK", 11, in(1), &Importer::importTopK},
     {"Transpose", 13, 0, &Importer::importTranspose},
     {"Trilu", 14, in(1), &Importer::importTrilu},
     {"Unsqueeze", 13, in(1), &Importer::importUnsqueeze},

@@ -68,7 +68,7 @@ LogicalResult Interpreter::evaluate(Operation *op) {
             MatMulOp, TransposeOp, ReshapeOp, BroadcastOp, ConcatOp, SliceOp,
             SliceGradOp, GatherOp, GatherGradOp, TriluOp,
             // Reductions and normalization.
-            ReduceSumOp, ReduceMaxOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
+            ReduceSumOp, ReduceMaxOp, TopKOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
             LogSoftmaxGradOp,
             // Training.
             DropoutOp, DropoutGradOp, SoftmaxCrossEntropyOp,

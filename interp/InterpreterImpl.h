@@ -221,6 +221,7 @@ private:
   // ReductionOps.cpp
   mlir::LogicalResult run(ReduceSumOp op);
   mlir::LogicalResult run(ReduceMaxOp op);
+  mlir::LogicalResult run(TopKOp op);
   mlir::LogicalResult run(SoftmaxOp op);
   mlir::LogicalResult run(SoftmaxGradOp op);
   mlir::LogicalResult run(LogSoftmaxOp op);

@@ -8,8 +8,10 @@
 
 #include "interp/InterpreterImpl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 using namespace mlir;
 using otc::interp::Tensor;
@@ -57,6 +59,35 @@ LogicalResult Interpreter::run(otc::ReduceMaxOp op) {
                return std::isnan(acc) || std::isnan(x) ? std::nan("")
                                                        : std::max(acc, x);
              }));
+  return success();
+}
+
+/// result[r, j] = the index of the (j+1)-th largest element of row r (the
+/// last dimension): the row's indices sorted by descending value, NaN
+/// first, equal values in ascending index order.
+LogicalResult Interpreter::run(otc::TopKOp op) {
+  const Tensor &in = get(op.getInput());
+  const int64_t n = in.shape.back(), k = op.getK();
+  const int64_t rows = n ? static_cast<int64_t>(in.data.size()) / n : 0;
+  Tensor out;
+  out.shape = shapeOf(op.getResult());
+  out.data.resize(static_cast<size_t>(rows * k));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = in.data.data() + r * n;
+    for (int64_t e = 0; e < n; ++e)
+      order[e] = e;
+    auto before = [&](int64_t a, int64_t b) {
+      double x = row[a], y = row[b];
+      if (std::isnan(x) || std::isnan(y))
+        return std::isnan(x) && !std::isnan(y);
+      return x > y;
+    };
+    std::stable_sort(order.begin(), order.end(), before);
+    for (int64_t j = 0; j < k; ++j)
+      out.data[r * k + j] = static_cast<double>(order[j]);
+  }
+  set(op.getResult(), std::move(out));
   return success();
 }
 

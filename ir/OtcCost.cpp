@@ -69,6 +69,8 @@ int64_t GatherOp::getBytesRead() {
 // Reductions: one operation per input element.
 int64_t ReduceSumOp::getFlops() { return elementsOf(getInput()); }
 int64_t ReduceMaxOp::getFlops() { return elementsOf(getInput()); }
+// Top-k: k comparisons per input element.
+int64_t TopKOp::getFlops() { return elementsOf(getInput()) * getK(); }
 int64_t GatherGradOp::getFlops() { return elementsOf(getGrad()); }
 
 // A gather gradient reads the gradient and the indices; it writes its whole

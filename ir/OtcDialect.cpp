@@ -241,6 +241,24 @@ LogicalResult ReduceMaxOp::verify() {
                          getResult());
 }
 
+LogicalResult TopKOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  if (in.empty())
+    return emitOpError("input must have rank 1 or more");
+  int64_t k = getK();
+  if (k < 1 || k > in.back())
+    return emitOpError("k = ") << k << " must be in [1, " << in.back()
+                               << "] (the last dimension)";
+  SmallVector<int64_t> want(in.drop_back());
+  want.push_back(k);
+  if (out != ArrayRef<int64_t>(want))
+    return emitOpError("result shape ") << shapeStr(out) << " should be "
+                                        << shapeStr(want);
+  if (!getElementTypeOrSelf(getResult().getType()).isInteger(64))
+    return emitOpError("result must be i64 indices");
+  return success();
+}
+
 LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");

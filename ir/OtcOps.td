@@ -300,6 +300,23 @@ def Otc_GatherGradOp : Otc_Op<"gather_grad",
   }];
 }
 
+def Otc_TopKOp : Otc_Op<"top_k", [CostFlops, Pure]> {
+  let summary = "The indices of the k largest elements of each row (last dimension)";
+  let description = [{
+    `result[..., j]` is the index along the last dimension of the (j+1)-th
+    largest element of the row: descending by value, equal values by
+    ascending index (PyTorch's and ONNX's order); NaN counts as larger than
+    every number. The values are a gather of the input at these indices
+    (the importer's TopK), through which the gradient flows; the indices
+    themselves have none.
+  }];
+  let arguments = (ins Otc_FloatTensor:$input, I64Attr:$k);
+  let results = (outs Otc_IntTensor:$result);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Otc_TriluOp : Otc_Op<"trilu", [Cost, Pure, Grad, SameOperandsAndResultType]> {
   let summary = "Keeps the upper (or lower) triangle of the last two dimensions";
   let description = [{

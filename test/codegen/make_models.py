@@ -25,6 +25,11 @@ together they exercise every kernel body family of codegen/:
                    flattened [B, T, C] logits: otc-fuse-patterns makes it one
                    otc.attention with dropout, checked against the
                    interpreter's unfused ops
+  routing          a mixture-of-experts layer as the exporters write one:
+                   Softmax router, TopK (k = 2 of 4 experts) with the values
+                   renormalized, the experts' weights gathered by the
+                   indices, an auxiliary loss from OneHot counts; Tile, Abs
+                   and Sign on the way
 
 Run with Debian's /usr/bin/python3 (onnx + numpy); the output is
 deterministic (fixed seed), so regenerating gives byte-identical files.
@@ -206,6 +211,38 @@ def make_trig():
     g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
 
 
+def make_routing():
+    t, d, e, k, h, c = 3, 6, 4, 2, 4, 3
+    g = Graph("routing", 8)
+    probs = g.op("Softmax", [g.op("MatMul", ["x", g.param("wr", [d, e], scale=1.0)])],
+                 axis=-1)                                           # [N, T, E]
+    vals, idx = g.op("TopK", [probs, g.const([k], np.int64)], n_out=2, axis=-1)
+    vals = g.op("Div", [vals, g.op("ReduceSum", [vals, g.const([-1], np.int64)],
+                                   keepdims=1)])                    # [N, T, K]
+    w = g.op("Gather", [g.param("we", [e, d, h]), idx], axis=0)     # [N, T, K, D, H]
+    xe = g.op("Unsqueeze", ["x", g.const([2, 3], np.int64)])        # [N, T, 1, 1, D]
+    xe = g.op("Expand", [xe, g.const([1, 1, k, 1, 1], np.int64)])   # [N, T, K, 1, D]
+    y = g.op("MatMul", [xe, w])                                     # [N, T, K, 1, H]
+    y = g.op("Reshape", [y, g.const([0, t, k, h], np.int64)])
+    y = g.op("ReduceSum", [g.op("Mul", [y, g.op("Unsqueeze", [vals, g.const([3], np.int64)])]),
+                           g.const([2], np.int64)], keepdims=0)     # [N, T, H]
+    y = g.op("Add", [y, g.op("Tile", [g.param("bh", [h // 2]), g.const([2], np.int64)])])
+    z = g.op("Add", [g.op("Tanh", [y]),
+                     g.op("Mul", [g.op("Add", [g.op("Abs", [y]), g.op("Sign", [y])]),
+                                  g.const(0.1)])])
+    pooled = g.op("ReduceMean", [z], axes=[1], keepdims=0)          # [N, H]
+    logits = g.op("MatMul", [pooled, g.param("wo", [h, c])])
+    ce = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    # Switch's balance term: each expert's share of the picks times its
+    # mean router probability.
+    hot = g.op("OneHot", [idx, g.const([e], np.int64), g.const([0.0, 1.0])], axis=-1)
+    share = g.op("ReduceMean", [hot], axes=[0, 1, 2], keepdims=0)
+    mean_p = g.op("ReduceMean", [probs], axes=[0, 1], keepdims=0)
+    aux = g.op("ReduceSum", [g.op("Mul", [share, mean_p])], keepdims=0)
+    loss = g.op("Add", [ce, g.op("Mul", [aux, g.const(0.5)])])
+    g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
+
+
 def make_dropout():
     g = Graph("dropout", 5)
     h = g.op("Tanh", [g.op("MatMul", ["x", g.param("w1", [10, 16])])])
@@ -255,6 +292,7 @@ def main():
     make_dropout()
     make_attention_gqa()
     make_trig()
+    make_routing()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ MODELS = {
     "rotary": (3, {"y": 3}),
     "dropout": (4, {"y": 4}),
     "trig": (4, {"y": 3}),
+    "routing": (4, {"y": 3}),
 }
 
 DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,

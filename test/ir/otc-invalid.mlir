@@ -377,3 +377,21 @@ func.func @attention_batch(%q: tensor<2x2x4x2xf32>, %k: tensor<1x2x4x2xf32>) {
   %o, %lse = otc.attention %q, %k, %k {scale = 0.5 : f64} : (tensor<2x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<2x2x4x2xf32>, tensor<2x2x4xf32>)
   return
 }
+
+// -----
+
+// Tests that top_k's k lies within the last dimension.
+func.func @top_k_too_many(%x: tensor<3x4xf32>) -> tensor<3x5xi64> {
+  // expected-error @+1 {{k = 5 must be in [1, 4] (the last dimension)}}
+  %i = otc.top_k %x {k = 5 : i64} : (tensor<3x4xf32>) -> tensor<3x5xi64>
+  return %i : tensor<3x5xi64>
+}
+
+// -----
+
+// Tests that top_k's result is [..., k] indices.
+func.func @top_k_shape(%x: tensor<3x4xf32>) -> tensor<3x3xi64> {
+  // expected-error @+1 {{result shape [3, 3] should be [3, 2]}}
+  %i = otc.top_k %x {k = 2 : i64} : (tensor<3x4xf32>) -> tensor<3x3xi64>
+  return %i : tensor<3x3xi64>
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Generates test/e2e/hf-moe/: tiny mixture-of-experts models of Hugging Face
+transformers 5.x (Qwen3-MoE and Mixtral: 4 experts, top-2, every layer
+sparse) exported by README's recipe (dynamo, optimize=False, the Logits
+wrapper, inputs input_ids and attention_mask) with
+`experts_implementation="batched_mm"` (the default `grouped_mm` does not
+export), and float64 reference gradients (test/e2e/hf-moe-gradients.test).
+The export routes tokens with TopK and gathers each token's expert weights.
+
+Dev-time: PyPI's torch 2.15.0, transformers 5.24.0, onnxscript 0.7.2
+(the versions this was generated with); nothing is downloaded. Writes, per
+model, NAME.onnx (weights inlined), and one batch.safetensors (input_ids,
+attention_mask of ones, targets [2, 16] int64) with NAME_grads.safetensors
+(`loss` and grad/<initializer name>: the mean cross-entropy of the logits
+against the targets, computed by torch from a .double() copy of the same
+weights).
+
+    make_moe_goldens.py [OUTDIR]
+"""
+import os
+import sys
+
+import onnx
+import torch
+import transformers
+from safetensors.torch import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from make_hf_onnx import Logits  # noqa: E402  README's wrapper
+
+SEQ, BATCH, VOCAB = 16, 2, 96
+
+
+def configs():
+    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=256)
+    return {
+        "qwen3_moe": (transformers.Qwen3MoeForCausalLM, transformers.Qwen3MoeConfig(
+            intermediate_size=64, moe_intermediate_size=16, num_experts=4,
+            num_experts_per_tok=2, decoder_sparse_step=1, norm_topk_prob=True, **common)),
+        "mixtral": (transformers.MixtralForCausalLM, transformers.MixtralConfig(
+            intermediate_size=16, num_local_experts=4, num_experts_per_tok=2, **common)),
+    }
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "hf-moe")
+    os.makedirs(out, exist_ok=True)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+    save_file({"input_ids": ids, "attention_mask": mask, "targets": targets},
+              os.path.join(out, "batch.safetensors"))
+    for name, (cls, config) in configs().items():
+        config._attn_implementation = "eager"
+        config._experts_implementation = "batched_mm"
+        torch.manual_seed(0)
+        model = cls(config).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() == 1:  # norm gains: not all ones, so no merge
+                    p.add_(0.1 * torch.randn_like(p))
+        path = os.path.join(out, name + ".onnx")
+        batch_dim = torch.export.Dim("batch")
+        torch.onnx.export(Logits(model).eval(), (ids, mask), path, dynamo=True,
+                          optimize=False, input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"],
+                          dynamic_shapes={"input_ids": {0: batch_dim},
+                                          "attention_mask": {0: batch_dim}})
+        m = onnx.load(path)
+        for n in m.graph.node:  # absolute paths and line numbers: not kept
+            keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+            del n.metadata_props[:]
+            n.metadata_props.extend(keep)
+        onnx.save(m, path)
+        if os.path.exists(path + ".data"):
+            os.remove(path + ".data")
+        double = Logits(model).double()
+        logits = double(ids, mask)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                                 targets.reshape(-1))
+        loss.backward()
+        grads = {"loss": loss.detach()}
+        for pname, p in double.named_parameters():
+            grads["grad/" + pname] = p.grad.detach()
+        save_file(grads, os.path.join(out, name + "_grads.safetensors"))
+        print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients "
+              f"(torch {torch.__version__}, transformers {transformers.__version__})")
+
+
+if __name__ == "__main__":
+    main()
