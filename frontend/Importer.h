@@ -234,6 +234,15 @@ public:
   void importSlice();
   void importGather();
   void importScatterND();
+  void importScatterElements();
+  void importScatterNDAtRunTime(bool add);
+  /// A scatter of \p updates ([M, slice] or [M] with slice 1) into \p data
+  /// viewed as [rows, slice] at the run-time row indices \p rows ([M],
+  /// int64, in range): their sum into the rows for reduction "add", else
+  /// their value replacing the rows (ONNX leaves repeated indices
+  /// undefined: they are summed). Returns data's shape.
+  mlir::Value scatterRows(mlir::Value data, mlir::Value updates,
+                          mlir::Value rows, int64_t slice, bool add);
   void importTrilu();
   void importSoftmax();
   void importReduce();

@@ -97,6 +97,7 @@ static const OpInfo kOps[] = {
     {"Shape", 13, 0, &Importer::importShape},
     {"Sigmoid", 13, 0, &Importer::importUnary},
     {"RotaryEmbedding", 23, 0, &Importer::importRotaryEmbedding},
+    {"ScatterElements", 13, 0, &Importer::importScatterElements},
     {"ScatterND", 13, in(1), &Importer::importScatterND},
     {"SequenceAt", 13, in(1), &Importer::importSequenceAt},
     {"Sign", 13, 0, &Importer::importUnary},

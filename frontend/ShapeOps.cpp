@@ -439,13 +439,102 @@ void Importer::importGather() {
                 builder.getI64IntegerAttr(axis)));
 }
 
+Value Importer::scatterRows(Value data, Value updates, Value rows,
+                            int64_t slice, bool add) {
+  ArrayRef<int64_t> ds = shapeOf(data);
+  Type et = elemOf(data);
+  int64_t n = numElements(ds), m = numElements(shapeOf(rows));
+  SmallVector<int64_t> view{n / slice}, upd{m};
+  if (slice != 1) {
+    view.push_back(slice);
+    upd.push_back(slice);
+  }
+  Value sums = builder.create<GatherGradOp>(
+      currentLoc, tensorType(view, et), reshape(updates, upd), rows,
+      /*acc=*/Value(), builder.getI64IntegerAttr(0));
+  Value flatData = reshape(data, view);
+  Value out;
+  if (add) {
+    out = builder.createOrFold<AddOp>(currentLoc, tensorType(view, et),
+                                      flatData, sums);
+  } else {
+    // The rows some index picks: a sum of ones there.
+    Value ones = builder.create<ConstantOp>(
+        currentLoc, DenseElementsAttr::get(tensorType(upd, et),
+                                           FloatAttr::get(et, 1.0)));
+    Value hits = builder.create<GatherGradOp>(
+        currentLoc, tensorType(view, et), ones, rows, /*acc=*/Value(),
+        builder.getI64IntegerAttr(0));
+    Value picked = builder.createOrFold<CompareOp>(
+        currentLoc, tensorType(view, builder.getI1Type()), hits,
+        scalarLike(hits, 0.0), builder.getStringAttr("gt"));
+    out = builder.createOrFold<SelectOp>(currentLoc, tensorType(view, et),
+                                         picked, sums, flatData);
+  }
+  return reshape(out, ds);
+}
+
+void Importer::importScatterElements() {
+  std::string reduction = attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    nodeFail("reduction '" + reduction + "' is not supported (none or add)");
+  Value data = input(0), updates = input(2);
+  if (!isa<FloatType>(elemOf(data)) || elemOf(updates) != elemOf(data))
+    nodeFail("data and updates must be floats of one type, got " +
+             typeStr(data.getType()) + " and " + typeStr(updates.getType()));
+  Value indices = indicesI64(1);
+  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+  int64_t r = ds.size();
+  if (r < 1 || static_cast<int64_t>(is.size()) != r ||
+      shapeOf(updates) != is)
+    nodeFail("data " + shapeStr(ds) + ", indices " + shapeStr(is) +
+             " and updates " + shapeStr(shapeOf(updates)) +
+             " must have one rank, indices and updates one shape");
+  int64_t axis = normAxis(attrInt("axis", 0), r, "axis");
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && is[d] > ds[d])
+      nodeFail("indices " + shapeStr(is) + " exceed data " + shapeStr(ds) +
+               " on axis " + Twine(d));
+  // Element i of updates lands at base(i) + indices[i] * stride(axis) of
+  // the flattened data, base(i) the offset of its other coordinates.
+  SmallVector<int64_t> strides(r, 1);
+  for (int64_t d = r - 1; d > 0; --d)
+    strides[d - 1] = strides[d] * ds[d];
+  int64_t count = importOffsets(is, "scattered offsets");
+  SmallVector<int64_t> base(count);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    int64_t rem = flat, off = 0;
+    for (int64_t d = r - 1; d >= 0; --d) {
+      int64_t i = rem % is[d];
+      rem /= is[d];
+      if (d != axis)
+        off += i * strides[d];
+    }
+    base[flat] = off;
+  }
+  auto idxType = tensorType(is, builder.getI64Type());
+  Value idx = normalizeIndex(indices, ds[axis]);
+  idx = builder.createOrFold<MulOp>(currentLoc, idxType, idx,
+                                    scalarLike(idx, strides[axis]));
+  idx = builder.createOrFold<AddOp>(
+      currentLoc, idxType, idx,
+      builder.create<ConstantOp>(
+          currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
+  define(0, scatterRows(data, updates, reshape(idx, {count}), 1,
+                        reduction == "add"));
+}
+
 void Importer::importScatterND() {
   std::string reduction = attrString("reduction", "none");
-  if (reduction != "none")
-    nodeFail("reduction '" + reduction + "' is not supported (only none)");
+  if (reduction != "none" && reduction != "add")
+    nodeFail("reduction '" + reduction + "' is not supported (none or add)");
   Value data = input(0), updates = input(2);
   std::optional<DenseElementsAttr> indices = constantInput(1);
-  if (!indices || !indices->getElementType().isInteger(64))
+  if (!indices || reduction == "add") {
+    importScatterNDAtRunTime(reduction == "add");
+    return;
+  }
+  if (!indices->getElementType().isInteger(64))
     foldFail("the indices '" + current->proto->input(1) +
              "' are not int64 constants once dimensions are bound");
   ArrayRef<int64_t> ds = shapeOf(data), is = indices->getType().getShape();
@@ -493,6 +582,49 @@ void Importer::importScatterND() {
       currentLoc, tensorType({n}, elemOf(data)), both, srcIdx,
       builder.getI64IntegerAttr(0));
   define(0, reshape(picked, ds));
+}
+
+/// ScatterND whose indices are computed at run time (or with reduction
+/// add): each index tuple is a row of data viewed as [rows, slice].
+void Importer::importScatterNDAtRunTime(bool add) {
+  Value data = input(0), updates = input(2);
+  if (!isa<FloatType>(elemOf(data)) || elemOf(updates) != elemOf(data))
+    nodeFail("with indices computed at run time, data and updates must be "
+             "floats of one type, got " + typeStr(data.getType()) + " and " +
+             typeStr(updates.getType()));
+  Value indices = indicesI64(1);
+  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+  if (is.empty() || is.back() < 1 ||
+      is.back() > static_cast<int64_t>(ds.size()))
+    nodeFail("indices of shape " + shapeStr(is) + " do not index data " +
+             shapeStr(ds));
+  int64_t k = is.back();
+  SmallVector<int64_t> want(is.drop_back());
+  llvm::append_range(want, ds.drop_front(k));
+  if (shapeOf(updates) != ArrayRef<int64_t>(want))
+    nodeFail("updates " + typeStr(updates.getType()) + " do not match " +
+             typeStr(data.getType()) + " at indices " + shapeStr(is) +
+             " (expected shape " + shapeStr(want) + ")");
+  int64_t tuples = numElements(is.drop_back());
+  auto colType = tensorType({tuples, 1}, builder.getI64Type());
+  Value flatIdx = reshape(indices, {tuples, k});
+  // row = ((i0 * d1 + i1) * d2 + i2) ..., each index counted from the end
+  // of its dimension when negative.
+  Value row;
+  for (int64_t d = 0; d < k; ++d) {
+    Value col = builder.createOrFold<SliceOp>(
+        currentLoc, colType, flatIdx, builder.getDenseI64ArrayAttr({0, d}),
+        builder.getDenseI64ArrayAttr({1, 1}));
+    col = normalizeIndex(col, ds[d]);
+    row = row ? builder.createOrFold<AddOp>(
+                    currentLoc, colType,
+                    builder.createOrFold<MulOp>(currentLoc, colType, row,
+                                                scalarLike(row, ds[d])),
+                    col)
+              : col;
+  }
+  define(0, scatterRows(data, updates, reshape(row, {tuples}),
+                        numElements(ds.drop_front(k)), add));
 }
 
 void Importer::importTrilu() {

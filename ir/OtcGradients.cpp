@@ -422,6 +422,19 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+// A sum into zeros (or `acc`) at the indices, as ScatterElements and
+// ScatterND with run-time indices import: each summand's gradient is the
+// result's gradient where it landed, `acc`'s the result's gradient.
+LogicalResult GatherGradOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                           SmallVectorImpl<Value> &out) {
+  out.push_back(b.create<GatherOp>(getLoc(), getGrad().getType(), rg[0],
+                                   getIndices(), getAxisAttr()));
+  out.push_back(Value());
+  if (getAcc())
+    out.push_back(rg[0]);
+  return success();
+}
+
 LogicalResult TriluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                       SmallVectorImpl<Value> &out) {
   out.push_back(b.create<TriluOp>(getLoc(), getType(), rg[0], getUpperAttr(),

@@ -256,7 +256,7 @@ def Otc_GatherOp : Otc_Op<"gather", [CostFlopsRead, Pure, Grad]> {
 
 def Otc_GatherGradOp : Otc_Op<"gather_grad",
     [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
-                               ["getAccumulatedResults"]>,
+                               ["getAccumulatedResults"]>, Grad,
      Otc_Fp32Compute,
      DeclareOpInterfaceMethods<Otc_CostOpInterface,
                                ["getFlops", "getBytesRead", "getBytesWritten"]>,

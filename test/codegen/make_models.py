@@ -30,6 +30,9 @@ together they exercise every kernel body family of codegen/:
                    renormalized, the experts' weights gathered by the
                    indices, an auxiliary loss from OneHot counts; Tile, Abs
                    and Sign on the way
+  scatter          ScatterElements (reduction none and add) and ScatterND
+                   (add) at indices computed at run time (a TopK's), as
+                   DeepSeek-V3's routing writes them
 
 Run with Debian's /usr/bin/python3 (onnx + numpy); the output is
 deterministic (fixed seed), so regenerating gives byte-identical files.
@@ -243,6 +246,39 @@ def make_routing():
     g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
 
 
+def make_scatter():
+    t, d, e, k, h, c = 3, 5, 4, 2, 3, 3
+    g = Graph("scatter", 9)
+    scores = g.op("MatMul", ["x", g.param("ws", [d, e], scale=1.0)])   # [N, T, E]
+    _, idx = g.op("TopK", [scores, g.const([k], np.int64)], n_out=2, axis=-1)
+    upd = g.op("Tanh", [g.op("MatMul", ["x", g.param("wu", [d, k])])])  # [N, T, K]
+    base = g.op("MatMul", ["x", g.param("wb", [d, e])])                # [N, T, E]
+    put = g.op("ScatterElements", [base, idx, upd], axis=2)
+    summed = g.op("ScatterElements", [put, idx, upd], axis=2, reduction="add")
+    # ScatterND (add) with [rows, 2] index tuples (token, its first pick)
+    # into a [rows, E] matrix, rows = N * T.
+    first = g.op("Reshape", [g.op("Slice", [idx, g.const([0], np.int64),
+                                            g.const([1], np.int64),
+                                            g.const([2], np.int64)]),
+                             g.const([-1, 1], np.int64)])               # [N*T, 1]
+    n_rows = g.op("Mul", [g.op("Gather", [g.op("Shape", ["x"]), g.const(0, np.int64)]),
+                          g.const(t, np.int64)])
+    tokens = g.op("Unsqueeze", [g.op("Range", [g.const(0, np.int64), n_rows,
+                                               g.const(1, np.int64)]),
+                                g.const([1], np.int64)])                # [N*T, 1]
+    tuples = g.op("Concat", [tokens, first], axis=1)                    # [N*T, 2]
+    rows = g.op("Reshape", [g.op("MatMul", ["x", g.param("wr", [d, 1])]),
+                            g.const([-1], np.int64)])                   # [N*T]
+    flat = g.op("Reshape", [summed, g.const([-1, e], np.int64)])
+    picked = g.op("ScatterND", [flat, tuples, rows], reduction="add")
+    picked = g.op("Reshape", [picked, g.const([-1, t, e], np.int64)])
+    mixed = g.op("MatMul", [picked, g.param("table", [e, h])])          # [N, T, H]
+    pooled = g.op("ReduceMean", [g.op("Tanh", [mixed])], axes=[1], keepdims=0)
+    logits = g.op("MatMul", [pooled, g.param("wo", [h, c])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
+
+
 def make_dropout():
     g = Graph("dropout", 5)
     h = g.op("Tanh", [g.op("MatMul", ["x", g.param("w1", [10, 16])])])
@@ -293,6 +329,7 @@ def main():
     make_attention_gqa()
     make_trig()
     make_routing()
+    make_scatter()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Generates test/e2e/hf-moe/: tiny mixture-of-experts models of Hugging Face
 transformers 5.x (Qwen3-MoE and Mixtral: 4 experts, top-2, every layer
-sparse) exported by README's recipe (dynamo, optimize=False, the Logits
+sparse; DeepSeek-V3: 4 routed experts in 2 groups, top-2 within the best
+group by ScatterElements of the group scores, a shared expert, a dense
+first layer, multi-head latent attention) exported by README's recipe (dynamo, optimize=False, the Logits
 wrapper, inputs input_ids and attention_mask) with
 `experts_implementation="batched_mm"` (the default `grouped_mm` does not
 export), and float64 reference gradients (test/e2e/hf-moe-gradients.test).
@@ -41,6 +43,12 @@ def configs():
             num_experts_per_tok=2, decoder_sparse_step=1, norm_topk_prob=True, **common)),
         "mixtral": (transformers.MixtralForCausalLM, transformers.MixtralConfig(
             intermediate_size=16, num_local_experts=4, num_experts_per_tok=2, **common)),
+        "deepseek_v3": (transformers.DeepseekV3ForCausalLM, transformers.DeepseekV3Config(
+            intermediate_size=64, moe_intermediate_size=16, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1,
+            first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=4,
+            qk_nope_head_dim=4, v_head_dim=8,
+            **dict(common, num_key_value_heads=4))),
     }
 
 

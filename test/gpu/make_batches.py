@@ -27,6 +27,7 @@ MODELS = {
     "dropout": (4, {"y": 4}),
     "trig": (4, {"y": 3}),
     "routing": (4, {"y": 3}),
+    "scatter": (4, {"y": 3}),
 }
 
 DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,

@@ -69,12 +69,7 @@ def supported_ops(source_root):
 
 # Ops the importer takes only in forms that fold at import (of constants),
 # not as ops over values computed at run time: outside the supported set.
-CONSTANT_ONLY_OPS = {
-    "Cos": "only of constants (rotary tables), folded at import",
-    "Sin": "only of constants (rotary tables), folded at import",
-    "ScatterND": "only with indices that fold to constants and reduction "
-                 "'none' (a gather of data and updates)",
-}
+CONSTANT_ONLY_OPS = {}
 
 
 # Tests in scope that do not run, by reason.
@@ -84,6 +79,15 @@ EXCLUDED_BY_REASON = {
     "interp-ops.mlir)": [
         "training_dropout", "training_dropout_default",
         "training_dropout_default_mask", "training_dropout_mask"],
+    "the expected windows are not the windows' formula: test_hannwindow_"
+    "expanded's y[1] is 0.09548607 where 0.5 - 0.5 cos(2 pi / 10) is "
+    "0.0954915 in float32 and float64 alike (up to 7e-5 apart; otc's "
+    "Cos gives the formula's value)": [
+        "blackmanwindow_expanded", "blackmanwindow_symmetric_expanded",
+        "hammingwindow_expanded", "hammingwindow_symmetric_expanded",
+        "hannwindow_expanded", "hannwindow_symmetric_expanded"],
+    "ScatterND's reduction 'mul' (none and add are imported: no mixture-of-"
+    "experts export writes mul)": ["scatternd_multiply"],
     "the model is at opset 1, older than the oldest the importer reads (7)": [
         "not_2d", "not_3d", "not_4d"],
     "inconsistent test data: input 'like' is [1] in test_data_set_0 but "
