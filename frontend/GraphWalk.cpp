@@ -40,6 +40,7 @@ void Importer::prescan() {
 
   // Names and unsupported ops.
   std::string unsupported;
+  bool nonZero = false;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &n = graph.node(i);
     std::string name =
@@ -55,12 +56,20 @@ void Importer::prescan() {
     for (const auto &imp : model.opset_import())
       if (!defaultDomain && imp.domain() == n.domain())
         version = imp.version();
+    nonZero |= defaultDomain && n.op_type() == "NonZero";
     if (!unsupported.empty())
       unsupported += ", ";
     unsupported += (defaultDomain ? "" : n.domain() + ".") + n.op_type() +
                    " (node '" + name + "', opset " + std::to_string(version) +
                    ")";
   }
+  // NonZero's size depends on the data: a Hugging Face mixture-of-experts
+  // model's loop over its experts writes it; the batched experts do not.
+  if (nonZero)
+    unsupported += "; NonZero's output size depends on the values (a "
+                   "mixture-of-experts model's loop over its experts): export "
+                   "with experts_implementation=\"batched_mm\" (an argument "
+                   "of the model's config or from_pretrained)";
   if (!unsupported.empty())
     fail("unsupported ops: " + unsupported);
   checkNames();
