@@ -210,6 +210,7 @@ public:
 
   // One builder per op family, on the current node (the op files).
   void importMatMul();
+  void importConv();
   void importGemm();
   void importBinary();
   void importPow();

@@ -147,3 +147,168 @@ void Importer::importGemm() {
 
 } // namespace detail
 } // namespace otc
+
+namespace otc {
+namespace detail {
+
+/// Conv (1-D to 3-D: strides, pads or auto_pad, dilations, groups) as a
+/// product: each output position's receptive field gathered from the input
+/// (im2col; padding reads an appended zero), then one GEMM per group against
+/// the weights as [M, C/G * K]. A patch embedding (kernel = stride, no
+/// padding or dilation) needs no gather: its patches are a reshape and a
+/// transpose of the input. The gradients are those of the gather, the
+/// transposes and the product.
+void Importer::importConv() {
+  Value x = requireFloat(input(0), "X"), w = requireFloat(input(1), "W");
+  Value bias = getOptional(2);
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w);
+  int64_t rank = static_cast<int64_t>(xs.size()) - 2;
+  if (rank < 1 || rank > 3 || ws.size() != xs.size())
+    nodeFail("X " + shapeStr(xs) + " and W " + shapeStr(ws) +
+             " must be [N, C, D...] and [M, C/group, K...] with 1 to 3 "
+             "spatial dimensions");
+  int64_t n = xs[0], c = xs[1], m = ws[0];
+  int64_t groups = attrInt("group", 1);
+  if (groups < 1 || c % groups || m % groups || ws[1] != c / groups)
+    nodeFail("group " + Twine(groups) + " does not divide X's " + Twine(c) +
+             " channels and W's " + Twine(m) + " into W's " + Twine(ws[1]) +
+             " per group");
+  auto ints = [&](StringRef name, int64_t dflt, size_t count) {
+    SmallVector<int64_t> v = attrInts(name).value_or(SmallVector<int64_t>());
+    if (v.empty())
+      v.assign(count, dflt);
+    if (v.size() != count)
+      nodeFail(name + " has " + Twine(v.size()) + " values, expected " +
+               Twine(count));
+    return v;
+  };
+  SmallVector<int64_t> kernel(ws.drop_front(2));
+  if (auto ks = attrInts("kernel_shape"); ks && ArrayRef<int64_t>(*ks) != ArrayRef<int64_t>(kernel))
+    nodeFail("kernel_shape " + shapeStr(*ks) + " is not W's " + shapeStr(kernel));
+  SmallVector<int64_t> strides = ints("strides", 1, rank);
+  SmallVector<int64_t> dil = ints("dilations", 1, rank);
+  SmallVector<int64_t> pads = ints("pads", 0, 2 * rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (strides[d] < 1 || dil[d] < 1 || pads[d] < 0 || pads[rank + d] < 0)
+      nodeFail("strides and dilations must be positive, pads not negative");
+  std::string autoPad = attrString("auto_pad", "NOTSET");
+  SmallVector<int64_t> outSp(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t span = dil[d] * (kernel[d] - 1) + 1, in = xs[2 + d];
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      int64_t out = (in + strides[d] - 1) / strides[d];
+      int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + span - in);
+      int64_t small = total / 2, big = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : big;
+      pads[rank + d] = autoPad == "SAME_UPPER" ? big : small;
+    } else if (autoPad == "VALID") {
+      pads[d] = pads[rank + d] = 0;
+    } else if (autoPad != "NOTSET") {
+      nodeFail("auto_pad '" + autoPad + "' is not NOTSET, SAME_UPPER, "
+               "SAME_LOWER or VALID");
+    }
+    int64_t padded = in + pads[d] + pads[rank + d];
+    if (padded < span)
+      nodeFail("the kernel's span " + Twine(span) + " exceeds the padded "
+               "input's " + Twine(padded) + " on spatial dimension " + Twine(d));
+    outSp[d] = (padded - span) / strides[d] + 1;
+  }
+  int64_t positions = numElements(outSp), taps = numElements(kernel);
+  int64_t cg = c / groups, mg = m / groups;
+  Type f32 = elemOf(x);
+  // cols: [G, N * positions, C/G * taps], channel-major within a row, as
+  // W's rows are laid out.
+  Value cols;
+  bool patches = true;
+  for (int64_t d = 0; d < rank; ++d)
+    patches &= strides[d] == kernel[d] && dil[d] == 1 && pads[d] == 0 &&
+               pads[rank + d] == 0 && xs[2 + d] == outSp[d] * kernel[d];
+  if (patches) {
+    // [N, C, O1, K1, O2, K2...] -> [N, O1, O2..., C, K1, K2...].
+    SmallVector<int64_t> split{n, c};
+    for (int64_t d = 0; d < rank; ++d)
+      split.append({outSp[d], kernel[d]});
+    SmallVector<int64_t> perm{0};
+    for (int64_t d = 0; d < rank; ++d)
+      perm.push_back(2 + 2 * d);
+    perm.push_back(1);
+    for (int64_t d = 0; d < rank; ++d)
+      perm.push_back(3 + 2 * d);
+    Value t = transposeTo(reshape(x, split), perm);
+    cols = reshape(t, {n * positions, groups, cg * taps});
+  } else {
+    // Each (position, tap) reads one input element of its channel, or the
+    // appended zero (index `plane`) where it falls in the padding.
+    int64_t plane = numElements(xs.drop_front(2));
+    SmallVector<int64_t> index(positions * taps);
+    SmallVector<int64_t> o(rank), k(rank);
+    for (int64_t p = 0; p < positions; ++p) {
+      for (int64_t d = rank - 1, r = p; d >= 0; --d) {
+        o[d] = r % outSp[d];
+        r /= outSp[d];
+      }
+      for (int64_t q = 0; q < taps; ++q) {
+        for (int64_t d = rank - 1, r = q; d >= 0; --d) {
+          k[d] = r % kernel[d];
+          r /= kernel[d];
+        }
+        int64_t flat = 0;
+        bool inside = true;
+        for (int64_t d = 0; d < rank; ++d) {
+          int64_t at = o[d] * strides[d] - pads[d] + k[d] * dil[d];
+          inside &= at >= 0 && at < xs[2 + d];
+          flat = flat * xs[2 + d] + at;
+        }
+        index[p * taps + q] = inside ? flat : plane;
+      }
+    }
+    Value flatX = reshape(x, {n, c, plane});
+    Value zeros = builder.create<ConstantOp>(
+        currentLoc, DenseElementsAttr::get(tensorType({n, c, 1}, f32),
+                                           FloatAttr::get(f32, 0.0)));
+    Value padded = builder.createOrFold<ConcatOp>(
+        currentLoc, tensorType({n, c, plane + 1}, f32), ValueRange{flatX, zeros},
+        builder.getI64IntegerAttr(2));
+    auto idxType = tensorType({positions * taps}, builder.getI64Type());
+    Value idx = builder.create<ConstantOp>(
+        currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(index)));
+    Value g = builder.createOrFold<GatherOp>(
+        currentLoc, tensorType({n, c, positions * taps}, f32), padded, idx,
+        builder.getI64IntegerAttr(2));
+    // [N, C, P, T] -> [N, P, C, T] -> [N * P, G, C/G * T].
+    Value t = transposeTo(reshape(g, {n, c, positions, taps}), {0, 2, 1, 3});
+    cols = reshape(t, {n * positions, groups, cg * taps});
+  }
+  Value wm = reshape(w, {groups, mg, cg * taps});
+  Value y;
+  if (groups == 1) {
+    y = builder.createOrFold<MatMulOp>(
+        currentLoc, tensorType({n * positions, m}, f32),
+        reshape(cols, {n * positions, cg * taps}), reshape(wm, {m, cg * taps}),
+        /*transpose_lhs=*/UnitAttr(), /*transpose_rhs=*/builder.getUnitAttr());
+    y = reshape(y, {n, positions, m});
+  } else {
+    Value lhs = transposeTo(cols, {1, 0, 2}); // [G, N * P, C/G * T]
+    y = builder.createOrFold<MatMulOp>(
+        currentLoc, tensorType({groups, n * positions, mg}, f32), lhs, wm,
+        /*transpose_lhs=*/UnitAttr(), /*transpose_rhs=*/builder.getUnitAttr());
+    // [G, N, P, M/G] -> [N, P, G, M/G] -> [N, P, M].
+    y = transposeTo(reshape(y, {groups, n, positions, mg}), {1, 2, 0, 3});
+    y = reshape(y, {n, positions, m});
+  }
+  y = transposeTo(y, {0, 2, 1}); // [N, M, P]
+  SmallVector<int64_t> outShape{n, m};
+  llvm::append_range(outShape, outSp);
+  y = reshape(y, outShape);
+  if (bias) {
+    if (shapeOf(bias) != ArrayRef<int64_t>{m})
+      nodeFail("B " + shapeStr(shapeOf(bias)) + " must be [" + Twine(m) + "]");
+    SmallVector<int64_t> bshape{1, m};
+    bshape.append(rank, 1);
+    y = binary<AddOp>(y, reshape(requireFloat(bias, "B"), bshape));
+  }
+  define(0, y);
+}
+
+} // namespace detail
+} // namespace otc

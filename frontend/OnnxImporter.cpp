@@ -52,6 +52,7 @@ static const OpInfo kOps[] = {
     {"Concat", 13, 0, &Importer::importConcat},
     {"Constant", 13, 0, &Importer::importConstant},
     {"ConstantOfShape", 13, in(0), &Importer::importConstantOfShape},
+    {"Conv", 11, 0, &Importer::importConv},
     {"CumSum", 14, in(1), &Importer::importCumSum},
     {"Cos", 7, 0, &Importer::importUnary},
     {"Div", 13, 0, &Importer::importBinary},

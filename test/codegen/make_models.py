@@ -33,6 +33,10 @@ together they exercise every kernel body family of codegen/:
   scatter          ScatterElements (reduction none and add) and ScatterND
                    (add) at indices computed at run time (a TopK's), as
                    DeepSeek-V3's routing writes them
+  conv             Conv as vision and speech encoders write it: a patch
+                   embedding (kernel = stride), a padded 3 x 3 with groups and
+                   a bias, a strided and dilated one with asymmetric pads,
+                   and a 1-D one with stride 2 (Whisper's second)
 
 Run with Debian's /usr/bin/python3 (onnx + numpy); the output is
 deterministic (fixed seed), so regenerating gives byte-identical files.
@@ -279,6 +283,27 @@ def make_scatter():
     g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
 
 
+def make_conv():
+    c = 3
+    g = Graph("conv", 10)
+    patches = g.op("Conv", ["x", g.param("wp", [6, 3, 4, 4])],
+                   kernel_shape=[4, 4], strides=[4, 4])                 # [N, 6, 2, 2]
+    grouped = g.op("Conv", [g.op("Tanh", [patches]), g.param("wg", [6, 3, 3, 3]),
+                            g.param("bg", [6])], pads=[1, 1, 1, 1], group=2)
+    dilated = g.op("Conv", ["x", g.param("wd", [4, 3, 3, 3])], strides=[2, 2],
+                   dilations=[2, 2], pads=[1, 2, 0, 1])                # [N, 4, 3, 4]
+    wave = g.op("Reshape", ["x", g.const([0, 3, 64], np.int64)])
+    speech = g.op("Conv", [wave, g.param("w1", [5, 3, 3]), g.param("b1", [5])],
+                  pads=[1, 1], strides=[2])                            # [N, 5, 32]
+    pooled = g.op("Concat", [
+        g.op("ReduceMean", [g.op("Tanh", [grouped])], axes=[2, 3], keepdims=0),
+        g.op("ReduceMean", [g.op("Tanh", [dilated])], axes=[2, 3], keepdims=0),
+        g.op("ReduceMean", [g.op("Tanh", [speech])], axes=[2], keepdims=0)], axis=1)
+    logits = g.op("MatMul", [pooled, g.param("wo", [15, c])])
+    loss = g.op("SoftmaxCrossEntropyLoss", [logits, "y"], reduction="mean")
+    g.save([float_input("x", ["batch", 3, 8, 8]), int_input("y", ["batch"])], loss)
+
+
 def make_dropout():
     g = Graph("dropout", 5)
     h = g.op("Tanh", [g.op("MatMul", ["x", g.param("w1", [10, 16])])])
@@ -330,6 +355,7 @@ def main():
     make_trig()
     make_routing()
     make_scatter()
+    make_conv()
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ mkdir -p "$batches"
 "$py" "$src/test/gpu/make_batches.py" "$batches"
 for spec in "attention_gqa 2 2" "attention 2 2" "layernorm_gelu 4 1" "embedding 2 2" \
             "rotary 3 1" "dropout 2 2" "trig 2 2" "routing 2 2" \
-            "scatter 2 2"; do
+            "scatter 2 2" "conv 2 2"; do
   set -- $spec
   add "$1" "$src/test/codegen/Inputs/$1.onnx" "$batches/$1.safetensors" 1e-4 - \
       --micro-batch "$2" --grad-accum "$3"

@@ -28,6 +28,7 @@ MODELS = {
     "trig": (4, {"y": 3}),
     "routing": (4, {"y": 3}),
     "scatter": (4, {"y": 3}),
+    "conv": (4, {"y": 3}),
 }
 
 DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,
