@@ -456,6 +456,13 @@ void Importer::addParams() {
     argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
                         builder.getNamedAttr(attrs::kParam,
                                              builder.getStringAttr(name))});
+    // A copy the exporter folded from a module parameter is that
+    // parameter for --freeze.
+    if (exported)
+      if (std::optional<std::string> of = parameterOf(name); of && *of != name)
+        argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
+                            builder.getNamedAttr(attrs::kParamOf,
+                                                 builder.getStringAttr(*of))});
     values[name] = arg;
     if (c.key)
       valuelessInits[name] = c.init;

@@ -153,6 +153,10 @@ constexpr const char kCountInput[] = "otc.count_input";
 constexpr const char kCountIgnoreIndex[] = "otc.count_ignore_index";
 /// On a forward function argument: the ONNX float initializer it binds.
 constexpr const char kParam[] = "otc.param";
+/// On a parameter argument whose initializer the exporter folded from a
+/// module parameter of another name (the dynamo optimizer's `val_N`, a
+/// Wᵀ): that parameter's name, which --freeze also matches.
+constexpr const char kParamOf[] = "otc.param_of";
 /// On an `otc.param` argument: a constant buffer of the model (a rotary
 /// table), never trained: no gradient, moments or master; its slot is a
 /// "buffer:" slot.

@@ -174,7 +174,10 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
                                                   attrs::kParam);
     if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
       continue;
-    if (frozen && frozen->match(name.getValue()))
+    auto of = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                attrs::kParamOf);
+    if (frozen && (frozen->match(name.getValue()) ||
+                   (of && frozen->match(of.getValue()))))
       continue;
     if (step.getArgAttr(arg.getArgNumber(), attrs::kBuffer))
       continue;
