@@ -264,6 +264,7 @@ public:
   void importTopK();
   void importOneHot();
   void importTile();
+  void importPad();
   void importRmsNorm();
   void importAttention();
   void importRotaryEmbedding();

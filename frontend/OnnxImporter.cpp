@@ -86,6 +86,7 @@ static const OpInfo kOps[] = {
     {"Not", 1, 0, &Importer::importLogic},
     {"OneHot", 11, in(1), &Importer::importOneHot},
     {"Or", 7, 0, &Importer::importLogic},
+    {"Pad", 13, in(1) | in(2) | in(3), &Importer::importPad},
     {"Pow", 13, 0, &Importer::importPow},
     {"Range", 13, in(0) | in(1) | in(2), &Importer::importRange},
     {"Reciprocal", 13, 0, &Importer::importUnary},

@@ -640,3 +640,73 @@ void Importer::importTrilu() {
 
 } // namespace detail
 } // namespace otc
+
+namespace otc {
+namespace detail {
+
+/// Pad, constant mode: each padded axis a concatenation of constant blocks
+/// around the input (a negative pad is a slice). Reflect and edge modes are
+/// refused.
+void Importer::importPad() {
+  std::string mode = attrString("mode", "constant");
+  if (mode != "constant")
+    nodeFail("mode '" + mode + "' is not supported (constant)");
+  Value x = input(0);
+  ArrayRef<int64_t> xs = shapeOf(x);
+  int64_t r = xs.size();
+  SmallVector<int64_t> pads = constantInts(1, "pads");
+  SmallVector<int64_t> axes;
+  if (hasInput(3)) {
+    for (int64_t a : constantInts(3, "axes"))
+      axes.push_back(normAxis(a, r, "axes"));
+  } else {
+    for (int64_t d = 0; d < r; ++d)
+      axes.push_back(d);
+  }
+  int64_t na = axes.size();
+  if (static_cast<int64_t>(pads.size()) != 2 * na)
+    nodeFail("pads has " + Twine(pads.size()) + " values for " + Twine(na) +
+             " axes (expected " + Twine(2 * na) + ")");
+  double fill = hasInput(2) ? constantScalar(2, "constant_value") : 0.0;
+  Value y = x;
+  for (int64_t i = 0; i < na; ++i) {
+    int64_t axis = axes[i], before = pads[i], after = pads[na + i];
+    SmallVector<int64_t> shape(shapeOf(y));
+    // Negative pads remove elements: a slice first.
+    if (before < 0 || after < 0) {
+      int64_t drop0 = std::max<int64_t>(0, -before),
+              drop1 = std::max<int64_t>(0, -after);
+      if (drop0 + drop1 > shape[axis])
+        nodeFail("pads remove more than axis " + Twine(axis) + "'s " +
+                 Twine(shape[axis]) + " elements");
+      SmallVector<int64_t> starts(r, 0), steps(r, 1);
+      starts[axis] = drop0;
+      shape[axis] -= drop0 + drop1;
+      y = builder.createOrFold<SliceOp>(
+          currentLoc, tensorType(shape, elemOf(y)), y,
+          builder.getDenseI64ArrayAttr(starts), builder.getDenseI64ArrayAttr(steps));
+      before = std::max<int64_t>(0, before);
+      after = std::max<int64_t>(0, after);
+    }
+    if (!before && !after)
+      continue;
+    auto block = [&](int64_t n) {
+      SmallVector<int64_t> bs(shape);
+      bs[axis] = n;
+      return broadcastTo(scalarLike(y, fill), bs);
+    };
+    SmallVector<Value> parts;
+    if (before)
+      parts.push_back(block(before));
+    parts.push_back(y);
+    if (after)
+      parts.push_back(block(after));
+    shape[axis] += before + after;
+    y = builder.createOrFold<ConcatOp>(currentLoc, tensorType(shape, elemOf(y)),
+                                       parts, builder.getI64IntegerAttr(axis));
+  }
+  define(0, y);
+}
+
+} // namespace detail
+} // namespace otc

@@ -15,7 +15,12 @@ model, NAME.onnx (weights inlined), and one batch.safetensors (input_ids,
 attention_mask of ones, targets [2, 16] int64) with NAME_grads.safetensors
 (`loss` and grad/<initializer name>: the mean cross-entropy of the logits
 against the targets, computed by torch from a .double() copy of the same
-weights).
+weights). `mixtral_aux.onnx` is Mixtral with output_router_logits (router
+aux loss coefficient 0.02) exported with its own loss: the wrapper takes
+input_ids and labels and returns Hugging Face's loss, the shifted
+cross-entropy plus the coefficient times the load-balancing loss; its
+golden is that loss's float64 gradients on mixtral_aux_batch.safetensors
+(batch.safetensors' input_ids, and its targets as labels).
 
     make_moe_goldens.py [OUTDIR]
 """
@@ -32,6 +37,18 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from make_hf_onnx import Logits  # noqa: E402  README's wrapper
 
 SEQ, BATCH, VOCAB = 16, 2, 96
+
+
+class WithLoss(torch.nn.Module):
+    """The model's own loss (labels shifted inside, plus the router's
+    load-balancing term where the config asks for it)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, labels):
+        return self.model(input_ids=input_ids, labels=labels, use_cache=False).loss
 
 
 def configs():
@@ -96,6 +113,43 @@ def main():
         save_file(grads, os.path.join(out, name + "_grads.safetensors"))
         print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients "
               f"(torch {torch.__version__}, transformers {transformers.__version__})")
+    export_aux(out, ids, targets)
+
+
+def export_aux(out, ids, labels):
+    """Mixtral with its router's load-balancing loss in the exported loss."""
+    cls, config = configs()["mixtral"]
+    config.output_router_logits = True
+    config.router_aux_loss_coef = 0.02
+    config._attn_implementation = "eager"
+    config._experts_implementation = "batched_mm"
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    path = os.path.join(out, "mixtral_aux.onnx")
+    batch_dim = torch.export.Dim("batch")
+    torch.onnx.export(WithLoss(model).eval(), (ids, labels), path, dynamo=True,
+                      optimize=False, input_names=["input_ids", "labels"],
+                      output_names=["loss"],
+                      dynamic_shapes={"input_ids": {0: batch_dim}, "labels": {0: batch_dim}})
+    m = onnx.load(path)
+    for n in m.graph.node:
+        keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del n.metadata_props[:]
+        n.metadata_props.extend(keep)
+    onnx.save(m, path)
+    if os.path.exists(path + ".data"):
+        os.remove(path + ".data")
+    double = WithLoss(model).double()
+    loss = double(ids, labels)
+    loss.backward()
+    grads = {"loss": loss.detach()}
+    for pname, p in double.named_parameters():
+        grads["grad/" + pname] = p.grad.detach()
+    save_file(grads, os.path.join(out, "mixtral_aux_grads.safetensors"))
+    save_file({"input_ids": ids, "labels": labels},
+              os.path.join(out, "mixtral_aux_batch.safetensors"))
+    aux = model.double()(input_ids=ids, labels=labels, use_cache=False).aux_loss
+    print(f"wrote {path}: loss {loss.item():.6f} (aux {aux.item():.6f})")
 
 
 if __name__ == "__main__":
