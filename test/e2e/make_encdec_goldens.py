@@ -11,6 +11,9 @@ reference gradients (test/e2e/hf-encdec-gradients.test):
   t5     T5ForConditionalGeneration (relative position buckets through Abs,
          Log and Min; RMS norms), exported by the TorchScript exporter: the
          dynamo exporter fails inside torch on T5's attention reshape
+  whisper WhisperForConditionalGeneration: input_features (8 mel bins, 32
+         frames) through two Conv1d (the second of stride 2) and sinusoidal
+         positions, decoder_input_ids -> logits
 
 The dynamo exports use README's recipe (optimize=False, a dynamic batch).
 Dev-time: PyPI's torch 2.15.0, transformers 5.24.0, onnxscript 0.7.2 (the
@@ -49,6 +52,16 @@ class Image(torch.nn.Module):
         return self.model(pixel_values=pixel_values).logits
 
 
+class Speech(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features, decoder_input_ids):
+        return self.model(input_features=input_features,
+                          decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+
 class Seq2Seq(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
@@ -73,8 +86,14 @@ def models():
     t5 = transformers.T5ForConditionalGeneration(transformers.T5Config(
         d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, vocab_size=VOCAB,
         relative_attention_num_buckets=8, relative_attention_max_distance=16))
+    whisper = transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(
+        d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        vocab_size=VOCAB, num_mel_bins=8, max_source_positions=16,
+        max_target_positions=32, pad_token_id=1, bos_token_id=2, eos_token_id=3,
+        decoder_start_token_id=2))
     return {"vit": (vit, True), "clip": (clip, True), "bart": (bart, False),
-            "t5": (t5, False)}
+            "t5": (t5, False), "whisper": (whisper, False)}
 
 
 def main():
@@ -94,6 +113,11 @@ def main():
             wrapped = Image(model).eval()
             inputs = {"pixel_values": torch.randn(BATCH, 3, 16, 16, generator=g)}
             targets = torch.randint(0, CLASSES, (BATCH,), generator=g)
+        elif name == "whisper":
+            wrapped = Speech(model).eval()
+            inputs = {"input_features": torch.randn(BATCH, 8, 32, generator=g),
+                      "decoder_input_ids": torch.randint(2, VOCAB, (BATCH, SEQ), generator=g)}
+            targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
         else:
             wrapped = Seq2Seq(model).eval()
             # No padding token (BART's 1, T5's 0): PyTorch's embedding gives
