@@ -237,6 +237,13 @@ public:
   void importScatterND();
   void importScatterElements();
   void importScatterNDAtRunTime(bool add);
+  /// GatherElements' and ScatterElements' flat offsets into data of shape
+  /// \p ds: element i of \p indices (int64, indices' rank = data's) at
+  /// base(i) + indices[i] * stride(axis), base(i) the offset of i's other
+  /// coordinates (negative indices counted from the end). \p what names
+  /// the constant for the size check.
+  mlir::Value elementOffsets(mlir::Value indices, llvm::ArrayRef<int64_t> ds,
+                             int64_t axis, llvm::StringRef what);
   /// A scatter of \p updates ([M, slice] or [M] with slice 1) into \p data
   /// viewed as [rows, slice] at the run-time row indices \p rows ([M],
   /// int64, in range): their sum into the rows for reduction "add", else

@@ -317,26 +317,19 @@ void Importer::importGatherND() {
                 builder.getI64IntegerAttr(0)));
 }
 
-void Importer::importGatherElements() {
-  Value data = input(0);
-  Value indices = indicesI64(1);
-  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+Value Importer::elementOffsets(Value indices, ArrayRef<int64_t> ds,
+                               int64_t axis, StringRef what) {
+  ArrayRef<int64_t> is = shapeOf(indices);
   int64_t r = ds.size();
-  if (r < 1 || static_cast<int64_t>(is.size()) != r)
-    nodeFail("data " + shapeStr(ds) + " and indices " + shapeStr(is) +
-             " must have one rank, 1 or more");
-  int64_t axis = normAxis(attrInt("axis", 0), r, "axis");
   for (int64_t d = 0; d < r; ++d)
     if (d != axis && is[d] > ds[d])
       nodeFail("indices " + shapeStr(is) + " exceed data " + shapeStr(ds) +
                " on axis " + Twine(d));
-  // out[i] = data[i with i[axis] = indices[i]]: a gather from the flattened
-  // data at base(i) + indices[i] * stride(axis), where base is the constant
-  // offset of every other coordinate.
+  // base(i): the constant offset of every coordinate of i but `axis`.
   SmallVector<int64_t> strides(r, 1);
   for (int64_t d = r - 1; d > 0; --d)
     strides[d - 1] = strides[d] * ds[d];
-  int64_t count = importOffsets(is, "gathered offsets");
+  int64_t count = importOffsets(is, what);
   SmallVector<int64_t> base(count);
   for (int64_t flat = 0; flat < count; ++flat) {
     int64_t rem = flat, off = 0;
@@ -352,10 +345,24 @@ void Importer::importGatherElements() {
   Value idx = normalizeIndex(indices, ds[axis]);
   idx = builder.createOrFold<MulOp>(currentLoc, idxType, idx,
                                     scalarLike(idx, strides[axis]));
-  idx = builder.createOrFold<AddOp>(
+  return builder.createOrFold<AddOp>(
       currentLoc, idxType, idx,
       builder.create<ConstantOp>(
           currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
+}
+
+void Importer::importGatherElements() {
+  Value data = input(0);
+  Value indices = indicesI64(1);
+  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+  int64_t r = ds.size();
+  if (r < 1 || static_cast<int64_t>(is.size()) != r)
+    nodeFail("data " + shapeStr(ds) + " and indices " + shapeStr(is) +
+             " must have one rank, 1 or more");
+  int64_t axis = normAxis(attrInt("axis", 0), r, "axis");
+  // out[i] = data[i with i[axis] = indices[i]]: a gather from the flattened
+  // data.
+  Value idx = elementOffsets(indices, ds, axis, "gathered offsets");
   Value flatData = reshape(data, {numElements(ds)});
   define(0, builder.createOrFold<GatherOp>(
                 currentLoc, tensorType(is, elemOf(data)), flatData, idx,

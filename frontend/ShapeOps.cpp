@@ -491,35 +491,9 @@ void Importer::importScatterElements() {
              " and updates " + shapeStr(shapeOf(updates)) +
              " must have one rank, indices and updates one shape");
   int64_t axis = normAxis(attrInt("axis", 0), r, "axis");
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && is[d] > ds[d])
-      nodeFail("indices " + shapeStr(is) + " exceed data " + shapeStr(ds) +
-               " on axis " + Twine(d));
-  // Element i of updates lands at base(i) + indices[i] * stride(axis) of
-  // the flattened data, base(i) the offset of its other coordinates.
-  SmallVector<int64_t> strides(r, 1);
-  for (int64_t d = r - 1; d > 0; --d)
-    strides[d - 1] = strides[d] * ds[d];
-  int64_t count = importOffsets(is, "scattered offsets");
-  SmallVector<int64_t> base(count);
-  for (int64_t flat = 0; flat < count; ++flat) {
-    int64_t rem = flat, off = 0;
-    for (int64_t d = r - 1; d >= 0; --d) {
-      int64_t i = rem % is[d];
-      rem /= is[d];
-      if (d != axis)
-        off += i * strides[d];
-    }
-    base[flat] = off;
-  }
-  auto idxType = tensorType(is, builder.getI64Type());
-  Value idx = normalizeIndex(indices, ds[axis]);
-  idx = builder.createOrFold<MulOp>(currentLoc, idxType, idx,
-                                    scalarLike(idx, strides[axis]));
-  idx = builder.createOrFold<AddOp>(
-      currentLoc, idxType, idx,
-      builder.create<ConstantOp>(
-          currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
+  // Element i of updates lands at its flat offset in the data.
+  Value idx = elementOffsets(indices, ds, axis, "scattered offsets");
+  int64_t count = numElements(is);
   define(0, scatterRows(data, updates, reshape(idx, {count}), 1,
                         reduction == "add"));
 }

@@ -33,6 +33,8 @@ import transformers
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from make_hf_onnx import Logits  # noqa: E402  README's wrapper
+sys.path.insert(0, HERE)
+from hf_export import save_inline  # noqa: E402
 
 T, BATCH, VOCAB, SEP = 16, 2, 64, 1
 
@@ -84,14 +86,7 @@ def main():
                           output_names=["logits"],
                           dynamic_shapes={"input_ids": {0: batch_dim},
                                           "attention_mask": {0: batch_dim}})
-        m = onnx.load(path)
-        for n in m.graph.node:  # absolute paths and line numbers: not kept
-            keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-            del n.metadata_props[:]
-            n.metadata_props.extend(keep)
-        onnx.save(m, path)
-        if os.path.exists(path + ".data"):
-            os.remove(path + ".data")
+        save_inline(path)
         double = Logits(model).double()
         for name, mask in (("doc", docs), ("causal", causal)):
             feed = mask if kind == "bool" else additive(mask, torch.float64)

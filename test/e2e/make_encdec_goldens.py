@@ -40,6 +40,8 @@ import transformers
 from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from hf_export import save_inline  # noqa: E402
 VOCAB, SEQ, BATCH, CLASSES = 96, 12, 2, 5
 
 
@@ -138,14 +140,7 @@ def main():
             torch.onnx.export(wrapped, args, path, dynamo=True, optimize=False,
                               input_names=names, output_names=["logits"],
                               dynamic_shapes={n: {0: batch} for n in names})
-        m = onnx.load(path)
-        for n in m.graph.node:  # absolute paths and line numbers: not kept
-            keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-            del n.metadata_props[:]
-            n.metadata_props.extend(keep)
-        onnx.save(m, path)
-        if os.path.exists(path + ".data"):
-            os.remove(path + ".data")
+        m = save_inline(path)
         save_file(dict(inputs, targets=targets), os.path.join(out, name + "_batch.safetensors"))
         double = wrapped.double()
         feed = [v.double() if v.is_floating_point() else v for v in args]

@@ -35,6 +35,8 @@ from safetensors.torch import save_file
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from make_hf_onnx import Logits  # noqa: E402  README's wrapper
+sys.path.insert(0, HERE)
+from hf_export import save_inline  # noqa: E402
 
 SEQ, BATCH, VOCAB = 16, 2, 96
 
@@ -94,14 +96,7 @@ def main():
                           output_names=["logits"],
                           dynamic_shapes={"input_ids": {0: batch_dim},
                                           "attention_mask": {0: batch_dim}})
-        m = onnx.load(path)
-        for n in m.graph.node:  # absolute paths and line numbers: not kept
-            keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-            del n.metadata_props[:]
-            n.metadata_props.extend(keep)
-        onnx.save(m, path)
-        if os.path.exists(path + ".data"):
-            os.remove(path + ".data")
+        save_inline(path)
         double = Logits(model).double()
         logits = double(ids, mask)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
@@ -131,14 +126,7 @@ def export_aux(out, ids, labels):
                       optimize=False, input_names=["input_ids", "labels"],
                       output_names=["loss"],
                       dynamic_shapes={"input_ids": {0: batch_dim}, "labels": {0: batch_dim}})
-    m = onnx.load(path)
-    for n in m.graph.node:
-        keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-        del n.metadata_props[:]
-        n.metadata_props.extend(keep)
-    onnx.save(m, path)
-    if os.path.exists(path + ".data"):
-        os.remove(path + ".data")
+    save_inline(path)
     double = WithLoss(model).double()
     loss = double(ids, labels)
     loss.backward()
