@@ -210,6 +210,19 @@ static OpOperand *lossSeed(Block &body, Value loss) {
   return seed;
 }
 
+/// Clones `step`'s ops but its return into `entry`, whose first arguments
+/// stand for `step`'s; returns the map from `step`'s values to the clones.
+static IRMapping cloneBody(func::FuncOp step, Block &entry) {
+  IRMapping map;
+  Block &src = step.getBody().front();
+  for (unsigned i = 0, e = src.getNumArguments(); i < e; ++i)
+    map.map(src.getArgument(i), entry.getArgument(i));
+  OpBuilder fb = OpBuilder::atBlockEnd(&entry);
+  for (Operation &op : src.without_terminator())
+    fb.clone(op, map);
+  return map;
+}
+
 static func::FuncOp createFunc(OpBuilder &b, Location loc, StringRef name,
                                const FuncSignature &args,
                                const FuncSignature &results) {
@@ -371,14 +384,9 @@ struct TrainingLoopPass
       results.add(b, type, ("grad:" + name).str());
     func::FuncOp f = createFunc(b, loc, "micro_step", args, results);
     Block &entry = f.getBody().front();
-
-    IRMapping map;
     Block &src = step.getBody().front();
-    for (unsigned i = 0, e = src.getNumArguments(); i < e; ++i)
-      map.map(src.getArgument(i), entry.getArgument(i));
+    IRMapping map = cloneBody(step, entry);
     OpBuilder fb = OpBuilder::atBlockEnd(&entry);
-    for (Operation &op : src.without_terminator())
-      fb.clone(op, map);
     auto ret = cast<func::ReturnOp>(src.getTerminator());
 
     // acc' = acc + g * w: the runtime sets the micro-batch's weight w (the
@@ -449,14 +457,9 @@ struct TrainingLoopPass
     results.add(b, step.getResultTypes()[0], "loss");
     func::FuncOp f = createFunc(b, loc, "eval_step", args, results);
     Block &entry = f.getBody().front();
-    IRMapping map;
-    Block &src = step.getBody().front();
-    for (unsigned i = 0, e = src.getNumArguments(); i < e; ++i)
-      map.map(src.getArgument(i), entry.getArgument(i));
+    IRMapping map = cloneBody(step, entry);
     OpBuilder fb = OpBuilder::atBlockEnd(&entry);
-    for (Operation &op : src.without_terminator())
-      fb.clone(op, map);
-    auto ret = cast<func::ReturnOp>(src.getTerminator());
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     fb.create<func::ReturnOp>(loc, map.lookup(ret.getOperand(0)));
     eraseDeadOps(entry);
     forwardOnlyLoss(entry);
