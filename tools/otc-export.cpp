@@ -3,7 +3,7 @@
 //   otc-export MODEL.onnx --weights DIR/model.safetensors -o OUT.onnx
 //              [--expose-logits]
 //   otc-export MODEL.onnx [--weights DIR] -o OUT.safetensors
-//              [--reference ORIGINAL.safetensors|DIR ...]
+//              [--reference ORIGINAL.safetensors|DIR ...] [--peft-adapter[=NAME]]
 //
 // Writes a copy of MODEL (the model a train program was compiled from) whose
 // initializers hold the trained weights of a checkpoint (float32 tensors by
@@ -19,6 +19,10 @@
 // --reference (the model's original weights, e.g. the checkpoint it was
 // loaded from) checks every name by value and supplies what the graph lost.
 // Without --weights it writes the weights the model was exported with.
+// --peft-adapter[=NAME] keeps a peft model's LoRA tensors alone, named as
+// peft's adapter_model.safetensors (`...q_proj.lora_A.weight`), which
+// PeftModel.from_pretrained loads beside the adapter_config.json that
+// peft_model.save_pretrained wrote.
 //
 // Errors are one line `otc-export: error: ...` and exit status 1.
 //
@@ -63,6 +67,13 @@ static cl::opt<std::string> stripPrefix(
              "attribute, taken off every name when every name has it (default "
              "'model.': README's Logits wrapper; '' keeps the names)"),
     cl::value_desc("PREFIX"), cl::init("model."), cl::cat(toolCategory));
+static cl::opt<std::string> peftAdapter(
+    "peft-adapter",
+    cl::desc("With a .safetensors output: only a peft model's LoRA tensors "
+             "(lora_A, lora_B, ...) of adapter NAME, named as peft's "
+             "adapter_model.safetensors names them (without '.NAME'); put "
+             "the file beside the adapter_config.json of the peft model"),
+    cl::value_desc("NAME"), cl::ValueOptional, cl::cat(toolCategory));
 static cl::opt<bool> exposeLogits(
     "expose-logits",
     cl::desc("Also output the loss's scores as a graph output 'logits'"), cl::cat(toolCategory));
@@ -213,6 +224,26 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
                 "above); pass --reference with the model's original weights "
                 "(e.g. a safetensors of model.state_dict())");
   }
+  // --peft-adapter: the adapter's tensors alone, under peft's names.
+  if (peftAdapter.getNumOccurrences()) {
+    std::string adapter = peftAdapter.empty() ? "default" : peftAdapter.getValue();
+    std::vector<otc::StateDictTensor> kept;
+    for (otc::StateDictTensor &t : tensors) {
+      if (t.name.find(".lora_") == std::string::npos)
+        continue;
+      std::string segment = "." + adapter + ".";
+      size_t at = t.name.rfind(segment);
+      if (at == std::string::npos)
+        continue;
+      t.name.erase(at, segment.size() - 1);
+      kept.push_back(std::move(t));
+    }
+    if (kept.empty())
+      return fail("--peft-adapter: no LoRA tensor of adapter '" + adapter +
+                  "' (names like '...lora_A." + adapter + ".weight') in " +
+                  modelPath);
+    tensors = std::move(kept);
+  }
   otcrt::TensorFile out;
   out.metadata["format"] = "pt";
   for (const otc::StateDictTensor &t : tensors) {
@@ -251,6 +282,9 @@ int main(int argc, char **argv) {
     return fail("--reference is for a state dict: name the output *.safetensors");
   if (stateDict && exposeLogits)
     return fail("--expose-logits is for an ONNX output, not a state dict");
+  if (!stateDict && peftAdapter.getNumOccurrences())
+    return fail("--peft-adapter is for a state dict: name the output "
+                "adapter_model.safetensors");
   if (!stateDict && weightsPath.empty())
     return fail("--weights is required for an ONNX output");
   otcrt::TensorFile file;
