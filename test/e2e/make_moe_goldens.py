@@ -15,7 +15,9 @@ model, NAME.onnx (weights inlined), and one batch.safetensors (input_ids,
 attention_mask of ones, targets [2, 16] int64) with NAME_grads.safetensors
 (`loss` and grad/<initializer name>: the mean cross-entropy of the logits
 against the targets, computed by torch from a .double() copy of the same
-weights). `mixtral_aux.onnx` is Mixtral with output_router_logits (router
+weights). `qwen3_moe_ts.onnx` is the Qwen3-MoE model by the TorchScript
+exporter (batched_mm experts; golden names by the initializers, see
+export_torchscript). `mixtral_aux.onnx` is Mixtral with output_router_logits (router
 aux loss coefficient 0.02) exported with its own loss: the wrapper takes
 input_ids and labels and returns Hugging Face's loss, the shifted
 cross-entropy plus the coefficient times the load-balancing loss; its
@@ -28,6 +30,7 @@ import os
 import sys
 
 import onnx
+import onnx.numpy_helper
 import torch
 import transformers
 from safetensors.torch import save_file
@@ -109,6 +112,48 @@ def main():
         print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients "
               f"(torch {torch.__version__}, transformers {transformers.__version__})")
     export_aux(out, ids, targets)
+    export_torchscript(out, ids, mask, targets)
+
+
+def export_torchscript(out, ids, mask, targets):
+    """Qwen3-MoE (the weights of qwen3_moe.onnx) by the TorchScript
+    exporter, batched_mm experts. Its golden names each weight the exporter
+    wrote as a transposed copy (`onnx::MatMul_N`) by the copy, transposed
+    (found by comparing values)."""
+    cls, config = configs()["qwen3_moe"]
+    config._attn_implementation = "eager"
+    config._experts_implementation = "batched_mm"
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    path = os.path.join(out, "qwen3_moe_ts.onnx")
+    torch.onnx.export(Logits(model).eval(), (ids, mask), path, dynamo=False,
+                      input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}})
+    m = save_inline(path)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    double = Logits(model).double()
+    logits = double(ids, mask)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+    loss.backward()
+    grads = {"loss": loss.detach()}
+    for pname, p in double.named_parameters():
+        key, grad = pname, p.grad.detach()
+        if pname not in inits:
+            value = p.detach().float().numpy()
+            for iname, init in inits.items():
+                if init.shape == value.shape and (init == value).all():
+                    key = iname
+                    break
+                if init.shape == value.T.shape and (init == value.T).all():
+                    key, grad = iname, grad.T.contiguous()
+                    break
+        grads["grad/" + key] = grad
+    save_file(grads, os.path.join(out, "qwen3_moe_ts_grads.safetensors"))
+    print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients")
 
 
 def export_aux(out, ids, labels):
