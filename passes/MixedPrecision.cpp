@@ -262,11 +262,9 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
 
 void MixedPrecisionPass::runOnOperation() {
   ModuleOp module = getOperation();
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!step) {
-    module.emitError("no @train_step: run --otc-differentiate first");
+  auto step = requireTrainStep(module);
+  if (!step)
     return signalPassFailure();
-  }
   // BF16 compute only under precision "bf16"; FP32 gradients with
   // fp32_grad_accum (the compile's configuration).
   FailureOr<ConfigAttr> config = requireConfig(module, "otc-mixed-precision");

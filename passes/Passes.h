@@ -43,6 +43,15 @@ std::unique_ptr<mlir::Pass> createChunkLoss(const ChunkLossOptions &options,
 /// the inputs of that shape and on the broadcast element of the others.
 bool isElementwiseKernel(otck::KernelOp k);
 
+/// The module's @train_step, which the passes after otc-differentiate
+/// rewrite; null after an error on `module` that says to run it first.
+inline mlir::func::FuncOp requireTrainStep(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    module.emitError("no @train_step: run --otc-differentiate first");
+  return step;
+}
+
 } // namespace otc
 
 #endif // OTC_PASSES_PASSES_H

@@ -364,9 +364,9 @@ static RematOutcome measureChoice(const RematAnalysis &a,
 
 FailureOr<RematOutcome> otc::evaluateRemat(ModuleOp module,
                                            ArrayRef<RematChoice> choice) {
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  auto step = requireTrainStep(module);
   if (!step)
-    return module.emitError("no @train_step: run --otc-differentiate first");
+    return failure();
   FailureOr<RematAnalysis> a = analyzeTrainStep(step);
   if (failed(a))
     return failure();
@@ -395,9 +395,9 @@ std::string otc::rematBlockString(ArrayRef<RematChoice> choice) {
 FailureOr<std::vector<RematCandidate>>
 otc::rematFrontier(ModuleOp module,
                    llvm::function_ref<void(size_t, size_t)> progress) {
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  auto step = requireTrainStep(module);
   if (!step)
-    return module.emitError("no @train_step: run --otc-differentiate first");
+    return failure();
   FailureOr<RematAnalysis> a = analyzeTrainStep(step);
   if (failed(a))
     return failure();
@@ -523,11 +523,9 @@ struct RematPass : public otc::impl::RematBase<RematPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      module.emitError("no @train_step: run --otc-differentiate first");
+    auto step = requireTrainStep(module);
+    if (!step)
       return signalPassFailure();
-    }
     static const char *policies[] = {"none", "full", "selective", "auto"};
     if (!llvm::is_contained(policies, policy)) {
       module.emitError("unknown recomputation policy '")

@@ -126,11 +126,9 @@ static SmallVector<Operation *> greedyOrder(Block &body) {
 struct SchedulePass : public otc::impl::ScheduleBase<SchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      module.emitError("no @train_step: run --otc-differentiate first");
+    auto step = requireTrainStep(module);
+    if (!step)
       return signalPassFailure();
-    }
     Block &body = step.getBody().front();
     int64_t before = activationPeak(step);
     SmallVector<Operation *> original;

@@ -244,11 +244,9 @@ struct TrainingLoopPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      module.emitError("no @train_step: run --otc-differentiate first");
+    auto step = requireTrainStep(module);
+    if (!step)
       return signalPassFailure();
-    }
     // Grad-accum and AdamW's hyper-parameters: the compile's configuration.
     FailureOr<ConfigAttr> config = requireConfig(module, "otc-training-loop");
     if (failed(config))
