@@ -211,6 +211,11 @@ public:
   // One builder per op family, on the current node (the op files).
   void importMatMul();
   void importConv();
+  mlir::Value receptiveFields(mlir::Value x, llvm::ArrayRef<int64_t> kernel,
+                              llvm::ArrayRef<int64_t> strides,
+                              llvm::ArrayRef<int64_t> dil,
+                              llvm::ArrayRef<int64_t> pads,
+                              llvm::ArrayRef<int64_t> outSp, int64_t groups);
   void importGemm();
   void importBinary();
   void importPow();
@@ -237,6 +242,11 @@ public:
   void importScatterND();
   void importScatterElements();
   void importScatterNDAtRunTime(bool add);
+  /// ScatterND's index tuple length k after checking that indices of shape
+  /// \p is index \p data and \p updates is indices[:-1] + data[k:] of
+  /// data's element type.
+  int64_t scatterNDTupleSize(mlir::Value data, mlir::Value updates,
+                             llvm::ArrayRef<int64_t> is);
   /// GatherElements' and ScatterElements' flat offsets into data of shape
   /// \p ds: element i of \p indices (int64, indices' rank = data's) at
   /// base(i) + indices[i] * stride(axis), base(i) the offset of i's other

@@ -151,6 +151,60 @@ void Importer::importGemm() {
 namespace otc {
 namespace detail {
 
+/// Conv's columns for any strides, pads and dilations: [N * positions,
+/// groups, C/groups * taps], each output position's receptive field gathered
+/// from the input, channel-major as W's rows are laid out.
+Value Importer::receptiveFields(Value x, ArrayRef<int64_t> kernel,
+                                ArrayRef<int64_t> strides,
+                                ArrayRef<int64_t> dil, ArrayRef<int64_t> pads,
+                                ArrayRef<int64_t> outSp, int64_t groups) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  int64_t rank = outSp.size(), n = xs[0], c = xs[1], cg = c / groups;
+  int64_t positions = numElements(outSp), taps = numElements(kernel);
+  Type f32 = elemOf(x);
+  // Each (position, tap) reads one input element of its channel, or the
+  // appended zero (index `plane`) where it falls in the padding.
+  int64_t plane = numElements(xs.drop_front(2));
+  SmallVector<int64_t> index(positions * taps);
+  SmallVector<int64_t> o(rank), k(rank);
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t d = rank - 1, r = p; d >= 0; --d) {
+      o[d] = r % outSp[d];
+      r /= outSp[d];
+    }
+    for (int64_t q = 0; q < taps; ++q) {
+      for (int64_t d = rank - 1, r = q; d >= 0; --d) {
+        k[d] = r % kernel[d];
+        r /= kernel[d];
+      }
+      int64_t flat = 0;
+      bool inside = true;
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t at = o[d] * strides[d] - pads[d] + k[d] * dil[d];
+        inside &= at >= 0 && at < xs[2 + d];
+        flat = flat * xs[2 + d] + at;
+      }
+      index[p * taps + q] = inside ? flat : plane;
+    }
+  }
+  Value flatX = reshape(x, {n, c, plane});
+  Value zeros = builder.create<ConstantOp>(
+      currentLoc, DenseElementsAttr::get(tensorType({n, c, 1}, f32),
+                                         FloatAttr::get(f32, 0.0)));
+  Value padded = builder.createOrFold<ConcatOp>(
+      currentLoc, tensorType({n, c, plane + 1}, f32), ValueRange{flatX, zeros},
+      builder.getI64IntegerAttr(2));
+  auto idxType = tensorType({positions * taps}, builder.getI64Type());
+  Value idx = builder.create<ConstantOp>(
+      currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(index)));
+  Value g = builder.createOrFold<GatherOp>(
+      currentLoc, tensorType({n, c, positions * taps}, f32), padded, idx,
+      builder.getI64IntegerAttr(2));
+  // [N, C, P, T] -> [N, P, C, T] -> [N * P, G, C/G * T].
+  Value t = transposeTo(reshape(g, {n, c, positions, taps}), {0, 2, 1, 3});
+  return reshape(t, {n * positions, groups, cg * taps});
+}
+
 /// Conv (1-D to 3-D: strides, pads or auto_pad, dilations, groups) as a
 /// product: each output position's receptive field gathered from the input
 /// (im2col; padding reads an appended zero), then one GEMM per group against
@@ -237,47 +291,7 @@ void Importer::importConv() {
     Value t = transposeTo(reshape(x, split), perm);
     cols = reshape(t, {n * positions, groups, cg * taps});
   } else {
-    // Each (position, tap) reads one input element of its channel, or the
-    // appended zero (index `plane`) where it falls in the padding.
-    int64_t plane = numElements(xs.drop_front(2));
-    SmallVector<int64_t> index(positions * taps);
-    SmallVector<int64_t> o(rank), k(rank);
-    for (int64_t p = 0; p < positions; ++p) {
-      for (int64_t d = rank - 1, r = p; d >= 0; --d) {
-        o[d] = r % outSp[d];
-        r /= outSp[d];
-      }
-      for (int64_t q = 0; q < taps; ++q) {
-        for (int64_t d = rank - 1, r = q; d >= 0; --d) {
-          k[d] = r % kernel[d];
-          r /= kernel[d];
-        }
-        int64_t flat = 0;
-        bool inside = true;
-        for (int64_t d = 0; d < rank; ++d) {
-          int64_t at = o[d] * strides[d] - pads[d] + k[d] * dil[d];
-          inside &= at >= 0 && at < xs[2 + d];
-          flat = flat * xs[2 + d] + at;
-        }
-        index[p * taps + q] = inside ? flat : plane;
-      }
-    }
-    Value flatX = reshape(x, {n, c, plane});
-    Value zeros = builder.create<ConstantOp>(
-        currentLoc, DenseElementsAttr::get(tensorType({n, c, 1}, f32),
-                                           FloatAttr::get(f32, 0.0)));
-    Value padded = builder.createOrFold<ConcatOp>(
-        currentLoc, tensorType({n, c, plane + 1}, f32), ValueRange{flatX, zeros},
-        builder.getI64IntegerAttr(2));
-    auto idxType = tensorType({positions * taps}, builder.getI64Type());
-    Value idx = builder.create<ConstantOp>(
-        currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(index)));
-    Value g = builder.createOrFold<GatherOp>(
-        currentLoc, tensorType({n, c, positions * taps}, f32), padded, idx,
-        builder.getI64IntegerAttr(2));
-    // [N, C, P, T] -> [N, P, C, T] -> [N * P, G, C/G * T].
-    Value t = transposeTo(reshape(g, {n, c, positions, taps}), {0, 2, 1, 3});
-    cols = reshape(t, {n * positions, groups, cg * taps});
+    cols = receptiveFields(x, kernel, strides, dil, pads, outSp, groups);
   }
   Value wm = reshape(w, {groups, mg, cg * taps});
   Value y;

@@ -498,6 +498,24 @@ void Importer::importScatterElements() {
                         reduction == "add"));
 }
 
+int64_t Importer::scatterNDTupleSize(Value data, Value updates,
+                                     ArrayRef<int64_t> is) {
+  ArrayRef<int64_t> ds = shapeOf(data);
+  if (is.empty() || is.back() < 1 ||
+      is.back() > static_cast<int64_t>(ds.size()))
+    nodeFail("indices of shape " + shapeStr(is) + " do not index data " +
+             shapeStr(ds));
+  int64_t k = is.back();
+  SmallVector<int64_t> want(is.drop_back());
+  llvm::append_range(want, ds.drop_front(k));
+  if (shapeOf(updates) != ArrayRef<int64_t>(want) ||
+      elemOf(updates) != elemOf(data))
+    nodeFail("updates " + typeStr(updates.getType()) + " do not match " +
+             typeStr(data.getType()) + " at indices " + shapeStr(is) +
+             " (expected shape " + shapeStr(want) + ")");
+  return k;
+}
+
 void Importer::importScatterND() {
   std::string reduction = attrString("reduction", "none");
   if (reduction != "none" && reduction != "add")
@@ -512,18 +530,7 @@ void Importer::importScatterND() {
     foldFail("the indices '" + current->proto->input(1) +
              "' are not int64 constants once dimensions are bound");
   ArrayRef<int64_t> ds = shapeOf(data), is = indices->getType().getShape();
-  if (is.empty() || is.back() < 1 ||
-      is.back() > static_cast<int64_t>(ds.size()))
-    nodeFail("indices of shape " + shapeStr(is) + " do not index data " +
-             shapeStr(ds));
-  int64_t k = is.back();
-  SmallVector<int64_t> want(is.drop_back());
-  llvm::append_range(want, ds.drop_front(k));
-  if (shapeOf(updates) != ArrayRef<int64_t>(want) ||
-      elemOf(updates) != elemOf(data))
-    nodeFail("updates " + typeStr(updates.getType()) + " do not match " +
-             typeStr(data.getType()) + " at indices " + shapeStr(is) +
-             " (expected shape " + shapeStr(want) + ")");
+  int64_t k = scatterNDTupleSize(data, updates, is);
   // With constant indices the scatter is a gather from data and updates
   // side by side: element i of the result reads element src[i] of
   // concat(flat data, flat updates). Later updates of one element win.
@@ -568,17 +575,7 @@ void Importer::importScatterNDAtRunTime(bool add) {
              typeStr(updates.getType()));
   Value indices = indicesI64(1);
   ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
-  if (is.empty() || is.back() < 1 ||
-      is.back() > static_cast<int64_t>(ds.size()))
-    nodeFail("indices of shape " + shapeStr(is) + " do not index data " +
-             shapeStr(ds));
-  int64_t k = is.back();
-  SmallVector<int64_t> want(is.drop_back());
-  llvm::append_range(want, ds.drop_front(k));
-  if (shapeOf(updates) != ArrayRef<int64_t>(want))
-    nodeFail("updates " + typeStr(updates.getType()) + " do not match " +
-             typeStr(data.getType()) + " at indices " + shapeStr(is) +
-             " (expected shape " + shapeStr(want) + ")");
+  int64_t k = scatterNDTupleSize(data, updates, is);
   int64_t tuples = numElements(is.drop_back());
   auto colType = tensorType({tuples, 1}, builder.getI64Type());
   Value flatIdx = reshape(indices, {tuples, k});

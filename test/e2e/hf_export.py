@@ -17,3 +17,29 @@ def save_inline(path):
     if os.path.exists(path + ".data"):
         os.remove(path + ".data")
     return m
+
+
+def golden_grads(module, loss, inits=None):
+    """{"loss", "grad/<name>"} after `loss.backward()` over `module`: every
+    parameter with a gradient. With `inits` (the export's initializers by
+    name, numpy), a parameter the exporter wrote under another name (a tied
+    alias, or a transposed copy such as TorchScript's `onnx::MatMul_N`) is
+    named by that initializer, its gradient transposed for a copy (found by
+    comparing values)."""
+    loss.backward()
+    grads = {"loss": loss.detach()}
+    for name, p in module.named_parameters():
+        if p.grad is None:
+            continue
+        key, grad = name, p.grad.detach()
+        if inits is not None and name not in inits:
+            value = p.detach().float().numpy()
+            for iname, init in inits.items():
+                if init.shape == value.shape and (init == value).all():
+                    key = iname
+                    break
+                if init.shape == value.T.shape and (init == value.T).all():
+                    key, grad = iname, grad.T.contiguous()
+                    break
+        grads["grad/" + key] = grad
+    return grads

@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from make_hf_onnx import Logits  # noqa: E402  README's wrapper
 sys.path.insert(0, HERE)
-from hf_export import save_inline  # noqa: E402
+from hf_export import golden_grads, save_inline  # noqa: E402
 
 SEQ, BATCH, VOCAB = 48, 2, 96
 
@@ -65,10 +65,7 @@ def main():
     double = Logits(model).double()
     logits = double(ids, mask)
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
-    loss.backward()
-    grads = {"loss": loss.detach()}
-    for name, p in double.named_parameters():
-        grads["grad/" + name] = p.grad.detach()
+    grads = golden_grads(double, loss)
     save_file(grads, os.path.join(out, "grads.safetensors"))
     print(f"wrote {out}: loss {loss.item():.6f}, {len(grads) - 1} gradients "
           f"(torch {torch.__version__}, transformers {transformers.__version__})")

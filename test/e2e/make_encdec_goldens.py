@@ -41,7 +41,7 @@ from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_export import save_inline  # noqa: E402
+from hf_export import golden_grads, save_inline  # noqa: E402
 VOCAB, SEQ, BATCH, CLASSES = 96, 12, 2, 5
 
 
@@ -147,23 +147,8 @@ def main():
         logits = double(*feed)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                  targets.reshape(-1))
-        loss.backward()
-        grads = {"loss": loss.detach()}
         inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
-        for pname, p in double.named_parameters():
-            if p.grad is None:
-                continue
-            key, grad = pname, p.grad.detach()
-            if pname not in inits:
-                value = p.detach().float().numpy()
-                for iname, init in inits.items():
-                    if init.shape == value.shape and (init == value).all():
-                        key = iname  # a tied weight under another name
-                        break
-                    if init.shape == value.T.shape and (init == value.T).all():
-                        key, grad = iname, grad.T.contiguous()
-                        break
-            grads["grad/" + key] = grad
+        grads = golden_grads(double, loss, inits)
         save_file(grads, os.path.join(out, name + "_grads.safetensors"))
         print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients "
               f"(torch {torch.__version__}, transformers {transformers.__version__})")

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from make_hf_onnx import Logits  # noqa: E402  README's wrapper
 sys.path.insert(0, HERE)
-from hf_export import save_inline  # noqa: E402
+from hf_export import golden_grads, save_inline  # noqa: E402
 
 SEQ, BATCH, VOCAB = 16, 2, 96
 
@@ -74,6 +74,21 @@ def configs():
     }
 
 
+def build(name):
+    """Model `name` of configs() with eager attention and batched_mm
+    experts, seeded, its norm gains moved off 1 (so that no merge applies)."""
+    cls, config = configs()[name]
+    config._attn_implementation = "eager"
+    config._experts_implementation = "batched_mm"
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "hf-moe")
     os.makedirs(out, exist_ok=True)
@@ -83,15 +98,8 @@ def main():
     mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
     save_file({"input_ids": ids, "attention_mask": mask, "targets": targets},
               os.path.join(out, "batch.safetensors"))
-    for name, (cls, config) in configs().items():
-        config._attn_implementation = "eager"
-        config._experts_implementation = "batched_mm"
-        torch.manual_seed(0)
-        model = cls(config).eval()
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.dim() == 1:  # norm gains: not all ones, so no merge
-                    p.add_(0.1 * torch.randn_like(p))
+    for name in configs():
+        model = build(name)
         path = os.path.join(out, name + ".onnx")
         batch_dim = torch.export.Dim("batch")
         torch.onnx.export(Logits(model).eval(), (ids, mask), path, dynamo=True,
@@ -104,10 +112,7 @@ def main():
         logits = double(ids, mask)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
                                                  targets.reshape(-1))
-        loss.backward()
-        grads = {"loss": loss.detach()}
-        for pname, p in double.named_parameters():
-            grads["grad/" + pname] = p.grad.detach()
+        grads = golden_grads(double, loss)
         save_file(grads, os.path.join(out, name + "_grads.safetensors"))
         print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients "
               f"(torch {torch.__version__}, transformers {transformers.__version__})")
@@ -120,15 +125,7 @@ def export_torchscript(out, ids, mask, targets):
     exporter, batched_mm experts. Its golden names each weight the exporter
     wrote as a transposed copy (`onnx::MatMul_N`) by the copy, transposed
     (found by comparing values)."""
-    cls, config = configs()["qwen3_moe"]
-    config._attn_implementation = "eager"
-    config._experts_implementation = "batched_mm"
-    torch.manual_seed(0)
-    model = cls(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 1:
-                p.add_(0.1 * torch.randn_like(p))
+    model = build("qwen3_moe")
     path = os.path.join(out, "qwen3_moe_ts.onnx")
     torch.onnx.export(Logits(model).eval(), (ids, mask), path, dynamo=False,
                       input_names=["input_ids", "attention_mask"], output_names=["logits"],
@@ -138,20 +135,7 @@ def export_torchscript(out, ids, mask, targets):
     double = Logits(model).double()
     logits = double(ids, mask)
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
-    loss.backward()
-    grads = {"loss": loss.detach()}
-    for pname, p in double.named_parameters():
-        key, grad = pname, p.grad.detach()
-        if pname not in inits:
-            value = p.detach().float().numpy()
-            for iname, init in inits.items():
-                if init.shape == value.shape and (init == value).all():
-                    key = iname
-                    break
-                if init.shape == value.T.shape and (init == value.T).all():
-                    key, grad = iname, grad.T.contiguous()
-                    break
-        grads["grad/" + key] = grad
+    grads = golden_grads(double, loss, inits)
     save_file(grads, os.path.join(out, "qwen3_moe_ts_grads.safetensors"))
     print(f"wrote {path}: loss {loss.item():.6f}, {len(grads) - 1} gradients")
 
@@ -174,10 +158,7 @@ def export_aux(out, ids, labels):
     save_inline(path)
     double = WithLoss(model).double()
     loss = double(ids, labels)
-    loss.backward()
-    grads = {"loss": loss.detach()}
-    for pname, p in double.named_parameters():
-        grads["grad/" + pname] = p.grad.detach()
+    grads = golden_grads(double, loss)
     save_file(grads, os.path.join(out, "mixtral_aux_grads.safetensors"))
     save_file({"input_ids": ids, "labels": labels},
               os.path.join(out, "mixtral_aux_batch.safetensors"))
