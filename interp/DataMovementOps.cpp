@@ -180,6 +180,63 @@ LogicalResult Interpreter::run(otc::GatherOp op) {
   return success();
 }
 
+/// The weight of expert e at (depth l, width j): w[e, l, j], or w[e, j, l]
+/// when the experts are stored transposed.
+static double expertWeight(const Tensor &w, bool transposed, int64_t e,
+                           int64_t l, int64_t j) {
+  int64_t d1 = w.shape[1], d2 = w.shape[2];
+  return transposed ? w.data[(e * d1 + j) * d2 + l]
+                    : w.data[(e * d1 + l) * d2 + j];
+}
+
+/// result[n, j] = sum over l of x[n, l] * W_e[l, j], e = ids[n]: a row times
+/// the matrix of its own expert, one row at a time.
+LogicalResult Interpreter::run(otc::ExpertMatmulOp op) {
+  const Tensor &x = get(op.getX());
+  const Tensor &ids = get(op.getIds());
+  const Tensor &w = get(op.getW());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  int64_t rows = x.shape[0], depth = x.shape[1], width = out.shape[1];
+  for (int64_t n = 0; n < rows; ++n) {
+    FailureOr<int64_t> e = axisIndex(op, ids, n, w.shape[0]);
+    if (failed(e))
+      return failure();
+    for (int64_t j = 0; j < width; ++j) {
+      double sum = 0.0;
+      for (int64_t l = 0; l < depth; ++l)
+        sum += x.data[n * depth + l] *
+               expertWeight(w, op.getTransposeRhs(), *e, l, j);
+      out.data[n * width + j] = sum;
+    }
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// result[e] (in the experts' layout) = the sum over the rows n with
+/// ids[n] = e of the outer product x[n]^T dy[n].
+LogicalResult Interpreter::run(otc::ExpertMatmulWgradOp op) {
+  const Tensor &dy = get(op.getDy());
+  const Tensor &x = get(op.getX());
+  const Tensor &ids = get(op.getIds());
+  Tensor out = zeros(shapeOf(op.getResult()));
+  int64_t rows = x.shape[0], depth = x.shape[1], width = dy.shape[1];
+  bool transposed = op.getTransposeRhs();
+  for (int64_t n = 0; n < rows; ++n) {
+    FailureOr<int64_t> e = axisIndex(op, ids, n, out.shape[0]);
+    if (failed(e))
+      return failure();
+    for (int64_t l = 0; l < depth; ++l)
+      for (int64_t j = 0; j < width; ++j) {
+        int64_t at = transposed ? (*e * width + j) * depth + l
+                                : (*e * depth + l) * width + j;
+        out.data[at] += x.data[n * depth + l] * dy.data[n * width + j];
+      }
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
 /// The transpose of gather: zeros of the data shape (the result type), or
 /// `acc` when the op adds into it, then result[a, indices[i], b] +=
 /// grad[a, i, b] for every element of grad, so a row picked twice receives

@@ -66,7 +66,8 @@ LogicalResult Interpreter::evaluate(Operation *op) {
             SelectOp, CastOp,
             // Data movement.
             MatMulOp, TransposeOp, ReshapeOp, BroadcastOp, ConcatOp, SliceOp,
-            SliceGradOp, GatherOp, GatherGradOp, TriluOp,
+            SliceGradOp, GatherOp, GatherGradOp, ExpertMatmulOp,
+            ExpertMatmulWgradOp, TriluOp,
             // Reductions and normalization.
             ReduceSumOp, ReduceMaxOp, TopKOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
             LogSoftmaxGradOp,

@@ -222,6 +222,8 @@ private:
   mlir::LogicalResult run(ReduceSumOp op);
   mlir::LogicalResult run(ReduceMaxOp op);
   mlir::LogicalResult run(TopKOp op);
+  mlir::LogicalResult run(ExpertMatmulOp op);
+  mlir::LogicalResult run(ExpertMatmulWgradOp op);
   mlir::LogicalResult run(SoftmaxOp op);
   mlir::LogicalResult run(SoftmaxGradOp op);
   mlir::LogicalResult run(LogSoftmaxOp op);

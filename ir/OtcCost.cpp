@@ -71,6 +71,13 @@ int64_t ReduceSumOp::getFlops() { return elementsOf(getInput()); }
 int64_t ReduceMaxOp::getFlops() { return elementsOf(getInput()); }
 // Top-k: k comparisons per input element.
 int64_t TopKOp::getFlops() { return elementsOf(getInput()) * getK(); }
+// Expert products: a multiply-add per row, depth and width element.
+int64_t ExpertMatmulOp::getFlops() {
+  return 2 * elementsOf(getX()) * getWidth();
+}
+int64_t ExpertMatmulWgradOp::getFlops() {
+  return 2 * elementsOf(getX()) * cast<ShapedType>(getDy().getType()).getDimSize(1);
+}
 int64_t GatherGradOp::getFlops() { return elementsOf(getGrad()); }
 
 // A gather gradient reads the gradient and the indices; it writes its whole

@@ -349,6 +349,49 @@ GatherGradOp otc::narrowGatherGrad(CastOp round) {
   return narrow;
 }
 
+int64_t ExpertMatmulOp::getExperts() { return shapeOf(getW())[0]; }
+int64_t ExpertMatmulOp::getDepth() { return shapeOf(getX())[1]; }
+int64_t ExpertMatmulOp::getWidth() { return shapeOf(getResult())[1]; }
+
+/// The checks otc.expert_matmul and its weight gradient share: x [N, K],
+/// ids [N] int64, the other [N, O], experts [E, K, O] ([E, O, K] when
+/// `transposed`), float data of one storage type and an FP32 result.
+static LogicalResult verifyExpertShapes(Operation *op, Value x, Value ids,
+                                        Value other, Value experts,
+                                        bool transposed) {
+  ArrayRef<int64_t> xs = shapeOf(x), is = shapeOf(ids), os = shapeOf(other),
+                    es = shapeOf(experts);
+  if (xs.size() != 2 || os.size() != 2 || es.size() != 3 || is.size() != 1)
+    return op->emitOpError("needs rows [N, K], indices [N], the other side "
+                           "[N, O] and experts [E, K, O]");
+  if (!getElementTypeOrSelf(ids.getType()).isInteger(64))
+    return op->emitOpError("indices must be int64");
+  int64_t k = transposed ? es[2] : es[1], o = transposed ? es[1] : es[2];
+  if (is[0] != xs[0] || os[0] != xs[0] || k != xs[1] || o != os[1])
+    return op->emitOpError("shapes ")
+           << shapeStr(xs) << ", " << shapeStr(is) << ", " << shapeStr(os)
+           << " and experts " << shapeStr(es) << " do not agree"
+           << (transposed ? " (experts [E, O, K])" : " (experts [E, K, O])");
+  Type et = getElementTypeOrSelf(x.getType());
+  for (Value v : {other, experts})
+    if (v != op->getResult(0) && getElementTypeOrSelf(v.getType()) != et)
+      return op->emitOpError("float operands must share one element type");
+  if (!getElementTypeOrSelf(op->getResult(0).getType()).isF32() &&
+      getElementTypeOrSelf(op->getResult(0).getType()) != et)
+    return op->emitOpError("result must be f32 or the operands' type");
+  return success();
+}
+
+LogicalResult ExpertMatmulOp::verify() {
+  return verifyExpertShapes(*this, getX(), getIds(), getResult(), getW(),
+                            getTransposeRhs());
+}
+
+LogicalResult ExpertMatmulWgradOp::verify() {
+  return verifyExpertShapes(*this, getX(), getIds(), getDy(), getResult(),
+                            getTransposeRhs());
+}
+
 LogicalResult GatherGradOp::verify() {
   ArrayRef<int64_t> data = shapeOf(getResult());
   int64_t axis = getAxis();

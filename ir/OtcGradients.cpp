@@ -422,6 +422,23 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+// y = x W_e: dx = dy W_e^T (the same grouping, the experts' layout flag
+// flipped) and each expert's dW its rows' x^T dy; the indices have none.
+LogicalResult ExpertMatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                             SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  Value ids = getIds();
+  auto dx = b.create<ExpertMatmulOp>(loc, getX().getType(), rg[0], ids, getW());
+  dx.setTransposeRhs(!getTransposeRhs());
+  auto dw = b.create<ExpertMatmulWgradOp>(loc, getW().getType(), rg[0], getX(),
+                                          ids);
+  dw.setTransposeRhs(getTransposeRhs());
+  out.push_back(dx);
+  out.push_back(Value());
+  out.push_back(dw);
+  return success();
+}
+
 // A sum into zeros (or `acc`) at the indices, as ScatterElements and
 // ScatterND with run-time indices import: each summand's gradient is the
 // result's gradient where it landed, `acc`'s the result's gradient.

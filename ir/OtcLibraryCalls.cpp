@@ -751,6 +751,107 @@ void GatherGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 }
 
 //===----------------------------------------------------------------------===//
+// Expert products
+//===----------------------------------------------------------------------===//
+
+/// The sizes the expert-product calls share: rows, experts, depth (x's
+/// row length), width (the product's row length) and the layout flag.
+static void appendExpertSizes(SmallVectorImpl<LibraryArg> &args, Value x,
+                              int64_t experts, int64_t width,
+                              bool transposed) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  args.push_back(LibraryArg::integer(xs[0]));
+  args.push_back(LibraryArg::integer(experts));
+  args.push_back(LibraryArg::integer(xs[1]));
+  args.push_back(LibraryArg::integer(width));
+  args.push_back(LibraryArg::integer(transposed ? 1 : 0));
+}
+
+/// expert_matmul.cu's grouping of the rows by expert: each row's (expert,
+/// row) pair written, CUB's stable radix sort of the pairs (about four
+/// passes over 16 bytes a row, as the gather gradient's), and one thread
+/// per expert finding where its rows begin.
+static void expertGroupingLaunches(int64_t rows, int64_t experts,
+                                   SmallVectorImpl<KernelLaunch> &l) {
+  KernelLaunch keys;
+  keys.what = "expert keys";
+  keys.blocks = std::max<int64_t>(1, ceilDiv(rows, 256));
+  keys.threads = 256;
+  keys.bytes = 16.0 * rows;
+  l.push_back(keys);
+  KernelLaunch sort;
+  sort.what = "sort rows by expert";
+  sort.blocks = keys.blocks;
+  sort.threads = 256;
+  sort.steps = 4;
+  sort.bytes = 4.0 * 16.0 * rows;
+  l.push_back(sort);
+  KernelLaunch bounds;
+  bounds.what = "expert bounds";
+  bounds.blocks = 1;
+  bounds.threads = 256;
+  bounds.steps = std::max<int64_t>(
+      1, ceilDiv(experts + 1, 256) * (64 - __builtin_clzll(rows + 1)));
+  bounds.bytes = 8.0 * (experts + 1);
+  l.push_back(bounds);
+}
+
+std::string ExpertMatmulOp::getLibraryKernel() {
+  return kernelName("expert_matmul", getX());
+}
+
+void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  appendExpertSizes(args, getX(), getExperts(), getWidth(),
+                    getTransposeRhs());
+  args.push_back(LibraryArg::operand(*this, getX()));
+  args.push_back(LibraryArg::operand(*this, getIds()));
+  args.push_back(LibraryArg::operand(*this, getW()));
+  args.push_back(LibraryArg::result(0));
+}
+
+void ExpertMatmulOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  expertGroupingLaunches(shapeOf(getX())[0], getExperts(), l);
+}
+
+/// The experts' products, priced as one GEMM of all the rows (each expert's
+/// matrix read once, the rows gathered and the results scattered).
+void ExpertMatmulOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
+  int64_t n = shapeOf(getX())[0], k = getDepth(), o = getWidth();
+  bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
+  double e = bf16 ? 2 : 4;
+  gemms.push_back({"experts", n, o, k, bf16,
+                   n * k * e + double(bytesOf(getW())) + n * o * 4.0, 4});
+}
+
+std::string ExpertMatmulWgradOp::getLibraryKernel() {
+  return kernelName("expert_matmul_wgrad", getX());
+}
+
+void ExpertMatmulWgradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  appendExpertSizes(args, getX(), shapeOf(getResult())[0],
+                    shapeOf(getDy())[1], getTransposeRhs());
+  args.push_back(LibraryArg::operand(*this, getDy()));
+  args.push_back(LibraryArg::operand(*this, getX()));
+  args.push_back(LibraryArg::operand(*this, getIds()));
+  args.push_back(LibraryArg::result(0));
+}
+
+void ExpertMatmulWgradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
+  expertGroupingLaunches(shapeOf(getX())[0], shapeOf(getResult())[0], l);
+}
+
+/// The experts' weight gradients, priced as one GEMM over all the rows
+/// (depth x width x rows), every expert's result written.
+void ExpertMatmulWgradOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
+  int64_t n = shapeOf(getX())[0], k = shapeOf(getX())[1],
+          o = shapeOf(getDy())[1];
+  bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
+  double e = bf16 ? 2 : 4;
+  gemms.push_back({"expert weights", k, o, n, bf16,
+                   n * (k + o) * e + double(bytesOf(getResult())), 4});
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

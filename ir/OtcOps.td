@@ -300,6 +300,69 @@ def Otc_GatherGradOp : Otc_Op<"gather_grad",
   }];
 }
 
+def Otc_ExpertMatmulOp : Otc_Op<"expert_matmul",
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface, ["getLibraryGemms"]>,
+     Grad, Otc_BF16Product,
+     DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>,
+     Pure]> {
+  let summary = "Each row times the matrix of the expert its index names";
+  let description = [{
+    `x` is [N, K], `ids` [N] int64, `w` [E, K, O] ([E, O, K] with
+    `transpose_rhs`): `result[n, :] = x[n, :] W_e` with e = ids[n] (counted
+    from the end when negative) and W_e = w[e] (its transpose with
+    `transpose_rhs`), accumulated in FP32. It is a mixture of experts'
+    `gather(w, ids)` followed by a batched product of each row with its own
+    gathered matrix (the `batched_mm` experts of Hugging Face's exports),
+    without the [N, K, O] gathered tensor: the kernel library groups the
+    rows by expert (a stable sort by index) and runs one product per
+    expert. A row whose index lies outside [-E, E) gets zeros (the
+    reference interpreter reports it, as a gather's; a router's top-k never
+    picks one).
+
+    ```mlir
+    %y = otc.expert_matmul %x, %ids, %w {transpose_rhs} : (tensor<64x32xf32>, tensor<64xi64>, tensor<4x16x32xf32>) -> tensor<64x16xf32>
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$x, Otc_IntTensor:$ids,
+                   Otc_FloatTensor:$w, UnitAttr:$transpose_rhs);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$x `,` $ids `,` $w attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// E, K and O: the experts, the rows' length and the result's.
+    int64_t getExperts();
+    int64_t getDepth();
+    int64_t getWidth();
+  }];
+}
+
+def Otc_ExpertMatmulWgradOp : Otc_Op<"expert_matmul_wgrad",
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface, ["getLibraryGemms"]>,
+     Otc_BF16Product,
+     DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>,
+     Pure]> {
+  let summary = "The experts' matrices' gradient of otc.expert_matmul";
+  let description = [{
+    `dy` is [N, O], `x` [N, K], `ids` [N] int64; the result has the
+    experts' shape, [E, K, O] ([E, O, K] with `transpose_rhs`): for each
+    expert e, the sum over the rows n with ids[n] = e of x[n]^T dy[n]
+    (transposed with `transpose_rhs`), accumulated in FP32, in row order on
+    the cpu target; an expert no row picks gets zeros, and a row whose index
+    lies outside [-E, E) adds nothing.
+
+    ```mlir
+    %dw = otc.expert_matmul_wgrad %dy, %x, %ids {transpose_rhs} : (tensor<64x16xf32>, tensor<64x32xf32>, tensor<64xi64>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$dy, Otc_FloatTensor:$x,
+                   Otc_IntTensor:$ids, UnitAttr:$transpose_rhs);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat =
+      "$dy `,` $x `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Otc_TopKOp : Otc_Op<"top_k", [CostFlops, Pure]> {
   let summary = "The indices of the k largest elements of each row (last dimension)";
   let description = [{

@@ -4,7 +4,8 @@
 // attention (FuseAttention.cpp): layer and RMS normalization as exporters
 // decompose them (the importer decomposes the native LayerNormalization the
 // same way), GELU in its erf and tanh forms, x * sigmoid(x) and the
-// cross-entropy losses. Each recognizer starts from one anchor op, checks the
+// cross-entropy losses and a mixture of experts' per-row products of gathered
+// weights (otc.expert_matmul). Each recognizer starts from one anchor op, checks the
 // whole chain around it (constants, axes, single uses of the intermediates)
 // and replaces the chain's result by one fused op; the chain becomes dead
 // and is erased at the end. Each recognizer is an MLIR rewrite pattern
@@ -505,6 +506,59 @@ Match fuse::fuseLogSoftmaxNll(NllLossOp loss, OpBuilder &b) {
 }
 
 //===----------------------------------------------------------------------===//
+// Expert products
+//===----------------------------------------------------------------------===//
+
+/// A mixture of experts' product as the `batched_mm` exports write it: the
+/// experts' weights gathered per row (`gather(w [E, A, B], ids [I...])`, an
+/// [I..., A, B] tensor) and multiplied with each row, either as
+/// `matmul(gathered [I..., O, K], x [I..., K, 1])` (the experts stored
+/// [E, O, K]) or as `matmul(x [I..., 1, K], gathered [I..., K, O])`.
+/// Becomes otc.expert_matmul on x as [N, K] (N the indices' count), which
+/// never builds the gathered tensor.
+Match fuse::fuseExpertMatmul(MatMulOp mm, OpBuilder &b) {
+  if (mm.getTransposeLhs() || mm.getTransposeRhs())
+    return Match::no();
+  auto lhsGather = mm.getLhs().getDefiningOp<GatherOp>();
+  auto rhsGather = mm.getRhs().getDefiningOp<GatherOp>();
+  GatherOp gather = lhsGather ? lhsGather : rhsGather;
+  if (!gather || (lhsGather && rhsGather))
+    return Match::no();
+  bool transposed = gather == lhsGather; // [I..., O, K] x [I..., K, 1]
+  Value rows = transposed ? mm.getRhs() : mm.getLhs();
+  ArrayRef<int64_t> ws = shapeOf(gather.getData()), rs = shapeOf(rows);
+  ArrayRef<int64_t> is = shapeOf(gather.getIndices());
+  if (ws.size() != 3 || rs.size() != is.size() + 2)
+    return Match::no();
+  if (gather.getAxis() != 0)
+    return Match::miss("expert product: the weights are gathered along axis " +
+                       std::to_string(gather.getAxis()) + ", not the experts'");
+  int64_t n = numElements(is);
+  if (rs.drop_back(2) != is || (transposed ? rs.back() : rs[rs.size() - 2]) != 1)
+    return Match::miss("expert product: each row must multiply its own "
+                       "expert's matrix as a single row or column");
+  int64_t k = transposed ? rs[rs.size() - 2] : rs.back();
+  int64_t o = transposed ? ws[1] : ws[2];
+  Location loc = mm.getLoc();
+  b.setInsertionPoint(mm);
+  auto elem = cast<ShapedType>(mm.getType()).getElementType();
+  Value x = b.create<ReshapeOp>(loc, RankedTensorType::get({n, k}, elem), rows);
+  Value ids = gather.getIndices();
+  auto it = cast<RankedTensorType>(ids.getType());
+  if (!it.getElementType().isInteger(64))
+    ids = b.create<CastOp>(loc, it.clone(b.getI64Type()), ids);
+  if (is.size() != 1)
+    ids = b.create<ReshapeOp>(loc, RankedTensorType::get({n}, b.getI64Type()),
+                              ids);
+  auto y = b.create<ExpertMatmulOp>(loc, RankedTensorType::get({n, o}, elem),
+                                    x, ids, gather.getData());
+  y.setTransposeRhs(transposed);
+  Value shaped = b.create<ReshapeOp>(loc, mm.getType(), y);
+  mm.getResult().replaceAllUsesWith(shaped);
+  return Match::yes();
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -588,6 +642,7 @@ void populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<SigmoidOp, fuseSilu, SiluOp>(patterns);
   addFusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(patterns);
   addFusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(patterns);
+  addFusion<MatMulOp, fuseExpertMatmul, ExpertMatmulOp>(patterns);
 }
 
 /// Reports a pattern's near miss as a remark at its anchor.

@@ -79,6 +79,7 @@ Match fuseGeluTanh(TanhOp tanh, mlir::OpBuilder &b);
 Match fuseSilu(SigmoidOp sigmoid, mlir::OpBuilder &b);
 Match fuseCrossEntropy(SoftmaxCrossEntropyOp loss, mlir::OpBuilder &b);
 Match fuseLogSoftmaxNll(NllLossOp loss, mlir::OpBuilder &b);
+Match fuseExpertMatmul(MatMulOp mm, mlir::OpBuilder &b);
 
 } // namespace otc::fuse
 

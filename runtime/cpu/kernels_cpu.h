@@ -65,6 +65,21 @@ int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
                const otcrt_bf16 *grad, const int64_t *indices,
                int32_t accumulate, otcrt_bf16 *out);
 
+/// A mixture of experts' per-row products and their weight gradient
+/// (expert_matmul.cpp).
+int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
+                 int32_t transposeW, const float *x, const int64_t *ids,
+                 const float *w, float *out);
+int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
+                 int32_t transposeW, const otcrt_bf16 *x, const int64_t *ids,
+                 const otcrt_bf16 *w, float *out);
+int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
+                      int64_t width, int32_t transposeW, const float *dy,
+                      const float *x, const int64_t *ids, float *dw);
+int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
+                      int64_t width, int32_t transposeW, const otcrt_bf16 *dy,
+                      const otcrt_bf16 *x, const int64_t *ids, float *dw);
+
 /// The sum of squares over arena ranges (sum_squares.cpp).
 int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
                double *sum);

@@ -148,6 +148,43 @@ int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
                            const int64_t *indices, int32_t accumulate,
                            otcrt_bf16 *out, void *stream);
 
+/*===--- Expert products ---------------------------------------------------===*/
+
+/// A mixture of experts' per-row products (otc.expert_matmul): x is
+/// [rows, depth], ids [rows], w the experts' matrices, [experts, depth,
+/// width] (transpose_w 0) or [experts, width, depth] (1), and out [rows,
+/// width] gets out[n, :] = x[n, :] W_e with e = ids[n] (plus experts when
+/// negative) and W_e = w[e] or its transpose, accumulated in float (bf16:
+/// x and w stored as bfloat16, out float). A row whose index is outside
+/// [-experts, experts) gets zeros (the reference interpreter reports it
+/// instead; the indices a router's top-k picks are always inside). The rows are grouped by expert, keeping their order within an
+/// expert (the cpu target: a counting sort, then one GEMM per expert over
+/// its rows gathered; the cuda target: a stable radix sort, then tiles of
+/// one expert's rows each), so no [rows, depth, width] tensor is built and
+/// results repeat bit for bit however the indices are skewed.
+int otcrt_expert_matmul_f32(int64_t rows, int64_t experts, int64_t depth,
+                            int64_t width, int32_t transpose_w,
+                            const float *x, const int64_t *ids,
+                            const float *w, float *out, void *stream);
+int otcrt_expert_matmul_bf16(int64_t rows, int64_t experts, int64_t depth,
+                             int64_t width, int32_t transpose_w,
+                             const otcrt_bf16 *x, const int64_t *ids,
+                             const otcrt_bf16 *w, float *out, void *stream);
+/// The experts' weight gradient (otc.expert_matmul_wgrad): with dy [rows,
+/// width] and x [rows, depth], dw (the experts' layout, as w above) gets
+/// for each expert the sum over its rows of x[n]^T dy[n], accumulated in
+/// float; an expert no row picks gets zeros and a row with an index outside
+/// the experts adds nothing.
+int otcrt_expert_matmul_wgrad_f32(int64_t rows, int64_t experts, int64_t depth,
+                                  int64_t width, int32_t transpose_w,
+                                  const float *dy, const float *x,
+                                  const int64_t *ids, float *dw, void *stream);
+int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts,
+                                   int64_t depth, int64_t width,
+                                   int32_t transpose_w, const otcrt_bf16 *dy,
+                                   const otcrt_bf16 *x, const int64_t *ids,
+                                   float *dw, void *stream);
+
 /*===--- Attention ---------------------------------------------------------===*/
 
 /// The sizes and options of one scaled dot-product attention: q is

@@ -1,0 +1,190 @@
+// Host expert products of libotcrt_cpu (otc.expert_matmul and its weight
+// gradient): a mixture of experts' rows, each multiplied with the matrix of
+// the expert its index names. The rows are grouped by expert with a stable
+// counting sort (each group keeps row order); each expert's rows are
+// gathered into a float block (bf16 widened exactly), multiplied by the
+// GEMM of cpu/gemm.cpp (OpenBLAS where installed) against the expert's
+// matrix, and the results scattered back to their rows. The weight
+// gradient gathers an expert's rows of x and of dy alike and takes x^T dy
+// (or dy^T x for experts stored transposed) in one GEMM over them. No
+// [rows, depth, width] tensor of gathered matrices is ever built, and the
+// order of every sum is fixed by the indices alone.
+#include "common.h"
+#include "kernels_cpu.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+namespace otcrt {
+namespace cpu {
+namespace {
+
+/// The rows of each expert: order[begin[e], begin[e + 1]) in row order.
+/// Rows whose index is outside [-experts, experts) are in no group.
+struct Groups {
+  std::vector<int64_t> begin, order;
+};
+
+Groups groupRows(int64_t rows, int64_t experts, const int64_t *ids) {
+  auto expertOf = [&](int64_t n) {
+    int64_t e = ids[n] < 0 ? ids[n] + experts : ids[n];
+    return e >= 0 && e < experts ? e : int64_t{-1};
+  };
+  Groups g;
+  g.begin.assign(static_cast<size_t>(experts) + 1, 0);
+  for (int64_t n = 0; n < rows; ++n)
+    if (int64_t e = expertOf(n); e >= 0)
+      ++g.begin[e + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    g.begin[e + 1] += g.begin[e];
+  g.order.resize(static_cast<size_t>(g.begin[experts]));
+  std::vector<int64_t> next(g.begin.begin(), g.begin.end() - 1);
+  for (int64_t n = 0; n < rows; ++n)
+    if (int64_t e = expertOf(n); e >= 0)
+      g.order[next[e]++] = n;
+  return g;
+}
+
+/// Rows `order[0, count)` of the [*, cols] matrix `src`, as floats, into
+/// `dst` [count, cols].
+template <typename T>
+void gatherRows(const T *src, int64_t cols, const int64_t *order,
+                int64_t count, float *dst) {
+#pragma omp parallel for schedule(static) if (count * cols >= 65536)
+  for (int64_t i = 0; i < count; ++i) {
+    const T *row = src + order[i] * cols;
+    for (int64_t c = 0; c < cols; ++c)
+      dst[i * cols + c] = load(row[c]);
+  }
+}
+
+/// C = op(A) op(B) on float matrices through the GEMM of gemm.cpp.
+int floatGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const float *a, int64_t lda, const float *b, int64_t ldb,
+              float *c, int64_t ldc) {
+  OtcrtGemm g{};
+  g.trans_a = transA;
+  g.trans_b = transB;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = 1;
+  g.alpha = 1.0f;
+  g.beta = 0.0f;
+  g.ab_type = OTC_F32;
+  g.c_type = OTC_F32;
+  g.epilogue_type = OTC_F32;
+  g.epilogue = OTCRT_GEMM_NONE;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  return gemm(g, a, b, c, nullptr, nullptr, nullptr);
+}
+
+bool validSizes(int64_t rows, int64_t experts, int64_t depth, int64_t width,
+                int32_t transposeW) {
+  return rows >= 0 && experts >= 1 && depth >= 1 && width >= 1 &&
+         (transposeW == 0 || transposeW == 1);
+}
+
+template <typename T>
+int expertMatmulImpl(int64_t rows, int64_t experts, int64_t depth,
+                     int64_t width, int32_t transposeW, const T *x,
+                     const int64_t *ids, const T *w, float *out) {
+  if (!validSizes(rows, experts, depth, width, transposeW))
+    return 1;
+  std::fill(out, out + rows * width, 0.0f);
+  Groups g = groupRows(rows, experts, ids);
+  std::vector<float> xs, ys, we;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t count = g.begin[e + 1] - g.begin[e];
+    if (count == 0)
+      continue;
+    const int64_t *order = g.order.data() + g.begin[e];
+    xs.resize(static_cast<size_t>(count * depth));
+    ys.resize(static_cast<size_t>(count * width));
+    gatherRows(x, depth, order, count, xs.data());
+    const T *wSrc = w + e * depth * width;
+    const float *wf;
+    if constexpr (std::is_same_v<T, float>) {
+      wf = wSrc;
+    } else {
+      we.resize(static_cast<size_t>(depth * width));
+      for (int64_t i = 0; i < depth * width; ++i)
+        we[i] = load(wSrc[i]);
+      wf = we.data();
+    }
+    if (int rc = floatGemm(false, transposeW != 0, count, width, depth,
+                           xs.data(), depth, wf, transposeW ? depth : width,
+                           ys.data(), width))
+      return rc;
+#pragma omp parallel for schedule(static) if (count * width >= 65536)
+    for (int64_t i = 0; i < count; ++i)
+      std::copy(ys.data() + i * width, ys.data() + (i + 1) * width,
+                out + order[i] * width);
+  }
+  return 0;
+}
+
+template <typename T>
+int expertMatmulWgradImpl(int64_t rows, int64_t experts, int64_t depth,
+                          int64_t width, int32_t transposeW, const T *dy,
+                          const T *x, const int64_t *ids, float *dw) {
+  if (!validSizes(rows, experts, depth, width, transposeW))
+    return 1;
+  Groups g = groupRows(rows, experts, ids);
+  std::vector<float> xs, ds;
+  for (int64_t e = 0; e < experts; ++e) {
+    float *dwE = dw + e * depth * width;
+    int64_t count = g.begin[e + 1] - g.begin[e];
+    if (count == 0) {
+      std::fill(dwE, dwE + depth * width, 0.0f);
+      continue;
+    }
+    const int64_t *order = g.order.data() + g.begin[e];
+    xs.resize(static_cast<size_t>(count * depth));
+    ds.resize(static_cast<size_t>(count * width));
+    gatherRows(x, depth, order, count, xs.data());
+    gatherRows(dy, width, order, count, ds.data());
+    // [depth, width] = xs^T ds, or [width, depth] = ds^T xs.
+    int rc = transposeW
+                 ? floatGemm(true, false, width, depth, count, ds.data(),
+                             width, xs.data(), depth, dwE, depth)
+                 : floatGemm(true, false, depth, width, count, xs.data(),
+                             depth, ds.data(), width, dwE, width);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+} // namespace
+
+int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
+                 int32_t transposeW, const float *x, const int64_t *ids,
+                 const float *w, float *out) {
+  return expertMatmulImpl(rows, experts, depth, width, transposeW, x, ids, w,
+                          out);
+}
+int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
+                 int32_t transposeW, const otcrt_bf16 *x, const int64_t *ids,
+                 const otcrt_bf16 *w, float *out) {
+  return expertMatmulImpl(rows, experts, depth, width, transposeW, x, ids, w,
+                          out);
+}
+int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
+                      int64_t width, int32_t transposeW, const float *dy,
+                      const float *x, const int64_t *ids, float *dw) {
+  return expertMatmulWgradImpl(rows, experts, depth, width, transposeW, dy, x,
+                               ids, dw);
+}
+int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
+                      int64_t width, int32_t transposeW, const otcrt_bf16 *dy,
+                      const otcrt_bf16 *x, const int64_t *ids, float *dw) {
+  return expertMatmulWgradImpl(rows, experts, depth, width, transposeW, dy, x,
+                               ids, dw);
+}
+
+} // namespace cpu
+} // namespace otcrt
