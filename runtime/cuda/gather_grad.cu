@@ -42,6 +42,7 @@
 #include "common.cuh"
 #include "gather_grad.h"
 #include "scratch.h"
+#include "sort_keys.cuh"
 
 #include "otcrt/workspace.h"
 
@@ -66,34 +67,6 @@ struct Batch {
   int64_t pieces;
   bool accumulate; ///< add to the result (an adding call, or a later batch)
 };
-
-/// keys[p] = the row position first + p picks (axisLen outside the axis),
-/// values[p] = p.
-__global__ void keysKernel(int64_t count, int64_t axisLen,
-                           const int64_t *indices, uint32_t *keys,
-                           uint32_t *values) {
-  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       p < count; p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t a = indices[p];
-    if (a < 0)
-      a += axisLen;
-    keys[p] = static_cast<uint32_t>(a >= 0 && a < axisLen ? a : axisLen);
-    values[p] = static_cast<uint32_t>(p);
-  }
-}
-
-/// The first of keys[lo, hi) (ascending) that is not below `key`.
-__device__ __forceinline__ int64_t lowerBound(const uint32_t *keys, int64_t lo,
-                                              int64_t hi, uint32_t key) {
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (keys[mid] < key)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
 
 /// Stores W sums at p (T: the result, or float: a partial row), added to
 /// what p holds when `accumulate`.
@@ -213,70 +186,6 @@ __global__ void crossingKernel(Batch b, const uint32_t *keys,
     }
     put(row + c, acc, b.accumulate);
   }
-}
-
-/// Bits of the sort keys: enough for every row and the sentinel axisLen.
-int keyBits(int64_t axisLen) {
-  int bits = 1;
-  while (bits < 32 && (int64_t{1} << bits) <= axisLen)
-    ++bits;
-  return bits;
-}
-
-/// Elements of each key and value buffer for a batch of n positions
-/// (rounded up to 256 bytes, keeping every buffer aligned).
-int64_t bufferElements(int64_t n) { return (n + 63) / 64 * 64; }
-
-/// Where a batch of `count` positions lives in the sort scratch.
-struct SortSpace {
-  uint32_t *keys[2], *values[2];
-  void *temp;
-  size_t tempBytes;
-};
-
-/// CUB's temporary bytes for sorting n pairs on `bits` bits, or false.
-bool sortTempBytes(int64_t n, int bits, cudaStream_t stream, size_t &bytes) {
-  cub::DoubleBuffer<uint32_t> keys(nullptr, nullptr), values(nullptr, nullptr);
-  bytes = 0;
-  return cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, values,
-                                         static_cast<int>(n), 0, bits,
-                                         stream) == cudaSuccess;
-}
-
-/// The scratch layout of a batch of `count` positions, false when it does
-/// not fit OTCRT_CUDA_SORT_SCRATCH_BYTES.
-bool sortSpace(char *base, int64_t count, int bits, cudaStream_t stream,
-               SortSpace &s) {
-  const int64_t n = bufferElements(count);
-  const size_t buffers = static_cast<size_t>(4 * n) * sizeof(uint32_t);
-  if (buffers > OTCRT_CUDA_SORT_SCRATCH_BYTES ||
-      !sortTempBytes(count, bits, stream, s.tempBytes) ||
-      buffers + s.tempBytes > OTCRT_CUDA_SORT_SCRATCH_BYTES)
-    return false;
-  uint32_t *u = reinterpret_cast<uint32_t *>(base);
-  s.keys[0] = u;
-  s.keys[1] = u + n;
-  s.values[0] = u + 2 * n;
-  s.values[1] = u + 3 * n;
-  s.temp = base + buffers;
-  return true;
-}
-
-/// The largest batch (at most `positions`) whose sort fits the scratch;
-/// 0 when none does.
-int64_t batchPositions(int64_t positions, int bits, cudaStream_t stream) {
-  int64_t n = static_cast<int64_t>(OTCRT_CUDA_SORT_SCRATCH_BYTES / 16);
-  n = n < positions ? n : positions;
-  while (n > 0) {
-    size_t temp = 0;
-    if (!sortTempBytes(n, bits, stream, temp))
-      return 0;
-    if (static_cast<size_t>(4 * bufferElements(n)) * sizeof(uint32_t) + temp <=
-        OTCRT_CUDA_SORT_SCRATCH_BYTES)
-      return n;
-    n -= n / 8 + 1;
-  }
-  return 0;
 }
 
 /// Sorted positions per piece for a batch: kPieceMin, doubled while the

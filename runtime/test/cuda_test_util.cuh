@@ -216,6 +216,7 @@ void testGemms(std::mt19937 &rng);
 void testAttentions(std::mt19937 &rng);
 /// The gather-gradient checks (gather_grad_cuda_test.cu).
 void testGatherGrads(std::mt19937 &rng);
+void testExpertMatmuls(std::mt19937 &rng);
 /// The cross-entropy and its bad labels (cross_entropy_cuda_test.cu).
 void testCrossEntropies(std::mt19937 &rng);
 /// The chunked LM head and loss (linear_cross_entropy_cuda_test.cu).

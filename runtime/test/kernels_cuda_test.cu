@@ -694,6 +694,7 @@ int main(int argc, char **argv) {
   testColumnSumInto(rng, 33, 1001);
   testColumnSumInto(rng, 16, 1001); // one chunk, element by element
   testGatherGrads(rng);
+  testExpertMatmuls(rng);
   testSumSquares(rng);
   testGradFactor(rng);
   testScaleRanges(rng);
