@@ -63,6 +63,14 @@ class SparseGraph:
                                            name=f"/{op}_{self.count}", **attrs))
         return out
 
+    def node_outputs(self, op, inputs, n, **attrs):
+        """One `op` node with `n` outputs; their names."""
+        self.count += 1
+        outs = [f"{op.lower()}_{self.count}_{i}" for i in range(n)]
+        self.nodes.append(helper.make_node(op, inputs, outs,
+                                           name=f"/{op}_{self.count}", **attrs))
+        return outs
+
     def write_weights(self):
         """The weights file: dense values (see the module's comment) or a
         sparse file of zeros of the same length."""

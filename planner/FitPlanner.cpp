@@ -199,6 +199,17 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
       err.clear();
       break;
     }
+    // A micro-batch the export cannot take when micro-batch 1 imported (a
+    // tensor over the importer's size limit: a mixture of experts' gathered
+    // weights before otc.expert_matmul replaces them): the larger ones
+    // cannot either.
+    if (!imported && mb > 1) {
+      llvm::errs() << "otc-compile: fit: micro-batch " << mb
+                   << " does not import (" << err
+                   << "): larger micro-batches are left out\n";
+      err.clear();
+      break;
+    }
     if (!imported)
       return std::nullopt;
     // Folding, fusion and differentiation once per micro-batch; the

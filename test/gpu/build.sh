@@ -103,6 +103,14 @@ add hf-gpt2 "$hf/gpt2.onnx" "$hf/batch.safetensors" 1e-4 "$hf/grads_ce.safetenso
 add hf-gpt2-bf16 "$hf/gpt2.onnx" "$hf/batch.safetensors" 2e-2 - \
     --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
 
+# A mixture of experts (otc.expert_matmul, top_k) against PyTorch's
+# float64 gradients.
+moe=$src/test/e2e/hf-moe
+add hf-mixtral "$moe/mixtral.onnx" "$moe/batch.safetensors" 1e-4 "$moe/mixtral_grads.safetensors" \
+    --micro-batch 1 --grad-accum 2 --loss=cross_entropy:logits:targets
+add hf-mixtral-bf16 "$moe/mixtral.onnx" "$moe/batch.safetensors" 3e-2 "$moe/mixtral_grads.safetensors" \
+    --micro-batch 2 --precision=bf16 --loss=cross_entropy:logits:targets
+
 gpt2=$src/test/e2e/gpt2-opset17
 peak() {
   "$bin/otc-compile" "$gpt2/gpt2.onnx" -o "$out/plan-$1" --target=cuda --plan-only \
