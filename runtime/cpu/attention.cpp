@@ -21,6 +21,30 @@
 
 namespace otcrt {
 namespace cpu {
+
+/// C = alpha op(A) op(B) + beta C, row-major float, through this library's
+/// GEMM (OpenBLAS where installed: cpu/gemm.cpp). Called inside the
+/// attention's parallel loops, it runs on the calling thread.
+void matmul(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+            float alpha, const float *A, int64_t lda, const float *B,
+            int64_t ldb, float beta, float *C, int64_t ldc) {
+  OtcrtGemm g{};
+  g.trans_a = transA;
+  g.trans_b = transB;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = 1;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.ab_type = g.c_type = g.epilogue_type = OTC_F32;
+  g.epilogue = OTCRT_GEMM_NONE;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  gemm(g, A, B, C, nullptr, nullptr, nullptr);
+}
+
 namespace {
 
 /// Index arithmetic and the per-element terms of one attention problem.
@@ -79,28 +103,6 @@ bool degenerate(const OtcrtAttention &a) {
   return a.b <= 0 || a.h <= 0 || a.t <= 0 || a.d <= 0;
 }
 
-/// C = alpha op(A) op(B) + beta C, row-major float, through this library's
-/// GEMM (OpenBLAS where installed: cpu/gemm.cpp). Called inside the
-/// attention's parallel loops, it runs on the calling thread.
-void matmul(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-            float alpha, const float *A, int64_t lda, const float *B,
-            int64_t ldb, float beta, float *C, int64_t ldc) {
-  OtcrtGemm g{};
-  g.trans_a = transA;
-  g.trans_b = transB;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.batch = 1;
-  g.alpha = alpha;
-  g.beta = beta;
-  g.ab_type = g.c_type = g.epilogue_type = OTC_F32;
-  g.epilogue = OTCRT_GEMM_NONE;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
-  gemm(g, A, B, C, nullptr, nullptr, nullptr);
-}
 
 /// Query rows per tile: a tile's scores are one [kQueryTile, keys] GEMM.
 constexpr int64_t kQueryTile = 64;

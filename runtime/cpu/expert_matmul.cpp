@@ -59,29 +59,6 @@ void gatherRows(const T *src, int64_t cols, const int64_t *order,
   }
 }
 
-/// C = op(A) op(B) on float matrices through the GEMM of gemm.cpp.
-int floatGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-              const float *a, int64_t lda, const float *b, int64_t ldb,
-              float *c, int64_t ldc) {
-  OtcrtGemm g{};
-  g.trans_a = transA;
-  g.trans_b = transB;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.batch = 1;
-  g.alpha = 1.0f;
-  g.beta = 0.0f;
-  g.ab_type = OTC_F32;
-  g.c_type = OTC_F32;
-  g.epilogue_type = OTC_F32;
-  g.epilogue = OTCRT_GEMM_NONE;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
-  return gemm(g, a, b, c, nullptr, nullptr, nullptr);
-}
-
 bool validSizes(int64_t rows, int64_t experts, int64_t depth, int64_t width,
                 int32_t transposeW) {
   return rows >= 0 && experts >= 1 && depth >= 1 && width >= 1 &&
@@ -115,10 +92,8 @@ int expertMatmulImpl(int64_t rows, int64_t experts, int64_t depth,
         we[i] = load(wSrc[i]);
       wf = we.data();
     }
-    if (int rc = floatGemm(false, transposeW != 0, count, width, depth,
-                           xs.data(), depth, wf, transposeW ? depth : width,
-                           ys.data(), width))
-      return rc;
+    matmul(false, transposeW != 0, count, width, depth, 1.0f, xs.data(), depth,
+           wf, transposeW ? depth : width, 0.0f, ys.data(), width);
 #pragma omp parallel for schedule(static) if (count * width >= 65536)
     for (int64_t i = 0; i < count; ++i)
       std::copy(ys.data() + i * width, ys.data() + (i + 1) * width,
@@ -148,13 +123,12 @@ int expertMatmulWgradImpl(int64_t rows, int64_t experts, int64_t depth,
     gatherRows(x, depth, order, count, xs.data());
     gatherRows(dy, width, order, count, ds.data());
     // [depth, width] = xs^T ds, or [width, depth] = ds^T xs.
-    int rc = transposeW
-                 ? floatGemm(true, false, width, depth, count, ds.data(),
-                             width, xs.data(), depth, dwE, depth)
-                 : floatGemm(true, false, depth, width, count, xs.data(),
-                             depth, ds.data(), width, dwE, width);
-    if (rc)
-      return rc;
+    if (transposeW)
+      matmul(true, false, width, depth, count, 1.0f, ds.data(), width,
+             xs.data(), depth, 0.0f, dwE, depth);
+    else
+      matmul(true, false, depth, width, count, 1.0f, xs.data(), depth,
+             ds.data(), width, 0.0f, dwE, width);
   }
   return 0;
 }

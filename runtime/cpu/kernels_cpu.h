@@ -20,6 +20,12 @@ namespace cpu {
 int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
          const void *bias, const void *addend, void *aux);
 
+/// C = alpha op(A) op(B) + beta C on row-major float matrices through the
+/// GEMM above (attention.cpp; the attention and expert kernels use it).
+void matmul(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+            float alpha, const float *A, int64_t lda, const float *B,
+            int64_t ldb, float beta, float *C, int64_t ldc);
+
 /// Layer norm forward and backward (layer_norm.cpp).
 int layerNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
                  const float *gamma, const float *beta, float *y, float *mean,

@@ -81,6 +81,28 @@ __device__ __forceinline__ int64_t groupOf(const int64_t *tiles,
   return lo;
 }
 
+/// acc[i][j] += sum over the step's kStep terms of a[.][ty kPer + i] *
+/// b[.][tx kPer + j], in term order: a thread's 4 x 4 results of a tile.
+__device__ __forceinline__ void accumulateStep(const float (&a)[kStep][kTile + 1],
+                                               const float (&b)[kStep][kTile + 1],
+                                               int ty, int tx,
+                                               float (&acc)[kPer][kPer]) {
+#pragma unroll
+  for (int k = 0; k < kStep; ++k) {
+    float av[kPer], bv[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      av[i] = a[k][ty * kPer + i];
+      bv[i] = b[k][tx * kPer + i];
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+#pragma unroll
+      for (int j = 0; j < kPer; ++j)
+        acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+  }
+}
+
 /// out[row, :] = x[row, :] W_e for the rows of one tile of one expert
 /// (zeros for the group of rows outside the experts).
 template <typename T>
@@ -131,20 +153,7 @@ __global__ void __launch_bounds__(kThreads)
         ws[kk][c] = v;
       }
       __syncthreads();
-#pragma unroll
-      for (int k = 0; k < kStep; ++k) {
-        float a[kPer], b[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          a[i] = xs[k][ty * kPer + i];
-          b[i] = ws[k][tx * kPer + i];
-        }
-#pragma unroll
-        for (int i = 0; i < kPer; ++i)
-#pragma unroll
-          for (int j = 0; j < kPer; ++j)
-            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-      }
+      accumulateStep(xs, ws, ty, tx, acc);
       __syncthreads();
     }
   }
@@ -187,20 +196,7 @@ __global__ void __launch_bounds__(kThreads)
       ds[p][c] = here && c0 + c < width ? load(dy[row * width + c0 + c]) : 0.0f;
     }
     __syncthreads();
-#pragma unroll
-    for (int p = 0; p < kStep; ++p) {
-      float a[kPer], b[kPer];
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        a[i] = xs[p][ty * kPer + i];
-        b[i] = ds[p][tx * kPer + i];
-      }
-#pragma unroll
-      for (int i = 0; i < kPer; ++i)
-#pragma unroll
-        for (int j = 0; j < kPer; ++j)
-          acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
+    accumulateStep(xs, ds, ty, tx, acc);
     __syncthreads();
   }
   float *dwe = dw + e * depth * width;
