@@ -18,20 +18,45 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace otc {
 
-std::optional<LossSpec> parseLossSpec(llvm::StringRef text,
+std::optional<LossSpec> parseLossSpec(llvm::StringRef whole,
                                       std::string &error) {
   LossSpec spec;
-  SmallVector<llvm::StringRef> parts;
-  text.split(parts, ':');
   auto bad = [&](const std::string &why) {
-    error = "bad --loss '" + text.str() + "': " + why;
+    error = "bad --loss '" + whole.str() + "': " + why;
     return std::nullopt;
   };
+  // The terms after the first '+': C*OUTPUT or OUTPUT.
+  SmallVector<llvm::StringRef> pieces;
+  whole.split(pieces, '+');
+  llvm::StringRef text = pieces.front();
+  for (llvm::StringRef term : llvm::drop_begin(pieces)) {
+    LossSpec::Term t;
+    auto [coefficient, output] = term.split('*');
+    if (output.empty()) {
+      output = coefficient;
+    } else if (coefficient.trim().getAsDouble(t.coefficient) ||
+               !std::isfinite(t.coefficient)) {
+      return bad("expected +C*OUTPUT (C a number) or +OUTPUT, got '+" +
+                 term.str() + "'");
+    }
+    t.output = output.trim().str();
+    if (t.output.empty())
+      return bad("a term names no output");
+    spec.terms.push_back(t);
+  }
+  SmallVector<llvm::StringRef> parts;
+  text.split(parts, ':');
   if (parts.size() == 1) {
+    if (!spec.terms.empty())
+      return bad("terms add to an appended loss (cross_entropy:... or "
+                 "mse:...+C*OUTPUT); a graph output that is the loss "
+                 "already holds what the model adds to it");
     spec.output = text.str();
     return spec;
   }
@@ -161,6 +186,26 @@ bool appendLoss(ModuleOp module, const LossSpec &spec, std::string &error) {
     Value scale = b.create<ConstantOp>(
         loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(1.0 / count)));
     loss = b.create<MulOp>(loc, scalar, sum, scale);
+  }
+
+  // The terms: scalar float32 outputs, each added times its coefficient.
+  for (const LossSpec::Term &t : spec.terms) {
+    std::optional<unsigned> at;
+    for (unsigned i = 0; i < forward.getNumResults(); ++i)
+      if (auto name = forward.getResultAttrOfType<StringAttr>(i, attrs::kOutput))
+        if (name.getValue() == t.output)
+          at = i;
+    if (!at)
+      return fail("no graph output named '" + t.output + "' to add");
+    Value term = ret.getOperand(*at);
+    if (term.getType() != scalar)
+      return fail("output '" + t.output +
+                  "' is not a float32 scalar, so it cannot be added to the "
+                  "loss");
+    Value c = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(t.coefficient)));
+    loss = b.create<AddOp>(loc, scalar, loss,
+                           b.create<MulOp>(loc, scalar, term, c));
   }
 
   // The loss becomes the last graph output.

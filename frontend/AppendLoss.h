@@ -13,6 +13,11 @@
 //       mean over all elements of (OUTPUT - TARGET)^2, TARGET a new float32
 //       graph input of OUTPUT's shape
 //
+// An appended loss may be followed by terms `+C*OUTPUT` (or `+OUTPUT`, C =
+// 1), each a scalar float32 graph output added C times: a mixture of
+// experts' router loss the model returns beside its logits, e.g.
+// `cross_entropy:logits:targets+0.02*aux_loss`.
+//
 // The new input becomes a graph input like any other (fed by `--batch` by
 // name, and by `--data` as the targets), and the loss a new graph output
 // named "loss".
@@ -28,6 +33,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace otc {
 
@@ -41,6 +47,13 @@ struct LossSpec {
   std::string targets;
   /// CrossEntropy: targets equal to this are ignored.
   int64_t ignoreIndex = -100;
+  /// Scalar graph outputs added to the appended loss, each times its
+  /// coefficient (CrossEntropy, Mse).
+  struct Term {
+    double coefficient = 1.0;
+    std::string output;
+  };
+  std::vector<Term> terms;
 };
 
 /// The name of the graph output an appended loss gets.

@@ -115,7 +115,9 @@ static cl::opt<std::string> lossName(
              "output), or one to append: "
              "cross_entropy:LOGITS:TARGETS[:ignore=N] (mean over the targets "
              "not equal to N, default -100; TARGETS a new int64 input) or "
-             "mse:OUTPUT:TARGET (TARGET a new float32 input)"),
+             "mse:OUTPUT:TARGET (TARGET a new float32 input), either "
+             "followed by +C*OUTPUT terms, scalar outputs added C times (a "
+             "router's aux_loss)"),
     cl::value_desc("LOSS"), cl::cat(cat));
 static cl::opt<std::string> freeze("freeze",
                                    cl::desc("Initializers not trained (regex)"),

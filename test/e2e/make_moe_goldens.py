@@ -23,6 +23,12 @@ input_ids and labels and returns Hugging Face's loss, the shifted
 cross-entropy plus the coefficient times the load-balancing loss; its
 golden is that loss's float64 gradients on mixtral_aux_batch.safetensors
 (batch.safetensors' input_ids, and its targets as labels).
+`mixtral_aux_logits.onnx` is the same model exported without labels: it
+returns the logits and Hugging Face's unscaled `aux_loss`, which
+`--loss=cross_entropy:logits:targets+0.02*aux_loss` adds to the appended
+cross-entropy; mixtral_aux_logits_batch.safetensors holds input_ids and the
+labels shifted left as targets (-100 at the end), so that loss is
+mixtral_aux.onnx's and its golden is mixtral_aux_grads.safetensors.
 
     make_moe_goldens.py [OUTDIR]
 """
@@ -42,6 +48,19 @@ sys.path.insert(0, HERE)
 from hf_export import golden_grads, save_inline  # noqa: E402
 
 SEQ, BATCH, VOCAB = 16, 2, 96
+
+
+class LogitsAux(torch.nn.Module):
+    """The logits and the router's load-balancing loss (unscaled), the
+    model called without labels."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        out = self.model(input_ids=input_ids, use_cache=False)
+        return out.logits, out.aux_loss
 
 
 class WithLoss(torch.nn.Module):
@@ -164,6 +183,24 @@ def export_aux(out, ids, labels):
               os.path.join(out, "mixtral_aux_batch.safetensors"))
     aux = model.double()(input_ids=ids, labels=labels, use_cache=False).aux_loss
     print(f"wrote {path}: loss {loss.item():.6f} (aux {aux.item():.6f})")
+
+    # The same weights, exported to return the logits and aux_loss.
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    path = os.path.join(out, "mixtral_aux_logits.onnx")
+    torch.onnx.export(LogitsAux(model).eval(), (ids,), path, dynamo=True,
+                      optimize=False, input_names=["input_ids"],
+                      output_names=["logits", "aux_loss"],
+                      dynamic_shapes={"input_ids": {0: batch_dim}})
+    save_inline(path)
+    targets = torch.full_like(labels, -100)
+    targets[:, :-1] = labels[:, 1:]
+    save_file({"input_ids": ids, "targets": targets},
+              os.path.join(out, "mixtral_aux_logits_batch.safetensors"))
+    logits, aux = LogitsAux(model).double()(ids)
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+    print(f"wrote {path}: cross-entropy {ce.item():.6f} + 0.02 x aux {aux.item():.6f} = "
+          f"{(ce + 0.02 * aux).item():.6f}")
 
 
 if __name__ == "__main__":
