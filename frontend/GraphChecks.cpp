@@ -288,13 +288,13 @@ void Importer::checkInputTypes() {
 }
 
 void Importer::checkSize(const std::string &name, Type type,
-                         const Twine &what) {
+                         const Twine &what, uint64_t limit) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t)
     return;
   Type et = t.getElementType();
   uint64_t bytes = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-  checkedElements(t.getShape(), bytes, what + " '" + name + "'");
+  checkedElements(t.getShape(), bytes, what + " '" + name + "'", limit);
 }
 
 void Importer::checkOutputs() {
@@ -304,8 +304,11 @@ void Importer::checkOutputs() {
       continue;
     std::string what =
         "node '" + current->name + "' (" + n.op_type() + "): output";
+    // A run-time value holds no memory here (kMaxComputedTensorBytes); a
+    // value computed at import does.
     if (auto it = values.find(n.output(i)); it != values.end())
-      checkSize(n.output(i), it->second.getType(), what);
+      checkSize(n.output(i), it->second.getType(), what,
+                kMaxComputedTensorBytes);
     else if (auto st = statics.find(n.output(i)); st != statics.end())
       checkSize(n.output(i), st->second->attr.getType(), what);
   }

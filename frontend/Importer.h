@@ -53,6 +53,13 @@ constexpr int64_t kMaxCheckerOpset = 17;
 /// memory of any device the programs run on. Bounding every tensor up front
 /// keeps element counts and byte sizes far from int64 overflow.
 constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
+/// The largest value a node computes at run time, in bytes: 1 PiB. Such a
+/// value holds no memory at import, and fusion may replace it (a mixture of
+/// experts' weights gathered per token, [tokens x top-k, F, C], which
+/// otc.expert_matmul never builds: 2 TiB for OLMoE at micro-batch 8 of
+/// 2048 tokens); one that survives is the plan's to size. Still far from
+/// int64 overflow in byte counts.
+constexpr uint64_t kMaxComputedTensorBytes = uint64_t(1) << 50;
 
 /// The most elements of a Range computed at import time (its values are
 /// materialized as a constant), and of the offsets GatherND/GatherElements
@@ -72,9 +79,10 @@ public:
 [[noreturn]] void fail(const llvm::Twine &msg);
 /// The element count of `shape`, overflow-checked; fails naming `what` when a
 /// dimension is negative or the tensor (at `elemBytes` bytes per element)
-/// exceeds kMaxTensorBytes.
+/// exceeds `limit` bytes.
 int64_t checkedElements(llvm::ArrayRef<int64_t> shape, uint64_t elemBytes,
-                        const llvm::Twine &what);
+                        const llvm::Twine &what,
+                        uint64_t limit = kMaxTensorBytes);
 /// Formats a shape as `[4, 3]`.
 std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 /// Prints a type, e.g. `tensor<2x3xi64>`.
@@ -312,9 +320,9 @@ private:
   void checkInputTypes();
   /// The current node's outputs against kMaxTensorBytes (after it is built).
   void checkOutputs();
-  /// Fails naming `what` and `name` when `type` exceeds kMaxTensorBytes.
+  /// Fails naming `what` and `name` when `type` exceeds `limit` bytes.
   void checkSize(const std::string &name, mlir::Type type,
-                 const llvm::Twine &what);
+                 const llvm::Twine &what, uint64_t limit = kMaxTensorBytes);
   /// Adds the graph inputs as `otc.input` arguments, binding symbolic dims;
   /// import-time inputs with a value from ImportOptions::inputValue become
   /// constants instead.

@@ -43,7 +43,7 @@ namespace detail {
 void fail(const Twine &msg) { throw ImportError(msg.str()); }
 
 int64_t checkedElements(ArrayRef<int64_t> shape, uint64_t elemBytes,
-                        const Twine &what) {
+                        const Twine &what, uint64_t limit) {
   uint64_t n = 1;
   bool overflow = false;
   for (int64_t d : shape) {
@@ -55,10 +55,10 @@ int64_t checkedElements(ArrayRef<int64_t> shape, uint64_t elemBytes,
   uint64_t bytes = 0;
   if (overflow ||
       __builtin_mul_overflow(n, std::max<uint64_t>(elemBytes, 1), &bytes) ||
-      bytes > kMaxTensorBytes)
+      bytes > limit)
     fail(what + " is too large: shape " + shapeStr(shape) + " has " +
          (overflow ? std::string("more than 2^64") : std::to_string(n)) +
-         " elements, over the limit of " + Twine(kMaxTensorBytes) +
+         " elements, over the limit of " + Twine(limit) +
          " bytes per tensor");
   return static_cast<int64_t>(n);
 }

@@ -33,6 +33,12 @@ together they exercise every kernel body family of codegen/:
   scatter          ScatterElements (reduction none and add) and ScatterND
                    (add) at indices computed at run time (a TopK's), as
                    DeepSeek-V3's routing writes them
+  experts          the experts' product alone: each row's [48, 64] matrix
+                   gathered by its index (Gather of [4, 48, 64] weights) and
+                   multiplied with the row as a column, summed to a loss; at
+                   a micro-batch of 2^27 rows the gathered tensor (1.5 TiB)
+                   is over the size of any tensor the importer holds, which
+                   otc.expert_matmul never builds
   conv             Conv as vision and speech encoders write it: a patch
                    embedding (kernel = stride), a padded 3 x 3 with groups and
                    a bias, a strided and dilated one with asymmetric pads,
@@ -250,6 +256,15 @@ def make_routing():
     g.save([float_input("x", ["batch", t, d]), int_input("y", ["batch"])], loss)
 
 
+def make_experts():
+    e, c, o = 4, 64, 48
+    g = Graph("experts", 10)
+    w = g.op("Gather", [g.param("experts", [e, o, c], scale=0.1), "ids"], axis=0)
+    y = g.op("MatMul", [w, g.op("Unsqueeze", ["x", g.const([2], np.int64)])])  # [N, O, 1]
+    loss = g.op("ReduceSum", [g.op("Mul", [y, y])], keepdims=0)
+    g.save([float_input("x", ["batch", c]), int_input("ids", ["batch"])], loss)
+
+
 def make_scatter():
     t, d, e, k, h, c = 3, 5, 4, 2, 3, 3
     g = Graph("scatter", 9)
@@ -356,6 +371,7 @@ def main():
     make_routing()
     make_scatter()
     make_conv()
+    make_experts()
 
 
 if __name__ == "__main__":
