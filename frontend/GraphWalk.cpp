@@ -268,72 +268,65 @@ static std::string untrainedReason(const std::vector<float> &v) {
   return "";
 }
 
+std::optional<std::string> ParamOrigins::parameterOf(const std::string &name) {
+  std::optional<std::string> root;
+  if (exported->count(name))
+    root = name;
+  reached.insert(name);
+  if (auto it = folded.find(name); it != folded.end())
+    for (const std::string &f : it->second) {
+      reached.insert(f);
+      if (!root && exported->count(f))
+        root = f;
+    }
+  for (auto &[copy, original] : *splits)
+    if (copy == name && exported->count(original)) {
+      reached.insert(original);
+      if (!root)
+        root = original;
+    }
+  return root;
+}
+
 void Importer::addParams() {
   llvm::Regex train(options.train);
   std::string regexError;
   if (!options.train.empty() && !train.isValid(regexError))
     fail("invalid --train regular expression '" + options.train +
          "': " + regexError);
-  // The float initializers that may be trained; the others are constants.
-  struct Candidate {
-    const onnx::TensorProto *init;
-    TensorData data;
-    bool forced = false;
-    /// Whether the import rules make it a constant, and why.
-    std::string reason;
-    /// Values not kept (an import that wants none): its tie key instead.
-    std::optional<TieKey> key;
-  };
   // The dynamo exporter's record of the module's parameters: an initializer
   // that is none of them and was folded from none of them (a rotary table's
   // angles, folded from the inv_freq buffer and positions) is a constant,
   // whatever its values; a parameter neither kept nor folded into anything
   // was removed by the exporter (a zero bias whose addition it dropped).
-  std::optional<std::set<std::string>> exported =
-      exportedParameters(model.graph());
-  std::set<std::string> reached;
-  std::map<std::string, std::vector<std::string>> folded;
-  if (exported)
-    folded = foldedFromAll(model.graph());
-  // The parameter `name` is (itself, what it was folded from, or what it
-  // is a split copy of), or none; what it names is reached.
-  auto parameterOf = [&](const std::string &name) {
-    std::optional<std::string> root;
-    if (exported->count(name))
-      root = name;
-    reached.insert(name);
-    if (auto it = folded.find(name); it != folded.end())
-      for (const std::string &f : it->second) {
-        reached.insert(f);
-        if (!root && exported->count(f))
-          root = f;
-      }
-    for (auto &[copy, original] : splitParams)
-      if (copy == name && exported->count(original)) {
-        reached.insert(original);
-        if (!root)
-          root = original;
-      }
-    return root;
-  };
-  auto fromParameter = [&](const std::string &name) {
-    return !exported || parameterOf(name).has_value();
-  };
+  ParamOrigins origins;
+  origins.exported = exportedParameters(model.graph());
+  origins.splits = &splitParams;
+  if (origins.exported)
+    origins.folded = foldedFromAll(model.graph());
+  std::vector<ParamCandidate> floats = readParamCandidates(origins, train);
+  addParamArguments(floats, origins);
+  recordRemovedParams(origins);
+}
+
+std::vector<ParamCandidate>
+Importer::readParamCandidates(ParamOrigins &origins, const llvm::Regex &train) {
+  const std::optional<std::set<std::string>> &exported = origins.exported;
   // Reserved: a growing vector would copy every decoded tensor so far
   // (TensorData moves only by copy here), gigabytes for a large model.
-  std::vector<Candidate> floats;
+  std::vector<ParamCandidate> floats;
   floats.reserve(static_cast<size_t>(model.graph().initializer_size()));
   for (const onnx::TensorProto &init : model.graph().initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(init.name()));
+    bool forced = !options.train.empty() && train.match(init.name());
     // Learned by an earlier import of the same loaded model: nothing read.
     if (!initializersOut && cache && !staticOnly.contains(init.name())) {
       auto known = cache->find(init.name());
       if (known != cache->end()) {
         TensorData shapeOnly;
         shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
-        bool forced = !options.train.empty() && train.match(init.name());
-        if (!fromParameter(init.name()) && known->second.reason.empty() &&
-            !forced)
+        if (!origins.fromParameter(init.name()) &&
+            known->second.reason.empty() && !forced)
           notParameters.insert(init.name());
         floats.push_back({&init, std::move(shapeOnly), forced,
                           known->second.reason, known->second.key});
@@ -353,10 +346,9 @@ void Importer::addParams() {
         init.data_type() == onnx::TensorProto::FLOAT &&
         !staticOnly.contains(init.name()) &&
         elements >= static_cast<int64_t>(valuelessElements()) &&
-        (root = parameterOf(init.name()))) {
+        (root = origins.parameterOf(init.name()))) {
       TensorData shapeOnly;
       shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
-      bool forced = !options.train.empty() && train.match(init.name());
       // Keyed by the parameter it is: a Wᵀ folded from a parameter that is
       // an initializer too (a tied LM head) shares that one's key, and
       // findTies reads both and compares them.
@@ -372,10 +364,9 @@ void Importer::addParams() {
     TensorData data =
         decodeTensor(init, "initializer '" + init.name() + "'", path);
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
-      bool forced = !options.train.empty() && train.match(init.name());
-      Candidate c{&init, std::move(data), forced, "", std::nullopt};
+      ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
-      if (!fromParameter(init.name()) && c.reason.empty() && !forced)
+      if (!origins.fromParameter(init.name()) && c.reason.empty() && !forced)
         notParameters.insert(init.name());
       // An import that keeps no values (plan-only, --fit) drops those of a
       // large trained tensor once the rules have read them: it keeps its
@@ -396,7 +387,11 @@ void Importer::addParams() {
     statics[init.name()] = std::make_unique<StaticValue>(
         StaticValue{toAttr(&ctx, data), loc, Value()});
   }
+  return floats;
+}
 
+void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
+                                 ParamOrigins &origins) {
   // What PyTorch could not have trained: a single element (an epsilon, a
   // scale, -FLT_MAX: exporters store the scalars of the forward as
   // initializers), values that are not all finite (an additive -inf mask),
@@ -404,12 +399,12 @@ void Importer::addParams() {
   // folded, as torch.onnx's dynamo exporter does with -FLT_MAX).
   SmallVector<NamedAttribute> untrained;
   std::vector<NamedTensor> tieable;
-  for (Candidate &c : floats) {
+  for (ParamCandidate &c : floats) {
     const std::string &name = c.init->name();
     const std::string &reason = c.reason;
     if (!reason.empty() && !c.forced) {
-      untrained.push_back(builder.getNamedAttr(
-          name, builder.getStringAttr(reason)));
+      untrained.push_back(
+          builder.getNamedAttr(name, builder.getStringAttr(reason)));
       Location loc = NameLoc::get(builder.getStringAttr(name));
       statics[name] = std::make_unique<StaticValue>(
           StaticValue{toAttr(&ctx, c.data), loc, Value()});
@@ -417,17 +412,15 @@ void Importer::addParams() {
       continue;
     }
     if (!c.forced) {
-      NamedTensor t{name,
-                    std::vector<int64_t>(c.data.shape.begin(),
-                                         c.data.shape.end()),
-                    &c.data.floats, std::nullopt, nullptr};
+      NamedTensor t{
+          name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
+          &c.data.floats, std::nullopt, nullptr};
       if (c.key) {
         const onnx::TensorProto *init = c.init;
         t.values = nullptr;
         t.key = c.key;
         t.load = [this, init] {
-          return decodeTensor(*init, "initializer '" + init->name() + "'",
-                              path)
+          return decodeTensor(*init, "initializer '" + init->name() + "'", path)
               .floats;
         };
       }
@@ -446,20 +439,21 @@ void Importer::addParams() {
   }
 
   // One argument per trained initializer, however many nodes read it.
-  for (Candidate &c : floats) {
+  for (ParamCandidate &c : floats) {
     if (!c.init || copies.count(c.init->name()))
       continue;
     const std::string &name = c.init->name();
     Location loc = NameLoc::get(builder.getStringAttr(name));
     Value arg = entry->addArgument(
         RankedTensorType::get(c.data.shape, builder.getF32Type()), loc);
-    argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
-                        builder.getNamedAttr(attrs::kParam,
-                                             builder.getStringAttr(name))});
+    argAttrs.push_back(
+        {cast<BlockArgument>(arg).getArgNumber(),
+         builder.getNamedAttr(attrs::kParam, builder.getStringAttr(name))});
     // A copy the exporter folded from a module parameter is that
     // parameter for --freeze.
-    if (exported)
-      if (std::optional<std::string> of = parameterOf(name); of && *of != name)
+    if (origins.exported)
+      if (std::optional<std::string> of = origins.parameterOf(name);
+          of && *of != name)
         argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
                             builder.getNamedAttr(attrs::kParamOf,
                                                  builder.getStringAttr(*of))});
@@ -471,7 +465,7 @@ void Importer::addParams() {
          std::move(c.data.floats)});
   }
   builder.setInsertionPointToEnd(entry);
-  for (Candidate &c : floats) {
+  for (ParamCandidate &c : floats) {
     auto it = c.init ? copies.find(c.init->name()) : copies.end();
     if (it == copies.end())
       continue;
@@ -500,6 +494,9 @@ void Importer::addParams() {
                                       " (the exporter merged equal values)")));
   if (!split.empty())
     func->setAttr(attrs::kSplit, builder.getDictionaryAttr(split));
+}
+
+void Importer::recordRemovedParams(ParamOrigins &origins) {
   // Removed by the exporter's optimizer: a parameter that the traced calls
   // of the graph's nodes still name (`addmm(%p_..._c_attn_bias, ...)`) but
   // that no initializer holds. One that no call names was not used by the
@@ -518,21 +515,21 @@ void Importer::addParams() {
     }
     return false;
   };
-  if (exported) {
+  if (const std::optional<std::set<std::string>> &exported = origins.exported) {
     std::vector<std::string> calls;
     for (const onnx::NodeProto &node : model.graph().node())
       calls.push_back(nodeMetadata(node, "pkg.torch.onnx.fx_node"));
     for (const std::string &p : *exported)
-      if (!reached.count(p) &&
+      if (!origins.reached.count(p) &&
           llvm::none_of(calls, [&](const std::string &call) {
             return names(call, placeholder(p));
           }))
-        reached.insert(p);
+        origins.reached.insert(p);
   }
   SmallVector<NamedAttribute> removed;
-  if (exported)
-    for (const std::string &p : *exported)
-      if (!reached.count(p))
+  if (origins.exported)
+    for (const std::string &p : *origins.exported)
+      if (!origins.reached.count(p))
         removed.push_back(builder.getNamedAttr(
             p, builder.getStringAttr("removed by the exporter (no initializer "
                                      "holds it or was folded from it)")));

@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/Regex.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -194,6 +195,36 @@ struct CachedInitializer {
 };
 using InitializerCache = std::map<std::string, CachedInitializer>;
 
+/// Which module parameter each initializer of a dynamo export is
+/// (addParams): the exporter's record of the parameters (none for other
+/// exports), what each value was folded from, and the copies
+/// splitMergedParams made; `reached` collects the parameters some
+/// initializer is, or was folded from or split from.
+struct ParamOrigins {
+  std::optional<std::set<std::string>> exported;
+  std::map<std::string, std::vector<std::string>> folded;
+  const std::vector<std::pair<std::string, std::string>> *splits = nullptr;
+  std::set<std::string> reached;
+  /// The parameter initializer `name` is (itself, what it was folded from,
+  /// or what it is a split copy of), or none; what it names is reached.
+  std::optional<std::string> parameterOf(const std::string &name);
+  /// Whether `name` is a module parameter (always, without the record).
+  bool fromParameter(const std::string &name) {
+    return !exported || parameterOf(name).has_value();
+  }
+};
+
+/// A float initializer that may be trained (addParams), its values (none
+/// when an import that keeps no values left them unread: its tie key
+/// instead) and, when the import rules make it a constant, why.
+struct ParamCandidate {
+  const onnx::TensorProto *init;
+  TensorData data;
+  bool forced = false;
+  std::string reason;
+  std::optional<TieKey> key;
+};
+
 /// Builds the otc module for one model.
 class Importer {
 public:
@@ -333,6 +364,18 @@ private:
                  llvm::ArrayRef<int64_t> declared, const BoundInput &value);
   /// Adds the float initializers as `otc.param` arguments; keeps the others.
   void addParams();
+  /// The float initializers that may be trained, read (or, where the import
+  /// keeps no values, keyed) in graph order; the others become statics.
+  std::vector<ParamCandidate> readParamCandidates(ParamOrigins &origins,
+                                                  const llvm::Regex &train);
+  /// Makes each candidate a constant (the import rules' reason), a tie of
+  /// another, or an `otc.param` argument, and records which is which on
+  /// the function.
+  void addParamArguments(std::vector<ParamCandidate> &floats,
+                         ParamOrigins &origins);
+  /// Records the parameters the exporter's optimizer removed (named by the
+  /// traced calls, held by no initializer).
+  void recordRemovedParams(ParamOrigins &origins);
   /// Builds the ops of one node.
   void importNode(const NodeInfo &node);
   /// Adds the return, the function type and the argument/result attributes.
