@@ -318,9 +318,8 @@ Status Run::execute() {
   if (shards_ && world_.size != shards_->ranks)
     return Status::error(
         "this program shards its optimizer over " +
-        std::to_string(shards_->ranks) +
-        " ranks (otc-compile --world-size " + std::to_string(shards_->ranks) +
-        " --shard-optimizer), but " +
+        std::to_string(shards_->ranks) + " ranks (otc-compile --world-size " +
+        std::to_string(shards_->ranks) + " --shard-optimizer), but " +
         (world_.size == 1 ? std::string("it runs alone")
                           : std::to_string(world_.size) + " ranks run it") +
         ": start it with mpirun -np " + std::to_string(shards_->ranks));
@@ -329,12 +328,46 @@ Status Run::execute() {
   std::vector<const OtcSlot *> initial = slots_.params;
   initial.insert(initial.end(), slots_.buffers.begin(), slots_.buffers.end());
   if (!resume)
-    if (Status s = loadInitialParams(opt_.initPath, slots_.params, slots_.buffers,
-                                     defaultInitPath(), init);
+    if (Status s = loadInitialParams(opt_.initPath, slots_.params,
+                                     slots_.buffers, defaultInitPath(), init);
         !s)
       return s;
   if (Status s = prepareInputs(); !s)
     return s;
+  if (Status s = setUpDevice(); !s)
+    return s;
+  if (!resume)
+    if (Status s = uploadInitialParams(init, initial); !s)
+      return s;
+  init = TensorFile();
+  state_.seed = opt_.seed;
+  state_.dataFingerprint = loader_ ? trainData_.fingerprint() : 0;
+
+  std::string from;
+  if (resume)
+    if (Status s = resumeFrom(from); !s)
+      return s;
+  // The BF16 working copies from the parameters just loaded (with sharded
+  // masters each rank rounds its part, and the ranks gather the copies).
+  if (ArenaFunction refresh = refreshParamsOf(prog_)) {
+    refresh(arena_.arena);
+    if (Status s = backend_.synchronize(); !s)
+      return s;
+    if (shards_ && shards_->masters_sharded)
+      if (Status s = gatherShards(shards_->copy_offset, 2, "the parameters");
+          !s)
+        return s;
+  }
+  announce();
+  if (!opt_.dumpGradsPath.empty())
+    return dumpGrads();
+  announceData(resume, from);
+  if (Status s = configureLoop(resume); !s)
+    return s;
+  return trainLoop(from);
+}
+
+Status Run::setUpDevice() {
   backend_.selectDevice(world_.localRank);
   Status s = backend_.init();
   if (s)
@@ -360,12 +393,16 @@ Status Run::execute() {
   }
   // Constants once, before parameters or a checkpoint (which cover only
   // slots of the table, never the constants' bytes) are loaded.
-  if (ArenaFunction initConstants = initConstantsOf(prog_); s && initConstants) {
+  if (ArenaFunction initConstants = initConstantsOf(prog_);
+      s && initConstants) {
     initConstants(arena_.arena);
     s = backend_.synchronize();
   }
-  if (!s)
-    return s;
+  return s;
+}
+
+Status Run::uploadInitialParams(TensorFile &init,
+                                const std::vector<const OtcSlot *> &initial) {
   // Sharded masters (ZeRO-1): the parameters go through an image of the
   // whole group, of which this rank uploads its part.
   const bool mastersSharded = shards_ && shards_->masters_sharded;
@@ -373,77 +410,70 @@ Status Run::execute() {
   if (mastersSharded)
     masters.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
   for (const OtcSlot *slot : initial) {
-    if (resume)
-      break;
     const uint8_t *bytes = init.find(slot->name)->data.data();
     if (mastersSharded && slot->kind == OTC_SLOT_PARAM)
       std::memcpy(masters.data() + (slot->offset - shards_->param_offset) / 4,
                   bytes, static_cast<size_t>(slot->nbytes));
-    else if (s = backend_.upload(arena_.arena, slot->offset, bytes, slot->nbytes);
+    else if (Status s = backend_.upload(arena_.arena, slot->offset, bytes,
+                                        slot->nbytes);
              !s)
       return s;
   }
-  if (mastersSharded && !resume)
-    if (s = backend_.upload(arena_.arena, shards_->param_offset,
+  if (mastersSharded)
+    if (Status s =
+            backend_.upload(arena_.arena, shards_->param_offset,
                             masters.data() + world_.rank * shards_->elements,
                             shards_->elements * 4);
         !s)
       return s;
-  init = TensorFile();
-  state_.seed = opt_.seed;
-  state_.dataFingerprint = loader_ ? trainData_.fingerprint() : 0;
+  return Status::ok();
+}
 
-  std::string from;
-  if (resume) {
-    uint64_t fingerprint = state_.dataFingerprint;
-    ShardedMoments moments;
-    if (shards_) {
-      moments.shards = shards_;
-      moments.m.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
-      moments.v = moments.m;
-      if (mastersSharded)
-        moments.params = moments.m;
-    }
-    if (s = loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena, state_,
-                           from, shards_ ? &moments : nullptr);
+Status Run::resumeFrom(std::string &from) {
+  const bool mastersSharded = shards_ && shards_->masters_sharded;
+  uint64_t fingerprint = state_.dataFingerprint;
+  ShardedMoments moments;
+  if (shards_) {
+    moments.shards = shards_;
+    moments.m.assign(static_cast<size_t>(world_.size * shards_->elements),
+                     0.0f);
+    moments.v = moments.m;
+    if (mastersSharded)
+      moments.params = moments.m;
+  }
+  if (Status s = loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena,
+                                state_, from, shards_ ? &moments : nullptr);
+      !s)
+    return s;
+  // ZeRO-1: this rank's part of the moments (and of sharded masters),
+  // whatever world size saved.
+  std::vector<std::pair<std::vector<float> *, int64_t>> parts;
+  if (shards_)
+    parts = {{&moments.m, shards_->m_offset}, {&moments.v, shards_->v_offset}};
+  if (mastersSharded)
+    parts.push_back({&moments.params, shards_->param_offset});
+  for (auto [image, offset] : parts)
+    if (Status s =
+            backend_.upload(arena_.arena, offset,
+                            image->data() + world_.rank * shards_->elements,
+                            shards_->elements * 4);
         !s)
       return s;
-    // ZeRO-1: this rank's part of the moments (and of sharded masters),
-    // whatever world size saved.
-    std::vector<std::pair<std::vector<float> *, int64_t>> parts;
-    if (shards_)
-      parts = {{&moments.m, shards_->m_offset}, {&moments.v, shards_->v_offset}};
-    if (mastersSharded)
-      parts.push_back({&moments.params, shards_->param_offset});
-    for (auto [image, offset] : parts)
-        if (s = backend_.upload(arena_.arena, offset,
-                                image->data() + world_.rank * shards_->elements,
-                                shards_->elements * 4);
-            !s)
-          return s;
-    if (state_.dataFingerprint != fingerprint)
-      return Status::error(from + ": the checkpoint was trained on other data "
-                                  "(different --data shards, sizes or mode)");
-    if (loader_) {
-      // The checkpoint's seed rules: the shuffle order must not change.
-      loader_ = std::make_unique<TokenLoader>(trainData_, feed_, state_.seed,
-                                              opt_.shuffle);
-      loader_->seek(state_.dataEpoch, state_.dataCursor);
-    }
-    lastSaved_ = state_.step;
-    lastSavedPath_ = from;
+  if (state_.dataFingerprint != fingerprint)
+    return Status::error(from + ": the checkpoint was trained on other data "
+                                "(different --data shards, sizes or mode)");
+  if (loader_) {
+    // The checkpoint's seed rules: the shuffle order must not change.
+    loader_ = std::make_unique<TokenLoader>(trainData_, feed_, state_.seed,
+                                            opt_.shuffle);
+    loader_->seek(state_.dataEpoch, state_.dataCursor);
   }
-  // The BF16 working copies from the parameters just loaded (with sharded
-  // masters each rank rounds its part, and the ranks gather the copies).
-  if (ArenaFunction refresh = refreshParamsOf(prog_)) {
-    refresh(arena_.arena);
-    if (s = backend_.synchronize(); !s)
-      return s;
-    if (mastersSharded)
-      if (s = gatherShards(shards_->copy_offset, 2, "the parameters"); !s)
-        return s;
-  }
+  lastSaved_ = state_.step;
+  lastSavedPath_ = from;
+  return Status::ok();
+}
 
+void Run::announce() {
   if (!opt_.quiet)
     std::fprintf(log_,
                  "otc train: %s | target %s | %zu params (%" PRId64
@@ -471,20 +501,21 @@ Status Run::execute() {
                  graphs ? "on (step functions captured after their first run)"
                  : opt_.cudaGraphs ? "off (--trace runs eagerly)"
                                    : "off (--no-cuda-graphs)");
-  if (!opt_.dumpGradsPath.empty())
-    return dumpGrads();
+}
 
+void Run::announceData(bool resume, const std::string &from) {
   if (!opt_.quiet && loader_)
     std::fprintf(log_,
                  "data: %zu shard(s), %" PRId64 " tokens, %" PRId64
                  " windows of %" PRId64 " | %s\n",
                  trainData_.numShards(), trainData_.numTokens(),
-                 trainData_.numWindows(), feed_.seqLen + (feed_.targets ? 1 : 0),
+                 trainData_.numWindows(),
+                 feed_.seqLen + (feed_.targets ? 1 : 0),
                  opt_.shuffle ? "shuffled" : "in order");
   if (!opt_.quiet && loader_ && feed_.mask && !queryKeyMask(feed_))
-    std::fprintf(log_,
-                 "data: input '%s' fed all ones (the windows hold no padding)\n",
-                 feed_.mask->name);
+    std::fprintf(
+        log_, "data: input '%s' fed all ones (the windows hold no padding)\n",
+        feed_.mask->name);
   else if (!opt_.quiet && loader_ && feed_.mask && docToken_ < 0)
     std::fprintf(log_,
                  "data: input '%s' fed causal masks (the windows hold no "
@@ -498,6 +529,9 @@ Status Run::execute() {
   if (resume && !opt_.quiet)
     std::fprintf(log_, "resumed from %s at step %" PRId64 "\n", from.c_str(),
                  state_.step);
+}
+
+Status Run::configureLoop(bool resume) {
   schedule_.peak = opt_.lr;
   schedule_.floor = opt_.minLr;
   schedule_.warmup = opt_.warmupSteps;
@@ -508,21 +542,27 @@ Status Run::execute() {
   ramp_.startTokens = opt_.batchStartTokens;
   ramp_.rampTokens = opt_.batchRampTokens;
   modelFlops_ = readModelFlops(pathNextToExecutable("plan.json"));
-  peakFlops_ = opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
+  peakFlops_ =
+      opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
   if (!opt_.jsonlPath.empty())
-    if (s = jsonl_.open(opt_.jsonlPath, resume, started_); !s)
+    if (Status s = jsonl_.open(opt_.jsonlPath, resume, started_); !s)
       return s;
   if (!opt_.tracePath.empty())
-    if (s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
+    if (Status s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
       return s;
-  width_ = std::max<int>(4, static_cast<int>(std::to_string(opt_.steps).size()));
+  width_ =
+      std::max<int>(4, static_cast<int>(std::to_string(opt_.steps).size()));
+  return Status::ok();
+}
+
+Status Run::trainLoop(const std::string &from) {
   if (state_.step >= opt_.steps) {
     // Nothing to train: say so rather than report a loss no step computed.
     if (world_.isRoot())
       std::fprintf(log_,
-                 "%s is at step %" PRId64 ", which --steps %" PRId64
-                 " does not exceed: nothing to train\n",
-                 from.c_str(), state_.step, opt_.steps);
+                   "%s is at step %" PRId64 ", which --steps %" PRId64
+                   " does not exceed: nothing to train\n",
+                   from.c_str(), state_.step, opt_.steps);
     tracer_.close();
     return Status::ok();
   }
@@ -532,6 +572,7 @@ Status Run::execute() {
   // with a checkpoint; a second one ends it at once.
   InterruptScope interrupts(world_.isRoot());
   bool stop = false;
+  Status s = Status::ok();
   for (int64_t step = state_.step + 1; step <= opt_.steps; ++step) {
     if (s = trainStep(step); !s)
       return s;

@@ -104,6 +104,24 @@ public:
 
 private:
   Status prepareInputs();
+  /// The device, the arena (zeroed), the host buffers and the constants.
+  Status setUpDevice();
+  /// The initial parameters and buffers into the arena (with sharded
+  /// masters, this rank's part of them).
+  Status uploadInitialParams(TensorFile &init,
+                             const std::vector<const OtcSlot *> &initial);
+  /// The state of --resume's checkpoint (\p from names it).
+  Status resumeFrom(std::string &from);
+  /// The run's first lines: the program, the ranks, CUDA graphs (chosen
+  /// here).
+  void announce();
+  /// The data's lines, and where a resumed run starts.
+  void announceData(bool resume, const std::string &from);
+  /// The schedules, the rates MFU is reported against, the JSONL log and
+  /// the trace.
+  Status configureLoop(bool resume);
+  /// The steps, evaluations and checkpoints, then the final ones.
+  Status trainLoop(const std::string &from);
   Status runStep(StepFunction which, ArenaFunction fn);
   Status finishMicro(const std::string &where, float &loss);
   /// Whether a step's micro-steps are queued back to back, each one's loss
