@@ -178,216 +178,264 @@ std::string defaultInitPath() {
   return pathNextToExecutable("init.safetensors");
 }
 
-Status validateProgram(const OtcProgram *program, const char *backendName,
-                       bool needOptimizer) {
-  auto bad = [](const std::string &what) {
-    return Status::error("invalid program descriptor: " + what);
-  };
+namespace {
+
+Status invalid(const std::string &what) {
+  return Status::error("invalid program descriptor: " + what);
+}
+
+/// The descriptor's version, target, sizes and functions.
+Status checkHeader(const OtcProgram *program, const char *backendName) {
   if (!program)
-    return bad("null program");
+    return invalid("null program");
   if (program->abi_version < 1 || program->abi_version > OTC_ABI_VERSION)
-    return bad("abi_version is " + std::to_string(program->abi_version) +
-               ", this runtime implements versions 1 to " +
-               std::to_string(OTC_ABI_VERSION));
+    return invalid("abi_version is " + std::to_string(program->abi_version) +
+                   ", this runtime implements versions 1 to " +
+                   std::to_string(OTC_ABI_VERSION));
   if (!program->target || std::strcmp(program->target, backendName) != 0)
-    return bad(std::string("compiled for target '") +
-               (program->target ? program->target : "(null)") +
-               "' but linked with the '" + backendName + "' runtime");
+    return invalid(std::string("compiled for target '") +
+                   (program->target ? program->target : "(null)") +
+                   "' but linked with the '" + backendName + "' runtime");
   if (program->arena_bytes < 0)
-    return bad("negative arena_bytes");
+    return invalid("negative arena_bytes");
   if (program->micro_batch < 1 || program->grad_accum < 1)
-    return bad("micro_batch and grad_accum must be positive (got " +
-               std::to_string(program->micro_batch) + " and " +
-               std::to_string(program->grad_accum) + ")");
+    return invalid("micro_batch and grad_accum must be positive (got " +
+                   std::to_string(program->micro_batch) + " and " +
+                   std::to_string(program->grad_accum) + ")");
   if (program->num_slots < 0 || (program->num_slots > 0 && !program->slots))
-    return bad("bad slot table");
+    return invalid("bad slot table");
   if (!program->zero_grads || !program->micro_step || !program->optimizer_step)
-    return bad("missing zero_grads, micro_step or optimizer_step");
-  const int32_t lastKind = program->abi_version >= 5   ? OTC_SLOT_GRAD_FACTOR
-                           : program->abi_version >= 3 ? OTC_SLOT_BUFFER
-                                                       : OTC_SLOT_RNG;
-  int counts[OTC_SLOT_GRAD_FACTOR + 1] = {};
-  for (int32_t i = 0; i < program->num_slots; ++i) {
-    const OtcSlot &slot = program->slots[i];
-    std::string where = "slot " + std::to_string(i);
-    if (!slot.name)
-      return bad(where + " has a null name");
-    if (slot.kind < OTC_SLOT_PARAM || slot.kind > lastKind)
-      return bad(where + " has unknown kind " + std::to_string(slot.kind));
-    where = slotLabel(slot);
-    StDType st;
-    if (!toStDType(slot.dtype, st))
-      return bad(where + " has unknown dtype " + std::to_string(slot.dtype));
-    if (slot.rank < 0 || (slot.rank > 0 && !slot.shape))
-      return bad(where + " has a bad rank or shape");
-    int64_t numel = 1;
-    for (int32_t d = 0; d < slot.rank; ++d) {
-      if (slot.shape[d] < 0)
-        return bad(where + " has a negative dimension");
-      numel *= slot.shape[d];
-    }
-    if (slot.nbytes != numel * static_cast<int64_t>(dtypeSize(st)))
-      return bad(where + ": nbytes " + std::to_string(slot.nbytes) +
-                 " does not match " + dtypeName(st) + " " +
-                 formatShape(slotShape(slot)));
-    // ZeRO-1 with sharded masters: a PARAM slot is a place in the whole
-    // parameter group, not arena bytes (checked below).
-    const OtcOptimizerShards *sharded = shardsOf(*program);
-    bool imageSlot = sharded && sharded->masters_sharded &&
-                     slot.kind == OTC_SLOT_PARAM;
-    if (!imageSlot &&
-        (slot.offset < 0 || slot.offset + slot.nbytes > program->arena_bytes))
-      return bad(where + " [" + std::to_string(slot.offset) + ", " +
-                 std::to_string(slot.offset + slot.nbytes) +
-                 ") lies outside the arena of " +
-                 std::to_string(program->arena_bytes) + " bytes");
-    ++counts[slot.kind];
-    switch (slot.kind) {
-    case OTC_SLOT_PARAM:
-    case OTC_SLOT_ADAM_M:
-    case OTC_SLOT_ADAM_V:
-    case OTC_SLOT_BUFFER:
-      if (slot.dtype != OTC_F32 || !*slot.name)
-        return bad(where + " must be a named F32 tensor");
-      break;
-    case OTC_SLOT_GRAD:
-      if ((slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || !*slot.name)
-        return bad(where + " must be a named F32 or BF16 tensor");
-      break;
-    case OTC_SLOT_INPUT:
-      if (!*slot.name || slot.rank < 1 || slot.shape[0] != program->micro_batch)
-        return bad(where + " must be named and have leading dimension " +
-                   std::to_string(program->micro_batch) + " (micro_batch)");
-      break;
-    case OTC_SLOT_LOSS:
-    case OTC_SLOT_LR:
-    case OTC_SLOT_STEP:
-    case OTC_SLOT_GRAD_SCALE:
-    case OTC_SLOT_GRAD_FACTOR:
-      if (slot.dtype != OTC_F32 || numel != 1)
-        return bad(where + " must be an F32 scalar");
-      break;
-    case OTC_SLOT_RNG:
-      if (slot.dtype != OTC_I64 || numel != 1)
-        return bad(where + " must be an I64 scalar");
-      break;
-    }
+    return invalid("missing zero_grads, micro_step or optimizer_step");
+  return Status::ok();
+}
+
+/// Slot i: its name, kind (up to \p lastKind), type, shape and place in the
+/// arena; counted in \p counts by kind.
+Status checkSlot(const OtcProgram &program, int32_t i, int32_t lastKind,
+                 int *counts) {
+  const OtcSlot &slot = program.slots[i];
+  std::string where = "slot " + std::to_string(i);
+  if (!slot.name)
+    return invalid(where + " has a null name");
+  if (slot.kind < OTC_SLOT_PARAM || slot.kind > lastKind)
+    return invalid(where + " has unknown kind " + std::to_string(slot.kind));
+  where = slotLabel(slot);
+  StDType st;
+  if (!toStDType(slot.dtype, st))
+    return invalid(where + " has unknown dtype " + std::to_string(slot.dtype));
+  if (slot.rank < 0 || (slot.rank > 0 && !slot.shape))
+    return invalid(where + " has a bad rank or shape");
+  int64_t numel = 1;
+  for (int32_t d = 0; d < slot.rank; ++d) {
+    if (slot.shape[d] < 0)
+      return invalid(where + " has a negative dimension");
+    numel *= slot.shape[d];
   }
+  if (slot.nbytes != numel * static_cast<int64_t>(dtypeSize(st)))
+    return invalid(where + ": nbytes " + std::to_string(slot.nbytes) +
+                   " does not match " + dtypeName(st) + " " +
+                   formatShape(slotShape(slot)));
+  // ZeRO-1 with sharded masters: a PARAM slot is a place in the whole
+  // parameter group, not arena bytes (checked below).
+  const OtcOptimizerShards *sharded = shardsOf(program);
+  bool imageSlot =
+      sharded && sharded->masters_sharded && slot.kind == OTC_SLOT_PARAM;
+  if (!imageSlot &&
+      (slot.offset < 0 || slot.offset + slot.nbytes > program.arena_bytes))
+    return invalid(where + " [" + std::to_string(slot.offset) + ", " +
+                   std::to_string(slot.offset + slot.nbytes) +
+                   ") lies outside the arena of " +
+                   std::to_string(program.arena_bytes) + " bytes");
+  ++counts[slot.kind];
+  switch (slot.kind) {
+  case OTC_SLOT_PARAM:
+  case OTC_SLOT_ADAM_M:
+  case OTC_SLOT_ADAM_V:
+  case OTC_SLOT_BUFFER:
+    if (slot.dtype != OTC_F32 || !*slot.name)
+      return invalid(where + " must be a named F32 tensor");
+    break;
+  case OTC_SLOT_GRAD:
+    if ((slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || !*slot.name)
+      return invalid(where + " must be a named F32 or BF16 tensor");
+    break;
+  case OTC_SLOT_INPUT:
+    if (!*slot.name || slot.rank < 1 || slot.shape[0] != program.micro_batch)
+      return invalid(where + " must be named and have leading dimension " +
+                     std::to_string(program.micro_batch) + " (micro_batch)");
+    break;
+  case OTC_SLOT_LOSS:
+  case OTC_SLOT_LR:
+  case OTC_SLOT_STEP:
+  case OTC_SLOT_GRAD_SCALE:
+  case OTC_SLOT_GRAD_FACTOR:
+    if (slot.dtype != OTC_F32 || numel != 1)
+      return invalid(where + " must be an F32 scalar");
+    break;
+  case OTC_SLOT_RNG:
+    if (slot.dtype != OTC_I64 || numel != 1)
+      return invalid(where + " must be an I64 scalar");
+    break;
+  }
+  return Status::ok();
+}
+
+/// How many slots of each kind, and count_input's slot.
+Status checkSlotCounts(const OtcProgram *program, const int *counts,
+                       bool needOptimizer) {
   if (counts[OTC_SLOT_LOSS] != 1)
-    return bad("expected exactly one LOSS slot, found " +
-               std::to_string(counts[OTC_SLOT_LOSS]));
+    return invalid("expected exactly one LOSS slot, found " +
+                   std::to_string(counts[OTC_SLOT_LOSS]));
   for (int kind : {OTC_SLOT_LR, OTC_SLOT_STEP, OTC_SLOT_RNG,
                    OTC_SLOT_GRAD_SCALE, OTC_SLOT_GRAD_FACTOR})
     if (counts[kind] > 1)
-      return bad(std::string("more than one ") + slotKindName(kind) + " slot");
+      return invalid(std::string("more than one ") + slotKindName(kind) +
+                     " slot");
   if (needOptimizer && (counts[OTC_SLOT_LR] != 1 || counts[OTC_SLOT_STEP] != 1))
-    return bad("training needs an LR and a STEP slot");
+    return invalid("training needs an LR and a STEP slot");
   if (needOptimizer && program->abi_version >= 5 &&
       counts[OTC_SLOT_GRAD_FACTOR] != 1)
-    return bad("training a version 5 program needs a GRAD_FACTOR slot");
+    return invalid("training a version 5 program needs a GRAD_FACTOR slot");
   if (const char *name = countInputOf(*program)) {
     if (program->grad_accum > 1 && counts[OTC_SLOT_GRAD_SCALE] != 1)
-      return bad("weighing micro-batches by count_input needs a GRAD_SCALE "
-                 "slot");
+      return invalid("weighing micro-batches by count_input needs a GRAD_SCALE "
+                     "slot");
     bool found = false;
     for (int32_t i = 0; i < program->num_slots; ++i)
       found |= program->slots[i].kind == OTC_SLOT_INPUT &&
                std::strcmp(program->slots[i].name, name) == 0 &&
                isIntegerSlot(program->slots[i]);
     if (!found)
-      return bad(std::string("count_input '") + name +
-                 "' is not an integer INPUT slot");
+      return invalid(std::string("count_input '") + name +
+                     "' is not an integer INPUT slot");
   }
+  return Status::ok();
+}
+
+/// The index ranges (version 3): one per integer INPUT slot at most.
+Status checkIndexRanges(const OtcProgram *program) {
   if (program->abi_version >= 3) {
     if (program->num_index_ranges < 0 ||
         (program->num_index_ranges > 0 && !program->index_ranges))
-      return bad("bad index range table");
+      return invalid("bad index range table");
     std::vector<bool> seen(static_cast<size_t>(program->num_slots), false);
     for (int32_t i = 0; i < program->num_index_ranges; ++i) {
       const OtcIndexRange &r = program->index_ranges[i];
       std::string where = "index range " + std::to_string(i);
       if (r.slot < 0 || r.slot >= program->num_slots)
-        return bad(where + " names slot " + std::to_string(r.slot) +
-                   ", outside the table");
+        return invalid(where + " names slot " + std::to_string(r.slot) +
+                       ", outside the table");
       const OtcSlot &slot = program->slots[r.slot];
       if (slot.kind != OTC_SLOT_INPUT || !isIntegerSlot(slot))
-        return bad(where + " is on " + slotLabel(slot) +
-                   ", not an integer INPUT slot");
+        return invalid(where + " is on " + slotLabel(slot) +
+                       ", not an integer INPUT slot");
       if (r.bound < 1 || seen[r.slot] || !r.what)
-        return bad(where + " (" + slotLabel(slot) +
-                   ") has a bound below 1, no description or a second range");
+        return invalid(
+            where + " (" + slotLabel(slot) +
+            ") has a bound below 1, no description or a second range");
       seen[r.slot] = true;
     }
   }
+  return Status::ok();
+}
+
+/// The gradient buckets (version 7).
+Status checkBucketRanges(const OtcProgram *program) {
   if (program->abi_version >= 7) {
     // The buckets: numbered from 0 without a gap, in table order, inside
     // the arena.
     if (program->num_bucket_ranges < 0 ||
         (program->num_bucket_ranges > 0 && !program->bucket_ranges))
-      return bad("bad bucket range table");
+      return invalid("bad bucket range table");
     int32_t last = -1;
     for (int32_t i = 0; i < program->num_bucket_ranges; ++i) {
       const OtcBucketRange &r = program->bucket_ranges[i];
       std::string where = "bucket range " + std::to_string(i);
       if (r.bucket != last && r.bucket != last + 1)
-        return bad(where + " is of bucket " + std::to_string(r.bucket) +
-                   " after bucket " + std::to_string(last));
+        return invalid(where + " is of bucket " + std::to_string(r.bucket) +
+                       " after bucket " + std::to_string(last));
       last = r.bucket;
       if ((r.bf16 != 0 && r.bf16 != 1) || r.offset < 0 || r.count < 0 ||
           r.offset + r.count * (r.bf16 ? 2 : 4) > program->arena_bytes)
-        return bad(where + " lies outside the arena or has a bad type");
+        return invalid(where + " lies outside the arena or has a bad type");
     }
   }
+  return Status::ok();
+}
+
+/// ZeRO-1's groups (version 6).
+Status checkShards(const OtcProgram *program, const int *counts) {
   if (const OtcOptimizerShards *sh = shardsOf(*program)) {
     // ZeRO-1: the groups within the arena, every PARAM slot inside the
     // parameter group, no per-parameter moments.
     if (sh->ranks < 2 || sh->elements < 1 ||
         (sh->grad_dtype != OTC_F32 && sh->grad_dtype != OTC_BF16))
-      return bad("shards: bad ranks, elements or gradient type");
+      return invalid("shards: bad ranks, elements or gradient type");
     if ((sh->steps_read_params != 0 && sh->steps_read_params != 1) ||
         (!sh->steps_read_params && sh->copy_offset < 0))
-      return bad("shards: steps that read no FP32 parameters need BF16 "
-                 "copies");
+      return invalid("shards: steps that read no FP32 parameters need BF16 "
+                     "copies");
     if ((sh->masters_sharded != 0 && sh->masters_sharded != 1) ||
         (sh->masters_sharded && sh->steps_read_params))
-      return bad("shards: sharded masters need steps that read only the "
-                 "BF16 copies");
+      return invalid("shards: sharded masters need steps that read only the "
+                     "BF16 copies");
     const int64_t whole = sh->ranks * sh->elements;
     struct Group {
       const char *what;
       int64_t offset, bytes;
     };
-    const Group groups[] = {
-        {"parameter group", sh->param_offset,
-         (sh->masters_sharded ? sh->elements : whole) * 4},
-        {"gradient group", sh->grad_offset,
-         whole * (sh->grad_dtype == OTC_BF16 ? 2 : 4)},
-        {"copy group", sh->copy_offset, whole * 2},
-        {"first moments", sh->m_offset, sh->elements * 4},
-        {"second moments", sh->v_offset, sh->elements * 4}};
+    const Group groups[] = {{"parameter group", sh->param_offset,
+                             (sh->masters_sharded ? sh->elements : whole) * 4},
+                            {"gradient group", sh->grad_offset,
+                             whole * (sh->grad_dtype == OTC_BF16 ? 2 : 4)},
+                            {"copy group", sh->copy_offset, whole * 2},
+                            {"first moments", sh->m_offset, sh->elements * 4},
+                            {"second moments", sh->v_offset, sh->elements * 4}};
     for (const Group &g : groups) {
       if (g.offset == -1 && std::strcmp(g.what, "copy group") == 0)
         continue;
       if (g.offset < 0 || g.offset + g.bytes > program->arena_bytes)
-        return bad(std::string("shards: the ") + g.what +
-                   " lies outside the arena");
+        return invalid(std::string("shards: the ") + g.what +
+                       " lies outside the arena");
     }
     for (int32_t i = 0; i < program->num_slots; ++i) {
       const OtcSlot &slot = program->slots[i];
       if (slot.kind == OTC_SLOT_ADAM_M || slot.kind == OTC_SLOT_ADAM_V)
-        return bad("shards: " + slotLabel(slot) +
-                   " exists, but the moments are sharded");
+        return invalid("shards: " + slotLabel(slot) +
+                       " exists, but the moments are sharded");
       if (slot.kind == OTC_SLOT_PARAM &&
           (slot.offset < sh->param_offset ||
            slot.offset + slot.nbytes > sh->param_offset + whole * 4 ||
            (slot.offset - sh->param_offset) % 4 != 0))
-        return bad("shards: " + slotLabel(slot) +
-                   " lies outside the parameter group");
+        return invalid("shards: " + slotLabel(slot) +
+                       " lies outside the parameter group");
     }
     if (counts[OTC_SLOT_GRAD_FACTOR] != 1)
-      return bad("shards: a sharded optimizer needs a GRAD_FACTOR slot");
+      return invalid("shards: a sharded optimizer needs a GRAD_FACTOR slot");
   }
   return Status::ok();
+}
+
+} // namespace
+
+Status validateProgram(const OtcProgram *program, const char *backendName,
+                       bool needOptimizer) {
+  if (Status s = checkHeader(program, backendName); !s)
+    return s;
+  const int32_t lastKind = program->abi_version >= 5   ? OTC_SLOT_GRAD_FACTOR
+                           : program->abi_version >= 3 ? OTC_SLOT_BUFFER
+                                                       : OTC_SLOT_RNG;
+  int counts[OTC_SLOT_GRAD_FACTOR + 1] = {};
+  for (int32_t i = 0; i < program->num_slots; ++i)
+    if (Status s = checkSlot(*program, i, lastKind, counts); !s)
+      return s;
+  if (Status s = checkSlotCounts(program, counts, needOptimizer); !s)
+    return s;
+  if (Status s = checkIndexRanges(program); !s)
+    return s;
+  if (Status s = checkBucketRanges(program); !s)
+    return s;
+  return checkShards(program, counts);
 }
 
 const OtcOptimizerShards *shardsOf(const OtcProgram &program) {
