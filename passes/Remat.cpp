@@ -44,14 +44,8 @@ static bool isFloatValue(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
 
-FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
-  RematAnalysis a;
-  a.step = step;
-  Block &body = step.getBody().front();
-  auto pos = positions(body);
-  Value loss = body.getTerminator()->getOperand(0);
-
-  // Forward: the ops the loss depends on.
+/// The ops of `body` the loss depends on, in order.
+static SmallVector<Operation *> forwardOf(Block &body, Value loss) {
   llvm::SetVector<Operation *> fwd;
   SmallVector<Value> work{loss};
   while (!work.empty()) {
@@ -60,34 +54,39 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
       continue;
     llvm::append_range(work, def->getOperands());
   }
+  SmallVector<Operation *> ordered;
   for (Operation &op : body.without_terminator())
     if (fwd.contains(&op))
-      a.forward.push_back(&op);
-  llvm::DenseSet<Operation *> fwdSet(fwd.begin(), fwd.end());
+      ordered.push_back(&op);
+  return ordered;
+}
 
-  // Data-dependent: depends on a graph input.
+/// The values of `forward` that depend on a graph input of `step`.
+static llvm::DenseSet<Value> dataDependent(func::FuncOp step,
+                                           ArrayRef<Operation *> forward) {
+  Block &body = step.getBody().front();
   llvm::DenseSet<Value> data;
   for (BlockArgument arg : body.getArguments())
     if (step.getArgAttr(arg.getArgNumber(), attrs::kInput))
       data.insert(arg);
-  for (Operation *op : a.forward)
-    if (llvm::any_of(op->getOperands(), [&](Value v) { return data.contains(v); }))
+  for (Operation *op : forward)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return data.contains(v); }))
       for (Value r : op->getResults())
         data.insert(r);
 
-  // Saved: forward results read by the backward.
-  for (Operation &op : body.without_terminator()) {
-    if (fwdSet.contains(&op))
-      continue;
-    for (Value v : op.getOperands())
-      if (Operation *d = v.getDefiningOp(); d && fwdSet.contains(d))
-        a.saved.insert(v);
-  }
+  return data;
+}
 
-  // Cut values: float data-dependent results that no forward edge between
-  // other data-dependent floats jumps over.
+/// The cut values: float data-dependent results that no forward edge
+/// between other data-dependent floats jumps over.
+static SmallVector<Value> cutValues(Block &body,
+                                    DenseMap<Operation *, unsigned> &pos,
+                                    ArrayRef<Operation *> forward,
+                                    const llvm::DenseSet<Operation *> &fwdSet,
+                                    const llvm::DenseSet<Value> &data) {
   SmallVector<Value> chain;
-  for (Operation *op : a.forward)
+  for (Operation *op : forward)
     for (Value r : op->getResults())
       if (data.contains(r) && isFloatValue(r) && !isa<ConstantOp>(op))
         chain.push_back(r);
@@ -122,10 +121,17 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
     if (covered[pos[v.getDefiningOp()]] == 0)
       cuts.push_back(v);
 
-  // Segments: data-dependent forward ops up to and including each cut.
+  return cuts;
+}
+
+/// The data-dependent forward ops in segments, each up to and including a
+/// cut (the last one to the end).
+static SmallVector<SmallVector<Operation *>>
+segmentsAt(ArrayRef<Operation *> forward, const llvm::DenseSet<Value> &data,
+           ArrayRef<Value> cuts) {
   SmallVector<SmallVector<Operation *>> segments(cuts.size() + 1);
   unsigned s = 0;
-  for (Operation *op : a.forward) {
+  for (Operation *op : forward) {
     if (!llvm::any_of(op->getResults(),
                       [&](Value r) { return data.contains(r); }))
       continue;
@@ -136,6 +142,13 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
   if (segments.back().empty())
     segments.pop_back();
 
+  return segments;
+}
+
+/// The blocks (see below) of `segments` into a.blocks.
+static void addBlocks(RematAnalysis &a,
+                      ArrayRef<SmallVector<Operation *>> segments,
+                      ArrayRef<Value> cuts) {
   // Blocks: the longest run of segments whose op sequences repeat with a
   // period p; outside the run every segment is a block of its own. Among
   // runs of equal length the smallest period, then the earliest start, wins.
@@ -190,7 +203,10 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
     for (unsigned i = 0; i < segments.size(); ++i)
       addBlock(i, i + 1);
   }
+}
 
+/// Each block's selective-recompute ops (below).
+static void markSelective(RematAnalysis &a, const llvm::DenseSet<Value> &data) {
   // Selective: the fused activations, and for each unfused softmax the ops
   // from the scores matmul through the mask and scale to the softmax and its
   // dropout.
@@ -219,6 +235,32 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
     }
     b.selectiveOps.assign(core.begin(), core.end());
   }
+}
+
+FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
+  RematAnalysis a;
+  a.step = step;
+  Block &body = step.getBody().front();
+  auto pos = positions(body);
+  Value loss = body.getTerminator()->getOperand(0);
+
+  // Forward: the ops the loss depends on.
+  a.forward = forwardOf(body, loss);
+  llvm::DenseSet<Operation *> fwdSet(a.forward.begin(), a.forward.end());
+  llvm::DenseSet<Value> data = dataDependent(step, a.forward);
+
+  // Saved: forward results read by the backward.
+  for (Operation &op : body.without_terminator()) {
+    if (fwdSet.contains(&op))
+      continue;
+    for (Value v : op.getOperands())
+      if (Operation *d = v.getDefiningOp(); d && fwdSet.contains(d))
+        a.saved.insert(v);
+  }
+
+  SmallVector<Value> cuts = cutValues(body, pos, a.forward, fwdSet, data);
+  addBlocks(a, segmentsAt(a.forward, data, cuts), cuts);
+  markSelective(a, data);
   return a;
 }
 
