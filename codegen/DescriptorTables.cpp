@@ -41,7 +41,10 @@ std::pair<std::string, std::string> splitSlot(StringRef slot) {
       {"input", "OTC_SLOT_INPUT"},   {"loss", "OTC_SLOT_LOSS"},
       {"lr", "OTC_SLOT_LR"},         {"step", "OTC_SLOT_STEP"},
       {"rng_key", "OTC_SLOT_RNG"},   {"grad_scale", "OTC_SLOT_GRAD_SCALE"},
-      {"buffer", "OTC_SLOT_BUFFER"}, {"grad_factor", "OTC_SLOT_GRAD_FACTOR"}};
+      {"buffer", "OTC_SLOT_BUFFER"}, {"grad_factor", "OTC_SLOT_GRAD_FACTOR"},
+      {"decode_tokens", "OTC_SLOT_DECODE_TOKENS"},
+      {"decode_position", "OTC_SLOT_DECODE_POSITION"},
+      {"kv_cache", "OTC_SLOT_KV_CACHE"}, {"logits", "OTC_SLOT_LOGITS"}};
   auto [prefix, name] = slot.split(':');
   for (auto [p, e] : kinds)
     if (prefix == p)

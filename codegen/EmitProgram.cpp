@@ -132,6 +132,14 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
       return failure();
     eval = true;
   }
+  // Version 9: one position's logits with the keys and values cached
+  // (--generate).
+  bool decode = false;
+  if (auto f = module.lookupSymbol<func::FuncOp>("decode_step")) {
+    if (failed(emitFunction(f)))
+      return failure();
+    decode = true;
+  }
   // Version 3: rounds the parameters' BF16 working copies from the masters
   // once they are loaded (otc-group-params; AdamW writes them afterwards).
   bool refresh = false;
@@ -184,7 +192,8 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  int version = eval                     ? 8
+  int version = decode                   ? 9
+                : eval                     ? 8
                 : tables->numBucketRanges ? 7
                 : tables->shards          ? 6
                                           : 5;
@@ -206,7 +215,9 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     os << ",\n  " << tables->numBucketRanges << ", "
        << (tables->numBucketRanges ? "kBucketRanges" : "nullptr");
   if (version >= 8)
-    os << ",\n  otc_eval_step";
+    os << ",\n  " << (eval ? "otc_eval_step" : "nullptr");
+  if (version >= 9)
+    os << ",\n  otc_decode_step";
   os << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";

@@ -308,7 +308,13 @@ def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
                           %gw: tensor<4xf32> {otc.slot = "grad:w"})
         -> (tensor<f32> {otc.slot = "loss"}, tensor<4xf32> {otc.slot = "grad:w"})
     ```
-  }];
+  }];  let options = [
+    Option<"decode", "decode", "bool", "false",
+           "Also build @decode_step from @eval_step (otc-compile --generate): "
+           "one position of every row, the keys and values of earlier "
+           "positions cached in kv_cache slots, the position's logits in the "
+           "logits slot (passes/DecodeStep.h)">
+  ];
 }
 
 //===----------------------------------------------------------------------===//

@@ -104,9 +104,12 @@ static void addPhase(OpPassManager &pm, Phase phase,
   case Phase::Schedule:
     pm.addPass(createSchedule());
     return;
-  case Phase::TrainingLoop:
-    pm.addPass(createTrainingLoop());
+  case Phase::TrainingLoop: {
+    TrainingLoopOptions t;
+    t.decode = be.generate;
+    pm.addPass(createTrainingLoop(t));
     return;
+  }
   case Phase::Buffers:
     pm.addPass(createLowerToBuffers());
     return;

@@ -70,6 +70,8 @@ struct BackEndOptions {
   /// compile's device (the driver's step-time model); with it, otc-chunk-
   /// loss chooses the chunk by price (Passes.td).
   LossChunkPricer priceLossChunk;
+  /// otc-training-loop also builds @decode_step (--generate).
+  bool generate = false;
 };
 
 /// The options of every phase.

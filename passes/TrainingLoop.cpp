@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/DecodeStep.h"
 #include "ir/Config.h"
 #include "ir/OtcDialect.h"
 
@@ -281,7 +282,9 @@ struct TrainingLoopPass
     buildZeroGrads(b, step, trained);
     buildMicroStep(b, step, trained);
     buildOptimizerStep(b, loc, trained);
-    buildEvalStep(b, step);
+    func::FuncOp eval = buildEvalStep(b, step);
+    if (decode && failed(buildDecodeStep(module, eval)))
+      return signalPassFailure();
 
     step.erase();
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
@@ -447,7 +450,7 @@ struct TrainingLoopPass
   /// evaluation. `@train_step`'s ops that the loss depends on, with the
   /// loss's fused gradient ops replaced by their forward: no backward runs
   /// and no gradient slot is touched.
-  void buildEvalStep(OpBuilder &b, func::FuncOp step) {
+  func::FuncOp buildEvalStep(OpBuilder &b, func::FuncOp step) {
     Location loc = step.getLoc();
     FuncSignature args, results;
     for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
@@ -462,6 +465,7 @@ struct TrainingLoopPass
     eraseDeadOps(entry);
     forwardOnlyLoss(entry);
     eraseDeadOps(entry);
+    return f;
   }
 
   /// Erases the ops whose results nothing reads, last first.

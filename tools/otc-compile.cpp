@@ -166,6 +166,12 @@ static cl::opt<bool> noGroupParams(
     "no-group-params",
     cl::desc("One AdamW kernel per parameter (otc-group-params off)"),
     cl::cat(cat));
+static cl::opt<bool> generate(
+    "generate",
+    cl::desc("Also compile decode_step, for `train --generate N "
+             "--prompt-ids A,B,...`: one position at a time, the keys and "
+             "values of earlier positions cached in the arena"),
+    cl::cat(cat));
 static cl::opt<bool> fusionRemarks(
     "fusion-remarks",
     cl::desc("Say why each almost-matching chain was not fused"),
@@ -430,6 +436,7 @@ int Compile::readLossAndDims() {
     return otc::priceLibraryCall(*model, *op).seconds;
   };
   pipeline.backEnd.groupParams = !noGroupParams;
+  pipeline.backEnd.generate = generate;
   return kGoOn;
 }
 

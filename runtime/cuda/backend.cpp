@@ -481,6 +481,8 @@ private:
       return "micro_step (a step's last, with its gradient sums)";
     case StepFunction::EvalStep:
       return "eval_step";
+    case StepFunction::DecodeStep:
+      return "decode_step";
     }
     return "?";
   }
@@ -610,7 +612,7 @@ private:
   int localRank_ = 0;
   cudaStream_t stream_ = nullptr;
   bool graphsOn_ = false;
-  Graph graphs_[5];
+  Graph graphs_[6];
   std::vector<cudaEvent_t> events_;
   /// Page-locked host buffers of hostBuffer().
   std::vector<void *> pinned_;

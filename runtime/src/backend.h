@@ -29,7 +29,8 @@ enum class StepFunction {
   MicroStep = 1,
   OptimizerStep = 2,
   LastMicroStep = 3,
-  EvalStep = 4
+  EvalStep = 4,
+  DecodeStep = 5
 };
 
 class Backend {

@@ -332,8 +332,9 @@ Status Run::execute() {
                                      slots_.buffers, defaultInitPath(), init);
         !s)
       return s;
-  if (Status s = prepareInputs(); !s)
-    return s;
+  if (opt_.generate == 0)
+    if (Status s = prepareInputs(); !s)
+      return s;
   if (Status s = setUpDevice(); !s)
     return s;
   if (!resume)
@@ -358,6 +359,8 @@ Status Run::execute() {
           !s)
         return s;
   }
+  if (opt_.generate)
+    return generate();
   announce();
   if (!opt_.dumpGradsPath.empty())
     return dumpGrads();

@@ -63,6 +63,13 @@ struct TrainOptions {
   std::string jsonlPath;               ///< --log-jsonl
   std::string tracePath;               ///< --trace
   bool traceSync = false;              ///< --trace-sync
+  // Sampling (decode_step, a program compiled with --generate).
+  int64_t generate = 0;                ///< --generate N (0: training)
+  std::vector<int64_t> promptIds;      ///< --prompt-ids A,B,...
+  double temperature = 1.0;            ///< --temperature (0: greedy)
+  int64_t topK = 0;                    ///< --top-k (0: all)
+  double topP = 1.0;                   ///< --top-p
+  int64_t samples = 1;                 ///< --samples (rows printed)
   // Execution.
   bool cudaGraphs = true;              ///< --no-cuda-graphs clears it
   double peakTflops = 0;               ///< --peak-tflops (0: the backend's)

@@ -154,6 +154,34 @@ const std::vector<Flag> &flagTable() {
       {"--trace-sync", false, [](O &o, const std::string &) { o.traceSync = true; return Status::ok(); }},
       {"--no-cuda-graphs", false, [](O &o, const std::string &) { o.cudaGraphs = false; return Status::ok(); }},
       {"--peak-tflops", true, numberFlag("--peak-tflops", &O::peakTflops)},
+      {"--generate", true, intFlag("--generate", &O::generate, false)},
+      {"--prompt-ids", true,
+       [](O &o, const std::string &v) {
+         o.promptIds.clear();
+         size_t at = 0;
+         while (at <= v.size()) {
+           size_t comma = std::min(v.find(',', at), v.size());
+           int64_t id;
+           if (!parseInt64(v.substr(at, comma - at), id) || id < 0)
+             return Status::usage("--prompt-ids expects non-negative ids "
+                                  "separated by commas, got '" + v + "'");
+           o.promptIds.push_back(id);
+           at = comma + 1;
+         }
+         return Status::ok();
+       }},
+      {"--temperature", true, numberFlag("--temperature", &O::temperature)},
+      {"--top-k", true, intFlag("--top-k", &O::topK, true)},
+      {"--top-p", true,
+       [](O &o, const std::string &v) {
+         double x;
+         if (!parseDouble(v, x) || x <= 0 || x > 1)
+           return Status::usage("--top-p expects a number in (0, 1], got '" +
+                                v + "'");
+         o.topP = x;
+         return Status::ok();
+       }},
+      {"--samples", true, intFlag("--samples", &O::samples, false)},
   };
   return table;
 }
@@ -163,6 +191,21 @@ Status checkCombination(const TrainOptions &o) {
   if (o.help)
     return Status::ok();
   bool data = !o.dataGlobs.empty();
+  if (o.generate) {
+    if (o.promptIds.empty())
+      return Status::usage("--generate needs --prompt-ids A,B,... (at least "
+                           "one id)");
+    if (data || !o.batchPath.empty() || !o.saveDir.empty() ||
+        !o.resumeDir.empty() || !o.dumpGradsPath.empty() ||
+        !o.valGlobs.empty())
+      return Status::usage("--generate samples from the parameters of --init "
+                           "(a checkpoint's model.safetensors): it takes no "
+                           "--data, --batch, --val-data, --save, --resume or "
+                           "--dump-grads");
+    return Status::ok();
+  }
+  if (!o.promptIds.empty())
+    return Status::usage("--prompt-ids needs --generate N");
   if (o.batchPath.empty() && !data)
     return Status::usage("--batch B.safetensors or --data 'SHARDS' is required "
                          "(see --help)");
@@ -234,6 +277,7 @@ Status parseTrainArgs(const std::vector<std::string> &args, TrainOptions &out) {
 std::string trainUsage(const std::string &argv0) {
   return "usage: " + argv0 +
          " (--data 'SHARDS' | --batch B.safetensors) [options]\n"
+         "       " + argv0 + " --generate N --prompt-ids A,B,... [--init PATH] [options]\n"
          "\n"
          "Trains the compiled model. Started by mpirun or srun (mpirun -np N " +
          argv0 +
@@ -302,6 +346,21 @@ std::string trainUsage(const std::string &argv0) {
          "  Ctrl-C (SIGINT) or SIGTERM: the step in flight finishes, its checkpoint is\n"
          "  saved in --save DIR (without one, nothing is saved), and the program exits\n"
          "  130 (SIGTERM: 143); a second signal exits at once.\n"
+         "\n"
+         "Sampling (a program compiled with otc-compile --generate):\n"
+         "  --generate N         draw N ids after the prompt, one position at a time (the\n"
+         "                       keys and values of earlier positions cached), with the\n"
+         "                       parameters of --init, and print the prompt and the ids;\n"
+         "                       prompt and ids together fit the model's sequence length\n"
+         "  --prompt-ids A,B,... the prompt's ids (every row of the micro-batch starts\n"
+         "                       with it; each row draws its own ids)\n"
+         "  --temperature T      0: the largest logit (the first of equal ones); otherwise\n"
+         "                       drawn from softmax(logits / T) (default 1)\n"
+         "  --top-k K            draw among the K largest (default 0: all)\n"
+         "  --top-p P            among the fewest largest whose probability reaches P\n"
+         "                       (default 1)\n"
+         "  --seed S             the draws' seed (row 0 draws as otc-run --generate does)\n"
+         "  --samples N          print the first N rows (default 1; at most micro-batch)\n"
          "\n"
          "Execution (cuda target):\n"
          "  --no-cuda-graphs     launch every kernel from the host each step; by default the\n"

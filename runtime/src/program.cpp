@@ -1,4 +1,4 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 to 7, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 9, the
 // slot helpers declared in program.h, and the small pure functions of the
 // driver interface (RNG keys, BF16 widening, paths next to the executable).
 #include "program.h"
@@ -34,6 +34,10 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
       buffers.push_back(&slot);
       bufferValues += slot.nbytes / 4;
       break;
+    case OTC_SLOT_DECODE_TOKENS: decodeTokens = &slot; break;
+    case OTC_SLOT_DECODE_POSITION: decodePosition = &slot; break;
+    case OTC_SLOT_KV_CACHE: kvCaches.push_back(&slot); break;
+    case OTC_SLOT_LOGITS: logits = &slot; break;
     default: break;
     }
   }
@@ -49,6 +53,10 @@ ArenaFunction refreshParamsOf(const OtcProgram &program) {
 
 ArenaFunction evalStepOf(const OtcProgram &program) {
   return program.abi_version >= 8 ? program.eval_step : nullptr;
+}
+
+ArenaFunction decodeStepOf(const OtcProgram &program) {
+  return program.abi_version >= 9 ? program.decode_step : nullptr;
 }
 
 const char *countInputOf(const OtcProgram &program) {
@@ -72,6 +80,10 @@ const char *slotKindName(int32_t kind) {
   case OTC_SLOT_GRAD_SCALE: return "GRAD_SCALE";
   case OTC_SLOT_BUFFER: return "BUFFER";
   case OTC_SLOT_GRAD_FACTOR: return "GRAD_FACTOR";
+  case OTC_SLOT_DECODE_TOKENS: return "DECODE_TOKENS";
+  case OTC_SLOT_DECODE_POSITION: return "DECODE_POSITION";
+  case OTC_SLOT_KV_CACHE: return "KV_CACHE";
+  case OTC_SLOT_LOGITS: return "LOGITS";
   default: return "?";
   }
 }
@@ -276,6 +288,28 @@ Status checkSlot(const OtcProgram &program, int32_t i, int32_t lastKind,
     if (slot.dtype != OTC_I64 || numel != 1)
       return invalid(where + " must be an I64 scalar");
     break;
+  case OTC_SLOT_DECODE_TOKENS:
+    if (!isIntegerSlot(slot) || slot.rank != 2 ||
+        slot.shape[0] != program.micro_batch || slot.shape[1] != 1)
+      return invalid(where + " must be integers [" +
+                     std::to_string(program.micro_batch) + ", 1]");
+    break;
+  case OTC_SLOT_DECODE_POSITION:
+    if (slot.dtype != OTC_I64 || numel != 1)
+      return invalid(where + " must be one I64");
+    break;
+  case OTC_SLOT_KV_CACHE:
+    if ((slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || slot.rank < 1 ||
+        slot.shape[0] != program.micro_batch)
+      return invalid(where + " must be F32 or BF16 with leading dimension " +
+                     std::to_string(program.micro_batch) + " (micro_batch)");
+    break;
+  case OTC_SLOT_LOGITS:
+    if (slot.dtype != OTC_F32 || slot.rank != 2 ||
+        slot.shape[0] != program.micro_batch || slot.shape[1] < 1)
+      return invalid(where + " must be F32 [" +
+                     std::to_string(program.micro_batch) + ", V]");
+    break;
   }
   return Status::ok();
 }
@@ -309,6 +343,16 @@ Status checkSlotCounts(const OtcProgram *program, const int *counts,
       return invalid(std::string("count_input '") + name +
                      "' is not an integer INPUT slot");
   }
+  // Version 9: decode_step reads one DECODE_TOKENS and DECODE_POSITION
+  // and writes one LOGITS.
+  bool decodes = decodeStepOf(*program) != nullptr;
+  for (int kind : {OTC_SLOT_DECODE_TOKENS, OTC_SLOT_DECODE_POSITION,
+                   OTC_SLOT_LOGITS})
+    if (counts[kind] != (decodes ? 1 : 0))
+      return invalid(std::string(decodes ? "decode_step needs one " : "") +
+                     slotKindName(kind) + " slot" +
+                     (decodes ? "" : " without decode_step") + ", found " +
+                     std::to_string(counts[kind]));
   return Status::ok();
 }
 
@@ -422,10 +466,11 @@ Status validateProgram(const OtcProgram *program, const char *backendName,
                        bool needOptimizer) {
   if (Status s = checkHeader(program, backendName); !s)
     return s;
-  const int32_t lastKind = program->abi_version >= 5   ? OTC_SLOT_GRAD_FACTOR
+  const int32_t lastKind = program->abi_version >= 9   ? OTC_SLOT_LOGITS
+                           : program->abi_version >= 5 ? OTC_SLOT_GRAD_FACTOR
                            : program->abi_version >= 3 ? OTC_SLOT_BUFFER
                                                        : OTC_SLOT_RNG;
-  int counts[OTC_SLOT_GRAD_FACTOR + 1] = {};
+  int counts[OTC_SLOT_LOGITS + 1] = {};
   for (int32_t i = 0; i < program->num_slots; ++i)
     if (Status s = checkSlot(*program, i, lastKind, counts); !s)
       return s;

@@ -20,6 +20,11 @@ struct ProgramSlots {
   const OtcSlot *loss = nullptr, *lr = nullptr, *step = nullptr,
                 *rng = nullptr, *gradScale = nullptr, *gradFactor = nullptr;
   std::vector<const OtcSlot *> params, grads, adamM, adamV, inputs, buffers;
+  /// decode_step's (version 9): the ids and the position it reads, the
+  /// logits it writes, the caches it keeps.
+  const OtcSlot *decodeTokens = nullptr, *decodePosition = nullptr,
+                *logits = nullptr;
+  std::vector<const OtcSlot *> kvCaches;
   int64_t paramValues = 0;  ///< elements over all PARAM slots
   int64_t bufferValues = 0; ///< elements over all BUFFER slots
 
@@ -40,6 +45,9 @@ ArenaFunction refreshParamsOf(const OtcProgram &program);
 /// The program's eval_step: null before version 8 or where it has none
 /// (evaluation then runs micro_step).
 ArenaFunction evalStepOf(const OtcProgram &program);
+/// The program's decode_step: null before version 9 or where it has none
+/// (compiled without --generate).
+ArenaFunction decodeStepOf(const OtcProgram &program);
 /// The program's ZeRO-1 groups: null before version 6 or when its
 /// optimizer is not sharded.
 const OtcOptimizerShards *shardsOf(const OtcProgram &program);

@@ -98,6 +98,9 @@ public:
         slots_(p), arena_(b), gradRanges_(gradientRanges(slots_.grads)) {}
 
   Status execute();
+  /// --generate: ids drawn one position at a time by decode_step from the
+  /// parameters loaded (generate.cpp).
+  Status generate();
   /// The signal that stopped the run before its last step (SIGINT,
   /// SIGTERM; the ranks agree on it), 0 when it was not stopped.
   int stoppedBy() const { return stoppedBy_; }

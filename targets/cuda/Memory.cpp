@@ -164,7 +164,8 @@ void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
 
   // The attention calls, in the order the program makes them.
   AttentionBuffers attention;
-  for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step", "eval_step"})
+  for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step",
+                       "eval_step", "decode_step"})
     if (auto f = planned.lookupSymbol<func::FuncOp>(fn))
       f.walk([&](Operation *op) {
         if (isa<AttentionOp, AttentionGradOp>(op))

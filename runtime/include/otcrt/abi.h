@@ -33,12 +33,24 @@ enum OtcSlotKind {
                               trained (frozen, a rotary table): loaded from
                               the initial parameters, kept in checkpoints,
                               no gradient, moments or master */
-  OTC_SLOT_GRAD_FACTOR = 11 /* version 5: f32 scalar, the factor AdamW
+  OTC_SLOT_GRAD_FACTOR = 11, /* version 5: f32 scalar, the factor AdamW
                               multiplies the step's gradients by (clipping
                               and batch ramp; not finite: the update is
                               skipped), written by the runtime on the device
                               (otcrt_grad_factor) before each
                               optimizer_step */
+  /* Version 9, the slots of decode_step (otc-compile --generate): */
+  OTC_SLOT_DECODE_TOKENS = 12,   /* I64 or I32 [micro_batch, 1]: each row's
+                                    id at the position; named after the
+                                    token input */
+  OTC_SLOT_DECODE_POSITION = 13, /* I64 [1]: the position, from 0 */
+  OTC_SLOT_KV_CACHE = 14,        /* the keys or values of one attention at
+                                    every position decoded so far (F32 or
+                                    BF16, [micro_batch, ..]); decode_step
+                                    writes the position's; the runtime
+                                    zeroes them for a new sequence */
+  OTC_SLOT_LOGITS = 15           /* F32 [micro_batch, V]: each row's logits
+                                    at the position */
 };
 
 /// Element type of a slot.
@@ -95,10 +107,12 @@ typedef struct {
  * Version 7 appends the gradient buckets (`num_bucket_ranges`,
  * `bucket_ranges`) and the function otcrt_gradients_ready; otc-compile
  * writes it only for a program with buckets. Version 8 appends `eval_step`
- * (otc-compile writes it for every program it compiles). The runtime accepts
- * descriptors of versions 1 to 8 and reads each field only from a
- * descriptor of a version that has it. */
-#define OTC_ABI_VERSION 8
+ * (otc-compile writes it for every program it compiles). Version 9 appends
+ * `decode_step` and its slot kinds (otc-compile writes it for a program
+ * compiled with --generate). The runtime accepts descriptors of versions 1
+ * to 9 and reads each field only from a descriptor of a version that has
+ * it. */
+#define OTC_ABI_VERSION 9
 
 /// Version 7: a range of the gradients in a bucket that the backward of
 /// micro_step finishes at one point (it then calls
@@ -150,7 +164,7 @@ typedef struct {
 } OtcOptimizerShards;
 
 typedef struct {
-  int32_t abi_version; /* 1 to 8 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to 9 (OTC_ABI_VERSION) */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -204,6 +218,14 @@ typedef struct {
      runtime's evaluation). May be null (evaluation then runs micro_step,
      whose gradients the next step's zero_grads clears). */
   void (*eval_step)(char *arena);
+  /* Version 9: the logits of one position of every row, for sampling:
+     reads the PARAM and BUFFER slots, DECODE_TOKENS (the ids at the
+     position) and DECODE_POSITION (p); writes the position's keys and
+     values into the KV_CACHE slots and attends to those of positions 0 to
+     p; writes LOGITS. Positions are decoded in order from 0, the caches
+     zeroed before position 0. Only decode_step may run between two calls
+     of a sequence. */
+  void (*decode_step)(char *arena);
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,

@@ -1,0 +1,162 @@
+// `train --generate N --prompt-ids A,B,...` (ABI version 9): ids drawn one
+// position at a time by the program's decode_step, which caches each
+// attention's keys and values in the arena (its KV_CACHE slots), so that a
+// position costs one row of the forward instead of the whole sequence.
+// Every row of the micro-batch starts with the prompt and draws its own
+// ids; the draw is otc-run --generate's (the largest logit at temperature
+// 0, else top-k and top-p over softmax(logits / T)), and row 0 uses its
+// random numbers, so that both print the same ids for a seed.
+#include "run.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace otcrt {
+namespace {
+
+/// Uniform in [0, 1) for draw `step` of `seed` (otc-run's SplitMix64).
+double uniform(uint64_t seed, uint64_t step) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + step;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+
+/// One id from `logits` by the rule of --temperature, --top-k and --top-p
+/// and the uniform `u`.
+int64_t drawId(const float *logits, int64_t V, const TrainOptions &o,
+               double u) {
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return logits[a] > logits[b];
+  });
+  if (o.temperature == 0)
+    return order[0];
+  int64_t keep = o.topK > 0 ? std::min(o.topK, V) : V;
+  std::vector<double> p(static_cast<size_t>(keep));
+  double top = logits[order[0]] / o.temperature, sum = 0;
+  for (int64_t i = 0; i < keep; ++i)
+    sum += p[i] = std::exp(logits[order[i]] / o.temperature - top);
+  if (o.topP < 1) {
+    double reached = 0;
+    int64_t n = 0;
+    while (n < keep && reached < o.topP * sum)
+      reached += p[n++];
+    keep = std::max<int64_t>(n, 1);
+    sum = reached > 0 ? reached : p[0];
+  }
+  double at = u * sum, run = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    run += p[i];
+    if (at < run)
+      return order[i];
+  }
+  return order[keep - 1];
+}
+
+} // namespace
+
+Status Run::generate() {
+  ArenaFunction decode = decodeStepOf(prog_);
+  if (!decode)
+    return Status::usage("this program has no decode_step: compile the model "
+                         "with otc-compile --generate to sample from it");
+  const OtcSlot &tokens = *slots_.decodeTokens, &logits = *slots_.logits;
+  const int64_t B = prog_.micro_batch, V = logits.shape[1];
+  // The sequence length: the token input's, which the caches hold.
+  int64_t T = 0;
+  const OtcIndexRange *range = nullptr;
+  for (const OtcSlot *in : slots_.inputs)
+    if (std::strcmp(in->name, tokens.name) == 0 && in->rank == 2) {
+      T = in->shape[1];
+      range = indexRangeOf(prog_, *in);
+    }
+  if (T == 0)
+    return Status::error(std::string("decode_step's tokens '") + tokens.name +
+                         "' are no [batch, sequence] input of the program");
+  const std::vector<int64_t> &prompt = opt_.promptIds;
+  const int64_t total = static_cast<int64_t>(prompt.size()) + opt_.generate;
+  if (total > T)
+    return Status::usage(
+        "--generate: the prompt's " + std::to_string(prompt.size()) +
+        " ids and " + std::to_string(opt_.generate) + " new ones exceed the " +
+        std::to_string(T) + " positions the model was exported with");
+  int64_t bound = range ? range->bound : V;
+  for (int64_t id : prompt)
+    if (id >= bound)
+      return Status::usage("--prompt-ids: id " + std::to_string(id) +
+                           " is outside the vocabulary of " +
+                           std::to_string(bound));
+  if (opt_.samples > B)
+    return Status::usage("--samples " + std::to_string(opt_.samples) +
+                         " exceeds the micro-batch of " + std::to_string(B) +
+                         " rows (otc-compile --micro-batch)");
+
+  for (const OtcSlot *cache : slots_.kvCaches)
+    if (Status s = backend_.zero(arena_.arena, cache->offset, cache->nbytes);
+        !s)
+      return s;
+  std::vector<std::vector<int64_t>> ids(static_cast<size_t>(B), prompt);
+  std::vector<uint8_t> tokenBytes(static_cast<size_t>(tokens.nbytes));
+  std::vector<float> rowLogits(static_cast<size_t>(B * V));
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t p = 0; p + 1 < total; ++p) {
+    for (int64_t r = 0; r < B; ++r) {
+      int64_t id = ids[r][p];
+      if (tokens.dtype == OTC_I64)
+        std::memcpy(tokenBytes.data() + 8 * r, &id, 8);
+      else {
+        int32_t narrow = static_cast<int32_t>(id);
+        std::memcpy(tokenBytes.data() + 4 * r, &narrow, 4);
+      }
+    }
+    if (Status s = backend_.upload(arena_.arena, tokens.offset,
+                                   tokenBytes.data(), tokens.nbytes);
+        !s)
+      return s;
+    if (Status s = backend_.upload(arena_.arena, slots_.decodePosition->offset,
+                                   &p, sizeof(p));
+        !s)
+      return s;
+    if (Status s = runStep(StepFunction::DecodeStep, decode); !s)
+      return s;
+    // The prompt's positions fill the caches; from its last one on, each
+    // position's logits give the next id.
+    if (p + 1 < static_cast<int64_t>(prompt.size()))
+      continue;
+    if (Status s = backend_.download(arena_.arena, logits.offset,
+                                     rowLogits.data(), logits.nbytes);
+        !s)
+      return s;
+    uint64_t n = static_cast<uint64_t>(p + 1 - prompt.size());
+    for (int64_t r = 0; r < B; ++r) {
+      uint64_t seed = r == 0 ? opt_.seed : splitMix64(opt_.seed + r);
+      ids[r].push_back(
+          drawId(rowLogits.data() + r * V, V, opt_, uniform(seed, n)));
+    }
+  }
+  if (Status s = backend_.synchronize(); !s)
+    return s;
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+  for (int64_t r = 0; r < opt_.samples; ++r) {
+    for (size_t i = 0; i < ids[r].size(); ++i)
+      std::fprintf(log_, "%s%" PRId64, i ? " " : "", ids[r][i]);
+    std::fprintf(log_, "\n");
+  }
+  if (!opt_.quiet)
+    std::fprintf(stderr,
+                 "generated %" PRId64 " ids x %" PRId64 " rows in %.3f s "
+                 "(%" PRId64 " positions, %.1f ms each)\n",
+                 opt_.generate, B, seconds, total - 1,
+                 1e3 * seconds / std::max<int64_t>(total - 1, 1));
+  return Status::ok();
+}
+
+} // namespace otcrt
