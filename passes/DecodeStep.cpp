@@ -384,6 +384,11 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
              << T << "]";
     mask = fb.create<AddOp>(loc, RankedTensorType::get(*b, e), *row, mask);
   }
+  // The mask in the attention's precision (BF16 under mixed precision).
+  Type qe = getElementTypeOrSelf(q.getType());
+  if (getElementTypeOrSelf(mask.getType()) != qe)
+    mask = fb.create<CastOp>(
+        loc, cast<RankedTensorType>(mask.getType()).clone(qe), mask);
   RankedTensorType outType = cast<RankedTensorType>(q.getType());
   ArrayRef<int64_t> qs = dims(q);
   int64_t heads = layout == "bhtd" ? qs[1] : qs[2];

@@ -5,7 +5,10 @@
 // Every row of the micro-batch starts with the prompt and draws its own
 // ids; the draw is otc-run --generate's (the largest logit at temperature
 // 0, else top-k and top-p over softmax(logits / T)), and row 0 uses its
-// random numbers, so that both print the same ids for a seed.
+// random numbers, so that both print the same ids for a seed. A sequence
+// longer than the model's T positions restarts the caches from its last
+// T / 2 ids whenever they are full (otc-run slides a window of the last T
+// ids at every id instead; both agree up to T ids).
 #include "run.h"
 
 #include <algorithm>
@@ -80,12 +83,7 @@ Status Run::generate() {
     return Status::error(std::string("decode_step's tokens '") + tokens.name +
                          "' are no [batch, sequence] input of the program");
   const std::vector<int64_t> &prompt = opt_.promptIds;
-  const int64_t total = static_cast<int64_t>(prompt.size()) + opt_.generate;
-  if (total > T)
-    return Status::usage(
-        "--generate: the prompt's " + std::to_string(prompt.size()) +
-        " ids and " + std::to_string(opt_.generate) + " new ones exceed the " +
-        std::to_string(T) + " positions the model was exported with");
+  const int64_t promptLen = static_cast<int64_t>(prompt.size());
   int64_t bound = range ? range->bound : V;
   for (int64_t id : prompt)
     if (id >= bound)
@@ -97,17 +95,33 @@ Status Run::generate() {
                          " exceeds the micro-batch of " + std::to_string(B) +
                          " rows (otc-compile --micro-batch)");
 
-  for (const OtcSlot *cache : slots_.kvCaches)
-    if (Status s = backend_.zero(arena_.arena, cache->offset, cache->nbytes);
-        !s)
-      return s;
+  auto clearCaches = [&]() {
+    for (const OtcSlot *cache : slots_.kvCaches)
+      if (Status s = backend_.zero(arena_.arena, cache->offset, cache->nbytes);
+          !s)
+        return s;
+    return Status::ok();
+  };
   std::vector<std::vector<int64_t>> ids(static_cast<size_t>(B), prompt);
   std::vector<uint8_t> tokenBytes(static_cast<size_t>(tokens.nbytes));
   std::vector<float> rowLogits(static_cast<size_t>(B * V));
+  // ids[start] is at position 0 of the caches; ids[next] goes in next.
+  int64_t start = promptLen >= T ? promptLen - T / 2 : 0, next = start;
+  int64_t positions = 0, restarts = 0;
   auto started = std::chrono::steady_clock::now();
-  for (int64_t p = 0; p + 1 < total; ++p) {
+  if (Status s = clearCaches(); !s)
+    return s;
+  for (int64_t made = 0; made < opt_.generate;) {
+    if (next - start == T) {
+      // The caches are full: again from the last T / 2 ids.
+      start = next = next - T / 2;
+      ++restarts;
+      if (Status s = clearCaches(); !s)
+        return s;
+    }
+    int64_t p = next - start;
     for (int64_t r = 0; r < B; ++r) {
-      int64_t id = ids[r][p];
+      int64_t id = ids[r][next];
       if (tokens.dtype == OTC_I64)
         std::memcpy(tokenBytes.data() + 8 * r, &id, 8);
       else {
@@ -125,15 +139,16 @@ Status Run::generate() {
       return s;
     if (Status s = runStep(StepFunction::DecodeStep, decode); !s)
       return s;
-    // The prompt's positions fill the caches; from its last one on, each
-    // position's logits give the next id.
-    if (p + 1 < static_cast<int64_t>(prompt.size()))
+    ++positions;
+    // The ids known fill the caches; at the last one, the position's
+    // logits give the next id.
+    if (++next < static_cast<int64_t>(ids[0].size()))
       continue;
     if (Status s = backend_.download(arena_.arena, logits.offset,
                                      rowLogits.data(), logits.nbytes);
         !s)
       return s;
-    uint64_t n = static_cast<uint64_t>(p + 1 - prompt.size());
+    uint64_t n = static_cast<uint64_t>(made++);
     for (int64_t r = 0; r < B; ++r) {
       uint64_t seed = r == 0 ? opt_.seed : splitMix64(opt_.seed + r);
       ids[r].push_back(
@@ -153,9 +168,14 @@ Status Run::generate() {
   if (!opt_.quiet)
     std::fprintf(stderr,
                  "generated %" PRId64 " ids x %" PRId64 " rows in %.3f s "
-                 "(%" PRId64 " positions, %.1f ms each)\n",
-                 opt_.generate, B, seconds, total - 1,
-                 1e3 * seconds / std::max<int64_t>(total - 1, 1));
+                 "(%" PRId64 " positions, %.1f ms each%s)\n",
+                 opt_.generate, B, seconds, positions,
+                 1e3 * seconds / std::max<int64_t>(positions, 1),
+                 restarts ? (", the context restarted from its last " +
+                             std::to_string(T / 2) + " ids " +
+                             std::to_string(restarts) + " times")
+                                .c_str()
+                          : "");
   return Status::ok();
 }
 

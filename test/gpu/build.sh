@@ -153,6 +153,20 @@ for name, path in (("targets", sys.argv[3]), ("idx", sys.argv[4])):
     st_io.write(path, t)
 PY
 
+# Sampling (decode_step, --generate): the Llama golden's ids drawn by the
+# cpu program, greedy and seeded, which the cuda program's must equal.
+llama=$src/test/e2e/hf-llama
+mkdir -p "$out/generate"
+for target in cpu cuda; do
+  "$bin/otc-compile" "$llama/llama.onnx" -o "$out/generate/$target" --target=$target \
+      --micro-batch 2 --loss=cross_entropy:logits:targets --generate >/dev/null
+done
+"$out/generate/cpu/train" --generate 12 --prompt-ids 1,2,3 --temperature 0 \
+    > "$out/generate/want-greedy.txt" 2>/dev/null
+"$out/generate/cpu/train" --generate 12 --prompt-ids 7 --seed 4 \
+    > "$out/generate/want-seed4.txt" 2>/dev/null
+rm -rf "$out/generate/cpu" "$out/generate/cuda/model.cu"
+
 # The model run under compute-sanitizer memcheck (two training steps: the
 # forward, backward and optimizer kernels, in BF16 like the benchmark).
 echo "gpt2-opset17-bf16" > "$out/memcheck.txt"

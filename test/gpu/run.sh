@@ -23,7 +23,8 @@
 # bit for bit the one-rank program's; on a machine with 2 GPUs or more and
 # mpirun, the programs for 2 ranks (overlapped, and ZeRO-1) run on 2 GPUs
 # against the cpu program (else a SKIP line). Evaluation (eval_step) gives
-# the step's own loss on the step's windows at learning rate 0. Prints
+# the step's own loss on the step's windows at learning rate 0; sampling
+# (decode_step) draws the cpu program's ids. Prints
 # one line per check and a summary; exits 1 when any check fails.
 #
 # With OTC_GPU_RESULTS=DIR, every line is also appended to DIR/results.txt as
@@ -395,6 +396,25 @@ PY
     pass=$((pass + 1))
   else
     echo "FAIL $1-eval-step: $(tail -1 "$1-eval-check.log" "$1-eval.log" 2>/dev/null | tail -1)"
+    fail=$((fail + 1))
+  fi
+done
+# Sampling: decode_step on the GPU (the keys and values cached in the
+# arena, the attention over the cache under the position's mask) draws the
+# ids the cpu program drew, greedy and seeded.
+for spec in "greedy --temperature 0 --prompt-ids 1,2,3" "seed4 --seed 4 --prompt-ids 7"; do
+  set -- $spec
+  name=$1
+  shift
+  if [[ ! -x generate/cuda/train ]]; then
+    echo "SKIP generate-$name: no generate/cuda/train (build.sh before sampling)"
+    skip=$((skip + 1))
+  elif generate/cuda/train --generate 12 "$@" > "generate-$name.txt" 2> "generate-$name.log" &&
+       cmp -s "generate-$name.txt" "generate/want-$name.txt"; then
+    echo "PASS generate-$name: $(cat "generate-$name.txt") ($(tail -1 "generate-$name.log"))"
+    pass=$((pass + 1))
+  else
+    echo "FAIL generate-$name: cuda $(cat "generate-$name.txt" 2>/dev/null), cpu $(cat "generate/want-$name.txt") $(tail -1 "generate-$name.log" 2>/dev/null)"
     fail=$((fail + 1))
   fi
 done
