@@ -327,23 +327,35 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
     q = part(0, h);
     k = part(h, hk);
     v = part(h + hk, hk);
-    layout = "bthd";
   }
-  // Position j of the cache is the one written: [1, 1, T, 1] or
-  // [1, T, 1, 1] booleans.
-  SmallVector<int64_t> alongSeq(4, 1);
-  alongSeq[seqAxis] = T;
+  // The position's rows [B, H, 1, D] (a [B, 1, H, D] row is the same
+  // elements): the caches are [B, Hk, T, D] whatever the model's layout,
+  // each head's keys contiguous, which the kernels read without copies.
+  auto headsFirst = [&](Value row) -> Value {
+    if (layout == "bhtd")
+      return row;
+    ArrayRef<int64_t> r = dims(row);
+    auto t = RankedTensorType::get({r[0], r[2], 1, r[3]},
+                                   getElementTypeOrSelf(row.getType()));
+    return fb.create<ReshapeOp>(loc, t, row).getResult();
+  };
+  q = headsFirst(q);
+  k = headsFirst(k);
+  v = headsFirst(v);
+  const int64_t cacheAxis = 2;
   Type i1 = fb.getI1Type();
-  Value atP = fb.create<CompareOp>(
-      loc, RankedTensorType::get({T}, i1), iota, position,
-      fb.getStringAttr("eq"));
-  atP = fb.create<ReshapeOp>(loc, RankedTensorType::get(alongSeq, i1), atP);
   std::string n = std::to_string(attentions++);
+  // The position's row added into the cache, whose row p is still zero
+  // (the caches are zeroed for a sequence, each position written once):
+  // cache + gather_grad(row at p), which otc-fuse-epilogues turns into the
+  // scatter adding into the cache slot, touching that row alone.
   auto cached = [&](Value row, StringRef which) {
-    Type type = withDim(row.getType(), seqAxis, T);
+    Type type = withDim(row.getType(), cacheAxis, T);
     std::string slot = "kv_cache:" + n + "." + which.str();
     Value old = addArgument(type, slot);
-    Value updated = fb.create<SelectOp>(loc, type, atP, row, old);
+    Value put = fb.create<GatherGradOp>(loc, type, row, position, Value(),
+                                        fb.getI64IntegerAttr(cacheAxis));
+    Value updated = fb.create<AddOp>(loc, type, old, put);
     cacheResults.push_back(updated);
     cacheSlots.push_back(slot);
     return updated;
@@ -391,14 +403,18 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
         loc, cast<RankedTensorType>(mask.getType()).clone(qe), mask);
   RankedTensorType outType = cast<RankedTensorType>(q.getType());
   ArrayRef<int64_t> qs = dims(q);
-  int64_t heads = layout == "bhtd" ? qs[1] : qs[2];
   auto lseType = RankedTensorType::get(
-      {qs[0], heads, 1}, getElementTypeOrSelf(op.getLse().getType()));
+      {qs[0], qs[1], 1}, getElementTypeOrSelf(op.getLse().getType()));
   auto att = fb.create<AttentionOp>(
       loc, TypeRange{outType, lseType}, q, kc, vc, mask, /*key=*/Value(),
       /*causal=*/UnitAttr(), op.getScaleAttr(), fb.getF64FloatAttr(0.0),
-      op.getStreamAttr(), fb.getStringAttr(layout), fb.getI64IntegerAttr(0));
-  map.map(op.getOutput(), att.getOutput());
+      op.getStreamAttr(), fb.getStringAttr("bhtd"), fb.getI64IntegerAttr(0));
+  // Back to the model's [B, 1, H, D] where it keeps sequence first.
+  Value output = att.getOutput();
+  if (layout != "bhtd")
+    output = fb.create<ReshapeOp>(
+        loc, withDim(op.getOutput().getType(), seqAxis, 1), output);
+  map.map(op.getOutput(), output);
   map.map(op.getLse(), att.getLse());
   seq[op.getOutput()] = seqAxis;
   seq[op.getLse()] = 2;

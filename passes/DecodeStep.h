@@ -17,8 +17,8 @@ namespace otc {
 /// whose loss is a cross-entropy over the model's logits). Its arguments
 /// are `eval`'s parameters and buffers, "decode_tokens:<input>" ([B, 1]
 /// ids at the position), "decode_position" (tensor<1xi64>) and one
-/// "kv_cache:<n>.k" and ".v" per causal attention, [B, Hk, T, D] or
-/// [B, T, Hk, D] as the attention stores its keys; its results are
+/// "kv_cache:<n>.k" and ".v" per causal attention, [B, Hk, T, D] whatever
+/// the attention's layout; its results are
 /// "logits" ([B, V] floats of the position) and the caches, updated at the
 /// position. Every op of the logits' slice that depends on the tokens is
 /// restricted to the position: its sequence axis (traced from the tokens

@@ -130,10 +130,26 @@ void tileScores(const Problem &p, const float *q, const float *kb, int64_t b,
   }
 }
 
-/// The keys any of the query rows [i0, i1) sees: [first, end).
-std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t i0,
-                                     int64_t i1) {
-  return {p.firstKey(i0), p.visibleKeys(i1 - 1)};
+/// A mask value that hides its key: its probability is exactly 0 beside
+/// any key a row sees (the float or BF16 minimum of the exports, -inf).
+constexpr float kHidden = -1e30f;
+
+/// The keys any of the query rows [i0, i1) of head (b, hi) sees: [first,
+/// end), without the trailing keys the mask hides from every row (a padded
+/// batch's, a decode step's keys after its position), unless it hides all.
+std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t b, int64_t hi,
+                                     int64_t i0, int64_t i1) {
+  const OtcrtAttention &a = p.a;
+  int64_t first = p.firstKey(i0), end = p.visibleKeys(i1 - 1);
+  if (!p.mask)
+    return {first, end};
+  for (int64_t j = end - 1; j >= first; --j)
+    for (int64_t i = i0; i < i1; ++i)
+      if (j >= p.firstKey(i) && j < p.visibleKeys(i) &&
+          p.mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
+                 i * a.mask_strides[2] + j * a.mask_strides[3]] > kHidden)
+        return {first, j + 1};
+  return {first, end};
 }
 
 // The forward, one tile of query rows of one head at a time: the tile's
@@ -157,7 +173,7 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
       int64_t tile = task % tiles, bh = task / tiles;
       int64_t hi = bh % a.h, b = bh / a.h, kh = hi / p.group;
       int64_t i0 = tile * kQueryTile, i1 = std::min(a.t, i0 + kQueryTile);
-      auto [j0, j1] = tileKeys(p, i0, i1);
+      auto [j0, j1] = tileKeys(p, b, hi, i0, i1);
       const int64_t n = std::max<int64_t>(j1 - j0, 0);
       if (n == 0) {
         for (int64_t i = i0; i < i1; ++i) {
@@ -226,7 +242,7 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
         for (int64_t tile = 0; tile < tiles; ++tile) {
           int64_t i0 = tile * kQueryTile, i1 = std::min(a.t, i0 + kQueryTile);
           int64_t r = i1 - i0, row0 = p.queryRow(b, hi, i0);
-          auto [j0, j1] = tileKeys(p, i0, i1);
+          auto [j0, j1] = tileKeys(p, b, hi, i0, i1);
           const int64_t n = std::max<int64_t>(j1 - j0, 0);
           if (n == 0) {
             std::fill(dq + row0 * a.d, dq + (row0 + r) * a.d, 0.0f);

@@ -95,6 +95,9 @@ Status Run::generate() {
                          " exceeds the micro-batch of " + std::to_string(B) +
                          " rows (otc-compile --micro-batch)");
 
+  if (!opt_.tracePath.empty())
+    if (Status s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
+      return s;
   auto clearCaches = [&]() {
     for (const OtcSlot *cache : slots_.kvCaches)
       if (Status s = backend_.zero(arena_.arena, cache->offset, cache->nbytes);
@@ -157,6 +160,7 @@ Status Run::generate() {
   }
   if (Status s = backend_.synchronize(); !s)
     return s;
+  tracer_.close();
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
                        .count();

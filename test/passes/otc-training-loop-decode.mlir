@@ -3,8 +3,9 @@
 // Tests otc-training-loop{decode}'s @decode_step: every value that depends
 // on the tokens is cut to the position (sequence axis of size 1); a
 // constant broadcast along the sequence (a [T, C] position table) is read
-// at the position by a gather; the attention's keys and values are written
-// into their caches where the position is (select) and the attention reads
+// at the position by a gather; the attention's keys and values are added
+// into their caches at the position (gather_grad: one row, still zero) and
+// the attention reads
 // the caches under a mask that hides the keys after the position and, with
 // a window W, those at or before position - W; the logits come out [B, V].
 
@@ -15,11 +16,11 @@
 // CHECK: %[[X:.*]] = otc.gather %[[E]], %[[TOK]] {axis = 0 : i64} : (tensor<10x8xf32>, tensor<2x1xi64>) -> tensor<2x1x8xf32>
 // CHECK: %[[PR:.*]] = otc.gather %[[P]], %[[POS]] {axis = 0 : i64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<1x8xf32>
 // CHECK: otc.add %[[X]], %[[PR]] : (tensor<2x1x8xf32>, tensor<1x8xf32>) -> tensor<2x1x8xf32>
-// CHECK: otc.transpose {{.*}} -> tensor<2x2x1x4xf32>
-// CHECK: %[[AT:.*]] = otc.compare "eq", %[[IOTA]], %[[POS]]
-// CHECK: %[[AT4:.*]] = otc.reshape %[[AT]] : (tensor<4xi1>) -> tensor<1x1x4x1xi1>
-// CHECK: %[[NK:.*]] = otc.select %[[AT4]], %{{.*}}, %[[KC]] : (tensor<1x1x4x1xi1>, tensor<2x2x1x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
-// CHECK: %[[NV:.*]] = otc.select %[[AT4]], %{{.*}}, %[[VC]]
+// CHECK: %[[ROW:.*]] = otc.transpose {{.*}} -> tensor<2x2x1x4xf32>
+// CHECK: %[[PK:.*]] = otc.gather_grad %[[ROW]], %[[POS]] {axis = 2 : i64} : (tensor<2x2x1x4xf32>, tensor<1xi64>) -> tensor<2x2x4x4xf32>
+// CHECK: %[[NK:.*]] = otc.add %[[KC]], %[[PK]] : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+// CHECK: %[[PV:.*]] = otc.gather_grad %[[ROW]], %[[POS]] {axis = 2 : i64}
+// CHECK: %[[NV:.*]] = otc.add %[[VC]], %[[PV]]
 // CHECK: otc.compare "le", %[[IOTA]], %[[POS]]
 // CHECK: %[[FROM:.*]] = otc.sub %[[POS]], %{{.*}} : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
 // CHECK: otc.compare "ge", %[[IOTA]], %[[FROM]]
@@ -38,6 +39,35 @@ func.func @train_step(%ids: tensor<2x4xi64> {otc.input = "ids"}, %y: tensor<2x4x
   %o, %lse = otc.attention %q, %q, %q {causal, scale = 0.5 : f64, window = 2 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4xf32>)
   %t = otc.transpose %o, [0, 2, 1, 3] : (tensor<2x2x4x4xf32>) -> tensor<2x4x2x4xf32>
   %c = otc.reshape %t : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+  %z = otc.matmul %c, %e {transpose_rhs} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
+  %loss, %rows = otc.cross_entropy %z, %y {ignore_index = -100 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss, %e : tensor<f32>, tensor<10x8xf32>
+}
+
+// -----
+
+// Packed q/k/v ([B, T, H + 2 Hk, D], sequence first; H = 2, Hk = 1): the
+// position's q, k and v sliced out, their [B, 1, heads, D] rows read as
+// [B, heads, 1, D], the caches [B, Hk, T, D], the output back to
+// [B, 1, H, D].
+// CHECK-LABEL: func.func @decode_step
+// CHECK-SAME: tensor<2x1x4x4xf32> {otc.slot = "kv_cache:0.k"}
+// CHECK: %[[QKV:.*]] = otc.reshape %{{.*}} : (tensor<2x1x16xf32>) -> tensor<2x1x4x4xf32>
+// CHECK: %[[Q:.*]] = otc.slice %[[QKV]], [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<2x1x4x4xf32>) -> tensor<2x1x2x4xf32>
+// CHECK: %[[K:.*]] = otc.slice %[[QKV]], [0, 0, 2, 0], [1, 1, 1, 1] : (tensor<2x1x4x4xf32>) -> tensor<2x1x1x4xf32>
+// CHECK: %[[V:.*]] = otc.slice %[[QKV]], [0, 0, 3, 0]
+// CHECK: %[[QH:.*]] = otc.reshape %[[Q]] : (tensor<2x1x2x4xf32>) -> tensor<2x2x1x4xf32>
+// CHECK: otc.gather_grad %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x1x1x4xf32>, tensor<1xi64>) -> tensor<2x1x4x4xf32>
+// CHECK: %[[O:.*]], %{{.*}} = otc.attention %[[QH]], {{.*}} {scale = 5.000000e-01 : f64} : (tensor<2x2x1x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<1x1x1x4xf32>) -> (tensor<2x2x1x4xf32>, tensor<2x2x1xf32>)
+// CHECK: otc.reshape %[[O]] : (tensor<2x2x1x4xf32>) -> tensor<2x1x2x4xf32>
+func.func @train_step(%ids: tensor<2x4xi64> {otc.input = "ids"}, %y: tensor<2x4xi64> {otc.input = "y"},
+                      %e: tensor<10x8xf32> {otc.param = "e"}, %w: tensor<16x8xf32> {otc.param = "w"})
+    -> (tensor<f32> {otc.loss}, tensor<10x8xf32> {otc.grad = "e"}) {
+  %x = otc.gather %e, %ids {axis = 0 : i64} : (tensor<10x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %p = otc.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %r = otc.reshape %p : (tensor<2x4x16xf32>) -> tensor<2x4x4x4xf32>
+  %o, %lse = otc.attention %r, %r, %r {causal, layout = "packed", scale = 0.5 : f64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> (tensor<2x4x2x4xf32>, tensor<2x2x4xf32>)
+  %c = otc.reshape %o : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
   %z = otc.matmul %c, %e {transpose_rhs} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
   %loss, %rows = otc.cross_entropy %z, %y {ignore_index = -100 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x4xf32>)
   return %loss, %e : tensor<f32>, tensor<10x8xf32>
