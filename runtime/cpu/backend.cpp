@@ -1,5 +1,6 @@
-// Host-memory backend of libotcrt_cpu: the arena is a 64-byte aligned heap
-// block and all transfers are memcpy. Also defines otcrt_check_launch as the
+// Host-memory backend of libotcrt_cpu: the arena is anonymous memory mapped
+// for it (zero pages, which the kernel gives only as they are touched) and
+// all transfers are memcpy. Also defines otcrt_check_launch as the
 // no-op and otcrt_stream as the NULL stream the ABI promises for the cpu
 // target.
 #include "src/backend.h"
@@ -11,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
@@ -24,18 +27,30 @@ public:
 
   Status init() override { return Status::ok(); }
 
+  /// Page-aligned zero memory: a mapping of its own, so that the pages a
+  /// run never touches (a sampling run's gradients and moments) cost
+  /// nothing.
   Status allocate(int64_t bytes, char **arena) override {
-    constexpr int64_t kAlign = 64;
-    int64_t rounded = ((bytes > 0 ? bytes : 1) + kAlign - 1) / kAlign * kAlign;
-    void *p = std::aligned_alloc(kAlign, static_cast<size_t>(rounded));
-    if (!p)
+    size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
+    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
       return Status::error("cannot allocate an arena of " +
                            std::to_string(bytes) + " bytes of host memory");
     *arena = static_cast<char *>(p);
+    sizes_[*arena] = size;
     return Status::ok();
   }
 
-  void release(char *arena) override { std::free(arena); }
+  bool allocatesZeroed() const override { return true; }
+
+  void release(char *arena) override {
+    auto it = sizes_.find(arena);
+    if (it == sizes_.end())
+      return;
+    munmap(arena, it->second);
+    sizes_.erase(it);
+  }
 
   Status zero(char *arena, int64_t offset, int64_t bytes) override {
     std::memset(arena + offset, 0, static_cast<size_t>(bytes));
@@ -126,6 +141,10 @@ public:
     std::fclose(f);
     return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
   }
+
+private:
+  /// The mappings and their sizes.
+  std::map<char *, size_t> sizes_;
 };
 
 } // namespace

@@ -95,6 +95,11 @@ public:
   }
   /// Allocates \p bytes of arena memory into \p arena.
   virtual Status allocate(int64_t bytes, char **arena) = 0;
+  /// Whether allocate() returns zeroed memory (the cpu's fresh mappings,
+  /// whose pages exist only once touched): the driver then does not zero a
+  /// new arena, so the bytes a run never touches (a sampling run's
+  /// gradients and moments) cost nothing.
+  virtual bool allocatesZeroed() const { return false; }
   /// Frees an arena returned by allocate(); null is ignored.
   virtual void release(char *arena) = 0;
   /// Sets \p bytes bytes at \p arena + \p offset to zero.

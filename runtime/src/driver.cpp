@@ -375,7 +375,7 @@ Status Run::setUpDevice() {
   Status s = backend_.init();
   if (s)
     s = backend_.allocate(prog_.arena_bytes, &arena_.arena);
-  if (s)
+  if (s && !backend_.allocatesZeroed())
     s = backend_.zero(arena_.arena, 0, prog_.arena_bytes);
   if (s && slots_.gradFactor) {
     normHost_ = static_cast<double *>(backend_.hostBuffer(sizeof(double)));

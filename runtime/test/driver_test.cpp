@@ -279,7 +279,7 @@ TEST(DriverValidate, RejectsBadDescriptors) {
   EXPECT_THAT(validateProgram(&p, "cpu", true).message(),
               HasSubstr("GRAD_FACTOR"));
   EXPECT_TRUE(validateProgram(&p, "cpu", false));
-  p.abi_version = 9;
+  p.abi_version = OTC_ABI_VERSION + 1;
   Status s = validateProgram(&p, "cpu", true);
   EXPECT_THAT(s.message(), HasSubstr("abi_version"));
   // Version 3's index ranges must name integer INPUT slots, once each.
