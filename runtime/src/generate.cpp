@@ -33,14 +33,24 @@ double uniform(uint64_t seed, uint64_t step) {
 /// and the uniform `u`.
 int64_t drawId(const float *logits, int64_t V, const TrainOptions &o,
                double u) {
+  if (o.temperature == 0) {
+    // The largest, the first of equal ones.
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (logits[i] > logits[best])
+        best = i;
+    return best;
+  }
+  // Largest first, equal ones by index (the order a stable sort gives);
+  // with --top-k only the first K are ordered.
+  int64_t keep = o.topK > 0 ? std::min(o.topK, V) : V;
   std::vector<int64_t> order(static_cast<size_t>(V));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return logits[a] > logits[b];
-  });
-  if (o.temperature == 0)
-    return order[0];
-  int64_t keep = o.topK > 0 ? std::min(o.topK, V) : V;
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                    [&](int64_t a, int64_t b) {
+                      return logits[a] > logits[b] ||
+                             (logits[a] == logits[b] && a < b);
+                    });
   std::vector<double> p(static_cast<size_t>(keep));
   double top = logits[order[0]] / o.temperature, sum = 0;
   for (int64_t i = 0; i < keep; ++i)

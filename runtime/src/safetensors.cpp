@@ -259,11 +259,27 @@ Status readSafetensors(const std::string &path, TensorFile &out) {
   if (!f)
     return Status::error(path + ": cannot open for reading: " +
                          std::strerror(errno));
+  // One buffer of the file's size, read into in place (growing it chunk by
+  // chunk would copy a model's weights several times over).
   std::vector<uint8_t> bytes;
+  long size = -1;
+  if (std::fseek(f, 0, SEEK_END) == 0)
+    size = std::ftell(f);
+  std::rewind(f);
+  if (size > 0)
+    bytes.resize(static_cast<size_t>(size));
+  size_t have = 0, n;
+  while (have < bytes.size() &&
+         (n = std::fread(bytes.data() + have, 1, bytes.size() - have, f)) > 0)
+    have += n;
+  // Whatever the size said (a pipe, a file still growing): read to the end.
   uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+    bytes.resize(have);
     bytes.insert(bytes.end(), buf, buf + n);
+    have = bytes.size();
+  }
+  bytes.resize(have);
   bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed)
