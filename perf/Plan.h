@@ -69,9 +69,10 @@ struct PlanSummary {
   /// `params`: the weights the steps read (the BF16 working copy under
   /// mixed precision); `masterParams`: the FP32 masters (mixed precision);
   /// `constants`: the persistent constants, filled once at load;
-  /// `buffers`: the FP32 initializers that are not trained.
+  /// `buffers`: the FP32 initializers that are not trained; `kvCache`:
+  /// the keys and values decode_step caches (--generate).
   int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
-          optimizer = 0, inputs = 0, constants = 0, buffers = 0;
+          optimizer = 0, inputs = 0, constants = 0, buffers = 0, kvCache = 0;
   /// `workspace`: the GEMM workspace; `libraries`: every buffer the
   /// runtime and its libraries hold outside the arena (the GEMM workspace
   /// included), `context`: the CUDA context and library handles

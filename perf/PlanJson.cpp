@@ -71,13 +71,16 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       s.constants += bytes;
     else if (kind == "buffer")
       s.buffers += bytes;
+    else if (kind == "kv_cache")
+      s.kvCache += bytes;
     else
       other += bytes;
   });
   s.params = paramsBf16 ? paramsBf16 : paramsF32;
   s.masterParams = paramsBf16 ? paramsF32 : 0;
   int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
-                       s.inputs + s.constants + s.buffers + other;
+                       s.inputs + s.constants + s.buffers + s.kvCache +
+                       other;
 
   // Activation peak: the temporaries' extent; lower bound: the most bytes
   // live at one op (persistent state included).
@@ -308,6 +311,8 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       j.attribute("inputs", s.inputs);
       j.attribute("constants", s.constants);
       j.attribute("buffers", s.buffers);
+      if (s.kvCache)
+        j.attribute("kv_cache", s.kvCache);
       j.attribute("activations_peak", s.activationsPeak);
       j.attribute("workspace", s.workspace);
       j.attribute("arena", s.arena);
@@ -463,6 +468,8 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("inputs", s.inputs);
   row("constants", s.constants);
   row("buffers", s.buffers);
+  if (s.kvCache)
+    row("key/value cache", s.kvCache);
   row("activation peak", s.activationsPeak);
   row("workspace", s.workspace);
   row("arena", s.arena);
