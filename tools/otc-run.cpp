@@ -602,7 +602,8 @@ static int64_t drawId(const std::vector<double> &logits, const Options &o,
 }
 
 /// --generate: the token input of `forward` ([1, T] integers) filled with
-/// the last T ids, every other integer input zeros, the parameters from
+/// the last T ids, every other integer input (an attention mask) ones, the
+/// parameters from
 /// `initializers`; the next id drawn from the logits at the last id.
 static int generateIds(func::FuncOp forward, const Options &options,
                        const std::vector<otc::InitializerData> &initializers) {
@@ -636,8 +637,12 @@ static int generateIds(func::FuncOp forward, const Options &options,
                       otcrt::formatShape(value.shape));
         tokensArg = static_cast<int>(index);
         T = type.getShape()[1];
+        value.data.assign(type.getNumElements(), 0.0);
+      } else {
+        // Another integer input (an attention mask): ones, every position
+        // attended, as `train --data` feeds it.
+        value.data.assign(type.getNumElements(), 1.0);
       }
-      value.data.assign(type.getNumElements(), 0.0);
     } else if (forward.getArgAttr(index, otc::attrs::kRngKey)) {
       value.data.assign(type.getNumElements(),
                         static_cast<double>(options.rngKey));

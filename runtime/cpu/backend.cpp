@@ -33,7 +33,8 @@ public:
   Status allocate(int64_t bytes, char **arena) override {
     size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
     void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | (lazy_ ? MAP_NORESERVE : 0),
+                   -1, 0);
     if (p == MAP_FAILED)
       return Status::error("cannot allocate an arena of " +
                            std::to_string(bytes) + " bytes of host memory");
@@ -43,6 +44,7 @@ public:
   }
 
   bool allocatesZeroed() const override { return true; }
+  void allocateLazily(bool lazy) override { lazy_ = lazy; }
 
   void release(char *arena) override {
     auto it = sizes_.find(arena);
@@ -145,6 +147,7 @@ public:
 private:
   /// The mappings and their sizes.
   std::map<char *, size_t> sizes_;
+  bool lazy_ = false;
 };
 
 } // namespace

@@ -46,6 +46,10 @@ using CblasSgemm = void (*)(int order, int transA, int transB, int M, int N,
                             int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C,
                             int ldc);
+/// cblas_sgemv: y = alpha op(A) x + beta y.
+using CblasSgemv = void (*)(int order, int trans, int M, int N, float alpha,
+                            const float *A, int lda, const float *x, int incx,
+                            float beta, float *y, int incy);
 constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
 
 /// OpenBLAS's threading (openblas_get_parallel): 0 sequential, 1 its own
@@ -75,11 +79,11 @@ void *openmpSibling(void *lib) {
   return dlopen(sibling.c_str(), RTLD_NOW | RTLD_LOCAL);
 }
 
-/// OpenBLAS's cblas_sgemm, or null when it is not installed or
-/// OTCRT_BLAS=off: the OpenMP build where there is one, else the library
-/// found, told to use one thread unless it is sequential or OpenMP.
-CblasSgemm blasSgemm() {
-  static const CblasSgemm fn = []() -> CblasSgemm {
+/// OpenBLAS, or null when it is not installed or OTCRT_BLAS=off: the
+/// OpenMP build where there is one, else the library found, told to use one
+/// thread unless it is sequential or OpenMP.
+void *blasLibrary() {
+  static void *const handle = []() -> void * {
     const char *env = std::getenv("OTCRT_BLAS");
     if (env && std::strcmp(env, "off") == 0)
       return nullptr;
@@ -99,8 +103,23 @@ CblasSgemm blasSgemm() {
       if (auto set = reinterpret_cast<SetThreads>(
               dlsym(lib, "openblas_set_num_threads")))
         set(1);
-    return reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
+    return lib;
   }();
+  return handle;
+}
+
+/// OpenBLAS's cblas_sgemm, or null (blasLibrary).
+CblasSgemm blasSgemm() {
+  static const CblasSgemm fn = reinterpret_cast<CblasSgemm>(
+      blasLibrary() ? dlsym(blasLibrary(), "cblas_sgemm") : nullptr);
+  return fn;
+}
+
+/// OpenBLAS's cblas_sgemv, or null: a single row's product streams the
+/// matrix once (sgemm packs it first, reading it twice and writing it once).
+CblasSgemv blasSgemv() {
+  static const CblasSgemv fn = reinterpret_cast<CblasSgemv>(
+      blasSgemm() ? dlsym(blasLibrary(), "cblas_sgemv") : nullptr);
   return fn;
 }
 
@@ -162,6 +181,19 @@ void gemmF32(int transA, int transB, int64_t M, int64_t N, int64_t K,
   if (M <= 0 || N <= 0 || batch <= 0)
     return;
 
+  if (CblasSgemv sgemv = blasSgemv();
+      sgemv && M == 1 && batch == 1 &&
+      blasTakes(transA, transB, M, N, K, lda, ldb, ldc)) {
+    // One row (a decode step's projections): C = alpha op(B)^T a + beta C,
+    // the row a read with its stride (lda when A is stored transposed).
+    if (transB)
+      sgemv(kCblasRowMajor, kCblasNoTrans, int(N), int(K), alpha, B, int(ldb),
+            A, transA ? int(lda) : 1, beta, C, 1);
+    else
+      sgemv(kCblasRowMajor, kCblasTrans, int(K), int(N), alpha, B, int(ldb),
+            A, transA ? int(lda) : 1, beta, C, 1);
+    return;
+  }
   if (CblasSgemm sgemm = blasSgemm();
       sgemm && batch > 1 && strideB == 0 && !transA && strideA == M * lda &&
       strideC == M * ldc &&

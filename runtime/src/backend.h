@@ -100,6 +100,12 @@ public:
   /// new arena, so the bytes a run never touches (a sampling run's
   /// gradients and moments) cost nothing.
   virtual bool allocatesZeroed() const { return false; }
+  /// Allocations from now on need not be backed by memory up front (the
+  /// cpu maps them without reserving swap): for a run that touches a small
+  /// part of its arena, as sampling does (the parameters and caches of a
+  /// program whose arena also holds training state). A run that touches
+  /// more than the machine has is then killed instead of refused at start.
+  virtual void allocateLazily(bool) {}
   /// Frees an arena returned by allocate(); null is ignored.
   virtual void release(char *arena) = 0;
   /// Sets \p bytes bytes at \p arena + \p offset to zero.

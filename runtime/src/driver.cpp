@@ -372,6 +372,8 @@ Status Run::execute() {
 
 Status Run::setUpDevice() {
   backend_.selectDevice(world_.localRank);
+  // Sampling touches the parameters and the caches alone.
+  backend_.allocateLazily(opt_.generate > 0);
   Status s = backend_.init();
   if (s)
     s = backend_.allocate(prog_.arena_bytes, &arena_.arena);
@@ -413,7 +415,8 @@ Status Run::uploadInitialParams(TensorFile &init,
   if (mastersSharded)
     masters.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
   for (const OtcSlot *slot : initial) {
-    const uint8_t *bytes = init.find(slot->name)->data.data();
+    std::vector<uint8_t> &data = init.find(slot->name)->data;
+    const uint8_t *bytes = data.data();
     if (mastersSharded && slot->kind == OTC_SLOT_PARAM)
       std::memcpy(masters.data() + (slot->offset - shards_->param_offset) / 4,
                   bytes, static_cast<size_t>(slot->nbytes));
@@ -421,6 +424,9 @@ Status Run::uploadInitialParams(TensorFile &init,
                                         slot->nbytes);
              !s)
       return s;
+    // Each tensor freed once it is in the arena: the weights are not held
+    // twice.
+    std::vector<uint8_t>().swap(data);
   }
   if (mastersSharded)
     if (Status s =

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <utility>
 
 namespace otcrt {
 
@@ -116,6 +117,10 @@ const Tensor *TensorFile::find(const std::string &name) const {
   return nullptr;
 }
 
+Tensor *TensorFile::find(const std::string &name) {
+  return const_cast<Tensor *>(std::as_const(*this).find(name));
+}
+
 void TensorFile::add(std::string name, StDType dtype,
                      std::vector<int64_t> shape, const void *bytes) {
   Tensor t;
@@ -128,8 +133,14 @@ void TensorFile::add(std::string name, StDType dtype,
   tensors.push_back(std::move(t));
 }
 
-Status parseSafetensors(const uint8_t *data, size_t size,
-                        const std::string &sourceName, TensorFile &out) {
+/// The header of a safetensors file of `size` bytes whose first `avail`
+/// bytes are at `data` (the 8-byte length and the JSON header at least):
+/// the metadata into `out`, the tensors (shapes, types, where their bytes
+/// lie: checked against the size, in file order, without overlaps) into
+/// `entries`, and where the data starts.
+static Status parseHeader(const uint8_t *data, size_t avail, size_t size,
+                          const std::string &sourceName, TensorFile &out,
+                          std::vector<Entry> &entries, uint64_t &dataStart) {
   out = TensorFile();
   if (size < 8)
     return fileError(sourceName,
@@ -148,6 +159,8 @@ Status parseSafetensors(const uint8_t *data, size_t size,
                          std::to_string(headerLen) +
                          " bytes, but only " + std::to_string(size - 8) +
                          " bytes follow");
+  if (headerLen > avail - 8)
+    return fileError(sourceName, "cannot read the JSON header at offset 8");
   std::string headerText(reinterpret_cast<const char *>(data + 8),
                          static_cast<size_t>(headerLen));
   json::Value root;
@@ -158,10 +171,10 @@ Status parseSafetensors(const uint8_t *data, size_t size,
     return fileError(sourceName,
                      "malformed header at offset 8: expected a JSON object");
 
-  const uint64_t dataStart = 8 + headerLen;
+  dataStart = 8 + headerLen;
   const uint64_t dataSize = size - dataStart;
   std::set<std::string> seen;
-  std::vector<Entry> entries;
+  entries.clear();
   for (const auto &member : root.members) {
     const std::string &name = member.first;
     const json::Value &v = member.second;
@@ -246,6 +259,17 @@ Status parseSafetensors(const uint8_t *data, size_t size,
                            "' overlap at file offset " +
                            std::to_string(dataStart + entries[i].begin));
   }
+  return Status::ok();
+}
+
+Status parseSafetensors(const uint8_t *data, size_t size,
+                        const std::string &sourceName, TensorFile &out) {
+  std::vector<Entry> entries;
+  uint64_t dataStart = 0;
+  if (Status s = parseHeader(data, size, size, sourceName, out, entries,
+                             dataStart);
+      !s)
+    return s;
   for (auto &e : entries) {
     const uint8_t *p = data + dataStart + e.begin;
     e.tensor.data.assign(p, p + (e.end - e.begin));
@@ -259,33 +283,58 @@ Status readSafetensors(const std::string &path, TensorFile &out) {
   if (!f)
     return Status::error(path + ": cannot open for reading: " +
                          std::strerror(errno));
-  // One buffer of the file's size, read into in place (growing it chunk by
-  // chunk would copy a model's weights several times over).
-  std::vector<uint8_t> bytes;
-  long size = -1;
+  struct Closer {
+    std::FILE *f;
+    ~Closer() { std::fclose(f); }
+  } closer{f};
+  long end = -1;
   if (std::fseek(f, 0, SEEK_END) == 0)
-    size = std::ftell(f);
-  std::rewind(f);
-  if (size > 0)
-    bytes.resize(static_cast<size_t>(size));
-  size_t have = 0, n;
-  while (have < bytes.size() &&
-         (n = std::fread(bytes.data() + have, 1, bytes.size() - have, f)) > 0)
-    have += n;
-  // Whatever the size said (a pipe, a file still growing): read to the end.
-  uint8_t buf[1 << 16];
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
-    bytes.resize(have);
-    bytes.insert(bytes.end(), buf, buf + n);
-    have = bytes.size();
+    end = std::ftell(f);
+  if (end < 0 || std::fseek(f, 0, SEEK_SET) != 0) {
+    // Not seekable (a pipe): the whole stream, then parsed in memory.
+    std::vector<uint8_t> bytes;
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+      bytes.insert(bytes.end(), buf, buf + n);
+    if (std::ferror(f))
+      return Status::error(path + ": read error after " +
+                           std::to_string(bytes.size()) + " bytes");
+    return parseSafetensors(bytes.data(), bytes.size(), path, out);
   }
-  bytes.resize(have);
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed)
-    return Status::error(path + ": read error after " +
-                         std::to_string(bytes.size()) + " bytes");
-  return parseSafetensors(bytes.data(), bytes.size(), path, out);
+  const size_t size = static_cast<size_t>(end);
+  // The header first, then each tensor read straight into its own bytes:
+  // the weights are copied once, and never held twice.
+  std::vector<uint8_t> head(std::min<size_t>(size, 8));
+  if (std::fread(head.data(), 1, head.size(), f) != head.size())
+    return Status::error(path + ": read error in the first 8 bytes");
+  if (size >= 8) {
+    uint64_t headerLen = 0;
+    for (int i = 7; i >= 0; --i)
+      headerLen = (headerLen << 8) | head[i];
+    size_t more = static_cast<size_t>(
+        std::min<uint64_t>(headerLen, std::min<uint64_t>(kMaxHeaderBytes,
+                                                         size - 8)));
+    head.resize(8 + more);
+    if (std::fread(head.data() + 8, 1, more, f) != more)
+      return Status::error(path + ": read error in the header");
+  }
+  std::vector<Entry> entries;
+  uint64_t dataStart = 0;
+  if (Status s = parseHeader(head.data(), head.size(), size, path, out,
+                             entries, dataStart);
+      !s)
+    return s;
+  for (auto &e : entries) {
+    e.tensor.data.resize(static_cast<size_t>(e.end - e.begin));
+    if (std::fseek(f, static_cast<long>(dataStart + e.begin), SEEK_SET) != 0 ||
+        std::fread(e.tensor.data.data(), 1, e.tensor.data.size(), f) !=
+            e.tensor.data.size())
+      return Status::error(path + ": read error in tensor '" + e.tensor.name +
+                           "' at offset " + std::to_string(dataStart + e.begin));
+    out.tensors.push_back(std::move(e.tensor));
+  }
+  return Status::ok();
 }
 
 Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out) {

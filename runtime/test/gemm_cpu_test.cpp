@@ -161,6 +161,19 @@ TEST(GemmCpu, StackedEntriesSharingB) {
       runCase({0, tB, 33, 20, 17, 3, false, true, 1.0f, beta, true}, rng);
 }
 
+TEST(GemmCpu, SingleRow) {
+  // One row (a decode step's projection; with OpenBLAS a cblas_sgemv):
+  // every transpose, alpha and beta (beta 0 never reads C's NaNs), padded
+  // leading dimensions, against the double-precision sums.
+  std::mt19937 rng(13);
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB)
+      for (float beta : {0.0f, 1.0f, 0.25f}) {
+        runCase({tA, tB, 1, 300, 70, 1, false, false, -0.5f, beta}, rng);
+        runCase({tA, tB, 1, 9, 513, 1, false, false, 1.0f, beta, true}, rng);
+      }
+}
+
 TEST(GemmCpu, EmptyDepthScalesC) {
   std::mt19937 rng(5);
   runCase({0, 0, 4, 6, 0, 2, false, false, 1.0f, 0.5f}, rng);

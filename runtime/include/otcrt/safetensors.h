@@ -52,6 +52,7 @@ struct TensorFile {
 
   /// Returns the tensor named \p name or nullptr.
   const Tensor *find(const std::string &name) const;
+  Tensor *find(const std::string &name);
   /// Appends a tensor built from \p bytes (numel(shape) * dtypeSize bytes).
   void add(std::string name, StDType dtype, std::vector<int64_t> shape,
            const void *bytes);
