@@ -13,6 +13,7 @@
 #include "passes/DecodeStep.h"
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
+#include "passes/FusePatterns.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -73,6 +74,11 @@ private:
   SmallVector<Value> cacheResults;
   SmallVector<std::string> cacheSlots;
   int attentions = 0;
+
+  /// Whether each mask (of @decode_step, the inputs fed) was found to hide
+  /// every key after its query: true, false, or unknown (not evaluable).
+  DenseMap<Value, std::optional<bool>> maskCausal;
+  std::optional<bool> hidesLaterKeys(Value mask);
 
   InFlightDiagnostic refuse(Operation *op, const Twine &why) {
     return op->emitError("--generate: ") << why;
@@ -304,6 +310,18 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
     return refuse(op, "attention over keys that do not depend on the tokens");
   if (op.getMask() && isRow(op.getMask()))
     return refuse(op, "an attention mask that depends on the tokens");
+  if (!op.getCausal()) {
+    // The model's mask must hide the later keys, as the decode mask will.
+    std::optional<bool> causal = hidesLaterKeys(map.lookup(op.getMask()));
+    if (causal && !*causal)
+      return refuse(op, "attention whose mask lets a query see later keys "
+                        "(bidirectional): not a model that generates one "
+                        "position after another");
+    if (!causal)
+      op.emitWarning("--generate: this attention's mask is not evaluated "
+                     "at compile time; decode_step hides the keys after each "
+                     "position, as a causal mask does");
+  }
   StringRef layout = op.getLayout();
   int64_t seqAxis = layout == "bhtd" ? 2 : 1;
   Value q = map.lookup(op.getQ()), k = map.lookup(op.getK()),
@@ -419,6 +437,38 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
   seq[op.getOutput()] = seqAxis;
   seq[op.getLse()] = 2;
   return success();
+}
+
+/// Evaluates `mask` ([.., T, S] additive, of constants once the inputs are
+/// fed) row by row: whether every key after its query is hidden.
+std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
+  auto [it, fresh] = maskCausal.try_emplace(mask);
+  if (!fresh)
+    return it->second;
+  ArrayRef<int64_t> shape = dims(mask);
+  if (shape.size() < 2)
+    return it->second = std::nullopt;
+  SmallVector<int64_t> rows(shape.drop_back());
+  int64_t count = 1;
+  for (int64_t d : rows)
+    count *= d;
+  SmallVector<double> row;
+  SmallVector<int64_t> prefix(rows.size());
+  for (int64_t flat = 0; flat < count; ++flat) {
+    for (int64_t d = rows.size(), rest = flat; d-- > 0; rest /= rows[d])
+      prefix[d] = rest % rows[d];
+    if (!fuse::evaluateRow(mask, prefix, row))
+      return it->second = std::nullopt;
+    int64_t i = shape[shape.size() - 2] == 1 ? -1 : prefix.back();
+    for (int64_t j = i + 1; i >= 0 && j < static_cast<int64_t>(row.size());
+         ++j)
+      if (row[j] > -1e4)
+        return it->second = false;
+    if (i < 0 && llvm::any_of(row, [](double x) { return x > -1e4; }) &&
+        row.size() > 1)
+      return it->second = false; // one row for every query: not causal
+  }
+  return it->second = true;
 }
 
 LogicalResult DecodeBuilder::visit(Operation *op) {

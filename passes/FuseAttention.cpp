@@ -179,6 +179,164 @@ std::optional<double> fuse::evaluateAt(Value v, ArrayRef<int64_t> index) {
   return std::nullopt;
 }
 
+/// The row of operand `o` that a broadcasting op with rows of `n` elements
+/// reads at its row `prefix`.
+static bool operandRow(Value o, ArrayRef<int64_t> prefix, int64_t n,
+                       SmallVectorImpl<double> &row) {
+  ArrayRef<int64_t> os = shapeOf(o);
+  SmallVector<int64_t> full(prefix);
+  full.push_back(0);
+  SmallVector<int64_t> at = broadcastIndex(full, os);
+  if (os.empty() || os.back() == 1) {
+    std::optional<double> x = evaluateAt(o, at);
+    if (!x)
+      return false;
+    row.assign(n, *x);
+    return true;
+  }
+  at.pop_back();
+  return evaluateRow(o, at, row);
+}
+
+bool fuse::evaluateRow(Value v, ArrayRef<int64_t> prefix,
+                       SmallVectorImpl<double> &row) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  const int64_t n = shape.empty() ? 1 : shape.back();
+  // Element by element: evaluateAt's walk for each.
+  auto perElement = [&]() {
+    row.resize(n);
+    SmallVector<int64_t> index(prefix);
+    if (!shape.empty())
+      index.push_back(0);
+    for (int64_t j = 0; j < n; ++j) {
+      if (!shape.empty())
+        index.back() = j;
+      std::optional<double> x = evaluateAt(v, index);
+      if (!x)
+        return false;
+      row[j] = *x;
+    }
+    return true;
+  };
+  Operation *d = v.getDefiningOp();
+  if (!d || shape.empty())
+    return d && perElement();
+  SmallVector<int64_t> first(prefix);
+  first.push_back(0);
+  if (auto c = dyn_cast<ConstantOp>(d)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    Type et = attr ? attr.getElementType() : Type();
+    if (!attr || attr.isSplat() || !(isa<FloatType>(et) || et.isIntOrIndex()))
+      return perElement();
+    const std::vector<double> &values = decoded(attr);
+    int64_t at = ravelIndex(first, shape);
+    row.assign(values.begin() + at, values.begin() + at + n);
+    return true;
+  }
+  if (auto s = dyn_cast<SliceOp>(d)) {
+    SmallVector<int64_t> in(prefix);
+    for (size_t k = 0; k < in.size(); ++k)
+      in[k] = s.getStarts()[k] + prefix[k] * s.getStrides()[k];
+    SmallVector<double> whole;
+    if (!evaluateRow(s.getInput(), in, whole))
+      return false;
+    int64_t start = s.getStarts().back(), stride = s.getStrides().back();
+    row.resize(n);
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = whole[start + j * stride];
+    return true;
+  }
+  if (auto r = dyn_cast<ReshapeOp>(d)) {
+    ArrayRef<int64_t> in = shapeOf(r.getInput());
+    if (in.empty() || in.back() != n)
+      return perElement();
+    SmallVector<int64_t> at = unravelIndex(ravelIndex(first, shape), in);
+    at.pop_back();
+    return evaluateRow(r.getInput(), at, row);
+  }
+  if (auto bc = dyn_cast<BroadcastOp>(d))
+    return operandRow(bc.getInput(), prefix, n, row);
+  if (auto t = dyn_cast<TransposeOp>(d)) {
+    ArrayRef<int64_t> perm = t.getPermutation();
+    if (perm.back() != static_cast<int64_t>(perm.size()) - 1)
+      return perElement();
+    SmallVector<int64_t> in(prefix.size());
+    for (size_t i = 0; i < prefix.size(); ++i)
+      in[perm[i]] = prefix[i];
+    return evaluateRow(t.getInput(), in, row);
+  }
+  if (auto c = dyn_cast<CastOp>(d)) {
+    if (!evaluateRow(c.getInput(), prefix, row))
+      return false;
+    Type et = getElementTypeOrSelf(c.getType());
+    if (!isa<FloatType>(et))
+      for (double &x : row)
+        x = et.isInteger(1) ? (x != 0.0 ? 1.0 : 0.0) : std::trunc(x);
+    return true;
+  }
+  if (auto cmp = dyn_cast<CompareOp>(d)) {
+    SmallVector<double> b;
+    if (!operandRow(cmp.getLhs(), prefix, n, row) ||
+        !operandRow(cmp.getRhs(), prefix, n, b))
+      return false;
+    StringRef p = cmp.getPredicate();
+    for (int64_t j = 0; j < n; ++j) {
+      double x = row[j], y = b[j];
+      bool r = p == "eq"   ? x == y
+               : p == "ne" ? x != y
+               : p == "lt" ? x < y
+               : p == "le" ? x <= y
+               : p == "gt" ? x > y
+                           : x >= y;
+      row[j] = r ? 1.0 : 0.0;
+    }
+    return true;
+  }
+  if (auto sel = dyn_cast<SelectOp>(d)) {
+    // A branch no element takes may not evaluate (evaluateAt never reads
+    // it): then element by element.
+    SmallVector<double> cond, lhs, rhs;
+    if (!operandRow(sel.getCondition(), prefix, n, cond) ||
+        !operandRow(sel.getLhs(), prefix, n, lhs) ||
+        !operandRow(sel.getRhs(), prefix, n, rhs))
+      return perElement();
+    row.resize(n);
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = cond[j] != 0.0 ? lhs[j] : rhs[j];
+    return true;
+  }
+  if (auto tri = dyn_cast<TriluOp>(d)) {
+    if (!evaluateRow(tri.getInput(), prefix, row))
+      return false;
+    int64_t i = prefix.back();
+    auto k = static_cast<int64_t>(tri.getK());
+    for (int64_t j = 0; j < n; ++j)
+      if (!(tri.getUpper() ? j - i >= k : j - i <= k))
+        row[j] = 0.0;
+    return true;
+  }
+  if (auto neg = dyn_cast<NegOp>(d)) {
+    if (!evaluateRow(neg.getInput(), prefix, row))
+      return false;
+    for (double &x : row)
+      x = -x;
+    return true;
+  }
+  if (isa<AddOp, SubOp, MulOp, DivOp>(d)) {
+    SmallVector<double> b;
+    if (!operandRow(d->getOperand(0), prefix, n, row) ||
+        !operandRow(d->getOperand(1), prefix, n, b))
+      return false;
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = isa<AddOp>(d)   ? row[j] + b[j]
+               : isa<SubOp>(d) ? row[j] - b[j]
+               : isa<MulOp>(d) ? row[j] * b[j]
+                               : row[j] / b[j];
+    return true;
+  }
+  return perElement();
+}
+
 //===----------------------------------------------------------------------===//
 // The attention chain
 //===----------------------------------------------------------------------===//
@@ -336,38 +494,46 @@ static bool parseScores(Value x, ArrayRef<int64_t> s, Chain &c) {
   return true;
 }
 
-/// Classifies a mask given as "hidden(index)" over the mask's own `shape`
+/// Classifies a mask (its rows evaluated one at a time, each value read as
+/// hidden or not by `hidden`) over the mask's own shape
 /// (broadcast to [.., T, S]): 0 when it hides exactly j > i (causal), W > 0
 /// when it hides exactly j > i and j <= i - W (a causal sliding window of W
 /// keys), nothing otherwise.
 static std::optional<int64_t>
-causalBand(ArrayRef<int64_t> shape, int64_t t, int64_t s,
-           llvm::function_ref<std::optional<bool>(ArrayRef<int64_t>)> hidden) {
+causalBand(Value mask, int64_t t, int64_t s,
+           llvm::function_ref<std::optional<bool>(double)> hidden) {
+  ArrayRef<int64_t> shape = shapeOf(mask);
   if (t != s || shape.size() < 2 || shape[shape.size() - 2] != t ||
       shape.back() != s)
     return std::nullopt;
-  int64_t n = numElements(shape);
+  ArrayRef<int64_t> rows = shape.drop_back();
   // One pass, nothing stored (a [T, T] record would be gigabytes at long
   // sequences): every key after its query is hidden, and on or below the
   // diagonal the hidden lags i - j are exactly those from the smallest
   // hidden one (the window; none hidden: plain causal) on, i.e. every
   // visible lag is below every hidden one.
   int64_t minHidden = -1, maxVisible = -1;
-  for (int64_t flat = 0; flat < n; ++flat) {
-    SmallVector<int64_t> idx = unravelIndex(flat, shape);
-    std::optional<bool> h = hidden(idx);
-    if (!h)
+  SmallVector<double> row;
+  for (int64_t flat = 0, n = numElements(rows); flat < n; ++flat) {
+    SmallVector<int64_t> prefix = unravelIndex(flat, rows);
+    if (!evaluateRow(mask, prefix, row))
       return std::nullopt;
-    int64_t lag = idx[idx.size() - 2] - idx.back();
-    if (lag < 0) {
-      if (!*h)
+    const int64_t i = prefix.back();
+    for (int64_t j = 0; j < s; ++j) {
+      std::optional<bool> h = hidden(row[j]);
+      if (!h)
         return std::nullopt;
-    } else if (*h) {
-      if (lag == 0)
-        return std::nullopt; // a query hidden from itself: no band
-      minHidden = minHidden < 0 ? lag : std::min(minHidden, lag);
-    } else {
-      maxVisible = std::max(maxVisible, lag);
+      int64_t lag = i - j;
+      if (lag < 0) {
+        if (!*h)
+          return std::nullopt;
+      } else if (*h) {
+        if (lag == 0)
+          return std::nullopt; // a query hidden from itself: no band
+        minHidden = minHidden < 0 ? lag : std::min(minHidden, lag);
+      } else {
+        maxVisible = std::max(maxVisible, lag);
+      }
     }
   }
   if (minHidden >= 0 && maxVisible >= minHidden)
@@ -402,10 +568,10 @@ void fuse::clearMaskCache() {
 /// the cache when the same computation was classified before.
 static std::optional<int64_t>
 cachedBand(Value mask, int kind, int64_t t, int64_t s,
-           llvm::function_ref<std::optional<bool>(ArrayRef<int64_t>)> hidden) {
+           llvm::function_ref<std::optional<bool>(double)> hidden) {
   Operation *op = mask.getDefiningOp();
   if (!op)
-    return causalBand(shapeOf(mask), t, s, hidden);
+    return causalBand(mask, t, s, hidden);
   auto key = std::make_tuple(mask.getAsOpaquePointer(), kind, t, s);
   auto same = [&](const BandEntry &e) {
     return e.op == op && e.name == op->getName() && e.type == mask.getType() &&
@@ -414,7 +580,7 @@ cachedBand(Value mask, int kind, int64_t t, int64_t s,
   };
   if (auto it = bandCache.find(key); it != bandCache.end() && same(it->second))
     return it->second.band;
-  std::optional<int64_t> band = causalBand(shapeOf(mask), t, s, hidden);
+  std::optional<int64_t> band = causalBand(mask, t, s, hidden);
   BandEntry &e = bandCache[key];
   e.op = op;
   e.name = op->getName();
@@ -442,10 +608,8 @@ static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
     return false;
   Value cond = sel.getCondition();
   std::optional<int64_t> band =
-      cachedBand(cond, hideWhenTrue ? 1 : 0, s[2], s[3], [&](ArrayRef<int64_t> i) {
-        std::optional<double> h = evaluateAt(cond, i);
-        return h ? std::optional<bool>((*h != 0.0) == hideWhenTrue)
-                 : std::nullopt;
+      cachedBand(cond, hideWhenTrue ? 1 : 0, s[2], s[3], [&](double h) {
+        return std::optional<bool>((h != 0.0) == hideWhenTrue);
       });
   if (!band)
     return false;
@@ -513,10 +677,8 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                              : "attention: the masked scores are not scale * "
                                "Q K^T");
     std::optional<int64_t> band =
-        cachedBand(cond, hideWhenTrue ? 1 : 0, t, keys, [&](ArrayRef<int64_t> i) {
-          std::optional<double> v = evaluateAt(cond, i);
-          return v ? std::optional<bool>((*v != 0.0) == hideWhenTrue)
-                   : std::nullopt;
+        cachedBand(cond, hideWhenTrue ? 1 : 0, t, keys, [&](double v) {
+          return std::optional<bool>((v != 0.0) == hideWhenTrue);
         });
     c.causal = band.has_value();
     c.window = band.value_or(0);
@@ -556,11 +718,10 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     // wherever a row keeps a visible key.
     std::optional<int64_t> band;
     if (!causalSelect)
-      band = cachedBand(m, 2, t, keys, [&](ArrayRef<int64_t> i) {
-        std::optional<double> v = evaluateAt(m, i);
-        if (!v || (*v != 0.0 && *v > kHiddenBelow))
+      band = cachedBand(m, 2, t, keys, [&](double v) {
+        if (v != 0.0 && v > kHiddenBelow)
           return std::optional<bool>();
-        return std::optional<bool>(*v <= kHiddenBelow);
+        return std::optional<bool>(v <= kHiddenBelow);
       });
     c.causal = causalSelect || band.has_value();
     if (band)

@@ -66,6 +66,13 @@ bool dependsOnParam(mlir::Value v);
 /// transposes, casts, comparisons, selects, trilu and elementwise
 /// arithmetic; std::nullopt when it depends on anything else.
 std::optional<double> evaluateAt(mlir::Value v, llvm::ArrayRef<int64_t> index);
+/// Row `prefix` (an index of every dimension but the last) of `v` as
+/// evaluateAt gives its elements, into `row` (the last dimension's length),
+/// a whole row per op where it can (a [T, S] mask's classification reads
+/// T rows, not T x S recursive walks); false where an element cannot be
+/// evaluated.
+bool evaluateRow(mlir::Value v, llvm::ArrayRef<int64_t> prefix,
+                 llvm::SmallVectorImpl<double> &row);
 /// Forgets the masks fuseAttention classified (otc-fuse-patterns calls it
 /// before and after its run: the cache holds for one run's IR).
 void clearMaskCache();

@@ -114,3 +114,41 @@ func.func @train_step(%x: tensor<3xf32> {otc.input = "x"}, %w: tensor<3xf32> {ot
   %1 = otc.reduce_sum %0, [0] : (tensor<3xf32>) -> tensor<f32>
   return %1, %x : tensor<f32>, tensor<3xf32>
 }
+
+// -----
+
+// A mask that lets queries see later keys (a bidirectional encoder's).
+func.func @train_step(%ids: tensor<2x4xi64> {otc.input = "ids"}, %y: tensor<2x4xi64> {otc.input = "y"},
+                      %e: tensor<10x8xf32> {otc.param = "e"})
+    -> (tensor<f32> {otc.loss}, tensor<10x8xf32> {otc.grad = "e"}) {
+  %x = otc.gather %e, %ids {axis = 0 : i64} : (tensor<10x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %r = otc.reshape %x : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %m = otc.constant dense<0.0> : tensor<1x1x4x4xf32>
+  // expected-error @+1 {{--generate: attention whose mask lets a query see later keys (bidirectional)}}
+  %o, %lse = otc.attention %r, %r, %r mask %m {layout = "bthd", scale = 0.5 : f64} : (tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>, tensor<1x1x4x4xf32>) -> (tensor<2x4x2x4xf32>, tensor<2x2x4xf32>)
+  %c = otc.reshape %o : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+  %z = otc.matmul %c, %e {transpose_rhs} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
+  %loss, %rows = otc.cross_entropy %z, %y {ignore_index = -100 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss, %e : tensor<f32>, tensor<10x8xf32>
+}
+
+// -----
+
+// A causal mask of the model's (not the causal flag): its row at the
+// position plus the position's own mask.
+// CHECK-LABEL: func.func @decode_step
+// CHECK: %[[ROW:.*]] = otc.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<1x1x4x4xf32>, tensor<1xi64>) -> tensor<1x1x1x4xf32>
+// CHECK: %[[M:.*]] = otc.add %[[ROW]], %{{.*}} : (tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x1x1x4xf32>
+// CHECK: otc.attention {{.*}} mask %[[M]]
+func.func @train_step(%ids: tensor<2x4xi64> {otc.input = "ids"}, %y: tensor<2x4xi64> {otc.input = "y"},
+                      %e: tensor<10x8xf32> {otc.param = "e"})
+    -> (tensor<f32> {otc.loss}, tensor<10x8xf32> {otc.grad = "e"}) {
+  %x = otc.gather %e, %ids {axis = 0 : i64} : (tensor<10x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %r = otc.reshape %x : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %m = otc.constant dense<[[[[0.0, -3.0e38, -3.0e38, -3.0e38], [0.0, 0.0, -3.0e38, -3.0e38], [0.0, 0.0, 0.0, -3.0e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %o, %lse = otc.attention %r, %r, %r mask %m {layout = "bthd", scale = 0.5 : f64} : (tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>, tensor<1x1x4x4xf32>) -> (tensor<2x4x2x4xf32>, tensor<2x2x4xf32>)
+  %c = otc.reshape %o : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+  %z = otc.matmul %c, %e {transpose_rhs} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
+  %loss, %rows = otc.cross_entropy %z, %y {ignore_index = -100 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss, %e : tensor<f32>, tensor<10x8xf32>
+}
