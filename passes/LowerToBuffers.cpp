@@ -12,7 +12,9 @@
 // most kMaxPersistentConstantBytes lives in a persistent slot private to the
 // generated code ("const:<n>") that a new function, `@init_constants`, fills
 // once; the runtime calls it after allocating the arena and the steps only
-// read it. A constant that a function returns into a slot (the zeros
+// read it; so do the values otc-training-loop computes from constants
+// (`@constant_values`, lowered like the steps and run at the end of
+// `@init_constants`). A constant that a function returns into a slot (the zeros
 // `@zero_grads` writes into the gradient accumulators every step) and a
 // larger one stay per-call fills.
 //
@@ -115,7 +117,8 @@ StringRef LowerToBuffersPass::constantSlot(ConstantOp c) {
 }
 
 void LowerToBuffersPass::buildInitConstants(ModuleOp module) {
-  if (constants.empty())
+  auto values = module.lookupSymbol<func::FuncOp>("constant_values");
+  if (constants.empty() && !values)
     return;
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   auto f = b.create<func::FuncOp>(module.getLoc(), "init_constants",
@@ -133,6 +136,15 @@ void LowerToBuffersPass::buildInitConstants(ModuleOp module) {
     OpBuilder kb = OpBuilder::atBlockEnd(body);
     auto value = kb.create<ConstantOp>(c.loc, c.value);
     kb.create<otck::YieldOp>(c.loc, value->getResults());
+  }
+  // Then the values computed from constants (otc-training-loop's
+  // @constant_values, lowered like the steps), which read those slots.
+  if (values) {
+    Block &from = values.getBody().front();
+    Block *to = b.getInsertionBlock();
+    to->getOperations().splice(to->end(), from.getOperations(), from.begin(),
+                               std::prev(from.end()));
+    values.erase();
   }
   b.create<func::ReturnOp>(module.getLoc());
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/ConstantValues.h"
 #include "passes/DecodeStep.h"
 #include "ir/Config.h"
 #include "ir/OtcDialect.h"
@@ -285,6 +286,7 @@ struct TrainingLoopPass
     func::FuncOp eval = buildEvalStep(b, step);
     if (decode && failed(buildDecodeStep(module, eval)))
       return signalPassFailure();
+    hoistConstantValues(module, {"micro_step", "eval_step", "decode_step"});
 
     step.erase();
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
