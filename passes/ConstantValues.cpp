@@ -1,9 +1,9 @@
 //===- ConstantValues.cpp - values of constants, computed once -------------===//
 //
-// See ConstantValues.h. A value computed from constants alone (a rotary
-// table from its frequencies and positions, a causal mask from positions,
-// too large to fold at import) is the same in every call of every step
-// function; each one a step function reads is computed once, by
+// See ConstantValues.h. A value computed from constants and untrained
+// buffers alone (a rotary table from its frequencies and positions, a
+// causal mask from positions, too large to fold at import) is the same in
+// every call of every step function; each one a step function reads is computed once, by
 // `@constant_values`, into a persistent slot private to the generated code
 // ("const:v<n>"), which otc-lower-to-buffers runs inside `@init_constants`.
 // Equal computations (the same ops of the same constants in micro_step,
@@ -57,6 +57,8 @@ private:
   /// `op` (whose operands are mapped in `map`) in @constant_values: an
   /// equal op made before, or a new clone.
   Operation *share(Operation *op, IRMapping &map);
+  /// @constant_values' argument on `slot` (a "buffer:" slot).
+  Value bufferArgument(StringAttr slot, Type type, Location loc);
 };
 
 Operation *Hoister::share(Operation *op, IRMapping &map) {
@@ -79,6 +81,16 @@ Operation *Hoister::share(Operation *op, IRMapping &map) {
   return n;
 }
 
+Value Hoister::bufferArgument(StringAttr slot, Type type, Location loc) {
+  for (unsigned i = 0, e = values.getNumArguments(); i < e; ++i)
+    if (values.getArgAttrOfType<StringAttr>(i, attrs::kSlot) == slot)
+      return values.getArgument(i);
+  unsigned at = values.getNumArguments();
+  (void)values.insertArgument(
+      at, type, b.getDictionaryAttr(b.getNamedAttr(attrs::kSlot, slot)), loc);
+  return values.getArgument(at);
+}
+
 void Hoister::hoist(func::FuncOp f) {
   Block &body = f.getBody().front();
   // Values of constants alone, and the ops computing them; those of
@@ -86,6 +98,12 @@ void Hoister::hoist(func::FuncOp f) {
   // is as cheap, and takes no persistent bytes.
   llvm::DenseSet<Value> fixed, ofSplats;
   SmallVector<Operation *> computed;
+  // Untrained FP32 buffers (a rotary table's frequencies) are loaded before
+  // the values are computed, and never change.
+  for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
+    if (auto slot = f.getArgAttrOfType<StringAttr>(i, attrs::kSlot);
+        slot && slot.getValue().starts_with("buffer:"))
+      fixed.insert(f.getArgument(i));
   for (Operation &op : body.without_terminator()) {
     if (auto c = dyn_cast<ConstantOp>(op)) {
       fixed.insert(c.getResult());
@@ -131,9 +149,17 @@ void Hoister::hoist(func::FuncOp f) {
     if (d && needed.insert(d).second)
       work.append(d->operand_begin(), d->operand_end());
   }
-  for (Operation &op : body.without_terminator())
-    if (needed.contains(&op))
-      share(&op, map);
+  for (Operation &op : body.without_terminator()) {
+    if (!needed.contains(&op))
+      continue;
+    // A buffer read: @constant_values' argument on the same slot.
+    for (Value o : op.getOperands())
+      if (auto arg = dyn_cast<BlockArgument>(o); arg && !map.contains(o))
+        map.map(o, bufferArgument(f.getArgAttrOfType<StringAttr>(
+                                      arg.getArgNumber(), attrs::kSlot),
+                                  o.getType(), o.getLoc()));
+    share(&op, map);
+  }
   // Each read value becomes an argument of `f` on its slot (one per slot).
   llvm::StringMap<BlockArgument> argOf;
   for (Value r : read) {
@@ -173,7 +199,8 @@ void Hoister::finish() {
   SmallVector<Type> types;
   for (Value r : results)
     types.push_back(r.getType());
-  values.setFunctionType(b.getFunctionType({}, types));
+  values.setFunctionType(
+      b.getFunctionType(values.getArgumentTypes(), types));
   for (auto [i, r] : llvm::enumerate(results))
     values.setResultAttr(i, attrs::kSlot, b.getStringAttr(slots[r]));
 }

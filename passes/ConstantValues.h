@@ -13,10 +13,11 @@
 namespace otc {
 
 /// Moves what each of `functions` (of `module`) computes from constants
-/// alone, where something else in it reads the value, into a new
-/// `@constant_values` (no arguments; each result on a "const:v<n>" slot,
-/// equal computations shared), the function reading the slot as a new
-/// argument instead. Values over 64 MiB stay where they are.
+/// and "buffer:" slots (untrained FP32 initializers) alone, where something
+/// else in it reads the value, into a new `@constant_values` (the buffers
+/// its arguments; each result on a "const:v<n>" slot, equal computations
+/// shared), the function reading the slot as a new argument instead.
+/// Values over 64 MiB, and those of splat constants alone, stay.
 /// otc-lower-to-buffers runs @constant_values inside @init_constants.
 void hoistConstantValues(mlir::ModuleOp module,
                          llvm::ArrayRef<llvm::StringRef> functions);

@@ -279,7 +279,7 @@ LogicalResult DecodeBuilder::visitConcat(ConcatOp op) {
   for (Value o : op.getInputs())
     if (isRow(o))
       axis = seq[o];
-  if (axis == op.getAxis())
+  if (axis == static_cast<int64_t>(op.getAxis()))
     return refuse(op, "a concatenation along the sequence axis");
   SmallVector<Value> operands;
   for (Value o : op.getInputs()) {

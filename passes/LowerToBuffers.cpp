@@ -12,9 +12,9 @@
 // most kMaxPersistentConstantBytes lives in a persistent slot private to the
 // generated code ("const:<n>") that a new function, `@init_constants`, fills
 // once; the runtime calls it after allocating the arena and the steps only
-// read it; so do the values otc-training-loop computes from constants
-// (`@constant_values`, lowered like the steps and run at the end of
-// `@init_constants`). A constant that a function returns into a slot (the zeros
+// read it; so do the values otc-training-loop computes from constants and
+// buffers (`@constant_values`, lowered like the steps and run at the end of
+// `@init_constants`, which the runtime calls once the buffers are loaded). A constant that a function returns into a slot (the zeros
 // `@zero_grads` writes into the gradient accumulators every step) and a
 // larger one stay per-call fills.
 //

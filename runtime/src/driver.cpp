@@ -348,6 +348,14 @@ Status Run::execute() {
   if (resume)
     if (Status s = resumeFrom(from); !s)
       return s;
+  // Constants once, after the parameters and buffers (which the values
+  // computed from buffers read) are loaded; loading covers only slots of
+  // the table, never the constants' bytes.
+  if (ArenaFunction initConstants = initConstantsOf(prog_)) {
+    initConstants(arena_.arena);
+    if (Status s = backend_.synchronize(); !s)
+      return s;
+  }
   // The BF16 working copies from the parameters just loaded (with sharded
   // masters each rank rounds its part, and the ranks gather the copies).
   if (ArenaFunction refresh = refreshParamsOf(prog_)) {
@@ -395,13 +403,6 @@ Status Run::setUpDevice() {
       if (!lossesHost_)
         s = Status::error("cannot allocate host memory for the losses");
     }
-  }
-  // Constants once, before parameters or a checkpoint (which cover only
-  // slots of the table, never the constants' bytes) are loaded.
-  if (ArenaFunction initConstants = initConstantsOf(prog_);
-      s && initConstants) {
-    initConstants(arena_.arena);
-    s = backend_.synchronize();
   }
   return s;
 }

@@ -107,7 +107,7 @@ public:
 
 private:
   Status prepareInputs();
-  /// The device, the arena (zeroed), the host buffers and the constants.
+  /// The device, the arena (zeroed) and the host buffers.
   Status setUpDevice();
   /// The initial parameters and buffers into the arena (with sharded
   /// masters, this rank's part of them).

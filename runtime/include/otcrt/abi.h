@@ -182,10 +182,12 @@ typedef struct {
                                           (version 5); updates PARAM,
                                           ADAM_M, ADAM_V */
   /* Version 2: fills the constants the steps read, which live in arena bytes
-     outside every slot of the table; called once after the arena is
-     allocated and zeroed, before any other function. Nothing else writes
-     those bytes, so loading a checkpoint leaves them as they are. May be
-     null. */
+     outside every slot of the table, and computes the values of constants
+     and BUFFER slots that the steps read (otc-compile computes them once);
+     called once after the arena is allocated and zeroed and the PARAM and
+     BUFFER slots loaded (initial values or a checkpoint), before any other
+     function. Nothing else writes those bytes, so loading a checkpoint
+     leaves them as they are. May be null. */
   void (*init_constants)(char *arena);
   /* Version 3: the ranges of the integer inputs that index a table (at most
      one per slot; inputs without one are not checked). */
