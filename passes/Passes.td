@@ -282,7 +282,9 @@ def TrainingLoop : Pass<"otc-training-loop", "mlir::ModuleOp"> {
     `@eval_step` (the loss of one micro-batch: the ops the loss depends on,
     with `otc.cross_entropy_with_grad` and
     `otc.linear_cross_entropy_with_grad` replaced by their forward; no
-    gradient is computed or written). Every
+    gradient is computed or written). What these compute from constants
+    and untrained buffers alone goes to `@constant_values` (passes/
+    ConstantValues.h), computed once at load. Every
     argument and result names its arena slot with `otc.slot`: "param:<name>",
     "grad:<name>", "adam_m:<name>", "adam_v:<name>", "input:<name>", "loss",
     "lr", "step", "rng_key". A result that names the same slot as an argument
