@@ -32,6 +32,22 @@ int64_t numElements(ArrayRef<int64_t> shape) {
   return n;
 }
 
+int64_t ravelIndex(ArrayRef<int64_t> index, ArrayRef<int64_t> shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    flat = flat * shape[d] + index[d];
+  return flat;
+}
+
+SmallVector<int64_t> unravelIndex(int64_t flat, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
 SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> shape,
                                       ArrayRef<int64_t> target) {
   SmallVector<int64_t> strides(target.size(), 0);

@@ -24,6 +24,12 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 /// Number of elements of a shape (1 for a scalar).
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
 
+/// The row-major position of `index` in `shape`, and back.
+int64_t ravelIndex(llvm::ArrayRef<int64_t> index,
+                   llvm::ArrayRef<int64_t> shape);
+llvm::SmallVector<int64_t> unravelIndex(int64_t flat,
+                                        llvm::ArrayRef<int64_t> shape);
+
 /// Row-major strides of `shape`, with stride 0 for the dimensions that
 /// `shape` broadcasts along when it is broadcast to `target` (right-aligned).
 /// The result has target's rank.

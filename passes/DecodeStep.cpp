@@ -448,15 +448,10 @@ std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
   ArrayRef<int64_t> shape = dims(mask);
   if (shape.size() < 2)
     return it->second = std::nullopt;
-  SmallVector<int64_t> rows(shape.drop_back());
-  int64_t count = 1;
-  for (int64_t d : rows)
-    count *= d;
+  ArrayRef<int64_t> rows = shape.drop_back();
   SmallVector<double> row;
-  SmallVector<int64_t> prefix(rows.size());
-  for (int64_t flat = 0; flat < count; ++flat) {
-    for (int64_t d = rows.size(), rest = flat; d-- > 0; rest /= rows[d])
-      prefix[d] = rest % rows[d];
+  for (int64_t flat = 0, count = numElements(rows); flat < count; ++flat) {
+    SmallVector<int64_t> prefix = unravelIndex(flat, rows);
     if (!fuse::evaluateRow(mask, prefix, row))
       return it->second = std::nullopt;
     int64_t i = shape[shape.size() - 2] == 1 ? -1 : prefix.back();

@@ -76,6 +76,9 @@ bool evaluateRow(mlir::Value v, llvm::ArrayRef<int64_t> prefix,
 /// Forgets the masks fuseAttention classified (otc-fuse-patterns calls it
 /// before and after its run: the cache holds for one run's IR).
 void clearMaskCache();
+/// Forgets the constants' values evaluateAt decoded (clearMaskCache calls
+/// it).
+void clearConstantValues();
 
 /// Recognizers. Each may rewrite around its anchor and leaves dead ops for
 /// the pass to erase.
