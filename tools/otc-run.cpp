@@ -50,6 +50,7 @@
 #include "interp/Interpreter.h"
 #include "ir/OtcDialect.h"
 #include "otcrt/safetensors.h"
+#include "otcrt/sampling.h"
 #include "passes/Passes.h"
 #include "targets/Targets.h"
 
@@ -564,43 +565,6 @@ static int runOnnxModel(MLIRContext &context, const Options &options) {
   return runAndWrite(forward, options, initializers, inputs);
 }
 
-/// One draw of the next id from `logits` (--generate's rule): the largest
-/// at temperature 0 (the first of equal ones), else from the softmax of
-/// logits / temperature over the top-k largest and the fewest largest whose
-/// probabilities reach top-p, by uniform `u` in [0, 1).
-static int64_t drawId(const std::vector<double> &logits, const Options &o,
-                      double u) {
-  const int64_t V = static_cast<int64_t>(logits.size());
-  std::vector<int64_t> order(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i)
-    order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return logits[a] > logits[b];
-  });
-  if (o.temperature == 0)
-    return order[0];
-  int64_t keep = o.topK > 0 ? std::min(o.topK, V) : V;
-  std::vector<double> p(static_cast<size_t>(keep));
-  double top = logits[order[0]] / o.temperature, sum = 0;
-  for (int64_t i = 0; i < keep; ++i)
-    sum += p[i] = std::exp(logits[order[i]] / o.temperature - top);
-  if (o.topP < 1) {
-    double reached = 0;
-    int64_t n = 0;
-    while (n < keep && reached < o.topP * sum)
-      reached += p[n++];
-    keep = std::max<int64_t>(n, 1);
-    sum = reached > 0 ? reached : p[0];
-  }
-  double at = u * sum, run = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    run += p[i];
-    if (at < run)
-      return order[i];
-  }
-  return order[keep - 1];
-}
-
 /// --generate: the token input of `forward` ([1, T] integers) filled with
 /// the last T ids, every other integer input (an attention mask) ones, the
 /// parameters from
@@ -679,15 +643,7 @@ static int generateIds(func::FuncOp forward, const Options &options,
     if (id >= V)
       return fail("--prompt-ids: id " + std::to_string(id) +
                   " is outside the vocabulary of " + std::to_string(V));
-  // SplitMix64 over the seed and the step: a draw per id, the same for
-  // a seed on every machine.
-  auto uniform = [&](uint64_t step) {
-    uint64_t x = options.gradCheck.seed * 0x9E3779B97F4A7C15ull + step;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return static_cast<double>(x >> 11) * 0x1.0p-53;
-  };
+  const otcrt::DrawRule rule{options.temperature, options.topK, options.topP};
   std::vector<int64_t> ids = options.promptIds;
   for (int64_t n = 0; n < options.generate; ++n) {
     int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - T);
@@ -703,7 +659,9 @@ static int generateIds(func::FuncOp forward, const Options &options,
     const Tensor &logits = (*results)[logitsResult];
     std::vector<double> row(logits.data.begin() + (len - 1) * V,
                             logits.data.begin() + len * V);
-    ids.push_back(drawId(row, options, uniform(static_cast<uint64_t>(n))));
+    ids.push_back(otcrt::drawId(
+        row.data(), V, rule,
+        otcrt::drawUniform(options.gradCheck.seed, static_cast<uint64_t>(n))));
   }
   for (size_t i = 0; i < ids.size(); ++i)
     llvm::outs() << (i ? " " : "") << ids[i];

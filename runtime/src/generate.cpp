@@ -11,6 +11,8 @@
 // ids at every id instead; both agree up to T ids).
 #include "run.h"
 
+#include "otcrt/sampling.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -18,62 +20,6 @@
 #include <numeric>
 
 namespace otcrt {
-namespace {
-
-/// Uniform in [0, 1) for draw `step` of `seed` (otc-run's SplitMix64).
-double uniform(uint64_t seed, uint64_t step) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + step;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return static_cast<double>(x >> 11) * 0x1.0p-53;
-}
-
-/// One id from `logits` by the rule of --temperature, --top-k and --top-p
-/// and the uniform `u`.
-int64_t drawId(const float *logits, int64_t V, const TrainOptions &o,
-               double u) {
-  if (o.temperature == 0) {
-    // The largest, the first of equal ones.
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; ++i)
-      if (logits[i] > logits[best])
-        best = i;
-    return best;
-  }
-  // Largest first, equal ones by index (the order a stable sort gives);
-  // with --top-k only the first K are ordered.
-  int64_t keep = o.topK > 0 ? std::min(o.topK, V) : V;
-  std::vector<int64_t> order(static_cast<size_t>(V));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
-                    [&](int64_t a, int64_t b) {
-                      return logits[a] > logits[b] ||
-                             (logits[a] == logits[b] && a < b);
-                    });
-  std::vector<double> p(static_cast<size_t>(keep));
-  double top = logits[order[0]] / o.temperature, sum = 0;
-  for (int64_t i = 0; i < keep; ++i)
-    sum += p[i] = std::exp(logits[order[i]] / o.temperature - top);
-  if (o.topP < 1) {
-    double reached = 0;
-    int64_t n = 0;
-    while (n < keep && reached < o.topP * sum)
-      reached += p[n++];
-    keep = std::max<int64_t>(n, 1);
-    sum = reached > 0 ? reached : p[0];
-  }
-  double at = u * sum, run = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    run += p[i];
-    if (at < run)
-      return order[i];
-  }
-  return order[keep - 1];
-}
-
-} // namespace
-
 Status Run::generate() {
   ArenaFunction decode = decodeStepOf(prog_);
   if (!decode)
@@ -115,6 +61,7 @@ Status Run::generate() {
         return s;
     return Status::ok();
   };
+  const DrawRule rule{opt_.temperature, opt_.topK, opt_.topP};
   std::vector<std::vector<int64_t>> ids(static_cast<size_t>(B), prompt);
   std::vector<uint8_t> tokenBytes(static_cast<size_t>(tokens.nbytes));
   std::vector<float> rowLogits(static_cast<size_t>(B * V));
@@ -164,8 +111,8 @@ Status Run::generate() {
     uint64_t n = static_cast<uint64_t>(made++);
     for (int64_t r = 0; r < B; ++r) {
       uint64_t seed = r == 0 ? opt_.seed : splitMix64(opt_.seed + r);
-      ids[r].push_back(
-          drawId(rowLogits.data() + r * V, V, opt_, uniform(seed, n)));
+      ids[r].push_back(drawId(rowLogits.data() + r * V, V, rule,
+                              drawUniform(seed, n)));
     }
   }
   if (Status s = backend_.synchronize(); !s)
