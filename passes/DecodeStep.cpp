@@ -18,7 +18,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/SetVector.h"
 
 #include <limits>
 
@@ -126,7 +125,6 @@ Value DecodeBuilder::splatF32(ArrayRef<int64_t> shape, float value) {
 
 /// The token input: the integer input that an embedding gathers by.
 LogicalResult DecodeBuilder::findTokens(Value logits) {
-  SetVector<Operation *> slice;
   SmallVector<Value> work = {logits};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
