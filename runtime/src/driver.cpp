@@ -162,84 +162,18 @@ Status Run::trainStep(int64_t step) {
   std::string why;
   if (Status s = forwardBackward(step, micros, loader_.get(), loss, finite, why); !s)
     return s;
-  // Every step: the global norm of the gradients (after the ramp's scaling)
-  // in one pass over them, which is also the check that none is NaN or
-  // infinite; then the ramp's scaling and clipping as one factor. The ramp
-  // (fewer micro-batches than compiled) scales the mean of the micro-batch
-  // gradients up, unless the program weighs them itself. A program with a
-  // GRAD_FACTOR slot gets the factor on the device, where AdamW reads it
-  // (and skips the update when the norm is not finite): nothing waits for
-  // the norm, which is read once the step's work is done. Otherwise the
-  // norm is read back and the gradients are scaled in place.
-  double scale = slots_.gradScale ? 1.0
-                                  : static_cast<double>(prog_.grad_accum) /
-                                        static_cast<double>(micros);
   double norm = 0;
   const bool onDevice = slots_.gradFactor != nullptr;
-  if (shards_) {
-    // ZeRO-1: each rank holds its part of the summed gradients; the norm is
-    // the ranks' sums of squares added up, the factor the same on all.
-    TraceSpan span(tracer_, "gradient norm", "optimizer");
-    if (Status s = shardedFactor(scale, norm); !s)
-      return s;
-  } else if (onDevice) {
-    // Timed as a kernel (device marks on a GPU), as the prediction names it.
-    tracer_.kernelBegin("gradient norm");
-    // The losses of micro-steps that did not wait are checked there too.
-    Status s = gradFactor(gradRanges_, arena_.arena, slots_.gradFactor->offset,
-                          scale, opt_.gradClip,
-                          reinterpret_cast<const float *>(losses_.arena),
-                          static_cast<int32_t>(queued_.size()), normHost_);
-    tracer_.kernelEnd();
-    if (!s)
-      return s;
-  } else {
-    {
-      TraceSpan span(tracer_, "gradient norm", "optimizer");
-      if (Status s = gradientNorm(gradRanges_, arena_.arena, norm); !s)
-        return s;
-    }
-    norm *= scale;
-    if (!std::isfinite(norm) && finite) {
-      finite = false;
-      why = std::string("gradient norm is ") + nonfiniteName(norm) +
-            " at step " + std::to_string(step);
-    }
-    double factor = finite ? gradientFactor(scale, norm, opt_.gradClip) : scale;
-    if (finite && factor != 1.0) {
-      TraceSpan span(tracer_, "gradient scaling", "optimizer");
-      if (Status s = scaleGradients(gradRanges_, arena_.arena, factor); !s)
-        return s;
-    }
-  }
+  if (Status s = gradientNormAndFactor(step, micros, norm, finite, why); !s)
+    return s;
   // A non-finite loss is known here; a non-finite norm (on the device) only
   // once the step's work is done: its update is skipped there.
   if (!finite && !opt_.skipNonfinite)
     return Status::error(why + "; stopping (--skip-nonfinite skips such steps)");
   double lr = schedule_.at(step);
-  if (finite) {
-    TraceSpan span(tracer_, "optimizer_step", "optimizer");
-    float lrF = static_cast<float>(lr);
-    float stepF = static_cast<float>(state_.updates + 1);
-    Status s = backend_.upload(arena_.arena, slots_.lr->offset, &lrF, sizeof(lrF));
-    if (s)
-      s = backend_.upload(arena_.arena, slots_.step->offset, &stepF, sizeof(stepF));
-    if (!s)
+  if (finite)
+    if (Status s = applyUpdate(lr); !s)
       return s;
-    if (s = runStep(StepFunction::OptimizerStep, prog_.optimizer_step); !s)
-      return s;
-    // ZeRO-1: every rank updated its part of the parameters (and of their
-    // BF16 copies); each gets the others'.
-    if (shards_) {
-      TraceSpan gather(tracer_, "parameter all-gather", "communication");
-      if (shards_->steps_read_params)
-        if (s = gatherShards(shards_->param_offset, 4, "the parameters"); !s)
-          return s;
-      if (shards_->copy_offset >= 0)
-        if (s = gatherShards(shards_->copy_offset, 2, "the parameters"); !s)
-          return s;
-    }
-  }
   if (Status s = backend_.synchronize(); !s)
     return s;
   if (queuesMicroSteps()) {
@@ -278,6 +212,103 @@ Status Run::trainStep(int64_t step) {
   }
   lastLoss_ = loss;
 
+  reportStep(step, micros, loss, lr, norm, finite, start);
+  return Status::ok();
+}
+
+/// The step's gradient norm (after the ramp's scaling) and the factor
+/// AdamW applies (the ramp's scaling and clipping): computed on the device
+/// where the program has a GRAD_FACTOR slot (the norm read after the step),
+/// else read back here and the gradients scaled in place; a norm that is
+/// not finite sets \p finite and \p why.
+Status Run::gradientNormAndFactor(int64_t step, int64_t micros, double &norm,
+                                  bool &finite, std::string &why) {
+  // Every step: the global norm of the gradients (after the ramp's scaling)
+  // in one pass over them, which is also the check that none is NaN or
+  // infinite; then the ramp's scaling and clipping as one factor. The ramp
+  // (fewer micro-batches than compiled) scales the mean of the micro-batch
+  // gradients up, unless the program weighs them itself. A program with a
+  // GRAD_FACTOR slot gets the factor on the device, where AdamW reads it
+  // (and skips the update when the norm is not finite): nothing waits for
+  // the norm, which is read once the step's work is done. Otherwise the
+  // norm is read back and the gradients are scaled in place.
+  double scale = slots_.gradScale ? 1.0
+                                  : static_cast<double>(prog_.grad_accum) /
+                                        static_cast<double>(micros);
+  const bool onDevice = slots_.gradFactor != nullptr;
+  if (shards_) {
+    // ZeRO-1: each rank holds its part of the summed gradients; the norm is
+    // the ranks' sums of squares added up, the factor the same on all.
+    TraceSpan span(tracer_, "gradient norm", "optimizer");
+    if (Status s = shardedFactor(scale, norm); !s)
+      return s;
+  } else if (onDevice) {
+    // Timed as a kernel (device marks on a GPU), as the prediction names it.
+    tracer_.kernelBegin("gradient norm");
+    // The losses of micro-steps that did not wait are checked there too.
+    Status s = gradFactor(gradRanges_, arena_.arena, slots_.gradFactor->offset,
+                          scale, opt_.gradClip,
+                          reinterpret_cast<const float *>(losses_.arena),
+                          static_cast<int32_t>(queued_.size()), normHost_);
+    tracer_.kernelEnd();
+    if (!s)
+      return s;
+  } else {
+    {
+      TraceSpan span(tracer_, "gradient norm", "optimizer");
+      if (Status s = gradientNorm(gradRanges_, arena_.arena, norm); !s)
+        return s;
+    }
+    norm *= scale;
+    if (!std::isfinite(norm) && finite) {
+      finite = false;
+      why = std::string("gradient norm is ") + nonfiniteName(norm) +
+            " at step " + std::to_string(step);
+    }
+    double factor = finite ? gradientFactor(scale, norm, opt_.gradClip) : scale;
+    if (finite && factor != 1.0) {
+      TraceSpan span(tracer_, "gradient scaling", "optimizer");
+      if (Status s = scaleGradients(gradRanges_, arena_.arena, factor); !s)
+        return s;
+    }
+  }
+  return Status::ok();
+}
+
+/// The update at learning rate \p lr: LR and STEP uploaded, optimizer_step,
+/// and with ZeRO-1 the ranks' parts gathered.
+Status Run::applyUpdate(double lr) {
+  TraceSpan span(tracer_, "optimizer_step", "optimizer");
+  float lrF = static_cast<float>(lr);
+  float stepF = static_cast<float>(state_.updates + 1);
+  Status s =
+      backend_.upload(arena_.arena, slots_.lr->offset, &lrF, sizeof(lrF));
+  if (s)
+    s = backend_.upload(arena_.arena, slots_.step->offset, &stepF,
+                        sizeof(stepF));
+  if (!s)
+    return s;
+  if (s = runStep(StepFunction::OptimizerStep, prog_.optimizer_step); !s)
+    return s;
+  // ZeRO-1: every rank updated its part of the parameters (and of their
+  // BF16 copies); each gets the others'.
+  if (shards_) {
+    TraceSpan gather(tracer_, "parameter all-gather", "communication");
+    if (shards_->steps_read_params)
+      if (s = gatherShards(shards_->param_offset, 4, "the parameters"); !s)
+        return s;
+    if (shards_->copy_offset >= 0)
+      if (s = gatherShards(shards_->copy_offset, 2, "the parameters"); !s)
+        return s;
+  }
+  return Status::ok();
+}
+
+/// The step's line (every --log-every steps), JSONL record and memory
+/// counter.
+void Run::reportStep(int64_t step, int64_t micros, double loss, double lr,
+                     double norm, bool finite,
+                     std::chrono::steady_clock::time_point start) {
   StepReport r;
   r.step = step;
   r.totalSteps = opt_.steps;
@@ -310,7 +341,6 @@ Status Run::trainStep(int64_t step) {
   jsonl_.writeStep(r);
   if (r.memoryBytes >= 0)
     tracer_.counter("memory", "bytes", static_cast<double>(r.memoryBytes));
-  return Status::ok();
 }
 
 Status Run::execute() {

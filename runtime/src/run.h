@@ -146,6 +146,14 @@ private:
   Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                          double &loss, bool &finite, std::string &why);
   Status trainStep(int64_t step);
+  /// trainStep's parts: the gradient norm and AdamW's factor, the update,
+  /// and the step's report (driver.cpp).
+  Status gradientNormAndFactor(int64_t step, int64_t micros, double &norm,
+                               bool &finite, std::string &why);
+  Status applyUpdate(double lr);
+  void reportStep(int64_t step, int64_t micros, double loss, double lr,
+                  double norm, bool finite,
+                  std::chrono::steady_clock::time_point start);
   /// Whether a SIGINT or SIGTERM asks the run to stop (stoppedBy_), on this
   /// rank or another: the ranks agree, so that all stop after the same step
   /// and take part in its checkpoint.
