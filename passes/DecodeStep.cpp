@@ -14,6 +14,7 @@
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
 #include "passes/FusePatterns.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -667,12 +668,7 @@ LogicalResult DecodeBuilder::build() {
   for (auto [i, slot] : llvm::enumerate(resultSlots))
     f.setResultAttr(i, attrs::kSlot, mb.getStringAttr(slot));
   // What the slice cloned but nothing reads (the attentions' old lse).
-  SmallVector<Operation *> ops;
-  for (Operation &op : entry.without_terminator())
-    ops.push_back(&op);
-  for (Operation *op : llvm::reverse(ops))
-    if (isOpTriviallyDead(op))
-      op->erase();
+  eraseDeadOps(entry);
   return success();
 }
 

@@ -15,6 +15,7 @@
 #include "ir/TypeBytes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/Pass.h"
 
 #include <functional>
@@ -42,6 +43,16 @@ std::unique_ptr<mlir::Pass> createChunkLoss(const ChunkLossOptions &options,
 /// static shape: element i of every output depends only on element i of
 /// the inputs of that shape and on the broadcast element of the others.
 bool isElementwiseKernel(otck::KernelOp k);
+
+/// Erases the ops of `block` whose results nothing reads, last first.
+inline void eraseDeadOps(mlir::Block &block) {
+  llvm::SmallVector<mlir::Operation *> ops;
+  for (mlir::Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  for (mlir::Operation *op : llvm::reverse(ops))
+    if (mlir::isOpTriviallyDead(op))
+      op->erase();
+}
 
 /// The module's @train_step, which the passes after otc-differentiate
 /// rewrite; null after an error on `module` that says to run it first.

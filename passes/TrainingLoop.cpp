@@ -470,16 +470,6 @@ struct TrainingLoopPass
     return f;
   }
 
-  /// Erases the ops whose results nothing reads, last first.
-  static void eraseDeadOps(Block &block) {
-    SmallVector<Operation *> ops;
-    for (Operation &op : block.without_terminator())
-      ops.push_back(&op);
-    for (Operation *op : llvm::reverse(ops))
-      if (isOpTriviallyDead(op))
-        op->erase();
-  }
-
   /// The loss ops that also compute a gradient, where only their loss is
   /// read, replaced by the forward alone: otc.cross_entropy_with_grad by
   /// otc.cross_entropy, and otc.linear_cross_entropy_with_grad by the LM
