@@ -181,6 +181,85 @@ LogicalResult otc::emitPackedCopyBody(Operation *op, int width,
   return success();
 }
 
+/// Runs shorter than this copy one element an item.
+constexpr int64_t kMinCopyRun = 8;
+
+int64_t otc::copyRunElements(Operation *op) {
+  int64_t run = 1;
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    // The last dimension read with step 1, and before it each dimension
+    // whose inner neighbours are taken whole.
+    ArrayRef<int64_t> in = bodyShapeOf(slice.getInput());
+    ArrayRef<int64_t> out = bodyShapeOf(slice.getResult());
+    for (size_t d = out.size(); d-- > 0;) {
+      if (slice.getStrides()[d] != 1)
+        break;
+      run *= out[d];
+      if (out[d] != in[d])
+        break;
+    }
+  } else if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    // The trailing dimensions the permutation keeps in place.
+    ArrayRef<int64_t> out = bodyShapeOf(transpose.getResult());
+    ArrayRef<int64_t> perm = transpose.getPermutation();
+    for (size_t d = out.size(); d-- > 0 && perm[d] == static_cast<int64_t>(d);)
+      run *= out[d];
+  } else if (auto concat = dyn_cast<ConcatOp>(op)) {
+    AxisView v = axisView(bodyShapeOf(concat.getResult()), concat.getAxis());
+    run = v.axis * v.inner;
+  }
+  return run >= kMinCopyRun ? run : 1;
+}
+
+LogicalResult otc::emitRunCopyBody(Operation *op, int64_t run,
+                                   BodyContext &c) {
+  c.os << "    const int64_t e = i * " << run << ";\n";
+  if (auto concat = dyn_cast<ConcatOp>(op)) {
+    // Item i is outer row i: each input's part of it in turn.
+    AxisView v = axisView(bodyShapeOf(concat.getResult()), concat.getAxis());
+    int64_t begin = 0;
+    for (auto [k, in] : llvm::enumerate(concat.getInputs())) {
+      int64_t part = bodyShapeOf(in)[concat.getAxis()] * v.inner;
+      if (!part)
+        continue;
+      c.os << "    for (int64_t j = 0; j < " << part << "; ++j)\n      "
+           << c.out[0] << "[e + " << begin << " + j] = " << c.in[k] << "[i * "
+           << part << " + j];\n";
+      begin += part;
+    }
+    return success();
+  }
+  // Result element e's source: the input offset of its coordinates.
+  ArrayRef<int64_t> out = bodyShapeOf(op->getResult(0));
+  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op->getOperand(0)));
+  SmallVector<int64_t> step(out.size());
+  int64_t base = 0;
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    for (auto [d, s] : llvm::enumerate(slice.getStarts()))
+      base += s * inStrides[d];
+    for (size_t d = 0; d < out.size(); ++d)
+      step[d] = slice.getStrides()[d] * inStrides[d];
+  } else {
+    ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPermutation();
+    for (size_t d = 0; d < out.size(); ++d)
+      step[d] = inStrides[perm[d]];
+  }
+  // The run is the result dimensions from `first` on; item i is the row
+  // of the dimensions before them.
+  size_t first = out.size();
+  for (int64_t covered = 1; covered < run;)
+    covered *= out[--first];
+  c.os << "    int64_t src = " << base << ";\n    { int64_t r = i;\n";
+  for (size_t d = first; d-- > 0;) {
+    c.os << "      src += (r % " << out[d] << ") * " << step[d] << ";\n";
+    if (d)
+      c.os << "      r /= " << out[d] << ";\n";
+  }
+  c.os << "    }\n    for (int64_t j = 0; j < " << run << "; ++j)\n      "
+       << c.out[0] << "[e + j] = " << c.in[0] << "[src + j];\n";
+  return success();
+}
+
 /// One item per element of the sliced input's shape: the gradient element
 /// when the coordinate lies on the window, else zero.
 static LogicalResult emitSliceGrad(SliceGradOp op, BodyContext &c) {

@@ -65,7 +65,7 @@ private:
                        SmallVectorImpl<std::string> &args);
   /// Emits kernel `def` (its text after the name) once and its launch over
   /// `n` work items with `args`; `what` names it in comments and the trace.
-  std::string loopHead() const;
+  std::string loopHead(int64_t itemElements = 1) const;
   void emitLaunch(const std::string &def, int64_t n,
                   ArrayRef<std::string> args, StringRef node, StringRef what,
                   int width = 1);
@@ -342,13 +342,21 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   // A slice or concat whose packets each copy contiguous elements moves
   // them 16 bytes at a time where the target packs: one item per packet.
   // So does an AdamW update, 4 elements an item.
+  // Where the target copies runs instead, one item per contiguous run.
   int64_t n = workItems(&op);
   int packet = 1;
+  int64_t run = 1;
   if (target.packsElementwise() && isa<SliceOp, ConcatOp>(op))
     packet = packedCopyWidth(&op);
   else if (target.packsElementwise())
     packet = packedAdamWWidth(&op, n);
-  if (packet > 1) {
+  else if (target.copiesRuns() && isa<SliceOp, TransposeOp, ConcatOp>(op))
+    run = copyRunElements(&op);
+  if (run > 1) {
+    if (failed(emitRunCopyBody(&op, run, ctx)))
+      return failure();
+    n /= run;
+  } else if (packet > 1) {
     if (failed(isa<AdamWOp>(op) ? emitPackedAdamWBody(&op, packet, ctx)
                                 : emitPackedCopyBody(&op, packet, ctx)))
       return failure();
@@ -362,7 +370,7 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   defOs << "(int64_t items";
   for (const std::string &p : params)
     defOs << ", " << p;
-  defOs << ") {\n" << uniformText << loopHead() << bodyText << "  }\n}\n\n";
+  defOs << ") {\n" << uniformText << loopHead(run) << bodyText << "  }\n}\n\n";
   emitLaunch(def, n, args, nodeName(op.getLoc()),
              op.getName().getStringRef());
   return success();
@@ -384,8 +392,8 @@ void ProgramEmitter::kernelArguments(otck::KernelOp k,
   }
 }
 
-std::string ProgramEmitter::loopHead() const {
-  return target.loopHead().str();
+std::string ProgramEmitter::loopHead(int64_t itemElements) const {
+  return target.loopHead(itemElements);
 }
 
 void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,

@@ -84,6 +84,19 @@ int packedCopyWidth(mlir::Operation *op);
 mlir::LogicalResult emitPackedCopyBody(mlir::Operation *op, int width,
                                        BodyContext &c);
 
+/// Result elements that one item of slice, transpose or concat `op` copies
+/// on a target that copies runs (Target::copiesRuns): a slice's or
+/// transpose's trailing result dimensions that lie contiguous in its input
+/// too, a concat's whole rows along and inside its axis; 1 when that is
+/// shorter than 8 elements (one element an item then).
+int64_t copyRunElements(mlir::Operation *op);
+
+/// The body of slice, transpose or concat `op` over runs of `run` result
+/// elements (copyRunElements): item `i` copies result elements
+/// [i * run, (i + 1) * run), an inner loop the host compiler vectorizes.
+mlir::LogicalResult emitRunCopyBody(mlir::Operation *op, int64_t run,
+                                    BodyContext &c);
+
 /// On a target that packs elementwise kernels: the elements of one packet
 /// (4) when `op` is an AdamW update of `items` elements, a multiple of 4,
 /// whose operands and copy each fit one 8- or 16-byte load per packet,

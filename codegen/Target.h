@@ -56,8 +56,9 @@ public:
   virtual llvm::StringRef kernelQualifier() const = 0;
   /// What precedes a generated table's declaration (`const T name[]`).
   virtual llvm::StringRef tableQualifier() const = 0;
-  /// The loop of a generated kernel over its `items`, index `i`, opened.
-  virtual llvm::StringRef loopHead() const = 0;
+  /// The loop of a generated kernel over its `items`, index `i`, opened;
+  /// each item covers `itemElements` elements (a run, copiesRuns).
+  virtual std::string loopHead(int64_t itemElements = 1) const = 0;
   /// The first statements of each program function.
   virtual void emitFunctionPrologue(llvm::raw_ostream &os) const = 0;
   /// Clears `bytes` of the arena from `offset`.
@@ -71,6 +72,10 @@ public:
   /// Whether generated elementwise kernels read and write 16-byte packets
   /// where their buffers allow (Launches.h: chainVectorWidth).
   virtual bool packsElementwise() const = 0;
+  /// Whether a generated slice, transpose or concat copies a run of
+  /// contiguous elements an item (copyRunElements) for the host compiler
+  /// to vectorize, where it does not pack.
+  virtual bool copiesRuns() const = 0;
   /// Whether a generated gather records an index outside its table in the
   /// kernel library's error record (else the runtime checks on load).
   virtual bool recordsIndexErrors() const = 0;

@@ -117,15 +117,26 @@ void tileScores(const Problem &p, const float *q, const float *kb, int64_t b,
   const int64_t n = j1 - j0;
   matmul(false, true, i1 - i0, n, a.d, a.scale, q + p.queryRow(b, hi, i0) * a.d,
          a.d, kb + j0 * a.d, a.d, 0.0f, s, n);
+  const float inf = std::numeric_limits<float>::infinity();
   for (int64_t i = i0; i < i1; ++i) {
     float *row = s + (i - i0) * n;
-    int64_t first = p.firstKey(i), end = p.visibleKeys(i);
-    for (int64_t j = j0; j < j1; ++j) {
-      if (j < first || j >= end)
-        row[j - j0] = -std::numeric_limits<float>::infinity();
-      else if (p.mask)
-        row[j - j0] += p.mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
-                              i * a.mask_strides[2] + j * a.mask_strides[3]];
+    // Keys [j0, lo) and [hi, j1) are hidden from this row; the mask is
+    // added to those between, contiguous keys a vector loop apart.
+    int64_t lo = std::clamp(p.firstKey(i), j0, j1);
+    int64_t end = std::clamp(p.visibleKeys(i), lo, j1);
+    std::fill(row, row + (lo - j0), -inf);
+    std::fill(row + (end - j0), row + n, -inf);
+    if (!p.mask)
+      continue;
+    const float *m = p.mask + b * a.mask_strides[0] + hi * a.mask_strides[1] +
+                     i * a.mask_strides[2];
+    const int64_t ms = a.mask_strides[3];
+    if (ms == 1) {
+      for (int64_t j = lo; j < end; ++j)
+        row[j - j0] += m[j];
+    } else {
+      for (int64_t j = lo; j < end; ++j)
+        row[j - j0] += m[j * ms];
     }
   }
 }
@@ -150,6 +161,43 @@ std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t b, int64_t hi,
                  i * a.mask_strides[2] + j * a.mask_strides[3]] > kHidden)
         return {first, j + 1};
   return {first, end};
+}
+
+/// Lanes of the row reductions below: each lane's partial maximum or sum
+/// runs over the keys j with j % kLanes equal to it (a fixed order, so the
+/// result does not depend on the thread count), in vector registers.
+constexpr int64_t kLanes = 16;
+
+/// A row of scores [n] (at least one finite) into its probabilities in
+/// place: each e^(s - max) by expFast, summed in double, over the sum.
+/// Returns the row's log-sum-exp.
+float softmaxRow(float *s, int64_t n) {
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes[l] = s[j + l] > lanes[l] ? s[j + l] : lanes[l];
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t l = 0; l < kLanes; ++l)
+    max = std::max(max, lanes[l]);
+  for (; j < n; ++j)
+    max = std::max(max, s[j]);
+  for (j = 0; j < n; ++j)
+    s[j] = expFast(s[j] - max);
+  double sums[kLanes] = {};
+  for (j = 0; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      sums[l] += s[j + l];
+  double sum = 0.0;
+  for (int64_t l = 0; l < kLanes; ++l)
+    sum += sums[l];
+  for (; j < n; ++j)
+    sum += s[j];
+  const float inv = static_cast<float>(1.0 / sum);
+  for (j = 0; j < n; ++j)
+    s[j] *= inv;
+  return max + static_cast<float>(std::log(sum));
 }
 
 // The forward, one tile of query rows of one head at a time: the tile's
@@ -188,16 +236,11 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
       for (int64_t i = i0; i < i1; ++i) {
         int64_t row = p.queryRow(b, hi, i);
         float *sr = s.data() + (i - i0) * n;
-        float max = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j)
-          max = std::max(max, sr[j]);
-        double sum = 0.0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += std::exp(sr[j] - max);
-        float rowLse = max + static_cast<float>(std::log(sum));
+        float rowLse = softmaxRow(sr, n);
         lse[row] = rowLse;
-        for (int64_t j = 0; j < n; ++j)
-          sr[j] = std::exp(sr[j] - rowLse) * p.dropFactor(row, j0 + j);
+        if (a.dropout > 0.0f)
+          for (int64_t j = 0; j < n; ++j)
+            sr[j] *= p.dropFactor(row, j0 + j);
       }
       matmul(false, false, i1 - i0, a.d, n, 1.0f, s.data(), n,
              v + p.kvOffset(b, kh, j0), a.d, 0.0f,
@@ -260,12 +303,21 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
               d += static_cast<double>(dOi[c]) * oi[c];
             float di = static_cast<float>(d);
             float *sr = s.data() + i * n, *dpr = dp.data() + i * n;
-            for (int64_t j = 0; j < n; ++j) {
-              float prob = std::exp(sr[j] - lse[row]);
-              float m = p.dropFactor(row, j0 + j);
-              // dp becomes dS; s becomes the kept probabilities P m.
-              dpr[j] = prob * (m * dpr[j] - di);
-              sr[j] = prob * m;
+            const float rowLse = lse[row];
+            // dp becomes dS; s becomes the kept probabilities P m.
+            if (a.dropout > 0.0f) {
+              for (int64_t j = 0; j < n; ++j) {
+                float prob = expFast(sr[j] - rowLse);
+                float m = p.dropFactor(row, j0 + j);
+                dpr[j] = prob * (m * dpr[j] - di);
+                sr[j] = prob * m;
+              }
+            } else {
+              for (int64_t j = 0; j < n; ++j) {
+                float prob = expFast(sr[j] - rowLse);
+                dpr[j] = prob * (dpr[j] - di);
+                sr[j] = prob;
+              }
             }
           }
           matmul(false, false, r, a.d, n, a.scale, dp.data(), n,

@@ -15,7 +15,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Program.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 
 using namespace otc;
 
@@ -34,9 +36,13 @@ public:
   }
   llvm::StringRef kernelQualifier() const override { return "static void "; }
   llvm::StringRef tableQualifier() const override { return "static "; }
-  llvm::StringRef loopHead() const override {
-    return "#pragma omp parallel for if (items >= 16384)\n"
-           "  for (int64_t i = 0; i < items; ++i) {\n";
+  /// Threads share a loop of at least kParallelElements elements.
+  static constexpr int64_t kParallelElements = 16384;
+  std::string loopHead(int64_t itemElements) const override {
+    int64_t items = (kParallelElements + itemElements - 1) /
+                    std::max<int64_t>(itemElements, 1);
+    return "#pragma omp parallel for if (items >= " + std::to_string(items) +
+           ")\n  for (int64_t i = 0; i < items; ++i) {\n";
   }
   void emitFunctionPrologue(llvm::raw_ostream &) const override {}
   void emitMemset(llvm::raw_ostream &os, int64_t offset,
@@ -49,6 +55,7 @@ public:
   }
   llvm::StringRef streamArgument() const override { return "nullptr"; }
   bool packsElementwise() const override { return false; }
+  bool copiesRuns() const override { return true; }
   bool recordsIndexErrors() const override { return false; }
 
   llvm::Expected<std::vector<std::string>>

@@ -88,7 +88,7 @@ public:
     return "__global__ void ";
   }
   llvm::StringRef tableQualifier() const override { return "__device__ "; }
-  llvm::StringRef loopHead() const override {
+  std::string loopHead(int64_t) const override {
     return "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + "
            "threadIdx.x; i < items; i += (int64_t)gridDim.x * blockDim.x) {\n";
   }
@@ -109,6 +109,7 @@ public:
   }
   llvm::StringRef streamArgument() const override { return "otc_s"; }
   bool packsElementwise() const override { return true; }
+  bool copiesRuns() const override { return false; }
   bool recordsIndexErrors() const override { return true; }
 
   llvm::Expected<std::vector<std::string>>
