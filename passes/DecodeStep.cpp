@@ -33,6 +33,14 @@ static ArrayRef<int64_t> dims(Value v) {
 
 static int64_t rankOf(Value v) { return dims(v).size(); }
 
+/// The elements between neighbours along each axis of `shape`.
+static SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
 /// `type` with dimension `axis` of size `size`.
 static RankedTensorType withDim(Type type, int64_t axis, int64_t size) {
   auto t = cast<RankedTensorType>(type);
@@ -46,6 +54,19 @@ static StringRef slotOf(func::FuncOp f, unsigned i) {
     return s.getValue();
   return "";
 }
+
+/// A sequence axis merged with others (a mixture of experts' tokens
+/// flattened to [B·T, C], then repeated top-k times to [B·T·k, C]): the
+/// axis holds `outer` · T · `inner` elements in @eval_step, row-major, and
+/// `outer` · `inner` in @decode_step (the position's). {1, 1}: the axis is
+/// the sequence alone.
+struct Merge {
+  int64_t outer = 1, inner = 1;
+  bool plain() const { return outer == 1 && inner == 1; }
+  bool operator==(const Merge &o) const {
+    return outer == o.outer && inner == o.inner;
+  }
+};
 
 class DecodeBuilder {
 public:
@@ -65,8 +86,12 @@ private:
   BlockArgument tokens;
   /// @eval_step's values -> @decode_step's.
   IRMapping map;
-  /// The sequence axis of each token-dependent value of @eval_step.
+  /// The sequence axis of each token-dependent value of @eval_step, and
+  /// what it is merged with, where it is (absent: nothing).
   DenseMap<Value, int64_t> seq;
+  DenseMap<Value, Merge> merged;
+  /// The merge of the row operands of the op being visited (visit()).
+  Merge current;
   /// @decode_step's position (tensor<1xi64>) and positions 0..T-1.
   Value position, iota;
   /// Slot names of the arguments added to @decode_step, and its results.
@@ -90,6 +115,7 @@ private:
   }
 
   bool isRow(Value v) const { return seq.count(v); }
+  Merge mergeOf(Value v) const { return merged.lookup(v); }
 
   LogicalResult findTokens(Value logits);
   LogicalResult buildBody(Value logits, Value &out);
@@ -102,10 +128,22 @@ private:
   LogicalResult visitMatMul(MatMulOp op);
   LogicalResult visitReshape(ReshapeOp op);
   LogicalResult visitGather(GatherOp op);
+  /// Whether gather `op` of a flattened row value reads, for each token
+  /// row of its indices, within that token's elements: indices that are
+  /// token-dependent indices plus row · (the token's elements), as the
+  /// import of TopK and GatherElements writes them.
+  bool gathersWithinRows(GatherOp op);
+  /// A constant of @decode_step for `c` (@eval_step's integer constant
+  /// whose axis `axis` holds the merged sequence `current`) when its
+  /// values are row · stride along that axis alone: the same of the
+  /// position's rows; else null.
+  Value rowOffsets(Value c, int64_t axis);
   LogicalResult visitConcat(ConcatOp op);
   LogicalResult visitAttention(AttentionOp op);
+  LogicalResult visitExpertMatmul(ExpertMatmulOp op);
   /// Clones `op` with operands `operands` and each result's sequence axis
-  /// `axes[i]` (-1: a result not read) set to size 1.
+  /// `axes[i]` (-1: a result not read) cut to the position: size 1, or
+  /// outer · inner where the axis is merged (`current`).
   Operation *cloneRow(Operation *op, ArrayRef<Value> operands,
                       ArrayRef<int64_t> axes);
   Value constantI64(ArrayRef<int64_t> shape, ArrayRef<int64_t> values);
@@ -160,6 +198,14 @@ FailureOr<Value> DecodeBuilder::atPosition(Operation *user, Value v,
                                            int64_t axis) {
   if (axis < 0 || dims(v)[axis] == 1)
     return v;
+  if (!current.plain()) {
+    if (Value offsets = rowOffsets(v, axis))
+      return offsets;
+    refuse(user, "a value of shape ")
+        << formatShape(dims(v)) << " meets the sequence merged with other "
+        << "axes along axis " << axis;
+    return failure();
+  }
   if (dims(v)[axis] != T) {
     refuse(user, "a value of shape ")
         << formatShape(dims(v)) << " meets the sequence (" << T
@@ -179,8 +225,10 @@ Operation *DecodeBuilder::cloneRow(Operation *op, ArrayRef<Value> operands,
   for (auto [i, r] : llvm::enumerate(n->getResults())) {
     if (axes[i] < 0)
       continue;
-    r.setType(withDim(r.getType(), axes[i], 1));
+    r.setType(withDim(r.getType(), axes[i], current.outer * current.inner));
     seq[op->getResult(i)] = axes[i];
+    if (!current.plain())
+      merged[op->getResult(i)] = current;
   }
   return n;
 }
@@ -233,23 +281,81 @@ LogicalResult DecodeBuilder::visitMatMul(MatMulOp op) {
   return success();
 }
 
-/// The output axis with the same elements before it and T elements.
+/// The output axis that holds the sequence: the one whose elements span
+/// the sequence's stride in the flat order (the elements after it, merged
+/// inner ones included) and a multiple of the sequence's extent. Merged
+/// with the outer and inner elements that axis takes beside it.
 LogicalResult DecodeBuilder::visitReshape(ReshapeOp op) {
   ArrayRef<int64_t> in = dims(op.getInput()), out = dims(op.getResult());
-  int64_t s = seq[op.getInput()], before = 1;
-  for (int64_t i = 0; i < s; ++i)
-    before *= in[i];
-  int64_t at = 1;
-  for (int64_t i = 0, e = out.size(); i < e; ++i) {
-    if (at == before && out[i] == T) {
+  int64_t s = seq[op.getInput()];
+  int64_t after = current.inner;
+  for (int64_t i = s + 1, e = in.size(); i < e; ++i)
+    after *= in[i];
+  int64_t below = 1; // the elements after output axis i
+  for (int64_t i = out.size(); i-- > 0;) {
+    if (after % below == 0 && (out[i] * below) % (T * after) == 0) {
+      Merge m{out[i] * below / (T * after), after / below};
+      current = m;
       cloneRow(op, {map.lookup(op.getInput())}, {i});
       return success();
     }
-    at *= out[i];
+    below *= out[i];
+    if (below > after)
+      break;
   }
   return refuse(op, "a reshape from ")
          << formatShape(in) << " to " << formatShape(out)
-         << " that merges or splits the sequence axis";
+         << " that splits the sequence axis";
+}
+
+Value DecodeBuilder::rowOffsets(Value c, int64_t axis) {
+  DenseElementsAttr values;
+  auto def = c.getDefiningOp<ConstantOp>();
+  if (!def || !(values = dyn_cast<DenseElementsAttr>(def.getValue())) ||
+      !values.getElementType().isInteger(64))
+    return {};
+  ArrayRef<int64_t> shape = dims(c);
+  SmallVector<int64_t> strides = rowMajorStrides(shape);
+  auto all = values.getValues<int64_t>();
+  int64_t rows = shape[axis], stride = 0;
+  if (rows > 1)
+    stride = all[strides[axis]];
+  for (int64_t flat = 0, e = values.getNumElements(); flat < e; ++flat)
+    if (all[flat] != (flat / strides[axis]) % rows * stride)
+      return {};
+  int64_t decodeRows = current.outer * current.inner;
+  auto t = withDim(c.getType(), axis, decodeRows);
+  SmallVector<int64_t> out(t.getNumElements());
+  SmallVector<int64_t> outStrides = rowMajorStrides(t.getShape());
+  for (int64_t flat = 0, e = out.size(); flat < e; ++flat)
+    out[flat] = (flat / outStrides[axis]) % decodeRows * stride;
+  return fb.create<ConstantOp>(loc, DenseElementsAttr::get(t, ArrayRef(out)))
+      .getResult();
+}
+
+bool DecodeBuilder::gathersWithinRows(GatherOp op) {
+  // Data [outer · T · inner] (each token's inner elements in turn) and
+  // indices whose sequence axis is merged with the same outer elements
+  // alone: token row r's offsets are r · inner.
+  Value data = op.getData(), indices = op.getIndices();
+  auto add = indices.getDefiningOp<AddOp>();
+  Merge md = mergeOf(data), mi = mergeOf(indices);
+  if (rankOf(data) != 1 || !add || seq[data] != 0 || mi.inner != 1 ||
+      mi.outer != md.outer)
+    return false;
+  for (Value o : {add.getLhs(), add.getRhs()}) {
+    if (isRow(o))
+      continue;
+    auto def = o.getDefiningOp<ConstantOp>();
+    auto values = def ? dyn_cast<DenseElementsAttr>(def.getValue()) : nullptr;
+    int64_t axis = seq[indices] + rankOf(o) - rankOf(indices);
+    if (!values || !values.getElementType().isInteger(64) || axis < 0 ||
+        dims(o)[axis] < 2 ||
+        values.getValues<int64_t>()[rowMajorStrides(dims(o))[axis]] !=
+            md.inner)
+      return false;
+  }
+  return true;
 }
 
 LogicalResult DecodeBuilder::visitGather(GatherOp op) {
@@ -257,7 +363,7 @@ LogicalResult DecodeBuilder::visitGather(GatherOp op) {
   if (axis < 0)
     axis += rankOf(op.getData());
   if (isRow(op.getIndices())) {
-    if (isRow(op.getData()))
+    if (isRow(op.getData()) && !gathersWithinRows(op))
       return refuse(op, "a gather of token-dependent values by token-"
                         "dependent indices");
     cloneRow(op, {map.lookup(op.getData()), map.lookup(op.getIndices())},
@@ -279,7 +385,8 @@ LogicalResult DecodeBuilder::visitConcat(ConcatOp op) {
     if (isRow(o))
       axis = seq[o];
   if (axis == static_cast<int64_t>(op.getAxis()))
-    return refuse(op, "a concatenation along the sequence axis");
+    return refuse(op, "a concatenation along the sequence axis")
+           << (current.plain() ? "" : " merged with other axes");
   SmallVector<Value> operands;
   for (Value o : op.getInputs()) {
     if (isRow(o)) {
@@ -321,6 +428,8 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
                      "at compile time; decode_step hides the keys after each "
                      "position, as a causal mask does");
   }
+  if (!current.plain())
+    return refuse(op, "attention over a sequence merged with other axes");
   StringRef layout = op.getLayout();
   int64_t seqAxis = layout == "bhtd" ? 2 : 1;
   Value q = map.lookup(op.getQ()), k = map.lookup(op.getK()),
@@ -438,6 +547,19 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
   return success();
 }
 
+/// Row n of the result is row n of `x` times the matrix of expert ids[n]:
+/// both cut to the position along their rows, the experts' weights whole.
+LogicalResult DecodeBuilder::visitExpertMatmul(ExpertMatmulOp op) {
+  if (!isRow(op.getX()) || !isRow(op.getIds()) || isRow(op.getW()) ||
+      seq[op.getX()] != 0 || seq[op.getIds()] != 0)
+    return refuse(op, "experts' products whose rows and expert indices are "
+                      "not both the token rows");
+  cloneRow(op, {map.lookup(op.getX()), map.lookup(op.getIds()),
+                map.lookup(op.getW())},
+           {0});
+  return success();
+}
+
 /// Evaluates `mask` ([.., T, S] additive, of constants once the inputs are
 /// fed) row by row: whether every key after its query is hidden.
 std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
@@ -470,10 +592,24 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
     fb.clone(*op, map);
     return success();
   }
+  std::optional<Merge> rowMerge;
+  auto gather = dyn_cast<GatherOp>(op);
+  if (gather && isRow(gather.getIndices()))
+    rowMerge = mergeOf(gather.getIndices());
+  for (Value o : op->getOperands()) {
+    if (!isRow(o) || gather)
+      continue;
+    if (rowMerge && !(*rowMerge == mergeOf(o)))
+      return refuse(op, "operands whose sequence axes are merged differently");
+    rowMerge = mergeOf(o);
+  }
+  current = *rowMerge;
   if (auto d = dyn_cast<DropoutOp>(op)) {
     // Sampling runs the model as in evaluation.
     map.map(d.getOutput(), map.lookup(d.getInput()));
     seq[d.getOutput()] = seq[d.getInput()];
+    if (!current.plain())
+      merged[d.getOutput()] = current;
     return success();
   }
   if (op->hasTrait<OpTrait::OtcElementwise>())
@@ -488,6 +624,8 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
     return visitConcat(c);
   if (auto a = dyn_cast<AttentionOp>(op))
     return visitAttention(a);
+  if (auto e = dyn_cast<ExpertMatmulOp>(op))
+    return visitExpertMatmul(e);
   if (auto t = dyn_cast<TransposeOp>(op)) {
     int64_t s = seq[t.getInput()];
     ArrayRef<int64_t> perm = t.getPermutation();
@@ -520,6 +658,12 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
     cloneRow(op, keepOthers(), axes);
     return success();
   }
+  if (isa<TopKOp>(op)) {
+    if (seq[op->getOperand(0)] == rankOf(op->getOperand(0)) - 1)
+      return refuse(op, "a top-k over the sequence axis");
+    cloneRow(op, keepOthers(), {seq[op->getOperand(0)]});
+    return success();
+  }
   if (isa<SoftmaxOp, LogSoftmaxOp>(op)) {
     int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
     if (seq[op->getOperand(0)] == axis)
@@ -541,7 +685,8 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
   }
   if (auto sl = dyn_cast<SliceOp>(op)) {
     int64_t s = seq[sl.getInput()];
-    if (dims(sl.getResult())[s] != T || sl.getStarts()[s] != 0 ||
+    if (dims(sl.getResult())[s] != dims(sl.getInput())[s] ||
+        sl.getStarts()[s] != 0 ||
         sl.getStrides()[s] != 1)
       return refuse(op, "a slice of the sequence axis");
     cloneRow(op, keepOthers(), {s});
@@ -641,7 +786,7 @@ LogicalResult DecodeBuilder::build() {
   }
   // [B, V] FP32 logits of the position.
   if (cast<RankedTensorType>(out.getType()).getNumElements() != B * V ||
-      seq[logits] == rankOf(logits) - 1) {
+      seq[logits] == rankOf(logits) - 1 || !mergeOf(logits).plain()) {
     f.erase();
     return eval.emitError("--generate: logits of ")
            << formatShape(dims(logits)) << " are not [batch, sequence, "

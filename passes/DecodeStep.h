@@ -23,7 +23,9 @@ namespace otc {
 /// position. Every op of the logits' slice that depends on the tokens is
 /// restricted to the position: its sequence axis (traced from the tokens
 /// through products, reshapes, transposes, norms and elementwise ops) has
-/// size 1, a constant or buffer broadcast along that axis is read at the
+/// size 1, or, merged by a reshape with other axes (a mixture of experts'
+/// [B·T, C] tokens and [B·T·k, C] expert rows), the position's rows of
+/// them; a constant or buffer broadcast along that axis is read at the
 /// position, and each attention writes the position's keys and values into
 /// its cache and attends to the cached ones up to the position (and within
 /// its window). Other integer inputs of shape [B, T] (an attention mask)
