@@ -82,6 +82,31 @@ def time_otc(a, out, shard):
     return median_ms([s["ms"] for s in steps], a.warmup)
 
 
+def otc_kinds(a, out, shard):
+    """ms per step of each kind of kernel (the op in a span's parentheses,
+    "gemm", the optimizer) from one traced otc run, the first step left
+    out, with the calls per step."""
+    path = os.path.join(out, "otc-trace.json")
+    subprocess.run([os.path.join(out, "otc", "train"), "--data", shard,
+                    "--init", os.path.join(out, "otc", "init.safetensors"),
+                    "--steps", str(a.warmup + 3), "--lr", "3e-4", "--seed", "0",
+                    "--trace", path, "--quiet"], check=True,
+                   stdout=subprocess.DEVNULL)
+    trace = json.load(open(path))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    steps = sorted((e for e in events if e.get("cat") == "step"),
+                   key=lambda e: e["ts"])[1:]
+    t0, ms, calls = steps[0]["ts"], {}, {}
+    for e in events:
+        if e.get("cat") in ("kernel", "optimizer") and e["ts"] >= t0:
+            name = e["name"]
+            kind = name[name.rfind("(") + 1:-1] if name.endswith(")") else name
+            ms[kind] = ms.get(kind, 0.0) + e["dur"] / 1e3 / len(steps)
+            calls[kind] = calls.get(kind, 0) + 1
+    top = sorted(ms.items(), key=lambda kv: -kv[1])[:12]
+    return {f"{k} ({calls[k] // len(steps)})": round(v, 1) for k, v in top}
+
+
 def time_torch(a, model_state, tokens, mode, threads):
     torch.set_num_threads(threads)
     # PyTorch trains with its default experts (not batched_mm, whose
@@ -168,6 +193,13 @@ def main():
             result[f"{k}_tokens_per_s"] = round(tokens_per_step / ms * 1e3, 1)
     result["otc_over_eager"] = round(result["eager_ms_per_step"] /
                                      result["otc_ms_per_step"], 3)
+    if "compile_ms_per_step" in result:
+        result["otc_over_compile"] = round(result["compile_ms_per_step"] /
+                                           result["otc_ms_per_step"], 3)
+    for k, v in runs.items():
+        result[f"{k}_ms_per_round"] = [round(x, 1) for x in v]
+    result["otc_ms_per_step_by_kind"] = otc_kinds(a, a.out, shard)
+    result["command"] = " ".join(["bench/speed_moe_cpu.py"] + sys.argv[1:])
     print(json.dumps(result, indent=1))
     if a.result:
         with open(a.result, "w") as f:
