@@ -74,6 +74,19 @@ llvm::StringMap<IndexUse> otc::indexUses(ModuleOp module) {
   auto classes = [](int64_t c) {
     return "the " + std::to_string(c) + " classes of the loss";
   };
+  // Inputs the import found indexing an axis through computed offsets
+  // (GatherElements, ScatterElements): counted from the end too.
+  if (auto bounds = module->getAttrOfType<DictionaryAttr>(attrs::kIndexBounds))
+    for (NamedAttribute b : bounds) {
+      int64_t size = cast<IntegerAttr>(b.getValue()).getInt();
+      std::string slot = ("input:" + b.getName().getValue()).str();
+      auto [it, fresh] = uses.try_emplace(slot);
+      if (fresh || size < it->second.bound) {
+        it->second.bound = size;
+        it->second.what = "the " + std::to_string(size) +
+                          " elements of the axis it indexes";
+      }
+    }
   module.walk([&](Operation *op) {
     if (auto g = dyn_cast<GatherOp>(op)) {
       int64_t rows = cast<ShapedType>(g.getData().getType())

@@ -317,6 +317,46 @@ void Importer::importGatherND() {
                 builder.getI64IntegerAttr(0)));
 }
 
+void Importer::checkElementIndices(Value indices, int64_t size,
+                                   int64_t axis) {
+  // Known at import: each in [-size, size), as ONNX and PyTorch require.
+  DenseIntElementsAttr known;
+  if (matchPattern(indices, m_Constant(&known))) {
+    ArrayRef<int64_t> is = shapeOf(indices);
+    int64_t flat = 0;
+    for (const APInt &v : known.getValues<APInt>()) {
+      int64_t x = v.getSExtValue();
+      if (x < -size || x >= size)
+        nodeFail("index " + Twine(x) + " at " +
+                 shapeStr(unravelIndex(known.isSplat() ? 0 : flat, is)) +
+                 " is outside [-" + Twine(size) + ", " + Twine(size) +
+                 ") (the size of axis " + Twine(axis) + ")");
+      ++flat;
+    }
+    return;
+  }
+  // Read from a graph input: `train` checks what it feeds (the program's
+  // index ranges), as it does a gather's.
+  while (auto cast = indices.getDefiningOp<CastOp>())
+    indices = cast.getInput();
+  auto arg = dyn_cast<BlockArgument>(indices);
+  if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
+    return;
+  // The graph input's name (its attribute is set once the graph is read).
+  auto loc = dyn_cast<NameLoc>(arg.getLoc());
+  if (!loc)
+    return;
+  StringAttr name = loc.getName();
+  ModuleOp module = func->getParentOfType<ModuleOp>();
+  NamedAttrList bounds;
+  if (auto d = module->getAttrOfType<DictionaryAttr>(attrs::kIndexBounds))
+    bounds.append(d.getValue());
+  auto old = bounds.get(name.getValue());
+  if (!old || cast<IntegerAttr>(old).getInt() > size)
+    bounds.set(name.getValue(), builder.getI64IntegerAttr(size));
+  module->setAttr(attrs::kIndexBounds, bounds.getDictionary(func.getContext()));
+}
+
 Value Importer::elementOffsets(Value indices, ArrayRef<int64_t> ds,
                                int64_t axis, StringRef what) {
   ArrayRef<int64_t> is = shapeOf(indices);
@@ -325,6 +365,7 @@ Value Importer::elementOffsets(Value indices, ArrayRef<int64_t> ds,
     if (d != axis && is[d] > ds[d])
       nodeFail("indices " + shapeStr(is) + " exceed data " + shapeStr(ds) +
                " on axis " + Twine(d));
+  checkElementIndices(indices, ds[axis], axis);
   // base(i): the constant offset of every coordinate of i but `axis`.
   SmallVector<int64_t> strides(r, 1);
   for (int64_t d = r - 1; d > 0; --d)

@@ -177,6 +177,10 @@ constexpr const char kRemoved[] = "otc.removed";
 /// On the module (the importer): the batch the export fixed (i64), which
 /// --micro-batch re-bound; reports say so.
 constexpr const char kReboundBatch[] = "otc.rebound_batch";
+/// Module: the integer inputs that GatherElements or ScatterElements index
+/// with as they are fed, each with the size of its axis (the least of its
+/// uses): {name = size}; codegen/IndexRanges.cpp makes them index ranges.
+constexpr const char kIndexBounds[] = "otc.index_bounds";
 /// On a forward function argument: the per-micro-step random key.
 constexpr const char kRngKey[] = "otc.rng_key";
 /// On a function result: the ONNX graph output it is.
