@@ -15,6 +15,7 @@
 
 #include "passes/DeviceMemory.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -28,6 +29,24 @@ struct StepTime;
 
 /// What plan.json reports beyond what the planned module holds (its
 /// configuration: target, precision, micro-batch, grad-accum).
+/// What expert parallelism would exchange (perf/Experts.cpp): per
+/// micro-step, the rows each mixture-of-experts layer dispatches to its
+/// experts' ranks and combines back, forward (the backward sends their
+/// gradients as many bytes again).
+struct ExpertExchange {
+  /// Experts per layer, layers, expert products, rows of each (tokens x
+  /// top-k), and the expert weights' elements.
+  int64_t experts = 0, layers = 0, products = 0, rows = 0, expertParams = 0;
+  /// Bytes of the rows into the layers' first products and out of their
+  /// last ones, summed over the layers.
+  int64_t dispatchBytes = 0, combineBytes = 0;
+};
+
+/// The exchange of `forward`'s otc.expert_matmul ops with activations of
+/// `elementBytes` bytes; nothing without expert products.
+std::optional<ExpertExchange> expertExchange(mlir::func::FuncOp forward,
+                                             int64_t elementBytes);
+
 struct PlanInfo {
   /// Recomputation: the policy, its per-block choice, the forward values the
   /// backward keeps and those it recomputes (by ONNX node).
@@ -50,6 +69,8 @@ struct PlanInfo {
   /// Parameters of the exported module that the exporter removed (the
   /// dynamo exporter's graph signature), name -> why.
   std::vector<std::pair<std::string, std::string>> removed;
+  /// A mixture of experts' exchange under expert parallelism.
+  std::optional<ExpertExchange> experts;
 };
 
 /// Fills `info`'s fused ops and recomputation (policy `remat`) from what

@@ -349,6 +349,25 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
         for (const auto &[kind, n] : *info.fusedOps)
           j.attribute(kind, n);
       });
+    // Expert parallelism, which otc does not have: what it would exchange.
+    if (const auto &e = info.experts)
+      j.attributeObject("experts", [&] {
+        j.attribute("experts_per_layer", e->experts);
+        j.attribute("layers", e->layers);
+        j.attribute("products", e->products);
+        j.attribute("rows", e->rows);
+        j.attribute("expert_params", e->expertParams);
+        j.attribute("placement", "replicated on every rank (no expert "
+                                 "parallelism yet)");
+        j.attributeObject("expert_parallel_all_to_all", [&] {
+          j.attribute("calls_per_micro_step", 4 * e->layers);
+          j.attribute("dispatch_bytes_per_micro_step", 2 * e->dispatchBytes);
+          j.attribute("combine_bytes_per_micro_step", 2 * e->combineBytes);
+          j.attribute("what", "each layer's rows to their experts' ranks and "
+                              "back, forward and backward; (W - 1) / W of "
+                              "the bytes leave a rank of W");
+        });
+      });
     j.attributeObject("remat", [&] {
       j.attribute("policy", info.rematPolicy);
       j.attribute("blocks", info.rematBlocks);
@@ -502,6 +521,12 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
       os << kind.second << " " << kind.first;
     });
   os << "\n";
+  if (const auto &e = info.experts)
+    os << "experts: " << e->experts << " per layer x " << e->layers
+       << " layers, " << e->rows << " rows a product, replicated on every "
+       << "rank; expert parallelism would exchange "
+       << formatBytes(2 * (e->dispatchBytes + e->combineBytes))
+       << " a micro-step in " << 4 * e->layers << " all-to-alls\n";
   os << "recomputation: " << info.rematPolicy;
   if (!info.rematBlocks.empty())
     os << " (blocks " << info.rematBlocks << ")";

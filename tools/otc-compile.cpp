@@ -595,6 +595,8 @@ bool Compile::runPhase(otc::Phase phase) {
 int Compile::chooseRemat() {
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   info.microStepFlops = otc::functionFlops(step);
+  info.experts = otc::expertExchange(
+      module->lookupSymbol<func::FuncOp>("forward"), precision == "bf16" ? 2 : 4);
   if (compileTo.empty() || remat == "auto") {
     std::optional<otc::Progress> measuring;
     FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(
