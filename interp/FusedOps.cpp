@@ -37,6 +37,8 @@ struct AttentionProblem {
   bool causal;
   int64_t window = 0;
   double scale, dropout;
+  /// Soft-capped scores: c tanh(s / c) before the mask (0: not capped).
+  double softcap = 0.0;
   uint64_t key, stream;
 
   /// Key/value head read by query head `h` (grouped-query attention).
@@ -87,14 +89,30 @@ struct AttentionProblem {
     return j <= i && (window == 0 || i - j < window);
   }
 
-  /// The score of (b, h, i, j): scale * q . k plus the broadcast mask. Only
-  /// meaningful for visible pairs.
-  double score(int64_t b, int64_t h, int64_t i, int64_t j) const {
+  /// scale * q . k of (b, h, i, j).
+  double scaledDot(int64_t b, int64_t h, int64_t i, int64_t j) const {
     int64_t kh = kvHead(h);
     double dot = 0.0;
     for (int64_t d = 0; d < depth; ++d)
       dot += q->data[qAt(b, h, i, d)] * k->data[kAt(b, kh, j, d)];
-    double s = scale * dot;
+    return scale * dot;
+  }
+
+  /// The derivative of the soft cap at (b, h, i, j): 1 - tanh^2(s / c)
+  /// (1 without a cap).
+  double capSlope(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    if (softcap <= 0.0)
+      return 1.0;
+    double t = std::tanh(scaledDot(b, h, i, j) / softcap);
+    return 1.0 - t * t;
+  }
+
+  /// The score of (b, h, i, j): scale * q . k (soft-capped: c tanh(. / c))
+  /// plus the broadcast mask. Only meaningful for visible pairs.
+  double score(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    double s = scaledDot(b, h, i, j);
+    if (softcap > 0.0)
+      s = softcap * std::tanh(s / softcap);
     if (mask) {
       int64_t index[4] = {b, h, i, j};
       s += mask->data[broadcastSource(index, mask->shape)];
@@ -144,6 +162,7 @@ static AttentionProblem attentionProblem(OpT op, const Tensor &q,
   p.causal = op.getCausal();
   p.window = op.getWindow();
   p.scale = op.getScale().convertToDouble();
+  p.softcap = op.getSoftcap().convertToDouble();
   p.dropout = op.getDropout().convertToDouble();
   p.key = key ? static_cast<uint64_t>(static_cast<int64_t>(key->data[0])) : 0;
   p.stream = static_cast<uint64_t>(op.getStream());
@@ -201,7 +220,7 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
 }
 
 /// For every (b, h, i), with P_j = exp(s_j - lse_i) (0 for hidden j) and m_j
-/// the dropout factor:
+/// the dropout factor (dS_j also times the soft cap's slope 1 - tanh^2):
 ///   dV[kv head, j] += P_j m_j dO_i        (summed over the heads of a group)
 ///   dP_j = m_j (dO_i . v_j),  D_i = sum_j P_j dP_j,  dS_j = P_j (dP_j - D_i)
 ///   dQ_i = scale sum_j dS_j k_j,  dK[kv head, j] += scale dS_j q_i.
@@ -251,6 +270,8 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
         }
         for (int64_t j = 0; j < p.keys; ++j) {
           double dS = prob[j] * (dP[j] - rowD);
+          if (dS != 0.0)
+            dS *= p.capSlope(b, h, i, j);
           for (int64_t d = 0; d < p.depth; ++d) {
             dq.data[p.qAt(b, h, i, d)] +=
                 p.scale * dS * k.data[p.kAt(b, kh, j, d)];

@@ -87,6 +87,9 @@ static LogicalResult verifyAttention(OpTy op, Value out) {
     return op.emitOpError(
                "causal attention needs as many keys as queries, got ")
            << a.t << " and " << a.s;
+  if (!(op.getSoftcap().convertToDouble() >= 0.0))
+    return op.emitOpError("softcap must be 0 (none) or positive; got ")
+           << op.getSoftcap().convertToDouble();
   if (op.getWindow() < 0 || (op.getWindow() > 0 && !op.getCausal()))
     return op.emitOpError("window must be 0 or, with causal, positive; got ")
            << op.getWindow();
@@ -153,7 +156,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto grad = b.create<AttentionGradOp>(
       getLoc(), types, rg[0], getQ(), getK(), getV(), getOutput(), getLse(),
       getMask(), getKey(), getCausalAttr(), getScaleAttr(), getDropoutAttr(),
-      getStreamAttr(), getLayoutAttr(), getWindowAttr());
+      getStreamAttr(), getLayoutAttr(), getWindowAttr(), getSoftcapAttr());
   // Packed, q, k and v are one value: its whole gradient goes through q.
   if (isPacked())
     out.append({grad.getGrads()[0], Value(), Value()});

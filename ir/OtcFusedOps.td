@@ -55,7 +55,9 @@ def Otc_AttentionOp : Otc_Op<"attention",
     projection passed as all three operands: in each (b, t) row the first H
     heads are the queries, the next Hk the keys and the last Hk the values,
     read where they lie; the output is [B, T, H, D] (which gives H), and
-    T == S (otc-pack-attention forms it after differentiation).
+    T == S (otc-pack-attention forms it after differentiation). With
+    `softcap` = c > 0 the scores are soft-capped before the mask is added,
+    s -> c tanh(s / c) (Gemma 2's attention logit soft-capping).
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -70,7 +72,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$stream,
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   DefaultValuedAttr<I64Attr, "0">:$window,
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
@@ -104,7 +107,8 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$stream,
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   DefaultValuedAttr<I64Attr, "0">:$window,
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Variadic<Otc_FloatTensor>:$grads);
   let assemblyFormat = [{
     $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?

@@ -336,6 +336,7 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
       op.getLayout() == "bhtd" ? 0 : /*OTCRT_LAYOUT_BTHD*/ 1));
   a.fields.push_back(LibraryArg::integer(op.getWindow()));
   a.fields.push_back(LibraryArg::integer(s.rowStride));
+  a.fields.push_back(LibraryArg::floating(op.getSoftcap().convertToDouble()));
   return a;
 }
 

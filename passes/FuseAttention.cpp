@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FusePatterns.h"
+#include "ir/Config.h"
 
 #include "ir/ShapeUtils.h"
 
@@ -121,16 +122,25 @@ struct Chain {
   bool causal = false;
   /// With causal: a sliding window of this many keys (0: none).
   int64_t window = 0;
+  /// Scores soft-capped as c tanh(s / c) (0: not).
+  double softcap = 0.0;
   /// The value the fused output replaces.
   Value output;
 };
 } // namespace
 
-/// The remark for soft-capped scores.
+/// The remark for soft-capped scores on a target whose attention does not
+/// soft-cap.
 static constexpr const char *kSoftCapped =
     "attention: the scores are soft-capped (c * tanh(s / c), Gemma 2's "
-    "attention logit soft-capping), which the fused attention does not "
-    "compute: kept unfused (exact)";
+    "attention logit soft-capping), which the cuda target's attention does "
+    "not compute yet: kept unfused (exact)";
+
+/// The remark for soft-capped scores that are not c * tanh(scale * Q K^T)
+/// with c > 0.
+static constexpr const char *kSoftCapParse =
+    "attention: the scores are soft-capped, but not as c * tanh(scale * Q "
+    "K^T) with c > 0: kept unfused (exact)";
 
 /// Whether `x` is c * tanh(s) (after constant scales): scores soft-capped.
 static bool isSoftCapped(Value x) {
@@ -139,9 +149,28 @@ static bool isSoftCapped(Value x) {
   return x.getDefiningOp<TanhOp>() != nullptr;
 }
 
-/// Parses `x` = scale * (Q K^T) with the product in rank 4 or merged into a
-/// rank-3 batch. Fills q, k (or kSource/kPerm) and scale.
+static bool parseProduct(Value x, ArrayRef<int64_t> s, Chain &c);
+
+/// Parses `x` = scale * (Q K^T), or those scores soft-capped,
+/// c * tanh(scale / c * Q K^T) (Gemma 2), with the product in rank 4 or
+/// merged into a rank-3 batch. Fills q, k (or kSource/kPerm), scale and
+/// softcap.
 static bool parseScores(Value x, ArrayRef<int64_t> s, Chain &c) {
+  double cap = 1.0;
+  Value capped = absorbScale(x, cap);
+  if (auto t = capped.getDefiningOp<TanhOp>()) {
+    if (!(cap > 0.0) || !capped.hasOneUse() || !t.getInput().hasOneUse() ||
+        !parseProduct(t.getInput(), s, c))
+      return false;
+    c.softcap = cap;
+    c.scale *= cap;
+    return true;
+  }
+  return parseProduct(x, s, c);
+}
+
+/// parseScores without the soft cap.
+static bool parseProduct(Value x, ArrayRef<int64_t> s, Chain &c) {
   x = absorbScale(x, c.scale);
   Value mmv = x;
   if (auto r = x.getDefiningOp<ReshapeOp>(); r && shapeOf(x).size() == 4 &&
@@ -360,7 +389,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     Value masked = hideWhenTrue ? sel.getRhs() : sel.getLhs();
     if (!parseScores(masked, s, c))
       return Match::miss(isSoftCapped(masked)
-                             ? std::string(kSoftCapped)
+                             ? std::string(kSoftCapParse)
                              : "attention: the masked scores are not scale * "
                                "Q K^T");
     std::optional<int64_t> band =
@@ -396,7 +425,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
     else if (c = Chain(); parseCausalSelect(add.getRhs(), s, c))
       m = add.getLhs(), causalSelect = true;
     else if (isSoftCapped(add.getLhs()) || isSoftCapped(add.getRhs()))
-      return Match::miss(kSoftCapped);
+      return Match::miss(kSoftCapParse);
     else
       return Match::miss("attention: neither addend is scale * Q K^T (or "
                          "its causal masking)");
@@ -494,6 +523,11 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                        formatShape(shapeOf(v)) + " do not share D and S");
   c.v = v;
 
+  if (c.softcap > 0.0) {
+    ConfigAttr config = getConfig(softmax->getParentOfType<ModuleOp>());
+    if (config && config.getTarget() == "cuda")
+      return Match::miss(kSoftCapped);
+  }
   ArrayRef<int64_t> qs = shapeOf(c.q);
   auto att = b.create<AttentionOp>(
       at->getLoc(),
@@ -502,7 +536,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
       c.q, c.k, c.v, c.mask, c.key, c.causal ? b.getUnitAttr() : UnitAttr(),
       b.getF64FloatAttr(c.scale), b.getF64FloatAttr(c.dropout),
       b.getI64IntegerAttr(c.stream), b.getStringAttr("bhtd"),
-      b.getI64IntegerAttr(c.window));
+      b.getI64IntegerAttr(c.window), b.getF64FloatAttr(c.softcap));
   c.output.replaceAllUsesWith(att.getOutput());
   return Match::yes();
 }

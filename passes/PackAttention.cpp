@@ -139,7 +139,8 @@ struct PackAttentionPass
     auto packedOp = b.create<AttentionOp>(
         op.getLoc(), op->getResultTypes(), p, p, p, op.getMask(), op.getKey(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr());
+        op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
+        op.getSoftcapAttr());
     op->replaceAllUsesWith(packedOp);
     op->erase();
   }
@@ -153,7 +154,8 @@ struct PackAttentionPass
         op.getLoc(), TypeRange{p.getType()}, op.getGrad(), p, p, p,
         op.getOutput(), op.getLse(), op.getMask(), op.getKey(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr());
+        op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
+        op.getSoftcapAttr());
     Value grads = packedOp.getGrads()[0];
     if (ConcatOp concat = rejoined(op)) {
       // The concatenation is the packed gradient seen as [B, T, N].

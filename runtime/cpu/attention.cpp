@@ -1,5 +1,7 @@
 // Host scaled dot-product attention of libotcrt_cpu (otc.attention and
-// otc.attention_grad), with causal hiding (and a sliding window), an
+// otc.attention_grad), with causal hiding (and a sliding window), scores
+// soft-capped as c tanh(s / c) (Gemma 2; the backward times dS by the
+// slope 1 - tanh^2), an
 // additive broadcast mask, grouped-query heads and dropout, in tiles of 64
 // query rows whose products are GEMMs of this library (OpenBLAS where
 // installed): the forward forms a tile's scores over the keys its rows see
@@ -89,10 +91,11 @@ struct Problem {
 };
 
 /// True when the query heads do not split into groups of the key heads, the
-/// window is negative, or a row stride is set without the [b, t, h, d]
+/// window or soft cap is negative, or a row stride is set without the [b, t, h, d]
 /// layout or is shorter than the rows of q or of k and v.
 bool invalid(const OtcrtAttention &a) {
   return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0 ||
+         !(a.softcap >= 0.0f) ||
          (a.row_stride != 0 &&
           (a.layout != OTCRT_LAYOUT_BTHD || a.row_stride < a.h * a.d ||
            a.row_stride < a.hk * a.d));
@@ -112,7 +115,7 @@ constexpr int64_t kQueryTile = 64;
 /// see (causal prefix, window) at -inf: s [i1 - i0, j1 - j0].
 void tileScores(const Problem &p, const float *q, const float *kb, int64_t b,
                 int64_t hi, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                float *s) {
+                float *s, float *tanhs = nullptr) {
   const OtcrtAttention &a = p.a;
   const int64_t n = j1 - j0;
   matmul(false, true, i1 - i0, n, a.d, a.scale, q + p.queryRow(b, hi, i0) * a.d,
@@ -126,6 +129,20 @@ void tileScores(const Problem &p, const float *q, const float *kb, int64_t b,
     int64_t end = std::clamp(p.visibleKeys(i), lo, j1);
     std::fill(row, row + (lo - j0), -inf);
     std::fill(row + (end - j0), row + n, -inf);
+    if (a.softcap > 0.0f) {
+      // Soft-capped: c tanh(s / c), the tanh kept for the backward's slope.
+      float *t = tanhs ? tanhs + (i - i0) * n : nullptr;
+      if (t) {
+        std::fill(t, t + (lo - j0), 0.0f);
+        std::fill(t + (end - j0), t + n, 0.0f);
+      }
+      for (int64_t j = lo; j < end; ++j) {
+        float th = std::tanh(row[j - j0] / a.softcap);
+        row[j - j0] = a.softcap * th;
+        if (t)
+          t[j - j0] = th;
+      }
+    }
     if (!p.mask)
       continue;
     const float *m = p.mask + b * a.mask_strides[0] + hi * a.mask_strides[1] +
@@ -275,6 +292,7 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
     const size_t tileElems =
         static_cast<size_t>(kQueryTile * std::max<int64_t>(a.s, 1));
     std::vector<float> s(tileElems), dp(tileElems), rowD(kQueryTile);
+    std::vector<float> tanhs(a.softcap > 0.0f ? tileElems : 0);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       int64_t kh = task % a.hk, b = task / a.hk;
@@ -292,7 +310,8 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
             continue;
           }
           const float *qt = q + row0 * a.d, *dOt = dout + row0 * a.d;
-          tileScores(p, q, kb, b, hi, i0, i1, j0, j1, s.data());
+          tileScores(p, q, kb, b, hi, i0, i1, j0, j1, s.data(),
+                     tanhs.empty() ? nullptr : tanhs.data());
           matmul(false, true, r, n, a.d, 1.0f, dOt, a.d, vb + j0 * a.d, a.d,
                  0.0f, dp.data(), n);
           for (int64_t i = 0; i < r; ++i) {
@@ -318,6 +337,12 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
                 dpr[j] = prob * (dpr[j] - di);
                 sr[j] = prob;
               }
+            }
+            // Through the soft cap: dS (1 - tanh^2) (hidden keys: dS 0).
+            if (!tanhs.empty()) {
+              const float *t = tanhs.data() + i * n;
+              for (int64_t j = 0; j < n; ++j)
+                dpr[j] *= 1.0f - t[j] * t[j];
             }
           }
           matmul(false, false, r, a.d, n, a.scale, dp.data(), n,

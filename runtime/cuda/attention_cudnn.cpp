@@ -162,6 +162,8 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
            " (cuDNN takes multiples of 8 up to 256)";
   if (a.window < 0)
     return "negative window";
+  if (a.softcap != 0.0f)
+    return "soft-capped scores";
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
   // cuDNN's bias is documented as [1|b, 1|h, t, s]; seen on an H200 (cuDNN

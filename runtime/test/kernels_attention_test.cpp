@@ -79,6 +79,28 @@ struct Ref {
   Vec out, lse, dq, dk, dv;
 };
 
+/// scale q_i . k_j of (b, h, i, j).
+double scaledDot(const Problem &p, const Vec &q, const Vec &k, int64_t b,
+                 int64_t h, int64_t i, int64_t j) {
+  const OtcrtAttention &a = p.a;
+  int64_t kh = h / (a.h / a.hk);
+  double dot = 0;
+  for (int64_t c = 0; c < a.d; ++c)
+    dot += q[((b * a.h + h) * a.t + i) * a.d + c] *
+           k[((b * a.hk + kh) * a.s + j) * a.d + c];
+  return static_cast<double>(a.scale) * dot;
+}
+
+/// The soft cap's slope at (b, h, i, j): 1 - tanh^2(s / c), 1 without one.
+double capSlope(const Problem &p, const Vec &q, const Vec &k, int64_t b,
+                int64_t h, int64_t i, int64_t j) {
+  double c = p.a.softcap;
+  if (c <= 0)
+    return 1;
+  double t = std::tanh(scaledDot(p, q, k, b, h, i, j) / c);
+  return 1 - t * t;
+}
+
 /// Rows of probabilities P[j] (0 where hidden) of query (b, h, i).
 Vec probabilities(const Problem &p, const Vec &q, const Vec &k, int64_t b,
                   int64_t h, int64_t i, double *lseOut) {
@@ -89,11 +111,10 @@ Vec probabilities(const Problem &p, const Vec &q, const Vec &k, int64_t b,
   for (int64_t j = 0; j < a.s; ++j) {
     if (a.causal && (j > i || (a.window > 0 && i - j >= a.window)))
       continue;
-    double dot = 0;
-    for (int64_t c = 0; c < a.d; ++c)
-      dot += q[((b * a.h + h) * a.t + i) * a.d + c] *
-             k[((b * a.hk + kh) * a.s + j) * a.d + c];
-    s[j] = static_cast<double>(a.scale) * dot + maskAt(p, b, h, i, j);
+    double raw = scaledDot(p, q, k, b, h, i, j);
+    if (a.softcap > 0)
+      raw = a.softcap * std::tanh(raw / a.softcap);
+    s[j] = raw + maskAt(p, b, h, i, j);
     max = std::max(max, s[j]);
   }
   double sum = 0;
@@ -142,7 +163,8 @@ Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
           D += prob[j] * dP[j];
         }
         for (int64_t j = 0; j < a.s; ++j) {
-          double dS = prob[j] * (dP[j] - D) * static_cast<double>(a.scale);
+          double dS = prob[j] * (dP[j] - D) * static_cast<double>(a.scale) *
+                      capSlope(p, q, k, b, h, i, j);
           for (int64_t c = 0; c < a.d; ++c) {
             r.dq[row * a.d + c] += dS * k[kv(j, c)];
             r.dk[kv(j, c)] += dS * q[row * a.d + c];
@@ -256,6 +278,35 @@ TEST(KernelsAttention, SlidingWindow) {
   Problem p = makeProblem(2, 2, 1, 6, 6, 3, true, 0.25f, dims, 2, rng, true);
   p.a.window = 3;
   run(p, rng);
+}
+
+TEST(KernelsAttention, SoftCap) {
+  // Gemma 2's c tanh(s / c) before the mask: causal with grouped heads,
+  // a sliding window, and a key-padding mask; scores large enough that
+  // the cap bends them (scale 2).
+  std::mt19937 rng(33);
+  for (float cap : {0.5f, 3.0f}) {
+    Problem p = makeProblem(2, 4, 2, 7, 7, 4, true, 0, nullptr, 0, rng, true);
+    p.a.softcap = cap;
+    p.a.scale = 2.0f;
+    run(p, rng);
+    p.a.window = 3;
+    run(p, rng);
+  }
+  const int64_t dims[4] = {2, 1, 1, 9};
+  Problem p = makeProblem(2, 2, 1, 9, 9, 8, true, 0, dims, 2, rng, true);
+  p.a.softcap = 1.0f;
+  run(p, rng);
+}
+
+TEST(KernelsAttention, RejectsNegativeSoftCap) {
+  std::mt19937 rng(34);
+  Problem p = makeProblem(1, 1, 1, 3, 3, 2, true, 0, nullptr, 0, rng, false);
+  p.a.softcap = -1.0f;
+  std::vector<float> q(6), k(6), v(6), out(6), lse(3);
+  EXPECT_NE(otcrt_attention_fwd_f32(&p.a, q.data(), k.data(), v.data(), nullptr,
+                                    out.data(), lse.data(), nullptr),
+            0);
 }
 
 TEST(KernelsAttention, RejectsNegativeWindow) {

@@ -108,6 +108,15 @@ func.func @attention_causal(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x5x2xf32>) ->
 
 // -----
 
+// Tests that a soft cap is 0 (none) or positive.
+func.func @attention_softcap(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{softcap must be 0 (none) or positive; got -2}}
+  %o, %l = otc.attention %q, %q, %q {causal, scale = 1.0 : f64, softcap = -2.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a sliding window needs causal attention.
 func.func @attention_window(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
   // expected-error@+1 {{window must be 0 or, with causal, positive; got 2}}

@@ -224,6 +224,11 @@ typedef struct {
   /// and lse stay dense. A non-zero row_stride with OTCRT_LAYOUT_BHTD, or
   /// shorter than h·d or hk·d, is an error (status 1).
   int64_t row_stride;
+  /// c > 0: the scores are soft-capped, s -> c tanh(s / c), before the
+  /// mask is added (Gemma 2); 0: not. Negative is an error (status 1). The
+  /// cuda kernels do not soft-cap (status 1; the compiler keeps such an
+  /// attention unfused there).
+  float softcap;
 } OtcrtAttention;
 
 enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
