@@ -150,6 +150,106 @@ Status Run::settleLosses(int64_t step, double &loss, bool &finite,
   return Status::ok();
 }
 
+// Each micro-batch's weight in the step's gradient and loss: its share of
+// the step's counted targets (over every rank's micro-batches) when the loss
+// is a mean over them (so that any split gives the whole batch's gradient),
+// else 1 / (micros x ranks). `total` 0: nothing is counted.
+Status Run::microWeights(int64_t micros, std::vector<double> &counts,
+                         double &total, std::vector<double> &weights) {
+  counts = microCounts(micros);
+  total = 0;
+  for (double c : counts)
+    total += c;
+  if (Status s = host_.sum(&total, 1); !s)
+    return s;
+  weights.assign(static_cast<size_t>(micros),
+                 1.0 / static_cast<double>(micros * world_.size));
+  if (total > 0)
+    for (int64_t k = 0; k < micros; ++k)
+      weights[k] = counts[k] / total;
+  return Status::ok();
+}
+
+// Micro-batch k's inputs (its prefetched tokens, targets and mask, or the
+// --batch file's), its weight where the program scales by one, and its
+// dropout key.
+Status Run::loadMicroStep(int64_t step, int64_t micros, int64_t k,
+                          TokenLoader *loader, double weight) {
+  {
+    TraceSpan load(tracer_, "load batch", "data");
+    Status s = Status::ok();
+    if (!loader) {
+      s = feedMicro(k, nullptr);
+    } else {
+      s = backend_.upload(arena_.arena, feed_.tokens->offset,
+                          stepTok_[k].data(), feed_.tokens->nbytes);
+      if (s && feed_.targets)
+        s = backend_.upload(arena_.arena, feed_.targets->offset,
+                            stepTgt_[k].data(), feed_.targets->nbytes);
+      if (s && feed_.mask)
+        s = backend_.upload(arena_.arena, feed_.mask->offset,
+                            maskFor(stepTok_[k]).data(), feed_.mask->nbytes);
+    }
+    if (s && slots_.gradScale) {
+      float w = static_cast<float>(weight);
+      s = backend_.upload(arena_.arena, slots_.gradScale->offset, &w,
+                          sizeof(w));
+    }
+    if (!s)
+      return s;
+  }
+  if (slots_.rng) {
+    // Keyed by the micro-batch's place in the global batch.
+    int64_t r = rngValue(state_.seed, step, world_.rank * micros + k);
+    rngKeys_.push_back(r);
+    if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r,
+                                   sizeof(r));
+        !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+// The ranks' weighted gradients summed (the overlapped buckets' rest, the
+// sharded reduce-scatter or one all-reduce), then the loss and the
+// non-finite verdict, the same on every rank. Without a GRAD_SCALE slot
+// (one micro-batch a step) each rank's is weighted (`preMul`) in the sum.
+Status Run::sumAcrossRanks(int64_t step, bool armed, double preMul,
+                           double &sum, bool &finite, std::string &why) {
+  if (armed) {
+    TraceSpan span(tracer_, "gradient all-reduce, the rest", "communication");
+    HostCollectives::Waiting wait(host_, "the gradients' sum");
+    if (Status s = buckets_.finish(backend_); !s)
+      return s;
+  } else if (shards_) {
+    // ZeRO-1: each rank receives the sum of its part alone.
+    TraceSpan span(tracer_, "gradient reduce-scatter", "communication");
+    HostCollectives::Waiting wait(host_, "the gradients' sum");
+    if (Status s = backend_.reduceScatterGradients(
+            arena_.arena, shards_->grad_offset, shards_->elements,
+            shards_->grad_dtype == OTC_BF16, preMul, host_);
+        !s)
+      return s;
+  } else {
+    TraceSpan span(tracer_, "gradient all-reduce", "communication");
+    HostCollectives::Waiting wait(host_, "the gradients' sum");
+    if (Status s =
+            backend_.sumGradients(arena_.arena, gradRanges_, preMul, host_);
+        !s)
+      return s;
+  }
+  double shared[2] = {sum, finite ? 0.0 : 1.0};
+  if (Status s = host_.sum(shared, 2); !s)
+    return s;
+  sum = shared[0];
+  if (finite && shared[1] > 0) {
+    finite = false;
+    why = "the loss is not finite on another rank at step " +
+          std::to_string(step);
+  }
+  return Status::ok();
+}
+
 Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                             double &loss, bool &finite, std::string &why) {
   if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
@@ -161,22 +261,10 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     if (Status s = prefetchStep(micros, loader); !s)
       return s;
   }
-  // Each micro-batch's weight in the step's gradient and loss: its share of
-  // the step's counted targets (over every rank's micro-batches) when the
-  // loss is a mean over them (so that any split gives the whole batch's
-  // gradient), else 1 / (micros x ranks).
-  std::vector<double> counts = microCounts(micros);
+  std::vector<double> counts, weights;
   double total = 0;
-  for (double c : counts)
-    total += c;
-  if (Status s = host_.sum(&total, 1); !s)
+  if (Status s = microWeights(micros, counts, total, weights); !s)
     return s;
-  std::vector<double> weights(
-      static_cast<size_t>(micros),
-      1.0 / static_cast<double>(micros * world_.size));
-  if (total > 0)
-    for (int64_t k = 0; k < micros; ++k)
-      weights[k] = counts[k] / total;
   double sum = 0;
   finite = true;
   // Overlapped: the last micro-batch that runs sums its buckets as its
@@ -197,36 +285,8 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
       continue;
     TraceSpan span(tracer_, "micro-step " + std::to_string(k), "micro-step",
                    "\"step\": " + std::to_string(step));
-    {
-      TraceSpan load(tracer_, "load batch", "data");
-      Status s = Status::ok();
-      if (!loader) {
-        s = feedMicro(k, nullptr);
-      } else {
-        s = backend_.upload(arena_.arena, feed_.tokens->offset,
-                            stepTok_[k].data(), feed_.tokens->nbytes);
-        if (s && feed_.targets)
-          s = backend_.upload(arena_.arena, feed_.targets->offset,
-                              stepTgt_[k].data(), feed_.targets->nbytes);
-        if (s && feed_.mask)
-          s = backend_.upload(arena_.arena, feed_.mask->offset,
-                              maskFor(stepTok_[k]).data(), feed_.mask->nbytes);
-      }
-      if (s && slots_.gradScale) {
-        float w = static_cast<float>(weights[k]);
-        s = backend_.upload(arena_.arena, slots_.gradScale->offset, &w,
-                            sizeof(w));
-      }
-      if (!s)
-        return s;
-    }
-    if (slots_.rng) {
-      // Keyed by the micro-batch's place in the global batch.
-      int64_t r = rngValue(state_.seed, step, world_.rank * micros + k);
-      rngKeys_.push_back(r);
-      if (Status s = backend_.upload(arena_.arena, slots_.rng->offset, &r, sizeof(r)); !s)
-        return s;
-    }
+    if (Status s = loadMicroStep(step, micros, k, loader, weights[k]); !s)
+      return s;
     if (overlap && k == lastRun) {
       if (Status s = buckets_.arm(arena_.arena, preMul, backend_, host_, tracer_);
           !s)
@@ -270,42 +330,9 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
             static_cast<int64_t>(sizeof(float) * queued_.size()));
         !s)
       return s;
-  if (world_.size > 1 || alone) {
-    // The ranks' weighted gradients summed: without a GRAD_SCALE slot (one
-    // micro-batch a step) each rank's is weighted in the sum itself. Then
-    // the loss and the non-finite verdict, the same on every rank.
-    if (armed) {
-      TraceSpan span(tracer_, "gradient all-reduce, the rest", "communication");
-      HostCollectives::Waiting wait(host_, "the gradients' sum");
-      if (Status s = buckets_.finish(backend_); !s)
-        return s;
-    } else if (shards_) {
-      // ZeRO-1: each rank receives the sum of its part alone.
-      TraceSpan span(tracer_, "gradient reduce-scatter", "communication");
-      HostCollectives::Waiting wait(host_, "the gradients' sum");
-      if (Status s = backend_.reduceScatterGradients(
-              arena_.arena, shards_->grad_offset, shards_->elements,
-              shards_->grad_dtype == OTC_BF16, preMul, host_);
-          !s)
-        return s;
-    } else {
-      TraceSpan span(tracer_, "gradient all-reduce", "communication");
-      HostCollectives::Waiting wait(host_, "the gradients' sum");
-      if (Status s = backend_.sumGradients(arena_.arena, gradRanges_, preMul,
-                                           host_);
-          !s)
-        return s;
-    }
-    double shared[2] = {sum, finite ? 0.0 : 1.0};
-    if (Status s = host_.sum(shared, 2); !s)
+  if (world_.size > 1 || alone)
+    if (Status s = sumAcrossRanks(step, armed, preMul, sum, finite, why); !s)
       return s;
-    sum = shared[0];
-    if (finite && shared[1] > 0) {
-      finite = false;
-      why = "the loss is not finite on another rank at step " +
-            std::to_string(step);
-    }
-  }
   loss = sum;
   return Status::ok();
 }

@@ -145,6 +145,14 @@ private:
   std::vector<double> microCounts(int64_t micros) const;
   Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                          double &loss, bool &finite, std::string &why);
+  /// forwardBackward's parts: the micro-batches' weights, one micro-batch's
+  /// inputs, and the ranks' sum of the gradients and losses.
+  Status microWeights(int64_t micros, std::vector<double> &counts,
+                      double &total, std::vector<double> &weights);
+  Status loadMicroStep(int64_t step, int64_t micros, int64_t k,
+                       TokenLoader *loader, double weight);
+  Status sumAcrossRanks(int64_t step, bool armed, double preMul, double &sum,
+                        bool &finite, std::string &why);
   Status trainStep(int64_t step);
   /// trainStep's parts: the gradient norm and AdamW's factor, the update,
   /// and the step's report (driver.cpp).
