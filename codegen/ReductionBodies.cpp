@@ -180,7 +180,7 @@ std::optional<ItemSteps> otc::reductionItemSteps(Operation *op) {
       })
       .Case([](TopKOp o) -> std::optional<ItemSteps> {
         int64_t n = bodyShapeOf(o.getInput()).back();
-        return ItemSteps{o.getK() * unrolledSteps(n), 0};
+        return ItemSteps{static_cast<int64_t>(o.getK()) * unrolledSteps(n), 0};
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([](auto o) -> std::optional<ItemSteps> {
         int64_t len = bodyShapeOf(o.getResult())[o.getAxis()];

@@ -41,7 +41,6 @@ namespace {
 static Value joinSliceGradients(OpBuilder &b, Value sum) {
   auto type = cast<RankedTensorType>(sum.getType());
   SmallVector<Value> leaves;
-  bool ok = true;
   std::function<void(Value)> collect = [&](Value v) {
     auto add = v.getDefiningOp<AddOp>();
     if (add && add.getType() == type && add.getLhs().getType() == type &&

@@ -203,7 +203,7 @@ struct PackAttentionPass
       auto c = dyn_cast<ConcatOp>(*reshape->getUsers().begin());
       if (!c || (concat && c != concat) || c.getInputs().size() != 3 ||
           c.getInputs()[i] != reshape.getResult() ||
-          c.getAxis() !=
+          static_cast<int64_t>(c.getAxis()) !=
               static_cast<int64_t>(shapeOf(c.getResult()).size()) - 1)
         return nullptr;
       concat = c;
