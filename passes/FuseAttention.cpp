@@ -356,24 +356,13 @@ static Value nanGuarded(Value p) {
   return sel.getResult();
 }
 
-Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
-  ArrayRef<int64_t> s = shapeOf(softmax);
-  bool scoresLike = hasProductAbove(softmax.getInput());
-  if (static_cast<int64_t>(softmax.getAxis()) !=
-      static_cast<int64_t>(s.size()) - 1)
-    return scoresLike ? Match::miss("attention: softmax over axis " +
-                                    std::to_string(softmax.getAxis()) +
-                                    ", not the last")
-                      : Match::no();
-  if (s.size() != 4)
-    return scoresLike ? Match::miss("attention: scores of rank " +
-                                    std::to_string(s.size()) +
-                                    ", not [B, H, T, S]")
-                      : Match::no();
-  Chain c;
+/// The scores side of the attention under `softmax` ([B, H, T, S] scores
+/// `s`): a select with a fill or an added mask (classified as causal, a
+/// sliding window or an additive operand), the scale and Q K^T, possibly
+/// soft-capped. Fills `c`; yes when it matched.
+static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
+                         bool scoresLike, Chain &c, OpBuilder &b) {
   int64_t t = s[2], keys = s[3];
-
-  // Scores side: mask (select with a fill, or an added mask), scale, Q K^T.
   Value x = softmax.getInput();
   if (!x.hasOneUse())
     return Match::miss("attention: the scores are also read elsewhere");
@@ -453,8 +442,15 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                       : Match::no();
   }
 
-  // Probabilities side: optional NaN guard and dropout, then the product
-  // with V.
+  return Match::yes();
+}
+
+/// The probabilities side: an optional NaN guard and dropout, then the
+/// product with V ([B, H, S, D], in `v`), whose output (reshaped back to
+/// rank 4 where the product was batched in rank 3) is `c.output`.
+static Match matchValues(SoftmaxOp softmax, ArrayRef<int64_t> s, Chain &c,
+                         Value &v) {
+  int64_t keys = s[3];
   Value p = softmax.getResult();
   if (Value guarded = nanGuarded(p)) {
     // NaN appears only in a row that hides every key: never under causal
@@ -488,7 +484,7 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
   auto mm = singleUser<MatMulOp>(pv);
   if (!mm || mm.getLhs() != pv || mm.getTransposeLhs() || mm.getTransposeRhs())
     return Match::miss("attention: the probabilities do not multiply V");
-  Value v = asRank4(mm.getRhs(), s[0]);
+  v = asRank4(mm.getRhs(), s[0]);
   c.output = mm.getResult();
   if (shapeOf(mm).size() == 3) {
     auto back = singleUser<ReshapeOp>(mm.getResult());
@@ -500,7 +496,14 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
   if (!v || shapeOf(v)[2] != keys)
     return Match::miss("attention: V is not [B, H, S, D]");
 
-  // Layouts: materialize K, undo grouped-query repeats, check the shapes.
+  return Match::yes();
+}
+
+/// The fused op for the recognized chain `c` with values `v`: K
+/// materialized, grouped-query repeats undone, the shapes checked; then
+/// otc.attention replaces the chain's output.
+static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
+                            OpBuilder &b) {
   Operation *at = c.output.getDefiningOp();
   b.setInsertionPoint(at);
   if (!c.k) {
@@ -538,5 +541,27 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
       b.getI64IntegerAttr(c.stream), b.getStringAttr("bhtd"),
       b.getI64IntegerAttr(c.window), b.getF64FloatAttr(c.softcap));
   c.output.replaceAllUsesWith(att.getOutput());
-  return Match::yes();
+  return Match::yes();}
+
+Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
+  ArrayRef<int64_t> s = shapeOf(softmax);
+  bool scoresLike = hasProductAbove(softmax.getInput());
+  if (static_cast<int64_t>(softmax.getAxis()) !=
+      static_cast<int64_t>(s.size()) - 1)
+    return scoresLike ? Match::miss("attention: softmax over axis " +
+                                    std::to_string(softmax.getAxis()) +
+                                    ", not the last")
+                      : Match::no();
+  if (s.size() != 4)
+    return scoresLike ? Match::miss("attention: scores of rank " +
+                                    std::to_string(s.size()) +
+                                    ", not [B, H, T, S]")
+                      : Match::no();
+  Chain c;
+  if (Match m = matchScores(softmax, s, scoresLike, c, b); !m.fused)
+    return m;
+  Value v;
+  if (Match m = matchValues(softmax, s, c, v); !m.fused)
+    return m;
+  return buildAttention(softmax, c, v, s[2], b);
 }
