@@ -149,26 +149,63 @@ void LowerToBuffersPass::buildInitConstants(ModuleOp module) {
   b.create<func::ReturnOp>(module.getLoc());
 }
 
-LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
-  if (f.isExternal())
-    return f.emitError("cannot lower a function without a body");
-  Block &src = f.getBody().front();
-  OpBuilder b(f);
-  auto out = b.create<func::FuncOp>(f.getLoc(), f.getSymName(),
-                                    b.getFunctionType({}, {}));
-  Block *entry = out.addEntryBlock();
-  b.setInsertionPointToEnd(entry);
+/// The lowering of one tensor-level step function to buffers: slot
+/// buffers for its arguments and results, a temporary for every other
+/// value (a view for a reshape), a GEMM for a product and a kernel of one
+/// op for the rest, and copies into the slots not written in place.
+class FunctionLowering {
+public:
+  FunctionLowering(LowerToBuffersPass &pass, func::FuncOp f)
+      : pass(pass), f(f), src(f.getBody().front()), b(f) {}
 
-  // Buffers of values; slot buffers by slot name.
-  llvm::DenseMap<Value, Value> bufferOf;
+  LogicalResult run();
+
+private:
+  LowerToBuffersPass &pass;
+  func::FuncOp f;
+  Block &src;
+  OpBuilder b;
+  /// Buffers of values; slot buffers by slot name; the argument each slot
+  /// buffer holds (the last, where several share it).
+  llvm::DenseMap<Value, Value> bufferOf, argOfBuffer;
   llvm::StringMap<Value> slotBuffer;
-  auto slotBuf = [&](StringRef slot, Type tensorType, Location loc) {
+  /// Results that go to a slot: value -> slot name (first one wins).
+  llvm::DenseMap<Value, StringRef> resultSlot;
+  /// The value whose bytes a reshape reads, and the position of the last
+  /// op reading each value's bytes.
+  llvm::DenseMap<Value, Value> storage;
+  llvm::DenseMap<Value, unsigned> lastUse;
+  /// Casts a BF16 GEMM's rounding replaced.
+  llvm::DenseSet<Operation *> roundedByGemm;
+
+  Value slotBuf(StringRef slot, Type tensorType, Location loc) {
     Value &buf = slotBuffer[slot];
     if (!buf)
       buf = b.create<otck::BufferOp>(loc, memrefFor(tensorType),
                                      b.getStringAttr(slot), IntegerAttr());
     return buf;
-  };
+  }
+  Value storageOf(Value v) const {
+    Value s = storage.lookup(v);
+    return s ? s : v;
+  }
+  Value temporary(Type tensorType, Location loc) {
+    return b.create<otck::BufferOp>(loc, memrefFor(tensorType), StringAttr(),
+                                    IntegerAttr());
+  }
+
+  LogicalResult bindArguments();
+  LogicalResult findResultSlots();
+  void keepPartialSumsInSlots(func::ReturnOp ret);
+  void findLastUses();
+  CastOp roundingCast(Operation &op) const;
+  /// The buffers `op`'s results are written to (see outputFor).
+  SmallVector<Value> outputsOf(Operation &op, unsigned index);
+  void lowerOp(Operation &op, unsigned index);
+  void copyResults(func::ReturnOp ret);
+};
+
+LogicalResult FunctionLowering::bindArguments() {
   for (BlockArgument arg : src.getArguments()) {
     auto slot = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attrs::kSlot);
     if (!slot)
@@ -177,23 +214,27 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
              << "--otc-training-loop first";
     bufferOf[arg] = slotBuf(slot.getValue(), arg.getType(), f.getLoc());
   }
-  // The argument each slot buffer holds (the last, where several share it).
-  llvm::DenseMap<Value, Value> argOfBuffer;
   for (BlockArgument arg : src.getArguments())
     argOfBuffer[bufferOf.lookup(arg)] = arg;
+  return success();
+}
 
-  // Results that go to a slot: value -> slot name (first one wins).
+LogicalResult FunctionLowering::findResultSlots() {
   auto ret = cast<func::ReturnOp>(src.getTerminator());
-  llvm::DenseMap<Value, StringRef> resultSlot;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto slot = f.getResultAttrOfType<StringAttr>(i, attrs::kSlot);
     if (!slot)
       return f.emitError("result ") << i << " has no otc.slot";
     resultSlot.try_emplace(v, slot.getValue());
   }
-  // A sum into a slot made in steps, ((acc + a) + b) from the slot's own
-  // argument acc (a tied weight's contributions, otc-training-loop), keeps
-  // its partial sums in the slot: each is read once, by the next step.
+  keepPartialSumsInSlots(ret);
+  return success();
+}
+
+// A sum into a slot made in steps, ((acc + a) + b) from the slot's own
+// argument acc (a tied weight's contributions, otc-training-loop), keeps
+// its partial sums in the slot: each is read once, by the next step.
+void FunctionLowering::keepPartialSumsInSlots(func::ReturnOp ret) {
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     Value slot = slotBuffer.lookup(
         f.getResultAttrOfType<StringAttr>(i, attrs::kSlot).getValue());
@@ -217,15 +258,11 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       for (Value x : partial)
         resultSlot.try_emplace(x, resultSlot.lookup(v));
   }
+}
 
-  // Position of the last op reading each value's bytes: a reshape becomes
-  // a view of its input's buffer, so its reads are its input's.
-  llvm::DenseMap<Value, Value> storage;
-  auto storageOf = [&](Value v) {
-    Value s = storage.lookup(v);
-    return s ? s : v;
-  };
-  llvm::DenseMap<Value, unsigned> lastUse;
+// Position of the last op reading each value's bytes: a reshape becomes a
+// view of its input's buffer, so its reads are its input's.
+void FunctionLowering::findLastUses() {
   unsigned index = 0;
   for (Operation &op : src.without_terminator()) {
     for (Value v : op.getOperands())
@@ -234,117 +271,115 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       storage[reshape.getResult()] = storageOf(reshape.getInput());
     ++index;
   }
+}
 
-  // A BF16 x BF16 product read only by its rounding to BF16 writes BF16
-  // itself (the GEMM rounds its FP32 accumulator once, as the cast would).
-  llvm::DenseSet<Operation *> roundedByGemm;
-  auto roundingCast = [&](Operation &op) -> CastOp {
-    auto mm = dyn_cast<MatMulOp>(op);
-    if (!mm || !mm->hasOneUse() ||
-        !llvm::all_of(op.getOperandTypes(), [](Type t) {
-          return cast<RankedTensorType>(t).getElementType().isBF16();
-        }))
-      return nullptr;
-    auto c = dyn_cast<CastOp>(*mm->getUsers().begin());
-    if (!c || !getElementTypeOrSelf(c.getType()).isBF16() ||
-        resultSlot.count(c.getResult()))
-      return nullptr;
-    return c;
-  };
-
-  index = 0;
-  for (Operation &op : src.without_terminator()) {
-    Location loc = op.getLoc();
-    // A constant read only by ops: its persistent slot, filled once.
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      if (!resultSlot.count(c.getResult()) &&
-          byteSize(c.getResult()) <= kMaxPersistentConstantBytes) {
-        bufferOf[c.getResult()] = slotBuf(constantSlot(c), c.getType(), loc);
-        ++index;
-        continue;
-      }
-    }
-    SmallVector<Value> ins;
-    for (Value v : op.getOperands())
-      ins.push_back(bufferOf.lookup(v));
-    if (roundedByGemm.contains(&op)) {
-      ++index;
-      continue;
-    }
-    if (CastOp round = roundingCast(op)) {
-      Value buf = b.create<otck::BufferOp>(loc, memrefFor(round.getType()),
-                                           StringAttr(), IntegerAttr());
-      bufferOf[op.getResult(0)] = buf;
-      bufferOf[round.getResult()] = buf;
-      roundedByGemm.insert(round);
-      auto mm = cast<MatMulOp>(op);
-      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], buf);
-      g.setTransposeLhs(mm.getTransposeLhs());
-      g.setTransposeRhs(mm.getTransposeRhs());
-      ++index;
-      continue;
-    }
-    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-      bufferOf[reshape.getResult()] = b.create<otck::ViewOp>(
-          loc, memrefFor(reshape.getType()), ins[0]);
-      ++index;
-      continue;
-    }
-    // Outputs: the result's slot when writing there now is safe, else a
-    // temporary.
-    SmallVector<Value> outs;
-    for (Value r : op.getResults()) {
-      Value buf;
-      auto it = resultSlot.find(r);
-      if (it != resultSlot.end()) {
-        Value slot = slotBuffer.lookup(it->second);
-        Value oldValue = slot ? argOfBuffer.lookup(slot) : Value();
-        if (oldValue)
-          oldValue = storageOf(oldValue);
-        bool oldDead = !oldValue || !lastUse.count(oldValue) ||
-                       lastUse[oldValue] < index ||
-                       (lastUse[oldValue] == index && isElementwise(&op));
-        if (oldDead) {
-          buf = slotBuf(it->second, r.getType(), loc);
-          resultSlot.erase(it);
-        }
-      }
-      if (!buf)
-        buf = b.create<otck::BufferOp>(loc, memrefFor(r.getType()),
-                                       StringAttr(), IntegerAttr());
-      bufferOf[r] = buf;
-      outs.push_back(buf);
-    }
-
-    if (auto mm = dyn_cast<MatMulOp>(op)) {
-      // BF16 x BF16 is a BF16 GEMM (FP32 accumulation); a mixed pair reads
-      // its BF16 side widened.
-      bool bothBf16 = llvm::all_of(op.getOperandTypes(), [](Type t) {
+// A BF16 x BF16 product read only by its rounding to BF16 writes BF16
+// itself (the GEMM rounds its FP32 accumulator once, as the cast would).
+CastOp FunctionLowering::roundingCast(Operation &op) const {
+  auto mm = dyn_cast<MatMulOp>(op);
+  if (!mm || !mm->hasOneUse() ||
+      !llvm::all_of(op.getOperandTypes(), [](Type t) {
         return cast<RankedTensorType>(t).getElementType().isBF16();
-      });
-      for (auto [k, v] : llvm::enumerate(op.getOperands())) {
-        auto t = cast<RankedTensorType>(v.getType());
-        if (t.getElementType().isBF16() && !bothBf16)
-          ins[k] = widenToF32(b, loc, ins[k], t);
-      }
-      auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);
-      g.setTransposeLhs(mm.getTransposeLhs());
-      g.setTransposeRhs(mm.getTransposeRhs());
-    } else {
-      auto kernel = b.create<otck::KernelOp>(loc, ins, outs);
-      Block *body = new Block();
-      kernel.getBody().push_back(body);
-      IRMapping map;
-      for (Value v : op.getOperands())
-        map.map(v, body->addArgument(v.getType(), v.getLoc()));
-      OpBuilder kb = OpBuilder::atBlockEnd(body);
-      Operation *clone = kb.clone(op, map);
-      kb.create<otck::YieldOp>(loc, clone->getResults());
-    }
-    ++index;
-  }
+      }))
+    return nullptr;
+  auto c = dyn_cast<CastOp>(*mm->getUsers().begin());
+  if (!c || !getElementTypeOrSelf(c.getType()).isBF16() ||
+      resultSlot.count(c.getResult()))
+    return nullptr;
+  return c;
+}
 
-  // Results not written in place: copy into their slots.
+// Outputs: the result's slot when writing there now is safe (nothing reads
+// the slot's old value after this op, or only this elementwise op does),
+// else a temporary.
+SmallVector<Value> FunctionLowering::outputsOf(Operation &op, unsigned index) {
+  SmallVector<Value> outs;
+  for (Value r : op.getResults()) {
+    Value buf;
+    auto it = resultSlot.find(r);
+    if (it != resultSlot.end()) {
+      Value slot = slotBuffer.lookup(it->second);
+      Value oldValue = slot ? argOfBuffer.lookup(slot) : Value();
+      if (oldValue)
+        oldValue = storageOf(oldValue);
+      bool oldDead = !oldValue || !lastUse.count(oldValue) ||
+                     lastUse[oldValue] < index ||
+                     (lastUse[oldValue] == index && isElementwise(&op));
+      if (oldDead) {
+        buf = slotBuf(it->second, r.getType(), op.getLoc());
+        resultSlot.erase(it);
+      }
+    }
+    if (!buf)
+      buf = temporary(r.getType(), op.getLoc());
+    bufferOf[r] = buf;
+    outs.push_back(buf);
+  }
+  return outs;
+}
+
+void FunctionLowering::lowerOp(Operation &op, unsigned index) {
+  Location loc = op.getLoc();
+  // A constant read only by ops: its persistent slot, filled once.
+  if (auto c = dyn_cast<ConstantOp>(op)) {
+    if (!resultSlot.count(c.getResult()) &&
+        byteSize(c.getResult()) <= kMaxPersistentConstantBytes) {
+      bufferOf[c.getResult()] =
+          slotBuf(pass.constantSlot(c), c.getType(), loc);
+      return;
+    }
+  }
+  SmallVector<Value> ins;
+  for (Value v : op.getOperands())
+    ins.push_back(bufferOf.lookup(v));
+  if (roundedByGemm.contains(&op))
+    return;
+  if (CastOp round = roundingCast(op)) {
+    Value buf = temporary(round.getType(), loc);
+    bufferOf[op.getResult(0)] = buf;
+    bufferOf[round.getResult()] = buf;
+    roundedByGemm.insert(round);
+    auto mm = cast<MatMulOp>(op);
+    auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], buf);
+    g.setTransposeLhs(mm.getTransposeLhs());
+    g.setTransposeRhs(mm.getTransposeRhs());
+    return;
+  }
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    bufferOf[reshape.getResult()] =
+        b.create<otck::ViewOp>(loc, memrefFor(reshape.getType()), ins[0]);
+    return;
+  }
+  SmallVector<Value> outs = outputsOf(op, index);
+  if (auto mm = dyn_cast<MatMulOp>(op)) {
+    // BF16 x BF16 is a BF16 GEMM (FP32 accumulation); a mixed pair reads
+    // its BF16 side widened.
+    bool bothBf16 = llvm::all_of(op.getOperandTypes(), [](Type t) {
+      return cast<RankedTensorType>(t).getElementType().isBF16();
+    });
+    for (auto [k, v] : llvm::enumerate(op.getOperands())) {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (t.getElementType().isBF16() && !bothBf16)
+        ins[k] = widenToF32(b, loc, ins[k], t);
+    }
+    auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);
+    g.setTransposeLhs(mm.getTransposeLhs());
+    g.setTransposeRhs(mm.getTransposeRhs());
+    return;
+  }
+  auto kernel = b.create<otck::KernelOp>(loc, ins, outs);
+  Block *body = new Block();
+  kernel.getBody().push_back(body);
+  IRMapping map;
+  for (Value v : op.getOperands())
+    map.map(v, body->addArgument(v.getType(), v.getLoc()));
+  OpBuilder kb = OpBuilder::atBlockEnd(body);
+  Operation *clone = kb.clone(op, map);
+  kb.create<otck::YieldOp>(loc, clone->getResults());
+}
+
+// Results not written in place: copied into their slots.
+void FunctionLowering::copyResults(func::ReturnOp ret) {
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     StringRef slot = f.getResultAttrOfType<StringAttr>(i, attrs::kSlot);
     Value target = slotBuf(slot, v.getType(), ret.getLoc());
@@ -353,8 +388,27 @@ LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
       b.create<otck::CopyOp>(ret.getLoc(), source, target);
   }
   b.create<func::ReturnOp>(ret.getLoc());
+}
+
+LogicalResult FunctionLowering::run() {
+  auto out = b.create<func::FuncOp>(f.getLoc(), f.getSymName(),
+                                    b.getFunctionType({}, {}));
+  b.setInsertionPointToEnd(out.addEntryBlock());
+  if (failed(bindArguments()) || failed(findResultSlots()))
+    return failure();
+  findLastUses();
+  unsigned index = 0;
+  for (Operation &op : src.without_terminator())
+    lowerOp(op, index++);
+  copyResults(cast<func::ReturnOp>(src.getTerminator()));
   f.erase();
   return success();
+}
+
+LogicalResult LowerToBuffersPass::lower(func::FuncOp f) {
+  if (f.isExternal())
+    return f.emitError("cannot lower a function without a body");
+  return FunctionLowering(*this, f).run();
 }
 
 } // namespace
