@@ -5,8 +5,8 @@ the user's path at real size (a dev-time script: it needs PyPI's torch,
 transformers and onnxscript, which CI does not have; nothing is downloaded:
 the model is built from a config with random weights, seeded).
 
-    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|tiny-gpt2|tiny-llama
-                    [--seq T] [--exporter dynamo|torchscript] [--state-dict SD]
+    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|tiny-gpt2|tiny-llama
+                    [--seq T] [--layers N] [--exporter dynamo|torchscript] [--state-dict SD]
 
 The model is wrapped as README shows (`Logits`: `self.model` holds the
 Hugging Face model, forward(input_ids, attention_mask) returns the logits),
@@ -39,6 +39,14 @@ CONFIGS = {
                         num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                         vocab_size=151936, max_position_embeddings=40960,
                         tie_word_embeddings=True)),
+    # Gemma 2 2B's shape: attention logits soft-capped at 50 (the final ones
+    # at 30), a 4096-key sliding window on alternate layers, head size 256.
+    "gemma2-2b": ("Gemma2ForCausalLM", "Gemma2Config",
+                  dict(hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                       num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                       vocab_size=256000, max_position_embeddings=8192,
+                       sliding_window=4096, attn_logit_softcapping=50.0,
+                       final_logit_softcapping=30.0, query_pre_attn_scalar=256)),
     # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
     "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
                   dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),
@@ -75,10 +83,16 @@ def main():
                     help="the dynamo exporter's optimizer on (its default; it drops zero "
                          "biases): README's recipe exports with optimize=False")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layers", type=int, default=None,
+                    help="fewer layers than the model's (its width, heads and "
+                         "vocabulary kept)")
     a = ap.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     cls_name, cfg_name, kwargs = CONFIGS[a.model]
     seq = a.seq or (2048 if "llama" in a.model or "qwen" in a.model else 1024)
+    if a.layers:
+        key = "n_layer" if "n_layer" in kwargs else "num_hidden_layers"
+        kwargs = dict(kwargs, **{key: a.layers})
     config = getattr(transformers, cfg_name)(**kwargs)
     config._attn_implementation = "eager"
     torch.manual_seed(a.seed)
