@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/DecodeStep.h"
+#include "passes/DecodeBuilder.h"
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
 #include "passes/FusePatterns.h"
@@ -25,130 +26,8 @@
 using namespace mlir;
 using namespace otc;
 
-namespace {
-
-static ArrayRef<int64_t> dims(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-
-static int64_t rankOf(Value v) { return dims(v).size(); }
-
-/// The elements between neighbours along each axis of `shape`.
-static SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
-/// `type` with dimension `axis` of size `size`.
-static RankedTensorType withDim(Type type, int64_t axis, int64_t size) {
-  auto t = cast<RankedTensorType>(type);
-  SmallVector<int64_t> shape(t.getShape());
-  shape[axis] = size;
-  return t.clone(shape);
-}
-
-static StringRef slotOf(func::FuncOp f, unsigned i) {
-  if (auto s = f.getArgAttrOfType<StringAttr>(i, attrs::kSlot))
-    return s.getValue();
-  return "";
-}
-
-/// A sequence axis merged with others (a mixture of experts' tokens
-/// flattened to [B·T, C], then repeated top-k times to [B·T·k, C]): the
-/// axis holds `outer` · T · `inner` elements in @eval_step, row-major, and
-/// `outer` · `inner` in @decode_step (the position's). {1, 1}: the axis is
-/// the sequence alone.
-struct Merge {
-  int64_t outer = 1, inner = 1;
-  bool plain() const { return outer == 1 && inner == 1; }
-  bool operator==(const Merge &o) const {
-    return outer == o.outer && inner == o.inner;
-  }
-};
-
-class DecodeBuilder {
-public:
-  DecodeBuilder(ModuleOp module, func::FuncOp eval)
-      : module(module), eval(eval), fb(module.getContext()) {}
-
-  LogicalResult build();
-
-private:
-  ModuleOp module;
-  func::FuncOp eval;
-  OpBuilder fb;
-  Location loc = eval.getLoc();
-  func::FuncOp f;
-  /// The sequence length and the token input of @eval_step.
-  int64_t T = 0;
-  BlockArgument tokens;
-  /// @eval_step's values -> @decode_step's.
-  IRMapping map;
-  /// The sequence axis of each token-dependent value of @eval_step, and
-  /// what it is merged with, where it is (absent: nothing).
-  DenseMap<Value, int64_t> seq;
-  DenseMap<Value, Merge> merged;
-  /// The merge of the row operands of the op being visited (visit()).
-  Merge current;
-  /// @decode_step's position (tensor<1xi64>) and positions 0..T-1.
-  Value position, iota;
-  /// Slot names of the arguments added to @decode_step, and its results.
-  SmallVector<std::string> argSlots;
-  SmallVector<Value> cacheResults;
-  SmallVector<std::string> cacheSlots;
-  int attentions = 0;
-
-  /// Whether each mask (of @decode_step, the inputs fed) was found to hide
-  /// every key after its query: true, false, or unknown (not evaluable).
-  DenseMap<Value, std::optional<bool>> maskCausal;
-  std::optional<bool> hidesLaterKeys(Value mask);
-
-  InFlightDiagnostic refuse(Operation *op, const Twine &why) {
-    return op->emitError("--generate: ") << why;
-  }
-
-  Value addArgument(Type type, StringRef slot) {
-    argSlots.push_back(slot.str());
-    return f.getBody().front().addArgument(type, loc);
-  }
-
-  bool isRow(Value v) const { return seq.count(v); }
-  Merge mergeOf(Value v) const { return merged.lookup(v); }
-
-  LogicalResult findTokens(Value logits);
-  LogicalResult buildBody(Value logits, Value &out);
-  LogicalResult visit(Operation *op);
-  /// A full (token-independent) value read beside a row value whose
-  /// sequence axis is `axis` of `v`: row p of `v` there when that
-  /// dimension has T elements, `v` itself when it has 1.
-  FailureOr<Value> atPosition(Operation *user, Value v, int64_t axis);
-  LogicalResult visitElementwise(Operation *op);
-  LogicalResult visitMatMul(MatMulOp op);
-  LogicalResult visitReshape(ReshapeOp op);
-  LogicalResult visitGather(GatherOp op);
-  /// Whether gather `op` of a flattened row value reads, for each token
-  /// row of its indices, within that token's elements: indices that are
-  /// token-dependent indices plus row · (the token's elements), as the
-  /// import of TopK and GatherElements writes them.
-  bool gathersWithinRows(GatherOp op);
-  /// A constant of @decode_step for `c` (@eval_step's integer constant
-  /// whose axis `axis` holds the merged sequence `current`) when its
-  /// values are row · stride along that axis alone: the same of the
-  /// position's rows; else null.
-  Value rowOffsets(Value c, int64_t axis);
-  LogicalResult visitConcat(ConcatOp op);
-  LogicalResult visitAttention(AttentionOp op);
-  LogicalResult visitExpertMatmul(ExpertMatmulOp op);
-  /// Clones `op` with operands `operands` and each result's sequence axis
-  /// `axes[i]` (-1: a result not read) cut to the position: size 1, or
-  /// outer · inner where the axis is merged (`current`).
-  Operation *cloneRow(Operation *op, ArrayRef<Value> operands,
-                      ArrayRef<int64_t> axes);
-  Value constantI64(ArrayRef<int64_t> shape, ArrayRef<int64_t> values);
-  Value splatF32(ArrayRef<int64_t> shape, float value);
-};
+namespace otc {
+namespace decode {
 
 Value DecodeBuilder::constantI64(ArrayRef<int64_t> shape,
                                  ArrayRef<int64_t> values) {
@@ -404,150 +283,6 @@ LogicalResult DecodeBuilder::visitConcat(ConcatOp op) {
   return success();
 }
 
-/// Writes the position's keys and values into the caches and attends to
-/// the cached positions up to p (and after p - window).
-LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
-  // Causal, or under a mask of the model's (which the position's own mask
-  // then makes causal: a query never sees a later key).
-  if (!op.getCausal() && !op.getMask())
-    return refuse(op, "attention that is neither causal nor masked: a "
-                      "position's output would depend on later positions");
-  if (!isRow(op.getQ()) || !isRow(op.getK()) || !isRow(op.getV()))
-    return refuse(op, "attention over keys that do not depend on the tokens");
-  if (op.getMask() && isRow(op.getMask()))
-    return refuse(op, "an attention mask that depends on the tokens");
-  if (!op.getCausal()) {
-    // The model's mask must hide the later keys, as the decode mask will.
-    std::optional<bool> causal = hidesLaterKeys(map.lookup(op.getMask()));
-    if (causal && !*causal)
-      return refuse(op, "attention whose mask lets a query see later keys "
-                        "(bidirectional): not a model that generates one "
-                        "position after another");
-    if (!causal)
-      op.emitWarning("--generate: this attention's mask is not evaluated "
-                     "at compile time; decode_step hides the keys after each "
-                     "position, as a causal mask does");
-  }
-  if (!current.plain())
-    return refuse(op, "attention over a sequence merged with other axes");
-  StringRef layout = op.getLayout();
-  int64_t seqAxis = layout == "bhtd" ? 2 : 1;
-  Value q = map.lookup(op.getQ()), k = map.lookup(op.getK()),
-        v = map.lookup(op.getV());
-  if (seq[op.getQ()] != seqAxis || seq[op.getK()] != seqAxis ||
-      seq[op.getV()] != seqAxis)
-    return refuse(op, "attention whose sequence axis is not its layout's");
-  if (layout == "packed") {
-    // [B, 1, H + 2 Hk, D]: the queries, keys and values side by side.
-    ArrayRef<int64_t> p = dims(q);
-    int64_t h = dims(op.getOutput())[2], hk = (p[2] - h) / 2;
-    Value packed = q;
-    auto part = [&](int64_t first, int64_t heads) {
-      auto t = RankedTensorType::get({p[0], 1, heads, p[3]},
-                                     getElementTypeOrSelf(q.getType()));
-      return fb.create<SliceOp>(loc, t, packed,
-                                fb.getDenseI64ArrayAttr({0, 0, first, 0}),
-                                fb.getDenseI64ArrayAttr({1, 1, 1, 1}))
-          .getResult();
-    };
-    q = part(0, h);
-    k = part(h, hk);
-    v = part(h + hk, hk);
-  }
-  // The position's rows [B, H, 1, D] (a [B, 1, H, D] row is the same
-  // elements): the caches are [B, Hk, T, D] whatever the model's layout,
-  // each head's keys contiguous, which the kernels read without copies.
-  auto headsFirst = [&](Value row) -> Value {
-    if (layout == "bhtd")
-      return row;
-    ArrayRef<int64_t> r = dims(row);
-    auto t = RankedTensorType::get({r[0], r[2], 1, r[3]},
-                                   getElementTypeOrSelf(row.getType()));
-    return fb.create<ReshapeOp>(loc, t, row).getResult();
-  };
-  q = headsFirst(q);
-  k = headsFirst(k);
-  v = headsFirst(v);
-  const int64_t cacheAxis = 2;
-  Type i1 = fb.getI1Type();
-  std::string n = std::to_string(attentions++);
-  // The position's row added into the cache, whose row p is still zero
-  // (the caches are zeroed for a sequence, each position written once):
-  // cache + gather_grad(row at p), which otc-fuse-epilogues turns into the
-  // scatter adding into the cache slot, touching that row alone.
-  auto cached = [&](Value row, StringRef which) {
-    Type type = withDim(row.getType(), cacheAxis, T);
-    std::string slot = "kv_cache:" + n + "." + which.str();
-    Value old = addArgument(type, slot);
-    Value put = fb.create<GatherGradOp>(loc, type, row, position, Value(),
-                                        fb.getI64IntegerAttr(cacheAxis));
-    Value updated = fb.create<AddOp>(loc, type, old, put);
-    cacheResults.push_back(updated);
-    cacheSlots.push_back(slot);
-    return updated;
-  };
-  Value kc = cached(k, "k"), vc = cached(v, "v");
-  // The keys up to p (and, with a window W, after p - W) are seen: an
-  // additive [1, 1, 1, T] mask, 0 where seen.
-  RankedTensorType maskType = RankedTensorType::get({T}, fb.getF32Type());
-  float hidden = std::numeric_limits<float>::lowest();
-  Value seen = fb.create<CompareOp>(loc, RankedTensorType::get({T}, i1), iota,
-                                    position, fb.getStringAttr("le"));
-  Value zero = splatF32({T}, 0.0f), lowest = splatF32({T}, hidden);
-  Value mask = fb.create<SelectOp>(loc, maskType, seen, zero, lowest);
-  if (int64_t w = op.getWindow()) {
-    Value from = fb.create<SubOp>(
-        loc, position.getType(), position, constantI64({1}, {w - 1}));
-    Value inWindow = fb.create<CompareOp>(
-        loc, RankedTensorType::get({T}, i1), iota, from,
-        fb.getStringAttr("ge"));
-    mask = fb.create<SelectOp>(loc, maskType, inWindow, mask, lowest);
-  }
-  mask = fb.create<ReshapeOp>(
-      loc, RankedTensorType::get({1, 1, 1, T}, fb.getF32Type()), mask);
-  if (Value m = op.getMask()) {
-    // The model's own mask, [.., .., T, S] broadcast to the scores: its
-    // row p.
-    FailureOr<Value> row = atPosition(op, map.lookup(m), rankOf(m) - 2);
-    if (failed(row))
-      return failure();
-    Type e = getElementTypeOrSelf(row->getType());
-    if (!e.isF32())
-      mask = fb.create<CastOp>(
-          loc, RankedTensorType::get({1, 1, 1, T}, e), mask);
-    SmallVector<int64_t> shape = {1, 1, 1, T};
-    auto b = broadcastShapes(dims(*row), shape);
-    if (!b)
-      return refuse(op, "a mask that does not broadcast to [1, 1, 1, ")
-             << T << "]";
-    mask = fb.create<AddOp>(loc, RankedTensorType::get(*b, e), *row, mask);
-  }
-  // The mask in the attention's precision (BF16 under mixed precision).
-  Type qe = getElementTypeOrSelf(q.getType());
-  if (getElementTypeOrSelf(mask.getType()) != qe)
-    mask = fb.create<CastOp>(
-        loc, cast<RankedTensorType>(mask.getType()).clone(qe), mask);
-  RankedTensorType outType = cast<RankedTensorType>(q.getType());
-  ArrayRef<int64_t> qs = dims(q);
-  auto lseType = RankedTensorType::get(
-      {qs[0], qs[1], 1}, getElementTypeOrSelf(op.getLse().getType()));
-  auto att = fb.create<AttentionOp>(
-      loc, TypeRange{outType, lseType}, q, kc, vc, mask, /*key=*/Value(),
-      /*causal=*/UnitAttr(), op.getScaleAttr(), fb.getF64FloatAttr(0.0),
-      op.getStreamAttr(), fb.getStringAttr("bhtd"), fb.getI64IntegerAttr(0),
-      op.getSoftcapAttr());
-  // Back to the model's [B, 1, H, D] where it keeps sequence first.
-  Value output = att.getOutput();
-  if (layout != "bhtd")
-    output = fb.create<ReshapeOp>(
-        loc, withDim(op.getOutput().getType(), seqAxis, 1), output);
-  map.map(op.getOutput(), output);
-  map.map(op.getLse(), att.getLse());
-  seq[op.getOutput()] = seqAxis;
-  seq[op.getLse()] = 2;
-  return success();
-}
-
 /// Row n of the result is row n of `x` times the matrix of expert ids[n]:
 /// both cut to the position along their rows, the experts' weights whole.
 LogicalResult DecodeBuilder::visitExpertMatmul(ExpertMatmulOp op) {
@@ -559,33 +294,6 @@ LogicalResult DecodeBuilder::visitExpertMatmul(ExpertMatmulOp op) {
                 map.lookup(op.getW())},
            {0});
   return success();
-}
-
-/// Evaluates `mask` ([.., T, S] additive, of constants once the inputs are
-/// fed) row by row: whether every key after its query is hidden.
-std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
-  auto [it, fresh] = maskCausal.try_emplace(mask);
-  if (!fresh)
-    return it->second;
-  ArrayRef<int64_t> shape = dims(mask);
-  if (shape.size() < 2)
-    return it->second = std::nullopt;
-  ArrayRef<int64_t> rows = shape.drop_back();
-  SmallVector<double> row;
-  for (int64_t flat = 0, count = numElements(rows); flat < count; ++flat) {
-    SmallVector<int64_t> prefix = unravelIndex(flat, rows);
-    if (!fuse::evaluateRow(mask, prefix, row))
-      return it->second = std::nullopt;
-    int64_t i = shape[shape.size() - 2] == 1 ? -1 : prefix.back();
-    for (int64_t j = i + 1; i >= 0 && j < static_cast<int64_t>(row.size());
-         ++j)
-      if (row[j] > -1e4)
-        return it->second = false;
-    if (i < 0 && llvm::any_of(row, [](double x) { return x > -1e4; }) &&
-        row.size() > 1)
-      return it->second = false; // one row for every query: not causal
-  }
-  return it->second = true;
 }
 
 LogicalResult DecodeBuilder::visit(Operation *op) {
@@ -818,8 +526,9 @@ LogicalResult DecodeBuilder::build() {
   return success();
 }
 
-} // namespace
+} // namespace decode
+} // namespace otc
 
 LogicalResult otc::buildDecodeStep(ModuleOp module, func::FuncOp eval) {
-  return DecodeBuilder(module, eval).build();
+  return decode::DecodeBuilder(module, eval).build();
 }

@@ -1,0 +1,191 @@
+//===- DecodeAttention.cpp - decode_step's attention over its caches ------===//
+//
+// The attentions of @decode_step (DecodeStep.h): each writes the position's
+// keys and values into its cache and attends to the cached positions up to
+// the position, under a mask of its own added to the model's; a model's
+// mask is first evaluated a row at a time to prove it hides later keys.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/DecodeBuilder.h"
+#include "ir/ShapeUtils.h"
+#include "passes/FusePatterns.h"
+
+#include <limits>
+
+namespace otc {
+namespace decode {
+
+/// Writes the position's keys and values into the caches and attends to
+/// the cached positions up to p (and after p - window).
+LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
+  // Causal, or under a mask of the model's (which the position's own mask
+  // then makes causal: a query never sees a later key).
+  if (!op.getCausal() && !op.getMask())
+    return refuse(op, "attention that is neither causal nor masked: a "
+                      "position's output would depend on later positions");
+  if (!isRow(op.getQ()) || !isRow(op.getK()) || !isRow(op.getV()))
+    return refuse(op, "attention over keys that do not depend on the tokens");
+  if (op.getMask() && isRow(op.getMask()))
+    return refuse(op, "an attention mask that depends on the tokens");
+  if (!op.getCausal()) {
+    // The model's mask must hide the later keys, as the decode mask will.
+    std::optional<bool> causal = hidesLaterKeys(map.lookup(op.getMask()));
+    if (causal && !*causal)
+      return refuse(op, "attention whose mask lets a query see later keys "
+                        "(bidirectional): not a model that generates one "
+                        "position after another");
+    if (!causal)
+      op.emitWarning("--generate: this attention's mask is not evaluated "
+                     "at compile time; decode_step hides the keys after each "
+                     "position, as a causal mask does");
+  }
+  if (!current.plain())
+    return refuse(op, "attention over a sequence merged with other axes");
+  StringRef layout = op.getLayout();
+  int64_t seqAxis = layout == "bhtd" ? 2 : 1;
+  Value q = map.lookup(op.getQ()), k = map.lookup(op.getK()),
+        v = map.lookup(op.getV());
+  if (seq[op.getQ()] != seqAxis || seq[op.getK()] != seqAxis ||
+      seq[op.getV()] != seqAxis)
+    return refuse(op, "attention whose sequence axis is not its layout's");
+  if (layout == "packed") {
+    // [B, 1, H + 2 Hk, D]: the queries, keys and values side by side.
+    ArrayRef<int64_t> p = dims(q);
+    int64_t h = dims(op.getOutput())[2], hk = (p[2] - h) / 2;
+    Value packed = q;
+    auto part = [&](int64_t first, int64_t heads) {
+      auto t = RankedTensorType::get({p[0], 1, heads, p[3]},
+                                     getElementTypeOrSelf(q.getType()));
+      return fb.create<SliceOp>(loc, t, packed,
+                                fb.getDenseI64ArrayAttr({0, 0, first, 0}),
+                                fb.getDenseI64ArrayAttr({1, 1, 1, 1}))
+          .getResult();
+    };
+    q = part(0, h);
+    k = part(h, hk);
+    v = part(h + hk, hk);
+  }
+  // The position's rows [B, H, 1, D] (a [B, 1, H, D] row is the same
+  // elements): the caches are [B, Hk, T, D] whatever the model's layout,
+  // each head's keys contiguous, which the kernels read without copies.
+  auto headsFirst = [&](Value row) -> Value {
+    if (layout == "bhtd")
+      return row;
+    ArrayRef<int64_t> r = dims(row);
+    auto t = RankedTensorType::get({r[0], r[2], 1, r[3]},
+                                   getElementTypeOrSelf(row.getType()));
+    return fb.create<ReshapeOp>(loc, t, row).getResult();
+  };
+  q = headsFirst(q);
+  k = headsFirst(k);
+  v = headsFirst(v);
+  const int64_t cacheAxis = 2;
+  Type i1 = fb.getI1Type();
+  std::string n = std::to_string(attentions++);
+  // The position's row added into the cache, whose row p is still zero
+  // (the caches are zeroed for a sequence, each position written once):
+  // cache + gather_grad(row at p), which otc-fuse-epilogues turns into the
+  // scatter adding into the cache slot, touching that row alone.
+  auto cached = [&](Value row, StringRef which) {
+    Type type = withDim(row.getType(), cacheAxis, T);
+    std::string slot = "kv_cache:" + n + "." + which.str();
+    Value old = addArgument(type, slot);
+    Value put = fb.create<GatherGradOp>(loc, type, row, position, Value(),
+                                        fb.getI64IntegerAttr(cacheAxis));
+    Value updated = fb.create<AddOp>(loc, type, old, put);
+    cacheResults.push_back(updated);
+    cacheSlots.push_back(slot);
+    return updated;
+  };
+  Value kc = cached(k, "k"), vc = cached(v, "v");
+  // The keys up to p (and, with a window W, after p - W) are seen: an
+  // additive [1, 1, 1, T] mask, 0 where seen.
+  RankedTensorType maskType = RankedTensorType::get({T}, fb.getF32Type());
+  float hidden = std::numeric_limits<float>::lowest();
+  Value seen = fb.create<CompareOp>(loc, RankedTensorType::get({T}, i1), iota,
+                                    position, fb.getStringAttr("le"));
+  Value zero = splatF32({T}, 0.0f), lowest = splatF32({T}, hidden);
+  Value mask = fb.create<SelectOp>(loc, maskType, seen, zero, lowest);
+  if (int64_t w = op.getWindow()) {
+    Value from = fb.create<SubOp>(
+        loc, position.getType(), position, constantI64({1}, {w - 1}));
+    Value inWindow = fb.create<CompareOp>(
+        loc, RankedTensorType::get({T}, i1), iota, from,
+        fb.getStringAttr("ge"));
+    mask = fb.create<SelectOp>(loc, maskType, inWindow, mask, lowest);
+  }
+  mask = fb.create<ReshapeOp>(
+      loc, RankedTensorType::get({1, 1, 1, T}, fb.getF32Type()), mask);
+  if (Value m = op.getMask()) {
+    // The model's own mask, [.., .., T, S] broadcast to the scores: its
+    // row p.
+    FailureOr<Value> row = atPosition(op, map.lookup(m), rankOf(m) - 2);
+    if (failed(row))
+      return failure();
+    Type e = getElementTypeOrSelf(row->getType());
+    if (!e.isF32())
+      mask = fb.create<CastOp>(
+          loc, RankedTensorType::get({1, 1, 1, T}, e), mask);
+    SmallVector<int64_t> shape = {1, 1, 1, T};
+    auto b = broadcastShapes(dims(*row), shape);
+    if (!b)
+      return refuse(op, "a mask that does not broadcast to [1, 1, 1, ")
+             << T << "]";
+    mask = fb.create<AddOp>(loc, RankedTensorType::get(*b, e), *row, mask);
+  }
+  // The mask in the attention's precision (BF16 under mixed precision).
+  Type qe = getElementTypeOrSelf(q.getType());
+  if (getElementTypeOrSelf(mask.getType()) != qe)
+    mask = fb.create<CastOp>(
+        loc, cast<RankedTensorType>(mask.getType()).clone(qe), mask);
+  RankedTensorType outType = cast<RankedTensorType>(q.getType());
+  ArrayRef<int64_t> qs = dims(q);
+  auto lseType = RankedTensorType::get(
+      {qs[0], qs[1], 1}, getElementTypeOrSelf(op.getLse().getType()));
+  auto att = fb.create<AttentionOp>(
+      loc, TypeRange{outType, lseType}, q, kc, vc, mask, /*key=*/Value(),
+      /*causal=*/UnitAttr(), op.getScaleAttr(), fb.getF64FloatAttr(0.0),
+      op.getStreamAttr(), fb.getStringAttr("bhtd"), fb.getI64IntegerAttr(0),
+      op.getSoftcapAttr());
+  // Back to the model's [B, 1, H, D] where it keeps sequence first.
+  Value output = att.getOutput();
+  if (layout != "bhtd")
+    output = fb.create<ReshapeOp>(
+        loc, withDim(op.getOutput().getType(), seqAxis, 1), output);
+  map.map(op.getOutput(), output);
+  map.map(op.getLse(), att.getLse());
+  seq[op.getOutput()] = seqAxis;
+  seq[op.getLse()] = 2;
+  return success();
+}
+
+/// Evaluates `mask` ([.., T, S] additive, of constants once the inputs are
+/// fed) row by row: whether every key after its query is hidden.
+std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
+  auto [it, fresh] = maskCausal.try_emplace(mask);
+  if (!fresh)
+    return it->second;
+  ArrayRef<int64_t> shape = dims(mask);
+  if (shape.size() < 2)
+    return it->second = std::nullopt;
+  ArrayRef<int64_t> rows = shape.drop_back();
+  SmallVector<double> row;
+  for (int64_t flat = 0, count = numElements(rows); flat < count; ++flat) {
+    SmallVector<int64_t> prefix = unravelIndex(flat, rows);
+    if (!fuse::evaluateRow(mask, prefix, row))
+      return it->second = std::nullopt;
+    int64_t i = shape[shape.size() - 2] == 1 ? -1 : prefix.back();
+    for (int64_t j = i + 1; i >= 0 && j < static_cast<int64_t>(row.size());
+         ++j)
+      if (row[j] > -1e4)
+        return it->second = false;
+    if (i < 0 && llvm::any_of(row, [](double x) { return x > -1e4; }) &&
+        row.size() > 1)
+      return it->second = false; // one row for every query: not causal
+  }
+  return it->second = true;
+}
+
+} // namespace decode
+} // namespace otc
