@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/DecodeBuilder.h"
 #include "ir/ShapeUtils.h"
+#include "passes/DecodeBuilder.h"
 #include "passes/FusePatterns.h"
 
 #include <limits>
@@ -57,9 +57,10 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
     auto part = [&](int64_t first, int64_t heads) {
       auto t = RankedTensorType::get({p[0], 1, heads, p[3]},
                                      getElementTypeOrSelf(q.getType()));
-      return fb.create<SliceOp>(loc, t, packed,
-                                fb.getDenseI64ArrayAttr({0, 0, first, 0}),
-                                fb.getDenseI64ArrayAttr({1, 1, 1, 1}))
+      return fb
+          .create<SliceOp>(loc, t, packed,
+                           fb.getDenseI64ArrayAttr({0, 0, first, 0}),
+                           fb.getDenseI64ArrayAttr({1, 1, 1, 1}))
           .getResult();
     };
     q = part(0, h);
@@ -108,11 +109,10 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
   Value zero = splatF32({T}, 0.0f), lowest = splatF32({T}, hidden);
   Value mask = fb.create<SelectOp>(loc, maskType, seen, zero, lowest);
   if (int64_t w = op.getWindow()) {
-    Value from = fb.create<SubOp>(
-        loc, position.getType(), position, constantI64({1}, {w - 1}));
-    Value inWindow = fb.create<CompareOp>(
-        loc, RankedTensorType::get({T}, i1), iota, from,
-        fb.getStringAttr("ge"));
+    Value from = fb.create<SubOp>(loc, position.getType(), position,
+                                  constantI64({1}, {w - 1}));
+    Value inWindow = fb.create<CompareOp>(loc, RankedTensorType::get({T}, i1),
+                                          iota, from, fb.getStringAttr("ge"));
     mask = fb.create<SelectOp>(loc, maskType, inWindow, mask, lowest);
   }
   mask = fb.create<ReshapeOp>(
@@ -125,8 +125,8 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
       return failure();
     Type e = getElementTypeOrSelf(row->getType());
     if (!e.isF32())
-      mask = fb.create<CastOp>(
-          loc, RankedTensorType::get({1, 1, 1, T}, e), mask);
+      mask =
+          fb.create<CastOp>(loc, RankedTensorType::get({1, 1, 1, T}, e), mask);
     SmallVector<int64_t> shape = {1, 1, 1, T};
     auto b = broadcastShapes(dims(*row), shape);
     if (!b)
@@ -176,8 +176,7 @@ std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
     if (!fuse::evaluateRow(mask, prefix, row))
       return it->second = std::nullopt;
     int64_t i = shape[shape.size() - 2] == 1 ? -1 : prefix.back();
-    for (int64_t j = i + 1; i >= 0 && j < static_cast<int64_t>(row.size());
-         ++j)
+    for (int64_t j = i + 1; i >= 0 && j < static_cast<int64_t>(row.size()); ++j)
       if (row[j] > -1e4)
         return it->second = false;
     if (i < 0 && llvm::any_of(row, [](double x) { return x > -1e4; }) &&

@@ -24,7 +24,6 @@ namespace decode {
 
 using namespace mlir;
 
-
 inline ArrayRef<int64_t> dims(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
