@@ -357,7 +357,28 @@ void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
 } // namespace
 
 /// Every attention check.
+/// Soft-capped scores are refused by the device entry points (status 1:
+/// the compiler keeps such an attention unfused on cuda), never computed
+/// without the cap.
+void testSoftCapRefused(std::mt19937 &rng) {
+  Check c("attention softcap refused");
+  OtcrtAttention a = attention(1, 2, 2, 16, 16, 64, true, 0);
+  a.softcap = 50.0f;
+  const size_t n = a.b * a.h * a.t * a.d;
+  Floats q = random(n, rng), out(n), lse(a.b * a.h * a.t);
+  float *dq = device(q), *dOut = device(out), *dLse = device(lse);
+  if (otcrt_attention_fwd_f32(&a, dq, dq, dq, nullptr, dOut, dLse, nullptr) ==
+      0)
+    c.rc(1, "fwd_f32 with a soft cap (expected a refusal)");
+  Bf16s qb(n), outb(n);
+  otcrt_bf16 *dqb = device(qb), *dOutb = device(outb);
+  if (otcrt_attention_fwd_bf16(&a, dqb, dqb, dqb, nullptr, dOutb, dLse,
+                               nullptr) == 0)
+    c.rc(1, "fwd_bf16 with a soft cap (expected a refusal)");
+}
+
 void testAttentions(std::mt19937 &rng) {
+  testSoftCapRefused(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,
