@@ -286,15 +286,15 @@ public:
   /// data's element type.
   int64_t scatterNDTupleSize(mlir::Value data, mlir::Value updates,
                              llvm::ArrayRef<int64_t> is);
+  /// Fails on a known index of GatherElements or ScatterElements outside
+  /// [-size, size) along `axis`; for indices read from a graph input, notes
+  /// the bound in the module's otc.index_bounds (what `train` checks).
+  void checkElementIndices(mlir::Value indices, int64_t size, int64_t axis);
   /// GatherElements' and ScatterElements' flat offsets into data of shape
   /// \p ds: element i of \p indices (int64, indices' rank = data's) at
   /// base(i) + indices[i] * stride(axis), base(i) the offset of i's other
   /// coordinates (negative indices counted from the end). \p what names
   /// the constant for the size check.
-  /// Fails on a known index of GatherElements or ScatterElements outside
-  /// [-size, size) along `axis`; for indices read from a graph input, notes
-  /// the bound in the module's otc.index_bounds (what `train` checks).
-  void checkElementIndices(mlir::Value indices, int64_t size, int64_t axis);
   mlir::Value elementOffsets(mlir::Value indices, llvm::ArrayRef<int64_t> ds,
                              int64_t axis, llvm::StringRef what);
   /// A scatter of \p updates ([M, slice] or [M] with slice 1) into \p data

@@ -27,8 +27,6 @@ namespace otc {
 
 struct StepTime;
 
-/// What plan.json reports beyond what the planned module holds (its
-/// configuration: target, precision, micro-batch, grad-accum).
 /// What expert parallelism would exchange (perf/Experts.cpp): per
 /// micro-step, the rows each mixture-of-experts layer dispatches to its
 /// experts' ranks and combines back, forward (the backward sends their
@@ -47,6 +45,8 @@ struct ExpertExchange {
 std::optional<ExpertExchange> expertExchange(mlir::func::FuncOp forward,
                                              int64_t elementBytes);
 
+/// What plan.json reports beyond what the planned module holds (its
+/// configuration: target, precision, micro-batch, grad-accum).
 struct PlanInfo {
   /// Recomputation: the policy, its per-block choice, the forward values the
   /// backward keeps and those it recomputes (by ONNX node).

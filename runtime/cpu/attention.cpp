@@ -1,18 +1,17 @@
 // Host scaled dot-product attention of libotcrt_cpu (otc.attention and
 // otc.attention_grad), with causal hiding (and a sliding window), scores
 // soft-capped as c tanh(s / c) (Gemma 2; the backward times dS by the
-// slope 1 - tanh^2), an
-// additive broadcast mask, grouped-query heads and dropout, in tiles of 64
-// query rows whose products are GEMMs of this library (OpenBLAS where
-// installed): the forward forms a tile's scores over the keys its rows see
-// (one GEMM), subtracts each row's maximum before the exponentials (summed
-// in double), saves the row's log-sum-exp and multiplies the probabilities
-// by V (a second GEMM). The backward takes one key head of one batch entry
-// per thread (so that its dk and dv rows have one writer) and, for each
-// tile of its query heads, rebuilds the probabilities from the scores and
-// that lse, and forms dq, dk and dv by GEMMs. The bfloat16 entry points
-// widen their operands to float, run the float kernel and round the
-// results.
+// slope 1 - tanh^2), an additive broadcast mask, grouped-query heads and
+// dropout, in tiles of 64 query rows whose products are GEMMs of this
+// library (OpenBLAS where installed): the forward forms a tile's scores
+// over the keys its rows see (one GEMM), subtracts each row's maximum
+// before the exponentials (expFast in vector loops, summed in double),
+// saves the row's log-sum-exp and multiplies the probabilities by V (a
+// second GEMM). The backward takes one key head of one batch entry per
+// thread (so that its dk and dv rows have one writer) and, for each tile
+// of its query heads, rebuilds the probabilities from the scores and that
+// lse, and forms dq, dk and dv by GEMMs. The bfloat16 entry points widen
+// their operands to float, run the float kernel and round the results.
 #include "common.h"
 #include "kernels_cpu.h"
 
@@ -91,8 +90,8 @@ struct Problem {
 };
 
 /// True when the query heads do not split into groups of the key heads, the
-/// window or soft cap is negative, or a row stride is set without the [b, t, h, d]
-/// layout or is shorter than the rows of q or of k and v.
+/// window or soft cap is negative, or a row stride is set without the
+/// [b, t, h, d] layout or is shorter than the rows of q or of k and v.
 bool invalid(const OtcrtAttention &a) {
   return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0 ||
          !(a.softcap >= 0.0f) ||
