@@ -37,9 +37,6 @@ std::string literal(double v);
 /// A float (f32) C literal of `v`.
 std::string floatLiteral(double v);
 
-/// Row-major strides of a shape.
-llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
-
 /// Emits `int64_t <name> = <offset of element i of `target` in `shape`
 /// broadcast to `target`>;`.
 void emitBroadcastIndex(llvm::raw_ostream &os, llvm::StringRef name,

@@ -67,13 +67,6 @@ std::string otc::floatLiteral(double v) {
   return literal(v) + "f";
 }
 
-SmallVector<int64_t> otc::stridesOf(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
 void otc::emitBroadcastIndex(raw_ostream &os, StringRef name,
                              ArrayRef<int64_t> shape,
                              ArrayRef<int64_t> target) {

@@ -32,6 +32,13 @@ int64_t numElements(ArrayRef<int64_t> shape) {
   return n;
 }
 
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
 int64_t ravelIndex(ArrayRef<int64_t> index, ArrayRef<int64_t> shape) {
   int64_t flat = 0;
   for (size_t d = 0; d < shape.size(); ++d)

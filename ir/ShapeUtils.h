@@ -24,6 +24,10 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 /// Number of elements of a shape (1 for a scalar).
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
 
+/// Row-major strides of `shape`: the elements between neighbours along
+/// each axis.
+llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
+
 /// The row-major position of `index` in `shape`, and back.
 int64_t ravelIndex(llvm::ArrayRef<int64_t> index,
                    llvm::ArrayRef<int64_t> shape);

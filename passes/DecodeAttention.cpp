@@ -51,8 +51,8 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
     return refuse(op, "attention whose sequence axis is not its layout's");
   if (layout == "packed") {
     // [B, 1, H + 2 Hk, D]: the queries, keys and values side by side.
-    ArrayRef<int64_t> p = dims(q);
-    int64_t h = dims(op.getOutput())[2], hk = (p[2] - h) / 2;
+    ArrayRef<int64_t> p = shapeOf(q);
+    int64_t h = shapeOf(op.getOutput())[2], hk = (p[2] - h) / 2;
     Value packed = q;
     auto part = [&](int64_t first, int64_t heads) {
       auto t = RankedTensorType::get({p[0], 1, heads, p[3]},
@@ -73,7 +73,7 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
   auto headsFirst = [&](Value row) -> Value {
     if (layout == "bhtd")
       return row;
-    ArrayRef<int64_t> r = dims(row);
+    ArrayRef<int64_t> r = shapeOf(row);
     auto t = RankedTensorType::get({r[0], r[2], 1, r[3]},
                                    getElementTypeOrSelf(row.getType()));
     return fb.create<ReshapeOp>(loc, t, row).getResult();
@@ -128,7 +128,7 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
       mask =
           fb.create<CastOp>(loc, RankedTensorType::get({1, 1, 1, T}, e), mask);
     SmallVector<int64_t> shape = {1, 1, 1, T};
-    auto b = broadcastShapes(dims(*row), shape);
+    auto b = broadcastShapes(shapeOf(*row), shape);
     if (!b)
       return refuse(op, "a mask that does not broadcast to [1, 1, 1, ")
              << T << "]";
@@ -140,7 +140,7 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
     mask = fb.create<CastOp>(
         loc, cast<RankedTensorType>(mask.getType()).clone(qe), mask);
   RankedTensorType outType = cast<RankedTensorType>(q.getType());
-  ArrayRef<int64_t> qs = dims(q);
+  ArrayRef<int64_t> qs = shapeOf(q);
   auto lseType = RankedTensorType::get(
       {qs[0], qs[1], 1}, getElementTypeOrSelf(op.getLse().getType()));
   auto att = fb.create<AttentionOp>(
@@ -166,7 +166,7 @@ std::optional<bool> DecodeBuilder::hidesLaterKeys(Value mask) {
   auto [it, fresh] = maskCausal.try_emplace(mask);
   if (!fresh)
     return it->second;
-  ArrayRef<int64_t> shape = dims(mask);
+  ArrayRef<int64_t> shape = shapeOf(mask);
   if (shape.size() < 2)
     return it->second = std::nullopt;
   ArrayRef<int64_t> rows = shape.drop_back();

@@ -10,6 +10,7 @@
 #define OTC_PASSES_DECODEBUILDER_H
 
 #include "ir/OtcDialect.h"
+#include "passes/FusePatterns.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -24,19 +25,9 @@ namespace decode {
 
 using namespace mlir;
 
-inline ArrayRef<int64_t> dims(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
+using fuse::shapeOf;
 
-inline int64_t rankOf(Value v) { return dims(v).size(); }
-
-/// The elements between neighbours along each axis of `shape`.
-inline SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
+inline int64_t rankOf(Value v) { return shapeOf(v).size(); }
 
 /// `type` with dimension `axis` of size `size`.
 inline RankedTensorType withDim(Type type, int64_t axis, int64_t size) {

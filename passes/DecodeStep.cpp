@@ -69,25 +69,25 @@ LogicalResult DecodeBuilder::findTokens(Value logits) {
     return eval.emitError("--generate: the logits read no token input (an "
                           "integer input [batch, sequence] gathered by an "
                           "embedding)");
-  T = dims(tokens)[1];
+  T = shapeOf(tokens)[1];
   return success();
 }
 
 FailureOr<Value> DecodeBuilder::atPosition(Operation *user, Value v,
                                            int64_t axis) {
-  if (axis < 0 || dims(v)[axis] == 1)
+  if (axis < 0 || shapeOf(v)[axis] == 1)
     return v;
   if (!current.plain()) {
     if (Value offsets = rowOffsets(v, axis))
       return offsets;
     refuse(user, "a value of shape ")
-        << formatShape(dims(v)) << " meets the sequence merged with other "
+        << formatShape(shapeOf(v)) << " meets the sequence merged with other "
         << "axes along axis " << axis;
     return failure();
   }
-  if (dims(v)[axis] != T) {
+  if (shapeOf(v)[axis] != T) {
     refuse(user, "a value of shape ")
-        << formatShape(dims(v)) << " meets the sequence (" << T
+        << formatShape(shapeOf(v)) << " meets the sequence (" << T
         << " positions) along axis " << axis;
     return failure();
   }
@@ -165,7 +165,7 @@ LogicalResult DecodeBuilder::visitMatMul(MatMulOp op) {
 /// inner ones included) and a multiple of the sequence's extent. Merged
 /// with the outer and inner elements that axis takes beside it.
 LogicalResult DecodeBuilder::visitReshape(ReshapeOp op) {
-  ArrayRef<int64_t> in = dims(op.getInput()), out = dims(op.getResult());
+  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
   int64_t s = seq[op.getInput()];
   int64_t after = current.inner;
   for (int64_t i = s + 1, e = in.size(); i < e; ++i)
@@ -193,8 +193,8 @@ Value DecodeBuilder::rowOffsets(Value c, int64_t axis) {
   if (!def || !(values = dyn_cast<DenseElementsAttr>(def.getValue())) ||
       !values.getElementType().isInteger(64))
     return {};
-  ArrayRef<int64_t> shape = dims(c);
-  SmallVector<int64_t> strides = rowMajorStrides(shape);
+  ArrayRef<int64_t> shape = shapeOf(c);
+  SmallVector<int64_t> strides = stridesOf(shape);
   auto all = values.getValues<int64_t>();
   int64_t rows = shape[axis], stride = 0;
   if (rows > 1)
@@ -205,7 +205,7 @@ Value DecodeBuilder::rowOffsets(Value c, int64_t axis) {
   int64_t decodeRows = current.outer * current.inner;
   auto t = withDim(c.getType(), axis, decodeRows);
   SmallVector<int64_t> out(t.getNumElements());
-  SmallVector<int64_t> outStrides = rowMajorStrides(t.getShape());
+  SmallVector<int64_t> outStrides = stridesOf(t.getShape());
   for (int64_t flat = 0, e = out.size(); flat < e; ++flat)
     out[flat] = (flat / outStrides[axis]) % decodeRows * stride;
   return fb.create<ConstantOp>(loc, DenseElementsAttr::get(t, ArrayRef(out)))
@@ -229,9 +229,8 @@ bool DecodeBuilder::gathersWithinRows(GatherOp op) {
     auto values = def ? dyn_cast<DenseElementsAttr>(def.getValue()) : nullptr;
     int64_t axis = seq[indices] + rankOf(o) - rankOf(indices);
     if (!values || !values.getElementType().isInteger(64) || axis < 0 ||
-        dims(o)[axis] < 2 ||
-        values.getValues<int64_t>()[rowMajorStrides(dims(o))[axis]] !=
-            md.inner)
+        shapeOf(o)[axis] < 2 ||
+        values.getValues<int64_t>()[stridesOf(shapeOf(o))[axis]] != md.inner)
       return false;
   }
   return true;
@@ -394,9 +393,8 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
   }
   if (auto sl = dyn_cast<SliceOp>(op)) {
     int64_t s = seq[sl.getInput()];
-    if (dims(sl.getResult())[s] != dims(sl.getInput())[s] ||
-        sl.getStarts()[s] != 0 ||
-        sl.getStrides()[s] != 1)
+    if (shapeOf(sl.getResult())[s] != shapeOf(sl.getInput())[s] ||
+        sl.getStarts()[s] != 0 || sl.getStrides()[s] != 1)
       return refuse(op, "a slice of the sequence axis");
     cloneRow(op, keepOthers(), {s});
     return success();
@@ -473,15 +471,15 @@ LogicalResult DecodeBuilder::build() {
                           "over the logits (fused: not under --no-fuse)");
   // Logits flattened to [rows, V] for the loss: the [.., T, V] they were.
   Value logits = ce.getLogits();
-  int64_t V = dims(logits).back();
+  int64_t V = shapeOf(logits).back();
   while (auto r = logits.getDefiningOp<ReshapeOp>())
-    if (dims(r.getInput()).back() == V)
+    if (shapeOf(r.getInput()).back() == V)
       logits = r.getInput();
     else
       break;
   if (failed(findTokens(logits)))
     return failure();
-  int64_t B = dims(tokens)[0];
+  int64_t B = shapeOf(tokens)[0];
 
   OpBuilder mb(module.getBodyRegion());
   mb.setInsertionPointToEnd(module.getBody());
@@ -498,7 +496,7 @@ LogicalResult DecodeBuilder::build() {
       seq[logits] == rankOf(logits) - 1 || !mergeOf(logits).plain()) {
     f.erase();
     return eval.emitError("--generate: logits of ")
-           << formatShape(dims(logits)) << " are not [batch, sequence, "
+           << formatShape(shapeOf(logits)) << " are not [batch, sequence, "
            << "vocabulary]";
   }
   auto logitsType = RankedTensorType::get({B, V}, fb.getF32Type());
