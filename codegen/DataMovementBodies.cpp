@@ -16,6 +16,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace otc;
 
@@ -32,18 +34,52 @@ static void emitCoordinates(raw_ostream &os, ArrayRef<int64_t> shape) {
   os << "    (void)r;\n";
 }
 
-static LogicalResult emitTranspose(TransposeOp op, BodyContext &c) {
-  ArrayRef<int64_t> out = bodyShapeOf(op.getResult());
-  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op.getInput()));
-  ArrayRef<int64_t> perm = op.getPermutation();
-  c.os << "    int64_t src = 0;\n    { int64_t r = i;\n";
-  for (size_t d = out.size(); d-- > 0;) {
-    c.os << "      src += (r % " << out[d] << ") * " << inStrides[perm[d]]
-         << ";\n";
-    if (d)
-      c.os << "      r /= " << out[d] << ";\n";
+/// Where a slice or transpose reads: the input offset of result element 0
+/// and, per result dimension, the input elements one step along it skips.
+struct CopySource {
+  int64_t base = 0;
+  SmallVector<int64_t> step;
+};
+
+static CopySource copySource(Operation *op) {
+  ArrayRef<int64_t> out = bodyShapeOf(op->getResult(0));
+  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op->getOperand(0)));
+  CopySource src;
+  src.step.resize(out.size());
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    for (auto [d, s] : llvm::enumerate(slice.getStarts()))
+      src.base += s * inStrides[d];
+    for (size_t d = 0; d < out.size(); ++d)
+      src.step[d] = slice.getStrides()[d] * inStrides[d];
+  } else {
+    ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPermutation();
+    for (size_t d = 0; d < out.size(); ++d)
+      src.step[d] = inStrides[perm[d]];
   }
-  c.os << "    }\n    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
+  return src;
+}
+
+/// Emits `int64_t src`: the input offset that slice or transpose `op` reads
+/// for the result index `index` decomposes into along the result's first
+/// `dims` dimensions (all of them by default; the dimensions after them
+/// then are `index`'s run, read from src on).
+static void emitCopySource(raw_ostream &os, Operation *op, StringRef index,
+                           std::optional<size_t> dims = std::nullopt) {
+  ArrayRef<int64_t> out = bodyShapeOf(op->getResult(0));
+  CopySource src = copySource(op);
+  os << "    int64_t src = " << src.base << ";\n    { int64_t r = " << index
+     << ";\n";
+  for (size_t d = dims.value_or(out.size()); d-- > 0;) {
+    os << "      src += (r % " << out[d] << ") * " << src.step[d] << ";\n";
+    if (d)
+      os << "      r /= " << out[d] << ";\n";
+  }
+  os << "    }\n";
+}
+
+static LogicalResult emitTranspose(TransposeOp op, BodyContext &c) {
+  emitCopySource(c.os, op, "i");
+  c.os << "    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
   return success();
 }
 
@@ -90,19 +126,8 @@ static LogicalResult emitConcat(ConcatOp op, BodyContext &c) {
 
 /// One item per result element: result[c] = input[starts + c * strides].
 static LogicalResult emitSlice(SliceOp op, BodyContext &c) {
-  ArrayRef<int64_t> out = bodyShapeOf(op.getResult());
-  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op.getInput()));
-  int64_t base = 0;
-  for (auto [d, s] : llvm::enumerate(op.getStarts()))
-    base += s * inStrides[d];
-  c.os << "    int64_t src = " << base << ";\n    { int64_t r = i;\n";
-  for (size_t d = out.size(); d-- > 0;) {
-    c.os << "      src += (r % " << out[d] << ") * "
-         << op.getStrides()[d] * inStrides[d] << ";\n";
-    if (d)
-      c.os << "      r /= " << out[d] << ";\n";
-  }
-  c.os << "    }\n    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
+  emitCopySource(c.os, op, "i");
+  c.os << "    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";
   return success();
 }
 
@@ -151,20 +176,8 @@ static void emitPacketCopy(raw_ostream &os, StringRef in, StringRef src,
 LogicalResult otc::emitPackedCopyBody(Operation *op, int width,
                                       BodyContext &c) {
   c.os << "    const int64_t e = i * " << width << ";\n";
-  if (auto slice = dyn_cast<SliceOp>(op)) {
-    ArrayRef<int64_t> out = bodyShapeOf(slice.getResult());
-    SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(slice.getInput()));
-    int64_t base = 0;
-    for (auto [d, s] : llvm::enumerate(slice.getStarts()))
-      base += s * inStrides[d];
-    c.os << "    int64_t src = " << base << ";\n    { int64_t r = e;\n";
-    for (size_t d = out.size(); d-- > 0;) {
-      c.os << "      src += (r % " << out[d] << ") * "
-           << slice.getStrides()[d] * inStrides[d] << ";\n";
-      if (d)
-        c.os << "      r /= " << out[d] << ";\n";
-    }
-    c.os << "    }\n";
+  if (isa<SliceOp>(op)) {
+    emitCopySource(c.os, op, "e");
     emitPacketCopy(c.os, c.in[0], "src", c.out[0]);
     return success();
   }
@@ -229,34 +242,15 @@ LogicalResult otc::emitRunCopyBody(Operation *op, int64_t run,
     }
     return success();
   }
-  // Result element e's source: the input offset of its coordinates.
-  ArrayRef<int64_t> out = bodyShapeOf(op->getResult(0));
-  SmallVector<int64_t> inStrides = stridesOf(bodyShapeOf(op->getOperand(0)));
-  SmallVector<int64_t> step(out.size());
-  int64_t base = 0;
-  if (auto slice = dyn_cast<SliceOp>(op)) {
-    for (auto [d, s] : llvm::enumerate(slice.getStarts()))
-      base += s * inStrides[d];
-    for (size_t d = 0; d < out.size(); ++d)
-      step[d] = slice.getStrides()[d] * inStrides[d];
-  } else {
-    ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPermutation();
-    for (size_t d = 0; d < out.size(); ++d)
-      step[d] = inStrides[perm[d]];
-  }
   // The run is the result dimensions from `first` on; item i is the row
   // of the dimensions before them.
+  ArrayRef<int64_t> out = bodyShapeOf(op->getResult(0));
   size_t first = out.size();
   for (int64_t covered = 1; covered < run;)
     covered *= out[--first];
-  c.os << "    int64_t src = " << base << ";\n    { int64_t r = i;\n";
-  for (size_t d = first; d-- > 0;) {
-    c.os << "      src += (r % " << out[d] << ") * " << step[d] << ";\n";
-    if (d)
-      c.os << "      r /= " << out[d] << ";\n";
-  }
-  c.os << "    }\n    for (int64_t j = 0; j < " << run << "; ++j)\n      "
-       << c.out[0] << "[e + j] = " << c.in[0] << "[src + j];\n";
+  emitCopySource(c.os, op, "i", first);
+  c.os << "    for (int64_t j = 0; j < " << run << "; ++j)\n      " << c.out[0]
+       << "[e + j] = " << c.in[0] << "[src + j];\n";
   return success();
 }
 
