@@ -35,17 +35,13 @@ static Value kernelInputOf(Value v) {
   return k.getInputs()[arg.getArgNumber()];
 }
 
-/// Records in `uses` (by slot string) what the integer input `indices` of
-/// `op`, a value of its kernel body, indexes: `bound` values, counted from
-/// the end too when `negative`, with `ignore` exempt.
-static void noteIndexUse(llvm::StringMap<IndexUse> &uses, Value indices,
-                         int64_t bound, bool negative,
-                         std::optional<uint64_t> ignore, std::string what) {
-  Value input = kernelInputOf(indices);
-  otck::BufferOp b = input ? bufferBehind(input) : otck::BufferOp();
-  if (!b || !b.getSlot() || !b.getSlot()->starts_with("input:"))
-    return;
-  auto [it, fresh] = uses.try_emplace(*b.getSlot());
+/// Records in `uses` that input slot `slot` ("input:x") indexes `bound`
+/// values, counted from the end too when `negative`, with `ignore` exempt;
+/// the smallest bound wins.
+static void noteSlotUse(llvm::StringMap<IndexUse> &uses, StringRef slot,
+                        int64_t bound, bool negative,
+                        std::optional<uint64_t> ignore, std::string what) {
+  auto [it, fresh] = uses.try_emplace(slot);
   IndexUse &u = it->second;
   if (fresh || bound < u.bound) {
     u.bound = bound;
@@ -54,6 +50,18 @@ static void noteIndexUse(llvm::StringMap<IndexUse> &uses, Value indices,
   u.negative &= negative;
   if (ignore)
     u.ignore = static_cast<int64_t>(*ignore);
+}
+
+/// Records in `uses` what the integer input `indices` of `op`, a value of
+/// its kernel body, indexes (noteSlotUse of the slot it is read from).
+static void noteIndexUse(llvm::StringMap<IndexUse> &uses, Value indices,
+                         int64_t bound, bool negative,
+                         std::optional<uint64_t> ignore, std::string what) {
+  Value input = kernelInputOf(indices);
+  otck::BufferOp b = input ? bufferBehind(input) : otck::BufferOp();
+  if (!b || !b.getSlot() || !b.getSlot()->starts_with("input:"))
+    return;
+  noteSlotUse(uses, *b.getSlot(), bound, negative, ignore, std::move(what));
 }
 
 } // namespace
@@ -79,13 +87,10 @@ llvm::StringMap<IndexUse> otc::indexUses(ModuleOp module) {
   if (auto bounds = module->getAttrOfType<DictionaryAttr>(attrs::kIndexBounds))
     for (NamedAttribute b : bounds) {
       int64_t size = cast<IntegerAttr>(b.getValue()).getInt();
-      std::string slot = ("input:" + b.getName().getValue()).str();
-      auto [it, fresh] = uses.try_emplace(slot);
-      if (fresh || size < it->second.bound) {
-        it->second.bound = size;
-        it->second.what = "the " + std::to_string(size) +
-                          " elements of the axis it indexes";
-      }
+      noteSlotUse(uses, ("input:" + b.getName().getValue()).str(), size, true,
+                  std::nullopt,
+                  "the " + std::to_string(size) +
+                      " elements of the axis it indexes");
     }
   module.walk([&](Operation *op) {
     if (auto g = dyn_cast<GatherOp>(op)) {
