@@ -50,6 +50,10 @@ namespace otc {
 /// One argument of a kernel library call (LibraryCallOpInterface): an
 /// integer or float scalar, a pointer to an operand's or a result's buffer,
 /// NULL, or a struct of such fields passed by address.
+/// "otcrt_<name>_f32" or "_bf16" by the element type of `data`: the kernel
+/// library function a LibraryCallOpInterface op calls.
+std::string libraryKernelName(llvm::StringRef name, mlir::Value data);
+
 struct LibraryArg {
   enum Kind { Int, Float, Operand, Result, Null, Struct } kind = Int;
   int64_t value = 0;

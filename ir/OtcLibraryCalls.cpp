@@ -34,8 +34,7 @@ static ArrayRef<int64_t> shapeOf(Value v) {
   return cast<ShapedType>(v.getType()).getShape();
 }
 
-/// "otcrt_<name>_f32" or "_bf16" by the element type of `data`.
-static std::string kernelName(StringRef name, Value data) {
+std::string otc::libraryKernelName(StringRef name, Value data) {
   Type t = getElementTypeOrSelf(data.getType());
   return ("otcrt_" + name + (t.isBF16() ? "_bf16" : "_f32")).str();
 }
@@ -163,7 +162,7 @@ static KernelLaunch oneBlockKernel(StringRef what, int64_t rows,
 //===----------------------------------------------------------------------===//
 
 std::string LayerNormOp::getLibraryKernel() {
-  return kernelName("layer_norm_fwd", getInput());
+  return libraryKernelName("layer_norm_fwd", getInput());
 }
 
 void LayerNormOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -236,7 +235,7 @@ void LayerNormOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 }
 
 std::string LayerNormGradOp::getLibraryKernel() {
-  return kernelName("layer_norm_bwd", getInput());
+  return libraryKernelName("layer_norm_bwd", getInput());
 }
 
 void LayerNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -265,7 +264,7 @@ void LayerNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 }
 
 std::string RmsNormOp::getLibraryKernel() {
-  return kernelName("rms_norm_fwd", getInput());
+  return libraryKernelName("rms_norm_fwd", getInput());
 }
 
 void RmsNormOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -283,7 +282,7 @@ void RmsNormOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 }
 
 std::string RmsNormGradOp::getLibraryKernel() {
-  return kernelName("rms_norm_bwd", getInput());
+  return libraryKernelName("rms_norm_bwd", getInput());
 }
 
 void RmsNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -307,147 +306,6 @@ void RmsNormGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 }
 
 //===----------------------------------------------------------------------===//
-// Attention
-//===----------------------------------------------------------------------===//
-
-/// The OtcrtAttention struct of an attention op or its gradient: sizes,
-/// scale, causal, dropout, the key's buffer, the mask's strides, the layout,
-/// the sliding window and the row stride of a packed q, k and v.
-template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
-  AttentionSizes s = attentionSizes(op);
-  LibraryArg a;
-  a.kind = LibraryArg::Struct;
-  a.structType = "OtcrtAttention";
-  for (int64_t n : {s.b, s.h, s.hk, s.t, s.s, s.d})
-    a.fields.push_back(LibraryArg::integer(n));
-  a.fields.push_back(LibraryArg::floating(op.getScale().convertToDouble()));
-  a.fields.push_back(LibraryArg::integer(op.getCausal() ? 1 : 0));
-  a.fields.push_back(LibraryArg::floating(op.getDropout().convertToDouble()));
-  a.fields.push_back(LibraryArg::operand(op, op.getKey()));
-  a.fields.push_back(
-      LibraryArg::integer(static_cast<int64_t>(op.getStream())));
-  SmallVector<int64_t> strides(4, 0);
-  if (Value m = op.getMask())
-    strides = broadcastStrides(shapeOf(m), {s.b, s.h, s.t, s.s});
-  for (int64_t n : strides)
-    a.fields.push_back(LibraryArg::integer(n));
-  // Packed is [B, T, H, D] storage with longer rows.
-  a.fields.push_back(LibraryArg::integer(
-      op.getLayout() == "bhtd" ? 0 : /*OTCRT_LAYOUT_BTHD*/ 1));
-  a.fields.push_back(LibraryArg::integer(op.getWindow()));
-  a.fields.push_back(LibraryArg::integer(s.rowStride));
-  a.fields.push_back(LibraryArg::floating(op.getSoftcap().convertToDouble()));
-  return a;
-}
-
-/// q, k and v (or dq, dk and dv) as three pointers: three buffers, or, packed,
-/// one buffer at the heads where each starts in a row.
-template <typename OpTy>
-static void appendQkv(OpTy op, ArrayRef<LibraryArg> three,
-                      SmallVectorImpl<LibraryArg> &args) {
-  if (!op.isPacked()) {
-    args.append(three.begin(), three.end());
-    return;
-  }
-  AttentionSizes s = attentionSizes(op);
-  for (int64_t heads : {int64_t(0), s.h, s.h + s.hk})
-    args.push_back(three[0].at(heads * s.d));
-}
-
-std::string AttentionOp::getLibraryKernel() {
-  return kernelName("attention_fwd", getQ());
-}
-
-void AttentionOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
-  args.push_back(attentionStruct(*this));
-  appendQkv(*this,
-            {LibraryArg::operand(*this, getQ()),
-             LibraryArg::operand(*this, getK()),
-             LibraryArg::operand(*this, getV())},
-            args);
-  args.push_back(LibraryArg::operand(*this, getMask()));
-  args.push_back(LibraryArg::result(0));
-  args.push_back(LibraryArg::result(1));
-}
-
-/// What decides where an attention call runs (attentionRunsOnCudnn).
-template <typename OpTy> static bool runsOnCudnn(OpTy op) {
-  auto q = cast<ShapedType>(op.getQ().getType());
-  int64_t d = q.getShape().back();
-  if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
-      d % 8 != 0 || d > 256)
-    return false;
-  Value mask = op.getMask();
-  if (!mask)
-    return true;
-  // The mask's stride along the keys must be 1: its last dimension is the
-  // keys' own, not broadcast. One the runtime reads as it is (not broadcast
-  // over the queries: attentionMaskWrittenOut) must have rows that start
-  // 16-byte aligned: strides of multiples of 8 elements.
-  ArrayRef<int64_t> m = shapeOf(mask);
-  AttentionSizes a = attentionSizes(op);
-  if (m.empty() || m.back() != a.s || a.s == 1)
-    return false;
-  SmallVector<int64_t> strides = broadcastStrides(m, {a.b, a.h, a.t, a.s});
-  if (strides[2] == 0 && a.t > 1)
-    return true;
-  return llvm::all_of(ArrayRef<int64_t>(strides).take_front(3),
-                      [](int64_t n) { return n % 8 == 0; });
-}
-
-bool otc::attentionRunsOnCudnn(Operation *op) {
-  if (auto a = dyn_cast<AttentionOp>(op))
-    return runsOnCudnn(a);
-  if (auto g = dyn_cast<AttentionGradOp>(op))
-    return runsOnCudnn(g);
-  return false;
-}
-
-int64_t otc::attentionMaskWrittenOut(Operation *op) {
-  Value mask = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getMask()
-                                    : cast<AttentionGradOp>(op).getMask();
-  if (!mask || !attentionRunsOnCudnn(op))
-    return 0;
-  AttentionSizes a = attentionSizes(op);
-  SmallVector<int64_t> strides =
-      broadcastStrides(shapeOf(mask), {a.b, a.h, a.t, a.s});
-  if (strides[2] != 0 || a.t <= 1)
-    return 0;
-  // Over the heads too, rows padded to 8 elements (runtime/cuda/attention.h,
-  // maskOverQueries).
-  return (strides[0] ? a.b : 1) * a.h * a.t * ((a.s + 7) / 8 * 8);
-}
-
-/// cuDNN's SDPA, or the fallback kernels where it does not run: priced by
-/// their measured rates (targets/cuda/Devices.cpp).
-void AttentionOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}
-
-std::string AttentionGradOp::getLibraryKernel() {
-  return kernelName("attention_bwd", getQ());
-}
-
-void AttentionGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
-  args.push_back(attentionStruct(*this));
-  args.push_back(LibraryArg::operand(*this, getGrad()));
-  appendQkv(*this,
-            {LibraryArg::operand(*this, getQ()),
-             LibraryArg::operand(*this, getK()),
-             LibraryArg::operand(*this, getV())},
-            args);
-  for (Value v : {getMask(), getOutput(), getLse()})
-    args.push_back(LibraryArg::operand(*this, v));
-  if (isPacked())
-    appendQkv(*this, {LibraryArg::result(0)}, args);
-  else
-    appendQkv(
-        *this,
-        {LibraryArg::result(0), LibraryArg::result(1), LibraryArg::result(2)},
-        args);
-}
-
-void AttentionGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}
-
-//===----------------------------------------------------------------------===//
 // Cross-entropy
 //===----------------------------------------------------------------------===//
 
@@ -463,7 +321,7 @@ static void appendLossOptions(SmallVectorImpl<LibraryArg> &args,
 }
 
 std::string CrossEntropyOp::getLibraryKernel() {
-  return kernelName("cross_entropy_fwd", getLogits());
+  return libraryKernelName("cross_entropy_fwd", getLogits());
 }
 
 void CrossEntropyOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -492,7 +350,7 @@ void CrossEntropyOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &l) {
 }
 
 std::string CrossEntropyGradOp::getLibraryKernel() {
-  return kernelName("cross_entropy_bwd", getLogits());
+  return libraryKernelName("cross_entropy_bwd", getLogits());
 }
 
 void CrossEntropyGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -522,7 +380,7 @@ std::optional<unsigned> CrossEntropyGradOp::getInPlaceOperand() {
 }
 
 std::string CrossEntropyWithGradOp::getLibraryKernel() {
-  return kernelName("cross_entropy_fused", getLogits());
+  return libraryKernelName("cross_entropy_fused", getLogits());
 }
 
 void CrossEntropyWithGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -589,7 +447,7 @@ std::optional<unsigned> CrossEntropyWithGradOp::getInPlaceOperand() {
 }
 
 std::string LinearCrossEntropyWithGradOp::getLibraryKernel() {
-  return kernelName("linear_cross_entropy", getH());
+  return libraryKernelName("linear_cross_entropy", getH());
 }
 
 void LinearCrossEntropyWithGradOp::getLibraryArgs(
@@ -673,7 +531,7 @@ void LinearCrossEntropyWithGradOp::getLibraryGemms(
 //===----------------------------------------------------------------------===//
 
 std::string GatherGradOp::getLibraryKernel() {
-  return kernelName("gather_grad", getGrad());
+  return libraryKernelName("gather_grad", getGrad());
 }
 
 void GatherGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -798,7 +656,7 @@ static void expertGroupingLaunches(int64_t rows, int64_t experts,
 }
 
 std::string ExpertMatmulOp::getLibraryKernel() {
-  return kernelName("expert_matmul", getX());
+  return libraryKernelName("expert_matmul", getX());
 }
 
 void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -825,7 +683,7 @@ void ExpertMatmulOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
 }
 
 std::string ExpertMatmulWgradOp::getLibraryKernel() {
-  return kernelName("expert_matmul_wgrad", getX());
+  return libraryKernelName("expert_matmul_wgrad", getX());
 }
 
 void ExpertMatmulWgradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
@@ -857,7 +715,8 @@ void ExpertMatmulWgradOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
 //===----------------------------------------------------------------------===//
 
 std::string ColumnSumOp::getLibraryKernel() {
-  return kernelName(getAcc() ? "column_sum_into" : "column_sum", getInput());
+  return libraryKernelName(getAcc() ? "column_sum_into" : "column_sum",
+                           getInput());
 }
 
 void ColumnSumOp::getAccumulatedResults(
