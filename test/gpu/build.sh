@@ -48,7 +48,8 @@ add() {
   # The cpu program and sources are not needed on the GPU machine.
   rm -rf "$out/$name/cpu"
   rm -f "$out/$name/cuda/model.cu"
-  echo "$name $rtol" >> "$manifest"
+  # NAME RTOL golden|-: run.sh counts a check against PyTorch for golden.
+  echo "$name $rtol $([[ $golden == - ]] && echo - || echo golden)" >> "$manifest"
 }
 
 freeze='--freeze=^rope_(cos|sin)$'
@@ -178,6 +179,7 @@ echo "gpt2-opset17-bf16" > "$out/memcheck.txt"
 [[ -x $bin/otc-kernel-bench ]] && cp "$bin/otc-kernel-bench" "$out/"
 cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" "$out/"
 cp "$src/test/gpu/run.sh" "$out/run.sh"
+cp "$src/test/gpu/tally.sh" "$out/tally.sh"
 chmod +x "$out/run.sh"
 echo "gpu-tests: $(wc -l < "$manifest") programs in $out ($(du -sh "$out" | cut -f1)); run $out/run.sh on a GPU machine"
 

@@ -24,8 +24,15 @@
 # mpirun, the programs for 2 ranks (overlapped, and ZeRO-1) run on 2 GPUs
 # against the cpu program (else a SKIP line). Evaluation (eval_step) gives
 # the step's own loss on the step's windows at learning rate 0; sampling
-# (decode_step) draws the cpu program's ids. Prints
-# one line per check and a summary; exits 1 when any check fails.
+# (decode_step) draws the cpu program's ids.
+#
+# Prints one line per check, PASS, FAIL or SKIP (a check that cannot run
+# here: fewer than 2 GPUs, no mpirun, no compute-sanitizer, a part that
+# build.sh leaves out when it cannot make it, or a check whose program
+# failed above), and a final line with the counts against the number of
+# checks this bundle expects, counted from manifest.txt before anything
+# runs (tally.sh); exits 1 when any check failed or fewer (or more) were
+# reported than expected.
 #
 # With OTC_GPU_RESULTS=DIR, every line is also appended to DIR/results.txt as
 # it is printed and the logs are copied to DIR as each check finishes, so
@@ -41,52 +48,90 @@ fi
 # Copies the logs written so far to the results folder.
 keep_logs() { [[ -z $results ]] || cp -f ./*.log "$results/" 2>/dev/null || true; }
 py=${PYTHON:-python3}
-pass=0 fail=0 skip=0
+# shellcheck source=tally.sh
+source ./tally.sh
 check() {
   local what=$1
   shift
   if "$py" compare_grads.py "$@" > "$what.log" 2>&1; then
-    echo "PASS $what: $(tail -1 "$what.log")"
-    pass=$((pass + 1))
+    pass "$what: $(tail -1 "$what.log")"
   else
-    echo "FAIL $what: $(tail -1 "$what.log") (see $here/$what.log)"
-    fail=$((fail + 1))
+    fail "$what: $(tail -1 "$what.log") (see $here/$what.log)"
   fi
   keep_logs
 }
+# manifest.txt: NAME RTOL [golden|-] per program (the third column is
+# absent from older bundles: then golden.safetensors's presence decides).
+manifest=()
+if [[ -f manifest.txt ]]; then
+  mapfile -t manifest < manifest.txt
+fi
+golden_of() { # golden_of NAME COLUMN: golden or -
+  if [[ -n $2 ]]; then echo "$2"
+  elif [[ -f $1/golden.safetensors ]]; then echo golden
+  else echo -
+  fi
+}
+# The checks expected, one line each, counted before anything runs.
+expect 1 # the kernel library
+[[ ${#manifest[@]} -gt 0 ]] || expect 1 # the manifest itself
+for line in "${manifest[@]}"; do
+  read -r name rtol golden <<< "$line"
+  expect 1                                                  # NAME-vs-cpu
+  [[ $(golden_of "$name" "${golden:-}") == golden ]] && expect 1 # NAME-vs-pytorch
+  [[ $name == *-bf16 ]] && expect 1                         # fallback attention
+  [[ $name == hf-gpt2* ]] && expect 1                       # fallback GEMM epilogues
+done
+expect 7 # gpt2-opset17: graphs-vs-eager (2), 3 steps, norm, bad label (2), bad token
+expect 1 # gpt2-opset17-bf16: 3 steps
+expect 2 # NCCL at world size 1 (FP32, BF16)
+expect 6 # overlapped NCCL sums (FP32, BF16): gradients, 3 steps, trace
+expect 4 # 2 GPUs (overlapped, ZeRO-1): gradients, 3 steps
+expect 1 # memcheck
+expect 2 # evaluation (FP32, BF16)
+expect 2 # sampling (greedy, seeded)
+echo "gpu tests: $tally_expected checks expected"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 if [[ -x ./otcrt-cuda-kernel-tests ]]; then
   # Fresh random inputs each run; the log's first line has the seed, which
   # `otcrt-cuda-kernel-tests SEED` replays.
   if ./otcrt-cuda-kernel-tests > kernel-tests.log 2>&1; then
-    echo "PASS kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)"
-    pass=$((pass + 1))
+    pass "kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)"
   else
-    echo "FAIL kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)" \
+    fail "kernel library ($(head -1 kernel-tests.log)): $(tail -1 kernel-tests.log)" \
          "(see $here/kernel-tests.log)"
-    fail=$((fail + 1))
   fi
+else
+  skip "kernel library: no otcrt-cuda-kernel-tests in the bundle (otc built without it)"
 fi
-while read -r name rtol; do
-  if ! "$name/cuda/train" --batch "$name/batch.safetensors" \
-        --dump-grads "$name/cuda.st" --quiet > "$name-run.log" 2>&1; then
-    echo "FAIL $name: the cuda program failed: $(tail -1 "$name-run.log")"
-    fail=$((fail + 1))
-    continue
+[[ ${#manifest[@]} -gt 0 ]] || fail "manifest.txt: missing or empty"
+for line in "${manifest[@]}"; do
+  read -r name rtol golden <<< "$line"
+  golden=$(golden_of "$name" "${golden:-}")
+  if "$name/cuda/train" --batch "$name/batch.safetensors" \
+       --dump-grads "$name/cuda.st" --quiet > "$name-run.log" 2>&1 < /dev/null; then
+    grep -m1 "otcrt: attention:" "$name-run.log" | sed "s/^/$name: /"
+    check "$name-vs-cpu" "$name/cuda.st" "$name/cpu.st" --rtol "$rtol"
+    if [[ $golden != golden ]]; then
+      :
+    elif [[ -f $name/golden.safetensors ]]; then
+      check "$name-vs-pytorch" "$name/cuda.st" "$name/golden.safetensors" --rtol 1e-4
+    else
+      fail "$name-vs-pytorch: no $name/golden.safetensors in the bundle"
+    fi
+  else
+    rm -f "$name/cuda.st"
+    fail "$name-vs-cpu: the cuda program failed: $(tail -1 "$name-run.log")"
+    [[ $golden == golden ]] && skip "$name-vs-pytorch: the cuda program failed (above)"
   fi
-  grep -m1 "otcrt: attention:" "$name-run.log" | sed "s/^/$name: /"
-  check "$name-vs-cpu" "$name/cuda.st" "$name/cpu.st" --rtol "$rtol"
-  [[ -f $name/golden.safetensors ]] &&
-    check "$name-vs-pytorch" "$name/cuda.st" "$name/golden.safetensors" --rtol 1e-4
   if [[ $name == *-bf16 ]]; then
     if OTCRT_ATTENTION=fallback "$name/cuda/train" --batch "$name/batch.safetensors" \
           --dump-grads "$name/cuda-fallback.st" --quiet > "$name-fallback-run.log" 2>&1; then
       check "$name-fallback-attention-vs-cpu" "$name/cuda-fallback.st" "$name/cpu.st" \
         --rtol "$rtol"
     else
-      echo "FAIL $name: the cuda program failed with OTCRT_ATTENTION=fallback:" \
-           "$(tail -1 "$name-fallback-run.log")"
-      fail=$((fail + 1))
+      fail "$name-fallback-attention-vs-cpu: the cuda program failed with" \
+           "OTCRT_ATTENTION=fallback: $(tail -1 "$name-fallback-run.log")"
     fi
   fi
   if [[ $name == hf-gpt2* ]]; then
@@ -97,20 +142,19 @@ while read -r name rtol; do
       check "$name-gemm-fallback-vs-cpu" "$name/cuda-gemm-fallback.st" "$name/cpu.st" \
         --rtol "$rtol"
     else
-      echo "FAIL $name: the cuda program failed with OTCRT_GEMM_EPILOGUE=fallback:" \
-           "$(tail -1 "$name-gemm-fallback-run.log")"
-      fail=$((fail + 1))
+      fail "$name-gemm-fallback-vs-cpu: the cuda program failed with" \
+           "OTCRT_GEMM_EPILOGUE=fallback: $(tail -1 "$name-gemm-fallback-run.log")"
     fi
   fi
-done < manifest.txt
+done
 # CUDA graphs change how work is launched, never what it computes.
 same() { # same WHAT FILE_A FILE_B
   if cmp -s "$2" "$3"; then
-    echo "PASS $1"
-    pass=$((pass + 1))
+    pass "$1"
+  elif [[ ! -f $2 || ! -f $3 ]]; then
+    fail "$1: $([[ -f $2 ]] && echo "$3" || echo "$2") is missing"
   else
-    echo "FAIL $1: $2 and $3 differ"
-    fail=$((fail + 1))
+    fail "$1: $2 and $3 differ"
   fi
 }
 # after_steps NAME CUDA_PARAMS FRACTION: the cuda program's parameters after
@@ -139,21 +183,23 @@ print("%d of %d elements more than 3e-5 apart (%.4f%%), max %.3g"
       % (far, total, 100.0 * far / total, worst))
 sys.exit(0 if far <= limit * total else 1)
 PY
-    echo "PASS $label parameters after 3 steps vs cpu: $(tail -1 "$label-steps.log")"
-    pass=$((pass + 1))
+    pass "$label parameters after 3 steps vs cpu: $(tail -1 "$label-steps.log")"
   else
-    echo "FAIL $label parameters after 3 steps vs cpu: $(tail -1 "$label-steps.log")"
-    fail=$((fail + 1))
+    fail "$label parameters after 3 steps vs cpu: $(tail -1 "$label-steps.log")"
   fi
 }
 g=gpt2-opset17
-if [[ -x $g/cuda/train ]]; then
+if [[ ! -x $g/cuda/train ]]; then
+  fail_all "no $g/cuda/train in the bundle" "$g graphs-vs-eager gradients" \
+    "$g graphs-vs-eager after 3 steps" "$g parameters after 3 steps vs cpu" \
+    "$g gradient norm" "$g bad label reported on load" "$g bad label reported by the device" \
+    "$g bad token id reported on load and by the device"
+else
   if "$g/cuda/train" --batch "$g/batch.safetensors" --dump-grads "$g/eager.st" \
        --no-cuda-graphs --quiet > "$g-eager.log" 2>&1; then
     same "$g graphs-vs-eager gradients" "$g/cuda.st" "$g/eager.st"
   else
-    echo "FAIL $g: --no-cuda-graphs failed: $(tail -1 "$g-eager.log")"
-    fail=$((fail + 1))
+    fail "$g graphs-vs-eager gradients: --no-cuda-graphs failed: $(tail -1 "$g-eager.log")"
   fi
   rm -rf "$g/steps-graphs" "$g/steps-eager"
   "$g/cuda/train" --batch "$g/batch.safetensors" --steps 3 --save "$g/steps-graphs" \
@@ -165,8 +211,8 @@ if [[ -x $g/cuda/train ]]; then
     same "$g graphs-vs-eager after 3 steps" "$g/steps-graphs/model.safetensors" \
       "$g/steps-eager/model.safetensors"
   else
-    echo "FAIL $g: graphs were not used: $(grep -m1 "graph" "$g-graphs-steps.log")"
-    fail=$((fail + 1))
+    fail "$g graphs-vs-eager after 3 steps: graphs were not used:" \
+         "$(grep -m1 "graph" "$g-graphs-steps.log" || tail -1 "$g-graphs-steps.log")"
   fi
   # The parameters after 3 steps (the AdamW kernel, 4 elements a thread)
   # against the cpu program's, in FP32 and in BF16 below.
@@ -188,36 +234,36 @@ got = float(line.split("| norm ")[1].split()[0])
 print("norm %.6f, cpu %.6f" % (got, want))
 sys.exit(0 if abs(got - want) <= 1e-4 * want else 1)
 PY
-    echo "PASS $g gradient norm: $(tail -1 "$g-norm.log")"
-    pass=$((pass + 1))
+    pass "$g gradient norm: $(tail -1 "$g-norm.log")"
   else
-    echo "FAIL $g gradient norm: $(tail -1 "$g-norm.log")"
-    fail=$((fail + 1))
+    fail "$g gradient norm: $(tail -1 "$g-norm.log")"
   fi
-  if [[ -f $g/bad-label.safetensors ]]; then
+  if [[ ! -f $g/bad-label.safetensors ]]; then
+    fail_all "no $g/bad-label.safetensors in the bundle" "$g bad label reported on load" \
+      "$g bad label reported by the device"
+  else
     # The driver checks the batch against the targets' range as it loads it.
     "$g/cuda/train" --batch "$g/bad-label.safetensors" --steps 2 > "$g-bad-host.log" 2>&1
     if grep -q "input 'targets' holds 64 at \[1, 1\], outside \[0, 64)" "$g-bad-host.log" &&
        ! grep -q "^step " "$g-bad-host.log"; then
-      echo "PASS $g bad label reported on load"
-      pass=$((pass + 1))
+      pass "$g bad label reported on load"
     else
-      echo "FAIL $g bad label on load: $(tail -1 "$g-bad-host.log")"
-      fail=$((fail + 1))
+      fail "$g bad label reported on load: $(tail -1 "$g-bad-host.log")"
     fi
     # Without that check the cross-entropy kernels record it on the device
     # and the driver reports it after the micro-step.
     OTC_TEST_NO_INDEX_CHECK=1 "$g/cuda/train" --batch "$g/bad-label.safetensors" --steps 2 \
       > "$g-bad.log" 2>&1
     if grep -q "label 64 at row 17 is outside \[0, 64)" "$g-bad.log"; then
-      echo "PASS $g bad label reported by the device"
-      pass=$((pass + 1))
+      pass "$g bad label reported by the device"
     else
-      echo "FAIL $g bad label on the device: $(tail -1 "$g-bad.log")"
-      fail=$((fail + 1))
+      fail "$g bad label reported by the device: $(tail -1 "$g-bad.log")"
     fi
   fi
-  if [[ -f $g/bad-token.safetensors ]]; then
+  if [[ ! -f $g/bad-token.safetensors ]]; then
+    fail "$g bad token id reported on load and by the device: no $g/bad-token.safetensors" \
+         "in the bundle"
+  else
     # A token id past the embedding: on load, and from the generated gather
     # kernel's record.
     "$g/cuda/train" --batch "$g/bad-token.safetensors" --steps 2 > "$g-badtok-host.log" 2>&1
@@ -225,11 +271,10 @@ PY
       > "$g-badtok.log" 2>&1
     if grep -q "input 'idx' holds 64 at \[1, 1\], outside \[-64, 64)" "$g-badtok-host.log" &&
        grep -q "gather index 64 at position 17 is outside \[-64, 64)" "$g-badtok.log"; then
-      echo "PASS $g bad token id reported on load and by the device"
-      pass=$((pass + 1))
+      pass "$g bad token id reported on load and by the device"
     else
-      echo "FAIL $g bad token id: $(tail -1 "$g-badtok-host.log") / $(tail -1 "$g-badtok.log")"
-      fail=$((fail + 1))
+      fail "$g bad token id reported on load and by the device:" \
+           "$(tail -1 "$g-badtok-host.log") / $(tail -1 "$g-badtok.log")"
     fi
   fi
 fi
@@ -240,14 +285,16 @@ fi
 # (the cpu program's FP32 and BF16 parameters: 9% of them; a wrong update
 # moves nearly all).
 b=gpt2-opset17-bf16
-if [[ -x $b/cuda/train && -f $b/cpu-steps.safetensors ]]; then
+if [[ ! -x $b/cuda/train || ! -f $b/cpu-steps.safetensors ]]; then
+  fail "$b parameters after 3 steps vs cpu: no $b/cuda/train or $b/cpu-steps.safetensors" \
+       "in the bundle"
+else
   rm -rf "$b/steps"
   if "$b/cuda/train" --batch "$b/batch.safetensors" --steps 3 --save "$b/steps" \
        --quiet > "$b-steps-run.log" 2>&1; then
     after_steps "$b" "$b/steps/model.safetensors" 0.2
   else
-    echo "FAIL $b: 3 steps failed: $(tail -1 "$b-steps-run.log")"
-    fail=$((fail + 1))
+    fail "$b parameters after 3 steps vs cpu: 3 steps failed: $(tail -1 "$b-steps-run.log")"
   fi
 fi
 # NCCL at world size 1 (OTC_TEST_COLLECTIVES_ALONE: the gradients' sum of a
@@ -256,14 +303,19 @@ fi
 # the nvidia-nccl Python package where that is where it is.
 nccl_dir=$("$py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
 for g in gpt2-opset17 gpt2-opset17-bf16; do
-  [[ -x $g/cuda/train && -f $g/cuda.st ]] || continue
+  if [[ ! -x $g/cuda/train ]]; then
+    fail "$g NCCL all-reduce at world size 1: no $g/cuda/train in the bundle"
+    continue
+  elif [[ ! -f $g/cuda.st ]]; then
+    skip "$g NCCL all-reduce at world size 1: no gradients of the cuda program (it failed above)"
+    continue
+  fi
   if LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" OTC_TEST_COLLECTIVES_ALONE=1 \
        "$g/cuda/train" --batch "$g/batch.safetensors" --dump-grads "$g/nccl.st" --quiet \
        > "$g-nccl.log" 2>&1; then
     same "$g NCCL all-reduce at world size 1" "$g/cuda.st" "$g/nccl.st"
   else
-    echo "FAIL $g NCCL all-reduce at world size 1: $(tail -1 "$g-nccl.log")"
-    fail=$((fail + 1))
+    fail "$g NCCL all-reduce at world size 1: $(tail -1 "$g-nccl.log")"
   fi
 done
 # Overlapped sums: the programs compiled for 2 ranks, run alone through
@@ -281,39 +333,43 @@ dp_reference() { # the 3-step parameters of the program compiled for one rank
 }
 for g in gpt2-opset17 gpt2-opset17-bf16; do
   p=$g/cuda-dp2/train
-  [[ -x $p && -f $g/cuda.st ]] || continue
+  dp_checks=("$g overlapped NCCL sums at world size 1, gradients"
+             "$g overlapped NCCL sums at world size 1, parameters after 3 steps (graphs)"
+             "$g traced step")
+  if [[ ! -x $p ]]; then
+    fail_all "no $p in the bundle" "${dp_checks[@]}"
+    continue
+  elif [[ ! -f $g/cuda.st ]]; then
+    skip_all "no gradients of the cuda program (it failed above)" "${dp_checks[@]}"
+    continue
+  fi
   dp=(env LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" OTC_TEST_COLLECTIVES_ALONE=1)
   if "${dp[@]}" "$p" --batch "$g/batch.safetensors" --dump-grads "$g/dp2.st" --quiet \
        > "$g-dp2.log" 2>&1; then
-    same "$g overlapped NCCL sums at world size 1, gradients" "$g/cuda.st" "$g/dp2.st"
+    same "${dp_checks[0]}" "$g/cuda.st" "$g/dp2.st"
   else
-    echo "FAIL $g overlapped NCCL sums at world size 1: $(tail -1 "$g-dp2.log")"
-    fail=$((fail + 1))
+    fail "${dp_checks[0]}: $(tail -1 "$g-dp2.log")"
   fi
   ref=$(dp_reference "$g")
   rm -rf "$g/steps-dp2"
   "${dp[@]}" "$p" --batch "$g/batch.safetensors" --steps 3 --save "$g/steps-dp2" \
     > "$g-dp2-steps.log" 2>&1
   if [[ ! -f $ref ]]; then
-    echo "FAIL $g overlapped sums after 3 steps: no reference $ref"
-    fail=$((fail + 1))
+    fail "${dp_checks[1]}: no reference $ref"
   elif grep -q "cuda graphs: on" "$g-dp2-steps.log" && ! grep -q "warning" "$g-dp2-steps.log"; then
-    same "$g overlapped NCCL sums at world size 1, parameters after 3 steps (graphs)" \
-      "$ref" "$g/steps-dp2/model.safetensors"
+    same "${dp_checks[1]}" "$ref" "$g/steps-dp2/model.safetensors"
   else
-    echo "FAIL $g overlapped sums after 3 steps: $(grep -m1 -i "graph\|error" "$g-dp2-steps.log")"
-    fail=$((fail + 1))
+    fail "${dp_checks[1]}: $(grep -m1 -i "graph\|error" "$g-dp2-steps.log" ||
+                            tail -1 "$g-dp2-steps.log")"
   fi
   "${dp[@]}" "$p" --batch "$g/batch.safetensors" --steps 1 --trace "$g-dp2-trace.json" \
     --quiet > "$g-dp2-trace.log" 2>&1
   n=$(grep -c '"gradient all-reduce, bucket [0-9]* (overlapped)", "cat": "communication"' \
         "$g-dp2-trace.json" 2>/dev/null || true)
   if [[ ${n:-0} -ge 1 ]]; then
-    echo "PASS $g traced step: $n overlapped bucket sums on the communication lane"
-    pass=$((pass + 1))
+    pass "${dp_checks[2]}: $n overlapped bucket sums on the communication lane"
   else
-    echo "FAIL $g traced step: ${n:-0} overlapped bucket sums in the trace: $(tail -1 "$g-dp2-trace.log")"
-    fail=$((fail + 1))
+    fail "${dp_checks[2]}: ${n:-0} overlapped bucket sums in the trace: $(tail -1 "$g-dp2-trace.log")"
   fi
   keep_logs
 done
@@ -323,31 +379,33 @@ done
 # the parameters after 3 steps are its too (after_steps).
 g=gpt2-opset17
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
-if [[ -x $g/cuda-mgpu/train ]]; then
-  if (( ${gpus:-0} < 2 )); then
-    echo "SKIP $g on 2 GPUs: ${gpus:-0} GPU(s) here"
-    skip=$((skip + 1))
-  elif ! command -v mpirun > /dev/null; then
-    echo "SKIP $g on 2 GPUs: no mpirun here"
-    skip=$((skip + 1))
-  else
-    mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-         LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
-         mpirun --oversubscribe -np 2)
-    for v in cuda-mgpu cuda-mgpu-z; do
-      rm -rf "$g/steps-$v"
-      if "${mpi[@]}" "$g/$v/train" --batch "$g/batch.safetensors" --dump-grads "$g/$v.st" \
-           --quiet > "$g-$v.log" 2>&1 &&
-         "${mpi[@]}" "$g/$v/train" --batch "$g/batch.safetensors" --steps 3 \
-           --save "$g/steps-$v" --quiet >> "$g-$v.log" 2>&1; then
-        check "$g-$v-2-gpus-vs-cpu" "$g/$v.st" "$g/cpu.st" --rtol 1e-5
-        after_steps "$g" "$g/steps-$v/model.safetensors" 0.01 "$g-$v-2-gpus"
-      else
-        echo "FAIL $g $v on 2 GPUs: $(tail -1 "$g-$v.log")"
-        fail=$((fail + 1))
-      fi
-    done
-  fi
+mgpu_checks=()
+for v in cuda-mgpu cuda-mgpu-z; do
+  mgpu_checks+=("$g-$v-2-gpus-vs-cpu" "$g-$v-2-gpus parameters after 3 steps vs cpu")
+done
+if [[ ! -x $g/cuda-mgpu/train || ! -x $g/cuda-mgpu-z/train ]]; then
+  fail_all "no $g/cuda-mgpu/train or $g/cuda-mgpu-z/train in the bundle" "${mgpu_checks[@]}"
+elif (( ${gpus:-0} < 2 )); then
+  skip_all "${gpus:-0} GPU(s) here" "${mgpu_checks[@]}"
+elif ! command -v mpirun > /dev/null; then
+  skip_all "no mpirun here" "${mgpu_checks[@]}"
+else
+  mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+       LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
+       mpirun --oversubscribe -np 2)
+  for v in cuda-mgpu cuda-mgpu-z; do
+    rm -rf "$g/steps-$v"
+    if "${mpi[@]}" "$g/$v/train" --batch "$g/batch.safetensors" --dump-grads "$g/$v.st" \
+         --quiet > "$g-$v.log" 2>&1 &&
+       "${mpi[@]}" "$g/$v/train" --batch "$g/batch.safetensors" --steps 3 \
+         --save "$g/steps-$v" --quiet >> "$g-$v.log" 2>&1; then
+      check "$g-$v-2-gpus-vs-cpu" "$g/$v.st" "$g/cpu.st" --rtol 1e-5
+      after_steps "$g" "$g/steps-$v/model.safetensors" 0.01 "$g-$v-2-gpus"
+    else
+      fail "$g-$v-2-gpus-vs-cpu: the run on 2 GPUs failed: $(tail -1 "$g-$v.log")"
+      skip "$g-$v-2-gpus parameters after 3 steps vs cpu: the run on 2 GPUs failed (above)"
+    fi
+  done
 fi
 # One model trains two steps under compute-sanitizer memcheck (out-of-bounds
 # and misaligned device accesses, CUDA API errors); skipped where
@@ -355,18 +413,18 @@ fi
 sanitizer=$(command -v compute-sanitizer ||
             ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
                2>/dev/null | head -1 || true)
-if [[ -f memcheck.txt ]]; then
+if [[ ! -f memcheck.txt ]]; then
+  fail "memcheck: no memcheck.txt in the bundle"
+else
   read -r name < memcheck.txt
   if [[ -z $sanitizer ]]; then
-    echo "SKIP memcheck $name: compute-sanitizer not found (PATH, /usr/local/cuda*/bin)"
-    skip=$((skip + 1))
+    skip "memcheck $name: compute-sanitizer not found (PATH, /usr/local/cuda*/bin)"
   elif "$sanitizer" --tool memcheck --error-exitcode 1 "$name/cuda/train" \
         --batch "$name/batch.safetensors" --steps 2 --quiet > memcheck.log 2>&1; then
-    echo "PASS memcheck $name: $(grep 'ERROR SUMMARY' memcheck.log | tail -1)"
-    pass=$((pass + 1))
+    pass "memcheck $name: $(grep 'ERROR SUMMARY' memcheck.log | tail -1)"
   else
-    echo "FAIL memcheck $name: $(grep 'ERROR SUMMARY' memcheck.log | tail -1) (see $here/memcheck.log)"
-    fail=$((fail + 1))
+    fail "memcheck $name: $(grep 'ERROR SUMMARY' memcheck.log | tail -1 ||
+                            tail -1 memcheck.log) (see $here/memcheck.log)"
   fi
 fi
 # Evaluation runs eval_step, the forward and the loss alone: with the
@@ -392,11 +450,9 @@ val = float(re.search(r"^val loss ([0-9.]+) at step 1 ", text, re.M).group(1))
 print(f"val loss {val:.6f}, step loss {step:.6f}")
 sys.exit(0 if abs(val - step) <= 2e-6 else 1)
 PY
-    echo "PASS $1-eval-step: $(tail -1 "$1-eval-check.log")"
-    pass=$((pass + 1))
+    pass "$1-eval-step: $(tail -1 "$1-eval-check.log")"
   else
-    echo "FAIL $1-eval-step: $(tail -1 "$1-eval-check.log" "$1-eval.log" 2>/dev/null | tail -1)"
-    fail=$((fail + 1))
+    fail "$1-eval-step: $(tail -q -n 1 "$1-eval-check.log" "$1-eval.log" 2>/dev/null | tail -1)"
   fi
 done
 # Sampling: decode_step on the GPU (the keys and values cached in the
@@ -407,17 +463,13 @@ for spec in "greedy --temperature 0 --prompt-ids 1,2,3" "seed4 --seed 4 --prompt
   name=$1
   shift
   if [[ ! -x generate/cuda/train ]]; then
-    echo "SKIP generate-$name: no generate/cuda/train (build.sh before sampling)"
-    skip=$((skip + 1))
+    skip "generate-$name: no generate/cuda/train (a bundle from before sampling)"
   elif generate/cuda/train --generate 12 "$@" > "generate-$name.txt" 2> "generate-$name.log" &&
        cmp -s "generate-$name.txt" "generate/want-$name.txt"; then
-    echo "PASS generate-$name: $(cat "generate-$name.txt") ($(tail -1 "generate-$name.log"))"
-    pass=$((pass + 1))
+    pass "generate-$name: $(cat "generate-$name.txt") ($(tail -1 "generate-$name.log"))"
   else
-    echo "FAIL generate-$name: cuda $(cat "generate-$name.txt" 2>/dev/null), cpu $(cat "generate/want-$name.txt") $(tail -1 "generate-$name.log" 2>/dev/null)"
-    fail=$((fail + 1))
+    fail "generate-$name: cuda $(cat "generate-$name.txt" 2>/dev/null), cpu $(cat "generate/want-$name.txt" 2>/dev/null) $(tail -1 "generate-$name.log" 2>/dev/null)"
   fi
 done
 keep_logs
-echo "gpu tests: $pass passed, $fail failed, $skip skipped"
-[[ $fail -eq 0 ]]
+tally_summary

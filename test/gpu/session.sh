@@ -28,6 +28,11 @@
 # trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
 # traces.tar.xz (the traces compared), session.txt (what ran, when).
+#
+# Exits with the GPU tests' status: run.sh's (0 only when every check it
+# expects reported and none failed; 124 when its share of the budget ran
+# out first), or 1 when the bundles do not unpack. The speed half's exits
+# are in session.txt; they do not change the status.
 set -uo pipefail
 bundles=$(cd "${1:?usage: session.sh BUNDLES RESULTS [SECONDS]}" && pwd)
 mkdir -p "${2:?usage: session.sh BUNDLES RESULTS [SECONDS]}"
@@ -52,7 +57,12 @@ tar -C "$work" -xJf "$bundles/gpu-tests.tar.xz" && tar -C "$work" -xJf "$bundles
 t=$(share 45 60)
 say "gpu tests (limit ${t}s)"
 OTC_GPU_RESULTS="$work/gpu-results" timeout "$t" "$work/gpu-tests/run.sh" > /dev/null 2>&1
-say "gpu tests exit $?"
+gpu_status=$?
+case $gpu_status in
+  0) say "gpu tests exit 0" ;;
+  124) say "gpu tests exit 124: cut off after ${t}s (no summary line)" ;;
+  *) say "gpu tests exit $gpu_status: $(tail -1 "$work/gpu-results/results.txt" 2>/dev/null)" ;;
+esac
 cp -f "$work/gpu-results/results.txt" "$results/gpu-results.txt" 2>/dev/null
 # The GEMM forms and the LM head's loss, timed; its table and JSON go with
 # the logs (gpu-logs.tar.xz) and its table ends the output.
@@ -140,4 +150,5 @@ tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exc
   2>/dev/null
 [[ -f $work/gpu-results/kernel-bench.txt ]] && cat "$work/gpu-results/kernel-bench.txt"
 
-say "done"
+say "done; gpu tests exit $gpu_status"
+exit "$gpu_status"
