@@ -16,7 +16,6 @@
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/Regex.h"
 
 #include <algorithm>
 #include <cctype>
@@ -288,12 +287,50 @@ std::optional<std::string> ParamOrigins::parameterOf(const std::string &name) {
   return root;
 }
 
+std::string Importer::stateDictNameOf(const std::string &name,
+                                      ParamOrigins &origins) {
+  if (origins.exported) {
+    std::optional<std::string> of = origins.parameterOf(name);
+    return of && *of != name ? *of : "";
+  }
+  // The TorchScript exporter names what it folded `onnx::<Op>_N`: a
+  // Linear's Wᵀ is its module's weight, and a value read in one module's
+  // scope alone (Gemma's folded 1 + weight, read by its norm's Mul) is
+  // taken for that module's weight too, as otc-export's hint names it.
+  if (name.rfind("onnx::", 0) != 0)
+    return "";
+  if (!initializerReaders) {
+    initializerReaders.emplace();
+    const onnx::GraphProto &graph = model.graph();
+    for (int n = 0; n < graph.node_size(); ++n)
+      for (int j = 0; j < graph.node(n).input_size(); ++j)
+        if (graph.node(n).input(j).rfind("onnx::", 0) == 0)
+          (*initializerReaders)[graph.node(n).input(j)].push_back({n, j});
+  }
+  auto readers = initializerReaders->find(name);
+  if (readers == initializerReaders->end())
+    return "";
+  std::string weight =
+      detail::foldedProjectionName(model.graph(), name, readers->second);
+  if (!weight.empty())
+    return weight;
+  std::set<std::string> modules;
+  for (auto [n, j] : readers->second)
+    modules.insert(detail::moduleOf(model.graph().node(n)));
+  return modules.size() == 1 && !modules.begin()->empty()
+             ? *modules.begin() + ".weight"
+             : "";
+}
+
 void Importer::addParams() {
-  llvm::Regex train(options.train);
-  std::string regexError;
-  if (!options.train.empty() && !train.isValid(regexError))
-    fail("invalid --train regular expression '" + options.train +
-         "': " + regexError);
+  std::unique_ptr<NameRegex> train;
+  if (!options.train.empty()) {
+    std::string regexError;
+    train = NameRegex::compile(options.train, regexError);
+    if (!train)
+      fail("invalid --train regular expression '" + options.train +
+           "': " + regexError);
+  }
   // The dynamo exporter's record of the module's parameters: an initializer
   // that is none of them and was folded from none of them (a rotary table's
   // angles, folded from the inv_freq buffer and positions) is a constant,
@@ -304,13 +341,14 @@ void Importer::addParams() {
   origins.splits = &splitParams;
   if (origins.exported)
     origins.folded = foldedFromAll(model.graph());
-  std::vector<ParamCandidate> floats = readParamCandidates(origins, train);
+  std::vector<ParamCandidate> floats =
+      readParamCandidates(origins, train.get());
   addParamArguments(floats, origins);
   recordRemovedParams(origins);
 }
 
 std::vector<ParamCandidate>
-Importer::readParamCandidates(ParamOrigins &origins, const llvm::Regex &train) {
+Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
   const std::optional<std::set<std::string>> &exported = origins.exported;
   // Reserved: a growing vector would copy every decoded tensor so far
   // (TensorData moves only by copy here), gigabytes for a large model.
@@ -318,7 +356,10 @@ Importer::readParamCandidates(ParamOrigins &origins, const llvm::Regex &train) {
   floats.reserve(static_cast<size_t>(model.graph().initializer_size()));
   for (const onnx::TensorProto &init : model.graph().initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(init.name()));
-    bool forced = !options.train.empty() && train.match(init.name());
+    // --train matches the initializer's name or the state-dict name it is.
+    bool forced =
+        train && (train->matches(init.name()) ||
+                  train->matches(stateDictNameOf(init.name(), origins)));
     // Learned by an earlier import of the same loaded model: nothing read.
     if (!initializersOut && cache && !staticOnly.contains(init.name())) {
       auto known = cache->find(init.name());
@@ -451,12 +492,10 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
          builder.getNamedAttr(attrs::kParam, builder.getStringAttr(name))});
     // A copy the exporter folded from a module parameter is that
     // parameter for --freeze.
-    if (origins.exported)
-      if (std::optional<std::string> of = origins.parameterOf(name);
-          of && *of != name)
-        argAttrs.push_back({cast<BlockArgument>(arg).getArgNumber(),
-                            builder.getNamedAttr(attrs::kParamOf,
-                                                 builder.getStringAttr(*of))});
+    if (std::string of = stateDictNameOf(name, origins); !of.empty())
+      argAttrs.push_back(
+          {cast<BlockArgument>(arg).getArgNumber(),
+           builder.getNamedAttr(attrs::kParamOf, builder.getStringAttr(of))});
     values[name] = arg;
     if (c.key)
       valuelessInits[name] = c.init;

@@ -19,6 +19,7 @@
 #define OTC_FRONTEND_IMPORTER_H
 
 #include "frontend/OnnxImporter.h"
+#include "ir/NameRegex.h"
 #include "ir/OtcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,7 +28,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
-#include "llvm/Support/Regex.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -147,6 +147,16 @@ std::string valueMetadata(const onnx::ValueInfoProto &info,
 /// (`model.layers.0.input_layernorm`), else the TorchScript exporter's scope
 /// name (`/model/layers.0/input_layernorm/Mul_1`), else "".
 std::string moduleOf(const onnx::NodeProto &node);
+/// Whether `node` reads input `j` as a projection weight [in, out] (MatMul's
+/// B; Gemm's B without transB).
+bool projectionWeight(const onnx::NodeProto &node, int j);
+/// The state-dict name of a Linear's Wᵀ the TorchScript exporter folded
+/// (`onnx::MatMul_N`): `<module>.weight` when every reader (node index,
+/// input index) reads it as a projection weight in one module's scope
+/// (`/model/layers.0/self_attn/q_proj/MatMul`), else "".
+std::string
+foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
+                     const std::vector<std::pair<int, int>> &readers);
 /// The parameters of the module torch.export traced (the state-dict names of
 /// its graph signature's PARAMETER inputs, which the dynamo exporter keeps in
 /// the graph's metadata), or none for an export without that record.
@@ -371,7 +381,16 @@ private:
   /// The float initializers that may be trained, read (or, where the import
   /// keeps no values, keyed) in graph order; the others become statics.
   std::vector<ParamCandidate> readParamCandidates(ParamOrigins &origins,
-                                                  const llvm::Regex &train);
+                                                  const NameRegex *train);
+  /// The state-dict name of initializer `name` where it is another one's
+  /// (what otc-export writes): the parameter the dynamo exporter folded it
+  /// from, or the Linear whose Wᵀ the TorchScript exporter folded; "" when
+  /// it is its own name or none is known.
+  std::string stateDictNameOf(const std::string &name, ParamOrigins &origins);
+  /// The readers (node, input) of each `onnx::MatMul_N` initializer, built
+  /// by the first stateDictNameOf that needs them.
+  std::optional<std::map<std::string, std::vector<std::pair<int, int>>>>
+      initializerReaders;
   /// Makes each candidate a constant (the import rules' reason), a tie of
   /// another, or an `otc.param` argument, and records which is which on
   /// the function.

@@ -146,6 +146,34 @@ std::string moduleOf(const onnx::NodeProto &node) {
   return seg.substr(0, colon);
 }
 
+bool projectionWeight(const onnx::NodeProto &node, int j) {
+  if (node.op_type() == "MatMul")
+    return j == 1;
+  if (node.op_type() != "Gemm" || j != 1)
+    return false;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "transB" && a.i() != 0)
+      return false;
+  return true;
+}
+
+std::string
+foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
+                     const std::vector<std::pair<int, int>> &readers) {
+  if (name.rfind("onnx::MatMul_", 0) != 0 || readers.empty())
+    return "";
+  std::string module;
+  for (auto [n, j] : readers) {
+    const onnx::NodeProto &node = graph.node(n);
+    std::string m = moduleOf(node);
+    if (!projectionWeight(node, j) || m.empty() ||
+        (!module.empty() && m != module))
+      return "";
+    module = m;
+  }
+  return module + ".weight";
+}
+
 std::vector<std::pair<std::string, std::string>>
 splitMergedParams(onnx::ModelProto &model, const std::string &path) {
   onnx::GraphProto &graph = *model.mutable_graph();

@@ -101,18 +101,7 @@ std::string leafOf(const std::string &name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-/// Whether `node` reads input `j` as a projection weight [in, out] (MatMul's
-/// B; Gemm's B without transB).
-bool projectionWeight(const onnx::NodeProto &node, int j) {
-  if (node.op_type() == "MatMul")
-    return j == 1;
-  if (node.op_type() != "Gemm" || j != 1)
-    return false;
-  for (const onnx::AttributeProto &a : node.attribute())
-    if (a.name() == "transB" && a.i() != 0)
-      return false;
-  return true;
-}
+using detail::projectionWeight;
 
 /// How far a match by value may go: every relation where the graph's own
 /// names or metadata say which tensor it is (a check), the exact ones alone
@@ -442,27 +431,26 @@ void StateDictBuilder::nameFromGraph(Init &init) {
   }
   // 3. The TorchScript exporter's folded Wᵀ, read by MatMuls of one scope.
   if (init.name.rfind("onnx::", 0) == 0) {
-    std::set<std::string> modules;
-    bool projection = true;
     auto reads = readsOf(init.name);
-    for (auto [n, j] : reads) {
-      projection &= projectionWeight(graph.node(n), j);
-      modules.insert(detail::moduleOf(graph.node(n)));
+    std::string weight =
+        init.shape.size() == 2
+            ? detail::foldedProjectionName(graph, init.name, reads)
+            : "";
+    if (!weight.empty()) {
+      Relation rel;
+      rel.kind = Relation::Transposed;
+      rel.shape = {init.shape[1], init.shape[0]};
+      init.names.push_back({weight, rel,
+                            "TorchScript node scope of " +
+                                graph.node(reads[0].first).name() +
+                                " (the exporter folded the Linear's Wᵀ)"});
+      return;
     }
+    std::set<std::string> modules;
+    for (auto [n, j] : reads)
+      modules.insert(detail::moduleOf(graph.node(n)));
     if (modules.size() == 1 && !modules.begin()->empty()) {
-      std::string module = *modules.begin();
-      if (projection && init.shape.size() == 2 &&
-          init.name.rfind("onnx::MatMul_", 0) == 0) {
-        Relation rel;
-        rel.kind = Relation::Transposed;
-        rel.shape = {init.shape[1], init.shape[0]};
-        init.names.push_back({module + ".weight", rel,
-                              "TorchScript node scope of " +
-                                  graph.node(reads[0].first).name() +
-                                  " (the exporter folded the Linear's Wᵀ)"});
-        return;
-      }
-      init.hint = module + ".weight";
+      init.hint = *modules.begin() + ".weight";
       init.hintWhy = "read in the scope of " + graph.node(reads[0].first).name() +
                      " as '" + init.name + "', a value the exporter folded";
     }

@@ -12,15 +12,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "ir/NameRegex.h"
 #include "ir/OtcDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/Regex.h"
 
 namespace otc {
 #define GEN_PASS_DEF_DIFFERENTIATE
@@ -140,24 +140,27 @@ struct DifferentiatePass
     FailureOr<unsigned> lossIndex = findLoss(forward, lossName);
     if (failed(lossIndex))
       return signalPassFailure();
-    llvm::Regex frozen(freeze);
-    std::string regexError;
-    if (!freeze.empty() && !frozen.isValid(regexError)) {
-      module.emitError("invalid --freeze regular expression: ") << regexError;
-      return signalPassFailure();
+    std::unique_ptr<NameRegex> frozen;
+    if (!freeze.empty()) {
+      std::string regexError;
+      frozen = NameRegex::compile(freeze, regexError);
+      if (!frozen) {
+        module.emitError("invalid --freeze regular expression '")
+            << freeze << "': " << regexError;
+        return signalPassFailure();
+      }
     }
-    if (failed(buildTrainStep(forward, *lossIndex,
-                              freeze.empty() ? nullptr : &frozen)))
+    if (failed(buildTrainStep(forward, *lossIndex, frozen.get())))
       return signalPassFailure();
   }
 
   LogicalResult buildTrainStep(func::FuncOp forward, unsigned lossIndex,
-                               llvm::Regex *frozen);
+                               const NameRegex *frozen);
 };
 
 LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
                                                 unsigned lossIndex,
-                                                llvm::Regex *frozen) {
+                                                const NameRegex *frozen) {
   OpBuilder b(forward);
   b.setInsertionPointAfter(forward);
   auto step = cast<func::FuncOp>(b.clone(*forward.getOperation()));
@@ -166,22 +169,39 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(lossIndex);
 
-  // Candidate parameters: float `otc.param` arguments not frozen.
+  // Candidate parameters: float `otc.param` arguments not frozen. --freeze
+  // matches the state-dict name the import recovered (`otc.param_of`: the
+  // module parameter an exporter's folded copy is, the name otc-export
+  // writes) and the initializer's own name only where there is none, so
+  // that a pattern that selects by absence (`^(?!.*lora_)`) does not freeze
+  // a folded `val_N` copy of an adapter.
   SmallVector<BlockArgument> params;
+  int64_t candidates = 0, frozenCount = 0;
   for (BlockArgument arg : body.getArguments()) {
     auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   attrs::kParam);
     if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
       continue;
-    auto of = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                attrs::kParamOf);
-    if (frozen && (frozen->match(name.getValue()) ||
-                   (of && frozen->match(of.getValue()))))
-      continue;
     if (step.getArgAttr(arg.getArgNumber(), attrs::kBuffer))
       continue;
+    ++candidates;
+    auto of = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                attrs::kParamOf);
+    if (frozen && frozen->matches((of ? of : name).getValue().str())) {
+      ++frozenCount;
+      continue;
+    }
     params.push_back(arg);
   }
+  if (frozen && candidates && frozenCount == candidates)
+    return forward.emitError("--freeze='")
+           << frozen->pattern() << "' matches all " << candidates
+           << " parameters: nothing is left to train";
+  if (frozen && frozenCount == 0)
+    forward.emitWarning("--freeze='")
+        << frozen->pattern()
+        << "' matches no parameter: every one trains (the names matched are "
+           "the state dict's, as otc-export writes them)";
 
   // Varied: values that depend on a candidate parameter through float values.
   llvm::DenseSet<Value> varied(params.begin(), params.end());

@@ -49,6 +49,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -238,8 +239,17 @@ static int fail(const llvm::Twine &msg) {
 
 /// Prints the first error diagnostic as the one line `otc-compile: error:
 /// WHERE: MESSAGE`, WHERE naming the ONNX node, value or graph (or
-/// file:line:col); later errors and attached notes add nothing.
+/// file:line:col); later errors and attached notes add nothing. A warning
+/// is one line `otc-compile: warning: ...`, each text once (--fit runs the
+/// passes once per candidate micro-batch).
 static LogicalResult printError(Diagnostic &diag) {
+  if (diag.getSeverity() == DiagnosticSeverity::Warning) {
+    static llvm::StringSet<> warned;
+    std::string line = otc::errorLine(diag);
+    if (warned.insert(line).second)
+      llvm::errs() << "otc-compile: warning: " << line << "\n";
+    return success();
+  }
   if (diag.getSeverity() != DiagnosticSeverity::Error)
     return failure();
   if (diagnosed)
