@@ -19,6 +19,7 @@ is hidden).
                                 --ffn 128 --vocab 256 --seq 32 [--tied]
                                 [--head-dim D] [--experts E --top-k K]
                                 [--weights dense|sparse --seed 0]
+                                [--lora R [--lora-alpha A]]
 
 Sizes (Llama 3.2 1B and 3B, Llama 3.1 8B; vocabulary 128,256; and two
 mixtures of experts):
@@ -36,6 +37,9 @@ top-k kept and renormalized), each token's k experts' gate/up and down
 matrices gathered by the indices and multiplied with it as a column, SiLU
 gating, the k results weighted and summed. otc fuses each gathered product
 into otc.expert_matmul, so no [tokens x k, F, C] gathered tensor is planned.
+With --lora R, the attention's q, k, v and o projections carry peft-style
+adapters (`….lora_A.weight`, `….lora_B.weight`): a LoRA fine-tune's plan is
+`--freeze='^(?!.*lora_)'` of this graph.
 Runs with any python that has onnx and numpy.
 """
 import argparse
@@ -79,6 +83,13 @@ def main():
                     help="dense N(0, 0.02) values as a real export holds (default), or a "
                          "sparse file of zeros (no disk, no time; hides the importer's cost)")
     ap.add_argument("--seed", type=int, default=0, help="the dense weights' generator seed")
+    ap.add_argument("--lora", type=int, default=0, metavar="R",
+                    help="LoRA adapters of rank R on the attention's q, k, v and o "
+                         "projections, named as peft names them (….lora_A.weight "
+                         "[R, in], ….lora_B.weight [out, R])")
+    ap.add_argument("--lora-alpha", type=float, default=0,
+                    help="LoRA's alpha (default 2 R): the adapter's product is "
+                         "scaled by alpha / R")
     a = ap.parse_args()
     if a.size:
         for k, v in SIZES[a.size].items():
@@ -131,6 +142,20 @@ def main():
     def linear(x, name, n_in, n_out):
         w = weight(name + ".weight", [n_out, n_in])
         return node("MatMul", [x, node("Transpose", [w], perm=[1, 0])])
+
+    if a.lora:
+        lora_scale = const("lora_scale", np.array(
+            (a.lora_alpha or 2 * a.lora) / a.lora, dtype=np.float32))
+
+    def adapted(x, name, n_in, n_out):
+        """A projection with a LoRA adapter, as peft's Linear computes it:
+        x Wᵀ + (x Aᵀ) Bᵀ · alpha / r."""
+        y = linear(x, name, n_in, n_out)
+        if not a.lora:
+            return y
+        down = linear(x, name + ".lora_A", n_in, a.lora)
+        up = linear(down, name + ".lora_B", a.lora, n_out)
+        return node("Add", [y, node("Mul", [up, lora_scale])])
 
     def rope(x):
         x1 = node("Slice", [x, lo, mid, axis3])
@@ -190,15 +215,15 @@ def main():
     for i in range(L):
         p = f"layers.{i}"
         a_in = rms_norm(x, p + ".attn_norm")
-        q = rope(heads(linear(a_in, p + ".attn.wq", h, nh * hd), shape_q))
-        k = rope(heads(linear(a_in, p + ".attn.wk", h, nkv * hd), shape_kv))
-        v = heads(linear(a_in, p + ".attn.wv", h, nkv * hd), shape_kv)
+        q = rope(heads(adapted(a_in, p + ".attn.wq", h, nh * hd), shape_q))
+        k = rope(heads(adapted(a_in, p + ".attn.wk", h, nkv * hd), shape_kv))
+        v = heads(adapted(a_in, p + ".attn.wv", h, nkv * hd), shape_kv)
         k, v = repeat_kv(k), repeat_kv(v)
         att = node("Mul", [node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])]), scale])
         att = node("Softmax", [node("Where", [mask, att, neg])], axis=-1)
         y = node("MatMul", [att, v])
         y = node("Reshape", [node("Transpose", [y], perm=[0, 2, 1, 3]), shape_merge])
-        x = node("Add", [x, linear(y, p + ".attn.wo", nh * hd, h)])
+        x = node("Add", [x, adapted(y, p + ".attn.wo", nh * hd, h)])
         m_in = rms_norm(x, p + ".mlp_norm")
         if E:
             x = node("Add", [x, experts(m_in, p + ".mlp")])
@@ -219,7 +244,10 @@ def main():
     mlp = E * (h + 3 * h * ffn) if E else 3 * h * ffn
     formula = (V * h * (1 if a.tied else 2) + h +
                L * (2 * h + 2 * h * nh * hd + 2 * h * nkv * hd + mlp))
-    print(f"wrote {a.out}: {params} parameters (formula {formula})")
+    # Each adapter: A [r, in] and B [out, r] on q, k, v and o.
+    lora = L * a.lora * ((h + nh * hd) + (h + nkv * hd) * 2 + (nh * hd + h))
+    print(f"wrote {a.out}: {params} parameters (formula {formula + lora}"
+          + (f", of which LoRA {lora}" if a.lora else "") + ")")
 
 
 if __name__ == "__main__":

@@ -192,8 +192,16 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  int version = decode                   ? 9
-                : eval                     ? 8
+  // Version 10: a BUFFER slot in BF16 (a frozen parameter read in BF16
+  // alone).
+  bool bf16Buffers = false;
+  module.walk([&](otck::BufferOp b) {
+    bf16Buffers |= b.getSlot() && b.getSlot()->starts_with("buffer:") &&
+                   b.getType().getElementType().isBF16();
+  });
+  int version = bf16Buffers               ? 10
+                : decode                  ? 9
+                : eval                    ? 8
                 : tables->numBucketRanges ? 7
                 : tables->shards          ? 6
                                           : 5;
@@ -217,7 +225,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   if (version >= 8)
     os << ",\n  " << (eval ? "otc_eval_step" : "nullptr");
   if (version >= 9)
-    os << ",\n  otc_decode_step";
+    os << ",\n  " << (decode ? "otc_decode_step" : "nullptr");
   os << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";

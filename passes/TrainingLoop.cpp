@@ -1,15 +1,19 @@
-//===- TrainingLoop.cpp - gradient accumulation and AdamW ------------------===//
+//===- TrainingLoop.cpp - gradient accumulation and AdamW
+//------------------===//
 //
 // Turns `@train_step` into the functions the runtime calls once per
 // micro-batch or optimizer step: `@zero_grads`, `@micro_step` and
-// `@optimizer_step`, and `@eval_step` (the loss alone, for evaluation). Their arguments and results name arena slots, so that
-// state (parameters, gradient accumulators, Adam moments) persists between
-// calls without the runtime knowing anything about the model. Under mixed
-// precision (`otc.bf16_copy` parameters) the parameters that `@micro_step`
-// reads are BF16 working copies in "param_bf16:<name>" slots, refreshed from
-// the FP32 masters ("param:<name>") by `@zero_grads`, which the runtime calls
-// first in every optimizer step; gradients accumulate in the element type of
-// `@train_step`'s gradient results, and AdamW runs in FP32 on the masters.
+// `@optimizer_step`, and `@eval_step` (the loss alone, for evaluation). Their
+// arguments and results name arena slots, so that state (parameters, gradient
+// accumulators, Adam moments) persists between calls without the runtime
+// knowing anything about the model. Under mixed precision (`otc.bf16_copy`
+// parameters) the parameters that `@micro_step` reads are BF16 working copies
+// in "param_bf16:<name>" slots, refreshed from the FP32 masters
+// ("param:<name>") by `@zero_grads`, which the runtime calls first in every
+// optimizer step; gradients accumulate in the element type of
+// `@train_step`'s gradient results, and AdamW runs in FP32 on the masters. A
+// parameter that is not trained and is read in BF16 (a frozen base model
+// under LoRA) is a "buffer:<name>" slot in BF16 alone, with no FP32 copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,9 +75,15 @@ static std::string argSlot(func::FuncOp f, unsigned i) {
   if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kInput))
     return ("input:" + n.getValue()).str();
   if (auto n = f.getArgAttrOfType<StringAttr>(i, attrs::kParam)) {
+    llvm::StringSet<> trained = trainedNames(f);
+    // A parameter that is not trained (frozen) and that the steps read in
+    // BF16 is kept in BF16 alone: no FP32 values, which nothing would read
+    // after loading (a frozen 8B base model under LoRA: 16 GB, not 48).
     if (f.getArgAttr(i, attrs::kBf16Copy))
-      return ("param_bf16:" + n.getValue()).str();
-    return masterSlot(trainedNames(f), n.getValue());
+      return ((trained.contains(n.getValue()) ? "param_bf16:" : "buffer:") +
+              n.getValue())
+          .str();
+    return masterSlot(trained, n.getValue());
   }
   if (f.getArgAttr(i, attrs::kRngKey))
     return "rng_key";
@@ -349,10 +359,14 @@ struct TrainingLoopPass
     Location loc = step.getLoc();
     FuncSignature args, results;
     SmallVector<unsigned> copies;
+    llvm::StringSet<> trainedSet = trainedNames(step);
     for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
       if (!step.getArgAttr(i, attrs::kBf16Copy))
         continue;
       auto name = step.getArgAttrOfType<StringAttr>(i, attrs::kParam);
+      // A frozen parameter's BF16 values are its only ones (argSlot).
+      if (!trainedSet.contains(name.getValue()))
+        continue;
       auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
       args.add(b, type.clone(b.getF32Type()),
                masterSlot(trainedNames(step), name.getValue()));

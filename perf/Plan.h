@@ -94,6 +94,9 @@ struct PlanSummary {
   /// the keys and values decode_step caches (--generate).
   int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
           optimizer = 0, inputs = 0, constants = 0, buffers = 0, kvCache = 0;
+  /// The values of the buffers (frozen parameters, FP32 or BF16 alone,
+  /// and untrained tables): no gradient, master or moments.
+  int64_t bufferValues = 0;
   /// `workspace`: the GEMM workspace; `libraries`: every buffer the
   /// runtime and its libraries hold outside the arena (the GEMM workspace
   /// included), `context`: the CUDA context and library handles

@@ -69,9 +69,10 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       s.inputs += bytes;
     else if (kind == "const")
       s.constants += bytes;
-    else if (kind == "buffer")
+    else if (kind == "buffer") {
       s.buffers += bytes;
-    else if (kind == "kv_cache")
+      s.bufferValues += b.getType().getNumElements();
+    } else if (kind == "kv_cache")
       s.kvCache += bytes;
     else
       other += bytes;
@@ -284,6 +285,19 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     j.attribute("grad_accum", s.gradAccum);
     j.attribute("fp32_grad_accum", s.fp32GradAccum);
     j.attribute("params_count", s.paramsCount);
+    // What a trained parameter costs (its working copy, master, gradient
+    // and moments), and the buffers beside them: frozen parameters cost
+    // their values alone.
+    j.attributeObject("bytes_per_value", [&] {
+      if (s.paramsCount)
+        j.attribute("trained", static_cast<double>(s.params + s.masterParams +
+                                                   s.grads + s.optimizer) /
+                                   static_cast<double>(s.paramsCount));
+      if (s.bufferValues)
+        j.attribute("not_trained", static_cast<double>(s.buffers) /
+                                       static_cast<double>(s.bufferValues));
+    });
+    j.attribute("buffer_values", s.bufferValues);
     auto nameMap = [&](const char *key, const auto &pairs) {
       j.attributeObject(key, [&] {
         for (const auto &[name, why] : pairs)
@@ -496,7 +510,19 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("libraries", s.libraries);
   row("context", s.context);
   row("total peak", s.totalPeak);
-  os << "parameters trained: " << s.paramsCount << "\n";
+  os << "parameters trained: " << s.paramsCount;
+  if (s.paramsCount)
+    os << " ("
+       << llvm::format("%.4g", static_cast<double>(s.params + s.masterParams +
+                                                   s.grads + s.optimizer) /
+                                   static_cast<double>(s.paramsCount))
+       << " bytes each: working copy, master, gradient, moments)";
+  os << "\n";
+  if (s.bufferValues)
+    os << "not trained (frozen, buffers): " << s.bufferValues << " values ("
+       << llvm::format("%.4g", static_cast<double>(s.buffers) /
+                                   static_cast<double>(s.bufferValues))
+       << " bytes each: no gradient, master or moments)\n";
   auto names = [&](const char *title, const auto &pairs) {
     if (pairs.empty())
       return;

@@ -99,13 +99,16 @@ Status addSlots(TensorFile &file, const std::vector<const OtcSlot *> &slots,
     Status s = backend.download(arena, slot->offset, bytes.data(), slot->nbytes);
     if (!s)
       return s;
-    file.add(prefix + slot->name, StDType::F32, slotShape(*slot), bytes.data());
+    file.add(prefix + slot->name,
+             slot->dtype == OTC_BF16 ? StDType::BF16 : StDType::F32,
+             slotShape(*slot), bytes.data());
   }
   return Status::ok();
 }
 
 /// Sets \p out to tensor \p prefix + the name of \p slot in \p file (read
-/// from \p path), checked to be F32 of the slot's shape.
+/// from \p path), checked to be of the slot's type (F32, or a BF16 buffer's
+/// BF16) and shape.
 Status slotTensor(const TensorFile &file, const std::string &path,
                   const std::string &prefix, const OtcSlot &slot,
                   const Tensor *&out) {
@@ -114,9 +117,11 @@ Status slotTensor(const TensorFile &file, const std::string &path,
   if (!out)
     return Status::error(path + ": '" + name +
                          "' not found: the checkpoint is of another model");
-  if (out->dtype != StDType::F32 || out->shape != slotShape(slot))
+  StDType want = slot.dtype == OTC_BF16 ? StDType::BF16 : StDType::F32;
+  if (out->dtype != want || out->shape != slotShape(slot))
     return Status::error(path + ": '" + name + "' is " + dtypeName(out->dtype) +
-                         " " + formatShape(out->shape) + ", the program needs F32 " +
+                         " " + formatShape(out->shape) +
+                         ", the program needs " + dtypeName(want) + " " +
                          formatShape(slotShape(slot)));
   return Status::ok();
 }

@@ -55,11 +55,17 @@ Status loadInitialParams(const std::string &path,
       return Status::error(path + ": " + (buffer ? "buffer '" : "parameter '") +
                            slot->name + "' not found (expected F32 " +
                            formatShape(want) + ")");
-    if (t->dtype != StDType::F32 || t->shape != want)
-      return Status::error(where + ": " + (buffer ? "buffer '" : "parameter '") +
-                           slot->name + "': expected F32 " + formatShape(want) +
-                           ", found " + dtypeName(t->dtype) + " " +
-                           formatShape(t->shape));
+    // A BF16 buffer (a frozen parameter read in BF16 alone) is rounded
+    // from F32 values as it is uploaded, or given in BF16.
+    bool bf16Slot = slot->dtype == OTC_BF16;
+    if ((t->dtype != StDType::F32 &&
+         !(bf16Slot && t->dtype == StDType::BF16)) ||
+        t->shape != want)
+      return Status::error(where + ": " +
+                           (buffer ? "buffer '" : "parameter '") + slot->name +
+                           "': expected F32 " + (bf16Slot ? "or BF16 " : "") +
+                           formatShape(want) + ", found " +
+                           dtypeName(t->dtype) + " " + formatShape(t->shape));
     return Status::ok();
   };
   for (const OtcSlot *slot : params)

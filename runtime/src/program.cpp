@@ -32,7 +32,7 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
     case OTC_SLOT_GRAD_FACTOR: gradFactor = &slot; break;
     case OTC_SLOT_BUFFER:
       buffers.push_back(&slot);
-      bufferValues += slot.nbytes / 4;
+      bufferValues += slot.nbytes / (slot.dtype == OTC_BF16 ? 2 : 4);
       break;
     case OTC_SLOT_DECODE_TOKENS: decodeTokens = &slot; break;
     case OTC_SLOT_DECODE_POSITION: decodePosition = &slot; break;
@@ -263,9 +263,16 @@ Status checkSlot(const OtcProgram &program, int32_t i, int32_t lastKind,
   case OTC_SLOT_PARAM:
   case OTC_SLOT_ADAM_M:
   case OTC_SLOT_ADAM_V:
-  case OTC_SLOT_BUFFER:
     if (slot.dtype != OTC_F32 || !*slot.name)
       return invalid(where + " must be a named F32 tensor");
+    break;
+  case OTC_SLOT_BUFFER:
+    if (program.abi_version >= 10
+            ? (slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || !*slot.name
+            : slot.dtype != OTC_F32 || !*slot.name)
+      return invalid(where + (program.abi_version >= 10
+                                  ? " must be a named F32 or BF16 tensor"
+                                  : " must be a named F32 tensor"));
     break;
   case OTC_SLOT_GRAD:
     if ((slot.dtype != OTC_F32 && slot.dtype != OTC_BF16) || !*slot.name)

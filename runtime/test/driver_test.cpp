@@ -252,6 +252,26 @@ TEST(DriverArgs, DefaultInitPathIsNextToExecutable) {
   EXPECT_EQ(p, e.substr(0, e.rfind('/')) + "/init.safetensors");
 }
 
+TEST(DriverValidate, Bf16BuffersFromVersion10) {
+  // A frozen parameter read in BF16 alone is a BF16 BUFFER slot, which a
+  // descriptor may hold from version 10 on; any other kind stays F32.
+  const int64_t shape[] = {2};
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"frozen", OTC_SLOT_BUFFER, OTC_BF16, 1, shape, kArena, 4});
+  OtcProgram p = fakeProgram();
+  p.slots = slots.data();
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.arena_bytes = kArena + 4;
+  p.abi_version = 9;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("must be a named F32 tensor"));
+  p.abi_version = 10;
+  EXPECT_TRUE(validateProgram(&p, "cpu", false));
+  slots.back().kind = OTC_SLOT_PARAM;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("must be a named F32 tensor"));
+}
+
 TEST(DriverValidate, RejectsBadDescriptors) {
   OtcProgram p = fakeProgram();
   EXPECT_TRUE(validateProgram(&p, "cpu", true));

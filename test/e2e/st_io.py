@@ -3,7 +3,8 @@ scripts (make_mlp_golden.py, compare_grads.py). Format: 8-byte little-endian
 header length, a JSON header {name: {dtype, shape, data_offsets}} padded with
 spaces to a multiple of 8 bytes, then the raw little-endian tensor bytes. It
 deliberately does not use the `safetensors` package, so it is an independent
-implementation from the C++ one in runtime/."""
+implementation from the C++ one in runtime/. A BF16 tensor is read widened
+to float32 (exact)."""
 import json
 import struct
 
@@ -58,6 +59,11 @@ def read(path):
         begin, end = info["data_offsets"]
         if base + end > len(raw):
             raise ValueError(f"{path}: tensor {name!r} truncated at offset {len(raw)}")
+        if info["dtype"] == "BF16":
+            # bfloat16, the upper half of a float32: widened exactly.
+            half = np.frombuffer(raw[base + begin:base + end], dtype="<u2")
+            out[name] = (half.astype(np.uint32) << 16).view(np.float32).reshape(info["shape"])
+            continue
         dtype = np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<")
         out[name] = np.frombuffer(raw[base + begin:base + end], dtype=dtype).reshape(info["shape"])
     return out

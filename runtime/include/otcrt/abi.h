@@ -26,13 +26,14 @@ enum OtcSlotKind {
   OTC_SLOT_LR = 6,
   OTC_SLOT_STEP = 7,
   OTC_SLOT_RNG = 8,
-  OTC_SLOT_GRAD_SCALE = 9, /* version 3: f32 scalar, the micro-batch's weight
-                              in its step's gradient, set by the runtime
-                              before each micro_step */
-  OTC_SLOT_BUFFER = 10,     /* version 3: an F32 initializer that is not
-                              trained (frozen, a rotary table): loaded from
-                              the initial parameters, kept in checkpoints,
-                              no gradient, moments or master */
+  OTC_SLOT_GRAD_SCALE = 9,   /* version 3: f32 scalar, the micro-batch's weight
+                                in its step's gradient, set by the runtime
+                                before each micro_step */
+  OTC_SLOT_BUFFER = 10,      /* version 3: an F32 initializer that is not
+                               trained (frozen, a rotary table): loaded from
+                               the initial parameters, kept in checkpoints,
+                               no gradient, moments or master; version 10:
+                               or BF16 (rounded from F32 initial values) */
   OTC_SLOT_GRAD_FACTOR = 11, /* version 5: f32 scalar, the factor AdamW
                               multiplies the step's gradients by (clipping
                               and batch ramp; not finite: the update is
@@ -109,10 +110,12 @@ typedef struct {
  * writes it only for a program with buckets. Version 8 appends `eval_step`
  * (otc-compile writes it for every program it compiles). Version 9 appends
  * `decode_step` and its slot kinds (otc-compile writes it for a program
- * compiled with --generate). The runtime accepts descriptors of versions 1
- * to 9 and reads each field only from a descriptor of a version that has
- * it. */
-#define OTC_ABI_VERSION 9
+ * compiled with --generate). Version 10 has version 9's fields and lets a
+ * BUFFER slot be BF16 (a frozen parameter the steps read in BF16 alone);
+ * otc-compile writes it only for a program with such a slot. The runtime
+ * accepts descriptors of versions 1 to 10 and reads each field only from a
+ * descriptor of a version that has it. */
+#define OTC_ABI_VERSION 10
 
 /// Version 7: a range of the gradients in a bucket that the backward of
 /// micro_step finishes at one point (it then calls
