@@ -352,7 +352,9 @@ Status Run::execute() {
         std::to_string(shards_->ranks) + " --shard-optimizer), but " +
         (world_.size == 1 ? std::string("it runs alone")
                           : std::to_string(world_.size) + " ranks run it") +
-        ": start it with mpirun -np " + std::to_string(shards_->ranks));
+        ": start it with mpirun -np " + std::to_string(shards_->ranks) +
+        " (or torchrun --nproc-per-node " + std::to_string(shards_->ranks) +
+        " --no-python)");
   TensorFile init;
   // Parameters and buffers alike come from the initial parameters.
   std::vector<const OtcSlot *> initial = slots_.params;
