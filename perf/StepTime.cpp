@@ -471,8 +471,9 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
     n.bytes += calls * l.bytes;
     n.seconds += calls * l.seconds;
   }
-  // The ranks' sum of the gradients (the runtime's Backend::sumGradients:
-  // every gradient slot, in its storage type, once per step).
+  // The ranks' sum of the gradients (the runtime's
+  // GradientCommunicator::sumGradients: every gradient slot, in its storage
+  // type, once per step).
   t.worldSize = config->getWorldSize();
   t.shardOptimizer = config->getShardOptimizer();
   // ZeRO-1 gathers the BF16 copies after every update, and the FP32

@@ -1,13 +1,12 @@
 // Host-memory backend of libotcrt_cpu: the arena is anonymous memory mapped
 // for it (zero pages, which the kernel gives only as they are touched) and
-// all transfers are memcpy. Also defines otcrt_check_launch as the
+// all transfers are memcpy (the gradients' sums over the ranks are
+// cpu/gradients.cpp's). Also defines otcrt_check_launch as the
 // no-op and otcrt_stream as the NULL stream the ABI promises for the cpu
 // target.
 #include "src/backend.h"
-#include "src/world.h"
 
 #include "otcrt/abi.h"
-#include "otcrt/bf16.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -82,57 +81,6 @@ public:
   }
 
   Status synchronize() override { return Status::ok(); }
-
-  /// Over MPI from host memory; a BF16 range widened to FP32 for the sum
-  /// and rounded once after it.
-  Status sumGradients(char *arena, const std::vector<OtcrtRange> &ranges,
-                      double preMul, HostCollectives &host) override {
-    for (const OtcrtRange &r : ranges) {
-      if (!r.bf16) {
-        float *p = reinterpret_cast<float *>(arena + r.offset);
-        if (Status s = host.sumFloats(p, r.count, preMul); !s)
-          return s;
-        continue;
-      }
-      uint16_t *p = reinterpret_cast<uint16_t *>(arena + r.offset);
-      std::vector<float> wide(static_cast<size_t>(r.count));
-      for (int64_t i = 0; i < r.count; ++i)
-        wide[i] = otcrt_bf16_to_float(p[i]);
-      if (Status s = host.sumFloats(wide.data(), r.count, preMul); !s)
-        return s;
-      for (int64_t i = 0; i < r.count; ++i)
-        p[i] = otcrt_float_to_bf16(wide[i]);
-    }
-    return Status::ok();
-  }
-
-  Status reduceScatterGradients(char *arena, int64_t offset, int64_t perRank,
-                                bool bf16, double preMul,
-                                HostCollectives &host) override {
-    const int64_t ranks = host.world().size;
-    if (!bf16)
-      return host.reduceScatterFloats(
-          reinterpret_cast<float *>(arena + offset), perRank, preMul);
-    // BF16 gradients are summed in float and rounded once, as the
-    // all-reduce does.
-    uint16_t *p = reinterpret_cast<uint16_t *>(arena + offset);
-    std::vector<float> wide(static_cast<size_t>(ranks * perRank));
-    for (int64_t i = 0; i < ranks * perRank; ++i)
-      wide[i] = otcrt_bf16_to_float(p[i]);
-    if (Status s = host.reduceScatterFloats(wide.data(), perRank, preMul); !s)
-      return s;
-    const int64_t first = host.world().rank * perRank;
-    for (int64_t i = first; i < first + perRank; ++i)
-      p[i] = otcrt_float_to_bf16(wide[i]);
-    return Status::ok();
-  }
-
-  Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
-                   HostCollectives &host) override {
-    return host.allGatherBytes(arena + offset, bytesPerRank);
-  }
-
-  bool overlapsGradientSum() const override { return true; }
 
   int64_t memoryInUse() const override {
     std::FILE *f = std::fopen("/proc/self/statm", "r");

@@ -1,25 +1,22 @@
 // CUDA backend of libotcrt_cuda: the arena is one cudaMalloc block on the
 // current device; everything, the generated code's work included, runs on one
 // non-blocking stream (otcrt_stream), and transfers wait for that stream
-// where the host needs the bytes. Step functions can be replayed as CUDA
-// graphs (runStep), and `--trace` times kernels with events recorded on the
-// stream (mark / markTimes). Every CUDA call is checked and failures carry
-// file:line. Also defines otcrt_stream and otcrt_check_launch, which
-// generated kernels call after each launch.
+// where the host needs the bytes. A second stream of the highest priority
+// carries the gradient sums that cuda/nccl_gradients.cpp queues
+// (forkCommunicationStream), joined back before each step function ends.
+// Step functions can be replayed as CUDA graphs (runStep), and `--trace`
+// times kernels with events recorded on the stream (mark / markTimes).
+// Every CUDA call is checked and failures carry file:line. Also defines
+// otcrt_stream and otcrt_check_launch, which generated kernels call after each
+// launch.
 #include "src/backend.h"
 
 #include "otcrt/abi.h"
 #include "otcrt/bf16.h"
 #include "otcrt/kernels.h"
 #include "src/kernel_status.h"
-#include "src/world.h"
 
 #include <cuda_runtime.h>
-#ifdef OTCRT_HAVE_NCCL
-#include "src/dynamic_library.h"
-
-#include <nccl.h>
-#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -54,60 +51,9 @@ std::string errorText(cudaError_t err) {
          ")";
 }
 
-#ifdef OTCRT_HAVE_NCCL
-/// NCCL, loaded when a run has more than one rank: a program links no NCCL
-/// and runs alone without it.
-struct NcclLibrary {
-  DynamicLibrary library;
-  decltype(&ncclGetUniqueId) getUniqueId = nullptr;
-  decltype(&ncclCommInitRank) commInitRank = nullptr;
-  decltype(&ncclCommDestroy) commDestroy = nullptr;
-  decltype(&ncclAllReduce) allReduce = nullptr;
-  decltype(&ncclReduceScatter) reduceScatter = nullptr;
-  decltype(&ncclAllGather) allGather = nullptr;
-  decltype(&ncclRedOpCreatePreMulSum) redOpCreatePreMulSum = nullptr;
-  decltype(&ncclRedOpDestroy) redOpDestroy = nullptr;
-  decltype(&ncclGetErrorString) errorString = nullptr;
-
-  /// Loads it; false with \p why when it cannot be.
-  bool load(std::string &why) {
-    if (library.isOpen())
-      return true;
-    if (!library.open({"libnccl.so.2", "libnccl.so"}, why)) {
-      why = "cannot load NCCL's libnccl.so.2 (" + why + ")";
-      return false;
-    }
-    DynamicLibrary &l = library;
-    bool ok = l.bind(getUniqueId, "ncclGetUniqueId") &&
-              l.bind(commInitRank, "ncclCommInitRank") &&
-              l.bind(commDestroy, "ncclCommDestroy") &&
-              l.bind(allReduce, "ncclAllReduce") &&
-              l.bind(reduceScatter, "ncclReduceScatter") &&
-              l.bind(allGather, "ncclAllGather") &&
-              l.bind(redOpCreatePreMulSum, "ncclRedOpCreatePreMulSum") &&
-              l.bind(redOpDestroy, "ncclRedOpDestroy") &&
-              l.bind(errorString, "ncclGetErrorString");
-    if (!ok)
-      why = "the NCCL library loaded lacks a function (NCCL 2.11 or later "
-            "is needed)";
-    return ok;
-  }
-};
-#endif
-
 class CudaBackend final : public Backend {
 public:
   ~CudaBackend() override {
-#ifdef OTCRT_HAVE_NCCL
-    if (nccl_) {
-      for (ncclRedOp_t op : preMulOps_)
-        if (op != ncclSum)
-          (void)ncclLib_.redOpDestroy(op, nccl_);
-      (void)ncclLib_.commDestroy(nccl_);
-    }
-    if (preMulScalars_)
-      (void)cudaFree(preMulScalars_);
-#endif
     for (cudaEvent_t e : {computeDone_, sumsDone_})
       if (e)
         (void)cudaEventDestroy(e);
@@ -136,163 +82,26 @@ public:
 
   void selectDevice(int localRank) override { localRank_ = localRank; }
 
-  /// NCCL's all-reduce on the runtime's stream, over a communicator made
-  /// at the first call (its id from rank 0 through MPI); a rank's share
-  /// multiplies its gradients in the reduction (ncclRedOpCreatePreMulSum).
-  Status sumGradients(char *arena, const std::vector<OtcrtRange> &ranges,
-                      double preMul, HostCollectives &host) override {
-#ifdef OTCRT_HAVE_NCCL
-    // One rank alone sums nothing, unless the test hook asks for NCCL's
-    // sum over a communicator of this GPU alone.
-    static const bool alone = std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
-    if (!host.joined() && !alone)
-      return preMul == 1.0 ? Status::ok() : scaleRanges(arena, ranges, preMul);
-    if (Status s = communicator(host); !s)
-      return s;
-    for (const OtcrtRange &r : ranges) {
-      ncclDataType_t type = r.bf16 ? ncclBfloat16 : ncclFloat32;
-      ncclRedOp_t op = ncclSum;
-      if (Status s = preMulSum(preMul, r.bf16, op); !s)
-        return s;
-      void *p = arena + r.offset;
-      Status s = ncclTry(ncclLib_.allReduce(p, p, static_cast<size_t>(r.count),
-                                            type, op, nccl_, stream_),
-                         "ncclAllReduce");
-      if (op != ncclSum)
-        (void)ncclLib_.redOpDestroy(op, nccl_);
-      if (!s)
-        return s;
-    }
-    return Status::ok();
-#else
-    (void)arena;
-    (void)ranges;
-    (void)preMul;
-    if (host.joined())
-      return Status::error("this runtime was built without NCCL: the cuda "
-                           "target runs one rank only");
-    return Status::ok();
-#endif
-  }
-
-  /// ZeRO-1's reduce-scatter, in place (NCCL reads the whole group and
-  /// writes this rank's part of it).
-  Status reduceScatterGradients(char *arena, int64_t offset, int64_t perRank,
-                                bool bf16, double preMul,
-                                HostCollectives &host) override {
-#ifdef OTCRT_HAVE_NCCL
-    if (Status s = shardedCommunicator(host); !s)
-      return s;
-    ncclRedOp_t op = ncclSum;
-    if (Status s = preMulSum(preMul, bf16, op); !s)
-      return s;
-    char *p = arena + offset;
-    const int64_t element = bf16 ? 2 : 4;
-    Status s = ncclTry(
-        ncclLib_.reduceScatter(p, p + host.world().rank * perRank * element,
-                               static_cast<size_t>(perRank),
-                               bf16 ? ncclBfloat16 : ncclFloat32, op, nccl_,
-                               stream_),
-        "ncclReduceScatter");
-    if (op != ncclSum)
-      (void)ncclLib_.redOpDestroy(op, nccl_);
-    return s;
-#else
-    (void)arena, (void)offset, (void)perRank, (void)bf16, (void)preMul,
-        (void)host;
-    return Status::error("this runtime was built without NCCL: the cuda "
-                         "target runs one rank only");
-#endif
-  }
-
-  /// ZeRO-1's all-gather, in place.
-  Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
-                   HostCollectives &host) override {
-#ifdef OTCRT_HAVE_NCCL
-    if (Status s = shardedCommunicator(host); !s)
-      return s;
-    char *p = arena + offset;
-    return ncclTry(
-        ncclLib_.allGather(p + host.world().rank * bytesPerRank, p,
-                           static_cast<size_t>(bytesPerRank), ncclInt8, nccl_,
-                           stream_),
-        "ncclAllGather");
-#else
-    (void)arena, (void)offset, (void)bytesPerRank, (void)host;
-    return Status::error("this runtime was built without NCCL: the cuda "
-                         "target runs one rank only");
-#endif
-  }
-
-#ifdef OTCRT_HAVE_NCCL
-  bool overlapsGradientSum() const override { return true; }
-  bool sumsBucketsOnDevice() const override { return true; }
-
-  /// Writes \p preMul to the device scalars (FP32 and BF16) that the
-  /// bucket sums' operators read when they run; the communicator, the
-  /// communication stream, its events and the operators are made at the
-  /// first call.
-  Status setBucketPreMul(double preMul, HostCollectives &host) override {
-    if (Status s = communicator(host); !s)
-      return s;
+  /// The communication stream (the highest priority: a sum's blocks are
+  /// scheduled as soon as SMs free up, not after every queued block of the
+  /// backward) and its events, made at the first call.
+  Status forkCommunicationStream(void **stream) override {
     if (!commStream_) {
-      // The highest priority: a sum's blocks are scheduled as soon as SMs
-      // free up, not after every queued block of the backward.
       int least = 0, greatest = 0;
       OTCRT_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       OTCRT_CUDA_TRY(cudaStreamCreateWithPriority(
           &commStream_, cudaStreamNonBlocking, greatest));
       OTCRT_CUDA_TRY(
           cudaEventCreateWithFlags(&computeDone_, cudaEventDisableTiming));
-      OTCRT_CUDA_TRY(cudaEventCreateWithFlags(&sumsDone_, cudaEventDisableTiming));
-      OTCRT_CUDA_TRY(cudaMalloc(&preMulScalars_, 8));
-      const ncclDataType_t types[2] = {ncclFloat32, ncclBfloat16};
-      for (int i = 0; i < 2; ++i)
-        if (Status s = ncclTry(ncclLib_.redOpCreatePreMulSum(
-                                   &preMulOps_[i], preMulScalars_ + 4 * i,
-                                   types[i], ncclScalarDevice, nccl_),
-                               "ncclRedOpCreatePreMulSum");
-            !s)
-          return s;
+      OTCRT_CUDA_TRY(
+          cudaEventCreateWithFlags(&sumsDone_, cudaEventDisableTiming));
     }
-    const float f = static_cast<float>(preMul);
-    const uint16_t b = otcrt_float_to_bf16(f);
-    char bytes[8] = {};
-    std::memcpy(bytes, &f, 4);
-    std::memcpy(bytes + 4, &b, 2);
-    return upload(preMulScalars_, 0, bytes, sizeof(bytes));
-  }
-
-  /// The communication stream waits for the work queued so far on the
-  /// compute stream, then runs NCCL's all-reduce of each range; runStep
-  /// joins it back before the step function ends.
-  Status startBucketSum(char *arena, const std::vector<OtcrtRange> &ranges,
-                        HostCollectives &host, const size_t *marks) override {
-    if (!commStream_)
-      return Status::error("a bucket's sum started before its multiplier "
-                           "was set (setBucketPreMul)");
-    (void)host;
     OTCRT_CUDA_TRY(cudaEventRecord(computeDone_, stream_));
     OTCRT_CUDA_TRY(cudaStreamWaitEvent(commStream_, computeDone_, 0));
     sumsQueued_ = true;
-    if (marks)
-      if (Status s = mark(marks[0], true); !s)
-        return s;
-    for (const OtcrtRange &r : ranges) {
-      void *p = arena + r.offset;
-      if (Status s = ncclTry(
-              ncclLib_.allReduce(p, p, static_cast<size_t>(r.count),
-                                 r.bf16 ? ncclBfloat16 : ncclFloat32,
-                                 preMulOps_[r.bf16 ? 1 : 0], nccl_, commStream_),
-              "ncclAllReduce (an overlapped bucket)");
-          !s)
-        return s;
-    }
-    if (marks)
-      return mark(marks[1], true);
+    *stream = commStream_;
     return Status::ok();
   }
-#endif
 
   Status init() override {
     int count = 0;
@@ -541,68 +350,6 @@ private:
     return Status::ok();
   }
 
-#ifdef OTCRT_HAVE_NCCL
-  Status ncclTry(ncclResult_t r, const char *what) {
-    if (r == ncclSuccess)
-      return Status::ok();
-    return Status::error(std::string(what) +
-                         " failed: " + ncclLib_.errorString(r));
-  }
-  /// The communicator, made at the first call (its id from rank 0 through
-  /// MPI).
-  Status communicator(HostCollectives &host) {
-    if (nccl_)
-      return Status::ok();
-    const World &world = host.world();
-    std::string why;
-    if (!ncclLib_.load(why))
-      return Status::error(why);
-    ncclUniqueId id;
-    if (world.isRoot())
-      if (Status s = ncclTry(ncclLib_.getUniqueId(&id), "ncclGetUniqueId"); !s)
-        return s;
-    if (Status s = host.broadcast(&id, sizeof(id)); !s)
-      return s;
-    return ncclTry(ncclLib_.commInitRank(&nccl_, world.size, id, world.rank),
-                   "ncclCommInitRank");
-  }
-  /// The communicator of a sharded optimizer's collectives, which need the
-  /// ranks of a data-parallel run.
-  Status shardedCommunicator(HostCollectives &host) {
-    if (!host.joined())
-      return Status::error("a sharded optimizer needs the ranks of a "
-                           "data-parallel run (mpirun)");
-    return communicator(host);
-  }
-  /// A sum that multiplies each rank's values by \p preMul first (ncclSum
-  /// when it is 1), in `op`; the caller destroys one that is not ncclSum.
-  Status preMulSum(double preMul, bool bf16, ncclRedOp_t &op) {
-    op = ncclSum;
-    if (preMul == 1.0)
-      return Status::ok();
-    float f = static_cast<float>(preMul);
-    uint16_t b = otcrt_float_to_bf16(f);
-    return ncclTry(ncclLib_.redOpCreatePreMulSum(
-                       &op, bf16 ? static_cast<void *>(&b) : static_cast<void *>(&f),
-                       bf16 ? ncclBfloat16 : ncclFloat32, ncclScalarHostImmediate,
-                       nccl_),
-                   "ncclRedOpCreatePreMulSum");
-  }
-  Status scaleRanges(char *arena, const std::vector<OtcrtRange> &ranges,
-                     double factor) {
-    if (otcrt_scale_ranges(arena, static_cast<int32_t>(ranges.size()),
-                           ranges.data(), static_cast<float>(factor),
-                           stream_) != 0)
-      return Status::error("scaling the gradients (otcrt_scale_ranges) failed");
-    return Status::ok();
-  }
-  NcclLibrary ncclLib_;
-  ncclComm_t nccl_ = nullptr;
-  /// The bucket sums' operators (FP32, BF16), which multiply each rank's
-  /// values by the device scalars at preMulScalars_ (FP32 at 0, BF16 at 4).
-  ncclRedOp_t preMulOps_[2] = {ncclSum, ncclSum};
-  char *preMulScalars_ = nullptr;
-#endif
   /// Overlapped gradient sums: the stream they run on, the compute work
   /// each waits for, their end, and whether any is queued but not joined.
   cudaStream_t commStream_ = nullptr;

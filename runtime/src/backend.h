@@ -1,5 +1,7 @@
-// The device abstraction used by the otcrt driver: where the arena lives and
-// how bytes move between it and the host. There is one implementation per
+// The device abstraction used by the otcrt driver: where the arena lives,
+// how bytes move between it and the host, its streams and how step
+// functions launch (the collectives between ranks are communicator.h's,
+// apart from it). There is one implementation per
 // library: cpu/backend.cpp (host memory) in libotcrt_cpu and
 // cuda/backend.cpp (device memory) in libotcrt_cuda; each defines
 // defaultBackend(). Arena pointers are opaque to the driver: it only ever
@@ -17,13 +19,11 @@
 
 namespace otcrt {
 
-class HostCollectives;
-
 /// The step functions of a program that a backend may replay as CUDA graphs.
 /// LastMicroStep is micro_step run as a step's last micro-batch with its
 /// gradient buckets' sums queued on the device as it goes
-/// (sumsBucketsOnDevice): a graph of its own, since a replayed graph calls
-/// no host hook.
+/// (GradientCommunicator::sumsBucketsOnDevice): a graph of its own, since a
+/// replayed graph calls no host hook.
 enum class StepFunction {
   ZeroGrads = 0,
   MicroStep = 1,
@@ -44,54 +44,16 @@ public:
   /// Before init(): the rank's device among those of its host, by its
   /// local rank (the cuda backend takes device localRank mod the count).
   virtual void selectDevice(int localRank) { (void)localRank; }
-  /// Sums the gradients in \p ranges (arena ranges, FP32 or BF16) over the
-  /// ranks of a data-parallel run, in place, each rank's multiplied by
-  /// \p preMul first; the same values on every rank after. \p host carries
-  /// them where the arena is host memory (the cpu: MPI); a GPU backend
-  /// sums on the device (NCCL).
-  virtual Status sumGradients(char *arena,
-                              const std::vector<OtcrtRange> &ranges,
-                              double preMul, HostCollectives &host) = 0;
-  /// ZeRO-1 (OtcOptimizerShards): sums the gradient group at \p offset
-  /// (ranks x \p perRank elements, BF16 when \p bf16) over the ranks, each
-  /// rank's multiplied by \p preMul first, leaving the sums of rank r's part
-  /// in rank r's part (the rest is not read afterwards).
-  virtual Status reduceScatterGradients(char *arena, int64_t offset,
-                                        int64_t perRank, bool bf16,
-                                        double preMul,
-                                        HostCollectives &host) = 0;
-  /// ZeRO-1: gathers the group at \p offset in place, rank r's part of
-  /// \p bytesPerRank bytes from rank r.
-  virtual Status allGather(char *arena, int64_t offset, int64_t bytesPerRank,
-                           HostCollectives &host) = 0;
-  /// Whether a bucket of gradients (version 7) may be summed over the ranks
-  /// while micro_step goes on: the cpu, whose micro_step has finished the
-  /// bucket's kernels when it calls otcrt_gradients_ready, and a GPU with
-  /// NCCL (sumsBucketsOnDevice).
-  virtual bool overlapsGradientSum() const { return false; }
-  /// Whether the bucket sums are queued on the device rather than run by
-  /// the host: at otcrt_gradients_ready the bucket's kernels are queued,
-  /// not finished, so startBucketSum queues the sum on a communication
-  /// stream behind them, and the step function LastMicroStep ends by
-  /// making the compute stream wait for every sum it queued (inside its
-  /// graph, so a replay sums as the capture did).
-  virtual bool sumsBucketsOnDevice() const { return false; }
-  /// Device sums: sets the multiplier of each rank's gradients in the sums
-  /// startBucketSum queues from now on (read by the device when the sum
-  /// runs, so a graph replays it with the value of its step).
-  virtual Status setBucketPreMul(double preMul, HostCollectives &host) {
-    (void)preMul, (void)host;
-    return Status::error("this backend does not sum gradients on the device");
-  }
-  /// Device sums: queues the sum of \p ranges over the ranks on the
-  /// communication stream, after the work queued so far on the compute
-  /// stream. With \p marks, device marks marks[0] and marks[1] (see mark)
-  /// are recorded on the communication stream around the sum.
-  virtual Status startBucketSum(char *arena,
-                                const std::vector<OtcrtRange> &ranges,
-                                HostCollectives &host, const size_t *marks) {
-    (void)arena, (void)ranges, (void)host, (void)marks;
-    return Status::error("this backend does not sum gradients on the device");
+  /// A second stream for the device's gradient sums (communicator.h):
+  /// made to wait for the work queued so far on the compute stream, it is
+  /// returned in \p stream (a cudaStream_t on a GPU; created at the first
+  /// call), and the step function that runs (runStep) ends by making the
+  /// compute stream wait for everything queued on it since, inside its
+  /// graph, so a replay waits as the capture did. Backends without
+  /// streams (the cpu) have none.
+  virtual Status forkCommunicationStream(void **stream) {
+    *stream = nullptr;
+    return Status::error("this backend has no communication stream");
   }
   /// Allocates \p bytes of arena memory into \p arena.
   virtual Status allocate(int64_t bytes, char **arena) = 0;

@@ -17,11 +17,12 @@ BucketSums *armedBuckets = nullptr;
 
 } // namespace
 
-Status BucketSums::arm(char *arena, double preMul, Backend &backend,
-                       HostCollectives &host, Tracer &tracer) {
+Status BucketSums::arm(char *arena, double preMul,
+                       GradientCommunicator &gradients, HostCollectives &host,
+                       Tracer &tracer) {
   arena_ = arena;
   preMul_ = preMul;
-  backend_ = &backend;
+  gradients_ = &gradients;
   host_ = &host;
   tracer_ = &tracer;
   started_.assign(buckets_.size(), false);
@@ -29,8 +30,8 @@ Status BucketSums::arm(char *arena, double preMul, Backend &backend,
   wide_.clear();
   narrow_.clear();
   status_ = Status::ok();
-  if (backend.sumsBucketsOnDevice())
-    if (Status s = backend.setBucketPreMul(preMul, host); !s)
+  if (gradients.sumsBucketsOnDevice())
+    if (Status s = gradients.setBucketPreMul(preMul); !s)
       return s;
   armedBuckets = this;
   return Status::ok();
@@ -42,14 +43,14 @@ void BucketSums::ready(int32_t k) {
   // Device sums: bucket 0's hook (the hooks come in bucket order) begins a
   // run of the body. A graph capture that fails runs it again, eagerly,
   // and what the failed capture queued never runs.
-  if (k == 0 && backend_->sumsBucketsOnDevice()) {
+  if (k == 0 && gradients_->sumsBucketsOnDevice()) {
     started_.assign(buckets_.size(), false);
     status_ = Status::ok();
   }
   if (started_[k] || !status_)
     return;
   started_[k] = true;
-  if (backend_->sumsBucketsOnDevice())
+  if (gradients_->sumsBucketsOnDevice())
     readyOnDevice(k);
   else
     readyOnHost(k);
@@ -63,8 +64,8 @@ void BucketSums::readyOnDevice(int32_t k) {
     marks[0] = tracer_->reserveMark();
     marks[1] = tracer_->reserveMark();
   }
-  status_ = backend_->startBucketSum(arena_, buckets_[k], *host_,
-                                     traced ? marks : nullptr);
+  status_ =
+      gradients_->startBucketSum(arena_, buckets_[k], traced ? marks : nullptr);
   if (traced && status_)
     tracer_->markedSpan("gradient all-reduce, bucket " + std::to_string(k) +
                             " (overlapped)",
@@ -96,12 +97,12 @@ void BucketSums::readyOnHost(int32_t k) {
   }
 }
 
-Status BucketSums::finish(Backend &backend) {
+Status BucketSums::finish() {
   armedBuckets = nullptr;
   Status s = status_;
   if (!s)
     return s;
-  if (backend.sumsBucketsOnDevice()) {
+  if (gradients_->sumsBucketsOnDevice()) {
     // The sums are queued (and joined) on the device. A replayed graph
     // called no hook, so started none: it queued the sums its capture did.
     const bool hooked =
@@ -119,13 +120,13 @@ Status BucketSums::finish(Backend &backend) {
   }
   for (size_t k = 0; k < buckets_.size(); ++k) {
     if (started_[k]) {
-      if (tracer_->active() && !backend.sumsBucketsOnDevice())
+      if (tracer_->active() && !gradients_->sumsBucketsOnDevice())
         tracer_->complete("gradient all-reduce, bucket " + std::to_string(k) +
                               " (overlapped)",
                           "communication", startUs_[k]);
       continue;
     }
-    if (Status b = backend.sumGradients(arena_, buckets_[k], preMul_, *host_); !b)
+    if (Status b = gradients_->sumGradients(arena_, buckets_[k], preMul_); !b)
       return b;
   }
   return Status::ok();
@@ -136,8 +137,8 @@ Status BucketSums::finish(Backend &backend) {
 Status Run::gatherShards(int64_t offset, int64_t elementBytes,
                          const char *what) {
   HostCollectives::Waiting wait(host_, what);
-  return backend_.allGather(arena_.arena, offset,
-                            shards_->elements * elementBytes, host_);
+  return gradients_.allGather(arena_.arena, offset,
+                              shards_->elements * elementBytes);
 }
 
 /// ZeRO-1: the step's gradient norm from every rank's part of the summed

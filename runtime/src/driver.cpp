@@ -353,7 +353,9 @@ Status Run::execute() {
         std::to_string(shards_->ranks) + " --shard-optimizer), but " +
         (world_.size == 1 ? std::string("it runs alone")
                           : std::to_string(world_.size) + " ranks run it") +
-        ": start it with mpirun -np " + std::to_string(shards_->ranks));
+        ": start it with mpirun -np " + std::to_string(shards_->ranks) +
+        " (or torchrun --nproc-per-node " + std::to_string(shards_->ranks) +
+        " --no-python)");
   TensorFile init;
   // Parameters and buffers alike come from the initial parameters.
   std::vector<const OtcSlot *> initial = slots_.params;
@@ -540,12 +542,18 @@ void Run::announce() {
                         " values, not trained)")
                            .c_str(),
                  prog_.micro_batch, prog_.grad_accum, prog_.arena_bytes);
-  if (!opt_.quiet && world_.size > 1)
+  if (!opt_.quiet && world_.size > 1) {
+    // Over TCP, where the ranks met.
+    std::string how = world_.launcher;
+    if (world_.transport == World::Transport::Tcp)
+      how += ", TCP via " + world_.masterAddr + ":" +
+             std::to_string(world_.masterPort);
     std::fprintf(log_,
                  "data parallel: %d ranks (%s), global batch %d x %d x %d "
                  "micro-batches | rank 0 logs\n",
-                 world_.size, world_.launcher.c_str(), world_.size,
-                 prog_.micro_batch, prog_.grad_accum);
+                 world_.size, how.c_str(), world_.size, prog_.micro_batch,
+                 prog_.grad_accum);
+  }
   // Graphs replay what was captured, so a trace, which needs the hooks of
   // each kernel, runs eagerly.
   bool graphs = opt_.cudaGraphs && opt_.tracePath.empty();
@@ -749,7 +757,7 @@ extern "C" int otcrt_main(int argc, char **argv, const OtcProgram *program) {
     std::fputs(trainUsage(argc > 0 ? argv[0] : "train").c_str(), stdout);
     return 0;
   }
-  // A rank of a data-parallel run (mpirun, srun), or the only one.
+  // A rank of a data-parallel run (mpirun, torchrun, srun), or the only one.
   World world;
   if (s)
     s = worldFromEnvironment(world);

@@ -219,22 +219,21 @@ Status Run::sumAcrossRanks(int64_t step, bool armed, double preMul,
   if (armed) {
     TraceSpan span(tracer_, "gradient all-reduce, the rest", "communication");
     HostCollectives::Waiting wait(host_, "the gradients' sum");
-    if (Status s = buckets_.finish(backend_); !s)
+    if (Status s = buckets_.finish(); !s)
       return s;
   } else if (shards_) {
     // ZeRO-1: each rank receives the sum of its part alone.
     TraceSpan span(tracer_, "gradient reduce-scatter", "communication");
     HostCollectives::Waiting wait(host_, "the gradients' sum");
-    if (Status s = backend_.reduceScatterGradients(
+    if (Status s = gradients_.reduceScatterGradients(
             arena_.arena, shards_->grad_offset, shards_->elements,
-            shards_->grad_dtype == OTC_BF16, preMul, host_);
+            shards_->grad_dtype == OTC_BF16, preMul);
         !s)
       return s;
   } else {
     TraceSpan span(tracer_, "gradient all-reduce", "communication");
     HostCollectives::Waiting wait(host_, "the gradients' sum");
-    if (Status s =
-            backend_.sumGradients(arena_.arena, gradRanges_, preMul, host_);
+    if (Status s = gradients_.sumGradients(arena_.arena, gradRanges_, preMul);
         !s)
       return s;
   }
@@ -272,8 +271,8 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
   const double preMul = slots_.gradScale ? 1.0 : weights[0];
   const bool alone = collectivesAlone();
   const bool overlap =
-      (world_.size > 1 || (alone && backend_.sumsBucketsOnDevice())) &&
-      !shards_ && !buckets_.empty() && backend_.overlapsGradientSum();
+      (world_.size > 1 || (alone && gradients_.sumsBucketsOnDevice())) &&
+      !shards_ && !buckets_.empty() && gradients_.overlapsGradientSum();
   int64_t lastRun = -1;
   for (int64_t k = 0; k < micros; ++k)
     if (!(total > 0 && counts[k] == 0))
@@ -288,14 +287,15 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     if (Status s = loadMicroStep(step, micros, k, loader, weights[k]); !s)
       return s;
     if (overlap && k == lastRun) {
-      if (Status s = buckets_.arm(arena_.arena, preMul, backend_, host_, tracer_);
+      if (Status s =
+              buckets_.arm(arena_.arena, preMul, gradients_, host_, tracer_);
           !s)
         return s;
       armed = true;
     }
     // Sums queued on the device make the last micro-step a step function
     // (a graph) of its own.
-    const StepFunction which = armed && backend_.sumsBucketsOnDevice()
+    const StepFunction which = armed && gradients_.sumsBucketsOnDevice()
                                    ? StepFunction::LastMicroStep
                                    : StepFunction::MicroStep;
     if (Status s = runStep(which, prog_.micro_step); !s)

@@ -279,17 +279,21 @@ std::string trainUsage(const std::string &argv0) {
          " (--data 'SHARDS' | --batch B.safetensors) [options]\n"
          "       " + argv0 + " --generate N --prompt-ids A,B,... [--init PATH] [options]\n"
          "\n"
-         "Trains the compiled model. Started by mpirun or srun (mpirun -np N " +
-         argv0 +
+         "Trains the compiled model. Started by mpirun, torchrun or srun (mpirun\n"
+         "-np N " +
+         argv0 + " ..., torchrun --nproc-per-node N --no-python " + argv0 +
          " ...),\n"
          "each process is one rank of a data-parallel run: it trains its part of\n"
          "every global batch (N x micro-batch x grad-accum samples; --batch files\n"
          "hold the global batch), the ranks' gradients are summed before each\n"
-         "update, and rank 0 logs, saves and writes --dump-grads. A rank that\n"
-         "waits for the others longer than --collective-timeout S seconds (default\n"
-         "600; 0: forever) ends the run with one line: a rank that died or hangs\n"
-         "never keeps the others waiting (rank 0's evaluation and checkpoints\n"
-         "count as waiting for the others, so raise it for long ones).\n"
+         "update, and rank 0 logs, saves and writes --dump-grads. Under mpirun\n"
+         "the ranks talk through MPI; under torchrun (or srun with MASTER_ADDR\n"
+         "and MASTER_PORT exported) over TCP, meeting at rank 0 at MASTER_ADDR.\n"
+         "A rank that waits for the others longer than --collective-timeout S\n"
+         "seconds (default 600; 0: forever; the TCP rendezvous too) ends the run\n"
+         "with one line: a rank that died or hangs never keeps the others waiting\n"
+         "(rank 0's evaluation and checkpoints count as waiting for the others,\n"
+         "so raise it for long ones).\n"
          "\n"
          "Data:\n"
          "  --data GLOB          token shards (llm.c format: 256 int32 header, uint16\n"

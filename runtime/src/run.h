@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
+#include "communicator.h"
 #include "data.h"
 #include "driver.h"
 #include "inputs.h"
@@ -37,8 +38,9 @@ struct ArenaGuard {
 /// Data parallelism overlapped with the backward (ABI version 7): the
 /// gradient buckets of a step's last micro-batch, each summed over the ranks
 /// from the moment micro_step finishes it (otcrt_gradients_ready) and
-/// waited for after the last micro-step. On the cpu the hook starts MPI's
-/// non-blocking all-reduce; on a GPU (Backend::sumsBucketsOnDevice) it
+/// waited for after the last micro-step. On the cpu the hook starts the host
+/// collectives' non-blocking all-reduce (MPI's, or the TCP communicator's
+/// thread); on a GPU (GradientCommunicator::sumsBucketsOnDevice) it
 /// queues NCCL's on a communication stream behind the bucket's kernels, and
 /// the micro-step runs as StepFunction::LastMicroStep, which joins them. A
 /// bucket the hooks did not start is summed after, blocking.
@@ -50,12 +52,12 @@ public:
 
   /// Takes the hooks of the next micro-step, whose gradients are the
   /// step's last (each rank's multiplied by \p preMul first).
-  Status arm(char *arena, double preMul, Backend &backend,
+  Status arm(char *arena, double preMul, GradientCommunicator &gradients,
              HostCollectives &host, Tracer &tracer);
   /// Starts bucket \p k (from the hook).
   void ready(int32_t k);
   /// Waits for the buckets started and sums the others; disarms.
-  Status finish(Backend &backend);
+  Status finish();
 
 private:
   void readyOnHost(int32_t k);
@@ -64,7 +66,7 @@ private:
   std::vector<std::vector<OtcrtRange>> buckets_;
   char *arena_ = nullptr;
   double preMul_ = 1;
-  Backend *backend_ = nullptr;
+  GradientCommunicator *gradients_ = nullptr;
   HostCollectives *host_ = nullptr;
   Tracer *tracer_ = nullptr;
   std::vector<bool> started_;
@@ -186,6 +188,8 @@ private:
   /// (world.rank + 1) x micros - 1 of the step's world.size x micros.
   const World world_;
   HostCollectives &host_ = hostCollectives();
+  /// The gradients' sums over the ranks (the library's: host or NCCL).
+  GradientCommunicator &gradients_ = defaultGradientCommunicator();
   ProgramSlots slots_;
   /// ZeRO-1's groups (null: the optimizer is not sharded).
   const OtcOptimizerShards *shards_ = shardsOf(prog_);

@@ -1,9 +1,9 @@
 // Tests of the overlapped gradient sums' bookkeeping (run.h: BucketSums)
-// for a backend that queues the sums on the device (a GPU with NCCL): which
+// for gradients summed on the device (a GPU with NCCL): which
 // buckets the hooks queue, when the multiplier is set, what a replayed
 // graph (no hook called) and a failed capture (the body run twice) leave to
-// sum after the micro-step. The backend here records the calls; the GPU
-// tests (test/gpu/run.sh) run the real one.
+// sum after the micro-step. The gradient communicator here records the
+// calls; the GPU tests (test/gpu/run.sh) run the real one.
 #include "src/run.h"
 
 #include <gtest/gtest.h>
@@ -15,54 +15,35 @@ using namespace otcrt;
 
 namespace {
 
-/// Records what the driver asks of a device that sums buckets itself.
-class DeviceSumsBackend final : public Backend {
+/// Records what the driver asks of gradients summed on the device.
+class DeviceSums final : public GradientCommunicator {
 public:
   std::vector<std::string> calls;
 
-  const char *name() const override { return "fake"; }
-  Status init() override { return Status::ok(); }
   bool overlapsGradientSum() const override { return true; }
   bool sumsBucketsOnDevice() const override { return true; }
-  Status setBucketPreMul(double preMul, HostCollectives &) override {
+  Status setBucketPreMul(double preMul) override {
     calls.push_back("multiplier " + std::to_string(preMul));
     return Status::ok();
   }
   Status startBucketSum(char *, const std::vector<OtcrtRange> &ranges,
-                        HostCollectives &, const size_t *) override {
+                        const size_t *) override {
     calls.push_back("queue " + std::to_string(ranges.front().offset));
     return Status::ok();
   }
   Status sumGradients(char *, const std::vector<OtcrtRange> &ranges,
-                      double preMul, HostCollectives &) override {
+                      double preMul) override {
     calls.push_back("blocking " + std::to_string(ranges.front().offset) +
                     " x " + std::to_string(preMul));
     return Status::ok();
   }
-  Status reduceScatterGradients(char *, int64_t, int64_t, bool, double,
-                                HostCollectives &) override {
+  Status reduceScatterGradients(char *, int64_t, int64_t, bool,
+                                double) override {
     return Status::error("not here");
   }
-  Status allGather(char *, int64_t, int64_t, HostCollectives &) override {
+  Status allGather(char *, int64_t, int64_t) override {
     return Status::error("not here");
   }
-  Status allocate(int64_t, char **arena) override {
-    *arena = nullptr;
-    return Status::ok();
-  }
-  void release(char *) override {}
-  Status zero(char *, int64_t, int64_t) override { return Status::ok(); }
-  Status upload(char *, int64_t, const void *, int64_t) override {
-    return Status::ok();
-  }
-  Status download(const char *, int64_t, void *, int64_t) override {
-    return Status::ok();
-  }
-  Status copy(char *, const char *, int64_t) override { return Status::ok(); }
-  Status downloadAsync(const char *, void *, int64_t) override {
-    return Status::ok();
-  }
-  Status synchronize() override { return Status::ok(); }
 };
 
 /// Buckets of one range each, at offsets 0, 100, 200, ...
@@ -75,10 +56,10 @@ std::vector<std::vector<OtcrtRange>> buckets(int n) {
 
 using Calls = std::vector<std::string>;
 
-/// A device that sums buckets itself, and what arm() takes beside it.
+/// Gradients summed on the device, and what arm() takes beside them.
 class BucketSumsOnDevice : public ::testing::Test {
 protected:
-  DeviceSumsBackend backend;
+  DeviceSums backend;
   HostCollectives host;
   Tracer tracer;
   char arena[1] = {};
@@ -93,7 +74,7 @@ TEST_F(BucketSumsOnDevice, HooksQueueEachBucketAfterTheMultiplier) {
   otcrt_gradients_ready(0);
   otcrt_gradients_ready(1);
   otcrt_gradients_ready(7); // not a bucket: ignored
-  ASSERT_TRUE(sums.finish(backend));
+  ASSERT_TRUE(sums.finish());
   EXPECT_EQ(backend.calls,
             (Calls{"multiplier 0.500000", "queue 0", "queue 100"}));
   // Disarmed: a hook after the micro-step starts nothing.
@@ -108,7 +89,7 @@ TEST_F(BucketSumsOnDevice, AReplayedGraphSumsWhatItsCaptureQueued) {
   ASSERT_TRUE(arm(sums, 1.0));
   otcrt_gradients_ready(0);
   otcrt_gradients_ready(1);
-  ASSERT_TRUE(sums.finish(backend));
+  ASSERT_TRUE(sums.finish());
   EXPECT_EQ(backend.calls, (Calls{"multiplier 1.000000", "queue 0", "queue 100",
                                   "blocking 200 x 1.000000"}));
   // A replay calls no hook: its graph holds the sums of buckets 0 and 1,
@@ -116,7 +97,7 @@ TEST_F(BucketSumsOnDevice, AReplayedGraphSumsWhatItsCaptureQueued) {
   // for the graph's sums.
   backend.calls.clear();
   ASSERT_TRUE(arm(sums, 0.25));
-  ASSERT_TRUE(sums.finish(backend));
+  ASSERT_TRUE(sums.finish());
   EXPECT_EQ(backend.calls,
             (Calls{"multiplier 0.250000", "blocking 200 x 0.250000"}));
 }
@@ -130,7 +111,7 @@ TEST_F(BucketSumsOnDevice, AFailedCaptureRunsTheHooksAgain) {
   otcrt_gradients_ready(1);
   otcrt_gradients_ready(0);
   otcrt_gradients_ready(1);
-  ASSERT_TRUE(sums.finish(backend));
+  ASSERT_TRUE(sums.finish());
   EXPECT_EQ(backend.calls, (Calls{"multiplier 1.000000", "queue 0", "queue 100",
                                   "queue 0", "queue 100"}));
 }

@@ -177,7 +177,8 @@ echo "gpt2-opset17-bf16" > "$out/memcheck.txt"
 # The GEMM forms and the LM head's loss timed (bench/kernels; session.sh
 # runs it after the checks).
 [[ -x $bin/otc-kernel-bench ]] && cp "$bin/otc-kernel-bench" "$out/"
-cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" "$out/"
+cp "$src/test/e2e/st_io.py" "$src/test/e2e/compare_grads.py" \
+   "$src/test/e2e/launch_tcp.py" "$out/"
 cp "$src/test/gpu/run.sh" "$out/run.sh"
 cp "$src/test/gpu/tally.sh" "$out/tally.sh"
 chmod +x "$out/run.sh"

@@ -22,7 +22,8 @@
 # backward and overlapped with it (the programs compiled for 2 ranks), each
 # bit for bit the one-rank program's; on a machine with 2 GPUs or more and
 # mpirun, the programs for 2 ranks (overlapped, and ZeRO-1) run on 2 GPUs
-# against the cpu program (else a SKIP line). Evaluation (eval_step) gives
+# against the cpu program (else a SKIP line), and again with the ranks
+# started as torchrun starts them (TCP, no MPI). Evaluation (eval_step) gives
 # the step's own loss on the step's windows at learning rate 0; sampling
 # (decode_step) draws the cpu program's ids.
 #
@@ -404,6 +405,23 @@ else
     else
       fail "$g-$v-2-gpus-vs-cpu: the run on 2 GPUs failed: $(tail -1 "$g-$v.log")"
       skip "$g-$v-2-gpus parameters after 3 steps vs cpu: the run on 2 GPUs failed (above)"
+    fi
+  done
+fi
+# The same gradients on 2 GPUs with the ranks started as torchrun
+# --no-python starts them (launch_tcp.py: RANK, WORLD_SIZE, LOCAL_RANK,
+# MASTER_ADDR, MASTER_PORT; no MPI): NCCL's id goes from rank 0 over the TCP
+# rendezvous.
+if [[ -x $g/cuda-mgpu/train ]] && (( ${gpus:-0} >= 2 )); then
+  for v in cuda-mgpu cuda-mgpu-z; do
+    if env LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" \
+         "$py" launch_tcp.py -n 2 --timeout 600 -- "$g/$v/train" \
+         --batch "$g/batch.safetensors" --dump-grads "$g/$v-tcp.st" --quiet \
+         > "$g-$v-tcp.log" 2>&1; then
+      check "$g-$v-2-gpus-tcp-vs-cpu" "$g/$v-tcp.st" "$g/cpu.st" --rtol 1e-5
+    else
+      echo "FAIL $g $v on 2 GPUs over TCP: $(tail -1 "$g-$v-tcp.log")"
+      fail=$((fail + 1))
     fi
   done
 fi
