@@ -88,6 +88,7 @@ expect 1 # gpt2-opset17-bf16: 3 steps
 expect 2 # NCCL at world size 1 (FP32, BF16)
 expect 6 # overlapped NCCL sums (FP32, BF16): gradients, 3 steps, trace
 expect 4 # 2 GPUs (overlapped, ZeRO-1): gradients, 3 steps
+expect 2 # 2 GPUs started as torchrun starts them (overlapped, ZeRO-1): gradients
 expect 1 # memcheck
 expect 2 # evaluation (FP32, BF16)
 expect 2 # sampling (greedy, seeded)
@@ -412,7 +413,13 @@ fi
 # --no-python starts them (launch_tcp.py: RANK, WORLD_SIZE, LOCAL_RANK,
 # MASTER_ADDR, MASTER_PORT; no MPI): NCCL's id goes from rank 0 over the TCP
 # rendezvous.
-if [[ -x $g/cuda-mgpu/train ]] && (( ${gpus:-0} >= 2 )); then
+tcp_checks=("$g-cuda-mgpu-2-gpus-tcp-vs-cpu" "$g-cuda-mgpu-z-2-gpus-tcp-vs-cpu")
+if [[ ! -x $g/cuda-mgpu/train || ! -x $g/cuda-mgpu-z/train || ! -f launch_tcp.py ]]; then
+  fail_all "no $g/cuda-mgpu/train, $g/cuda-mgpu-z/train or launch_tcp.py in the bundle" \
+    "${tcp_checks[@]}"
+elif (( ${gpus:-0} < 2 )); then
+  skip_all "${gpus:-0} GPU(s) here" "${tcp_checks[@]}"
+else
   for v in cuda-mgpu cuda-mgpu-z; do
     if env LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}" \
          "$py" launch_tcp.py -n 2 --timeout 600 -- "$g/$v/train" \
@@ -420,8 +427,7 @@ if [[ -x $g/cuda-mgpu/train ]] && (( ${gpus:-0} >= 2 )); then
          > "$g-$v-tcp.log" 2>&1; then
       check "$g-$v-2-gpus-tcp-vs-cpu" "$g/$v-tcp.st" "$g/cpu.st" --rtol 1e-5
     else
-      echo "FAIL $g $v on 2 GPUs over TCP: $(tail -1 "$g-$v-tcp.log")"
-      fail=$((fail + 1))
+      fail "$g-$v-2-gpus-tcp-vs-cpu: the run over TCP failed: $(tail -1 "$g-$v-tcp.log")"
     fi
   done
 fi
