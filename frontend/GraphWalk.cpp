@@ -322,6 +322,39 @@ std::string Importer::stateDictNameOf(const std::string &name,
              : "";
 }
 
+/// Why a value the dynamo exporter folded from a parameter and indices is
+/// not trained ("" if it is): a lookup that reads one entry of the
+/// parameter in many places (T5's relative position bias folded at a fixed
+/// sequence length: a [1, H, T, T] tensor of the table's few values). As
+/// free values it would no longer be the model; PyTorch trains the table,
+/// which the graph no longer holds. A lookup of distinct entries (a
+/// position table's first T rows) is trained: each value is one entry.
+std::string Importer::foldedLookupReason(const std::string &name,
+                                         ParamOrigins &origins,
+                                         const std::vector<float> &values) {
+  auto from = origins.folded.find(name);
+  if (from == origins.folded.end() || from->second.size() < 2 ||
+      values.size() < 16)
+    return "";
+  std::optional<std::string> param = origins.parameterOf(name);
+  if (!param || *param == name)
+    return "";
+  std::vector<float> sorted(values);
+  std::sort(sorted.begin(), sorted.end());
+  size_t distinct = static_cast<size_t>(
+      std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+  if (distinct * 4 > values.size())
+    return "";
+  return "a lookup of " + *param +
+         " the exporter folded at the export's "
+         "fixed shape (" +
+         std::to_string(values.size()) + " values, " +
+         std::to_string(distinct) +
+         " distinct): kept constant, not trained; "
+         "export with a dynamic sequence dimension to train " +
+         *param;
+}
+
 void Importer::addParams() {
   std::unique_ptr<NameRegex> train;
   if (!options.train.empty()) {
@@ -407,6 +440,8 @@ Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
       ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
+      if (c.reason.empty() && exported)
+        c.reason = foldedLookupReason(init.name(), origins, c.data.floats);
       if (!origins.fromParameter(init.name()) && c.reason.empty() && !forced)
         notParameters.insert(init.name());
       // An import that keeps no values (plan-only, --fit) drops those of a

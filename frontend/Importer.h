@@ -387,6 +387,10 @@ private:
   /// from, or the Linear whose Wᵀ the TorchScript exporter folded; "" when
   /// it is its own name or none is known.
   std::string stateDictNameOf(const std::string &name, ParamOrigins &origins);
+  /// Why a value the dynamo exporter folded through a many-to-one lookup of
+  /// a parameter is kept constant ("" when it is trained).
+  std::string foldedLookupReason(const std::string &name, ParamOrigins &origins,
+                                 const std::vector<float> &values);
   /// The readers (node, input) of each `onnx::MatMul_N` initializer, built
   /// by the first stateDictNameOf that needs them.
   std::optional<std::map<std::string, std::vector<std::pair<int, int>>>>

@@ -544,6 +544,12 @@ int Compile::importModel() {
                     "dropped), which are not trained; export with "
                     "torch.onnx.export(..., optimize=False) to keep them\n";
   }
+  // Said once too: a parameter the exporter folded through a lookup is not
+  // trained (its table is no longer in the graph).
+  for (const auto &[name, why] : untrainedInits)
+    if (llvm::StringRef(why).starts_with("a lookup of "))
+      llvm::errs() << "otc-compile: warning: '" << name << "' is " << why
+                   << "\n";
   if (auto f = (*module)->getAttrOfType<IntegerAttr>(otc::attrs::kReboundBatch))
     llvm::errs() << "otc-compile: note: the export fixed the batch at "
                  << f.getInt() << "; --micro-batch " << *importOpts.microBatch
