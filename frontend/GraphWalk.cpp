@@ -184,6 +184,7 @@ void Importer::addInputs() {
       const std::string &param = dim.dim_param();
       if (std::optional<int64_t> bound = options.boundDim(i, param)) {
         shape.push_back(*bound);
+        checkDimRange(what, i, param, *bound);
       } else if (param.empty()) {
         fail(what + " dimension " + Twine(i) +
              " is unknown: bind it with --micro-batch N (leading dimension "
@@ -205,6 +206,27 @@ void Importer::addInputs() {
                         builder.getNamedAttr(
                             attrs::kInput, builder.getStringAttr(in.name()))});
     values[in.name()] = arg;
+  }
+}
+
+void Importer::checkDimRange(const std::string &what, int index,
+                             const std::string &param, int64_t value) {
+  if (!dimRanges)
+    dimRanges = detail::exportedDimRanges(model.graph());
+  auto range = dimRanges->find(param);
+  if (range == dimRanges->end())
+    return;
+  const DimRange &r = range->second;
+  if ((r.low && value < *r.low) || (r.high && value > *r.high)) {
+    bool byDim = options.dims.count(param) > 0;
+    fail(what + " dimension " + Twine(index) + " ('" + param +
+         "') is bound to " + Twine(value) +
+         (byDim ? " by --dim" : " by --micro-batch") +
+         ", outside the range the export allows it: [" +
+         (r.low ? std::to_string(*r.low) : std::string("-inf")) + ", " +
+         (r.high ? std::to_string(*r.high) : std::string("inf")) +
+         "] (torch.export's range_constraints: export with a Dim whose "
+         "range holds it)");
   }
 }
 

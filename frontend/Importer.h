@@ -162,6 +162,16 @@ foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
 /// the graph's metadata), or none for an export without that record.
 std::optional<std::set<std::string>>
 exportedParameters(const onnx::GraphProto &graph);
+/// The range torch.export allows a symbolic dimension (low and high; none
+/// for an unbounded end).
+struct DimRange {
+  std::optional<int64_t> low, high;
+};
+/// The dynamo exporter's range_constraints by the graph inputs' dim_params
+/// (`seq` -> [0, 4096] for torch.export.Dim("seq", max=4096)); empty for an
+/// export without the record or one whose symbols cannot be matched.
+std::map<std::string, DimRange>
+exportedDimRanges(const onnx::GraphProto &graph);
 /// For each value the dynamo exporter's optimizer folded, what it was folded
 /// from (its value_info's `pkg.onnxscript.optimizer.folded_from`).
 std::map<std::string, std::vector<std::string>>
@@ -372,6 +382,12 @@ private:
   /// import-time inputs with a value from ImportOptions::inputValue become
   /// constants instead.
   void addInputs();
+  /// Fails when symbolic dimension `param` (dimension `index` of `what`)
+  /// is bound to a value outside the range the export allows it.
+  void checkDimRange(const std::string &what, int index,
+                     const std::string &param, int64_t value);
+  /// exportedDimRanges of the graph, read by the first checkDimRange.
+  std::optional<std::map<std::string, DimRange>> dimRanges;
   /// Makes graph input `in` (of `kind`, declared shape `declared` with -1 for
   /// symbolic dims) the constant `value`; checks type and shape.
   void bindInput(const onnx::ValueInfoProto &in, Kind kind,

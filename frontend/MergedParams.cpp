@@ -103,6 +103,70 @@ exportedParameters(const onnx::GraphProto &graph) {
   return params;
 }
 
+std::map<std::string, DimRange>
+exportedDimRanges(const onnx::GraphProto &graph) {
+  // `{s72: VR[0, 4], s70: VR[2, 32]}`: torch.export's symbols, listed in the
+  // order of the inputs' dynamic dimensions (not numbered so: s72 is the
+  // batch above), which the exporter names by their Dim (`batch`, `seq`) in
+  // the graph inputs.
+  std::string text =
+      unknownMetadata(graph, kGraphMetadataField,
+                      "pkg.torch.export.ExportedProgram.range_constraints");
+  std::vector<DimRange> inOrder;
+  std::map<std::string, DimRange> byName;
+  for (size_t at = text.find('s'); at != std::string::npos;
+       at = text.find('s', at + 1)) {
+    size_t digits = at + 1, colon = text.find(':', digits);
+    if (colon == std::string::npos || colon == digits ||
+        text.find_first_not_of("0123456789", digits) != colon ||
+        (at > 0 && std::isalnum(static_cast<unsigned char>(text[at - 1]))))
+      continue;
+    size_t open = text.find("VR[", colon), comma = text.find(',', open),
+           close = text.find(']', comma);
+    if (open == std::string::npos || comma == std::string::npos ||
+        close == std::string::npos)
+      break;
+    auto number = [](std::string s) -> std::optional<int64_t> {
+      s.erase(0, s.find_first_not_of(' '));
+      s.erase(s.find_last_not_of(' ') + 1);
+      if (s.empty() || s.find_first_not_of("-0123456789") != std::string::npos)
+        return std::nullopt; // int_oo, -int_oo
+      return std::stoll(s);
+    };
+    DimRange r;
+    r.low = number(text.substr(open + 3, comma - open - 3));
+    r.high = number(text.substr(comma + 1, close - comma - 1));
+    std::string symbol = text.substr(at, colon - at);
+    byName[symbol] = r;
+    inOrder.push_back(r);
+    at = close;
+  }
+  if (inOrder.empty())
+    return {};
+  // The inputs' dim_params in the order they first appear.
+  std::vector<std::string> params;
+  std::set<std::string> seen;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    for (const auto &dim : in.type().tensor_type().shape().dim())
+      if (dim.has_dim_param() && seen.insert(dim.dim_param()).second)
+        params.push_back(dim.dim_param());
+  std::map<std::string, DimRange> out;
+  bool named = true;
+  for (const std::string &p : params)
+    named &= byName.count(p) > 0;
+  if (named) { // the symbols themselves (Dim.AUTO)
+    for (const std::string &p : params)
+      out[p] = byName[p];
+    return out;
+  }
+  // Mapped by order only where every symbol is one of the inputs'.
+  if (params.size() != inOrder.size())
+    return {};
+  for (size_t i = 0; i < params.size(); ++i)
+    out[params[i]] = inOrder[i];
+  return out;
+}
+
 std::map<std::string, std::vector<std::string>>
 foldedFromAll(const onnx::GraphProto &graph) {
   std::map<std::string, std::vector<std::string>> out;

@@ -18,7 +18,8 @@ import shutil
 import sys
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
 
 
 def load(src, rel):
@@ -185,6 +186,22 @@ def graph_cases(src, out):
     save(m, out, "int64-loss-18")
 
 
+def conv_cases(out):
+    """A Conv whose 5 x 5 kernel spans more than its 3 x 3 input (unpadded),
+    and one whose dilation (2: a 5-wide span from a 3 x 3 kernel) does."""
+    for case, kernel, dilations in (("conv-kernel-larger", 5, [1, 1]),
+                                    ("conv-dilated-larger", 3, [2, 2])):
+        w = numpy_helper.from_array(
+            np.ones((2, 1, kernel, kernel), dtype=np.float32), "w")
+        g = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["y"], name="conv0",
+                              pads=[0, 0, 0, 0], dilations=dilations),
+             helper.make_node("ReduceSum", ["y"], ["loss"], name="sum", keepdims=0)],
+            "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 3, 3])],
+            [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], [w])
+        save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), out, case)
+
+
 def huge_cases(src, out):
     # idx of the GPT-2 test model with a leading dimension of 2^40.
     for opset_dir in ("gpt2-opset14", "gpt2-opset18"):
@@ -250,6 +267,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     external_cases(src, out)
     graph_cases(src, out)
+    conv_cases(out)
     huge_cases(src, out)
 
 
