@@ -1,0 +1,394 @@
+//===- Params.cpp - float initializers as parameters ----------------------===//
+//
+// Which float initializers of a graph train, and as what: the import rules'
+// constants (one element, non-finite values, a folded additive mask, a
+// value the dynamo exporter folded through a many-to-one lookup), --train's
+// and the exporter's record of the module's parameters (its graph signature
+// and folded_from metadata), ties of one tensor written twice, the
+// state-dict name each trained tensor is (what --freeze matches), and the
+// parameters the exporter removed. An import that keeps no values (a plan)
+// reads only what these rules need.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Importer.h"
+
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+using namespace mlir;
+
+namespace otc {
+namespace detail {
+size_t valuelessElements() {
+  static const size_t n = [] {
+    const char *v = std::getenv("OTC_TEST_VALUELESS_ELEMENTS");
+    long long parsed = v ? std::atoll(v) : 0;
+    return parsed > 0 ? static_cast<size_t>(parsed) : size_t(1) << 22;
+  }();
+  return n;
+}
+
+/// Why the import rules make a float initializer a constant ("": they
+/// do not): what PyTorch could not have trained.
+static std::string untrainedReason(const std::vector<float> &v) {
+  if (v.size() <= 1)
+    return "a single element";
+  if (!llvm::all_of(v, [](float x) { return std::isfinite(x); }))
+    return "values that are not finite (a mask)";
+  if (llvm::all_of(v, [](float x) { return x == 0.0f || x <= -1e4f; }) &&
+      llvm::any_of(v, [](float x) { return x != 0.0f; }))
+    return "values 0 and at most -1e4 (an additive mask)";
+  return "";
+}
+
+std::optional<std::string> ParamOrigins::parameterOf(const std::string &name) {
+  std::optional<std::string> root;
+  if (exported->count(name))
+    root = name;
+  reached.insert(name);
+  if (auto it = folded.find(name); it != folded.end())
+    for (const std::string &f : it->second) {
+      reached.insert(f);
+      if (!root && exported->count(f))
+        root = f;
+    }
+  for (auto &[copy, original] : *splits)
+    if (copy == name && exported->count(original)) {
+      reached.insert(original);
+      if (!root)
+        root = original;
+    }
+  return root;
+}
+
+std::string Importer::stateDictNameOf(const std::string &name,
+                                      ParamOrigins &origins) {
+  if (origins.exported) {
+    std::optional<std::string> of = origins.parameterOf(name);
+    return of && *of != name ? *of : "";
+  }
+  // The TorchScript exporter names what it folded `onnx::<Op>_N`: a
+  // Linear's Wᵀ is its module's weight, and a value read in one module's
+  // scope alone (Gemma's folded 1 + weight, read by its norm's Mul) is
+  // taken for that module's weight too, as otc-export's hint names it.
+  if (name.rfind("onnx::", 0) != 0)
+    return "";
+  if (!initializerReaders) {
+    initializerReaders.emplace();
+    const onnx::GraphProto &graph = model.graph();
+    for (int n = 0; n < graph.node_size(); ++n)
+      for (int j = 0; j < graph.node(n).input_size(); ++j)
+        if (graph.node(n).input(j).rfind("onnx::", 0) == 0)
+          (*initializerReaders)[graph.node(n).input(j)].push_back({n, j});
+  }
+  auto readers = initializerReaders->find(name);
+  if (readers == initializerReaders->end())
+    return "";
+  std::string weight =
+      detail::foldedProjectionName(model.graph(), name, readers->second);
+  if (!weight.empty())
+    return weight;
+  std::set<std::string> modules;
+  for (auto [n, j] : readers->second)
+    modules.insert(detail::moduleOf(model.graph().node(n)));
+  return modules.size() == 1 && !modules.begin()->empty()
+             ? *modules.begin() + ".weight"
+             : "";
+}
+
+/// Why a value the dynamo exporter folded from a parameter and indices is
+/// not trained ("" if it is): a lookup that reads one entry of the
+/// parameter in many places (T5's relative position bias folded at a fixed
+/// sequence length: a [1, H, T, T] tensor of the table's few values). As
+/// free values it would no longer be the model; PyTorch trains the table,
+/// which the graph no longer holds. A lookup of distinct entries (a
+/// position table's first T rows) is trained: each value is one entry.
+std::string Importer::foldedLookupReason(const std::string &name,
+                                         ParamOrigins &origins,
+                                         const std::vector<float> &values) {
+  auto from = origins.folded.find(name);
+  if (from == origins.folded.end() || from->second.size() < 2 ||
+      values.size() < 16)
+    return "";
+  std::optional<std::string> param = origins.parameterOf(name);
+  if (!param || *param == name)
+    return "";
+  std::vector<float> sorted(values);
+  std::sort(sorted.begin(), sorted.end());
+  size_t distinct = static_cast<size_t>(
+      std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+  if (distinct * 4 > values.size())
+    return "";
+  return "a lookup of " + *param +
+         " the exporter folded at the export's "
+         "fixed shape (" +
+         std::to_string(values.size()) + " values, " +
+         std::to_string(distinct) +
+         " distinct): kept constant, not trained; "
+         "export with a dynamic sequence dimension to train " +
+         *param;
+}
+
+void Importer::addParams() {
+  std::unique_ptr<NameRegex> train;
+  if (!options.train.empty()) {
+    std::string regexError;
+    train = NameRegex::compile(options.train, regexError);
+    if (!train)
+      fail("invalid --train regular expression '" + options.train +
+           "': " + regexError);
+  }
+  // The dynamo exporter's record of the module's parameters: an initializer
+  // that is none of them and was folded from none of them (a rotary table's
+  // angles, folded from the inv_freq buffer and positions) is a constant,
+  // whatever its values; a parameter neither kept nor folded into anything
+  // was removed by the exporter (a zero bias whose addition it dropped).
+  ParamOrigins origins;
+  origins.exported = exportedParameters(model.graph());
+  origins.splits = &splitParams;
+  if (origins.exported)
+    origins.folded = foldedFromAll(model.graph());
+  std::vector<ParamCandidate> floats =
+      readParamCandidates(origins, train.get());
+  addParamArguments(floats, origins);
+  recordRemovedParams(origins);
+}
+
+std::vector<ParamCandidate>
+Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
+  const std::optional<std::set<std::string>> &exported = origins.exported;
+  // Reserved: a growing vector would copy every decoded tensor so far
+  // (TensorData moves only by copy here), gigabytes for a large model.
+  std::vector<ParamCandidate> floats;
+  floats.reserve(static_cast<size_t>(model.graph().initializer_size()));
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    Location loc = NameLoc::get(builder.getStringAttr(init.name()));
+    // --train matches the initializer's name or the state-dict name it is.
+    bool forced =
+        train && (train->matches(init.name()) ||
+                  train->matches(stateDictNameOf(init.name(), origins)));
+    // Learned by an earlier import of the same loaded model: nothing read.
+    if (!initializersOut && cache && !staticOnly.contains(init.name())) {
+      auto known = cache->find(init.name());
+      if (known != cache->end()) {
+        TensorData shapeOnly;
+        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
+        if (!origins.fromParameter(init.name()) &&
+            known->second.reason.empty() && !forced)
+          notParameters.insert(init.name());
+        floats.push_back({&init, std::move(shapeOnly), forced,
+                          known->second.reason, known->second.key});
+        continue;
+      }
+    }
+    // A large parameter by the exporter's graph signature (or folded from
+    // one: a Linear's Wᵀ), in an import that keeps no values (plan-only,
+    // --fit): trainable as PyTorch trained it, so its values are not read
+    // at all (an 8B model's 32 GB), unless another tensor shares its tie
+    // key (below): then both are read and compared.
+    int64_t elements = 1;
+    for (int64_t d : init.dims())
+      elements *= d;
+    std::optional<std::string> root;
+    if (!initializersOut && exported &&
+        init.data_type() == onnx::TensorProto::FLOAT &&
+        !staticOnly.contains(init.name()) &&
+        elements >= static_cast<int64_t>(valuelessElements()) &&
+        (root = origins.parameterOf(init.name()))) {
+      TensorData shapeOnly;
+      shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
+      // Keyed by the parameter it is: a Wᵀ folded from a parameter that is
+      // an initializer too (a tied LM head) shares that one's key, and
+      // findTies reads both and compares them.
+      TieKey key;
+      key.count = static_cast<size_t>(elements);
+      key.sum = llvm::hash_value(*root);
+      key.mixed = ~key.sum;
+      if (cache)
+        (*cache)[init.name()] = {"", key};
+      floats.push_back({&init, std::move(shapeOnly), forced, "", key});
+      continue;
+    }
+    TensorData data =
+        decodeTensor(init, "initializer '" + init.name() + "'", path);
+    if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
+      ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
+      c.reason = untrainedReason(c.data.floats);
+      if (c.reason.empty() && exported)
+        c.reason = foldedLookupReason(init.name(), origins, c.data.floats);
+      if (!origins.fromParameter(init.name()) && c.reason.empty() && !forced)
+        notParameters.insert(init.name());
+      // An import that keeps no values (plan-only, --fit) drops those of a
+      // large trained tensor once the rules have read them: it keeps its
+      // tie key, and reads it again only to compare it with a tensor of
+      // the same key. Llama 3 8B: 32 GB of weights never held at once.
+      if (!initializersOut && (c.reason.empty() || c.forced) &&
+          c.data.floats.size() >= valuelessElements()) {
+        c.key = tieKey(c.data.floats);
+        c.data.floats = std::vector<float>();
+        if (cache)
+          (*cache)[init.name()] = {c.reason, *c.key};
+      }
+      floats.push_back(std::move(c));
+      continue;
+    }
+    // Integer and bool initializers (and floats read only at import time)
+    // are constants.
+    statics[init.name()] = std::make_unique<StaticValue>(
+        StaticValue{toAttr(&ctx, data), loc, Value()});
+  }
+  return floats;
+}
+
+void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
+                                 ParamOrigins &origins) {
+  // What PyTorch could not have trained: a single element (an epsilon, a
+  // scale, -FLT_MAX: exporters store the scalars of the forward as
+  // initializers), values that are not all finite (an additive -inf mask),
+  // or zeros and fills of at most -1e4 (an additive mask the exporter
+  // folded, as torch.onnx's dynamo exporter does with -FLT_MAX).
+  SmallVector<NamedAttribute> untrained;
+  std::vector<NamedTensor> tieable;
+  for (ParamCandidate &c : floats) {
+    const std::string &name = c.init->name();
+    const std::string &reason = c.reason;
+    if (!reason.empty() && !c.forced) {
+      untrained.push_back(
+          builder.getNamedAttr(name, builder.getStringAttr(reason)));
+      Location loc = NameLoc::get(builder.getStringAttr(name));
+      statics[name] = std::make_unique<StaticValue>(
+          StaticValue{toAttr(&ctx, c.data), loc, Value()});
+      c.init = nullptr;
+      continue;
+    }
+    if (!c.forced) {
+      NamedTensor t{
+          name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
+          &c.data.floats, std::nullopt, nullptr};
+      if (c.key) {
+        const onnx::TensorProto *init = c.init;
+        t.values = nullptr;
+        t.key = c.key;
+        t.load = [this, init] {
+          return decodeTensor(*init, "initializer '" + init->name() + "'", path)
+              .floats;
+        };
+      }
+      tieable.push_back(std::move(t));
+    }
+  }
+
+  // Ties the exporter split: the copy reads the one trained tensor.
+  llvm::StringMap<InitializerTie> copies;
+  SmallVector<NamedAttribute> tied;
+  for (InitializerTie &t : findTies(tieable)) {
+    tied.push_back(builder.getNamedAttr(
+        t.copy, builder.getStringAttr(
+                    (t.transposed ? "transpose of " : "copy of ") + t.source)));
+    copies[t.copy] = t;
+  }
+
+  // One argument per trained initializer, however many nodes read it.
+  for (ParamCandidate &c : floats) {
+    if (!c.init || copies.count(c.init->name()))
+      continue;
+    const std::string &name = c.init->name();
+    Location loc = NameLoc::get(builder.getStringAttr(name));
+    Value arg = entry->addArgument(
+        RankedTensorType::get(c.data.shape, builder.getF32Type()), loc);
+    argAttrs.push_back(
+        {cast<BlockArgument>(arg).getArgNumber(),
+         builder.getNamedAttr(attrs::kParam, builder.getStringAttr(name))});
+    // A copy the exporter folded from a module parameter is that
+    // parameter for --freeze.
+    if (std::string of = stateDictNameOf(name, origins); !of.empty())
+      argAttrs.push_back(
+          {cast<BlockArgument>(arg).getArgNumber(),
+           builder.getNamedAttr(attrs::kParamOf, builder.getStringAttr(of))});
+    values[name] = arg;
+    if (c.key)
+      valuelessInits[name] = c.init;
+    paramData.push_back(
+        {name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
+         std::move(c.data.floats)});
+  }
+  builder.setInsertionPointToEnd(entry);
+  for (ParamCandidate &c : floats) {
+    auto it = c.init ? copies.find(c.init->name()) : copies.end();
+    if (it == copies.end())
+      continue;
+    const InitializerTie &t = it->second;
+    Value source = values.lookup(t.source);
+    assert(source && "a tie's source is a parameter");
+    Location loc = NameLoc::get(builder.getStringAttr(t.copy));
+    if (!t.transposed) {
+      values[t.copy] = source;
+      continue;
+    }
+    ArrayRef<int64_t> s = shapeOf(source);
+    values[t.copy] = builder.create<TransposeOp>(
+        loc, RankedTensorType::get({s[1], s[0]}, builder.getF32Type()), source,
+        SmallVector<int64_t>{1, 0});
+  }
+  if (!untrained.empty())
+    func->setAttr(attrs::kUntrained, builder.getDictionaryAttr(untrained));
+  if (!tied.empty())
+    func->setAttr(attrs::kTied, builder.getDictionaryAttr(tied));
+  SmallVector<NamedAttribute> split;
+  for (auto &[copy, original] : splitParams)
+    if (values.count(copy) && isa<BlockArgument>(values.lookup(copy)))
+      split.push_back(builder.getNamedAttr(
+          copy, builder.getStringAttr("own copy of " + original +
+                                      " (the exporter merged equal values)")));
+  if (!split.empty())
+    func->setAttr(attrs::kSplit, builder.getDictionaryAttr(split));
+}
+
+void Importer::recordRemovedParams(ParamOrigins &origins) {
+  // Removed by the exporter's optimizer: a parameter that the traced calls
+  // of the graph's nodes still name (`addmm(%p_..._c_attn_bias, ...)`) but
+  // that no initializer holds. One that no call names was not used by the
+  // trace itself (the other name of a tied weight: GPT-2's wte, whose
+  // lookup reads lm_head's placeholder).
+  auto placeholder = [](std::string name) {
+    std::replace(name.begin(), name.end(), '.', '_');
+    return "%p_" + name;
+  };
+  auto names = [](const std::string &call, const std::string &ph) {
+    for (size_t i = call.find(ph); i != std::string::npos;
+         i = call.find(ph, i + 1)) {
+      char next = i + ph.size() < call.size() ? call[i + ph.size()] : ' ';
+      if (!std::isalnum(static_cast<unsigned char>(next)) && next != '_')
+        return true;
+    }
+    return false;
+  };
+  if (const std::optional<std::set<std::string>> &exported = origins.exported) {
+    std::vector<std::string> calls;
+    for (const onnx::NodeProto &node : model.graph().node())
+      calls.push_back(nodeMetadata(node, "pkg.torch.onnx.fx_node"));
+    for (const std::string &p : *exported)
+      if (!origins.reached.count(p) &&
+          llvm::none_of(calls, [&](const std::string &call) {
+            return names(call, placeholder(p));
+          }))
+        origins.reached.insert(p);
+  }
+  SmallVector<NamedAttribute> removed;
+  if (origins.exported)
+    for (const std::string &p : *origins.exported)
+      if (!origins.reached.count(p))
+        removed.push_back(builder.getNamedAttr(
+            p, builder.getStringAttr("removed by the exporter (no initializer "
+                                     "holds it or was folded from it)")));
+  if (!removed.empty())
+    func->setAttr(attrs::kRemoved, builder.getDictionaryAttr(removed));
+}
+
+} // namespace detail
+} // namespace otc
