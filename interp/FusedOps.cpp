@@ -225,7 +225,9 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
 ///   dP_j = m_j (dO_i . v_j),  D_i = sum_j P_j dP_j,  dS_j = P_j (dP_j - D_i)
 ///   dQ_i = scale sum_j dS_j k_j,  dK[kv head, j] += scale dS_j q_i.
 /// D_i is summed from its definition; the forward output (whose dot product
-/// with dO_i equals it) is not read.
+/// with dO_i equals it) is not read. With mask_grad, dS before the soft cap's
+/// slope (the gradient of the capped scores, to which the mask is added) is
+/// a fourth result.
 LogicalResult Interpreter::run(otc::AttentionGradOp op) {
   const Tensor &dO = get(op.getGrad());
   const Tensor &q = get(op.getQ());
@@ -245,6 +247,9 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
     dv = zeros(v.shape);
   }
   Tensor &dkOut = p.packed ? dq : dk, &dvOut = p.packed ? dq : dv;
+  Tensor dscores;
+  if (op.getMaskGrad())
+    dscores = zeros({p.batch, p.heads, p.queries, p.keys});
   std::vector<double> prob(p.keys), dP(p.keys);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
@@ -270,6 +275,8 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
         }
         for (int64_t j = 0; j < p.keys; ++j) {
           double dS = prob[j] * (dP[j] - rowD);
+          if (op.getMaskGrad())
+            dscores.data[p.at4(b, h, i, j, p.heads, p.queries, p.keys)] = dS;
           if (dS != 0.0)
             dS *= p.capSlope(b, h, i, j);
           for (int64_t d = 0; d < p.depth; ++d) {
@@ -289,6 +296,8 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
   set(op.getDq(), std::move(dq));
   set(op.getDk(), std::move(dk));
   set(op.getDv(), std::move(dv));
+  if (op.getMaskGrad())
+    set(op.getDscores(), std::move(dscores));
   return success();
 }
 

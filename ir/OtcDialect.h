@@ -120,6 +120,11 @@ struct AttentionSizes {
 };
 AttentionSizes attentionSizes(mlir::Operation *op);
 
+/// `grad` (the gradient of a result broadcast from `operand`) summed back to
+/// `operand`'s shape: over the dimensions it broadcasts, then reshaped.
+mlir::Value sumToShape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,
+                       mlir::Value operand);
+
 /// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on
 /// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
 /// no dropout, a head size that is a multiple of 8 up to 256 and a mask, if

@@ -124,6 +124,8 @@ template <typename OpTy> static bool outputTyped(OpTy op, Value out) {
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttention(*this, getOutput())))
     return failure();
+  if (getMaskGrad() && (isPacked() || !getMask()))
+    return emitOpError("mask_grad needs a mask and q, k and v apart");
   if (!outputTyped(*this, getOutput()))
     return emitOpError("output must have q's type");
   return success();
@@ -135,10 +137,23 @@ LogicalResult AttentionGradOp::verify() {
   if (isPacked()) {
     if (getGrads().size() != 1 || getGrads()[0].getType() != getQ().getType())
       return emitOpError("packed, the gradient is one value typed as q");
-  } else if (getGrads().size() != 3 || getDq().getType() != getQ().getType() ||
+  } else if (getGrads().size() != (getMaskGrad() ? 4u : 3u) ||
+             getDq().getType() != getQ().getType() ||
              getDk().getType() != getK().getType() ||
              getDv().getType() != getV().getType()) {
-    return emitOpError("dq, dk and dv must have the types of q, k and v");
+    return emitOpError("dq, dk and dv must have the types of q, k and v")
+           << (getMaskGrad() ? ", then dS" : "");
+  }
+  if (getMaskGrad()) {
+    if (isPacked() || !getMask())
+      return emitOpError("mask_grad needs a mask and q, k and v apart");
+    AttentionSizes a = attentionSizes(*this);
+    SmallVector<int64_t> scores = {a.b, a.h, a.t, a.s};
+    auto ds = cast<ShapedType>(getDscores().getType());
+    if (ds.getShape() != ArrayRef<int64_t>(scores) ||
+        ds.getElementType() != getElementTypeOrSelf(getMask().getType()))
+      return emitOpError("dS must be ")
+             << formatShape(scores) << " of the mask's element type";
   }
   if (getGrad().getType() != getOutput().getType() ||
       !outputTyped(*this, getOutput()))
@@ -153,18 +168,27 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   SmallVector<Type> types = {getQ().getType()};
   if (!isPacked())
     types.append({getK().getType(), getV().getType()});
+  AttentionSizes a = attentionSizes(*this);
+  if (getMaskGrad())
+    types.push_back(RankedTensorType::get(
+        {a.b, a.h, a.t, a.s}, getElementTypeOrSelf(getMask().getType())));
   auto grad = b.create<AttentionGradOp>(
       getLoc(), types, rg[0], getQ(), getK(), getV(), getOutput(), getLse(),
       getMask(), getKey(), getCausalAttr(), getScaleAttr(), getDropoutAttr(),
-      getStreamAttr(), getLayoutAttr(), getWindowAttr(), getSoftcapAttr());
+      getStreamAttr(), getLayoutAttr(), getWindowAttr(), getSoftcapAttr(),
+      getMaskGradAttr());
   // Packed, q, k and v are one value: its whole gradient goes through q.
   if (isPacked())
     out.append({grad.getGrads()[0], Value(), Value()});
   else
     out.append({grad.getDq(), grad.getDk(), grad.getDv()});
-  // The mask (never depending on a parameter) and the key get none.
+  // The mask's gradient is dS summed over the dimensions it broadcasts
+  // (mask_grad: computed from parameters); a mask of constants and the key
+  // get none.
   if (getMask())
-    out.push_back(Value());
+    out.push_back(getMaskGrad()
+                      ? sumToShape(b, getLoc(), grad.getDscores(), getMask())
+                      : Value());
   if (getKey())
     out.push_back(Value());
   return success();

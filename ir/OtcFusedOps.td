@@ -57,7 +57,9 @@ def Otc_AttentionOp : Otc_Op<"attention",
     read where they lie; the output is [B, T, H, D] (which gives H), and
     T == S (otc-pack-attention forms it after differentiation). With
     `softcap` = c > 0 the scores are soft-capped before the mask is added,
-    s -> c tanh(s / c) (Gemma 2's attention logit soft-capping).
+    s -> c tanh(s / c) (Gemma 2's attention logit soft-capping). With
+    `mask_grad` the mask carries a gradient (it is computed from parameters:
+    T5's relative position bias), which the gradient op returns.
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -73,7 +75,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
                    DefaultValuedAttr<I64Attr, "0">:$stream,
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
                    DefaultValuedAttr<I64Attr, "0">:$window,
-                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                   UnitAttr:$mask_grad);
   let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
@@ -96,7 +99,10 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
     probabilities from the scores and `lse` and returns dq, dk, dv, typed
     as q, k and v. Under layout "packed" (q, k and v one [B, T, H + 2 Hk,
     D] value) it returns one result instead, the gradient of that value:
-    dq, dk and dv side by side in each row as q, k and v are.
+    dq, dk and dv side by side in each row as q, k and v are. With
+    `mask_grad` (not packed) a fourth result is the gradient of the scores
+    after the soft cap, dS [B, H, T, S] in the mask's element type: the
+    mask's gradient before it is summed over the dimensions it broadcasts.
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$q,
                    Otc_FloatTensor:$k, Otc_FloatTensor:$v,
@@ -108,7 +114,8 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
                    DefaultValuedAttr<I64Attr, "0">:$stream,
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
                    DefaultValuedAttr<I64Attr, "0">:$window,
-                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                   UnitAttr:$mask_grad);
   let results = (outs Variadic<Otc_FloatTensor>:$grads);
   let assemblyFormat = [{
     $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?
@@ -122,6 +129,11 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
     ::mlir::Value getDq() { return getGrads()[0]; }
     ::mlir::Value getDk() { return getGrads()[1]; }
     ::mlir::Value getDv() { return getGrads()[2]; }
+    /// dS, the scores' gradient (with mask_grad), else null.
+    ::mlir::Value getDscores() {
+      return getMaskGrad() && getGrads().size() == 4 ? getGrads()[3]
+                                                     : ::mlir::Value();
+    }
   }];
   let hasVerifier = 1;
 }

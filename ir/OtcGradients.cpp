@@ -22,8 +22,7 @@ static bool isFloat(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
 
-/// Sums `grad` (of a broadcast result) back to the shape of `operand`.
-static Value sumToShape(OpBuilder &b, Location loc, Value grad, Value operand) {
+Value otc::sumToShape(OpBuilder &b, Location loc, Value grad, Value operand) {
   ArrayRef<int64_t> target = shapeOf(operand);
   ArrayRef<int64_t> gs = shapeOf(grad);
   if (gs == target)

@@ -41,6 +41,11 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
   a.fields.push_back(LibraryArg::integer(op.getWindow()));
   a.fields.push_back(LibraryArg::integer(s.rowStride));
   a.fields.push_back(LibraryArg::floating(op.getSoftcap().convertToDouble()));
+  // dS (the gradient op's fourth result) where the mask has a gradient;
+  // absent otherwise, so the field initializes to NULL.
+  if constexpr (std::is_same_v<OpTy, AttentionGradOp>)
+    if (op.getMaskGrad())
+      a.fields.push_back(LibraryArg::result(3));
   return a;
 }
 

@@ -124,6 +124,9 @@ struct Chain {
   int64_t window = 0;
   /// Scores soft-capped as c tanh(s / c) (0: not).
   double softcap = 0.0;
+  /// The additive mask is computed from parameters (T5's relative position
+  /// bias): the fused op returns its gradient.
+  bool maskGrad = false;
   /// The value the fused output replaces.
   Value output;
 };
@@ -135,6 +138,13 @@ static constexpr const char *kSoftCapped =
     "attention: the scores are soft-capped (c * tanh(s / c), Gemma 2's "
     "attention logit soft-capping), which the cuda target's attention does "
     "not compute yet: kept unfused (exact)";
+
+/// The remark for an additive mask computed from parameters on a target
+/// whose attention returns no gradient for its mask.
+static constexpr const char *kMaskFromParameters =
+    "attention: the mask is computed from parameters (a relative position "
+    "bias, as T5's), whose gradient the cuda target's attention does not "
+    "return yet: kept unfused (exact)";
 
 /// The remark for soft-capped scores that are not c * tanh(scale * Q K^T)
 /// with c > 0.
@@ -432,8 +442,7 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
     if (band)
       c.window = *band;
     if (causalSelect || !c.causal) {
-      if (dependsOnParam(m))
-        return Match::miss("attention: the mask depends on a parameter");
+      c.maskGrad = dependsOnParam(m);
       c.mask = m;
     }
   } else if (!parseScores(x, s, c)) {
@@ -526,11 +535,12 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
                        formatShape(shapeOf(v)) + " do not share D and S");
   c.v = v;
 
-  if (c.softcap > 0.0) {
-    ConfigAttr config = getConfig(softmax->getParentOfType<ModuleOp>());
-    if (config && config.getTarget() == "cuda")
-      return Match::miss(kSoftCapped);
-  }
+  ConfigAttr config = getConfig(softmax->getParentOfType<ModuleOp>());
+  bool cuda = config && config.getTarget() == "cuda";
+  if (c.softcap > 0.0 && cuda)
+    return Match::miss(kSoftCapped);
+  if (c.maskGrad && cuda)
+    return Match::miss(kMaskFromParameters);
   ArrayRef<int64_t> qs = shapeOf(c.q);
   auto att = b.create<AttentionOp>(
       at->getLoc(),
@@ -539,7 +549,8 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
       c.q, c.k, c.v, c.mask, c.key, c.causal ? b.getUnitAttr() : UnitAttr(),
       b.getF64FloatAttr(c.scale), b.getF64FloatAttr(c.dropout),
       b.getI64IntegerAttr(c.stream), b.getStringAttr("bhtd"),
-      b.getI64IntegerAttr(c.window), b.getF64FloatAttr(c.softcap));
+      b.getI64IntegerAttr(c.window), b.getF64FloatAttr(c.softcap),
+      c.maskGrad ? b.getUnitAttr() : UnitAttr());
   c.output.replaceAllUsesWith(att.getOutput());
   return Match::yes();}
 

@@ -597,7 +597,7 @@ static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
       att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
       att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
       att.getDropoutAttr(), att.getStreamAttr(), b.getStringAttr("bthd"),
-      att.getWindowAttr(), att.getSoftcapAttr());
+      att.getWindowAttr(), att.getSoftcapAttr(), att.getMaskGradAttr());
   for (TransposeOp t : backs)
     t.getResult().replaceAllUsesWith(fused.getOutput());
   att.getLse().replaceAllUsesWith(fused.getLse());

@@ -133,21 +133,21 @@ struct PackAttentionPass
 
   void pack(AttentionOp op) {
     Value p = packedOperand(op);
-    if (!p)
+    if (!p || op.getMaskGrad()) // dS is per head: q, k and v stay apart
       return;
     OpBuilder b(op);
     auto packedOp = b.create<AttentionOp>(
         op.getLoc(), op->getResultTypes(), p, p, p, op.getMask(), op.getKey(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
         op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
-        op.getSoftcapAttr());
+        op.getSoftcapAttr(), UnitAttr());
     op->replaceAllUsesWith(packedOp);
     op->erase();
   }
 
   void pack(AttentionGradOp op) {
     Value p = packedOperand(op);
-    if (!p)
+    if (!p || op.getMaskGrad())
       return;
     OpBuilder b(op);
     auto packedOp = b.create<AttentionGradOp>(
@@ -155,7 +155,7 @@ struct PackAttentionPass
         op.getOutput(), op.getLse(), op.getMask(), op.getKey(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
         op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
-        op.getSoftcapAttr());
+        op.getSoftcapAttr(), UnitAttr());
     Value grads = packedOp.getGrads()[0];
     if (ConcatOp concat = rejoined(op)) {
       // The concatenation is the packed gradient seen as [B, T, N].

@@ -286,6 +286,10 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
   Problem p(a, mask);
   const int64_t tiles = (a.t + kQueryTile - 1) / kQueryTile;
   const int64_t tasks = a.b * a.hk;
+  // dS wanted (a mask with a gradient): every row's, 0 where hidden.
+  float *ds = static_cast<float *>(a.dscores);
+  if (ds && a.s > 0)
+    std::fill(ds, ds + a.b * a.h * a.t * a.s, 0.0f);
 #pragma omp parallel
   {
     const size_t tileElems =
@@ -316,6 +320,7 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
           for (int64_t i = 0; i < r; ++i) {
             int64_t row = row0 + i;
             const float *dOi = dOt + i * a.d, *oi = out + row * a.d;
+            const int64_t scoreRow = (b * a.h + hi) * a.t + i0 + i;
             double d = 0.0;
             for (int64_t c = 0; c < a.d; ++c)
               d += static_cast<double>(dOi[c]) * oi[c];
@@ -337,6 +342,8 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
                 sr[j] = prob;
               }
             }
+            if (ds)
+              std::copy(dpr, dpr + n, ds + scoreRow * a.s + j0);
             // Through the soft cap: dS (1 - tanh^2) (hidden keys: dS 0).
             if (!tanhs.empty()) {
               const float *t = tanhs.data() + i * n;
@@ -439,13 +446,22 @@ int attentionBwdBhtd(const OtcrtAttention &a, const otcrt_bf16 *dout,
   std::vector<float> mf = widen(mask, mask && qn > 0 ? maskExtent(a) : 0);
   std::vector<float> dqf(static_cast<size_t>(qn));
   std::vector<float> dkf(static_cast<size_t>(kvn)), dvf(dkf.size());
-  int rc = backward(a, dOf.data(), qf.data(), kf.data(), vf.data(),
+  // dS in float, rounded into the bfloat16 result after.
+  OtcrtAttention c = a;
+  std::vector<float> dsf;
+  if (a.dscores && qn > 0 && a.s > 0) {
+    dsf.resize(static_cast<size_t>(a.b * a.h * a.t * a.s));
+    c.dscores = dsf.data();
+  }
+  int rc = backward(c, dOf.data(), qf.data(), kf.data(), vf.data(),
                     mask ? mf.data() : nullptr, of.data(), lse, dqf.data(),
                     dkf.data(), dvf.data());
   if (rc == 0) {
     narrow(dqf, dq);
     narrow(dkf, dk);
     narrow(dvf, dv);
+    if (!dsf.empty())
+      narrow(dsf, static_cast<otcrt_bf16 *>(a.dscores));
   }
   return rc;
 }

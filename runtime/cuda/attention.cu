@@ -247,12 +247,12 @@ template <typename Kernel> bool allowShared(Kernel kernel, size_t bytes) {
 }
 
 /// True when the query heads do not split into groups of the key heads, the
-/// window is negative, the scores are soft-capped (not done here), or a
-/// row stride is set without the [b, t, h, d] layout or is shorter than the
-/// rows of q or of k and v.
+/// window is negative, the scores are soft-capped or dS is asked for (not
+/// done here), or a row stride is set without the [b, t, h, d] layout or is
+/// shorter than the rows of q or of k and v.
 bool invalid(const OtcrtAttention &a) {
   return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0 ||
-         a.softcap != 0.0f ||
+         a.softcap != 0.0f || a.dscores != nullptr ||
          (a.row_stride != 0 &&
           (a.layout != OTCRT_LAYOUT_BTHD || a.row_stride < a.h * a.d ||
            a.row_stride < a.hk * a.d));

@@ -164,6 +164,8 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
     return "negative window";
   if (a.softcap != 0.0f)
     return "soft-capped scores";
+  if (a.dscores)
+    return "the scores' gradient asked for (a mask with a gradient)";
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
   // cuDNN's bias is documented as [1|b, 1|h, t, s]; seen on an H200 (cuDNN

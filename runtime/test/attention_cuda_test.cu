@@ -377,8 +377,30 @@ void testSoftCapRefused(std::mt19937 &rng) {
     c.rc(1, "fwd_bf16 with a soft cap (expected a refusal)");
 }
 
+/// The cuda kernels do not return dS (a mask with a gradient: the compiler
+/// keeps such an attention unfused there): both backward entry points,
+/// whichever implementation they would pick, refuse it.
+void testScoresGradientRefused(std::mt19937 &rng) {
+  Check c("attention dS refused");
+  OtcrtAttention a = attention(1, 2, 2, 16, 16, 64, false, 0);
+  const size_t n = a.b * a.h * a.t * a.d, sn = a.b * a.h * a.t * a.s;
+  Floats q = random(n, rng), out(n), lse(a.b * a.h * a.t), ds(sn);
+  float *dq = device(q), *dOut = device(out), *dLse = device(lse),
+        *dDs = device(ds);
+  a.dscores = dDs;
+  if (otcrt_attention_bwd_f32(&a, dq, dq, dq, dq, nullptr, dOut, dLse, dq, dq,
+                              dq, nullptr) == 0)
+    c.rc(1, "bwd_f32 asked for dS (expected a refusal)");
+  Bf16s qb(n), outb(n);
+  otcrt_bf16 *dqb = device(qb), *dOutb = device(outb);
+  if (otcrt_attention_bwd_bf16(&a, dqb, dqb, dqb, dqb, nullptr, dOutb, dLse,
+                               dqb, dqb, dqb, nullptr) == 0)
+    c.rc(1, "bwd_bf16 asked for dS (expected a refusal)");
+}
+
 void testAttentions(std::mt19937 &rng) {
   testSoftCapRefused(rng);
+  testScoresGradientRefused(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,

@@ -699,3 +699,111 @@ TEST(KernelsAttention, RejectsBadRowStride) {
     EXPECT_EQ(dvb, std::vector<otcrt_bf16>(4, 0x4440));
   }
 }
+
+/// dS of a mask with a gradient (a relative position bias: T5): the kernels'
+/// dscores against the gradient of sum(out * R) with respect to a full
+/// [b, h, t, s] mask by central differences of the double reference, plain,
+/// causal with a soft cap and grouped heads, and in the [b, t, h, d] layout;
+/// bf16 within a bfloat16 rounding of the f32 kernel's.
+TEST(KernelsAttention, ScoresGradientForAMaskWithAGradient) {
+  std::mt19937 rng(35);
+  for (int variant = 0; variant < 3; ++variant) {
+    const int64_t b = 2, h = 2, hk = variant == 1 ? 1 : 2, t = 5, s = 5, d = 4;
+    const int64_t dims[4] = {b, h, t, s};
+    Problem p =
+        makeProblem(b, h, hk, t, s, d, variant == 1, 0, dims, 0, rng, true);
+    if (variant == 1) {
+      p.a.softcap = 1.0f;
+      p.a.scale = 2.0f;
+    }
+    const int64_t qn = b * h * t * d, kvn = b * hk * s * d, sn = b * h * t * s;
+    std::vector<float> q = kt::random(qn, rng, -1, 1, true);
+    std::vector<float> k = kt::random(kvn, rng, -1, 1, true);
+    std::vector<float> v = kt::random(kvn, rng, -1, 1, true);
+    std::vector<float> dO = kt::random(qn, rng, -1, 1, true);
+    Vec qd = kt::toDouble(q), kd = kt::toDouble(k), vd = kt::toDouble(v),
+        dOd = kt::toDouble(dO);
+    // The oracle: d sum(out * dO) / d mask by central differences of the
+    // double reference, with a step of 2^-10, exact in the float mask
+    // (whose values are bfloat16's).
+    const float step = 1.0f / 1024;
+    Vec want(sn);
+    for (int64_t e = 0; e < sn; ++e) {
+      Problem up = p, down = p;
+      up.mask[e] += step;
+      down.mask[e] -= step;
+      want[e] = (kt::dot(reference(up, qd, kd, vd, nullptr).out, dOd) -
+                 kt::dot(reference(down, qd, kd, vd, nullptr).out, dOd)) /
+                (2.0 * step);
+    }
+
+    std::vector<float> out(qn), lse(b * h * t);
+    ASSERT_EQ(otcrt_attention_fwd_f32(&p.a, q.data(), k.data(), v.data(),
+                                      p.mask.data(), out.data(), lse.data(),
+                                      nullptr),
+              0);
+    std::vector<float> dq(qn), dk(kvn), dv(kvn), ds(sn, NAN);
+    OtcrtAttention a = p.a;
+    a.dscores = ds.data();
+    ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(),
+                                      v.data(), p.mask.data(), out.data(),
+                                      lse.data(), dq.data(), dk.data(),
+                                      dv.data(), nullptr),
+              0);
+    // Hidden keys (causal) have dS 0, as their differences do.
+    kt::expectNear(ds, want, 1e-4, 1e-4, "dscores");
+    // The other gradients are unchanged by asking for dS.
+    std::vector<float> dq0(qn), dk0(kvn), dv0(kvn);
+    ASSERT_EQ(otcrt_attention_bwd_f32(&p.a, dO.data(), q.data(), k.data(),
+                                      v.data(), p.mask.data(), out.data(),
+                                      lse.data(), dq0.data(), dk0.data(),
+                                      dv0.data(), nullptr),
+              0);
+    EXPECT_EQ(dq, dq0);
+    EXPECT_EQ(dk, dk0);
+    EXPECT_EQ(dv, dv0);
+
+    // bfloat16: the f32 kernel's dS from the bf16 forward's output, rounded.
+    std::vector<otcrt_bf16> qb = kt::toBf16(q), kb = kt::toBf16(k),
+                            vb = kt::toBf16(v), dOb = kt::toBf16(dO),
+                            mb = kt::toBf16(p.mask), outb(qn);
+    std::vector<float> lseb(lse.size());
+    ASSERT_EQ(otcrt_attention_fwd_bf16(&p.a, qb.data(), kb.data(), vb.data(),
+                                       mb.data(), outb.data(), lseb.data(),
+                                       nullptr),
+              0);
+    std::vector<float> outRounded = kt::fromBf16(outb), dsr(sn);
+    a.dscores = dsr.data();
+    ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(),
+                                      v.data(), p.mask.data(),
+                                      outRounded.data(), lseb.data(), dq.data(),
+                                      dk.data(), dv.data(), nullptr),
+              0);
+    std::vector<otcrt_bf16> dqb(qn), dkb(kvn), dvb(kvn), dsb(sn);
+    a.dscores = dsb.data();
+    ASSERT_EQ(otcrt_attention_bwd_bf16(&a, dOb.data(), qb.data(), kb.data(),
+                                       vb.data(), mb.data(), outb.data(),
+                                       lseb.data(), dqb.data(), dkb.data(),
+                                       dvb.data(), nullptr),
+              0);
+    kt::expectBf16Of(dsb, dsr, "dscores bf16");
+    if (variant != 2)
+      continue;
+    // Sequence-major q, k, v (and their gradients): dS stays [b, h, t, s].
+    OtcrtAttention c = p.a;
+    c.layout = OTCRT_LAYOUT_BTHD;
+    std::vector<float> qs = swapMiddle(q, b, h, t, d),
+                       ks = swapMiddle(k, b, hk, s, d),
+                       vs = swapMiddle(v, b, hk, s, d),
+                       dOs = swapMiddle(dO, b, h, t, d),
+                       outs = swapMiddle(out, b, h, t, d);
+    std::vector<float> dss(sn, NAN);
+    c.dscores = dss.data();
+    ASSERT_EQ(otcrt_attention_bwd_f32(&c, dOs.data(), qs.data(), ks.data(),
+                                      vs.data(), p.mask.data(), outs.data(),
+                                      lse.data(), dq.data(), dk.data(),
+                                      dv.data(), nullptr),
+              0);
+    EXPECT_EQ(dss, ds);
+  }
+}

@@ -229,6 +229,13 @@ typedef struct {
   /// cuda kernels do not soft-cap (status 1; the compiler keeps such an
   /// attention unfused there).
   float softcap;
+  /// The backward only, where the mask carries a gradient (T5's relative
+  /// position bias): dS, the gradient of the scores after the soft cap (to
+  /// which the mask is added), written dense [b, h, t, s] in the storage
+  /// type of q (0 for keys a row does not see); NULL: not wanted. The cuda
+  /// kernels do not return it (status 1; the compiler keeps such an
+  /// attention unfused there).
+  void *dscores;
 } OtcrtAttention;
 
 enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
