@@ -108,6 +108,25 @@ func.func @attention_causal(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x5x2xf32>) ->
 
 // -----
 
+// Tests that mask_grad needs a mask.
+func.func @attention_mask_grad_without_mask(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{mask_grad needs a mask and q, k and v apart}}
+  %o, %l = otc.attention %q, %q, %q {mask_grad, scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that the gradient of an attention with mask_grad returns dS as
+// [B, H, T, S] of the mask's element type after dq, dk and dv.
+func.func @attention_grad_dscores_shape(%q: tensor<1x2x4x2xf32>, %lse: tensor<1x2x4xf32>, %m: tensor<1x1x4x4xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{dS must be [1, 2, 4, 4] of the mask's element type}}
+  %g:4 = otc.attention_grad %q, %q, %q, %q, %q, %lse mask %m {mask_grad, scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<1x1x4x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x1x4x4xf32>)
+  return %g#0 : tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a soft cap is 0 (none) or positive.
 func.func @attention_softcap(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
   // expected-error@+1 {{softcap must be 0 (none) or positive; got -2}}

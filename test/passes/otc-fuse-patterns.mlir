@@ -482,3 +482,21 @@ func.func @select_not_causal_plus_mask(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4
   %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
   return %o : tensor<1x2x4x2xf32>
 }
+
+// -----
+
+// Tests that an additive mask computed from a parameter (a relative position
+// bias, as T5's) fuses with mask_grad on a target without a config (the
+// cpu's): the gradient op returns dS for it (otc-fuse-patterns-remarks.mlir
+// has the cuda target's remark).
+// CHECK-LABEL: func.func @mask_from_param
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {mask_grad, scale = 1.000000e+00 : f64}
+// CHECK-NOT: otc.softmax
+func.func @mask_from_param(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>,
+                           %bias: tensor<4x4xf32> {otc.param = "bias"}) -> tensor<1x2x4x2xf32> {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.add %s, %bias : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %a {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
