@@ -19,11 +19,6 @@ namespace otc {
 struct EmitOptions {
   /// The model file, recorded in the program.
   std::string modelPath;
-  /// What the descriptor tells the runtime's throughput report (ABI
-  /// version 11): the tokens one micro-step reads (0: it counts samples)
-  /// and the model FLOPs of one micro-step (0: unknown).
-  int64_t tokensPerMicroStep = 0;
-  int64_t microStepFlops = 0;
 };
 
 /// Emits the whole program (C++ for the cpu target, CUDA C++ for cuda) for

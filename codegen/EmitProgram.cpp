@@ -197,6 +197,13 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   // tokens and FLOPs of a micro-step that the runtime reports throughput
   // and MFU with.
   constexpr int version = 11;
+  int64_t tokens = 0, flops = 0;
+  if (auto m = module->getAttrOfType<DictionaryAttr>(attrs::kMicroStep)) {
+    if (auto t = m.getAs<IntegerAttr>("tokens"))
+      tokens = t.getInt();
+    if (auto f = m.getAs<IntegerAttr>("flops"))
+      flops = f.getInt();
+  }
   os << tables->text
      << "static const OtcProgram kProgram = {\n"
      << "  " << version << ", \"" << target.name() << "\", "
@@ -215,8 +222,7 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   os << ",\n  " << (eval ? "otc_eval_step" : "nullptr");
   os << ",\n  " << (decode ? "otc_decode_step" : "nullptr");
   os << ",\n  " << (config.bf16() ? "OTC_PRECISION_BF16" : "OTC_PRECISION_FP32")
-     << ", " << opts.tokensPerMicroStep << ", " << opts.microStepFlops
-     << "LL};\n\n"
+     << ", " << tokens << ", " << flops << "LL};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();

@@ -618,6 +618,13 @@ int Compile::chooseRemat() {
   if (!step)
     return fail("the pipeline made no @train_step");
   info.microStepFlops = otc::functionFlops(step);
+  // What the program's descriptor tells the runtime's throughput report.
+  Builder b(&context);
+  module->getOperation()->setAttr(
+      otc::attrs::kMicroStep,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("flops", b.getI64IntegerAttr(info.microStepFlops)),
+           b.getNamedAttr("tokens", b.getI64IntegerAttr(tokensPerMicroStep))}));
   info.experts = otc::expertExchange(
       module->lookupSymbol<func::FuncOp>("forward"), precision == "bf16" ? 2 : 4);
   if (compileTo.empty() || remat == "auto") {
@@ -784,8 +791,6 @@ int Compile::writePlanOnly() {
 int Compile::emitAndBuild() {
   otc::EmitOptions emitOpts;
   emitOpts.modelPath = modelPath;
-  emitOpts.tokensPerMicroStep = tokensPerMicroStep;
-  emitOpts.microStepFlops = info.microStepFlops;
   std::string source;
   llvm::raw_string_ostream sourceOs(source);
   if (failed(otc::emitProgram(*module, emitOpts, sourceOs)))

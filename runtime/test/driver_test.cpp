@@ -375,10 +375,10 @@ TEST(DevicePeaks, MfuAgainstTheProgramsPrecision) {
   r.flops = 1.5e11;
   p.precision = OTC_PRECISION_FP32;
   r.peakFlops = mfuPeakFlops(0, gpu, p);
-  EXPECT_THAT(formatStepLine(r, 1), HasSubstr("| MFU 22.4% |"));
+  EXPECT_THAT(formatStepLine(r, 1), HasSubstr("| MFU 22.4%"));
   p.precision = OTC_PRECISION_BF16;
   r.peakFlops = mfuPeakFlops(0, gpu, p);
-  EXPECT_THAT(formatStepLine(r, 1), HasSubstr("| MFU 1.5% |"));
+  EXPECT_THAT(formatStepLine(r, 1), HasSubstr("| MFU 1.5%"));
 }
 
 TEST(DriverValidate, RejectsBadDescriptors) {
@@ -640,13 +640,20 @@ TEST_F(DriverRun, MfuFromTheDescriptor) {
   // 1e-6 TFLOP/s (1 MFLOP/s) against 2 micro-steps of 1000 FLOPs a step.
   options.steps = 2;
   options.peakTflops = 1e-6;
+  // From version 5 on, training needs the GRAD_FACTOR slot.
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, kArena, 4});
   OtcProgram p = fakeProgram();
+  p.arena_bytes = kArena + 8;
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.slots = slots.data();
   p.abi_version = 11;
   p.precision = OTC_PRECISION_FP32;
   p.tokens_per_micro_step = 8;
   p.micro_step_flops = 1000;
   options.jsonlPath = dir + "/log.jsonl";
-  ASSERT_TRUE(run(p));
+  Status s = run(p);
+  ASSERT_TRUE(s) << s.message();
   EXPECT_TRUE(std::regex_search(
       output, std::regex(R"(step +1/2 \| .* tok/s \| MFU [0-9.]+% \|)")))
       << output;
