@@ -1,33 +1,34 @@
-//===- EmitProgram.cpp - planned otck module to C++ or CUDA source ---------===//
+//===- EmitProgram.cpp - planned otck module to C++ or CUDA source --------===//
 //
 // Emits the training program: one function per otck function (`zero_grads`,
 // `micro_step`, `optimizer_step`, and `init_constants`, empty when the
 // module has none) that binds each buffer to its arena offset and runs
 // kernels, GEMM calls and copies in order; one kernel function per
-// otck.kernel; and the OtcProgram descriptor (ABI version 5; 6 with ZeRO-1's
-// groups, 7 with gradient buckets) over the tables of DescriptorTables.cpp
-// (the slot table, the ranges of the integer inputs that index a table, the
-// groups and buckets) that the runtime (runtime/include/otcrt/abi.h) reads. What differs
-// between the cpu target (OpenMP loops) and the cuda target (grid-stride
-// kernels on the runtime's stream, 16-byte packets) is asked of the
-// configuration's Target (codegen/Target.h; each target's in targets/<t>/). Programs
-// with BF16 buffers get a prelude defining `otc_bf16`,
-// BF16 storage whose loads widen to float and whose stores round to nearest
-// even, in __host__ __device__ functions so that both targets round
-// identically.
+// otck.kernel; and the OtcProgram descriptor (ABI version 11) over the tables
+// of DescriptorTables.cpp (the slot table, the ranges of the integer inputs
+// that index a table, the groups and buckets) that the runtime
+// (runtime/include/otcrt/abi.h) reads. What differs between the cpu target
+// (OpenMP loops) and the cuda target (grid-stride kernels on the runtime's
+// stream, 16-byte packets) is asked of the configuration's Target
+// (codegen/Target.h; each target's in targets/<t>/). Programs with BF16 buffers
+// get a prelude defining `otc_bf16`, BF16 storage whose loads widen to float
+// and whose stores round to nearest even, in __host__ __device__ functions so
+// that both targets round identically.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/BodyUtils.h"
 #include "codegen/Bf16Prelude.h"
+#include "codegen/BodyUtils.h"
 #include "codegen/Codegen.h"
 #include "codegen/DescriptorTables.h"
-#include "ir/Config.h"
 #include "codegen/GemmCalls.h"
 #include "codegen/IndexRanges.h"
+#include "codegen/KernelAbi.h"
 #include "codegen/Launches.h"
 #include "codegen/ScalarExprPrinter.h"
 #include "codegen/Target.h"
+#include "ir/Config.h"
+#include "ir/Functions.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
@@ -113,9 +114,9 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
   for (auto [k, b] : llvm::enumerate(buckets))
     readyAfter[b.after].push_back(static_cast<int>(k));
   for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step"}) {
-    auto f = module.lookupSymbol<func::FuncOp>(fn);
+    func::FuncOp f = requireFunction(module, fn, " to emit");
     if (!f)
-      return module.emitError("no @") << fn << " to emit";
+      return failure();
     if (failed(emitFunction(f)))
       return failure();
   }
@@ -192,19 +193,17 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  // Version 10: a BUFFER slot in BF16 (a frozen parameter read in BF16
-  // alone).
-  bool bf16Buffers = false;
-  module.walk([&](otck::BufferOp b) {
-    bf16Buffers |= b.getSlot() && b.getSlot()->starts_with("buffer:") &&
-                   b.getType().getElementType().isBF16();
-  });
-  int version = bf16Buffers               ? 10
-                : decode                  ? 9
-                : eval                    ? 8
-                : tables->numBucketRanges ? 7
-                : tables->shards          ? 6
-                                          : 5;
+  // Version 11, every field of versions 5 to 10 with it: the precision,
+  // tokens and FLOPs of a micro-step that the runtime reports throughput
+  // and MFU with.
+  constexpr int version = 11;
+  int64_t tokens = 0, flops = 0;
+  if (auto m = module->getAttrOfType<DictionaryAttr>(attrs::kMicroStep)) {
+    if (auto t = m.getAs<IntegerAttr>("tokens"))
+      tokens = t.getInt();
+    if (auto f = m.getAs<IntegerAttr>("flops"))
+      flops = f.getInt();
+  }
   os << tables->text
      << "static const OtcProgram kProgram = {\n"
      << "  " << version << ", \"" << target.name() << "\", "
@@ -217,16 +216,13 @@ LogicalResult ProgramEmitter::emit(ModuleOp module, raw_ostream &os) {
      << (countIgnore == INT64_MIN ? std::string("INT64_MIN")
                                   : std::to_string(countIgnore) + "LL")
      << ",\n  " << (refresh ? "otc_refresh_params" : "nullptr");
-  if (version >= 6)
-    os << ",\n  " << (tables->shards ? "&kShards" : "nullptr");
-  if (version >= 7)
-    os << ",\n  " << tables->numBucketRanges << ", "
-       << (tables->numBucketRanges ? "kBucketRanges" : "nullptr");
-  if (version >= 8)
-    os << ",\n  " << (eval ? "otc_eval_step" : "nullptr");
-  if (version >= 9)
-    os << ",\n  " << (decode ? "otc_decode_step" : "nullptr");
-  os << "};\n\n"
+  os << ",\n  " << (tables->shards ? "&kShards" : "nullptr");
+  os << ",\n  " << tables->numBucketRanges << ", "
+     << (tables->numBucketRanges ? "kBucketRanges" : "nullptr");
+  os << ",\n  " << (eval ? "otc_eval_step" : "nullptr");
+  os << ",\n  " << (decode ? "otc_decode_step" : "nullptr");
+  os << ",\n  " << (config.bf16() ? "OTC_PRECISION_BF16" : "OTC_PRECISION_FP32")
+     << ", " << tokens << ", " << flops << "LL};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
   return success();
@@ -574,6 +570,26 @@ LogicalResult ProgramEmitter::emitElementwiseChain(otck::KernelOp k) {
   return success();
 }
 
+/// What a pointer to `buffer`'s elements points to, as the kernel library's
+/// signatures name it (codegen/KernelAbi.h).
+static std::string bufferPointee(Value buffer) {
+  Type t = cast<MemRefType>(buffer.getType()).getElementType();
+  if (t.isF32())
+    return "float";
+  if (t.isBF16())
+    return "otcrt_bf16";
+  if (t.isF64())
+    return "double";
+  if (t.isInteger(64))
+    return "int64_t";
+  if (t.isInteger(32))
+    return "int32_t";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  t.print(os);
+  return text;
+}
+
 /// A call of the runtime's kernel library (runtime/include/otcrt/kernels.h)
 /// with the arguments the op lists: scalars as literals, operands and results
 /// as their buffers (BF16 ones as otcrt_bf16), a struct as a local constant
@@ -637,6 +653,39 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
   args.push_back(target.streamArgument().str());
 
   std::string kernel = lib.getLibraryKernel();
+  // The call as the kernel library declares it (otcrt/kernels.def).
+  SmallVector<KernelArg> abiArgs;
+  for (const LibraryArg &a : libArgs) {
+    switch (a.kind) {
+    case LibraryArg::Int:
+      abiArgs.push_back(KernelArg::integer(a.value));
+      break;
+    case LibraryArg::Float:
+      abiArgs.push_back(KernelArg::floating());
+      break;
+    case LibraryArg::Null:
+      abiArgs.push_back(KernelArg::null());
+      break;
+    case LibraryArg::Operand: {
+      auto arg = cast<BlockArgument>(op->getOperand(a.index));
+      abiArgs.push_back(
+          KernelArg::pointer(bufferPointee(k.getInputs()[arg.getArgNumber()])));
+      break;
+    }
+    case LibraryArg::Result:
+      abiArgs.push_back(
+          KernelArg::pointer(bufferPointee(k.getOutputs()[a.index])));
+      break;
+    case LibraryArg::Struct:
+      abiArgs.push_back(KernelArg::pointer(a.structType));
+      break;
+    }
+  }
+  abiArgs.push_back(KernelArg::pointer("void"));
+  if (std::string wrong = checkKernelCall(kernel, abiArgs); !wrong.empty())
+    return op->emitError("the kernel library call differs from its "
+                         "signature: ")
+           << wrong;
   std::string node = nodeName(op->getLoc());
   std::string opName = op->getName().getStringRef().str();
   std::string call;
@@ -663,6 +712,14 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
     return failure();
   if (!*call)
     return success();
+  SmallVector<KernelArg> abiArgs = {KernelArg::pointer("OtcrtGemm")};
+  for (Value v : (*call)->buffers)
+    abiArgs.push_back(v ? KernelArg::pointer(bufferPointee(v))
+                        : KernelArg::null());
+  abiArgs.push_back(KernelArg::pointer("void"));
+  if (std::string wrong = checkKernelCall("otcrt_gemm", abiArgs);
+      !wrong.empty())
+    return g.emitError("the GEMM call differs from its signature: ") << wrong;
   funcs << "  {\n    static const OtcrtGemm g = " << (*call)->descriptor
         << ";\n    OTC_CALL(" << cString(gemmTraceName(g))
         << ", OTC_LIB(otcrt_gemm, &g, " << (*call)->operands << ", "

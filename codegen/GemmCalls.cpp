@@ -81,5 +81,6 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
   call.operands = name(g.getLhs()) + ", " + name(g.getRhs()) + ", " +
                   name(g.getOut()) + ", " + orNull(bias) + ", " +
                   orNull(addend) + ", " + orNull(aux);
+  call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), bias, addend, aux};
   return std::optional<GemmCall>(std::move(call));
 }

@@ -14,6 +14,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <string>
+#include <vector>
 
 namespace otc {
 
@@ -24,6 +25,8 @@ struct GemmCall {
   /// The pointer arguments after the descriptor, less the stream: A, B, C,
   /// bias, addend, aux (`nullptr` where the call has none).
   std::string operands;
+  /// Those buffers in order (null where the call passes `nullptr`).
+  std::vector<mlir::Value> buffers;
 };
 
 /// The call computing `g`, each buffer named by `name`; nullopt for an

@@ -11,6 +11,7 @@
 
 #include "interp/GradCheck.h"
 #include "interp/Interpreter.h"
+#include "ir/Functions.h"
 #include "ir/OtcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -123,11 +124,13 @@ static FailureOr<double> evalLoss(func::FuncOp forward, unsigned lossIndex,
 LogicalResult otc::interp::checkGradients(ModuleOp module,
                                           const GradCheckOptions &options,
                                           llvm::raw_ostream &os) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  auto trainStep = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!forward || !trainStep)
-    return module.emitError("gradient check needs both @forward and "
-                            "@train_step");
+  func::FuncOp forward =
+      requireFunction(module, "forward", ": the gradient check needs it");
+  if (!forward)
+    return failure();
+  func::FuncOp trainStep = requireTrainStep(module);
+  if (!trainStep)
+    return failure();
   if (forward.getArgumentTypes() != trainStep.getArgumentTypes())
     return trainStep.emitError(
         "@train_step's arguments differ from @forward's");

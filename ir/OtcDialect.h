@@ -210,6 +210,11 @@ constexpr const char kKeepFp32[] = "otc.keep_fp32";
 /// recomputed), which plan.json and the report give (readPassRecords).
 constexpr const char kFused[] = "otc.fused";
 constexpr const char kRemat[] = "otc.remat";
+/// On the module (otc-compile, before recomputation): what one micro-step
+/// is worth for a throughput report, {tokens = i64, flops = i64}: the
+/// tokens it reads (0: it counts samples) and its model FLOPs, which the
+/// emitter writes into the program's descriptor (ABI version 11).
+constexpr const char kMicroStep[] = "otc.micro_step";
 } // namespace attrs
 
 /// Returns the tensor type with `shape` and the element type of `like`.

@@ -128,11 +128,10 @@ struct DifferentiatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!forward) {
-      module.emitError("no function @") << funcName << " to differentiate";
+    func::FuncOp forward =
+        requireFunction(module, funcName, " to differentiate");
+    if (!forward)
       return signalPassFailure();
-    }
     if (module.lookupSymbol("train_step")) {
       module.emitError("@train_step exists already");
       return signalPassFailure();

@@ -10,6 +10,7 @@
 #ifndef OTC_PASSES_PASSES_H
 #define OTC_PASSES_PASSES_H
 
+#include "ir/Functions.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/TypeBytes.h"
@@ -52,15 +53,6 @@ inline void eraseDeadOps(mlir::Block &block) {
   for (mlir::Operation *op : llvm::reverse(ops))
     if (mlir::isOpTriviallyDead(op))
       op->erase();
-}
-
-/// The module's @train_step, which the passes after otc-differentiate
-/// rewrite; null after an error on `module` that says to run it first.
-inline mlir::func::FuncOp requireTrainStep(mlir::ModuleOp module) {
-  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
-  if (!step)
-    module.emitError("no @train_step: run --otc-differentiate first");
-  return step;
 }
 
 } // namespace otc

@@ -89,9 +89,14 @@ struct DeviceModel {
   double allReduceBusBandwidth = 0, collectiveLatency = 0;
   llvm::StringRef link;
   /// The dense BF16 and FP32 peaks MFU is quoted against (FLOP/s) and their
-  /// source.
+  /// source: a GPU's row of the one table of runtime/include/otcrt/
+  /// device_peaks.h, which the runtime quotes train's MFU against too.
   double peakBf16 = 0, peakFp32 = 0;
   llvm::StringRef peakSource;
+  /// The peak of a program of `precision` ("fp32", "bf16").
+  double peakFor(llvm::StringRef precision) const {
+    return precision == "bf16" ? peakBf16 : peakFp32;
+  }
 
   /// The launch overhead charged per launch: a graph replay's where the
   /// runtime replays graphs.

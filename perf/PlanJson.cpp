@@ -162,7 +162,7 @@ Throughput throughput(const StepTime &t, const PlanSummary &s,
   Throughput r;
   r.stepSeconds = t.step;
   bool bf16 = s.precision == "bf16";
-  r.peak = bf16 ? t.device->peakBf16 : t.device->peakFp32;
+  r.peak = t.device->peakFor(s.precision);
   r.peakName = (bf16 ? "BF16, " : "FP32, ") + t.device->peakSource.str();
   if (t.step <= 0)
     return r;

@@ -21,17 +21,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "perf/StepTime.h"
-#include "ir/GradientBuckets.h"
-#include "ir/Config.h"
 #include "codegen/KernelBodies.h"
-#include "perf/LaunchModel.h"
 #include "codegen/Launches.h"
+#include "ir/Config.h"
+#include "ir/Functions.h"
+#include "ir/GradientBuckets.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
 #include "ir/TypeBytes.h"
-#include "passes/Passes.h"
 #include "otcrt/launch_config.h"
+#include "passes/Passes.h"
+#include "perf/LaunchModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -435,9 +436,9 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
   Predictor p(device, alignment);
   t.launchSeconds = device.launchSeconds();
   for (StringRef name : {"zero_grads", "micro_step", "optimizer_step"}) {
-    auto f = module.lookupSymbol<func::FuncOp>(name);
+    func::FuncOp f = requireFunction(module, name, " to predict");
     if (!f)
-      return module.emitError("no @") << name << " to predict";
+      return failure();
     if (failed(p.function(f, t.launches)))
       return failure();
   }

@@ -574,13 +574,18 @@ int Compile::importModel() {
   otc::setConfig(*module, config);
   if (compileTo == "import")
     return printIR();
-  // Tokens per micro-step: the elements of the first integer graph input.
+  // Tokens per micro-step, the one count of them: B x T of the first
+  // integer graph input of rank 2 or more ([B, T, ...]); none (0: a step
+  // counts samples) without one. plan.json's throughput reads it, and the
+  // program's descriptor gives it to the runtime's (train's tok/s).
   if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
-    for (unsigned i = 0; i < fwd.getNumArguments() && !tokensPerMicroStep; ++i)
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
       if (fwd.getArgAttr(i, otc::attrs::kInput))
         if (auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]))
-          if (isa<IntegerType>(t.getElementType()))
-            tokensPerMicroStep = t.getNumElements();
+          if (isa<IntegerType>(t.getElementType()) && t.getRank() >= 2) {
+            tokensPerMicroStep = t.getDimSize(0) * t.getDimSize(1);
+            break;
+          }
   return kGoOn;
 }
 
@@ -609,8 +614,17 @@ bool Compile::runPhase(otc::Phase phase) {
 /// candidate through the rest of this pipeline and otc-remat then applies
 /// its choice.
 int Compile::chooseRemat() {
-  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  func::FuncOp step = otc::requireTrainStep(*module);
+  if (!step)
+    return fail("the pipeline made no @train_step");
   info.microStepFlops = otc::functionFlops(step);
+  // What the program's descriptor tells the runtime's throughput report.
+  Builder b(&context);
+  module->getOperation()->setAttr(
+      otc::attrs::kMicroStep,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("flops", b.getI64IntegerAttr(info.microStepFlops)),
+           b.getNamedAttr("tokens", b.getI64IntegerAttr(tokensPerMicroStep))}));
   info.experts = otc::expertExchange(
       module->lookupSymbol<func::FuncOp>("forward"), precision == "bf16" ? 2 : 4);
   if (compileTo.empty() || remat == "auto") {

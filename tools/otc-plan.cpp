@@ -42,8 +42,8 @@ static llvm::cl::opt<std::string>
 
 /// The module with `budget`'s choice applied; failure after an error.
 static LogicalResult plan(ModuleOp module) {
-  if (!module.lookupSymbol<func::FuncOp>("train_step"))
-    return module.emitError("no @train_step: run --otc-differentiate first");
+  if (!otc::requireTrainStep(module))
+    return failure();
   if (memoryBudget.empty())
     return module.emitError("--remat=auto needs a memory budget");
   std::optional<int64_t> budget = otc::parseByteSize(memoryBudget);

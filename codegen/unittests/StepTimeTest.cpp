@@ -514,7 +514,18 @@ TEST(DeviceModelTest, Table) {
   EXPECT_EQ(h100->arch, "90");
   EXPECT_EQ(lookupDevice("cpu")->arch, "");
   EXPECT_GT(h200->bandwidth, h100->bandwidth);
+  // The peaks MFU is quoted against, per precision, from the one table
+  // the runtime quotes train's MFU against too (otcrt/device_peaks.h):
+  // NVIDIA's dense figures, 989.4 TFLOP/s BF16 and 66.9 FP32 for the H100
+  // and H200 SXM; the cpu's its measured GEMM rate at both.
   EXPECT_EQ(h100->peakBf16, 989.4e12);
+  EXPECT_EQ(h100->peakFor("bf16"), 989.4e12);
+  EXPECT_EQ(h100->peakFor("fp32"), 66.9e12);
+  EXPECT_EQ(h200->peakFor("bf16"), 989.4e12);
+  EXPECT_EQ(h200->peakFor("fp32"), 66.9e12);
+  EXPECT_EQ(h100->peakSource, "datasheet, dense");
+  EXPECT_EQ(lookupDevice("cpu")->peakFor("fp32"), 230e9);
+  EXPECT_EQ(lookupDevice("cpu")->peakFor("bf16"), 230e9);
   // 8192 x 768 x 768 (measured 20.5 us): 2 * 8192 * 768^2 = 9663676416
   // FLOPs / (790e12 * 768 / 1028) + 3.17 us = 19.5437 us, and with its
   // tiles' 0.969697 of the waves 16.3737 / 0.969697 + 3.17 = 20.0554 us.

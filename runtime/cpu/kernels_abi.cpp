@@ -8,8 +8,39 @@
 #include "otcrt/kernels.h"
 
 #include <cstdio>
+#include <type_traits>
 
 using namespace otcrt::cpu;
+
+// The declarations of otcrt/kernels.h (and otcrt_gemm's of otcrt/abi.h)
+// have the signatures of otcrt/kernels.def, the one statement of them; the
+// definitions below, and the cuda library's, must match the declarations
+// to compile, and the code generator checks its calls against the same
+// table (codegen/KernelAbi.cpp).
+namespace kernels_def {
+namespace f32 {
+using T = float;
+#define OTCRT_TYPED_KERNEL(name, params)                                       \
+  static_assert(std::is_same_v<decltype(otcrt_##name##_f32), int params>,      \
+                "otcrt_" #name "_f32 differs from otcrt/kernels.def");
+#define OTCRT_KERNEL(ret, name, params)                                        \
+  static_assert(std::is_same_v<decltype(otcrt_##name), ret params>,            \
+                "otcrt_" #name " differs from otcrt/kernels.def");
+#include "otcrt/kernels.def"
+#undef OTCRT_TYPED_KERNEL
+#undef OTCRT_KERNEL
+} // namespace f32
+namespace bf16 {
+using T = otcrt_bf16;
+#define OTCRT_TYPED_KERNEL(name, params)                                       \
+  static_assert(std::is_same_v<decltype(otcrt_##name##_bf16), int params>,     \
+                "otcrt_" #name "_bf16 differs from otcrt/kernels.def");
+#define OTCRT_KERNEL(ret, name, params)
+#include "otcrt/kernels.def"
+#undef OTCRT_TYPED_KERNEL
+#undef OTCRT_KERNEL
+} // namespace bf16
+} // namespace kernels_def
 
 extern "C" {
 

@@ -13,6 +13,7 @@
 
 #include "otcrt/abi.h"
 #include "otcrt/bf16.h"
+#include "otcrt/device_peaks.h"
 #include "otcrt/kernels.h"
 #include "src/kernel_status.h"
 
@@ -204,17 +205,15 @@ public:
     return static_cast<int64_t>(totalBytes - freeBytes);
   }
 
-  /// Dense BF16 tensor-core peak of the known data-centre GPUs (H100/H200
-  /// SXM: 989.4 TFLOP/s; A100: 312); 0 (MFU n/a) for others.
-  double peakFlops() const override {
+  /// The dense peak at \p precision of the GPU's row of
+  /// otcrt/device_peaks.h, found by its compute capability; 0 (MFU n/a)
+  /// for a GPU the table lacks.
+  double peakFlops(int32_t precision) const override {
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
       return 0;
-    if (prop.major == 9)
-      return 989.4e12;
-    if (prop.major == 8 && prop.minor == 0)
-      return 312e12;
-    return 0;
+    return otcrt_peak_for(otcrt_device_peak_of(prop.major, prop.minor),
+                          precision);
   }
 
   bool useGraphs(bool on) override {

@@ -98,9 +98,10 @@ public:
   /// Bytes of memory in use where the arena lives (host resident set on the
   /// cpu, device memory on a GPU); -1 when unknown.
   virtual int64_t memoryInUse() const { return -1; }
-  /// Peak FLOP/s of the device for MFU (dense BF16 tensor-core peak on a
-  /// GPU); 0 when unknown, as on the cpu.
-  virtual double peakFlops() const { return 0; }
+  /// Peak FLOP/s of the device for MFU at \p precision (OtcPrecision: a
+  /// program's), from the one table of otcrt/device_peaks.h on a GPU; 0
+  /// when unknown, as on the cpu.
+  virtual double peakFlops(int32_t /*precision*/) const { return 0; }
 
   /// Turns replaying step functions as CUDA graphs on or off (off until
   /// called); returns false when this backend has no graphs (the cpu).

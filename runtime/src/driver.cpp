@@ -77,6 +77,12 @@ const std::vector<uint8_t> &Run::maskFor(const std::vector<uint8_t> &tokens) {
   return maskBuf_;
 }
 
+void Run::countTokens() {
+  int64_t tokens = tokensPerMicroStepOf(prog_, slots_.inputs);
+  tokenUnits_ = tokens > 0;
+  tokensPerMicro_ = tokenUnits_ ? tokens : prog_.micro_batch;
+}
+
 Status Run::prepareInputs() {
   if (!opt_.batchPath.empty()) {
     if (opt_.docMask || opt_.docToken >= 0)
@@ -85,14 +91,7 @@ Status Run::prepareInputs() {
                          world_.rank, batch_);
     if (!s)
       return s;
-    // Tokens per micro-batch: the first integer [B, T, ...] input's B x T.
-    tokensPerMicro_ = prog_.micro_batch;
-    for (const OtcSlot *slot : slots_.inputs)
-      if (isIntegerSlot(*slot) && slot->rank >= 2) {
-        tokensPerMicro_ = slot->shape[0] * slot->shape[1];
-        tokenUnits_ = true;
-        break;
-      }
+    countTokens();
     return Status::ok();
   }
   Status s = chooseTokenFeed(slots_.inputs, opt_.tokensInput, opt_.targetsInput,
@@ -121,8 +120,7 @@ Status Run::prepareInputs() {
       return s;
     valLoader_ = std::make_unique<TokenLoader>(valData_, feed_, 0, false);
   }
-  tokensPerMicro_ = prog_.micro_batch * T;
-  tokenUnits_ = true;
+  countTokens();
   // Shards too small for the batch would feed one step (or one evaluation
   // micro-batch) the same windows more than once.
   const int64_t ranks = world_.size;
@@ -322,7 +320,8 @@ void Run::reportStep(int64_t step, int64_t micros, double loss, double lr,
   r.micros = micros;
   r.tokens = micros * tokensPerMicro_ * world_.size;
   r.tokenUnits = tokenUnits_;
-  r.flops = modelFlops_ * static_cast<double>(micros) / prog_.grad_accum;
+  r.flops = static_cast<double>(microStepFlopsOf(prog_)) *
+            static_cast<double>(micros);
   r.peakFlops = peakFlops_;
   r.memoryBytes = backend_.memoryInUse();
   r.skipped = !finite;
@@ -602,9 +601,7 @@ Status Run::configureLoop(bool resume) {
   ramp_.fullMicros = prog_.grad_accum;
   ramp_.startTokens = opt_.batchStartTokens;
   ramp_.rampTokens = opt_.batchRampTokens;
-  modelFlops_ = readModelFlops(pathNextToExecutable("plan.json"));
-  peakFlops_ =
-      opt_.peakTflops > 0 ? opt_.peakTflops * 1e12 : backend_.peakFlops();
+  peakFlops_ = mfuPeakFlops(opt_.peakTflops, backend_, prog_);
   if (!opt_.jsonlPath.empty())
     if (Status s = jsonl_.open(opt_.jsonlPath, resume, started_); !s)
       return s;

@@ -4,7 +4,7 @@
 // processes. Nothing here prints or exits; otcrt_main does that. The driver
 // itself is spread over files by concern: options.cpp (command line),
 // program.cpp (descriptor checks and slot helpers), data.cpp (token shards),
-// checkpoint.cpp, schedule.cpp, metrics.cpp (log lines, JSONL, plan.json),
+// checkpoint.cpp, schedule.cpp, metrics.cpp (log lines, JSONL),
 // trace.cpp (Chrome trace), driver.cpp (the loop), micro_steps.cpp (a
 // step's micro-batches) and interrupt.cpp (SIGINT and SIGTERM).
 #ifndef OTCRT_DRIVER_H
@@ -88,6 +88,12 @@ std::string trainUsage(const std::string &argv0);
 /// Returns "<directory of the running executable>/<file>", using
 /// /proc/self/exe, or \p file alone when that cannot be resolved.
 std::string pathNextToExecutable(const std::string &file);
+
+/// The peak FLOP/s a step's MFU is quoted against: \p peakTflops (train
+/// --peak-tflops) when positive, else the device's at the precision of
+/// \p program's products (Backend::peakFlops); 0: none (MFU n/a).
+double mfuPeakFlops(double peakTflops, const Backend &backend,
+                    const OtcProgram &program);
 
 /// Returns pathNextToExecutable("init.safetensors").
 std::string defaultInitPath();

@@ -1,5 +1,4 @@
-// Step lines, the JSONL log, plan.json FLOPs and the progress bar (see
-// metrics.h).
+// Step lines, the JSONL log and the progress bar (see metrics.h).
 #include "metrics.h"
 
 #include "json.h"
@@ -7,8 +6,6 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <unistd.h>
 
 namespace otcrt {
@@ -73,22 +70,6 @@ std::string formatStepLine(const StepReport &r, int width) {
   if (r.etaSeconds >= 0)
     line += " | eta " + formatDuration(r.etaSeconds);
   return line;
-}
-
-double readModelFlops(const std::string &planPath) {
-  std::ifstream in(planPath);
-  if (!in)
-    return 0;
-  std::stringstream text;
-  text << in.rdbuf();
-  json::Value plan;
-  if (!json::parse(text.str(), plan))
-    return 0;
-  const json::Value *flops = plan.get("flops");
-  const json::Value *model = flops ? flops->get("model") : nullptr;
-  if (!model || model->kind != json::Value::Number)
-    return 0;
-  return model->number;
 }
 
 JsonlLog::~JsonlLog() {

@@ -1,8 +1,7 @@
 // What the train driver reports about a run: the per-step line (step, loss,
 // learning rate, gradient norm, time, tokens/s, MFU, memory, ETA), the JSONL
 // log (one object per step, evaluation, checkpoint and stop, each with its
-// time), the model FLOPs read from plan.json next to the program, and a
-// progress bar for long phases on a terminal.
+// time), and a progress bar for long phases on a terminal.
 #ifndef OTCRT_METRICS_H
 #define OTCRT_METRICS_H
 
@@ -45,10 +44,6 @@ std::string formatDuration(double seconds);
 /// "step %*d/%d | loss %.6f | lr %.2e"; \p width pads the step number;
 /// ends with the ETA ("| eta 3m05s") while steps are left.
 std::string formatStepLine(const StepReport &r, int width);
-
-/// Reads flops.model (FLOPs of one full optimizer step) from \p planPath;
-/// returns 0 when the file or the field is absent.
-double readModelFlops(const std::string &planPath);
 
 /// An append-only JSON-lines log; a no-op when not opened. Every record
 /// ends with "time" (seconds since the Unix epoch, UTC, to the

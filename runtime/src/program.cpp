@@ -59,6 +59,24 @@ ArenaFunction decodeStepOf(const OtcProgram &program) {
   return program.abi_version >= 9 ? program.decode_step : nullptr;
 }
 
+int32_t precisionOf(const OtcProgram &program) {
+  return program.abi_version >= 11 ? program.precision : -1;
+}
+
+int64_t microStepFlopsOf(const OtcProgram &program) {
+  return program.abi_version >= 11 ? program.micro_step_flops : 0;
+}
+
+int64_t tokensPerMicroStepOf(const OtcProgram &program,
+                             const std::vector<const OtcSlot *> &inputs) {
+  if (program.abi_version >= 11)
+    return program.tokens_per_micro_step;
+  for (const OtcSlot *slot : inputs)
+    if (isIntegerSlot(*slot) && slot->rank >= 2)
+      return slot->shape[0] * slot->shape[1];
+  return 0;
+}
+
 const char *countInputOf(const OtcProgram &program) {
   return program.abi_version >= 3 && program.count_input &&
                  *program.count_input
@@ -174,6 +192,13 @@ uint64_t splitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+double mfuPeakFlops(double peakTflops, const Backend &backend,
+                    const OtcProgram &program) {
+  if (peakTflops > 0)
+    return peakTflops * 1e12;
+  return backend.peakFlops(precisionOf(program));
+}
+
 std::string pathNextToExecutable(const std::string &file) {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -218,6 +243,13 @@ Status checkHeader(const OtcProgram *program, const char *backendName) {
     return invalid("bad slot table");
   if (!program->zero_grads || !program->micro_step || !program->optimizer_step)
     return invalid("missing zero_grads, micro_step or optimizer_step");
+  if (program->abi_version >= 11 && program->precision != OTC_PRECISION_FP32 &&
+      program->precision != OTC_PRECISION_BF16)
+    return invalid("precision is " + std::to_string(program->precision) +
+                   ", not OTC_PRECISION_FP32 or OTC_PRECISION_BF16");
+  if (program->abi_version >= 11 &&
+      (program->tokens_per_micro_step < 0 || program->micro_step_flops < 0))
+    return invalid("negative tokens_per_micro_step or micro_step_flops");
   return Status::ok();
 }
 

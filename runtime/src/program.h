@@ -48,6 +48,17 @@ ArenaFunction evalStepOf(const OtcProgram &program);
 /// The program's decode_step: null before version 9 or where it has none
 /// (compiled without --generate).
 ArenaFunction decodeStepOf(const OtcProgram &program);
+/// The precision of the program's products (OtcPrecision, version 11);
+/// -1 before version 11 (unknown).
+int32_t precisionOf(const OtcProgram &program);
+/// The model FLOPs of one micro_step (version 11); 0 before (unknown).
+int64_t microStepFlopsOf(const OtcProgram &program);
+/// The tokens one micro_step reads, 0 when it counts samples: the
+/// descriptor's from version 11 on (otc-compile's one count), before it the
+/// same rule over \p inputs (the INPUT slots, in table order): B x T of the
+/// first integer one of rank 2 or more.
+int64_t tokensPerMicroStepOf(const OtcProgram &program,
+                             const std::vector<const OtcSlot *> &inputs);
 /// The program's ZeRO-1 groups: null before version 6 or when its
 /// optimizer is not sharded.
 const OtcOptimizerShards *shardsOf(const OtcProgram &program);

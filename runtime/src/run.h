@@ -109,6 +109,9 @@ public:
 
 private:
   Status prepareInputs();
+  /// tokensPerMicro_ and tokenUnits_ from the descriptor (tokens, else the
+  /// micro-batch's samples).
+  void countTokens();
   /// The device, the arena (zeroed) and the host buffers.
   Status setUpDevice();
   /// The initial parameters and buffers into the arena (with sharded
@@ -230,7 +233,7 @@ private:
   BatchRamp ramp_;
   int64_t tokensPerMicro_ = 0;
   bool tokenUnits_ = false;
-  double modelFlops_ = 0, peakFlops_ = 0;
+  double peakFlops_ = 0;
   JsonlLog jsonl_;
   std::vector<OtcrtRange> gradRanges_;
   /// Where the device's gradient norm arrives (backend host memory).

@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "program.h"
 
+#include "otcrt/device_peaks.h"
 #include "otcrt/safetensors.h"
 
 #include <gmock/gmock.h>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <unistd.h>
@@ -272,6 +274,113 @@ TEST(DriverValidate, Bf16BuffersFromVersion10) {
               HasSubstr("must be a named F32 tensor"));
 }
 
+TEST(DriverValidate, Version11Fields) {
+  OtcProgram p = fakeProgram();
+  p.abi_version = 11;
+  p.precision = OTC_PRECISION_BF16;
+  p.tokens_per_micro_step = 8;
+  p.micro_step_flops = 1000;
+  EXPECT_TRUE(validateProgram(&p, "cpu", false));
+  EXPECT_EQ(precisionOf(p), OTC_PRECISION_BF16);
+  EXPECT_EQ(microStepFlopsOf(p), 1000);
+  EXPECT_EQ(tokensPerMicroStepOf(p, {}), 8);
+  p.precision = 2;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("precision is 2"));
+  p.precision = OTC_PRECISION_FP32;
+  p.micro_step_flops = -1;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("negative"));
+  // Before version 11 the fields are not read: no FLOPs (MFU n/a), an
+  // unknown precision, and the tokens of the first integer input of rank
+  // 2 or more (B x T), or none.
+  p.abi_version = 10;
+  EXPECT_TRUE(validateProgram(&p, "cpu", false));
+  EXPECT_EQ(microStepFlopsOf(p), 0);
+  EXPECT_EQ(precisionOf(p), -1);
+  const int64_t bt[] = {4, 16}, b[] = {4};
+  OtcSlot labels{"y", OTC_SLOT_INPUT, OTC_I64, 1, b, 0, 32};
+  OtcSlot ids{"ids", OTC_SLOT_INPUT, OTC_I64, 2, bt, 32, 512};
+  EXPECT_EQ(tokensPerMicroStepOf(p, {&labels}), 0);
+  EXPECT_EQ(tokensPerMicroStepOf(p, {&labels, &ids}), 64);
+}
+
+/// A GPU whose peaks are the H100's row of otcrt/device_peaks.h, as the
+/// cuda backend finds them for compute capability 9.0, and which records
+/// the precision it was asked for.
+class PeakBackend final : public Backend {
+public:
+  const char *name() const override { return "peak"; }
+  Status init() override { return Status::ok(); }
+  Status allocate(int64_t, char **) override { return Status::ok(); }
+  void release(char *) override {}
+  Status zero(char *, int64_t, int64_t) override { return Status::ok(); }
+  Status upload(char *, int64_t, const void *, int64_t) override {
+    return Status::ok();
+  }
+  Status download(const char *, int64_t, void *, int64_t) override {
+    return Status::ok();
+  }
+  Status copy(char *, const char *, int64_t) override { return Status::ok(); }
+  Status downloadAsync(const char *, void *, int64_t) override {
+    return Status::ok();
+  }
+  Status synchronize() override { return Status::ok(); }
+  double peakFlops(int32_t precision) const override {
+    asked.push_back(precision);
+    return otcrt_peak_for(otcrt_device_peak_of(9, 0), precision);
+  }
+  mutable std::vector<int32_t> asked;
+};
+
+TEST(DevicePeaks, OneTablePerPrecision) {
+  // NVIDIA's dense figures: H100 and H200 SXM 66.9 TFLOP/s FP32 and 989.4
+  // BF16, A100 19.5 and 312 (the whitepapers' numbers, halved from the
+  // datasheets' with sparsity for BF16).
+  const OtcrtDevicePeak *h100 = otcrt_device_peak_named("h100");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_EQ(otcrt_peak_for(h100, OTC_PRECISION_FP32), 66.9e12);
+  EXPECT_EQ(otcrt_peak_for(h100, OTC_PRECISION_BF16), 989.4e12);
+  EXPECT_EQ(otcrt_device_peak_of(9, 0), h100);
+  const OtcrtDevicePeak *h200 = otcrt_device_peak_named("h200");
+  ASSERT_NE(h200, nullptr);
+  EXPECT_EQ(h200->fp32, 66.9e12);
+  EXPECT_EQ(h200->bf16, 989.4e12);
+  const OtcrtDevicePeak *a100 = otcrt_device_peak_of(8, 0);
+  ASSERT_NE(a100, nullptr);
+  EXPECT_EQ(otcrt_peak_for(a100, OTC_PRECISION_FP32), 19.5e12);
+  EXPECT_EQ(otcrt_peak_for(a100, OTC_PRECISION_BF16), 312e12);
+  // An unknown GPU or precision: no peak (MFU n/a).
+  EXPECT_EQ(otcrt_device_peak_of(7, 5), nullptr);
+  EXPECT_EQ(otcrt_peak_for(nullptr, OTC_PRECISION_BF16), 0);
+  EXPECT_EQ(otcrt_peak_for(h100, -1), 0);
+}
+
+TEST(DevicePeaks, MfuAgainstTheProgramsPrecision) {
+  PeakBackend gpu;
+  OtcProgram p = fakeProgram();
+  p.abi_version = 11;
+  p.precision = OTC_PRECISION_FP32;
+  EXPECT_EQ(mfuPeakFlops(0, gpu, p), 66.9e12);
+  p.precision = OTC_PRECISION_BF16;
+  EXPECT_EQ(mfuPeakFlops(0, gpu, p), 989.4e12);
+  EXPECT_EQ(gpu.asked,
+            (std::vector<int32_t>{OTC_PRECISION_FP32, OTC_PRECISION_BF16}));
+  // --peak-tflops wins.
+  EXPECT_EQ(mfuPeakFlops(2.5, gpu, p), 2.5e12);
+  // The MFU of a step: 1.5e11 FLOPs in 10 ms against the FP32 peak.
+  StepReport r;
+  r.step = r.totalSteps = 1;
+  r.ms = 10;
+  r.flops = 1.5e11;
+  p.precision = OTC_PRECISION_FP32;
+  r.peakFlops = mfuPeakFlops(0, gpu, p);
+  EXPECT_THAT(formatStepLine(r, 1), HasSubstr("| MFU 22.4%"));
+  p.precision = OTC_PRECISION_BF16;
+  r.peakFlops = mfuPeakFlops(0, gpu, p);
+  EXPECT_THAT(formatStepLine(r, 1), HasSubstr("| MFU 1.5%"));
+}
+
 TEST(DriverValidate, RejectsBadDescriptors) {
   OtcProgram p = fakeProgram();
   EXPECT_TRUE(validateProgram(&p, "cpu", true));
@@ -523,6 +632,46 @@ TEST_F(DriverRun, DumpGradsMatchesFullBatchGradient) {
   EXPECT_NEAR(b, gb, 1e-5);
   EXPECT_TRUE(gSteps.empty()) << "dump-grads must not update";
   EXPECT_EQ(gRngs.size(), 2u);
+}
+
+TEST_F(DriverRun, MfuFromTheDescriptor) {
+  // Version 11: the model FLOPs of a micro-step (no plan.json beside the
+  // program) and its tokens. The cpu has no peak; --peak-tflops gives one:
+  // 1e-6 TFLOP/s (1 MFLOP/s) against 2 micro-steps of 1000 FLOPs a step.
+  options.steps = 2;
+  options.peakTflops = 1e-6;
+  // From version 5 on, training needs the GRAD_FACTOR slot.
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"", OTC_SLOT_GRAD_FACTOR, OTC_F32, 0, nullptr, kArena, 4});
+  OtcProgram p = fakeProgram();
+  p.arena_bytes = kArena + 8;
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.slots = slots.data();
+  p.abi_version = 11;
+  p.precision = OTC_PRECISION_FP32;
+  p.tokens_per_micro_step = 8;
+  p.micro_step_flops = 1000;
+  options.jsonlPath = dir + "/log.jsonl";
+  Status s = run(p);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_TRUE(std::regex_search(
+      output, std::regex(R"(step +1/2 \| .* tok/s \| MFU [0-9.]+% \|)")))
+      << output;
+  // The JSONL log's MFU is the step's FLOPs over its seconds and the peak.
+  std::ifstream jsonl(options.jsonlPath);
+  std::string first;
+  ASSERT_TRUE(std::getline(jsonl, first));
+  std::smatch ms, mfu;
+  ASSERT_TRUE(std::regex_search(first, ms, std::regex(R"("ms": ([^,]+),)")));
+  ASSERT_TRUE(std::regex_search(first, mfu, std::regex(R"("mfu": ([^,]+),)")))
+      << first;
+  EXPECT_NEAR(std::stod(mfu[1]), 2000 / (std::stod(ms[1]) / 1000) / 1e6,
+              1e-6 * std::stod(mfu[1]));
+  options.jsonlPath.clear();
+  // No FLOPs: MFU n/a whatever the peak.
+  p.micro_step_flops = 0;
+  ASSERT_TRUE(run(p));
+  EXPECT_THAT(output, HasSubstr("tok/s | MFU n/a"));
 }
 
 TEST_F(DriverRun, TrainsAndLogs) {

@@ -12,9 +12,23 @@
 
 #include "targets/cuda/Cuda.h"
 
+#include "otcrt/device_peaks.h"
+
+#include <cassert>
+
 using namespace otc;
 
 namespace {
+
+/// The peaks of `name`'s row of the one table of otcrt/device_peaks.h (the
+/// runtime's too): NVIDIA's published dense figures.
+void setPeaks(DeviceModel &d, const char *name) {
+  const OtcrtDevicePeak *peak = otcrt_device_peak_named(name);
+  assert(peak && "a cuda device model without a row of device_peaks.h");
+  d.peakBf16 = peak->bf16;
+  d.peakFp32 = peak->fp32;
+  d.peakSource = "datasheet, dense";
+}
 
 // The launch overhead of a kernel replayed from a CUDA graph on Hopper
 // (derived): 1,000 tiny kernels in one graph replay take 1.33 us each
@@ -106,9 +120,7 @@ DeviceModel h100() {
   d.launchEager = 4e-6;
   d.launchGraph = kHopperLaunchGraph;
   d.cudaGraphs = true;
-  d.peakBf16 = 989.4e12;
-  d.peakFp32 = 66.9e12;
-  d.peakSource = "datasheet, dense";
+  setPeaks(d, "h100");
   // Eight H100 SXM on NVLink 4 through NVSwitch (an HGX/DGX H100): NCCL's
   // ring all-reduce of hundreds of MB reaches about 450 GB/s of bus
   // bandwidth (estimate, from published nccl-tests all_reduce_perf results
@@ -131,6 +143,7 @@ DeviceModel h200() {
   // figures as the H100's (estimate: "a large BF16 GEMM reaches ~790
   // TFLOP/s on an H100 or H200", ANCHORS.md, published).
   d.bandwidth = 4.3e12;
+  setPeaks(d, "h200");
   return d;
 }
 

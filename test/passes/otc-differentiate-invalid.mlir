@@ -29,7 +29,7 @@ func.func @forward(%w: tensor<3xf32> {otc.param = "w"}) -> (tensor<f32> {otc.out
 // -----
 
 // Tests that a module without @forward is rejected.
-// expected-error@+1 {{no function @forward to differentiate}}
+// expected-error@+1 {{no @forward to differentiate}}
 module {
   func.func @other() {
     return

@@ -111,11 +111,21 @@ typedef struct {
  * (otc-compile writes it for every program it compiles). Version 9 appends
  * `decode_step` and its slot kinds (otc-compile writes it for a program
  * compiled with --generate). Version 10 has version 9's fields and lets a
- * BUFFER slot be BF16 (a frozen parameter the steps read in BF16 alone);
- * otc-compile writes it only for a program with such a slot. The runtime
- * accepts descriptors of versions 1 to 10 and reads each field only from a
- * descriptor of a version that has it. */
-#define OTC_ABI_VERSION 10
+ * BUFFER slot be BF16 (a frozen parameter the steps read in BF16 alone).
+ * Version 11 appends what the runtime reports a step's throughput with:
+ * `precision`, `tokens_per_micro_step` and `micro_step_flops`; otc-compile
+ * writes it for every program it compiles. The runtime accepts descriptors
+ * of versions 1 to 11 and reads each field only from a descriptor of a
+ * version that has it (before 11: no model FLOPs, so no MFU). */
+#define OTC_ABI_VERSION 11
+
+/// Version 11: the precision of a program's products (otc-compile
+/// --precision), which decides the device peak its MFU is quoted against
+/// (otcrt/device_peaks.h).
+enum OtcPrecision {
+  OTC_PRECISION_FP32 = 0, /* FP32 operands, FP32 compute (no TF32) */
+  OTC_PRECISION_BF16 = 1  /* BF16 operands, FP32 accumulation */
+};
 
 /// Version 7: a range of the gradients in a bucket that the backward of
 /// micro_step finishes at one point (it then calls
@@ -167,7 +177,7 @@ typedef struct {
 } OtcOptimizerShards;
 
 typedef struct {
-  int32_t abi_version; /* 1 to 9 (OTC_ABI_VERSION) */
+  int32_t abi_version; /* 1 to OTC_ABI_VERSION */
   const char *target;  /* "cpu" or "cuda" */
   const char *model;   /* the ONNX file it was compiled from */
   int64_t arena_bytes;
@@ -231,6 +241,18 @@ typedef struct {
      zeroed before position 0. Only decode_step may run between two calls
      of a sequence. */
   void (*decode_step)(char *arena);
+  /* Version 11: what a step's throughput is reported with. `precision`
+     (OtcPrecision) picks the device peak MFU is quoted against.
+     `tokens_per_micro_step`: the tokens one micro_step reads, B x T of the
+     first integer INPUT of rank 2 or more ([B, T, ...]); 0 when there is
+     none (the runtime then counts samples, micro_batch per micro_step).
+     `micro_step_flops`: the model FLOPs of one micro_step, forward and
+     backward as the compiler's cost model counts them, recomputation not
+     included (the FLOPs of plan.json's flops.model, which is grad_accum
+     times this); 0: unknown (no MFU). */
+  int32_t precision;
+  int64_t tokens_per_micro_step;
+  int64_t micro_step_flops;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,

@@ -13,7 +13,10 @@
  * graph can capture it: errors in the data, which only the device sees,
  * go to the library's error record (otcrt_kernel_error) instead of the
  * return code. The semantics are those of the matching ops of
- * ir/OtcFusedOps.td. This header must stay C-compatible. */
+ * ir/OtcFusedOps.td. The signatures below are also written in
+ * otcrt/kernels.def, the table the runtime's build checks them against and
+ * the code generator checks its calls against: a change here goes there
+ * too. This header must stay C-compatible. */
 #ifndef OTCRT_KERNELS_H
 #define OTCRT_KERNELS_H
 
