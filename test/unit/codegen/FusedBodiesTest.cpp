@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/unittests/BodyTestFixture.h"
+#include "test/unit/codegen/BodyTestFixture.h"
 
 
 #include <regex>

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/unittests/BodyTestFixture.h"
+#include "test/unit/codegen/BodyTestFixture.h"
 
 
 #include <string>
