@@ -10,6 +10,7 @@
 // NCCL and runs alone without it.
 #include "src/backend.h"
 #include "src/communicator.h"
+#include "src/inputs.h"
 #include "src/world.h"
 
 #include "otcrt/abi.h"
@@ -92,7 +93,8 @@ public:
     static const bool alone =
         std::getenv("OTC_TEST_COLLECTIVES_ALONE") != nullptr;
     if (!host_.joined() && !alone)
-      return preMul == 1.0 ? Status::ok() : scaleRanges(arena, ranges, preMul);
+      return preMul == 1.0 ? Status::ok()
+                           : scaleGradients(ranges, arena, preMul);
     if (Status s = communicator(); !s)
       return s;
     for (const OtcrtRange &r : ranges) {
@@ -265,14 +267,6 @@ private:
             &op, bf16 ? static_cast<void *>(&b) : static_cast<void *>(&f),
             bf16 ? ncclBfloat16 : ncclFloat32, ncclScalarHostImmediate, nccl_),
         "ncclRedOpCreatePreMulSum");
-  }
-  Status scaleRanges(char *arena, const std::vector<OtcrtRange> &ranges,
-                     double factor) {
-    if (otcrt_scale_ranges(arena, static_cast<int32_t>(ranges.size()),
-                           ranges.data(), static_cast<float>(factor),
-                           otcrt_stream()) != 0)
-      return Status::error("scaling the gradients (otcrt_scale_ranges) failed");
-    return Status::ok();
   }
 
   Backend &backend_;
