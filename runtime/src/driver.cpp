@@ -17,7 +17,6 @@
 #include "driver.h"
 
 #include "interrupt.h"
-#include "otcrt/bf16.h"
 #include "otcrt/safetensors.h"
 #include "run.h"
 
@@ -451,16 +450,8 @@ Status Run::uploadInitialParams(TensorFile &init,
     Tensor *tensor = init.find(slot->name);
     std::vector<uint8_t> &data = tensor->data;
     // A BF16 buffer from F32 initial values: rounded here, in place.
-    if (slot->dtype == OTC_BF16 && tensor->dtype == StDType::F32) {
-      const size_t n = data.size() / 4;
-      for (size_t i = 0; i < n; ++i) {
-        float f;
-        std::memcpy(&f, data.data() + 4 * i, 4);
-        uint16_t h = otcrt_float_to_bf16(f);
-        std::memcpy(data.data() + 2 * i, &h, 2);
-      }
-      data.resize(2 * n);
-    }
+    if (slot->dtype == OTC_BF16 && tensor->dtype == StDType::F32)
+      narrowToBf16(data);
     const uint8_t *bytes = data.data();
     if (mastersSharded && slot->kind == OTC_SLOT_PARAM)
       std::memcpy(masters.data() + (slot->offset - shards_->param_offset) / 4,

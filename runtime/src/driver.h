@@ -111,6 +111,9 @@ int64_t rngValue(uint64_t seed, int64_t step, int64_t micro);
 /// BF16 values (the upper halves of float32s, little-endian) widened to
 /// float32 bytes.
 std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16);
+/// Float32 bytes rounded to BF16 (nearest even, otcrt_float_to_bf16), in
+/// place: \p bytes keeps half its size.
+void narrowToBf16(std::vector<uint8_t> &bytes);
 
 /// Runs a validated program according to \p options (initPath must be set),
 /// writing progress lines to \p log, as rank \p world.rank of a

@@ -1,9 +1,12 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 to 9, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 11, the
 // slot helpers declared in program.h, and the small pure functions of the
-// driver interface (RNG keys, BF16 widening, paths next to the executable).
+// driver interface (RNG keys, BF16 widening and rounding, paths next to the
+// executable).
 #include "program.h"
 
 #include "driver.h"
+
+#include "otcrt/bf16.h"
 
 #include <climits>
 #include <cstdlib>
@@ -551,6 +554,17 @@ std::vector<uint8_t> widenBf16(const std::vector<uint8_t> &bf16) {
     std::memcpy(&out[i * 2], &bits, 4);
   }
   return out;
+}
+
+void narrowToBf16(std::vector<uint8_t> &bytes) {
+  const size_t n = bytes.size() / 4;
+  for (size_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, bytes.data() + 4 * i, 4);
+    uint16_t h = otcrt_float_to_bf16(f);
+    std::memcpy(bytes.data() + 2 * i, &h, 2);
+  }
+  bytes.resize(2 * n);
 }
 
 int64_t rngValue(uint64_t seed, int64_t step, int64_t micro) {
