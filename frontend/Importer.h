@@ -157,6 +157,11 @@ bool projectionWeight(const onnx::NodeProto &node, int j);
 std::string
 foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
                      const std::vector<std::pair<int, int>> &readers);
+/// `<module>.weight` when every reader (node index, input index) lies in
+/// one module's scope, else "": the name a value the TorchScript exporter
+/// folded from that module's parameter most likely has.
+std::string scopeWeightName(const onnx::GraphProto &graph,
+                            const std::vector<std::pair<int, int>> &readers);
 /// The parameters of the module torch.export traced (the state-dict names of
 /// its graph signature's PARAMETER inputs, which the dynamo exporter keeps in
 /// the graph's metadata), or none for an export without that record.

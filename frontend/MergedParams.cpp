@@ -221,21 +221,25 @@ bool projectionWeight(const onnx::NodeProto &node, int j) {
   return true;
 }
 
+std::string scopeWeightName(const onnx::GraphProto &graph,
+                            const std::vector<std::pair<int, int>> &readers) {
+  std::set<std::string> modules;
+  for (auto [n, j] : readers)
+    modules.insert(moduleOf(graph.node(n)));
+  return modules.size() == 1 && !modules.begin()->empty()
+             ? *modules.begin() + ".weight"
+             : "";
+}
+
 std::string
 foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
                      const std::vector<std::pair<int, int>> &readers) {
   if (name.rfind("onnx::MatMul_", 0) != 0 || readers.empty())
     return "";
-  std::string module;
-  for (auto [n, j] : readers) {
-    const onnx::NodeProto &node = graph.node(n);
-    std::string m = moduleOf(node);
-    if (!projectionWeight(node, j) || m.empty() ||
-        (!module.empty() && m != module))
+  for (auto [n, j] : readers)
+    if (!projectionWeight(graph.node(n), j))
       return "";
-    module = m;
-  }
-  return module + ".weight";
+  return scopeWeightName(graph, readers);
 }
 
 std::vector<std::pair<std::string, std::string>>

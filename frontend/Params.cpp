@@ -93,12 +93,7 @@ std::string Importer::stateDictNameOf(const std::string &name,
       detail::foldedProjectionName(model.graph(), name, readers->second);
   if (!weight.empty())
     return weight;
-  std::set<std::string> modules;
-  for (auto [n, j] : readers->second)
-    modules.insert(detail::moduleOf(model.graph().node(n)));
-  return modules.size() == 1 && !modules.begin()->empty()
-             ? *modules.begin() + ".weight"
-             : "";
+  return detail::scopeWeightName(model.graph(), readers->second);
 }
 
 /// Why a value the dynamo exporter folded from a parameter and indices is

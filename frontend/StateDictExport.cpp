@@ -446,11 +446,9 @@ void StateDictBuilder::nameFromGraph(Init &init) {
                                 " (the exporter folded the Linear's Wᵀ)"});
       return;
     }
-    std::set<std::string> modules;
-    for (auto [n, j] : reads)
-      modules.insert(detail::moduleOf(graph.node(n)));
-    if (modules.size() == 1 && !modules.begin()->empty()) {
-      init.hint = *modules.begin() + ".weight";
+    if (std::string hint = detail::scopeWeightName(graph, reads);
+        !hint.empty()) {
+      init.hint = hint;
       init.hintWhy = "read in the scope of " + graph.node(reads[0].first).name() +
                      " as '" + init.name + "', a value the exporter folded";
     }
