@@ -47,7 +47,7 @@ int64_t workItems(mlir::Operation *op);
 
 /// The dependent steps one work item of `op`'s body takes, what the
 /// step-time model prices a thread's serial work by (KernelLaunch,
-/// ir/OtcDialect.h): waits for loads from memory (`memory`), and for loads
+/// perf/GridLaunch.h): waits for loads from memory (`memory`), and for loads
 /// every work item makes alike (an index array all of them scan), served by
 /// the SM's L1 (`cached`). A loop that stores waits once per iteration (its
 /// next loads may read what it stored); a loop that only loads and

@@ -1,7 +1,7 @@
 //===- Launches.cpp - what the program launches for each otck op
 //-----------===//
 //
-// Trace names, zero fills and the launches of generated kernels, shared by
+// Trace names, zero fills and the vector width of generated chains, shared by
 // the emitter and the step-time prediction (see Launches.h).
 //
 //===----------------------------------------------------------------------===//
@@ -133,36 +133,4 @@ int otc::chainVectorWidth(otck::KernelOp k) {
     check(v);
   const int width = allBf16 ? 8 : 4;
   return vectorizable && domainType.getNumElements() >= width ? width : 1;
-}
-
-KernelLaunch otc::generatedLaunch(otck::KernelOp k) {
-  KernelLaunch l;
-  l.threads = kGeneratedBlock;
-  // n: the items the launch is sized by; units: what one thread's loop
-  // iteration takes; rest: a vectorized chain's elements left one by one.
-  int64_t n = 0, units = 0, rest = 0;
-  ItemSteps item;
-  if (emittedAsChain(k)) {
-    l.what = "elements";
-    n = cast<MemRefType>(k.getOutputs()[0].getType()).getNumElements();
-    int width = chainVectorWidth(k);
-    units = n / width;
-    rest = n % width;
-  } else {
-    Operation &op = k.getBody().front().front();
-    l.what = "items";
-    n = units = workItems(&op);
-    item = workItemSteps(&op);
-  }
-  // The grid: by packets for a vectorized chain (OTC_LAUNCH_PACKETS), else
-  // by items.
-  int64_t launched = std::clamp<int64_t>(
-      (units + kGeneratedBlock - 1) / kGeneratedBlock, 1, kGeneratedMaxBlocks);
-  int64_t perThread =
-      (units + launched * kGeneratedBlock - 1) / (launched * kGeneratedBlock);
-  l.blocks = std::clamp<int64_t>(
-      (units + kGeneratedBlock - 1) / kGeneratedBlock, 1, launched);
-  l.steps = perThread * item.memory + (rest ? 1 : 0);
-  l.cachedSteps = perThread * item.cached;
-  return l;
 }

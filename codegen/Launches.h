@@ -5,10 +5,10 @@
 // must agree on what one otck op becomes in the program: the name of its
 // span in `train --trace` (the ONNX node and what the kernel computes
 // there), which kernels are zero fills that the program merges into one
-// memset, and how a generated cuda kernel is launched (its block size, its
-// grid, how many elements a chain moves per access). Both read these
+// memset, and how many elements a chain moves per access. Both read these
 // functions, so a predicted kernel and a traced one carry the same name and
-// the prediction prices the launch the program makes.
+// the prediction prices the launch the program makes (its grid is the cuda
+// target's: targets/cuda/Launches.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,12 +75,6 @@ private:
   std::optional<std::pair<int64_t, int64_t>> pending;
 };
 
-/// Threads per block of a generated cuda kernel, and the most blocks it is
-/// launched with (a grid-stride loop takes the items beyond): the emitted
-/// OTC_LAUNCH.
-constexpr int64_t kGeneratedBlock = 256;
-constexpr int64_t kGeneratedMaxBlocks = 4096;
-
 /// Whether the cuda emitter writes generated kernel `k` (not a library call)
 /// as a chain: more than one op, or one elementwise op with a scalar
 /// expression (a chain of one).
@@ -92,14 +86,6 @@ bool emittedAsChain(otck::KernelOp k);
 /// all are bf16, else 4 (a bf16 buffer then moves 8 bytes), the last
 /// elements one by one; 1 otherwise (every element one by one).
 int chainVectorWidth(otck::KernelOp k);
-
-/// The launch of generated kernel `k` on cuda: blocks of kGeneratedBlock
-/// threads, as many as its work items need (the elements of a chain, each
-/// item otherwise) up to kGeneratedMaxBlocks, counting only the blocks that
-/// get work; each thread takes every (blocks x threads)-th unit of work (a
-/// vector of a vectorized chain, else an item), each unit the item's steps
-/// (codegen/KernelBodies.h: workItemSteps). Bytes are left to the caller.
-KernelLaunch generatedLaunch(otck::KernelOp k);
 
 } // namespace otc
 

@@ -8,6 +8,7 @@
 
 #include "ir/OtcDialect.h"
 #include "ir/ShapeUtils.h"
+#include "ir/TargetRegistry.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -32,6 +33,8 @@ void OtcDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "ir/OtcAttrs.cpp.inc"
       >();
+  // The targets' models of these ops (what a GPU target launches for each).
+  attachTargetInterfaces(*this);
 }
 
 RankedTensorType otc::withShape(Type like, ArrayRef<int64_t> shape) {

@@ -80,22 +80,6 @@ struct LibraryArg {
   }
 };
 
-/// One kernel launch as its launch configuration makes it, what the step-time
-/// prediction (perf/LaunchModel.h) prices: a grid of `blocks` blocks of
-/// `threads` threads, the dependent steps of its longest thread (iterations
-/// of its loops, each waiting for a load served by memory, `steps`, or by
-/// the SM's L1 cache, `cachedSteps`: data its block has just read or that
-/// all its threads read), and the bytes it moves to and from memory.
-struct KernelLaunch {
-  /// What the kernel does ("rows", "column sums"), for people.
-  std::string what;
-  int64_t blocks = 1, threads = 1;
-  int64_t steps = 1, cachedSteps = 0;
-  double bytes = 0;
-  /// Dynamic shared memory of one block: it bounds the blocks an SM holds.
-  int64_t sharedBytes = 0;
-};
-
 /// One GEMM a library call makes (otcrt_gemm): C[m, n] (+)= op(A)[m, k] op(B)[k, n]
 /// with operands of `bf16` or f32 storage, `bytes` read and written.
 struct LibraryGemm {
@@ -108,6 +92,12 @@ struct LibraryGemm {
   /// read when the product adds to it.
   double epilogueBytes = 0;
 };
+
+/// The chunks of an otc.linear_cross_entropy_with_grad over `rows` rows in
+/// chunks of `chunk` rows, as (rows of a chunk, how many such chunks): the
+/// full chunks, then the rest.
+llvm::SmallVector<std::pair<int64_t, int64_t>, 2> lossChunks(int64_t rows,
+                                                             int64_t chunk);
 
 /// The sizes of an otc.attention or otc.attention_grad in [B, H, T, D] terms
 /// whatever its layout: q [b, h, t, d], k and v [b, hk, s, d], and
@@ -125,20 +115,6 @@ AttentionSizes attentionSizes(mlir::Operation *op);
 mlir::Value sumToShape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,
                        mlir::Value operand);
 
-/// Whether a cuda call of `op` (otc.attention or otc.attention_grad) runs on
-/// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
-/// no dropout, a head size that is a multiple of 8 up to 256 and a mask, if
-/// any, contiguous along the keys, and either broadcast over the queries
-/// (it is written out) or with rows 16-byte aligned
-/// (runtime/cuda/attention_dispatch.cpp and attention_cudnn.cpp).
-bool attentionRunsOnCudnn(mlir::Operation *op);
-
-/// The elements of the mask a cuda call of `op` writes out before cuDNN's
-/// SDPA reads it: [b|1, h, t, s], rows padded to 8 elements, for a mask
-/// broadcast over the queries (a key padding), whose bias cuDNN takes with
-/// a full query dimension (runtime/cuda/attention.h, maskOverQueries); 0
-/// when it reads the mask as it is or does not run the call.
-int64_t attentionMaskWrittenOut(mlir::Operation *op);
 } // namespace otc
 
 #include "ir/ScalarExpr.h"

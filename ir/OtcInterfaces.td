@@ -61,9 +61,10 @@ def Otc_LibraryCallOpInterface : OpInterface<"LibraryCallOpInterface"> {
     (runtime/include/otcrt/kernels.h): the emitters call the function named
     by getLibraryKernel (chosen from the op and the storage type of its
     data) with the arguments of getLibraryArgs, in order, followed by the
-    stream; getLibraryLaunches describes the kernels that call launches on
-    the cuda target. A new library op touches its .td entry, these methods,
-    the runtime's kernels and tests, nothing else.
+    stream. What the call launches on a GPU is the target's to say
+    (perf/GridLaunchInterface.td, attached by targets/cuda/). A new library
+    op touches its .td entry, these methods, the cuda target's launch model
+    of it, the runtime's kernels and tests, nothing else.
   }];
   let methods = [
     InterfaceMethod<[{
@@ -75,16 +76,6 @@ def Otc_LibraryCallOpInterface : OpInterface<"LibraryCallOpInterface"> {
         NULL), the stream excluded.
       }], "void", "getLibraryArgs",
       (ins "::llvm::SmallVectorImpl<::otc::LibraryArg> &":$args)>,
-    InterfaceMethod<[{
-        Appends the kernels the cuda kernel library launches for one call,
-        in order, each with the grid, block and per-thread loop that
-        runtime/cuda/ launches it with for this op's sizes (the constants of
-        runtime/include/otcrt/launch_config.h), so that the step-time
-        prediction prices what each launch does. Appends nothing for a call
-        that is priced by its measured rate instead (attention, which runs
-        on cuDNN).
-      }], "void", "getLibraryLaunches",
-      (ins "::llvm::SmallVectorImpl<::otc::KernelLaunch> &":$launches)>,
     InterfaceMethod<[{
         The operand whose buffer result 0 may take when the operand dies at
         the call (the kernel reads each element before writing it there).

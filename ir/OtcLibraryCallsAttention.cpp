@@ -2,9 +2,8 @@
 //
 // The LibraryCallOpInterface methods of otc.attention and
 // otc.attention_grad (see OtcLibraryCalls.cpp): the OtcrtAttention struct
-// they pass, q, k and v as three pointers or one packed buffer, and the
-// rule of which calls run on cuDNN (with the key-padding mask it writes
-// out), which the memory plan and the step-time model read.
+// they pass, and q, k and v as three pointers or one packed buffer. Which
+// calls run on cuDNN is the cuda target's rule (targets/cuda/Attention.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,58 +78,6 @@ void AttentionOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::result(1));
 }
 
-/// What decides where an attention call runs (attentionRunsOnCudnn).
-template <typename OpTy> static bool runsOnCudnn(OpTy op) {
-  auto q = cast<ShapedType>(op.getQ().getType());
-  int64_t d = q.getShape().back();
-  if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
-      d % 8 != 0 || d > 256)
-    return false;
-  Value mask = op.getMask();
-  if (!mask)
-    return true;
-  // The mask's stride along the keys must be 1: its last dimension is the
-  // keys' own, not broadcast. One the runtime reads as it is (not broadcast
-  // over the queries: attentionMaskWrittenOut) must have rows that start
-  // 16-byte aligned: strides of multiples of 8 elements.
-  ArrayRef<int64_t> m = cast<ShapedType>(mask.getType()).getShape();
-  AttentionSizes a = attentionSizes(op);
-  if (m.empty() || m.back() != a.s || a.s == 1)
-    return false;
-  SmallVector<int64_t> strides = broadcastStrides(m, {a.b, a.h, a.t, a.s});
-  if (strides[2] == 0 && a.t > 1)
-    return true;
-  return llvm::all_of(ArrayRef<int64_t>(strides).take_front(3),
-                      [](int64_t n) { return n % 8 == 0; });
-}
-
-bool otc::attentionRunsOnCudnn(Operation *op) {
-  if (auto a = dyn_cast<AttentionOp>(op))
-    return runsOnCudnn(a);
-  if (auto g = dyn_cast<AttentionGradOp>(op))
-    return runsOnCudnn(g);
-  return false;
-}
-
-int64_t otc::attentionMaskWrittenOut(Operation *op) {
-  Value mask = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getMask()
-                                    : cast<AttentionGradOp>(op).getMask();
-  if (!mask || !attentionRunsOnCudnn(op))
-    return 0;
-  AttentionSizes a = attentionSizes(op);
-  SmallVector<int64_t> strides = broadcastStrides(
-      cast<ShapedType>(mask.getType()).getShape(), {a.b, a.h, a.t, a.s});
-  if (strides[2] != 0 || a.t <= 1)
-    return 0;
-  // Over the heads too, rows padded to 8 elements (runtime/cuda/attention.h,
-  // maskOverQueries).
-  return (strides[0] ? a.b : 1) * a.h * a.t * ((a.s + 7) / 8 * 8);
-}
-
-/// cuDNN's SDPA, or the fallback kernels where it does not run: priced by
-/// their measured rates (targets/cuda/Devices.cpp).
-void AttentionOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}
-
 std::string AttentionGradOp::getLibraryKernel() {
   return libraryKernelName("attention_bwd", getQ());
 }
@@ -153,5 +100,3 @@ void AttentionGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
         {LibraryArg::result(0), LibraryArg::result(1), LibraryArg::result(2)},
         args);
 }
-
-void AttentionGradOp::getLibraryLaunches(SmallVectorImpl<KernelLaunch> &) {}

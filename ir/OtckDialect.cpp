@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
+#include "ir/TargetRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -21,6 +22,8 @@ void OtckDialect::initialize() {
 #define GET_OP_LIST
 #include "ir/OtckOps.cpp.inc"
       >();
+  // The targets' models of these ops (how a GPU target launches a kernel).
+  otc::attachTargetInterfaces(*this);
 }
 
 /// The tensor type a kernel body sees for a buffer.

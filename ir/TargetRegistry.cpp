@@ -38,6 +38,12 @@ const TargetEntry *otc::lookupTargetEntry(llvm::StringRef name) {
 
 llvm::ArrayRef<TargetEntry> otc::registeredTargets() { return entries(); }
 
+void otc::attachTargetInterfaces(mlir::Dialect &dialect) {
+  for (const TargetEntry &e : entries())
+    if (e.attachInterfaces)
+      e.attachInterfaces(dialect);
+}
+
 std::string otc::registeredTargetNames() {
   if (entries().empty())
     return "none registered";

@@ -6,7 +6,9 @@
 // configuration's verifier (ir/) the names of targets and devices, the
 // memory accounting (passes/DeviceMemory.h) the memory a program holds
 // outside its arena, the emitter (codegen/Target.h) how a program is
-// printed and built, the step-time model (perf/DeviceModel.h) the devices.
+// printed and built, the step-time model (perf/DeviceModel.h) the devices
+// and (perf/GridLaunch.h) the launches, which the target attaches to the
+// ops as external interface models when the dialects load.
 // The registry lives here, below them all, and holds those parts as
 // pointers to types it does not know; nothing in ir/, passes/, codegen/ or
 // perf/ names a target.
@@ -49,6 +51,13 @@ struct TargetEntry {
   /// null: none (the cpu target).
   void (*memoryOutsideArena)(mlir::ModuleOp planned,
                              OutsideArena &result) = nullptr;
+  /// Attaches the target's external interface models to the ops of
+  /// `dialect` (its machine model: what a GPU target launches for each op,
+  /// perf/GridLaunch.h); called by the otc dialects as they load
+  /// (attachTargetInterfaces), so every context has them. Null: none (the
+  /// cpu target, whose launches the roofline prices). One target per
+  /// interface: a second GPU target would key its models by device.
+  void (*attachInterfaces)(mlir::Dialect &dialect) = nullptr;
   /// Whether its runtime sums a data-parallel run's gradient buckets while
   /// the backward goes on (ir/GradientBuckets.h; the cpu target: MPI's
   /// non-blocking all-reduce started from micro_step's hooks; cuda: NCCL's
@@ -71,6 +80,13 @@ const TargetEntry *lookupTargetEntry(llvm::StringRef name);
 
 /// Every registered target, in registration order.
 llvm::ArrayRef<TargetEntry> registeredTargets();
+
+/// Lets every registered target attach its interface models to the ops of
+/// `dialect` (TargetEntry::attachInterfaces): what OtcDialect and
+/// OtckDialect call from their initialize. Targets registered after a
+/// context loaded the dialects attach nothing to it: tools register the
+/// targets first (targets/Targets.h).
+void attachTargetInterfaces(mlir::Dialect &dialect);
 
 /// Their names ("cpu, cuda"), or "none registered" for an error line.
 std::string registeredTargetNames();

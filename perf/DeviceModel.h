@@ -16,11 +16,14 @@
 #ifndef OTC_CODEGEN_DEVICEMODEL_H
 #define OTC_CODEGEN_DEVICEMODEL_H
 
+#include "perf/GridLaunch.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace otc {
 
@@ -66,8 +69,10 @@ struct DeviceModel {
   /// arithmetic at its share of `vectorRate`). Zero on the cpu, whose
   /// launches are priced by the roofline alone.
   int64_t sms = 0, maxThreadsPerSm = 0, maxBlocksPerSm = 0, fp32LanesPerSm = 0;
-  /// Shared memory one SM gives its resident blocks.
-  int64_t sharedPerSm = 0;
+  /// Shared memory one SM gives its resident blocks, and its L1 data cache
+  /// (shared memory carved from it): rows a kernel reads again stay there
+  /// while the resident blocks' rows fit.
+  int64_t sharedPerSm = 0, l1PerSm = 0;
   /// Seconds one dependent step of a thread waits: for a load served by
   /// memory (also the latency of Little's law), and by the SM's L1 cache.
   double memoryLatency = 0, cacheLatency = 0;
@@ -97,6 +102,16 @@ struct DeviceModel {
   double peakFor(llvm::StringRef precision) const {
     return precision == "bf16" ? peakBf16 : peakFp32;
   }
+
+  /// The kernels the target's runtime launches for the gradient norm of a
+  /// clipped step (no op of the program: the runtime's own), over gradient
+  /// slots of `elementsByWidth` (bytes an element -> elements); null where
+  /// launches are priced by the roofline alone (the cpu). Set by the
+  /// target's Devices.cpp, as everything a GPU launches is its target's.
+  void (*gradientNormLaunches)(
+      const DeviceModel &device,
+      llvm::ArrayRef<std::pair<int64_t, int64_t>> elementsByWidth,
+      llvm::SmallVectorImpl<KernelLaunch> &launches) = nullptr;
 
   /// The launch overhead charged per launch: a graph replay's where the
   /// runtime replays graphs.

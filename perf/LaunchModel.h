@@ -2,7 +2,7 @@
 //
 // Prices one kernel launch on a GPU of perf/DeviceModel.h by what it
 // does, not only by what its bytes allow. A launch of B blocks of T threads
-// (KernelLaunch, ir/OtcDialect.h) runs in waves: an SM holds
+// (KernelLaunch, perf/GridLaunch.h) runs in waves: an SM holds
 //   R = min(maxBlocksPerSm, floor(maxThreadsPerSm / T))
 // blocks at once, so W = ceil(B / (SMs · R)) waves, the last one (the tail)
 // holding what is left. Wave w, with B_w blocks, takes the longest of
@@ -31,7 +31,7 @@
 #define OTC_CODEGEN_LAUNCHMODEL_H
 
 #include "perf/DeviceModel.h"
-#include "ir/OtcDialect.h"
+#include "perf/GridLaunch.h"
 
 #include "llvm/ADT/StringRef.h"
 

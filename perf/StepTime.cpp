@@ -9,14 +9,16 @@
 //   attention        the device's attention rate (forward, backward, or the
 //                    fallback kernels' where the library path does not run:
 //                    FP32, dropout, a head size not a multiple of 8)
-//   other library    each kernel it launches (getLibraryLaunches) by its
-//                    grid, the call's FLOPs shared among them by bytes
-//   generated kernel its launch (Launches.h: generatedLaunch) by its grid
+//   other library    each kernel it launches by its grid, the call's FLOPs
+//                    shared among them by bytes
+//   generated kernel its launch by its grid
 //   memset, copy     bandwidth (a copy reads and writes its bytes)
 // each with its launch overhead (a graph replay's on targets whose runtime
-// replays graphs). On the cpu every launch but a GEMM and attention takes
-// max(FLOPs / vectorRate, bytes / bandwidth). Adjacent zero fills are one
-// memset, as in the program.
+// replays graphs). What is launched, and which attention runs on the
+// library, is the target's machine model (GridLaunchOpInterface,
+// perf/GridLaunch.h, which targets/cuda/ attaches to the ops). On the cpu every
+// launch but a GEMM and attention takes max(FLOPs / vectorRate, bytes /
+// bandwidth). Adjacent zero fills are one memset, as in the program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +32,6 @@
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
 #include "ir/TypeBytes.h"
-#include "otcrt/launch_config.h"
 #include "passes/Passes.h"
 #include "perf/LaunchModel.h"
 
@@ -53,6 +54,20 @@ std::string baseName(Operation &op) {
   if (name.consume_back("_grad"))
     name.consume_back("_with");
   return name.str();
+}
+
+/// The machine model of a GPU target for `op` (GridLaunchOpInterface),
+/// which the target attaches when the dialects load (targets/<t>/): a
+/// library call or a generated kernel without one on a GPU is a target
+/// that does not describe what it launches, a fault of the build.
+GridLaunchOpInterface gridModel(Operation *op) {
+  auto model = dyn_cast<GridLaunchOpInterface>(op);
+  if (!model)
+    llvm::report_fatal_error(
+        llvm::Twine("no launch model of ") + op->getName().getStringRef() +
+        " on a GPU target: registerAllTargets() must run before the "
+        "dialects load");
+  return model;
 }
 
 /// What a generated kernel computes, for the shares.
@@ -232,34 +247,10 @@ void Predictor::gradientFactor(ModuleOp module,
         priceRoofline(d, 0, bytes));
     return;
   }
+  SmallVector<std::pair<int64_t, int64_t>> byWidth(elements.begin(),
+                                                   elements.end());
   SmallVector<KernelLaunch> grid;
-  int64_t partials = 0;
-  for (auto [width, n] : elements) {
-    KernelLaunch l;
-    l.what = "partial sums of squares";
-    l.blocks = otcrt_sumsq_blocks(n);
-    l.threads = OTCRT_CUDA_ROW_BLOCK;
-    // Each thread's loop over 16-byte packets (the gradient slots are
-    // aligned): rounds of OTCRT_CUDA_SUMSQ_UNROLL loads in flight, then
-    // what is left one load at a time, then one element past the last
-    // whole packet (the first threads).
-    int64_t perPacket = OTCRT_CUDA_PACKET_BYTES / width;
-    int64_t packets = n / perPacket;
-    int64_t iterations =
-        (packets + l.blocks * l.threads - 1) / (l.blocks * l.threads);
-    l.steps = iterations / OTCRT_CUDA_SUMSQ_UNROLL +
-              iterations % OTCRT_CUDA_SUMSQ_UNROLL + (n % perPacket != 0);
-    l.bytes = double(width) * double(n);
-    partials += l.blocks;
-    grid.push_back(l);
-  }
-  KernelLaunch finish;
-  finish.what = "factor";
-  finish.threads = OTCRT_CUDA_ROW_BLOCK;
-  finish.steps = (std::max<int64_t>(partials, 1) + finish.threads - 1) /
-                 finish.threads;
-  finish.bytes = 8.0 * double(partials) + 12.0;
-  grid.push_back(finish);
+  d.gradientNormLaunches(d, byWidth, grid);
   double flops = 0;
   for (auto [width, n] : elements)
     flops += 2.0 * double(n);
@@ -296,9 +287,12 @@ void Predictor::kernel(otck::KernelOp k) {
         priceRoofline(d, flops / d.vectorRate, bytes));
     return;
   }
-  KernelLaunch l = generatedLaunch(k);
-  l.bytes = bytes;
-  addKernels(name, kind, flops, l);
+  // One launch, its grid the target's; its bytes are the kernel's.
+  SmallVector<KernelLaunch, 1> launches;
+  gridModel(k).getGridLaunches(d, launches);
+  assert(launches.size() == 1 && "a generated kernel is one launch");
+  launches.front().bytes = bytes;
+  addKernels(name, kind, flops, launches);
 }
 
 void Predictor::library(otck::KernelOp k, Operation &op) {
@@ -365,16 +359,17 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
   if (isa<AttentionOp, AttentionGradOp>(op)) {
     // On a GPU, the library path (cuDNN's SDPA) or the fallback kernels; the
     // cpu has one kind of kernel, priced by its forward and backward rates.
-    bool fast = !d.pricesGrids() || attentionRunsOnCudnn(&op);
+    bool fast = !d.pricesGrids() || gridModel(&op).runsOnVendorLibrary();
     double rate = !fast                  ? d.attentionFallbackRate
                   : isa<AttentionOp>(op) ? d.attentionFwdRate
                                          : d.attentionBwdRate;
     LaunchCost cost = priceRoofline(d, flops / rate, bytes);
     // A key-padding mask written out along the queries for cuDNN: one more
-    // launch writing its BF16 values (cuDNN's reading them is in its rate).
-    if (int64_t written = d.pricesGrids() ? attentionMaskWrittenOut(&op) : 0) {
-      bytes += 2.0 * written;
-      cost += priceRoofline(d, 0, 2.0 * written);
+    // launch writing its values (cuDNN's reading them is in its rate).
+    if (int64_t staged =
+            d.pricesGrids() ? gridModel(&op).getStagedBytes() : 0) {
+      bytes += double(staged);
+      cost += priceRoofline(d, 0, double(staged));
     }
     return single(cost);
   }
@@ -399,7 +394,7 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
   double kernelFlops = std::max(0.0, flops - gemmFlops);
   SmallVector<KernelLaunch> launches;
   if (d.pricesGrids())
-    call.getLibraryLaunches(launches);
+    gridModel(&op).getGridLaunches(d, launches);
   LaunchTime t;
   if (launches.empty()) {
     flops = kernelFlops;

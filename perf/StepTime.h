@@ -4,9 +4,9 @@
 // call, GEMM, memset, copy) on a device of perf/DeviceModel.h and adds
 // them up. On a GPU a kernel is priced by what its launch does
 // (perf/LaunchModel.h: its grid's waves, its threads' serial steps, its
-// bytes, plus the launch overhead), from the launch the emitter makes
-// (codegen/Launches.h: generatedLaunch) or the launches a library call
-// makes (LibraryCallOpInterface::getLibraryLaunches); GEMMs by their
+// bytes, plus the launch overhead), from the launches the target's machine
+// model describes for a generated kernel or a library call
+// (GridLaunchOpInterface, perf/GridLaunch.h); GEMMs by their
 // measured curve with their wave quantization, attention by its measured
 // rate, memsets and copies by their bytes. On the cpu every launch takes
 //   max(FLOPs / rate, bytes / bandwidth) + launch.

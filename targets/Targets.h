@@ -7,10 +7,14 @@
 //                     (perf/DeviceModel.h)
 //   <t>/Memory.cpp    what its runtime holds on the device outside the arena
 //                     (passes/DeviceMemory.h), where it holds anything
+//   <t>/Launches.h    a GPU target's machine model: what its runtime launches
+//                     for each op, attached to the ops as GridLaunchOpInterface
+//                     models (perf/GridLaunch.h) when the dialects load
 //   <t>/Register.cpp  its entry in ir/TargetRegistry.h
 // and its runtime is runtime/<t>/. A new target is a new folder and one
 // line in Targets.cpp; a new device of a target (another GPU) is a model in
-// its Devices.cpp.
+// its Devices.cpp (its SMs, L1 and rates, which the launch models read)
+// plus its nvcc architecture.
 //
 //===----------------------------------------------------------------------===//
 

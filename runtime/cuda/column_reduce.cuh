@@ -9,23 +9,24 @@
 // kTilePhases partial sums of a column are added in phase order. Stage 2
 // (addPartialsKernel) adds a column's chunk sums: group g of kAddGroups
 // takes chunks g, g + kAddGroups, ..., and the groups are added in order.
-// Every order is a function of (rows, cols) alone, not of the storage type,
-// the packet width or the scheduling, so results repeat bit for bit (in a
-// CUDA graph too) and bf16 sums equal f32 sums of the same values; there are
-// no atomics. With a single chunk stage 1 writes the results itself.
+// Every order is a function of (rows, cols) and the device's SM count
+// alone, not of the storage type, the packet width or the scheduling, so
+// results repeat bit for bit on one kind of GPU (in a CUDA graph too) and
+// bf16 sums equal f32 sums of the same values; there are no atomics. With a
+// single chunk stage 1 writes the results itself.
 //
-// Cost: chunks are chosen so that the stage-1 grid has about OTCRT_CUDA_COLUMN_TARGET_BLOCKS
-// blocks, two waves at full occupancy on an H100 (132 SMs, 8 blocks of 256
-// threads each); the kernels' registers allow 6 (bf16 column sums), 5 (f32)
-// and 4 (norm gradients) resident blocks per SM, so 2.7 to 4 waves. A chunk
-// has at least kTilePhases rows. Rows 8192 x cols 768: 12 tiles x 175
-// chunks of 47 rows; cols 3072: 48 tiles x 44 chunks of 187 rows; 2100 and
-// 2112 blocks. The partials are chunks x cols floats per result (525 KiB
-// and 528 KiB there, written once and read once: a twelfth of the bytes of
-// a bf16 input of 768 columns, a forty-eighth at 3072) in the library's
-// reduction scratch (scratch.h); where they would not fit, chunks get
-// longer. Stage 2 is ceil(cols / 32) blocks of 256 threads per result,
-// each thread adding chunks / 8 partials.
+// Cost: chunks are chosen so that the stage-1 grid has about
+// otcrt_column_target_blocks(SMs) blocks, two waves at full occupancy (on
+// an H100: 132 SMs, 8 blocks of 256 threads each, 2112 blocks); the kernels'
+// registers allow 6 (bf16 column sums), 5 (f32) and 4 (norm gradients) resident
+// blocks per SM, so 2.7 to 4 waves. A chunk has at least kTilePhases rows. Rows
+// 8192 x cols 768: 12 tiles x 175 chunks of 47 rows; cols 3072: 48 tiles x 44
+// chunks of 187 rows; 2100 and 2112 blocks. The partials are chunks x cols
+// floats per result (525 KiB and 528 KiB there, written once and read once: a
+// twelfth of the bytes of a bf16 input of 768 columns, a forty-eighth at 3072)
+// in the library's reduction scratch (scratch.h); where they would not fit,
+// chunks get longer. Stage 2 is ceil(cols / 32) blocks of 256 threads per
+// result, each thread adding chunks / 8 partials.
 #ifndef OTCRT_CUDA_COLUMN_REDUCE_CUH
 #define OTCRT_CUDA_COLUMN_REDUCE_CUH
 
@@ -66,7 +67,8 @@ inline bool planColumns(int64_t rows, int64_t cols, int planes,
   otcrt_column_plan(
       rows, cols, planes,
       static_cast<int64_t>(OTCRT_CUDA_REDUCTION_SCRATCH_BYTES / sizeof(float)),
-      &plan.tiles, &plan.chunkRows, &plan.chunks);
+      otcrt_column_target_blocks(deviceSms()), &plan.tiles, &plan.chunkRows,
+      &plan.chunks);
   plan.partial = nullptr;
   if (plan.chunks > 1) {
     plan.partial = reductionScratch(stream);

@@ -1,5 +1,5 @@
 // The device scratch of libotcrt_cuda (scratch.h): per device, one buffer
-// per use, grown by cudaMalloc and never freed.
+// per use, grown by cudaMalloc and never freed; and each device's SM count.
 #include "scratch.h"
 
 #include "otcrt/workspace.h"
@@ -50,6 +50,26 @@ float *reductionScratch(cudaStream_t stream) {
 
 char *sortScratch(cudaStream_t stream) {
   return scratch(ScratchUse::Sort, OTCRT_CUDA_SORT_SCRATCH_BYTES, stream);
+}
+
+int deviceSms() {
+  static std::mutex mutex;
+  static std::vector<int> perDevice;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (perDevice.size() <= static_cast<size_t>(device))
+    perDevice.resize(device + 1, 0);
+  int &sms = perDevice[device];
+  if (sms == 0 && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                         device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    sms = 1;
+  }
+  return sms > 0 ? sms : 1;
 }
 
 } // namespace cuda

@@ -1,4 +1,5 @@
-// The device scratch of libotcrt_cuda: buffers the kernels use between
+// The device scratch of libotcrt_cuda, and the one figure of the device its
+// kernels size a grid by (deviceSms): buffers the kernels use between
 // launches of one call (attention's per-row terms, transposed copies and
 // expanded masks,
 // the partial sums of the two-stage column reductions, the gather
@@ -49,6 +50,11 @@ char *scratch(ScratchUse use, size_t bytes, cudaStream_t stream);
 /// and OTCRT_CUDA_SORT_SCRATCH_BYTES of bytes (otcrt/workspace.h).
 float *reductionScratch(cudaStream_t stream);
 char *sortScratch(cudaStream_t stream);
+
+/// The streaming multiprocessors of the current device (read once per
+/// device), which the column reductions size their grids by
+/// (otcrt_column_target_blocks); 1 when it cannot be read.
+int deviceSms();
 
 } // namespace cuda
 } // namespace otcrt

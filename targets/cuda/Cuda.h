@@ -1,8 +1,10 @@
 //===- Cuda.h - the cuda target's parts ------------------------*- C++ -*-===//
 //
 // What targets/cuda/ registers (Register.cpp): its emitter (Emitter.cpp),
-// its device models (Devices.cpp) and the device memory its runtime and
-// libraries hold outside the arena (Memory.cpp).
+// its device models (Devices.cpp), the device memory its runtime and
+// libraries hold outside the arena (Memory.cpp), and its machine model,
+// what it launches for each op (Launches.h: LibraryLaunches.cpp,
+// GeneratedLaunches.cpp, Attention.cpp), attached to the ops.
 //
 //===----------------------------------------------------------------------===//
 

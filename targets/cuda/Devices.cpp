@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "targets/cuda/Cuda.h"
+#include "targets/cuda/Launches.h"
 
 #include "otcrt/device_peaks.h"
 
@@ -93,12 +94,14 @@ DeviceModel h100() {
   // 132 SMs (datasheet, H100 SXM5); an SM holds at most 2048 threads and 32
   // blocks (CUDA C++ Programming Guide, compute capability 9.0) and has 128
   // FP32 lanes (4 partitions of 32; Hopper whitepaper), and 228 KB of
-  // shared memory, 1 KB of it reserved per resident block (same guide).
+  // shared memory, 1 KB of it reserved per resident block (same guide),
+  // carved from its 256 KB of L1 data cache (Hopper whitepaper).
   d.sms = 132;
   d.maxThreadsPerSm = 2048;
   d.maxBlocksPerSm = 32;
   d.fp32LanesPerSm = 128;
   d.sharedPerSm = 228 << 10;
+  d.l1PerSm = 256 << 10;
   // A load that misses the caches: 0.5 us (estimate: published Hopper
   // microbenchmarks put an unloaded global load at roughly 400-800 cycles,
   // about 0.2-0.45 us at the 1.755-1.98 GHz boost clocks, and queueing
@@ -120,6 +123,8 @@ DeviceModel h100() {
   d.launchEager = 4e-6;
   d.launchGraph = kHopperLaunchGraph;
   d.cudaGraphs = true;
+  // The runtime's gradient norm, as it launches it (GeneratedLaunches.cpp).
+  d.gradientNormLaunches = &cuda::gradientNormLaunches;
   setPeaks(d, "h100");
   // Eight H100 SXM on NVLink 4 through NVSwitch (an HGX/DGX H100): NCCL's
   // ring all-reduce of hundreds of MB reaches about 450 GB/s of bus

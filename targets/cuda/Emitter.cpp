@@ -1,8 +1,8 @@
 //===- Emitter.cpp - the cuda target: grid-stride kernels, nvcc -----------===//
 //
 // Generated kernels are __global__ grid-stride loops launched in blocks of
-// kGeneratedBlock threads (at most kGeneratedMaxBlocks blocks) on the
-// runtime's stream, as is every library call, memset and copy, so that the
+// kGeneratedBlock threads (at most kGeneratedMaxBlocks blocks, Launches.h) on
+// the runtime's stream, as is every library call, memset and copy, so that the
 // runtime can capture a function into a CUDA graph; elementwise kernels move
 // 16-byte packets where their buffers allow; a gather records a bad index in
 // the kernel library's error record. `train` is built by nvcc for the
@@ -12,9 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "targets/cuda/Cuda.h"
 #include "codegen/Launches.h"
 #include "codegen/Target.h"
+#include "targets/cuda/Cuda.h"
+#include "targets/cuda/Launches.h"
 #include "targets/cuda/RuntimeLink.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -57,22 +58,23 @@ public:
           "stream.\n"
           "#define OTC_LAUNCH(k, n, ...) \\\n"
           "  do { k<<<otc_blocks(n), "
-       << kGeneratedBlock
+       << cuda::kGeneratedBlock
        << ", 0, otc_s>>>(n, __VA_ARGS__); "
           "OTC_CHECK_LAUNCH(); } while (0)\n"
           "/// The same for a kernel that reads `w` elements at a time: its "
           "grid by packets.\n"
           "#define OTC_LAUNCH_PACKETS(k, n, w, ...) \\\n"
           "  do { k<<<otc_blocks(((n) + (w) - 1) / (w)), "
-       << kGeneratedBlock
+       << cuda::kGeneratedBlock
        << ", 0, otc_s>>>(n, __VA_ARGS__); "
           "OTC_CHECK_LAUNCH(); } while (0)\n"
           "static inline unsigned otc_blocks(int64_t n) {\n"
           "  int64_t b = (n + "
-       << kGeneratedBlock - 1 << ") / " << kGeneratedBlock
+       << cuda::kGeneratedBlock - 1 << ") / " << cuda::kGeneratedBlock
        << ";\n"
           "  return (unsigned)(b < "
-       << kGeneratedMaxBlocks << " ? (b > 0 ? b : 1) : " << kGeneratedMaxBlocks
+       << cuda::kGeneratedMaxBlocks
+       << " ? (b > 0 ? b : 1) : " << cuda::kGeneratedMaxBlocks
        << ");\n}\n"
           "/// Records a gather's bad index in the kernel library's error "
           "record\n/// (the first writer wins).\n"

@@ -11,11 +11,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "targets/cuda/Cuda.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
 #include "ir/TypeBytes.h"
+#include "targets/cuda/Cuda.h"
+#include "targets/cuda/Launches.h"
 
 #include "otcrt/workspace.h"
 
@@ -100,13 +101,13 @@ public:
   void add(Operation *op) {
     bool backward = isa<AttentionGradOp>(op);
     AttentionSizes a = attentionSizes(op);
-    if (attentionRunsOnCudnn(op)) {
+    if (cuda::attentionRunsOnCudnn(op)) {
       GraphKey key = isa<AttentionOp>(op)
                          ? graphKey(cast<AttentionOp>(op), false)
                          : graphKey(cast<AttentionGradOp>(op), true);
       // A mask broadcast over the queries (a key padding) is written out
       // along them and the heads for cuDNN, in BF16, rows padded to 8.
-      if (int64_t written = attentionMaskWrittenOut(op))
+      if (int64_t written = cuda::attentionMaskWrittenOut(op))
         grow(mask, 2 * written);
       if (!graphs.insert(key).second || !backward)
         return;

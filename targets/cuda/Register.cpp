@@ -1,7 +1,8 @@
 //===- Register.cpp - the cuda target's entry in the registry -------------===//
 
-#include "targets/cuda/Cuda.h"
 #include "ir/TargetRegistry.h"
+#include "targets/cuda/Cuda.h"
+#include "targets/cuda/Launches.h"
 
 namespace otc {
 void registerCudaTarget();
@@ -14,6 +15,7 @@ void otc::registerCudaTarget() {
     entry.devices.push_back({d.name.str(), &d});
   entry.emitter = &cuda::emitter();
   entry.memoryOutsideArena = &cuda::memoryOutsideArena;
+  entry.attachInterfaces = &cuda::attachLaunchModels;
   // NCCL's all-reduce of each bucket queued on a communication stream
   // behind the bucket's kernels (runtime/cuda/backend.cpp).
   entry.overlapsGradientSum = true;

@@ -1,8 +1,10 @@
 /* The launch configuration of the cuda kernel library's kernels: the block
  * sizes and per-block shares of work that runtime/cuda/ launches with, and
- * that the compiler's description of each library call's launches
- * (LibraryCallOpInterface::getLibraryLaunches, ir/OtcLibraryCalls.cpp)
- * reads to predict their time. A change here changes both. C-compatible. */
+ * that the cuda target's machine model (targets/cuda/LibraryLaunches.cpp
+ * and GeneratedLaunches.cpp) reads to predict their time. A change here
+ * changes both. Nothing here is a device's figure: SM counts and cache
+ * sizes come from the device (at run time) or its model (when predicted).
+ * C-compatible. */
 #ifndef OTCRT_LAUNCH_CONFIG_H
 #define OTCRT_LAUNCH_CONFIG_H
 
@@ -66,23 +68,32 @@ static inline int64_t otcrt_sumsq_blocks(int64_t n) {
 /// OTCRT_CUDA_COLUMN_TILE_PHASES-th row of its chunk; stage 2 adds the
 /// chunks' partials, one block of 32 columns x OTCRT_CUDA_COLUMN_ADD_GROUPS
 /// chunk groups per 32 columns of each result. Chunks are cut so that
-/// stage 1 has about OTCRT_CUDA_COLUMN_TARGET_BLOCKS blocks (two full waves
-/// of an H100: 132 SMs x 8 blocks of 256 threads).
+/// stage 1 has about otcrt_column_target_blocks(SMs) blocks: two full waves
+/// of the device's SMs at OTCRT_CUDA_COLUMN_BLOCKS_PER_SM blocks of 256
+/// threads (2112 on an H100's 132 SMs). The runtime passes the SMs of the
+/// device it runs on; the compiler's prediction, those of its device model.
 #define OTCRT_CUDA_COLUMN_TILE 64
 #define OTCRT_CUDA_COLUMN_TILE_LANES 8
 #define OTCRT_CUDA_COLUMN_TILE_PHASES 32
 #define OTCRT_CUDA_COLUMN_ADD_GROUPS 8
-#define OTCRT_CUDA_COLUMN_TARGET_BLOCKS (2 * 132 * 8)
+#define OTCRT_CUDA_COLUMN_WAVES 2
+#define OTCRT_CUDA_COLUMN_BLOCKS_PER_SM 8
+static inline int64_t otcrt_column_target_blocks(int64_t sms) {
+  int64_t b = OTCRT_CUDA_COLUMN_WAVES * sms * OTCRT_CUDA_COLUMN_BLOCKS_PER_SM;
+  return b < 1 ? 1 : b;
+}
 
 /// How a reduction of `rows` x `cols` into `planes` results is cut, its
-/// partials ([planes][chunks][cols] floats) within `scratch_floats`: the
-/// tiles, the rows of a chunk and the chunks. The kernels and the compiler's
-/// prediction of their time both call this.
+/// partials ([planes][chunks][cols] floats) within `scratch_floats`, for a
+/// stage-1 grid of about `target_blocks` blocks: the tiles, the rows of a
+/// chunk and the chunks. The kernels and the compiler's prediction of their
+/// time both call this.
 static inline void otcrt_column_plan(int64_t rows, int64_t cols, int planes,
-                                     int64_t scratch_floats, int64_t *tiles,
+                                     int64_t scratch_floats,
+                                     int64_t target_blocks, int64_t *tiles,
                                      int64_t *chunk_rows, int64_t *chunks) {
   int64_t t = (cols + OTCRT_CUDA_COLUMN_TILE - 1) / OTCRT_CUDA_COLUMN_TILE;
-  int64_t target = t > 0 ? OTCRT_CUDA_COLUMN_TARGET_BLOCKS / t : 1;
+  int64_t target = t > 0 ? target_blocks / t : 1;
   int64_t cr, n;
   target = target < 1 ? 1 : target;
   cr = (rows + target - 1) / target;

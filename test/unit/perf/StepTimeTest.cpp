@@ -386,43 +386,6 @@ TEST_F(StepTimeTest, AttentionOnH100) {
   EXPECT_TRUE(t.launches[0].kernels.empty());
 }
 
-// Where a cuda attention call with a mask runs, and the mask it writes out
-// for cuDNN: one broadcast over the queries (a key padding) is written out
-// as [b|1, h, t, s] with rows padded to 8 elements (2 x 4 x 70 x 72 =
-// 40320; 1 x 4 x 64 x 64 = 16384; 2 x 4 x 64 x 64 = 32768); one read as it
-// is must have rows of a multiple of 8 elements (rows of 70 are not
-// 16-byte aligned: the fallback kernels run it; rows of 64 are).
-TEST(AttentionPlacementTest, MasksOnCudnn) {
-  mlir::MLIRContext ctx;
-  ctx.loadDialect<OtcDialect, mlir::func::FuncDialect>();
-  const char *text = R"mlir(
-func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
-             %q64: tensor<2x4x64x64xbf16>, %q64b1: tensor<1x4x64x64xbf16>,
-             %pad70: tensor<2x1x1x70xbf16>, %full70: tensor<1x1x70x70xbf16>,
-             %full64: tensor<1x1x64x64xbf16>, %heads64: tensor<1x4x1x64xbf16>,
-             %pad64: tensor<2x1x1x64xbf16>) {
-  %a:2 = otc.attention %q70, %q70, %q70 mask %pad70 {scale = 0.125 : f64} : (tensor<2x4x70x64xbf16>, tensor<2x4x70x64xbf16>, tensor<2x4x70x64xbf16>, tensor<2x1x1x70xbf16>) -> (tensor<2x4x70x64xbf16>, tensor<2x4x70xf32>)
-  %b:2 = otc.attention %q70b1, %q70b1, %q70b1 mask %full70 {scale = 0.125 : f64} : (tensor<1x4x70x64xbf16>, tensor<1x4x70x64xbf16>, tensor<1x4x70x64xbf16>, tensor<1x1x70x70xbf16>) -> (tensor<1x4x70x64xbf16>, tensor<1x4x70xf32>)
-  %c:2 = otc.attention %q64b1, %q64b1, %q64b1 mask %full64 {scale = 0.125 : f64} : (tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x1x64x64xbf16>) -> (tensor<1x4x64x64xbf16>, tensor<1x4x64xf32>)
-  %d:2 = otc.attention %q64, %q64, %q64 mask %heads64 {scale = 0.125 : f64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<1x4x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
-  %e:2 = otc.attention %q64, %q64, %q64 mask %pad64 {scale = 0.125 : f64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x1x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
-  return
-}
-)mlir";
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
-  ASSERT_TRUE(module);
-  std::vector<mlir::Operation *> ops;
-  module->walk([&](AttentionOp op) { ops.push_back(op); });
-  ASSERT_EQ(ops.size(), 5u);
-  const bool runs[] = {true, false, true, true, true};
-  const int64_t written[] = {40320, 0, 0, 16384, 32768};
-  for (size_t i = 0; i < ops.size(); ++i) {
-    EXPECT_EQ(attentionRunsOnCudnn(ops[i]), runs[i]) << "call " << i;
-    EXPECT_EQ(attentionMaskWrittenOut(ops[i]), written[i]) << "call " << i;
-  }
-}
-
 const char kAccumulate[] = R"mlir(
 module attributes {otck.alignment = 256 : i64} {
 func.func @zero_grads() {

@@ -1,0 +1,69 @@
+//===- Attention.cpp - which attention calls run on cuDNN ----------------===//
+//
+// The cuda runtime's dispatch of otc.attention and otc.attention_grad
+// (runtime/cuda/attention_dispatch.cpp): cuDNN's SDPA where it takes the
+// call, the kernel library's own kernels otherwise, and the key-padding
+// mask the runtime writes out for cuDNN. The memory accounting
+// (Memory.cpp: cuDNN's workspaces) and the step-time model (through
+// GridLaunchOpInterface, LibraryLaunches.cpp) read this one rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
+#include "targets/cuda/Launches.h"
+
+using namespace mlir;
+using namespace otc;
+
+namespace {
+
+/// What decides where an attention call runs (attentionRunsOnCudnn).
+template <typename OpTy> bool runsOnCudnn(OpTy op) {
+  auto q = cast<ShapedType>(op.getQ().getType());
+  int64_t d = q.getShape().back();
+  if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
+      d % 8 != 0 || d > 256)
+    return false;
+  Value mask = op.getMask();
+  if (!mask)
+    return true;
+  // The mask's stride along the keys must be 1: its last dimension is the
+  // keys' own, not broadcast. One the runtime reads as it is (not broadcast
+  // over the queries: attentionMaskWrittenOut) must have rows that start
+  // 16-byte aligned: strides of multiples of 8 elements.
+  ArrayRef<int64_t> m = cast<ShapedType>(mask.getType()).getShape();
+  AttentionSizes a = attentionSizes(op);
+  if (m.empty() || m.back() != a.s || a.s == 1)
+    return false;
+  SmallVector<int64_t> strides = broadcastStrides(m, {a.b, a.h, a.t, a.s});
+  if (strides[2] == 0 && a.t > 1)
+    return true;
+  return llvm::all_of(ArrayRef<int64_t>(strides).take_front(3),
+                      [](int64_t n) { return n % 8 == 0; });
+}
+
+} // namespace
+
+bool cuda::attentionRunsOnCudnn(Operation *op) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return runsOnCudnn(a);
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return runsOnCudnn(g);
+  return false;
+}
+
+int64_t cuda::attentionMaskWrittenOut(Operation *op) {
+  Value mask = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getMask()
+                                    : cast<AttentionGradOp>(op).getMask();
+  if (!mask || !attentionRunsOnCudnn(op))
+    return 0;
+  AttentionSizes a = attentionSizes(op);
+  SmallVector<int64_t> strides = broadcastStrides(
+      cast<ShapedType>(mask.getType()).getShape(), {a.b, a.h, a.t, a.s});
+  if (strides[2] != 0 || a.t <= 1)
+    return 0;
+  // Over the heads too, rows padded to 8 elements (runtime/cuda/attention.h,
+  // maskOverQueries).
+  return (strides[0] ? a.b : 1) * a.h * a.t * ((a.s + 7) / 8 * 8);
+}
