@@ -59,6 +59,11 @@ PyTorch its max_memory_reserved: both are recorded. Predicted: plan.json
 memory_bytes.total_peak (the arena, the libraries' buffers and the CUDA
 context).
 
+--model llama-1b or qwen3-0.6b times the Llama family instead (sequence
+2048; bench/make_llama_onnx.py's graph for otc, Hugging Face's
+LlamaForCausalLM of the same shape for PyTorch; no llm.c), writing
+<date>-<gpu>-<model>.json; --model llama-tiny is its cpu smoke test.
+
 --tiny --target cpu builds a 2-layer, 64-wide model for the cpu target, so
 that both halves run in seconds without a GPU (a smoke test of this script;
 its figures mean nothing).
@@ -98,6 +103,20 @@ MODELS = {
     "gpt2-124m-seq256": (dict(GPT2, seq=256), [4]),
     "gpt2-small-cpu": (dict(layers=4, embd=256, heads=4, vocab=8192, seq=256,
                             gelu="tanh"), [8]),
+    # The Llama family (family "llama": bench/make_llama_onnx.py's graph,
+    # Hugging Face's LlamaForCausalLM of the same config on the PyTorch
+    # side): Llama 3.2 1B's shape, and Qwen3 0.6B's without its q/k norms
+    # (LlamaForCausalLM with head_dim 128 is that model exactly), both at
+    # sequence 2048 with tied embeddings.
+    "llama-1b": (dict(family="llama", layers=16, embd=2048, heads=32, kv_heads=8,
+                      head_dim=64, ffn=8192, vocab=128256, seq=2048,
+                      rope_theta=500000.0), [2, 4]),
+    "qwen3-0.6b": (dict(family="llama", layers=28, embd=1024, heads=16, kv_heads=8,
+                        head_dim=128, ffn=3072, vocab=151936, seq=2048,
+                        rope_theta=1000000.0), [4, 8]),
+    "llama-tiny": (dict(family="llama", layers=2, embd=64, heads=4, kv_heads=2,
+                        head_dim=16, ffn=128, vocab=256, seq=64,
+                        rope_theta=500000.0), [2, 4]),
 }
 REAL_VOCAB = 50257  # GPT-2's tokens; the table is padded to 50304
 
@@ -157,6 +176,29 @@ def git_commit(src):
         return None
 
 
+def write_model(cfg, work):
+    """The ONNX graph of `cfg` in `work`: GPT-2's (make_gpt2_onnx.py, dense
+    random weights) or, family "llama", make_llama_onnx.py's with sparse
+    zero weights (the program is compiled from shapes; the run half makes
+    the weights)."""
+    if cfg.get("family") == "llama":
+        model = os.path.join(work, "llama.onnx")
+        cmd = [sys.executable, os.path.join(HERE, "make_llama_onnx.py"), model,
+               "--layers", str(cfg["layers"]), "--embd", str(cfg["embd"]),
+               "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]),
+               "--head-dim", str(cfg["head_dim"]), "--ffn", str(cfg["ffn"]),
+               "--vocab", str(cfg["vocab"]), "--seq", str(cfg["seq"]),
+               "--rope-theta", str(cfg["rope_theta"]), "--tied", "--weights", "sparse"]
+    else:
+        model = os.path.join(work, "gpt2.onnx")
+        cmd = [sys.executable, os.path.join(HERE, "make_gpt2_onnx.py"), model,
+               "--layers", str(cfg["layers"]), "--embd", str(cfg["embd"]),
+               "--heads", str(cfg["heads"]), "--vocab", str(cfg["vocab"]),
+               "--seq", str(cfg["seq"]), "--gelu", cfg["gelu"]]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return model
+
+
 def build(a):
     out = os.path.abspath(a.out)
     otc_bin = os.path.abspath(otc_bin_dir(a.otc_bin))
@@ -170,20 +212,17 @@ def build(a):
         default_mbs
     precision = a.precision or ("fp32" if a.target == "cpu" else "bf16")
     os.makedirs(out, exist_ok=True)
+    if os.path.exists(os.path.join(out, "params.json")):
+        os.remove(os.path.join(out, "params.json"))
     work = os.path.join(out, "work")
     os.makedirs(work, exist_ok=True)
-    model = os.path.join(work, "gpt2.onnx")
-    subprocess.run([sys.executable, os.path.join(HERE, "make_gpt2_onnx.py"), model,
-                    "--layers", str(cfg["layers"]), "--embd", str(cfg["embd"]),
-                    "--heads", str(cfg["heads"]), "--vocab", str(cfg["vocab"]),
-                    "--seq", str(cfg["seq"]), "--gelu", cfg["gelu"]],
-                   check=True, stdout=subprocess.DEVNULL)
-
-    import onnx
-    graph = onnx.load(model, load_external_data=False).graph
-    params = [{"name": t.name, "shape": list(t.dims)} for t in graph.initializer]
-    with open(os.path.join(out, "params.json"), "w") as f:
-        json.dump(params, f, indent=1)
+    model = write_model(cfg, work)
+    if cfg.get("family") != "llama":
+        import onnx
+        graph = onnx.load(model, load_external_data=False).graph
+        params = [{"name": t.name, "shape": list(t.dims)} for t in graph.initializer]
+        with open(os.path.join(out, "params.json"), "w") as f:
+            json.dump(params, f, indent=1)
 
     # One program per micro-batch with the default plan, and one more at the
     # memory target's micro-batch planned under --fit-budget by --remat=auto
@@ -234,6 +273,12 @@ def build(a):
                                 for c in cmd),
         }
         programs.append(rec)
+        # The parameters train loads (--init), by the slots of its program:
+        # the graph's initializers less the constants otc folds in.
+        if not os.path.exists(os.path.join(out, "params.json")):
+            params = safetensors_shapes(os.path.join(d, "init.safetensors"))
+            with open(os.path.join(out, "params.json"), "w") as f:
+                json.dump(params, f, indent=1)
         # The GPU side needs only train and plan.json (MFU, the plan's peak).
         for name in ("model.cu", "model.cpp", "init.safetensors", "report.html"):
             p = os.path.join(d, name)
@@ -409,13 +454,46 @@ def gpt2_init(params, layers, seed):
     return out
 
 
+def llama_init(params, seed):
+    """Llama's initialization by parameter name (make_llama_onnx.py's
+    names, as Hugging Face's LlamaForCausalLM initializes them): the norms'
+    weights 1, every matrix N(0, 0.02)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for p in params:
+        name, shape = p["name"], p["shape"]
+        if len(shape) == 1:
+            out[name] = np.ones(shape, np.float32)
+        else:
+            out[name] = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
+    return out
+
+
+def token_range(cfg):
+    """The token ids the benchmark draws from: GPT-2's 50,257 real tokens
+    (its table is padded), else the whole vocabulary."""
+    return cfg["vocab"] if cfg.get("family") == "llama" else min(REAL_VOCAB, cfg["vocab"])
+
+
 def write_shard(path, tokens):
-    """llm.c's shard format (runtime/include/otcrt/shards.h)."""
+    """llm.c's shard format (runtime/include/otcrt/shards.h): version 1,
+    uint16 tokens, or version 2, uint32, for a vocabulary past 65,536."""
+    wide = int(tokens.max(initial=0)) > 0xFFFF
     header = np.zeros(256, np.int32)
-    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    header[0], header[1], header[2] = 20240520, 2 if wide else 1, len(tokens)
     with open(path, "wb") as f:
         f.write(header.astype("<i4").tobytes())
-        f.write(tokens.astype("<u2").tobytes())
+        f.write(tokens.astype("<u4" if wide else "<u2").tobytes())
+
+
+def safetensors_shapes(path):
+    """[{name, shape}] of a safetensors file, from its header alone."""
+    import struct
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"))
+    return [{"name": k, "shape": v["shape"]} for k, v in header.items()
+            if k != "__metadata__"]
 
 
 def steady(values, warmup):
@@ -705,7 +783,9 @@ def alternate_rounds(rec, out, prog, info, a, gpu, shard, init_path, rundir, cfg
 
 
 def flops_per_token(cfg, n_params):
-    return 6 * n_params + 6 * cfg["layers"] * cfg["embd"] * cfg["seq"]
+    """llm.c's count: 6 N plus the attention's 6 L (heads x head size) T."""
+    width = cfg["heads"] * cfg["head_dim"] if "head_dim" in cfg else cfg["embd"]
+    return 6 * n_params + 6 * cfg["layers"] * width * cfg["seq"]
 
 
 def run(a):
@@ -729,12 +809,13 @@ def run(a):
 
     log(f"speed run: {info['model']} on {gpu_name}; generating weights and tokens")
     init_path = os.path.join(rundir, "init.safetensors")
-    st_io.write(init_path, gpt2_init(params, cfg["layers"], a.seed))
+    st_io.write(init_path, llama_init(params, a.seed) if cfg.get("family") == "llama"
+                else gpt2_init(params, cfg["layers"], a.seed))
     max_tokens = max(p["micro_batch"] * p["grad_accum"] for p in info["programs"]) * \
         (cfg["seq"] + 1) * (a.steps + 2)
     rng = np.random.default_rng(a.seed + 1)
     shard = os.path.join(rundir, "random_000000.bin")
-    write_shard(shard, rng.integers(0, min(REAL_VOCAB, cfg["vocab"]), max_tokens))
+    write_shard(shard, rng.integers(0, token_range(cfg), max_tokens))
 
     torch_ver = None if a.no_torch else torch_available(a.python)
     if not a.no_torch and torch_ver is None:
@@ -821,6 +902,8 @@ def run(a):
     os.makedirs(results_dir, exist_ok=True)
     label = slug(gpu_name) if gpu else ("cpu-smoke" if info["model"] == "gpt2-tiny"
                                         else f"cpu-{info['model']}")
+    if gpu and info["model"] != "gpt2-124m":
+        label += f"-{info['model']}"
     path = os.path.join(results_dir, f"{result['date']}-{label}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)

@@ -15,6 +15,12 @@ torch.compile in this torch, {"unavailable": why}.
     speed_torch.py --mode eager|compile --micro-batch B --steps N --warmup W
                    --config '{"layers": 12, "embd": 768, "heads": 12,
                               "vocab": 50304, "seq": 1024}' --result OUT.json
+
+A config of family "llama" (bench/speed.py's llama-1b, qwen3-0.6b) is Hugging
+Face's LlamaForCausalLM of that shape instead (transformers' own
+initialization, SDPA attention, embeddings tied, RMSNorm eps 1e-5 as
+bench/make_llama_onnx.py), trained the same way on tokens drawn from its
+whole vocabulary; {"unavailable": why} where transformers does not import.
 """
 import argparse
 import contextlib
@@ -35,21 +41,43 @@ def steady(values, warmup):
     return values[warmup:] if len(values) > warmup else values[len(values) // 2:]
 
 
+def hf_llama(cfg):
+    """Hugging Face's LlamaForCausalLM of `cfg`'s shape, with a forward of
+    (idx, targets) -> the mean cross-entropy, as the GPT below."""
+    import transformers
+    config = transformers.LlamaConfig(
+        hidden_size=cfg["embd"], intermediate_size=cfg["ffn"],
+        num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"],
+        num_key_value_heads=cfg["kv_heads"], head_dim=cfg["head_dim"],
+        vocab_size=cfg["vocab"], max_position_embeddings=cfg["seq"],
+        rope_theta=cfg["rope_theta"], rms_norm_eps=1e-5, tie_word_embeddings=True,
+        attn_implementation="sdpa")
+    model = transformers.LlamaForCausalLM(config)
+    V = cfg["vocab"]
+
+    class Loss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, idx, targets):
+            logits = self.model(input_ids=idx).logits
+            return F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1))
+
+    return Loss()
+
+
 def bench(a):
     cfg = json.loads(a.config)
+    if cfg.get("family") == "llama":
+        return bench_model(a, cfg, None)
+    return bench_model(a, cfg, gpt2)
+
+
+def gpt2(cfg):
+    """The self-contained GPT-2 of the module's docstring."""
     h, L, nh, V, T = cfg["embd"], cfg["layers"], cfg["heads"], cfg["vocab"], cfg["seq"]
     gelu = "none" if cfg.get("gelu", "tanh") == "erf" else "tanh"
-    cuda = torch.cuda.is_available()
-    dev = "cuda" if cuda else "cpu"
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    result = {"device": torch.cuda.get_device_name(0) if cuda else "cpu",
-              "torch": torch.__version__, "threads": torch.get_num_threads()}
-    if a.mode == "compile" and not hasattr(torch, "compile"):
-        result["unavailable"] = f"torch {torch.__version__} has no torch.compile"
-        with open(a.result, "w") as f:
-            json.dump(result, f)
-        return 0
     sdpa = getattr(F, "scaled_dot_product_attention", None)
 
     class Block(nn.Module):
@@ -95,8 +123,39 @@ def bench(a):
             logits = self.ln_f(x) @ self.wte.weight.t()  # tied, as the ONNX graph
             return F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1))
 
+    return GPT()
+
+
+def bench_model(a, cfg, make):
+    """Trains `make(cfg)` (None: hf_llama) --steps steps and writes the
+    figures to --result."""
+    T = cfg["seq"]
+    cuda = torch.cuda.is_available()
+    dev = "cuda" if cuda else "cpu"
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    result = {"device": torch.cuda.get_device_name(0) if cuda else "cpu",
+              "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+    def unavailable(why):
+        result["unavailable"] = why
+        with open(a.result, "w") as f:
+            json.dump(result, f)
+        return 0
+
+    if a.mode == "compile" and not hasattr(torch, "compile"):
+        return unavailable(f"torch {torch.__version__} has no torch.compile")
     torch.manual_seed(0)
-    model = GPT().to(dev)
+    if make is None:
+        try:
+            net = hf_llama(cfg)
+        except ImportError as e:
+            return unavailable(f"transformers does not import: {e}")
+        import transformers
+        result["transformers"] = transformers.__version__
+    else:
+        net = make(cfg)
+    model = net.to(dev)
     kw = {"fused": True} if cuda else {}
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999),
@@ -107,7 +166,7 @@ def bench(a):
     if a.mode == "compile":
         step_fn = torch.compile(model)
     gen = torch.Generator(device=dev).manual_seed(1)
-    vocab = min(REAL_VOCAB, V)
+    vocab = cfg["vocab"] if make is None else min(REAL_VOCAB, cfg["vocab"])
 
     def sync():
         if cuda:

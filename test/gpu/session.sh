@@ -15,6 +15,9 @@
 #   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed-variant \
 #     --extra=--no-pack-attention --micro-batches 16 --fit-budget none
 #   tar -C /tmp -cJf .dev/otc-speed-variant.tar.xz otc-speed-variant
+# and, to time the Llama family too (Llama 3.2 1B's shape; or qwen3-0.6b):
+#   OTC_BIN=build/bin bench/speed-build.sh /tmp/otc-speed-llama --model llama-1b
+#   tar -C /tmp -cJf .dev/otc-speed-llama.tar.xz otc-speed-llama
 # then, on the GPU machine, from the repository root:
 #   test/gpu/session.sh .dev RESULTS [SECONDS]      # default budget 540 s
 #
@@ -25,7 +28,8 @@
 # build: speed-variant.json; llm.c's figures, llmc_*, beside otc's in
 # speed-otc.json and speed-torch.json when the bundle holds
 # otc-speed/llmc/train_gpt2cu),
-# trace-compare.txt (bench/compare_trace.py: predicted
+# speed-llama.json when the bundles hold otc-speed-llama.tar.xz (the Llama
+# family beside PyTorch), trace-compare.txt (bench/compare_trace.py: predicted
 # against measured milliseconds per kernel at micro-batch 8 and 16),
 # traces.tar.xz (the traces compared), session.txt (what ran, when).
 #
@@ -132,6 +136,20 @@ if [[ -f $bundles/otc-speed-variant.tar.xz && -z ${OTC_SESSION_VARIANT:-} ]] &&
   tail -12 "$work/speed-variant.log"
 fi
 
+# The Llama family (otc-speed-llama.tar.xz: speed-build.sh --model llama-1b
+# or qwen3-0.6b): otc, then PyTorch eager and torch.compile of Hugging
+# Face's LlamaForCausalLM of the same shape, in half of what is left.
+if [[ -f $bundles/otc-speed-llama.tar.xz ]] &&
+   tar -C "$work" -xJf "$bundles/otc-speed-llama.tar.xz"; then
+  t=$(share 50 120)
+  say "speed, the Llama family with PyTorch (limit ${t}s)"
+  timeout "$t" "$work/otc-speed-llama/run.sh" --steps 12 --warmup 4 \
+    --results "$work/speed-llama" > "$work/speed-llama.log" 2>&1
+  say "speed of the Llama family exit $?"
+  cp -f "$work"/speed-llama/*.json "$results/speed-llama.json" 2>/dev/null
+  tail -16 "$work/speed-llama.log"
+fi
+
 t=$(( $(left) - 20 ))
 if [[ -n ${OTC_SESSION_VARIANT:-} || -n $variant_build ]]; then
   say "no PyTorch runs with a variant"
@@ -145,7 +163,8 @@ else
   say "no time left for the PyTorch runs (${t}s)"
 fi
 tar -C "$work" -cJf "$results/speed-logs.tar.xz" --exclude='*.safetensors' --exclude='*.bin' \
-  --exclude=train speed-otc.log speed-torch.log speed-variant.log trace-mb8.log trace-mb16.log otc-speed/run \
+  --exclude=train speed-otc.log speed-torch.log speed-variant.log speed-llama.log \
+  trace-mb8.log trace-mb16.log otc-speed/run \
   logs-otc \
   2>/dev/null
 [[ -f $work/gpu-results/kernel-bench.txt ]] && cat "$work/gpu-results/kernel-bench.txt"
