@@ -129,6 +129,12 @@ struct Chain {
   bool maskGrad = false;
   /// The value the fused output replaces.
   Value output;
+  /// A select with a fill whose condition is no causal band: the additive
+  /// mask (the fill where hidden, else 0) is built from it with the fused
+  /// op (`maskHideWhenTrue`: the fill is its true operand).
+  SelectOp maskSelect;
+  bool maskHideWhenTrue = false;
+  double maskFill = 0.0;
 };
 } // namespace
 
@@ -290,6 +296,15 @@ void fuse::clearMaskCache() {
   clearConstantValues();
 }
 
+void fuse::forgetMask(Operation *op) {
+  SmallVector<std::tuple<void *, int, int64_t, int64_t>> keys;
+  for (auto &[key, entry] : bandCache)
+    if (entry.op == op)
+      keys.push_back(key);
+  for (auto &key : keys)
+    bandCache.erase(key);
+}
+
 /// causalBand of `mask` read as `kind` (how its values hide a key), from
 /// the cache when the same computation was classified before.
 static std::optional<int64_t>
@@ -369,9 +384,9 @@ static Value nanGuarded(Value p) {
 /// The scores side of the attention under `softmax` ([B, H, T, S] scores
 /// `s`): a select with a fill or an added mask (classified as causal, a
 /// sliding window or an additive operand), the scale and Q K^T, possibly
-/// soft-capped. Fills `c`; yes when it matched.
+/// soft-capped. Fills `c`; yes when it matched. Changes no IR.
 static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
-                         bool scoresLike, Chain &c, OpBuilder &b) {
+                         bool scoresLike, Chain &c) {
   int64_t t = s[2], keys = s[3];
   Value x = softmax.getInput();
   if (!x.hasOneUse())
@@ -400,17 +415,9 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
     if (!c.causal) {
       if (dependsOnParam(cond))
         return Match::miss("attention: the mask depends on a parameter");
-      // The additive form of the mask: the fill where hidden, else 0.
-      b.setInsertionPoint(softmax);
-      auto ft = RankedTensorType::get({}, getElementTypeOrSelf(x.getType()));
-      Value fillV = b.create<ConstantOp>(
-          sel.getLoc(), DenseElementsAttr::get(ft, static_cast<float>(fill)));
-      Value zero = b.create<ConstantOp>(sel.getLoc(),
-                                        DenseElementsAttr::get(ft, 0.0f));
-      Type mt = withShape(x.getType(), shapeOf(cond));
-      c.mask = hideWhenTrue
-                   ? b.create<SelectOp>(sel.getLoc(), mt, cond, fillV, zero)
-                   : b.create<SelectOp>(sel.getLoc(), mt, cond, zero, fillV);
+      c.maskSelect = sel;
+      c.maskHideWhenTrue = hideWhenTrue;
+      c.maskFill = fill;
     }
   } else if (auto add = x.getDefiningOp<AddOp>()) {
     Value m;
@@ -508,31 +515,51 @@ static Match matchValues(SoftmaxOp softmax, ArrayRef<int64_t> s, Chain &c,
   return Match::yes();
 }
 
-/// The fused op for the recognized chain `c` with values `v`: K
-/// materialized, grouped-query repeats undone, the shapes checked; then
-/// otc.attention replaces the chain's output.
+/// The additive form of `c`'s select mask, before `softmax`: the fill where
+/// hidden, else 0.
+static Value buildAdditiveMask(SoftmaxOp softmax, const Chain &c,
+                               PatternRewriter &rewriter) {
+  SelectOp sel = c.maskSelect;
+  Value x = softmax.getInput(), cond = sel.getCondition();
+  rewriter.setInsertionPoint(softmax);
+  auto ft = RankedTensorType::get({}, getElementTypeOrSelf(x.getType()));
+  Value fill = rewriter.create<ConstantOp>(
+      sel.getLoc(), DenseElementsAttr::get(ft, static_cast<float>(c.maskFill)));
+  Value zero = rewriter.create<ConstantOp>(sel.getLoc(),
+                                           DenseElementsAttr::get(ft, 0.0f));
+  Type mt = withShape(x.getType(), shapeOf(cond));
+  if (c.maskHideWhenTrue)
+    return rewriter.create<SelectOp>(sel.getLoc(), mt, cond, fill, zero);
+  return rewriter.create<SelectOp>(sel.getLoc(), mt, cond, zero, fill);
+}
+
+/// The fused op for the recognized chain `c` with values `v`: grouped-query
+/// repeats undone and the shapes checked (a near miss changes no IR); then
+/// the additive mask and K materialized and otc.attention replaces the
+/// chain's output.
 static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
-                            OpBuilder &b) {
-  Operation *at = c.output.getDefiningOp();
-  b.setInsertionPoint(at);
-  if (!c.k) {
-    ArrayRef<int64_t> src = shapeOf(c.kSource);
-    SmallVector<int64_t> ks;
+                            PatternRewriter &rewriter) {
+  // K is c.k, or c.kSource permuted by c.kPerm (built below), which repeats
+  // no heads: only V's repeats are undone then.
+  SmallVector<int64_t> ks;
+  Value vv = unrepeatHeads(v);
+  if (c.k) {
+    if (Value k = unrepeatHeads(c.k); shapeOf(k) == shapeOf(vv)) {
+      c.k = k;
+      v = vv;
+    }
+    ks.assign(shapeOf(c.k).begin(), shapeOf(c.k).end());
+  } else {
     for (int64_t d : c.kPerm)
-      ks.push_back(src[d]);
-    c.k = b.create<TransposeOp>(at->getLoc(), withShape(c.kSource.getType(), ks),
-                                c.kSource, c.kPerm);
+      ks.push_back(shapeOf(c.kSource)[d]);
+    if (ArrayRef<int64_t>(ks) == shapeOf(vv))
+      v = vv;
   }
-  Value k = unrepeatHeads(c.k), vv = unrepeatHeads(v);
-  if (shapeOf(k) == shapeOf(vv)) {
-    c.k = k;
-    v = vv;
-  }
-  if (shapeOf(c.k) != shapeOf(v) || shapeOf(c.q)[3] != shapeOf(v)[3] ||
+  if (ArrayRef<int64_t>(ks) != shapeOf(v) || shapeOf(c.q)[3] != shapeOf(v)[3] ||
       shapeOf(c.q)[2] != t)
     return Match::miss("attention: Q " + formatShape(shapeOf(c.q)) + ", K " +
-                       formatShape(shapeOf(c.k)) + " and V " +
-                       formatShape(shapeOf(v)) + " do not share D and S");
+                       formatShape(ks) + " and V " + formatShape(shapeOf(v)) +
+                       " do not share D and S");
   c.v = v;
 
   ConfigAttr config = getConfig(softmax->getParentOfType<ModuleOp>());
@@ -541,20 +568,30 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
     return Match::miss(kSoftCapped);
   if (c.maskGrad && cuda)
     return Match::miss(kMaskFromParameters);
+
+  if (c.maskSelect)
+    c.mask = buildAdditiveMask(softmax, c, rewriter);
+  Operation *at = c.output.getDefiningOp();
+  rewriter.setInsertionPoint(at);
+  if (!c.k)
+    c.k = rewriter.create<TransposeOp>(
+        at->getLoc(), withShape(c.kSource.getType(), ks), c.kSource, c.kPerm);
   ArrayRef<int64_t> qs = shapeOf(c.q);
-  auto att = b.create<AttentionOp>(
+  auto att = rewriter.create<AttentionOp>(
       at->getLoc(),
       TypeRange{withShape(c.q.getType(), qs),
                 withShape(c.q.getType(), qs.drop_back())},
-      c.q, c.k, c.v, c.mask, c.key, c.causal ? b.getUnitAttr() : UnitAttr(),
-      b.getF64FloatAttr(c.scale), b.getF64FloatAttr(c.dropout),
-      b.getI64IntegerAttr(c.stream), b.getStringAttr("bhtd"),
-      b.getI64IntegerAttr(c.window), b.getF64FloatAttr(c.softcap),
-      c.maskGrad ? b.getUnitAttr() : UnitAttr());
-  c.output.replaceAllUsesWith(att.getOutput());
-  return Match::yes();}
+      c.q, c.k, c.v, c.mask, c.key,
+      c.causal ? rewriter.getUnitAttr() : UnitAttr(),
+      rewriter.getF64FloatAttr(c.scale), rewriter.getF64FloatAttr(c.dropout),
+      rewriter.getI64IntegerAttr(c.stream), rewriter.getStringAttr("bhtd"),
+      rewriter.getI64IntegerAttr(c.window), rewriter.getF64FloatAttr(c.softcap),
+      c.maskGrad ? rewriter.getUnitAttr() : UnitAttr());
+  replaceChainOutput(rewriter, c.output, att.getOutput());
+  return Match::yes();
+}
 
-Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
+Match fuse::fuseAttention(SoftmaxOp softmax, PatternRewriter &rewriter) {
   ArrayRef<int64_t> s = shapeOf(softmax);
   bool scoresLike = hasProductAbove(softmax.getInput());
   if (static_cast<int64_t>(softmax.getAxis()) !=
@@ -569,10 +606,10 @@ Match fuse::fuseAttention(SoftmaxOp softmax, OpBuilder &b) {
                                     ", not [B, H, T, S]")
                       : Match::no();
   Chain c;
-  if (Match m = matchScores(softmax, s, scoresLike, c, b); !m.fused)
+  if (Match m = matchScores(softmax, s, scoresLike, c); !m.fused)
     return m;
   Value v;
   if (Match m = matchValues(softmax, s, c, v); !m.fused)
     return m;
-  return buildAttention(softmax, c, v, s[2], b);
+  return buildAttention(softmax, c, v, s[2], rewriter);
 }

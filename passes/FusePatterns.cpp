@@ -5,13 +5,16 @@
 // decompose them (the importer decomposes the native LayerNormalization the
 // same way), GELU in its erf and tanh forms, x * sigmoid(x) and the
 // cross-entropy losses and a mixture of experts' per-row products of gathered
-// weights (otc.expert_matmul). Each recognizer starts from one anchor op, checks the
-// whole chain around it (constants, axes, single uses of the intermediates)
-// and replaces the chain's result by one fused op; the chain becomes dead
-// and is erased at the end. Each recognizer is an MLIR rewrite pattern
-// rooted at its anchor (populateFusionPatterns: one line per fusion, naming
-// the ops it builds); chains that almost match are the patterns' match
-// failures, reported as remarks with the condition that failed.
+// weights (otc.expert_matmul). Each recognizer starts from one anchor op,
+// checks the whole chain around it (constants, axes, single uses of the
+// intermediates) and replaces the chain's result by one fused op, all through
+// the PatternRewriter; the chain ops left unread are erased through it too.
+// Each recognizer is an MLIR rewrite pattern rooted at its anchor
+// (populateFusionPatterns: one line per fusion, naming the ops it builds);
+// chains that almost match are the patterns' match failures, reported as
+// remarks with the condition that failed. The pass applies the patterns
+// once at each op in order (applyInOrder), then the attention layout
+// pattern (populateHeadTransposePatterns) at each attention.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,13 +23,10 @@
 
 #include "ir/ShapeUtils.h"
 
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Rewrite/PatternApplicator.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <map>
@@ -147,6 +147,34 @@ static Value otherThanSplat(Value lhs, Value rhs, double c) {
   return Value();
 }
 
+bool fuse::isUnread(Operation *op) {
+  return isa_and_nonnull<OtcDialect>(op->getDialect()) && op->use_empty();
+}
+
+void fuse::eraseUnread(RewriterBase &rewriter, ArrayRef<Operation *> ops) {
+  // An op is erased only when popped, and once erased it is never pushed
+  // again (it had no reader left to be the producer of), so the set never
+  // holds an erased op.
+  llvm::SetVector<Operation *> work(ops.begin(), ops.end());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!isUnread(op))
+      continue;
+    SmallVector<Operation *> producers;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        producers.push_back(def);
+    rewriter.eraseOp(op);
+    work.insert(producers.begin(), producers.end());
+  }
+}
+
+void fuse::replaceChainOutput(RewriterBase &rewriter, Value from, Value to) {
+  Operation *op = from.getDefiningOp();
+  rewriter.replaceAllUsesWith(from, to);
+  eraseUnread(rewriter, {op});
+}
+
 //===----------------------------------------------------------------------===//
 // Normalization
 //===----------------------------------------------------------------------===//
@@ -232,13 +260,14 @@ static Value normalizedBy(Value s, Value d) {
 /// An affine parameter of the normalized shape `norm` read by `use`
 /// (= `y` * p or `y` + p): p itself, or reshaped when it has the same
 /// elements; null when it is computed from `x` or has another shape.
-static Value affineOperand(OpBuilder &b, Value p, Value x,
+static Value affineOperand(PatternRewriter &rewriter, Value p, Value x,
                            ArrayRef<int64_t> norm) {
   if (dependsOn(p, x) || numElements(shapeOf(p)) != numElements(norm))
     return Value();
   if (shapeOf(p) == norm)
     return p;
-  return b.create<ReshapeOp>(p.getLoc(), withShape(p.getType(), norm), p);
+  return rewriter.create<ReshapeOp>(p.getLoc(), withShape(p.getType(), norm),
+                                    p);
 }
 
 /// The other operand of the binary `op` with one operand `y`.
@@ -246,7 +275,7 @@ template <typename OpTy> static Value otherOperand(OpTy op, Value y) {
   return op.getLhs() == y ? op.getRhs() : op.getLhs();
 }
 
-Match fuse::fuseNorm(SqrtOp sqrt, OpBuilder &b) {
+Match fuse::fuseNorm(SqrtOp sqrt, PatternRewriter &rewriter) {
   auto add = sqrt.getInput().getDefiningOp<AddOp>();
   if (!add || !add->hasOneUse())
     return Match::no();
@@ -317,35 +346,37 @@ Match fuse::fuseNorm(SqrtOp sqrt, OpBuilder &b) {
   ArrayRef<int64_t> norm = shapeOf(x).drop_front(axis);
   Operation *root = y.getDefiningOp();
   Value gamma, beta;
-  b.setInsertionPoint(root);
   if (auto mul = singleUser<MulOp>(y); mul && shapeOf(mul) == shapeOf(x)) {
-    b.setInsertionPoint(mul);
-    if ((gamma = affineOperand(b, otherOperand(mul, y), x, norm)))
+    rewriter.setInsertionPoint(mul);
+    if ((gamma = affineOperand(rewriter, otherOperand(mul, y), x, norm)))
       root = mul;
   }
   if (layer && gamma) {
     Value g = root->getResult(0);
     if (auto plus = singleUser<AddOp>(g); plus && shapeOf(plus) == shapeOf(x)) {
-      b.setInsertionPoint(plus);
-      if ((beta = affineOperand(b, otherOperand(plus, g), x, norm)))
+      rewriter.setInsertionPoint(plus);
+      if ((beta = affineOperand(rewriter, otherOperand(plus, g), x, norm)))
         root = plus;
     }
   }
-  b.setInsertionPoint(root);
+  rewriter.setInsertionPoint(root);
   Type stats = withShape(x.getType(), shapeOf(x).take_front(axis));
   Location loc = root->getLoc();
   Value result;
   if (layer)
-    result = b.create<LayerNormOp>(loc, TypeRange{x.getType(), stats, stats},
-                                   x, gamma, beta, b.getI64IntegerAttr(axis),
-                                   b.getF64FloatAttr(eps))
-                 .getResult();
+    result =
+        rewriter
+            .create<LayerNormOp>(loc, TypeRange{x.getType(), stats, stats}, x,
+                                 gamma, beta, rewriter.getI64IntegerAttr(axis),
+                                 rewriter.getF64FloatAttr(eps))
+            .getResult();
   else
-    result = b.create<RmsNormOp>(loc, TypeRange{x.getType(), stats}, x, gamma,
-                                 b.getI64IntegerAttr(axis),
-                                 b.getF64FloatAttr(eps))
+    result = rewriter
+                 .create<RmsNormOp>(loc, TypeRange{x.getType(), stats}, x,
+                                    gamma, rewriter.getI64IntegerAttr(axis),
+                                    rewriter.getF64FloatAttr(eps))
                  .getResult();
-  root->getResult(0).replaceAllUsesWith(result);
+  replaceChainOutput(rewriter, root->getResult(0), result);
   return Match::yes();
 }
 
@@ -356,7 +387,7 @@ Match fuse::fuseNorm(SqrtOp sqrt, OpBuilder &b) {
 /// Given p = 1 + f(x), finds the op computing 0.5 * x * p through the
 /// chain of single-use products above p and replaces it by `build(x)`.
 static Match finishGelu(Value x, Value p, StringRef approximate,
-                        OpBuilder &b) {
+                        PatternRewriter &rewriter) {
   Value cur = p;
   for (int depth = 0; depth < 3; ++depth) {
     auto mul = singleUser<MulOp>(cur);
@@ -365,10 +396,10 @@ static Match finishGelu(Value x, Value p, StringRef approximate,
     Product prod = flattenProduct(mul);
     if (sameLeaves(prod.leaves, {x, p}) && shapeOf(mul) == shapeOf(x) &&
         near(prod.constant, 0.5)) {
-      b.setInsertionPoint(mul);
-      Value g = b.create<GeluOp>(mul.getLoc(), x.getType(), x,
-                                 b.getStringAttr(approximate));
-      mul.getResult().replaceAllUsesWith(g);
+      rewriter.setInsertionPoint(mul);
+      Value g = rewriter.create<GeluOp>(mul.getLoc(), x.getType(), x,
+                                        rewriter.getStringAttr(approximate));
+      replaceChainOutput(rewriter, mul.getResult(), g);
       return Match::yes();
     }
     cur = mul;
@@ -386,7 +417,7 @@ static Value onePlus(Value v) {
   return add;
 }
 
-Match fuse::fuseGeluErf(ErfOp erf, OpBuilder &b) {
+Match fuse::fuseGeluErf(ErfOp erf, PatternRewriter &rewriter) {
   Product in = flattenProduct(erf.getInput());
   if (in.leaves.size() != 1 || !near(in.constant, M_SQRT1_2))
     return Match::no();
@@ -394,7 +425,7 @@ Match fuse::fuseGeluErf(ErfOp erf, OpBuilder &b) {
   Value p = onePlus(erf);
   if (!p || shapeOf(x) != shapeOf(erf))
     return Match::miss("GELU: erf(x / sqrt(2)) is not followed by + 1");
-  return finishGelu(x, p, "none", b);
+  return finishGelu(x, p, "none", rewriter);
 }
 
 /// Whether `m` is 0.044715 * x^3 (x^3 as pow(x, 3), x * x * x or x * x^2).
@@ -419,7 +450,7 @@ static bool isCubicTerm(Value m, Value x) {
   return degree == 3;
 }
 
-Match fuse::fuseGeluTanh(TanhOp tanh, OpBuilder &b) {
+Match fuse::fuseGeluTanh(TanhOp tanh, PatternRewriter &rewriter) {
   Product in = flattenProduct(tanh.getInput());
   if (in.leaves.size() != 1 || !near(in.constant, std::sqrt(2.0 / M_PI)))
     return Match::no();
@@ -436,17 +467,17 @@ Match fuse::fuseGeluTanh(TanhOp tanh, OpBuilder &b) {
   Value p = onePlus(tanh);
   if (!p || shapeOf(x) != shapeOf(tanh))
     return Match::miss("GELU: the tanh term is not followed by + 1");
-  return finishGelu(x, p, "tanh", b);
+  return finishGelu(x, p, "tanh", rewriter);
 }
 
-Match fuse::fuseSilu(SigmoidOp sigmoid, OpBuilder &b) {
+Match fuse::fuseSilu(SigmoidOp sigmoid, PatternRewriter &rewriter) {
   Value x = sigmoid.getInput();
   auto mul = singleUser<MulOp>(sigmoid);
   if (!mul || otherOperand(mul, sigmoid.getResult()) != x)
     return Match::no();
-  b.setInsertionPoint(mul);
-  Value s = b.create<SiluOp>(mul.getLoc(), x.getType(), x);
-  mul.getResult().replaceAllUsesWith(s);
+  rewriter.setInsertionPoint(mul);
+  Value s = rewriter.create<SiluOp>(mul.getLoc(), x.getType(), x);
+  replaceChainOutput(rewriter, mul.getResult(), s);
   return Match::yes();
 }
 
@@ -459,7 +490,7 @@ Match fuse::fuseSilu(SigmoidOp sigmoid, OpBuilder &b) {
 /// (the flattening an exporter writes), and replaces `loss`.
 static Match buildCrossEntropy(Operation *loss, Value logits, Value labels,
                                StringAttr reduction, IntegerAttr ignore,
-                               OpBuilder &b) {
+                               PatternRewriter &rewriter) {
   if (reduction.getValue() != "none") {
     auto rz = logits.getDefiningOp<ReshapeOp>();
     auto ry = labels.getDefiningOp<ReshapeOp>();
@@ -470,28 +501,28 @@ static Match buildCrossEntropy(Operation *loss, Value logits, Value labels,
       labels = ry.getInput();
     }
   }
-  b.setInsertionPoint(loss);
+  rewriter.setInsertionPoint(loss);
   // The kernel library reads int64 labels.
   if (!getElementTypeOrSelf(labels.getType()).isInteger(64))
-    labels = b.create<CastOp>(loss->getLoc(),
-                              RankedTensorType::get(shapeOf(labels),
-                                                    b.getI64Type()),
-                              labels);
+    labels = rewriter.create<CastOp>(
+        loss->getLoc(),
+        RankedTensorType::get(shapeOf(labels), rewriter.getI64Type()), labels);
   auto lse = withShape(logits.getType(), shapeOf(labels));
-  auto ce = b.create<CrossEntropyOp>(
+  auto ce = rewriter.create<CrossEntropyOp>(
       loss->getLoc(), TypeRange{loss->getResult(0).getType(), lse}, logits,
       labels, reduction, ignore);
-  loss->getResult(0).replaceAllUsesWith(ce.getLoss());
+  replaceChainOutput(rewriter, loss->getResult(0), ce.getLoss());
   return Match::yes();
 }
 
-Match fuse::fuseCrossEntropy(SoftmaxCrossEntropyOp loss, OpBuilder &b) {
+Match fuse::fuseCrossEntropy(SoftmaxCrossEntropyOp loss,
+                             PatternRewriter &rewriter) {
   return buildCrossEntropy(loss, loss.getLogits(), loss.getLabels(),
                            loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
-                           b);
+                           rewriter);
 }
 
-Match fuse::fuseLogSoftmaxNll(NllLossOp loss, OpBuilder &b) {
+Match fuse::fuseLogSoftmaxNll(NllLossOp loss, PatternRewriter &rewriter) {
   auto ls = loss.getInput().getDefiningOp<LogSoftmaxOp>();
   if (!ls)
     return Match::no();
@@ -502,7 +533,7 @@ Match fuse::fuseLogSoftmaxNll(NllLossOp loss, OpBuilder &b) {
                        "elsewhere");
   return buildCrossEntropy(loss, ls.getInput(), loss.getLabels(),
                            loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
-                           b);
+                           rewriter);
 }
 
 //===----------------------------------------------------------------------===//
@@ -516,7 +547,7 @@ Match fuse::fuseLogSoftmaxNll(NllLossOp loss, OpBuilder &b) {
 /// [E, O, K]) or as `matmul(x [I..., 1, K], gathered [I..., K, O])`.
 /// Becomes otc.expert_matmul on x as [N, K] (N the indices' count), which
 /// never builds the gathered tensor.
-Match fuse::fuseExpertMatmul(MatMulOp mm, OpBuilder &b) {
+Match fuse::fuseExpertMatmul(MatMulOp mm, PatternRewriter &rewriter) {
   if (mm.getTransposeLhs() || mm.getTransposeRhs())
     return Match::no();
   auto lhsGather = mm.getLhs().getDefiningOp<GatherOp>();
@@ -540,26 +571,27 @@ Match fuse::fuseExpertMatmul(MatMulOp mm, OpBuilder &b) {
   int64_t k = transposed ? rs[rs.size() - 2] : rs.back();
   int64_t o = transposed ? ws[1] : ws[2];
   Location loc = mm.getLoc();
-  b.setInsertionPoint(mm);
+  rewriter.setInsertionPoint(mm);
   auto elem = cast<ShapedType>(mm.getType()).getElementType();
-  Value x = b.create<ReshapeOp>(loc, RankedTensorType::get({n, k}, elem), rows);
+  Type i64 = rewriter.getI64Type();
+  Value x = rewriter.create<ReshapeOp>(loc, RankedTensorType::get({n, k}, elem),
+                                       rows);
   Value ids = gather.getIndices();
   auto it = cast<RankedTensorType>(ids.getType());
   if (!it.getElementType().isInteger(64))
-    ids = b.create<CastOp>(loc, it.clone(b.getI64Type()), ids);
+    ids = rewriter.create<CastOp>(loc, it.clone(i64), ids);
   if (is.size() != 1)
-    ids = b.create<ReshapeOp>(loc, RankedTensorType::get({n}, b.getI64Type()),
-                              ids);
-  auto y = b.create<ExpertMatmulOp>(loc, RankedTensorType::get({n, o}, elem),
-                                    x, ids, gather.getData());
-  y.setTransposeRhs(transposed);
-  Value shaped = b.create<ReshapeOp>(loc, mm.getType(), y);
-  mm.getResult().replaceAllUsesWith(shaped);
+    ids = rewriter.create<ReshapeOp>(loc, RankedTensorType::get({n}, i64), ids);
+  Value y = rewriter.create<ExpertMatmulOp>(
+      loc, RankedTensorType::get({n, o}, elem), x, ids, gather.getData(),
+      transposed ? rewriter.getUnitAttr() : UnitAttr());
+  Value shaped = rewriter.create<ReshapeOp>(loc, mm.getType(), y);
+  replaceChainOutput(rewriter, mm.getResult(), shaped);
   return Match::yes();
 }
 
 //===----------------------------------------------------------------------===//
-// The pass
+// The patterns and their driver
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -578,44 +610,54 @@ static Value headsTransposedFrom(Value v) {
 /// output is only transposed back reads and writes the [B, T, H, D] tensors
 /// themselves (layout "bthd"): the four transposes, and the four of the
 /// gradient, are gone.
-static void absorbHeadTransposes(AttentionOp att, OpBuilder &b) {
-  if (att.getLayout() != "bhtd" || att.getOutput().use_empty())
-    return;
-  Value q = headsTransposedFrom(att.getQ()), k = headsTransposedFrom(att.getK()),
-        v = headsTransposedFrom(att.getV());
-  if (!q || !k || !v)
-    return;
-  SmallVector<TransposeOp> backs;
-  for (Operation *user : att.getOutput().getUsers()) {
-    auto t = dyn_cast<TransposeOp>(user);
-    if (!t || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3})
-      return;
-    backs.push_back(t);
+struct AbsorbHeadTransposes : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp att,
+                                PatternRewriter &rewriter) const override {
+    if (att.getLayout() != "bhtd" || att.getOutput().use_empty())
+      return failure();
+    Value q = headsTransposedFrom(att.getQ()),
+          k = headsTransposedFrom(att.getK()),
+          v = headsTransposedFrom(att.getV());
+    if (!q || !k || !v)
+      return failure();
+    SmallVector<Operation *> backs;
+    for (Operation *user : att.getOutput().getUsers()) {
+      auto t = dyn_cast<TransposeOp>(user);
+      if (!t || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3})
+        return failure();
+      backs.push_back(t);
+    }
+    rewriter.setInsertionPoint(att);
+    auto fused = rewriter.create<AttentionOp>(
+        att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
+        att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
+        att.getDropoutAttr(), att.getStreamAttr(),
+        rewriter.getStringAttr("bthd"), att.getWindowAttr(),
+        att.getSoftcapAttr(), att.getMaskGradAttr());
+    // Every replacement first, then the erasures: erasing the last reader
+    // of `att` erases `att` (and the transposes it alone read) with it.
+    for (Operation *t : backs)
+      rewriter.replaceAllUsesWith(t->getResult(0), fused.getOutput());
+    rewriter.replaceAllUsesWith(att.getLse(), fused.getLse());
+    backs.push_back(att);
+    eraseUnread(rewriter, backs);
+    return success();
   }
-  b.setInsertionPoint(att);
-  auto fused = b.create<AttentionOp>(
-      att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
-      att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
-      att.getDropoutAttr(), att.getStreamAttr(), b.getStringAttr("bthd"),
-      att.getWindowAttr(), att.getSoftcapAttr(), att.getMaskGradAttr());
-  for (TransposeOp t : backs)
-    t.getResult().replaceAllUsesWith(fused.getOutput());
-  att.getLse().replaceAllUsesWith(fused.getLse());
-}
+};
 
 /// One fusion of otc-fuse-patterns as an MLIR rewrite pattern: rooted at
 /// the op its exported chain ends in (the anchor the recognizer starts
 /// from), naming the fused ops it builds (counted in the module's
 /// `otc.fused`), and reporting a near miss as its match failure.
-template <typename AnchorOp, Match (*Recognize)(AnchorOp, OpBuilder &)>
+template <typename AnchorOp, Match (*Recognize)(AnchorOp, PatternRewriter &)>
 struct FusionPattern : OpRewritePattern<AnchorOp> {
   FusionPattern(MLIRContext *context, ArrayRef<StringRef> builds)
       : OpRewritePattern<AnchorOp>(context, /*benefit=*/1, builds) {}
 
   LogicalResult matchAndRewrite(AnchorOp anchor,
                                 PatternRewriter &rewriter) const override {
-    if (anchor->use_empty())
-      return failure(); // inside a chain fused already
     Match m = Recognize(anchor, rewriter);
     if (m.fused)
       return success();
@@ -625,7 +667,7 @@ struct FusionPattern : OpRewritePattern<AnchorOp> {
   }
 };
 
-template <typename AnchorOp, Match (*Recognize)(AnchorOp, OpBuilder &),
+template <typename AnchorOp, Match (*Recognize)(AnchorOp, PatternRewriter &),
           typename... Builds>
 void addFusion(RewritePatternSet &patterns) {
   patterns.add<FusionPattern<AnchorOp, Recognize>>(
@@ -633,8 +675,24 @@ void addFusion(RewritePatternSet &patterns) {
       ArrayRef<StringRef>{Builds::getOperationName()...});
 }
 
+/// Tells the driver which ops were erased (its list of ops to visit may
+/// still name them) and the mask cache which ops it may no longer trust,
+/// then passes every notification on.
+struct ErasedOps : RewriterBase::ForwardingListener {
+  using ForwardingListener::ForwardingListener;
+  llvm::DenseSet<Operation *> erased;
+
+  void notifyOperationErased(Operation *op) override {
+    erased.insert(op);
+    fuse::forgetMask(op);
+    ForwardingListener::notifyOperationErased(op);
+  }
+};
+
+} // namespace
+
 /// The fusions, one line each: the anchor, its recognizer, what it builds.
-void populateFusionPatterns(RewritePatternSet &patterns) {
+void fuse::populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<SoftmaxOp, fuseAttention, AttentionOp>(patterns);
   addFusion<SqrtOp, fuseNorm, LayerNormOp, RmsNormOp>(patterns);
   addFusion<ErfOp, fuseGeluErf, GeluOp>(patterns);
@@ -645,10 +703,55 @@ void populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<MatMulOp, fuseExpertMatmul, ExpertMatmulOp>(patterns);
 }
 
-/// Reports a pattern's near miss as a remark at its anchor.
+void fuse::populateHeadTransposePatterns(RewritePatternSet &patterns) {
+  patterns.add<AbsorbHeadTransposes>(patterns.getContext());
+}
+
+// Not MLIR's greedy driver: in LLVM 19 it always folds every op it visits
+// and deduplicates and hoists the constants (GreedyRewriteConfig has no
+// switch for either), which would rewrite IR the fusions do not own, and it
+// revisits ops until nothing changes, where a fusion is decided once, at
+// its anchor, in the order of the function's ops (the first anchor claims
+// a chain). MLIR 19 has no walkAndApplyPatterns either; this is that walk.
+void fuse::applyInOrder(ArrayRef<Operation *> ops,
+                        const FrozenRewritePatternSet &patterns,
+                        RewriterBase::Listener &listener) {
+  if (ops.empty())
+    return;
+  PatternApplicator applicator(patterns);
+  applicator.applyDefaultCostModel();
+  ErasedOps erased(&listener);
+  PatternRewriter rewriter(ops.front()->getContext());
+  rewriter.setListener(&erased);
+  for (Operation *op : ops) {
+    // An erased op's address may since hold an op created meanwhile: it is
+    // skipped too, as every op created during the walk is.
+    if (erased.erased.contains(op))
+      continue;
+    // A fusion erases what it leaves unread at once, so an op unread here
+    // was unread in the input (none is in the pipeline: otc-fold-shapes'
+    // greedy driver erased them). It goes now, with what it alone read, as
+    // the greedy driver would erase it: an anchor after it no longer sees
+    // it as a second reader.
+    if (isUnread(op)) {
+      eraseUnread(rewriter, {op});
+      continue;
+    }
+    rewriter.setInsertionPoint(op);
+    (void)applicator.matchAndRewrite(op, rewriter);
+  }
+}
+
+namespace {
+
+/// Reports a pattern's near miss as a remark at its anchor (when asked to).
 struct NearMissRemarks : RewriterBase::Listener {
+  bool enabled = false;
+
   void notifyMatchFailure(
       Location loc, function_ref<void(Diagnostic &)> reason) override {
+    if (!enabled)
+      return;
     Diagnostic why(loc, DiagnosticSeverity::Remark);
     reason(why);
     emitRemark(loc) << "not fused: " << why.str();
@@ -660,47 +763,37 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    OpBuilder b(&getContext());
-    RewritePatternSet patterns(&getContext());
+    MLIRContext *context = &getContext();
+    RewritePatternSet patterns(context), layouts(context);
     populateFusionPatterns(patterns);
+    populateHeadTransposePatterns(layouts);
     llvm::DenseSet<OperationName> builds;
     for (const std::unique_ptr<RewritePattern> &p :
          patterns.getNativePatterns())
       builds.insert(p->getGeneratedOps().begin(), p->getGeneratedOps().end());
-    FrozenRewritePatternSet frozen(std::move(patterns));
-    PatternApplicator applicator(frozen);
-    applicator.applyDefaultCostModel();
-    // The patterns are applied once each, at the anchors in the order of
-    // the function's ops (not by the greedy driver, which would fold and
-    // reorder the graph and revisit fused chains).
+    FrozenRewritePatternSet fusions(std::move(patterns)),
+        headTransposes(std::move(layouts));
     NearMissRemarks nearMisses;
-    PatternRewriter rewriter(&getContext());
-    if (remarks)
-      rewriter.setListener(&nearMisses);
+    nearMisses.enabled = remarks;
     std::map<std::string, int64_t> counts;
     fuse::clearMaskCache();
     for (auto f : module.getOps<func::FuncOp>()) {
-      SmallVector<Operation *> anchors;
-      f.walk([&](Operation *op) { anchors.push_back(op); });
-      for (Operation *op : anchors) {
-        rewriter.setInsertionPoint(op);
-        (void)applicator.matchAndRewrite(op, rewriter);
-      }
-      for (AttentionOp att : llvm::to_vector(f.getOps<AttentionOp>()))
-        absorbHeadTransposes(att, b);
-      // The replaced chains are dead now (every otc op is pure).
+      // The fusions at every op in order; then, every chain fused, the
+      // attention layouts (an attention's readers are final by then).
       SmallVector<Operation *> ops;
       f.walk([&](Operation *op) { ops.push_back(op); });
-      for (Operation *op : llvm::reverse(ops))
-        if (op->getDialect() == b.getContext()->getLoadedDialect("otc") &&
-            op->use_empty())
-          op->erase();
+      applyInOrder(ops, fusions, nearMisses);
+      ops.clear();
+      for (AttentionOp att : f.getOps<AttentionOp>())
+        ops.push_back(att);
+      applyInOrder(ops, headTransposes, nearMisses);
       f.walk([&](Operation *op) {
         if (builds.contains(op->getName()))
           ++counts[op->getName().getStringRef().drop_front(4).str()];
       });
     }
     fuse::clearMaskCache();
+    Builder b(context);
     SmallVector<NamedAttribute> entries;
     for (auto &[name, n] : counts)
       entries.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(n)));

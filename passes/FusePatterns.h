@@ -1,10 +1,13 @@
-//===- FusePatterns.h - matching helpers of otc-fuse-patterns ----*- C++ -*-===//
+//===- FusePatterns.h - the recognizers of otc-fuse-patterns ----*- C++ -*-===//
 //
 // Private to passes/: what the recognizers of otc-fuse-patterns share. A
 // recognizer starts from an anchor op (a softmax, a sqrt, an erf...), walks
-// the exported chain around it and either returns the fused op it built or
-// the reason the chain is almost, but not quite, the pattern (reported as a
-// remark so a user can see why a model did not get the fused path).
+// the exported chain around it and either rewrites it into the fused op
+// through the PatternRewriter it is given (creating, replacing and erasing
+// only through it) or returns the reason the chain is almost, but not quite,
+// the pattern (reported as a remark so a user can see why a model did not
+// get the fused path), having changed nothing. Also the pattern set and the
+// in-order driver the pass applies it with.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +16,8 @@
 
 #include "ir/OtcDialect.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -76,20 +80,56 @@ bool evaluateRow(mlir::Value v, llvm::ArrayRef<int64_t> prefix,
 /// Forgets the masks fuseAttention classified (otc-fuse-patterns calls it
 /// before and after its run: the cache holds for one run's IR).
 void clearMaskCache();
+/// Forgets the classifications of masks computed by `op`, which is being
+/// erased (the driver's listener calls it: an op created later at its
+/// address is never taken for it).
+void forgetMask(mlir::Operation *op);
 /// Forgets the constants' values evaluateAt decoded (clearMaskCache calls
 /// it).
 void clearConstantValues();
 
-/// Recognizers. Each may rewrite around its anchor and leaves dead ops for
-/// the pass to erase.
-Match fuseAttention(SoftmaxOp softmax, mlir::OpBuilder &b);
-Match fuseNorm(SqrtOp sqrt, mlir::OpBuilder &b);
-Match fuseGeluErf(ErfOp erf, mlir::OpBuilder &b);
-Match fuseGeluTanh(TanhOp tanh, mlir::OpBuilder &b);
-Match fuseSilu(SigmoidOp sigmoid, mlir::OpBuilder &b);
-Match fuseCrossEntropy(SoftmaxCrossEntropyOp loss, mlir::OpBuilder &b);
-Match fuseLogSoftmaxNll(NllLossOp loss, mlir::OpBuilder &b);
-Match fuseExpertMatmul(MatMulOp mm, mlir::OpBuilder &b);
+/// Whether `op` is an otc op none of whose results is read (every otc op is
+/// pure: it can go).
+bool isUnread(mlir::Operation *op);
+/// Erases, through `rewriter`, those of `ops` that are unread and then, in
+/// turn, the producers of their operands that this leaves unread.
+void eraseUnread(mlir::RewriterBase &rewriter,
+                 llvm::ArrayRef<mlir::Operation *> ops);
+/// Replaces the uses of a chain's output `from` by `to` through `rewriter`
+/// and erases the chain ops the replacement leaves unread (eraseUnread from
+/// `from`'s op).
+void replaceChainOutput(mlir::RewriterBase &rewriter, mlir::Value from,
+                        mlir::Value to);
+
+/// Recognizers. Each rewrites its chain through `rewriter` when it matches,
+/// erasing the ops the fusion leaves unread, and changes nothing when it
+/// does not.
+Match fuseAttention(SoftmaxOp softmax, mlir::PatternRewriter &rewriter);
+Match fuseNorm(SqrtOp sqrt, mlir::PatternRewriter &rewriter);
+Match fuseGeluErf(ErfOp erf, mlir::PatternRewriter &rewriter);
+Match fuseGeluTanh(TanhOp tanh, mlir::PatternRewriter &rewriter);
+Match fuseSilu(SigmoidOp sigmoid, mlir::PatternRewriter &rewriter);
+Match fuseCrossEntropy(SoftmaxCrossEntropyOp loss,
+                       mlir::PatternRewriter &rewriter);
+Match fuseLogSoftmaxNll(NllLossOp loss, mlir::PatternRewriter &rewriter);
+Match fuseExpertMatmul(MatMulOp mm, mlir::PatternRewriter &rewriter);
+
+/// The fusions of otc-fuse-patterns as rewrite patterns, one per anchor op,
+/// each naming the fused ops it builds; a near miss is its match failure.
+void populateFusionPatterns(mlir::RewritePatternSet &patterns);
+/// Attention whose q, k and v are only transposed from [B, T, H, D] and
+/// whose output is only transposed back reads them untransposed (layout
+/// "bthd"); applied once every chain of a function is fused.
+void populateHeadTransposePatterns(mlir::RewritePatternSet &patterns);
+
+/// Applies `patterns` once at each op of `ops` (collected beforehand, in
+/// order; an op created meanwhile is not visited, one erased meanwhile is
+/// skipped), with every change made through one PatternRewriter whose
+/// listener is `listener`. An op that is unread when reached (the input
+/// held it dead) is erased then, with what it alone read, instead.
+void applyInOrder(llvm::ArrayRef<mlir::Operation *> ops,
+                  const mlir::FrozenRewritePatternSet &patterns,
+                  mlir::RewriterBase::Listener &listener);
 
 } // namespace otc::fuse
 

@@ -186,7 +186,11 @@ def FusePatterns : Pass<"otc-fuse-patterns", "mlir::ModuleOp"> {
       x * sigmoid(x) -> `otc.silu`;
     - softmax_cross_entropy, and nll_loss of log_softmax -> `otc.cross_entropy`
       on the logits before the exporter's flattening reshape.
-    Intermediates of a chain must have no other reader. With `remarks`, a
+    Intermediates of a chain must have no other reader. The recognizers are
+    rewrite patterns applied once at each op, in order, then the attention
+    layout at each attention; every change goes through their
+    PatternRewriter, which also erases the ops a fusion leaves unread (and
+    any op found unread when the walk reaches it). With `remarks`, a
     chain that almost matches gets a remark naming the condition that
     failed. The module attribute `otc.fused` counts the fused ops by kind.
 
