@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
+#include "ir/Fp8.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -80,6 +81,9 @@ void otc::otck::forEachByteUser(Value buffer,
 }
 
 LogicalResult GemmOp::verify() {
+  if (failed(verifyGemmFp8(*this, getLhs().getType().getElementType(),
+                           getRhs().getType().getElementType())))
+    return failure();
   bool gelu = getGelu(), dgelu = getDgelu();
   if (Value addend = getAddend()) {
     if (addend.getType() != getOut().getType())

@@ -20,6 +20,12 @@ namespace cpu {
 int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
          const void *bias, const void *addend, void *aux);
 
+/// The FP8 GEMM of otcrt_gemm_fp8 (otcrt/abi.h) on host pointers, emulated
+/// (cpu/gemm.cpp).
+int gemmFp8(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat, const void *a,
+            const void *b, void *c, const void *bias, const void *addend,
+            void *aux);
+
 /// C = alpha op(A) op(B) + beta C on row-major float matrices through the
 /// GEMM above (attention.cpp; the attention and expert kernels use it).
 void matmul(bool transA, bool transB, int64_t m, int64_t n, int64_t k,

@@ -1,7 +1,8 @@
 // The private interface of the cuda GEMM (otcrt_gemm of otcrt/abi.h, in
 // cuda/gemm_cublaslt.cpp): the runtime's epilogue kernel (gemm_epilogue.cu),
 // which finishes a product cuBLASLt computed without the epilogue it
-// declined, and computes a product of depth 0 alone; the switch that forces
+// declined, and computes a product of depth 0 alone; the quantize kernels of
+// the FP8 GEMM (fp8_quantize.cu, for gemm_fp8.cpp); the switch that forces
 // that path for every epilogue (as OTCRT_GEMM_EPILOGUE=fallback does), and
 // the route the last call took, for the GPU test.
 #ifndef OTCRT_CUDA_GEMM_H
@@ -45,6 +46,25 @@ struct GemmEpilogue {
 /// allocation, no synchronization; each element rounds once to its storage
 /// type and depends on nothing else, so results repeat bit for bit.
 int launchGemmEpilogue(const GemmEpilogue &e, cudaStream_t stream);
+
+/// One quantization of an FP8 GEMM's operand (fp8_quantize.cu): `x`, a
+/// BF16 matrix of `rows` x `cols` with row stride `ld`, is written to
+/// `out` as FP8 of `format` (OtcrtFp8Format), row-major [rows, cols], or
+/// [cols, rows] when `transpose`; scaled by otcrt_fp8_scale of its largest
+/// magnitude, which goes to `amax`, and 1 / scale to `invScale` (device
+/// floats).
+struct Fp8Quantize {
+  const uint16_t *x = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool transpose = false;
+  int32_t format = 0;
+  uint8_t *out = nullptr;
+  float *amax = nullptr, *invScale = nullptr;
+};
+
+/// Queues the amax and quantize kernels of `q` on `stream`: 0, or 1 on a
+/// launch error. No allocation, no synchronization.
+int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream);
 
 /// How the last otcrt_gemm call of this thread computed its result.
 enum class GemmRoute {
