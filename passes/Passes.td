@@ -422,7 +422,8 @@ def Fp8Gemms : Pass<"otc-fp8-gemms", "mlir::ModuleOp"> {
     the loss's backward, `*_grad` or `*_with_grad`: E5M2; any other operand
     E4M3), and, run by otc-compile, the step-time model predicts it faster
     in FP8 with the quantization of both operands than in BF16
-    (perf/Fp8Cost.h). Run alone (no model), every such product is marked.
+    (perf/Fp8Cost.h). Run alone (no model), or for otc-compile
+    --fp8-gemms=all, every such product is marked.
 
     ```mlir
     %y = otc.matmul %x, %w {transpose_rhs} : (tensor<64x32xbf16>, tensor<16x32xbf16>) -> tensor<64x16xf32>

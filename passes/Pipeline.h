@@ -72,7 +72,7 @@ struct BackEndOptions {
   LossChunkPricer priceLossChunk;
   /// Under precision fp8, whether a GEMM pays in FP8 on the compile's
   /// device (the driver's step-time model); without it otc-fp8-gemms marks
-  /// every GEMM that can run FP8 (the cpu's emulation).
+  /// every GEMM that can run FP8 (otc-compile --fp8-gemms=all).
   Fp8GemmPricer fp8Pays;
   /// otc-training-loop also builds @decode_step (--generate).
   bool generate = false;

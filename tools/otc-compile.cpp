@@ -113,13 +113,13 @@ static cl::opt<std::string> precision(
              "operands; on a device without FP8 GEMMs it falls back to bf16, "
              "saying so once)"),
     cl::init("fp32"), cl::cat(cat));
-static cl::opt<bool> fp8Emulate(
-    "fp8-emulate",
-    cl::desc("With --precision=fp8 on the cpu (no FP8 GEMMs): every GEMM "
-             "that can run FP8 rounds its operands to FP8 and multiplies "
-             "them in FP32 instead of falling back to bf16 (the numerics, "
-             "to check them without a GPU)"),
-    cl::cat(cat));
+static cl::opt<std::string> fp8Gemms(
+    "fp8-gemms",
+    cl::desc("With --precision=fp8: auto (the step-time model picks the GEMMs "
+             "that pay in FP8; a device without FP8 GEMMs falls back to bf16) "
+             "or all (every GEMM that can run FP8 does; on the cpu, emulated "
+             "by rounding the operands to FP8: the numerics without a GPU)"),
+    cl::init("auto"), cl::cat(cat));
 static cl::opt<bool> fp32GradAccum("fp32-grad-accum",
                                    cl::desc("Accumulate gradients in FP32"),
                                    cl::cat(cat));
@@ -388,21 +388,22 @@ int Compile::checkOptions() {
     return fail("--remat=auto needs --memory-budget=SIZE");
   if (precision != "fp32" && precision != "bf16" && precision != "fp8")
     return fail("--precision must be fp32, bf16 or fp8");
-  if (fp8Emulate && precision != "fp8")
-    return fail("--fp8-emulate needs --precision=fp8");
+  if (fp8Gemms != "auto" && fp8Gemms != "all")
+    return fail("--fp8-gemms must be auto or all");
+  if (fp8Gemms.getNumOccurrences() && precision != "fp8")
+    return fail("--fp8-gemms needs --precision=fp8");
+  const bool allFp8 = fp8Gemms == "all";
   deviceName =
       device.empty() ? otc::defaultDevice(target).str() : device.getValue();
   deviceModel = otc::lookupDevice(deviceName);
   if (!deviceModel)
     return fail("unknown --device '" + deviceName +
                 "' (known: " + otc::knownDeviceNames() + ")");
-  if (precision == "fp8" && deviceModel->fp8Gemm.rate > 0 && fp8Emulate)
-    return fail("--fp8-emulate is for a device without FP8 GEMMs; '" +
-                deviceName + "' has them");
-  if (precision == "fp8" && !(deviceModel->fp8Gemm.rate > 0) && !fp8Emulate) {
+  if (precision == "fp8" && !(deviceModel->fp8Gemm.rate > 0) && !allFp8) {
     llvm::errs() << "otc-compile: warning: device '" << deviceName
                  << "' has no FP8 GEMMs: --precision=fp8 falls back to bf16 "
-                    "(--fp8-emulate rounds the GEMM operands to FP8 instead)\n";
+                    "(--fp8-gemms=all emulates them by rounding the operands "
+                    "to FP8)\n";
     precision = std::string("bf16");
   }
   if (!otc::lookupTargetEntry(target)->device(deviceName))
@@ -470,8 +471,8 @@ int Compile::readLossAndDims() {
     return otc::priceLibraryCall(*model, *op).seconds;
   };
   // Under fp8, the GEMMs that pay in FP8 on the device (every one that can
-  // with --fp8-emulate).
-  if (!fp8Emulate)
+  // with --fp8-gemms=all).
+  if (fp8Gemms != "all")
     pipeline.backEnd.fp8Pays = [model =
                                     deviceModel](const otc::Fp8GemmShape &s) {
       return otc::fp8GemmPays(*model, s.m, s.n, s.k);

@@ -15,7 +15,7 @@ any ONNX model that ends in a loss.
    --dump-grads` (loss, grad/<param>, rng_key/<k> per micro-step).
 3. The reference: `otc-compile MODEL --compile-to=differentiate` (or
    --reference-phase; --compile-flag flags go to both compiles: with
-   `--precision=fp8 --fp8-emulate` and fuse-reductions, the interpreter
+   `--precision=fp8 --fp8-gemms=all` and fuse-reductions, the interpreter
    runs the FP8 GEMMs the program runs, with its own rounding; with
    --round-bf16 it rounds every BF16 result as the program stores it) gives
    @train_step, which `otc-run --func train_step --f64` evaluates in float64

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the FP8 test's model: two products and a loss, small enough that
-every product runs FP8 under --fp8-emulate (sizes multiples of 16) and
+every product runs FP8 under --fp8-gemms=all (sizes multiples of 16) and
 nothing else rounds differently in the program and the interpreter.
 
     make_fp8_chain.py OUT.onnx
