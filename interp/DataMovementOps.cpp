@@ -49,7 +49,9 @@ double otc::interp::roundToFp8(double x, bool e4m3) {
 /// The values an FP8 GEMM multiplies for operand `t` in `format` ("e4m3":
 /// 3 mantissa bits, normals from 2^-6, max 448; "e5m2": 2 bits, 2^-14,
 /// 57344): t scaled by s = max / amax(t) (1 when amax is 0 or not finite),
-/// rounded to the format, and divided by s again (ir/Fp8.h).
+/// rounded to the format, and divided by s again (ir/Fp8.h; a program's
+/// first call of the GEMM scales so, later ones from the previous call's
+/// amax, which one run of a function never reaches).
 static Tensor fp8Operand(const Tensor &t, otc::Fp8Format format) {
   bool e4m3 = format == otc::Fp8Format::E4M3;
   double max = e4m3 ? 448.0 : 57344.0;

@@ -7,12 +7,13 @@
 // That one fact is what the interpreter (interp/), the emitter
 // (codegen/GemmCalls.cpp), the step-time model (perf/Fp8Cost.h) and
 // plan.json read. The product it names: each operand scaled per tensor by
-// s = max / amax (the format's largest finite value over the operand's
-// largest magnitude in this step; s = 1 when amax is 0 or not finite),
-// rounded to the format (to nearest even, saturating at +-max), multiplied
-// with FP32 accumulation and the sum divided by s_lhs s_rhs before the
+// s = max / amax (the format's largest finite value over the largest
+// magnitude the operand had on the GEMM's previous call, delayed scaling,
+// its own on the first call; s = 1 when amax is 0 or not finite), rounded
+// to the format (to nearest even, saturating at +-max), multiplied with
+// FP32 accumulation and the sum divided by s_lhs s_rhs before the
 // epilogue: runtime/include/otcrt/fp8.h rounds for the runtime, the
-// interpreter has its own.
+// interpreter has its own (it runs one step: every call a first one).
 //
 //===----------------------------------------------------------------------===//
 

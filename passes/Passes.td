@@ -457,7 +457,9 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     alone (no price), the chunk is `chunk-rows` rows,
     or (0) the fewest balanced chunks of at most `chunk-mib` MiB of logits,
     rounded up to 64 rows. Other heads stay as they are; otc-compile's
-    `--no-chunked-loss` leaves out the pass.
+    `--no-chunked-loss` leaves out the pass, as does `--precision=fp8` on a
+    device with FP8 GEMMs without `--loss-chunk-rows` (the head's GEMMs
+    can then run FP8).
 
     ```mlir
     %z = otc.matmul %h, %w {transpose_rhs} : (tensor<2x8x16xf32>, tensor<50x16xf32>) -> tensor<2x8x50xf32>

@@ -3,9 +3,11 @@
 // Under --precision=fp8 the step-time model decides per GEMM whether FP8
 // pays: the product on the device's FP8 curve (DeviceModel::fp8Gemm) plus
 // the quantization of both operands must take less time than the product
-// on the BF16 curve. Quantizing an operand is two bandwidth-bound launches
-// over it: its amax (reading the BF16 operand) and its FP8 copy (reading
-// it again, writing one byte an element). Predictor::gemm (perf/
+// on the BF16 curve. Quantizing an operand is one bandwidth-bound launch
+// over it, reading the BF16 operand and writing its FP8 copy, one byte an
+// element, at the scale of the amax its call site saw on its previous call
+// (gathering this call's on the way; a site's first call adds an amax
+// pass, once a run, which the model leaves out). Predictor::gemm (perf/
 // StepTime.cpp) prices the GEMMs otc-fp8-gemms marked with the same
 // functions, so the choice and the prediction agree.
 //
@@ -20,9 +22,9 @@
 
 namespace otc {
 
-/// The two launches that quantize a BF16 operand of `elements` to FP8 on
-/// `device`: amax (2 bytes read an element) and the scaled, rounded copy
-/// (2 read, 1 written), each priced by its bytes with its launch.
+/// The launch that quantizes a BF16 operand of `elements` to FP8 on
+/// `device` (2 bytes read and 1 written an element), priced by its bytes
+/// with its launch.
 LaunchCost fp8QuantizeCost(const DeviceModel &device, int64_t elements);
 
 /// Seconds of the product M x N x K (one GEMM, BF16 result) on `device`:

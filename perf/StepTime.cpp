@@ -359,8 +359,8 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
   if (fp8)
     for (int64_t elements : {lhsElements, rhsElements})
       add(gemmTraceName(g) + ".fp8_quantize", "fp8_quantize", 0,
-          3.0 * double(elements) + 2.0 * double(elements),
-          fp8QuantizeCost(d, elements), /*traced=*/false);
+          3.0 * double(elements), fp8QuantizeCost(d, elements),
+          /*traced=*/false);
   return success();
 }
 

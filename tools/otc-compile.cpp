@@ -464,7 +464,12 @@ int Compile::readLossAndDims() {
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
   pipeline.backEnd.packAttention = !noPackAttention;
-  pipeline.backEnd.chunkedLoss = !noChunkedLoss;
+  // Under fp8 on a device with FP8 GEMMs the LM head stays three GEMMs,
+  // which can run FP8 (the chunked loss's products are BF16), unless a
+  // chunk is asked for.
+  bool fp8Head = precision == "fp8" && deviceModel->fp8Gemm.rate > 0 &&
+                 !lossChunkRows.getNumOccurrences();
+  pipeline.backEnd.chunkedLoss = !noChunkedLoss && !fp8Head;
   pipeline.backEnd.lossChunkRows = lossChunkRows;
   // The LM head's chunk chosen by its predicted time on the device.
   pipeline.backEnd.priceLossChunk = [model = deviceModel](Operation *op) {

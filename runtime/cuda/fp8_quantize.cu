@@ -1,11 +1,14 @@
-// The quantize kernels of the cuda FP8 GEMM (gemm.h, gemm_fp8.cpp): the
-// largest magnitude of a BF16 matrix (one grid-stride pass, a block's
-// maximum then one atomic maximum of its bits, which order non-negative
-// floats as integers), and its FP8 copy, scaled by otcrt_fp8_scale of that
-// amax and rounded by otcrt_float_to_fp8 (otcrt/fp8.h, the host
-// emulation's own functions, so the bytes are the cpu's), transposed when
-// asked, with 1 / scale written for cuBLASLt's scale pointer. Both read
-// the amax on the device: no synchronization, a CUDA graph captures them.
+// The quantize kernels of the cuda FP8 GEMM (gemm.h, gemm_fp8.cpp): one
+// pass that writes a BF16 matrix's FP8 copy, scaled by otcrt_fp8_scale of
+// the amax its call site saw on its previous call and rounded by
+// otcrt_float_to_fp8 (otcrt/fp8.h, the host emulation's own functions, so
+// the bytes are the cpu's), transposed when asked, with 1 / scale written
+// for cuBLASLt's scale pointer, while it gathers this call's amax (each
+// block's maximum, then one atomic maximum of its bits, which order
+// non-negative floats as integers) for the next call; and, on a site's
+// first call only, an amax pass before it, so that the first call scales
+// from its own operand. Everything stays on the device: no
+// synchronization, a CUDA graph captures them.
 #include "common.cuh"
 #include "gemm.h"
 #include "otcrt/fp8.h"
@@ -37,18 +40,39 @@ __global__ void amaxKernel(const uint16_t *x, int64_t rows, int64_t cols,
 }
 
 __global__ void quantizeKernel(Fp8Quantize q) {
-  const float scale = otcrt_fp8_scale(*q.amax, q.format);
+  __shared__ float partial[kThreads];
+  const float scale = otcrt_fp8_scale(*q.prev, q.format);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *q.invScale = 1.0f / scale;
   const int64_t total = q.rows * q.cols;
   // Output element o of the [outRows, outCols] copy; its source (i, j).
   const int64_t outCols = q.transpose ? q.rows : q.cols;
+  float m = 0.0f;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = o / outCols, c = o % outCols;
     int64_t i = q.transpose ? c : r, j = q.transpose ? r : c;
-    q.out[o] = otcrt_float_to_fp8(
-        otcrt_bf16_to_float(q.x[i * q.ld + j]) * scale, q.format);
+    float v = otcrt_bf16_to_float(q.x[i * q.ld + j]);
+    m = fmaxf(m, fabsf(v));
+    q.out[o] = otcrt_float_to_fp8(v * scale, q.format);
+  }
+  partial[threadIdx.x] = m;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      partial[threadIdx.x] =
+          fmaxf(partial[threadIdx.x], partial[threadIdx.x + half]);
+    __syncthreads();
+  }
+  if (threadIdx.x != 0)
+    return;
+  atomicMax(reinterpret_cast<int *>(q.cur), __float_as_int(partial[0]));
+  // The last block to finish (every other one has read *prev by then)
+  // keeps this call's amax for the next one.
+  __threadfence();
+  if (atomicAdd(q.counter, 1u) == gridDim.x - 1) {
+    *q.prev = __int_as_float(atomicExch(reinterpret_cast<int *>(q.cur), 0));
+    *q.counter = 0;
   }
 }
 
@@ -60,11 +84,13 @@ int blocksFor(int64_t total) {
 } // namespace
 
 int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream) {
-  if (cudaMemsetAsync(q.amax, 0, sizeof(float), stream) != cudaSuccess)
-    return 1;
   const int64_t total = q.rows * q.cols;
-  amaxKernel<<<blocksFor(total), kThreads, 0, stream>>>(q.x, q.rows, q.cols,
-                                                        q.ld, q.amax);
+  if (q.first) {
+    if (cudaMemsetAsync(q.prev, 0, sizeof(float), stream) != cudaSuccess)
+      return 1;
+    amaxKernel<<<blocksFor(total), kThreads, 0, stream>>>(q.x, q.rows, q.cols,
+                                                          q.ld, q.prev);
+  }
   quantizeKernel<<<blocksFor(total), kThreads, 0, stream>>>(q);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

@@ -50,21 +50,32 @@ int launchGemmEpilogue(const GemmEpilogue &e, cudaStream_t stream);
 /// One quantization of an FP8 GEMM's operand (fp8_quantize.cu): `x`, a
 /// BF16 matrix of `rows` x `cols` with row stride `ld`, is written to
 /// `out` as FP8 of `format` (OtcrtFp8Format), row-major [rows, cols], or
-/// [cols, rows] when `transpose`; scaled by otcrt_fp8_scale of its largest
-/// magnitude, which goes to `amax`, and 1 / scale to `invScale` (device
-/// floats).
+/// [cols, rows] when `transpose`; scaled by otcrt_fp8_scale of `*prev`, the
+/// amax its call site saw on its previous call (with `first`, the site's
+/// first call, x's own, computed into `*prev` by a pass before), 1 / scale
+/// written to `*invScale`. The pass gathers x's amax in `*cur` and, in its
+/// last block (`*counter` counts the finished ones), moves it to `*prev`
+/// for the next call and zeroes `*cur` and `*counter` (device memory,
+/// zeroed when the site is made).
 struct Fp8Quantize {
   const uint16_t *x = nullptr;
   int64_t rows = 0, cols = 0, ld = 0;
   bool transpose = false;
   int32_t format = 0;
   uint8_t *out = nullptr;
-  float *amax = nullptr, *invScale = nullptr;
+  float *prev = nullptr, *cur = nullptr, *invScale = nullptr;
+  unsigned *counter = nullptr;
+  bool first = false;
 };
 
-/// Queues the amax and quantize kernels of `q` on `stream`: 0, or 1 on a
-/// launch error. No allocation, no synchronization.
+/// Queues the quantize kernel of `q` on `stream` (the amax pass before it
+/// on a site's first call): 0, or 1 on a launch error. No allocation, no
+/// synchronization.
 int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream);
+
+/// Forgets the amax every FP8 call site saw (the GPU test: each call then
+/// scales from its own operands, as a site's first call does).
+void forgetFp8Scales();
 
 /// How the last otcrt_gemm call of this thread computed its result.
 enum class GemmRoute {

@@ -1,7 +1,10 @@
 // otcrt_gemm_fp8 (otcrt/abi.h) for libotcrt_cuda: the FP8 GEMM of
-// --precision=fp8 on cuBLASLt. Each operand gets its amax and its FP8 copy
-// (fp8_quantize.cu) in the one layout cuBLASLt's FP8 GEMMs take, "TN": in
-// the column-major product C^T = op(B)^T op(A)^T that the BF16 GEMM
+// --precision=fp8 on cuBLASLt. Each operand gets its FP8 copy
+// (fp8_quantize.cu), scaled from the amax its call site (its static descriptor)
+// saw on its previous call (delayed scaling: one pass, which gathers this
+// call's amax for the next; a site's first call scales from its own, an amax
+// pass before), in the one layout cuBLASLt's FP8 GEMMs take, "TN": in the
+// column-major product C^T = op(B)^T op(A)^T that the BF16 GEMM
 // (gemm_cublaslt.cpp) computes, the first operand transposed, so our B is
 // copied as [N, K] and our A as [M, K], each transposed on the way when it
 // is stored the other way. cuBLASLt multiplies them (FP32 compute, the
@@ -50,14 +53,22 @@ struct Fp8Route {
 
 using Fp8Key = std::array<int64_t, 14>;
 
+/// One call site's (static descriptor's) amax state on the device: for A
+/// and B, the amax of its previous call, this call's as it is gathered,
+/// and the count of finished quantize blocks (gemm.h's Fp8Quantize).
+struct Fp8Site {
+  float *slots = nullptr; // prev A, cur A, prev B, cur B, counter A, counter B
+  bool called = false;
+};
+
 struct Fp8State {
   std::mutex mutex;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
   /// The FP8 copies of A and B, the FP32 product of a scratch route, and
-  /// amax A, amax B, 1 / scale A, 1 / scale B. Outgrown buffers stay
-  /// allocated: a captured graph may still use them.
+  /// 1 / scale A, 1 / scale B (at 2 and 3 of 4 floats). Outgrown buffers
+  /// stay allocated: a captured graph may still use them.
   uint8_t *operands = nullptr;
   size_t operandBytes = 0;
   float *product = nullptr;
@@ -65,6 +76,7 @@ struct Fp8State {
   float *scales = nullptr;
   std::vector<void *> outgrown;
   std::map<Fp8Key, Fp8Route> routes;
+  std::map<const OtcrtGemm *, Fp8Site> sites;
   std::set<std::string> notices;
 };
 
@@ -232,11 +244,30 @@ std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   return "";
 }
 
+/// The amax state of call site `g`, made (zeroed) on its first call.
+std::string siteOf(Fp8State &s, const OtcrtGemm *g, cudaStream_t stream,
+                   Fp8Site *&site) {
+  site = &s.sites[g];
+  if (site->slots)
+    return "";
+  if (capturing(stream))
+    return "an FP8 GEMM call site first seen inside a CUDA graph capture";
+  void *p = nullptr;
+  if (cudaMalloc(&p, 8 * sizeof(float)) != cudaSuccess ||
+      cudaMemset(p, 0, 8 * sizeof(float)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    s.sites.erase(g);
+    return "cannot allocate an FP8 call site's amax";
+  }
+  site->slots = static_cast<float *>(p);
+  return "";
+}
+
 /// The quantize kernels of A and B, cuBLASLt's product, and the epilogue
 /// kernel of a scratch route.
-int runFp8(Fp8State &s, const Fp8Route &r, const OtcrtGemm &g, int32_t aFormat,
-           int32_t bFormat, const void *a, const void *b, void *c,
-           const void *bias, const void *addend, void *aux,
+int runFp8(Fp8State &s, const Fp8Route &r, Fp8Site &site, const OtcrtGemm &g,
+           int32_t aFormat, int32_t bFormat, const void *a, const void *b,
+           void *c, const void *bias, const void *addend, void *aux,
            cudaStream_t stream) {
   size_t aBytes = (size_t(g.m * g.k) + 255) / 256 * 256;
   Fp8Quantize qa, qb;
@@ -247,7 +278,9 @@ int runFp8(Fp8State &s, const Fp8Route &r, const OtcrtGemm &g, int32_t aFormat,
   qa.transpose = g.trans_a; // to [M, K]
   qa.format = aFormat;
   qa.out = s.operands;
-  qa.amax = s.scales;
+  qa.prev = site.slots;
+  qa.cur = site.slots + 1;
+  qa.counter = reinterpret_cast<unsigned *>(site.slots + 4);
   qa.invScale = s.scales + 2;
   qb.x = static_cast<const uint16_t *>(b);
   qb.rows = g.trans_b ? g.n : g.k;
@@ -256,8 +289,12 @@ int runFp8(Fp8State &s, const Fp8Route &r, const OtcrtGemm &g, int32_t aFormat,
   qb.transpose = !g.trans_b; // to [N, K]
   qb.format = bFormat;
   qb.out = s.operands + aBytes;
-  qb.amax = s.scales + 1;
+  qb.prev = site.slots + 2;
+  qb.cur = site.slots + 3;
+  qb.counter = reinterpret_cast<unsigned *>(site.slots + 5);
   qb.invScale = s.scales + 3;
+  qa.first = qb.first = !site.called;
+  site.called = true;
   if (launchFp8Quantize(qa, stream) || launchFp8Quantize(qb, stream))
     return gemmFailed(g, bias, "the FP8 quantize kernels did not launch");
   if (!r.scratch && bias &&
@@ -299,6 +336,14 @@ int runFp8(Fp8State &s, const Fp8Route &r, const OtcrtGemm &g, int32_t aFormat,
 
 } // namespace
 
+void otcrt::cuda::forgetFp8Scales() {
+  Fp8State &s = fp8State();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto &[g, site] : s.sites)
+    s.outgrown.push_back(site.slots);
+  s.sites.clear();
+}
+
 extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
                               int32_t b_format, const void *a, const void *b,
                               void *c, const void *bias, const void *addend,
@@ -325,6 +370,10 @@ extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
     lock.unlock();
     return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
   }
-  return runFp8(s, *route, *g, a_format, b_format, a, b, c, bias, addend, aux,
-                cudaStream);
+  Fp8Site *site = nullptr;
+  why = siteOf(s, g, cudaStream, site);
+  if (!why.empty())
+    return gemmFailed(*g, bias, why);
+  return runFp8(s, *route, *site, *g, a_format, b_format, a, b, c, bias, addend,
+                aux, cudaStream);
 }

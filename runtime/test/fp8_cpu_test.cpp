@@ -2,7 +2,10 @@
 // from the formats' definitions (E4M3: 3 mantissa bits, normals from 2^-6,
 // subnormals in steps of 2^-9, largest 448; E5M2: 2 bits, 2^-14, 2^-16,
 // 57344), and of the host otcrt_gemm_fp8, whose products are checked
-// against sums worked out by hand from those roundings.
+// against sums worked out by hand from those roundings: a call site's first
+// call scaled from its own operands, later ones from the previous call's
+// amax.
+#include "cpu/kernels_cpu.h"
 #include "otcrt/abi.h"
 #include "otcrt/bf16.h"
 #include "otcrt/fp8.h"
@@ -109,6 +112,7 @@ std::vector<uint16_t> bf16s(const std::vector<float> &v) {
 }
 
 TEST(GemmFp8Cpu, RoundsEachOperandAfterItsScale) {
+  otcrt::cpu::forgetFp8Scales();
   // A = [448, 1.0625, 0, ...] (1 x 16): amax 448, scale 1, so 1.0625 rounds
   // to 1.0 in E4M3. B (16 x 1) = [0, 3, 0, ...]: amax 3, scaled to 448
   // exactly. C = 448 * 0 + 1.0 * 3 = 3, where BF16 would give 3.1875.
@@ -130,6 +134,7 @@ TEST(GemmFp8Cpu, RoundsEachOperandAfterItsScale) {
 }
 
 TEST(GemmFp8Cpu, ScalesBackTheProduct) {
+  otcrt::cpu::forgetFp8Scales();
   // A = [0.5, 0.25] (1 x 2, padded to K = 16 with zeros), amax 0.5: scale
   // 896, values 448 and 224 (exact). B (E5M2) = [2, 4]: scale 14336,
   // values 28672 and 57344 (exact). C = (448 * 28672 + 224 * 57344) /
@@ -149,6 +154,7 @@ TEST(GemmFp8Cpu, ScalesBackTheProduct) {
 }
 
 TEST(GemmFp8Cpu, ScaleSpansTheWholeTransposedOperand) {
+  otcrt::cpu::forgetFp8Scales();
   // B stored transposed (N x K = 2 x 16): row 0 holds 1000, row 1 holds
   // 1.5, so one scale, 448 / 1000, covers both: 1.5 x 0.448 = 0.672 rounds
   // in E4M3 (spacing 1/16 in [0.5, 1)) to 0.6875, which is 1.5346 scaled
@@ -173,7 +179,36 @@ TEST(GemmFp8Cpu, ScaleSpansTheWholeTransposedOperand) {
   EXPECT_EQ(otcrt_bf16_to_float(c[1]), 24.5f);
 }
 
+TEST(GemmFp8Cpu, LaterCallsScaleFromThePreviousAmax) {
+  otcrt::cpu::forgetFp8Scales();
+  // One call site (one descriptor) three times. B = [1, 8, 0, ...]: amax 8,
+  // exact at scale 56 every time. First call, A = [448, 1.5]: its own amax
+  // 448, scale 1: C = 448 + 12 = 460. Second call, A = [896, 1.5], at the
+  // first call's amax (448, scale 1): 896 is held at 448, C = 460 again
+  // (its own amax would give scale 0.5 and C = 908). Third call, the same
+  // A, at the second's amax (896, scale 0.5): C = 908.
+  static const OtcrtGemm g = plain(1, 1, 16);
+  std::vector<float> a(16, 0.0f), b(16, 0.0f);
+  b[0] = 1.0f;
+  b[1] = 8.0f;
+  const std::vector<uint16_t> hb = bf16s(b);
+  std::vector<uint16_t> c(1, 0);
+  const float first[] = {448.0f, 896.0f, 896.0f};
+  const float want[] = {460.0f, 460.0f, 908.0f};
+  for (int call = 0; call < 3; ++call) {
+    a[0] = first[call];
+    a[1] = 1.5f;
+    std::vector<uint16_t> ha = bf16s(a);
+    ASSERT_EQ(otcrt_gemm_fp8(&g, OTCRT_FP8_E4M3, OTCRT_FP8_E4M3, ha.data(),
+                             hb.data(), c.data(), nullptr, nullptr, nullptr,
+                             nullptr),
+              0);
+    EXPECT_EQ(otcrt_bf16_to_float(c[0]), want[call]) << "call " << call;
+  }
+}
+
 TEST(GemmFp8Cpu, RefusesTwoE5M2OperandsAndF32) {
+  otcrt::cpu::forgetFp8Scales();
   std::vector<uint16_t> ha(16, 0), hb(16, 0), c(1, 0);
   OtcrtGemm g = plain(1, 1, 16);
   EXPECT_NE(otcrt_gemm_fp8(&g, OTCRT_FP8_E5M2, OTCRT_FP8_E5M2, ha.data(),

@@ -2,7 +2,9 @@
 // its quantize kernels (cuda/fp8_quantize.cu) against the host emulation
 // (otcrt::cpu::gemmFp8, compiled in): the FP8 copy of a BF16 matrix, plain
 // and transposed, E4M3 and E5M2, byte for byte the host's rounding of the
-// same scaled values, with the same 1 / scale; then products of every
+// same scaled values, with the same 1 / scale, on a call site's first call
+// (its own amax) and a second (the first's amax, kept on the device for
+// it); then products of every
 // transpose pair, E4M3 x E4M3 and E4M3 x E5M2 either way, into BF16 and
 // FP32, with beta 0 and 1, a bias, GELU with a bias and its gradient (the
 // FP32 product and the epilogue kernel), against the emulation within a
@@ -18,48 +20,72 @@
 namespace cudatest {
 namespace {
 
-/// The quantize kernels on a rows x cols BF16 matrix (row stride cols + 3)
-/// against the host's bytes.
-void testQuantize(std::mt19937 &rng, int32_t format, bool transpose) {
-  const int64_t rows = 40, cols = 56, ld = cols + 3;
-  Check c(std::string("fp8 quantize ") +
-          (format == OTCRT_FP8_E4M3 ? "e4m3" : "e5m2") +
-          (transpose ? " transposed" : ""));
-  Floats x = random(rows * ld, rng, -3, 3);
-  x[5] = 17.25f; // the amax
-  Bf16s h = toBf16(x);
-  float amax = 0;
+/// The FP8 copy the host makes of h (rows x cols, row stride ld) at the
+/// scale of `amax`, and h's own amax.
+std::vector<uint8_t> hostCopy(const Bf16s &h, int64_t rows, int64_t cols,
+                              int64_t ld, bool transpose, int32_t format,
+                              float amax, float &own) {
+  own = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      amax = std::max(amax, std::fabs(bf16ToFloat(h[i * ld + j])));
-  const float scale = otcrt_fp8_scale(amax, format);
+      own = std::max(own, std::fabs(bf16ToFloat(h[i * ld + j])));
+  const float scale = otcrt_fp8_scale(amax < 0 ? own : amax, format);
   std::vector<uint8_t> want(rows * cols);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
       want[transpose ? j * rows + i : i * cols + j] =
           otcrt_float_to_fp8(bf16ToFloat(h[i * ld + j]) * scale, format);
+  return want;
+}
+
+/// The quantize kernels on a rows x cols BF16 matrix (row stride cols + 3)
+/// against the host's bytes: a site's first call (an amax pass, then the
+/// copy at its own scale), then a second call on other values, at the
+/// first's amax (those past it held at the format's largest value), which
+/// leaves its own amax for the next.
+void testQuantize(std::mt19937 &rng, int32_t format, bool transpose) {
+  const int64_t rows = 40, cols = 56, ld = cols + 3;
+  Check c(std::string("fp8 quantize ") +
+          (format == OTCRT_FP8_E4M3 ? "e4m3" : "e5m2") +
+          (transpose ? " transposed" : ""));
   otcrt::cuda::Fp8Quantize q;
-  q.x = reinterpret_cast<const uint16_t *>(device(h));
   q.rows = rows;
   q.cols = cols;
   q.ld = ld;
   q.transpose = transpose;
   q.format = format;
   q.out = device(std::vector<uint8_t>(rows * cols));
-  float *scales = device(Floats(2));
-  q.amax = scales;
-  q.invScale = scales + 1;
-  c.rc(otcrt::cuda::launchFp8Quantize(q, nullptr), "launch");
-  std::vector<uint8_t> got = host(q.out, want.size());
-  Floats s = host(scales, 2);
-  if (got != want) {
-    std::printf("  the device's FP8 bytes differ from the host's\n");
-    c.ok = false;
-  }
-  if (s[0] != amax || s[1] != 1.0f / scale) {
-    std::printf("  amax %g, 1/scale %g; host %g, %g\n", s[0], s[1], amax,
-                1.0f / scale);
-    c.ok = false;
+  float *slots = device(Floats(4)); // prev, cur, 1 / scale, counter
+  q.prev = slots;
+  q.cur = slots + 1;
+  q.invScale = slots + 2;
+  q.counter = reinterpret_cast<unsigned *>(slots + 3);
+  float amax = -1; // none yet
+  for (int call = 0; call < 2; ++call) {
+    Floats x = random(rows * ld, rng, -3, 3);
+    x[5] = call ? 23.5f : 17.25f; // the amax; the second past the first
+    Bf16s h = toBf16(x);
+    float own = 0;
+    std::vector<uint8_t> want =
+        hostCopy(h, rows, cols, ld, transpose, format, amax, own);
+    const float scale = otcrt_fp8_scale(amax < 0 ? own : amax, format);
+    q.x = reinterpret_cast<const uint16_t *>(device(h));
+    q.first = call == 0;
+    c.rc(otcrt::cuda::launchFp8Quantize(q, nullptr), "launch");
+    std::vector<uint8_t> got = host(q.out, want.size());
+    Floats s = host(slots, 4);
+    if (got != want) {
+      std::printf("  call %d: the device's FP8 bytes differ from the host's\n",
+                  call);
+      c.ok = false;
+    }
+    if (s[0] != own || s[1] != 0 || s[2] != 1.0f / scale || s[3] != 0) {
+      std::printf("  call %d: amax %g (host %g), 1/scale %g (host %g), cur %g,"
+                  " counter %g\n",
+                  call, s[0], own, s[2], 1.0f / scale, s[1], s[3]);
+      c.ok = false;
+    }
+    amax = own;
   }
 }
 
@@ -72,9 +98,12 @@ struct Fp8Case {
   bool bias;
 };
 
-/// One product against the emulation: C, and aux for GELU.
+/// One product against the emulation: C, and aux for GELU; each side's
+/// first call of the site (both forget the sites' amax first).
 void testFp8Gemm(const Fp8Case &tc, std::mt19937 &rng) {
   Check c("fp8 gemm " + tc.name);
+  otcrt::cpu::forgetFp8Scales();
+  otcrt::cuda::forgetFp8Scales();
   OtcrtGemm g{};
   g.trans_a = tc.ta;
   g.trans_b = tc.tb;
