@@ -923,8 +923,9 @@ def main():
     b.add_argument("--micro-batches", help="comma-separated (default 8,16; --tiny 2,4)")
     b.add_argument("--grad-accum", type=int, default=1)
     b.add_argument("--target", choices=("cuda", "cpu"), default="cuda")
-    b.add_argument("--precision", choices=("fp32", "bf16"),
-                   help="default bf16 (cuda), fp32 (cpu)")
+    b.add_argument("--precision", choices=("fp32", "bf16", "fp8"),
+                   help="default bf16 (cuda), fp32 (cpu); fp8: the GEMMs the "
+                   "step-time model picks run FP8 (README, \"FP8 GEMMs\")")
     b.add_argument("--tiny", action="store_true",
                    help="a 2-layer model (smoke test; --model gpt2-tiny)")
     b.add_argument("--model", choices=sorted(MODELS), default="gpt2-124m",

@@ -702,9 +702,10 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
   return success();
 }
 
-/// An otcrt_gemm call: its descriptor as a static constant in a block of
-/// its own, then the call, whose non-zero status stops the program naming
-/// the node, as for the kernel library.
+/// An otcrt_gemm call (otcrt_gemm_fp8 for an FP8 GEMM, its operands'
+/// formats after the descriptor): its descriptor as a static constant in a
+/// block of its own, then the call, whose non-zero status stops the program
+/// naming the node, as for the kernel library.
 LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   FailureOr<std::optional<GemmCall>> call =
       gemmCall(g, [&](Value v) -> std::string { return names[v]; });
@@ -712,17 +713,26 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
     return failure();
   if (!*call)
     return success();
+  // An FP8 GEMM passes its operands' formats after the descriptor.
+  const auto &fp8 = (*call)->fp8;
+  const char *function = fp8 ? "otcrt_gemm_fp8" : "otcrt_gemm";
   SmallVector<KernelArg> abiArgs = {KernelArg::pointer("OtcrtGemm")};
+  std::string formats;
+  if (fp8) {
+    abiArgs.push_back(KernelArg::integer(fp8->first));
+    abiArgs.push_back(KernelArg::integer(fp8->second));
+    formats =
+        std::to_string(fp8->first) + ", " + std::to_string(fp8->second) + ", ";
+  }
   for (Value v : (*call)->buffers)
     abiArgs.push_back(v ? KernelArg::pointer(bufferPointee(v))
                         : KernelArg::null());
   abiArgs.push_back(KernelArg::pointer("void"));
-  if (std::string wrong = checkKernelCall("otcrt_gemm", abiArgs);
-      !wrong.empty())
+  if (std::string wrong = checkKernelCall(function, abiArgs); !wrong.empty())
     return g.emitError("the GEMM call differs from its signature: ") << wrong;
   funcs << "  {\n    static const OtcrtGemm g = " << (*call)->descriptor
-        << ";\n    OTC_CALL(" << cString(gemmTraceName(g))
-        << ", OTC_LIB(otcrt_gemm, &g, " << (*call)->operands << ", "
+        << ";\n    OTC_CALL(" << cString(gemmTraceName(g)) << ", OTC_LIB("
+        << function << ", &g, " << formats << (*call)->operands << ", "
         << target.streamArgument() << "));\n  }\n";
   return success();
 }

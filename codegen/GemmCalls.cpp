@@ -3,11 +3,13 @@
 // The otcrt_gemm call of a GEMM: its OtcrtGemm descriptor (transposes,
 // sizes, beta, the element types, the epilogue: bias, addend, gelu, dgelu;
 // row and batch strides of the row-major operands, in the field order of
-// runtime/include/otcrt/abi.h) and its buffers.
+// runtime/include/otcrt/abi.h) and its buffers; an FP8 GEMM's operand
+// formats (ir/Fp8.h) for otcrt_gemm_fp8.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/GemmCalls.h"
+#include "ir/Fp8.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
 
@@ -82,5 +84,9 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
                   name(g.getOut()) + ", " + orNull(bias) + ", " +
                   orNull(addend) + ", " + orNull(aux);
   call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), bias, addend, aux};
+  if (std::optional<Fp8Operands> fp8 = gemmFp8(g)) {
+    auto format = [](Fp8Format f) { return f == Fp8Format::E4M3 ? 0 : 1; };
+    call.fp8 = std::make_pair(format(fp8->lhs), format(fp8->rhs));
+  }
   return std::optional<GemmCall>(std::move(call));
 }

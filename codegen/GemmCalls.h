@@ -13,12 +13,14 @@
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace otc {
 
-/// One otcrt_gemm call.
+/// One otcrt_gemm (or otcrt_gemm_fp8) call.
 struct GemmCall {
   /// The OtcrtGemm initializer, `{0, 1, 4, ...}`.
   std::string descriptor;
@@ -27,6 +29,10 @@ struct GemmCall {
   std::string operands;
   /// Those buffers in order (null where the call passes `nullptr`).
   std::vector<mlir::Value> buffers;
+  /// An FP8 GEMM (ir/Fp8.h): otcrt_gemm_fp8 with the OtcrtFp8Format of A
+  /// and B (otcrt/fp8.h: 0 E4M3, 1 E5M2), as the library sees them (the
+  /// operands of the GEMM op in order).
+  std::optional<std::pair<int, int>> fp8;
 };
 
 /// The call computing `g`, each buffer named by `name`; nullopt for an

@@ -1,25 +1,80 @@
-//===- DataMovementOps.cpp - data movement ops of the reference interpreter ===//
+//===- DataMovementOps.cpp - data movement ops of the reference interpreter
+//===//
 //
 // The ops that move elements rather than compute new ones (plus the matrix
-// product): matmul, transpose, reshape, broadcast, concat, slice and its
-// gradient, gather and its gradient, and trilu. Each loops over the result's
+// product, with its own rounding of an FP8 GEMM's operands): matmul,
+// transpose, reshape, broadcast, concat, slice and its gradient, gather and
+// its gradient, and trilu. Each loops over the result's
 // elements (or, for the gradients, the incoming gradient's) and computes the
 // source position from the op's description in ir/OtcOps.td.
 //
 //===----------------------------------------------------------------------===//
 
 #include "interp/InterpreterImpl.h"
+#include "ir/Fp8.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using otc::interp::Tensor;
 using namespace otc::interp::detail;
 
+/// x rounded to the nearest value of a float format with `mantissaBits`
+/// stored mantissa bits, normal exponents from `minExponent` and largest
+/// finite value `max` (ties to the even quantum; past max, infinities
+/// included, held at +-max): the spacing of the values near x is
+/// 2^(e - mantissaBits), e the exponent of x but at least minExponent (the
+/// subnormals share the smallest normal binade's spacing).
+static double roundToSmallFloat(double x, int mantissaBits, int minExponent,
+                                double max) {
+  if (std::isnan(x) || x == 0)
+    return x;
+  double magnitude = std::fabs(x);
+  if (std::isinf(magnitude))
+    return std::copysign(max, x);
+  int e = std::ilogb(magnitude);
+  double spacing = std::ldexp(1.0, std::max(e, minExponent) - mantissaBits);
+  // magnitude / spacing is exact (a power of two); nearbyint rounds half
+  // to even in the default rounding mode.
+  double rounded = std::nearbyint(magnitude / spacing) * spacing;
+  return std::copysign(std::min(rounded, max), x);
+}
+
+double otc::interp::roundToFp8(double x, bool e4m3) {
+  return e4m3 ? roundToSmallFloat(x, 3, -6, 448.0)
+              : roundToSmallFloat(x, 2, -14, 57344.0);
+}
+
+/// The values an FP8 GEMM multiplies for operand `t` in `format` ("e4m3":
+/// 3 mantissa bits, normals from 2^-6, max 448; "e5m2": 2 bits, 2^-14,
+/// 57344): t scaled by s = max / amax(t) (1 when amax is 0 or not finite),
+/// rounded to the format, and divided by s again (ir/Fp8.h; a program's
+/// first call of the GEMM scales so, later ones from the previous call's
+/// amax, which one run of a function never reaches).
+static Tensor fp8Operand(const Tensor &t, otc::Fp8Format format) {
+  bool e4m3 = format == otc::Fp8Format::E4M3;
+  double max = e4m3 ? 448.0 : 57344.0;
+  double amax = 0;
+  for (double x : t.data)
+    amax = std::max(amax, std::fabs(x));
+  double scale = amax > 0 && std::isfinite(amax) ? max / amax : 1.0;
+  Tensor out = t;
+  for (double &x : out.data)
+    x = otc::interp::roundToFp8(x * scale, e4m3) / scale;
+  return out;
+}
+
 /// result[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n], where A is
 /// lhs (or its last two dims swapped with transpose_lhs), B likewise, and the
-/// batch dims of lhs and rhs broadcast to the result's.
+/// batch dims of lhs and rhs broadcast to the result's. With `fp8`, A and B
+/// are first rounded to their FP8 formats, each scaled as one tensor.
 LogicalResult Interpreter::run(otc::MatMulOp op) {
-  const Tensor &a = get(op.getLhs());
-  const Tensor &b = get(op.getRhs());
+  std::optional<otc::Fp8Operands> fp8 = otc::gemmFp8(op);
+  const Tensor &a =
+      fp8 ? fp8Operand(get(op.getLhs()), fp8->lhs) : get(op.getLhs());
+  const Tensor &b =
+      fp8 ? fp8Operand(get(op.getRhs()), fp8->rhs) : get(op.getRhs());
   Tensor out = zeros(shapeOf(op.getResult()));
   size_t rank = out.shape.size(), rankA = a.shape.size();
   int64_t m = out.shape[rank - 2], n = out.shape[rank - 1];

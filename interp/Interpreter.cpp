@@ -165,8 +165,25 @@ LogicalResult Interpreter::run(otc::ConstantOp op) {
 // Entry point
 //===----------------------------------------------------------------------===//
 
+/// Rounds the results of `op` of BF16 element type to BF16 (nearest even).
+static void roundBf16Results(Operation &op, Interpreter &interpreter) {
+  for (Value r : op.getResults()) {
+    if (!getElementTypeOrSelf(r.getType()).isBF16())
+      continue;
+    Tensor t = interpreter.get(r);
+    for (double &x : t.data) {
+      APFloat f(x);
+      bool lost = false;
+      f.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+      x = f.convertToDouble();
+    }
+    interpreter.set(r, std::move(t));
+  }
+}
+
 FailureOr<std::vector<Tensor>> otc::interp::runFunction(func::FuncOp func,
-                                                        ArrayRef<Tensor> args) {
+                                                        ArrayRef<Tensor> args,
+                                                        bool roundBf16) {
   if (func.isExternal() || !func.getBody().hasOneBlock())
     return func.emitError("cannot interpret @")
            << func.getSymName() << ": it must have exactly one block";
@@ -196,6 +213,8 @@ FailureOr<std::vector<Tensor>> otc::interp::runFunction(func::FuncOp func,
     }
     if (failed(interpreter.evaluate(&op)))
       return failure();
+    if (roundBf16)
+      roundBf16Results(op, interpreter);
   }
   return func.emitError("@")
          << func.getSymName() << " does not end in func.return";

@@ -35,11 +35,13 @@ ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "shard_optimizer needs a world_size of 2 or more, "
                           "got "
                        << worldSize;
-  if (precision != "fp32" && precision != "bf16")
-    return emitError() << "precision must be \"fp32\" or \"bf16\", got \""
-                       << precision << "\"";
-  if (fp32GradAccum && precision != "bf16")
-    return emitError() << "fp32_grad_accum needs precision \"bf16\"";
+  if (precision != "fp32" && precision != "bf16" && precision != "fp8")
+    return emitError()
+           << "precision must be \"fp32\", \"bf16\" or \"fp8\", got \""
+           << precision << "\"";
+  if (fp32GradAccum && precision == "fp32")
+    return emitError() << "fp32_grad_accum needs precision \"bf16\" or "
+                          "\"fp8\"";
   if (!(weightDecay >= 0) || !std::isfinite(weightDecay))
     return emitError() << "weight_decay must be finite and non-negative, got "
                        << weightDecay;

@@ -53,8 +53,10 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
     import:
     - `micro_batch`: samples per micro-step (the graph inputs' leading
       dimension), `grad_accum`: micro-steps per optimizer step;
-    - `precision`: "fp32", or "bf16" (BF16 compute with FP32 masters and
-      AdamW states), with `fp32_grad_accum` keeping the gradients FP32;
+    - `precision`: "fp32", "bf16" (BF16 compute with FP32 masters and
+      AdamW states), or "fp8" (bf16, and the GEMMs otc-fp8-gemms picks
+      multiply per-tensor scaled FP8 operands: ir/Fp8.h), with
+      `fp32_grad_accum` keeping the gradients FP32 (bf16 or fp8);
     - AdamW's `weight_decay`, `beta1`, `beta2` and `epsilon`;
     - `target`: a registered target ("cpu", "cuda"; ir/TargetRegistry.h),
       and `device`, one of that target's device models, which its time is
@@ -76,8 +78,8 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
   let parameters = (ins
     "int64_t":$micro_batch,
     "int64_t":$grad_accum,
-    StringRefParameter<"fp32 or bf16">:$precision,
-    Otc_BoolParameter<"FP32 gradients under bf16">:$fp32_grad_accum,
+    StringRefParameter<"fp32, bf16 or fp8">:$precision,
+    Otc_BoolParameter<"FP32 gradients under bf16 or fp8">:$fp32_grad_accum,
     Otc_DoubleParameter<"AdamW weight decay">:$weight_decay,
     Otc_DoubleParameter<"AdamW beta1">:$beta1,
     Otc_DoubleParameter<"AdamW beta2">:$beta2,
@@ -90,7 +92,13 @@ def Otc_ConfigAttr : AttrDef<Otc_Dialect, "Config"> {
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    bool bf16() const { return getPrecision() == "bf16"; }
+    /// BF16 compute: precision "bf16", or "fp8" (BF16 everywhere but the
+    /// FP8 GEMMs).
+    bool bf16() const {
+      return getPrecision() == "bf16" || getPrecision() == "fp8";
+    }
+    /// Precision "fp8": otc-fp8-gemms picks the GEMMs that run FP8.
+    bool fp8() const { return getPrecision() == "fp8"; }
     double weightDecay() const { return getWeightDecay().convertToDouble(); }
     double beta1() const { return getBeta1().convertToDouble(); }
     double beta2() const { return getBeta2().convertToDouble(); }

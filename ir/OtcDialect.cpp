@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtcDialect.h"
+#include "ir/Fp8.h"
 #include "ir/ShapeUtils.h"
 #include "ir/TargetRegistry.h"
 
@@ -139,6 +140,9 @@ LogicalResult CastOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatMulOp::verify() {
+  if (failed(verifyGemmFp8(*this, getElementTypeOrSelf(getLhs().getType()),
+                           getElementTypeOrSelf(getRhs().getType()))))
+    return failure();
   ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs()),
                     r = shapeOf(getResult());
   if (a.size() < 2 || b.size() < 2)

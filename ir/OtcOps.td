@@ -135,7 +135,8 @@ def Otc_MatMulOp : Otc_Op<"matmul", [Otc_BF16Product, CostFlops, Pure, Grad]> {
     `lhs` is `[..., M, K]` (`[..., K, M]` when `transpose_lhs`), `rhs` is
     `[..., K, N]` (`[..., N, K]` when `transpose_rhs`); both have rank >= 2
     and their leading (batch) dimensions broadcast. The result is
-    `[batch..., M, N]`.
+    `[batch..., M, N]`. Under precision fp8, otc-fp8-gemms marks the
+    products that multiply FP8 operands with `fp8 = "LHS,RHS"` (ir/Fp8.h).
 
     ```mlir
     %y = otc.matmul %x, %w {transpose_rhs} : (tensor<4x16xf32>, tensor<32x16xf32>) -> tensor<4x32xf32>

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtckDialect.h"
+#include "ir/Fp8.h"
 #include "ir/TargetRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -83,6 +84,9 @@ void otc::otck::forEachByteUser(Value buffer,
 }
 
 LogicalResult GemmOp::verify() {
+  if (failed(verifyGemmFp8(*this, getLhs().getType().getElementType(),
+                           getRhs().getType().getElementType())))
+    return failure();
   bool gelu = getGelu(), dgelu = getDgelu();
   if (Value addend = getAddend()) {
     if (addend.getType() != getOut().getType())

@@ -88,6 +88,12 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
     D = out (otc-fuse-epilogues makes it from a residual add after the
     product).
 
+    With the discardable attribute `fp8 = "LHS,RHS"` (ir/Fp8.h; bf16
+    operands, copied from the otc.matmul that otc-fp8-gemms marked), the
+    operands are scaled per tensor, rounded to E4M3 or E5M2 and multiplied
+    with FP32 accumulation, the sum divided by the two scales before the
+    epilogue.
+
     Two epilogues apply GELU in its tanh form, 0.5 v (1 + tanh(sqrt(2/pi)
     (v + 0.044715 v^3))), to the FP32 result v before its rounding; `aux`
     has out's type and the last dimension N is a multiple of 8 (cuBLASLt's

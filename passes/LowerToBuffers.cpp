@@ -20,10 +20,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "ir/Fp8.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/TypeBytes.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -343,6 +344,8 @@ void FunctionLowering::lowerOp(Operation &op, unsigned index) {
     auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], buf);
     g.setTransposeLhs(mm.getTransposeLhs());
     g.setTransposeRhs(mm.getTransposeRhs());
+    if (std::optional<Fp8Operands> fp8 = gemmFp8(mm))
+      setGemmFp8(g, *fp8);
     return;
   }
   if (auto reshape = dyn_cast<ReshapeOp>(op)) {
@@ -365,6 +368,8 @@ void FunctionLowering::lowerOp(Operation &op, unsigned index) {
     auto g = b.create<otck::GemmOp>(loc, ins[0], ins[1], outs[0]);
     g.setTransposeLhs(mm.getTransposeLhs());
     g.setTransposeRhs(mm.getTransposeRhs());
+    if (std::optional<Fp8Operands> fp8 = gemmFp8(mm); fp8 && bothBf16)
+      setGemmFp8(g, *fp8);
     return;
   }
   auto kernel = b.create<otck::KernelOp>(loc, ins, outs);

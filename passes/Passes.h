@@ -29,6 +29,16 @@ namespace otc {
 /// an otc.linear_cross_entropy_with_grad for each chunk it considers.
 using LossChunkPricer = std::function<double(mlir::Operation *)>;
 
+/// A product of one GEMM, M x N over depth K.
+struct Fp8GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+/// Whether the step-time model (perf/Fp8Cost.h) predicts the GEMM of a
+/// shape faster in FP8, its operands' quantization included, than in BF16:
+/// what otc-fp8-gemms asks of each candidate.
+using Fp8GemmPricer = std::function<bool(const Fp8GemmShape &)>;
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
@@ -38,6 +48,9 @@ using LossChunkPricer = std::function<double(mlir::Operation *)>;
 /// otc-chunk-loss choosing its chunk by `price` (Passes.td).
 std::unique_ptr<mlir::Pass> createChunkLoss(const ChunkLossOptions &options,
                                             LossChunkPricer price);
+
+/// otc-fp8-gemms choosing by `pays` (Passes.td).
+std::unique_ptr<mlir::Pass> createFp8Gemms(Fp8GemmPricer pays);
 
 /// Whether kernel `k` is a chain of ops with scalar expressions (the
 /// ScalarExpressionOpInterface) that all produce, like its outputs, one

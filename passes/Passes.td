@@ -38,9 +38,9 @@ def Configure : Pass<"otc-configure", "mlir::ModuleOp"> {
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "Micro-steps per optimizer step">,
     Option<"precision", "precision", "std::string", "\"fp32\"",
-           "fp32, or bf16 (BF16 compute, FP32 masters and AdamW states)">,
+           "fp32, bf16 (BF16 compute, FP32 masters and AdamW states) or fp8 (bf16 with FP8 GEMMs where they pay)">,
     Option<"fp32GradAccum", "fp32-grad-accum", "bool", "false",
-           "FP32 gradients under bf16">,
+           "FP32 gradients under bf16 or fp8">,
     Option<"weightDecay", "weight-decay", "double", "0.0",
            "AdamW decoupled weight decay">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
@@ -413,6 +413,30 @@ def PackAttention : Pass<"otc-pack-attention", "mlir::ModuleOp"> {
   }];
 }
 
+def Fp8Gemms : Pass<"otc-fp8-gemms", "mlir::ModuleOp"> {
+  let summary = "The GEMMs that multiply FP8 operands, under precision fp8";
+  let dependentDialects = ["otc::OtcDialect"];
+  let description = [{
+    Last of the fuse-reductions phase (after otc-chunk-loss, whose call
+    keeps its products BF16), under a configuration of precision "fp8"
+    (nothing otherwise): marks an `otc.matmul` with `fp8 = "LHS,RHS"`
+    (ir/Fp8.h) when its operands are BF16, it is one product (a
+    projection's rows stacked, no other batch), M, N and K are multiples of
+    16, at most one operand is a gradient (computed from an op that starts
+    the loss's backward, `*_grad` or `*_with_grad`: E5M2; any other operand
+    E4M3), and, run by otc-compile, the step-time model predicts it faster
+    in FP8 with the quantization of both operands than in BF16
+    (perf/Fp8Cost.h). Run alone (no model), or for otc-compile
+    --fp8-gemms=all, every such product is marked.
+
+    ```mlir
+    %y = otc.matmul %x, %w {transpose_rhs} : (tensor<64x32xbf16>, tensor<16x32xbf16>) -> tensor<64x16xf32>
+    // becomes
+    %y = otc.matmul %x, %w {fp8 = "e4m3,e4m3", transpose_rhs} : ...
+    ```
+  }];
+}
+
 def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let summary = "The LM head, the loss and their gradients in chunks of rows";
   let description = [{
@@ -437,7 +461,9 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
     alone (no price), the chunk is `chunk-rows` rows,
     or (0) the fewest balanced chunks of at most `chunk-mib` MiB of logits,
     rounded up to 64 rows. Other heads stay as they are; otc-compile's
-    `--no-chunked-loss` leaves out the pass.
+    `--no-chunked-loss` leaves out the pass, as does `--precision=fp8` on a
+    device with FP8 GEMMs without `--loss-chunk-rows` (the head's GEMMs
+    can then run FP8).
 
     ```mlir
     %z = otc.matmul %h, %w {transpose_rhs} : (tensor<2x8x16xf32>, tensor<50x16xf32>) -> tensor<2x8x50xf32>

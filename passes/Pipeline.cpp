@@ -100,6 +100,7 @@ static void addPhase(OpPassManager &pm, Phase phase,
       pm.addPass(be.priceLossChunk ? createChunkLoss(c, be.priceLossChunk)
                                    : createChunkLoss(c));
     }
+    pm.addPass(createFp8Gemms(be.fp8Pays));
     return;
   case Phase::Schedule:
     pm.addPass(createSchedule());

@@ -70,6 +70,10 @@ struct BackEndOptions {
   /// compile's device (the driver's step-time model); with it, otc-chunk-
   /// loss chooses the chunk by price (Passes.td).
   LossChunkPricer priceLossChunk;
+  /// Under precision fp8, whether a GEMM pays in FP8 on the compile's
+  /// device (the driver's step-time model); without it otc-fp8-gemms marks
+  /// every GEMM that can run FP8 (otc-compile --fp8-gemms=all).
+  Fp8GemmPricer fp8Pays;
   /// otc-training-loop also builds @decode_step (--generate).
   bool generate = false;
 };

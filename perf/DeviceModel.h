@@ -52,6 +52,9 @@ struct DeviceModel {
   /// FP32 compute (what the runtime asks cuBLASLt for), and with TF32
   /// compute (recorded for comparison: no otc GEMM uses it).
   GemmRate bf16Gemm, fp32Gemm, tf32Gemm;
+  /// GEMMs with FP8 operands (E4M3 or E5M2), FP32 accumulation and a BF16
+  /// result (--precision=fp8); rate 0: the device has none (the cpu).
+  GemmRate fp8Gemm;
   /// Fused attention (FLOPs as its cost interface counts them, a causal
   /// mask counted in full): forward and backward through the BF16 library
   /// path, and the rate of the runtime's own (fallback) kernels on a GPU;
@@ -98,9 +101,10 @@ struct DeviceModel {
   /// device_peaks.h, which the runtime quotes train's MFU against too.
   double peakBf16 = 0, peakFp32 = 0;
   llvm::StringRef peakSource;
-  /// The peak of a program of `precision` ("fp32", "bf16").
+  /// The peak of a program of `precision` ("fp32", "bf16"; "fp8" is quoted
+  /// against BF16's, the precision of all but its FP8 products).
   double peakFor(llvm::StringRef precision) const {
-    return precision == "bf16" ? peakBf16 : peakFp32;
+    return precision == "bf16" || precision == "fp8" ? peakBf16 : peakFp32;
   }
 
   /// The kernels the target's runtime launches for the gradient norm of a

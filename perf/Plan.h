@@ -106,6 +106,15 @@ struct PlanSummary {
   /// The buffers of `libraries`, and the basis of `context`.
   OutsideArena outside;
   int64_t modelFlops = 0, recomputeFlops = 0, optimizerFlops = 0;
+  /// Under precision fp8: the GEMMs of the steps (otck.gemm) and those
+  /// that run FP8 (ir/Fp8.h), each by its trace name, M x N x K and its
+  /// operands' formats ("e4m3,e5m2").
+  struct Fp8Gemm {
+    std::string name, formats;
+    int64_t m = 0, n = 0, k = 0;
+  };
+  int64_t gemms = 0;
+  std::vector<Fp8Gemm> fp8Gemms;
 };
 
 /// The figures of a planned module under its configuration (an error when

@@ -19,15 +19,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "perf/Plan.h"
+#include "codegen/Launches.h"
 #include "ir/Config.h"
-#include "perf/MemoryAccounting.h"
-#include "perf/StepTime.h"
+#include "ir/Fp8.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
 #include "passes/Liveness.h"
 #include "passes/Passes.h"
+#include "perf/MemoryAccounting.h"
+#include "perf/Plan.h"
+#include "perf/StepTime.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
@@ -36,6 +38,27 @@
 
 using namespace mlir;
 using namespace otc;
+
+/// The GEMMs of `module`'s functions, and those that run FP8: the one
+/// fact of their `fp8` attribute (ir/Fp8.h), by trace name and shape (a
+/// projection's rows stacked, as the emitter calls it).
+static void collectFp8Gemms(ModuleOp module, PlanSummary &s) {
+  module.walk([&](otck::GemmOp g) {
+    ++s.gemms;
+    std::optional<Fp8Operands> fp8 = gemmFp8(g);
+    if (!fp8)
+      return;
+    ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
+                      c = g.getOut().getType().getShape();
+    PlanSummary::Fp8Gemm e;
+    e.name = gemmTraceName(g);
+    e.formats = fp8AttrText(*fp8);
+    e.m = numElements(c.drop_back(1));
+    e.n = c.back();
+    e.k = g.getTransposeLhs() ? a[a.size() - 2] : a.back();
+    s.fp8Gemms.push_back(std::move(e));
+  });
+}
 
 FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
                                           const PlanInfo &info) {
@@ -78,6 +101,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       other += bytes;
   });
   s.params = paramsBf16 ? paramsBf16 : paramsF32;
+  collectFp8Gemms(module, s);
   s.masterParams = paramsBf16 ? paramsF32 : 0;
   int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
                        s.inputs + s.constants + s.buffers + s.kvCache +
@@ -161,7 +185,7 @@ Throughput throughput(const StepTime &t, const PlanSummary &s,
                       const PlanInfo &info) {
   Throughput r;
   r.stepSeconds = t.step;
-  bool bf16 = s.precision == "bf16";
+  bool bf16 = s.precision != "fp32";
   r.peak = t.device->peakFor(s.precision);
   r.peakName = (bf16 ? "BF16, " : "FP32, ") + t.device->peakSource.str();
   if (t.step <= 0)
@@ -281,6 +305,20 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
   j.object([&] {
     j.attribute("target", s.target);
     j.attribute("precision", s.precision);
+    // Under fp8: which GEMMs the step-time model ran in FP8.
+    if (s.precision == "fp8") {
+      j.attribute("gemms", s.gemms);
+      j.attributeArray("fp8_gemms", [&] {
+        for (const PlanSummary::Fp8Gemm &g : s.fp8Gemms)
+          j.object([&] {
+            j.attribute("name", g.name);
+            j.attribute("m", g.m);
+            j.attribute("n", g.n);
+            j.attribute("k", g.k);
+            j.attribute("formats", g.formats);
+          });
+      });
+    }
     j.attribute("micro_batch", s.microBatch);
     j.attribute("grad_accum", s.gradAccum);
     j.attribute("fp32_grad_accum", s.fp32GradAccum);
@@ -308,13 +346,13 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     nameMap("tied_initializers", info.tied);
     nameMap("split_initializers", info.split);
     nameMap("removed_parameters", info.removed);
-    j.attribute("state_bytes_per_param",
-                stateBytesPerParam(s.precision == "bf16", s.fp32GradAccum)
-                    .total());
+    j.attribute(
+        "state_bytes_per_param",
+        stateBytesPerParam(s.precision != "fp32", s.fp32GradAccum).total());
     // ZeRO-1: what each rank keeps.
     if (s.shardRanks > 1)
       attributeFixed(j, "state_bytes_per_param_per_rank",
-                     stateBytesPerParamPerRank(s.precision == "bf16",
+                     stateBytesPerParamPerRank(s.precision != "fp32",
                                                s.fp32GradAccum, s.shardRanks),
                      3);
     j.attributeObject("memory_bytes", [&] {
@@ -510,6 +548,9 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("libraries", s.libraries);
   row("context", s.context);
   row("total peak", s.totalPeak);
+  if (s.precision == "fp8")
+    os << "fp8 GEMMs: " << s.fp8Gemms.size() << " of " << s.gemms
+       << " (the rest BF16)\n";
   os << "parameters trained: " << s.paramsCount;
   if (s.paramsCount)
     os << " ("

@@ -26,6 +26,7 @@
 #include "codegen/KernelBodies.h"
 #include "codegen/Launches.h"
 #include "ir/Config.h"
+#include "ir/Fp8.h"
 #include "ir/Functions.h"
 #include "ir/GradientBuckets.h"
 #include "ir/OtcDialect.h"
@@ -33,6 +34,7 @@
 #include "ir/ShapeUtils.h"
 #include "ir/TypeBytes.h"
 #include "passes/Passes.h"
+#include "perf/Fp8Cost.h"
 #include "perf/LaunchModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -314,11 +316,20 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
   Type in = g.getLhs().getType().getElementType();
   if (!in.isBF16() && !in.isF32())
     return g.emitOpError("has no predicted time for operands of type ") << in;
-  const GemmRate &curve = in.isBF16() ? d.bf16Gemm : d.fp32Gemm;
+  // An FP8 GEMM (ir/Fp8.h) reads FP8 copies of its operands on the FP8
+  // curve (a device without one, the cpu's emulation: BF16's), and pays
+  // for their quantization (perf/Fp8Cost.h).
+  bool fp8 = gemmFp8(g).has_value();
+  const GemmRate &curve = fp8 && d.fp8Gemm.rate > 0 ? d.fp8Gemm
+                          : in.isBF16()             ? d.bf16Gemm
+                                                    : d.fp32Gemm;
   double flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
-  double bytes = byteSize(g.getLhs().getType()) +
-                 byteSize(g.getRhs().getType()) +
-                 byteSize(g.getOut().getType());
+  int64_t lhsElements = g.getLhs().getType().getNumElements(),
+          rhsElements = g.getRhs().getType().getNumElements();
+  double bytes =
+      (fp8 ? double(lhsElements + rhsElements)
+           : byteSize(g.getLhs().getType()) + byteSize(g.getRhs().getType())) +
+      byteSize(g.getOut().getType());
   // What the epilogue moves per element of the result: the result, read
   // too when it accumulates; a GELU epilogue writes (gelu) or reads (dgelu)
   // the aux matrix, and an addend is read.
@@ -339,6 +350,11 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
       gemmSeconds(curve, flops, k, gemmWaveEfficiency(d, m, n, k, batch),
                   gemmEpilogueScale(in.isBF16(), epilogueBytes));
   add(gemmTraceName(g), "gemm", flops, bytes, priceRoofline(d, seconds, bytes));
+  if (fp8)
+    for (int64_t elements : {lhsElements, rhsElements})
+      add(gemmTraceName(g) + ".fp8_quantize", "fp8_quantize", 0,
+          3.0 * double(elements), fp8QuantizeCost(d, elements),
+          /*traced=*/false);
   return success();
 }
 

@@ -18,31 +18,32 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "perf/Plan.h"
-#include "tools/BuildProgram.h"
-#include "tools/ErrorLine.h"
-#include "tools/PlanReport.h"
-#include "tools/StagedOutput.h"
 #include "codegen/Codegen.h"
-#include "ir/Config.h"
-#include "ir/TargetRegistry.h"
-#include "perf/DeviceModel.h"
-#include "perf/StepTime.h"
 #include "codegen/Target.h"
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
+#include "ir/Config.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
+#include "ir/TargetRegistry.h"
 #include "otcrt/safetensors.h"
 #include "passes/Cost.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "passes/Remat.h"
+#include "perf/DeviceModel.h"
+#include "perf/Fp8Cost.h"
+#include "perf/Plan.h"
+#include "perf/StepTime.h"
+#include "planner/FitPlanner.h"
 #include "planner/Progress.h"
 #include "planner/RematSearch.h"
 #include "report/Report.h"
-#include "planner/FitPlanner.h"
 #include "targets/Targets.h"
+#include "tools/BuildProgram.h"
+#include "tools/ErrorLine.h"
+#include "tools/PlanReport.h"
+#include "tools/StagedOutput.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -105,8 +106,20 @@ static cl::opt<std::string> memoryBudget("memory-budget",
                                          cl::cat(cat));
 static cl::alias memoryAlias("memory", cl::desc("Alias for --memory-budget"),
                              cl::aliasopt(memoryBudget), cl::cat(cat));
-static cl::opt<std::string> precision("precision", cl::desc("fp32|bf16"),
-                                      cl::init("fp32"), cl::cat(cat));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("fp32|bf16|fp8 (fp8: bf16, and the GEMMs the step-time model "
+             "predicts faster in FP8 multiply per-tensor scaled E4M3/E5M2 "
+             "operands; on a device without FP8 GEMMs it falls back to bf16, "
+             "saying so once)"),
+    cl::init("fp32"), cl::cat(cat));
+static cl::opt<std::string> fp8Gemms(
+    "fp8-gemms",
+    cl::desc("With --precision=fp8: auto (the step-time model picks the GEMMs "
+             "that pay in FP8; a device without FP8 GEMMs falls back to bf16) "
+             "or all (every GEMM that can run FP8 does; on the cpu, emulated "
+             "by rounding the operands to FP8: the numerics without a GPU)"),
+    cl::init("auto"), cl::cat(cat));
 static cl::opt<bool> fp32GradAccum("fp32-grad-accum",
                                    cl::desc("Accumulate gradients in FP32"),
                                    cl::cat(cat));
@@ -373,14 +386,26 @@ int Compile::checkOptions() {
   }
   if (remat == "auto" && !budget)
     return fail("--remat=auto needs --memory-budget=SIZE");
-  if (precision != "fp32" && precision != "bf16")
-    return fail("--precision must be fp32 or bf16");
+  if (precision != "fp32" && precision != "bf16" && precision != "fp8")
+    return fail("--precision must be fp32, bf16 or fp8");
+  if (fp8Gemms != "auto" && fp8Gemms != "all")
+    return fail("--fp8-gemms must be auto or all");
+  if (fp8Gemms.getNumOccurrences() && precision != "fp8")
+    return fail("--fp8-gemms needs --precision=fp8");
+  const bool allFp8 = fp8Gemms == "all";
   deviceName =
       device.empty() ? otc::defaultDevice(target).str() : device.getValue();
   deviceModel = otc::lookupDevice(deviceName);
   if (!deviceModel)
     return fail("unknown --device '" + deviceName +
                 "' (known: " + otc::knownDeviceNames() + ")");
+  if (precision == "fp8" && !(deviceModel->fp8Gemm.rate > 0) && !allFp8) {
+    llvm::errs() << "otc-compile: warning: device '" << deviceName
+                 << "' has no FP8 GEMMs: --precision=fp8 falls back to bf16 "
+                    "(--fp8-gemms=all emulates them by rounding the operands "
+                    "to FP8)\n";
+    precision = std::string("bf16");
+  }
   if (!otc::lookupTargetEntry(target)->device(deviceName))
     for (const otc::TargetEntry &owner : otc::registeredTargets())
       if (owner.device(deviceName))
@@ -400,7 +425,7 @@ otc::ConfigParts Compile::configParts() const {
   p.worldSize = worldSize;
   p.shardOptimizer = shardOptimizer;
   p.precision = precision;
-  p.fp32GradAccum = precision == "bf16" && fp32GradAccum;
+  p.fp32GradAccum = precision != "fp32" && fp32GradAccum;
   p.weightDecay = weightDecay;
   p.target = target;
   p.device = deviceName;
@@ -439,12 +464,24 @@ int Compile::readLossAndDims() {
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
   pipeline.backEnd.packAttention = !noPackAttention;
-  pipeline.backEnd.chunkedLoss = !noChunkedLoss;
+  // Under fp8 on a device with FP8 GEMMs the LM head stays three GEMMs,
+  // which can run FP8 (the chunked loss's products are BF16), unless a
+  // chunk is asked for.
+  bool fp8Head = precision == "fp8" && deviceModel->fp8Gemm.rate > 0 &&
+                 !lossChunkRows.getNumOccurrences();
+  pipeline.backEnd.chunkedLoss = !noChunkedLoss && !fp8Head;
   pipeline.backEnd.lossChunkRows = lossChunkRows;
   // The LM head's chunk chosen by its predicted time on the device.
   pipeline.backEnd.priceLossChunk = [model = deviceModel](Operation *op) {
     return otc::priceLibraryCall(*model, *op).seconds;
   };
+  // Under fp8, the GEMMs that pay in FP8 on the device (every one that can
+  // with --fp8-gemms=all).
+  if (fp8Gemms != "all")
+    pipeline.backEnd.fp8Pays = [model =
+                                    deviceModel](const otc::Fp8GemmShape &s) {
+      return otc::fp8GemmPays(*model, s.m, s.n, s.k);
+    };
   pipeline.backEnd.groupParams = !noGroupParams;
   pipeline.backEnd.generate = generate;
   return kGoOn;
@@ -625,8 +662,9 @@ int Compile::chooseRemat() {
       b.getDictionaryAttr(
           {b.getNamedAttr("flops", b.getI64IntegerAttr(info.microStepFlops)),
            b.getNamedAttr("tokens", b.getI64IntegerAttr(tokensPerMicroStep))}));
-  info.experts = otc::expertExchange(
-      module->lookupSymbol<func::FuncOp>("forward"), precision == "bf16" ? 2 : 4);
+  info.experts =
+      otc::expertExchange(module->lookupSymbol<func::FuncOp>("forward"),
+                          precision != "fp32" ? 2 : 4);
   if (compileTo.empty() || remat == "auto") {
     std::optional<otc::Progress> measuring;
     FailureOr<std::vector<otc::RematCandidate>> f = otc::rematFrontier(

@@ -16,10 +16,13 @@
 //     i32 as I32, i1 (Equal, masks) as BOOL.
 //
 //   otc-run FILE.mlir --inputs IN --outputs OUT [--func NAME] [--rng-key K]
+//           [--round-bf16]
 //     runs one function (default @forward) of a textual module: arguments
 //     by their otc.input / otc.param name (else "argN"), results named by
 //     otc.output, "grad/<param>", "loss" (else "resultN"). For tests of the
 //     ops that ONNX has no node test for (dropout masks, AdamW, gradients).
+//     --round-bf16 rounds every BF16 result as it is computed, as a compiled
+//     program stores it (the IR after otc-mixed-precision).
 //
 //   otc-run MODEL.onnx --generate N --prompt-ids A,B,... [--temperature T]
 //           [--top-k K] [--top-p P] [--seed S] [--logits NAME]
@@ -86,6 +89,7 @@ struct Options {
   otc::ImportOptions import;
   int64_t rngKey = 0;
   bool f64 = false;
+  bool roundBf16 = false;
   bool checkGradients = false;
   std::string funcName = "forward";
   otc::interp::GradCheckOptions gradCheck;
@@ -111,7 +115,7 @@ static const char kUsage[] =
     "OUT.safetensors [--dim NAME=VALUE]... [--micro-batch N] [--rng-key K] "
     "[--f64]\n"
     "       otc-run FILE.mlir --inputs IN.safetensors --outputs "
-    "OUT.safetensors [--func NAME] [--rng-key K] [--f64]\n"
+    "OUT.safetensors [--func NAME] [--rng-key K] [--f64] [--round-bf16]\n"
     "       otc-run MODEL.onnx --generate N --prompt-ids A,B,... "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S] [--logits NAME]\n"
     "       otc-run FILE.mlir --check-gradients [--tol T] [--seed S]\n";
@@ -202,6 +206,8 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
         return "--tol needs a positive number";
     } else if (arg == "--f64") {
       options.f64 = true;
+    } else if (arg == "--round-bf16") {
+      options.roundBf16 = true;
     } else if (arg == "--check-gradients") {
       options.checkGradients = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -496,7 +502,8 @@ static int runAndWrite(func::FuncOp func, const Options &options,
     args.push_back(std::move(value));
   }
 
-  FailureOr<std::vector<Tensor>> results = otc::interp::runFunction(func, args);
+  FailureOr<std::vector<Tensor>> results =
+      otc::interp::runFunction(func, args, options.roundBf16);
   if (failed(results))
     return 1; // The diagnostic handler printed the error.
 

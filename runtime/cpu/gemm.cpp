@@ -21,20 +21,28 @@
 // overwriting C without reading it and stride 0 meaning broadcast; a
 // descriptor that breaks its rules (gemm_check.h) is refused before
 // anything is written. This is also the oracle the GPU test compares
-// cuBLASLt and the cuda fallback epilogues with.
+// cuBLASLt and the cuda fallback epilogues with. The FP8 GEMM
+// (otcrt_gemm_fp8) is emulated: each operand's values rounded to its FP8
+// format after its per-tensor scale (otcrt/fp8.h; from the amax the call
+// site saw on its previous call, its own on its first), held exactly in
+// BF16, multiplied by the BF16 GEMM with alpha divided by the two scales.
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
-#include "src/gemm_check.h"
 #include "otcrt/bf16.h"
+#include "otcrt/fp8.h"
+#include "src/gemm_check.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 #include <dlfcn.h>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -425,7 +433,94 @@ void withProduct(const OtcrtGemm &g, const T *A, const T *B, T *C,
     }
 }
 
+/// The FP8 values of BF16 operand `x` (`rows` x `cols` of row stride `ld`
+/// per batch entry, one entry when `stride` is 0) in `format`: scaled by
+/// otcrt_fp8_scale of `scaleAmax` (of x's own largest magnitude when it is
+/// negative: no previous call), rounded, and held in `out` (laid out as x;
+/// every FP8 value is a BF16 one). Sets `amax` to x's largest magnitude and
+/// returns 1 / scale.
+float quantize(const uint16_t *x, int64_t rows, int64_t cols, int64_t ld,
+               int64_t stride, int64_t batch, int32_t format, float scaleAmax,
+               float &amax, std::vector<uint16_t> &out) {
+  const int64_t entries = stride == 0 ? 1 : batch;
+  out.assign(static_cast<size_t>((entries - 1) * stride + rows * ld), 0);
+  amax = 0.0f;
+  for (int64_t e = 0; e < entries; ++e)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        amax = std::max(
+            amax, std::fabs(otcrt_bf16_to_float(x[e * stride + i * ld + j])));
+  const float scale =
+      otcrt_fp8_scale(scaleAmax < 0.0f ? amax : scaleAmax, format);
+#pragma omp parallel for collapse(2)                                           \
+    schedule(static) if (entries * rows * cols > 65536)
+  for (int64_t e = 0; e < entries; ++e)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t at = e * stride + i * ld + j;
+        const uint8_t q =
+            otcrt_float_to_fp8(otcrt_bf16_to_float(x[at]) * scale, format);
+        out[at] = otcrt_float_to_bf16(otcrt_fp8_to_float(q, format));
+      }
+  return 1.0f / scale;
+}
+
+/// The amax of A and B each FP8 call site (its static descriptor) saw on
+/// its previous call: the next call's scales (delayed scaling).
+struct Fp8History {
+  std::mutex mutex;
+  std::map<const OtcrtGemm *, std::array<float, 2>> amax;
+};
+
+Fp8History &fp8History() {
+  static Fp8History h;
+  return h;
+}
+
 } // namespace
+
+void otcrt::cpu::forgetFp8Scales() {
+  Fp8History &h = fp8History();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  h.amax.clear();
+}
+
+int otcrt::cpu::gemmFp8(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat,
+                        const void *a, const void *b, void *c, const void *bias,
+                        const void *addend, void *aux) {
+  std::string why = gemmInvalid(g, a, b, c, bias, addend, aux);
+  if (why.empty())
+    why = gemmFp8Invalid(g, aFormat, bFormat);
+  if (!why.empty())
+    return gemmFailed(g, bias, why);
+  if (g.m == 0 || g.n == 0 || g.batch == 0 || g.k == 0)
+    return gemm(g, a, b, c, bias, addend, aux);
+  // The scales of the site's previous call, or (its first) its own.
+  Fp8History &h = fp8History();
+  std::array<float, 2> previous = {-1.0f, -1.0f}, current{};
+  {
+    std::lock_guard<std::mutex> lock(h.mutex);
+    auto it = h.amax.find(&g);
+    if (it != h.amax.end())
+      previous = it->second;
+  }
+  std::vector<uint16_t> qa, qb;
+  const float invA =
+      quantize(static_cast<const uint16_t *>(a), g.trans_a ? g.k : g.m,
+               g.trans_a ? g.m : g.k, g.lda, g.stride_a, g.batch, aFormat,
+               previous[0], current[0], qa);
+  const float invB =
+      quantize(static_cast<const uint16_t *>(b), g.trans_b ? g.n : g.k,
+               g.trans_b ? g.k : g.n, g.ldb, g.stride_b, g.batch, bFormat,
+               previous[1], current[1], qb);
+  {
+    std::lock_guard<std::mutex> lock(h.mutex);
+    h.amax[&g] = current;
+  }
+  OtcrtGemm scaled = g;
+  scaled.alpha = g.alpha * (invA * invB);
+  return gemm(scaled, qa.data(), qb.data(), c, bias, addend, aux);
+}
 
 int otcrt::cpu::gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
                      const void *bias, const void *addend, void *aux) {

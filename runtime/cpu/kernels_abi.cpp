@@ -1,6 +1,6 @@
-// The C entry points of otcrt/kernels.h, and otcrt_gemm of otcrt/abi.h, in
-// libotcrt_cpu: each forwards to the host kernel of kernels_cpu.h for its
-// storage type; `stream` is ignored.
+// The C entry points of otcrt/kernels.h, and otcrt_gemm and otcrt_gemm_fp8
+// of otcrt/abi.h, in libotcrt_cpu: each forwards to the host kernel of
+// kernels_cpu.h for its storage type; `stream` is ignored.
 // Data errors are returned, so the error record is always empty.
 #include "kernels_cpu.h"
 
@@ -81,6 +81,16 @@ int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
     return 1;
   }
   return gemm(*g, a, b, c, bias, addend, aux);
+}
+
+int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format, int32_t b_format,
+                   const void *a, const void *b, void *c, const void *bias,
+                   const void *addend, void *aux, void *) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm: error: no descriptor\n");
+    return 1;
+  }
+  return gemmFp8(*g, a_format, b_format, a, b, c, bias, addend, aux);
 }
 
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,

@@ -20,6 +20,16 @@ namespace cpu {
 int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
          const void *bias, const void *addend, void *aux);
 
+/// The FP8 GEMM of otcrt_gemm_fp8 (otcrt/abi.h) on host pointers, emulated
+/// (cpu/gemm.cpp), each call site's scales from its previous call's amax.
+int gemmFp8(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat, const void *a,
+            const void *b, void *c, const void *bias, const void *addend,
+            void *aux);
+
+/// Forgets the amax every FP8 call site saw (tests: each call then scales
+/// from its own operands, as a site's first call does).
+void forgetFp8Scales();
+
 /// C = alpha op(A) op(B) + beta C on row-major float matrices through the
 /// GEMM above (attention.cpp; the attention and expert kernels use it).
 void matmul(bool transA, bool transB, int64_t m, int64_t n, int64_t k,

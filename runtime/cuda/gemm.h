@@ -1,7 +1,8 @@
 // The private interface of the cuda GEMM (otcrt_gemm of otcrt/abi.h, in
 // cuda/gemm_cublaslt.cpp): the runtime's epilogue kernel (gemm_epilogue.cu),
 // which finishes a product cuBLASLt computed without the epilogue it
-// declined, and computes a product of depth 0 alone; the switch that forces
+// declined, and computes a product of depth 0 alone; the quantize kernels of
+// the FP8 GEMM (fp8_quantize.cu, for gemm_fp8.cpp); the switch that forces
 // that path for every epilogue (as OTCRT_GEMM_EPILOGUE=fallback does), and
 // the route the last call took, for the GPU test.
 #ifndef OTCRT_CUDA_GEMM_H
@@ -45,6 +46,36 @@ struct GemmEpilogue {
 /// allocation, no synchronization; each element rounds once to its storage
 /// type and depends on nothing else, so results repeat bit for bit.
 int launchGemmEpilogue(const GemmEpilogue &e, cudaStream_t stream);
+
+/// One quantization of an FP8 GEMM's operand (fp8_quantize.cu): `x`, a
+/// BF16 matrix of `rows` x `cols` with row stride `ld`, is written to
+/// `out` as FP8 of `format` (OtcrtFp8Format), row-major [rows, cols], or
+/// [cols, rows] when `transpose`; scaled by otcrt_fp8_scale of `*prev`, the
+/// amax its call site saw on its previous call (with `first`, the site's
+/// first call, x's own, computed into `*prev` by a pass before), 1 / scale
+/// written to `*invScale`. The pass gathers x's amax in `*cur` and, in its
+/// last block (`*counter` counts the finished ones), moves it to `*prev`
+/// for the next call and zeroes `*cur` and `*counter` (device memory,
+/// zeroed when the site is made).
+struct Fp8Quantize {
+  const uint16_t *x = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool transpose = false;
+  int32_t format = 0;
+  uint8_t *out = nullptr;
+  float *prev = nullptr, *cur = nullptr, *invScale = nullptr;
+  unsigned *counter = nullptr;
+  bool first = false;
+};
+
+/// Queues the quantize kernel of `q` on `stream` (the amax pass before it
+/// on a site's first call): 0, or 1 on a launch error. No allocation, no
+/// synchronization.
+int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream);
+
+/// Forgets the amax every FP8 call site saw (the GPU test: each call then
+/// scales from its own operands, as a site's first call does).
+void forgetFp8Scales();
 
 /// How the last otcrt_gemm call of this thread computed its result.
 enum class GemmRoute {

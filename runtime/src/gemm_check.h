@@ -9,6 +9,7 @@
 #define OTCRT_GEMM_CHECK_H
 
 #include "otcrt/abi.h"
+#include "otcrt/fp8.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -113,6 +114,22 @@ inline std::string gemmInvalid(const OtcrtGemm &g, const void *a, const void *b,
   if (g.epilogue == OTCRT_GEMM_GELU && aux == c && g.m > 0 && g.n > 0 &&
       g.batch > 0)
     return "aux is C (the GELU epilogue writes both)";
+  return "";
+}
+
+/// Why an FP8 call (otcrt_gemm_fp8) breaks its rules beyond otcrt_gemm's,
+/// or "".
+inline std::string gemmFp8Invalid(const OtcrtGemm &g, int32_t aFormat,
+                                  int32_t bFormat) {
+  auto known = [](int32_t f) {
+    return f == OTCRT_FP8_E4M3 || f == OTCRT_FP8_E5M2;
+  };
+  if (!known(aFormat) || !known(bFormat))
+    return "an FP8 format that is neither E4M3 nor E5M2";
+  if (aFormat == OTCRT_FP8_E5M2 && bFormat == OTCRT_FP8_E5M2)
+    return "FP8 operands both E5M2";
+  if (g.ab_type != OTC_BF16)
+    return "FP8 operands quantized from other than bf16";
   return "";
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Proves that a program shaped like the code generator's cuda-target output
 # (kernels + a static OtcProgram + main calling otcrt_main, plus a call to
-# otcrt_gemm, otcrt_attention_fwd_bf16, otcrt_check_launch and launches
-# on otcrt_stream) compiles with nvcc and links against libotcrt_cuda.a,
+# otcrt_gemm, otcrt_gemm_fp8, otcrt_attention_fwd_bf16, otcrt_check_launch
+# and launches on otcrt_stream) compiles with nvcc and links against libotcrt_cuda.a,
 # cuBLASLt and cudart, plus LINK_ARGS (cuDNN's libraries when the runtime's
 # attention uses them, as otc-compile adds them); then runs the GPU-free paths
 # of the resulting binary (--help, --data, a missing --init file, --trace-sync
@@ -72,6 +72,12 @@ static void microStep(char *arena) {
     otcrt_kernel_failed("otcrt_gemm", "fake", 1);
   if (otcrt_gemm(&fwd, x, w, x, nullptr, nullptr, nullptr, s) != 0)
     otcrt_kernel_failed("otcrt_gemm", "fake", 1);
+  // The FP8 GEMM's entry point (an empty product: nothing to quantize).
+  static const OtcrtGemm fp8 = {0, 1, 0, 16, 16, 1, 1.0f, 0.0f, OTC_BF16,
+                                OTC_BF16, OTC_BF16, OTCRT_GEMM_NONE, 16, 16,
+                                16, 0, 0, 0};
+  if (otcrt_gemm_fp8(&fp8, 0, 0, x, w, x, nullptr, nullptr, nullptr, s) != 0)
+    otcrt_kernel_failed("otcrt_gemm_fp8", "fake", 1);
   // Causal self-attention of x viewed as [1, 1, 2, 8] bf16 into w (links the
   // attention entry points and, through them, cuDNN when the runtime uses
   // it); its lse [1, 1, 2] past the slots.

@@ -212,6 +212,7 @@ template <typename T> std::vector<T> stored(const Floats &x) {
 
 /// The GEMM checks (gemm_cuda_test.cu).
 void testGemms(std::mt19937 &rng);
+void testFp8Gemms(std::mt19937 &rng);
 /// The attention checks (attention_cuda_test.cu).
 void testAttentions(std::mt19937 &rng);
 /// The gather-gradient checks (gather_grad_cuda_test.cu).

@@ -703,6 +703,7 @@ int main(int argc, char **argv) {
   testLinearCrossEntropies(rng);
   testGraphs(rng);
   testGemms(rng);
+  testFp8Gemms(rng);
   for (void *p : allocations)
     cudaFree(p);
   std::printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);

@@ -56,6 +56,14 @@ constexpr GemmRate kHopperBf16{/*rate=*/790e12, /*depthKnee=*/260,
                                /*fixedSeconds=*/4e-6 - kHopperLaunchGraph};
 constexpr GemmRate kHopperFp32{/*rate=*/50e12, /*depthKnee=*/17.5,
                                /*fixedSeconds=*/11e-6 - kHopperLaunchGraph};
+// FP8 (E4M3/E5M2 operands, FP32 accumulation, BF16 result), estimate: the
+// dense FP8 peak of the datasheet is twice the BF16 one (1979 against
+// 989.4 TFLOP/s), so the measured BF16 rate doubled, 1580 TFLOP/s; the
+// fitted fixed cost of BF16 per call, and its 260-step knee doubled (the
+// same prologue and epilogue time per tile, at twice the rate per
+// reduction step). To be replaced by a fit to measured FP8 GEMMs.
+constexpr GemmRate kHopperFp8{/*rate=*/2 * 790e12, /*depthKnee=*/2 * 260,
+                              /*fixedSeconds=*/4e-6 - kHopperLaunchGraph};
 constexpr GemmRate kHopperTf32{/*rate=*/364e12, /*depthKnee=*/280,
                                /*fixedSeconds=*/4e-6 - kHopperLaunchGraph};
 
@@ -72,6 +80,7 @@ DeviceModel h100() {
   d.bf16Gemm = kHopperBf16;
   d.fp32Gemm = kHopperFp32;
   d.tf32Gemm = kHopperTf32;
+  d.fp8Gemm = kHopperFp8;
   // Flash attention (SDPA, causal, B 8, 12 heads, T 1024, D 64, BF16),
   // 12 layers: forward 0.61 ms, backward 1.89 ms (measured, ANCHORS.md),
   // i.e. 3.15e11 and 7.83e11 FLOPs as the cost interface counts them

@@ -7,10 +7,12 @@
 // its attention calls: cuDNN's SDPA builds one graph per shape and options,
 // each with a workspace of its own kept for the life of the process, and
 // the fallback kernels grow one scratch buffer per use, keeping every
-// smaller one they replace.
+// smaller one they replace; and from its FP8 GEMMs (--precision=fp8), whose
+// operands' FP8 copies grow the same way.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/Fp8.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/ShapeUtils.h"
@@ -156,6 +158,43 @@ private:
   Scratch rowD, layout, mask;
 };
 
+/// The FP8 GEMMs' buffers (runtime/cuda/gemm_fp8.cpp): its own cuBLASLt
+/// workspace and the operands' FP8 copies (A's rounded up to 256 bytes,
+/// then B's) and, for a GELU or addend epilogue, the FP32 product, each
+/// grown per call shape keeping what it replaces; 0 without FP8 GEMMs.
+class Fp8GemmBuffers {
+public:
+  void add(otck::GemmOp g) {
+    if (!gemmFp8(g))
+      return;
+    ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
+                      c = g.getOut().getType().getShape();
+    int64_t m = numElements(c.drop_back(1)), n = c.back();
+    int64_t k = g.getTransposeLhs() ? a[a.size() - 2] : a.back();
+    grow(operands, (m * k + 255) / 256 * 256 + n * k);
+    if (g.getGelu() || g.getDgelu() || g.getAddend())
+      grow(product, 4 * m * n);
+    any = true;
+  }
+  int64_t bytes() const {
+    return any ? OTCRT_CUDA_GEMM_WORKSPACE_BYTES + operands.kept + product.kept
+               : 0;
+  }
+
+private:
+  struct Scratch {
+    int64_t size = 0, kept = 0;
+  };
+  static void grow(Scratch &s, int64_t need) {
+    if (need <= s.size)
+      return;
+    s.size = need;
+    s.kept += need;
+  }
+  Scratch operands, product;
+  bool any = false;
+};
+
 } // namespace
 
 void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
@@ -165,13 +204,22 @@ void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
 
   // The attention calls, in the order the program makes them.
   AttentionBuffers attention;
+  Fp8GemmBuffers fp8;
   for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step",
                        "eval_step", "decode_step"})
     if (auto f = planned.lookupSymbol<func::FuncOp>(fn))
       f.walk([&](Operation *op) {
         if (isa<AttentionOp, AttentionGradOp>(op))
           attention.add(op);
+        if (auto g = dyn_cast<otck::GemmOp>(op))
+          fp8.add(g);
       });
+  if (fp8.bytes())
+    r.buffers.push_back(
+        {"fp8_gemm", fp8.bytes(),
+         "the FP8 GEMMs' cuBLASLt workspace, OTCRT_CUDA_GEMM_WORKSPACE_BYTES, "
+         "their operands' FP8 copies and the FP32 product of a GELU or addend "
+         "epilogue, each grown per call shape (runtime/cuda/gemm_fp8.cpp)"});
   if (attention.cudnn())
     r.buffers.push_back(
         {"cudnn_sdpa", attention.cudnn(),

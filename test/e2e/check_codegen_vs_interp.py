@@ -5,14 +5,19 @@ any ONNX model that ends in a loss.
   check_codegen_vs_interp.py MODEL.onnx --micro-batch N [--grad-accum K]
       [--dim NAME=VALUE]... [--int-bound NAME=B]... [--otc-bin DIR]
       [--target cpu|cuda] [--rtol 1e-4] [--seed S] [--work DIR]
-      [--reference auto|global|micro]
+      [--reference auto|global|micro] [--compile-flag FLAG]...
+      [--reference-phase PHASE] [--round-bf16]
 
 1. Makes a random global batch (micro-batch x grad-accum along dimension 0)
    named after the ONNX graph inputs: floats from N(0, 1), integers uniform
    in [0, B) with B from --int-bound NAME=B, booleans 0/1.
 2. `otc-compile MODEL -o WORK/prog ...`, then `WORK/prog/train --batch
    --dump-grads` (loss, grad/<param>, rng_key/<k> per micro-step).
-3. The reference: `otc-compile MODEL --compile-to=differentiate` gives
+3. The reference: `otc-compile MODEL --compile-to=differentiate` (or
+   --reference-phase; --compile-flag flags go to both compiles: with
+   `--precision=fp8 --fp8-gemms=all` and fuse-reductions, the interpreter
+   runs the FP8 GEMMs the program runs, with its own rounding; with
+   --round-bf16 it rounds every BF16 result as the program stores it) gives
    @train_step, which `otc-run --func train_step --f64` evaluates in float64
    with the parameters of WORK/prog/init.safetensors and the batch (and the
    dumped dropout key). "global" runs the whole batch at once (what the
@@ -134,8 +139,9 @@ def reference(args, batch, params, keys, work):
     step = os.path.join(work, f"step-{mode}.mlir")
     with open(step, "w") as f:
         run([os.path.join(args.otc_bin, "otc-compile"), args.model,
-             "--micro-batch", str(size), "--compile-to=differentiate"] +
-            [f"--dim={d}" for d in args.dim], stdout=f)
+             "--micro-batch", str(size),
+             f"--compile-to={args.reference_phase}"] +
+            [f"--dim={d}" for d in args.dim] + args.compile_flag, stdout=f)
     print(f"reference: {mode} ({parts} interpreter run(s) of {size} samples)")
     total = {}
     for k in range(parts):
@@ -149,6 +155,8 @@ def reference(args, batch, params, keys, work):
                "--inputs", inputs, "--outputs", outputs, "--f64"]
         if keys:
             cmd += ["--rng-key", str(int(keys[k]))]
+        if args.round_bf16:
+            cmd.append("--round-bf16")
         run(cmd)
         for name, value in st_io.read(outputs).items():
             if name == "loss" or name.startswith("grad/"):
@@ -170,7 +178,8 @@ def check(args):
     prog = os.path.join(work, "prog")
     run([os.path.join(args.otc_bin, "otc-compile"), args.model, "-o", prog,
          f"--target={args.target}", "--micro-batch", str(args.micro_batch),
-         "--grad-accum", str(args.grad_accum)] + [f"--dim={d}" for d in args.dim])
+         "--grad-accum", str(args.grad_accum)] + [f"--dim={d}" for d in args.dim] +
+        args.compile_flag)
     grads_path = os.path.join(work, "grads.safetensors")
     run([os.path.join(prog, "train"), "--batch", batch_path, "--dump-grads",
          grads_path, "--seed", str(args.seed), "--quiet"])
@@ -210,6 +219,14 @@ def main():
     ap.add_argument("--work", help="directory for the intermediate files "
                     "(default: a fresh temporary one, kept)")
     ap.add_argument("--reference", default="auto", choices=["auto", "global", "micro"])
+    ap.add_argument("--compile-flag", action="append", default=[],
+                    metavar="FLAG", help="passed to both otc-compile runs")
+    ap.add_argument("--round-bf16", action="store_true",
+                    help="the interpreter rounds every BF16 result, as the "
+                    "program stores it (otc-run --round-bf16)")
+    ap.add_argument("--reference-phase", default="differentiate",
+                    metavar="PHASE", help="the --compile-to phase whose "
+                    "@train_step the interpreter runs")
     args = ap.parse_args()
     try:
         return check(args)

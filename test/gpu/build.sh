@@ -65,6 +65,16 @@ for m in gpt2-opset17/gpt2 llama-opset17/llama; do
   STEPS=1 add "$d-bf16" "$src/test/e2e/$m.onnx" "$src/test/e2e/$d/batch.safetensors" 2e-2 - \
       --micro-batch 4 --precision=bf16 "$freeze"
 done
+# FP8 GEMMs (--precision=fp8 --fp8-gemms=all: every GEMM of the tiny model,
+# which the step-time model would leave BF16, through cuBLASLt's FP8 path)
+# against the cpu program's emulation of them, operands rounded alike: the
+# loss and gradients within 0.5 relative, FP8's noise (a value one BF16 unit
+# apart on the two sides rounds now and then to the neighbouring FP8 value,
+# a step of 6-25% that later products spread), far under what a wrong
+# scale or layout gives.
+add gpt2-opset17-fp8 "$src/test/e2e/gpt2-opset17/gpt2.onnx" \
+    "$src/test/e2e/gpt2-opset17/batch.safetensors" 0.5 - \
+    --micro-batch 4 --precision=fp8 --fp8-gemms=all
 
 # The same two programs compiled for 2 ranks (--world-size 2): the cuda
 # program queues each gradient bucket's NCCL all-reduce on a communication

@@ -340,6 +340,29 @@ typedef struct {
 int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
                const void *bias, const void *addend, void *aux, void *stream);
 
+/// otcrt_gemm with FP8 operands (otc-compile --precision=fp8): A and B are
+/// BF16 (ab_type OTC_BF16), C BF16 or F32; a_format and b_format are
+/// OtcrtFp8Format (otcrt/fp8.h: E4M3 or E5M2, not both E5M2). Each operand
+/// is scaled as one tensor (all its batch entries) by s = max / amax
+/// (otcrt_fp8_scale), amax the largest magnitude it had on the previous
+/// call of the same descriptor `g` (its call site: delayed scaling; on the
+/// first call of `g`, its own), rounded to its format (otcrt_float_to_fp8),
+/// and the product is accumulated in FP32 with alpha multiplied by
+/// 1 / (s_a s_b) before the epilogue, as otcrt_gemm's rules state. cpu target:
+/// the FP8 values are formed exactly and multiplied in FP32 (an emulation).
+/// cuda target: a quantize kernel writes each FP8 copy (gathering the amax for
+/// the next call) in the layout cuBLASLt's FP8 GEMMs take (A transposed, sizes
+/// multiples of 16) and cuBLASLt multiplies them, its scale pointers set
+/// on the device (no synchronization; a CUDA graph can capture it); a shape
+/// that cuBLASLt cannot multiply in FP8 (a library without FP8 GEMMs, an
+/// epilogue it declines, sizes not multiples of 16) runs as otcrt_gemm
+/// instead, in BF16, after one line on stderr that says so. A program
+/// calling it does not link against a runtime older than it (descriptor
+/// fields are unchanged: ABI version 11 still).
+int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format, int32_t b_format,
+                   const void *a, const void *b, void *c, const void *bias,
+                   const void *addend, void *aux, void *stream);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 

@@ -59,6 +59,12 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
             "int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, "
             "void *c, const void *bias, const void *addend, void *aux, void "
             "*stream)");
+  const KernelSignature *gemmFp8 = lookupKernelSignature("otcrt_gemm_fp8");
+  ASSERT_TRUE(gemmFp8);
+  EXPECT_EQ(typesOf(*gemmFp8),
+            "int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format, int32_t "
+            "b_format, const void *a, const void *b, void *c, const void "
+            "*bias, const void *addend, void *aux, void *stream)");
   const KernelSignature *record =
       lookupKernelSignature("otcrt_kernel_error_record");
   ASSERT_TRUE(record);
@@ -66,8 +72,8 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
   // One storage type per function: no otcrt_gemm_f32, no otcrt_layer_norm_fwd.
   EXPECT_FALSE(lookupKernelSignature("otcrt_gemm_f32"));
   EXPECT_FALSE(lookupKernelSignature("otcrt_layer_norm_fwd"));
-  // 15 functions per storage type and 7 single ones.
-  EXPECT_EQ(kernelSignatures().size(), 15u * 2 + 7);
+  // 15 functions per storage type and 8 single ones.
+  EXPECT_EQ(kernelSignatures().size(), 15u * 2 + 8);
 }
 
 std::vector<KernelArg> columnSumArgs() {

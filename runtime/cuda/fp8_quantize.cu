@@ -1,0 +1,99 @@
+// The quantize kernels of the cuda FP8 GEMM (gemm.h, gemm_fp8.cpp): one
+// pass that writes a BF16 matrix's FP8 copy, scaled by otcrt_fp8_scale of
+// the amax its call site saw on its previous call and rounded by
+// otcrt_float_to_fp8 (otcrt/fp8.h, the host emulation's own functions, so
+// the bytes are the cpu's), transposed when asked, with 1 / scale written
+// for cuBLASLt's scale pointer, while it gathers this call's amax (each
+// block's maximum, then one atomic maximum of its bits, which order
+// non-negative floats as integers) for the next call; and, on a site's
+// first call only, an amax pass before it, so that the first call scales
+// from its own operand. Everything stays on the device: no
+// synchronization, a CUDA graph captures them.
+#include "common.cuh"
+#include "gemm.h"
+#include "otcrt/fp8.h"
+
+namespace otcrt {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void amaxKernel(const uint16_t *x, int64_t rows, int64_t cols,
+                           int64_t ld, float *amax) {
+  __shared__ float partial[kThreads];
+  float m = 0.0f;
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(otcrt_bf16_to_float(x[(i / cols) * ld + i % cols])));
+  partial[threadIdx.x] = m;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      partial[threadIdx.x] =
+          fmaxf(partial[threadIdx.x], partial[threadIdx.x + half]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    atomicMax(reinterpret_cast<int *>(amax), __float_as_int(partial[0]));
+}
+
+__global__ void quantizeKernel(Fp8Quantize q) {
+  __shared__ float partial[kThreads];
+  const float scale = otcrt_fp8_scale(*q.prev, q.format);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *q.invScale = 1.0f / scale;
+  const int64_t total = q.rows * q.cols;
+  // Output element o of the [outRows, outCols] copy; its source (i, j).
+  const int64_t outCols = q.transpose ? q.rows : q.cols;
+  float m = 0.0f;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = o / outCols, c = o % outCols;
+    int64_t i = q.transpose ? c : r, j = q.transpose ? r : c;
+    float v = otcrt_bf16_to_float(q.x[i * q.ld + j]);
+    m = fmaxf(m, fabsf(v));
+    q.out[o] = otcrt_float_to_fp8(v * scale, q.format);
+  }
+  partial[threadIdx.x] = m;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      partial[threadIdx.x] =
+          fmaxf(partial[threadIdx.x], partial[threadIdx.x + half]);
+    __syncthreads();
+  }
+  if (threadIdx.x != 0)
+    return;
+  atomicMax(reinterpret_cast<int *>(q.cur), __float_as_int(partial[0]));
+  // The last block to finish (every other one has read *prev by then)
+  // keeps this call's amax for the next one.
+  __threadfence();
+  if (atomicAdd(q.counter, 1u) == gridDim.x - 1) {
+    *q.prev = __int_as_float(atomicExch(reinterpret_cast<int *>(q.cur), 0));
+    *q.counter = 0;
+  }
+}
+
+int blocksFor(int64_t total) {
+  int64_t blocks = (total + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+} // namespace
+
+int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream) {
+  const int64_t total = q.rows * q.cols;
+  if (q.first) {
+    if (cudaMemsetAsync(q.prev, 0, sizeof(float), stream) != cudaSuccess)
+      return 1;
+    amaxKernel<<<blocksFor(total), kThreads, 0, stream>>>(q.x, q.rows, q.cols,
+                                                          q.ld, q.prev);
+  }
+  quantizeKernel<<<blocksFor(total), kThreads, 0, stream>>>(q);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+} // namespace cuda
+} // namespace otcrt

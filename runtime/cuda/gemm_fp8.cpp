@@ -1,0 +1,379 @@
+// otcrt_gemm_fp8 (otcrt/abi.h) for libotcrt_cuda: the FP8 GEMM of
+// --precision=fp8 on cuBLASLt. Each operand gets its FP8 copy
+// (fp8_quantize.cu), scaled from the amax its call site (its static descriptor)
+// saw on its previous call (delayed scaling: one pass, which gathers this
+// call's amax for the next; a site's first call scales from its own, an amax
+// pass before), in the one layout cuBLASLt's FP8 GEMMs take, "TN": in the
+// column-major product C^T = op(B)^T op(A)^T that the BF16 GEMM
+// (gemm_cublaslt.cpp) computes, the first operand transposed, so our B is
+// copied as [N, K] and our A as [M, K], each transposed on the way when it
+// is stored the other way. cuBLASLt multiplies them (FP32 compute, the
+// scale pointers at the two 1 / scale values the quantize kernels wrote)
+// into C with a plain or bias epilogue, beta as given; other epilogues
+// (GELU, its gradient, an addend) take the product into an FP32 scratch
+// buffer and the runtime's epilogue kernel (gemm.h) finishes it, as the
+// BF16 GEMM's fallback does. A call shape that cannot run in FP8 (a batch,
+// sizes not multiples of 16, no FP8 algorithm in this cuBLASLt) runs as
+// otcrt_gemm in BF16 instead, stderr saying so once per shape. The first
+// call of a shape allocates (outside a graph capture: inside one it
+// returns an error, and the runtime runs that function without a graph);
+// later calls neither allocate nor synchronize.
+#include "cuda/gemm.h"
+#include "otcrt/abi.h"
+#include "otcrt/fp8.h"
+#include "otcrt/workspace.h"
+#include "src/gemm_check.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace otcrt;
+using namespace otcrt::cuda;
+
+namespace {
+
+/// How one call shape runs: in FP8 with these descriptors, or (`fp8`
+/// false) as the BF16 GEMM.
+struct Fp8Route {
+  bool fp8 = false;
+  /// The product goes to the FP32 scratch buffer, then the epilogue kernel.
+  bool scratch = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using Fp8Key = std::array<int64_t, 14>;
+
+/// One call site's (static descriptor's) amax state on the device: for A
+/// and B, the amax of its previous call, this call's as it is gathered,
+/// and the count of finished quantize blocks (gemm.h's Fp8Quantize).
+struct Fp8Site {
+  float *slots = nullptr; // prev A, cur A, prev B, cur B, counter A, counter B
+  bool called = false;
+};
+
+struct Fp8State {
+  std::mutex mutex;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// The FP8 copies of A and B, the FP32 product of a scratch route, and
+  /// 1 / scale A, 1 / scale B (at 2 and 3 of 4 floats). Outgrown buffers
+  /// stay allocated: a captured graph may still use them.
+  uint8_t *operands = nullptr;
+  size_t operandBytes = 0;
+  float *product = nullptr;
+  size_t productBytes = 0;
+  float *scales = nullptr;
+  std::vector<void *> outgrown;
+  std::map<Fp8Key, Fp8Route> routes;
+  std::map<const OtcrtGemm *, Fp8Site> sites;
+  std::set<std::string> notices;
+};
+
+Fp8State &fp8State() {
+  static Fp8State s;
+  return s;
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+cudaDataType_t fp8Type(int32_t format) {
+  return format == OTCRT_FP8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+}
+
+/// Why the call cannot run in FP8 whatever the library, or "".
+std::string notFp8(const OtcrtGemm &g) {
+  if (g.batch != 1)
+    return "a batch of products";
+  if (g.m % 16 || g.n % 16 || g.k % 16)
+    return "sizes not multiples of 16";
+  if (g.ldc % 16)
+    return "a leading dimension of C not a multiple of 16";
+  return "";
+}
+
+/// Grows `*p` to `bytes` (outside a capture), keeping the old buffer.
+template <typename T>
+std::string grow(Fp8State &s, T *&p, size_t &have, size_t bytes) {
+  if (have >= bytes)
+    return "";
+  void *grown = nullptr;
+  if (cudaMalloc(&grown, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cannot allocate " + std::to_string(bytes) + " bytes";
+  }
+  if (p)
+    s.outgrown.push_back(p);
+  p = static_cast<T *>(grown);
+  have = bytes;
+  return "";
+}
+
+/// The handle, workspace and scales, then the buffers of call `g`.
+std::string ensureBuffers(Fp8State &s, const OtcrtGemm &g, bool scratch) {
+  if (!s.handle) {
+    if (cublasLtCreate(&s.handle) != CUBLAS_STATUS_SUCCESS)
+      return "cublasLtCreate failed";
+    if (cudaMalloc(&s.workspace, OTCRT_CUDA_GEMM_WORKSPACE_BYTES) ==
+        cudaSuccess)
+      s.workspaceBytes = OTCRT_CUDA_GEMM_WORKSPACE_BYTES;
+    else
+      (void)cudaGetLastError();
+    if (cudaMalloc(&s.scales, 4 * sizeof(float)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return "cannot allocate the FP8 scales";
+    }
+  }
+  // A's copy, then B's at a 256-byte boundary.
+  size_t aBytes = (size_t(g.m * g.k) + 255) / 256 * 256;
+  std::string why = grow(s, s.operands, s.operandBytes, aBytes + g.n * g.k);
+  if (why.empty() && scratch)
+    why = grow(s, s.product, s.productBytes, size_t(g.m * g.n) * 4);
+  return why;
+}
+
+#define OTCRT_FP8_TRY(call)                                                    \
+  do {                                                                         \
+    if ((call) != CUBLAS_STATUS_SUCCESS)                                       \
+      return #call " failed";                                                  \
+  } while (0)
+
+/// The descriptors of call `g` (FP8 A and B, FP32 compute) and the first
+/// algorithm of cuBLASLt's heuristic; an error when it has none.
+std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
+                 int32_t bFormat, const void *bias, Fp8Route &r) {
+  OTCRT_FP8_TRY(
+      cublasLtMatmulDescCreate(&r.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+  OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+      r.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+  OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+      r.desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
+  // cuBLASLt's A is our B: its scale is 1 / scale B, and B's is A's.
+  float *scaleFirst = s.scales + 3, *scaleSecond = s.scales + 2;
+  OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+      r.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleFirst,
+      sizeof(scaleFirst)));
+  OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+      r.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleSecond,
+      sizeof(scaleSecond)));
+  if (!r.scratch && bias) {
+    cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t biasType = g.c_type == OTC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+        r.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
+    OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+        r.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+        sizeof(biasType)));
+    OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
+        r.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  OTCRT_FP8_TRY(
+      cublasLtMatrixLayoutCreate(&r.a, fp8Type(bFormat), g.k, g.n, g.k));
+  OTCRT_FP8_TRY(
+      cublasLtMatrixLayoutCreate(&r.b, fp8Type(aFormat), g.k, g.m, g.k));
+  cudaDataType_t dType =
+      r.scratch || g.c_type != OTC_BF16 ? CUDA_R_32F : CUDA_R_16BF;
+  OTCRT_FP8_TRY(cublasLtMatrixLayoutCreate(&r.d, dType, g.n, g.m,
+                                           r.scratch ? g.n : g.ldc));
+  cublasLtMatmulPreference_t pref = nullptr;
+  OTCRT_FP8_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t bytes = s.workspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      s.handle, r.desc, r.a, r.b, r.d, r.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    return "this cuBLASLt has no FP8 algorithm for it";
+  r.algo = result.algo;
+  return "";
+}
+
+/// The route of call `g`, made on its first call.
+std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
+                    int32_t bFormat, const void *bias, cudaStream_t stream,
+                    Fp8Route *&route) {
+  bool scratch = g.epilogue != OTCRT_GEMM_NONE && g.epilogue != OTCRT_GEMM_BIAS;
+  Fp8Key key = {
+      g.trans_a,       g.trans_b,     g.m,      g.n,        g.k,     g.lda,
+      g.ldb,           g.ldc,         g.c_type, g.epilogue, aFormat, bFormat,
+      bias != nullptr, g.beta != 0.0f};
+  auto it = s.routes.find(key);
+  if (it != s.routes.end()) {
+    route = &it->second;
+    return "";
+  }
+  if (capturing(stream))
+    return "an FP8 GEMM shape first seen inside a CUDA graph capture";
+  Fp8Route r;
+  r.scratch = scratch;
+  std::string why = notFp8(g);
+  if (why.empty())
+    why = ensureBuffers(s, g, scratch);
+  if (why.empty())
+    why = plan(s, g, aFormat, bFormat, bias, r);
+  r.fp8 = why.empty();
+  if (!r.fp8) {
+    std::string text = "otcrt: gemm: FP8 " + std::to_string(g.m) + " x " +
+                       std::to_string(g.n) + " x " + std::to_string(g.k) +
+                       " runs in BF16 instead: " + why;
+    if (s.notices.insert(text).second)
+      std::fprintf(stderr, "%s\n", text.c_str());
+  }
+  route = &s.routes.emplace(key, r).first->second;
+  return "";
+}
+
+/// The amax state of call site `g`, made (zeroed) on its first call.
+std::string siteOf(Fp8State &s, const OtcrtGemm *g, cudaStream_t stream,
+                   Fp8Site *&site) {
+  site = &s.sites[g];
+  if (site->slots)
+    return "";
+  if (capturing(stream))
+    return "an FP8 GEMM call site first seen inside a CUDA graph capture";
+  void *p = nullptr;
+  if (cudaMalloc(&p, 8 * sizeof(float)) != cudaSuccess ||
+      cudaMemset(p, 0, 8 * sizeof(float)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    s.sites.erase(g);
+    return "cannot allocate an FP8 call site's amax";
+  }
+  site->slots = static_cast<float *>(p);
+  return "";
+}
+
+/// The quantize kernels of A and B, cuBLASLt's product, and the epilogue
+/// kernel of a scratch route.
+int runFp8(Fp8State &s, const Fp8Route &r, Fp8Site &site, const OtcrtGemm &g,
+           int32_t aFormat, int32_t bFormat, const void *a, const void *b,
+           void *c, const void *bias, const void *addend, void *aux,
+           cudaStream_t stream) {
+  size_t aBytes = (size_t(g.m * g.k) + 255) / 256 * 256;
+  Fp8Quantize qa, qb;
+  qa.x = static_cast<const uint16_t *>(a);
+  qa.rows = g.trans_a ? g.k : g.m;
+  qa.cols = g.trans_a ? g.m : g.k;
+  qa.ld = g.lda;
+  qa.transpose = g.trans_a; // to [M, K]
+  qa.format = aFormat;
+  qa.out = s.operands;
+  qa.prev = site.slots;
+  qa.cur = site.slots + 1;
+  qa.counter = reinterpret_cast<unsigned *>(site.slots + 4);
+  qa.invScale = s.scales + 2;
+  qb.x = static_cast<const uint16_t *>(b);
+  qb.rows = g.trans_b ? g.n : g.k;
+  qb.cols = g.trans_b ? g.k : g.n;
+  qb.ld = g.ldb;
+  qb.transpose = !g.trans_b; // to [N, K]
+  qb.format = bFormat;
+  qb.out = s.operands + aBytes;
+  qb.prev = site.slots + 2;
+  qb.cur = site.slots + 3;
+  qb.counter = reinterpret_cast<unsigned *>(site.slots + 5);
+  qb.invScale = s.scales + 3;
+  qa.first = qb.first = !site.called;
+  site.called = true;
+  if (launchFp8Quantize(qa, stream) || launchFp8Quantize(qb, stream))
+    return gemmFailed(g, bias, "the FP8 quantize kernels did not launch");
+  if (!r.scratch && bias &&
+      cublasLtMatmulDescSetAttribute(r.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                     &bias,
+                                     sizeof(bias)) != CUBLAS_STATUS_SUCCESS)
+    return gemmFailed(g, bias, "cannot set the FP8 GEMM's bias");
+  void *d = r.scratch ? static_cast<void *>(s.product) : c;
+  float beta = r.scratch ? 0.0f : g.beta;
+  cublasStatus_t st = cublasLtMatmul(
+      s.handle, r.desc, &g.alpha, qb.out, r.a, qa.out, r.b, &beta, d, r.d, d,
+      r.d, &r.algo, s.workspace, s.workspaceBytes, stream);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return gemmFailed(g, bias,
+                      std::string("cublasLtMatmul (FP8): ") +
+                          cublasLtGetStatusName(st));
+  if (!r.scratch)
+    return 0;
+  GemmEpilogue e;
+  e.m = g.m;
+  e.n = g.n;
+  e.batch = 1;
+  e.v = s.product;
+  e.ldv = g.n;
+  e.xIn = addend ? addend : c;
+  e.beta = g.beta;
+  e.bias = bias;
+  e.aux = aux;
+  e.op = g.epilogue == OTCRT_GEMM_GELU    ? GemmEpilogueOp::kGelu
+         : g.epilogue == OTCRT_GEMM_DGELU ? GemmEpilogueOp::kDgelu
+                                          : GemmEpilogueOp::kStore;
+  e.c = c;
+  e.ldc = g.ldc;
+  e.bf16 = g.c_type == OTC_BF16;
+  if (launchGemmEpilogue(e, stream))
+    return gemmFailed(g, bias, "the FP8 GEMM's epilogue kernel did not launch");
+  return 0;
+}
+
+} // namespace
+
+void otcrt::cuda::forgetFp8Scales() {
+  Fp8State &s = fp8State();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto &[g, site] : s.sites)
+    s.outgrown.push_back(site.slots);
+  s.sites.clear();
+}
+
+extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
+                              int32_t b_format, const void *a, const void *b,
+                              void *c, const void *bias, const void *addend,
+                              void *aux, void *stream) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm: error: no descriptor\n");
+    return 1;
+  }
+  std::string why = gemmInvalid(*g, a, b, c, bias, addend, aux);
+  if (why.empty())
+    why = gemmFp8Invalid(*g, a_format, b_format);
+  if (!why.empty())
+    return gemmFailed(*g, bias, why);
+  if (g->m == 0 || g->n == 0 || g->batch == 0 || g->k == 0)
+    return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
+  auto cudaStream = static_cast<cudaStream_t>(stream);
+  Fp8State &s = fp8State();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  Fp8Route *route = nullptr;
+  why = routeOf(s, *g, a_format, b_format, bias, cudaStream, route);
+  if (!why.empty())
+    return gemmFailed(*g, bias, why);
+  if (!route->fp8) {
+    lock.unlock();
+    return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
+  }
+  Fp8Site *site = nullptr;
+  why = siteOf(s, g, cudaStream, site);
+  if (!why.empty())
+    return gemmFailed(*g, bias, why);
+  return runFp8(s, *route, *site, *g, a_format, b_format, a, b, c, bias, addend,
+                aux, cudaStream);
+}

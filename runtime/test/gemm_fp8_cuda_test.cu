@@ -1,0 +1,194 @@
+// GPU check of the cuda FP8 GEMM (otcrt_gemm_fp8, cuda/gemm_fp8.cpp) and
+// its quantize kernels (cuda/fp8_quantize.cu) against the host emulation
+// (otcrt::cpu::gemmFp8, compiled in): the FP8 copy of a BF16 matrix, plain
+// and transposed, E4M3 and E5M2, byte for byte the host's rounding of the
+// same scaled values, with the same 1 / scale, on a call site's first call
+// (its own amax) and a second (the first's amax, kept on the device for
+// it); then products of every
+// transpose pair, E4M3 x E4M3 and E4M3 x E5M2 either way, into BF16 and
+// FP32, with beta 0 and 1, a bias, GELU with a bias and its gradient (the
+// FP32 product and the epilogue kernel), against the emulation within a
+// BF16 unit (the same FP8 values: only the order of the FP32 sums
+// differs); and a shape that cannot run in FP8 (M not a multiple of 16),
+// which runs as the BF16 GEMM.
+#include "cpu/kernels_cpu.h"
+#include "cuda/gemm.h"
+#include "cuda_test_util.cuh"
+#include "otcrt/abi.h"
+#include "otcrt/fp8.h"
+
+namespace cudatest {
+namespace {
+
+/// The FP8 copy the host makes of h (rows x cols, row stride ld) at the
+/// scale of `amax`, and h's own amax.
+std::vector<uint8_t> hostCopy(const Bf16s &h, int64_t rows, int64_t cols,
+                              int64_t ld, bool transpose, int32_t format,
+                              float amax, float &own) {
+  own = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      own = std::max(own, std::fabs(bf16ToFloat(h[i * ld + j])));
+  const float scale = otcrt_fp8_scale(amax < 0 ? own : amax, format);
+  std::vector<uint8_t> want(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      want[transpose ? j * rows + i : i * cols + j] =
+          otcrt_float_to_fp8(bf16ToFloat(h[i * ld + j]) * scale, format);
+  return want;
+}
+
+/// The quantize kernels on a rows x cols BF16 matrix (row stride cols + 3)
+/// against the host's bytes: a site's first call (an amax pass, then the
+/// copy at its own scale), then a second call on other values, at the
+/// first's amax (those past it held at the format's largest value), which
+/// leaves its own amax for the next.
+void testQuantize(std::mt19937 &rng, int32_t format, bool transpose) {
+  const int64_t rows = 40, cols = 56, ld = cols + 3;
+  Check c(std::string("fp8 quantize ") +
+          (format == OTCRT_FP8_E4M3 ? "e4m3" : "e5m2") +
+          (transpose ? " transposed" : ""));
+  otcrt::cuda::Fp8Quantize q;
+  q.rows = rows;
+  q.cols = cols;
+  q.ld = ld;
+  q.transpose = transpose;
+  q.format = format;
+  q.out = device(std::vector<uint8_t>(rows * cols));
+  float *slots = device(Floats(4)); // prev, cur, 1 / scale, counter
+  q.prev = slots;
+  q.cur = slots + 1;
+  q.invScale = slots + 2;
+  q.counter = reinterpret_cast<unsigned *>(slots + 3);
+  float amax = -1; // none yet
+  for (int call = 0; call < 2; ++call) {
+    Floats x = random(rows * ld, rng, -3, 3);
+    x[5] = call ? 23.5f : 17.25f; // the amax; the second past the first
+    Bf16s h = toBf16(x);
+    float own = 0;
+    std::vector<uint8_t> want =
+        hostCopy(h, rows, cols, ld, transpose, format, amax, own);
+    const float scale = otcrt_fp8_scale(amax < 0 ? own : amax, format);
+    q.x = reinterpret_cast<const uint16_t *>(device(h));
+    q.first = call == 0;
+    c.rc(otcrt::cuda::launchFp8Quantize(q, nullptr), "launch");
+    std::vector<uint8_t> got = host(q.out, want.size());
+    Floats s = host(slots, 4);
+    if (got != want) {
+      std::printf("  call %d: the device's FP8 bytes differ from the host's\n",
+                  call);
+      c.ok = false;
+    }
+    if (s[0] != own || s[1] != 0 || s[2] != 1.0f / scale || s[3] != 0) {
+      std::printf("  call %d: amax %g (host %g), 1/scale %g (host %g), cur %g,"
+                  " counter %g\n",
+                  call, s[0], own, s[2], 1.0f / scale, s[1], s[3]);
+      c.ok = false;
+    }
+    amax = own;
+  }
+}
+
+struct Fp8Case {
+  std::string name;
+  int ta, tb;
+  int64_t m, n, k;
+  int32_t fa, fb, cType, epilogue;
+  float beta;
+  bool bias;
+};
+
+/// One product against the emulation: C, and aux for GELU; each side's
+/// first call of the site (both forget the sites' amax first).
+void testFp8Gemm(const Fp8Case &tc, std::mt19937 &rng) {
+  Check c("fp8 gemm " + tc.name);
+  otcrt::cpu::forgetFp8Scales();
+  otcrt::cuda::forgetFp8Scales();
+  OtcrtGemm g{};
+  g.trans_a = tc.ta;
+  g.trans_b = tc.tb;
+  g.m = tc.m;
+  g.n = tc.n;
+  g.k = tc.k;
+  g.batch = 1;
+  g.alpha = 1.0f;
+  g.beta = tc.beta;
+  g.ab_type = OTC_BF16;
+  g.c_type = g.epilogue_type = tc.cType;
+  g.epilogue = tc.epilogue;
+  g.lda = tc.ta ? tc.m : tc.k;
+  g.ldb = tc.tb ? tc.k : tc.n;
+  g.ldc = tc.n;
+  Bf16s a = toBf16(random(tc.m * tc.k, rng)),
+        b = toBf16(random(tc.k * tc.n, rng));
+  Floats c0 = random(tc.m * tc.n, rng), bias0 = random(tc.n, rng);
+  Floats aux0 = random(tc.m * tc.n, rng);
+  bool bf16 = tc.cType == OTC_BF16;
+  bool gelu = tc.epilogue == OTCRT_GEMM_GELU || tc.epilogue == OTCRT_GEMM_DGELU;
+  // Host: C, bias and aux in C's type.
+  Bf16s hc = toBf16(c0), hbias = toBf16(bias0), haux = toBf16(aux0);
+  Floats fc = c0, fbias = bias0, faux = aux0;
+  void *wantC = bf16 ? (void *)hc.data() : (void *)fc.data();
+  const void *wantBias =
+      tc.bias ? (bf16 ? (void *)hbias.data() : (void *)fbias.data()) : nullptr;
+  void *wantAux =
+      gelu ? (bf16 ? (void *)haux.data() : (void *)faux.data()) : nullptr;
+  c.rc(otcrt::cpu::gemmFp8(g, tc.fa, tc.fb, a.data(), b.data(), wantC, wantBias,
+                           nullptr, wantAux),
+       "host");
+  void *dC = bf16 ? (void *)device(toBf16(c0)) : (void *)device(c0);
+  const void *dBias =
+      tc.bias ? (bf16 ? (void *)device(toBf16(bias0)) : (void *)device(bias0))
+              : nullptr;
+  void *dAux =
+      gelu ? (bf16 ? (void *)device(toBf16(aux0)) : (void *)device(aux0))
+           : nullptr;
+  c.rc(otcrt_gemm_fp8(&g, tc.fa, tc.fb, device(a), device(b), dC, dBias,
+                      nullptr, dAux, nullptr),
+       "device");
+  if (bf16) {
+    c.bf16(host(static_cast<otcrt_bf16 *>(dC), hc.size()), hc, "C");
+    if (tc.epilogue == OTCRT_GEMM_GELU)
+      c.bf16(host(static_cast<otcrt_bf16 *>(dAux), haux.size()), haux, "aux");
+  } else {
+    c.f32(host(static_cast<float *>(dC), fc.size()), fc, "C", 2e-3);
+    if (tc.epilogue == OTCRT_GEMM_GELU)
+      c.f32(host(static_cast<float *>(dAux), faux.size()), faux, "aux", 2e-3);
+  }
+}
+
+} // namespace
+
+void testFp8Gemms(std::mt19937 &rng) {
+  for (int32_t format : {OTCRT_FP8_E4M3, OTCRT_FP8_E5M2})
+    for (bool transpose : {false, true})
+      testQuantize(rng, format, transpose);
+  const int32_t e4 = OTCRT_FP8_E4M3, e5 = OTCRT_FP8_E5M2;
+  const int32_t none = OTCRT_GEMM_NONE;
+  std::vector<Fp8Case> cases = {
+      {"A B 128x96x64", 0, 0, 128, 96, 64, e4, e4, OTC_BF16, none, 0, false},
+      {"A B^T 128x96x64", 0, 1, 128, 96, 64, e4, e4, OTC_BF16, none, 0, false},
+      {"A^T B 128x96x64", 1, 0, 128, 96, 64, e4, e4, OTC_BF16, none, 0, false},
+      {"A^T B^T 64x48x80", 1, 1, 64, 48, 80, e4, e4, OTC_BF16, none, 0, false},
+      {"e5m2 A (dX) 128x64x96", 0, 1, 128, 64, 96, e5, e4, OTC_BF16, none, 0,
+       false},
+      {"e5m2 B (dW) 64x64x128", 1, 0, 64, 64, 128, e4, e5, OTC_BF16, none, 0,
+       false},
+      {"accumulate into f32 64x64x128", 1, 0, 64, 64, 128, e4, e5, OTC_F32,
+       none, 1.0f, false},
+      {"accumulate bf16 64x64x64", 0, 0, 64, 64, 64, e4, e4, OTC_BF16, none,
+       1.0f, false},
+      {"bias 128x96x64", 0, 1, 128, 96, 64, e4, e4, OTC_BF16, OTCRT_GEMM_BIAS,
+       0, true},
+      {"gelu+bias 64x128x64", 0, 1, 64, 128, 64, e4, e4, OTC_BF16,
+       OTCRT_GEMM_GELU, 0, true},
+      {"dgelu 64x128x64", 0, 0, 64, 128, 64, e5, e4, OTC_BF16, OTCRT_GEMM_DGELU,
+       0, false},
+      {"M 24 (bf16 instead) 24x32x32", 0, 1, 24, 32, 32, e4, e4, OTC_BF16, none,
+       0, false},
+  };
+  for (const Fp8Case &tc : cases)
+    testFp8Gemm(tc, rng);
+}
+
+} // namespace cudatest
