@@ -643,6 +643,7 @@ void populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(patterns);
   addFusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(patterns);
   addFusion<MatMulOp, fuseExpertMatmul, ExpertMatmulOp>(patterns);
+  populateRopeFusion(patterns); // AddOp -> RopeOp (FuseRope.cpp)
 }
 
 /// Reports a pattern's near miss as a remark at its anchor.

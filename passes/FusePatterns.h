@@ -14,6 +14,7 @@
 #include "ir/OtcDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -90,6 +91,9 @@ Match fuseSilu(SigmoidOp sigmoid, mlir::OpBuilder &b);
 Match fuseCrossEntropy(SoftmaxCrossEntropyOp loss, mlir::OpBuilder &b);
 Match fuseLogSoftmaxNll(NllLossOp loss, mlir::OpBuilder &b);
 Match fuseExpertMatmul(MatMulOp mm, mlir::OpBuilder &b);
+/// The rotary embedding's rewrite pattern (FuseRope.cpp), anchored at the
+/// chain's add; it builds otc.rope.
+void populateRopeFusion(mlir::RewritePatternSet &patterns);
 
 } // namespace otc::fuse
 
