@@ -1,10 +1,10 @@
 //===- FusedOps.cpp - fused transformer ops of the reference interpreter --===//
 //
 // The ops of ir/OtcFusedOps.td: attention, layer and RMS normalization, GELU,
-// SiLU and cross-entropy, and their gradient kernels. Each one is written
-// from the math of its description as plain loops over the elements, in
-// double precision, without the blocking, online softmax or reuse of
-// buffers that a fast kernel would use: attention forms every score of a row
+// SiLU, the rotary embedding and cross-entropy, and their gradient kernels.
+// Each one is written from the math of its description as plain loops over the
+// elements, in double precision, without the blocking, online softmax or reuse
+// of buffers that a fast kernel would use: attention forms every score of a row
 // and normalizes them with the row's log-sum-exp, its gradient rebuilds the
 // probabilities from the saved `lse` and applies the chain rule row by row,
 // and the normalizations work on each row of the flattened trailing
@@ -453,6 +453,41 @@ LogicalResult Interpreter::run(otc::RmsNormGradOp op) {
   }
   set(op.getDx(), std::move(dx));
   set(op.getDgamma(), std::move(dgamma));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary embedding
+//===----------------------------------------------------------------------===//
+
+/// Over the last dimension (h = D / 2), with c and s the tables broadcast
+/// to x: y[j] = x[j] c[j] + r[j] s[j], r[j] = -x[j + h] (j < h), x[j - h]
+/// (j >= h); transposed: y[j] = x[j] c[j] + (j < h ? s[j + h] x[j + h]
+/// : -s[j - h] x[j - h]). Element by element, each a fresh sum.
+LogicalResult Interpreter::run(otc::RopeOp op) {
+  const Tensor &x = get(op.getInput());
+  const Tensor &cos = get(op.getCos());
+  const Tensor &sin = get(op.getSin());
+  bool transposed = op.getTransposed();
+  int64_t d = x.shape.back(), h = d / 2;
+  Tensor y = zeros(x.shape);
+  for (int64_t e = 0; e < static_cast<int64_t>(x.data.size()); ++e) {
+    std::vector<int64_t> index = unravel(e, x.shape);
+    int64_t j = index.back();
+    int64_t partner = j < h ? e + h : e - h;
+    std::vector<int64_t> other = index;
+    other.back() = j < h ? j + h : j - h;
+    double c = cos.data[broadcastSource(index, cos.shape)];
+    double sOwn = sin.data[broadcastSource(index, sin.shape)];
+    double sOther = sin.data[broadcastSource(other, sin.shape)];
+    double rotated;
+    if (!transposed)
+      rotated = (j < h ? -x.data[partner] : x.data[partner]) * sOwn;
+    else
+      rotated = (j < h ? x.data[partner] : -x.data[partner]) * sOther;
+    y.data[e] = x.data[e] * c + rotated;
+  }
+  set(op.getResult(), std::move(y));
   return success();
 }
 

@@ -62,24 +62,24 @@ LogicalResult Interpreter::evaluate(Operation *op) {
       .Case<ConstantOp,
             // Elementwise.
             AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp,
-            ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, CosOp, SinOp, CompareOp,
-            SelectOp, CastOp,
+            ReluOp, SqrtOp, ReciprocalOp, ErfOp, SigmoidOp, CosOp, SinOp,
+            CompareOp, SelectOp, CastOp,
             // Data movement.
             MatMulOp, TransposeOp, ReshapeOp, BroadcastOp, ConcatOp, SliceOp,
             SliceGradOp, GatherOp, GatherGradOp, ExpertMatmulOp,
             ExpertMatmulWgradOp, TriluOp,
             // Reductions and normalization.
-            ReduceSumOp, ReduceMaxOp, TopKOp, SoftmaxOp, SoftmaxGradOp, LogSoftmaxOp,
-            LogSoftmaxGradOp,
+            ReduceSumOp, ReduceMaxOp, TopKOp, SoftmaxOp, SoftmaxGradOp,
+            LogSoftmaxOp, LogSoftmaxGradOp,
             // Training.
             DropoutOp, DropoutGradOp, SoftmaxCrossEntropyOp,
             SoftmaxCrossEntropyGradOp, NllLossOp, NllLossGradOp, ReluGradOp,
             TanhGradOp, AdamWOp,
             // Fused transformer ops.
             AttentionOp, AttentionGradOp, LayerNormOp, LayerNormGradOp,
-            RmsNormOp, RmsNormGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp,
-            CrossEntropyOp, CrossEntropyGradOp, CrossEntropyWithGradOp,
-            LinearCrossEntropyWithGradOp, ColumnSumOp>(
+            RmsNormOp, RmsNormGradOp, RopeOp, GeluOp, GeluGradOp, SiluOp,
+            SiluGradOp, CrossEntropyOp, CrossEntropyGradOp,
+            CrossEntropyWithGradOp, LinearCrossEntropyWithGradOp, ColumnSumOp>(
           [&](auto concrete) { return run(concrete); })
       .Default([&](Operation *other) {
         return other->emitError("cannot interpret '")

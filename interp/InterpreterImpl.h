@@ -251,6 +251,7 @@ private:
   mlir::LogicalResult run(LayerNormGradOp op);
   mlir::LogicalResult run(RmsNormOp op);
   mlir::LogicalResult run(RmsNormGradOp op);
+  mlir::LogicalResult run(RopeOp op);
   mlir::LogicalResult run(ColumnSumOp op);
   mlir::LogicalResult run(GeluOp op);
   mlir::LogicalResult run(GeluGradOp op);

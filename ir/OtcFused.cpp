@@ -371,6 +371,50 @@ int64_t RmsNormOp::getFlops() { return 5 * elementsOf(getInput()); }
 int64_t RmsNormGradOp::getFlops() { return 9 * elementsOf(getInput()); }
 
 //===----------------------------------------------------------------------===//
+// Rotary embedding
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeOp::verify() {
+  ArrayRef<int64_t> xs = shapeOf(getInput()), ts = shapeOf(getCos());
+  if (xs.empty() || xs.size() > 4)
+    return emitOpError("needs an input of rank 1 to 4, got ")
+           << formatShape(xs);
+  if (xs.back() % 2 != 0)
+    return emitOpError("the last dimension must be even, got ") << xs.back();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result must have the input's type");
+  if (getSin().getType() != getCos().getType())
+    return emitOpError("cos and sin must have one type");
+  if (!getElementTypeOrSelf(getCos().getType()).isF32())
+    return emitOpError("cos and sin must be f32 tables");
+  bool fits = !ts.empty() && ts.size() <= xs.size() && ts.back() == xs.back();
+  for (size_t i = 1; fits && i <= ts.size(); ++i)
+    fits = ts[ts.size() - i] == 1 || ts[ts.size() - i] == xs[xs.size() - i];
+  if (!fits)
+    return emitOpError("cos and sin ")
+           << formatShape(ts) << " must broadcast to the input "
+           << formatShape(xs) << " with its last dimension";
+  return success();
+}
+
+/// The map is linear in x with the transposed map as its adjoint; the
+/// tables are constants (otc-fuse-patterns fuses no other) and get none.
+LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &out) {
+  Value dx;
+  if (rg[0])
+    dx = b.create<RopeOp>(getLoc(), getInput().getType(), rg[0], getCos(),
+                          getSin(), /*transposed=*/!getTransposed());
+  out.append({dx, Value(), Value()});
+  return success();
+}
+
+int64_t RopeOp::getFlops() { return 3 * elementsOf(getInput()); }
+
+/// The tables stay FP32 whatever the data's precision.
+bool RopeOp::isFp32StatisticsOperand(unsigned index) { return index > 0; }
+
+//===----------------------------------------------------------------------===//
 // Activations
 //===----------------------------------------------------------------------===//
 

@@ -1,11 +1,12 @@
 //===- OtcFusedOps.td - fused transformer ops --------------*- tablegen -*-===//
 //
 // The ops that otc-fuse-patterns recognizes in exported graphs (attention,
-// layer and RMS normalization, GELU, SiLU, cross-entropy) and their gradient
-// kernels. Each fused gradient reads only what its op saves: attention its
-// inputs, output and per-row log-sum-exp (never the T x T probabilities), the
-// norms their input and per-row statistics, the cross-entropy its logits and
-// per-row log-sum-exp. Included by OtcOps.td.
+// layer and RMS normalization, GELU, SiLU, the rotary embedding,
+// cross-entropy) and their gradient kernels. Each fused gradient reads only
+// what its op saves: attention its inputs, output and per-row log-sum-exp
+// (never the T x T probabilities), the norms their input and per-row
+// statistics, the rotary embedding nothing but its constant tables, the
+// cross-entropy its logits and per-row log-sum-exp. Included by OtcOps.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -325,6 +326,47 @@ def Otc_SiluGradOp : Otc_Op<"silu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> 
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+def Otc_RopeOp : Otc_Op<"rope",
+    [Library, Fp32StatOperands, CostFlops, Pure, Grad]> {
+  let summary = "Rotary position embedding: x cos + rotate_half(x) sin";
+  let description = [{
+    Over the last dimension D of `input` (even, h = D / 2):
+    y[j] = x[j] cos[j] + r[j] sin[j] with r[j] = -x[j + h] for j < h and
+    x[j - h] for j >= h (rotate_half, the split-halves form of Llama and
+    GPT-NeoX). `cos` and `sin` have one shape, numpy-broadcast to the
+    input's with a last dimension of D; they are FP32 tables whatever the
+    data's precision (otc-mixed-precision keeps them FP32) and constants:
+    they get no gradient. With `transposed`, the op is the transpose of that
+    linear map, the gradient of the rotation:
+    y[j] = x[j] cos[j] + (j < h ? sin[j + h] x[j + h] : -sin[j - h] x[j - h]),
+    so an otc.rope's gradient is otc.rope of the output gradient with
+    `transposed` flipped (one kernel, one launch, either way).
+
+    A library call rather than an elementwise op: element j reads element
+    j +- h of its row, which the elementwise fusion cannot express, and one
+    pass of a row kernel reads x once where the exported chain (two slices,
+    a negation, a concatenation, two products and a sum) reads and writes
+    it seven times. Formed by otc-fuse-patterns (passes/FuseRope.cpp).
+
+    ```mlir
+    %y = otc.rope %x, %cos, %sin
+        : (tensor<2x4x16x8xbf16>, tensor<16x8xf32>, tensor<16x8xf32>)
+        -> tensor<2x4x16x8xbf16>
+    ```
+  }];
+  let arguments = (ins Otc_FloatTensor:$input, Otc_FloatTensor:$cos,
+                   Otc_FloatTensor:$sin, UnitAttr:$transposed);
+  let results = (outs Otc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

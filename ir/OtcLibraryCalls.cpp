@@ -120,6 +120,37 @@ void RmsNormGradOp::getAccumulatedResults(
 }
 
 //===----------------------------------------------------------------------===//
+// Rotary embedding
+//===----------------------------------------------------------------------===//
+
+std::string RopeOp::getLibraryKernel() {
+  return libraryKernelName("rope", getInput());
+}
+
+/// The input as [n0, n1, n2, D] (leading 1s), the tables' element strides
+/// of n0, n1 and n2 (0 where they broadcast), the operands, `transposed`.
+void RopeOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
+  SmallVector<int64_t, 4> xs(shapeOf(getInput())), ts(shapeOf(getCos()));
+  while (xs.size() < 4)
+    xs.insert(xs.begin(), 1);
+  while (ts.size() < 4)
+    ts.insert(ts.begin(), 1);
+  int64_t strides[4], stride = 1;
+  for (int i = 3; i >= 0; --i) {
+    strides[i] = ts[i] == 1 ? 0 : stride;
+    stride *= ts[i];
+  }
+  for (int64_t n : xs)
+    args.push_back(LibraryArg::integer(n));
+  for (int i = 0; i < 3; ++i)
+    args.push_back(LibraryArg::integer(strides[i]));
+  for (Value v : {getInput(), getCos(), getSin()})
+    args.push_back(LibraryArg::operand(*this, v));
+  args.push_back(LibraryArg::integer(getTransposed() ? 1 : 0));
+  args.push_back(LibraryArg::result(0));
+}
+
+//===----------------------------------------------------------------------===//
 // Cross-entropy
 //===----------------------------------------------------------------------===//
 

@@ -322,6 +322,13 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
   }
   if (op->hasTrait<OpTrait::OtcElementwise>())
     return visitElementwise(op);
+  if (isa<RopeOp>(op)) {
+    // Elementwise but for the pairs of the last dimension, which the
+    // tables broadcast along as numpy does (cut to the position with x).
+    if (seq[op->getOperand(0)] == rankOf(op->getOperand(0)) - 1)
+      return refuse(op, "a rotary embedding over the sequence axis");
+    return visitElementwise(op);
+  }
   if (auto m = dyn_cast<MatMulOp>(op))
     return visitMatMul(m);
   if (auto r = dyn_cast<ReshapeOp>(op))

@@ -1,7 +1,8 @@
 //===- FusePatterns.cpp - recognize fused transformer ops -----------------===//
 //
 // The otc-fuse-patterns pass and its recognizers for everything but
-// attention (FuseAttention.cpp): layer and RMS normalization as exporters
+// attention (FuseAttention.cpp) and the rotary embedding (FuseRope.cpp):
+// layer and RMS normalization as exporters
 // decompose them (the importer decomposes the native LayerNormalization the
 // same way), GELU in its erf and tanh forms, x * sigmoid(x) and the
 // cross-entropy losses and a mixture of experts' per-row products of gathered
@@ -701,6 +702,7 @@ void fuse::populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(patterns);
   addFusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(patterns);
   addFusion<MatMulOp, fuseExpertMatmul, ExpertMatmulOp>(patterns);
+  populateRopeFusion(patterns); // AddOp -> RopeOp (FuseRope.cpp)
 }
 
 void fuse::populateHeadTransposePatterns(RewritePatternSet &patterns) {

@@ -114,6 +114,10 @@ Match fuseCrossEntropy(SoftmaxCrossEntropyOp loss,
 Match fuseLogSoftmaxNll(NllLossOp loss, mlir::PatternRewriter &rewriter);
 Match fuseExpertMatmul(MatMulOp mm, mlir::PatternRewriter &rewriter);
 
+/// The rotary embedding's rewrite pattern (FuseRope.cpp), anchored at the
+/// chain's add; it builds otc.rope.
+void populateRopeFusion(mlir::RewritePatternSet &patterns);
+
 /// The fusions of otc-fuse-patterns as rewrite patterns, one per anchor op,
 /// each naming the fused ops it builds; a near miss is its match failure.
 void populateFusionPatterns(mlir::RewritePatternSet &patterns);

@@ -161,7 +161,7 @@ def Remat : Pass<"otc-remat", "mlir::ModuleOp"> {
 }
 
 def FusePatterns : Pass<"otc-fuse-patterns", "mlir::ModuleOp"> {
-  let summary = "Recognizes attention, normalizations, GELU/SiLU and cross-entropy";
+  let summary = "Recognizes attention, normalizations, GELU/SiLU, RoPE and cross-entropy";
   let dependentDialects = ["otc::OtcDialect"];
   let description = [{
     Runs on the forward graph after otc-fold-shapes and before
@@ -185,7 +185,11 @@ def FusePatterns : Pass<"otc-fuse-patterns", "mlir::ModuleOp"> {
       0.044715 x^3))) in any order of the products -> `otc.gelu`;
       x * sigmoid(x) -> `otc.silu`;
     - softmax_cross_entropy, and nll_loss of log_softmax -> `otc.cross_entropy`
-      on the logits before the exporter's flattening reshape.
+      on the logits before the exporter's flattening reshape;
+    - x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin with constant
+      tables -> `otc.rope` (FuseRope.cpp), moved before a [B, T, H, D] ->
+      [B, H, T, D] head transpose when the tables do not vary over the
+      heads, so that attention then reads the projections where they lie.
     Intermediates of a chain must have no other reader. The recognizers are
     rewrite patterns applied once at each op, in order, then the attention
     layout at each attention; every change goes through their

@@ -222,6 +222,8 @@ void testExpertMatmuls(std::mt19937 &rng);
 void testCrossEntropies(std::mt19937 &rng);
 /// The chunked LM head and loss (linear_cross_entropy_cuda_test.cu).
 void testLinearCrossEntropies(std::mt19937 &rng);
+/// The rotary embedding and its gradient (rope_cuda_test.cu).
+void testRopes(std::mt19937 &rng);
 
 } // namespace cudatest
 

@@ -10,7 +10,8 @@
 // The cross-entropy (cross_entropy_cuda_test.cu): the fused call must give
 // the gradient of the device's forward then backward bit for bit, in place
 // too; the LM head with its loss in chunks must match the host's
-// (linear_cross_entropy_cuda_test.cu).
+// (linear_cross_entropy_cuda_test.cu); the rotary embedding must match the
+// host's (rope_cuda_test.cu).
 // The attention runs on both of its device implementations
 // (attention_cuda_test.cu). A bad label reaches the library's error record
 // without the call waiting for the device (cross_entropy_cuda_test.cu).
@@ -701,6 +702,7 @@ int main(int argc, char **argv) {
   testAttentions(rng);
   testCrossEntropies(rng);
   testLinearCrossEntropies(rng);
+  testRopes(rng);
   testGraphs(rng);
   testGemms(rng);
   testFp8Gemms(rng);

@@ -226,6 +226,26 @@ void launchesOf(RmsNormGradOp op, const DeviceModel &d,
                        op.getDgamma(), Value(), l);
 }
 
+/// rope.cu: one launch, a thread per packet of pairs (j, j + D / 2) of a
+/// row (a 16-byte packet of x's type where D / 2 is a multiple of one, else
+/// one pair), OTCRT_CUDA_ROW_BLOCK threads a block: it reads x and writes
+/// the result once, and reads four table values a pair (the tables, shared
+/// by every head and batch, from the cache: counted once).
+void launchesOf(RopeOp op, const DeviceModel &,
+                SmallVectorImpl<KernelLaunch> &l) {
+  Value x = op.getInput();
+  int64_t half = shapeOf(x).back() / 2;
+  int64_t groups = numElements(shapeOf(x)) / 2 / packWidth(half, x);
+  KernelLaunch k;
+  k.what = op.getTransposed() ? "rope (transposed)" : "rope";
+  k.blocks = std::max<int64_t>(1, ceilDiv(groups, OTCRT_CUDA_ROW_BLOCK));
+  k.threads = OTCRT_CUDA_ROW_BLOCK;
+  k.steps = 2;
+  k.bytes = bytesOf(x) + bytesOf(op.getResult()) + bytesOf(op.getCos()) +
+            bytesOf(op.getSin());
+  l.push_back(k);
+}
+
 /// forward (cross_entropy.cu): rowLseKernel, one block per row sweeping it
 /// once (running maximum and sum of exponentials), thread 0 then reading the
 /// label and the logit it names; for a mean or sum, reduceLossKernel, one
@@ -483,9 +503,10 @@ void cuda::attachLaunchModels(Dialect &dialect) {
   MLIRContext &ctx = *dialect.getContext();
   if (isa<OtcDialect>(dialect)) {
     attachLibrary<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp,
-                  CrossEntropyOp, CrossEntropyGradOp, CrossEntropyWithGradOp,
-                  LinearCrossEntropyWithGradOp, GatherGradOp, ExpertMatmulOp,
-                  ExpertMatmulWgradOp, ColumnSumOp>(ctx);
+                  RopeOp, CrossEntropyOp, CrossEntropyGradOp,
+                  CrossEntropyWithGradOp, LinearCrossEntropyWithGradOp,
+                  GatherGradOp, ExpertMatmulOp, ExpertMatmulWgradOp,
+                  ColumnSumOp>(ctx);
     AttentionOp::attachInterface<AttentionLaunches<AttentionOp>>(ctx);
     AttentionGradOp::attachInterface<AttentionLaunches<AttentionGradOp>>(ctx);
   } else if (isa<otck::OtckDialect>(dialect)) {

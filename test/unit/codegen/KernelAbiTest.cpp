@@ -72,8 +72,16 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
   // One storage type per function: no otcrt_gemm_f32, no otcrt_layer_norm_fwd.
   EXPECT_FALSE(lookupKernelSignature("otcrt_gemm_f32"));
   EXPECT_FALSE(lookupKernelSignature("otcrt_layer_norm_fwd"));
-  // 15 functions per storage type and 8 single ones.
-  EXPECT_EQ(kernelSignatures().size(), 15u * 2 + 8);
+  // The rotary embedding: data of the storage type, float tables.
+  const KernelSignature *rope = lookupKernelSignature("otcrt_rope_bf16");
+  ASSERT_TRUE(rope);
+  EXPECT_EQ(typesOf(*rope),
+            "int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t "
+            "dim, int64_t c0, int64_t c1, int64_t c2, const otcrt_bf16 *x, "
+            "const float *cos, const float *sin, int32_t transposed, "
+            "otcrt_bf16 *y, void *stream)");
+  // 16 functions per storage type and 8 single ones.
+  EXPECT_EQ(kernelSignatures().size(), 16u * 2 + 8);
 }
 
 std::vector<KernelArg> columnSumArgs() {
@@ -184,6 +192,12 @@ protected:
 };
 
 TEST_F(OpCalls, MatchTheTable) {
+  EXPECT_EQ(check(R"(
+func.func @f(%x: tensor<2x4x3x8xbf16>, %c: tensor<1x4x1x8xf32>) {
+  %y = otc.rope %x, %c, %c {transposed} : (tensor<2x4x3x8xbf16>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) -> tensor<2x4x3x8xbf16>
+  return
+})"),
+            "");
   EXPECT_EQ(check(R"(
 func.func @f(%x: tensor<2x3x4xbf16>, %g: tensor<3x4xbf16>) {
   %y, %m, %r = otc.layer_norm %x gamma %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xbf16>, tensor<3x4xbf16>) -> (tensor<2x3x4xbf16>, tensor<2xf32>, tensor<2xf32>)

@@ -41,10 +41,10 @@ TEST(CudaLaunchesTest, EveryLibraryCallHasAModel) {
     EXPECT_TRUE(name.hasInterface<GridLaunchOpInterface>())
         << name.getStringRef().str() << " has no cuda launch model";
   }
-  // layer_norm(_grad), rms_norm(_grad), cross_entropy(_grad, _with_grad),
-  // linear_cross_entropy_with_grad, gather_grad, expert_matmul(_wgrad),
-  // column_sum, attention(_grad).
-  EXPECT_EQ(calls, 14);
+  // layer_norm(_grad), rms_norm(_grad), rope, cross_entropy(_grad,
+  // _with_grad), linear_cross_entropy_with_grad, gather_grad,
+  // expert_matmul(_wgrad), column_sum, attention(_grad).
+  EXPECT_EQ(calls, 15);
   auto kernel = mlir::RegisteredOperationName::lookup(
       otck::KernelOp::getOperationName(), &ctx);
   ASSERT_TRUE(kernel);

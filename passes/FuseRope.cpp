@@ -1,0 +1,242 @@
+//===- FuseRope.cpp - recognize the rotary position embedding -------------===//
+//
+// The otc-fuse-patterns rewrite pattern that turns the rotary embedding as
+// exporters write it, x * cos + rotate_half(x) * sin with rotate_half(x) =
+// concat(-x[..., D/2:], x[..., :D/2]) over the last dimension (Slice, Neg,
+// Concat, Mul, Add; both exporters of Llama, Mistral, Qwen and GPT-NeoX
+// write it so), into one otc.rope. The chain is anchored at its add; the two
+// slices may read one value or two copies of it (one transpose per slice, as
+// torch.onnx.export's dynamo exporter writes them). The tables must be
+// constants or the model's constant buffers (the dynamo exporter's folded
+// tables, `otc.buffer` arguments): no gradient, and otc.rope returns none
+// for them; a chain whose tables depend on parameters or inputs is left
+// unfused with a remark.
+//
+// When x is the [B, T, H, D] -> [B, H, T, D] transpose of a head split and
+// the tables do not vary over the heads, the rope moves before the
+// transpose (rope commutes with it, the tables reshaped from [., 1, T, D]
+// to [., T, 1, D]): a transpose, a rope and attention become a rope and a
+// transpose feeding attention, whose head transposes otc-fuse-patterns then
+// folds into the attention (layout "bthd"). Every change goes through the
+// pattern's rewriter, which erases the chain the rope replaces
+// (fuse::replaceChainOutput).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusePatterns.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+using namespace mlir;
+using namespace otc;
+using namespace otc::fuse;
+
+namespace {
+
+/// `a` and `b` compute the same tensor: one value, or the same transpose or
+/// reshape of values that do.
+bool sameValue(Value a, Value b) {
+  if (a == b)
+    return true;
+  if (a.getType() != b.getType())
+    return false;
+  auto ta = a.getDefiningOp<TransposeOp>(), tb = b.getDefiningOp<TransposeOp>();
+  if (ta && tb)
+    return ta.getPermutation() == tb.getPermutation() &&
+           sameValue(ta.getInput(), tb.getInput());
+  auto ra = a.getDefiningOp<ReshapeOp>(), rb = b.getDefiningOp<ReshapeOp>();
+  return ra && rb && sameValue(ra.getInput(), rb.getInput());
+}
+
+/// The input of a slice that takes the whole of every dimension but the
+/// last, elements [start, start + D / 2) of it with stride 1, where the
+/// input's last dimension is D; null otherwise.
+Value halfSliced(Value v, bool upper) {
+  auto slice = v.getDefiningOp<SliceOp>();
+  if (!slice || !slice.getResult().hasOneUse())
+    return nullptr;
+  ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(v);
+  if (in.empty() || in.back() % 2 != 0 || out.back() != in.back() / 2)
+    return nullptr;
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t start = i + 1 == in.size() && upper ? in.back() / 2 : 0;
+    if (slice.getStrides()[i] != 1 || slice.getStarts()[i] != start ||
+        (i + 1 < in.size() && out[i] != in[i]))
+      return nullptr;
+  }
+  return slice.getInput();
+}
+
+/// rotate_half(x) as concat(neg(x[..., h:]), x[..., :h]) over the last
+/// axis: x, else null.
+Value rotatedHalf(Value v) {
+  auto concat = v.getDefiningOp<ConcatOp>();
+  if (!concat || concat.getInputs().size() != 2 || !v.hasOneUse())
+    return nullptr;
+  int64_t rank = static_cast<int64_t>(shapeOf(v).size());
+  if (concat.getAxis() != rank - 1)
+    return nullptr;
+  auto neg = concat.getInputs()[0].getDefiningOp<NegOp>();
+  if (!neg || !neg.getResult().hasOneUse())
+    return nullptr;
+  Value upper = halfSliced(neg.getInput(), /*upper=*/true);
+  Value lower = halfSliced(concat.getInputs()[1], /*upper=*/false);
+  if (!upper || !lower || !sameValue(upper, lower))
+    return nullptr;
+  return lower;
+}
+
+/// Whether the function argument `a` is a constant buffer of the model (a
+/// rotary table the exporter folded: never trained, no gradient).
+bool isBufferArgument(BlockArgument a) {
+  auto f = dyn_cast<func::FuncOp>(a.getOwner()->getParentOp());
+  return f && f.getArgAttr(a.getArgNumber(), attrs::kBuffer);
+}
+
+/// Whether `v` is computed from constants and constant buffers alone (no
+/// parameter, no input).
+bool isConstantTable(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Value w = work.pop_back_val();
+    if (auto a = dyn_cast<BlockArgument>(w)) {
+      if (!isBufferArgument(a))
+        return false;
+      continue;
+    }
+    Operation *def = w.getDefiningOp();
+    if (!seen.insert(def).second)
+      continue;
+    if (def->getNumRegions() != 0)
+      return false;
+    llvm::append_range(work, def->getOperands());
+  }
+  return true;
+}
+
+/// Whether `table` broadcasts to `x` with x's last dimension.
+bool tableFits(Value table, Value x) {
+  ArrayRef<int64_t> ts = shapeOf(table), xs = shapeOf(x);
+  if (ts.empty() || ts.size() > xs.size() || ts.back() != xs.back())
+    return false;
+  for (size_t i = 1; i <= ts.size(); ++i)
+    if (ts[ts.size() - i] != 1 && ts[ts.size() - i] != xs[xs.size() - i])
+      return false;
+  return true;
+}
+
+/// A [., 1, T, D] table (padded to rank 4) as the [., T, 1, D] one of the
+/// untransposed [B, T, H, D] input: an existing reshape of it, else one
+/// made after its definition. Null when the table varies over the heads.
+Value headsMovedTable(Value table, PatternRewriter &rewriter) {
+  SmallVector<int64_t, 4> s(shapeOf(table));
+  while (s.size() < 4)
+    s.insert(s.begin(), 1);
+  if (s[1] != 1)
+    return nullptr;
+  std::swap(s[1], s[2]);
+  auto type = RankedTensorType::get(
+      s, cast<ShapedType>(table.getType()).getElementType());
+  for (Operation *user : table.getUsers())
+    if (auto r = dyn_cast<ReshapeOp>(user))
+      if (r.getType() == type)
+        return r.getResult();
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointAfterValue(table);
+  return rewriter.create<ReshapeOp>(table.getLoc(), type, table);
+}
+
+/// x * cos + rotate_half(x) * sin, anchored at the add.
+struct FuseRopePattern : OpRewritePattern<AddOp> {
+  FuseRopePattern(MLIRContext *context)
+      : OpRewritePattern<AddOp>(context, /*benefit=*/1,
+                                {RopeOp::getOperationName()}) {}
+
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    if (add->use_empty())
+      return failure();
+    auto m0 = add.getLhs().getDefiningOp<MulOp>();
+    auto m1 = add.getRhs().getDefiningOp<MulOp>();
+    if (!m0 || !m1)
+      return failure();
+    // The product of rotate_half(x) and sin, in either order.
+    Value x, sin, cos;
+    MulOp direct;
+    for (auto [rot, other] : {std::pair{m0, m1}, std::pair{m1, m0}}) {
+      for (auto [r, s] : {std::pair{rot.getLhs(), rot.getRhs()},
+                          std::pair{rot.getRhs(), rot.getLhs()}})
+        if (Value v = rotatedHalf(r)) {
+          x = v;
+          sin = s;
+          direct = other;
+        }
+      if (x)
+        break;
+    }
+    if (!x)
+      return failure();
+    if (sameValue(direct.getLhs(), x))
+      cos = direct.getRhs();
+    else if (sameValue(direct.getRhs(), x))
+      cos = direct.getLhs();
+    else
+      return rewriter.notifyMatchFailure(
+          add, "rotary embedding: the cosine term multiplies another tensor "
+               "than the rotated one");
+    return rewrite(add, x, cos, sin, direct, rewriter);
+  }
+
+  LogicalResult rewrite(AddOp add, Value x, Value cos, Value sin, MulOp direct,
+                        PatternRewriter &rewriter) const {
+    Value rotMul =
+        add.getLhs() == direct.getResult() ? add.getRhs() : add.getLhs();
+    if (!direct.getResult().hasOneUse() || !rotMul.hasOneUse())
+      return rewriter.notifyMatchFailure(
+          add, "rotary embedding: a product is also read elsewhere");
+    if (!isConstantTable(cos) || !isConstantTable(sin))
+      return rewriter.notifyMatchFailure(
+          add, "rotary embedding: the cos and sin tables are not constants "
+               "(they would need a gradient)");
+    if (cos.getType() != sin.getType() ||
+        !getElementTypeOrSelf(cos.getType()).isF32())
+      return rewriter.notifyMatchFailure(
+          add, "rotary embedding: cos and sin are not f32 tables of one shape");
+    if (!tableFits(cos, x) || add.getType() != x.getType() ||
+        shapeOf(x).size() > 4)
+      return rewriter.notifyMatchFailure(
+          add, "rotary embedding: the tables do not broadcast to the input "
+               "(of rank 4 at most) along its last dimension");
+    auto t = x.getDefiningOp<TransposeOp>();
+    if (t && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3}) {
+      Value c = headsMovedTable(cos, rewriter);
+      Value s = c ? headsMovedTable(sin, rewriter) : Value();
+      if (c && s) {
+        auto rope = rewriter.create<RopeOp>(
+            add.getLoc(), t.getInput().getType(), t.getInput(), c, s, false);
+        auto moved = rewriter.create<TransposeOp>(add.getLoc(), add.getType(),
+                                                  rope.getResult(),
+                                                  t.getPermutationAttr());
+        fuse::replaceChainOutput(rewriter, add.getResult(), moved.getResult());
+        return success();
+      }
+      // A near miss changes nothing: the reshape made for cos goes.
+      if (Operation *made = c ? c.getDefiningOp() : nullptr)
+        if (made->use_empty())
+          rewriter.eraseOp(made);
+    }
+    auto rope = rewriter.create<RopeOp>(add.getLoc(), add.getType(), x, cos,
+                                        sin, false);
+    fuse::replaceChainOutput(rewriter, add.getResult(), rope.getResult());
+    return success();
+  }
+};
+
+} // namespace
+
+void fuse::populateRopeFusion(RewritePatternSet &patterns) {
+  patterns.add<FuseRopePattern>(patterns.getContext());
+}
