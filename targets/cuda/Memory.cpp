@@ -96,6 +96,19 @@ template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
 
 int64_t roundUp64(int64_t n) { return (n + 63) / 64 * 64; }
 
+/// A scratch buffer of the runtime that grows to the largest need, keeping
+/// every buffer it replaces (a captured graph may still read it): `kept`
+/// bytes in all.
+struct Scratch {
+  int64_t size = 0, kept = 0;
+};
+void grow(Scratch &s, int64_t need) {
+  if (need <= s.size)
+    return;
+  s.size = need;
+  s.kept += need;
+}
+
 /// The attention calls' buffers: cuDNN's workspaces, one per graph, and the
 /// fallback kernels' scratch (attention.cu), grown per use in call order.
 class AttentionBuffers {
@@ -141,18 +154,6 @@ public:
   int64_t fallback() const { return rowD.kept + layout.kept; }
 
 private:
-  /// A scratch buffer that grows to the largest need, keeping every buffer
-  /// it replaces.
-  struct Scratch {
-    int64_t size = 0, kept = 0;
-  };
-  static void grow(Scratch &s, int64_t need) {
-    if (need <= s.size)
-      return;
-    s.size = need;
-    s.kept += need;
-  }
-
   std::set<GraphKey> graphs;
   int64_t cudnnBytes = 0;
   Scratch rowD, layout, mask;
@@ -182,15 +183,6 @@ public:
   }
 
 private:
-  struct Scratch {
-    int64_t size = 0, kept = 0;
-  };
-  static void grow(Scratch &s, int64_t need) {
-    if (need <= s.size)
-      return;
-    s.size = need;
-    s.kept += need;
-  }
   Scratch operands, product;
   bool any = false;
 };
