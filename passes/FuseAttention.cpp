@@ -13,7 +13,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FusePatterns.h"
-#include "ir/Config.h"
 
 #include "ir/ShapeUtils.h"
 
@@ -137,20 +136,6 @@ struct Chain {
   double maskFill = 0.0;
 };
 } // namespace
-
-/// The remark for soft-capped scores on a target whose attention does not
-/// soft-cap.
-static constexpr const char *kSoftCapped =
-    "attention: the scores are soft-capped (c * tanh(s / c), Gemma 2's "
-    "attention logit soft-capping), which the cuda target's attention does "
-    "not compute yet: kept unfused (exact)";
-
-/// The remark for an additive mask computed from parameters on a target
-/// whose attention returns no gradient for its mask.
-static constexpr const char *kMaskFromParameters =
-    "attention: the mask is computed from parameters (a relative position "
-    "bias, as T5's), whose gradient the cuda target's attention does not "
-    "return yet: kept unfused (exact)";
 
 /// The remark for soft-capped scores that are not c * tanh(scale * Q K^T)
 /// with c > 0.
@@ -561,13 +546,6 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
                        formatShape(ks) + " and V " + formatShape(shapeOf(v)) +
                        " do not share D and S");
   c.v = v;
-
-  ConfigAttr config = getConfig(softmax->getParentOfType<ModuleOp>());
-  bool cuda = config && config.getTarget() == "cuda";
-  if (c.softcap > 0.0 && cuda)
-    return Match::miss(kSoftCapped);
-  if (c.maskGrad && cuda)
-    return Match::miss(kMaskFromParameters);
 
   if (c.maskSelect)
     c.mask = buildAdditiveMask(softmax, c, rewriter);

@@ -1,7 +1,8 @@
 // Device scaled dot-product attention of libotcrt_cuda (otc.attention and
 // otc.attention_grad) for float and bfloat16 storage: causal hiding (and a
-// sliding window), an
-// additive broadcast mask, grouped-query heads and dropout. A simple correct
+// sliding window), soft-capped scores (Gemma 2), an additive broadcast mask
+// and, in the backward, the scores' gradient dS where the mask carries one
+// (T5's relative bias), grouped-query heads and dropout. A simple correct
 // form, not a fast one: the float entry points always run it, the bfloat16
 // ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block per query
 // row keeps the row's scores in shared memory (one warp per key for the dot
@@ -58,6 +59,18 @@ struct Geometry {
     return load(mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
                      i * a.mask_strides[2] + j * a.mask_strides[3]]);
   }
+  /// The scores of q.k (the dot product `qk`) before the mask: scaled, then
+  /// soft-capped where the call asks, c tanh(s / c), its tanh in `th` (0
+  /// without a cap) for the backward's slope 1 - tanh^2.
+  __device__ float capped(float qk, float &th) const {
+    const float sc = a.scale * qk;
+    if (a.softcap <= 0.0f) {
+      th = 0.0f;
+      return sc;
+    }
+    th = tanhf(sc / a.softcap);
+    return a.softcap * th;
+  }
   /// 0 or 1 / (1 - dropout) for probability (row, j); 1 without dropout.
   __device__ float dropFactor(int64_t row, int64_t j) const {
     if (a.dropout <= 0.0f)
@@ -99,7 +112,8 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
     float part = 0.0f;
     for (int64_t c = lane; c < a.d; c += 32)
       part += qRow[c] * load(kb[j * a.d + c]);
-    float sc = a.scale * warpSum(part) + g.maskAt(mask, b, hi, i, j);
+    float th;
+    float sc = g.capped(warpSum(part), th) + g.maskAt(mask, b, hi, i, j);
     if (lane == 0)
       p[j] = sc;
     max = fmaxf(max, sc);
@@ -123,13 +137,15 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
   }
 }
 
-/// One block per query row: D_i, then dS_ij into shared memory and dq_i =
-/// scale sum_j dS_ij k_j. Shared: q row [d], dO row [d], dS [s].
+/// One block per query row: D_i, then dS_ij into shared memory (and into
+/// dscores, [b, h, t, s] in T, 0 for the keys the row does not see, when the
+/// call asks for it) and dq_i = scale sum_j dS_ij (1 - tanh_ij^2) k_j, the
+/// slope 1 without a soft cap. Shared: q row [d], dO row [d], dS [s].
 template <typename T>
 __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
                                 const T *k, const T *v, const T *mask,
                                 const T *out, const float *lse, float *rowD,
-                                T *dq) {
+                                T *dq, T *dscores) {
   extern __shared__ float smem[];
   __shared__ float scratch[32];
   const OtcrtAttention &a = g.a;
@@ -159,9 +175,20 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
     qk = warpSum(qk);
     dOv = warpSum(dOv);
     if (lane == 0) {
-      float prob = expf(a.scale * qk + g.maskAt(mask, b, hi, i, j) - rowLse);
-      dS[j] = prob * (g.dropFactor(row, j) * dOv - D);
+      float th;
+      float sc = g.capped(qk, th);
+      float prob = expf(sc + g.maskAt(mask, b, hi, i, j) - rowLse);
+      float grad = prob * (g.dropFactor(row, j) * dOv - D);
+      if (dscores)
+        store(dscores + row * a.s + j, grad);
+      dS[j] = grad * (1.0f - th * th);
     }
+  }
+  if (dscores) {
+    // The keys this row does not see (causal, window): dS 0.
+    for (int64_t j = threadIdx.x; j < a.s; j += blockDim.x)
+      if (j < first || j >= end)
+        store(dscores + row * a.s + j, 0.0f);
   }
   __syncthreads();
   for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
@@ -173,7 +200,8 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
 }
 
 /// One block per key row (b, kh, j): dv_j = sum P m dO_i and dk_j = scale
-/// sum dS q_i over the visible queries of the group's heads, one query per
+/// sum dS (1 - tanh^2) q_i over the visible queries of the group's heads,
+/// one query per
 /// warp at a time. Shared: k row [d], v row [d], per-warp sums [2][warps][d].
 template <typename T>
 __global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
@@ -207,9 +235,11 @@ __global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
     }
     qk = warpSum(qk);
     dOv = warpSum(dOv);
-    float prob = expf(a.scale * qk + g.maskAt(mask, b, hi, i, j) - lse[row]);
+    float th;
+    float sc = g.capped(qk, th);
+    float prob = expf(sc + g.maskAt(mask, b, hi, i, j) - lse[row]);
     float m = g.dropFactor(row, j);
-    float dS = prob * (m * dOv - rowD[row]);
+    float dS = prob * (m * dOv - rowD[row]) * (1.0f - th * th);
     for (int64_t c = lane; c < a.d; c += 32) {
       myV[c] += prob * m * load(dOi[c]);
       myK[c] += a.scale * dS * load(qi[c]);
@@ -247,12 +277,12 @@ template <typename Kernel> bool allowShared(Kernel kernel, size_t bytes) {
 }
 
 /// True when the query heads do not split into groups of the key heads, the
-/// window is negative, the scores are soft-capped or dS is asked for (not
-/// done here), or a row stride is set without the [b, t, h, d] layout or is
-/// shorter than the rows of q or of k and v.
+/// window or the soft cap is negative (or the cap NaN), or a row stride is
+/// set without the [b, t, h, d] layout or is shorter than the rows of q or
+/// of k and v.
 bool invalid(const OtcrtAttention &a) {
   return (a.hk <= 0 ? a.h > 0 : a.h % a.hk != 0) || a.window < 0 ||
-         a.softcap != 0.0f || a.dscores != nullptr ||
+         !(a.softcap >= 0.0f) ||
          (a.row_stride != 0 &&
           (a.layout != OTCRT_LAYOUT_BTHD || a.row_stride < a.h * a.d ||
            a.row_stride < a.hk * a.d));
@@ -301,7 +331,8 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
   if (rows > 0)
     queryGradKernel<T>
         <<<static_cast<unsigned>(rows), kAttnBlock, qShared, stream>>>(
-            g, dout, q, k, v, mask, out, lse, rowD, dq);
+            g, dout, q, k, v, mask, out, lse, rowD, dq,
+            static_cast<T *>(a->dscores));
   if (keyRows > 0)
     keyGradKernel<T>
         <<<static_cast<unsigned>(keyRows), kAttnBlock, kShared, stream>>>(

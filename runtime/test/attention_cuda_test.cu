@@ -1,6 +1,7 @@
 // GPU check of the attention of libotcrt_cuda against the host kernels of
 // libotcrt_cpu: f32 and bf16 problems (causal, grouped-query, masked,
-// dropout, sliding windows, odd lengths, the 48 KiB shared-memory edge)
+// dropout, sliding windows, soft-capped scores, the scores' gradient dS,
+// odd lengths, the 48 KiB shared-memory edge)
 // through the fallback kernels, and the bf16 attention through both device
 // implementations, cuDNN's SDPA via the entry points and the fallback
 // kernels directly, at several shapes and layouts (q, k and v packed in one
@@ -96,11 +97,12 @@ struct QkvStorage {
   }
 };
 
-/// One attention problem on both sides, f32 then bf16.
+/// One attention problem on both sides, f32 then bf16; with `scores`, the
+/// backward also returns dS ([b, h, t, s], a.dscores), compared too.
 void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
-                   std::mt19937 &rng) {
+                   std::mt19937 &rng, bool scores = false) {
   const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
-  const size_t rows = a.b * a.h * a.t;
+  const size_t rows = a.b * a.h * a.t, sn = rows * a.s;
   Floats q = random(qn, rng), k = random(kvn, rng), v = random(kvn, rng),
          dO = random(qn, rng), mask;
   if (maskDims) {
@@ -117,9 +119,10 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
   ad.key = device(std::vector<int64_t>{*a.key});
   const float *mh = maskDims ? mask.data() : nullptr;
   const float *md = maskDims ? device(mask) : nullptr;
-  Floats out(qn), lse(rows), dq(qn), dk(kvn), dv(kvn);
+  Floats out(qn), lse(rows), dq(qn), dk(kvn), dv(kvn), ds(scores ? sn : 0);
   {
     Check c(std::string("attention_f32 ") + name);
+    a.dscores = scores ? ds.data() : nullptr;
     otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
                              lse.data());
     otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
@@ -127,6 +130,9 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
                              dv.data());
     float *dOut = device(out), *dLse = device(lse), *dQ = device(dq),
           *dK = device(dk), *dV = device(dv);
+    // Filled with NaN: every element, seen keys or not, must be written.
+    float *dDs = scores ? device(Floats(sn, NAN)) : nullptr;
+    ad.dscores = dDs;
     c.rc(otcrt_attention_fwd_f32(&ad, device(q), device(k), device(v), md, dOut,
                                  dLse, nullptr),
          "fwd");
@@ -140,12 +146,17 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     c.f32(host(dQ, qn), dq, "dq", 2e-4);
     c.f32(host(dK, kvn), dk, "dk", 2e-4);
     c.f32(host(dV, kvn), dv, "dv", 2e-4);
+    if (scores)
+      c.f32(host(dDs, sn), ds, "dS", 2e-4);
   }
   {
     Check c(std::string("attention_bf16 ") + name);
     Bf16s qb = toBf16(q), kb = toBf16(k), vb = toBf16(v), dOb = toBf16(dO),
-          mb = toBf16(mask), outb(qn), dqb(qn), dkb(kvn), dvb(kvn);
+          mb = toBf16(mask), outb(qn), dqb(qn), dkb(kvn), dvb(kvn),
+          dsb(scores ? sn : 0);
     const otcrt_bf16 *mbd = maskDims ? device(mb) : nullptr;
+    a.dscores = scores ? dsb.data() : nullptr;
+    ad.dscores = scores ? device(toBf16(Floats(sn, NAN))) : nullptr;
     otcrt::cpu::attentionFwd(a, qb.data(), kb.data(), vb.data(),
                              maskDims ? mb.data() : nullptr, outb.data(),
                              lse.data());
@@ -167,6 +178,10 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     c.ok = nearAttention(host(dQ, qn), dqb, "dq", c.worst) && c.ok;
     c.ok = nearAttention(host(dK, kvn), dkb, "dk", c.worst) && c.ok;
     c.ok = nearAttention(host(dV, kvn), dvb, "dv", c.worst) && c.ok;
+    if (scores)
+      c.ok = nearAttention(host(static_cast<otcrt_bf16 *>(ad.dscores), sn), dsb,
+                           "dS", c.worst) &&
+             c.ok;
   }
 }
 
@@ -357,50 +372,32 @@ void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
 } // namespace
 
 /// Every attention check.
-/// Soft-capped scores are refused by the device entry points (status 1:
-/// the compiler keeps such an attention unfused on cuda), never computed
-/// without the cap.
-void testSoftCapRefused(std::mt19937 &rng) {
-  Check c("attention softcap refused");
-  OtcrtAttention a = attention(1, 2, 2, 16, 16, 64, true, 0);
-  a.softcap = 50.0f;
-  const size_t n = a.b * a.h * a.t * a.d;
-  Floats q = random(n, rng), out(n), lse(a.b * a.h * a.t);
-  float *dq = device(q), *dOut = device(out), *dLse = device(lse);
-  if (otcrt_attention_fwd_f32(&a, dq, dq, dq, nullptr, dOut, dLse, nullptr) ==
-      0)
-    c.rc(1, "fwd_f32 with a soft cap (expected a refusal)");
-  Bf16s qb(n), outb(n);
-  otcrt_bf16 *dqb = device(qb), *dOutb = device(outb);
-  if (otcrt_attention_fwd_bf16(&a, dqb, dqb, dqb, nullptr, dOutb, dLse,
-                               nullptr) == 0)
-    c.rc(1, "fwd_bf16 with a soft cap (expected a refusal)");
-}
-
-/// The cuda kernels do not return dS (a mask with a gradient: the compiler
-/// keeps such an attention unfused there): both backward entry points,
-/// whichever implementation they would pick, refuse it.
-void testScoresGradientRefused(std::mt19937 &rng) {
-  Check c("attention dS refused");
-  OtcrtAttention a = attention(1, 2, 2, 16, 16, 64, false, 0);
-  const size_t n = a.b * a.h * a.t * a.d, sn = a.b * a.h * a.t * a.s;
-  Floats q = random(n, rng), out(n), lse(a.b * a.h * a.t), ds(sn);
-  float *dq = device(q), *dOut = device(out), *dLse = device(lse),
-        *dDs = device(ds);
-  a.dscores = dDs;
-  if (otcrt_attention_bwd_f32(&a, dq, dq, dq, dq, nullptr, dOut, dLse, dq, dq,
-                              dq, nullptr) == 0)
-    c.rc(1, "bwd_f32 asked for dS (expected a refusal)");
-  Bf16s qb(n), outb(n);
-  otcrt_bf16 *dqb = device(qb), *dOutb = device(outb);
-  if (otcrt_attention_bwd_bf16(&a, dqb, dqb, dqb, dqb, nullptr, dOutb, dLse,
-                               dqb, dqb, dqb, nullptr) == 0)
-    c.rc(1, "bwd_bf16 asked for dS (expected a refusal)");
+/// Gemma 2's soft-capped scores (a cap of 1.5 against scores of about +-2,
+/// so that tanh bends them) and T5's mask with a gradient (dS returned), in
+/// the float and bfloat16 entry points (bfloat16: the fallback kernels, as
+/// cuDNN is not asked), against the host kernels.
+void testCapsAndScores(std::mt19937 &rng) {
+  const int64_t full[4] = {1, 4, 33, 50};
+  const int64_t bias[4] = {1, 4, 40, 40};
+  OtcrtAttention capped = attention(2, 4, 2, 40, 40, 32, true, 0);
+  capped.scale = 0.5f;
+  capped.softcap = 1.5f;
+  testAttention("softcap causal gqa", capped, nullptr, rng);
+  OtcrtAttention window = capped;
+  window.window = 7;
+  testAttention("softcap window mask", window, bias, rng);
+  testAttention("dS full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
+                rng, /*scores=*/true);
+  testAttention("dS causal dropout", attention(2, 4, 4, 40, 40, 32, true, 0.1f),
+                bias, rng, true);
+  OtcrtAttention both = attention(1, 4, 4, 40, 40, 32, true, 0);
+  both.softcap = 1.5f;
+  both.scale = 0.5f;
+  testAttention("dS softcap", both, bias, rng, true);
 }
 
 void testAttentions(std::mt19937 &rng) {
-  testSoftCapRefused(rng);
-  testScoresGradientRefused(rng);
+  testCapsAndScores(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,

@@ -22,8 +22,12 @@ namespace {
 template <typename OpTy> bool runsOnCudnn(OpTy op) {
   auto q = cast<ShapedType>(op.getQ().getType());
   int64_t d = q.getShape().back();
+  // Soft-capped scores and a mask with a gradient (dS returned) run on the
+  // kernel library's own kernels: the runtime's cuDNN graphs compute
+  // neither.
   if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
-      d % 8 != 0 || d > 256)
+      d % 8 != 0 || d > 256 || op.getSoftcap().convertToDouble() != 0 ||
+      op.getMaskGrad())
     return false;
   Value mask = op.getMask();
   if (!mask)

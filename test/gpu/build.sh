@@ -122,6 +122,22 @@ add hf-mixtral "$moe/mixtral.onnx" "$moe/batch.safetensors" 1e-4 "$moe/mixtral_g
 add hf-mixtral-bf16 "$moe/mixtral.onnx" "$moe/batch.safetensors" 3e-2 "$moe/mixtral_grads.safetensors" \
     --micro-batch 2 --precision=bf16 --loss=cross_entropy:logits:targets
 
+# Attention on the kernel library's own kernels where cuDNN's graphs do not
+# compute what the model asks: Gemma 2's soft-capped scores (with a padding
+# mask) and T5's relative position bias, whose gradient (dS) the fused
+# attention returns. FP32 against PyTorch's float64 gradients, BF16 against
+# the cpu program.
+g2=$src/test/e2e/hf5/gemma2
+add hf-gemma2 "$g2/dynamo_mask.onnx" "$g2/batch.safetensors" 1e-4 \
+    "$g2/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
+add hf-gemma2-bf16 "$g2/dynamo_mask.onnx" "$g2/batch.safetensors" 3e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+ed=$src/test/e2e/hf-encdec
+add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
+    --micro-batch 2 --loss=cross_entropy:logits:targets
+add hf-t5-bf16 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 3e-2 - \
+    --micro-batch 2 --precision=bf16 --loss=cross_entropy:logits:targets
+
 gpt2=$src/test/e2e/gpt2-opset17
 peak() {
   "$bin/otc-compile" "$gpt2/gpt2.onnx" -o "$out/plan-$1" --target=cuda --plan-only \

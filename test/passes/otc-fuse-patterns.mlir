@@ -487,8 +487,7 @@ func.func @select_not_causal_plus_mask(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4
 
 // Tests that an additive mask computed from a parameter (a relative position
 // bias, as T5's) fuses with mask_grad on a target without a config (the
-// cpu's): the gradient op returns dS for it (otc-fuse-patterns-remarks.mlir
-// has the cuda target's remark).
+// cpu's): the gradient op returns dS for it.
 // CHECK-LABEL: func.func @mask_from_param
 // CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {mask_grad, scale = 1.000000e+00 : f64}
 // CHECK-NOT: otc.softmax
@@ -499,4 +498,22 @@ func.func @mask_from_param(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v:
   %p = otc.softmax %a {axis = 3 : i64} : tensor<1x2x4x4xf32>
   %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
   return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that the cuda target fuses it too (its kernel library's attention
+// returns dS).
+// CHECK-LABEL: func.func @mask_from_param_cuda
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {mask_grad, scale = 1.000000e+00 : f64}
+// CHECK-NOT: otc.softmax
+module attributes {otc.config = #otc.config<micro_batch = 1, grad_accum = 1, precision = "fp32", fp32_grad_accum = false, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-8, target = "cuda", device = "h100">} {
+func.func @mask_from_param_cuda(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>,
+                                %bias: tensor<4x4xf32> {otc.param = "bias"}) -> tensor<1x2x4x2xf32> {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.add %s, %bias : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %a {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
 }

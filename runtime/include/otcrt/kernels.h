@@ -247,16 +247,15 @@ typedef struct {
   /// shorter than h·d or hk·d, is an error (status 1).
   int64_t row_stride;
   /// c > 0: the scores are soft-capped, s -> c tanh(s / c), before the
-  /// mask is added (Gemma 2); 0: not. Negative is an error (status 1). The
-  /// cuda kernels do not soft-cap (status 1; the compiler keeps such an
-  /// attention unfused there).
+  /// mask is added (Gemma 2); 0: not. Negative is an error (status 1). On
+  /// the cuda target a capped call runs the kernel library's own kernels
+  /// (cuDNN's SDPA is not asked).
   float softcap;
   /// The backward only, where the mask carries a gradient (T5's relative
   /// position bias): dS, the gradient of the scores after the soft cap (to
   /// which the mask is added), written dense [b, h, t, s] in the storage
-  /// type of q (0 for keys a row does not see); NULL: not wanted. The cuda
-  /// kernels do not return it (status 1; the compiler keeps such an
-  /// attention unfused there).
+  /// type of q (0 for keys a row does not see); NULL: not wanted. On the
+  /// cuda target such a call runs the kernel library's own kernels.
   void *dscores;
 } OtcrtAttention;
 

@@ -133,7 +133,9 @@ func.func @f(%x: tensor<64x4096xbf16>, %g: tensor<4096xbf16>, %b: tensor<4096xbf
 // as [b|1, h, t, s] with rows padded to 8 elements (2 x 4 x 70 x 72 =
 // 40320; 1 x 4 x 64 x 64 = 16384; 2 x 4 x 64 x 64 = 32768); one read as it
 // is must have rows of a multiple of 8 elements (rows of 70 are not
-// 16-byte aligned: the fallback kernels run it; rows of 64 are).
+// 16-byte aligned: the fallback kernels run it; rows of 64 are). Soft-capped
+// scores and a mask with a gradient run on the fallback kernels whatever
+// the mask (the runtime's cuDNN graphs compute neither): nothing written.
 TEST(CudaLaunchesTest, AttentionMasksOnCudnn) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<OtcDialect, mlir::func::FuncDialect>();
@@ -148,6 +150,8 @@ func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
   %c:2 = otc.attention %q64b1, %q64b1, %q64b1 mask %full64 {scale = 0.125 : f64} : (tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x1x64x64xbf16>) -> (tensor<1x4x64x64xbf16>, tensor<1x4x64xf32>)
   %d:2 = otc.attention %q64, %q64, %q64 mask %heads64 {scale = 0.125 : f64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<1x4x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
   %e:2 = otc.attention %q64, %q64, %q64 mask %pad64 {scale = 0.125 : f64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x1x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
+  %f:2 = otc.attention %q64, %q64, %q64 mask %pad64 {scale = 0.125 : f64, softcap = 50.0 : f64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x1x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
+  %g:2 = otc.attention %q64b1, %q64b1, %q64b1 mask %full64 {mask_grad, scale = 0.125 : f64} : (tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x1x64x64xbf16>) -> (tensor<1x4x64x64xbf16>, tensor<1x4x64xf32>)
   return
 }
 )mlir";
@@ -156,9 +160,9 @@ func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
   ASSERT_TRUE(module);
   std::vector<mlir::Operation *> ops;
   module->walk([&](AttentionOp op) { ops.push_back(op); });
-  ASSERT_EQ(ops.size(), 5u);
-  const bool runs[] = {true, false, true, true, true};
-  const int64_t written[] = {40320, 0, 0, 16384, 32768};
+  ASSERT_EQ(ops.size(), 7u);
+  const bool runs[] = {true, false, true, true, true, false, false};
+  const int64_t written[] = {40320, 0, 0, 16384, 32768, 0, 0};
   for (size_t i = 0; i < ops.size(); ++i) {
     EXPECT_EQ(cuda::attentionRunsOnCudnn(ops[i]), runs[i]) << "call " << i;
     EXPECT_EQ(cuda::attentionMaskWrittenOut(ops[i]), written[i])
