@@ -28,6 +28,13 @@ if shutil.which("mpirun"):
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
 
+# PyTorch's own launcher, where a developer has it (CI does not): the
+# environment's OTC_TORCHRUN or a torchrun on PATH.
+torchrun = os.environ.get("OTC_TORCHRUN") or shutil.which("torchrun")
+if torchrun and os.access(torchrun, os.X_OK):
+    config.available_features.add("torchrun")
+    config.substitutions.append(("%torchrun", torchrun))
+
 # Python's tokenizers (from PyPI, into .deps/python by
 # scripts/install-deps.sh) and sentencepiece (Debian's python3-sentencepiece)
 # for otc-data --tokenizer; the tests name them as features.
