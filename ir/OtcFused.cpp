@@ -101,6 +101,14 @@ static LogicalResult verifyAttention(OpTy op, Value out) {
              << formatShape(shapeOf(m)) << " does not broadcast to the scores "
              << formatShape(scores);
   }
+  if (op.getKeyPadding()) {
+    Value m = op.getMask();
+    ArrayRef<int64_t> ms = m ? shapeOf(m) : ArrayRef<int64_t>();
+    if (!m || ms.size() != 4 || ms[1] != 1 || ms[2] != 1 || ms[3] != a.s ||
+        op.getMaskGrad())
+      return op.emitOpError("key_padding needs a mask [B|1, 1, 1, S] "
+                            "without mask_grad");
+  }
   double p = op.getDropout().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return op.emitOpError("dropout must be in [0, 1), got ") << p;
@@ -176,7 +184,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
       getLoc(), types, rg[0], getQ(), getK(), getV(), getOutput(), getLse(),
       getMask(), getKey(), getCausalAttr(), getScaleAttr(), getDropoutAttr(),
       getStreamAttr(), getLayoutAttr(), getWindowAttr(), getSoftcapAttr(),
-      getMaskGradAttr());
+      getMaskGradAttr(), getKeyPaddingAttr());
   // Packed, q, k and v are one value: its whole gradient goes through q.
   if (isPacked())
     out.append({grad.getGrads()[0], Value(), Value()});

@@ -60,7 +60,13 @@ def Otc_AttentionOp : Otc_Op<"attention",
     `softcap` = c > 0 the scores are soft-capped before the mask is added,
     s -> c tanh(s / c) (Gemma 2's attention logit soft-capping). With
     `mask_grad` the mask carries a gradient (it is computed from parameters:
-    T5's relative position bias), which the gradient op returns.
+    T5's relative position bias), which the gradient op returns. With
+    `key_padding` the mask is a key padding: [B, 1, 1, S], broadcast over
+    the heads and queries, each value 0 (the key is seen) or a fill of at
+    most -1e4 (hidden), as otc-fuse-patterns builds it from a run-time
+    attention mask; a target may then take it as per-sequence key lengths
+    when it is right-padded (the cuda runtime gives cuDNN's SDPA lengths, no
+    mask tensor). The values are the same either way.
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -77,7 +83,7 @@ def Otc_AttentionOp : Otc_Op<"attention",
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
                    DefaultValuedAttr<I64Attr, "0">:$window,
                    DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-                   UnitAttr:$mask_grad);
+                   UnitAttr:$mask_grad, UnitAttr:$key_padding);
   let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
@@ -116,7 +122,7 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
                    DefaultValuedAttr<StrAttr, "\"bhtd\"">:$layout,
                    DefaultValuedAttr<I64Attr, "0">:$window,
                    DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-                   UnitAttr:$mask_grad);
+                   UnitAttr:$mask_grad, UnitAttr:$key_padding);
   let results = (outs Variadic<Otc_FloatTensor>:$grads);
   let assemblyFormat = [{
     $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?

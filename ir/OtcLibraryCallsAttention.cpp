@@ -41,10 +41,17 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
   a.fields.push_back(LibraryArg::integer(s.rowStride));
   a.fields.push_back(LibraryArg::floating(op.getSoftcap().convertToDouble()));
   // dS (the gradient op's fourth result) where the mask has a gradient;
-  // absent otherwise, so the field initializes to NULL.
+  // absent otherwise, so the field initializes to NULL (NULL written where
+  // key_padding follows).
+  bool dscores = false;
   if constexpr (std::is_same_v<OpTy, AttentionGradOp>)
-    if (op.getMaskGrad())
-      a.fields.push_back(LibraryArg::result(3));
+    dscores = static_cast<bool>(op.getMaskGrad());
+  if (dscores)
+    a.fields.push_back(LibraryArg::result(3));
+  else if (op.getKeyPadding())
+    a.fields.push_back(LibraryArg::null());
+  if (op.getKeyPadding())
+    a.fields.push_back(LibraryArg::integer(1));
   return a;
 }
 

@@ -147,7 +147,8 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
       loc, TypeRange{outType, lseType}, q, kc, vc, mask, /*key=*/Value(),
       /*causal=*/UnitAttr(), op.getScaleAttr(), fb.getF64FloatAttr(0.0),
       op.getStreamAttr(), fb.getStringAttr("bhtd"), fb.getI64IntegerAttr(0),
-      op.getSoftcapAttr(), /*mask_grad=*/UnitAttr());
+      op.getSoftcapAttr(), /*mask_grad=*/UnitAttr(),
+      /*key_padding=*/UnitAttr());
   // Back to the model's [B, 1, H, D] where it keeps sequence first.
   Value output = att.getOutput();
   if (layout != "bhtd")

@@ -134,6 +134,12 @@ struct Chain {
   SelectOp maskSelect;
   bool maskHideWhenTrue = false;
   double maskFill = 0.0;
+  /// A run-time mask split into a constant band (causal and window, or
+  /// none) and a key padding `padding` ([B, 1, 1, S] booleans, true: the
+  /// key is seen): the fused op's mask is select(padding, 0, paddingFill)
+  /// [B, 1, 1, S], marked key_padding.
+  Value padding;
+  double paddingFill = 0.0;
 };
 } // namespace
 
@@ -366,6 +372,74 @@ static Value nanGuarded(Value p) {
   return sel.getResult();
 }
 
+/// Whether `v`, computed from constants alone, sees every key (no value 0).
+static bool seesEveryKey(Value v) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  if (shape.empty())
+    return false;
+  ArrayRef<int64_t> rows = shape.drop_back();
+  SmallVector<double> row;
+  for (int64_t flat = 0, n = numElements(rows); flat < n; ++flat) {
+    if (!evaluateRow(v, unravelIndex(flat, rows), row))
+      return false;
+    if (llvm::is_contained(row, 0.0))
+      return false;
+  }
+  return true;
+}
+
+/// Splits a run-time boolean `cond` over [B, H, T, S] scores (true: the key
+/// is seen) into C and K, cond = select(C, K, false) or select(K, C,
+/// false): C computed from constants alone, the same for every batch entry
+/// and head ([1, 1, T|1, S|1]) and either seeing every key or a causal band
+/// (a window), K the key padding, [B, 1, 1, S] booleans computed at run
+/// time. Fills c.padding, c.causal and c.window; changes no IR.
+static bool splitKeyPadding(Value cond, ArrayRef<int64_t> s, Chain &c) {
+  auto sel = cond.getDefiningOp<SelectOp>();
+  auto no = sel ? sel.getRhs().getDefiningOp<ConstantOp>() : ConstantOp();
+  auto splat =
+      no ? dyn_cast<DenseElementsAttr>(no.getValue()) : DenseElementsAttr();
+  if (!splat || !splat.isSplat() || !splat.getElementType().isInteger(1) ||
+      splat.getSplatValue<bool>())
+    return false;
+  auto isPadding = [&](Value v) {
+    ArrayRef<int64_t> sh = shapeOf(v);
+    return sh.size() == 4 && (sh[0] == s[0] || sh[0] == 1) && sh[1] == 1 &&
+           sh[2] == 1 && sh[3] == s[3] &&
+           getElementTypeOrSelf(v.getType()).isInteger(1) &&
+           !dependsOnParam(v) &&
+           !evaluateAt(v, SmallVector<int64_t>(4, 0)).has_value();
+  };
+  auto isBand = [&](Value v) {
+    ArrayRef<int64_t> sh = shapeOf(v);
+    return sh.size() == 4 && sh[0] == 1 && sh[1] == 1 &&
+           (sh[2] == 1 || sh[2] == s[2]) && (sh[3] == 1 || sh[3] == s[3]) &&
+           evaluateAt(v, SmallVector<int64_t>(4, 0)).has_value();
+  };
+  Value x = sel.getCondition(), y = sel.getLhs();
+  Value padding, band;
+  if (isPadding(y) && isBand(x))
+    padding = y, band = x;
+  else if (isPadding(x) && isBand(y))
+    padding = x, band = y;
+  else
+    return false;
+  if (seesEveryKey(band)) {
+    c.causal = false;
+    c.window = 0;
+  } else {
+    std::optional<int64_t> w = cachedBand(band, 3, s[2], s[3], [](double v) {
+      return std::optional<bool>(v == 0.0);
+    });
+    if (!w)
+      return false;
+    c.causal = true;
+    c.window = *w;
+  }
+  c.padding = padding;
+  return true;
+}
+
 /// The scores side of the attention under `softmax` ([B, H, T, S] scores
 /// `s`): a select with a fill or an added mask (classified as causal, a
 /// sliding window or an additive operand), the scale and Q K^T, possibly
@@ -400,9 +474,13 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
     if (!c.causal) {
       if (dependsOnParam(cond))
         return Match::miss("attention: the mask depends on a parameter");
-      c.maskSelect = sel;
-      c.maskHideWhenTrue = hideWhenTrue;
-      c.maskFill = fill;
+      if (!hideWhenTrue && splitKeyPadding(cond, s, c)) {
+        c.paddingFill = fill;
+      } else {
+        c.maskSelect = sel;
+        c.maskHideWhenTrue = hideWhenTrue;
+        c.maskFill = fill;
+      }
     }
   } else if (auto add = x.getDefiningOp<AddOp>()) {
     Value m;
@@ -436,6 +514,18 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
     if (causalSelect || !c.causal) {
       c.maskGrad = dependsOnParam(m);
       c.mask = m;
+    }
+    // A run-time mask select(C & K, 0, fill): C's band and K's padding.
+    auto msel = m.getDefiningOp<SelectOp>();
+    std::optional<double> seen =
+                              msel ? splatValue(msel.getLhs()) : std::nullopt,
+                          fill =
+                              msel ? splatValue(msel.getRhs()) : std::nullopt;
+    if (!causalSelect && !c.causal && !c.maskGrad && seen && *seen == 0.0 &&
+        fill && *fill <= kHiddenBelow &&
+        splitKeyPadding(msel.getCondition(), s, c)) {
+      c.mask = Value();
+      c.paddingFill = *fill;
     }
   } else if (!parseScores(x, s, c)) {
     return scoresLike ? Match::miss("attention: the scores are not "
@@ -518,6 +608,22 @@ static Value buildAdditiveMask(SoftmaxOp softmax, const Chain &c,
   return rewriter.create<SelectOp>(sel.getLoc(), mt, cond, zero, fill);
 }
 
+/// The key padding mask of `c`, before `softmax`: select(padding, 0, fill)
+/// [B|1, 1, 1, S] in the scores' element type.
+static Value buildPaddingMask(SoftmaxOp softmax, const Chain &c,
+                              PatternRewriter &rewriter) {
+  Value x = softmax.getInput();
+  Location loc = c.padding.getLoc();
+  rewriter.setInsertionPoint(softmax);
+  auto ft = RankedTensorType::get({}, getElementTypeOrSelf(x.getType()));
+  Value fill = rewriter.create<ConstantOp>(
+      loc, DenseElementsAttr::get(ft, static_cast<float>(c.paddingFill)));
+  Value zero =
+      rewriter.create<ConstantOp>(loc, DenseElementsAttr::get(ft, 0.0f));
+  Type mt = withShape(x.getType(), shapeOf(c.padding));
+  return rewriter.create<SelectOp>(loc, mt, c.padding, zero, fill);
+}
+
 /// The fused op for the recognized chain `c` with values `v`: grouped-query
 /// repeats undone and the shapes checked (a near miss changes no IR); then
 /// the additive mask and K materialized and otc.attention replaces the
@@ -549,6 +655,8 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
 
   if (c.maskSelect)
     c.mask = buildAdditiveMask(softmax, c, rewriter);
+  else if (c.padding)
+    c.mask = buildPaddingMask(softmax, c, rewriter);
   Operation *at = c.output.getDefiningOp();
   rewriter.setInsertionPoint(at);
   if (!c.k)
@@ -564,7 +672,8 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
       rewriter.getF64FloatAttr(c.scale), rewriter.getF64FloatAttr(c.dropout),
       rewriter.getI64IntegerAttr(c.stream), rewriter.getStringAttr("bhtd"),
       rewriter.getI64IntegerAttr(c.window), rewriter.getF64FloatAttr(c.softcap),
-      c.maskGrad ? rewriter.getUnitAttr() : UnitAttr());
+      c.maskGrad ? rewriter.getUnitAttr() : UnitAttr(),
+      c.padding ? rewriter.getUnitAttr() : UnitAttr());
   replaceChainOutput(rewriter, c.output, att.getOutput());
   return Match::yes();
 }

@@ -636,7 +636,7 @@ struct AbsorbHeadTransposes : OpRewritePattern<AttentionOp> {
         att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
         att.getDropoutAttr(), att.getStreamAttr(),
         rewriter.getStringAttr("bthd"), att.getWindowAttr(),
-        att.getSoftcapAttr(), att.getMaskGradAttr());
+        att.getSoftcapAttr(), att.getMaskGradAttr(), att.getKeyPaddingAttr());
     // Every replacement first, then the erasures: erasing the last reader
     // of `att` erases `att` (and the transposes it alone read) with it.
     for (Operation *t : backs)

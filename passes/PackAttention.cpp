@@ -140,7 +140,7 @@ struct PackAttentionPass
         op.getLoc(), op->getResultTypes(), p, p, p, op.getMask(), op.getKey(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
         op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
-        op.getSoftcapAttr(), UnitAttr());
+        op.getSoftcapAttr(), UnitAttr(), op.getKeyPaddingAttr());
     op->replaceAllUsesWith(packedOp);
     op->erase();
   }
@@ -155,7 +155,7 @@ struct PackAttentionPass
         op.getOutput(), op.getLse(), op.getMask(), op.getKey(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
         op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
-        op.getSoftcapAttr(), UnitAttr());
+        op.getSoftcapAttr(), UnitAttr(), op.getKeyPaddingAttr());
     Value grads = packedOp.getGrads()[0];
     if (ConcatOp concat = rejoined(op)) {
       // The concatenation is the packed gradient seen as [B, T, N].

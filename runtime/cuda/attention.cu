@@ -468,7 +468,92 @@ __global__ void maskOverQueriesKernel(const otcrt_bf16 *mask, otcrt_bf16 *out,
   }
 }
 
+/// One block per batch row: the first hidden key and the last seen one of
+/// the row's key padding (values 0: seen; at most -1e4: hidden), lens[row]
+/// = t and lens[b + row] = the first hidden key (at least 1); a seen key
+/// after a hidden one, or a value that is neither, is recorded.
+__global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
+                                 int64_t b, int64_t t, int64_t s, int32_t *lens,
+                                 OtcrtKernelError *record) {
+  __shared__ int firstHidden, lastSeen;
+  const int64_t row = blockIdx.x;
+  if (threadIdx.x == 0) {
+    firstHidden = static_cast<int>(s);
+    lastSeen = -1;
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+    const float m = load(mask[row * sb + j * ss]);
+    if (m == 0.0f)
+      atomicMax(&lastSeen, static_cast<int>(j));
+    else if (m <= -1e4f)
+      atomicMin(&firstHidden, static_cast<int>(j));
+    else
+      recordError(record, OTCRT_ERROR_PADDING, row, j, s);
+  }
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  if (lastSeen > firstHidden)
+    recordError(record, OTCRT_ERROR_PADDING, row, lastSeen, s);
+  lens[row] = static_cast<int32_t>(t);
+  lens[b + row] = static_cast<int32_t>(firstHidden > 0 ? firstHidden : 1);
+}
+
+/// dK and dV of key (bi, kh, j) set to 0 where j >= keyLens[bi]; element
+/// (bi, kh, j, c) at bi * sb + kh * sh + j * ss + c.
+__global__ void zeroKeysKernel(const int32_t *keyLens, otcrt_bf16 *dk,
+                               otcrt_bf16 *dv, int64_t b, int64_t hk, int64_t s,
+                               int64_t d, int64_t sb, int64_t sh, int64_t ss) {
+  const int64_t total = b * hk * s * d;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = e % d, j = (e / d) % s, kh = (e / (d * s)) % hk,
+                  bi = e / (d * s * hk);
+    if (j < keyLens[bi])
+      continue;
+    const int64_t at = bi * sb + kh * sh + j * ss + c;
+    store(dk + at, 0.0f);
+    store(dv + at, 0.0f);
+  }
+}
+
 } // namespace
+
+int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
+                        otcrt_bf16 *dk, otcrt_bf16 *dv, void *streamArg) {
+  const int64_t total = a.b * a.hk * a.s * a.d;
+  if (total <= 0)
+    return 0;
+  int64_t sb, sh, ss;
+  if (a.layout == OTCRT_LAYOUT_BTHD) {
+    const int64_t row = rowStride(a, a.hk);
+    sb = a.s * row, sh = a.d, ss = row;
+  } else {
+    sb = a.hk * a.s * a.d, sh = a.s * a.d, ss = a.d;
+  }
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+  zeroKeysKernel<<<static_cast<unsigned>(blocks), 256, 0,
+                   asStream(streamArg)>>>(keyLens, dk, dv, a.b, a.hk, a.s, a.d,
+                                          sb, sh, ss);
+  return launchStatus();
+}
+
+const int32_t *keyLengths(const OtcrtAttention &a, const otcrt_bf16 *mask,
+                          void *streamArg) {
+  cudaStream_t stream = asStream(streamArg);
+  int32_t *lens = reinterpret_cast<int32_t *>(
+      scratch(ScratchUse::AttentionLengths,
+              sizeof(int32_t) * static_cast<size_t>(2 * a.b), stream));
+  if (!lens || a.b <= 0 || a.s <= 0 || a.s > INT32_MAX)
+    return nullptr;
+  keyLengthsKernel<<<static_cast<unsigned>(a.b), 256, 0, stream>>>(
+      mask, a.mask_strides[0], a.mask_strides[3], a.b, a.t, a.s, lens,
+      errorRecord());
+  if (cudaGetLastError() != cudaSuccess)
+    return nullptr;
+  return lens;
+}
 
 void writtenMaskStrides(const OtcrtAttention &a, int64_t strides[4]) {
   const int64_t row = (a.s + 7) / 8 * 8;

@@ -72,6 +72,19 @@ const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
                                   OtcrtAttention &expanded, void *stream);
 /// The strides of the tensor maskOverQueries writes for `a`.
 void writtenMaskStrides(const OtcrtAttention &a, int64_t strides[4]);
+/// A key padding (`a.key_padding`: mask_strides[1] and [2] 0) as cuDNN's
+/// per-sequence lengths, in the library's scratch: b query lengths (all t)
+/// then b key lengths, each the keys seen before the first hidden one (at
+/// least 1), int32. A batch row whose seen keys are not a prefix (or with
+/// a value neither 0 nor at most -1e4) records OTCRT_ERROR_PADDING. NULL
+/// when the scratch cannot be had (its first use inside a graph capture).
+const int32_t *keyLengths(const OtcrtAttention &a, const otcrt_bf16 *mask,
+                          void *stream);
+/// Sets to 0 the dK and dV rows (in `a`'s layout) of the keys at or past
+/// each batch row's length `keyLens[b]` (device int32): the keys a key
+/// padding hides, whose gradients are 0. Returns the launch status.
+int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
+                        otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream);
 
 /// For tests: NULL when the last bfloat16 attention call of this thread ran
 /// on cuDNN, else why it ran on the fallback kernels.

@@ -7,7 +7,9 @@
 //  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
 //    otc's strides, a 0 stride becoming a dimension of size 1; a mask
 //    broadcast over the queries, such as a key padding, first written out
-//    along them into the library's scratch);
+//    along them into the library's scratch), or a key padding
+//    (key_padding) as cuDNN's padding mask with per-sequence key lengths
+//    read from it on the device (no mask tensor);
 //  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
 //    key j hidden from query i when j > i, for any t and s; a sliding
 //    window W its left bound W (key j kept while j + W > i);
@@ -53,7 +55,20 @@ using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 using Dims = std::vector<int64_t>;
 
 /// The uids of the graphs' tensors: the keys of the variant pack.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kBias, kDO, kDQ, kDK, kDV };
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kBias,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kSeqQ,
+  kSeqKV
+};
 
 /// What a graph is built for: device, direction, sizes and options.
 struct GraphKey {
@@ -62,6 +77,8 @@ struct GraphKey {
   int64_t b = 0, h = 0, hk = 0, t = 0, s = 0, d = 0;
   uint32_t scaleBits = 0;
   bool causal = false, mask = false;
+  /// A key padding given as per-sequence lengths (padding mask), no bias.
+  bool padding = false;
   int64_t maskStrides[4] = {0, 0, 0, 0};
   int32_t layout = OTCRT_LAYOUT_BHTD;
   int32_t window = 0;
@@ -69,8 +86,8 @@ struct GraphKey {
 
   auto tie() const {
     return std::tie(device, backward, b, h, hk, t, s, d, scaleBits, causal,
-                    mask, maskStrides[0], maskStrides[1], maskStrides[2],
-                    maskStrides[3], layout, window, rowStride);
+                    mask, padding, maskStrides[0], maskStrides[1],
+                    maskStrides[2], maskStrides[3], layout, window, rowStride);
   }
   bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
 };
@@ -162,10 +179,6 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
            " (cuDNN takes multiples of 8 up to 256)";
   if (a.window < 0)
     return "negative window";
-  if (a.softcap != 0.0f)
-    return "soft-capped scores";
-  if (a.dscores)
-    return "the scores' gradient asked for (a mask with a gradient)";
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
   // cuDNN's bias is documented as [1|b, 1|h, t, s]; seen on an H200 (cuDNN
@@ -210,6 +223,13 @@ void output(const TensorPtr &t, Uid uid, Dims dims, Dims strides) {
       .set_stride(std::move(strides));
 }
 
+/// The per-sequence lengths of a padding graph: [b, 1, 1, 1] int32.
+TensorPtr lengths(fe::graph::Graph &g, const char *name, Uid uid, int64_t b) {
+  TensorPtr t = tensor(g, name, uid, {b, 1, 1, 1}, {1, 1, 1, 1});
+  t->set_data_type(fe::DataType_t::INT32);
+  return t;
+}
+
 /// Builds the graph of `key` (attributes from `a`) and its workspace.
 std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
                                    cudnnHandle_t handle) {
@@ -245,6 +265,11 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       biasLayout(a, dims, strides);
       bias = tensor(*g, "Bias", kBias, dims, strides);
     }
+    TensorPtr seqQ, seqKV;
+    if (key.padding) {
+      seqQ = lengths(*g, "SeqLenQ", kSeqQ, a.b);
+      seqKV = lengths(*g, "SeqLenKV", kSeqKV, a.b);
+    }
     if (!key.backward) {
       auto opts = fe::graph::SDPA_attributes()
                       .set_name("attention")
@@ -257,6 +282,8 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
         opts.set_diagonal_band_left_bound(key.window);
       if (bias)
         opts.set_bias(bias);
+      if (key.padding)
+        opts.set_padding_mask(true).set_seq_len_q(seqQ).set_seq_len_kv(seqKV);
       auto [o, stats] = g->sdpa(q, k, v, std::move(opts));
       output(o, kO, qDims, oStrides);
       output(stats, kStats, statsDims, statsStrides);
@@ -282,6 +309,8 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
         opts.set_diagonal_band_left_bound(key.window);
       if (bias)
         opts.set_bias(bias);
+      if (key.padding)
+        opts.set_padding_mask(true).set_seq_len_q(seqQ).set_seq_len_kv(seqKV);
       auto [dq, dk, dv] =
           g->sdpa_backward(q, k, v, o, dO, stats, std::move(opts));
       output(dq, kDQ, qDims, qStrides);
@@ -319,13 +348,13 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     char shape[192];
     std::snprintf(shape, sizeof shape,
                   "cuDNN declines %s b=%lld h=%lld hk=%lld t=%lld s=%lld "
-                  "d=%lld%s%s window=%d: ",
+                  "d=%lld%s%s%s window=%d: ",
                   key.backward ? "backward" : "forward",
                   static_cast<long long>(a.b), static_cast<long long>(a.h),
                   static_cast<long long>(a.hk), static_cast<long long>(a.t),
                   static_cast<long long>(a.s), static_cast<long long>(a.d),
                   key.causal ? " causal" : "", key.mask ? " masked" : "",
-                  key.window);
+                  key.padding ? " padded" : "", key.window);
     entry->declined = shape + entry->declined;
   }
   return entry;
@@ -362,12 +391,27 @@ bool aligned(const std::unordered_map<int64_t, void *> &pack) {
   return true;
 }
 
-/// Looks up (or builds) the graph of `a` and runs it with `pack`.
+/// Looks up (or builds) the graph of `a` and runs it with `pack`. With
+/// `padding` (a key padding, `mask` then NULL), the graph takes per-sequence
+/// key lengths, written from it (keyLengths) once the graph is known to run,
+/// and a backward's dK and dV rows of the keys past a sequence's length are
+/// set to 0 after it (cuDNN leaves them).
 CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
-                 std::unordered_map<int64_t, void *> &pack, void *streamArg) {
+                 std::unordered_map<int64_t, void *> &pack, void *streamArg,
+                 const otcrt_bf16 *padding = nullptr) {
   CudnnAttempt result;
   if (a.dropout > 0.0f) {
     result.why = "dropout: cuDNN does not reproduce otc's keep mask";
+    return result;
+  }
+  // Before the graph cache, whose key holds neither: a call of a shape
+  // cuDNN runs uncapped and without dS must not take its graph.
+  if (a.softcap != 0.0f) {
+    result.why = "soft-capped scores";
+    return result;
+  }
+  if (a.dscores) {
+    result.why = "the scores' gradient asked for (a mask with a gradient)";
     return result;
   }
   cudaStream_t stream = static_cast<cudaStream_t>(streamArg);
@@ -385,6 +429,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
   key.layout = a.layout;
   key.rowStride = a.row_stride;
   key.mask = mask != nullptr;
+  key.padding = padding != nullptr;
   if (key.mask)
     std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);
 
@@ -435,6 +480,16 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
     result.why = "an operand not 16-byte aligned";
     return result;
   }
+  const int32_t *lens = nullptr;
+  if (padding) {
+    lens = keyLengths(a, padding, stream);
+    if (!lens) {
+      result.why = "the key padding's lengths cannot be written";
+      return result;
+    }
+    pack[kSeqQ] = const_cast<int32_t *>(lens);
+    pack[kSeqKV] = const_cast<int32_t *>(lens + a.b);
+  }
   result.ran = true;
   if (cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
     result.status = 1;
@@ -459,11 +514,33 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
     std::fprintf(stderr, "otcrt: attention: cuDNN SDPA failed: %s\n",
                  status.err_msg.c_str());
     result.status = 1;
+  } else if (padding && backward) {
+    result.status = zeroKeysPastLengths(
+        a, lens + a.b, static_cast<otcrt_bf16 *>(pack.at(kDK)),
+        static_cast<otcrt_bf16 *>(pack.at(kDV)), stream);
   }
   return result;
 }
 
 void *mut(const void *p) { return const_cast<void *>(p); }
+
+/// False when OTCRT_ATTENTION_PADDING=mask (read once): a key padding is
+/// then written out along the queries as any mask broadcast over them.
+bool paddingAsLengths() {
+  static const bool on = [] {
+    const char *env = std::getenv("OTCRT_ATTENTION_PADDING");
+    return !(env && std::strcmp(env, "mask") == 0);
+  }();
+  return on;
+}
+
+/// The key padding of a call that gives it to cuDNN as lengths, or NULL.
+const otcrt_bf16 *keyPadding(const OtcrtAttention &a, const otcrt_bf16 *mask) {
+  if (!a.key_padding || !mask || a.mask_strides[1] != 0 ||
+      a.mask_strides[2] != 0 || !paddingAsLengths())
+    return nullptr;
+  return mask;
+}
 
 /// A mask broadcast over the queries (a key padding) written out along them
 /// (maskOverQueries) when cuDNN would otherwise take the call: `a` and
@@ -493,13 +570,16 @@ CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *call, const otcrt_bf16 *q,
                                float *lse, void *stream) {
   OtcrtAttention e = *call;
   const OtcrtAttention *a = &e;
-  if (!expandedMask(e, mask, stream))
+  const otcrt_bf16 *padding = keyPadding(e, mask);
+  if (padding)
+    mask = nullptr;
+  else if (!expandedMask(e, mask, stream))
     return {false, 0, "the mask cannot be written out along the queries"};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, mut(q)}, {kK, mut(k)}, {kV, mut(v)}, {kO, out}, {kStats, lse}};
   if (mask)
     pack.emplace(kBias, mut(mask));
-  return run(*a, false, mask, pack, stream);
+  return run(*a, false, mask, pack, stream, padding);
 }
 
 CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *call,
@@ -510,7 +590,10 @@ CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *call,
                                otcrt_bf16 *dv, void *stream) {
   OtcrtAttention e = *call;
   const OtcrtAttention *a = &e;
-  if (!expandedMask(e, mask, stream))
+  const otcrt_bf16 *padding = keyPadding(e, mask);
+  if (padding)
+    mask = nullptr;
+  else if (!expandedMask(e, mask, stream))
     return {false, 0, "the mask cannot be written out along the queries"};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, mut(q)},   {kK, mut(k)},     {kV, mut(v)},
@@ -518,7 +601,7 @@ CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *call,
       {kDQ, dq},      {kDK, dk},        {kDV, dv}};
   if (mask)
     pack.emplace(kBias, mut(mask));
-  return run(*a, true, mask, pack, stream);
+  return run(*a, true, mask, pack, stream, padding);
 }
 
 } // namespace cuda

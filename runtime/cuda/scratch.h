@@ -29,6 +29,9 @@ enum class ScratchUse {
   /// attention.cu: a mask broadcast over the queries written out along
   /// them, as cuDNN's bias must be (grows).
   AttentionMask,
+  /// attention.cu: a key padding's per-sequence lengths for cuDNN, 2 x b
+  /// int32 (keyLengths; grows with the batch).
+  AttentionLengths,
   /// Partial sums of the column reductions (column_sum.cu, the norms'
   /// parameter gradients) and of the gather gradient's long runs:
   /// OTCRT_CUDA_REDUCTION_SCRATCH_BYTES, fixed.

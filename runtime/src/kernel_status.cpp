@@ -38,6 +38,16 @@ Status readKernelError(void *stream, const std::string &where) {
                          " at position " + std::to_string(e.index) +
                          " is outside [" + std::to_string(-e.bound) + ", " +
                          std::to_string(e.bound) + ")" + where);
+  if (code == OTCRT_ERROR_PADDING)
+    return Status::error(
+        "the attention mask of batch row " + std::to_string(e.index) +
+        " is not right-padded (key " + std::to_string(e.value) + " of " +
+        std::to_string(e.bound) +
+        " is seen after a hidden one, or is neither seen nor hidden): cuDNN "
+        "takes a key padding as per-sequence lengths; pad on the right, or "
+        "set OTCRT_ATTENTION_PADDING=mask (the mask is then written out "
+        "along the queries: more memory than the plan counts)" +
+        where);
   return Status::error("a kernel reported error " + std::to_string(code) +
                        " at index " + std::to_string(e.index) + where);
 }

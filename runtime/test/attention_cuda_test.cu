@@ -98,7 +98,9 @@ struct QkvStorage {
 };
 
 /// One attention problem on both sides, f32 then bf16; with `scores`, the
-/// backward also returns dS ([b, h, t, s], a.dscores), compared too.
+/// backward also returns dS ([b, h, t, s], a.dscores), compared too. The
+/// device's outputs start as NaN (each element must be written); its
+/// backward reads the host's forward results.
 void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
                    std::mt19937 &rng, bool scores = false) {
   const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
@@ -128,14 +130,15 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
                              out.data(), lse.data(), dq.data(), dk.data(),
                              dv.data());
-    float *dOut = device(out), *dLse = device(lse), *dQ = device(dq),
-          *dK = device(dk), *dV = device(dv);
-    // Filled with NaN: every element, seen keys or not, must be written.
+    float *dOut = device(Floats(qn, NAN)), *dLse = device(Floats(rows, NAN)),
+          *dQ = device(Floats(qn, NAN)), *dK = device(Floats(kvn, NAN)),
+          *dV = device(Floats(kvn, NAN));
     float *dDs = scores ? device(Floats(sn, NAN)) : nullptr;
-    ad.dscores = dDs;
+    ad.dscores = nullptr; // the forward's struct never asks for dS
     c.rc(otcrt_attention_fwd_f32(&ad, device(q), device(k), device(v), md, dOut,
                                  dLse, nullptr),
          "fwd");
+    ad.dscores = dDs;
     c.f32(host(dOut, qn), out, "out");
     c.f32(host(dLse, rows), lse, "lse");
     // The backward reads the host's forward results, so it is compared alone.
@@ -156,19 +159,25 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
           dsb(scores ? sn : 0);
     const otcrt_bf16 *mbd = maskDims ? device(mb) : nullptr;
     a.dscores = scores ? dsb.data() : nullptr;
-    ad.dscores = scores ? device(toBf16(Floats(sn, NAN))) : nullptr;
+    otcrt_bf16 *dDs = scores ? device(toBf16(Floats(sn, NAN))) : nullptr;
     otcrt::cpu::attentionFwd(a, qb.data(), kb.data(), vb.data(),
                              maskDims ? mb.data() : nullptr, outb.data(),
                              lse.data());
     otcrt::cpu::attentionBwd(a, dOb.data(), qb.data(), kb.data(), vb.data(),
                              maskDims ? mb.data() : nullptr, outb.data(),
                              lse.data(), dqb.data(), dkb.data(), dvb.data());
-    otcrt_bf16 *dOut = device(outb), *dQ = device(dqb), *dK = device(dkb),
-               *dV = device(dvb);
-    float *dLse = device(lse);
+    const Bf16s nanQ = toBf16(Floats(qn, NAN)),
+                nanKv = toBf16(Floats(kvn, NAN));
+    otcrt_bf16 *dOut = device(nanQ), *dQ = device(nanQ), *dK = device(nanKv),
+               *dV = device(nanKv);
+    float *dLse = device(Floats(rows, NAN));
+    // The forward as the program calls it (no dS: cuDNN may take it), the
+    // backward with dS where asked (then the fallback kernels).
+    ad.dscores = nullptr;
     c.rc(otcrt_attention_fwd_bf16(&ad, device(qb), device(kb), device(vb), mbd,
                                   dOut, dLse, nullptr),
          "fwd");
+    ad.dscores = dDs;
     // The entry points may run cuDNN, whose probabilities are bfloat16.
     c.ok = nearAttention(host(dOut, qn), outb, "out", c.worst) && c.ok;
     c.rc(otcrt_attention_bwd_bf16(&ad, device(dOb), device(qb), device(kb),
@@ -179,9 +188,7 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     c.ok = nearAttention(host(dK, kvn), dkb, "dk", c.worst) && c.ok;
     c.ok = nearAttention(host(dV, kvn), dvb, "dv", c.worst) && c.ok;
     if (scores)
-      c.ok = nearAttention(host(static_cast<otcrt_bf16 *>(ad.dscores), sn), dsb,
-                           "dS", c.worst) &&
-             c.ok;
+      c.ok = nearAttention(host(dDs, sn), dsb, "dS", c.worst) && c.ok;
   }
 }
 
@@ -374,30 +381,121 @@ void testAttentionPaths(const AttentionCase &tc, std::mt19937 &rng) {
 /// Every attention check.
 /// Gemma 2's soft-capped scores (a cap of 1.5 against scores of about +-2,
 /// so that tanh bends them) and T5's mask with a gradient (dS returned), in
-/// the float and bfloat16 entry points (bfloat16: the fallback kernels, as
-/// cuDNN is not asked), against the host kernels.
+/// the float and bfloat16 entry points (bfloat16: the fallback kernels for
+/// what cuDNN does not compute), against the host kernels. Each case runs
+/// plain first, so that cuDNN has built and cached a graph of the same
+/// shape that a capped call or one asking for dS must still not take.
 void testCapsAndScores(std::mt19937 &rng) {
   const int64_t full[4] = {1, 4, 33, 50};
   const int64_t bias[4] = {1, 4, 40, 40};
-  OtcrtAttention capped = attention(2, 4, 2, 40, 40, 32, true, 0);
-  capped.scale = 0.5f;
-  capped.softcap = 1.5f;
-  testAttention("softcap causal gqa", capped, nullptr, rng);
-  OtcrtAttention window = capped;
+  struct Case {
+    const char *name;
+    OtcrtAttention a;
+    const int64_t *mask;
+    float cap;
+    bool scores;
+  };
+  OtcrtAttention gqa = attention(2, 4, 2, 40, 40, 32, true, 0);
+  gqa.scale = 0.5f;
+  OtcrtAttention window = gqa;
   window.window = 7;
-  testAttention("softcap window mask", window, bias, rng);
-  testAttention("dS full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
-                rng, /*scores=*/true);
-  testAttention("dS causal dropout", attention(2, 4, 4, 40, 40, 32, true, 0.1f),
-                bias, rng, true);
-  OtcrtAttention both = attention(1, 4, 4, 40, 40, 32, true, 0);
-  both.softcap = 1.5f;
-  both.scale = 0.5f;
-  testAttention("dS softcap", both, bias, rng, true);
+  OtcrtAttention windowBthd = window;
+  windowBthd.layout = OTCRT_LAYOUT_BTHD;
+  OtcrtAttention plain = attention(1, 4, 4, 40, 40, 32, true, 0);
+  plain.scale = 0.5f;
+  const Case cases[] = {
+      {"softcap causal gqa", gqa, nullptr, 1.5f, false},
+      {"softcap window mask", window, bias, 1.5f, false},
+      {"dS full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full, 0, true},
+      {"dS causal dropout", attention(2, 4, 4, 40, 40, 32, true, 0.1f), bias, 0,
+       true},
+      {"dS softcap", plain, bias, 1.5f, true},
+      {"dS gqa window", window, bias, 0, true},
+      {"dS gqa window bthd", windowBthd, bias, 0, true},
+  };
+  for (const Case &c : cases) {
+    testAttention((std::string(c.name) + " (plain first)").c_str(), c.a, c.mask,
+                  rng);
+    OtcrtAttention a = c.a;
+    a.softcap = c.cap;
+    testAttention(c.name, a, c.mask, rng, c.scores);
+  }
+}
+
+/// A key padding (key_padding: [b, 1, 1, s], 0 or BF16's lowest value) in
+/// the bfloat16 entry points, which give cuDNN per-sequence lengths where
+/// it runs, against the host kernels reading the mask: right-padded rows
+/// (one hides its last 24 keys, one none), dK and dV of the hidden keys
+/// exactly 0 (their device buffers start as NaN); then a left-padded row,
+/// which cuDNN cannot take as lengths: OTCRT_ERROR_PADDING for that row.
+void testKeyPadding(std::mt19937 &rng) {
+  for (bool bthd : {false, true}) {
+    Check c(std::string("attention key padding as lengths") +
+            (bthd ? " bthd" : ""));
+    OtcrtAttention a = attention(2, 4, 2, 64, 64, 64, true, 0);
+    a.layout = bthd ? OTCRT_LAYOUT_BTHD : OTCRT_LAYOUT_BHTD;
+    a.key_padding = 1;
+    a.mask_strides[0] = a.s; // [b, 1, 1, s]
+    a.mask_strides[3] = 1;
+    const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
+    const size_t rows = a.b * a.h * a.t;
+    const float lowest = -3.38953139e38f; // BF16's lowest finite value
+    Floats mask(a.b * a.s, 0.0f);
+    for (int64_t j = 40; j < a.s; ++j)
+      mask[j] = lowest; // row 0: 40 keys seen; row 1: all 64
+    Bf16s q = toBf16(random(qn, rng)), k = toBf16(random(kvn, rng)),
+          v = toBf16(random(kvn, rng)), dO = toBf16(random(qn, rng)),
+          mb = toBf16(mask), out(qn), dq(qn), dk(kvn), dv(kvn);
+    Floats lse(rows);
+    otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mb.data(),
+                             out.data(), lse.data());
+    otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(),
+                             mb.data(), out.data(), lse.data(), dq.data(),
+                             dk.data(), dv.data());
+    const Bf16s nanQ = toBf16(Floats(qn, NAN)),
+                nanKv = toBf16(Floats(kvn, NAN));
+    otcrt_bf16 *dOut = device(nanQ), *dQ = device(nanQ), *dK = device(nanKv),
+               *dV = device(nanKv);
+    float *dLse = device(Floats(rows, NAN));
+    const otcrt_bf16 *md = device(mb);
+    c.rc(otcrt_attention_fwd_bf16(&a, device(q), device(k), device(v), md, dOut,
+                                  dLse, nullptr),
+         "fwd");
+    c.ok = nearAttention(host(dOut, qn), out, "out", c.worst) && c.ok;
+    c.rc(otcrt_attention_bwd_bf16(&a, device(dO), device(q), device(k),
+                                  device(v), md, device(out), device(lse), dQ,
+                                  dK, dV, nullptr),
+         "bwd");
+    if (otcrt::cuda::cudnnAttentionBuilt() &&
+        otcrt::cuda::lastAttentionFallbackReason())
+      c.rc(1, (std::string("not on cuDNN: ") +
+               otcrt::cuda::lastAttentionFallbackReason())
+                  .c_str());
+    c.ok = nearAttention(host(dQ, qn), dq, "dq", c.worst) && c.ok;
+    c.ok = nearAttention(host(dK, kvn), dk, "dk", c.worst) && c.ok;
+    c.ok = nearAttention(host(dV, kvn), dv, "dv", c.worst) && c.ok;
+    OtcrtKernelError e{};
+    if (otcrt_kernel_error(&e, nullptr) != OTCRT_ERROR_NONE)
+      c.rc(1, ("a right-padded mask recorded error " + std::to_string(e.code))
+                  .c_str());
+    if (!otcrt::cuda::cudnnAttentionBuilt())
+      continue;
+    // Row 1 left-padded: its first 5 keys hidden, the rest seen.
+    for (int64_t j = 0; j < 5; ++j)
+      mask[a.s + j] = lowest;
+    otcrt_attention_fwd_bf16(&a, device(q), device(k), device(v),
+                             device(toBf16(mask)), dOut, dLse, nullptr);
+    if (otcrt_kernel_error(&e, nullptr) != OTCRT_ERROR_PADDING || e.index != 1)
+      c.rc(1, ("a left-padded row 1 recorded code " + std::to_string(e.code) +
+               " at row " + std::to_string(e.index) +
+               " (expected OTCRT_ERROR_PADDING at row 1)")
+                  .c_str());
+  }
 }
 
 void testAttentions(std::mt19937 &rng) {
   testCapsAndScores(rng);
+  testKeyPadding(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,

@@ -231,7 +231,7 @@ Floats plusBf16(const Floats &slot, const Floats &sum) {
 /// f32 results within float tolerance of the host's, the same bits on a
 /// repeated call, and the bf16 results (same representable dy and x, same
 /// statistics) exactly the f32 device sums rounded to bf16, since the sum
-/// order depends on the shape alone.
+/// order depends on the shape and the device alone.
 void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
   const size_t n = rows * cols;
   Floats x = random(n, rng, -2, 2), gamma = random(cols, rng, 0.5f, 1.5f),

@@ -2,8 +2,9 @@
 //
 // The cuda runtime's dispatch of otc.attention and otc.attention_grad
 // (runtime/cuda/attention_dispatch.cpp): cuDNN's SDPA where it takes the
-// call, the kernel library's own kernels otherwise, and the key-padding
-// mask the runtime writes out for cuDNN. The memory accounting
+// call, the kernel library's own kernels otherwise, the key padding it
+// gives cuDNN as per-sequence lengths (key_padding), and the mask broadcast
+// over the queries it writes out for cuDNN otherwise. The memory accounting
 // (Memory.cpp: cuDNN's workspaces) and the step-time model (through
 // GridLaunchOpInterface, LibraryLaunches.cpp) read this one rule.
 //
@@ -22,15 +23,19 @@ namespace {
 template <typename OpTy> bool runsOnCudnn(OpTy op) {
   auto q = cast<ShapedType>(op.getQ().getType());
   int64_t d = q.getShape().back();
-  // Soft-capped scores and a mask with a gradient (dS returned) run on the
+  // Soft-capped scores and the scores' gradient dS (the backward of a mask
+  // with a gradient; its forward is a plain masked attention) run on the
   // kernel library's own kernels: the runtime's cuDNN graphs compute
   // neither.
+  bool scoresGrad = isa<AttentionGradOp>(op.getOperation()) && op.getMaskGrad();
   if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
       d % 8 != 0 || d > 256 || op.getSoftcap().convertToDouble() != 0 ||
-      op.getMaskGrad())
+      scoresGrad)
     return false;
   Value mask = op.getMask();
-  if (!mask)
+  // No mask tensor, or a key padding given to cuDNN as per-sequence lengths
+  // (key_padding): no bias to read.
+  if (!mask || op.getKeyPadding())
     return true;
   // The mask's stride along the keys must be 1: its last dimension is the
   // keys' own, not broadcast. One the runtime reads as it is (not broadcast
@@ -57,10 +62,17 @@ bool cuda::attentionRunsOnCudnn(Operation *op) {
   return false;
 }
 
+bool cuda::attentionKeyPaddingAsLengths(Operation *op) {
+  bool padding = isa<AttentionOp>(op)
+                     ? cast<AttentionOp>(op).getKeyPadding()
+                     : cast<AttentionGradOp>(op).getKeyPadding();
+  return padding && attentionRunsOnCudnn(op);
+}
+
 int64_t cuda::attentionMaskWrittenOut(Operation *op) {
   Value mask = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getMask()
                                     : cast<AttentionGradOp>(op).getMask();
-  if (!mask || !attentionRunsOnCudnn(op))
+  if (!mask || !attentionRunsOnCudnn(op) || attentionKeyPaddingAsLengths(op))
     return 0;
   AttentionSizes a = attentionSizes(op);
   SmallVector<int64_t> strides = broadcastStrides(

@@ -48,17 +48,24 @@ void gradientNormLaunches(
 
 /// Whether a call of `op` (otc.attention or otc.attention_grad) runs on
 /// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
-/// no dropout, a head size that is a multiple of 8 up to 256 and a mask, if
-/// any, contiguous along the keys, and either broadcast over the queries
-/// (it is written out) or with rows 16-byte aligned
+/// no dropout, no soft cap, no mask gradient, a head size that is a
+/// multiple of 8 up to 256 and a mask, if any, a key padding (key_padding:
+/// given as lengths) or contiguous along the keys, and either broadcast
+/// over the queries (it is written out) or with rows 16-byte aligned
 /// (runtime/cuda/attention_dispatch.cpp and attention_cudnn.cpp).
 bool attentionRunsOnCudnn(mlir::Operation *op);
+
+/// Whether a call of `op` gives cuDNN its key padding as per-sequence
+/// lengths (key_padding on a call cuDNN runs): no mask tensor is read or
+/// written, 2 x b int32 lengths are (runtime/cuda/attention.h, keyLengths).
+bool attentionKeyPaddingAsLengths(mlir::Operation *op);
 
 /// The elements of the mask a call of `op` writes out before cuDNN's SDPA
 /// reads it: [b|1, h, t, s], rows padded to 8 elements, for a mask
 /// broadcast over the queries (a key padding), whose bias cuDNN takes with
 /// a full query dimension (runtime/cuda/attention.h, maskOverQueries); 0
-/// when it reads the mask as it is or does not run the call.
+/// when it reads the mask as it is, takes it as lengths or does not run
+/// the call.
 int64_t attentionMaskWrittenOut(mlir::Operation *op);
 
 /// Attaches the GridLaunchOpInterface models of `dialect`'s ops: every

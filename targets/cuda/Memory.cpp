@@ -67,16 +67,18 @@ constexpr const char *kCudaContextBasis =
     "(bench/speed.py's otc_peak_bytes less the arena and the libraries)";
 
 /// What cuDNN builds a graph for (attention_cudnn.cpp's GraphKey, the
-/// device aside): direction, sizes, scale, causal, the mask's strides,
-/// layout and window. Each graph has its own workspace.
+/// device aside): direction, sizes, scale, causal, the mask (a bias read
+/// with its strides) or a key padding (lengths), layout and window. Each
+/// graph has its own workspace.
 using GraphKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, double, bool, bool,
+                            int64_t, double, bool, bool, bool,
                             SmallVector<int64_t, 4>, std::string, int64_t>;
 
 template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
   AttentionSizes a = attentionSizes(op);
   SmallVector<int64_t, 4> strides(4, 0);
-  if (Value m = op.getMask())
+  bool padding = op.getKeyPadding();
+  if (Value m = op.getMask(); m && !padding)
     strides = SmallVector<int64_t, 4>(broadcastStrides(
         cast<ShapedType>(m.getType()).getShape(), {a.b, a.h, a.t, a.s}));
   return {backward,
@@ -88,7 +90,8 @@ template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
           a.d,
           op.getScale().convertToDouble(),
           op.getCausal(),
-          bool(op.getMask()),
+          bool(op.getMask()) && !padding,
+          padding,
           strides,
           op.getLayout().str(),
           static_cast<int64_t>(op.getWindow())};
@@ -124,6 +127,9 @@ public:
       // along them and the heads for cuDNN, in BF16, rows padded to 8.
       if (int64_t written = cuda::attentionMaskWrittenOut(op))
         grow(mask, 2 * written);
+      // A key padding goes as lengths: 2 x b int32 (keyLengths).
+      if (cuda::attentionKeyPaddingAsLengths(op))
+        grow(lengths, 8 * a.b);
       if (!graphs.insert(key).second || !backward)
         return;
       // The deterministic backward on Hopper (cuDNN before 9.25) computes
@@ -150,13 +156,13 @@ public:
       grow(layout, element * (backward ? 4 : 2) * (qn + kvn));
   }
 
-  int64_t cudnn() const { return cudnnBytes + mask.kept; }
+  int64_t cudnn() const { return cudnnBytes + mask.kept + lengths.kept; }
   int64_t fallback() const { return rowD.kept + layout.kept; }
 
 private:
   std::set<GraphKey> graphs;
   int64_t cudnnBytes = 0;
-  Scratch rowD, layout, mask;
+  Scratch rowD, layout, mask, lengths;
 };
 
 /// The FP8 GEMMs' buffers (runtime/cuda/gemm_fp8.cpp): its own cuBLASLt

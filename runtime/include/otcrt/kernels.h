@@ -123,10 +123,10 @@ int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
 /// gradient): out[c] = sum over r of x[r * cols + c], accumulated in float
 /// whatever the storage (bf16 widens exactly). The cpu target sums each
 /// column in row order; the cuda target in a fixed order of its own, which
-/// depends on the shape alone (chunks of rows summed by many blocks, then
-/// the chunks' sums added), so results agree to float rounding, repeat bit
-/// for bit run to run and are the same for bf16 and f32 storage of the
-/// same values.
+/// depends on the shape and the device's SM count alone (chunks of rows
+/// summed by many blocks, then the chunks' sums added), so results agree to
+/// float rounding, repeat bit for bit run to run on one GPU model and are
+/// the same for bf16 and f32 storage of the same values.
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,
                          float *out, void *stream);
 int otcrt_column_sum_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *x,
@@ -257,6 +257,16 @@ typedef struct {
   /// type of q (0 for keys a row does not see); NULL: not wanted. On the
   /// cuda target such a call runs the kernel library's own kernels.
   void *dscores;
+  /// 1: the mask is a key padding (mask_strides[1] and [2] are 0, each
+  /// value 0 for a key seen or at most -1e4 for one hidden). The cpu
+  /// kernels read it as any mask. The cuda entry points give cuDNN's SDPA
+  /// per-sequence key lengths instead of a mask tensor: the keys seen must
+  /// then be a prefix of each sequence (right padding; a sequence hiding
+  /// every key counts as one of length 1), and a batch row that is not
+  /// records OTCRT_ERROR_PADDING (the step's update is vetoed); with
+  /// OTCRT_ATTENTION_PADDING=mask in the environment they write the mask
+  /// out along the queries instead, any padding then. 0: a mask as any.
+  int32_t key_padding;
 } OtcrtAttention;
 
 enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
@@ -453,8 +463,12 @@ void otcrt_kernel_failed(const char *kernel, const char *node, int status);
 /// Codes of data errors.
 enum OtcrtErrorCode {
   OTCRT_ERROR_NONE = 0,
-  OTCRT_ERROR_LABEL = 2, /* a label outside [0, bound) */
-  OTCRT_ERROR_INDEX = 3  /* a gather index outside [-bound, bound) */
+  OTCRT_ERROR_LABEL = 2,  /* a label outside [0, bound) */
+  OTCRT_ERROR_INDEX = 3,  /* a gather index outside [-bound, bound) */
+  OTCRT_ERROR_PADDING = 4 /* an attention key padding (key_padding) whose
+                             batch row `index` is not right-padded: key
+                             `value` of `bound` is seen after a hidden one,
+                             or is neither 0 nor at most -1e4 */
 };
 
 /// An error in the data a kernel read: `value` at `index` (a row, or a
