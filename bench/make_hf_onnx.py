@@ -5,7 +5,7 @@ the user's path at real size (a dev-time script: it needs PyPI's torch,
 transformers and onnxscript, which CI does not have; nothing is downloaded:
 the model is built from a config with random weights, seeded).
 
-    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|tiny-gpt2|tiny-llama
+    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|pythia-160m|gptj-160m|tiny-gpt2|tiny-llama
                     [--seq T] [--layers N] [--exporter dynamo|torchscript] [--state-dict SD]
 
 The model is wrapped as README shows (`Logits`: `self.model` holds the
@@ -47,6 +47,18 @@ CONFIGS = {
                        vocab_size=256000, max_position_embeddings=8192,
                        sliding_window=4096, attn_logit_softcapping=50.0,
                        final_logit_softcapping=30.0, query_pre_attn_scalar=256)),
+    # Pythia 160M's shape (GPT-NeoX): partial rotary, 16 of a head's 64
+    # features (rotary_pct 0.25), fused q/k/v, parallel attention and MLP.
+    "pythia-160m": ("GPTNeoXForCausalLM", "GPTNeoXConfig",
+                    dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                         num_attention_heads=12, vocab_size=50304,
+                         max_position_embeddings=2048, rotary_pct=0.25,
+                         tie_word_embeddings=False)),
+    # GPT-J's form at Pythia 160M's size: interleaved partial rotary (16 of
+    # 64 features).
+    "gptj-160m": ("GPTJForCausalLM", "GPTJConfig",
+                  dict(n_embd=768, n_layer=12, n_head=12, n_inner=3072, vocab_size=50304,
+                       n_positions=2048, rotary_dim=16, tie_word_embeddings=False)),
     # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
     "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
                   dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),

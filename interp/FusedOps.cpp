@@ -460,31 +460,38 @@ LogicalResult Interpreter::run(otc::RmsNormGradOp op) {
 // Rotary embedding
 //===----------------------------------------------------------------------===//
 
-/// Over the last dimension (h = D / 2), with c and s the tables broadcast
-/// to x: y[j] = x[j] c[j] + r[j] s[j], r[j] = -x[j + h] (j < h), x[j - h]
-/// (j >= h); transposed: y[j] = x[j] c[j] + (j < h ? s[j + h] x[j + h]
-/// : -s[j - h] x[j - h]). Element by element, each a fresh sum.
+/// Over the last dimension, the first R features (R the tables' last
+/// dimension) rotate and the others are copied. Feature j < R has the
+/// partner k: j + R/2 or j - R/2 (halves), j + 1 or j - 1 (interleaved,
+/// j even or odd); j is the first of its pair (sign -1) when j < R/2, or j
+/// even. With c and s the tables broadcast to x: y[j] = x[j] c[j] +
+/// sign x[k] s[j]; transposed: y[j] = x[j] c[j] - sign x[k] s[k]. Element
+/// by element, each a fresh sum.
 LogicalResult Interpreter::run(otc::RopeOp op) {
   const Tensor &x = get(op.getInput());
   const Tensor &cos = get(op.getCos());
   const Tensor &sin = get(op.getSin());
-  bool transposed = op.getTransposed();
-  int64_t d = x.shape.back(), h = d / 2;
+  bool transposed = op.getTransposed(), interleaved = op.getInterleaved();
+  int64_t rot = cos.shape.back(), h = rot / 2;
   Tensor y = zeros(x.shape);
   for (int64_t e = 0; e < static_cast<int64_t>(x.data.size()); ++e) {
     std::vector<int64_t> index = unravel(e, x.shape);
     int64_t j = index.back();
-    int64_t partner = j < h ? e + h : e - h;
+    if (j >= rot) {
+      y.data[e] = x.data[e];
+      continue;
+    }
+    bool first = interleaved ? j % 2 == 0 : j < h;
+    int64_t k = interleaved ? (first ? j + 1 : j - 1) : (first ? j + h : j - h);
+    double sign = first ? -1.0 : 1.0;
     std::vector<int64_t> other = index;
-    other.back() = j < h ? j + h : j - h;
+    other.back() = k;
     double c = cos.data[broadcastSource(index, cos.shape)];
     double sOwn = sin.data[broadcastSource(index, sin.shape)];
     double sOther = sin.data[broadcastSource(other, sin.shape)];
-    double rotated;
-    if (!transposed)
-      rotated = (j < h ? -x.data[partner] : x.data[partner]) * sOwn;
-    else
-      rotated = (j < h ? x.data[partner] : -x.data[partner]) * sOther;
+    double partner = x.data[e + (k - j)];
+    double rotated =
+        transposed ? -sign * partner * sOther : sign * partner * sOwn;
     y.data[e] = x.data[e] * c + rotated;
   }
   set(op.getResult(), std::move(y));

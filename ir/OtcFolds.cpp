@@ -530,6 +530,21 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1 &&
       getInputs()[0].getType() == getResult().getType())
     return getInputs()[0];
+  // One input beside empty ones (nothing along the axis: the x[..., D:] that
+  // a partial rotary of factor 1 passes on) is the result.
+  Value whole;
+  bool othersEmpty = true;
+  const int64_t along = static_cast<int64_t>(getAxis());
+  for (Value v : getInputs()) {
+    auto t = cast<ShapedType>(v.getType());
+    if (!whole && t == getResult().getType())
+      whole = v;
+    else
+      othersEmpty = othersEmpty && t.hasRank() && along < t.getRank() &&
+                    t.getDimSize(along) == 0;
+  }
+  if (whole && othersEmpty)
+    return whole;
   RankedTensorType type = foldType(getResult());
   if (!type)
     return {};

@@ -387,21 +387,24 @@ LogicalResult RopeOp::verify() {
   if (xs.empty() || xs.size() > 4)
     return emitOpError("needs an input of rank 1 to 4, got ")
            << formatShape(xs);
-  if (xs.back() % 2 != 0)
-    return emitOpError("the last dimension must be even, got ") << xs.back();
   if (getResult().getType() != getInput().getType())
     return emitOpError("result must have the input's type");
   if (getSin().getType() != getCos().getType())
     return emitOpError("cos and sin must have one type");
   if (!getElementTypeOrSelf(getCos().getType()).isF32())
     return emitOpError("cos and sin must be f32 tables");
-  bool fits = !ts.empty() && ts.size() <= xs.size() && ts.back() == xs.back();
-  for (size_t i = 1; fits && i <= ts.size(); ++i)
+  if (ts.empty() || ts.back() <= 0 || ts.back() % 2 != 0 ||
+      ts.back() > xs.back())
+    return emitOpError("the tables' last dimension (the rotary width) must "
+                       "be even, positive and at most the input's, got ")
+           << formatShape(ts) << " for " << formatShape(xs);
+  bool fits = ts.size() <= xs.size();
+  for (size_t i = 2; fits && i <= ts.size(); ++i)
     fits = ts[ts.size() - i] == 1 || ts[ts.size() - i] == xs[xs.size() - i];
   if (!fits)
     return emitOpError("cos and sin ")
            << formatShape(ts) << " must broadcast to the input "
-           << formatShape(xs) << " with its last dimension";
+           << formatShape(xs) << " but for the last dimension";
   return success();
 }
 
@@ -412,12 +415,17 @@ LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Value dx;
   if (rg[0])
     dx = b.create<RopeOp>(getLoc(), getInput().getType(), rg[0], getCos(),
-                          getSin(), /*transposed=*/!getTransposed());
+                          getSin(), /*transposed=*/!getTransposed(),
+                          getInterleaved());
   out.append({dx, Value(), Value()});
   return success();
 }
 
-int64_t RopeOp::getFlops() { return 3 * elementsOf(getInput()); }
+/// Three a rotated element (two products and a sum); the copied ones none.
+int64_t RopeOp::getFlops() {
+  ArrayRef<int64_t> xs = shapeOf(getInput());
+  return 3 * elementsOf(getInput()) / xs.back() * shapeOf(getCos()).back();
+}
 
 /// The tables stay FP32 whatever the data's precision.
 bool RopeOp::isFp32StatisticsOperand(unsigned index) { return index > 0; }

@@ -342,32 +342,40 @@ def Otc_RopeOp : Otc_Op<"rope",
     [Library, Fp32StatOperands, CostFlops, Pure, Grad]> {
   let summary = "Rotary position embedding: x cos + rotate_half(x) sin";
   let description = [{
-    Over the last dimension D of `input` (even, h = D / 2):
-    y[j] = x[j] cos[j] + r[j] sin[j] with r[j] = -x[j + h] for j < h and
-    x[j - h] for j >= h (rotate_half, the split-halves form of Llama and
-    GPT-NeoX). `cos` and `sin` have one shape, numpy-broadcast to the
-    input's with a last dimension of D; they are FP32 tables whatever the
-    data's precision (otc-mixed-precision keeps them FP32) and constants:
-    they get no gradient. With `transposed`, the op is the transpose of that
-    linear map, the gradient of the rotation:
-    y[j] = x[j] cos[j] + (j < h ? sin[j + h] x[j + h] : -sin[j - h] x[j - h]),
-    so an otc.rope's gradient is otc.rope of the output gradient with
-    `transposed` flipped (one kernel, one launch, either way).
+    Over the last dimension D of `input`, the first R features rotate, R the
+    last dimension of `cos` and `sin` (even, at most D; R < D is partial
+    rotary, as GPT-NeoX and Phi write it), and features R to D are copied.
+    The rotated features form R / 2 pairs (a, b): (p, p + R / 2) (the
+    split-halves rotate_half of Llama and GPT-NeoX), or with `interleaved`
+    (2p, 2p + 1) (GPT-J's rotate_every_two). Of a pair,
+    y[a] = x[a] cos[a] - x[b] sin[a] and y[b] = x[b] cos[b] + x[a] sin[b].
+    `cos` and `sin` have one shape, numpy-broadcast to the input's with a
+    last dimension of R; they are FP32 tables whatever the data's precision
+    (otc-mixed-precision keeps them FP32) and constants: they get no
+    gradient. With `transposed`, the op is the transpose of that linear map,
+    the gradient of the rotation: y[a] = x[a] cos[a] + x[b] sin[b] and
+    y[b] = x[b] cos[b] - x[a] sin[a] (the copied features copied), so an
+    otc.rope's gradient is otc.rope of the output gradient with `transposed`
+    flipped (one kernel, one launch, either way).
 
-    A library call rather than an elementwise op: element j reads element
-    j +- h of its row, which the elementwise fusion cannot express, and one
-    pass of a row kernel reads x once where the exported chain (two slices,
-    a negation, a concatenation, two products and a sum) reads and writes
-    it seven times. Formed by otc-fuse-patterns (passes/FuseRope.cpp).
+    A library call rather than an elementwise op: element a reads element b
+    of its row, which the elementwise fusion cannot express, and one pass of
+    a row kernel reads x once where the exported chain (slices, a negation,
+    concatenations, two products and a sum) reads and writes it many times.
+    Formed by otc-fuse-patterns (passes/FuseRope.cpp).
 
     ```mlir
     %y = otc.rope %x, %cos, %sin
         : (tensor<2x4x16x8xbf16>, tensor<16x8xf32>, tensor<16x8xf32>)
         -> tensor<2x4x16x8xbf16>
+    %p = otc.rope %x, %cos, %sin {interleaved}
+        : (tensor<2x16x4x8xf32>, tensor<16x1x4xf32>, tensor<16x1x4xf32>)
+        -> tensor<2x16x4x8xf32>
     ```
   }];
   let arguments = (ins Otc_FloatTensor:$input, Otc_FloatTensor:$cos,
-                   Otc_FloatTensor:$sin, UnitAttr:$transposed);
+                   Otc_FloatTensor:$sin, UnitAttr:$transposed,
+                   UnitAttr:$interleaved);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)

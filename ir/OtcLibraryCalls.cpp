@@ -127,8 +127,9 @@ std::string RopeOp::getLibraryKernel() {
   return libraryKernelName("rope", getInput());
 }
 
-/// The input as [n0, n1, n2, D] (leading 1s), the tables' element strides
-/// of n0, n1 and n2 (0 where they broadcast), the operands, `transposed`.
+/// The input as [n0, n1, n2, D] (leading 1s), the rotary width R (the
+/// tables' last dimension), the tables' element strides of n0, n1 and n2
+/// (0 where they broadcast), the operands, `transposed`, `interleaved`.
 void RopeOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   SmallVector<int64_t, 4> xs(shapeOf(getInput())), ts(shapeOf(getCos()));
   while (xs.size() < 4)
@@ -142,11 +143,13 @@ void RopeOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   }
   for (int64_t n : xs)
     args.push_back(LibraryArg::integer(n));
+  args.push_back(LibraryArg::integer(ts[3]));
   for (int i = 0; i < 3; ++i)
     args.push_back(LibraryArg::integer(strides[i]));
   for (Value v : {getInput(), getCos(), getSin()})
     args.push_back(LibraryArg::operand(*this, v));
   args.push_back(LibraryArg::integer(getTransposed() ? 1 : 0));
+  args.push_back(LibraryArg::integer(getInterleaved() ? 1 : 0));
   args.push_back(LibraryArg::result(0));
 }
 

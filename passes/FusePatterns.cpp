@@ -702,7 +702,7 @@ void fuse::populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<SoftmaxCrossEntropyOp, fuseCrossEntropy, CrossEntropyOp>(patterns);
   addFusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(patterns);
   addFusion<MatMulOp, fuseExpertMatmul, ExpertMatmulOp>(patterns);
-  populateRopeFusion(patterns); // AddOp -> RopeOp (FuseRope.cpp)
+  populateRopeFusion(patterns); // AddOp, ConcatOp -> RopeOp (FuseRope.cpp)
 }
 
 void fuse::populateHeadTransposePatterns(RewritePatternSet &patterns) {

@@ -114,8 +114,8 @@ Match fuseCrossEntropy(SoftmaxCrossEntropyOp loss,
 Match fuseLogSoftmaxNll(NllLossOp loss, mlir::PatternRewriter &rewriter);
 Match fuseExpertMatmul(MatMulOp mm, mlir::PatternRewriter &rewriter);
 
-/// The rotary embedding's rewrite pattern (FuseRope.cpp), anchored at the
-/// chain's add; it builds otc.rope.
+/// The rotary embedding's rewrite patterns (FuseRope.cpp), anchored at the
+/// chain's add and at a partial rotary's concat; they build otc.rope.
 void populateRopeFusion(mlir::RewritePatternSet &patterns);
 
 /// The fusions of otc-fuse-patterns as rewrite patterns, one per anchor op,

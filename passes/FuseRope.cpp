@@ -1,21 +1,29 @@
 //===- FuseRope.cpp - recognize the rotary position embedding -------------===//
 //
-// The otc-fuse-patterns rewrite pattern that turns the rotary embedding as
-// exporters write it, x * cos + rotate_half(x) * sin with rotate_half(x) =
-// concat(-x[..., D/2:], x[..., :D/2]) over the last dimension (Slice, Neg,
-// Concat, Mul, Add; both exporters of Llama, Mistral, Qwen and GPT-NeoX
-// write it so), into one otc.rope. The chain is anchored at its add; the two
-// slices may read one value or two copies of it (one transpose per slice, as
-// torch.onnx.export's dynamo exporter writes them). The tables must be
-// constants or the model's constant buffers (the dynamo exporter's folded
-// tables, `otc.buffer` arguments): no gradient, and otc.rope returns none
-// for them; a chain whose tables depend on parameters or inputs is left
-// unfused with a remark.
+// The otc-fuse-patterns rewrite patterns that turn the rotary embedding as
+// exporters write it into one otc.rope:
+//
+// - x * cos + rotate(x) * sin, anchored at its add, with rotate_half(x) =
+//   concat(-x[..., D/2:], x[..., :D/2]) over the last dimension (Slice,
+//   Neg, Concat, Mul, Add; both exporters of Llama, Mistral, Qwen and
+//   GPT-NeoX write it so), or GPT-J's rotate_every_two(x) =
+//   flatten(stack(-x[..., 1::2], x[..., ::2])) (strided slices, Neg, two
+//   unsqueezes, a Concat over the new last axis and a reshape back;
+//   `interleaved`). The slices may read one value or two copies of it (one
+//   transpose per slice, as torch.onnx.export's dynamo exporter writes
+//   them). The tables must be constants or the model's constant buffers
+//   (the dynamo exporter's folded tables, `otc.buffer` arguments): no
+//   gradient, and otc.rope returns none for them; a chain whose tables
+//   depend on parameters or inputs is left unfused with a remark.
+// - partial rotary (GPT-NeoX, Phi, GPT-J): concat(rope(x[..., :r]),
+//   x[..., r:]) over the last axis, anchored at the concat once the rope
+//   over x[..., :r] is fused, becomes one otc.rope of x whose r-wide tables
+//   leave the features past r as they are.
 //
 // When x is the [B, T, H, D] -> [B, H, T, D] transpose of a head split and
 // the tables do not vary over the heads, the rope moves before the
-// transpose (rope commutes with it, the tables reshaped from [., 1, T, D]
-// to [., T, 1, D]): a transpose, a rope and attention become a rope and a
+// transpose (rope commutes with it, the tables reshaped from [., 1, T, R]
+// to [., T, 1, R]): a transpose, a rope and attention become a rope and a
 // transpose feeding attention, whose head transposes otc-fuse-patterns then
 // folds into the attention (layout "bthd"). Every change goes through the
 // pattern's rewriter, which erases the chain the rope replaces
@@ -76,7 +84,7 @@ Value rotatedHalf(Value v) {
   if (!concat || concat.getInputs().size() != 2 || !v.hasOneUse())
     return nullptr;
   int64_t rank = static_cast<int64_t>(shapeOf(v).size());
-  if (concat.getAxis() != rank - 1)
+  if (static_cast<int64_t>(concat.getAxis()) != rank - 1)
     return nullptr;
   auto neg = concat.getInputs()[0].getDefiningOp<NegOp>();
   if (!neg || !neg.getResult().hasOneUse())
@@ -86,6 +94,67 @@ Value rotatedHalf(Value v) {
   if (!upper || !lower || !sameValue(upper, lower))
     return nullptr;
   return lower;
+}
+
+/// The input of a slice `v` that takes the whole of every dimension but the
+/// last, and of the last (even, D) the elements start, start + 2, ... (D / 2
+/// of them); null otherwise.
+Value everyOtherSliced(Value v, int64_t start) {
+  auto slice = v.getDefiningOp<SliceOp>();
+  if (!slice || !slice.getResult().hasOneUse())
+    return nullptr;
+  ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(v);
+  if (in.empty() || in.back() % 2 != 0 || out.back() != in.back() / 2)
+    return nullptr;
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool last = i + 1 == in.size();
+    if (slice.getStrides()[i] != (last ? 2 : 1) ||
+        slice.getStarts()[i] != (last ? start : 0) ||
+        (!last && out[i] != in[i]))
+      return nullptr;
+  }
+  return slice.getInput();
+}
+
+/// `v` as [..., n] reshaped to [..., n, 1] (an unsqueeze): its input, else
+/// null.
+Value unsqueezedLast(Value v) {
+  auto r = v.getDefiningOp<ReshapeOp>();
+  if (!r || !r.getResult().hasOneUse())
+    return nullptr;
+  ArrayRef<int64_t> in = shapeOf(r.getInput()), out = shapeOf(v);
+  if (out.size() != in.size() + 1 || out.back() != 1 || out.drop_back() != in)
+    return nullptr;
+  return r.getInput();
+}
+
+/// rotate_every_two(x) (GPT-J) as flatten(stack(neg(x[..., 1::2]),
+/// x[..., ::2]), the stack a concat of [..., D/2, 1] reshapes over the new
+/// last axis, the flatten a reshape back to x's shape: x, else null.
+Value rotatedPairs(Value v) {
+  auto flat = v.getDefiningOp<ReshapeOp>();
+  if (!flat || !v.hasOneUse())
+    return nullptr;
+  auto concat = flat.getInput().getDefiningOp<ConcatOp>();
+  if (!concat || concat.getInputs().size() != 2 ||
+      !concat.getResult().hasOneUse())
+    return nullptr;
+  ArrayRef<int64_t> pairs = shapeOf(concat.getResult()), xs = shapeOf(v);
+  int64_t rank = static_cast<int64_t>(pairs.size());
+  if (static_cast<int64_t>(concat.getAxis()) != rank - 1 ||
+      pairs.size() != xs.size() + 1 || pairs.back() != 2 ||
+      pairs.drop_back(2) != xs.drop_back() || pairs[rank - 2] * 2 != xs.back())
+    return nullptr;
+  Value first = unsqueezedLast(concat.getInputs()[0]);
+  auto neg = first ? first.getDefiningOp<NegOp>() : NegOp();
+  if (!neg || !neg.getResult().hasOneUse())
+    return nullptr;
+  Value odd = everyOtherSliced(neg.getInput(), 1);
+  Value second = unsqueezedLast(concat.getInputs()[1]);
+  Value even = second ? everyOtherSliced(second, 0) : Value();
+  if (!odd || !even || !sameValue(odd, even) || shapeOf(even) != xs)
+    return nullptr;
+  return even;
 }
 
 /// Whether the function argument `a` is a constant buffer of the model (a
@@ -149,6 +218,84 @@ Value headsMovedTable(Value table, PatternRewriter &rewriter) {
   return rewriter.create<ReshapeOp>(table.getLoc(), type, table);
 }
 
+/// The input of a slice `v` that takes the whole of every dimension but the
+/// last, elements [start, start + n) of it with stride 1 (n the result's
+/// last dimension), from an input of `full`'s type; null otherwise.
+Value lastAxisWindow(Value v, int64_t start, Value full) {
+  auto slice = v.getDefiningOp<SliceOp>();
+  if (!slice || !slice.getResult().hasOneUse() ||
+      slice.getInput().getType() != full.getType())
+    return nullptr;
+  ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(v);
+  if (in.empty() || (start != 0 && start + out.back() != in.back()))
+    return nullptr;
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool last = i + 1 == in.size();
+    if (slice.getStrides()[i] != 1 ||
+        slice.getStarts()[i] != (last ? start : 0) ||
+        (!last && out[i] != in[i]))
+      return nullptr;
+  }
+  return slice.getInput();
+}
+
+/// x as rms_norm(transpose(y)) over x's last axis whose statistics nothing
+/// reads yet (Gemma 3's q and k norms, after the head transpose; the
+/// gradient that reads them is built later): the norm, else null.
+RmsNormOp perHeadNormOfTranspose(Value x) {
+  auto norm = x.getDefiningOp<RmsNormOp>();
+  if (!norm || !norm.getRstd().use_empty() ||
+      norm.getAxis() + 1 != shapeOf(x).size())
+    return nullptr;
+  auto t = norm.getInput().getDefiningOp<TransposeOp>();
+  if (!t || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3})
+    return nullptr;
+  return norm;
+}
+
+/// Replaces `result` (the chain's output) by otc.rope of x with the tables.
+/// When x is the [B, T, H, D] -> [B, H, T, D] transpose of a head split and
+/// the tables do not vary over the heads, the rope reads the untransposed
+/// value (tables reshaped) and is transposed after. So too when x is an RMS
+/// norm over the last axis of that transpose: the norm of a row does not
+/// depend on the rows' order, so the norm moves before the transpose too.
+void replaceWithRope(PatternRewriter &rewriter, Value result, Value x,
+                     Value cos, Value sin, bool interleaved) {
+  Location loc = result.getLoc();
+  RmsNormOp norm = perHeadNormOfTranspose(x);
+  auto t = (norm ? norm.getInput() : x).getDefiningOp<TransposeOp>();
+  if (t && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3}) {
+    Value c = headsMovedTable(cos, rewriter);
+    Value s = c ? headsMovedTable(sin, rewriter) : Value();
+    if (c && s) {
+      Value y = t.getInput();
+      if (norm) {
+        ArrayRef<int64_t> ys = shapeOf(y);
+        auto stats = RankedTensorType::get(
+            ys.drop_back(), getElementTypeOrSelf(norm.getRstd().getType()));
+        y = rewriter
+                .create<RmsNormOp>(norm.getLoc(), TypeRange{y.getType(), stats},
+                                   y, norm.getGamma(), norm.getAxisAttr(),
+                                   norm.getEpsilonAttr())
+                .getResult();
+      }
+      auto rope = rewriter.create<RopeOp>(loc, y.getType(), y, c, s,
+                                          /*transposed=*/false, interleaved);
+      auto moved = rewriter.create<TransposeOp>(
+          loc, result.getType(), rope.getResult(), t.getPermutationAttr());
+      fuse::replaceChainOutput(rewriter, result, moved.getResult());
+      return;
+    }
+    // A near miss changes nothing: the reshape made for cos goes.
+    if (Operation *made = c ? c.getDefiningOp() : nullptr)
+      if (made->use_empty())
+        rewriter.eraseOp(made);
+  }
+  auto rope = rewriter.create<RopeOp>(loc, result.getType(), x, cos, sin,
+                                      /*transposed=*/false, interleaved);
+  fuse::replaceChainOutput(rewriter, result, rope.getResult());
+}
+
 /// x * cos + rotate_half(x) * sin, anchored at the add.
 struct FuseRopePattern : OpRewritePattern<AddOp> {
   FuseRopePattern(MLIRContext *context)
@@ -163,17 +310,24 @@ struct FuseRopePattern : OpRewritePattern<AddOp> {
     auto m1 = add.getRhs().getDefiningOp<MulOp>();
     if (!m0 || !m1)
       return failure();
-    // The product of rotate_half(x) and sin, in either order.
+    // The product of rotate_half(x) (or GPT-J's rotate_every_two(x)) and
+    // sin, in either order.
     Value x, sin, cos;
     MulOp direct;
+    bool interleaved = false;
     for (auto [rot, other] : {std::pair{m0, m1}, std::pair{m1, m0}}) {
       for (auto [r, s] : {std::pair{rot.getLhs(), rot.getRhs()},
-                          std::pair{rot.getRhs(), rot.getLhs()}})
-        if (Value v = rotatedHalf(r)) {
+                          std::pair{rot.getRhs(), rot.getLhs()}}) {
+        Value v = rotatedHalf(r);
+        if (!v && (v = rotatedPairs(r)))
+          interleaved = true;
+        if (v) {
           x = v;
           sin = s;
           direct = other;
+          break;
         }
+      }
       if (x)
         break;
     }
@@ -187,11 +341,11 @@ struct FuseRopePattern : OpRewritePattern<AddOp> {
       return rewriter.notifyMatchFailure(
           add, "rotary embedding: the cosine term multiplies another tensor "
                "than the rotated one");
-    return rewrite(add, x, cos, sin, direct, rewriter);
+    return rewrite(add, x, cos, sin, direct, interleaved, rewriter);
   }
 
   LogicalResult rewrite(AddOp add, Value x, Value cos, Value sin, MulOp direct,
-                        PatternRewriter &rewriter) const {
+                        bool interleaved, PatternRewriter &rewriter) const {
     Value rotMul =
         add.getLhs() == direct.getResult() ? add.getRhs() : add.getLhs();
     if (!direct.getResult().hasOneUse() || !rotMul.hasOneUse())
@@ -210,27 +364,43 @@ struct FuseRopePattern : OpRewritePattern<AddOp> {
       return rewriter.notifyMatchFailure(
           add, "rotary embedding: the tables do not broadcast to the input "
                "(of rank 4 at most) along its last dimension");
-    auto t = x.getDefiningOp<TransposeOp>();
-    if (t && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3}) {
-      Value c = headsMovedTable(cos, rewriter);
-      Value s = c ? headsMovedTable(sin, rewriter) : Value();
-      if (c && s) {
-        auto rope = rewriter.create<RopeOp>(
-            add.getLoc(), t.getInput().getType(), t.getInput(), c, s, false);
-        auto moved = rewriter.create<TransposeOp>(add.getLoc(), add.getType(),
-                                                  rope.getResult(),
-                                                  t.getPermutationAttr());
-        fuse::replaceChainOutput(rewriter, add.getResult(), moved.getResult());
-        return success();
-      }
-      // A near miss changes nothing: the reshape made for cos goes.
-      if (Operation *made = c ? c.getDefiningOp() : nullptr)
-        if (made->use_empty())
-          rewriter.eraseOp(made);
-    }
-    auto rope = rewriter.create<RopeOp>(add.getLoc(), add.getType(), x, cos,
-                                        sin, false);
-    fuse::replaceChainOutput(rewriter, add.getResult(), rope.getResult());
+    replaceWithRope(rewriter, add.getResult(), x, cos, sin, interleaved);
+    return success();
+  }
+};
+
+/// concat(rope(x[..., :r]), x[..., r:]) over the last axis, the partial
+/// rotary of GPT-NeoX and Phi (x_rot and x_pass), anchored at the concat:
+/// one otc.rope of x whose tables, r wide, leave the features past r as
+/// they are. The two slices may read one value or two copies of it.
+struct FusePartialRopePattern : OpRewritePattern<ConcatOp> {
+  FusePartialRopePattern(MLIRContext *context)
+      : OpRewritePattern<ConcatOp>(context, /*benefit=*/1,
+                                   {RopeOp::getOperationName()}) {}
+
+  LogicalResult matchAndRewrite(ConcatOp concat,
+                                PatternRewriter &rewriter) const override {
+    if (concat->use_empty() || concat.getInputs().size() != 2)
+      return failure();
+    Value out = concat.getResult();
+    int64_t rank = static_cast<int64_t>(shapeOf(out).size());
+    auto rope = concat.getInputs()[0].getDefiningOp<RopeOp>();
+    if (!rope || rope.getTransposed() ||
+        static_cast<int64_t>(concat.getAxis()) != rank - 1)
+      return failure();
+    if (!rope.getResult().hasOneUse())
+      return rewriter.notifyMatchFailure(
+          concat, "partial rotary embedding: the rotated part is also read "
+                  "elsewhere");
+    int64_t r = shapeOf(rope.getInput()).back();
+    Value x = lastAxisWindow(rope.getInput(), 0, out);
+    Value pass = lastAxisWindow(concat.getInputs()[1], r, out);
+    if (!x || !pass || !sameValue(x, pass))
+      return rewriter.notifyMatchFailure(
+          concat, "partial rotary embedding: the rotated and passed features "
+                  "are not the two parts of one tensor's last dimension");
+    replaceWithRope(rewriter, out, x, rope.getCos(), rope.getSin(),
+                    rope.getInterleaved());
     return success();
   }
 };
@@ -239,4 +409,5 @@ struct FuseRopePattern : OpRewritePattern<AddOp> {
 
 void fuse::populateRopeFusion(RewritePatternSet &patterns) {
   patterns.add<FuseRopePattern>(patterns.getContext());
+  patterns.add<FusePartialRopePattern>(patterns.getContext());
 }

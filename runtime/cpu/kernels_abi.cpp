@@ -198,16 +198,20 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
   return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
 }
 
-int otcrt_rope_f32(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
-                   int64_t c1, int64_t c2, const float *x, const float *cos,
-                   const float *sin, int32_t transposed, float *y, void *) {
-  return rope(n0, n1, n2, dim, c0, c1, c2, x, cos, sin, transposed, y);
+int otcrt_rope_f32(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t rot,
+                   int64_t c0, int64_t c1, int64_t c2, const float *x,
+                   const float *cos, const float *sin, int32_t transposed,
+                   int32_t interleaved, float *y, void *) {
+  return rope(n0, n1, n2, dim, rot, c0, c1, c2, x, cos, sin, transposed,
+              interleaved, y);
 }
-int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
-                    int64_t c1, int64_t c2, const otcrt_bf16 *x,
-                    const float *cos, const float *sin, int32_t transposed,
-                    otcrt_bf16 *y, void *) {
-  return rope(n0, n1, n2, dim, c0, c1, c2, x, cos, sin, transposed, y);
+int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t dim,
+                    int64_t rot, int64_t c0, int64_t c1, int64_t c2,
+                    const otcrt_bf16 *x, const float *cos, const float *sin,
+                    int32_t transposed, int32_t interleaved, otcrt_bf16 *y,
+                    void *) {
+  return rope(n0, n1, n2, dim, rot, c0, c1, c2, x, cos, sin, transposed,
+              interleaved, y);
 }
 
 int otcrt_attention_fwd_f32(const OtcrtAttention *a, const float *q,

@@ -66,12 +66,15 @@ int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                int32_t accumulate, otcrt_bf16 *dx, otcrt_bf16 *dgamma);
 
 /// Rotary position embedding and its transpose, the gradient (rope.cpp).
-int rope(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
-         int64_t c1, int64_t c2, const float *x, const float *cos,
-         const float *sin, int32_t transposed, float *y);
-int rope(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
-         int64_t c1, int64_t c2, const otcrt_bf16 *x, const float *cos,
-         const float *sin, int32_t transposed, otcrt_bf16 *y);
+/// The first `rot` features of a row rotate (pairs (p, p + rot / 2), or
+/// (2p, 2p + 1) when `interleaved`), the others are copied.
+int rope(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t rot,
+         int64_t c0, int64_t c1, int64_t c2, const float *x, const float *cos,
+         const float *sin, int32_t transposed, int32_t interleaved, float *y);
+int rope(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t rot,
+         int64_t c0, int64_t c1, int64_t c2, const otcrt_bf16 *x,
+         const float *cos, const float *sin, int32_t transposed,
+         int32_t interleaved, otcrt_bf16 *y);
 
 /// Sums over the rows of a [rows, cols] matrix, in float (column_sum.cpp).
 int columnSum(int64_t rows, int64_t cols, const float *x, float *out);

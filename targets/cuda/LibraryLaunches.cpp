@@ -226,16 +226,21 @@ void launchesOf(RmsNormGradOp op, const DeviceModel &d,
                        op.getDgamma(), Value(), l);
 }
 
-/// rope.cu: one launch, a thread per packet of pairs (j, j + D / 2) of a
-/// row (a 16-byte packet of x's type where D / 2 is a multiple of one, else
-/// one pair), OTCRT_CUDA_ROW_BLOCK threads a block: it reads x and writes
-/// the result once, and reads four table values a pair (the tables, shared
-/// by every head and batch, from the cache: counted once).
+/// rope.cu: one launch, a thread per W pairs of the first R features of a
+/// row (R the tables' last dimension; two packets) or per W copied features
+/// (one packet), W a 16-byte packet of x's type where R / 2 and the row are
+/// multiples of one, else 1; OTCRT_CUDA_ROW_BLOCK threads a block: it reads
+/// x and writes the result once, and reads four table values a pair (the
+/// tables, shared by every head and batch, from the cache: counted once).
 void launchesOf(RopeOp op, const DeviceModel &,
                 SmallVectorImpl<KernelLaunch> &l) {
   Value x = op.getInput();
-  int64_t half = shapeOf(x).back() / 2;
-  int64_t groups = numElements(shapeOf(x)) / 2 / packWidth(half, x);
+  int64_t dim = shapeOf(x).back(), rot = shapeOf(op.getCos()).back();
+  int64_t w = packWidth(dim, x);
+  if ((rot / 2) % w != 0)
+    w = 1;
+  int64_t rows = numElements(shapeOf(x)) / std::max<int64_t>(1, dim);
+  int64_t groups = rows * (rot / 2 / w + (dim - rot) / w);
   KernelLaunch k;
   k.what = op.getTransposed() ? "rope (transposed)" : "rope";
   k.blocks = std::max<int64_t>(1, ceilDiv(groups, OTCRT_CUDA_ROW_BLOCK));

@@ -4,9 +4,10 @@ exported to ONNX by today's PyTorch (the default dynamo exporter and the old
 TorchScript exporter), with float64 reference gradients of a cross-entropy
 loss that otc-compile appends (`--loss=cross_entropy:logits:targets`).
 
-Eleven architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
+Twelve architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
 Qwen3ForCausalLM, MistralForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM,
-Gemma3ForCausalLM, Phi3ForCausalLM, GPTNeoXForCausalLM, BertForMaskedLM), each
+Gemma3ForCausalLM, Phi3ForCausalLM, GPTNeoXForCausalLM, GPTJForCausalLM,
+BertForMaskedLM), each
 built from a config written here (vocab 96, hidden 32, 2 layers, 4 heads, 2 KV
 heads where the architecture has GQA, intermediate 64, 16 positions, dropouts
 0, initializer_range 0.1, eager attention, float32, pad_token_id None so that
@@ -141,6 +142,12 @@ ARCHS = {
     "llama_fresh": ("LlamaForCausalLM", "LlamaConfig", dict(LLAMA_LIKE, num_hidden_layers=1)),
     "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(
         COMMON, hidden_dropout=0.0, attention_dropout=0.0)),
+    # Interleaved (GPT-J style) partial rotary: pairs (2i, 2i + 1) of the
+    # first rotary_dim = 4 of the 8 features of a head rotate.
+    "gptj": ("GPTJForCausalLM", "GPTJConfig", dict(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, n_inner=64,
+        rotary_dim=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        initializer_range=0.1, pad_token_id=None)),
     "bert": ("BertForMaskedLM", "BertConfig", dict(
         COMMON, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=2)),
 }

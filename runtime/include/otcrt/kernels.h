@@ -100,22 +100,25 @@ int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
 
 /*===--- Rotary embedding ------------------------------------------------===*/
 
-/// Rotary position embedding (otc.rope) of x, [n0, n1, n2, dim] row-major
-/// (dim even, h = dim / 2): y[j] = x[j] cos[j] + r[j] sin[j] with r[j] =
-/// -x[j + h] for j < h, x[j - h] for j >= h, in float and rounded once to
-/// the storage. The tables are float whatever the storage: element (i0, i1,
-/// i2, j) of a table is table[i0 c0 + i1 c1 + i2 c2 + j] (a stride of 0
-/// broadcasts that dimension). With `transposed` (the gradient), y[j] =
-/// x[j] cos[j] + (j < h ? sin[j + h] x[j + h] : -sin[j - h] x[j - h]).
-/// y must not overlap x.
-int otcrt_rope_f32(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
-                   int64_t c1, int64_t c2, const float *x, const float *cos,
-                   const float *sin, int32_t transposed, float *y,
-                   void *stream);
-int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t c0,
-                    int64_t c1, int64_t c2, const otcrt_bf16 *x,
-                    const float *cos, const float *sin, int32_t transposed,
-                    otcrt_bf16 *y, void *stream);
+/// Rotary position embedding (otc.rope) of x, [n0, n1, n2, dim] row-major:
+/// the first `rot` features of a row (rot even, at most dim) rotate, the
+/// others are copied. The rotated features form rot / 2 pairs (a, b):
+/// (p, p + rot / 2), or (2p, 2p + 1) with `interleaved`; y[a] = x[a] cos[a]
+/// - x[b] sin[a] and y[b] = x[b] cos[b] + x[a] sin[b], in float and rounded
+/// once to the storage. The tables are float whatever the storage, rows of
+/// rot: element (i0, i1, i2, j) of a table is table[i0 c0 + i1 c1 + i2 c2 +
+/// j] (a stride of 0 broadcasts that dimension). With `transposed` (the
+/// gradient), y[a] = x[a] cos[a] + x[b] sin[b] and y[b] = x[b] cos[b] - x[a]
+/// sin[a]. y must not overlap x.
+int otcrt_rope_f32(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t rot,
+                   int64_t c0, int64_t c1, int64_t c2, const float *x,
+                   const float *cos, const float *sin, int32_t transposed,
+                   int32_t interleaved, float *y, void *stream);
+int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t dim,
+                    int64_t rot, int64_t c0, int64_t c1, int64_t c2,
+                    const otcrt_bf16 *x, const float *cos, const float *sin,
+                    int32_t transposed, int32_t interleaved, otcrt_bf16 *y,
+                    void *stream);
 
 /*===--- Reductions ------------------------------------------------------===*/
 

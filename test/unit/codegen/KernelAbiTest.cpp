@@ -77,9 +77,9 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
   ASSERT_TRUE(rope);
   EXPECT_EQ(typesOf(*rope),
             "int otcrt_rope_bf16(int64_t n0, int64_t n1, int64_t n2, int64_t "
-            "dim, int64_t c0, int64_t c1, int64_t c2, const otcrt_bf16 *x, "
-            "const float *cos, const float *sin, int32_t transposed, "
-            "otcrt_bf16 *y, void *stream)");
+            "dim, int64_t rot, int64_t c0, int64_t c1, int64_t c2, const "
+            "otcrt_bf16 *x, const float *cos, const float *sin, int32_t "
+            "transposed, int32_t interleaved, otcrt_bf16 *y, void *stream)");
   // 16 functions per storage type and 8 single ones.
   EXPECT_EQ(kernelSignatures().size(), 16u * 2 + 8);
 }
@@ -195,6 +195,13 @@ TEST_F(OpCalls, MatchTheTable) {
   EXPECT_EQ(check(R"(
 func.func @f(%x: tensor<2x4x3x8xbf16>, %c: tensor<1x4x1x8xf32>) {
   %y = otc.rope %x, %c, %c {transposed} : (tensor<2x4x3x8xbf16>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) -> tensor<2x4x3x8xbf16>
+  return
+})"),
+            "");
+  // Partial interleaved rotary: 4 of 8 features rotate.
+  EXPECT_EQ(check(R"(
+func.func @f(%x: tensor<2x4x3x8xf32>, %c: tensor<1x4x1x4xf32>) {
+  %y = otc.rope %x, %c, %c {interleaved} : (tensor<2x4x3x8xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>) -> tensor<2x4x3x8xf32>
   return
 })"),
             "");

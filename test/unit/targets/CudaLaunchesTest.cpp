@@ -22,6 +22,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 using namespace otc;
 
 namespace {
@@ -96,6 +98,36 @@ func.func @f(%x: tensor<8192x768xbf16>) -> tensor<768xf32> {
   ASSERT_EQ(fewer.size(), 2u);
   EXPECT_EQ(fewer[0].blocks, 1056);
   EXPECT_EQ(fewer[1].steps, 6);
+}
+
+// Ropes over [2, 16, 8, 64] bf16 (256 rows), as rope.cu threads them: the
+// whole row rotating, 32 pairs a row in packets of 8 pairs (4 threads a
+// row, 1024 threads, 4 blocks of 256); GPT-NeoX's partial 16 of 64, one
+// thread for the 8 pairs and 6 for the 48 copied features (7 a row, 1792,
+// 7 blocks); 12 of 64 (half of 12 is no packet: a thread per pair and per
+// copied feature, 6 + 52 = 58 a row, 14848, 58 blocks), interleaved alike.
+TEST(CudaLaunchesTest, RopeThreadsFollowTheRotaryWidth) {
+  auto blocksOf = [](int64_t rot, const char *attrs) {
+    std::string text =
+        "func.func @f(%x: tensor<2x16x8x64xbf16>, %c: tensor<1x16x1x" +
+        std::to_string(rot) +
+        "xf32>) -> tensor<2x16x8x64xbf16> {\n"
+        "  %y = otc.rope %x, %c, %c " +
+        attrs +
+        " : (tensor<2x16x8x64xbf16>, "
+        "tensor<1x16x1x" +
+        std::to_string(rot) + "xf32>, tensor<1x16x1x" + std::to_string(rot) +
+        "xf32>) -> tensor<2x16x8x64xbf16>\n"
+        "  return %y : tensor<2x16x8x64xbf16>\n}\n";
+    mlir::MLIRContext ctx;
+    llvm::SmallVector<KernelLaunch> l =
+        launchesOn(ctx, text.c_str(), *lookupDevice("h100"));
+    return l.size() == 1 ? l[0].blocks : -1;
+  };
+  EXPECT_EQ(blocksOf(64, ""), 4);
+  EXPECT_EQ(blocksOf(16, ""), 7);
+  EXPECT_EQ(blocksOf(12, ""), 58);
+  EXPECT_EQ(blocksOf(12, "{interleaved}"), 58);
 }
 
 // A layer norm over rows of 4096 bf16 (8 KB: a block per row, past the
