@@ -72,7 +72,7 @@ const char *dtypeEnum(Type t) {
 /// arena, absent from the runtime's slot table.
 bool isPrivateSlot(StringRef slot) {
   return slot.starts_with("param_bf16:") || slot.starts_with("const:") ||
-         otck::isGroupSlot(slot);
+         slot.starts_with("fp8_copy:") || otck::isGroupSlot(slot);
 }
 
 } // namespace

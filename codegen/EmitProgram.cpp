@@ -28,6 +28,7 @@
 #include "codegen/ScalarExprPrinter.h"
 #include "codegen/Target.h"
 #include "ir/Config.h"
+#include "ir/Fp8.h"
 #include "ir/Functions.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
@@ -71,6 +72,7 @@ private:
                   ArrayRef<std::string> args, StringRef node, StringRef what,
                   int width = 1);
   LogicalResult emitGemm(otck::GemmOp g);
+  LogicalResult emitFp8Quantize(otck::Fp8QuantizeOp q);
   void emitCopy(otck::CopyOp c);
 
   const EmitOptions &opts;
@@ -264,6 +266,7 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp f) {
         TypeSwitch<Operation *, LogicalResult>(&op)
             .Case([&](otck::KernelOp k) { return emitKernel(k); })
             .Case([&](otck::GemmOp g) { return emitGemm(g); })
+            .Case([&](otck::Fp8QuantizeOp q) { return emitFp8Quantize(q); })
             .Case([&](otck::ViewOp v) {
               // A view is its source's bytes under another name; a rank's
               // part (ZeRO-1) starts where the running rank's part does.
@@ -584,6 +587,8 @@ static std::string bufferPointee(Value buffer) {
     return "int64_t";
   if (t.isInteger(32))
     return "int32_t";
+  if (t.isInteger(8))
+    return "uint8_t";
   std::string text;
   llvm::raw_string_ostream os(text);
   t.print(os);
@@ -713,9 +718,13 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
     return failure();
   if (!*call)
     return success();
-  // An FP8 GEMM passes its operands' formats after the descriptor.
+  // An FP8 GEMM passes its operands' formats after the descriptor, and
+  // then, reading FP8 copies (otc-fp8-copies), each copy and its layouts.
   const auto &fp8 = (*call)->fp8;
-  const char *function = fp8 ? "otcrt_gemm_fp8" : "otcrt_gemm";
+  const auto &copies = (*call)->copies;
+  const char *function = copies ? "otcrt_gemm_fp8_copies"
+                         : fp8  ? "otcrt_gemm_fp8"
+                                : "otcrt_gemm";
   SmallVector<KernelArg> abiArgs = {KernelArg::pointer("OtcrtGemm")};
   std::string formats;
   if (fp8) {
@@ -723,6 +732,15 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
     abiArgs.push_back(KernelArg::integer(fp8->second));
     formats =
         std::to_string(fp8->first) + ", " + std::to_string(fp8->second) + ", ";
+  }
+  if (copies) {
+    for (auto [copy, layouts] :
+         {std::make_pair(g.getLhsFp8(), copies->first),
+          std::make_pair(g.getRhsFp8(), copies->second)}) {
+      abiArgs.push_back(KernelArg::pointer(bufferPointee(copy)));
+      abiArgs.push_back(KernelArg::integer(layouts));
+      formats += names[copy] + ", " + std::to_string(layouts) + ", ";
+    }
   }
   for (Value v : (*call)->buffers)
     abiArgs.push_back(v ? KernelArg::pointer(bufferPointee(v))
@@ -734,6 +752,36 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
         << ";\n    OTC_CALL(" << cString(gemmTraceName(g)) << ", OTC_LIB("
         << function << ", &g, " << formats << (*call)->operands << ", "
         << target.streamArgument() << "));\n  }\n";
+  return success();
+}
+
+/// An otcrt_fp8_quantize call: the copy's descriptor (the source as a
+/// row-major matrix of its last dimension's columns, the format and the
+/// layouts) as a static constant, the call site its delayed amax belongs
+/// to, then the call.
+LogicalResult ProgramEmitter::emitFp8Quantize(otck::Fp8QuantizeOp q) {
+  MemRefType source = q.getSource().getType();
+  int64_t cols = source.getShape().back();
+  int64_t rows = cols ? source.getNumElements() / cols : 0;
+  std::optional<Fp8Format> format = parseFp8Format(q.getFormat());
+  if (!format)
+    return q.emitOpError("has no FP8 format");
+  SmallVector<KernelArg> abiArgs = {
+      KernelArg::pointer("OtcrtFp8Quantize"),
+      KernelArg::pointer(bufferPointee(q.getSource())),
+      KernelArg::pointer(bufferPointee(q.getCopy())),
+      KernelArg::pointer("void")};
+  if (std::string wrong = checkKernelCall("otcrt_fp8_quantize", abiArgs);
+      !wrong.empty())
+    return q.emitError("the FP8 quantize call differs from its signature: ")
+           << wrong;
+  funcs << "  {\n    static const OtcrtFp8Quantize q = {" << rows << ", "
+        << cols << ", " << (*format == Fp8Format::E4M3 ? 0 : 1) << ", "
+        << q.getLayouts() << "};\n    OTC_CALL("
+        << cString(fp8QuantizeTraceName(q))
+        << ", OTC_LIB(otcrt_fp8_quantize, &q, " << names[q.getSource()] << ", "
+        << names[q.getCopy()] << ", " << target.streamArgument()
+        << "));\n  }\n";
   return success();
 }
 

@@ -18,6 +18,19 @@
 using namespace mlir;
 using namespace otc;
 
+/// The layouts of FP8 copy `copy` of `elements` values that a GEMM reads
+/// in `layout`: both, when its bytes hold two (ir/Fp8.h fp8CopyBytes),
+/// else that one; nullopt when its size fits neither.
+static std::optional<int64_t> copyLayouts(Value copy, int64_t elements,
+                                          Fp8Layout layout) {
+  int64_t bytes = cast<MemRefType>(copy.getType()).getNumElements();
+  if (bytes == fp8CopyBytes(elements, kFp8AsStored | kFp8Transposed))
+    return kFp8AsStored | kFp8Transposed;
+  if (bytes == fp8CopyBytes(elements, layout))
+    return layout;
+  return std::nullopt;
+}
+
 FailureOr<std::optional<GemmCall>>
 otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
   ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
@@ -84,9 +97,21 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
                   name(g.getOut()) + ", " + orNull(bias) + ", " +
                   orNull(addend) + ", " + orNull(aux);
   call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), bias, addend, aux};
+  // The descriptor's sizes after stacking: the copies hold m x k and n x k.
   if (std::optional<Fp8Operands> fp8 = gemmFp8(g)) {
     auto format = [](Fp8Format f) { return f == Fp8Format::E4M3 ? 0 : 1; };
     call.fp8 = std::make_pair(format(fp8->lhs), format(fp8->rhs));
+    if (g.getLhsFp8() && g.getRhsFp8()) {
+      if (batch != 1)
+        return g.emitOpError("reads FP8 copies for a batch of products");
+      std::optional<int64_t> la = copyLayouts(g.getLhsFp8(), m * k,
+                                              fp8OperandLayout(true, ta)),
+                             lb = copyLayouts(g.getRhsFp8(), n * k,
+                                              fp8OperandLayout(false, tb));
+      if (!la || !lb)
+        return g.emitOpError("reads an FP8 copy of another size");
+      call.copies = std::make_pair(*la, *lb);
+    }
   }
   return std::optional<GemmCall>(std::move(call));
 }

@@ -33,6 +33,9 @@ struct GemmCall {
   /// and B (otcrt/fp8.h: 0 E4M3, 1 E5M2), as the library sees them (the
   /// operands of the GEMM op in order).
   std::optional<std::pair<int, int>> fp8;
+  /// An FP8 GEMM reading FP8 copies (otck.gemm's lhs_fp8 and rhs_fp8):
+  /// otcrt_gemm_fp8_copies with each copy's layouts (ir/Fp8.h Fp8Layout).
+  std::optional<std::pair<int64_t, int64_t>> copies;
 };
 
 /// The call computing `g`, each buffer named by `name`; nullopt for an

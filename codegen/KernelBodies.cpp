@@ -38,7 +38,8 @@ std::string otc::cTypeOf(Type t) {
     return "int64_t";
   if (t.isInteger(32))
     return "int32_t";
-  if (t.isInteger(1))
+  // i1, and the bytes of an FP8 copy (otck.fp8_quantize).
+  if (t.isInteger(1) || t.isInteger(8))
     return "uint8_t";
   return "";
 }

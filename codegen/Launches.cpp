@@ -64,6 +64,10 @@ std::string otc::gemmTraceName(otck::GemmOp g) {
   return traceName(nodeName(g.getLoc()), "gemm");
 }
 
+std::string otc::fp8QuantizeTraceName(otck::Fp8QuantizeOp q) {
+  return traceName(nodeName(q.getLoc()), "fp8_quantize");
+}
+
 std::optional<std::pair<int64_t, int64_t>> otc::zeroFill(Operation &op) {
   auto k = dyn_cast<otck::KernelOp>(op);
   if (!k || !k.getInputs().empty() || k.getOutputs().size() != 1)

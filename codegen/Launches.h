@@ -45,6 +45,9 @@ std::string kernelTraceName(otck::KernelOp k);
 /// The trace name of a GEMM.
 std::string gemmTraceName(otck::GemmOp g);
 
+/// The trace name of an FP8 copy's quantization: "node (fp8_quantize)".
+std::string fp8QuantizeTraceName(otck::Fp8QuantizeOp q);
+
 /// (offset, bytes) when `op` is a kernel that fills one planned buffer with
 /// +0 (all bits zero), as gradient zeroing does: the program writes such
 /// kernels as memsets, adjacent ones merged into one.

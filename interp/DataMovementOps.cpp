@@ -65,16 +65,39 @@ static Tensor fp8Operand(const Tensor &t, otc::Fp8Format format) {
   return out;
 }
 
+/// The FP8 values of `v` in `format`, quantized once per tensor (ir/Fp8.h):
+/// a value of a function's body is quantized on its first FP8 read and
+/// that copy read again; one in a nested region (which may run more than
+/// once) is quantized on every read.
+const Tensor &Interpreter::fp8Copy(Value v, int format) {
+  auto f = static_cast<otc::Fp8Format>(format);
+  Region *region = v.getParentRegion();
+  if (!region || !isa<func::FuncOp>(region->getParentOp())) {
+    Tensor &scratch = fp8Copies[{Value(), format}];
+    scratch = fp8Operand(get(v), f);
+    return scratch;
+  }
+  auto [it, fresh] = fp8Copies.try_emplace({v, format});
+  if (fresh)
+    it->second = fp8Operand(get(v), f);
+  return it->second;
+}
+
 /// result[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n], where A is
 /// lhs (or its last two dims swapped with transpose_lhs), B likewise, and the
 /// batch dims of lhs and rhs broadcast to the result's. With `fp8`, A and B
 /// are first rounded to their FP8 formats, each scaled as one tensor.
 LogicalResult Interpreter::run(otc::MatMulOp op) {
   std::optional<otc::Fp8Operands> fp8 = otc::gemmFp8(op);
-  const Tensor &a =
-      fp8 ? fp8Operand(get(op.getLhs()), fp8->lhs) : get(op.getLhs());
-  const Tensor &b =
-      fp8 ? fp8Operand(get(op.getRhs()), fp8->rhs) : get(op.getRhs());
+  // The two operands' copies: a product of a tensor with itself in one
+  // format reads one copy for both.
+  Tensor lhsCopy, rhsCopy;
+  if (fp8) {
+    lhsCopy = fp8Copy(op.getLhs(), static_cast<int>(fp8->lhs));
+    rhsCopy = fp8Copy(op.getRhs(), static_cast<int>(fp8->rhs));
+  }
+  const Tensor &a = fp8 ? lhsCopy : get(op.getLhs());
+  const Tensor &b = fp8 ? rhsCopy : get(op.getRhs());
   Tensor out = zeros(shapeOf(op.getResult()));
   size_t rank = out.shape.size(), rankA = a.shape.size();
   int64_t m = out.shape[rank - 2], n = out.shape[rank - 1];

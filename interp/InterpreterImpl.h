@@ -288,6 +288,11 @@ private:
   }
 
   llvm::DenseMap<mlir::Value, Tensor> values;
+  /// The FP8 values of a function body's tensor in one format (0 E4M3, 1
+  /// E5M2), quantized once for every FP8 GEMM that reads them (ir/Fp8.h:
+  /// one copy per tensor and format).
+  llvm::DenseMap<std::pair<mlir::Value, int>, Tensor> fp8Copies;
+  const Tensor &fp8Copy(mlir::Value v, int format);
 };
 
 } // namespace otc::interp::detail

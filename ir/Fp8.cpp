@@ -24,7 +24,7 @@ std::string otc::fp8AttrText(Fp8Operands o) {
   return (fp8FormatName(o.lhs) + "," + fp8FormatName(o.rhs)).str();
 }
 
-static std::optional<Fp8Format> parseFormat(StringRef s) {
+std::optional<Fp8Format> otc::parseFp8Format(StringRef s) {
   if (s == "e4m3")
     return Fp8Format::E4M3;
   if (s == "e5m2")
@@ -35,7 +35,7 @@ static std::optional<Fp8Format> parseFormat(StringRef s) {
 /// The operands' formats of the attribute's text, or nullopt.
 static std::optional<Fp8Operands> parseOperands(StringRef text) {
   auto [l, r] = text.split(',');
-  std::optional<Fp8Format> lhs = parseFormat(l), rhs = parseFormat(r);
+  std::optional<Fp8Format> lhs = parseFp8Format(l), rhs = parseFp8Format(r);
   if (!lhs || !rhs)
     return std::nullopt;
   return Fp8Operands{*lhs, *rhs};
@@ -46,6 +46,17 @@ std::optional<Fp8Operands> otc::gemmFp8(Operation *op) {
   if (!text)
     return std::nullopt;
   return parseOperands(text.getValue());
+}
+
+Fp8Layout otc::fp8OperandLayout(bool lhs, bool transposed) {
+  return lhs == transposed ? kFp8Transposed : kFp8AsStored;
+}
+
+int64_t otc::fp8CopyBytes(int64_t elements, int64_t layouts) {
+  int64_t padded = (elements + 255) / 256 * 256;
+  int64_t count =
+      (layouts & kFp8AsStored ? 1 : 0) + (layouts & kFp8Transposed ? 1 : 0);
+  return count * padded + 256;
 }
 
 void otc::setGemmFp8(Operation *op, Fp8Operands o) {

@@ -87,6 +87,16 @@ LogicalResult GemmOp::verify() {
   if (failed(verifyGemmFp8(*this, getLhs().getType().getElementType(),
                            getRhs().getType().getElementType())))
     return failure();
+  if (!getLhsFp8() != !getRhsFp8())
+    return emitOpError("reads FP8 copies of both operands or of neither");
+  for (Value copy : {getLhsFp8(), getRhsFp8()}) {
+    if (!copy)
+      continue;
+    if (!getOperation()->hasAttr(kFp8Attr))
+      return emitOpError("reads an FP8 copy but is no FP8 GEMM");
+    if (!cast<MemRefType>(copy.getType()).getElementType().isInteger(8))
+      return emitOpError("FP8 copies are i8 buffers");
+  }
   bool gelu = getGelu(), dgelu = getDgelu();
   if (Value addend = getAddend()) {
     if (addend.getType() != getOut().getType())
@@ -120,6 +130,22 @@ LogicalResult GemmOp::verify() {
     return emitOpError("GELU epilogues need a last dimension that is a "
                        "multiple of 8, got ")
            << out;
+  return success();
+}
+
+LogicalResult Fp8QuantizeOp::verify() {
+  MemRefType source = getSource().getType(), copy = getCopy().getType();
+  if (!source.getElementType().isBF16() || source.getRank() < 1)
+    return emitOpError("quantizes a bf16 buffer, got ") << source;
+  if (!parseFp8Format(getFormat()))
+    return emitOpError("format must be e4m3 or e5m2, got ") << getFormat();
+  int64_t layouts = getLayouts();
+  if (layouts < 1 || layouts > 3)
+    return emitOpError("layouts must be 1, 2 or 3, got ") << layouts;
+  int64_t bytes = fp8CopyBytes(source.getNumElements(), layouts);
+  if (!copy.getElementType().isInteger(8) || copy.getRank() != 1 ||
+      copy.getNumElements() != bytes)
+    return emitOpError("copy must be memref<") << bytes << "xi8>, got " << copy;
   return success();
 }
 

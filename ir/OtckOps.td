@@ -94,6 +94,13 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
     with FP32 accumulation, the sum divided by the two scales before the
     epilogue.
 
+    With `lhs_fp8` and/or `rhs_fp8` (otc-fp8-copies), the operand's FP8
+    values are read from that copy, which an `otck.fp8_quantize` wrote
+    (ir/Fp8.h): its format, scale and layout are the copy's, and several
+    GEMMs may read one copy. The BF16 operand stays an operand (its shape
+    and layout describe the product, and a runtime that cannot multiply in
+    FP8 runs the BF16 product from it).
+
     Two epilogues apply GELU in its tanh form, 0.5 v (1 + tanh(sqrt(2/pi)
     (v + 0.044715 v^3))), to the FP32 result v before its rounding; `aux`
     has out's type and the last dimension N is a multiple of 8 (cuBLASLt's
@@ -114,12 +121,16 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
                    Optional<AnyStaticShapeMemRef>:$bias,
                    Optional<AnyStaticShapeMemRef>:$aux,
                    Optional<AnyStaticShapeMemRef>:$addend,
+                   Optional<AnyStaticShapeMemRef>:$lhs_fp8,
+                   Optional<AnyStaticShapeMemRef>:$rhs_fp8,
                    UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                    UnitAttr:$accumulate, UnitAttr:$gelu, UnitAttr:$dgelu);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $out (`bias` $bias^)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
-    (`addend` `(` $addend^ `:` type($addend) `)`)? attr-dict `:` type($lhs) `,`
+    (`addend` `(` $addend^ `:` type($addend) `)`)?
+    (`lhs_fp8` `(` $lhs_fp8^ `:` type($lhs_fp8) `)`)?
+    (`rhs_fp8` `(` $rhs_fp8^ `:` type($rhs_fp8) `)`)? attr-dict `:` type($lhs) `,`
     type($rhs) `,` type($out) (`,` type($bias)^)?
   }];
   let builders = [
@@ -127,11 +138,38 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
                    "::mlir::Value":$out), [{
       build($_builder, $_state, lhs, rhs, out, /*bias=*/::mlir::Value(),
             /*aux=*/::mlir::Value(), /*addend=*/::mlir::Value(),
+            /*lhs_fp8=*/::mlir::Value(), /*rhs_fp8=*/::mlir::Value(),
             /*transpose_lhs=*/false,
             /*transpose_rhs=*/false, /*accumulate=*/false, /*gelu=*/false,
             /*dgelu=*/false);
     }]>
   ];
+  let hasVerifier = 1;
+}
+
+def Otck_Fp8QuantizeOp : Otck_Op<"fp8_quantize"> {
+  let summary = "One FP8 copy of a BF16 buffer, read by FP8 GEMMs";
+  let description = [{
+    Writes `copy`, the FP8 copy of BF16 `source` (viewed as a row-major
+    matrix of its last dimension's columns) in `format` ("e4m3" or
+    "e5m2"): scaled per tensor by s = max / amax, amax the largest
+    magnitude this op saw on its previous run (delayed; its own on its
+    first), rounded to the format; then 1 / s. `layouts` says which
+    layouts the copy holds: 1 the matrix as stored, 2 its transpose, 3
+    both (ir/Fp8.h fp8CopyBytes: each layout's bytes at a 256-byte
+    boundary, then the float 1 / s). Every `otck.gemm` that names the copy
+    as `lhs_fp8` or `rhs_fp8` reads these values (otc-fp8-copies).
+
+    ```mlir
+    otck.fp8_quantize %w, %q {format = "e4m3", layouts = 3 : i64}
+        : memref<64x32xbf16>, memref<4352xi8>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$source, AnyStaticShapeMemRef:$copy,
+                   StrAttr:$format, I64Attr:$layouts);
+  let assemblyFormat = [{
+    $source `,` $copy attr-dict `:` type($source) `,` type($copy)
+  }];
   let hasVerifier = 1;
 }
 

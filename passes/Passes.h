@@ -34,10 +34,43 @@ struct Fp8GemmShape {
   int64_t m = 0, n = 0, k = 0;
 };
 
-/// Whether the step-time model (perf/Fp8Cost.h) predicts the GEMM of a
-/// shape faster in FP8, its operands' quantization included, than in BF16:
-/// what otc-fp8-gemms asks of each candidate.
-using Fp8GemmPricer = std::function<bool(const Fp8GemmShape &)>;
+/// The step-time model's prices (perf/Fp8Cost.h) that otc-fp8-gemms
+/// chooses by: the seconds of a product in FP8 (its operands' copies
+/// already made) or in BF16, and of one quantization of `elements` values
+/// into `layouts` layouts (1 or 2: otck.fp8_quantize).
+struct Fp8Prices {
+  std::function<double(const Fp8GemmShape &, bool fp8)> product;
+  std::function<double(int64_t elements, int layouts)> quantize;
+  explicit operator bool() const { return product && quantize; }
+};
+using Fp8GemmPricer = Fp8Prices;
+
+/// An FP8 copy that candidate GEMMs may share (ir/Fp8.h): its values, and
+/// the times it is made per micro-step (1; 1 / grad-accum for a
+/// parameter's, made once per optimizer step).
+struct Fp8CopyUse {
+  int64_t elements = 0;
+  double perMicroStep = 1.0;
+};
+
+/// A GEMM that can run FP8: its product, and for its left and right
+/// operands the copy it would read (an index of the copies) in its layout
+/// (ir/Fp8.h Fp8Layout).
+struct Fp8Candidate {
+  Fp8GemmShape shape;
+  unsigned copy[2] = {0, 0};
+  int64_t layout[2] = {1, 1};
+};
+
+/// The candidates that run FP8: the largest set in which each candidate's
+/// FP8 product plus its share of its operands' copies (a copy's price, for
+/// the layouts its chosen readers need, times perMicroStep, split evenly
+/// among them) is below its BF16 product. Starting from every candidate,
+/// those that do not pay are dropped until none is (dropping one can only
+/// raise the others' shares).
+llvm::SmallVector<bool> chooseFp8Gemms(llvm::ArrayRef<Fp8CopyUse> copies,
+                                       llvm::ArrayRef<Fp8Candidate> candidates,
+                                       const Fp8Prices &prices);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
@@ -49,8 +82,8 @@ using Fp8GemmPricer = std::function<bool(const Fp8GemmShape &)>;
 std::unique_ptr<mlir::Pass> createChunkLoss(const ChunkLossOptions &options,
                                             LossChunkPricer price);
 
-/// otc-fp8-gemms choosing by `pays` (Passes.td).
-std::unique_ptr<mlir::Pass> createFp8Gemms(Fp8GemmPricer pays);
+/// otc-fp8-gemms choosing by `prices` (Passes.td).
+std::unique_ptr<mlir::Pass> createFp8Gemms(Fp8Prices prices);
 
 /// Whether kernel `k` is a chain of ops with scalar expressions (the
 /// ScalarExpressionOpInterface) that all produce, like its outputs, one

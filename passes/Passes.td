@@ -441,6 +441,36 @@ def Fp8Gemms : Pass<"otc-fp8-gemms", "mlir::ModuleOp"> {
   }];
 }
 
+def Fp8Copies : Pass<"otc-fp8-copies", "mlir::ModuleOp"> {
+  let summary = "One FP8 copy per tensor and format, read by every FP8 GEMM";
+  let dependentDialects = ["otc::otck::OtckDialect"];
+  let description = [{
+    First of the plan phase (before otc-group-params and buffer planning):
+    the FP8 GEMMs (`otck.gemm` with `fp8`, ir/Fp8.h) of a function that
+    read one buffer in one format, nothing writing its bytes between them,
+    read one FP8 copy of it (`lhs_fp8` / `rhs_fp8`), which one
+    `otck.fp8_quantize` before the first of them writes in every layout
+    they read (a temporary). With `step-weights` (the default), the copy
+    of a parameter's BF16 working copy ("param_bf16:<name>") that
+    @micro_step reads is the slot "fp8_copy:<format>:<name>", quantized in
+    @zero_grads after the working copy is rounded: once per optimizer step.
+
+    ```mlir
+    otck.gemm %x, %w, %y {fp8 = "e4m3,e4m3", transpose_rhs} : ...
+    otck.gemm %dy, %w, %dx {fp8 = "e5m2,e4m3"} : ...
+    // becomes (in @zero_grads: otck.fp8_quantize %w, %q {layouts = 3})
+    %q = otck.buffer {slot = "fp8_copy:e4m3:w"} : memref<4352xi8>
+    otck.gemm %x, %w, %y rhs_fp8(%q : memref<4352xi8>) {fp8 = ...} : ...
+    otck.gemm %dy, %w, %dx rhs_fp8(%q : memref<4352xi8>) {fp8 = ...} : ...
+    ```
+  }];
+  let options = [
+    Option<"stepWeights", "step-weights", "bool", /*default=*/"true",
+           "quantize the parameters' copies in @zero_grads, once per "
+           "optimizer step (a slot each), rather than in every micro-step">,
+  ];
+}
+
 def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let summary = "The LM head, the loss and their gradients in chunks of rows";
   let description = [{

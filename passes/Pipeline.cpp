@@ -121,11 +121,15 @@ static void addPhase(OpPassManager &pm, Phase phase,
     if (be.fuseElementwise)
       pm.addPass(createFuseElementwise());
     return;
-  case Phase::Plan:
+  case Phase::Plan: {
+    Fp8CopiesOptions c;
+    c.stepWeights = be.fp8StepWeights;
+    pm.addPass(createFp8Copies(c));
     if (be.groupParams)
       pm.addPass(createGroupParams());
     pm.addPass(createPlanBuffers());
     return;
+  }
   }
 }
 

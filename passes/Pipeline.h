@@ -74,6 +74,9 @@ struct BackEndOptions {
   /// device (the driver's step-time model); without it otc-fp8-gemms marks
   /// every GEMM that can run FP8 (otc-compile --fp8-gemms=all).
   Fp8GemmPricer fp8Pays;
+  /// otc-fp8-copies makes the parameters' FP8 copies once per optimizer
+  /// step, in @zero_grads (off: in every micro-step, as temporaries).
+  bool fp8StepWeights = true;
   /// otc-training-loop also builds @decode_step (--generate).
   bool generate = false;
 };

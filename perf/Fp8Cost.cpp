@@ -8,10 +8,11 @@
 
 using namespace otc;
 
-LaunchCost otc::fp8QuantizeCost(const DeviceModel &d, int64_t elements) {
-  // One pass: the BF16 operand read, its FP8 copy written (its amax
-  // gathered on the way, for the next call's scale).
-  return priceRoofline(d, 0, 3.0 * double(elements));
+LaunchCost otc::fp8QuantizeCost(const DeviceModel &d, int64_t elements,
+                                int layouts) {
+  // One pass: the BF16 tensor read, its FP8 copy written in each layout
+  // (its amax gathered on the way, for the next quantization's scale).
+  return priceRoofline(d, 0, (2.0 + double(layouts)) * double(elements));
 }
 
 double otc::gemmProductSeconds(const DeviceModel &d, int64_t m, int64_t n,

@@ -202,6 +202,17 @@ LogicalResult Predictor::function(func::FuncOp f,
                             return success();
                           })
                           .Case([&](otck::GemmOp g) { return gemm(g); })
+                          .Case([&](otck::Fp8QuantizeOp q) {
+                            // One copy, shared by its GEMMs (ir/Fp8.h).
+                            int64_t elements =
+                                q.getSource().getType().getNumElements();
+                            int layouts = (q.getLayouts() & 1) +
+                                          ((q.getLayouts() >> 1) & 1);
+                            add(fp8QuantizeTraceName(q), "fp8_quantize", 0,
+                                (2.0 + layouts) * double(elements),
+                                fp8QuantizeCost(d, elements, layouts));
+                            return success();
+                          })
                           .Case([&](otck::CopyOp c) {
                             double bytes =
                                 2.0 * byteSize(c.getSource().getType());
@@ -350,11 +361,17 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
       gemmSeconds(curve, flops, k, gemmWaveEfficiency(d, m, n, k, batch),
                   gemmEpilogueScale(in.isBF16(), epilogueBytes));
   add(gemmTraceName(g), "gemm", flops, bytes, priceRoofline(d, seconds, bytes));
-  if (fp8)
-    for (int64_t elements : {lhsElements, rhsElements})
+  // An operand without a copy (otc-fp8-copies) is quantized by the call.
+  if (fp8) {
+    if (!g.getLhsFp8())
       add(gemmTraceName(g) + ".fp8_quantize", "fp8_quantize", 0,
-          3.0 * double(elements), fp8QuantizeCost(d, elements),
+          3.0 * double(lhsElements), fp8QuantizeCost(d, lhsElements),
           /*traced=*/false);
+    if (!g.getRhsFp8())
+      add(gemmTraceName(g) + ".fp8_quantize", "fp8_quantize", 0,
+          3.0 * double(rhsElements), fp8QuantizeCost(d, rhsElements),
+          /*traced=*/false);
+  }
   return success();
 }
 

@@ -477,11 +477,16 @@ int Compile::readLossAndDims() {
   };
   // Under fp8, the GEMMs that pay in FP8 on the device (every one that can
   // with --fp8-gemms=all).
-  if (fp8Gemms != "all")
-    pipeline.backEnd.fp8Pays = [model =
-                                    deviceModel](const otc::Fp8GemmShape &s) {
-      return otc::fp8GemmPays(*model, s.m, s.n, s.k);
+  if (fp8Gemms != "all") {
+    pipeline.backEnd.fp8Pays.product =
+        [model = deviceModel](const otc::Fp8GemmShape &s, bool fp8) {
+          return otc::gemmProductSeconds(*model, s.m, s.n, s.k, fp8);
+        };
+    pipeline.backEnd.fp8Pays.quantize = [model = deviceModel](int64_t elements,
+                                                              int layouts) {
+      return otc::fp8QuantizeCost(*model, elements, layouts).total();
     };
+  }
   pipeline.backEnd.groupParams = !noGroupParams;
   pipeline.backEnd.generate = generate;
   return kGoOn;

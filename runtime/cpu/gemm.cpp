@@ -26,6 +26,8 @@
 // format after its per-tensor scale (otcrt/fp8.h; from the amax the call
 // site saw on its previous call, its own on its first), held exactly in
 // BF16, multiplied by the BF16 GEMM with alpha divided by the two scales.
+// Or its operands come quantized (otcrt_fp8_quantize: the FP8 bytes of one
+// copy per tensor, its amax per copy site), widened exactly the same way.
 #include "cpu/common.h"
 #include "cpu/kernels_cpu.h"
 #include "otcrt/bf16.h"
@@ -477,12 +479,140 @@ Fp8History &fp8History() {
   return h;
 }
 
+/// The amax each FP8 copy site (its static descriptor) saw on its previous
+/// call.
+struct Fp8CopyHistory {
+  std::mutex mutex;
+  std::map<const OtcrtFp8Quantize *, float> amax;
+};
+
+Fp8CopyHistory &fp8CopyHistory() {
+  static Fp8CopyHistory h;
+  return h;
+}
+
+/// The BF16 values (exact) of one operand's FP8 copy `copy`, holding
+/// `layouts`, in the layout the product reads it in: `transposed` of the
+/// stored `rows` x `cols`, widened back to the stored layout; and its
+/// 1 / s.
+float widenCopy(const uint8_t *copy, int32_t layouts, int64_t rows,
+                int64_t cols, bool transposed, int32_t format,
+                std::vector<uint16_t> &out) {
+  const int64_t n = rows * cols;
+  const uint8_t *values =
+      copy + otcrt_fp8_copy_offset(n, layouts,
+                                   transposed ? OTCRT_FP8_TRANSPOSED
+                                              : OTCRT_FP8_AS_STORED);
+  out.assign(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint8_t q =
+          transposed ? values[j * rows + i] : values[i * cols + j];
+      out[i * cols + j] = otcrt_float_to_bf16(otcrt_fp8_to_float(q, format));
+    }
+  float inv;
+  std::memcpy(&inv, copy + otcrt_fp8_copy_scale_offset(n, layouts), sizeof inv);
+  return inv;
+}
+
 } // namespace
 
 void otcrt::cpu::forgetFp8Scales() {
-  Fp8History &h = fp8History();
+  {
+    Fp8History &h = fp8History();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    h.amax.clear();
+  }
+  Fp8CopyHistory &h = fp8CopyHistory();
   std::lock_guard<std::mutex> lock(h.mutex);
   h.amax.clear();
+}
+
+int otcrt::cpu::fp8Quantize(const OtcrtFp8Quantize &q, const void *x,
+                            void *copy) {
+  if (q.rows < 0 || q.cols < 0 || q.layouts < 1 || q.layouts > 3 ||
+      (q.format != OTCRT_FP8_E4M3 && q.format != OTCRT_FP8_E5M2) ||
+      (!x && q.rows * q.cols) || !copy) {
+    std::fprintf(stderr,
+                 "otcrt: fp8_quantize: error: %lld x %lld, format %d, layouts "
+                 "%d: an invalid descriptor or a null pointer\n",
+                 static_cast<long long>(q.rows), static_cast<long long>(q.cols),
+                 q.format, q.layouts);
+    return 1;
+  }
+  const int64_t rows = q.rows, cols = q.cols, n = rows * cols;
+  const auto *in = static_cast<const uint16_t *>(x);
+  auto *out = static_cast<uint8_t *>(copy);
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    amax = std::max(amax, std::fabs(otcrt_bf16_to_float(in[i])));
+  Fp8CopyHistory &h = fp8CopyHistory();
+  float previous = amax;
+  {
+    std::lock_guard<std::mutex> lock(h.mutex);
+    auto it = h.amax.find(&q);
+    if (it != h.amax.end())
+      previous = it->second;
+    h.amax[&q] = amax;
+  }
+  const float scale = otcrt_fp8_scale(previous, q.format);
+  uint8_t *plain =
+      q.layouts & OTCRT_FP8_AS_STORED
+          ? out + otcrt_fp8_copy_offset(n, q.layouts, OTCRT_FP8_AS_STORED)
+          : nullptr;
+  uint8_t *transposed =
+      q.layouts & OTCRT_FP8_TRANSPOSED
+          ? out + otcrt_fp8_copy_offset(n, q.layouts, OTCRT_FP8_TRANSPOSED)
+          : nullptr;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint8_t v = otcrt_float_to_fp8(
+          otcrt_bf16_to_float(in[i * cols + j]) * scale, q.format);
+      if (plain)
+        plain[i * cols + j] = v;
+      if (transposed)
+        transposed[j * rows + i] = v;
+    }
+  const float inv = 1.0f / scale;
+  std::memcpy(out + otcrt_fp8_copy_scale_offset(n, q.layouts), &inv,
+              sizeof inv);
+  return 0;
+}
+
+int otcrt::cpu::gemmFp8Copies(const OtcrtGemm &g, int32_t aFormat,
+                              int32_t bFormat, const void *aCopy,
+                              int32_t aLayouts, const void *bCopy,
+                              int32_t bLayouts, const void *a, const void *b,
+                              void *c, const void *bias, const void *addend,
+                              void *aux) {
+  std::string why = gemmInvalid(g, a, b, c, bias, addend, aux);
+  if (why.empty())
+    why = gemmFp8Invalid(g, aFormat, bFormat);
+  if (why.empty() && (g.batch != 1 || g.lda != (g.trans_a ? g.m : g.k) ||
+                      g.ldb != (g.trans_b ? g.k : g.n)))
+    why = "FP8 copies of other than one dense product";
+  // Each copy must hold the layout the product reads (otcrt/abi.h).
+  const int32_t aLayout =
+                    g.trans_a ? OTCRT_FP8_TRANSPOSED : OTCRT_FP8_AS_STORED,
+                bLayout =
+                    g.trans_b ? OTCRT_FP8_AS_STORED : OTCRT_FP8_TRANSPOSED;
+  if (why.empty() &&
+      (!aCopy || !bCopy || !(aLayouts & aLayout) || !(bLayouts & bLayout)))
+    why = "FP8 copies without the layout the product reads";
+  if (!why.empty())
+    return gemmFailed(g, bias, why);
+  if (g.m == 0 || g.n == 0 || g.k == 0)
+    return gemm(g, a, b, c, bias, addend, aux);
+  std::vector<uint16_t> qa, qb;
+  const float invA = widenCopy(static_cast<const uint8_t *>(aCopy), aLayouts,
+                               g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k,
+                               aLayout == OTCRT_FP8_TRANSPOSED, aFormat, qa);
+  const float invB = widenCopy(static_cast<const uint8_t *>(bCopy), bLayouts,
+                               g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n,
+                               bLayout == OTCRT_FP8_TRANSPOSED, bFormat, qb);
+  OtcrtGemm scaled = g;
+  scaled.alpha = g.alpha * (invA * invB);
+  return gemm(scaled, qa.data(), qb.data(), c, bias, addend, aux);
 }
 
 int otcrt::cpu::gemmFp8(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat,

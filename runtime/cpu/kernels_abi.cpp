@@ -1,7 +1,8 @@
-// The C entry points of otcrt/kernels.h, and otcrt_gemm and otcrt_gemm_fp8
-// of otcrt/abi.h, in libotcrt_cpu: each forwards to the host kernel of
-// kernels_cpu.h for its storage type; `stream` is ignored.
-// Data errors are returned, so the error record is always empty.
+// The C entry points of otcrt/kernels.h, and otcrt_gemm, otcrt_gemm_fp8,
+// otcrt_fp8_quantize and otcrt_gemm_fp8_copies of otcrt/abi.h, in libotcrt_cpu:
+// each forwards to the host kernel of kernels_cpu.h for its storage type;
+// `stream` is ignored. Data errors are returned, so the error record is always
+// empty.
 #include "kernels_cpu.h"
 
 #include "otcrt/abi.h"
@@ -91,6 +92,29 @@ int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format, int32_t b_format,
     return 1;
   }
   return gemmFp8(*g, a_format, b_format, a, b, c, bias, addend, aux);
+}
+
+int otcrt_fp8_quantize(const OtcrtFp8Quantize *q, const void *x, void *copy,
+                       void *) {
+  if (!q) {
+    std::fprintf(stderr, "otcrt: fp8_quantize: error: no descriptor\n");
+    return 1;
+  }
+  return fp8Quantize(*q, x, copy);
+}
+
+int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
+                          int32_t b_format, const void *a_copy,
+                          int32_t a_layouts, const void *b_copy,
+                          int32_t b_layouts, const void *a, const void *b,
+                          void *c, const void *bias, const void *addend,
+                          void *aux, void *) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm: error: no descriptor\n");
+    return 1;
+  }
+  return gemmFp8Copies(*g, a_format, b_format, a_copy, a_layouts, b_copy,
+                       b_layouts, a, b, c, bias, addend, aux);
 }
 
 int otcrt_column_sum_f32(int64_t rows, int64_t cols, const float *x,

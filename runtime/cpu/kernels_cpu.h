@@ -26,8 +26,18 @@ int gemmFp8(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat, const void *a,
             const void *b, void *c, const void *bias, const void *addend,
             void *aux);
 
-/// Forgets the amax every FP8 call site saw (tests: each call then scales
-/// from its own operands, as a site's first call does).
+/// otcrt_fp8_quantize (otcrt/abi.h) on host pointers (cpu/gemm.cpp).
+int fp8Quantize(const OtcrtFp8Quantize &q, const void *x, void *copy);
+
+/// otcrt_gemm_fp8_copies (otcrt/abi.h) on host pointers, emulated: the
+/// copies' FP8 values widened exactly and multiplied as BF16 (cpu/gemm.cpp).
+int gemmFp8Copies(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat,
+                  const void *aCopy, int32_t aLayouts, const void *bCopy,
+                  int32_t bLayouts, const void *a, const void *b, void *c,
+                  const void *bias, const void *addend, void *aux);
+
+/// Forgets the amax every FP8 call site and copy saw (tests: each call then
+/// scales from its own operands, as a site's first call does).
 void forgetFp8Scales();
 
 /// C = alpha op(A) op(B) + beta C on row-major float matrices through the

@@ -7,7 +7,8 @@
 // block's maximum, then one atomic maximum of its bits, which order
 // non-negative floats as integers) for the next call; and, on a site's
 // first call only, an amax pass before it, so that the first call scales
-// from its own operand. Everything stays on the device: no
+// from its own operand. One pass can write both layouts of a shared copy
+// (otcrt_fp8_quantize, gemm_fp8.cpp). Everything stays on the device: no
 // synchronization, a CUDA graph captures them.
 #include "common.cuh"
 #include "gemm.h"
@@ -54,7 +55,10 @@ __global__ void quantizeKernel(Fp8Quantize q) {
     int64_t i = q.transpose ? c : r, j = q.transpose ? r : c;
     float v = otcrt_bf16_to_float(q.x[i * q.ld + j]);
     m = fmaxf(m, fabsf(v));
-    q.out[o] = otcrt_float_to_fp8(v * scale, q.format);
+    const uint8_t b = otcrt_float_to_fp8(v * scale, q.format);
+    q.out[o] = b;
+    if (q.alsoTransposed)
+      q.alsoTransposed[j * q.rows + i] = b;
   }
   partial[threadIdx.x] = m;
   __syncthreads();

@@ -56,13 +56,16 @@ int launchGemmEpilogue(const GemmEpilogue &e, cudaStream_t stream);
 /// written to `*invScale`. The pass gathers x's amax in `*cur` and, in its
 /// last block (`*counter` counts the finished ones), moves it to `*prev`
 /// for the next call and zeroes `*cur` and `*counter` (device memory,
-/// zeroed when the site is made).
+/// zeroed when the site is made). With `alsoTransposed` (and `transpose`
+/// false), the pass writes the [cols, rows] transpose there too: one copy
+/// in both layouts (otcrt_fp8_quantize).
 struct Fp8Quantize {
   const uint16_t *x = nullptr;
   int64_t rows = 0, cols = 0, ld = 0;
   bool transpose = false;
   int32_t format = 0;
   uint8_t *out = nullptr;
+  uint8_t *alsoTransposed = nullptr;
   float *prev = nullptr, *cur = nullptr, *invScale = nullptr;
   unsigned *counter = nullptr;
   bool first = false;

@@ -17,7 +17,11 @@
 // otcrt_gemm in BF16 instead, stderr saying so once per shape. The first
 // call of a shape allocates (outside a graph capture: inside one it
 // returns an error, and the runtime runs that function without a graph);
-// later calls neither allocate nor synchronize.
+// later calls neither allocate nor synchronize. otcrt_fp8_quantize and
+// otcrt_gemm_fp8_copies split the same work for a program whose FP8
+// operands are shared copies in its arena (otc-fp8-copies): one quantize
+// pass per copy, in the layouts its readers take, its amax state per copy
+// site; the product then reads the copies and their 1 / scale in place.
 #include "cuda/gemm.h"
 #include "otcrt/abi.h"
 #include "otcrt/fp8.h"
@@ -51,7 +55,7 @@ struct Fp8Route {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using Fp8Key = std::array<int64_t, 14>;
+using Fp8Key = std::array<int64_t, 15>;
 
 /// One call site's (static descriptor's) amax state on the device: for A
 /// and B, the amax of its previous call, this call's as it is gathered,
@@ -77,6 +81,9 @@ struct Fp8State {
   std::vector<void *> outgrown;
   std::map<Fp8Key, Fp8Route> routes;
   std::map<const OtcrtGemm *, Fp8Site> sites;
+  /// The amax state of each FP8 copy site (otcrt_fp8_quantize's static
+  /// descriptor): prev, cur and counter of its one tensor.
+  std::map<const OtcrtFp8Quantize *, Fp8Site> copySites;
   std::set<std::string> notices;
 };
 
@@ -126,8 +133,11 @@ std::string grow(Fp8State &s, T *&p, size_t &have, size_t bytes) {
   return "";
 }
 
-/// The handle, workspace and scales, then the buffers of call `g`.
-std::string ensureBuffers(Fp8State &s, const OtcrtGemm &g, bool scratch) {
+/// The handle, workspace and scales, then the buffers of call `g` (its
+/// operands' FP8 copies unless `copies`: otcrt_gemm_fp8_copies reads them
+/// from the program's).
+std::string ensureBuffers(Fp8State &s, const OtcrtGemm &g, bool scratch,
+                          bool copies) {
   if (!s.handle) {
     if (cublasLtCreate(&s.handle) != CUBLAS_STATUS_SUCCESS)
       return "cublasLtCreate failed";
@@ -143,7 +153,8 @@ std::string ensureBuffers(Fp8State &s, const OtcrtGemm &g, bool scratch) {
   }
   // A's copy, then B's at a 256-byte boundary.
   size_t aBytes = (size_t(g.m * g.k) + 255) / 256 * 256;
-  std::string why = grow(s, s.operands, s.operandBytes, aBytes + g.n * g.k);
+  std::string why =
+      copies ? "" : grow(s, s.operands, s.operandBytes, aBytes + g.n * g.k);
   if (why.empty() && scratch)
     why = grow(s, s.product, s.productBytes, size_t(g.m * g.n) * 4);
   return why;
@@ -154,6 +165,17 @@ std::string ensureBuffers(Fp8State &s, const OtcrtGemm &g, bool scratch) {
     if ((call) != CUBLAS_STATUS_SUCCESS)                                       \
       return #call " failed";                                                  \
   } while (0)
+
+/// Points the product's scales at `aInv` and `bInv`, 1 / scale of our A
+/// and B: cuBLASLt's A is our B, and its B our A.
+cublasStatus_t setScales(Fp8Route &r, const float *aInv, const float *bInv) {
+  cublasStatus_t st = cublasLtMatmulDescSetAttribute(
+      r.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bInv, sizeof(bInv));
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return st;
+  return cublasLtMatmulDescSetAttribute(
+      r.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aInv, sizeof(aInv));
+}
 
 /// The descriptors of call `g` (FP8 A and B, FP32 compute) and the first
 /// algorithm of cuBLASLt's heuristic; an error when it has none.
@@ -166,14 +188,7 @@ std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
       r.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
   OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
       r.desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
-  // cuBLASLt's A is our B: its scale is 1 / scale B, and B's is A's.
-  float *scaleFirst = s.scales + 3, *scaleSecond = s.scales + 2;
-  OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
-      r.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleFirst,
-      sizeof(scaleFirst)));
-  OTCRT_FP8_TRY(cublasLtMatmulDescSetAttribute(
-      r.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleSecond,
-      sizeof(scaleSecond)));
+  OTCRT_FP8_TRY(setScales(r, s.scales + 2, s.scales + 3));
   if (!r.scratch && bias) {
     cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
     cudaDataType_t biasType = g.c_type == OTC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -212,12 +227,12 @@ std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
 /// The route of call `g`, made on its first call.
 std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
                     int32_t bFormat, const void *bias, cudaStream_t stream,
-                    Fp8Route *&route) {
+                    bool copies, Fp8Route *&route) {
   bool scratch = g.epilogue != OTCRT_GEMM_NONE && g.epilogue != OTCRT_GEMM_BIAS;
   Fp8Key key = {
-      g.trans_a,       g.trans_b,     g.m,      g.n,        g.k,     g.lda,
-      g.ldb,           g.ldc,         g.c_type, g.epilogue, aFormat, bFormat,
-      bias != nullptr, g.beta != 0.0f};
+      g.trans_a,       g.trans_b,      g.m,      g.n,        g.k,     g.lda,
+      g.ldb,           g.ldc,          g.c_type, g.epilogue, aFormat, bFormat,
+      bias != nullptr, g.beta != 0.0f, copies};
   auto it = s.routes.find(key);
   if (it != s.routes.end()) {
     route = &it->second;
@@ -229,7 +244,7 @@ std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   r.scratch = scratch;
   std::string why = notFp8(g);
   if (why.empty())
-    why = ensureBuffers(s, g, scratch);
+    why = ensureBuffers(s, g, scratch, copies);
   if (why.empty())
     why = plan(s, g, aFormat, bFormat, bias, r);
   r.fp8 = why.empty();
@@ -244,19 +259,21 @@ std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   return "";
 }
 
-/// The amax state of call site `g`, made (zeroed) on its first call.
-std::string siteOf(Fp8State &s, const OtcrtGemm *g, cudaStream_t stream,
+/// The amax state of call site `key` in `sites`, made (zeroed) on its
+/// first call.
+template <typename Key>
+std::string siteOf(std::map<Key, Fp8Site> &sites, Key key, cudaStream_t stream,
                    Fp8Site *&site) {
-  site = &s.sites[g];
+  site = &sites[key];
   if (site->slots)
     return "";
   if (capturing(stream))
-    return "an FP8 GEMM call site first seen inside a CUDA graph capture";
+    return "an FP8 call site first seen inside a CUDA graph capture";
   void *p = nullptr;
   if (cudaMalloc(&p, 8 * sizeof(float)) != cudaSuccess ||
       cudaMemset(p, 0, 8 * sizeof(float)) != cudaSuccess) {
     (void)cudaGetLastError();
-    s.sites.erase(g);
+    sites.erase(key);
     return "cannot allocate an FP8 call site's amax";
   }
   site->slots = static_cast<float *>(p);
@@ -265,7 +282,12 @@ std::string siteOf(Fp8State &s, const OtcrtGemm *g, cudaStream_t stream,
 
 /// The quantize kernels of A and B, cuBLASLt's product, and the epilogue
 /// kernel of a scratch route.
-int runFp8(Fp8State &s, const Fp8Route &r, Fp8Site &site, const OtcrtGemm &g,
+int multiply(Fp8State &s, Fp8Route &r, const OtcrtGemm &g, const uint8_t *aq,
+             const uint8_t *bq, const float *aInv, const float *bInv, void *c,
+             const void *bias, const void *addend, void *aux,
+             cudaStream_t stream);
+
+int runFp8(Fp8State &s, Fp8Route &r, Fp8Site &site, const OtcrtGemm &g,
            int32_t aFormat, int32_t bFormat, const void *a, const void *b,
            void *c, const void *bias, const void *addend, void *aux,
            cudaStream_t stream) {
@@ -297,6 +319,19 @@ int runFp8(Fp8State &s, const Fp8Route &r, Fp8Site &site, const OtcrtGemm &g,
   site.called = true;
   if (launchFp8Quantize(qa, stream) || launchFp8Quantize(qb, stream))
     return gemmFailed(g, bias, "the FP8 quantize kernels did not launch");
+  return multiply(s, r, g, qa.out, qb.out, qa.invScale, qb.invScale, c, bias,
+                  addend, aux, stream);
+}
+
+/// cuBLASLt's product of FP8 A [M, K] and B [N, K] at `aq` and `bq`, their
+/// 1 / scale at `aInv` and `bInv`, and the epilogue kernel of a scratch
+/// route.
+int multiply(Fp8State &s, Fp8Route &r, const OtcrtGemm &g, const uint8_t *aq,
+             const uint8_t *bq, const float *aInv, const float *bInv, void *c,
+             const void *bias, const void *addend, void *aux,
+             cudaStream_t stream) {
+  if (setScales(r, aInv, bInv) != CUBLAS_STATUS_SUCCESS)
+    return gemmFailed(g, bias, "cannot set the FP8 GEMM's scales");
   if (!r.scratch && bias &&
       cublasLtMatmulDescSetAttribute(r.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                      &bias,
@@ -304,9 +339,9 @@ int runFp8(Fp8State &s, const Fp8Route &r, Fp8Site &site, const OtcrtGemm &g,
     return gemmFailed(g, bias, "cannot set the FP8 GEMM's bias");
   void *d = r.scratch ? static_cast<void *>(s.product) : c;
   float beta = r.scratch ? 0.0f : g.beta;
-  cublasStatus_t st = cublasLtMatmul(
-      s.handle, r.desc, &g.alpha, qb.out, r.a, qa.out, r.b, &beta, d, r.d, d,
-      r.d, &r.algo, s.workspace, s.workspaceBytes, stream);
+  cublasStatus_t st = cublasLtMatmul(s.handle, r.desc, &g.alpha, bq, r.a, aq,
+                                     r.b, &beta, d, r.d, d, r.d, &r.algo,
+                                     s.workspace, s.workspaceBytes, stream);
   if (st != CUBLAS_STATUS_SUCCESS)
     return gemmFailed(g, bias,
                       std::string("cublasLtMatmul (FP8): ") +
@@ -342,6 +377,9 @@ void otcrt::cuda::forgetFp8Scales() {
   for (auto &[g, site] : s.sites)
     s.outgrown.push_back(site.slots);
   s.sites.clear();
+  for (auto &[q, site] : s.copySites)
+    s.outgrown.push_back(site.slots);
+  s.copySites.clear();
 }
 
 extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
@@ -363,7 +401,8 @@ extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
   Fp8State &s = fp8State();
   std::unique_lock<std::mutex> lock(s.mutex);
   Fp8Route *route = nullptr;
-  why = routeOf(s, *g, a_format, b_format, bias, cudaStream, route);
+  why = routeOf(s, *g, a_format, b_format, bias, cudaStream, /*copies=*/false,
+                route);
   if (!why.empty())
     return gemmFailed(*g, bias, why);
   if (!route->fp8) {
@@ -371,9 +410,113 @@ extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
     return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
   }
   Fp8Site *site = nullptr;
-  why = siteOf(s, g, cudaStream, site);
+  why = siteOf(s.sites, g, cudaStream, site);
   if (!why.empty())
     return gemmFailed(*g, bias, why);
   return runFp8(s, *route, *site, *g, a_format, b_format, a, b, c, bias, addend,
                 aux, cudaStream);
+}
+
+extern "C" int otcrt_fp8_quantize(const OtcrtFp8Quantize *q, const void *x,
+                                  void *copy, void *stream) {
+  if (!q || q->rows < 0 || q->cols < 0 || q->layouts < 1 || q->layouts > 3 ||
+      (q->format != OTCRT_FP8_E4M3 && q->format != OTCRT_FP8_E5M2) || !copy ||
+      (!x && q->rows * q->cols)) {
+    std::fprintf(stderr, "otcrt: fp8_quantize: error: an invalid descriptor "
+                         "or a null pointer\n");
+    return 1;
+  }
+  const int64_t n = q->rows * q->cols;
+  if (n == 0)
+    return 0;
+  auto cudaStream = static_cast<cudaStream_t>(stream);
+  Fp8State &s = fp8State();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Fp8Site *site = nullptr;
+  std::string why = siteOf(s.copySites, q, cudaStream, site);
+  if (!why.empty()) {
+    std::fprintf(stderr, "otcrt: fp8_quantize: error: %s\n", why.c_str());
+    return 1;
+  }
+  auto *base = static_cast<uint8_t *>(copy);
+  Fp8Quantize k;
+  k.x = static_cast<const uint16_t *>(x);
+  k.rows = q->rows;
+  k.cols = q->cols;
+  k.ld = q->cols;
+  k.format = q->format;
+  // One pass: as stored (and the transpose alongside), or the transpose.
+  if (q->layouts & OTCRT_FP8_AS_STORED) {
+    k.out = base + otcrt_fp8_copy_offset(n, q->layouts, OTCRT_FP8_AS_STORED);
+    if (q->layouts & OTCRT_FP8_TRANSPOSED)
+      k.alsoTransposed =
+          base + otcrt_fp8_copy_offset(n, q->layouts, OTCRT_FP8_TRANSPOSED);
+  } else {
+    k.out = base + otcrt_fp8_copy_offset(n, q->layouts, OTCRT_FP8_TRANSPOSED);
+    k.transpose = true;
+  }
+  k.prev = site->slots;
+  k.cur = site->slots + 1;
+  k.counter = reinterpret_cast<unsigned *>(site->slots + 4);
+  k.invScale = reinterpret_cast<float *>(
+      base + otcrt_fp8_copy_scale_offset(n, q->layouts));
+  k.first = !site->called;
+  site->called = true;
+  if (launchFp8Quantize(k, cudaStream)) {
+    std::fprintf(stderr,
+                 "otcrt: fp8_quantize: error: the kernel did not launch\n");
+    return 1;
+  }
+  return 0;
+}
+
+extern "C" int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
+                                     int32_t b_format, const void *a_copy,
+                                     int32_t a_layouts, const void *b_copy,
+                                     int32_t b_layouts, const void *a,
+                                     const void *b, void *c, const void *bias,
+                                     const void *addend, void *aux,
+                                     void *stream) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm: error: no descriptor\n");
+    return 1;
+  }
+  std::string why = gemmInvalid(*g, a, b, c, bias, addend, aux);
+  if (why.empty())
+    why = gemmFp8Invalid(*g, a_format, b_format);
+  // Each copy must hold the layout the product reads (otcrt/abi.h).
+  const int32_t aLayout =
+                    g->trans_a ? OTCRT_FP8_TRANSPOSED : OTCRT_FP8_AS_STORED,
+                bLayout =
+                    g->trans_b ? OTCRT_FP8_AS_STORED : OTCRT_FP8_TRANSPOSED;
+  if (why.empty() &&
+      (!a_copy || !b_copy || !(a_layouts & aLayout) || !(b_layouts & bLayout)))
+    why = "FP8 copies without the layout the product reads";
+  if (!why.empty())
+    return gemmFailed(*g, bias, why);
+  if (g->m == 0 || g->n == 0 || g->batch == 0 || g->k == 0)
+    return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
+  auto cudaStream = static_cast<cudaStream_t>(stream);
+  Fp8State &s = fp8State();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  Fp8Route *route = nullptr;
+  why = routeOf(s, *g, a_format, b_format, bias, cudaStream, /*copies=*/true,
+                route);
+  if (!why.empty())
+    return gemmFailed(*g, bias, why);
+  if (!route->fp8) {
+    lock.unlock();
+    return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
+  }
+  const int64_t an = g->m * g->k, bn = g->n * g->k;
+  auto *ac = static_cast<const uint8_t *>(a_copy);
+  auto *bc = static_cast<const uint8_t *>(b_copy);
+  return multiply(s, *route, *g,
+                  ac + otcrt_fp8_copy_offset(an, a_layouts, aLayout),
+                  bc + otcrt_fp8_copy_offset(bn, b_layouts, bLayout),
+                  reinterpret_cast<const float *>(
+                      ac + otcrt_fp8_copy_scale_offset(an, a_layouts)),
+                  reinterpret_cast<const float *>(
+                      bc + otcrt_fp8_copy_scale_offset(bn, b_layouts)),
+                  c, bias, addend, aux, cudaStream);
 }

@@ -4,7 +4,8 @@
 // 57344), and of the host otcrt_gemm_fp8, whose products are checked
 // against sums worked out by hand from those roundings: a call site's first
 // call scaled from its own operands, later ones from the previous call's
-// amax.
+// amax; and of otcrt_fp8_quantize with otcrt_gemm_fp8_copies: one copy in
+// both layouts read by two products, its amax per copy site.
 #include "cpu/kernels_cpu.h"
 #include "otcrt/abi.h"
 #include "otcrt/bf16.h"
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -204,6 +206,101 @@ TEST(GemmFp8Cpu, LaterCallsScaleFromThePreviousAmax) {
                              nullptr),
               0);
     EXPECT_EQ(otcrt_bf16_to_float(c[0]), want[call]) << "call " << call;
+  }
+}
+
+/// One otcrt_fp8_quantize of `x` (rows x cols) into a copy of `layouts`.
+std::vector<uint8_t> quantized(const OtcrtFp8Quantize &q,
+                               const std::vector<uint16_t> &x) {
+  std::vector<uint8_t> copy(
+      static_cast<size_t>(otcrt_fp8_copy_bytes(q.rows * q.cols, q.layouts)));
+  EXPECT_EQ(otcrt_fp8_quantize(&q, x.data(), copy.data(), nullptr), 0);
+  return copy;
+}
+
+TEST(GemmFp8CopiesCpu, OneCopyServesBothLayouts) {
+  otcrt::cpu::forgetFp8Scales();
+  // W (2 x 16): row 0 all 8, row 1 all 1.5: amax 8, scale 56 for the one
+  // copy. 8 x 56 = 448 (exact); 1.5 x 56 = 84 lies halfway between 80
+  // (1.010 x 2^6, even) and 88 in E4M3: 80, which is 1.428571 scaled back.
+  // Product 1 reads W as B with trans_b ([N, K] = [2, 16], as stored):
+  // ones (1 x 16) x W^T = [128, 16 x 1.428571 = 22.857 -> BF16 22.875]
+  // (BF16 operands: 24). Product 2 reads the same copy as B = W ([K, N] =
+  // [2, 16], its transpose): [1, 1] x W = 8 + 1.428571 = 9.428571 -> BF16
+  // 9.4375 in every column (BF16 operands: 9.5).
+  std::vector<float> w(32);
+  for (int j = 0; j < 16; ++j) {
+    w[j] = 8.0f;
+    w[16 + j] = 1.5f;
+  }
+  const std::vector<uint16_t> hw = bf16s(w);
+  static const OtcrtFp8Quantize qw = {2, 16, OTCRT_FP8_E4M3, 3};
+  std::vector<uint8_t> cw = quantized(qw, hw);
+  // The scale lies after both layouts: 1 / 56.
+  float inv;
+  std::memcpy(&inv, cw.data() + 512, sizeof inv);
+  EXPECT_EQ(inv, 1.0f / 56.0f);
+
+  const std::vector<uint16_t> ones = bf16s(std::vector<float>(16, 1.0f));
+  static const OtcrtFp8Quantize q1 = {1, 16, OTCRT_FP8_E4M3, 1};
+  std::vector<uint8_t> c1 = quantized(q1, ones);
+  OtcrtGemm g1 = plain(1, 2, 16);
+  g1.trans_b = 1;
+  g1.ldb = 16;
+  g1.ldc = 2;
+  std::vector<uint16_t> out1(2, 0);
+  ASSERT_EQ(otcrt_gemm_fp8_copies(&g1, OTCRT_FP8_E4M3, OTCRT_FP8_E4M3,
+                                  c1.data(), 1, cw.data(), 3, ones.data(),
+                                  hw.data(), out1.data(), nullptr, nullptr,
+                                  nullptr, nullptr),
+            0);
+  EXPECT_EQ(otcrt_bf16_to_float(out1[0]), 128.0f);
+  EXPECT_EQ(otcrt_bf16_to_float(out1[1]), 22.875f);
+
+  const std::vector<uint16_t> two = bf16s({1.0f, 1.0f});
+  static const OtcrtFp8Quantize q2 = {1, 2, OTCRT_FP8_E4M3, 1};
+  std::vector<uint8_t> c2 = quantized(q2, two);
+  OtcrtGemm g2 = plain(1, 16, 2);
+  std::vector<uint16_t> out2(16, 0);
+  ASSERT_EQ(otcrt_gemm_fp8_copies(&g2, OTCRT_FP8_E4M3, OTCRT_FP8_E4M3,
+                                  c2.data(), 1, cw.data(), 3, two.data(),
+                                  hw.data(), out2.data(), nullptr, nullptr,
+                                  nullptr, nullptr),
+            0);
+  for (int j = 0; j < 16; ++j)
+    EXPECT_EQ(otcrt_bf16_to_float(out2[j]), 9.4375f) << "column " << j;
+  // A copy without the layout a product reads is refused.
+  EXPECT_NE(otcrt_gemm_fp8_copies(&g2, OTCRT_FP8_E4M3, OTCRT_FP8_E4M3,
+                                  c2.data(), 1, c1.data(), 1, two.data(),
+                                  hw.data(), out2.data(), nullptr, nullptr,
+                                  nullptr, nullptr),
+            0);
+}
+
+TEST(GemmFp8CopiesCpu, ACopySiteScalesFromItsPreviousAmax) {
+  otcrt::cpu::forgetFp8Scales();
+  // One copy site twice, as LaterCallsScaleFromThePreviousAmax's call site:
+  // A = [448, 1.5] (own amax, scale 1), then [896, 1.5] at 448's scale
+  // (896 held at 448). B = [1, 8] (amax 8, exact): C = 460 both times.
+  static const OtcrtFp8Quantize qa = {1, 16, OTCRT_FP8_E4M3, 1};
+  static const OtcrtFp8Quantize qb = {16, 1, OTCRT_FP8_E4M3, 2};
+  std::vector<float> a(16, 0.0f), b(16, 0.0f);
+  b[0] = 1.0f;
+  b[1] = 8.0f;
+  const std::vector<uint16_t> hb = bf16s(b);
+  OtcrtGemm g = plain(1, 1, 16);
+  for (float first : {448.0f, 896.0f}) {
+    a[0] = first;
+    a[1] = 1.5f;
+    const std::vector<uint16_t> ha = bf16s(a);
+    std::vector<uint8_t> ca = quantized(qa, ha), cb = quantized(qb, hb);
+    std::vector<uint16_t> c(1, 0);
+    ASSERT_EQ(otcrt_gemm_fp8_copies(&g, OTCRT_FP8_E4M3, OTCRT_FP8_E4M3,
+                                    ca.data(), 1, cb.data(), 2, ha.data(),
+                                    hb.data(), c.data(), nullptr, nullptr,
+                                    nullptr, nullptr),
+              0);
+    EXPECT_EQ(otcrt_bf16_to_float(c[0]), 460.0f) << "A[0] " << first;
   }
 }
 

@@ -166,9 +166,11 @@ private:
 };
 
 /// The FP8 GEMMs' buffers (runtime/cuda/gemm_fp8.cpp): its own cuBLASLt
-/// workspace and the operands' FP8 copies (A's rounded up to 256 bytes,
-/// then B's) and, for a GELU or addend epilogue, the FP32 product, each
-/// grown per call shape keeping what it replaces; 0 without FP8 GEMMs.
+/// workspace and, for a GEMM that quantizes its own operands (one without
+/// otc-fp8-copies' copies, which lie in the arena), their FP8 copies (A's
+/// rounded up to 256 bytes, then B's) and, for a GELU or addend epilogue,
+/// the FP32 product, each grown per call shape keeping what it replaces; 0
+/// without FP8 GEMMs.
 class Fp8GemmBuffers {
 public:
   void add(otck::GemmOp g) {
@@ -178,7 +180,8 @@ public:
                       c = g.getOut().getType().getShape();
     int64_t m = numElements(c.drop_back(1)), n = c.back();
     int64_t k = g.getTransposeLhs() ? a[a.size() - 2] : a.back();
-    grow(operands, (m * k + 255) / 256 * 256 + n * k);
+    if (!g.getLhsFp8())
+      grow(operands, (m * k + 255) / 256 * 256 + n * k);
     if (g.getGelu() || g.getDgelu() || g.getAddend())
       grow(product, 4 * m * n);
     any = true;
@@ -216,8 +219,9 @@ void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
     r.buffers.push_back(
         {"fp8_gemm", fp8.bytes(),
          "the FP8 GEMMs' cuBLASLt workspace, OTCRT_CUDA_GEMM_WORKSPACE_BYTES, "
-         "their operands' FP8 copies and the FP32 product of a GELU or addend "
-         "epilogue, each grown per call shape (runtime/cuda/gemm_fp8.cpp)"});
+         "the FP8 copies of the operands of those without copies in the "
+         "arena and the FP32 product of a GELU or addend epilogue, each grown "
+         "per call shape (runtime/cuda/gemm_fp8.cpp)"});
   if (attention.cudnn())
     r.buffers.push_back(
         {"cudnn_sdpa", attention.cudnn(),

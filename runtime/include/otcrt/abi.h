@@ -363,6 +363,46 @@ int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format, int32_t b_format,
                    const void *a, const void *b, void *c, const void *bias,
                    const void *addend, void *aux, void *stream);
 
+/// One FP8 copy of a BF16 tensor (otc-fp8-copies; otcrt/fp8.h lays its
+/// bytes out): the tensor as a row-major `rows` x `cols` matrix, the
+/// OtcrtFp8Format of its values, and `layouts`, which of the matrix as
+/// stored (OTCRT_FP8_AS_STORED) and its transpose (OTCRT_FP8_TRANSPOSED)
+/// the copy holds. A program's static descriptor is the copy's call site:
+/// its delayed amax lives with it.
+typedef struct OtcrtFp8Quantize {
+  int64_t rows, cols;
+  int32_t format;
+  int32_t layouts;
+} OtcrtFp8Quantize;
+
+/// Writes `copy`, the FP8 copy of BF16 `x` that `q` describes: each value
+/// scaled by s = otcrt_fp8_scale(amax), amax the largest magnitude x had
+/// on the previous call of `q` (delayed scaling; on the first call of `q`,
+/// x's own), rounded to the format (otcrt_float_to_fp8), in each layout
+/// asked for, then 1 / s as a float (otcrt_fp8_copy_scale_offset). cpu
+/// target: host pointers; cuda target: device pointers, queued on
+/// `stream`, neither allocating nor synchronizing after the first call of
+/// `q` (a CUDA graph can capture it). Returns 0, or non-zero after one line
+/// on stderr.
+int otcrt_fp8_quantize(const OtcrtFp8Quantize *q, const void *x, void *copy,
+                       void *stream);
+
+/// otcrt_gemm_fp8 with its operands already quantized: A's values read
+/// from `a_copy` and B's from `b_copy` (FP8 copies that otcrt_fp8_quantize
+/// wrote of A and B as stored, with `a_layouts` and `b_layouts` their
+/// descriptors' layouts), each holding the layout the product reads: A as
+/// [M, K] (its transpose when trans_a), B as [N, K] (its transpose unless
+/// trans_b); alpha is multiplied by the two copies' 1 / s. `a` and `b` are
+/// the BF16 operands, which the cuda target multiplies in BF16 instead
+/// where cuBLASLt cannot in FP8 (as otcrt_gemm_fp8 does). Several calls may
+/// read one copy.
+int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
+                          int32_t b_format, const void *a_copy,
+                          int32_t a_layouts, const void *b_copy,
+                          int32_t b_layouts, const void *a, const void *b,
+                          void *c, const void *bias, const void *addend,
+                          void *aux, void *stream);
+
 /// cuda target only: checks the last kernel launch; aborts with file:line on error. The cpu library defines it as a no-op.
 void otcrt_check_launch(const char *file, int line);
 

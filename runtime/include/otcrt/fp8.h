@@ -93,4 +93,35 @@ static OTCRT_HD inline float otcrt_fp8_scale(float amax, int32_t format) {
              : 1.0f;
 }
 
+/// The layouts of an FP8 copy (OtcrtFp8Quantize::layouts, a mask).
+enum OtcrtFp8Layout { OTCRT_FP8_AS_STORED = 1, OTCRT_FP8_TRANSPOSED = 2 };
+
+/// `n` bytes rounded up to 256.
+static OTCRT_HD inline int64_t otcrt_fp8_copy_padded(int64_t n) {
+  return (n + 255) / 256 * 256;
+}
+
+/// Where `layout` starts in a copy of `n` values holding `layouts`: as
+/// stored at 0, the transpose after it (at 0 when alone).
+static OTCRT_HD inline int64_t otcrt_fp8_copy_offset(int64_t n, int32_t layouts,
+                                                     int32_t layout) {
+  return layout == OTCRT_FP8_TRANSPOSED && (layouts & OTCRT_FP8_AS_STORED)
+             ? otcrt_fp8_copy_padded(n)
+             : 0;
+}
+
+/// Where the float 1 / s of a copy of `n` values holding `layouts` lies:
+/// after its layouts.
+static OTCRT_HD inline int64_t otcrt_fp8_copy_scale_offset(int64_t n,
+                                                           int32_t layouts) {
+  return ((layouts & 1) + ((layouts >> 1) & 1)) * otcrt_fp8_copy_padded(n);
+}
+
+/// The bytes of a copy of `n` values holding `layouts` (the compiler's
+/// buffer, ir/Fp8.h fp8CopyBytes): its layouts, then 256 for the scale.
+static OTCRT_HD inline int64_t otcrt_fp8_copy_bytes(int64_t n,
+                                                    int32_t layouts) {
+  return otcrt_fp8_copy_scale_offset(n, layouts) + 256;
+}
+
 #endif /* OTCRT_FP8_H */

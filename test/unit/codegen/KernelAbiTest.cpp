@@ -80,8 +80,19 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
             "dim, int64_t rot, int64_t c0, int64_t c1, int64_t c2, const "
             "otcrt_bf16 *x, const float *cos, const float *sin, int32_t "
             "transposed, int32_t interleaved, otcrt_bf16 *y, void *stream)");
-  // 16 functions per storage type and 8 single ones.
-  EXPECT_EQ(kernelSignatures().size(), 16u * 2 + 8);
+  // The shared FP8 copies (otc-fp8-copies): the quantization, and the
+  // product reading two copies.
+  const KernelSignature *quantize = lookupKernelSignature("otcrt_fp8_quantize");
+  ASSERT_TRUE(quantize);
+  EXPECT_EQ(typesOf(*quantize),
+            "int otcrt_fp8_quantize(const OtcrtFp8Quantize *q, const void *x, "
+            "void *copy, void *stream)");
+  const KernelSignature *copies =
+      lookupKernelSignature("otcrt_gemm_fp8_copies");
+  ASSERT_TRUE(copies);
+  EXPECT_EQ(copies->params.size(), 14u);
+  // 16 functions per storage type and 10 single ones.
+  EXPECT_EQ(kernelSignatures().size(), 16u * 2 + 10);
 }
 
 std::vector<KernelArg> columnSumArgs() {
