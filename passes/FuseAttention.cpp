@@ -517,15 +517,15 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
     }
     // A run-time mask select(C & K, 0, fill): C's band and K's padding.
     auto msel = m.getDefiningOp<SelectOp>();
-    std::optional<double> seen =
-                              msel ? splatValue(msel.getLhs()) : std::nullopt,
-                          fill =
-                              msel ? splatValue(msel.getRhs()) : std::nullopt;
-    if (!causalSelect && !c.causal && !c.maskGrad && seen && *seen == 0.0 &&
-        fill && *fill <= kHiddenBelow &&
-        splitKeyPadding(msel.getCondition(), s, c)) {
+    double seen = 1.0, fill = 0.0;
+    if (msel) {
+      seen = splatValue(msel.getLhs()).value_or(1.0);
+      fill = splatValue(msel.getRhs()).value_or(0.0);
+    }
+    if (!causalSelect && !c.causal && !c.maskGrad && seen == 0.0 &&
+        fill <= kHiddenBelow && splitKeyPadding(msel.getCondition(), s, c)) {
       c.mask = Value();
-      c.paddingFill = *fill;
+      c.paddingFill = fill;
     }
   } else if (!parseScores(x, s, c)) {
     return scoresLike ? Match::miss("attention: the scores are not "

@@ -532,7 +532,7 @@ int otcrt::cpu::fp8Quantize(const OtcrtFp8Quantize &q, const void *x,
                             void *copy) {
   if (q.rows < 0 || q.cols < 0 || q.layouts < 1 || q.layouts > 3 ||
       (q.format != OTCRT_FP8_E4M3 && q.format != OTCRT_FP8_E5M2) ||
-      (!x && q.rows * q.cols) || !copy) {
+      (!x && q.rows * q.cols != 0) || !copy) {
     std::fprintf(stderr,
                  "otcrt: fp8_quantize: error: %lld x %lld, format %d, layouts "
                  "%d: an invalid descriptor or a null pointer\n",

@@ -55,7 +55,7 @@ struct Fp8Route {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using Fp8Key = std::array<int64_t, 15>;
+using Fp8Key = std::array<int64_t, 17>;
 
 /// One call site's (static descriptor's) amax state on the device: for A
 /// and B, the amax of its previous call, this call's as it is gathered,
@@ -177,10 +177,18 @@ cublasStatus_t setScales(Fp8Route &r, const float *aInv, const float *bInv) {
       r.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aInv, sizeof(aInv));
 }
 
+/// The largest power of two up to 256 that divides `p`'s address.
+uint32_t alignmentOf(const void *p) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
 /// The descriptors of call `g` (FP8 A and B, FP32 compute) and the first
-/// algorithm of cuBLASLt's heuristic; an error when it has none.
+/// algorithm of cuBLASLt's heuristic for its output aligned to `alignD`
+/// bytes; an error when it has none.
 std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
-                 int32_t bFormat, const void *bias, Fp8Route &r) {
+                 int32_t bFormat, const void *bias, uint32_t alignD,
+                 Fp8Route &r) {
   OTCRT_FP8_TRY(
       cublasLtMatmulDescCreate(&r.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
@@ -213,6 +221,10 @@ std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   uint64_t bytes = s.workspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes));
+  // The operands' copies start 256-byte aligned; the output as it lies.
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignD, sizeof(alignD));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
@@ -226,13 +238,21 @@ std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
 
 /// The route of call `g`, made on its first call.
 std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
-                    int32_t bFormat, const void *bias, cudaStream_t stream,
-                    bool copies, Fp8Route *&route) {
-  bool scratch = g.epilogue != OTCRT_GEMM_NONE && g.epilogue != OTCRT_GEMM_BIAS;
+                    int32_t bFormat, const void *c, const void *bias,
+                    cudaStream_t stream, bool copies, Fp8Route *&route) {
+  // Through the FP32 product and the epilogue kernel: every epilogue but the
+  // bias, and the bias where cuBLASLt's FP8 products take none (FP32 C: its
+  // FP8 bias is BF16 or FP16 only) or where it is not 16-byte aligned.
+  bool scratch =
+      (g.epilogue != OTCRT_GEMM_NONE && g.epilogue != OTCRT_GEMM_BIAS) ||
+      (bias && (g.c_type != OTC_BF16 || alignmentOf(bias) < 16));
+  // A route is planned for its output's alignment (the product's buffer,
+  // 256-byte aligned, on the scratch route).
+  const uint32_t alignD = scratch ? 256u : alignmentOf(c);
   Fp8Key key = {
       g.trans_a,       g.trans_b,      g.m,      g.n,        g.k,     g.lda,
       g.ldb,           g.ldc,          g.c_type, g.epilogue, aFormat, bFormat,
-      bias != nullptr, g.beta != 0.0f, copies};
+      bias != nullptr, g.beta != 0.0f, copies,   scratch,    alignD};
   auto it = s.routes.find(key);
   if (it != s.routes.end()) {
     route = &it->second;
@@ -246,7 +266,7 @@ std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   if (why.empty())
     why = ensureBuffers(s, g, scratch, copies);
   if (why.empty())
-    why = plan(s, g, aFormat, bFormat, bias, r);
+    why = plan(s, g, aFormat, bFormat, bias, alignD, r);
   r.fp8 = why.empty();
   if (!r.fp8) {
     std::string text = "otcrt: gemm: FP8 " + std::to_string(g.m) + " x " +
@@ -401,8 +421,8 @@ extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
   Fp8State &s = fp8State();
   std::unique_lock<std::mutex> lock(s.mutex);
   Fp8Route *route = nullptr;
-  why = routeOf(s, *g, a_format, b_format, bias, cudaStream, /*copies=*/false,
-                route);
+  why = routeOf(s, *g, a_format, b_format, c, bias, cudaStream,
+                /*copies=*/false, route);
   if (!why.empty())
     return gemmFailed(*g, bias, why);
   if (!route->fp8) {
@@ -421,7 +441,7 @@ extern "C" int otcrt_fp8_quantize(const OtcrtFp8Quantize *q, const void *x,
                                   void *copy, void *stream) {
   if (!q || q->rows < 0 || q->cols < 0 || q->layouts < 1 || q->layouts > 3 ||
       (q->format != OTCRT_FP8_E4M3 && q->format != OTCRT_FP8_E5M2) || !copy ||
-      (!x && q->rows * q->cols)) {
+      (!x && q->rows * q->cols != 0)) {
     std::fprintf(stderr, "otcrt: fp8_quantize: error: an invalid descriptor "
                          "or a null pointer\n");
     return 1;
@@ -500,8 +520,8 @@ extern "C" int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
   Fp8State &s = fp8State();
   std::unique_lock<std::mutex> lock(s.mutex);
   Fp8Route *route = nullptr;
-  why = routeOf(s, *g, a_format, b_format, bias, cudaStream, /*copies=*/true,
-                route);
+  why = routeOf(s, *g, a_format, b_format, c, bias, cudaStream,
+                /*copies=*/true, route);
   if (!why.empty())
     return gemmFailed(*g, bias, why);
   if (!route->fp8) {

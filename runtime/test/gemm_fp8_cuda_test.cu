@@ -180,6 +180,11 @@ void testFp8Gemms(std::mt19937 &rng) {
        1.0f, false},
       {"bias 128x96x64", 0, 1, 128, 96, 64, e4, e4, OTC_BF16, OTCRT_GEMM_BIAS,
        0, true},
+      // An FP32 C with a bias: cuBLASLt's FP8 products take a BF16 bias only,
+      // so this one goes through the FP32 product and the epilogue kernel
+      // (still FP8: a BF16 fallback would miss the emulation's rounding).
+      {"bias into f32 128x96x64", 0, 1, 128, 96, 64, e4, e4, OTC_F32,
+       OTCRT_GEMM_BIAS, 0, true},
       {"gelu+bias 64x128x64", 0, 1, 64, 128, 64, e4, e4, OTC_BF16,
        OTCRT_GEMM_GELU, 0, true},
       {"dgelu 64x128x64", 0, 0, 64, 128, 64, e5, e4, OTC_BF16, OTCRT_GEMM_DGELU,
