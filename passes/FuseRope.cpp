@@ -96,6 +96,20 @@ Value rotatedHalf(Value v) {
   return lower;
 }
 
+/// Whether `slice` takes the whole of every dimension but the last, and of
+/// the last the elements from `start` on `stride` apart.
+bool slicesLastAxisOnly(SliceOp slice, int64_t start, int64_t stride) {
+  ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(slice);
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool last = i + 1 == in.size();
+    if (slice.getStrides()[i] != (last ? stride : 1) ||
+        slice.getStarts()[i] != (last ? start : 0) ||
+        (!last && out[i] != in[i]))
+      return false;
+  }
+  return true;
+}
+
 /// The input of a slice `v` that takes the whole of every dimension but the
 /// last, and of the last (even, D) the elements start, start + 2, ... (D / 2
 /// of them); null otherwise.
@@ -104,15 +118,9 @@ Value everyOtherSliced(Value v, int64_t start) {
   if (!slice || !slice.getResult().hasOneUse())
     return nullptr;
   ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(v);
-  if (in.empty() || in.back() % 2 != 0 || out.back() != in.back() / 2)
+  if (in.empty() || in.back() % 2 != 0 || out.back() != in.back() / 2 ||
+      !slicesLastAxisOnly(slice, start, /*stride=*/2))
     return nullptr;
-  for (size_t i = 0; i < in.size(); ++i) {
-    bool last = i + 1 == in.size();
-    if (slice.getStrides()[i] != (last ? 2 : 1) ||
-        slice.getStarts()[i] != (last ? start : 0) ||
-        (!last && out[i] != in[i]))
-      return nullptr;
-  }
   return slice.getInput();
 }
 
@@ -227,15 +235,9 @@ Value lastAxisWindow(Value v, int64_t start, Value full) {
       slice.getInput().getType() != full.getType())
     return nullptr;
   ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(v);
-  if (in.empty() || (start != 0 && start + out.back() != in.back()))
+  if (in.empty() || (start != 0 && start + out.back() != in.back()) ||
+      !slicesLastAxisOnly(slice, start, /*stride=*/1))
     return nullptr;
-  for (size_t i = 0; i < in.size(); ++i) {
-    bool last = i + 1 == in.size();
-    if (slice.getStrides()[i] != 1 ||
-        slice.getStarts()[i] != (last ? start : 0) ||
-        (!last && out[i] != in[i]))
-      return nullptr;
-  }
   return slice.getInput();
 }
 

@@ -402,6 +402,33 @@ void otcrt::cuda::forgetFp8Scales() {
   s.copySites.clear();
 }
 
+namespace {
+
+/// The FP8 route of `g` (its copies read when `copies`), under `lock`; or
+/// null, the call then done with its status in `rc`: run as the BF16 GEMM
+/// (the lock released first) where FP8 does not take the shape, failed
+/// where no route can be made.
+Fp8Route *fp8RouteOrRun(Fp8State &s, std::unique_lock<std::mutex> &lock,
+                        const OtcrtGemm *g, int32_t a_format, int32_t b_format,
+                        const void *a, const void *b, void *c, const void *bias,
+                        const void *addend, void *aux, void *stream,
+                        bool copies, int &rc) {
+  Fp8Route *route = nullptr;
+  std::string why = routeOf(s, *g, a_format, b_format, c, bias,
+                            static_cast<cudaStream_t>(stream), copies, route);
+  if (!why.empty()) {
+    rc = gemmFailed(*g, bias, why);
+    return nullptr;
+  }
+  if (route->fp8)
+    return route;
+  lock.unlock();
+  rc = otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
+  return nullptr;
+}
+
+} // namespace
+
 extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
                               int32_t b_format, const void *a, const void *b,
                               void *c, const void *bias, const void *addend,
@@ -420,15 +447,11 @@ extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
   auto cudaStream = static_cast<cudaStream_t>(stream);
   Fp8State &s = fp8State();
   std::unique_lock<std::mutex> lock(s.mutex);
-  Fp8Route *route = nullptr;
-  why = routeOf(s, *g, a_format, b_format, c, bias, cudaStream,
-                /*copies=*/false, route);
-  if (!why.empty())
-    return gemmFailed(*g, bias, why);
-  if (!route->fp8) {
-    lock.unlock();
-    return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
-  }
+  int rc = 0;
+  Fp8Route *route = fp8RouteOrRun(s, lock, g, a_format, b_format, a, b, c, bias,
+                                  addend, aux, stream, false, rc);
+  if (!route)
+    return rc;
   Fp8Site *site = nullptr;
   why = siteOf(s.sites, g, cudaStream, site);
   if (!why.empty())
@@ -519,15 +542,11 @@ extern "C" int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
   auto cudaStream = static_cast<cudaStream_t>(stream);
   Fp8State &s = fp8State();
   std::unique_lock<std::mutex> lock(s.mutex);
-  Fp8Route *route = nullptr;
-  why = routeOf(s, *g, a_format, b_format, c, bias, cudaStream,
-                /*copies=*/true, route);
-  if (!why.empty())
-    return gemmFailed(*g, bias, why);
-  if (!route->fp8) {
-    lock.unlock();
-    return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
-  }
+  int rc = 0;
+  Fp8Route *route = fp8RouteOrRun(s, lock, g, a_format, b_format, a, b, c, bias,
+                                  addend, aux, stream, true, rc);
+  if (!route)
+    return rc;
   const int64_t an = g->m * g->k, bn = g->n * g->k;
   auto *ac = static_cast<const uint8_t *>(a_copy);
   auto *bc = static_cast<const uint8_t *>(b_copy);
