@@ -608,19 +608,35 @@ static Value buildAdditiveMask(SoftmaxOp softmax, const Chain &c,
   return rewriter.create<SelectOp>(sel.getLoc(), mt, cond, zero, fill);
 }
 
-/// The key padding mask of `c`, before `softmax`: select(padding, 0, fill)
-/// [B|1, 1, 1, S] in the scores' element type.
+/// The key padding mask of `c`: select(padding, 0, fill) [B|1, 1, 1, S] in
+/// the scores' element type, made once after the padding and shared by
+/// every attention that reads the padding with that fill (each layer of a
+/// model reads the same one).
 static Value buildPaddingMask(SoftmaxOp softmax, const Chain &c,
                               PatternRewriter &rewriter) {
   Value x = softmax.getInput();
+  Type mt = withShape(x.getType(), shapeOf(c.padding));
+  for (Operation *user : c.padding.getUsers()) {
+    auto sel = dyn_cast<SelectOp>(user);
+    std::optional<double> fill =
+        sel ? splatValue(sel.getRhs()) : std::optional<double>();
+    if (sel && sel.getCondition() == c.padding && sel.getType() == mt &&
+        splatValue(sel.getLhs()) == 0.0 && fill && near(*fill, c.paddingFill) &&
+        sel->getBlock() == softmax->getBlock() && sel->isBeforeInBlock(softmax))
+      return sel.getResult();
+  }
   Location loc = c.padding.getLoc();
-  rewriter.setInsertionPoint(softmax);
+  OpBuilder::InsertionGuard guard(rewriter);
+  if (Operation *def = c.padding.getDefiningOp();
+      def && def->getBlock() == softmax->getBlock())
+    rewriter.setInsertionPointAfter(def);
+  else
+    rewriter.setInsertionPoint(softmax);
   auto ft = RankedTensorType::get({}, getElementTypeOrSelf(x.getType()));
   Value fill = rewriter.create<ConstantOp>(
       loc, DenseElementsAttr::get(ft, static_cast<float>(c.paddingFill)));
   Value zero =
       rewriter.create<ConstantOp>(loc, DenseElementsAttr::get(ft, 0.0f));
-  Type mt = withShape(x.getType(), shapeOf(c.padding));
   return rewriter.create<SelectOp>(loc, mt, c.padding, zero, fill);
 }
 

@@ -98,3 +98,35 @@ func.func @no_band(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tensor<
   %o = otc.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   return %o : tensor<2x2x4x4xf32>
 }
+
+// -----
+
+// Tests that two attentions reading one padding (two layers of a model)
+// share one key padding mask, made once after the padding.
+// CHECK-LABEL: func.func @two_layers
+// CHECK: %[[M:.*]] = otc.select %arg3, %{{.*}}, %{{.*}} : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+// CHECK-NOT: otc.select %arg3
+// CHECK: otc.attention %arg0, %arg1, %arg2 mask %[[M]] {causal, key_padding
+// CHECK-NOT: otc.select %arg3
+// CHECK: otc.attention %{{.*}}, %arg1, %arg2 mask %[[M]] {causal, key_padding
+func.func @two_layers(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tensor<2x2x4x4xf32>,
+                      %pad: tensor<2x1x1x4xi1>) -> tensor<2x2x4x4xf32> {
+  %band = otc.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %no = otc.constant dense<false> : tensor<i1>
+  %seen = otc.select %band, %pad, %no : (tensor<1x1x4x4xi1>, tensor<2x1x1x4xi1>, tensor<i1>) -> tensor<2x1x4x4xi1>
+  %zero = otc.constant dense<0.0> : tensor<f32>
+  %fill = otc.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = otc.select %seen, %zero, %fill : (tensor<2x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x4x4xf32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss = otc.mul %s, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a = otc.add %ss, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = otc.softmax %a {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %s2 = otc.matmul %o, %k {transpose_rhs} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss2 = otc.mul %s2, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a2 = otc.add %ss2, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p2 = otc.softmax %a2 {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o2 = otc.matmul %p2, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %o2 : tensor<2x2x4x4xf32>
+}
