@@ -94,6 +94,9 @@ struct PlanSummary {
   /// the keys and values decode_step caches (--generate).
   int64_t paramsCount = 0, params = 0, masterParams = 0, grads = 0,
           optimizer = 0, inputs = 0, constants = 0, buffers = 0, kvCache = 0;
+  /// Under precision fp8: the trained weights' FP8 copies, made once per
+  /// optimizer step (otc-fp8-copies' "fp8_copy:" slots).
+  int64_t fp8WeightCopies = 0;
   /// The values of the buffers (frozen parameters, FP32 or BF16 alone,
   /// and untrained tables): no gradient, master or moments.
   int64_t bufferValues = 0;

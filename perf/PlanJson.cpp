@@ -97,6 +97,8 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       s.bufferValues += b.getType().getNumElements();
     } else if (kind == "kv_cache")
       s.kvCache += bytes;
+    else if (kind == "fp8_copy")
+      s.fp8WeightCopies += bytes;
     else
       other += bytes;
   });
@@ -105,7 +107,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
   s.masterParams = paramsBf16 ? paramsF32 : 0;
   int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
                        s.inputs + s.constants + s.buffers + s.kvCache +
-                       other;
+                       s.fp8WeightCopies + other;
 
   // Activation peak: the temporaries' extent; lower bound: the most bytes
   // live at one op (persistent state included).
@@ -365,6 +367,8 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
       j.attribute("buffers", s.buffers);
       if (s.kvCache)
         j.attribute("kv_cache", s.kvCache);
+      if (s.fp8WeightCopies)
+        j.attribute("fp8_weight_copies", s.fp8WeightCopies);
       j.attribute("activations_peak", s.activationsPeak);
       j.attribute("workspace", s.workspace);
       j.attribute("arena", s.arena);
@@ -541,6 +545,8 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("buffers", s.buffers);
   if (s.kvCache)
     row("key/value cache", s.kvCache);
+  if (s.fp8WeightCopies)
+    row("fp8 weight copies", s.fp8WeightCopies);
   row("activation peak", s.activationsPeak);
   row("workspace", s.workspace);
   row("arena", s.arena);
