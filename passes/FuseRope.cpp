@@ -33,6 +33,8 @@
 
 #include "passes/FusePatterns.h"
 
+#include "llvm/ADT/SmallBitVector.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -407,9 +409,66 @@ struct FusePartialRopePattern : OpRewritePattern<ConcatOp> {
   }
 };
 
+/// slice(transpose(x, p)) -> transpose(slice(x), p) for the slices that
+/// split one head transpose's last axis into equal contiguous parts (two or
+/// more, all of it, nothing else reading the transpose), the transpose
+/// keeping the last axis: GPT-NeoX's q, k and v, thirds of its projection
+/// [B, T, H, 3D] seen as [B, H, T, 3D]. The ropes over q and k then move
+/// before the transposes (replaceWithRope) and the attention absorbs them
+/// (AbsorbHeadTransposes): no transpose is left.
+struct SlicesBeforeHeadTranspose : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern<TransposeOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp t,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> perm = t.getPermutation();
+    const int64_t rank = static_cast<int64_t>(perm.size());
+    if (rank < 2 || perm.back() != rank - 1)
+      return failure();
+    SmallVector<SliceOp> slices;
+    for (Operation *user : t->getUsers()) {
+      auto slice = dyn_cast<SliceOp>(user);
+      if (!slice || !slicesLastAxisOnly(slice, slice.getStarts().back(), 1))
+        return failure();
+      slices.push_back(slice);
+    }
+    const int64_t width = shapeOf(t).back();
+    const int64_t parts = static_cast<int64_t>(slices.size());
+    if (parts < 2 || width % parts != 0)
+      return failure();
+    // Equal parts at 0, w, 2w, ...: each start once.
+    llvm::SmallBitVector seen(parts);
+    for (SliceOp slice : slices) {
+      int64_t start = slice.getStarts().back();
+      if (shapeOf(slice).back() != width / parts ||
+          start % (width / parts) != 0 || seen.test(start / (width / parts)))
+        return failure();
+      seen.set(start / (width / parts));
+    }
+    for (SliceOp slice : slices) {
+      rewriter.setInsertionPoint(slice);
+      SmallVector<int64_t> shape(shapeOf(t.getInput()));
+      shape.back() = shapeOf(slice).back();
+      SmallVector<int64_t> starts(rank, 0), strides(rank, 1);
+      starts.back() = slice.getStarts().back();
+      auto inner = rewriter.create<SliceOp>(
+          slice.getLoc(), withShape(slice.getType(), shape), t.getInput(),
+          rewriter.getDenseI64ArrayAttr(starts),
+          rewriter.getDenseI64ArrayAttr(strides));
+      auto moved = rewriter.create<TransposeOp>(slice.getLoc(), slice.getType(),
+                                                inner.getResult(),
+                                                t.getPermutationAttr());
+      rewriter.replaceOp(slice, moved.getResult());
+    }
+    rewriter.eraseOp(t);
+    return success();
+  }
+};
+
 } // namespace
 
 void fuse::populateRopeFusion(RewritePatternSet &patterns) {
+  patterns.add<SlicesBeforeHeadTranspose>(patterns.getContext());
   patterns.add<FuseRopePattern>(patterns.getContext());
   patterns.add<FusePartialRopePattern>(patterns.getContext());
 }
