@@ -588,28 +588,21 @@ int otcrt::cpu::gemmFp8Copies(const OtcrtGemm &g, int32_t aFormat,
   std::string why = gemmInvalid(g, a, b, c, bias, addend, aux);
   if (why.empty())
     why = gemmFp8Invalid(g, aFormat, bFormat);
-  if (why.empty() && (g.batch != 1 || g.lda != (g.trans_a ? g.m : g.k) ||
-                      g.ldb != (g.trans_b ? g.k : g.n)))
-    why = "FP8 copies of other than one dense product";
-  // Each copy must hold the layout the product reads (otcrt/abi.h).
-  const int32_t aLayout =
-                    g.trans_a ? OTCRT_FP8_TRANSPOSED : OTCRT_FP8_AS_STORED,
-                bLayout =
-                    g.trans_b ? OTCRT_FP8_AS_STORED : OTCRT_FP8_TRANSPOSED;
-  if (why.empty() &&
-      (!aCopy || !bCopy || !(aLayouts & aLayout) || !(bLayouts & bLayout)))
-    why = "FP8 copies without the layout the product reads";
+  if (why.empty())
+    why = gemmFp8CopiesInvalid(g, aCopy, aLayouts, bCopy, bLayouts);
   if (!why.empty())
     return gemmFailed(g, bias, why);
   if (g.m == 0 || g.n == 0 || g.k == 0)
     return gemm(g, a, b, c, bias, addend, aux);
   std::vector<uint16_t> qa, qb;
-  const float invA = widenCopy(static_cast<const uint8_t *>(aCopy), aLayouts,
-                               g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k,
-                               aLayout == OTCRT_FP8_TRANSPOSED, aFormat, qa);
-  const float invB = widenCopy(static_cast<const uint8_t *>(bCopy), bLayouts,
-                               g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n,
-                               bLayout == OTCRT_FP8_TRANSPOSED, bFormat, qb);
+  const float invA =
+      widenCopy(static_cast<const uint8_t *>(aCopy), aLayouts,
+                g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k,
+                fp8CopyLayoutOfA(g) == OTCRT_FP8_TRANSPOSED, aFormat, qa);
+  const float invB =
+      widenCopy(static_cast<const uint8_t *>(bCopy), bLayouts,
+                g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n,
+                fp8CopyLayoutOfB(g) == OTCRT_FP8_TRANSPOSED, bFormat, qb);
   OtcrtGemm scaled = g;
   scaled.alpha = g.alpha * (invA * invB);
   return gemm(scaled, qa.data(), qb.data(), c, bias, addend, aux);

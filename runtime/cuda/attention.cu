@@ -469,12 +469,13 @@ __global__ void maskOverQueriesKernel(const otcrt_bf16 *mask, otcrt_bf16 *out,
 }
 
 /// One block per batch row: the first hidden key and the last seen one of
-/// the row's key padding (values 0: seen; at most -1e4: hidden), lens[row]
-/// = t and lens[b + row] = the first hidden key (at least 1); a seen key
-/// after a hidden one, or a value that is neither, is recorded.
+/// the row's key padding (values 0: seen; at most -1e4 as BF16 rounds it,
+/// -9984: hidden), lens[row] = t and keyLens[row] = the first hidden key
+/// (at least 1); a seen key after a hidden one, or a value that is
+/// neither, is recorded.
 __global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
-                                 int64_t b, int64_t t, int64_t s, int32_t *lens,
-                                 OtcrtKernelError *record) {
+                                 int64_t t, int64_t s, int32_t *lens,
+                                 int32_t *keyLens, OtcrtKernelError *record) {
   __shared__ int firstHidden, lastSeen;
   const int64_t row = blockIdx.x;
   if (threadIdx.x == 0) {
@@ -486,7 +487,7 @@ __global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
     const float m = load(mask[row * sb + j * ss]);
     if (m == 0.0f)
       atomicMax(&lastSeen, static_cast<int>(j));
-    else if (m <= -1e4f)
+    else if (m <= -9984.0f)
       atomicMin(&firstHidden, static_cast<int>(j));
     else
       recordError(record, OTCRT_ERROR_PADDING, row, j, s);
@@ -497,7 +498,7 @@ __global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
   if (lastSeen > firstHidden)
     recordError(record, OTCRT_ERROR_PADDING, row, lastSeen, s);
   lens[row] = static_cast<int32_t>(t);
-  lens[b + row] = static_cast<int32_t>(firstHidden > 0 ? firstHidden : 1);
+  keyLens[row] = static_cast<int32_t>(firstHidden > 0 ? firstHidden : 1);
 }
 
 /// dK and dV of key (bi, kh, j) set to 0 where j >= keyLens[bi]; element
@@ -542,13 +543,14 @@ int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
 const int32_t *keyLengths(const OtcrtAttention &a, const otcrt_bf16 *mask,
                           void *streamArg) {
   cudaStream_t stream = asStream(streamArg);
+  const int64_t keys = keyLengthsOffset(a.b);
   int32_t *lens = reinterpret_cast<int32_t *>(
       scratch(ScratchUse::AttentionLengths,
-              sizeof(int32_t) * static_cast<size_t>(2 * a.b), stream));
+              sizeof(int32_t) * static_cast<size_t>(2 * keys), stream));
   if (!lens || a.b <= 0 || a.s <= 0 || a.s > INT32_MAX)
     return nullptr;
   keyLengthsKernel<<<static_cast<unsigned>(a.b), 256, 0, stream>>>(
-      mask, a.mask_strides[0], a.mask_strides[3], a.b, a.t, a.s, lens,
+      mask, a.mask_strides[0], a.mask_strides[3], a.t, a.s, lens, lens + keys,
       errorRecord());
   if (cudaGetLastError() != cudaSuccess)
     return nullptr;

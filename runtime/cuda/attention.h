@@ -73,13 +73,17 @@ const otcrt_bf16 *maskOverQueries(const OtcrtAttention &a,
 /// The strides of the tensor maskOverQueries writes for `a`.
 void writtenMaskStrides(const OtcrtAttention &a, int64_t strides[4]);
 /// A key padding (`a.key_padding`: mask_strides[1] and [2] 0) as cuDNN's
-/// per-sequence lengths, in the library's scratch: b query lengths (all t)
-/// then b key lengths, each the keys seen before the first hidden one (at
-/// least 1), int32. A batch row whose seen keys are not a prefix (or with
-/// a value neither 0 nor at most -1e4) records OTCRT_ERROR_PADDING. NULL
-/// when the scratch cannot be had (its first use inside a graph capture).
+/// per-sequence lengths, in the library's scratch: b query lengths (all t),
+/// then, from element keyLengthsOffset(b) (16-byte aligned, as cuDNN reads
+/// its tensors), b key lengths, each the keys seen before the first hidden
+/// one (at least 1), int32. A batch row whose seen keys are not a prefix
+/// (or with a value neither 0 nor at most -1e4, as BF16 rounds it: -9984)
+/// records OTCRT_ERROR_PADDING. NULL when the scratch cannot be had (its
+/// first use inside a graph capture).
 const int32_t *keyLengths(const OtcrtAttention &a, const otcrt_bf16 *mask,
                           void *stream);
+/// Where keyLengths' key lengths start: b rounded up to 4 int32.
+inline int64_t keyLengthsOffset(int64_t b) { return (b + 3) / 4 * 4; }
 /// Sets to 0 the dK and dV rows (in `a`'s layout) of the keys at or past
 /// each batch row's length `keyLens[b]` (device int32): the keys a key
 /// padding hides, whose gradients are 0. Returns the launch status.

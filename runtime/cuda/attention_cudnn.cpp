@@ -488,7 +488,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
       return result;
     }
     pack[kSeqQ] = const_cast<int32_t *>(lens);
-    pack[kSeqKV] = const_cast<int32_t *>(lens + a.b);
+    pack[kSeqKV] = const_cast<int32_t *>(lens + keyLengthsOffset(a.b));
   }
   result.ran = true;
   if (cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
@@ -515,9 +515,10 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
                  status.err_msg.c_str());
     result.status = 1;
   } else if (padding && backward) {
-    result.status = zeroKeysPastLengths(
-        a, lens + a.b, static_cast<otcrt_bf16 *>(pack.at(kDK)),
-        static_cast<otcrt_bf16 *>(pack.at(kDV)), stream);
+    result.status =
+        zeroKeysPastLengths(a, lens + keyLengthsOffset(a.b),
+                            static_cast<otcrt_bf16 *>(pack.at(kDK)),
+                            static_cast<otcrt_bf16 *>(pack.at(kDV)), stream);
   }
   return result;
 }
@@ -535,9 +536,13 @@ bool paddingAsLengths() {
 }
 
 /// The key padding of a call that gives it to cuDNN as lengths, or NULL.
+/// Not under a sliding window: a padded query past length + window - 1
+/// sees no key, whose output cuDNN does not document (the mask is written
+/// out instead, as before).
 const otcrt_bf16 *keyPadding(const OtcrtAttention &a, const otcrt_bf16 *mask) {
   if (!a.key_padding || !mask || a.mask_strides[1] != 0 ||
-      a.mask_strides[2] != 0 || !paddingAsLengths())
+      a.mask_strides[2] != 0 || (a.causal && a.window > 0) ||
+      !paddingAsLengths())
     return nullptr;
   return mask;
 }

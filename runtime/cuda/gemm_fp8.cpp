@@ -527,14 +527,8 @@ extern "C" int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
   std::string why = gemmInvalid(*g, a, b, c, bias, addend, aux);
   if (why.empty())
     why = gemmFp8Invalid(*g, a_format, b_format);
-  // Each copy must hold the layout the product reads (otcrt/abi.h).
-  const int32_t aLayout =
-                    g->trans_a ? OTCRT_FP8_TRANSPOSED : OTCRT_FP8_AS_STORED,
-                bLayout =
-                    g->trans_b ? OTCRT_FP8_AS_STORED : OTCRT_FP8_TRANSPOSED;
-  if (why.empty() &&
-      (!a_copy || !b_copy || !(a_layouts & aLayout) || !(b_layouts & bLayout)))
-    why = "FP8 copies without the layout the product reads";
+  if (why.empty())
+    why = gemmFp8CopiesInvalid(*g, a_copy, a_layouts, b_copy, b_layouts);
   if (!why.empty())
     return gemmFailed(*g, bias, why);
   if (g->m == 0 || g->n == 0 || g->batch == 0 || g->k == 0)
@@ -550,12 +544,13 @@ extern "C" int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
   const int64_t an = g->m * g->k, bn = g->n * g->k;
   auto *ac = static_cast<const uint8_t *>(a_copy);
   auto *bc = static_cast<const uint8_t *>(b_copy);
-  return multiply(s, *route, *g,
-                  ac + otcrt_fp8_copy_offset(an, a_layouts, aLayout),
-                  bc + otcrt_fp8_copy_offset(bn, b_layouts, bLayout),
-                  reinterpret_cast<const float *>(
-                      ac + otcrt_fp8_copy_scale_offset(an, a_layouts)),
-                  reinterpret_cast<const float *>(
-                      bc + otcrt_fp8_copy_scale_offset(bn, b_layouts)),
-                  c, bias, addend, aux, cudaStream);
+  return multiply(
+      s, *route, *g,
+      ac + otcrt_fp8_copy_offset(an, a_layouts, fp8CopyLayoutOfA(*g)),
+      bc + otcrt_fp8_copy_offset(bn, b_layouts, fp8CopyLayoutOfB(*g)),
+      reinterpret_cast<const float *>(
+          ac + otcrt_fp8_copy_scale_offset(an, a_layouts)),
+      reinterpret_cast<const float *>(
+          bc + otcrt_fp8_copy_scale_offset(bn, b_layouts)),
+      c, bias, addend, aux, cudaStream);
 }

@@ -133,6 +133,30 @@ inline std::string gemmFp8Invalid(const OtcrtGemm &g, int32_t aFormat,
   return "";
 }
 
+/// The layout of A's FP8 copy the product reads, A as [M, K]
+/// (OTCRT_FP8_AS_STORED or OTCRT_FP8_TRANSPOSED), and of B's, B as [N, K].
+inline int32_t fp8CopyLayoutOfA(const OtcrtGemm &g) {
+  return g.trans_a ? OTCRT_FP8_TRANSPOSED : OTCRT_FP8_AS_STORED;
+}
+inline int32_t fp8CopyLayoutOfB(const OtcrtGemm &g) {
+  return g.trans_b ? OTCRT_FP8_AS_STORED : OTCRT_FP8_TRANSPOSED;
+}
+
+/// Why a call of otcrt_gemm_fp8_copies breaks its rules beyond
+/// otcrt_gemm_fp8's, or "": one dense product (the copies are dense), each
+/// copy holding the layout the product reads (otcrt/abi.h).
+inline std::string gemmFp8CopiesInvalid(const OtcrtGemm &g, const void *aCopy,
+                                        int32_t aLayouts, const void *bCopy,
+                                        int32_t bLayouts) {
+  if (g.batch != 1 || g.lda != (g.trans_a ? g.m : g.k) ||
+      g.ldb != (g.trans_b ? g.k : g.n))
+    return "FP8 copies of other than one dense product";
+  if (!aCopy || !bCopy || !(aLayouts & fp8CopyLayoutOfA(g)) ||
+      !(bLayouts & fp8CopyLayoutOfB(g)))
+    return "FP8 copies without the layout the product reads";
+  return "";
+}
+
 /// Prints "otcrt: gemm: error: <why> (<describeGemm>)" on stderr and
 /// returns 1, the status of a failed call.
 inline int gemmFailed(const OtcrtGemm &g, const void *bias,

@@ -35,7 +35,7 @@ template <typename OpTy> bool runsOnCudnn(OpTy op) {
   Value mask = op.getMask();
   // No mask tensor, or a key padding given to cuDNN as per-sequence lengths
   // (key_padding): no bias to read.
-  if (!mask || op.getKeyPadding())
+  if (!mask || (op.getKeyPadding() && op.getWindow() == 0))
     return true;
   // The mask's stride along the keys must be 1: its last dimension is the
   // keys' own, not broadcast. One the runtime reads as it is (not broadcast
@@ -63,9 +63,13 @@ bool cuda::attentionRunsOnCudnn(Operation *op) {
 }
 
 bool cuda::attentionKeyPaddingAsLengths(Operation *op) {
-  bool padding = isa<AttentionOp>(op)
-                     ? cast<AttentionOp>(op).getKeyPadding()
-                     : cast<AttentionGradOp>(op).getKeyPadding();
+  // Not under a sliding window (runtime/cuda/attention_cudnn.cpp,
+  // keyPadding): the mask is written out then.
+  auto padded = [](auto att) {
+    return att.getKeyPadding() && att.getWindow() == 0;
+  };
+  bool padding = isa<AttentionOp>(op) ? padded(cast<AttentionOp>(op))
+                                      : padded(cast<AttentionGradOp>(op));
   return padding && attentionRunsOnCudnn(op);
 }
 

@@ -77,7 +77,7 @@ using GraphKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
 template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
   AttentionSizes a = attentionSizes(op);
   SmallVector<int64_t, 4> strides(4, 0);
-  bool padding = op.getKeyPadding();
+  bool padding = op.getKeyPadding() && op.getWindow() == 0;
   if (Value m = op.getMask(); m && !padding)
     strides = SmallVector<int64_t, 4>(broadcastStrides(
         cast<ShapedType>(m.getType()).getShape(), {a.b, a.h, a.t, a.s}));
@@ -129,7 +129,7 @@ public:
         grow(mask, 2 * written);
       // A key padding goes as lengths: 2 x b int32 (keyLengths).
       if (cuda::attentionKeyPaddingAsLengths(op))
-        grow(lengths, 8 * a.b);
+        grow(lengths, 8 * ((a.b + 3) / 4 * 4));
       if (!graphs.insert(key).second || !backward)
         return;
       // The deterministic backward on Hopper (cuDNN before 9.25) computes

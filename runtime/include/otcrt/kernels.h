@@ -261,9 +261,11 @@ typedef struct {
   /// cuda target such a call runs the kernel library's own kernels.
   void *dscores;
   /// 1: the mask is a key padding (mask_strides[1] and [2] are 0, each
-  /// value 0 for a key seen or at most -1e4 for one hidden). The cpu
-  /// kernels read it as any mask. The cuda entry points give cuDNN's SDPA
-  /// per-sequence key lengths instead of a mask tensor: the keys seen must
+  /// value 0 for a key seen or at most -1e4 for one hidden, -9984 as BF16
+  /// rounds it). The cpu kernels read it as any mask. The cuda entry
+  /// points give cuDNN's SDPA per-sequence key lengths instead of a mask
+  /// tensor (not under a sliding window, whose mask they write out along
+  /// the queries as any other): the keys seen must
   /// then be a prefix of each sequence (right padding; a sequence hiding
   /// every key counts as one of length 1), and a batch row that is not
   /// records OTCRT_ERROR_PADDING (the step's update is vetoed); with

@@ -170,7 +170,8 @@ func.func @f(%x: tensor<64x4096xbf16>, %g: tensor<4096xbf16>, %b: tensor<4096xbf
 // the mask (the runtime's cuDNN graphs compute neither): nothing written;
 // the forward of a mask with a gradient is a plain masked attention (cuDNN,
 // rows of 64). A key padding (key_padding) goes to cuDNN as lengths:
-// nothing written, even with rows of 70.
+// nothing written, even with rows of 70; under a sliding window it is
+// written out as any mask broadcast over the queries (2 x 4 x 64 x 64).
 TEST(CudaLaunchesTest, AttentionMasksOnCudnn) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<OtcDialect, mlir::func::FuncDialect>();
@@ -188,6 +189,7 @@ func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
   %f:2 = otc.attention %q64, %q64, %q64 mask %pad64 {scale = 0.125 : f64, softcap = 50.0 : f64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x1x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
   %g:2 = otc.attention %q64b1, %q64b1, %q64b1 mask %full64 {mask_grad, scale = 0.125 : f64} : (tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x4x64x64xbf16>, tensor<1x1x64x64xbf16>) -> (tensor<1x4x64x64xbf16>, tensor<1x4x64xf32>)
   %h:2 = otc.attention %q70, %q70, %q70 mask %pad70 {causal, key_padding, scale = 0.125 : f64} : (tensor<2x4x70x64xbf16>, tensor<2x4x70x64xbf16>, tensor<2x4x70x64xbf16>, tensor<2x1x1x70xbf16>) -> (tensor<2x4x70x64xbf16>, tensor<2x4x70xf32>)
+  %i:2 = otc.attention %q64, %q64, %q64 mask %pad64 {causal, key_padding, scale = 0.125 : f64, window = 8 : i64} : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x1x1x64xbf16>) -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
   return
 }
 )mlir";
@@ -196,9 +198,9 @@ func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
   ASSERT_TRUE(module);
   std::vector<mlir::Operation *> ops;
   module->walk([&](AttentionOp op) { ops.push_back(op); });
-  ASSERT_EQ(ops.size(), 8u);
-  const bool runs[] = {true, false, true, true, true, false, true, true};
-  const int64_t written[] = {40320, 0, 0, 16384, 32768, 0, 0, 0};
+  ASSERT_EQ(ops.size(), 9u);
+  const bool runs[] = {true, false, true, true, true, false, true, true, true};
+  const int64_t written[] = {40320, 0, 0, 16384, 32768, 0, 0, 0, 32768};
   for (size_t i = 0; i < ops.size(); ++i) {
     EXPECT_EQ(cuda::attentionRunsOnCudnn(ops[i]), runs[i]) << "call " << i;
     EXPECT_EQ(cuda::attentionMaskWrittenOut(ops[i]), written[i])
