@@ -157,9 +157,83 @@ void testFp8Gemm(const Fp8Case &tc, std::mt19937 &rng) {
   }
 }
 
+/// The bytes of one FP8 copy that carry values: each layout's n values and
+/// the 1 / scale float after them (not the padding to 256 bytes).
+std::vector<uint8_t> copyValues(const std::vector<uint8_t> &copy, int64_t n,
+                                int32_t layouts) {
+  std::vector<uint8_t> out;
+  for (int32_t layout : {OTCRT_FP8_AS_STORED, OTCRT_FP8_TRANSPOSED}) {
+    if (!(layouts & layout))
+      continue;
+    const int64_t at = otcrt_fp8_copy_offset(n, layouts, layout);
+    out.insert(out.end(), copy.begin() + at, copy.begin() + at + n);
+  }
+  const int64_t scale = otcrt_fp8_copy_scale_offset(n, layouts);
+  out.insert(out.end(), copy.begin() + scale, copy.begin() + scale + 4);
+  return out;
+}
+
+/// The shared FP8 copies through the C entry points against the cpu
+/// target's: otcrt_fp8_quantize of A [m, k] (both layouts, E4M3) and of B
+/// [k, n] (its transpose, E5M2) byte for byte, on two calls of each copy
+/// site (the second at the first's amax, with values past it); then
+/// otcrt_gemm_fp8_copies reading both copies, C against the host's
+/// emulation of the same product.
+void testFp8Copies(std::mt19937 &rng) {
+  Check c("fp8 copies: quantize in both layouts, the product reading them");
+  otcrt::cpu::forgetFp8Scales();
+  otcrt::cuda::forgetFp8Scales();
+  const int64_t m = 64, n = 96, k = 128;
+  static const OtcrtFp8Quantize qa = {
+      m, k, OTCRT_FP8_E4M3, OTCRT_FP8_AS_STORED | OTCRT_FP8_TRANSPOSED};
+  static const OtcrtFp8Quantize qb = {k, n, OTCRT_FP8_E5M2,
+                                      OTCRT_FP8_TRANSPOSED};
+  const int64_t aBytes = otcrt_fp8_copy_bytes(m * k, qa.layouts),
+                bBytes = otcrt_fp8_copy_bytes(k * n, qb.layouts);
+  std::vector<uint8_t> ha(aBytes), hb(bBytes);
+  uint8_t *da = device(std::vector<uint8_t>(aBytes)),
+          *db = device(std::vector<uint8_t>(bBytes));
+  Bf16s a, b;
+  for (int call = 0; call < 2; ++call) {
+    Floats af = random(m * k, rng, -2, 2), bf = random(k * n, rng, -2, 2);
+    af[7] = call ? 9.5f : 6.25f; // the second call's values pass the first's
+    bf[3] = call ? -40.0f : 30.0f;
+    a = toBf16(af), b = toBf16(bf);
+    c.rc(otcrt::cpu::fp8Quantize(qa, a.data(), ha.data()), "host quantize A");
+    c.rc(otcrt::cpu::fp8Quantize(qb, b.data(), hb.data()), "host quantize B");
+    c.rc(otcrt_fp8_quantize(&qa, device(a), da, nullptr), "quantize A");
+    c.rc(otcrt_fp8_quantize(&qb, device(b), db, nullptr), "quantize B");
+    if (copyValues(host(da, aBytes), m * k, qa.layouts) !=
+            copyValues(ha, m * k, qa.layouts) ||
+        copyValues(host(db, bBytes), k * n, qb.layouts) !=
+            copyValues(hb, k * n, qb.layouts)) {
+      std::printf("  call %d: the device's copies differ from the host's\n",
+                  call);
+      c.ok = false;
+    }
+  }
+  OtcrtGemm g{};
+  g.m = m, g.n = n, g.k = k, g.batch = 1, g.alpha = 1.0f;
+  g.ab_type = g.c_type = g.epilogue_type = OTC_BF16;
+  g.epilogue = OTCRT_GEMM_NONE;
+  g.lda = k, g.ldb = n, g.ldc = n;
+  Bf16s want(m * n);
+  c.rc(otcrt::cpu::gemmFp8Copies(g, qa.format, qb.format, ha.data(), qa.layouts,
+                                 hb.data(), qb.layouts, a.data(), b.data(),
+                                 want.data(), nullptr, nullptr, nullptr),
+       "host product");
+  otcrt_bf16 *dc = device(Bf16s(m * n));
+  c.rc(otcrt_gemm_fp8_copies(&g, qa.format, qb.format, da, qa.layouts, db,
+                             qb.layouts, device(a), device(b), dc, nullptr,
+                             nullptr, nullptr, nullptr),
+       "product");
+  c.bf16(host(dc, want.size()), want, "C");
+}
+
 } // namespace
 
 void testFp8Gemms(std::mt19937 &rng) {
+  testFp8Copies(rng);
   for (int32_t format : {OTCRT_FP8_E4M3, OTCRT_FP8_E5M2})
     for (bool transpose : {false, true})
       testQuantize(rng, format, transpose);
