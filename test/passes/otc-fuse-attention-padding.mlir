@@ -55,11 +55,12 @@ func.func @bidirectional_padding(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32
 
 // -----
 
-// Tests a sliding window of 2 keys under the padding (Mistral's form):
-// causal, window = 2, key_padding; and the masked-fill form where(C & K,
-// scores, fill) reads the same way.
+// Tests that a sliding window of 2 keys under the padding (Mistral's form)
+// stays in the whole mask (a padded query may see no key: the runtime's
+// lengths do not cover it), here in the masked-fill form where(C & K,
+// scores, fill): fused with the [B, 1, T, S] mask, not key_padding.
 // CHECK-LABEL: func.func @window_padding_fill
-// CHECK: otc.attention %arg0, %arg1, %arg2 mask %{{.*}} {causal, key_padding, scale = 5.000000e-01 : f64, window = 2 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>)
+// CHECK: otc.attention %arg0, %arg1, %arg2 mask %{{.*}} {scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>)
 func.func @window_padding_fill(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tensor<2x2x4x4xf32>,
                                %pad: tensor<2x1x1x4xi1>) -> tensor<2x2x4x4xf32> {
   %band = otc.constant dense<[[[[true, false, false, false], [true, true, false, false], [false, true, true, false], [false, false, true, true]]]]> : tensor<1x1x4x4xi1>
@@ -129,4 +130,26 @@ func.func @two_layers(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tens
   %p2 = otc.softmax %a2 {axis = 3 : i64} : tensor<2x2x4x4xf32>
   %o2 = otc.matmul %p2, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   return %o2 : tensor<2x2x4x4xf32>
+}
+
+// -----
+
+// Tests the masked-fill form where(C & K, scores, fill) of a causal band:
+// split as the additive one is.
+// CHECK-LABEL: func.func @causal_padding_fill
+// CHECK: %[[M:.*]] = otc.select %arg3, %{{.*}}, %{{.*}} : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+// CHECK: otc.attention %arg0, %arg1, %arg2 mask %[[M]] {causal, key_padding, scale = 5.000000e-01 : f64}
+func.func @causal_padding_fill(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tensor<2x2x4x4xf32>,
+                               %pad: tensor<2x1x1x4xi1>) -> tensor<2x2x4x4xf32> {
+  %band = otc.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %no = otc.constant dense<false> : tensor<i1>
+  %seen = otc.select %band, %pad, %no : (tensor<1x1x4x4xi1>, tensor<2x1x1x4xi1>, tensor<i1>) -> tensor<2x1x4x4xi1>
+  %fill = otc.constant dense<-1.0e9> : tensor<f32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss = otc.mul %s, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a = otc.select %seen, %ss, %fill : (tensor<2x1x4x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %p = otc.softmax %a {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %o : tensor<2x2x4x4xf32>
 }
