@@ -22,26 +22,19 @@ constexpr int kThreads = 256;
 
 __global__ void amaxKernel(const uint16_t *x, int64_t rows, int64_t cols,
                            int64_t ld, float *amax) {
-  __shared__ float partial[kThreads];
+  __shared__ float scratch[32];
   float m = 0.0f;
   const int64_t total = rows * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x)
     m = fmaxf(m, fabsf(otcrt_bf16_to_float(x[(i / cols) * ld + i % cols])));
-  partial[threadIdx.x] = m;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      partial[threadIdx.x] =
-          fmaxf(partial[threadIdx.x], partial[threadIdx.x + half]);
-    __syncthreads();
-  }
+  m = blockMax(m, scratch);
   if (threadIdx.x == 0)
-    atomicMax(reinterpret_cast<int *>(amax), __float_as_int(partial[0]));
+    atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
 }
 
 __global__ void quantizeKernel(Fp8Quantize q) {
-  __shared__ float partial[kThreads];
+  __shared__ float scratch[32];
   const float scale = otcrt_fp8_scale(*q.prev, q.format);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *q.invScale = 1.0f / scale;
@@ -60,17 +53,10 @@ __global__ void quantizeKernel(Fp8Quantize q) {
     if (q.alsoTransposed)
       q.alsoTransposed[j * q.rows + i] = b;
   }
-  partial[threadIdx.x] = m;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      partial[threadIdx.x] =
-          fmaxf(partial[threadIdx.x], partial[threadIdx.x + half]);
-    __syncthreads();
-  }
+  m = blockMax(m, scratch);
   if (threadIdx.x != 0)
     return;
-  atomicMax(reinterpret_cast<int *>(q.cur), __float_as_int(partial[0]));
+  atomicMax(reinterpret_cast<int *>(q.cur), __float_as_int(m));
   // The last block to finish (every other one has read *prev by then)
   // keeps this call's amax for the next one.
   __threadfence();

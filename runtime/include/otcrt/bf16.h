@@ -17,14 +17,20 @@
 #define OTCRT_HD
 #endif
 
+/// The bits of float `f`.
+static OTCRT_HD inline uint32_t otcrt_float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  return bits;
+#endif
+}
+
 /// `f` rounded to the nearest bfloat16 (its bits).
 static OTCRT_HD inline uint16_t otcrt_float_to_bf16(float f) {
-  uint32_t bits;
-#if defined(__CUDA_ARCH__)
-  bits = __float_as_uint(f);
-#else
-  memcpy(&bits, &f, sizeof bits);
-#endif
+  uint32_t bits = otcrt_float_bits(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u)
     return (uint16_t)((bits >> 16) | 0x0040u);
   bits += 0x7fffu + ((bits >> 16) & 1u);

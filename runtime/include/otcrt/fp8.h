@@ -31,12 +31,7 @@ static OTCRT_HD inline uint8_t otcrt_float_to_fp8(float f, int32_t format) {
   const int e4m3 = format == OTCRT_FP8_E4M3;
   const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
   const uint32_t maxCode = e4m3 ? 0x7eu : 0x7bu;
-  uint32_t bits;
-#if defined(__CUDA_ARCH__)
-  bits = __float_as_uint(f);
-#else
-  memcpy(&bits, &f, sizeof bits);
-#endif
+  const uint32_t bits = otcrt_float_bits(f);
   const uint32_t sign = (bits >> 24) & 0x80u, magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u)
     return (uint8_t)(sign | 0x7fu);
