@@ -340,6 +340,34 @@ typedef struct {
 int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
                const void *bias, const void *addend, void *aux, void *stream);
 
+/// Which operand otcrt_gemm_sums sums over the product's depth K.
+enum OtcrtGemmSumsOf {
+  /* s[i] = sum over k of op(A)[i][k], i < M: A stored K x M (trans_a 1). */
+  OTCRT_GEMM_SUMS_A = 0,
+  /* s[j] = sum over k of op(B)[k][j], j < N: B stored K x N (trans_b 0). */
+  OTCRT_GEMM_SUMS_B = 1
+};
+
+/// otcrt_gemm (epilogue NONE, batch 1, alpha 1) that also sums one of its
+/// operands over the depth K: a bias's gradient beside its weight's, both
+/// read from the layer's output gradient (otc-fuse-gemm-sums). The summed
+/// operand is stored as a dense row-major K x W matrix (W = M for
+/// OTCRT_GEMM_SUMS_A with trans_a 1 and lda M; W = N for OTCRT_GEMM_SUMS_B
+/// with trans_b 0 and ldb N), so s holds its column sums. s is formed in
+/// FP32 (BF16 values widen exactly); sums[w] becomes s[w] (plus its own
+/// value when accumulate_sums is 1), rounded once to sums_type (OTC_F32 or
+/// OTC_BF16). K == 0: s = 0. The order of the additions is the target's:
+/// the cpu target sums each column in row order; the cuda target asks
+/// cuBLASLt for the bias-gradient epilogue of that operand (BGRADB for A,
+/// BGRADA for B, which cuBLASLt names from its column-major view) and,
+/// where cuBLASLt declines it (or OTCRT_GEMM_EPILOGUE=fallback), runs the
+/// plain product and the runtime's column sums (otcrt_column_sum_*),
+/// after one line on stderr per shape. Same rules as otcrt_gemm otherwise;
+/// non-zero after one line on stderr for a descriptor that breaks them.
+int otcrt_gemm_sums(const OtcrtGemm *g, const void *a, const void *b, void *c,
+                    void *sums, int32_t sums_of, int32_t sums_type,
+                    int32_t accumulate_sums, void *stream);
+
 /// otcrt_gemm with FP8 operands (otc-compile --precision=fp8): A and B are
 /// BF16 (ab_type OTC_BF16), C BF16 or F32; a_format and b_format are
 /// OtcrtFp8Format (otcrt/fp8.h: E4M3 or E5M2, not both E5M2). Each operand
