@@ -158,9 +158,10 @@ LogicalResult ProgramEmitter::emitLibraryCall(otck::KernelOp k,
 }
 
 /// An otcrt_gemm call (otcrt_gemm_fp8 for an FP8 GEMM, its operands'
-/// formats after the descriptor): its descriptor as a static constant in a
-/// block of its own, then the call, whose non-zero status stops the program
-/// naming the node, as for the kernel library.
+/// formats after the descriptor; otcrt_gemm_sums for one that sums an
+/// operand, the sums' arguments after C): its descriptor as a static constant
+/// in a block of its own, then the call, whose non-zero status stops the
+/// program naming the node, as for the kernel library.
 LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   FailureOr<std::optional<GemmCall>> call =
       gemmCall(g, [&](Value v) -> std::string { return names[v]; });
@@ -172,8 +173,10 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   // then, reading FP8 copies (otc-fp8-copies), each copy and its layouts.
   const auto &fp8 = (*call)->fp8;
   const auto &copies = (*call)->copies;
+  const auto &sums = (*call)->sums;
   const char *function = copies ? "otcrt_gemm_fp8_copies"
                          : fp8  ? "otcrt_gemm_fp8"
+                         : sums ? "otcrt_gemm_sums"
                                 : "otcrt_gemm";
   SmallVector<KernelArg> abiArgs = {KernelArg::pointer("OtcrtGemm")};
   std::string formats;
@@ -195,12 +198,20 @@ LogicalResult ProgramEmitter::emitGemm(otck::GemmOp g) {
   for (Value v : (*call)->buffers)
     abiArgs.push_back(v ? KernelArg::pointer(bufferPointee(v))
                         : KernelArg::null());
+  // otcrt_gemm_sums: which operand, the sums' type, accumulate_sums.
+  std::string after;
+  if (sums) {
+    for (int64_t v : {int64_t(sums->of), int64_t(0), int64_t(sums->accumulate)})
+      abiArgs.push_back(KernelArg::integer(v));
+    after = ", " + std::to_string(sums->of) + ", " + sums->type + ", " +
+            std::to_string(sums->accumulate);
+  }
   abiArgs.push_back(KernelArg::pointer("void"));
   if (std::string wrong = checkKernelCall(function, abiArgs); !wrong.empty())
     return g.emitError("the GEMM call differs from its signature: ") << wrong;
   funcs << "  {\n    static const OtcrtGemm g = " << (*call)->descriptor
         << ";\n    OTC_CALL(" << cString(gemmTraceName(g)) << ", OTC_LIB("
-        << function << ", &g, " << formats << (*call)->operands << ", "
+        << function << ", &g, " << formats << (*call)->operands << after << ", "
         << target.streamArgument() << "));\n  }\n";
   return success();
 }

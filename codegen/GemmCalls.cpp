@@ -4,7 +4,8 @@
 // sizes, beta, the element types, the epilogue: bias, addend, gelu, dgelu;
 // row and batch strides of the row-major operands, in the field order of
 // runtime/include/otcrt/abi.h) and its buffers; an FP8 GEMM's operand
-// formats (ir/Fp8.h) for otcrt_gemm_fp8.
+// formats (ir/Fp8.h) for otcrt_gemm_fp8; the summed operand of
+// otcrt_gemm_sums.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +98,19 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
                   name(g.getOut()) + ", " + orNull(bias) + ", " +
                   orNull(addend) + ", " + orNull(aux);
   call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), bias, addend, aux};
+  if (Value sums = g.getSums()) {
+    // The verifier's rules (a plain 2-D product) leave one matrix each.
+    if (batch != 1)
+      return g.emitOpError("sums an operand of a batch of products");
+    GemmCall::Sums s;
+    s.of = g.getSumsOfRhs() ? 1 : 0;
+    s.type = dtype(cast<MemRefType>(sums.getType()).getElementType());
+    s.accumulate = g.getAccumulateSums();
+    call.sums = s;
+    call.operands = name(g.getLhs()) + ", " + name(g.getRhs()) + ", " +
+                    name(g.getOut()) + ", " + name(sums);
+    call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), sums};
+  }
   // The descriptor's sizes after stacking: the copies hold m x k and n x k.
   if (std::optional<Fp8Operands> fp8 = gemmFp8(g)) {
     auto format = [](Fp8Format f) { return f == Fp8Format::E4M3 ? 0 : 1; };

@@ -36,6 +36,17 @@ struct GemmCall {
   /// An FP8 GEMM reading FP8 copies (otck.gemm's lhs_fp8 and rhs_fp8):
   /// otcrt_gemm_fp8_copies with each copy's layouts (ir/Fp8.h Fp8Layout).
   std::optional<std::pair<int64_t, int64_t>> copies;
+  /// A GEMM that also sums one operand (otck.gemm's sums): otcrt_gemm_sums,
+  /// its operands A, B, C and the sums (in `operands` and `buffers`), then
+  /// these three arguments in order.
+  struct Sums {
+    /// OtcrtGemmSumsOf: 0 the left operand, 1 the right one.
+    int of = 0;
+    /// The sums' OtcDType ("OTC_F32", "OTC_BF16").
+    std::string type;
+    bool accumulate = false;
+  };
+  std::optional<Sums> sums;
 };
 
 /// The call computing `g`, each buffer named by `name`; nullopt for an

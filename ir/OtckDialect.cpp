@@ -97,6 +97,8 @@ LogicalResult GemmOp::verify() {
     if (!cast<MemRefType>(copy.getType()).getElementType().isInteger(8))
       return emitOpError("FP8 copies are i8 buffers");
   }
+  if (failed(verifySums()))
+    return failure();
   bool gelu = getGelu(), dgelu = getDgelu();
   if (Value addend = getAddend()) {
     if (addend.getType() != getOut().getType())
@@ -130,6 +132,39 @@ LogicalResult GemmOp::verify() {
     return emitOpError("GELU epilogues need a last dimension that is a "
                        "multiple of 8, got ")
            << out;
+  return success();
+}
+
+LogicalResult GemmOp::verifySums() {
+  Value sums = getSums();
+  if (!sums) {
+    if (getSumsOfRhs() || getAccumulateSums())
+      return emitOpError("has sums_of_rhs or accumulate_sums but no sums");
+    return success();
+  }
+  auto type = cast<MemRefType>(sums.getType());
+  if (type.getRank() != 1 ||
+      !(type.getElementType().isF32() || type.getElementType().isBF16()))
+    return emitOpError("sums must be a rank-1 f32 or bf16 buffer, got ")
+           << type;
+  if (getBias() || getAux() || getAddend() || getGelu() || getDgelu() ||
+      getLhsFp8() || getOperation()->hasAttr(kFp8Attr))
+    return emitOpError("sums go with a plain product only (no bias, aux, "
+                       "addend, GELU or FP8)");
+  MemRefType lhs = getLhs().getType(), rhs = getRhs().getType(),
+             out = getOut().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || out.getRank() != 2)
+    return emitOpError("sums need 2-D operands and result");
+  bool ofRhs = getSumsOfRhs();
+  if (ofRhs ? getTransposeRhs() : !getTransposeLhs())
+    return emitOpError("the summed operand must be stored K x W: ")
+           << (ofRhs ? "the right one not transposed"
+                     : "the left one transposed");
+  int64_t width = ofRhs ? out.getDimSize(1) : out.getDimSize(0);
+  if (type.getDimSize(0) != width)
+    return emitOpError("sums have ")
+           << type.getDimSize(0) << " elements, the summed operand " << width
+           << " columns";
   return success();
 }
 

@@ -110,6 +110,16 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
     - `dgelu`: out = v gelu'(aux), v = lhs x rhs, aux read; from a GEMM
       followed by otc.gelu_grad (no bias, no accumulate).
 
+    With `sums` (otc-fuse-gemm-sums; a rank-1 f32 or bf16 buffer), the call
+    also writes the column sums of one operand as stored, a K x W matrix:
+    the left one (transposed, W = M) or, with `sums_of_rhs`, the right one
+    (not transposed, W = N): sums[w] = the FP32 sum over k, plus sums[w]
+    itself with `accumulate_sums`, rounded once to sums' type. A bias's
+    gradient is the column sum of the output gradient that its weight's
+    gradient reads, so the library forms both in one call (cuBLASLt's
+    bias-gradient epilogue on cuda). Only for a plain product: 2-D
+    operands, no bias, aux, addend, GELU or FP8.
+
     ```mlir
     otck.gemm %x, %w, %h bias %b aux(%pre : memref<64x128xbf16>) {gelu}
         : memref<64x32xbf16>, memref<32x128xbf16>, memref<64x128xbf16>,
@@ -123,14 +133,17 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
                    Optional<AnyStaticShapeMemRef>:$addend,
                    Optional<AnyStaticShapeMemRef>:$lhs_fp8,
                    Optional<AnyStaticShapeMemRef>:$rhs_fp8,
+                   Optional<AnyStaticShapeMemRef>:$sums,
                    UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
-                   UnitAttr:$accumulate, UnitAttr:$gelu, UnitAttr:$dgelu);
+                   UnitAttr:$accumulate, UnitAttr:$gelu, UnitAttr:$dgelu,
+                   UnitAttr:$sums_of_rhs, UnitAttr:$accumulate_sums);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $out (`bias` $bias^)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`addend` `(` $addend^ `:` type($addend) `)`)?
     (`lhs_fp8` `(` $lhs_fp8^ `:` type($lhs_fp8) `)`)?
-    (`rhs_fp8` `(` $rhs_fp8^ `:` type($rhs_fp8) `)`)? attr-dict `:` type($lhs) `,`
+    (`rhs_fp8` `(` $rhs_fp8^ `:` type($rhs_fp8) `)`)?
+    (`sums` `(` $sums^ `:` type($sums) `)`)? attr-dict `:` type($lhs) `,`
     type($rhs) `,` type($out) (`,` type($bias)^)?
   }];
   let builders = [
@@ -139,12 +152,17 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
       build($_builder, $_state, lhs, rhs, out, /*bias=*/::mlir::Value(),
             /*aux=*/::mlir::Value(), /*addend=*/::mlir::Value(),
             /*lhs_fp8=*/::mlir::Value(), /*rhs_fp8=*/::mlir::Value(),
-            /*transpose_lhs=*/false,
+            /*sums=*/::mlir::Value(), /*transpose_lhs=*/false,
             /*transpose_rhs=*/false, /*accumulate=*/false, /*gelu=*/false,
-            /*dgelu=*/false);
+            /*dgelu=*/false, /*sums_of_rhs=*/false,
+            /*accumulate_sums=*/false);
     }]>
   ];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The rules of `sums` (verify's part for them).
+    ::mlir::LogicalResult verifySums();
+  }];
 }
 
 def Otck_Fp8QuantizeOp : Otck_Op<"fp8_quantize"> {

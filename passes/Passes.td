@@ -591,6 +591,36 @@ def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseGemmSums : Pass<"otc-fuse-gemm-sums", "mlir::ModuleOp"> {
+  let summary = "A bias's gradient is summed by its weight's gradient GEMM";
+  let description = [{
+    At the buffer level, after otc-fuse-epilogues: a kernel computing one
+    `otc.column_sum` of x (a bias's gradient: the layer's output gradient
+    summed over its rows), with or without `acc` (its slot, the kernel's
+    output too), goes into a GEMM of the same function that reads x as its
+    summed operand: the left one transposed or the right one not
+    transposed, x's bytes seen as that operand's [K, W] matrix (K the rows,
+    W the columns the sum keeps), a plain 2-D product (no bias, aux,
+    addend, GELU or FP8, no sums yet) - the weight's gradient. The GEMM
+    takes the kernel's output as `sums` (`sums_of_rhs` for the right
+    operand, `accumulate_sums` where the kernel added into its slot) and
+    the kernel goes: the library forms the column sums while it reads x
+    for the product (cuBLASLt's bias-gradient epilogue on cuda), instead
+    of a kernel reading all of x again. Only when nothing between the
+    kernel and the GEMM writes x's bytes or touches the output's, and the
+    GEMM's result is neither.
+
+    ```mlir
+    otck.kernel ins(%dy, %db : ...) outs(%db : ...) { otc.column_sum acc }
+    %v = otck.view %dy : memref<2x16x32xbf16> to memref<32x32xbf16>
+    otck.gemm %v, %x, %dw {accumulate, transpose_lhs} : ...
+    // becomes
+    otck.gemm %v, %x, %dw sums(%db : memref<32xbf16>)
+        {accumulate, accumulate_sums, transpose_lhs} : ...
+    ```
+  }];
+}
+
 def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Merges chains of elementwise kernels into one kernel each";
   let description = [{

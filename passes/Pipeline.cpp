@@ -116,6 +116,8 @@ static void addPhase(OpPassManager &pm, Phase phase,
     return;
   case Phase::FuseEpilogues:
     pm.addPass(createFuseEpilogues());
+    if (be.fuseGemmSums)
+      pm.addPass(createFuseGemmSums());
     return;
   case Phase::FuseElementwise:
     if (be.fuseElementwise)

@@ -56,6 +56,8 @@ llvm::StringRef phaseFailure(Phase phase);
 struct BackEndOptions {
   /// otc-fuse-elementwise runs (off: --no-fuse-elementwise).
   bool fuseElementwise = true;
+  /// otc-fuse-gemm-sums runs (off: --no-gemm-sums).
+  bool fuseGemmSums = true;
   /// otc-group-params runs (off: --no-group-params).
   bool groupParams = true;
   /// otc-pack-attention runs (off: --no-pack-attention).

@@ -118,6 +118,8 @@ struct PlanSummary {
   };
   int64_t gemms = 0;
   std::vector<Fp8Gemm> fp8Gemms;
+  /// GEMMs that also sum an operand (a bias's gradient, otc-fuse-gemm-sums).
+  int64_t gemmSums = 0;
 };
 
 /// The figures of a planned module under its configuration (an error when

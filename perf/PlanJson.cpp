@@ -45,6 +45,8 @@ using namespace otc;
 static void collectFp8Gemms(ModuleOp module, PlanSummary &s) {
   module.walk([&](otck::GemmOp g) {
     ++s.gemms;
+    if (g.getSums())
+      ++s.gemmSums;
     std::optional<Fp8Operands> fp8 = gemmFp8(g);
     if (!fp8)
       return;
@@ -321,6 +323,8 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
           });
       });
     }
+    // GEMMs that form a bias's gradient beside their product.
+    j.attribute("gemm_sums", s.gemmSums);
     j.attribute("micro_batch", s.microBatch);
     j.attribute("grad_accum", s.gradAccum);
     j.attribute("fp32_grad_accum", s.fp32GradAccum);

@@ -177,6 +177,7 @@ private:
   void kernel(otck::KernelOp k);
   void library(otck::KernelOp k, Operation &op);
   LogicalResult gemm(otck::GemmOp g);
+  void gemmSums(otck::GemmOp g);
 
   const DeviceModel &d;
   ZeroFills zeroFills;
@@ -361,6 +362,8 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
       gemmSeconds(curve, flops, k, gemmWaveEfficiency(d, m, n, k, batch),
                   gemmEpilogueScale(in.isBF16(), epilogueBytes));
   add(gemmTraceName(g), "gemm", flops, bytes, priceRoofline(d, seconds, bytes));
+  if (g.getSums())
+    gemmSums(g);
   // An operand without a copy (otc-fp8-copies) is quantized by the call.
   if (fp8) {
     if (!g.getLhsFp8())
@@ -373,6 +376,33 @@ LogicalResult Predictor::gemm(otck::GemmOp g) {
           /*traced=*/false);
   }
   return success();
+}
+
+/// The column sums a GEMM forms of an operand (otc-fuse-gemm-sums). On a
+/// GPU cuBLASLt forms them in its bias-gradient epilogue from the tiles it
+/// streams for the product (no time of their own here but the write of W
+/// floats), and the runtime adds them into an accumulated or BF16 output
+/// with one small kernel; the cpu reads the operand once more, as the
+/// column sum kernel it replaces did.
+void Predictor::gemmSums(otck::GemmOp g) {
+  auto type = cast<MemRefType>(g.getSums().getType());
+  double w = double(type.getNumElements());
+  double sumsBytes =
+      w * storageBytes(type.getElementType()) * (g.getAccumulateSums() ? 2 : 1);
+  auto operand =
+      cast<MemRefType>((g.getSumsOfRhs() ? g.getRhs() : g.getLhs()).getType());
+  std::string name = gemmTraceName(g) + ".sums";
+  if (!d.pricesGrids()) {
+    double bytes = byteSize(operand) + sumsBytes;
+    add(name, "column_sum", double(operand.getNumElements()), bytes,
+        priceRoofline(d, 0, bytes), /*traced=*/false);
+    return;
+  }
+  if (!g.getAccumulateSums() && type.getElementType().isF32())
+    return;
+  double bytes = 4.0 * w + sumsBytes;
+  add(name, "column_sum", w, bytes, priceRoofline(d, 0, bytes),
+      /*traced=*/false);
 }
 
 } // namespace

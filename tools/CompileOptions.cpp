@@ -105,6 +105,11 @@ cl::opt<bool> noFuseLossGrad(
     cl::desc("The cross-entropy and its gradient as two calls, the logits "
              "read three times (otc-fuse-loss-grad off)"),
     cl::cat(cat));
+cl::opt<bool> noGemmSums(
+    "no-gemm-sums",
+    cl::desc("A bias's gradient summed by a kernel of its own, not by its "
+             "weight's gradient GEMM (otc-fuse-gemm-sums off)"),
+    cl::cat(cat));
 cl::opt<bool> noPackAttention(
     "no-pack-attention",
     cl::desc("Attention reads q, k and v as copies sliced from a fused QKV "

@@ -41,6 +41,7 @@ extern cl::opt<double> weightDecay;
 extern cl::opt<bool> noFuse;
 extern cl::opt<bool> noFuseElementwise;
 extern cl::opt<bool> noFuseLossGrad;
+extern cl::opt<bool> noGemmSums;
 extern cl::opt<bool> noPackAttention;
 extern cl::opt<bool> noChunkedLoss;
 extern cl::opt<int64_t> lossChunkRows;

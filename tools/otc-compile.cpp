@@ -294,6 +294,7 @@ int Compile::readLossAndDims() {
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;
   pipeline.backEnd.fuseLossGrad = !noFuseLossGrad;
   pipeline.backEnd.packAttention = !noPackAttention;
+  pipeline.backEnd.fuseGemmSums = !noGemmSums;
   // Under fp8 on a device with FP8 GEMMs the LM head stays three GEMMs,
   // which can run FP8 (the chunked loss's products are BF16), unless a
   // chunk is asked for.

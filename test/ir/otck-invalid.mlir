@@ -111,3 +111,37 @@ func.func @bad_shard_view() {
   %b = otck.view %a {shards = 2 : i64} : memref<16xf32> to memref<4xf32>
   return
 }
+
+// -----
+
+// Tests the rules of a GEMM's sums (otc-fuse-gemm-sums): the summed operand
+// stored K x W, W sums, a plain product.
+func.func @sums_not_kw(%dy: memref<64x32xbf16>, %w: memref<32x16xbf16>, %dx: memref<64x16xbf16>, %s: memref<64xf32>) {
+  // expected-error@+1 {{the summed operand must be stored K x W: the left one transposed}}
+  otck.gemm %dy, %w, %dx sums(%s : memref<64xf32>) : memref<64x32xbf16>, memref<32x16xbf16>, memref<64x16xbf16>
+  return
+}
+
+// -----
+
+func.func @sums_width(%dy: memref<64x32xbf16>, %x: memref<64x16xbf16>, %gw: memref<32x16xbf16>, %s: memref<16xf32>) {
+  // expected-error@+1 {{sums have 16 elements, the summed operand 32 columns}}
+  otck.gemm %dy, %x, %gw sums(%s : memref<16xf32>) {transpose_lhs} : memref<64x32xbf16>, memref<64x16xbf16>, memref<32x16xbf16>
+  return
+}
+
+// -----
+
+func.func @sums_bias(%dy: memref<64x32xbf16>, %x: memref<64x16xbf16>, %gw: memref<32x16xbf16>, %b: memref<16xbf16>, %s: memref<32xf32>) {
+  // expected-error@+1 {{sums go with a plain product only}}
+  otck.gemm %dy, %x, %gw bias %b sums(%s : memref<32xf32>) {transpose_lhs} : memref<64x32xbf16>, memref<64x16xbf16>, memref<32x16xbf16>, memref<16xbf16>
+  return
+}
+
+// -----
+
+func.func @sums_flag(%dy: memref<64x32xbf16>, %x: memref<64x16xbf16>, %gw: memref<32x16xbf16>) {
+  // expected-error@+1 {{has sums_of_rhs or accumulate_sums but no sums}}
+  otck.gemm %dy, %x, %gw {transpose_lhs, accumulate_sums} : memref<64x32xbf16>, memref<64x16xbf16>, memref<32x16xbf16>
+  return
+}
