@@ -3,8 +3,8 @@
 // Hand-computed predictions (perf/StepTime.h) for planned otck programs
 // small enough to price on paper: one GEMM, an elementwise chain, reductions
 // over few outputs, a gather's gradient, library calls (a column sum, a
-// layer norm's gradient), an attention call, adjacent zero fills, and a
-// step with gradient accumulation; plus the device table's lookups. Each
+// layer norm's gradient), an attention call, a GEMM's column sums, adjacent
+// zero fills, and a step with gradient accumulation; plus the device table's lookups. Each
 // expected value is written out from the device figures of
 // targets/cuda/Devices.cpp (h100: BF16 GEMMs 790 TFLOP/s with a depth knee of
 // 260 and 3.17 us per call, 128 x 128 tiles; 60 TFLOP/s other arithmetic,
@@ -458,6 +458,54 @@ TEST_F(StepTimeTest, StepWithAccumulation) {
   expectNear(t.byLimit[Limit::Bandwidth], 35.432711e-6 - 9 * 0.83e-6);
   ASSERT_FALSE(t.byName.empty());
   EXPECT_EQ(t.byName[0].calls, 4);
+}
+
+const char kGemmSums[] = R"mlir(
+func.func @zero_grads() { return }
+func.func @micro_step() {
+  %dy = otck.buffer {offset = 0 : i64} : memref<4096x4096xbf16>
+  %x = otck.buffer {offset = 33554432 : i64} : memref<4096x4096xbf16>
+  %gw = otck.buffer {offset = 67108864 : i64} : memref<4096x4096xbf16>
+  %gb = otck.buffer {offset = 100663296 : i64} : memref<4096xbf16>
+  %t = otck.buffer {offset = 100671488 : i64} : memref<4096xf32>
+  otck.gemm %dy, %x, %gw sums(%gb : memref<4096xbf16>) {accumulate, accumulate_sums, transpose_lhs} : memref<4096x4096xbf16>, memref<4096x4096xbf16>, memref<4096x4096xbf16> loc("dw")
+  otck.gemm %dy, %x, %gw sums(%t : memref<4096xf32>) {accumulate, transpose_lhs} : memref<4096x4096xbf16>, memref<4096x4096xbf16>, memref<4096x4096xbf16> loc("dw2")
+  return
+}
+func.func @optimizer_step() { return }
+)mlir";
+
+// Tests the price of a GEMM's column sums (otc-fuse-gemm-sums). On an H100
+// cuBLASLt's bias-gradient epilogue forms them from the tiles of the product
+// (no time of their own); sums added into BF16 take one small kernel of the
+// runtime: 4096 FP32 sums read (16384 bytes), the BF16 slot read and
+// written (16384), 32768 bytes / 3e12 = 0.010923 us, plus 0.83 us of
+// launch: 0.840923 us. FP32 sums not accumulated are the epilogue's output
+// itself: nothing more. On the cpu the operand is read once more (32 MiB)
+// with the slot (16384 bytes): 33570816 / 20e9 = 1678.5408 us, plus 2 us
+// of launch: 1680.5408 us; the FP32 sums read their operand and write
+// 16384 bytes: 33570816 bytes too.
+TEST_F(StepTimeTest, GemmSums) {
+  StepTime gpu = predict(kGemmSums, "h100");
+  ASSERT_EQ(gpu.launches.size(), 3u);
+  EXPECT_EQ(gpu.launches[0].name, "dw (gemm)");
+  const LaunchTime &sums = gpu.launches[1];
+  EXPECT_EQ(sums.name, "dw (gemm).sums");
+  EXPECT_EQ(sums.kind, "column_sum");
+  EXPECT_EQ(sums.bytes, 32768.0);
+  EXPECT_FALSE(sums.traced);
+  expectNear(sums.seconds, 0.840923e-6);
+  EXPECT_EQ(gpu.launches[2].name, "dw2 (gemm)");
+  // The GEMM itself is priced as it is without sums.
+  EXPECT_EQ(gpu.launches[0].seconds, gpu.launches[2].seconds);
+
+  StepTime cpu = predict(kGemmSums, "cpu");
+  ASSERT_EQ(cpu.launches.size(), 4u);
+  EXPECT_EQ(cpu.launches[1].name, "dw (gemm).sums");
+  EXPECT_EQ(cpu.launches[1].bytes, 33570816.0);
+  expectNear(cpu.launches[1].seconds, 1680.5408e-6);
+  EXPECT_EQ(cpu.launches[3].name, "dw2 (gemm).sums");
+  EXPECT_EQ(cpu.launches[3].bytes, 33570816.0);
 }
 
 // Tests the device table as the targets register it: the three devices,
