@@ -120,6 +120,10 @@ struct PlanSummary {
   std::vector<Fp8Gemm> fp8Gemms;
   /// GEMMs that also sum an operand (a bias's gradient, otc-fuse-gemm-sums).
   int64_t gemmSums = 0;
+  /// Attention calls of @micro_step (forward, recomputed forward and
+  /// backward) whose mask is a key padding (`key_padding`: per-sequence
+  /// lengths on cuDNN).
+  int64_t keyPaddingAttentions = 0;
 };
 
 /// The figures of a planned module under its configuration (an error when

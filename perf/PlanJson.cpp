@@ -39,10 +39,16 @@
 using namespace mlir;
 using namespace otc;
 
-/// The GEMMs of `module`'s functions, and those that run FP8: the one
+/// The attention calls that take a key padding; the GEMMs of `module`'s
+/// functions, those that sum an operand, and those that run FP8: the one
 /// fact of their `fp8` attribute (ir/Fp8.h), by trace name and shape (a
 /// projection's rows stacked, as the emitter calls it).
-static void collectFp8Gemms(ModuleOp module, PlanSummary &s) {
+static void collectCalls(ModuleOp module, PlanSummary &s) {
+  if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step"))
+    micro.walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionGradOp>(op) && op->hasAttr("key_padding"))
+        ++s.keyPaddingAttentions;
+    });
   module.walk([&](otck::GemmOp g) {
     ++s.gemms;
     if (g.getSums())
@@ -105,7 +111,7 @@ FailureOr<PlanSummary> otc::summarizePlan(ModuleOp module,
       other += bytes;
   });
   s.params = paramsBf16 ? paramsBf16 : paramsF32;
-  collectFp8Gemms(module, s);
+  collectCalls(module, s);
   s.masterParams = paramsBf16 ? paramsF32 : 0;
   int64_t persistent = s.params + s.masterParams + s.grads + s.optimizer +
                        s.inputs + s.constants + s.buffers + s.kvCache +
@@ -325,6 +331,8 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     }
     // GEMMs that form a bias's gradient beside their product.
     j.attribute("gemm_sums", s.gemmSums);
+    // Attention calls of a micro-step whose mask is a key padding.
+    j.attribute("key_padding_attentions", s.keyPaddingAttentions);
     j.attribute("micro_batch", s.microBatch);
     j.attribute("grad_accum", s.gradAccum);
     j.attribute("fp32_grad_accum", s.fp32GradAccum);
