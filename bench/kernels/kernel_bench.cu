@@ -1,7 +1,8 @@
-// otc-kernel-bench: times the cuda runtime's GEMM forms, its attention (q,
-// k and v apart, and packed in one projection) and the LM head's loss
-// (chunked and whole) at GPT-2 124M's shapes, BF16, on random data,
-// so that the device model's GEMM curve, its attention rates
+// otc-kernel-bench: times the cuda runtime's GEMM forms, a layer's weight
+// and bias gradients in two calls and in one (otcrt_gemm_sums), its
+// attention (q, k and v apart, and packed in one projection) and the LM
+// head's loss (chunked and whole) at GPT-2 124M's shapes, BF16, on random
+// data, so that the device model's GEMM curve, its attention rates
 // (targets/cuda/Devices.cpp) and its chunk choice can be judged against the
 // GPU.
 //
@@ -177,6 +178,51 @@ void gemm(const std::string &name, const char *form, int64_t m, int64_t n,
   CK(cudaFree(c));
 }
 
+/// A layer's weight and bias gradients from its output gradient dy [k, m]
+/// (BF16) and input x [k, n] into BF16 slots, as a BF16 program makes
+/// them: the weight-gradient GEMM (beta 1) and a column sum of dy added
+/// into the bias's slot (two calls), or one otcrt_gemm_sums (cuBLASLt's
+/// BGRADB epilogue, or its fallback where cuBLASLt declines it).
+void biasGrad(const std::string &name, int64_t m, int64_t n, int64_t k) {
+  OtcrtGemm g{};
+  g.trans_a = 1;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = 1;
+  g.alpha = 1;
+  g.beta = 1;
+  g.ab_type = g.c_type = g.epilogue_type = OTC_BF16;
+  g.epilogue = OTCRT_GEMM_NONE;
+  g.lda = m;
+  g.ldb = n;
+  g.ldc = n;
+  otcrt_bf16 *dy = bf16(k * m), *x = bf16(k * n, 0.05f), *dw = bf16(m * n),
+             *db = bf16(m);
+  Result r;
+  r.m = m;
+  r.n = n;
+  r.k = k;
+  r.flops = 2.0 * m * n * k;
+  r.bytes = 2.0 * (m * k + k * n) + 2.0 * 2 * m * n;
+  r.name = name + " dw + db";
+  r.form = "gemm, column_sum_into";
+  r.ms = timeMedian(r.name.c_str(), [&] {
+    int rc = otcrt_gemm(&g, dy, x, dw, nullptr, nullptr, nullptr, stream);
+    return rc ? rc : otcrt_column_sum_into_bf16(k, m, dy, db, stream);
+  });
+  results.push_back(r);
+  r.name = name + " dw + db, one call";
+  r.form = "gemm_sums";
+  r.ms = timeMedian(r.name.c_str(), [&] {
+    return otcrt_gemm_sums(&g, dy, x, dw, db, OTCRT_GEMM_SUMS_A, OTC_BF16, 1,
+                           stream);
+  });
+  results.push_back(r);
+  for (void *p : {(void *)dy, (void *)x, (void *)dw, (void *)db})
+    CK(cudaFree(p));
+}
+
 /// The LM head's loss over `rows` rows of GPT-2's width and padded
 /// vocabulary: otcrt_linear_cross_entropy_bf16 in chunks of `chunk` rows
 /// (dw FP32, accumulating), or (chunk 0) its parts as the unchunked program
@@ -330,6 +376,9 @@ int main(int argc, char **argv) {
     gemm(n + " dx", "input_grad", rows, s.in, s.out, OTC_BF16, 0);
     gemm(n + " dw", "weight_grad", s.out, s.in, rows, OTC_F32, 1);
   }
+  // Each layer's weight and bias gradients, in two calls or one.
+  for (const Shape &s : layers)
+    biasGrad(s.name, s.out, s.in, rows);
   // The head's products: whole and in chunks of 1024 rows, the epilogue's
   // share seen through the dw product's output type and beta.
   const int64_t v = 50304;
