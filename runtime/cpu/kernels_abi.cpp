@@ -1,8 +1,8 @@
-// The C entry points of otcrt/kernels.h, and otcrt_gemm, otcrt_gemm_fp8,
-// otcrt_fp8_quantize and otcrt_gemm_fp8_copies of otcrt/abi.h, in libotcrt_cpu:
-// each forwards to the host kernel of kernels_cpu.h for its storage type;
-// `stream` is ignored. Data errors are returned, so the error record is always
-// empty.
+// The C entry points of otcrt/kernels.h, and otcrt_gemm, otcrt_gemm_sums,
+// otcrt_gemm_fp8, otcrt_fp8_quantize and otcrt_gemm_fp8_copies of
+// otcrt/abi.h, in libotcrt_cpu: each forwards to the host kernel of
+// kernels_cpu.h for its storage type; `stream` is ignored. Data errors are
+// returned, so the error record is always empty.
 #include "kernels_cpu.h"
 
 #include "otcrt/abi.h"
@@ -82,6 +82,16 @@ int otcrt_gemm(const OtcrtGemm *g, const void *a, const void *b, void *c,
     return 1;
   }
   return gemm(*g, a, b, c, bias, addend, aux);
+}
+
+int otcrt_gemm_sums(const OtcrtGemm *g, const void *a, const void *b, void *c,
+                    void *sums, int32_t sums_of, int32_t sums_type,
+                    int32_t accumulate_sums, void *) {
+  if (!g) {
+    std::fprintf(stderr, "otcrt: gemm_sums: error: no descriptor\n");
+    return 1;
+  }
+  return gemmSums(*g, a, b, c, sums, sums_of, sums_type, accumulate_sums);
 }
 
 int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format, int32_t b_format,

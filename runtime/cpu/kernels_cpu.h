@@ -20,6 +20,11 @@ namespace cpu {
 int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
          const void *bias, const void *addend, void *aux);
 
+/// otcrt_gemm_sums (otcrt/abi.h) on host pointers: the GEMM above and the
+/// column sums of one operand, its call checked first (cpu/gemm_sums.cpp).
+int gemmSums(const OtcrtGemm &g, const void *a, const void *b, void *c,
+             void *sums, int32_t sumsOf, int32_t sumsType, int32_t accumulate);
+
 /// The FP8 GEMM of otcrt_gemm_fp8 (otcrt/abi.h) on host pointers, emulated
 /// (cpu/gemm.cpp), each call site's scales from its previous call's amax.
 int gemmFp8(const OtcrtGemm &g, int32_t aFormat, int32_t bFormat, const void *a,

@@ -2,11 +2,15 @@
 // cuda/gemm_cublaslt.cpp): the runtime's epilogue kernel (gemm_epilogue.cu),
 // which finishes a product cuBLASLt computed without the epilogue it
 // declined, and computes a product of depth 0 alone; the quantize kernels of
-// the FP8 GEMM (fp8_quantize.cu, for gemm_fp8.cpp); the switch that forces
-// that path for every epilogue (as OTCRT_GEMM_EPILOGUE=fallback does), and
-// the route the last call took, for the GPU test.
+// the FP8 GEMM (fp8_quantize.cu, for gemm_fp8.cpp); the product with
+// cuBLASLt's bias-gradient epilogue and the kernel that finishes its sums,
+// for otcrt_gemm_sums (gemm_sums.cpp); the switch that forces that path for
+// every epilogue (as OTCRT_GEMM_EPILOGUE=fallback does), and the route the
+// last call took, for the GPU test.
 #ifndef OTCRT_CUDA_GEMM_H
 #define OTCRT_CUDA_GEMM_H
+
+#include "otcrt/abi.h"
 
 #include <cuda_runtime.h>
 
@@ -80,7 +84,43 @@ int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream);
 /// scales from its own operands, as a site's first call does).
 void forgetFp8Scales();
 
-/// How the last otcrt_gemm call of this thread computed its result.
+/// The sums otcrt_gemm_sums asks cuBLASLt's bias-gradient epilogue for:
+/// those of operand `of` (OtcrtGemmSumsOf), written in FP32 to `out` ([W]:
+/// the call's own sums when they are FP32 and not accumulated, else a
+/// scratch buffer the finishing kernel reads), for a call whose sums are
+/// `sums`, of `type`, `accumulate` 0 or 1. Each field keys the route.
+struct GemmSums {
+  int32_t of = 0, type = 0, accumulate = 0;
+  const void *sums = nullptr;
+  float *out = nullptr;
+};
+
+/// gemmWithSums's status when the call's shape runs without cuBLASLt's
+/// epilogue (declined, or OTCRT_GEMM_EPILOGUE=fallback): nothing was run,
+/// and the caller runs the plain product and the runtime's column sums.
+constexpr int kGemmSumsDeclined = -1;
+
+/// The product of a valid otcrt_gemm_sums call `g` (M, N and K positive)
+/// with cuBLASLt writing the FP32 sums of `sums` (gemm_cublaslt.cpp), on
+/// the route of its shape, which its first call chooses (outside a graph
+/// capture) as otcrt_gemm's first call chooses an epilogue's, one line on
+/// stderr per shape cuBLASLt declines: 0 (lastGemmRoute() kCublasLt),
+/// kGemmSumsDeclined, or 1 after one line on stderr.
+int gemmWithSums(const OtcrtGemm &g, const void *a, const void *b, void *c,
+                 const GemmSums &sums, cudaStream_t stream);
+
+/// Queues sums[w] = s[w] (0 when `s` is null) plus, with `accumulate`, the
+/// old sums[w], formed in FP32 and rounded once to sums' type (bfloat16
+/// with `bf16`, else float), for w < width (gemm_epilogue.cu): 0, or 1 on a
+/// launch error. No allocation, no synchronization.
+int launchGemmSumsFinish(const float *s, void *sums, int64_t width, bool bf16,
+                         bool accumulate, cudaStream_t stream);
+
+/// How the last otcrt_gemm call of this thread computed its result. For
+/// otcrt_gemm_sums: kCublasLt, cuBLASLt's bias-gradient epilogue (and the
+/// kernel finishing bf16 or accumulated sums); kCublasLtFallback, the plain
+/// product and the runtime's column sums; with M, N or K 0, that of its
+/// otcrt_gemm call (the sums formed apart).
 enum class GemmRoute {
   kCublasLt,         ///< cuBLASLt alone (with its epilogue, if any)
   kCublasLtFallback, ///< cuBLASLt's plain product + the epilogue kernel
@@ -88,6 +128,8 @@ enum class GemmRoute {
   kNone              ///< nothing to compute, or an error
 };
 GemmRoute lastGemmRoute();
+/// Sets what lastGemmRoute() says (otcrt_gemm_sums: its own routes).
+void setLastGemmRoute(GemmRoute route);
 
 /// Turns the timing of each new shape's algorithms on or off, whatever
 /// OTCRT_GEMM_TUNE says (shapes already run keep their algorithm).

@@ -19,6 +19,10 @@
 // into C itself when C is FP32 (and not the aux a dGELU reads), else into
 // an FP32 scratch buffer, so that every element still rounds once; stderr
 // says so once per shape. A product of depth 0 is the epilogue kernel alone.
+// otcrt_gemm_sums (gemm_sums.cpp) asks here for a product with cuBLASLt's
+// bias-gradient epilogue (gemmWithSums, gemm.h): a route of its own, which
+// cuBLASLt may decline as it declines an epilogue; the caller then runs the
+// plain product and the runtime's column sums.
 // Later calls reuse the route and neither allocate nor synchronize, so a
 // CUDA graph captures them; a shape first seen inside a capture returns an
 // error instead (the runtime then runs that function without a graph).
@@ -93,9 +97,11 @@ struct Route {
 };
 
 /// The key of a route: the descriptor's fields, the alignments of the
-/// pointers, whether a bias is given, whether C is the aux it reads, and
-/// whether the fallback is forced.
-using RouteKey = std::array<int64_t, 24>;
+/// pointers, whether a bias is given, whether C is the aux it reads,
+/// whether the fallback is forced, and otcrt_gemm_sums's sums (0 for
+/// none, else OtcrtGemmSumsOf + 1; their type, accumulate_sums, and the
+/// alignments of the caller's sums and of where cuBLASLt writes them).
+using RouteKey = std::array<int64_t, 29>;
 
 struct State {
   std::mutex mutex;
@@ -188,6 +194,9 @@ struct Product {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
   const void *aux = nullptr;
+  /// The bias pointer is where a bias-gradient epilogue writes its FP32
+  /// sums (otcrt_gemm_sums), not a bias of the epilogue type read.
+  bool sums = false;
 };
 
 cublasLtMatrixLayout_t layout(cudaDataType_t type, uint64_t rows, uint64_t cols,
@@ -246,7 +255,13 @@ std::string describe(const OtcrtGemm &g, const Product &p, Plan &plan) {
           plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &p.strideD,
           sizeof(p.strideD)));
   }
-  if (p.bias) {
+  if (p.bias && p.sums) {
+    // The sums a bias-gradient epilogue writes, FP32 (batch 1).
+    cudaDataType_t sumsType = CUDA_R_32F;
+    OTCRT_LT_TRY(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &sumsType,
+        sizeof(sumsType)));
+  } else if (p.bias) {
     // bias[j] of our row-major column j: cuBLASLt's column-major rows (m =
     // N), the same vector for every batch entry, in the epilogue's type.
     cudaDataType_t biasType = cudaType(g.epilogue_type);
@@ -484,9 +499,12 @@ cublasLtEpilogue_t ltEpilogue(const OtcrtGemm &g, const void *bias) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-/// The product of the call with cuBLASLt doing its epilogue.
+/// The product of the call with cuBLASLt doing its epilogue: with `sums`,
+/// the bias-gradient epilogue of the summed operand, which cuBLASLt names
+/// from its column-major view (our A is its B: BGRADB, over D's columns,
+/// our M; our B is its A: BGRADA, over D's rows, our N).
 Product directProduct(const OtcrtGemm &g, void *c, const void *bias,
-                      const void *addend, void *aux) {
+                      const void *addend, void *aux, const GemmSums *sums) {
   Product p;
   p.dType = cudaType(g.c_type);
   p.d = c;
@@ -497,6 +515,12 @@ Product directProduct(const OtcrtGemm &g, void *c, const void *bias,
   p.epilogue = ltEpilogue(g, bias);
   p.bias = p.epilogue == CUBLASLT_EPILOGUE_DEFAULT ? nullptr : bias;
   p.aux = aux;
+  if (sums) {
+    p.epilogue = sums->of == OTCRT_GEMM_SUMS_A ? CUBLASLT_EPILOGUE_BGRADB
+                                               : CUBLASLT_EPILOGUE_BGRADA;
+    p.bias = sums->out;
+    p.sums = true;
+  }
   return p;
 }
 
@@ -571,16 +595,37 @@ void noticeOnce(State &s, const std::string &text) {
     std::fprintf(stderr, "%s\n", text.c_str());
 }
 
+/// The line that says how an epilogue cuBLASLt declined (`why`) runs.
+std::string fallbackNotice(const OtcrtGemm &g, const void *bias,
+                           const GemmSums *sums, const std::string &why) {
+  if (sums)
+    return "otcrt: gemm: the sums of " +
+           std::string(sums->of == OTCRT_GEMM_SUMS_A ? "A" : "B") +
+           " run as a plain cuBLASLt GEMM and the runtime's column sums (" +
+           why + "): " + describeGemm(g, nullptr) + ", " +
+           describeGemmSums(sums->of, sums->type, sums->accumulate);
+  return "otcrt: gemm: the " + gemmEpilogueName(g.epilogue, bias != nullptr) +
+         " epilogue runs as a plain cuBLASLt GEMM and the runtime's epilogue "
+         "kernel (" +
+         why + "): " + describeGemm(g, bias);
+}
+
 /// One call with a valid descriptor, M, N and batch positive, K positive,
-/// one C per batch entry or batch 1.
+/// one C per batch entry or batch 1; with `sums` (otcrt_gemm_sums: batch
+/// 1, epilogue NONE), kGemmSumsDeclined where its shape runs as the plain
+/// product and the runtime's column sums, which the caller then runs.
 int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
                 const void *bias, const void *addend, void *aux,
-                cudaStream_t stream) {
+                const GemmSums *sums, cudaStream_t stream) {
+  auto failed = [&](const std::string &why) {
+    return sums ? gemmSumsFailed(g, sums->of, sums->type, sums->accumulate, why)
+                : gemmFailed(g, bias, why);
+  };
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   std::string why = ensureHandle(s, stream);
   if (!why.empty())
-    return gemmFailed(g, bias, why);
+    return failed(why);
   const bool forced = fallbackForced();
   const size_t cBytes = elementBytes(g.c_type),
                inBytes = elementBytes(g.ab_type);
@@ -611,7 +656,13 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
                   alignOf(aux, g.stride_c, cBytes),
                   bias != nullptr,
                   c == aux,
-                  forced};
+                  forced,
+                  sums ? sums->of + 1 : 0,
+                  sums ? sums->type : 0,
+                  sums ? sums->accumulate : 0,
+                  alignOf(sums ? sums->sums : nullptr, 0,
+                          elementBytes(sums ? sums->type : OTC_F32)),
+                  alignOf(sums ? sums->out : nullptr, 0, sizeof(float))};
   // After the product ran on route `r`: a fallback's epilogue kernel.
   auto finish = [&](const Route &r, Product &p) {
     if (!r.fallback) {
@@ -620,14 +671,16 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
     }
     lastRoute = GemmRoute::kCublasLtFallback;
     if (launchGemmEpilogue(epilogueWork(g, &p, c, bias, addend, aux), stream))
-      return gemmFailed(g, bias, "the epilogue kernel did not launch");
+      return failed("the epilogue kernel did not launch");
     return 0;
   };
   auto found = s.routes.find(key);
   if (found != s.routes.end()) {
     Route &r = found->second;
+    if (r.fallback && sums)
+      return kGemmSumsDeclined;
     Product p = r.fallback ? fallbackProduct(s, g, c, addend, r.scratch)
-                           : directProduct(g, c, bias, addend, aux);
+                           : directProduct(g, c, bias, addend, aux, sums);
     why = r.fallback ? "" : setPointers(r.plan, p);
     if (why.empty()) {
       cublasStatus_t st = run(s, g, a, b, p, r.plan, r.plan.algo, stream);
@@ -635,17 +688,16 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
         why = ltError("cublasLtMatmul", st);
     }
     if (!why.empty())
-      return gemmFailed(g, bias, "cuBLASLt: " + why);
+      return failed("cuBLASLt: " + why);
     return finish(r, p);
   }
 
   // The first call of this shape: choose its route, running it.
   if (capturing(stream))
-    return gemmFailed(g, bias,
-                      "this GEMM's first call runs inside a CUDA graph "
-                      "capture, which cannot choose its algorithm");
+    return failed("this GEMM's first call runs inside a CUDA graph "
+                  "capture, which cannot choose its algorithm");
   Route r;
-  Product direct = directProduct(g, c, bias, addend, aux);
+  Product direct = directProduct(g, c, bias, addend, aux, sums);
   bool epilogue = direct.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogue) {
     why = forced ? std::string("forced") : layoutDeclined(g, c, aux);
@@ -656,25 +708,26 @@ int gemmProduct(const OtcrtGemm &g, const void *a, const void *b, void *c,
       lastRoute = GemmRoute::kCublasLt;
       return 0;
     }
-    // Declined: the plain product and the epilogue kernel.
-    noticeOnce(s, "otcrt: gemm: the " +
-                      gemmEpilogueName(g.epilogue, bias != nullptr) +
-                      " epilogue runs as a plain cuBLASLt GEMM and the "
-                      "runtime's epilogue kernel (" +
-                      why + "): " + describeGemm(g, bias));
+    // Declined: the plain product and the epilogue kernel (or, for sums,
+    // the caller's column sums).
+    noticeOnce(s, fallbackNotice(g, bias, sums, why));
     r.fallback = true;
+    if (sums) {
+      s.routes.emplace(key, r);
+      return kGemmSumsDeclined;
+    }
     r.scratch = g.c_type != OTC_F32 || c == aux;
     if (r.scratch) {
       size_t bytes = sizeof(float) * static_cast<size_t>(g.batch * g.m * g.n);
       why = ensureScratch(s, bytes, stream);
       if (!why.empty())
-        return gemmFailed(g, bias, why);
+        return failed(why);
     }
   }
   Product p = r.fallback ? fallbackProduct(s, g, c, addend, r.scratch) : direct;
   why = planAndRun(s, g, a, b, p, r.plan, stream);
   if (!why.empty())
-    return gemmFailed(g, bias, "cuBLASLt: " + why);
+    return failed("cuBLASLt: " + why);
   s.routes.emplace(key, r);
   return finish(r, p);
 }
@@ -713,7 +766,7 @@ int gemm(const OtcrtGemm &g, const void *a, const void *b, void *c,
       return gemmFailed(g, bias, "the epilogue kernel did not launch");
     return 0;
   }
-  return gemmProduct(g, a, b, c, bias, addend, aux, stream);
+  return gemmProduct(g, a, b, c, bias, addend, aux, nullptr, stream);
 }
 
 } // namespace
@@ -722,6 +775,14 @@ namespace otcrt {
 namespace cuda {
 
 GemmRoute lastGemmRoute() { return lastRoute; }
+
+void setLastGemmRoute(GemmRoute route) { lastRoute = route; }
+
+int gemmWithSums(const OtcrtGemm &g, const void *a, const void *b, void *c,
+                 const GemmSums &sums, cudaStream_t stream) {
+  lastRoute = GemmRoute::kNone;
+  return gemmProduct(g, a, b, c, nullptr, nullptr, nullptr, &sums, stream);
+}
 
 void setGemmTuning(bool on) { tuningByTest.store(on ? 1 : 0); }
 

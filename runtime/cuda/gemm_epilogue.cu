@@ -3,7 +3,9 @@
 // the bias to the FP32 product, applies GELU (keeping its input in aux) or
 // GELU's gradient (reading aux), and stores with one rounding. The math is
 // that of the host GEMM's epilogues (cpu/gemm.cpp), term for term in
-// the same order, so the two agree to the accuracy of tanhf.
+// the same order, so the two agree to the accuracy of tanhf. And the kernel
+// that finishes otcrt_gemm_sums's FP32 sums (adds the old sums, rounds once
+// to their type), as cpu/gemm_sums.cpp does.
 #include "common.cuh"
 #include "gemm.h"
 
@@ -55,7 +57,33 @@ template <typename T> __global__ void epilogueKernel(GemmEpilogue e) {
   }
 }
 
+/// sums[w] = (old sums[w] with `accumulate`) + s[w], rounded once.
+template <typename T>
+__global__ void sumsFinishKernel(const float *s, T *sums, int64_t width,
+                                 bool accumulate) {
+  for (int64_t w = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       w < width; w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = s ? s[w] : 0.0f;
+    store(&sums[w], accumulate ? load(sums[w]) + v : v);
+  }
+}
+
 } // namespace
+
+int launchGemmSumsFinish(const float *s, void *sums, int64_t width, bool bf16,
+                         bool accumulate, cudaStream_t stream) {
+  if (width <= 0)
+    return 0;
+  const int64_t blocks = (width + kBlock - 1) / kBlock;
+  const unsigned grid = static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+  if (bf16)
+    sumsFinishKernel<<<grid, kBlock, 0, stream>>>(
+        s, static_cast<otcrt_bf16 *>(sums), width, accumulate);
+  else
+    sumsFinishKernel<<<grid, kBlock, 0, stream>>>(s, static_cast<float *>(sums),
+                                                  width, accumulate);
+  return launchStatus();
+}
 
 int launchGemmEpilogue(const GemmEpilogue &e, cudaStream_t stream) {
   const int64_t total = e.batch * e.m * e.n;

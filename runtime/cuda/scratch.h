@@ -1,15 +1,14 @@
 // The device scratch of libotcrt_cuda, and the one figure of the device its
-// kernels size a grid by (deviceSms): buffers the kernels use between
-// launches of one call (attention's per-row terms, transposed copies and
-// expanded masks,
-// the partial sums of the two-stage column reductions, the gather
-// gradient's sort), owned by the library, one per device and per use. A
-// buffer is allocated (cudaMalloc) by the first call that needs it and kept
+// kernels size a grid by (deviceSms): buffers the kernels use between launches
+// of one call (attention's per-row terms, transposed copies and expanded masks,
+// the partial sums of the two-stage column reductions, the gather gradient's
+// sort, a GEMM's FP32 sums), owned by the library, one per device and per use.
+// A buffer is allocated (cudaMalloc) by the first call that needs it and kept
 // for the life of the process, so that later calls neither allocate nor
-// synchronize and a CUDA graph that captured them stays valid; the runtime
-// runs every step function once eagerly before it captures one, which makes
-// those first calls. Calls on one device share a use's buffer: they must be
-// ordered (one stream), as the generated programs' calls are.
+// synchronize and a CUDA graph that captured them stays valid; the runtime runs
+// every step function once eagerly before it captures one, which makes those
+// first calls. Calls on one device share a use's buffer: they must be ordered
+// (one stream), as the generated programs' calls are.
 #ifndef OTCRT_CUDA_SCRATCH_H
 #define OTCRT_CUDA_SCRATCH_H
 
@@ -39,6 +38,10 @@ enum class ScratchUse {
   /// The gather gradient's sort (keys, values and CUB's temporary storage):
   /// OTCRT_CUDA_SORT_SCRATCH_BYTES, fixed.
   Sort,
+  /// gemm_sums.cpp: the FP32 sums of an otcrt_gemm_sums call whose sums
+  /// are bf16 or accumulated, before the kernel that finishes them (grows
+  /// with the width).
+  GemmSums,
   Count
 };
 

@@ -1,10 +1,11 @@
 // The rules of an OtcrtGemm descriptor (otcrt/abi.h), shared by the cpu and
 // cuda GEMMs so that both refuse the same calls with the same words: the
-// check of a descriptor and its pointers, the one-line description of a
-// call that every GEMM message carries (sizes, types, transposes, layout,
-// epilogue), and the error line itself. Header-only, so that a program
-// compiling the host GEMM from source beside libotcrt_cuda.a (the GPU
-// kernel test) gets no second definition.
+// check of a descriptor and its pointers (and those of otcrt_gemm_fp8's and
+// otcrt_gemm_sums's calls), the one-line description of a call that every
+// GEMM message carries (sizes, types, transposes, layout, epilogue), and
+// the error line itself. Header-only, so that a program compiling the host
+// GEMM from source beside libotcrt_cuda.a (the GPU kernel test) gets no
+// second definition.
 #ifndef OTCRT_GEMM_CHECK_H
 #define OTCRT_GEMM_CHECK_H
 
@@ -155,6 +156,63 @@ inline std::string gemmFp8CopiesInvalid(const OtcrtGemm &g, const void *aCopy,
       !(bLayouts & fp8CopyLayoutOfB(g)))
     return "FP8 copies without the layout the product reads";
   return "";
+}
+
+/// The sums of an otcrt_gemm_sums call as its messages name them: "sums
+/// of A -> bf16, accumulate 1".
+inline std::string describeGemmSums(int32_t sumsOf, int32_t sumsType,
+                                    int32_t accumulate) {
+  std::string of = sumsOf == OTCRT_GEMM_SUMS_A   ? "A"
+                   : sumsOf == OTCRT_GEMM_SUMS_B ? "B"
+                                                 : std::to_string(sumsOf);
+  return "sums of " + of + " -> " + gemmTypeName(sumsType) + ", accumulate " +
+         std::to_string(accumulate);
+}
+
+/// Why a call of otcrt_gemm_sums breaks its rules beyond otcrt_gemm's
+/// (checked first, with no bias, addend or aux), or "": a plain product
+/// (epilogue NONE, alpha 1) of one batch entry, the summed operand a dense
+/// K x W matrix (W = M: A with trans_a 1 and lda M; W = N: B with trans_b 0
+/// and ldb N; the leading dimension 1 when W is 0), present when K and W
+/// are not 0, and a sums vector when W is not 0. M or N 0 (the product
+/// empty) and K 0 (the sums 0) are valid.
+inline std::string gemmSumsInvalid(const OtcrtGemm &g, const void *a,
+                                   const void *b, const void *sums,
+                                   int32_t sumsOf, int32_t sumsType,
+                                   int32_t accumulate) {
+  if (sumsOf != OTCRT_GEMM_SUMS_A && sumsOf != OTCRT_GEMM_SUMS_B)
+    return "sums_of must be OTCRT_GEMM_SUMS_A or OTCRT_GEMM_SUMS_B";
+  if (sumsType != OTC_F32 && sumsType != OTC_BF16)
+    return "the sums must be f32 or bf16";
+  if (accumulate != 0 && accumulate != 1)
+    return "accumulate_sums must be 0 or 1";
+  if (g.epilogue != OTCRT_GEMM_NONE)
+    return "sums with an epilogue";
+  if (g.batch != 1)
+    return "sums of other than one batch entry";
+  if (g.alpha != 1.0f)
+    return "sums with alpha other than 1";
+  const bool ofA = sumsOf == OTCRT_GEMM_SUMS_A;
+  const int64_t width = ofA ? g.m : g.n;
+  const int64_t dense = width > 1 ? width : 1;
+  if (ofA ? g.trans_a != 1 || g.lda != dense : g.trans_b != 0 || g.ldb != dense)
+    return ofA ? "the sums of A need A stored K x M (trans_a 1, lda M)"
+               : "the sums of B need B stored K x N (trans_b 0, ldb N)";
+  if (g.k > 0 && width > 0 && !(ofA ? a : b))
+    return ofA ? "A is NULL" : "B is NULL";
+  if (width > 0 && !sums)
+    return "sums is NULL";
+  return "";
+}
+
+/// Prints "otcrt: gemm_sums: error: <why> (<describeGemm>, <sums>)" on
+/// stderr and returns 1.
+inline int gemmSumsFailed(const OtcrtGemm &g, int32_t sumsOf, int32_t sumsType,
+                          int32_t accumulate, const std::string &why) {
+  std::fprintf(stderr, "otcrt: gemm_sums: error: %s (%s, %s)\n", why.c_str(),
+               describeGemm(g, nullptr).c_str(),
+               describeGemmSums(sumsOf, sumsType, accumulate).c_str());
+  return 1;
 }
 
 /// Prints "otcrt: gemm: error: <why> (<describeGemm>)" on stderr and

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Proves that a program shaped like the code generator's cuda-target output
 # (kernels + a static OtcProgram + main calling otcrt_main, plus a call to
-# otcrt_gemm, otcrt_gemm_fp8, otcrt_attention_fwd_bf16, otcrt_check_launch
-# and launches on otcrt_stream) compiles with nvcc and links against libotcrt_cuda.a,
-# cuBLASLt and cudart, plus LINK_ARGS (cuDNN's libraries when the runtime's
-# attention uses them, as otc-compile adds them); then runs the GPU-free paths
-# of the resulting binary (--help, --data, a missing --init file, --trace-sync
-# without --trace).
+# otcrt_gemm, otcrt_gemm_sums, otcrt_gemm_fp8, otcrt_attention_fwd_bf16,
+# otcrt_check_launch and launches on otcrt_stream) compiles with nvcc and
+# links against libotcrt_cuda.a, cuBLASLt and cudart, plus LINK_ARGS
+# (cuDNN's libraries when the runtime's attention uses them, as otc-compile
+# adds them); then runs the GPU-free paths of the resulting binary (--help,
+# --data, a missing --init file, --trace-sync without --trace).
 # Usage: check_cuda_link.sh LIB_DIR INCLUDE_DIR [LINK_ARGS...]
 #        (exit 77 = skipped)
 set -euo pipefail
@@ -72,6 +72,12 @@ static void microStep(char *arena) {
     otcrt_kernel_failed("otcrt_gemm", "fake", 1);
   if (otcrt_gemm(&fwd, x, w, x, nullptr, nullptr, nullptr, s) != 0)
     otcrt_kernel_failed("otcrt_gemm", "fake", 1);
+  // g += x^T x again, with the column sums of x (its A) added into 4 floats
+  // past the slots.
+  float *sums = reinterpret_cast<float *>(arena + 192);
+  if (otcrt_gemm_sums(&acc, x, x, g, sums, OTCRT_GEMM_SUMS_A, OTC_F32, 1, s) !=
+      0)
+    otcrt_kernel_failed("otcrt_gemm_sums", "fake", 1);
   // The FP8 GEMM's entry point (an empty product: nothing to quantize).
   static const OtcrtGemm fp8 = {0, 1, 0, 16, 16, 1, 1.0f, 0.0f, OTC_BF16,
                                 OTC_BF16, OTC_BF16, OTCRT_GEMM_NONE, 16, 16,
@@ -93,7 +99,7 @@ static void microStep(char *arena) {
 
 static void optimizerStep(char *) {}
 
-static const OtcProgram kProgram = {1, "cuda", "fake.onnx", 192, 2, 1, 6, kSlots,
+static const OtcProgram kProgram = {1, "cuda", "fake.onnx", 208, 2, 1, 6, kSlots,
                                     zeroGrads, microStep, optimizerStep};
 
 int main(int argc, char **argv) { return otcrt_main(argc, argv, &kProgram); }

@@ -1,5 +1,5 @@
 // Helpers of the GPU test binary (otcrt-cuda-kernel-tests: kernels_cuda_test.cu
-// and gemm_cuda_test.cu): device copies of host vectors and back, random
+// and the other *_cuda_test.cu): device copies of host vectors and back, random
 // inputs exactly representable in bfloat16, conversions, the element-wise
 // comparison of device and host results, and the PASS/FAIL verdict of one
 // check, counted in `failures`.
@@ -210,9 +210,11 @@ template <typename T> std::vector<T> stored(const Floats &x) {
     return toBf16(x);
 }
 
-/// The GEMM checks (gemm_cuda_test.cu).
+/// The GEMM checks (gemm_cuda_test.cu, gemm_fp8_cuda_test.cu,
+/// gemm_sums_cuda_test.cu).
 void testGemms(std::mt19937 &rng);
 void testFp8Gemms(std::mt19937 &rng);
+void testGemmSums(std::mt19937 &rng);
 /// The attention checks (attention_cuda_test.cu).
 void testAttentions(std::mt19937 &rng);
 /// The gather-gradient checks (gather_grad_cuda_test.cu).

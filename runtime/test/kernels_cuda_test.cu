@@ -18,7 +18,8 @@
 // Also checks that library calls captured in a CUDA
 // graph replay to the same bits as eager calls; and otcrt_gemm against the
 // host GEMM, cuBLASLt's epilogues and the runtime's fallback for them
-// (gemm_cuda_test.cu). Prints PASS or FAIL per
+// (gemm_cuda_test.cu), and otcrt_gemm_sums against the host's
+// (gemm_sums_cuda_test.cu). Prints PASS or FAIL per
 // check and exits non-zero on any failure; exits 77 when no GPU is present.
 // Run by the GPU tests (test/gpu/run.sh, ctest label gpu).
 #include "cpu/common.h"
@@ -706,6 +707,7 @@ int main(int argc, char **argv) {
   testGraphs(rng);
   testGemms(rng);
   testFp8Gemms(rng);
+  testGemmSums(rng);
   for (void *p : allocations)
     cudaFree(p);
   std::printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);

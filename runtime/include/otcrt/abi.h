@@ -349,21 +349,26 @@ enum OtcrtGemmSumsOf {
 };
 
 /// otcrt_gemm (epilogue NONE, batch 1, alpha 1) that also sums one of its
-/// operands over the depth K: a bias's gradient beside its weight's, both
-/// read from the layer's output gradient (otc-fuse-gemm-sums). The summed
-/// operand is stored as a dense row-major K x W matrix (W = M for
-/// OTCRT_GEMM_SUMS_A with trans_a 1 and lda M; W = N for OTCRT_GEMM_SUMS_B
-/// with trans_b 0 and ldb N), so s holds its column sums. s is formed in
-/// FP32 (BF16 values widen exactly); sums[w] becomes s[w] (plus its own
-/// value when accumulate_sums is 1), rounded once to sums_type (OTC_F32 or
-/// OTC_BF16). K == 0: s = 0. The order of the additions is the target's:
-/// the cpu target sums each column in row order; the cuda target asks
-/// cuBLASLt for the bias-gradient epilogue of that operand (BGRADB for A,
-/// BGRADA for B, which cuBLASLt names from its column-major view) and,
-/// where cuBLASLt declines it (or OTCRT_GEMM_EPILOGUE=fallback), runs the
-/// plain product and the runtime's column sums (otcrt_column_sum_*),
-/// after one line on stderr per shape. Same rules as otcrt_gemm otherwise;
-/// non-zero after one line on stderr for a descriptor that breaks them.
+/// operands over the depth K: a bias's gradient beside its weight's, both read
+/// from the layer's output gradient (otc-fuse-gemm-sums). The summed operand is
+/// stored as a dense row-major K x W matrix (W = M for OTCRT_GEMM_SUMS_A with
+/// trans_a 1 and lda M; W = N for OTCRT_GEMM_SUMS_B with trans_b 0 and ldb N),
+/// so s holds its column sums. s is formed in FP32 (BF16 values widen exactly);
+/// sums[w] becomes s[w] (plus its own value when accumulate_sums is 1), rounded
+/// once to sums_type (OTC_F32 or OTC_BF16). sums ([W] of sums_type) must not
+/// overlap A, B or C. K == 0: s = 0 (C = beta C). M or N 0: no product (C may
+/// be NULL), the sums still formed; W == 0 (lda or ldb then 1): nothing summed,
+/// sums may be NULL. A batch other than 1, another epilogue or alpha other than
+/// 1 is refused. The order of the additions is the target's: the cpu target
+/// sums each column in row order; the cuda target asks cuBLASLt for the
+/// bias-gradient epilogue of that operand (BGRADB for A, BGRADA for B, which
+/// cuBLASLt names from its column-major view) and, where cuBLASLt declines it
+/// (or OTCRT_GEMM_EPILOGUE=fallback), runs the plain product and the runtime's
+/// column sums (otcrt_column_sum_*), after one line on stderr per shape; a
+/// shape's first call chooses its route as otcrt_gemm's does (outside a CUDA
+/// graph capture), later calls neither allocate nor synchronize. Same rules as
+/// otcrt_gemm otherwise; non-zero after one line on stderr for a call that
+/// breaks them (nothing written) or a library failure.
 int otcrt_gemm_sums(const OtcrtGemm *g, const void *a, const void *b, void *c,
                     void *sums, int32_t sums_of, int32_t sums_type,
                     int32_t accumulate_sums, void *stream);
