@@ -91,8 +91,14 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
       lookupKernelSignature("otcrt_gemm_fp8_copies");
   ASSERT_TRUE(copies);
   EXPECT_EQ(copies->params.size(), 14u);
-  // 16 functions per storage type and 10 single ones.
-  EXPECT_EQ(kernelSignatures().size(), 16u * 2 + 10);
+  const KernelSignature *sums = lookupKernelSignature("otcrt_gemm_sums");
+  ASSERT_TRUE(sums);
+  EXPECT_EQ(typesOf(*sums),
+            "int otcrt_gemm_sums(const OtcrtGemm *g, const void *a, const "
+            "void *b, void *c, void *sums, int32_t sums_of, int32_t "
+            "sums_type, int32_t accumulate_sums, void *stream)");
+  // 16 functions per storage type and 11 single ones.
+  EXPECT_EQ(kernelSignatures().size(), 16u * 2 + 11);
 }
 
 std::vector<KernelArg> columnSumArgs() {
