@@ -19,10 +19,8 @@
 // into C itself when C is FP32 (and not the aux a dGELU reads), else into
 // an FP32 scratch buffer, so that every element still rounds once; stderr
 // says so once per shape. A product of depth 0 is the epilogue kernel alone.
-// otcrt_gemm_sums (gemm_sums.cpp) asks here for a product with cuBLASLt's
-// bias-gradient epilogue (gemmWithSums, gemm.h): a route of its own, which
-// cuBLASLt may decline as it declines an epilogue; the caller then runs the
-// plain product and the runtime's column sums.
+// otcrt_gemm_sums (gemm_sums.cpp) asks for cuBLASLt's bias-gradient
+// epilogue (gemmWithSums): a route cuBLASLt may decline as an epilogue.
 // Later calls reuse the route and neither allocate nor synchronize, so a
 // CUDA graph captures them; a shape first seen inside a capture returns an
 // error instead (the runtime then runs that function without a graph).
@@ -96,11 +94,10 @@ struct Route {
   bool scratch = false;
 };
 
-/// The key of a route: the descriptor's fields, the alignments of the
-/// pointers, whether a bias is given, whether C is the aux it reads,
-/// whether the fallback is forced, and otcrt_gemm_sums's sums (0 for
-/// none, else OtcrtGemmSumsOf + 1; their type, accumulate_sums, and the
-/// alignments of the caller's sums and of where cuBLASLt writes them).
+/// The key of a route: the descriptor's fields, the pointers' alignments,
+/// whether a bias is given, whether C is the aux it reads, whether the
+/// fallback is forced, and the sums (OtcrtGemmSumsOf + 1 or 0, type,
+/// accumulate_sums, alignments of the caller's sums and cuBLASLt's).
 using RouteKey = std::array<int64_t, 29>;
 
 struct State {

@@ -206,15 +206,30 @@ void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
   // The attention calls, in the order the program makes them.
   AttentionBuffers attention;
   Fp8GemmBuffers fp8;
+  // The FP32 sums of the GEMMs that sum an operand into BF16 or into their
+  // old values (runtime/cuda/gemm_sums.cpp's scratch, grown to the widest).
+  int64_t sumsScratch = 0;
   for (StringRef fn : {"zero_grads", "micro_step", "optimizer_step",
                        "eval_step", "decode_step"})
     if (auto f = planned.lookupSymbol<func::FuncOp>(fn))
       f.walk([&](Operation *op) {
         if (isa<AttentionOp, AttentionGradOp>(op))
           attention.add(op);
-        if (auto g = dyn_cast<otck::GemmOp>(op))
+        if (auto g = dyn_cast<otck::GemmOp>(op)) {
           fp8.add(g);
+          if (Value sums = g.getSums()) {
+            auto t = cast<MemRefType>(sums.getType());
+            if (g.getAccumulateSums() || !t.getElementType().isF32())
+              sumsScratch = std::max(sumsScratch, 4 * t.getNumElements());
+          }
+        }
       });
+  if (sumsScratch)
+    r.buffers.push_back(
+        {"gemm_sums", sumsScratch,
+         "the FP32 sums of the GEMMs that form a bias's gradient into a BF16 "
+         "or accumulated slot, 4 bytes a column of the widest "
+         "(runtime/cuda/gemm_sums.cpp)"});
   if (fp8.bytes())
     r.buffers.push_back(
         {"fp8_gemm", fp8.bytes(),
