@@ -1,8 +1,8 @@
 // Helpers of the GPU test binary (otcrt-cuda-kernel-tests: kernels_cuda_test.cu
 // and the other *_cuda_test.cu): device copies of host vectors and back, random
-// inputs exactly representable in bfloat16, conversions, the element-wise
-// comparison of device and host results, and the PASS/FAIL verdict of one
-// check, counted in `failures`.
+// inputs exactly representable in bfloat16 (or any float), conversions, the
+// element-wise comparison of device and host results, and the PASS/FAIL
+// verdict of one check, counted in `failures`.
 #ifndef OTCRT_TEST_CUDA_TEST_UTIL_CUH
 #define OTCRT_TEST_CUDA_TEST_UTIL_CUH
 
@@ -62,6 +62,17 @@ inline Floats random(size_t n, std::mt19937 &rng, float lo = -1, float hi = 1) {
   Floats v(n);
   for (float &x : v)
     x = bf16ToFloat(floatToBf16(dist(rng))); // representable in bf16 too
+  return v;
+}
+
+/// Like random, but any float of the range, not only bfloat16's: FP32
+/// operands whose products are not exact in FP32 (nor in TF32).
+inline Floats randomFull(size_t n, std::mt19937 &rng, float lo = -1,
+                         float hi = 1) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (float &x : v)
+    x = dist(rng);
   return v;
 }
 
