@@ -1,8 +1,9 @@
 // Helpers of the GPU test binary (otcrt-cuda-kernel-tests: kernels_cuda_test.cu
 // and the other *_cuda_test.cu): device copies of host vectors and back, random
-// inputs exactly representable in bfloat16 (or any float), conversions, the
-// element-wise comparison of device and host results, and the PASS/FAIL
-// verdict of one check, counted in `failures`.
+// inputs exactly representable in bfloat16 (or any float), conversions (and a
+// matrix stored as F32 or BF16 bytes), the element-wise comparison of device
+// and host results, and the PASS/FAIL verdict of one check, counted in
+// `failures`.
 #ifndef OTCRT_TEST_CUDA_TEST_UTIL_CUH
 #define OTCRT_TEST_CUDA_TEST_UTIL_CUH
 
@@ -88,6 +89,33 @@ inline Floats toFloat(const Bf16s &x) {
   for (size_t i = 0; i < x.size(); ++i)
     out[i] = bf16ToFloat(x[i]);
   return out;
+}
+
+/// A matrix's bytes as the runtime stores them.
+using Bytes = std::vector<char>;
+
+/// `x` stored as `type` (OTC_F32 or OTC_BF16), and back.
+inline Bytes stored(const Floats &x, int32_t type) {
+  if (type == OTC_F32) {
+    Bytes out(x.size() * sizeof(float));
+    std::memcpy(out.data(), x.data(), out.size());
+    return out;
+  }
+  Bf16s h = toBf16(x);
+  Bytes out(h.size() * sizeof(otcrt_bf16));
+  std::memcpy(out.data(), h.data(), out.size());
+  return out;
+}
+
+inline Floats loaded(const Bytes &x, int32_t type) {
+  if (type == OTC_F32) {
+    Floats out(x.size() / sizeof(float));
+    std::memcpy(out.data(), x.data(), x.size());
+    return out;
+  }
+  Bf16s h(x.size() / sizeof(otcrt_bf16));
+  std::memcpy(h.data(), x.data(), x.size());
+  return toFloat(h);
 }
 
 /// Compares got with want (|g - w| <= atol + rtol |w|, infinities equal).

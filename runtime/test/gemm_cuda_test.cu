@@ -25,7 +25,6 @@
 namespace cudatest {
 namespace {
 
-using Bytes = std::vector<char>;
 using otcrt::cuda::GemmRoute;
 
 /// One call: types, epilogue, transposes, sizes.
@@ -60,30 +59,6 @@ OtcrtGemm descriptor(const GemmCase &tc) {
   g.stride_b = tc.batch > 1 ? tc.k * tc.n : 0;
   g.stride_c = tc.m * tc.n;
   return g;
-}
-
-/// `x` stored as `type` (OTC_F32 or OTC_BF16), and back.
-Bytes stored(const Floats &x, int32_t type) {
-  if (type == OTC_F32) {
-    Bytes out(x.size() * sizeof(float));
-    std::memcpy(out.data(), x.data(), out.size());
-    return out;
-  }
-  Bf16s h = toBf16(x);
-  Bytes out(h.size() * sizeof(otcrt_bf16));
-  std::memcpy(out.data(), h.data(), out.size());
-  return out;
-}
-
-Floats loaded(const Bytes &x, int32_t type) {
-  if (type == OTC_F32) {
-    Floats out(x.size() / sizeof(float));
-    std::memcpy(out.data(), x.data(), x.size());
-    return out;
-  }
-  Bf16s h(x.size() / sizeof(otcrt_bf16));
-  std::memcpy(h.data(), x.data(), x.size());
-  return toFloat(h);
 }
 
 const char *routeName(GemmRoute r) {

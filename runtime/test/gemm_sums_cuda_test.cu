@@ -50,7 +50,6 @@
 namespace cudatest {
 namespace {
 
-using Bytes = std::vector<char>;
 using otcrt::cuda::GemmRoute;
 
 /// One call: operand, C and sums types, which operand is summed, whether
@@ -104,30 +103,6 @@ std::string nameOf(const SumsCase &t) {
          "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + ", trans_a " +
          std::to_string(g.trans_a) + " trans_b " + std::to_string(g.trans_b) +
          (t.skew ? " (sums skewed)" : "") + (t.tuned ? ", tuned" : "");
-}
-
-/// `x` stored as `type` (OTC_F32 or OTC_BF16), and back.
-Bytes stored(const Floats &x, int32_t type) {
-  if (type == OTC_F32) {
-    Bytes out(x.size() * sizeof(float));
-    std::memcpy(out.data(), x.data(), out.size());
-    return out;
-  }
-  Bf16s h = toBf16(x);
-  Bytes out(h.size() * sizeof(otcrt_bf16));
-  std::memcpy(out.data(), h.data(), out.size());
-  return out;
-}
-
-Floats loaded(const Bytes &x, int32_t type) {
-  if (type == OTC_F32) {
-    Floats out(x.size() / sizeof(float));
-    std::memcpy(out.data(), x.data(), x.size());
-    return out;
-  }
-  Bf16s h(x.size() / sizeof(otcrt_bf16));
-  std::memcpy(h.data(), x.data(), x.size());
-  return toFloat(h);
 }
 
 const char *routeName(GemmRoute r) {
