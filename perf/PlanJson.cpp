@@ -569,6 +569,9 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   if (s.precision == "fp8")
     os << "fp8 GEMMs: " << s.fp8Gemms.size() << " of " << s.gemms
        << " (the rest BF16)\n";
+  if (s.gemmSums)
+    os << "bias gradients summed by their weight's gradient GEMM: "
+       << s.gemmSums << "\n";
   os << "parameters trained: " << s.paramsCount;
   if (s.paramsCount)
     os << " ("
