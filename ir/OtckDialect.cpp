@@ -135,6 +135,64 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
+SmallVector<Value, 3> GemmOp::getWrittenBuffers() {
+  SmallVector<Value, 3> w{getOut()};
+  if (getGelu() && getAux())
+    w.push_back(getAux());
+  if (getSums())
+    w.push_back(getSums());
+  return w;
+}
+
+SmallVector<Value, 8> GemmOp::getReadBuffers() {
+  SmallVector<Value, 8> r{getLhs(), getRhs()};
+  for (Value v : {getBias(), getAddend(), getLhsFp8(), getRhsFp8()})
+    if (v)
+      r.push_back(v);
+  if (getAccumulate())
+    r.push_back(getOut());
+  if (getDgelu() && getAux())
+    r.push_back(getAux());
+  if (getAccumulateSums() && getSums())
+    r.push_back(getSums());
+  return r;
+}
+
+SmallVector<Value> otc::otck::writtenBy(Operation *op) {
+  if (auto g = dyn_cast<GemmOp>(op))
+    return SmallVector<Value>(g.getWrittenBuffers());
+  if (auto k = dyn_cast<KernelOp>(op))
+    return SmallVector<Value>(k.getOutputs());
+  if (auto c = dyn_cast<CopyOp>(op))
+    return {c.getTarget()};
+  if (auto q = dyn_cast<Fp8QuantizeOp>(op))
+    return {q.getCopy()};
+  if (isa<ViewOp, BufferOp, func::ReturnOp>(op))
+    return {};
+  return SmallVector<Value>(op->getOperands());
+}
+
+bool otc::otck::usedBetween(Operation *a, Operation *b, Value storage,
+                            bool touch) {
+  if (b->isBeforeInBlock(a))
+    std::swap(a, b);
+  Block *block = a->getBlock();
+  bool found = false;
+  forEachByteUser(storage, [&](Operation *u) {
+    Operation *op = block->findAncestorOpInBlock(*u);
+    if (found || !op || !a->isBeforeInBlock(op) || !op->isBeforeInBlock(b) ||
+        isa<ViewOp>(op))
+      return;
+    if (touch) {
+      found = true;
+      return;
+    }
+    for (Value o : writtenBy(op))
+      found |= storageOf(o) == storage;
+  });
+  return found;
+}
+
 LogicalResult GemmOp::verifySums() {
   Value sums = getSums();
   if (!sums) {

@@ -70,6 +70,17 @@ mlir::Value storageOf(mlir::Value v);
 /// through views, theirs (the views themselves excluded).
 void forEachByteUser(mlir::Value buffer,
                      llvm::function_ref<void(mlir::Operation *)> fn);
+
+/// The operands `op` may write: a kernel's outputs, a GEMM's written
+/// buffers (GemmOp::getWrittenBuffers), a copy's target, a quantize's copy;
+/// none for a view, a buffer or a return; every operand of any other op.
+llvm::SmallVector<mlir::Value> writtenBy(mlir::Operation *op);
+
+/// Whether an op strictly between `a` and `b` (one block, either order)
+/// writes the bytes of `storage` (`touch`: or uses them at all; views do
+/// not count).
+bool usedBetween(mlir::Operation *a, mlir::Operation *b, mlir::Value storage,
+                 bool touch);
 } // namespace otc::otck
 
 #endif // OTC_IR_OTCKDIALECT_H

@@ -162,6 +162,12 @@ def Otck_GemmOp : Otck_Op<"gemm", [AttrSizedOperandSegments]> {
   let extraClassDeclaration = [{
     /// The rules of `sums` (verify's part for them).
     ::mlir::LogicalResult verifySums();
+    /// The buffers the call writes: out, aux under `gelu`, sums.
+    ::llvm::SmallVector<::mlir::Value, 3> getWrittenBuffers();
+    /// The buffers it reads: both operands, the bias, the addend, out when
+    /// it accumulates, aux under `dgelu`, the sums when they accumulate,
+    /// the FP8 copies.
+    ::llvm::SmallVector<::mlir::Value, 8> getReadBuffers();
   }];
 }
 

@@ -52,26 +52,6 @@ Value rootOf(Value v) {
   return v;
 }
 
-/// The operands `op` may write: a GEMM's result and aux, a kernel's and a
-/// copy's targets, every operand of an op this pass does not know.
-SmallVector<Value> writtenBy(Operation *op) {
-  if (auto g = dyn_cast<otck::GemmOp>(op)) {
-    SmallVector<Value> w{g.getOut()};
-    if (g.getAux())
-      w.push_back(g.getAux());
-    return w;
-  }
-  if (auto k = dyn_cast<otck::KernelOp>(op))
-    return SmallVector<Value>(k.getOutputs());
-  if (auto c = dyn_cast<otck::CopyOp>(op))
-    return {c.getTarget()};
-  if (auto q = dyn_cast<otck::Fp8QuantizeOp>(op))
-    return {q.getCopy()};
-  if (isa<otck::ViewOp, otck::BufferOp, func::ReturnOp>(op))
-    return {};
-  return SmallVector<Value>(op->getOperands());
-}
-
 /// One FP8 copy: the GEMM operands (GEMM, left or not) that read it.
 struct Copy {
   Value source;
@@ -113,7 +93,7 @@ struct Fp8CopiesPass : public otc::impl::Fp8CopiesBase<Fp8CopiesPass> {
     // closes the copies of that buffer.
     llvm::MapVector<std::pair<Value, int>, Copy> open;
     for (Operation &op : block) {
-      for (Value w : writtenBy(&op)) {
+      for (Value w : otck::writtenBy(&op)) {
         Value root = rootOf(w);
         for (auto it = open.begin(); it != open.end();) {
           if (rootOf(it->first.first) != root) {

@@ -70,14 +70,10 @@ static Access accessOf(Operation *op, Value buffer) {
     return a;
   }
   if (auto g = dyn_cast<otck::GemmOp>(op)) {
-    a.reads = otck::storageOf(g.getLhs()) == buffer ||
-              otck::storageOf(g.getRhs()) == buffer ||
-              (g.getBias() && otck::storageOf(g.getBias()) == buffer) ||
-              (g.getAccumulate() && otck::storageOf(g.getOut()) == buffer) ||
-              (g.getDgelu() && otck::storageOf(g.getAux()) == buffer) ||
-              (g.getAddend() && otck::storageOf(g.getAddend()) == buffer);
-    a.writes = otck::storageOf(g.getOut()) == buffer ||
-               (g.getGelu() && otck::storageOf(g.getAux()) == buffer);
+    for (Value v : g.getReadBuffers())
+      a.reads |= otck::storageOf(v) == buffer;
+    for (Value v : g.getWrittenBuffers())
+      a.writes |= otck::storageOf(v) == buffer;
     return a;
   }
   if (auto c = dyn_cast<otck::CopyOp>(op)) {

@@ -183,13 +183,8 @@ struct FuseEpiloguesPass
       Operation *op = block->findAncestorOpInBlock(*u);
       if (blocked || !between(u))
         return;
-      if (auto other = dyn_cast<otck::KernelOp>(op))
-        for (Value o : other.getOutputs())
-          blocked |= otck::storageOf(o) == biasStorage;
-      if (auto other = dyn_cast<otck::GemmOp>(op))
-        blocked |= otck::storageOf(other.getOut()) == biasStorage;
-      if (auto c = dyn_cast<otck::CopyOp>(op))
-        blocked |= otck::storageOf(c.getTarget()) == biasStorage;
+      for (Value o : otck::writtenBy(op))
+        blocked |= otck::storageOf(o) == biasStorage;
     });
     if (blocked)
       return false;
@@ -415,35 +410,6 @@ struct FuseEpiloguesPass
                : Value();
   }
 
-  /// Whether an op strictly between `g` and `k` writes the bytes of
-  /// `storage` (`touch`: or reads them).
-  static bool usedBetween(Operation *g, Operation *k, Value storage,
-                          bool touch) {
-    Block *block = g->getBlock();
-    bool found = false;
-    otck::forEachByteUser(storage, [&](Operation *u) {
-      Operation *op = block->findAncestorOpInBlock(*u);
-      if (found || !op || !g->isBeforeInBlock(op) || !op->isBeforeInBlock(k))
-        return;
-      if (touch) {
-        found = !isa<otck::ViewOp>(op);
-        return;
-      }
-      if (auto other = dyn_cast<otck::KernelOp>(op))
-        for (Value o : other.getOutputs())
-          found |= otck::storageOf(o) == storage;
-      if (auto other = dyn_cast<otck::GemmOp>(op))
-        found |= otck::storageOf(other.getOut()) == storage ||
-                 (other.getGelu() &&
-                  otck::storageOf(other.getAux()) == storage);
-      if (auto c = dyn_cast<otck::CopyOp>(op))
-        found |= otck::storageOf(c.getTarget()) == storage;
-      if (!isa<otck::KernelOp, otck::GemmOp, otck::CopyOp, otck::ViewOp>(op))
-        found = true;
-    });
-    return found;
-  }
-
   /// Whether `g` can carry a GELU epilogue on its result `t`: the product
   /// has the operands' element type, and the matrix's rows are whole
   /// multiples of 8 elements (cuBLASLt's rule for the aux matrix).
@@ -506,8 +472,8 @@ struct FuseEpiloguesPass
         otck::storageOf(g.getRhs()) == ys ||
         (g.getBias() && otck::storageOf(g.getBias()) == ys))
       return false;
-    if (usedBetween(g, k, ys, /*touch=*/true) ||
-        usedBetween(g, k, t, /*touch=*/false))
+    if (otck::usedBetween(g, k, ys, /*touch=*/true) ||
+        otck::usedBetween(g, k, t, /*touch=*/false))
       return false;
     Value out = moveOutputUp(g, y, tt);
     if (!out)
@@ -549,8 +515,8 @@ struct FuseEpiloguesPass
         otck::storageOf(g.getLhs()) == dxs ||
         otck::storageOf(g.getRhs()) == dxs)
       return false;
-    if (usedBetween(g, k, dxs, /*touch=*/true) ||
-        usedBetween(g, k, xs, /*touch=*/false))
+    if (otck::usedBetween(g, k, dxs, /*touch=*/true) ||
+        otck::usedBetween(g, k, xs, /*touch=*/false))
       return false;
     Value aux = viewAtGemm(g, x, tt);
     if (!aux)
@@ -599,8 +565,8 @@ struct FuseEpiloguesPass
     bool inPlace = as == ys;
     if (inPlace && a != y)
       return false; // Over a's bytes seen another way: leave it.
-    if (usedBetween(g, k, ys, /*touch=*/true) ||
-        usedBetween(g, k, as, /*touch=*/false))
+    if (otck::usedBetween(g, k, ys, /*touch=*/true) ||
+        otck::usedBetween(g, k, as, /*touch=*/false))
       return false;
     Value addend = inPlace ? Value() : viewAtGemm(g, a, tt);
     if (!inPlace && !addend)
@@ -665,8 +631,8 @@ struct FuseEpiloguesPass
     for (auto [i, v] : llvm::enumerate(k1.getOutputs()))
       if (i != *dxIndex && otck::storageOf(v) == ys)
         return false;
-    if (usedBetween(k1, k2, ys, /*touch=*/true) ||
-        usedBetween(k1, k2, rs, /*touch=*/false))
+    if (otck::usedBetween(k1, k2, ys, /*touch=*/true) ||
+        otck::usedBetween(k1, k2, rs, /*touch=*/false))
       return false;
     // The body's residual operand has the layer norm input's type.
     auto argType = RankedTensorType::get(tt.getShape(), tt.getElementType());

@@ -98,37 +98,6 @@ std::optional<int> summedOperand(otck::GemmOp g, const ColumnSumKernel &c) {
   return std::nullopt;
 }
 
-/// Whether an op strictly between `a` and `b` (either order, one block)
-/// writes `storage`'s bytes (`touch`: or uses them at all).
-bool usedBetween(Operation *a, Operation *b, Value storage, bool touch) {
-  if (b->isBeforeInBlock(a))
-    std::swap(a, b);
-  Block *block = a->getBlock();
-  bool found = false;
-  otck::forEachByteUser(storage, [&](Operation *u) {
-    Operation *op = block->findAncestorOpInBlock(*u);
-    if (found || !op || !a->isBeforeInBlock(op) || !op->isBeforeInBlock(b) ||
-        isa<otck::ViewOp>(op))
-      return;
-    if (touch) {
-      found = true;
-      return;
-    }
-    if (auto k = dyn_cast<otck::KernelOp>(op))
-      for (Value o : k.getOutputs())
-        found |= otck::storageOf(o) == storage;
-    else if (auto g = dyn_cast<otck::GemmOp>(op))
-      found |= otck::storageOf(g.getOut()) == storage ||
-               (g.getAux() && otck::storageOf(g.getAux()) == storage) ||
-               (g.getSums() && otck::storageOf(g.getSums()) == storage);
-    else if (auto copy = dyn_cast<otck::CopyOp>(op))
-      found |= otck::storageOf(copy.getTarget()) == storage;
-    else
-      found = true; // an op whose writes are not known here
-  });
-  return found;
-}
-
 /// Whether `v` is defined before `op` (or outside its block).
 bool existsAt(Value v, Operation *op) {
   Operation *def = v.getDefiningOp();
@@ -170,8 +139,8 @@ struct FuseGemmSumsPass : public otc::impl::FuseGemmSumsBase<FuseGemmSumsPass> {
         continue;
       // x holds the same values at both, and nothing in between sees the
       // sums' buffer change place.
-      if (usedBetween(k, g, xStorage, /*touch=*/false) ||
-          usedBetween(k, g, outStorage, /*touch=*/true))
+      if (otck::usedBetween(k, g, xStorage, /*touch=*/false) ||
+          otck::usedBetween(k, g, outStorage, /*touch=*/true))
         continue;
       size_t gIndex = indexOf(g);
       size_t distance = gIndex > kIndex ? gIndex - kIndex : kIndex - gIndex;
