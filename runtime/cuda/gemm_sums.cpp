@@ -107,8 +107,8 @@ int productAndSums(const SumsCall &k, float *scratch) {
   if (status != kGemmSumsDeclined)
     return status;
   // Declined (its line printed once): the plain product, the column sums.
-  if ((status = k.product()))
-    return status;
+  if (k.product())
+    return k.failed("its fallback's plain product failed (the line above)");
   if (columnSums(k, scratch))
     return k.failed("the column sums did not launch");
   setLastGemmRoute(GemmRoute::kCublasLtFallback);
@@ -138,8 +138,8 @@ int gemmSums(const SumsCall &k) {
     return productAndSums(k, scratch);
   // No product to take the epilogue (C = beta C, or nothing): the sums
   // apart.
-  if (int status = k.product())
-    return status;
+  if (k.product())
+    return k.failed("its plain product failed (the line above)");
   if (k.width() > 0 && columnSums(k, scratch))
     return k.failed("the column sums did not launch");
   return 0;
