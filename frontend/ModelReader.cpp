@@ -24,11 +24,14 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -343,12 +346,15 @@ static std::string resolveExternal(const std::string &location,
   return realFile.str().str();
 }
 
-/// Reads the bytes of an EXTERNAL tensor from the file its `location` names
-/// (see resolveExternal), checking offset and length against the file's size
-/// before reading anything.
-static std::unique_ptr<llvm::MemoryBuffer>
-readExternal(const onnx::TensorProto &t, const Twine &what,
-             uint64_t expectedBytes, const std::string &path) {
+/// Where an EXTERNAL tensor's bytes are: the file its `location` names (see
+/// resolveExternal), offset and length checked against the file's size.
+struct ExternalRange {
+  std::string file;
+  int64_t offset = 0, length = 0;
+};
+static ExternalRange externalRange(const onnx::TensorProto &t,
+                                   const Twine &what, uint64_t expectedBytes,
+                                   const std::string &path) {
   std::string location;
   bool hasLocation = false;
   int64_t offset = 0, length = -1;
@@ -381,11 +387,53 @@ readExternal(const onnx::TensorProto &t, const Twine &what,
     fail(what + ": external data '" + file + "' has " + Twine(fileSize) +
          " bytes, fewer than offset " + Twine(offset) + " + length " +
          Twine(length));
-  auto buffer = llvm::MemoryBuffer::getFileSlice(file, length, offset);
+  return {file, offset, length};
+}
+
+/// Reads the bytes of an EXTERNAL tensor (externalRange), checked before
+/// anything is read; with `sliceLength` >= 0, only `sliceLength` bytes from
+/// `sliceOffset` of them (within them, checked by the caller).
+static std::unique_ptr<llvm::MemoryBuffer>
+readExternal(const onnx::TensorProto &t, const Twine &what,
+             uint64_t expectedBytes, const std::string &path,
+             uint64_t sliceOffset = 0, int64_t sliceLength = -1) {
+  ExternalRange r = externalRange(t, what, expectedBytes, path);
+  if (sliceLength >= 0) {
+    r.offset += static_cast<int64_t>(sliceOffset);
+    r.length = sliceLength;
+  }
+  auto buffer = llvm::MemoryBuffer::getFileSlice(r.file, r.length, r.offset);
   if (!buffer)
-    fail(what + ": cannot read external data '" + file +
+    fail(what + ": cannot read external data '" + r.file +
          "': " + buffer.getError().message());
   return std::move(*buffer);
+}
+
+bool externalHole(const onnx::TensorProto &t, const Twine &what,
+                  const std::string &path) {
+  if (t.data_location() != onnx::TensorProto_DataLocation_EXTERNAL)
+    return false;
+  const size_t elemSize = rawElementSize(t.data_type());
+  std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
+  if (!elemSize || llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return false;
+  const int64_t n = checkedElements(shape, elemSize, what);
+  ExternalRange r =
+      externalRange(t, what, static_cast<uint64_t>(n) * elemSize, path);
+  if (r.length == 0)
+    return false;
+  int fd = ::open(r.file.c_str(), O_RDONLY);
+  if (fd < 0)
+    return false;
+  // The first byte of data at or after the tensor's: none (ENXIO), or
+  // past its end, and its bytes are a hole. A file system without holes
+  // answers with the offset itself.
+  errno = 0;
+  off_t data = ::lseek(fd, static_cast<off_t>(r.offset), SEEK_DATA);
+  const bool hole = (data < 0 && errno == ENXIO) ||
+                    (data >= 0 && data >= r.offset + r.length);
+  ::close(fd);
+  return hole;
 }
 
 std::string externalBytes(const onnx::TensorProto &t, const Twine &what,
@@ -402,6 +450,43 @@ std::string externalBytes(const onnx::TensorProto &t, const Twine &what,
          ", which is not supported");
   const int64_t n = checkedElements(shape, elemSize, what);
   return readExternal(t, what, n * elemSize, path)->getBuffer().str();
+}
+
+std::vector<float> readFloatRange(const onnx::TensorProto &t, const Twine &what,
+                                  const std::string &path, int64_t first,
+                                  int64_t count) {
+  if (t.data_type() != onnx::TensorProto_DataType_FLOAT)
+    fail(what + " is not float32");
+  std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
+  for (int64_t d : shape)
+    if (d < 0)
+      fail(what + " has a negative dimension " + Twine(d));
+  const int64_t n = checkedElements(shape, 4, what);
+  if (first < 0 || count < 0 || first > n || count > n - first)
+    fail(what + ": elements " + Twine(first) + " + " + Twine(count) +
+         " are past its " + Twine(n));
+  std::vector<float> out(static_cast<size_t>(count));
+  if (!count)
+    return out;
+  if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    auto slice = readExternal(t, what, static_cast<uint64_t>(n) * 4, path,
+                              static_cast<uint64_t>(first) * 4, count * 4);
+    std::memcpy(out.data(), slice->getBufferStart(),
+                static_cast<size_t>(count) * 4);
+  } else if (t.has_raw_data()) {
+    if (t.raw_data().size() != static_cast<size_t>(n) * 4)
+      fail(what + " has " + Twine(t.raw_data().size()) +
+           " bytes of raw_data but needs " + Twine(n * 4));
+    std::memcpy(out.data(), t.raw_data().data() + first * 4,
+                static_cast<size_t>(count) * 4);
+  } else {
+    if (t.float_data_size() != n)
+      fail(what + " has " + Twine(t.float_data_size()) +
+           " values but its shape needs " + Twine(n));
+    for (int64_t i = 0; i < count; ++i)
+      out[static_cast<size_t>(i)] = t.float_data(static_cast<int>(first + i));
+  }
+  return out;
 }
 
 TensorData decodeTensor(const onnx::TensorProto &t, const Twine &what,

@@ -119,6 +119,16 @@ struct TieKey {
   }
 };
 TieKey tieKey(const std::vector<float> &values);
+/// The diagonal elements a 2-D tensor's sampled key reads (its first ones).
+constexpr int64_t kTieKeyDiagonal = 64;
+/// A 2-D tensor's key from the first kTieKeyDiagonal elements of its
+/// diagonal (`diagonal`, (i, i) in order), which a copy and a transpose
+/// share, without reading the rest: what an import that keeps no values
+/// keys a large matrix by when the exporter's signature does not say what
+/// it is (findTies compares the whole tensors of a shared key).
+/// `fewDistinct` is the whole tensor's.
+TieKey diagonalTieKey(size_t count, const std::vector<float> &diagonal,
+                      bool fewDistinct);
 
 /// A float initializer's values with its name and shape, for findTies: the
 /// values themselves, or (an import that keeps no values) their key and a

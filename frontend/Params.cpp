@@ -46,6 +46,31 @@ static std::string untrainedReason(const std::vector<float> &v) {
   return "";
 }
 
+/// The first values of a large matrix that an import keeping no values
+/// reads to apply the rules above (untrainedReason, fewDistinct): a trained
+/// or random weight shows hundreds of distinct finite values there, which no
+/// mask or constant fill has.
+constexpr int64_t kProbeElements = 4096;
+
+/// Elements (i, i), i < kTieKeyDiagonal, of a matrix of `cols` columns held
+/// in `v`, or read from `init`'s data.
+static std::vector<float> diagonalOf(const std::vector<float> &v, int64_t rows,
+                                     int64_t cols) {
+  std::vector<float> d;
+  for (int64_t i = 0; i < std::min({kTieKeyDiagonal, rows, cols}); ++i)
+    d.push_back(v[static_cast<size_t>(i * cols + i)]);
+  return d;
+}
+static std::vector<float> readDiagonal(const onnx::TensorProto &init,
+                                       const std::string &what,
+                                       const std::string &path) {
+  const int64_t rows = init.dims(0), cols = init.dims(1);
+  std::vector<float> d;
+  for (int64_t i = 0; i < std::min({kTieKeyDiagonal, rows, cols}); ++i)
+    d.push_back(readFloatRange(init, what, path, i * cols + i, 1)[0]);
+  return d;
+}
+
 std::optional<std::string> ParamOrigins::parameterOf(const std::string &name) {
   std::optional<std::string> root;
   if (exported->count(name))
@@ -209,8 +234,49 @@ Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
       floats.push_back({&init, std::move(shapeOnly), forced, "", key});
       continue;
     }
-    TensorData data =
-        decodeTensor(init, "initializer '" + init.name() + "'", path);
+    // A large matrix of a graph without the exporter's signature
+    // (TorchScript's, one written by hand), in an import that keeps no
+    // values: its first values and its diagonal decide, its other bytes
+    // are not read (Llama 1B's TorchScript export: 13 s of a plan spent
+    // reading 5 GB). A weight whose first values pass the rules is trained
+    // (a non-finite value past them, which the full import would keep
+    // constant, is not seen), keyed by its diagonal (diagonalTieKey); any
+    // other is read whole, and keyed the same way. A hole of a sparse file
+    // is not read at all (an 8B model sized from one: 32 GB of zeros).
+    const std::string what = "initializer '" + init.name() + "'";
+    const bool sampled = !initializersOut && !exported &&
+                         init.data_type() == onnx::TensorProto::FLOAT &&
+                         init.dims_size() == 2 &&
+                         !staticOnly.contains(init.name()) &&
+                         elements >= static_cast<int64_t>(valuelessElements());
+    if (sampled) {
+      // A hole of a sparse file (a file made to size the model) is zeros,
+      // as reading it would find: trained, few distinct values, never a
+      // tie; nothing read.
+      const bool hole = elements > 1 && externalHole(init, what, path);
+      std::vector<float> head;
+      if (!hole)
+        head = readFloatRange(init, what, path, 0,
+                              std::min<int64_t>(elements, kProbeElements));
+      if (hole || (untrainedReason(head).empty() && !fewDistinct(head))) {
+        TensorData shapeOnly;
+        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
+        const int64_t diagonal =
+            std::min({kTieKeyDiagonal, init.dims(0), init.dims(1)});
+        TieKey key = diagonalTieKey(
+            static_cast<size_t>(elements),
+            hole ? std::vector<float>(static_cast<size_t>(diagonal), 0.0f)
+                 : readDiagonal(init, what, path),
+            hole);
+        if (!origins.fromParameter(init.name()) && !forced)
+          notParameters.insert(init.name());
+        if (cache)
+          (*cache)[init.name()] = {"", key};
+        floats.push_back({&init, std::move(shapeOnly), forced, "", key});
+        continue;
+      }
+    }
+    TensorData data = decodeTensor(init, what, path);
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
       ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
@@ -224,7 +290,11 @@ Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
       // the same key. Llama 3 8B: 32 GB of weights never held at once.
       if (!initializersOut && (c.reason.empty() || c.forced) &&
           c.data.floats.size() >= valuelessElements()) {
-        c.key = tieKey(c.data.floats);
+        c.key = sampled ? diagonalTieKey(c.data.floats.size(),
+                                         diagonalOf(c.data.floats, init.dims(0),
+                                                    init.dims(1)),
+                                         fewDistinct(c.data.floats))
+                        : tieKey(c.data.floats);
         c.data.floats = std::vector<float>();
         if (cache)
           (*cache)[init.name()] = {c.reason, *c.key};

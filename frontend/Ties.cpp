@@ -101,6 +101,14 @@ TieKey tieKey(const std::vector<float> &v) {
   return k;
 }
 
+TieKey diagonalTieKey(size_t count, const std::vector<float> &diagonal,
+                      bool fewDistinct) {
+  TieKey k = tieKey(diagonal);
+  k.count = count;
+  k.fewDistinct = fewDistinct;
+  return k;
+}
+
 std::vector<InitializerTie> findTies(const std::vector<NamedTensor> &tensors) {
   std::map<TieKey, std::vector<size_t>> buckets;
   std::vector<TieKey> keys(tensors.size());
