@@ -97,6 +97,11 @@ struct ImportOptions {
   }
 };
 
+/// How the reason (otc.untrained) of a value the exporter folded from a
+/// parameter through a lookup begins: such a value is kept constant, and
+/// otc-compile warns of each one.
+constexpr const char kFoldedLookupReason[] = "a lookup of ";
+
 /// How an initializer relates to another one whose values it repeats.
 struct InitializerTie {
   /// The initializer that is a copy.

@@ -144,7 +144,7 @@ std::string Importer::foldedLookupReason(const std::string &name,
       std::unique(sorted.begin(), sorted.end()) - sorted.begin());
   if (distinct * 4 > values.size())
     return "";
-  return "a lookup of " + *param +
+  return kFoldedLookupReason + *param +
          " the exporter folded at the export's "
          "fixed shape (" +
          std::to_string(values.size()) + " values, " +

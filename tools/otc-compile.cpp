@@ -420,7 +420,7 @@ int Compile::importModel() {
   // Said once too: a parameter the exporter folded through a lookup is not
   // trained (its table is no longer in the graph).
   for (const auto &[name, why] : untrainedInits)
-    if (llvm::StringRef(why).starts_with("a lookup of "))
+    if (llvm::StringRef(why).starts_with(otc::kFoldedLookupReason))
       llvm::errs() << "otc-compile: warning: '" << name << "' is " << why
                    << "\n";
   if (auto f = (*module)->getAttrOfType<IntegerAttr>(otc::attrs::kReboundBatch))
