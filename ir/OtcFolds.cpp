@@ -350,9 +350,19 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
   if (auto cond =
           dyn_cast_if_present<DenseElementsAttr>(adaptor.getCondition());
       cond && cond.isSplat()) {
-    Value pick = cond.getSplatValue<bool>() ? getLhs() : getRhs();
+    const bool lhs = cond.getSplatValue<bool>();
+    Value pick = lhs ? getLhs() : getRhs();
     if (pick.getType() == getResult().getType())
       return pick;
+    // A uniform side broadcast: a splat of the result, whatever its size
+    // (an exporter's all-true attention mask, where(true, 0, min), over
+    // [B, 1, T, T]).
+    auto side = dyn_cast_if_present<DenseElementsAttr>(lhs ? adaptor.getLhs()
+                                                           : adaptor.getRhs());
+    auto type = dyn_cast<RankedTensorType>(getResult().getType());
+    if (side && side.isSplat() && type && type.hasStaticShape() &&
+        side.getElementType() == type.getElementType())
+      return DenseElementsAttr::get(type, side.getSplatValue<Attribute>());
   }
   RankedTensorType type = foldType(getResult());
   if (!type)

@@ -519,6 +519,12 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
       c.maskGrad = dependsOnParam(m);
       c.mask = m;
     }
+    // An additive mask of zeros hides nothing (an exporter's mask of a
+    // model without padding, where(true, 0, min), folded to a splat: ViT's
+    // and BERT's bidirectional attention): no mask at all, so cuDNN reads
+    // none.
+    if (c.mask && splatValue(c.mask) == std::optional<double>(0.0))
+      c.mask = Value();
     // A run-time mask select(C & K, 0, fill): C's band and K's padding.
     auto msel = m.getDefiningOp<SelectOp>();
     double seen = 1.0, fill = 0.0;

@@ -108,3 +108,26 @@ func.func @not_all_rows(%t: tensor<4x8xf32>) -> (tensor<3x8xf32>, tensor<4x8xf32
   %b = otc.gather %t, %q {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
   return %a, %b : tensor<3x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a select on a uniform condition between scalars folds to a
+// splat of its result's shape, however large (an exporter's all-true
+// attention mask where(true, 0, min) over [B, 1, T, T]: 8 x 1 x 512 x 512
+// elements, past the folders' limit for other results), and that a
+// non-uniform condition over that shape is kept.
+// CHECK-LABEL: func.func @uniform_select
+// CHECK-DAG: %[[Z:.*]] = otc.constant dense<0.000000e+00> : tensor<8x1x512x512xf32>
+// CHECK-DAG: %[[M:.*]] = otc.constant dense<-3.40282347E+38> : tensor<8x1x512x512xf32>
+// CHECK: %[[K:.*]] = otc.select %arg0
+// CHECK: return %[[Z]], %[[M]], %[[K]]
+func.func @uniform_select(%c: tensor<8x1x512x512xi1>) -> (tensor<8x1x512x512xf32>, tensor<8x1x512x512xf32>, tensor<8x1x512x512xf32>) {
+  %t = otc.constant dense<true> : tensor<8x1x512x512xi1>
+  %f = otc.constant dense<false> : tensor<8x1x512x512xi1>
+  %min = otc.constant dense<-3.40282347E+38> : tensor<f32>
+  %zero = otc.constant dense<0.000000e+00> : tensor<f32>
+  %a = otc.select %t, %zero, %min : (tensor<8x1x512x512xi1>, tensor<f32>, tensor<f32>) -> tensor<8x1x512x512xf32>
+  %b = otc.select %f, %zero, %min : (tensor<8x1x512x512xi1>, tensor<f32>, tensor<f32>) -> tensor<8x1x512x512xf32>
+  %k = otc.select %c, %zero, %min : (tensor<8x1x512x512xi1>, tensor<f32>, tensor<f32>) -> tensor<8x1x512x512xf32>
+  return %a, %b, %k : tensor<8x1x512x512xf32>, tensor<8x1x512x512xf32>, tensor<8x1x512x512xf32>
+}

@@ -153,3 +153,29 @@ func.func @causal_padding_fill(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>,
   %o = otc.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   return %o : tensor<2x2x4x4xf32>
 }
+
+// -----
+
+// Tests that an additive mask of zeros (the exporters' mask of a model
+// without padding, where(true, 0, min), once folded: ViT's and BERT's
+// bidirectional attention without attention_mask) is no mask: the fused op
+// reads none (cuDNN then runs it), while a mask of one nonzero value stays.
+// CHECK-LABEL: func.func @zero_mask
+// CHECK: otc.attention %arg0, %arg1, %arg2 {scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) ->
+// CHECK: otc.attention %arg0, %arg1, %arg2 mask %{{.*}} {scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>)
+func.func @zero_mask(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) {
+  %zeros = otc.constant dense<0.0> : tensor<2x1x4x4xf32>
+  %ones = otc.constant dense<1.0> : tensor<2x1x4x4xf32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss = otc.mul %s, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a = otc.add %ss, %zeros : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = otc.softmax %a {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %s1 = otc.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss1 = otc.mul %s1, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a1 = otc.add %ss1, %ones : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p1 = otc.softmax %a1 {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o1 = otc.matmul %p1, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %o, %o1 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+}
