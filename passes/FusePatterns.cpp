@@ -609,6 +609,7 @@ void fuse::populateFusionPatterns(RewritePatternSet &patterns) {
   addFusion<NllLossOp, fuseLogSoftmaxNll, CrossEntropyOp>(patterns);
   addFusion<MatMulOp, fuseExpertMatmul, ExpertMatmulOp>(patterns);
   populateRopeFusion(patterns); // AddOp, ConcatOp -> RopeOp (FuseRope.cpp)
+  populateBiasTransposeFusion(patterns); // TransposeOp -> AddOp
 }
 
 void fuse::populateHeadTransposePatterns(RewritePatternSet &patterns) {

@@ -118,6 +118,11 @@ Match fuseExpertMatmul(MatMulOp mm, mlir::PatternRewriter &rewriter);
 /// chain's add and at a partial rotary's concat; they build otc.rope.
 void populateRopeFusion(mlir::RewritePatternSet &patterns);
 
+/// A bias added across a layout round trip (transpose, reshape, add,
+/// reshape back, transpose back) added in the original layout instead
+/// (FuseBiasTranspose.cpp), anchored at the transpose back.
+void populateBiasTransposeFusion(mlir::RewritePatternSet &patterns);
+
 /// The fusions of otc-fuse-patterns as rewrite patterns, one per anchor op,
 /// each naming the fused ops it builds; a near miss is its match failure.
 void populateFusionPatterns(mlir::RewritePatternSet &patterns);
