@@ -3,7 +3,8 @@
 // See DescriptorTables.h. Slots the runtime does not know (the BF16 working
 // copies of the weights, "param_bf16:<name>", the constants filled once,
 // "const:<n>", and the parameter groups) live in the arena but stay out of
-// the slot table.
+// the slot table. Before the tables, it checks what the runtime's
+// checkpoints rely on: no function writes a BUFFER slot.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 #include "ir/OtckDialect.h"
 #include "ir/TypeBytes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -75,6 +77,53 @@ bool isPrivateSlot(StringRef slot) {
          slot.starts_with("fp8_copy:") || otck::isGroupSlot(slot);
 }
 
+/// The BUFFER slot whose bytes `storage` (a buffer op's result) holds or,
+/// for a group, one of its members is; empty when none.
+StringRef bufferSlotIn(Value storage) {
+  auto b = storage.getDefiningOp<otck::BufferOp>();
+  if (!b || !b.getSlot())
+    return {};
+  if (b.getSlot()->starts_with("buffer:"))
+    return *b.getSlot();
+  for (StringRef attr : {otck::kMembersAttr, otck::kImageMembersAttr})
+    if (auto members = b->getAttrOfType<ArrayAttr>(attr))
+      for (Attribute m : members)
+        if (auto name = dyn_cast<StringAttr>(m);
+            name && name.getValue().starts_with("buffer:"))
+          return name.getValue();
+  return {};
+}
+
+/// Fails, at the op, where a function of `module` writes a BUFFER slot's
+/// bytes. The runtime relies on it: a buffer keeps the values it was
+/// loaded with from the initial parameters, so a checkpoint records only
+/// its CRC-32 and a resume loads it from the initial parameters again
+/// (runtime/src/checkpoint.h).
+LogicalResult checkBuffersUnwritten(ModuleOp module) {
+  for (auto f : module.getOps<func::FuncOp>()) {
+    WalkResult walked = f.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      for (Value written : otck::writtenBy(op)) {
+        StringRef slot = bufferSlotIn(otck::storageOf(written));
+        if (slot.empty())
+          continue;
+        op->emitError("internal error: @")
+            << f.getSymName() << " writes the bytes of BUFFER slot '" << slot
+            << "' (" << op->getName()
+            << "): a buffer keeps its initial values, which checkpoints "
+               "record as a CRC-32 and a resume loads from the initial "
+               "parameters";
+        return WalkResult::interrupt();
+      }
+      // A kernel's body computes on tensors; what it writes is its outputs.
+      return isa<otck::KernelOp>(op) ? WalkResult::skip()
+                                     : WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
 } // namespace
 
 std::string otc::cString(StringRef s) {
@@ -90,6 +139,8 @@ std::string otc::cString(StringRef s) {
 FailureOr<DescriptorTables>
 otc::emitDescriptorTables(ModuleOp module, ConfigAttr config,
                           ArrayRef<GradientBucket> buckets) {
+  if (failed(checkBuffersUnwritten(module)))
+    return failure();
   DescriptorTables t;
   llvm::raw_string_ostream os(t.text);
   // The slot table, in offset order.

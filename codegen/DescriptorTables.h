@@ -32,7 +32,9 @@ struct DescriptorTables {
 /// The tables of planned `module` under `config`, with `buckets` (its
 /// gradient buckets, ir/GradientBuckets.h); fails, with an error at the
 /// module, on a slot the ABI cannot describe or a sharded optimizer without
-/// its groups.
+/// its groups, and with an internal error at the op where a function
+/// writes a BUFFER slot (checkpoints keep a buffer's CRC-32 alone, and a
+/// resume reloads it from the initial parameters).
 mlir::FailureOr<DescriptorTables>
 emitDescriptorTables(mlir::ModuleOp module, ConfigAttr config,
                      llvm::ArrayRef<GradientBucket> buckets);

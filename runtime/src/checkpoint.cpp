@@ -19,6 +19,27 @@ namespace otcrt {
 namespace {
 
 constexpr const char *kFormat = "otc-checkpoint-1";
+/// Metadata of the buffers (checkpoint.h): where their values come from,
+/// and each one's CRC-32 under this prefix and its name.
+constexpr const char *kBuffersKey = "buffers";
+constexpr const char *kBuffersFromInit = "init";
+constexpr const char *kBufferCrcPrefix = "buffer_crc32/";
+
+/// \p v as eight lower-case hex digits (the "crc32/" metadata's form).
+std::string hex8(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+/// Parses eight hex digits into \p out.
+bool parseHex8(const std::string &s, uint32_t &out) {
+  if (s.size() != 8 ||
+      s.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    return false;
+  out = static_cast<uint32_t>(std::strtoul(s.c_str(), nullptr, 16));
+  return true;
+}
 
 /// fsyncs the directory \p dir so a rename in it is durable.
 void syncDirectory(const std::string &dir) {
@@ -253,8 +274,8 @@ Status writeFileAtomic(const std::string &path,
 Status saveCheckpoint(const std::string &root, int64_t keep,
                       const ProgramSlots &slots, Backend &backend,
                       const char *arena, const TrainState &state,
-                      const std::string &model, std::string &written,
-                      const ShardedMoments *moments) {
+                      const BufferChecksums &buffers, const std::string &model,
+                      std::string &written, const ShardedMoments *moments) {
   Status s = makeDirectory(root);
   if (!s)
     return s;
@@ -276,11 +297,22 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
   st.metadata["data_epoch"] = std::to_string(state.dataEpoch);
   st.metadata["data_cursor"] = std::to_string(state.dataCursor);
   st.metadata["data_fingerprint"] = std::to_string(state.dataFingerprint);
+  // The buffers are the initial parameters': their CRC-32s, not their
+  // bytes (a LoRA run's frozen base would be most of the file).
+  st.metadata[kBuffersKey] = kBuffersFromInit;
+  for (const OtcSlot *slot : slots.buffers) {
+    auto it = buffers.find(slot->name);
+    if (it == buffers.end())
+      return Status::error(
+          std::string("internal error: no CRC-32 of buffer '") + slot->name +
+          "' to save");
+    st.metadata[kBufferCrcPrefix + std::string(slot->name)] = hex8(it->second);
+  }
   // With the masters sharded, the parameters come from the gathered image.
   const bool paramImage = moments && !moments->params.empty();
-  for (auto [list, prefix] :
-       {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
-        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}}) {
+  for (auto [list, prefix] : {std::pair{&slots.params, "param/"},
+                              {&slots.adamM, "adam_m/"},
+                              {&slots.adamV, "adam_v/"}}) {
     if (paramImage && list == &slots.params)
       addFromImage(st, slots, *moments, moments->params, prefix);
     else if (s = addSlots(st, *list, prefix, backend, arena); !s)
@@ -332,7 +364,8 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
 
 Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
                       Backend &backend, char *arena, TrainState &state,
-                      std::string &from, ShardedMoments *moments) {
+                      std::string &from, CheckpointBuffers &buffers,
+                      ShardedMoments *moments) {
   from = exists(dir + "/latest") ? dir + "/latest" : dir;
   std::string path = from + "/state.safetensors";
   TensorFile st;
@@ -361,10 +394,39 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
       return s;
   state.seed = static_cast<uint64_t>(seed);
   state.dataFingerprint = static_cast<uint64_t>(fingerprint);
+  buffers = CheckpointBuffers();
+  buffers.path = path;
+  auto marker = st.metadata.find(kBuffersKey);
+  if (marker != st.metadata.end()) {
+    // The buffers come from the initial parameters: their CRC-32s alone.
+    if (marker->second != kBuffersFromInit)
+      return Status::error(path + ": metadata '" + kBuffersKey + "' is '" +
+                           marker->second + "', this runtime knows '" +
+                           kBuffersFromInit + "'");
+    buffers.fromInit = true;
+    for (const OtcSlot *slot : slots.buffers) {
+      std::string key = kBufferCrcPrefix + std::string(slot->name);
+      auto it = st.metadata.find(key);
+      if (it == st.metadata.end())
+        return Status::error(path + ": metadata '" + key +
+                             "' not found: the checkpoint is of another model");
+      if (!parseHex8(it->second, buffers.crc[slot->name]))
+        return Status::error(path + ": metadata '" + key + "' is '" +
+                             it->second + "', not eight hex digits");
+    }
+  } else {
+    // Saved before: the buffers' bytes are "buffer/" tensors.
+    if (s = loadSlots(st, path, slots.buffers, "buffer/", backend, arena); !s)
+      return s;
+    for (const OtcSlot *slot : slots.buffers) {
+      const Tensor *t = st.find("buffer/" + std::string(slot->name));
+      buffers.crc[slot->name] = crc32(t->data.data(), t->data.size());
+    }
+  }
   const bool paramImage = moments && !moments->params.empty();
-  for (auto [list, prefix] :
-       {std::pair{&slots.params, "param/"}, {&slots.adamM, "adam_m/"},
-        {&slots.adamV, "adam_v/"}, {&slots.buffers, "buffer/"}}) {
+  for (auto [list, prefix] : {std::pair{&slots.params, "param/"},
+                              {&slots.adamM, "adam_m/"},
+                              {&slots.adamV, "adam_v/"}}) {
     if (paramImage && list == &slots.params)
       continue; // into the image, with the moments below
     if (s = loadSlots(st, path, *list, prefix, backend, arena); !s)
@@ -372,6 +434,32 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
   }
   if (moments)
     return loadShardedMoments(st, path, slots, *moments);
+  return Status::ok();
+}
+
+Status checkInitialBuffers(const ProgramSlots &slots,
+                           const CheckpointBuffers &saved,
+                           const BufferChecksums &loaded,
+                           const std::map<std::string, std::string> &sources,
+                           const std::string &dir) {
+  for (const OtcSlot *slot : slots.buffers) {
+    auto want = saved.crc.find(slot->name);
+    auto got = loaded.find(slot->name);
+    auto source = sources.find(slot->name);
+    if (want == saved.crc.end() || got == loaded.end() ||
+        source == sources.end())
+      return Status::error(
+          std::string("internal error: no CRC-32 of buffer '") + slot->name +
+          "' to check");
+    if (want->second != got->second)
+      return Status::error(
+          "cannot resume (--resume " + dir + "): buffer '" + slot->name +
+          "' of " + source->second + " (crc32 " + hex8(got->second) +
+          ") is not the one " + saved.path + " was saved with (crc32 " +
+          hex8(want->second) +
+          "): the checkpoint keeps only what trains, and resuming needs the "
+          "initial parameters it was started from (--init PATH)");
+  }
   return Status::ok();
 }
 

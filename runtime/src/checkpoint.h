@@ -8,6 +8,18 @@
 // prunes all but the last K step directories. ROOT/model.safetensors and
 // ROOT/state.safetensors are symlinks through latest. A run killed at any
 // point of a save leaves latest on the previous complete checkpoint.
+//
+// The BUFFER slots (initializers that are not trained: a LoRA run's frozen
+// base model) are no step's output (otc-compile checks that no step writes
+// one), so their values are always the initial parameters'. A checkpoint
+// keeps only what trains: for the buffers, the metadata's "buffers" =
+// "init" says they come from the initial parameters, and
+// "buffer_crc32/<name>" holds each one's CRC-32 (eight lower-case hex
+// digits) of its bytes as they sit in the arena (a BF16 buffer after its
+// rounding), summed as the initial parameters were uploaded. --resume loads
+// them from the initial parameters a fresh start would read (--init), and
+// checks each against its CRC. A checkpoint saved before this (no "buffers"
+// key) holds their bytes as "buffer/<name>" tensors, which still load.
 #ifndef OTCRT_CHECKPOINT_H
 #define OTCRT_CHECKPOINT_H
 
@@ -15,6 +27,7 @@
 #include "program.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,22 +57,52 @@ struct ShardedMoments {
   std::vector<float> params;
 };
 
+/// The BUFFER slots' CRC-32s (otcrt::crc32 of their bytes in the arena),
+/// by slot name.
+using BufferChecksums = std::map<std::string, uint32_t>;
+
+/// What a loaded checkpoint says of the BUFFER slots.
+struct CheckpointBuffers {
+  /// Whether they come from the initial parameters ("buffers" = "init"):
+  /// the caller loads them from there and checks them against \p crc (see
+  /// checkInitialBuffers). Otherwise (a checkpoint saved before) they were
+  /// loaded from its "buffer/" tensors, whose CRC-32s \p crc holds.
+  bool fromInit = false;
+  BufferChecksums crc;
+  /// The state file read (for messages).
+  std::string path;
+};
+
 /// Writes a checkpoint of the arena's PARAM/ADAM slots and \p state under
-/// \p root as described above, keeping the last \p keep. \p model names the
-/// ONNX file (metadata). Sets \p written to the step directory.
+/// \p root as described above, keeping the last \p keep; \p buffers holds
+/// every BUFFER slot's CRC-32. \p model names the ONNX file (metadata).
+/// Sets \p written to the step directory.
 Status saveCheckpoint(const std::string &root, int64_t keep,
                       const ProgramSlots &slots, Backend &backend,
                       const char *arena, const TrainState &state,
-                      const std::string &model, std::string &written,
+                      const BufferChecksums &buffers, const std::string &model,
+                      std::string &written,
                       const ShardedMoments *moments = nullptr);
 
 /// Loads the checkpoint in \p dir (a step directory, or a save root whose
-/// latest is used) into the arena and \p state; with \p moments, the
-/// moments go into its images instead (sized by the caller), whichever
-/// world size saved them. Sets \p from to the directory read.
+/// latest is used) into the arena and \p state, and what it says of the
+/// buffers into \p buffers; with \p moments, the moments go into its
+/// images instead (sized by the caller), whichever world size saved them.
+/// Sets \p from to the directory read.
 Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
                       Backend &backend, char *arena, TrainState &state,
-                      std::string &from, ShardedMoments *moments = nullptr);
+                      std::string &from, CheckpointBuffers &buffers,
+                      ShardedMoments *moments = nullptr);
+
+/// Checks the buffers a resume loaded from the initial parameters (\p
+/// loaded: their CRC-32s; \p sources: the file each came from) against
+/// the checkpoint's \p saved: an error naming the first buffer that
+/// differs, both files and both CRCs. \p dir is --resume's.
+Status checkInitialBuffers(const ProgramSlots &slots,
+                           const CheckpointBuffers &saved,
+                           const BufferChecksums &loaded,
+                           const std::map<std::string, std::string> &sources,
+                           const std::string &dir);
 
 /// Writes \p bytes to \p path atomically: a temporary file in the same
 /// directory, fsync, rename, fsync of the directory. With the environment

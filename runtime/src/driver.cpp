@@ -442,10 +442,17 @@ Status Run::uploadInitialParams(TensorFile &init,
                                 const std::vector<const OtcSlot *> &initial) {
   // Sharded masters (ZeRO-1): the parameters go through an image of the
   // whole group, of which this rank uploads its part.
-  const bool mastersSharded = shards_ && shards_->masters_sharded;
+  const bool mastersSharded =
+      shards_ && shards_->masters_sharded &&
+      std::any_of(initial.begin(), initial.end(), [](const OtcSlot *slot) {
+        return slot->kind == OTC_SLOT_PARAM;
+      });
   std::vector<float> masters;
   if (mastersSharded)
     masters.assign(static_cast<size_t>(world_.size * shards_->elements), 0.0f);
+  // Checkpoints keep each buffer's CRC-32 in place of its bytes, summed
+  // here, once, from the bytes the arena gets.
+  const bool sumBuffers = !opt_.saveDir.empty() || !opt_.resumeDir.empty();
   for (const OtcSlot *slot : initial) {
     Tensor *tensor = init.find(slot->name);
     std::vector<uint8_t> &data = tensor->data;
@@ -453,6 +460,8 @@ Status Run::uploadInitialParams(TensorFile &init,
     if (slot->dtype == OTC_BF16 && tensor->dtype == StDType::F32)
       narrowToBf16(data);
     const uint8_t *bytes = data.data();
+    if (sumBuffers && slot->kind == OTC_SLOT_BUFFER)
+      bufferCrcs_[slot->name] = crc32(bytes, static_cast<size_t>(slot->nbytes));
     if (mastersSharded && slot->kind == OTC_SLOT_PARAM)
       std::memcpy(masters.data() + (slot->offset - shards_->param_offset) / 4,
                   bytes, static_cast<size_t>(slot->nbytes));
@@ -486,10 +495,18 @@ Status Run::resumeFrom(std::string &from) {
     if (mastersSharded)
       moments.params = moments.m;
   }
-  if (Status s = loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena,
-                                state_, from, shards_ ? &moments : nullptr);
+  CheckpointBuffers buffers;
+  if (Status s =
+          loadCheckpoint(opt_.resumeDir, slots_, backend_, arena_.arena, state_,
+                         from, buffers, shards_ ? &moments : nullptr);
       !s)
     return s;
+  if (buffers.fromInit) {
+    if (Status s = resumeBuffers(buffers); !s)
+      return s;
+  } else {
+    bufferCrcs_ = buffers.crc; // loaded from the checkpoint's tensors
+  }
   // ZeRO-1: this rank's part of the moments (and of sharded masters),
   // whatever world size saved.
   std::vector<std::pair<std::vector<float> *, int64_t>> parts;
@@ -516,6 +533,26 @@ Status Run::resumeFrom(std::string &from) {
   lastSaved_ = state_.step;
   lastSavedPath_ = from;
   return Status::ok();
+}
+
+Status Run::resumeBuffers(const CheckpointBuffers &saved) {
+  if (slots_.buffers.empty())
+    return Status::ok();
+  TensorFile init;
+  std::map<std::string, std::string> sources;
+  if (Status s = loadInitialBuffers(opt_.initPath, slots_.buffers,
+                                    defaultInitPath(), init, sources);
+      !s)
+    return Status::error(
+        "cannot resume (--resume " + opt_.resumeDir +
+        "): the checkpoint keeps only what trains, and resuming needs the "
+        "initial parameters it was started from (--init PATH) for its " +
+        std::to_string(slots_.buffers.size()) +
+        " buffer(s), the initializers not trained: " + s.message());
+  if (Status s = uploadInitialParams(init, slots_.buffers); !s)
+    return s;
+  return checkInitialBuffers(slots_, saved, bufferCrcs_, sources,
+                             opt_.resumeDir);
 }
 
 void Run::announce() {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 namespace otcrt {
 namespace {
@@ -22,35 +23,57 @@ std::string formatPosition(const std::vector<int64_t> &shape, int64_t flat) {
   return formatShape(index);
 }
 
-} // namespace
-
-Status loadInitialParams(const std::string &path,
-                         const std::vector<const OtcSlot *> &params,
-                         const std::vector<const OtcSlot *> &buffers,
-                         const std::string &fallbackPath, TensorFile &init) {
-  Status s = readSafetensors(path, init);
-  if (!s)
-    return Status::error("cannot load initial parameters (--init): " +
-                         s.message());
-  TensorFile fallback;
-  bool fallbackRead = false;
+/// loadInitialParams and loadInitialBuffers: \p readFailed tells an error
+/// reading \p path itself (its message as readSafetensors gives it) from
+/// the others.
+Status loadInitial(const std::string &path,
+                   const std::vector<const OtcSlot *> &params,
+                   const std::vector<const OtcSlot *> &buffers,
+                   const std::string &fallbackPath, TensorFile &init,
+                   std::map<std::string, std::string> *sources,
+                   bool &readFailed) {
+  readFailed = false;
+  // The slots' tensors alone: the file may hold more (a resume's buffers
+  // are read from a file that also holds every parameter).
+  std::set<std::string> wanted;
+  for (const auto *list : {&params, &buffers})
+    for (const OtcSlot *slot : *list)
+      wanted.insert(slot->name);
+  auto isWanted = [&](const std::string &name) {
+    return wanted.count(name) > 0;
+  };
+  if (Status s = readSafetensors(path, init, isWanted); !s) {
+    readFailed = true;
+    return s;
+  }
+  // The buffers the file lacks (a checkpoint's model.safetensors holds the
+  // trained parameters only) from the fallback, when that is another file.
+  std::vector<std::string> missing;
+  for (const OtcSlot *slot : buffers)
+    if (!init.find(slot->name))
+      missing.push_back(slot->name);
+  std::set<std::string> fromFallback;
+  if (!missing.empty() && !fallbackPath.empty() && fallbackPath != path) {
+    std::set<std::string> lacking(missing.begin(), missing.end());
+    TensorFile fallback;
+    if (Status r = readSafetensors(
+            fallbackPath, fallback,
+            [&](const std::string &name) { return lacking.count(name) > 0; });
+        !r)
+      return Status::error(path + ": buffer '" + missing.front() +
+                           "' not found, and " + r.message());
+    for (Tensor &t : fallback.tensors) {
+      fromFallback.insert(t.name);
+      init.tensors.push_back(std::move(t));
+    }
+  }
   auto check = [&](const OtcSlot *slot, bool buffer) -> Status {
     const Tensor *t = init.find(slot->name);
     std::vector<int64_t> want = slotShape(*slot);
-    std::string where = path;
-    if (!t && buffer && !fallbackPath.empty() && fallbackPath != path) {
-      if (!fallbackRead) {
-        if (Status r = readSafetensors(fallbackPath, fallback); !r)
-          return Status::error(path + ": buffer '" + slot->name +
-                               "' not found, and " + r.message());
-        fallbackRead = true;
-      }
-      if (const Tensor *f = fallback.find(slot->name)) {
-        init.tensors.push_back(*f);
-        t = &init.tensors.back();
-        where = fallbackPath;
-      }
-    }
+    const std::string &where =
+        fromFallback.count(slot->name) ? fallbackPath : path;
+    if (sources)
+      (*sources)[slot->name] = where;
     if (!t)
       return Status::error(path + ": " + (buffer ? "buffer '" : "parameter '") +
                            slot->name + "' not found (expected F32 " +
@@ -75,6 +98,30 @@ Status loadInitialParams(const std::string &path,
     if (Status r = check(slot, true); !r)
       return r;
   return Status::ok();
+}
+
+} // namespace
+
+Status loadInitialParams(const std::string &path,
+                         const std::vector<const OtcSlot *> &params,
+                         const std::vector<const OtcSlot *> &buffers,
+                         const std::string &fallbackPath, TensorFile &init) {
+  bool readFailed = false;
+  Status s = loadInitial(path, params, buffers, fallbackPath, init, nullptr,
+                         readFailed);
+  if (!s && readFailed)
+    return Status::error("cannot load initial parameters (--init): " +
+                         s.message());
+  return s;
+}
+
+Status loadInitialBuffers(const std::string &path,
+                          const std::vector<const OtcSlot *> &buffers,
+                          const std::string &fallbackPath, TensorFile &init,
+                          std::map<std::string, std::string> &sources) {
+  bool readFailed = false;
+  return loadInitial(path, {}, buffers, fallbackPath, init, &sources,
+                     readFailed);
 }
 
 Status loadBatch(const std::string &path, const OtcProgram &program,

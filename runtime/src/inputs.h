@@ -11,6 +11,7 @@
 #include "otcrt/kernels.h"
 #include "otcrt/safetensors.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,23 @@ struct InputData {
 };
 
 /// Loads and checks every PARAM and BUFFER slot from the initial-parameter
-/// file. A buffer that file lacks (a checkpoint's model.safetensors holds
-/// the trained parameters only) comes from \p fallbackPath, the compiled
-/// init.safetensors, when that is another file.
+/// file (those tensors alone: any other's bytes are not read). A buffer that
+/// file lacks (a checkpoint's model.safetensors holds the trained parameters
+/// only) comes from \p fallbackPath, the compiled init.safetensors, when that
+/// is another file.
 Status loadInitialParams(const std::string &path,
                          const std::vector<const OtcSlot *> &params,
                          const std::vector<const OtcSlot *> &buffers,
                          const std::string &fallbackPath, TensorFile &init);
+/// Loads and checks the BUFFER slots alone from the initial-parameter file,
+/// as loadInitialParams does (a buffer it lacks from \p fallbackPath),
+/// reading no other tensor's bytes; \p sources gets the file each buffer
+/// came from. Errors are one line naming the file (as readSafetensors
+/// gives them for the file itself).
+Status loadInitialBuffers(const std::string &path,
+                          const std::vector<const OtcSlot *> &buffers,
+                          const std::string &fallbackPath, TensorFile &init,
+                          std::map<std::string, std::string> &sources);
 
 /// Loads the batch file and converts each INPUT tensor to its slot dtype.
 /// The file holds the global batch, \p ranks x grad_accum micro-batches;

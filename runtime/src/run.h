@@ -120,6 +120,10 @@ private:
                              const std::vector<const OtcSlot *> &initial);
   /// The state of --resume's checkpoint (\p from names it).
   Status resumeFrom(std::string &from);
+  /// The buffers of a checkpoint that keeps their CRC-32s alone (\p
+  /// saved): loaded from the initial parameters (--init, as a fresh start
+  /// reads them) and checked against the checkpoint's CRCs.
+  Status resumeBuffers(const CheckpointBuffers &saved);
   /// The run's first lines: the program, the ranks, CUDA graphs (chosen
   /// here).
   void announce();
@@ -229,6 +233,11 @@ private:
   std::vector<int64_t> rngKeys_;
 
   TrainState state_;
+  /// Each BUFFER slot's CRC-32 as it sits in the arena (summed as the
+  /// initial parameters are uploaded, or from a checkpoint's "buffer/"
+  /// tensors), which every checkpoint records in place of its bytes. Filled
+  /// where the run saves or resumes.
+  BufferChecksums bufferCrcs_;
   LrSchedule schedule_;
   BatchRamp ramp_;
   int64_t tokensPerMicro_ = 0;

@@ -92,9 +92,10 @@ Status Run::save() {
     return Status::ok();
   }
   std::string written;
-  Status s = saveCheckpoint(opt_.saveDir, opt_.keep, slots_, backend_, arena_.arena,
-                            state_, prog_.model ? prog_.model : "", written,
-                            shards_ ? &moments : nullptr);
+  Status s =
+      saveCheckpoint(opt_.saveDir, opt_.keep, slots_, backend_, arena_.arena,
+                     state_, bufferCrcs_, prog_.model ? prog_.model : "",
+                     written, shards_ ? &moments : nullptr);
   if (!s)
     return s;
   lastSaved_ = state_.step;

@@ -279,6 +279,11 @@ Status parseSafetensors(const uint8_t *data, size_t size,
 }
 
 Status readSafetensors(const std::string &path, TensorFile &out) {
+  return readSafetensors(path, out, nullptr);
+}
+
+Status readSafetensors(const std::string &path, TensorFile &out,
+                       const std::function<bool(const std::string &)> &keep) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
     return Status::error(path + ": cannot open for reading: " +
@@ -300,7 +305,13 @@ Status readSafetensors(const std::string &path, TensorFile &out) {
     if (std::ferror(f))
       return Status::error(path + ": read error after " +
                            std::to_string(bytes.size()) + " bytes");
-    return parseSafetensors(bytes.data(), bytes.size(), path, out);
+    Status s = parseSafetensors(bytes.data(), bytes.size(), path, out);
+    if (s && keep)
+      out.tensors.erase(
+          std::remove_if(out.tensors.begin(), out.tensors.end(),
+                         [&](const Tensor &t) { return !keep(t.name); }),
+          out.tensors.end());
+    return s;
   }
   const size_t size = static_cast<size_t>(end);
   // The header first, then each tensor read straight into its own bytes:
@@ -326,6 +337,8 @@ Status readSafetensors(const std::string &path, TensorFile &out) {
       !s)
     return s;
   for (auto &e : entries) {
+    if (keep && !keep(e.tensor.name))
+      continue;
     e.tensor.data.resize(static_cast<size_t>(e.end - e.begin));
     if (std::fseek(f, static_cast<long>(dataStart + e.begin), SEEK_SET) != 0 ||
         std::fread(e.tensor.data.data(), 1, e.tensor.data.size(), f) !=
@@ -427,19 +440,32 @@ Status writeSafetensors(const std::string &path, const TensorFile &file) {
 }
 
 uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
+  // Eight bytes a round (slicing by 8): table[k][n] is the CRC of byte n
+  // followed by k zero bytes, so one round folds eight bytes through eight
+  // lookups; a checkpoint's buffers, gigabytes, are summed at start-up.
+  static const auto table = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
     for (uint32_t n = 0; n < 256; ++n) {
       uint32_t c = n;
       for (int k = 0; k < 8; ++k)
         c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
+      t[0][n] = c;
     }
+    for (int k = 1; k < 8; ++k)
+      for (uint32_t n = 0; n < 256; ++n)
+        t[k][n] = (t[k - 1][n] >> 8) ^ t[0][t[k - 1][n] & 0xFF];
     return t;
   }();
   crc = ~crc;
+  for (; size >= 8; size -= 8, data += 8) {
+    uint32_t lo = crc ^ (uint32_t(data[0]) | uint32_t(data[1]) << 8 |
+                         uint32_t(data[2]) << 16 | uint32_t(data[3]) << 24);
+    crc = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^
+          table[5][(lo >> 16) & 0xFF] ^ table[4][lo >> 24] ^ table[3][data[4]] ^
+          table[2][data[5]] ^ table[1][data[6]] ^ table[0][data[7]];
+  }
   for (size_t i = 0; i < size; ++i)
-    crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+    crc = table[0][(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }
 

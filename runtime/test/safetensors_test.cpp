@@ -210,3 +210,119 @@ TEST(Safetensors, MissingFile) {
   ASSERT_FALSE(s);
   EXPECT_THAT(s.message(), HasSubstr("/nonexistent/dir/x.safetensors"));
 }
+
+namespace {
+
+/// The bytes this process has read through read(2) and friends so far
+/// (/proc/self/io's rchar), or -1 where the kernel does not count them.
+long long bytesReadSoFar() {
+  std::FILE *f = std::fopen("/proc/self/io", "r");
+  if (!f)
+    return -1;
+  long long n = -1;
+  char key[32];
+  long long v;
+  while (std::fscanf(f, "%31s %lld", key, &v) == 2)
+    if (std::strcmp(key, "rchar:") == 0)
+      n = v;
+  std::fclose(f);
+  return n;
+}
+
+} // namespace
+
+TEST(Safetensors, SelectiveReadLeavesTheOtherTensorsUnread) {
+  // A 64 MiB tensor between two small ones, its bytes a hole of a sparse
+  // file: the header written by hand, the last tensor's bytes at the end.
+  constexpr long long kBig = 64ll << 20;
+  std::string header =
+      "{\"__metadata__\":{\"k\":\"v\"},"
+      "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+      "\"big\":{\"dtype\":\"U8\",\"shape\":[" +
+      std::to_string(kBig) + "],\"data_offsets\":[16," +
+      std::to_string(16 + kBig) +
+      "]},"
+      "\"z\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[" +
+      std::to_string(16 + kBig) + "," + std::to_string(24 + kBig) + "]}}";
+  const float a[4] = {1.5f, -2, 3, 4};
+  const int64_t z = -77;
+  std::vector<uint8_t> head = image(header, {});
+  const long long dataStart = static_cast<long long>(head.size());
+  std::string path = tempPath("sparse.safetensors");
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(head.data(), 1, head.size(), f), head.size());
+  ASSERT_EQ(std::fwrite(a, 1, sizeof(a), f), sizeof(a));
+  ASSERT_EQ(std::fseek(f, static_cast<long>(dataStart + 16 + kBig), SEEK_SET),
+            0);
+  ASSERT_EQ(std::fwrite(&z, 1, sizeof(z), f), sizeof(z));
+  ASSERT_EQ(std::fclose(f), 0);
+
+  const long long before = bytesReadSoFar();
+  TensorFile out;
+  Status s = readSafetensors(
+      path, out, [](const std::string &name) { return name != "big"; });
+  const long long after = bytesReadSoFar();
+  ASSERT_TRUE(s) << s.message();
+  ASSERT_EQ(out.tensors.size(), 2u);
+  EXPECT_EQ(out.tensors[0].name, "a"); // file order
+  EXPECT_EQ(out.tensors[1].name, "z");
+  EXPECT_EQ(out.find("big"), nullptr);
+  EXPECT_EQ(out.metadata.at("k"), "v");
+  ASSERT_EQ(out.tensors[0].data.size(), sizeof(a));
+  EXPECT_EQ(std::memcmp(out.tensors[0].data.data(), a, sizeof(a)), 0);
+  int64_t gotZ = 0;
+  std::memcpy(&gotZ, out.tensors[1].data.data(), 8);
+  EXPECT_EQ(gotZ, z);
+  // The hole was never read: a few pages of the header and the small
+  // tensors at most, against 64 MiB.
+  if (before >= 0 && after >= 0)
+    EXPECT_LT(after - before, 1 << 20) << "bytes read: " << after - before;
+
+  // Nothing kept: the metadata alone.
+  s = readSafetensors(path, out, [](const std::string &) { return false; });
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_TRUE(out.tensors.empty());
+  EXPECT_EQ(out.metadata.at("k"), "v");
+
+  // The whole header is still checked: with the file cut inside 'z', the
+  // read of 'a' alone fails naming 'z'.
+  ASSERT_EQ(::truncate(path.c_str(), dataStart + 20 + kBig), 0);
+  s = readSafetensors(path, out, [](const std::string &n) { return n == "a"; });
+  std::remove(path.c_str());
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.message(), HasSubstr("truncated: tensor 'z'"));
+}
+
+TEST(Safetensors, Crc32IsZlibs) {
+  // The check value of CRC-32/ISO-HDLC (zlib's crc32) for "123456789".
+  const char *digits = "123456789";
+  EXPECT_EQ(crc32(reinterpret_cast<const uint8_t *>(digits), 9), 0xCBF43926u);
+  EXPECT_EQ(crc32(nullptr, 0), 0u);
+  // Against the bit-by-bit definition, at every length and alignment up to
+  // 40 bytes, and continued from a first part.
+  auto reference = [](const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+  };
+  std::mt19937 rng(7);
+  std::vector<uint8_t> bytes(64);
+  for (auto &b : bytes)
+    b = static_cast<uint8_t>(rng());
+  for (size_t start = 0; start < 8; ++start)
+    for (size_t n = 0; n <= 40; ++n) {
+      EXPECT_EQ(crc32(bytes.data() + start, n),
+                reference(bytes.data() + start, n))
+          << start << " " << n;
+      size_t half = n / 3;
+      EXPECT_EQ(crc32(bytes.data() + start + half, n - half,
+                      crc32(bytes.data() + start, half)),
+                reference(bytes.data() + start, n))
+          << start << " " << n;
+    }
+}

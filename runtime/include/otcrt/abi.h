@@ -31,9 +31,12 @@ enum OtcSlotKind {
                                 before each micro_step */
   OTC_SLOT_BUFFER = 10,      /* version 3: an F32 initializer that is not
                                trained (frozen, a rotary table): loaded from
-                               the initial parameters, kept in checkpoints,
-                               no gradient, moments or master; version 10:
-                               or BF16 (rounded from F32 initial values) */
+                               the initial parameters, no gradient, moments
+                               or master, and written by no function (the
+                               compiler checks it), so checkpoints keep only
+                               its CRC-32 and a resume loads it from the
+                               initial parameters again; version 10: or BF16
+                               (rounded from F32 initial values) */
   OTC_SLOT_GRAD_FACTOR = 11, /* version 5: f32 scalar, the factor AdamW
                               multiplies the step's gradients by (clipping
                               and batch ramp; not finite: the update is

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -63,6 +64,13 @@ Status parseSafetensors(const uint8_t *data, size_t size,
                         const std::string &sourceName, TensorFile &out);
 /// Reads and parses the file at \p path.
 Status readSafetensors(const std::string &path, TensorFile &out);
+/// Reads the tensors of \p path that \p keep accepts (by name), with the
+/// metadata: the whole header is checked as by readSafetensors, but the
+/// bytes of the other tensors are not read (a checkpoint's buffers from a
+/// file that also holds every parameter). A pipe is read whole and the
+/// others dropped.
+Status readSafetensors(const std::string &path, TensorFile &out,
+                       const std::function<bool(const std::string &)> &keep);
 /// Serializes \p file into \p out (header padded to a multiple of 8 bytes).
 Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out);
 /// What comes before the tensors' data in \p file's serialization (the
