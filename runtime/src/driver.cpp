@@ -354,7 +354,7 @@ Status Run::execute() {
         ": start it with mpirun -np " + std::to_string(shards_->ranks) +
         " (or torchrun --nproc-per-node " + std::to_string(shards_->ranks) +
         " --no-python)");
-  TensorFile init;
+  InitialTensors init;
   // Parameters and buffers alike come from the initial parameters.
   std::vector<const OtcSlot *> initial = slots_.params;
   initial.insert(initial.end(), slots_.buffers.begin(), slots_.buffers.end());
@@ -371,7 +371,7 @@ Status Run::execute() {
   if (!resume)
     if (Status s = uploadInitialParams(init, initial); !s)
       return s;
-  init = TensorFile();
+  init = InitialTensors();
   state_.seed = opt_.seed;
   state_.dataFingerprint = loader_ ? trainData_.fingerprint() : 0;
 
@@ -438,7 +438,7 @@ Status Run::setUpDevice() {
   return s;
 }
 
-Status Run::uploadInitialParams(TensorFile &init,
+Status Run::uploadInitialParams(InitialTensors &init,
                                 const std::vector<const OtcSlot *> &initial) {
   // Sharded masters (ZeRO-1): the parameters go through an image of the
   // whole group, of which this rank uploads its part.
@@ -453,33 +453,35 @@ Status Run::uploadInitialParams(TensorFile &init,
   // Checkpoints keep each buffer's CRC-32 in place of its bytes, summed
   // here, once, from the bytes the arena gets.
   const bool sumBuffers = !opt_.saveDir.empty() || !opt_.resumeDir.empty();
-  for (const OtcSlot *slot : initial) {
-    Tensor *tensor = init.find(slot->name);
-    std::vector<uint8_t> &data = tensor->data;
-    // A BF16 buffer from F32 initial values: rounded here, in place.
-    if (slot->dtype == OTC_BF16 && tensor->dtype == StDType::F32)
-      narrowToBf16(data);
-    const uint8_t *bytes = data.data();
-    if (sumBuffers && slot->kind == OTC_SLOT_BUFFER)
-      bufferCrcs_[slot->name] = crc32(bytes, static_cast<size_t>(slot->nbytes));
-    if (mastersSharded && slot->kind == OTC_SLOT_PARAM)
-      std::memcpy(masters.data() + (slot->offset - shards_->param_offset) / 4,
-                  bytes, static_cast<size_t>(slot->nbytes));
-    else if (Status s = backend_.upload(arena_.arena, slot->offset, bytes,
-                                        slot->nbytes);
-             !s)
-      return s;
-    // Each tensor freed once it is in the arena: the weights are not held
-    // twice.
-    std::vector<uint8_t>().swap(data);
-  }
+  // Each tensor read, uploaded and freed a batch at a time: the weights are
+  // never all in host memory at once, nor held twice.
+  Status s = forEachInitialTensor(
+      init, initial, [&](const OtcSlot &slot, Tensor &tensor) {
+        std::vector<uint8_t> &data = tensor.data;
+        // A BF16 buffer from F32 initial values: rounded here, in place.
+        if (slot.dtype == OTC_BF16 && tensor.dtype == StDType::F32)
+          narrowToBf16(data);
+        const uint8_t *bytes = data.data();
+        if (sumBuffers && slot.kind == OTC_SLOT_BUFFER)
+          bufferCrcs_[slot.name] =
+              crc32(bytes, static_cast<size_t>(slot.nbytes));
+        if (mastersSharded && slot.kind == OTC_SLOT_PARAM) {
+          std::memcpy(masters.data() +
+                          (slot.offset - shards_->param_offset) / 4,
+                      bytes, static_cast<size_t>(slot.nbytes));
+          return Status::ok();
+        }
+        return backend_.upload(arena_.arena, slot.offset, bytes, slot.nbytes);
+      });
+  if (!s)
+    return s;
   if (mastersSharded)
-    if (Status s =
+    if (Status u =
             backend_.upload(arena_.arena, shards_->param_offset,
                             masters.data() + world_.rank * shards_->elements,
                             shards_->elements * 4);
-        !s)
-      return s;
+        !u)
+      return u;
   return Status::ok();
 }
 
@@ -538,10 +540,9 @@ Status Run::resumeFrom(std::string &from) {
 Status Run::resumeBuffers(const CheckpointBuffers &saved) {
   if (slots_.buffers.empty())
     return Status::ok();
-  TensorFile init;
-  std::map<std::string, std::string> sources;
+  InitialTensors init;
   if (Status s = loadInitialBuffers(opt_.initPath, slots_.buffers,
-                                    defaultInitPath(), init, sources);
+                                    defaultInitPath(), init);
       !s)
     return Status::error(
         "cannot resume (--resume " + opt_.resumeDir +
@@ -551,7 +552,7 @@ Status Run::resumeBuffers(const CheckpointBuffers &saved) {
         " buffer(s), the initializers not trained: " + s.message());
   if (Status s = uploadInitialParams(init, slots_.buffers); !s)
     return s;
-  return checkInitialBuffers(slots_, saved, bufferCrcs_, sources,
+  return checkInitialBuffers(slots_, saved, bufferCrcs_, init.source,
                              opt_.resumeDir);
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <sys/stat.h>
 
 namespace otcrt {
 namespace {
@@ -23,14 +24,20 @@ std::string formatPosition(const std::vector<int64_t> &shape, int64_t flat) {
   return formatShape(index);
 }
 
+/// Whether \p path is a regular file, whose layout can be read apart from
+/// its tensors (a pipe cannot).
+bool regularFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /// loadInitialParams and loadInitialBuffers: \p readFailed tells an error
 /// reading \p path itself (its message as readSafetensors gives it) from
 /// the others.
 Status loadInitial(const std::string &path,
                    const std::vector<const OtcSlot *> &params,
                    const std::vector<const OtcSlot *> &buffers,
-                   const std::string &fallbackPath, TensorFile &init,
-                   std::map<std::string, std::string> *sources,
+                   const std::string &fallbackPath, InitialTensors &init,
                    bool &readFailed) {
   readFailed = false;
   // The slots' tensors alone: the file may hold more (a resume's buffers
@@ -42,42 +49,49 @@ Status loadInitial(const std::string &path,
   auto isWanted = [&](const std::string &name) {
     return wanted.count(name) > 0;
   };
-  if (Status s = readSafetensors(path, init, isWanted); !s) {
+  // A file's layout now, its tensors when they are uploaded (a few at a
+  // time: an 8B model's 32 GB of F32 values are never held at once); a
+  // pipe's wanted tensors now.
+  const bool pipe = !regularFile(path);
+  if (pipe)
+    init.pipe = path;
+  Status read = pipe ? readSafetensors(path, init.loaded, isWanted)
+                     : readSafetensorsLayout(path, init.layout);
+  if (!read) {
     readFailed = true;
-    return s;
+    return read;
   }
+  const TensorFile &given = pipe ? init.loaded : init.layout;
+  for (const std::string &name : wanted)
+    if (given.find(name))
+      init.source[name] = path;
   // The buffers the file lacks (a checkpoint's model.safetensors holds the
   // trained parameters only) from the fallback, when that is another file.
   std::vector<std::string> missing;
   for (const OtcSlot *slot : buffers)
-    if (!init.find(slot->name))
+    if (!init.source.count(slot->name))
       missing.push_back(slot->name);
-  std::set<std::string> fromFallback;
   if (!missing.empty() && !fallbackPath.empty() && fallbackPath != path) {
-    std::set<std::string> lacking(missing.begin(), missing.end());
     TensorFile fallback;
-    if (Status r = readSafetensors(
-            fallbackPath, fallback,
-            [&](const std::string &name) { return lacking.count(name) > 0; });
-        !r)
+    if (Status r = readSafetensorsLayout(fallbackPath, fallback); !r)
       return Status::error(path + ": buffer '" + missing.front() +
                            "' not found, and " + r.message());
-    for (Tensor &t : fallback.tensors) {
-      fromFallback.insert(t.name);
-      init.tensors.push_back(std::move(t));
-    }
+    for (const std::string &name : missing)
+      if (Tensor *t = fallback.find(name)) {
+        init.source[name] = fallbackPath;
+        init.layout.tensors.push_back(std::move(*t));
+      }
   }
   auto check = [&](const OtcSlot *slot, bool buffer) -> Status {
-    const Tensor *t = init.find(slot->name);
+    auto source = init.source.find(slot->name);
     std::vector<int64_t> want = slotShape(*slot);
-    const std::string &where =
-        fromFallback.count(slot->name) ? fallbackPath : path;
-    if (sources)
-      (*sources)[slot->name] = where;
-    if (!t)
+    if (source == init.source.end())
       return Status::error(path + ": " + (buffer ? "buffer '" : "parameter '") +
                            slot->name + "' not found (expected F32 " +
                            formatShape(want) + ")");
+    const std::string &where = source->second;
+    const Tensor *t = where == init.pipe ? init.loaded.find(slot->name)
+                                         : init.layout.find(slot->name);
     // A BF16 buffer (a frozen parameter read in BF16 alone) is rounded
     // from F32 values as it is uploaded, or given in BF16.
     bool bf16Slot = slot->dtype == OTC_BF16;
@@ -105,10 +119,10 @@ Status loadInitial(const std::string &path,
 Status loadInitialParams(const std::string &path,
                          const std::vector<const OtcSlot *> &params,
                          const std::vector<const OtcSlot *> &buffers,
-                         const std::string &fallbackPath, TensorFile &init) {
+                         const std::string &fallbackPath,
+                         InitialTensors &init) {
   bool readFailed = false;
-  Status s = loadInitial(path, params, buffers, fallbackPath, init, nullptr,
-                         readFailed);
+  Status s = loadInitial(path, params, buffers, fallbackPath, init, readFailed);
   if (!s && readFailed)
     return Status::error("cannot load initial parameters (--init): " +
                          s.message());
@@ -117,11 +131,62 @@ Status loadInitialParams(const std::string &path,
 
 Status loadInitialBuffers(const std::string &path,
                           const std::vector<const OtcSlot *> &buffers,
-                          const std::string &fallbackPath, TensorFile &init,
-                          std::map<std::string, std::string> &sources) {
+                          const std::string &fallbackPath,
+                          InitialTensors &init) {
   bool readFailed = false;
-  return loadInitial(path, {}, buffers, fallbackPath, init, &sources,
-                     readFailed);
+  return loadInitial(path, {}, buffers, fallbackPath, init, readFailed);
+}
+
+Status forEachInitialTensor(
+    InitialTensors &init, const std::vector<const OtcSlot *> &slots,
+    const std::function<Status(const OtcSlot &, Tensor &)> &use,
+    size_t batchBytes) {
+  // A pipe's tensors, read already; from each file, batches of at most
+  // batchBytes (or one tensor), each read, used and freed before the next.
+  std::map<std::string, std::vector<const OtcSlot *>> byFile;
+  for (const OtcSlot *slot : slots) {
+    const std::string &file = init.source.at(slot->name);
+    if (file != init.pipe) {
+      byFile[file].push_back(slot);
+      continue;
+    }
+    Tensor *t = init.loaded.find(slot->name);
+    if (!t)
+      return Status::error(std::string("internal error: initial tensor '") +
+                           slot->name + "' was not read");
+    if (Status s = use(*slot, *t); !s)
+      return s;
+    std::vector<uint8_t>().swap(t->data);
+  }
+  for (auto &[file, fileSlots] : byFile)
+    for (size_t first = 0; first < fileSlots.size();) {
+      std::set<std::string> names;
+      size_t bytes = 0, last = first;
+      while (last < fileSlots.size() &&
+             (last == first || bytes + fileSlots[last]->nbytes <= batchBytes)) {
+        names.insert(fileSlots[last]->name);
+        bytes += static_cast<size_t>(fileSlots[last]->nbytes);
+        ++last;
+      }
+      TensorFile batch;
+      if (Status s = readSafetensors(
+              file, batch,
+              [&](const std::string &name) { return names.count(name) > 0; });
+          !s)
+        return s;
+      for (size_t i = first; i < last; ++i) {
+        Tensor *t = batch.find(fileSlots[i]->name);
+        const Tensor *seen = init.layout.find(fileSlots[i]->name);
+        if (!t || !seen || t->dtype != seen->dtype || t->shape != seen->shape)
+          return Status::error(file + ": tensor '" + fileSlots[i]->name +
+                               "' changed while it was read");
+        if (Status s = use(*fileSlots[i], *t); !s)
+          return s;
+        std::vector<uint8_t>().swap(t->data);
+      }
+      first = last;
+    }
+  return Status::ok();
 }
 
 Status loadBatch(const std::string &path, const OtcProgram &program,

@@ -11,6 +11,7 @@
 #include "otcrt/kernels.h"
 #include "otcrt/safetensors.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,24 +24,41 @@ struct InputData {
   std::vector<uint8_t> bytes; // grad_accum * slot->nbytes
 };
 
-/// Loads and checks every PARAM and BUFFER slot from the initial-parameter
-/// file (those tensors alone: any other's bytes are not read). A buffer that
-/// file lacks (a checkpoint's model.safetensors holds the trained parameters
-/// only) comes from \p fallbackPath, the compiled init.safetensors, when that
-/// is another file.
+/// The initial tensors of a program's slots, checked, before their bytes
+/// are read: each slot's file and the tensors' layouts (a pipe's tensors
+/// are read whole instead, into `loaded`).
+struct InitialTensors {
+  TensorFile layout; ///< names, dtypes, shapes
+  std::string pipe;  ///< the initial parameters, when not a regular file
+  TensorFile loaded; ///< that pipe's tensors, with data
+  std::map<std::string, std::string> source; ///< slot name -> file
+};
+
+/// Checks every PARAM and BUFFER slot against the initial-parameter file's
+/// header (reading no tensor's bytes: forEachInitialTensor reads them). A
+/// buffer that file lacks (a checkpoint's model.safetensors holds the
+/// trained parameters only) comes from \p fallbackPath, the compiled
+/// init.safetensors, when that is another file.
 Status loadInitialParams(const std::string &path,
                          const std::vector<const OtcSlot *> &params,
                          const std::vector<const OtcSlot *> &buffers,
-                         const std::string &fallbackPath, TensorFile &init);
-/// Loads and checks the BUFFER slots alone from the initial-parameter file,
-/// as loadInitialParams does (a buffer it lacks from \p fallbackPath),
-/// reading no other tensor's bytes; \p sources gets the file each buffer
-/// came from. Errors are one line naming the file (as readSafetensors
-/// gives them for the file itself).
+                         const std::string &fallbackPath, InitialTensors &init);
+/// Checks the BUFFER slots alone, as loadInitialParams does (a buffer the
+/// file lacks from \p fallbackPath); init.source gives the file of each.
+/// Errors are one line naming the file (as readSafetensors gives them for
+/// the file itself).
 Status loadInitialBuffers(const std::string &path,
                           const std::vector<const OtcSlot *> &buffers,
-                          const std::string &fallbackPath, TensorFile &init,
-                          std::map<std::string, std::string> &sources);
+                          const std::string &fallbackPath,
+                          InitialTensors &init);
+/// Reads the initial tensors of \p slots from their files, at most
+/// \p batchBytes of them (or one tensor) at a time, and calls \p use with
+/// each (which may change its bytes), freeing its bytes after: an 8B
+/// model's 32 GB of F32 values are never held at once.
+Status forEachInitialTensor(
+    InitialTensors &init, const std::vector<const OtcSlot *> &slots,
+    const std::function<Status(const OtcSlot &, Tensor &)> &use,
+    size_t batchBytes = size_t(1) << 30);
 
 /// Loads the batch file and converts each INPUT tensor to its slot dtype.
 /// The file holds the global batch, \p ranks x grad_accum micro-batches;

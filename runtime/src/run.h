@@ -116,7 +116,7 @@ private:
   Status setUpDevice();
   /// The initial parameters and buffers into the arena (with sharded
   /// masters, this rank's part of them).
-  Status uploadInitialParams(TensorFile &init,
+  Status uploadInitialParams(InitialTensors &init,
                              const std::vector<const OtcSlot *> &initial);
   /// The state of --resume's checkpoint (\p from names it).
   Status resumeFrom(std::string &from);

@@ -282,8 +282,27 @@ Status readSafetensors(const std::string &path, TensorFile &out) {
   return readSafetensors(path, out, nullptr);
 }
 
+namespace {
+/// readSafetensors and readSafetensorsLayout: with \p layoutOnly, every
+/// tensor without its bytes (a seekable file only).
+Status readFile(const std::string &path, TensorFile &out,
+                const std::function<bool(const std::string &)> &keep,
+                bool layoutOnly);
+} // namespace
+
 Status readSafetensors(const std::string &path, TensorFile &out,
                        const std::function<bool(const std::string &)> &keep) {
+  return readFile(path, out, keep, false);
+}
+
+Status readSafetensorsLayout(const std::string &path, TensorFile &out) {
+  return readFile(path, out, nullptr, true);
+}
+
+namespace {
+Status readFile(const std::string &path, TensorFile &out,
+                const std::function<bool(const std::string &)> &keep,
+                bool layoutOnly) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
     return Status::error(path + ": cannot open for reading: " +
@@ -296,6 +315,9 @@ Status readSafetensors(const std::string &path, TensorFile &out,
   if (std::fseek(f, 0, SEEK_END) == 0)
     end = std::ftell(f);
   if (end < 0 || std::fseek(f, 0, SEEK_SET) != 0) {
+    if (layoutOnly)
+      return Status::error(path + ": not a seekable file (its layout cannot "
+                                  "be read apart from its tensors)");
     // Not seekable (a pipe): the whole stream, then parsed in memory.
     std::vector<uint8_t> bytes;
     uint8_t buf[1 << 16];
@@ -339,6 +361,10 @@ Status readSafetensors(const std::string &path, TensorFile &out,
   for (auto &e : entries) {
     if (keep && !keep(e.tensor.name))
       continue;
+    if (layoutOnly) {
+      out.tensors.push_back(std::move(e.tensor));
+      continue;
+    }
     e.tensor.data.resize(static_cast<size_t>(e.end - e.begin));
     if (std::fseek(f, static_cast<long>(dataStart + e.begin), SEEK_SET) != 0 ||
         std::fread(e.tensor.data.data(), 1, e.tensor.data.size(), f) !=
@@ -349,6 +375,7 @@ Status readSafetensors(const std::string &path, TensorFile &out,
   }
   return Status::ok();
 }
+} // namespace
 
 Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out) {
   if (Status s = serializeSafetensorsHeader(file, out); !s)

@@ -71,6 +71,11 @@ Status readSafetensors(const std::string &path, TensorFile &out);
 /// others dropped.
 Status readSafetensors(const std::string &path, TensorFile &out,
                        const std::function<bool(const std::string &)> &keep);
+/// Reads the header of \p path alone, checked as by readSafetensors: every
+/// tensor's name, dtype and shape, with no data (a large file's layout,
+/// before its tensors are read a few at a time). Fails for a file that is
+/// not seekable (a pipe), which only a whole read can take.
+Status readSafetensorsLayout(const std::string &path, TensorFile &out);
 /// Serializes \p file into \p out (header padded to a multiple of 8 bytes).
 Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out);
 /// What comes before the tensors' data in \p file's serialization (the
