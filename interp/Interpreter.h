@@ -35,9 +35,14 @@ struct Tensor {
 /// element type is rounded to BF16 (nearest even) as it is computed, as the
 /// compiled programs store such values (otc-run --round-bf16: what checks
 /// a BF16 or FP8 program's IR after otc-mixed-precision); otherwise values
-/// are rounded only where a cast says so.
+/// are rounded only where a cast says so. Each value is dropped once the
+/// last op that reads it has run; the overload taking `args` by rvalue
+/// moves them in (otc-run: a model's weights are held once, not twice).
 mlir::FailureOr<std::vector<Tensor>>
 runFunction(mlir::func::FuncOp func, llvm::ArrayRef<Tensor> args,
+            bool roundBf16 = false);
+mlir::FailureOr<std::vector<Tensor>>
+runFunction(mlir::func::FuncOp func, std::vector<Tensor> &&args,
             bool roundBf16 = false);
 
 /// The dropout keep decision for element `index` (flat, row-major) of a

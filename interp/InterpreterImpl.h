@@ -163,6 +163,9 @@ public:
     values[value] = std::move(tensor);
   }
 
+  /// Drops the tensor bound to `value` (its last reader has run).
+  void erase(mlir::Value value) { values.erase(value); }
+
   /// The tensor bound to `value` (which dominates its uses, so it is set).
   const Tensor &get(mlir::Value value) const {
     auto it = values.find(value);

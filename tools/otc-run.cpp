@@ -449,12 +449,12 @@ static std::string checkMemory(func::FuncOp func) {
 /// everything else from `inputs`, read from --inputs, by argumentName), runs
 /// it and writes its results to --outputs.
 static int runAndWrite(func::FuncOp func, const Options &options,
-                       const std::vector<otc::InitializerData> &initializers,
+                       std::vector<otc::InitializerData> &&initializers,
                        const otcrt::TensorFile &inputs) {
   if (std::string err = checkMemory(func); !err.empty())
     return fail(err);
-  std::map<std::string, const otc::InitializerData *> initByName;
-  for (const otc::InitializerData &init : initializers)
+  std::map<std::string, otc::InitializerData *> initByName;
+  for (otc::InitializerData &init : initializers)
     initByName[init.name] = &init;
 
   std::vector<Tensor> args;
@@ -475,6 +475,8 @@ static int runAndWrite(func::FuncOp func, const Options &options,
                     ", its argument expects " + otcrt::formatShape(shape));
       value.data.assign(init->second->values.begin(),
                         init->second->values.end());
+      // The float copy is not read again: the weights are held once.
+      std::vector<float>().swap(init->second->values);
     } else if (func.getArgAttr(index, otc::attrs::kRngKey) && !t) {
       value.data.assign(type.getNumElements(),
                         static_cast<double>(options.rngKey));
@@ -503,7 +505,7 @@ static int runAndWrite(func::FuncOp func, const Options &options,
   }
 
   FailureOr<std::vector<Tensor>> results =
-      otc::interp::runFunction(func, args, options.roundBf16);
+      otc::interp::runFunction(func, std::move(args), options.roundBf16);
   if (failed(results))
     return 1; // The diagnostic handler printed the error.
 
@@ -569,7 +571,7 @@ static int runOnnxModel(MLIRContext &context, const Options &options) {
     return fail("the imported module has no @forward");
   if (options.generate)
     return generateIds(forward, options, initializers);
-  return runAndWrite(forward, options, initializers, inputs);
+  return runAndWrite(forward, options, std::move(initializers), inputs);
 }
 
 /// --generate: the token input of `forward` ([1, T] integers) filled with

@@ -7,8 +7,8 @@ numpy implementations written from the op descriptions in ir/OtcOps.td:
 AdamW, the dropout mask (the exact hash below, which generated code must
 reproduce bit for bit), relu/tanh/dropout gradients, softmax cross-entropy
 gradients, constants, integer division, the comparison predicates, select
-and casts, and the softmax, log_softmax, nll_loss, slice and gather gradient
-kernels. Prints `name PASS` or
+and casts, the softmax, log_softmax, nll_loss, slice and gather gradient
+kernels, and matmul's four transpose forms. Prints `name PASS` or
 `name FAIL (why)` per function, then `N passed, M failed`; exits 1 on any
 failure.
 """
@@ -174,12 +174,23 @@ def expect_grad_kernels(rng):
         "gather_grad_acc": added}
 
 
+def expect_matmul_blocks(rng):
+    a = rng.standard_normal((2, 3, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 300)).astype(np.float32)
+    at = np.ascontiguousarray(a.transpose(0, 2, 1))
+    bt = np.ascontiguousarray(b.T)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    return {"a": a, "at": at, "b": b, "bt": bt}, {
+        "nn": want, "tn": want, "nt": want, "tt": want}
+
+
 CASES = [("adamw", expect_adamw), ("adamw_skip", expect_adamw_skip),
          ("dropout", expect_dropout),
          ("grads", expect_grads), ("sce_grad", expect_sce_grad),
          ("constants", expect_constants), ("int_div", expect_int_div),
          ("compare_select_cast", expect_compare_select_cast),
-         ("grad_kernels", expect_grad_kernels)]
+         ("grad_kernels", expect_grad_kernels),
+         ("matmul_blocks", expect_matmul_blocks)]
 
 
 def check(name, make, args):

@@ -2,7 +2,8 @@
 // with its gradient factor and its skip,
 // the dropout mask formula, the gradient kernels, constants, integer
 // division, the comparison predicates and casts besides those of Equal and
-// Cast): check_interp_ops.py runs each function below with otc-run and
+// Cast, and matmul's four transpose forms over more than one 256-column
+// block of the result): check_interp_ops.py runs each function below with otc-run and
 // compares with numpy implementations of the formulas in ir/OtcOps.td.
 // RUN: %python %otc_src/test/interp/check_interp_ops.py --otc-run otc-run --mlir %s --work %t | FileCheck %s
 
@@ -15,7 +16,8 @@
 // CHECK: int_div PASS
 // CHECK: compare_select_cast PASS
 // CHECK: grad_kernels PASS
-// CHECK: 9 passed, 0 failed
+// CHECK: matmul_blocks PASS
+// CHECK: 10 passed, 0 failed
 
 func.func @adamw(%p: tensor<3x4xf32> {otc.input = "p"},
                  %g: tensor<3x4xf32> {otc.input = "g"},
@@ -146,4 +148,20 @@ func.func @grad_kernels(%g: tensor<3x4xf32> {otc.input = "g"},
   %4 = otc.gather_grad %g, %idx {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<4x4xf32>
   %5 = otc.gather_grad %g, %idx acc %slot {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %0, %1, %2, %3, %4, %5 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<5x5xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// The four forms of otc.matmul with a batched lhs and a 2-d rhs, n = 300
+// columns (a block of 256 and one of 44 in the interpreter's loop without
+// transpose_rhs).
+func.func @matmul_blocks(%a: tensor<2x3x7xf32> {otc.input = "a"},
+                         %at: tensor<2x7x3xf32> {otc.input = "at"},
+                         %b: tensor<7x300xf32> {otc.input = "b"},
+                         %bt: tensor<300x7xf32> {otc.input = "bt"})
+    -> (tensor<2x3x300xf32> {otc.output = "nn"}, tensor<2x3x300xf32> {otc.output = "tn"},
+        tensor<2x3x300xf32> {otc.output = "nt"}, tensor<2x3x300xf32> {otc.output = "tt"}) {
+  %0 = otc.matmul %a, %b : (tensor<2x3x7xf32>, tensor<7x300xf32>) -> tensor<2x3x300xf32>
+  %1 = otc.matmul %at, %b {transpose_lhs} : (tensor<2x7x3xf32>, tensor<7x300xf32>) -> tensor<2x3x300xf32>
+  %2 = otc.matmul %a, %bt {transpose_rhs} : (tensor<2x3x7xf32>, tensor<300x7xf32>) -> tensor<2x3x300xf32>
+  %3 = otc.matmul %at, %bt {transpose_lhs, transpose_rhs} : (tensor<2x7x3xf32>, tensor<300x7xf32>) -> tensor<2x3x300xf32>
+  return %0, %1, %2, %3 : tensor<2x3x300xf32>, tensor<2x3x300xf32>, tensor<2x3x300xf32>, tensor<2x3x300xf32>
 }
