@@ -111,20 +111,58 @@ void prune(const std::string &root, int64_t keep, const std::string &current) {
       removeStepDirectory(root + "/" + steps[i]);
 }
 
-/// Downloads \p slots into \p file under \p prefix + slot name.
-Status addSlots(TensorFile &file, const std::vector<const OtcSlot *> &slots,
-                const std::string &prefix, Backend &backend, const char *arena) {
-  std::vector<uint8_t> bytes;
+/// A file of tensors to write: each one's bytes held (from a host image) or
+/// those of an arena slot (`slotOf`), downloaded as the file is written.
+struct SlotTensors {
+  TensorFile file;
+  std::vector<const OtcSlot *> slotOf; ///< per tensor: its slot, or null
+};
+
+/// Adds \p slots to \p out under \p prefix + slot name, without bytes.
+void addSlotLayouts(SlotTensors &out, const std::vector<const OtcSlot *> &slots,
+                    const std::string &prefix) {
   for (const OtcSlot *slot : slots) {
-    bytes.resize(static_cast<size_t>(slot->nbytes));
-    Status s = backend.download(arena, slot->offset, bytes.data(), slot->nbytes);
-    if (!s)
-      return s;
-    file.add(prefix + slot->name,
-             slot->dtype == OTC_BF16 ? StDType::BF16 : StDType::F32,
-             slotShape(*slot), bytes.data());
+    Tensor t;
+    t.name = prefix + slot->name;
+    t.dtype = slot->dtype == OTC_BF16 ? StDType::BF16 : StDType::F32;
+    t.shape = slotShape(*slot);
+    out.file.tensors.push_back(std::move(t));
+    out.slotOf.push_back(slot);
   }
-  return Status::ok();
+}
+
+/// Writes \p t to \p path atomically with every tensor's CRC-32: the sums
+/// first (a slot's bytes downloaded into one staging buffer), then the
+/// header, then each tensor (a slot's downloaded again). Host memory holds
+/// one slot at a time, not the file: an 8B model's masters and moments
+/// are 96 GB.
+Status writeSlotTensors(const std::string &path, SlotTensors &t,
+                        Backend &backend, const char *arena) {
+  t.slotOf.resize(t.file.tensors.size(), nullptr);
+  std::vector<uint8_t> staging;
+  auto bytesOf = [&](size_t i, const uint8_t *&data, size_t &size) {
+    const OtcSlot *slot = t.slotOf[i];
+    if (!slot) {
+      data = t.file.tensors[i].data.data();
+      size = t.file.tensors[i].data.size();
+      return Status::ok();
+    }
+    staging.resize(static_cast<size_t>(slot->nbytes));
+    data = staging.data();
+    size = staging.size();
+    return backend.download(arena, slot->offset, staging.data(), slot->nbytes);
+  };
+  for (size_t i = 0; i < t.file.tensors.size(); ++i) {
+    const uint8_t *data = nullptr;
+    size_t size = 0;
+    if (Status s = bytesOf(i, data, size); !s)
+      return s;
+    setChecksum(t.file, t.file.tensors[i].name, crc32(data, size));
+  }
+  std::vector<uint8_t> header;
+  if (Status h = serializeSafetensorsLayoutHeader(t.file, header); !h)
+    return h;
+  return writeFileAtomic(path, header, t.file.tensors.size(), bytesOf);
 }
 
 /// Sets \p out to tensor \p prefix + the name of \p slot in \p file (read
@@ -232,26 +270,51 @@ Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &byte
 
 Status writeFileAtomic(const std::string &path,
                        const std::vector<std::pair<const uint8_t *, size_t>> &pieces) {
+  return writeFileAtomic(path, {}, pieces.size(),
+                         [&](size_t i, const uint8_t *&data, size_t &size) {
+                           data = pieces[i].first;
+                           size = pieces[i].second;
+                           return Status::ok();
+                         });
+}
+
+Status writeFileAtomic(
+    const std::string &path, const std::vector<uint8_t> &header, size_t count,
+    const std::function<Status(size_t, const uint8_t *&, size_t &)> &piece) {
   static int64_t calls = 0;
   ++calls;
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
   if (fd < 0)
     return Status::error("cannot write " + tmp + ": " + std::strerror(errno));
-  for (auto [data, size] : pieces) {
+  auto fail = [&](Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  auto put = [&](const uint8_t *data, size_t size) -> Status {
     size_t done = 0;
     while (done < size) {
       ssize_t n = ::write(fd, data + done, size - done);
       if (n < 0 && errno == EINTR)
         continue;
-      if (n <= 0) {
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return Status::error("cannot write " + tmp + ": " + std::strerror(err));
-      }
+      if (n <= 0)
+        return Status::error("cannot write " + tmp + ": " +
+                             std::strerror(errno));
       done += static_cast<size_t>(n);
     }
+    return Status::ok();
+  };
+  if (Status s = put(header.data(), header.size()); !s)
+    return fail(s);
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t *data = nullptr;
+    size_t size = 0;
+    Status s = piece(i, data, size);
+    if (s)
+      s = put(data, size);
+    if (!s)
+      return fail(s);
   }
   if (fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
@@ -286,7 +349,8 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
   if (s = makeDirectory(dir); !s)
     return s;
 
-  TensorFile st;
+  SlotTensors stateFile;
+  TensorFile &st = stateFile.file;
   st.metadata["format"] = kFormat;
   st.metadata["model"] = model;
   st.metadata["step"] = std::to_string(state.step);
@@ -313,40 +377,33 @@ Status saveCheckpoint(const std::string &root, int64_t keep,
   for (auto [list, prefix] : {std::pair{&slots.params, "param/"},
                               {&slots.adamM, "adam_m/"},
                               {&slots.adamV, "adam_v/"}}) {
-    if (paramImage && list == &slots.params)
+    if (paramImage && list == &slots.params) {
       addFromImage(st, slots, *moments, moments->params, prefix);
-    else if (s = addSlots(st, *list, prefix, backend, arena); !s)
-      return s;
+      stateFile.slotOf.resize(st.tensors.size(), nullptr);
+    } else {
+      addSlotLayouts(stateFile, *list, prefix);
+    }
   }
   if (moments)
     addShardedMoments(st, slots, *moments);
-  addChecksums(st);
-  // Each file written from its tensors where they are (no second image of
-  // the parameters and moments in memory: a 0.6B model's save needed
-  // 17 GB beside the arena).
-  auto write = [&](const TensorFile &file, const std::string &path) {
-    std::vector<uint8_t> header;
-    if (Status h = serializeSafetensorsHeader(file, header); !h)
-      return h;
-    std::vector<std::pair<const uint8_t *, size_t>> pieces{
-        {header.data(), header.size()}};
-    for (const Tensor &t : file.tensors)
-      pieces.push_back({t.data.data(), t.data.size()});
-    return writeFileAtomic(path, pieces);
-  };
-  if (s = write(st, dir + "/state.safetensors"); !s)
+  // Each file written a tensor at a time from the arena (or the host
+  // images): no copy of the parameters and moments in host memory (a 1B
+  // model's save held 15 GB beside the arena, past a 23 GB machine).
+  if (s = writeSlotTensors(dir + "/state.safetensors", stateFile, backend,
+                           arena);
+      !s)
     return s;
-  st = TensorFile();
-  TensorFile weights;
-  weights.metadata["format"] = "otc-weights";
-  weights.metadata["model"] = model;
-  weights.metadata["step"] = std::to_string(state.step);
+  stateFile = SlotTensors();
+  SlotTensors weights;
+  weights.file.metadata["format"] = "otc-weights";
+  weights.file.metadata["model"] = model;
+  weights.file.metadata["step"] = std::to_string(state.step);
   if (paramImage)
-    addFromImage(weights, slots, *moments, moments->params, "");
-  else if (s = addSlots(weights, slots.params, "", backend, arena); !s)
-    return s;
-  addChecksums(weights);
-  if (s = write(weights, dir + "/model.safetensors"); !s)
+    addFromImage(weights.file, slots, *moments, moments->params, "");
+  else
+    addSlotLayouts(weights, slots.params, "");
+  if (s = writeSlotTensors(dir + "/model.safetensors", weights, backend, arena);
+      !s)
     return s;
   syncDirectory(root);
   if (s = replaceSymlink(name, root + "/latest"); !s)

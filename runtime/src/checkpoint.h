@@ -27,6 +27,7 @@
 #include "program.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -115,6 +116,12 @@ Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &byte
 /// the whole file is made).
 Status writeFileAtomic(const std::string &path,
                        const std::vector<std::pair<const uint8_t *, size_t>> &pieces);
+/// The same for a file written as \p header, then \p count pieces that
+/// \p piece gives one at a time (its bytes need live only until the next
+/// call: a tensor downloaded from the arena into one staging buffer).
+Status writeFileAtomic(
+    const std::string &path, const std::vector<uint8_t> &header, size_t count,
+    const std::function<Status(size_t, const uint8_t *&, size_t &)> &piece);
 
 } // namespace otcrt
 

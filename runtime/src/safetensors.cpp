@@ -389,8 +389,24 @@ Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out) {
   return Status::ok();
 }
 
+namespace {
+Status serializeHeader(const TensorFile &file, std::vector<uint8_t> &out,
+                       bool layoutOnly);
+} // namespace
+
 Status serializeSafetensorsHeader(const TensorFile &file,
                                   std::vector<uint8_t> &out) {
+  return serializeHeader(file, out, false);
+}
+
+Status serializeSafetensorsLayoutHeader(const TensorFile &file,
+                                        std::vector<uint8_t> &out) {
+  return serializeHeader(file, out, true);
+}
+
+namespace {
+Status serializeHeader(const TensorFile &file, std::vector<uint8_t> &out,
+                       bool layoutOnly) {
   out.clear();
   std::set<std::string> names;
   std::string header = "{";
@@ -416,7 +432,7 @@ Status serializeSafetensorsHeader(const TensorFile &file,
                            "reserved tensor name '" + t.name + "'");
     uint64_t expected = 0;
     if (!checkedByteCount(t.shape, dtypeSize(t.dtype), expected) ||
-        expected != t.data.size())
+        (expected != t.data.size() && !(layoutOnly && t.data.empty())))
       return Status::error("cannot serialize safetensors: tensor '" + t.name +
                            "' (" + dtypeName(t.dtype) + " " +
                            formatShape(t.shape) + ") has " +
@@ -447,6 +463,7 @@ Status serializeSafetensorsHeader(const TensorFile &file,
   out.insert(out.end(), header.begin(), header.end());
   return Status::ok();
 }
+} // namespace
 
 Status writeSafetensors(const std::string &path, const TensorFile &file) {
   // The header, then each tensor's bytes from where they are: no second
@@ -519,6 +536,10 @@ std::string hex8(uint32_t v) {
 }
 
 } // namespace
+
+void setChecksum(TensorFile &file, const std::string &tensor, uint32_t crc) {
+  file.metadata[kCrcPrefix + tensor] = hex8(crc);
+}
 
 void addChecksums(TensorFile &file) {
   for (const Tensor &t : file.tensors)

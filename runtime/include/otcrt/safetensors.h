@@ -83,6 +83,10 @@ Status serializeSafetensors(const TensorFile &file, std::vector<uint8_t> &out);
 /// file.tensors, so that a large file can be written piece by piece.
 Status serializeSafetensorsHeader(const TensorFile &file,
                                   std::vector<uint8_t> &out);
+/// The same, where a tensor may come without its bytes (written later, from
+/// elsewhere): its size is its shape's and dtype's.
+Status serializeSafetensorsLayoutHeader(const TensorFile &file,
+                                        std::vector<uint8_t> &out);
 /// Writes \p file to \p path.
 Status writeSafetensors(const std::string &path, const TensorFile &file);
 
@@ -92,6 +96,9 @@ uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc = 0);
 /// Stores each tensor's CRC-32 in the metadata as "crc32/<name>" (eight
 /// lower-case hex digits).
 void addChecksums(TensorFile &file);
+/// Stores \p crc as tensor \p tensor's CRC-32 in \p file's metadata, as
+/// addChecksums does (for a tensor whose bytes the file does not hold).
+void setChecksum(TensorFile &file, const std::string &tensor, uint32_t crc);
 /// Checks every tensor of \p file against its "crc32/<name>" metadata: an
 /// error naming \p path and the first tensor whose bytes do not match, or
 /// whose checksum is missing while others are there. \p checked is false
