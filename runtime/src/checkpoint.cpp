@@ -131,11 +131,12 @@ void addSlotLayouts(SlotTensors &out, const std::vector<const OtcSlot *> &slots,
   }
 }
 
-/// Writes \p t to \p path atomically with every tensor's CRC-32: the sums
-/// first (a slot's bytes downloaded into one staging buffer), then the
-/// header, then each tensor (a slot's downloaded again). Host memory holds
-/// one slot at a time, not the file: an 8B model's masters and moments
-/// are 96 GB.
+/// Writes \p t to \p path atomically with every tensor's CRC-32: the
+/// header with every sum 0, then each tensor (a slot's bytes downloaded
+/// into one staging buffer), summed as it is written, then the header
+/// again with the sums (eight hex digits each: the same size). Host memory
+/// holds one slot at a time, not the file (an 8B model's masters and
+/// moments are 96 GB), and each slot is read from the arena once.
 Status writeSlotTensors(const std::string &path, SlotTensors &t,
                         Backend &backend, const char *arena) {
   t.slotOf.resize(t.file.tensors.size(), nullptr);
@@ -152,17 +153,22 @@ Status writeSlotTensors(const std::string &path, SlotTensors &t,
     size = staging.size();
     return backend.download(arena, slot->offset, staging.data(), slot->nbytes);
   };
-  for (size_t i = 0; i < t.file.tensors.size(); ++i) {
-    const uint8_t *data = nullptr;
-    size_t size = 0;
-    if (Status s = bytesOf(i, data, size); !s)
-      return s;
-    setChecksum(t.file, t.file.tensors[i].name, crc32(data, size));
-  }
+  for (const Tensor &tensor : t.file.tensors)
+    setChecksum(t.file, tensor.name, 0);
   std::vector<uint8_t> header;
   if (Status h = serializeSafetensorsLayoutHeader(t.file, header); !h)
     return h;
-  return writeFileAtomic(path, header, t.file.tensors.size(), bytesOf);
+  auto summed = [&](size_t i, const uint8_t *&data, size_t &size) {
+    Status s = bytesOf(i, data, size);
+    if (s)
+      setChecksum(t.file, t.file.tensors[i].name, crc32(data, size));
+    return s;
+  };
+  return writeFileAtomic(path, header, t.file.tensors.size(), summed,
+                         [&](std::vector<uint8_t> &last) {
+                           return serializeSafetensorsLayoutHeader(t.file,
+                                                                   last);
+                         });
 }
 
 /// Sets \p out to tensor \p prefix + the name of \p slot in \p file (read
@@ -193,7 +199,8 @@ Status loadSlots(const TensorFile &file, const std::string &path,
     const Tensor *t = nullptr;
     if (Status s = slotTensor(file, path, prefix, *slot, t); !s)
       return s;
-    Status s = backend.upload(arena, slot->offset, t->data.data(), slot->nbytes);
+    Status s =
+        backend.upload(arena, slot->offset, t->data.data(), slot->nbytes);
     if (!s)
       return s;
   }
@@ -208,8 +215,8 @@ int64_t groupElement(const OtcOptimizerShards &shards, const OtcSlot &param) {
 /// Adds the tensors of every parameter from \p image (a whole group)
 /// under \p prefix.
 void addFromImage(TensorFile &file, const ProgramSlots &slots,
-                  const ShardedMoments &moments, const std::vector<float> &image,
-                  const std::string &prefix) {
+                  const ShardedMoments &moments,
+                  const std::vector<float> &image, const std::string &prefix) {
   for (const OtcSlot *slot : slots.params)
     file.add(prefix + std::string(slot->name), StDType::F32, slotShape(*slot),
              image.data() + groupElement(*moments.shards, *slot));
@@ -242,8 +249,8 @@ Status loadShardedMoments(const TensorFile &file, const std::string &path,
 }
 
 /// Reads integer metadata \p key of \p file into \p out.
-Status metaInt(const TensorFile &file, const std::string &path,
-               const char *key, int64_t &out) {
+Status metaInt(const TensorFile &file, const std::string &path, const char *key,
+               int64_t &out) {
   auto it = file.metadata.find(key);
   if (it == file.metadata.end())
     return Status::error(path + ": metadata '" + key + "' is missing");
@@ -264,12 +271,14 @@ int64_t pauseAt() {
 
 } // namespace
 
-Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes) {
+Status writeFileAtomic(const std::string &path,
+                       const std::vector<uint8_t> &bytes) {
   return writeFileAtomic(path, {{bytes.data(), bytes.size()}});
 }
 
-Status writeFileAtomic(const std::string &path,
-                       const std::vector<std::pair<const uint8_t *, size_t>> &pieces) {
+Status
+writeFileAtomic(const std::string &path,
+                const std::vector<std::pair<const uint8_t *, size_t>> &pieces) {
   return writeFileAtomic(path, {}, pieces.size(),
                          [&](size_t i, const uint8_t *&data, size_t &size) {
                            data = pieces[i].first;
@@ -280,7 +289,8 @@ Status writeFileAtomic(const std::string &path,
 
 Status writeFileAtomic(
     const std::string &path, const std::vector<uint8_t> &header, size_t count,
-    const std::function<Status(size_t, const uint8_t *&, size_t &)> &piece) {
+    const std::function<Status(size_t, const uint8_t *&, size_t &)> &piece,
+    const std::function<Status(std::vector<uint8_t> &)> &finalHeader) {
   static int64_t calls = 0;
   ++calls;
   std::string tmp = path + ".tmp";
@@ -316,12 +326,25 @@ Status writeFileAtomic(
     if (!s)
       return fail(s);
   }
+  if (finalHeader) {
+    std::vector<uint8_t> last;
+    if (Status s = finalHeader(last); !s)
+      return fail(s);
+    if (last.size() != header.size())
+      return fail(Status::error("internal error: the header of " + path +
+                                " changed size while it was written"));
+    if (::pwrite(fd, last.data(), last.size(), 0) !=
+        static_cast<ssize_t>(last.size()))
+      return fail(
+          Status::error("cannot write " + tmp + ": " + std::strerror(errno)));
+  }
   if (fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
     return Status::error("cannot flush " + tmp + ": " + std::strerror(errno));
   }
   if (calls == pauseAt()) {
-    std::fprintf(stderr, "otc train: paused before rename of %s\n", path.c_str());
+    std::fprintf(stderr, "otc train: paused before rename of %s\n",
+                 path.c_str());
     std::fflush(stderr);
     sleep(600);
   }
@@ -428,10 +451,12 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
   TensorFile st;
   Status s = readSafetensors(path, st);
   if (!s)
-    return Status::error("cannot resume (--resume " + dir + "): " + s.message());
+    return Status::error("cannot resume (--resume " + dir +
+                         "): " + s.message());
   auto fmt = st.metadata.find("format");
   if (fmt == st.metadata.end() || fmt->second != kFormat)
-    return Status::error(path + ": not an otc checkpoint (metadata format is not " +
+    return Status::error(path +
+                         ": not an otc checkpoint (metadata format is not " +
                          std::string(kFormat) + ")");
   bool checked = false;
   if (s = verifyChecksums(st, path, checked); !s)
@@ -442,11 +467,14 @@ Status loadCheckpoint(const std::string &dir, const ProgramSlots &slots,
                  "were stored); resuming without verifying it\n",
                  path.c_str());
   int64_t seed = 0, fingerprint = 0;
-  for (auto [key, field] :
-       {std::pair{"step", &state.step}, {"updates", &state.updates},
-        {"skipped", &state.skipped}, {"tokens_seen", &state.tokensSeen},
-        {"data_epoch", &state.dataEpoch}, {"data_cursor", &state.dataCursor},
-        {"seed", &seed}, {"data_fingerprint", &fingerprint}})
+  for (auto [key, field] : {std::pair{"step", &state.step},
+                            {"updates", &state.updates},
+                            {"skipped", &state.skipped},
+                            {"tokens_seen", &state.tokensSeen},
+                            {"data_epoch", &state.dataEpoch},
+                            {"data_cursor", &state.dataCursor},
+                            {"seed", &seed},
+                            {"data_fingerprint", &fingerprint}})
     if (s = metaInt(st, path, key, *field); !s)
       return s;
   state.seed = static_cast<uint64_t>(seed);

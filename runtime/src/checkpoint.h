@@ -36,9 +36,9 @@ namespace otcrt {
 
 /// The counters a resumed run continues from.
 struct TrainState {
-  int64_t step = 0;       ///< optimizer steps done
-  int64_t updates = 0;    ///< steps whose update was applied (AdamW's t)
-  int64_t skipped = 0;    ///< steps skipped as non-finite
+  int64_t step = 0;    ///< optimizer steps done
+  int64_t updates = 0; ///< steps whose update was applied (AdamW's t)
+  int64_t skipped = 0; ///< steps skipped as non-finite
   uint64_t seed = 0;
   int64_t tokensSeen = 0; ///< training tokens consumed
   int64_t dataEpoch = 0, dataCursor = 0;
@@ -110,18 +110,24 @@ Status checkInitialBuffers(const ProgramSlots &slots,
 /// variable OTC_TEST_SAVE_PAUSE=N, the N-th call (1-based, per process)
 /// prints "otc train: paused before rename of PATH" to stderr and sleeps
 /// before the rename, so tests can kill a run mid-save.
-Status writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes);
+Status writeFileAtomic(const std::string &path,
+                       const std::vector<uint8_t> &bytes);
 /// The same for a file written as \p pieces, one after another (a
 /// safetensors header, then each tensor's data where it is: no image of
 /// the whole file is made).
-Status writeFileAtomic(const std::string &path,
-                       const std::vector<std::pair<const uint8_t *, size_t>> &pieces);
+Status
+writeFileAtomic(const std::string &path,
+                const std::vector<std::pair<const uint8_t *, size_t>> &pieces);
 /// The same for a file written as \p header, then \p count pieces that
 /// \p piece gives one at a time (its bytes need live only until the next
-/// call: a tensor downloaded from the arena into one staging buffer).
+/// call: a tensor downloaded from the arena into one staging buffer). With
+/// \p finalHeader, the header is written again, over the first, from what
+/// it gives once every piece is written (the same size: checksums of the
+/// pieces summed as they went).
 Status writeFileAtomic(
     const std::string &path, const std::vector<uint8_t> &header, size_t count,
-    const std::function<Status(size_t, const uint8_t *&, size_t &)> &piece);
+    const std::function<Status(size_t, const uint8_t *&, size_t &)> &piece,
+    const std::function<Status(std::vector<uint8_t> &)> &finalHeader = nullptr);
 
 } // namespace otcrt
 
