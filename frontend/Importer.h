@@ -191,12 +191,13 @@ void runChecker(const std::string &path, int64_t opset);
 /// `what` names it in errors.
 TensorData decodeTensor(const onnx::TensorProto &t, const llvm::Twine &what,
                         const std::string &modelPath);
-/// Elements [first, first + count) of a float32 tensor (raw, typed or
-/// external data), reading only their bytes of an external file.
+/// Elements first, first + stride, ... (`count` of them) of a float32
+/// tensor (raw, typed or external data), reading only their bytes of an
+/// external file (resolved and opened once).
 std::vector<float> readFloatRange(const onnx::TensorProto &t,
                                   const llvm::Twine &what,
                                   const std::string &modelPath, int64_t first,
-                                  int64_t count);
+                                  int64_t count, int64_t stride = 1);
 /// Whether an EXTERNAL tensor's bytes are wholly a hole of a sparse file
 /// (zeros that were never written: a file made to size a model), asked of
 /// the file system (SEEK_DATA) without reading them; false for other data.

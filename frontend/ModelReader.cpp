@@ -391,17 +391,11 @@ static ExternalRange externalRange(const onnx::TensorProto &t,
 }
 
 /// Reads the bytes of an EXTERNAL tensor (externalRange), checked before
-/// anything is read; with `sliceLength` >= 0, only `sliceLength` bytes from
-/// `sliceOffset` of them (within them, checked by the caller).
+/// anything is read.
 static std::unique_ptr<llvm::MemoryBuffer>
 readExternal(const onnx::TensorProto &t, const Twine &what,
-             uint64_t expectedBytes, const std::string &path,
-             uint64_t sliceOffset = 0, int64_t sliceLength = -1) {
+             uint64_t expectedBytes, const std::string &path) {
   ExternalRange r = externalRange(t, what, expectedBytes, path);
-  if (sliceLength >= 0) {
-    r.offset += static_cast<int64_t>(sliceOffset);
-    r.length = sliceLength;
-  }
   auto buffer = llvm::MemoryBuffer::getFileSlice(r.file, r.length, r.offset);
   if (!buffer)
     fail(what + ": cannot read external data '" + r.file +
@@ -454,7 +448,7 @@ std::string externalBytes(const onnx::TensorProto &t, const Twine &what,
 
 std::vector<float> readFloatRange(const onnx::TensorProto &t, const Twine &what,
                                   const std::string &path, int64_t first,
-                                  int64_t count) {
+                                  int64_t count, int64_t stride) {
   if (t.data_type() != onnx::TensorProto_DataType_FLOAT)
     fail(what + " is not float32");
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
@@ -462,29 +456,48 @@ std::vector<float> readFloatRange(const onnx::TensorProto &t, const Twine &what,
     if (d < 0)
       fail(what + " has a negative dimension " + Twine(d));
   const int64_t n = checkedElements(shape, 4, what);
-  if (first < 0 || count < 0 || first > n || count > n - first)
-    fail(what + ": elements " + Twine(first) + " + " + Twine(count) +
-         " are past its " + Twine(n));
+  if (first < 0 || count < 0 || stride < 1 || first > n ||
+      (count > 0 && (count - 1) > (n - 1 - first) / stride))
+    fail(what + ": elements " + Twine(first) + " + " + Twine(count) + " x " +
+         Twine(stride) + " are past its " + Twine(n));
   std::vector<float> out(static_cast<size_t>(count));
   if (!count)
     return out;
   if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
-    auto slice = readExternal(t, what, static_cast<uint64_t>(n) * 4, path,
-                              static_cast<uint64_t>(first) * 4, count * 4);
-    std::memcpy(out.data(), slice->getBufferStart(),
-                static_cast<size_t>(count) * 4);
+    // The file resolved and opened once; one read per element apart (one
+    // for a contiguous range).
+    ExternalRange r =
+        externalRange(t, what, static_cast<uint64_t>(n) * 4, path);
+    int fd = ::open(r.file.c_str(), O_RDONLY);
+    if (fd < 0)
+      fail(what + ": cannot read external data '" + r.file +
+           "': " + std::strerror(errno));
+    const int64_t run = stride == 1 ? count : 1;
+    for (int64_t i = 0; i < count; i += run) {
+      const size_t bytes = static_cast<size_t>(run) * 4;
+      const off_t at = static_cast<off_t>(r.offset + (first + i * stride) * 4);
+      if (::pread(fd, out.data() + i, bytes, at) !=
+          static_cast<ssize_t>(bytes)) {
+        ::close(fd);
+        fail(what + ": cannot read external data '" + r.file + "' at " +
+             Twine(static_cast<int64_t>(at)));
+      }
+    }
+    ::close(fd);
   } else if (t.has_raw_data()) {
     if (t.raw_data().size() != static_cast<size_t>(n) * 4)
       fail(what + " has " + Twine(t.raw_data().size()) +
            " bytes of raw_data but needs " + Twine(n * 4));
-    std::memcpy(out.data(), t.raw_data().data() + first * 4,
-                static_cast<size_t>(count) * 4);
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(out.data() + i,
+                  t.raw_data().data() + (first + i * stride) * 4, 4);
   } else {
     if (t.float_data_size() != n)
       fail(what + " has " + Twine(t.float_data_size()) +
            " values but its shape needs " + Twine(n));
     for (int64_t i = 0; i < count; ++i)
-      out[static_cast<size_t>(i)] = t.float_data(static_cast<int>(first + i));
+      out[static_cast<size_t>(i)] =
+          t.float_data(static_cast<int>(first + i * stride));
   }
   return out;
 }

@@ -65,10 +65,8 @@ static std::vector<float> readDiagonal(const onnx::TensorProto &init,
                                        const std::string &what,
                                        const std::string &path) {
   const int64_t rows = init.dims(0), cols = init.dims(1);
-  std::vector<float> d;
-  for (int64_t i = 0; i < std::min({kTieKeyDiagonal, rows, cols}); ++i)
-    d.push_back(readFloatRange(init, what, path, i * cols + i, 1)[0]);
-  return d;
+  return readFloatRange(init, what, path, 0,
+                        std::min({kTieKeyDiagonal, rows, cols}), cols + 1);
 }
 
 std::optional<std::string> ParamOrigins::parameterOf(const std::string &name) {

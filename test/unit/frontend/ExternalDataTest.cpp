@@ -81,6 +81,11 @@ TEST(ExternalData, ReadsARangeAtTheTensorsOffset) {
   EXPECT_EQ(readFloatRange(t, "w", d.model(), 10, 2),
             (std::vector<float>{5.0f, 5.5f}));
   EXPECT_TRUE(readFloatRange(t, "w", d.model(), 12, 0).empty());
+  // Every fifth element from 0 (the 3 x 4 tensor's diagonal, stride 5):
+  // elements 0, 5 and 10; a fourth (15) is past it.
+  EXPECT_EQ(readFloatRange(t, "w", d.model(), 0, 3, 5),
+            (std::vector<float>{0.0f, 2.5f, 5.0f}));
+  EXPECT_THROW(readFloatRange(t, "w", d.model(), 0, 4, 5), ImportError);
   EXPECT_THROW(readFloatRange(t, "w", d.model(), 11, 2), ImportError);
   EXPECT_THROW(readFloatRange(t, "w", d.model(), -1, 1), ImportError);
   // The same values as raw data.
@@ -90,6 +95,8 @@ TEST(ExternalData, ReadsARangeAtTheTensorsOffset) {
   raw.set_raw_data(values.data() + 4, 12 * 4);
   EXPECT_EQ(readFloatRange(raw, "w", d.model(), 3, 2),
             (std::vector<float>{1.5f, 2.0f}));
+  EXPECT_EQ(readFloatRange(raw, "w", d.model(), 0, 3, 5),
+            (std::vector<float>{0.0f, 2.5f, 5.0f}));
   EXPECT_FALSE(externalHole(raw, "w", d.model()));
 }
 
