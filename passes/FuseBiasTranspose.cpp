@@ -41,11 +41,6 @@ std::optional<int64_t> sameAxis(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
   return std::nullopt;
 }
 
-/// `v`'s only reader is `op`.
-bool readOnlyBy(Value v, Operation *op) {
-  return v.hasOneUse() && *v.getUsers().begin() == op;
-}
-
 struct BiasThroughTransposes : OpRewritePattern<TransposeOp> {
   using OpRewritePattern<TransposeOp>::OpRewritePattern;
 
@@ -55,14 +50,12 @@ struct BiasThroughTransposes : OpRewritePattern<TransposeOp> {
     Value added = back.getInput();
     auto reshapeBack = added.getDefiningOp<ReshapeOp>();
     if (reshapeBack) {
-      if (!readOnlyBy(reshapeBack.getResult(), back))
+      if (!reshapeBack.getResult().hasOneUse())
         return failure();
       added = reshapeBack.getInput();
     }
     auto add = added.getDefiningOp<AddOp>();
-    if (!add ||
-        !readOnlyBy(add.getResult(), reshapeBack ? reshapeBack.getOperation()
-                                                 : back.getOperation()))
+    if (!add || !add.getResult().hasOneUse())
       return failure();
     // One addend is y's transpose (through a reshape), the other the bias.
     for (bool lhs : {true, false}) {
@@ -79,13 +72,12 @@ struct BiasThroughTransposes : OpRewritePattern<TransposeOp> {
     Value t = x;
     auto reshape = x.getDefiningOp<ReshapeOp>();
     if (reshape) {
-      if (!readOnlyBy(x, add))
+      if (!x.hasOneUse())
         return failure();
       t = reshape.getInput();
     }
     auto there = t.getDefiningOp<TransposeOp>();
-    if (!there ||
-        !readOnlyBy(t, reshape ? reshape.getOperation() : add.getOperation()))
+    if (!there || !t.hasOneUse())
       return failure();
     Value y = there.getInput();
     ArrayRef<int64_t> p = there.getPermutation(), q = back.getPermutation();
