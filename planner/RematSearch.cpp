@@ -15,6 +15,7 @@
 #include "planner/RematSearch.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <tuple>
 
@@ -46,6 +47,41 @@ FailureOr<int64_t> otc::plannedPeak(ModuleOp module,
     *seconds = *s;
   }
   return *peak;
+}
+
+/// Which blocks of `module`'s @train_step have fused activations that
+/// `selective` recomputes (empty when it has no blocks).
+static SmallVector<bool> selectiveBlocks(ModuleOp module) {
+  SmallVector<bool> has;
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    if (FailureOr<RematAnalysis> a = analyzeTrainStep(step); succeeded(a))
+      for (const RematBlock &b : a->blocks)
+        has.push_back(!b.selectiveOps.empty());
+  return has;
+}
+
+/// `choice` with `selective` for every `none` block that `selective`
+/// changes, or none when no block changes. The frontier orders candidates by
+/// recompute FLOPs, and the search steps through it by memory, taking more
+/// memory as never slower. The fused activations break that: `selective`
+/// recomputes each from the input its product keeps, inside the backward's
+/// elementwise kernel, which spares the forward a write and the step an
+/// activation, so on a device it is often both faster and smaller than
+/// keeping them (its FLOPs are tiny).
+static std::optional<SmallVector<RematChoice>>
+selectiveVariant(ArrayRef<RematChoice> choice, ArrayRef<bool> selective) {
+  if (selective.size() != choice.size())
+    return std::nullopt;
+  SmallVector<RematChoice> variant(choice);
+  bool differs = false;
+  for (auto [c, s] : llvm::zip(variant, selective))
+    if (c == RematChoice::None && s) {
+      c = RematChoice::Selective;
+      differs = true;
+    }
+  if (!differs)
+    return std::nullopt;
+  return variant;
 }
 
 FailureOr<AutoRematResult>
@@ -134,28 +170,54 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
   }
   progress.update(frontier.size());
 
-  const RematCandidate *best = nullptr;
-  double bestSeconds = 0;
+  // The candidates to choose from: every planned one that fits, and, when
+  // there is a cost, the variant of each with `selective` in place of
+  // `none` (selectiveVariant).
+  struct Option {
+    SmallVector<RematChoice> choice;
+    int64_t flops, peak;
+    double seconds;
+  };
+  std::vector<Option> options;
   for (size_t i = 0; i < frontier.size(); ++i) {
     auto it = planned.find(i);
-    if (it == planned.end() || it->second.peak > budget)
-      continue;
-    const RematCandidate &c = frontier[i];
-    auto [peak, seconds] = it->second;
-    // The objective first (the cost when given), then FLOPs, then the peak.
-    auto key = [&](double s, const RematCandidate &x, int64_t p) {
-      return std::make_tuple(cost ? s : 0.0, x.outcome.recomputeFlops, p);
-    };
-    if (!best || key(seconds, c, peak) < key(bestSeconds, *best, r.peak)) {
-      best = &c;
-      r.peak = peak;
-      bestSeconds = seconds;
+    if (it != planned.end() && it->second.peak <= budget)
+      options.push_back({frontier[i].choice, frontier[i].outcome.recomputeFlops,
+                         it->second.peak, it->second.seconds});
+  }
+  if (cost) {
+    SmallVector<bool> selective = selectiveBlocks(module);
+    llvm::StringSet<> seen;
+    for (auto &p : planned)
+      seen.insert(rematBlockString(frontier[p.first].choice));
+    for (size_t i = 0, n = options.size(); i < n; ++i) {
+      std::optional<SmallVector<RematChoice>> variant =
+          selectiveVariant(options[i].choice, selective);
+      if (!variant || !seen.insert(rematBlockString(*variant)).second)
+        continue;
+      double seconds = 0;
+      FailureOr<int64_t> peak =
+          plannedPeak(module, *variant, backEnd, cost, &seconds);
+      if (failed(peak))
+        return failure();
+      r.smallestPeak = std::min(r.smallestPeak, *peak);
+      if (*peak <= budget)
+        options.push_back({*variant, options[i].flops, *peak, seconds});
     }
   }
+  // The objective first (the cost when given), then FLOPs, then the peak.
+  auto key = [&](const Option &o) {
+    return std::make_tuple(cost ? o.seconds : 0.0, o.flops, o.peak);
+  };
+  const Option *best = nullptr;
+  for (const Option &o : options)
+    if (!best || key(o) < key(*best))
+      best = &o;
   if (best) {
     r.choice = best->choice;
+    r.peak = best->peak;
     if (cost)
-      r.seconds = bestSeconds;
+      r.seconds = best->seconds;
   }
   return r;
 }

@@ -66,7 +66,11 @@ constexpr unsigned kSearchPlans = 8;
 /// least recompute FLOPs; the fewer FLOPs, then the smaller peak, on ties.
 /// The candidates, their peaks and costs do not depend on the budget, so a
 /// larger budget never costs more, and the peak of the choice is the peak
-/// the build plans, so the budget is never exceeded.
+/// the build plans, so the budget is never exceeded. With a cost, each
+/// planned candidate that fits is also planned with `selective` in place of
+/// its `none` blocks (fused activations recomputed in the backward: tiny
+/// FLOPs, often less time and memory than keeping them), and that variant
+/// is one of the choices.
 ///
 /// Past those limits only some candidates are planned: starting from the
 /// one with the most measured memory that fits, it steps by the offset
