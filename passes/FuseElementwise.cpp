@@ -101,8 +101,10 @@ struct FuseElementwisePass
   using FuseElementwiseBase::FuseElementwiseBase;
 
   void runOnOperation() override {
-    for (auto f : getOperation().getOps<func::FuncOp>())
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
       fuseFunction(f);
+      fuseSiblings(f);
+    }
   }
 
   void fuseFunction(func::FuncOp f) {
@@ -233,10 +235,134 @@ struct FuseElementwisePass
     return extended <= shortened;
   }
 
+  /// Sibling fusion: two elementwise kernels of one domain that read a
+  /// common buffer, the later not reading what the earlier writes, become
+  /// one kernel at the earlier's position, so the common inputs are read
+  /// once (SwiGLU's backward: both gradients read dy and the gate's input).
+  void fuseSiblings(func::FuncOp f) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      SmallVector<otck::KernelOp> kernels(f.getBody().getOps<otck::KernelOp>());
+      for (otck::KernelOp first : kernels) {
+        if (!isElementwiseKernel(first))
+          continue;
+        if (otck::KernelOp second = findSibling(first)) {
+          for (Value out : second.getOutputs())
+            if (Operation *def = out.getDefiningOp();
+                def && first->isBeforeInBlock(def))
+              def->moveBefore(first);
+          merge(first, second, first);
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+
+  /// The nearest later kernel that `first` can take in as a sibling, or null.
+  otck::KernelOp findSibling(otck::KernelOp first) {
+    auto domain = cast<MemRefType>(first.getOutputs()[0].getType()).getShape();
+    Block *block = first->getBlock();
+    otck::KernelOp nearest;
+    for (Value in : first.getInputs()) {
+      Value buf = otck::storageOf(in);
+      for (Operation *user : buf.getUsers()) {
+        auto k = dyn_cast<otck::KernelOp>(user);
+        if (!k || k == first || k->getBlock() != block ||
+            !first->isBeforeInBlock(k) ||
+            (nearest && nearest->isBeforeInBlock(k)) ||
+            !llvm::any_of(k.getInputs(),
+                          [&](Value v) { return otck::storageOf(v) == buf; }))
+          continue;
+        if (canTakeSibling(first, k, domain))
+          nearest = k;
+      }
+    }
+    return nearest;
+  }
+
+  /// Whether `second` may run beside `first`, at its position, in one
+  /// kernel: same domain, no dependence between them, nothing in between
+  /// that writes what `second` reads or touches what it writes, its inputs
+  /// defined before `first`, and no more live bytes between the two.
+  bool canTakeSibling(otck::KernelOp first, otck::KernelOp second,
+                      ArrayRef<int64_t> domain) {
+    if (!isElementwiseKernel(second) ||
+        cast<MemRefType>(second.getOutputs()[0].getType()).getShape() != domain)
+      return false;
+    if (opCount(first) + opCount(second) > maxOps)
+      return false;
+    llvm::SetVector<Value> buffers;
+    for (otck::KernelOp k : {first, second}) {
+      buffers.insert(k.getInputs().begin(), k.getInputs().end());
+      buffers.insert(k.getOutputs().begin(), k.getOutputs().end());
+    }
+    if (buffers.size() > maxBuffers)
+      return false;
+    SmallVector<Value> firstTouches;
+    for (Value v : first.getInputs())
+      firstTouches.push_back(otck::storageOf(v));
+    for (Value v : first.getOutputs())
+      firstTouches.push_back(otck::storageOf(v));
+    SmallVector<Value> reads, writes;
+    for (Value v : second.getInputs()) {
+      Operation *def = v.getDefiningOp();
+      if (def && !def->isBeforeInBlock(first))
+        return false;
+      reads.push_back(otck::storageOf(v));
+    }
+    for (Value v : second.getOutputs()) {
+      Value s = otck::storageOf(v);
+      // Its buffer op moves up with it; views of it read through
+      // storageOf below, so they need no exclusion.
+      if (s != v || !v.getDefiningOp<otck::BufferOp>() ||
+          llvm::is_contained(firstTouches, s))
+        return false;
+      writes.push_back(s);
+    }
+    for (Value v : first.getOutputs())
+      if (llvm::is_contained(reads, otck::storageOf(v)))
+        return false; // a producer and its consumer: fuseFunction's case
+    for (Operation *op = first->getNextNode(); op != second;
+         op = op->getNextNode()) {
+      for (Value r : reads)
+        if (accessOf(op, r).writes)
+          return false;
+      for (Value w : writes) {
+        Access a = accessOf(op, w);
+        if (a.reads || a.writes)
+          return false;
+      }
+    }
+    // Live bytes: the second's outputs are born at the first's position;
+    // the inputs it alone read after the first die there.
+    int64_t born = 0, freed = 0;
+    for (Value v : writes)
+      if (!v.getDefiningOp<otck::BufferOp>().getSlot())
+        born += byteSize(cast<MemRefType>(v.getType()));
+    llvm::SmallPtrSet<Value, 8> seen;
+    for (Value v : second.getInputs()) {
+      auto buf = v.getDefiningOp<otck::BufferOp>();
+      if (!buf || buf.getSlot() || hasViews(v) || !seen.insert(v).second)
+        continue;
+      bool readLater = llvm::any_of(v.getUsers(), [&](Operation *u) {
+        return u != second.getOperation() && u->getBlock() == block(first) &&
+               first->isBeforeInBlock(u);
+      });
+      if (!readLater)
+        freed += byteSize(cast<MemRefType>(v.getType()));
+    }
+    return born <= freed;
+  }
+
+  static Block *block(otck::KernelOp k) { return k->getBlock(); }
+
   /// Builds the kernel of `producer` then `consumer` at the consumer's
-  /// position; a producer output that only the consumer read is dropped
-  /// with its buffer.
-  otck::KernelOp merge(otck::KernelOp producer, otck::KernelOp consumer) {
+  /// position (or before `at`); a producer output that only the consumer
+  /// read is dropped with its buffer.
+  otck::KernelOp merge(otck::KernelOp producer, otck::KernelOp consumer,
+                       Operation *at = nullptr) {
     // Producer outputs still needed after the merge.
     SmallVector<bool> keep;
     for (Value out : producer.getOutputs()) {
@@ -261,7 +387,7 @@ struct FuseElementwisePass
     for (Value v : consumer.getOutputs())
       outs.push_back(v);
 
-    OpBuilder b(consumer);
+    OpBuilder b(at ? at : consumer.getOperation());
     Location loc = b.getFusedLoc({producer.getLoc(), consumer.getLoc()});
     auto fused = b.create<otck::KernelOp>(loc, ins.getArrayRef(), outs);
     Block *body = new Block();

@@ -636,6 +636,14 @@ def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
     keeps its element type (a BF16 intermediate is rounded as its store
     would round it), so merged and separate kernels compute the same bits.
 
+    Then siblings: a later kernel of the same shape that reads a buffer an
+    earlier one reads, and nothing the earlier one writes, joins it at the
+    earlier one's position (its output buffers move up with it), so the
+    common inputs are read once. Only when no op in between writes what it
+    reads or touches what it writes, its inputs exist by then, and the
+    inputs whose last reader it was free at least the bytes it writes (the
+    peak cannot grow).
+
     ```mlir
     otck.kernel ins(%x, %bias : ...) outs(%t : memref<8x64xf32>) { otc.add }
     otck.kernel ins(%t : memref<8x64xf32>) outs(%y : memref<8x64xf32>) { otc.tanh }

@@ -190,3 +190,152 @@ func.func @adjacent() {
   }
   return
 }
+
+// -----
+
+// Siblings (SwiGLU's backward, selective): db = dy * silu(a) and
+// da = silu_grad(dy * b, a) both read dy and a, with a GEMM reading db in
+// between. The later kernel moves up beside the earlier one (its buffer op
+// with it): one kernel reads dy, a and b once and writes both. dy and b die
+// there, so the peak does not grow; the GEMM still reads db after it.
+// CHECK-LABEL: func.func @siblings
+// CHECK: otck.gemm
+// CHECK-NEXT: otck.gemm
+// CHECK-NEXT: %[[DB:.*]] = otck.buffer : memref<4x8xbf16>
+// CHECK-NEXT: %[[DA:.*]] = otck.buffer : memref<4x8xbf16>
+// CHECK-NEXT: otck.kernel ins(%[[A:.*]], %[[DY:.*]], %[[B:.*]] : memref<4x8xbf16>, memref<4x8xbf16>, memref<4x8xbf16>) outs(%[[DB]], %[[DA]] : memref<4x8xbf16>, memref<4x8xbf16>)
+// CHECK: otc.silu
+// CHECK-NEXT: otc.mul
+// CHECK-NEXT: otc.mul
+// CHECK-NEXT: otc.silu_grad
+// CHECK-NEXT: otck.yield
+// CHECK: otck.gemm %[[DB]]
+// CHECK-NOT: otck.kernel
+// CAP-LABEL: func.func @siblings
+// CAP-COUNT-2: otck.kernel
+func.func @siblings() {
+  %a = otck.buffer {slot = "a"} : memref<4x8xbf16>
+  %w = otck.buffer {slot = "w"} : memref<8x8xbf16>
+  %g = otck.buffer {slot = "g"} : memref<4x8xbf16>
+  %ga = otck.buffer {slot = "ga"} : memref<4x8xbf16>
+  %dy = otck.buffer : memref<4x8xbf16>
+  %b = otck.buffer : memref<4x8xbf16>
+  otck.gemm %a, %w, %dy : memref<4x8xbf16>, memref<8x8xbf16>, memref<4x8xbf16>
+  otck.gemm %a, %w, %b : memref<4x8xbf16>, memref<8x8xbf16>, memref<4x8xbf16>
+  %db = otck.buffer : memref<4x8xbf16>
+  otck.kernel ins(%a, %dy : memref<4x8xbf16>, memref<4x8xbf16>) outs(%db : memref<4x8xbf16>) {
+  ^bb0(%a0: tensor<4x8xbf16>, %a1: tensor<4x8xbf16>):
+    %s = otc.silu %a0 : tensor<4x8xbf16>
+    %m = otc.mul %a1, %s : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    otck.yield %m : tensor<4x8xbf16>
+  }
+  otck.gemm %db, %w, %g : memref<4x8xbf16>, memref<8x8xbf16>, memref<4x8xbf16>
+  %da = otck.buffer : memref<4x8xbf16>
+  otck.kernel ins(%dy, %b, %a : memref<4x8xbf16>, memref<4x8xbf16>, memref<4x8xbf16>) outs(%da : memref<4x8xbf16>) {
+  ^bb0(%a0: tensor<4x8xbf16>, %a1: tensor<4x8xbf16>, %a2: tensor<4x8xbf16>):
+    %m = otc.mul %a0, %a1 : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    %d = otc.silu_grad %m, %a2 : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    otck.yield %d : tensor<4x8xbf16>
+  }
+  otck.gemm %da, %w, %ga : memref<4x8xbf16>, memref<8x8xbf16>, memref<4x8xbf16>
+  return
+}
+
+// -----
+
+// Siblings that stay apart: an op in between writes what the later one
+// reads (@sibling_hazard); the later one's output would be born before a
+// GEMM while nothing it reads dies there (@sibling_peak: dy is read again
+// after it); the later one reads what the earlier one writes (@sibling_chain,
+// a producer and consumer with a GEMM reading the product in between, which
+// the producer cannot move past either); different domains (@sibling_domain).
+// CHECK-LABEL: func.func @sibling_hazard
+// CHECK-COUNT-2: otck.kernel
+// CHECK-LABEL: func.func @sibling_peak
+// CHECK-COUNT-2: otck.kernel
+// CHECK-LABEL: func.func @sibling_chain
+// CHECK-COUNT-2: otck.kernel
+// CHECK-LABEL: func.func @sibling_domain
+// CHECK-COUNT-2: otck.kernel
+func.func @sibling_hazard() {
+  %a = otck.buffer {slot = "a"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x8xf32>
+  %g = otck.buffer {slot = "g"} : memref<4x8xf32>
+  %dy = otck.buffer : memref<4x8xf32>
+  %u = otck.buffer : memref<4x8xf32>
+  otck.gemm %a, %w, %dy : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  %p = otck.buffer : memref<4x8xf32>
+  otck.kernel ins(%a, %dy : memref<4x8xf32>, memref<4x8xf32>) outs(%p : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %m = otc.mul %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  otck.gemm %p, %w, %u : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  %q = otck.buffer : memref<4x8xf32>
+  otck.kernel ins(%dy, %u : memref<4x8xf32>, memref<4x8xf32>) outs(%q : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %m = otc.add %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  otck.gemm %q, %w, %g : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  return
+}
+func.func @sibling_peak() {
+  %a = otck.buffer {slot = "a"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x8xf32>
+  %g = otck.buffer {slot = "g"} : memref<4x8xf32>
+  %h = otck.buffer {slot = "h"} : memref<4x8xf32>
+  %dy = otck.buffer : memref<4x8xf32>
+  otck.gemm %a, %w, %dy : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  %p = otck.buffer : memref<4x8xf32>
+  otck.kernel ins(%a, %dy : memref<4x8xf32>, memref<4x8xf32>) outs(%p : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %m = otc.mul %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  otck.gemm %p, %w, %g : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  %q = otck.buffer : memref<4x8xf32>
+  otck.kernel ins(%a, %dy : memref<4x8xf32>, memref<4x8xf32>) outs(%q : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %m = otc.add %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  otck.gemm %q, %dy, %h : memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>
+  return
+}
+func.func @sibling_chain() {
+  %a = otck.buffer {slot = "a"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x8xf32>
+  %g = otck.buffer {slot = "g"} : memref<4x8xf32>
+  %y = otck.buffer {slot = "y"} : memref<4x8xf32>
+  %p = otck.buffer : memref<4x8xf32>
+  otck.kernel ins(%a : memref<4x8xf32>) outs(%p : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>):
+    %m = otc.neg %a0 : tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  otck.gemm %p, %w, %g : memref<4x8xf32>, memref<8x8xf32>, memref<4x8xf32>
+  otck.kernel ins(%a, %p : memref<4x8xf32>, memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<4x8xf32>):
+    %m = otc.add %a0, %a1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  return
+}
+func.func @sibling_domain() {
+  %a = otck.buffer {slot = "a"} : memref<4x8xf32>
+  %y = otck.buffer {slot = "y"} : memref<4x8xf32>
+  %z = otck.buffer {slot = "z"} : memref<8xf32>
+  %b = otck.buffer {slot = "b"} : memref<8xf32>
+  otck.kernel ins(%a : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%a0: tensor<4x8xf32>):
+    %m = otc.neg %a0 : tensor<4x8xf32>
+    otck.yield %m : tensor<4x8xf32>
+  }
+  otck.kernel ins(%b, %a : memref<8xf32>, memref<4x8xf32>) outs(%z : memref<8xf32>) {
+  ^bb0(%a0: tensor<8xf32>, %a1: tensor<4x8xf32>):
+    %m = otc.neg %a0 : tensor<8xf32>
+    otck.yield %m : tensor<8xf32>
+  }
+  return
+}
