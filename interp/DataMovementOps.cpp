@@ -48,7 +48,8 @@ double otc::interp::roundToFp8(double x, bool e4m3) {
 
 /// The values an FP8 GEMM multiplies for operand `t` in `format` ("e4m3":
 /// 3 mantissa bits, normals from 2^-6, max 448; "e5m2": 2 bits, 2^-14,
-/// 57344): t scaled by s = max / amax(t) (1 when amax is 0 or not finite),
+/// 57344): t scaled by s = max / amax(t) (at most 2^126; 1 when amax is 0 or
+/// not finite),
 /// rounded to the format, and divided by s again (ir/Fp8.h; a program's
 /// first call of the GEMM scales so, later ones from the previous call's
 /// amax, which one run of a function never reaches).
@@ -58,7 +59,8 @@ static Tensor fp8Operand(const Tensor &t, otc::Fp8Format format) {
   double amax = 0;
   for (double x : t.data)
     amax = std::max(amax, std::fabs(x));
-  double scale = amax > 0 && std::isfinite(amax) ? max / amax : 1.0;
+  double scale =
+      amax > 0 && std::isfinite(amax) ? std::min(max / amax, 0x1p126) : 1.0;
   Tensor out = t;
   for (double &x : out.data)
     x = otc::interp::roundToFp8(x * scale, e4m3) / scale;

@@ -9,7 +9,8 @@
 // plan.json read. The product it names: each operand scaled per tensor by
 // s = max / amax (the format's largest finite value over the largest
 // magnitude the operand had on the GEMM's previous call, delayed scaling,
-// its own on the first call; s = 1 when amax is 0 or not finite), rounded
+// its own on the first call; at most 2^126, so that 1 / s stays a normal
+// float; s = 1 when amax is 0 or not finite), rounded
 // to the format (to nearest even, saturating at +-max), multiplied with
 // FP32 accumulation and the sum divided by s_lhs s_rhs before the
 // epilogue: runtime/include/otcrt/fp8.h rounds for the runtime, the

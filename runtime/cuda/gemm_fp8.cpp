@@ -52,10 +52,30 @@ struct Fp8Route {
   bool scratch = false;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  /// The heuristic's algorithms, best first; the first call tries them in
+  /// order and keeps the first that runs (`algo`, `proven`).
+  std::vector<cublasLtMatmulAlgo_t> algos;
   cublasLtMatmulAlgo_t algo{};
+  bool proven = false;
+
+  void destroy() {
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (d)
+      cublasLtMatrixLayoutDestroy(d);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+    a = b = d = nullptr;
+    desc = nullptr;
+  }
 };
 
-using Fp8Key = std::array<int64_t, 17>;
+/// The most algorithms of cuBLASLt's heuristic a route tries.
+constexpr int kFp8Algorithms = 8;
+
+using Fp8Key = std::array<int64_t, 21>;
 
 /// One call site's (static descriptor's) amax state on the device: for A
 /// and B, the amax of its previous call, this call's as it is gathered,
@@ -146,10 +166,11 @@ std::string ensureBuffers(Fp8State &s, const OtcrtGemm &g, bool scratch,
       s.workspaceBytes = OTCRT_CUDA_GEMM_WORKSPACE_BYTES;
     else
       (void)cudaGetLastError();
-    if (cudaMalloc(&s.scales, 4 * sizeof(float)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return "cannot allocate the FP8 scales";
-    }
+  }
+  if (!s.scales && cudaMalloc(&s.scales, 4 * sizeof(float)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    s.scales = nullptr;
+    return "cannot allocate the FP8 scales";
   }
   // A's copy, then B's at a 256-byte boundary.
   size_t aBytes = (size_t(g.m * g.k) + 255) / 256 * 256;
@@ -183,9 +204,9 @@ uint32_t alignmentOf(const void *p) {
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-/// The descriptors of call `g` (FP8 A and B, FP32 compute) and the first
-/// algorithm of cuBLASLt's heuristic for its output aligned to `alignD`
-/// bytes; an error when it has none.
+/// The descriptors of call `g` (FP8 A and B, FP32 compute) and the
+/// algorithms of cuBLASLt's heuristic (at most kFp8Algorithms, best first)
+/// for its output aligned to `alignD` bytes; an error when it has none.
 std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
                  int32_t bFormat, const void *bias, uint32_t alignD,
                  Fp8Route &r) {
@@ -219,21 +240,39 @@ std::string plan(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   cublasLtMatmulPreference_t pref = nullptr;
   OTCRT_FP8_TRY(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t bytes = s.workspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes));
   // The operands' copies start 256-byte aligned; the output as it lies.
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignD, sizeof(alignD));
-  cublasLtMatmulHeuristicResult_t result{};
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &alignD,
+                                                sizeof(alignD));
+  cublasLtMatmulHeuristicResult_t results[kFp8Algorithms] = {};
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      s.handle, r.desc, r.a, r.b, r.d, r.d, pref, 1, &result, &found);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(s.handle, r.desc, r.a, r.b, r.d, r.d,
+                                        pref, kFp8Algorithms, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return std::string("the heuristic query failed: ") +
+           cublasLtGetStatusName(st);
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS)
+      r.algos.push_back(results[i].algo);
+  if (r.algos.empty())
     return "this cuBLASLt has no FP8 algorithm for it";
-  r.algo = result.algo;
+  r.algo = r.algos.front();
   return "";
+}
+
+/// Says once per shape that call `g` runs in BF16 instead, and why.
+void noticeBf16(Fp8State &s, const OtcrtGemm &g, const std::string &why) {
+  std::string text = "otcrt: gemm: FP8 " + std::to_string(g.m) + " x " +
+                     std::to_string(g.n) + " x " + std::to_string(g.k) +
+                     " runs in BF16 instead: " + why;
+  if (s.notices.insert(text).second)
+    std::fprintf(stderr, "%s\n", text.c_str());
 }
 
 /// The route of call `g`, made on its first call.
@@ -249,10 +288,27 @@ std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
   // A route is planned for its output's alignment (the product's buffer,
   // 256-byte aligned, on the scratch route).
   const uint32_t alignD = scratch ? 256u : alignmentOf(c);
-  Fp8Key key = {
-      g.trans_a,       g.trans_b,      g.m,      g.n,        g.k,     g.lda,
-      g.ldb,           g.ldc,          g.c_type, g.epilogue, aFormat, bFormat,
-      bias != nullptr, g.beta != 0.0f, copies,   scratch,    alignD};
+  Fp8Key key = {g.trans_a,
+                g.trans_b,
+                g.m,
+                g.n,
+                g.k,
+                g.lda,
+                g.ldb,
+                g.ldc,
+                g.batch,
+                g.stride_a,
+                g.stride_b,
+                g.stride_c,
+                g.c_type,
+                g.epilogue,
+                aFormat,
+                bFormat,
+                bias != nullptr,
+                g.beta != 0.0f,
+                copies,
+                scratch,
+                alignD};
   auto it = s.routes.find(key);
   if (it != s.routes.end()) {
     route = &it->second;
@@ -269,11 +325,9 @@ std::string routeOf(Fp8State &s, const OtcrtGemm &g, int32_t aFormat,
     why = plan(s, g, aFormat, bFormat, bias, alignD, r);
   r.fp8 = why.empty();
   if (!r.fp8) {
-    std::string text = "otcrt: gemm: FP8 " + std::to_string(g.m) + " x " +
-                       std::to_string(g.n) + " x " + std::to_string(g.k) +
-                       " runs in BF16 instead: " + why;
-    if (s.notices.insert(text).second)
-      std::fprintf(stderr, "%s\n", text.c_str());
+    r.destroy();
+    r.algos.clear();
+    noticeBf16(s, g, why);
   }
   route = &s.routes.emplace(key, r).first->second;
   return "";
@@ -289,16 +343,27 @@ std::string siteOf(std::map<Key, Fp8Site> &sites, Key key, cudaStream_t stream,
     return "";
   if (capturing(stream))
     return "an FP8 call site first seen inside a CUDA graph capture";
+  // Zeroed on the stream the quantize kernels run on (the runtime's is
+  // non-blocking: a plain cudaMemset would not be ordered before them).
   void *p = nullptr;
-  if (cudaMalloc(&p, 8 * sizeof(float)) != cudaSuccess ||
-      cudaMemset(p, 0, 8 * sizeof(float)) != cudaSuccess) {
+  if (cudaMalloc(&p, 8 * sizeof(float)) != cudaSuccess) {
     (void)cudaGetLastError();
     sites.erase(key);
     return "cannot allocate an FP8 call site's amax";
   }
+  if (cudaMemsetAsync(p, 0, 8 * sizeof(float), stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cudaFree(p);
+    sites.erase(key);
+    return "cannot zero an FP8 call site's amax";
+  }
   site->slots = static_cast<float *>(p);
   return "";
 }
+
+/// What multiply returns when no algorithm of a new route ran: the call
+/// (and every later one of its shape) runs as the BF16 GEMM instead.
+constexpr int kRunBf16 = -1;
 
 /// The quantize kernels of A and B, cuBLASLt's product, and the epilogue
 /// kernel of a scratch route.
@@ -359,9 +424,35 @@ int multiply(Fp8State &s, Fp8Route &r, const OtcrtGemm &g, const uint8_t *aq,
     return gemmFailed(g, bias, "cannot set the FP8 GEMM's bias");
   void *d = r.scratch ? static_cast<void *>(s.product) : c;
   float beta = r.scratch ? 0.0f : g.beta;
-  cublasStatus_t st = cublasLtMatmul(s.handle, r.desc, &g.alpha, bq, r.a, aq,
-                                     r.b, &beta, d, r.d, d, r.d, &r.algo,
-                                     s.workspace, s.workspaceBytes, stream);
+  auto run = [&](const cublasLtMatmulAlgo_t &algo) {
+    return cublasLtMatmul(s.handle, r.desc, &g.alpha, bq, r.a, aq, r.b, &beta,
+                          d, r.d, d, r.d, &algo, s.workspace, s.workspaceBytes,
+                          stream);
+  };
+  cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (r.proven) {
+    st = run(r.algo);
+  } else {
+    // The first call (outside a capture: routeOf made the route just now)
+    // keeps the first of the heuristic's algorithms that runs; when none
+    // does, the shape runs in BF16 from here on.
+    for (const cublasLtMatmulAlgo_t &algo : r.algos) {
+      st = run(algo);
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        r.algo = algo;
+        r.proven = true;
+        break;
+      }
+    }
+    if (!r.proven) {
+      r.fp8 = false;
+      r.destroy();
+      noticeBf16(s, g,
+                 std::string("no FP8 algorithm of cuBLASLt ran it (") +
+                     cublasLtGetStatusName(st) + ")");
+      return kRunBf16;
+    }
+  }
   if (st != CUBLAS_STATUS_SUCCESS)
     return gemmFailed(g, bias,
                       std::string("cublasLtMatmul (FP8): ") +
@@ -456,8 +547,12 @@ extern "C" int otcrt_gemm_fp8(const OtcrtGemm *g, int32_t a_format,
   why = siteOf(s.sites, g, cudaStream, site);
   if (!why.empty())
     return gemmFailed(*g, bias, why);
-  return runFp8(s, *route, *site, *g, a_format, b_format, a, b, c, bias, addend,
-                aux, cudaStream);
+  rc = runFp8(s, *route, *site, *g, a_format, b_format, a, b, c, bias, addend,
+              aux, cudaStream);
+  if (rc != kRunBf16)
+    return rc;
+  lock.unlock();
+  return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
 }
 
 extern "C" int otcrt_fp8_quantize(const OtcrtFp8Quantize *q, const void *x,
@@ -544,13 +639,16 @@ extern "C" int otcrt_gemm_fp8_copies(const OtcrtGemm *g, int32_t a_format,
   const int64_t an = g->m * g->k, bn = g->n * g->k;
   auto *ac = static_cast<const uint8_t *>(a_copy);
   auto *bc = static_cast<const uint8_t *>(b_copy);
-  return multiply(
-      s, *route, *g,
-      ac + otcrt_fp8_copy_offset(an, a_layouts, fp8CopyLayoutOfA(*g)),
-      bc + otcrt_fp8_copy_offset(bn, b_layouts, fp8CopyLayoutOfB(*g)),
-      reinterpret_cast<const float *>(
-          ac + otcrt_fp8_copy_scale_offset(an, a_layouts)),
-      reinterpret_cast<const float *>(
-          bc + otcrt_fp8_copy_scale_offset(bn, b_layouts)),
-      c, bias, addend, aux, cudaStream);
+  rc = multiply(s, *route, *g,
+                ac + otcrt_fp8_copy_offset(an, a_layouts, fp8CopyLayoutOfA(*g)),
+                bc + otcrt_fp8_copy_offset(bn, b_layouts, fp8CopyLayoutOfB(*g)),
+                reinterpret_cast<const float *>(
+                    ac + otcrt_fp8_copy_scale_offset(an, a_layouts)),
+                reinterpret_cast<const float *>(
+                    bc + otcrt_fp8_copy_scale_offset(bn, b_layouts)),
+                c, bias, addend, aux, cudaStream);
+  if (rc != kRunBf16)
+    return rc;
+  lock.unlock();
+  return otcrt_gemm(g, a, b, c, bias, addend, aux, stream);
 }

@@ -86,6 +86,11 @@ TEST(Fp8Rounding, Scale) {
   EXPECT_EQ(otcrt_fp8_scale(2.0f, OTCRT_FP8_E5M2), 28672.0f);
   EXPECT_EQ(otcrt_fp8_scale(0.0f, OTCRT_FP8_E4M3), 1.0f);
   EXPECT_EQ(otcrt_fp8_scale(INFINITY, OTCRT_FP8_E4M3), 1.0f);
+  // An amax BF16 holds but whose max / amax overflows a float: 2^126, and
+  // its inverse 2^-126 (the smallest normal float), not infinity and 0.
+  EXPECT_EQ(otcrt_fp8_scale(1e-38f, OTCRT_FP8_E4M3), 0x1p126f);
+  EXPECT_EQ(1.0f / otcrt_fp8_scale(1e-38f, OTCRT_FP8_E5M2), 0x1p-126f);
+  EXPECT_EQ(otcrt_fp8_scale(448.0f * 0x1p-125f, OTCRT_FP8_E4M3), 0x1p125f);
 }
 
 /// A row-major M x K times K x N (both BF16, trans none) into BF16 C.

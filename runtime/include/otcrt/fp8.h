@@ -80,12 +80,19 @@ static OTCRT_HD inline float otcrt_fp8_to_float(uint8_t x, int32_t format) {
   return (x & 0x80u) ? -v : v;
 }
 
+/// The largest scale: 2^126, whose inverse is still a normal float. An amax
+/// below max / 2^126 (about 1e-36, which BF16 can hold) would otherwise give
+/// an infinite scale, zeros made NaN and a zero inverse.
+#define OTCRT_FP8_MAX_SCALE 8.5070591730234616e37f
+
 /// The scale an operand of largest magnitude `amax` is multiplied by before
-/// its rounding to `format`: max / amax, or 1 when amax is 0 or not finite.
+/// its rounding to `format`: max / amax, at most OTCRT_FP8_MAX_SCALE, or 1
+/// when amax is 0 or not finite.
 static OTCRT_HD inline float otcrt_fp8_scale(float amax, int32_t format) {
-  return amax > 0.0f && amax <= 3.4028234663852886e38f
-             ? otcrt_fp8_max(format) / amax
-             : 1.0f;
+  if (!(amax > 0.0f && amax <= 3.4028234663852886e38f))
+    return 1.0f;
+  const float s = otcrt_fp8_max(format) / amax;
+  return s < OTCRT_FP8_MAX_SCALE ? s : OTCRT_FP8_MAX_SCALE;
 }
 
 /// The layouts of an FP8 copy (OtcrtFp8Quantize::layouts, a mask).
