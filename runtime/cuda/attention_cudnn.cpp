@@ -391,35 +391,24 @@ bool aligned(const std::unordered_map<int64_t, void *> &pack) {
   return true;
 }
 
-/// Looks up (or builds) the graph of `a` and runs it with `pack`. With
-/// `padding` (a key padding, `mask` then NULL), the graph takes per-sequence
-/// key lengths, written from it (keyLengths) once the graph is known to run,
-/// and a backward's dK and dV rows of the keys past a sequence's length are
-/// set to 0 after it (cuDNN leaves them).
-CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
-                 std::unordered_map<int64_t, void *> &pack, void *streamArg,
-                 const otcrt_bf16 *padding = nullptr) {
-  CudnnAttempt result;
-  if (a.dropout > 0.0f) {
-    result.why = "dropout: cuDNN does not reproduce otc's keep mask";
-    return result;
-  }
-  // Before the graph cache, whose key holds neither: a call of a shape
-  // cuDNN runs uncapped and without dS must not take its graph.
-  if (a.softcap != 0.0f) {
-    result.why = "soft-capped scores";
-    return result;
-  }
-  if (a.dscores) {
-    result.why = "the scores' gradient asked for (a mask with a gradient)";
-    return result;
-  }
-  cudaStream_t stream = static_cast<cudaStream_t>(streamArg);
-  GraphKey key;
-  if (cudaGetDevice(&key.device) != cudaSuccess) {
-    result.why = "no current CUDA device";
-    return result;
-  }
+/// Why cuDNN declines call `a` whatever its shape, or NULL. Checked before
+/// the graph cache, whose key holds none of these: a call of a shape cuDNN
+/// runs without dropout, uncapped and without dS must not take its graph.
+const char *callDeclined(const OtcrtAttention &a) {
+  if (a.dropout > 0.0f)
+    return "dropout: cuDNN does not reproduce otc's keep mask";
+  if (a.softcap != 0.0f)
+    return "soft-capped scores";
+  if (a.dscores)
+    return "the scores' gradient asked for (a mask with a gradient)";
+  return nullptr;
+}
+
+/// The graph cache's key of call `a`; false without a current device.
+bool graphKey(const OtcrtAttention &a, bool backward, const void *mask,
+              const otcrt_bf16 *padding, GraphKey &key) {
+  if (cudaGetDevice(&key.device) != cudaSuccess)
+    return false;
   key.backward = backward;
   key.b = a.b, key.h = a.h, key.hk = a.hk, key.t = a.t, key.s = a.s,
   key.d = a.d;
@@ -432,6 +421,39 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
   key.padding = padding != nullptr;
   if (key.mask)
     std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);
+  return true;
+}
+
+/// Whether the graph cache already holds call `a`'s shape as declined (a
+/// build that failed before), so that nothing is prepared for it.
+bool knownDeclined(const OtcrtAttention &a, bool backward, bool mask) {
+  GraphKey key;
+  static const char dummy = 0;
+  if (!graphKey(a, backward, mask ? &dummy : nullptr, nullptr, key))
+    return false;
+  Cache &c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto found = c.graphs.find(key);
+  return found != c.graphs.end() && !found->second->graph;
+}
+
+/// Looks up (or builds) the graph of `a` and runs it with `pack`. With
+/// `padding` (a key padding, `mask` then NULL), the graph takes per-sequence
+/// key lengths, written from it (keyLengths) once the graph is known to run,
+/// and a backward's dK and dV rows of the keys past a sequence's length are
+/// set to 0 after it (cuDNN leaves them).
+CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
+                 std::unordered_map<int64_t, void *> &pack, void *streamArg,
+                 const otcrt_bf16 *padding = nullptr) {
+  CudnnAttempt result;
+  if ((result.why = callDeclined(a)))
+    return result;
+  cudaStream_t stream = static_cast<cudaStream_t>(streamArg);
+  GraphKey key;
+  if (!graphKey(a, backward, mask, padding, key)) {
+    result.why = "no current CUDA device";
+    return result;
+  }
 
   Cache &c = cache();
   CachedGraph *entry = nullptr;
@@ -550,12 +572,14 @@ const otcrt_bf16 *keyPadding(const OtcrtAttention &a, const otcrt_bf16 *mask) {
 /// A mask broadcast over the queries (a key padding) written out along them
 /// (maskOverQueries) when cuDNN would otherwise take the call: `a` and
 /// `mask` then describe the written tensor. False when it cannot be written.
-bool expandedMask(OtcrtAttention &a, const otcrt_bf16 *&mask, void *stream) {
-  if (!mask || a.mask_strides[2] != 0 || a.t <= 1 || a.dropout > 0.0f)
+bool expandedMask(OtcrtAttention &a, bool backward, const otcrt_bf16 *&mask,
+                  void *stream) {
+  if (!mask || a.mask_strides[2] != 0 || a.t <= 1 || callDeclined(a))
     return true;
   OtcrtAttention written = a;
   writtenMaskStrides(a, written.mask_strides);
-  if (!shapeDeclined(written, true).empty())
+  if (!shapeDeclined(written, true).empty() ||
+      knownDeclined(written, backward, true))
     return true;
   const otcrt_bf16 *full = maskOverQueries(a, mask, written, stream);
   if (!full)
@@ -578,7 +602,7 @@ CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *call, const otcrt_bf16 *q,
   const otcrt_bf16 *padding = keyPadding(e, mask);
   if (padding)
     mask = nullptr;
-  else if (!expandedMask(e, mask, stream))
+  else if (!expandedMask(e, false, mask, stream))
     return {false, 0, "the mask cannot be written out along the queries"};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, mut(q)}, {kK, mut(k)}, {kV, mut(v)}, {kO, out}, {kStats, lse}};
@@ -598,7 +622,7 @@ CudnnAttempt cudnnAttentionBwd(const OtcrtAttention *call,
   const otcrt_bf16 *padding = keyPadding(e, mask);
   if (padding)
     mask = nullptr;
-  else if (!expandedMask(e, mask, stream))
+  else if (!expandedMask(e, true, mask, stream))
     return {false, 0, "the mask cannot be written out along the queries"};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, mut(q)},   {kK, mut(k)},     {kV, mut(v)},

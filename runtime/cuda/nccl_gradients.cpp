@@ -284,9 +284,13 @@ private:
 class NcclGradients final : public GradientCommunicator {
 public:
   NcclGradients(Backend &, HostCollectives &host) : host_(host) {}
-  Status sumGradients(char *, const std::vector<OtcrtRange> &,
-                      double) override {
-    return host_.joined() ? noNccl() : Status::ok();
+  /// One rank's sum is its own gradients, weighted as the NCCL build
+  /// weights them.
+  Status sumGradients(char *arena, const std::vector<OtcrtRange> &ranges,
+                      double preMul) override {
+    if (host_.joined())
+      return noNccl();
+    return preMul == 1.0 ? Status::ok() : scaleGradients(ranges, arena, preMul);
   }
   Status reduceScatterGradients(char *, int64_t, int64_t, bool,
                                 double) override {
