@@ -33,25 +33,51 @@ __global__ void amaxKernel(const uint16_t *x, int64_t rows, int64_t cols,
     atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
 }
 
+/// The side of the square tiles the quantize kernel walks; each of its
+/// kThreads threads covers kTile / (kThreads / kTile) rows of a tile.
+constexpr int kTile = 32;
+constexpr int kTileRows = kThreads / kTile;
+
+/// One pass over x in kTile x kTile tiles (a grid-stride loop over them):
+/// each tile is read along its rows (coalesced), its FP8 bytes written along
+/// the rows for the copy as stored, and through shared memory along the
+/// columns for a transposed copy, so both layouts read and write whole
+/// segments. Every element is converted by the same functions as on the
+/// host, so the bytes are the cpu's.
 __global__ void quantizeKernel(Fp8Quantize q) {
   __shared__ float scratch[32];
+  __shared__ uint8_t tile[kTile][kTile + 4];
   const float scale = otcrt_fp8_scale(*q.prev, q.format);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *q.invScale = 1.0f / scale;
-  const int64_t total = q.rows * q.cols;
-  // Output element o of the [outRows, outCols] copy; its source (i, j).
-  const int64_t outCols = q.transpose ? q.rows : q.cols;
+  const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
+  const int64_t tilesR = (q.rows + kTile - 1) / kTile,
+                tilesC = (q.cols + kTile - 1) / kTile;
+  // The transposed copy: the output itself, or the second layout.
+  uint8_t *transposed = q.transpose ? q.out : q.alsoTransposed;
   float m = 0.0f;
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
-       o += int64_t(gridDim.x) * blockDim.x) {
-    int64_t r = o / outCols, c = o % outCols;
-    int64_t i = q.transpose ? c : r, j = q.transpose ? r : c;
-    float v = otcrt_bf16_to_float(q.x[i * q.ld + j]);
-    m = fmaxf(m, fabsf(v));
-    const uint8_t b = otcrt_float_to_fp8(v * scale, q.format);
-    q.out[o] = b;
-    if (q.alsoTransposed)
-      q.alsoTransposed[j * q.rows + i] = b;
+  for (int64_t t = blockIdx.x; t < tilesR * tilesC; t += gridDim.x) {
+    const int64_t r0 = (t / tilesC) * kTile, c0 = (t % tilesC) * kTile;
+    for (int k = ty; k < kTile; k += kTileRows) {
+      const int64_t i = r0 + k, j = c0 + tx;
+      if (i >= q.rows || j >= q.cols)
+        continue;
+      const float v = otcrt_bf16_to_float(q.x[i * q.ld + j]);
+      m = fmaxf(m, fabsf(v));
+      const uint8_t b = otcrt_float_to_fp8(v * scale, q.format);
+      if (!q.transpose)
+        q.out[i * q.cols + j] = b;
+      tile[k][tx] = b;
+    }
+    if (!transposed)
+      continue;
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kTileRows) {
+      const int64_t j = c0 + k, i = r0 + tx;
+      if (i < q.rows && j < q.cols)
+        transposed[j * q.rows + i] = tile[tx][k];
+    }
+    __syncthreads();
   }
   m = blockMax(m, scratch);
   if (threadIdx.x != 0)
@@ -81,7 +107,11 @@ int launchFp8Quantize(const Fp8Quantize &q, cudaStream_t stream) {
     amaxKernel<<<blocksFor(total), kThreads, 0, stream>>>(q.x, q.rows, q.cols,
                                                           q.ld, q.prev);
   }
-  quantizeKernel<<<blocksFor(total), kThreads, 0, stream>>>(q);
+  const int64_t tiles =
+      ((q.rows + kTile - 1) / kTile) * ((q.cols + kTile - 1) / kTile);
+  quantizeKernel<<<static_cast<int>(tiles < 4096 ? (tiles > 0 ? tiles : 1)
+                                                   : 4096),
+                   kThreads, 0, stream>>>(q);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 
