@@ -428,9 +428,11 @@ LogicalResult Interpreter::run(otc::RmsNormOp op) {
 
 /// With xhat = x rstd and g = grad gamma (gamma 1 when absent), per row:
 /// dx = rstd (g - xhat mean_c(g xhat)); dgamma[c] = sum_r grad xhat. Both
-/// results always exist.
+/// results always exist. A residual operand is added to dx element by
+/// element.
 LogicalResult Interpreter::run(otc::RmsNormGradOp op) {
   const Tensor &grad = get(op.getGrad());
+  const Tensor *residual = getIfPresent(op.getResidual());
   const Tensor &x = get(op.getInput());
   const Tensor *gamma = getIfPresent(op.getGamma());
   const Tensor &rstd = get(op.getRstd());
@@ -451,6 +453,9 @@ LogicalResult Interpreter::run(otc::RmsNormGradOp op) {
     for (int64_t c = 0; c < rows.size; ++c)
       dx.data[r * rows.size + c] = rstd.data[r] * (g[c] - xhat[c] * meanGXhat);
   }
+  if (residual)
+    for (size_t e = 0; e < dx.data.size(); ++e)
+      dx.data[e] += residual->data[e];
   set(op.getDx(), std::move(dx));
   set(op.getDgamma(), std::move(dgamma));
   return success();

@@ -328,6 +328,8 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 LogicalResult RmsNormGradOp::verify() {
+  if (getResidual() && getResidual().getType() != getInput().getType())
+    return emitOpError("residual must have the input's type");
   if (failed(
           verifyAccumulator(*this, getDgammaAcc(), getDgamma(), "dgamma_acc")))
     return failure();
@@ -364,7 +366,8 @@ LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Type affine = normalizedType(getInput(), getAxis());
   auto grad = b.create<RmsNormGradOp>(
       getLoc(), TypeRange{getInput().getType(), affine}, rg[0], getInput(),
-      getGamma(), getRstd(), /*dgamma_acc=*/Value(), getAxisAttr());
+      getGamma(), getRstd(), /*residual=*/Value(), /*dgamma_acc=*/Value(),
+      getAxisAttr());
   out.push_back(grad.getDx());
   if (getGamma())
     out.push_back(grad.getDgamma());
@@ -376,7 +379,9 @@ int64_t LayerNormGradOp::getFlops() {
   return (getResidual() ? 13 : 12) * elementsOf(getInput());
 }
 int64_t RmsNormOp::getFlops() { return 5 * elementsOf(getInput()); }
-int64_t RmsNormGradOp::getFlops() { return 9 * elementsOf(getInput()); }
+int64_t RmsNormGradOp::getFlops() {
+  return (getResidual() ? 10 : 9) * elementsOf(getInput());
+}
 
 //===----------------------------------------------------------------------===//
 // Rotary embedding

@@ -243,15 +243,18 @@ def Otc_RmsNormGradOp : Otc_Op<"rms_norm_grad",
     dx = rstd * (g - xhat * mean(g * xhat)) over each row,
     dgamma = sum over rows of grad * xhat; with `dgamma_acc` (dgamma's
     type), that accumulator plus the sum, rounded once (a gradient slot the
-    kernel adds into, as for otc.layer_norm_grad).
+    kernel adds into, as for otc.layer_norm_grad). An optional `residual`
+    (the input's type) is a gradient added to dx, formed in FP32 and rounded
+    once, as for otc.layer_norm_grad (fused by otc-fuse-epilogues).
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
                    Optional<Otc_FloatTensor>:$gamma, Otc_FloatTensor:$rstd,
+                   Optional<Otc_FloatTensor>:$residual,
                    Optional<Otc_FloatTensor>:$dgamma_acc, I64Attr:$axis);
   let results = (outs Otc_FloatTensor:$dx, Otc_FloatTensor:$dgamma);
   let assemblyFormat = [{
     $grad `,` $input (`gamma` $gamma^)? `,` $rstd
-    (`dgamma_acc` $dgamma_acc^)? attr-dict `:`
+    (`residual` $residual^)? (`dgamma_acc` $dgamma_acc^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

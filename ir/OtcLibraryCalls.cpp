@@ -106,7 +106,7 @@ std::string RmsNormGradOp::getLibraryKernel() {
 
 void RmsNormGradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   appendRows(args, getInput(), getAxis());
-  for (Value v : {getGrad(), getInput(), getGamma(), getRstd()})
+  for (Value v : {getGrad(), getInput(), getGamma(), getRstd(), getResidual()})
     args.push_back(LibraryArg::operand(*this, v));
   args.push_back(LibraryArg::integer(getDgammaAcc() ? 1 : 0));
   for (unsigned i = 0; i < 2; ++i)

@@ -71,10 +71,14 @@ struct FuseEpiloguesPass
       // Only add kernels are erased below, never these.
       SmallVector<otck::KernelOp> norms;
       for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
-        if (isa_and_nonnull<LayerNormGradOp>(bodyOp(k)))
+        if (isa_and_nonnull<LayerNormGradOp, RmsNormGradOp>(bodyOp(k)))
           norms.push_back(k);
-      for (otck::KernelOp k : norms)
-        fuseLayerNormResidual(k);
+      for (otck::KernelOp k : norms) {
+        if (auto grad = dyn_cast<LayerNormGradOp>(bodyOp(k)))
+          fuseNormResidual(k, grad);
+        else if (auto grad = dyn_cast<RmsNormGradOp>(bodyOp(k)))
+          fuseNormResidual(k, grad);
+      }
       // Library calls whose results one kernel only adds into a gradient
       // slot add into the slot themselves.
       SmallVector<otck::KernelOp> calls;
@@ -584,16 +588,17 @@ struct FuseEpiloguesPass
     return true;
   }
 
-  /// y = t + r right after the layer norm gradient kernel `k1` that writes
+  /// y = t + r right after the layer or RMS norm gradient kernel `k1` that
+  /// writes
   /// its dx into the temporary t, with r of t's shape and type in another
   /// buffer (the residual stream's gradient), becomes the library call's
   /// residual operand: k1 reads r and writes dx = r + the input gradient to
   /// y, one rounding, no add kernel. y may be r's own buffer (the library
   /// allows dx to be the residual's buffer). Only when nothing between the
   /// two touches y or writes r, and y is none of k1's other operands.
-  bool fuseLayerNormResidual(otck::KernelOp k1) {
-    auto grad = dyn_cast_or_null<LayerNormGradOp>(bodyOp(k1));
-    if (!grad || grad.getResidual())
+  template <typename NormGradOp>
+  bool fuseNormResidual(otck::KernelOp k1, NormGradOp grad) {
+    if (grad.getResidual())
       return false;
     Block &body = k1.getBody().front();
     Operation *yield = body.getTerminator();
@@ -634,7 +639,7 @@ struct FuseEpiloguesPass
     if (otck::usedBetween(k1, k2, ys, /*touch=*/true) ||
         otck::usedBetween(k1, k2, rs, /*touch=*/false))
       return false;
-    // The body's residual operand has the layer norm input's type.
+    // The body's residual operand has the norm input's type.
     auto argType = RankedTensorType::get(tt.getShape(), tt.getElementType());
     if (argType != grad.getInput().getType())
       return false;

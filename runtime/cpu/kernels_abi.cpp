@@ -221,15 +221,19 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, int32_t accumulate, float *dx,
-                           float *dgamma, void *) {
-  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
+                           const float *rstd, const float *residual,
+                           int32_t accumulate, float *dx, float *dgamma,
+                           void *) {
+  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, residual, accumulate, dx,
+                    dgamma);
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, int32_t accumulate,
-                            otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *) {
-  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
+                            const float *rstd, const otcrt_bf16 *residual,
+                            int32_t accumulate, otcrt_bf16 *dx,
+                            otcrt_bf16 *dgamma, void *) {
+  return rmsNormBwd(rows, cols, dy, x, gamma, rstd, residual, accumulate, dx,
+                    dgamma);
 }
 
 int otcrt_rope_f32(int64_t n0, int64_t n1, int64_t n2, int64_t dim, int64_t rot,

@@ -74,11 +74,12 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const float *x,
 int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
                const otcrt_bf16 *gamma, otcrt_bf16 *y, float *rstd);
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, int32_t accumulate,
-               float *dx, float *dgamma);
+               const float *gamma, const float *rstd, const float *residual,
+               int32_t accumulate, float *dx, float *dgamma);
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
-               int32_t accumulate, otcrt_bf16 *dx, otcrt_bf16 *dgamma);
+               const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
+               otcrt_bf16 *dgamma);
 
 /// Rotary position embedding and its transpose, the gradient (rope.cpp).
 /// The first `rot` features of a row rotate (pairs (p, p + rot / 2), or

@@ -172,8 +172,8 @@ int rmsNormFwdImpl(int64_t rows, int64_t cols, float eps, const T *x,
 
 template <typename T>
 int rmsNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
-                   const T *gamma, const float *rstd, int32_t accumulate, T *dx,
-                   T *dgamma) {
+                   const T *gamma, const float *rstd, const T *residual,
+                   int32_t accumulate, T *dx, T *dgamma) {
   if (accumulate != 0 && accumulate != 1)
     return 1;
   if (cols <= 0)
@@ -182,7 +182,7 @@ int rmsNormBwdImpl(int64_t rows, int64_t cols, const T *dy, const T *x,
     parameterGradients<T>(std::max<int64_t>(rows, 0), cols, dy, x, nullptr,
                           rstd, accumulate, dgamma, nullptr);
   if (rows > 0)
-    inputGradient<T>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr, dx);
+    inputGradient<T>(rows, cols, dy, x, gamma, nullptr, rstd, residual, dx);
   return 0;
 }
 
@@ -222,14 +222,17 @@ int rmsNormFwd(int64_t rows, int64_t cols, float eps, const otcrt_bf16 *x,
   return rmsNormFwdImpl(rows, cols, eps, x, gamma, y, rstd);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const float *dy, const float *x,
-               const float *gamma, const float *rstd, int32_t accumulate,
-               float *dx, float *dgamma) {
-  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
+               const float *gamma, const float *rstd, const float *residual,
+               int32_t accumulate, float *dx, float *dgamma) {
+  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, residual, accumulate,
+                        dx, dgamma);
 }
 int rmsNormBwd(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                const otcrt_bf16 *x, const otcrt_bf16 *gamma, const float *rstd,
-               int32_t accumulate, otcrt_bf16 *dx, otcrt_bf16 *dgamma) {
-  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, accumulate, dx, dgamma);
+               const otcrt_bf16 *residual, int32_t accumulate, otcrt_bf16 *dx,
+               otcrt_bf16 *dgamma) {
+  return rmsNormBwdImpl(rows, cols, dy, x, gamma, rstd, residual, accumulate,
+                        dx, dgamma);
 }
 
 } // namespace cpu

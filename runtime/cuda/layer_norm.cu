@@ -387,16 +387,18 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 }
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, int32_t accumulate, float *dx,
-                           float *dgamma, void *stream) {
-  return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
+                           const float *rstd, const float *residual,
+                           int32_t accumulate, float *dx, float *dgamma,
+                           void *stream) {
+  return normBwd<float>(rows, cols, dy, x, gamma, nullptr, rstd, residual,
                         accumulate, dx, dgamma, nullptr, stream);
 }
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, int32_t accumulate,
-                            otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *stream) {
-  return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, nullptr,
+                            const float *rstd, const otcrt_bf16 *residual,
+                            int32_t accumulate, otcrt_bf16 *dx,
+                            otcrt_bf16 *dgamma, void *stream) {
+  return normBwd<otcrt_bf16>(rows, cols, dy, x, gamma, nullptr, rstd, residual,
                              accumulate, dx, dgamma, nullptr, stream);
 }
 

@@ -117,9 +117,9 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
             *dXIn = device(x, skew), *dDy = device(dy, skew);
       if (rms) {
         otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                               rstd.data(), 0, dx.data(), dg.data());
+                               rstd.data(), nullptr, 0, dx.data(), dg.data());
         c.rc(otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, device(gamma),
-                                    device(rstd), 0, dX, dG, nullptr),
+                                    device(rstd), nullptr, 0, dX, dG, nullptr),
              "bwd");
       } else {
         otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
@@ -146,12 +146,12 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
         otcrt::cpu::rmsNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
                                yb.data(), rstd.data());
         otcrt::cpu::rmsNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                               rstd.data(), 0, dxb.data(), dgb.data());
+                               rstd.data(), nullptr, 0, dxb.data(), dgb.data());
         c.rc(otcrt_rms_norm_fwd_bf16(rows, cols, 1e-5f, dXIn, device(gb), dY,
                                      dR, nullptr),
              "fwd");
-        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR, 0,
-                                     dX, dG, nullptr),
+        c.rc(otcrt_rms_norm_bwd_bf16(rows, cols, dDy, dXIn, device(gb), dR,
+                                     nullptr, 0, dX, dG, nullptr),
              "bwd");
       } else {
         otcrt::cpu::layerNormFwd(rows, cols, 1e-5f, xb.data(), gb.data(),
@@ -172,37 +172,57 @@ void testNorms(std::mt19937 &rng, int64_t rows, int64_t cols, size_t skew = 0) {
       c.bf16(host(dX, n), dxb, "dx");
       c.bf16(host(dG, cols), dgb, "dgamma");
     }
-    if (!rms) {
+    {
       // A residual gradient added to dx (at the same skew), f32 and bf16;
       // then dx written over the residual.
-      Check c("layer_norm_bwd_residual" + shape);
+      Check c(kind + "_bwd_residual" + shape);
       Floats res = random(n, rng), dxr(n), dgr(cols), dbr(cols);
-      otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                               mean.data(), rstd.data(), res.data(), 0,
-                               dxr.data(), dgr.data(), dbr.data());
+      // The call of this norm's f32 or bf16 kernel on either side.
+      auto f32 = [&](const float *dy_, const float *x_, const float *g_,
+                     const float *m_, const float *r_, const float *res_,
+                     float *dx_, float *dg_, float *db_, bool device_) {
+        if (rms)
+          return device_ ? otcrt_rms_norm_bwd_f32(rows, cols, dy_, x_, g_, r_,
+                                                  res_, 0, dx_, dg_, nullptr)
+                         : otcrt::cpu::rmsNormBwd(rows, cols, dy_, x_, g_, r_,
+                                                  res_, 0, dx_, dg_);
+        return device_
+                   ? otcrt_layer_norm_bwd_f32(rows, cols, dy_, x_, g_, m_, r_,
+                                              res_, 0, dx_, dg_, db_, nullptr)
+                   : otcrt::cpu::layerNormBwd(rows, cols, dy_, x_, g_, m_, r_,
+                                              res_, 0, dx_, dg_, db_);
+      };
+      c.rc(f32(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(),
+               res.data(), dxr.data(), dgr.data(), dbr.data(), false),
+           "host f32");
       float *dX = device(dxr, skew), *dRes = device(res, skew);
-      c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy, skew),
-                                    device(x, skew), device(gamma),
-                                    device(mean), device(rstd), dRes, 0, dX,
-                                    device(dgr), device(dbr), nullptr),
+      c.rc(f32(device(dy, skew), device(x, skew), device(gamma), device(mean),
+               device(rstd), dRes, dX, device(dgr), device(dbr), true),
            "f32");
       c.f32(host(dX, n), dxr, "dx f32");
-      c.rc(otcrt_layer_norm_bwd_f32(rows, cols, device(dy, skew),
-                                    device(x, skew), device(gamma),
-                                    device(mean), device(rstd), dRes, 0, dRes,
-                                    nullptr, nullptr, nullptr),
+      c.rc(f32(device(dy, skew), device(x, skew), device(gamma), device(mean),
+               device(rstd), dRes, dRes, nullptr, nullptr, true),
            "f32 over the residual");
       c.f32(host(dRes, n), dxr, "dx f32 over the residual");
       Bf16s xb = toBf16(x), gb = toBf16(gamma), dyb = toBf16(dy),
             resb = toBf16(res), dxbr(n), dgbr(cols), dbbr(cols);
-      otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
-                               mean.data(), rstd.data(), resb.data(), 0,
-                               dxbr.data(), dgbr.data(), dbbr.data());
+      if (rms)
+        otcrt::cpu::rmsNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
+                               rstd.data(), resb.data(), 0, dxbr.data(),
+                               dgbr.data());
+      else
+        otcrt::cpu::layerNormBwd(rows, cols, dyb.data(), xb.data(), gb.data(),
+                                 mean.data(), rstd.data(), resb.data(), 0,
+                                 dxbr.data(), dgbr.data(), dbbr.data());
       otcrt_bf16 *dXb = device(dxbr, skew);
-      c.rc(otcrt_layer_norm_bwd_bf16(rows, cols, device(dyb, skew),
-                                     device(xb, skew), device(gb), device(mean),
-                                     device(rstd), device(resb, skew), 0, dXb,
-                                     nullptr, nullptr, nullptr),
+      c.rc(rms ? otcrt_rms_norm_bwd_bf16(rows, cols, device(dyb, skew),
+                                         device(xb, skew), device(gb),
+                                         device(rstd), device(resb, skew), 0,
+                                         dXb, nullptr, nullptr)
+               : otcrt_layer_norm_bwd_bf16(
+                     rows, cols, device(dyb, skew), device(xb, skew),
+                     device(gb), device(mean), device(rstd), device(resb, skew),
+                     0, dXb, nullptr, nullptr, nullptr),
            "bf16");
       c.bf16(host(dXb, n), dxbr, "dx bf16");
     }
@@ -252,14 +272,14 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
     // accumulate: bit 1 adds dgamma into g, bit 2 dbeta into b.
     auto f32 = [&](int accumulate, float *g, float *b) {
       return rms ? otcrt_rms_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma, dRstd,
-                                          accumulate, dX, g, nullptr)
+                                          nullptr, accumulate, dX, g, nullptr)
                  : otcrt_layer_norm_bwd_f32(rows, cols, dDy, dXIn, dGamma,
                                             shift, dRstd, nullptr, accumulate,
                                             dX, g, b, nullptr);
     };
     if (rms)
       otcrt::cpu::rmsNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
-                             rstd.data(), 0, dx.data(), dg.data());
+                             rstd.data(), nullptr, 0, dx.data(), dg.data());
     else
       otcrt::cpu::layerNormBwd(rows, cols, dy.data(), x.data(), gamma.data(),
                                mean.data(), rstd.data(), nullptr, 0, dx.data(),
@@ -282,7 +302,8 @@ void testNormParamGrads(std::mt19937 &rng, int64_t rows, int64_t cols) {
                      *dGammab = device(gb);
     auto bf16 = [&](int accumulate, otcrt_bf16 *g, otcrt_bf16 *b) {
       return rms ? otcrt_rms_norm_bwd_bf16(rows, cols, dDyb, dXInb, dGammab,
-                                           dRstd, accumulate, dXb, g, nullptr)
+                                           dRstd, nullptr, accumulate, dXb, g,
+                                           nullptr)
                  : otcrt_layer_norm_bwd_bf16(rows, cols, dDyb, dXInb, dGammab,
                                              shift, dRstd, nullptr, accumulate,
                                              dXb, g, b, nullptr);

@@ -243,8 +243,8 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
       refNormGrad(true, tc.rows, tc.cols, eps, xd, gd, kt::toDouble(dy));
   std::vector<float> dx(n), dgamma(tc.cols, NAN);
   ASSERT_EQ(otcrt_rms_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
-                                   rstd.data(), 0, dx.data(), dgamma.data(),
-                                   nullptr),
+                                   rstd.data(), nullptr, 0, dx.data(),
+                                   dgamma.data(), nullptr),
             0);
   kt::expectNear(dx, gref.dx, 1e-4, 1e-4, "dx");
   kt::expectNear(dgamma, gref.dgamma, 1e-5, 1e-4, "dgamma");
@@ -261,10 +261,41 @@ void runRmsNorm(const NormCase &tc, std::mt19937 &rng) {
   EXPECT_EQ(rstdb, rstd);
   ASSERT_EQ(otcrt_rms_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
                                     tc.gamma ? gb.data() : nullptr, rstd.data(),
-                                    0, dxb.data(), dgb.data(), nullptr),
+                                    nullptr, 0, dxb.data(), dgb.data(),
+                                    nullptr),
             0);
   kt::expectBf16Of(dxb, dx, "dx bf16");
   kt::expectBf16Of(dgb, dgamma, "dgamma bf16");
+
+  // A residual gradient, as for layer norm: dx + residual formed in float,
+  // rounded once, dgamma unchanged; also written over the residual.
+  std::vector<float> res = kt::random(n, rng, -1, 1, true);
+  std::vector<float> dxr(n), dgr(tc.cols), sum(n);
+  ASSERT_EQ(otcrt_rms_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                   rstd.data(), res.data(), 0, dxr.data(),
+                                   dgr.data(), nullptr),
+            0);
+  for (int64_t e = 0; e < n; ++e)
+    sum[e] = dx[e] + res[e];
+  EXPECT_EQ(dxr, sum);
+  EXPECT_EQ(dgr, dgamma);
+  std::vector<float> over = res;
+  ASSERT_EQ(otcrt_rms_norm_bwd_f32(tc.rows, tc.cols, dy.data(), x.data(), gp,
+                                   rstd.data(), over.data(), 0, over.data(),
+                                   nullptr, nullptr),
+            0);
+  EXPECT_EQ(over, sum);
+  std::vector<otcrt_bf16> resb = kt::toBf16(res), dxbr(n), dgbr(tc.cols),
+                          sumb(n);
+  ASSERT_EQ(otcrt_rms_norm_bwd_bf16(tc.rows, tc.cols, dyb.data(), xb.data(),
+                                    tc.gamma ? gb.data() : nullptr, rstd.data(),
+                                    resb.data(), 0, dxbr.data(), dgbr.data(),
+                                    nullptr),
+            0);
+  for (int64_t e = 0; e < n; ++e)
+    sumb[e] = otcrt::cpu::floatToBf16(dx[e] + res[e]);
+  EXPECT_EQ(dxbr, sumb);
+  EXPECT_EQ(dgbr, dgb);
 }
 
 } // namespace
@@ -461,20 +492,20 @@ TEST(KernelsNorm, ParameterGradientsIntoSlots) {
   // RMS norm: bit 1 only.
   std::vector<float> rdx(rows * cols), rdg(cols), r2 = sg;
   ASSERT_EQ(otcrt_rms_norm_bwd_f32(rows, cols, dy.data(), x.data(),
-                                   gamma.data(), rstd.data(), 0, rdx.data(),
-                                   rdg.data(), nullptr),
+                                   gamma.data(), rstd.data(), nullptr, 0,
+                                   rdx.data(), rdg.data(), nullptr),
             0);
   ASSERT_EQ(otcrt_rms_norm_bwd_f32(rows, cols, dy.data(), x.data(),
-                                   gamma.data(), rstd.data(), 1, rdx.data(),
-                                   r2.data(), nullptr),
+                                   gamma.data(), rstd.data(), nullptr, 1,
+                                   rdx.data(), r2.data(), nullptr),
             0);
   EXPECT_EQ(r2, plus(sg, rdg));
   std::vector<otcrt_bf16> xb = kt::toBf16(x), dyb = kt::toBf16(dy),
                           gb = kt::toBf16(gamma), dxb(rows * cols),
                           r2b = kt::toBf16(sg);
   ASSERT_EQ(otcrt_rms_norm_bwd_bf16(rows, cols, dyb.data(), xb.data(),
-                                    gb.data(), rstd.data(), 1, dxb.data(),
-                                    r2b.data(), nullptr),
+                                    gb.data(), rstd.data(), nullptr, 1,
+                                    dxb.data(), r2b.data(), nullptr),
             0);
   EXPECT_EQ(r2b, plusBf16(kt::toBf16(sg), rdg));
   // Refused: nothing written.
@@ -485,8 +516,8 @@ TEST(KernelsNorm, ParameterGradientsIntoSlots) {
                                      nullptr, nullptr),
             1);
   EXPECT_EQ(otcrt_rms_norm_bwd_f32(rows, cols, dy.data(), x.data(),
-                                   gamma.data(), rstd.data(), 2, dx.data(),
-                                   keep.data(), nullptr),
+                                   gamma.data(), rstd.data(), nullptr, 2,
+                                   dx.data(), keep.data(), nullptr),
             1);
   EXPECT_EQ(keep, sg);
 }

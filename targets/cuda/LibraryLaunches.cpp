@@ -222,8 +222,8 @@ void launchesOf(RmsNormOp op, const DeviceModel &d,
 void launchesOf(RmsNormGradOp op, const DeviceModel &d,
                 SmallVectorImpl<KernelLaunch> &l) {
   normBackwardLaunches(d, op.getGrad(), op.getInput(), op.getAxis(),
-                       /*rms=*/true, op.getGamma(), Value(), op.getDx(),
-                       op.getDgamma(), Value(), l);
+                       /*rms=*/true, op.getGamma(), op.getResidual(),
+                       op.getDx(), op.getDgamma(), Value(), l);
 }
 
 /// rope.cu: one launch, a thread per W pairs of the first R features of a

@@ -268,13 +268,16 @@ def expect_layer_norm_grad_residual(rng):
     sg, sb = normal(rng, (5,)), normal(rng, (5,))
     # RMS norm: xhat = x rstd with rstd = 1 / sqrt(mean(x^2) + eps).
     xd = x.astype(np.float64)
-    rms_xhat = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-5)
+    rms_rstd = 1 / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-5)
+    rms_xhat = xd * rms_rstd
+    rms_dx = rms_rstd * (g - rms_xhat * (g * rms_xhat).mean(axis=1, keepdims=True))
     return {"x": x, "gamma": gamma, "dy": dy, "r": r, "sg": sg, "sb": sb}, {
         "fused": want, "unfused": want, "dgamma": dgamma,
         "dgamma_into": sg.astype(np.float64) + dgamma,
         "dbeta_into": sb.astype(np.float64) + dy.astype(np.float64).sum(axis=0),
         "rms_dgamma_into": sg.astype(np.float64)
-        + (dy.astype(np.float64) * rms_xhat).sum(axis=0)}
+        + (dy.astype(np.float64) * rms_xhat).sum(axis=0),
+        "rms_residual": rms_dx + r.astype(np.float64)}
 
 
 CASES = [("attention", expect_attention),

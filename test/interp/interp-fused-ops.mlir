@@ -205,7 +205,8 @@ func.func @attention_packed(%qkv: tensor<1x5x8x3xf32> {otc.input = "qkv"},
 }
 
 // The layer norm gradient with a residual added to dx, and the same as
-// layer_norm_grad then otc.add: both equal to numpy's dx + r.
+// layer_norm_grad then otc.add: both equal to numpy's dx + r; RMS norm's
+// with a residual too.
 func.func @layer_norm_grad_residual(%x: tensor<3x5xf32> {otc.input = "x"},
                                     %gamma: tensor<5xf32> {otc.input = "gamma"},
                                     %dy: tensor<3x5xf32> {otc.input = "dy"},
@@ -214,7 +215,8 @@ func.func @layer_norm_grad_residual(%x: tensor<3x5xf32> {otc.input = "x"},
                                     %sb: tensor<5xf32> {otc.input = "sb"})
     -> (tensor<3x5xf32> {otc.output = "fused"}, tensor<3x5xf32> {otc.output = "unfused"},
         tensor<5xf32> {otc.output = "dgamma"}, tensor<5xf32> {otc.output = "dgamma_into"},
-        tensor<5xf32> {otc.output = "dbeta_into"}, tensor<5xf32> {otc.output = "rms_dgamma_into"}) {
+        tensor<5xf32> {otc.output = "dbeta_into"}, tensor<5xf32> {otc.output = "rms_dgamma_into"},
+        tensor<3x5xf32> {otc.output = "rms_residual"}) {
   %y, %mean, %rstd = otc.layer_norm %x gamma %gamma {axis = 1 : i64, epsilon = 1.0e-05 : f64}
       : (tensor<3x5xf32>, tensor<5xf32>) -> (tensor<3x5xf32>, tensor<3xf32>, tensor<3xf32>)
   %dx, %dg, %db = otc.layer_norm_grad %dy, %x gamma %gamma, %mean, %rstd residual %r {axis = 1 : i64}
@@ -233,5 +235,9 @@ func.func @layer_norm_grad_residual(%x: tensor<3x5xf32> {otc.input = "x"},
   %rdx, %rdg = otc.rms_norm_grad %dy, %x gamma %gamma, %rrstd dgamma_acc %sg {axis = 1 : i64}
       : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<5xf32>)
       -> (tensor<3x5xf32>, tensor<5xf32>)
-  return %dx, %sum, %dg, %dg3, %db3, %rdg : tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
+  // RMS norm's dx with the residual added.
+  %rrdx, %rrdg = otc.rms_norm_grad %dy, %x gamma %gamma, %rrstd residual %r {axis = 1 : i64}
+      : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<3x5xf32>)
+      -> (tensor<3x5xf32>, tensor<5xf32>)
+  return %dx, %sum, %dg, %dg3, %db3, %rdg, %rrdx : tensor<3x5xf32>, tensor<3x5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<3x5xf32>
 }

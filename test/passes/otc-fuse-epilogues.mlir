@@ -429,6 +429,38 @@ func.func @ln_residual_in_place() {
 
 // -----
 
+// The same for an RMS norm gradient (Llama's residual stream), its dx
+// written over the residual's bytes.
+// CHECK-LABEL: func.func @rms_residual
+// CHECK: %[[R:.*]] = otck.buffer {slot = "r"} : memref<16x32xbf16>
+// CHECK-NOT: otck.buffer : memref<16x32xbf16>
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[R]] : {{.*}}) outs(%[[R]], %{{.*}} :
+// CHECK-NEXT: ^bb0({{.*}}, %[[A:.*]]: tensor<16x32xbf16>):
+// CHECK: otc.rms_norm_grad {{.*}} residual %[[A]] {axis = 1 : i64}
+// CHECK-NOT: otc.add
+func.func @rms_residual() {
+  %dy = otck.buffer {slot = "dy"} : memref<16x32xbf16>
+  %x = otck.buffer {slot = "x"} : memref<16x32xbf16>
+  %g = otck.buffer {slot = "g"} : memref<32xbf16>
+  %s = otck.buffer {slot = "s"} : memref<16xf32>
+  %r = otck.buffer {slot = "r"} : memref<16x32xbf16>
+  %dg = otck.buffer {slot = "dg"} : memref<32xbf16>
+  %t = otck.buffer : memref<16x32xbf16>
+  otck.kernel ins(%dy, %x, %g, %s : memref<16x32xbf16>, memref<16x32xbf16>, memref<32xbf16>, memref<16xf32>) outs(%t, %dg : memref<16x32xbf16>, memref<32xbf16>) {
+  ^bb0(%a: tensor<16x32xbf16>, %b: tensor<16x32xbf16>, %c: tensor<32xbf16>, %e: tensor<16xf32>):
+    %dx, %dgamma = otc.rms_norm_grad %a, %b gamma %c, %e {axis = 1 : i64} : (tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<32xbf16>, tensor<16xf32>) -> (tensor<16x32xbf16>, tensor<32xbf16>)
+    otck.yield %dx, %dgamma : tensor<16x32xbf16>, tensor<32xbf16>
+  }
+  otck.kernel ins(%t, %r : memref<16x32xbf16>, memref<16x32xbf16>) outs(%r : memref<16x32xbf16>) {
+  ^bb0(%a: tensor<16x32xbf16>, %b: tensor<16x32xbf16>):
+    %v = otc.add %a, %b : (tensor<16x32xbf16>, tensor<16x32xbf16>) -> tensor<16x32xbf16>
+    otck.yield %v : tensor<16x32xbf16>
+  }
+  return
+}
+
+// -----
+
 // Not fused: the residual is written in between, dx has a second reader,
 // the add broadcasts a row, or y is the call's own input.
 // CHECK-LABEL: func.func @ln_written_between

@@ -88,15 +88,19 @@ int otcrt_rms_norm_fwd_bf16(int64_t rows, int64_t cols, float eps,
 
 /// Its gradient: xhat = x rstd, g = dy gamma, dx = rstd (g - xhat mean(g
 /// xhat)); dgamma = sum over rows of dy xhat (may be NULL), added into when
-/// `accumulate` is 1 (as for layer norm's bit 1).
+/// `accumulate` is 1 (as for layer norm's bit 1). `residual` (NULL = none)
+/// is added to dx as for layer norm, and dx may likewise be dy's or the
+/// residual's very buffer.
 int otcrt_rms_norm_bwd_f32(int64_t rows, int64_t cols, const float *dy,
                            const float *x, const float *gamma,
-                           const float *rstd, int32_t accumulate, float *dx,
-                           float *dgamma, void *stream);
+                           const float *rstd, const float *residual,
+                           int32_t accumulate, float *dx, float *dgamma,
+                           void *stream);
 int otcrt_rms_norm_bwd_bf16(int64_t rows, int64_t cols, const otcrt_bf16 *dy,
                             const otcrt_bf16 *x, const otcrt_bf16 *gamma,
-                            const float *rstd, int32_t accumulate,
-                            otcrt_bf16 *dx, otcrt_bf16 *dgamma, void *stream);
+                            const float *rstd, const otcrt_bf16 *residual,
+                            int32_t accumulate, otcrt_bf16 *dx,
+                            otcrt_bf16 *dgamma, void *stream);
 
 /*===--- Rotary embedding ------------------------------------------------===*/
 
