@@ -359,6 +359,13 @@ public:
   void importGatherND();
   void importGatherElements();
   void importTopK();
+  /// The indices of the `k` largest (or, not `largest`, smallest) values
+  /// of float `x` along `axis`, sorted, ties by the lower index, [..., k,
+  /// ...]; with `values`, their values too (a gather of x, through which
+  /// their gradient reaches x).
+  mlir::Value topK(mlir::Value x, int64_t axis, int64_t k, bool largest,
+                   mlir::Value *values);
+  void importArgMax();
   void importOneHot();
   void importTile();
   void importPad();

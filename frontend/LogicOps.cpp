@@ -435,6 +435,15 @@ void Importer::importTopK() {
              "] (the size of axis " + Twine(axis) + ")");
   bool largest = attrInt("largest", 1) != 0;
   // With `sorted` 0 any order is allowed: the sorted one is.
+  Value values;
+  Value idx = topK(x, axis, k, largest, &values);
+  define(0, values);
+  define(1, idx);
+}
+
+Value Importer::topK(Value x, int64_t axis, int64_t k, bool largest,
+                     Value *values) {
+  int64_t r = shapeOf(x).size();
   // The axis goes last, then back.
   SmallVector<int64_t> perm, inverse(r);
   for (int64_t d = 0; d < r; ++d)
@@ -455,24 +464,110 @@ void Importer::importTopK() {
   auto idxType = tensorType(outShape, builder.getI64Type());
   Value idx = builder.create<TopKOp>(currentLoc, idxType, key,
                                      builder.getI64IntegerAttr(k));
-  // The values: a gather of the flattened rows at row * n + index, through
-  // which the values' gradient reaches the input.
-  SmallVector<int64_t> base(rows * k);
-  for (int64_t i = 0; i < rows * k; ++i)
-    base[i] = (i / k) * n;
-  Value flatIdx = builder.createOrFold<AddOp>(
-      currentLoc, idxType, idx,
-      builder.create<ConstantOp>(
-          currentLoc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
-  Value values = builder.createOrFold<GatherOp>(
-      currentLoc, tensorType(outShape, elemOf(x)),
-      reshape(xt, {rows * n}), flatIdx, builder.getI64IntegerAttr(0));
-  if (moved) {
-    values = transposeTo(values, inverse);
-    idx = transposeTo(idx, inverse);
+  if (values) {
+    // The values: a gather of the flattened rows at row * n + index,
+    // through which the values' gradient reaches the input.
+    SmallVector<int64_t> base(rows * k);
+    for (int64_t i = 0; i < rows * k; ++i)
+      base[i] = (i / k) * n;
+    Value flatIdx = builder.createOrFold<AddOp>(
+        currentLoc, idxType, idx,
+        builder.create<ConstantOp>(
+            currentLoc,
+            DenseElementsAttr::get(idxType, ArrayRef<int64_t>(base))));
+    *values = builder.createOrFold<GatherOp>(
+        currentLoc, tensorType(outShape, elemOf(x)), reshape(xt, {rows * n}),
+        flatIdx, builder.getI64IntegerAttr(0));
+    if (moved)
+      *values = transposeTo(*values, inverse);
   }
-  define(0, values);
-  define(1, idx);
+  return moved ? transposeTo(idx, inverse) : idx;
+}
+
+/// Integers compared as float32 are exact within +-2^24.
+static constexpr int64_t kExactInFloat = int64_t(1) << 24;
+
+void Importer::importArgMax() {
+  Value x = input(0);
+  ArrayRef<int64_t> xs = shapeOf(x);
+  int64_t r = xs.size();
+  if (r < 1)
+    nodeFail("the input must have rank 1 or more");
+  int64_t axis = normAxis(attrInt("axis", 0), r, "axis");
+  if (xs[axis] < 1)
+    nodeFail("axis " + Twine(axis) + " is empty");
+  bool lastOnTies = attrInt("select_last_index", 0) != 0;
+  bool keepDims = attrInt("keepdims", 1) != 0;
+  if (!isa<FloatType>(elemOf(x))) {
+    // An integer input is compared as float32 (otc.top_k orders floats),
+    // which is exact within +-2^24: so it must be known to stay there. A
+    // cast of booleans does (CLIP's argmax of `ids == eos`); a constant is
+    // checked; a graph input is bounded as a gather's indices are (`train`
+    // checks what it feeds); anything else is refused.
+    // Through integer-to-integer casts to a boolean, or to where they start.
+    Value src = x;
+    bool fromBool = false;
+    while (true) {
+      if (getElementTypeOrSelf(src.getType()).isInteger(1)) {
+        fromBool = true;
+        break;
+      }
+      auto cast = src.getDefiningOp<CastOp>();
+      if (!cast || !getElementTypeOrSelf(cast.getInput().getType()).isInteger())
+        break;
+      src = cast.getInput();
+    }
+    DenseIntElementsAttr known;
+    if (fromBool) {
+      // 0 and 1.
+    } else if (matchPattern(x, m_Constant(&known))) {
+      for (const APInt &v : known.getValues<APInt>())
+        if (int64_t i = v.getSExtValue();
+            i <= -kExactInFloat || i >= kExactInFloat)
+          nodeFail(opType() + " of the integer " + Twine(i) +
+                   ": integers are compared as float32, exact within +-2^24");
+    } else if (isa<BlockArgument>(src)) {
+      checkElementIndices(src, kExactInFloat, axis);
+    } else {
+      nodeFail(opType() + " of " + typeStr(x.getType()) +
+               " values computed in the graph is not supported: integers are "
+               "compared as float32, exact within +-2^24, which only booleans, "
+               "constants and graph inputs (checked by train) are known to "
+               "keep");
+    }
+    x = builder.createOrFold<CastOp>(currentLoc,
+                                     tensorType(xs, builder.getF32Type()), x);
+  }
+  // Ties go to the first (otc.top_k's order); with select_last_index to
+  // the last: the first of the axis reversed, counted back from its end.
+  const int64_t n = xs[axis];
+  if (lastOnTies) {
+    SmallVector<int64_t> reversed(n);
+    for (int64_t i = 0; i < n; ++i)
+      reversed[i] = n - 1 - i;
+    auto idxType = tensorType({n}, builder.getI64Type());
+    x = builder.createOrFold<GatherOp>(
+        currentLoc, x.getType(), x,
+        builder.create<ConstantOp>(
+            currentLoc,
+            DenseElementsAttr::get(idxType, ArrayRef<int64_t>(reversed))),
+        builder.getI64IntegerAttr(axis));
+  }
+  Value idx = topK(x, axis, 1, opType() == "ArgMax", nullptr);
+  if (lastOnTies) {
+    auto t = cast<RankedTensorType>(idx.getType());
+    idx = builder.createOrFold<SubOp>(
+        currentLoc, t,
+        builder.create<ConstantOp>(currentLoc,
+                                   DenseElementsAttr::get(t, APInt(64, n - 1))),
+        idx);
+  }
+  if (!keepDims) {
+    SmallVector<int64_t> shape(xs);
+    shape.erase(shape.begin() + axis);
+    idx = reshape(idx, shape);
+  }
+  define(0, idx);
 }
 
 void Importer::importOneHot() {

@@ -46,6 +46,8 @@ static const OpInfo kOps[] = {
     {"Abs", 13, 0, &Importer::importUnary},
     {"Add", 13, 0, &Importer::importBinary},
     {"And", 7, 0, &Importer::importLogic},
+    {"ArgMax", 13, 0, &Importer::importArgMax},
+    {"ArgMin", 13, 0, &Importer::importArgMax},
     {"Attention", 23, 0, &Importer::importAttention},
     {"Cast", 13, 0, &Importer::importCast},
     {"CastLike", 15, 0, &Importer::importCastLike},
