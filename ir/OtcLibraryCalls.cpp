@@ -335,12 +335,15 @@ void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 }
 
 /// The experts' products, priced as one GEMM of all the rows (each expert's
-/// matrix read once, the rows gathered and the results scattered).
+/// matrix read once, the rows gathered and the results scattered). The
+/// kernels multiply in FP32 on the CUDA cores, whatever the operands' type
+/// (runtime/cuda/expert_matmul.cu), so they are priced at the FP32 GEMM's
+/// rate, never the tensor cores' BF16 one.
 void ExpertMatmulOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
   int64_t n = shapeOf(getX())[0], k = getDepth(), o = getWidth();
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4;
-  gemms.push_back({"experts", n, o, k, bf16,
+  gemms.push_back({"experts", n, o, k, /*bf16=*/false,
                    n * k * e + double(bytesOf(getW())) + n * o * 4.0, 4});
 }
 
@@ -364,7 +367,8 @@ void ExpertMatmulWgradOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
           o = shapeOf(getDy())[1];
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4;
-  gemms.push_back({"expert weights", k, o, n, bf16,
+  // FP32 on the CUDA cores, as the products above.
+  gemms.push_back({"expert weights", k, o, n, /*bf16=*/false,
                    n * (k + o) * e + double(bytesOf(getResult())), 4});
 }
 
