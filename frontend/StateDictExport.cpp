@@ -246,6 +246,9 @@ private:
   onnx::ModelProto model;
   std::vector<Init> inits;
   std::map<std::string, size_t> byName;
+  /// One-element float initializers: parameters only when the checkpoint
+  /// trained them (CLIP's logit_scale under --train=logit_scale).
+  std::map<std::string, Init> scalars;
   std::map<std::string, const onnx::ValueInfoProto *> infos;
   std::map<std::string, std::vector<std::pair<int, int>>> readers;
   /// Reference tensors copied through (not in the graph).
@@ -304,9 +307,15 @@ bool StateDictBuilder::load(std::string &error) {
     bool finite = true;
     for (float x : init.original)
       finite &= std::isfinite(x);
-    // Scalars, one-element constants and masks are never parameters.
-    if (init.original.size() < 2 || !finite)
+    // Scalars, one-element constants and masks are never parameters,
+    // unless a scalar was trained (applyTrained).
+    if (!finite)
       continue;
+    if (init.original.size() < 2) {
+      init.current = init.original;
+      scalars[init.name] = std::move(init);
+      continue;
+    }
     init.current = init.original;
     byName[init.name] = inits.size();
     inits.push_back(std::move(init));
@@ -318,6 +327,14 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
                                     std::string &error) {
   for (const ExportWeight &w : trained) {
     auto it = byName.find(w.name);
+    if (auto s = scalars.find(w.name);
+        it == byName.end() && s != scalars.end()) {
+      // A one-element initializer that was trained is a parameter.
+      byName[w.name] = inits.size();
+      inits.push_back(std::move(s->second));
+      scalars.erase(s);
+      it = byName.find(w.name);
+    }
     if (it == byName.end()) {
       error = "weight '" + w.name + "' is not a float initializer of " +
               options.modelPath + " (weights of another model?)";
