@@ -278,6 +278,12 @@ Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
     if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
       ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
       c.reason = untrainedReason(c.data.floats);
+      // A single element the exporter's graph signature names as a
+      // parameter under its own name is one PyTorch trains (CLIP's
+      // logit_scale): not a scalar of the forward stored as an initializer.
+      if (c.data.floats.size() == 1 && exported &&
+          exported->count(init.name()) && std::isfinite(c.data.floats[0]))
+        c.reason.clear();
       if (c.reason.empty() && exported)
         c.reason = foldedLookupReason(init.name(), origins, c.data.floats);
       if (!origins.fromParameter(init.name()) && c.reason.empty() && !forced)

@@ -3,7 +3,12 @@
 logits = (x W) * exp(logit_scale), logit_scale a 0-d initializer (2.0),
 and a batch for it (x [2, 4], targets [2]).
 
-    make_scalar_param.py OUT.onnx BATCH.safetensors
+    make_scalar_param.py OUT.onnx BATCH.safetensors [--signature]
+
+With --signature the graph also carries the dynamo exporter's graph
+signature naming both initializers as PARAMETERs, as an export of the
+module would (onnx >= 1.16, the dev venv's: metadata_props on a graph);
+test/e2e/scalar-param/signature.onnx is that output, checked in.
 """
 import json
 import struct
@@ -27,7 +32,16 @@ def main():
          h.make_node("Mul", ["z", "e"], ["logits"])],
         "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 4])],
         [h.make_tensor_value_info("logits", T.FLOAT, [2, 3])], [w, s])
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), out)
+    if "--signature" in sys.argv:
+        p = g.metadata_props.add()
+        p.key = "pkg.torch.export.ExportedProgram.graph_signature"
+        p.value = ("\n# inputs\np_model_proj_weight: PARAMETER "
+                   "target='model.proj.weight'\np_model_logit_scale: PARAMETER "
+                   "target='model.logit_scale'\nx: USER_INPUT\n\n# outputs\n"
+                   "logits: USER_OUTPUT\n")
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8  # opset 17's, what older onnx releases check
+    onnx.save(model, out)
     x = rng.normal(size=(2, 4)).astype(np.float32).tobytes()
     t = np.array([0, 2], np.int64).tobytes()
     head = {"x": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, len(x)]},
