@@ -334,17 +334,23 @@ void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::result(0));
 }
 
+/// The share of cuBLASLt's BF16 GEMM rate the expert kernels' tensor-core
+/// path reaches (runtime/cuda/expert_matmul.cu: WMMA's mma.sync tiles of
+/// 64 x 64 without an asynchronous copy pipeline, where cuBLASLt runs
+/// Hopper's wgmma): an estimate, until otc-kernel-bench's expert cases
+/// measure it on a GPU. F32 storage runs the FP32 SIMT tiles, priced at the
+/// FP32 GEMM's rate.
+static constexpr double kExpertTensorCoreShare = 0.3;
+
 /// The experts' products, priced as one GEMM of all the rows (each expert's
-/// matrix read once, the rows gathered and the results scattered). The
-/// kernels multiply in FP32 on the CUDA cores, whatever the operands' type
-/// (runtime/cuda/expert_matmul.cu), so they are priced at the FP32 GEMM's
-/// rate, never the tensor cores' BF16 one.
+/// matrix read once, the rows gathered and the results scattered).
 void ExpertMatmulOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
   int64_t n = shapeOf(getX())[0], k = getDepth(), o = getWidth();
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4;
-  gemms.push_back({"experts", n, o, k, /*bf16=*/false,
-                   n * k * e + double(bytesOf(getW())) + n * o * 4.0, 4});
+  gemms.push_back({"experts", n, o, k, bf16,
+                   n * k * e + double(bytesOf(getW())) + n * o * 4.0, 4,
+                   bf16 ? kExpertTensorCoreShare : 1.0});
 }
 
 std::string ExpertMatmulWgradOp::getLibraryKernel() {
@@ -367,9 +373,10 @@ void ExpertMatmulWgradOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
           o = shapeOf(getDy())[1];
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4;
-  // FP32 on the CUDA cores, as the products above.
-  gemms.push_back({"expert weights", k, o, n, /*bf16=*/false,
-                   n * (k + o) * e + double(bytesOf(getResult())), 4});
+  // The tensor cores for BF16 at the estimated share, as the products above.
+  gemms.push_back({"expert weights", k, o, n, bf16,
+                   n * (k + o) * e + double(bytesOf(getResult())), 4,
+                   bf16 ? kExpertTensorCoreShare : 1.0});
 }
 
 //===----------------------------------------------------------------------===//

@@ -4,7 +4,9 @@
 // head's loss (chunked and whole) at GPT-2 124M's shapes, BF16, on random
 // data, so that the device model's GEMM curve, its attention rates
 // (targets/cuda/Devices.cpp) and its chunk choice can be judged against the
-// GPU.
+// GPU; and a mixture of experts' products (otcrt_expert_matmul and its
+// weight gradient) at OLMoE-1B-7B's shapes, whose rate the step-time model
+// estimates (ir/OtcLibraryCalls.cpp).
 //
 //   otc-kernel-bench [--rows R] [--reps N] [--json FILE]
 //
@@ -336,6 +338,58 @@ void attention(int64_t rows, bool packed) {
     CK(cudaFree(p));
 }
 
+__global__ void fillIds(int64_t *p, int64_t n, int64_t experts, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    p[i] =
+        int64_t((uniformAt(i, seed) * 0.5f + 0.5f) * float(experts)) % experts;
+}
+
+/// The experts' products of one OLMoE-1B-7B layer (64 experts, width 2048,
+/// each expert's gate and up [2048, 2048] and down [2048, 1024], stored
+/// transposed as the exports hold them) over `rows` rows already repeated
+/// top-k times, routed uniformly at random; forward and weight gradient.
+void experts(int64_t rows) {
+  const int64_t e = 64, c = 2048, f = 1024;
+  int64_t *ids;
+  CK(cudaMalloc(&ids, rows * sizeof(int64_t)));
+  fillIds<<<1024, 256>>>(ids, rows, e, nextSeed++);
+  CK(cudaGetLastError());
+  struct Shape {
+    const char *name;
+    int64_t depth, width;
+  } shapes[] = {{"experts gate_up", c, 2 * f}, {"experts down", f, c}};
+  for (const Shape &s : shapes) {
+    otcrt_bf16 *x = bf16(rows * s.depth), *w = bf16(e * s.width * s.depth),
+               *dy = bf16(rows * s.width);
+    float *out = f32(rows * s.width), *dw = f32(e * s.width * s.depth);
+    Result r;
+    r.name = s.name;
+    r.form = "expert_matmul";
+    r.m = rows, r.n = s.width, r.k = s.depth;
+    r.flops = 2.0 * rows * s.depth * s.width;
+    r.bytes =
+        2.0 * (rows * s.depth + e * s.depth * s.width) + 4.0 * rows * s.width;
+    r.ms = timeMedian(s.name, [&] {
+      return otcrt_expert_matmul_bf16(rows, e, s.depth, s.width, 1, x, ids, w,
+                                      out, stream);
+    });
+    results.push_back(r);
+    Result g = r;
+    g.name = std::string(s.name) + " dw";
+    g.form = "expert_matmul_wgrad";
+    g.bytes = 2.0 * rows * (s.depth + s.width) + 4.0 * e * s.depth * s.width;
+    g.ms = timeMedian(g.name.c_str(), [&] {
+      return otcrt_expert_matmul_wgrad_bf16(rows, e, s.depth, s.width, 1, dy, x,
+                                            ids, dw, stream);
+    });
+    results.push_back(g);
+    for (void *p : {(void *)x, (void *)w, (void *)dy, (void *)out, (void *)dw})
+      CK(cudaFree(p));
+  }
+  CK(cudaFree(ids));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -395,6 +449,8 @@ int main(int argc, char **argv) {
   gemm("head dx, 1024 rows", "input_grad", 1024, c, v, OTC_F32, 0);
   attention(rows, false);
   attention(rows, true);
+  // Top-8 of 64 experts: each token's row repeated 8 times.
+  experts(8 * rows);
   headLoss(rows, 0);
   for (int64_t chunk : {int64_t(512), int64_t(1024), int64_t(2048),
                          int64_t(4096), rows})
