@@ -27,23 +27,51 @@ using namespace otc;
 
 namespace {
 
-/// k when `op` sums its input over exactly its first k axes, 0 < k <
-/// rank (a bias's gradient: every axis but the last; a broadcast table's,
-/// e.g. learned positions added to every sequence: the batch axes); 0
-/// otherwise.
-static int64_t leadingAxesSummed(ReduceSumOp op) {
+/// Results below this many make a generated sum a few long serial loops
+/// (one work item per result)...
+constexpr int64_t kFewResults = 16384;
+/// ...when each sums at least this many elements.
+constexpr int64_t kLongSum = 1024;
+
+/// The order of `op`'s input axes that puts the summed ones first, when
+/// `op` becomes a column sum (the identity when they lead); none otherwise.
+/// Sums over exactly the leading axes always do (a bias's gradient: every
+/// axis but the last; a broadcast table's, e.g. learned positions added to
+/// every sequence: the batch axes). Any other sum does when a generated
+/// kernel would be a few long serial loops: few results, each of many
+/// elements (Whisper's Conv1d bias gradient, [B, C, T] over B and T: 768
+/// loops of 48,000; CLIP's logit_scale, a [256, 256] sum to one value):
+/// the input transposed (a copy) then summed by many threads a column.
+static std::optional<SmallVector<int64_t>> columnSumOrder(ReduceSumOp op) {
   auto in = cast<RankedTensorType>(op.getInput().getType());
   auto out = cast<RankedTensorType>(op.getResult().getType());
-  if (in.getRank() < 2 || !in.hasStaticShape() ||
-      !out.getElementType().isF32())
-    return 0;
+  const int64_t rank = in.getRank();
+  if (rank < 1 || !in.hasStaticShape() || !out.getElementType().isF32())
+    return std::nullopt;
   ArrayRef<int64_t> axes = op.getAxes();
-  if (axes.empty() || static_cast<int64_t>(axes.size()) >= in.getRank())
-    return 0;
+  if (axes.empty())
+    return std::nullopt;
+  SmallVector<int64_t> order(axes);
+  llvm::sort(order);
+  if (std::adjacent_find(order.begin(), order.end()) != order.end())
+    return std::nullopt;
+  int64_t results = 1, summed = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::is_contained(order, d))
+      summed *= in.getDimSize(d);
+    else {
+      results *= in.getDimSize(d);
+      order.push_back(d);
+    }
+  }
+  bool leading = true;
   for (auto [i, a] : llvm::enumerate(axes))
-    if (a != static_cast<int64_t>(i))
-      return 0;
-  return static_cast<int64_t>(axes.size());
+    leading &= a == static_cast<int64_t>(i);
+  if (leading && static_cast<int64_t>(axes.size()) < rank)
+    return order;
+  if (results >= kFewResults || summed < kLongSum)
+    return std::nullopt;
+  return order;
 }
 
 struct FuseReductionsPass
@@ -59,11 +87,12 @@ struct FuseReductionsPass
 
     SmallVector<ReduceSumOp> sums;
     getOperation().walk([&](ReduceSumOp op) {
-      if (leadingAxesSummed(op))
+      if (columnSumOrder(op))
         sums.push_back(op);
     });
     for (ReduceSumOp op : sums) {
-      int64_t k = leadingAxesSummed(op);
+      SmallVector<int64_t> order = *columnSumOrder(op);
+      const int64_t k = static_cast<int64_t>(op.getAxes().size());
       OpBuilder b(op);
       Value input = op.getInput();
       // Read a BF16 tensor widened only for this sum as it is.
@@ -72,11 +101,21 @@ struct FuseReductionsPass
         input = widen.getInput();
       auto in = cast<RankedTensorType>(input.getType());
       auto out = cast<RankedTensorType>(op.getResult().getType());
-      // Rows: the summed axes; columns: the rest (a view when k < rank - 1).
+      // The summed axes first.
+      if (!llvm::equal(order, llvm::seq<int64_t>(0, in.getRank()))) {
+        SmallVector<int64_t> moved;
+        for (int64_t d : order)
+          moved.push_back(in.getDimSize(d));
+        in = RankedTensorType::get(moved, in.getElementType());
+        input = b.create<TransposeOp>(op.getLoc(), in, input,
+                                      b.getDenseI64ArrayAttr(order));
+      }
+      // Rows: the summed axes; columns: the rest, or one column when every
+      // axis is summed (a view unless already [rows, cols]).
       int64_t rows = 1, cols = 1;
       for (auto [d, size] : llvm::enumerate(in.getShape()))
         (static_cast<int64_t>(d) < k ? rows : cols) *= size;
-      if (k != in.getRank() - 1)
+      if (k != in.getRank() - 1 || k == in.getRank())
         input = b.create<ReshapeOp>(
             op.getLoc(),
             RankedTensorType::get({rows, cols}, in.getElementType()), input);

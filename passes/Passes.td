@@ -371,7 +371,10 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
     column with many threads, reshaped back when the sum kept its
     dimensions. When its input is a widening cast of a BF16 tensor, the sum
     reads the BF16 tensor itself (widening is exact), so the FP32 copy is
-    never made.
+    never made. Any other FP32 sum with few results (under 16,384) of long
+    sums (1,024 elements or more), which a generated kernel would run as a
+    few serial loops, becomes one too: its input transposed so that the
+    summed axes lead (a full sum: one column of every element).
 
     ```mlir
     %w = otc.cast %dy : (tensor<8x64xbf16>) -> tensor<8x64xf32>

@@ -45,6 +45,28 @@ func.func @others(%x: tensor<4x8xf32>, %y: tensor<4x8xbf16>) -> (tensor<4xf32>, 
 
 // -----
 
+// Few results of long sums, which a generated kernel would run as a few
+// serial loops: Whisper's Conv1d bias gradient ([B, C, T] over B and T: 768
+// results of 48,000) is transposed to [B, T, C] and summed per column; a
+// full sum (CLIP's logit_scale gradient) is one column of all the elements.
+// Many results (row sums of 20,000 rows) stay generated.
+// CHECK-LABEL: func.func @few_long_sums
+// CHECK: %[[T:.*]] = otc.transpose %arg0, [0, 2, 1] : (tensor<16x768x3000xbf16>) -> tensor<16x3000x768xbf16>
+// CHECK-NEXT: %[[B:.*]] = otc.column_sum %[[T]] : (tensor<16x3000x768xbf16>) -> tensor<768xf32>
+// CHECK: %[[V:.*]] = otc.reshape %arg1 : (tensor<256x256xf32>) -> tensor<65536x1xf32>
+// CHECK-NEXT: %[[S:.*]] = otc.column_sum %[[V]] : (tensor<65536x1xf32>) -> tensor<1xf32>
+// CHECK-NEXT: %[[R:.*]] = otc.reshape %[[S]] : (tensor<1xf32>) -> tensor<f32>
+// CHECK: otc.reduce_sum %arg2, [1] : (tensor<20000x2048xf32>) -> tensor<20000xf32>
+func.func @few_long_sums(%dy: tensor<16x768x3000xbf16>, %g: tensor<256x256xf32>, %r: tensor<20000x2048xf32>) -> (tensor<768xf32>, tensor<f32>, tensor<20000xf32>) {
+  %w = otc.cast %dy : (tensor<16x768x3000xbf16>) -> tensor<16x768x3000xf32>
+  %b = otc.reduce_sum %w, [0, 2] : (tensor<16x768x3000xf32>) -> tensor<768xf32>
+  %s = otc.reduce_sum %g, [0, 1] : (tensor<256x256xf32>) -> tensor<f32>
+  %t = otc.reduce_sum %r, [1] : (tensor<20000x2048xf32>) -> tensor<20000xf32>
+  return %b, %s, %t : tensor<768xf32>, tensor<f32>, tensor<20000xf32>
+}
+
+// -----
+
 // The batch axis only (a learned position table added to every sequence):
 // the input seen as [batch, rest] (a reshape: a view at the buffer level),
 // summed per column, reshaped back to the table.
