@@ -140,6 +140,10 @@ struct Chain {
   /// [B, 1, 1, S], marked key_padding.
   Value padding;
   double paddingFill = 0.0;
+  /// A second additive mask added after the first ((S + mask) + extraMask:
+  /// T5's eager attention, its relative bias then the causal mask): the
+  /// fused op's mask is their sum.
+  Value extraMask;
 };
 } // namespace
 
@@ -448,6 +452,47 @@ static bool splitKeyPadding(Value cond, ArrayRef<int64_t> s, Chain &c) {
 /// `s`): a select with a fill or an added mask (classified as causal, a
 /// sliding window or an additive operand), the scale and Q K^T, possibly
 /// soft-capped. Fills `c`; yes when it matched. Changes no IR.
+/// (S + b) + m with S = scale * Q K^T, the inner sum read only by the
+/// outer one (T5's eager attention: its relative position bias, then the
+/// causal mask): S + (b + m). A causal band m is the fused op's causal
+/// flag, with b its mask; otherwise the mask is b + m (Chain::extraMask).
+static bool matchTwoMasks(AddOp outer, ArrayRef<int64_t> s, Chain &c) {
+  int64_t t = s[2], keys = s[3];
+  for (int side = 0; side < 2; ++side) {
+    auto inner =
+        (side ? outer.getRhs() : outer.getLhs()).getDefiningOp<AddOp>();
+    Value m = side ? outer.getLhs() : outer.getRhs();
+    if (!inner || !inner->hasOneUse())
+      continue;
+    for (int j = 0; j < 2; ++j) {
+      c = Chain();
+      if (!parseScores(j ? inner.getRhs() : inner.getLhs(), s, c))
+        continue;
+      Value b = j ? inner.getLhs() : inner.getRhs();
+      if (getElementTypeOrSelf(b.getType()) !=
+              getElementTypeOrSelf(m.getType()) ||
+          !broadcastShapes(shapeOf(b), shapeOf(m)))
+        continue;
+      std::optional<int64_t> band = cachedBand(m, 2, t, keys, [&](double v) {
+        if (v != 0.0 && v > kHiddenBelow)
+          return std::optional<bool>();
+        return std::optional<bool>(v <= kHiddenBelow);
+      });
+      c.mask = b;
+      if (band) {
+        c.causal = true;
+        c.window = *band;
+      } else {
+        c.extraMask = m;
+      }
+      c.maskGrad = dependsOnParam(b) || (!band && dependsOnParam(m));
+      return true;
+    }
+  }
+  c = Chain();
+  return false;
+}
+
 static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
                          bool scoresLike, Chain &c) {
   int64_t t = s[2], keys = s[3];
@@ -499,6 +544,8 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
       m = add.getLhs(), causalSelect = true;
     else if (isSoftCapped(add.getLhs()) || isSoftCapped(add.getRhs()))
       return Match::miss(kSoftCapParse);
+    else if (c = Chain(); matchTwoMasks(add, s, c))
+      return Match::yes();
     else
       return Match::miss("attention: neither addend is scale * Q K^T (or "
                          "its causal masking)");
@@ -685,6 +732,13 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
     c.mask = buildPaddingMask(softmax, c, rewriter);
   Operation *at = c.output.getDefiningOp();
   rewriter.setInsertionPoint(at);
+  if (c.extraMask) {
+    // The two masks' sum, broadcast as the unfused adds broadcast them.
+    SmallVector<int64_t> sum =
+        *broadcastShapes(shapeOf(c.mask), shapeOf(c.extraMask));
+    c.mask = rewriter.create<AddOp>(
+        at->getLoc(), withShape(c.mask.getType(), sum), c.mask, c.extraMask);
+  }
   if (!c.k)
     c.k = rewriter.create<TransposeOp>(
         at->getLoc(), withShape(c.kSource.getType(), ks), c.kSource, c.kPerm);

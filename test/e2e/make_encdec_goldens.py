@@ -14,6 +14,11 @@ reference gradients (test/e2e/hf-encdec-gradients.test):
   whisper WhisperForConditionalGeneration: input_features (8 mel bins, 32
          frames) through two Conv1d (the second of stride 2) and sinusoidal
          positions, decoder_input_ids -> logits
+  t5_eager T5 built with eager attention (t5 is SDPA's: the attribute set
+         after construction leaves T5 on SDPA): the decoder adds its
+         relative bias to the scores, then the causal mask
+
+    make_encdec_goldens.py [OUT_DIR [NAME...]]   (NAMEs: only those written)
 
 The dynamo exports use README's recipe (optimize=False, a dynamic batch).
 Dev-time: PyPI's torch 2.15.0, transformers 5.24.0, onnxscript 0.7.2 (the
@@ -94,12 +99,26 @@ def models():
         vocab_size=VOCAB, num_mel_bins=8, max_source_positions=16,
         max_target_positions=32, pad_token_id=1, bos_token_id=2, eos_token_id=3,
         decoder_start_token_id=2))
+    # T5 again, built with eager attention (the attribute set after
+    # construction, as the loop below does, leaves T5 on SDPA): its decoder
+    # adds the relative bias to the scores, then the causal mask. Its own
+    # seed, so the others' weights are what they were without it.
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        t5_eager = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+            vocab_size=VOCAB, relative_attention_num_buckets=8,
+            relative_attention_max_distance=16, attn_implementation="eager"))
     return {"vit": (vit, True), "clip": (clip, True), "bart": (bart, False),
-            "t5": (t5, False), "whisper": (whisper, False)}
+            "t5": (t5, False), "whisper": (whisper, False),
+            "t5_eager": (t5_eager, False)}
 
 
 def main():
+    # hf-encdec [NAME...]: only those written (every model is still built and
+    # run in order, so each one's inputs are the same either way).
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "hf-encdec")
+    only = set(sys.argv[2:])
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     built = models()
@@ -128,10 +147,12 @@ def main():
             inputs = {"input_ids": torch.randint(2, VOCAB, (BATCH, SEQ), generator=g),
                       "decoder_input_ids": torch.randint(2, VOCAB, (BATCH, SEQ), generator=g)}
             targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+        if only and name not in only:
+            continue
         path = os.path.join(out, name + ".onnx")
         args = tuple(inputs.values())
         names = list(inputs)
-        if name == "t5":
+        if name.startswith("t5"):
             torch.onnx.export(wrapped, args, path, dynamo=False, input_names=names,
                               output_names=["logits"],
                               dynamic_axes={n: {0: "batch"} for n in names})

@@ -517,3 +517,42 @@ func.func @mask_from_param_cuda(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>
   return %o : tensor<1x2x4x2xf32>
 }
 }
+
+// -----
+
+// Tests T5's eager decoder attention, (S + bias) + causal: the relative
+// bias from a parameter first, then a causal mask (-inf above the
+// diagonal). One causal otc.attention whose mask is the bias, with
+// mask_grad; the same with the causal mask added first (the sum read
+// whichever way round).
+// CHECK-LABEL: func.func @bias_then_causal
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {causal, mask_grad, scale = 1.000000e+00 : f64}
+// CHECK-NOT: otc.softmax
+func.func @bias_then_causal(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>,
+                            %bias: tensor<1x2x4x4xf32> {otc.param = "bias"}) -> tensor<1x2x4x2xf32> {
+  %m = otc.constant dense<[[[[0.0, -3.40282347e+38, -3.40282347e+38, -3.40282347e+38], [0.0, 0.0, -3.40282347e+38, -3.40282347e+38], [0.0, 0.0, 0.0, -3.40282347e+38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.add %s, %bias : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %b = otc.add %m, %a : (tensor<1x1x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %b {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// The second mask not a band (a run-time padding mask): one attention whose
+// mask is the two masks' sum, broadcast as the adds broadcast them.
+// CHECK-LABEL: func.func @bias_then_padding
+// CHECK: %[[SUM:.*]] = otc.add %arg3, %arg4 : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[SUM]] {mask_grad, scale = 1.000000e+00 : f64}
+// CHECK-NOT: otc.softmax
+func.func @bias_then_padding(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>,
+                             %bias: tensor<1x2x4x4xf32> {otc.param = "bias"}, %pad: tensor<1x1x1x4xf32>) -> tensor<1x2x4x2xf32> {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.add %s, %bias : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %b = otc.add %a, %pad : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %b {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
