@@ -44,6 +44,23 @@ static bool hasProductAbove(Value v, int depth = 6) {
   });
 }
 
+/// Whether some reader of `p` (through reshapes, a dropout or a NaN
+/// guard's select) multiplies it: probabilities times V. A router's
+/// softmax feeds a top-k and the routing weights' products instead.
+static bool feedsProduct(Value p, int depth = 4) {
+  if (depth == 0)
+    return false;
+  return llvm::any_of(p.getUsers(), [&](Operation *u) {
+    if (auto mm = dyn_cast<MatMulOp>(u))
+      return mm.getLhs() == p;
+    if (isa<ReshapeOp, DropoutOp, SelectOp>(u))
+      return llvm::any_of(u->getResults(), [&](Value r) {
+        return feedsProduct(r, depth - 1);
+      });
+    return false;
+  });
+}
+
 /// Multiplies `scale` by the constant factors of single-use scalings of `v`
 /// and returns the value they scale.
 static Value absorbScale(Value v, double &scale) {
@@ -760,7 +777,10 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
 
 Match fuse::fuseAttention(SoftmaxOp softmax, PatternRewriter &rewriter) {
   ArrayRef<int64_t> s = shapeOf(softmax);
-  bool scoresLike = hasProductAbove(softmax.getInput());
+  // A softmax of a product's result whose probabilities multiply something:
+  // attention's shape, so a near miss is worth a remark.
+  bool scoresLike = hasProductAbove(softmax.getInput()) &&
+                    feedsProduct(softmax.getResult());
   if (static_cast<int64_t>(softmax.getAxis()) !=
       static_cast<int64_t>(s.size()) - 1)
     return scoresLike ? Match::miss("attention: softmax over axis " +

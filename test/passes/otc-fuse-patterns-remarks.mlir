@@ -72,3 +72,15 @@ func.func @log_softmax_axis(%z: tensor<6x5xf32>, %y: tensor<6xi64>) -> tensor<f3
   %1 = otc.nll_loss %0, %y : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Tests that a mixture of experts' router (a softmax of the router's
+// product over the experts, read by a top-k and the routing weights) is no
+// attention near miss: no remark.
+func.func @router(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>) -> (tensor<8x2xi64>, tensor<8x4xf32>) {
+  %l = otc.matmul %x, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %p = otc.softmax %l {axis = 1 : i64} : tensor<8x4xf32>
+  %i = otc.top_k %p {k = 2 : i64} : (tensor<8x4xf32>) -> tensor<8x2xi64>
+  return %i, %p : tensor<8x2xi64>, tensor<8x4xf32>
+}
