@@ -447,18 +447,27 @@ int Compile::importModel() {
   otc::setConfig(*module, config);
   if (compileTo == "import")
     return printIR();
-  // Tokens per micro-step, the one count of them: B x T of the first
-  // integer graph input of rank 2 or more ([B, T, ...]); none (0: a step
+  // Tokens per micro-step, the one count of them: B x T of the appended
+  // loss's integer targets when they are [B, T, ...] (the tokens the loss
+  // is over: an encoder-decoder's decoder tokens, whatever its inputs), else
+  // of the first integer graph input of rank 2 or more; none (0: a step
   // counts samples) without one. plan.json's throughput reads it, and the
   // program's descriptor gives it to the runtime's (train's tok/s).
-  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
-    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
+    auto tokensOf = [&](unsigned i) -> int64_t {
+      auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]);
+      return t && isa<IntegerType>(t.getElementType()) && t.getRank() >= 2
+                 ? t.getDimSize(0) * t.getDimSize(1)
+                 : 0;
+    };
+    for (unsigned i = 0; i < fwd.getNumArguments() && appended; ++i)
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, otc::attrs::kInput);
+          name && name.getValue() == appended->targets && tokensOf(i))
+        tokensPerMicroStep = tokensOf(i);
+    for (unsigned i = 0; i < fwd.getNumArguments() && !tokensPerMicroStep; ++i)
       if (fwd.getArgAttr(i, otc::attrs::kInput))
-        if (auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]))
-          if (isa<IntegerType>(t.getElementType()) && t.getRank() >= 2) {
-            tokensPerMicroStep = t.getDimSize(0) * t.getDimSize(1);
-            break;
-          }
+        tokensPerMicroStep = tokensOf(i);
+  }
   return kGoOn;
 }
 
