@@ -90,6 +90,24 @@ static Access accessOf(Operation *op, Value buffer) {
   return a;
 }
 
+/// Whether no op strictly between `from` and `to` writes a buffer of
+/// `reads`, or reads or writes one of `writes`.
+static bool untouchedBetween(Operation *from, Operation *to,
+                             ArrayRef<Value> reads, ArrayRef<Value> writes) {
+  for (Operation *op = from->getNextNode(); op && op != to;
+       op = op->getNextNode()) {
+    for (Value r : reads)
+      if (accessOf(op, r).writes)
+        return false;
+    for (Value w : writes) {
+      Access a = accessOf(op, w);
+      if (a.reads || a.writes)
+        return false;
+    }
+  }
+  return true;
+}
+
 /// Whether `buffer` is seen through a view anywhere.
 static bool hasViews(Value buffer) {
   return llvm::any_of(buffer.getUsers(),
@@ -190,18 +208,7 @@ struct FuseElementwisePass
         return false;
       writes.push_back(s);
     }
-    for (Operation *op = producer->getNextNode(); op && op != consumer;
-         op = op->getNextNode()) {
-      for (Value r : reads)
-        if (accessOf(op, r).writes)
-          return false;
-      for (Value w : writes) {
-        Access a = accessOf(op, w);
-        if (a.reads || a.writes)
-          return false;
-      }
-    }
-    return true;
+    return untouchedBetween(producer, consumer, reads, writes);
   }
 
   /// Whether running `producer` at `consumer`'s position adds no live bytes
@@ -324,17 +331,8 @@ struct FuseElementwisePass
     for (Value v : first.getOutputs())
       if (llvm::is_contained(reads, otck::storageOf(v)))
         return false; // a producer and its consumer: fuseFunction's case
-    for (Operation *op = first->getNextNode(); op != second;
-         op = op->getNextNode()) {
-      for (Value r : reads)
-        if (accessOf(op, r).writes)
-          return false;
-      for (Value w : writes) {
-        Access a = accessOf(op, w);
-        if (a.reads || a.writes)
-          return false;
-      }
-    }
+    if (!untouchedBetween(first, second, reads, writes))
+      return false;
     // Live bytes: the second's outputs are born at the first's position;
     // the inputs it alone read after the first die there.
     int64_t born = 0, freed = 0;
