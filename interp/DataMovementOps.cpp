@@ -290,7 +290,8 @@ static double expertWeight(const Tensor &w, bool transposed, int64_t e,
 }
 
 /// result[n, j] = sum over l of x[n, l] * W_e[l, j], e = ids[n]: a row times
-/// the matrix of its own expert, one row at a time.
+/// the matrix of its own expert, one row at a time (a BF16 result is rounded
+/// once, after the whole sum, as every BF16 result is).
 LogicalResult Interpreter::run(otc::ExpertMatmulOp op) {
   const Tensor &x = get(op.getX());
   const Tensor &ids = get(op.getIds());
@@ -314,12 +315,13 @@ LogicalResult Interpreter::run(otc::ExpertMatmulOp op) {
 }
 
 /// result[e] (in the experts' layout) = the sum over the rows n with
-/// ids[n] = e of the outer product x[n]^T dy[n].
+/// ids[n] = e of the outer product x[n]^T dy[n], added to `acc` when the op
+/// has one (a BF16 result is rounded once, after the whole sum).
 LogicalResult Interpreter::run(otc::ExpertMatmulWgradOp op) {
   const Tensor &dy = get(op.getDy());
   const Tensor &x = get(op.getX());
   const Tensor &ids = get(op.getIds());
-  Tensor out = zeros(shapeOf(op.getResult()));
+  Tensor out = startOfSum(op.getAcc(), op.getResult());
   int64_t rows = x.shape[0], depth = x.shape[1], width = dy.shape[1];
   bool transposed = op.getTransposeRhs();
   for (int64_t n = 0; n < rows; ++n) {

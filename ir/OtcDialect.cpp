@@ -362,7 +362,8 @@ int64_t ExpertMatmulOp::getWidth() { return shapeOf(getResult())[1]; }
 
 /// The checks otc.expert_matmul and its weight gradient share: x [N, K],
 /// ids [N] int64, the other [N, O], experts [E, K, O] ([E, O, K] when
-/// `transposed`), float data of one storage type and an FP32 result.
+/// `transposed`), float data of one storage type and a result of FP32 or
+/// that type.
 static LogicalResult verifyExpertShapes(Operation *op, Value x, Value ids,
                                         Value other, Value experts,
                                         bool transposed) {
@@ -395,8 +396,14 @@ LogicalResult ExpertMatmulOp::verify() {
 }
 
 LogicalResult ExpertMatmulWgradOp::verify() {
-  return verifyExpertShapes(*this, getX(), getIds(), getDy(), getResult(),
-                            getTransposeRhs());
+  if (failed(verifyExpertShapes(*this, getX(), getIds(), getDy(), getResult(),
+                                getTransposeRhs())))
+    return failure();
+  if (getAcc() && getAcc().getType() != getResult().getType())
+    return emitOpError("acc ")
+           << getAcc().getType() << " must have the result's type "
+           << getResult().getType();
+  return success();
 }
 
 LogicalResult GatherGradOp::verify() {

@@ -430,7 +430,7 @@ LogicalResult ExpertMatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto dx = b.create<ExpertMatmulOp>(loc, getX().getType(), rg[0], ids, getW());
   dx.setTransposeRhs(!getTransposeRhs());
   auto dw = b.create<ExpertMatmulWgradOp>(loc, getW().getType(), rg[0], getX(),
-                                          ids);
+                                          ids, /*acc=*/Value());
   dw.setTransposeRhs(getTransposeRhs());
   out.push_back(dx);
   out.push_back(Value());

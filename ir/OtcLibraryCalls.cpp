@@ -64,6 +64,18 @@ void LayerNormOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 /// Bytes of an optional operand or result (0 when absent).
 static double bytesOf(Value v) { return v ? double(byteSize(v)) : 0.0; }
 
+/// A result's OtcDType (otcrt/abi.h), as the calls that store FP32 sums
+/// or round them to BF16 take it: OTC_F32 (0) or OTC_BF16 (5).
+static LibraryArg storedType(Value v) {
+  return LibraryArg::integer(getElementTypeOrSelf(v.getType()).isBF16() ? 5
+                                                                        : 0);
+}
+
+/// Bytes of an element of `v`.
+static double elementBytes(Value v) {
+  return double(storageBytes(getElementTypeOrSelf(v.getType())));
+}
+
 std::string LayerNormGradOp::getLibraryKernel() {
   return libraryKernelName("layer_norm_bwd", getInput());
 }
@@ -229,9 +241,8 @@ void LinearCrossEntropyWithGradOp::getLibraryArgs(
   for (Value v : {getGrad(), getH(), getW(), getLabels()})
     args.push_back(LibraryArg::operand(*this, v));
   appendLossOptions(args, getIgnoreIndex(), getReduction());
-  // dw's OtcDType: OTC_F32 (0) or OTC_BF16 (5); whether it adds into dw.
-  args.push_back(LibraryArg::integer(
-      getElementTypeOrSelf(getDw().getType()).isBF16() ? 5 : 0));
+  // dw's OtcDType; whether it adds into dw.
+  args.push_back(storedType(getDw()));
   args.push_back(LibraryArg::integer(getDwAcc() ? 1 : 0));
   for (unsigned r : {2u, 3u, 0u, 1u, 4u}) // loss, row_loss, dh, dw, chunk
     args.push_back(LibraryArg::result(r));
@@ -268,9 +279,7 @@ void LinearCrossEntropyWithGradOp::getLibraryGemms(
       double hBytes = n * c * e, wBytes = v * c * e, z = n * v * e;
       gemms.push_back({"head", n, v, c, bf16, hBytes + wBytes + z, e});
       gemms.push_back({"dh", n, c, v, bf16, z + wBytes + n * c * 4.0, 4});
-      double dwElement =
-          double(storageBytes(getElementTypeOrSelf(getDw().getType()))) *
-          (first ? 1 : 2);
+      double dwElement = elementBytes(getDw()) * (first ? 1 : 2);
       gemms.push_back(
           {"dw", v, c, n, bf16, z + hBytes + v * c * dwElement, dwElement});
       first = false;
@@ -331,6 +340,7 @@ void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::operand(*this, getX()));
   args.push_back(LibraryArg::operand(*this, getIds()));
   args.push_back(LibraryArg::operand(*this, getW()));
+  args.push_back(storedType(getResult()));
   args.push_back(LibraryArg::result(0));
 }
 
@@ -343,13 +353,14 @@ void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
 static constexpr double kExpertTensorCoreShare = 0.3;
 
 /// The experts' products, priced as one GEMM of all the rows (each expert's
-/// matrix read once, the rows gathered and the results scattered).
+/// matrix read once, the rows gathered and the results scattered, in the
+/// result's type: FP32, or rounded to BF16).
 void ExpertMatmulOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
   int64_t n = shapeOf(getX())[0], k = getDepth(), o = getWidth();
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
-  double e = bf16 ? 2 : 4;
+  double e = bf16 ? 2 : 4, out = elementBytes(getResult());
   gemms.push_back({"experts", n, o, k, bf16,
-                   n * k * e + double(bytesOf(getW())) + n * o * 4.0, 4,
+                   n * k * e + double(bytesOf(getW())) + n * o * out, out,
                    bf16 ? kExpertTensorCoreShare : 1.0});
 }
 
@@ -363,20 +374,31 @@ void ExpertMatmulWgradOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::operand(*this, getDy()));
   args.push_back(LibraryArg::operand(*this, getX()));
   args.push_back(LibraryArg::operand(*this, getIds()));
+  args.push_back(storedType(getResult()));
+  args.push_back(LibraryArg::integer(getAcc() ? 1 : 0));
   args.push_back(LibraryArg::result(0));
 }
 
+void ExpertMatmulWgradOp::getAccumulatedResults(
+    SmallVectorImpl<std::pair<unsigned, unsigned>> &pairs) {
+  if (getAcc())
+    pairs.push_back({0, getAccMutable()[0].getOperandNumber()});
+}
+
 /// The experts' weight gradients, priced as one GEMM over all the rows
-/// (depth x width x rows), every expert's result written.
+/// (depth x width x rows), every expert's result written in its type, and
+/// read first when the call adds into `acc`.
 void ExpertMatmulWgradOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
   int64_t n = shapeOf(getX())[0], k = shapeOf(getX())[1],
           o = shapeOf(getDy())[1];
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4;
+  double out = elementBytes(getResult()) * (getAcc() ? 2 : 1);
   // The tensor cores for BF16 at the estimated share, as the products above.
-  gemms.push_back({"expert weights", k, o, n, bf16,
-                   n * (k + o) * e + double(bytesOf(getResult())), 4,
-                   bf16 ? kExpertTensorCoreShare : 1.0});
+  gemms.push_back(
+      {"expert weights", k, o, n, bf16,
+       n * (k + o) * e + double(numElements(shapeOf(getResult()))) * out, out,
+       bf16 ? kExpertTensorCoreShare : 1.0});
 }
 
 //===----------------------------------------------------------------------===//

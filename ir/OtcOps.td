@@ -320,8 +320,15 @@ def Otc_ExpertMatmulOp : Otc_Op<"expert_matmul",
     reference interpreter reports it, as a gather's; a router's top-k never
     picks one).
 
+    The result is FP32, or of the operands' type (BF16): the FP32 sums
+    rounded once as the kernel stores them, the bits of the FP32 result
+    followed by a cast. otc-fuse-reductions forms the BF16 result where
+    mixed precision only rounds the FP32 one (its one use), so neither the
+    FP32 [N, O] tensor nor the cast is left.
+
     ```mlir
     %y = otc.expert_matmul %x, %ids, %w {transpose_rhs} : (tensor<64x32xf32>, tensor<64xi64>, tensor<4x16x32xf32>) -> tensor<64x16xf32>
+    %z = otc.expert_matmul %xb, %ids, %wb : (tensor<64x32xbf16>, tensor<64xi64>, tensor<4x32x16xbf16>) -> tensor<64x16xbf16>
     ```
   }];
   let arguments = (ins Otc_FloatTensor:$x, Otc_IntTensor:$ids,
@@ -339,7 +346,8 @@ def Otc_ExpertMatmulOp : Otc_Op<"expert_matmul",
 }
 
 def Otc_ExpertMatmulWgradOp : Otc_Op<"expert_matmul_wgrad",
-    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface, ["getLibraryGemms"]>,
+    [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
+                               ["getLibraryGemms", "getAccumulatedResults"]>,
      Otc_BF16Product,
      DeclareOpInterfaceMethods<Otc_CostOpInterface, ["getFlops"]>,
      Pure]> {
@@ -350,17 +358,28 @@ def Otc_ExpertMatmulWgradOp : Otc_Op<"expert_matmul_wgrad",
     expert e, the sum over the rows n with ids[n] = e of x[n]^T dy[n]
     (transposed with `transpose_rhs`), accumulated in FP32, in row order on
     the cpu target; an expert no row picks gets zeros, and a row whose index
-    lies outside [-E, E) adds nothing.
+    lies outside [-E, E) adds nothing. The result is FP32 or of the
+    operands' type (the sums rounded once).
+
+    With `acc` (the result's type: FP32, or the operands' BF16), the result
+    is `acc` plus the FP32 sums, rounded once (an expert no row picks keeps
+    `acc`'s values). otc-fuse-epilogues forms it where the sums are only
+    added into a gradient slot (`acc = acc + wgrad`, or under mixed
+    precision `acc = acc + cast(wgrad)`), and the kernel then adds into the
+    slot's buffer (LibraryCallOpInterface::getAccumulatedResults): no
+    [E, K, O] temporary, FP32 or rounded, is written or read.
 
     ```mlir
     %dw = otc.expert_matmul_wgrad %dy, %x, %ids {transpose_rhs} : (tensor<64x16xf32>, tensor<64x32xf32>, tensor<64xi64>) -> tensor<4x16x32xf32>
+    %dw2 = otc.expert_matmul_wgrad %dyb, %xb, %ids acc %slot : (tensor<64x16xbf16>, tensor<64x32xbf16>, tensor<64xi64>, tensor<4x32x16xbf16>) -> tensor<4x32x16xbf16>
     ```
   }];
   let arguments = (ins Otc_FloatTensor:$dy, Otc_FloatTensor:$x,
-                   Otc_IntTensor:$ids, UnitAttr:$transpose_rhs);
+                   Otc_IntTensor:$ids, Optional<Otc_FloatTensor>:$acc,
+                   UnitAttr:$transpose_rhs);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
-      "$dy `,` $x `,` $ids attr-dict `:` functional-type(operands, results)";
+      "$dy `,` $x `,` $ids (`acc` $acc^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

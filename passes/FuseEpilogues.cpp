@@ -7,8 +7,9 @@
 // that one kernel adds to a residual gradient becomes the library call's
 // residual operand. The LM head's chunked call adds its weight gradient into
 // the slot the same way (dw_acc), and so do an embedding's gradient
-// (otc.gather_grad's acc), a norm's dgamma and dbeta and a bias's gradient
-// (otc.column_sum's acc). See Passes.td for the contract.
+// (otc.gather_grad's acc), a norm's dgamma and dbeta, a bias's gradient
+// (otc.column_sum's acc) and the experts' weight gradient
+// (otc.expert_matmul_wgrad's acc). See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,8 +85,8 @@ struct FuseEpiloguesPass
       SmallVector<otck::KernelOp> calls;
       for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
         if (isa_and_nonnull<LinearCrossEntropyWithGradOp, GatherGradOp,
-                            LayerNormGradOp, RmsNormGradOp, ColumnSumOp>(
-                bodyOp(k)))
+                            LayerNormGradOp, RmsNormGradOp, ColumnSumOp,
+                            ExpertMatmulWgradOp>(bodyOp(k)))
           calls.push_back(k);
       for (otck::KernelOp k : calls)
         fuseSlotAccumulation(k);
@@ -262,7 +263,10 @@ struct FuseEpiloguesPass
   ///  - a bias's gradient (column_sum's acc), also where its FP32 sums were
   ///    rounded to the slot's type by a kernel of their own, when the slot
   ///    has the summed tensor's type (the library adds in FP32 and rounds
-  ///    once).
+  ///    once);
+  ///  - the experts' weight gradient (expert_matmul_wgrad's acc): rounded
+  ///    to its operands' BF16 slot in between as a bias's, or into an FP32
+  ///    slot as it is, so that no [E, K, O] temporary is left.
   void fuseSlotAccumulation(otck::KernelOp k) {
     Operation *op = bodyOp(k);
     if (auto head = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
@@ -277,6 +281,10 @@ struct FuseEpiloguesPass
     } else if (auto sum = dyn_cast<ColumnSumOp>(op)) {
       addIntoSlot(k, sum.getResult(), sum.getAccMutable(),
                   /*roundedTo=*/getElementTypeOrSelf(sum.getInput().getType()));
+    } else if (auto wgrad = dyn_cast<ExpertMatmulWgradOp>(op)) {
+      addIntoSlot(k, wgrad.getResult(), wgrad.getAccMutable(),
+                  /*roundedTo=*/getElementTypeOrSelf(wgrad.getX().getType()),
+                  /*unroundedSlot=*/true);
     }
   }
 
@@ -284,13 +292,15 @@ struct FuseEpiloguesPass
   /// temporary that only a later kernel `acc = acc + temporary` reads: `k`
   /// writes the result over `acc` and reads `acc` as the op's accumulator
   /// operand `accOperand` (optional and absent so far; a new block
-  /// argument), the add kernel and the temporary go. With `roundedTo`, `acc`'s
-  /// element type must be `roundedTo`, and a kernel of one cast may round the
-  /// temporary to it in between: the result then takes `acc`'s type and the
-  /// cast goes too. Only when nothing in between touches `acc`, and `acc` is
-  /// none of `k`'s operands.
+  /// argument), the add kernel and the temporary go. With `roundedTo`, a
+  /// kernel of one cast may round the temporary to that type in between:
+  /// the result then takes `acc`'s type and the cast goes too; `acc`'s
+  /// element type must be `roundedTo`, or with `unroundedSlot` also the
+  /// temporary's own where nothing rounds it. Only when nothing in between
+  /// touches `acc`, and `acc` is none of `k`'s operands.
   void addIntoSlot(otck::KernelOp k, Value result,
-                   MutableOperandRange accOperand, Type roundedTo = nullptr) {
+                   MutableOperandRange accOperand, Type roundedTo = nullptr,
+                   bool unroundedSlot = false) {
     if (!accOperand.empty())
       return;
     unsigned index = cast<OpResult>(result).getResultNumber();
@@ -328,7 +338,8 @@ struct FuseEpiloguesPass
         elements(acc) != elements(added) ||
         getElementTypeOrSelf(acc.getType()) !=
             getElementTypeOrSelf(added.getType()) ||
-        (roundedTo && getElementTypeOrSelf(acc.getType()) != roundedTo) ||
+        (roundedTo && !unroundedSlot &&
+         getElementTypeOrSelf(acc.getType()) != roundedTo) ||
         !plainBuffer(acc) || !untouchedBetween(k, add, acc) ||
         llvm::any_of(k->getOperands(),
                      [&](Value v) { return otck::storageOf(v) == acc; }))

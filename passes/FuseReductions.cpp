@@ -6,8 +6,10 @@
 // whole tensor into an FP32 copy. This pass turns it into otc.column_sum,
 // which the runtime's kernel library computes many threads per column,
 // reading BF16 directly. Likewise an embedding's gradient (otc.gather_grad)
-// computed in FP32 only to be rounded to BF16 reads and writes BF16: the
-// library sums in FP32 either way. See Passes.td for the contract.
+// computed in FP32 only to be rounded to BF16 reads and writes BF16, and an
+// expert product (otc.expert_matmul) only rounded to BF16 writes BF16: the
+// library sums in FP32 and rounds once either way. See Passes.td for the
+// contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,16 +76,35 @@ static std::optional<SmallVector<int64_t>> columnSumOrder(ReduceSumOp op) {
   return order;
 }
 
+/// An expert product of BF16 operands whose FP32 result only `round`
+/// reads, rounding it to BF16, stores BF16 itself (the kernel rounds each
+/// FP32 sum once as it stores it: the same bits): the product takes the
+/// cast's type and the cast goes. False where it does not apply.
+static bool narrowExpertMatmul(CastOp round) {
+  auto product = round.getInput().getDefiningOp<ExpertMatmulOp>();
+  if (!product || !round.getInput().hasOneUse() ||
+      !getElementTypeOrSelf(round.getType()).isBF16() ||
+      !getElementTypeOrSelf(product.getType()).isF32() ||
+      !getElementTypeOrSelf(product.getX().getType()).isBF16())
+    return false;
+  product.getResult().setType(cast<RankedTensorType>(round.getType()));
+  round.getResult().replaceAllUsesWith(product.getResult());
+  round.erase();
+  return true;
+}
+
 struct FuseReductionsPass
     : public otc::impl::FuseReductionsBase<FuseReductionsPass> {
   using FuseReductionsBase::FuseReductionsBase;
 
   void runOnOperation() override {
-    // An embedding's gradient only rounded to BF16 reads and writes BF16.
+    // An embedding's gradient only rounded to BF16 reads and writes BF16;
+    // an expert product only rounded to BF16 writes BF16.
     SmallVector<CastOp> rounds;
     getOperation().walk([&](CastOp op) { rounds.push_back(op); });
     for (CastOp op : rounds)
-      narrowGatherGrad(op);
+      if (!narrowExpertMatmul(op))
+        narrowGatherGrad(op);
 
     SmallVector<ReduceSumOp> sums;
     getOperation().walk([&](ReduceSumOp op) {

@@ -387,7 +387,18 @@ def FuseReductions : Pass<"otc-fuse-reductions", "mlir::ModuleOp"> {
     BF16 gradient whose FP32 result only casts back to BF16 read becomes a
     gather gradient of BF16 storage: the library sums in FP32 and rounds
     once either way, and the widened copy of the gradient and the FP32
-    table are never made.
+    table are never made. An `otc.expert_matmul` of BF16 operands whose
+    FP32 result only a cast to BF16 reads (mixed precision's rounding of a
+    product) returns BF16 itself: the kernel rounds each FP32 sum once as
+    it stores it, the same bits, and neither the FP32 [rows, width] tensor
+    nor the cast's pass over it is left.
+
+    ```mlir
+    %y = otc.expert_matmul %x, %ids, %w : (tensor<64x32xbf16>, tensor<64xi64>, tensor<4x32x16xbf16>) -> tensor<64x16xf32>
+    %r = otc.cast %y : (tensor<64x16xf32>) -> tensor<64x16xbf16>
+    // becomes
+    %r = otc.expert_matmul %x, %ids, %w : (tensor<64x32xbf16>, tensor<64xi64>, tensor<4x32x16xbf16>) -> tensor<64x16xbf16>
+    ```
   }];
 }
 
@@ -583,7 +594,11 @@ def FuseEpilogues : Pass<"otc-fuse-epilogues", "mlir::ModuleOp"> {
     (`otc.column_sum`'s `acc`), the latter also where a kernel of one cast
     rounds its FP32 sums to the slot's type in between, when the slot has
     the summed tensor's element type: the call adds the FP32 sums and
-    rounds once, and the cast kernel goes too.
+    rounds once, and the cast kernel goes too. So does a mixture of
+    experts' weight gradient (`otc.expert_matmul_wgrad`'s `acc`): into a
+    slot of its operands' BF16 through such a cast kernel, or into an FP32
+    slot as it is (FP32 gradient accumulation, or FP32 operands), so that
+    no [E, K, O] temporary, FP32 or rounded, is written or read.
 
     ```mlir
     otck.gemm %a, %b, %t : ...

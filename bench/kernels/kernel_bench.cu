@@ -348,7 +348,9 @@ __global__ void fillIds(int64_t *p, int64_t n, int64_t experts, uint32_t seed) {
 /// The experts' products of one OLMoE-1B-7B layer (64 experts, width 2048,
 /// each expert's gate and up [2048, 2048] and down [2048, 1024], stored
 /// transposed as the exports hold them) over `rows` rows already repeated
-/// top-k times, routed uniformly at random; forward and weight gradient.
+/// top-k times, routed uniformly at random; forward and weight gradient, as
+/// a BF16 program calls them: the forward stores BF16, the weight gradient
+/// adds into a BF16 gradient slot.
 void experts(int64_t rows) {
   const int64_t e = 64, c = 2048, f = 1024;
   int64_t *ids;
@@ -361,18 +363,17 @@ void experts(int64_t rows) {
   } shapes[] = {{"experts gate_up", c, 2 * f}, {"experts down", f, c}};
   for (const Shape &s : shapes) {
     otcrt_bf16 *x = bf16(rows * s.depth), *w = bf16(e * s.width * s.depth),
-               *dy = bf16(rows * s.width);
-    float *out = f32(rows * s.width), *dw = f32(e * s.width * s.depth);
+               *dy = bf16(rows * s.width), *out = bf16(rows * s.width),
+               *dw = bf16(e * s.width * s.depth, 1e-3f);
     Result r;
     r.name = s.name;
     r.form = "expert_matmul";
     r.m = rows, r.n = s.width, r.k = s.depth;
     r.flops = 2.0 * rows * s.depth * s.width;
-    r.bytes =
-        2.0 * (rows * s.depth + e * s.depth * s.width) + 4.0 * rows * s.width;
+    r.bytes = 2.0 * (rows * s.depth + e * s.depth * s.width + rows * s.width);
     r.ms = timeMedian(s.name, [&] {
       return otcrt_expert_matmul_bf16(rows, e, s.depth, s.width, 1, x, ids, w,
-                                      out, stream);
+                                      OTC_BF16, out, stream);
     });
     results.push_back(r);
     Result g = r;
@@ -381,7 +382,7 @@ void experts(int64_t rows) {
     g.bytes = 2.0 * rows * (s.depth + s.width) + 4.0 * e * s.depth * s.width;
     g.ms = timeMedian(g.name.c_str(), [&] {
       return otcrt_expert_matmul_wgrad_bf16(rows, e, s.depth, s.width, 1, dy, x,
-                                            ids, dw, stream);
+                                            ids, OTC_BF16, 1, dw, stream);
     });
     results.push_back(g);
     for (void *p : {(void *)x, (void *)w, (void *)dy, (void *)out, (void *)dw})

@@ -160,33 +160,35 @@ int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
 }
 
 int otcrt_expert_matmul_f32(int64_t rows, int64_t experts, int64_t depth,
-                            int64_t width, int32_t transpose_w,
-                            const float *x, const int64_t *ids,
-                            const float *w, float *out, void *) {
+                            int64_t width, int32_t transpose_w, const float *x,
+                            const int64_t *ids, const float *w,
+                            int32_t out_type, void *out, void *) {
   return expertMatmul(rows, experts, depth, width, transpose_w, x, ids, w,
-                      out);
+                      out_type, out);
 }
 int otcrt_expert_matmul_bf16(int64_t rows, int64_t experts, int64_t depth,
                              int64_t width, int32_t transpose_w,
                              const otcrt_bf16 *x, const int64_t *ids,
-                             const otcrt_bf16 *w, float *out, void *) {
+                             const otcrt_bf16 *w, int32_t out_type, void *out,
+                             void *) {
   return expertMatmul(rows, experts, depth, width, transpose_w, x, ids, w,
-                      out);
+                      out_type, out);
 }
 int otcrt_expert_matmul_wgrad_f32(int64_t rows, int64_t experts, int64_t depth,
                                   int64_t width, int32_t transpose_w,
                                   const float *dy, const float *x,
-                                  const int64_t *ids, float *dw, void *) {
-  return expertMatmulWgrad(rows, experts, depth, width, transpose_w, dy, x,
-                           ids, dw);
+                                  const int64_t *ids, int32_t dw_type,
+                                  int32_t accumulate, void *dw, void *) {
+  return expertMatmulWgrad(rows, experts, depth, width, transpose_w, dy, x, ids,
+                           dw_type, accumulate, dw);
 }
-int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts,
-                                   int64_t depth, int64_t width,
-                                   int32_t transpose_w, const otcrt_bf16 *dy,
-                                   const otcrt_bf16 *x, const int64_t *ids,
-                                   float *dw, void *) {
-  return expertMatmulWgrad(rows, experts, depth, width, transpose_w, dy, x,
-                           ids, dw);
+int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts, int64_t depth,
+                                   int64_t width, int32_t transpose_w,
+                                   const otcrt_bf16 *dy, const otcrt_bf16 *x,
+                                   const int64_t *ids, int32_t dw_type,
+                                   int32_t accumulate, void *dw, void *) {
+  return expertMatmulWgrad(rows, experts, depth, width, transpose_w, dy, x, ids,
+                           dw_type, accumulate, dw);
 }
 
 OtcrtKernelError *otcrt_kernel_error_record(void) { return nullptr; }

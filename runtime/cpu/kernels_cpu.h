@@ -109,19 +109,22 @@ int gatherGrad(int64_t outer, int64_t axisLen, int64_t inner, int64_t positions,
                int32_t accumulate, otcrt_bf16 *out);
 
 /// A mixture of experts' per-row products and their weight gradient
-/// (expert_matmul.cpp).
+/// (expert_matmul.cpp): results of `outType` / `dwType` (OtcDType), the
+/// weight gradient's added into dw when `accumulate`.
 int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
                  int32_t transposeW, const float *x, const int64_t *ids,
-                 const float *w, float *out);
+                 const float *w, int32_t outType, void *out);
 int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
                  int32_t transposeW, const otcrt_bf16 *x, const int64_t *ids,
-                 const otcrt_bf16 *w, float *out);
+                 const otcrt_bf16 *w, int32_t outType, void *out);
 int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
                       int64_t width, int32_t transposeW, const float *dy,
-                      const float *x, const int64_t *ids, float *dw);
+                      const float *x, const int64_t *ids, int32_t dwType,
+                      int32_t accumulate, void *dw);
 int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
                       int64_t width, int32_t transposeW, const otcrt_bf16 *dy,
-                      const otcrt_bf16 *x, const int64_t *ids, float *dw);
+                      const otcrt_bf16 *x, const int64_t *ids, int32_t dwType,
+                      int32_t accumulate, void *dw);
 
 /// The sum of squares over arena ranges (sum_squares.cpp).
 int sumSquares(const char *arena, int32_t numRanges, const OtcrtRange *ranges,

@@ -20,7 +20,11 @@
 //  4. weight gradient: weightKernel, one block per (expert, kTile x kTile
 //     tile of its matrix), walking the expert's rows in sorted order a step
 //     at a time; an expert without rows gets zeros, later batches add to
-//     the result.
+//     the result (and so does the first when the call accumulates into a
+//     gradient slot, where an expert without rows leaves it as it is).
+// Each result is stored in the epilogue of its tile, by one thread: as a
+// float, or rounded once to bfloat16, or added into the value there (its
+// value plus the float sum, rounded once to the output's type).
 // The products: for bfloat16 storage on the tensor cores (sm_80 and
 // later; WMMA's 16 x 16 x 16 BF16 products with FP32 accumulators, each of
 // a block's 8 warps holding a 16 x 32 part of the tile, kTcStep = 32 terms
@@ -37,6 +41,7 @@
 #include "scratch.h"
 #include "sort_keys.cuh"
 
+#include "otcrt/abi.h"
 #include "otcrt/workspace.h"
 
 #include <cuda_bf16.h>
@@ -54,6 +59,25 @@ constexpr int kStep = 16;
 /// 16 x 16 threads, each computing 4 x 4 results.
 constexpr int kThreads = 256;
 constexpr int kPer = 4;
+
+/// Where a kernel stores its float results: float or bfloat16 elements,
+/// overwritten or, with `add`, each its value plus the result; rounded once
+/// (to nearest even) either way.
+struct Output {
+  void *base;
+  bool bf16;
+  bool add;
+
+  __device__ __forceinline__ void put(int64_t at, float v) const {
+    if (bf16) {
+      otcrt_bf16 *p = static_cast<otcrt_bf16 *>(base) + at;
+      store(p, add ? load(*p) + v : v);
+    } else {
+      float *p = static_cast<float *>(base) + at;
+      *p = add ? *p + v : v;
+    }
+  }
+};
 
 /// The sorted rows of one batch and where each expert's group begins.
 struct Grouping {
@@ -145,7 +169,7 @@ productTile(const Grouping &g, int64_t (&rowOf)[kTile], ProductTile &tile) {
 template <typename T>
 __device__ __forceinline__ void
 productSimt(const Grouping &g, int64_t depth, int64_t width, bool transposed,
-            const T *x, const T *w, float *out) {
+            const T *x, const T *w, Output out) {
   __shared__ int64_t rowOf[kTile];
   __shared__ float xs[kStep][kTile + 1];
   __shared__ float ws[kStep][kTile + 1];
@@ -195,16 +219,16 @@ productSimt(const Grouping &g, int64_t depth, int64_t width, bool transposed,
     for (int j = 0; j < kPer; ++j) {
       int64_t col = c0 + tx * kPer + j;
       if (col < width)
-        out[row * width + col] = acc[i][j];
+        out.put(row * width + col, acc[i][j]);
     }
   }
 }
 
 /// The weight gradient's tile on the CUDA cores in float.
 template <typename T>
-__device__ __forceinline__ void
-weightSimt(const Grouping &g, int64_t depth, int64_t width, bool transposed,
-           bool accumulate, const T *dy, const T *x, float *dw) {
+__device__ __forceinline__ void weightSimt(const Grouping &g, int64_t depth,
+                                           int64_t width, bool transposed,
+                                           const T *dy, const T *x, Output dw) {
   const int64_t e = blockIdx.y;
   const int64_t colTiles = (width + kTile - 1) / kTile;
   const int64_t k0 = (blockIdx.x / colTiles) * kTile;
@@ -214,6 +238,8 @@ weightSimt(const Grouping &g, int64_t depth, int64_t width, bool transposed,
   __shared__ float ds[kStep][kTile + 1];
   float acc[kPer][kPer] = {};
   const int64_t begin = g.begin[e], end = g.begin[e + 1];
+  if (begin == end && dw.add) // nothing to add (the whole block)
+    return;
   for (int64_t p0 = begin; p0 < end; p0 += kStep) {
     for (int i = threadIdx.x; i < kStep * kTile; i += kThreads) {
       int p = i / kTile, c = i % kTile;
@@ -226,7 +252,7 @@ weightSimt(const Grouping &g, int64_t depth, int64_t width, bool transposed,
     accumulateStep(xs, ds, ty, tx, acc);
     __syncthreads();
   }
-  float *dwe = dw + e * depth * width;
+  const int64_t dwe = e * depth * width;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     int64_t k = k0 + ty * kPer + i;
@@ -235,10 +261,8 @@ weightSimt(const Grouping &g, int64_t depth, int64_t width, bool transposed,
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       int64_t c = c0 + tx * kPer + j;
-      if (c >= width)
-        continue;
-      float *at = transposed ? dwe + c * depth + k : dwe + k * width + c;
-      *at = accumulate ? *at + acc[i][j] : acc[i][j];
+      if (c < width)
+        dw.put(dwe + (transposed ? c * depth + k : k * width + c), acc[i][j]);
     }
   }
 }
@@ -340,7 +364,7 @@ __device__ __forceinline__ void productTc(const Grouping &g, int64_t depth,
                                           int64_t width, bool transposed,
                                           bool packX, bool packW,
                                           const otcrt_bf16 *x,
-                                          const otcrt_bf16 *w, float *out) {
+                                          const otcrt_bf16 *w, Output out) {
   __shared__ int64_t rowOf[kTile];
   __shared__ ProductShared s;
   ProductTile tile;
@@ -444,7 +468,7 @@ __device__ __forceinline__ void productTc(const Grouping &g, int64_t depth,
     const int r = i / kTile, c = i % kTile;
     const int64_t row = rowOf[r], col = c0 + c;
     if (row >= 0 && col < width)
-      out[row * width + col] = s.out[r][c];
+      out.put(row * width + col, s.out[r][c]);
   }
 }
 
@@ -452,9 +476,9 @@ __device__ __forceinline__ void productTc(const Grouping &g, int64_t depth,
 /// over the shared rows) times dy.
 __device__ __forceinline__ void weightTc(const Grouping &g, int64_t depth,
                                          int64_t width, bool transposed,
-                                         bool accumulate, bool packX,
-                                         bool packDy, const otcrt_bf16 *dy,
-                                         const otcrt_bf16 *x, float *dw) {
+                                         bool packX, bool packDy,
+                                         const otcrt_bf16 *dy,
+                                         const otcrt_bf16 *x, Output dw) {
   __shared__ WeightShared s;
   const int64_t e = blockIdx.y;
   const int64_t colTiles = (width + kTile - 1) / kTile;
@@ -466,6 +490,8 @@ __device__ __forceinline__ void weightTc(const Grouping &g, int64_t depth,
   wmma::fill_fragment(acc[0], 0.0f);
   wmma::fill_fragment(acc[1], 0.0f);
   const int64_t begin = g.begin[e], end = g.begin[e + 1];
+  if (begin == end && dw.add) // nothing to add (the whole block)
+    return;
   for (int64_t p0 = begin; p0 < end; p0 += kTcStep) {
     if (packX && packDy) {
       // Both: consecutive threads along a row, one packet of each a thread.
@@ -512,28 +538,25 @@ __device__ __forceinline__ void weightTc(const Grouping &g, int64_t depth,
                               wmma::mem_row_major);
   }
   __syncthreads();
-  float *dwe = dw + e * depth * width;
+  const int64_t dwe = e * depth * width;
   for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
     const int a = i / kTile, b = i % kTile;
     const int64_t k = k0 + (transposed ? b : a), c = c0 + (transposed ? a : b);
-    if (k >= depth || c >= width)
-      continue;
-    float *at = transposed ? dwe + c * depth + k : dwe + k * width + c;
-    const float v = s.out[a][b];
-    *at = accumulate ? *at + v : v;
+    if (k < depth && c < width)
+      dw.put(dwe + (transposed ? c * depth + k : k * width + c), s.out[a][b]);
   }
 }
 #endif // OTCRT_EXPERT_TENSOR_CORES
 
 /// out[row, :] = x[row, :] W_e for the rows of one tile of one expert
-/// (zeros for the group of rows outside the experts): on the tensor cores
-/// for bfloat16 storage (sm_80 and later), on the CUDA cores otherwise.
-/// packX, packW: whether x's rows and W_e's stored rows can be read in
-/// 16-byte packets (bfloat16 only).
+/// (zeros for the group of rows outside the experts), as float or rounded
+/// to bfloat16: on the tensor cores for bfloat16 storage (sm_80 and
+/// later), on the CUDA cores otherwise. packX, packW: whether x's rows and
+/// W_e's stored rows can be read in 16-byte packets (bfloat16 only).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     productKernel(Grouping g, int64_t depth, int64_t width, bool transposed,
-                  bool packX, bool packW, const T *x, const T *w, float *out) {
+                  bool packX, bool packW, const T *x, const T *w, Output out) {
 #ifdef OTCRT_EXPERT_TENSOR_CORES
   if constexpr (std::is_same_v<T, otcrt_bf16>)
     productTc(g, depth, width, transposed, packX, packW, x, w, out);
@@ -544,18 +567,17 @@ __global__ void __launch_bounds__(kThreads)
 
 /// dw[e] (the experts' layout) = the sum over expert e's rows of
 /// x[row]^T dy[row], one kTile x kTile tile of it a block, added to dw
-/// when `accumulate`; on the tensor cores as productKernel.
+/// when dw.add; on the tensor cores as productKernel.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     weightKernel(Grouping g, int64_t depth, int64_t width, bool transposed,
-                 bool accumulate, bool packX, bool packDy, const T *dy,
-                 const T *x, float *dw) {
+                 bool packX, bool packDy, const T *dy, const T *x, Output dw) {
 #ifdef OTCRT_EXPERT_TENSOR_CORES
   if constexpr (std::is_same_v<T, otcrt_bf16>)
-    weightTc(g, depth, width, transposed, accumulate, packX, packDy, dy, x, dw);
+    weightTc(g, depth, width, transposed, packX, packDy, dy, x, dw);
   else
 #endif
-    weightSimt(g, depth, width, transposed, accumulate, dy, x, dw);
+    weightSimt(g, depth, width, transposed, dy, x, dw);
 }
 
 /// Bytes at the start of the sort scratch for the groups' bounds and
@@ -630,11 +652,17 @@ bool validSizes(int64_t rows, int64_t experts, int64_t depth, int64_t width,
          (transposeW == 0 || transposeW == 1) && rows < int64_t{0xffffffff};
 }
 
+/// Whether the kernels of storage T store results of OtcDType `type`.
+template <typename T> bool validType(int32_t type) {
+  return type == OTC_F32 || (type == OTC_BF16 && std::is_same_v<T, otcrt_bf16>);
+}
+
 template <typename T>
 int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
-                 int32_t transposeW, const T *x, const int64_t *ids,
-                 const T *w, float *out, void *streamArg) {
-  if (!validSizes(rows, experts, depth, width, transposeW))
+                 int32_t transposeW, const T *x, const int64_t *ids, const T *w,
+                 int32_t outType, void *out, void *streamArg) {
+  if (!validSizes(rows, experts, depth, width, transposeW) ||
+      !validType<T>(outType))
     return 1;
   if (rows == 0)
     return 0;
@@ -647,9 +675,10 @@ int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
              packW = packable<T>(transposeW ? depth : width, {w});
   int rc = forEachBatch(rows, experts, ids, stream, [&](const Grouping &g) {
     const int64_t maxTiles = (g.count + kTile - 1) / kTile + experts + 1;
-    productKernel<T><<<dim3(static_cast<unsigned>(maxTiles), colTiles),
-                       kThreads, 0, stream>>>(g, depth, width, transposeW != 0,
-                                              packX, packW, x, w, out);
+    productKernel<T>
+        <<<dim3(static_cast<unsigned>(maxTiles), colTiles), kThreads, 0,
+           stream>>>(g, depth, width, transposeW != 0, packX, packW, x, w,
+                     Output{out, outType == OTC_BF16, false});
   });
   return rc ? rc : launchStatus();
 }
@@ -657,15 +686,18 @@ int expertMatmul(int64_t rows, int64_t experts, int64_t depth, int64_t width,
 template <typename T>
 int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
                       int64_t width, int32_t transposeW, const T *dy,
-                      const T *x, const int64_t *ids, float *dw,
-                      void *streamArg) {
-  if (!validSizes(rows, experts, depth, width, transposeW) || experts > 65535)
+                      const T *x, const int64_t *ids, int32_t dwType,
+                      int32_t accumulate, void *dw, void *streamArg) {
+  if (!validSizes(rows, experts, depth, width, transposeW) ||
+      !validType<T>(dwType) || experts > 65535)
     return 1;
   cudaStream_t stream = asStream(streamArg);
   if (rows == 0) {
+    if (accumulate)
+      return 0;
     if (cudaMemsetAsync(dw, 0,
                         static_cast<size_t>(experts * depth * width) *
-                            sizeof(float),
+                            (dwType == OTC_BF16 ? 2 : 4),
                         stream) != cudaSuccess) {
       (void)cudaGetLastError();
       return 1;
@@ -678,13 +710,15 @@ int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
     return 1;
   // 16-byte packets of bfloat16 along x's and dy's rows.
   const bool packX = packable<T>(depth, {x}), packDy = packable<T>(width, {dy});
-  bool later = false;
+  // The first batch adds into dw when the call accumulates, later ones
+  // always.
+  Output out{dw, dwType == OTC_BF16, accumulate != 0};
   int rc = forEachBatch(rows, experts, ids, stream, [&](const Grouping &g) {
-    weightKernel<T><<<dim3(static_cast<unsigned>(tiles),
-                           static_cast<unsigned>(experts)),
-                      kThreads, 0, stream>>>(g, depth, width, transposeW != 0,
-                                             later, packX, packDy, dy, x, dw);
-    later = true;
+    weightKernel<T>
+        <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(experts)),
+           kThreads, 0, stream>>>(g, depth, width, transposeW != 0, packX,
+                                  packDy, dy, x, out);
+    out.add = true;
   });
   return rc ? rc : launchStatus();
 }
@@ -696,34 +730,37 @@ int expertMatmulWgrad(int64_t rows, int64_t experts, int64_t depth,
 extern "C" {
 
 int otcrt_expert_matmul_f32(int64_t rows, int64_t experts, int64_t depth,
-                            int64_t width, int32_t transpose_w,
-                            const float *x, const int64_t *ids,
-                            const float *w, float *out, void *stream) {
+                            int64_t width, int32_t transpose_w, const float *x,
+                            const int64_t *ids, const float *w,
+                            int32_t out_type, void *out, void *stream) {
   return otcrt::cuda::expertMatmul(rows, experts, depth, width, transpose_w, x,
-                                   ids, w, out, stream);
+                                   ids, w, out_type, out, stream);
 }
 int otcrt_expert_matmul_bf16(int64_t rows, int64_t experts, int64_t depth,
                              int64_t width, int32_t transpose_w,
                              const otcrt_bf16 *x, const int64_t *ids,
-                             const otcrt_bf16 *w, float *out, void *stream) {
+                             const otcrt_bf16 *w, int32_t out_type, void *out,
+                             void *stream) {
   return otcrt::cuda::expertMatmul(rows, experts, depth, width, transpose_w, x,
-                                   ids, w, out, stream);
+                                   ids, w, out_type, out, stream);
 }
 int otcrt_expert_matmul_wgrad_f32(int64_t rows, int64_t experts, int64_t depth,
                                   int64_t width, int32_t transpose_w,
                                   const float *dy, const float *x,
-                                  const int64_t *ids, float *dw,
-                                  void *stream) {
+                                  const int64_t *ids, int32_t dw_type,
+                                  int32_t accumulate, void *dw, void *stream) {
   return otcrt::cuda::expertMatmulWgrad(rows, experts, depth, width,
-                                        transpose_w, dy, x, ids, dw, stream);
+                                        transpose_w, dy, x, ids, dw_type,
+                                        accumulate, dw, stream);
 }
-int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts,
-                                   int64_t depth, int64_t width,
-                                   int32_t transpose_w, const otcrt_bf16 *dy,
-                                   const otcrt_bf16 *x, const int64_t *ids,
-                                   float *dw, void *stream) {
+int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts, int64_t depth,
+                                   int64_t width, int32_t transpose_w,
+                                   const otcrt_bf16 *dy, const otcrt_bf16 *x,
+                                   const int64_t *ids, int32_t dw_type,
+                                   int32_t accumulate, void *dw, void *stream) {
   return otcrt::cuda::expertMatmulWgrad(rows, experts, depth, width,
-                                        transpose_w, dy, x, ids, dw, stream);
+                                        transpose_w, dy, x, ids, dw_type,
+                                        accumulate, dw, stream);
 }
 
 } // extern "C"

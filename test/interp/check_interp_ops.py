@@ -8,7 +8,8 @@ AdamW, the dropout mask (the exact hash below, which generated code must
 reproduce bit for bit), relu/tanh/dropout gradients, softmax cross-entropy
 gradients, constants, integer division, the comparison predicates, select
 and casts, the softmax, log_softmax, nll_loss, slice and gather gradient
-kernels, and matmul's four transpose forms. Prints `name PASS` or
+kernels, matmul's four transpose forms, and the expert products (a BF16
+result, the weight gradient added into a slot). Prints `name PASS` or
 `name FAIL (why)` per function, then `N passed, M failed`; exits 1 on any
 failure.
 """
@@ -184,13 +185,36 @@ def expect_matmul_blocks(rng):
         "nn": want, "tn": want, "nt": want, "tt": want}
 
 
+def bf16_values(a):
+    """`a` (float32) with the low 16 bits of each value cleared: values
+    that bfloat16 holds exactly."""
+    return (a.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+def expect_experts(rng):
+    x = bf16_values(rng.standard_normal((5, 3)).astype(np.float32))
+    w = bf16_values(rng.standard_normal((3, 4, 3)).astype(np.float32))
+    dy = bf16_values(rng.standard_normal((5, 4)).astype(np.float32))
+    slot = bf16_values(rng.standard_normal((3, 4, 3)).astype(np.float32))
+    ids = np.array([0, -1, 2, 0, 2], dtype=np.int64)
+    experts = ids % 3  # -1 is expert 2
+    xd, wd, dyd = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+    y = np.stack([wd[e] @ xd[n] for n, e in enumerate(experts)])
+    dw = slot.astype(np.float64).copy()
+    for n, e in enumerate(experts):
+        dw[e] += np.outer(dyd[n], xd[n])  # [O, K]: stored transposed
+    return {"x": x, "ids": ids, "w": w, "dy": dy, "slot": slot}, {
+        "y": y, "dw": dw, "y_bf16": y, "dw_bf16": dw}
+
+
 CASES = [("adamw", expect_adamw), ("adamw_skip", expect_adamw_skip),
          ("dropout", expect_dropout),
          ("grads", expect_grads), ("sce_grad", expect_sce_grad),
          ("constants", expect_constants), ("int_div", expect_int_div),
          ("compare_select_cast", expect_compare_select_cast),
          ("grad_kernels", expect_grad_kernels),
-         ("matmul_blocks", expect_matmul_blocks)]
+         ("matmul_blocks", expect_matmul_blocks),
+         ("experts", expect_experts)]
 
 
 def check(name, make, args):

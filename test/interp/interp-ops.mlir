@@ -2,8 +2,9 @@
 // with its gradient factor and its skip,
 // the dropout mask formula, the gradient kernels, constants, integer
 // division, the comparison predicates and casts besides those of Equal and
-// Cast, and matmul's four transpose forms over more than one 256-column
-// block of the result): check_interp_ops.py runs each function below with otc-run and
+// Cast, matmul's four transpose forms over more than one 256-column
+// block of the result, and the expert products with their BF16 result and
+// the weight gradient added into a slot): check_interp_ops.py runs each function below with otc-run and
 // compares with numpy implementations of the formulas in ir/OtcOps.td.
 // RUN: %python %otc_src/test/interp/check_interp_ops.py --otc-run otc-run --mlir %s --work %t | FileCheck %s
 
@@ -17,7 +18,8 @@
 // CHECK: compare_select_cast PASS
 // CHECK: grad_kernels PASS
 // CHECK: matmul_blocks PASS
-// CHECK: 10 passed, 0 failed
+// CHECK: experts PASS
+// CHECK: 11 passed, 0 failed
 
 func.func @adamw(%p: tensor<3x4xf32> {otc.input = "p"},
                  %g: tensor<3x4xf32> {otc.input = "g"},
@@ -164,4 +166,26 @@ func.func @matmul_blocks(%a: tensor<2x3x7xf32> {otc.input = "a"},
   %2 = otc.matmul %a, %bt {transpose_rhs} : (tensor<2x3x7xf32>, tensor<300x7xf32>) -> tensor<2x3x300xf32>
   %3 = otc.matmul %at, %bt {transpose_lhs, transpose_rhs} : (tensor<2x7x3xf32>, tensor<300x7xf32>) -> tensor<2x3x300xf32>
   return %0, %1, %2, %3 : tensor<2x3x300xf32>, tensor<2x3x300xf32>, tensor<2x3x300xf32>, tensor<2x3x300xf32>
+}
+
+// Each row times its expert's matrix (stored [E, O, K]; -1 is the last
+// expert), and the weight gradient added into a slot (expert 1, which no
+// row picks, keeps the slot's values), in FP32 and in BF16 (the same
+// bfloat16 values cast in: unrounded here, every sum is the exact one).
+func.func @experts(%x: tensor<5x3xf32> {otc.input = "x"},
+                   %ids: tensor<5xi64> {otc.input = "ids"},
+                   %w: tensor<3x4x3xf32> {otc.input = "w"},
+                   %dy: tensor<5x4xf32> {otc.input = "dy"},
+                   %slot: tensor<3x4x3xf32> {otc.input = "slot"})
+    -> (tensor<5x4xf32> {otc.output = "y"}, tensor<3x4x3xf32> {otc.output = "dw"},
+        tensor<5x4xbf16> {otc.output = "y_bf16"}, tensor<3x4x3xbf16> {otc.output = "dw_bf16"}) {
+  %y = otc.expert_matmul %x, %ids, %w {transpose_rhs} : (tensor<5x3xf32>, tensor<5xi64>, tensor<3x4x3xf32>) -> tensor<5x4xf32>
+  %dw = otc.expert_matmul_wgrad %dy, %x, %ids acc %slot {transpose_rhs} : (tensor<5x4xf32>, tensor<5x3xf32>, tensor<5xi64>, tensor<3x4x3xf32>) -> tensor<3x4x3xf32>
+  %xb = otc.cast %x : (tensor<5x3xf32>) -> tensor<5x3xbf16>
+  %wb = otc.cast %w : (tensor<3x4x3xf32>) -> tensor<3x4x3xbf16>
+  %dyb = otc.cast %dy : (tensor<5x4xf32>) -> tensor<5x4xbf16>
+  %sb = otc.cast %slot : (tensor<3x4x3xf32>) -> tensor<3x4x3xbf16>
+  %yb = otc.expert_matmul %xb, %ids, %wb {transpose_rhs} : (tensor<5x3xbf16>, tensor<5xi64>, tensor<3x4x3xbf16>) -> tensor<5x4xbf16>
+  %dwb = otc.expert_matmul_wgrad %dyb, %xb, %ids acc %sb {transpose_rhs} : (tensor<5x4xbf16>, tensor<5x3xbf16>, tensor<5xi64>, tensor<3x4x3xbf16>) -> tensor<3x4x3xbf16>
+  return %y, %dw, %yb, %dwb : tensor<5x4xf32>, tensor<3x4x3xf32>, tensor<5x4xbf16>, tensor<3x4x3xbf16>
 }

@@ -345,6 +345,26 @@ func.func @column_sum_acc(%x: tensor<4x8xbf16>, %a: tensor<8xf32>) {
 
 // -----
 
+// Tests that an expert weight gradient's accumulator has the result's type
+// (the call writes the result over it).
+func.func @expert_wgrad_acc(%dy: tensor<6x5xbf16>, %x: tensor<6x4xbf16>, %i: tensor<6xi64>, %a: tensor<3x4x5xf32>) {
+  // expected-error@+1 {{acc 'tensor<3x4x5xf32>' must have the result's type 'tensor<3x4x5xbf16>'}}
+  %0 = otc.expert_matmul_wgrad %dy, %x, %i acc %a : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+  return
+}
+
+// -----
+
+// Tests that an expert product's result is FP32 or of its operands' type
+// (the kernel stores FP32 sums or rounds them to the operands' BF16).
+func.func @expert_matmul_result(%x: tensor<6x4xf32>, %i: tensor<6xi64>, %w: tensor<3x4x5xf32>) {
+  // expected-error@+1 {{result must be f32 or the operands' type}}
+  %0 = otc.expert_matmul %x, %i, %w : (tensor<6x4xf32>, tensor<6xi64>, tensor<3x4x5xf32>) -> tensor<6x5xbf16>
+  return
+}
+
+// -----
+
 // Tests that a norm gradient's accumulators have their results' types.
 func.func @layer_norm_grad_acc(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %m: tensor<4xf32>, %r: tensor<4xf32>, %a: tensor<8xf32>) {
   // expected-error@+1 {{dbeta_acc must have the type of the result it adds into, 'tensor<8xbf16>', got 'tensor<8xf32>'}}

@@ -941,3 +941,210 @@ func.func @sum_view_read_twice() {
   }
   return
 }
+
+// -----
+
+// A mixture of experts' weight gradient only added into its slot: under
+// BF16 (FP32 sums, rounded by a cast kernel, added into the BF16 slot) the
+// call adds into the slot itself, its result the slot's BF16, and the cast
+// and add kernels and both [E, K, O] temporaries go; likewise its FP32 sums
+// added into an FP32 slot as they are (FP32 gradient accumulation of BF16
+// operands, and FP32 operands).
+// CHECK-LABEL: func.func @expert_wgrad_into_slots
+// CHECK-DAG: %[[G:.*]] = otck.buffer {slot = "grad:experts.down"} : memref<3x4x5xbf16>
+// CHECK-DAG: %[[H:.*]] = otck.buffer {slot = "grad:experts.up"} : memref<3x5x4xf32>
+// CHECK-DAG: %[[F:.*]] = otck.buffer {slot = "grad:experts.gate"} : memref<3x4x5xf32>
+// CHECK-NOT: otck.buffer : memref<3x
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[G]] : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>, memref<3x4x5xbf16>) outs(%[[G]] : memref<3x4x5xbf16>)
+// CHECK-NEXT: ^bb0(%{{.*}}: tensor<6x5xbf16>, %{{.*}}: tensor<6x4xbf16>, %{{.*}}: tensor<6xi64>, %[[ACC:.*]]: tensor<3x4x5xbf16>):
+// CHECK-NEXT: otc.expert_matmul_wgrad %{{.*}}, %{{.*}}, %{{.*}} acc %[[ACC]] : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<3x4x5xbf16>
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[H]] : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>, memref<3x5x4xf32>) outs(%[[H]] : memref<3x5x4xf32>)
+// CHECK: otc.expert_matmul_wgrad {{.*}} acc %{{.*}} {transpose_rhs} : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>, tensor<3x5x4xf32>) -> tensor<3x5x4xf32>
+// CHECK: otck.kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[F]] : memref<6x5xf32>, memref<6x4xf32>, memref<6xi64>, memref<3x4x5xf32>) outs(%[[F]] : memref<3x4x5xf32>)
+// CHECK: otc.expert_matmul_wgrad {{.*}} acc %{{.*}} : (tensor<6x5xf32>, tensor<6x4xf32>, tensor<6xi64>, tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
+// CHECK-NOT: otck.kernel
+// CHECK-NOT: otck.buffer
+// CHECK: return
+func.func @expert_wgrad_into_slots() {
+  %dy = otck.buffer {slot = "dy"} : memref<6x5xbf16>
+  %x = otck.buffer {slot = "x"} : memref<6x4xbf16>
+  %ids = otck.buffer {slot = "ids"} : memref<6xi64>
+  %dyf = otck.buffer {slot = "dyf"} : memref<6x5xf32>
+  %xf = otck.buffer {slot = "xf"} : memref<6x4xf32>
+  %g = otck.buffer {slot = "grad:experts.down"} : memref<3x4x5xbf16>
+  %h = otck.buffer {slot = "grad:experts.up"} : memref<3x5x4xf32>
+  %f = otck.buffer {slot = "grad:experts.gate"} : memref<3x4x5xf32>
+  %t = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%dy, %x, %ids : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>) outs(%t : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<6x5xbf16>, %b: tensor<6x4xbf16>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+    otck.yield %r : tensor<3x4x5xf32>
+  }
+  %rounded = otck.buffer : memref<3x4x5xbf16>
+  otck.kernel ins(%t : memref<3x4x5xf32>) outs(%rounded : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xf32>):
+    %s = otc.cast %a : (tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  otck.kernel ins(%g, %rounded : memref<3x4x5xbf16>, memref<3x4x5xbf16>) outs(%g : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xbf16>, %b: tensor<3x4x5xbf16>):
+    %s = otc.add %a, %b : (tensor<3x4x5xbf16>, tensor<3x4x5xbf16>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  %u = otck.buffer : memref<3x5x4xf32>
+  otck.kernel ins(%dy, %x, %ids : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>) outs(%u : memref<3x5x4xf32>) {
+  ^bb0(%a: tensor<6x5xbf16>, %b: tensor<6x4xbf16>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c {transpose_rhs} : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x5x4xf32>
+    otck.yield %r : tensor<3x5x4xf32>
+  }
+  otck.kernel ins(%u, %h : memref<3x5x4xf32>, memref<3x5x4xf32>) outs(%h : memref<3x5x4xf32>) {
+  ^bb0(%a: tensor<3x5x4xf32>, %b: tensor<3x5x4xf32>):
+    %s = otc.add %a, %b : (tensor<3x5x4xf32>, tensor<3x5x4xf32>) -> tensor<3x5x4xf32>
+    otck.yield %s : tensor<3x5x4xf32>
+  }
+  %v = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%dyf, %xf, %ids : memref<6x5xf32>, memref<6x4xf32>, memref<6xi64>) outs(%v : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<6x5xf32>, %b: tensor<6x4xf32>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c : (tensor<6x5xf32>, tensor<6x4xf32>, tensor<6xi64>) -> tensor<3x4x5xf32>
+    otck.yield %r : tensor<3x4x5xf32>
+  }
+  otck.kernel ins(%f, %v : memref<3x4x5xf32>, memref<3x4x5xf32>) outs(%f : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<3x4x5xf32>, %b: tensor<3x4x5xf32>):
+    %s = otc.add %a, %b : (tensor<3x4x5xf32>, tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
+    otck.yield %s : tensor<3x4x5xf32>
+  }
+  return
+}
+
+// -----
+
+// Near misses, left as they are: the rounded gradient read by another
+// kernel too; the slot read by a kernel in between; FP32 sums rounded to a
+// type that is not the operands' (f16) before the add; and an FP32 slot
+// that the rounded gradient is widened back into.
+// CHECK-LABEL: func.func @expert_wgrad_rounded_read_twice
+// CHECK-NOT: acc
+// CHECK-COUNT-4: otck.kernel
+// CHECK-LABEL: func.func @expert_wgrad_slot_read_between
+// CHECK-NOT: acc
+// CHECK-COUNT-4: otck.kernel
+// CHECK-LABEL: func.func @expert_wgrad_rounded_to_f16
+// CHECK-NOT: acc
+// CHECK-COUNT-3: otck.kernel
+// CHECK-LABEL: func.func @expert_wgrad_widened_back
+// CHECK-NOT: acc
+// CHECK-COUNT-4: otck.kernel
+func.func @expert_wgrad_rounded_read_twice() {
+  %dy = otck.buffer {slot = "dy"} : memref<6x5xbf16>
+  %x = otck.buffer {slot = "x"} : memref<6x4xbf16>
+  %ids = otck.buffer {slot = "ids"} : memref<6xi64>
+  %g = otck.buffer {slot = "grad:experts.down"} : memref<3x4x5xbf16>
+  %o = otck.buffer {slot = "o"} : memref<3x4x5xbf16>
+  %t = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%dy, %x, %ids : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>) outs(%t : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<6x5xbf16>, %b: tensor<6x4xbf16>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+    otck.yield %r : tensor<3x4x5xf32>
+  }
+  %rounded = otck.buffer : memref<3x4x5xbf16>
+  otck.kernel ins(%t : memref<3x4x5xf32>) outs(%rounded : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xf32>):
+    %s = otc.cast %a : (tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  otck.kernel ins(%rounded : memref<3x4x5xbf16>) outs(%o : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xbf16>):
+    %s = otc.neg %a : tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  otck.kernel ins(%g, %rounded : memref<3x4x5xbf16>, memref<3x4x5xbf16>) outs(%g : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xbf16>, %b: tensor<3x4x5xbf16>):
+    %s = otc.add %a, %b : (tensor<3x4x5xbf16>, tensor<3x4x5xbf16>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  return
+}
+func.func @expert_wgrad_slot_read_between() {
+  %dy = otck.buffer {slot = "dy"} : memref<6x5xbf16>
+  %x = otck.buffer {slot = "x"} : memref<6x4xbf16>
+  %ids = otck.buffer {slot = "ids"} : memref<6xi64>
+  %g = otck.buffer {slot = "grad:experts.down"} : memref<3x4x5xbf16>
+  %o = otck.buffer {slot = "o"} : memref<3x4x5xbf16>
+  %t = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%dy, %x, %ids : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>) outs(%t : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<6x5xbf16>, %b: tensor<6x4xbf16>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+    otck.yield %r : tensor<3x4x5xf32>
+  }
+  %rounded = otck.buffer : memref<3x4x5xbf16>
+  otck.kernel ins(%t : memref<3x4x5xf32>) outs(%rounded : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xf32>):
+    %s = otc.cast %a : (tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  otck.kernel ins(%g : memref<3x4x5xbf16>) outs(%o : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xbf16>):
+    %s = otc.neg %a : tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  otck.kernel ins(%g, %rounded : memref<3x4x5xbf16>, memref<3x4x5xbf16>) outs(%g : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xbf16>, %b: tensor<3x4x5xbf16>):
+    %s = otc.add %a, %b : (tensor<3x4x5xbf16>, tensor<3x4x5xbf16>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  return
+}
+func.func @expert_wgrad_rounded_to_f16() {
+  %dy = otck.buffer {slot = "dy"} : memref<6x5xbf16>
+  %x = otck.buffer {slot = "x"} : memref<6x4xbf16>
+  %ids = otck.buffer {slot = "ids"} : memref<6xi64>
+  %g = otck.buffer {slot = "grad:experts.down"} : memref<3x4x5xf16>
+  %t = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%dy, %x, %ids : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>) outs(%t : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<6x5xbf16>, %b: tensor<6x4xbf16>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+    otck.yield %r : tensor<3x4x5xf32>
+  }
+  %rounded = otck.buffer : memref<3x4x5xf16>
+  otck.kernel ins(%t : memref<3x4x5xf32>) outs(%rounded : memref<3x4x5xf16>) {
+  ^bb0(%a: tensor<3x4x5xf32>):
+    %s = otc.cast %a : (tensor<3x4x5xf32>) -> tensor<3x4x5xf16>
+    otck.yield %s : tensor<3x4x5xf16>
+  }
+  otck.kernel ins(%g, %rounded : memref<3x4x5xf16>, memref<3x4x5xf16>) outs(%g : memref<3x4x5xf16>) {
+  ^bb0(%a: tensor<3x4x5xf16>, %b: tensor<3x4x5xf16>):
+    %s = otc.add %a, %b : (tensor<3x4x5xf16>, tensor<3x4x5xf16>) -> tensor<3x4x5xf16>
+    otck.yield %s : tensor<3x4x5xf16>
+  }
+  return
+}
+func.func @expert_wgrad_widened_back() {
+  %dy = otck.buffer {slot = "dy"} : memref<6x5xbf16>
+  %x = otck.buffer {slot = "x"} : memref<6x4xbf16>
+  %ids = otck.buffer {slot = "ids"} : memref<6xi64>
+  %g = otck.buffer {slot = "grad:experts.down"} : memref<3x4x5xf32>
+  %t = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%dy, %x, %ids : memref<6x5xbf16>, memref<6x4xbf16>, memref<6xi64>) outs(%t : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<6x5xbf16>, %b: tensor<6x4xbf16>, %c: tensor<6xi64>):
+    %r = otc.expert_matmul_wgrad %a, %b, %c : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+    otck.yield %r : tensor<3x4x5xf32>
+  }
+  %rounded = otck.buffer : memref<3x4x5xbf16>
+  otck.kernel ins(%t : memref<3x4x5xf32>) outs(%rounded : memref<3x4x5xbf16>) {
+  ^bb0(%a: tensor<3x4x5xf32>):
+    %s = otc.cast %a : (tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+    otck.yield %s : tensor<3x4x5xbf16>
+  }
+  %wide = otck.buffer : memref<3x4x5xf32>
+  otck.kernel ins(%rounded : memref<3x4x5xbf16>) outs(%wide : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<3x4x5xbf16>):
+    %s = otc.cast %a : (tensor<3x4x5xbf16>) -> tensor<3x4x5xf32>
+    otck.yield %s : tensor<3x4x5xf32>
+  }
+  otck.kernel ins(%g, %wide : memref<3x4x5xf32>, memref<3x4x5xf32>) outs(%g : memref<3x4x5xf32>) {
+  ^bb0(%a: tensor<3x4x5xf32>, %b: tensor<3x4x5xf32>):
+    %s = otc.add %a, %b : (tensor<3x4x5xf32>, tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
+    otck.yield %s : tensor<3x4x5xf32>
+  }
+  return
+}

@@ -115,3 +115,54 @@ func.func @embedding_grad_read_in_fp32(%dy: tensor<2x4x16xbf16>, %ids: tensor<2x
   %q = otc.cast %h : (tensor<50x16xf32>) -> tensor<50x16xbf16>
   return %r, %g, %q : tensor<50x16xbf16>, tensor<50x16xf32>, tensor<50x16xbf16>
 }
+
+// -----
+
+// Expert products of BF16 rows and experts whose FP32 result only a cast to
+// BF16 reads (mixed precision's rounding of a product) store BF16
+// themselves: the forward product and the backward's dx (experts read
+// transposed), each in either layout; the casts go.
+// CHECK-LABEL: func.func @bf16_expert_products
+// CHECK-NOT: otc.cast
+// CHECK: %[[Y:.*]] = otc.expert_matmul %arg0, %arg1, %arg2 : (tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x5xbf16>
+// CHECK-NEXT: %[[DX:.*]] = otc.expert_matmul %arg3, %arg1, %arg2 {transpose_rhs} : (tensor<6x5xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x4xbf16>
+// CHECK-NEXT: return %[[Y]], %[[DX]]
+func.func @bf16_expert_products(%x: tensor<6x4xbf16>, %ids: tensor<6xi64>, %w: tensor<3x4x5xbf16>, %dy: tensor<6x5xbf16>)
+    -> (tensor<6x5xbf16>, tensor<6x4xbf16>) {
+  %y = otc.expert_matmul %x, %ids, %w : (tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x5xf32>
+  %r = otc.cast %y : (tensor<6x5xf32>) -> tensor<6x5xbf16>
+  %dx = otc.expert_matmul %dy, %ids, %w {transpose_rhs} : (tensor<6x5xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x4xf32>
+  %q = otc.cast %dx : (tensor<6x4xf32>) -> tensor<6x4xbf16>
+  return %r, %q : tensor<6x5xbf16>, tensor<6x4xbf16>
+}
+
+// -----
+
+// Near misses, each left as it is: an FP32 result that another op reads
+// too (in FP32), FP32 operands rounded to BF16 (the
+// kernel rounds only to its operands' type), a cast to f16, and the weight
+// gradient (it goes into its slot in otc-fuse-epilogues instead).
+// CHECK-LABEL: func.func @expert_products_kept
+// CHECK: %[[Y:.*]] = otc.expert_matmul %arg0, %arg1, %arg2 : (tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x5xf32>
+// CHECK-NEXT: otc.cast %[[Y]] : (tensor<6x5xf32>) -> tensor<6x5xbf16>
+// CHECK-NEXT: otc.neg %[[Y]]
+// CHECK: %[[Z:.*]] = otc.expert_matmul %arg3, %arg1, %arg4 : (tensor<6x4xf32>, tensor<6xi64>, tensor<3x4x5xf32>) -> tensor<6x5xf32>
+// CHECK-NEXT: otc.cast %[[Z]] : (tensor<6x5xf32>) -> tensor<6x5xbf16>
+// CHECK: %[[H:.*]] = otc.expert_matmul %arg0, %arg1, %arg2 : (tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x5xf32>
+// CHECK-NEXT: otc.cast %[[H]] : (tensor<6x5xf32>) -> tensor<6x5xf16>
+// CHECK: %[[DW:.*]] = otc.expert_matmul_wgrad %arg5, %arg0, %arg1 : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+// CHECK-NEXT: otc.cast %[[DW]] : (tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+func.func @expert_products_kept(%x: tensor<6x4xbf16>, %ids: tensor<6xi64>, %w: tensor<3x4x5xbf16>,
+                                %xf: tensor<6x4xf32>, %wf: tensor<3x4x5xf32>, %dy: tensor<6x5xbf16>)
+    -> (tensor<6x5xbf16>, tensor<6x5xf32>, tensor<6x5xbf16>, tensor<6x5xf16>, tensor<3x4x5xbf16>) {
+  %y = otc.expert_matmul %x, %ids, %w : (tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x5xf32>
+  %r = otc.cast %y : (tensor<6x5xf32>) -> tensor<6x5xbf16>
+  %s = otc.neg %y : tensor<6x5xf32>
+  %z = otc.expert_matmul %xf, %ids, %wf : (tensor<6x4xf32>, tensor<6xi64>, tensor<3x4x5xf32>) -> tensor<6x5xf32>
+  %q = otc.cast %z : (tensor<6x5xf32>) -> tensor<6x5xbf16>
+  %h = otc.expert_matmul %x, %ids, %w : (tensor<6x4xbf16>, tensor<6xi64>, tensor<3x4x5xbf16>) -> tensor<6x5xf32>
+  %k = otc.cast %h : (tensor<6x5xf32>) -> tensor<6x5xf16>
+  %dw = otc.expert_matmul_wgrad %dy, %x, %ids : (tensor<6x5xbf16>, tensor<6x4xbf16>, tensor<6xi64>) -> tensor<3x4x5xf32>
+  %d = otc.cast %dw : (tensor<3x4x5xf32>) -> tensor<3x4x5xbf16>
+  return %r, %s, %q, %k, %d : tensor<6x5xbf16>, tensor<6x5xf32>, tensor<6x5xbf16>, tensor<6x5xf16>, tensor<3x4x5xbf16>
+}

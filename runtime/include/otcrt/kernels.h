@@ -183,36 +183,49 @@ int otcrt_gather_grad_bf16(int64_t outer, int64_t axis_len, int64_t inner,
 /// [rows, depth], ids [rows], w the experts' matrices, [experts, depth,
 /// width] (transpose_w 0) or [experts, width, depth] (1), and out [rows,
 /// width] gets out[n, :] = x[n, :] W_e with e = ids[n] (plus experts when
-/// negative) and W_e = w[e] or its transpose, accumulated in float (bf16:
-/// x and w stored as bfloat16, out float). A row whose index is outside
+/// negative) and W_e = w[e] or its transpose, accumulated in float. out is
+/// of `out_type` (an OtcDType of otcrt/abi.h): OTC_F32, or OTC_BF16 with
+/// bf16 data, each float sum then rounded once (to nearest even) as it is
+/// stored: the bits of the OTC_F32 result rounded to bfloat16 (any other
+/// type is an error, status 1). A row whose index is outside
 /// [-experts, experts) gets zeros (the reference interpreter reports it
-/// instead; the indices a router's top-k picks are always inside). The rows are grouped by expert, keeping their order within an
-/// expert (the cpu target: a counting sort, then one GEMM per expert over
-/// its rows gathered; the cuda target: a stable radix sort, then tiles of
-/// one expert's rows each), so no [rows, depth, width] tensor is built and
+/// instead; the indices a router's top-k picks are always inside). The
+/// rows are grouped by expert, keeping their order within an expert (the
+/// cpu target: a counting sort, then one GEMM per expert over its rows
+/// gathered; the cuda target: a stable radix sort, then tiles of one
+/// expert's rows each), so no [rows, depth, width] tensor is built and
 /// results repeat bit for bit however the indices are skewed.
 int otcrt_expert_matmul_f32(int64_t rows, int64_t experts, int64_t depth,
-                            int64_t width, int32_t transpose_w,
-                            const float *x, const int64_t *ids,
-                            const float *w, float *out, void *stream);
+                            int64_t width, int32_t transpose_w, const float *x,
+                            const int64_t *ids, const float *w,
+                            int32_t out_type, void *out, void *stream);
 int otcrt_expert_matmul_bf16(int64_t rows, int64_t experts, int64_t depth,
                              int64_t width, int32_t transpose_w,
                              const otcrt_bf16 *x, const int64_t *ids,
-                             const otcrt_bf16 *w, float *out, void *stream);
+                             const otcrt_bf16 *w, int32_t out_type, void *out,
+                             void *stream);
 /// The experts' weight gradient (otc.expert_matmul_wgrad): with dy [rows,
 /// width] and x [rows, depth], dw (the experts' layout, as w above) gets
 /// for each expert the sum over its rows of x[n]^T dy[n], accumulated in
 /// float; an expert no row picks gets zeros and a row with an index outside
-/// the experts adds nothing.
+/// the experts adds nothing. dw is of `dw_type` (OTC_F32, or OTC_BF16 with
+/// bf16 data); with `accumulate` 0 it is overwritten (each sum rounded once
+/// to dw_type), with 1 each element becomes its value plus the sum, formed
+/// in float and rounded once (a gradient slot the call adds into: an expert
+/// no row picks keeps its values). The cuda target sorts at most a batch
+/// of rows at a time (its scratch's, OTCRT_CUDA_SORT_SCRATCH_BYTES / 16):
+/// a call of more rows adds each later batch's sums to dw in turn, rounded
+/// to dw_type after each (with `accumulate` 0 too, from the first batch's).
 int otcrt_expert_matmul_wgrad_f32(int64_t rows, int64_t experts, int64_t depth,
                                   int64_t width, int32_t transpose_w,
                                   const float *dy, const float *x,
-                                  const int64_t *ids, float *dw, void *stream);
-int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts,
-                                   int64_t depth, int64_t width,
-                                   int32_t transpose_w, const otcrt_bf16 *dy,
-                                   const otcrt_bf16 *x, const int64_t *ids,
-                                   float *dw, void *stream);
+                                  const int64_t *ids, int32_t dw_type,
+                                  int32_t accumulate, void *dw, void *stream);
+int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts, int64_t depth,
+                                   int64_t width, int32_t transpose_w,
+                                   const otcrt_bf16 *dy, const otcrt_bf16 *x,
+                                   const int64_t *ids, int32_t dw_type,
+                                   int32_t accumulate, void *dw, void *stream);
 
 /*===--- Attention ---------------------------------------------------------===*/
 
