@@ -77,6 +77,16 @@ std::optional<double> evaluateAt(mlir::Value v, llvm::ArrayRef<int64_t> index);
 /// evaluated.
 bool evaluateRow(mlir::Value v, llvm::ArrayRef<int64_t> prefix,
                  llvm::SmallVectorImpl<double> &row);
+/// The causal band of an attention mask (AttentionMaskBand.cpp), its rows
+/// evaluated one at a time and each value read as hidden or not by `hidden`,
+/// over the mask's own shape (broadcast to [.., T, S]): 0 when it hides
+/// exactly j > i (causal), W > 0 when it hides exactly j > i and j <= i - W
+/// (a causal sliding window of W keys), nothing otherwise. From the cache
+/// when the same computation was classified before as `kind` (how its
+/// values hide a key).
+std::optional<int64_t>
+cachedBand(mlir::Value mask, int kind, int64_t t, int64_t s,
+           llvm::function_ref<std::optional<bool>(double)> hidden);
 /// Forgets the masks fuseAttention classified (otc-fuse-patterns calls it
 /// before and after its run: the cache holds for one run's IR).
 void clearMaskCache();

@@ -1,0 +1,124 @@
+//===- AttentionMaskBand.cpp - causal bands of attention masks -----------===//
+//
+// The mask classification of the attention recognizer (FuseAttention.cpp):
+// a mask's constant values evaluated row by row (ConstantEvaluator.cpp)
+// tell whether it hides exactly the keys after each query (causal) or also
+// those a window behind (a causal sliding window), with a cache so that the
+// mask every layer reads is walked once per otc-fuse-patterns run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusePatterns.h"
+
+#include "ir/ShapeUtils.h"
+
+#include <tuple>
+
+using namespace mlir;
+using namespace otc;
+using namespace otc::fuse;
+
+/// Classifies a mask (its rows evaluated one at a time, each value read as
+/// hidden or not by `hidden`) over the mask's own shape
+/// (broadcast to [.., T, S]): 0 when it hides exactly j > i (causal), W > 0
+/// when it hides exactly j > i and j <= i - W (a causal sliding window of W
+/// keys), nothing otherwise.
+static std::optional<int64_t>
+causalBand(Value mask, int64_t t, int64_t s,
+           llvm::function_ref<std::optional<bool>(double)> hidden) {
+  ArrayRef<int64_t> shape = shapeOf(mask);
+  if (t != s || shape.size() < 2 || shape[shape.size() - 2] != t ||
+      shape.back() != s)
+    return std::nullopt;
+  ArrayRef<int64_t> rows = shape.drop_back();
+  // One pass, nothing stored (a [T, T] record would be gigabytes at long
+  // sequences): every key after its query is hidden, and on or below the
+  // diagonal the hidden lags i - j are exactly those from the smallest
+  // hidden one (the window; none hidden: plain causal) on, i.e. every
+  // visible lag is below every hidden one.
+  int64_t minHidden = -1, maxVisible = -1;
+  SmallVector<double> row;
+  for (int64_t flat = 0, n = numElements(rows); flat < n; ++flat) {
+    SmallVector<int64_t> prefix = unravelIndex(flat, rows);
+    if (!evaluateRow(mask, prefix, row))
+      return std::nullopt;
+    const int64_t i = prefix.back();
+    for (int64_t j = 0; j < s; ++j) {
+      std::optional<bool> h = hidden(row[j]);
+      if (!h)
+        return std::nullopt;
+      int64_t lag = i - j;
+      if (lag < 0) {
+        if (!*h)
+          return std::nullopt;
+      } else if (*h) {
+        if (lag == 0)
+          return std::nullopt; // a query hidden from itself: no band
+        minHidden = minHidden < 0 ? lag : std::min(minHidden, lag);
+      } else {
+        maxVisible = std::max(maxVisible, lag);
+      }
+    }
+  }
+  if (minHidden >= 0 && maxVisible >= minHidden)
+    return std::nullopt;
+  return minHidden < 0 ? 0 : minHidden;
+}
+
+/// The classifications of the masks seen in one run of otc-fuse-patterns:
+/// every layer of a model reads the same mask, whose T x T walk (seconds at
+/// 4096 positions) is then done once. An entry is kept with what computes
+/// the mask (op name, result type, operands, attributes), so that a value
+/// at an address an erased op had is never taken for it.
+namespace {
+struct BandEntry {
+  Operation *op = nullptr;
+  std::optional<OperationName> name;
+  Type type;
+  SmallVector<Value> operands;
+  DictionaryAttr attrs;
+  std::optional<int64_t> band;
+};
+thread_local llvm::DenseMap<std::tuple<void *, int, int64_t, int64_t>,
+                            BandEntry>
+    bandCache;
+} // namespace
+
+void fuse::clearMaskCache() {
+  bandCache.clear();
+  clearConstantValues();
+}
+
+void fuse::forgetMask(Operation *op) {
+  SmallVector<std::tuple<void *, int, int64_t, int64_t>> keys;
+  for (auto &[key, entry] : bandCache)
+    if (entry.op == op)
+      keys.push_back(key);
+  for (auto &key : keys)
+    bandCache.erase(key);
+}
+
+std::optional<int64_t>
+fuse::cachedBand(Value mask, int kind, int64_t t, int64_t s,
+                 llvm::function_ref<std::optional<bool>(double)> hidden) {
+  Operation *op = mask.getDefiningOp();
+  if (!op)
+    return causalBand(mask, t, s, hidden);
+  auto key = std::make_tuple(mask.getAsOpaquePointer(), kind, t, s);
+  auto same = [&](const BandEntry &e) {
+    return e.op == op && e.name == op->getName() && e.type == mask.getType() &&
+           e.attrs == op->getAttrDictionary() &&
+           llvm::equal(e.operands, op->getOperands());
+  };
+  if (auto it = bandCache.find(key); it != bandCache.end() && same(it->second))
+    return it->second.band;
+  std::optional<int64_t> band = causalBand(mask, t, s, hidden);
+  BandEntry &e = bandCache[key];
+  e.op = op;
+  e.name = op->getName();
+  e.type = mask.getType();
+  e.operands.assign(op->getOperands().begin(), op->getOperands().end());
+  e.attrs = op->getAttrDictionary();
+  e.band = band;
+  return band;
+}
