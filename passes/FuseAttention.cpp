@@ -363,6 +363,14 @@ static bool splitKeyPadding(Value cond, ArrayRef<int64_t> s, Chain &c) {
 /// `s`): a select with a fill or an added mask (classified as causal, a
 /// sliding window or an additive operand), the scale and Q K^T, possibly
 /// soft-capped. Fills `c`; yes when it matched. Changes no IR.
+/// How an additive mask's value hides a key: a fill at or below
+/// kHiddenBelow hides it, 0 shows it, anything else is no band's.
+static std::optional<bool> additiveHidden(double v) {
+  if (v != 0.0 && v > kHiddenBelow)
+    return std::nullopt;
+  return v <= kHiddenBelow;
+}
+
 /// (S + b) + m with S = scale * Q K^T, the inner sum read only by the
 /// outer one (T5's eager attention: its relative position bias, then the
 /// causal mask): S + (b + m). A causal band m is the fused op's causal
@@ -384,11 +392,7 @@ static bool matchTwoMasks(AddOp outer, ArrayRef<int64_t> s, Chain &c) {
               getElementTypeOrSelf(m.getType()) ||
           !broadcastShapes(shapeOf(b), shapeOf(m)))
         continue;
-      std::optional<int64_t> band = cachedBand(m, 2, t, keys, [&](double v) {
-        if (v != 0.0 && v > kHiddenBelow)
-          return std::optional<bool>();
-        return std::optional<bool>(v <= kHiddenBelow);
-      });
+      std::optional<int64_t> band = cachedBand(m, 2, t, keys, additiveHidden);
       c.mask = b;
       if (band) {
         c.causal = true;
@@ -465,11 +469,7 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
     // wherever a row keeps a visible key.
     std::optional<int64_t> band;
     if (!causalSelect)
-      band = cachedBand(m, 2, t, keys, [&](double v) {
-        if (v != 0.0 && v > kHiddenBelow)
-          return std::optional<bool>();
-        return std::optional<bool>(v <= kHiddenBelow);
-      });
+      band = cachedBand(m, 2, t, keys, additiveHidden);
     c.causal = causalSelect || band.has_value();
     if (band)
       c.window = *band;

@@ -345,16 +345,14 @@ struct FuseElementwisePass
       if (!buf || buf.getSlot() || hasViews(v) || !seen.insert(v).second)
         continue;
       bool readLater = llvm::any_of(v.getUsers(), [&](Operation *u) {
-        return u != second.getOperation() && u->getBlock() == block(first) &&
-               first->isBeforeInBlock(u);
+        return u != second.getOperation() &&
+               u->getBlock() == first->getBlock() && first->isBeforeInBlock(u);
       });
       if (!readLater)
         freed += byteSize(cast<MemRefType>(v.getType()));
     }
     return born <= freed;
   }
-
-  static Block *block(otck::KernelOp k) { return k->getBlock(); }
 
   /// Builds the kernel of `producer` then `consumer` at the consumer's
   /// position (or before `at`); a producer output that only the consumer

@@ -405,8 +405,8 @@ const char *callDeclined(const OtcrtAttention &a) {
 }
 
 /// The graph cache's key of call `a`; false without a current device.
-bool graphKey(const OtcrtAttention &a, bool backward, const void *mask,
-              const otcrt_bf16 *padding, GraphKey &key) {
+bool graphKey(const OtcrtAttention &a, bool backward, bool mask, bool padding,
+              GraphKey &key) {
   if (cudaGetDevice(&key.device) != cudaSuccess)
     return false;
   key.backward = backward;
@@ -417,8 +417,8 @@ bool graphKey(const OtcrtAttention &a, bool backward, const void *mask,
   key.window = a.causal ? a.window : 0;
   key.layout = a.layout;
   key.rowStride = a.row_stride;
-  key.mask = mask != nullptr;
-  key.padding = padding != nullptr;
+  key.mask = mask;
+  key.padding = padding;
   if (key.mask)
     std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);
   return true;
@@ -428,8 +428,7 @@ bool graphKey(const OtcrtAttention &a, bool backward, const void *mask,
 /// build that failed before), so that nothing is prepared for it.
 bool knownDeclined(const OtcrtAttention &a, bool backward, bool mask) {
   GraphKey key;
-  static const char dummy = 0;
-  if (!graphKey(a, backward, mask ? &dummy : nullptr, nullptr, key))
+  if (!graphKey(a, backward, mask, /*padding=*/false, key))
     return false;
   Cache &c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -450,7 +449,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
     return result;
   cudaStream_t stream = static_cast<cudaStream_t>(streamArg);
   GraphKey key;
-  if (!graphKey(a, backward, mask, padding, key)) {
+  if (!graphKey(a, backward, mask != nullptr, padding != nullptr, key)) {
     result.why = "no current CUDA device";
     return result;
   }
