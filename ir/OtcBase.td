@@ -50,6 +50,14 @@ def Otc_Fp32Compute : NativeOpTrait<"OtcFp32Compute"> {
 def Otc_BF16Product : NativeOpTrait<"OtcBF16Product"> {
   let cppNamespace = "::mlir::OpTrait";
 }
+/// FP32 sums of a gradient (a gather's gradient): the result rounded to BF16,
+/// as a product's is, when the summed gradient is BF16 and the result is an
+/// activation's gradient (the gradient of a BF16 value is BF16); FP32 when
+/// it is a parameter's (its contributions are summed in FP32) or the
+/// gradient is FP32.
+def Otc_GradientSum : NativeOpTrait<"OtcGradientSum"> {
+  let cppNamespace = "::mlir::OpTrait";
+}
 /// Left as it is (casts, which are the conversions, and constants, which
 /// take their reader's precision).
 def Otc_KeepPrecision : NativeOpTrait<"OtcKeepPrecision"> {

@@ -35,6 +35,8 @@ class OtcFp32Compute : public TraitBase<ConcreteType, OtcFp32Compute> {};
 template <typename ConcreteType>
 class OtcBF16Product : public TraitBase<ConcreteType, OtcBF16Product> {};
 template <typename ConcreteType>
+class OtcGradientSum : public TraitBase<ConcreteType, OtcGradientSum> {};
+template <typename ConcreteType>
 class OtcKeepPrecision : public TraitBase<ConcreteType, OtcKeepPrecision> {};
 } // namespace mlir::OpTrait
 

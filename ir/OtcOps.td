@@ -258,7 +258,7 @@ def Otc_GatherOp : Otc_Op<"gather", [CostFlopsRead, Pure, Grad]> {
 def Otc_GatherGradOp : Otc_Op<"gather_grad",
     [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
                                ["getAccumulatedResults"]>, Grad,
-     Otc_Fp32Compute,
+     Otc_GradientSum,
      DeclareOpInterfaceMethods<Otc_CostOpInterface,
                                ["getFlops", "getBytesRead", "getBytesWritten"]>,
      Pure]> {

@@ -8,14 +8,16 @@
 // accumulate in FP32; reductions, softmax, losses and the functions that
 // lose accuracy in BF16 (exp, log, pow, sqrt, reciprocal) run in FP32;
 // every other op computes in BF16 when all its non-constant float operands
-// are BF16, else in FP32 (the widest precision wins, as in autocast). A value
+// are BF16, else in FP32 (the widest precision wins, as in autocast); a
+// gather's gradient sums in FP32 and, when it is an activation's gradient of
+// a BF16 gradient, is rounded to BF16 as a product is. A value
 // computed from constants and constant buffers alone (a rotary table of a
 // long sequence, which the folders leave to the program; a buffer stays
-// FP32) counts as a constant, as it does where it folds: it is computed in FP32 (as the import folds), its readers follow
-// their other operands, and it is cast to them.
-// Running after otc-remat means recomputed clones get the same precision as
-// the values they replace, and both the forward and the backward of every
-// op follow one rule set.
+// FP32) counts as a constant, as it does where it folds: it is computed in FP32
+// (as the import folds), its readers follow their other operands, and it is
+// cast to them. Running after otc-remat means recomputed clones get the same
+// precision as the values they replace, and both the forward and the backward
+// of every op follow one rule set.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,10 @@ enum class Rule {
   Fp32,
   /// BF16 when every non-constant float operand is BF16, else FP32.
   Follow,
+  /// FP32 sums of a gradient, rounded to BF16 when the gradient is BF16 and
+  /// the result an activation's gradient (gather_grad; see
+  /// activationGradient).
+  GradientSum,
   /// Left as it is (casts: they are the conversions).
   Keep,
 };
@@ -60,9 +66,31 @@ static Rule defaultRule(Operation *op) {
     return Rule::Product;
   if (op->hasTrait<OpTrait::OtcFp32Compute>())
     return Rule::Fp32;
+  if (op->hasTrait<OpTrait::OtcGradientSum>())
+    return Rule::GradientSum;
   if (op->hasTrait<OpTrait::OtcKeepPrecision>())
     return Rule::Keep;
   return Rule::Follow;
+}
+
+/// Whether `v` is an activation's gradient: it reaches the step's returned
+/// gradients through no chain of adds, reshapes and casts (a parameter's
+/// gradient does, its contributions added in turn).
+static bool activationGradient(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    for (Operation *user : x.getUsers()) {
+      if (isa<func::ReturnOp>(user))
+        return false;
+      if (isa<AddOp, ReshapeOp, CastOp>(user))
+        work.push_back(user->getResult(0));
+    }
+  }
+  return true;
 }
 
 /// Operand `i` of `op` is FP32 statistics (a fused op's log-sum-exp, mean,
@@ -216,6 +244,21 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
     return op->emitOpError("has regions: otc-mixed-precision cannot set its "
                            "precision");
 
+  // An activation's gradient summed from a BF16 gradient: FP32 sums, the
+  // result rounded to BF16 (the precision of the value it is the gradient
+  // of, as every other activation gradient here), so the ops that read it
+  // (a norm's gradient, the residual stream's) stay BF16.
+  bool round = false;
+  if (rule == Rule::GradientSum) {
+    rule = Rule::Fp32;
+    round = llvm::all_of(op->getOperands(),
+                         [](Value v) {
+                           return !isFloatTensor(v.getType()) ||
+                                  getElementTypeOrSelf(v.getType()).isBF16();
+                         }) &&
+            llvm::all_of(op->getResults(), activationGradient);
+  }
+
   Type et = f32;
   if (rule == Rule::Product) {
     et = bf16;
@@ -244,7 +287,7 @@ LogicalResult MixedPrecisionPass::rewrite(Operation *op,
     else
       use.set(convert(b, use.get(), isStatOperand(op, i) ? f32 : et));
   }
-  if (rule == Rule::Product) {
+  if (rule == Rule::Product || round) {
     // FP32 accumulation, rounded to BF16 where the result is stored.
     Value r = op->getResult(0);
     r.setType(withFloat(r.getType(), f32));

@@ -172,3 +172,41 @@ func.func @train_step(%q: tensor<4x8xf32> {otc.input = "q"}, %w: tensor<8x8xf32>
   %s = otc.reduce_sum %r, [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
   return %s, %w : tensor<f32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Tests a gather's gradient. The gradient of an activation (a pooled row's
+// gradient scattered back over the sequence, then read by an elementwise op,
+// as CLIP's text tower's final norm reads it) sums in FP32 and is rounded to
+// BF16, so its reader stays BF16. A parameter's (the embedding's, added to
+// the tied head's gradient) stays FP32 up to the returned gradient, and is
+// returned unrounded with fp32-grad-accum.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DY:.*]] = otc.cast %{{.*}} : (tensor<2x8xf32>) -> tensor<2x8xbf16>
+// CHECK: %[[W:.*]] = otc.cast %[[DY]] : (tensor<2x8xbf16>) -> tensor<2x8xf32>
+// CHECK: %[[A:.*]] = otc.gather_grad %[[W]], %{{.*}} {axis = 0 : i64} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<6x8xf32>
+// CHECK: %[[AB:.*]] = otc.cast %[[A]] : (tensor<6x8xf32>) -> tensor<6x8xbf16>
+// CHECK: %[[T:.*]] = otc.tanh %[[AB]] : tensor<6x8xbf16>
+// CHECK: %[[P:.*]] = otc.gather_grad %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<10x8xf32>
+// CHECK-NOT: otc.cast %[[P]]
+// CHECK: %[[S:.*]] = otc.add %{{.*}}, %[[P]] : (tensor<10x8xf32>, tensor<10x8xf32>) -> tensor<10x8xf32>
+// CHECK: %[[SB:.*]] = otc.cast %[[S]] : (tensor<10x8xf32>) -> tensor<10x8xbf16>
+// CHECK: return %{{.*}}, %[[SB]]
+// ACC-LABEL: func.func @train_step
+// ACC: %[[A:.*]] = otc.gather_grad {{.*}} -> tensor<6x8xf32>
+// ACC-NEXT: otc.cast %[[A]] : (tensor<6x8xf32>) -> tensor<6x8xbf16>
+// ACC: %[[P:.*]] = otc.gather_grad {{.*}} -> tensor<10x8xf32>
+// ACC: %[[S:.*]] = otc.add %{{.*}}, %[[P]] : (tensor<10x8xf32>, tensor<10x8xf32>) -> tensor<10x8xf32>
+// ACC: return %{{.*}}, %[[S]] : tensor<f32>, tensor<10x8xf32>
+func.func @train_step(%x: tensor<2x4xf32> {otc.input = "x"}, %v: tensor<8x4xf32> {otc.param = "v"},
+                      %rows: tensor<2xi64> {otc.input = "rows"}, %ids: tensor<6xi64> {otc.input = "ids"},
+                      %head: tensor<10x8xf32> {otc.input = "head_grad"})
+    -> (tensor<f32> {otc.loss}, tensor<10x8xf32> {otc.grad = "e"}) {
+  %dy = otc.matmul %x, %v {transpose_rhs} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  %a = otc.gather_grad %dy, %rows {axis = 0 : i64} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<6x8xf32>
+  %t = otc.tanh %a : tensor<6x8xf32>
+  %p = otc.gather_grad %t, %ids {axis = 0 : i64} : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<10x8xf32>
+  %g = otc.add %head, %p : (tensor<10x8xf32>, tensor<10x8xf32>) -> tensor<10x8xf32>
+  %s = otc.reduce_sum %t, [0, 1] : (tensor<6x8xf32>) -> tensor<f32>
+  return %s, %g : tensor<f32>, tensor<10x8xf32>
+}
