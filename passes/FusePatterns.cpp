@@ -14,8 +14,10 @@
 // (populateFusionPatterns: one line per fusion, naming the ops it builds);
 // chains that almost match are the patterns' match failures, reported as
 // remarks with the condition that failed. The pass applies the patterns
-// once at each op in order (applyInOrder), then the attention layout
-// pattern (populateHeadTransposePatterns) at each attention.
+// once at each op in order (applyInOrder), then at each attention the
+// pattern that moves a constant factor of q or k into its scale
+// (populateScoreScalePatterns) and the layout pattern
+// (populateHeadTransposePatterns).
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,7 +106,8 @@ static std::optional<Mean> matchMean(Value v, std::string &why) {
   if (auto mul = v.getDefiningOp<MulOp>()) {
     for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
                         std::pair(mul.getRhs(), mul.getLhs())})
-      if (std::optional<double> f = splatValue(c); f && s.getDefiningOp<ReduceSumOp>()) {
+      if (std::optional<double> f = splatValue(c);
+          f && s.getDefiningOp<ReduceSumOp>()) {
         sum = s;
         factor = *f;
       }
@@ -121,8 +124,8 @@ static std::optional<Mean> matchMean(Value v, std::string &why) {
   for (int64_t a : rs.getAxes())
     n *= shapeOf(rs.getInput())[a];
   if (!near(factor * static_cast<double>(n), 1.0)) {
-    why = "the mean divides by " + std::to_string(1.0 / factor) +
-          ", not the " + std::to_string(n) + " reduced elements";
+    why = "the mean divides by " + std::to_string(1.0 / factor) + ", not the " +
+          std::to_string(n) + " reduced elements";
     return std::nullopt;
   }
   return Mean{rs.getInput(), SmallVector<int64_t>(rs.getAxes()), rs};
@@ -472,7 +475,8 @@ Match fuse::fuseExpertMatmul(MatMulOp mm, PatternRewriter &rewriter) {
     return Match::miss("expert product: the weights are gathered along axis " +
                        std::to_string(gather.getAxis()) + ", not the experts'");
   int64_t n = numElements(is);
-  if (rs.drop_back(2) != is || (transposed ? rs.back() : rs[rs.size() - 2]) != 1)
+  if (rs.drop_back(2) != is ||
+      (transposed ? rs.back() : rs[rs.size() - 2]) != 1)
     return Match::miss("expert product: each row must multiply its own "
                        "expert's matrix as a single row or column");
   int64_t k = transposed ? rs[rs.size() - 2] : rs.back();
@@ -554,6 +558,75 @@ struct AbsorbHeadTransposes : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// The constant factor of `v` (a splat multiplying it or dividing it) and
+/// what it multiplies, when `v` is that product and read once.
+static std::optional<std::pair<Value, double>> scaledBy(Value v) {
+  if (!v.hasOneUse())
+    return std::nullopt;
+  Value x;
+  std::optional<double> c;
+  if (auto mul = v.getDefiningOp<MulOp>()) {
+    if ((c = splatValue(mul.getRhs())))
+      x = mul.getLhs();
+    else if ((c = splatValue(mul.getLhs())))
+      x = mul.getRhs();
+  } else if (auto div = v.getDefiningOp<DivOp>()) {
+    if ((c = splatValue(div.getRhs())) && *c != 0.0) {
+      x = div.getLhs();
+      c = 1.0 / *c;
+    }
+  }
+  // The splat must not broadcast the product beyond x.
+  if (!x || x.getType() != v.getType() || !std::isfinite(*c))
+    return std::nullopt;
+  return std::make_pair(x, *c);
+}
+
+/// Attention whose q or k is multiplied by a constant (Whisper's and BART's
+/// q_proj(x) * head_dim^-0.5, an attention of scale 1), through reshapes and
+/// transposes that nothing else reads, reads the unscaled value and scales
+/// its scores by the product instead: scale * (c q) k^T = (scale c) q k^T,
+/// the soft cap and the mask applying after as before. The multiply, and
+/// its gradient, are gone.
+struct AbsorbScoreScale : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp att,
+                                PatternRewriter &rewriter) const override {
+    if (att.isPacked())
+      return failure();
+    double scale = att.getScale().convertToDouble();
+    bool changed = false;
+    for (unsigned i : {0u, 1u}) { // q, k
+      // The op reading the scaled value (the attention, or the last reshape
+      // or transpose of a chain that only reaches it) and its operand.
+      Operation *reader = att;
+      unsigned operand = i;
+      Value v = att->getOperand(i);
+      while (v.hasOneUse() &&
+             isa_and_nonnull<ReshapeOp, TransposeOp>(v.getDefiningOp())) {
+        reader = v.getDefiningOp();
+        operand = 0;
+        v = reader->getOperand(0);
+      }
+      auto scaled = scaledBy(v);
+      if (!scaled || !v.hasOneUse())
+        continue;
+      Operation *product = v.getDefiningOp();
+      rewriter.modifyOpInPlace(
+          reader, [&] { reader->setOperand(operand, scaled->first); });
+      eraseUnread(rewriter, {product});
+      scale *= scaled->second;
+      changed = true;
+    }
+    if (!changed)
+      return failure();
+    rewriter.modifyOpInPlace(
+        att, [&] { att.setScaleAttr(rewriter.getF64FloatAttr(scale)); });
+    return success();
+  }
+};
+
 /// One fusion of otc-fuse-patterns as an MLIR rewrite pattern: rooted at
 /// the op its exported chain ends in (the anchor the recognizer starts
 /// from), naming the fused ops it builds (counted in the module's
@@ -616,6 +689,10 @@ void fuse::populateHeadTransposePatterns(RewritePatternSet &patterns) {
   patterns.add<AbsorbHeadTransposes>(patterns.getContext());
 }
 
+void fuse::populateScoreScalePatterns(RewritePatternSet &patterns) {
+  patterns.add<AbsorbScoreScale>(patterns.getContext());
+}
+
 // Not MLIR's greedy driver: in LLVM 19 it always folds every op it visits
 // and deduplicates and hoists the constants (GreedyRewriteConfig has no
 // switch for either), which would rewrite IR the fusions do not own, and it
@@ -657,8 +734,8 @@ namespace {
 struct NearMissRemarks : RewriterBase::Listener {
   bool enabled = false;
 
-  void notifyMatchFailure(
-      Location loc, function_ref<void(Diagnostic &)> reason) override {
+  void notifyMatchFailure(Location loc,
+                          function_ref<void(Diagnostic &)> reason) override {
     if (!enabled)
       return;
     Diagnostic why(loc, DiagnosticSeverity::Remark);
@@ -673,28 +750,31 @@ struct FusePatternsPass : otc::impl::FusePatternsBase<FusePatternsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
-    RewritePatternSet patterns(context), layouts(context);
+    RewritePatternSet patterns(context), scales(context), layouts(context);
     populateFusionPatterns(patterns);
+    populateScoreScalePatterns(scales);
     populateHeadTransposePatterns(layouts);
     llvm::DenseSet<OperationName> builds;
     for (const std::unique_ptr<RewritePattern> &p :
          patterns.getNativePatterns())
       builds.insert(p->getGeneratedOps().begin(), p->getGeneratedOps().end());
     FrozenRewritePatternSet fusions(std::move(patterns)),
-        headTransposes(std::move(layouts));
+        scoreScales(std::move(scales)), headTransposes(std::move(layouts));
     NearMissRemarks nearMisses;
     nearMisses.enabled = remarks;
     std::map<std::string, int64_t> counts;
     fuse::clearMaskCache();
     for (auto f : module.getOps<func::FuncOp>()) {
       // The fusions at every op in order; then, every chain fused, the
-      // attention layouts (an attention's readers are final by then).
+      // attentions' constant factors (changed in place) and their layouts
+      // (an attention's readers are final by then).
       SmallVector<Operation *> ops;
       f.walk([&](Operation *op) { ops.push_back(op); });
       applyInOrder(ops, fusions, nearMisses);
       ops.clear();
       for (AttentionOp att : f.getOps<AttentionOp>())
         ops.push_back(att);
+      applyInOrder(ops, scoreScales, nearMisses);
       applyInOrder(ops, headTransposes, nearMisses);
       f.walk([&](Operation *op) {
         if (builds.contains(op->getName()))

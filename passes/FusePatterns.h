@@ -140,6 +140,10 @@ void populateFusionPatterns(mlir::RewritePatternSet &patterns);
 /// whose output is only transposed back reads them untransposed (layout
 /// "bthd"); applied once every chain of a function is fused.
 void populateHeadTransposePatterns(mlir::RewritePatternSet &patterns);
+/// Attention whose q or k is multiplied by a constant, through reshapes and
+/// transposes nothing else reads, scales its scores by it instead (changed
+/// in place); applied before the layout patterns.
+void populateScoreScalePatterns(mlir::RewritePatternSet &patterns);
 
 /// Applies `patterns` once at each op of `ops` (collected beforehand, in
 /// order; an op created meanwhile is not visited, one erased meanwhile is

@@ -556,3 +556,41 @@ func.func @bias_then_padding(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %
   %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
   return %o : tensor<1x2x4x2xf32>
 }
+
+// -----
+
+// Tests that a constant factor of q (Whisper's and BART's q_proj(x) *
+// head_dim^-0.5 before an attention of scale 1), through the head split's
+// reshape and transpose, and a division of k by a constant, move into the
+// attention's scale (2 * 0.5 / 4 = 0.25): the multiply and the division are
+// gone and the layout pattern still applies; a factor of q that something
+// else also reads stays.
+// CHECK-LABEL: func.func @scaled_q
+// CHECK-SAME: (%[[X:.*]]: tensor<1x4x4xf32>, %[[K:.*]]: tensor<1x4x2x2xf32>, %[[V:.*]]: tensor<1x4x2x2xf32>)
+// CHECK-NOT: otc.mul
+// CHECK-NOT: otc.div
+// CHECK: %[[Q:.*]] = otc.reshape %[[X]] : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+// CHECK-NOT: otc.div
+// CHECK: %[[O:.*]], %{{.*}} = otc.attention %[[Q]], %[[K]], %[[V]] {causal, layout = "bthd", scale = 2.500000e-01 : f64}
+// CHECK-LABEL: func.func @scaled_q_read_twice
+// CHECK: otc.mul
+// CHECK: otc.attention {{.*}}scale = 5.000000e-01
+func.func @scaled_q(%x: tensor<1x4x4xf32>, %ks: tensor<1x4x2x2xf32>, %vs: tensor<1x4x2x2xf32>) -> tensor<1x4x2x2xf32> {
+  %c = otc.constant dense<0.5> : tensor<f32>
+  %four = otc.constant dense<4.0> : tensor<f32>
+  %xs = otc.mul %x, %c : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %qs = otc.reshape %xs : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %q = otc.transpose %qs, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %kd = otc.div %ks, %four : (tensor<1x4x2x2xf32>, tensor<f32>) -> tensor<1x4x2x2xf32>
+  %k = otc.transpose %kd, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %v = otc.transpose %vs, [0, 2, 1, 3] : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %o, %lse = otc.attention %q, %k, %v {causal, scale = 2.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  %ob = otc.transpose %o, [0, 2, 1, 3] : (tensor<1x2x4x2xf32>) -> tensor<1x4x2x2xf32>
+  return %ob : tensor<1x4x2x2xf32>
+}
+func.func @scaled_q_read_twice(%x: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
+  %c = otc.constant dense<0.5> : tensor<f32>
+  %q = otc.mul %x, %c : (tensor<1x2x4x2xf32>, tensor<f32>) -> tensor<1x2x4x2xf32>
+  %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o, %q : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
+}
