@@ -197,36 +197,33 @@ LogicalResult Predictor::function(func::FuncOp f,
     if (zeroFills.take(op, [&](int64_t, int64_t n) { addMemset(n); }))
       continue;
     flushZero();
-    LogicalResult r = TypeSwitch<Operation *, LogicalResult>(&op)
-                          .Case([&](otck::KernelOp k) {
-                            kernel(k);
-                            return success();
-                          })
-                          .Case([&](otck::GemmOp g) { return gemm(g); })
-                          .Case([&](otck::Fp8QuantizeOp q) {
-                            // One copy, shared by its GEMMs (ir/Fp8.h).
-                            int64_t elements =
-                                q.getSource().getType().getNumElements();
-                            int layouts = (q.getLayouts() & 1) +
-                                          ((q.getLayouts() >> 1) & 1);
-                            add(fp8QuantizeTraceName(q), "fp8_quantize", 0,
-                                (2.0 + layouts) * double(elements),
-                                fp8QuantizeCost(d, elements, layouts));
-                            return success();
-                          })
-                          .Case([&](otck::CopyOp c) {
-                            double bytes =
-                                2.0 * byteSize(c.getSource().getType());
-                            add("copy", "copy", 0, bytes,
-                                priceRoofline(d, 0, bytes),
-                                /*traced=*/false);
-                            return success();
-                          })
-                          .Case<otck::ViewOp, func::ReturnOp>(
-                              [](Operation *) { return success(); })
-                          .Default([](Operation *op) {
-                            return op->emitOpError("has no predicted time");
-                          });
+    LogicalResult r =
+        TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case([&](otck::KernelOp k) {
+              kernel(k);
+              return success();
+            })
+            .Case([&](otck::GemmOp g) { return gemm(g); })
+            .Case([&](otck::Fp8QuantizeOp q) {
+              // One copy, shared by its GEMMs (ir/Fp8.h).
+              int64_t elements = q.getSource().getType().getNumElements();
+              int layouts = (q.getLayouts() & 1) + ((q.getLayouts() >> 1) & 1);
+              add(fp8QuantizeTraceName(q), "fp8_quantize", 0,
+                  (2.0 + layouts) * double(elements),
+                  fp8QuantizeCost(d, elements, layouts));
+              return success();
+            })
+            .Case([&](otck::CopyOp c) {
+              double bytes = 2.0 * byteSize(c.getSource().getType());
+              add("copy", "copy", 0, bytes, priceRoofline(d, 0, bytes),
+                  /*traced=*/false);
+              return success();
+            })
+            .Case<otck::ViewOp, func::ReturnOp>(
+                [](Operation *) { return success(); })
+            .Default([](Operation *op) {
+              return op->emitOpError("has no predicted time");
+            });
     if (failed(r))
       return failure();
     for (; priced < launches.size(); ++priced)
@@ -476,38 +473,14 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
   return t;
 }
 
-FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
-  FailureOr<ConfigAttr> config = requireConfig(module, "the step-time model");
-  if (failed(config))
-    return failure();
-  const DeviceModel *found = lookupDevice(config->getDevice());
-  if (!found)
-    return module.emitError("unknown device model '")
-           << config->getDevice() << "' (known: " << knownDeviceNames() << ")";
-  const DeviceModel &device = *found;
-  const int64_t gradAccum = config->getGradAccum();
-  int64_t alignment = 1;
-  if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
-    alignment = a.getInt();
-  StepTime t;
-  t.device = &device;
-  t.gradAccum = gradAccum;
-  Predictor p(device, alignment);
-  t.launchSeconds = device.launchSeconds();
-  for (StringRef name : {"zero_grads", "micro_step", "optimizer_step"}) {
-    func::FuncOp f = requireFunction(module, name, " to predict");
-    if (!f)
-      return failure();
-    if (failed(p.function(f, t.launches)))
-      return failure();
-  }
-  p.gradientFactor(module, t.launches);
-
-  // Totals per call, per step, per kind and per trace name.
+/// The launches' totals per function call, per step, per kind (largest
+/// first) and per (function, trace name) (largest first, equal times in
+/// that order).
+static void addTotals(StepTime &t) {
   std::map<std::string, double> byKind;
   std::map<std::pair<std::string, std::string>, LaunchTotal> byName;
   for (const LaunchTime &l : t.launches) {
-    int64_t calls = l.function == "micro_step" ? gradAccum : 1;
+    int64_t calls = l.function == "micro_step" ? t.gradAccum : 1;
     double &fnTotal = l.function == "zero_grads"   ? t.zeroGrads
                       : l.function == "micro_step" ? t.microStep
                                                    : t.optimizerStep;
@@ -531,11 +504,28 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
     n.bytes += calls * l.bytes;
     n.seconds += calls * l.seconds;
   }
-  // The ranks' sum of the gradients (the runtime's
-  // GradientCommunicator::sumGradients: every gradient slot, in its storage
-  // type, once per step).
-  t.worldSize = config->getWorldSize();
-  t.shardOptimizer = config->getShardOptimizer();
+  t.byKind.assign(byKind.begin(), byKind.end());
+  std::stable_sort(
+      t.byKind.begin(), t.byKind.end(),
+      [](const auto &a, const auto &b) { return a.second > b.second; });
+  for (auto &entry : byName)
+    t.byName.push_back(std::move(entry.second));
+  std::stable_sort(t.byName.begin(), t.byName.end(),
+                   [](const LaunchTotal &a, const LaunchTotal &b) {
+                     return a.seconds > b.seconds;
+                   });
+}
+
+/// The ranks' sum of the gradients (the runtime's
+/// GradientCommunicator::sumGradients: every gradient slot, in its storage
+/// type, once per step) and, under ZeRO-1, the gather of the parameters:
+/// the link's time and what of it the step waits for (`exposed`), given
+/// when each micro-step op finished (`finished`).
+static LogicalResult predictCommunication(
+    ModuleOp module, ConfigAttr config, const DeviceModel &device,
+    const llvm::DenseMap<Operation *, double> &finished, StepTime &t) {
+  t.worldSize = config.getWorldSize();
+  t.shardOptimizer = config.getShardOptimizer();
   // ZeRO-1 gathers the BF16 copies after every update, and the FP32
   // parameters too where the steps read them (or there are no copies).
   bool copies = false;
@@ -558,7 +548,8 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
     t.reduceScatter = ringSeconds(device, t.gradientBytes, t.worldSize, 1);
     t.allGather = ringSeconds(device, t.gatherBytes, t.worldSize, 1);
     t.allReduce = t.reduceScatter + t.allGather;
-  } else if (SmallVector<GradientBucket> buckets = programGradientBuckets(module);
+  } else if (SmallVector<GradientBucket> buckets =
+                 programGradientBuckets(module);
              !buckets.empty()) {
     // Overlapped: each bucket's all-reduce starts once the last micro-step
     // has finished it and the link is free; the step waits only for what
@@ -567,7 +558,7 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
     double linkFree = 0;
     for (const GradientBucket &b : buckets) {
       double seconds = allReduceSeconds(device, double(b.bytes), t.worldSize);
-      double start = std::max(p.finished.lookup(b.after), linkFree);
+      double start = std::max(finished.lookup(b.after), linkFree);
       linkFree = start + seconds;
       t.allReduce += seconds;
       t.bucketBytes.push_back(double(b.bytes));
@@ -580,17 +571,38 @@ FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
   }
   if (t.exposed < 0)
     t.exposed = t.allReduce;
-  t.step = t.zeroGrads + gradAccum * t.microStep + t.exposed + t.optimizerStep;
-  t.byKind.assign(byKind.begin(), byKind.end());
-  std::stable_sort(
-      t.byKind.begin(), t.byKind.end(),
-      [](const auto &a, const auto &b) { return a.second > b.second; });
-  for (auto &entry : byName)
-    t.byName.push_back(std::move(entry.second));
-  // Largest first; equal times keep the (function, name) order of the map.
-  std::stable_sort(t.byName.begin(), t.byName.end(),
-                   [](const LaunchTotal &a, const LaunchTotal &b) {
-                     return a.seconds > b.seconds;
-                   });
+  return success();
+}
+
+FailureOr<StepTime> otc::predictStepTime(ModuleOp module) {
+  FailureOr<ConfigAttr> config = requireConfig(module, "the step-time model");
+  if (failed(config))
+    return failure();
+  const DeviceModel *found = lookupDevice(config->getDevice());
+  if (!found)
+    return module.emitError("unknown device model '")
+           << config->getDevice() << "' (known: " << knownDeviceNames() << ")";
+  const DeviceModel &device = *found;
+  int64_t alignment = 1;
+  if (auto a = module->getAttrOfType<IntegerAttr>(otck::kAlignmentAttr))
+    alignment = a.getInt();
+  StepTime t;
+  t.device = &device;
+  t.gradAccum = config->getGradAccum();
+  Predictor p(device, alignment);
+  t.launchSeconds = device.launchSeconds();
+  for (StringRef name : {"zero_grads", "micro_step", "optimizer_step"}) {
+    func::FuncOp f = requireFunction(module, name, " to predict");
+    if (!f)
+      return failure();
+    if (failed(p.function(f, t.launches)))
+      return failure();
+  }
+  p.gradientFactor(module, t.launches);
+  addTotals(t);
+  if (failed(predictCommunication(module, *config, device, p.finished, t)))
+    return failure();
+  t.step =
+      t.zeroGrads + t.gradAccum * t.microStep + t.exposed + t.optimizerStep;
   return t;
 }
