@@ -64,6 +64,11 @@ struct ImportOptions {
   /// where the import rules make them constants (a single element, values
   /// that are not finite). Empty: the rules alone.
   std::string train;
+  /// Large trained parameters stored as external data are not held after
+  /// the import's rules have read them: their InitializerData comes with
+  /// `load` instead of values, to read them again one at a time (otc-compile
+  /// writing init.safetensors; an 8B model's 32 GB never held at once).
+  bool deferValues = false;
 
   /// Adds a `--dim` binding, "NAME=VALUE" with VALUE > 0, to `dims`; false
   /// (nothing added) for any other text.
@@ -163,6 +168,11 @@ struct InitializerData {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+  /// Set, with `values` empty, for a parameter whose values the import did
+  /// not keep (ImportOptions::deferValues): reads them from the model's
+  /// external data again into its argument; false with one line in its
+  /// second (the file and what is wrong) when it cannot.
+  std::function<bool(std::vector<float> &, std::string &)> load;
 };
 
 /// Imports the model at `path`. On failure returns null and sets `error` to

@@ -292,7 +292,14 @@ Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
       // large trained tensor once the rules have read them: it keeps its
       // tie key, and reads it again only to compare it with a tensor of
       // the same key. Llama 3 8B: 32 GB of weights never held at once.
-      if (!initializersOut && (c.reason.empty() || c.forced) &&
+      // So does a build's import with deferValues for a parameter by the
+      // exporter's graph signature stored as external data: its values are
+      // read again when the initial values are written.
+      const bool deferred =
+          initializersOut && options.deferValues && exported &&
+          init.data_location() == onnx::TensorProto::EXTERNAL &&
+          origins.parameterOf(init.name());
+      if ((!initializersOut || deferred) && (c.reason.empty() || c.forced) &&
           c.data.floats.size() >= valuelessElements()) {
         c.key = sampled ? diagonalTieKey(c.data.floats.size(),
                                          diagonalOf(c.data.floats, init.dims(0),
@@ -382,9 +389,26 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
     values[name] = arg;
     if (c.key)
       valuelessInits[name] = c.init;
-    paramData.push_back(
-        {name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
-         std::move(c.data.floats)});
+    InitializerData data{
+        name, std::vector<int64_t>(c.data.shape.begin(), c.data.shape.end()),
+        std::move(c.data.floats), nullptr};
+    // Values not kept (deferValues): read again from the external data,
+    // through a copy of the initializer's record (its location, no data).
+    if (c.key && initializersOut)
+      data.load = [init = *c.init, file = path](std::vector<float> &out,
+                                                std::string &error) {
+        try {
+          out = decodeTensor(init, "initializer '" + init.name() + "'", file)
+                    .floats;
+          return true;
+        } catch (const std::exception &e) {
+          error = oneLine(e.what());
+        } catch (...) {
+          error = "initializer '" + init.name() + "': unknown exception";
+        }
+        return false;
+      };
+    paramData.push_back(std::move(data));
   }
   builder.setInsertionPointToEnd(entry);
   for (ParamCandidate &c : floats) {

@@ -61,8 +61,11 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -139,6 +142,7 @@ private:
   int writePlanOnly();
   int emitAndBuild();
   bool writeReports();
+  bool writeInitialValues(const std::string &path);
   std::string writeFile(llvm::StringRef name, llvm::StringRef text);
   int printIR();
   otc::ConfigParts configParts() const;
@@ -386,6 +390,7 @@ int Compile::importModel() {
   // Initial values only for a program built (init.safetensors): a plan
   // or an IR dump imports without holding the weights.
   bool building = compileTo.empty() && !planOnly;
+  importOpts.deferValues = building;
   module = otc::importOnnxModel(context, modelPath, importOpts, err,
                                 building ? &initializers : nullptr);
   if (!module)
@@ -620,6 +625,71 @@ std::string Compile::writeFile(llvm::StringRef name, llvm::StringRef text) {
   return path;
 }
 
+/// init.safetensors at `path`: the header from the shapes, then each
+/// parameter's values in turn, those the import did not keep
+/// (ImportOptions::deferValues) read again, and each dropped once written:
+/// the weights are held a tensor at a time (Llama 3.2 1B's build held 4.9 GB
+/// of them at once). False with `err` set when it cannot.
+bool Compile::writeInitialValues(const std::string &path) {
+  otcrt::TensorFile layout;
+  for (const otc::InitializerData &d : initializers) {
+    otcrt::Tensor t;
+    t.name = d.name;
+    t.dtype = otcrt::StDType::F32;
+    t.shape = d.shape;
+    layout.tensors.push_back(std::move(t));
+  }
+  std::vector<uint8_t> header;
+  if (otcrt::Status st =
+          otcrt::serializeSafetensorsLayoutHeader(layout, header);
+      !st) {
+    err = path + ": " + st.message();
+    return false;
+  }
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    err = path + ": cannot open for writing: " + std::strerror(errno);
+    return false;
+  }
+  bool written =
+      std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  otc::Progress progress("writing the initial parameters", initializers.size(),
+                         "tensors");
+  size_t done = 0, reread = 0;
+  for (otc::InitializerData &d : initializers) {
+    if (!written)
+      break;
+    std::vector<float> values = std::move(d.values);
+    std::vector<float>().swap(d.values);
+    if (values.empty() && d.load) {
+      if (!d.load(values, err)) {
+        std::fclose(f);
+        return false;
+      }
+      ++reread;
+    }
+    const size_t n = static_cast<size_t>(otcrt::numElements(d.shape));
+    if (values.size() != n) {
+      std::fclose(f);
+      err = "initializer '" + d.name + "': " + std::to_string(values.size()) +
+            " values for shape " + otcrt::formatShape(d.shape);
+      return false;
+    }
+    written = std::fwrite(values.data(), sizeof(float), n, f) == n;
+    progress.update(++done);
+  }
+  if (std::fclose(f) != 0 || !written) {
+    err = path + ": write failed: " + std::strerror(errno);
+    return false;
+  }
+  if (timing)
+    llvm::errs() << "otc-compile: initial parameters: " << initializers.size()
+                 << " tensors, " << reread
+                 << " read again from the model's external data\n";
+  timed("initial parameters");
+  return true;
+}
+
 /// plan.json, report.html and the --report table.
 bool Compile::writeReports() {
   std::string planText;
@@ -660,11 +730,10 @@ int Compile::writePlanOnly() {
   if (!writeReports() || !stage->publish(err))
     return fail(err);
   llvm::errs() << "otc-compile: wrote " << stage->finalPath("plan.json")
-               << " and report.html ("
-               << target << ", micro-batch " << mb << " x grad-accum "
-               << gradAccum << "; arena " << otc::formatBytes(summary->arena)
-               << ", total peak " << otc::formatBytes(summary->totalPeak)
-               << ")\n";
+               << " and report.html (" << target << ", micro-batch " << mb
+               << " x grad-accum " << gradAccum << "; arena "
+               << otc::formatBytes(summary->arena) << ", total peak "
+               << otc::formatBytes(summary->totalPeak) << ")\n";
   timed("reports");
   return 0;
 }
@@ -692,18 +761,9 @@ int Compile::emitAndBuild() {
     return fail(err);
   timed("reports");
 
-  // Each initializer's values are dropped once copied, so that the weights
-  // are held once, not twice (a 0.6B model's compile peaked at 3 copies).
-  otcrt::TensorFile initFile;
-  for (otc::InitializerData &d : initializers) {
-    initFile.add(d.name, otcrt::StDType::F32, d.shape, d.values.data());
-    std::vector<float>().swap(d.values);
-  }
   std::string initPath = stage->path("init.safetensors", err);
-  if (initPath.empty())
+  if (initPath.empty() || !writeInitialValues(initPath))
     return fail(err);
-  if (otcrt::Status st = otcrt::writeSafetensors(initPath, initFile); !st)
-    return fail(st.message());
 
   otc::BuildPaths paths;
   paths.source = srcPath;
@@ -728,9 +788,9 @@ int Compile::emitAndBuild() {
     return fail(err);
   timed("build");
   std::string trainPath = stage->finalPath("train");
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   llvm::errs() << "otc-compile: wrote " << trainPath << " (" << target
                << ", micro-batch " << mb << " x grad-accum " << gradAccum
                << ") in " << llvm::format("%.1f", secs) << " s\n";

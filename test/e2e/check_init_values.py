@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""For deferred-init.test: converts an ONNX model to one that keeps every
+initializer in an external data file (onnx.save_model), or checks that an
+otc-compile build's init.safetensors holds the model's initializers:
+
+    check_init_values.py external MODEL OUT.onnx
+    check_init_values.py compare MODEL INIT.safetensors
+
+`compare` reads every tensor of INIT.safetensors and the initializer of the
+same name from MODEL (ONNX's own reader, numpy_helper), and prints one line:
+how many are equal bit for bit, how many differ and how many have no
+initializer of that name. Exits 1 when any differs or none was compared."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_io  # noqa: E402
+
+
+def main():
+    mode, model, out = sys.argv[1:4]
+    if mode == "external":
+        m = onnx.load(model)
+        onnx.save_model(m, out, save_as_external_data=True,
+                        all_tensors_to_one_file=True,
+                        location=os.path.basename(out) + ".data",
+                        size_threshold=0)
+        print("external:", sum(1 for _ in m.graph.initializer), "initializers")
+        return 0
+    inits = {i.name: numpy_helper.to_array(i)
+             for i in onnx.load(model).graph.initializer}
+    equal = differ = unnamed = 0
+    for name, values in st_io.read(out).items():
+        if name not in inits:
+            unnamed += 1
+        elif (values.shape == inits[name].shape and
+              np.array_equal(values.view(np.uint32),
+                             inits[name].astype(np.float32).view(np.uint32))):
+            equal += 1
+        else:
+            differ += 1
+            print("differs:", name)
+    print(f"{equal} equal, {differ} differ, {unnamed} without an initializer")
+    return 0 if equal and not differ else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
