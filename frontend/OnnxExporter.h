@@ -12,6 +12,7 @@
 #define OTC_FRONTEND_ONNXEXPORTER_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct StateDictOptions {
   /// a reference saved from the wrapped model (names without it) is then
   /// matched with it put back. Empty: names as the graph gives them.
   std::string stripPrefix;
+  /// When set, only the state-dict names it accepts (as the graph gives
+  /// them, before stripPrefix) are written out: the others are never
+  /// materialized (a peft adapter's few megabytes of a model of gigabytes).
+  std::function<bool(const std::string &)> keep;
 };
 
 /// One tensor of the state dict.

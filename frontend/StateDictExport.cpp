@@ -49,8 +49,19 @@ struct Init {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> original; ///< as exported
-  std::vector<float> current;  ///< trained, or as exported
+  /// The trained values (the caller's, which outlive the export), or null.
+  const float *trainedValues = nullptr;
+  /// Values of its own (the copy of a tie following its trained source),
+  /// when not empty.
+  std::vector<float> own;
   bool trained = false;
+
+  /// Its values now: its own, trained, or as exported (no copy of them).
+  const float *current() const {
+    return !own.empty()    ? own.data()
+           : trainedValues ? trainedValues
+                           : original.data();
+  }
   /// State-dict names found for it, each with its relation and how.
   struct Named {
     std::string name;
@@ -209,18 +220,20 @@ std::string relationText(const Relation &rel) {
 
 /// The state-dict tensor for `init`'s current values under `rel`.
 std::vector<float> invert(const Init &init, const Relation &rel) {
-  const std::vector<float> &v = init.current;
-  std::vector<float> out(v.size());
+  const float *v = init.current();
+  const size_t n = init.original.size();
+  std::vector<float> out;
   switch (rel.kind) {
   case Relation::Identical:
   case Relation::Reshaped:
-    out = v;
+    out.assign(v, v + n);
     break;
   case Relation::Transposed:
-    out = transposed2d(v.data(), init.shape[0], init.shape[1]);
+    out = transposed2d(v, init.shape[0], init.shape[1]);
     break;
   case Relation::Offset:
-    for (size_t i = 0; i < v.size(); ++i)
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i)
       out[i] = v[i] - rel.offset;
     break;
   }
@@ -312,11 +325,9 @@ bool StateDictBuilder::load(std::string &error) {
     if (!finite)
       continue;
     if (init.original.size() < 2) {
-      init.current = init.original;
       scalars[init.name] = std::move(init);
       continue;
     }
-    init.current = init.original;
     byName[init.name] = inits.size();
     inits.push_back(std::move(init));
   }
@@ -346,7 +357,7 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
               " but the model's initializer has " + detail::shapeStr(init.shape);
       return false;
     }
-    init.current.assign(w.data, w.data + numel(w.shape));
+    init.trainedValues = w.data;
     init.trained = true;
   }
   // The copy of a tied weight follows its trained source.
@@ -358,9 +369,9 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
     const Init &src = inits[byName.at(t.source)];
     if (copy.trained || !src.trained)
       continue;
-    copy.current = t.transposed ? transposed2d(src.current.data(),
-                                               src.shape[0], src.shape[1])
-                                : src.current;
+    const float *v = src.current();
+    copy.own = t.transposed ? transposed2d(v, src.shape[0], src.shape[1])
+                            : std::vector<float>(v, v + src.original.size());
   }
   return true;
 }
@@ -660,7 +671,7 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
       order.push_back(&init);
   for (const Init *init : order)
     for (const Init::Named &n : init->names) {
-      if (written.count(n.name))
+      if (written.count(n.name) || (options.keep && !options.keep(n.name)))
         continue;
       written[n.name] = out.size();
       StateDictTensor t;
@@ -672,6 +683,8 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
       out.push_back(std::move(t));
     }
   for (const ExportWeight *w : copied) {
+    if (options.keep && !options.keep(w->name))
+      continue;
     StateDictTensor t;
     t.name = w->name;
     t.shape = w->shape;

@@ -143,6 +143,7 @@ private:
   int emitAndBuild();
   bool writeReports();
   bool writeInitialValues(const std::string &path);
+  std::string trainedCounts() const;
   std::string writeFile(llvm::StringRef name, llvm::StringRef text);
   int printIR();
   otc::ConfigParts configParts() const;
@@ -723,6 +724,24 @@ bool Compile::writeReports() {
   return true;
 }
 
+/// `n` with its digits in groups of three ("3,407,872").
+static std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-')
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+/// "N values trained, M not" of the plan (M: the frozen parameters and
+/// untrained tables), for the summary lines.
+std::string Compile::trainedCounts() const {
+  return grouped(summary->paramsCount) + " values trained, " +
+         grouped(summary->bufferValues) + " not";
+}
+
 /// --plan-only: plan.json and report.html, nothing built.
 int Compile::writePlanOnly() {
   if (!planOnly)
@@ -733,7 +752,8 @@ int Compile::writePlanOnly() {
                << " and report.html (" << target << ", micro-batch " << mb
                << " x grad-accum " << gradAccum << "; arena "
                << otc::formatBytes(summary->arena) << ", total peak "
-               << otc::formatBytes(summary->totalPeak) << ")\n";
+               << otc::formatBytes(summary->totalPeak) << "; "
+               << trainedCounts() << ")\n";
   timed("reports");
   return 0;
 }
@@ -793,7 +813,8 @@ int Compile::emitAndBuild() {
           .count();
   llvm::errs() << "otc-compile: wrote " << trainPath << " (" << target
                << ", micro-batch " << mb << " x grad-accum " << gradAccum
-               << ") in " << llvm::format("%.1f", secs) << " s\n";
+               << "; " << trainedCounts() << ") in "
+               << llvm::format("%.1f", secs) << " s\n";
   return 0;
 }
 

@@ -39,7 +39,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 using namespace llvm;
@@ -53,9 +55,12 @@ static cl::opt<std::string>
                 cl::desc("Trained weights (model.safetensors or its directory); "
                          "optional for a state dict"),
                 cl::value_desc("PATH"), cl::cat(toolCategory));
-static cl::opt<std::string> outputPath("o", cl::desc("Output ONNX file"),
-                                       cl::value_desc("OUT.onnx|OUT.safetensors"), cl::Required,
-                                       cl::cat(toolCategory));
+static cl::opt<std::string> outputPath(
+    "o",
+    cl::desc("Output: an ONNX model with the trained weights (OUT.onnx, with "
+             "--weights) or a PyTorch state dict (OUT.safetensors)"),
+    cl::value_desc("OUT.onnx|OUT.safetensors"), cl::Required,
+    cl::cat(toolCategory));
 static cl::list<std::string> referencePaths(
     "reference",
     cl::desc("With a .safetensors output: the model's original state dict "
@@ -199,6 +204,44 @@ static bool readReference(std::vector<otcrt::TensorFile> &files,
   return true;
 }
 
+/// Writes `tensors` as a safetensors file at `path` (metadata format "pt",
+/// as torch.save_file writes it) from where their values lie: the header,
+/// then each tensor's bytes, with no second image of them in memory.
+static bool writeTensors(const std::string &path,
+                         const std::vector<otc::StateDictTensor> &tensors,
+                         std::string &error) {
+  otcrt::TensorFile layout;
+  layout.metadata["format"] = "pt";
+  for (const otc::StateDictTensor &t : tensors) {
+    otcrt::Tensor entry;
+    entry.name = t.name;
+    entry.dtype = otcrt::StDType::F32;
+    entry.shape = t.shape;
+    layout.tensors.push_back(std::move(entry));
+  }
+  std::vector<uint8_t> header;
+  if (otcrt::Status s = otcrt::serializeSafetensorsLayoutHeader(layout, header);
+      !s) {
+    error = path + ": " + s.message();
+    return false;
+  }
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    error = path + ": cannot open for writing: " + std::strerror(errno);
+    return false;
+  }
+  bool written =
+      std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  for (const otc::StateDictTensor &t : tensors)
+    written = written && std::fwrite(t.values.data(), sizeof(float),
+                                     t.values.size(), f) == t.values.size();
+  if (std::fclose(f) != 0 || !written) {
+    error = path + ": write failed: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 /// Writes the state dict; prints how each name was recovered.
 static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
   std::vector<otcrt::TensorFile> refFiles;
@@ -212,6 +255,12 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
   options.stripPrefix = stripPrefix;
   if (!referencePaths.empty())
     options.reference = &reference;
+  // --peft-adapter: the LoRA tensors alone are made (the adapter is chosen
+  // below, by name).
+  if (peftAdapter.getNumOccurrences())
+    options.keep = [](const std::string &name) {
+      return name.find(".lora_") != std::string::npos;
+    };
   std::vector<otc::StateDictTensor> tensors;
   std::vector<std::string> unresolved;
   if (!otc::exportStateDict(options, trained, tensors, unresolved, error))
@@ -244,16 +293,12 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
                   modelPath);
     tensors = std::move(kept);
   }
-  otcrt::TensorFile out;
-  out.metadata["format"] = "pt";
-  for (const otc::StateDictTensor &t : tensors) {
-    out.add(t.name, otcrt::StDType::F32, t.shape, t.values.data());
+  for (const otc::StateDictTensor &t : tensors)
     outs() << "  " << t.name << " " << otcrt::formatShape(t.shape) << " <- "
            << (t.initializer.empty() ? std::string("(reference)") : "'" + t.initializer + "'")
            << ": " << t.how << "\n";
-  }
-  if (otcrt::Status s = otcrt::writeSafetensors(outputPath, out); !s)
-    return fail(s.message());
+  if (!writeTensors(outputPath, tensors, error))
+    return fail(error);
   outs() << "otc-export: wrote " << outputPath << " (" << tensors.size()
          << " tensors, a PyTorch state dict)\n";
   // What the graph does not read was not trained: said once, by name.
