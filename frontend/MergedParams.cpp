@@ -13,11 +13,17 @@
 // the TorchScript exporter, which merges too, names nodes by scope:
 // `/model/norm/Mul_1`, or reads the merged tensor through an Identity whose
 // output carries the parameter's own name).
-// An initializer whose values are not mostly distinct (ones, zeros: what a
-// merge of independent parameters looks like; a tied embedding is random)
-// read by nodes of several modules is split: the nodes of each module other
-// than the one its name belongs to read a copy named after their module
-// (`m.model.norm.weight`), which is the state-dict name PyTorch has for it.
+// An initializer read by nodes of several modules is split: the nodes of
+// each module other than the one its name belongs to read a copy named
+// after their module (`m.model.norm.weight`), which is the state-dict name
+// PyTorch has for it, when they were merged: when the dynamo exporter's
+// record of those nodes' traced calls names the module's own parameter
+// (`mul(%p_model_norm_weight, ...)`; a tied weight's reader names the one
+// tensor it shares: `embedding(%p_lm_head_weight, ...)`), or, without that
+// record, when its values are not mostly distinct (ones, zeros: what a
+// merge of independent parameters looks like; a tied embedding is random).
+// With the record no value is read, so a file of zeros sized for a plan
+// ties what PyTorch ties.
 //
 // libonnx 1.12 predates NodeProto.metadata_props (field 9), so it is read
 // from the unknown fields that protobuf keeps.
@@ -29,6 +35,7 @@
 #include "google/protobuf/unknown_field_set.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -210,6 +217,45 @@ std::string moduleOf(const onnx::NodeProto &node) {
   return seg.substr(0, colon);
 }
 
+/// Whether `call` (a traced call, `linear(%x, %p_lm_head_weight)`) names
+/// `placeholder` as a whole argument.
+bool callNames(const std::string &call, const std::string &placeholder) {
+  for (size_t i = call.find(placeholder); i != std::string::npos;
+       i = call.find(placeholder, i + 1)) {
+    size_t end = i + placeholder.size();
+    char next = end < call.size() ? call[end] : ' ';
+    if (!std::isalnum(static_cast<unsigned char>(next)) && next != '_')
+      return true;
+  }
+  return false;
+}
+
+/// torch.export's placeholder of parameter `name` (`%p_model_norm_weight`).
+std::string placeholderOf(std::string name) {
+  std::replace(name.begin(), name.end(), '.', '_');
+  return "%p_" + name;
+}
+
+/// From the dynamo exporter's record of each node's traced call: whether
+/// the nodes `uses` of a module read that module's own parameter `copy`
+/// (a parameter of its own that the exporter merged with `name` by value),
+/// or `name`'s placeholder (a tied weight: GPT-2's and Llama 3.2's
+/// embedding reads the head's); none without the record.
+std::optional<bool>
+readsOwnParameter(const onnx::GraphProto &graph,
+                  const std::vector<std::pair<int, int>> &uses,
+                  const std::string &copy, const std::string &name) {
+  std::optional<bool> own;
+  for (auto [n, j] : uses) {
+    std::string call = nodeMetadata(graph.node(n), "pkg.torch.onnx.fx_node");
+    if (callNames(call, placeholderOf(copy)))
+      return true;
+    if (callNames(call, placeholderOf(name)))
+      own = false;
+  }
+  return own;
+}
+
 bool projectionWeight(const onnx::NodeProto &node, int j) {
   if (node.op_type() == "MatMul")
     return j == 1;
@@ -316,14 +362,25 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
       byModule[moduleOf(graph.node(n))].push_back({n, j});
     if (byModule.size() < 2 || byModule.count("") || !byModule.count(owner))
       continue;
-    TensorData data = decodeTensor(init, "initializer '" + name + "'", path);
-    if (!fewDistinct(data.floats))
-      continue;
+    // Without the exporter's record of the traced calls: a tensor that is
+    // not mostly distinct was merged (read once, for all modules).
+    std::optional<bool> merged;
+    auto mergedByValue = [&] {
+      if (!merged) {
+        TensorData data =
+            decodeTensor(init, "initializer '" + name + "'", path);
+        merged = fewDistinct(data.floats);
+      }
+      return *merged;
+    };
     for (auto &[module, uses] : byModule) {
       if (module == owner)
         continue;
       std::string copy = module + "." + leaf;
       if (names.count(copy))
+        continue;
+      std::optional<bool> own = readsOwnParameter(graph, uses, copy, name);
+      if (own ? !*own : !mergedByValue())
         continue;
       names.insert(copy);
       onnx::TensorProto *t = graph.add_initializer();

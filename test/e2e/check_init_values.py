@@ -4,8 +4,11 @@ initializer in an external data file (onnx.save_model), or checks that an
 otc-compile build's init.safetensors holds the model's initializers:
 
     check_init_values.py external MODEL OUT.onnx
+    check_init_values.py zeros MODEL OUT.onnx
     check_init_values.py compare MODEL INIT.safetensors
 
+`zeros` writes the model with every float initializer's values zero (what
+a sparse external-data file made to size a plan holds).
 `compare` reads every tensor of INIT.safetensors and the initializer of the
 same name from MODEL (ONNX's own reader, numpy_helper), and prints one line:
 how many are equal bit for bit, how many differ and how many have no
@@ -30,6 +33,16 @@ def main():
                         location=os.path.basename(out) + ".data",
                         size_threshold=0)
         print("external:", sum(1 for _ in m.graph.initializer), "initializers")
+        return 0
+    if mode == "zeros":
+        m = onnx.load(model)
+        for init in m.graph.initializer:
+            if init.data_type == onnx.TensorProto.FLOAT:
+                n = int(np.prod(init.dims))
+                del init.float_data[:]
+                init.raw_data = bytes(4 * n)
+        onnx.save(m, out)
+        print("zeros:", out)
         return 0
     inits = {i.name: numpy_helper.to_array(i)
              for i in onnx.load(model).graph.initializer}
