@@ -61,11 +61,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -640,49 +637,35 @@ bool Compile::writeInitialValues(const std::string &path) {
     t.shape = d.shape;
     layout.tensors.push_back(std::move(t));
   }
-  std::vector<uint8_t> header;
-  if (otcrt::Status st =
-          otcrt::serializeSafetensorsLayoutHeader(layout, header);
-      !st) {
-    err = path + ": " + st.message();
-    return false;
-  }
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f) {
-    err = path + ": cannot open for writing: " + std::strerror(errno);
-    return false;
-  }
-  bool written =
-      std::fwrite(header.data(), 1, header.size(), f) == header.size();
   otc::Progress progress("writing the initial parameters", initializers.size(),
                          "tensors");
-  size_t done = 0, reread = 0;
-  for (otc::InitializerData &d : initializers) {
-    if (!written)
-      break;
-    std::vector<float> values = std::move(d.values);
-    std::vector<float>().swap(d.values);
-    if (values.empty() && d.load) {
-      if (!d.load(values, err)) {
-        std::fclose(f);
-        return false;
-      }
-      ++reread;
-    }
-    const size_t n = static_cast<size_t>(otcrt::numElements(d.shape));
-    if (values.size() != n) {
-      std::fclose(f);
-      err = "initializer '" + d.name + "': " + std::to_string(values.size()) +
-            " values for shape " + otcrt::formatShape(d.shape);
-      return false;
-    }
-    written = std::fwrite(values.data(), sizeof(float), n, f) == n;
-    progress.update(++done);
-  }
-  if (std::fclose(f) != 0 || !written) {
-    err = path + ": write failed: " + std::strerror(errno);
+  std::vector<float> values;
+  size_t reread = 0;
+  otcrt::Status st = otcrt::writeSafetensorsFrom(
+      path, layout, [&](size_t i, const void *&data) {
+        otc::InitializerData &d = initializers[i];
+        if (i)
+          progress.update(i);
+        values = std::move(d.values);
+        std::vector<float>().swap(d.values);
+        std::string why;
+        if (values.empty() && d.load) {
+          if (!d.load(values, why))
+            return otcrt::Status::error(why);
+          ++reread;
+        }
+        if (values.size() != static_cast<size_t>(otcrt::numElements(d.shape)))
+          return otcrt::Status::error(
+              "initializer '" + d.name + "': " + std::to_string(values.size()) +
+              " values for shape " + otcrt::formatShape(d.shape));
+        data = values.data();
+        return otcrt::Status::ok();
+      });
+  if (!st) {
+    err = st.message();
     return false;
   }
+  progress.update(initializers.size());
   if (timing)
     llvm::errs() << "otc-compile: initial parameters: " << initializers.size()
                  << " tensors, " << reread

@@ -39,9 +39,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 
 using namespace llvm;
@@ -219,27 +217,14 @@ static bool writeTensors(const std::string &path,
     entry.shape = t.shape;
     layout.tensors.push_back(std::move(entry));
   }
-  std::vector<uint8_t> header;
-  if (otcrt::Status s = otcrt::serializeSafetensorsLayoutHeader(layout, header);
-      !s) {
-    error = path + ": " + s.message();
-    return false;
-  }
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f) {
-    error = path + ": cannot open for writing: " + std::strerror(errno);
-    return false;
-  }
-  bool written =
-      std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (const otc::StateDictTensor &t : tensors)
-    written = written && std::fwrite(t.values.data(), sizeof(float),
-                                     t.values.size(), f) == t.values.size();
-  if (std::fclose(f) != 0 || !written) {
-    error = path + ": write failed: " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  otcrt::Status s = otcrt::writeSafetensorsFrom(
+      path, layout, [&](size_t i, const void *&data) {
+        data = tensors[i].values.data();
+        return otcrt::Status::ok();
+      });
+  if (!s)
+    error = s.message();
+  return static_cast<bool>(s);
 }
 
 /// Writes the state dict; prints how each name was recovered.

@@ -495,6 +495,34 @@ Status writeSafetensors(const std::string &path, const TensorFile &file) {
   return Status::ok();
 }
 
+Status writeSafetensorsFrom(
+    const std::string &path, const TensorFile &layout,
+    const std::function<Status(size_t index, const void *&data)> &bytes) {
+  std::vector<uint8_t> header;
+  Status s = serializeSafetensorsLayoutHeader(layout, header);
+  if (!s)
+    return Status::error(path + ": " + s.message());
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f)
+    return Status::error(path +
+                         ": cannot open for writing: " + std::strerror(errno));
+  bool written =
+      std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  for (size_t i = 0; written && i < layout.tensors.size(); ++i) {
+    const Tensor &t = layout.tensors[i];
+    const void *data = nullptr;
+    if (Status got = bytes(i, data); !got) {
+      std::fclose(f);
+      return got;
+    }
+    size_t n = static_cast<size_t>(t.numel()) * dtypeSize(t.dtype);
+    written = n == 0 || std::fwrite(data, 1, n, f) == n;
+  }
+  if (std::fclose(f) != 0 || !written)
+    return Status::error(path + ": write failed: " + std::strerror(errno));
+  return Status::ok();
+}
+
 uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
   // Eight bytes a round (slicing by 8): table[k][n] is the CRC of byte n
   // followed by k zero bytes, so one round folds eight bytes through eight

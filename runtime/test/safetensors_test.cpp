@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -100,6 +102,49 @@ TEST(Safetensors, WriterLayout) {
   std::memcpy(back, bytes.data() + 8 + n, 8);
   EXPECT_EQ(back[0], 1);
   EXPECT_EQ(back[1], -2);
+}
+
+// The streamed writer asks for each tensor's bytes in file order, as it
+// writes them, and its file is byte for byte the one writeSafetensors makes
+// of the same tensors; an error from the callback ends the write with that
+// error.
+TEST(Safetensors, StreamedWriteAsksInOrderAndMatchesTheWholeWrite) {
+  TensorFile whole, layout;
+  float a[3] = {1.5f, -2.0f, 3.25f};
+  int64_t b[2] = {7, -9};
+  whole.add("a", StDType::F32, {3}, a);
+  whole.add("b", StDType::I64, {2, 1}, b);
+  whole.metadata["format"] = "pt";
+  layout = whole;
+  for (Tensor &t : layout.tensors)
+    t.data.clear();
+  const std::string wholePath = tempPath("whole"),
+                    streamed = tempPath("stream");
+  ASSERT_TRUE(writeSafetensors(wholePath, whole));
+  std::vector<size_t> asked;
+  Status s =
+      writeSafetensorsFrom(streamed, layout, [&](size_t i, const void *&data) {
+        asked.push_back(i);
+        data = i == 0 ? static_cast<const void *>(a)
+                      : static_cast<const void *>(b);
+        return Status::ok();
+      });
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 1}));
+  auto bytesOf = [](const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytesOf(streamed), bytesOf(wholePath));
+  Status failed =
+      writeSafetensorsFrom(streamed, layout, [&](size_t i, const void *&data) {
+        data = a;
+        return i == 1 ? Status::error("tensor b: cannot read") : Status::ok();
+      });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.message(), "tensor b: cannot read");
+  std::remove(wholePath.c_str());
+  std::remove(streamed.c_str());
 }
 
 TEST(Safetensors, ParsesHandWrittenFile) {

@@ -89,6 +89,15 @@ Status serializeSafetensorsLayoutHeader(const TensorFile &file,
                                         std::vector<uint8_t> &out);
 /// Writes \p file to \p path.
 Status writeSafetensors(const std::string &path, const TensorFile &file);
+/// Writes to \p path a file of \p layout's tensors (names, dtypes, shapes
+/// and metadata; their bytes are not read) whose bytes \p bytes gives in
+/// turn, in file order, as each is written: a pointer to the tensor's
+/// numel * dtypeSize bytes, valid until the next call, or an error that
+/// ends the write. A caller that makes each tensor when asked holds one at
+/// a time (otc-compile's initial parameters, otc-export's state dict).
+Status writeSafetensorsFrom(
+    const std::string &path, const TensorFile &layout,
+    const std::function<Status(size_t index, const void *&data)> &bytes);
 
 /// CRC-32 of \p size bytes (the IEEE 802.3 polynomial, reflected, as zlib's
 /// crc32), continuing from \p crc (0 for a fresh sum).
