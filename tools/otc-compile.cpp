@@ -630,13 +630,8 @@ std::string Compile::writeFile(llvm::StringRef name, llvm::StringRef text) {
 /// of them at once). False with `err` set when it cannot.
 bool Compile::writeInitialValues(const std::string &path) {
   otcrt::TensorFile layout;
-  for (const otc::InitializerData &d : initializers) {
-    otcrt::Tensor t;
-    t.name = d.name;
-    t.dtype = otcrt::StDType::F32;
-    t.shape = d.shape;
-    layout.tensors.push_back(std::move(t));
-  }
+  for (const otc::InitializerData &d : initializers)
+    layout.addLayout(d.name, otcrt::StDType::F32, d.shape);
   otc::Progress progress("writing the initial parameters", initializers.size(),
                          "tensors");
   std::vector<float> values;

@@ -210,13 +210,8 @@ static bool writeTensors(const std::string &path,
                          std::string &error) {
   otcrt::TensorFile layout;
   layout.metadata["format"] = "pt";
-  for (const otc::StateDictTensor &t : tensors) {
-    otcrt::Tensor entry;
-    entry.name = t.name;
-    entry.dtype = otcrt::StDType::F32;
-    entry.shape = t.shape;
-    layout.tensors.push_back(std::move(entry));
-  }
+  for (const otc::StateDictTensor &t : tensors)
+    layout.addLayout(t.name, otcrt::StDType::F32, t.shape);
   otcrt::Status s = otcrt::writeSafetensorsFrom(
       path, layout, [&](size_t i, const void *&data) {
         data = tensors[i].values.data();

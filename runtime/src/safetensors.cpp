@@ -121,6 +121,15 @@ Tensor *TensorFile::find(const std::string &name) {
   return const_cast<Tensor *>(std::as_const(*this).find(name));
 }
 
+void TensorFile::addLayout(std::string name, StDType dtype,
+                           std::vector<int64_t> shape) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  tensors.push_back(std::move(t));
+}
+
 void TensorFile::add(std::string name, StDType dtype,
                      std::vector<int64_t> shape, const void *bytes) {
   Tensor t;
@@ -465,6 +474,41 @@ Status serializeHeader(const TensorFile &file, std::vector<uint8_t> &out,
 }
 } // namespace
 
+namespace {
+/// Writes `header` to `path`, then each of `file`'s tensors' bytes as
+/// `bytes` gives them, in file order (see writeSafetensorsFrom).
+Status writeAfterHeader(
+    const std::string &path, const std::vector<uint8_t> &header,
+    const TensorFile &file,
+    const std::function<Status(size_t index, const void *&data)> &bytes) {
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f)
+    return Status::error(path + ": cannot open for writing: " +
+                         std::strerror(errno));
+  size_t total = header.size();
+  for (const Tensor &t : file.tensors)
+    total += static_cast<size_t>(t.numel()) * dtypeSize(t.dtype);
+  size_t written = std::fwrite(header.data(), 1, header.size(), f);
+  for (size_t i = 0; written < total && i < file.tensors.size(); ++i) {
+    const Tensor &t = file.tensors[i];
+    const void *data = nullptr;
+    if (Status got = bytes(i, data); !got) {
+      std::fclose(f);
+      return got;
+    }
+    size_t n = static_cast<size_t>(t.numel()) * dtypeSize(t.dtype);
+    if (n)
+      written += std::fwrite(data, 1, n, f);
+  }
+  bool closeFailed = std::fclose(f) != 0;
+  if (written != total || closeFailed)
+    return Status::error(path + ": write failed after " +
+                         std::to_string(written) + " of " +
+                         std::to_string(total) + " bytes");
+  return Status::ok();
+}
+} // namespace
+
 Status writeSafetensors(const std::string &path, const TensorFile &file) {
   // The header, then each tensor's bytes from where they are: no second
   // image of the file in memory (otc-compile's init.safetensors of a 0.6B
@@ -473,26 +517,10 @@ Status writeSafetensors(const std::string &path, const TensorFile &file) {
   Status s = serializeSafetensorsHeader(file, header);
   if (!s)
     return Status::error(path + ": " + s.message());
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    return Status::error(path + ": cannot open for writing: " +
-                         std::strerror(errno));
-  size_t total = header.size(), written = 0;
-  for (const auto &t : file.tensors)
-    total += t.data.size();
-  auto put = [&](const std::vector<uint8_t> &bytes) {
-    if (!bytes.empty())
-      written += std::fwrite(bytes.data(), 1, bytes.size(), f);
-  };
-  put(header);
-  for (const auto &t : file.tensors)
-    put(t.data);
-  bool closeFailed = std::fclose(f) != 0;
-  if (written != total || closeFailed)
-    return Status::error(path + ": write failed after " +
-                         std::to_string(written) + " of " +
-                         std::to_string(total) + " bytes");
-  return Status::ok();
+  return writeAfterHeader(path, header, file, [&](size_t i, const void *&data) {
+    data = file.tensors[i].data.data();
+    return Status::ok();
+  });
 }
 
 Status writeSafetensorsFrom(
@@ -502,25 +530,7 @@ Status writeSafetensorsFrom(
   Status s = serializeSafetensorsLayoutHeader(layout, header);
   if (!s)
     return Status::error(path + ": " + s.message());
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    return Status::error(path +
-                         ": cannot open for writing: " + std::strerror(errno));
-  bool written =
-      std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (size_t i = 0; written && i < layout.tensors.size(); ++i) {
-    const Tensor &t = layout.tensors[i];
-    const void *data = nullptr;
-    if (Status got = bytes(i, data); !got) {
-      std::fclose(f);
-      return got;
-    }
-    size_t n = static_cast<size_t>(t.numel()) * dtypeSize(t.dtype);
-    written = n == 0 || std::fwrite(data, 1, n, f) == n;
-  }
-  if (std::fclose(f) != 0 || !written)
-    return Status::error(path + ": write failed: " + std::strerror(errno));
-  return Status::ok();
+  return writeAfterHeader(path, header, layout, bytes);
 }
 
 uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {

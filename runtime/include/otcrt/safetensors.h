@@ -57,6 +57,9 @@ struct TensorFile {
   /// Appends a tensor built from \p bytes (numel(shape) * dtypeSize bytes).
   void add(std::string name, StDType dtype, std::vector<int64_t> shape,
            const void *bytes);
+  /// Appends a tensor without its bytes: a layout entry for
+  /// serializeSafetensorsLayoutHeader and writeSafetensorsFrom.
+  void addLayout(std::string name, StDType dtype, std::vector<int64_t> shape);
 };
 
 /// Parses an in-memory safetensors image; \p sourceName is used in errors.
