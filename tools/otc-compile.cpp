@@ -26,7 +26,6 @@
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/TargetRegistry.h"
-#include "otcrt/safetensors.h"
 #include "passes/Cost.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
@@ -43,6 +42,7 @@
 #include "tools/BuildProgram.h"
 #include "tools/CompileOptions.h"
 #include "tools/ErrorLine.h"
+#include "tools/InitialParams.h"
 #include "tools/PlanReport.h"
 #include "tools/StagedOutput.h"
 
@@ -623,44 +623,12 @@ std::string Compile::writeFile(llvm::StringRef name, llvm::StringRef text) {
   return path;
 }
 
-/// init.safetensors at `path`: the header from the shapes, then each
-/// parameter's values in turn, those the import did not keep
-/// (ImportOptions::deferValues) read again, and each dropped once written:
-/// the weights are held a tensor at a time (Llama 3.2 1B's build held 4.9 GB
-/// of them at once). False with `err` set when it cannot.
+/// init.safetensors at `path` (tools/InitialParams.h), the tensors read
+/// again counted under --timing. False with `err` set when it cannot.
 bool Compile::writeInitialValues(const std::string &path) {
-  otcrt::TensorFile layout;
-  for (const otc::InitializerData &d : initializers)
-    layout.addLayout(d.name, otcrt::StDType::F32, d.shape);
-  otc::Progress progress("writing the initial parameters", initializers.size(),
-                         "tensors");
-  std::vector<float> values;
   size_t reread = 0;
-  otcrt::Status st = otcrt::writeSafetensorsFrom(
-      path, layout, [&](size_t i, const void *&data) {
-        otc::InitializerData &d = initializers[i];
-        if (i)
-          progress.update(i);
-        values = std::move(d.values);
-        std::vector<float>().swap(d.values);
-        std::string why;
-        if (values.empty() && d.load) {
-          if (!d.load(values, why))
-            return otcrt::Status::error(why);
-          ++reread;
-        }
-        if (values.size() != static_cast<size_t>(otcrt::numElements(d.shape)))
-          return otcrt::Status::error(
-              "initializer '" + d.name + "': " + std::to_string(values.size()) +
-              " values for shape " + otcrt::formatShape(d.shape));
-        data = values.data();
-        return otcrt::Status::ok();
-      });
-  if (!st) {
-    err = st.message();
+  if (!otc::writeInitialParams(path, initializers, reread, err))
     return false;
-  }
-  progress.update(initializers.size());
   if (timing)
     llvm::errs() << "otc-compile: initial parameters: " << initializers.size()
                  << " tensors, " << reread
