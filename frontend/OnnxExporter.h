@@ -68,9 +68,18 @@ struct StateDictOptions {
 struct StateDictTensor {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<float> values;
+  /// Makes its values when asked (the trained ones, or the exported ones
+  /// read again from the model's external data; transposed or shifted as
+  /// the name needs), one tensor at a time as the file is written. Valid
+  /// while the trained weights and the reference given to exportStateDict
+  /// live; false with a one-line \p error when the model's data cannot be
+  /// read again.
+  std::function<bool(std::vector<float> &out, std::string &error)> values;
   std::string initializer; ///< where it came from ("" if from the reference)
   std::string how;         ///< how the name was recovered, one line
+  /// Whether `values` reads the model's external data again (an untrained
+  /// tensor whose exported values were not kept).
+  bool readAgain = false;
 };
 
 /// The trained weights (by initializer name; untrained initializers keep

@@ -27,9 +27,11 @@
 #include "frontend/Importer.h"
 #include "frontend/OnnxExporter.h"
 
+#include <cassert>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -48,20 +50,23 @@ struct Relation {
 struct Init {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<float> original; ///< as exported
+  size_t count = 0; ///< its number of elements
+  /// Its values as exported, or empty where they are not kept (a large
+  /// tensor of external data, when no reference compares values): then
+  /// `key` says what findTies needs and `proto` where to read them again.
+  std::vector<float> original;
+  std::optional<TieKey> key;
+  const onnx::TensorProto *proto = nullptr;
   /// The trained values (the caller's, which outlive the export), or null.
   const float *trainedValues = nullptr;
-  /// Values of its own (the copy of a tie following its trained source),
-  /// when not empty.
-  std::vector<float> own;
+  /// The trained initializer whose values this one, a tie's copy, follows
+  /// (transposed when `followsTransposed`), or -1.
+  int follows = -1;
+  bool followsTransposed = false;
   bool trained = false;
 
-  /// Its values now: its own, trained, or as exported (no copy of them).
-  const float *current() const {
-    return !own.empty()    ? own.data()
-           : trainedValues ? trainedValues
-                           : original.data();
-  }
+  /// Whether its exported values were read and let go.
+  bool deferred() const { return original.empty() && proto; }
   /// State-dict names found for it, each with its relation and how.
   struct Named {
     std::string name;
@@ -130,6 +135,8 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
   if (n != numel(ref.shape))
     return std::nullopt;
   const float *r = ref.data;
+  // Values are kept whenever a reference is given (StateDictBuilder::load).
+  assert(!init.deferred() && "values compared with a reference are kept");
   const std::vector<float> &v = init.original;
   auto near = [&](float a, float b) {
     return a == b || std::fabs(a - b) <= ref.relTol * std::fabs(b);
@@ -218,29 +225,24 @@ std::string relationText(const Relation &rel) {
   return "";
 }
 
-/// The state-dict tensor for `init`'s current values under `rel`.
-std::vector<float> invert(const Init &init, const Relation &rel) {
-  const float *v = init.current();
-  const size_t n = init.original.size();
-  std::vector<float> out;
+/// The state-dict tensor of `v`, the current values of `init`, under `rel`.
+std::vector<float> invert(std::vector<float> v, const Init &init,
+                          const Relation &rel) {
   switch (rel.kind) {
   case Relation::Identical:
   case Relation::Reshaped:
-    out.assign(v, v + n);
-    break;
+    return v;
   case Relation::Transposed:
-    out = transposed2d(v, init.shape[0], init.shape[1]);
-    break;
+    return transposed2d(v.data(), init.shape[0], init.shape[1]);
   case Relation::Offset:
-    out.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      out[i] = v[i] - rel.offset;
-    break;
+    for (float &x : v)
+      x -= rel.offset;
+    return v;
   }
-  return out;
+  return v;
 }
 
-class StateDictBuilder {
+class StateDictBuilder : public std::enable_shared_from_this<StateDictBuilder> {
 public:
   StateDictBuilder(const StateDictOptions &options) : options(options) {}
 
@@ -254,8 +256,13 @@ private:
   void nameFromGraph(Init &init);
   void aliasesFromReaders();
   bool resolveWithReference(std::string &error);
+  /// The values `init` holds now: its trained ones, its tie source's, or
+  /// as exported (read again when not kept).
+  std::vector<float> currentValues(const Init &init) const;
+  /// Whether currentValues(init) reads the model's external data again.
+  bool readsExternalData(const Init &init) const;
 
-  const StateDictOptions &options;
+  const StateDictOptions options;
   onnx::ModelProto model;
   std::vector<Init> inits;
   std::map<std::string, size_t> byName;
@@ -316,15 +323,26 @@ bool StateDictBuilder::load(std::string &error) {
     Init init;
     init.name = t.name();
     init.shape.assign(d.shape.begin(), d.shape.end());
-    init.original = std::move(d.floats);
+    init.count = d.floats.size();
     bool finite = true;
-    for (float x : init.original)
+    for (float x : d.floats)
       finite &= std::isfinite(x);
     // Scalars, one-element constants and masks are never parameters,
     // unless a scalar was trained (applyTrained).
     if (!finite)
       continue;
-    if (init.original.size() < 2) {
+    // A large tensor of external data (detail::valuelessElements) is read
+    // again when it is written: without a reference to compare it with,
+    // only ties need its values.
+    if (!options.reference &&
+        t.data_location() == onnx::TensorProto::EXTERNAL &&
+        init.count >= detail::valuelessElements()) {
+      init.key = tieKey(d.floats);
+      init.proto = &t;
+    } else {
+      init.original = std::move(d.floats);
+    }
+    if (init.count < 2) {
       scalars[init.name] = std::move(init);
       continue;
     }
@@ -362,18 +380,54 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
   }
   // The copy of a tied weight follows its trained source.
   std::vector<NamedTensor> named;
-  for (const Init &init : inits)
-    named.push_back({init.name, init.shape, &init.original});
+  for (const Init &init : inits) {
+    NamedTensor n{init.name, init.shape};
+    if (init.deferred()) {
+      n.key = init.key;
+      n.load = [this, &init] {
+        return detail::decodeTensor(*init.proto,
+                                    "initializer '" + init.name + "'",
+                                    options.modelPath)
+            .floats;
+      };
+    } else {
+      n.values = &init.original;
+    }
+    named.push_back(std::move(n));
+  }
   for (const InitializerTie &t : findTies(named)) {
     Init &copy = inits[byName.at(t.copy)];
     const Init &src = inits[byName.at(t.source)];
     if (copy.trained || !src.trained)
       continue;
-    const float *v = src.current();
-    copy.own = t.transposed ? transposed2d(v, src.shape[0], src.shape[1])
-                            : std::vector<float>(v, v + src.original.size());
+    copy.follows = int(byName.at(t.source));
+    copy.followsTransposed = t.transposed;
   }
   return true;
+}
+
+bool StateDictBuilder::readsExternalData(const Init &init) const {
+  if (init.follows >= 0)
+    return readsExternalData(inits[init.follows]);
+  return !init.trainedValues && init.deferred();
+}
+
+std::vector<float> StateDictBuilder::currentValues(const Init &init) const {
+  if (init.follows >= 0) {
+    const Init &src = inits[init.follows];
+    std::vector<float> v = currentValues(src);
+    return init.followsTransposed
+               ? transposed2d(v.data(), src.shape[0], src.shape[1])
+               : v;
+  }
+  if (init.trainedValues)
+    return std::vector<float>(init.trainedValues,
+                              init.trainedValues + init.count);
+  if (init.deferred())
+    return detail::decodeTensor(*init.proto, "initializer '" + init.name + "'",
+                                options.modelPath)
+        .floats;
+  return init.original;
 }
 
 void StateDictBuilder::nameFromGraph(Init &init) {
@@ -677,8 +731,18 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
       StateDictTensor t;
       t.name = n.name;
       t.shape = n.relation.shape;
-      t.values = invert(*init, n.relation);
+      t.values = [self = shared_from_this(), init, rel = n.relation](
+                     std::vector<float> &out, std::string &error) {
+        try {
+          out = invert(self->currentValues(*init), *init, rel);
+          return true;
+        } catch (const std::exception &e) {
+          error = self->options.modelPath + ": " + e.what();
+          return false;
+        }
+      };
       t.initializer = init->name;
+      t.readAgain = readsExternalData(*init);
       t.how = n.how + relationText(n.relation);
       out.push_back(std::move(t));
     }
@@ -688,7 +752,11 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
     StateDictTensor t;
     t.name = w->name;
     t.shape = w->shape;
-    t.values.assign(w->data, w->data + numel(w->shape));
+    t.values = [self = shared_from_this(), w](std::vector<float> &out,
+                                              std::string &) {
+      out.assign(w->data, w->data + numel(w->shape));
+      return true;
+    };
     t.how = "not in the graph, not trained: the reference's value";
     out.push_back(std::move(t));
   }
@@ -729,8 +797,9 @@ bool exportStateDict(const StateDictOptions &options,
                      std::vector<StateDictTensor> &out,
                      std::vector<std::string> &unresolved, std::string &error) {
   try {
-    StateDictBuilder builder(options);
-    return builder.run(trained, out, unresolved, error);
+    // Shared with the tensors' `values`, which read its initializers.
+    auto builder = std::make_shared<StateDictBuilder>(options);
+    return builder->run(trained, out, unresolved, error);
   } catch (const std::exception &e) {
     error = options.modelPath + ": " + e.what();
     return false;

@@ -30,6 +30,7 @@
 
 #include "frontend/OnnxExporter.h"
 #include "otcrt/safetensors.h"
+#include "planner/Progress.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -203,8 +204,8 @@ static bool readReference(std::vector<otcrt::TensorFile> &files,
 }
 
 /// Writes `tensors` as a safetensors file at `path` (metadata format "pt",
-/// as torch.save_file writes it) from where their values lie: the header,
-/// then each tensor's bytes, with no second image of them in memory.
+/// as torch.save_file writes it): the header, then each tensor's bytes,
+/// made when it is written, so that one tensor is in memory at a time.
 static bool writeTensors(const std::string &path,
                          const std::vector<otc::StateDictTensor> &tensors,
                          std::string &error) {
@@ -212,13 +213,22 @@ static bool writeTensors(const std::string &path,
   layout.metadata["format"] = "pt";
   for (const otc::StateDictTensor &t : tensors)
     layout.addLayout(t.name, otcrt::StDType::F32, t.shape);
+  otc::Progress progress("writing the state dict", tensors.size(), "tensors");
+  std::vector<float> values;
   otcrt::Status s = otcrt::writeSafetensorsFrom(
       path, layout, [&](size_t i, const void *&data) {
-        data = tensors[i].values.data();
+        if (i)
+          progress.update(i);
+        std::string why;
+        if (!tensors[i].values(values, why))
+          return otcrt::Status::error(why);
+        data = values.data();
         return otcrt::Status::ok();
       });
   if (!s)
     error = s.message();
+  else
+    progress.update(tensors.size());
   return static_cast<bool>(s);
 }
 
@@ -279,8 +289,14 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
            << ": " << t.how << "\n";
   if (!writeTensors(outputPath, tensors, error))
     return fail(error);
+  size_t readAgain = 0;
+  for (const otc::StateDictTensor &t : tensors)
+    readAgain += t.readAgain;
   outs() << "otc-export: wrote " << outputPath << " (" << tensors.size()
-         << " tensors, a PyTorch state dict)\n";
+         << " tensors, a PyTorch state dict";
+  if (readAgain)
+    outs() << "; " << readAgain << " read again from the model's external data";
+  outs() << ")\n";
   // What the graph does not read was not trained: said once, by name.
   std::string untrained;
   size_t count = 0;
@@ -302,6 +318,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "otc-export: ONNX model with trained weights\n");
+  // A line a second while a large state dict is written.
+  otc::setProgressMode(otc::ProgressMode::Slow, "otc-export");
   bool stateDict = StringRef(outputPath).ends_with(".safetensors");
   if (!stateDict && !referencePaths.empty())
     return fail("--reference is for a state dict: name the output *.safetensors");
