@@ -15,10 +15,14 @@
 
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
+#include "llvm/ADT/ArrayRef.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace otc {
 namespace {
@@ -76,49 +80,80 @@ bool exposeLogits(onnx::ModelProto &model, std::string &error) {
   return true;
 }
 
+/// The float32 values an initializer is written with instead of its own
+/// (a trained weight, the caller's; a tied copy made from one).
+using Replacements = std::map<std::string, llvm::ArrayRef<float>>;
+
+/// Sets `init`'s data to `values`, raw and in the model.
+void setRawData(onnx::TensorProto &init, llvm::ArrayRef<float> values) {
+  init.clear_float_data();
+  init.clear_external_data();
+  init.clear_data_location();
+  init.set_raw_data(std::string(reinterpret_cast<const char *>(values.data()),
+                                values.size() * sizeof(float)));
+}
+
 /// Moves every initializer of 1 KiB or more (and every one the source kept
 /// as external data) into OUT.data beside OUT, one after another at 64-byte
 /// aligned offsets, the way onnx.save_model(..., save_as_external_data=True)
 /// lays them out; the graph keeps each one's location, offset and length.
+/// A replaced initializer is written from its new values, the others from
+/// the source's bytes, one at a time.
 bool writeExternalData(onnx::ModelProto &model, const ExportOptions &options,
-                       std::string &error) {
+                       const Replacements &replacements, std::string &error) {
   std::string dataPath = options.outputPath + ".data";
   std::string location = dataPath.substr(dataPath.find_last_of('/') + 1);
   std::ofstream data(dataPath, std::ios::binary | std::ios::trunc);
   if (!data) {
-    error = "cannot write " + dataPath;
+    error = "cannot write " + dataPath + ": " + std::strerror(errno);
     return false;
   }
   uint64_t offset = 0;
   for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
     std::string bytes;
-    if (init.data_location() == onnx::TensorProto::EXTERNAL)
+    llvm::StringRef written;
+    auto r = replacements.find(init.name());
+    if (r != replacements.end() &&
+        init.data_location() != onnx::TensorProto::EXTERNAL &&
+        r->second.size() * sizeof(float) < 1024) {
+      setRawData(init, r->second);
+      continue;
+    }
+    if (r != replacements.end()) {
+      written =
+          llvm::StringRef(reinterpret_cast<const char *>(r->second.data()),
+                          r->second.size() * sizeof(float));
+      init.clear_float_data();
+    } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       bytes = detail::externalBytes(init, "initializer '" + init.name() + "'",
                                     options.modelPath);
-    else if (init.has_raw_data() && init.raw_data().size() >= 1024)
+      written = bytes;
+    } else if (init.has_raw_data() && init.raw_data().size() >= 1024) {
       bytes = std::move(*init.mutable_raw_data());
-    else
+      written = bytes;
+    } else {
       continue;
+    }
     uint64_t padded = (offset + 63) / 64 * 64;
     if (padded > offset)
       data << std::string(padded - offset, '\0');
     offset = padded;
-    data.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    data.write(written.data(), static_cast<std::streamsize>(written.size()));
     init.clear_raw_data();
     init.clear_external_data();
     init.set_data_location(onnx::TensorProto::EXTERNAL);
     for (auto [key, value] :
          {std::pair<std::string, std::string>{"location", location},
           {"offset", std::to_string(offset)},
-          {"length", std::to_string(bytes.size())}}) {
+          {"length", std::to_string(written.size())}}) {
       onnx::StringStringEntryProto *e = init.add_external_data();
       e->set_key(key);
       e->set_value(value);
     }
-    offset += bytes.size();
+    offset += written.size();
   }
   if (!data.flush()) {
-    error = "cannot write " + dataPath;
+    error = "cannot write " + dataPath + ": " + std::strerror(errno);
     return false;
   }
   return true;
@@ -143,6 +178,9 @@ bool exportImpl(const ExportOptions &options,
   // exporter had merged are apart, and the copies of a split tie (a folded
   // W^T) follow their source. Do the same here, on the values as written.
   detail::splitMergedParams(model, options.modelPath);
+  // A large tensor of external data is read for its tie key and let go
+  // (read again to compare it with another of the same key, and to write
+  // it): one at a time in memory.
   std::vector<std::vector<float>> original;
   original.reserve(model.graph().initializer_size());
   std::vector<NamedTensor> named;
@@ -153,12 +191,24 @@ bool exportImpl(const ExportOptions &options,
       continue;
     detail::TensorData t = detail::decodeTensor(
         init, "initializer '" + init.name() + "'", options.modelPath);
-    original.push_back(std::move(t.floats));
-    named.push_back({init.name(),
-                     std::vector<int64_t>(t.shape.begin(), t.shape.end()),
-                     &original.back()});
+    NamedTensor n{init.name(),
+                  std::vector<int64_t>(t.shape.begin(), t.shape.end())};
+    if (init.data_location() == onnx::TensorProto::EXTERNAL &&
+        t.floats.size() >= detail::valuelessElements()) {
+      n.key = tieKey(t.floats);
+      n.load = [&init, &options] {
+        return detail::decodeTensor(init, "initializer '" + init.name() + "'",
+                                    options.modelPath)
+            .floats;
+      };
+    } else {
+      original.push_back(std::move(t.floats));
+      n.values = &original.back();
+    }
+    named.push_back(std::move(n));
   }
   std::vector<InitializerTie> ties = findTies(named);
+  std::vector<std::vector<float>>().swap(original);
 
   std::map<std::string, const ExportWeight *> trained;
   for (const ExportWeight &w : weights)
@@ -166,6 +216,7 @@ bool exportImpl(const ExportOptions &options,
   // The weights not yet written, by name.
   std::map<std::string, const ExportWeight *> byName = trained;
   onnx::GraphProto &graph = *model.mutable_graph();
+  Replacements replacements;
   replaced = 0;
   for (onnx::TensorProto &init : *graph.mutable_initializer()) {
     auto it = byName.find(init.name());
@@ -186,18 +237,13 @@ bool exportImpl(const ExportOptions &options,
     int64_t numel = 1;
     for (int64_t d : dims)
       numel *= d;
-    init.clear_float_data();
-    init.clear_external_data();
-    init.clear_data_location();
-    init.set_raw_data(std::string(reinterpret_cast<const char *>(w.data),
-                                  static_cast<size_t>(numel) * sizeof(float)));
+    replacements[init.name()] = llvm::ArrayRef<float>(w.data, size_t(numel));
     byName.erase(it);
     ++replaced;
   }
   // Each tied copy from its trained source.
-  std::map<std::string, onnx::TensorProto *> inits;
-  for (onnx::TensorProto &init : *graph.mutable_initializer())
-    inits[init.name()] = &init;
+  std::vector<std::vector<float>> copies;
+  copies.reserve(ties.size());
   for (const InitializerTie &t : ties) {
     auto it = trained.find(t.source);
     if (it == trained.end() || byName.count(t.source) || trained.count(t.copy))
@@ -206,15 +252,10 @@ bool exportImpl(const ExportOptions &options,
     size_t n = 1;
     for (int64_t d : src->shape)
       n *= static_cast<size_t>(d);
-    std::vector<float> v =
-        t.transposed ? transposed2d(src->data, src->shape[0], src->shape[1])
-                     : std::vector<float>(src->data, src->data + n);
-    onnx::TensorProto &copy = *inits.at(t.copy);
-    copy.clear_float_data();
-    copy.clear_external_data();
-    copy.clear_data_location();
-    copy.set_raw_data(std::string(reinterpret_cast<const char *>(v.data()),
-                                  v.size() * sizeof(float)));
+    copies.push_back(t.transposed
+                         ? transposed2d(src->data, src->shape[0], src->shape[1])
+                         : std::vector<float>(src->data, src->data + n));
+    replacements[t.copy] = copies.back();
     ++replaced;
   }
   if (!byName.empty()) {
@@ -224,11 +265,17 @@ bool exportImpl(const ExportOptions &options,
   }
   if (options.exposeLogits && !exposeLogits(model, error))
     return false;
-  if (external && !writeExternalData(model, options, error))
-    return false;
+  if (external) {
+    if (!writeExternalData(model, options, replacements, error))
+      return false;
+  } else {
+    for (onnx::TensorProto &init : *graph.mutable_initializer())
+      if (auto r = replacements.find(init.name()); r != replacements.end())
+        setRawData(init, r->second);
+  }
   std::ofstream out(options.outputPath, std::ios::binary | std::ios::trunc);
   if (!out || !model.SerializeToOstream(&out)) {
-    error = "cannot write " + options.outputPath;
+    error = "cannot write " + options.outputPath + ": " + std::strerror(errno);
     return false;
   }
   return true;

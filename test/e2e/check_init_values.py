@@ -6,13 +6,16 @@ otc-compile build's init.safetensors holds the model's initializers:
     check_init_values.py external MODEL OUT.onnx
     check_init_values.py zeros MODEL OUT.onnx
     check_init_values.py compare MODEL INIT.safetensors
+    check_init_values.py same MODEL OTHER.onnx
 
 `zeros` writes the model with every float initializer's values zero (what
 a sparse external-data file made to size a plan holds).
 `compare` reads every tensor of INIT.safetensors and the initializer of the
 same name from MODEL (ONNX's own reader, numpy_helper), and prints one line:
 how many are equal bit for bit, how many differ and how many have no
-initializer of that name. Exits 1 when any differs or none was compared."""
+initializer of that name. Exits 1 when any differs or none was compared.
+`same` prints whether two models (external data read) have the same
+initializers, names and values bit for bit."""
 import os
 import sys
 
@@ -44,6 +47,14 @@ def main():
         onnx.save(m, out)
         print("zeros:", out)
         return 0
+    if mode == "same":
+        a, b = ({i.name: numpy_helper.to_array(i) for i in onnx.load(p).graph.initializer}
+                for p in (model, out))
+        equal = sorted(a) == sorted(b) and all(
+            a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and
+            a[k].tobytes() == b[k].tobytes() for k in a)
+        print(f"{len(a)} initializers, " + ("all equal" if equal else "they differ"))
+        return 0 if equal else 1
     inits = {i.name: numpy_helper.to_array(i)
              for i in onnx.load(model).graph.initializer}
     equal = differ = unnamed = 0
