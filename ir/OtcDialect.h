@@ -93,9 +93,10 @@ struct LibraryGemm {
   /// Bytes its epilogue moves per element of the result: written, plus
   /// read when the product adds to it.
   double epilogueBytes = 0;
-  /// A hand-written kernel's share of the vendor library's GEMM rate for
-  /// its type (1: the library's own product).
-  double rateShare = 1.0;
+  /// Whether the runtime's own kernel computes it (the experts' products)
+  /// rather than the GEMM library: the device model says what share of the
+  /// library's rate such a kernel reaches (DeviceModel::ownGemmShare).
+  bool ownKernel = false;
 };
 
 /// The chunks of an otc.linear_cross_entropy_with_grad over `rows` rows in

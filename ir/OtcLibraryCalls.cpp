@@ -344,24 +344,16 @@ void ExpertMatmulOp::getLibraryArgs(SmallVectorImpl<LibraryArg> &args) {
   args.push_back(LibraryArg::result(0));
 }
 
-/// The share of cuBLASLt's BF16 GEMM rate the expert kernels' tensor-core
-/// path reaches (runtime/cuda/expert_matmul.cu: WMMA's mma.sync tiles of
-/// 64 x 64 without an asynchronous copy pipeline, where cuBLASLt runs
-/// Hopper's wgmma): an estimate, until otc-kernel-bench's expert cases
-/// measure it on a GPU. F32 storage runs the FP32 SIMT tiles, priced at the
-/// FP32 GEMM's rate.
-static constexpr double kExpertTensorCoreShare = 0.3;
-
 /// The experts' products, priced as one GEMM of all the rows (each expert's
 /// matrix read once, the rows gathered and the results scattered, in the
-/// result's type: FP32, or rounded to BF16).
+/// result's type: FP32, or rounded to BF16), by the runtime's own kernels.
 void ExpertMatmulOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
   int64_t n = shapeOf(getX())[0], k = getDepth(), o = getWidth();
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4, out = elementBytes(getResult());
   gemms.push_back({"experts", n, o, k, bf16,
                    n * k * e + double(bytesOf(getW())) + n * o * out, out,
-                   bf16 ? kExpertTensorCoreShare : 1.0});
+                   /*ownKernel=*/true});
 }
 
 std::string ExpertMatmulWgradOp::getLibraryKernel() {
@@ -394,11 +386,10 @@ void ExpertMatmulWgradOp::getLibraryGemms(SmallVectorImpl<LibraryGemm> &gemms) {
   bool bf16 = getElementTypeOrSelf(getX().getType()).isBF16();
   double e = bf16 ? 2 : 4;
   double out = elementBytes(getResult()) * (getAcc() ? 2 : 1);
-  // The tensor cores for BF16 at the estimated share, as the products above.
   gemms.push_back(
       {"expert weights", k, o, n, bf16,
        n * (k + o) * e + double(numElements(shapeOf(getResult()))) * out, out,
-       bf16 ? kExpertTensorCoreShare : 1.0});
+       /*ownKernel=*/true});
 }
 
 //===----------------------------------------------------------------------===//

@@ -61,6 +61,10 @@ struct DeviceModel {
   /// on the cpu (no grids) the forward and backward rates price its one
   /// kind of kernel.
   double attentionFwdRate = 0, attentionBwdRate = 0, attentionFallbackRate = 0;
+  /// The share of `bf16Gemm`'s rate that the runtime's own BF16 GEMM
+  /// kernels (the experts' products) reach; their FP32 form is priced at
+  /// `fp32Gemm`'s. 1 where one kind of GEMM runs them all (the cpu).
+  double ownGemmShare = 1.0;
   /// FLOP/s of the arithmetic of generated kernels and non-GEMM library
   /// kernels (FP32 without tensor cores).
   double vectorRate = 0;

@@ -444,7 +444,7 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
     double f = 2.0 * double(g.m) * double(g.n) * double(g.k);
     double efficiency =
         (d.pricesGrids() ? gemmWaveEfficiency(d, g.m, g.n, g.k, 1) : 1.0) *
-        g.rateShare;
+        (g.ownKernel && g.bf16 ? d.ownGemmShare : 1.0);
     double seconds =
         gemmSeconds(g.bf16 ? d.bf16Gemm : d.fp32Gemm, f, g.k, efficiency,
                     gemmEpilogueScale(g.bf16, g.epilogueBytes));

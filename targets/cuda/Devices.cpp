@@ -95,6 +95,11 @@ DeviceModel h100() {
   d.attentionBwdRate = 350e12;
   // The runtime's own attention kernels (FP32, dropout): estimate.
   d.attentionFallbackRate = 25e12;
+  // The runtime's expert kernels (runtime/cuda/expert_matmul.cu): WMMA's
+  // mma.sync tiles of 64 x 64 without an asynchronous copy pipeline, where
+  // cuBLASLt runs Hopper's wgmma. An estimate until otc-kernel-bench's
+  // expert cases measure it on a GPU.
+  d.ownGemmShare = 0.3;
   // FP32 without tensor cores: 67 TFLOP/s datasheet, 60 reached (estimate).
   d.vectorRate = 60e12;
   // A 1 GiB device-to-device copy takes 0.716 ms: 3.0 TB/s counting bytes
