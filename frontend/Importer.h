@@ -422,6 +422,25 @@ private:
   /// keeps no values, keyed) in graph order; the others become statics.
   std::vector<ParamCandidate> readParamCandidates(ParamOrigins &origins,
                                                   const NameRegex *train);
+  /// The four ways readParamCandidates takes an initializer, tried in this
+  /// order; each but the last returns false when it is not its way, having
+  /// added nothing. What an earlier import of the same model learned;
+  /// a large parameter by the exporter's graph signature, not read; a large
+  /// matrix without a signature, sampled; any other, decoded (or a
+  /// constant among the statics).
+  bool addCachedCandidate(const onnx::TensorProto &init, ParamOrigins &origins,
+                          bool forced, std::vector<ParamCandidate> &floats);
+  bool addSignatureCandidate(const onnx::TensorProto &init,
+                             ParamOrigins &origins, bool forced,
+                             std::vector<ParamCandidate> &floats);
+  bool addSampledCandidate(const onnx::TensorProto &init, ParamOrigins &origins,
+                           bool forced, std::vector<ParamCandidate> &floats);
+  void addDecodedCandidate(const onnx::TensorProto &init, ParamOrigins &origins,
+                           bool forced, std::vector<ParamCandidate> &floats);
+  /// Whether a large matrix is keyed by its diagonal (an import that keeps
+  /// no values, of a graph without the exporter's signature).
+  bool isSampled(const onnx::TensorProto &init,
+                 const ParamOrigins &origins) const;
   /// The state-dict name of initializer `name` where it is another one's
   /// (what otc-export writes): the parameter the dynamo exporter folded it
   /// from, or the Linear whose Wᵀ the TorchScript exporter folded; "" when

@@ -179,146 +179,184 @@ void Importer::addParams() {
 
 std::vector<ParamCandidate>
 Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
-  const std::optional<std::set<std::string>> &exported = origins.exported;
   // Reserved: a growing vector would copy every decoded tensor so far
   // (TensorData moves only by copy here), gigabytes for a large model.
   std::vector<ParamCandidate> floats;
   floats.reserve(static_cast<size_t>(model.graph().initializer_size()));
   for (const onnx::TensorProto &init : model.graph().initializer()) {
-    Location loc = NameLoc::get(builder.getStringAttr(init.name()));
     // --train matches the initializer's name or the state-dict name it is.
     bool forced =
         train && (train->matches(init.name()) ||
                   train->matches(stateDictNameOf(init.name(), origins)));
-    // Learned by an earlier import of the same loaded model: nothing read.
-    if (!initializersOut && cache && !staticOnly.contains(init.name())) {
-      auto known = cache->find(init.name());
-      if (known != cache->end()) {
-        TensorData shapeOnly;
-        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
-        if (!origins.fromParameter(init.name()) &&
-            known->second.reason.empty() && !forced)
-          notParameters.insert(init.name());
-        floats.push_back({&init, std::move(shapeOnly), forced,
-                          known->second.reason, known->second.key});
-        continue;
-      }
-    }
-    // A large parameter by the exporter's graph signature (or folded from
-    // one: a Linear's Wᵀ), in an import that keeps no values (plan-only,
-    // --fit): trainable as PyTorch trained it, so its values are not read
-    // at all (an 8B model's 32 GB), unless another tensor shares its tie
-    // key (below): then both are read and compared.
-    int64_t elements = 1;
-    for (int64_t d : init.dims())
-      elements *= d;
-    std::optional<std::string> root;
-    if (!initializersOut && exported &&
-        init.data_type() == onnx::TensorProto::FLOAT &&
-        !staticOnly.contains(init.name()) &&
-        elements >= static_cast<int64_t>(valuelessElements()) &&
-        (root = origins.parameterOf(init.name()))) {
-      TensorData shapeOnly;
-      shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
-      // Keyed by the parameter it is: a Wᵀ folded from a parameter that is
-      // an initializer too (a tied LM head) shares that one's key, and
-      // findTies reads both and compares them.
-      TieKey key;
-      key.count = static_cast<size_t>(elements);
-      key.sum = llvm::hash_value(*root);
-      key.mixed = ~key.sum;
-      if (cache)
-        (*cache)[init.name()] = {"", key};
-      floats.push_back({&init, std::move(shapeOnly), forced, "", key});
-      continue;
-    }
-    // A large matrix of a graph without the exporter's signature
-    // (TorchScript's, one written by hand), in an import that keeps no
-    // values: its first values and its diagonal decide, its other bytes
-    // are not read (Llama 1B's TorchScript export: 13 s of a plan spent
-    // reading 5 GB). A weight whose first values pass the rules is trained
-    // (a non-finite value past them, which the full import would keep
-    // constant, is not seen), keyed by its diagonal (diagonalTieKey); any
-    // other is read whole, and keyed the same way. A hole of a sparse file
-    // is not read at all (an 8B model sized from one: 32 GB of zeros).
-    const std::string what = "initializer '" + init.name() + "'";
-    const bool sampled = !initializersOut && !exported &&
-                         init.data_type() == onnx::TensorProto::FLOAT &&
-                         init.dims_size() == 2 &&
-                         !staticOnly.contains(init.name()) &&
-                         elements >= static_cast<int64_t>(valuelessElements());
-    if (sampled) {
-      // A hole of a sparse file (a file made to size the model) is zeros,
-      // as reading it would find: trained, few distinct values, never a
-      // tie; nothing read.
-      const bool hole = elements > 1 && externalHole(init, what, path);
-      std::vector<float> head;
-      if (!hole)
-        head = readFloatRange(init, what, path, 0,
-                              std::min<int64_t>(elements, kProbeElements));
-      if (hole || (untrainedReason(head).empty() && !fewDistinct(head))) {
-        TensorData shapeOnly;
-        shapeOnly.shape.assign(init.dims().begin(), init.dims().end());
-        const int64_t diagonal =
-            std::min({kTieKeyDiagonal, init.dims(0), init.dims(1)});
-        TieKey key = diagonalTieKey(
-            static_cast<size_t>(elements),
-            hole ? std::vector<float>(static_cast<size_t>(diagonal), 0.0f)
-                 : readDiagonal(init, what, path),
-            hole);
-        if (!origins.fromParameter(init.name()) && !forced)
-          notParameters.insert(init.name());
-        if (cache)
-          (*cache)[init.name()] = {"", key};
-        floats.push_back({&init, std::move(shapeOnly), forced, "", key});
-        continue;
-      }
-    }
-    TensorData data = decodeTensor(init, what, path);
-    if (data.kind == Kind::F32 && !staticOnly.contains(init.name())) {
-      ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
-      c.reason = untrainedReason(c.data.floats);
-      // A single element the exporter's graph signature names as a
-      // parameter under its own name is one PyTorch trains (CLIP's
-      // logit_scale): not a scalar of the forward stored as an initializer.
-      if (c.data.floats.size() == 1 && exported &&
-          exported->count(init.name()) && std::isfinite(c.data.floats[0]))
-        c.reason.clear();
-      if (c.reason.empty() && exported)
-        c.reason = foldedLookupReason(init.name(), origins, c.data.floats);
-      if (!origins.fromParameter(init.name()) && c.reason.empty() && !forced)
-        notParameters.insert(init.name());
-      // An import that keeps no values (plan-only, --fit) drops those of a
-      // large trained tensor once the rules have read them: it keeps its
-      // tie key, and reads it again only to compare it with a tensor of
-      // the same key. Llama 3 8B: 32 GB of weights never held at once.
-      // So does a build's import with deferValues for a parameter by the
-      // exporter's graph signature stored as external data: its values are
-      // read again when the initial values are written.
-      const bool deferred =
-          initializersOut && options.deferValues && exported &&
-          init.data_location() == onnx::TensorProto::EXTERNAL &&
-          origins.parameterOf(init.name());
-      if ((!initializersOut || deferred) && (c.reason.empty() || c.forced) &&
-          c.data.floats.size() >= valuelessElements()) {
-        c.key = sampled ? diagonalTieKey(c.data.floats.size(),
-                                         diagonalOf(c.data.floats, init.dims(0),
-                                                    init.dims(1)),
-                                         fewDistinct(c.data.floats))
-                        : tieKey(c.data.floats);
-        c.data.floats = std::vector<float>();
-        if (cache)
-          (*cache)[init.name()] = {c.reason, *c.key};
-      }
-      floats.push_back(std::move(c));
-      continue;
-    }
-    // Integer and bool initializers (and floats read only at import time)
-    // are constants.
-    statics[init.name()] = std::make_unique<StaticValue>(
-        StaticValue{toAttr(&ctx, data), loc, Value()});
+    if (!addCachedCandidate(init, origins, forced, floats) &&
+        !addSignatureCandidate(init, origins, forced, floats) &&
+        !addSampledCandidate(init, origins, forced, floats))
+      addDecodedCandidate(init, origins, forced, floats);
   }
   return floats;
+}
+
+/// The elements of `init`'s shape.
+static int64_t elementsOf(const onnx::TensorProto &init) {
+  int64_t elements = 1;
+  for (int64_t d : init.dims())
+    elements *= d;
+  return elements;
+}
+
+/// `init`'s shape, without values.
+static TensorData shapeOnly(const onnx::TensorProto &init) {
+  TensorData data;
+  data.shape.assign(init.dims().begin(), init.dims().end());
+  return data;
+}
+
+bool Importer::addCachedCandidate(const onnx::TensorProto &init,
+                                  ParamOrigins &origins, bool forced,
+                                  std::vector<ParamCandidate> &floats) {
+  // Learned by an earlier import of the same loaded model: nothing read.
+  if (initializersOut || !cache || staticOnly.contains(init.name()))
+    return false;
+  auto known = cache->find(init.name());
+  if (known == cache->end())
+    return false;
+  if (!origins.fromParameter(init.name()) && known->second.reason.empty() &&
+      !forced)
+    notParameters.insert(init.name());
+  floats.push_back({&init, shapeOnly(init), forced, known->second.reason,
+                    known->second.key});
+  return true;
+}
+
+bool Importer::addSignatureCandidate(const onnx::TensorProto &init,
+                                     ParamOrigins &origins, bool forced,
+                                     std::vector<ParamCandidate> &floats) {
+  // A large parameter by the exporter's graph signature (or folded from
+  // one: a Linear's Wᵀ), in an import that keeps no values (plan-only,
+  // --fit): trainable as PyTorch trained it, so its values are not read
+  // at all (an 8B model's 32 GB), unless another tensor shares its tie
+  // key (addParamArguments): then both are read and compared.
+  const int64_t elements = elementsOf(init);
+  if (initializersOut || !origins.exported ||
+      init.data_type() != onnx::TensorProto::FLOAT ||
+      staticOnly.contains(init.name()) ||
+      elements < static_cast<int64_t>(valuelessElements()))
+    return false;
+  std::optional<std::string> root = origins.parameterOf(init.name());
+  if (!root)
+    return false;
+  // Keyed by the parameter it is: a Wᵀ folded from a parameter that is an
+  // initializer too (a tied LM head) shares that one's key, and findTies
+  // reads both and compares them.
+  TieKey key;
+  key.count = static_cast<size_t>(elements);
+  key.sum = llvm::hash_value(*root);
+  key.mixed = ~key.sum;
+  if (cache)
+    (*cache)[init.name()] = {"", key};
+  floats.push_back({&init, shapeOnly(init), forced, "", key});
+  return true;
+}
+
+bool Importer::addSampledCandidate(const onnx::TensorProto &init,
+                                   ParamOrigins &origins, bool forced,
+                                   std::vector<ParamCandidate> &floats) {
+  // A large matrix of a graph without the exporter's signature
+  // (TorchScript's, one written by hand), in an import that keeps no
+  // values: its first values and its diagonal decide, its other bytes
+  // are not read (Llama 1B's TorchScript export: 13 s of a plan spent
+  // reading 5 GB). A weight whose first values pass the rules is trained
+  // (a non-finite value past them, which the full import would keep
+  // constant, is not seen), keyed by its diagonal (diagonalTieKey); any
+  // other is read whole by addDecodedCandidate, and keyed the same way. A
+  // hole of a sparse file is not read at all (an 8B model sized from one:
+  // 32 GB of zeros).
+  if (!isSampled(init, origins))
+    return false;
+  const int64_t elements = elementsOf(init);
+  const std::string what = "initializer '" + init.name() + "'";
+  // A hole of a sparse file (a file made to size the model) is zeros, as
+  // reading it would find: trained, few distinct values, never a tie;
+  // nothing read.
+  const bool hole = elements > 1 && externalHole(init, what, path);
+  std::vector<float> head;
+  if (!hole)
+    head = readFloatRange(init, what, path, 0,
+                          std::min<int64_t>(elements, kProbeElements));
+  if (!hole && (!untrainedReason(head).empty() || fewDistinct(head)))
+    return false;
+  const int64_t diagonal =
+      std::min({kTieKeyDiagonal, init.dims(0), init.dims(1)});
+  TieKey key = diagonalTieKey(
+      static_cast<size_t>(elements),
+      hole ? std::vector<float>(static_cast<size_t>(diagonal), 0.0f)
+           : readDiagonal(init, what, path),
+      hole);
+  if (!origins.fromParameter(init.name()) && !forced)
+    notParameters.insert(init.name());
+  if (cache)
+    (*cache)[init.name()] = {"", key};
+  floats.push_back({&init, shapeOnly(init), forced, "", key});
+  return true;
+}
+
+bool Importer::isSampled(const onnx::TensorProto &init,
+                         const ParamOrigins &origins) const {
+  return !initializersOut && !origins.exported &&
+         init.data_type() == onnx::TensorProto::FLOAT &&
+         init.dims_size() == 2 && !staticOnly.contains(init.name()) &&
+         elementsOf(init) >= static_cast<int64_t>(valuelessElements());
+}
+
+void Importer::addDecodedCandidate(const onnx::TensorProto &init,
+                                   ParamOrigins &origins, bool forced,
+                                   std::vector<ParamCandidate> &floats) {
+  const std::optional<std::set<std::string>> &exported = origins.exported;
+  TensorData data =
+      decodeTensor(init, "initializer '" + init.name() + "'", path);
+  if (data.kind != Kind::F32 || staticOnly.contains(init.name())) {
+    // Integer and bool initializers (and floats read only at import time)
+    // are constants.
+    Location loc = NameLoc::get(builder.getStringAttr(init.name()));
+    statics[init.name()] = std::make_unique<StaticValue>(
+        StaticValue{toAttr(&ctx, data), loc, Value()});
+    return;
+  }
+  ParamCandidate c{&init, std::move(data), forced, "", std::nullopt};
+  c.reason = untrainedReason(c.data.floats);
+  // A single element the exporter's graph signature names as a parameter
+  // under its own name is one PyTorch trains (CLIP's logit_scale): not a
+  // scalar of the forward stored as an initializer.
+  if (c.data.floats.size() == 1 && exported && exported->count(init.name()) &&
+      std::isfinite(c.data.floats[0]))
+    c.reason.clear();
+  if (c.reason.empty() && exported)
+    c.reason = foldedLookupReason(init.name(), origins, c.data.floats);
+  if (!origins.fromParameter(init.name()) && c.reason.empty() && !forced)
+    notParameters.insert(init.name());
+  // An import that keeps no values (plan-only, --fit) drops those of a
+  // large trained tensor once the rules have read them: it keeps its tie
+  // key, and reads it again only to compare it with a tensor of the same
+  // key. Llama 3 8B: 32 GB of weights never held at once. So does a
+  // build's import with deferValues for a parameter by the exporter's
+  // graph signature stored as external data: its values are read again
+  // when the initial values are written.
+  const bool deferred = initializersOut && options.deferValues && exported &&
+                        init.data_location() == onnx::TensorProto::EXTERNAL &&
+                        origins.parameterOf(init.name());
+  if ((!initializersOut || deferred) && (c.reason.empty() || c.forced) &&
+      c.data.floats.size() >= valuelessElements()) {
+    c.key = isSampled(init, origins)
+                ? diagonalTieKey(
+                      c.data.floats.size(),
+                      diagonalOf(c.data.floats, init.dims(0), init.dims(1)),
+                      fewDistinct(c.data.floats))
+                : tieKey(c.data.floats);
+    c.data.floats = std::vector<float>();
+    if (cache)
+      (*cache)[init.name()] = {c.reason, *c.key};
+  }
+  floats.push_back(std::move(c));
 }
 
 void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
