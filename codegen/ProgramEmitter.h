@@ -11,6 +11,7 @@
 
 #include "codegen/BodyUtils.h"
 #include "codegen/Codegen.h"
+#include "codegen/DescriptorTables.h"
 #include "codegen/Launches.h"
 #include "codegen/Target.h"
 #include "ir/Config.h"
@@ -36,6 +37,18 @@ public:
   LogicalResult emit(ModuleOp module, raw_ostream &os);
 
 private:
+  /// The optional functions of the program that the module has.
+  struct EmittedFunctions {
+    bool eval = false, decode = false, refresh = false;
+  };
+  /// Emits every function of the program (funcs).
+  FailureOr<EmittedFunctions> emitFunctions(ModuleOp module);
+  /// The file's head: includes, the BF16 prelude, the short forms.
+  void emitPreamble(ModuleOp module, raw_ostream &os);
+  /// The tables, the OtcProgram descriptor and main.
+  void emitDescriptor(ModuleOp module, int64_t arenaBytes,
+                      const DescriptorTables &tables,
+                      const EmittedFunctions &emitted, raw_ostream &os);
   LogicalResult emitFunction(func::FuncOp f);
   LogicalResult emitKernel(otck::KernelOp k);
   LogicalResult emitLibraryCall(otck::KernelOp k, LibraryCallOpInterface op);
