@@ -459,6 +459,13 @@ private:
   /// the function.
   void addParamArguments(std::vector<ParamCandidate> &floats,
                          ParamOrigins &origins);
+  /// Records (attrs::kUndecidedTies) each projection weight of the
+  /// exporter's naming (a folded Wᵀ) that may be a tie's copy of an
+  /// embedding table, of the transposed or same shape, when
+  /// both hold few distinct values (a sizing file's zeros) and neither is
+  /// tied: values decide ties where no exporter record does.
+  void recordUndecidedTies(const std::vector<NamedTensor> &tieable,
+                           const llvm::StringMap<InitializerTie> &copies);
   /// Records the parameters the exporter's optimizer removed (named by the
   /// traced calls, held by no initializer).
   void recordRemovedParams(ParamOrigins &origins);

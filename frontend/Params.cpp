@@ -359,6 +359,57 @@ void Importer::addDecodedCandidate(const onnx::TensorProto &init,
   floats.push_back(std::move(c));
 }
 
+void Importer::recordUndecidedTies(
+    const std::vector<NamedTensor> &tieable,
+    const llvm::StringMap<InitializerTie> &copies) {
+  // Embedding tables (a Gather's data) and projection weights (a MatMul's
+  // or Gemm's second input) of the graph.
+  std::set<std::string> tables, projections;
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    if (node.op_type() == "Gather" && node.input_size() > 0)
+      tables.insert(node.input(0));
+    if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
+        node.input_size() > 1)
+      projections.insert(node.input(1));
+  }
+  auto fewValues = [](const NamedTensor &t) {
+    return t.key ? t.key->fewDistinct : t.values && fewDistinct(*t.values);
+  };
+  SmallVector<NamedAttribute> undecided;
+  for (const NamedTensor &table : tieable) {
+    if (table.shape.size() != 2 || !tables.count(table.name) ||
+        !fewValues(table) || copies.count(table.name))
+      continue;
+    for (const NamedTensor &w : tieable) {
+      bool transposed =
+          w.shape == std::vector<int64_t>{table.shape[1], table.shape[0]};
+      // A copy the exporter made has a name of its own making
+      // (`onnx::MatMul_N`), not a parameter's.
+      if (&w == &table || (!transposed && w.shape != table.shape) ||
+          w.name.find("::") == std::string::npos ||
+          !projections.count(w.name) || tables.count(w.name) || !fewValues(w) ||
+          copies.count(w.name))
+        continue;
+      int64_t n = table.shape[0] * table.shape[1];
+      undecided.push_back(builder.getNamedAttr(
+          w.name,
+          builder.getStringAttr(
+              "may be the tied " +
+              std::string(transposed ? "transpose" : "copy") + " of '" +
+              table.name +
+              "' (an exporter's folded projection of an "
+              "embedding table), but their values, few distinct (as a "
+              "sparse file made to size a model holds), cannot say: "
+              "planned as two parameters, " +
+              std::to_string(n) +
+              " values more than if tied; plan from the real weights, or "
+              "from a dynamo export, which records ties")));
+    }
+  }
+  if (!undecided.empty())
+    func->setAttr(attrs::kUndecidedTies, builder.getDictionaryAttr(undecided));
+}
+
 void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
                                  ParamOrigins &origins) {
   // What PyTorch could not have trained: a single element (an epsilon, a
@@ -406,6 +457,9 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
                     (t.transposed ? "transpose of " : "copy of ") + t.source)));
     copies[t.copy] = t;
   }
+
+  if (!origins.exported)
+    recordUndecidedTies(tieable, copies);
 
   // One argument per trained initializer, however many nodes read it.
   for (ParamCandidate &c : floats) {

@@ -165,6 +165,11 @@ constexpr const char kSplit[] = "otc.split";
 /// On the forward function: parameters of the exported module (the dynamo
 /// exporter's graph signature) that no initializer holds, name -> why.
 constexpr const char kRemoved[] = "otc.removed";
+/// On the forward function: a folded projection weight that may be the
+/// tied copy of an embedding table, where the values cannot say (few
+/// distinct: a sparse file made to size the model) and no exporter record
+/// does, name -> why; it was imported untied, and otc-compile warns.
+constexpr const char kUndecidedTies[] = "otc.undecided_ties";
 /// On the module (the importer): the batch the export fixed (i64), which
 /// --micro-batch re-bound; reports say so.
 constexpr const char kReboundBatch[] = "otc.rebound_batch";

@@ -420,6 +420,13 @@ int Compile::importModel() {
                     "dropped), which are not trained; export with "
                     "torch.onnx.export(..., optimize=False) to keep them\n";
   }
+  // And where the values could not decide a tie (a sizing file's zeros).
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
+    if (auto d = fwd->getAttrOfType<DictionaryAttr>(otc::attrs::kUndecidedTies))
+      for (NamedAttribute a : d)
+        if (auto why = dyn_cast<StringAttr>(a.getValue()))
+          llvm::errs() << "otc-compile: warning: '" << a.getName().getValue()
+                       << "' " << why.getValue() << "\n";
   // Said once too: a parameter the exporter folded through a lookup is not
   // trained (its table is no longer in the graph).
   for (const auto &[name, why] : untrainedInits)
