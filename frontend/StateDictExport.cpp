@@ -27,6 +27,7 @@
 #include "frontend/Importer.h"
 #include "frontend/OnnxExporter.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <fstream>
@@ -64,6 +65,9 @@ struct Init {
   int follows = -1;
   bool followsTransposed = false;
   bool trained = false;
+  /// Not read at all (no key): none of its names may be kept (load,
+  /// readKept).
+  bool unread = false;
 
   /// Whether its exported values were read and let go.
   bool deferred() const { return original.empty() && proto; }
@@ -252,7 +256,14 @@ public:
 
 private:
   bool load(std::string &error);
-  bool applyTrained(const std::vector<ExportWeight> &trained, std::string &error);
+  /// Marks the trained initializers (a trained scalar becomes one).
+  bool markTrained(const std::vector<ExportWeight> &trained,
+                   std::string &error);
+  /// Makes each untrained copy of a tie follow its trained source.
+  void followTies();
+  /// Reads the initializers left unread whose names are kept (for their
+  /// tie keys, and to drop a mask).
+  void readKept();
   void nameFromGraph(Init &init);
   void aliasesFromReaders();
   bool resolveWithReference(std::string &error);
@@ -318,6 +329,23 @@ bool StateDictBuilder::load(std::string &error) {
         t.data_type() != onnx::TensorProto::BFLOAT16 &&
         t.data_type() != onnx::TensorProto::DOUBLE)
       continue;
+    // Only some names kept (a peft adapter out of a model of gigabytes): a
+    // large tensor of external data is not read until its names say it is
+    // kept (readKept).
+    if (options.keep && !options.reference &&
+        t.data_location() == onnx::TensorProto::EXTERNAL) {
+      Init init;
+      init.name = t.name();
+      init.shape.assign(t.dims().begin(), t.dims().end());
+      init.count = size_t(numel(init.shape));
+      if (init.count >= 2 && init.count >= detail::valuelessElements()) {
+        init.proto = &t;
+        init.unread = true;
+        byName[init.name] = inits.size();
+        inits.push_back(std::move(init));
+        continue;
+      }
+    }
     detail::TensorData d = detail::decodeTensor(
         t, "initializer '" + t.name() + "'", options.modelPath);
     Init init;
@@ -328,7 +356,7 @@ bool StateDictBuilder::load(std::string &error) {
     for (float x : d.floats)
       finite &= std::isfinite(x);
     // Scalars, one-element constants and masks are never parameters,
-    // unless a scalar was trained (applyTrained).
+    // unless a scalar was trained (markTrained).
     if (!finite)
       continue;
     // A large tensor of external data (detail::valuelessElements) is read
@@ -352,8 +380,30 @@ bool StateDictBuilder::load(std::string &error) {
   return true;
 }
 
-bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
-                                    std::string &error) {
+void StateDictBuilder::readKept() {
+  for (Init &init : inits) {
+    if (!init.unread || std::none_of(init.names.begin(), init.names.end(),
+                                     [&](const Init::Named &n) {
+                                       return options.keep(n.name);
+                                     }))
+      continue;
+    std::vector<float> v =
+        detail::decodeTensor(*init.proto, "initializer '" + init.name + "'",
+                             options.modelPath)
+            .floats;
+    init.unread = false;
+    // As load: a tensor that is not all finite is no parameter (a mask).
+    if (!std::all_of(v.begin(), v.end(),
+                     [](float x) { return std::isfinite(x); })) {
+      init.names.clear();
+      continue;
+    }
+    init.key = tieKey(v);
+  }
+}
+
+bool StateDictBuilder::markTrained(const std::vector<ExportWeight> &trained,
+                                   std::string &error) {
   for (const ExportWeight &w : trained) {
     auto it = byName.find(w.name);
     if (auto s = scalars.find(w.name);
@@ -378,6 +428,10 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
     init.trainedValues = w.data;
     init.trained = true;
   }
+  return true;
+}
+
+void StateDictBuilder::followTies() {
   // The copy of a tied weight follows its trained source.
   std::vector<NamedTensor> named;
   for (const Init &init : inits) {
@@ -403,7 +457,6 @@ bool StateDictBuilder::applyTrained(const std::vector<ExportWeight> &trained,
     copy.follows = int(byName.at(t.source));
     copy.followsTransposed = t.transposed;
   }
-  return true;
 }
 
 bool StateDictBuilder::readsExternalData(const Init &init) const {
@@ -699,11 +752,13 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
                            std::vector<StateDictTensor> &out,
                            std::vector<std::string> &unresolved,
                            std::string &error) {
-  if (!load(error) || !applyTrained(trained, error))
+  if (!load(error) || !markTrained(trained, error))
     return false;
   for (Init &init : inits)
     nameFromGraph(init);
   aliasesFromReaders();
+  readKept();
+  followTies();
   if (options.reference && !resolveWithReference(error))
     return false;
   // Trained initializers without a name, and a fold otc cannot undo alone.
