@@ -158,6 +158,15 @@ private:
   Value convert(OpBuilder &b, Value v, Type et);
   Value saturatedBf16(Value mask);
   LogicalResult rewrite(Operation *op, const llvm::StringSet<> &forced);
+  /// Gives the parameters BF16 working copies of their FP32 masters (a
+  /// buffer that computations of constants read excepted), marked
+  /// attrs::kBf16Copy.
+  LogicalResult retypeParameters(func::FuncOp step);
+  /// The ops of the step in order, with `fromConstants` filled: the values
+  /// made of constants alone (and of the buffers that feed them).
+  SmallVector<Operation *> collectOps(func::FuncOp step);
+  /// Returns the loss in FP32 and the gradients in `gradType`.
+  void retypeResults(func::FuncOp step, Type gradType);
 
   Type bf16, f32;
   /// The BF16 form of each FP32 mask, made once after its definition.
@@ -328,7 +337,22 @@ void MixedPrecisionPass::runOnOperation() {
     forced.insert(name);
   }
 
-  // Parameters: BF16 working copies of the FP32 masters.
+  if (failed(retypeParameters(step)))
+    return signalPassFailure();
+  SmallVector<Operation *> ops = collectOps(step);
+  for (Operation *op : ops)
+    if (failed(rewrite(op, forced)))
+      return signalPassFailure();
+  // The loss in FP32; gradients in BF16, or FP32 for FP32 accumulation.
+  retypeResults(step, fp32GradAccum ? f32 : bf16);
+  // Constants that every reader now takes in the other precision.
+  for (Operation *op : ops)
+    if (isa<ConstantOp>(op) && op->use_empty())
+      op->erase();
+}
+
+LogicalResult MixedPrecisionPass::retypeParameters(func::FuncOp step) {
+  MLIRContext *ctx = step.getContext();
   Block &body = step.getBody().front();
   std::vector<bool> bf16Args(body.getNumArguments(), false);
   for (BlockArgument arg : body.getArguments()) {
@@ -338,16 +362,14 @@ void MixedPrecisionPass::runOnOperation() {
     // A constant buffer that computations of constants read (a rotary
     // table's angles, folded by the exporter, going into cos; inv_freq
     // going into the positions' product) stays FP32 and is read as a
-    // constant is (below): BF16 would round an angle of 2047 radians by
-    // whole radians. One that data reads (the cos and sin tables
+    // constant is (collectOps): BF16 would round an angle of 2047 radians
+    // by whole radians. One that data reads (the cos and sin tables
     // themselves) gets its BF16 working copy, as a parameter does.
     if (step.getArgAttr(i, attrs::kBuffer) && feedsConstants(step, arg))
       continue;
-    if (!getElementTypeOrSelf(arg.getType()).isF32()) {
-      step.emitError("parameter argument ")
-          << i << " is " << arg.getType() << ", expected f32 master weights";
-      return signalPassFailure();
-    }
+    if (!getElementTypeOrSelf(arg.getType()).isF32())
+      return step.emitError("parameter argument ")
+             << i << " is " << arg.getType() << ", expected f32 master weights";
     arg.setType(withFloat(arg.getType(), bf16));
     bf16Args[i] = true;
   }
@@ -362,7 +384,11 @@ void MixedPrecisionPass::runOnOperation() {
     }
     step.setAllArgAttrs(argAttrs);
   }
+  return success();
+}
 
+SmallVector<Operation *> MixedPrecisionPass::collectOps(func::FuncOp step) {
+  Block &body = step.getBody().front();
   bf16Masks.clear();
   fromConstants.clear();
   for (BlockArgument arg : body.getArguments())
@@ -383,14 +409,13 @@ void MixedPrecisionPass::runOnOperation() {
     if (made)
       fromConstants.insert(op.getResults().begin(), op.getResults().end());
   }
-  for (Operation *op : ops)
-    if (failed(rewrite(op, forced)))
-      return signalPassFailure();
+  return ops;
+}
 
-  // The loss in FP32; gradients in BF16, or FP32 for FP32 accumulation.
+void MixedPrecisionPass::retypeResults(func::FuncOp step, Type gradType) {
+  Block &body = step.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder b(ret);
-  Type gradType = fp32GradAccum ? f32 : bf16;
   for (OpOperand &use : ret->getOpOperands()) {
     Type et = use.getOperandNumber() == 0 ? f32 : gradType;
     Value v = use.get();
@@ -405,12 +430,8 @@ void MixedPrecisionPass::runOnOperation() {
       }
     use.set(convert(b, v, et));
   }
-  step.setType(
-      FunctionType::get(ctx, body.getArgumentTypes(), ret.getOperandTypes()));
-  // Constants that every reader now takes in the other precision.
-  for (Operation *op : ops)
-    if (isa<ConstantOp>(op) && op->use_empty())
-      op->erase();
+  step.setType(FunctionType::get(step.getContext(), body.getArgumentTypes(),
+                                 ret.getOperandTypes()));
 }
 
 } // namespace
