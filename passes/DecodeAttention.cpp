@@ -11,14 +11,13 @@
 #include "passes/DecodeBuilder.h"
 #include "passes/FusePatterns.h"
 
+#include <array>
 #include <limits>
 
 namespace otc {
 namespace decode {
 
-/// Writes the position's keys and values into the caches and attends to
-/// the cached positions up to p (and after p - window).
-LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
+LogicalResult DecodeBuilder::checkDecodable(AttentionOp op) {
   // Causal, or under a mask of the model's (which the position's own mask
   // then makes causal: a query never sees a later key).
   if (!op.getCausal() && !op.getMask())
@@ -42,13 +41,17 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
   }
   if (!current.plain())
     return refuse(op, "attention over a sequence merged with other axes");
-  StringRef layout = op.getLayout();
-  int64_t seqAxis = layout == "bhtd" ? 2 : 1;
-  Value q = map.lookup(op.getQ()), k = map.lookup(op.getK()),
-        v = map.lookup(op.getV());
+  int64_t seqAxis = op.getLayout() == "bhtd" ? 2 : 1;
   if (seq[op.getQ()] != seqAxis || seq[op.getK()] != seqAxis ||
       seq[op.getV()] != seqAxis)
     return refuse(op, "attention whose sequence axis is not its layout's");
+  return success();
+}
+
+std::array<Value, 3> DecodeBuilder::positionRows(AttentionOp op) {
+  StringRef layout = op.getLayout();
+  Value q = map.lookup(op.getQ()), k = map.lookup(op.getK()),
+        v = map.lookup(op.getV());
   if (layout == "packed") {
     // [B, 1, H + 2 Hk, D]: the queries, keys and values side by side.
     ArrayRef<int64_t> p = shapeOf(q);
@@ -78,30 +81,29 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
                                    getElementTypeOrSelf(row.getType()));
     return fb.create<ReshapeOp>(loc, t, row).getResult();
   };
-  q = headsFirst(q);
-  k = headsFirst(k);
-  v = headsFirst(v);
-  const int64_t cacheAxis = 2;
-  Type i1 = fb.getI1Type();
-  std::string n = std::to_string(attentions++);
+  return {headsFirst(q), headsFirst(k), headsFirst(v)};
+}
+
+Value DecodeBuilder::addToCache(Value row, StringRef slot) {
   // The position's row added into the cache, whose row p is still zero
   // (the caches are zeroed for a sequence, each position written once):
   // cache + gather_grad(row at p), which otc-fuse-epilogues turns into the
   // scatter adding into the cache slot, touching that row alone.
-  auto cached = [&](Value row, StringRef which) {
-    Type type = withDim(row.getType(), cacheAxis, T);
-    std::string slot = "kv_cache:" + n + "." + which.str();
-    Value old = addArgument(type, slot);
-    Value put = fb.create<GatherGradOp>(loc, type, row, position, Value(),
-                                        fb.getI64IntegerAttr(cacheAxis));
-    Value updated = fb.create<AddOp>(loc, type, old, put);
-    cacheResults.push_back(updated);
-    cacheSlots.push_back(slot);
-    return updated;
-  };
-  Value kc = cached(k, "k"), vc = cached(v, "v");
+  const int64_t cacheAxis = 2;
+  Type type = withDim(row.getType(), cacheAxis, T);
+  Value old = addArgument(type, slot);
+  Value put = fb.create<GatherGradOp>(loc, type, row, position, Value(),
+                                      fb.getI64IntegerAttr(cacheAxis));
+  Value updated = fb.create<AddOp>(loc, type, old, put);
+  cacheResults.push_back(updated);
+  cacheSlots.push_back(slot.str());
+  return updated;
+}
+
+FailureOr<Value> DecodeBuilder::positionMask(AttentionOp op, Type elementType) {
   // The keys up to p (and, with a window W, after p - W) are seen: an
   // additive [1, 1, 1, T] mask, 0 where seen.
+  Type i1 = fb.getI1Type();
   RankedTensorType maskType = RankedTensorType::get({T}, fb.getF32Type());
   float hidden = std::numeric_limits<float>::lowest();
   Value seen = fb.create<CompareOp>(loc, RankedTensorType::get({T}, i1), iota,
@@ -135,23 +137,38 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
     mask = fb.create<AddOp>(loc, RankedTensorType::get(*b, e), *row, mask);
   }
   // The mask in the attention's precision (BF16 under mixed precision).
-  Type qe = getElementTypeOrSelf(q.getType());
-  if (getElementTypeOrSelf(mask.getType()) != qe)
+  if (getElementTypeOrSelf(mask.getType()) != elementType)
     mask = fb.create<CastOp>(
-        loc, cast<RankedTensorType>(mask.getType()).clone(qe), mask);
+        loc, cast<RankedTensorType>(mask.getType()).clone(elementType), mask);
+  return mask;
+}
+
+/// Writes the position's keys and values into the caches and attends to
+/// the cached positions up to p (and after p - window).
+LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
+  if (failed(checkDecodable(op)))
+    return failure();
+  auto [q, k, v] = positionRows(op);
+  std::string n = std::to_string(attentions++);
+  Value kc = addToCache(k, "kv_cache:" + n + ".k");
+  Value vc = addToCache(v, "kv_cache:" + n + ".v");
+  FailureOr<Value> mask = positionMask(op, getElementTypeOrSelf(q.getType()));
+  if (failed(mask))
+    return failure();
   RankedTensorType outType = cast<RankedTensorType>(q.getType());
   ArrayRef<int64_t> qs = shapeOf(q);
   auto lseType = RankedTensorType::get(
       {qs[0], qs[1], 1}, getElementTypeOrSelf(op.getLse().getType()));
   auto att = fb.create<AttentionOp>(
-      loc, TypeRange{outType, lseType}, q, kc, vc, mask, /*key=*/Value(),
+      loc, TypeRange{outType, lseType}, q, kc, vc, *mask, /*key=*/Value(),
       /*causal=*/UnitAttr(), op.getScaleAttr(), fb.getF64FloatAttr(0.0),
       op.getStreamAttr(), fb.getStringAttr("bhtd"), fb.getI64IntegerAttr(0),
       op.getSoftcapAttr(), /*mask_grad=*/UnitAttr(),
       /*key_padding=*/UnitAttr());
   // Back to the model's [B, 1, H, D] where it keeps sequence first.
+  int64_t seqAxis = op.getLayout() == "bhtd" ? 2 : 1;
   Value output = att.getOutput();
-  if (layout != "bhtd")
+  if (op.getLayout() != "bhtd")
     output = fb.create<ReshapeOp>(
         loc, withDim(op.getOutput().getType(), seqAxis, 1), output);
   map.map(op.getOutput(), output);

@@ -128,6 +128,20 @@ private:
   Value rowOffsets(Value c, int64_t axis);
   LogicalResult visitConcat(ConcatOp op);
   LogicalResult visitAttention(AttentionOp op);
+  /// Refuses an attention decode_step cannot take a position at a time
+  /// (neither causal nor masked, keys or a mask that depend on the tokens,
+  /// a mask that lets a query see later keys, a sequence merged with other
+  /// axes or on another axis than its layout's).
+  LogicalResult checkDecodable(AttentionOp op);
+  /// The position's queries, keys and values, heads first ([B, H, 1, D]),
+  /// taken apart first when packed.
+  std::array<Value, 3> positionRows(AttentionOp op);
+  /// The cache of slot `slot` (an argument and a result of decode_step)
+  /// with `row` added at the position.
+  Value addToCache(Value row, llvm::StringRef slot);
+  /// The additive mask of the position's row over the cached keys (its own
+  /// window, plus the model's mask at the position), in `elementType`.
+  FailureOr<Value> positionMask(AttentionOp op, Type elementType);
   LogicalResult visitExpertMatmul(ExpertMatmulOp op);
   /// Clones `op` with operands `operands` and each result's sequence axis
   /// `axes[i]` (-1: a result not read) cut to the position: size 1, or
