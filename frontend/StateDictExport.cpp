@@ -267,6 +267,14 @@ private:
   void nameFromGraph(Init &init);
   void aliasesFromReaders();
   bool resolveWithReference(std::string &error);
+  /// resolveWithReference's steps: each name the graph gave checked by
+  /// value (an error when it does not hold); the metadata's hints tried;
+  /// the initializers still unnamed named by value; the reference's names
+  /// no initializer took, a tie's other name or copied through.
+  bool checkGraphNames(std::string &error);
+  void matchHints();
+  void nameByValue();
+  void claimUnnamedReference();
   /// The values `init` holds now: its trained ones, its tie source's, or
   /// as exported (read again when not kept).
   std::vector<float> currentValues(const Init &init) const;
@@ -285,8 +293,11 @@ private:
   /// Reference tensors copied through (not in the graph).
   std::vector<const ExportWeight *> copied;
   /// The reference under the graph's names (options.stripPrefix put back
-  /// where the graph's names have it and the reference's do not).
+  /// where the graph's names have it and the reference's do not), by
+  /// name, and the names of it taken so far.
   std::vector<ExportWeight> reference;
+  std::map<std::string, const ExportWeight *> refByName;
+  std::set<std::string> claimed;
 };
 
 /// Whether every name of `names` starts with `prefix` (false when empty).
@@ -641,13 +652,19 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
       !allStartWith(reference, nameOf, prefix))
     for (ExportWeight &w : reference)
       w.name = prefix + w.name;
-  const std::vector<ExportWeight> &ref = reference;
-  std::map<std::string, const ExportWeight *> refByName;
-  for (const ExportWeight &w : ref)
+  for (const ExportWeight &w : reference)
     refByName[w.name] = &w;
-  std::set<std::string> claimed;
+  claimed.clear();
+  if (!checkGraphNames(error))
+    return false;
+  matchHints();
+  nameByValue();
+  claimUnnamedReference();
+  return true;
+}
 
-  // Names from the graph, checked by value; hints tried.
+bool StateDictBuilder::checkGraphNames(std::string &error) {
+  // Names from the graph, checked by value.
   for (Init &init : inits) {
     std::vector<Init::Named> kept;
     for (Init::Named &n : init.names) {
@@ -677,6 +694,10 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
     }
     init.names = kept;
   }
+  return true;
+}
+
+void StateDictBuilder::matchHints() {
   for (Init &init : inits) {
     if (!init.names.empty() || init.hint.empty())
       continue;
@@ -689,6 +710,9 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
       claimed.insert(init.hint);
     }
   }
+}
+
+void StateDictBuilder::nameByValue() {
   // Initializers still unnamed: by value among the unclaimed reference
   // tensors, trained ones first (constants may match nothing); exactly, and
   // a tensor of a few values (zeros, ones) only where one tensor matches.
@@ -700,7 +724,7 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
   for (Init *ip : unnamed) {
     Init &init = *ip;
     std::vector<std::pair<const ExportWeight *, Relation>> found;
-    for (const ExportWeight &w : ref)
+    for (const ExportWeight &w : reference)
       if (!claimed.count(w.name))
         if (std::optional<Relation> rel = relate(init, w, nullptr, Rules::Exact))
           found.push_back({&w, *rel});
@@ -713,12 +737,15 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
     init.names.push_back({found[0].first->name, found[0].second, how});
     claimed.insert(found[0].first->name);
   }
+}
+
+void StateDictBuilder::claimUnnamedReference() {
   // Reference names no initializer took: the other name of a tie, or a
   // tensor the graph does not read (the exporter may have folded it away:
   // the dynamo exporter drops an addition of a zero bias). A tie is an
   // exact copy of values that say which tensor they are; zeros or ones
   // equal every other such tensor, so those are copied through unchanged.
-  for (const ExportWeight &w : ref) {
+  for (const ExportWeight &w : reference) {
     if (claimed.count(w.name))
       continue;
     Init *holder = nullptr;
@@ -745,7 +772,6 @@ bool StateDictBuilder::resolveWithReference(std::string &error) {
     }
     claimed.insert(w.name);
   }
-  return true;
 }
 
 bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
