@@ -262,6 +262,13 @@ struct ParamCandidate {
   std::optional<TieKey> key;
 };
 
+/// A Conv's geometry: spatial rank, groups, kernel, strides, dilations,
+/// pads (begins, then ends) and the output's spatial sizes.
+struct ConvGeometry {
+  int64_t rank = 0, groups = 1;
+  llvm::SmallVector<int64_t> kernel, strides, dil, pads, outSp;
+};
+
 /// Builds the otc module for one model.
 class Importer {
 public:
@@ -287,6 +294,16 @@ public:
   // One builder per op family, on the current node (the op files).
   void importMatMul();
   void importConv();
+  /// A Conv's attributes checked against X's and W's shapes (one line for
+  /// each fault), auto_pad applied, and the output's spatial sizes.
+  ConvGeometry convGeometry(llvm::ArrayRef<int64_t> xs,
+                            llvm::ArrayRef<int64_t> ws);
+  /// The rows the product reads, [G, N * positions, C/G * taps] (a patch
+  /// embedding's by a reshape and a transpose, any other's gathered).
+  mlir::Value convColumns(mlir::Value x, const ConvGeometry &g);
+  /// The product of the rows with W, one GEMM per group, as [N, M, O...].
+  mlir::Value convProduct(mlir::Value cols, mlir::Value w,
+                          const ConvGeometry &g, int64_t n);
   mlir::Value receptiveFields(mlir::Value x, llvm::ArrayRef<int64_t> kernel,
                               llvm::ArrayRef<int64_t> strides,
                               llvm::ArrayRef<int64_t> dil,

@@ -219,19 +219,19 @@ Value Importer::receptiveFields(Value x, ArrayRef<int64_t> kernel,
 /// padding or dilation) needs no gather: its patches are a reshape and a
 /// transpose of the input. The gradients are those of the gather, the
 /// transposes and the product.
-void Importer::importConv() {
-  Value x = requireFloat(input(0), "X"), w = requireFloat(input(1), "W");
-  Value bias = getOptional(2);
-  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w);
-  int64_t rank = static_cast<int64_t>(xs.size()) - 2;
+ConvGeometry Importer::convGeometry(ArrayRef<int64_t> xs,
+                                    ArrayRef<int64_t> ws) {
+  ConvGeometry g;
+  g.rank = static_cast<int64_t>(xs.size()) - 2;
+  const int64_t rank = g.rank;
   if (rank < 1 || rank > 3 || ws.size() != xs.size())
     nodeFail("X " + shapeStr(xs) + " and W " + shapeStr(ws) +
              " must be [N, C, D...] and [M, C/group, K...] with 1 to 3 "
              "spatial dimensions");
-  int64_t n = xs[0], c = xs[1], m = ws[0];
-  int64_t groups = attrInt("group", 1);
-  if (groups < 1 || c % groups || m % groups || ws[1] != c / groups)
-    nodeFail("group " + Twine(groups) + " does not divide X's " + Twine(c) +
+  int64_t c = xs[1], m = ws[0];
+  g.groups = attrInt("group", 1);
+  if (g.groups < 1 || c % g.groups || m % g.groups || ws[1] != c / g.groups)
+    nodeFail("group " + Twine(g.groups) + " does not divide X's " + Twine(c) +
              " channels and W's " + Twine(m) + " into W's " + Twine(ws[1]) +
              " per group");
   auto ints = [&](StringRef name, int64_t dflt, size_t count) {
@@ -243,69 +243,82 @@ void Importer::importConv() {
                Twine(count));
     return v;
   };
-  SmallVector<int64_t> kernel(ws.drop_front(2));
-  if (auto ks = attrInts("kernel_shape"); ks && ArrayRef<int64_t>(*ks) != ArrayRef<int64_t>(kernel))
-    nodeFail("kernel_shape " + shapeStr(*ks) + " is not W's " + shapeStr(kernel));
-  SmallVector<int64_t> strides = ints("strides", 1, rank);
-  SmallVector<int64_t> dil = ints("dilations", 1, rank);
-  SmallVector<int64_t> pads = ints("pads", 0, 2 * rank);
+  g.kernel.assign(ws.begin() + 2, ws.end());
+  if (auto ks = attrInts("kernel_shape");
+      ks && ArrayRef<int64_t>(*ks) != ArrayRef<int64_t>(g.kernel))
+    nodeFail("kernel_shape " + shapeStr(*ks) + " is not W's " +
+             shapeStr(g.kernel));
+  g.strides = ints("strides", 1, rank);
+  g.dil = ints("dilations", 1, rank);
+  g.pads = ints("pads", 0, 2 * rank);
   for (int64_t d = 0; d < rank; ++d)
-    if (strides[d] < 1 || dil[d] < 1 || pads[d] < 0 || pads[rank + d] < 0)
+    if (g.strides[d] < 1 || g.dil[d] < 1 || g.pads[d] < 0 ||
+        g.pads[rank + d] < 0)
       nodeFail("strides and dilations must be positive, pads not negative");
   std::string autoPad = attrString("auto_pad", "NOTSET");
-  SmallVector<int64_t> outSp(rank);
+  g.outSp.resize(rank);
   for (int64_t d = 0; d < rank; ++d) {
-    int64_t span = dil[d] * (kernel[d] - 1) + 1, in = xs[2 + d];
+    int64_t span = g.dil[d] * (g.kernel[d] - 1) + 1, in = xs[2 + d];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      int64_t out = (in + strides[d] - 1) / strides[d];
-      int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + span - in);
+      int64_t out = (in + g.strides[d] - 1) / g.strides[d];
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * g.strides[d] + span - in);
       int64_t small = total / 2, big = total - small;
-      pads[d] = autoPad == "SAME_UPPER" ? small : big;
-      pads[rank + d] = autoPad == "SAME_UPPER" ? big : small;
+      g.pads[d] = autoPad == "SAME_UPPER" ? small : big;
+      g.pads[rank + d] = autoPad == "SAME_UPPER" ? big : small;
     } else if (autoPad == "VALID") {
-      pads[d] = pads[rank + d] = 0;
+      g.pads[d] = g.pads[rank + d] = 0;
     } else if (autoPad != "NOTSET") {
       nodeFail("auto_pad '" + autoPad + "' is not NOTSET, SAME_UPPER, "
                "SAME_LOWER or VALID");
     }
-    int64_t padded = in + pads[d] + pads[rank + d];
+    int64_t padded = in + g.pads[d] + g.pads[rank + d];
     if (padded < span)
       nodeFail("the kernel's span " + Twine(span) + " exceeds the padded "
                "input's " + Twine(padded) + " on spatial dimension " + Twine(d));
-    outSp[d] = (padded - span) / strides[d] + 1;
+    g.outSp[d] = (padded - span) / g.strides[d] + 1;
   }
-  int64_t positions = numElements(outSp), taps = numElements(kernel);
-  int64_t cg = c / groups, mg = m / groups;
-  Type f32 = elemOf(x);
-  // cols: [G, N * positions, C/G * taps], channel-major within a row, as
-  // W's rows are laid out.
-  Value cols;
+  return g;
+}
+
+Value Importer::convColumns(Value x, const ConvGeometry &g) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  const int64_t rank = g.rank, n = xs[0], c = xs[1];
+  int64_t positions = numElements(g.outSp), taps = numElements(g.kernel);
   bool patches = true;
   for (int64_t d = 0; d < rank; ++d)
-    patches &= strides[d] == kernel[d] && dil[d] == 1 && pads[d] == 0 &&
-               pads[rank + d] == 0 && xs[2 + d] == outSp[d] * kernel[d];
-  if (patches) {
-    // [N, C, O1, K1, O2, K2...] -> [N, O1, O2..., C, K1, K2...].
-    SmallVector<int64_t> split{n, c};
-    for (int64_t d = 0; d < rank; ++d)
-      split.append({outSp[d], kernel[d]});
-    SmallVector<int64_t> perm{0};
-    for (int64_t d = 0; d < rank; ++d)
-      perm.push_back(2 + 2 * d);
-    perm.push_back(1);
-    for (int64_t d = 0; d < rank; ++d)
-      perm.push_back(3 + 2 * d);
-    Value t = transposeTo(reshape(x, split), perm);
-    cols = reshape(t, {n * positions, groups, cg * taps});
-  } else {
-    cols = receptiveFields(x, kernel, strides, dil, pads, outSp, groups);
-  }
-  Value wm = reshape(w, {groups, mg, cg * taps});
+    patches &= g.strides[d] == g.kernel[d] && g.dil[d] == 1 && g.pads[d] == 0 &&
+               g.pads[rank + d] == 0 && xs[2 + d] == g.outSp[d] * g.kernel[d];
+  if (!patches)
+    return receptiveFields(x, g.kernel, g.strides, g.dil, g.pads, g.outSp,
+                           g.groups);
+  // [N, C, O1, K1, O2, K2...] -> [N, O1, O2..., C, K1, K2...].
+  SmallVector<int64_t> split{n, c};
+  for (int64_t d = 0; d < rank; ++d)
+    split.append({g.outSp[d], g.kernel[d]});
+  SmallVector<int64_t> perm{0};
+  for (int64_t d = 0; d < rank; ++d)
+    perm.push_back(2 + 2 * d);
+  perm.push_back(1);
+  for (int64_t d = 0; d < rank; ++d)
+    perm.push_back(3 + 2 * d);
+  Value t = transposeTo(reshape(x, split), perm);
+  return reshape(t, {n * positions, g.groups, c / g.groups * taps});
+}
+
+Value Importer::convProduct(Value cols, Value w, const ConvGeometry &g,
+                            int64_t n) {
+  ArrayRef<int64_t> ws = shapeOf(w);
+  const int64_t m = ws[0], groups = g.groups, mg = m / groups,
+                row = ws[1] * numElements(g.kernel),
+                positions = numElements(g.outSp);
+  Type f32 = elemOf(cols);
+  Value wm = reshape(w, {groups, mg, row});
   Value y;
   if (groups == 1) {
     y = builder.createOrFold<MatMulOp>(
         currentLoc, tensorType({n * positions, m}, f32),
-        reshape(cols, {n * positions, cg * taps}), reshape(wm, {m, cg * taps}),
+        reshape(cols, {n * positions, row}), reshape(wm, {m, row}),
         /*transpose_lhs=*/UnitAttr(), /*transpose_rhs=*/builder.getUnitAttr());
     y = reshape(y, {n, positions, m});
   } else {
@@ -319,13 +332,24 @@ void Importer::importConv() {
   }
   y = transposeTo(y, {0, 2, 1}); // [N, M, P]
   SmallVector<int64_t> outShape{n, m};
-  llvm::append_range(outShape, outSp);
-  y = reshape(y, outShape);
+  llvm::append_range(outShape, g.outSp);
+  return reshape(y, outShape);
+}
+
+void Importer::importConv() {
+  Value x = requireFloat(input(0), "X"), w = requireFloat(input(1), "W");
+  Value bias = getOptional(2);
+  ConvGeometry g = convGeometry(shapeOf(x), shapeOf(w));
+  // cols: [G, N * positions, C/G * taps], channel-major within a row, as
+  // W's rows are laid out.
+  Value cols = convColumns(x, g);
+  Value y = convProduct(cols, w, g, shapeOf(x)[0]);
   if (bias) {
+    int64_t m = shapeOf(w)[0];
     if (shapeOf(bias) != ArrayRef<int64_t>{m})
       nodeFail("B " + shapeStr(shapeOf(bias)) + " must be [" + Twine(m) + "]");
     SmallVector<int64_t> bshape{1, m};
-    bshape.append(rank, 1);
+    bshape.append(g.rank, 1);
     y = binary<AddOp>(y, reshape(requireFloat(bias, "B"), bshape));
   }
   define(0, y);
