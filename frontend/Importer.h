@@ -31,6 +31,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -388,6 +389,16 @@ public:
   void importPad();
   void importRmsNorm();
   void importAttention();
+  /// Refuses what importAttention does not take (outputs past Y, a
+  /// key/value cache, qk_matmul_output_mode).
+  void checkAttentionNode();
+  /// Q, K and V as [B, H, T, D] (3-D inputs split into heads), K and V
+  /// repeated to H heads; their shapes checked.
+  std::array<mlir::Value, 3> attentionHeads(mlir::Value q, mlir::Value k,
+                                            mlir::Value v);
+  /// The scores under is_causal (a select) and attn_mask (added; a boolean
+  /// one as 0 and -inf).
+  mlir::Value maskedScores(mlir::Value scores, mlir::Value mask);
   void importRotaryEmbedding();
   /// `x` transposed by `perm` (Opset23Ops.cpp).
   mlir::Value transposeTo(mlir::Value x, llvm::ArrayRef<int64_t> perm);

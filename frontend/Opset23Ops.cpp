@@ -71,7 +71,7 @@ Value Importer::transposeTo(Value x, ArrayRef<int64_t> perm) {
       currentLoc, tensorType(permuted(shapeOf(x), perm), elemOf(x)), x, perm);
 }
 
-void Importer::importAttention() {
+void Importer::checkAttentionNode() {
   for (int i = 1; i < current->proto->output_size(); ++i)
     if (outputUsed(i))
       nodeFail("output " + Twine(i) +
@@ -84,9 +84,9 @@ void Importer::importAttention() {
     nodeFail("qk_matmul_output_mode " +
              Twine(attrInt("qk_matmul_output_mode", 0)) +
              " is not supported (only the scores output uses it)");
-  Value q = requireFloat(input(0), "Q"), k = requireFloat(input(1), "K"),
-        v = requireFloat(input(2), "V");
-  Value mask = getOptional(3);
+}
+
+std::array<Value, 3> Importer::attentionHeads(Value q, Value k, Value v) {
   int64_t rank = shapeOf(q).size();
   if (rank != 3 && rank != 4)
     nodeFail("Q must be 3-D [B, T, H*D] or 4-D [B, H, T, D], got " +
@@ -96,7 +96,6 @@ void Importer::importAttention() {
     nodeFail("Q, K and V must have the same rank, got " + shapeStr(shapeOf(q)) +
              ", " + shapeStr(shapeOf(k)) + " and " + shapeStr(shapeOf(v)));
   // 3-D inputs: [B, T, H*D] split into heads and moved to [B, H, T, D].
-  SmallVector<int64_t> qIn(shapeOf(q));
   if (rank == 3) {
     int64_t hq = attrInt("q_num_heads", 0), hkv = attrInt("kv_num_heads", 0);
     if (hq <= 0 || hkv <= 0)
@@ -114,13 +113,12 @@ void Importer::importAttention() {
     v = split(v, hkv, "V");
   }
   ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
-  int64_t b = qs[0], h = qs[1], t = qs[2], d = qs[3], hk = ks[1], s = ks[2];
+  int64_t b = qs[0], h = qs[1], d = qs[3], hk = ks[1], s = ks[2];
   if (ks[0] != b || vs[0] != b || ks[3] != d || vs[1] != hk || vs[2] != s ||
       hk <= 0 || h % hk)
     nodeFail("expects Q [B, H, T, D], K [B, Hk, S, D] and V [B, Hk, S, Dv] "
              "with Hk dividing H, got " +
              shapeStr(qs) + ", " + shapeStr(ks) + " and " + shapeStr(vs));
-  int64_t dv = vs[3];
   // Grouped-query heads: K and V repeated to H heads as exporters write it
   // (unsqueeze, expand, reshape), which the recognizer reads unrepeated.
   auto repeatHeads = [&](Value x) {
@@ -131,22 +129,13 @@ void Importer::importAttention() {
                           {b, hk, h / hk, xs[2], xs[3]});
     return reshape(e, {b, h, xs[2], xs[3]});
   };
-  k = repeatHeads(k);
-  v = repeatHeads(v);
+  return {q, repeatHeads(k), repeatHeads(v)};
+}
 
-  float scaleAttr = attrFloat("scale", 0.0f);
-  double scale = scaleAttr != 0.0f ? widenFloat(scaleAttr)
-                                   : 1.0 / std::sqrt(static_cast<double>(d));
+Value Importer::maskedScores(Value scores, Value mask) {
+  ArrayRef<int64_t> ss = shapeOf(scores);
+  int64_t t = ss[2], s = ss[3];
   Type f32 = builder.getF32Type();
-  Value scores = builder.createOrFold<MatMulOp>(
-      currentLoc, tensorType({b, h, t, s}, f32), q, k, false, true);
-  scores = binary<MulOp>(scores, scalarF32(scale));
-  // Soft-capping (c tanh(s / c)) comes before the masks.
-  if (float cap = attrFloat("softcap", 0.0f); cap != 0.0f) {
-    Value c = scalarF32(widenFloat(cap));
-    scores = binary<MulOp>(
-        builder.createOrFold<TanhOp>(currentLoc, binary<DivOp>(scores, c)), c);
-  }
   Value negInf = scalarF32(-std::numeric_limits<double>::infinity());
   // The causal select first and the mask added to it, as Hugging Face
   // writes `where(causal, scores, min) + attention_mask`: the form the
@@ -160,24 +149,55 @@ void Importer::importAttention() {
     auto bt = tensorType({t, s}, builder.getI1Type());
     Value tri = builder.create<ConstantOp>(
         currentLoc, DenseElementsAttr::get(bt, ArrayRef<bool>(keep)));
-    scores = builder.createOrFold<SelectOp>(
-        currentLoc, tensorType({b, h, t, s}, f32), tri, scores, negInf);
+    scores = builder.createOrFold<SelectOp>(currentLoc, tensorType(ss, f32),
+                                            tri, scores, negInf);
   }
-  if (mask) {
-    ArrayRef<int64_t> ms = shapeOf(mask);
-    auto bc = broadcastShapes(ms, {b, h, t, s});
-    if (!bc || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>({b, h, t, s}))
-      nodeFail("attn_mask " + shapeStr(ms) + " does not broadcast to the "
-               "scores " + shapeStr({b, h, t, s}));
-    if (elemOf(mask).isInteger(1)) {
-      // True: the key takes part; as an additive mask of 0 and -inf.
-      mask = builder.createOrFold<SelectOp>(currentLoc, tensorType(ms, f32),
-                                            mask, scalarF32(0.0), negInf);
-    } else {
-      requireFloat(mask, "attn_mask");
-    }
-    scores = binary<AddOp>(scores, mask);
+  if (!mask)
+    return scores;
+  ArrayRef<int64_t> ms = shapeOf(mask);
+  auto bc = broadcastShapes(ms, ss);
+  if (!bc || ArrayRef<int64_t>(*bc) != ss)
+    nodeFail("attn_mask " + shapeStr(ms) +
+             " does not broadcast to the "
+             "scores " +
+             shapeStr(ss));
+  if (elemOf(mask).isInteger(1)) {
+    // True: the key takes part; as an additive mask of 0 and -inf.
+    mask = builder.createOrFold<SelectOp>(currentLoc, tensorType(ms, f32), mask,
+                                          scalarF32(0.0), negInf);
+  } else {
+    requireFloat(mask, "attn_mask");
   }
+  return binary<AddOp>(scores, mask);
+}
+
+void Importer::importAttention() {
+  checkAttentionNode();
+  Value q = requireFloat(input(0), "Q"), k = requireFloat(input(1), "K"),
+        v = requireFloat(input(2), "V");
+  Value mask = getOptional(3);
+  const int64_t rank = shapeOf(q).size();
+  std::array<Value, 3> heads = attentionHeads(q, k, v);
+  q = heads[0];
+  k = heads[1];
+  v = heads[2];
+  ArrayRef<int64_t> qs = shapeOf(q);
+  int64_t b = qs[0], h = qs[1], t = qs[2], d = qs[3], s = shapeOf(k)[2],
+          dv = shapeOf(v)[3];
+  float scaleAttr = attrFloat("scale", 0.0f);
+  double scale = scaleAttr != 0.0f ? widenFloat(scaleAttr)
+                                   : 1.0 / std::sqrt(static_cast<double>(d));
+  Type f32 = builder.getF32Type();
+  Value scores = builder.createOrFold<MatMulOp>(
+      currentLoc, tensorType({b, h, t, s}, f32), q, k, false, true);
+  scores = binary<MulOp>(scores, scalarF32(scale));
+  // Soft-capping (c tanh(s / c)) comes before the masks.
+  if (float cap = attrFloat("softcap", 0.0f); cap != 0.0f) {
+    Value c = scalarF32(widenFloat(cap));
+    scores = binary<MulOp>(
+        builder.createOrFold<TanhOp>(currentLoc, binary<DivOp>(scores, c)), c);
+  }
+  scores = maskedScores(scores, mask);
   Value probs = builder.create<SoftmaxOp>(currentLoc, scores.getType(), scores,
                                          builder.getI64IntegerAttr(3));
   Value y = builder.createOrFold<MatMulOp>(
