@@ -264,7 +264,16 @@ private:
   /// Reads the initializers left unread whose names are kept (for their
   /// tie keys, and to drop a mask).
   void readKept();
+  /// The state-dict names the graph gives `init`: its own name (1.), the
+  /// dynamo exporter's record of what it was folded from (2.), or the
+  /// TorchScript scope of its readers (3.), the first that applies.
   void nameFromGraph(Init &init);
+  void nameFromOwnName(Init &init, const onnx::ValueInfoProto *vi);
+  /// Whether the record named it (or hinted a name).
+  bool nameFromFoldedFrom(Init &init, const onnx::ValueInfoProto *vi);
+  void nameFromScope(Init &init);
+  /// The (node, input) pairs that read `name`.
+  std::vector<std::pair<int, int>> readsOf(const std::string &name) const;
   void aliasesFromReaders();
   bool resolveWithReference(std::string &error);
   /// resolveWithReference's steps: each name the graph gave checked by
@@ -494,33 +503,43 @@ std::vector<float> StateDictBuilder::currentValues(const Init &init) const {
   return init.original;
 }
 
+std::vector<std::pair<int, int>>
+StateDictBuilder::readsOf(const std::string &name) const {
+  auto r = readers.find(name);
+  return r == readers.end() ? std::vector<std::pair<int, int>>() : r->second;
+}
+
 void StateDictBuilder::nameFromGraph(Init &init) {
-  const onnx::GraphProto &graph = model.graph();
   auto info = infos.find(init.name);
   const onnx::ValueInfoProto *vi = info == infos.end() ? nullptr : info->second;
-  auto readsOf = [&](const std::string &name) {
-    auto r = readers.find(name);
-    return r == readers.end() ? std::vector<std::pair<int, int>>() : r->second;
-  };
-  // 1. The initializer's own name.
-  if (paramLike(init.name)) {
-    std::string kind =
-        vi ? detail::valueMetadata(*vi, "pkg.torch.export.graph_signature.InputSpec.kind")
-           : "";
-    std::string persistent =
-        vi ? detail::valueMetadata(
-                 *vi, "pkg.torch.export.graph_signature.InputSpec.persistent")
-           : "";
-    // A non-persistent buffer (rotary inv_freq, embed_scale) is no
-    // state-dict entry.
-    if (kind == "BUFFER" && persistent != "True")
-      return;
-    Relation rel;
-    rel.shape = init.shape;
-    init.names.push_back({init.name, rel, "initializer name"});
+  if (paramLike(init.name))
+    nameFromOwnName(init, vi);
+  else if (!nameFromFoldedFrom(init, vi))
+    nameFromScope(init);
+}
+
+void StateDictBuilder::nameFromOwnName(Init &init,
+                                       const onnx::ValueInfoProto *vi) {
+  std::string kind =
+      vi ? detail::valueMetadata(
+               *vi, "pkg.torch.export.graph_signature.InputSpec.kind")
+         : "";
+  std::string persistent =
+      vi ? detail::valueMetadata(
+               *vi, "pkg.torch.export.graph_signature.InputSpec.persistent")
+         : "";
+  // A non-persistent buffer (rotary inv_freq, embed_scale) is no
+  // state-dict entry.
+  if (kind == "BUFFER" && persistent != "True")
     return;
-  }
-  // 2. The dynamo exporter's record of what a constant was folded from.
+  Relation rel;
+  rel.shape = init.shape;
+  init.names.push_back({init.name, rel, "initializer name"});
+}
+
+bool StateDictBuilder::nameFromFoldedFrom(Init &init,
+                                          const onnx::ValueInfoProto *vi) {
+  const onnx::GraphProto &graph = model.graph();
   std::string folded =
       vi ? detail::valueMetadata(*vi, "pkg.onnxscript.optimizer.folded_from") : "";
   if (!folded.empty()) {
@@ -555,7 +574,7 @@ void StateDictBuilder::nameFromGraph(Init &init) {
         init.names.push_back(
             {params[0], rel,
              "exporter metadata (folded_from " + params[0] + ", the Wᵀ of an aten.linear)"});
-        return;
+        return true;
       }
     }
     // A lookup of the table's rows (`embedding_3`), or the parameter and
@@ -572,10 +591,14 @@ void StateDictBuilder::nameFromGraph(Init &init) {
       init.hint = params[0];
       init.hintWhy = "folded by the exporter from " + params[0] +
                      " (folded_from " + folded + ")";
-      return;
+      return true;
     }
   }
-  // 3. The TorchScript exporter's folded Wᵀ, read by MatMuls of one scope.
+  return false;
+}
+
+void StateDictBuilder::nameFromScope(Init &init) {
+  const onnx::GraphProto &graph = model.graph();
   if (init.name.rfind("onnx::", 0) == 0) {
     auto reads = readsOf(init.name);
     std::string weight =
