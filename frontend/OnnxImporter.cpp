@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Importer.h"
+#include "ir/ShapeUtils.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -214,19 +215,44 @@ void Importer::inlineConstantBuffers() {
   for (BlockArgument arg : entry->getArguments())
     if (func.getArgAttr(arg.getArgNumber(), attrs::kParam))
       paramArgs.push_back(arg.getArgNumber());
-  auto isRotationPair = [](const InitializerData &c, const InitializerData &s) {
-    if (c.shape != s.shape || c.shape.size() < 2 ||
-        c.values.size() != s.values.size() || c.values.size() < 4)
+  auto rotation = [](const std::vector<float> &c, const std::vector<float> &s) {
+    if (c.size() != s.size() || c.size() < 4)
       return false;
     size_t oblique = 0;
-    for (size_t i = 0; i < c.values.size(); ++i) {
-      double r = double(c.values[i]) * c.values[i] +
-                 double(s.values[i]) * s.values[i];
+    for (size_t i = 0; i < c.size(); ++i) {
+      double r = double(c[i]) * c[i] + double(s[i]) * s[i];
       if (!(std::abs(r - 1.0) <= 1e-5))
         return false;
-      oblique += std::min(std::abs(c.values[i]), std::abs(s.values[i])) > 1e-3;
+      oblique += std::min(std::abs(c[i]), std::abs(s[i])) > 1e-3;
     }
-    return 2 * oblique >= c.values.size();
+    return 2 * oblique >= c.size();
+  };
+  // The values of a parameter the import did not keep are read from the
+  // model's external data: its first ones, which tell a weight from a
+  // rotation at once, and the rest only for a pair that passes them.
+  auto firstValues = [&](const InitializerData &d, int64_t count) {
+    if (!d.values.empty())
+      return std::vector<float>(d.values.begin(),
+                                d.values.begin() +
+                                    std::min<int64_t>(count, d.values.size()));
+    auto it = valuelessInits.find(d.name);
+    if (it == valuelessInits.end())
+      return std::vector<float>();
+    std::string what = "initializer '" + d.name + "'";
+    return count >= numElements(d.shape)
+               ? decodeTensor(*it->second, what, path).floats
+               : readFloatRange(*it->second, what, path, 0, count);
+  };
+  auto isRotationPair = [&](const InitializerData &c,
+                            const InitializerData &s) {
+    if (c.shape != s.shape || c.shape.size() < 2)
+      return false;
+    if (!c.values.empty() && !s.values.empty())
+      return rotation(c.values, s.values);
+    constexpr int64_t kFirst = 4096;
+    int64_t n = numElements(c.shape);
+    return rotation(firstValues(c, kFirst), firstValues(s, kFirst)) &&
+           (n <= kFirst || rotation(firstValues(c, n), firstValues(s, n)));
   };
   for (size_t i = 0; i < kept.size() && i < paramArgs.size(); ++i)
     for (size_t j = i + 1; j < kept.size() && j < paramArgs.size(); ++j)

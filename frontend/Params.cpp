@@ -338,12 +338,13 @@ void Importer::addDecodedCandidate(const onnx::TensorProto &init,
   // large trained tensor once the rules have read them: it keeps its tie
   // key, and reads it again only to compare it with a tensor of the same
   // key. Llama 3 8B: 32 GB of weights never held at once. So does a
-  // build's import with deferValues for a parameter by the exporter's
-  // graph signature stored as external data: its values are read again
-  // when the initial values are written.
-  const bool deferred = initializersOut && options.deferValues && exported &&
+  // build's import with deferValues for a weight stored as external data
+  // (a parameter by the exporter's graph signature, or any trained one of
+  // a graph without it: TorchScript's, one written by hand): its values
+  // are read again when the initial values are written.
+  const bool deferred = initializersOut && options.deferValues &&
                         init.data_location() == onnx::TensorProto::EXTERNAL &&
-                        origins.parameterOf(init.name());
+                        (!exported || origins.parameterOf(init.name()));
   if ((!initializersOut || deferred) && (c.reason.empty() || c.forced) &&
       c.data.floats.size() >= valuelessElements()) {
     c.key = isSampled(init, origins)
