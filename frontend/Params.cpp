@@ -236,11 +236,21 @@ bool Importer::addSignatureCandidate(const onnx::TensorProto &init,
   // --fit): trainable as PyTorch trained it, so its values are not read
   // at all (an 8B model's 32 GB), unless another tensor shares its tie
   // key (addParamArguments): then both are read and compared.
+  // So is one stored as external data in a build's import that defers
+  // values (read when the initial values are written).
   const int64_t elements = elementsOf(init);
-  if (initializersOut || !origins.exported ||
+  const bool deferredBuild =
+      options.deferValues &&
+      init.data_location() == onnx::TensorProto::EXTERNAL;
+  if ((initializersOut && !deferredBuild) || !origins.exported ||
       init.data_type() != onnx::TensorProto::FLOAT ||
       staticOnly.contains(init.name()) ||
       elements < static_cast<int64_t>(valuelessElements()))
+    return false;
+  // A value folded from several (a lookup of a table at the export's
+  // fixed shape) is read: foldedLookupReason decides by its values.
+  if (auto f = origins.folded.find(init.name());
+      f != origins.folded.end() && f->second.size() > 1)
     return false;
   std::optional<std::string> root = origins.parameterOf(init.name());
   if (!root)
