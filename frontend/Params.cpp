@@ -401,7 +401,10 @@ void Importer::recordUndecidedTies(
           !projections.count(w.name) || tables.count(w.name) || !fewValues(w) ||
           copies.count(w.name))
         continue;
-      int64_t n = table.shape[0] * table.shape[1];
+      // The count as otc-compile's summary line writes counts (3,072).
+      std::string n = std::to_string(table.shape[0] * table.shape[1]);
+      for (int at = int(n.size()) - 3; at > 0; at -= 3)
+        n.insert(size_t(at), ",");
       undecided.push_back(builder.getNamedAttr(
           w.name,
           builder.getStringAttr(
@@ -412,7 +415,7 @@ void Importer::recordUndecidedTies(
               "embedding table), but their values, few distinct (as a "
               "sparse file made to size a model holds), cannot say: "
               "planned as two parameters, " +
-              std::to_string(n) +
+              n +
               " values more than if tied; plan from the real weights, or "
               "from a dynamo export, which records ties")));
     }
