@@ -91,6 +91,12 @@ int64_t numel(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// Whether every value is finite (a mask's -inf is not).
+bool allFinite(const std::vector<float> &v) {
+  return std::all_of(v.begin(), v.end(),
+                     [](float x) { return std::isfinite(x); });
+}
+
 /// A state-dict-like name: dotted module path, no exporter prefix.
 bool paramLike(const std::string &name) {
   return name.find('.') != std::string::npos &&
@@ -287,6 +293,9 @@ private:
   /// The values `init` holds now: its trained ones, its tie source's, or
   /// as exported (read again when not kept).
   std::vector<float> currentValues(const Init &init) const;
+  /// The exported values of `init`, read from the model's external data
+  /// (one that load did not keep).
+  std::vector<float> readExported(const Init &init) const;
   /// Whether currentValues(init) reads the model's external data again.
   bool readsExternalData(const Init &init) const;
 
@@ -372,12 +381,9 @@ bool StateDictBuilder::load(std::string &error) {
     init.name = t.name();
     init.shape.assign(d.shape.begin(), d.shape.end());
     init.count = d.floats.size();
-    bool finite = true;
-    for (float x : d.floats)
-      finite &= std::isfinite(x);
     // Scalars, one-element constants and masks are never parameters,
     // unless a scalar was trained (markTrained).
-    if (!finite)
+    if (!allFinite(d.floats))
       continue;
     // A large tensor of external data (detail::valuelessElements) is read
     // again when it is written: without a reference to compare it with,
@@ -407,14 +413,10 @@ void StateDictBuilder::readKept() {
                                        return options.keep(n.name);
                                      }))
       continue;
-    std::vector<float> v =
-        detail::decodeTensor(*init.proto, "initializer '" + init.name + "'",
-                             options.modelPath)
-            .floats;
+    std::vector<float> v = readExported(init);
     init.unread = false;
     // As load: a tensor that is not all finite is no parameter (a mask).
-    if (!std::all_of(v.begin(), v.end(),
-                     [](float x) { return std::isfinite(x); })) {
+    if (!allFinite(v)) {
       init.names.clear();
       continue;
     }
@@ -458,12 +460,7 @@ void StateDictBuilder::followTies() {
     NamedTensor n{init.name, init.shape};
     if (init.deferred()) {
       n.key = init.key;
-      n.load = [this, &init] {
-        return detail::decodeTensor(*init.proto,
-                                    "initializer '" + init.name + "'",
-                                    options.modelPath)
-            .floats;
-      };
+      n.load = [this, &init] { return readExported(init); };
     } else {
       n.values = &init.original;
     }
@@ -497,10 +494,14 @@ std::vector<float> StateDictBuilder::currentValues(const Init &init) const {
     return std::vector<float>(init.trainedValues,
                               init.trainedValues + init.count);
   if (init.deferred())
-    return detail::decodeTensor(*init.proto, "initializer '" + init.name + "'",
-                                options.modelPath)
-        .floats;
+    return readExported(init);
   return init.original;
+}
+
+std::vector<float> StateDictBuilder::readExported(const Init &init) const {
+  return detail::decodeTensor(*init.proto, "initializer '" + init.name + "'",
+                              options.modelPath)
+      .floats;
 }
 
 std::vector<std::pair<int, int>>
