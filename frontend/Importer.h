@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
@@ -192,6 +193,24 @@ void runChecker(const std::string &path, int64_t opset);
 /// `what` names it in errors.
 TensorData decodeTensor(const onnx::TensorProto &t, const llvm::Twine &what,
                         const std::string &modelPath);
+/// A large float initializer's tie key, and whether all its values are
+/// finite (a mask's -inf is not), read a chunk at a time and none kept.
+struct StreamedKey {
+  TieKey key;
+  bool finite = true;
+};
+/// The StreamedKey of a float initializer of external data with at least
+/// valuelessElements() elements, which an exporter reads again when it
+/// writes it; none for another tensor (read it whole).
+std::optional<StreamedKey> keyWithoutValues(const onnx::TensorProto &t,
+                                            const std::string &what,
+                                            const std::string &modelPath);
+/// Calls `visit` with the values of a float tensor (any float type; raw,
+/// typed or external data), converted to float32: an external tensor a few
+/// megabytes at a time, never held whole; another in one call.
+void forEachFloatChunk(const onnx::TensorProto &t, const llvm::Twine &what,
+                       const std::string &modelPath,
+                       llvm::function_ref<void(const float *, size_t)> visit);
 /// Elements first, first + stride, ... (`count` of them) of a float32
 /// tensor (raw, typed or external data), reading only their bytes of an
 /// external file (resolved and opened once).

@@ -189,20 +189,18 @@ bool exportImpl(const ExportOptions &options,
     external |= init.data_location() == onnx::TensorProto::EXTERNAL;
     if (init.data_type() != onnx::TensorProto::FLOAT)
       continue;
-    detail::TensorData t = detail::decodeTensor(
-        init, "initializer '" + init.name() + "'", options.modelPath);
+    const std::string what = "initializer '" + init.name() + "'";
     NamedTensor n{init.name(),
-                  std::vector<int64_t>(t.shape.begin(), t.shape.end())};
-    if (init.data_location() == onnx::TensorProto::EXTERNAL &&
-        t.floats.size() >= detail::valuelessElements()) {
-      n.key = tieKey(t.floats);
-      n.load = [&init, &options] {
-        return detail::decodeTensor(init, "initializer '" + init.name() + "'",
-                                    options.modelPath)
-            .floats;
+                  std::vector<int64_t>(init.dims().begin(), init.dims().end())};
+    if (std::optional<detail::StreamedKey> key =
+            detail::keyWithoutValues(init, what, options.modelPath)) {
+      n.key = key->key;
+      n.load = [&init, &options, what] {
+        return detail::decodeTensor(init, what, options.modelPath).floats;
       };
     } else {
-      original.push_back(std::move(t.floats));
+      original.push_back(
+          detail::decodeTensor(init, what, options.modelPath).floats);
       n.values = &original.back();
     }
     named.push_back(std::move(n));

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <vector>
 
 namespace onnx {
@@ -129,6 +130,39 @@ struct TieKey {
   }
 };
 TieKey tieKey(const std::vector<float> &values);
+
+namespace detail {
+/// The distinct values a tensor's first elements hold, counted until
+/// they are many: fewer than half its `count` elements and fewer than 256
+/// distinct (ones, zeros, an identity) are few (fewDistinct).
+class DistinctValues {
+public:
+  explicit DistinctValues(size_t count);
+  /// Counts `f`; returns whether the values are many (then no more are
+  /// counted).
+  bool add(float f);
+  bool few() const { return !many && seen.size() < limit; }
+
+private:
+  static constexpr size_t kFewValues = 256;
+  size_t limit;
+  bool many = false;
+  std::unordered_set<uint32_t> seen; ///< bit patterns
+};
+} // namespace detail
+
+/// A tensor's TieKey from its values a chunk at a time: the same key as
+/// tieKey of the whole.
+class TieKeyBuilder {
+public:
+  explicit TieKeyBuilder(size_t count);
+  void add(const float *values, size_t n);
+  TieKey key() const;
+
+private:
+  TieKey k;
+  detail::DistinctValues distinct;
+};
 /// The diagonal elements a 2-D tensor's sampled key reads (its first ones).
 constexpr int64_t kTieKeyDiagonal = 64;
 /// A 2-D tensor's key from the first kTieKeyDiagonal elements of its

@@ -375,27 +375,31 @@ bool StateDictBuilder::load(std::string &error) {
         continue;
       }
     }
-    detail::TensorData d = detail::decodeTensor(
-        t, "initializer '" + t.name() + "'", options.modelPath);
     Init init;
     init.name = t.name();
-    init.shape.assign(d.shape.begin(), d.shape.end());
-    init.count = d.floats.size();
-    // Scalars, one-element constants and masks are never parameters,
-    // unless a scalar was trained (markTrained).
-    if (!allFinite(d.floats))
-      continue;
+    const std::string what = "initializer '" + t.name() + "'";
     // A large tensor of external data (detail::valuelessElements) is read
     // again when it is written: without a reference to compare it with,
-    // only ties need its values.
-    if (!options.reference &&
-        t.data_location() == onnx::TensorProto::EXTERNAL &&
-        init.count >= detail::valuelessElements()) {
-      init.key = tieKey(d.floats);
+    // only ties need its values, and its key is read without keeping them.
+    std::optional<detail::StreamedKey> key =
+        options.reference
+            ? std::nullopt
+            : detail::keyWithoutValues(t, what, options.modelPath);
+    if (key) {
+      init.shape.assign(t.dims().begin(), t.dims().end());
+      init.count = size_t(numel(init.shape));
+      init.key = key->key;
       init.proto = &t;
     } else {
+      detail::TensorData d = detail::decodeTensor(t, what, options.modelPath);
+      init.shape.assign(d.shape.begin(), d.shape.end());
+      init.count = d.floats.size();
       init.original = std::move(d.floats);
     }
+    // Scalars, one-element constants and masks are never parameters,
+    // unless a scalar was trained (markTrained).
+    if (key ? !key->finite : !allFinite(init.original))
+      continue;
     if (init.count < 2) {
       scalars[init.name] = std::move(init);
       continue;
@@ -413,14 +417,16 @@ void StateDictBuilder::readKept() {
                                        return options.keep(n.name);
                                      }))
       continue;
-    std::vector<float> v = readExported(init);
+    std::optional<detail::StreamedKey> key = detail::keyWithoutValues(
+        *init.proto, "initializer '" + init.name + "'", options.modelPath);
+    assert(key && "load leaves unread only what keyWithoutValues reads");
     init.unread = false;
     // As load: a tensor that is not all finite is no parameter (a mask).
-    if (!allFinite(v)) {
+    if (!key->finite) {
       init.names.clear();
       continue;
     }
-    init.key = tieKey(v);
+    init.key = key->key;
   }
 }
 

@@ -66,39 +66,85 @@ bool modelGivenName(const std::string &name) {
 
 } // namespace
 
+detail::DistinctValues::DistinctValues(size_t count)
+    : limit(std::min(kFewValues, (count + 1) / 2)) {
+  seen.reserve(2 * kFewValues);
+}
+
+bool detail::DistinctValues::add(float f) {
+  if (many)
+    return true;
+  uint32_t bits = 0; // -0 counts as 0; NaNs of one bit pattern count once
+  if (f != 0.0f)
+    std::memcpy(&bits, &f, sizeof bits);
+  if (seen.insert(bits).second && seen.size() >= limit) {
+    many = true;
+    seen = {};
+  }
+  return many;
+}
+
 bool detail::fewDistinct(const std::vector<float> &v) {
   // Fewer than half the elements distinct, and fewer than kFewValues: a
   // constant, a zero or an identity tensor holds one to a few values; a
   // random or trained weight reaches kFewValues within its first thousand
   // elements, so the pass stops there instead of hashing half the tensor
   // (which at GPT-2 124M's size took most of the import). A constant tensor
-  // is read whole once. -0 counts as 0; NaNs of one bit pattern count once.
-  constexpr size_t kFewValues = 256;
-  std::unordered_set<uint32_t> seen; // any bit pattern, NaNs included
-  seen.reserve(2 * kFewValues);
-  size_t limit = std::min(kFewValues, (v.size() + 1) / 2);
-  for (float f : v) {
-    uint32_t bits = 0;
-    if (f != 0.0f)
-      std::memcpy(&bits, &f, sizeof bits);
-    if (seen.insert(bits).second && seen.size() >= limit)
+  // is read whole once.
+  DistinctValues distinct(v.size());
+  for (float f : v)
+    if (distinct.add(f))
       return false;
-  }
-  return seen.size() < limit;
+  return distinct.few();
 }
 
-TieKey tieKey(const std::vector<float> &v) {
-  TieKey k;
-  k.count = v.size();
-  for (float x : v) {
+TieKeyBuilder::TieKeyBuilder(size_t count) : distinct(count) {
+  k.count = count;
+}
+
+void TieKeyBuilder::add(const float *v, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
+    std::memcpy(&bits, &v[i], sizeof bits);
     uint64_t h = bits * 0x9E3779B97F4A7C15ull;
     k.sum += bits;
     k.mixed += h ^ (h >> 29);
+    distinct.add(v[i]);
   }
-  k.fewDistinct = detail::fewDistinct(v);
-  return k;
+}
+
+TieKey TieKeyBuilder::key() const {
+  TieKey out = k;
+  out.fewDistinct = distinct.few();
+  return out;
+}
+
+TieKey tieKey(const std::vector<float> &v) {
+  TieKeyBuilder b(v.size());
+  b.add(v.data(), v.size());
+  return b.key();
+}
+
+std::optional<detail::StreamedKey>
+detail::keyWithoutValues(const onnx::TensorProto &t, const std::string &what,
+                         const std::string &modelPath) {
+  if (t.data_location() != onnx::TensorProto::EXTERNAL ||
+      !kindOf(t.data_type()) || *kindOf(t.data_type()) != Kind::F32)
+    return std::nullopt;
+  size_t count = 1;
+  for (int64_t d : t.dims())
+    count *= d < 0 ? 0 : size_t(d);
+  if (count < valuelessElements())
+    return std::nullopt;
+  StreamedKey out;
+  TieKeyBuilder key(count);
+  forEachFloatChunk(t, what, modelPath, [&](const float *v, size_t n) {
+    key.add(v, n);
+    for (size_t i = 0; i < n && out.finite; ++i)
+      out.finite = std::isfinite(v[i]);
+  });
+  out.key = key.key();
+  return out;
 }
 
 TieKey diagonalTieKey(size_t count, const std::vector<float> &diagonal,

@@ -220,6 +220,8 @@ static bool writeTensors(const std::string &path,
         if (i)
           progress.update(i);
         std::string why;
+        // The previous tensor's values let go before this one's are made.
+        std::vector<float>().swap(values);
         if (!tensors[i].values(values, why))
           return otcrt::Status::error(why);
         data = values.data();
