@@ -12,20 +12,16 @@
 //    MatMul of an `aten.linear`); the TorchScript exporter names a folded
 //    Wᵀ `onnx::MatMul_N` and the MatMul that reads it by module scope
 //    (`/model/layers.0/self_attn/q_proj/MatMul`);
-//  - a reference: the model's original state dict. Each initializer is then
-//    matched by value (the same values, transposed, reshaped, or shifted by
-//    a constant the exporter folded in: Gemma's `1 + weight`), every name
-//    the metadata gave is checked against it, tied names are found (the
-//    reference holds both), and reference entries the graph lacks are
-//    copied through, so the output loads with `strict=True`.
+//  - a reference: the model's original state dict, which every name is
+//    checked against and unnamed initializers are found in by value
+//    (StateDictReference.cpp).
 //
 // A weight tied by the model (read by an embedding lookup of one module and
 // the projection of another) gets both names.
 //
 //===----------------------------------------------------------------------===//
 
-#include "frontend/Importer.h"
-#include "frontend/OnnxExporter.h"
+#include "frontend/StateDictInit.h"
 
 #include <algorithm>
 #include <cassert>
@@ -40,56 +36,10 @@
 namespace otc {
 namespace {
 
-/// How a state-dict tensor relates to an initializer's values.
-struct Relation {
-  enum Kind { Identical, Transposed, Reshaped, Offset } kind = Identical;
-  float offset = 0;           ///< Offset: initializer = state dict + offset
-  std::vector<int64_t> shape; ///< the state-dict tensor's shape
-};
-
-/// A float initializer considered for the state dict.
-struct Init {
-  std::string name;
-  std::vector<int64_t> shape;
-  size_t count = 0; ///< its number of elements
-  /// Its values as exported, or empty where they are not kept (a large
-  /// tensor of external data, when no reference compares values): then
-  /// `key` says what findTies needs and `proto` where to read them again.
-  std::vector<float> original;
-  std::optional<TieKey> key;
-  const onnx::TensorProto *proto = nullptr;
-  /// The trained values (the caller's, which outlive the export), or null.
-  const float *trainedValues = nullptr;
-  /// The trained initializer whose values this one, a tie's copy, follows
-  /// (transposed when `followsTransposed`), or -1.
-  int follows = -1;
-  bool followsTransposed = false;
-  bool trained = false;
-  /// Not read at all (no key): none of its names may be kept (load,
-  /// readKept).
-  bool unread = false;
-
-  /// Whether its exported values were read and let go.
-  bool deferred() const { return original.empty() && proto; }
-  /// State-dict names found for it, each with its relation and how.
-  struct Named {
-    std::string name;
-    Relation relation;
-    std::string how;
-  };
-  std::vector<Named> names;
-  /// A name the metadata suggests but cannot confirm (a fold otc cannot
-  /// undo alone), for the reference to check and for errors.
-  std::string hint;
-  std::string hintWhy;
-};
-
-int64_t numel(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+using statedict::Init;
+using statedict::numel;
+using statedict::ReferenceResolver;
+using statedict::Relation;
 
 /// Whether every value is finite (a mask's -inf is not).
 bool allFinite(const std::vector<float> &v) {
@@ -129,129 +79,6 @@ std::string leafOf(const std::string &name) {
 
 using detail::projectionWeight;
 
-/// How far a match by value may go: every relation where the graph's own
-/// names or metadata say which tensor it is (a check), the exact ones alone
-/// where the value is the only evidence (a search).
-enum class Rules { All, Exact };
-
-/// The relation under which `init` (its original values) equals `ref`
-/// (within `tol` relative), trying `preferred` first. Under Rules::Exact no
-/// folded-in offset is taken (the trained `ln_1.weight` minus 1 is not the
-/// zero-initialized `c_proj.bias`, though both were so at export).
-std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
-                               const Relation *preferred = nullptr,
-                               Rules rules = Rules::All) {
-  int64_t n = numel(init.shape);
-  if (n != numel(ref.shape))
-    return std::nullopt;
-  const float *r = ref.data;
-  // Values are kept whenever a reference is given (StateDictBuilder::load).
-  assert(!init.deferred() && "values compared with a reference are kept");
-  const std::vector<float> &v = init.original;
-  auto near = [&](float a, float b) {
-    return a == b || std::fabs(a - b) <= ref.relTol * std::fabs(b);
-  };
-  auto same = [&]() {
-    for (int64_t i = 0; i < n; ++i)
-      if (!near(v[i], r[i]))
-        return false;
-    return true;
-  };
-  auto transposed = [&]() {
-    if (init.shape.size() != 2 || ref.shape.size() != 2 ||
-        init.shape[0] != ref.shape[1] || init.shape[1] != ref.shape[0])
-      return false;
-    int64_t rows = ref.shape[0], cols = ref.shape[1];
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        if (!near(v[j * rows + i], r[i * cols + j]))
-          return false;
-    return true;
-  };
-  auto offset = [&]() -> std::optional<float> {
-    if (n == 0)
-      return std::nullopt;
-    double c = double(v[0]) - r[0];
-    if (c == 0)
-      return std::nullopt;
-    for (int64_t i = 0; i < n; ++i) {
-      double d = double(v[i]) - r[i];
-      // The fold rounded v = r + c once in float32.
-      if (std::fabs(d - c) > 4 * std::ldexp(1.0, -23) * (std::fabs(v[i]) + 1) +
-                                 ref.relTol * (std::fabs(r[i]) + 1))
-        return std::nullopt;
-    }
-    return float(std::nearbyint(c * 1e6) / 1e6);
-  };
-  std::vector<Relation::Kind> order = {Relation::Identical, Relation::Transposed,
-                                       Relation::Reshaped, Relation::Offset};
-  if (preferred)
-    order.insert(order.begin(), preferred->kind);
-  for (Relation::Kind k : order) {
-    if (k == Relation::Offset && rules == Rules::Exact)
-      continue;
-    Relation rel;
-    rel.kind = k;
-    rel.shape = ref.shape;
-    switch (k) {
-    case Relation::Identical:
-      if (init.shape == ref.shape && same())
-        return rel;
-      break;
-    case Relation::Transposed:
-      if (transposed())
-        return rel;
-      break;
-    case Relation::Reshaped:
-      if (init.shape != ref.shape && same())
-        return rel;
-      break;
-    case Relation::Offset:
-      if (init.shape == ref.shape)
-        if (auto c = offset()) {
-          rel.offset = *c;
-          return rel;
-        }
-      break;
-    }
-  }
-  return std::nullopt;
-}
-
-std::string relationText(const Relation &rel) {
-  switch (rel.kind) {
-  case Relation::Identical:
-    return "";
-  case Relation::Transposed:
-    return ", transposed";
-  case Relation::Reshaped:
-    return ", reshaped to " + detail::shapeStr(rel.shape);
-  case Relation::Offset: {
-    std::ostringstream s;
-    s << ", minus the " << rel.offset << " the exporter folded in";
-    return s.str();
-  }
-  }
-  return "";
-}
-
-/// The state-dict tensor of `v`, the current values of `init`, under `rel`.
-std::vector<float> invert(std::vector<float> v, const Init &init,
-                          const Relation &rel) {
-  switch (rel.kind) {
-  case Relation::Identical:
-  case Relation::Reshaped:
-    return v;
-  case Relation::Transposed:
-    return transposed2d(v.data(), init.shape[0], init.shape[1]);
-  case Relation::Offset:
-    for (float &x : v)
-      x -= rel.offset;
-    return v;
-  }
-  return v;
-}
-
 class StateDictBuilder : public std::enable_shared_from_this<StateDictBuilder> {
 public:
   StateDictBuilder(const StateDictOptions &options) : options(options) {}
@@ -281,15 +108,6 @@ private:
   /// The (node, input) pairs that read `name`.
   std::vector<std::pair<int, int>> readsOf(const std::string &name) const;
   void aliasesFromReaders();
-  bool resolveWithReference(std::string &error);
-  /// resolveWithReference's steps: each name the graph gave checked by
-  /// value (an error when it does not hold); the metadata's hints tried;
-  /// the initializers still unnamed named by value; the reference's names
-  /// no initializer took, a tie's other name or copied through.
-  bool checkGraphNames(std::string &error);
-  void matchHints();
-  void nameByValue();
-  void claimUnnamedReference();
   /// The values `init` holds now: its trained ones, its tie source's, or
   /// as exported (read again when not kept).
   std::vector<float> currentValues(const Init &init) const;
@@ -308,27 +126,9 @@ private:
   std::map<std::string, Init> scalars;
   std::map<std::string, const onnx::ValueInfoProto *> infos;
   std::map<std::string, std::vector<std::pair<int, int>>> readers;
-  /// Reference tensors copied through (not in the graph).
-  std::vector<const ExportWeight *> copied;
-  /// The reference under the graph's names (options.stripPrefix put back
-  /// where the graph's names have it and the reference's do not), by
-  /// name, and the names of it taken so far.
-  std::vector<ExportWeight> reference;
-  std::map<std::string, const ExportWeight *> refByName;
-  std::set<std::string> claimed;
+  /// Names from the reference, when one is given.
+  std::optional<ReferenceResolver> resolver;
 };
-
-/// Whether every name of `names` starts with `prefix` (false when empty).
-template <typename Range, typename Name>
-bool allStartWith(const Range &names, Name name, const std::string &prefix) {
-  bool any = false;
-  for (const auto &x : names) {
-    if (name(x).rfind(prefix, 0) != 0)
-      return false;
-    any = true;
-  }
-  return any;
-}
 
 bool StateDictBuilder::load(std::string &error) {
   std::ifstream in(options.modelPath, std::ios::binary);
@@ -667,143 +467,6 @@ void StateDictBuilder::aliasesFromReaders() {
   }
 }
 
-bool StateDictBuilder::resolveWithReference(std::string &error) {
-  reference = *options.reference;
-  const std::string &prefix = options.stripPrefix;
-  std::vector<std::string> graphNames;
-  for (const Init &init : inits)
-    for (const Init::Named &n : init.names)
-      graphNames.push_back(n.name);
-  auto self = [](const std::string &s) -> const std::string & { return s; };
-  auto nameOf = [](const ExportWeight &w) -> const std::string & {
-    return w.name;
-  };
-  if (!prefix.empty() && allStartWith(graphNames, self, prefix) &&
-      !allStartWith(reference, nameOf, prefix))
-    for (ExportWeight &w : reference)
-      w.name = prefix + w.name;
-  for (const ExportWeight &w : reference)
-    refByName[w.name] = &w;
-  claimed.clear();
-  if (!checkGraphNames(error))
-    return false;
-  matchHints();
-  nameByValue();
-  claimUnnamedReference();
-  return true;
-}
-
-bool StateDictBuilder::checkGraphNames(std::string &error) {
-  // Names from the graph, checked by value.
-  for (Init &init : inits) {
-    std::vector<Init::Named> kept;
-    for (Init::Named &n : init.names) {
-      auto it = refByName.find(n.name);
-      if (it == refByName.end()) {
-        // An alias the reference lacks (it saved one name of a tie) or a
-        // parameter it does not have.
-        if (&n != &init.names.front())
-          continue;
-        error = "initializer '" + init.name + "' is '" + n.name + "' (" + n.how +
-                ") but the reference has no tensor of that name (the reference "
-                "of another model?)";
-        return false;
-      }
-      std::optional<Relation> rel = relate(init, *it->second, &n.relation);
-      if (!rel) {
-        error = "initializer '" + init.name + "' is '" + n.name + "' (" + n.how +
-                ") but its values are not the reference's " + n.name +
-                " (identical, transposed, reshaped or shifted): the model was "
-                "exported from other weights than the reference's";
-        return false;
-      }
-      n.relation = *rel;
-      n.how += ", checked against the reference";
-      claimed.insert(n.name);
-      kept.push_back(n);
-    }
-    init.names = kept;
-  }
-  return true;
-}
-
-void StateDictBuilder::matchHints() {
-  for (Init &init : inits) {
-    if (!init.names.empty() || init.hint.empty())
-      continue;
-    auto it = refByName.find(init.hint);
-    if (it == refByName.end() || claimed.count(init.hint))
-      continue;
-    if (std::optional<Relation> rel = relate(init, *it->second)) {
-      init.names.push_back({init.hint, *rel,
-                            init.hintWhy + ", matched by value with the reference"});
-      claimed.insert(init.hint);
-    }
-  }
-}
-
-void StateDictBuilder::nameByValue() {
-  // Initializers still unnamed: by value among the unclaimed reference
-  // tensors, trained ones first (constants may match nothing); exactly, and
-  // a tensor of a few values (zeros, ones) only where one tensor matches.
-  std::vector<Init *> unnamed;
-  for (bool trainedPass : {true, false})
-    for (Init &init : inits)
-      if (init.names.empty() && init.trained == trainedPass)
-        unnamed.push_back(&init);
-  for (Init *ip : unnamed) {
-    Init &init = *ip;
-    std::vector<std::pair<const ExportWeight *, Relation>> found;
-    for (const ExportWeight &w : reference)
-      if (!claimed.count(w.name))
-        if (std::optional<Relation> rel = relate(init, w, nullptr, Rules::Exact))
-          found.push_back({&w, *rel});
-    if (found.empty() ||
-        (found.size() > 1 && detail::fewDistinct(init.original)))
-      continue;
-    std::string how = "matched by value with the reference";
-    if (found.size() > 1)
-      how += " (first of " + std::to_string(found.size()) + " tensors of equal values)";
-    init.names.push_back({found[0].first->name, found[0].second, how});
-    claimed.insert(found[0].first->name);
-  }
-}
-
-void StateDictBuilder::claimUnnamedReference() {
-  // Reference names no initializer took: the other name of a tie, or a
-  // tensor the graph does not read (the exporter may have folded it away:
-  // the dynamo exporter drops an addition of a zero bias). A tie is an
-  // exact copy of values that say which tensor they are; zeros or ones
-  // equal every other such tensor, so those are copied through unchanged.
-  for (const ExportWeight &w : reference) {
-    if (claimed.count(w.name))
-      continue;
-    Init *holder = nullptr;
-    std::optional<Relation> holderRel;
-    bool fewValues =
-        detail::fewDistinct(std::vector<float>(w.data, w.data + numel(w.shape)));
-    for (Init &init : inits) {
-      if (init.names.empty() || fewValues)
-        continue;
-      if (std::optional<Relation> rel = relate(init, w, nullptr, Rules::Exact)) {
-        // Prefer the trained source over an untrained copy.
-        if (!holder || (init.trained && !holder->trained)) {
-          holder = &init;
-          holderRel = rel;
-        }
-      }
-    }
-    if (holder) {
-      holder->names.push_back({w.name, *holderRel,
-                               "tied: the reference's " + w.name + " equals " +
-                                   holder->names.front().name});
-    } else {
-      copied.push_back(&w);
-    }
-    claimed.insert(w.name);
-  }
-}
-
 bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
                            std::vector<StateDictTensor> &out,
                            std::vector<std::string> &unresolved,
@@ -815,8 +478,11 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
   aliasesFromReaders();
   readKept();
   followTies();
-  if (options.reference && !resolveWithReference(error))
-    return false;
+  if (options.reference) {
+    resolver.emplace(inits, *options.reference, options.stripPrefix);
+    if (!resolver->run(error))
+      return false;
+  }
   // Trained initializers without a name, and a fold otc cannot undo alone.
   for (const Init &init : inits)
     if (init.names.empty() && (init.trained || !init.hint.empty()))
@@ -845,7 +511,7 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
       t.values = [self = shared_from_this(), init, rel = n.relation](
                      std::vector<float> &out, std::string &error) {
         try {
-          out = invert(self->currentValues(*init), *init, rel);
+          out = statedict::invert(self->currentValues(*init), *init, rel);
           return true;
         } catch (const std::exception &e) {
           error = self->options.modelPath + ": " + e.what();
@@ -854,10 +520,11 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
       };
       t.initializer = init->name;
       t.readAgain = readsExternalData(*init);
-      t.how = n.how + relationText(n.relation);
+      t.how = n.how + statedict::relationText(n.relation);
       out.push_back(std::move(t));
     }
-  for (const ExportWeight *w : copied) {
+  for (const ExportWeight *w :
+       resolver ? resolver->copied() : std::vector<const ExportWeight *>()) {
     if (options.keep && !options.keep(w->name))
       continue;
     StateDictTensor t;
@@ -874,7 +541,7 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
   // In the reference's order when there is one, else the graph's.
   if (options.reference) {
     std::map<std::string, size_t> rank;
-    for (const ExportWeight &w : reference)
+    for (const ExportWeight &w : resolver->reference())
       rank.emplace(w.name, rank.size());
     std::stable_sort(out.begin(), out.end(),
                      [&](const StateDictTensor &a, const StateDictTensor &b) {
@@ -894,8 +561,10 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
     return w.name;
   };
   bool wrapperReference =
-      options.reference && allStartWith(*options.reference, refName, prefix);
-  if (!prefix.empty() && !wrapperReference && allStartWith(out, nameOf, prefix))
+      options.reference &&
+      statedict::allStartWith(*options.reference, refName, prefix);
+  if (!prefix.empty() && !wrapperReference &&
+      statedict::allStartWith(out, nameOf, prefix))
     for (StateDictTensor &t : out)
       t.name = t.name.substr(prefix.size());
   return true;
