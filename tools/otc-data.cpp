@@ -231,10 +231,8 @@ static int tokenize(const char *argv0, std::vector<uint32_t> &ids,
   return 0;
 }
 
-int main(int argc, char **argv) {
-  InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(toolCategory);
-  cl::ParseCommandLineOptions(argc, argv, "otc-data: token shards from text\n");
+/// The options' checks: 0, or 1 after a one-line error.
+static int checkOptions() {
   if (vocabMode != "bytes" && vocabMode != "chars")
     return fail("--vocab must be bytes or chars, got '" + vocabMode + "'");
   if (valFraction < 0 || valFraction >= 1)
@@ -249,45 +247,59 @@ int main(int argc, char **argv) {
                 "--max-vocab and --lower");
   if (tokenizer.empty() && docToken.getNumOccurrences())
     return fail("--doc-token needs --tokenizer");
+  return 0;
+}
 
-  if (!tokenizer.empty()) {
-    std::vector<uint32_t> ids;
-    uint32_t vocab = 0;
-    int32_t separator = -1;
-    if (int rc = tokenize(argv[0], ids, vocab, separator))
-      return rc;
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= vocab)
-        return fail("the tokenizer gave id " + std::to_string(ids[i]) +
-                    " at token " + std::to_string(i) +
-                    ", outside its vocabulary of " + std::to_string(vocab));
-    // uint16 where every id fits (llm.c's format), else uint32.
-    bool wide = vocab > 65536;
-    size_t valTokens = 0;
-    int trainShards = 0, valShards = 0;
-    std::vector<size_t> starts{0};
-    for (size_t i = 1; separator >= 0 && i < ids.size(); ++i)
-      if (ids[i] == static_cast<uint32_t>(separator))
-        starts.push_back(i);
-    std::string how;
-    if (int rc = writeTrainVal(ids, wide, separator, starts, valTokens, trainShards,
-                               valShards, how))
-      return rc;
-    outs() << "otc-data: " << ids.size() << " train tokens in " << trainShards
-           << " shard(s), " << valTokens << " val tokens in " << valShards
-           << " shard(s), vocab " << vocab << " (" << tokenizer << "; "
-           << (wide ? "uint32" : "uint16") << " tokens"
-           << (separator >= 0 ? ", documents start with token " +
-                                    std::to_string(separator)
-                              : std::string(", no document separator"))
-           << ")\n";
-    if (!how.empty())
-      outs() << "otc-data: " << how << "\n";
-    return 0;
-  }
+/// Prints what was written: `vocab` describes the vocabulary, `how` the
+/// validation split ("": none).
+static void summary(size_t trainTokens, int trainShards, size_t valTokens,
+                    int valShards, const std::string &vocab,
+                    const std::string &how) {
+  outs() << "otc-data: " << trainTokens << " train tokens in " << trainShards
+         << " shard(s), " << valTokens << " val tokens in " << valShards
+         << " shard(s), vocab " << vocab << "\n";
+  if (!how.empty())
+    outs() << "otc-data: " << how << "\n";
+}
 
-  std::string text;
-  std::vector<size_t> starts; // each file is a document
+/// Under --tokenizer: the ids of the model's tokenizer, sharded.
+static int shardTokenizerIds(const char *argv0) {
+  std::vector<uint32_t> ids;
+  uint32_t vocab = 0;
+  int32_t separator = -1;
+  if (int rc = tokenize(argv0, ids, vocab, separator))
+    return rc;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= vocab)
+      return fail("the tokenizer gave id " + std::to_string(ids[i]) +
+                  " at token " + std::to_string(i) +
+                  ", outside its vocabulary of " + std::to_string(vocab));
+  // uint16 where every id fits (llm.c's format), else uint32.
+  bool wide = vocab > 65536;
+  size_t valTokens = 0;
+  int trainShards = 0, valShards = 0;
+  std::vector<size_t> starts{0};
+  for (size_t i = 1; separator >= 0 && i < ids.size(); ++i)
+    if (ids[i] == static_cast<uint32_t>(separator))
+      starts.push_back(i);
+  std::string how;
+  if (int rc = writeTrainVal(ids, wide, separator, starts, valTokens,
+                             trainShards, valShards, how))
+    return rc;
+  summary(ids.size(), trainShards, valTokens, valShards,
+          std::to_string(vocab) + " (" + tokenizer + "; " +
+              (wide ? "uint32" : "uint16") + " tokens" +
+              (separator >= 0
+                   ? ", documents start with token " + std::to_string(separator)
+                   : std::string(", no document separator")) +
+              ")",
+          how);
+  return 0;
+}
+
+/// The text of the input files (lowered under --lower), and where each
+/// file, a document, starts in it.
+static int readText(std::string &text, std::vector<size_t> &starts) {
   for (const std::string &path : inputFiles) {
     starts.push_back(text.size());
     auto buffer = MemoryBuffer::getFile(path);
@@ -298,40 +310,65 @@ int main(int argc, char **argv) {
   if (lower)
     for (char &c : text)
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return 0;
+}
 
+/// --vocab=chars: the distinct bytes of `text` numbered in byte order (the
+/// --max-vocab - 1 most frequent when there are more, the rest one last
+/// "unknown" token '?'), as `id` of each byte; `vocab` holds the character
+/// of each token, written as PREFIX_vocab.bin.
+static int charVocabulary(const std::string &text,
+                          std::array<uint16_t, 256> &id, std::string &vocab) {
+  std::array<int64_t, 256> count{};
+  for (unsigned char c : text)
+    ++count[c];
+  std::vector<int> present;
+  for (int b = 0; b < 256; ++b)
+    if (count[b])
+      present.push_back(b);
+  std::vector<int> kept = present;
+  bool unknown = present.size() > maxVocab;
+  if (unknown) {
+    std::stable_sort(kept.begin(), kept.end(),
+                     [&](int a, int b) { return count[a] > count[b]; });
+    kept.resize(maxVocab - 1);
+    std::sort(kept.begin(), kept.end());
+  }
+  id.fill(static_cast<uint16_t>(kept.size()));
+  for (size_t i = 0; i < kept.size(); ++i) {
+    id[kept[i]] = static_cast<uint16_t>(i);
+    vocab += static_cast<char>(kept[i]);
+  }
+  if (unknown)
+    vocab += '?';
+  std::string path = prefix + "_vocab.bin";
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(vocab.data(), 1, vocab.size(), f) != vocab.size() ||
+      std::fclose(f) != 0)
+    return fail("cannot write " + path);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(toolCategory);
+  cl::ParseCommandLineOptions(argc, argv, "otc-data: token shards from text\n");
+  if (int rc = checkOptions())
+    return rc;
+  if (!tokenizer.empty())
+    return shardTokenizerIds(argv[0]);
+
+  std::string text;
+  std::vector<size_t> starts; // each file is a document
+  if (int rc = readText(text, starts))
+    return rc;
   std::array<uint16_t, 256> id;
   for (int b = 0; b < 256; ++b)
     id[b] = static_cast<uint16_t>(b);
   std::string vocab;
-  if (vocabMode == "chars") {
-    std::array<int64_t, 256> count{};
-    for (unsigned char c : text)
-      ++count[c];
-    std::vector<int> present;
-    for (int b = 0; b < 256; ++b)
-      if (count[b])
-        present.push_back(b);
-    std::vector<int> kept = present;
-    bool unknown = present.size() > maxVocab;
-    if (unknown) {
-      std::stable_sort(kept.begin(), kept.end(),
-                       [&](int a, int b) { return count[a] > count[b]; });
-      kept.resize(maxVocab - 1);
-      std::sort(kept.begin(), kept.end());
-    }
-    id.fill(static_cast<uint16_t>(kept.size()));
-    for (size_t i = 0; i < kept.size(); ++i) {
-      id[kept[i]] = static_cast<uint16_t>(i);
-      vocab += static_cast<char>(kept[i]);
-    }
-    if (unknown)
-      vocab += '?';
-    std::string path = prefix + "_vocab.bin";
-    std::FILE *f = std::fopen(path.c_str(), "wb");
-    if (!f || std::fwrite(vocab.data(), 1, vocab.size(), f) != vocab.size() ||
-        std::fclose(f) != 0)
-      return fail("cannot write " + path);
-  }
+  if (vocabMode == "chars")
+    if (int rc = charVocabulary(text, id, vocab))
+      return rc;
 
   std::vector<uint32_t> tokens;
   tokens.reserve(text.size());
@@ -349,12 +386,8 @@ int main(int argc, char **argv) {
   if (int rc = writeTrainVal(tokens, false, -1, starts, valTokens, trainShards,
                              valShards, how))
     return rc;
-  outs() << "otc-data: " << tokens.size() << " train tokens in " << trainShards
-         << " shard(s), " << valTokens << " val tokens in " << valShards
-         << " shard(s), vocab "
-         << (vocabMode == "chars" ? std::to_string(vocab.size()) : "256 (bytes)")
-         << "\n";
-  if (!how.empty())
-    outs() << "otc-data: " << how << "\n";
+  summary(tokens.size(), trainShards, valTokens, valShards,
+          vocabMode == "chars" ? std::to_string(vocab.size()) : "256 (bytes)",
+          how);
   return 0;
 }
