@@ -13,8 +13,15 @@ using namespace otc;
 
 bool otc::writeInitialParams(const std::string &path,
                              std::vector<InitializerData> &initializers,
+                             const std::vector<std::string> &untrained,
                              size_t &reread, std::string &error) {
   otcrt::TensorFile layout;
+  if (!untrained.empty()) {
+    std::string names;
+    for (const std::string &n : untrained)
+      names += (names.empty() ? "" : "\n") + n;
+    layout.metadata[kUntrainedKey] = names;
+  }
   for (const InitializerData &d : initializers)
     layout.addLayout(d.name, otcrt::StDType::F32, d.shape);
   Progress progress("writing the initial parameters", initializers.size(),

@@ -633,8 +633,17 @@ std::string Compile::writeFile(llvm::StringRef name, llvm::StringRef text) {
 /// init.safetensors at `path` (tools/InitialParams.h), the tensors read
 /// again counted under --timing. False with `err` set when it cannot.
 bool Compile::writeInitialValues(const std::string &path) {
+  // The initializers the program does not train: its BUFFER slots.
+  std::vector<std::string> untrained;
+  llvm::StringSet<> seen;
+  module->walk([&](otc::otck::BufferOp buffer) {
+    if (std::optional<StringRef> slot = buffer.getSlot())
+      if (StringRef name = *slot;
+          name.consume_front("buffer:") && seen.insert(name).second)
+        untrained.push_back(name.str());
+  });
   size_t reread = 0;
-  if (!otc::writeInitialParams(path, initializers, reread, err))
+  if (!otc::writeInitialParams(path, initializers, untrained, reread, err))
     return false;
   if (timing)
     llvm::errs() << "otc-compile: initial parameters: " << initializers.size()

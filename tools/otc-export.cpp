@@ -31,6 +31,7 @@
 #include "frontend/OnnxExporter.h"
 #include "otcrt/safetensors.h"
 #include "planner/Progress.h"
+#include "tools/InitialParams.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -42,6 +43,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 using namespace llvm;
 
@@ -108,7 +110,19 @@ static bool readWeights(std::string path, otcrt::TensorFile &file,
     errs() << "otc-export: warning: " << path
            << " has no checksums (saved before they were stored); exporting "
               "it unverified\n";
+  // otc-compile's init.safetensors also holds what the program does not
+  // train (a rotary table, a frozen weight): the model's own values.
+  std::set<std::string> untrained;
+  if (auto it = file.metadata.find(otc::kUntrainedKey);
+      it != file.metadata.end())
+    for (StringRef rest = it->second; !rest.empty();) {
+      auto [name, tail] = rest.split('\n');
+      untrained.insert(name.str());
+      rest = tail;
+    }
   for (const otcrt::Tensor &t : file.tensors) {
+    if (untrained.count(t.name))
+      continue;
     if (t.dtype != otcrt::StDType::F32) {
       error = path + ": tensor '" + t.name + "' is " + otcrt::dtypeName(t.dtype) +
               ", expected F32";
