@@ -491,8 +491,15 @@ private:
   /// The state-dict name of initializer `name` where it is another one's
   /// (what otc-export writes): the parameter the dynamo exporter folded it
   /// from, or the Linear whose Wᵀ the TorchScript exporter folded; "" when
-  /// it is its own name or none is known.
-  std::string stateDictNameOf(const std::string &name, ParamOrigins &origins);
+  /// it is its own name or none is known. `guessed`, when given, says
+  /// whether the name is a guess from its readers' module scope.
+  std::string stateDictNameOf(const std::string &name, ParamOrigins &origins,
+                              bool *guessed = nullptr);
+  /// Why otc-compile warns of `name`, a trained value the TorchScript
+  /// exporter folded, named `guess` after its readers' scope: only
+  /// additions read it, so it may be a buffer ("" when others read it).
+  std::string additiveFoldWarning(const std::string &name,
+                                  const std::string &guess);
   /// Why a value the dynamo exporter folded through a many-to-one lookup of
   /// a parameter is kept constant ("" when it is trained).
   std::string foldedLookupReason(const std::string &name, ParamOrigins &origins,

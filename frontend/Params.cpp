@@ -90,7 +90,9 @@ std::optional<std::string> ParamOrigins::parameterOf(const std::string &name) {
 }
 
 std::string Importer::stateDictNameOf(const std::string &name,
-                                      ParamOrigins &origins) {
+                                      ParamOrigins &origins, bool *guessed) {
+  if (guessed)
+    *guessed = false;
   if (origins.exported) {
     std::optional<std::string> of = origins.parameterOf(name);
     return of && *of != name ? *of : "";
@@ -116,7 +118,25 @@ std::string Importer::stateDictNameOf(const std::string &name,
       detail::foldedProjectionName(model.graph(), name, readers->second);
   if (!weight.empty())
     return weight;
-  return detail::scopeWeightName(model.graph(), readers->second);
+  weight = detail::scopeWeightName(model.graph(), readers->second);
+  if (guessed)
+    *guessed = !weight.empty();
+  return weight;
+}
+
+std::string Importer::additiveFoldWarning(const std::string &name,
+                                          const std::string &guess) {
+  auto readers = initializerReaders->find(name);
+  const onnx::GraphProto &graph = model.graph();
+  for (auto [n, j] : readers->second)
+    if (graph.node(n).op_type() != "Add" && graph.node(n).op_type() != "Sub")
+      return "";
+  return "is a value the TorchScript exporter folded, added by " +
+         graph.node(readers->second.front().first).name() +
+         ": trained as a parameter (named '" + guess +
+         "' after that node's scope), though it may be a buffer (BART's "
+         "final_logits_bias); if it is, freeze it: --freeze='" +
+         name + "' (a dynamo export records which it is)";
 }
 
 /// Why a value the dynamo exporter folded from a parameter and indices is
@@ -476,6 +496,7 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
     recordUndecidedTies(tieable, copies);
 
   // One argument per trained initializer, however many nodes read it.
+  SmallVector<NamedAttribute> undecidedParams;
   for (ParamCandidate &c : floats) {
     if (!c.init || copies.count(c.init->name()))
       continue;
@@ -488,10 +509,22 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
          builder.getNamedAttr(attrs::kParam, builder.getStringAttr(name))});
     // A copy the exporter folded from a module parameter is that
     // parameter for --freeze.
-    if (std::string of = stateDictNameOf(name, origins); !of.empty())
-      argAttrs.push_back(
-          {cast<BlockArgument>(arg).getArgNumber(),
-           builder.getNamedAttr(attrs::kParamOf, builder.getStringAttr(of))});
+    bool guessed = false;
+    if (std::string of = stateDictNameOf(name, origins, &guessed);
+        !of.empty()) {
+      unsigned n = cast<BlockArgument>(arg).getArgNumber();
+      argAttrs.push_back({n, builder.getNamedAttr(attrs::kParamOf,
+                                                  builder.getStringAttr(of))});
+      // A value only additions read, named `<module>.weight` after their
+      // scope, may be a buffer: --freeze matches its own name too.
+      if (std::string why = guessed ? additiveFoldWarning(name, of) : "";
+          !why.empty()) {
+        argAttrs.push_back({n, builder.getNamedAttr(attrs::kParamOfGuessed,
+                                                    builder.getUnitAttr())});
+        undecidedParams.push_back(
+            builder.getNamedAttr(name, builder.getStringAttr(why)));
+      }
+    }
     values[name] = arg;
     if (c.key)
       valuelessInits[name] = c.init;
@@ -516,6 +549,9 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
       };
     paramData.push_back(std::move(data));
   }
+  if (!undecidedParams.empty())
+    func->setAttr(attrs::kUndecidedParams,
+                  builder.getDictionaryAttr(undecidedParams));
   builder.setInsertionPointToEnd(entry);
   for (ParamCandidate &c : floats) {
     auto it = c.init ? copies.find(c.init->name()) : copies.end();

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -52,6 +53,17 @@ bool paramLike(const std::string &name) {
   return name.find('.') != std::string::npos &&
          name.find("::") == std::string::npos && !name.empty() &&
          name[0] != '/' && name.find(' ') == std::string::npos;
+}
+
+/// `text` with `prefix` taken off each name in it that starts a word
+/// ("the reference's model.model.shared.weight" -> "... model.shared.weight"),
+/// as the names are written.
+std::string withoutPrefix(std::string text, const std::string &prefix) {
+  for (size_t i = text.find(prefix); i != std::string::npos;
+       i = text.find(prefix, i + 1))
+    if (i == 0 || std::strchr(" ('[", text[i - 1]))
+      text.erase(i, prefix.size());
+  return text;
 }
 
 /// "['a', 'b']" -> {a, b}.
@@ -565,8 +577,10 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
       statedict::allStartWith(*options.reference, refName, prefix);
   if (!prefix.empty() && !wrapperReference &&
       statedict::allStartWith(out, nameOf, prefix))
-    for (StateDictTensor &t : out)
+    for (StateDictTensor &t : out) {
       t.name = t.name.substr(prefix.size());
+      t.how = withoutPrefix(t.how, prefix);
+    }
   return true;
 }
 

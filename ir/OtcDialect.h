@@ -148,6 +148,11 @@ constexpr const char kParam[] = "otc.param";
 /// module parameter of another name (the dynamo optimizer's `val_N`, a
 /// Wᵀ): that parameter's name, which --freeze also matches.
 constexpr const char kParamOf[] = "otc.param_of";
+/// With kParamOf: that name is a guess from the module scope of the only
+/// additions that read the initializer (a value the TorchScript exporter
+/// folded, which may be a buffer: BART's final_logits_bias), so --freeze
+/// also matches the initializer's own name.
+constexpr const char kParamOfGuessed[] = "otc.param_of_guessed";
 /// On an `otc.param` argument: a constant buffer of the model (a rotary
 /// table), never trained: no gradient, moments or master; its slot is a
 /// "buffer:" slot.
@@ -170,6 +175,11 @@ constexpr const char kRemoved[] = "otc.removed";
 /// distinct: a sparse file made to size the model) and no exporter record
 /// does, name -> why; it was imported untied, and otc-compile warns.
 constexpr const char kUndecidedTies[] = "otc.undecided_ties";
+/// On the forward function: trained values the TorchScript exporter folded
+/// that only additions read, which may be buffers (BART's
+/// final_logits_bias) as well as parameters, name -> why; otc-compile
+/// warns.
+constexpr const char kUndecidedParams[] = "otc.undecided_params";
 /// On the module (the importer): the batch the export fixed (i64), which
 /// --micro-batch re-bound; reports say so.
 constexpr const char kReboundBatch[] = "otc.rebound_batch";

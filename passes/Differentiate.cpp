@@ -173,7 +173,8 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
   // module parameter an exporter's folded copy is, the name otc-export
   // writes) and the initializer's own name only where there is none, so
   // that a pattern that selects by absence (`^(?!.*lora_)`) does not freeze
-  // a folded `val_N` copy of an adapter.
+  // a folded `val_N` copy of an adapter (both where the state-dict name is
+  // a guess of otc.param_of_guessed).
   SmallVector<BlockArgument> params;
   int64_t candidates = 0, frozenCount = 0;
   for (BlockArgument arg : body.getArguments()) {
@@ -186,7 +187,12 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
     ++candidates;
     auto of = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                 attrs::kParamOf);
-    if (frozen && frozen->matches((of ? of : name).getValue().str())) {
+    // A name guessed from the scope of the additions that read it may be
+    // wrong (a buffer the TorchScript exporter folded): its own name too.
+    bool guessed =
+        step.getArgAttr(arg.getArgNumber(), attrs::kParamOfGuessed) != nullptr;
+    if (frozen && (frozen->matches((of ? of : name).getValue().str()) ||
+                   (guessed && frozen->matches(name.getValue().str())))) {
       ++frozenCount;
       continue;
     }

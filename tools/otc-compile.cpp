@@ -23,6 +23,7 @@
 #include "frontend/AppendLoss.h"
 #include "frontend/OnnxImporter.h"
 #include "ir/Config.h"
+#include "ir/NameRegex.h"
 #include "ir/OtcDialect.h"
 #include "ir/OtckDialect.h"
 #include "ir/TargetRegistry.h"
@@ -420,13 +421,23 @@ int Compile::importModel() {
                     "dropped), which are not trained; export with "
                     "torch.onnx.export(..., optimize=False) to keep them\n";
   }
-  // And where the values could not decide a tie (a sizing file's zeros).
-  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
-    if (auto d = fwd->getAttrOfType<DictionaryAttr>(otc::attrs::kUndecidedTies))
-      for (NamedAttribute a : d)
-        if (auto why = dyn_cast<StringAttr>(a.getValue()))
-          llvm::errs() << "otc-compile: warning: '" << a.getName().getValue()
-                       << "' " << why.getValue() << "\n";
+  // And where the values could not decide a tie (a sizing file's zeros),
+  // or whether a folded value is a parameter.
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
+    // A folded value --freeze names is decided.
+    std::string regexError;
+    std::unique_ptr<otc::NameRegex> frozen =
+        freeze.empty() ? nullptr : otc::NameRegex::compile(freeze, regexError);
+    for (const char *kind :
+         {otc::attrs::kUndecidedTies, otc::attrs::kUndecidedParams})
+      if (auto d = fwd->getAttrOfType<DictionaryAttr>(kind))
+        for (NamedAttribute a : d)
+          if (auto why = dyn_cast<StringAttr>(a.getValue());
+              why && !(kind == otc::attrs::kUndecidedParams && frozen &&
+                       frozen->matches(a.getName().str())))
+            llvm::errs() << "otc-compile: warning: '" << a.getName().getValue()
+                         << "' " << why.getValue() << "\n";
+  }
   // Said once too: a parameter the exporter folded through a lookup is not
   // trained (its table is no longer in the graph).
   for (const auto &[name, why] : untrainedInits)
@@ -552,7 +563,11 @@ int Compile::chooseRemat() {
     return fail("no recomputation plan fits --memory-budget " + memoryBudget +
                 " (" + std::to_string(*budget) +
                 " bytes); the smallest that fits is " +
-                std::to_string(r->smallestPeak) + " bytes");
+                otc::formatBytes(double(r->smallestPeak)) + " (" +
+                std::to_string(r->smallestPeak) + " bytes) at micro-batch " +
+                std::to_string(mb) +
+                ": lower --micro-batch, or let --fit choose the micro-batch "
+                "and accumulation");
   pipeline.rematBlocks = otc::rematBlockString(*r->choice);
   timed("recompute auto");
   return kGoOn;

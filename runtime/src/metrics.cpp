@@ -55,8 +55,13 @@ std::string formatStepLine(const StepReport &r, int width) {
     add(" | norm %.4f", r.gradNorm);
   add(" | %.2f ms", r.ms);
   double seconds = r.ms / 1000.0;
-  if (seconds > 0)
-    add(" | %.0f %s/s", r.tokens / seconds, r.tokenUnits ? "tok" : "samples");
+  if (seconds > 0) {
+    // A slow step (a vision model on the cpu: 0.3 images/s) keeps two
+    // decimals rather than reading 0.
+    double rate = r.tokens / seconds;
+    add(rate < 10 ? " | %.2f %s/s" : " | %.0f %s/s", rate,
+        r.tokenUnits ? "tok" : "samples");
+  }
   if (r.flops > 0 && r.peakFlops > 0 && seconds > 0)
     add(" | MFU %.1f%%", 100.0 * r.flops / seconds / r.peakFlops);
   else

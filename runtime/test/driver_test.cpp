@@ -586,7 +586,7 @@ TEST_F(DriverRun, TrainsAndLogs) {
   for (size_t i = 0; i < gSteps.size(); ++i)
     EXPECT_EQ(gSteps[i], float(i + 1));
   std::regex line(
-      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| norm \d+\.\d{4} \| \S+ ms \| \d+ samples/s \| MFU n/a \| mem .*B \| accum 2( \| eta \d+s)?)");
+      R"(step +(\d+)/30 \| loss (\S+) \| lr 5\.00e-02 \| norm \d+\.\d{4} \| \S+ ms \| \d+(?:\.\d+)? samples/s \| MFU n/a \| mem .*B \| accum 2( \| eta \d+s)?)");
   std::vector<int> logged, withEta;
   std::vector<double> losses;
   std::istringstream in(output);

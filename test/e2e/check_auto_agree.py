@@ -35,7 +35,8 @@ def compile_plan(model, mb, extra, remat, budget=None):
 
 
 def smallest(err):
-    m = re.search(r"the smallest that fits is (\d+) bytes", err)
+    # otc-compile's "is 1.01 MiB (1055999 bytes)", otc-plan's "is 1055999 bytes".
+    m = re.search(r"the smallest that fits is (?:\S+ \S+ \()?(\d+) bytes", err)
     return int(m.group(1)) if m else None
 
 

@@ -17,6 +17,9 @@ reference gradients (test/e2e/hf-encdec-gradients.test):
   t5_eager T5 built with eager attention (t5 is SDPA's: the attribute set
          after construction leaves T5 on SDPA): the decoder adds its
          relative bias to the scores, then the causal mask
+  bart_ts BART exported by the TorchScript exporter, which writes the
+         buffer final_logits_bias as a folded `onnx::Add_N` (no gradient
+         in PyTorch: none in the golden)
 
     make_encdec_goldens.py [OUT_DIR [NAME...]]   (NAMEs: only those written)
 
@@ -109,9 +112,16 @@ def models():
             d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
             vocab_size=VOCAB, relative_attention_num_buckets=8,
             relative_attention_max_distance=16, attn_implementation="eager"))
+    # BART for the TorchScript exporter, its own seed too.
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        bart_ts = transformers.BartForConditionalGeneration(transformers.BartConfig(
+            d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+            vocab_size=VOCAB, max_position_embeddings=64))
     return {"vit": (vit, True), "clip": (clip, True), "bart": (bart, False),
             "t5": (t5, False), "whisper": (whisper, False),
-            "t5_eager": (t5_eager, False)}
+            "t5_eager": (t5_eager, False), "bart_ts": (bart_ts, False)}
 
 
 def main():
@@ -152,7 +162,7 @@ def main():
         path = os.path.join(out, name + ".onnx")
         args = tuple(inputs.values())
         names = list(inputs)
-        if name.startswith("t5"):
+        if name.startswith("t5") or name.endswith("_ts"):
             torch.onnx.export(wrapped, args, path, dynamo=False, input_names=names,
                               output_names=["logits"],
                               dynamic_axes={n: {0: "batch"} for n in names})
