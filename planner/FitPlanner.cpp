@@ -38,16 +38,21 @@ static void setState(FitCandidate &c, const PlanSummary &summary) {
   c.moments = summary.optimizer;
 }
 
-/// Elements of the first integer graph input: the tokens of a micro-step.
-static int64_t tokensOf(ModuleOp module) {
-  auto fwd = module.lookupSymbol<func::FuncOp>("forward");
-  if (!fwd)
-    return 0;
-  for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-    if (fwd.getArgAttr(i, attrs::kInput))
-      if (auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]))
-        if (isa<IntegerType>(t.getElementType()))
-          return t.getNumElements();
+int64_t otc::tokensPerMicroStep(func::FuncOp forward, StringRef targets) {
+  auto tokensOf = [&](unsigned i) -> int64_t {
+    auto t = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[i]);
+    return t && isa<IntegerType>(t.getElementType()) && t.getRank() >= 2
+               ? t.getDimSize(0) * t.getDimSize(1)
+               : 0;
+  };
+  for (unsigned i = 0; i < forward.getNumArguments() && !targets.empty(); ++i)
+    if (auto name = forward.getArgAttrOfType<StringAttr>(i, attrs::kInput);
+        name && name.getValue() == targets && tokensOf(i))
+      return tokensOf(i);
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (forward.getArgAttr(i, attrs::kInput))
+      if (int64_t n = tokensOf(i))
+        return n;
   return 0;
 }
 
@@ -129,7 +134,7 @@ static bool measure(ModuleOp differentiatedModule, double before,
 }
 
 std::optional<std::vector<FitCandidate>>
-otc::planFit(MLIRContext &context, const FitRequest &request,
+otc::planFit(MLIRContext &context, FitRequest &request,
              std::optional<size_t> &pick, std::string &err) {
   // The file is read and parsed once; each micro-batch imports from it.
   std::unique_ptr<LoadedOnnxModel> model = loadOnnxModel(request.modelPath, err);
@@ -147,11 +152,16 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
   OwningOpRef<ModuleOp> one = import(1);
   if (!one)
     return std::nullopt;
-  int64_t perSample = tokensOf(*one);
-  if (perSample <= 0) {
-    err = "--fit needs an integer input (token ids) to count tokens";
-    return std::nullopt;
-  }
+  // Tokens of one sample; a model without token ids (a vision model)
+  // counts samples.
+  auto fwd = one->lookupSymbol<func::FuncOp>("forward");
+  int64_t perSample =
+      fwd ? tokensPerMicroStep(fwd, request.appendedLoss
+                                        ? request.appendedLoss->targets
+                                        : std::string())
+          : 0;
+  request.unit = perSample > 0 ? "tokens" : "samples";
+  perSample = std::max<int64_t>(perSample, 1);
   if (request.globalBatchTokens % perSample) {
     err = "--global-batch-tokens " + std::to_string(request.globalBatchTokens) +
           " is not a whole number of samples of " +
@@ -234,8 +244,8 @@ otc::planFit(MLIRContext &context, const FitRequest &request,
                      << c.gradAccum << ", remat " << c.remat
                      << (c.sharded ? ", optimizer sharded" : "") << ": peak "
                      << formatBytes(c.totalPeak) << ", "
-                     << llvm::format("%.0f", c.tokensPerSecond)
-                     << " tokens/s predicted\n";
+                     << llvm::format("%.0f", c.tokensPerSecond) << " "
+                     << request.unit << "/s predicted\n";
         // A larger micro-batch only needs more memory under this policy.
         stopped[p][z] = !c.fits;
         all.push_back(c);
@@ -277,14 +287,16 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
   os << "fit on " << request.config.device;
   if (request.config.worldSize > 1)
     os << " x " << request.config.worldSize << " ranks";
-  os << " for " << request.globalBatchTokens << " tokens per step within "
-     << formatBytes(request.memoryBytes)
+  os << " for " << request.globalBatchTokens << " " << request.unit
+     << " per step"
+     << (request.unit == "samples" ? " (the model has no token ids)" : "")
+     << " within " << formatBytes(request.memoryBytes)
      << (request.config.worldSize > 1 ? " per rank" : "") << " ("
      << candidates.size()
      << " configurations planned; the Pareto-best, fastest first):\n";
   const bool ranks = request.config.worldSize > 1;
-  os << "  micro-batch grad-accum remat       total peak    step ms     "
-        "tokens/s recompute"
+  os << "  micro-batch grad-accum remat       total peak    step ms "
+     << llvm::format("%12s", (request.unit + "/s").c_str()) << " recompute"
      << (ranks ? "  optimizer" : "") << "\n";
   std::vector<size_t> order;
   for (size_t i = 0; i < candidates.size(); ++i)
@@ -313,9 +325,9 @@ void otc::printFit(const std::vector<FitCandidate> &candidates,
       os << " --world-size " << request.config.worldSize;
     if (c.sharded)
       os << " --shard-optimizer";
-    os << " (predicted "
-       << llvm::format("%.0f", c.tokensPerSecond) << " tokens/s, planned peak "
-       << formatBytes(c.totalPeak) << ")\n";
+    os << " (predicted " << llvm::format("%.0f", c.tokensPerSecond) << " "
+       << request.unit << "/s, planned peak " << formatBytes(c.totalPeak)
+       << ")\n";
   } else {
     os << "no configuration fits " << formatBytes(request.memoryBytes) << "\n";
     explainNoFit(candidates, request, os);

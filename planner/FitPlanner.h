@@ -21,6 +21,7 @@
 #include "ir/Config.h"
 #include "passes/Pipeline.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,8 +36,12 @@ struct FitRequest {
   std::string modelPath;
   ImportOptions import;
   /// Tokens per optimizer step (micro-batch x tokens per sample x
-  /// gradient accumulation).
+  /// gradient accumulation), or samples for a model without token ids.
   int64_t globalBatchTokens = 0;
+  /// What globalBatchTokens and the rates count, set by planFit: "tokens"
+  /// (tokensPerMicroStep), or "samples" for a model without token ids (an
+  /// image classifier).
+  std::string unit = "tokens";
   /// The most bytes a candidate's planned total peak may take.
   int64_t memoryBytes = 0;
   /// Everything but micro-batch, accumulation and the recompute policy.
@@ -67,12 +72,19 @@ struct FitCandidate {
   int64_t paramsCount = 0, weights = 0, grads = 0, optimizer = 0, moments = 0;
 };
 
+/// The tokens of `forward`'s micro-step: the elements of the first two
+/// dimensions of the loss's integer `targets` input (a decoder's, for an
+/// encoder-decoder model) when it has two or more, else of the first
+/// integer input that has; 0 (a step counts samples) without one.
+int64_t tokensPerMicroStep(mlir::func::FuncOp forward, llvm::StringRef targets);
+
 /// The candidates (all of them, Pareto ones marked) and the pick, if any
-/// fits. Fails with a message in `err` when the model cannot be planned at
-/// all or no micro-batch divides the global batch.
-std::optional<std::vector<FitCandidate>>
-planFit(mlir::MLIRContext &context, const FitRequest &request,
-        std::optional<size_t> &pick, std::string &err);
+/// fits; sets `request.unit`. Fails with a message in `err` when the model
+/// cannot be planned at all or no micro-batch divides the global batch.
+std::optional<std::vector<FitCandidate>> planFit(mlir::MLIRContext &context,
+                                                 FitRequest &request,
+                                                 std::optional<size_t> &pick,
+                                                 std::string &err);
 
 /// Prints the Pareto table and the pick; when nothing fits, why and what
 /// would: the state every step keeps (weights, gradients, FP32 masters and

@@ -330,7 +330,8 @@ int Compile::readLossAndDims() {
 int Compile::fitIfAsked() {
   if (fit) {
     if (globalBatchTokens <= 0)
-      return fail("--fit needs --global-batch-tokens=N (tokens per step)");
+      return fail("--fit needs --global-batch-tokens=N (tokens per step; "
+                  "samples for a model without token ids)");
     if (!budget)
       return fail("--fit needs --memory-budget=SIZE (or --memory=SIZE)");
     if (microBatch.getNumOccurrences() || gradAccum.getNumOccurrences() ||
@@ -474,21 +475,9 @@ int Compile::importModel() {
   // of the first integer graph input of rank 2 or more; none (0: a step
   // counts samples) without one. plan.json's throughput reads it, and the
   // program's descriptor gives it to the runtime's (train's tok/s).
-  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
-    auto tokensOf = [&](unsigned i) -> int64_t {
-      auto t = dyn_cast<RankedTensorType>(fwd.getArgumentTypes()[i]);
-      return t && isa<IntegerType>(t.getElementType()) && t.getRank() >= 2
-                 ? t.getDimSize(0) * t.getDimSize(1)
-                 : 0;
-    };
-    for (unsigned i = 0; i < fwd.getNumArguments() && appended; ++i)
-      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, otc::attrs::kInput);
-          name && name.getValue() == appended->targets && tokensOf(i))
-        tokensPerMicroStep = tokensOf(i);
-    for (unsigned i = 0; i < fwd.getNumArguments() && !tokensPerMicroStep; ++i)
-      if (fwd.getArgAttr(i, otc::attrs::kInput))
-        tokensPerMicroStep = tokensOf(i);
-  }
+  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward"))
+    tokensPerMicroStep = otc::tokensPerMicroStep(
+        fwd, appended ? appended->targets : std::string());
   return kGoOn;
 }
 
