@@ -534,6 +534,18 @@ private:
   /// gradient, and later passes read their values (a causal mask becomes
   /// the attention's `causal` flag). Hands the others to `initializersOut`.
   void inlineConstantBuffers();
+  /// inlineConstantBuffers' steps: the compared ones made constants (the
+  /// others returned, in argument order); rotary tables (isRotationPair)
+  /// and what the exporter's signature shows is no parameter marked
+  /// buffers.
+  std::vector<InitializerData> inlineComparedParams();
+  void markRotaryTables(const std::vector<InitializerData> &kept);
+  void markSignatureBuffers();
+  /// Whether two parameters are a rotary table's cosines and sines.
+  bool isRotationPair(const InitializerData &c, const InitializerData &s) const;
+  /// The first `count` values of `d`, read from the model's external data
+  /// where the import did not keep them.
+  std::vector<float> firstValues(const InitializerData &d, int64_t count) const;
 
   //===--- Values (GraphWalk.cpp) -----------------------------------------===//
 

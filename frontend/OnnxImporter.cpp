@@ -172,7 +172,34 @@ static bool onlyReachesComparisons(Value v) {
   return true;
 }
 
+/// Whether `c` and `s` are the cosines and sines of a rotation: of one
+/// size (at least 4), c^2 + s^2 = 1 for each element, most of them at
+/// angles that are not multiples of a right angle (which rules out a
+/// LayerNorm's initial ones and zeros).
+static bool isRotation(const std::vector<float> &c,
+                       const std::vector<float> &s) {
+  if (c.size() != s.size() || c.size() < 4)
+    return false;
+  size_t oblique = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    double r = double(c[i]) * c[i] + double(s[i]) * s[i];
+    if (!(std::abs(r - 1.0) <= 1e-5))
+      return false;
+    oblique += std::min(std::abs(c[i]), std::abs(s[i])) > 1e-3;
+  }
+  return 2 * oblique >= c.size();
+}
+
 void Importer::inlineConstantBuffers() {
+  std::vector<InitializerData> kept = inlineComparedParams();
+  markRotaryTables(kept);
+  markSignatureBuffers();
+  if (initializersOut)
+    *initializersOut = std::move(kept);
+  paramData.clear();
+}
+
+std::vector<InitializerData> Importer::inlineComparedParams() {
   llvm::BitVector erase(entry->getNumArguments());
   std::vector<InitializerData> kept, inlined;
   size_t next = 0;
@@ -205,61 +232,56 @@ void Importer::inlineConstantBuffers() {
       untrained.set(d.name, builder.getStringAttr("only compared (a mask)"));
     func->setAttr(attrs::kUntrained, untrained.getDictionary(&ctx));
   }
+  return kept;
+}
 
+std::vector<float> Importer::firstValues(const InitializerData &d,
+                                         int64_t count) const {
+  if (!d.values.empty())
+    return std::vector<float>(d.values.begin(),
+                              d.values.begin() +
+                                  std::min<int64_t>(count, d.values.size()));
+  auto it = valuelessInits.find(d.name);
+  if (it == valuelessInits.end())
+    return std::vector<float>();
+  std::string what = "initializer '" + d.name + "'";
+  return count >= numElements(d.shape)
+             ? decodeTensor(*it->second, what, path).floats
+             : readFloatRange(*it->second, what, path, 0, count);
+}
+
+bool Importer::isRotationPair(const InitializerData &c,
+                              const InitializerData &s) const {
+  if (c.shape != s.shape || c.shape.size() < 2)
+    return false;
+  if (!c.values.empty() && !s.values.empty())
+    return isRotation(c.values, s.values);
+  // Values the import did not keep are read from the model's external
+  // data: the first ones, which tell a weight from a rotation at once, and
+  // the rest only for a pair that passes them.
+  constexpr int64_t kFirst = 4096;
+  int64_t n = numElements(c.shape);
+  return isRotation(firstValues(c, kFirst), firstValues(s, kFirst)) &&
+         (n <= kFirst || isRotation(firstValues(c, n), firstValues(s, n)));
+}
+
+void Importer::markRotaryTables(const std::vector<InitializerData> &kept) {
   // Rotary tables: two float initializers of one shape (positions x
-  // frequencies, at least) whose elements satisfy c^2 + s^2 = 1, most of
-  // them at angles that are not multiples of a right angle (which rules
-  // out a LayerNorm's initial ones and zeros), are the cosines and sines of
-  // a rotation: a constant buffer of the model, never trained.
+  // frequencies, at least) that are a rotation's cosines and sines: a
+  // constant buffer of the model, never trained.
   SmallVector<unsigned> paramArgs;
   for (BlockArgument arg : entry->getArguments())
     if (func.getArgAttr(arg.getArgNumber(), attrs::kParam))
       paramArgs.push_back(arg.getArgNumber());
-  auto rotation = [](const std::vector<float> &c, const std::vector<float> &s) {
-    if (c.size() != s.size() || c.size() < 4)
-      return false;
-    size_t oblique = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      double r = double(c[i]) * c[i] + double(s[i]) * s[i];
-      if (!(std::abs(r - 1.0) <= 1e-5))
-        return false;
-      oblique += std::min(std::abs(c[i]), std::abs(s[i])) > 1e-3;
-    }
-    return 2 * oblique >= c.size();
-  };
-  // The values of a parameter the import did not keep are read from the
-  // model's external data: its first ones, which tell a weight from a
-  // rotation at once, and the rest only for a pair that passes them.
-  auto firstValues = [&](const InitializerData &d, int64_t count) {
-    if (!d.values.empty())
-      return std::vector<float>(d.values.begin(),
-                                d.values.begin() +
-                                    std::min<int64_t>(count, d.values.size()));
-    auto it = valuelessInits.find(d.name);
-    if (it == valuelessInits.end())
-      return std::vector<float>();
-    std::string what = "initializer '" + d.name + "'";
-    return count >= numElements(d.shape)
-               ? decodeTensor(*it->second, what, path).floats
-               : readFloatRange(*it->second, what, path, 0, count);
-  };
-  auto isRotationPair = [&](const InitializerData &c,
-                            const InitializerData &s) {
-    if (c.shape != s.shape || c.shape.size() < 2)
-      return false;
-    if (!c.values.empty() && !s.values.empty())
-      return rotation(c.values, s.values);
-    constexpr int64_t kFirst = 4096;
-    int64_t n = numElements(c.shape);
-    return rotation(firstValues(c, kFirst), firstValues(s, kFirst)) &&
-           (n <= kFirst || rotation(firstValues(c, n), firstValues(s, n)));
-  };
   for (size_t i = 0; i < kept.size() && i < paramArgs.size(); ++i)
     for (size_t j = i + 1; j < kept.size() && j < paramArgs.size(); ++j)
       if (isRotationPair(kept[i], kept[j])) {
         func.setArgAttr(paramArgs[i], attrs::kBuffer, builder.getUnitAttr());
         func.setArgAttr(paramArgs[j], attrs::kBuffer, builder.getUnitAttr());
       }
+}
+
+void Importer::markSignatureBuffers() {
   // What the exporter's graph signature shows is no parameter (a rotary
   // table or its angles, computed from the inv_freq buffer): a buffer too,
   // listed with why.
@@ -267,7 +289,8 @@ void Importer::inlineConstantBuffers() {
   if (auto d = func->getAttrOfType<DictionaryAttr>(attrs::kUntrained))
     untrained.append(d.getValue());
   bool listed = false;
-  for (unsigned i : paramArgs) {
+  for (BlockArgument arg : entry->getArguments()) {
+    unsigned i = arg.getArgNumber();
     auto name = func.getArgAttrOfType<StringAttr>(i, attrs::kParam);
     if (!name || !notParameters.count(name.str()))
       continue;
@@ -280,9 +303,6 @@ void Importer::inlineConstantBuffers() {
   }
   if (listed)
     func->setAttr(attrs::kUntrained, untrained.getDictionary(&ctx));
-  if (initializersOut)
-    *initializersOut = std::move(kept);
-  paramData.clear();
 }
 
 //===----------------------------------------------------------------------===//
