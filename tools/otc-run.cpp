@@ -63,6 +63,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -72,6 +73,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -121,6 +123,106 @@ static const char kUsage[] =
     "       otc-run FILE.mlir --check-gradients [--tol T] [--seed S]\n";
 
 /// Parses argv into `options`; returns an error message or "".
+/// Reads a flag's value (`--flag value` or `--flag=value`) into its
+/// argument; false when there is none.
+using FlagValue = llvm::function_ref<bool(llvm::StringRef &)>;
+
+/// The flags of what runs and on what: the error for a bad value, "" when
+/// `flag` is one of them and good, nullopt when it is not one of them.
+static std::optional<std::string>
+parseRunFlag(llvm::StringRef flag, FlagValue value, Options &options) {
+  llvm::StringRef v;
+  if (flag == "--inputs" || flag == "--outputs") {
+    if (!value(v))
+      return (flag + " needs a file name").str();
+    (flag == "--inputs" ? options.inputs : options.outputs) = v.str();
+  } else if (flag == "--func") {
+    if (!value(v) || v.empty())
+      return "--func needs a function name";
+    options.funcName = v.str();
+  } else if (flag == "--dim") {
+    if (!value(v))
+      return "--dim needs NAME=VALUE";
+    if (!options.import.bindDim(v))
+      return ("--dim wants NAME=VALUE with a positive VALUE, got '" + v + "'")
+          .str();
+  } else if (flag == "--micro-batch") {
+    int64_t n;
+    if (!value(v) || v.getAsInteger(10, n) || n <= 0)
+      return "--micro-batch needs a positive integer";
+    options.import.microBatch = n;
+  } else if (flag == "--rng-key") {
+    if (!value(v) || v.getAsInteger(10, options.rngKey))
+      return "--rng-key needs an integer";
+  } else if (flag == "--seed") {
+    unsigned long long seed;
+    if (!value(v) || v.getAsInteger(10, seed))
+      return "--seed needs a non-negative integer";
+    options.gradCheck.seed = seed;
+    options.seedGiven = true;
+  } else if (flag == "--tol") {
+    if (!value(v) || v.getAsDouble(options.gradCheck.tol) ||
+        !(options.gradCheck.tol > 0))
+      return "--tol needs a positive number";
+  } else {
+    return std::nullopt;
+  }
+  return std::string();
+}
+
+/// The flags of --generate, as parseRunFlag.
+static std::optional<std::string>
+parseGenerateFlag(llvm::StringRef flag, FlagValue value, Options &options) {
+  llvm::StringRef v;
+  if (flag == "--generate") {
+    if (!value(v) || v.getAsInteger(10, options.generate) ||
+        options.generate <= 0)
+      return "--generate needs a positive number of ids";
+  } else if (flag == "--prompt-ids") {
+    if (!value(v) || v.empty())
+      return "--prompt-ids needs ids: A,B,...";
+    llvm::SmallVector<llvm::StringRef> parts;
+    v.split(parts, ',');
+    for (llvm::StringRef part : parts) {
+      int64_t id;
+      if (part.trim().getAsInteger(10, id) || id < 0)
+        return ("--prompt-ids: '" + part + "' is not a token id").str();
+      options.promptIds.push_back(id);
+    }
+  } else if (flag == "--temperature") {
+    if (!value(v) || v.getAsDouble(options.temperature) ||
+        !(options.temperature >= 0))
+      return "--temperature needs a number >= 0";
+  } else if (flag == "--top-k") {
+    if (!value(v) || v.getAsInteger(10, options.topK) || options.topK < 0)
+      return "--top-k needs an integer >= 0";
+  } else if (flag == "--top-p") {
+    if (!value(v) || v.getAsDouble(options.topP) ||
+        !(options.topP > 0 && options.topP <= 1))
+      return "--top-p needs a number in (0, 1]";
+  } else if (flag == "--logits") {
+    if (!value(v) || v.empty())
+      return "--logits needs an output name";
+    options.logitsName = v.str();
+  } else {
+    return std::nullopt;
+  }
+  return std::string();
+}
+
+/// What the options ask together: "" or the error.
+static std::string checkOptions(const Options &options) {
+  if (options.model.empty())
+    return "no model file given (otc-run --help)";
+  if (options.generate && options.promptIds.empty())
+    return "--generate needs --prompt-ids A,B,... (at least one id)";
+  if (!options.generate && !options.promptIds.empty())
+    return "--prompt-ids needs --generate N";
+  if (!options.checkGradients && !options.generate && options.outputs.empty())
+    return "--outputs OUT.safetensors is required";
+  return "";
+}
+
 static std::string parseArgs(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
@@ -141,69 +243,12 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
       out = argv[++i];
       return true;
     };
-    llvm::StringRef v;
-    if (flag == "--inputs" || flag == "--outputs") {
-      if (!value(v))
-        return (flag + " needs a file name").str();
-      (flag == "--inputs" ? options.inputs : options.outputs) = v.str();
-    } else if (flag == "--func") {
-      if (!value(v) || v.empty())
-        return "--func needs a function name";
-      options.funcName = v.str();
-    } else if (flag == "--dim") {
-      if (!value(v))
-        return "--dim needs NAME=VALUE";
-      if (!options.import.bindDim(v))
-        return ("--dim wants NAME=VALUE with a positive VALUE, got '" + v + "'")
-            .str();
-    } else if (flag == "--micro-batch") {
-      int64_t n;
-      if (!value(v) || v.getAsInteger(10, n) || n <= 0)
-        return "--micro-batch needs a positive integer";
-      options.import.microBatch = n;
-    } else if (flag == "--rng-key") {
-      if (!value(v) || v.getAsInteger(10, options.rngKey))
-        return "--rng-key needs an integer";
-    } else if (flag == "--seed") {
-      unsigned long long seed;
-      if (!value(v) || v.getAsInteger(10, seed))
-        return "--seed needs a non-negative integer";
-      options.gradCheck.seed = seed;
-      options.seedGiven = true;
-    } else if (flag == "--generate") {
-      if (!value(v) || v.getAsInteger(10, options.generate) ||
-          options.generate <= 0)
-        return "--generate needs a positive number of ids";
-    } else if (flag == "--prompt-ids") {
-      if (!value(v) || v.empty())
-        return "--prompt-ids needs ids: A,B,...";
-      llvm::SmallVector<llvm::StringRef> parts;
-      v.split(parts, ',');
-      for (llvm::StringRef part : parts) {
-        int64_t id;
-        if (part.trim().getAsInteger(10, id) || id < 0)
-          return ("--prompt-ids: '" + part + "' is not a token id").str();
-        options.promptIds.push_back(id);
-      }
-    } else if (flag == "--temperature") {
-      if (!value(v) || v.getAsDouble(options.temperature) ||
-          !(options.temperature >= 0))
-        return "--temperature needs a number >= 0";
-    } else if (flag == "--top-k") {
-      if (!value(v) || v.getAsInteger(10, options.topK) || options.topK < 0)
-        return "--top-k needs an integer >= 0";
-    } else if (flag == "--top-p") {
-      if (!value(v) || v.getAsDouble(options.topP) ||
-          !(options.topP > 0 && options.topP <= 1))
-        return "--top-p needs a number in (0, 1]";
-    } else if (flag == "--logits") {
-      if (!value(v) || v.empty())
-        return "--logits needs an output name";
-      options.logitsName = v.str();
-    } else if (flag == "--tol") {
-      if (!value(v) || v.getAsDouble(options.gradCheck.tol) ||
-          !(options.gradCheck.tol > 0))
-        return "--tol needs a positive number";
+    std::optional<std::string> error = parseRunFlag(flag, value, options);
+    if (!error)
+      error = parseGenerateFlag(flag, value, options);
+    if (error) {
+      if (!error->empty())
+        return *error;
     } else if (arg == "--f64") {
       options.f64 = true;
     } else if (arg == "--round-bf16") {
@@ -221,15 +266,7 @@ static std::string parseArgs(int argc, char **argv, Options &options) {
       return ("unexpected argument '" + arg + "'").str();
     }
   }
-  if (options.model.empty())
-    return "no model file given (otc-run --help)";
-  if (options.generate && options.promptIds.empty())
-    return "--generate needs --prompt-ids A,B,... (at least one id)";
-  if (!options.generate && !options.promptIds.empty())
-    return "--prompt-ids needs --generate N";
-  if (!options.checkGradients && !options.generate && options.outputs.empty())
-    return "--outputs OUT.safetensors is required";
-  return "";
+  return checkOptions(options);
 }
 
 /// Prints every error diagnostic as one line `otc-run: error: LOC: MESSAGE`,
