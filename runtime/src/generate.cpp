@@ -20,15 +20,12 @@
 #include <numeric>
 
 namespace otcrt {
-Status Run::generate() {
-  ArenaFunction decode = decodeStepOf(prog_);
-  if (!decode)
-    return Status::usage("this program has no decode_step: compile the model "
-                         "with otc-compile --generate to sample from it");
+
+Status Run::generationLength(int64_t &T) {
   const OtcSlot &tokens = *slots_.decodeTokens, &logits = *slots_.logits;
   const int64_t B = prog_.micro_batch, V = logits.shape[1];
   // The sequence length: the token input's, which the caches hold.
-  int64_t T = 0;
+  T = 0;
   const OtcIndexRange *range = nullptr;
   for (const OtcSlot *in : slots_.inputs)
     if (std::strcmp(in->name, tokens.name) == 0 && in->rank == 2) {
@@ -38,10 +35,8 @@ Status Run::generate() {
   if (T == 0)
     return Status::error(std::string("decode_step's tokens '") + tokens.name +
                          "' are no [batch, sequence] input of the program");
-  const std::vector<int64_t> &prompt = opt_.promptIds;
-  const int64_t promptLen = static_cast<int64_t>(prompt.size());
   int64_t bound = range ? range->bound : V;
-  for (int64_t id : prompt)
+  for (int64_t id : opt_.promptIds)
     if (id >= bound)
       return Status::usage("--prompt-ids: id " + std::to_string(id) +
                            " is outside the vocabulary of " +
@@ -50,54 +45,76 @@ Status Run::generate() {
     return Status::usage("--samples " + std::to_string(opt_.samples) +
                          " exceeds the micro-batch of " + std::to_string(B) +
                          " rows (otc-compile --micro-batch)");
+  return Status::ok();
+}
+
+Status Run::clearKvCaches() {
+  for (const OtcSlot *cache : slots_.kvCaches)
+    if (Status s = backend_.zero(arena_.arena, cache->offset, cache->nbytes);
+        !s)
+      return s;
+  return Status::ok();
+}
+
+Status Run::decodePosition(ArenaFunction decode,
+                           const std::vector<std::vector<int64_t>> &ids,
+                           int64_t next, int64_t position) {
+  const OtcSlot &tokens = *slots_.decodeTokens;
+  std::vector<uint8_t> tokenBytes(static_cast<size_t>(tokens.nbytes));
+  for (size_t r = 0; r < ids.size(); ++r) {
+    int64_t id = ids[r][next];
+    if (tokens.dtype == OTC_I64)
+      std::memcpy(tokenBytes.data() + 8 * r, &id, 8);
+    else {
+      int32_t narrow = static_cast<int32_t>(id);
+      std::memcpy(tokenBytes.data() + 4 * r, &narrow, 4);
+    }
+  }
+  if (Status s = backend_.upload(arena_.arena, tokens.offset, tokenBytes.data(),
+                                 tokens.nbytes);
+      !s)
+    return s;
+  if (Status s = backend_.upload(arena_.arena, slots_.decodePosition->offset,
+                                 &position, sizeof(position));
+      !s)
+    return s;
+  return runStep(StepFunction::DecodeStep, decode);
+}
+
+Status Run::generate() {
+  ArenaFunction decode = decodeStepOf(prog_);
+  if (!decode)
+    return Status::usage("this program has no decode_step: compile the model "
+                         "with otc-compile --generate to sample from it");
+  const OtcSlot &logits = *slots_.logits;
+  const int64_t B = prog_.micro_batch, V = logits.shape[1];
+  int64_t T = 0;
+  if (Status s = generationLength(T); !s)
+    return s;
+  const std::vector<int64_t> &prompt = opt_.promptIds;
+  const int64_t promptLen = static_cast<int64_t>(prompt.size());
 
   if (!opt_.tracePath.empty())
     if (Status s = tracer_.open(opt_.tracePath, &backend_, opt_.traceSync); !s)
       return s;
-  auto clearCaches = [&]() {
-    for (const OtcSlot *cache : slots_.kvCaches)
-      if (Status s = backend_.zero(arena_.arena, cache->offset, cache->nbytes);
-          !s)
-        return s;
-    return Status::ok();
-  };
   const DrawRule rule{opt_.temperature, opt_.topK, opt_.topP};
   std::vector<std::vector<int64_t>> ids(static_cast<size_t>(B), prompt);
-  std::vector<uint8_t> tokenBytes(static_cast<size_t>(tokens.nbytes));
   std::vector<float> rowLogits(static_cast<size_t>(B * V));
   // ids[start] is at position 0 of the caches; ids[next] goes in next.
   int64_t start = promptLen >= T ? promptLen - T / 2 : 0, next = start;
   int64_t positions = 0, restarts = 0;
   auto started = std::chrono::steady_clock::now();
-  if (Status s = clearCaches(); !s)
+  if (Status s = clearKvCaches(); !s)
     return s;
   for (int64_t made = 0; made < opt_.generate;) {
     if (next - start == T) {
       // The caches are full: again from the last T / 2 ids.
       start = next = next - T / 2;
       ++restarts;
-      if (Status s = clearCaches(); !s)
+      if (Status s = clearKvCaches(); !s)
         return s;
     }
-    int64_t p = next - start;
-    for (int64_t r = 0; r < B; ++r) {
-      int64_t id = ids[r][next];
-      if (tokens.dtype == OTC_I64)
-        std::memcpy(tokenBytes.data() + 8 * r, &id, 8);
-      else {
-        int32_t narrow = static_cast<int32_t>(id);
-        std::memcpy(tokenBytes.data() + 4 * r, &narrow, 4);
-      }
-    }
-    if (Status s = backend_.upload(arena_.arena, tokens.offset,
-                                   tokenBytes.data(), tokens.nbytes);
-        !s)
-      return s;
-    if (Status s = backend_.upload(arena_.arena, slots_.decodePosition->offset,
-                                   &p, sizeof(p));
-        !s)
-      return s;
-    if (Status s = runStep(StepFunction::DecodeStep, decode); !s)
+    if (Status s = decodePosition(decode, ids, next, next - start); !s)
       return s;
     ++positions;
     // The ids known fill the caches; at the last one, the position's
@@ -121,6 +138,13 @@ Status Run::generate() {
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
                        .count();
+  printGenerated(ids, seconds, positions, restarts, T);
+  return Status::ok();
+}
+
+void Run::printGenerated(const std::vector<std::vector<int64_t>> &ids,
+                         double seconds, int64_t positions, int64_t restarts,
+                         int64_t T) {
   for (int64_t r = 0; r < opt_.samples; ++r) {
     for (size_t i = 0; i < ids[r].size(); ++i)
       std::fprintf(log_, "%s%" PRId64, i ? " " : "", ids[r][i]);
@@ -130,14 +154,13 @@ Status Run::generate() {
     std::fprintf(stderr,
                  "generated %" PRId64 " ids x %" PRId64 " rows in %.3f s "
                  "(%" PRId64 " positions, %.1f ms each%s)\n",
-                 opt_.generate, B, seconds, positions,
+                 opt_.generate, prog_.micro_batch, seconds, positions,
                  1e3 * seconds / std::max<int64_t>(positions, 1),
                  restarts ? (", the context restarted from its last " +
                              std::to_string(T / 2) + " ids " +
                              std::to_string(restarts) + " times")
                                 .c_str()
                           : "");
-  return Status::ok();
 }
 
 } // namespace otcrt

@@ -103,6 +103,18 @@ public:
   /// --generate: ids drawn one position at a time by decode_step from the
   /// parameters loaded (generate.cpp).
   Status generate();
+  /// generate's parts: the sequence length T the caches hold (the token
+  /// input's), with the prompt and --samples checked; the caches zeroed;
+  /// decode_step run on ids[r][next] of each row at cache `position`; the
+  /// ids printed, with a summary line unless --quiet.
+  Status generationLength(int64_t &T);
+  Status clearKvCaches();
+  Status decodePosition(ArenaFunction decode,
+                        const std::vector<std::vector<int64_t>> &ids,
+                        int64_t next, int64_t position);
+  void printGenerated(const std::vector<std::vector<int64_t>> &ids,
+                      double seconds, int64_t positions, int64_t restarts,
+                      int64_t T);
   /// The signal that stopped the run before its last step (SIGINT,
   /// SIGTERM; the ranks agree on it), 0 when it was not stopped.
   int stoppedBy() const { return stoppedBy_; }
