@@ -255,14 +255,18 @@ otc::planFit(MLIRContext &context, FitRequest &request,
     err = "no candidate configuration could be planned";
     return std::nullopt;
   }
-  for (FitCandidate &c : all) {
+  for (size_t i = 0; i < all.size(); ++i) {
+    FitCandidate &c = all[i];
     c.pareto = true;
-    for (const FitCandidate &o : all) {
+    for (size_t j = 0; j < all.size(); ++j) {
+      const FitCandidate &o = all[j];
       bool noWorse = o.tokensPerSecond >= c.tokensPerSecond &&
                      o.totalPeak <= c.totalPeak;
       bool better = o.tokensPerSecond > c.tokensPerSecond ||
                     o.totalPeak < c.totalPeak;
-      if (noWorse && better) {
+      // Of equal rows (a policy that recomputes nothing more here), the
+      // first planned, the simpler policy, stands for them.
+      if (noWorse && (better || j < i)) {
         c.pareto = false;
         break;
       }
