@@ -22,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 namespace otc {
@@ -80,9 +81,9 @@ bool exposeLogits(onnx::ModelProto &model, std::string &error) {
   return true;
 }
 
-/// The float32 values an initializer is written with instead of its own
-/// (a trained weight, the caller's; a tied copy made from one).
-using Replacements = std::map<std::string, llvm::ArrayRef<float>>;
+/// The float32 values an initializer is written with instead of its own (a
+/// trained weight; a tied copy made from one), made when it is written.
+using Replacements = std::map<std::string, std::function<std::vector<float>()>>;
 
 /// Sets `init`'s data to `values`, raw and in the model.
 void setRawData(onnx::TensorProto &init, llvm::ArrayRef<float> values) {
@@ -111,18 +112,20 @@ bool writeExternalData(onnx::ModelProto &model, const ExportOptions &options,
   uint64_t offset = 0;
   for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
     std::string bytes;
+    std::vector<float> values;
     llvm::StringRef written;
     auto r = replacements.find(init.name());
+    if (r != replacements.end())
+      values = r->second();
     if (r != replacements.end() &&
         init.data_location() != onnx::TensorProto::EXTERNAL &&
-        r->second.size() * sizeof(float) < 1024) {
-      setRawData(init, r->second);
+        values.size() * sizeof(float) < 1024) {
+      setRawData(init, values);
       continue;
     }
     if (r != replacements.end()) {
-      written =
-          llvm::StringRef(reinterpret_cast<const char *>(r->second.data()),
-                          r->second.size() * sizeof(float));
+      written = llvm::StringRef(reinterpret_cast<const char *>(values.data()),
+                                values.size() * sizeof(float));
       init.clear_float_data();
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       bytes = detail::externalBytes(init, "initializer '" + init.name() + "'",
@@ -232,28 +235,21 @@ bool exportImpl(const ExportOptions &options,
               " but the model's initializer has " + detail::shapeStr(dims);
       return false;
     }
-    int64_t numel = 1;
-    for (int64_t d : dims)
-      numel *= d;
-    replacements[init.name()] = llvm::ArrayRef<float>(w.data, size_t(numel));
+    replacements[init.name()] = [&w] { return w.values(); };
     byName.erase(it);
     ++replaced;
   }
   // Each tied copy from its trained source.
-  std::vector<std::vector<float>> copies;
-  copies.reserve(ties.size());
   for (const InitializerTie &t : ties) {
     auto it = trained.find(t.source);
     if (it == trained.end() || byName.count(t.source) || trained.count(t.copy))
       continue;
     const ExportWeight *src = it->second;
-    size_t n = 1;
-    for (int64_t d : src->shape)
-      n *= static_cast<size_t>(d);
-    copies.push_back(t.transposed
-                         ? transposed2d(src->data, src->shape[0], src->shape[1])
-                         : std::vector<float>(src->data, src->data + n));
-    replacements[t.copy] = copies.back();
+    replacements[t.copy] = [src, transposed = t.transposed] {
+      std::vector<float> v = src->values();
+      return transposed ? transposed2d(v.data(), src->shape[0], src->shape[1])
+                        : v;
+    };
     ++replaced;
   }
   if (!byName.empty()) {
@@ -269,7 +265,7 @@ bool exportImpl(const ExportOptions &options,
   } else {
     for (onnx::TensorProto &init : *graph.mutable_initializer())
       if (auto r = replacements.find(init.name()); r != replacements.end())
-        setRawData(init, r->second);
+        setRawData(init, r->second());
   }
   std::ofstream out(options.outputPath, std::ios::binary | std::ios::trunc);
   if (!out || !model.SerializeToOstream(&out)) {
@@ -280,6 +276,20 @@ bool exportImpl(const ExportOptions &options,
 }
 
 } // namespace
+
+std::vector<float> ExportWeight::values() const {
+  if (data) {
+    size_t n = 1;
+    for (int64_t d : shape)
+      n *= static_cast<size_t>(d);
+    return std::vector<float>(data, data + n);
+  }
+  std::vector<float> out;
+  std::string error;
+  if (load && !load(out, error))
+    throw std::runtime_error(error);
+  return out;
+}
 
 bool exportOnnxWithWeights(const ExportOptions &options,
                            const std::vector<ExportWeight> &weights,

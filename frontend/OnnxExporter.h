@@ -22,10 +22,18 @@ namespace otc {
 struct ExportWeight {
   std::string name;
   std::vector<int64_t> shape;
-  const float *data = nullptr; ///< numel(shape) values
+  const float *data = nullptr; ///< numel(shape) values, or null: `load`
+  /// Reads the values where `data` is null (a trained weight of a large
+  /// checkpoint, read when it is written); false with one line in its
+  /// second argument when it cannot.
+  std::function<bool(std::vector<float> &, std::string &)> load;
   /// Relative tolerance when compared by value (a reference saved in
   /// bfloat16 or float16 matches the float32 export only to its precision).
   float relTol = 0;
+
+  /// Its values: a copy of `data`, or read by `load` (OnnxExporter.cpp;
+  /// throws std::runtime_error with load's line when that fails).
+  std::vector<float> values() const;
 };
 
 /// What to write.

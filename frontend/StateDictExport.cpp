@@ -265,7 +265,7 @@ bool StateDictBuilder::markTrained(const std::vector<ExportWeight> &trained,
               " but the model's initializer has " + detail::shapeStr(init.shape);
       return false;
     }
-    init.trainedValues = w.data;
+    init.trainedWeight = &w;
     init.trained = true;
   }
   return true;
@@ -297,7 +297,7 @@ void StateDictBuilder::followTies() {
 bool StateDictBuilder::readsExternalData(const Init &init) const {
   if (init.follows >= 0)
     return readsExternalData(inits[init.follows]);
-  return !init.trainedValues && init.deferred();
+  return !init.trainedWeight && init.deferred();
 }
 
 std::vector<float> StateDictBuilder::currentValues(const Init &init) const {
@@ -308,9 +308,8 @@ std::vector<float> StateDictBuilder::currentValues(const Init &init) const {
                ? transposed2d(v.data(), src.shape[0], src.shape[1])
                : v;
   }
-  if (init.trainedValues)
-    return std::vector<float>(init.trainedValues,
-                              init.trainedValues + init.count);
+  if (init.trainedWeight)
+    return init.trainedWeight->values();
   if (init.deferred())
     return readExported(init);
   return init.original;

@@ -40,8 +40,8 @@ struct Init {
   std::vector<float> original;
   std::optional<TieKey> key;
   const onnx::TensorProto *proto = nullptr;
-  /// The trained values (the caller's, which outlive the export), or null.
-  const float *trainedValues = nullptr;
+  /// The trained weight (the caller's, which outlives the export), or null.
+  const ExportWeight *trainedWeight = nullptr;
   /// The trained initializer whose values this one, a tie's copy, follows
   /// (transposed when `followsTransposed`), or -1.
   int follows = -1;

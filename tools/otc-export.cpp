@@ -90,20 +90,51 @@ static int fail(const Twine &message) {
   return 1;
 }
 
-/// Reads a checkpoint of float32 tensors (verifying its checksums).
+/// The one tensor `name` of the safetensors file at `path`, or an error.
+static otcrt::Status readOneTensor(const std::string &path,
+                                   const std::string &name,
+                                   otcrt::TensorFile &one) {
+  return otcrt::readSafetensors(
+      path, one, [&](const std::string &n) { return n == name; });
+}
+
+/// Reads a checkpoint of float32 tensors: its layout, each tensor checked
+/// against its checksum one at a time, and the weights' values read again
+/// when they are written (ExportWeight::load), so that one tensor is in
+/// memory at a time however large the checkpoint (a file that cannot seek,
+/// a pipe, is read whole).
 static bool readWeights(std::string path, otcrt::TensorFile &file,
                         std::vector<otc::ExportWeight> &list, std::string &error) {
   if (sys::fs::is_directory(path))
     path += "/model.safetensors";
-  otcrt::Status s = otcrt::readSafetensors(path, file);
-  if (!s) {
-    error = s.message();
-    return false;
+  bool lazy = static_cast<bool>(otcrt::readSafetensorsLayout(path, file));
+  if (!lazy) {
+    file = otcrt::TensorFile();
+    if (otcrt::Status s = otcrt::readSafetensors(path, file); !s) {
+      error = s.message();
+      return false;
+    }
   }
   bool checked = false;
-  if (s = otcrt::verifyChecksums(file, path, checked); !s) {
-    error = s.message();
-    return false;
+  for (size_t i = 0; i < file.tensors.size(); ++i) {
+    otcrt::TensorFile one;
+    const otcrt::TensorFile *source = &file;
+    if (lazy) {
+      if (otcrt::Status s = readOneTensor(path, file.tensors[i].name, one);
+          !s) {
+        error = s.message();
+        return false;
+      }
+      source = &one;
+    } else if (i > 0) {
+      break; // the whole file, checked at once
+    }
+    if (otcrt::Status s = otcrt::verifyChecksums(*source, path, checked); !s) {
+      error = s.message();
+      return false;
+    }
+    if (!checked)
+      break;
   }
   auto format = file.metadata.find("format");
   if (!checked && format != file.metadata.end() && format->second == "otc-weights")
@@ -128,7 +159,25 @@ static bool readWeights(std::string path, otcrt::TensorFile &file,
               ", expected F32";
       return false;
     }
-    list.push_back({t.name, t.shape, reinterpret_cast<const float *>(t.data.data())});
+    otc::ExportWeight w{t.name, t.shape};
+    if (!lazy) {
+      w.data = reinterpret_cast<const float *>(t.data.data());
+    } else {
+      w.load = [path, name = t.name](std::vector<float> &v,
+                                     std::string &error) {
+        otcrt::TensorFile one;
+        otcrt::Status s = readOneTensor(path, name, one);
+        if (!s || one.tensors.size() != 1) {
+          error = s ? path + ": tensor '" + name + "' is gone" : s.message();
+          return false;
+        }
+        const std::vector<uint8_t> &bytes = one.tensors[0].data;
+        v.resize(bytes.size() / sizeof(float));
+        std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+        return true;
+      };
+    }
+    list.push_back(std::move(w));
   }
   return true;
 }
