@@ -173,6 +173,13 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
   for (const OtcSlot *s : inputs)
     if (s != out.tokens && s != out.targets && !out.mask && isMask(*s))
       out.mask = s;
+  // The targets otc-compile --loss appends (`targets`), or `labels`, by
+  // name before the order of the inputs decides.
+  for (const char *name : {"targets", "labels"})
+    for (const OtcSlot *s : inputs)
+      if (!out.targets && targetsName.empty() && s != out.tokens &&
+          s != out.mask && isIntegerSlot(*s) && name == std::string(s->name))
+        out.targets = s;
   for (const OtcSlot *s : inputs) {
     if (!isIntegerSlot(*s) || s == out.tokens || s == out.targets ||
         s == out.mask)
@@ -186,10 +193,16 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
     return Status::error("--data needs an integer token input; the model has none");
   for (const OtcSlot *s : inputs)
     if (s != out.tokens && s != out.targets && s != out.mask)
-      return Status::error(std::string("--data feeds only the token and target "
-                                       "inputs (and an attention mask), "
-                                       "but the model also has input '") +
-                           s->name + "'");
+      return Status::error(
+          std::string("--data feeds only the token and target inputs (and an "
+                      "attention mask), but the model also has input '") +
+          s->name + "'" +
+          (isIntegerSlot(*s)
+               ? std::string(": a second token input (an encoder-decoder "
+                             "model's decoder ids) has no stream of its own "
+                             "in the shards; train such a model with --batch "
+                             "files")
+               : std::string()));
   for (const OtcSlot *s : {out.tokens, out.targets}) {
     if (!s)
       continue;
