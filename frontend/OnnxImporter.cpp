@@ -496,7 +496,10 @@ importOnnxModel(MLIRContext &context, const LoadedOnnxModel &loaded,
                 "dynamic batch (torch.onnx.export(..., dynamic_shapes={{'{0}': "
                 "{{0: torch.export.Dim('batch')}}) with dynamo=True, "
                 "dynamic_axes={{'{0}': {{0: 'batch'}} with dynamo=False), or "
-                "compile with --micro-batch {1}",
+                "compile with --micro-batch {1} (and --grad-accum for a larger "
+                "batch); where one was asked for, torch.export fixed it because "
+                "the model's code computes with the batch size (CLIPModel's "
+                "return_loss)",
                 fixed->second, fixed->first, *options.microBatch, error)
                 .str();
   if (fixed && module)
