@@ -108,6 +108,14 @@ private:
   LogicalResult findTokens(Value logits);
   LogicalResult buildBody(Value logits, Value &out);
   LogicalResult visit(Operation *op);
+  /// Sets `current` to how the sequence axis of `op`'s row operands is
+  /// merged (a gather's: its indices'); refuses operands merged
+  /// differently.
+  LogicalResult setCurrentMerge(Operation *op);
+  /// The ops that work along rows (normalizations, top-k, softmax,
+  /// reductions, slices), each refused over the sequence axis; any other
+  /// op is refused.
+  LogicalResult visitAlongRows(Operation *op);
   /// A full (token-independent) value read beside a row value whose
   /// sequence axis is `axis` of `v`: row p of `v` there when that
   /// dimension has T elements, `v` itself when it has 1.

@@ -300,18 +300,8 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
     fb.clone(*op, map);
     return success();
   }
-  std::optional<Merge> rowMerge;
-  auto gather = dyn_cast<GatherOp>(op);
-  if (gather && isRow(gather.getIndices()))
-    rowMerge = mergeOf(gather.getIndices());
-  for (Value o : op->getOperands()) {
-    if (!isRow(o) || gather)
-      continue;
-    if (rowMerge && !(*rowMerge == mergeOf(o)))
-      return refuse(op, "operands whose sequence axes are merged differently");
-    rowMerge = mergeOf(o);
-  }
-  current = *rowMerge;
+  if (failed(setCurrentMerge(op)))
+    return failure();
   if (auto d = dyn_cast<DropoutOp>(op)) {
     // Sampling runs the model as in evaluation.
     map.map(d.getOutput(), map.lookup(d.getInput()));
@@ -354,6 +344,26 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
     cloneRow(op, {map.lookup(b.getInput())}, {out});
     return success();
   }
+  return visitAlongRows(op);
+}
+
+LogicalResult DecodeBuilder::setCurrentMerge(Operation *op) {
+  std::optional<Merge> rowMerge;
+  auto gather = dyn_cast<GatherOp>(op);
+  if (gather && isRow(gather.getIndices()))
+    rowMerge = mergeOf(gather.getIndices());
+  for (Value o : op->getOperands()) {
+    if (!isRow(o) || gather)
+      continue;
+    if (rowMerge && !(*rowMerge == mergeOf(o)))
+      return refuse(op, "operands whose sequence axes are merged differently");
+    rowMerge = mergeOf(o);
+  }
+  current = *rowMerge;
+  return success();
+}
+
+LogicalResult DecodeBuilder::visitAlongRows(Operation *op) {
   auto rowOperandsBelow = [&](int64_t axis) {
     return seq[op->getOperand(0)] < axis &&
            llvm::all_of(op->getOperands().drop_front(),
