@@ -133,6 +133,7 @@ private:
   int readLossAndDims();
   int fitIfAsked();
   int importModel();
+  void readImportRecords();
   int runPipeline();
   bool runPhase(otc::Phase phase);
   int chooseRemat();
@@ -382,22 +383,10 @@ int Compile::printIR() {
 
 /// The import, what it made constant or joined, the bound micro-batch and
 /// the configuration set on the module.
-int Compile::importModel() {
-  context.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
-                      func::FuncDialect>();
-  errorHandler.emplace(&context, printError);
-  t0 = std::chrono::steady_clock::now();
-  // Initial values only for a program built (init.safetensors): a plan
-  // or an IR dump imports without holding the weights.
-  bool building = compileTo.empty() && !planOnly;
-  importOpts.deferValues = building;
-  module = otc::importOnnxModel(context, modelPath, importOpts, err,
-                                building ? &initializers : nullptr);
-  if (!module)
-    return fail(err);
-  if (appended && !otc::appendLoss(*module, *appended, err))
-    return fail(err);
-  timed("import");
+/// What the import recorded on @forward (initializers not trained, tied,
+/// split, removed), kept for the reports, and said once each: what makes
+/// the model trained differ from the one exported.
+void Compile::readImportRecords() {
   if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
     auto collect = [&](const char *attr, auto &out) {
       if (auto d = fwd->getAttrOfType<DictionaryAttr>(attr))
@@ -449,6 +438,25 @@ int Compile::importModel() {
     llvm::errs() << "otc-compile: note: the export fixed the batch at "
                  << f.getInt() << "; --micro-batch " << *importOpts.microBatch
                  << " re-binds it (every shape follows)\n";
+}
+
+int Compile::importModel() {
+  context.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
+                      func::FuncDialect>();
+  errorHandler.emplace(&context, printError);
+  t0 = std::chrono::steady_clock::now();
+  // Initial values only for a program built (init.safetensors): a plan
+  // or an IR dump imports without holding the weights.
+  bool building = compileTo.empty() && !planOnly;
+  importOpts.deferValues = building;
+  module = otc::importOnnxModel(context, modelPath, importOpts, err,
+                                building ? &initializers : nullptr);
+  if (!module)
+    return fail(err);
+  if (appended && !otc::appendLoss(*module, *appended, err))
+    return fail(err);
+  timed("import");
+  readImportRecords();
   // The leading dimension of the inputs: the micro-batch, as bound.
   mb = importOpts.microBatch.value_or(0);
   if (!mb)
