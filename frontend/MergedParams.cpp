@@ -288,22 +288,13 @@ foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
   return scopeWeightName(graph, readers);
 }
 
-std::vector<std::pair<std::string, std::string>>
-splitMergedParams(onnx::ModelProto &model, const std::string &path) {
-  onnx::GraphProto &graph = *model.mutable_graph();
-  std::set<std::string> names;
-  for (const auto &init : graph.initializer())
-    names.insert(init.name());
-  for (const auto &in : graph.input())
-    names.insert(in.name());
-  for (const auto &node : graph.node())
-    for (const std::string &out : node.output())
-      names.insert(out);
-
-  std::vector<std::pair<std::string, std::string>> splits;
-  // The TorchScript exporter's form: `Identity(W) -> model.norm.weight`, the
-  // merged parameter's own name as the output. It becomes an initializer of
-  // that name holding W's values.
+/// The TorchScript exporter's form: `Identity(W) -> model.norm.weight`, the
+/// merged parameter's own name as the output. Each becomes an initializer
+/// of that name holding W's values (the Identity dropped); appends the
+/// (copy, original) pairs to `splits`.
+static void
+splitIdentityCopies(onnx::GraphProto &graph, const std::string &path,
+                    std::vector<std::pair<std::string, std::string>> &splits) {
   std::map<std::string, const onnx::TensorProto *> byName;
   for (const auto &init : graph.initializer())
     byName[init.name()] = &init;
@@ -335,7 +326,18 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
     graph.mutable_node()->DeleteSubrange(*it, 1);
   for (onnx::TensorProto &t : added)
     *graph.add_initializer() = std::move(t);
+}
 
+/// The other form: one initializer, named after one module's parameter,
+/// read by nodes of several modules (parameters of equal values merged). Each other module whose
+/// reads are its own parameter (the exporter's record of the traced
+/// calls, else values that are not mostly distinct: a fresh norm's ones)
+/// gets a copy under its own name (`names`: the graph's names so far);
+/// appends the (copy, original) pairs to `splits`.
+static void splitSharedInitializers(
+    onnx::GraphProto &graph, const std::string &path,
+    std::set<std::string> &names,
+    std::vector<std::pair<std::string, std::string>> &splits) {
   // Who reads each value (node, input), once for all initializers.
   std::map<std::string, std::vector<std::pair<int, int>>> readers;
   for (int n = 0; n < graph.node_size(); ++n)
@@ -391,6 +393,22 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
       splits.push_back({copy, name});
     }
   }
+}
+
+std::vector<std::pair<std::string, std::string>>
+splitMergedParams(onnx::ModelProto &model, const std::string &path) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  std::set<std::string> names;
+  for (const auto &init : graph.initializer())
+    names.insert(init.name());
+  for (const auto &in : graph.input())
+    names.insert(in.name());
+  for (const auto &node : graph.node())
+    for (const std::string &out : node.output())
+      names.insert(out);
+  std::vector<std::pair<std::string, std::string>> splits;
+  splitIdentityCopies(graph, path, splits);
+  splitSharedInitializers(graph, path, names, splits);
   return splits;
 }
 
