@@ -36,8 +36,13 @@ void Importer::prescan() {
   if (graph.sparse_initializer_size() > 0)
     fail("'" + path + "': sparse initializers are not supported (first: '" +
          graph.sparse_initializer(0).values().name() + "')");
+  nameNodesAndCheckOps();
+  checkNames();
+  checkOrderAndUses();
+}
 
-  // Names and unsupported ops.
+void Importer::nameNodesAndCheckOps() {
+  const onnx::GraphProto &graph = model.graph();
   std::string unsupported;
   bool nonZero = false;
   for (int i = 0; i < graph.node_size(); ++i) {
@@ -71,8 +76,10 @@ void Importer::prescan() {
                    "of the model's config or from_pretrained)";
   if (!unsupported.empty())
     fail("unsupported ops: " + unsupported);
-  checkNames();
+}
 
+void Importer::checkOrderAndUses() {
+  const onnx::GraphProto &graph = model.graph();
   // Definitions in order, and which node defines what.
   llvm::StringMap<size_t> producer;
   for (size_t i = 0; i < nodes.size(); ++i)

@@ -436,6 +436,11 @@ private:
   /// Names the nodes, rejects unsupported ops and undefined or out-of-order
   /// values, and finds the initializers read only at import time.
   void prescan();
+  /// prescan's parts: each node named (`nodes`), every op checked
+  /// supported at the model's opset; every value defined before its use,
+  /// and the uses recorded (`used`, `staticOnly`, `staticGraphInputs`).
+  void nameNodesAndCheckOps();
+  void checkOrderAndUses();
   /// What the ONNX checker checks, at every opset (GraphChecks.cpp): every
   /// value assigned once and graph outputs listed once...
   void checkNames();
