@@ -287,7 +287,7 @@ std::vector<float> ExportWeight::values() const {
   std::vector<float> out;
   std::string error;
   if (load && !load(out, error))
-    throw std::runtime_error(error);
+    throw WeightReadError(error);
   return out;
 }
 
@@ -296,6 +296,9 @@ bool exportOnnxWithWeights(const ExportOptions &options,
                            int64_t &replaced, std::string &error) {
   try {
     return exportImpl(options, weights, replaced, error);
+  } catch (const WeightReadError &e) {
+    error = e.what();
+    return false;
   } catch (const std::exception &e) {
     error = options.modelPath + ": " + e.what();
     return false;

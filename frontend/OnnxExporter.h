@@ -13,10 +13,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace otc {
+
+/// A trained weight that could not be read (ExportWeight::load's line,
+/// which names the weights' file, not the model).
+struct WeightReadError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 /// One trained weight: a float32 tensor named after an ONNX initializer.
 struct ExportWeight {
@@ -32,7 +39,7 @@ struct ExportWeight {
   float relTol = 0;
 
   /// Its values: a copy of `data`, or read by `load` (OnnxExporter.cpp;
-  /// throws std::runtime_error with load's line when that fails).
+  /// throws WeightReadError with load's line when that fails).
   std::vector<float> values() const;
 };
 

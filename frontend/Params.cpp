@@ -135,8 +135,8 @@ std::string Importer::additiveFoldWarning(const std::string &name,
          graph.node(readers->second.front().first).name() +
          ": trained as a parameter (named '" + guess +
          "' after that node's scope), though it may be a buffer (BART's "
-         "final_logits_bias); if it is, freeze it: --freeze='" +
-         name + "' (a dynamo export records which it is)";
+         "final_logits_bias); if it is, freeze it: --freeze='^" +
+         name + "$' (a dynamo export records which it is)";
 }
 
 /// Why a value the dynamo exporter folded from a parameter and indices is

@@ -179,7 +179,11 @@ bool StateDictBuilder::load(std::string &error) {
       init.name = t.name();
       init.shape.assign(t.dims().begin(), t.dims().end());
       init.count = size_t(numel(init.shape));
-      if (init.count >= 2 && init.count >= detail::valuelessElements()) {
+      // (A negative dimension is decoded below, which names it.)
+      bool dimsValid = std::all_of(init.shape.begin(), init.shape.end(),
+                                   [](int64_t d) { return d >= 0; });
+      if (dimsValid && init.count >= 2 &&
+          init.count >= detail::valuelessElements()) {
         init.proto = &t;
         init.unread = true;
         byName[init.name] = inits.size();
@@ -232,6 +236,8 @@ void StateDictBuilder::readKept() {
     std::optional<detail::StreamedKey> key = detail::keyWithoutValues(
         *init.proto, "initializer '" + init.name + "'", options.modelPath);
     assert(key && "load leaves unread only what keyWithoutValues reads");
+    if (!key)
+      continue;
     init.unread = false;
     // As load: a tensor that is not all finite is no parameter (a mask).
     if (!key->finite) {
@@ -524,6 +530,9 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
         try {
           out = statedict::invert(self->currentValues(*init), *init, rel);
           return true;
+        } catch (const WeightReadError &e) {
+          error = e.what();
+          return false;
         } catch (const std::exception &e) {
           error = self->options.modelPath + ": " + e.what();
           return false;

@@ -418,13 +418,27 @@ void Compile::readImportRecords() {
     std::string regexError;
     std::unique_ptr<otc::NameRegex> frozen =
         freeze.empty() ? nullptr : otc::NameRegex::compile(freeze, regexError);
+    // Differentiate freezes such a value by either name.
+    auto frozenParam = [&](StringRef name) {
+      if (!frozen)
+        return false;
+      if (frozen->matches(name.str()))
+        return true;
+      for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+        if (auto p = fwd.getArgAttrOfType<StringAttr>(i, otc::attrs::kParam);
+            p && p.getValue() == name)
+          if (auto of =
+                  fwd.getArgAttrOfType<StringAttr>(i, otc::attrs::kParamOf))
+            return frozen->matches(of.str());
+      return false;
+    };
     for (const char *kind :
          {otc::attrs::kUndecidedTies, otc::attrs::kUndecidedParams})
       if (auto d = fwd->getAttrOfType<DictionaryAttr>(kind))
         for (NamedAttribute a : d)
           if (auto why = dyn_cast<StringAttr>(a.getValue());
-              why && !(kind == otc::attrs::kUndecidedParams && frozen &&
-                       frozen->matches(a.getName().str())))
+              why && !(kind == otc::attrs::kUndecidedParams &&
+                       frozenParam(a.getName().getValue())))
             llvm::errs() << "otc-compile: warning: '" << a.getName().getValue()
                          << "' " << why.getValue() << "\n";
   }

@@ -33,6 +33,7 @@
 #include "planner/Progress.h"
 #include "tools/InitialParams.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -42,6 +43,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -107,7 +109,16 @@ static bool readWeights(std::string path, otcrt::TensorFile &file,
                         std::vector<otc::ExportWeight> &list, std::string &error) {
   if (sys::fs::is_directory(path))
     path += "/model.safetensors";
-  bool lazy = static_cast<bool>(otcrt::readSafetensorsLayout(path, file));
+  // Read again when written: the file itself, not a link a running train
+  // --save may point elsewhere by then (ck/latest), and checked to be the
+  // same file each time.
+  SmallString<256> resolved;
+  sys::fs::file_status identity;
+  bool lazy = !sys::fs::real_path(path, resolved) &&
+              !sys::fs::status(resolved, identity) &&
+              sys::fs::is_regular_file(identity) &&
+              static_cast<bool>(
+                  otcrt::readSafetensorsLayout(resolved.str().str(), file));
   if (!lazy) {
     file = otcrt::TensorFile();
     if (otcrt::Status s = otcrt::readSafetensors(path, file); !s) {
@@ -120,7 +131,8 @@ static bool readWeights(std::string path, otcrt::TensorFile &file,
     otcrt::TensorFile one;
     const otcrt::TensorFile *source = &file;
     if (lazy) {
-      if (otcrt::Status s = readOneTensor(path, file.tensors[i].name, one);
+      if (otcrt::Status s =
+              readOneTensor(resolved.str().str(), file.tensors[i].name, one);
           !s) {
         error = s.message();
         return false;
@@ -163,17 +175,43 @@ static bool readWeights(std::string path, otcrt::TensorFile &file,
     if (!lazy) {
       w.data = reinterpret_cast<const float *>(t.data.data());
     } else {
-      w.load = [path, name = t.name](std::vector<float> &v,
-                                     std::string &error) {
+      auto crc = file.metadata.find("crc32/" + t.name);
+      w.load = [path, file = resolved.str().str(), identity, name = t.name,
+                count = static_cast<size_t>(t.numel()),
+                crc = crc == file.metadata.end() ? std::string() : crc->second](
+                   std::vector<float> &v, std::string &error) {
+        sys::fs::file_status now;
+        if (sys::fs::status(file, now) ||
+            now.getUniqueID() != identity.getUniqueID() ||
+            now.getSize() != identity.getSize() ||
+            now.getLastModificationTime() !=
+                identity.getLastModificationTime()) {
+          error = path + " changed while it was exported (a train --save "
+                         "beside it?): export a checkpoint no run writes to";
+          return false;
+        }
         otcrt::TensorFile one;
-        otcrt::Status s = readOneTensor(path, name, one);
-        if (!s || one.tensors.size() != 1) {
-          error = s ? path + ": tensor '" + name + "' is gone" : s.message();
+        otcrt::Status s = readOneTensor(file, name, one);
+        if (!s || one.tensors.size() != 1 ||
+            one.tensors[0].dtype != otcrt::StDType::F32 ||
+            static_cast<size_t>(one.tensors[0].numel()) != count) {
+          error = s ? path + ": tensor '" + name + "' is not what it was"
+                    : s.message();
           return false;
         }
         const std::vector<uint8_t> &bytes = one.tensors[0].data;
-        v.resize(bytes.size() / sizeof(float));
-        std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+        if (!crc.empty()) {
+          char actual[9];
+          std::snprintf(actual, sizeof actual, "%08x",
+                        otcrt::crc32(bytes.data(), bytes.size()));
+          if (crc != actual) {
+            error =
+                path + ": tensor '" + name + "' no longer matches its checksum";
+            return false;
+          }
+        }
+        v.resize(count);
+        std::memcpy(v.data(), bytes.data(), count * sizeof(float));
         return true;
       };
     }
