@@ -349,11 +349,14 @@ LogicalResult DecodeBuilder::visit(Operation *op) {
 
 LogicalResult DecodeBuilder::setCurrentMerge(Operation *op) {
   std::optional<Merge> rowMerge;
+  // A gather by row indices takes their merge; one of a row value by other
+  // indices, the value's.
   auto gather = dyn_cast<GatherOp>(op);
-  if (gather && isRow(gather.getIndices()))
+  bool byRowIndices = gather && isRow(gather.getIndices());
+  if (byRowIndices)
     rowMerge = mergeOf(gather.getIndices());
   for (Value o : op->getOperands()) {
-    if (!isRow(o) || gather)
+    if (!isRow(o) || byRowIndices)
       continue;
     if (rowMerge && !(*rowMerge == mergeOf(o)))
       return refuse(op, "operands whose sequence axes are merged differently");
