@@ -185,106 +185,140 @@ template <typename OpTy> static Value otherOperand(OpTy op, Value y) {
   return op.getLhs() == y ? op.getRhs() : op.getLhs();
 }
 
-Match fuse::fuseNorm(SqrtOp sqrt, PatternRewriter &rewriter) {
+namespace {
+/// A normalization found under a square root: sqrt(mean(u²) + eps), with u
+/// the input x (RMS norm) or x - mean(x) (layer norm, `centred`), over the
+/// trailing dimensions from `axis`.
+struct NormMatch {
+  Value x, u, centred, var;
+  std::optional<Mean> variance;
+  double eps = 0.0;
+  bool layer = false;
+  int64_t axis = 0;
+  const char *kind() const { return layer ? "layer norm" : "RMS norm"; }
+};
+} // namespace
+
+/// The variance and epsilon under `sqrt`, mean(u²) + eps; a Match to
+/// return when they are not there.
+static std::optional<Match> matchVariance(SqrtOp sqrt, NormMatch &m) {
   auto add = sqrt.getInput().getDefiningOp<AddOp>();
   if (!add || !add->hasOneUse())
     return Match::no();
-  Value var;
-  double eps = 0.0;
   if (std::optional<double> e = splatValue(add.getRhs())) {
-    var = add.getLhs();
-    eps = *e;
+    m.var = add.getLhs();
+    m.eps = *e;
   } else if (std::optional<double> e2 = splatValue(add.getLhs())) {
-    var = add.getRhs();
-    eps = *e2;
+    m.var = add.getRhs();
+    m.eps = *e2;
   } else {
     return Match::no();
   }
   std::string why;
-  std::optional<Mean> vm = matchMean(var, why);
-  Value u = vm ? squareOf(vm->input) : Value();
-  if (!u) {
+  m.variance = matchMean(m.var, why);
+  m.u = m.variance ? squareOf(m.variance->input) : Value();
+  if (!m.u) {
     if (!why.empty())
       return Match::miss("normalization: " + why);
     return Match::no();
   }
-  if (!var.hasOneUse() || !vm->input.hasOneUse())
+  if (!m.var.hasOneUse() || !m.variance->input.hasOneUse())
     return Match::miss("normalization: the variance is also read elsewhere");
-  if (eps < 0.0)
+  if (m.eps < 0.0)
     return Match::miss("normalization: epsilon is negative");
+  return std::nullopt;
+}
 
-  // Layer norm when u = x - mean(x) over the same axes, else RMS norm of u.
-  Value x = u, centred;
-  bool layer = false;
-  if (auto sub = u.getDefiningOp<SubOp>()) {
+/// Layer norm when u = x - mean(x) over the variance's axes, else RMS norm
+/// of u; the axes must be the trailing ones. A Match to return when not.
+static std::optional<Match> matchCentring(NormMatch &m) {
+  m.x = m.u;
+  if (auto sub = m.u.getDefiningOp<SubOp>()) {
     std::string mwhy;
     std::optional<Mean> mm = matchMean(sub.getRhs(), mwhy);
     if (mm && mm->input == sub.getLhs()) {
-      if (mm->axes != vm->axes)
+      if (mm->axes != m.variance->axes)
         return Match::miss("layer norm: the mean and the variance reduce "
                            "over different axes");
       if (!sub.getRhs().hasOneUse())
         return Match::miss("layer norm: the mean is also read elsewhere");
-      layer = true;
-      centred = u;
-      x = sub.getLhs();
+      m.layer = true;
+      m.centred = m.u;
+      m.x = sub.getLhs();
     } else if (!mwhy.empty()) {
       return Match::miss("layer norm: " + mwhy);
     }
   }
-  const char *kind = layer ? "layer norm" : "RMS norm";
-  int64_t rank = shapeOf(x).size();
-  int64_t axis = rank - static_cast<int64_t>(vm->axes.size());
-  for (auto [i, a] : llvm::enumerate(vm->axes))
-    if (a != axis + static_cast<int64_t>(i))
-      return Match::miss(std::string(kind) +
+  int64_t rank = shapeOf(m.x).size();
+  m.axis = rank - static_cast<int64_t>(m.variance->axes.size());
+  for (auto [i, a] : llvm::enumerate(m.variance->axes))
+    if (a != m.axis + static_cast<int64_t>(i))
+      return Match::miss(std::string(m.kind()) +
                          ": reduces over axes that are not the trailing "
                          "dimensions");
-  Value y = normalizedBy(sqrt, u);
-  if (!y)
-    return Match::miss(std::string(kind) +
-                       ": the input is not divided by the square root");
-  if (layer) {
-    // The centred input feeds the square and the division only.
-    for (Operation *user : centred.getUsers())
-      if (user != vm->input.getDefiningOp() && user != y.getDefiningOp())
-        return Match::miss("layer norm: the centred input is also read "
-                           "elsewhere");
-  }
+  return std::nullopt;
+}
 
-  // The scale and, for layer norm, the shift.
-  ArrayRef<int64_t> norm = shapeOf(x).drop_front(axis);
+/// The scale (gamma) of y, the normalized input, and for layer norm the
+/// shift (beta) after it, each over the normalized dimensions; returns the
+/// op whose result the fused op replaces.
+static Operation *matchScaleShift(PatternRewriter &rewriter, const NormMatch &m,
+                                  Value y, Value &gamma, Value &beta) {
+  ArrayRef<int64_t> norm = shapeOf(m.x).drop_front(m.axis);
   Operation *root = y.getDefiningOp();
-  Value gamma, beta;
-  if (auto mul = singleUser<MulOp>(y); mul && shapeOf(mul) == shapeOf(x)) {
+  if (auto mul = singleUser<MulOp>(y); mul && shapeOf(mul) == shapeOf(m.x)) {
     rewriter.setInsertionPoint(mul);
-    if ((gamma = affineOperand(rewriter, otherOperand(mul, y), x, norm)))
+    if ((gamma = affineOperand(rewriter, otherOperand(mul, y), m.x, norm)))
       root = mul;
   }
-  if (layer && gamma) {
+  if (m.layer && gamma) {
     Value g = root->getResult(0);
-    if (auto plus = singleUser<AddOp>(g); plus && shapeOf(plus) == shapeOf(x)) {
+    if (auto plus = singleUser<AddOp>(g);
+        plus && shapeOf(plus) == shapeOf(m.x)) {
       rewriter.setInsertionPoint(plus);
-      if ((beta = affineOperand(rewriter, otherOperand(plus, g), x, norm)))
+      if ((beta = affineOperand(rewriter, otherOperand(plus, g), m.x, norm)))
         root = plus;
     }
   }
+  return root;
+}
+
+Match fuse::fuseNorm(SqrtOp sqrt, PatternRewriter &rewriter) {
+  NormMatch m;
+  if (std::optional<Match> no = matchVariance(sqrt, m))
+    return *no;
+  if (std::optional<Match> no = matchCentring(m))
+    return *no;
+  Value y = normalizedBy(sqrt, m.u);
+  if (!y)
+    return Match::miss(std::string(m.kind()) +
+                       ": the input is not divided by the square root");
+  if (m.layer) {
+    // The centred input feeds the square and the division only.
+    for (Operation *user : m.centred.getUsers())
+      if (user != m.variance->input.getDefiningOp() &&
+          user != y.getDefiningOp())
+        return Match::miss("layer norm: the centred input is also read "
+                           "elsewhere");
+  }
+  Value gamma, beta;
+  Operation *root = matchScaleShift(rewriter, m, y, gamma, beta);
   rewriter.setInsertionPoint(root);
-  Type stats = withShape(x.getType(), shapeOf(x).take_front(axis));
+  Type stats = withShape(m.x.getType(), shapeOf(m.x).take_front(m.axis));
   Location loc = root->getLoc();
   Value result;
-  if (layer)
-    result =
-        rewriter
-            .create<LayerNormOp>(loc, TypeRange{x.getType(), stats, stats}, x,
-                                 gamma, beta, rewriter.getI64IntegerAttr(axis),
-                                 rewriter.getF64FloatAttr(eps))
-            .getResult();
+  if (m.layer)
+    result = rewriter
+                 .create<LayerNormOp>(
+                     loc, TypeRange{m.x.getType(), stats, stats}, m.x, gamma,
+                     beta, rewriter.getI64IntegerAttr(m.axis),
+                     rewriter.getF64FloatAttr(m.eps))
+                 .getResult();
   else
     result = rewriter
-                 .create<RmsNormOp>(loc, TypeRange{x.getType(), stats}, x,
-                                    gamma, rewriter.getI64IntegerAttr(axis),
-                                    rewriter.getF64FloatAttr(eps))
+                 .create<RmsNormOp>(loc, TypeRange{m.x.getType(), stats}, m.x,
+                                    gamma, rewriter.getI64IntegerAttr(m.axis),
+                                    rewriter.getF64FloatAttr(m.eps))
                  .getResult();
   replaceChainOutput(rewriter, root->getResult(0), result);
   return Match::yes();
