@@ -59,6 +59,14 @@ private:
   Operation *share(Operation *op, IRMapping &map);
   /// @constant_values' argument on `slot` (a "buffer:" slot).
   Value bufferArgument(StringAttr slot, Type type, Location loc);
+  /// The ops of `f` that compute from constants and untrained buffers
+  /// alone; `read` gets their values that something else reads (at most
+  /// kMaxBytes each, not of splats alone).
+  SmallVector<Operation *> constantComputations(func::FuncOp f,
+                                                SmallVector<Value> &read);
+  /// The computation of each of `read` in @constant_values (made on first
+  /// use), `map` taking `f`'s values to its.
+  void computeInValues(func::FuncOp f, ArrayRef<Value> read, IRMapping &map);
 };
 
 Operation *Hoister::share(Operation *op, IRMapping &map) {
@@ -91,7 +99,8 @@ Value Hoister::bufferArgument(StringAttr slot, Type type, Location loc) {
   return values.getArgument(at);
 }
 
-void Hoister::hoist(func::FuncOp f) {
+SmallVector<Operation *>
+Hoister::constantComputations(func::FuncOp f, SmallVector<Value> &read) {
   Block &body = f.getBody().front();
   // Values of constants alone, and the ops computing them; those of
   // splat constants alone (a broadcast of 1 / N) stay: a fill in the call
@@ -122,7 +131,6 @@ void Hoister::hoist(func::FuncOp f) {
     computed.push_back(&op);
   }
   // The computed values something else reads.
-  SmallVector<Value> read;
   for (Operation *op : computed)
     for (Value r : op->getResults())
       if (byteSize(r) <= kMaxBytes && !ofSplats.contains(r) &&
@@ -131,8 +139,11 @@ void Hoister::hoist(func::FuncOp f) {
                    !llvm::is_contained(computed, u);
           }))
         read.push_back(r);
-  if (read.empty())
-    return;
+  return computed;
+}
+
+void Hoister::computeInValues(func::FuncOp f, ArrayRef<Value> read,
+                              IRMapping &map) {
   if (!values) {
     b.setInsertionPointToEnd(module.getBody());
     values = b.create<func::FuncOp>(f.getLoc(), "constant_values",
@@ -141,7 +152,6 @@ void Hoister::hoist(func::FuncOp f) {
   }
   b.setInsertionPointToEnd(&values.getBody().front());
   // Each value's computation in @constant_values (constants included).
-  IRMapping map;
   llvm::DenseSet<Operation *> needed;
   SmallVector<Value> work(read.begin(), read.end());
   while (!work.empty()) {
@@ -149,7 +159,7 @@ void Hoister::hoist(func::FuncOp f) {
     if (d && needed.insert(d).second)
       work.append(d->operand_begin(), d->operand_end());
   }
-  for (Operation &op : body.without_terminator()) {
+  for (Operation &op : f.getBody().front().without_terminator()) {
     if (!needed.contains(&op))
       continue;
     // A buffer read: @constant_values' argument on the same slot.
@@ -160,6 +170,15 @@ void Hoister::hoist(func::FuncOp f) {
                                   o.getType(), o.getLoc()));
     share(&op, map);
   }
+}
+
+void Hoister::hoist(func::FuncOp f) {
+  SmallVector<Value> read;
+  SmallVector<Operation *> computed = constantComputations(f, read);
+  if (read.empty())
+    return;
+  IRMapping map;
+  computeInValues(f, read, map);
   // Each read value becomes an argument of `f` on its slot (one per slot).
   llvm::StringMap<BlockArgument> argOf;
   for (Value r : read) {
@@ -183,7 +202,7 @@ void Hoister::hoist(func::FuncOp f) {
   }
   // The computations (and constants) nothing in `f` reads any more.
   SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : f.getBody().front().without_terminator())
     ops.push_back(&op);
   for (Operation *op : llvm::reverse(ops))
     if ((isa<ConstantOp>(op) || llvm::is_contained(computed, op)) &&
