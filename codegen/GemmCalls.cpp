@@ -32,6 +32,55 @@ static std::optional<int64_t> copyLayouts(Value copy, int64_t elements,
   return std::nullopt;
 }
 
+/// A GEMM that also sums an operand's rows or columns (`sums`): its slot,
+/// type and accumulation, and the call's operands for it.
+static LogicalResult addSums(otck::GemmOp g,
+                             function_ref<std::string(Value)> name,
+                             int64_t batch, GemmCall &call) {
+  Value sums = g.getSums();
+  if (!sums)
+    return success();
+  // The verifier's rules (a plain 2-D product) leave one matrix each.
+  if (batch != 1)
+    return g.emitOpError("sums an operand of a batch of products");
+  GemmCall::Sums s;
+  s.of = g.getSumsOfRhs() ? 1 : 0;
+  s.type = cast<MemRefType>(sums.getType()).getElementType().isBF16()
+               ? "OTC_BF16"
+               : "OTC_F32";
+  s.accumulate = g.getAccumulateSums();
+  call.sums = s;
+  call.operands = name(g.getLhs()) + ", " + name(g.getRhs()) + ", " +
+                  name(g.getOut()) + ", " + name(sums);
+  call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), sums};
+  return success();
+}
+
+/// An FP8 GEMM's operand formats and, where it reads FP8 copies, their
+/// layouts, checked against the descriptor's sizes after stacking (the
+/// copies hold m x k and n x k).
+static LogicalResult addFp8Operands(otck::GemmOp g, int64_t batch, int64_t m,
+                                    int64_t n, int64_t k, GemmCall &call) {
+  std::optional<Fp8Operands> fp8 = gemmFp8(g);
+  if (!fp8)
+    return success();
+  auto format = [](Fp8Format f) { return f == Fp8Format::E4M3 ? 0 : 1; };
+  call.fp8 = std::make_pair(format(fp8->lhs), format(fp8->rhs));
+  if (!g.getLhsFp8() || !g.getRhsFp8())
+    return success();
+  if (batch != 1)
+    return g.emitOpError("reads FP8 copies for a batch of products");
+  bool ta = g.getTransposeLhs(), tb = g.getTransposeRhs();
+  std::optional<int64_t> la = copyLayouts(g.getLhsFp8(), m * k,
+                                          fp8OperandLayout(true, ta)),
+                         lb = copyLayouts(g.getRhsFp8(), n * k,
+                                          fp8OperandLayout(false, tb));
+  if (!la || !lb)
+    return g.emitOpError("reads an FP8 copy of another size");
+  call.copies = std::make_pair(*la, *lb);
+  return success();
+}
+
 FailureOr<std::optional<GemmCall>>
 otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
   ArrayRef<int64_t> a = g.getLhs().getType().getShape(),
@@ -98,34 +147,9 @@ otc::gemmCall(otck::GemmOp g, function_ref<std::string(Value)> name) {
                   name(g.getOut()) + ", " + orNull(bias) + ", " +
                   orNull(addend) + ", " + orNull(aux);
   call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), bias, addend, aux};
-  if (Value sums = g.getSums()) {
-    // The verifier's rules (a plain 2-D product) leave one matrix each.
-    if (batch != 1)
-      return g.emitOpError("sums an operand of a batch of products");
-    GemmCall::Sums s;
-    s.of = g.getSumsOfRhs() ? 1 : 0;
-    s.type = dtype(cast<MemRefType>(sums.getType()).getElementType());
-    s.accumulate = g.getAccumulateSums();
-    call.sums = s;
-    call.operands = name(g.getLhs()) + ", " + name(g.getRhs()) + ", " +
-                    name(g.getOut()) + ", " + name(sums);
-    call.buffers = {g.getLhs(), g.getRhs(), g.getOut(), sums};
-  }
-  // The descriptor's sizes after stacking: the copies hold m x k and n x k.
-  if (std::optional<Fp8Operands> fp8 = gemmFp8(g)) {
-    auto format = [](Fp8Format f) { return f == Fp8Format::E4M3 ? 0 : 1; };
-    call.fp8 = std::make_pair(format(fp8->lhs), format(fp8->rhs));
-    if (g.getLhsFp8() && g.getRhsFp8()) {
-      if (batch != 1)
-        return g.emitOpError("reads FP8 copies for a batch of products");
-      std::optional<int64_t> la = copyLayouts(g.getLhsFp8(), m * k,
-                                              fp8OperandLayout(true, ta)),
-                             lb = copyLayouts(g.getRhsFp8(), n * k,
-                                              fp8OperandLayout(false, tb));
-      if (!la || !lb)
-        return g.emitOpError("reads an FP8 copy of another size");
-      call.copies = std::make_pair(*la, *lb);
-    }
-  }
+  if (failed(addSums(g, name, batch, call)))
+    return failure();
+  if (failed(addFp8Operands(g, batch, m, n, k, call)))
+    return failure();
   return std::optional<GemmCall>(std::move(call));
 }
