@@ -430,13 +430,15 @@ private:
   int fd = -1;
 };
 
+/// Raw element `i` of type T at `p` (unaligned).
+template <typename T> static T loadRaw(const char *p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+
 /// Converts `n` raw elements of a float `type` (any width) at `p` to float32.
 static void rawToFloats(int32_t type, const char *p, int64_t n, float *dst) {
-  auto load = [&](auto dummy, int64_t i) {
-    decltype(dummy) v;
-    std::memcpy(&v, p + i * sizeof(v), sizeof(v));
-    return v;
-  };
   switch (type) {
   case onnx::TensorProto_DataType_FLOAT:
     if (n)
@@ -444,15 +446,15 @@ static void rawToFloats(int32_t type, const char *p, int64_t n, float *dst) {
     return;
   case onnx::TensorProto_DataType_DOUBLE:
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = static_cast<float>(load(double(), i));
+      dst[i] = static_cast<float>(loadRaw<double>(p, i));
     return;
   case onnx::TensorProto_DataType_FLOAT16:
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = halfToFloat(load(uint16_t(), i));
+      dst[i] = halfToFloat(loadRaw<uint16_t>(p, i));
     return;
   case onnx::TensorProto_DataType_BFLOAT16:
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = bf16ToFloat(load(uint16_t(), i));
+      dst[i] = bf16ToFloat(loadRaw<uint16_t>(p, i));
     return;
   }
 }
@@ -466,21 +468,16 @@ static void appendRaw(TensorData &out, int32_t type, const char *p, int64_t n) {
     rawToFloats(type, p, n, out.floats.data() + at);
     return;
   }
-  auto load = [&](auto dummy, int64_t i) {
-    decltype(dummy) v;
-    std::memcpy(&v, p + i * sizeof(v), sizeof(v));
-    return v;
-  };
   for (int64_t i = 0; i < n; ++i) {
     switch (type) {
     case onnx::TensorProto_DataType_INT64:
-      out.ints.push_back(load(int64_t(), i));
+      out.ints.push_back(loadRaw<int64_t>(p, i));
       break;
     case onnx::TensorProto_DataType_INT32:
-      out.ints.push_back(load(int32_t(), i));
+      out.ints.push_back(loadRaw<int32_t>(p, i));
       break;
     case onnx::TensorProto_DataType_BOOL:
-      out.ints.push_back(load(uint8_t(), i) != 0);
+      out.ints.push_back(loadRaw<uint8_t>(p, i) != 0);
       break;
     }
   }
