@@ -280,6 +280,9 @@ struct ParamCandidate {
   bool forced = false;
   std::string reason;
   std::optional<TieKey> key;
+  /// Decided from its first values and keyed by its diagonal
+  /// (Importer::isSampled): a build checks the rest when it reads them.
+  bool sampled = false;
 };
 
 /// A Conv's geometry: spatial rank, groups, kernel, strides, dilations,
@@ -489,8 +492,9 @@ private:
                            bool forced, std::vector<ParamCandidate> &floats);
   void addDecodedCandidate(const onnx::TensorProto &init, ParamOrigins &origins,
                            bool forced, std::vector<ParamCandidate> &floats);
-  /// Whether a large matrix is keyed by its diagonal (an import that keeps
-  /// no values, of a graph without the exporter's signature).
+  /// Whether a large matrix is keyed by its diagonal (of a graph without
+  /// the exporter's signature, in an import that keeps no values, or one
+  /// that defers those stored as external data).
   bool isSampled(const onnx::TensorProto &init,
                  const ParamOrigins &origins) const;
   /// The state-dict name of initializer `name` where it is another one's

@@ -52,6 +52,29 @@ static std::string untrainedReason(const std::vector<float> &v) {
 /// mask or constant fill has.
 constexpr int64_t kProbeElements = 4096;
 
+/// "" when the rules, applied to all of a sampled matrix's `values`, agree
+/// with what its first values decided (trained), else the error line: a
+/// value past them that is not finite, which the full import would have
+/// kept constant, and a trained weight cannot hold.
+static std::string sampledValuesError(const std::string &name,
+                                      const std::vector<float> &values) {
+  if (untrainedReason(values).empty())
+    return "";
+  size_t at = 0;
+  while (at < values.size() && std::isfinite(values[at]))
+    ++at;
+  std::string value =
+      at < values.size() ? std::to_string(values[at]) : std::string("?");
+  return "initializer '" + name + "': value " + std::to_string(at) + " of " +
+         std::to_string(values.size()) + " is " + value +
+         "; a large matrix of a graph without the exporter's signature is "
+         "judged by its first " +
+         std::to_string(kProbeElements) +
+         " values, and these, finite and varied, made it a trained weight, "
+         "which must be finite: the model's weights are damaged (re-export "
+         "them)";
+}
+
 /// Elements (i, i), i < kTieKeyDiagonal, of a matrix of `cols` columns held
 /// in `v`, or read from `init`'s data.
 static std::vector<float> diagonalOf(const std::vector<float> &v, int64_t rows,
@@ -293,14 +316,15 @@ bool Importer::addSampledCandidate(const onnx::TensorProto &init,
                                    std::vector<ParamCandidate> &floats) {
   // A large matrix of a graph without the exporter's signature
   // (TorchScript's, one written by hand), in an import that keeps no
-  // values: its first values and its diagonal decide, its other bytes
-  // are not read (Llama 1B's TorchScript export: 13 s of a plan spent
-  // reading 5 GB). A weight whose first values pass the rules is trained
-  // (a non-finite value past them, which the full import would keep
-  // constant, is not seen), keyed by its diagonal (diagonalTieKey); any
-  // other is read whole by addDecodedCandidate, and keyed the same way. A
-  // hole of a sparse file is not read at all (an 8B model sized from one:
-  // 32 GB of zeros).
+  // values or defers external data: its first values and its diagonal
+  // decide, its other bytes are not read (Llama 1B's TorchScript export:
+  // 13 s of a plan spent reading 5 GB). A weight whose first values pass
+  // the rules is trained: a non-finite value past them, which the full
+  // import would keep constant, a plan does not see, and a build stops on
+  // when it reads the rest (sampledValuesError). It is keyed by its
+  // diagonal (diagonalTieKey); any other is read whole by
+  // addDecodedCandidate, and keyed the same way. A hole of a sparse file
+  // is not read at all (an 8B model sized from one: 32 GB of zeros).
   if (!isSampled(init, origins))
     return false;
   const int64_t elements = elementsOf(init);
@@ -326,13 +350,19 @@ bool Importer::addSampledCandidate(const onnx::TensorProto &init,
     notParameters.insert(init.name());
   if (cache)
     (*cache)[init.name()] = {"", key};
-  floats.push_back({&init, shapeOnly(init), forced, "", key});
+  floats.push_back({&init, shapeOnly(init), forced, "", key, true});
   return true;
 }
 
 bool Importer::isSampled(const onnx::TensorProto &init,
                          const ParamOrigins &origins) const {
-  return !initializersOut && !origins.exported &&
+  // A build that defers external data reads such a matrix whole once, when
+  // it writes the initial values, and checks there what the sample could
+  // not see (checkedSampleLoad): its import reads 64 KiB of it, not all of
+  // it twice (a Llama-3-8B-shaped TorchScript export: 32 GB).
+  const bool deferred = options.deferValues &&
+                        init.data_location() == onnx::TensorProto::EXTERNAL;
+  return (!initializersOut || deferred) && !origins.exported &&
          init.data_type() == onnx::TensorProto::FLOAT &&
          init.dims_size() == 2 && !staticOnly.contains(init.name()) &&
          elementsOf(init) >= static_cast<int64_t>(valuelessElements());
@@ -534,12 +564,15 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
     // Values not kept (deferValues): read again from the external data,
     // through a copy of the initializer's record (its location, no data).
     if (c.key && initializersOut)
-      data.load = [init = *c.init, file = path](std::vector<float> &out,
-                                                std::string &error) {
+      data.load = [init = *c.init, file = path,
+                   sampled = c.sampled && !c.forced](std::vector<float> &out,
+                                                     std::string &error) {
         try {
           out = decodeTensor(init, "initializer '" + init.name() + "'", file)
                     .floats;
-          return true;
+          if (sampled)
+            error = sampledValuesError(init.name(), out);
+          return error.empty();
         } catch (const std::exception &e) {
           error = oneLine(e.what());
         } catch (...) {

@@ -7,6 +7,10 @@ otc-compile build's init.safetensors holds the model's initializers:
     check_init_values.py zeros MODEL OUT.onnx
     check_init_values.py compare MODEL INIT.safetensors
     check_init_values.py same MODEL OTHER.onnx
+    check_init_values.py nan MODEL OUT.onnx NAME INDEX
+
+`nan` writes the model as `external` does, with element INDEX (flat) of
+initializer NAME set to NaN: a damaged weight.
 
 `zeros` writes the model with every float initializer's values zero (what
 a sparse external-data file made to size a plan holds).
@@ -36,6 +40,20 @@ def main():
                         location=os.path.basename(out) + ".data",
                         size_threshold=0)
         print("external:", sum(1 for _ in m.graph.initializer), "initializers")
+        return 0
+    if mode == "nan":
+        name, index = sys.argv[4], int(sys.argv[5])
+        m = onnx.load(model)
+        for i, init in enumerate(m.graph.initializer):
+            if init.name == name:
+                values = numpy_helper.to_array(init).copy()
+                values.reshape(-1)[index] = np.nan
+                m.graph.initializer[i].CopyFrom(numpy_helper.from_array(values, name))
+        onnx.save_model(m, out, save_as_external_data=True,
+                        all_tensors_to_one_file=True,
+                        location=os.path.basename(out) + ".data",
+                        size_threshold=0)
+        print("nan:", name, index)
         return 0
     if mode == "zeros":
         m = onnx.load(model)
