@@ -53,6 +53,11 @@ template <typename OpTy> OpTy singleUser(mlir::Value v) {
   return llvm::dyn_cast<OpTy>(*v.getUsers().begin());
 }
 
+/// The other operand of the binary `op` with one operand `y`.
+template <typename OpTy> mlir::Value otherOperand(OpTy op, mlir::Value y) {
+  return op.getLhs() == y ? op.getRhs() : op.getLhs();
+}
+
 /// A product x1 * x2 * ... * c as a tree of otc.mul (and division by
 /// constants): the non-constant leaves and the product of the constants.
 /// Operands below the root are flattened only when they have one use.

@@ -473,6 +473,104 @@ struct PlanBuffersPass : public otc::impl::PlanBuffersBase<PlanBuffersPass> {
 
 } // namespace
 
+/// Every in-place buffer of `f` is written by a kernel that canWriteOver an
+/// input at its offset that the kernel reads last.
+static LogicalResult verifyInPlace(func::FuncOp f) {
+  for (auto buf : f.getBody().getOps<otck::BufferOp>()) {
+    if (!buf->hasAttr(kInPlaceAttr))
+      continue;
+    Operation *writer = nullptr;
+    for (Operation *u : buf->getUsers())
+      if (!writer || u->isBeforeInBlock(writer))
+        writer = u;
+    auto k = dyn_cast_or_null<otck::KernelOp>(writer);
+    bool legal = false;
+    if (k) {
+      for (Value in : k.getInputs()) {
+        auto ib = in.getDefiningOp<otck::BufferOp>();
+        if (!ib || !canWriteOver(k, ib, buf) ||
+            ib.getOffset() != buf.getOffset())
+          continue;
+        bool readLater = false;
+        otck::forEachByteUser(ib, [&](Operation *u) {
+          readLater |= k->isBeforeInBlock(u);
+        });
+        legal |= !readLater;
+      }
+    }
+    if (!legal)
+      return buf.emitError("in-place buffer is not written by an elementwise "
+                           "kernel over a dying input at its offset");
+  }
+  return success();
+}
+
+/// Every buffer of `ivs` has an offset, and lies in the arena of `arena`
+/// bytes (but a place in a sharded group, past this rank's bytes).
+static LogicalResult verifyInArena(ArrayRef<Interval> ivs, int64_t arena) {
+  for (const Interval &iv : ivs) {
+    // The attribute is a signed i64 but its getter reads it unsigned: read
+    // the attribute itself so that a negative offset is seen as one.
+    IntegerAttr off = iv.buffer.getOffsetAttr();
+    if (!off)
+      return iv.buffer.emitError("buffer has no offset");
+    if (iv.buffer->hasAttr(otck::kImageMemberAttr))
+      continue;
+    if (off.getInt() < 0 || iv.size > arena ||
+        off.getInt() > arena - iv.size)
+      return iv.buffer.emitError("buffer lies outside the arena");
+  }
+  return success();
+}
+
+/// No two buffers of `ivs` that are live at once overlap. The intervals are
+/// swept by first use: the buffers live at that point sit in a map by
+/// offset, which never holds two that overlap, so a new one only needs
+/// checking against its neighbours there. A slot appears once (its buffers
+/// in every function share its one place).
+static LogicalResult verifyNoOverlap(SmallVector<Interval> &ivs) {
+  llvm::stable_sort(ivs, [](const Interval &a, const Interval &c) {
+    return a.first < c.first;
+  });
+  llvm::StringSet<> slotsSeen;
+  std::map<int64_t, Interval *> live;
+  std::priority_queue<std::pair<unsigned, int64_t>,
+                      std::vector<std::pair<unsigned, int64_t>>,
+                      std::greater<>>
+      ends; // (last use, offset) of the entries of `live`
+  for (Interval &c : ivs) {
+    // A group slot (otc-group-params) overlaps its members by design: its
+    // members stand for it.
+    if ((c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()) &&
+         c.buffer->hasAttr(otck::kMembersAttr)) ||
+        c.buffer->hasAttr(otck::kImageMemberAttr))
+      continue;
+    if (c.buffer.getSlot() && !slotsSeen.insert(*c.buffer.getSlot()).second)
+      continue;
+    while (!ends.empty() && ends.top().first < c.first) {
+      live.erase(ends.top().second);
+      ends.pop();
+    }
+    if (!c.size)
+      continue;
+    int64_t co = static_cast<int64_t>(*c.buffer.getOffset());
+    auto next = live.lower_bound(co);
+    Interval *other = nullptr;
+    if (next != live.end() && next->first < co + c.size)
+      other = next->second;
+    else if (next != live.begin() &&
+             std::prev(next)->first + std::prev(next)->second->size > co)
+      other = std::prev(next)->second;
+    if (other)
+      return c.buffer.emitError("buffer overlaps another live buffer at "
+                                "offset ")
+             << *other->buffer.getOffset();
+    live[co] = &c;
+    ends.push({c.last, co});
+  }
+  return success();
+}
+
 LogicalResult otc::verifyBufferPlan(ModuleOp module) {
   auto arena = module->getAttrOfType<IntegerAttr>(otck::kArenaSizeAttr);
   if (!arena)
@@ -483,89 +581,9 @@ LogicalResult otc::verifyBufferPlan(ModuleOp module) {
     for (auto buf : f.getBody().getOps<otck::BufferOp>())
       if (buf.getSlot())
         ivs.push_back({buf, 0, ~0u, bufferBytes(buf)});
-    // An in-place buffer must be written by a kernel that canWriteOver an
-    // input at its offset that the kernel reads last.
-    for (auto buf : f.getBody().getOps<otck::BufferOp>()) {
-      if (!buf->hasAttr(kInPlaceAttr))
-        continue;
-      Operation *writer = nullptr;
-      for (Operation *u : buf->getUsers())
-        if (!writer || u->isBeforeInBlock(writer))
-          writer = u;
-      auto k = dyn_cast_or_null<otck::KernelOp>(writer);
-      bool legal = false;
-      if (k) {
-        for (Value in : k.getInputs()) {
-          auto ib = in.getDefiningOp<otck::BufferOp>();
-          if (!ib || !canWriteOver(k, ib, buf) ||
-              ib.getOffset() != buf.getOffset())
-            continue;
-          bool readLater = false;
-          otck::forEachByteUser(ib, [&](Operation *u) {
-            readLater |= k->isBeforeInBlock(u);
-          });
-          legal |= !readLater;
-        }
-      }
-      if (!legal)
-        return buf.emitError("in-place buffer is not written by an elementwise "
-                             "kernel over a dying input at its offset");
-    }
-    for (Interval &iv : ivs) {
-      // The attribute is a signed i64 but its getter reads it unsigned: read
-      // the attribute itself so that a negative offset is seen as one.
-      IntegerAttr off = iv.buffer.getOffsetAttr();
-      if (!off)
-        return iv.buffer.emitError("buffer has no offset");
-      if (iv.buffer->hasAttr(otck::kImageMemberAttr))
-        continue; // a place in a sharded group, past this rank's bytes
-      if (off.getInt() < 0 || iv.size > arena.getInt() ||
-          off.getInt() > arena.getInt() - iv.size)
-        return iv.buffer.emitError("buffer lies outside the arena");
-    }
-    // Sweep the intervals by first use: the buffers live at that point sit
-    // in a map by offset, which never holds two that overlap, so a new one
-    // only needs checking against its neighbours there. A slot appears
-    // once (its buffers in every function share its one place).
-    llvm::stable_sort(ivs, [](const Interval &a, const Interval &c) {
-      return a.first < c.first;
-    });
-    llvm::StringSet<> slotsSeen;
-    std::map<int64_t, Interval *> live;
-    std::priority_queue<std::pair<unsigned, int64_t>,
-                        std::vector<std::pair<unsigned, int64_t>>,
-                        std::greater<>>
-        ends; // (last use, offset) of the entries of `live`
-    for (Interval &c : ivs) {
-      // A group slot (otc-group-params) overlaps its members by design: its
-      // members stand for it.
-      if ((c.buffer.getSlot() && otck::isGroupSlot(*c.buffer.getSlot()) &&
-           c.buffer->hasAttr(otck::kMembersAttr)) ||
-          c.buffer->hasAttr(otck::kImageMemberAttr))
-        continue;
-      if (c.buffer.getSlot() && !slotsSeen.insert(*c.buffer.getSlot()).second)
-        continue;
-      while (!ends.empty() && ends.top().first < c.first) {
-        live.erase(ends.top().second);
-        ends.pop();
-      }
-      if (!c.size)
-        continue;
-      int64_t co = static_cast<int64_t>(*c.buffer.getOffset());
-      auto next = live.lower_bound(co);
-      Interval *other = nullptr;
-      if (next != live.end() && next->first < co + c.size)
-        other = next->second;
-      else if (next != live.begin() &&
-               std::prev(next)->first + std::prev(next)->second->size > co)
-        other = std::prev(next)->second;
-      if (other)
-        return c.buffer.emitError("buffer overlaps another live buffer at "
-                                  "offset ")
-               << *other->buffer.getOffset();
-      live[co] = &c;
-      ends.push({c.last, co});
-    }
+    if (failed(verifyInPlace(f)) || failed(verifyInArena(ivs, arena.getInt())) ||
+        failed(verifyNoOverlap(ivs)))
+      return failure();
   }
   return success();
 }

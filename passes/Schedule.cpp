@@ -25,79 +25,100 @@ using namespace otc;
 
 namespace {
 
-/// The greedy order of the ops of `body` (terminator excluded). The ready
+/// The greedy order of the ops of a block (terminator excluded). The ready
 /// ops sit in a set ordered by (gain, position); an op's gain changes only
 /// when one of its operands comes down to its own last uses, and only then
 /// is it computed again, so each step costs a logarithm, not a scan.
-static SmallVector<Operation *> greedyOrder(Block &body) {
-  SmallVector<Operation *> ops;
-  DenseMap<Operation *, unsigned> index;
-  for (Operation &op : body.without_terminator()) {
-    index[&op] = ops.size();
-    ops.push_back(&op);
-  }
-  // Users left per value (the terminator counts: returned values stay), and
-  // the most uses any one op makes of it.
-  DenseMap<Value, unsigned> usersLeft, mostUsesByOne;
-  std::vector<unsigned> waiting(ops.size(), 0); // operands not yet computed
-  for (Operation *op : ops) {
-    for (Value r : op->getResults()) {
-      llvm::SmallDenseMap<Operation *, unsigned> perUser;
-      unsigned n = 0, most = 0;
-      for (OpOperand &use : r.getUses()) {
-        ++n;
-        most = std::max(most, ++perUser[use.getOwner()]);
-      }
-      usersLeft[r] = n;
-      mostUsesByOne[r] = most;
+class GreedyOrder {
+public:
+  explicit GreedyOrder(Block &body) {
+    for (Operation &op : body.without_terminator()) {
+      index[&op] = ops.size();
+      ops.push_back(&op);
     }
-    unsigned w = 0;
-    for (Value v : op->getOperands())
-      if (Operation *d = v.getDefiningOp(); d && index.count(d))
-        ++w;
-    waiting[index[op]] = w;
+    countUses();
   }
-  // Bytes freed net of bytes allocated if `op` ran now.
-  auto gainOf = [&](Operation *op) {
-    int64_t gain = 0;
+
+  SmallVector<Operation *> run() {
+    for (unsigned i = 0; i < ops.size(); ++i)
+      if (waiting[i] == 0)
+        makeReady(i);
+    SmallVector<Operation *> order;
+    while (!ready.empty()) {
+      unsigned best = ready.begin()->second;
+      ready.erase(ready.begin());
+      isReady[best] = false;
+      Operation *op = ops[best];
+      order.push_back(op);
+      consumeOperands(op);
+      for (Value r : op->getResults())
+        for (Operation *u : r.getUsers())
+          if (auto it = index.find(u);
+              it != index.end() && --waiting[it->second] == 0)
+            makeReady(it->second);
+    }
+    assert(order.size() == ops.size() && "the body is not in SSA order");
+    return order;
+  }
+
+private:
+  /// Users left per value (the terminator counts: returned values stay),
+  /// the most uses any one op makes of it, and the operands of each op not
+  /// yet computed.
+  void countUses() {
+    waiting.assign(ops.size(), 0);
+    gain.assign(ops.size(), 0);
+    isReady.assign(ops.size(), false);
+    for (Operation *op : ops) {
+      for (Value r : op->getResults()) {
+        llvm::SmallDenseMap<Operation *, unsigned> perUser;
+        unsigned n = 0, most = 0;
+        for (OpOperand &use : r.getUses()) {
+          ++n;
+          most = std::max(most, ++perUser[use.getOwner()]);
+        }
+        usersLeft[r] = n;
+        mostUsesByOne[r] = most;
+      }
+      unsigned w = 0;
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && index.count(d))
+          ++w;
+      waiting[index[op]] = w;
+    }
+  }
+
+  /// Bytes freed net of bytes allocated if `op` ran now.
+  int64_t gainOf(Operation *op) {
+    int64_t g = 0;
     for (Value r : op->getResults())
-      gain -= byteSize(r);
+      g -= byteSize(r);
     llvm::SmallDenseMap<Value, unsigned> uses;
     for (Value v : op->getOperands())
       ++uses[v];
     for (auto [v, n] : uses)
       if (v.getDefiningOp() && index.count(v.getDefiningOp()) &&
           usersLeft[v] == n)
-        gain += byteSize(v);
-    return gain;
-  };
-  // Ready ops by the largest gain, then the earliest position.
-  std::set<std::pair<int64_t, unsigned>> ready;
-  std::vector<int64_t> gain(ops.size(), 0);
-  std::vector<bool> isReady(ops.size(), false);
-  auto makeReady = [&](unsigned i) {
+        g += byteSize(v);
+    return g;
+  }
+
+  void makeReady(unsigned i) {
     gain[i] = gainOf(ops[i]);
     isReady[i] = true;
     ready.insert({-gain[i], i});
-  };
-  for (unsigned i = 0; i < ops.size(); ++i)
-    if (waiting[i] == 0)
-      makeReady(i);
-  SmallVector<Operation *> order;
-  while (!ready.empty()) {
-    unsigned best = ready.begin()->second;
-    ready.erase(ready.begin());
-    isReady[best] = false;
-    Operation *op = ops[best];
-    order.push_back(op);
+  }
+
+  /// `op` has run: one user fewer for each of its operands, and a ready
+  /// reader whose uses are now all that is left of a value frees it: its
+  /// gain goes up.
+  void consumeOperands(Operation *op) {
     llvm::SmallDenseSet<Value> changed;
     for (Value v : op->getOperands())
       if (usersLeft.count(v)) {
         --usersLeft[v];
         changed.insert(v);
       }
-    // A ready reader whose uses are now all that is left of a value frees
-    // it: its gain goes up.
     for (Value v : changed) {
       if (usersLeft[v] > mostUsesByOne[v])
         continue;
@@ -113,14 +134,20 @@ static SmallVector<Operation *> greedyOrder(Block &body) {
         ready.insert({-g, it->second});
       }
     }
-    for (Value r : op->getResults())
-      for (Operation *u : r.getUsers())
-        if (auto it = index.find(u);
-            it != index.end() && --waiting[it->second] == 0)
-          makeReady(it->second);
   }
-  assert(order.size() == ops.size() && "the body is not in SSA order");
-  return order;
+
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, unsigned> index;
+  DenseMap<Value, unsigned> usersLeft, mostUsesByOne;
+  std::vector<unsigned> waiting;
+  /// Ready ops by the largest gain, then the earliest position.
+  std::set<std::pair<int64_t, unsigned>> ready;
+  std::vector<int64_t> gain;
+  std::vector<bool> isReady;
+};
+
+static SmallVector<Operation *> greedyOrder(Block &body) {
+  return GreedyOrder(body).run();
 }
 
 struct SchedulePass : public otc::impl::ScheduleBase<SchedulePass> {

@@ -43,6 +43,7 @@
 #include "tools/BuildProgram.h"
 #include "tools/CompileOptions.h"
 #include "tools/ErrorLine.h"
+#include "tools/ImportRecords.h"
 #include "tools/InitialParams.h"
 #include "tools/PlanReport.h"
 #include "tools/StagedOutput.h"
@@ -133,7 +134,6 @@ private:
   int readLossAndDims();
   int fitIfAsked();
   int importModel();
-  void readImportRecords();
   int runPipeline();
   bool runPhase(otc::Phase phase);
   int chooseRemat();
@@ -166,8 +166,7 @@ private:
   OwningOpRef<ModuleOp> module;
   std::vector<otc::InitializerData> initializers;
   /// What the import made constant or joined, for the banner and plan.json.
-  std::vector<std::pair<std::string, std::string>> untrainedInits, tiedInits,
-      splitInits, removedParams;
+  otc::ImportRecords records;
   /// The micro-batch as bound, and the tokens of one micro-step.
   int64_t mb = 0, tokensPerMicroStep = 0;
 
@@ -383,77 +382,6 @@ int Compile::printIR() {
 
 /// The import, what it made constant or joined, the bound micro-batch and
 /// the configuration set on the module.
-/// What the import recorded on @forward (initializers not trained, tied,
-/// split, removed), kept for the reports, and said once each: what makes
-/// the model trained differ from the one exported.
-void Compile::readImportRecords() {
-  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
-    auto collect = [&](const char *attr, auto &out) {
-      if (auto d = fwd->getAttrOfType<DictionaryAttr>(attr))
-        for (NamedAttribute a : d)
-          if (auto why = dyn_cast<StringAttr>(a.getValue()))
-            out.emplace_back(a.getName().str(), why.str());
-    };
-    collect(otc::attrs::kUntrained, untrainedInits);
-    collect(otc::attrs::kTied, tiedInits);
-    collect(otc::attrs::kSplit, splitInits);
-    collect(otc::attrs::kRemoved, removedParams);
-  }
-  // Said once: the model trained is not the one exported from PyTorch.
-  if (!removedParams.empty()) {
-    std::string names;
-    for (size_t i = 0; i < removedParams.size() && i < 3; ++i)
-      names += (i ? ", " : "") + removedParams[i].first;
-    llvm::errs() << "otc-compile: warning: the exporter removed "
-                 << removedParams.size() << " parameter(s) of the model ("
-                 << names << (removedParams.size() > 3 ? ", ..." : "")
-                 << ": zero-initialized biases whose addition its optimizer "
-                    "dropped), which are not trained; export with "
-                    "torch.onnx.export(..., optimize=False) to keep them\n";
-  }
-  // And where the values could not decide a tie (a sizing file's zeros),
-  // or whether a folded value is a parameter.
-  if (auto fwd = module->lookupSymbol<func::FuncOp>("forward")) {
-    // A folded value --freeze names is decided.
-    std::string regexError;
-    std::unique_ptr<otc::NameRegex> frozen =
-        freeze.empty() ? nullptr : otc::NameRegex::compile(freeze, regexError);
-    // Differentiate freezes such a value by either name.
-    auto frozenParam = [&](StringRef name) {
-      if (!frozen)
-        return false;
-      if (frozen->matches(name.str()))
-        return true;
-      for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-        if (auto p = fwd.getArgAttrOfType<StringAttr>(i, otc::attrs::kParam);
-            p && p.getValue() == name)
-          if (auto of =
-                  fwd.getArgAttrOfType<StringAttr>(i, otc::attrs::kParamOf))
-            return frozen->matches(of.str());
-      return false;
-    };
-    for (const char *kind :
-         {otc::attrs::kUndecidedTies, otc::attrs::kUndecidedParams})
-      if (auto d = fwd->getAttrOfType<DictionaryAttr>(kind))
-        for (NamedAttribute a : d)
-          if (auto why = dyn_cast<StringAttr>(a.getValue());
-              why && !(kind == otc::attrs::kUndecidedParams &&
-                       frozenParam(a.getName().getValue())))
-            llvm::errs() << "otc-compile: warning: '" << a.getName().getValue()
-                         << "' " << why.getValue() << "\n";
-  }
-  // Said once too: a parameter the exporter folded through a lookup is not
-  // trained (its table is no longer in the graph).
-  for (const auto &[name, why] : untrainedInits)
-    if (llvm::StringRef(why).starts_with(otc::kFoldedLookupReason))
-      llvm::errs() << "otc-compile: warning: '" << name << "' is " << why
-                   << "\n";
-  if (auto f = (*module)->getAttrOfType<IntegerAttr>(otc::attrs::kReboundBatch))
-    llvm::errs() << "otc-compile: note: the export fixed the batch at "
-                 << f.getInt() << "; --micro-batch " << *importOpts.microBatch
-                 << " re-binds it (every shape follows)\n";
-}
-
 int Compile::importModel() {
   context.loadDialect<otc::OtcDialect, otc::otck::OtckDialect,
                       func::FuncDialect>();
@@ -470,7 +398,7 @@ int Compile::importModel() {
   if (appended && !otc::appendLoss(*module, *appended, err))
     return fail(err);
   timed("import");
-  readImportRecords();
+  records = otc::readImportRecords(*module, freeze, importOpts.microBatch);
   // The leading dimension of the inputs: the micro-batch, as bound.
   mb = importOpts.microBatch.value_or(0);
   if (!mb)
@@ -613,10 +541,10 @@ int Compile::runPipeline() {
 int Compile::summarize() {
   info.samplesPerStep = mb * gradAccum;
   info.tokensPerStep = tokensPerMicroStep * gradAccum;
-  info.untrained = untrainedInits;
-  info.tied = tiedInits;
-  info.split = splitInits;
-  info.removed = removedParams;
+  info.untrained = records.untrained;
+  info.tied = records.tied;
+  info.split = records.split;
+  info.removed = records.removed;
   FailureOr<otc::PlanSummary> s = otc::summarizePlan(*module, info);
   if (failed(s))
     return fail("summarizing the plan failed");
