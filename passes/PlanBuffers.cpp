@@ -509,16 +509,17 @@ static LogicalResult verifyInPlace(func::FuncOp f) {
 /// bytes (but a place in a sharded group, past this rank's bytes).
 static LogicalResult verifyInArena(ArrayRef<Interval> ivs, int64_t arena) {
   for (const Interval &iv : ivs) {
+    otck::BufferOp buffer = iv.buffer;
     // The attribute is a signed i64 but its getter reads it unsigned: read
     // the attribute itself so that a negative offset is seen as one.
-    IntegerAttr off = iv.buffer.getOffsetAttr();
+    IntegerAttr off = buffer.getOffsetAttr();
     if (!off)
-      return iv.buffer.emitError("buffer has no offset");
-    if (iv.buffer->hasAttr(otck::kImageMemberAttr))
+      return buffer.emitError("buffer has no offset");
+    if (buffer->hasAttr(otck::kImageMemberAttr))
       continue;
     if (off.getInt() < 0 || iv.size > arena ||
         off.getInt() > arena - iv.size)
-      return iv.buffer.emitError("buffer lies outside the arena");
+      return buffer.emitError("buffer lies outside the arena");
   }
   return success();
 }
