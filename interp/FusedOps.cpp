@@ -569,19 +569,22 @@ LogicalResult Interpreter::run(otc::GeluGradOp op) {
 /// 1 / (1 + e^-x).
 static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-/// result[i] = x sigmoid(x) with x = input[i].
+/// result[i] = x sigmoid(a x) with x = input[i], a = alpha.
 LogicalResult Interpreter::run(otc::SiluOp op) {
-  return unary(op, [](double x) { return x * sigmoid(x); });
+  const double a = op.getAlpha().convertToDouble();
+  return unary(op, [a](double x) { return x * sigmoid(a * x); });
 }
 
-/// result[i] = grad[i] s (1 + x (1 - s)) with x = input[i], s = sigmoid(x).
+/// result[i] = grad[i] s (1 + a x (1 - s)) with x = input[i], a = alpha,
+/// s = sigmoid(a x): the derivative of x sigmoid(a x).
 LogicalResult Interpreter::run(otc::SiluGradOp op) {
   const Tensor &grad = get(op.getGrad());
   const Tensor &x = get(op.getInput());
+  const double a = op.getAlpha().convertToDouble();
   Tensor out = zeros(grad.shape);
   for (int64_t i = 0, e = grad.data.size(); i < e; ++i) {
-    double s = sigmoid(x.data[i]);
-    out.data[i] = grad.data[i] * s * (1.0 + x.data[i] * (1.0 - s));
+    double s = sigmoid(a * x.data[i]);
+    out.data[i] = grad.data[i] * s * (1.0 + a * x.data[i] * (1.0 - s));
   }
   set(op.getResult(), std::move(out));
   return success();

@@ -465,7 +465,8 @@ LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                      SmallVectorImpl<Value> &out) {
-  out.push_back(b.create<SiluGradOp>(getLoc(), getType(), rg[0], getInput()));
+  out.push_back(b.create<SiluGradOp>(getLoc(), getType(), rg[0], getInput(),
+                                     getAlphaAttr()));
   return success();
 }
 

@@ -323,15 +323,21 @@ def Otc_GeluGradOp : Otc_Op<"gelu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> 
 }
 
 def Otc_SiluOp : Otc_Op<"silu", [Otc_Elementwise, Scalar, Cost, Pure, Grad, SameOperandsAndResultType]> {
-  let summary = "x * sigmoid(x)";
-  let arguments = (ins Otc_FloatTensor:$input);
+  let summary = "x * sigmoid(alpha x)";
+  let description = [{
+    SiLU (swish) at `alpha` = 1; CLIP's QuickGELU, x * sigmoid(1.702 x), at
+    `alpha` = 1.702.
+  }];
+  let arguments = (ins Otc_FloatTensor:$input,
+                   DefaultValuedAttr<F64Attr, "1.0">:$alpha);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
 def Otc_SiluGradOp : Otc_Op<"silu_grad", [Otc_Elementwise, Scalar, Cost, Pure]> {
-  let summary = "grad * s (1 + x (1 - s)) with s = sigmoid(input)";
-  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input);
+  let summary = "grad * s (1 + alpha x (1 - s)) with s = sigmoid(alpha input)";
+  let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$input,
+                   DefaultValuedAttr<F64Attr, "1.0">:$alpha);
   let results = (outs Otc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";

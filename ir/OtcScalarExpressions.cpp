@@ -93,13 +93,15 @@ ScalarExpr gelu(const FloatMath &m, ScalarExpr x, ScalarExpr g,
   return g * (cdf + x * m.c(kInvSqrt2Pi) * apply(Fn::Exp, m.c(-0.5) * x * x));
 }
 
-/// silu(x), or g * silu'(x) when `g` is set.
-ScalarExpr silu(const FloatMath &m, ScalarExpr x, ScalarExpr g) {
+/// x sigmoid(alpha x), or its derivative times g when `g` is set
+/// (alpha = 1: silu, written without the factor).
+ScalarExpr silu(const FloatMath &m, ScalarExpr x, ScalarExpr g, double alpha) {
   ScalarExpr one = m.c(1.0);
-  ScalarExpr sg = one / (one + apply(Fn::Exp, -x));
+  ScalarExpr ax = alpha == 1.0 ? x : m.c(alpha) * x;
+  ScalarExpr sg = one / (one + apply(Fn::Exp, -ax));
   if (!g)
     return x * sg;
-  return g * sg * (one + x * (one - sg));
+  return g * sg * (one + ax * (one - sg));
 }
 
 } // namespace
@@ -212,10 +214,11 @@ ScalarExpr GeluGradOp::getScalarExpression() {
 
 ScalarExpr SiluOp::getScalarExpression() {
   FloatMath m(*this);
-  return m.result(silu(m, m.operand(0), {}));
+  return m.result(silu(m, m.operand(0), {}, getAlpha().convertToDouble()));
 }
 
 ScalarExpr SiluGradOp::getScalarExpression() {
   FloatMath m(*this);
-  return m.result(silu(m, m.operand(1), m.operand(0)));
+  return m.result(
+      silu(m, m.operand(1), m.operand(0), getAlpha().convertToDouble()));
 }

@@ -2,13 +2,14 @@
 //
 // The otc-fuse-patterns pass and its recognizers for everything but
 // attention (FuseAttention.cpp), the rotary embedding (FuseRope.cpp) and
-// layer and RMS normalization (FuseNorm.cpp): GELU in its erf and tanh forms, x
-// * sigmoid(x) and the cross-entropy losses and a mixture of experts' per-row
-// products of gathered weights (otc.expert_matmul). Each recognizer starts from
-// one anchor op, checks the whole chain around it (constants, axes, single uses
+// layer and RMS normalization (FuseNorm.cpp): GELU in its erf and tanh
+// forms, x * sigmoid(x) (and CLIP's QuickGELU, x * sigmoid(1.702 x)), the
+// cross-entropy losses and a mixture of experts' per-row products of
+// gathered weights (otc.expert_matmul). Each recognizer starts from one
+// anchor op, checks the whole chain around it (constants, axes, single uses
 // of the intermediates) and replaces the chain's result by one fused op, all
-// through the PatternRewriter; the chain ops left unread are erased through it
-// too. Each recognizer is an MLIR rewrite pattern rooted at its anchor
+// through the PatternRewriter; the chain ops left unread are erased through
+// it too. Each recognizer is an MLIR rewrite pattern rooted at its anchor
 // (populateFusionPatterns: one line per fusion, naming the ops it builds);
 // chains that almost match are the patterns' match failures, reported as
 // remarks with the condition that failed. The pass applies the patterns
@@ -158,12 +159,29 @@ Match fuse::fuseGeluTanh(TanhOp tanh, PatternRewriter &rewriter) {
 }
 
 Match fuse::fuseSilu(SigmoidOp sigmoid, PatternRewriter &rewriter) {
-  Value x = sigmoid.getInput();
   auto mul = singleUser<MulOp>(sigmoid);
-  if (!mul || otherOperand(mul, sigmoid.getResult()) != x)
+  if (!mul)
     return Match::no();
+  Value x = otherOperand(mul, sigmoid.getResult());
+  // x * sigmoid(x), or x * sigmoid(alpha * x) with a constant alpha read
+  // there alone (CLIP's QuickGELU: 1.702).
+  double alpha = 1.0;
+  if (sigmoid.getInput() != x) {
+    auto scaled = sigmoid.getInput().getDefiningOp<MulOp>();
+    if (!scaled || !scaled->hasOneUse() || shapeOf(scaled) != shapeOf(x))
+      return Match::no();
+    std::optional<double> a;
+    if (scaled.getLhs() == x)
+      a = splatValue(scaled.getRhs());
+    else if (scaled.getRhs() == x)
+      a = splatValue(scaled.getLhs());
+    if (!a)
+      return Match::no();
+    alpha = *a;
+  }
   rewriter.setInsertionPoint(mul);
-  Value s = rewriter.create<SiluOp>(mul.getLoc(), x.getType(), x);
+  Value s = rewriter.create<SiluOp>(mul.getLoc(), x.getType(), x,
+                                    rewriter.getF64FloatAttr(alpha));
   replaceChainOutput(rewriter, mul.getResult(), s);
   return Match::yes();
 }

@@ -370,6 +370,37 @@ func.func @activations(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tens
 
 // -----
 
+// Tests CLIP's QuickGELU, x * sigmoid(1.702 x) (the constant on either side
+// of the product), fused to otc.silu with alpha = 1.702; a scale that is
+// not a constant, or whose product is also read elsewhere, is left alone.
+// CHECK-LABEL: func.func @quick_gelu
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x8xf32>, %[[Y:[^:]*]]: tensor<2x8xf32>)
+// CHECK-DAG: %[[A:.*]] = otc.silu %[[X]] {alpha = 1.70{{[0-9]*}} : f64} : tensor<2x8xf32>
+// CHECK-DAG: %[[B:.*]] = otc.silu %[[X]] {alpha = 1.70{{[0-9]*}} : f64} : tensor<2x8xf32>
+// CHECK-DAG: %[[YS:.*]] = otc.mul %[[X]], %[[Y]]
+// CHECK-DAG: %[[C:.*]] = otc.sigmoid %[[YS]]
+// CHECK-DAG: %[[KS:.*]] = otc.mul %[[X]], %{{.*}} : (tensor<2x8xf32>, tensor<f32>)
+// CHECK-DAG: otc.sigmoid %[[KS]]
+// CHECK: return %[[A]], %[[B]]
+func.func @quick_gelu(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %k = otc.constant dense<1.702000e+00> : tensor<f32>
+  %0 = otc.mul %x, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %1 = otc.sigmoid %0 : tensor<2x8xf32>
+  %2 = otc.mul %x, %1 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %3 = otc.mul %k, %x : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %4 = otc.sigmoid %3 : tensor<2x8xf32>
+  %5 = otc.mul %4, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %6 = otc.mul %x, %y : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %7 = otc.sigmoid %6 : tensor<2x8xf32>
+  %8 = otc.mul %x, %7 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %9 = otc.mul %x, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %10 = otc.sigmoid %9 : tensor<2x8xf32>
+  %11 = otc.mul %x, %10 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %2, %5, %8, %11, %9 : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
 // Tests that an erf chain scaled by 1 instead of 0.5 is not a GELU.
 // CHECK-LABEL: func.func @gelu_wrong_constant
 // CHECK-NOT: otc.gelu

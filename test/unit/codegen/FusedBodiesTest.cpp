@@ -1,7 +1,8 @@
 //===- FusedBodiesTest.cpp - unit test of the fused-op kernel bodies ------===//
 //
 // Parses a module holding the fused activations of OtcFusedOps.td (GELU in
-// both forms, SiLU and their gradients, f32 and bf16), emits each op's
+// both forms, SiLU, CLIP's QuickGELU and their gradients, f32 and bf16),
+// emits each op's
 // kernel body with emitBody and checks its work-item count and the key lines
 // of the text, and that the text uses only float math functions that both
 // the host compiler and nvcc accept. (The other fused ops are library calls:
@@ -10,7 +11,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "test/unit/codegen/BodyTestFixture.h"
-
 
 #include <regex>
 #include <string>
@@ -27,6 +27,8 @@ func.func @f(%x: tensor<2x3x32xbf16>, %z: tensor<6x10xf32>) {
   %gt = otc.gelu_grad %x, %x {approximate = "tanh"} : (tensor<2x3x32xbf16>, tensor<2x3x32xbf16>) -> tensor<2x3x32xbf16> loc("gelu_tanh_grad")
   %si = otc.silu %z : tensor<6x10xf32> loc("silu")
   %sg = otc.silu_grad %z, %z : (tensor<6x10xf32>, tensor<6x10xf32>) -> tensor<6x10xf32> loc("silu_grad")
+  %qg = otc.silu %x {alpha = 1.702 : f64} : tensor<2x3x32xbf16> loc("quick_gelu")
+  %qd = otc.silu_grad %z, %z {alpha = 1.702 : f64} : (tensor<6x10xf32>, tensor<6x10xf32>) -> tensor<6x10xf32> loc("quick_gelu_grad")
   return
 }
 )mlir";
@@ -64,11 +66,21 @@ TEST_F(FusedBodies, Activations) {
   std::string sg = body("silu_grad");
   EXPECT_HAS(sg, "const float t0 = 1.0f / (1.0f + expf(-b));");
   EXPECT_HAS(sg, "out0[i] = a * t0 * (1.0f + b * (1.0f - t0));");
+  EXPECT_EQ(items("quick_gelu"), 192);
+  // QuickGELU, x sigmoid(1.702 x), and its derivative
+  // sigmoid(a x) (1 + a x (1 - sigmoid(a x))) with a x computed once.
+  EXPECT_HAS(body("quick_gelu"),
+             "out0[i] = x * (1.0f / (1.0f + expf(-(1.702000000e+00f * x))));");
+  std::string qd = body("quick_gelu_grad");
+  EXPECT_HAS(qd, "const float t0 = 1.702000000e+00f * b;");
+  EXPECT_HAS(qd, "const float t1 = 1.0f / (1.0f + expf(-t0));");
+  EXPECT_HAS(qd, "out0[i] = a * t1 * (1.0f + t0 * (1.0f - t1));");
 }
 
 TEST_F(FusedBodies, CudaText) {
-  const char *names[] = {"gelu_tanh", "gelu",      "gelu_grad",
-                         "gelu_tanh_grad", "silu", "silu_grad"};
+  const char *names[] = {"gelu_tanh",      "gelu",           "gelu_grad",
+                         "gelu_tanh_grad", "silu",           "silu_grad",
+                         "quick_gelu",     "quick_gelu_grad"};
   std::regex doubleMath("\\b(exp|log|sqrt|tanh|erf|pow|fabs|fmax)\\(");
   for (const char *name : names) {
     std::string cpu = body(name), cuda = body(name, /*cuda=*/true);
