@@ -78,17 +78,40 @@ static llvm::DenseSet<Value> dataDependent(func::FuncOp step,
   return data;
 }
 
-/// The cut values: float data-dependent results that no forward edge
-/// between other data-dependent floats jumps over.
+/// The values of `forward` computed from a parameter of `step`.
+static llvm::DenseSet<Value> parameterDependent(func::FuncOp step,
+                                                ArrayRef<Operation *> forward) {
+  Block &body = step.getBody().front();
+  llvm::DenseSet<Value> fromParams;
+  for (BlockArgument arg : body.getArguments())
+    if (step.getArgAttr(arg.getArgNumber(), attrs::kParam))
+      fromParams.insert(arg);
+  for (Operation *op : forward)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return fromParams.contains(v); }))
+      for (Value r : op->getResults())
+        fromParams.insert(r);
+  return fromParams;
+}
+
+/// The cut values: float data-dependent results computed from a parameter
+/// (the model's activations) that no forward edge between other such values
+/// jumps over. A value of the data alone (a padding mask from
+/// `attention_mask`, read by every layer) is no edge: it is kept or
+/// recomputed from the inputs, which live through the step, and counting it
+/// would leave the whole model one block (full recomputation of every layer
+/// before the first layer's backward).
 static SmallVector<Value> cutValues(Block &body,
                                     DenseMap<Operation *, unsigned> &pos,
                                     ArrayRef<Operation *> forward,
                                     const llvm::DenseSet<Operation *> &fwdSet,
-                                    const llvm::DenseSet<Value> &data) {
+                                    const llvm::DenseSet<Value> &data,
+                                    const llvm::DenseSet<Value> &fromParams) {
   SmallVector<Value> chain;
   for (Operation *op : forward)
     for (Value r : op->getResults())
-      if (data.contains(r) && isFloatValue(r) && !isa<ConstantOp>(op))
+      if (data.contains(r) && fromParams.contains(r) && isFloatValue(r) &&
+          !isa<ConstantOp>(op))
         chain.push_back(r);
   unsigned n = body.getOperations().size();
   std::vector<int> cover(n + 2, 0);
@@ -258,7 +281,8 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
         a.saved.insert(v);
   }
 
-  SmallVector<Value> cuts = cutValues(body, pos, a.forward, fwdSet, data);
+  SmallVector<Value> cuts = cutValues(body, pos, a.forward, fwdSet, data,
+                                      parameterDependent(step, a.forward));
   addBlocks(a, segmentsAt(a.forward, data, cuts), cuts);
   markSelective(a, data);
   return a;
