@@ -247,6 +247,11 @@ static int checkOptions() {
                 "--max-vocab and --lower");
   if (tokenizer.empty() && docToken.getNumOccurrences())
     return fail("--doc-token needs --tokenizer");
+  // The folder of -o's prefix (shards/ of shards/c) is made when missing.
+  if (StringRef folder = sys::path::parent_path(prefix); !folder.empty())
+    if (std::error_code ec = sys::fs::create_directories(folder))
+      return fail("cannot make the folder '" + folder.str() +
+                  "' of -o: " + ec.message());
   return 0;
 }
 

@@ -5,7 +5,11 @@ peft's zeros, so that its values tell), exported by README's recipe (dynamo,
 optimize=False, the Logits wrapper), and what peft itself writes for it:
 adapter_model.safetensors and adapter_config.json (peft_model.save_pretrained)
 (test/e2e/lora-adapter.test). Also batch.safetensors (input_ids,
-attention_mask, targets [4, 16]) for training.
+attention_mask, targets [4, 16]) for training, and lora_ts.onnx: the same
+model with peft's own initialization (lora_B zeros) exported by the
+TorchScript exporter, whose scopes drop peft's lora_A / lora_B ModuleDicts
+and which merges the equal zero lora_B weights into shared initializers
+(lora-ts-names.test: otc-compile's --freeze advice).
 
 Dev-time: PyPI's torch 2.15.0, transformers 5.24.0, onnxscript 0.7.2 and
 peft 0.21.2 (the versions this was generated with); nothing is downloaded.
@@ -68,8 +72,21 @@ def main():
                       output_names=["logits"],
                       dynamic_shapes={"input_ids": {0: batch}, "attention_mask": {0: batch}})
     save_inline(path)
+    torchscript_export(config, ids, mask, os.path.join(out, "lora_ts.onnx"))
     print(f"wrote {out} (torch {torch.__version__}, transformers "
           f"{transformers.__version__}, peft {peft.__version__})")
+
+
+def torchscript_export(config, ids, mask, path):
+    """The model as peft initializes it (lora_B zeros), by TorchScript."""
+    torch.manual_seed(1)
+    base = transformers.LlamaForCausalLM(config).eval()
+    model = peft.get_peft_model(base, peft.LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    torch.onnx.export(Logits(model).eval(), (ids, mask), path, dynamo=False,
+                      opset_version=17, input_names=["input_ids", "attention_mask"],
+                      output_names=["logits"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}})
 
 
 if __name__ == "__main__":
