@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <set>
 
 using namespace llvm;
@@ -235,11 +236,44 @@ static float bf16ToFloat(uint16_t b) {
   return v;
 }
 
+/// The float values of tensor `t`, widened to float32 (`tol`: the relative
+/// tolerance of its precision); false for an integer tensor.
+static bool widened(const otcrt::Tensor &t, std::vector<float> &v, float &tol) {
+  tol = 0;
+  v.resize(t.numel());
+  const uint8_t *d = t.data.data();
+  switch (t.dtype) {
+  case otcrt::StDType::F32:
+    std::memcpy(v.data(), d, v.size() * 4);
+    return true;
+  case otcrt::StDType::F64:
+    for (size_t i = 0; i < v.size(); ++i) {
+      double x;
+      std::memcpy(&x, d + 8 * i, 8);
+      v[i] = float(x);
+    }
+    return true;
+  case otcrt::StDType::F16:
+  case otcrt::StDType::BF16:
+    tol = t.dtype == otcrt::StDType::F16 ? 1.0f / 2048 : 1.0f / 256;
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, d + 2 * i, 2);
+      v[i] = t.dtype == otcrt::StDType::F16 ? halfToFloat(h) : bf16ToFloat(h);
+    }
+    return true;
+  default:
+    return false; // integer buffers are not weights
+  }
+}
+
 /// Reads the reference state dict: float tensors of every file given (a
-/// directory: its *.safetensors), widened to float32.
-static bool readReference(std::vector<otcrt::TensorFile> &files,
-                          std::vector<std::vector<float>> &storage,
-                          std::vector<otc::ExportWeight> &list, std::string &error) {
+/// directory: its *.safetensors), widened to float32, one tensor read at a
+/// time (the file's bytes are never held beside the floats: a reference
+/// cost three times its size in bfloat16, twice in float32).
+static bool readReference(std::deque<std::vector<float>> &storage,
+                          std::vector<otc::ExportWeight> &list,
+                          std::string &error) {
   std::vector<std::string> paths;
   for (const std::string &p : referencePaths) {
     if (!sys::fs::is_directory(p)) {
@@ -258,49 +292,37 @@ static bool readReference(std::vector<otcrt::TensorFile> &files,
     std::sort(found.begin(), found.end());
     paths.insert(paths.end(), found.begin(), found.end());
   }
-  files.resize(paths.size());
-  size_t total = 0;
-  for (size_t f = 0; f < paths.size(); ++f) {
-    if (otcrt::Status s = otcrt::readSafetensors(paths[f], files[f]); !s) {
-      error = "--reference: " + s.message();
-      return false;
-    }
-    total += files[f].tensors.size();
-  }
-  storage.reserve(total);
-  for (size_t f = 0; f < paths.size(); ++f)
-    for (const otcrt::Tensor &t : files[f].tensors) {
-      float tol = 0;
-      std::vector<float> v(t.numel());
-      const uint8_t *d = t.data.data();
-      switch (t.dtype) {
-      case otcrt::StDType::F32:
-        std::memcpy(v.data(), d, v.size() * 4);
-        break;
-      case otcrt::StDType::F64:
-        for (size_t i = 0; i < v.size(); ++i) {
-          double x;
-          std::memcpy(&x, d + 8 * i, 8);
-          v[i] = float(x);
-        }
-        break;
-      case otcrt::StDType::F16:
-      case otcrt::StDType::BF16:
-        tol = t.dtype == otcrt::StDType::F16 ? 1.0f / 2048 : 1.0f / 256;
-        for (size_t i = 0; i < v.size(); ++i) {
-          uint16_t h;
-          std::memcpy(&h, d + 2 * i, 2);
-          v[i] = t.dtype == otcrt::StDType::F16 ? halfToFloat(h) : bf16ToFloat(h);
-        }
-        break;
-      default:
-        continue; // integer buffers are not weights
+  for (const std::string &path : paths) {
+    // A file that cannot seek (a pipe) is read whole.
+    otcrt::TensorFile layout;
+    const bool whole = !otcrt::readSafetensorsLayout(path, layout);
+    if (whole)
+      if (otcrt::Status s = otcrt::readSafetensors(path, layout); !s) {
+        error = "--reference: " + s.message();
+        return false;
       }
+    for (otcrt::Tensor &t : layout.tensors) {
+      otcrt::TensorFile one;
+      if (!whole)
+        if (otcrt::Status s = readOneTensor(path, t.name, one);
+            !s || one.tensors.size() != 1) {
+          error = "--reference: " +
+                  (s ? path + ": tensor '" + t.name + "' cannot be read"
+                     : s.message());
+          return false;
+        }
+      std::vector<float> v;
+      float tol = 0;
+      bool isFloat = widened(whole ? t : one.tensors[0], v, tol);
+      std::vector<uint8_t>().swap(t.data);
+      if (!isFloat)
+        continue;
       storage.push_back(std::move(v));
       otc::ExportWeight w{t.name, t.shape, storage.back().data()};
       w.relTol = tol;
       list.push_back(w);
     }
+  }
   return true;
 }
 
@@ -337,11 +359,10 @@ static bool writeTensors(const std::string &path,
 
 /// Writes the state dict; prints how each name was recovered.
 static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
-  std::vector<otcrt::TensorFile> refFiles;
-  std::vector<std::vector<float>> refStorage;
+  std::deque<std::vector<float>> refStorage;
   std::vector<otc::ExportWeight> reference;
   std::string error;
-  if (!referencePaths.empty() && !readReference(refFiles, refStorage, reference, error))
+  if (!referencePaths.empty() && !readReference(refStorage, reference, error))
     return fail(error);
   otc::StateDictOptions options;
   options.modelPath = modelPath;
