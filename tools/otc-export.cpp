@@ -382,10 +382,17 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
   if (!unresolved.empty()) {
     for (const std::string &u : unresolved)
       errs() << "otc-export: unresolved " << u << "\n";
-    return fail(std::to_string(unresolved.size()) +
-                " weight(s) have no recoverable state-dict name or value (listed "
-                "above); pass --reference with the model's original weights "
-                "(e.g. a safetensors of model.state_dict())");
+    return fail(
+        std::to_string(unresolved.size()) +
+        (referencePaths.empty()
+             ? " weight(s) have no recoverable state-dict name or value "
+               "(listed above); pass --reference with the model's original "
+               "weights (e.g. a safetensors of model.state_dict())"
+             : " weight(s) match no tensor of the reference by name or value "
+               "(listed above): the reference lacks them, or the exporter "
+               "merged equal fresh weights into one tensor (export from "
+               "trained weights, or with the dynamo exporter, which records "
+               "merges)"));
   }
   // --peft-adapter: the adapter's tensors alone, under peft's names.
   if (peftAdapter.getNumOccurrences()) {
