@@ -404,6 +404,24 @@ void Predictor::gemmSums(otck::GemmOp g) {
 
 } // namespace
 
+/// The share of a causal attention's work that a causal sliding window of W
+/// keys leaves (1 without one): the (query, key) pairs it sees, T W -
+/// W (W - 1) / 2, over the causal T (T + 1) / 2. The rates are measured on
+/// causal attention, and every kernel (cuDNN's band, the library's own, the
+/// cpu's) skips the keys a window hides.
+static double windowShare(Operation &op) {
+  auto [causal, window] =
+      isa<AttentionOp>(op) ? std::pair(cast<AttentionOp>(op).getCausal(),
+                                       cast<AttentionOp>(op).getWindow())
+                           : std::pair(cast<AttentionGradOp>(op).getCausal(),
+                                       cast<AttentionGradOp>(op).getWindow());
+  AttentionSizes a = attentionSizes(&op);
+  const double t = double(a.t), w = double(window);
+  if (!causal || window <= 0 || a.t != a.s || window >= a.t)
+    return 1.0;
+  return (t * w - w * (w - 1) / 2) / (t * (t + 1) / 2);
+}
+
 LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
   double flops = costFlops(op), bytes = costBytes(op);
   std::string kind = baseName(op);
@@ -423,7 +441,7 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
     double rate = !fast                  ? d.attentionFallbackRate
                   : isa<AttentionOp>(op) ? d.attentionFwdRate
                                          : d.attentionBwdRate;
-    LaunchCost cost = priceRoofline(d, flops / rate, bytes);
+    LaunchCost cost = priceRoofline(d, flops * windowShare(op) / rate, bytes);
     // A key-padding mask written out along the queries for cuDNN: one more
     // launch writing its values (cuDNN's reading them is in its rate).
     if (int64_t staged =

@@ -386,6 +386,23 @@ TEST_F(StepTimeTest, AttentionOnH100) {
   EXPECT_TRUE(t.launches[0].kernels.empty());
 }
 
+// Tests that a causal sliding window of 256 keys at T = 1024 is priced by
+// the pairs it sees: 1024 x 256 - 256 x 255 / 2 = 229504 of the causal
+// 1024 x 1025 / 2 = 524800, 0.437317 of the FLOPs' time: 22.2238 us (the
+// bytes' 16.9 us stay below), plus 0.83 us: 23.0538 us. Its FLOPs as
+// counted do not change.
+TEST_F(StepTimeTest, SlidingWindowAttentionOnH100) {
+  std::string windowed = kAttention;
+  size_t at = windowed.find("{causal, ");
+  ASSERT_NE(at, std::string::npos);
+  windowed.replace(at, 9, "{causal, window = 256 : i64, ");
+  StepTime t = predict(windowed.c_str(), "h100");
+  ASSERT_EQ(t.launches.size(), 1u);
+  EXPECT_EQ(t.launches[0].flops, 26273120256.0);
+  expectNear(t.launches[0].seconds, 23.0538e-6);
+  EXPECT_EQ(t.launches[0].cost.binding(), Limit::Compute);
+}
+
 const char kAccumulate[] = R"mlir(
 module attributes {otck.alignment = 256 : i64} {
 func.func @zero_grads() {
