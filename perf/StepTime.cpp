@@ -404,12 +404,14 @@ void Predictor::gemmSums(otck::GemmOp g) {
 
 } // namespace
 
-/// The share of a causal attention's work that a causal sliding window of W
-/// keys leaves (1 without one): the (query, key) pairs it sees, T W -
-/// W (W - 1) / 2, over the causal T (T + 1) / 2. The rates are measured on
-/// causal attention, and every kernel (cuDNN's band, the library's own, the
-/// cpu's) skips the keys a window hides.
-static double windowShare(Operation &op) {
+/// The time of an attention call relative to a causal one of its shape, on
+/// which the rates are measured (with the FLOPs counted in full): the
+/// (query, key) pairs it computes over the causal T (T + 1) / 2. A causal
+/// sliding window of W keys sees T W - W (W - 1) / 2 of them (cuDNN's band,
+/// the library's and the cpu's kernels skip the rest); an attention that is
+/// not causal computes every pair, T S (a mask tensor hides keys by value,
+/// which no kernel skips): twice a causal one's work.
+static double causalShare(Operation &op) {
   auto [causal, window] =
       isa<AttentionOp>(op) ? std::pair(cast<AttentionOp>(op).getCausal(),
                                        cast<AttentionOp>(op).getWindow())
@@ -417,7 +419,11 @@ static double windowShare(Operation &op) {
                                        cast<AttentionGradOp>(op).getWindow());
   AttentionSizes a = attentionSizes(&op);
   const double t = double(a.t), w = double(window);
-  if (!causal || window <= 0 || a.t != a.s || window >= a.t)
+  if (a.t != a.s)
+    return causal ? 1.0 : 2.0;
+  if (!causal)
+    return t * t / (t * (t + 1) / 2);
+  if (window <= 0 || window >= a.t)
     return 1.0;
   return (t * w - w * (w - 1) / 2) / (t * (t + 1) / 2);
 }
@@ -441,7 +447,7 @@ LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {
     double rate = !fast                  ? d.attentionFallbackRate
                   : isa<AttentionOp>(op) ? d.attentionFwdRate
                                          : d.attentionBwdRate;
-    LaunchCost cost = priceRoofline(d, flops * windowShare(op) / rate, bytes);
+    LaunchCost cost = priceRoofline(d, flops * causalShare(op) / rate, bytes);
     // A key-padding mask written out along the queries for cuDNN: one more
     // launch writing its values (cuDNN's reading them is in its rate).
     if (int64_t staged =

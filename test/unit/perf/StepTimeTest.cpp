@@ -387,7 +387,8 @@ TEST_F(StepTimeTest, AttentionOnH100) {
 }
 
 // Tests that a causal sliding window of 256 keys at T = 1024 is priced by
-// the pairs it sees: 1024 x 256 - 256 x 255 / 2 = 229504 of the causal
+// the pairs it sees (the rates are measured on causal attention with its
+// FLOPs counted in full): 1024 x 256 - 256 x 255 / 2 = 229504 of the causal
 // 1024 x 1025 / 2 = 524800, 0.437317 of the FLOPs' time: 22.2238 us (the
 // bytes' 16.9 us stay below), plus 0.83 us: 23.0538 us. Its FLOPs as
 // counted do not change.
@@ -401,6 +402,21 @@ TEST_F(StepTimeTest, SlidingWindowAttentionOnH100) {
   EXPECT_EQ(t.launches[0].flops, 26273120256.0);
   expectNear(t.launches[0].seconds, 23.0538e-6);
   EXPECT_EQ(t.launches[0].cost.binding(), Limit::Compute);
+}
+
+// Tests that an attention that is not causal (BERT's, ViT's: every key)
+// is priced by the pairs it computes, 1024 x 1024 against the causal
+// 524800 the rates are measured on: 1.998049 x 50.8184 us = 101.5377 us,
+// plus 0.83 us: 102.3677 us.
+TEST_F(StepTimeTest, BidirectionalAttentionOnH100) {
+  std::string full = kAttention;
+  size_t at = full.find("{causal, ");
+  ASSERT_NE(at, std::string::npos);
+  full.replace(at, 9, "{");
+  StepTime t = predict(full.c_str(), "h100");
+  ASSERT_EQ(t.launches.size(), 1u);
+  EXPECT_EQ(t.launches[0].flops, 26273120256.0);
+  expectNear(t.launches[0].seconds, 102.3677e-6);
 }
 
 const char kAccumulate[] = R"mlir(
