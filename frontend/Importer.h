@@ -509,6 +509,13 @@ private:
   /// additions read it, so it may be a buffer ("" when others read it).
   std::string additiveFoldWarning(const std::string &name,
                                   const std::string &guess);
+  /// Why otc-compile warns of `name`, a trained value the TorchScript
+  /// exporter folded (`onnx::Mul_N`) whose values are few distinct
+  /// (`fewValues`: a fresh norm's 1 + weight, ones) and which nodes of
+  /// several modules read: the exporter merges equal tensors, so it may be
+  /// a parameter of each module, trained here as one ("" otherwise).
+  std::string mergedFoldWarning(const std::string &name, bool fewValues,
+                                int64_t elements);
   /// Why a value the dynamo exporter folded through a many-to-one lookup of
   /// a parameter is kept constant ("" when it is trained).
   std::string foldedLookupReason(const std::string &name, ParamOrigins &origins,

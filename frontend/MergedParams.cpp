@@ -288,16 +288,44 @@ foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
   return scopeWeightName(graph, readers);
 }
 
+/// Whether `out`, an Identity's output that reads initializer `src`, names
+/// a copy the TorchScript exporter made of a merged value: a parameter's
+/// own name (`model.norm.weight`), or, for a value it folded
+/// (`onnx::Mul_N`: a fresh Gemma norm's 1 + weight, ones), another folded
+/// name read in one module's scope (`readers`: each value's reading nodes).
+static bool
+mergedCopyName(const onnx::GraphProto &graph, const std::string &src,
+               const std::string &out,
+               const std::map<std::string, std::vector<int>> &readers) {
+  if (out.find("::") == std::string::npos)
+    return out.find('.') != std::string::npos;
+  if (src.rfind("onnx::", 0) != 0 || out.rfind("onnx::", 0) != 0)
+    return false;
+  auto r = readers.find(out);
+  if (r == readers.end())
+    return false;
+  std::set<std::string> modules;
+  for (int n : r->second)
+    modules.insert(moduleOf(graph.node(n)));
+  return modules.size() == 1 && !modules.begin()->empty();
+}
+
 /// The TorchScript exporter's form: `Identity(W) -> model.norm.weight`, the
-/// merged parameter's own name as the output. Each becomes an initializer
-/// of that name holding W's values (the Identity dropped); appends the
-/// (copy, original) pairs to `splits`.
+/// merged parameter's own name as the output (or, for a value it folded,
+/// `Identity(onnx::Mul_7) -> onnx::Mul_9` read by one module:
+/// mergedCopyName). Each becomes an initializer of that name holding W's
+/// values (the Identity dropped); appends the (copy, original) pairs to
+/// `splits`.
 static void
 splitIdentityCopies(onnx::GraphProto &graph, const std::string &path,
                     std::vector<std::pair<std::string, std::string>> &splits) {
   std::map<std::string, const onnx::TensorProto *> byName;
   for (const auto &init : graph.initializer())
     byName[init.name()] = &init;
+  std::map<std::string, std::vector<int>> readers;
+  for (int n = 0; n < graph.node_size(); ++n)
+    for (const std::string &in : graph.node(n).input())
+      readers[in].push_back(n);
   std::vector<onnx::TensorProto> added;
   std::vector<int> dropped;
   for (int n = 0; n < graph.node_size(); ++n) {
@@ -309,8 +337,8 @@ splitIdentityCopies(onnx::GraphProto &graph, const std::string &path,
     const std::string &out = node.output(0);
     if (src == byName.end() ||
         src->second->data_type() != onnx::TensorProto::FLOAT ||
-        src->second->dims_size() == 0 || out.find('.') == std::string::npos ||
-        out.find("::") != std::string::npos || byName.count(out))
+        src->second->dims_size() == 0 || byName.count(out) ||
+        !mergedCopyName(graph, src->first, out, readers))
       continue;
     TensorData data =
         decodeTensor(*src->second, "initializer '" + src->first + "'", path);

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 using namespace mlir;
 
@@ -160,6 +161,37 @@ std::string Importer::additiveFoldWarning(const std::string &name,
          "' after that node's scope), though it may be a buffer (BART's "
          "final_logits_bias); if it is, freeze it: --freeze='^" +
          name + "$' (a dynamo export records which it is)";
+}
+
+std::string Importer::mergedFoldWarning(const std::string &name, bool fewValues,
+                                        int64_t elements) {
+  if (!fewValues || !initializerReaders)
+    return "";
+  auto readers = initializerReaders->find(name);
+  if (readers == initializerReaders->end())
+    return "";
+  std::set<std::string> modules;
+  for (auto [n, j] : readers->second)
+    modules.insert(detail::moduleOf(model.graph().node(n)));
+  if (modules.size() < 2 || modules.count(""))
+    return "";
+  std::string list;
+  size_t shown = 0;
+  for (const std::string &m : modules)
+    if (shown++ < 3)
+      list += (list.empty() ? "" : ", ") + m;
+  if (modules.size() > 3)
+    list += ", ...";
+  return "is a value the TorchScript exporter folded, of few distinct values "
+         "(a fresh norm's 1 + weight), read by " +
+         std::to_string(modules.size()) + " modules (" + list +
+         "): the exporter merges equal tensors, so it may be a parameter of "
+         "each, which PyTorch trains apart (" +
+         std::to_string(int64_t(modules.size()) * elements) +
+         " values) and this program trains as one (" +
+         std::to_string(elements) +
+         "); export from trained weights, or with the dynamo exporter, "
+         "which records merges";
 }
 
 /// Why a value the dynamo exporter folded from a parameter and indices is
@@ -555,6 +587,13 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
             builder.getNamedAttr(name, builder.getStringAttr(why)));
       }
     }
+    if (!origins.exported && name.rfind("onnx::", 0) == 0)
+      if (std::string why = mergedFoldWarning(
+              name, c.key ? c.key->fewDistinct : fewDistinct(c.data.floats),
+              elementsOf(*c.init));
+          !why.empty())
+        undecidedParams.push_back(
+            builder.getNamedAttr(name, builder.getStringAttr(why)));
     values[name] = arg;
     if (c.key)
       valuelessInits[name] = c.init;
