@@ -61,37 +61,23 @@ static SmallVector<Operation *> forwardOf(Block &body, Value loss) {
   return ordered;
 }
 
-/// The values of `forward` that depend on a graph input of `step`.
-static llvm::DenseSet<Value> dataDependent(func::FuncOp step,
-                                           ArrayRef<Operation *> forward) {
+/// The arguments of `step` marked `argAttr` (otc.input: the data;
+/// otc.param: the parameters) and the values of `forward` computed from
+/// them.
+static llvm::DenseSet<Value> computedFrom(func::FuncOp step,
+                                          ArrayRef<Operation *> forward,
+                                          StringRef argAttr) {
   Block &body = step.getBody().front();
-  llvm::DenseSet<Value> data;
+  llvm::DenseSet<Value> from;
   for (BlockArgument arg : body.getArguments())
-    if (step.getArgAttr(arg.getArgNumber(), attrs::kInput))
-      data.insert(arg);
+    if (step.getArgAttr(arg.getArgNumber(), argAttr))
+      from.insert(arg);
   for (Operation *op : forward)
     if (llvm::any_of(op->getOperands(),
-                     [&](Value v) { return data.contains(v); }))
+                     [&](Value v) { return from.contains(v); }))
       for (Value r : op->getResults())
-        data.insert(r);
-
-  return data;
-}
-
-/// The values of `forward` computed from a parameter of `step`.
-static llvm::DenseSet<Value> parameterDependent(func::FuncOp step,
-                                                ArrayRef<Operation *> forward) {
-  Block &body = step.getBody().front();
-  llvm::DenseSet<Value> fromParams;
-  for (BlockArgument arg : body.getArguments())
-    if (step.getArgAttr(arg.getArgNumber(), attrs::kParam))
-      fromParams.insert(arg);
-  for (Operation *op : forward)
-    if (llvm::any_of(op->getOperands(),
-                     [&](Value v) { return fromParams.contains(v); }))
-      for (Value r : op->getResults())
-        fromParams.insert(r);
-  return fromParams;
+        from.insert(r);
+  return from;
 }
 
 /// The cut values: float data-dependent results computed from a parameter
@@ -270,7 +256,7 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
   // Forward: the ops the loss depends on.
   a.forward = forwardOf(body, loss);
   llvm::DenseSet<Operation *> fwdSet(a.forward.begin(), a.forward.end());
-  llvm::DenseSet<Value> data = dataDependent(step, a.forward);
+  llvm::DenseSet<Value> data = computedFrom(step, a.forward, attrs::kInput);
 
   // Saved: forward results read by the backward.
   for (Operation &op : body.without_terminator()) {
@@ -281,8 +267,9 @@ FailureOr<RematAnalysis> otc::analyzeTrainStep(func::FuncOp step) {
         a.saved.insert(v);
   }
 
-  SmallVector<Value> cuts = cutValues(body, pos, a.forward, fwdSet, data,
-                                      parameterDependent(step, a.forward));
+  SmallVector<Value> cuts =
+      cutValues(body, pos, a.forward, fwdSet, data,
+                computedFrom(step, a.forward, attrs::kParam));
   addBlocks(a, segmentsAt(a.forward, data, cuts), cuts);
   markSelective(a, data);
   return a;

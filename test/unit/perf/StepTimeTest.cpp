@@ -59,6 +59,16 @@ protected:
     return *t;
   }
 
+  /// predict of `text` with its first `from` replaced by `to`.
+  StepTime predictEdited(std::string text, const std::string &from,
+                         const char *to, llvm::StringRef device) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << "no '" << from << "' to replace";
+    if (at != std::string::npos)
+      text.replace(at, from.size(), to);
+    return predict(text.c_str(), device);
+  }
+
   mlir::MLIRContext ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
@@ -393,11 +403,8 @@ TEST_F(StepTimeTest, AttentionOnH100) {
 // bytes' 16.9 us stay below), plus 0.83 us: 23.0538 us. Its FLOPs as
 // counted do not change.
 TEST_F(StepTimeTest, SlidingWindowAttentionOnH100) {
-  std::string windowed = kAttention;
-  size_t at = windowed.find("{causal, ");
-  ASSERT_NE(at, std::string::npos);
-  windowed.replace(at, 9, "{causal, window = 256 : i64, ");
-  StepTime t = predict(windowed.c_str(), "h100");
+  StepTime t = predictEdited(kAttention, "{causal, ",
+                             "{causal, window = 256 : i64, ", "h100");
   ASSERT_EQ(t.launches.size(), 1u);
   EXPECT_EQ(t.launches[0].flops, 26273120256.0);
   expectNear(t.launches[0].seconds, 23.0538e-6);
@@ -409,11 +416,7 @@ TEST_F(StepTimeTest, SlidingWindowAttentionOnH100) {
 // 524800 the rates are measured on: 1.998049 x 50.8184 us = 101.5377 us,
 // plus 0.83 us: 102.3677 us.
 TEST_F(StepTimeTest, BidirectionalAttentionOnH100) {
-  std::string full = kAttention;
-  size_t at = full.find("{causal, ");
-  ASSERT_NE(at, std::string::npos);
-  full.replace(at, 9, "{");
-  StepTime t = predict(full.c_str(), "h100");
+  StepTime t = predictEdited(kAttention, "{causal, ", "{", "h100");
   ASSERT_EQ(t.launches.size(), 1u);
   EXPECT_EQ(t.launches[0].flops, 26273120256.0);
   expectNear(t.launches[0].seconds, 102.3677e-6);
