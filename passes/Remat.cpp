@@ -125,9 +125,14 @@ static SmallVector<Value> cutValues(Block &body,
     c += cover[i];
     covered[i] = c;
   }
+  // One cut per op: its first result (a layer norm's output, not its mean
+  // and rstd). Segments end at a cut's op, so a second cut of the same op
+  // would end none, and every op after it would fall in one segment (a
+  // post-norm model, BERT, was one block from its first norm on).
   SmallVector<Value> cuts;
   for (Value v : chain)
-    if (covered[pos[v.getDefiningOp()]] == 0)
+    if (covered[pos[v.getDefiningOp()]] == 0 &&
+        (cuts.empty() || cuts.back().getDefiningOp() != v.getDefiningOp()))
       cuts.push_back(v);
 
   return cuts;
