@@ -564,6 +564,11 @@ void otc::printPlanReport(const PlanSummary &s, const PlanInfo &info,
   row("arena", s.arena);
   row("lower bound", s.lowerBound);
   row("libraries", s.libraries);
+  // What the libraries hold, each (cuDNN's attention workspaces can be
+  // gigabytes at long sequences).
+  for (const OutsideBuffer &b : s.outside.buffers)
+    if (b.bytes)
+      row("  " + b.name, b.bytes);
   row("context", s.context);
   row("total peak", s.totalPeak);
   if (s.precision == "fp8")
