@@ -159,6 +159,11 @@ bool projectionWeight(const onnx::NodeProto &node, int j);
 std::string
 foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
                      const std::vector<std::pair<int, int>> &readers);
+/// The module scopes (moduleOf) of `readers`' nodes (node index, input
+/// index).
+std::set<std::string>
+readerModules(const onnx::GraphProto &graph,
+              const std::vector<std::pair<int, int>> &readers);
 /// `<module>.weight` when every reader (node index, input index) lies in
 /// one module's scope, else "": the name a value the TorchScript exporter
 /// folded from that module's parameter most likely has.
@@ -510,12 +515,11 @@ private:
   std::string additiveFoldWarning(const std::string &name,
                                   const std::string &guess);
   /// Why otc-compile warns of `name`, a trained value the TorchScript
-  /// exporter folded (`onnx::Mul_N`) whose values are few distinct
-  /// (`fewValues`: a fresh norm's 1 + weight, ones) and which nodes of
+  /// exporter folded (`onnx::Mul_N`), candidate `c`, whose values are few
+  /// distinct (a fresh norm's 1 + weight, ones) and which nodes of
   /// several modules read: the exporter merges equal tensors, so it may be
   /// a parameter of each module, trained here as one ("" otherwise).
-  std::string mergedFoldWarning(const std::string &name, bool fewValues,
-                                int64_t elements);
+  std::string mergedFoldWarning(const ParamCandidate &c);
   /// Why a value the dynamo exporter folded through a many-to-one lookup of
   /// a parameter is kept constant ("" when it is trained).
   std::string foldedLookupReason(const std::string &name, ParamOrigins &origins,

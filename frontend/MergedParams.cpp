@@ -267,11 +267,18 @@ bool projectionWeight(const onnx::NodeProto &node, int j) {
   return true;
 }
 
-std::string scopeWeightName(const onnx::GraphProto &graph,
-                            const std::vector<std::pair<int, int>> &readers) {
+std::set<std::string>
+readerModules(const onnx::GraphProto &graph,
+              const std::vector<std::pair<int, int>> &readers) {
   std::set<std::string> modules;
   for (auto [n, j] : readers)
     modules.insert(moduleOf(graph.node(n)));
+  return modules;
+}
+
+std::string scopeWeightName(const onnx::GraphProto &graph,
+                            const std::vector<std::pair<int, int>> &readers) {
+  std::set<std::string> modules = readerModules(graph, readers);
   return modules.size() == 1 && !modules.begin()->empty()
              ? *modules.begin() + ".weight"
              : "";
@@ -293,10 +300,10 @@ foldedProjectionName(const onnx::GraphProto &graph, const std::string &name,
 /// own name (`model.norm.weight`), or, for a value it folded
 /// (`onnx::Mul_N`: a fresh Gemma norm's 1 + weight, ones), another folded
 /// name read in one module's scope (`readers`: each value's reading nodes).
-static bool
-mergedCopyName(const onnx::GraphProto &graph, const std::string &src,
-               const std::string &out,
-               const std::map<std::string, std::vector<int>> &readers) {
+static bool mergedCopyName(
+    const onnx::GraphProto &graph, const std::string &src,
+    const std::string &out,
+    const std::map<std::string, std::vector<std::pair<int, int>>> &readers) {
   if (out.find("::") == std::string::npos)
     return out.find('.') != std::string::npos;
   if (src.rfind("onnx::", 0) != 0 || out.rfind("onnx::", 0) != 0)
@@ -304,9 +311,7 @@ mergedCopyName(const onnx::GraphProto &graph, const std::string &src,
   auto r = readers.find(out);
   if (r == readers.end())
     return false;
-  std::set<std::string> modules;
-  for (int n : r->second)
-    modules.insert(moduleOf(graph.node(n)));
+  std::set<std::string> modules = readerModules(graph, r->second);
   return modules.size() == 1 && !modules.begin()->empty();
 }
 
@@ -322,10 +327,10 @@ splitIdentityCopies(onnx::GraphProto &graph, const std::string &path,
   std::map<std::string, const onnx::TensorProto *> byName;
   for (const auto &init : graph.initializer())
     byName[init.name()] = &init;
-  std::map<std::string, std::vector<int>> readers;
+  std::map<std::string, std::vector<std::pair<int, int>>> readers;
   for (int n = 0; n < graph.node_size(); ++n)
-    for (const std::string &in : graph.node(n).input())
-      readers[in].push_back(n);
+    for (int j = 0; j < graph.node(n).input_size(); ++j)
+      readers[graph.node(n).input(j)].push_back({n, j});
   std::vector<onnx::TensorProto> added;
   std::vector<int> dropped;
   for (int n = 0; n < graph.node_size(); ++n) {

@@ -53,6 +53,14 @@ static std::string untrainedReason(const std::vector<float> &v) {
 /// mask or constant fill has.
 constexpr int64_t kProbeElements = 4096;
 
+/// The elements of `init`'s shape.
+static int64_t elementsOf(const onnx::TensorProto &init) {
+  int64_t elements = 1;
+  for (int64_t d : init.dims())
+    elements *= d;
+  return elements;
+}
+
 /// "" when the rules, applied to all of a sampled matrix's `values`, agree
 /// with what its first values decided (trained), else the error line: a
 /// value past them that is not finite, which the full import would have
@@ -163,18 +171,20 @@ std::string Importer::additiveFoldWarning(const std::string &name,
          name + "$' (a dynamo export records which it is)";
 }
 
-std::string Importer::mergedFoldWarning(const std::string &name, bool fewValues,
-                                        int64_t elements) {
-  if (!fewValues || !initializerReaders)
+std::string Importer::mergedFoldWarning(const ParamCandidate &c) {
+  const std::string &name = c.init->name();
+  if (!initializerReaders)
     return "";
   auto readers = initializerReaders->find(name);
   if (readers == initializerReaders->end())
     return "";
-  std::set<std::string> modules;
-  for (auto [n, j] : readers->second)
-    modules.insert(detail::moduleOf(model.graph().node(n)));
-  if (modules.size() < 2 || modules.count(""))
+  std::set<std::string> modules =
+      detail::readerModules(model.graph(), readers->second);
+  // The values last: a kept tensor is scanned for them.
+  if (modules.size() < 2 || modules.count("") ||
+      !(c.key ? c.key->fewDistinct : fewDistinct(c.data.floats)))
     return "";
+  const int64_t elements = elementsOf(*c.init);
   std::string list;
   size_t shown = 0;
   for (const std::string &m : modules)
@@ -269,14 +279,6 @@ Importer::readParamCandidates(ParamOrigins &origins, const NameRegex *train) {
       addDecodedCandidate(init, origins, forced, floats);
   }
   return floats;
-}
-
-/// The elements of `init`'s shape.
-static int64_t elementsOf(const onnx::TensorProto &init) {
-  int64_t elements = 1;
-  for (int64_t d : init.dims())
-    elements *= d;
-  return elements;
 }
 
 /// `init`'s shape, without values.
@@ -390,7 +392,7 @@ bool Importer::isSampled(const onnx::TensorProto &init,
                          const ParamOrigins &origins) const {
   // A build that defers external data reads such a matrix whole once, when
   // it writes the initial values, and checks there what the sample could
-  // not see (checkedSampleLoad): its import reads 64 KiB of it, not all of
+  // not see (sampledValuesError): its import reads 64 KiB of it, not all of
   // it twice (a Llama-3-8B-shaped TorchScript export: 32 GB).
   const bool deferred = options.deferValues &&
                         init.data_location() == onnx::TensorProto::EXTERNAL;
@@ -588,10 +590,7 @@ void Importer::addParamArguments(std::vector<ParamCandidate> &floats,
       }
     }
     if (!origins.exported && name.rfind("onnx::", 0) == 0)
-      if (std::string why = mergedFoldWarning(
-              name, c.key ? c.key->fewDistinct : fewDistinct(c.data.floats),
-              elementsOf(*c.init));
-          !why.empty())
+      if (std::string why = mergedFoldWarning(c); !why.empty())
         undecidedParams.push_back(
             builder.getNamedAttr(name, builder.getStringAttr(why)));
     values[name] = arg;
