@@ -500,6 +500,22 @@ struct FuseEpiloguesPass
     return true;
   }
 
+  /// Moves GEMM `g` down to just before `k` (same block, `g` first) when
+  /// no op in between writes the bytes `g` reads or touches those it
+  /// writes: the values it computes are then the same.
+  static bool sinkTo(otck::GemmOp g, Operation *k) {
+    SmallVector<Value> written = otck::writtenBy(g);
+    for (Value v : g->getOperands()) {
+      Value s = otck::storageOf(v);
+      bool writes = llvm::any_of(
+          written, [&](Value w) { return otck::storageOf(w) == s; });
+      if (otck::usedBetween(g, k, s, /*touch=*/writes))
+        return false;
+    }
+    g->moveBefore(k);
+    return true;
+  }
+
   /// dx = gelu_tanh_grad(t, x) of a GEMM's result t that nothing else reads
   /// becomes the GEMM's dgelu epilogue writing dx, reading x as its aux
   /// (the dGELU form of the backward of gelu's input). Only when nothing
@@ -529,6 +545,11 @@ struct FuseEpiloguesPass
         dxt.getNumElements() != tt.getNumElements() || dxs == t ||
         otck::storageOf(g.getLhs()) == dxs ||
         otck::storageOf(g.getRhs()) == dxs)
+      return false;
+    // x written between the two (a recomputed pre-activation, placed by the
+    // schedule after the product that computes its gradient): the GEMM
+    // moves down to the kernel when nothing in between is in its way.
+    if (otck::usedBetween(g, k, xs, /*touch=*/false) && !sinkTo(g, k))
       return false;
     if (otck::usedBetween(g, k, dxs, /*touch=*/true) ||
         otck::usedBetween(g, k, xs, /*touch=*/false))

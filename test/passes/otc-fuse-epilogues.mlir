@@ -1148,3 +1148,56 @@ func.func @expert_wgrad_widened_back() {
   }
   return
 }
+
+// -----
+
+// A pre-activation recomputed (--remat) after the product of its gradient:
+// the product's GEMM moves down past the recomputing GEMM to the gelu_grad
+// kernel and takes the dgelu epilogue, as without recomputation. Not when
+// an op in between writes what the product reads (@sink_blocked: its
+// right operand).
+// CHECK-LABEL: func.func @recomputed_pre
+// CHECK: otck.gemm %[[X:.*]], %{{.*}}, %[[PRE:.*]] bias
+// CHECK-NEXT: otck.gemm %{{.*}}, %{{.*}}, %{{.*}} aux(%[[PRE]] : memref<4x16xf32>) {dgelu, transpose_rhs}
+// CHECK-NOT: otc.gelu_grad
+// CHECK-LABEL: func.func @sink_blocked
+// CHECK-NOT: dgelu
+// CHECK: otc.gelu_grad
+func.func @recomputed_pre() {
+  %x = otck.buffer {slot = "x"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x16xf32>
+  %b = otck.buffer {slot = "b"} : memref<16xf32>
+  %dy = otck.buffer {slot = "dy"} : memref<4x8xf32>
+  %w2 = otck.buffer {slot = "w2"} : memref<16x8xf32>
+  %dx = otck.buffer {slot = "dx"} : memref<4x16xf32>
+  %t = otck.buffer : memref<4x16xf32>
+  otck.gemm %dy, %w2, %t {transpose_rhs} : memref<4x8xf32>, memref<16x8xf32>, memref<4x16xf32>
+  %pre = otck.buffer : memref<4x16xf32>
+  otck.gemm %x, %w, %pre bias %b : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>, memref<16xf32>
+  otck.kernel ins(%t, %pre : memref<4x16xf32>, memref<4x16xf32>) outs(%dx : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = otc.gelu_grad %a0, %a1 {approximate = "tanh"} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  return
+}
+func.func @sink_blocked() {
+  %x = otck.buffer {slot = "x"} : memref<4x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<8x16xf32>
+  %b = otck.buffer {slot = "b"} : memref<16xf32>
+  %dy = otck.buffer {slot = "dy"} : memref<4x8xf32>
+  %w2 = otck.buffer {slot = "w2"} : memref<16x8xf32>
+  %w3 = otck.buffer {slot = "w3"} : memref<16x8xf32>
+  %dx = otck.buffer {slot = "dx"} : memref<4x16xf32>
+  %t = otck.buffer : memref<4x16xf32>
+  otck.gemm %dy, %w2, %t {transpose_rhs} : memref<4x8xf32>, memref<16x8xf32>, memref<4x16xf32>
+  otck.copy %w3, %w2 : memref<16x8xf32>
+  %pre = otck.buffer : memref<4x16xf32>
+  otck.gemm %x, %w, %pre bias %b : memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>, memref<16xf32>
+  otck.kernel ins(%t, %pre : memref<4x16xf32>, memref<4x16xf32>) outs(%dx : memref<4x16xf32>) {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = otc.gelu_grad %a0, %a1 {approximate = "tanh"} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+    otck.yield %s : tensor<4x16xf32>
+  }
+  return
+}
