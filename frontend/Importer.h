@@ -142,6 +142,21 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path);
 /// The value of the node's metadata entry `key` (NodeProto.metadata_props,
 /// which libonnx 1.12 keeps as an unknown field), or "".
 std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key);
+/// Sets (replaces) the node's metadata entry `key`; erases it.
+void setNodeMetadata(onnx::NodeProto &node, const std::string &key,
+                     const std::string &value);
+void eraseNodeMetadata(onnx::NodeProto &node, const std::string &key);
+/// The TorchScript exporter's scope of `node` as a module path
+/// (`/model/layers.0/mlp/MatMul` -> `model.layers.0.mlp`), or "".
+std::string scopePath(const onnx::NodeProto &node);
+/// Notes on each TorchScript node the module path its scope stands for
+/// where the scopes lack levels (a peft model's LoraModel, lora_A / lora_B:
+/// TorchScriptScopes.cpp); splitMergedParams does it first.
+void canonicalizeScopes(onnx::GraphProto &graph);
+/// The path canonicalizeScopes noted on `node`, or "".
+std::string canonicalScope(const onnx::NodeProto &node);
+/// Erases those notes (before the graph is written out).
+void forgetCanonicalScopes(onnx::GraphProto &graph);
 /// The same for a ValueInfoProto's metadata_props.
 std::string valueMetadata(const onnx::ValueInfoProto &info,
                           const std::string &key);

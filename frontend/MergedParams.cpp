@@ -74,6 +74,29 @@ std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
   return unknownMetadata(node, kNodeMetadataField, key);
 }
 
+void eraseNodeMetadata(onnx::NodeProto &node, const std::string &key) {
+  google::protobuf::UnknownFieldSet *fields =
+      node.GetReflection()->MutableUnknownFields(&node);
+  for (int i = fields->field_count() - 1; i >= 0; --i) {
+    const google::protobuf::UnknownField &f = fields->field(i);
+    onnx::StringStringEntryProto entry;
+    if (f.number() == kNodeMetadataField &&
+        f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        entry.ParseFromString(f.length_delimited()) && entry.key() == key)
+      fields->DeleteSubrange(i, 1);
+  }
+}
+
+void setNodeMetadata(onnx::NodeProto &node, const std::string &key,
+                     const std::string &value) {
+  eraseNodeMetadata(node, key);
+  onnx::StringStringEntryProto entry;
+  entry.set_key(key);
+  entry.set_value(value);
+  node.GetReflection()->MutableUnknownFields(&node)->AddLengthDelimited(
+      kNodeMetadataField, entry.SerializeAsString());
+}
+
 std::string valueMetadata(const onnx::ValueInfoProto &info,
                           const std::string &key) {
   return unknownMetadata(info, kValueInfoMetadataField, key);
@@ -198,15 +221,10 @@ std::string moduleOf(const onnx::NodeProto &node) {
   size_t opSeg = ns.rfind('/');
   if (opSeg == std::string::npos) {
     // The TorchScript exporter names nodes by scope instead:
-    // `/model/layers.0/post_attention_layernorm/Mul_1`.
-    const std::string &name = node.name();
-    size_t last = name.rfind('/');
-    if (name.empty() || name[0] != '/' || last == 0 ||
-        last == std::string::npos)
-      return "";
-    std::string path = name.substr(1, last - 1);
-    std::replace(path.begin(), path.end(), '/', '.');
-    return path;
+    // `/model/layers.0/post_attention_layernorm/Mul_1`, with the levels
+    // its scopes lack put back (canonicalizeScopes).
+    std::string canonical = canonicalScope(node);
+    return canonical.empty() ? scopePath(node) : canonical;
   }
   size_t modSeg = ns.rfind('/', opSeg - 1);
   std::string seg = ns.substr(modSeg == std::string::npos ? 0 : modSeg + 1,
@@ -439,6 +457,7 @@ splitMergedParams(onnx::ModelProto &model, const std::string &path) {
   for (const auto &node : graph.node())
     for (const std::string &out : node.output())
       names.insert(out);
+  canonicalizeScopes(graph);
   std::vector<std::pair<std::string, std::string>> splits;
   splitIdentityCopies(graph, path, splits);
   splitSharedInitializers(graph, path, names, splits);

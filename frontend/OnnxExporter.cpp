@@ -267,6 +267,7 @@ bool exportImpl(const ExportOptions &options,
       if (auto r = replacements.find(init.name()); r != replacements.end())
         setRawData(init, r->second());
   }
+  detail::forgetCanonicalScopes(*model.mutable_graph());
   std::ofstream out(options.outputPath, std::ios::binary | std::ios::trunc);
   if (!out || !model.SerializeToOstream(&out)) {
     error = "cannot write " + options.outputPath + ": " + std::strerror(errno);

@@ -157,30 +157,6 @@ struct DifferentiatePass
                                const NameRegex *frozen);
 };
 
-/// Where the state-dict names of `step`'s parameters are those of a peft
-/// model (`.base_layer.`) whose adapters lost `lora_A` / `lora_B` (named
-/// `.default.weight`: TorchScript's scopes skip peft's ModuleDicts), the
-/// advice for --freeze's error, else "".
-static std::string peftWithoutAdapterNames(func::FuncOp step) {
-  bool base = false, adapter = false, lora = false;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto of = step.getArgAttrOfType<StringAttr>(i, attrs::kParamOf);
-    auto name = step.getArgAttrOfType<StringAttr>(i, attrs::kParam);
-    StringRef n = of ? of.getValue() : name ? name.getValue() : StringRef();
-    base |= n.contains(".base_layer.");
-    adapter |= n.ends_with(".default.weight");
-    lora |= n.contains("lora_");
-  }
-  if (!base || !adapter || lora)
-    return "";
-  return "; these names are a peft model's without 'lora_A' and 'lora_B' "
-         "(its adapters are '<module>.default.weight'): TorchScript's export "
-         "drops peft's ModuleDicts from the scopes, and merges the "
-         "zero-initialized lora_B weights of equal shape into shared tensors; "
-         "export the peft model with torch.onnx.export(..., dynamo=True), "
-         "whose graph names every adapter";
-}
-
 LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
                                                 unsigned lossIndex,
                                                 const NameRegex *frozen) {
@@ -225,8 +201,7 @@ LogicalResult DifferentiatePass::buildTrainStep(func::FuncOp forward,
   if (frozen && candidates && frozenCount == candidates)
     return forward.emitError("--freeze='")
            << frozen->pattern() << "' matches all " << candidates
-           << " parameters: nothing is left to train"
-           << peftWithoutAdapterNames(step);
+           << " parameters: nothing is left to train";
   if (frozen && frozenCount == 0)
     forward.emitWarning("--freeze='")
         << frozen->pattern()

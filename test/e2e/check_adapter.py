@@ -3,10 +3,12 @@
     check_adapter.py same OURS.safetensors PEFT.safetensors
     check_adapter.py count PLAN.json PEFT.safetensors
     check_adapter.py trained OURS.safetensors PEFT.safetensors CHECKPOINT.safetensors
+    check_adapter.py close A.safetensors B.safetensors RTOL
 
 `trained`: each of OURS is the checkpoint's tensor of the initializer peft's
 name comes from (`model.` + the name with `.default` before `.weight`), and
-differs from PEFT's initial value. numpy only.
+differs from PEFT's initial value. `close`: the same names, each tensor of A
+within RTOL of B's largest magnitude. numpy only.
 """
 import json
 import os
@@ -35,6 +37,12 @@ def main():
         want = sum(int(np.asarray(v).size) for v in peft.values())
         got = plan["params_count"]
         result(got == want, f"trained {got}, peft's adapter {want}")
+    elif mode == "close":
+        a, b, rtol = st_io.read(sys.argv[2]), st_io.read(sys.argv[3]), float(sys.argv[4])
+        worst = max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) /
+                    max(float(np.max(np.abs(np.asarray(b[k])))), 1e-30) for k in b)
+        result(sorted(a) == sorted(b) and worst <= rtol,
+               f"{len(a)} tensors, names equal, values within {rtol:g} (worst {worst:.1e})")
     else:
         ours, peft = st_io.read(sys.argv[2]), st_io.read(sys.argv[3])
         ck = st_io.read(sys.argv[4])

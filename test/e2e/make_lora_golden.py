@@ -5,11 +5,13 @@ peft's zeros, so that its values tell), exported by README's recipe (dynamo,
 optimize=False, the Logits wrapper), and what peft itself writes for it:
 adapter_model.safetensors and adapter_config.json (peft_model.save_pretrained)
 (test/e2e/lora-adapter.test). Also batch.safetensors (input_ids,
-attention_mask, targets [4, 16]) for training, and lora_ts.onnx: the same
-model with peft's own initialization (lora_B zeros) exported by the
-TorchScript exporter, whose scopes drop peft's lora_A / lora_B ModuleDicts
-and which merges the equal zero lora_B weights into shared initializers
-(lora-ts-names.test: otc-compile's --freeze advice).
+attention_mask, targets [4, 16]) for training; lora_ts_same.onnx: that
+model exported by the TorchScript exporter; and lora_ts.onnx: the same
+architecture with peft's own initialization (lora_B zeros) exported by the
+TorchScript exporter, with the adapter peft saves for it
+(adapter_ts.safetensors). TorchScript's scopes drop peft's LoraModel level
+and its lora_A / lora_B ModuleDicts, and the exporter merges the equal zero
+lora_B weights into shared initializers (lora-ts-names.test).
 
 Dev-time: PyPI's torch 2.15.0, transformers 5.24.0, onnxscript 0.7.2 and
 peft 0.21.2 (the versions this was generated with); nothing is downloaded.
@@ -72,17 +74,29 @@ def main():
                       output_names=["logits"],
                       dynamic_shapes={"input_ids": {0: batch}, "attention_mask": {0: batch}})
     save_inline(path)
-    torchscript_export(config, ids, mask, os.path.join(out, "lora_ts.onnx"))
+    torch.onnx.export(Logits(model).eval(), (ids, mask),
+                      os.path.join(out, "lora_ts_same.onnx"), dynamo=False,
+                      opset_version=17, input_names=["input_ids", "attention_mask"],
+                      output_names=["logits"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}})
+    torchscript_export(config, ids, mask, out)
     print(f"wrote {out} (torch {torch.__version__}, transformers "
           f"{transformers.__version__}, peft {peft.__version__})")
 
 
-def torchscript_export(config, ids, mask, path):
-    """The model as peft initializes it (lora_B zeros), by TorchScript."""
+def torchscript_export(config, ids, mask, out):
+    """The model as peft initializes it (lora_B zeros), by TorchScript, and
+    the adapter peft saves for it."""
     torch.manual_seed(1)
     base = transformers.LlamaForCausalLM(config).eval()
     model = peft.get_peft_model(base, peft.LoraConfig(
         r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    saved = os.path.join(out, "peft_ts")
+    model.save_pretrained(saved)
+    shutil.move(os.path.join(saved, "adapter_model.safetensors"),
+                os.path.join(out, "adapter_ts.safetensors"))
+    shutil.rmtree(saved)
+    path = os.path.join(out, "lora_ts.onnx")
     torch.onnx.export(Logits(model).eval(), (ids, mask), path, dynamo=False,
                       opset_version=17, input_names=["input_ids", "attention_mask"],
                       output_names=["logits"],
