@@ -165,16 +165,13 @@ bool writeExternalData(onnx::ModelProto &model, const ExportOptions &options,
 bool exportImpl(const ExportOptions &options,
                 const std::vector<ExportWeight> &weights, int64_t &replaced,
                 std::string &error) {
-  std::ifstream in(options.modelPath, std::ios::binary);
-  if (!in) {
-    error = "cannot open " + options.modelPath;
-    return false;
-  }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes.str())) {
-    error = options.modelPath + ": not a valid ONNX model (protobuf parse failed)";
+  // Mapped, not copied: an inline model of a few hundred megabytes is
+  // held once, as parsed.
+  try {
+    detail::loadModel(options.modelPath, model);
+  } catch (const detail::ImportError &e) {
+    error = e.what();
     return false;
   }
   // The program trained the model as the importer read it: parameters the

@@ -143,15 +143,12 @@ private:
 };
 
 bool StateDictBuilder::load(std::string &error) {
-  std::ifstream in(options.modelPath, std::ios::binary);
-  if (!in) {
-    error = "cannot open " + options.modelPath;
-    return false;
-  }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  if (!model.ParseFromString(bytes.str())) {
-    error = options.modelPath + ": not a valid ONNX model (protobuf parse failed)";
+  // Mapped, not copied: an inline model of a few hundred megabytes is
+  // held once, as parsed.
+  try {
+    detail::loadModel(options.modelPath, model);
+  } catch (const detail::ImportError &e) {
+    error = e.what();
     return false;
   }
   // As the importer read it: parameters the exporter merged are apart.
