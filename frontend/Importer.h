@@ -218,6 +218,7 @@ TensorData decodeTensor(const onnx::TensorProto &t, const llvm::Twine &what,
 struct StreamedKey {
   TieKey key;
   bool finite = true;
+  float first = 0, last = 0; ///< its first and last values
 };
 /// The StreamedKey of a float initializer of external data with at least
 /// valuelessElements() elements, which an exporter reads again when it

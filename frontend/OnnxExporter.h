@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,6 +25,18 @@ namespace otc {
 struct WeightReadError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// What a match by value reads of a tensor before its values
+/// (statedict::mayRelate): its first and last values, which a transpose or
+/// a reshape keeps in place, and whether few of its values are distinct
+/// (zeros, ones).
+struct ValuePrint {
+  float first = 0, last = 0;
+  bool few = false;
+};
+
+/// The print of `n` values (StateDictReference.cpp).
+ValuePrint valuePrint(const float *v, size_t n);
 
 /// One trained weight: a float32 tensor named after an ONNX initializer.
 struct ExportWeight {
@@ -37,6 +50,9 @@ struct ExportWeight {
   /// Relative tolerance when compared by value (a reference saved in
   /// bfloat16 or float16 matches the float32 export only to its precision).
   float relTol = 0;
+  /// Its print, where `data` is null (a reference read one tensor at a
+  /// time); computed from `data` otherwise.
+  std::optional<ValuePrint> print;
 
   /// Its values: a copy of `data`, or read by `load` (OnnxExporter.cpp;
   /// throws WeightReadError with load's line when that fails).

@@ -192,16 +192,15 @@ bool StateDictBuilder::load(std::string &error) {
     init.name = t.name();
     const std::string what = "initializer '" + t.name() + "'";
     // A large tensor of external data (detail::valuelessElements) is read
-    // again when it is written: without a reference to compare it with,
-    // only ties need its values, and its key is read without keeping them.
+    // again when it is written, and when a reference compares it: its key
+    // and print are read without keeping its values.
     std::optional<detail::StreamedKey> key =
-        options.reference
-            ? std::nullopt
-            : detail::keyWithoutValues(t, what, options.modelPath);
+        detail::keyWithoutValues(t, what, options.modelPath);
     if (key) {
       init.shape.assign(t.dims().begin(), t.dims().end());
       init.count = size_t(numel(init.shape));
       init.key = key->key;
+      init.print = ValuePrint{key->first, key->last, key->key.fewDistinct};
       init.proto = &t;
     } else {
       detail::TensorData d = detail::decodeTensor(t, what, options.modelPath);
@@ -493,7 +492,8 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
   readKept();
   followTies();
   if (options.reference) {
-    resolver.emplace(inits, *options.reference, options.stripPrefix);
+    resolver.emplace(inits, *options.reference, options.stripPrefix,
+                     [this](const Init &init) { return readExported(init); });
     if (!resolver->run(error))
       return false;
   }
@@ -548,9 +548,14 @@ bool StateDictBuilder::run(const std::vector<ExportWeight> &trained,
     t.name = w->name;
     t.shape = w->shape;
     t.values = [self = shared_from_this(), w](std::vector<float> &out,
-                                              std::string &) {
-      out.assign(w->data, w->data + numel(w->shape));
-      return true;
+                                              std::string &error) {
+      try {
+        out = w->values();
+        return true;
+      } catch (const WeightReadError &e) {
+        error = e.what();
+        return false;
+      }
     };
     t.how = "not in the graph, not trained: the reference's value";
     out.push_back(std::move(t));

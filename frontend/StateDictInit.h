@@ -39,6 +39,8 @@ struct Init {
   /// `key` says what findTies needs and `proto` where to read them again.
   std::vector<float> original;
   std::optional<TieKey> key;
+  /// Where the values are not kept: what a match by value checks first.
+  std::optional<ValuePrint> print;
   const onnx::TensorProto *proto = nullptr;
   /// The trained weight (the caller's, which outlives the export), or null.
   const ExportWeight *trainedWeight = nullptr;
@@ -90,13 +92,22 @@ bool allStartWith(const Range &names, Name name, const std::string &prefix) {
 /// where the value is the only evidence (a search).
 enum class Rules { All, Exact };
 
-/// The relation under which `init` (its original values) equals `ref`
-/// (within `tol` relative), trying `preferred` first. Under Rules::Exact no
-/// folded-in offset is taken (the trained `ln_1.weight` minus 1 is not the
-/// zero-initialized `c_proj.bias`, though both were so at export).
-std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
+/// The relation under which values `v` of shape `shape` (an initializer's
+/// as exported) equal `r`, `ref`'s values (within its relTol relative),
+/// trying `preferred` first. Under Rules::Exact no folded-in offset is
+/// taken (the trained `ln_1.weight` minus 1 is not the zero-initialized
+/// `c_proj.bias`, though both were so at export).
+std::optional<Relation> relate(const std::vector<int64_t> &shape,
+                               const float *v, const ExportWeight &ref,
+                               const float *r,
                                const Relation *preferred = nullptr,
                                Rules rules = Rules::All);
+/// Whether values of prints `a` and `b` (of equal counts) may relate under
+/// `rules`: false only where relate would find no relation (their first
+/// and last values are neither equal within `relTol` nor one offset
+/// apart).
+bool mayRelate(const ValuePrint &a, const ValuePrint &b, float relTol,
+               Rules rules);
 /// How a name's relation reads after how it was found (", transposed").
 std::string relationText(const Relation &rel);
 /// The state-dict tensor of `v`, the current values of `init`, under `rel`.
@@ -110,9 +121,12 @@ std::vector<float> invert(std::vector<float> v, const Init &init,
 /// name or copied through.
 class ReferenceResolver {
 public:
+  /// `readInit` reads an initializer's exported values again where
+  /// they are not kept (Init::deferred).
   ReferenceResolver(std::vector<Init> &inits,
                     const std::vector<ExportWeight> &reference,
-                    const std::string &stripPrefix);
+                    const std::string &stripPrefix,
+                    std::function<std::vector<float>(const Init &)> readInit);
   bool run(std::string &error);
   /// The reference under the graph's names (the wrapper's prefix put back
   /// where the graph's names have it and the reference's do not).
@@ -127,8 +141,21 @@ private:
   void matchHints();
   void nameByValue();
   void claimUnnamedReference();
+  /// The relation of `init` to `w` (relate), their prints checked first
+  /// and their values read only then, each kept until another is asked
+  /// for (a search reads one side once for all candidates of the other).
+  std::optional<Relation> match(const Init &init, const ExportWeight &w,
+                                const Relation *preferred = nullptr,
+                                Rules rules = Rules::All);
+  ValuePrint printOf(const Init &init) const;
+  ValuePrint printOf(const ExportWeight &w) const;
 
   std::vector<Init> &inits;
+  std::function<std::vector<float>(const Init &)> readInit;
+  const Init *initRead = nullptr;
+  std::vector<float> initValues;
+  const ExportWeight *refRead = nullptr;
+  std::vector<float> refValues;
   std::vector<ExportWeight> ref;
   std::map<std::string, const ExportWeight *> refByName;
   /// The reference's names taken so far.

@@ -19,18 +19,31 @@
 namespace otc {
 namespace statedict {
 
-std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
-                               const Relation *preferred, Rules rules) {
-  int64_t n = numel(init.shape);
+namespace {
+
+/// Whether `a` is `b` within `tol` relative.
+bool nearBy(float a, float b, float tol) {
+  return a == b || std::fabs(a - b) <= tol * std::fabs(b);
+}
+
+/// Whether `v` is `r + c` as a fold rounds it once in float32 (within
+/// `tol` relative of `r` besides).
+bool offsetBy(float v, float r, double c, float tol) {
+  double d = double(v) - r;
+  return std::fabs(d - c) <= 4 * std::ldexp(1.0, -23) * (std::fabs(v) + 1) +
+                                 tol * (std::fabs(r) + 1);
+}
+
+} // namespace
+
+std::optional<Relation> relate(const std::vector<int64_t> &shape,
+                               const float *v, const ExportWeight &ref,
+                               const float *r, const Relation *preferred,
+                               Rules rules) {
+  int64_t n = numel(shape);
   if (n != numel(ref.shape))
     return std::nullopt;
-  const float *r = ref.data;
-  // Values are kept whenever a reference is given (StateDictBuilder::load).
-  assert(!init.deferred() && "values compared with a reference are kept");
-  const std::vector<float> &v = init.original;
-  auto near = [&](float a, float b) {
-    return a == b || std::fabs(a - b) <= ref.relTol * std::fabs(b);
-  };
+  auto near = [&](float a, float b) { return nearBy(a, b, ref.relTol); };
   auto same = [&]() {
     for (int64_t i = 0; i < n; ++i)
       if (!near(v[i], r[i]))
@@ -38,8 +51,8 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
     return true;
   };
   auto transposed = [&]() {
-    if (init.shape.size() != 2 || ref.shape.size() != 2 ||
-        init.shape[0] != ref.shape[1] || init.shape[1] != ref.shape[0])
+    if (shape.size() != 2 || ref.shape.size() != 2 ||
+        shape[0] != ref.shape[1] || shape[1] != ref.shape[0])
       return false;
     int64_t rows = ref.shape[0], cols = ref.shape[1];
     for (int64_t i = 0; i < rows; ++i)
@@ -55,10 +68,7 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
     if (c == 0)
       return std::nullopt;
     for (int64_t i = 0; i < n; ++i) {
-      double d = double(v[i]) - r[i];
-      // The fold rounded v = r + c once in float32.
-      if (std::fabs(d - c) > 4 * std::ldexp(1.0, -23) * (std::fabs(v[i]) + 1) +
-                                 ref.relTol * (std::fabs(r[i]) + 1))
+      if (!offsetBy(v[i], r[i], c, ref.relTol))
         return std::nullopt;
     }
     return float(std::nearbyint(c * 1e6) / 1e6);
@@ -76,7 +86,7 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
     rel.shape = ref.shape;
     switch (k) {
     case Relation::Identical:
-      if (init.shape == ref.shape && same())
+      if (shape == ref.shape && same())
         return rel;
       break;
     case Relation::Transposed:
@@ -84,11 +94,11 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
         return rel;
       break;
     case Relation::Reshaped:
-      if (init.shape != ref.shape && same())
+      if (shape != ref.shape && same())
         return rel;
       break;
     case Relation::Offset:
-      if (init.shape == ref.shape)
+      if (shape == ref.shape)
         if (auto c = offset()) {
           rel.offset = *c;
           return rel;
@@ -97,6 +107,16 @@ std::optional<Relation> relate(const Init &init, const ExportWeight &ref,
     }
   }
   return std::nullopt;
+}
+
+bool mayRelate(const ValuePrint &a, const ValuePrint &b, float relTol,
+               Rules rules) {
+  // The first and last values keep their places under every relation:
+  // relate compares them among the rest.
+  if (nearBy(a.first, b.first, relTol) && nearBy(a.last, b.last, relTol))
+    return true;
+  double c = double(a.first) - b.first;
+  return rules == Rules::All && c != 0 && offsetBy(a.last, b.last, c, relTol);
 }
 
 std::string relationText(const Relation &rel) {
@@ -132,10 +152,11 @@ std::vector<float> invert(std::vector<float> v, const Init &init,
   return v;
 }
 
-ReferenceResolver::ReferenceResolver(std::vector<Init> &inits,
-                                     const std::vector<ExportWeight> &reference,
-                                     const std::string &prefix)
-    : inits(inits), ref(reference) {
+ReferenceResolver::ReferenceResolver(
+    std::vector<Init> &inits, const std::vector<ExportWeight> &reference,
+    const std::string &prefix,
+    std::function<std::vector<float>(const Init &)> readInit)
+    : inits(inits), readInit(std::move(readInit)), ref(reference) {
   std::vector<std::string> graphNames;
   for (const Init &init : inits)
     for (const Init::Named &n : init.names)
@@ -152,12 +173,55 @@ ReferenceResolver::ReferenceResolver(std::vector<Init> &inits,
     refByName[w.name] = &w;
 }
 
+ValuePrint ReferenceResolver::printOf(const Init &init) const {
+  if (init.print)
+    return *init.print;
+  return valuePrint(init.original.data(), init.original.size());
+}
+
+ValuePrint ReferenceResolver::printOf(const ExportWeight &w) const {
+  if (w.print)
+    return *w.print;
+  return valuePrint(w.data, size_t(numel(w.shape)));
+}
+
+std::optional<Relation> ReferenceResolver::match(const Init &init,
+                                                 const ExportWeight &w,
+                                                 const Relation *preferred,
+                                                 Rules rules) {
+  if (numel(init.shape) != numel(w.shape) ||
+      !mayRelate(printOf(init), printOf(w), w.relTol, rules))
+    return std::nullopt;
+  const float *v = init.original.data();
+  if (init.deferred()) {
+    if (initRead != &init) {
+      initValues = readInit(init);
+      initRead = &init;
+    }
+    v = initValues.data();
+  }
+  const float *r = w.data;
+  if (!r) {
+    if (refRead != &w) {
+      refValues = w.values();
+      refRead = &w;
+    }
+    r = refValues.data();
+  }
+  return relate(init.shape, v, w, r, preferred, rules);
+}
+
 bool ReferenceResolver::run(std::string &error) {
   if (!checkGraphNames(error))
     return false;
   matchHints();
   nameByValue();
   claimUnnamedReference();
+  // The values last compared let go before anything is written.
+  std::vector<float>().swap(initValues);
+  std::vector<float>().swap(refValues);
+  initRead = nullptr;
+  refRead = nullptr;
   return true;
 }
 
@@ -178,7 +242,7 @@ bool ReferenceResolver::checkGraphNames(std::string &error) {
                 "of another model?)";
         return false;
       }
-      std::optional<Relation> rel = relate(init, *it->second, &n.relation);
+      std::optional<Relation> rel = match(init, *it->second, &n.relation);
       if (!rel) {
         error = "initializer '" + init.name + "' is '" + n.name + "' (" +
                 n.how + ") but its values are not the reference's " + n.name +
@@ -203,7 +267,7 @@ void ReferenceResolver::matchHints() {
     auto it = refByName.find(init.hint);
     if (it == refByName.end() || claimed.count(init.hint))
       continue;
-    if (std::optional<Relation> rel = relate(init, *it->second)) {
+    if (std::optional<Relation> rel = match(init, *it->second)) {
       init.names.push_back(
           {init.hint, *rel,
            init.hintWhy + ", matched by value with the reference"});
@@ -226,11 +290,9 @@ void ReferenceResolver::nameByValue() {
     std::vector<std::pair<const ExportWeight *, Relation>> found;
     for (const ExportWeight &w : ref)
       if (!claimed.count(w.name))
-        if (std::optional<Relation> rel =
-                relate(init, w, nullptr, Rules::Exact))
+        if (std::optional<Relation> rel = match(init, w, nullptr, Rules::Exact))
           found.push_back({&w, *rel});
-    if (found.empty() ||
-        (found.size() > 1 && detail::fewDistinct(init.original)))
+    if (found.empty() || (found.size() > 1 && printOf(init).few))
       continue;
     std::string how = "matched by value with the reference";
     if (found.size() > 1)
@@ -252,13 +314,11 @@ void ReferenceResolver::claimUnnamedReference() {
       continue;
     Init *holder = nullptr;
     std::optional<Relation> holderRel;
-    bool fewValues = detail::fewDistinct(
-        std::vector<float>(w.data, w.data + numel(w.shape)));
+    bool fewValues = printOf(w).few;
     for (Init &init : inits) {
       if (init.names.empty() || fewValues)
         continue;
-      if (std::optional<Relation> rel =
-              relate(init, w, nullptr, Rules::Exact)) {
+      if (std::optional<Relation> rel = match(init, w, nullptr, Rules::Exact)) {
         // Prefer the trained source over an untrained copy.
         if (!holder || (init.trained && !holder->trained)) {
           holder = &init;
@@ -278,4 +338,18 @@ void ReferenceResolver::claimUnnamedReference() {
 }
 
 } // namespace statedict
+
+ValuePrint valuePrint(const float *v, size_t n) {
+  ValuePrint p;
+  if (n) {
+    p.first = v[0];
+    p.last = v[n - 1];
+  }
+  detail::DistinctValues distinct(n);
+  for (size_t i = 0; i < n && !distinct.add(v[i]); ++i) {
+  }
+  p.few = distinct.few();
+  return p;
+}
+
 } // namespace otc

@@ -138,7 +138,13 @@ detail::keyWithoutValues(const onnx::TensorProto &t, const std::string &what,
     return std::nullopt;
   StreamedKey out;
   TieKeyBuilder key(count);
+  bool started = false;
   forEachFloatChunk(t, what, modelPath, [&](const float *v, size_t n) {
+    if (n && !started)
+      out.first = v[0];
+    started |= n > 0;
+    if (n)
+      out.last = v[n - 1];
     key.add(v, n);
     for (size_t i = 0; i < n && out.finite; ++i)
       out.finite = std::isfinite(v[i]);

@@ -268,9 +268,11 @@ static bool widened(const otcrt::Tensor &t, std::vector<float> &v, float &tol) {
 }
 
 /// Reads the reference state dict: float tensors of every file given (a
-/// directory: its *.safetensors), widened to float32, one tensor read at a
-/// time (the file's bytes are never held beside the floats: a reference
-/// cost three times its size in bfloat16, twice in float32).
+/// directory: its *.safetensors), widened to float32, one tensor at a time:
+/// each tensor's print is kept (what a match by value checks first) and
+/// its values are read again when compared or written, so that the
+/// reference is never held (a file that cannot seek, a pipe, is read whole
+/// and kept).
 static bool readReference(std::deque<std::vector<float>> &storage,
                           std::vector<otc::ExportWeight> &list,
                           std::string &error) {
@@ -301,7 +303,12 @@ static bool readReference(std::deque<std::vector<float>> &storage,
         error = "--reference: " + s.message();
         return false;
       }
-    for (otcrt::Tensor &t : layout.tensors) {
+    otc::Progress progress("reading the reference " +
+                               sys::path::filename(path).str(),
+                           layout.tensors.size(), "tensors");
+    for (size_t i = 0; i < layout.tensors.size(); ++i) {
+      otcrt::Tensor &t = layout.tensors[i];
+      progress.update(i);
       otcrt::TensorFile one;
       if (!whole)
         if (otcrt::Status s = readOneTensor(path, t.name, one);
@@ -317,11 +324,32 @@ static bool readReference(std::deque<std::vector<float>> &storage,
       std::vector<uint8_t>().swap(t.data);
       if (!isFloat)
         continue;
-      storage.push_back(std::move(v));
-      otc::ExportWeight w{t.name, t.shape, storage.back().data()};
+      otc::ExportWeight w{t.name, t.shape};
       w.relTol = tol;
-      list.push_back(w);
+      if (whole) {
+        storage.push_back(std::move(v));
+        w.data = storage.back().data();
+      } else {
+        // Its print now, its values again when compared or written.
+        w.print = otc::valuePrint(v.data(), v.size());
+        w.load = [path, name = t.name](std::vector<float> &out,
+                                       std::string &error) {
+          otcrt::TensorFile again;
+          float tol = 0;
+          if (otcrt::Status s = readOneTensor(path, name, again);
+              !s || again.tensors.size() != 1 ||
+              !widened(again.tensors[0], out, tol)) {
+            error = "--reference: " +
+                    (s ? path + ": tensor '" + name + "' cannot be read again"
+                       : s.message());
+            return false;
+          }
+          return true;
+        };
+      }
+      list.push_back(std::move(w));
     }
+    progress.update(layout.tensors.size());
   }
   return true;
 }
