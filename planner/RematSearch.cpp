@@ -97,6 +97,12 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
     double seconds;
   };
   DenseMap<size_t, Planned> planned;
+  auto noteSmallest = [&](int64_t peak, ArrayRef<RematChoice> choice) {
+    if (peak < r.smallestPeak) {
+      r.smallestPeak = peak;
+      r.smallest.emplace(choice.begin(), choice.end());
+    }
+  };
   Progress progress("planning recomputation", frontier.size(), "candidates");
   auto plan = [&](size_t i) -> LogicalResult {
     if (planned.count(i))
@@ -108,7 +114,7 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
     if (failed(peak))
       return failure();
     planned[i] = {*peak, seconds};
-    r.smallestPeak = std::min(r.smallestPeak, *peak);
+    noteSmallest(*peak, frontier[i].choice);
     return success();
   };
 
@@ -200,7 +206,7 @@ otc::solveAutoRemat(ModuleOp module, int64_t budget,
           plannedPeak(module, *variant, backEnd, cost, &seconds);
       if (failed(peak))
         return failure();
-      r.smallestPeak = std::min(r.smallestPeak, *peak);
+      noteSmallest(*peak, *variant);
       if (*peak <= budget)
         options.push_back({*variant, options[i].flops, *peak, seconds});
     }

@@ -45,6 +45,9 @@ struct AutoRematResult {
   /// The smallest planned total peak of any candidate: the least budget
   /// that fits.
   int64_t smallestPeak = 0;
+  /// The candidate of that peak (what a plan that fits no budget is made
+  /// of, for the explanation of what would fit).
+  std::optional<llvm::SmallVector<RematChoice>> smallest;
   /// The choice's cost, when the solver was given one.
   std::optional<double> seconds;
 };

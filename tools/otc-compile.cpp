@@ -153,6 +153,9 @@ private:
   std::string err;
   const otc::Target *emitTarget = nullptr;
   std::optional<int64_t> budget;
+  /// --remat=auto found no candidate under the budget: the plan is the
+  /// smallest one, for summarize's explanation.
+  bool autoMissed = false;
   std::string deviceName;
   const otc::DeviceModel *deviceModel = nullptr;
   otc::ImportOptions importOpts;
@@ -498,16 +501,13 @@ int Compile::chooseRemat() {
       *module, *budget, pipeline.backEnd, frontier, &predicted);
   if (failed(r))
     return fail("planning a recomputation candidate failed");
-  if (!r->choice)
-    return fail("no recomputation plan fits --memory-budget " + memoryBudget +
-                " (" + std::to_string(*budget) +
-                " bytes); the smallest that fits is " +
-                otc::formatBytes(double(r->smallestPeak)) + " (" +
-                std::to_string(r->smallestPeak) + " bytes) at micro-batch " +
-                std::to_string(mb) +
-                ": lower --micro-batch, or let --fit choose the micro-batch "
-                "and accumulation");
-  pipeline.rematBlocks = otc::rematBlockString(*r->choice);
+  if (!r->choice && !r->smallest)
+    return fail("no recomputation plan fits --memory-budget " + memoryBudget);
+  // None fits: the smallest is planned, and summarize says why it is over
+  // and what would fit.
+  autoMissed = !r->choice;
+  pipeline.rematBlocks =
+      otc::rematBlockString(r->choice ? *r->choice : *r->smallest);
   timed("recompute auto");
   return kGoOn;
 }
@@ -554,9 +554,22 @@ int Compile::summarize() {
     std::string why;
     llvm::raw_string_ostream whyOs(why);
     otc::explainOverBudget(*summary, *budget, whyOs);
-    int rc = fail("the planned peak of " + std::to_string(summary->totalPeak) +
-                  " bytes exceeds --memory-budget " + memoryBudget + " (" +
-                  std::to_string(*budget) + " bytes)");
+    int64_t state = summary->params + summary->grads + summary->masterParams +
+                    summary->optimizer;
+    if (autoMissed && state < *budget)
+      whyOs << "  lower --micro-batch, or let --fit choose the micro-batch "
+               "and accumulation\n";
+    int rc =
+        fail(autoMissed
+                 ? "no recomputation plan fits --memory-budget " +
+                       memoryBudget + " (" + std::to_string(*budget) +
+                       " bytes); the smallest that fits is " +
+                       otc::formatBytes(double(summary->totalPeak)) + " (" +
+                       std::to_string(summary->totalPeak) +
+                       " bytes) at micro-batch " + std::to_string(mb)
+                 : "the planned peak of " + std::to_string(summary->totalPeak) +
+                       " bytes exceeds --memory-budget " + memoryBudget + " (" +
+                       std::to_string(*budget) + " bytes)");
     llvm::errs() << why;
     return rc;
   }
