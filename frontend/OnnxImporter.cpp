@@ -496,10 +496,12 @@ importOnnxModel(MLIRContext &context, const LoadedOnnxModel &loaded,
                 "dynamic batch (torch.onnx.export(..., dynamic_shapes={{'{0}': "
                 "{{0: torch.export.Dim('batch')}}) with dynamo=True, "
                 "dynamic_axes={{'{0}': {{0: 'batch'}} with dynamo=False), or "
-                "compile with --micro-batch {1} (and --grad-accum for a larger "
-                "batch); where one was asked for, torch.export fixed it because "
-                "the model's code computes with the batch size (CLIPModel's "
-                "return_loss)",
+                "compile with --micro-batch {1} (--grad-accum adds samples per "
+                "step, but a loss computed across the batch sees one "
+                "micro-batch at a time: CLIPModel's contrastive loss, only "
+                "that micro-batch's negatives); where one was asked for, "
+                "torch.export fixed it because the model's code computes with "
+                "the batch size (CLIPModel's return_loss)",
                 fixed->second, fixed->first, *options.microBatch, error)
                 .str();
   if (fixed && module)

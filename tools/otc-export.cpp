@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -385,6 +386,40 @@ static bool writeTensors(const std::string &path,
   return static_cast<bool>(s);
 }
 
+/// Where `tensors` are an encoder-decoder model's whose token embedding is
+/// shared (a tensor named `*shared.weight`, or one tensor written under an
+/// encoder's and a decoder's names), what a strict load may miss and how
+/// to get it; else "".
+static std::string
+sharedEmbeddingNote(const std::vector<otc::StateDictTensor> &tensors) {
+  bool encoder = false, decoder = false;
+  std::string shared;
+  std::map<std::string, std::pair<bool, bool>> sides; // by initializer
+  for (const otc::StateDictTensor &t : tensors) {
+    bool e = t.name.find("encoder.") != std::string::npos;
+    bool d = t.name.find("decoder.") != std::string::npos;
+    encoder |= e;
+    decoder |= d;
+    if (StringRef(t.name).ends_with("shared.weight"))
+      shared = t.name;
+    if (!t.initializer.empty()) {
+      auto &side = sides[t.initializer];
+      side.first |= e && t.name.find("embed_tokens") != std::string::npos;
+      side.second |= d && t.name.find("embed_tokens") != std::string::npos;
+      if (side.first && side.second && shared.empty())
+        shared = t.name;
+    }
+  }
+  if (!encoder || !decoder || shared.empty())
+    return "";
+  return "this encoder-decoder model shares its token embedding ('" + shared +
+         "'): PyTorch's state dict also names it where no module of the "
+         "graph reads it (BART's model.shared.weight, T5's "
+         "encoder.embed_tokens.weight and decoder.embed_tokens.weight), and "
+         "those names are not written; load with strict=False, or pass "
+         "--reference ORIGINAL.safetensors to write them";
+}
+
 /// Writes the state dict; prints how each name was recovered.
 static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
   std::deque<std::vector<float>> refStorage;
@@ -446,6 +481,8 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
     outs() << "  " << t.name << " " << otcrt::formatShape(t.shape) << " <- "
            << (t.initializer.empty() ? std::string("(reference)") : "'" + t.initializer + "'")
            << ": " << t.how << "\n";
+  // Before the progress lines, should both streams go to one file.
+  outs().flush();
   if (!writeTensors(outputPath, tensors, error))
     return fail(error);
   size_t readAgain = 0;
@@ -456,6 +493,11 @@ static int writeStateDict(const std::vector<otc::ExportWeight> &trained) {
   if (readAgain)
     outs() << "; " << readAgain << " read again from the model's external data";
   outs() << ")\n";
+  if (referencePaths.empty() && !peftAdapter.getNumOccurrences())
+    if (std::string note = sharedEmbeddingNote(tensors); !note.empty()) {
+      outs().flush();
+      errs() << "otc-export: note: " << note << "\n";
+    }
   // What the graph does not read was not trained: said once, by name.
   std::string untrained;
   size_t count = 0;
