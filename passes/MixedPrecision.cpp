@@ -167,6 +167,13 @@ private:
   SmallVector<Operation *> collectOps(func::FuncOp step);
   /// Returns the loss in FP32 and the gradients in `gradType`.
   void retypeResults(func::FuncOp step, Type gradType);
+  /// An FP32 value whose every reader rounds it to BF16 (each reader got
+  /// its own cast: a gradient read by the products of dX and of dW) is
+  /// rounded once, at its first reader: the FP32 form dies there, where the
+  /// later cast kept it alive until its own reader ran, and what lives on
+  /// is half its size. (Widening casts stay apart: one made early would
+  /// keep the wider copy.)
+  void mergeCasts(func::FuncOp step);
 
   Type bf16, f32;
   /// The BF16 form of each FP32 mask, made once after its definition.
@@ -349,6 +356,41 @@ void MixedPrecisionPass::runOnOperation() {
   for (Operation *op : ops)
     if (isa<ConstantOp>(op) && op->use_empty())
       op->erase();
+  mergeCasts(step);
+}
+
+void MixedPrecisionPass::mergeCasts(func::FuncOp step) {
+  llvm::DenseSet<Operation *> erased;
+  auto mergeReaders = [&](Value v) {
+    if (!getElementTypeOrSelf(v.getType()).isF32())
+      return;
+    CastOp first;
+    bool merge = !v.use_empty() && !v.hasOneUse();
+    for (Operation *user : v.getUsers()) {
+      auto c = dyn_cast<CastOp>(user);
+      merge &= c && c->getBlock() == v.getParentBlock() &&
+               getElementTypeOrSelf(c.getType()).isBF16() &&
+               (!first || c.getType() == first.getType());
+      if (!merge)
+        break;
+      if (!first || c->isBeforeInBlock(first))
+        first = c;
+    }
+    if (!merge)
+      return;
+    for (Operation *user : llvm::make_early_inc_range(v.getUsers()))
+      if (user != first.getOperation()) {
+        user->getResult(0).replaceAllUsesWith(first.getResult());
+        erased.insert(user);
+        user->erase();
+      }
+  };
+  SmallVector<Operation *> ops;
+  step.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : ops)
+    if (!erased.contains(op))
+      for (Value v : op->getResults())
+        mergeReaders(v);
 }
 
 LogicalResult MixedPrecisionPass::retypeParameters(func::FuncOp step) {

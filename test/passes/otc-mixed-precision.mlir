@@ -210,3 +210,31 @@ func.func @train_step(%x: tensor<2x4xf32> {otc.input = "x"}, %v: tensor<8x4xf32>
   %s = otc.reduce_sum %t, [0, 1] : (tensor<6x8xf32>) -> tensor<f32>
   return %s, %g : tensor<f32>, tensor<10x8xf32>
 }
+
+// -----
+
+// Tests that an FP32 value every reader of which rounds it to BF16 (the
+// softmax's probabilities, read by three products) is rounded once, at its
+// first reader, where each reader's own cast kept the FP32 value alive
+// until the last of them ran; a widening cast (the BF16 parameter read by
+// FP32 ops) stays beside each reader (@widening, the previous case: WF, WB).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[P:.*]] = otc.softmax
+// CHECK-NEXT: %[[PB:.*]] = otc.cast %[[P]] : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK-NOT: otc.cast %[[P]]
+// CHECK: otc.matmul %[[PB]], %{{.*}} : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xf32>
+// CHECK-NOT: otc.cast %[[P]]
+// CHECK: otc.matmul %[[PB]], %{{.*}} : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xf32>
+// CHECK-NOT: otc.cast %[[P]]
+// CHECK: otc.matmul %[[PB]], %{{.*}} {transpose_lhs}
+func.func @train_step(%x: tensor<4x8xf32> {otc.input = "x"}, %w: tensor<8x8xf32> {otc.param = "w"},
+                      %v: tensor<8x8xf32> {otc.param = "v"})
+    -> (tensor<f32> {otc.loss}, tensor<8x8xf32> {otc.grad = "w"}) {
+  %p = otc.softmax %x {axis = 1 : i64} : tensor<4x8xf32>
+  %a = otc.matmul %p, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %b = otc.matmul %p, %v : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %c = otc.add %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = otc.reduce_sum %c, [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
+  %g = otc.matmul %p, %c {transpose_lhs} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  return %s, %g : tensor<f32>, tensor<8x8xf32>
+}
