@@ -25,11 +25,8 @@ TokenDataset::~TokenDataset() {
       munmap(s.map, s.mapBytes);
 }
 
-Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
-                          int64_t stride, const std::string &what) {
-  window_ = window;
-  stride_ = stride;
-  std::vector<std::string> paths;
+Status expandGlobs(const std::vector<std::string> &globs,
+                   const std::string &what, std::vector<std::string> &paths) {
   for (const std::string &pattern : globs) {
     glob_t g;
     int rc = glob(pattern.c_str(), 0, nullptr, &g);
@@ -46,6 +43,16 @@ Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
     std::sort(matched.begin(), matched.end());
     paths.insert(paths.end(), matched.begin(), matched.end());
   }
+  return Status::ok();
+}
+
+Status TokenDataset::open(const std::vector<std::string> &globs, int64_t window,
+                          int64_t stride, const std::string &what) {
+  window_ = window;
+  stride_ = stride;
+  std::vector<std::string> paths;
+  if (Status s = expandGlobs(globs, what, paths); !s)
+    return s;
   for (const std::string &path : paths) {
     Shard shard;
     shard.path = path;
@@ -201,8 +208,11 @@ Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
                ? std::string(": a second token input (an encoder-decoder "
                              "model's decoder ids) has no stream of its own "
                              "in the shards; train such a model with --batch "
-                             "files")
-               : std::string()));
+                             "files (each of one or more global batches of "
+                             "every input)")
+               : std::string(": train such a model with --batch files (each "
+                             "of one or more global batches of every "
+                             "input)")));
   for (const OtcSlot *s : {out.tokens, out.targets}) {
     if (!s)
       continue;

@@ -19,6 +19,12 @@
 
 namespace otcrt {
 
+/// The files each glob of \p globs matches, each glob's sorted, appended
+/// to \p paths; an error naming \p what (the flag) for a glob that matches
+/// none.
+Status expandGlobs(const std::vector<std::string> &globs,
+                   const std::string &what, std::vector<std::string> &paths);
+
 /// Memory-mapped shards cut into fixed-length windows.
 class TokenDataset {
 public:

@@ -88,8 +88,9 @@ Status Run::prepareInputs() {
   if (!opt_.batchPath.empty()) {
     if (opt_.docMask || opt_.docToken >= 0)
       return Status::usage("--doc-mask and --doc-token need --data");
-    Status s = loadBatch(opt_.batchPath, prog_, slots_.inputs, world_.size,
-                         world_.rank, batch_);
+    Status s = batches_.open(opt_.batchPath, prog_, slots_.inputs, world_.size);
+    if (s)
+      s = batches_.select(0, world_.rank, batch_);
     if (!s)
       return s;
     countTokens();
@@ -456,6 +457,11 @@ void Run::announceData(bool resume, const std::string &from) {
                  trainData_.numWindows(),
                  feed_.seqLen + (feed_.targets ? 1 : 0),
                  opt_.shuffle ? "shuffled" : "in order");
+  if (!opt_.quiet && !loader_ && batches_.count() > 1)
+    std::fprintf(log_,
+                 "batches: %" PRId64 " global batches in %zu file(s), in "
+                 "order (an epoch every %" PRId64 " steps)\n",
+                 batches_.count(), batches_.files(), batches_.count());
   if (!opt_.quiet && loader_ && feed_.mask && !queryKeyMask(feed_))
     std::fprintf(
         log_, "data: input '%s' fed all ones (the windows hold no padding)\n",

@@ -1,4 +1,4 @@
-// Loading the initial parameters and the fixed batch, and the host-side
+// Loading the initial parameters, and the host-side
 // gradient scaling and clipping (see inputs.h).
 #include "inputs.h"
 
@@ -13,16 +13,6 @@
 
 namespace otcrt {
 namespace {
-
-/// Element \p flat of a row-major \p shape as "[i, j]".
-std::string formatPosition(const std::vector<int64_t> &shape, int64_t flat) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = shape[d] ? flat % shape[d] : 0;
-    flat = shape[d] ? flat / shape[d] : 0;
-  }
-  return formatShape(index);
-}
 
 /// Whether \p path is a regular file, whose layout can be read apart from
 /// its tensors (a pipe cannot).
@@ -186,68 +176,6 @@ Status forEachInitialTensor(
       }
       first = last;
     }
-  return Status::ok();
-}
-
-Status loadBatch(const std::string &path, const OtcProgram &program,
-                 const std::vector<const OtcSlot *> &inputs, int ranks,
-                 int rank, std::vector<InputData> &out) {
-  TensorFile batch;
-  Status s = readSafetensors(path, batch);
-  if (!s)
-    return Status::error("cannot load the batch (--batch): " + s.message());
-  for (const OtcSlot *slot : inputs) {
-    std::vector<int64_t> want = slotShape(*slot);
-    want[0] *= program.grad_accum * ranks;
-    StDType wantType = StDType::F32;
-    toStDType(slot->dtype, wantType); // validated by validateProgram
-    std::string expected = std::string(dtypeName(wantType)) + " " +
-                           formatShape(want) + " (micro-batch " +
-                           std::to_string(program.micro_batch) + " x grad_accum " +
-                           std::to_string(program.grad_accum) +
-                           (ranks > 1 ? " x " + std::to_string(ranks) + " ranks"
-                                      : std::string()) +
-                           ")";
-    const Tensor *t = batch.find(slot->name);
-    if (!t)
-      return Status::error(path + ": input '" + slot->name +
-                           "' not found (expected " + expected + ")");
-    bool convertI32 = slot->dtype == OTC_I64 && t->dtype == StDType::I32;
-    if (t->shape != want || (t->dtype != wantType && !convertI32))
-      return Status::error(path + ": input '" + slot->name + "': expected " +
-                           expected + ", found " + dtypeName(t->dtype) + " " +
-                           formatShape(t->shape));
-    InputData data{slot, {}};
-    if (convertI32) {
-      int64_t n = t->numel();
-      data.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v;
-        std::memcpy(&v, t->data.data() + i * sizeof(int32_t), sizeof(v));
-        int64_t w = v;
-        std::memcpy(data.bytes.data() + i * sizeof(int64_t), &w, sizeof(w));
-      }
-    } else {
-      data.bytes = t->data;
-    }
-    if (const OtcIndexRange *range = indexRangeOf(program, *slot)) {
-      int64_t index = 0, value = 0;
-      if (findBadIndex(*range, *slot, data.bytes.data(), numElements(want),
-                       index, value))
-        return Status::error(path + ": input '" + slot->name + "' holds " +
-                             std::to_string(value) + " at " +
-                             formatPosition(want, index) + ", outside " +
-                             indexRangeText(*range) + " (" + range->what + ")");
-    }
-    if (ranks > 1) {
-      // This rank's rows.
-      size_t part = static_cast<size_t>(slot->nbytes) * program.grad_accum;
-      data.bytes = std::vector<uint8_t>(
-          data.bytes.begin() + part * rank,
-          data.bytes.begin() + part * (rank + 1));
-    }
-    out.push_back(std::move(data));
-  }
   return Status::ok();
 }
 

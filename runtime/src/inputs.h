@@ -1,5 +1,6 @@
-// Host-side data of a training step: the initial parameters and the fixed
-// batch read from safetensors files (checked against the slot table), and the
+// Host-side data of a training step: the initial parameters read from
+// safetensors files (checked against the slot table; the --batch files are
+// batches.h's), and the
 // gradient post-processing between the micro-steps and the optimizer step
 // (the global norm, which is also the non-finite check, and scaling for the
 // batch-size ramp and global-norm clipping).
@@ -59,14 +60,6 @@ Status forEachInitialTensor(
     InitialTensors &init, const std::vector<const OtcSlot *> &slots,
     const std::function<Status(const OtcSlot &, Tensor &)> &use,
     size_t batchBytes = size_t(1) << 30);
-
-/// Loads the batch file and converts each INPUT tensor to its slot dtype.
-/// The file holds the global batch, \p ranks x grad_accum micro-batches;
-/// \p out keeps rank \p rank's part (its grad_accum micro-batches, in rank
-/// order).
-Status loadBatch(const std::string &path, const OtcProgram &program,
-                 const std::vector<const OtcSlot *> &inputs, int ranks,
-                 int rank, std::vector<InputData> &out);
 
 /// The arena ranges of the GRAD slots for otcrt_sum_squares, in offset
 /// order, slots of one dtype that follow each other without a gap merged

@@ -259,6 +259,11 @@ Status Run::forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
     TraceSpan load(tracer_, "load batch", "data");
     if (Status s = prefetchStep(micros, loader); !s)
       return s;
+  } else if (batches_.count() > 1) {
+    // The step's global batch of the --batch files (step s: batch s - 1).
+    TraceSpan load(tracer_, "load batch", "data");
+    if (Status s = batches_.select(step - 1, world_.rank, batch_); !s)
+      return s;
   }
   std::vector<double> counts, weights;
   double total = 0;

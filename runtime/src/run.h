@@ -7,6 +7,7 @@
 #define OTCRT_RUN_H
 
 #include "backend.h"
+#include "batches.h"
 #include "checkpoint.h"
 #include "communicator.h"
 #include "data.h"
@@ -225,6 +226,8 @@ private:
   Tracer &tracer_ = processTracer();
 
   std::vector<InputData> batch_;
+  /// --batch's files: batch_ holds the step's global batch of them.
+  BatchFiles batches_;
   TokenDataset trainData_, valData_;
   TokenFeed feed_;
   std::unique_ptr<TokenLoader> loader_, valLoader_;
