@@ -44,7 +44,8 @@ void Importer::prescan() {
 void Importer::nameNodesAndCheckOps() {
   const onnx::GraphProto &graph = model.graph();
   std::string unsupported;
-  bool nonZero = false;
+  // NonZero nodes: of a mixture of experts' loop, and of anything else.
+  bool expertNonZero = false, otherNonZero = false;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &n = graph.node(i);
     std::string name =
@@ -60,7 +61,12 @@ void Importer::nameNodesAndCheckOps() {
     for (const auto &imp : model.opset_import())
       if (!defaultDomain && imp.domain() == n.domain())
         version = imp.version();
-    nonZero |= defaultDomain && n.op_type() == "NonZero";
+    if (defaultDomain && n.op_type() == "NonZero") {
+      std::string where = name + " " + nodeMetadata(n, "namespace");
+      std::transform(where.begin(), where.end(), where.begin(), ::tolower);
+      (where.find("expert") != std::string::npos ? expertNonZero
+                                                 : otherNonZero) = true;
+    }
     if (!unsupported.empty())
       unsupported += ", ";
     unsupported += (defaultDomain ? "" : n.domain() + ".") + n.op_type() +
@@ -68,12 +74,21 @@ void Importer::nameNodesAndCheckOps() {
                    ")";
   }
   // NonZero's size depends on the data: a Hugging Face mixture-of-experts
-  // model's loop over its experts writes it; the batched experts do not.
-  if (nonZero)
+  // model's loop over its experts writes it (the batched experts do not),
+  // and so do boolean indexing and masked_scatter (a vision-language
+  // model's merge of its image features into the text embeddings).
+  if (expertNonZero)
     unsupported += "; NonZero's output size depends on the values (a "
                    "mixture-of-experts model's loop over its experts): export "
                    "with experts_implementation=\"batched_mm\" (an argument "
                    "of the model's config or from_pretrained)";
+  if (otherNonZero)
+    unsupported += "; NonZero's output size depends on the values (boolean "
+                   "indexing, or masked_scatter: a vision-language model's "
+                   "merge of its image features into the text embeddings): "
+                   "otc compiles static shapes; write the merge as a gather "
+                   "(positions from the mask's cumulative sum, then where) "
+                   "and the indexing as a multiply by the mask";
   if (!unsupported.empty())
     fail("unsupported ops: " + unsupported);
 }

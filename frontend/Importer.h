@@ -416,6 +416,15 @@ public:
   void importLogic();
   void importIsNan();
   void importMinMax();
+  /// Clip, Softplus, Floor / Ceil and Mod as primitives (RoundingOps.cpp).
+  void importClip();
+  void importSoftplus();
+  void importFloorCeil();
+  void importMod();
+  /// log(1 + u) for u >= 0, precise where 1 + u rounds.
+  mlir::Value log1p(mlir::Value u);
+  /// trunc(x) of a float tensor (through int64).
+  mlir::Value truncFloat(mlir::Value x);
   void importCumSum();
   void importGatherND();
   void importGatherElements();

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Generates test/interp/opset23/: ONNX node tests for three ops that are new
-in opset 23, Attention, RMSNormalization and RotaryEmbedding, in the layout of
+in opset 23, Attention, RMSNormalization and RotaryEmbedding, and for
+Softplus (whose own node tests are at opset 1), in the layout of
 ONNX's own backend node tests (what run_onnx_node_tests.py --data reads):
 
     opset23/<test name>/model.onnx
@@ -263,8 +264,29 @@ def rotary_cases():
     return cases
 
 
+# Softplus (whose node tests in libonnx-testdata are at opset 1, older
+# than the importer reads): wide values, where the naive log(exp(x) + 1)
+# overflows past 88 (the reference's own form: kept within +-30 here), and
+# very negative ones, where softplus(x) is about exp(x).
+
+def softplus_cases():
+    cases = []
+    rng = rng_for("test_softplus_opset23_wide")
+    x = np.clip(normal(rng, [4, 8], 12.0), -30, 30).astype(np.float32)
+    cases.append(Case("test_softplus_opset23_wide",
+                      "X [4,8] of magnitude ~12, within +-30",
+                      "Softplus", [("X", x)], {}))
+    rng = rng_for("test_softplus_opset23_negative")
+    x = (-20.0 + 15.0 * rng.random([3, 5])).astype(np.float32)
+    cases.append(Case("test_softplus_opset23_negative",
+                      "X [3,5] in [-20, -5): softplus(x) about exp(x)",
+                      "Softplus", [("X", x)], {}))
+    return cases
+
+
 def all_cases():
-    return rms_norm_cases() + attention_cases() + rotary_cases()
+    return (rms_norm_cases() + attention_cases() + rotary_cases() +
+            softplus_cases())
 
 
 # Models and test data
