@@ -417,6 +417,10 @@ public:
   void importIsNan();
   void importMinMax();
   /// Clip, Softplus, Floor / Ceil and Mod as primitives (RoundingOps.cpp).
+  /// Einsum of one or two operands (EinsumOp.cpp); einsumLetters expands
+  /// a term's `...` for an operand of `rank`.
+  void importEinsum();
+  std::string einsumLetters(std::string term, int64_t rank, int64_t &ellipsis);
   void importClip();
   void importSoftplus();
   void importFloorCeil();

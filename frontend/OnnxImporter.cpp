@@ -62,6 +62,7 @@ static const OpInfo kOps[] = {
     {"Cos", 7, 0, &Importer::importUnary},
     {"Div", 13, 0, &Importer::importBinary},
     {"Dropout", 13, in(1) | in(2), &Importer::importDropout},
+    {"Einsum", 12, 0, &Importer::importEinsum},
     {"Equal", 13, 0, &Importer::importCompare},
     {"Erf", 13, 0, &Importer::importUnary},
     {"Exp", 13, 0, &Importer::importUnary},
