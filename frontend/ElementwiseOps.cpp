@@ -191,15 +191,68 @@ void Importer::importGelu() {
   define(0, y);
 }
 
+/// The width of a narrow integer ONNX type (int8/16, uint8/16/32), or none.
+static std::optional<unsigned> narrowIntegerBits(int32_t type) {
+  switch (type) {
+  case onnx::TensorProto_DataType_INT8:
+  case onnx::TensorProto_DataType_UINT8:
+    return 8;
+  case onnx::TensorProto_DataType_INT16:
+  case onnx::TensorProto_DataType_UINT16:
+    return 16;
+  case onnx::TensorProto_DataType_UINT32:
+    return 32;
+  default:
+    return std::nullopt;
+  }
+}
+
+static bool narrowIntegerSigned(int32_t type) {
+  return type == onnx::TensorProto_DataType_INT8 ||
+         type == onnx::TensorProto_DataType_INT16;
+}
+
 void Importer::importCast() {
   Value x = input(0);
   const onnx::AttributeProto *to = attr("to");
   if (!to)
     nodeFail("missing the 'to' attribute");
   std::optional<Kind> kind = kindOf(static_cast<int32_t>(to->i()));
-  if (!kind)
+  if (!kind) {
+    // A constant cast to a narrow integer type (torch.eye's decomposition:
+    // arange(n, dtype=uint8) == arange(n)[:, None]) folds here: its values,
+    // wrapped as the type wraps them, held as int64.
+    if (std::optional<unsigned> bits =
+            narrowIntegerBits(static_cast<int32_t>(to->i()))) {
+      DenseElementsAttr c;
+      if (matchPattern(x, m_Constant(&c))) {
+        bool isSigned = narrowIntegerSigned(static_cast<int32_t>(to->i()));
+        SmallVector<int64_t> out;
+        out.reserve(c.getNumElements());
+        auto wrap = [&](int64_t v) {
+          uint64_t mask = (uint64_t(1) << *bits) - 1;
+          uint64_t u = uint64_t(v) & mask;
+          if (isSigned && (u >> (*bits - 1)) & 1)
+            return int64_t(u | ~mask);
+          return int64_t(u);
+        };
+        if (isa<FloatType>(elemOf(x)))
+          for (APFloat f : c.getValues<APFloat>())
+            out.push_back(wrap(static_cast<int64_t>(f.convertToDouble())));
+        else
+          for (APInt v : c.getValues<APInt>())
+            out.push_back(wrap(elemOf(x).isInteger(1) ? v.getZExtValue()
+                                                      : v.getSExtValue()));
+        auto type = tensorType(shapeOf(x), builder.getI64Type());
+        defineConstant(0, DenseElementsAttr::get(cast<ShapedType>(type),
+                                                 ArrayRef<int64_t>(out)));
+        return;
+      }
+    }
     nodeFail("casting to " + dataTypeName(static_cast<int32_t>(to->i())) +
-             " is not supported (float types, int64, int32 and bool are)");
+             " is not supported (float types, int64, int32 and bool are; a "
+             "constant cast to a narrower integer type folds)");
+  }
   Type et = elementType(&ctx, *kind);
   if (et == elemOf(x)) {
     define(0, x);
