@@ -60,7 +60,21 @@ void Importer::importSoftmax() {
 }
 
 void Importer::importReduce() {
-  Value x = requireFloat(input(0), "the data input");
+  Value x = input(0);
+  // An integer sum of booleans (a mask's count of padding: Llama 4's
+  // `(attention_mask.cumsum(-1) == 0).sum(-1)`) is summed in float32 and
+  // cast back: exact while it counts at most 2^24. Other integer sums are
+  // refused below.
+  Type intType;
+  if (!isa<FloatType>(elemOf(x)) && opType() == "ReduceSum")
+    if (auto c = x.getDefiningOp<CastOp>();
+        c && elemOf(c.getInput()).isInteger(1)) {
+      intType = elemOf(x);
+      x = builder.createOrFold<CastOp>(
+          currentLoc, tensorType(shapeOf(x), builder.getF32Type()),
+          c.getInput());
+    }
+  x = requireFloat(x, "the data input");
   ArrayRef<int64_t> in = shapeOf(x);
   int64_t rank = in.size();
   bool keepDims = attrInt("keepdims", 1) != 0;
@@ -91,6 +105,16 @@ void Importer::importReduce() {
     return;
   }
   Value y = reduceSum(x, axes, keepDims);
+  if (intType) {
+    int64_t n = 1;
+    for (int64_t a : axes)
+      n *= in[a];
+    if (n > (int64_t(1) << 24))
+      nodeFail("an integer sum of booleans over " + std::to_string(n) +
+               " elements: otc sums them in float32, exact up to 2^24");
+    y = builder.createOrFold<CastOp>(currentLoc,
+                                     tensorType(shapeOf(y), intType), y);
+  }
   if (op == "ReduceMean") {
     int64_t n = 1;
     for (int64_t a : axes)
