@@ -62,6 +62,22 @@ void Importer::importPow() {
       return;
     }
   }
+  // x^0.5 and x^-0.5 (an RMS norm written x * pow(mean(x^2) + eps, -0.5),
+  // Gemma 3n's) as the square root and its reciprocal, the forms the norm
+  // fusions read.
+  DenseElementsAttr c;
+  if (isa<FloatType>(elemOf(x)) && matchPattern(e, m_Constant(&c)) &&
+      c.isSplat() && isa<FloatType>(c.getElementType())) {
+    double v = c.getSplatValue<APFloat>().convertToDouble();
+    if (v == 0.5 || v == -0.5) {
+      auto shape = broadcastOrFail(shapeOf(x), shapeOf(e));
+      Value base = shape == shapeOf(x) ? x : broadcastTo(x, shape);
+      Value root = builder.createOrFold<SqrtOp>(currentLoc, base);
+      define(0, v > 0 ? root
+                      : builder.createOrFold<ReciprocalOp>(currentLoc, root));
+      return;
+    }
+  }
   define(0, binary<PowOp>(x, cast(e, elemOf(x))));
 }
 
