@@ -329,7 +329,17 @@ static bool mergedCopyName(
   auto r = readers.find(out);
   if (r == readers.end())
     return false;
-  std::set<std::string> modules = readerModules(graph, r->second);
+  // An Identity that reads the copy (a chain: the TorchScript exporter's
+  // copy for a second call of the same module, Gemma 3n's AltUp router
+  // norm read in scopes router_norm and router_norm_1) reads the copy
+  // made here: the module's readers are the others.
+  std::vector<std::pair<int, int>> direct;
+  for (auto [n, j] : r->second)
+    if (graph.node(n).op_type() != "Identity")
+      direct.push_back({n, j});
+  if (direct.empty())
+    return false;
+  std::set<std::string> modules = readerModules(graph, direct);
   return modules.size() == 1 && !modules.begin()->empty();
 }
 
