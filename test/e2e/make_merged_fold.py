@@ -10,7 +10,13 @@ trains them apart.
 
     loss = mean((((x * a) @ W) * b)^2),  a = b = ones(8) at the start
 
-    make_merged_fold.py identity|direct|separate OUT.onnx [BATCH.safetensors]
+    make_merged_fold.py identity|direct|separate|chain|chain_separate OUT.onnx [BATCH.safetensors]
+
+`chain`: the second module called twice, its second call (scope
+input_layernorm_1) reading an Identity copy of its own copy, as the
+TorchScript exporter writes Gemma 3n's AltUp router norm; `chain_separate`
+the same with the two values as two initializers, the second read by both
+calls: the oracle.
 
 Needs numpy and onnx (Debian's python3-onnx).
 """
@@ -34,6 +40,11 @@ def main():
                                      "proj.weight")]
     nodes = []
     second = "onnx::Mul_9"
+    chained = form.startswith("chain")
+    if chained:
+        # The second module called twice (scopes input_layernorm and
+        # input_layernorm_1), its second call reading a copy of its copy.
+        form = "identity" if form == "chain" else "separate"
     if form == "identity":
         nodes.append(helper.make_node("Identity", ["onnx::Mul_7"], [second],
                                       name="Identity_3"))
@@ -48,7 +59,19 @@ def main():
                          name="/model/proj/MatMul"),
         helper.make_node("Mul", ["h1", second], ["h2"],
                          name="/model/layers.1/input_layernorm/Mul"),
-        helper.make_node("Mul", ["h2", "h2"], ["sq"], name="/loss/Mul"),
+    ]
+    last = "h2"
+    if chained:
+        third = "onnx::Mul_11" if form == "identity" else second
+        if form == "identity":
+            nodes.append(helper.make_node("Identity", [second], [third],
+                                          name="Identity_5"))
+        nodes.append(helper.make_node(
+            "Mul", ["h2", third], ["h3"],
+            name="/model/layers.1/input_layernorm_1/Mul"))
+        last = "h3"
+    nodes += [
+        helper.make_node("Mul", [last, last], ["sq"], name="/loss/Mul"),
         helper.make_node("ReduceMean", ["sq"], ["loss"], keepdims=0,
                          name="/loss/ReduceMean"),
     ]
