@@ -44,8 +44,9 @@ static bool hasProductAbove(Value v, int depth = 6) {
   });
 }
 
-/// Whether some reader of `p` (through reshapes, a dropout or a NaN
-/// guard's select) multiplies it: probabilities times V. A router's
+/// Whether some reader of `p` (through reshapes, a dropout, a NaN guard's
+/// select or a slice: the sink column dropped) multiplies it:
+/// probabilities times V. A router's
 /// softmax feeds a top-k and the routing weights' products instead.
 static bool feedsProduct(Value p, int depth = 4) {
   if (depth == 0)
@@ -53,12 +54,26 @@ static bool feedsProduct(Value p, int depth = 4) {
   return llvm::any_of(p.getUsers(), [&](Operation *u) {
     if (auto mm = dyn_cast<MatMulOp>(u))
       return mm.getLhs() == p;
-    if (isa<ReshapeOp, DropoutOp, SelectOp>(u))
+    if (isa<ReshapeOp, DropoutOp, SelectOp, SliceOp>(u))
       return llvm::any_of(u->getResults(), [&](Value r) {
         return feedsProduct(r, depth - 1);
       });
     return false;
   });
+}
+
+/// Whether `v` is a concatenation along `axis`, or one less its maximum
+/// (the softmax's stabilization, GPT-OSS's: x - max(x)).
+static bool concatAbove(Value v, int64_t axis) {
+  for (int depth = 0; depth < 3; ++depth) {
+    Operation *d = v.getDefiningOp();
+    if (auto cat = dyn_cast_or_null<ConcatOp>(d))
+      return static_cast<int64_t>(cat.getAxis()) == axis;
+    if (!isa_and_nonnull<SubOp, AddOp>(d))
+      return false;
+    v = d->getOperand(0);
+  }
+  return false;
 }
 
 /// Multiplies `scale` by the constant factors of single-use scalings of `v`
@@ -686,6 +701,13 @@ Match fuse::fuseAttention(SoftmaxOp softmax, PatternRewriter &rewriter) {
                                     std::to_string(s.size()) +
                                     ", not [B, H, T, S]")
                       : Match::no();
+  // Attention sinks (GPT-OSS): a learned logit per head concatenated to
+  // the scores, its probability sliced off after the softmax.
+  if (scoresLike &&
+      concatAbove(softmax.getInput(), static_cast<int64_t>(s.size()) - 1))
+    return Match::miss("attention: columns concatenated to the scores before "
+                       "the softmax (attention sinks, GPT-OSS's); the "
+                       "[B, H, T, S] scores are kept");
   Chain c;
   if (Match m = matchScores(softmax, s, scoresLike, c); !m.fused)
     return m;
