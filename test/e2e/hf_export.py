@@ -43,3 +43,30 @@ def golden_grads(module, loss, inits=None):
                     break
         grads["grad/" + key] = grad
     return grads
+
+
+def write_small_golden(model, make, x, targets, classes, out):
+    """Exports `model` (input x -> logits) by README's recipe (dynamo,
+    optimize=False, a dynamic batch) to out/model.onnx with its weights
+    inline, and writes out/batch.safetensors (x, targets) and
+    out/grads.safetensors: `loss` and grad/<parameter>, the mean
+    cross-entropy's gradients computed in float64 by `make()`, a fresh model
+    given `model`'s weights. Returns the loss."""
+    import torch
+    from safetensors.torch import save_file
+    path = os.path.join(out, "model.onnx")
+    torch.onnx.export(model, (x,), path, dynamo=True, optimize=False,
+                      input_names=["x"], output_names=["logits"],
+                      dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    save_inline(path)
+    save_file({"x": x, "targets": targets},
+              os.path.join(out, "batch.safetensors"))
+    ref = make().double()
+    ref.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    logits = ref(x.double())
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, classes),
+                                             targets.reshape(-1))
+    grads = golden_grads(ref, loss)
+    save_file({k: v.contiguous() for k, v in grads.items()},
+              os.path.join(out, "grads.safetensors"))
+    return loss.item()

@@ -22,11 +22,10 @@ import os
 import sys
 
 import torch
-from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_export import golden_grads, save_inline  # noqa: E402
+from hf_export import write_small_golden  # noqa: E402
 
 B, T, C, L, H, N, CLASSES = 2, 8, 2, 4, 2, 3, 10  # T = C chunks of L
 
@@ -65,21 +64,8 @@ def main():
     g = torch.Generator().manual_seed(1)
     x = torch.randn(B, T, 16, generator=g)
     targets = torch.randint(0, CLASSES, (B, T), generator=g)
-    path = os.path.join(out, "model.onnx")
-    torch.onnx.export(model, (x,), path, dynamo=True, optimize=False,
-                      input_names=["x"], output_names=["logits"],
-                      dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
-    save_inline(path)
-    save_file({"x": x, "targets": targets}, os.path.join(out, "batch.safetensors"))
-    ref = Model().double()
-    ref.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
-    logits = ref(x.double())
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, CLASSES),
-                                             targets.reshape(-1))
-    grads = golden_grads(ref, loss)
-    save_file({k: v.contiguous() for k, v in grads.items()},
-              os.path.join(out, "grads.safetensors"))
-    print(f"wrote {out} (torch {torch.__version__}): loss {loss.item():.6f}")
+    loss = write_small_golden(model, Model, x, targets, CLASSES, out)
+    print(f"wrote {out} (torch {torch.__version__}): loss {loss:.6f}")
 
 
 if __name__ == "__main__":
