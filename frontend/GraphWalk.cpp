@@ -84,11 +84,12 @@ void Importer::nameNodesAndCheckOps() {
                    "of the model's config or from_pretrained)";
   if (otherNonZero)
     unsupported += "; NonZero's output size depends on the values (boolean "
-                   "indexing, or masked_scatter: a vision-language model's "
-                   "merge of its image features into the text embeddings): "
-                   "otc compiles static shapes; write the merge as a gather "
-                   "(positions from the mask's cumulative sum, then where) "
-                   "and the indexing as a multiply by the mask";
+                   "indexing, or a masked_scatter in another form than "
+                   "ScatterND at the NonZero of its mask, the dynamo "
+                   "exporter's, which otc rewrites): otc compiles static "
+                   "shapes; write the indexing as a multiply by the mask, a "
+                   "merge as a gather (positions from the mask's cumulative "
+                   "sum, then where)";
   if (!unsupported.empty())
     fail("unsupported ops: " + unsupported);
 }

@@ -139,6 +139,10 @@ int64_t upgradeOpset(const std::string &path, onnx::ModelProto &model,
 /// original) name pairs.
 std::vector<std::pair<std::string, std::string>>
 splitMergedParams(onnx::ModelProto &model, const std::string &path);
+/// Rewrites each masked_scatter as the dynamo exporter writes it (ScatterND
+/// at the NonZero of a mask) into static shapes: a gather at the mask's
+/// cumulative count (MaskedScatter.cpp). Returns how many.
+int rewriteMaskedScatter(onnx::GraphProto &graph);
 /// The value of the node's metadata entry `key` (NodeProto.metadata_props,
 /// which libonnx 1.12 keeps as an unknown field), or "".
 std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key);
@@ -420,6 +424,8 @@ public:
   /// Einsum of one or two operands (EinsumOp.cpp); einsumLetters expands
   /// a term's `...` for an operand of `rank`.
   void importEinsum();
+  /// AveragePool whose windows tile the input (LinalgOps.cpp).
+  void importAveragePool();
   std::string einsumLetters(std::string term, int64_t rank, int64_t &ellipsis);
   void importClip();
   void importSoftplus();

@@ -355,5 +355,46 @@ void Importer::importConv() {
   define(0, y);
 }
 
+void Importer::importAveragePool() {
+  // Windows that tile the input (kernel = strides, no padding: Gemma 3's
+  // projector, nn.AvgPool2d(k)): a reshape of each spatial axis into
+  // (blocks, kernel) and a mean over the kernels' axes.
+  Value x = requireFloat(input(0), "the input");
+  ArrayRef<int64_t> xs = shapeOf(x);
+  auto ks = attrInts("kernel_shape");
+  if (!ks || ks->size() + 2 != xs.size())
+    nodeFail("kernel_shape must give each of the input's " +
+             std::to_string(xs.size() >= 2 ? xs.size() - 2 : 0) +
+             " spatial dimensions");
+  SmallVector<int64_t> strides(ks->size(), 1); // ONNX's default
+  if (auto st = attrInts("strides"))
+    strides.assign(st->begin(), st->end());
+  SmallVector<int64_t> pads(2 * ks->size(), 0);
+  if (auto pd = attrInts("pads"))
+    pads.assign(pd->begin(), pd->end());
+  std::string autoPad = attrString("auto_pad", "NOTSET");
+  bool tiles = strides == SmallVector<int64_t>(ks->begin(), ks->end()) &&
+               llvm::all_of(pads, [](int64_t p) { return p == 0; }) &&
+               (autoPad == "NOTSET" || autoPad == "VALID") &&
+               attrInt("ceil_mode", 0) == 0;
+  for (size_t d = 0; tiles && d < ks->size(); ++d)
+    tiles = (*ks)[d] > 0 && xs[d + 2] % (*ks)[d] == 0;
+  if (!tiles)
+    nodeFail("only windows that tile the input are imported (kernel_shape "
+             "equal to strides, dividing each spatial dimension, no padding)");
+  SmallVector<int64_t> split{xs[0], xs[1]}, axes, out{xs[0], xs[1]};
+  for (size_t d = 0; d < ks->size(); ++d) {
+    split.push_back(xs[d + 2] / (*ks)[d]);
+    split.push_back((*ks)[d]);
+    axes.push_back(static_cast<int64_t>(split.size()) - 1);
+    out.push_back(xs[d + 2] / (*ks)[d]);
+  }
+  Value y = reduceSum(reshape(x, split), axes, /*keepDims=*/false);
+  int64_t n = 1;
+  for (int64_t k : *ks)
+    n *= k;
+  define(0, binary<MulOp>(y, scalarF32(1.0 / static_cast<double>(n))));
+}
+
 } // namespace detail
 } // namespace otc

@@ -50,6 +50,7 @@ static const OpInfo kOps[] = {
     {"ArgMax", 13, 0, &Importer::importArgMax},
     {"ArgMin", 13, 0, &Importer::importArgMax},
     {"Attention", 23, 0, &Importer::importAttention},
+    {"AveragePool", 11, 0, &Importer::importAveragePool},
     {"Cast", 13, 0, &Importer::importCast},
     {"CastLike", 15, 0, &Importer::importCastLike},
     {"Ceil", 13, 0, &Importer::importFloorCeil},
@@ -412,6 +413,7 @@ std::unique_ptr<LoadedOnnxModel> loadOnnxModel(StringRef path,
     loaded->model = std::make_unique<onnx::ModelProto>();
     detail::loadModel(loaded->file, *loaded->model);
     loaded->fileOpset = detail::checkHeader(loaded->file, *loaded->model);
+    detail::rewriteMaskedScatter(*loaded->model->mutable_graph());
     if (loaded->fileOpset >= detail::kMinOpset)
       loaded->splitParams =
           detail::splitMergedParams(*loaded->model, loaded->file);
