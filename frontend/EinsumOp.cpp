@@ -63,14 +63,25 @@ std::string Importer::einsumLetters(std::string term, int64_t rank,
   return term.substr(0, dots) + dims + term.substr(dots + 3);
 }
 
-void Importer::importEinsum() {
+namespace {
+bool has(const std::string &s, char ch) {
+  return s.find(ch) != std::string::npos;
+}
+} // namespace
+
+/// The node's equation without spaces, split into its operands' terms and
+/// the output's (`-> ...`, or none: implicit).
+static void splitEquation(const std::string &equation,
+                          std::vector<std::string> &terms,
+                          std::optional<std::string> &output) {
   std::string eq;
-  for (char ch : attrString("equation", ""))
+  for (char ch : equation)
     if (ch != ' ')
       eq += ch;
   size_t arrow = eq.find("->");
+  if (arrow != std::string::npos)
+    output = eq.substr(arrow + 2);
   std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
   for (size_t begin = 0;;) {
     size_t comma = lhs.find(',', begin);
     terms.push_back(lhs.substr(begin, comma - begin));
@@ -78,16 +89,22 @@ void Importer::importEinsum() {
       break;
     begin = comma + 1;
   }
+}
+
+EinsumTerms Importer::einsumTerms() {
+  std::string equation = attrString("equation", "");
+  std::vector<std::string> terms;
+  std::optional<std::string> rhs;
+  splitEquation(equation, terms, rhs);
   int n = current->proto->input_size();
   if (static_cast<int>(terms.size()) != n)
-    nodeFail("the equation '" + eq + "' has " + std::to_string(terms.size()) +
-             " operand(s), the node " + std::to_string(n));
+    nodeFail("the equation '" + equation + "' has " +
+             std::to_string(terms.size()) + " operand(s), the node " +
+             std::to_string(n));
   if (n < 1 || n > 2)
     nodeFail("an einsum of " + std::to_string(n) +
              " operands: otc imports one or two");
-  SmallVector<Value> xs;
-  SmallVector<std::string> letters;
-  std::map<char, int64_t> size;
+  EinsumTerms t;
   int64_t ellipsis = 0;
   for (int i = 0; i < n; ++i) {
     Value x = requireFloat(input(i), "operand " + std::to_string(i));
@@ -97,125 +114,124 @@ void Importer::importEinsum() {
     for (size_t d = 0; d < l.size(); ++d) {
       if (l.find(l[d]) != d)
         nodeFail("the subscripts '" + terms[i] +
-                 "' repeat a letter (a "
-                 "diagonal or trace): not imported");
+                 "' repeat a letter (a diagonal or trace): not imported");
       int64_t dim = shapeOf(x)[d];
-      auto [it, fresh] = size.try_emplace(l[d], dim);
+      auto [it, fresh] = t.size.try_emplace(l[d], dim);
       if (!fresh && it->second != dim)
         nodeFail("subscript '" + std::string(1, l[d]) + "' is " +
                  std::to_string(it->second) + " in one operand and " +
                  std::to_string(dim) + " in another");
     }
-    xs.push_back(x);
-    letters.push_back(l);
+    t.xs.push_back(x);
+    t.letters.push_back(l);
   }
-  std::string out;
-  if (arrow != std::string::npos) {
+  if (rhs) {
     int64_t e = 0;
-    std::string rhs = eq.substr(arrow + 2);
-    out = rhs.find("...") == std::string::npos
-              ? rhs
-              : einsumLetters(
-                    rhs, static_cast<int64_t>(rhs.size() - 3) + ellipsis, e);
+    t.out = has(*rhs, '.')
+                ? einsumLetters(
+                      *rhs, static_cast<int64_t>(rhs->size() - 3) + ellipsis, e)
+                : *rhs;
   } else {
     // Implicit: the ellipsis's dimensions, then the letters that appear
-    // once, in alphabetical order.
+    // once, in alphabetical order (std::map's).
     for (int64_t k = 0; k < ellipsis; ++k)
-      out += ellipsisLetter(static_cast<int>(k));
-    std::string once;
-    for (auto [ch, dim] : size) {
+      t.out += ellipsisLetter(static_cast<int>(k));
+    for (auto [ch, dim] : t.size) {
       int count = 0;
-      for (const std::string &l : letters)
-        count += l.find(ch) != std::string::npos;
+      for (const std::string &l : t.letters)
+        count += has(l, ch);
       if (count == 1 && ch > ellipsisLetter(static_cast<int>(ellipsis) - 1))
-        once += ch;
+        t.out += ch;
     }
-    std::sort(once.begin(), once.end());
-    out += once;
   }
-  for (char ch : out)
-    if (!size.count(ch))
+  for (char ch : t.out)
+    if (!t.size.count(ch))
       nodeFail("output subscript '" + std::string(1, ch) +
                "' is in no operand");
-  auto has = [](const std::string &s, char ch) {
-    return s.find(ch) != std::string::npos;
-  };
-  // Letters of one operand that nothing else has: summed out first.
-  for (int i = 0; i < n; ++i) {
+  return t;
+}
+
+void Importer::sumOutLoneLetters(EinsumTerms &t) {
+  for (size_t i = 0; i < t.xs.size(); ++i) {
     SmallVector<int64_t> axes;
     std::string kept;
-    for (size_t d = 0; d < letters[i].size(); ++d) {
-      char ch = letters[i][d];
-      bool elsewhere = has(out, ch) || (n == 2 && has(letters[1 - i], ch));
+    for (size_t d = 0; d < t.letters[i].size(); ++d) {
+      char ch = t.letters[i][d];
+      bool elsewhere =
+          has(t.out, ch) || (t.xs.size() == 2 && has(t.letters[1 - i], ch));
       if (elsewhere)
         kept += ch;
       else
         axes.push_back(static_cast<int64_t>(d));
     }
     if (!axes.empty()) {
-      xs[i] = reduceSum(xs[i], axes, /*keepDims=*/false);
-      letters[i] = kept;
+      t.xs[i] = reduceSum(t.xs[i], axes, /*keepDims=*/false);
+      t.letters[i] = kept;
     }
   }
-  auto transposeLetters = [&](Value x, const std::string &from,
-                              const std::string &to) {
-    SmallVector<int64_t> perm;
-    for (char ch : to)
-      perm.push_back(static_cast<int64_t>(from.find(ch)));
-    bool identity = true;
-    for (size_t d = 0; d < perm.size(); ++d)
-      identity &= perm[d] == static_cast<int64_t>(d);
-    return identity ? x : transposeTo(x, perm);
-  };
-  Value y;
-  std::string yLetters;
-  if (n == 1) {
-    y = xs[0];
-    yLetters = letters[0];
-  } else {
-    std::string batch, contracted, aKeep, bKeep;
-    for (char ch : out)
-      if (has(letters[0], ch) && has(letters[1], ch))
-        batch += ch;
-    for (char ch : letters[0])
-      if (has(letters[1], ch) && !has(out, ch))
-        contracted += ch;
-      else if (!has(letters[1], ch))
-        aKeep += ch;
-    for (char ch : letters[1])
-      if (!has(letters[0], ch))
-        bKeep += ch;
-    auto product = [&](const std::string &ls) {
-      int64_t p = 1;
-      for (char ch : ls)
-        p *= size.at(ch);
-      return p;
-    };
-    SmallVector<int64_t> batchShape;
-    for (char ch : batch)
-      batchShape.push_back(size.at(ch));
-    auto with = [&](int64_t m, int64_t k) {
-      SmallVector<int64_t> s(batchShape);
-      s.push_back(m);
-      s.push_back(k);
-      return s;
-    };
-    int64_t m = product(aKeep), k = product(contracted), nn = product(bKeep);
-    Value a =
-        reshape(transposeLetters(xs[0], letters[0], batch + aKeep + contracted),
-                with(m, k));
-    Value b =
-        reshape(transposeLetters(xs[1], letters[1], batch + contracted + bKeep),
-                with(k, nn));
-    Value prod = builder.createOrFold<MatMulOp>(
-        currentLoc, tensorType(with(m, nn), builder.getF32Type()), a, b);
-    yLetters = batch + aKeep + bKeep;
-    SmallVector<int64_t> shape;
-    for (char ch : yLetters)
-      shape.push_back(size.at(ch));
-    y = reshape(prod, shape);
+}
+
+Value Importer::transposeLetters(Value x, const std::string &from,
+                                 const std::string &to) {
+  SmallVector<int64_t> perm;
+  bool identity = true;
+  for (char ch : to) {
+    perm.push_back(static_cast<int64_t>(from.find(ch)));
+    identity &= perm.back() == static_cast<int64_t>(perm.size() - 1);
   }
-  define(0, transposeLetters(y, yLetters, out));
+  return identity ? x : transposeTo(x, perm);
+}
+
+Value Importer::einsumProduct(const EinsumTerms &t, std::string &letters) {
+  const std::string &a = t.letters[0], &b = t.letters[1];
+  std::string batch, contracted, aKeep, bKeep;
+  for (char ch : t.out)
+    if (has(a, ch) && has(b, ch))
+      batch += ch;
+  for (char ch : a)
+    if (has(b, ch) && !has(t.out, ch))
+      contracted += ch;
+    else if (!has(b, ch))
+      aKeep += ch;
+  for (char ch : b)
+    if (!has(a, ch))
+      bKeep += ch;
+  auto dims = [&](const std::string &ls) {
+    SmallVector<int64_t> d;
+    for (char ch : ls)
+      d.push_back(t.size.at(ch));
+    return d;
+  };
+  auto product = [&](const std::string &ls) {
+    int64_t p = 1;
+    for (int64_t d : dims(ls))
+      p *= d;
+    return p;
+  };
+  auto with = [&](int64_t m, int64_t k) {
+    SmallVector<int64_t> s = dims(batch);
+    s.push_back(m);
+    s.push_back(k);
+    return s;
+  };
+  int64_t m = product(aKeep), k = product(contracted), n = product(bKeep);
+  Value lhs = reshape(transposeLetters(t.xs[0], a, batch + aKeep + contracted),
+                      with(m, k));
+  Value rhs = reshape(transposeLetters(t.xs[1], b, batch + contracted + bKeep),
+                      with(k, n));
+  Value prod = builder.createOrFold<MatMulOp>(
+      currentLoc, tensorType(with(m, n), builder.getF32Type()), lhs, rhs);
+  letters = batch + aKeep + bKeep;
+  return reshape(prod, dims(letters));
+}
+
+void Importer::importEinsum() {
+  EinsumTerms t = einsumTerms();
+  // Letters of one operand that nothing else has: summed out first.
+  sumOutLoneLetters(t);
+  std::string letters = t.letters[0];
+  Value y = t.xs.size() == 1 ? t.xs[0] : einsumProduct(t, letters);
+  define(0, transposeLetters(y, letters, t.out));
 }
 
 } // namespace detail

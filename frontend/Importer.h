@@ -317,6 +317,15 @@ struct ConvGeometry {
   llvm::SmallVector<int64_t> kernel, strides, dil, pads, outSp;
 };
 
+/// An Einsum node's operands, their letters (`...` expanded), each
+/// letter's size and the output's letters (EinsumOp.cpp).
+struct EinsumTerms {
+  llvm::SmallVector<mlir::Value> xs;
+  llvm::SmallVector<std::string> letters;
+  std::map<char, int64_t> size;
+  std::string out;
+};
+
 /// Builds the otc module for one model.
 class Importer {
 public:
@@ -420,13 +429,21 @@ public:
   void importLogic();
   void importIsNan();
   void importMinMax();
-  /// Clip, Softplus, Floor / Ceil and Mod as primitives (RoundingOps.cpp).
-  /// Einsum of one or two operands (EinsumOp.cpp); einsumLetters expands
-  /// a term's `...` for an operand of `rank`.
+  /// Einsum of one or two operands (EinsumOp.cpp): einsumTerms parses and
+  /// checks the node (einsumLetters expands a term's `...` for an operand
+  /// of `rank`), sumOutLoneLetters sums out what one operand alone has,
+  /// einsumProduct contracts two operands (`letters`: its result's).
   void importEinsum();
+  EinsumTerms einsumTerms();
+  std::string einsumLetters(std::string term, int64_t rank, int64_t &ellipsis);
+  void sumOutLoneLetters(EinsumTerms &t);
+  mlir::Value einsumProduct(const EinsumTerms &t, std::string &letters);
+  /// `x` (dimensions named by `from`) transposed to the order of `to`.
+  mlir::Value transposeLetters(mlir::Value x, const std::string &from,
+                               const std::string &to);
   /// AveragePool whose windows tile the input (LinalgOps.cpp).
   void importAveragePool();
-  std::string einsumLetters(std::string term, int64_t rank, int64_t &ellipsis);
+  /// Clip, Softplus, Floor / Ceil and Mod as primitives (RoundingOps.cpp).
   void importClip();
   void importSoftplus();
   void importFloorCeil();
