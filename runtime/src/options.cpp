@@ -112,8 +112,16 @@ const std::vector<Flag> &flagTable() {
       {"--val-data", true, listFlag(&O::valGlobs)},
       {"--tokens-input", true, stringFlag(&O::tokensInput)},
       {"--targets-input", true, stringFlag(&O::targetsInput)},
-      {"--no-shuffle", false, [](O &o, const std::string &) { o.shuffle = false; return Status::ok(); }},
-      {"--doc-mask", false, [](O &o, const std::string &) { o.docMask = true; return Status::ok(); }},
+      {"--no-shuffle", false,
+       [](O &o, const std::string &) {
+         o.shuffle = false;
+         return Status::ok();
+       }},
+      {"--doc-mask", false,
+       [](O &o, const std::string &) {
+         o.docMask = true;
+         return Status::ok();
+       }},
       {"--doc-token", true, intFlag("--doc-token", &O::docToken, true)},
       {"--val-every", true, intFlag("--val-every", &O::valEvery, true)},
       {"--val-batches", true, intFlag("--val-batches", &O::valBatches, false)},
@@ -124,23 +132,32 @@ const std::vector<Flag> &flagTable() {
       {"--lr-schedule", true,
        [](O &o, const std::string &v) {
          if (v != "constant" && v != "cosine")
-           return Status::usage("--lr-schedule expects constant or cosine, got '" + v + "'");
+           return Status::usage(
+               "--lr-schedule expects constant or cosine, got '" + v + "'");
          o.lrSchedule = v;
          return Status::ok();
        }},
       {"--warmup", true, intFlag("--warmup", &O::warmupSteps, true)},
       {"--min-lr", true, numberFlag("--min-lr", &O::minLr)},
-      {"--lr-decay-steps", true, intFlag("--lr-decay-steps", &O::decaySteps, false)},
+      {"--lr-decay-steps", true,
+       intFlag("--lr-decay-steps", &O::decaySteps, false)},
       {"--grad-clip", true, numberFlag("--grad-clip", &O::gradClip)},
       {"--collective-timeout", true,
        numberFlag("--collective-timeout", &O::collectiveTimeout)},
-      {"--skip-nonfinite", false, [](O &o, const std::string &) { o.skipNonfinite = true; return Status::ok(); }},
-      {"--batch-start-tokens", true, intFlag("--batch-start-tokens", &O::batchStartTokens, false)},
-      {"--batch-ramp-tokens", true, intFlag("--batch-ramp-tokens", &O::batchRampTokens, false)},
+      {"--skip-nonfinite", false,
+       [](O &o, const std::string &) {
+         o.skipNonfinite = true;
+         return Status::ok();
+       }},
+      {"--batch-start-tokens", true,
+       intFlag("--batch-start-tokens", &O::batchStartTokens, false)},
+      {"--batch-ramp-tokens", true,
+       intFlag("--batch-ramp-tokens", &O::batchRampTokens, false)},
       {"--seed", true,
        [](O &o, const std::string &v) {
          if (!parseUInt64(v, o.seed))
-           return Status::usage("--seed expects a non-negative integer, got '" + v + "'");
+           return Status::usage("--seed expects a non-negative integer, got '" +
+                                v + "'");
          return Status::ok();
        }},
       {"--save", true, stringFlag(&O::saveDir)},
@@ -148,11 +165,23 @@ const std::vector<Flag> &flagTable() {
       {"--keep", true, intFlag("--keep", &O::keep, false)},
       {"--resume", true, stringFlag(&O::resumeDir)},
       {"--log-every", true, intFlag("--log-every", &O::logEvery, false)},
-      {"--quiet", false, [](O &o, const std::string &) { o.quiet = true; return Status::ok(); }},
+      {"--quiet", false,
+       [](O &o, const std::string &) {
+         o.quiet = true;
+         return Status::ok();
+       }},
       {"--log-jsonl", true, stringFlag(&O::jsonlPath)},
       {"--trace", true, stringFlag(&O::tracePath)},
-      {"--trace-sync", false, [](O &o, const std::string &) { o.traceSync = true; return Status::ok(); }},
-      {"--no-cuda-graphs", false, [](O &o, const std::string &) { o.cudaGraphs = false; return Status::ok(); }},
+      {"--trace-sync", false,
+       [](O &o, const std::string &) {
+         o.traceSync = true;
+         return Status::ok();
+       }},
+      {"--no-cuda-graphs", false,
+       [](O &o, const std::string &) {
+         o.cudaGraphs = false;
+         return Status::ok();
+       }},
       {"--peak-tflops", true, numberFlag("--peak-tflops", &O::peakTflops)},
       {"--generate", true, intFlag("--generate", &O::generate, false)},
       {"--prompt-ids", true,
@@ -164,7 +193,8 @@ const std::vector<Flag> &flagTable() {
            int64_t id;
            if (!parseInt64(v.substr(at, comma - at), id) || id < 0)
              return Status::usage("--prompt-ids expects non-negative ids "
-                                  "separated by commas, got '" + v + "'");
+                                  "separated by commas, got '" +
+                                  v + "'");
            o.promptIds.push_back(id);
            at = comma + 1;
          }
@@ -196,8 +226,7 @@ Status checkCombination(const TrainOptions &o) {
       return Status::usage("--generate needs --prompt-ids A,B,... (at least "
                            "one id)");
     if (data || !o.batchPath.empty() || !o.saveDir.empty() ||
-        !o.resumeDir.empty() || !o.dumpGradsPath.empty() ||
-        !o.valGlobs.empty())
+        !o.resumeDir.empty() || !o.dumpGradsPath.empty() || !o.valGlobs.empty())
       return Status::usage("--generate samples from the parameters of --init "
                            "(a checkpoint's model.safetensors): it takes no "
                            "--data, --batch, --val-data, --save, --resume or "
@@ -214,11 +243,13 @@ Status checkCombination(const TrainOptions &o) {
   if (!data && (!o.valGlobs.empty() || o.batchStartTokens || o.batchRampTokens))
     return Status::usage("--val-data and the batch ramp need --data");
   if (!o.dumpGradsPath.empty() && (!o.saveDir.empty() || !o.resumeDir.empty()))
-    return Status::usage("--dump-grads cannot be combined with --save or --resume");
+    return Status::usage(
+        "--dump-grads cannot be combined with --save or --resume");
   if (o.saveEvery && o.saveDir.empty())
     return Status::usage("--save-every needs --save DIR");
   if ((o.batchStartTokens != 0) != (o.batchRampTokens != 0))
-    return Status::usage("--batch-start-tokens and --batch-ramp-tokens go together");
+    return Status::usage(
+        "--batch-start-tokens and --batch-ramp-tokens go together");
   if (o.traceSync && o.tracePath.empty())
     return Status::usage("--trace-sync needs --trace FILE");
   if (o.lrSchedule == "cosine" && o.minLr > o.lr)
@@ -253,7 +284,8 @@ Status parseTrainArgs(const std::vector<std::string> &args, TrainOptions &out) {
     if (!found) {
       if (!flag.empty() && flag[0] == '-')
         return Status::usage("unknown flag '" + args[i] + "' (see --help)");
-      return Status::usage("unexpected argument '" + args[i] + "' (see --help)");
+      return Status::usage("unexpected argument '" + args[i] +
+                           "' (see --help)");
     }
     if (!found->valued) {
       if (inlineValue)
@@ -274,39 +306,9 @@ Status parseTrainArgs(const std::vector<std::string> &args, TrainOptions &out) {
   return checkCombination(out);
 }
 
-std::string trainUsage(const std::string &argv0) {
-  return "usage: " + argv0 +
-         " (--data 'SHARDS' | --batch B.safetensors) [options]\n"
-         "       " +
-         argv0 +
-         " --generate N --prompt-ids A,B,... [--init PATH] [options]\n"
-         "\n"
-         "Trains the compiled model. Started by mpirun, torchrun or srun "
-         "(mpirun\n"
-         "-np N " +
-         argv0 + " ..., torchrun --nproc-per-node N --no-python " + argv0 +
-         " ...),\n"
-         "each process is one rank of a data-parallel run: it trains its part "
-         "of\n"
-         "every global batch (N x micro-batch x grad-accum samples; --batch "
-         "files\n"
-         "hold the global batch), the ranks' gradients are summed before each\n"
-         "update, and rank 0 logs, saves and writes --dump-grads. Under "
-         "mpirun\n"
-         "the ranks talk through MPI; under torchrun (or srun with "
-         "MASTER_ADDR\n"
-         "and MASTER_PORT exported) over TCP, meeting at rank 0 at "
-         "MASTER_ADDR.\n"
-         "A rank that waits for the others longer than --collective-timeout S\n"
-         "seconds (default 600; 0: forever; the TCP rendezvous too) ends the "
-         "run\n"
-         "with one line: a rank that died or hangs never keeps the others "
-         "waiting\n"
-         "(rank 0's evaluation and checkpoints count as waiting for the "
-         "others,\n"
-         "so raise it for long ones).\n"
-         "\n"
-         "Data:\n"
+/// trainUsage's section Data: --data and --batch.
+static const char *usageData() {
+  return "Data:\n"
          "  --data GLOB          token shards (llm.c format: 256 int32 header, "
          "uint16\n"
          "                       tokens; made by otc-data); repeatable. "
@@ -358,8 +360,12 @@ std::string trainUsage(const std::string &argv0) {
          "'loss',\n"
          "                       'grad/<param>' and the dropout keys "
          "'rng_key/<k>' to PATH\n"
-         "\n"
-         "Optimization (AdamW, compiled in):\n"
+         "\n";
+}
+
+/// trainUsage's section Optimization.
+static const char *usageOptimization() {
+  return "Optimization (AdamW, compiled in):\n"
          "  --steps N            total optimizer steps, resumed ones included "
          "(default 1)\n"
          "  --lr X               peak learning rate (default 1e-3)\n"
@@ -387,8 +393,12 @@ std::string trainUsage(const std::string &argv0) {
          "                       over the first M training tokens\n"
          "  --seed S             seed for dropout keys and shuffling (default "
          "0)\n"
-         "\n"
-         "Checkpoints:\n"
+         "\n";
+}
+
+/// trainUsage's section Checkpoints.
+static const char *usageCheckpoints() {
+  return "Checkpoints:\n"
          "  --save DIR           write DIR/model.safetensors (trained "
          "initializers by ONNX\n"
          "                       name) and DIR/state.safetensors (masters, "
@@ -413,8 +423,12 @@ std::string trainUsage(const std::string &argv0) {
          "  saved in --save DIR (without one, nothing is saved), and the "
          "program exits\n"
          "  130 (SIGTERM: 143); a second signal exits at once.\n"
-         "\n"
-         "Sampling (a program compiled with otc-compile --generate):\n"
+         "\n";
+}
+
+/// trainUsage's section Sampling.
+static const char *usageSampling() {
+  return "Sampling (a program compiled with otc-compile --generate):\n"
          "  --generate N         draw N ids after the prompt, one position at "
          "a time (the\n"
          "                       keys and values of earlier positions cached), "
@@ -438,16 +452,24 @@ std::string trainUsage(const std::string &argv0) {
          "--generate does)\n"
          "  --samples N          print the first N rows (default 1; at most "
          "micro-batch)\n"
-         "\n"
-         "Execution (cuda target):\n"
+         "\n";
+}
+
+/// trainUsage's section Execution.
+static const char *usageExecution() {
+  return "Execution (cuda target):\n"
          "  --no-cuda-graphs     launch every kernel from the host each step; "
          "by default the\n"
          "                       first micro-step and optimizer step run "
          "eagerly, then each\n"
          "                       step function is captured once into a CUDA "
          "graph and replayed\n"
-         "\n"
-         "Output:\n"
+         "\n";
+}
+
+/// trainUsage's section Output.
+static const char *usageOutput() {
+  return "Output:\n"
          "  --log-every K        print every K-th step (default 1); a step "
          "line ends with\n"
          "                       the ETA (the mean step time so far x the "
@@ -470,6 +492,42 @@ std::string trainUsage(const std::string &argv0) {
          "  --peak-tflops X      peak device TFLOP/s for MFU (default: known "
          "GPUs; n/a on cpu)\n"
          "  --help               show this text\n";
+}
+
+std::string trainUsage(const std::string &argv0) {
+  return "usage: " + argv0 +
+         " (--data 'SHARDS' | --batch B.safetensors) [options]\n"
+         "       " +
+         argv0 +
+         " --generate N --prompt-ids A,B,... [--init PATH] [options]\n"
+         "\n"
+         "Trains the compiled model. Started by mpirun, torchrun or srun "
+         "(mpirun\n"
+         "-np N " +
+         argv0 + " ..., torchrun --nproc-per-node N --no-python " + argv0 +
+         " ...),\n"
+         "each process is one rank of a data-parallel run: it trains its part "
+         "of\n"
+         "every global batch (N x micro-batch x grad-accum samples; --batch "
+         "files\n"
+         "hold the global batch), the ranks' gradients are summed before each\n"
+         "update, and rank 0 logs, saves and writes --dump-grads. Under "
+         "mpirun\n"
+         "the ranks talk through MPI; under torchrun (or srun with "
+         "MASTER_ADDR\n"
+         "and MASTER_PORT exported) over TCP, meeting at rank 0 at "
+         "MASTER_ADDR.\n"
+         "A rank that waits for the others longer than --collective-timeout S\n"
+         "seconds (default 600; 0: forever; the TCP rendezvous too) ends the "
+         "run\n"
+         "with one line: a rank that died or hangs never keeps the others "
+         "waiting\n"
+         "(rank 0's evaluation and checkpoints count as waiting for the "
+         "others,\n"
+         "so raise it for long ones).\n"
+         "\n" +
+         std::string(usageData()) + usageOptimization() + usageCheckpoints() +
+         usageSampling() + usageExecution() + usageOutput();
 }
 
 } // namespace otcrt
