@@ -88,15 +88,9 @@ onnx::NodeProto intConstant(const std::string &output,
 
 int rewriteMaskedScatter(onnx::GraphProto &graph) {
   std::map<std::string, int> producer;
-  std::map<std::string, int> uses;
-  for (int n = 0; n < graph.node_size(); ++n) {
+  for (int n = 0; n < graph.node_size(); ++n)
     for (const std::string &o : graph.node(n).output())
       producer[o] = n;
-    for (const std::string &i : graph.node(n).input())
-      ++uses[i];
-  }
-  for (const onnx::ValueInfoProto &o : graph.output())
-    ++uses[o.name()];
   auto made = [&](const std::string &v,
                   const char *op) -> const onnx::NodeProto * {
     auto it = producer.find(v);

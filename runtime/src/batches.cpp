@@ -5,15 +5,9 @@
 #include "program.h"
 
 #include <cstring>
-#include <sys/stat.h>
 
 namespace otcrt {
 namespace {
-
-bool regularFile(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /// Element \p flat of a row-major \p shape as "[i, j]".
 std::string positionOf(const std::vector<int64_t> &shape, int64_t flat) {

@@ -12,14 +12,13 @@
 #include <sys/stat.h>
 
 namespace otcrt {
-namespace {
 
-/// Whether \p path is a regular file, whose layout can be read apart from
-/// its tensors (a pipe cannot).
 bool regularFile(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
+
+namespace {
 
 /// loadInitialParams and loadInitialBuffers: \p readFailed tells an error
 /// reading \p path itself (its message as readSafetensors gives it) from

@@ -19,6 +19,10 @@
 
 namespace otcrt {
 
+/// Whether \p path is a regular file, whose layout can be read apart from
+/// its tensors (a pipe cannot).
+bool regularFile(const std::string &path);
+
 /// A global-batch input converted to its slot's dtype.
 struct InputData {
   const OtcSlot *slot;
