@@ -26,7 +26,6 @@
 #include "frontend/Importer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -35,7 +34,8 @@ namespace detail {
 
 namespace {
 
-/// The int64 values of a Constant node's tensor `value`, or none.
+/// The int64 values of a Constant node (value, value_ints or value_int),
+/// or none.
 std::optional<std::vector<int64_t>> constantInts(const onnx::NodeProto *node) {
   if (!node || node->op_type() != "Constant")
     return std::nullopt;
@@ -44,15 +44,8 @@ std::optional<std::vector<int64_t>> constantInts(const onnx::NodeProto *node) {
       return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     if (a.name() == "value_int")
       return std::vector<int64_t>{a.i()};
-    if (a.name() == "value" && a.t().data_type() == onnx::TensorProto::INT64) {
-      const onnx::TensorProto &t = a.t();
-      std::vector<int64_t> v(t.int64_data().begin(), t.int64_data().end());
-      if (v.empty() && !t.raw_data().empty()) {
-        v.resize(t.raw_data().size() / sizeof(int64_t));
-        std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(int64_t));
-      }
-      return v;
-    }
+    if (a.name() == "value" && a.t().data_type() == onnx::TensorProto::INT64)
+      return decodeTensor(a.t(), "Constant '" + node->name() + "'", "").ints;
   }
   return std::nullopt;
 }
