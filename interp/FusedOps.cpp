@@ -170,10 +170,11 @@ static AttentionProblem attentionProblem(OpT op, const Tensor &q,
 }
 
 /// For every (b, h, i): s_j = scale * q_i . k_j + mask (j visible),
-/// lse = log sum_j exp(s_j) over the visible j, prob_j = exp(s_j - lse)
-/// (0 for hidden j) times the dropout factor, output_i = sum_j prob_j v_j.
-/// A row whose scores are all -inf gets lse = -inf and a NaN output, like
-/// otc.softmax of such a row.
+/// lse = log sum_j exp(s_j) over the visible j (plus exp(sinks[h]) with
+/// sinks), prob_j = exp(s_j - lse) (0 for hidden j) times the dropout
+/// factor, output_i = sum_j prob_j v_j. Without sinks, a row whose scores
+/// are all -inf gets lse = -inf and a NaN output, like otc.softmax of such
+/// a row; with them, lse = sinks[h] and zeros.
 LogicalResult Interpreter::run(otc::AttentionOp op) {
   const Tensor &q = get(op.getQ());
   const Tensor &k = get(op.getK());
@@ -182,6 +183,7 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
   const Tensor *key = getIfPresent(op.getKey());
   std::vector<int64_t> outShape = shapeOf(op.getOutput());
   AttentionProblem p = attentionProblem(op, q, k, v, mask, key, outShape);
+  const Tensor *sinks = getIfPresent(op.getSinks());
   if (p.dropout > 0.0 && !key)
     return op.emitError("dropout needs a key");
   Tensor out = zeros(outShape);
@@ -198,7 +200,9 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
           s[j] = p.score(b, h, i, j);
           max = std::max(max, s[j]);
         }
-        double sum = 0.0;
+        if (sinks)
+          max = std::max(max, sinks->data[h]);
+        double sum = sinks ? std::exp(sinks->data[h] - max) : 0.0;
         for (int64_t j = 0; j < p.keys; ++j)
           if (p.visible(i, j))
             sum += std::exp(s[j] - max);
@@ -227,7 +231,10 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
 /// D_i is summed from its definition; the forward output (whose dot product
 /// with dO_i equals it) is not read. With mask_grad, dS before the soft cap's
 /// slope (the gradient of the capped scores, to which the mask is added) is
-/// a fourth result.
+/// a fourth result. With sinks, their gradient is the last result:
+///   dsinks[h] = -sum over (b, i) of exp(sinks[h] - lse_i) D_i
+/// (a sink moves every probability of its row by -P_j exp(sinks[h] - lse)).
+
 LogicalResult Interpreter::run(otc::AttentionGradOp op) {
   const Tensor &dO = get(op.getGrad());
   const Tensor &q = get(op.getQ());
@@ -250,6 +257,10 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
   Tensor dscores;
   if (op.getMaskGrad())
     dscores = zeros({p.batch, p.heads, p.queries, p.keys});
+  const Tensor *sinks = getIfPresent(op.getSinks());
+  Tensor dsinks;
+  if (sinks)
+    dsinks = zeros({p.heads});
   std::vector<double> prob(p.keys), dP(p.keys);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
@@ -273,6 +284,8 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
           dP[j] = m * dOv;
           rowD += prob[j] * dP[j];
         }
+        if (sinks)
+          dsinks.data[h] -= std::exp(sinks->data[h] - rowLse) * rowD;
         for (int64_t j = 0; j < p.keys; ++j) {
           double dS = prob[j] * (dP[j] - rowD);
           if (op.getMaskGrad())
@@ -289,6 +302,8 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
       }
     }
   }
+  if (sinks)
+    set(op.getDsinks(), std::move(dsinks));
   if (p.packed) {
     set(op.getGrads()[0], std::move(dq));
     return success();

@@ -117,6 +117,11 @@ static LogicalResult verifyAttention(OpTy op, Value out) {
   SmallVector<int64_t> lse = {a.b, a.h, a.t};
   if (shapeOf(op.getLse()) != ArrayRef<int64_t>(lse))
     return op.emitOpError("lse must be [B, H, T]");
+  if (Value sinks = op.getSinks();
+      sinks && (shapeOf(sinks) != ArrayRef<int64_t>{a.h} ||
+                !getElementTypeOrSelf(sinks.getType()).isF32()))
+    return op.emitOpError("sinks must be f32 [H] = [")
+           << a.h << "], got " << sinks.getType();
   return success();
 }
 
@@ -142,15 +147,23 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getOutput())))
     return failure();
+  // The sinks' gradient comes last: typed as the sinks.
+  size_t sinkGrads = getSinks() ? 1 : 0;
+  if (getSinks() && getGrads().back().getType() != getSinks().getType())
+    return emitOpError("the last result, the sinks' gradient, must be typed "
+                       "as the sinks");
   if (isPacked()) {
-    if (getGrads().size() != 1 || getGrads()[0].getType() != getQ().getType())
-      return emitOpError("packed, the gradient is one value typed as q");
-  } else if (getGrads().size() != (getMaskGrad() ? 4u : 3u) ||
+    if (getGrads().size() != 1 + sinkGrads ||
+        getGrads()[0].getType() != getQ().getType())
+      return emitOpError("packed, the gradient is one value typed as q")
+             << (getSinks() ? ", then the sinks'" : "");
+  } else if (getGrads().size() != (getMaskGrad() ? 4u : 3u) + sinkGrads ||
              getDq().getType() != getQ().getType() ||
              getDk().getType() != getK().getType() ||
              getDv().getType() != getV().getType()) {
     return emitOpError("dq, dk and dv must have the types of q, k and v")
-           << (getMaskGrad() ? ", then dS" : "");
+           << (getMaskGrad() ? ", then dS" : "")
+           << (getSinks() ? ", then the sinks'" : "");
   }
   if (getMaskGrad()) {
     if (isPacked() || !getMask())
@@ -180,9 +193,12 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   if (getMaskGrad())
     types.push_back(RankedTensorType::get(
         {a.b, a.h, a.t, a.s}, getElementTypeOrSelf(getMask().getType())));
+  if (getSinks())
+    types.push_back(getSinks().getType());
   auto grad = b.create<AttentionGradOp>(
       getLoc(), types, rg[0], getQ(), getK(), getV(), getOutput(), getLse(),
-      getMask(), getKey(), getCausalAttr(), getScaleAttr(), getDropoutAttr(),
+      getMask(), getKey(), getSinks(), getCausalAttr(), getScaleAttr(),
+      getDropoutAttr(),
       getStreamAttr(), getLayoutAttr(), getWindowAttr(), getSoftcapAttr(),
       getMaskGradAttr(), getKeyPaddingAttr());
   // Packed, q, k and v are one value: its whole gradient goes through q.
@@ -199,6 +215,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                       : Value());
   if (getKey())
     out.push_back(Value());
+  if (getSinks())
+    out.push_back(grad.getDsinks());
   return success();
 }
 
@@ -621,10 +639,19 @@ static bool isOperandOf(Operation *op, unsigned index,
   return llvm::is_contained(stats, v);
 }
 
-/// The log-sum-exp of each row of scores.
+/// The log-sum-exp of each row of scores, and the sinks (FP32 logits
+/// whatever the data's precision) and their gradient.
 bool AttentionOp::isFp32StatisticsResult(unsigned index) { return index > 0; }
+bool AttentionOp::isFp32StatisticsOperand(unsigned index) {
+  return getSinks() && isOperandOf(*this, index, {getSinks()});
+}
 bool AttentionGradOp::isFp32StatisticsOperand(unsigned index) {
+  if (getSinks())
+    return isOperandOf(*this, index, {getLse(), getSinks()});
   return isOperandOf(*this, index, {getLse()});
+}
+bool AttentionGradOp::isFp32StatisticsResult(unsigned index) {
+  return getSinks() && index + 1 == getNumResults();
 }
 
 /// The mean and rstd of each row.

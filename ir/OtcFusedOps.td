@@ -23,6 +23,10 @@ defvar LibraryInPlace = DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
 defvar Fp32StatResults =
     DeclareOpInterfaceMethods<Otc_Fp32StatisticsOpInterface,
                               ["isFp32StatisticsResult"]>;
+defvar Fp32StatResultsOperands =
+    DeclareOpInterfaceMethods<Otc_Fp32StatisticsOpInterface,
+                              ["isFp32StatisticsResult",
+                               "isFp32StatisticsOperand"]>;
 defvar Fp32StatOperands =
     DeclareOpInterfaceMethods<Otc_Fp32StatisticsOpInterface,
                               ["isFp32StatisticsOperand"]>;
@@ -32,7 +36,7 @@ defvar Fp32StatOperands =
 //===----------------------------------------------------------------------===//
 
 def Otc_AttentionOp : Otc_Op<"attention",
-    [Library, Fp32StatResults, CostFlopsRead, Pure, Grad,
+    [Library, Fp32StatResultsOperands, CostFlopsRead, Pure, Grad,
      AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention: softmax(Q K^T scale + mask) V";
   let description = [{
@@ -66,7 +70,12 @@ def Otc_AttentionOp : Otc_Op<"attention",
     most -1e4 (hidden), as otc-fuse-patterns builds it from a run-time
     attention mask; a target may then take it as per-sequence key lengths
     when it is right-padded (the cuda runtime gives cuDNN's SDPA lengths, no
-    mask tensor). The values are the same either way.
+    mask tensor). The values are the same either way. `sinks`, when
+    given, is an FP32 [H] logit per query head (GPT-OSS's attention sinks)
+    that joins each row's softmax as a key with no value: the row's
+    probabilities are exp(s_j - lse) with lse = log(sum_j exp(s_j) +
+    exp(sinks[h])), so they sum to less than 1, and a row that sees no key
+    gives zeros.
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}
@@ -76,7 +85,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
   }];
   let arguments = (ins Otc_FloatTensor:$q, Otc_FloatTensor:$k,
                    Otc_FloatTensor:$v, Optional<Otc_FloatTensor>:$mask,
-                   Optional<Otc_I64Scalar>:$key, UnitAttr:$causal,
+                   Optional<Otc_I64Scalar>:$key,
+                   Optional<Otc_FloatTensor>:$sinks, UnitAttr:$causal,
                    F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$stream,
@@ -86,8 +96,8 @@ def Otc_AttentionOp : Otc_Op<"attention",
                    UnitAttr:$mask_grad, UnitAttr:$key_padding);
   let results = (outs Otc_FloatTensor:$output, Otc_FloatTensor:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? attr-dict `:`
-    functional-type(operands, results)
+    $q `,` $k `,` $v (`mask` $mask^)? (`key` $key^)? (`sinks` $sinks^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
     /// q, k and v are one packed value (layout "packed").
@@ -97,7 +107,7 @@ def Otc_AttentionOp : Otc_Op<"attention",
 }
 
 def Otc_AttentionGradOp : Otc_Op<"attention_grad",
-    [Library, Fp32StatOperands, CostFlopsRead, Pure,
+    [Library, Fp32StatResultsOperands, CostFlopsRead, Pure,
      AttrSizedOperandSegments]> {
   let summary = "Gradients of otc.attention with respect to q, k and v";
   let description = [{
@@ -110,12 +120,16 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
     `mask_grad` (not packed) a fourth result is the gradient of the scores
     after the soft cap, dS [B, H, T, S] in the mask's element type: the
     mask's gradient before it is summed over the dimensions it broadcasts.
+    With `sinks` (the forward's, FP32 [H]) the last result is their
+    gradient, FP32 [H]: minus the sum over the batch and the queries of
+    each row's sink probability exp(sinks[h] - lse) times D = dO . O.
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$q,
                    Otc_FloatTensor:$k, Otc_FloatTensor:$v,
                    Otc_FloatTensor:$output, Otc_FloatTensor:$lse,
                    Optional<Otc_FloatTensor>:$mask,
-                   Optional<Otc_I64Scalar>:$key, UnitAttr:$causal,
+                   Optional<Otc_I64Scalar>:$key,
+                   Optional<Otc_FloatTensor>:$sinks, UnitAttr:$causal,
                    F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$stream,
@@ -126,7 +140,8 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
   let results = (outs Variadic<Otc_FloatTensor>:$grads);
   let assemblyFormat = [{
     $grad `,` $q `,` $k `,` $v `,` $output `,` $lse (`mask` $mask^)?
-    (`key` $key^)? attr-dict `:` functional-type(operands, results)
+    (`key` $key^)? (`sinks` $sinks^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
     /// q, k and v are one packed value (layout "packed"), and so are their
@@ -138,8 +153,13 @@ def Otc_AttentionGradOp : Otc_Op<"attention_grad",
     ::mlir::Value getDv() { return getGrads()[2]; }
     /// dS, the scores' gradient (with mask_grad), else null.
     ::mlir::Value getDscores() {
-      return getMaskGrad() && getGrads().size() == 4 ? getGrads()[3]
-                                                     : ::mlir::Value();
+      return getMaskGrad() && !isPacked() && getGrads().size() >= 4
+                 ? getGrads()[3]
+                 : ::mlir::Value();
+    }
+    /// The sinks' gradient (the last result, with sinks), else null.
+    ::mlir::Value getDsinks() {
+      return getSinks() ? getGrads().back() : ::mlir::Value();
     }
   }];
   let hasVerifier = 1;

@@ -40,18 +40,25 @@ template <typename OpTy> static LibraryArg attentionStruct(OpTy op) {
   a.fields.push_back(LibraryArg::integer(op.getWindow()));
   a.fields.push_back(LibraryArg::integer(s.rowStride));
   a.fields.push_back(LibraryArg::floating(op.getSoftcap().convertToDouble()));
-  // dS (the gradient op's fourth result) where the mask has a gradient;
-  // absent otherwise, so the field initializes to NULL (NULL written where
-  // key_padding follows).
-  bool dscores = false;
-  if constexpr (std::is_same_v<OpTy, AttentionGradOp>)
+  // dS (the gradient op's fourth result) where the mask has a gradient,
+  // key_padding, the sinks and their gradient (the gradient op's last
+  // result): fields left out at the end initialize to NULL or 0, so each
+  // is written only where it or a later one is set.
+  bool dscores = false, dsinks = false;
+  if constexpr (std::is_same_v<OpTy, AttentionGradOp>) {
     dscores = static_cast<bool>(op.getMaskGrad());
-  if (dscores)
-    a.fields.push_back(LibraryArg::result(3));
-  else if (op.getKeyPadding())
-    a.fields.push_back(LibraryArg::null());
-  if (op.getKeyPadding())
-    a.fields.push_back(LibraryArg::integer(1));
+    dsinks = static_cast<bool>(op.getSinks());
+  }
+  bool sinks = static_cast<bool>(op.getSinks());
+  if (dscores || op.getKeyPadding() || sinks)
+    a.fields.push_back(dscores ? LibraryArg::result(3) : LibraryArg::null());
+  if (op.getKeyPadding() || sinks)
+    a.fields.push_back(LibraryArg::integer(op.getKeyPadding() ? 1 : 0));
+  if (sinks)
+    a.fields.push_back(LibraryArg::operand(op, op.getSinks()));
+  if (dsinks)
+    a.fields.push_back(
+        LibraryArg::result(static_cast<unsigned>(op->getNumResults() - 1)));
   return a;
 }
 

@@ -161,6 +161,7 @@ LogicalResult DecodeBuilder::visitAttention(AttentionOp op) {
       {qs[0], qs[1], 1}, getElementTypeOrSelf(op.getLse().getType()));
   auto att = fb.create<AttentionOp>(
       loc, TypeRange{outType, lseType}, q, kc, vc, *mask, /*key=*/Value(),
+      op.getSinks() ? map.lookup(op.getSinks()) : Value(),
       /*causal=*/UnitAttr(), op.getScaleAttr(), fb.getF64FloatAttr(0.0),
       op.getStreamAttr(), fb.getStringAttr("bhtd"), fb.getI64IntegerAttr(0),
       op.getSoftcapAttr(), /*mask_grad=*/UnitAttr(),

@@ -176,6 +176,9 @@ struct Chain {
   /// T5's eager attention, its relative bias then the causal mask): the
   /// fused op's mask is their sum.
   Value extraMask;
+  /// Attention sinks (GPT-OSS): the [1, H, 1, 1] or [H] logits broadcast
+  /// into the column concatenated to the scores (null: none).
+  Value sinks;
 };
 } // namespace
 
@@ -423,10 +426,9 @@ static bool matchTwoMasks(AddOp outer, ArrayRef<int64_t> s, Chain &c) {
   return false;
 }
 
-static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
-                         bool scoresLike, Chain &c) {
+static Match matchScores(Value x, ArrayRef<int64_t> s, bool scoresLike,
+                         Chain &c) {
   int64_t t = s[2], keys = s[3];
-  Value x = softmax.getInput();
   if (!x.hasOneUse())
     return Match::miss("attention: the scores are also read elsewhere");
   if (auto sel = x.getDefiningOp<SelectOp>()) {
@@ -519,13 +521,12 @@ static Match matchScores(SoftmaxOp softmax, ArrayRef<int64_t> s,
   return Match::yes();
 }
 
-/// The probabilities side: an optional NaN guard and dropout, then the
+/// The probabilities side from `p` (the softmax's result, or its columns
+/// without the sink's): an optional NaN guard and dropout, then the
 /// product with V ([B, H, S, D], in `v`), whose output (reshaped back to
 /// rank 4 where the product was batched in rank 3) is `c.output`.
-static Match matchValues(SoftmaxOp softmax, ArrayRef<int64_t> s, Chain &c,
-                         Value &v) {
+static Match matchValues(Value p, ArrayRef<int64_t> s, Chain &c, Value &v) {
   int64_t keys = s[3];
-  Value p = softmax.getResult();
   if (Value guarded = nanGuarded(p)) {
     // NaN appears only in a row that hides every key: never under causal
     // masking alone (each query sees itself); with a mask, the fused op
@@ -570,6 +571,59 @@ static Match matchValues(SoftmaxOp softmax, ArrayRef<int64_t> s, Chain &c,
   if (!v || shapeOf(v)[2] != keys)
     return Match::miss("attention: V is not [B, H, S, D]");
 
+  return Match::yes();
+}
+
+/// Attention sinks (GPT-OSS): the softmax reads concat(scores, column)
+/// over the last axis, or that less its row maximum (a stabilization the
+/// softmax makes itself), where the column broadcasts a logit per head
+/// ([1, H, 1, 1], or [H] reshaped to it) over the batch and the queries,
+/// and only the scores' columns of the probabilities are read (a slice
+/// from 0). Sets `scores` to the scores, `probs` to that slice and
+/// c.sinks; a miss names what differs. Changes no IR.
+static Match matchSinks(SoftmaxOp softmax, Chain &c, Value &scores,
+                        Value &probs) {
+  Value x = softmax.getInput();
+  const int64_t last = static_cast<int64_t>(shapeOf(x).size()) - 1;
+  if (auto sub = x.getDefiningOp<SubOp>(); sub && x.hasOneUse()) {
+    auto max = sub.getRhs().getDefiningOp<ReduceMaxOp>();
+    if (!max || max.getInput() != sub.getLhs() ||
+        max.getAxes() != ArrayRef<int64_t>{last} || !max.getKeepDims())
+      return Match::miss("attention sinks: the concatenated scores less "
+                         "something other than their row maximum");
+    x = sub.getLhs();
+  }
+  auto cat = x.getDefiningOp<ConcatOp>();
+  if (!cat || cat.getInputs().size() != 2 ||
+      shapeOf(cat.getInputs()[1]).back() != 1)
+    return Match::miss("attention sinks: not one column concatenated after "
+                       "the scores");
+  Value column = cat.getInputs()[1];
+  Value logits = column;
+  if (auto bc = logits.getDefiningOp<BroadcastOp>())
+    logits = bc.getInput();
+  const int64_t heads = shapeOf(x)[1];
+  if (shapeOf(logits) != ArrayRef<int64_t>{1, heads, 1, 1})
+    return Match::miss("attention sinks: the column " +
+                       formatShape(shapeOf(column)) +
+                       " does not broadcast one logit per head");
+  if (auto r = logits.getDefiningOp<ReshapeOp>();
+      r && shapeOf(r.getInput()) == ArrayRef<int64_t>{heads})
+    logits = r.getInput();
+  if (!getElementTypeOrSelf(logits.getType()).isF32())
+    return Match::miss("attention sinks: logits not FP32");
+  Value p = softmax.getResult();
+  auto slice = singleUser<SliceOp>(p);
+  SmallVector<int64_t> kept(shapeOf(x).begin(), shapeOf(x).end());
+  kept.back() -= 1;
+  if (!slice || !p.hasOneUse() || shapeOf(slice) != ArrayRef<int64_t>(kept) ||
+      llvm::any_of(slice.getStarts(), [](int64_t v) { return v != 0; }) ||
+      llvm::any_of(slice.getStrides(), [](int64_t v) { return v != 1; }))
+    return Match::miss("attention sinks: the probabilities are read other "
+                       "than as the scores' columns");
+  scores = cat.getInputs()[0];
+  probs = slice.getResult();
+  c.sinks = logits;
   return Match::yes();
 }
 
@@ -669,11 +723,14 @@ static Match buildAttention(SoftmaxOp softmax, Chain &c, Value v, int64_t t,
     c.k = rewriter.create<TransposeOp>(
         at->getLoc(), withShape(c.kSource.getType(), ks), c.kSource, c.kPerm);
   ArrayRef<int64_t> qs = shapeOf(c.q);
+  if (c.sinks && shapeOf(c.sinks).size() != 1)
+    c.sinks = rewriter.create<ReshapeOp>(
+        at->getLoc(), withShape(c.sinks.getType(), {qs[1]}), c.sinks);
   auto att = rewriter.create<AttentionOp>(
       at->getLoc(),
       TypeRange{withShape(c.q.getType(), qs),
                 withShape(c.q.getType(), qs.drop_back())},
-      c.q, c.k, c.v, c.mask, c.key,
+      c.q, c.k, c.v, c.mask, c.key, c.sinks,
       c.causal ? rewriter.getUnitAttr() : UnitAttr(),
       rewriter.getF64FloatAttr(c.scale), rewriter.getF64FloatAttr(c.dropout),
       rewriter.getI64IntegerAttr(c.stream), rewriter.getStringAttr("bhtd"),
@@ -702,17 +759,22 @@ Match fuse::fuseAttention(SoftmaxOp softmax, PatternRewriter &rewriter) {
                                     ", not [B, H, T, S]")
                       : Match::no();
   // Attention sinks (GPT-OSS): a learned logit per head concatenated to
-  // the scores, its probability sliced off after the softmax.
-  if (scoresLike &&
-      concatAbove(softmax.getInput(), static_cast<int64_t>(s.size()) - 1))
-    return Match::miss("attention: columns concatenated to the scores before "
-                       "the softmax (attention sinks, GPT-OSS's); the "
-                       "[B, H, T, S] scores are kept");
+  // the scores, its probability sliced off after the softmax. The rest of
+  // the chain is matched on the scores and probabilities without it.
   Chain c;
-  if (Match m = matchScores(softmax, s, scoresLike, c); !m.fused)
+  Value scores = softmax.getInput(), probs = softmax.getResult();
+  SmallVector<int64_t> keyed(s.begin(), s.end());
+  if (scoresLike && concatAbove(scores, static_cast<int64_t>(s.size()) - 1)) {
+    if (Match m = matchSinks(softmax, c, scores, probs); !m.fused)
+      return m;
+    keyed.back() -= 1;
+  }
+  Value sinks = c.sinks;
+  if (Match m = matchScores(scores, keyed, scoresLike, c); !m.fused)
     return m;
+  c.sinks = sinks;
   Value v;
-  if (Match m = matchValues(softmax, s, c, v); !m.fused)
+  if (Match m = matchValues(probs, keyed, c, v); !m.fused)
     return m;
-  return buildAttention(softmax, c, v, s[2], rewriter);
+  return buildAttention(softmax, c, v, keyed[2], rewriter);
 }

@@ -338,7 +338,8 @@ struct AbsorbHeadTransposes : OpRewritePattern<AttentionOp> {
     rewriter.setInsertionPoint(att);
     auto fused = rewriter.create<AttentionOp>(
         att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
-        att.getMask(), att.getKey(), att.getCausalAttr(), att.getScaleAttr(),
+        att.getMask(), att.getKey(), att.getSinks(), att.getCausalAttr(),
+        att.getScaleAttr(),
         att.getDropoutAttr(), att.getStreamAttr(),
         rewriter.getStringAttr("bthd"), att.getWindowAttr(),
         att.getSoftcapAttr(), att.getMaskGradAttr(), att.getKeyPaddingAttr());

@@ -138,9 +138,10 @@ struct PackAttentionPass
     OpBuilder b(op);
     auto packedOp = b.create<AttentionOp>(
         op.getLoc(), op->getResultTypes(), p, p, p, op.getMask(), op.getKey(),
-        op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
-        op.getSoftcapAttr(), UnitAttr(), op.getKeyPaddingAttr());
+        op.getSinks(), op.getCausalAttr(), op.getScaleAttr(),
+        op.getDropoutAttr(), op.getStreamAttr(), b.getStringAttr("packed"),
+        op.getWindowAttr(), op.getSoftcapAttr(), UnitAttr(),
+        op.getKeyPaddingAttr());
     op->replaceAllUsesWith(packedOp);
     op->erase();
   }
@@ -150,12 +151,17 @@ struct PackAttentionPass
     if (!p || op.getMaskGrad())
       return;
     OpBuilder b(op);
+    SmallVector<Type> types = {p.getType()};
+    if (Value dsinks = op.getDsinks())
+      types.push_back(dsinks.getType());
     auto packedOp = b.create<AttentionGradOp>(
-        op.getLoc(), TypeRange{p.getType()}, op.getGrad(), p, p, p,
-        op.getOutput(), op.getLse(), op.getMask(), op.getKey(),
+        op.getLoc(), types, op.getGrad(), p, p, p, op.getOutput(),
+        op.getLse(), op.getMask(), op.getKey(), op.getSinks(),
         op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
         op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
         op.getSoftcapAttr(), UnitAttr(), op.getKeyPaddingAttr());
+    if (Value dsinks = op.getDsinks())
+      dsinks.replaceAllUsesWith(packedOp.getDsinks());
     Value grads = packedOp.getGrads()[0];
     if (ConcatOp concat = rejoined(op)) {
       // The concatenation is the packed gradient seen as [B, T, N].
@@ -165,7 +171,7 @@ struct PackAttentionPass
       concat.getResult().replaceAllUsesWith(joined);
       // The concatenation and the reshapes of dq, dk and dv go before op.
       SmallVector<Operation *> parts;
-      for (Value g : op.getGrads())
+      for (Value g : qkvGrads(op))
         parts.push_back(*g.getUsers().begin());
       concat->erase();
       for (Operation *part : parts)
@@ -174,7 +180,7 @@ struct PackAttentionPass
       // Each of dq, dk and dv as a slice of it.
       b.setInsertionPointAfter(packedOp);
       int64_t first = 0;
-      for (Value g : op.getGrads()) {
+      for (Value g : qkvGrads(op)) {
         SmallVector<int64_t> starts = {0, 0, first, 0};
         auto part = b.create<SliceOp>(op.getLoc(), g.getType(), grads,
                                       b.getDenseI64ArrayAttr(starts),
@@ -186,13 +192,19 @@ struct PackAttentionPass
     op->erase();
   }
 
+  /// dq, dk and dv of an attention gradient not packed (without the
+  /// sinks' gradient).
+  static SmallVector<Value, 3> qkvGrads(AttentionGradOp op) {
+    return {op.getDq(), op.getDk(), op.getDv()};
+  }
+
   /// The concatenation along the last axis of dq, dk and dv, each reshaped
   /// to rows of heads·D (so that the concatenation's rows are the packed
   /// gradient's) and read by nothing else, in that order: null when the
   /// gradients are read otherwise.
   static ConcatOp rejoined(AttentionGradOp op) {
     ConcatOp concat;
-    for (auto [i, g] : llvm::enumerate(op.getGrads())) {
+    for (auto [i, g] : llvm::enumerate(qkvGrads(op))) {
       if (!g.hasOneUse())
         return nullptr;
       auto reshape = dyn_cast<ReshapeOp>(*g.getUsers().begin());

@@ -2,7 +2,8 @@
 // otc.attention_grad), with causal hiding (and a sliding window), scores
 // soft-capped as c tanh(s / c) (Gemma 2; the backward times dS by the
 // slope 1 - tanh^2), an additive broadcast mask, grouped-query heads and
-// dropout, in tiles of 64 query rows whose products are GEMMs of this
+// dropout, attention sinks (a logit per head in each row's normalizer),
+// in tiles of 64 query rows whose products are GEMMs of this
 // library (OpenBLAS where installed): the forward forms a tile's scores
 // over the keys its rows see (one GEMM), subtracts each row's maximum
 // before the exponentials (expFast in vector loops, summed in double),
@@ -184,10 +185,11 @@ std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t b, int64_t hi,
 /// result does not depend on the thread count), in vector registers.
 constexpr int64_t kLanes = 16;
 
-/// A row of scores [n] (at least one finite) into its probabilities in
-/// place: each e^(s - max) by expFast, summed in double, over the sum.
-/// Returns the row's log-sum-exp.
-float softmaxRow(float *s, int64_t n) {
+/// A row of scores [n] (at least one finite, or a sink) into its
+/// probabilities in place: each e^(s - max) by expFast, summed in double
+/// (with e^(sink - max) where a sink joins the row), over the sum. Returns
+/// the row's log-sum-exp.
+float softmaxRow(float *s, int64_t n, const float *sink) {
   float lanes[kLanes];
   std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
   int64_t j = 0;
@@ -199,6 +201,8 @@ float softmaxRow(float *s, int64_t n) {
     max = std::max(max, lanes[l]);
   for (; j < n; ++j)
     max = std::max(max, s[j]);
+  if (sink)
+    max = std::max(max, *sink);
   for (j = 0; j < n; ++j)
     s[j] = expFast(s[j] - max);
   double sums[kLanes] = {};
@@ -210,6 +214,8 @@ float softmaxRow(float *s, int64_t n) {
     sum += sums[l];
   for (; j < n; ++j)
     sum += s[j];
+  if (sink)
+    sum += std::exp(static_cast<double>(*sink) - max);
   const float inv = static_cast<float>(1.0 / sum);
   for (j = 0; j < n; ++j)
     s[j] *= inv;
@@ -239,10 +245,12 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
       int64_t i0 = tile * kQueryTile, i1 = std::min(a.t, i0 + kQueryTile);
       auto [j0, j1] = tileKeys(p, b, hi, i0, i1);
       const int64_t n = std::max<int64_t>(j1 - j0, 0);
+      const float *sink = a.sinks ? a.sinks + hi : nullptr;
       if (n == 0) {
+        // No key seen: zeros, and the sink's logit alone in the lse.
         for (int64_t i = i0; i < i1; ++i) {
           int64_t row = p.queryRow(b, hi, i);
-          lse[row] = -std::numeric_limits<float>::infinity();
+          lse[row] = sink ? *sink : -std::numeric_limits<float>::infinity();
           std::fill(out + row * a.d, out + (row + 1) * a.d, 0.0f);
         }
         continue;
@@ -252,7 +260,7 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
       for (int64_t i = i0; i < i1; ++i) {
         int64_t row = p.queryRow(b, hi, i);
         float *sr = s.data() + (i - i0) * n;
-        float rowLse = softmaxRow(sr, n);
+        float rowLse = softmaxRow(sr, n, sink);
         lse[row] = rowLse;
         if (a.dropout > 0.0f)
           for (int64_t j = 0; j < n; ++j)
@@ -270,7 +278,10 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
 // and dv rows have one writer), its query heads' tiles in turn: the tile's
 // probabilities rebuilt from its scores and the saved lse, D_i = dO_i . O_i
 // (in double), dP = dO Vᵀ (with dropout's factors), dS = P (dP - D), and
-// four GEMMs: dq = scale dS K, dk += scale dSᵀ Q, dv += (P m)ᵀ dO.
+// four GEMMs: dq = scale dS K, dk += scale dSᵀ Q, dv += (P m)ᵀ dO. With
+// sinks, each (batch entry, head) sums -e^(sink - lse_i) D_i over its rows
+// (one writer each), and the heads' sums over the batch come after, in
+// batch order.
 int backward(const OtcrtAttention &a, const float *dout, const float *q,
              const float *k, const float *v, const float *mask,
              const float *out, const float *lse, float *dq, float *dk,
@@ -281,6 +292,8 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
     std::fill(dk, dk + a.b * a.hk * a.s * a.d, 0.0f);
     std::fill(dv, dv + a.b * a.hk * a.s * a.d, 0.0f);
   }
+  if (a.sinks && a.dsinks && a.h > 0)
+    std::fill(a.dsinks, a.dsinks + a.h, 0.0f);
   if (degenerate(a))
     return 0;
   Problem p(a, mask);
@@ -290,6 +303,8 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
   float *ds = static_cast<float *>(a.dscores);
   if (ds && a.s > 0)
     std::fill(ds, ds + a.b * a.h * a.t * a.s, 0.0f);
+  // The sinks' gradient of each (batch entry, head), in double.
+  std::vector<double> dsinkRows(a.sinks && a.dsinks ? a.b * a.h : 0, 0.0);
 #pragma omp parallel
   {
     const size_t tileElems =
@@ -309,6 +324,7 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
           auto [j0, j1] = tileKeys(p, b, hi, i0, i1);
           const int64_t n = std::max<int64_t>(j1 - j0, 0);
           if (n == 0) {
+            // The rows' outputs are zeros: no sink gradient either.
             std::fill(dq + row0 * a.d, dq + (row0 + r) * a.d, 0.0f);
             continue;
           }
@@ -327,6 +343,9 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
             float di = static_cast<float>(d);
             float *sr = s.data() + i * n, *dpr = dp.data() + i * n;
             const float rowLse = lse[row];
+            if (!dsinkRows.empty())
+              dsinkRows[b * a.h + hi] -=
+                  std::exp(static_cast<double>(a.sinks[hi]) - rowLse) * d;
             // dp becomes dS; s becomes the kept probabilities P m.
             if (a.dropout > 0.0f) {
               for (int64_t j = 0; j < n; ++j) {
@@ -361,6 +380,13 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
       }
     }
   }
+  if (!dsinkRows.empty())
+    for (int64_t hi = 0; hi < a.h; ++hi) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < a.b; ++b)
+        sum += dsinkRows[b * a.h + hi];
+      a.dsinks[hi] = static_cast<float>(sum);
+    }
   return 0;
 }
 

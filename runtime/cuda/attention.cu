@@ -2,18 +2,20 @@
 // otc.attention_grad) for float and bfloat16 storage: causal hiding (and a
 // sliding window), soft-capped scores (Gemma 2), an additive broadcast mask
 // and, in the backward, the scores' gradient dS where the mask carries one
-// (T5's relative bias), grouped-query heads and dropout. A simple correct
-// form, not a fast one: the float entry points always run it, the bfloat16
-// ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block per query
-// row keeps the row's scores in shared memory (one warp per key for the dot
-// products, block reductions for the maximum and the sum of exponentials) and
-// writes the output and lse. The backward rebuilds the probabilities from the
-// scores and lse in two kernels that never share an output element between
-// blocks: one block per query row for dq (which also saves D_i = dO_i . O_i
-// to the library's scratch, scratch.h) and one block per key row for dk and
-// dv, whose warps walk the visible queries of every query head of the key's
-// group and whose per-warp partial sums are added in a fixed order
-// (deterministic).
+// (T5's relative bias), grouped-query heads, dropout and attention sinks
+// (GPT-OSS: a logit per head in every row's softmax, with no value). A simple
+// correct form, not a fast one: the float entry points always run it, the
+// bfloat16 ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block
+// per query row keeps the row's scores in shared memory (one warp per key for
+// the dot products, block reductions for the maximum and the sum of
+// exponentials) and writes the output and lse. The backward rebuilds the
+// probabilities from the scores and lse in two kernels that never share an
+// output element between blocks: one block per query row for dq (which also
+// saves D_i = dO_i . O_i to the library's scratch, scratch.h) and one block
+// per key row for dk and dv, whose warps walk the visible queries of every
+// query head of the key's group and whose per-warp partial sums are added in
+// a fixed order (deterministic). The sinks' gradient is one more kernel over
+// the saved D_i: one block per head, its b·t terms added in a fixed order.
 #include "attention.h"
 #include "common.cuh"
 #include "scratch.h"
@@ -90,7 +92,9 @@ Geometry makeGeometry(const OtcrtAttention &a) {
   return g;
 }
 
-/// One block per query row (b, hi, i): shared q row [d] and scores [s].
+/// One block per query row (b, hi, i): shared q row [d] and scores [s]. A
+/// sink joins the row's maximum and its sum of exponentials (so lse), not
+/// the output; a row that sees no key then gets lse = sinks[hi] and 0.
 template <typename T>
 __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
                               const T *mask, T *out, float *lse) {
@@ -118,11 +122,13 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
       p[j] = sc;
     max = fmaxf(max, sc);
   }
-  max = blockMax(max, scratch);
+  const float sink = a.sinks ? a.sinks[hi] : -INFINITY;
+  max = fmaxf(blockMax(max, scratch), sink);
   float sum = 0.0f;
   for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
     sum += expf(p[j] - max);
-  sum = blockSum(sum, scratch);
+  // Without a sink, exp(-inf - max) would be NaN for a row of -inf scores.
+  sum = blockSum(sum, scratch) + (a.sinks ? expf(sink - max) : 0.0f);
   const float rowLse = max + logf(sum);
   if (threadIdx.x == 0)
     lse[row] = rowLse;
@@ -257,6 +263,72 @@ __global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
   }
 }
 
+/// Threads of a sinkGradKernel block.
+constexpr int kSinkBlock = 256;
+
+/// One block per head hi: dsinks[hi] = -sum over (b, i) of exp(sinks[hi] -
+/// lse) D for the rows (b, hi, i) of lse and rowD ([b, h, t]): the sink's
+/// probability times the row's dO . O, the term a key with no value leaves of
+/// dS = P (dP - D). Each thread's terms, then the threads' sums, are added
+/// in a fixed order (deterministic).
+__global__ void sinkGradKernel(const float *sinks, const float *lse,
+                               const float *rowD, int64_t b, int64_t h,
+                               int64_t t, float *dsinks) {
+  __shared__ float scratch[32];
+  const int64_t hi = blockIdx.x;
+  const float sink = sinks[hi];
+  float sum = 0.0f;
+  for (int64_t n = threadIdx.x; n < b * t; n += blockDim.x) {
+    const int64_t row = ((n / t) * h + hi) * t + n % t;
+    sum += expf(sink - lse[row]) * rowD[row];
+  }
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0)
+    dsinks[hi] = -sum;
+}
+
+/// One warp per query row (b, hi, i) of [b, h, t] rows: rowD = dO_i . O_i,
+/// dout and out stored [b, h, t, d] or, with `bthd`, [b, t, h, d] (dense).
+template <typename T>
+__global__ void rowDotsKernel(const T *dout, const T *out, int64_t rows,
+                              int64_t h, int64_t t, int64_t d, bool bthd,
+                              float *rowD) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row =
+      blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return; // the whole warp
+  const int64_t i = row % t, hi = (row / t) % h, b = row / (t * h);
+  const int64_t at = (bthd ? (b * t + i) * h + hi : row) * d;
+  float part = 0.0f;
+  for (int64_t c = lane; c < d; c += 32)
+    part += load(dout[at + c]) * load(out[at + c]);
+  part = warpSum(part);
+  if (lane == 0)
+    rowD[row] = part;
+}
+
+/// The sinks' gradient of a call whose [b, h, t] D rows are in `rowD`, when
+/// it asks for it (sinks and dsinks given).
+void sinkGrad(const OtcrtAttention &a, const float *lse, const float *rowD,
+              cudaStream_t stream) {
+  if (a.sinks && a.dsinks && a.h > 0)
+    sinkGradKernel<<<static_cast<unsigned>(a.h), kSinkBlock, 0, stream>>>(
+        a.sinks, lse, rowD, a.b > 0 ? a.b : 0, a.h, a.t > 0 ? a.t : 0,
+        a.dsinks);
+}
+
+/// The backward of a call without rows or with an empty head size: nothing
+/// to compute but the sinks' gradient, which no row adds to (0).
+int emptyBackward(const OtcrtAttention &a, cudaStream_t stream) {
+  if (!a.sinks || !a.dsinks || a.h <= 0)
+    return 0;
+  return cudaMemsetAsync(a.dsinks, 0, sizeof(float) * a.h, stream) ==
+                 cudaSuccess
+             ? 0
+             : 1;
+}
+
 /// Allows `bytes` of dynamic shared memory for `kernel`; false when the
 /// device cannot give that much. The 48 KiB a block gets without opting in
 /// hold the kernel's static shared memory (its reduction scratch) too, so
@@ -311,9 +383,9 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
              T *dk, T *dv, void *streamArg) {
   if (invalid(*a))
     return 1;
-  if (a->b <= 0 || a->h <= 0 || a->d <= 0)
-    return 0;
   cudaStream_t stream = asStream(streamArg);
+  if (a->b <= 0 || a->h <= 0 || a->d <= 0)
+    return emptyBackward(*a, stream);
   Geometry g = makeGeometry(*a);
   const int64_t rows = a->b * a->h * (a->t > 0 ? a->t : 0);
   const int64_t keyRows = a->b * a->hk * (a->s > 0 ? a->s : 0);
@@ -337,6 +409,7 @@ int backward(const OtcrtAttention *a, const T *dout, const T *q, const T *k,
     keyGradKernel<T>
         <<<static_cast<unsigned>(keyRows), kAttnBlock, kShared, stream>>>(
             g, dout, q, k, v, mask, lse, rowD, dk, dv);
+  sinkGrad(*a, lse, rowD, stream);
   return launchStatus();
 }
 
@@ -416,9 +489,9 @@ int backwardAnyLayout(const OtcrtAttention *a, const T *dout, const T *q,
     return backward(a, dout, q, k, v, mask, out, lse, dq, dk, dv, streamArg);
   if (a->layout != OTCRT_LAYOUT_BTHD || invalid(*a))
     return 1;
-  if (a->b <= 0 || a->h <= 0 || a->d <= 0)
-    return 0;
   cudaStream_t stream = asStream(streamArg);
+  if (a->b <= 0 || a->h <= 0 || a->d <= 0)
+    return emptyBackward(*a, stream);
   const size_t qn = a->b * a->h * (a->t > 0 ? a->t : 0) * a->d,
                kvn = a->b * a->hk * (a->s > 0 ? a->s : 0) * a->d;
   T *base = reinterpret_cast<T *>(scratch(
@@ -537,6 +610,30 @@ int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
   zeroKeysKernel<<<static_cast<unsigned>(blocks), 256, 0,
                    asStream(streamArg)>>>(keyLens, dk, dv, a.b, a.hk, a.s, a.d,
                                           sb, sh, ss);
+  return launchStatus();
+}
+
+float *sinkGradRows(const OtcrtAttention &a, void *streamArg) {
+  const int64_t rows = a.b * a.h * a.t;
+  return reinterpret_cast<float *>(
+      scratch(ScratchUse::AttentionRowD,
+              sizeof(float) * static_cast<size_t>(rows > 0 ? rows : 0),
+              asStream(streamArg)));
+}
+
+int sinkGradient(const OtcrtAttention &a, const otcrt_bf16 *dout,
+                 const otcrt_bf16 *out, const float *lse, float *rowD,
+                 void *streamArg) {
+  cudaStream_t stream = asStream(streamArg);
+  const int64_t rows = a.b * a.h * a.t;
+  if (rows <= 0 || a.d <= 0)
+    return emptyBackward(a, stream);
+  constexpr int kRowsPerBlock = 8; // warps of a rowDotsKernel block
+  rowDotsKernel<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) /
+                                        kRowsPerBlock),
+                  32 * kRowsPerBlock, 0, stream>>>(
+      dout, out, rows, a.h, a.t, a.d, a.layout == OTCRT_LAYOUT_BTHD, rowD);
+  sinkGrad(a, lse, rowD, stream);
   return launchStatus();
 }
 

@@ -5,7 +5,9 @@
 // cudnn-frontend headers), falling back to those kernels for what cuDNN
 // cannot do: dropout (otc's keep mask is OTCRT_DROPOUT_BITS, which cuDNN does
 // not reproduce), head sizes it does not take, mask layouts it cannot read,
-// misaligned operands, or when OTCRT_ATTENTION=fallback.
+// misaligned operands, or when OTCRT_ATTENTION=fallback. Attention sinks:
+// cuDNN's forward takes them as its sink token, and the gradient of a
+// cuDNN backward is computed by the library's own kernel (sinkGradient).
 #ifndef OTCRT_CUDA_ATTENTION_H
 #define OTCRT_CUDA_ATTENTION_H
 
@@ -89,6 +91,19 @@ inline int64_t keyLengthsOffset(int64_t b) { return (b + 3) / 4 * 4; }
 /// padding hides, whose gradients are 0. Returns the launch status.
 int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
                         otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream);
+
+/// The sinks' gradient (a.sinks and a.dsinks set) of a backward whose dQ,
+/// dK and dV cuDNN computed (attention_cudnn.cpp), as the fallback kernels
+/// compute it: D = dO . O of each row (dout and out dense in `a`'s layout)
+/// into `rowD` (sinkGradRows), then dsinks[hi] = -sum over (b, i) of
+/// exp(sinks[hi] - lse) D, each head's terms added in a fixed order
+/// (deterministic). Returns the launch status.
+int sinkGradient(const OtcrtAttention &a, const otcrt_bf16 *dout,
+                 const otcrt_bf16 *out, const float *lse, float *rowD,
+                 void *stream);
+/// The library scratch of sinkGradient's rows ([b, h, t] floats), NULL when
+/// it cannot be had (its first use inside a graph capture).
+float *sinkGradRows(const OtcrtAttention &a, void *stream);
 
 /// For tests: NULL when the last bfloat16 attention call of this thread ran
 /// on cuDNN, else why it ran on the fallback kernels.

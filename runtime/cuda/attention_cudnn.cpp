@@ -17,7 +17,18 @@
 //  - Stats, its per-row softmax statistic, is max + log(sum exp(x - max))
 //    of the scaled, masked scores in float (the natural log, since the
 //    graph leaves stats_use_log2 off): otc's lse as it is, so that either
-//    implementation's backward accepts the other's forward.
+//    implementation's backward accepts the other's forward;
+//  - attention sinks: the forward gives them to cuDNN's softmax as its sink
+//    token [1, h, 1, 1] (cuDNN 9.13 or newer, not with one query), which
+//    joins the row's max and sum of exponentials, so Stats is otc's lse
+//    with sinks. The backward's graph has no sink: dQ, dK and dV rebuild
+//    the probabilities from Stats alone (the frontend reads the sink token
+//    only for its dSink output), and the sinks' gradient is the library's
+//    own kernel after it (sinkGradient): cuDNN sums its dSink
+//    nondeterministically even with the deterministic algorithm
+//    (cudnn-frontend 1.32's tests say so), and the frontend's graph of it,
+//    + sum exp(sink - Stats) D, has the sign opposite to the gradient its
+//    tests compare it with (autograd's).
 // A graph is built once per device, direction and shape+options, with its
 // workspace (cudaMalloc, kept for the life of the process); later calls
 // look it up, set the stream on the device's cuDNN handle and launch: no
@@ -67,7 +78,8 @@ enum Uid : int64_t {
   kDK,
   kDV,
   kSeqQ,
-  kSeqKV
+  kSeqKV,
+  kSink
 };
 
 /// What a graph is built for: device, direction, sizes and options.
@@ -79,6 +91,8 @@ struct GraphKey {
   bool causal = false, mask = false;
   /// A key padding given as per-sequence lengths (padding mask), no bias.
   bool padding = false;
+  /// A forward with sinks (cuDNN's sink token); the backward's graph has none.
+  bool sinks = false;
   int64_t maskStrides[4] = {0, 0, 0, 0};
   int32_t layout = OTCRT_LAYOUT_BHTD;
   int32_t window = 0;
@@ -86,7 +100,7 @@ struct GraphKey {
 
   auto tie() const {
     return std::tie(device, backward, b, h, hk, t, s, d, scaleBits, causal,
-                    mask, padding, maskStrides[0], maskStrides[1],
+                    mask, padding, sinks, maskStrides[0], maskStrides[1],
                     maskStrides[2], maskStrides[3], layout, window, rowStride);
   }
   bool operator<(const GraphKey &o) const { return tie() < o.tie(); }
@@ -165,8 +179,8 @@ void biasLayout(const OtcrtAttention &a, Dims &dims, Dims &strides) {
 }
 
 /// The reason cuDNN cannot take calls of `a` whatever their pointers, or
-/// the empty string.
-std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
+/// the empty string; `sinks`: a forward with sinks (its sink token).
+std::string shapeDeclined(const OtcrtAttention &a, bool mask, bool sinks) {
   if (a.b <= 0 || a.h <= 0 || a.hk <= 0 || a.t <= 0 || a.s <= 0 || a.d <= 0 ||
       a.h % a.hk != 0)
     return "empty or invalid sizes";
@@ -179,6 +193,17 @@ std::string shapeDeclined(const OtcrtAttention &a, bool mask) {
            " (cuDNN takes multiples of 8 up to 256)";
   if (a.window < 0)
     return "negative window";
+  if (sinks) {
+    // The frontend refuses a sink token with one query (its decode mode)
+    // and before cuDNN 9.13.
+    if (a.t == 1)
+      return "sinks with one query (cuDNN takes no sink token for s_q = 1)";
+    const size_t version = cudnnGetVersion();
+    if (version < 91300)
+      return "sinks (cuDNN's sink token needs cuDNN 9.13, this is " +
+             std::to_string(version / 10000) + "." +
+             std::to_string(version / 100 % 100) + ")";
+  }
   if (mask && a.mask_strides[3] != 1)
     return "mask not contiguous along the keys";
   // cuDNN's bias is documented as [1|b, 1|h, t, s]; seen on an H200 (cuDNN
@@ -270,6 +295,11 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
       seqQ = lengths(*g, "SeqLenQ", kSeqQ, a.b);
       seqKV = lengths(*g, "SeqLenKV", kSeqKV, a.b);
     }
+    TensorPtr sink;
+    if (key.sinks) {
+      sink = tensor(*g, "Sinks", kSink, {1, a.h, 1, 1}, {a.h, 1, 1, 1});
+      sink->set_data_type(fe::DataType_t::FLOAT);
+    }
     if (!key.backward) {
       auto opts = fe::graph::SDPA_attributes()
                       .set_name("attention")
@@ -284,6 +314,8 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
         opts.set_bias(bias);
       if (key.padding)
         opts.set_padding_mask(true).set_seq_len_q(seqQ).set_seq_len_kv(seqKV);
+      if (sink)
+        opts.set_sink_token(sink);
       auto [o, stats] = g->sdpa(q, k, v, std::move(opts));
       output(o, kO, qDims, oStrides);
       output(stats, kStats, statsDims, statsStrides);
@@ -345,16 +377,17 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
     entry->declined = "unknown error";
   }
   if (!entry->declined.empty()) {
-    char shape[192];
+    char shape[200];
     std::snprintf(shape, sizeof shape,
                   "cuDNN declines %s b=%lld h=%lld hk=%lld t=%lld s=%lld "
-                  "d=%lld%s%s%s window=%d: ",
+                  "d=%lld%s%s%s%s window=%d: ",
                   key.backward ? "backward" : "forward",
                   static_cast<long long>(a.b), static_cast<long long>(a.h),
                   static_cast<long long>(a.hk), static_cast<long long>(a.t),
                   static_cast<long long>(a.s), static_cast<long long>(a.d),
                   key.causal ? " causal" : "", key.mask ? " masked" : "",
-                  key.padding ? " padded" : "", key.window);
+                  key.padding ? " padded" : "", key.sinks ? " sinks" : "",
+                  key.window);
     entry->declined = shape + entry->declined;
   }
   return entry;
@@ -419,6 +452,7 @@ bool graphKey(const OtcrtAttention &a, bool backward, bool mask, bool padding,
   key.rowStride = a.row_stride;
   key.mask = mask;
   key.padding = padding;
+  key.sinks = !backward && a.sinks;
   if (key.mask)
     std::memcpy(key.maskStrides, a.mask_strides, sizeof key.maskStrides);
   return true;
@@ -440,7 +474,8 @@ bool knownDeclined(const OtcrtAttention &a, bool backward, bool mask) {
 /// `padding` (a key padding, `mask` then NULL), the graph takes per-sequence
 /// key lengths, written from it (keyLengths) once the graph is known to run,
 /// and a backward's dK and dV rows of the keys past a sequence's length are
-/// set to 0 after it (cuDNN leaves them).
+/// set to 0 after it (cuDNN leaves them). A backward asked for the sinks'
+/// gradient computes it after the graph (sinkGradient).
 CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
                  std::unordered_map<int64_t, void *> &pack, void *streamArg,
                  const otcrt_bf16 *padding = nullptr) {
@@ -470,7 +505,7 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
         return result;
       }
       auto built = std::make_unique<CachedGraph>();
-      built->declined = shapeDeclined(a, key.mask);
+      built->declined = shapeDeclined(a, key.mask, key.sinks);
       if (built->declined.empty()) {
         const char *why = nullptr;
         cudnnHandle_t h = handleFor(c, key.device, why);
@@ -511,6 +546,14 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
     pack[kSeqQ] = const_cast<int32_t *>(lens);
     pack[kSeqKV] = const_cast<int32_t *>(lens + keyLengthsOffset(a.b));
   }
+  float *sinkRows = nullptr;
+  if (backward && a.sinks && a.dsinks) {
+    sinkRows = sinkGradRows(a, stream);
+    if (!sinkRows) {
+      result.why = "the sinks' gradient rows cannot be had";
+      return result;
+    }
+  }
   result.ran = true;
   if (cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
     result.status = 1;
@@ -535,11 +578,17 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
     std::fprintf(stderr, "otcrt: attention: cuDNN SDPA failed: %s\n",
                  status.err_msg.c_str());
     result.status = 1;
-  } else if (padding && backward) {
-    result.status =
-        zeroKeysPastLengths(a, lens + keyLengthsOffset(a.b),
-                            static_cast<otcrt_bf16 *>(pack.at(kDK)),
-                            static_cast<otcrt_bf16 *>(pack.at(kDV)), stream);
+  } else {
+    if (padding && backward)
+      result.status =
+          zeroKeysPastLengths(a, lens + keyLengthsOffset(a.b),
+                              static_cast<otcrt_bf16 *>(pack.at(kDK)),
+                              static_cast<otcrt_bf16 *>(pack.at(kDV)), stream);
+    if (sinkRows && result.status == 0)
+      result.status = sinkGradient(
+          a, static_cast<const otcrt_bf16 *>(pack.at(kDO)),
+          static_cast<const otcrt_bf16 *>(pack.at(kO)),
+          static_cast<const float *>(pack.at(kStats)), sinkRows, stream);
   }
   return result;
 }
@@ -577,7 +626,7 @@ bool expandedMask(OtcrtAttention &a, bool backward, const otcrt_bf16 *&mask,
     return true;
   OtcrtAttention written = a;
   writtenMaskStrides(a, written.mask_strides);
-  if (!shapeDeclined(written, true).empty() ||
+  if (!shapeDeclined(written, true, !backward && a.sinks).empty() ||
       knownDeclined(written, backward, true))
     return true;
   const otcrt_bf16 *full = maskOverQueries(a, mask, written, stream);
@@ -607,6 +656,8 @@ CudnnAttempt cudnnAttentionFwd(const OtcrtAttention *call, const otcrt_bf16 *q,
       {kQ, mut(q)}, {kK, mut(k)}, {kV, mut(v)}, {kO, out}, {kStats, lse}};
   if (mask)
     pack.emplace(kBias, mut(mask));
+  if (e.sinks)
+    pack.emplace(kSink, mut(e.sinks));
   return run(*a, false, mask, pack, stream, padding);
 }
 

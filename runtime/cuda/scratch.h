@@ -21,7 +21,8 @@ namespace cuda {
 
 /// What a scratch buffer holds.
 enum class ScratchUse {
-  /// attention.cu: the backward's D_i per query row (grows with the rows).
+  /// attention.cu: the backward's D_i per query row, the fallback kernels'
+  /// or, with sinks, sinkGradient's after cuDNN (grows with the rows).
   AttentionRowD,
   /// attention.cu: the transposed copies of a [b, t, h, d] call (grows).
   AttentionLayout,

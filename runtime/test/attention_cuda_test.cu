@@ -1,7 +1,8 @@
 // GPU check of the attention of libotcrt_cuda against the host kernels of
 // libotcrt_cpu: f32 and bf16 problems (causal, grouped-query, masked,
 // dropout, sliding windows, soft-capped scores, the scores' gradient dS,
-// odd lengths, the 48 KiB shared-memory edge)
+// attention sinks and their gradient, odd lengths, the 48 KiB shared-memory
+// edge)
 // through the fallback kernels, and the bf16 attention through both device
 // implementations, cuDNN's SDPA via the entry points and the fallback
 // kernels directly, at several shapes and layouts (q, k and v packed in one
@@ -45,6 +46,45 @@ bool nearAttention(const Bf16s &got, const Bf16s &want, const char *what,
 bool nearAttention(const Floats &got, const Floats &want, const char *what,
                    double &worst) {
   return near(got, want, 2e-4, 2e-5, what, worst);
+}
+
+inline float value(float x) { return x; }
+inline float value(otcrt_bf16 x) { return bf16ToFloat(x); }
+
+/// Compares the sinks' gradients (float [h]): 1e-3 relative, plus 1e-4
+/// absolute of the largest sum over a head's rows of |exp(sinks[hi] - lse)
+/// dO . O|, the gradient's terms, from the host's dO, out (dense in `a`'s
+/// layout) and lse, which both sides' backward read: they differ only in
+/// the order of their sums.
+template <typename T>
+bool nearSinkGrad(const Floats &got, const Floats &want,
+                  const OtcrtAttention &a, const std::vector<T> &dO,
+                  const std::vector<T> &out, const Floats &lse,
+                  const float *sinks, double &worst) {
+  std::vector<double> sums(a.h, 0.0);
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t hi = 0; hi < a.h; ++hi)
+      for (int64_t i = 0; i < a.t; ++i) {
+        const int64_t row = (b * a.h + hi) * a.t + i;
+        const int64_t at =
+            (a.layout == OTCRT_LAYOUT_BTHD ? (b * a.t + i) * a.h + hi : row) *
+            a.d;
+        double D = 0;
+        for (int64_t c = 0; c < a.d; ++c)
+          D += static_cast<double>(value(dO[at + c])) * value(out[at + c]);
+        sums[hi] += std::fabs(std::exp(double(sinks[hi]) - lse[row]) * D);
+      }
+  const double scale = *std::max_element(sums.begin(), sums.end());
+  return near(got, want, 1e-3, std::max(1e-7, 1e-4 * scale), "dsinks", worst);
+}
+
+/// a.h sinks: `level` plus a spread of +-1 over the heads (level 10: above
+/// every score of inputs in [-1, 1], most of each row's mass on the sink).
+Floats sinksOf(const OtcrtAttention &a, float level) {
+  Floats sinks(a.h);
+  for (int64_t hi = 0; hi < a.h; ++hi)
+    sinks[hi] = level + (a.h > 1 ? 2.0f * hi / (a.h - 1) - 1.0f : 0.0f);
+  return sinks;
 }
 
 /// Where q, k and v lie in one buffer, and dq, dk and dv in another of the
@@ -98,13 +138,17 @@ struct QkvStorage {
 };
 
 /// One attention problem on both sides, f32 then bf16; with `scores`, the
-/// backward also returns dS ([b, h, t, s], a.dscores), compared too. The
+/// backward also returns dS ([b, h, t, s], a.dscores), compared too; with
+/// `sinks` (a.h of them), attention sinks, their gradient compared too. The
 /// device's outputs start as NaN (each element must be written); its
 /// backward reads the host's forward results.
 void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
-                   std::mt19937 &rng, bool scores = false) {
+                   std::mt19937 &rng, bool scores = false,
+                   const Floats &sinks = {}) {
   const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
   const size_t rows = a.b * a.h * a.t, sn = rows * a.s;
+  const size_t hn = sinks.empty() ? 0 : a.h;
+  a.sinks = hn ? sinks.data() : nullptr;
   Floats q = random(qn, rng), k = random(kvn, rng), v = random(kvn, rng),
          dO = random(qn, rng), mask;
   if (maskDims) {
@@ -119,12 +163,15 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
   // The device kernels read the key from device memory.
   OtcrtAttention ad = a;
   ad.key = device(std::vector<int64_t>{*a.key});
+  ad.sinks = hn ? device(sinks) : nullptr;
   const float *mh = maskDims ? mask.data() : nullptr;
   const float *md = maskDims ? device(mask) : nullptr;
-  Floats out(qn), lse(rows), dq(qn), dk(kvn), dv(kvn), ds(scores ? sn : 0);
+  Floats out(qn), lse(rows), dq(qn), dk(kvn), dv(kvn), ds(scores ? sn : 0),
+      dsinks(hn);
   {
     Check c(std::string("attention_f32 ") + name);
     a.dscores = scores ? ds.data() : nullptr;
+    a.dsinks = hn ? dsinks.data() : nullptr;
     otcrt::cpu::attentionFwd(a, q.data(), k.data(), v.data(), mh, out.data(),
                              lse.data());
     otcrt::cpu::attentionBwd(a, dO.data(), q.data(), k.data(), v.data(), mh,
@@ -134,11 +181,14 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
           *dQ = device(Floats(qn, NAN)), *dK = device(Floats(kvn, NAN)),
           *dV = device(Floats(kvn, NAN));
     float *dDs = scores ? device(Floats(sn, NAN)) : nullptr;
+    float *dDsinks = hn ? device(Floats(hn, NAN)) : nullptr;
     ad.dscores = nullptr; // the forward's struct never asks for dS
+    ad.dsinks = nullptr;
     c.rc(otcrt_attention_fwd_f32(&ad, device(q), device(k), device(v), md, dOut,
                                  dLse, nullptr),
          "fwd");
     ad.dscores = dDs;
+    ad.dsinks = dDsinks;
     c.f32(host(dOut, qn), out, "out");
     c.f32(host(dLse, rows), lse, "lse");
     // The backward reads the host's forward results, so it is compared alone.
@@ -151,6 +201,10 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     c.f32(host(dV, kvn), dv, "dv", 2e-4);
     if (scores)
       c.f32(host(dDs, sn), ds, "dS", 2e-4);
+    if (hn)
+      c.ok = nearSinkGrad(host(dDsinks, hn), dsinks, a, dO, out, lse,
+                          sinks.data(), c.worst) &&
+             c.ok;
   }
   {
     Check c(std::string("attention_bf16 ") + name);
@@ -159,7 +213,10 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
           dsb(scores ? sn : 0);
     const otcrt_bf16 *mbd = maskDims ? device(mb) : nullptr;
     a.dscores = scores ? dsb.data() : nullptr;
+    Floats dsinksb(hn);
+    a.dsinks = hn ? dsinksb.data() : nullptr;
     otcrt_bf16 *dDs = scores ? device(toBf16(Floats(sn, NAN))) : nullptr;
+    float *dDsinks = hn ? device(Floats(hn, NAN)) : nullptr;
     otcrt::cpu::attentionFwd(a, qb.data(), kb.data(), vb.data(),
                              maskDims ? mb.data() : nullptr, outb.data(),
                              lse.data());
@@ -174,12 +231,16 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     // The forward as the program calls it (no dS: cuDNN may take it), the
     // backward with dS where asked (then the fallback kernels).
     ad.dscores = nullptr;
+    ad.dsinks = nullptr;
     c.rc(otcrt_attention_fwd_bf16(&ad, device(qb), device(kb), device(vb), mbd,
                                   dOut, dLse, nullptr),
          "fwd");
     ad.dscores = dDs;
+    ad.dsinks = dDsinks;
     // The entry points may run cuDNN, whose probabilities are bfloat16.
     c.ok = nearAttention(host(dOut, qn), outb, "out", c.worst) && c.ok;
+    if (hn) // with sinks, cuDNN's Stats too
+      c.ok = near(host(dLse, rows), lse, 2e-3, 2e-4, "lse", c.worst) && c.ok;
     c.rc(otcrt_attention_bwd_bf16(&ad, device(dOb), device(qb), device(kb),
                                   device(vb), mbd, device(outb), device(lse),
                                   dQ, dK, dV, nullptr),
@@ -189,6 +250,10 @@ void testAttention(const char *name, OtcrtAttention a, const int64_t *maskDims,
     c.ok = nearAttention(host(dV, kvn), dvb, "dv", c.worst) && c.ok;
     if (scores)
       c.ok = nearAttention(host(dDs, sn), dsb, "dS", c.worst) && c.ok;
+    if (hn)
+      c.ok = nearSinkGrad(host(dDsinks, hn), dsinksb, a, dOb, outb, lse,
+                          sinks.data(), c.worst) &&
+             c.ok;
   }
 }
 
@@ -216,6 +281,11 @@ struct AttentionCase {
   /// Every fifth key (never the first) hidden by BF16's lowest finite value,
   /// as an exported padding mask rounded to BF16 hides keys.
   bool hiddenKeys = false;
+  /// Attention sinks: a.h logits (NULL: none), their gradient compared too.
+  const float *sinks = nullptr;
+  /// The mask's first row all -inf: a query that sees no key (with sinks:
+  /// output 0, lse the sink).
+  bool hiddenRow = false;
 };
 
 template <typename T>
@@ -250,6 +320,8 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
       for (size_t e = 0; e < mask.size(); ++e)
         if (e % m[3] % 5 == 4)
           mask[e] = -3.3895313892515355e38f;
+    if (tc.hiddenRow)
+      std::fill_n(mask.begin(), m[3], -INFINITY);
     int64_t stride = 1;
     for (int i = 3; i >= 0; --i) {
       a.mask_strides[i] = m[i] == 1 ? 0 : stride;
@@ -260,9 +332,13 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
      v = stored<T>(random(kvn, rng)), dO = stored<T>(random(qn, rng)),
      mb = stored<T>(mask), out(qn), dq(qn), dk(kvn), dv(kvn);
   Floats lse(rows);
+  const size_t hn = tc.sinks ? a.h : 0;
+  Floats dsinks(hn);
   const T *mh = tc.maskDims ? mb.data() : nullptr;
   OtcrtAttention ah = a;
   ah.row_stride = 0;
+  ah.sinks = tc.sinks;
+  ah.dsinks = hn ? dsinks.data() : nullptr;
   otcrt::cpu::attentionFwd(ah, q.data(), k.data(), v.data(), mh, out.data(),
                            lse.data());
   otcrt::cpu::attentionBwd(ah, dO.data(), q.data(), k.data(), v.data(), mh,
@@ -271,6 +347,9 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
 
   OtcrtAttention ad = a;
   ad.key = device(std::vector<int64_t>{*a.key});
+  ad.sinks = hn ? device(Floats(tc.sinks, tc.sinks + hn)) : nullptr;
+  float *gDsinks = hn ? device(Floats(hn, NAN)) : nullptr;
+  ad.dsinks = gDsinks; // read by the backward only
   const QkvStorage st(a);
   const T fill = stored<T>(Floats(1, 768.0f))[0];
   const Ts cleared(st.size(), fill);
@@ -306,6 +385,10 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
                   w.c_str());
       c.ok = false;
     }
+    if (hn)
+      c.ok = nearSinkGrad(host(gDsinks, hn), dsinks, ah, dO, out, lse, tc.sinks,
+                          c.worst) &&
+             c.ok;
   };
   auto call = [&](cudaStream_t stream) {
     c.rc(fwd(&ad, dQ, dK, dV, dMask, gOut, gLse, stream), "fwd");
@@ -330,7 +413,10 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
     const char *forced = std::getenv("OTCRT_ATTENTION");
     bool required = tc.cudnnExpected && otcrt::cuda::cudnnAttentionBuilt() &&
                     !(forced && std::strcmp(forced, "fallback") == 0);
-    if (required && (fwdWhy || bwdWhy)) {
+    // A cuDNN older than 9.13 has no sink token: the forward falls back.
+    bool noSinkToken =
+        fwdWhy && std::strstr(fwdWhy, "sink token needs cuDNN 9.13");
+    if (required && ((fwdWhy && !noSinkToken) || bwdWhy)) {
       std::printf("  cuDNN expected but not used\n");
       c.ok = false;
     }
@@ -347,6 +433,8 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
   // replayed (the capture itself runs nothing).
   cudaMemset(gOut, 0, qn * sizeof(T));
   cudaMemset(gLse, 0, rows * sizeof(float));
+  if (hn)
+    cudaMemset(gDsinks, 0, hn * sizeof(float));
   cudaMemcpy(gGrads, cleared.data(), st.size() * sizeof(T),
              cudaMemcpyHostToDevice);
   cudaDeviceSynchronize();
@@ -506,6 +594,78 @@ void testKeyPadding(std::mt19937 &rng) {
   }
 }
 
+/// Attention sinks (GPT-OSS), a.h logits joining every row's softmax, and
+/// their gradient: in the float and bfloat16 entry points (cuDNN's sink
+/// token where it runs), then through both bfloat16 implementations and the
+/// float fallback at shapes and layouts cuDNN takes: causal grouped-query
+/// heads, a non-causal additive mask (one of whose rows hides every key),
+/// sinks above every score (most of each row's mass on the sink), a mask
+/// written out along the queries, q, k and v packed in one projection
+/// output, and one query (which cuDNN's sink token refuses).
+void testSinks(std::mt19937 &rng) {
+  const int64_t full[4] = {1, 4, 33, 50};
+  const int64_t keyPadding[4] = {2, 1, 1, 70};
+  OtcrtAttention gqa = attention(2, 4, 2, 70, 70, 64, true, 0);
+  OtcrtAttention masked = attention(1, 4, 4, 33, 50, 40, false, 0);
+  OtcrtAttention dropout = attention(2, 4, 1, 70, 70, 32, true, 0.1f);
+  OtcrtAttention windowBthd = attention(2, 4, 2, 40, 40, 32, true, 0);
+  windowBthd.window = 7;
+  windowBthd.layout = OTCRT_LAYOUT_BTHD;
+  testAttention("sinks causal gqa", gqa, nullptr, rng, false, sinksOf(gqa, 0));
+  testAttention("sinks full mask", masked, full, rng, false,
+                sinksOf(masked, 0.5f));
+  testAttention("sinks above every score causal gqa", gqa, nullptr, rng, false,
+                sinksOf(gqa, 10));
+  testAttention("sinks causal mask dropout", dropout, keyPadding, rng, false,
+                sinksOf(dropout, 0));
+  testAttention("sinks causal window bthd", windowBthd, nullptr, rng, false,
+                sinksOf(windowBthd, 0));
+
+  // Every case below has h = 4.
+  static const float small[4] = {0.5f, -1.0f, 1.5f, 0.0f};
+  static const float large[4] = {10.0f, 12.0f, 9.0f, 11.0f};
+  const int64_t fullMask64[4] = {1, 4, 64, 64};
+  const int64_t padding128[4] = {2, 1, 1, 128};
+  auto bthd = [](OtcrtAttention a) {
+    a.layout = OTCRT_LAYOUT_BTHD;
+    return a;
+  };
+  AttentionCase cases[] = {
+      {"t=s=64 causal gqa h=4 hk=2 d=64 sinks",
+       attention(2, 4, 2, 64, 64, 64, true, 0), nullptr, true},
+      {"t=s=64 full mask gqa d=64 sinks, a row hiding every key",
+       attention(1, 4, 2, 64, 64, 64, false, 0), fullMask64, false},
+      {"t=s=128 causal gqa d=64 sinks above every score bthd",
+       bthd(attention(2, 4, 2, 128, 128, 64, true, 0)), nullptr, true},
+      {"t=s=128 causal key padding hidden keys d=64 bthd sinks",
+       bthd(attention(2, 4, 2, 128, 128, 64, true, 0)), padding128, true, true},
+      {"t=1 s=64 d=64 sinks (one query)",
+       attention(2, 4, 2, 1, 64, 64, false, 0), nullptr, false},
+  };
+  cases[0].sinks = small;
+  cases[1].sinks = small;
+  cases[1].hiddenRow = true;
+  cases[2].sinks = large;
+  cases[3].sinks = small;
+  cases[4].sinks = small;
+  AttnFwdOf<float> fallbackFwdF32 = otcrt::cuda::attentionFwdFallback;
+  AttnBwdOf<float> fallbackBwdF32 = otcrt::cuda::attentionBwdFallback;
+  for (const AttentionCase &tc : cases) {
+    testAttentionPaths(tc, rng);
+    testAttentionPath<float>(tc, false, fallbackFwdF32, fallbackBwdF32, rng);
+  }
+  // q, k and v heads of one fused projection output, rows padded.
+  AttentionCase packed = {"t=s=70 causal gqa h=4 hk=2 d=64 packed qkv padded "
+                          "sinks",
+                          attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,
+                          true};
+  packed.a.layout = OTCRT_LAYOUT_BTHD;
+  packed.a.row_stride = (packed.a.h + 2 * packed.a.hk) * packed.a.d + 64;
+  packed.sinks = small;
+  testAttentionPaths(packed, rng);
+  testAttentionPath<float>(packed, false, fallbackFwdF32, fallbackBwdF32, rng);
+}
+
 void testAttentions(std::mt19937 &rng) {
   testCapsAndScores(rng);
   testKeyPadding(rng);
@@ -517,6 +677,7 @@ void testAttentions(std::mt19937 &rng) {
                 attention(2, 4, 1, 70, 70, 32, true, 0.1f), keyPadding, rng);
   testAttention("full mask", attention(1, 4, 4, 33, 50, 40, false, 0), full,
                 rng);
+  testSinks(rng);
   // Both device implementations of the bfloat16 attention; cuDNN must run
   // the causal and plain cases with t == s (mask layouts, t != s and head
   // sizes it may decline are reported, not required).

@@ -21,6 +21,7 @@ using Vec = std::vector<double>;
 struct Problem {
   OtcrtAttention a{};
   std::vector<float> mask; ///< empty: no mask
+  std::vector<float> sinks; ///< [h] attention sinks; empty: none
 };
 
 /// A problem with the given sizes; mask dims {b or 1, h or 1, t or 1, s or
@@ -78,6 +79,7 @@ inline double dropFactor(const Problem &p, int64_t b, int64_t h, int64_t i,
 
 struct Ref {
   Vec out, lse, dq, dk, dv;
+  Vec dsinks; ///< [h], with sinks
 };
 
 /// scale q_i . k_j of (b, h, i, j).
@@ -103,8 +105,10 @@ inline double capSlope(const Problem &p, const Vec &q, const Vec &k, int64_t b,
 }
 
 /// Rows of probabilities P[j] (0 where hidden) of query (b, h, i).
+/// With sinks, sinks[h] joins the normalizer as a key with no value.
 inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
-                         int64_t b, int64_t h, int64_t i, double *lseOut) {
+                         int64_t b, int64_t h, int64_t i, double *lseOut,
+                         const Vec &sinks = {}) {
   const OtcrtAttention &a = p.a;
   int64_t kh = h / (a.h / a.hk);
   Vec s(a.s, -std::numeric_limits<double>::infinity());
@@ -118,7 +122,9 @@ inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
     s[j] = raw + maskAt(p, b, h, i, j);
     max = std::max(max, s[j]);
   }
-  double sum = 0;
+  if (!sinks.empty())
+    max = std::max(max, sinks[h]);
+  double sum = sinks.empty() ? 0.0 : std::exp(sinks[h] - max);
   for (int64_t j = 0; j < a.s; ++j)
     sum += std::exp(s[j] - max);
   double lse = max + std::log(sum);
@@ -130,18 +136,20 @@ inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
   return prob;
 }
 
-/// Forward (and, with dO, the analytic gradient) in double.
+/// Forward (and, with dO, the analytic gradient) in double; `sinks` [h]
+/// (empty: none), whose gradient is -sum_rows exp(sink - lse) D: a sink
+/// moves each probability P_j of its row by -P_j exp(sink - lse).
 inline Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
-                     const Vec *dO) {
+                     const Vec *dO, const Vec &sinks = {}) {
   const OtcrtAttention &a = p.a;
   Ref r{Vec(q.size(), 0.0), Vec(a.b * a.h * a.t), Vec(q.size(), 0.0),
-        Vec(k.size(), 0.0), Vec(v.size(), 0.0)};
+        Vec(k.size(), 0.0), Vec(v.size(), 0.0), Vec(sinks.size(), 0.0)};
   for (int64_t b = 0; b < a.b; ++b)
     for (int64_t h = 0; h < a.h; ++h) {
       int64_t kh = h / (a.h / a.hk);
       for (int64_t i = 0; i < a.t; ++i) {
         int64_t row = (b * a.h + h) * a.t + i;
-        Vec prob = probabilities(p, q, k, b, h, i, &r.lse[row]);
+        Vec prob = probabilities(p, q, k, b, h, i, &r.lse[row], sinks);
         auto kv = [&](int64_t j, int64_t c) {
           return ((b * a.hk + kh) * a.s + j) * a.d + c;
         };
@@ -163,6 +171,8 @@ inline Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
           dP[j] = m * dov;
           D += prob[j] * dP[j];
         }
+        if (!sinks.empty())
+          r.dsinks[h] -= std::exp(sinks[h] - r.lse[row]) * D;
         for (int64_t j = 0; j < a.s; ++j) {
           double dS = prob[j] * (dP[j] - D) * static_cast<double>(a.scale) *
                       capSlope(p, q, k, b, h, i, j);
@@ -177,22 +187,30 @@ inline Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
 }
 
 /// Checks the reference gradient against finite differences of
-/// sum(out * R) with respect to q, k and v.
+/// sum(out * R) with respect to q, k and v (and the sinks).
 inline void checkReferenceGradient(const Problem &p, const Vec &q, const Vec &k,
-                                   const Vec &v, const Vec &R) {
-  Ref r = reference(p, q, k, v, &R);
+                                   const Vec &v, const Vec &R,
+                                   const Vec &sinks = {}) {
+  Ref r = reference(p, q, k, v, &R, sinks);
   auto lq = [&](const Vec &x) {
-    return kt::dot(reference(p, x, k, v, nullptr).out, R);
+    return kt::dot(reference(p, x, k, v, nullptr, sinks).out, R);
   };
   auto lk = [&](const Vec &x) {
-    return kt::dot(reference(p, q, x, v, nullptr).out, R);
+    return kt::dot(reference(p, q, x, v, nullptr, sinks).out, R);
   };
   auto lv = [&](const Vec &x) {
-    return kt::dot(reference(p, q, k, x, nullptr).out, R);
+    return kt::dot(reference(p, q, k, x, nullptr, sinks).out, R);
   };
   kt::expectNear(r.dq, kt::numericGradient(lq, q), 1e-6, 1e-7, "ref dq");
   kt::expectNear(r.dk, kt::numericGradient(lk, k), 1e-6, 1e-7, "ref dk");
   kt::expectNear(r.dv, kt::numericGradient(lv, v), 1e-6, 1e-7, "ref dv");
+  if (!sinks.empty()) {
+    auto ls = [&](const Vec &x) {
+      return kt::dot(reference(p, q, k, v, nullptr, x).out, R);
+    };
+    kt::expectNear(r.dsinks, kt::numericGradient(ls, sinks), 1e-6, 1e-7,
+                   "ref dsinks");
+  }
 }
 
 /// Runs the f32 and bf16 kernels of one problem against the reference.
@@ -206,25 +224,36 @@ inline void run(const Problem &p, std::mt19937 &rng) {
   Vec qd = kt::toDouble(q), kd = kt::toDouble(k), vd = kt::toDouble(v);
   Vec dOd = kt::toDouble(dO);
   const float *mask = p.mask.empty() ? nullptr : p.mask.data();
+  Vec sinksd = kt::toDouble(p.sinks);
 
-  checkReferenceGradient(p, qd, kd, vd, dOd);
-  Ref ref = reference(p, qd, kd, vd, &dOd);
+  checkReferenceGradient(p, qd, kd, vd, dOd, sinksd);
+  Ref ref = reference(p, qd, kd, vd, &dOd, sinksd);
+  // The kernels read the sinks and write their gradient where given.
+  OtcrtAttention withSinks = a;
+  std::vector<float> dsinks(p.sinks.size(), NAN);
+  if (!p.sinks.empty()) {
+    withSinks.sinks = p.sinks.data();
+    withSinks.dsinks = dsinks.data();
+  }
+  const OtcrtAttention &call = withSinks;
 
   std::vector<float> out(qn), lse(a.b * a.h * a.t);
-  ASSERT_EQ(otcrt_attention_fwd_f32(&a, q.data(), k.data(), v.data(), mask,
+  ASSERT_EQ(otcrt_attention_fwd_f32(&call, q.data(), k.data(), v.data(), mask,
                                     out.data(), lse.data(), nullptr),
             0);
   kt::expectNear(out, ref.out, 1e-5, 2e-5, "out");
   kt::expectNear(lse, ref.lse, 1e-5, 1e-5, "lse");
 
   std::vector<float> dq(qn), dk(kvn, NAN), dv(kvn, NAN);
-  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(), v.data(),
+  ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(), v.data(),
                                     mask, out.data(), lse.data(), dq.data(),
                                     dk.data(), dv.data(), nullptr),
             0);
   kt::expectNear(dq, ref.dq, 1e-4, 1e-4, "dq");
   kt::expectNear(dk, ref.dk, 1e-4, 1e-4, "dk");
   kt::expectNear(dv, ref.dv, 1e-4, 1e-4, "dv");
+  if (!p.sinks.empty())
+    kt::expectNear(dsinks, ref.dsinks, 1e-4, 1e-4, "dsinks");
 
   // bfloat16: same (representable) inputs; the backward of both kernels
   // reads the bfloat16 forward output.
@@ -234,18 +263,22 @@ inline void run(const Problem &p, std::mt19937 &rng) {
   const otcrt_bf16 *maskb = p.mask.empty() ? nullptr : mb.data();
   std::vector<otcrt_bf16> outb(qn);
   std::vector<float> lseb(lse.size());
-  ASSERT_EQ(otcrt_attention_fwd_bf16(&a, qb.data(), kb.data(), vb.data(), maskb,
+  ASSERT_EQ(otcrt_attention_fwd_bf16(&call, qb.data(), kb.data(), vb.data(), maskb,
                                      outb.data(), lseb.data(), nullptr),
             0);
   kt::expectBf16Of(outb, out, "out bf16");
   EXPECT_EQ(lseb, lse);
   std::vector<float> outRounded = kt::fromBf16(outb);
-  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(), v.data(),
+  ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(), v.data(),
                                     mask, outRounded.data(), lse.data(),
                                     dq.data(), dk.data(), dv.data(), nullptr),
             0);
+  // The sinks' gradient of the rounded output (D = dO . O), which the bf16
+  // kernel reads too.
+  const std::vector<float> dsinksRounded = dsinks;
+  std::fill(dsinks.begin(), dsinks.end(), NAN);
   std::vector<otcrt_bf16> dqb(qn), dkb(kvn), dvb(kvn);
-  ASSERT_EQ(otcrt_attention_bwd_bf16(&a, dOb.data(), qb.data(), kb.data(),
+  ASSERT_EQ(otcrt_attention_bwd_bf16(&call, dOb.data(), qb.data(), kb.data(),
                                      vb.data(), maskb, outb.data(), lseb.data(),
                                      dqb.data(), dkb.data(), dvb.data(),
                                      nullptr),
@@ -253,6 +286,8 @@ inline void run(const Problem &p, std::mt19937 &rng) {
   kt::expectBf16Of(dqb, dq, "dq bf16");
   kt::expectBf16Of(dkb, dk, "dk bf16");
   kt::expectBf16Of(dvb, dv, "dv bf16");
+  if (!p.sinks.empty())
+    kt::expectNear(dsinks, dsinksRounded, 1e-5, 1e-5, "dsinks bf16");
 }
 
 } // namespace attention_ref

@@ -1,9 +1,9 @@
 // Unit tests of the host attention kernels of otcrt/kernels.h against the
 // double reference of kernels_attention_reference.h: plain, causal,
 // sliding-window, soft-capped, broadcast-masked (zero strides, -inf
-// entries), grouped-query (hk < h) and dropout problems, the kept pattern of
-// a dropped row, and the bfloat16 entry points (within bfloat16 rounding of
-// the f32 kernel). The other layouts and dS: kernels_attention_layout_test.cpp.
+// entries), grouped-query (hk < h), dropout and attention-sink problems,
+// the kept pattern of a dropped row, and the bfloat16 entry points (within
+// bfloat16 rounding of the f32 kernel). The other layouts and dS: kernels_attention_layout_test.cpp.
 #include "kernels_attention_reference.h"
 
 using namespace attention_ref;
@@ -93,6 +93,46 @@ TEST(KernelsAttention, GroupedQueryHeads) {
   std::mt19937 rng(106);
   run(makeProblem(2, 4, 2, 4, 4, 3, true, 0, nullptr, 0, rng, true), rng);
   run(makeProblem(1, 3, 1, 3, 5, 2, false, 0, nullptr, 0, rng, true), rng);
+}
+
+TEST(KernelsAttention, Sinks) {
+  // GPT-OSS's attention sinks: a logit per query head in each row's
+  // normalizer, its gradient against finite differences of the reference;
+  // causal with grouped heads, a sliding window with dropout, more rows
+  // than one tile of 64 (the sinks' gradient summed over tiles and batch
+  // entries), and sinks above every score (most of each row's mass).
+  std::mt19937 rng(109);
+  auto withSinks = [&](Problem p, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (int64_t h = 0; h < p.a.h; ++h)
+      p.sinks.push_back(u(rng));
+    return p;
+  };
+  run(withSinks(makeProblem(2, 4, 2, 5, 5, 3, true, 0, nullptr, 0, rng, true),
+                -1, 1),
+      rng);
+  Problem window = makeProblem(2, 2, 1, 6, 6, 3, true, 0.25f, nullptr, 0, rng,
+                               true);
+  window.a.window = 3;
+  run(withSinks(window, -1, 1), rng);
+  run(withSinks(makeProblem(2, 2, 1, 70, 70, 2, true, 0, nullptr, 0, rng, true),
+                -0.5f, 0.5f),
+      rng);
+  run(withSinks(makeProblem(1, 2, 2, 4, 4, 3, false, 0, nullptr, 0, rng, true),
+                4, 6),
+      rng);
+}
+
+TEST(KernelsAttention, SinksRowSeeingNoKey) {
+  // A mask that hides every key of row 1: with a sink the row's output is
+  // 0 and its lse the sink's logit (without one it would be NaN).
+  std::mt19937 rng(110);
+  const int64_t dims[4] = {1, 1, 3, 4};
+  Problem p = makeProblem(2, 2, 1, 3, 4, 3, false, 0, dims, 0, rng, true);
+  for (int64_t j = 0; j < 4; ++j)
+    p.mask[4 + j] = -std::numeric_limits<float>::infinity();
+  p.sinks = {0.25f, -0.5f};
+  run(p, rng);
 }
 
 TEST(KernelsAttention, Dropout) {

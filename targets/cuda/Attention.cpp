@@ -2,9 +2,10 @@
 //
 // The cuda runtime's dispatch of otc.attention and otc.attention_grad
 // (runtime/cuda/attention_dispatch.cpp): cuDNN's SDPA where it takes the
-// call, the kernel library's own kernels otherwise, the key padding it
-// gives cuDNN as per-sequence lengths (key_padding), and the mask broadcast
-// over the queries it writes out for cuDNN otherwise. The memory accounting
+// call (attention sinks too: the forward's as cuDNN's sink token), the
+// kernel library's own kernels otherwise, the key padding it gives cuDNN as
+// per-sequence lengths (key_padding), and the mask broadcast over the
+// queries it writes out for cuDNN otherwise. The memory accounting
 // (Memory.cpp: cuDNN's workspaces) and the step-time model (through
 // GridLaunchOpInterface, LibraryLaunches.cpp) read this one rule.
 //
@@ -31,6 +32,13 @@ template <typename OpTy> bool runsOnCudnn(OpTy op) {
   if (!q.getElementType().isBF16() || op.getDropout().convertToDouble() != 0 ||
       d % 8 != 0 || d > 256 || op.getSoftcap().convertToDouble() != 0 ||
       scoresGrad)
+    return false;
+  // Sinks: the forward gives cuDNN a sink token, which it refuses with one
+  // query (and before cuDNN 9.13, which the runtime finds out); the
+  // backward's graph has none (the sinks' gradient is a kernel of the
+  // library's after it), so any backward with sinks may run there.
+  if (isa<AttentionOp>(op.getOperation()) && op.getSinks() &&
+      attentionSizes(op).t == 1)
     return false;
   Value mask = op.getMask();
   // No mask tensor, or a key padding given to cuDNN as per-sequence lengths

@@ -68,10 +68,10 @@ constexpr const char *kCudaContextBasis =
 
 /// What cuDNN builds a graph for (attention_cudnn.cpp's GraphKey, the
 /// device aside): direction, sizes, scale, causal, the mask (a bias read
-/// with its strides) or a key padding (lengths), layout and window. Each
-/// graph has its own workspace.
+/// with its strides) or a key padding (lengths), sinks (the forward's sink
+/// token), layout and window. Each graph has its own workspace.
 using GraphKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, double, bool, bool, bool,
+                            int64_t, double, bool, bool, bool, bool,
                             SmallVector<int64_t, 4>, std::string, int64_t>;
 
 template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
@@ -92,6 +92,7 @@ template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
           op.getCausal(),
           bool(op.getMask()) && !padding,
           padding,
+          !backward && bool(op.getSinks()),
           strides,
           op.getLayout().str(),
           static_cast<int64_t>(op.getWindow())};
@@ -130,6 +131,10 @@ public:
       // A key padding goes as lengths: 2 x b int32 (keyLengths).
       if (cuda::attentionKeyPaddingAsLengths(op))
         grow(lengths, 8 * ((a.b + 3) / 4 * 4));
+      // The sinks' gradient after a cuDNN backward: D_i per query row, in
+      // the fallback kernels' buffer (attention.cu, sinkGradient).
+      if (backward && cast<AttentionGradOp>(op).getSinks())
+        grow(rowD, 4 * a.b * a.h * a.t);
       if (!graphs.insert(key).second || !backward)
         return;
       // The deterministic backward on Hopper (cuDNN before 9.25) computes
@@ -250,8 +255,9 @@ void otc::cuda::memoryOutsideArena(ModuleOp planned, OutsideArena &r) {
     r.buffers.push_back(
         {"attention_scratch", attention.fallback(),
          "the attention fallback kernels' scratch per device "
-         "(runtime/cuda/attention.cu): D_i per query row, and [b, h, t, d] "
-         "copies of [b, t, h, d] operands, every size it grew through kept"});
+         "(runtime/cuda/attention.cu): D_i per query row (also for the sinks' "
+         "gradient after a cuDNN backward), and [b, h, t, d] copies of "
+         "[b, t, h, d] operands, every size it grew through kept"});
   r.context = kCudaContextBytes;
   r.contextBasis = kCudaContextBasis;
 }

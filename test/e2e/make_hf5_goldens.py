@@ -4,16 +4,16 @@ exported to ONNX by today's PyTorch (the default dynamo exporter and the old
 TorchScript exporter), with float64 reference gradients of a cross-entropy
 loss that otc-compile appends (`--loss=cross_entropy:logits:targets`).
 
-Twelve architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
+Thirteen architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
 Qwen3ForCausalLM, MistralForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM,
 Gemma3ForCausalLM, Phi3ForCausalLM, GPTNeoXForCausalLM, GPTJForCausalLM,
-BertForMaskedLM), each
+GptOssForCausalLM, BertForMaskedLM), each
 built from a config written here (vocab 96, hidden 32, 2 layers, 4 heads, 2 KV
 heads where the architecture has GQA, intermediate 64, 16 positions, dropouts
 0, initializer_range 0.1, eager attention, float32, pad_token_id None so that
 no embedding has a padding_idx, the architecture's default weight tying),
 random weights seeded by torch.manual_seed(0); every 1-D parameter (norm gains
-and biases) gets N(0, 0.1) noise so that its gradient is not a special value,
+and biases) and every other bias gets N(0, 0.1) noise so that its gradient is not a special value,
 except in llama_fresh (one layer, weights as initialized: the dynamo
 exporter merges its all-ones norm weights into one initializer, and the
 golden holds the gradient of each merged parameter under its own name).
@@ -148,6 +148,12 @@ ARCHS = {
         vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, n_inner=64,
         rotary_dim=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         initializer_range=0.1, pad_token_id=None)),
+    # Attention sinks (a learned logit per head in each softmax), a
+    # sliding window of 8 on layer 0, and a mixture of 4 experts (top 2)
+    # whose gated activation is clamped.
+    "gpt_oss": ("GptOssForCausalLM", "GptOssConfig", dict(
+        LLAMA_LIKE, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"])),
     "bert": ("BertForMaskedLM", "BertConfig", dict(
         COMMON, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=2)),
 }
@@ -250,6 +256,9 @@ class Generator:
         cls_name, cfg_name, kwargs = ARCHS[arch]
         config = getattr(transformers, cfg_name)(**kwargs)
         config._attn_implementation = "eager"
+        if "num_local_experts" in kwargs:
+            # The default grouped_mm takes no float64 (the reference).
+            config._experts_implementation = "batched_mm"
         base = getattr(transformers, cls_name)
         takes_cache = "use_cache" in inspect.signature(base.forward).parameters
 
@@ -269,8 +278,10 @@ class Generator:
         model = LogitsOnly(config)
         gen = torch.Generator().manual_seed(1)
         with torch.no_grad():
-            for _, p in model.named_parameters():
-                if p.dim() == 1 and arch not in FRESH:
+            for name, p in model.named_parameters():
+                # Biases of every rank (GPT-OSS's experts' [E, N] ones start
+                # as zeros, equal across layers).
+                if (p.dim() == 1 or name.endswith("_bias")) and arch not in FRESH:
                     p.add_(0.1 * torch.randn(p.shape, generator=gen))
         model.eval()
         for m in model.modules():

@@ -127,6 +127,33 @@ func.func @attention_grad_dscores_shape(%q: tensor<1x2x4x2xf32>, %lse: tensor<1x
 
 // -----
 
+// Tests that the sinks are an f32 logit per query head: [H], not per
+// key/value head or BF16.
+func.func @attention_sinks_shape(%q: tensor<1x4x4x2xf32>, %kv: tensor<1x2x4x2xf32>, %s: tensor<2xf32>) -> tensor<1x4x4x2xf32> {
+  // expected-error@+1 {{sinks must be f32 [H] = [4], got 'tensor<2xf32>'}}
+  %o, %lse = otc.attention %q, %kv, %kv sinks %s {scale = 1.0 : f64} : (tensor<1x4x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<2xf32>) -> (tensor<1x4x4x2xf32>, tensor<1x4x4xf32>)
+  return %o : tensor<1x4x4x2xf32>
+}
+
+// -----
+
+func.func @attention_sinks_type(%q: tensor<1x2x4x2xbf16>, %s: tensor<2xbf16>) -> tensor<1x2x4x2xbf16> {
+  // expected-error@+1 {{sinks must be f32 [H] = [2], got 'tensor<2xbf16>'}}
+  %o, %lse = otc.attention %q, %q, %q sinks %s {scale = 1.0 : f64} : (tensor<1x2x4x2xbf16>, tensor<1x2x4x2xbf16>, tensor<1x2x4x2xbf16>, tensor<2xbf16>) -> (tensor<1x2x4x2xbf16>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xbf16>
+}
+
+// -----
+
+// Tests that the gradient of an attention with sinks ends with theirs.
+func.func @attention_grad_sinks(%q: tensor<1x2x4x2xf32>, %lse: tensor<1x2x4xf32>, %s: tensor<2xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{the last result, the sinks' gradient, must be typed as the sinks}}
+  %g:3 = otc.attention_grad %q, %q, %q, %q, %q, %lse sinks %s {scale = 1.0 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>)
+  return %g#0 : tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a soft cap is 0 (none) or positive.
 func.func @attention_softcap(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
   // expected-error@+1 {{softcap must be 0 (none) or positive; got -2}}

@@ -87,17 +87,33 @@ func.func @router(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>) -> (tensor<8x2xi64
 
 // -----
 
-// Tests that attention sinks (GPT-OSS: a learned logit per head concatenated
-// to the scores, the softmax stabilized by its maximum, the sink's column
-// sliced off before the product with V) get a remark that says so.
-func.func @sinks(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %sink: tensor<1x2x4x1xf32>) -> tensor<1x2x4x2xf32> {
+// Tests the near misses of attention sinks (GPT-OSS: a learned logit per
+// head concatenated to the scores, the softmax stabilized by its maximum,
+// the sink's column sliced off before the product with V): a column that
+// varies over the queries is no logit per head (@sinks_per_query); the
+// probabilities' sink column read, not only the scores' (@sinks_read).
+func.func @sinks_per_query(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %sink: tensor<1x2x4x1xf32>) -> tensor<1x2x4x2xf32> {
   %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
   %c = otc.concat %s, %sink {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
   %m = otc.reduce_max %c, [3] {keep_dims} : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x1xf32>
   %d = otc.sub %c, %m : (tensor<1x2x4x5xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
-  // expected-remark@+1 {{not fused: attention: columns concatenated to the scores before the softmax (attention sinks, GPT-OSS's); the [B, H, T, S] scores are kept}}
+  // expected-remark@+1 {{not fused: attention sinks: the column [1, 2, 4, 1] does not broadcast one logit per head}}
   %p = otc.softmax %d {axis = 3 : i64} : tensor<1x2x4x5xf32>
   %ps = otc.slice %p, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x4xf32>
   %o = otc.matmul %ps, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
   return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+func.func @sinks_read(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %sink: tensor<2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x5xf32>) {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %r = otc.reshape %sink : (tensor<2xf32>) -> tensor<1x2x1x1xf32>
+  %col = otc.broadcast %r : (tensor<1x2x1x1xf32>) -> tensor<1x2x4x1xf32>
+  %c = otc.concat %s, %col {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
+  // expected-remark@+1 {{not fused: attention sinks: the probabilities are read other than as the scores' columns}}
+  %p = otc.softmax %c {axis = 3 : i64} : tensor<1x2x4x5xf32>
+  %ps = otc.slice %p, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x4xf32>
+  %o = otc.matmul %ps, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %p : tensor<1x2x4x2xf32>, tensor<1x2x4x5xf32>
 }

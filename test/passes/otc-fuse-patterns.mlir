@@ -625,3 +625,51 @@ func.func @scaled_q_read_twice(%x: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>,
   %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
   return %o, %q : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
 }
+
+// -----
+
+// Tests that attention sinks (GPT-OSS: a logit per head, [H] reshaped to
+// [1, H, 1, 1] and broadcast to a column concatenated after the scores,
+// the softmax stabilized by the row maximum, the sink's column sliced off
+// before the product with V) become the fused op's `sinks` operand, the
+// logits as [H]; without the stabilization too (@sinks_plain, whose column
+// is the [1, H, 1, 1] value itself: reshaped to [H]). The additive mask
+// and causal flag are classified as without sinks.
+// CHECK-LABEL: func.func @sinks
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x2xf32>, %[[K:.*]]: tensor<2x2x4x2xf32>, %[[V:.*]]: tensor<2x2x4x2xf32>, %[[SINK:.*]]: tensor<2xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = otc.attention %[[Q]], %[[K]], %[[V]] sinks %[[SINK]] {causal, scale = 5.000000e-01 : f64}
+// CHECK-NOT: otc.softmax
+// CHECK-NOT: otc.concat
+// CHECK-NOT: otc.reduce_max
+// CHECK: return %[[O]]
+func.func @sinks(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<2x2x4x2xf32>, %sink: tensor<2xf32>) -> tensor<2x2x4x2xf32> {
+  %mask = otc.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x4xf32>
+  %sc = otc.mul %s, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %sm = otc.add %sc, %mask : (tensor<2x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %r = otc.reshape %sink : (tensor<2xf32>) -> tensor<1x2x1x1xf32>
+  %col = otc.broadcast %r : (tensor<1x2x1x1xf32>) -> tensor<2x2x4x1xf32>
+  %c = otc.concat %sm, %col {axis = 3 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) -> tensor<2x2x4x5xf32>
+  %m = otc.reduce_max %c, [3] {keep_dims} : (tensor<2x2x4x5xf32>) -> tensor<2x2x4x1xf32>
+  %d = otc.sub %c, %m : (tensor<2x2x4x5xf32>, tensor<2x2x4x1xf32>) -> tensor<2x2x4x5xf32>
+  %p = otc.softmax %d {axis = 3 : i64} : tensor<2x2x4x5xf32>
+  %ps = otc.slice %p, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<2x2x4x5xf32>) -> tensor<2x2x4x4xf32>
+  %o = otc.matmul %ps, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x2xf32>
+  return %o : tensor<2x2x4x2xf32>
+}
+
+// CHECK-LABEL: func.func @sinks_plain
+// CHECK-SAME: %[[SINK:[^:]*]]: tensor<1x2x1x1xf32>)
+// CHECK: %[[S:.*]] = otc.reshape %[[SINK]] : (tensor<1x2x1x1xf32>) -> tensor<2xf32>
+// CHECK: otc.attention {{.*}} sinks %[[S]] {scale = 1.000000e+00 : f64}
+// CHECK-NOT: otc.softmax
+func.func @sinks_plain(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %sink: tensor<1x2x1x1xf32>) -> tensor<1x2x4x2xf32> {
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %col = otc.broadcast %sink : (tensor<1x2x1x1xf32>) -> tensor<1x2x4x1xf32>
+  %c = otc.concat %s, %col {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
+  %p = otc.softmax %c {axis = 3 : i64} : tensor<1x2x4x5xf32>
+  %ps = otc.slice %p, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x4xf32>
+  %o = otc.matmul %ps, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}

@@ -289,6 +289,17 @@ typedef struct {
   /// OTCRT_ATTENTION_PADDING=mask in the environment they write the mask
   /// out along the queries instead, any padding then. 0: a mask as any.
   int32_t key_padding;
+  /// Attention sinks (GPT-OSS): one learned logit per query head, float
+  /// [h], that joins every row's softmax as a key with no value: with
+  /// L = log(sum_j exp(s_j) + exp(sinks[hi])) (which lse holds), p_j =
+  /// exp(s_j - L), so a row's probabilities sum to 1 - exp(sinks[hi] - L)
+  /// and a row that sees no key gives 0 with L = sinks[hi]. NULL: none.
+  const float *sinks;
+  /// The backward only, with sinks: the sinks' gradient, float [h],
+  /// overwritten: dsinks[hi] = -sum over (bi, ti) of exp(sinks[hi] - L) *
+  /// D, with D = dout . out of the row (the probabilities' rows sum to
+  /// less than 1 by exp(sinks - L)). NULL: not wanted.
+  float *dsinks;
 } OtcrtAttention;
 
 enum OtcrtAttentionLayout { OTCRT_LAYOUT_BHTD = 0, OTCRT_LAYOUT_BTHD = 1 };
