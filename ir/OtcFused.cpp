@@ -198,9 +198,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto grad = b.create<AttentionGradOp>(
       getLoc(), types, rg[0], getQ(), getK(), getV(), getOutput(), getLse(),
       getMask(), getKey(), getSinks(), getCausalAttr(), getScaleAttr(),
-      getDropoutAttr(),
-      getStreamAttr(), getLayoutAttr(), getWindowAttr(), getSoftcapAttr(),
-      getMaskGradAttr(), getKeyPaddingAttr());
+      getDropoutAttr(), getStreamAttr(), getLayoutAttr(), getWindowAttr(),
+      getSoftcapAttr(), getMaskGradAttr(), getKeyPaddingAttr());
   // Packed, q, k and v are one value: its whole gradient goes through q.
   if (isPacked())
     out.append({grad.getGrads()[0], Value(), Value()});

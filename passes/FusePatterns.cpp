@@ -339,8 +339,7 @@ struct AbsorbHeadTransposes : OpRewritePattern<AttentionOp> {
     auto fused = rewriter.create<AttentionOp>(
         att.getLoc(), TypeRange{q.getType(), att.getLse().getType()}, q, k, v,
         att.getMask(), att.getKey(), att.getSinks(), att.getCausalAttr(),
-        att.getScaleAttr(),
-        att.getDropoutAttr(), att.getStreamAttr(),
+        att.getScaleAttr(), att.getDropoutAttr(), att.getStreamAttr(),
         rewriter.getStringAttr("bthd"), att.getWindowAttr(),
         att.getSoftcapAttr(), att.getMaskGradAttr(), att.getKeyPaddingAttr());
     // Every replacement first, then the erasures: erasing the last reader

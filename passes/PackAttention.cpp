@@ -155,11 +155,11 @@ struct PackAttentionPass
     if (Value dsinks = op.getDsinks())
       types.push_back(dsinks.getType());
     auto packedOp = b.create<AttentionGradOp>(
-        op.getLoc(), types, op.getGrad(), p, p, p, op.getOutput(),
-        op.getLse(), op.getMask(), op.getKey(), op.getSinks(),
-        op.getCausalAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getStreamAttr(), b.getStringAttr("packed"), op.getWindowAttr(),
-        op.getSoftcapAttr(), UnitAttr(), op.getKeyPaddingAttr());
+        op.getLoc(), types, op.getGrad(), p, p, p, op.getOutput(), op.getLse(),
+        op.getMask(), op.getKey(), op.getSinks(), op.getCausalAttr(),
+        op.getScaleAttr(), op.getDropoutAttr(), op.getStreamAttr(),
+        b.getStringAttr("packed"), op.getWindowAttr(), op.getSoftcapAttr(),
+        UnitAttr(), op.getKeyPaddingAttr());
     if (Value dsinks = op.getDsinks())
       dsinks.replaceAllUsesWith(packedOp.getDsinks());
     Value grads = packedOp.getGrads()[0];

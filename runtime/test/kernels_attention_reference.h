@@ -143,7 +143,7 @@ inline Ref reference(const Problem &p, const Vec &q, const Vec &k, const Vec &v,
                      const Vec *dO, const Vec &sinks = {}) {
   const OtcrtAttention &a = p.a;
   Ref r{Vec(q.size(), 0.0), Vec(a.b * a.h * a.t), Vec(q.size(), 0.0),
-        Vec(k.size(), 0.0), Vec(v.size(), 0.0), Vec(sinks.size(), 0.0)};
+        Vec(k.size(), 0.0), Vec(v.size(), 0.0),   Vec(sinks.size(), 0.0)};
   for (int64_t b = 0; b < a.b; ++b)
     for (int64_t h = 0; h < a.h; ++h) {
       int64_t kh = h / (a.h / a.hk);
@@ -245,9 +245,9 @@ inline void run(const Problem &p, std::mt19937 &rng) {
   kt::expectNear(lse, ref.lse, 1e-5, 1e-5, "lse");
 
   std::vector<float> dq(qn), dk(kvn, NAN), dv(kvn, NAN);
-  ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(), v.data(),
-                                    mask, out.data(), lse.data(), dq.data(),
-                                    dk.data(), dv.data(), nullptr),
+  ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(),
+                                    v.data(), mask, out.data(), lse.data(),
+                                    dq.data(), dk.data(), dv.data(), nullptr),
             0);
   kt::expectNear(dq, ref.dq, 1e-4, 1e-4, "dq");
   kt::expectNear(dk, ref.dk, 1e-4, 1e-4, "dk");
@@ -263,15 +263,16 @@ inline void run(const Problem &p, std::mt19937 &rng) {
   const otcrt_bf16 *maskb = p.mask.empty() ? nullptr : mb.data();
   std::vector<otcrt_bf16> outb(qn);
   std::vector<float> lseb(lse.size());
-  ASSERT_EQ(otcrt_attention_fwd_bf16(&call, qb.data(), kb.data(), vb.data(), maskb,
-                                     outb.data(), lseb.data(), nullptr),
+  ASSERT_EQ(otcrt_attention_fwd_bf16(&call, qb.data(), kb.data(), vb.data(),
+                                     maskb, outb.data(), lseb.data(), nullptr),
             0);
   kt::expectBf16Of(outb, out, "out bf16");
   EXPECT_EQ(lseb, lse);
   std::vector<float> outRounded = kt::fromBf16(outb);
-  ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(), v.data(),
-                                    mask, outRounded.data(), lse.data(),
-                                    dq.data(), dk.data(), dv.data(), nullptr),
+  ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(),
+                                    v.data(), mask, outRounded.data(),
+                                    lse.data(), dq.data(), dk.data(), dv.data(),
+                                    nullptr),
             0);
   // The sinks' gradient of the rounded output (D = dO . O), which the bf16
   // kernel reads too.

@@ -3,7 +3,8 @@
 // sliding-window, soft-capped, broadcast-masked (zero strides, -inf
 // entries), grouped-query (hk < h), dropout and attention-sink problems,
 // the kept pattern of a dropped row, and the bfloat16 entry points (within
-// bfloat16 rounding of the f32 kernel). The other layouts and dS: kernels_attention_layout_test.cpp.
+// bfloat16 rounding of the f32 kernel). The other layouts and dS:
+// kernels_attention_layout_test.cpp.
 #include "kernels_attention_reference.h"
 
 using namespace attention_ref;
@@ -111,8 +112,8 @@ TEST(KernelsAttention, Sinks) {
   run(withSinks(makeProblem(2, 4, 2, 5, 5, 3, true, 0, nullptr, 0, rng, true),
                 -1, 1),
       rng);
-  Problem window = makeProblem(2, 2, 1, 6, 6, 3, true, 0.25f, nullptr, 0, rng,
-                               true);
+  Problem window =
+      makeProblem(2, 2, 1, 6, 6, 3, true, 0.25f, nullptr, 0, rng, true);
   window.a.window = 3;
   run(withSinks(window, -1, 1), rng);
   run(withSinks(makeProblem(2, 2, 1, 70, 70, 2, true, 0, nullptr, 0, rng, true),
