@@ -15,6 +15,9 @@
 //   (the dynamo exporter's folded tables, `otc.buffer` arguments): no
 //   gradient, and otc.rope returns none for them; a chain whose tables
 //   depend on parameters or inputs is left unfused with a remark.
+// - half-width tables (GPT-OSS): concat(x1 cos - x2 sin, x2 cos + x1 sin)
+//   of x's halves x1 and x2, anchored at the concat: otc.rope of x with
+//   the tables repeated to full width.
 // - partial rotary (GPT-NeoX, Phi, GPT-J): concat(rope(x[..., :r]),
 //   x[..., r:]) over the last axis, anchored at the concat once the rope
 //   over x[..., :r] is fused, becomes one otc.rope of x whose r-wide tables
@@ -409,6 +412,124 @@ struct FusePartialRopePattern : OpRewritePattern<ConcatOp> {
   }
 };
 
+/// One half of a value's last axis, x[..., :D/2] or x[..., D/2:], read
+/// directly or through one transpose that keeps the last axis in place.
+struct Half {
+  Value source;              ///< x
+  SmallVector<int64_t> perm; ///< the transpose's permutation; empty: none
+};
+
+/// `v` as the lower or `upper` half of some x (see Half), else nullopt.
+std::optional<Half> halfOf(Value v, bool upper) {
+  if (Value x = halfSliced(v, upper))
+    return Half{x, {}};
+  auto t = v.getDefiningOp<TransposeOp>();
+  if (!t)
+    return std::nullopt;
+  ArrayRef<int64_t> perm = t.getPermutation();
+  if (perm.empty() || perm.back() != static_cast<int64_t>(perm.size()) - 1)
+    return std::nullopt;
+  Value x = halfSliced(t.getInput(), upper);
+  if (!x)
+    return std::nullopt;
+  return Half{x, SmallVector<int64_t>(perm)};
+}
+
+/// Whether `m` is a product read once of `x` and `table`, in either order.
+bool isProductOf(Value m, Value x, Value table) {
+  auto mul = m.getDefiningOp<MulOp>();
+  return mul && m.hasOneUse() &&
+         ((mul.getLhs() == x && mul.getRhs() == table) ||
+          (mul.getLhs() == table && mul.getRhs() == x));
+}
+
+/// The rotary embedding with half-width tables, as GPT-OSS writes it:
+/// concat(x1 cos - x2 sin, x2 cos + x1 sin) over the last axis, x1 and x2
+/// the halves of x's last axis (sliced, each maybe transposed the same
+/// way), cos and sin [..., D/2]. It is otc.rope of x with the tables
+/// repeated, concat(cos, cos) and concat(sin, sin): a pair (p, p + D/2)
+/// reads cos[p] either way. Anchored at the concat.
+struct FuseHalfTableRopePattern : OpRewritePattern<ConcatOp> {
+  FuseHalfTableRopePattern(MLIRContext *context)
+      : OpRewritePattern<ConcatOp>(context, /*benefit=*/1,
+                                   {RopeOp::getOperationName()}) {}
+
+  LogicalResult matchAndRewrite(ConcatOp concat,
+                                PatternRewriter &rewriter) const override {
+    Value out = concat.getResult();
+    const int64_t rank = static_cast<int64_t>(shapeOf(out).size());
+    if (concat->use_empty() || concat.getInputs().size() != 2 ||
+        static_cast<int64_t>(concat.getAxis()) != rank - 1)
+      return failure();
+    auto first = concat.getInputs()[0].getDefiningOp<SubOp>();
+    auto second = concat.getInputs()[1].getDefiningOp<AddOp>();
+    if (!first || !second || !first->hasOneUse() || !second->hasOneUse())
+      return failure();
+    // first = x1 cos - x2 sin: the halves and tables from its products.
+    Value x1, x2, cos, sin;
+    std::optional<Half> lower, upper;
+    auto split = [](Value m, bool high, Value &half, Value &table) {
+      auto mul = m.getDefiningOp<MulOp>();
+      if (!mul || !m.hasOneUse())
+        return std::optional<Half>();
+      for (auto [h, t] : {std::pair{mul.getLhs(), mul.getRhs()},
+                          std::pair{mul.getRhs(), mul.getLhs()}})
+        if (std::optional<Half> found = halfOf(h, high)) {
+          half = h;
+          table = t;
+          return found;
+        }
+      return std::optional<Half>();
+    };
+    lower = split(first.getLhs(), /*high=*/false, x1, cos);
+    upper = split(first.getRhs(), /*high=*/true, x2, sin);
+    if (!lower || !upper)
+      return failure();
+    // second = x2 cos + x1 sin, in either order.
+    Value a = second.getLhs(), b = second.getRhs();
+    if (!((isProductOf(a, x2, cos) && isProductOf(b, x1, sin)) ||
+          (isProductOf(b, x2, cos) && isProductOf(a, x1, sin))))
+      return failure();
+    if (!sameValue(lower->source, upper->source) || lower->perm != upper->perm)
+      return rewriter.notifyMatchFailure(
+          concat, "rotary embedding (half tables): the halves are not of one "
+                  "tensor");
+    if (!isConstantTable(cos) || !isConstantTable(sin) ||
+        cos.getType() != sin.getType() ||
+        !getElementTypeOrSelf(cos.getType()).isF32() || !tableFits(cos, x1) ||
+        rank > 4)
+      return rewriter.notifyMatchFailure(
+          concat, "rotary embedding (half tables): cos and sin are not "
+                  "constant f32 tables of one shape broadcasting to a half "
+                  "(of rank 4 at most)");
+    rewriter.setInsertionPoint(concat);
+    Location loc = concat.getLoc();
+    auto repeated = [&](Value table) {
+      SmallVector<int64_t> shape(shapeOf(table));
+      shape.back() *= 2;
+      return rewriter
+          .create<ConcatOp>(loc, withShape(table.getType(), shape),
+                            ValueRange{table, table},
+                            rewriter.getI64IntegerAttr(
+                                static_cast<int64_t>(shape.size()) - 1))
+          .getResult();
+    };
+    Value fullCos = repeated(cos), fullSin = repeated(sin);
+    Value x = lower->source;
+    Operation *made = nullptr;
+    if (!lower->perm.empty()) {
+      made = rewriter.create<TransposeOp>(
+          loc, out.getType(), x, rewriter.getDenseI64ArrayAttr(lower->perm));
+      x = made->getResult(0);
+    }
+    replaceWithRope(rewriter, out, x, fullCos, fullSin, /*interleaved=*/false);
+    // The transpose made here is left unread when the rope moved before it.
+    if (made && made->use_empty())
+      rewriter.eraseOp(made);
+    return success();
+  }
+};
+
 /// slice(transpose(x, p)) -> transpose(slice(x), p) for the slices that
 /// split one head transpose's last axis into equal contiguous parts (two or
 /// more, all of it, nothing else reading the transpose), the transpose
@@ -471,4 +592,5 @@ void fuse::populateRopeFusion(RewritePatternSet &patterns) {
   patterns.add<SlicesBeforeHeadTranspose>(patterns.getContext());
   patterns.add<FuseRopePattern>(patterns.getContext());
   patterns.add<FusePartialRopePattern>(patterns.getContext());
+  patterns.add<FuseHalfTableRopePattern>(patterns.getContext());
 }

@@ -144,3 +144,60 @@ func.func @rope_buffer_tables(%x: tensor<1x4x2x8xf32>, %cos: tensor<1x1x4x8xf32>
   %y = otc.add %xc, %rs : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %y : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Tests GPT-OSS's rotary embedding with half-width tables, concat(x1 cos -
+// x2 sin, x2 cos + x1 sin) of the halves of x's last axis (as the dynamo
+// exporter writes it: each half sliced from the [B, T, H, D] head split,
+// then transposed): otc.rope of x with the tables repeated to full width
+// (a pair (p, p + D/2) reads cos[p] either way), moved before the head
+// transpose; the second sum's products in the other order.
+// CHECK-LABEL: func.func @rope_half_tables
+// CHECK-SAME: (%[[X:.*]]: tensor<1x4x2x8xf32>)
+// CHECK-DAG: %[[C:.*]] = otc.concat %[[COS:.*]], %[[COS]] {axis = 3 : i64} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x8xf32>
+// CHECK-DAG: %[[S:.*]] = otc.concat %[[SIN:.*]], %[[SIN]] {axis = 3 : i64} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x8xf32>
+// CHECK-DAG: %[[CM:.*]] = otc.reshape %[[C]] : (tensor<1x1x4x8xf32>) -> tensor<1x4x1x8xf32>
+// CHECK-DAG: %[[SM:.*]] = otc.reshape %[[S]] : (tensor<1x1x4x8xf32>) -> tensor<1x4x1x8xf32>
+// CHECK: %[[R:.*]] = otc.rope %[[X]], %[[CM]], %[[SM]] : (tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) -> tensor<1x4x2x8xf32>
+// CHECK: %[[T:.*]] = otc.transpose %[[R]], [0, 2, 1, 3]
+// CHECK-NOT: otc.sub
+// CHECK: return %[[T]]
+func.func @rope_half_tables(%x: tensor<1x4x2x8xf32>) -> tensor<1x2x4x8xf32> {
+  %cos = otc.constant dense<[[[[1.0, 0.5, 0.25, 0.125], [0.5, 0.25, 0.125, 1.0], [0.25, 0.125, 1.0, 0.5], [0.125, 1.0, 0.5, 0.25]]]]> : tensor<1x1x4x4xf32>
+  %sin = otc.constant dense<[[[[0.0, 0.5, 0.75, 0.875], [0.5, 0.75, 0.875, 0.0], [0.75, 0.875, 0.0, 0.5], [0.875, 0.0, 0.5, 0.75]]]]> : tensor<1x1x4x4xf32>
+  %lo = otc.slice %x, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<1x4x2x8xf32>) -> tensor<1x4x2x4xf32>
+  %x1 = otc.transpose %lo, [0, 2, 1, 3] : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %hi = otc.slice %x, [0, 0, 0, 4], [1, 1, 1, 1] : (tensor<1x4x2x8xf32>) -> tensor<1x4x2x4xf32>
+  %x2 = otc.transpose %hi, [0, 2, 1, 3] : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.mul %x1, %cos : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %b = otc.mul %x2, %sin : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %first = otc.sub %a, %b : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = otc.mul %sin, %x1 : (tensor<1x1x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %d = otc.mul %x2, %cos : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %second = otc.add %c, %d : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %y = otc.concat %first, %second {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x8xf32>
+  return %y : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that the half-table form with the tables swapped in the second sum
+// (x2 sin + x1 cos: no rotation) is left as it is.
+// CHECK-LABEL: func.func @rope_half_tables_swapped
+// CHECK-NOT: otc.rope
+// CHECK: otc.concat
+func.func @rope_half_tables_swapped(%x: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %cos = otc.constant dense<0.5> : tensor<4x4xf32>
+  %sin = otc.constant dense<0.25> : tensor<4x4xf32>
+  %x1 = otc.slice %x, [0, 0, 0, 0], [1, 1, 1, 1] : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %x2 = otc.slice %x, [0, 0, 0, 4], [1, 1, 1, 1] : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %a = otc.mul %x1, %cos : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %b = otc.mul %x2, %sin : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %first = otc.sub %a, %b : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = otc.mul %x2, %sin : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %d = otc.mul %x1, %cos : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %second = otc.add %c, %d : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %y = otc.concat %first, %second {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x8xf32>
+  return %y : tensor<1x2x4x8xf32>
+}
