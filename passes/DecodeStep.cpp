@@ -123,12 +123,28 @@ LogicalResult DecodeBuilder::visitElementwise(Operation *op) {
         return refuse(op, "operands whose sequence axes differ");
       axis = a;
     }
+  // Offsets r · n added to indices into flattened rows (a top-k's values,
+  // gathered at row · n + index, frontend's TopK): the decode step's rows
+  // start over at 0, also where the sequence is no merged axis (one batch
+  // row), whose plain cut would keep position p's offset p · n.
+  bool rowIndexOffsets =
+      isa<AddOp>(op) &&
+      llvm::any_of(op->getResult(0).getUsers(), [&](Operation *u) {
+        auto g = dyn_cast<GatherOp>(u);
+        return g && g.getIndices() == op->getResult(0) &&
+               rankOf(g.getData()) == 1;
+      });
   SmallVector<Value> operands;
   for (Value o : op->getOperands()) {
     if (isRow(o)) {
       operands.push_back(map.lookup(o));
       continue;
     }
+    if (rowIndexOffsets)
+      if (Value offsets = rowOffsets(map.lookup(o), axis - (R - rankOf(o)))) {
+        operands.push_back(offsets);
+        continue;
+      }
     FailureOr<Value> v = atPosition(op, map.lookup(o), axis - (R - rankOf(o)));
     if (failed(v))
       return failure();
