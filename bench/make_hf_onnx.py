@@ -5,8 +5,10 @@ the user's path at real size (a dev-time script: it needs PyPI's torch,
 transformers and onnxscript, which CI does not have; nothing is downloaded:
 the model is built from a config with random weights, seeded).
 
-    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|pythia-160m|gptj-160m|tiny-gpt2|tiny-llama
-                    [--seq T] [--layers N] [--exporter dynamo|torchscript] [--state-dict SD]
+    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|gpt-oss-20b|
+                                     pythia-160m|gptj-160m|tiny-gpt2|tiny-llama
+                    [--seq T] [--layers N] [--set KEY=VALUE ...]
+                    [--exporter dynamo|torchscript] [--state-dict SD]
 
 The model is wrapped as README shows (`Logits`: `self.model` holds the
 Hugging Face model, forward(input_ids, attention_mask) returns the logits),
@@ -59,6 +61,15 @@ CONFIGS = {
     "gptj-160m": ("GPTJForCausalLM", "GPTJConfig",
                   dict(n_embd=768, n_layer=12, n_head=12, n_inner=3072, vocab_size=50304,
                        n_positions=2048, rotary_dim=16, tie_word_embeddings=False)),
+    # GPT-OSS 20B's shape: attention sinks, a 128-key sliding window on
+    # alternate layers, 32 experts (top 4) with clamped SwiGLU, YaRN RoPE
+    # (the config's default). --layers and --set num_local_experts=N make
+    # a part of it that fits a smaller machine.
+    "gpt-oss-20b": ("GptOssForCausalLM", "GptOssConfig",
+                    dict(hidden_size=2880, intermediate_size=2880, num_hidden_layers=24,
+                         num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+                         vocab_size=201088, num_local_experts=32, num_experts_per_tok=4,
+                         sliding_window=128, max_position_embeddings=131072)),
     # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
     "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
                   dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),
@@ -68,6 +79,38 @@ CONFIGS = {
                         num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
                         max_position_embeddings=4096)),
 }
+
+
+def parse_sets(sets):
+    """KEY=VALUE strings as config overrides (ints and floats parsed)."""
+    out = {}
+    for item in sets or []:
+        key, _, value = item.partition("=")
+        for kind in (int, float):
+            try:
+                value = kind(value)
+                break
+            except ValueError:
+                pass
+        out[key] = value
+    return out
+
+
+def build_config(model, layers=None, sets=None, experts="batched_mm"):
+    """The model's config: CONFIGS[model] with `layers` layers and the
+    `sets` overrides, eager attention, and for a mixture of experts the
+    experts' implementation `experts` (batched_mm exports; the default
+    grouped_mm does not)."""
+    cls_name, cfg_name, kwargs = CONFIGS[model]
+    if layers:
+        key = "n_layer" if "n_layer" in kwargs else "num_hidden_layers"
+        kwargs = dict(kwargs, **{key: layers})
+    kwargs = dict(kwargs, **parse_sets(sets))
+    config = getattr(transformers, cfg_name)(**kwargs)
+    config._attn_implementation = "eager"
+    if "num_local_experts" in kwargs:
+        config._experts_implementation = experts
+    return cls_name, config
 
 
 class Logits(torch.nn.Module):
@@ -98,15 +141,12 @@ def main():
     ap.add_argument("--layers", type=int, default=None,
                     help="fewer layers than the model's (its width, heads and "
                          "vocabulary kept)")
+    ap.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="a config value (repeatable): num_local_experts=4, vocab_size=32768")
     a = ap.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
-    cls_name, cfg_name, kwargs = CONFIGS[a.model]
     seq = a.seq or (2048 if "llama" in a.model or "qwen" in a.model else 1024)
-    if a.layers:
-        key = "n_layer" if "n_layer" in kwargs else "num_hidden_layers"
-        kwargs = dict(kwargs, **{key: a.layers})
-    config = getattr(transformers, cfg_name)(**kwargs)
-    config._attn_implementation = "eager"
+    cls_name, config = build_config(a.model, a.layers, a.set)
     torch.manual_seed(a.seed)
     model = getattr(transformers, cls_name)(config).eval()
     n = sum(p.numel() for p in model.parameters())

@@ -14,10 +14,16 @@ downloaded):
      trained.onnx.data beside it);
   5. load the state dict into the Hugging Face model with strict=True and
      compare PyTorch's loss on a batch with otc's (`train --batch --init`),
-     and otc-run's on trained.onnx.
+     and otc-run's on trained.onnx (skipped, and said so, where the
+     reference interpreter refuses the graph's size).
 
     readme_path.py --bin build/bin --work /tmp/rp [--model tiny-llama]
                    [--seq 256] [--micro-batch 2] [--steps 3]
+                   [--layers N] [--set KEY=VALUE ...]
+
+(--layers and --set as make_hf_onnx.py takes them: a part of a model too
+large for the machine, e.g. --model gpt-oss-20b --layers 2 --set
+num_local_experts=4 --set vocab_size=32768.)
 
 Prints each step's figures and `PASS`/`FAIL` (loss within 1e-4 relative);
 exits 1 on a failure."""
@@ -63,16 +69,23 @@ def main():
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--set", action="append", metavar="KEY=VALUE")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
     b = lambda name: os.path.join(a.bin, name)  # noqa: E731
 
+    shape = (["--layers", str(a.layers)] if a.layers else []) + \
+        [f"--set={s}" for s in a.set or []]
     _, t = run([sys.executable, os.path.join(HERE, "make_hf_onnx.py"), w("model.onnx"),
-                "--model", a.model, "--seq", str(a.seq), "--state-dict", w("original.safetensors")])
+                "--model", a.model, "--seq", str(a.seq), "--state-dict",
+                w("original.safetensors")] + shape)
     print(f"1. exported {a.model} at sequence {a.seq} in {t:.1f} s")
-    cls, cfgn, kw = mk.CONFIGS[a.model]
-    vocab = kw.get("vocab_size", 50257)
+    # The reference runs the experts one by one (batched_mm gathers an
+    # expert's weights per token).
+    cls, config = mk.build_config(a.model, a.layers, a.set, experts="eager")
+    vocab = config.vocab_size
     rng = np.random.default_rng(0)
     shard(w("data_000000.bin"), rng.integers(0, vocab, 64 * a.seq))
     _, t = run([b("otc-compile"), w("model.onnx"), "-o", w("out"), "--micro-batch",
@@ -87,8 +100,6 @@ def main():
     print(f"4. {r.stdout.strip().splitlines()[-1]}; {r2.stdout.strip().splitlines()[-1]}")
 
     # 5. PyTorch with the exported state dict, otc with the checkpoint.
-    config = getattr(transformers, cfgn)(**kw)
-    config._attn_implementation = "eager"
     model = getattr(transformers, cls)(config).eval()
     model.load_state_dict(load_file(w("sd.safetensors")), strict=True)
     g = torch.Generator().manual_seed(5)
@@ -103,14 +114,25 @@ def main():
     run([w("out", "train"), "--batch", w("batch.safetensors"), "--init",
          w("ckpt", "model.safetensors"), "--dump-grads", w("grads.safetensors"), "--quiet"])
     ours = load_file(w("grads.safetensors"))["loss"].item()
-    run([b("otc-run"), w("trained.onnx"), "--inputs", w("batch.safetensors"),
-         "--outputs", w("run.safetensors"), "--dim", f"batch={a.micro_batch}"])
-    logits_run = load_file(w("run.safetensors"))["logits"].double()
-    run_loss = torch.nn.functional.cross_entropy(
-        logits_run.reshape(-1, logits_run.shape[-1]), tg.reshape(-1)).item()
-    ok = abs(ours - ref) <= 1e-4 * abs(ref) and abs(run_loss - ref) <= 1e-4 * abs(ref)
+    ok = abs(ours - ref) <= 1e-4 * abs(ref)
+    # The reference interpreter evaluates the graph as exported; a mixture
+    # of experts exported as batched_mm gathers every token's expert weights
+    # ([tokens, N, K]), which it refuses past the machine's memory.
+    r = subprocess.run([b("otc-run"), w("trained.onnx"), "--inputs", w("batch.safetensors"),
+                        "--outputs", w("run.safetensors"), "--dim", f"batch={a.micro_batch}"],
+                       capture_output=True, text=True)
+    if r.returncode and "in the interpreter, more than this machine's" in r.stderr:
+        checked = "otc-run on trained.onnx skipped (" + r.stderr.strip().splitlines()[-1] + ")"
+    elif r.returncode:
+        sys.exit(f"FAIL: otc-run: {(r.stderr or r.stdout).strip()[-800:]}")
+    else:
+        logits_run = load_file(w("run.safetensors"))["logits"].double()
+        run_loss = torch.nn.functional.cross_entropy(
+            logits_run.reshape(-1, logits_run.shape[-1]), tg.reshape(-1)).item()
+        ok = ok and abs(run_loss - ref) <= 1e-4 * abs(ref)
+        checked = f"otc-run on trained.onnx {run_loss:.6f}"
     print(f"5. loss with the trained weights: PyTorch {ref:.6f}, otc {ours:.6f}, "
-          f"otc-run on trained.onnx {run_loss:.6f}: {'PASS' if ok else 'FAIL'}")
+          f"{checked}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 
