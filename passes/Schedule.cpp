@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <limits>
 #include <set>
 
 namespace otc {
@@ -28,7 +29,10 @@ namespace {
 /// The greedy order of the ops of a block (terminator excluded). The ready
 /// ops sit in a set ordered by (gain, position); an op's gain changes only
 /// when one of its operands comes down to its own last uses, and only then
-/// is it computed again, so each step costs a logarithm, not a scan.
+/// is it computed again, so each step costs a logarithm, not a scan. An op
+/// computed from constants alone (the loss gradient's seed, a mask) runs
+/// last among the ready ones, when something waits on it: run early, its
+/// result would stay live until then for no gain.
 class GreedyOrder {
 public:
   explicit GreedyOrder(Block &body) {
@@ -67,6 +71,7 @@ private:
   /// yet computed.
   void countUses() {
     waiting.assign(ops.size(), 0);
+    lazy.assign(ops.size(), false);
     gain.assign(ops.size(), 0);
     isReady.assign(ops.size(), false);
     for (Operation *op : ops) {
@@ -81,18 +86,37 @@ private:
         mostUsesByOne[r] = most;
       }
       unsigned w = 0;
-      for (Value v : op->getOperands())
-        if (Operation *d = v.getDefiningOp(); d && index.count(d))
+      bool fromConstants = true;
+      for (Value v : op->getOperands()) {
+        Operation *d = v.getDefiningOp();
+        if (d && index.count(d)) {
           ++w;
+          fromConstants = fromConstants && lazy[index[d]];
+        } else if (!d) {
+          fromConstants = false; // an argument: an input or a parameter
+        }
+      }
       waiting[index[op]] = w;
+      lazy[index[op]] = fromConstants;
     }
   }
 
-  /// Bytes freed net of bytes allocated if `op` ran now.
+  /// The key of ready op `i` in `ready`: the largest gain first, ops from
+  /// constants alone after every other.
+  std::pair<int64_t, unsigned> keyOf(unsigned i) const {
+    return {lazy[i] ? std::numeric_limits<int64_t>::max() : -gain[i], i};
+  }
+
+  /// Bytes freed net of bytes allocated if `op` ran now. A result the step
+  /// returns (a parameter's gradient) allocates nothing here: it is written
+  /// into its slot, which exists whenever it is computed, so an op that
+  /// makes one (an expert's weight gradient, gigabytes) is not put off to
+  /// the end, keeping its operands live.
   int64_t gainOf(Operation *op) {
     int64_t g = 0;
     for (Value r : op->getResults())
-      g -= byteSize(r);
+      if (!isReturned(r))
+        g -= byteSize(r);
     llvm::SmallDenseMap<Value, unsigned> uses;
     for (Value v : op->getOperands())
       ++uses[v];
@@ -103,10 +127,17 @@ private:
     return g;
   }
 
+  /// Whether the step returns `v`.
+  static bool isReturned(Value v) {
+    return llvm::any_of(v.getUsers(), [](Operation *u) {
+      return u->hasTrait<OpTrait::IsTerminator>();
+    });
+  }
+
   void makeReady(unsigned i) {
     gain[i] = gainOf(ops[i]);
     isReady[i] = true;
-    ready.insert({-gain[i], i});
+    ready.insert(keyOf(i));
   }
 
   /// `op` has run: one user fewer for each of its operands, and a ready
@@ -129,9 +160,9 @@ private:
         int64_t g = gainOf(u);
         if (g == gain[it->second])
           continue;
-        ready.erase({-gain[it->second], it->second});
+        ready.erase(keyOf(it->second));
         gain[it->second] = g;
-        ready.insert({-g, it->second});
+        ready.insert(keyOf(it->second));
       }
     }
   }
@@ -140,6 +171,8 @@ private:
   DenseMap<Operation *, unsigned> index;
   DenseMap<Value, unsigned> usersLeft, mostUsesByOne;
   std::vector<unsigned> waiting;
+  /// Ops computed from constants alone (transitively; no argument read).
+  std::vector<bool> lazy;
   /// Ready ops by the largest gain, then the earliest position.
   std::set<std::pair<int64_t, unsigned>> ready;
   std::vector<int64_t> gain;
