@@ -36,6 +36,7 @@ static void setState(FitCandidate &c, const PlanSummary &summary) {
   c.grads = summary.grads;
   c.optimizer = summary.masterParams + summary.optimizer;
   c.moments = summary.optimizer;
+  c.frozen = summary.buffers;
 }
 
 int64_t otc::tokensPerMicroStep(func::FuncOp forward, StringRef targets) {
@@ -367,20 +368,31 @@ void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
   int64_t state = any.weights + any.grads + any.optimizer;
   int64_t rest = std::numeric_limits<int64_t>::max();
   for (const FitCandidate &c : candidates)
-    rest = std::min(rest, c.totalPeak - (c.weights + c.grads + c.optimizer));
+    rest = std::min(rest, c.totalPeak -
+                              (c.weights + c.grads + c.optimizer + c.frozen));
   int64_t budget = request.memoryBytes;
   double perParam =
       any.paramsCount > 0 ? double(state) / double(any.paramsCount) : 0;
   os << "  the state every step keeps is " << formatBytes(state) << " for "
-     << any.paramsCount << " parameters ("
-     << llvm::format("%.1f", perParam) << " bytes each: weights "
-     << formatBytes(any.weights) << ", gradients " << formatBytes(any.grads)
-     << ", FP32 masters and AdamW moments " << formatBytes(any.optimizer)
-     << "); the least the rest takes in any configuration planned "
+     << any.paramsCount << " parameters (" << llvm::format("%.1f", perParam)
+     << " bytes each: weights " << formatBytes(any.weights) << ", gradients "
+     << formatBytes(any.grads) << ", FP32 masters and AdamW moments "
+     << formatBytes(any.optimizer) << ")";
+  // Weights kept out of training (not a rotary table's few bytes): said
+  // apart from the rest; without them, --freeze is the other way to fit.
+  const bool freezing = any.frozen * 100 >= state;
+  if (freezing)
+    os << ", beside " << formatBytes(any.frozen)
+       << " of weights not trained (--freeze, and untrained tables: no "
+          "gradient or optimizer state)";
+  os << "; the least the rest takes in any configuration planned "
         "(activations, other buffers, libraries, context) is "
      << formatBytes(rest) << "\n";
-  if (perParam > 0 && budget > rest) {
-    double most = double(budget - rest) / perParam;
+  // What the trained parameters' state has besides them: the weights not
+  // trained and the rest.
+  const int64_t besides = any.frozen + rest;
+  if (perParam > 0 && budget > besides) {
+    double most = double(budget - besides) / perParam;
     os << "  at these bytes per parameter, " << formatBytes(budget)
        << " holds about ";
     if (most >= 1e9)
@@ -389,12 +401,18 @@ void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
       os << llvm::format("%.1f M", most / 1e6);
     else
       os << static_cast<int64_t>(most);
-    os << " parameters with that rest (fewer layers, or a smaller "
-          "vocabulary)\n";
+    os << " trained parameters with that rest (fewer layers, or a smaller "
+          "vocabulary";
+    // A full fine-tune: training a few of them is the other way.
+    if (!freezing)
+      os << "; or train fewer: --freeze=REGEX keeps the parameters it "
+            "matches without gradient or optimizer state, e.g. all but "
+            "LoRA adapters";
+    os << ")\n";
   }
   // ZeRO-1 as otc does it shards the moments and, under mixed precision
   // (the steps read the BF16 copies), the FP32 masters.
-  int64_t onDevice = any.weights + any.grads + rest;
+  int64_t onDevice = any.weights + any.grads + besides;
   if (any.optimizer > 0 && budget > onDevice) {
     int64_t ranks =
         (any.optimizer + (budget - onDevice) - 1) / (budget - onDevice);
@@ -409,6 +427,10 @@ void otc::explainNoFit(const std::vector<FitCandidate> &candidates,
     os << "  the weights and gradients with that rest take "
        << formatBytes(onDevice)
        << ": more than the budget even with the optimizer state elsewhere; "
-          "the weights themselves would have to be sharded (FSDP, ZeRO-3)\n";
+          "the weights themselves would have to be sharded (FSDP, ZeRO-3)";
+    if (besides > budget && freezing)
+      os << " (the weights not trained and the rest alone take "
+         << formatBytes(besides) << ")";
+    os << "\n";
   }
 }

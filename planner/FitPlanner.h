@@ -70,6 +70,9 @@ struct FitCandidate {
   /// the FP32 masters with AdamW's moments (`optimizer`, of which the
   /// moments are `moments`).
   int64_t paramsCount = 0, weights = 0, grads = 0, optimizer = 0, moments = 0;
+  /// The values of the parameters not trained (--freeze) and of the
+  /// untrained tables: no gradient, master or moments.
+  int64_t frozen = 0;
 };
 
 /// The tokens of `forward`'s micro-step: the elements of the first two
