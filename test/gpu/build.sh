@@ -132,6 +132,14 @@ add hf-gemma2 "$g2/dynamo_mask.onnx" "$g2/batch.safetensors" 1e-4 \
     "$g2/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
 add hf-gemma2-bf16 "$g2/dynamo_mask.onnx" "$g2/batch.safetensors" 3e-2 - \
     --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+# GPT-OSS's attention sinks (the fallback kernels' in FP32, cuDNN's sink
+# token in BF16 where cuDNN is 9.13 or newer) and its experts, with a
+# padding mask and a sliding window.
+oss=$src/test/e2e/hf5/gpt_oss
+add hf-gpt-oss "$oss/dynamo_mask.onnx" "$oss/batch.safetensors" 1e-4 \
+    "$oss/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
+add hf-gpt-oss-bf16 "$oss/dynamo_mask.onnx" "$oss/batch.safetensors" 3e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
 ed=$src/test/e2e/hf-encdec
 add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
     --micro-batch 2 --loss=cross_entropy:logits:targets
