@@ -28,6 +28,12 @@ int64_t otc::functionFlops(func::FuncOp f) {
   return flops;
 }
 
+bool otc::isReturned(Value v) {
+  return llvm::any_of(v.getUsers(), [](Operation *u) {
+    return u->hasTrait<OpTrait::IsTerminator>();
+  });
+}
+
 int64_t otc::activationPeak(func::FuncOp f) {
   Block &body = f.getBody().front();
   DenseMap<Operation *, unsigned> pos;
@@ -51,12 +57,9 @@ int64_t otc::activationPeak(func::FuncOp f) {
       storage[reshape.getResult()] = s ? s : reshape.getInput();
     }
   }
-  // A returned value (a parameter's gradient, the loss) lives in its slot
-  // whenever it is computed: persistentBytes counts it, not the peak.
-  Operation *term = body.getTerminator();
   for (Operation &op : body.without_terminator())
     for (Value r : op.getResults()) {
-      if (isa<ReshapeOp>(op) || llvm::is_contained(term->getOperands(), r))
+      if (isa<ReshapeOp>(op) || isReturned(r))
         continue;
       unsigned first = pos[&op];
       unsigned end = std::max(first, last.lookup(r));

@@ -22,9 +22,13 @@ int64_t opFlops(mlir::Operation *op);
 /// FLOPs of one call of `f`: opFlops of every op in it, nested ops included.
 int64_t functionFlops(mlir::func::FuncOp f);
 
+/// Whether the function returns `v` (a parameter's gradient, the loss: it
+/// lives in its slot whenever it is computed).
+bool isReturned(mlir::Value v);
+
 /// The most bytes of op results live at once in `f` (arguments excluded),
 /// in the function's op order: a value lives from its op to its last use;
-/// returned values live to the end.
+/// returned values are not counted (persistentBytes counts them).
 int64_t activationPeak(mlir::func::FuncOp f);
 
 } // namespace otc

@@ -127,13 +127,6 @@ private:
     return g;
   }
 
-  /// Whether the step returns `v`.
-  static bool isReturned(Value v) {
-    return llvm::any_of(v.getUsers(), [](Operation *u) {
-      return u->hasTrait<OpTrait::IsTerminator>();
-    });
-  }
-
   void makeReady(unsigned i) {
     gain[i] = gainOf(ops[i]);
     isReady[i] = true;
