@@ -5,8 +5,8 @@ the user's path at real size (a dev-time script: it needs PyPI's torch,
 transformers and onnxscript, which CI does not have; nothing is downloaded:
 the model is built from a config with random weights, seeded).
 
-    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|gpt-oss-20b|
-                                     pythia-160m|gptj-160m|tiny-gpt2|tiny-llama
+    make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|gemma3-1b|
+                                     gpt-oss-20b|pythia-160m|gptj-160m|tiny-gpt2|tiny-llama
                     [--seq T] [--layers N] [--set KEY=VALUE ...]
                     [--exporter dynamo|torchscript] [--state-dict SD]
 
@@ -49,6 +49,19 @@ CONFIGS = {
                        vocab_size=256000, max_position_embeddings=8192,
                        sliding_window=4096, attn_logit_softcapping=50.0,
                        final_logit_softcapping=30.0, query_pre_attn_scalar=256)),
+    # Gemma 3 1B's shape: a 512-key sliding window on five layers of six
+    # (the config's default layer_types), RoPE base 1e6 on the full layers
+    # and 1e4 on the local ones, q/k norms, one key/value head of 256.
+    "gemma3-1b": ("Gemma3ForCausalLM", "Gemma3TextConfig",
+                  dict(hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
+                       num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+                       vocab_size=262144, max_position_embeddings=32768,
+                       sliding_window=512, query_pre_attn_scalar=256,
+                       rope_parameters={
+                           "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                           "sliding_attention": {"rope_type": "default",
+                                                 "rope_theta": 10000.0}},
+                       tie_word_embeddings=True)),
     # Pythia 160M's shape (GPT-NeoX): partial rotary, 16 of a head's 64
     # features (rotary_pct 0.25), fused q/k/v, parallel attention and MLP.
     "pythia-160m": ("GPTNeoXForCausalLM", "GPTNeoXConfig",

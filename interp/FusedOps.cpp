@@ -36,6 +36,8 @@ struct AttentionProblem {
   const Tensor *q, *k, *v, *mask;
   bool causal;
   int64_t window = 0;
+  /// The mask is a key padding [B|1, 1, 1, S]: a fill hides its key.
+  bool keyPadding = false;
   double scale, dropout;
   /// Soft-capped scores: c tanh(s / c) before the mask (0: not capped).
   double softcap = 0.0;
@@ -81,12 +83,21 @@ struct AttentionProblem {
     return kvAt(b, h, j, d, kvHeads);
   }
 
-  /// True when key j is visible from query i: not after it under `causal`,
-  /// nor `window` or more keys before it under a sliding window.
-  bool visible(int64_t i, int64_t j) const {
-    if (!causal)
-      return true;
-    return j <= i && (window == 0 || i - j < window);
+  /// A key padding's value at or below this hides its key: a fill of at
+  /// most -1e4, -9984 once rounded to BF16.
+  static constexpr double kPaddingHides = -9984.0;
+
+  /// True when key j is visible from query i of batch entry b: not after it
+  /// under `causal`, nor `window` or more keys before it under a sliding
+  /// window, nor hidden by a key padding.
+  bool visible(int64_t b, int64_t i, int64_t j) const {
+    if (causal && (j > i || (window > 0 && i - j >= window)))
+      return false;
+    if (keyPadding) {
+      int64_t index[4] = {b, 0, 0, j};
+      return mask->data[broadcastSource(index, mask->shape)] > kPaddingHides;
+    }
+    return true;
   }
 
   /// scale * q . k of (b, h, i, j).
@@ -161,6 +172,7 @@ static AttentionProblem attentionProblem(OpT op, const Tensor &q,
   p.mask = mask;
   p.causal = op.getCausal();
   p.window = op.getWindow();
+  p.keyPadding = op.getKeyPadding() && mask;
   p.scale = op.getScale().convertToDouble();
   p.softcap = op.getSoftcap().convertToDouble();
   p.dropout = op.getDropout().convertToDouble();
@@ -174,7 +186,9 @@ static AttentionProblem attentionProblem(OpT op, const Tensor &q,
 /// sinks), prob_j = exp(s_j - lse) (0 for hidden j) times the dropout
 /// factor, output_i = sum_j prob_j v_j. Without sinks, a row whose scores
 /// are all -inf gets lse = -inf and a NaN output, like otc.softmax of such
-/// a row; with them, lse = sinks[h] and zeros.
+/// a row; with them, lse = sinks[h] and zeros. A row that sees no key (a key
+/// padding hides its keys) gives zeros and lse = sinks[h], or +inf without
+/// sinks: exp(s - lse) is then 0 for every score.
 LogicalResult Interpreter::run(otc::AttentionOp op) {
   const Tensor &q = get(op.getQ());
   const Tensor &k = get(op.getK());
@@ -194,22 +208,27 @@ LogicalResult Interpreter::run(otc::AttentionOp op) {
       int64_t kh = p.kvHead(h);
       for (int64_t i = 0; i < p.queries; ++i) {
         double max = -std::numeric_limits<double>::infinity();
+        bool seesKey = false;
         for (int64_t j = 0; j < p.keys; ++j) {
-          if (!p.visible(i, j))
+          if (!p.visible(b, i, j))
             continue;
+          seesKey = true;
           s[j] = p.score(b, h, i, j);
           max = std::max(max, s[j]);
         }
-        if (sinks)
-          max = std::max(max, sinks->data[h]);
-        double sum = sinks ? std::exp(sinks->data[h] - max) : 0.0;
-        for (int64_t j = 0; j < p.keys; ++j)
-          if (p.visible(i, j))
-            sum += std::exp(s[j] - max);
-        double rowLse = max + std::log(sum);
+        double rowLse = std::numeric_limits<double>::infinity();
+        if (seesKey || sinks) {
+          if (sinks)
+            max = std::max(max, sinks->data[h]);
+          double sum = sinks ? std::exp(sinks->data[h] - max) : 0.0;
+          for (int64_t j = 0; j < p.keys; ++j)
+            if (p.visible(b, i, j))
+              sum += std::exp(s[j] - max);
+          rowLse = max + std::log(sum);
+        }
         lse.data[(b * p.heads + h) * p.queries + i] = rowLse;
         for (int64_t j = 0; j < p.keys; ++j) {
-          if (!p.visible(i, j))
+          if (!p.visible(b, i, j))
             continue;
           double prob = std::exp(s[j] - rowLse) * p.dropFactor(b, h, i, j);
           for (int64_t d = 0; d < p.depth; ++d)
@@ -271,7 +290,7 @@ LogicalResult Interpreter::run(otc::AttentionGradOp op) {
         for (int64_t j = 0; j < p.keys; ++j) {
           prob[j] = 0.0;
           dP[j] = 0.0;
-          if (!p.visible(i, j))
+          if (!p.visible(b, i, j))
             continue;
           prob[j] = std::exp(p.score(b, h, i, j) - rowLse);
           double m = p.dropFactor(b, h, i, j);

@@ -67,15 +67,20 @@ def Otc_AttentionOp : Otc_Op<"attention",
     T5's relative position bias), which the gradient op returns. With
     `key_padding` the mask is a key padding: [B, 1, 1, S], broadcast over
     the heads and queries, each value 0 (the key is seen) or a fill of at
-    most -1e4 (hidden), as otc-fuse-patterns builds it from a run-time
-    attention mask; a target may then take it as per-sequence key lengths
-    when it is right-padded (the cuda runtime gives cuDNN's SDPA lengths, no
-    mask tensor). The values are the same either way. `sinks`, when
+    most -1e4 (-9984 once rounded to BF16), as otc-fuse-patterns builds it
+    from a run-time attention mask. A fill hides its key as `causal` and
+    `window` do (it is not added), so a row can see no key: a sliding
+    window's query W or more past its sequence's last seen key, every query
+    of a sequence that hides every key. Such a row gives zeros and lse =
+    +inf (exp(s - lse) is 0 for every score: it has no gradient). A target
+    may take the padding as per-sequence key lengths when it is
+    right-padded (the cuda runtime gives cuDNN's SDPA lengths, no mask
+    tensor). `sinks`, when
     given, is an FP32 [H] logit per query head (GPT-OSS's attention sinks)
     that joins each row's softmax as a key with no value: the row's
     probabilities are exp(s_j - lse) with lse = log(sum_j exp(s_j) +
     exp(sinks[h])), so they sum to less than 1, and a row that sees no key
-    gives zeros.
+    gives zeros (its lse the sink's logit).
 
     ```mlir
     %o, %lse = otc.attention %q, %k, %v {causal, scale = 0.125 : f64}

@@ -324,9 +324,10 @@ static bool seesEveryKey(Value v) {
 /// Splits a run-time boolean `cond` over [B, H, T, S] scores (true: the key
 /// is seen) into C and K, cond = select(C, K, false) or select(K, C,
 /// false): C computed from constants alone, the same for every batch entry
-/// and head ([1, 1, T|1, S|1]) and either seeing every key or causal (no
-/// sliding window), K the key padding, [B, 1, 1, S] booleans computed at
-/// run time. Fills c.padding and c.causal; changes no IR.
+/// and head ([1, 1, T|1, S|1]) and either seeing every key or causal (with
+/// a sliding window or not), K the key padding, [B, 1, 1, S] booleans
+/// computed at run time. Fills c.padding, c.causal and c.window; changes no
+/// IR.
 static bool splitKeyPadding(Value cond, ArrayRef<int64_t> s, Chain &c) {
   auto sel = cond.getDefiningOp<SelectOp>();
   auto no = sel ? sel.getRhs().getDefiningOp<ConstantOp>() : ConstantOp();
@@ -364,14 +365,13 @@ static bool splitKeyPadding(Value cond, ArrayRef<int64_t> s, Chain &c) {
     std::optional<int64_t> w = cachedBand(band, 3, s[2], s[3], [](double v) {
       return std::optional<bool>(v == 0.0);
     });
-    // A sliding window stays in the whole mask: a padded query past a
-    // sequence's length plus the window sees no key, which cuDNN's lengths
-    // do not cover, and a key padding written out for it would be [B, H,
-    // T, S] where the whole mask is read as [B, 1, T, S].
-    if (!w || *w > 0)
+    if (!w)
       return false;
+    // A sliding window too: a padded query W or more past its sequence's
+    // last seen key then sees no key, and gets zeros where the export
+    // spreads its fill over every key (a padded position either way).
     c.causal = true;
-    c.window = 0;
+    c.window = *w;
   }
   c.padding = padding;
   return true;

@@ -1,7 +1,8 @@
 // Host scaled dot-product attention of libotcrt_cpu (otc.attention and
 // otc.attention_grad), with causal hiding (and a sliding window), scores
 // soft-capped as c tanh(s / c) (Gemma 2; the backward times dS by the
-// slope 1 - tanh^2), an additive broadcast mask, grouped-query heads and
+// slope 1 - tanh^2), an additive broadcast mask or a key padding that hides
+// keys (a row that sees no key: zeros, lse +inf), grouped-query heads and
 // dropout, attention sinks (a logit per head in each row's normalizer),
 // in tiles of 64 query rows whose products are GEMMs of this
 // library (OpenBLAS where installed): the forward forms a tile's scores
@@ -106,6 +107,9 @@ bool degenerate(const OtcrtAttention &a) {
   return a.b <= 0 || a.h <= 0 || a.t <= 0 || a.d <= 0;
 }
 
+/// A key padding's value at or below this hides its key (a fill of at most
+/// -1e4, -9984 once rounded to BF16).
+constexpr float kPaddingHides = -9984.0f;
 
 /// Query rows per tile: a tile's scores are one [kQueryTile, keys] GEMM.
 constexpr int64_t kQueryTile = 64;
@@ -148,7 +152,12 @@ void tileScores(const Problem &p, const float *q, const float *kb, int64_t b,
     const float *m = p.mask + b * a.mask_strides[0] + hi * a.mask_strides[1] +
                      i * a.mask_strides[2];
     const int64_t ms = a.mask_strides[3];
-    if (ms == 1) {
+    if (a.key_padding) {
+      // A key padding hides its keys as the band does.
+      for (int64_t j = lo; j < end; ++j)
+        row[j - j0] =
+            m[j * ms] <= kPaddingHides ? -inf : row[j - j0] + m[j * ms];
+    } else if (ms == 1) {
       for (int64_t j = lo; j < end; ++j)
         row[j - j0] += m[j];
     } else {
@@ -175,7 +184,8 @@ std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t b, int64_t hi,
     for (int64_t i = i0; i < i1; ++i)
       if (j >= p.firstKey(i) && j < p.visibleKeys(i) &&
           p.mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
-                 i * a.mask_strides[2] + j * a.mask_strides[3]] > kHidden)
+                 i * a.mask_strides[2] + j * a.mask_strides[3]] >
+              (a.key_padding ? kPaddingHides : kHidden))
         return {first, j + 1};
   return {first, end};
 }
@@ -185,10 +195,10 @@ std::pair<int64_t, int64_t> tileKeys(const Problem &p, int64_t b, int64_t hi,
 /// result does not depend on the thread count), in vector registers.
 constexpr int64_t kLanes = 16;
 
-/// A row of scores [n] (at least one finite, or a sink) into its
-/// probabilities in place: each e^(s - max) by expFast, summed in double
-/// (with e^(sink - max) where a sink joins the row), over the sum. Returns
-/// the row's log-sum-exp.
+/// A row of scores [n] into its probabilities in place: each e^(s - max) by
+/// expFast, summed in double (with e^(sink - max) where a sink joins the
+/// row), over the sum. Returns the row's log-sum-exp; a row that sees no
+/// key (every score -inf, no sink) gets zeros and +inf.
 float softmaxRow(float *s, int64_t n, const float *sink) {
   float lanes[kLanes];
   std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
@@ -203,6 +213,10 @@ float softmaxRow(float *s, int64_t n, const float *sink) {
     max = std::max(max, s[j]);
   if (sink)
     max = std::max(max, *sink);
+  if (max == -std::numeric_limits<float>::infinity()) {
+    std::fill(s, s + n, 0.0f);
+    return std::numeric_limits<float>::infinity();
+  }
   for (j = 0; j < n; ++j)
     s[j] = expFast(s[j] - max);
   double sums[kLanes] = {};
@@ -247,10 +261,11 @@ int forward(const OtcrtAttention &a, const float *q, const float *k,
       const int64_t n = std::max<int64_t>(j1 - j0, 0);
       const float *sink = a.sinks ? a.sinks + hi : nullptr;
       if (n == 0) {
-        // No key seen: zeros, and the sink's logit alone in the lse.
+        // No key seen: zeros, and the sink's logit alone in the lse (+inf
+        // without one: no probability anywhere).
         for (int64_t i = i0; i < i1; ++i) {
           int64_t row = p.queryRow(b, hi, i);
-          lse[row] = sink ? *sink : -std::numeric_limits<float>::infinity();
+          lse[row] = sink ? *sink : std::numeric_limits<float>::infinity();
           std::fill(out + row * a.d, out + (row + 1) * a.d, 0.0f);
         }
         continue;
@@ -343,6 +358,15 @@ int backward(const OtcrtAttention &a, const float *dout, const float *q,
             float di = static_cast<float>(d);
             float *sr = s.data() + i * n, *dpr = dp.data() + i * n;
             const float rowLse = lse[row];
+            if (rowLse == std::numeric_limits<float>::infinity()) {
+              // A row that sees no key: no probability, no gradient.
+              std::fill(sr, sr + n, 0.0f);
+              std::fill(dpr, dpr + n, 0.0f);
+              if (ds)
+                std::fill(ds + scoreRow * a.s + j0, ds + scoreRow * a.s + j1,
+                          0.0f);
+              continue;
+            }
             if (!dsinkRows.empty())
               dsinkRows[b * a.h + hi] -=
                   std::exp(static_cast<double>(a.sinks[hi]) - rowLse) * d;

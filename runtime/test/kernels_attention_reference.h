@@ -105,7 +105,10 @@ inline double capSlope(const Problem &p, const Vec &q, const Vec &k, int64_t b,
 }
 
 /// Rows of probabilities P[j] (0 where hidden) of query (b, h, i).
-/// With sinks, sinks[h] joins the normalizer as a key with no value.
+/// With sinks, sinks[h] joins the normalizer as a key with no value. A key
+/// padding (key_padding) hides the keys whose mask value is at most -9984
+/// (a fill of -1e4 or less, rounded to BF16 or not); a row that then sees no
+/// key has lse +inf (sinks[h] with sinks) and probabilities 0.
 inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
                          int64_t b, int64_t h, int64_t i, double *lseOut,
                          const Vec &sinks = {}) {
@@ -115,6 +118,8 @@ inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < a.s; ++j) {
     if (a.causal && (j > i || (a.window > 0 && i - j >= a.window)))
+      continue;
+    if (a.key_padding && maskAt(p, b, h, i, j) <= -9984.0)
       continue;
     double raw = scaledDot(p, q, k, b, h, i, j);
     if (a.softcap > 0)
@@ -127,7 +132,8 @@ inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
   double sum = sinks.empty() ? 0.0 : std::exp(sinks[h] - max);
   for (int64_t j = 0; j < a.s; ++j)
     sum += std::exp(s[j] - max);
-  double lse = max + std::log(sum);
+  double lse =
+      sum > 0.0 ? max + std::log(sum) : std::numeric_limits<double>::infinity();
   if (lseOut)
     *lseOut = lse;
   Vec prob(a.s);
@@ -244,7 +250,7 @@ inline void run(const Problem &p, std::mt19937 &rng) {
   kt::expectNear(out, ref.out, 1e-5, 2e-5, "out");
   kt::expectNear(lse, ref.lse, 1e-5, 1e-5, "lse");
 
-  std::vector<float> dq(qn), dk(kvn, NAN), dv(kvn, NAN);
+  std::vector<float> dq(qn, NAN), dk(kvn, NAN), dv(kvn, NAN);
   ASSERT_EQ(otcrt_attention_bwd_f32(&call, dO.data(), q.data(), k.data(),
                                     v.data(), mask, out.data(), lse.data(),
                                     dq.data(), dk.data(), dv.data(), nullptr),

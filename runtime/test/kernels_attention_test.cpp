@@ -136,6 +136,35 @@ TEST(KernelsAttention, SinksRowSeeingNoKey) {
   run(p, rng);
 }
 
+TEST(KernelsAttention, KeyPaddingHidesUnderWindow) {
+  // A key padding hides its keys as the band does: under a sliding window
+  // of 3, batch entry 1 sees keys [0, 4) (its queries 6 and on see no key:
+  // zeros, lse +inf, no gradient), entry 2 none (the fill -1e4, -9984 in
+  // BF16), entry 0 all; with and without sinks, and over two query tiles
+  // (70 rows, window 5, keys from 30 on hidden in entry 1).
+  std::mt19937 rng(111);
+  auto padded = [&](int64_t t, int64_t window, int64_t seen1) {
+    const int64_t dims[4] = {3, 1, 1, t};
+    Problem p = makeProblem(3, 2, 1, t, t, 3, true, 0, dims, 0, rng, true);
+    p.a.window = static_cast<int32_t>(window);
+    p.a.key_padding = 1;
+    for (int64_t j = 0; j < t; ++j) {
+      p.mask[j] = 0.0f;
+      p.mask[t + j] = j < seen1 ? 0.0f : -3.38953139e38f;
+      p.mask[2 * t + j] = -9984.0f; // -1e4 rounded to BF16
+    }
+    return p;
+  };
+  run(padded(10, 3, 4), rng);
+  Problem sinks = padded(10, 3, 4);
+  sinks.sinks = {0.5f, -0.25f};
+  run(sinks, rng);
+  run(padded(70, 5, 30), rng);
+  // Without a window: a sequence hiding every key (entry 2).
+  Problem causal = padded(10, 0, 4);
+  run(causal, rng);
+}
+
 TEST(KernelsAttention, Dropout) {
   std::mt19937 rng(107);
   run(makeProblem(2, 2, 1, 5, 5, 3, true, 0.3f, nullptr, 0, rng, true), rng);

@@ -56,11 +56,13 @@ func.func @bidirectional_padding(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32
 // -----
 
 // Tests that a sliding window of 2 keys under the padding (Mistral's form)
-// stays in the whole mask (a padded query may see no key: the runtime's
-// lengths do not cover it), here in the masked-fill form where(C & K,
-// scores, fill): fused with the [B, 1, T, S] mask, not key_padding.
+// splits as the causal band does, here in the masked-fill form where(C & K,
+// scores, fill): causal, window = 2 and the key padding alone (a padded
+// query 2 or more past its sequence's last seen key sees no key).
 // CHECK-LABEL: func.func @window_padding_fill
-// CHECK: otc.attention %arg0, %arg1, %arg2 mask %{{.*}} {scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>)
+// CHECK: %[[M:.*]] = otc.select %arg3, %{{.*}}, %{{.*}} : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+// CHECK: otc.attention %arg0, %arg1, %arg2 mask %[[M]] {causal, key_padding, scale = 5.000000e-01 : f64, window = 2 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>)
+// CHECK-NOT: tensor<2x1x4x4x
 func.func @window_padding_fill(%q: tensor<2x2x4x4xf32>, %k: tensor<2x2x4x4xf32>, %v: tensor<2x2x4x4xf32>,
                                %pad: tensor<2x1x1x4xi1>) -> tensor<2x2x4x4xf32> {
   %band = otc.constant dense<[[[[true, false, false, false], [true, true, false, false], [false, true, true, false], [false, false, true, true]]]]> : tensor<1x1x4x4xi1>
