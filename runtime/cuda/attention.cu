@@ -1,8 +1,10 @@
 // Device scaled dot-product attention of libotcrt_cuda (otc.attention and
 // otc.attention_grad) for float and bfloat16 storage: causal hiding (and a
 // sliding window), soft-capped scores (Gemma 2), an additive broadcast mask
-// and, in the backward, the scores' gradient dS where the mask carries one
-// (T5's relative bias), grouped-query heads, dropout and attention sinks
+// or a key padding (key_padding: a value at most -9984 hides its key as the
+// causal band does, so that a row can see no key: zeros, lse +inf or its
+// sink) and, in the backward, the scores' gradient dS where the mask carries
+// one (T5's relative bias), grouped-query heads, dropout and attention sinks
 // (GPT-OSS: a logit per head in every row's softmax, with no value). A simple
 // correct form, not a fast one: the float entry points always run it, the
 // bfloat16 ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block
@@ -16,6 +18,9 @@
 // query head of the key's group and whose per-warp partial sums are added in
 // a fixed order (deterministic). The sinks' gradient is one more kernel over
 // the saved D_i: one block per head, its b·t terms added in a fixed order.
+// Also here: what the cuDNN path (attention_cudnn.cpp) needs around cuDNN's
+// graphs (a mask written out along the queries, a key padding's lengths, the
+// rows of a key padding that see no key, the keys' gradients past them).
 #include "attention.h"
 #include "common.cuh"
 #include "scratch.h"
@@ -31,6 +36,9 @@ constexpr int kAttnBlock = 128;
 constexpr int kAttnWarps = kAttnBlock / 32;
 /// Dynamic shared memory available without opting in.
 constexpr size_t kDefaultSharedBytes = 48 * 1024;
+/// A key padding's value at or below this hides its key (a fill of at most
+/// -1e4, -9984 once rounded to BF16).
+constexpr float kPaddingHides = -9984.0f;
 
 /// Index arithmetic and per-element terms shared by the kernels.
 struct Geometry {
@@ -60,6 +68,14 @@ struct Geometry {
       return 0.0f;
     return load(mask[b * a.mask_strides[0] + hi * a.mask_strides[1] +
                      i * a.mask_strides[2] + j * a.mask_strides[3]]);
+  }
+  /// Score `sc` of key j for query i with the mask: added, or with a key
+  /// padding -inf where it hides the key (the key is not seen).
+  template <typename T>
+  __device__ float masked(float sc, const T *mask, int64_t b, int64_t hi,
+                          int64_t i, int64_t j) const {
+    const float m = maskAt(mask, b, hi, i, j);
+    return a.key_padding && m <= kPaddingHides ? -INFINITY : sc + m;
   }
   /// The scores of q.k (the dot product `qk`) before the mask: scaled, then
   /// soft-capped where the call asks, c tanh(s / c), its tanh in `th` (0
@@ -94,7 +110,8 @@ Geometry makeGeometry(const OtcrtAttention &a) {
 
 /// One block per query row (b, hi, i): shared q row [d] and scores [s]. A
 /// sink joins the row's maximum and its sum of exponentials (so lse), not
-/// the output; a row that sees no key then gets lse = sinks[hi] and 0.
+/// the output. A row that sees no key (all its scores -inf) gets 0 and lse =
+/// sinks[hi], or +inf without a sink: every exp(s - lse) is then 0.
 template <typename T>
 __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
                               const T *mask, T *out, float *lse) {
@@ -117,19 +134,21 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
     for (int64_t c = lane; c < a.d; c += 32)
       part += qRow[c] * load(kb[j * a.d + c]);
     float th;
-    float sc = g.capped(warpSum(part), th) + g.maskAt(mask, b, hi, i, j);
+    float sc = g.masked(g.capped(warpSum(part), th), mask, b, hi, i, j);
     if (lane == 0)
       p[j] = sc;
     max = fmaxf(max, sc);
   }
   const float sink = a.sinks ? a.sinks[hi] : -INFINITY;
   max = fmaxf(blockMax(max, scratch), sink);
+  // No key seen and no sink: max is -inf, and exp(-inf - max) would be NaN.
+  const bool none = max == -INFINITY;
+  const float shift = none ? 0.0f : max;
   float sum = 0.0f;
   for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
-    sum += expf(p[j] - max);
-  // Without a sink, exp(-inf - max) would be NaN for a row of -inf scores.
-  sum = blockSum(sum, scratch) + (a.sinks ? expf(sink - max) : 0.0f);
-  const float rowLse = max + logf(sum);
+    sum += expf(p[j] - shift);
+  sum = blockSum(sum, scratch) + (a.sinks ? expf(sink - shift) : 0.0f);
+  const float rowLse = none ? INFINITY : max + logf(sum);
   if (threadIdx.x == 0)
     lse[row] = rowLse;
   for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
@@ -146,7 +165,9 @@ __global__ void forwardKernel(Geometry g, const T *q, const T *k, const T *v,
 /// One block per query row: D_i, then dS_ij into shared memory (and into
 /// dscores, [b, h, t, s] in T, 0 for the keys the row does not see, when the
 /// call asks for it) and dq_i = scale sum_j dS_ij (1 - tanh_ij^2) k_j, the
-/// slope 1 without a soft cap. Shared: q row [d], dO row [d], dS [s].
+/// slope 1 without a soft cap. A key the padding hides (score -inf) and
+/// every key of a row that sees none (lse +inf) have probability 0, so dS
+/// 0. Shared: q row [d], dO row [d], dS [s].
 template <typename T>
 __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
                                 const T *k, const T *v, const T *mask,
@@ -183,7 +204,7 @@ __global__ void queryGradKernel(Geometry g, const T *dout, const T *q,
     if (lane == 0) {
       float th;
       float sc = g.capped(qk, th);
-      float prob = expf(sc + g.maskAt(mask, b, hi, i, j) - rowLse);
+      float prob = expf(g.masked(sc, mask, b, hi, i, j) - rowLse);
       float grad = prob * (g.dropFactor(row, j) * dOv - D);
       if (dscores)
         store(dscores + row * a.s + j, grad);
@@ -243,7 +264,7 @@ __global__ void keyGradKernel(Geometry g, const T *dout, const T *q, const T *k,
     dOv = warpSum(dOv);
     float th;
     float sc = g.capped(qk, th);
-    float prob = expf(sc + g.maskAt(mask, b, hi, i, j) - lse[row]);
+    float prob = expf(g.masked(sc, mask, b, hi, i, j) - lse[row]);
     float m = g.dropFactor(row, j);
     float dS = prob * (m * dOv - rowD[row]) * (1.0f - th * th);
     for (int64_t c = lane; c < a.d; c += 32) {
@@ -544,8 +565,8 @@ __global__ void maskOverQueriesKernel(const otcrt_bf16 *mask, otcrt_bf16 *out,
 /// One block per batch row: the first hidden key and the last seen one of
 /// the row's key padding (values 0: seen; at most -1e4 as BF16 rounds it,
 /// -9984: hidden), lens[row] = t and keyLens[row] = the first hidden key
-/// (at least 1); a seen key after a hidden one, or a value that is
-/// neither, is recorded.
+/// (at least 1: keyLength recovers a 0); a seen key after a hidden one, or
+/// a value that is neither, is recorded.
 __global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
                                  int64_t t, int64_t s, int32_t *lens,
                                  int32_t *keyLens, OtcrtKernelError *record) {
@@ -560,7 +581,7 @@ __global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
     const float m = load(mask[row * sb + j * ss]);
     if (m == 0.0f)
       atomicMax(&lastSeen, static_cast<int>(j));
-    else if (m <= -9984.0f)
+    else if (m <= kPaddingHides)
       atomicMin(&firstHidden, static_cast<int>(j));
     else
       recordError(record, OTCRT_ERROR_PADDING, row, j, s);
@@ -574,17 +595,29 @@ __global__ void keyLengthsKernel(const otcrt_bf16 *mask, int64_t sb, int64_t ss,
   keyLens[row] = static_cast<int32_t>(firstHidden > 0 ? firstHidden : 1);
 }
 
-/// dK and dV of key (bi, kh, j) set to 0 where j >= keyLens[bi]; element
-/// (bi, kh, j, c) at bi * sb + kh * sh + j * ss + c.
-__global__ void zeroKeysKernel(const int32_t *keyLens, otcrt_bf16 *dk,
-                               otcrt_bf16 *dv, int64_t b, int64_t hk, int64_t s,
-                               int64_t d, int64_t sb, int64_t sh, int64_t ss) {
+/// The length of batch row b of a key padding `mask` (batch stride
+/// `maskSb`) given to cuDNN as lengths: keyLens[b], cuDNN's (at least 1),
+/// or 0 where it is 1 and the padding hides key 0 too (a sequence that
+/// hides every key).
+__device__ int64_t keyLength(const int32_t *keyLens, const otcrt_bf16 *mask,
+                             int64_t maskSb, int64_t b) {
+  const int32_t n = keyLens[b];
+  return n == 1 && load(mask[b * maskSb]) <= kPaddingHides ? 0 : n;
+}
+
+/// dK and dV of key (bi, kh, j) set to 0 where j is at or past the length
+/// of row bi (keyLength); element (bi, kh, j, c) at bi * sb + kh * sh + j *
+/// ss + c.
+__global__ void zeroKeysKernel(const int32_t *keyLens, const otcrt_bf16 *mask,
+                               int64_t maskSb, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                               int64_t b, int64_t hk, int64_t s, int64_t d,
+                               int64_t sb, int64_t sh, int64_t ss) {
   const int64_t total = b * hk * s * d;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = e % d, j = (e / d) % s, kh = (e / (d * s)) % hk,
                   bi = e / (d * s * hk);
-    if (j < keyLens[bi])
+    if (j < keyLength(keyLens, mask, maskSb, bi))
       continue;
     const int64_t at = bi * sb + kh * sh + j * ss + c;
     store(dk + at, 0.0f);
@@ -592,10 +625,64 @@ __global__ void zeroKeysKernel(const int32_t *keyLens, otcrt_bf16 *dk,
   }
 }
 
+/// Whether query row i of head (b, hi) of a call with a key padding sees a
+/// key (the warp's lanes together): one of its band [firstKey, visibleKeys)
+/// below the sequence's length (keyLens and the padding `mask`: keyLength)
+/// or, without keyLens, whose value of `mask` (a's strides) does not hide it.
+__device__ bool seesKey(const Geometry &g, const int32_t *keyLens,
+                        const otcrt_bf16 *mask, int64_t b, int64_t hi,
+                        int64_t i, int lane) {
+  const int64_t first = g.firstKey(i), end = g.visibleKeys(i);
+  if (keyLens) {
+    const int64_t len = keyLength(keyLens, mask, g.a.mask_strides[0], b);
+    return (end < len ? end : len) > first;
+  }
+  for (int64_t j0 = first; j0 < end; j0 += 32) {
+    const int64_t j = j0 + lane;
+    if (__any_sync(0xffffffffu,
+                   j < end && g.maskAt(mask, b, hi, i, j) > kPaddingHides))
+      return true;
+  }
+  return false;
+}
+
+/// Warps of a noKeyRowsKernel block.
+constexpr int kNoKeyWarps = 8;
+
+/// One warp per query row (b, hi, i): a row that sees no key (seesKey) gets
+/// zeros in `out` (dense in a's layout) and `dq` (rows dqRow apart in [b,
+/// t, h, d]), where given, and lse = sinks[hi], or +inf without sinks, when
+/// `lse` is given.
+__global__ void noKeyRowsKernel(Geometry g, const int32_t *keyLens,
+                                const otcrt_bf16 *mask, otcrt_bf16 *out,
+                                float *lse, otcrt_bf16 *dq, int64_t dqRow) {
+  const OtcrtAttention &a = g.a;
+  const int lane = threadIdx.x & 31;
+  const int64_t row =
+      blockIdx.x * static_cast<int64_t>(kNoKeyWarps) + (threadIdx.x >> 5);
+  if (row >= a.b * a.h * a.t)
+    return; // the whole warp
+  const int64_t i = row % a.t, hi = (row / a.t) % a.h, b = row / (a.t * a.h);
+  if (seesKey(g, keyLens, mask, b, hi, i, lane))
+    return;
+  const bool bthd = a.layout == OTCRT_LAYOUT_BTHD;
+  const int64_t outAt = (bthd ? (b * a.t + i) * a.h + hi : row) * a.d;
+  const int64_t dqAt = bthd ? (b * a.t + i) * dqRow + hi * a.d : row * a.d;
+  for (int64_t c = lane; c < a.d; c += 32) {
+    if (out)
+      store(out + outAt + c, 0.0f);
+    if (dq)
+      store(dq + dqAt + c, 0.0f);
+  }
+  if (lse && lane == 0)
+    lse[row] = a.sinks ? a.sinks[hi] : INFINITY;
+}
+
 } // namespace
 
 int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
-                        otcrt_bf16 *dk, otcrt_bf16 *dv, void *streamArg) {
+                        const otcrt_bf16 *mask, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                        void *streamArg) {
   const int64_t total = a.b * a.hk * a.s * a.d;
   if (total <= 0)
     return 0;
@@ -608,8 +695,21 @@ int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
   }
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
   zeroKeysKernel<<<static_cast<unsigned>(blocks), 256, 0,
-                   asStream(streamArg)>>>(keyLens, dk, dv, a.b, a.hk, a.s, a.d,
-                                          sb, sh, ss);
+                   asStream(streamArg)>>>(keyLens, mask, a.mask_strides[0], dk,
+                                          dv, a.b, a.hk, a.s, a.d, sb, sh, ss);
+  return launchStatus();
+}
+
+int clearNoKeyRows(const OtcrtAttention &a, const int32_t *keyLens,
+                   const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse,
+                   otcrt_bf16 *dq, void *streamArg) {
+  const int64_t rows = a.b * a.h * a.t;
+  if (rows <= 0 || a.d <= 0 || !mask)
+    return 0;
+  const int64_t blocks = (rows + kNoKeyWarps - 1) / kNoKeyWarps;
+  noKeyRowsKernel<<<static_cast<unsigned>(blocks), 32 * kNoKeyWarps, 0,
+                    asStream(streamArg)>>>(makeGeometry(a), keyLens, mask, out,
+                                           lse, dq, rowStride(a, a.h));
   return launchStatus();
 }
 

@@ -7,7 +7,12 @@
 // not reproduce), head sizes it does not take, mask layouts it cannot read,
 // misaligned operands, or when OTCRT_ATTENTION=fallback. Attention sinks:
 // cuDNN's forward takes them as its sink token, and the gradient of a
-// cuDNN backward is computed by the library's own kernel (sinkGradient).
+// cuDNN backward is computed by the library's own kernel (sinkGradient). A
+// key padding (key_padding) hides the keys it fills, so that a query row can
+// see no key (under a sliding window, or in a sequence hiding every key):
+// the fallback kernels give it zeros and lse +inf (or its sink), and the
+// library's kernels set such rows after cuDNN's graphs (clearNoKeyRows),
+// whose output for them cuDNN does not document.
 #ifndef OTCRT_CUDA_ATTENTION_H
 #define OTCRT_CUDA_ATTENTION_H
 
@@ -78,19 +83,38 @@ void writtenMaskStrides(const OtcrtAttention &a, int64_t strides[4]);
 /// per-sequence lengths, in the library's scratch: b query lengths (all t),
 /// then, from element keyLengthsOffset(b) (16-byte aligned, as cuDNN reads
 /// its tensors), b key lengths, each the keys seen before the first hidden
-/// one (at least 1), int32. A batch row whose seen keys are not a prefix
-/// (or with a value neither 0 nor at most -1e4, as BF16 rounds it: -9984)
-/// records OTCRT_ERROR_PADDING. NULL when the scratch cannot be had (its
-/// first use inside a graph capture).
+/// one, int32; at least 1, as cuDNN is given them (a sequence hiding every
+/// key gets 1: the kernels below read the padding's key 0 to tell). A batch
+/// row whose seen keys are not a prefix (or with a value neither 0 nor at
+/// most -1e4, as BF16 rounds it: -9984) records OTCRT_ERROR_PADDING. NULL
+/// when the scratch cannot be had (its first use inside a graph capture).
 const int32_t *keyLengths(const OtcrtAttention &a, const otcrt_bf16 *mask,
                           void *stream);
 /// Where keyLengths' key lengths start: b rounded up to 4 int32.
 inline int64_t keyLengthsOffset(int64_t b) { return (b + 3) / 4 * 4; }
 /// Sets to 0 the dK and dV rows (in `a`'s layout) of the keys at or past
-/// each batch row's length `keyLens[b]` (device int32): the keys a key
-/// padding hides, whose gradients are 0. Returns the launch status.
+/// each batch row's length: `keyLens[b]` (keyLengths' key lengths, device
+/// int32), 0 where the key padding `mask` (a's strides) hides key 0 too.
+/// The keys a key padding hides, whose gradients are 0. Returns the launch
+/// status.
 int zeroKeysPastLengths(const OtcrtAttention &a, const int32_t *keyLens,
-                        otcrt_bf16 *dk, otcrt_bf16 *dv, void *stream);
+                        const otcrt_bf16 *mask, otcrt_bf16 *dk, otcrt_bf16 *dv,
+                        void *stream);
+/// After cuDNN ran call `a` with a key padding (a.key_padding): sets each
+/// query row (b, hi, i) that sees no key as the fallback kernels compute it.
+/// A row sees no key when none of its band (causal, sliding window) is seen:
+/// below the sequence's length (`keyLens` as zeroKeysPastLengths reads it,
+/// with the padding `mask`) or, with keyLens NULL, with a value of `mask`
+/// (a's strides: the padding written out as cuDNN's bias) above -9984.
+/// Such a row gets zeros in `out` (the forward's output, dense in a's
+/// layout) and `dq` (the backward's, rows row_stride apart in [b, t, h, d]),
+/// each where given, and lse = sinks[hi], or +inf without sinks, where
+/// `lse` is given (so that a backward finds every exp(s - lse) 0: +inf, not
+/// -inf, which would make NaN of the -inf scores cuDNN hides keys with).
+/// Returns the launch status.
+int clearNoKeyRows(const OtcrtAttention &a, const int32_t *keyLens,
+                   const otcrt_bf16 *mask, otcrt_bf16 *out, float *lse,
+                   otcrt_bf16 *dq, void *stream);
 
 /// The sinks' gradient (a.sinks and a.dsinks set) of a backward whose dQ,
 /// dK and dV cuDNN computed (attention_cudnn.cpp), as the fallback kernels

@@ -6,13 +6,25 @@
 // cuDNN computes the same function as the kernels of attention.cu:
 //  - scores scale q k^T plus the mask as cuDNN's additive bias (read with
 //    otc's strides, a 0 stride becoming a dimension of size 1; a mask
-//    broadcast over the queries, such as a key padding, first written out
-//    along them into the library's scratch), or a key padding
-//    (key_padding) as cuDNN's padding mask with per-sequence key lengths
-//    read from it on the device (no mask tensor);
+//    broadcast over the queries first written out along them into the
+//    library's scratch), or a key padding (key_padding) as cuDNN's padding
+//    mask with per-sequence key lengths read from it on the device (no mask
+//    tensor), with or without a sliding window;
 //  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
 //    key j hidden from query i when j > i, for any t and s; a sliding
 //    window W its left bound W (key j kept while j + W > i);
+//  - a key padding hides its keys, so that a query row can see no key (a
+//    window's query W or more past its sequence's last key, any query of a
+//    sequence hiding every key, given to cuDNN as length 1): cuDNN does not
+//    document what such a row gives, so the library's kernel sets it after
+//    the graph as the fallback kernels compute it (clearNoKeyRows: output 0
+//    and lse = the sink, or +inf; the backward's dQ 0), and the backward's
+//    dK and dV of the hidden keys are set to 0. lse +inf makes every
+//    probability exp(s - lse) of the row 0 in cuDNN's backward, the -inf of
+//    a hidden score included (-inf would make it NaN). The same rows are set
+//    after a graph that reads the padding written out as a bias
+//    (OTCRT_ATTENTION_PADDING=mask), whose -9984 fills cuDNN adds, giving a
+//    row that sees no key the average of its band's values;
 //  - grouped-query heads: cuDNN's K/V head count hk divides h;
 //  - Stats, its per-row softmax statistic, is max + log(sum exp(x - max))
 //    of the scaled, masked scores in float (the natural log, since the
@@ -470,12 +482,43 @@ bool knownDeclined(const OtcrtAttention &a, bool backward, bool mask) {
   return found != c.graphs.end() && !found->second->graph;
 }
 
+/// What follows a graph that ran call `a`: with a key padding, given as
+/// lengths `lens` (keyLengths) read from `padding` or written out as the
+/// bias `mask`, the rows that see no key (clearNoKeyRows: the forward's
+/// output and lse, the backward's dQ) and, with lengths, a backward's dK
+/// and dV rows of the keys past a sequence's length (cuDNN leaves them; a
+/// sequence hiding every key was given length 1) set to 0; then a
+/// backward's sinks' gradient (sinkGradient) where asked, into `sinkRows`.
+/// Returns the launch status.
+int afterGraph(const OtcrtAttention &a, bool backward, const void *mask,
+               const otcrt_bf16 *padding, const int32_t *lens,
+               const std::unordered_map<int64_t, void *> &pack, float *sinkRows,
+               cudaStream_t stream) {
+  auto bf16 = [&](Uid uid) { return static_cast<otcrt_bf16 *>(pack.at(uid)); };
+  const int32_t *keyLens = padding ? lens + keyLengthsOffset(a.b) : nullptr;
+  const otcrt_bf16 *filled =
+      padding ? padding : static_cast<const otcrt_bf16 *>(mask);
+  int status = 0;
+  if (a.key_padding && filled)
+    status = backward ? clearNoKeyRows(a, keyLens, filled, nullptr, nullptr,
+                                       bf16(kDQ), stream)
+                      : clearNoKeyRows(a, keyLens, filled, bf16(kO),
+                                       static_cast<float *>(pack.at(kStats)),
+                                       nullptr, stream);
+  if (status == 0 && padding && backward)
+    status =
+        zeroKeysPastLengths(a, keyLens, padding, bf16(kDK), bf16(kDV), stream);
+  if (status == 0 && sinkRows)
+    status = sinkGradient(a, bf16(kDO), bf16(kO),
+                          static_cast<const float *>(pack.at(kStats)), sinkRows,
+                          stream);
+  return status;
+}
+
 /// Looks up (or builds) the graph of `a` and runs it with `pack`. With
 /// `padding` (a key padding, `mask` then NULL), the graph takes per-sequence
-/// key lengths, written from it (keyLengths) once the graph is known to run,
-/// and a backward's dK and dV rows of the keys past a sequence's length are
-/// set to 0 after it (cuDNN leaves them). A backward asked for the sinks'
-/// gradient computes it after the graph (sinkGradient).
+/// key lengths, written from it (keyLengths) once the graph is known to run.
+/// What a key padding and sinks need after the graph is afterGraph's.
 CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
                  std::unordered_map<int64_t, void *> &pack, void *streamArg,
                  const otcrt_bf16 *padding = nullptr) {
@@ -579,16 +622,8 @@ CudnnAttempt run(const OtcrtAttention &a, bool backward, const void *mask,
                  status.err_msg.c_str());
     result.status = 1;
   } else {
-    if (padding && backward)
-      result.status =
-          zeroKeysPastLengths(a, lens + keyLengthsOffset(a.b),
-                              static_cast<otcrt_bf16 *>(pack.at(kDK)),
-                              static_cast<otcrt_bf16 *>(pack.at(kDV)), stream);
-    if (sinkRows && result.status == 0)
-      result.status = sinkGradient(
-          a, static_cast<const otcrt_bf16 *>(pack.at(kDO)),
-          static_cast<const otcrt_bf16 *>(pack.at(kO)),
-          static_cast<const float *>(pack.at(kStats)), sinkRows, stream);
+    result.status =
+        afterGraph(a, backward, mask, padding, lens, pack, sinkRows, stream);
   }
   return result;
 }
@@ -605,14 +640,12 @@ bool paddingAsLengths() {
   return on;
 }
 
-/// The key padding of a call that gives it to cuDNN as lengths, or NULL.
-/// Not under a sliding window: a padded query past length + window - 1
-/// sees no key, whose output cuDNN does not document (the mask is written
-/// out instead, as before).
+/// The key padding of a call that gives it to cuDNN as lengths (with or
+/// without a sliding window: the rows that see no key are set after the
+/// graph, afterGraph), or NULL.
 const otcrt_bf16 *keyPadding(const OtcrtAttention &a, const otcrt_bf16 *mask) {
   if (!a.key_padding || !mask || a.mask_strides[1] != 0 ||
-      a.mask_strides[2] != 0 || (a.causal && a.window > 0) ||
-      !paddingAsLengths())
+      a.mask_strides[2] != 0 || !paddingAsLengths())
     return nullptr;
   return mask;
 }

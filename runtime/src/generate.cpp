@@ -154,7 +154,8 @@ void Run::printGenerated(const std::vector<std::vector<int64_t>> &ids,
     std::fprintf(stderr,
                  "generated %" PRId64 " ids x %" PRId64 " rows in %.3f s "
                  "(%" PRId64 " positions, %.1f ms each%s)\n",
-                 opt_.generate, prog_.micro_batch, seconds, positions,
+                 opt_.generate, static_cast<int64_t>(prog_.micro_batch),
+                 seconds, positions,
                  1e3 * seconds / std::max<int64_t>(positions, 1),
                  restarts ? (", the context restarted from its last " +
                              std::to_string(T / 2) + " ids " +

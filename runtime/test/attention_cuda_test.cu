@@ -1,8 +1,8 @@
 // GPU check of the attention of libotcrt_cuda against the host kernels of
 // libotcrt_cpu: f32 and bf16 problems (causal, grouped-query, masked,
 // dropout, sliding windows, soft-capped scores, the scores' gradient dS,
-// attention sinks and their gradient, odd lengths, the 48 KiB shared-memory
-// edge)
+// attention sinks and their gradient, key paddings that leave rows seeing no
+// key, odd lengths, the 48 KiB shared-memory edge)
 // through the fallback kernels, and the bf16 attention through both device
 // implementations, cuDNN's SDPA via the entry points and the fallback
 // kernels directly, at several shapes and layouts (q, k and v packed in one
@@ -24,6 +24,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cudatest {
@@ -286,7 +287,77 @@ struct AttentionCase {
   /// The mask's first row all -inf: a query that sees no key (with sinks:
   /// output 0, lse the sink).
   bool hiddenRow = false;
+  /// A key padding (a.key_padding, maskDims {b, 1, 1, s}): batch row bi
+  /// sees its first keyLens[bi] keys, the others hidden by -1e4 (-9984 in
+  /// BF16); a.b lengths, NULL: none. The hidden keys' dK and dV and the
+  /// rows that see no key are checked exactly (keyPaddingExact).
+  const int64_t *keyLens = nullptr;
 };
+
+/// The keys [first, end) query i sees of a's band (causal, sliding window).
+std::pair<int64_t, int64_t> band(const OtcrtAttention &a, int64_t i) {
+  const int64_t first =
+      a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+  return {first, a.causal ? std::min(a.s, i + 1) : a.s};
+}
+
+/// Whether query i of batch row bi sees a key of a key padding that leaves
+/// each row its first keyLens[bi] keys.
+bool seesKey(const OtcrtAttention &a, const int64_t *keyLens, int64_t bi,
+             int64_t i) {
+  auto [first, end] = band(a, i);
+  return std::min(end, keyLens[bi]) > first;
+}
+
+/// The values a key padding fixes, exactly, in the device's results (dense
+/// in a's layout; `lse` [b, h, t]): dK and dV 0 for every hidden key, and
+/// each query row that sees no key output 0, dQ 0 and lse sinks[hi] (or
+/// +inf without sinks). The first difference is printed.
+template <typename T>
+bool keyPaddingExact(const OtcrtAttention &a, const int64_t *keyLens,
+                     const float *sinks, const std::vector<T> &out,
+                     const Floats &lse, const std::vector<T> &dq,
+                     const std::vector<T> &dk, const std::vector<T> &dv,
+                     const std::string &when) {
+  const bool bthd = a.layout == OTCRT_LAYOUT_BTHD;
+  auto zero = [&](const std::vector<T> &x, int64_t at, const char *what) {
+    for (int64_t c = 0; c < a.d; ++c)
+      if (!(value(x[at + c]) == 0.0f)) {
+        std::printf("  %s%s[%lld]: %.8g, hidden: 0 expected\n", when.c_str(),
+                    what, static_cast<long long>(at + c), value(x[at + c]));
+        return false;
+      }
+    return true;
+  };
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t kh = 0; kh < a.hk; ++kh)
+      for (int64_t j = keyLens[b]; j < a.s; ++j) {
+        const int64_t at =
+            (bthd ? (b * a.s + j) * a.hk + kh : (b * a.hk + kh) * a.s + j) *
+            a.d;
+        if (!zero(dk, at, "dk") || !zero(dv, at, "dv"))
+          return false;
+      }
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t hi = 0; hi < a.h; ++hi)
+      for (int64_t i = 0; i < a.t; ++i) {
+        if (seesKey(a, keyLens, b, i))
+          continue;
+        const int64_t row = (b * a.h + hi) * a.t + i;
+        const int64_t at = (bthd ? (b * a.t + i) * a.h + hi : row) * a.d;
+        if (!zero(out, at, "out") || !zero(dq, at, "dq"))
+          return false;
+        const float want = sinks ? sinks[hi] : INFINITY;
+        if (!(lse[row] == want)) {
+          std::printf("  %slse[%lld]: %.8g, a row that sees no key: %.8g "
+                      "expected\n",
+                      when.c_str(), static_cast<long long>(row), lse[row],
+                      want);
+          return false;
+        }
+      }
+  return true;
+}
 
 template <typename T>
 using AttnFwdOf = int (*)(const OtcrtAttention *, const T *, const T *,
@@ -313,7 +384,15 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
   const size_t qn = a.b * a.h * a.t * a.d, kvn = a.b * a.hk * a.s * a.d;
   const size_t rows = a.b * a.h * a.t;
   Floats mask;
-  if (tc.maskDims) {
+  if (tc.maskDims && tc.keyLens) {
+    a.key_padding = 1;
+    mask.assign(a.b * a.s, 0.0f);
+    for (int64_t b = 0; b < a.b; ++b)
+      std::fill(mask.begin() + b * a.s + tc.keyLens[b],
+                mask.begin() + (b + 1) * a.s, -1e4f);
+    a.mask_strides[0] = a.s; // [b, 1, 1, s]
+    a.mask_strides[3] = 1;
+  } else if (tc.maskDims) {
     const int64_t *m = tc.maskDims;
     mask = random(m[0] * m[1] * m[2] * m[3], rng);
     if (tc.hiddenKeys)
@@ -388,6 +467,12 @@ void testAttentionPath(const AttentionCase &tc, bool dispatched,
     if (hn)
       c.ok = nearSinkGrad(host(gDsinks, hn), dsinks, ah, dO, out, lse, tc.sinks,
                           c.worst) &&
+             c.ok;
+    if (tc.keyLens)
+      c.ok = keyPaddingExact(a, tc.keyLens, tc.sinks, host(gOut, qn),
+                             host(gLse, rows), st.part(grads, 0, st.qWidth),
+                             st.part(grads, st.kOff, st.kvWidth),
+                             st.part(grads, st.vOff, st.kvWidth), w) &&
              c.ok;
   };
   auto call = [&](cudaStream_t stream) {
@@ -594,6 +679,65 @@ void testKeyPadding(std::mt19937 &rng) {
   }
 }
 
+/// A key padding (key_padding) that leaves query rows seeing no key: under a
+/// causal sliding window of 8, a sequence of 20 keys (its queries from 27
+/// on see none) beside a full one and one hiding every key (length 0:
+/// every query sees none; cuDNN is given length 1), and without a window
+/// sequences of 37 and 0 keys, causal and not. Through the bfloat16 entry
+/// points (cuDNN with the padding as lengths, the rows that see no key set
+/// after it), the bfloat16 fallback kernels and the float ones, with and
+/// without sinks, against the host kernels; the rows that see no key
+/// (output and dQ 0, lse +inf or the sink) and the hidden keys' dK and dV
+/// (0) exactly, no NaN anywhere, no padding error recorded.
+void testKeyPaddingNoKey(std::mt19937 &rng) {
+  static const int64_t lens64[3] = {20, 64, 0};
+  static const int64_t lens70[3] = {20, 70, 0};
+  static const int64_t lensPair[2] = {37, 0};
+  static const float small[4] = {0.5f, -1.0f, 1.5f, 0.0f};
+  const int64_t pad64[4] = {3, 1, 1, 64};
+  const int64_t pad70[4] = {3, 1, 1, 70};
+  const int64_t padPair[4] = {2, 1, 1, 64};
+  auto windowed = [](OtcrtAttention a, int32_t w) {
+    a.window = w;
+    return a;
+  };
+  OtcrtAttention packed = windowed(attention(3, 4, 2, 70, 70, 64, true, 0), 8);
+  packed.layout = OTCRT_LAYOUT_BTHD;
+  packed.row_stride = (packed.h + 2 * packed.hk) * packed.d + 64;
+  OtcrtAttention windowBthd = packed;
+  windowBthd.row_stride = 0;
+  AttentionCase cases[] = {
+      {"t=s=64 causal window 8 key padding 20, 64, 0 gqa d=64",
+       windowed(attention(3, 4, 2, 64, 64, 64, true, 0), 8), pad64, true},
+      {"t=s=64 causal window 8 key padding 20, 64, 0 gqa d=64 sinks",
+       windowed(attention(3, 4, 2, 64, 64, 64, true, 0), 8), pad64, true},
+      {"t=s=70 causal window 8 key padding 20, 70, 0 gqa d=64 bthd sinks",
+       windowBthd, pad70, false},
+      {"t=s=70 causal window 8 key padding 20, 70, 0 packed qkv padded", packed,
+       pad70, false},
+      {"t=s=64 key padding 37, 0 d=64",
+       attention(2, 4, 4, 64, 64, 64, false, 0), padPair, true},
+      {"t=s=64 causal key padding 37, 0 d=64 sinks",
+       attention(2, 4, 4, 64, 64, 64, true, 0), padPair, true},
+  };
+  cases[0].keyLens = cases[1].keyLens = lens64;
+  cases[2].keyLens = cases[3].keyLens = lens70;
+  cases[4].keyLens = cases[5].keyLens = lensPair;
+  cases[1].sinks = cases[2].sinks = cases[5].sinks = small;
+  AttnFwdOf<float> fallbackFwdF32 = otcrt::cuda::attentionFwdFallback;
+  AttnBwdOf<float> fallbackBwdF32 = otcrt::cuda::attentionBwdFallback;
+  for (const AttentionCase &tc : cases) {
+    testAttentionPaths(tc, rng);
+    testAttentionPath<float>(tc, false, fallbackFwdF32, fallbackBwdF32, rng);
+    OtcrtKernelError e{};
+    if (otcrt_kernel_error(&e, nullptr) != OTCRT_ERROR_NONE) {
+      Check c(std::string("attention key padding error record ") + tc.name);
+      c.rc(1, ("right-padded rows recorded error " + std::to_string(e.code))
+                  .c_str());
+    }
+  }
+}
+
 /// Attention sinks (GPT-OSS), a.h logits joining every row's softmax, and
 /// their gradient: in the float and bfloat16 entry points (cuDNN's sink
 /// token where it runs), then through both bfloat16 implementations and the
@@ -669,6 +813,7 @@ void testSinks(std::mt19937 &rng) {
 void testAttentions(std::mt19937 &rng) {
   testCapsAndScores(rng);
   testKeyPadding(rng);
+  testKeyPaddingNoKey(rng);
   const int64_t keyPadding[4] = {2, 1, 1, 70};
   const int64_t full[4] = {1, 4, 33, 50};
   testAttention("causal gqa", attention(2, 4, 2, 70, 70, 64, true, 0), nullptr,

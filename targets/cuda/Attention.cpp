@@ -4,8 +4,9 @@
 // (runtime/cuda/attention_dispatch.cpp): cuDNN's SDPA where it takes the
 // call (attention sinks too: the forward's as cuDNN's sink token), the
 // kernel library's own kernels otherwise, the key padding it gives cuDNN as
-// per-sequence lengths (key_padding), and the mask broadcast over the
-// queries it writes out for cuDNN otherwise. The memory accounting
+// per-sequence lengths (key_padding, with or without a sliding window: the
+// runtime sets the rows that see no key after cuDNN), and the mask broadcast
+// over the queries it writes out for cuDNN otherwise. The memory accounting
 // (Memory.cpp: cuDNN's workspaces) and the step-time model (through
 // GridLaunchOpInterface, LibraryLaunches.cpp) read this one rule.
 //
@@ -42,8 +43,8 @@ template <typename OpTy> bool runsOnCudnn(OpTy op) {
     return false;
   Value mask = op.getMask();
   // No mask tensor, or a key padding given to cuDNN as per-sequence lengths
-  // (key_padding): no bias to read.
-  if (!mask || (op.getKeyPadding() && op.getWindow() == 0))
+  // (key_padding, under a sliding window too): no bias to read.
+  if (!mask || op.getKeyPadding())
     return true;
   // The mask's stride along the keys must be 1: its last dimension is the
   // keys' own, not broadcast. One the runtime reads as it is (not broadcast
@@ -71,13 +72,11 @@ bool cuda::attentionRunsOnCudnn(Operation *op) {
 }
 
 bool cuda::attentionKeyPaddingAsLengths(Operation *op) {
-  // Not under a sliding window (runtime/cuda/attention_cudnn.cpp,
-  // keyPadding): the mask is written out then.
-  auto padded = [](auto att) {
-    return att.getKeyPadding() && att.getWindow() == 0;
-  };
-  bool padding = isa<AttentionOp>(op) ? padded(cast<AttentionOp>(op))
-                                      : padded(cast<AttentionGradOp>(op));
+  // With or without a sliding window (runtime/cuda/attention_cudnn.cpp,
+  // keyPadding).
+  bool padding = isa<AttentionOp>(op)
+                     ? cast<AttentionOp>(op).getKeyPadding()
+                     : cast<AttentionGradOp>(op).getKeyPadding();
   return padding && attentionRunsOnCudnn(op);
 }
 

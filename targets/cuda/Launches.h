@@ -50,8 +50,9 @@ void gradientNormLaunches(
 /// cuDNN's SDPA rather than the kernel library's own kernels: BF16 storage,
 /// no dropout, no soft cap, no mask gradient, a head size that is a
 /// multiple of 8 up to 256 and a mask, if any, a key padding (key_padding:
-/// given as lengths) or contiguous along the keys, and either broadcast
-/// over the queries (it is written out) or with rows 16-byte aligned
+/// given as lengths, with a sliding window or not) or contiguous along the
+/// keys, and either broadcast over the queries (it is written out) or with
+/// rows 16-byte aligned
 /// (runtime/cuda/attention_dispatch.cpp and attention_cudnn.cpp).
 bool attentionRunsOnCudnn(mlir::Operation *op);
 

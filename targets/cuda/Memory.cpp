@@ -77,7 +77,7 @@ using GraphKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
 template <typename OpTy> GraphKey graphKey(OpTy op, bool backward) {
   AttentionSizes a = attentionSizes(op);
   SmallVector<int64_t, 4> strides(4, 0);
-  bool padding = op.getKeyPadding() && op.getWindow() == 0;
+  bool padding = cuda::attentionKeyPaddingAsLengths(op.getOperation());
   if (Value m = op.getMask(); m && !padding)
     strides = SmallVector<int64_t, 4>(broadcastStrides(
         cast<ShapedType>(m.getType()).getShape(), {a.b, a.h, a.t, a.s}));

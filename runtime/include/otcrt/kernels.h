@@ -279,15 +279,18 @@ typedef struct {
   void *dscores;
   /// 1: the mask is a key padding (mask_strides[1] and [2] are 0, each
   /// value 0 for a key seen or at most -1e4 for one hidden, -9984 as BF16
-  /// rounds it). The cpu kernels read it as any mask. The cuda entry
-  /// points give cuDNN's SDPA per-sequence key lengths instead of a mask
-  /// tensor (not under a sliding window, whose mask they write out along
-  /// the queries as any other): the keys seen must
-  /// then be a prefix of each sequence (right padding; a sequence hiding
-  /// every key counts as one of length 1), and a batch row that is not
-  /// records OTCRT_ERROR_PADDING (the step's update is vetoed); with
-  /// OTCRT_ATTENTION_PADDING=mask in the environment they write the mask
-  /// out along the queries instead, any padding then. 0: a mask as any.
+  /// rounds it). A value at or below -9984 hides its key as the causal
+  /// band does (it is not added), so a row can see no key (under a sliding
+  /// window, a query W or more past its sequence's last seen key; any query
+  /// of a sequence hiding every key): it gives 0, lse = +inf (sinks[hi]
+  /// with sinks) and no gradient. The cuda entry points give cuDNN's SDPA
+  /// per-sequence key lengths instead of a mask tensor, with or without a
+  /// sliding window, and set the rows that see no key after it: the keys
+  /// seen must then be a prefix of each sequence (right padding), and a
+  /// batch row that is not records OTCRT_ERROR_PADDING (the step's update
+  /// is vetoed); with OTCRT_ATTENTION_PADDING=mask in the environment they
+  /// write the mask out along the queries instead, any padding then. 0: a
+  /// mask as any.
   int32_t key_padding;
   /// Attention sinks (GPT-OSS): one learned logit per query head, float
   /// [h], that joins every row's softmax as a key with no value: with

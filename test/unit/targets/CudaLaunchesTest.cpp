@@ -170,8 +170,8 @@ func.func @f(%x: tensor<64x4096xbf16>, %g: tensor<4096xbf16>, %b: tensor<4096xbf
 // the mask (the runtime's cuDNN graphs compute neither): nothing written;
 // the forward of a mask with a gradient is a plain masked attention (cuDNN,
 // rows of 64). A key padding (key_padding) goes to cuDNN as lengths:
-// nothing written, even with rows of 70; under a sliding window it is
-// written out as any mask broadcast over the queries (2 x 4 x 64 x 64).
+// nothing written, even with rows of 70, and under a sliding window too
+// (the runtime sets the rows that see no key after cuDNN).
 TEST(CudaLaunchesTest, AttentionMasksOnCudnn) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<OtcDialect, mlir::func::FuncDialect>();
@@ -200,7 +200,7 @@ func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
   module->walk([&](AttentionOp op) { ops.push_back(op); });
   ASSERT_EQ(ops.size(), 9u);
   const bool runs[] = {true, false, true, true, true, false, true, true, true};
-  const int64_t written[] = {40320, 0, 0, 16384, 32768, 0, 0, 0, 32768};
+  const int64_t written[] = {40320, 0, 0, 16384, 32768, 0, 0, 0, 0};
   for (size_t i = 0; i < ops.size(); ++i) {
     EXPECT_EQ(cuda::attentionRunsOnCudnn(ops[i]), runs[i]) << "call " << i;
     EXPECT_EQ(cuda::attentionMaskWrittenOut(ops[i]), written[i])
@@ -212,6 +212,10 @@ func.func @f(%q70: tensor<2x4x70x64xbf16>, %q70b1: tensor<1x4x70x64xbf16>,
     EXPECT_EQ(model.runsOnVendorLibrary(), runs[i]) << "call " << i;
     EXPECT_EQ(model.getStagedBytes(), 2 * written[i]) << "call " << i;
   }
+  // The key paddings (calls 7 and 8, the second under a window) as lengths.
+  EXPECT_TRUE(cuda::attentionKeyPaddingAsLengths(ops[7]));
+  EXPECT_TRUE(cuda::attentionKeyPaddingAsLengths(ops[8]));
+  EXPECT_FALSE(cuda::attentionKeyPaddingAsLengths(ops[4]));
 }
 
 } // namespace
