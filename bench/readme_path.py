@@ -15,11 +15,15 @@ downloaded):
   5. load the state dict into the Hugging Face model with strict=True and
      compare PyTorch's loss on a batch with otc's (`train --batch --init`),
      and otc-run's on trained.onnx (skipped, and said so, where the
-     reference interpreter refuses the graph's size).
+     reference interpreter refuses the graph's size). With --pad N that
+     batch is right-padded (the last row's last N positions, the other
+     rows' fewer: attention_mask 0, targets -100 as a data collator labels
+     padding), so that a sliding window shorter than N sees padded queries
+     with no key.
 
     readme_path.py --bin build/bin --work /tmp/rp [--model tiny-llama]
                    [--seq 256] [--micro-batch 2] [--steps 3]
-                   [--layers N] [--set KEY=VALUE ...]
+                   [--layers N] [--set KEY=VALUE ...] [--pad N]
 
 (--layers and --set as make_hf_onnx.py takes them: a part of a model too
 large for the machine, e.g. --model gpt-oss-20b --layers 2 --set
@@ -71,6 +75,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--layers", type=int, default=None)
     ap.add_argument("--set", action="append", metavar="KEY=VALUE")
+    ap.add_argument("--pad", type=int, default=0,
+                    help="right-pad the comparison batch: the last row's last N positions")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
@@ -105,10 +111,16 @@ def main():
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(0, vocab, (a.micro_batch, a.seq), generator=g)
     tg = torch.randint(0, vocab, (a.micro_batch, a.seq), generator=g)
-    save_file({"input_ids": ids, "attention_mask": torch.ones_like(ids), "targets": tg},
+    mask = torch.ones_like(ids)
+    for row in range(a.micro_batch):
+        padded = min(a.seq - 1, a.pad * (row + 1) // a.micro_batch)
+        if padded > 0:
+            mask[row, a.seq - padded:] = 0
+            tg[row, a.seq - padded:] = -100
+    save_file({"input_ids": ids, "attention_mask": mask, "targets": tg},
               w("batch.safetensors"))
     with torch.no_grad():
-        logits = model(input_ids=ids, use_cache=False).logits.double()
+        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits.double()
     ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                             tg.reshape(-1)).item()
     run([w("out", "train"), "--batch", w("batch.safetensors"), "--init",
@@ -131,7 +143,8 @@ def main():
             logits_run.reshape(-1, logits_run.shape[-1]), tg.reshape(-1)).item()
         ok = ok and abs(run_loss - ref) <= 1e-4 * abs(ref)
         checked = f"otc-run on trained.onnx {run_loss:.6f}"
-    print(f"5. loss with the trained weights: PyTorch {ref:.6f}, otc {ours:.6f}, "
+    padding = f" (padded {a.seq - int(mask[-1].sum())} of {a.seq})" if a.pad else ""
+    print(f"5. loss with the trained weights{padding}: PyTorch {ref:.6f}, otc {ours:.6f}, "
           f"{checked}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -219,26 +219,37 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
-/// Multiply-adds of the two products: B·H·T·S·D each.
-static int64_t attentionMacs(const AttentionSizes &a) {
-  return a.b * a.h * a.t * a.s * a.d;
+/// The keys each query is counted against: all S, as model FLOPs count a
+/// causal attention (every pair, though half are hidden), or a causal
+/// sliding window's W when W < S = T (its band, counted the same way).
+template <typename OpTy>
+static int64_t countedKeys(OpTy op, const AttentionSizes &a) {
+  int64_t w = op.getCausal() ? op.getWindow() : 0;
+  return w > 0 && w < a.s && a.t == a.s ? w : a.s;
 }
 
-/// Scores: B·H·T·S.
-static int64_t attentionScores(const AttentionSizes &a) {
-  return a.b * a.h * a.t * a.s;
+/// Multiply-adds of the two products: B·H·T·K·D each, K the counted keys.
+static int64_t attentionMacs(const AttentionSizes &a, int64_t keys) {
+  return a.b * a.h * a.t * keys * a.d;
+}
+
+/// Scores: B·H·T·K.
+static int64_t attentionScores(const AttentionSizes &a, int64_t keys) {
+  return a.b * a.h * a.t * keys;
 }
 
 int64_t AttentionOp::getFlops() {
-  // Two products (4·B·H·T·S·D) and about five operations per score.
+  // Two products (4·B·H·T·K·D) and about five operations per score.
   AttentionSizes a = attentionSizes(*this);
-  return 4 * attentionMacs(a) + 5 * attentionScores(a);
+  int64_t keys = countedKeys(*this, a);
+  return 4 * attentionMacs(a, keys) + 5 * attentionScores(a, keys);
 }
 
 int64_t AttentionGradOp::getFlops() {
   // The scores again plus four products (dV, dP, dQ, dK).
   AttentionSizes a = attentionSizes(*this);
-  return 10 * attentionMacs(a) + 8 * attentionScores(a);
+  int64_t keys = countedKeys(*this, a);
+  return 10 * attentionMacs(a, keys) + 8 * attentionScores(a, keys);
 }
 
 /// A packed attention reads its one q, k and v value once.

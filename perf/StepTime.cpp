@@ -408,15 +408,18 @@ void Predictor::gemmSums(otck::GemmOp g) {
 /// which the rates are measured (with the FLOPs counted in full): the
 /// (query, key) pairs it computes over the causal T (T + 1) / 2. A causal
 /// sliding window of W keys sees T W - W (W - 1) / 2 of them (cuDNN's band,
-/// the library's and the cpu's kernels skip the rest); an attention that is
-/// not causal computes every pair, T S (a mask tensor hides keys by value,
-/// which no kernel skips): twice a causal one's work.
+/// the library's and the cpu's kernels skip the rest), its FLOPs counted
+/// over T W pairs (the op's getFlops), hence the factor T / W; an attention
+/// that is not causal computes every pair, T S (a mask tensor hides keys by
+/// value, which no kernel skips): twice a causal one's work.
 static double causalShare(Operation &op) {
   auto [causal, window] =
-      isa<AttentionOp>(op) ? std::pair(cast<AttentionOp>(op).getCausal(),
-                                       cast<AttentionOp>(op).getWindow())
-                           : std::pair(cast<AttentionGradOp>(op).getCausal(),
-                                       cast<AttentionGradOp>(op).getWindow());
+      isa<AttentionOp>(op)
+          ? std::pair(cast<AttentionOp>(op).getCausal(),
+                      static_cast<int64_t>(cast<AttentionOp>(op).getWindow()))
+          : std::pair(
+                cast<AttentionGradOp>(op).getCausal(),
+                static_cast<int64_t>(cast<AttentionGradOp>(op).getWindow()));
   AttentionSizes a = attentionSizes(&op);
   const double t = double(a.t), w = double(window);
   if (a.t != a.s)
@@ -425,7 +428,7 @@ static double causalShare(Operation &op) {
     return t * t / (t * (t + 1) / 2);
   if (window <= 0 || window >= a.t)
     return 1.0;
-  return (t * w - w * (w - 1) / 2) / (t * (t + 1) / 2);
+  return (t * w - w * (w - 1) / 2) / (t * (t + 1) / 2) * (t / w);
 }
 
 LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {

@@ -399,14 +399,15 @@ TEST_F(StepTimeTest, AttentionOnH100) {
 // Tests that a causal sliding window of 256 keys at T = 1024 is priced by
 // the pairs it sees (the rates are measured on causal attention with its
 // FLOPs counted in full): 1024 x 256 - 256 x 255 / 2 = 229504 of the causal
-// 1024 x 1025 / 2 = 524800, 0.437317 of the FLOPs' time: 22.2238 us (the
-// bytes' 16.9 us stay below), plus 0.83 us: 23.0538 us. Its FLOPs as
-// counted do not change.
+// 1024 x 1025 / 2 = 524800, 0.437317 of the full FLOPs' time: 22.2238 us
+// (the bytes' 16.9 us stay below), plus 0.83 us: 23.0538 us. Its FLOPs are
+// counted over each query's 256 keys, a quarter of the full count:
+// 26273120256 / 4 = 6568280064.
 TEST_F(StepTimeTest, SlidingWindowAttentionOnH100) {
   StepTime t = predictEdited(kAttention, "{causal, ",
                              "{causal, window = 256 : i64, ", "h100");
   ASSERT_EQ(t.launches.size(), 1u);
-  EXPECT_EQ(t.launches[0].flops, 26273120256.0);
+  EXPECT_EQ(t.launches[0].flops, 6568280064.0);
   expectNear(t.launches[0].seconds, 23.0538e-6);
   EXPECT_EQ(t.launches[0].cost.binding(), Limit::Compute);
 }
