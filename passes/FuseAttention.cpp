@@ -529,9 +529,10 @@ static Match matchValues(Value p, ArrayRef<int64_t> s, Chain &c, Value &v) {
   int64_t keys = s[3];
   if (Value guarded = nanGuarded(p)) {
     // NaN appears only in a row that hides every key: never under causal
-    // masking alone (each query sees itself); with a mask, the fused op
-    // would give such a row NaN where the guard gives zeros.
-    if (!c.causal || c.mask)
+    // masking alone (each query sees itself); under a key padding (and a
+    // band) the fused op gives such a row zeros, as the guard does; with
+    // any other mask, the fused op would give it NaN.
+    if ((!c.causal && !c.padding) || c.mask || c.maskSelect)
       return Match::miss("attention: the probabilities are guarded by "
                          "Where(IsNaN(p), 0, p) and a row may hide every key "
                          "(the guard's zeros differ from the fused op's NaN): "

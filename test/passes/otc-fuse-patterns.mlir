@@ -165,15 +165,20 @@ func.func @attention_sliding_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2x
 
 // Tests onnxscript's NaN guard after the softmax, Where(IsNaN(p), 0, p)
 // (imported as select(p != p, 0, p)): under causal masking alone no row
-// hides every key, so the guard never fires and the attention fuses; with an
-// additive mask a row could, and the guard's zeros would differ from the
-// fused op's NaN, so it stays unfused.
+// hides every key, so the guard never fires and the attention fuses; under
+// a run-time key padding (a bidirectional attention's, as the dynamo
+// exporter writes Hugging Face's SDPA mask: select(select(true, K, false),
+// 0, fill)) a row that hides every key gives zeros fused, as the guard
+// does, so it fuses too; with an additive mask a row could hide every key,
+// and the guard's zeros would differ from the fused op's NaN, so it stays
+// unfused.
 // CHECK-LABEL: func.func @attention_nan_guard
 // CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64}
 // CHECK: otc.softmax
-// CHECK-NOT: otc.attention
+// CHECK-NOT: otc.softmax
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {key_padding, scale = 5.000000e-01 : f64} : ({{.*}}, tensor<1x1x1x4xf32>)
 // CHECK: return
-func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
+func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>, %seen: tensor<1x1x1x4xi1>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
   %tril = otc.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
   %fill = otc.constant dense<0xFF800000> : tensor<f32>
   %zero = otc.constant dense<0.0> : tensor<f32>
@@ -192,7 +197,19 @@ func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>,
   %nan2 = otc.compare "ne", %p2, %p2 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
   %g2 = otc.select %nan2, %zero, %p2 : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   %o2 = otc.matmul %g2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
-  return %o, %o2 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
+  %all = otc.constant dense<true> : tensor<1x1x4x1xi1>
+  %no = otc.constant dense<false> : tensor<i1>
+  %min = otc.constant dense<-3.40282347E+38> : tensor<f32>
+  %cond = otc.select %all, %seen, %no : (tensor<1x1x4x1xi1>, tensor<1x1x1x4xi1>, tensor<i1>) -> tensor<1x1x4x4xi1>
+  %add = otc.select %cond, %zero, %min : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x4x4xf32>
+  %s3 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc3 = otc.mul %s3, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m3 = otc.add %sc3, %add : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p3 = otc.softmax %m3 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %nan3 = otc.compare "ne", %p3, %p3 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %g3 = otc.select %nan3, %zero, %p3 : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o3 = otc.matmul %g3, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %o2, %o3 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
 }
 
 // -----
