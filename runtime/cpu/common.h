@@ -24,14 +24,16 @@ inline otcrt_bf16 floatToBf16(float f) { return otcrt_float_to_bf16(f); }
 
 /// e^x in FP32 for the kernels' vectorized loops (no library call, no
 /// branch: the runtime is built with -fno-trapping-math, so the clamp's
-/// selects become blends): x clamped to [-87, 88] (e^-87 = 1.6e-38 stands
-/// for anything smaller, e^88 = 1.65e38 for anything larger; a NaN passes
-/// the clamp and makes the result NaN), x = n ln 2 + r with ln 2 in two
+/// selects become blends): 0 below -87 (e^-87 = 1.6e-38: a hidden score's
+/// -inf gives exactly 0), x clamped to 88 above (e^88 = 1.65e38 stands for
+/// anything larger; a NaN passes the clamp and makes the result NaN), then
+/// x = n ln 2 + r with ln 2 in two
 /// parts and |r| <= ln 2 / 2, e^r by its Taylor series to r^7 (relative
 /// error below 1e-8 there), 2^n from the exponent bits: within 2 units in
 /// the last place of e^x in [-87, 88].
 inline float expFast(float x) {
-  x = x < -87.0f ? -87.0f : x;
+  const bool under = x < -87.0f;
+  x = under ? -87.0f : x;
   x = x > 88.0f ? 88.0f : x;
   float t = x * 1.44269504088896341f;
   int32_t n = static_cast<int32_t>(t + (t < 0.0f ? -0.5f : 0.5f));
@@ -48,7 +50,7 @@ inline float expFast(float x) {
   uint32_t bits = (static_cast<uint32_t>(n) + 127u) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
+  return under ? 0.0f : p * scale;
 }
 
 /// Loads element `v` of a float or bfloat16 tensor as a float.

@@ -165,6 +165,54 @@ TEST(KernelsAttention, KeyPaddingHidesUnderWindow) {
   run(causal, rng);
 }
 
+TEST(KernelsAttention, KeyPaddingHiddenExactlyZero) {
+  // With sinks, a row that sees no key gives exactly 0 and lse the sink's
+  // logit, and the keys a padding hides get exactly 0 gradients: batch
+  // entry 1 sees keys [0, 4) under a window of 3 (its queries 6 and on see
+  // none), batch entry 0 all of them.
+  std::mt19937 rng(112);
+  const int64_t t = 10, d = 3, dims[4] = {2, 1, 1, t};
+  Problem p = makeProblem(2, 2, 1, t, t, d, true, 0, dims, 0, rng, true);
+  p.a.window = 3;
+  p.a.key_padding = 1;
+  for (int64_t j = 0; j < t; ++j) {
+    p.mask[j] = 0.0f;
+    p.mask[t + j] = j < 4 ? 0.0f : -3.38953139e38f;
+  }
+  std::vector<float> sinks = {0.5f, -0.25f}, dsinks(2);
+  OtcrtAttention a = p.a;
+  a.sinks = sinks.data();
+  a.dsinks = dsinks.data();
+  const int64_t qn = 2 * 2 * t * d, kvn = 2 * t * d;
+  std::vector<float> q = kt::random(qn, rng, -1, 1, true),
+                     k = kt::random(kvn, rng, -1, 1, true),
+                     v = kt::random(kvn, rng, -1, 1, true),
+                     dO = kt::random(qn, rng, -1, 1, true);
+  std::vector<float> out(qn), lse(2 * 2 * t), dq(qn), dk(kvn), dv(kvn);
+  ASSERT_EQ(otcrt_attention_fwd_f32(&a, q.data(), k.data(), v.data(),
+                                    p.mask.data(), out.data(), lse.data(),
+                                    nullptr),
+            0);
+  ASSERT_EQ(otcrt_attention_bwd_f32(&a, dO.data(), q.data(), k.data(), v.data(),
+                                    p.mask.data(), out.data(), lse.data(),
+                                    dq.data(), dk.data(), dv.data(), nullptr),
+            0);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 6; i < t; ++i) {
+      const int64_t row = (2 + h) * t + i;
+      EXPECT_EQ(lse[row], sinks[h]) << "row " << row;
+      for (int64_t c = 0; c < d; ++c) {
+        EXPECT_EQ(out[row * d + c], 0.0f) << "out row " << row;
+        EXPECT_EQ(dq[row * d + c], 0.0f) << "dq row " << row;
+      }
+    }
+  for (int64_t j = 4; j < t; ++j)
+    for (int64_t c = 0; c < d; ++c) {
+      EXPECT_EQ(dk[(t + j) * d + c], 0.0f) << "dk key " << j;
+      EXPECT_EQ(dv[(t + j) * d + c], 0.0f) << "dv key " << j;
+    }
+}
+
 TEST(KernelsAttention, Dropout) {
   std::mt19937 rng(107);
   run(makeProblem(2, 2, 1, 5, 5, 3, true, 0.3f, nullptr, 0, rng, true), rng);
