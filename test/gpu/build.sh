@@ -140,6 +140,15 @@ add hf-gpt-oss "$oss/dynamo_mask.onnx" "$oss/batch.safetensors" 1e-4 \
     "$oss/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
 add hf-gpt-oss-bf16 "$oss/dynamo_mask.onnx" "$oss/batch.safetensors" 3e-2 - \
     --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+# Mistral's sliding window under a padding mask: the key padding given to
+# cuDNN as lengths beside its diagonal band (BF16, against the cpu
+# program) and hiding its keys in the fallback kernels (FP32, against
+# PyTorch's float64 gradients).
+ms=$src/test/e2e/hf5/mistral
+add hf-mistral "$ms/dynamo_mask.onnx" "$ms/batch.safetensors" 1e-4 \
+    "$ms/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
+add hf-mistral-bf16 "$ms/dynamo_mask.onnx" "$ms/batch.safetensors" 3e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
 ed=$src/test/e2e/hf-encdec
 add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
     --micro-batch 2 --loss=cross_entropy:logits:targets
