@@ -107,9 +107,8 @@ bool degenerate(const OtcrtAttention &a) {
   return a.b <= 0 || a.h <= 0 || a.t <= 0 || a.d <= 0;
 }
 
-/// A key padding's value at or below this hides its key (a fill of at most
-/// -1e4, -9984 once rounded to BF16).
-constexpr float kPaddingHides = -9984.0f;
+/// A key padding's value at or below this hides its key.
+constexpr float kPaddingHides = OTCRT_KEY_PADDING_HIDES;
 
 /// Query rows per tile: a tile's scores are one [kQueryTile, keys] GEMM.
 constexpr int64_t kQueryTile = 64;

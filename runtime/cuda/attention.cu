@@ -36,9 +36,8 @@ constexpr int kAttnBlock = 128;
 constexpr int kAttnWarps = kAttnBlock / 32;
 /// Dynamic shared memory available without opting in.
 constexpr size_t kDefaultSharedBytes = 48 * 1024;
-/// A key padding's value at or below this hides its key (a fill of at most
-/// -1e4, -9984 once rounded to BF16).
-constexpr float kPaddingHides = -9984.0f;
+/// A key padding's value at or below this hides its key.
+constexpr float kPaddingHides = OTCRT_KEY_PADDING_HIDES;
 
 /// Index arithmetic and per-element terms shared by the kernels.
 struct Geometry {

@@ -122,33 +122,31 @@ add hf-mixtral "$moe/mixtral.onnx" "$moe/batch.safetensors" 1e-4 "$moe/mixtral_g
 add hf-mixtral-bf16 "$moe/mixtral.onnx" "$moe/batch.safetensors" 3e-2 "$moe/mixtral_grads.safetensors" \
     --micro-batch 2 --precision=bf16 --loss=cross_entropy:logits:targets
 
+# A transformers-5 golden's masked dynamo export as NAME (FP32 against
+# PyTorch's float64 gradients) and NAME-bf16 (against the cpu program).
+add_hf5() {
+  local d=$src/test/e2e/hf5/$2
+  add "$1" "$d/dynamo_mask.onnx" "$d/batch.safetensors" 1e-4 \
+      "$d/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
+  add "$1-bf16" "$d/dynamo_mask.onnx" "$d/batch.safetensors" 3e-2 - \
+      --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+}
+
 # Attention on the kernel library's own kernels where cuDNN's graphs do not
 # compute what the model asks: Gemma 2's soft-capped scores (with a padding
 # mask) and T5's relative position bias, whose gradient (dS) the fused
 # attention returns. FP32 against PyTorch's float64 gradients, BF16 against
 # the cpu program.
-g2=$src/test/e2e/hf5/gemma2
-add hf-gemma2 "$g2/dynamo_mask.onnx" "$g2/batch.safetensors" 1e-4 \
-    "$g2/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
-add hf-gemma2-bf16 "$g2/dynamo_mask.onnx" "$g2/batch.safetensors" 3e-2 - \
-    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+add_hf5 hf-gemma2 gemma2
 # GPT-OSS's attention sinks (the fallback kernels' in FP32, cuDNN's sink
 # token in BF16 where cuDNN is 9.13 or newer) and its experts, with a
 # padding mask and a sliding window.
-oss=$src/test/e2e/hf5/gpt_oss
-add hf-gpt-oss "$oss/dynamo_mask.onnx" "$oss/batch.safetensors" 1e-4 \
-    "$oss/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
-add hf-gpt-oss-bf16 "$oss/dynamo_mask.onnx" "$oss/batch.safetensors" 3e-2 - \
-    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+add_hf5 hf-gpt-oss gpt_oss
 # Mistral's sliding window under a padding mask: the key padding given to
 # cuDNN as lengths beside its diagonal band (BF16, against the cpu
 # program) and hiding its keys in the fallback kernels (FP32, against
 # PyTorch's float64 gradients).
-ms=$src/test/e2e/hf5/mistral
-add hf-mistral "$ms/dynamo_mask.onnx" "$ms/batch.safetensors" 1e-4 \
-    "$ms/grads_dynamo_mask.safetensors" --micro-batch 4 --loss=cross_entropy:logits:targets
-add hf-mistral-bf16 "$ms/dynamo_mask.onnx" "$ms/batch.safetensors" 3e-2 - \
-    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets
+add_hf5 hf-mistral mistral
 ed=$src/test/e2e/hf-encdec
 add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
     --micro-batch 2 --loss=cross_entropy:logits:targets

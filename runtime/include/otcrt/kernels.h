@@ -239,6 +239,9 @@ int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts, int64_t depth,
 /// by OTCRT_DROPOUT_BITS(key[0], dropout_stream, ((bi*h + hi)*t + ti)*s + si)
 /// and scaled by 1 / (1 - dropout); `key` points at the micro-step's key in
 /// the arena (device memory on the cuda target; NULL without dropout).
+/// A key padding's value at or below OTCRT_KEY_PADDING_HIDES hides its key
+/// (a fill of at most -1e4, -9984 once rounded to BF16).
+#define OTCRT_KEY_PADDING_HIDES (-9984.0f)
 typedef struct {
   int64_t b, h, hk, t, s, d;
   float scale;
@@ -290,7 +293,7 @@ typedef struct {
   /// batch row that is not records OTCRT_ERROR_PADDING (the step's update
   /// is vetoed); with OTCRT_ATTENTION_PADDING=mask in the environment they
   /// write the mask out along the queries instead, any padding then. 0: a
-  /// mask as any.
+  /// mask as any. The threshold: OTCRT_KEY_PADDING_HIDES.
   int32_t key_padding;
   /// Attention sinks (GPT-OSS): one learned logit per query head, float
   /// [h], that joins every row's softmax as a key with no value: with
