@@ -6,7 +6,8 @@ transformers and onnxscript, which CI does not have; nothing is downloaded:
 the model is built from a config with random weights, seeded).
 
     make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|gemma3-1b|
-                                     gpt-oss-20b|pythia-160m|gptj-160m|tiny-gpt2|tiny-llama
+                                     gpt-oss-20b|pythia-160m|gptj-160m|modernbert-base|
+                                     tiny-gpt2|tiny-llama
                     [--seq T] [--layers N] [--set KEY=VALUE ...]
                     [--exporter dynamo|torchscript] [--state-dict SD]
 
@@ -20,6 +21,7 @@ otc-export --reference takes. Versions used: torch 2.15.0, transformers
 5.24.0, onnxscript 0.7.2 (printed; other versions may export other graphs).
 """
 import argparse
+import inspect
 import time
 
 import torch
@@ -83,6 +85,14 @@ CONFIGS = {
                          num_attention_heads=64, num_key_value_heads=8, head_dim=64,
                          vocab_size=201088, num_local_experts=32, num_experts_per_tok=4,
                          sliding_window=128, max_position_embeddings=131072)),
+    # ModernBERT-base's shape (an encoder, masked LM head): every third
+    # layer global, the others local, a bidirectional sliding window
+    # (|i - j| <= 64: local_attention 128).
+    "modernbert-base": ("ModernBertForMaskedLM", "ModernBertConfig",
+                        dict(hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
+                             num_attention_heads=12, vocab_size=50368,
+                             max_position_embeddings=8192, global_attn_every_n_layers=3,
+                             local_attention=128, pad_token_id=None)),
     # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
     "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
                   dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),
@@ -134,8 +144,10 @@ class Logits(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids, attention_mask):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                          use_cache=False).logits
+        # An encoder (ModernBERT) has no cache to turn off.
+        takes_cache = "use_cache" in inspect.signature(type(self.model).forward).parameters
+        kw = {"use_cache": False} if takes_cache else {}
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **kw).logits
 
 
 def main():

@@ -86,9 +86,12 @@ struct AttentionProblem {
 
   /// True when key j is visible from query i of batch entry b: not after it
   /// under `causal`, nor `window` or more keys before it under a sliding
-  /// window, nor hidden by a key padding.
+  /// window (nor after it either when not causal: a bidirectional window),
+  /// nor hidden by a key padding.
   bool visible(int64_t b, int64_t i, int64_t j) const {
-    if (causal && (j > i || (window > 0 && i - j >= window)))
+    if (causal && j > i)
+      return false;
+    if (window > 0 && (i - j >= window || j - i >= window))
       return false;
     if (keyPadding) {
       int64_t index[4] = {b, 0, 0, j};

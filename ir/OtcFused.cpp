@@ -83,16 +83,18 @@ static LogicalResult verifyAttention(OpTy op, Value out) {
     return op.emitOpError("expects k and v [B, Hk, S, D] with Hk dividing the ")
            << "query heads, got q " << formatShape(qs) << ", k "
            << formatShape(ks) << ", v " << formatShape(vs);
-  if (op.getCausal() && a.t != a.s)
-    return op.emitOpError(
-               "causal attention needs as many keys as queries, got ")
-           << a.t << " and " << a.s;
+  // The attribute's accessor is unsigned: a negative window reads as huge.
+  const int64_t window = static_cast<int64_t>(op.getWindow());
+  if (window < 0)
+    return op.emitOpError("window must be 0 (none) or positive; got ")
+           << window;
+  if ((op.getCausal() || window > 0) && a.t != a.s)
+    return op.emitOpError(op.getCausal() ? "causal attention"
+                                         : "a sliding window")
+           << " needs as many keys as queries, got " << a.t << " and " << a.s;
   if (!(op.getSoftcap().convertToDouble() >= 0.0))
     return op.emitOpError("softcap must be 0 (none) or positive; got ")
            << op.getSoftcap().convertToDouble();
-  if (op.getWindow() < 0 || (op.getWindow() > 0 && !op.getCausal()))
-    return op.emitOpError("window must be 0 or, with causal, positive; got ")
-           << op.getWindow();
   SmallVector<int64_t> scores = {a.b, a.h, a.t, a.s};
   if (Value m = op.getMask()) {
     auto b = broadcastShapes(shapeOf(m), scores);
@@ -220,11 +222,14 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 }
 
 /// The keys each query is counted against: all S, as model FLOPs count a
-/// causal attention (every pair, though half are hidden), or a causal
-/// sliding window's W when W < S = T (its band, counted the same way).
+/// causal attention (every pair, though half are hidden), a causal
+/// sliding window's W when W < S = T (its band, counted the same way), a
+/// bidirectional one's 2 W - 1 when that is below S.
 template <typename OpTy>
 static int64_t countedKeys(OpTy op, const AttentionSizes &a) {
-  int64_t w = op.getCausal() ? op.getWindow() : 0;
+  int64_t w = static_cast<int64_t>(op.getWindow());
+  if (w > 0 && !op.getCausal())
+    w = 2 * w - 1;
   return w > 0 && w < a.s && a.t == a.s ? w : a.s;
 }
 

@@ -43,9 +43,12 @@ def Otc_AttentionOp : Otc_Op<"attention",
     `q` is [B, H, T, D], `k` and `v` are [B, Hk, S, D] with H a multiple of
     Hk (grouped-query attention: query head h reads key/value head
     h / (H / Hk)). Scores are `scale * q k^T`; with `causal`, key j is hidden
-    from query i when j > i (T == S), and with `window` = W > 0 (only with
-    `causal`: a sliding window) also when j <= i - W, so that each query
-    sees itself and the W - 1 keys before it; `mask`, when given, is added to the
+    from query i when j > i (T == S), and with `window` = W > 0 (a sliding
+    window, T == S) also when j <= i - W, so that each query sees itself
+    and the W - 1 keys before it; with `window` = W > 0 and not `causal` (a
+    bidirectional sliding window: ModernBERT's local layers) key j is
+    hidden when |i - j| >= W, so that each query sees itself and the W - 1
+    keys on either side; `mask`, when given, is added to the
     scores (numpy broadcasting to [B, H, T, S]). With `dropout` > 0 the
     probabilities are dropped out as `otc.dropout` with `key` and `stream`
     would, element (b, h, i, j) of the [B, H, T, S] probabilities being

@@ -2,8 +2,9 @@
 //
 // The mask classification of the attention recognizer (FuseAttention.cpp):
 // a mask's constant values evaluated row by row (ConstantEvaluator.cpp)
-// tell whether it hides exactly the keys after each query (causal) or also
-// those a window behind (a causal sliding window), with a cache so that the
+// tell whether it hides exactly the keys after each query (causal), also
+// those a window behind (a causal sliding window), or those a window away
+// on either side (a bidirectional sliding window), with a cache so that the
 // mask every layer reads is walked once per otc-fuse-patterns run.
 //
 //===----------------------------------------------------------------------===//
@@ -20,23 +21,34 @@ using namespace otc::fuse;
 
 /// Classifies a mask (its rows evaluated one at a time, each value read as
 /// hidden or not by `hidden`) over the mask's own shape
-/// (broadcast to [.., T, S]): 0 when it hides exactly j > i (causal), W > 0
-/// when it hides exactly j > i and j <= i - W (a causal sliding window of W
-/// keys), nothing otherwise.
-static std::optional<int64_t>
-causalBand(Value mask, int64_t t, int64_t s,
-           llvm::function_ref<std::optional<bool>(double)> hidden) {
+/// (broadcast to [.., T, S]): causal when it hides exactly j > i, with a
+/// window W > 0 when also exactly j <= i - W (a causal sliding window of W
+/// keys); not causal with a window W > 0 when it hides exactly the keys
+/// with |i - j| >= W, at least one (a bidirectional sliding window);
+/// nothing otherwise.
+static std::optional<MaskBand>
+classifyBand(Value mask, int64_t t, int64_t s,
+             llvm::function_ref<std::optional<bool>(double)> hidden) {
   ArrayRef<int64_t> shape = shapeOf(mask);
   if (t != s || shape.size() < 2 || shape[shape.size() - 2] != t ||
       shape.back() != s)
     return std::nullopt;
   ArrayRef<int64_t> rows = shape.drop_back();
   // One pass, nothing stored (a [T, T] record would be gigabytes at long
-  // sequences): every key after its query is hidden, and on or below the
-  // diagonal the hidden lags i - j are exactly those from the smallest
-  // hidden one (the window; none hidden: plain causal) on, i.e. every
-  // visible lag is below every hidden one.
-  int64_t minHidden = -1, maxVisible = -1;
+  // sequences): on each side of the diagonal (lag i - j >= 0 behind the
+  // query, j - i > 0 ahead of it) the hidden distances must be exactly
+  // those from the smallest hidden one on, i.e. every visible distance is
+  // below every hidden one on that side.
+  struct Side {
+    int64_t minHidden = -1, maxVisible = -1;
+    void add(int64_t distance, bool h) {
+      if (h)
+        minHidden = minHidden < 0 ? distance : std::min(minHidden, distance);
+      else
+        maxVisible = std::max(maxVisible, distance);
+    }
+    bool threshold() const { return minHidden < 0 || maxVisible < minHidden; }
+  } behind, ahead;
   SmallVector<double> row;
   for (int64_t flat = 0, n = numElements(rows); flat < n; ++flat) {
     SmallVector<int64_t> prefix = unravelIndex(flat, rows);
@@ -47,22 +59,25 @@ causalBand(Value mask, int64_t t, int64_t s,
       std::optional<bool> h = hidden(row[j]);
       if (!h)
         return std::nullopt;
-      int64_t lag = i - j;
-      if (lag < 0) {
-        if (!*h)
-          return std::nullopt;
-      } else if (*h) {
-        if (lag == 0)
-          return std::nullopt; // a query hidden from itself: no band
-        minHidden = minHidden < 0 ? lag : std::min(minHidden, lag);
-      } else {
-        maxVisible = std::max(maxVisible, lag);
-      }
+      if (j > i)
+        ahead.add(j - i, *h);
+      else if (j == i && *h)
+        return std::nullopt; // a query hidden from itself: no band
+      else
+        behind.add(i - j, *h);
     }
   }
-  if (minHidden >= 0 && maxVisible >= minHidden)
+  if (!behind.threshold() || !ahead.threshold())
     return std::nullopt;
-  return minHidden < 0 ? 0 : minHidden;
+  // Every key ahead hidden (none visible): causal, its window the first
+  // hidden distance behind (none hidden: plain causal).
+  if (ahead.maxVisible < 0)
+    return MaskBand{true, std::max<int64_t>(behind.minHidden, 0)};
+  // Keys ahead seen: a bidirectional window hides from the same distance
+  // on both sides, and hides some key.
+  if (ahead.minHidden < 0 || behind.minHidden != ahead.minHidden)
+    return std::nullopt;
+  return MaskBand{false, ahead.minHidden};
 }
 
 /// The classifications of the masks seen in one run of otc-fuse-patterns:
@@ -77,7 +92,7 @@ struct BandEntry {
   Type type;
   SmallVector<Value> operands;
   DictionaryAttr attrs;
-  std::optional<int64_t> band;
+  std::optional<MaskBand> band;
 };
 thread_local llvm::DenseMap<std::tuple<void *, int, int64_t, int64_t>,
                             BandEntry>
@@ -98,12 +113,12 @@ void fuse::forgetMask(Operation *op) {
     bandCache.erase(key);
 }
 
-std::optional<int64_t>
+std::optional<MaskBand>
 fuse::cachedBand(Value mask, int kind, int64_t t, int64_t s,
                  llvm::function_ref<std::optional<bool>(double)> hidden) {
   Operation *op = mask.getDefiningOp();
   if (!op)
-    return causalBand(mask, t, s, hidden);
+    return classifyBand(mask, t, s, hidden);
   auto key = std::make_tuple(mask.getAsOpaquePointer(), kind, t, s);
   auto same = [&](const BandEntry &e) {
     return e.op == op && e.name == op->getName() && e.type == mask.getType() &&
@@ -112,7 +127,7 @@ fuse::cachedBand(Value mask, int kind, int64_t t, int64_t s,
   };
   if (auto it = bandCache.find(key); it != bandCache.end() && same(it->second))
     return it->second.band;
-  std::optional<int64_t> band = causalBand(mask, t, s, hidden);
+  std::optional<MaskBand> band = classifyBand(mask, t, s, hidden);
   BandEntry &e = bandCache[key];
   e.op = op;
   e.name = op->getName();

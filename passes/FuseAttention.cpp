@@ -7,6 +7,7 @@
 // K/V repeats, and classifies the mask by evaluating its constant values
 // element by element: exactly causal becomes the `causal` flag, a causal
 // sliding window (Mistral's, Gemma 2/3's local layers) `causal` and `window`,
+// a bidirectional one (ModernBERT's local layers) `window` alone,
 // anything else an additive mask operand (both for a causal select under an
 // added mask). The mask's values come from passes/ConstantEvaluator.cpp.
 //
@@ -151,7 +152,9 @@ struct Chain {
   double scale = 1.0, dropout = 0.0;
   int64_t stream = 0;
   bool causal = false;
-  /// With causal: a sliding window of this many keys (0: none).
+  /// A sliding window of this many keys (0: none): with causal the keys
+  /// W or more behind a query are hidden, without it those W or more away
+  /// on either side (MaskBand).
   int64_t window = 0;
   /// Scores soft-capped as c tanh(s / c) (0: not).
   double softcap = 0.0;
@@ -257,8 +260,8 @@ static bool parseProduct(Value x, ArrayRef<int64_t> s, Chain &c) {
 }
 
 /// Parses `v` = where(cond, scores, fill) (or its mirror) whose condition
-/// hides exactly the keys after each query: a causal mask applied before an
-/// additive one, as Hugging Face's GPT-2 writes
+/// is a band (MaskBand: the keys after each query, or a sliding window's):
+/// a causal mask applied before an additive one, as Hugging Face's GPT-2 writes
 /// `where(causal, scores, finfo.min) + attention_mask`.
 static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
   auto sel = v.getDefiningOp<SelectOp>();
@@ -272,13 +275,14 @@ static bool parseCausalSelect(Value v, ArrayRef<int64_t> s, Chain &c) {
   if (!parseScores(hideWhenTrue ? sel.getRhs() : sel.getLhs(), s, c))
     return false;
   Value cond = sel.getCondition();
-  std::optional<int64_t> band =
+  std::optional<MaskBand> band =
       cachedBand(cond, hideWhenTrue ? 1 : 0, s[2], s[3], [&](double h) {
         return std::optional<bool>((h != 0.0) == hideWhenTrue);
       });
   if (!band)
     return false;
-  c.window = *band;
+  c.causal = band->causal;
+  c.window = band->window;
   return true;
 }
 
@@ -362,16 +366,17 @@ static bool splitKeyPadding(Value cond, ArrayRef<int64_t> s, Chain &c) {
     c.causal = false;
     c.window = 0;
   } else {
-    std::optional<int64_t> w = cachedBand(band, 3, s[2], s[3], [](double v) {
+    std::optional<MaskBand> w = cachedBand(band, 3, s[2], s[3], [](double v) {
       return std::optional<bool>(v == 0.0);
     });
     if (!w)
       return false;
-    // A sliding window too: a padded query W or more past its sequence's
-    // last seen key then sees no key, and gets zeros where the export
-    // spreads its fill over every key (a padded position either way).
-    c.causal = true;
-    c.window = *w;
+    // A sliding window too (causal or bidirectional): a padded query W or
+    // more past its sequence's last seen key then sees no key, and gets
+    // zeros where the export spreads its fill over every key (a padded
+    // position either way).
+    c.causal = w->causal;
+    c.window = w->window;
   }
   c.padding = padding;
   return true;
@@ -410,11 +415,11 @@ static bool matchTwoMasks(AddOp outer, ArrayRef<int64_t> s, Chain &c) {
               getElementTypeOrSelf(m.getType()) ||
           !broadcastShapes(shapeOf(b), shapeOf(m)))
         continue;
-      std::optional<int64_t> band = cachedBand(m, 2, t, keys, additiveHidden);
+      std::optional<MaskBand> band = cachedBand(m, 2, t, keys, additiveHidden);
       c.mask = b;
       if (band) {
-        c.causal = true;
-        c.window = *band;
+        c.causal = band->causal;
+        c.window = band->window;
       } else {
         c.extraMask = m;
       }
@@ -446,13 +451,14 @@ static Match matchScores(Value x, ArrayRef<int64_t> s, bool scoresLike,
                              ? std::string(kSoftCapParse)
                              : "attention: the masked scores are not scale * "
                                "Q K^T");
-    std::optional<int64_t> band =
+    std::optional<MaskBand> band =
         cachedBand(cond, hideWhenTrue ? 1 : 0, t, keys, [&](double v) {
           return std::optional<bool>((v != 0.0) == hideWhenTrue);
         });
-    c.causal = band.has_value();
-    c.window = band.value_or(0);
-    if (!c.causal) {
+    if (band) {
+      c.causal = band->causal;
+      c.window = band->window;
+    } else {
       if (dependsOnParam(cond))
         return Match::miss("attention: the mask depends on a parameter");
       if (!hideWhenTrue && splitKeyPadding(cond, s, c)) {
@@ -484,13 +490,14 @@ static Match matchScores(Value x, ArrayRef<int64_t> s, bool scoresLike,
     // A key both hidden by the causal select and by the additive mask gets
     // fill + mask unfused and is left out fused: the same probabilities
     // wherever a row keeps a visible key.
-    std::optional<int64_t> band;
+    std::optional<MaskBand> band;
     if (!causalSelect)
       band = cachedBand(m, 2, t, keys, additiveHidden);
-    c.causal = causalSelect || band.has_value();
-    if (band)
-      c.window = *band;
-    if (causalSelect || !c.causal) {
+    if (band) {
+      c.causal = band->causal;
+      c.window = band->window;
+    }
+    if (causalSelect || !band) {
       c.maskGrad = dependsOnParam(m);
       c.mask = m;
     }
@@ -507,7 +514,7 @@ static Match matchScores(Value x, ArrayRef<int64_t> s, bool scoresLike,
       seen = splatValue(msel.getLhs()).value_or(1.0);
       fill = splatValue(msel.getRhs()).value_or(0.0);
     }
-    if (!causalSelect && !c.causal && !c.maskGrad && seen == 0.0 &&
+    if (!causalSelect && !band && !c.maskGrad && seen == 0.0 &&
         fill <= kHiddenBelow && splitKeyPadding(msel.getCondition(), s, c)) {
       c.mask = Value();
       c.paddingFill = fill;
@@ -528,11 +535,11 @@ static Match matchScores(Value x, ArrayRef<int64_t> s, bool scoresLike,
 static Match matchValues(Value p, ArrayRef<int64_t> s, Chain &c, Value &v) {
   int64_t keys = s[3];
   if (Value guarded = nanGuarded(p)) {
-    // NaN appears only in a row that hides every key: never under causal
-    // masking alone (each query sees itself); under a key padding (and a
-    // band) the fused op gives such a row zeros, as the guard does; with
-    // any other mask, the fused op would give it NaN.
-    if ((!c.causal && !c.padding) || c.mask || c.maskSelect)
+    // NaN appears only in a row that hides every key: never under a band
+    // alone (causal or a sliding window: each query sees itself); under a
+    // key padding (and a band) the fused op gives such a row zeros, as the
+    // guard does; with any other mask, the fused op would give it NaN.
+    if ((!c.causal && c.window == 0 && !c.padding) || c.mask || c.maskSelect)
       return Match::miss("attention: the probabilities are guarded by "
                          "Where(IsNaN(p), 0, p) and a row may hide every key "
                          "(the guard's zeros differ from the fused op's NaN): "

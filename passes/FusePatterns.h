@@ -82,14 +82,23 @@ std::optional<double> evaluateAt(mlir::Value v, llvm::ArrayRef<int64_t> index);
 /// evaluated.
 bool evaluateRow(mlir::Value v, llvm::ArrayRef<int64_t> prefix,
                  llvm::SmallVectorImpl<double> &row);
-/// The causal band of an attention mask (AttentionMaskBand.cpp), its rows
+/// The band an attention mask hides outside of: `causal` (every key after
+/// its query hidden) with `window` W > 0 also hiding the keys W or more
+/// before it (a causal sliding window; 0: none), or not causal with
+/// `window` W > 0 hiding every key W or more away on either side (a
+/// bidirectional sliding window, |i - j| >= W: ModernBERT's local layers).
+struct MaskBand {
+  bool causal = false;
+  int64_t window = 0;
+};
+/// The band of an attention mask (AttentionMaskBand.cpp), its rows
 /// evaluated one at a time and each value read as hidden or not by `hidden`,
-/// over the mask's own shape (broadcast to [.., T, S]): 0 when it hides
-/// exactly j > i (causal), W > 0 when it hides exactly j > i and j <= i - W
-/// (a causal sliding window of W keys), nothing otherwise. From the cache
-/// when the same computation was classified before as `kind` (how its
-/// values hide a key).
-std::optional<int64_t>
+/// over the mask's own shape (broadcast to [.., T, S], T == S): causal when
+/// it hides exactly j > i (with a window W when also exactly j <= i - W), a
+/// bidirectional window W when it hides exactly |i - j| >= W (some key, not
+/// every one), nothing otherwise. From the cache when the same computation
+/// was classified before as `kind` (how its values hide a key).
+std::optional<MaskBand>
 cachedBand(mlir::Value mask, int kind, int64_t t, int64_t s,
            llvm::function_ref<std::optional<bool>(double)> hidden);
 /// Forgets the masks fuseAttention classified (otc-fuse-patterns calls it

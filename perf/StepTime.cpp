@@ -409,9 +409,11 @@ void Predictor::gemmSums(otck::GemmOp g) {
 /// (query, key) pairs it computes over the causal T (T + 1) / 2. A causal
 /// sliding window of W keys sees T W - W (W - 1) / 2 of them (cuDNN's band,
 /// the library's and the cpu's kernels skip the rest), its FLOPs counted
-/// over T W pairs (the op's getFlops), hence the factor T / W; an attention
-/// that is not causal computes every pair, T S (a mask tensor hides keys by
-/// value, which no kernel skips): twice a causal one's work.
+/// over T W pairs (the op's getFlops), hence the factor T / W; a
+/// bidirectional one (not causal) sees T (2 W - 1) - W (W - 1), counted
+/// over T min(2 W - 1, T) pairs; an attention that is not causal and has no
+/// window computes every pair, T S (a mask tensor hides keys by value,
+/// which no kernel skips): twice a causal one's work.
 static double causalShare(Operation &op) {
   auto [causal, window] =
       isa<AttentionOp>(op)
@@ -422,13 +424,18 @@ static double causalShare(Operation &op) {
                 static_cast<int64_t>(cast<AttentionGradOp>(op).getWindow()));
   AttentionSizes a = attentionSizes(&op);
   const double t = double(a.t), w = double(window);
+  const double causalPairs = t * (t + 1) / 2;
   if (a.t != a.s)
     return causal ? 1.0 : 2.0;
+  if (!causal && window > 0 && window < a.t) {
+    const double counted = std::min(2 * w - 1, t); // the op's getFlops
+    return (t * (2 * w - 1) - w * (w - 1)) / causalPairs * (t / counted);
+  }
   if (!causal)
-    return t * t / (t * (t + 1) / 2);
+    return t * t / causalPairs;
   if (window <= 0 || window >= a.t)
     return 1.0;
-  return (t * w - w * (w - 1) / 2) / (t * (t + 1) / 2) * (t / w);
+  return (t * w - w * (w - 1) / 2) / causalPairs * (t / w);
 }
 
 LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {

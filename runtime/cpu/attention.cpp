@@ -1,10 +1,10 @@
 // Host scaled dot-product attention of libotcrt_cpu (otc.attention and
-// otc.attention_grad), with causal hiding (and a sliding window), scores
-// soft-capped as c tanh(s / c) (Gemma 2; the backward times dS by the
-// slope 1 - tanh^2), an additive broadcast mask or a key padding that hides
-// keys (a row that sees no key: zeros, lse +inf), grouped-query heads and
-// dropout, attention sinks (a logit per head in each row's normalizer),
-// in tiles of 64 query rows whose products are GEMMs of this
+// otc.attention_grad), with causal hiding (and a sliding window, or a
+// bidirectional one), scores soft-capped as c tanh(s / c) (Gemma 2; the
+// backward times dS by the slope 1 - tanh^2), an additive broadcast mask or a
+// key padding that hides keys (a row that sees no key: zeros, lse +inf),
+// grouped-query heads and dropout, attention sinks (a logit per head in each
+// row's normalizer), in tiles of 64 query rows whose products are GEMMs of this
 // library (OpenBLAS where installed): the forward forms a tile's scores
 // over the keys its rows see (one GEMM), subtracts each row's maximum
 // before the exponentials (expFast in vector loops, summed in double),
@@ -61,13 +61,16 @@ struct Problem {
       : a(a), mask(mask), group(a.h / a.hk),
         keepScale(a.dropout > 0.0f ? 1.0f / (1.0f - a.dropout) : 1.0f) {}
 
-  /// End of the keys visible from query i (the causal prefix).
+  /// End of the keys visible from query i (the causal prefix, or a
+  /// bidirectional window's end).
   int64_t visibleKeys(int64_t i) const {
-    return a.causal ? std::min(a.s, i + 1) : a.s;
+    if (a.causal)
+      return std::min(a.s, i + 1);
+    return a.window > 0 ? std::min(a.s, i + a.window) : a.s;
   }
   /// First key visible from query i (a sliding window's start).
   int64_t firstKey(int64_t i) const {
-    return a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+    return a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
   }
 
   /// Row (b, hi, i) of the [b, h, t] query rows.

@@ -1,15 +1,15 @@
 // Device scaled dot-product attention of libotcrt_cuda (otc.attention and
 // otc.attention_grad) for float and bfloat16 storage: causal hiding (and a
-// sliding window), soft-capped scores (Gemma 2), an additive broadcast mask
-// or a key padding (key_padding: a value at most -9984 hides its key as the
-// causal band does, so that a row can see no key: zeros, lse +inf or its
-// sink) and, in the backward, the scores' gradient dS where the mask carries
-// one (T5's relative bias), grouped-query heads, dropout and attention sinks
-// (GPT-OSS: a logit per head in every row's softmax, with no value). A simple
-// correct form, not a fast one: the float entry points always run it, the
-// bfloat16 ones when cuDNN's SDPA cannot (attention_dispatch.cpp). One block
-// per query row keeps the row's scores in shared memory (one warp per key for
-// the dot products, block reductions for the maximum and the sum of
+// sliding window, or a bidirectional one), soft-capped scores (Gemma 2), an
+// additive broadcast mask or a key padding (key_padding: a value at most -9984
+// hides its key as the causal band does, so that a row can see no key: zeros,
+// lse +inf or its sink) and, in the backward, the scores' gradient dS where the
+// mask carries one (T5's relative bias), grouped-query heads, dropout and
+// attention sinks (GPT-OSS: a logit per head in every row's softmax, with no
+// value). A simple correct form, not a fast one: the float entry points always
+// run it, the bfloat16 ones when cuDNN's SDPA cannot (attention_dispatch.cpp).
+// One block per query row keeps the row's scores in shared memory (one warp per
+// key for the dot products, block reductions for the maximum and the sum of
 // exponentials) and writes the output and lse. The backward rebuilds the
 // probabilities from the scores and lse in two kernels that never share an
 // output element between blocks: one block per query row for dq (which also
@@ -45,17 +45,26 @@ struct Geometry {
   int64_t group; ///< query heads per key/value head
   float keepScale;
 
+  /// End of the keys visible from query i (the causal prefix, or a
+  /// bidirectional window's end).
   __device__ int64_t visibleKeys(int64_t i) const {
-    return a.causal ? (a.s < i + 1 ? a.s : i + 1) : a.s;
+    int64_t end = a.causal ? i + 1 : a.window > 0 ? i + a.window : a.s;
+    return end < a.s ? end : a.s;
   }
   /// First key visible from query i (a sliding window's start).
   __device__ int64_t firstKey(int64_t i) const {
-    return a.causal && a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0;
+    return a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0;
   }
-  __device__ int64_t firstQuery(int64_t j) const { return a.causal ? j : 0; }
+  /// First query that sees key j (causal: itself; a bidirectional
+  /// window's start).
+  __device__ int64_t firstQuery(int64_t j) const {
+    if (a.causal)
+      return j;
+    return a.window > 0 && j - a.window + 1 > 0 ? j - a.window + 1 : 0;
+  }
   /// End of the queries that see key j (a sliding window's end).
   __device__ int64_t endQuery(int64_t j) const {
-    return a.causal && a.window > 0 && j + a.window < a.t ? j + a.window : a.t;
+    return a.window > 0 && j + a.window < a.t ? j + a.window : a.t;
   }
   __device__ int64_t kvOffset(int64_t b, int64_t kh, int64_t j) const {
     return ((b * a.hk + kh) * a.s + j) * a.d;

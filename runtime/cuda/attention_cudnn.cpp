@@ -12,7 +12,9 @@
 //    tensor), with or without a sliding window;
 //  - causal: cuDNN's diagonal band aligned top-left with right bound 0, i.e.
 //    key j hidden from query i when j > i, for any t and s; a sliding
-//    window W its left bound W (key j kept while j + W > i);
+//    window W its left bound W (key j kept while j + W > i); a
+//    bidirectional window W (not causal) right bound W - 1 beside that
+//    left bound (key j kept while j <= i + W - 1 too);
 //  - a key padding hides its keys, so that a query row can see no key (a
 //    window's query W or more past its sequence's last key, any query of a
 //    sequence hiding every key, given to cuDNN as length 1): cuDNN does not
@@ -267,6 +269,18 @@ TensorPtr lengths(fe::graph::Graph &g, const char *name, Uid uid, int64_t b) {
   return t;
 }
 
+/// The band of `key` on SDPA's forward or backward attributes: causal,
+/// top-left with right bound 0; a window W its left bound W, and right
+/// bound W - 1 where it is bidirectional (not causal).
+template <typename Attributes>
+void setBand(Attributes &opts, const GraphKey &key) {
+  if (key.causal || key.window > 0)
+    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+        .set_diagonal_band_right_bound(key.causal ? 0 : key.window - 1);
+  if (key.window > 0)
+    opts.set_diagonal_band_left_bound(key.window);
+}
+
 /// Builds the graph of `key` (attributes from `a`) and its workspace.
 std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
                                    cudnnHandle_t handle) {
@@ -317,11 +331,7 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
                       .set_name("attention")
                       .set_generate_stats(true)
                       .set_attn_scale(a.scale);
-      if (key.causal)
-        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-            .set_diagonal_band_right_bound(0);
-      if (key.window > 0)
-        opts.set_diagonal_band_left_bound(key.window);
+      setBand(opts, key);
       if (bias)
         opts.set_bias(bias);
       if (key.padding)
@@ -346,11 +356,7 @@ std::unique_ptr<CachedGraph> build(const GraphKey &key, const OtcrtAttention &a,
                       .set_name("attention_grad")
                       .set_attn_scale(a.scale)
                       .set_deterministic_algorithm(deterministicBackward());
-      if (key.causal)
-        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-            .set_diagonal_band_right_bound(0);
-      if (key.window > 0)
-        opts.set_diagonal_band_left_bound(key.window);
+      setBand(opts, key);
       if (bias)
         opts.set_bias(bias);
       if (key.padding)
@@ -459,7 +465,7 @@ bool graphKey(const OtcrtAttention &a, bool backward, bool mask, bool padding,
   key.d = a.d;
   std::memcpy(&key.scaleBits, &a.scale, sizeof key.scaleBits);
   key.causal = a.causal != 0;
-  key.window = a.causal ? a.window : 0;
+  key.window = a.window;
   key.layout = a.layout;
   key.rowStride = a.row_stride;
   key.mask = mask;

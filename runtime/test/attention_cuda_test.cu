@@ -1,8 +1,8 @@
 // GPU check of the attention of libotcrt_cuda against the host kernels of
 // libotcrt_cpu: f32 and bf16 problems (causal, grouped-query, masked,
-// dropout, sliding windows, soft-capped scores, the scores' gradient dS,
-// attention sinks and their gradient, key paddings that leave rows seeing no
-// key, odd lengths, the 48 KiB shared-memory edge)
+// dropout, sliding windows (causal and bidirectional), soft-capped scores,
+// the scores' gradient dS, attention sinks and their gradient, key paddings
+// that leave rows seeing no key, odd lengths, the 48 KiB shared-memory edge)
 // through the fallback kernels, and the bf16 attention through both device
 // implementations, cuDNN's SDPA via the entry points and the fallback
 // kernels directly, at several shapes and layouts (q, k and v packed in one
@@ -294,11 +294,13 @@ struct AttentionCase {
   const int64_t *keyLens = nullptr;
 };
 
-/// The keys [first, end) query i sees of a's band (causal, sliding window).
+/// The keys [first, end) query i sees of a's band (causal, sliding window,
+/// a bidirectional window without causal).
 std::pair<int64_t, int64_t> band(const OtcrtAttention &a, int64_t i) {
   const int64_t first =
-      a.causal && a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
-  return {first, a.causal ? std::min(a.s, i + 1) : a.s};
+      a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+  const int64_t end = a.causal ? i + 1 : a.window > 0 ? i + a.window : a.s;
+  return {first, std::min(a.s, end)};
 }
 
 /// Whether query i of batch row bi sees a key of a key padding that leaves
@@ -719,9 +721,20 @@ void testKeyPaddingNoKey(std::mt19937 &rng) {
        attention(2, 4, 4, 64, 64, 64, false, 0), padPair, true},
       {"t=s=64 causal key padding 37, 0 d=64 sinks",
        attention(2, 4, 4, 64, 64, 64, true, 0), padPair, true},
+      // ModernBERT's local layers: a bidirectional window (|i - j| < 8),
+      // queries from 27 on see no key in the sequence of 20.
+      {"t=s=64 bidirectional window 8 key padding 20, 64, 0 gqa d=64",
+       windowed(attention(3, 4, 2, 64, 64, 64, false, 0), 8), pad64, true},
+      {"t=s=70 bidirectional window 8 key padding 20, 70, 0 gqa d=64 bthd",
+       [&] {
+         OtcrtAttention a = windowBthd;
+         a.causal = 0;
+         return a;
+       }(),
+       pad70, false},
   };
-  cases[0].keyLens = cases[1].keyLens = lens64;
-  cases[2].keyLens = cases[3].keyLens = lens70;
+  cases[0].keyLens = cases[1].keyLens = cases[6].keyLens = lens64;
+  cases[2].keyLens = cases[3].keyLens = cases[7].keyLens = lens70;
   cases[4].keyLens = cases[5].keyLens = lensPair;
   cases[1].sinks = cases[2].sinks = cases[5].sinks = small;
   AttnFwdOf<float> fallbackFwdF32 = otcrt::cuda::attentionFwdFallback;
@@ -883,6 +896,13 @@ void testAttentions(std::mt19937 &rng) {
       {"t=s=37 causal window 8 d=64 bthd",
        bthd(windowed(attention(2, 4, 2, 37, 37, 64, true, 0), 8)), nullptr,
        true},
+      // A bidirectional window (ModernBERT's local layers, |i - j| <= 64):
+      // cuDNN's band with left bound 65 and right bound 64.
+      {"t=s=1024 bidirectional window 65 d=64 bthd",
+       bthd(windowed(attention(2, 12, 12, 1024, 1024, 64, false, 0), 65)),
+       nullptr, true},
+      {"t=s=37 bidirectional window 8 gqa d=64",
+       windowed(attention(2, 4, 2, 37, 37, 64, false, 0), 8), nullptr, true},
   };
   for (const AttentionCase &tc : cases)
     testAttentionPaths(tc, rng);
@@ -928,6 +948,9 @@ void testAttentions(std::mt19937 &rng) {
   testAttention("causal window 5 key padding",
                 windowed(attention(2, 4, 2, 70, 70, 32, true, 0), 5), keyPadding,
                 rng);
+  testAttention("bidirectional window 5 key padding",
+                windowed(attention(2, 4, 2, 70, 70, 32, false, 0), 5),
+                keyPadding, rng);
 }
 
 } // namespace cudatest

@@ -10,6 +10,8 @@
 
 #include "kernels_test_util.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace attention_ref {
@@ -117,8 +119,10 @@ inline Vec probabilities(const Problem &p, const Vec &q, const Vec &k,
   Vec s(a.s, -std::numeric_limits<double>::infinity());
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < a.s; ++j) {
-    if (a.causal && (j > i || (a.window > 0 && i - j >= a.window)))
+    if (a.causal && j > i)
       continue;
+    if (a.window > 0 && std::abs(i - j) >= a.window)
+      continue; // a sliding window: causal, or bidirectional without
     if (a.key_padding && maskAt(p, b, h, i, j) <= -9984.0)
       continue;
     double raw = scaledDot(p, q, k, b, h, i, j);

@@ -33,6 +33,28 @@ TEST(KernelsAttention, SlidingWindow) {
   run(p, rng);
 }
 
+TEST(KernelsAttention, BidirectionalWindow) {
+  // A sliding window without causal (ModernBERT's local layers): key j is
+  // hidden when |i - j| >= window. Windows of 1 (the diagonal), 2 and 4
+  // with grouped heads; with a key padding and dropout; over two query
+  // tiles (70 rows, window 9) with sinks.
+  std::mt19937 rng(35);
+  for (int32_t window : {1, 2, 4}) {
+    Problem p = makeProblem(2, 4, 2, 7, 7, 4, false, 0, nullptr, 0, rng, true);
+    p.a.window = window;
+    run(p, rng);
+  }
+  const int64_t dims[4] = {2, 1, 1, 6};
+  Problem p = makeProblem(2, 2, 1, 6, 6, 3, false, 0.25f, dims, 2, rng, true);
+  p.a.window = 3;
+  run(p, rng);
+  Problem tiles =
+      makeProblem(1, 2, 1, 70, 70, 2, false, 0, nullptr, 0, rng, true);
+  tiles.a.window = 9;
+  tiles.sinks = {0.25f, -0.5f};
+  run(tiles, rng);
+}
+
 TEST(KernelsAttention, SoftCap) {
   // Gemma 2's c tanh(s / c) before the mask: causal with grouped heads,
   // a sliding window, and a key-padding mask; scores large enough that
@@ -163,6 +185,16 @@ TEST(KernelsAttention, KeyPaddingHidesUnderWindow) {
   // Without a window: a sequence hiding every key (entry 2).
   Problem causal = padded(10, 0, 4);
   run(causal, rng);
+  // A bidirectional window of 3 (not causal): entry 1's queries 6 and on
+  // see no key, its queries 2 and 3 see keys ahead of them too.
+  Problem both = padded(10, 3, 4);
+  both.a.causal = 0;
+  run(both, rng);
+  both.sinks = {0.5f, -0.25f};
+  run(both, rng);
+  Problem tiles = padded(70, 5, 30);
+  tiles.a.causal = 0;
+  run(tiles, rng);
 }
 
 TEST(KernelsAttention, KeyPaddingHiddenExactlyZero) {

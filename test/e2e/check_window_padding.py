@@ -3,13 +3,14 @@
 own ops, where padding is longer than the window.
 
 For each transformers-5 golden with sliding-window layers (Mistral, Gemma 3,
-GPT-OSS) and each export with an attention_mask input, it feeds the golden's
-input ids with a batch padded further than the window (row 0 none, rows 1
-and 2 more than the window of 8, row 3 every position: a sequence that sees
+GPT-OSS, ModernBERT's bidirectional one) and each export with an
+attention_mask input, it feeds the golden's input ids with a batch padded
+further than the window (row 0 none, rows 1 and 2 more than the window of 8
+or ModernBERT's 4 either side, row 3 every position: a sequence that sees
 no key), the targets of the padded positions ignored (-100, as a data
 collator labels padding), and compiles the export twice for the cpu
 target: fused (the window layers become otc.attention {causal, window,
-key_padding}, whose padded queries W or more past the last seen key see no
+key_padding}, or {window, key_padding}, whose padded queries W or more past the last seen key see no
 key and give zeros) and with --no-fuse (the export's where/softmax/matmul
 ops, which spread the fill over every key of such a row). The loss and every
 gradient must agree within --rtol: the rows that differ are padded
@@ -109,7 +110,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("hf5_dir")
     ap.add_argument("--work", required=True)
-    ap.add_argument("--archs", default="mistral,gemma3,gpt_oss")
+    ap.add_argument("--archs", default="mistral,gemma3,gpt_oss,modernbert")
     ap.add_argument("--otc-compile", default="otc-compile")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--count-padding", action="store_true")

@@ -4,10 +4,10 @@ exported to ONNX by today's PyTorch (the default dynamo exporter and the old
 TorchScript exporter), with float64 reference gradients of a cross-entropy
 loss that otc-compile appends (`--loss=cross_entropy:logits:targets`).
 
-Thirteen architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
+Fourteen architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
 Qwen3ForCausalLM, MistralForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM,
 Gemma3ForCausalLM, Phi3ForCausalLM, GPTNeoXForCausalLM, GPTJForCausalLM,
-GptOssForCausalLM, BertForMaskedLM), each
+GptOssForCausalLM, BertForMaskedLM, ModernBertForMaskedLM), each
 built from a config written here (vocab 96, hidden 32, 2 layers, 4 heads, 2 KV
 heads where the architecture has GQA, intermediate 64, 16 positions, dropouts
 0, initializer_range 0.1, eager attention, float32, pad_token_id None so that
@@ -156,6 +156,11 @@ ARCHS = {
         layer_types=["sliding_attention", "full_attention"])),
     "bert": ("BertForMaskedLM", "BertConfig", dict(
         COMMON, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=2)),
+    # Layer 0 global, layer 1 local: a bidirectional sliding window,
+    # |i - j| <= local_attention / 2 = 4 (of 16 positions).
+    "modernbert": ("ModernBertForMaskedLM", "ModernBertConfig", dict(
+        COMMON, global_attn_every_n_layers=2, local_attention=8,
+        attention_dropout=0.0, embedding_dropout=0.0, mlp_dropout=0.0)),
 }
 
 

@@ -163,10 +163,20 @@ func.func @attention_softcap(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
 
 // -----
 
-// Tests that a sliding window needs causal attention.
+// Tests that a sliding window is not negative.
 func.func @attention_window(%q: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
-  // expected-error@+1 {{window must be 0 or, with causal, positive; got 2}}
-  %o, %l = otc.attention %q, %q, %q {scale = 1.0 : f64, window = 2 : i64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  // expected-error@+1 {{window must be 0 (none) or positive; got -2}}
+  %o, %l = otc.attention %q, %q, %q {scale = 1.0 : f64, window = -2 : i64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// Tests that a bidirectional sliding window (not causal) needs as many
+// keys as queries.
+func.func @attention_window_keys(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x6x2xf32>) -> tensor<1x2x4x2xf32> {
+  // expected-error@+1 {{a sliding window needs as many keys as queries, got 4 and 6}}
+  %o, %l = otc.attention %q, %k, %k {scale = 1.0 : f64, window = 2 : i64} : (tensor<1x2x4x2xf32>, tensor<1x2x6x2xf32>, tensor<1x2x6x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>)
   return %o : tensor<1x2x4x2xf32>
 }
 

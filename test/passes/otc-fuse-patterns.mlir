@@ -163,6 +163,42 @@ func.func @attention_sliding_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2x
 
 // -----
 
+// Tests that a bidirectional sliding window (each query sees the keys at
+// most 1 away on either side: ModernBERT's local attention, |i - j| <= 1)
+// becomes `window = 2` without `causal` and no mask operand, as a boolean
+// select and as an additive -inf matrix; a band one key wider ahead than
+// behind (|i - j| <= 1 behind, <= 2 ahead) is no window and stays a mask,
+// and so is a band that hides nothing.
+// CHECK-LABEL: func.func @attention_bidirectional_window
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64, window = 2 : i64}
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64, window = 2 : i64}
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {scale = 5.000000e-01 : f64}
+func.func @attention_bidirectional_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
+  %band = otc.constant dense<[[true, true, false, false], [true, true, true, false], [false, true, true, true], [false, false, true, true]]> : tensor<4x4xi1>
+  %fill = otc.constant dense<0xFF800000> : tensor<f32>
+  %half = otc.constant dense<0.5> : tensor<f32>
+  %s = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc = otc.mul %s, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = otc.select %band, %sc, %fill : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = otc.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = otc.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  %add = otc.constant dense<[[[[0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0xFF800000, 0.0, 0.0, 0.0], [0xFF800000, 0xFF800000, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %s2 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc2 = otc.mul %s2, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m2 = otc.add %sc2, %add : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p2 = otc.softmax %m2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o2 = otc.matmul %p2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  %wider = otc.constant dense<[[true, true, true, false], [true, true, true, true], [false, true, true, true], [false, false, true, true]]> : tensor<4x4xi1>
+  %s3 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc3 = otc.mul %s3, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m3 = otc.select %wider, %sc3, %fill : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p3 = otc.softmax %m3 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o3 = otc.matmul %p3, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %o2, %o3 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests onnxscript's NaN guard after the softmax, Where(IsNaN(p), 0, p)
 // (imported as select(p != p, 0, p)): under causal masking alone no row
 // hides every key, so the guard never fires and the attention fuses; under

@@ -256,9 +256,11 @@ typedef struct {
   /// read and written through strides where the implementation allows, else
   /// through transposed copies of its own). lse stays [b, h, t].
   int32_t layout;
-  /// With `causal`, a sliding window: key j is also hidden from query i when
-  /// j <= i - window (each query sees itself and the window - 1 keys before
-  /// it). 0: no window.
+  /// A sliding window (t == s): with `causal`, key j is also hidden from
+  /// query i when j <= i - window (each query sees itself and the window -
+  /// 1 keys before it); without, key j is hidden when |i - j| >= window (a
+  /// bidirectional window: itself and the window - 1 keys on either side).
+  /// 0: no window.
   int32_t window;
   /// With OTCRT_LAYOUT_BTHD, the elements from one (b, t) row of q, k and v
   /// to the next, and likewise of dq, dk and dv; 0: rows as long as their

@@ -423,6 +423,21 @@ TEST_F(StepTimeTest, BidirectionalAttentionOnH100) {
   expectNear(t.launches[0].seconds, 102.3677e-6);
 }
 
+// Tests that a bidirectional sliding window (ModernBERT's local layers: not
+// causal, window W = 129, the keys 128 or fewer away) is priced by the
+// pairs it computes, 1024 x 257 - 129 x 128 = 246656 of the causal 524800
+// the rates are measured on: 0.47 x 50.8184 us = 23.8846 us (above the
+// bytes' 16.9 us), plus 0.83 us: 24.7146 us. Its FLOPs are counted over
+// each query's 2 W - 1 = 257 keys: 26273120256 / 1024 x 257 = 6593937408.
+TEST_F(StepTimeTest, BidirectionalWindowAttentionOnH100) {
+  StepTime t =
+      predictEdited(kAttention, "{causal, ", "{window = 129 : i64, ", "h100");
+  ASSERT_EQ(t.launches.size(), 1u);
+  EXPECT_EQ(t.launches[0].flops, 6593937408.0);
+  expectNear(t.launches[0].seconds, 24.7146e-6);
+  EXPECT_EQ(t.launches[0].cost.binding(), Limit::Compute);
+}
+
 const char kAccumulate[] = R"mlir(
 module attributes {otck.alignment = 256 : i64} {
 func.func @zero_grads() {
