@@ -120,7 +120,7 @@ def main():
     save_file({"input_ids": ids, "attention_mask": mask, "targets": tg},
               w("batch.safetensors"))
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits.double()
+        logits = mk.Logits(model)(ids, mask).double()
     ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                             tg.reshape(-1)).item()
     run([w("out", "train"), "--batch", w("batch.safetensors"), "--init",

@@ -147,6 +147,11 @@ add_hf5 hf-gpt-oss gpt_oss
 # program) and hiding its keys in the fallback kernels (FP32, against
 # PyTorch's float64 gradients).
 add_hf5 hf-mistral mistral
+# ModernBERT's bidirectional window (|i - j| <= 4) under a padding mask:
+# cuDNN's band with left bound 5 and right bound 4 beside the lengths
+# (BF16, against the cpu program), the fallback kernels' (FP32, against
+# PyTorch's float64 gradients).
+add_hf5 hf-modernbert modernbert
 ed=$src/test/e2e/hf-encdec
 add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
     --micro-batch 2 --loss=cross_entropy:logits:targets
