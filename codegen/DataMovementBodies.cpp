@@ -288,7 +288,8 @@ static void emitIndex(raw_ostream &os, StringRef indices, StringRef p,
 
 /// One item per result element (outer, p, inner): data[outer, indices[p],
 /// inner]; an index outside the axis gives zero instead of a stray read, and
-/// on cuda is also recorded in the kernel library's error record.
+/// is recorded in the kernel library's error record (otc_index_error, which
+/// each target's launch macros define).
 static LogicalResult emitGather(GatherOp op, BodyContext &c) {
   AxisView v = axisView(bodyShapeOf(op.getData()), op.getAxis());
   int64_t positions = bodyNumel(op.getIndices());
@@ -297,12 +298,11 @@ static LogicalResult emitGather(GatherOp op, BodyContext &c) {
        << ";\n"
        << "    const int64_t o = i / " << v.inner * positions << ";\n";
   emitIndex(c.os, c.in[1], "p", v.axis, "    ");
-  // Where the target records bad indices, the kernel gets the error record
-  // (otc_err) and the first item reading a position reports one there.
-  if (c.target.recordsIndexErrors())
-    c.os << "    if ((idx < 0 || idx >= " << v.axis << ") && n == 0 && o == 0) "
-         << "otc_index_error(otc_err, p, (int64_t)" << c.in[1] << "[p], "
-         << v.axis << ");\n";
+  // The kernel gets the error record (otc_err) and the first item reading
+  // a position reports one there.
+  c.os << "    if ((idx < 0 || idx >= " << v.axis << ") && n == 0 && o == 0) "
+       << "otc_index_error(otc_err, p, (int64_t)" << c.in[1] << "[p], "
+       << v.axis << ");\n";
   c.os << "    " << c.out[0] << "[i] = (idx >= 0 && idx < " << v.axis << ") ? "
        << c.in[0] << "[(o * " << v.axis << " + idx) * " << v.inner
        << " + n] : (" << bodyCType(op.getResult()) << ")0;\n";

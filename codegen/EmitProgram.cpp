@@ -284,9 +284,9 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   std::string kname = "g" + std::to_string(globalCount++);
   SmallVector<std::string> params, args, in, out;
   kernelArguments(k, params, args);
-  // On cuda a gather records an index outside its axis in the kernel
-  // library's error record (the driver reads it after the micro-step).
-  if (target.recordsIndexErrors() && isa<GatherOp>(op)) {
+  // A gather records an index outside its axis in the kernel library's
+  // error record (the driver reads it after the micro-step or the step).
+  if (isa<GatherOp>(op)) {
     params.push_back("OtcrtKernelError *otc_err");
     args.push_back("otcrt_kernel_error_record()");
   }

@@ -76,9 +76,6 @@ public:
   /// contiguous elements an item (copyRunElements) for the host compiler
   /// to vectorize, where it does not pack.
   virtual bool copiesRuns() const = 0;
-  /// Whether a generated gather records an index outside its table in the
-  /// kernel library's error record (else the runtime checks on load).
-  virtual bool recordsIndexErrors() const = 0;
 
   //===--- Building `train` -----------------------------------------------===//
 

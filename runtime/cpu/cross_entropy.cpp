@@ -33,15 +33,18 @@ inline bool counted(const int64_t *labels, int64_t r, int32_t hasIgnore,
 }
 
 /// Checks the labels; returns the number of counted rows, or -1 when a
-/// counted row's label is outside [0, classes).
+/// counted row's label is outside [0, classes), which the error record
+/// then holds (its row, value and the classes) for the driver's message.
 int64_t checkLabels(int64_t rows, int64_t classes, const int64_t *labels,
                     int32_t hasIgnore, int64_t ignoreIndex) {
   int64_t n = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (!counted(labels, r, hasIgnore, ignoreIndex))
       continue;
-    if (labels[r] < 0 || labels[r] >= classes)
+    if (labels[r] < 0 || labels[r] >= classes) {
+      recordError(OTCRT_ERROR_LABEL, r, labels[r], classes);
       return -1;
+    }
     ++n;
   }
   return n;

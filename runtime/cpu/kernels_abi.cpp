@@ -191,7 +191,9 @@ int otcrt_expert_matmul_wgrad_bf16(int64_t rows, int64_t experts, int64_t depth,
                            dw_type, accumulate, dw);
 }
 
-OtcrtKernelError *otcrt_kernel_error_record(void) { return nullptr; }
+OtcrtKernelError *otcrt_kernel_error_record(void) {
+  return otcrt::cpu::errorRecord();
+}
 
 int otcrt_sum_squares(const char *arena, int32_t num_ranges,
                       const OtcrtRange *ranges, double *sum, void *) {
@@ -362,11 +364,8 @@ int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
                             chunk);
 }
 
-/// The host kernels return their data errors: the record stays empty.
 int otcrt_kernel_error(OtcrtKernelError *error, void *) {
-  if (error)
-    *error = OtcrtKernelError{};
-  return OTCRT_ERROR_NONE;
+  return otcrt::cpu::takeError(error);
 }
 
 } // extern "C"

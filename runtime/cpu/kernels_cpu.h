@@ -195,6 +195,18 @@ int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        float *rowLoss, float *dh,
                        void *dw, otcrt_bf16 *chunk);
 
+/// Records a data error in the library's error record (kernel_error.cpp):
+/// the first one since the record was last read wins.
+void recordError(int32_t code, int64_t index, int64_t value, int64_t bound);
+/// Whether the error record holds an error (the gradient factor then vetoes
+/// the step's update).
+bool errorRecorded();
+/// The error record (otcrt_kernel_error_record).
+OtcrtKernelError *errorRecord();
+/// Copies the record into *error (where given), clears it and returns its
+/// code (otcrt_kernel_error).
+int takeError(OtcrtKernelError *error);
+
 } // namespace cpu
 } // namespace otcrt
 

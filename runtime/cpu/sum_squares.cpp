@@ -73,7 +73,9 @@ int gradFactor(const char *arena, int32_t numRanges, const OtcrtRange *ranges,
   double f = scale;
   if (clip > 0 && n > clip)
     f *= clip / n;
-  bool finite = std::isfinite(n);
+  // A data error a kernel recorded (a gather's index outside its axis)
+  // vetoes the update as a loss that is not finite does.
+  bool finite = std::isfinite(n) && !errorRecorded();
   for (int32_t i = 0; i < numChecks; ++i)
     finite = finite && std::isfinite(checks[i]);
   *factor = finite ? static_cast<float>(f) : NAN;

@@ -327,6 +327,14 @@ TEST(KernelsCrossEntropy, OutOfRangeLabelFails) {
                                            labels.data(), lse.data(), 0, 0,
                                            OTCRT_MEAN, db.data(), nullptr),
               0);
+    // The first failure is in the error record (row 1, the label, the
+    // classes), which the read clears.
+    OtcrtKernelError e{};
+    EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_LABEL);
+    EXPECT_EQ(e.index, 1);
+    EXPECT_EQ(e.value, bad);
+    EXPECT_EQ(e.bound, classes);
+    EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_NONE);
     // The same label is fine once it is the ignored one.
     EXPECT_EQ(otcrt_cross_entropy_fwd_f32(rows, classes, logits.data(),
                                           labels.data(), 1, bad, OTCRT_MEAN,
@@ -401,6 +409,7 @@ TEST(KernelsCrossEntropy, FusedBadArguments) {
       EXPECT_EQ(x, 0.25f);
     for (otcrt_bf16 x : lb)
       EXPECT_EQ(x, 0x3e80);
+    EXPECT_EQ(otcrt_kernel_error(nullptr, nullptr), OTCRT_ERROR_LABEL);
     // The same label is fine once it is the ignored one.
     EXPECT_EQ(otcrt_cross_entropy_fused_f32(
                   rows, classes, dloss, logits.data(), labels.data(), 1, bad,
@@ -535,4 +544,8 @@ TEST(KernelsCrossEntropy, LinearBadLabel) {
                 rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
             0);
   EXPECT_TRUE(std::isnan(dh[0]));
+  OtcrtKernelError e{};
+  EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_LABEL);
+  EXPECT_EQ(e.index, 2);
+  EXPECT_EQ(e.value, 3);
 }

@@ -549,6 +549,8 @@ TEST(KernelsReduce, ColumnSumIntoSlot) {
 // and a bfloat16 range holding 12 (squares 9 + 16 + 144 = 169, root 13),
 // and the checks that veto the update.
 TEST(GradFactor, ClipsScalesAndRefusesNonFinite) {
+  // A data error an earlier test left in the error record would veto.
+  otcrt_kernel_error(nullptr, nullptr);
   std::vector<char> arena(64, 0);
   const float f[2] = {3.0f, 4.0f};
   std::memcpy(arena.data(), f, sizeof f);
@@ -596,4 +598,55 @@ TEST(GradFactor, ClipsScalesAndRefusesNonFinite) {
   EXPECT_TRUE(std::isinf(norm));
   EXPECT_TRUE(std::isnan(*factor));
   EXPECT_NE(call(1.0f, 1.0f, nullptr, 0, nullptr), 0);
+}
+
+// The cpu error record: what a generated gather writes into it (through
+// otcrt_kernel_error_record, as the generated code does) vetoes the
+// update in otcrt_grad_factor (NaN) until otcrt_kernel_error reads and
+// clears it; a bad label in the cross-entropy is recorded (row, value,
+// classes) as well as returned.
+TEST(KernelErrorRecord, VetoesTheUpdateUntilRead) {
+  otcrt_kernel_error(nullptr, nullptr); // what an earlier test left
+  std::vector<char> arena(16, 0);
+  const float f[2] = {3.0f, 4.0f};
+  std::memcpy(arena.data(), f, sizeof f);
+  const OtcrtRange range = {0, 2, 0, 0};
+  float factor = 0;
+  double norm = 0;
+  OtcrtKernelError *record = otcrt_kernel_error_record();
+  ASSERT_NE(record, nullptr);
+  record->index = 17;
+  record->value = 64;
+  record->bound = 64;
+  record->code = OTCRT_ERROR_INDEX;
+  ASSERT_EQ(otcrt_grad_factor(arena.data(), 1, &range, 1.0f, 0.0f, nullptr, 0,
+                              &factor, &norm, nullptr),
+            0);
+  EXPECT_EQ(norm, 5.0);
+  EXPECT_TRUE(std::isnan(factor));
+  OtcrtKernelError e{};
+  EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_INDEX);
+  EXPECT_EQ(e.code, OTCRT_ERROR_INDEX);
+  EXPECT_EQ(e.index, 17);
+  EXPECT_EQ(e.value, 64);
+  EXPECT_EQ(e.bound, 64);
+  ASSERT_EQ(otcrt_grad_factor(arena.data(), 1, &range, 1.0f, 0.0f, nullptr, 0,
+                              &factor, &norm, nullptr),
+            0);
+  EXPECT_EQ(factor, 1.0f);
+  EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_NONE);
+
+  // Rows 0 and 2 ignored (-100), row 1's label 3 of 3 classes, row 3's 7:
+  // the first counted bad row is recorded, and the call returns the code.
+  const float logits[12] = {};
+  const int64_t labels[4] = {-100, 3, -100, 7};
+  float loss = 0, lse[4];
+  EXPECT_EQ(otcrt_cross_entropy_fwd_f32(4, 3, logits, labels, 1, -100,
+                                        OTCRT_MEAN, &loss, lse, nullptr),
+            OTCRT_ERROR_LABEL);
+  EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_LABEL);
+  EXPECT_EQ(e.index, 1);
+  EXPECT_EQ(e.value, 3);
+  EXPECT_EQ(e.bound, 3);
+  EXPECT_EQ(otcrt_kernel_error(&e, nullptr), OTCRT_ERROR_NONE);
 }

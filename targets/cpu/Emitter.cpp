@@ -32,7 +32,21 @@ public:
   void emitLaunchMacros(llvm::raw_ostream &os) const override {
     os << "/// Generated kernel `k` over `n` work items.\n"
           "#define OTC_LAUNCH(k, n, ...) k(n, __VA_ARGS__)\n"
-          "#define OTC_LAUNCH_PACKETS(k, n, w, ...) k(n, __VA_ARGS__)\n\n";
+          "#define OTC_LAUNCH_PACKETS(k, n, w, ...) k(n, __VA_ARGS__)\n"
+          "/// Records a gather's bad index in the kernel library's error "
+          "record\n/// (the first writer wins, among the loop's threads "
+          "too).\n"
+          "static inline void otc_index_error(OtcrtKernelError *e, int64_t "
+          "at,\n"
+          "                                   int64_t value, int64_t bound) "
+          "{\n"
+          "  int32_t none = 0;\n"
+          "  if (e && __atomic_compare_exchange_n(&e->code, &none, "
+          "(int32_t)OTCRT_ERROR_INDEX,\n"
+          "                                       false, __ATOMIC_ACQ_REL, "
+          "__ATOMIC_ACQUIRE)) {\n"
+          "    e->index = at;\n    e->value = value;\n    e->bound = bound;\n"
+          "  }\n}\n\n";
   }
   llvm::StringRef kernelQualifier() const override { return "static void "; }
   llvm::StringRef tableQualifier() const override { return "static "; }
@@ -56,7 +70,6 @@ public:
   llvm::StringRef streamArgument() const override { return "nullptr"; }
   bool packsElementwise() const override { return false; }
   bool copiesRuns() const override { return true; }
-  bool recordsIndexErrors() const override { return false; }
 
   llvm::Expected<std::vector<std::string>>
   buildCommand(const BuildPaths &p) const override {

@@ -112,7 +112,6 @@ public:
   llvm::StringRef streamArgument() const override { return "otc_s"; }
   bool packsElementwise() const override { return true; }
   bool copiesRuns() const override { return false; }
-  bool recordsIndexErrors() const override { return true; }
 
   llvm::Expected<std::vector<std::string>>
   buildCommand(const BuildPaths &p) const override {

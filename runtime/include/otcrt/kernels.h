@@ -344,8 +344,8 @@ int otcrt_attention_bwd_bf16(const OtcrtAttention *a, const otcrt_bf16 *dout,
 /// PyTorch; OTCRT_SUM) or one per row (OTCRT_NONE, 0 for ignored rows).
 /// lse: every row's log-sum-exp. A label outside [0, classes) that is not
 /// ignored counts for nothing in the loss and the gradient and is an error:
-/// the cpu functions return OTCRT_ERROR_LABEL, the cuda ones record it
-/// (OTCRT_ERROR_LABEL, its row, value and classes) in the error record.
+/// both record it (OTCRT_ERROR_LABEL, its row, value and classes) in the
+/// error record, and the cpu functions also return OTCRT_ERROR_LABEL.
 int otcrt_cross_entropy_fwd_f32(int64_t rows, int64_t classes,
                                 const float *logits, const int64_t *labels,
                                 int32_t has_ignore, int64_t ignore_index,
@@ -523,19 +523,20 @@ typedef struct {
   int64_t bound;
 } OtcrtKernelError;
 
-/// The library's error record: the first data error a cuda kernel found
-/// since the record was last read, written on the device (atomically, the
+/// The library's error record: the first data error a kernel found since
+/// the record was last read, written where the kernel runs (atomically, the
 /// first writer wins) so that the call that found it needs no
 /// synchronization. Copies the record into *error once the work queued on
-/// `stream` is done (one small copy, which synchronizes the stream), clears
-/// it and returns error->code. The cpu kernels return their errors instead,
-/// so there the record is always empty. The first call on the cuda target
-/// allocates the record; the runtime makes it before running any step.
+/// `stream` is done (on the cuda target one small copy, which synchronizes
+/// the stream), clears it and returns error->code. The cpu loss kernels
+/// also return their label errors (status OTCRT_ERROR_LABEL) after
+/// recording them. The first call on the cuda target allocates the record;
+/// the runtime makes it before running any step.
 int otcrt_kernel_error(OtcrtKernelError *error, void *stream);
 
-/// The device address of the error record, for kernels of generated cuda
-/// code that record into it (a gather's index out of range); NULL on the
-/// cpu target, whose generated code records nothing.
+/// The address of the error record (device memory on the cuda target), for
+/// kernels of generated code that record into it (a gather's index out of
+/// range).
 OtcrtKernelError *otcrt_kernel_error_record(void);
 
 #ifdef __cplusplus
