@@ -535,11 +535,12 @@ static Match matchScores(Value x, ArrayRef<int64_t> s, bool scoresLike,
 static Match matchValues(Value p, ArrayRef<int64_t> s, Chain &c, Value &v) {
   int64_t keys = s[3];
   if (Value guarded = nanGuarded(p)) {
-    // NaN appears only in a row that hides every key: never under a band
-    // alone (causal or a sliding window: each query sees itself); under a
-    // key padding (and a band) the fused op gives such a row zeros, as the
-    // guard does; with any other mask, the fused op would give it NaN.
-    if ((!c.causal && c.window == 0 && !c.padding) || c.mask || c.maskSelect)
+    // NaN appears only in a row that hides every key: never without a
+    // mask or under a band alone (causal or a sliding window: each query
+    // sees itself); under a key padding (and a band) the fused op gives
+    // such a row zeros, as the guard does; with any other mask, the fused
+    // op would give it NaN.
+    if (c.mask || c.maskSelect)
       return Match::miss("attention: the probabilities are guarded by "
                          "Where(IsNaN(p), 0, p) and a row may hide every key "
                          "(the guard's zeros differ from the fused op's NaN): "

@@ -7,7 +7,8 @@ loss that otc-compile appends (`--loss=cross_entropy:logits:targets`).
 Fourteen architectures (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
 Qwen3ForCausalLM, MistralForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM,
 Gemma3ForCausalLM, Phi3ForCausalLM, GPTNeoXForCausalLM, GPTJForCausalLM,
-GptOssForCausalLM, BertForMaskedLM, ModernBertForMaskedLM), each
+GptOssForCausalLM, BertForMaskedLM, ModernBertForMaskedLM, the last also
+with SDPA as modernbert_sdpa), each
 built from a config written here (vocab 96, hidden 32, 2 layers, 4 heads, 2 KV
 heads where the architecture has GQA, intermediate 64, 16 positions, dropouts
 0, initializer_range 0.1, eager attention, float32, pad_token_id None so that
@@ -113,6 +114,10 @@ LLAMA_LIKE = dict(COMMON, num_key_value_heads=2, head_dim=8, attention_dropout=0
 
 # Architectures whose 1-D parameters keep their initial values (no noise).
 FRESH = {"llama_fresh"}
+# Architectures exported with Hugging Face's default attention, SDPA (the
+# others: eager): the dynamo exporter writes onnxscript's NaN guard after
+# the softmax, the TorchScript exporter a -inf fill with no guard.
+SDPA = {"modernbert_sdpa"}
 
 # dir name: (model class, config class, config kwargs)
 ARCHS = {
@@ -159,6 +164,10 @@ ARCHS = {
     # Layer 0 global, layer 1 local: a bidirectional sliding window,
     # |i - j| <= local_attention / 2 = 4 (of 16 positions).
     "modernbert": ("ModernBertForMaskedLM", "ModernBertConfig", dict(
+        COMMON, global_attn_every_n_layers=2, local_attention=8,
+        attention_dropout=0.0, embedding_dropout=0.0, mlp_dropout=0.0)),
+    # The same with SDPA, ModernBERT's default attention (SDPA).
+    "modernbert_sdpa": ("ModernBertForMaskedLM", "ModernBertConfig", dict(
         COMMON, global_attn_every_n_layers=2, local_attention=8,
         attention_dropout=0.0, embedding_dropout=0.0, mlp_dropout=0.0)),
 }
@@ -260,7 +269,7 @@ class Generator:
     def build(self, arch):
         cls_name, cfg_name, kwargs = ARCHS[arch]
         config = getattr(transformers, cfg_name)(**kwargs)
-        config._attn_implementation = "eager"
+        config._attn_implementation = "sdpa" if arch in SDPA else "eager"
         if "num_local_experts" in kwargs:
             # The default grouped_mm takes no float64 (the reference).
             config._experts_implementation = "batched_mm"

@@ -207,14 +207,16 @@ func.func @attention_bidirectional_window(%q: tensor<1x2x4x2xf32>, %k: tensor<1x
 // 0, fill)) a row that hides every key gives zeros fused, as the guard
 // does, so it fuses too; with an additive mask a row could hide every key,
 // and the guard's zeros would differ from the fused op's NaN, so it stays
-// unfused.
+// unfused; with no mask at all (ModernBERT's global layers exported from
+// SDPA without an attention_mask) every row sees every key: it fuses.
 // CHECK-LABEL: func.func @attention_nan_guard
 // CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64}
 // CHECK: otc.softmax
 // CHECK-NOT: otc.softmax
 // CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {key_padding, scale = 5.000000e-01 : f64} : ({{.*}}, tensor<1x1x1x4xf32>)
+// CHECK: otc.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64}
 // CHECK: return
-func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>, %seen: tensor<1x1x1x4xi1>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
+func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %pad: tensor<1x1x1x4xf32>, %seen: tensor<1x1x1x4xi1>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) {
   %tril = otc.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
   %fill = otc.constant dense<0xFF800000> : tensor<f32>
   %zero = otc.constant dense<0.0> : tensor<f32>
@@ -245,7 +247,13 @@ func.func @attention_nan_guard(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>,
   %nan3 = otc.compare "ne", %p3, %p3 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
   %g3 = otc.select %nan3, %zero, %p3 : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   %o3 = otc.matmul %g3, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
-  return %o, %o2, %o3 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
+  %s4 = otc.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %sc4 = otc.mul %s4, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p4 = otc.softmax %sc4 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %nan4 = otc.compare "ne", %p4, %p4 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %g4 = otc.select %nan4, %zero, %p4 : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o4 = otc.matmul %g4, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o, %o2, %o3, %o4 : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>
 }
 
 // -----
