@@ -23,6 +23,13 @@ With --count-padding the padded targets are kept instead (only row 3's are
 ignored, so that its loss is defined) and the script reports the tensors
 that differ: a loss that counts padded positions sees the rows that differ.
 
+With --reference-stem STEM the --no-fuse program is compiled from the export
+STEM (dynamo_mask) for every export, and the gradients are compared by
+PyTorch parameter (the manifest's initializer map, a transposed initializer
+transposed back): an export whose own ops give NaN where a query sees no key
+(an SDPA exported by TorchScript, a -inf fill with no guard) is checked
+against one whose ops do not (the dynamo exporter's NaN guard).
+
 Prints one line per export, "<arch> <export> PASS|FAIL ...".
 """
 import argparse
@@ -88,6 +95,19 @@ def interpreted(otc_compile, model, prog, batch, work):
             if n == "loss" or n.startswith("grad/")}
 
 
+def by_parameter(grads, initializers):
+    """loss and the gradients keyed by PyTorch parameter (tied copies left
+    out: a tied parameter's gradient is its primary initializer's)."""
+    out = {"loss": grads["loss"]}
+    for name, value in grads.items():
+        info = initializers.get(name[len("grad/"):]) if name.startswith("grad/") else None
+        if not info or info.get("tied_copy"):
+            continue
+        value = np.asarray(value)
+        out["grad/" + info["state_dict"]] = value.T if info["transposed"] else value
+    return out
+
+
 def differing(fused, plain, rtol):
     """The names whose relative difference exceeds rtol."""
     bad = []
@@ -114,6 +134,9 @@ def main():
     ap.add_argument("--otc-compile", default="otc-compile")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--count-padding", action="store_true")
+    ap.add_argument("--reference-stem", default=None,
+                    help="the --no-fuse program from this export (dynamo_mask), "
+                         "compared by parameter")
     args = ap.parse_args()
     failed = 0
     for arch in args.archs.split(","):
@@ -136,15 +159,24 @@ def main():
                               if " = otc.attention " in line and "key_padding" in line
                               and "window = " in line)
                 fused = gradients(args.otc_compile, model, work + "-fused", batch, [])
-                plain = gradients(args.otc_compile, model, work + "-plain", batch,
-                                  ["--no-fuse"])
+                plain_stem = args.reference_stem or stem
+                plain = gradients(args.otc_compile,
+                                  os.path.join(arch_dir, plain_stem + ".onnx"),
+                                  work + "-plain", batch, ["--no-fuse"])
                 interp = interpreted(args.otc_compile, model, work + "-fused",
                                      batch, work)
             except RuntimeError as e:
                 print(f"{arch} {stem} FAIL {e}")
                 failed += 1
                 continue
-            bad = differing(fused, plain, args.rtol)
+            if args.reference_stem:
+                inits = {s: manifest["exports"][s + ".onnx"]["initializers"]
+                         for s in (stem, args.reference_stem)}
+                bad = differing(by_parameter(fused, inits[stem]),
+                                by_parameter(plain, inits[args.reference_stem]),
+                                args.rtol)
+            else:
+                bad = differing(fused, plain, args.rtol)
             fused_names = {n for n in fused if n == "loss" or n.startswith("grad/")}
             bad_interp = differing({n: fused[n] for n in fused_names}, interp,
                                    args.rtol)
