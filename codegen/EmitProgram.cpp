@@ -306,10 +306,8 @@ LogicalResult ProgramEmitter::emitKernel(otck::KernelOp k) {
   int64_t n = workItems(&op);
   int packet = 1;
   int64_t run = 1;
-  if (target.packsElementwise() && isa<SliceOp, ConcatOp>(op))
-    packet = packedCopyWidth(&op);
-  else if (target.packsElementwise())
-    packet = packedAdamWWidth(&op, n);
+  if (target.packsElementwise())
+    packet = packedItemWidth(&op, n);
   else if (target.copiesRuns() && isa<SliceOp, TransposeOp, ConcatOp>(op))
     run = copyRunElements(&op);
   if (run > 1) {

@@ -103,6 +103,13 @@ mlir::LogicalResult emitRunCopyBody(mlir::Operation *op, int64_t run,
 /// else 1.
 int packedAdamWWidth(mlir::Operation *op, int64_t items);
 
+/// On a target that packs elementwise kernels: the elements one work item
+/// of `op`'s generated kernel takes, a slice's or concat's 16-byte packet
+/// (packedCopyWidth) or an AdamW update's (packedAdamWWidth) of `items`
+/// elements, else 1. The emitter launches workItems / this many items, and
+/// the launch model prices as many.
+int packedItemWidth(mlir::Operation *op, int64_t items);
+
 /// The body of AdamW `op` over packets of `width` elements: item `i`
 /// updates elements [i * width, (i + 1) * width) with one vector load and
 /// store per operand.

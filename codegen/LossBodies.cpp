@@ -232,6 +232,12 @@ int otc::packedAdamWWidth(Operation *op, int64_t items) {
   return kWidth;
 }
 
+int otc::packedItemWidth(Operation *op, int64_t items) {
+  if (isa<SliceOp, ConcatOp>(op))
+    return packedCopyWidth(op);
+  return packedAdamWWidth(op, items);
+}
+
 LogicalResult otc::emitPackedAdamWBody(Operation *op, int width,
                                        BodyContext &c) {
   auto adam = cast<AdamWOp>(op);

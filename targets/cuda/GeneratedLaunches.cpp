@@ -33,7 +33,10 @@ KernelLaunch cuda::generatedLaunch(otck::KernelOp k) {
   } else {
     Operation &op = k.getBody().front().front();
     l.what = "items";
-    n = units = workItems(&op);
+    n = workItems(&op);
+    // A slice's or concat's 16-byte packets, AdamW's 4 elements: one item
+    // each, as the emitter launches them.
+    n = units = n / packedItemWidth(&op, n);
     item = workItemSteps(&op);
   }
   // The grid: by packets for a vectorized chain (OTC_LAUNCH_PACKETS), else

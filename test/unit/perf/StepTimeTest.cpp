@@ -151,6 +151,40 @@ TEST_F(StepTimeTest, ElementwiseChainOnH100) {
   EXPECT_EQ(k.kernels[0].first.steps, 1);
 }
 
+const char kPackedSlice[] = R"mlir(
+func.func @zero_grads() { return }
+func.func @micro_step() {
+  %x = otck.buffer {offset = 0 : i64} : memref<8192x2304xbf16>
+  %y = otck.buffer {offset = 37748736 : i64} : memref<8192x1152xbf16>
+  otck.kernel ins(%x : memref<8192x2304xbf16>) outs(%y : memref<8192x1152xbf16>) {
+  ^bb0(%a: tensor<8192x2304xbf16>):
+    %s = otc.slice %a, [0, 1152], [1, 1] : (tensor<8192x2304xbf16>) -> tensor<8192x1152xbf16> loc("gate")
+    otck.yield %s : tensor<8192x1152xbf16>
+  }
+  return
+}
+func.func @optimizer_step() { return }
+)mlir";
+
+// Tests that a slice copying 16-byte packets (the second half of a fused
+// GeGLU projection's rows, BF16) is priced by the items the emitter
+// launches, one packet of 8 elements each: 9437184 / 8 = 1179648 items,
+// 4096 blocks of 256 (the most launched), 2 items a thread: 2 steps (9
+// when each element was counted as an item). Its bytes, 18874368 read and
+// as many written, take 37748736 / 3e12 = 12.582912 us, above the 4 waves
+// of 2 steps (4 us): bandwidth, plus 0.83 us: 13.412912 us.
+TEST_F(StepTimeTest, PackedSliceOnH100) {
+  StepTime t = predict(kPackedSlice, "h100");
+  ASSERT_EQ(t.launches.size(), 1u);
+  const LaunchTime &k = t.launches[0];
+  EXPECT_EQ(k.bytes, 37748736.0);
+  ASSERT_EQ(k.kernels.size(), 1u);
+  EXPECT_EQ(k.kernels[0].first.blocks, 4096);
+  EXPECT_EQ(k.kernels[0].first.steps, 2);
+  EXPECT_EQ(k.cost.binding(), Limit::Bandwidth);
+  expectNear(k.seconds, 13.412912e-6);
+}
+
 // Tests the same chain on the cpu model: 12582912 bytes / 20e9 = 629.1456 us
 // (2097152 FLOPs / 10e9 = 209.7 us is less), plus 2 us: 631.1456 us.
 TEST_F(StepTimeTest, ElementwiseChainOnCpu) {
