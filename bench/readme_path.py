@@ -7,8 +7,9 @@ downloaded):
      the Logits wrapper, (input_ids, attention_mask), dynamo, optimize=False,
      a dynamic batch, external data);
   2. otc-compile it with --loss=cross_entropy:logits:targets;
-  3. train from token shards (`train --data`, the attention mask fed ones)
-     and save a checkpoint;
+  3. train from token shards (`train --data`, the attention mask fed ones;
+     an encoder, a masked LM, from a masked-LM `--batch` file: `--data`'s
+     next-token targets would be visible to it) and save a checkpoint;
   4. otc-export the checkpoint as a state dict (no --reference: the graph's
      names, README's wrapper prefix taken off) and as trained.onnx (with
      trained.onnx.data beside it);
@@ -97,7 +98,22 @@ def main():
     _, t = run([b("otc-compile"), w("model.onnx"), "-o", w("out"), "--micro-batch",
                 str(a.micro_batch), "--loss=cross_entropy:logits:targets"])
     print(f"2. compiled in {t:.1f} s")
-    r, t = run([w("out", "train"), "--data", w("data_*.bin"), "--steps", str(a.steps),
+    if cls.endswith("ForMaskedLM"):
+        # An encoder sees the next token: `--data` refuses it. A masked-LM
+        # batch instead: 30% of the positions masked, their ids the targets.
+        g = np.random.default_rng(1)
+        ids = g.integers(0, vocab, (a.micro_batch, a.seq))
+        chosen = g.random((a.micro_batch, a.seq)) < 0.3
+        mask_id = getattr(config, "mask_token_id", None)
+        mask_id = vocab - 1 if mask_id is None or mask_id >= vocab else mask_id
+        save_file({"input_ids": torch.tensor(np.where(chosen, mask_id, ids)),
+                   "attention_mask": torch.ones(a.micro_batch, a.seq, dtype=torch.int64),
+                   "targets": torch.tensor(np.where(chosen, ids, -100))},
+                  w("mlm.safetensors"))
+        feed = ["--batch", w("mlm.safetensors")]
+    else:
+        feed = ["--data", w("data_*.bin")]
+    r, t = run([w("out", "train")] + feed + ["--steps", str(a.steps),
                 "--lr", "1e-3", "--save", w("ckpt"), "--log-every", "1"])
     losses = [ln for ln in r.stdout.splitlines() if ln.startswith("step")]
     print(f"3. trained {a.steps} steps in {t:.1f} s: {losses[-1] if losses else '?'}")

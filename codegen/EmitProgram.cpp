@@ -150,16 +150,19 @@ void ProgramEmitter::emitDescriptor(ModuleOp module, int64_t arenaBytes,
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  // Version 11, every field of versions 5 to 10 with it: the precision,
+  // Version 12, every field of versions 5 to 11 with it: the precision,
   // tokens and FLOPs of a micro-step that the runtime reports throughput
-  // and MFU with.
-  constexpr int version = 11;
+  // and MFU with (11), and whether its attention is bidirectional (12).
+  constexpr int version = 12;
   int64_t tokens = 0, flops = 0;
+  bool bidirectional = false;
   if (auto m = module->getAttrOfType<DictionaryAttr>(attrs::kMicroStep)) {
     if (auto t = m.getAs<IntegerAttr>("tokens"))
       tokens = t.getInt();
     if (auto f = m.getAs<IntegerAttr>("flops"))
       flops = f.getInt();
+    if (auto b = m.getAs<BoolAttr>("bidirectional"))
+      bidirectional = b.getValue();
   }
   os << tables.text << "static const OtcProgram kProgram = {\n"
      << "  " << version << ", \"" << target.name() << "\", "
@@ -178,7 +181,8 @@ void ProgramEmitter::emitDescriptor(ModuleOp module, int64_t arenaBytes,
   os << ",\n  " << (emitted.eval ? "otc_eval_step" : "nullptr");
   os << ",\n  " << (emitted.decode ? "otc_decode_step" : "nullptr");
   os << ",\n  " << (config.bf16() ? "OTC_PRECISION_BF16" : "OTC_PRECISION_FP32")
-     << ", " << tokens << ", " << flops << "LL};\n\n"
+     << ", " << tokens << ", " << flops << "LL, " << (bidirectional ? 1 : 0)
+     << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
 }

@@ -463,13 +463,26 @@ int Compile::chooseRemat() {
   if (!step)
     return fail("the pipeline made no @train_step");
   info.microStepFlops = otc::functionFlops(step);
-  // What the program's descriptor tells the runtime's throughput report.
+  // A fused self-attention (as many keys as queries) that is not causal
+  // and hides nothing by position (no mask, or a key padding alone) sees
+  // the keys after a query: next-token targets are visible to it. A mask
+  // of any other kind may be causal at run time (a packed documents'
+  // query-by-key mask): not counted.
+  bool bidirectional = false;
+  module->walk([&](otc::AttentionOp a) {
+    otc::AttentionSizes s = otc::attentionSizes(a);
+    bidirectional = bidirectional || (!a.getCausal() && s.t == s.s &&
+                                      (!a.getMask() || a.getKeyPadding()));
+  });
+  // What the program's descriptor tells the runtime's throughput report,
+  // and whether its attention is bidirectional.
   Builder b(&context);
   module->getOperation()->setAttr(
       otc::attrs::kMicroStep,
       b.getDictionaryAttr(
           {b.getNamedAttr("flops", b.getI64IntegerAttr(info.microStepFlops)),
-           b.getNamedAttr("tokens", b.getI64IntegerAttr(tokensPerMicroStep))}));
+           b.getNamedAttr("tokens", b.getI64IntegerAttr(tokensPerMicroStep)),
+           b.getNamedAttr("bidirectional", b.getBoolAttr(bidirectional))}));
   info.experts =
       otc::expertExchange(module->lookupSymbol<func::FuncOp>("forward"),
                           precision != "fp32" ? 2 : 4);

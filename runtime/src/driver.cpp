@@ -100,6 +100,18 @@ Status Run::prepareInputs() {
                              feed_);
   if (!s)
     return s;
+  // Next-token targets are the inputs shifted by one: a model whose
+  // attention sees the keys after a query sees each token it is asked to
+  // predict, and its loss falls with nothing learned.
+  if (feed_.targets && bidirectionalOf(prog_))
+    return Status::error(
+        std::string("--data: the targets of input '") + feed_.targets->name +
+        "' would be the next tokens of input '" + feed_.tokens->name +
+        "', and the model's attention is bidirectional (a self-attention "
+        "that is not causal, as an encoder's): it sees each token it is "
+        "asked to predict; train it from --batch files with masked-LM "
+        "targets (some ids replaced by the mask token, their originals as "
+        "the targets, -100 elsewhere)");
   if (s = chooseDocMask(); !s)
     return s;
   feed_.tokensRange = indexRangeOf(prog_, *feed_.tokens);

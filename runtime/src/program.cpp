@@ -66,6 +66,10 @@ int32_t precisionOf(const OtcProgram &program) {
   return program.abi_version >= 11 ? program.precision : -1;
 }
 
+bool bidirectionalOf(const OtcProgram &program) {
+  return program.abi_version >= 12 && program.bidirectional != 0;
+}
+
 int64_t microStepFlopsOf(const OtcProgram &program) {
   return program.abi_version >= 11 ? program.micro_step_flops : 0;
 }
@@ -253,6 +257,10 @@ Status checkHeader(const OtcProgram *program, const char *backendName) {
   if (program->abi_version >= 11 &&
       (program->tokens_per_micro_step < 0 || program->micro_step_flops < 0))
     return invalid("negative tokens_per_micro_step or micro_step_flops");
+  if (program->abi_version >= 12 && program->bidirectional != 0 &&
+      program->bidirectional != 1)
+    return invalid("bidirectional is " +
+                   std::to_string(program->bidirectional) + ", not 0 or 1");
   return Status::ok();
 }
 

@@ -53,6 +53,9 @@ ArenaFunction decodeStepOf(const OtcProgram &program);
 int32_t precisionOf(const OtcProgram &program);
 /// The model FLOPs of one micro_step (version 11); 0 before (unknown).
 int64_t microStepFlopsOf(const OtcProgram &program);
+/// Whether a fused self-attention of the program is not causal (version
+/// 12's `bidirectional`; false before).
+bool bidirectionalOf(const OtcProgram &program);
 /// The tokens one micro_step reads, 0 when it counts samples: the
 /// descriptor's from version 11 on (otc-compile's one count), before it the
 /// same rule over \p inputs (the INPUT slots, in table order): B x T of the

@@ -175,6 +175,21 @@ TEST(DriverValidate, Bf16BuffersFromVersion10) {
               HasSubstr("must be a named F32 tensor"));
 }
 
+TEST(DriverValidate, Version12Bidirectional) {
+  OtcProgram p = fakeProgram();
+  p.abi_version = 12;
+  p.bidirectional = 1;
+  EXPECT_TRUE(validateProgram(&p, "cpu", false));
+  EXPECT_TRUE(bidirectionalOf(p));
+  p.bidirectional = 2;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("bidirectional is 2"));
+  // Before version 12 the field is not read.
+  p.abi_version = 11;
+  EXPECT_TRUE(validateProgram(&p, "cpu", false));
+  EXPECT_FALSE(bidirectionalOf(p));
+}
+
 TEST(DriverValidate, Version11Fields) {
   OtcProgram p = fakeProgram();
   p.abi_version = 11;

@@ -117,10 +117,12 @@ typedef struct {
  * BUFFER slot be BF16 (a frozen parameter the steps read in BF16 alone).
  * Version 11 appends what the runtime reports a step's throughput with:
  * `precision`, `tokens_per_micro_step` and `micro_step_flops`; otc-compile
- * writes it for every program it compiles. The runtime accepts descriptors
- * of versions 1 to 11 and reads each field only from a descriptor of a
- * version that has it (before 11: no model FLOPs, so no MFU). */
-#define OTC_ABI_VERSION 11
+ * writes it for every program it compiles. Version 12 appends
+ * `bidirectional`; otc-compile writes it for every program it compiles. The
+ * runtime accepts descriptors of versions 1 to 12 and reads each field only
+ * from a descriptor of a version that has it (before 11: no model FLOPs, so
+ * no MFU; before 12: no refusal of next-token data for an encoder). */
+#define OTC_ABI_VERSION 12
 
 /// Version 11: the precision of a program's products (otc-compile
 /// --precision), which decides the device peak its MFU is quoted against
@@ -256,6 +258,13 @@ typedef struct {
   int32_t precision;
   int64_t tokens_per_micro_step;
   int64_t micro_step_flops;
+  /* Version 12: 1 when a fused self-attention of the model is not causal
+     and hides no key by position (no mask, or a key padding alone: a query
+     sees the keys after it, as BERT's, ModernBERT's, an encoder's), so that
+     the next-token targets `train --data` makes from shards are visible to
+     it (the runtime refuses that feed); 0 otherwise (every fused attention
+     causal or masked by a run-time mask that may be, or none fused). */
+  int32_t bidirectional;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
