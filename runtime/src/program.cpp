@@ -1,4 +1,4 @@
-// Validation of the OtcProgram descriptor against ABI versions 1 to 11, the
+// Validation of the OtcProgram descriptor against ABI versions 1 to 12, the
 // slot helpers declared in program.h, and the small pure functions of the
 // driver interface (RNG keys, BF16 widening and rounding, paths next to the
 // executable).
