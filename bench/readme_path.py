@@ -8,8 +8,10 @@ downloaded):
      a dynamic batch, external data);
   2. otc-compile it with --loss=cross_entropy:logits:targets;
   3. train from token shards (`train --data`, the attention mask fed ones;
-     an encoder, a masked LM, from a masked-LM `--batch` file: `--data`'s
-     next-token targets would be visible to it) and save a checkpoint;
+     an encoder, a masked LM, with `--mlm MASK_ID`: next-token targets
+     would be visible to it, and the first step's masked rows, from
+     --dump-grads, go through PyTorch with the original weights: the same
+     loss) and save a checkpoint;
   4. otc-export the checkpoint as a state dict (no --reference: the graph's
      names, README's wrapper prefix taken off) and as trained.onnx (with
      trained.onnx.data beside it);
@@ -98,21 +100,31 @@ def main():
     _, t = run([b("otc-compile"), w("model.onnx"), "-o", w("out"), "--micro-batch",
                 str(a.micro_batch), "--loss=cross_entropy:logits:targets"])
     print(f"2. compiled in {t:.1f} s")
+    feed = ["--data", w("data_*.bin")]
     if cls.endswith("ForMaskedLM"):
-        # An encoder sees the next token: `--data` refuses it. A masked-LM
-        # batch instead: 30% of the positions masked, their ids the targets.
-        g = np.random.default_rng(1)
-        ids = g.integers(0, vocab, (a.micro_batch, a.seq))
-        chosen = g.random((a.micro_batch, a.seq)) < 0.3
+        # An encoder sees the next token: masked-LM targets (`--mlm`), the
+        # first step's rows checked against PyTorch with the original
+        # weights.
         mask_id = getattr(config, "mask_token_id", None)
         mask_id = vocab - 1 if mask_id is None or mask_id >= vocab else mask_id
-        save_file({"input_ids": torch.tensor(np.where(chosen, mask_id, ids)),
-                   "attention_mask": torch.ones(a.micro_batch, a.seq, dtype=torch.int64),
-                   "targets": torch.tensor(np.where(chosen, ids, -100))},
-                  w("mlm.safetensors"))
-        feed = ["--batch", w("mlm.safetensors")]
-    else:
-        feed = ["--data", w("data_*.bin")]
+        feed += ["--mlm", str(mask_id)]
+        run([w("out", "train")] + feed + ["--dump-grads", w("first.safetensors"), "--quiet"])
+        first = load_file(w("first.safetensors"))
+        rows = first["input/input_ids"]
+        chosen = first["input/targets"] != -100
+        model = getattr(transformers, cls)(config).eval()
+        model.load_state_dict(load_file(w("original.safetensors")), strict=True)
+        with torch.no_grad():
+            logits = mk.Logits(model)(rows, torch.ones_like(rows)).double()
+        ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                first["input/targets"].reshape(-1)).item()
+        ours = first["loss"].item()
+        ok = abs(ours - ref) <= 1e-4 * abs(ref)
+        print(f"3a. --mlm {mask_id}: first step's rows, {int(chosen.sum())} of "
+              f"{chosen.numel()} positions chosen: PyTorch {ref:.6f}, otc {ours:.6f}: "
+              f"{'PASS' if ok else 'FAIL'}")
+        if not ok:
+            return 1
     r, t = run([w("out", "train")] + feed + ["--steps", str(a.steps),
                 "--lr", "1e-3", "--save", w("ckpt"), "--log-every", "1"])
     losses = [ln for ln in r.stdout.splitlines() if ln.startswith("step")]

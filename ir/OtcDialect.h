@@ -115,6 +115,10 @@ struct AttentionSizes {
   int64_t rowStride;
 };
 AttentionSizes attentionSizes(mlir::Operation *op);
+/// The keys an otc.attention or otc.attention_grad counts per query in its
+/// FLOPs: S, a causal sliding window's W when W < S = T, a bidirectional
+/// one's 2 W - 1 when that is below S.
+int64_t attentionCountedKeys(mlir::Operation *op);
 
 /// `grad` (the gradient of a result broadcast from `operand`) summed back to
 /// `operand`'s shape: over the dimensions it broadcasts, then reshaped.

@@ -233,6 +233,13 @@ static int64_t countedKeys(OpTy op, const AttentionSizes &a) {
   return w > 0 && w < a.s && a.t == a.s ? w : a.s;
 }
 
+int64_t otc::attentionCountedKeys(Operation *op) {
+  AttentionSizes a = attentionSizes(op);
+  if (auto f = dyn_cast<AttentionOp>(op))
+    return countedKeys(f, a);
+  return countedKeys(cast<AttentionGradOp>(op), a);
+}
+
 /// Multiply-adds of the two products: B·H·T·K·D each, K the counted keys.
 static int64_t attentionMacs(const AttentionSizes &a, int64_t keys) {
   return a.b * a.h * a.t * keys * a.d;

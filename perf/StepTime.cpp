@@ -423,19 +423,17 @@ static double causalShare(Operation &op) {
                 cast<AttentionGradOp>(op).getCausal(),
                 static_cast<int64_t>(cast<AttentionGradOp>(op).getWindow()));
   AttentionSizes a = attentionSizes(&op);
-  const double t = double(a.t), w = double(window);
-  const double causalPairs = t * (t + 1) / 2;
   if (a.t != a.s)
     return causal ? 1.0 : 2.0;
-  if (!causal && window > 0 && window < a.t) {
-    const double counted = std::min(2 * w - 1, t); // the op's getFlops
-    return (t * (2 * w - 1) - w * (w - 1)) / causalPairs * (t / counted);
-  }
-  if (!causal)
-    return t * t / causalPairs;
-  if (window <= 0 || window >= a.t)
-    return 1.0;
-  return (t * w - w * (w - 1) / 2) / causalPairs * (t / w);
+  const double t = double(a.t), w = double(window);
+  const bool band = window > 0 && window < a.t;
+  // The pairs the kernels compute: a causal band's T W - W (W - 1) / 2, a
+  // bidirectional one's T (2 W - 1) - W (W - 1), else the triangle or all.
+  const double pairs = causal
+                           ? (band ? t * w - w * (w - 1) / 2 : t * (t + 1) / 2)
+                           : (band ? t * (2 * w - 1) - w * (w - 1) : t * t);
+  // The FLOPs count T K pairs, K the counted keys.
+  return pairs / (t * (t + 1) / 2) * (t / double(attentionCountedKeys(&op)));
 }
 
 LaunchTime otc::priceLibraryCall(const DeviceModel &d, Operation &op) {

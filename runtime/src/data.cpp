@@ -351,6 +351,60 @@ void fillMask(const TokenFeed &feed, const uint8_t *tokens, int64_t docToken,
   }
 }
 
+/// A uniform double in [0, 1) from the next value of \p state.
+static double nextUniform(uint64_t &state) {
+  state = splitMix64(state);
+  return static_cast<double>(state >> 11) * 0x1.0p-53;
+}
+
+void TokenLoader::maskWindow(const TokenDataset::Window &w, int64_t window,
+                             int64_t row, std::vector<uint8_t> &tokens,
+                             std::vector<uint8_t> &targets) const {
+  const MaskedLM &m = feed_.mlm;
+  const int64_t T = feed_.seqLen;
+  uint64_t state = splitMix64(splitMix64(seed_ ^ 0x4D4C4D5EEDull) +
+                              static_cast<uint64_t>(epoch_)) ^
+                   splitMix64(static_cast<uint64_t>(window) + 0x77ull);
+  // A uniform integer in [0, n) from the next value of the stream.
+  auto below = [&](int64_t n) {
+    state = splitMix64(state);
+    return static_cast<int64_t>(
+        (static_cast<unsigned __int128>(state) * static_cast<uint64_t>(n)) >>
+        64);
+  };
+  std::vector<char> chosen(static_cast<size_t>(T), 0);
+  int64_t eligible = 0, count = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (static_cast<int64_t>(w[t]) == m.keepToken)
+      continue;
+    ++eligible;
+    chosen[t] = nextUniform(state) < m.prob;
+    count += chosen[t];
+  }
+  // A window with none chosen gets one, drawn uniformly among its eligible
+  // positions: a step of such windows alone would have no loss to take.
+  if (count == 0 && eligible > 0)
+    for (int64_t t = 0, k = below(eligible); t < T; ++t)
+      if (static_cast<int64_t>(w[t]) != m.keepToken && k-- == 0) {
+        chosen[t] = 1;
+        break;
+      }
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t original = w[t];
+    int64_t input = original, target = m.ignoreIndex;
+    if (chosen[t]) {
+      target = original;
+      double kind = nextUniform(state);
+      if (kind < 0.8)
+        input = m.maskToken;
+      else if (kind < 0.9)
+        input = below(m.vocab);
+    }
+    storeInt(tokens, *feed_.tokens, row * T + t, input);
+    storeInt(targets, *feed_.targets, row * T + t, target);
+  }
+}
+
 Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,
                          std::vector<uint8_t> &targets) {
   const int64_t T = feed_.seqLen;
@@ -377,15 +431,20 @@ Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,
       seek(epoch_ + 1, 0);
     int64_t window = order_[cursor_++];
     TokenDataset::Window w = data_.window(window);
-    for (int64_t t = 0; t < T; ++t) {
-      storeInt(tokens, *feed_.tokens, r * T + t, w[t]);
-      if (feed_.targets)
-        storeInt(targets, *feed_.targets, r * T + t, w[t + 1]);
+    if (feed_.mlm.on()) {
+      maskWindow(w, window, r, tokens, targets);
+    } else {
+      for (int64_t t = 0; t < T; ++t) {
+        storeInt(tokens, *feed_.tokens, r * T + t, w[t]);
+        if (feed_.targets)
+          storeInt(targets, *feed_.targets, r * T + t, w[t + 1]);
+      }
     }
     if (Status s = check(*feed_.tokens, feed_.tokensRange, tokens, r, window, 0); !s)
       return s;
     if (feed_.targets)
-      if (Status s = check(*feed_.targets, feed_.targetsRange, targets, r, window, 1);
+      if (Status s = check(*feed_.targets, feed_.targetsRange, targets, r,
+                           window, feed_.mlm.on() ? 0 : 1);
           !s)
         return s;
   }

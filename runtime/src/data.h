@@ -1,5 +1,6 @@
 // Token data for `train --data`: shards matched by globs are memory-mapped
-// and cut into windows of T+1 tokens (T with no target input) starting at
+// and cut into windows of T+1 tokens (T with no target input or masked-LM
+// targets) starting at
 // multiples of T within each shard; a loader walks the windows in a seeded
 // per-epoch permutation (or in order) and fills micro-batches of the token
 // and target inputs. The loader's position is two integers, saved in
@@ -90,6 +91,27 @@ Status checkDataCovers(const TokenDataset &data, const std::string &what,
                        const std::string &reader, int64_t windows,
                        int64_t seqLen, const std::string &batch);
 
+/// Masked-LM targets (`train --data --mlm`): instead of the next tokens,
+/// each position of a window is chosen with probability \p prob (never one
+/// holding \p keepToken, the shards' document token, as Hugging Face's
+/// collator never chooses a special token); a chosen position's input
+/// becomes \p maskToken (80%), a token drawn uniformly from [0, vocab)
+/// (10%) or stays (10%), and its target is the original token; every other
+/// target is \p ignoreIndex. A window where no position is chosen gets one,
+/// drawn uniformly (a step of such windows alone would have no loss; at
+/// T = 512 and 0.15 no window ever needs it). The draws are a SplitMix64
+/// stream seeded by
+/// (seed, epoch, window): the same on every platform and after a resume,
+/// different in each epoch.
+struct MaskedLM {
+  int64_t maskToken = -1; ///< negative: next-token targets
+  double prob = 0.15;
+  int64_t vocab = 0;
+  int64_t keepToken = -1; ///< never chosen; negative: none
+  int64_t ignoreIndex = -100;
+  bool on() const { return maskToken >= 0; }
+};
+
 /// Which slots take tokens and targets, and the window geometry.
 struct TokenFeed {
   const OtcSlot *tokens = nullptr;
@@ -101,6 +123,7 @@ struct TokenFeed {
   /// (fillMask). May be null.
   const OtcSlot *mask = nullptr;
   int64_t seqLen = 0;               ///< T
+  MaskedLM mlm;                     ///< off: next-token targets
   /// The values each may hold (null: not checked).
   const OtcIndexRange *tokensRange = nullptr, *targetsRange = nullptr;
 };
@@ -138,8 +161,10 @@ public:
               bool shuffle);
 
   /// Fills the token (and target) bytes of one micro-batch of \p rows
-  /// windows, in the slots' dtypes, and advances. Stops with an error naming
-  /// the shard and position of the first token outside the feed's ranges.
+  /// windows, in the slots' dtypes, and advances: targets are the next
+  /// tokens, or with the feed's MaskedLM on, masked-LM targets. Stops with an
+  /// error naming the shard and position of the first token outside the feed's
+  /// ranges.
   Status next(int64_t rows, std::vector<uint8_t> &tokens,
               std::vector<uint8_t> &targets);
   /// Rewinds to the first window of epoch 0 (validation).
@@ -151,6 +176,11 @@ public:
 
 private:
   void buildOrder();
+  /// Writes row \p row's masked-LM inputs and targets from window \p w
+  /// (number \p window of the dataset).
+  void maskWindow(const TokenDataset::Window &w, int64_t window, int64_t row,
+                  std::vector<uint8_t> &tokens,
+                  std::vector<uint8_t> &targets) const;
 
   const TokenDataset &data_;
   TokenFeed feed_;

@@ -72,6 +72,39 @@ Status Run::chooseDocToken() {
   return Status::ok();
 }
 
+Status Run::chooseMaskedLM() {
+  if (opt_.mlmToken < 0)
+    return Status::ok();
+  if (!feed_.targets)
+    return Status::error("--mlm: the model has no target input (its loss "
+                         "takes none): masked-LM targets need one; name it "
+                         "with --targets-input");
+  const OtcIndexRange *tokens = feed_.tokensRange,
+                      *targets = feed_.targetsRange;
+  if (!tokens)
+    return Status::error(std::string("--mlm: the values input '") +
+                         feed_.tokens->name +
+                         "' may hold are not known (it indexes no embedding "
+                         "of the model), so no random token can be drawn");
+  if (!targets || !(targets->flags & OTC_INDEX_IGNORE))
+    return Status::error(
+        std::string("--mlm: the loss over input '") + feed_.targets->name +
+        "' ignores no index, and masked-LM targets mark the positions not "
+        "chosen with it: compile with a loss that ignores one (Hugging "
+        "Face's -100, --loss=cross_entropy:LOGITS:" +
+        feed_.targets->name + ")");
+  if (opt_.mlmToken >= tokens->bound)
+    return Status::error("--mlm: mask token " + std::to_string(opt_.mlmToken) +
+                         " is outside [0, " + std::to_string(tokens->bound) +
+                         ") (" + tokens->what + ")");
+  feed_.mlm.maskToken = opt_.mlmToken;
+  feed_.mlm.prob = opt_.mlmProb;
+  feed_.mlm.vocab = tokens->bound;
+  feed_.mlm.keepToken = docToken_ >= 0 ? docToken_ : trainData_.docToken();
+  feed_.mlm.ignoreIndex = targets->ignore_index;
+  return Status::ok();
+}
+
 const std::vector<uint8_t> &Run::maskFor(const std::vector<uint8_t> &tokens) {
   if (docToken_ >= 0)
     fillMask(feed_, tokens.data(), docToken_, maskBuf_);
@@ -103,27 +136,31 @@ Status Run::prepareInputs() {
   // Next-token targets are the inputs shifted by one: a model whose
   // attention sees the keys after a query sees each token it is asked to
   // predict, and its loss falls with nothing learned.
-  if (feed_.targets && bidirectionalOf(prog_))
+  if (feed_.targets && bidirectionalOf(prog_) && opt_.mlmToken < 0)
     return Status::error(
         std::string("--data: the targets of input '") + feed_.targets->name +
         "' would be the next tokens of input '" + feed_.tokens->name +
         "', and the model's attention is bidirectional (a self-attention "
         "that is not causal, as an encoder's): it sees each token it is "
-        "asked to predict; train it from --batch files with masked-LM "
-        "targets (some ids replaced by the mask token, their originals as "
-        "the targets, -100 elsewhere)");
+        "asked to predict; train it with masked-LM targets: --mlm "
+        "MASK_ID (the tokenizer's mask token), or --batch files that hold "
+        "them");
   if (s = chooseDocMask(); !s)
     return s;
   feed_.tokensRange = indexRangeOf(prog_, *feed_.tokens);
   if (feed_.targets)
     feed_.targetsRange = indexRangeOf(prog_, *feed_.targets);
-  int64_t T = feed_.seqLen, window = T + (feed_.targets ? 1 : 0);
+  const bool nextTokens = feed_.targets && opt_.mlmToken < 0;
+  int64_t T = feed_.seqLen, window = T + (nextTokens ? 1 : 0);
   if (s = trainData_.open(opt_.dataGlobs, window, T, "--data"); !s)
     return s;
   if (s = chooseDocToken(); !s)
     return s;
-  // A mask the same for every micro-batch is made once.
-  if (feed_.mask && !queryKeyMask(feed_))
+  if (s = chooseMaskedLM(); !s)
+    return s;
+  // A mask the same for every micro-batch is made once: masked-LM windows
+  // are seen whole, both ways.
+  if (feed_.mask && (!queryKeyMask(feed_) || feed_.mlm.on()))
     maskBuf_ = onesFor(*feed_.mask);
   else if (feed_.mask && docToken_ < 0)
     fillMask(feed_, std::vector<uint8_t>(feed_.tokens->nbytes).data(), -1,
@@ -389,6 +426,16 @@ Status Run::execute() {
   init = InitialTensors();
   state_.seed = opt_.seed;
   state_.dataFingerprint = loader_ ? trainData_.fingerprint() : 0;
+  if (loader_ && feed_.mlm.on()) {
+    // Masked-LM targets are another mode: a resume must keep its settings.
+    uint64_t probBits;
+    std::memcpy(&probBits, &feed_.mlm.prob, 8);
+    state_.dataFingerprint =
+        splitMix64(state_.dataFingerprint ^
+                   splitMix64(static_cast<uint64_t>(feed_.mlm.maskToken) ^
+                              probBits)) >>
+        11; // as TokenDataset::fingerprint: exact as a double
+  }
 
   std::string from;
   if (resume)
@@ -467,14 +514,27 @@ void Run::announceData(bool resume, const std::string &from) {
                  " windows of %" PRId64 " | %s\n",
                  trainData_.numShards(), trainData_.numTokens(),
                  trainData_.numWindows(),
-                 feed_.seqLen + (feed_.targets ? 1 : 0),
+                 feed_.seqLen + (feed_.targets && !feed_.mlm.on() ? 1 : 0),
                  opt_.shuffle ? "shuffled" : "in order");
+  if (!opt_.quiet && loader_ && feed_.mlm.on())
+    std::fprintf(
+        log_,
+        "data: masked-LM targets for input '%s': %.3g of the "
+        "positions%s chosen, as token %" PRId64
+        " (80%%), a random one (10%%) or kept; %" PRId64 " elsewhere\n",
+        feed_.targets->name, feed_.mlm.prob,
+        feed_.mlm.keepToken >= 0
+            ? (" (not token " + std::to_string(feed_.mlm.keepToken) + ")")
+                  .c_str()
+            : "",
+        feed_.mlm.maskToken, feed_.mlm.ignoreIndex);
   if (!opt_.quiet && !loader_ && batches_.count() > 1)
     std::fprintf(log_,
                  "batches: %" PRId64 " global batches in %zu file(s), in "
                  "order (an epoch every %" PRId64 " steps)\n",
                  batches_.count(), batches_.files(), batches_.count());
-  if (!opt_.quiet && loader_ && feed_.mask && !queryKeyMask(feed_))
+  if (!opt_.quiet && loader_ && feed_.mask &&
+      (!queryKeyMask(feed_) || feed_.mlm.on()))
     std::fprintf(
         log_, "data: input '%s' fed all ones (the windows hold no padding)\n",
         feed_.mask->name);

@@ -33,6 +33,8 @@ struct TrainOptions {
   bool shuffle = true;                 ///< --no-shuffle clears it
   bool docMask = false;                ///< --doc-mask
   int64_t docToken = -1;               ///< --doc-token (-1: the shards')
+  int64_t mlmToken = -1;               ///< --mlm ID (-1: next-token targets)
+  double mlmProb = 0.15;               ///< --mlm ID:P
   int64_t valEvery = 0;                ///< --val-every (0: only at the end)
   int64_t valBatches = 20;             ///< --val-batches (micro-batches)
   std::string initPath;                ///< --init (empty: <exe dir>/init.safetensors)

@@ -94,24 +94,37 @@ std::vector<double> Run::microCounts(int64_t micros) const {
   if (!slot)
     return {};
   std::vector<double> counts;
-  int64_t n = slot->nbytes / (slot->dtype == OTC_I64 ? 8 : 4);
-  for (int64_t k = 0; k < micros; ++k) {
-    const uint8_t *p = parts ? (*parts)[k].data() : whole->data() + k * slot->nbytes;
-    int64_t c = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t v;
-      if (slot->dtype == OTC_I64) {
-        std::memcpy(&v, p + 8 * i, 8);
-      } else {
-        int32_t w;
-        std::memcpy(&w, p + 4 * i, 4);
-        v = w;
-      }
-      c += v != prog_.count_ignore_index;
-    }
-    counts.push_back(static_cast<double>(c));
-  }
+  for (int64_t k = 0; k < micros; ++k)
+    counts.push_back(countedEntries(
+        *slot, parts ? (*parts)[k].data() : whole->data() + k * slot->nbytes));
   return counts;
+}
+
+double Run::countedEntries(const OtcSlot &slot, const uint8_t *bytes) const {
+  int64_t n = slot.nbytes / (slot.dtype == OTC_I64 ? 8 : 4), c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v;
+    if (slot.dtype == OTC_I64) {
+      std::memcpy(&v, bytes + 8 * i, 8);
+    } else {
+      int32_t w;
+      std::memcpy(&w, bytes + 4 * i, 4);
+      v = w;
+    }
+    c += v != prog_.count_ignore_index;
+  }
+  return static_cast<double>(c);
+}
+
+double Run::fedCount() const {
+  const char *name = countInputOf(prog_);
+  if (!name)
+    return -1;
+  if (feed_.targets && std::strcmp(feed_.targets->name, name) == 0)
+    return countedEntries(*feed_.targets, tgtBuf_.data());
+  if (feed_.tokens && std::strcmp(feed_.tokens->name, name) == 0)
+    return countedEntries(*feed_.tokens, tokBuf_.data());
+  return -1;
 }
 
 /// The test hook OTC_TEST_COLLECTIVES_ALONE: the gradients' sum of a

@@ -123,6 +123,23 @@ const std::vector<Flag> &flagTable() {
          return Status::ok();
        }},
       {"--doc-token", true, intFlag("--doc-token", &O::docToken, true)},
+      {"--mlm", true,
+       [](O &o, const std::string &v) {
+         // ID or ID:P, P a probability in (0, 1).
+         size_t colon = v.find(':');
+         std::string id = v.substr(0, colon);
+         bool good = parseInt64(id, o.mlmToken) && o.mlmToken >= 0;
+         if (good && colon != std::string::npos)
+           good = parseDouble(v.substr(colon + 1), o.mlmProb) &&
+                  o.mlmProb > 0 && o.mlmProb < 1;
+         if (!good)
+           return Status::usage("--mlm expects MASK_ID or MASK_ID:P (the "
+                                "mask token's id, not negative, and the "
+                                "share of positions chosen, between 0 and "
+                                "1), got '" +
+                                v + "'");
+         return Status::ok();
+       }},
       {"--val-every", true, intFlag("--val-every", &O::valEvery, true)},
       {"--val-batches", true, intFlag("--val-batches", &O::valBatches, false)},
       {"--init", true, stringFlag(&O::initPath)},
@@ -242,6 +259,13 @@ Status checkCombination(const TrainOptions &o) {
     return Status::usage("--batch and --data are exclusive");
   if (!data && (!o.valGlobs.empty() || o.batchStartTokens || o.batchRampTokens))
     return Status::usage("--val-data and the batch ramp need --data");
+  if (!data && o.mlmToken >= 0)
+    return Status::usage("--mlm needs --data (a --batch file holds its own "
+                         "targets)");
+  if (o.mlmToken >= 0 && (o.docMask || o.docToken >= 0))
+    return Status::usage("--mlm and --doc-mask are exclusive: --doc-mask "
+                         "feeds causal masks, and a masked LM attends both "
+                         "ways");
   if (!o.dumpGradsPath.empty() && (!o.saveDir.empty() || !o.resumeDir.empty()))
     return Status::usage(
         "--dump-grads cannot be combined with --save or --resume");
@@ -336,6 +360,19 @@ static const char *usageData() {
          "(default: the one\n"
          "                       the shards record: otc-data --tokenizer "
          "writes it)\n"
+         "  --mlm ID[:P]         masked-LM targets instead (an encoder: "
+         "BERT, ModernBERT):\n"
+         "                       windows of T tokens, P of the positions "
+         "(default 0.15)\n"
+         "                       chosen, their inputs replaced by token ID "
+         "(80%), a random\n"
+         "                       token (10%) or kept (10%); the target of a "
+         "chosen\n"
+         "                       position is its token, -100 elsewhere. "
+         "Masks are drawn\n"
+         "                       anew each epoch from --seed; a query-by-key "
+         "mask is fed\n"
+         "                       all ones\n"
          "  --val-data GLOB      validation shards; eval loss every "
          "--val-every steps and at the end\n"
          "  --val-every N        (default 0: only at the end)\n"
@@ -360,6 +397,8 @@ static const char *usageData() {
          "'loss',\n"
          "                       'grad/<param>' and the dropout keys "
          "'rng_key/<k>' to PATH\n"
+         "                       (with --data also the rows fed, "
+         "'input/<name>')\n"
          "\n";
 }
 

@@ -165,6 +165,12 @@ private:
   Status feedMicro(int64_t k, TokenLoader *loader);
   Status prefetchStep(int64_t micros, TokenLoader *loader);
   std::vector<double> microCounts(int64_t micros) const;
+  /// The entries of \p bytes (of \p slot) that are not the program's
+  /// count_ignore_index.
+  double countedEntries(const OtcSlot &slot, const uint8_t *bytes) const;
+  /// Those of the micro-batch feedMicro last loaded from a loader, in its
+  /// count input; -1 when the program counts none of the fed inputs.
+  double fedCount() const;
   Status forwardBackward(int64_t step, int64_t micros, TokenLoader *loader,
                          double &loss, bool &finite, std::string &why);
   /// forwardBackward's parts: the micro-batches' weights, one micro-batch's
@@ -240,6 +246,8 @@ private:
   int64_t docToken_ = -1;
   Status chooseDocMask();
   Status chooseDocToken();
+  /// --mlm: the feed's masked-LM settings, checked against the program.
+  Status chooseMaskedLM();
   /// The attention mask for the micro-batch of token bytes \p tokens.
   const std::vector<uint8_t> &maskFor(const std::vector<uint8_t> &tokens);
   /// A step's micro-batches from the loader, read before its first

@@ -8,6 +8,7 @@
 #include "otcrt/safetensors.h"
 
 #include <cinttypes>
+#include <limits>
 
 namespace otcrt {
 
@@ -34,7 +35,9 @@ Status Run::evaluate(int64_t step) {
     if (Status s = runStep(StepFunction::ZeroGrads, prog_.zero_grads); !s)
       return s;
   ProgressBar bar("eval", batches);
-  double sum = 0;
+  // Each micro-batch weighs its counted targets when the loss is a mean
+  // over them (masked-LM windows count different numbers), else 1.
+  double sum = 0, weight = 0;
   for (int64_t i = 0; i < batches; ++i) {
     // A SIGINT or SIGTERM cuts the evaluation short (no loss reported); the
     // run then stops.
@@ -55,10 +58,15 @@ Status Run::evaluate(int64_t step) {
                                micro);
         !s)
       return s;
-    sum += micro;
+    const double count = fedCount(), w = count < 0 ? 1.0 : count;
+    if (w > 0) { // a micro-batch with nothing counted has no loss (0 / 0)
+      sum += w * micro;
+      weight += w;
+    }
     bar.update(i + 1);
   }
-  double loss = sum / static_cast<double>(batches);
+  double loss =
+      weight > 0 ? sum / weight : std::numeric_limits<double>::quiet_NaN();
   if (!opt_.quiet)
     std::fprintf(log_, "val loss %.6f at step %" PRId64 " (%" PRId64
                        " micro-batches)\n",
@@ -145,6 +153,24 @@ Status Run::dumpGrads() {
       bytes = widenBf16(bytes);
     out.add(std::string("grad/") + slot->name, StDType::F32, slotShape(*slot),
             bytes.data());
+  }
+  // With --data, the micro-batches fed (the tokens and targets the loader
+  // made), so that a reference can compute the same loss.
+  if (loader_) {
+    auto feedAll = [&](const OtcSlot *slot,
+                       const std::vector<std::vector<uint8_t>> &parts) {
+      std::vector<uint8_t> all;
+      for (int64_t k = 0; k < prog_.grad_accum; ++k)
+        all.insert(all.end(), parts[k].begin(), parts[k].end());
+      std::vector<int64_t> shape = slotShape(*slot);
+      shape[0] *= prog_.grad_accum;
+      StDType dtype;
+      toStDType(slot->dtype, dtype);
+      out.add(std::string("input/") + slot->name, dtype, shape, all.data());
+    };
+    feedAll(feed_.tokens, stepTok_);
+    if (feed_.targets)
+      feedAll(feed_.targets, stepTgt_);
   }
   // The random keys, so that a reference can replay the same masks.
   for (size_t k = 0; k < rngKeys_.size(); ++k)

@@ -127,7 +127,9 @@ Status Run::resumeFrom(std::string &from) {
       return s;
   if (state_.dataFingerprint != fingerprint)
     return Status::error(from + ": the checkpoint was trained on other data "
-                                "(different --data shards, sizes or mode)");
+                                "(different --data shards, sizes or mode: "
+                                "next-token or --mlm targets, another mask "
+                                "token or share)");
   if (loader_) {
     // The checkpoint's seed rules: the shuffle order must not change.
     loader_ = std::make_unique<TokenLoader>(trainData_, feed_, state_.seed,

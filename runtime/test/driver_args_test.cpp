@@ -72,6 +72,32 @@ TEST(DriverArgs, HelpAndData) {
   EXPECT_THAT(trainUsage("train"), HasSubstr("--resume"));
 }
 
+TEST(DriverArgs, MaskedLM) {
+  TrainOptions o;
+  ASSERT_TRUE(parseTrainArgs({"--data", "d"}, o));
+  EXPECT_EQ(o.mlmToken, -1);
+  ASSERT_TRUE(parseTrainArgs({"--data", "d", "--mlm", "50284"}, o));
+  EXPECT_EQ(o.mlmToken, 50284);
+  EXPECT_DOUBLE_EQ(o.mlmProb, 0.15);
+  TrainOptions p;
+  ASSERT_TRUE(parseTrainArgs({"--data", "d", "--mlm=0:0.3"}, p));
+  EXPECT_EQ(p.mlmToken, 0);
+  EXPECT_DOUBLE_EQ(p.mlmProb, 0.3);
+  EXPECT_THAT(trainUsage("train"), HasSubstr("--mlm ID[:P]"));
+  for (const char *bad : {"x", "-1", "5:", "5:0", "5:1", "5:nan", ":0.2"}) {
+    TrainOptions q;
+    Status s = parseTrainArgs({"--data", "d", "--mlm", bad}, q);
+    EXPECT_EQ(s.code(), Status::kUsageError) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--mlm expects MASK_ID or MASK_ID:P"));
+  }
+  TrainOptions q;
+  EXPECT_THAT(parseTrainArgs({"--batch", "b", "--mlm", "4"}, q).message(),
+              HasSubstr("--mlm needs --data"));
+  EXPECT_THAT(
+      parseTrainArgs({"--data", "d", "--mlm", "4", "--doc-mask"}, q).message(),
+      HasSubstr("--mlm and --doc-mask are exclusive"));
+}
+
 TEST(DriverArgs, UsageErrors) {
   const std::vector<std::vector<std::string>> bad = {
       {},

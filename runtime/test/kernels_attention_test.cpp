@@ -20,39 +20,29 @@ TEST(KernelsAttention, Causal) {
 }
 
 TEST(KernelsAttention, SlidingWindow) {
+  // Causal: key j is hidden from query i when j > i or i - j >= window;
+  // not causal (ModernBERT's local layers), when |i - j| >= window. Windows
+  // of 1 (the diagonal), 2 and 4 with grouped heads; with a key padding and
+  // dropout; over two query tiles (70 rows, window 9) with sinks.
   std::mt19937 rng(31);
-  for (int32_t window : {1, 2, 4}) {
-    Problem p = makeProblem(2, 4, 2, 7, 7, 4, true, 0, nullptr, 0, rng, true);
-    p.a.window = window;
+  for (bool causal : {true, false}) {
+    for (int32_t window : {1, 2, 4}) {
+      Problem p =
+          makeProblem(2, 4, 2, 7, 7, 4, causal, 0, nullptr, 0, rng, true);
+      p.a.window = window;
+      run(p, rng);
+    }
+    const int64_t dims[4] = {2, 1, 1, 6};
+    Problem p =
+        makeProblem(2, 2, 1, 6, 6, 3, causal, 0.25f, dims, 2, rng, true);
+    p.a.window = 3;
     run(p, rng);
+    Problem tiles =
+        makeProblem(1, 2, 1, 70, 70, 2, causal, 0, nullptr, 0, rng, true);
+    tiles.a.window = 9;
+    tiles.sinks = {0.25f, -0.5f};
+    run(tiles, rng);
   }
-  // With a key-padding mask and dropout too.
-  const int64_t dims[4] = {2, 1, 1, 6};
-  Problem p = makeProblem(2, 2, 1, 6, 6, 3, true, 0.25f, dims, 2, rng, true);
-  p.a.window = 3;
-  run(p, rng);
-}
-
-TEST(KernelsAttention, BidirectionalWindow) {
-  // A sliding window without causal (ModernBERT's local layers): key j is
-  // hidden when |i - j| >= window. Windows of 1 (the diagonal), 2 and 4
-  // with grouped heads; with a key padding and dropout; over two query
-  // tiles (70 rows, window 9) with sinks.
-  std::mt19937 rng(35);
-  for (int32_t window : {1, 2, 4}) {
-    Problem p = makeProblem(2, 4, 2, 7, 7, 4, false, 0, nullptr, 0, rng, true);
-    p.a.window = window;
-    run(p, rng);
-  }
-  const int64_t dims[4] = {2, 1, 1, 6};
-  Problem p = makeProblem(2, 2, 1, 6, 6, 3, false, 0.25f, dims, 2, rng, true);
-  p.a.window = 3;
-  run(p, rng);
-  Problem tiles =
-      makeProblem(1, 2, 1, 70, 70, 2, false, 0, nullptr, 0, rng, true);
-  tiles.a.window = 9;
-  tiles.sinks = {0.25f, -0.5f};
-  run(tiles, rng);
 }
 
 TEST(KernelsAttention, SoftCap) {

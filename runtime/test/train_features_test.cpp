@@ -7,11 +7,13 @@
 #include "driver.h"
 #include "otcrt/safetensors.h"
 #include "otcrt/shards.h"
+#include "program.h"
 #include "schedule.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -271,6 +273,93 @@ TEST(Shards, DocumentMasks) {
   std::memcpy(v, out.data(), sizeof(v));
   for (int i = 0; i < 16; ++i)
     EXPECT_EQ(v[i], docs[i] ? 0.0f : -3.4028234663852886e38f) << i;
+}
+
+// Masked-LM targets (--mlm): read over every window of a shard of 40,000
+// tokens uniform in [0, 50) (token 7, the document token, never chosen), the
+// shares match the definition (15% chosen; of those 80% the mask token 99,
+// 10% a random token, 10% kept), every window has one chosen at least,
+// targets are the original token where chosen and -100 elsewhere, inputs
+// unchanged elsewhere; the same seed and
+// epoch give the same masks, another epoch others.
+TEST(Shards, MaskedLMTargets) {
+  const std::string path = "/tmp/otcrt_mlm_test.bin";
+  std::vector<uint16_t> ids(40000);
+  uint64_t state = 3;
+  for (uint16_t &id : ids) {
+    state = splitMix64(state);
+    id = static_cast<uint16_t>(state % 50);
+  }
+  ASSERT_TRUE(writeShard(path, ids, 7));
+  const int64_t T = 16, shape[] = {4, T};
+  TokenDataset data;
+  ASSERT_TRUE(data.open({path}, T, T, "--data"));
+  ASSERT_EQ(data.numWindows(), 2500);
+  EXPECT_EQ(data.docToken(), 7);
+  OtcSlot tok{"input_ids", OTC_SLOT_INPUT, OTC_I64, 2, shape, 0, 4 * T * 8};
+  OtcSlot tgt{"labels", OTC_SLOT_INPUT, OTC_I32, 2, shape, 0, 4 * T * 4};
+  TokenFeed feed;
+  feed.tokens = &tok;
+  feed.targets = &tgt;
+  feed.seqLen = T;
+  feed.mlm.maskToken = 99;
+  feed.mlm.vocab = 50;
+  feed.mlm.keepToken = 7;
+  TokenLoader loader(data, feed, 11, false);
+  std::vector<uint8_t> in, out;
+  int64_t positions = 0, eligible = 0, chosen = 0, masked = 0, kept = 0,
+          replaced = 0, emptyWindows = 0;
+  for (int64_t b = 0; b < data.numWindows() / 4; ++b) {
+    ASSERT_TRUE(loader.next(4, in, out));
+    const int64_t *x = reinterpret_cast<const int64_t *>(in.data());
+    const int32_t *y = reinterpret_cast<const int32_t *>(out.data());
+    for (int64_t r = 0; r < 4; ++r)
+      emptyWindows += std::count(y + r * T, y + (r + 1) * T, -100) == T;
+    for (int64_t i = 0; i < 4 * T; ++i, ++positions) {
+      const int64_t original = ids[static_cast<size_t>(b * 4 * T + i)];
+      eligible += original != 7;
+      if (y[i] == -100) {
+        ASSERT_EQ(x[i], original) << i; // not chosen: the input stays
+        continue;
+      }
+      ASSERT_NE(original, 7);
+      ASSERT_EQ(y[i], original);
+      ++chosen;
+      if (x[i] == 99)
+        ++masked;
+      else if (x[i] == original)
+        ++kept;
+      else
+        ++replaced;
+      ASSERT_TRUE(x[i] == 99 || (x[i] >= 0 && x[i] < 50)) << x[i];
+    }
+  }
+  ASSERT_EQ(positions, 40000);
+  EXPECT_EQ(emptyWindows, 0);
+  // Binomial shares, each within about four standard deviations; a window
+  // with none chosen (0.85^16 of them, about 15 eligible positions each)
+  // gets one.
+  EXPECT_NEAR(double(chosen) / eligible, 0.15 + std::pow(0.85, 16) / 15, 0.011);
+  EXPECT_NEAR(double(masked) / chosen, 0.8, 0.03);
+  // A random token equals the original one time in 50.
+  EXPECT_NEAR(double(kept) / chosen, 0.1 + 0.1 / 50, 0.025);
+  EXPECT_NEAR(double(replaced) / chosen, 0.1 * 49 / 50, 0.025);
+
+  // The same (seed, epoch, window) gives the same masks; epoch 1 others.
+  TokenLoader again(data, feed, 11, false);
+  std::vector<uint8_t> in2, out2;
+  loader.seek(0, 0);
+  ASSERT_TRUE(loader.next(4, in, out));
+  ASSERT_TRUE(again.next(4, in2, out2));
+  EXPECT_EQ(in, in2);
+  EXPECT_EQ(out, out2);
+  again.seek(1, 0);
+  ASSERT_TRUE(again.next(4, in2, out2));
+  EXPECT_NE(out, out2);
+  TokenLoader other(data, feed, 12, false);
+  ASSERT_TRUE(other.next(4, in2, out2));
+  EXPECT_NE(out, out2);
+  std::remove(path.c_str());
 }
 
 TEST_F(TrainRun, Uint32ShardsGiveTheSameWindows) {
