@@ -93,6 +93,20 @@ CONFIGS = {
                              num_attention_heads=12, vocab_size=50368,
                              max_position_embeddings=8192, global_attn_every_n_layers=3,
                              local_attention=128, pad_token_id=None)),
+    # BERT-base's shape (uncased: vocabulary 30,522): the classic encoder,
+    # post-norm, absolute positions, full attention, a masked LM head.
+    "bert-base": ("BertForMaskedLM", "BertConfig",
+                  dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                       num_attention_heads=12, vocab_size=30522,
+                       max_position_embeddings=512)),
+    # Phi-3-mini's shape: fused q/k/v and gate/up projections (one GEMM
+    # each, sliced after), 32 heads of 96, vocabulary 32,064. 3.8 B
+    # parameters: --layers makes a part of it for a smaller machine.
+    "phi3-mini": ("Phi3ForCausalLM", "Phi3Config",
+                  dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32064,
+                       max_position_embeddings=4096, pad_token_id=None,
+                       tie_word_embeddings=False)),
     # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
     "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
                   dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),

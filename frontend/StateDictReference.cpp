@@ -303,12 +303,34 @@ void ReferenceResolver::nameByValue() {
   }
 }
 
+/// Whether `parent` names a tensor of the module that holds the module of
+/// `child` under the same leaf name ("cls.predictions.bias" and
+/// "cls.predictions.decoder.bias"): a module's parameter that its parent
+/// also registers, as BERT's masked-LM head sets `decoder.bias = bias`
+/// (the graph may name either).
+static bool parentAlias(const std::string &child, const std::string &parent) {
+  size_t c = child.rfind('.'), p = parent.rfind('.');
+  if (c == std::string::npos)
+    return false;
+  std::string childModule = child.substr(0, c), leaf = child.substr(c + 1);
+  std::string parentModule =
+      p == std::string::npos ? std::string() : parent.substr(0, p);
+  if (parent.substr(p == std::string::npos ? 0 : p + 1) != leaf)
+    return false;
+  size_t up = childModule.rfind('.');
+  return (up == std::string::npos ? std::string()
+                                  : childModule.substr(0, up)) == parentModule;
+}
+
 void ReferenceResolver::claimUnnamedReference() {
   // Reference names no initializer took: the other name of a tie, or a
   // tensor the graph does not read (the exporter may have folded it away:
   // the dynamo exporter drops an addition of a zero bias). A tie is an
   // exact copy of values that say which tensor they are; zeros or ones
-  // equal every other such tensor, so those are copied through unchanged.
+  // equal every other such tensor, so those are copied through unchanged,
+  // unless the names say it is a tie too: the same leaf registered by a
+  // module and by its parent (BERT's zero-initialized cls.predictions.bias,
+  // which is cls.predictions.decoder.bias).
   for (const ExportWeight &w : ref) {
     if (claimed.count(w.name))
       continue;
@@ -316,7 +338,9 @@ void ReferenceResolver::claimUnnamedReference() {
     std::optional<Relation> holderRel;
     bool fewValues = printOf(w).few;
     for (Init &init : inits) {
-      if (init.names.empty() || fewValues)
+      if (init.names.empty() ||
+          (fewValues && !parentAlias(init.names.front().name, w.name) &&
+           !parentAlias(w.name, init.names.front().name)))
         continue;
       if (std::optional<Relation> rel = match(init, w, nullptr, Rules::Exact)) {
         // Prefer the trained source over an untrained copy.

@@ -28,6 +28,7 @@ import time
 
 BEGIN = ["<|begin_of_text|>", "<s>", "<bos>", "[CLS]"]
 END = ["<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "[SEP]"]
+MASK = ["[MASK]", "<mask>", "<|mask|>"]
 
 
 def fail(message):
@@ -141,6 +142,14 @@ def main():
         out.write(tok.decode(ids).encode("utf-8"))
         return
     sep = separator(tok, a.doc_token)
+    # A masked LM (an encoder) trains from the shards with `--mlm ID`.
+    for name in MASK:
+        i = tok.token_id(name)
+        if i is not None:
+            sys.stderr.write("otc-data: note: the tokenizer's mask token is %s "
+                             "(id %d): train an encoder (a masked LM) from "
+                             "these shards with --mlm %d\n" % (name, i, i))
+            break
     sizes = []
     for path in a.files:
         try:

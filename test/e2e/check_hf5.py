@@ -25,7 +25,10 @@ comparing values with the model's own tensors) as the oracle:
   left unresolved (`needs-reference N`) where the exporter folded a weight
   into something the graph cannot undo, or the names it lacks (`lacks ...`)
   where nothing in the graph shows them; the tensors it writes must be
-  PyTorch's, and it may write no name PyTorch lacks.
+  PyTorch's, and it may write no name PyTorch lacks;
+- `state-dict zero-tie` (a tied bias, BERT's): with that bias zero in the
+  model and the reference, as a fresh model has it, the trained export
+  writes the trained bias under both of its names.
 
 Prints `<export> <config> PASS|FAIL (why)` per check and `N passed, M failed`;
 exits 1 on a failure. numpy only."""
@@ -115,6 +118,41 @@ def compare_state_dict(got, want, atol=1e-6):
     return ""
 
 
+def check_zero_ties(args, model, manifest, stem, want, how, ckpt, report):
+    """`state-dict zero-tie`: a tied bias as a fresh model has it, zeros
+    (BERT's cls.predictions.bias, the decoder's bias under its parent's
+    name), which equal every other zero tensor by value: with the bias zero
+    in the model and the reference, the trained export writes the trained
+    bias under both names."""
+    for src, aliases in manifest["tied_aliases"].items():
+        names = [src] + aliases
+        if not src.endswith("bias") or not all(n in how for n in names):
+            continue
+        init = how[src][0]
+        m = onnx.load(model)
+        for t in m.graph.initializer:
+            if t.name == init:
+                t.CopyFrom(numpy_helper.from_array(
+                    np.zeros_like(numpy_helper.to_array(t)), t.name))
+        zmodel = os.path.join(args.work, f"{stem}-zero-tie.onnx")
+        onnx.save(m, zmodel)
+        ref = {k: (np.zeros_like(v) if k in names else v) for k, v in want.items()}
+        zref = os.path.join(args.work, f"{stem}-zero-tie-reference.safetensors")
+        st_io.write(zref, ref)
+        ck = os.path.join(args.work, f"{stem}-moved.safetensors")
+        out = os.path.join(args.work, f"{stem}-zero-tie-sd.safetensors")
+        r = subprocess.run([args.otc_export, zmodel, "--weights", ck, "--reference",
+                            zref, "-o", out], capture_output=True, text=True)
+        why = (r.stderr.strip().splitlines() or ["?"])[-1] if r.returncode else ""
+        if not why:
+            got = st_io.read(out)
+            for n in names:
+                if n not in got or not np.allclose(got[n], ckpt[init], rtol=0, atol=1e-6):
+                    why = f"{n} is not the trained {init}"
+                    break
+        report(f"{stem} state-dict zero-tie", not why, why)
+
+
 def check_state_dict(args, model, export, manifest, stem, report):
     want, how = pytorch_state_dict(model, export, manifest)
     ref = os.path.join(args.work, f"{stem}-reference.safetensors")
@@ -154,6 +192,8 @@ def check_state_dict(args, model, export, manifest, stem, report):
     why = (r.stderr.strip().splitlines() or ["?"])[-1] if r.returncode else \
         compare_state_dict(st_io.read(out), moved)
     report(f"{stem} state-dict trained", not why, why)
+
+    check_zero_ties(args, model, manifest, stem, want, how, ckpt, report)
 
     r = export_sd([])
     if r.returncode:

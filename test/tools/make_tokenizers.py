@@ -43,7 +43,7 @@ def main():
     wp.decoder = decoders.WordPiece()
     wp.train_from_iterator(
         text.splitlines(),
-        trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+        trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[MASK]"],
                                   show_progress=False))
     wp.save(os.path.join(out, "wordpiece.json"))
     uni = Tokenizer(models.Unigram())
