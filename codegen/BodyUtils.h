@@ -12,6 +12,7 @@
 #define OTC_CODEGEN_BODYUTILS_H
 
 #include "codegen/KernelBodies.h"
+#include "ir/OtcDialect.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -42,6 +43,12 @@ std::string floatLiteral(double v);
 void emitBroadcastIndex(llvm::raw_ostream &os, llvm::StringRef name,
                         llvm::ArrayRef<int64_t> shape,
                         llvm::ArrayRef<int64_t> target);
+
+/// Emits `int64_t <name> = <offset in the input of slice `op` of its result
+/// element `index`>;` (`index` a C expression), at `indent`.
+void emitSliceSource(llvm::raw_ostream &os, otc::SliceOp op,
+                     llvm::StringRef index, llvm::StringRef name,
+                     llvm::StringRef indent);
 
 /// An (outer, axis, inner) view of a shape around dimension `axis`: element
 /// (o, a, n) sits at offset (o * axis + a) * inner + n.

@@ -77,6 +77,21 @@ static void emitCopySource(raw_ostream &os, Operation *op, StringRef index,
   os << "    }\n";
 }
 
+void otc::emitSliceSource(raw_ostream &os, SliceOp op, StringRef index,
+                          StringRef name, StringRef indent) {
+  ArrayRef<int64_t> out = bodyShapeOf(op.getResult());
+  CopySource src = copySource(op);
+  os << indent << "int64_t " << name << " = " << src.base << ";\n"
+     << indent << "{ int64_t r = " << index << ";\n";
+  for (size_t d = out.size(); d-- > 0;) {
+    os << indent << "  " << name << " += (r % " << out[d] << ") * "
+       << src.step[d] << ";\n";
+    if (d)
+      os << indent << "  r /= " << out[d] << ";\n";
+  }
+  os << indent << "}\n";
+}
+
 static LogicalResult emitTranspose(TransposeOp op, BodyContext &c) {
   emitCopySource(c.os, op, "i");
   c.os << "    " << c.out[0] << "[i] = " << c.in[0] << "[src];\n";

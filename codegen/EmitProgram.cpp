@@ -385,28 +385,50 @@ void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
   funcs << "));\n";
 }
 
+/// Whether every use of input `arg` of a chain is a slice (otc-fuse-
+/// elementwise's folded slices): its element i is never read as such.
+static bool readBySlicesAlone(BlockArgument arg) {
+  return !arg.use_empty() && llvm::all_of(arg.getUsers(), [](Operation *u) {
+    return isa<SliceOp>(u);
+  });
+}
+
 /// The computation of one element of the chain kernel `k`, to `os` at
-/// `indent`: each used input read by `load` (input number, local name, C
-/// type), each op's value into a local of its element type (a BF16 value
-/// rounds as a store would), each output written by `store` (output
-/// number, value).
-static void
-emitChainElement(otck::KernelOp k, raw_ostream &os, StringRef indent,
-                 function_ref<void(unsigned, StringRef, StringRef)> load,
-                 function_ref<void(unsigned, StringRef)> store) {
+/// `indent`: each input used other than by a slice read by `load` (input
+/// number, local name, C type), each slice's element by `loadSlice` (the
+/// slice, its number among the body's slices, its input's number, local
+/// name, C type), each other op's value into a local of its element type
+/// (a BF16 value rounds as a store would), each output written by `store`
+/// (output number, value).
+static void emitChainElement(
+    otck::KernelOp k, raw_ostream &os, StringRef indent,
+    function_ref<void(unsigned, StringRef, StringRef)> load,
+    function_ref<void(unsigned, StringRef)> store,
+    function_ref<void(SliceOp, unsigned, unsigned, StringRef, StringRef)>
+        loadSlice) {
   Block &body = k.getBody().front();
   auto yield = cast<otck::YieldOp>(body.getTerminator());
   DenseMap<Value, std::string> local;
   for (auto [i, v] : llvm::enumerate(k.getInputs())) {
     BlockArgument arg = body.getArgument(i);
-    if (arg.use_empty())
+    if (arg.use_empty() || readBySlicesAlone(arg))
       continue;
     std::string name = "x" + std::to_string(i);
     load(i, name, cTypeOf(cast<MemRefType>(v.getType()).getElementType()));
     local[arg] = name;
   }
-  unsigned j = 0;
+  unsigned j = 0, slices = 0;
   for (Operation &op : body.without_terminator()) {
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      auto arg = cast<BlockArgument>(slice.getInput());
+      std::string name = "v" + std::to_string(j++);
+      loadSlice(
+          slice, slices++, arg.getArgNumber(), name,
+          cTypeOf(cast<MemRefType>(k.getInputs()[arg.getArgNumber()].getType())
+                      .getElementType()));
+      local[slice.getResult()] = name;
+      continue;
+    }
     SmallVector<std::string> operands;
     for (Value v : op.getOperands())
       operands.push_back(local.lookup(v));
@@ -444,6 +466,12 @@ static std::string chainScalarBody(otck::KernelOp k, ArrayRef<int64_t> domain) {
       },
       [&](unsigned i, StringRef value) {
         scalar << "    out" << i << "[i] = " << value << ";\n";
+      },
+      [&](SliceOp slice, unsigned, unsigned i, StringRef name, StringRef ct) {
+        std::string src = ("s" + name).str();
+        emitSliceSource(scalar, slice, "i", src, "    ");
+        scalar << "    const " << ct << " " << name << " = in" << i << "["
+               << src << "];\n";
       });
   return text;
 }
@@ -468,11 +496,27 @@ static void emitChainVectorLoop(otck::KernelOp k, int width,
         << "  for (int64_t w = blockIdx.x * (int64_t)blockDim.x + "
            "threadIdx.x; w < vecs; w += stride) {\n";
   for (auto [i, v] : llvm::enumerate(k.getInputs())) {
-    if (body.getArgument(i).use_empty())
+    if (body.getArgument(i).use_empty() ||
+        readBySlicesAlone(body.getArgument(i)))
       continue;
     std::string a = "a" + std::to_string(i);
     defOs << unionDecl(v, a) << "    " << a << ".v = reinterpret_cast<const "
           << vecType(v) << " *>(in" << i << ")[w];\n";
+  }
+  // A folded slice reads the packet of its input at its first element's
+  // offset (chainVectorWidth: whole aligned packets of one row).
+  unsigned sliceCount = 0;
+  for (Operation &op : body.without_terminator()) {
+    auto slice = dyn_cast<SliceOp>(op);
+    if (!slice)
+      continue;
+    unsigned i = cast<BlockArgument>(slice.getInput()).getArgNumber();
+    Value v = k.getInputs()[i];
+    std::string a = "p" + std::to_string(sliceCount++);
+    emitSliceSource(defOs, slice, "w * " + std::to_string(width), "s" + a,
+                    "    ");
+    defOs << unionDecl(v, a) << "    " << a << ".v = *reinterpret_cast<const "
+          << vecType(v) << " *>(in" << i << " + s" << a << ");\n";
   }
   for (auto [i, v] : llvm::enumerate(k.getOutputs()))
     defOs << unionDecl(v, "r" + std::to_string(i));
@@ -485,6 +529,10 @@ static void emitChainVectorLoop(otck::KernelOp k, int width,
       },
       [&](unsigned i, StringRef value) {
         defOs << "      r" << i << ".e[e] = " << value << ";\n";
+      },
+      [&](SliceOp, unsigned n, unsigned, StringRef name, StringRef ct) {
+        defOs << "      const " << ct << " " << name << " = p" << n
+              << ".e[e];\n";
       });
   defOs << "    }\n";
   for (auto [i, v] : llvm::enumerate(k.getOutputs()))

@@ -124,17 +124,33 @@ int otc::chainVectorWidth(otck::KernelOp k) {
   auto domainType = cast<MemRefType>(k.getOutputs()[0].getType());
   ArrayRef<int64_t> domain = domainType.getShape();
   bool vectorizable = true, allBf16 = true;
-  auto check = [&](Value v) {
+  auto check = [&](Value v, bool sliced) {
     auto t = cast<MemRefType>(v.getType());
     Type et = t.getElementType();
     allBf16 &= et.isBF16();
-    vectorizable &= t.getShape() == domain && (et.isF32() || et.isBF16());
+    vectorizable &=
+        (sliced || t.getShape() == domain) && (et.isF32() || et.isBF16());
   };
-  for (auto [i, v] : llvm::enumerate(k.getInputs()))
-    if (!body.getArgument(i).use_empty())
-      check(v);
+  for (auto [i, v] : llvm::enumerate(k.getInputs())) {
+    BlockArgument arg = body.getArgument(i);
+    if (arg.use_empty())
+      continue;
+    bool sliced = llvm::all_of(arg.getUsers(),
+                               [](Operation *u) { return isa<SliceOp>(u); });
+    check(v, sliced);
+  }
   for (Value v : k.getOutputs())
-    check(v);
+    check(v, false);
   const int width = allBf16 ? 8 : 4;
+  // A folded slice gives whole packets: unit stride along the last axis,
+  // which the packet (and its first element) divides on both sides.
+  for (Operation &op : body.without_terminator())
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      ArrayRef<int64_t> in =
+          cast<RankedTensorType>(slice.getInput().getType()).getShape();
+      vectorizable &= !in.empty() && slice.getStrides().back() == 1 &&
+                      in.back() % width == 0 && domain.back() % width == 0 &&
+                      slice.getStarts().back() % width == 0;
+    }
   return vectorizable && domainType.getNumElements() >= width ? width : 1;
 }

@@ -85,9 +85,11 @@ bool emittedAsChain(otck::KernelOp k);
 
 /// The elements a chain kernel moves per load and store on cuda: 16 bytes
 /// where it can, when every buffer it reads or writes has the domain's shape
-/// and holds f32 or bf16 (buffers start 256-byte aligned): 8 elements when
-/// all are bf16, else 4 (a bf16 buffer then moves 8 bytes), the last
-/// elements one by one; 1 otherwise (every element one by one).
+/// (or is read through slices of unit stride along the last axis that the
+/// width divides with its start, and the last dimensions) and holds f32 or
+/// bf16 (buffers start 256-byte aligned): 8 elements when all are bf16,
+/// else 4 (a bf16 buffer then moves 8 bytes), the last elements one by one;
+/// 1 otherwise (every element one by one).
 int chainVectorWidth(otck::KernelOp k);
 
 } // namespace otc

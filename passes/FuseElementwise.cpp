@@ -34,7 +34,20 @@ bool otc::isElementwiseKernel(otck::KernelOp k) {
     return false;
   ArrayRef<int64_t> domain =
       cast<MemRefType>(k.getOutputs()[0].getType()).getShape();
+  // Slices alone are a copy (emitted as one, 16-byte packets on cuda).
+  if (llvm::all_of(body.without_terminator(),
+                   [](Operation &op) { return isa<SliceOp>(op); }))
+    return false;
   for (Operation &op : body.without_terminator()) {
+    // A slice of an input (folded in by this pass) reads its element i
+    // from that input at the slice's offset.
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      auto arg = dyn_cast<BlockArgument>(slice.getInput());
+      if (!arg || arg.getOwner() != &body ||
+          cast<RankedTensorType>(slice.getType()).getShape() != domain)
+        return false;
+      continue;
+    }
     if (!isa<ScalarExpressionOpInterface>(op) || op.getNumResults() != 1)
       return false;
     auto t = dyn_cast<RankedTensorType>(op.getResult(0).getType());
@@ -120,9 +133,102 @@ struct FuseElementwisePass
 
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
+      foldSliceReads(f);
       fuseFunction(f);
       fuseSiblings(f);
     }
+  }
+
+  /// Slice folding: a slice kernel whose output only elementwise kernels
+  /// of its shape read (the halves of a fused gate/up projection's output,
+  /// read by the activation and by its gradient) is copied into each of
+  /// them, which then read the slice's input at the slice's offsets, and
+  /// the slice and its buffer go: the halves are never written. Each
+  /// reader must come after the slice with nothing in between writing the
+  /// slice's input, and must not write that input itself.
+  void foldSliceReads(func::FuncOp f) {
+    SmallVector<otck::KernelOp> slices;
+    for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
+      if (sliceKernel(k))
+        slices.push_back(k);
+    for (otck::KernelOp s : slices) {
+      Value x = s.getInputs()[0], y = s.getOutputs()[0];
+      auto buf = y.getDefiningOp<otck::BufferOp>();
+      if (!buf || buf.getSlot() || hasViews(y) || hasViews(otck::storageOf(x)))
+        continue;
+      SmallVector<otck::KernelOp> readers;
+      bool foldable = true;
+      for (Operation *user : y.getUsers()) {
+        if (user == s.getOperation() || isa<otck::BufferOp>(user))
+          continue;
+        auto r = dyn_cast<otck::KernelOp>(user);
+        foldable &=
+            r && r->getBlock() == s->getBlock() && s->isBeforeInBlock(r) &&
+            isElementwiseKernel(r) && !llvm::is_contained(r.getOutputs(), y) &&
+            cast<MemRefType>(r.getOutputs()[0].getType()).getShape() ==
+                cast<MemRefType>(y.getType()).getShape() &&
+            llvm::none_of(r.getOutputs(),
+                          [&](Value o) {
+                            return otck::storageOf(o) == otck::storageOf(x);
+                          }) &&
+            untouchedBetween(s, r, {otck::storageOf(x)}, {});
+        if (r && !llvm::is_contained(readers, r))
+          readers.push_back(r);
+      }
+      if (!foldable || readers.empty())
+        continue;
+      for (otck::KernelOp r : readers)
+        foldSliceInto(s, r);
+      s.erase();
+      if (y.use_empty())
+        buf.erase();
+    }
+  }
+
+  /// Whether `k` is a kernel of one otc.slice.
+  static bool sliceKernel(otck::KernelOp k) {
+    Block &body = k.getBody().front();
+    return llvm::hasSingleElement(body.without_terminator()) &&
+           isa<SliceOp>(body.front()) && k.getInputs().size() == 1 &&
+           k.getOutputs().size() == 1;
+  }
+
+  /// Rebuilds `reader` in place to read slice kernel `s`'s input through a
+  /// copy of its slice instead of its output.
+  static void foldSliceInto(otck::KernelOp s, otck::KernelOp reader) {
+    Value x = s.getInputs()[0], y = s.getOutputs()[0];
+    llvm::SetVector<Value> ins;
+    for (Value v : reader.getInputs())
+      ins.insert(v == y ? x : v);
+    OpBuilder b(reader);
+    auto fused =
+        b.create<otck::KernelOp>(b.getFusedLoc({s.getLoc(), reader.getLoc()}),
+                                 ins.getArrayRef(), reader.getOutputs());
+    Block *body = new Block();
+    fused.getBody().push_back(body);
+    DenseMap<Value, BlockArgument> argOf;
+    for (Value v : ins) {
+      auto mt = cast<MemRefType>(v.getType());
+      argOf[v] = body->addArgument(
+          RankedTensorType::get(mt.getShape(), mt.getElementType()),
+          v.getLoc());
+    }
+    OpBuilder kb = OpBuilder::atBlockEnd(body);
+    Block &sb = s.getBody().front();
+    IRMapping smap;
+    smap.map(sb.getArgument(0), argOf[x]);
+    Value sliced = kb.clone(sb.front(), smap)->getResult(0);
+    Block &rb = reader.getBody().front();
+    IRMapping rmap;
+    for (auto [arg, v] : llvm::zip(rb.getArguments(), reader.getInputs()))
+      rmap.map(arg, v == y ? sliced : Value(argOf[v]));
+    for (Operation &op : rb.without_terminator())
+      kb.clone(op, rmap);
+    SmallVector<Value> yielded;
+    for (Value v : cast<otck::YieldOp>(rb.getTerminator()).getValues())
+      yielded.push_back(rmap.lookup(v));
+    kb.create<otck::YieldOp>(reader.getLoc(), yielded);
+    reader.erase();
   }
 
   void fuseFunction(func::FuncOp f) {

@@ -86,9 +86,11 @@ std::unique_ptr<mlir::Pass> createChunkLoss(const ChunkLossOptions &options,
 std::unique_ptr<mlir::Pass> createFp8Gemms(Fp8Prices prices);
 
 /// Whether kernel `k` is a chain of ops with scalar expressions (the
-/// ScalarExpressionOpInterface) that all produce, like its outputs, one
-/// static shape: element i of every output depends only on element i of
-/// the inputs of that shape and on the broadcast element of the others.
+/// ScalarExpressionOpInterface) and slices of its inputs that all produce,
+/// like its outputs, one static shape: element i of every output depends
+/// only on element i of the inputs of that shape, the broadcast element of
+/// the others and the element at a slice's offset of a sliced one (slices
+/// alone are a copy, not such a chain).
 bool isElementwiseKernel(otck::KernelOp k);
 
 /// Erases the ops of `block` whose results nothing reads, last first.

@@ -642,6 +642,16 @@ def FuseGemmSums : Pass<"otc-fuse-gemm-sums", "mlir::ModuleOp"> {
 def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Merges chains of elementwise kernels into one kernel each";
   let description = [{
+    First slices: a kernel of one otc.slice whose output only elementwise
+    kernels of that shape read, each after it with nothing in between
+    writing the slice's input and none writing that input itself (the
+    halves of a fused gate/up projection's output, read by the activation
+    and by its gradient: ModernBERT's GeGLU, Phi-3's SwiGLU), is copied into
+    each reader, which then reads the slice's input at the slice's offsets
+    (on cuda 16 bytes at a time where the slice keeps whole aligned packets
+    of a row); the slice kernel and its buffer go, so the halves are never
+    written. A slice in a chain reads a kernel input (a block argument).
+
     At the buffer level, after otc-lower-to-buffers and before planning: a
     kernel whose ops all have a scalar expression (arithmetic, comparisons,
     select, casts, unary math, the fused activations and their gradients)

@@ -339,3 +339,120 @@ func.func @sibling_domain() {
   }
   return
 }
+
+// -----
+
+// Slice folding: the halves of a fused gate/up projection's output, read by
+// the activation and later by its gradient, are never written: each reader
+// takes in a copy of the slices and reads the projection's output at their
+// offsets; the slice kernels and the halves' buffers go.
+// CHECK-LABEL: func.func @fold_slices
+// CHECK-NOT: otck.buffer : memref<2x4xf32>
+// CHECK: otck.kernel ins(%[[X:.*]] : memref<2x8xf32>) outs(%{{.*}} : memref<2x4xf32>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x8xf32>):
+// CHECK-NEXT: %[[U:.*]] = otc.slice %[[A]], [0, 4], [1, 1]
+// CHECK-NEXT: %[[G:.*]] = otc.slice %[[A]], [0, 0], [1, 1]
+// CHECK-NEXT: %[[E:.*]] = otc.gelu %[[G]]
+// CHECK-NEXT: otc.mul %[[E]], %[[U]]
+// CHECK: otck.gemm
+// CHECK: otck.gemm
+// CHECK: otck.kernel ins(%{{.*}}, %[[X]] : memref<2x4xf32>, memref<2x8xf32>) outs(%{{.*}} : memref<2x4xf32>)
+// CHECK: otc.slice {{.*}}, [0, 4], [1, 1]
+// CHECK: otc.slice {{.*}}, [0, 0], [1, 1]
+// CHECK-NOT: otck.kernel
+func.func @fold_slices() {
+  %x = otck.buffer {slot = "x"} : memref<2x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<4x4xf32>
+  %y = otck.buffer {slot = "y"} : memref<2x4xf32>
+  %h = otck.buffer {slot = "h"} : memref<2x4xf32>
+  %dg = otck.buffer {slot = "dg"} : memref<2x4xf32>
+  %g = otck.buffer : memref<2x4xf32>
+  %u = otck.buffer : memref<2x4xf32>
+  otck.kernel ins(%x : memref<2x8xf32>) outs(%g : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %s = otc.slice %a0, [0, 0], [1, 1] : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    otck.yield %s : tensor<2x4xf32>
+  }
+  otck.kernel ins(%x : memref<2x8xf32>) outs(%u : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %s = otc.slice %a0, [0, 4], [1, 1] : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    otck.yield %s : tensor<2x4xf32>
+  }
+  otck.kernel ins(%g, %u : memref<2x4xf32>, memref<2x4xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x4xf32>, %a1: tensor<2x4xf32>):
+    %a = otc.gelu %a0 : tensor<2x4xf32>
+    %m = otc.mul %a, %a1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    otck.yield %m : tensor<2x4xf32>
+  }
+  otck.gemm %y, %w, %h : memref<2x4xf32>, memref<4x4xf32>, memref<2x4xf32>
+  %dy = otck.buffer {slot = "dy"} : memref<2x4xf32>
+  otck.gemm %h, %w, %dy : memref<2x4xf32>, memref<4x4xf32>, memref<2x4xf32>
+  otck.kernel ins(%dy, %u, %g : memref<2x4xf32>, memref<2x4xf32>, memref<2x4xf32>) outs(%dg : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x4xf32>, %a1: tensor<2x4xf32>, %a2: tensor<2x4xf32>):
+    %m = otc.mul %a0, %a1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %d = otc.mul %m, %a2 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    otck.yield %d : tensor<2x4xf32>
+  }
+  return
+}
+
+// -----
+
+// No fold where something other than an elementwise kernel reads a half
+// (a GEMM), or where the slice's input is written between the slice and
+// its reader: the slice stays a kernel of its own.
+// CHECK-LABEL: func.func @keep_slices
+// CHECK: otck.kernel ins(%{{.*}} : memref<2x8xf32>) outs(%[[H:.*]] : memref<2x4xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: otc.slice
+// CHECK-NEXT: otck.yield
+// CHECK: otck.kernel ins(%[[H]] : memref<2x4xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: otc.gelu
+// CHECK: otck.gemm %[[H]]
+// CHECK-LABEL: func.func @overwritten
+// CHECK: otck.kernel ins(%{{.*}} : memref<2x8xf32>) outs(%{{.*}} : memref<2x4xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: otc.slice
+// CHECK-NEXT: otck.yield
+func.func @keep_slices() {
+  %x = otck.buffer {slot = "x"} : memref<2x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<4x4xf32>
+  %y = otck.buffer {slot = "y"} : memref<2x4xf32>
+  %h = otck.buffer {slot = "h"} : memref<2x4xf32>
+  %g = otck.buffer : memref<2x4xf32>
+  otck.kernel ins(%x : memref<2x8xf32>) outs(%g : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %s = otc.slice %a0, [0, 0], [1, 1] : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    otck.yield %s : tensor<2x4xf32>
+  }
+  otck.kernel ins(%g : memref<2x4xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x4xf32>):
+    %a = otc.gelu %a0 : tensor<2x4xf32>
+    otck.yield %a : tensor<2x4xf32>
+  }
+  otck.gemm %g, %w, %h : memref<2x4xf32>, memref<4x4xf32>, memref<2x4xf32>
+  return
+}
+func.func @overwritten() {
+  %x = otck.buffer {slot = "x"} : memref<2x8xf32>
+  %v = otck.buffer {slot = "v"} : memref<2x8xf32>
+  %y = otck.buffer {slot = "y"} : memref<2x4xf32>
+  %g = otck.buffer : memref<2x4xf32>
+  otck.kernel ins(%x : memref<2x8xf32>) outs(%g : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %s = otc.slice %a0, [0, 0], [1, 1] : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    otck.yield %s : tensor<2x4xf32>
+  }
+  otck.kernel ins(%v : memref<2x8xf32>) outs(%x : memref<2x8xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %n = otc.neg %a0 : tensor<2x8xf32>
+    otck.yield %n : tensor<2x8xf32>
+  }
+  otck.kernel ins(%g : memref<2x4xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x4xf32>):
+    %a = otc.gelu %a0 : tensor<2x4xf32>
+    otck.yield %a : tensor<2x4xf32>
+  }
+  return
+}
