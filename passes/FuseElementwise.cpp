@@ -1,4 +1,5 @@
-//===- FuseElementwise.cpp - chains of elementwise kernels as one ----------===//
+//===- FuseElementwise.cpp - chains of elementwise kernels as one
+//----------===//
 //
 // Buffer-level fusion: a kernel made only of ops with a scalar expression,
 // all of one result shape (its domain), takes in the kernels of the same kind
@@ -7,7 +8,10 @@
 // memory. The producer's work moves down to the consumer's position, which is
 // legal when nothing in between writes what the producer reads or uses what
 // it writes. Buffers reached through views are not touched (their bytes have
-// other names). See Passes.td for the contract.
+// other names). Then a slice whose only readers are such kernels is copied
+// into each of them (they read its input at its offsets) and its buffer
+// goes, where that keeps no more bytes alive. See Passes.td for the
+// contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +22,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace otc {
@@ -133,9 +138,15 @@ struct FuseElementwisePass
 
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
-      foldSliceReads(f);
       fuseFunction(f);
       fuseSiblings(f);
+      // Slices fold into the merged chains (where the readers of both
+      // halves are one kernel, folding keeps no more bytes alive), which
+      // may then merge further.
+      if (foldSliceReads(f)) {
+        fuseFunction(f);
+        fuseSiblings(f);
+      }
     }
   }
 
@@ -146,43 +157,94 @@ struct FuseElementwisePass
   /// the slice and its buffer go: the halves are never written. Each
   /// reader must come after the slice with nothing in between writing the
   /// slice's input, and must not write that input itself.
-  void foldSliceReads(func::FuncOp f) {
-    SmallVector<otck::KernelOp> slices;
+  bool foldSliceReads(func::FuncOp f) {
+    bool folded = false;
+    // The slice kernels of each input, decided together: folding them
+    // keeps the input alive to the last reader of any of them.
+    llvm::MapVector<Value, SmallVector<otck::KernelOp>> groups;
     for (otck::KernelOp k : f.getBody().getOps<otck::KernelOp>())
       if (sliceKernel(k))
-        slices.push_back(k);
-    for (otck::KernelOp s : slices) {
-      Value x = s.getInputs()[0], y = s.getOutputs()[0];
-      auto buf = y.getDefiningOp<otck::BufferOp>();
-      if (!buf || buf.getSlot() || hasViews(y) || hasViews(otck::storageOf(x)))
+        groups[otck::storageOf(k.getInputs()[0])].push_back(k);
+    for (auto &[x, group] : groups) {
+      SmallVector<otck::KernelOp> folding;
+      Operation *last = nullptr; // the latest reader of a folded output
+      for (otck::KernelOp s : group)
+        if (std::optional<SmallVector<otck::KernelOp>> readers =
+                foldableReaders(s)) {
+          folding.push_back(s);
+          for (otck::KernelOp r : *readers)
+            if (!last || last->isBeforeInBlock(r))
+              last = r;
+        }
+      if (folding.empty() || !keepsPeakFolded(x, folding, last))
         continue;
-      SmallVector<otck::KernelOp> readers;
-      bool foldable = true;
-      for (Operation *user : y.getUsers()) {
-        if (user == s.getOperation() || isa<otck::BufferOp>(user))
-          continue;
-        auto r = dyn_cast<otck::KernelOp>(user);
-        foldable &=
-            r && r->getBlock() == s->getBlock() && s->isBeforeInBlock(r) &&
-            isElementwiseKernel(r) && !llvm::is_contained(r.getOutputs(), y) &&
-            cast<MemRefType>(r.getOutputs()[0].getType()).getShape() ==
-                cast<MemRefType>(y.getType()).getShape() &&
-            llvm::none_of(r.getOutputs(),
-                          [&](Value o) {
-                            return otck::storageOf(o) == otck::storageOf(x);
-                          }) &&
-            untouchedBetween(s, r, {otck::storageOf(x)}, {});
-        if (r && !llvm::is_contained(readers, r))
-          readers.push_back(r);
+      for (otck::KernelOp s : folding) {
+        Value y = s.getOutputs()[0];
+        for (otck::KernelOp r : *foldableReaders(s))
+          foldSliceInto(s, r);
+        s.erase();
+        if (y.use_empty())
+          y.getDefiningOp()->erase();
       }
-      if (!foldable || readers.empty())
-        continue;
-      for (otck::KernelOp r : readers)
-        foldSliceInto(s, r);
-      s.erase();
-      if (y.use_empty())
-        buf.erase();
+      folded = true;
     }
+    return folded;
+  }
+
+  /// The kernels that read slice kernel `s`'s output, when it may be
+  /// folded into them: each an elementwise kernel of its shape after it
+  /// that writes neither that output nor the slice's input, with nothing
+  /// in between writing the input, and nothing else reading the output.
+  static std::optional<SmallVector<otck::KernelOp>>
+  foldableReaders(otck::KernelOp s) {
+    Value x = otck::storageOf(s.getInputs()[0]), y = s.getOutputs()[0];
+    auto buf = y.getDefiningOp<otck::BufferOp>();
+    if (!buf || buf.getSlot() || hasViews(y) || hasViews(x))
+      return std::nullopt;
+    SmallVector<otck::KernelOp> readers;
+    for (Operation *user : y.getUsers()) {
+      if (user == s.getOperation() || isa<otck::BufferOp>(user))
+        continue;
+      auto r = dyn_cast<otck::KernelOp>(user);
+      if (!r || r->getBlock() != s->getBlock() || !s->isBeforeInBlock(r) ||
+          !isElementwiseKernel(r) || llvm::is_contained(r.getOutputs(), y) ||
+          cast<MemRefType>(r.getOutputs()[0].getType()).getShape() !=
+              cast<MemRefType>(y.getType()).getShape() ||
+          llvm::any_of(r.getOutputs(),
+                       [&](Value o) { return otck::storageOf(o) == x; }) ||
+          !untouchedBetween(s, r, {x}, {}))
+        return std::nullopt;
+      if (!llvm::is_contained(readers, r))
+        readers.push_back(r);
+    }
+    if (readers.empty())
+      return std::nullopt;
+    return readers;
+  }
+
+  /// Whether folding the slice kernels `folding` of input `x` (read last by
+  /// `last`) adds no live bytes: `x` is kept that long anyway (a slot, or
+  /// read then), or the outputs that live until `last` are at least its
+  /// bytes (the halves that both the activation and its gradient read).
+  static bool keepsPeakFolded(Value x, ArrayRef<otck::KernelOp> folding,
+                              Operation *last) {
+    auto buf = x.getDefiningOp<otck::BufferOp>();
+    if (!buf || buf.getSlot())
+      return true;
+    for (Operation *u : x.getUsers())
+      if (!isa<otck::BufferOp>(u) &&
+          llvm::none_of(
+              folding,
+              [&](otck::KernelOp k) { return k.getOperation() == u; }) &&
+          u->getBlock() == last->getBlock() && !u->isBeforeInBlock(last))
+        return true;
+    int64_t freed = 0;
+    for (otck::KernelOp s : folding) {
+      Value y = s.getOutputs()[0];
+      if (llvm::is_contained(y.getUsers(), last))
+        freed += byteSize(cast<MemRefType>(y.getType()));
+    }
+    return freed >= byteSize(cast<MemRefType>(x.getType()));
   }
 
   /// Whether `k` is a kernel of one otc.slice.
@@ -193,6 +255,23 @@ struct FuseElementwisePass
            k.getOutputs().size() == 1;
   }
 
+  /// A new kernel at `b` reading `ins` and writing `outs`, with an empty
+  /// body block whose arguments (the tensors of `ins`) `argOf` maps to.
+  static Block *newKernel(OpBuilder &b, Location loc, ArrayRef<Value> ins,
+                          ValueRange outs,
+                          DenseMap<Value, BlockArgument> &argOf) {
+    auto k = b.create<otck::KernelOp>(loc, ins, outs);
+    Block *body = new Block();
+    k.getBody().push_back(body);
+    for (Value v : ins) {
+      auto mt = cast<MemRefType>(v.getType());
+      argOf[v] = body->addArgument(
+          RankedTensorType::get(mt.getShape(), mt.getElementType()),
+          v.getLoc());
+    }
+    return body;
+  }
+
   /// Rebuilds `reader` in place to read slice kernel `s`'s input through a
   /// copy of its slice instead of its output.
   static void foldSliceInto(otck::KernelOp s, otck::KernelOp reader) {
@@ -201,18 +280,9 @@ struct FuseElementwisePass
     for (Value v : reader.getInputs())
       ins.insert(v == y ? x : v);
     OpBuilder b(reader);
-    auto fused =
-        b.create<otck::KernelOp>(b.getFusedLoc({s.getLoc(), reader.getLoc()}),
-                                 ins.getArrayRef(), reader.getOutputs());
-    Block *body = new Block();
-    fused.getBody().push_back(body);
     DenseMap<Value, BlockArgument> argOf;
-    for (Value v : ins) {
-      auto mt = cast<MemRefType>(v.getType());
-      argOf[v] = body->addArgument(
-          RankedTensorType::get(mt.getShape(), mt.getElementType()),
-          v.getLoc());
-    }
+    Block *body = newKernel(b, b.getFusedLoc({s.getLoc(), reader.getLoc()}),
+                            ins.getArrayRef(), reader.getOutputs(), argOf);
     OpBuilder kb = OpBuilder::atBlockEnd(body);
     Block &sb = s.getBody().front();
     IRMapping smap;
@@ -490,17 +560,11 @@ struct FuseElementwisePass
       outs.push_back(v);
 
     OpBuilder b(at ? at : consumer.getOperation());
-    Location loc = b.getFusedLoc({producer.getLoc(), consumer.getLoc()});
-    auto fused = b.create<otck::KernelOp>(loc, ins.getArrayRef(), outs);
-    Block *body = new Block();
-    fused.getBody().push_back(body);
     DenseMap<Value, BlockArgument> argOf;
-    for (Value v : ins) {
-      auto mt = cast<MemRefType>(v.getType());
-      argOf[v] = body->addArgument(
-          RankedTensorType::get(mt.getShape(), mt.getElementType()),
-          v.getLoc());
-    }
+    Block *body =
+        newKernel(b, b.getFusedLoc({producer.getLoc(), consumer.getLoc()}),
+                  ins.getArrayRef(), outs, argOf);
+    auto fused = cast<otck::KernelOp>(body->getParentOp());
     OpBuilder kb = OpBuilder::atBlockEnd(body);
     IRMapping map;
     Block &pb = producer.getBody().front();

@@ -642,16 +642,6 @@ def FuseGemmSums : Pass<"otc-fuse-gemm-sums", "mlir::ModuleOp"> {
 def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Merges chains of elementwise kernels into one kernel each";
   let description = [{
-    First slices: a kernel of one otc.slice whose output only elementwise
-    kernels of that shape read, each after it with nothing in between
-    writing the slice's input and none writing that input itself (the
-    halves of a fused gate/up projection's output, read by the activation
-    and by its gradient: ModernBERT's GeGLU, Phi-3's SwiGLU), is copied into
-    each reader, which then reads the slice's input at the slice's offsets
-    (on cuda 16 bytes at a time where the slice keeps whole aligned packets
-    of a row); the slice kernel and its buffer go, so the halves are never
-    written. A slice in a chain reads a kernel input (a block argument).
-
     At the buffer level, after otc-lower-to-buffers and before planning: a
     kernel whose ops all have a scalar expression (arithmetic, comparisons,
     select, casts, unary math, the fused activations and their gradients)
@@ -671,6 +661,20 @@ def FuseElementwise : Pass<"otc-fuse-elementwise", "mlir::ModuleOp"> {
     reads or touches what it writes, its inputs exist by then, and the
     inputs whose last reader it was free at least the bytes it writes (the
     peak cannot grow).
+
+    Then slices: a kernel of one otc.slice whose output only elementwise
+    kernels of that shape read, each after it with nothing in between
+    writing the slice's input and none writing that input itself (the
+    halves of a fused gate/up projection's output, read by the activation
+    and by its gradient: ModernBERT's GeGLU, Phi-3's SwiGLU), is copied into
+    each reader, which then reads the slice's input at the slice's offsets
+    (on cuda 16 bytes at a time where the slice keeps whole aligned packets
+    of a row); the slice kernel and its buffer go, so the halves are never
+    written. The slices of one input fold together or not at all, and only
+    when that adds no live bytes: the input lives on anyway, or the folded
+    outputs read by the last reader are at least its size. A slice in a
+    chain reads a kernel input (a block argument); slices alone stay a
+    copy. Merging then runs again.
 
     ```mlir
     otck.kernel ins(%x, %bias : ...) outs(%t : memref<8x64xf32>) { otc.add }

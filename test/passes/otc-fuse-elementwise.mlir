@@ -456,3 +456,52 @@ func.func @overwritten() {
   }
   return
 }
+
+// -----
+
+// No fold where it would keep more bytes alive: only one half is read
+// again later, so folding would keep the whole projection output (8
+// values a row) where that half (4) was kept.
+// CHECK-LABEL: func.func @half_kept
+// CHECK-COUNT-2: otc.slice {{.*}}
+// CHECK-NOT: otc.slice
+func.func @half_kept() {
+  %x = otck.buffer : memref<2x8xf32>
+  %v = otck.buffer {slot = "v"} : memref<2x8xf32>
+  %w = otck.buffer {slot = "w"} : memref<4x4xf32>
+  %y = otck.buffer {slot = "y"} : memref<2x4xf32>
+  %h = otck.buffer {slot = "h"} : memref<2x4xf32>
+  %dg = otck.buffer {slot = "dg"} : memref<2x4xf32>
+  %g = otck.buffer : memref<2x4xf32>
+  %u = otck.buffer : memref<2x4xf32>
+  otck.kernel ins(%v : memref<2x8xf32>) outs(%x : memref<2x8xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %n = otc.neg %a0 : tensor<2x8xf32>
+    otck.yield %n : tensor<2x8xf32>
+  }
+  otck.kernel ins(%x : memref<2x8xf32>) outs(%g : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %s = otc.slice %a0, [0, 0], [1, 1] : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    otck.yield %s : tensor<2x4xf32>
+  }
+  otck.kernel ins(%x : memref<2x8xf32>) outs(%u : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x8xf32>):
+    %s = otc.slice %a0, [0, 4], [1, 1] : (tensor<2x8xf32>) -> tensor<2x4xf32>
+    otck.yield %s : tensor<2x4xf32>
+  }
+  otck.kernel ins(%g, %u : memref<2x4xf32>, memref<2x4xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x4xf32>, %a1: tensor<2x4xf32>):
+    %a = otc.gelu %a0 : tensor<2x4xf32>
+    %m = otc.mul %a, %a1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    otck.yield %m : tensor<2x4xf32>
+  }
+  otck.gemm %y, %w, %h : memref<2x4xf32>, memref<4x4xf32>, memref<2x4xf32>
+  %dy = otck.buffer {slot = "dy"} : memref<2x4xf32>
+  otck.gemm %h, %w, %dy : memref<2x4xf32>, memref<4x4xf32>, memref<2x4xf32>
+  otck.kernel ins(%dy, %g : memref<2x4xf32>, memref<2x4xf32>) outs(%dg : memref<2x4xf32>) {
+  ^bb0(%a0: tensor<2x4xf32>, %a1: tensor<2x4xf32>):
+    %m = otc.mul %a0, %a1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    otck.yield %m : tensor<2x4xf32>
+  }
+  return
+}
