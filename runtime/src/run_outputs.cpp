@@ -155,7 +155,8 @@ Status Run::dumpGrads() {
             bytes.data());
   }
   // With --data, the micro-batches fed (the tokens and targets the loader
-  // made), so that a reference can compute the same loss.
+  // made; this rank's, rank 0's), so that a reference can compute the same
+  // loss.
   if (loader_) {
     auto feedAll = [&](const OtcSlot *slot,
                        const std::vector<std::vector<uint8_t>> &parts) {
