@@ -44,11 +44,14 @@ void emitBroadcastIndex(llvm::raw_ostream &os, llvm::StringRef name,
                         llvm::ArrayRef<int64_t> shape,
                         llvm::ArrayRef<int64_t> target);
 
-/// Emits `int64_t <name> = <offset in the input of slice `op` of its result
-/// element `index`>;` (`index` a C expression), at `indent`.
-void emitSliceSource(llvm::raw_ostream &os, otc::SliceOp op,
-                     llvm::StringRef index, llvm::StringRef name,
-                     llvm::StringRef indent);
+/// Emits `int64_t <name>` (at the body's indent): the input offset that
+/// slice or transpose `op` reads for the result index `index` (a C
+/// expression) decomposes into along the result's first `dims` dimensions
+/// (all of them by default; the dimensions after them then are `index`'s
+/// run, read from there on).
+void emitCopySource(llvm::raw_ostream &os, mlir::Operation *op,
+                    llvm::StringRef index, llvm::StringRef name = "src",
+                    std::optional<size_t> dims = std::nullopt);
 
 /// An (outer, axis, inner) view of a shape around dimension `axis`: element
 /// (o, a, n) sits at offset (o * axis + a) * inner + n.

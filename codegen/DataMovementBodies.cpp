@@ -59,37 +59,19 @@ static CopySource copySource(Operation *op) {
   return src;
 }
 
-/// Emits `int64_t src`: the input offset that slice or transpose `op` reads
-/// for the result index `index` decomposes into along the result's first
-/// `dims` dimensions (all of them by default; the dimensions after them
-/// then are `index`'s run, read from src on).
-static void emitCopySource(raw_ostream &os, Operation *op, StringRef index,
-                           std::optional<size_t> dims = std::nullopt) {
+void otc::emitCopySource(raw_ostream &os, Operation *op, StringRef index,
+                         StringRef name, std::optional<size_t> dims) {
   ArrayRef<int64_t> out = bodyShapeOf(op->getResult(0));
   CopySource src = copySource(op);
-  os << "    int64_t src = " << src.base << ";\n    { int64_t r = " << index
-     << ";\n";
+  os << "    int64_t " << name << " = " << src.base
+     << ";\n    { int64_t r = " << index << ";\n";
   for (size_t d = dims.value_or(out.size()); d-- > 0;) {
-    os << "      src += (r % " << out[d] << ") * " << src.step[d] << ";\n";
+    os << "      " << name << " += (r % " << out[d] << ") * " << src.step[d]
+       << ";\n";
     if (d)
       os << "      r /= " << out[d] << ";\n";
   }
   os << "    }\n";
-}
-
-void otc::emitSliceSource(raw_ostream &os, SliceOp op, StringRef index,
-                          StringRef name, StringRef indent) {
-  ArrayRef<int64_t> out = bodyShapeOf(op.getResult());
-  CopySource src = copySource(op);
-  os << indent << "int64_t " << name << " = " << src.base << ";\n"
-     << indent << "{ int64_t r = " << index << ";\n";
-  for (size_t d = out.size(); d-- > 0;) {
-    os << indent << "  " << name << " += (r % " << out[d] << ") * "
-       << src.step[d] << ";\n";
-    if (d)
-      os << indent << "  r /= " << out[d] << ";\n";
-  }
-  os << indent << "}\n";
 }
 
 static LogicalResult emitTranspose(TransposeOp op, BodyContext &c) {
@@ -263,7 +245,7 @@ LogicalResult otc::emitRunCopyBody(Operation *op, int64_t run,
   size_t first = out.size();
   for (int64_t covered = 1; covered < run;)
     covered *= out[--first];
-  emitCopySource(c.os, op, "i", first);
+  emitCopySource(c.os, op, "i", "src", first);
   c.os << "    for (int64_t j = 0; j < " << run << "; ++j)\n      " << c.out[0]
        << "[e + j] = " << c.in[0] << "[src + j];\n";
   return success();

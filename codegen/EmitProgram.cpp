@@ -385,14 +385,6 @@ void ProgramEmitter::emitLaunch(const std::string &def, int64_t n,
   funcs << "));\n";
 }
 
-/// Whether every use of input `arg` of a chain is a slice (otc-fuse-
-/// elementwise's folded slices): its element i is never read as such.
-static bool readBySlicesAlone(BlockArgument arg) {
-  return !arg.use_empty() && llvm::all_of(arg.getUsers(), [](Operation *u) {
-    return isa<SliceOp>(u);
-  });
-}
-
 /// The computation of one element of the chain kernel `k`, to `os` at
 /// `indent`: each input used other than by a slice read by `load` (input
 /// number, local name, C type), each slice's element by `loadSlice` (the
@@ -469,7 +461,7 @@ static std::string chainScalarBody(otck::KernelOp k, ArrayRef<int64_t> domain) {
       },
       [&](SliceOp slice, unsigned, unsigned i, StringRef name, StringRef ct) {
         std::string src = ("s" + name).str();
-        emitSliceSource(scalar, slice, "i", src, "    ");
+        emitCopySource(scalar, slice, "i", src);
         scalar << "    const " << ct << " " << name << " = in" << i << "["
                << src << "];\n";
       });
@@ -513,8 +505,7 @@ static void emitChainVectorLoop(otck::KernelOp k, int width,
     unsigned i = cast<BlockArgument>(slice.getInput()).getArgNumber();
     Value v = k.getInputs()[i];
     std::string a = "p" + std::to_string(sliceCount++);
-    emitSliceSource(defOs, slice, "w * " + std::to_string(width), "s" + a,
-                    "    ");
+    emitCopySource(defOs, slice, "w * " + std::to_string(width), "s" + a);
     defOs << unionDecl(v, a) << "    " << a << ".v = *reinterpret_cast<const "
           << vecType(v) << " *>(in" << i << " + s" << a << ");\n";
   }

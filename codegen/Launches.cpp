@@ -119,6 +119,12 @@ bool otc::emittedAsChain(otck::KernelOp k) {
          isElementwiseKernel(k);
 }
 
+bool otc::readBySlicesAlone(BlockArgument arg) {
+  return !arg.use_empty() && llvm::all_of(arg.getUsers(), [](Operation *u) {
+    return isa<SliceOp>(u);
+  });
+}
+
 int otc::chainVectorWidth(otck::KernelOp k) {
   Block &body = k.getBody().front();
   auto domainType = cast<MemRefType>(k.getOutputs()[0].getType());
@@ -131,14 +137,9 @@ int otc::chainVectorWidth(otck::KernelOp k) {
     vectorizable &=
         (sliced || t.getShape() == domain) && (et.isF32() || et.isBF16());
   };
-  for (auto [i, v] : llvm::enumerate(k.getInputs())) {
-    BlockArgument arg = body.getArgument(i);
-    if (arg.use_empty())
-      continue;
-    bool sliced = llvm::all_of(arg.getUsers(),
-                               [](Operation *u) { return isa<SliceOp>(u); });
-    check(v, sliced);
-  }
+  for (auto [i, v] : llvm::enumerate(k.getInputs()))
+    if (!body.getArgument(i).use_empty())
+      check(v, readBySlicesAlone(body.getArgument(i)));
   for (Value v : k.getOutputs())
     check(v, false);
   const int width = allBf16 ? 8 : 4;

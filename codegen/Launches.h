@@ -83,6 +83,11 @@ private:
 /// expression (a chain of one).
 bool emittedAsChain(otck::KernelOp k);
 
+/// Whether every use of input `arg` of a chain kernel is a slice
+/// (otc-fuse-elementwise's folded slices): its element i is never read as
+/// such, only the elements at the slices' offsets.
+bool readBySlicesAlone(mlir::BlockArgument arg);
+
 /// The elements a chain kernel moves per load and store on cuda: 16 bytes
 /// where it can, when every buffer it reads or writes has the domain's shape
 /// (or is read through slices of unit stride along the last axis that the

@@ -38,7 +38,9 @@ namespace otc {
 namespace {
 
 using statedict::Init;
+using statedict::leafOf;
 using statedict::numel;
+using statedict::ownerOf;
 using statedict::ReferenceResolver;
 using statedict::Relation;
 
@@ -78,15 +80,6 @@ std::vector<std::string> parseList(const std::string &text) {
     i = j + 1;
   }
   return out;
-}
-
-std::string ownerOf(const std::string &name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string::npos ? "" : name.substr(0, dot);
-}
-std::string leafOf(const std::string &name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
 using detail::projectionWeight;

@@ -163,6 +163,17 @@ private:
   std::vector<const ExportWeight *> copiedThrough;
 };
 
+/// The module of a state-dict name ("a.b" of "a.b.weight"; "" without a
+/// dot) and its last part ("weight").
+inline std::string ownerOf(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+inline std::string leafOf(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
 } // namespace statedict
 } // namespace otc
 

@@ -309,17 +309,9 @@ void ReferenceResolver::nameByValue() {
 /// also registers, as BERT's masked-LM head sets `decoder.bias = bias`
 /// (the graph may name either).
 static bool parentAlias(const std::string &child, const std::string &parent) {
-  size_t c = child.rfind('.'), p = parent.rfind('.');
-  if (c == std::string::npos)
-    return false;
-  std::string childModule = child.substr(0, c), leaf = child.substr(c + 1);
-  std::string parentModule =
-      p == std::string::npos ? std::string() : parent.substr(0, p);
-  if (parent.substr(p == std::string::npos ? 0 : p + 1) != leaf)
-    return false;
-  size_t up = childModule.rfind('.');
-  return (up == std::string::npos ? std::string()
-                                  : childModule.substr(0, up)) == parentModule;
+  return child.find('.') != std::string::npos &&
+         leafOf(child) == leafOf(parent) &&
+         ownerOf(ownerOf(child)) == ownerOf(parent);
 }
 
 void ReferenceResolver::claimUnnamedReference() {

@@ -1,5 +1,4 @@
-//===- FuseElementwise.cpp - chains of elementwise kernels as one
-//----------===//
+//===- FuseElementwise.cpp - chains of elementwise kernels as one ---------===//
 //
 // Buffer-level fusion: a kernel made only of ops with a scalar expression,
 // all of one result shape (its domain), takes in the kernels of the same kind

@@ -317,21 +317,12 @@ void fillMask(const TokenFeed &feed, const uint8_t *tokens, int64_t docToken,
   const OtcSlot &tok = *feed.tokens;
   const int64_t B = m.shape[0], T = feed.seqLen;
   out.assign(static_cast<size_t>(m.nbytes), 0);
-  const size_t tokBytes = tok.dtype == OTC_I64 ? 8 : 4;
   std::vector<int64_t> doc(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b) {
     // doc[t]: how many documents start at or before t in the row.
     int64_t n = 0;
     for (int64_t t = 0; t < T; ++t) {
-      int64_t v = 0;
-      const uint8_t *p = tokens + (b * T + t) * tokBytes;
-      if (tokBytes == 8) {
-        std::memcpy(&v, p, 8);
-      } else {
-        int32_t w;
-        std::memcpy(&w, p, 4);
-        v = w;
-      }
+      const int64_t v = intAt(tok, tokens, b * T + t);
       n += docToken >= 0 && v == docToken;
       doc[t] = n;
     }

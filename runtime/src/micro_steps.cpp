@@ -84,12 +84,8 @@ std::vector<double> Run::microCounts(int64_t micros) const {
         slot = in.slot;
         whole = &in.bytes;
       }
-  } else if (feed_.targets && std::strcmp(feed_.targets->name, name) == 0) {
-    slot = feed_.targets;
-    parts = &stepTgt_;
-  } else if (feed_.tokens && std::strcmp(feed_.tokens->name, name) == 0) {
-    slot = feed_.tokens;
-    parts = &stepTok_;
+  } else if ((slot = countedFeedSlot())) {
+    parts = slot == feed_.targets ? &stepTgt_ : &stepTok_;
   }
   if (!slot)
     return {};
@@ -102,29 +98,27 @@ std::vector<double> Run::microCounts(int64_t micros) const {
 
 double Run::countedEntries(const OtcSlot &slot, const uint8_t *bytes) const {
   int64_t n = slot.nbytes / (slot.dtype == OTC_I64 ? 8 : 4), c = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v;
-    if (slot.dtype == OTC_I64) {
-      std::memcpy(&v, bytes + 8 * i, 8);
-    } else {
-      int32_t w;
-      std::memcpy(&w, bytes + 4 * i, 4);
-      v = w;
-    }
-    c += v != prog_.count_ignore_index;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    c += intAt(slot, bytes, i) != prog_.count_ignore_index;
   return static_cast<double>(c);
 }
 
-double Run::fedCount() const {
+const OtcSlot *Run::countedFeedSlot() const {
   const char *name = countInputOf(prog_);
   if (!name)
+    return nullptr;
+  for (const OtcSlot *slot : {feed_.targets, feed_.tokens})
+    if (slot && std::strcmp(slot->name, name) == 0)
+      return slot;
+  return nullptr;
+}
+
+double Run::fedCount() const {
+  const OtcSlot *slot = countedFeedSlot();
+  if (!slot)
     return -1;
-  if (feed_.targets && std::strcmp(feed_.targets->name, name) == 0)
-    return countedEntries(*feed_.targets, tgtBuf_.data());
-  if (feed_.tokens && std::strcmp(feed_.tokens->name, name) == 0)
-    return countedEntries(*feed_.tokens, tokBuf_.data());
-  return -1;
+  return countedEntries(*slot,
+                        (slot == feed_.targets ? tgtBuf_ : tokBuf_).data());
 }
 
 /// The test hook OTC_TEST_COLLECTIVES_ALONE: the gradients' sum of a

@@ -169,20 +169,24 @@ std::string indexRangeText(const OtcIndexRange &range) {
   return text;
 }
 
+int64_t intAt(const OtcSlot &slot, const uint8_t *bytes, int64_t i) {
+  if (slot.dtype == OTC_I64) {
+    int64_t v;
+    std::memcpy(&v, bytes + i * 8, 8);
+    return v;
+  }
+  int32_t w;
+  std::memcpy(&w, bytes + i * 4, 4);
+  return w;
+}
+
 bool findBadIndex(const OtcIndexRange &range, const OtcSlot &slot,
                   const uint8_t *bytes, int64_t count, int64_t &index,
                   int64_t &value) {
   const int64_t low = range.flags & OTC_INDEX_NEGATIVE ? -range.bound : 0;
   const bool ignore = range.flags & OTC_INDEX_IGNORE;
   for (int64_t i = 0; i < count; ++i) {
-    int64_t v;
-    if (slot.dtype == OTC_I64) {
-      std::memcpy(&v, bytes + i * 8, 8);
-    } else {
-      int32_t w;
-      std::memcpy(&w, bytes + i * 4, 4);
-      v = w;
-    }
+    const int64_t v = intAt(slot, bytes, i);
     if ((v < low || v >= range.bound) && !(ignore && v == range.ignore_index)) {
       index = i;
       value = v;

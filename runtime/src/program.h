@@ -85,6 +85,8 @@ bool isIntegerSlot(const OtcSlot &slot);
 const OtcIndexRange *indexRangeOf(const OtcProgram &program, const OtcSlot &slot);
 /// "[0, 64)", "[-64, 64)", plus " or -100" when ignore_index is valid.
 std::string indexRangeText(const OtcIndexRange &range);
+/// Element \p i of integer values (I64 or I32, as \p slot) at \p bytes.
+int64_t intAt(const OtcSlot &slot, const uint8_t *bytes, int64_t i);
 /// The first of \p count integer values (I64 or I32, as \p slot) at
 /// \p bytes that \p range rejects: its position in \p index and value in
 /// \p value; false when all are valid.

@@ -168,6 +168,9 @@ private:
   /// The entries of \p bytes (of \p slot) that are not the program's
   /// count_ignore_index.
   double countedEntries(const OtcSlot &slot, const uint8_t *bytes) const;
+  /// The fed input (targets or tokens) that is the program's count input,
+  /// or null.
+  const OtcSlot *countedFeedSlot() const;
   /// Those of the micro-batch feedMicro last loaded from a loader, in its
   /// count input; -1 when the program counts none of the fed inputs.
   double fedCount() const;
