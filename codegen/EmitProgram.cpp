@@ -150,10 +150,15 @@ void ProgramEmitter::emitDescriptor(ModuleOp module, int64_t arenaBytes,
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  // Version 12, every field of versions 5 to 11 with it: the precision,
+  // Version 12's fields, every field of versions 5 to 11 with them: the precision,
   // tokens and FLOPs of a micro-step that the runtime reports throughput
   // and MFU with (11), and whether its attention is bidirectional (12).
-  constexpr int version = 12;
+  // Version 13: the rows input of a program whose loss is computed at K
+  // positions per sequence.
+  constexpr int version = 13;
+  std::string predictionRows = "nullptr";
+  if (auto p = module->getAttrOfType<DictionaryAttr>(attrs::kPredictionRows))
+    predictionRows = cString(p.getAs<StringAttr>("input").getValue());
   int64_t tokens = 0, flops = 0;
   bool bidirectional = false;
   if (auto m = module->getAttrOfType<DictionaryAttr>(attrs::kMicroStep)) {
@@ -182,7 +187,7 @@ void ProgramEmitter::emitDescriptor(ModuleOp module, int64_t arenaBytes,
   os << ",\n  " << (emitted.decode ? "otc_decode_step" : "nullptr");
   os << ",\n  " << (config.bf16() ? "OTC_PRECISION_BF16" : "OTC_PRECISION_FP32")
      << ", " << tokens << ", " << flops << "LL, " << (bidirectional ? 1 : 0)
-     << "};\n\n"
+     << ", " << predictionRows << "};\n\n"
      << "int main(int argc, char **argv) {\n"
      << "  return otcrt_main(argc, argv, &kProgram);\n}\n";
 }

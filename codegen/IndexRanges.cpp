@@ -92,6 +92,16 @@ llvm::StringMap<IndexUse> otc::indexUses(ModuleOp module) {
                   "the " + std::to_string(size) +
                       " elements of the axis it indexes");
     }
+  // The targets otc-sparse-prediction gathers the kept rows of: the loss
+  // reads them through that gather.
+  if (auto p = module->getAttrOfType<DictionaryAttr>(attrs::kPredictionRows)) {
+    int64_t c = p.getAs<IntegerAttr>("classes").getInt();
+    noteSlotUse(uses, ("input:" + p.getAs<StringAttr>("targets").getValue()).str(),
+                c, false,
+                static_cast<uint64_t>(
+                    p.getAs<IntegerAttr>("ignore_index").getInt()),
+                classes(c));
+  }
   module.walk([&](Operation *op) {
     if (auto g = dyn_cast<GatherOp>(op)) {
       int64_t rows = cast<ShapedType>(g.getData().getType())

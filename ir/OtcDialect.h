@@ -191,6 +191,11 @@ constexpr const char kReboundBatch[] = "otc.rebound_batch";
 /// with as they are fed, each with the size of its axis (the least of its
 /// uses): {name = size}; codegen/IndexRanges.cpp makes them index ranges.
 constexpr const char kIndexBounds[] = "otc.index_bounds";
+/// On a forward function argument: the [B, K] positions input
+/// (otc-sparse-prediction), rows of the micro-batch's B x T whose loss is
+/// computed; on the module: {input, targets, positions = K, of = T, ops,
+/// classes, ignore_index}, what the runtime chooses those rows from.
+constexpr const char kPredictionRows[] = "otc.prediction_rows";
 /// On a forward function argument: the per-micro-step random key.
 constexpr const char kRngKey[] = "otc.rng_key";
 /// On a function result: the ONNX graph output it is.

@@ -56,6 +56,47 @@ def Configure : Pass<"otc-configure", "mlir::ModuleOp"> {
   ];
 }
 
+def SparsePrediction : Pass<"otc-sparse-prediction", "mlir::ModuleOp"> {
+  let dependentDialects = ["otc::OtcDialect"];
+  let summary = "The loss and the row-wise ops before it at K positions per sequence";
+  let description = [{
+    For a masked LM, whose loss counts the few positions it masked: after
+    otc-fuse-patterns, the forward graph's one cross-entropy (a mean over
+    the targets that are not its ignore index, the targets a [B, T] graph
+    input) gets a new [B, K] int64 input, `prediction_rows` (marked
+    `otc.prediction_rows`), holding rows of the micro-batch's B x T
+    (b x T + t). Walking back from the loss, an op joins the cut when every
+    reader of its results has joined (or is the loss or the return) and it
+    computes each row from the same row of its operands alone: elementwise
+    ops (operands the rows or broadcast along them), a product of the rows
+    by a matrix, a normalization, softmax or reduction past the rows, and
+    reshapes, slices and transposes that keep them. The cut runs again on
+    the K rows of each sequence (its [B, T, ...] values become [B, K, ...],
+    its [B*T, ...] ones [B*K, ...]), from gathers of the values it reads,
+    the targets too; the old ops go. A masked LM's head, its last layer's
+    MLP and attention output projection are cut; the attention is not
+    (each query reads every key). The runtime fills the input from the
+    targets (the counted positions, padded with ignored ones), so the loss
+    and the gradients are the whole graph's where at most K targets per
+    sequence are counted. The module gets `otc.prediction_rows` = {input,
+    targets, positions = K, of = T, ops (how many were cut), classes,
+    ignore_index}. An output the cut computes holds the kept rows.
+
+    ```mlir
+    %z = otc.matmul %h, %w : (tensor<2x8x16xf32>, tensor<16x50xf32>) -> tensor<2x8x50xf32>
+    %loss, %lse = otc.cross_entropy %z, %y {ignore_index = -100 : i64} : ...
+    // becomes, with positions=3 (%rows the new tensor<2x3xi64> input)
+    %hf = otc.reshape %h : (tensor<2x8x16xf32>) -> tensor<16x16xf32>
+    %hk = otc.gather %hf, %rows {axis = 0 : i64} : (tensor<16x16xf32>, tensor<2x3xi64>) -> tensor<2x3x16xf32>
+    %zk = otc.matmul %hk, %w : (tensor<2x3x16xf32>, tensor<16x50xf32>) -> tensor<2x3x50xf32>
+    ```
+  }];
+  let options = [
+    Option<"positions", "positions", "int64_t", "0",
+           "K, the positions of each sequence whose loss is computed">,
+  ];
+}
+
 def Differentiate : Pass<"otc-differentiate", "mlir::ModuleOp"> {
   let dependentDialects = ["otc::OtcDialect"];
   let summary = "Builds @train_step: the loss and the gradient of every trainable parameter";

@@ -70,6 +70,11 @@ static void addPhase(OpPassManager &pm, Phase phase,
       f.remarks = o.fusionRemarks;
       pm.addPass(createFusePatterns(f));
     }
+    if (o.sparsePrediction) {
+      SparsePredictionOptions s;
+      s.positions = o.sparsePrediction;
+      pm.addPass(createSparsePrediction(s));
+    }
     return;
   case Phase::Differentiate: {
     DifferentiateOptions d;

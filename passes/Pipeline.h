@@ -88,6 +88,9 @@ struct PipelineOptions {
   /// otc-fuse-patterns runs (off: --no-fuse), with remarks or without.
   bool fuse = true;
   bool fusionRemarks = false;
+  /// otc-sparse-prediction after it: the loss at this many positions per
+  /// sequence (0: every position, no pass).
+  int64_t sparsePrediction = 0;
   /// otc-differentiate: the loss output and the frozen initializers.
   std::string lossName, freeze;
   /// otc-remat: the policy and, for auto, the per-block choice searched

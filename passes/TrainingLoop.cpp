@@ -303,6 +303,15 @@ struct TrainingLoopPass
       forward.erase();
   }
 
+  /// Whether `v` is `step`'s otc.prediction_rows input, possibly reshaped.
+  static bool isPredictionRows(func::FuncOp step, Value v) {
+    while (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getInput();
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner()->getParentOp() == step &&
+           step.getArgAttr(arg.getArgNumber(), attrs::kPredictionRows);
+  }
+
   /// When the loss is the mean over the targets that are not ignored (a
   /// cross-entropy or NLL loss with reduction "mean" and an ignore index,
   /// whose labels are a graph input, possibly reshaped), records that input
@@ -338,8 +347,18 @@ struct TrainingLoopPass
     }
     if (!labels || !ignore || reduction != "mean")
       return;
-    while (auto r = labels.getDefiningOp<ReshapeOp>())
-      labels = r->getOperand(0);
+    // Through reshapes, and the gather of the rows otc-sparse-prediction
+    // keeps: the graph input's counted entries are the kept rows' (the
+    // runtime keeps every counted one).
+    for (;;) {
+      if (auto r = labels.getDefiningOp<ReshapeOp>())
+        labels = r->getOperand(0);
+      else if (auto g = labels.getDefiningOp<GatherOp>();
+               g && isPredictionRows(step, g.getIndices()))
+        labels = g.getData();
+      else
+        break;
+    }
     auto arg = dyn_cast<BlockArgument>(labels);
     if (!arg || arg.getOwner()->getParentOp() != step)
       return;

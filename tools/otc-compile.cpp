@@ -211,6 +211,12 @@ int Compile::checkOptions() {
                 "used with --no-group-params");
   if (lossChunkRows < 0)
     return fail("--loss-chunk-rows must be >= 0 (0: the default size)");
+  if (sparsePrediction < 0)
+    return fail("--sparse-prediction must be >= 1 (the positions per "
+                "sequence whose loss is computed)");
+  if (sparsePrediction && generate)
+    return fail("--sparse-prediction and --generate are exclusive (sampling "
+                "needs the logits of every position)");
   if (remat != "none" && remat != "full" && remat != "selective" &&
       remat != "auto")
     return fail("--remat must be none, full, selective or auto");
@@ -295,6 +301,7 @@ int Compile::readLossAndDims() {
   // The pipeline's options (passes/Pipeline.h); --fit takes them too.
   pipeline.fuse = !noFuse;
   pipeline.fusionRemarks = fusionRemarks;
+  pipeline.sparsePrediction = sparsePrediction;
   pipeline.lossName = lossOutput;
   pipeline.freeze = freeze;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;

@@ -380,6 +380,14 @@ void TokenLoader::maskWindow(const TokenDataset::Window &w, int64_t window,
         chosen[t] = 1;
         break;
       }
+  // Over the program's limit: that many kept, drawn uniformly (one at a
+  // time among those left, so that a window under it draws nothing more).
+  for (; m.maxChosen > 0 && count > m.maxChosen; --count)
+    for (int64_t t = 0, k = below(count); t < T; ++t)
+      if (chosen[t] && k-- == 0) {
+        chosen[t] = 0;
+        break;
+      }
   for (int64_t t = 0; t < T; ++t) {
     const int64_t original = w[t];
     int64_t input = original, target = m.ignoreIndex;
@@ -394,6 +402,37 @@ void TokenLoader::maskWindow(const TokenDataset::Window &w, int64_t window,
     storeInt(tokens, *feed_.tokens, row * T + t, input);
     storeInt(targets, *feed_.targets, row * T + t, target);
   }
+}
+
+Status predictionRows(const OtcSlot &slot, const uint8_t *targets,
+                      int64_t sequences, int64_t ignore, int64_t K,
+                      const std::string &where, std::vector<int64_t> &rows) {
+  const int64_t T = slot.nbytes / (slot.dtype == OTC_I64 ? 8 : 4) / sequences;
+  rows.assign(static_cast<size_t>(sequences * K), 0);
+  for (int64_t b = 0; b < sequences; ++b) {
+    int64_t *out = rows.data() + b * K, n = 0;
+    for (int pass = 0; pass < 2 && n < K; ++pass)
+      for (int64_t t = 0; t < T; ++t) {
+        if ((intAt(slot, targets, b * T + t) != ignore) != (pass == 0))
+          continue;
+        if (n == K) {
+          int64_t counted = 0;
+          for (int64_t u = 0; u < T; ++u)
+            counted += intAt(slot, targets, b * T + u) != ignore;
+          return Status::error(
+              where + ", sequence " + std::to_string(b) + ": " +
+              std::to_string(counted) + " targets of input '" + slot.name +
+              "' are counted (not " + std::to_string(ignore) +
+              "), more than the " + std::to_string(K) +
+              " positions per sequence the program computes the loss at "
+              "(otc-compile --sparse-prediction=" + std::to_string(K) + ")");
+        }
+        out[n++] = b * T + t;
+        if (pass == 1 && n == K)
+          break;
+      }
+  }
+  return Status::ok();
 }
 
 Status TokenLoader::next(int64_t rows, std::vector<uint8_t> &tokens,

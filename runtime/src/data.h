@@ -109,6 +109,11 @@ struct MaskedLM {
   int64_t vocab = 0;
   int64_t keepToken = -1; ///< never chosen; negative: none
   int64_t ignoreIndex = -100;
+  /// The most positions of a window chosen (a program whose loss is at K
+  /// positions per sequence: otc-compile --sparse-prediction); a window
+  /// with more chosen keeps this many of them, drawn uniformly, the others
+  /// left as they are. 0: no limit.
+  int64_t maxChosen = 0;
   bool on() const { return maskToken >= 0; }
 };
 
@@ -135,6 +140,16 @@ struct TokenFeed {
 Status chooseTokenFeed(const std::vector<const OtcSlot *> &inputs,
                        const std::string &tokensName,
                        const std::string &targetsName, TokenFeed &out);
+
+/// The rows of a micro-batch whose loss a program with prediction_rows
+/// computes (abi.h): for each of the \p sequences of the \p targets (of
+/// \p slot, [sequences, T]), the positions whose target is not \p ignore,
+/// in order, then those whose target is, up to \p K, as b x T + t into
+/// \p rows ([sequences, K]). A sequence with more than K counted targets
+/// is an error naming it (\p where: which micro-batch).
+Status predictionRows(const OtcSlot &slot, const uint8_t *targets,
+                      int64_t sequences, int64_t ignore, int64_t K,
+                      const std::string &where, std::vector<int64_t> &rows);
 
 /// The bytes of \p slot holding ones (an attention mask that hides nothing).
 std::vector<uint8_t> onesFor(const OtcSlot &slot);

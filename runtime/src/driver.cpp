@@ -102,6 +102,16 @@ Status Run::chooseMaskedLM() {
   feed_.mlm.vocab = tokens->bound;
   feed_.mlm.keepToken = docToken_ >= 0 ? docToken_ : trainData_.docToken();
   feed_.mlm.ignoreIndex = targets->ignore_index;
+  if (slots_.predictionRows) {
+    if (countedFeedSlot() != feed_.targets)
+      return Status::error(
+          std::string("--mlm: the program computes its loss at the rows of "
+                      "input '") +
+          slots_.predictionRows->name + "', chosen from the counted "
+          "targets of input '" + (countInputOf(prog_) ? countInputOf(prog_) : "") +
+          "', not those of input '" + feed_.targets->name + "' --mlm fills");
+    feed_.mlm.maxChosen = slots_.predictionRows->shape[1];
+  }
   return Status::ok();
 }
 
@@ -158,6 +168,13 @@ Status Run::prepareInputs() {
     return s;
   if (s = chooseMaskedLM(); !s)
     return s;
+  if (slots_.predictionRows && !feed_.mlm.on())
+    return Status::error(
+        "--data: the program computes its loss at " +
+        std::to_string(slots_.predictionRows->shape[1]) +
+        " positions per sequence (otc-compile --sparse-prediction), a "
+        "masked LM's: train it with --mlm MASK_ID (masked-LM targets), or "
+        "--batch files whose targets count at most that many per sequence");
   // A mask the same for every micro-batch is made once: masked-LM windows
   // are seen whole, both ways.
   if (feed_.mask && (!queryKeyMask(feed_) || feed_.mlm.on()))
@@ -528,6 +545,12 @@ void Run::announceData(bool resume, const std::string &from) {
                   .c_str()
             : "",
         feed_.mlm.maskToken, feed_.mlm.ignoreIndex);
+  if (!opt_.quiet && loader_ && feed_.mlm.maxChosen > 0)
+    std::fprintf(log_,
+                 "data: the loss at %" PRId64 " positions per sequence "
+                 "(--sparse-prediction): a window with more chosen keeps %" PRId64
+                 " of them, drawn uniformly\n",
+                 feed_.mlm.maxChosen, feed_.mlm.maxChosen);
   if (!opt_.quiet && !loader_ && batches_.count() > 1)
     std::fprintf(log_,
                  "batches: %" PRId64 " global batches in %zu file(s), in "

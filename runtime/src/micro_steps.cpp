@@ -27,12 +27,32 @@ Status Run::finishMicro(const std::string &where, float &loss) {
   return s;
 }
 
+Status Run::uploadPredictionRows(const uint8_t *targets,
+                                 const std::string &where) {
+  const OtcSlot *rows = slots_.predictionRows;
+  const OtcSlot *counted = countedFeedSlot();
+  for (const InputData &in : batch_)
+    if (std::strcmp(in.slot->name, countInputOf(prog_)) == 0)
+      counted = in.slot;
+  if (Status s = predictionRows(*counted, targets, prog_.micro_batch,
+                                prog_.count_ignore_index, rows->shape[1], where,
+                                rowsBuf_);
+      !s)
+    return s;
+  return backend_.upload(arena_.arena, rows->offset, rowsBuf_.data(),
+                         rows->nbytes);
+}
+
 Status Run::feedMicro(int64_t k, TokenLoader *loader) {
   if (!loader) {
     for (const InputData &in : batch_) {
-      Status s = backend_.upload(arena_.arena, in.slot->offset,
-                                 in.bytes.data() + k * in.slot->nbytes,
+      const uint8_t *bytes = in.bytes.data() + k * in.slot->nbytes;
+      Status s = backend_.upload(arena_.arena, in.slot->offset, bytes,
                                  in.slot->nbytes);
+      if (s && slots_.predictionRows &&
+          std::strcmp(in.slot->name, countInputOf(prog_)) == 0)
+        s = uploadPredictionRows(bytes,
+                                 "--batch, micro-batch " + std::to_string(k));
       if (!s)
         return s;
     }
@@ -45,6 +65,8 @@ Status Run::feedMicro(int64_t k, TokenLoader *loader) {
   if (s && feed_.targets)
     s = backend_.upload(arena_.arena, feed_.targets->offset, tgtBuf_.data(),
                         feed_.targets->nbytes);
+  if (s && slots_.predictionRows)
+    s = uploadPredictionRows(tgtBuf_.data(), "--val-data");
   if (s && feed_.mask)
     s = backend_.upload(arena_.arena, feed_.mask->offset,
                         maskFor(tokBuf_).data(), feed_.mask->nbytes);
@@ -193,6 +215,10 @@ Status Run::loadMicroStep(int64_t step, int64_t micros, int64_t k,
       if (s && feed_.targets)
         s = backend_.upload(arena_.arena, feed_.targets->offset,
                             stepTgt_[k].data(), feed_.targets->nbytes);
+      if (s && slots_.predictionRows)
+        s = uploadPredictionRows(stepTgt_[k].data(),
+                                 "--data, step " + std::to_string(step) +
+                                     ", micro-batch " + std::to_string(k));
       if (s && feed_.mask)
         s = backend_.upload(arena_.arena, feed_.mask->offset,
                             maskFor(stepTok_[k]).data(), feed_.mask->nbytes);

@@ -26,7 +26,13 @@ ProgramSlots::ProgramSlots(const OtcProgram &program) {
     case OTC_SLOT_GRAD: grads.push_back(&slot); break;
     case OTC_SLOT_ADAM_M: adamM.push_back(&slot); break;
     case OTC_SLOT_ADAM_V: adamV.push_back(&slot); break;
-    case OTC_SLOT_INPUT: inputs.push_back(&slot); break;
+    case OTC_SLOT_INPUT:
+      if (const char *rows = predictionRowsOf(program);
+          rows && std::strcmp(rows, slot.name) == 0)
+        predictionRows = &slot;
+      else
+        inputs.push_back(&slot);
+      break;
     case OTC_SLOT_LOSS: loss = &slot; break;
     case OTC_SLOT_LR: lr = &slot; break;
     case OTC_SLOT_STEP: step = &slot; break;
@@ -88,6 +94,13 @@ const char *countInputOf(const OtcProgram &program) {
   return program.abi_version >= 3 && program.count_input &&
                  *program.count_input
              ? program.count_input
+             : nullptr;
+}
+
+const char *predictionRowsOf(const OtcProgram &program) {
+  return program.abi_version >= 13 && program.prediction_rows &&
+                 *program.prediction_rows
+             ? program.prediction_rows
              : nullptr;
 }
 
@@ -368,6 +381,39 @@ Status checkSlot(const OtcProgram &program, int32_t i, int32_t lastKind,
   return Status::ok();
 }
 
+/// Version 13's prediction_rows: an int64 INPUT slot [micro_batch, K] whose
+/// rows are chosen from count_input's [micro_batch, T] targets, K < T.
+static Status checkPredictionRows(const OtcProgram *program) {
+  const char *name = predictionRowsOf(*program);
+  if (!name)
+    return Status::ok();
+  const OtcSlot *rows = nullptr, *targets = nullptr;
+  const char *counted = countInputOf(*program);
+  for (int32_t i = 0; i < program->num_slots; ++i) {
+    const OtcSlot &s = program->slots[i];
+    if (s.kind == OTC_SLOT_INPUT && std::strcmp(s.name, name) == 0)
+      rows = &s;
+    if (s.kind == OTC_SLOT_INPUT && counted && std::strcmp(s.name, counted) == 0)
+      targets = &s;
+  }
+  if (!rows || rows->dtype != OTC_I64 || rows->rank != 2 ||
+      rows->shape[0] != program->micro_batch)
+    return invalid(std::string("prediction_rows '") + name +
+                   "' is not an I64 INPUT slot [micro_batch, K]");
+  if (!targets)
+    return invalid("prediction_rows needs count_input, the targets its rows "
+                   "are chosen from");
+  const int64_t T = targets->nbytes / (targets->dtype == OTC_I64 ? 8 : 4) /
+                    program->micro_batch;
+  if (T * program->micro_batch * (targets->dtype == OTC_I64 ? 8 : 4) !=
+          targets->nbytes ||
+      rows->shape[1] < 1 || rows->shape[1] > T)
+    return invalid(std::string("prediction_rows '") + name + "' keeps " +
+                   std::to_string(rows->shape[1]) +
+                   " positions of sequences of " + std::to_string(T));
+  return Status::ok();
+}
+
 /// How many slots of each kind, and count_input's slot.
 Status checkSlotCounts(const OtcProgram *program, const int *counts,
                        bool needOptimizer) {
@@ -397,6 +443,8 @@ Status checkSlotCounts(const OtcProgram *program, const int *counts,
       return invalid(std::string("count_input '") + name +
                      "' is not an integer INPUT slot");
   }
+  if (Status s = checkPredictionRows(program); !s)
+    return s;
   // Version 9: decode_step reads one DECODE_TOKENS and DECODE_POSITION
   // and writes one LOGITS.
   bool decodes = decodeStepOf(*program) != nullptr;

@@ -25,6 +25,9 @@ struct ProgramSlots {
   const OtcSlot *decodeTokens = nullptr, *decodePosition = nullptr,
                 *logits = nullptr;
   std::vector<const OtcSlot *> kvCaches;
+  /// Version 13's prediction_rows: the runtime fills it from the targets
+  /// (never a --batch file), so it is not among `inputs`. Null: none.
+  const OtcSlot *predictionRows = nullptr;
   int64_t paramValues = 0;  ///< elements over all PARAM slots
   int64_t bufferValues = 0; ///< elements over all BUFFER slots
 
@@ -68,6 +71,9 @@ const OtcOptimizerShards *shardsOf(const OtcProgram &program);
 /// The program's gradient buckets (version 7), each its ranges; empty
 /// before version 7 or without buckets.
 std::vector<std::vector<OtcrtRange>> gradientBucketsOf(const OtcProgram &program);
+/// The program's prediction_rows: null before version 13 or where its
+/// loss is computed at every position.
+const char *predictionRowsOf(const OtcProgram &program);
 /// "PARAM", "GRAD", ... for an OtcSlotKind.
 const char *slotKindName(int32_t kind);
 /// Maps an OtcDType to the safetensors dtype with the same bytes.

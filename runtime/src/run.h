@@ -163,6 +163,10 @@ private:
   Status settleLosses(int64_t step, double &loss, bool &finite,
                       std::string &why);
   Status feedMicro(int64_t k, TokenLoader *loader);
+  /// A program with prediction_rows (otc-compile --sparse-prediction): the
+  /// rows of the micro-batch whose count input's bytes are \p targets,
+  /// uploaded; an error names \p where when a sequence counts too many.
+  Status uploadPredictionRows(const uint8_t *targets, const std::string &where);
   Status prefetchStep(int64_t micros, TokenLoader *loader);
   std::vector<double> microCounts(int64_t micros) const;
   /// The entries of \p bytes (of \p slot) that are not the program's
@@ -241,6 +245,8 @@ private:
   TokenFeed feed_;
   std::unique_ptr<TokenLoader> loader_, valLoader_;
   std::vector<uint8_t> tokBuf_, tgtBuf_;
+  /// The micro-batch's prediction rows (uploadPredictionRows).
+  std::vector<int64_t> rowsBuf_;
   /// The attention mask (feed_.mask) uploaded with each micro-batch: ones
   /// or causal masks, the same for all, or (--doc-mask) each micro-batch's
   /// own (maskFor).

@@ -118,11 +118,13 @@ typedef struct {
  * Version 11 appends what the runtime reports a step's throughput with:
  * `precision`, `tokens_per_micro_step` and `micro_step_flops`; otc-compile
  * writes it for every program it compiles. Version 12 appends
- * `bidirectional`; otc-compile writes it for every program it compiles. The
- * runtime accepts descriptors of versions 1 to 12 and reads each field only
- * from a descriptor of a version that has it (before 11: no model FLOPs, so
- * no MFU; before 12: no refusal of next-token data for an encoder). */
-#define OTC_ABI_VERSION 12
+ * `bidirectional`; otc-compile writes it for every program it compiles.
+ * Version 13 appends `prediction_rows`; otc-compile writes it for every
+ * program it compiles. The runtime accepts descriptors of versions 1 to 13
+ * and reads each field only from a descriptor of a version that has it
+ * (before 11: no model FLOPs, so no MFU; before 12: no refusal of
+ * next-token data for an encoder; before 13: the loss at every position). */
+#define OTC_ABI_VERSION 13
 
 /// Version 11: the precision of a program's products (otc-compile
 /// --precision), which decides the device peak its MFU is quoted against
@@ -265,6 +267,15 @@ typedef struct {
      it (the runtime refuses that feed); 0 otherwise (every fused attention
      causal or masked by a run-time mask that may be, or none fused). */
   int32_t bidirectional;
+  /* Version 13: the INPUT slot, [micro_batch, K] int64, of the rows whose
+     loss is computed (otc-compile --sparse-prediction=K): each entry
+     b x T + t, a position t of sequence b of the micro-batch. The runtime
+     fills it, never a --batch file: from `count_input`, [micro_batch, T],
+     it lists the positions of each sequence whose target is not
+     `count_ignore_index`, in order, then positions whose target is (a
+     sequence with more than K counted is an error). Null: the loss is
+     computed at every position. */
+  const char *prediction_rows;
 } OtcProgram;
 
 /// Entry point of a compiled training program: parses the command line,
