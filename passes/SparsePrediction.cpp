@@ -224,9 +224,9 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
     return loss->emitError("--sparse-prediction: the targets ")
            << targets.getType() << " are not [micro-batch " << rows.b
            << ", positions]";
-  if (positions < 1 || positions >= rows.t)
+  if (rows.k < 1 || rows.k >= rows.t)
     return loss->emitError("--sparse-prediction=")
-           << positions << ": the positions kept per sequence must be from 1 "
+           << rows.k << ": the positions kept per sequence must be from 1 "
            << "to " << rows.t - 1 << " (the sequence has " << rows.t << ")";
   if (!rows.lead(logits) || rows.lead(labels) != rows.lead(logits))
     return loss->emitError("--sparse-prediction: the logits ")

@@ -362,6 +362,94 @@ TEST(Shards, MaskedLMTargets) {
   std::remove(path.c_str());
 }
 
+// With a program whose loss is at K positions per sequence, a window keeps
+// at most K chosen: windows under the limit get the masks they get without
+// it; one over it keeps K of its chosen positions, the others left as they
+// are (input the shard's token, target ignored).
+TEST(Shards, MaskedLMLimit) {
+  const std::string path = "/tmp/otcrt_mlm_limit_test.bin";
+  std::vector<uint16_t> ids(4000);
+  uint64_t state = 5;
+  for (uint16_t &id : ids) {
+    state = splitMix64(state);
+    id = static_cast<uint16_t>(state % 50);
+  }
+  ASSERT_TRUE(writeShard(path, ids, 7));
+  const int64_t T = 16, shape[] = {4, T};
+  TokenDataset data;
+  ASSERT_TRUE(data.open({path}, T, T, "--data"));
+  OtcSlot tok{"input_ids", OTC_SLOT_INPUT, OTC_I64, 2, shape, 0, 4 * T * 8};
+  OtcSlot tgt{"labels", OTC_SLOT_INPUT, OTC_I64, 2, shape, 0, 4 * T * 8};
+  TokenFeed feed;
+  feed.tokens = &tok;
+  feed.targets = &tgt;
+  feed.seqLen = T;
+  feed.mlm = {99, 0.3, 50, 7, -100, 0};
+  TokenFeed limited = feed;
+  limited.mlm.maxChosen = 3;
+  TokenLoader unlimited(data, feed, 11, false), capped(data, limited, 11, false);
+  std::vector<uint8_t> in, out, in2, out2;
+  int64_t under = 0, over = 0;
+  for (int64_t b = 0; b < data.numWindows() / 4; ++b) {
+    ASSERT_TRUE(unlimited.next(4, in, out));
+    ASSERT_TRUE(capped.next(4, in2, out2));
+    const int64_t *x = reinterpret_cast<const int64_t *>(in.data()),
+                  *y = reinterpret_cast<const int64_t *>(out.data()),
+                  *x2 = reinterpret_cast<const int64_t *>(in2.data()),
+                  *y2 = reinterpret_cast<const int64_t *>(out2.data());
+    for (int64_t r = 0; r < 4; ++r) {
+      const int64_t *yr = y + r * T, *y2r = y2 + r * T;
+      int64_t chosen = T - std::count(yr, yr + T, -100),
+              kept = T - std::count(y2r, y2r + T, -100);
+      if (chosen <= 3) {
+        ++under;
+        EXPECT_TRUE(std::equal(x + r * T, x + (r + 1) * T, x2 + r * T));
+        EXPECT_TRUE(std::equal(yr, yr + T, y2r));
+        continue;
+      }
+      ++over;
+      ASSERT_EQ(kept, 3);
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t original = ids[static_cast<size_t>((b * 4 + r) * T + t)];
+        if (y2r[t] != -100)
+          EXPECT_EQ(yr[t], original); // kept among the chosen
+        else
+          EXPECT_EQ(x2[r * T + t], original); // the input stays
+      }
+    }
+  }
+  // 0.3 of about 15 eligible positions: both kinds of window are common.
+  EXPECT_GT(under, 20);
+  EXPECT_GT(over, 20);
+  std::remove(path.c_str());
+}
+
+// The rows of a micro-batch a program with prediction_rows computes its
+// loss at: the counted positions of each sequence in order, then ignored
+// ones; more counted than K is an error naming the sequence.
+TEST(Shards, PredictionRows) {
+  const int64_t shape[] = {3, 6};
+  OtcSlot tgt{"labels", OTC_SLOT_INPUT, OTC_I32, 2, shape, 0, 3 * 6 * 4};
+  const int32_t targets[] = {-100, 5,    -100, -100, 9,    -100,  // 1, 4
+                             -100, -100, -100, -100, -100, -100,  // none
+                             2,    3,    4,    -100, -100, -100}; // 0, 1, 2
+  const uint8_t *bytes = reinterpret_cast<const uint8_t *>(targets);
+  std::vector<int64_t> rows;
+  ASSERT_TRUE(predictionRows(tgt, bytes, 3, -100, 3, "here", rows));
+  EXPECT_THAT(rows, testing::ElementsAre(1, 4, 0, 6, 7, 8, 12, 13, 14));
+  ASSERT_TRUE(predictionRows(tgt, bytes, 3, -100, 6, "here", rows));
+  EXPECT_THAT(rows, testing::ElementsAre(1, 4, 0, 2, 3, 5, 6, 7, 8, 9, 10, 11,
+                                         12, 13, 14, 15, 16, 17));
+  Status s = predictionRows(tgt, bytes, 3, -100, 2, "--batch, micro-batch 1",
+                            rows);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(),
+            "--batch, micro-batch 1, sequence 2: 3 targets of input 'labels' "
+            "are counted (not -100), more than the 2 positions per sequence "
+            "the program computes the loss at (otc-compile "
+            "--sparse-prediction=2)");
+}
+
 TEST_F(TrainRun, Uint32ShardsGiveTheSameWindows) {
   // The same tokens as version 2 (uint32) shards, one of them mixed with a
   // version 1 one: every window reads the same values.

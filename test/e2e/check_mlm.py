@@ -13,7 +13,8 @@ token itself or another in [0, V). Prints the counts and PASS or FAIL.
 Loss and gradients: the model's @train_step at micro-batch N, run by
 otc-run in float64 on the fed rows (an all-ones attention mask beside them)
 with the program's initial parameters, gives the dump's mean loss and
-gradients within 1e-5 (relative, per tensor).
+gradients within 1e-5 (relative, per tensor; one zero in exact arithmetic,
+within 1e-6).
 """
 import argparse
 import os
@@ -121,9 +122,14 @@ def main():
     ok = abs(loss - want) <= 1e-5 * abs(want)
     print(f"loss: program {loss:.6f}, interpreter {want:.6f}: {'PASS' if ok else 'FAIL'}")
     names = sorted(n for n in dump if n.startswith("grad/"))
-    bad = [n for n in names if n not in ref or
-           np.linalg.norm(np.asarray(dump[n], np.float64) - np.asarray(ref[n], np.float64))
-           > 1e-5 * max(np.linalg.norm(np.asarray(ref[n], np.float64)), 1e-30)]
+    # A gradient zero in exact arithmetic (a key's bias: softmax does not
+    # see it) is rounding noise in both: within 1e-6.
+    def near(n):
+        got, want = np.asarray(dump[n], np.float64), np.asarray(ref[n], np.float64)
+        rn, gn = np.linalg.norm(want), np.linalg.norm(got)
+        return (rn <= 1e-6 and gn <= 1e-6) or \
+            np.linalg.norm(got - want) <= 1e-5 * max(rn, 1e-30)
+    bad = [n for n in names if n not in ref or not near(n)]
     print(f"gradients: {len(names) - len(bad)} of {len(names)} within 1e-5: "
           f"{'PASS' if names and not bad else 'FAIL ' + ' '.join(bad)}")
 
