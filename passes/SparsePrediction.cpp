@@ -286,7 +286,8 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
 
   // Gathers the kept rows of a candidate the cut does not make.
   IRMapping map;
-  Location loc = forward.getLoc();
+  Location loc = NameLoc::get(b.getStringAttr("sparse_prediction"),
+                              forward.getLoc());
   for (Value v : candidates) {
     Operation *def = v.getDefiningOp();
     if (def && (cut.contains(def) || def == loss))
