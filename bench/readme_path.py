@@ -23,11 +23,13 @@ downloaded):
      batch is right-padded (the last row's last N positions, the other
      rows' fewer: attention_mask 0, targets -100 as a data collator labels
      padding), so that a sliding window shorter than N sees padded queries
-     with no key.
+     with no key. With --sparse-prediction K (otc-compile's, a masked LM's
+     loss at K positions per sequence) each row of it counts K targets.
 
     readme_path.py --bin build/bin --work /tmp/rp [--model tiny-llama]
                    [--seq 256] [--micro-batch 2] [--steps 3]
                    [--layers N] [--set KEY=VALUE ...] [--pad N]
+                   [--sparse-prediction K]
 
 (--layers and --set as make_hf_onnx.py takes them: a part of a model too
 large for the machine, e.g. --model gpt-oss-20b --layers 2 --set
@@ -81,6 +83,10 @@ def main():
     ap.add_argument("--set", action="append", metavar="KEY=VALUE")
     ap.add_argument("--pad", type=int, default=0,
                     help="right-pad the comparison batch: the last row's last N positions")
+    ap.add_argument("--sparse-prediction", type=int, default=0, metavar="K",
+                    help="a masked LM's loss at K positions per sequence "
+                         "(otc-compile --sparse-prediction=K); the comparison "
+                         "batch then counts K targets per row")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
@@ -98,8 +104,9 @@ def main():
     vocab = config.vocab_size
     rng = np.random.default_rng(0)
     shard(w("data_000000.bin"), rng.integers(0, vocab, 64 * a.seq))
+    sparse = [f"--sparse-prediction={a.sparse_prediction}"] if a.sparse_prediction else []
     _, t = run([b("otc-compile"), w("model.onnx"), "-o", w("out"), "--micro-batch",
-                str(a.micro_batch), "--loss=cross_entropy:logits:targets"])
+                str(a.micro_batch), "--loss=cross_entropy:logits:targets"] + sparse)
     print(f"2. compiled in {t:.1f} s")
     feed = ["--data", w("data_*.bin")]
     if cls.endswith("ForMaskedLM"):
@@ -152,6 +159,13 @@ def main():
         if padded > 0:
             mask[row, a.seq - padded:] = 0
             tg[row, a.seq - padded:] = -100
+        if a.sparse_prediction:
+            # K positions of the row's unpadded ones counted, as a masked
+            # LM's targets.
+            keep = torch.randperm(a.seq - max(padded, 0), generator=g)[:a.sparse_prediction]
+            counted = torch.full_like(tg[row], -100)
+            counted[keep] = tg[row, keep]
+            tg[row] = counted
     save_file({"input_ids": ids, "attention_mask": mask, "targets": tg},
               w("batch.safetensors"))
     with torch.no_grad():

@@ -152,6 +152,17 @@ add_hf5 hf-mistral mistral
 # (BF16, against the cpu program), the fallback kernels' (FP32, against
 # PyTorch's float64 gradients).
 add_hf5 hf-modernbert modernbert
+# BERT's loss at 14 of its 16 positions (--sparse-prediction: the golden
+# batch counts 14 targets a row): the gathered rows and their gradients
+# summed back by otcrt_gather_grad, FP32 against PyTorch's float64
+# gradients, BF16 against the cpu program.
+bert=$src/test/e2e/hf5/bert
+add hf-bert-sparse "$bert/dynamo_mask.onnx" "$bert/batch.safetensors" 1e-4 \
+    "$bert/grads_dynamo_mask.safetensors" --micro-batch 4 \
+    --loss=cross_entropy:logits:targets --sparse-prediction=14
+add hf-bert-sparse-bf16 "$bert/dynamo_mask.onnx" "$bert/batch.safetensors" 3e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets \
+    --sparse-prediction=14
 ed=$src/test/e2e/hf-encdec
 add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
     --micro-batch 2 --loss=cross_entropy:logits:targets
