@@ -124,6 +124,11 @@ struct PlanSummary {
   /// backward) whose mask is a key padding (`key_padding`: per-sequence
   /// lengths on cuDNN).
   int64_t keyPaddingAttentions = 0;
+  /// otc-sparse-prediction: the loss at `positions` of the `of` positions
+  /// of a sequence, `ops` ops cut to them (positions 0: every position).
+  struct Prediction {
+    int64_t positions = 0, of = 0, ops = 0;
+  } prediction;
 };
 
 /// The figures of a planned module under its configuration (an error when

@@ -44,6 +44,10 @@ using namespace otc;
 /// fact of their `fp8` attribute (ir/Fp8.h), by trace name and shape (a
 /// projection's rows stacked, as the emitter calls it).
 static void collectCalls(ModuleOp module, PlanSummary &s) {
+  if (auto p = module->getAttrOfType<DictionaryAttr>(attrs::kPredictionRows))
+    s.prediction = {p.getAs<IntegerAttr>("positions").getInt(),
+                    p.getAs<IntegerAttr>("of").getInt(),
+                    p.getAs<IntegerAttr>("ops").getInt()};
   if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step"))
     micro.walk([&](Operation *op) {
       if (isa<AttentionOp, AttentionGradOp>(op) && op->hasAttr("key_padding"))
@@ -333,6 +337,14 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
     j.attribute("gemm_sums", s.gemmSums);
     // Attention calls of a micro-step whose mask is a key padding.
     j.attribute("key_padding_attentions", s.keyPaddingAttentions);
+    // --sparse-prediction: the loss at K positions of a sequence's T, and
+    // how many of the forward's ops before it run there alone.
+    if (s.prediction.positions)
+      j.attributeObject("sparse_prediction", [&] {
+        j.attribute("positions", s.prediction.positions);
+        j.attribute("of", s.prediction.of);
+        j.attribute("ops_cut", s.prediction.ops);
+      });
     j.attribute("micro_batch", s.microBatch);
     j.attribute("grad_accum", s.gradAccum);
     j.attribute("fp32_grad_accum", s.fp32GradAccum);

@@ -687,8 +687,13 @@ static std::string grouped(int64_t n) {
 /// "N values trained, M not" of the plan (M: the frozen parameters and
 /// untrained tables), for the summary lines.
 std::string Compile::trainedCounts() const {
-  return grouped(summary->paramsCount) + " values trained, " +
-         grouped(summary->bufferValues) + " not";
+  std::string counts = grouped(summary->paramsCount) + " values trained, " +
+                       grouped(summary->bufferValues) + " not";
+  if (const auto &p = summary->prediction; p.positions)
+    counts += "; the loss at " + std::to_string(p.positions) + " of " +
+              std::to_string(p.of) + " positions, " + std::to_string(p.ops) +
+              " ops before it there alone";
+  return counts;
 }
 
 /// --plan-only: plan.json and report.html, nothing built.
