@@ -150,10 +150,10 @@ void ProgramEmitter::emitDescriptor(ModuleOp module, int64_t arenaBytes,
     if (auto i = module->getAttrOfType<IntegerAttr>(attrs::kCountIgnoreIndex))
       countIgnore = i.getInt();
   }
-  // Version 12's fields, every field of versions 5 to 11 with them: the precision,
-  // tokens and FLOPs of a micro-step that the runtime reports throughput
-  // and MFU with (11), and whether its attention is bidirectional (12).
-  // Version 13: the rows input of a program whose loss is computed at K
+  // Version 12's fields, every field of versions 5 to 11 with them: the
+  // precision, tokens and FLOPs of a micro-step that the runtime reports
+  // throughput and MFU with (11), and whether its attention is bidirectional
+  // (12). Version 13: the rows input of a program whose loss is computed at K
   // positions per sequence.
   constexpr int version = 13;
   std::string predictionRows = "nullptr";

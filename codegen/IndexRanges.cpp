@@ -96,11 +96,11 @@ llvm::StringMap<IndexUse> otc::indexUses(ModuleOp module) {
   // reads them through that gather.
   if (auto p = module->getAttrOfType<DictionaryAttr>(attrs::kPredictionRows)) {
     int64_t c = p.getAs<IntegerAttr>("classes").getInt();
-    noteSlotUse(uses, ("input:" + p.getAs<StringAttr>("targets").getValue()).str(),
-                c, false,
-                static_cast<uint64_t>(
-                    p.getAs<IntegerAttr>("ignore_index").getInt()),
-                classes(c));
+    noteSlotUse(
+        uses, ("input:" + p.getAs<StringAttr>("targets").getValue()).str(), c,
+        false,
+        static_cast<uint64_t>(p.getAs<IntegerAttr>("ignore_index").getInt()),
+        classes(c));
   }
   module.walk([&](Operation *op) {
     if (auto g = dyn_cast<GatherOp>(op)) {

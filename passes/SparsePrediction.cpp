@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
 #include "ir/Config.h"
 #include "ir/OtcDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -103,10 +103,11 @@ bool rowWise(Operation *op, const Rows &rows,
   if (op->hasTrait<OpTrait::OtcElementwise>())
     return llvm::all_of(op->getOperands(), rowsOrWhole);
   if (auto m = dyn_cast<MatMulOp>(op)) {
-    // [rows..., M?, K] x [K, N]: each row of the product is its row's.
+    // [rows..., M?, K] x [K, N]: each row of the product is its row's
+    // (a [B, T] left operand would be contracted over the positions).
     if (m.getTransposeLhs() || shapeOf(m.getRhs()).size() != 2 ||
-        rows.lead(m.getLhs()) != lead ||
-        shapeOf(m.getLhs()).size() != rank)
+        rows.lead(m.getLhs()) != lead || shapeOf(m.getLhs()).size() != rank ||
+        rank < lead + 1)
       return false;
     rowOperands.push_back(m.getLhs());
     return true;
@@ -203,10 +204,9 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
   Operation *loss = *found;
   Value logits = loss->getOperand(0), labels = loss->getOperand(1);
   BlockArgument targets = targetsInput(labels);
-  auto targetsName =
-      targets ? forward.getArgAttrOfType<StringAttr>(targets.getArgNumber(),
-                                                     attrs::kInput)
-              : StringAttr();
+  auto targetsName = targets ? forward.getArgAttrOfType<StringAttr>(
+                                   targets.getArgNumber(), attrs::kInput)
+                             : StringAttr();
   if (!targetsName)
     return loss->emitError("--sparse-prediction: the loss's targets are "
                            "computed, not a graph input the runtime can "
@@ -248,9 +248,9 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
     });
   };
   for (Operation &op : llvm::reverse(body.without_terminator())) {
-    if (&op == loss ||
-        llvm::none_of(op.getResults(),
-                      [&](Value r) { return candidates.contains(r); }))
+    if (&op == loss || llvm::none_of(op.getResults(), [&](Value r) {
+          return candidates.contains(r);
+        }))
       continue;
     SmallVector<Value> rowOperands;
     if (!rowWise(&op, rows, rowOperands) ||
@@ -286,8 +286,8 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
 
   // Gathers the kept rows of a candidate the cut does not make.
   IRMapping map;
-  Location loc = NameLoc::get(b.getStringAttr("sparse_prediction"),
-                              forward.getLoc());
+  Location loc =
+      NameLoc::get(b.getStringAttr("sparse_prediction"), forward.getLoc());
   for (Value v : candidates) {
     Operation *def = v.getDefiningOp();
     if (def && (cut.contains(def) || def == loss))
@@ -339,21 +339,20 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
     op->dropAllUses();
     op->erase();
   }
-  forward.setFunctionType(b.getFunctionType(
-      forward.getArgumentTypes(), ret->getOperandTypes()));
+  forward.setFunctionType(
+      b.getFunctionType(forward.getArgumentTypes(), ret->getOperandTypes()));
 
   // What the runtime and the index ranges need: the positions input, the
   // targets it is chosen from, their classes and ignore index.
-  module->setAttr(
-      attrs::kPredictionRows,
-      b.getDictionaryAttr(
-          {b.getNamedAttr("input", b.getStringAttr(name)),
-           b.getNamedAttr("targets", targetsName),
-           b.getNamedAttr("positions", b.getI64IntegerAttr(rows.k)),
-           b.getNamedAttr("of", b.getI64IntegerAttr(rows.t)),
-           b.getNamedAttr("ops", b.getI64IntegerAttr(cut.size())),
-           b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
-           b.getNamedAttr("ignore_index", ignore)}));
+  module->setAttr(attrs::kPredictionRows,
+                  b.getDictionaryAttr(
+                      {b.getNamedAttr("input", b.getStringAttr(name)),
+                       b.getNamedAttr("targets", targetsName),
+                       b.getNamedAttr("positions", b.getI64IntegerAttr(rows.k)),
+                       b.getNamedAttr("of", b.getI64IntegerAttr(rows.t)),
+                       b.getNamedAttr("ops", b.getI64IntegerAttr(cut.size())),
+                       b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
+                       b.getNamedAttr("ignore_index", ignore)}));
   return success();
 }
 

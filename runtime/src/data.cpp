@@ -425,7 +425,8 @@ Status predictionRows(const OtcSlot &slot, const uint8_t *targets,
               "' are counted (not " + std::to_string(ignore) +
               "), more than the " + std::to_string(K) +
               " positions per sequence the program computes the loss at "
-              "(otc-compile --sparse-prediction=" + std::to_string(K) + ")");
+              "(otc-compile --sparse-prediction=" +
+              std::to_string(K) + ")");
         }
         out[n++] = b * T + t;
         if (pass == 1 && n == K)

@@ -107,8 +107,10 @@ Status Run::chooseMaskedLM() {
       return Status::error(
           std::string("--mlm: the program computes its loss at the rows of "
                       "input '") +
-          slots_.predictionRows->name + "', chosen from the counted "
-          "targets of input '" + (countInputOf(prog_) ? countInputOf(prog_) : "") +
+          slots_.predictionRows->name +
+          "', chosen from the counted "
+          "targets of input '" +
+          (countInputOf(prog_) ? countInputOf(prog_) : "") +
           "', not those of input '" + feed_.targets->name + "' --mlm fills");
     feed_.mlm.maxChosen = slots_.predictionRows->shape[1];
   }
@@ -546,11 +548,12 @@ void Run::announceData(bool resume, const std::string &from) {
             : "",
         feed_.mlm.maskToken, feed_.mlm.ignoreIndex);
   if (!opt_.quiet && loader_ && feed_.mlm.maxChosen > 0)
-    std::fprintf(log_,
-                 "data: the loss at %" PRId64 " positions per sequence "
-                 "(--sparse-prediction): a window with more chosen keeps %" PRId64
-                 " of them, drawn uniformly\n",
-                 feed_.mlm.maxChosen, feed_.mlm.maxChosen);
+    std::fprintf(
+        log_,
+        "data: the loss at %" PRId64 " positions per sequence "
+        "(--sparse-prediction): a window with more chosen keeps %" PRId64
+        " of them, drawn uniformly\n",
+        feed_.mlm.maxChosen, feed_.mlm.maxChosen);
   if (!opt_.quiet && !loader_ && batches_.count() > 1)
     std::fprintf(log_,
                  "batches: %" PRId64 " global batches in %zu file(s), in "

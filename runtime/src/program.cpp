@@ -393,7 +393,8 @@ static Status checkPredictionRows(const OtcProgram *program) {
     const OtcSlot &s = program->slots[i];
     if (s.kind == OTC_SLOT_INPUT && std::strcmp(s.name, name) == 0)
       rows = &s;
-    if (s.kind == OTC_SLOT_INPUT && counted && std::strcmp(s.name, counted) == 0)
+    if (s.kind == OTC_SLOT_INPUT && counted &&
+        std::strcmp(s.name, counted) == 0)
       targets = &s;
   }
   if (!rows || rows->dtype != OTC_I64 || rows->rank != 2 ||

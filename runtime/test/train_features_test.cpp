@@ -387,7 +387,8 @@ TEST(Shards, MaskedLMLimit) {
   feed.mlm = {99, 0.3, 50, 7, -100, 0};
   TokenFeed limited = feed;
   limited.mlm.maxChosen = 3;
-  TokenLoader unlimited(data, feed, 11, false), capped(data, limited, 11, false);
+  TokenLoader unlimited(data, feed, 11, false),
+      capped(data, limited, 11, false);
   std::vector<uint8_t> in, out, in2, out2;
   int64_t under = 0, over = 0;
   for (int64_t b = 0; b < data.numWindows() / 4; ++b) {
@@ -440,8 +441,8 @@ TEST(Shards, PredictionRows) {
   ASSERT_TRUE(predictionRows(tgt, bytes, 3, -100, 6, "here", rows));
   EXPECT_THAT(rows, testing::ElementsAre(1, 4, 0, 2, 3, 5, 6, 7, 8, 9, 10, 11,
                                          12, 13, 14, 15, 16, 17));
-  Status s = predictionRows(tgt, bytes, 3, -100, 2, "--batch, micro-batch 1",
-                            rows);
+  Status s =
+      predictionRows(tgt, bytes, 3, -100, 2, "--batch, micro-batch 1", rows);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.message(),
             "--batch, micro-batch 1, sequence 2: 3 targets of input 'labels' "
