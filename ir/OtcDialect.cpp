@@ -42,10 +42,6 @@ RankedTensorType otc::withShape(Type like, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, getElementTypeOrSelf(like));
 }
 
-static ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-
 static std::string shapeStr(ArrayRef<int64_t> shape) {
   return formatShape(shape);
 }

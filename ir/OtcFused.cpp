@@ -18,10 +18,6 @@
 using namespace mlir;
 using namespace otc;
 
-static ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-
 static int64_t elementsOf(Value v) { return numElements(shapeOf(v)); }
 
 //===----------------------------------------------------------------------===//

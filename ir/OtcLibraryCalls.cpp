@@ -27,10 +27,6 @@ LibraryArg LibraryArg::operand(Operation *op, Value v) {
   llvm_unreachable("not an operand of the op");
 }
 
-static ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-
 std::string otc::libraryKernelName(StringRef name, Value data) {
   Type t = getElementTypeOrSelf(data.getType());
   return ("otcrt_" + name + (t.isBF16() ? "_bf16" : "_f32")).str();

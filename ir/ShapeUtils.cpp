@@ -7,9 +7,15 @@
 
 #include "ir/ShapeUtils.h"
 
+#include "mlir/IR/BuiltinTypeInterfaces.h"
+
 using namespace llvm;
 
 namespace otc {
+
+ArrayRef<int64_t> shapeOf(mlir::Value v) {
+  return mlir::cast<mlir::ShapedType>(v.getType()).getShape();
+}
 
 std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                     ArrayRef<int64_t> b) {

@@ -1,13 +1,15 @@
 //===- ShapeUtils.h - shape arithmetic shared by otc -------------*- C++ -*-===//
 //
 // Broadcasting and index helpers used by the verifiers, the gradient rules,
-// the importer and the code generators. Pure functions on shapes.
+// the importer and the code generators: pure functions on shapes, and the
+// static shape of a tensor value.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OTC_IR_SHAPEUTILS_H
 #define OTC_IR_SHAPEUTILS_H
 
+#include "mlir/IR/Value.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
@@ -20,6 +22,9 @@ namespace otc {
 /// incompatible.
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+/// The static shape of a tensor value.
+llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 
 /// Number of elements of a shape (1 for a scalar).
 int64_t numElements(llvm::ArrayRef<int64_t> shape);

@@ -30,10 +30,6 @@ using namespace otc;
 
 namespace {
 
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-
 /// `v` with the reshapes that produced it stripped.
 Value throughReshapes(Value v) {
   while (auto r = v.getDefiningOp<ReshapeOp>())

@@ -25,8 +25,6 @@ namespace decode {
 
 using namespace mlir;
 
-using fuse::shapeOf;
-
 inline int64_t rankOf(Value v) { return shapeOf(v).size(); }
 
 /// `type` with dimension `axis` of size `size`.

@@ -22,10 +22,6 @@ using namespace mlir;
 using namespace otc;
 using namespace otc::fuse;
 
-ArrayRef<int64_t> fuse::shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-
 std::optional<double> fuse::splatValue(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   if (!c)

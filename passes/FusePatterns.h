@@ -15,6 +15,7 @@
 #define OTC_PASSES_FUSEPATTERNS_H
 
 #include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
@@ -35,9 +36,6 @@ struct Match {
   static Match yes() { return {true, ""}; }
   static Match miss(std::string why) { return {false, std::move(why)}; }
 };
-
-/// The static shape of a tensor value.
-llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 
 /// The value of a constant whose elements are all equal (any shape).
 std::optional<double> splatValue(mlir::Value v);

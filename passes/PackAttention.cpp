@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,10 +26,6 @@ using namespace mlir;
 using namespace otc;
 
 namespace {
-
-static ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
 
 /// The [B, T, N] value `v` ([B, T, heads, D]) is a reshape of a slice of,
 /// with the slice's first element along N: when `v` takes elements

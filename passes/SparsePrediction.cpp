@@ -12,6 +12,7 @@
 
 #include "ir/Config.h"
 #include "ir/OtcDialect.h"
+#include "ir/ShapeUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -26,10 +27,6 @@ using namespace mlir;
 using namespace otc;
 
 namespace {
-
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
 
 /// The rows of the loss: B sequences of T positions, K of them kept.
 struct Rows {

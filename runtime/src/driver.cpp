@@ -113,6 +113,18 @@ Status Run::chooseMaskedLM() {
           (countInputOf(prog_) ? countInputOf(prog_) : "") +
           "', not those of input '" + feed_.targets->name + "' --mlm fills");
     feed_.mlm.maxChosen = slots_.predictionRows->shape[1];
+    // A share that chooses more than the program's positions on average
+    // leaves most windows' extra choices unmasked: said once.
+    const double expected = opt_.mlmProb * static_cast<double>(feed_.seqLen);
+    if (expected > static_cast<double>(feed_.mlm.maxChosen))
+      std::fprintf(stderr,
+                   "otc train: warning: --mlm chooses %.3g of %" PRId64
+                   " positions a window on average, more than the %" PRId64
+                   " the program computes the loss at (otc-compile "
+                   "--sparse-prediction): most windows keep %" PRId64
+                   " of theirs, the others left unmasked\n",
+                   expected, feed_.seqLen, feed_.mlm.maxChosen,
+                   feed_.mlm.maxChosen);
   }
   return Status::ok();
 }

@@ -282,15 +282,22 @@ TEST(Shards, DocumentMasks) {
 // targets are the original token where chosen and -100 elsewhere, inputs
 // unchanged elsewhere; the same seed and
 // epoch give the same masks, another epoch others.
+/// \p n tokens drawn uniformly from [0, 50) by \p seed, written to \p path
+/// as a shard whose document token is 7.
+static std::vector<uint16_t> randomShard(const std::string &path, size_t n,
+                                         uint64_t seed) {
+  std::vector<uint16_t> ids(n);
+  for (uint16_t &id : ids) {
+    seed = splitMix64(seed);
+    id = static_cast<uint16_t>(seed % 50);
+  }
+  EXPECT_TRUE(writeShard(path, ids, 7));
+  return ids;
+}
+
 TEST(Shards, MaskedLMTargets) {
   const std::string path = "/tmp/otcrt_mlm_test.bin";
-  std::vector<uint16_t> ids(40000);
-  uint64_t state = 3;
-  for (uint16_t &id : ids) {
-    state = splitMix64(state);
-    id = static_cast<uint16_t>(state % 50);
-  }
-  ASSERT_TRUE(writeShard(path, ids, 7));
+  const std::vector<uint16_t> ids = randomShard(path, 40000, 3);
   const int64_t T = 16, shape[] = {4, T};
   TokenDataset data;
   ASSERT_TRUE(data.open({path}, T, T, "--data"));
@@ -368,13 +375,7 @@ TEST(Shards, MaskedLMTargets) {
 // are (input the shard's token, target ignored).
 TEST(Shards, MaskedLMLimit) {
   const std::string path = "/tmp/otcrt_mlm_limit_test.bin";
-  std::vector<uint16_t> ids(4000);
-  uint64_t state = 5;
-  for (uint16_t &id : ids) {
-    state = splitMix64(state);
-    id = static_cast<uint16_t>(state % 50);
-  }
-  ASSERT_TRUE(writeShard(path, ids, 7));
+  const std::vector<uint16_t> ids = randomShard(path, 4000, 5);
   const int64_t T = 16, shape[] = {4, T};
   TokenDataset data;
   ASSERT_TRUE(data.open({path}, T, T, "--data"));

@@ -27,10 +27,6 @@ using namespace otc;
 
 namespace {
 
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<ShapedType>(v.getType()).getShape();
-}
-
 /// Bytes of an optional operand or result (0 when absent).
 double bytesOf(Value v) { return v ? double(byteSize(v)) : 0.0; }
 
