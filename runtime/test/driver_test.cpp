@@ -190,6 +190,44 @@ TEST(DriverValidate, Version12Bidirectional) {
   EXPECT_FALSE(bidirectionalOf(p));
 }
 
+TEST(DriverValidate, Version13PredictionRows) {
+  // The rows input of a program whose loss is at K positions per sequence:
+  // I64 [micro_batch, K], chosen from count_input's [micro_batch, T], K <= T.
+  const int64_t rowsShape[] = {kMicro, 1}, wide[] = {kMicro, 2};
+  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
+  slots.push_back({"rows", OTC_SLOT_INPUT, OTC_I64, 2, rowsShape, kArena, 16});
+  OtcProgram p = fakeProgram();
+  p.slots = slots.data();
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.arena_bytes = kArena + 32;
+  p.grad_accum = 1;
+  p.abi_version = 13;
+  p.count_input = "y";
+  p.count_ignore_index = -1;
+  p.prediction_rows = "rows";
+  ASSERT_TRUE(validateProgram(&p, "cpu", false));
+  ProgramSlots sorted(p);
+  ASSERT_NE(sorted.predictionRows, nullptr);
+  EXPECT_STREQ(sorted.predictionRows->name, "rows");
+  for (const OtcSlot *in : sorted.inputs)
+    EXPECT_STRNE(in->name, "rows"); // filled by the runtime, never fed
+  slots.back().dtype = OTC_F32;
+  slots.back().nbytes = 8;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("prediction_rows 'rows' is not an I64 INPUT slot"));
+  slots.back() = {"rows", OTC_SLOT_INPUT, OTC_I64, 2, wide, kArena, 32};
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("keeps 2 positions of sequences of 1"));
+  slots.back() = {"rows", OTC_SLOT_INPUT, OTC_I64, 2, rowsShape, kArena, 16};
+  p.count_input = nullptr;
+  EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
+              HasSubstr("prediction_rows needs count_input"));
+  // Before version 13 the field is not read: an input like any other.
+  p.abi_version = 12;
+  EXPECT_EQ(predictionRowsOf(p), nullptr);
+  EXPECT_EQ(ProgramSlots(p).predictionRows, nullptr);
+}
+
 TEST(DriverValidate, Version11Fields) {
   OtcProgram p = fakeProgram();
   p.abi_version = 11;
