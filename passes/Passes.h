@@ -72,6 +72,10 @@ llvm::SmallVector<bool> chooseFp8Gemms(llvm::ArrayRef<Fp8CopyUse> copies,
                                        llvm::ArrayRef<Fp8Candidate> candidates,
                                        const Fp8Prices &prices);
 
+/// otc-sparse-prediction's `positions` that asks it to choose K from the
+/// sequence's T: BERT's share 0.15, its mean plus four standard deviations.
+constexpr int64_t kAutoPredictPositions = -1;
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

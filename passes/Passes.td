@@ -93,7 +93,8 @@ def SparsePrediction : Pass<"otc-sparse-prediction", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"positions", "positions", "int64_t", "0",
-           "K, the positions of each sequence whose loss is computed">,
+           "K, the positions of each sequence whose loss is computed (-1: "
+           "T x 0.15 + 4 sqrt(T x 0.15 x 0.85), rounded up, at most T - 1)">,
   ];
 }
 

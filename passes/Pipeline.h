@@ -89,7 +89,8 @@ struct PipelineOptions {
   bool fuse = true;
   bool fusionRemarks = false;
   /// otc-sparse-prediction after it: the loss at this many positions per
-  /// sequence (0: every position, no pass).
+  /// sequence (0: every position, no pass; kAutoPredictPositions: the
+  /// pass's choice).
   int64_t sparsePrediction = 0;
   /// otc-differentiate: the loss output and the frozen initializers.
   std::string lossName, freeze;

@@ -18,6 +18,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <cmath>
+
 namespace otc {
 #define GEN_PASS_DEF_SPARSEPREDICTION
 #include "passes/Passes.h.inc"
@@ -159,7 +161,8 @@ struct SparsePredictionPass
 
 /// The loss whose rows are cut: the one cross-entropy of the forward graph,
 /// a mean over the labels that are not its ignore index.
-FailureOr<Operation *> findLoss(func::FuncOp forward, int64_t positions) {
+FailureOr<Operation *> findLoss(func::FuncOp forward,
+                                const std::string &positions) {
   SmallVector<Operation *> losses;
   forward.walk([&](Operation *op) {
     if (isa<CrossEntropyOp, SoftmaxCrossEntropyOp>(op))
@@ -195,7 +198,9 @@ BlockArgument targetsInput(Value labels) {
 }
 
 LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
-  FailureOr<Operation *> found = findLoss(forward, positions);
+  FailureOr<Operation *> found = findLoss(
+      forward, positions == kAutoPredictPositions ? std::string("auto")
+                                                  : std::to_string(positions));
   if (failed(found))
     return failure();
   Operation *loss = *found;
@@ -215,7 +220,14 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
   rows.b = config->getMicroBatch();
   int64_t counted = cast<ShapedType>(targets.getType()).getNumElements();
   rows.t = counted / rows.b;
-  rows.k = positions;
+  // auto: BERT's share of the positions, with room for four standard
+  // deviations of its binomial count (a window over it one in 30,000).
+  const double p = 0.15, mean = static_cast<double>(rows.t) * p;
+  rows.k = positions == kAutoPredictPositions
+               ? std::min<int64_t>(
+                     rows.t - 1, static_cast<int64_t>(std::ceil(
+                                     mean + 4.0 * std::sqrt(mean * (1.0 - p)))))
+               : static_cast<int64_t>(positions);
   if (rows.t * rows.b != counted || rows.t < 2 ||
       (shapeOf(targets).size() >= 2 && shapeOf(targets).front() != rows.b))
     return loss->emitError("--sparse-prediction: the targets ")

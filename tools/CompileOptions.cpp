@@ -137,14 +137,16 @@ cl::opt<bool> generate(
              "--prompt-ids A,B,...`: one position at a time, the keys and "
              "values of earlier positions cached in the arena"),
     cl::cat(cat));
-cl::opt<int64_t> sparsePrediction(
+cl::opt<std::string> sparsePrediction(
     "sparse-prediction",
     cl::desc("A masked LM's loss at K positions per sequence alone: the "
              "head and the ops before it that only the loss reads and that "
              "treat each position apart run on the K positions `train "
              "--mlm` chooses (at most K per sequence; BERT's "
-             "max_predictions_per_seq, Hugging Face's sparse_prediction)"),
-    cl::value_desc("K"), cl::init(0), cl::cat(cat));
+             "max_predictions_per_seq, Hugging Face's sparse_prediction); "
+             "auto: BERT's share 0.15 of the T positions, its mean plus four "
+             "standard deviations (T = 512: 110)"),
+    cl::value_desc("K|auto"), cl::cat(cat));
 cl::opt<bool> fusionRemarks(
     "fusion-remarks",
     cl::desc("Say why each almost-matching chain was not fused"),

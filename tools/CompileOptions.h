@@ -47,7 +47,7 @@ extern cl::opt<bool> noChunkedLoss;
 extern cl::opt<int64_t> lossChunkRows;
 extern cl::opt<bool> noGroupParams;
 extern cl::opt<bool> generate;
-extern cl::opt<int64_t> sparsePrediction;
+extern cl::opt<std::string> sparsePrediction;
 extern cl::opt<bool> fusionRemarks;
 extern cl::opt<bool> fit;
 extern cl::opt<int64_t> globalBatchTokens;

@@ -172,6 +172,8 @@ private:
   otc::ImportRecords records;
   /// The micro-batch as bound, and the tokens of one micro-step.
   int64_t mb = 0, tokensPerMicroStep = 0;
+  /// --sparse-prediction: K, otc::kAutoPredictPositions, or 0 (none).
+  int64_t predictPositions = 0;
 
   otc::PipelineOptions pipeline;
   otc::PlanInfo info;
@@ -211,10 +213,16 @@ int Compile::checkOptions() {
                 "used with --no-group-params");
   if (lossChunkRows < 0)
     return fail("--loss-chunk-rows must be >= 0 (0: the default size)");
-  if (sparsePrediction < 0)
-    return fail("--sparse-prediction must be >= 1 (the positions per "
-                "sequence whose loss is computed)");
-  if (sparsePrediction && generate)
+  if (sparsePrediction == "auto")
+    predictPositions = otc::kAutoPredictPositions;
+  else if (!sparsePrediction.empty() &&
+           (llvm::StringRef(sparsePrediction)
+                .getAsInteger(10, predictPositions) ||
+            predictPositions < 1))
+    return fail("--sparse-prediction must be auto or K >= 1 (the positions "
+                "per sequence whose loss is computed), not '" +
+                sparsePrediction + "'");
+  if (predictPositions && generate)
     return fail("--sparse-prediction and --generate are exclusive (sampling "
                 "needs the logits of every position)");
   if (remat != "none" && remat != "full" && remat != "selective" &&
@@ -301,7 +309,7 @@ int Compile::readLossAndDims() {
   // The pipeline's options (passes/Pipeline.h); --fit takes them too.
   pipeline.fuse = !noFuse;
   pipeline.fusionRemarks = fusionRemarks;
-  pipeline.sparsePrediction = sparsePrediction;
+  pipeline.sparsePrediction = predictPositions;
   pipeline.lossName = lossOutput;
   pipeline.freeze = freeze;
   pipeline.backEnd.fuseElementwise = !noFuseElementwise;

@@ -1,4 +1,10 @@
 // RUN: otc-opt %s --otc-configure=micro-batch=2 --otc-sparse-prediction=positions=3 --split-input-file | FileCheck %s
+// RUN: otc-opt %s --otc-configure=micro-batch=2 --otc-sparse-prediction=positions=-1 --split-input-file | FileCheck %s --check-prefix=AUTO
+
+// positions=-1 (otc-compile's auto): 8 x 0.15 = 1.2 plus four standard
+// deviations, 4 sqrt(1.2 x 0.85) = 4.04, rounded up: 6 of the 8.
+// AUTO: %arg8: tensor<2x6xi64> {otc.input = "prediction_rows", otc.prediction_rows}
+// AUTO: otc.prediction_rows = {{{.*}}positions = 6 : i64
 
 // Tests that the loss and the ops before it that only it reads and that
 // treat each position apart run on 3 positions of each of the 2 sequences
