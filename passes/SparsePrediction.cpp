@@ -197,22 +197,10 @@ BlockArgument targetsInput(Value labels) {
   return dyn_cast<BlockArgument>(labels);
 }
 
-LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
-  FailureOr<Operation *> found = findLoss(
-      forward, positions == kAutoPredictPositions ? std::string("auto")
-                                                  : std::to_string(positions));
-  if (failed(found))
-    return failure();
-  Operation *loss = *found;
-  Value logits = loss->getOperand(0), labels = loss->getOperand(1);
-  BlockArgument targets = targetsInput(labels);
-  auto targetsName = targets ? forward.getArgAttrOfType<StringAttr>(
-                                   targets.getArgNumber(), attrs::kInput)
-                             : StringAttr();
-  if (!targetsName)
-    return loss->emitError("--sparse-prediction: the loss's targets are "
-                           "computed, not a graph input the runtime can "
-                           "choose the positions from");
+/// The rows of the loss's targets, \p positions of each sequence kept (or
+/// auto's choice); an error at the loss where they do not fit.
+FailureOr<Rows> measureRows(ModuleOp module, Operation *loss,
+                            BlockArgument targets, int64_t positions) {
   FailureOr<ConfigAttr> config = requireConfig(module, "otc-sparse-prediction");
   if (failed(config))
     return failure();
@@ -227,7 +215,7 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
                ? std::min<int64_t>(
                      rows.t - 1, static_cast<int64_t>(std::ceil(
                                      mean + 4.0 * std::sqrt(mean * (1.0 - p)))))
-               : static_cast<int64_t>(positions);
+               : positions;
   if (rows.t * rows.b != counted || rows.t < 2 ||
       (shapeOf(targets).size() >= 2 && shapeOf(targets).front() != rows.b))
     return loss->emitError("--sparse-prediction: the targets ")
@@ -237,23 +225,56 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
     return loss->emitError("--sparse-prediction=")
            << rows.k << ": the positions kept per sequence must be from 1 "
            << "to " << rows.t - 1 << " (the sequence has " << rows.t << ")";
+  Value logits = loss->getOperand(0), labels = loss->getOperand(1);
   if (!rows.lead(logits) || rows.lead(labels) != rows.lead(logits))
     return loss->emitError("--sparse-prediction: the logits ")
            << logits.getType() << " are not one row per position";
+  return rows;
+}
 
-  // Walking back from the loss: an op joins the cut when it is row-wise
-  // and every reader of its results has joined (or is the loss, or the
-  // return); the rows it reads join the candidates. Candidates whose op
-  // cannot join are gathered at the kept rows.
+/// "prediction_rows", or with a number where an input has that name.
+std::string freeInputName(func::FuncOp forward) {
+  auto taken = [&](StringRef n) {
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (auto a = forward.getArgAttrOfType<StringAttr>(i, attrs::kInput);
+          a && a.getValue() == n)
+        return true;
+    return false;
+  };
+  std::string name = "prediction_rows";
+  for (int i = 1; taken(name); ++i)
+    name = "prediction_rows_" + std::to_string(i);
+  return name;
+}
+
+/// The loss, the ops cut to the kept rows before it, and the values they
+/// read (`candidates`: the cut's own, and those gathered).
+struct Cut {
+  func::FuncOp forward;
+  Operation *loss;
+  Rows rows;
+  llvm::SetVector<Operation *> ops;
+  llvm::SetVector<Value> candidates;
+
+  /// Walking back from the loss: an op joins the cut when it is row-wise
+  /// and every reader of its results has joined (or is the loss, or the
+  /// return); the rows it reads join the candidates.
+  void grow();
+  /// Maps each candidate the cut does not make to a gather of its kept
+  /// rows by \p rowIds, the [B, K] input.
+  void gather(OpBuilder &b, Value rowIds, IRMapping &map);
+  /// The cut's ops and the loss again on the kept rows; the old ones go.
+  void recompute(OpBuilder &b, IRMapping &map);
+};
+
+void Cut::grow() {
   Block &body = forward.getBody().front();
   Operation *ret = body.getTerminator();
-  llvm::SetVector<Operation *> cut;
-  llvm::SetVector<Value> candidates;
-  candidates.insert(logits);
-  candidates.insert(labels);
+  candidates.insert(loss->getOperand(0));
+  candidates.insert(loss->getOperand(1));
   auto readByCut = [&](Value v) {
     return llvm::all_of(v.getUsers(), [&](Operation *u) {
-      return u == loss || u == ret || cut.contains(u);
+      return u == loss || u == ret || ops.contains(u);
     });
   };
   for (Operation &op : llvm::reverse(body.without_terminator())) {
@@ -265,59 +286,38 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
     if (!rowWise(&op, rows, rowOperands) ||
         !llvm::all_of(op.getResults(), readByCut))
       continue;
-    cut.insert(&op);
+    ops.insert(&op);
     candidates.insert(rowOperands.begin(), rowOperands.end());
   }
+}
 
-  // The positions input: [B, K] rows of the micro-batch's B*T.
-  std::string name = "prediction_rows";
-  auto taken = [&](StringRef n) {
-    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-      if (auto a = forward.getArgAttrOfType<StringAttr>(i, attrs::kInput);
-          a && a.getValue() == n)
-        return true;
-    return false;
-  };
-  for (int i = 1; taken(name); ++i)
-    name = "prediction_rows_" + std::to_string(i);
-  OpBuilder b(module.getContext());
-  auto i64 = b.getI64Type();
-  auto rowsType = RankedTensorType::get({rows.b, rows.k}, i64);
-  unsigned at = forward.getNumArguments();
-  forward.insertArgument(
-      at, rowsType,
-      b.getDictionaryAttr(
-          {b.getNamedAttr(attrs::kInput, b.getStringAttr(name)),
-           b.getNamedAttr(attrs::kPredictionRows, b.getUnitAttr())}),
-      forward.getLoc());
-  Value rowIds = forward.getArgument(at);
-  Value flatIds;
-
-  // Gathers the kept rows of a candidate the cut does not make.
-  IRMapping map;
+void Cut::gather(OpBuilder &b, Value rowIds, IRMapping &map) {
+  Block &body = forward.getBody().front();
   Location loc =
       NameLoc::get(b.getStringAttr("sparse_prediction"), forward.getLoc());
+  Value flatIds; // [B*K], for the [B*T, ...] values
   for (Value v : candidates) {
     Operation *def = v.getDefiningOp();
-    if (def && (cut.contains(def) || def == loss))
+    if (def && (ops.contains(def) || def == loss))
       continue;
     if (def)
       b.setInsertionPointAfter(def);
     else
       b.setInsertionPointToStart(&body);
     auto type = cast<RankedTensorType>(v.getType());
-    SmallVector<int64_t> flat = {rows.b * rows.t};
-    llvm::append_range(flat, type.getShape().drop_front(rows.lead(v)));
     Value data = v, ids = rowIds;
-    if (rows.lead(v) == 2)
+    if (rows.lead(v) == 2) {
+      SmallVector<int64_t> flat = {rows.b * rows.t};
+      llvm::append_range(flat, type.getShape().drop_front(2));
       data = b.create<ReshapeOp>(
           loc, RankedTensorType::get(flat, type.getElementType()), v);
-    else {
+    } else {
       if (!flatIds) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&body);
         flatIds = b.create<ReshapeOp>(
-            loc, RankedTensorType::get({rows.b * rows.k}, i64), rowIds);
+            loc, RankedTensorType::get({rows.b * rows.k}, b.getI64Type()),
+            rowIds);
       }
       ids = flatIds;
     }
@@ -325,8 +325,10 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
                                   b.getI64IntegerAttr(0))
                    .getResult());
   }
-  // The cut's ops again on the kept rows, then the loss; the old ones go.
-  SmallVector<Operation *> old(cut.rbegin(), cut.rend());
+}
+
+void Cut::recompute(OpBuilder &b, IRMapping &map) {
+  SmallVector<Operation *> old(ops.rbegin(), ops.rend());
   old.push_back(loss);
   for (Operation *op : old) {
     b.setInsertionPoint(op);
@@ -338,30 +340,67 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
   loss->getResult(0).replaceAllUsesWith(map.lookup(loss->getResult(0)));
   // An output the cut computes is the kept rows' now (Hugging Face's
   // sparse prediction returns those logits too).
+  Operation *ret = forward.getBody().front().getTerminator();
   for (OpOperand &o : ret->getOpOperands())
     if (Operation *def = o.get().getDefiningOp();
-        def && (def == loss || cut.contains(def)))
+        def && (def == loss || ops.contains(def)))
       o.set(map.lookup(o.get()));
-  IntegerAttr ignore = loss->getAttrOfType<IntegerAttr>("ignore_index");
-  const int64_t classes = shapeOf(logits).back();
   for (Operation *op : llvm::reverse(old)) {
     op->dropAllUses();
     op->erase();
   }
   forward.setFunctionType(
       b.getFunctionType(forward.getArgumentTypes(), ret->getOperandTypes()));
+}
+
+LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
+  FailureOr<Operation *> loss = findLoss(
+      forward, positions == kAutoPredictPositions ? std::string("auto")
+                                                  : std::to_string(positions));
+  if (failed(loss))
+    return failure();
+  BlockArgument targets = targetsInput((*loss)->getOperand(1));
+  auto targetsName = targets ? forward.getArgAttrOfType<StringAttr>(
+                                   targets.getArgNumber(), attrs::kInput)
+                             : StringAttr();
+  if (!targetsName)
+    return (*loss)->emitError("--sparse-prediction: the loss's targets are "
+                              "computed, not a graph input the runtime can "
+                              "choose the positions from");
+  FailureOr<Rows> rows = measureRows(module, *loss, targets, positions);
+  if (failed(rows))
+    return failure();
+  auto ignore = (*loss)->getAttrOfType<IntegerAttr>("ignore_index");
+  const int64_t classes = shapeOf((*loss)->getOperand(0)).back();
+  Cut cut{forward, *loss, *rows, {}, {}};
+  cut.grow();
+
+  // The positions input: [B, K] rows of the micro-batch's B*T.
+  OpBuilder b(module.getContext());
+  std::string name = freeInputName(forward);
+  unsigned at = forward.getNumArguments();
+  forward.insertArgument(
+      at, RankedTensorType::get({rows->b, rows->k}, b.getI64Type()),
+      b.getDictionaryAttr(
+          {b.getNamedAttr(attrs::kInput, b.getStringAttr(name)),
+           b.getNamedAttr(attrs::kPredictionRows, b.getUnitAttr())}),
+      forward.getLoc());
+  IRMapping map;
+  cut.gather(b, forward.getArgument(at), map);
+  cut.recompute(b, map);
 
   // What the runtime and the index ranges need: the positions input, the
   // targets it is chosen from, their classes and ignore index.
-  module->setAttr(attrs::kPredictionRows,
-                  b.getDictionaryAttr(
-                      {b.getNamedAttr("input", b.getStringAttr(name)),
-                       b.getNamedAttr("targets", targetsName),
-                       b.getNamedAttr("positions", b.getI64IntegerAttr(rows.k)),
-                       b.getNamedAttr("of", b.getI64IntegerAttr(rows.t)),
-                       b.getNamedAttr("ops", b.getI64IntegerAttr(cut.size())),
-                       b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
-                       b.getNamedAttr("ignore_index", ignore)}));
+  module->setAttr(
+      attrs::kPredictionRows,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("input", b.getStringAttr(name)),
+           b.getNamedAttr("targets", targetsName),
+           b.getNamedAttr("positions", b.getI64IntegerAttr(rows->k)),
+           b.getNamedAttr("of", b.getI64IntegerAttr(rows->t)),
+           b.getNamedAttr("ops", b.getI64IntegerAttr(cut.ops.size())),
+           b.getNamedAttr("classes", b.getI64IntegerAttr(classes)),
+           b.getNamedAttr("ignore_index", ignore)}));
   return success();
 }
 
