@@ -313,6 +313,66 @@ void writeTimeJson(llvm::json::OStream &j, const StepTime &t,
 
 } // namespace
 
+/// plan.json's memory_bytes: the arena's parts, what lies outside it and
+/// the total peak.
+static void writeMemoryJson(llvm::json::OStream &j, const PlanSummary &s) {
+  j.attributeObject("memory_bytes", [&] {
+    j.attribute("params", s.params);
+    j.attribute("master_params", s.masterParams);
+    j.attribute("grads", s.grads);
+    j.attribute("optimizer", s.optimizer);
+    j.attribute("inputs", s.inputs);
+    j.attribute("constants", s.constants);
+    j.attribute("buffers", s.buffers);
+    if (s.kvCache)
+      j.attribute("kv_cache", s.kvCache);
+    if (s.fp8WeightCopies)
+      j.attribute("fp8_weight_copies", s.fp8WeightCopies);
+    j.attribute("activations_peak", s.activationsPeak);
+    j.attribute("workspace", s.workspace);
+    j.attribute("arena", s.arena);
+    j.attribute("lower_bound", s.lowerBound);
+    j.attribute("libraries", s.libraries);
+    j.attribute("context", s.context);
+    j.attribute("total_peak", s.totalPeak);
+    j.attributeArray("outside_arena", [&] {
+      for (const OutsideBuffer &b : s.outside.buffers)
+        j.object([&] {
+          j.attribute("name", b.name);
+          j.attribute("bytes", b.bytes);
+          j.attribute("basis", b.basis);
+        });
+      if (s.context)
+        j.object([&] {
+          j.attribute("name", "context");
+          j.attribute("bytes", s.context);
+          j.attribute("basis", s.outside.contextBasis);
+        });
+    });
+  });
+}
+
+/// plan.json's experts: what expert parallelism would exchange.
+static void writeExpertsJson(llvm::json::OStream &j, const ExpertExchange &e) {
+  j.attributeObject("experts", [&] {
+    j.attribute("experts_per_layer", e.experts);
+    j.attribute("layers", e.layers);
+    j.attribute("products", e.products);
+    j.attribute("rows", e.rows);
+    j.attribute("expert_params", e.expertParams);
+    j.attribute("placement", "replicated on every rank (no expert "
+                             "parallelism yet)");
+    j.attributeObject("expert_parallel_all_to_all", [&] {
+      j.attribute("calls_per_micro_step", 4 * e.layers);
+      j.attribute("dispatch_bytes_per_micro_step", 2 * e.dispatchBytes);
+      j.attribute("combine_bytes_per_micro_step", 2 * e.combineBytes);
+      j.attribute("what", "each layer's rows to their experts' ranks and "
+                          "back, forward and backward; (W - 1) / W of "
+                          "the bytes leave a rank of W");
+    });
+  });
+}
+
 LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
                                  raw_ostream &os, const StepTime *time) {
   llvm::json::OStream j(os, 2);
@@ -381,40 +441,7 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
                      stateBytesPerParamPerRank(s.precision != "fp32",
                                                s.fp32GradAccum, s.shardRanks),
                      3);
-    j.attributeObject("memory_bytes", [&] {
-      j.attribute("params", s.params);
-      j.attribute("master_params", s.masterParams);
-      j.attribute("grads", s.grads);
-      j.attribute("optimizer", s.optimizer);
-      j.attribute("inputs", s.inputs);
-      j.attribute("constants", s.constants);
-      j.attribute("buffers", s.buffers);
-      if (s.kvCache)
-        j.attribute("kv_cache", s.kvCache);
-      if (s.fp8WeightCopies)
-        j.attribute("fp8_weight_copies", s.fp8WeightCopies);
-      j.attribute("activations_peak", s.activationsPeak);
-      j.attribute("workspace", s.workspace);
-      j.attribute("arena", s.arena);
-      j.attribute("lower_bound", s.lowerBound);
-      j.attribute("libraries", s.libraries);
-      j.attribute("context", s.context);
-      j.attribute("total_peak", s.totalPeak);
-      j.attributeArray("outside_arena", [&] {
-        for (const OutsideBuffer &b : s.outside.buffers)
-          j.object([&] {
-            j.attribute("name", b.name);
-            j.attribute("bytes", b.bytes);
-            j.attribute("basis", b.basis);
-          });
-        if (s.context)
-          j.object([&] {
-            j.attribute("name", "context");
-            j.attribute("bytes", s.context);
-            j.attribute("basis", s.outside.contextBasis);
-          });
-      });
-    });
+    writeMemoryJson(j, s);
     j.attributeObject("flops", [&] {
       j.attribute("model", s.modelFlops);
       j.attribute("recompute", s.recomputeFlops);
@@ -430,24 +457,8 @@ LogicalResult otc::writePlanJson(const PlanSummary &s, const PlanInfo &info,
           j.attribute(kind, n);
       });
     // Expert parallelism, which otc does not have: what it would exchange.
-    if (const auto &e = info.experts)
-      j.attributeObject("experts", [&] {
-        j.attribute("experts_per_layer", e->experts);
-        j.attribute("layers", e->layers);
-        j.attribute("products", e->products);
-        j.attribute("rows", e->rows);
-        j.attribute("expert_params", e->expertParams);
-        j.attribute("placement", "replicated on every rank (no expert "
-                                 "parallelism yet)");
-        j.attributeObject("expert_parallel_all_to_all", [&] {
-          j.attribute("calls_per_micro_step", 4 * e->layers);
-          j.attribute("dispatch_bytes_per_micro_step", 2 * e->dispatchBytes);
-          j.attribute("combine_bytes_per_micro_step", 2 * e->combineBytes);
-          j.attribute("what", "each layer's rows to their experts' ranks and "
-                              "back, forward and backward; (W - 1) / W of "
-                              "the bytes leave a rank of W");
-        });
-      });
+    if (info.experts)
+      writeExpertsJson(j, *info.experts);
     j.attributeObject("remat", [&] {
       j.attribute("policy", info.rematPolicy);
       j.attribute("blocks", info.rematBlocks);

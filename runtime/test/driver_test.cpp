@@ -107,6 +107,19 @@ OtcProgram fakeProgram() {
                     kSlots, fakeZeroGrads, fakeMicroStep, fakeOptimizerStep};
 }
 
+/// The fake program with one more slot, \p extra, in \p slots (kSlots and
+/// it) and \p extraBytes more arena after kArena.
+OtcProgram fakeProgramWith(std::vector<OtcSlot> &slots, const OtcSlot &extra,
+                           int64_t extraBytes = 0) {
+  slots.assign(std::begin(kSlots), std::end(kSlots));
+  slots.push_back(extra);
+  OtcProgram p = fakeProgram();
+  p.slots = slots.data();
+  p.num_slots = static_cast<int32_t>(slots.size());
+  p.arena_bytes = kArena + (extraBytes ? extraBytes : extra.nbytes);
+  return p;
+}
+
 const float kX[4][3] = {{1, 2, 0.5f}, {-1, 0.25f, 3}, {0.5f, -2, 1}, {2, 1, -1}};
 const int32_t kY[4] = {3, -1, 2, 0};
 const float kW0[3] = {0.1f, -0.2f, 0.3f}, kB0 = 0.05f;
@@ -159,12 +172,9 @@ TEST(DriverValidate, Bf16BuffersFromVersion10) {
   // A frozen parameter read in BF16 alone is a BF16 BUFFER slot, which a
   // descriptor may hold from version 10 on; any other kind stays F32.
   const int64_t shape[] = {2};
-  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
-  slots.push_back({"frozen", OTC_SLOT_BUFFER, OTC_BF16, 1, shape, kArena, 4});
-  OtcProgram p = fakeProgram();
-  p.slots = slots.data();
-  p.num_slots = static_cast<int32_t>(slots.size());
-  p.arena_bytes = kArena + 4;
+  std::vector<OtcSlot> slots;
+  OtcProgram p = fakeProgramWith(
+      slots, {"frozen", OTC_SLOT_BUFFER, OTC_BF16, 1, shape, kArena, 4});
   p.abi_version = 9;
   EXPECT_THAT(validateProgram(&p, "cpu", false).message(),
               HasSubstr("must be a named F32 tensor"));
@@ -194,12 +204,9 @@ TEST(DriverValidate, Version13PredictionRows) {
   // The rows input of a program whose loss is at K positions per sequence:
   // I64 [micro_batch, K], chosen from count_input's [micro_batch, T], K <= T.
   const int64_t rowsShape[] = {kMicro, 1}, wide[] = {kMicro, 2};
-  std::vector<OtcSlot> slots(std::begin(kSlots), std::end(kSlots));
-  slots.push_back({"rows", OTC_SLOT_INPUT, OTC_I64, 2, rowsShape, kArena, 16});
-  OtcProgram p = fakeProgram();
-  p.slots = slots.data();
-  p.num_slots = static_cast<int32_t>(slots.size());
-  p.arena_bytes = kArena + 32;
+  std::vector<OtcSlot> slots;
+  OtcProgram p = fakeProgramWith(
+      slots, {"rows", OTC_SLOT_INPUT, OTC_I64, 2, rowsShape, kArena, 16}, 32);
   p.grad_accum = 1;
   p.abi_version = 13;
   p.count_input = "y";
