@@ -492,3 +492,9 @@ LogicalResult AdamWOp::verify() {
 
 #define GET_OP_CLASSES
 #include "ir/OtcOps.cpp.inc"
+
+Value otc::throughReshapes(Value v) {
+  while (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getInput();
+  return v;
+}

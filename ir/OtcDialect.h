@@ -120,6 +120,9 @@ AttentionSizes attentionSizes(mlir::Operation *op);
 /// one's 2 W - 1 when that is below S.
 int64_t attentionCountedKeys(mlir::Operation *op);
 
+/// `v` with the otc.reshape ops that produced it stripped.
+mlir::Value throughReshapes(mlir::Value v);
+
 /// `grad` (the gradient of a result broadcast from `operand`) summed back to
 /// `operand`'s shape: over the dimensions it broadcasts, then reshaped.
 mlir::Value sumToShape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,

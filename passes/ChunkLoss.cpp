@@ -30,13 +30,6 @@ using namespace otc;
 
 namespace {
 
-/// `v` with the reshapes that produced it stripped.
-Value throughReshapes(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getInput();
-  return v;
-}
-
 /// The head, the loss and the backward's two products, when they match.
 struct Head {
   MatMulOp head;

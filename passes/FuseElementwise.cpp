@@ -179,6 +179,8 @@ struct FuseElementwisePass
         continue;
       for (otck::KernelOp s : folding) {
         Value y = s.getOutputs()[0];
+        // Asked again: folding a sibling slice rebuilt the readers they
+        // share (an activation reading both halves).
         for (otck::KernelOp r : *foldableReaders(s))
           foldSliceInto(s, r);
         s.erase();

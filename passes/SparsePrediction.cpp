@@ -190,13 +190,6 @@ FailureOr<Operation *> findLoss(func::FuncOp forward,
   return loss;
 }
 
-/// The graph input the labels are, through reshapes.
-BlockArgument targetsInput(Value labels) {
-  while (auto r = labels.getDefiningOp<ReshapeOp>())
-    labels = r.getInput();
-  return dyn_cast<BlockArgument>(labels);
-}
-
 /// The rows of the loss's targets, \p positions of each sequence kept (or
 /// auto's choice); an error at the loss where they do not fit.
 FailureOr<Rows> measureRows(ModuleOp module, Operation *loss,
@@ -359,7 +352,9 @@ LogicalResult SparsePredictionPass::run(ModuleOp module, func::FuncOp forward) {
                                                   : std::to_string(positions));
   if (failed(loss))
     return failure();
-  BlockArgument targets = targetsInput((*loss)->getOperand(1));
+  // The graph input the labels are, through reshapes.
+  auto targets =
+      dyn_cast<BlockArgument>(throughReshapes((*loss)->getOperand(1)));
   auto targetsName = targets ? forward.getArgAttrOfType<StringAttr>(
                                    targets.getArgNumber(), attrs::kInput)
                              : StringAttr();

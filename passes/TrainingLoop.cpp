@@ -305,9 +305,7 @@ struct TrainingLoopPass
 
   /// Whether `v` is `step`'s otc.prediction_rows input, possibly reshaped.
   static bool isPredictionRows(func::FuncOp step, Value v) {
-    while (auto r = v.getDefiningOp<ReshapeOp>())
-      v = r.getInput();
-    auto arg = dyn_cast<BlockArgument>(v);
+    auto arg = dyn_cast<BlockArgument>(throughReshapes(v));
     return arg && arg.getOwner()->getParentOp() == step &&
            step.getArgAttr(arg.getArgNumber(), attrs::kPredictionRows);
   }
