@@ -7,13 +7,17 @@ the model is built from a config with random weights, seeded).
 
     make_hf_onnx.py OUT.onnx --model gpt2-124m|llama-1b|qwen3-0.6b|gemma2-2b|gemma3-1b|
                                      gpt-oss-20b|pythia-160m|gptj-160m|modernbert-base|
-                                     tiny-gpt2|tiny-llama
+                                     bert-base|phi3-mini|vit-base|clip-vit-b16|bart-base|
+                                     t5-base|whisper-base|tiny-gpt2|tiny-llama
                     [--seq T] [--layers N] [--set KEY=VALUE ...]
                     [--exporter dynamo|torchscript] [--state-dict SD]
 
 The model is wrapped as README shows (`Logits`: `self.model` holds the
-Hugging Face model, forward(input_ids, attention_mask) returns the logits),
-exported with a dynamic batch (dynamo: optimize=False unless --optimize, as
+Hugging Face model, forward(input_ids, attention_mask) returns the logits;
+an image classifier's forward(pixel_values), an encoder-decoder's
+forward(input_ids, decoder_input_ids) and Whisper's forward(input_features,
+decoder_input_ids), as test/e2e/hf-encdec's goldens), exported with a
+dynamic batch (dynamo: optimize=False unless --optimize, as
 README's recipe), and saved with its weights as external data
 (OUT.onnx.data, dense: 500 MB at GPT-2 124M, 5 GB at Llama 1B). --state-dict
 also writes the Hugging Face model's state dict (safetensors), the reference
@@ -107,6 +111,41 @@ CONFIGS = {
                        num_attention_heads=32, num_key_value_heads=32, vocab_size=32064,
                        max_position_embeddings=4096, pad_token_id=None,
                        tie_word_embeddings=False)),
+    # ViT-B/16 at 224 x 224 (ImageNet's 1,000 classes): a Conv patch
+    # embedding, a class token, learned positions, bidirectional attention.
+    "vit-base": ("ViTForImageClassification", "ViTConfig",
+                 dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                      num_attention_heads=12, image_size=224, patch_size=16,
+                      num_labels=1000)),
+    # CLIP ViT-B/16's vision tower (pre-norm, QuickGELU) under
+    # CLIPForImageClassification; the text tower is built, not exported.
+    "clip-vit-b16": ("CLIPForImageClassification", "CLIPConfig",
+                     dict(vision_config=dict(hidden_size=768, intermediate_size=3072,
+                                             num_hidden_layers=12, num_attention_heads=12,
+                                             image_size=224, patch_size=16),
+                          text_config=dict(hidden_size=512, intermediate_size=2048,
+                                           num_hidden_layers=12, num_attention_heads=8),
+                          num_labels=1000)),
+    # BART-base: 6 + 6 layers of 768, cross-attention, tied embeddings.
+    "bart-base": ("BartForConditionalGeneration", "BartConfig",
+                  dict(d_model=768, encoder_layers=6, decoder_layers=6,
+                       encoder_attention_heads=12, decoder_attention_heads=12,
+                       encoder_ffn_dim=3072, decoder_ffn_dim=3072, vocab_size=50265,
+                       max_position_embeddings=1024)),
+    # T5-base (v1.0): 12 + 12 layers of 768, relative position buckets,
+    # RMS norms; exported by the TorchScript exporter (the dynamo export
+    # fails inside torch on T5's attention reshape).
+    "t5-base": ("T5ForConditionalGeneration", "T5Config",
+                dict(d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12,
+                     vocab_size=32128)),
+    # Whisper-base: 80 mel bins, 3,000 frames (30 s) through two Conv1d,
+    # 6 + 6 layers of 512, decoder tokens up to 448.
+    "whisper-base": ("WhisperForConditionalGeneration", "WhisperConfig",
+                     dict(d_model=512, encoder_layers=6, decoder_layers=6,
+                          encoder_attention_heads=8, decoder_attention_heads=8,
+                          encoder_ffn_dim=2048, decoder_ffn_dim=2048, vocab_size=51865,
+                          num_mel_bins=80, max_source_positions=1500,
+                          max_target_positions=448)),
     # A small GPT-2 (tied embedding, Conv1D biases) for quick checks.
     "tiny-gpt2": ("GPT2LMHeadModel", "GPT2Config",
                   dict(n_layer=2, n_embd=64, n_head=4, n_positions=1024, vocab_size=256)),
@@ -140,14 +179,99 @@ def build_config(model, layers=None, sets=None, experts="batched_mm"):
     grouped_mm does not)."""
     cls_name, cfg_name, kwargs = CONFIGS[model]
     if layers:
-        key = "n_layer" if "n_layer" in kwargs else "num_hidden_layers"
-        kwargs = dict(kwargs, **{key: layers})
+        if "num_layers" in kwargs:  # T5: encoder and decoder
+            kwargs = dict(kwargs, num_layers=layers)
+        elif "encoder_layers" in kwargs:
+            kwargs = dict(kwargs, encoder_layers=layers, decoder_layers=layers)
+        elif "vision_config" in kwargs:
+            kwargs = dict(kwargs, vision_config=dict(kwargs["vision_config"],
+                                                     num_hidden_layers=layers))
+        else:
+            key = "n_layer" if "n_layer" in kwargs else "num_hidden_layers"
+            kwargs = dict(kwargs, **{key: layers})
     kwargs = dict(kwargs, **parse_sets(sets))
     config = getattr(transformers, cfg_name)(**kwargs)
     config._attn_implementation = "eager"
     if "num_local_experts" in kwargs:
         config._experts_implementation = experts
     return cls_name, config
+
+
+def kind(cls_name):
+    """What the model reads: "tokens" (input_ids, attention_mask), "image"
+    (pixel_values), "seq2seq" (input_ids, decoder_input_ids) or "speech"
+    (input_features, decoder_input_ids)."""
+    if cls_name.endswith("ForImageClassification"):
+        return "image"
+    if cls_name.startswith("Whisper"):
+        return "speech"
+    if cls_name.endswith("ForConditionalGeneration"):
+        return "seq2seq"
+    return "tokens"
+
+
+def vocab_size(config):
+    """The number of classes the logits hold (an image classifier's labels)."""
+    return getattr(config, "vocab_size", None) or config.num_labels
+
+
+def example_inputs(cls_name, config, batch, seq, generator=None):
+    """The wrapper's inputs, in order: random tokens, images or mel
+    features (seq: the tokens of the encoder and of the decoder)."""
+    k = kind(cls_name)
+    g = dict(generator=generator) if generator is not None else {}
+    if k == "image":
+        size = getattr(config, "vision_config", config).image_size
+        return {"pixel_values": torch.randn(batch, 3, size, size, **g)}
+    tokens = lambda: torch.randint(0, config.vocab_size, (batch, seq), **g)  # noqa: E731
+    if k == "speech":
+        return {"input_features": torch.randn(batch, config.num_mel_bins,
+                                              2 * config.max_source_positions, **g),
+                "decoder_input_ids": tokens()}
+    if k == "seq2seq":
+        return {"input_ids": tokens(), "decoder_input_ids": tokens()}
+    return {"input_ids": tokens(), "attention_mask": torch.ones(batch, seq, dtype=torch.int64)}
+
+
+def wrap(model, cls_name):
+    """README's wrapper for the model's kind (Logits for a language model)."""
+    return {"image": Image, "speech": Speech, "seq2seq": Seq2Seq,
+            "tokens": Logits}[kind(cls_name)](model)
+
+
+class Image(torch.nn.Module):
+    """An image classifier: pixel_values -> logits [batch, classes]."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values=pixel_values).logits
+
+
+class Seq2Seq(torch.nn.Module):
+    """An encoder-decoder: the decoder's logits [batch, T, vocabulary]."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, decoder_input_ids):
+        return self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids,
+                          use_cache=False).logits
+
+
+class Speech(torch.nn.Module):
+    """Whisper: mel features and the decoder's tokens -> its logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features, decoder_input_ids):
+        return self.model(input_features=input_features,
+                          decoder_input_ids=decoder_input_ids, use_cache=False).logits
 
 
 class Logits(torch.nn.Module):
@@ -184,7 +308,8 @@ def main():
                     help="a config value (repeatable): num_local_experts=4, vocab_size=32768")
     a = ap.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
-    seq = a.seq or (2048 if "llama" in a.model or "qwen" in a.model else 1024)
+    seq = a.seq or (2048 if "llama" in a.model or "qwen" in a.model else
+                    448 if "whisper" in a.model else 1024)
     cls_name, config = build_config(a.model, a.layers, a.set)
     torch.manual_seed(a.seed)
     model = getattr(transformers, cls_name)(config).eval()
@@ -193,24 +318,24 @@ def main():
     if a.state_dict:
         from safetensors.torch import save_file
         save_file({k: v.contiguous().clone() for k, v in model.state_dict().items()}, a.state_dict)
-    wrapped = Logits(model).eval()
-    ids = torch.randint(0, config.vocab_size, (a.batch, seq))
-    mask = torch.ones(a.batch, seq, dtype=torch.int64)
+    wrapped = wrap(model, cls_name).eval()
+    inputs = example_inputs(cls_name, config, a.batch, seq)
+    names = list(inputs)
+    exporter = a.exporter
+    if cls_name.startswith("T5") and exporter == "dynamo":
+        print("T5: the TorchScript exporter (the dynamo export fails inside torch)")
+        exporter = "torchscript"
     t0 = time.time()
-    if a.exporter == "dynamo":
+    if exporter == "dynamo":
         batch = torch.export.Dim("batch")
-        torch.onnx.export(wrapped, (ids, mask), a.out, dynamo=True, optimize=a.optimize,
-                          input_names=["input_ids", "attention_mask"],
-                          output_names=["logits"],
-                          dynamic_shapes={"input_ids": {0: batch},
-                                          "attention_mask": {0: batch}},
+        torch.onnx.export(wrapped, tuple(inputs.values()), a.out, dynamo=True,
+                          optimize=a.optimize, input_names=names, output_names=["logits"],
+                          dynamic_shapes={n: {0: batch} for n in names},
                           external_data=True)
     else:
-        torch.onnx.export(wrapped, (ids, mask), a.out, dynamo=False,
-                          input_names=["input_ids", "attention_mask"],
-                          output_names=["logits"],
-                          dynamic_axes={"input_ids": {0: "batch"},
-                                        "attention_mask": {0: "batch"}})
+        torch.onnx.export(wrapped, tuple(inputs.values()), a.out, dynamo=False,
+                          input_names=names, output_names=["logits"],
+                          dynamic_axes={n: {0: "batch"} for n in names})
     print(f"exported {a.out} in {time.time() - t0:.1f} s")
 
 

@@ -4,17 +4,23 @@ dev-time check: PyPI's torch, transformers and onnxscript; nothing is
 downloaded):
 
   1. export the Hugging Face model with README's recipe (make_hf_onnx.py:
-     the Logits wrapper, (input_ids, attention_mask), dynamo, optimize=False,
-     a dynamic batch, external data);
+     the Logits wrapper, (input_ids, attention_mask), or the wrapper of an
+     image classifier, an encoder-decoder or Whisper; dynamo, optimize=False,
+     a dynamic batch, external data; T5 by TorchScript);
   2. otc-compile it with --loss=cross_entropy:logits:targets;
   3. train from token shards (`train --data`, the attention mask fed ones;
+     an image classifier, an encoder-decoder or Whisper from a `--batch`
+     file of random images, token pairs or mel features, the first step's
+     rows checked against PyTorch with the original weights;
      an encoder, a masked LM, with `--mlm MASK_ID`: next-token targets
      would be visible to it, and the first step's masked rows, from
      --dump-grads, go through PyTorch with the original weights: the same
      loss) and save a checkpoint;
   4. otc-export the checkpoint as a state dict (no --reference: the graph's
      names, README's wrapper prefix taken off; BERT, whose head's bias has
-     a second name the graph does not show, with --reference) and as
+     a second name the graph does not show, BART and T5, whose shared
+     embedding's names no module of the graph reads, and CLIP, whose
+     post_layernorm the classifier never reaches, with --reference) and as
      trained.onnx (with trained.onnx.data beside it);
   5. load the state dict into the Hugging Face model with strict=True and
      compare PyTorch's loss on a batch with otc's (`train --batch --init`),
@@ -71,6 +77,46 @@ def shard(path, tokens):
         tokens.astype(np.uint32 if wide else np.uint16).tofile(f)
 
 
+# Models whose state dict has names the graph does not show (README's
+# otc-export section): otc-export writes them from --reference.
+REFERENCE_NEEDED = ("BertForMaskedLM", "BartForConditionalGeneration",
+                    "T5ForConditionalGeneration", "CLIPForImageClassification")
+
+
+def reference_loss(cls, model, inputs, targets):
+    """PyTorch's mean cross-entropy of README's wrapper's logits (float64)."""
+    with torch.no_grad():
+        logits = mk.wrap(model, cls)(*inputs.values()).double()
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             targets.reshape(-1)).item()
+
+
+def first_step(a, w, cls, config, feed, names, what="", rows=None):
+    """3a: the first step's rows (train --dump-grads writes those --data fed;
+    from --batch, `rows`: the file's first global batch) through PyTorch
+    with the original weights: the same loss. An encoder's rows are fed an
+    attention mask of ones."""
+    run([w("out", "train")] + feed + ["--dump-grads", w("first.safetensors"), "--quiet"])
+    first = load_file(w("first.safetensors"))
+    if rows is not None:
+        first.update({"input/" + n: v[:a.micro_batch] for n, v in rows.items()})
+    inputs = {n: first["input/" + n] for n in names}
+    if mk.kind(cls) == "tokens":
+        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    targets = first["input/targets"]
+    model = getattr(transformers, cls)(config).eval()
+    model.load_state_dict(load_file(w("original.safetensors")), strict=True)
+    ref = reference_loss(cls, model, inputs, targets)
+    ours = first["loss"].item()
+    ok = abs(ours - ref) <= 1e-4 * abs(ref)
+    chosen = targets != -100
+    counted = (f"{int(chosen.sum())} of {chosen.numel()} positions chosen"
+               if what else f"{targets.shape[0]} rows")
+    print(f"3a. {what}first step's rows, {counted}: PyTorch {ref:.6f}, otc {ours:.6f}: "
+          f"{'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -97,41 +143,46 @@ def main():
     _, t = run([sys.executable, os.path.join(HERE, "make_hf_onnx.py"), w("model.onnx"),
                 "--model", a.model, "--seq", str(a.seq), "--state-dict",
                 w("original.safetensors")] + shape)
-    print(f"1. exported {a.model} at sequence {a.seq} in {t:.1f} s")
     # The reference runs the experts one by one (batched_mm gathers an
     # expert's weights per token).
     cls, config = mk.build_config(a.model, a.layers, a.set, experts="eager")
-    vocab = config.vocab_size
-    rng = np.random.default_rng(0)
-    shard(w("data_000000.bin"), rng.integers(0, vocab, 64 * a.seq))
+    kind = mk.kind(cls)
+    print(f"1. exported {a.model}" + (f" at sequence {a.seq}" if kind != "image" else "") +
+          f" in {t:.1f} s")
+    vocab = mk.vocab_size(config)
+    if kind == "tokens":
+        rng = np.random.default_rng(0)
+        shard(w("data_000000.bin"), rng.integers(0, vocab, 64 * a.seq))
+    elif a.pad or a.sparse_prediction:
+        sys.exit(f"--pad and --sparse-prediction are for a language model, not {cls}")
     sparse = [f"--sparse-prediction={a.sparse_prediction}"] if a.sparse_prediction else []
     _, t = run([b("otc-compile"), w("model.onnx"), "-o", w("out"), "--micro-batch",
                 str(a.micro_batch), "--loss=cross_entropy:logits:targets"] + sparse)
     print(f"2. compiled in {t:.1f} s")
     feed = ["--data", w("data_*.bin")]
-    if cls.endswith("ForMaskedLM"):
+    if kind != "tokens":
+        # Images, encoder-decoder pairs, speech: `train --batch` files (README's
+        # "a dataset of images, of encoder-decoder pairs"), one file of
+        # a.steps global batches; the first step's rows checked against
+        # PyTorch with the original weights.
+        g = torch.Generator().manual_seed(3)
+        rows = a.steps * a.micro_batch
+        data = mk.example_inputs(cls, config, rows, a.seq, g)
+        data["targets"] = torch.randint(0, vocab, (rows,) if kind == "image" else
+                                        (rows, a.seq), generator=g)
+        save_file(data, w("batches.safetensors"))
+        feed = ["--batch", w("batches.safetensors")]
+        if not first_step(a, w, cls, config, feed, [n for n in data if n != "targets"],
+                          rows=data):
+            return 1
+    elif cls.endswith("ForMaskedLM"):
         # An encoder sees the next token: masked-LM targets (`--mlm`), the
         # first step's rows checked against PyTorch with the original
         # weights.
         mask_id = getattr(config, "mask_token_id", None)
         mask_id = vocab - 1 if mask_id is None or mask_id >= vocab else mask_id
         feed += ["--mlm", str(mask_id)]
-        run([w("out", "train")] + feed + ["--dump-grads", w("first.safetensors"), "--quiet"])
-        first = load_file(w("first.safetensors"))
-        rows = first["input/input_ids"]
-        chosen = first["input/targets"] != -100
-        model = getattr(transformers, cls)(config).eval()
-        model.load_state_dict(load_file(w("original.safetensors")), strict=True)
-        with torch.no_grad():
-            logits = mk.Logits(model)(rows, torch.ones_like(rows)).double()
-        ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                first["input/targets"].reshape(-1)).item()
-        ours = first["loss"].item()
-        ok = abs(ours - ref) <= 1e-4 * abs(ref)
-        print(f"3a. --mlm {mask_id}: first step's rows, {int(chosen.sum())} of "
-              f"{chosen.numel()} positions chosen: PyTorch {ref:.6f}, otc {ours:.6f}: "
-              f"{'PASS' if ok else 'FAIL'}")
-        if not ok:
+        if not first_step(a, w, cls, config, feed, ["input_ids"], f"--mlm {mask_id}: "):
             return 1
     r, t = run([w("out", "train")] + feed + ["--steps", str(a.steps),
                 "--lr", "1e-3", "--save", w("ckpt"), "--log-every", "1"])
@@ -140,8 +191,11 @@ def main():
     # BERT's masked-LM head registers its decoder's bias under two names,
     # which the graph shows once: README says such a model needs the
     # original weights as --reference for strict=True.
+    # Encoder-decoder models tie their token embedding under names no
+    # module of the graph reads, and CLIP's classifier never reaches the
+    # vision tower's post_layernorm: README says these need it too.
     reference = (["--reference", w("original.safetensors")]
-                 if cls == "BertForMaskedLM" else [])
+                 if cls in REFERENCE_NEEDED else [])
     r, _ = run([b("otc-export"), w("model.onnx"), "--weights", w("ckpt"), "-o",
                 w("sd.safetensors")] + reference)
     r2, _ = run([b("otc-export"), w("model.onnx"), "--weights", w("ckpt"), "-o", w("trained.onnx")])
@@ -151,27 +205,26 @@ def main():
     model = getattr(transformers, cls)(config).eval()
     model.load_state_dict(load_file(w("sd.safetensors")), strict=True)
     g = torch.Generator().manual_seed(5)
-    ids = torch.randint(0, vocab, (a.micro_batch, a.seq), generator=g)
-    tg = torch.randint(0, vocab, (a.micro_batch, a.seq), generator=g)
-    mask = torch.ones_like(ids)
-    for row in range(a.micro_batch):
-        padded = min(a.seq - 1, a.pad * (row + 1) // a.micro_batch)
-        if padded > 0:
-            mask[row, a.seq - padded:] = 0
-            tg[row, a.seq - padded:] = -100
-        if a.sparse_prediction:
-            # K positions of the row's unpadded ones counted, as a masked
-            # LM's targets.
-            keep = torch.randperm(a.seq - max(padded, 0), generator=g)[:a.sparse_prediction]
-            counted = torch.full_like(tg[row], -100)
-            counted[keep] = tg[row, keep]
-            tg[row] = counted
-    save_file({"input_ids": ids, "attention_mask": mask, "targets": tg},
-              w("batch.safetensors"))
-    with torch.no_grad():
-        logits = mk.Logits(model)(ids, mask).double()
-    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                            tg.reshape(-1)).item()
+    inputs = mk.example_inputs(cls, config, a.micro_batch, a.seq, g)
+    tg = torch.randint(0, vocab, (a.micro_batch,) if kind == "image" else
+                       (a.micro_batch, a.seq), generator=g)
+    if kind == "tokens":
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        for row in range(a.micro_batch):
+            padded = min(a.seq - 1, a.pad * (row + 1) // a.micro_batch)
+            if padded > 0:
+                mask[row, a.seq - padded:] = 0
+                tg[row, a.seq - padded:] = -100
+            if a.sparse_prediction:
+                # K positions of the row's unpadded ones counted, as a masked
+                # LM's targets.
+                keep = torch.randperm(a.seq - max(padded, 0),
+                                      generator=g)[:a.sparse_prediction]
+                counted = torch.full_like(tg[row], -100)
+                counted[keep] = tg[row, keep]
+                tg[row] = counted
+    save_file(dict(inputs, targets=tg), w("batch.safetensors"))
+    ref = reference_loss(cls, model, inputs, tg)
     run([w("out", "train"), "--batch", w("batch.safetensors"), "--init",
          w("ckpt", "model.safetensors"), "--dump-grads", w("grads.safetensors"), "--quiet"])
     ours = load_file(w("grads.safetensors"))["loss"].item()
@@ -192,7 +245,8 @@ def main():
             logits_run.reshape(-1, logits_run.shape[-1]), tg.reshape(-1)).item()
         ok = ok and abs(run_loss - ref) <= 1e-4 * abs(ref)
         checked = f"otc-run on trained.onnx {run_loss:.6f}"
-    padding = f" (padded {a.seq - int(mask[-1].sum())} of {a.seq})" if a.pad else ""
+    padding = (f" (padded {a.seq - int(inputs['attention_mask'][-1].sum())} of {a.seq})"
+               if a.pad else "")
     print(f"5. loss with the trained weights{padding}: PyTorch {ref:.6f}, otc {ours:.6f}, "
           f"{checked}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
