@@ -424,9 +424,10 @@ LogicalResult Interpreter::run(otc::CrossEntropyWithGradOp op) {
   return success();
 }
 
-/// The LM head, its loss and their gradients, unchunked: logits = h wᵀ,
-/// then otc.cross_entropy_with_grad's rows, dh = dlogits w and
-/// dw = dlogitsᵀ h (plus dw_acc where given). `chunk` (scratch) is zeros.
+/// The LM head, its loss and their gradients, unchunked: logits = h wᵀ
+/// (+ bias), then otc.cross_entropy_with_grad's rows, dh = dlogits w,
+/// dw = dlogitsᵀ h (plus dw_acc where given) and dbias the sum of dlogits'
+/// rows. `chunk` (scratch) is zeros.
 LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
   const Tensor &grad = get(op.getGrad());
   const Tensor &h = get(op.getH());
@@ -440,7 +441,8 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
   if (failed(counts))
     return failure();
   Tensor rowLoss = zeros(labels.shape);
-  Tensor dh = zeros(h.shape), dw = zeros(w.shape);
+  Tensor dh = zeros(h.shape), dw = zeros(w.shape), dbias = zeros({classes});
+  const Tensor *bias = op.getBias() ? &get(op.getBias()) : nullptr;
   std::vector<double> perRow(rows, 0.0), logits(classes), dlogits(classes);
   double sum = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -451,7 +453,7 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
       double dot = 0.0;
       for (int64_t c = 0; c < hidden; ++c)
         dot += x[c] * w.data[v * hidden + c];
-      logits[v] = dot;
+      logits[v] = dot + (bias ? bias->data[v] : 0.0);
     }
     double lse = logSumExp(logits.data(), classes);
     auto label = static_cast<int64_t>(labels.data[r]);
@@ -461,11 +463,13 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
     crossEntropyGradRow(logits.data(), classes, lse, label,
                         rowGradScale(reduction, grad, r, counts->counted),
                         dlogits.data());
-    for (int64_t v = 0; v < classes; ++v)
+    for (int64_t v = 0; v < classes; ++v) {
+      dbias.data[v] += dlogits[v];
       for (int64_t c = 0; c < hidden; ++c) {
         dh.data[r * hidden + c] += dlogits[v] * w.data[v * hidden + c];
         dw.data[v * hidden + c] += dlogits[v] * x[c];
       }
+    }
   }
   if (failed(reduceLoss(op, reduction, perRow, sum, counts->counted,
                         op.getLoss())))
@@ -478,6 +482,8 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
       dw.data[i] += acc.data[i];
   }
   set(op.getDw(), std::move(dw));
+  if (op.getDbias())
+    set(op.getDbias(), std::move(dbias));
   ArrayRef<int64_t> chunk = op.getChunk().getType().getShape();
   set(op.getChunk(), zeros(std::vector<int64_t>(chunk.begin(), chunk.end())));
   return success();

@@ -636,6 +636,12 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
   if (c.size() != 2 || c[0] != chunk || c[1] != w[0] ||
       getElementTypeOrSelf(getChunk().getType()) != t)
     return emitOpError("chunk must be [chunk_rows, V] of h's element type");
+  if (getBias() && (shapeOf(getBias()) != w.take_front() ||
+                    getElementTypeOrSelf(getBias().getType()) != t))
+    return emitOpError("bias must be [V] of h's element type");
+  if (getDbias() && (!getBias() || shapeOf(getDbias()) != w.take_front() ||
+                     !getElementTypeOrSelf(getDbias().getType()).isF32()))
+    return emitOpError("dbias must be f32 [V], and only with a bias");
   return success();
 }
 

@@ -493,7 +493,7 @@ def Otc_CrossEntropyWithGradOp : Otc_Op<"cross_entropy_with_grad",
 def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
     [DeclareOpInterfaceMethods<Otc_LibraryCallOpInterface,
          ["getLibraryGemms", "getAccumulatedResults"]>,
-     CostFlops, Pure]> {
+     CostFlops, Pure, AttrSizedOperandSegments]> {
   let summary = "The LM head, the cross-entropy and their gradients, in chunks of rows";
   let description = [{
     What `logits = otc.matmul h, w {transpose_rhs}` followed by
@@ -515,18 +515,26 @@ def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
     otc-fuse-epilogues forms it for a tied weight's gradient slot, and the
     kernel then writes `dw` over `dw_acc`'s buffer
     (LibraryCallOpInterface::getAccumulatedResults).
+
+    With `bias` ([V], h's type) the logits are `h wᵀ + bias`, formed in f32
+    and rounded once (a head with a bias: BERT's decoder, GPT-J's, BART's
+    `final_logits_bias` buffer). With the `dbias` result (f32 [V], only
+    with a bias: a trained one) the call also sums the gradient of the
+    logits over all rows, each chunk's sum added to the earlier ones'.
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$h,
                    Otc_FloatTensor:$w, Otc_IntTensor:$labels,
                    Optional<Otc_FloatTensor>:$dw_acc,
+                   Optional<Otc_FloatTensor>:$bias,
                    I64Attr:$chunk_rows,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Otc_FloatTensor:$dh, Otc_FloatTensor:$dw,
                  Otc_FloatTensor:$loss, Otc_FloatTensor:$row_loss,
-                 Otc_FloatTensor:$chunk);
+                 Otc_FloatTensor:$chunk,
+                 Optional<Otc_FloatTensor>:$dbias);
   let assemblyFormat =
-      "$grad `,` $h `,` $w `,` $labels (`acc` $dw_acc^)? attr-dict `:` functional-type(operands, results)";
+      "$grad `,` $h `,` $w `,` $labels (`acc` $dw_acc^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

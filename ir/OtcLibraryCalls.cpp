@@ -240,8 +240,11 @@ void LinearCrossEntropyWithGradOp::getLibraryArgs(
   // dw's OtcDType; whether it adds into dw.
   args.push_back(storedType(getDw()));
   args.push_back(LibraryArg::integer(getDwAcc() ? 1 : 0));
-  for (unsigned r : {2u, 3u, 0u, 1u, 4u}) // loss, row_loss, dh, dw, chunk
+  args.push_back(LibraryArg::operand(*this, getBias())); // NULL: none
+  for (unsigned r : {2u, 3u, 0u, 1u}) // loss, row_loss, dh, dw
     args.push_back(LibraryArg::result(r));
+  args.push_back(getDbias() ? LibraryArg::result(5) : LibraryArg::null());
+  args.push_back(LibraryArg::result(4)); // chunk
 }
 
 SmallVector<std::pair<int64_t, int64_t>, 2> otc::lossChunks(int64_t rows,
@@ -260,9 +263,10 @@ void LinearCrossEntropyWithGradOp::getAccumulatedResults(
     pairs.push_back({1, getDwAccMutable()[0].getOperandNumber()});
 }
 
-/// Per chunk of n rows: the head (n x V x C), dh (n x C x V) and dw
-/// (V x C x n, added to the earlier chunks' sum after the first, or to
-/// dw_acc's from the first).
+/// Per chunk of n rows: the head (n x V x C, reading the bias where there is
+/// one), dh (n x C x V) and dw (V x C x n, added to the earlier chunks' sum
+/// after the first, or to dw_acc's from the first; summing dlogits' columns
+/// into dbias beside it where there is one).
 void LinearCrossEntropyWithGradOp::getLibraryGemms(
     SmallVectorImpl<LibraryGemm> &gemms) {
   ArrayRef<int64_t> w = shapeOf(getW());
@@ -273,11 +277,14 @@ void LinearCrossEntropyWithGradOp::getLibraryGemms(
   for (auto [n, times] : lossChunks(rows, getChunkRows()))
     for (int64_t i = 0; i < times; ++i) {
       double hBytes = n * c * e, wBytes = v * c * e, z = n * v * e;
-      gemms.push_back({"head", n, v, c, bf16, hBytes + wBytes + z, e});
+      double biasBytes = getBias() ? v * e : 0;
+      double dbiasBytes = getDbias() ? v * 4.0 * (first ? 1 : 2) : 0;
+      gemms.push_back(
+          {"head", n, v, c, bf16, hBytes + wBytes + biasBytes + z, e});
       gemms.push_back({"dh", n, c, v, bf16, z + wBytes + n * c * 4.0, 4});
       double dwElement = elementBytes(getDw()) * (first ? 1 : 2);
-      gemms.push_back(
-          {"dw", v, c, n, bf16, z + hBytes + v * c * dwElement, dwElement});
+      gemms.push_back({"dw", v, c, n, bf16,
+                       z + hBytes + v * c * dwElement + dbiasBytes, dwElement});
       first = false;
     }
 }

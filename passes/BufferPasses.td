@@ -172,11 +172,14 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let description = [{
     After otc-fuse-loss-grad: an `otc.cross_entropy_with_grad` whose logits
     are written by `otc.matmul %h, %w {transpose_rhs}` (directly, or through
-    a cast of its f32 product to bf16) and read by nothing else, and whose
-    gradient only the head's two backward products read (`dh = dlogits w`,
-    and `dw = dlogitsᵀ h` through a reshape of dlogits to [rows, V]), with
-    f32 products, becomes one `otc.linear_cross_entropy_with_grad` where the
-    loss was. The call computes `chunk_rows` rows at a time (the logits of a
+    a cast of its f32 product to bf16, then maybe plus a bias of one value
+    per class, [V] or [1, ..., V] of the logits' type) and read by nothing
+    else, and whose gradient only the head's two backward products read
+    (`dh = dlogits w`, and `dw = dlogitsᵀ h` through a reshape of dlogits to
+    [rows, V]) and, with a bias, an `otc.column_sum` of it (a trained bias's
+    gradient), with f32 products, becomes one
+    `otc.linear_cross_entropy_with_grad` where the loss was (its `bias`, as
+    [V], and `dbias` for the sum). The call computes `chunk_rows` rows at a time (the logits of a
     chunk in its `chunk` result, a scratch buffer), so no [rows, V] buffer
     exists; its numbers are the five ops' (a dw the graph rounds to bf16
     at once is the call's bf16 result, each chunk's sum rounded as it is

@@ -34,6 +34,9 @@ namespace {
 struct Head {
   MatMulOp head;
   CastOp headCast; // the logits rounded to bf16, if so
+  AddOp biasAdd;   // the logits plus a bias [V] (after the cast), if so
+  Value bias;
+  ColumnSumOp biasSum; // the bias's gradient: dlogits summed over the rows
   CrossEntropyWithGradOp loss;
   MatMulOp dh, dw;
   /// The same loss computed from the same logits elsewhere.
@@ -61,7 +64,27 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
     m.again.push_back(again);
   }
   Value product = logits;
-  if ((m.headCast = logits.getDefiningOp<CastOp>())) {
+  int64_t classes = shapeOf(logits).back();
+  if (auto add = logits.getDefiningOp<AddOp>()) {
+    // logits = product + bias, the bias one value per class broadcast over
+    // the rows (BERT's decoder bias, BART's final_logits_bias).
+    for (unsigned i : {0u, 1u}) {
+      Value p = add->getOperand(i), bias = add->getOperand(1 - i);
+      ArrayRef<int64_t> bs = shapeOf(bias);
+      if (bs.empty() || bs.back() != classes || numElements(bs) != classes ||
+          bs.size() > shapeOf(logits).size() || shapeOf(p) != shapeOf(logits) ||
+          getElementTypeOrSelf(bias.getType()) !=
+              getElementTypeOrSelf(logits.getType()))
+        continue;
+      m.biasAdd = add;
+      m.bias = bias;
+      product = p;
+      break;
+    }
+    if (!m.biasAdd || !product.hasOneUse())
+      return std::nullopt;
+  }
+  if ((m.headCast = product.getDefiningOp<CastOp>())) {
     product = m.headCast.getInput();
     if (!product.hasOneUse())
       return std::nullopt;
@@ -82,6 +105,15 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
   // dlogits: read by dh = dlogits w and, through a reshape to [rows, V],
   // by dw = dlogitsᵀ h.
   for (Operation *user : loss.getDlogits().getUsers()) {
+    if (auto sum = dyn_cast<ColumnSumOp>(user)) {
+      // A trained bias's gradient.
+      if (!m.bias || m.biasSum || sum.getAcc() ||
+          shapeOf(sum.getResult()) != ArrayRef<int64_t>{classes} ||
+          !getElementTypeOrSelf(sum.getResult().getType()).isF32())
+        return std::nullopt;
+      m.biasSum = sum;
+      continue;
+    }
     auto mm = dyn_cast<MatMulOp>(user);
     if (mm && !mm.getTransposeLhs()) {
       if (m.dh || mm.getLhs() != loss.getDlogits() || mm.getRhs() != w ||
@@ -204,7 +236,10 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
         if (again->isBeforeInBlock(at))
           at = again;
       bool available = true;
-      for (Value v : {Value(loss.getGrad()), h, w, Value(loss.getLabels())}) {
+      for (Value v :
+           {Value(loss.getGrad()), h, w, Value(loss.getLabels()), m->bias}) {
+        if (!v)
+          continue;
         Operation *def = v.getDefiningOp();
         if (!def || def->getBlock() != at->getBlock() ||
             def->isBeforeInBlock(at))
@@ -228,13 +263,22 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
           dwCast = nullptr;
       Type dwType = dwCast ? dwCast.getResult().getType() : dw.getType();
       OpBuilder b(at);
+      // The bias as [V] (BART's [1, V] buffer reshaped).
+      Value bias = m->bias;
+      ReshapeOp biasRows;
+      if (bias && shapeOf(bias).size() != 1) {
+        biasRows = b.create<ReshapeOp>(
+            loss.getLoc(),
+            RankedTensorType::get({classes}, zt.getElementType()), bias);
+        bias = biasRows.getResult();
+      }
+      Type dbiasType = m->biasSum ? m->biasSum.getResult().getType() : Type();
       auto fused = b.create<LinearCrossEntropyWithGradOp>(
           loss.getLoc(), m->dh.getResult().getType(), dwType,
-          loss.getLoss().getType(),
-          loss.getRowLoss().getType(),
+          loss.getLoss().getType(), loss.getRowLoss().getType(),
           RankedTensorType::get({chunk, classes}, zt.getElementType()),
-          loss.getGrad(), h, w, loss.getLabels(), /*dw_acc=*/Value(),
-          b.getI64IntegerAttr(chunk),
+          dbiasType, loss.getGrad(), h, w, loss.getLabels(),
+          /*dw_acc=*/Value(), bias, b.getI64IntegerAttr(chunk),
           loss.getReductionAttr(), loss.getIgnoreIndexAttr());
       if (byPrice)
         chooseByPrice(fused, std::max<int64_t>(rows, 1));
@@ -249,6 +293,8 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
             dwt.getNumElements() * storageBytes(dwt.getElementType());
         if (saved <= dwBytes) {
           fused.erase();
+          if (biasRows)
+            biasRows.erase();
           continue;
         }
       }
@@ -278,7 +324,13 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
         r.erase();
       }
       m->dh.erase();
+      if (m->biasSum) {
+        m->biasSum.getResult().replaceAllUsesWith(fused.getDbias());
+        m->biasSum.erase();
+      }
       loss.erase();
+      if (m->biasAdd)
+        m->biasAdd.erase();
       if (m->headCast)
         m->headCast.erase();
       m->head.erase();

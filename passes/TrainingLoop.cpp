@@ -504,8 +504,8 @@ struct TrainingLoopPass
   /// The loss ops that also compute a gradient, where only their loss is
   /// read, replaced by the forward alone: otc.cross_entropy_with_grad by
   /// otc.cross_entropy, and otc.linear_cross_entropy_with_grad by the LM
-  /// head's product (f32, rounded to the logits' type as the chunks are)
-  /// and otc.cross_entropy.
+  /// head's product (f32, plus its bias, rounded to the logits' type as the
+  /// chunks are) and otc.cross_entropy.
   static void forwardOnlyLoss(Block &block) {
     SmallVector<Operation *> fused;
     for (Operation &op : block)
@@ -531,7 +531,8 @@ struct TrainingLoopPass
                  ce.getReductionAttr(), ce.getIgnoreIndexAttr());
       } else if (auto lce = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
         if (!lce.getDh().use_empty() || !lce.getDw().use_empty() ||
-            !lce.getRowLoss().use_empty())
+            !lce.getRowLoss().use_empty() ||
+            (lce.getDbias() && !lce.getDbias().use_empty()))
           continue;
         auto ht = cast<RankedTensorType>(lce.getH().getType());
         auto wt = cast<RankedTensorType>(lce.getW().getType());
@@ -542,6 +543,12 @@ struct TrainingLoopPass
             loc, RankedTensorType::get(shape, b.getF32Type()), lce.getH(),
             lce.getW(), /*transpose_lhs=*/UnitAttr(),
             /*transpose_rhs=*/b.getUnitAttr());
+        if (Value bias = lce.getBias()) {
+          auto bt = cast<RankedTensorType>(bias.getType());
+          if (!bt.getElementType().isF32())
+            bias = b.create<CastOp>(loc, bt.clone(b.getF32Type()), bias);
+          logits = b.create<AddOp>(loc, logits.getType(), logits, bias);
+        }
         if (!e.isF32())
           logits = b.create<CastOp>(loc, RankedTensorType::get(shape, e),
                                     logits);

@@ -179,9 +179,10 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
                 const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
                 int32_t reduction, int32_t dwType, int32_t dwAccumulate,
-                float *loss, float *rowLoss, float *dh, void *dw, T *chunk) {
+                const T *bias, float *loss, float *rowLoss, float *dh, void *dw,
+                float *dbias, T *chunk) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
-      chunkRows < 1 ||
+      chunkRows < 1 || (dbias && !bias) ||
       !(dwType == OTC_F32 ||
         (dwType == OTC_BF16 && std::is_same<T, otcrt_bf16>::value)))
     return 1;
@@ -198,11 +199,13 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
   if (rows == 0 && !dwAccumulate)
     std::memset(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden);
+  if (rows == 0 && dbias)
+    std::memset(dbias, 0, sizeof(float) * classes);
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
     const int64_t c = std::min(chunkRows, rows - r0);
     const T *hc = h + r0 * hidden;
-    OtcrtGemm head = gemms.head(c);
-    if (int st = gemm(head, hc, w, chunk, nullptr, nullptr, nullptr))
+    OtcrtGemm head = gemms.head(c, bias != nullptr);
+    if (int st = gemm(head, hc, w, chunk, bias, nullptr, nullptr))
       return st;
     forward(c, classes, chunk, labels + r0, hasIgnore, ignoreIndex,
             OTCRT_NONE, rowLoss + r0, lse.data());
@@ -219,7 +222,9 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                       nullptr))
       return st;
     OtcrtGemm gdw = gemms.dw(c, dwType, r0 > 0 || dwAccumulate);
-    if (int st = gemm(gdw, chunk, hc, dw, nullptr, nullptr, nullptr))
+    if (int st = dbias ? gemmSums(gdw, chunk, hc, dw, dbias, OTCRT_GEMM_SUMS_A,
+                                  OTC_F32, r0 > 0)
+                       : gemm(gdw, chunk, hc, dw, nullptr, nullptr, nullptr))
       return st;
   }
   if (reduction != OTCRT_NONE)
@@ -275,26 +280,26 @@ int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
 
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss, const float *h,
-                       const float *w, const int64_t *labels,
-                       int32_t hasIgnore, int64_t ignoreIndex,
-                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
-                       float *loss, float *rowLoss, float *dh, void *dw,
+                       const float *w, const int64_t *labels, int32_t hasIgnore,
+                       int64_t ignoreIndex, int32_t reduction, int32_t dwType,
+                       int32_t dwAccumulate, const float *bias, float *loss,
+                       float *rowLoss, float *dh, void *dw, float *dbias,
                        float *chunk) {
   return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
                      hasIgnore, ignoreIndex, reduction, dwType, dwAccumulate,
-                     loss, rowLoss, dh, dw, chunk);
+                     bias, loss, rowLoss, dh, dw, dbias, chunk);
 }
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss,
                        const otcrt_bf16 *h, const otcrt_bf16 *w,
                        const int64_t *labels, int32_t hasIgnore,
-                       int64_t ignoreIndex, int32_t reduction,
-                       int32_t dwType, int32_t dwAccumulate, float *loss,
-                       float *rowLoss, float *dh, void *dw,
-                       otcrt_bf16 *chunk) {
+                       int64_t ignoreIndex, int32_t reduction, int32_t dwType,
+                       int32_t dwAccumulate, const otcrt_bf16 *bias,
+                       float *loss, float *rowLoss, float *dh, void *dw,
+                       float *dbias, otcrt_bf16 *chunk) {
   return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
                      hasIgnore, ignoreIndex, reduction, dwType, dwAccumulate,
-                     loss, rowLoss, dh, dw, chunk);
+                     bias, loss, rowLoss, dh, dw, dbias, chunk);
 }
 
 } // namespace cpu

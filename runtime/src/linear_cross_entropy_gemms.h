@@ -17,10 +17,13 @@ struct LinearCrossEntropyGemms {
   /// h's and w's OtcDType (OTC_F32 or OTC_BF16).
   int32_t type;
 
-  /// chunk[n, classes] = h[n, hidden] wᵀ, in h's type.
-  OtcrtGemm head(int64_t n) const {
+  /// chunk[n, classes] = h[n, hidden] wᵀ (+ bias[j] on column j, with
+  /// `bias`: OTCRT_GEMM_BIAS, the bias of h's type), in h's type.
+  OtcrtGemm head(int64_t n, bool bias = false) const {
     OtcrtGemm g = plain(n, classes, hidden, type, hidden, hidden, classes);
     g.trans_b = 1;
+    if (bias)
+      g.epilogue = OTCRT_GEMM_BIAS;
     return g;
   }
   /// dh[n, hidden] = dlogits[n, classes] w, FP32.
@@ -28,7 +31,9 @@ struct LinearCrossEntropyGemms {
     return plain(n, hidden, classes, OTC_F32, classes, hidden, hidden);
   }
   /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden], of
-  /// `dwType`; added to dw's values (beta 1) with `add`.
+  /// `dwType`; added to dw's values (beta 1) with `add`. With a bias's
+  /// gradient, the call of otcrt_gemm_sums that also sums dlogits' columns
+  /// (OTCRT_GEMM_SUMS_A: A is dlogits, stored n x classes).
   OtcrtGemm dw(int64_t n, int32_t dwType, bool add) const {
     OtcrtGemm g = plain(classes, hidden, n, dwType, classes, hidden, hidden);
     g.trans_a = 1;

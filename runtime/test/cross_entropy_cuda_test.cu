@@ -254,9 +254,9 @@ void testBadLabel(std::mt19937 &rng) {
   int64_t *dGood = device(good);
   auto linear = [&](const int64_t *l) {
     return otcrt_linear_cross_entropy_f32(rows, hidden, classes, 2, dDloss, dH,
-                                          dW, l, 1, -100, OTCRT_MEAN, OTC_F32, 0,
-                                          dLoss, dRowLoss, dDh, dDw, dChunk,
-                                          stream);
+                                          dW, l, 1, -100, OTCRT_MEAN, OTC_F32,
+                                          0, nullptr, dLoss, dRowLoss, dDh, dDw,
+                                          nullptr, dChunk, stream);
   };
   c.rc(linear(dGood), "linear, good labels");
   cudaStreamSynchronize(stream);

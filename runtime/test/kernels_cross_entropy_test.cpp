@@ -421,17 +421,23 @@ TEST(KernelsCrossEntropy, FusedBadArguments) {
 namespace {
 
 /// otcrt_linear_cross_entropy_f32 in chunks of `chunk` rows against the
-/// double-precision head (logits = h wᵀ), the reference loss and gradient
-/// (refForward, refGradient), dh = dlogits w and dw = dlogitsᵀ h; and the
-/// loss the same bits whatever the chunk (every row's loss summed in row
-/// order). With `accumulate`, dw starts as random values the call adds to.
+/// double-precision head (logits = h wᵀ, plus a random bias with
+/// `withBias`), the reference loss and gradient (refForward, refGradient),
+/// dh = dlogits w, dw = dlogitsᵀ h and the bias's gradient, the sum of
+/// dlogits' rows; and the loss the same bits whatever the chunk (every
+/// row's loss summed in row order). With `accumulate`, dw starts as random
+/// values the call adds to.
 void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
-               std::mt19937 &rng, bool accumulate = false) {
+               std::mt19937 &rng, bool accumulate = false,
+               bool withBias = false) {
   SCOPED_TRACE("rows " + std::to_string(tc.rows) + " classes " +
                std::to_string(tc.classes) + " chunk " + std::to_string(chunk) +
-               (accumulate ? " accumulating" : ""));
+               (accumulate ? " accumulating" : "") +
+               (withBias ? " with a bias" : ""));
   std::vector<float> h = kt::random(tc.rows * hidden, rng),
                      w = kt::random(tc.classes * hidden, rng);
+  std::vector<float> bias =
+      withBias ? kt::random(tc.classes, rng) : std::vector<float>();
   std::vector<int64_t> labels = randomLabels(tc, rng, ignored);
   const size_t nLoss = tc.reduction == OTCRT_NONE ? tc.rows : 1;
   std::vector<float> dloss = kt::random(nLoss, rng, 0.5f, 2.0f);
@@ -440,19 +446,28 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
     for (int64_t v = 0; v < tc.classes; ++v)
       for (int64_t c = 0; c < hidden; ++c)
         logits[r * tc.classes + v] += double(h[r * hidden + c]) * w[v * hidden + c];
+  if (withBias)
+    for (int64_t r = 0; r < tc.rows; ++r)
+      for (int64_t v = 0; v < tc.classes; ++v)
+        logits[r * tc.classes + v] += bias[v];
   Vec loss, lse;
   refForward(tc, logits, labels, loss, lse);
   Vec dz = refGradient(tc, logits, labels, kt::toDouble(dloss));
-  Vec dh(tc.rows * hidden, 0), dw(tc.classes * hidden, 0);
+  Vec dh(tc.rows * hidden, 0), dw(tc.classes * hidden, 0), dbias(tc.classes, 0);
   for (int64_t r = 0; r < tc.rows; ++r)
-    for (int64_t v = 0; v < tc.classes; ++v)
+    for (int64_t v = 0; v < tc.classes; ++v) {
+      dbias[v] += dz[r * tc.classes + v];
       for (int64_t c = 0; c < hidden; ++c) {
         dh[r * hidden + c] += dz[r * tc.classes + v] * w[v * hidden + c];
         dw[v * hidden + c] += dz[r * tc.classes + v] * h[r * hidden + c];
       }
+    }
 
   std::vector<float> gotLoss(nLoss), rowLoss(tc.rows), gotDh(dh.size(), NAN),
-      gotDw(dw.size(), NAN), scratch(chunk * tc.classes);
+      gotDw(dw.size(), NAN), gotDbias(tc.classes, NAN),
+      scratch(chunk * tc.classes);
+  const float *biasArg = withBias ? bias.data() : nullptr;
+  float *dbiasArg = withBias ? gotDbias.data() : nullptr;
   if (accumulate) {
     gotDw = kt::random(dw.size(), rng);
     for (size_t i = 0; i < dw.size(); ++i)
@@ -461,21 +476,24 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 tc.rows, hidden, tc.classes, chunk, dloss.data(), h.data(),
                 w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, OTC_F32, accumulate, gotLoss.data(),
-                rowLoss.data(), gotDh.data(), gotDw.data(), scratch.data(),
-                nullptr),
+                tc.reduction, OTC_F32, accumulate, biasArg, gotLoss.data(),
+                rowLoss.data(), gotDh.data(), gotDw.data(), dbiasArg,
+                scratch.data(), nullptr),
             0);
   kt::expectNear(gotLoss, loss, 1e-5, 1e-6, "loss");
   kt::expectNear(gotDh, dh, 1e-4, 1e-5, "dh");
   kt::expectNear(gotDw, dw, 1e-4, 1e-5, "dw");
+  if (withBias)
+    kt::expectNear(gotDbias, dbias, 1e-4, 1e-5, "dbias");
 
   std::vector<float> wholeLoss(nLoss), wholeRows(tc.rows),
       wholeDh(dh.size()), wholeDw(dw.size()), whole(tc.rows * tc.classes);
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 tc.rows, hidden, tc.classes, tc.rows, dloss.data(), h.data(),
                 w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, OTC_F32, 0, wholeLoss.data(), wholeRows.data(),
-                wholeDh.data(), wholeDw.data(), whole.data(), nullptr),
+                tc.reduction, OTC_F32, 0, biasArg, wholeLoss.data(),
+                wholeRows.data(), wholeDh.data(), wholeDw.data(), nullptr,
+                whole.data(), nullptr),
             0);
   for (size_t i = 0; i < nLoss; ++i)
     EXPECT_EQ(gotLoss[i], wholeLoss[i]) << "loss [" << i << "]";
@@ -503,6 +521,37 @@ TEST(KernelsCrossEntropy, LinearAccumulates) {
   runLinear({5, 3, 1, -1, OTCRT_SUM}, 2, 2, 5, rng, true);
 }
 
+// A bias on the logits (BERT's decoder, BART's final_logits_bias) and its
+// gradient summed over every chunk's rows: chunks that divide the rows, a
+// short last one, one row a chunk, every reduction, with dw accumulating.
+// (No chunk of one row among more: with OpenBLAS a one-row product is its
+// sgemv, whose sums may round apart from sgemm's, so that the loss of that
+// row would not be the unchunked call's bits.)
+TEST(KernelsCrossEntropy, LinearBias) {
+  std::mt19937 rng(317);
+  runLinear({12, 7, 0, 0, OTCRT_MEAN}, 5, 4, 0, rng, false, true);
+  runLinear({13, 7, 1, -100, OTCRT_MEAN}, 5, 5, 4, rng, false, true);
+  runLinear({13, 9, 1, -100, OTCRT_SUM}, 3, 1, 2, rng, true, true);
+  runLinear({10, 6, 1, -1, OTCRT_NONE}, 4, 4, 3, rng, false, true);
+  runLinear({9, 11, 0, 0, OTCRT_MEAN}, 6, 9, 0, rng, false, true);
+}
+
+// A bias's gradient without a bias is refused.
+TEST(KernelsCrossEntropy, LinearDbiasWithoutBias) {
+  const int64_t rows = 2, hidden = 2, classes = 3;
+  std::vector<float> h(rows * hidden, 1.0f), w(classes * hidden, 1.0f),
+      rowLoss(rows), dh(rows * hidden), dw(classes * hidden), dbias(classes),
+      scratch(rows * classes);
+  std::vector<int64_t> labels = {0, 1};
+  float loss = 0, dloss = 1;
+  EXPECT_NE(otcrt_linear_cross_entropy_f32(
+                rows, hidden, classes, 2, &dloss, h.data(), w.data(),
+                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, 0, nullptr, &loss,
+                rowLoss.data(), dh.data(), dw.data(), dbias.data(),
+                scratch.data(), nullptr),
+            0);
+}
+
 // One class: every row's loss is 0 and so is every gradient (PyTorch's
 // log_softmax of a single logit is 0).
 TEST(KernelsCrossEntropy, LinearOneClass) {
@@ -520,8 +569,9 @@ TEST(KernelsCrossEntropy, LinearAllIgnored) {
   float loss = 0, dloss = 1;
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 1, -1, OTCRT_MEAN, OTC_F32, 0, &loss,
-                rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
+                labels.data(), 1, -1, OTCRT_MEAN, OTC_F32, 0, nullptr, &loss,
+                rowLoss.data(), dh.data(), dw.data(), nullptr, scratch.data(),
+                nullptr),
             0);
   EXPECT_TRUE(std::isnan(loss));
   for (float v : dh)
@@ -540,8 +590,9 @@ TEST(KernelsCrossEntropy, LinearBadLabel) {
   float loss = NAN, dloss = 1;
   EXPECT_NE(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, 0, &loss,
-                rowLoss.data(), dh.data(), dw.data(), scratch.data(), nullptr),
+                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, 0, nullptr, &loss,
+                rowLoss.data(), dh.data(), dw.data(), nullptr, scratch.data(),
+                nullptr),
             0);
   EXPECT_TRUE(std::isnan(dh[0]));
   OtcrtKernelError e{};

@@ -31,7 +31,10 @@ namespace {
 /// sums in another order may round to the next bfloat16, 2^-8 of it).
 /// Repeated, the call allocates nothing and gives the same bits. With
 /// `accumulate` (dw_accumulate), dw starts as the same random values on
-/// both sides and the calls add to them.
+/// both sides and the calls add to them. With `withBias`, a random bias of
+/// T is added to the logits (OTCRT_GEMM_BIAS) and dbias, the sum of the
+/// logits' gradient over the rows (otcrt_gemm_sums beside dw), is compared
+/// as dw is.
 ///
 /// BF16 weights are drawn within +-4/sqrt(hidden), so that the logits
 /// spread over a few units as a trained head's do (|z| < 8: a bfloat16
@@ -43,19 +46,23 @@ template <typename T>
 void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
                             std::mt19937 &rng, int64_t rows, int64_t hidden,
                             int64_t classes, int64_t chunk,
-                            int32_t dwType = OTC_F32,
-                            bool accumulate = false) {
+                            int32_t dwType = OTC_F32, bool accumulate = false,
+                            bool withBias = false) {
   constexpr bool bf16 = !std::is_same_v<T, float>;
   Check c(std::string("linear_cross_entropy_") + (bf16 ? "bf16 " : "f32 ") +
           reductionName + shapeName(rows, classes, 0) + " hidden " +
           std::to_string(hidden) + " chunk " + std::to_string(chunk) +
           (dwType == OTC_BF16 ? " dw bf16" : "") +
-          (accumulate ? " accumulating" : ""));
+          (accumulate ? " accumulating" : "") +
+          (withBias ? " with a bias" : ""));
   const double tol = bf16 ? 1e-2 : 1e-4;
   const float wMax = bf16 ? 4.0f / std::sqrt(float(hidden)) : 1.0f;
   const size_t nLoss = reduction == OTCRT_NONE ? rows : 1;
   const std::vector<T> h = stored<T>(random(rows * hidden, rng, -1, 1)),
                        w = stored<T>(random(classes * hidden, rng, -wMax, wMax));
+  const std::vector<T> bias =
+      withBias ? stored<T>(random(classes, rng, -1, 1)) : std::vector<T>();
+  Floats dbias(classes);
   std::vector<int64_t> labels(rows);
   for (int64_t r = 0; r < rows; ++r)
     labels[r] = r % 7 == 3 ? -100 : (r * 7919) % classes;
@@ -71,17 +78,19 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   void *hostDw = dwType == OTC_BF16 ? static_cast<void *>(dwBf16.data())
                                     : static_cast<void *>(dw.data());
   std::vector<T> scratch(chunk * classes);
-  c.rc(otcrt::cpu::linearCrossEntropy(rows, hidden, classes, chunk,
-                                      dloss.data(), h.data(), w.data(),
-                                      labels.data(), 1, -100, reduction,
-                                      dwType, accumulate, loss.data(),
-                                      rowLoss.data(),
-                                      dh.data(), hostDw, scratch.data()),
+  c.rc(otcrt::cpu::linearCrossEntropy(
+           rows, hidden, classes, chunk, dloss.data(), h.data(), w.data(),
+           labels.data(), 1, -100, reduction, dwType, accumulate,
+           withBias ? bias.data() : nullptr, loss.data(), rowLoss.data(),
+           dh.data(), hostDw, withBias ? dbias.data() : nullptr,
+           scratch.data()),
        "host");
 
   const int64_t *dLabels = device(labels);
   const float *dDloss = device(dloss);
   const T *dH = device(h), *dW = device(w);
+  const T *dBias = withBias ? device(bias) : nullptr;
+  float *dDbias = withBias ? device(Floats(classes, NAN)) : nullptr;
   float *dLoss = device(Floats(nLoss)), *dRowLoss = device(Floats(rows, NAN)),
         *dDh = device(Floats(rows * hidden, NAN)),
         *dDwF32 = device(accumulate ? dwStart : Floats(classes * hidden, NAN));
@@ -105,14 +114,15 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   auto call = [&](int64_t chunkRows, T *dChunk) {
     int (*fn)(int64_t, int64_t, int64_t, int64_t, const float *, const T *,
               const T *, const int64_t *, int32_t, int64_t, int32_t, int32_t,
-              int32_t, float *, float *, float *, void *, T *, void *);
+              int32_t, const T *, float *, float *, float *, void *, float *,
+              T *, void *);
     if constexpr (bf16)
       fn = otcrt_linear_cross_entropy_bf16;
     else
       fn = otcrt_linear_cross_entropy_f32;
     return fn(rows, hidden, classes, chunkRows, dDloss, dH, dW, dLabels, 1,
-              -100, reduction, dwType, accumulate, dLoss, dRowLoss, dDh, dDw,
-              dChunk, nullptr);
+              -100, reduction, dwType, accumulate, dBias, dLoss, dRowLoss, dDh,
+              dDw, dDbias, dChunk, nullptr);
   };
   T *dChunk = device(std::vector<T>(chunk * classes));
   c.rc(call(chunk, dChunk), "device");
@@ -125,6 +135,8 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
     c.bf16(host(dDwBf16, classes * hidden), dwBf16, "dw");
   else
     c.f32(gotDw, dw, "dw", tol);
+  if (withBias)
+    c.f32(host(dDbias, classes), dbias, "dbias", tol);
 
   resetDw();
   allocatesNothing(c.ok, [&] { c.rc(call(chunk, dChunk), "again"); });
@@ -156,6 +168,12 @@ void testLinearCrossEntropies(std::mt19937 &rng) {
                                 OTC_F32, true);
   testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 300, 256, 5000,
                                      64, OTC_BF16, true);
+  // A bias and its gradient (BERT's decoder, BART's final_logits_bias):
+  // BART's vocabulary over chunks, the last short; f32 with a sum.
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 300, 256, 50265,
+                                     128, OTC_F32, false, true);
+  testLinearCrossEntropy<float>(OTCRT_SUM, "sum", rng, 37, 48, 500, 16, OTC_F32,
+                                true, true);
 }
 
 } // namespace cudatest

@@ -480,3 +480,21 @@ func.func @top_k_shape(%x: tensor<3x4xf32>) -> tensor<3x3xi64> {
   %i = otc.top_k %x {k = 2 : i64} : (tensor<3x4xf32>) -> tensor<3x3xi64>
   return %i : tensor<3x3xi64>
 }
+
+// -----
+
+// Tests that linear_cross_entropy_with_grad's bias is [V] of h's type.
+func.func @linear_cross_entropy_bias(%g: tensor<f32>, %h: tensor<6x4xf32>, %w: tensor<5x4xf32>, %y: tensor<6xi64>, %b: tensor<4xf32>) -> tensor<f32> {
+  // expected-error@+1 {{bias must be [V] of h's element type}}
+  %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y bias %b {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xf32>, tensor<5x4xf32>, tensor<6xi64>, tensor<4xf32>) -> (tensor<6x4xf32>, tensor<5x4xf32>, tensor<f32>, tensor<6xf32>, tensor<2x5xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that linear_cross_entropy_with_grad's dbias is f32 [V].
+func.func @linear_cross_entropy_dbias(%g: tensor<f32>, %h: tensor<6x4xbf16>, %w: tensor<5x4xbf16>, %y: tensor<6xi64>, %b: tensor<5xbf16>) -> tensor<f32> {
+  // expected-error@+1 {{dbias must be f32 [V], and only with a bias}}
+  %dh, %dw, %l, %r, %c, %db = otc.linear_cross_entropy_with_grad %g, %h, %w, %y bias %b {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xbf16>, tensor<5x4xbf16>, tensor<6xi64>, tensor<5xbf16>) -> (tensor<6x4xf32>, tensor<5x4xf32>, tensor<f32>, tensor<6xf32>, tensor<2x5xbf16>, tensor<5xbf16>)
+  return %l : tensor<f32>
+}

@@ -100,3 +100,60 @@ func.func @gradient_read(%h: tensor<4x6xf32>, %w: tensor<10x6xf32>, %y: tensor<4
   %t = otc.tanh %dz : tensor<4x10xf32>
   return %loss, %t, %dh : tensor<f32>, tensor<4x10xf32>, tensor<4x6xf32>
 }
+
+// -----
+
+// A bias on the logits: a trained one [V] whose gradient is dlogits summed
+// over the rows (otc.column_sum) becomes the op's bias and dbias; the add
+// and the sum go.
+// CHECK-LABEL: func.func @trained_bias
+// CHECK: %[[DH:.*]], %[[DW:.*]], %[[L:.*]], %{{.*}}, %{{.*}}, %[[DB:.*]] = otc.linear_cross_entropy_with_grad %{{.*}}, %arg0, %arg1, %arg2 bias %arg3 {chunk_rows = 3 : i64} : (tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>, tensor<4xi64>, tensor<10xf32>) -> (tensor<4x6xf32>, tensor<10x6xf32>, tensor<f32>, tensor<4xf32>, tensor<3x10xf32>, tensor<10xf32>)
+// CHECK-NOT: otc.add
+// CHECK-NOT: otc.column_sum
+// CHECK: return %[[L]], %[[DH]], %[[DW]], %[[DB]]
+func.func @trained_bias(%h: tensor<4x6xf32>, %w: tensor<10x6xf32>, %y: tensor<4xi64>, %b: tensor<10xf32>) -> (tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>, tensor<10xf32>) {
+  %p = otc.matmul %h, %w {transpose_rhs} : (tensor<4x6xf32>, tensor<10x6xf32>) -> tensor<4x10xf32>
+  %z = otc.add %p, %b : (tensor<4x10xf32>, tensor<10xf32>) -> tensor<4x10xf32>
+  %one = otc.constant dense<1.0> : tensor<f32>
+  %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> (tensor<4x10xf32>, tensor<f32>, tensor<4xf32>)
+  %db = otc.column_sum %dz : (tensor<4x10xf32>) -> tensor<10xf32>
+  %dh = otc.matmul %dz, %w : (tensor<4x10xf32>, tensor<10x6xf32>) -> tensor<4x6xf32>
+  %dw = otc.matmul %dz, %h {transpose_lhs} : (tensor<4x10xf32>, tensor<4x6xf32>) -> tensor<10x6xf32>
+  return %loss, %dh, %dw, %db : tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>, tensor<10xf32>
+}
+
+// -----
+
+// A frozen bias [1, V] added to the bf16 logits (BART's final_logits_bias
+// under --precision=bf16): the op takes it reshaped to [V], with no dbias.
+// CHECK-LABEL: func.func @frozen_bias
+// CHECK: %[[B:.*]] = otc.reshape %arg3 : (tensor<1x10xbf16>) -> tensor<10xbf16>
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %[[L:.*]], %{{.*}}, %{{.*}} = otc.linear_cross_entropy_with_grad %{{.*}}, %arg0, %arg1, %arg2 bias %[[B]] {chunk_rows = 3 : i64} : (tensor<f32>, tensor<4x6xbf16>, tensor<10x6xbf16>, tensor<4xi64>, tensor<10xbf16>) -> (tensor<4x6xf32>, tensor<10x6xf32>, tensor<f32>, tensor<4xf32>, tensor<3x10xbf16>)
+// CHECK-NOT: otc.add
+func.func @frozen_bias(%h: tensor<4x6xbf16>, %w: tensor<10x6xbf16>, %y: tensor<4xi64>, %b: tensor<1x10xbf16>) -> (tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>) {
+  %p = otc.matmul %h, %w {transpose_rhs} : (tensor<4x6xbf16>, tensor<10x6xbf16>) -> tensor<4x10xf32>
+  %c = otc.cast %p : (tensor<4x10xf32>) -> tensor<4x10xbf16>
+  %z = otc.add %c, %b : (tensor<4x10xbf16>, tensor<1x10xbf16>) -> tensor<4x10xbf16>
+  %one = otc.constant dense<1.0> : tensor<f32>
+  %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : (tensor<f32>, tensor<4x10xbf16>, tensor<4xi64>) -> (tensor<4x10xbf16>, tensor<f32>, tensor<4xf32>)
+  %dh = otc.matmul %dz, %w : (tensor<4x10xbf16>, tensor<10x6xbf16>) -> tensor<4x6xf32>
+  %dw = otc.matmul %dz, %h {transpose_lhs} : (tensor<4x10xbf16>, tensor<4x6xbf16>) -> tensor<10x6xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>
+}
+
+// -----
+
+// An addend that is not one value per class (a [4, 10] tensor) is no
+// bias: nothing changes.
+// CHECK-LABEL: func.func @not_a_bias
+// CHECK: otc.cross_entropy_with_grad
+// CHECK-NOT: otc.linear_cross_entropy_with_grad
+func.func @not_a_bias(%h: tensor<4x6xf32>, %w: tensor<10x6xf32>, %y: tensor<4xi64>, %b: tensor<4x10xf32>) -> (tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>) {
+  %p = otc.matmul %h, %w {transpose_rhs} : (tensor<4x6xf32>, tensor<10x6xf32>) -> tensor<4x10xf32>
+  %z = otc.add %p, %b : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+  %one = otc.constant dense<1.0> : tensor<f32>
+  %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> (tensor<4x10xf32>, tensor<f32>, tensor<4xf32>)
+  %dh = otc.matmul %dz, %w : (tensor<4x10xf32>, tensor<10x6xf32>) -> tensor<4x6xf32>
+  %dw = otc.matmul %dz, %h {transpose_lhs} : (tensor<4x10xf32>, tensor<4x6xf32>) -> tensor<10x6xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>
+}

@@ -60,3 +60,25 @@ func.func @train_step(%h: tensor<2x4x6xbf16> {otc.input = "h"},
   %dh, %dw, %loss, %rows, %chunk = otc.linear_cross_entropy_with_grad %one, %h, %w, %y {chunk_rows = 3 : i64, ignore_index = -100 : i64} : (tensor<f32>, tensor<2x4x6xbf16>, tensor<10x6xbf16>, tensor<2x4xi64>) -> (tensor<2x4x6xf32>, tensor<10x6xf32>, tensor<f32>, tensor<2x4xf32>, tensor<3x10xbf16>)
   return %loss, %dw : tensor<f32>, tensor<10x6xf32>
 }
+
+// -----
+
+// With a trained bf16 bias (the op's dbias): the head's FP32 product plus
+// the bias widened to FP32, rounded to BF16, then otc.cross_entropy.
+// CHECK-LABEL: func.func @zero_grads
+// CHECK-LABEL: func.func @eval_step
+// CHECK: %[[P:.*]] = otc.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x4x6xbf16>, tensor<10x6xbf16>) -> tensor<2x4x10xf32>
+// CHECK-NEXT: %[[B:.*]] = otc.cast %{{.*}} : (tensor<10xbf16>) -> tensor<10xf32>
+// CHECK-NEXT: %[[S:.*]] = otc.add %[[P]], %[[B]] : (tensor<2x4x10xf32>, tensor<10xf32>) -> tensor<2x4x10xf32>
+// CHECK-NEXT: %[[Z:.*]] = otc.cast %[[S]] : (tensor<2x4x10xf32>) -> tensor<2x4x10xbf16>
+// CHECK-NEXT: %[[L:.*]], %{{.*}} = otc.cross_entropy %[[Z]]
+// CHECK-NEXT: return %[[L]] : tensor<f32>
+func.func @train_step(%h: tensor<2x4x6xbf16> {otc.input = "h"},
+                      %w: tensor<10x6xbf16> {otc.param = "w", otc.bf16_copy},
+                      %b: tensor<10xbf16> {otc.param = "b", otc.bf16_copy},
+                      %y: tensor<2x4xi64> {otc.input = "y"})
+    -> (tensor<f32> {otc.loss}, tensor<10x6xf32> {otc.grad = "w"}, tensor<10xf32> {otc.grad = "b"}) {
+  %one = otc.constant dense<1.000000e+00> : tensor<f32>
+  %dh, %dw, %loss, %rows, %chunk, %db = otc.linear_cross_entropy_with_grad %one, %h, %w, %y bias %b {chunk_rows = 3 : i64, ignore_index = -100 : i64} : (tensor<f32>, tensor<2x4x6xbf16>, tensor<10x6xbf16>, tensor<2x4xi64>, tensor<10xbf16>) -> (tensor<2x4x6xf32>, tensor<10x6xf32>, tensor<f32>, tensor<2x4xf32>, tensor<3x10xbf16>, tensor<10xf32>)
+  return %loss, %dw, %db : tensor<f32>, tensor<10x6xf32>, tensor<10xf32>
+}

@@ -416,26 +416,27 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 /// `dw_accumulate` non-zero the first chunk adds to dw's values too (dw +=
 /// the whole sum: a tied weight's gradient accumulator). chunk [chunk_rows,
 /// classes] (scratch, left holding the last chunk's gradient). loss and
-/// row_loss as otcrt_cross_entropy_fused's over all rows (the same bits given the same
-/// logits). Bad labels as that call's.
-int otcrt_linear_cross_entropy_f32(int64_t rows, int64_t hidden,
-                                   int64_t classes, int64_t chunk_rows,
-                                   const float *dloss, const float *h,
-                                   const float *w, const int64_t *labels,
-                                   int32_t has_ignore, int64_t ignore_index,
-                                   int32_t reduction, int32_t dw_type,
-                                   int32_t dw_accumulate, float *loss,
-                                   float *row_loss, float *dh, void *dw,
-                                   float *chunk, void *stream);
-int otcrt_linear_cross_entropy_bf16(int64_t rows, int64_t hidden,
-                                    int64_t classes, int64_t chunk_rows,
-                                    const float *dloss, const otcrt_bf16 *h,
-                                    const otcrt_bf16 *w, const int64_t *labels,
-                                    int32_t has_ignore, int64_t ignore_index,
-                                    int32_t reduction, int32_t dw_type,
-                                    int32_t dw_accumulate, float *loss,
-                                    float *row_loss, float *dh, void *dw,
-                                    otcrt_bf16 *chunk, void *stream);
+/// row_loss as otcrt_cross_entropy_fused's over all rows (the same bits given
+/// the same logits). Bad labels as that call's. `bias` ([classes], h's type;
+/// NULL: none) is added to each row's logits by the head's product
+/// (OTCRT_GEMM_BIAS: formed in FP32, rounded once); `dbias` ([classes],
+/// FP32; NULL: none, and only with a bias) becomes the sum over all rows of
+/// the logits' gradient (each chunk's column sums added to the earlier
+/// chunks', through otcrt_gemm_sums beside dw's product).
+int otcrt_linear_cross_entropy_f32(
+    int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
+    const float *dloss, const float *h, const float *w, const int64_t *labels,
+    int32_t has_ignore, int64_t ignore_index, int32_t reduction,
+    int32_t dw_type, int32_t dw_accumulate, const float *bias, float *loss,
+    float *row_loss, float *dh, void *dw, float *dbias, float *chunk,
+    void *stream);
+int otcrt_linear_cross_entropy_bf16(
+    int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
+    const float *dloss, const otcrt_bf16 *h, const otcrt_bf16 *w,
+    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
+    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
+    const otcrt_bf16 *bias, float *loss, float *row_loss, float *dh, void *dw,
+    float *dbias, otcrt_bf16 *chunk, void *stream);
 
 /*===--- Gradient norm -----------------------------------------------------===*/
 

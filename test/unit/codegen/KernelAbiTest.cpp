@@ -50,9 +50,11 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
   const KernelSignature *lce =
       lookupKernelSignature("otcrt_linear_cross_entropy_bf16");
   ASSERT_TRUE(lce);
-  ASSERT_EQ(lce->params.size(), 19u);
-  EXPECT_EQ(lce->params[16].type, "void *"); // dw: its own dw_type
-  EXPECT_EQ(lce->params[17].pointee, "otcrt_bf16");
+  ASSERT_EQ(lce->params.size(), 21u);
+  EXPECT_EQ(lce->params[13].pointee, "otcrt_bf16"); // bias: h's type
+  EXPECT_EQ(lce->params[17].type, "void *");        // dw: its own dw_type
+  EXPECT_EQ(lce->params[18].pointee, "float");      // dbias
+  EXPECT_EQ(lce->params[19].pointee, "otcrt_bf16"); // chunk
   const KernelSignature *gemm = lookupKernelSignature("otcrt_gemm");
   ASSERT_TRUE(gemm);
   EXPECT_EQ(typesOf(*gemm),
