@@ -163,7 +163,20 @@ add hf-bert-sparse "$bert/dynamo_mask.onnx" "$bert/batch.safetensors" 1e-4 \
 add hf-bert-sparse-bf16 "$bert/dynamo_mask.onnx" "$bert/batch.safetensors" 3e-2 - \
     --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets \
     --sparse-prediction=14
+# BERT's head with its trained decoder bias in chunks of 5 rows (the bias
+# added by the head's cuBLASLt product, its gradient summed beside dw's by
+# the bias-gradient epilogue), and BART's frozen final_logits_bias: FP32
+# against PyTorch's float64 gradients, BF16 against the cpu program.
+add hf-bert-chunk-bias "$bert/dynamo.onnx" "$bert/batch.safetensors" 1e-4 \
+    "$bert/grads_dynamo.safetensors" --micro-batch 4 \
+    --loss=cross_entropy:logits:targets --loss-chunk-rows=5
+add hf-bert-chunk-bias-bf16 "$bert/dynamo.onnx" "$bert/batch.safetensors" 3e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets \
+    --loss-chunk-rows=5
 ed=$src/test/e2e/hf-encdec
+add hf-bart-chunk-bias "$ed/bart.onnx" "$ed/bart_batch.safetensors" 1e-4 \
+    "$ed/bart_grads.safetensors" --micro-batch 2 \
+    --loss=cross_entropy:logits:targets --loss-chunk-rows=5
 add hf-t5 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 1e-4 "$ed/t5_grads.safetensors" \
     --micro-batch 2 --loss=cross_entropy:logits:targets
 add hf-t5-bf16 "$ed/t5.onnx" "$ed/t5_batch.safetensors" 3e-2 - \
