@@ -123,7 +123,7 @@ llvm::StringMap<IndexUse> otc::indexUses(ModuleOp module) {
       int64_t c = cast<ShapedType>(l.getLogits().getType()).getShape().back();
       noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
     } else if (auto l = dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
-      int64_t c = cast<ShapedType>(l.getW().getType()).getShape().front();
+      int64_t c = l.getClasses();
       noteIndexUse(uses, l.getLabels(), c, false, l.getIgnoreIndex(), classes(c));
     } else if (auto l = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
       int64_t c = cast<ShapedType>(l.getLogits().getType()).getDimSize(1);

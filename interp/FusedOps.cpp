@@ -433,7 +433,12 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
   const Tensor &h = get(op.getH());
   const Tensor &w = get(op.getW());
   const Tensor &labels = get(op.getLabels());
-  int64_t classes = w.shape[0], hidden = w.shape[1];
+  const bool byHidden = op.getWByHidden(); // w [C, V]
+  int64_t classes = op.getClasses(), hidden = op.getHidden();
+  // w's element for class v and feature c, either way it is stored.
+  auto at = [&](int64_t v, int64_t c) {
+    return byHidden ? c * classes + v : v * hidden + c;
+  };
   int64_t rows = labels.data.size();
   StringRef reduction = op.getReduction();
   FailureOr<GradRows> counts =
@@ -452,7 +457,7 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
     for (int64_t v = 0; v < classes; ++v) {
       double dot = 0.0;
       for (int64_t c = 0; c < hidden; ++c)
-        dot += x[c] * w.data[v * hidden + c];
+        dot += x[c] * w.data[at(v, c)];
       logits[v] = dot + (bias ? bias->data[v] : 0.0);
     }
     double lse = logSumExp(logits.data(), classes);
@@ -466,8 +471,8 @@ LogicalResult Interpreter::run(otc::LinearCrossEntropyWithGradOp op) {
     for (int64_t v = 0; v < classes; ++v) {
       dbias.data[v] += dlogits[v];
       for (int64_t c = 0; c < hidden; ++c) {
-        dh.data[r * hidden + c] += dlogits[v] * w.data[v * hidden + c];
-        dw.data[v * hidden + c] += dlogits[v] * x[c];
+        dh.data[r * hidden + c] += dlogits[v] * w.data[at(v, c)];
+        dw.data[at(v, c)] += dlogits[v] * x[c];
       }
     }
   }

@@ -598,13 +598,21 @@ int64_t CrossEntropyWithGradOp::getFlops() {
   return 8 * elementsOf(getLogits());
 }
 
+int64_t LinearCrossEntropyWithGradOp::getClasses() {
+  return shapeOf(getW())[getWByHidden() ? 1 : 0];
+}
+int64_t LinearCrossEntropyWithGradOp::getHidden() {
+  return shapeOf(getW())[getWByHidden() ? 0 : 1];
+}
+
 LogicalResult LinearCrossEntropyWithGradOp::verify() {
   ArrayRef<int64_t> h = shapeOf(getH()), w = shapeOf(getW()),
                     y = shapeOf(getLabels());
-  if (h.size() < 2 || w.size() != 2 || h.back() != w[1] ||
+  if (h.size() < 2 || w.size() != 2 || h.back() != getHidden() ||
       y != h.drop_back())
-    return emitOpError("expects h [..., C], w [V, C] and labels [...] of "
-                       "h's leading shape, got ")
+    return emitOpError("expects h [..., C], w [V, C] ([C, V] with "
+                       "w_by_hidden) and labels [...] of h's leading shape, "
+                       "got ")
            << formatShape(h) << ", " << formatShape(w) << " and "
            << formatShape(y);
   if (failed(verifyLossResult(*this)))
@@ -633,14 +641,16 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
     return emitOpError("chunk_rows must lie in [1, ") << rows << "], got "
                                                         << chunk;
   ArrayRef<int64_t> c = shapeOf(getChunk());
-  if (c.size() != 2 || c[0] != chunk || c[1] != w[0] ||
+  if (c.size() != 2 || c[0] != chunk || c[1] != getClasses() ||
       getElementTypeOrSelf(getChunk().getType()) != t)
     return emitOpError("chunk must be [chunk_rows, V] of h's element type");
-  if (getBias() && (shapeOf(getBias()) != w.take_front() ||
+  const int64_t classes = getClasses();
+  if (getBias() && (shapeOf(getBias()) != ArrayRef<int64_t>{classes} ||
                     getElementTypeOrSelf(getBias().getType()) != t))
     return emitOpError("bias must be [V] of h's element type");
-  if (getDbias() && (!getBias() || shapeOf(getDbias()) != w.take_front() ||
-                     !getElementTypeOrSelf(getDbias().getType()).isF32()))
+  if (getDbias() &&
+      (!getBias() || shapeOf(getDbias()) != ArrayRef<int64_t>{classes} ||
+       !getElementTypeOrSelf(getDbias().getType()).isF32()))
     return emitOpError("dbias must be f32 [V], and only with a bias");
   return success();
 }

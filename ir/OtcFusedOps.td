@@ -521,12 +521,21 @@ def Otc_LinearCrossEntropyWithGradOp : Otc_Op<"linear_cross_entropy_with_grad",
     `final_logits_bias` buffer). With the `dbias` result (f32 [V], only
     with a bias: a trained one) the call also sums the gradient of the
     logits over all rows, each chunk's sum added to the earlier ones'.
+
+    With `w_by_hidden`, w is stored [C, V] (the head's weight as an export's
+    transposed copy: `logits = otc.matmul %h, %w` without transpose_rhs),
+    and dw has its layout.
+  }];
+  let extraClassDeclaration = [{
+    /// V and C, whichever way w is stored.
+    int64_t getClasses();
+    int64_t getHidden();
   }];
   let arguments = (ins Otc_FloatTensor:$grad, Otc_FloatTensor:$h,
                    Otc_FloatTensor:$w, Otc_IntTensor:$labels,
                    Optional<Otc_FloatTensor>:$dw_acc,
                    Optional<Otc_FloatTensor>:$bias,
-                   I64Attr:$chunk_rows,
+                   I64Attr:$chunk_rows, UnitAttr:$w_by_hidden,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Otc_FloatTensor:$dh, Otc_FloatTensor:$dw,

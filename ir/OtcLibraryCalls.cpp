@@ -229,13 +229,15 @@ std::string LinearCrossEntropyWithGradOp::getLibraryKernel() {
 
 void LinearCrossEntropyWithGradOp::getLibraryArgs(
     SmallVectorImpl<LibraryArg> &args) {
-  ArrayRef<int64_t> w = shapeOf(getW());
   args.push_back(LibraryArg::integer(numElements(shapeOf(getLabels()))));
-  args.push_back(LibraryArg::integer(w[1]));
-  args.push_back(LibraryArg::integer(w[0]));
+  args.push_back(LibraryArg::integer(getHidden()));
+  args.push_back(LibraryArg::integer(getClasses()));
   args.push_back(LibraryArg::integer(getChunkRows()));
-  for (Value v : {getGrad(), getH(), getW(), getLabels()})
+  for (Value v : {getGrad(), getH(), getW()})
     args.push_back(LibraryArg::operand(*this, v));
+  // OtcrtHeadLayout: OTCRT_W_CLASSES_HIDDEN 0, OTCRT_W_HIDDEN_CLASSES 1.
+  args.push_back(LibraryArg::integer(getWByHidden() ? 1 : 0));
+  args.push_back(LibraryArg::operand(*this, getLabels()));
   appendLossOptions(args, getIgnoreIndex(), getReduction());
   // dw's OtcDType; whether it adds into dw.
   args.push_back(storedType(getDw()));
@@ -269,8 +271,8 @@ void LinearCrossEntropyWithGradOp::getAccumulatedResults(
 /// into dbias beside it where there is one).
 void LinearCrossEntropyWithGradOp::getLibraryGemms(
     SmallVectorImpl<LibraryGemm> &gemms) {
-  ArrayRef<int64_t> w = shapeOf(getW());
-  int64_t rows = numElements(shapeOf(getLabels())), v = w[0], c = w[1];
+  int64_t rows = numElements(shapeOf(getLabels())), v = getClasses(),
+          c = getHidden();
   bool bf16 = getElementTypeOrSelf(getH().getType()).isBF16();
   double e = bf16 ? 2 : 4;
   bool first = !getDwAcc();

@@ -37,6 +37,7 @@ struct Head {
   AddOp biasAdd;   // the logits plus a bias [V] (after the cast), if so
   Value bias;
   ColumnSumOp biasSum; // the bias's gradient: dlogits summed over the rows
+  bool byHidden = false; // w stored [C, V]: logits = h w
   CrossEntropyWithGradOp loss;
   MatMulOp dh, dw;
   /// The same loss computed from the same logits elsewhere.
@@ -90,8 +91,11 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
       return std::nullopt;
   }
   m.head = product.getDefiningOp<MatMulOp>();
-  if (!m.head || m.head.getTransposeLhs() || !m.head.getTransposeRhs())
+  if (!m.head || m.head.getTransposeLhs())
     return std::nullopt;
+  // w [V, C] read transposed (a Linear's weight), or [C, V] as it is (an
+  // export's transposed copy of it).
+  m.byHidden = !m.head.getTransposeRhs();
   Value h = m.head.getLhs(), w = m.head.getRhs();
   auto ht = cast<RankedTensorType>(h.getType());
   auto wt = cast<RankedTensorType>(w.getType());
@@ -102,8 +106,12 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
       (m.headCast && !getElementTypeOrSelf(product.getType()).isF32()))
     return std::nullopt;
   int64_t rows = numElements(ht.getShape().drop_back());
-  // dlogits: read by dh = dlogits w and, through a reshape to [rows, V],
-  // by dw = dlogitsᵀ h.
+  int64_t hidden = ht.getShape().back();
+  if (wt.getShape() != (m.byHidden ? ArrayRef<int64_t>{hidden, classes}
+                                   : ArrayRef<int64_t>{classes, hidden}))
+    return std::nullopt;
+  // dlogits: read by dh = dlogits w (wᵀ for w [C, V]) and, through a
+  // reshape to [rows, V], by dw = dlogitsᵀ h (hᵀ dlogits for w [C, V]).
   for (Operation *user : loss.getDlogits().getUsers()) {
     if (auto sum = dyn_cast<ColumnSumOp>(user)) {
       // A trained bias's gradient.
@@ -117,22 +125,25 @@ std::optional<Head> match(CrossEntropyWithGradOp loss) {
     auto mm = dyn_cast<MatMulOp>(user);
     if (mm && !mm.getTransposeLhs()) {
       if (m.dh || mm.getLhs() != loss.getDlogits() || mm.getRhs() != w ||
-          mm.getTransposeRhs())
+          bool(mm.getTransposeRhs()) != m.byHidden)
         return std::nullopt;
       m.dh = mm;
       continue;
     }
-    Value lhs = loss.getDlogits();
+    Value dz = loss.getDlogits();
     if (auto r = dyn_cast<ReshapeOp>(user)) {
       if (!r.getResult().hasOneUse())
         return std::nullopt;
-      lhs = r.getResult();
-      mm = dyn_cast<MatMulOp>(*lhs.getUsers().begin());
+      dz = r.getResult();
+      mm = dyn_cast<MatMulOp>(*dz.getUsers().begin());
     }
-    if (!mm || m.dw || mm.getLhs() != lhs || !mm.getTransposeLhs() ||
-        mm.getTransposeRhs() ||
-        throughReshapes(mm.getRhs()) != throughReshapes(h) ||
-        shapeOf(mm.getRhs()) != ArrayRef<int64_t>{rows, wt.getDimSize(1)})
+    // dlogits (as rows) on its side of dw's product, h's rows on the other.
+    if (!mm || m.dw || !mm.getTransposeLhs() || mm.getTransposeRhs())
+      return std::nullopt;
+    Value dzSide = m.byHidden ? mm.getRhs() : mm.getLhs();
+    Value hSide = m.byHidden ? mm.getLhs() : mm.getRhs();
+    if (dzSide != dz || throughReshapes(hSide) != throughReshapes(h) ||
+        shapeOf(hSide) != ArrayRef<int64_t>{rows, hidden})
       return std::nullopt;
     m.dw = mm;
   }
@@ -279,7 +290,8 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
           RankedTensorType::get({chunk, classes}, zt.getElementType()),
           dbiasType, loss.getGrad(), h, w, loss.getLabels(),
           /*dw_acc=*/Value(), bias, b.getI64IntegerAttr(chunk),
-          loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+          m->byHidden ? b.getUnitAttr() : UnitAttr(), loss.getReductionAttr(),
+          loss.getIgnoreIndexAttr());
       if (byPrice)
         chooseByPrice(fused, std::max<int64_t>(rows, 1));
       // Where the chunk is chosen, only where it pays: the logits saved must
@@ -311,8 +323,9 @@ struct ChunkLossPass : public otc::impl::ChunkLossBase<ChunkLossPass> {
       }
       loss.getLoss().replaceAllUsesWith(fused.getLoss());
       loss.getRowLoss().replaceAllUsesWith(fused.getRowLoss());
-      auto dwReshape = m->dw.getLhs().getDefiningOp<ReshapeOp>();
-      Value hRows = m->dw.getRhs();
+      auto dwReshape = (m->byHidden ? m->dw.getRhs() : m->dw.getLhs())
+                           .getDefiningOp<ReshapeOp>();
+      Value hRows = m->byHidden ? m->dw.getLhs() : m->dw.getRhs();
       m->dw.erase();
       if (dwReshape)
         dwReshape->erase();

@@ -535,14 +535,14 @@ struct TrainingLoopPass
             (lce.getDbias() && !lce.getDbias().use_empty()))
           continue;
         auto ht = cast<RankedTensorType>(lce.getH().getType());
-        auto wt = cast<RankedTensorType>(lce.getW().getType());
         Type e = getElementTypeOrSelf(lce.getChunk().getType());
         SmallVector<int64_t> shape(ht.getShape().drop_back());
-        shape.push_back(wt.getDimSize(0));
+        shape.push_back(lce.getClasses());
         Value logits = b.create<MatMulOp>(
             loc, RankedTensorType::get(shape, b.getF32Type()), lce.getH(),
             lce.getW(), /*transpose_lhs=*/UnitAttr(),
-            /*transpose_rhs=*/b.getUnitAttr());
+            /*transpose_rhs=*/lce.getWByHidden() ? UnitAttr()
+                                                 : b.getUnitAttr());
         if (Value bias = lce.getBias()) {
           auto bt = cast<RankedTensorType>(bias.getType());
           if (!bt.getElementType().isF32())

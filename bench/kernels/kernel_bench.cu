@@ -255,9 +255,9 @@ void headLoss(int64_t rows, int64_t chunk) {
     r.form = "linear_cross_entropy";
     r.ms = timeMedian(r.name.c_str(), [&] {
       return otcrt_linear_cross_entropy_bf16(
-          rows, hidden, classes, chunk, dloss, h, w, labels, 1, -100,
-          OTCRT_MEAN, OTC_F32, 1, nullptr, loss, rowLoss, dh, dw, nullptr,
-          logits, stream);
+          rows, hidden, classes, chunk, dloss, h, w, OTCRT_W_CLASSES_HIDDEN,
+          labels, 1, -100, OTCRT_MEAN, OTC_F32, 1, nullptr, loss, rowLoss, dh,
+          dw, nullptr, logits, stream);
     });
   } else {
     r.name = "head loss, unchunked (gemm, cross_entropy_fused, 2 gemms)";

@@ -177,12 +177,14 @@ int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
 template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
-                const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
-                int32_t reduction, int32_t dwType, int32_t dwAccumulate,
-                const T *bias, float *loss, float *rowLoss, float *dh, void *dw,
-                float *dbias, T *chunk) {
+                int32_t wLayout, const int64_t *labels, int32_t hasIgnore,
+                int64_t ignoreIndex, int32_t reduction, int32_t dwType,
+                int32_t dwAccumulate, const T *bias, float *loss,
+                float *rowLoss, float *dh, void *dw, float *dbias, T *chunk) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
       chunkRows < 1 || (dbias && !bias) ||
+      (wLayout != OTCRT_W_CLASSES_HIDDEN &&
+       wLayout != OTCRT_W_HIDDEN_CLASSES) ||
       !(dwType == OTC_F32 ||
         (dwType == OTC_BF16 && std::is_same<T, otcrt_bf16>::value)))
     return 1;
@@ -195,7 +197,8 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
   // or each row's own.
   float shared = sharedScale(reduction, dloss, n);
   const LinearCrossEntropyGemms gemms{
-      hidden, classes, std::is_same<T, float>::value ? OTC_F32 : OTC_BF16};
+      hidden, classes, std::is_same<T, float>::value ? OTC_F32 : OTC_BF16,
+      wLayout == OTCRT_W_HIDDEN_CLASSES};
   std::vector<float> lse(static_cast<size_t>(std::min(chunkRows, rows)));
   if (rows == 0 && !dwAccumulate)
     std::memset(dw, 0, (dwType == OTC_F32 ? 4 : 2) * classes * hidden);
@@ -222,9 +225,10 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                       nullptr))
       return st;
     OtcrtGemm gdw = gemms.dw(c, dwType, r0 > 0 || dwAccumulate);
-    if (int st = dbias ? gemmSums(gdw, chunk, hc, dw, dbias, OTCRT_GEMM_SUMS_A,
+    const void *a = gemms.dwA(chunk, hc), *b = gemms.dwB(chunk, hc);
+    if (int st = dbias ? gemmSums(gdw, a, b, dw, dbias, gemms.dlogitsSums(),
                                   OTC_F32, r0 > 0)
-                       : gemm(gdw, chunk, hc, dw, nullptr, nullptr, nullptr))
+                       : gemm(gdw, a, b, dw, nullptr, nullptr, nullptr))
       return st;
   }
   if (reduction != OTCRT_NONE)
@@ -280,26 +284,26 @@ int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
 
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss, const float *h,
-                       const float *w, const int64_t *labels, int32_t hasIgnore,
-                       int64_t ignoreIndex, int32_t reduction, int32_t dwType,
-                       int32_t dwAccumulate, const float *bias, float *loss,
-                       float *rowLoss, float *dh, void *dw, float *dbias,
-                       float *chunk) {
-  return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
-                     hasIgnore, ignoreIndex, reduction, dwType, dwAccumulate,
-                     bias, loss, rowLoss, dh, dw, dbias, chunk);
+                       const float *w, int32_t wLayout, const int64_t *labels,
+                       int32_t hasIgnore, int64_t ignoreIndex,
+                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                       const float *bias, float *loss, float *rowLoss,
+                       float *dh, void *dw, float *dbias, float *chunk) {
+  return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, wLayout,
+                     labels, hasIgnore, ignoreIndex, reduction, dwType,
+                     dwAccumulate, bias, loss, rowLoss, dh, dw, dbias, chunk);
 }
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss,
                        const otcrt_bf16 *h, const otcrt_bf16 *w,
-                       const int64_t *labels, int32_t hasIgnore,
-                       int64_t ignoreIndex, int32_t reduction, int32_t dwType,
-                       int32_t dwAccumulate, const otcrt_bf16 *bias,
-                       float *loss, float *rowLoss, float *dh, void *dw,
-                       float *dbias, otcrt_bf16 *chunk) {
-  return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, labels,
-                     hasIgnore, ignoreIndex, reduction, dwType, dwAccumulate,
-                     bias, loss, rowLoss, dh, dw, dbias, chunk);
+                       int32_t wLayout, const int64_t *labels,
+                       int32_t hasIgnore, int64_t ignoreIndex,
+                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                       const otcrt_bf16 *bias, float *loss, float *rowLoss,
+                       float *dh, void *dw, float *dbias, otcrt_bf16 *chunk) {
+  return linearFused(rows, hidden, classes, chunkRows, dloss, h, w, wLayout,
+                     labels, hasIgnore, ignoreIndex, reduction, dwType,
+                     dwAccumulate, bias, loss, rowLoss, dh, dw, dbias, chunk);
 }
 
 } // namespace cpu

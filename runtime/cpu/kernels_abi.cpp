@@ -337,26 +337,27 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 
 int otcrt_linear_cross_entropy_f32(
     int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
-    const float *dloss, const float *h, const float *w, const int64_t *labels,
-    int32_t has_ignore, int64_t ignore_index, int32_t reduction,
-    int32_t dw_type, int32_t dw_accumulate, const float *bias, float *loss,
-    float *row_loss, float *dh, void *dw, float *dbias, float *chunk, void *) {
+    const float *dloss, const float *h, const float *w, int32_t w_layout,
+    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
+    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
+    const float *bias, float *loss, float *row_loss, float *dh, void *dw,
+    float *dbias, float *chunk, void *) {
   return linearCrossEntropy(rows, hidden, classes, chunk_rows, dloss, h, w,
-                            labels, has_ignore, ignore_index, reduction,
-                            dw_type, dw_accumulate, bias, loss, row_loss, dh,
-                            dw, dbias, chunk);
+                            w_layout, labels, has_ignore, ignore_index,
+                            reduction, dw_type, dw_accumulate, bias, loss,
+                            row_loss, dh, dw, dbias, chunk);
 }
 int otcrt_linear_cross_entropy_bf16(
     int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
     const float *dloss, const otcrt_bf16 *h, const otcrt_bf16 *w,
-    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
-    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
-    const otcrt_bf16 *bias, float *loss, float *row_loss, float *dh, void *dw,
-    float *dbias, otcrt_bf16 *chunk, void *) {
+    int32_t w_layout, const int64_t *labels, int32_t has_ignore,
+    int64_t ignore_index, int32_t reduction, int32_t dw_type,
+    int32_t dw_accumulate, const otcrt_bf16 *bias, float *loss, float *row_loss,
+    float *dh, void *dw, float *dbias, otcrt_bf16 *chunk, void *) {
   return linearCrossEntropy(rows, hidden, classes, chunk_rows, dloss, h, w,
-                            labels, has_ignore, ignore_index, reduction,
-                            dw_type, dw_accumulate, bias, loss, row_loss, dh,
-                            dw, dbias, chunk);
+                            w_layout, labels, has_ignore, ignore_index,
+                            reduction, dw_type, dw_accumulate, bias, loss,
+                            row_loss, dh, dw, dbias, chunk);
 }
 
 int otcrt_kernel_error(OtcrtKernelError *error, void *) {

@@ -181,19 +181,19 @@ int crossEntropyFused(int64_t rows, int64_t classes, const float *dloss,
 
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss, const float *h,
-                       const float *w, const int64_t *labels, int32_t hasIgnore,
-                       int64_t ignoreIndex, int32_t reduction, int32_t dwType,
-                       int32_t dwAccumulate, const float *bias, float *loss,
-                       float *rowLoss, float *dh, void *dw, float *dbias,
-                       float *chunk);
+                       const float *w, int32_t wLayout, const int64_t *labels,
+                       int32_t hasIgnore, int64_t ignoreIndex,
+                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                       const float *bias, float *loss, float *rowLoss,
+                       float *dh, void *dw, float *dbias, float *chunk);
 int linearCrossEntropy(int64_t rows, int64_t hidden, int64_t classes,
                        int64_t chunkRows, const float *dloss,
                        const otcrt_bf16 *h, const otcrt_bf16 *w,
-                       const int64_t *labels, int32_t hasIgnore,
-                       int64_t ignoreIndex, int32_t reduction, int32_t dwType,
-                       int32_t dwAccumulate, const otcrt_bf16 *bias,
-                       float *loss, float *rowLoss, float *dh, void *dw,
-                       float *dbias, otcrt_bf16 *chunk);
+                       int32_t wLayout, const int64_t *labels,
+                       int32_t hasIgnore, int64_t ignoreIndex,
+                       int32_t reduction, int32_t dwType, int32_t dwAccumulate,
+                       const otcrt_bf16 *bias, float *loss, float *rowLoss,
+                       float *dh, void *dw, float *dbias, otcrt_bf16 *chunk);
 
 /// Records a data error in the library's error record (kernel_error.cpp):
 /// the first one since the record was last read wins.

@@ -530,12 +530,15 @@ int fused(int64_t rows, int64_t classes, const float *dloss, const T *logits,
 template <typename T>
 int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 int64_t chunkRows, const float *dloss, const T *h, const T *w,
-                const int64_t *labels, int32_t hasIgnore, int64_t ignoreIndex,
-                int32_t reduction, int32_t dwType, int32_t dwAccumulate,
-                const T *bias, float *loss, float *rowLoss, float *dh, void *dw,
-                float *dbias, T *chunk, void *streamArg) {
+                int32_t wLayout, const int64_t *labels, int32_t hasIgnore,
+                int64_t ignoreIndex, int32_t reduction, int32_t dwType,
+                int32_t dwAccumulate, const T *bias, float *loss,
+                float *rowLoss, float *dh, void *dw, float *dbias, T *chunk,
+                void *streamArg) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
       chunkRows < 1 || !rowLoss || (dbias && !bias) ||
+      (wLayout != OTCRT_W_CLASSES_HIDDEN &&
+       wLayout != OTCRT_W_HIDDEN_CLASSES) ||
       !(dwType == OTC_F32 ||
         (dwType == OTC_BF16 && std::is_same<T, otcrt_bf16>::value)))
     return 1;
@@ -561,7 +564,8 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
       cudaMemsetAsync(dbias, 0, sizeof(float) * classes, stream) != cudaSuccess)
     return 1;
   const bool none = reduction == OTCRT_NONE;
-  const LinearCrossEntropyGemms gemms{hidden, classes, type};
+  const LinearCrossEntropyGemms gemms{hidden, classes, type,
+                                      wLayout == OTCRT_W_HIDDEN_CLASSES};
   for (int64_t r0 = 0; r0 < rows; r0 += chunkRows) {
     const int64_t n = rows - r0 < chunkRows ? rows - r0 : chunkRows;
     const T *hc = h + r0 * hidden;
@@ -584,11 +588,12 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                             nullptr, nullptr, stream))
       return st;
     OtcrtGemm gdw = gemms.dw(n, dwType, r0 > 0 || dwAccumulate);
+    const void *a = gemms.dwA(chunk, hc), *b = gemms.dwB(chunk, hc);
     if (int st =
-            dbias ? otcrt_gemm_sums(&gdw, chunk, hc, dw, dbias,
-                                    OTCRT_GEMM_SUMS_A, OTC_F32, r0 > 0, stream)
-                  : otcrt_gemm(&gdw, chunk, hc, dw, nullptr, nullptr, nullptr,
-                               stream))
+            dbias
+                ? otcrt_gemm_sums(&gdw, a, b, dw, dbias, gemms.dlogitsSums(),
+                                  OTC_F32, r0 > 0, stream)
+                : otcrt_gemm(&gdw, a, b, dw, nullptr, nullptr, nullptr, stream))
       return st;
   }
   if (!none)
@@ -694,25 +699,25 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 
 int otcrt_linear_cross_entropy_f32(
     int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
-    const float *dloss, const float *h, const float *w, const int64_t *labels,
-    int32_t has_ignore, int64_t ignore_index, int32_t reduction,
-    int32_t dw_type, int32_t dw_accumulate, const float *bias, float *loss,
-    float *row_loss, float *dh, void *dw, float *dbias, float *chunk,
-    void *stream) {
-  return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
-                     has_ignore, ignore_index, reduction, dw_type,
+    const float *dloss, const float *h, const float *w, int32_t w_layout,
+    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
+    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
+    const float *bias, float *loss, float *row_loss, float *dh, void *dw,
+    float *dbias, float *chunk, void *stream) {
+  return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, w_layout,
+                     labels, has_ignore, ignore_index, reduction, dw_type,
                      dw_accumulate, bias, loss, row_loss, dh, dw, dbias, chunk,
                      stream);
 }
 int otcrt_linear_cross_entropy_bf16(
     int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
     const float *dloss, const otcrt_bf16 *h, const otcrt_bf16 *w,
-    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
-    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
-    const otcrt_bf16 *bias, float *loss, float *row_loss, float *dh, void *dw,
-    float *dbias, otcrt_bf16 *chunk, void *stream) {
-  return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, labels,
-                     has_ignore, ignore_index, reduction, dw_type,
+    int32_t w_layout, const int64_t *labels, int32_t has_ignore,
+    int64_t ignore_index, int32_t reduction, int32_t dw_type,
+    int32_t dw_accumulate, const otcrt_bf16 *bias, float *loss, float *row_loss,
+    float *dh, void *dw, float *dbias, otcrt_bf16 *chunk, void *stream) {
+  return linearFused(rows, hidden, classes, chunk_rows, dloss, h, w, w_layout,
+                     labels, has_ignore, ignore_index, reduction, dw_type,
                      dw_accumulate, bias, loss, row_loss, dh, dw, dbias, chunk,
                      stream);
 }

@@ -16,29 +16,53 @@ struct LinearCrossEntropyGemms {
   int64_t hidden, classes;
   /// h's and w's OtcDType (OTC_F32 or OTC_BF16).
   int32_t type;
+  /// w stored [hidden, classes] (OTCRT_W_HIDDEN_CLASSES: a TorchScript
+  /// export's transposed copy of the head) rather than [classes, hidden].
+  bool wByHidden = false;
 
-  /// chunk[n, classes] = h[n, hidden] wᵀ (+ bias[j] on column j, with
-  /// `bias`: OTCRT_GEMM_BIAS, the bias of h's type), in h's type.
+  /// chunk[n, classes] = h[n, hidden] wᵀ (h w with wByHidden; + bias[j] on
+  /// column j, with `bias`: OTCRT_GEMM_BIAS, the bias of h's type), in h's
+  /// type.
   OtcrtGemm head(int64_t n, bool bias = false) const {
-    OtcrtGemm g = plain(n, classes, hidden, type, hidden, hidden, classes);
-    g.trans_b = 1;
+    OtcrtGemm g = plain(n, classes, hidden, type, hidden,
+                        wByHidden ? classes : hidden, classes);
+    g.trans_b = wByHidden ? 0 : 1;
     if (bias)
       g.epilogue = OTCRT_GEMM_BIAS;
     return g;
   }
-  /// dh[n, hidden] = dlogits[n, classes] w, FP32.
+  /// dh[n, hidden] = dlogits[n, classes] w (wᵀ with wByHidden), FP32.
   OtcrtGemm dh(int64_t n) const {
-    return plain(n, hidden, classes, OTC_F32, classes, hidden, hidden);
+    OtcrtGemm g = plain(n, hidden, classes, OTC_F32, classes,
+                        wByHidden ? classes : hidden, hidden);
+    g.trans_b = wByHidden ? 1 : 0;
+    return g;
   }
-  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden], of
+  /// dw[classes, hidden] (+)= dlogits[n, classes]ᵀ h[n, hidden] (with
+  /// wByHidden dw[hidden, classes] (+)= h[n, hidden]ᵀ dlogits[n, classes]), of
   /// `dwType`; added to dw's values (beta 1) with `add`. With a bias's
   /// gradient, the call of otcrt_gemm_sums that also sums dlogits' columns
   /// (OTCRT_GEMM_SUMS_A: A is dlogits, stored n x classes).
   OtcrtGemm dw(int64_t n, int32_t dwType, bool add) const {
-    OtcrtGemm g = plain(classes, hidden, n, dwType, classes, hidden, hidden);
+    // w [hidden, classes]: dw = h[n, hidden]ᵀ dlogits[n, classes], A = h.
+    OtcrtGemm g =
+        wByHidden ? plain(hidden, classes, n, dwType, hidden, classes, classes)
+                  : plain(classes, hidden, n, dwType, classes, hidden, hidden);
     g.trans_a = 1;
     g.beta = add ? 1.0f : 0.0f;
     return g;
+  }
+  /// dw's operands A and B: (dlogits, h), or (h, dlogits) with wByHidden.
+  const void *dwA(const void *dlogits, const void *h) const {
+    return wByHidden ? h : dlogits;
+  }
+  const void *dwB(const void *dlogits, const void *h) const {
+    return wByHidden ? dlogits : h;
+  }
+  /// Which operand of dw's product otcrt_gemm_sums sums for the bias's
+  /// gradient: dlogits, A or B.
+  int32_t dlogitsSums() const {
+    return wByHidden ? OTCRT_GEMM_SUMS_B : OTCRT_GEMM_SUMS_A;
   }
 
 private:

@@ -253,10 +253,10 @@ void testBadLabel(std::mt19937 &rng) {
   std::vector<int64_t> good(rows, 0);
   int64_t *dGood = device(good);
   auto linear = [&](const int64_t *l) {
-    return otcrt_linear_cross_entropy_f32(rows, hidden, classes, 2, dDloss, dH,
-                                          dW, l, 1, -100, OTCRT_MEAN, OTC_F32,
-                                          0, nullptr, dLoss, dRowLoss, dDh, dDw,
-                                          nullptr, dChunk, stream);
+    return otcrt_linear_cross_entropy_f32(
+        rows, hidden, classes, 2, dDloss, dH, dW, OTCRT_W_CLASSES_HIDDEN, l, 1,
+        -100, OTCRT_MEAN, OTC_F32, 0, nullptr, dLoss, dRowLoss, dDh, dDw,
+        nullptr, dChunk, stream);
   };
   c.rc(linear(dGood), "linear, good labels");
   cudaStreamSynchronize(stream);

@@ -426,14 +426,16 @@ namespace {
 /// dh = dlogits w, dw = dlogitsᵀ h and the bias's gradient, the sum of
 /// dlogits' rows; and the loss the same bits whatever the chunk (every
 /// row's loss summed in row order). With `accumulate`, dw starts as random
-/// values the call adds to.
+/// values the call adds to. With `byHidden` the call is given w (and
+/// returns dw) stored [hidden, classes] (OTCRT_W_HIDDEN_CLASSES).
 void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
                std::mt19937 &rng, bool accumulate = false,
-               bool withBias = false) {
+               bool withBias = false, bool byHidden = false) {
   SCOPED_TRACE("rows " + std::to_string(tc.rows) + " classes " +
                std::to_string(tc.classes) + " chunk " + std::to_string(chunk) +
                (accumulate ? " accumulating" : "") +
-               (withBias ? " with a bias" : ""));
+               (withBias ? " with a bias" : "") +
+               (byHidden ? " w [hidden, classes]" : ""));
   std::vector<float> h = kt::random(tc.rows * hidden, rng),
                      w = kt::random(tc.classes * hidden, rng);
   std::vector<float> bias =
@@ -463,6 +465,19 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
       }
     }
 
+  // w and dw as the call stores them: [classes, hidden], or transposed.
+  const int32_t layout =
+      byHidden ? OTCRT_W_HIDDEN_CLASSES : OTCRT_W_CLASSES_HIDDEN;
+  auto stored = [&](const auto &vc) {
+    auto out = vc;
+    if (byHidden)
+      for (int64_t v = 0; v < tc.classes; ++v)
+        for (int64_t c = 0; c < hidden; ++c)
+          out[c * tc.classes + v] = vc[v * hidden + c];
+    return out;
+  };
+  const std::vector<float> wArg = stored(w);
+  dw = stored(dw);
   std::vector<float> gotLoss(nLoss), rowLoss(tc.rows), gotDh(dh.size(), NAN),
       gotDw(dw.size(), NAN), gotDbias(tc.classes, NAN),
       scratch(chunk * tc.classes);
@@ -475,10 +490,10 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
   }
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 tc.rows, hidden, tc.classes, chunk, dloss.data(), h.data(),
-                w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, OTC_F32, accumulate, biasArg, gotLoss.data(),
-                rowLoss.data(), gotDh.data(), gotDw.data(), dbiasArg,
-                scratch.data(), nullptr),
+                wArg.data(), layout, labels.data(), tc.hasIgnore,
+                tc.ignoreIndex, tc.reduction, OTC_F32, accumulate, biasArg,
+                gotLoss.data(), rowLoss.data(), gotDh.data(), gotDw.data(),
+                dbiasArg, scratch.data(), nullptr),
             0);
   kt::expectNear(gotLoss, loss, 1e-5, 1e-6, "loss");
   kt::expectNear(gotDh, dh, 1e-4, 1e-5, "dh");
@@ -490,10 +505,10 @@ void runLinear(const Case &tc, int64_t hidden, int64_t chunk, int ignored,
       wholeDh(dh.size()), wholeDw(dw.size()), whole(tc.rows * tc.classes);
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 tc.rows, hidden, tc.classes, tc.rows, dloss.data(), h.data(),
-                w.data(), labels.data(), tc.hasIgnore, tc.ignoreIndex,
-                tc.reduction, OTC_F32, 0, biasArg, wholeLoss.data(),
-                wholeRows.data(), wholeDh.data(), wholeDw.data(), nullptr,
-                whole.data(), nullptr),
+                wArg.data(), layout, labels.data(), tc.hasIgnore,
+                tc.ignoreIndex, tc.reduction, OTC_F32, 0, biasArg,
+                wholeLoss.data(), wholeRows.data(), wholeDh.data(),
+                wholeDw.data(), nullptr, whole.data(), nullptr),
             0);
   for (size_t i = 0; i < nLoss; ++i)
     EXPECT_EQ(gotLoss[i], wholeLoss[i]) << "loss [" << i << "]";
@@ -536,6 +551,17 @@ TEST(KernelsCrossEntropy, LinearBias) {
   runLinear({9, 11, 0, 0, OTCRT_MEAN}, 6, 9, 0, rng, false, true);
 }
 
+// The head's weight stored [hidden, classes] (an export's transposed copy):
+// logits = h w, dw in that layout; with a bias, accumulating, every
+// reduction.
+TEST(KernelsCrossEntropy, LinearByHidden) {
+  std::mt19937 rng(319);
+  runLinear({12, 7, 0, 0, OTCRT_MEAN}, 5, 4, 0, rng, false, false, true);
+  runLinear({13, 7, 1, -100, OTCRT_MEAN}, 5, 5, 4, rng, true, true, true);
+  runLinear({13, 9, 1, -100, OTCRT_SUM}, 3, 1, 2, rng, false, true, true);
+  runLinear({10, 6, 1, -1, OTCRT_NONE}, 4, 4, 3, rng, true, false, true);
+}
+
 // A bias's gradient without a bias is refused.
 TEST(KernelsCrossEntropy, LinearDbiasWithoutBias) {
   const int64_t rows = 2, hidden = 2, classes = 3;
@@ -546,9 +572,9 @@ TEST(KernelsCrossEntropy, LinearDbiasWithoutBias) {
   float loss = 0, dloss = 1;
   EXPECT_NE(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, 0, nullptr, &loss,
-                rowLoss.data(), dh.data(), dw.data(), dbias.data(),
-                scratch.data(), nullptr),
+                OTCRT_W_CLASSES_HIDDEN, labels.data(), 0, 0, OTCRT_MEAN,
+                OTC_F32, 0, nullptr, &loss, rowLoss.data(), dh.data(),
+                dw.data(), dbias.data(), scratch.data(), nullptr),
             0);
 }
 
@@ -569,9 +595,9 @@ TEST(KernelsCrossEntropy, LinearAllIgnored) {
   float loss = 0, dloss = 1;
   ASSERT_EQ(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 1, -1, OTCRT_MEAN, OTC_F32, 0, nullptr, &loss,
-                rowLoss.data(), dh.data(), dw.data(), nullptr, scratch.data(),
-                nullptr),
+                OTCRT_W_CLASSES_HIDDEN, labels.data(), 1, -1, OTCRT_MEAN,
+                OTC_F32, 0, nullptr, &loss, rowLoss.data(), dh.data(),
+                dw.data(), nullptr, scratch.data(), nullptr),
             0);
   EXPECT_TRUE(std::isnan(loss));
   for (float v : dh)
@@ -590,9 +616,9 @@ TEST(KernelsCrossEntropy, LinearBadLabel) {
   float loss = NAN, dloss = 1;
   EXPECT_NE(otcrt_linear_cross_entropy_f32(
                 rows, hidden, classes, 2, &dloss, h.data(), w.data(),
-                labels.data(), 0, 0, OTCRT_MEAN, OTC_F32, 0, nullptr, &loss,
-                rowLoss.data(), dh.data(), dw.data(), nullptr, scratch.data(),
-                nullptr),
+                OTCRT_W_CLASSES_HIDDEN, labels.data(), 0, 0, OTCRT_MEAN,
+                OTC_F32, 0, nullptr, &loss, rowLoss.data(), dh.data(),
+                dw.data(), nullptr, scratch.data(), nullptr),
             0);
   EXPECT_TRUE(std::isnan(dh[0]));
   OtcrtKernelError e{};

@@ -47,13 +47,15 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
                             std::mt19937 &rng, int64_t rows, int64_t hidden,
                             int64_t classes, int64_t chunk,
                             int32_t dwType = OTC_F32, bool accumulate = false,
-                            bool withBias = false) {
+                            bool withBias = false,
+                            int32_t layout = OTCRT_W_CLASSES_HIDDEN) {
   constexpr bool bf16 = !std::is_same_v<T, float>;
   Check c(std::string("linear_cross_entropy_") + (bf16 ? "bf16 " : "f32 ") +
           reductionName + shapeName(rows, classes, 0) + " hidden " +
           std::to_string(hidden) + " chunk " + std::to_string(chunk) +
           (dwType == OTC_BF16 ? " dw bf16" : "") +
           (accumulate ? " accumulating" : "") +
+          (layout == OTCRT_W_HIDDEN_CLASSES ? " w [hidden, classes]" : "") +
           (withBias ? " with a bias" : ""));
   const double tol = bf16 ? 1e-2 : 1e-4;
   const float wMax = bf16 ? 4.0f / std::sqrt(float(hidden)) : 1.0f;
@@ -80,7 +82,7 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   std::vector<T> scratch(chunk * classes);
   c.rc(otcrt::cpu::linearCrossEntropy(
            rows, hidden, classes, chunk, dloss.data(), h.data(), w.data(),
-           labels.data(), 1, -100, reduction, dwType, accumulate,
+           layout, labels.data(), 1, -100, reduction, dwType, accumulate,
            withBias ? bias.data() : nullptr, loss.data(), rowLoss.data(),
            dh.data(), hostDw, withBias ? dbias.data() : nullptr,
            scratch.data()),
@@ -113,16 +115,16 @@ void testLinearCrossEntropy(int32_t reduction, const char *reductionName,
   };
   auto call = [&](int64_t chunkRows, T *dChunk) {
     int (*fn)(int64_t, int64_t, int64_t, int64_t, const float *, const T *,
-              const T *, const int64_t *, int32_t, int64_t, int32_t, int32_t,
-              int32_t, const T *, float *, float *, float *, void *, float *,
-              T *, void *);
+              const T *, int32_t, const int64_t *, int32_t, int64_t, int32_t,
+              int32_t, int32_t, const T *, float *, float *, float *, void *,
+              float *, T *, void *);
     if constexpr (bf16)
       fn = otcrt_linear_cross_entropy_bf16;
     else
       fn = otcrt_linear_cross_entropy_f32;
-    return fn(rows, hidden, classes, chunkRows, dDloss, dH, dW, dLabels, 1,
-              -100, reduction, dwType, accumulate, dBias, dLoss, dRowLoss, dDh,
-              dDw, dDbias, dChunk, nullptr);
+    return fn(rows, hidden, classes, chunkRows, dDloss, dH, dW, layout, dLabels,
+              1, -100, reduction, dwType, accumulate, dBias, dLoss, dRowLoss,
+              dDh, dDw, dDbias, dChunk, nullptr);
   };
   T *dChunk = device(std::vector<T>(chunk * classes));
   c.rc(call(chunk, dChunk), "device");
@@ -174,6 +176,13 @@ void testLinearCrossEntropies(std::mt19937 &rng) {
                                      128, OTC_F32, false, true);
   testLinearCrossEntropy<float>(OTCRT_SUM, "sum", rng, 37, 48, 500, 16, OTC_F32,
                                 true, true);
+  // The head's weight stored [hidden, classes] (an export's transposed
+  // copy): BF16 with a bias over chunks, F32 accumulating.
+  testLinearCrossEntropy<otcrt_bf16>(OTCRT_MEAN, "mean", rng, 300, 256, 5000,
+                                     64, OTC_F32, false, true,
+                                     OTCRT_W_HIDDEN_CLASSES);
+  testLinearCrossEntropy<float>(OTCRT_MEAN, "mean", rng, 100, 64, 1001, 32,
+                                OTC_F32, true, false, OTCRT_W_HIDDEN_CLASSES);
 }
 
 } // namespace cudatest

@@ -335,7 +335,7 @@ void launchesOf(CrossEntropyWithGradOp op, const DeviceModel &d,
 void launchesOf(LinearCrossEntropyWithGradOp op, const DeviceModel &d,
                 SmallVectorImpl<KernelLaunch> &l) {
   int64_t rows = numElements(shapeOf(op.getLabels())),
-          classes = shapeOf(op.getW())[0];
+          classes = op.getClasses();
   bool none = op.getReduction() == "none";
   if (rows > 0)
     l.push_back(oneBlockKernel("labels", rows, 1, 8.0 * rows));

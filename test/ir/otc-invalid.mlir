@@ -431,7 +431,7 @@ func.func @linear_cross_entropy_chunk(%g: tensor<f32>, %h: tensor<6x4xf32>, %w: 
 
 // Tests that linear_cross_entropy_with_grad's w is [V, C] of h's width.
 func.func @linear_cross_entropy_width(%g: tensor<f32>, %h: tensor<6x4xf32>, %w: tensor<5x3xf32>, %y: tensor<6xi64>) -> tensor<f32> {
-  // expected-error@+1 {{expects h [..., C], w [V, C] and labels [...] of h's leading shape}}
+  // expected-error@+1 {{expects h [..., C], w [V, C] ([C, V] with w_by_hidden) and labels [...] of h's leading shape}}
   %dh, %dw, %l, %r, %c = otc.linear_cross_entropy_with_grad %g, %h, %w, %y {chunk_rows = 2 : i64} : (tensor<f32>, tensor<6x4xf32>, tensor<5x3xf32>, tensor<6xi64>) -> (tensor<6x4xf32>, tensor<5x3xf32>, tensor<f32>, tensor<6xf32>, tensor<2x5xf32>)
   return %l : tensor<f32>
 }

@@ -157,3 +157,38 @@ func.func @not_a_bias(%h: tensor<4x6xf32>, %w: tensor<10x6xf32>, %y: tensor<4xi6
   %dw = otc.matmul %dz, %h {transpose_lhs} : (tensor<4x10xf32>, tensor<4x6xf32>) -> tensor<10x6xf32>
   return %loss, %dh, %dw : tensor<f32>, tensor<4x6xf32>, tensor<10x6xf32>
 }
+
+// -----
+
+// The head's weight held [C, V] (an export's transposed copy): logits =
+// h w, dh = dlogits wᵀ, dw = hᵀ dlogits ([C, V]) become the op with
+// w_by_hidden.
+// CHECK-LABEL: func.func @w_by_hidden
+// CHECK: %[[DH:.*]], %[[DW:.*]], %[[L:.*]], %{{.*}}, %{{.*}} = otc.linear_cross_entropy_with_grad %{{.*}}, %arg0, %arg1, %arg2 {chunk_rows = 3 : i64, w_by_hidden} : (tensor<f32>, tensor<2x4x6xf32>, tensor<6x10xf32>, tensor<2x4xi64>) -> (tensor<2x4x6xf32>, tensor<6x10xf32>, tensor<f32>, tensor<2x4xf32>, tensor<3x10xf32>)
+// CHECK-NEXT: return %[[L]], %[[DH]], %[[DW]]
+func.func @w_by_hidden(%h: tensor<2x4x6xf32>, %w: tensor<6x10xf32>, %y: tensor<2x4xi64>) -> (tensor<f32>, tensor<2x4x6xf32>, tensor<6x10xf32>) {
+  %z = otc.matmul %h, %w : (tensor<2x4x6xf32>, tensor<6x10xf32>) -> tensor<2x4x10xf32>
+  %one = otc.constant dense<1.0> : tensor<f32>
+  %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : (tensor<f32>, tensor<2x4x10xf32>, tensor<2x4xi64>) -> (tensor<2x4x10xf32>, tensor<f32>, tensor<2x4xf32>)
+  %dh = otc.matmul %dz, %w {transpose_rhs} : (tensor<2x4x10xf32>, tensor<6x10xf32>) -> tensor<2x4x6xf32>
+  %h2 = otc.reshape %h : (tensor<2x4x6xf32>) -> tensor<8x6xf32>
+  %dz2 = otc.reshape %dz : (tensor<2x4x10xf32>) -> tensor<8x10xf32>
+  %dw = otc.matmul %h2, %dz2 {transpose_lhs} : (tensor<8x6xf32>, tensor<8x10xf32>) -> tensor<6x10xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<2x4x6xf32>, tensor<6x10xf32>
+}
+
+// -----
+
+// w [C, V] read the other way by dh (dlogits w without the transpose) is
+// no head of this form: nothing changes.
+// CHECK-LABEL: func.func @w_by_hidden_mismatch
+// CHECK: otc.cross_entropy_with_grad
+// CHECK-NOT: otc.linear_cross_entropy_with_grad
+func.func @w_by_hidden_mismatch(%h: tensor<4x10xf32>, %w: tensor<10x10xf32>, %y: tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>, tensor<10x10xf32>) {
+  %z = otc.matmul %h, %w : (tensor<4x10xf32>, tensor<10x10xf32>) -> tensor<4x10xf32>
+  %one = otc.constant dense<1.0> : tensor<f32>
+  %dz, %loss, %rows = otc.cross_entropy_with_grad %one, %z, %y : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> (tensor<4x10xf32>, tensor<f32>, tensor<4xf32>)
+  %dh = otc.matmul %dz, %w : (tensor<4x10xf32>, tensor<10x10xf32>) -> tensor<4x10xf32>
+  %dw = otc.matmul %h, %dz {transpose_lhs} : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<10x10xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<4x10xf32>, tensor<10x10xf32>
+}

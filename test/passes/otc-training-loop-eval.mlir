@@ -82,3 +82,21 @@ func.func @train_step(%h: tensor<2x4x6xbf16> {otc.input = "h"},
   %dh, %dw, %loss, %rows, %chunk, %db = otc.linear_cross_entropy_with_grad %one, %h, %w, %y bias %b {chunk_rows = 3 : i64, ignore_index = -100 : i64} : (tensor<f32>, tensor<2x4x6xbf16>, tensor<10x6xbf16>, tensor<2x4xi64>, tensor<10xbf16>) -> (tensor<2x4x6xf32>, tensor<10x6xf32>, tensor<f32>, tensor<2x4xf32>, tensor<3x10xbf16>, tensor<10xf32>)
   return %loss, %dw, %db : tensor<f32>, tensor<10x6xf32>, tensor<10xf32>
 }
+
+// -----
+
+// The head's weight held [C, V] (w_by_hidden): the eval step's product is
+// h w, without the transpose.
+// CHECK-LABEL: func.func @zero_grads
+// CHECK-LABEL: func.func @eval_step
+// CHECK: %[[P:.*]] = otc.matmul %{{.*}}, %{{.*}} : (tensor<2x4x6xf32>, tensor<6x10xf32>) -> tensor<2x4x10xf32>
+// CHECK-NEXT: %[[L:.*]], %{{.*}} = otc.cross_entropy %[[P]]
+// CHECK-NEXT: return %[[L]] : tensor<f32>
+func.func @train_step(%h: tensor<2x4x6xf32> {otc.input = "h"},
+                      %w: tensor<6x10xf32> {otc.param = "w"},
+                      %y: tensor<2x4xi64> {otc.input = "y"})
+    -> (tensor<f32> {otc.loss}, tensor<6x10xf32> {otc.grad = "w"}) {
+  %one = otc.constant dense<1.000000e+00> : tensor<f32>
+  %dh, %dw, %loss, %rows, %chunk = otc.linear_cross_entropy_with_grad %one, %h, %w, %y {chunk_rows = 3 : i64, w_by_hidden} : (tensor<f32>, tensor<2x4x6xf32>, tensor<6x10xf32>, tensor<2x4xi64>) -> (tensor<2x4x6xf32>, tensor<6x10xf32>, tensor<f32>, tensor<2x4xf32>, tensor<3x10xf32>)
+  return %loss, %dw : tensor<f32>, tensor<6x10xf32>
+}

@@ -403,6 +403,15 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
                                    float *loss, float *row_loss,
                                    otcrt_bf16 *dlogits, void *stream);
 
+/// How otcrt_linear_cross_entropy_* reads its head's weight w.
+enum OtcrtHeadLayout {
+  /* w [classes, hidden]: logits = h wᵀ (a Linear's weight). */
+  OTCRT_W_CLASSES_HIDDEN = 0,
+  /* w [hidden, classes]: logits = h w (a TorchScript export's transposed
+     copy of it); dw has w's layout. */
+  OTCRT_W_HIDDEN_CLASSES = 1
+};
+
 /// The LM head, the cross-entropy and their gradients (otc.linear_cross_
 /// entropy_with_grad), `chunk_rows` rows at a time: for the rows [r0, r0 +
 /// n) of each chunk, their logits h[r0:] wᵀ ([n, classes], h's type) into
@@ -410,7 +419,8 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 /// scale of a mean over the counted rows of all `rows`), dh[r0:] = dlogits w
 /// and dw = (sum over the chunks so far) dlogitsᵀ h[r0:], all through
 /// otcrt_gemm with FP32 accumulation. h is [rows, hidden], w [classes,
-/// hidden], dh FP32 of h's shape, dw of w's shape and `dw_type` (an
+/// hidden] (or [hidden, classes] with w_layout OTCRT_W_HIDDEN_CLASSES),
+/// dh FP32 of h's shape, dw of w's shape and `dw_type` (an
 /// OtcDType of otcrt/abi.h: OTC_F32, or OTC_BF16 with bf16 data, each
 /// chunk's sum then rounded to bfloat16 as it is added); with
 /// `dw_accumulate` non-zero the first chunk adds to dw's values too (dw +=
@@ -425,18 +435,18 @@ int otcrt_cross_entropy_fused_bf16(int64_t rows, int64_t classes,
 /// chunks', through otcrt_gemm_sums beside dw's product).
 int otcrt_linear_cross_entropy_f32(
     int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
-    const float *dloss, const float *h, const float *w, const int64_t *labels,
-    int32_t has_ignore, int64_t ignore_index, int32_t reduction,
-    int32_t dw_type, int32_t dw_accumulate, const float *bias, float *loss,
-    float *row_loss, float *dh, void *dw, float *dbias, float *chunk,
-    void *stream);
+    const float *dloss, const float *h, const float *w, int32_t w_layout,
+    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
+    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
+    const float *bias, float *loss, float *row_loss, float *dh, void *dw,
+    float *dbias, float *chunk, void *stream);
 int otcrt_linear_cross_entropy_bf16(
     int64_t rows, int64_t hidden, int64_t classes, int64_t chunk_rows,
     const float *dloss, const otcrt_bf16 *h, const otcrt_bf16 *w,
-    const int64_t *labels, int32_t has_ignore, int64_t ignore_index,
-    int32_t reduction, int32_t dw_type, int32_t dw_accumulate,
-    const otcrt_bf16 *bias, float *loss, float *row_loss, float *dh, void *dw,
-    float *dbias, otcrt_bf16 *chunk, void *stream);
+    int32_t w_layout, const int64_t *labels, int32_t has_ignore,
+    int64_t ignore_index, int32_t reduction, int32_t dw_type,
+    int32_t dw_accumulate, const otcrt_bf16 *bias, float *loss, float *row_loss,
+    float *dh, void *dw, float *dbias, otcrt_bf16 *chunk, void *stream);
 
 /*===--- Gradient norm -----------------------------------------------------===*/
 

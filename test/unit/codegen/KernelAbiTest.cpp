@@ -50,11 +50,12 @@ TEST(KernelAbi, SignaturesAsTheHeaderDeclaresThem) {
   const KernelSignature *lce =
       lookupKernelSignature("otcrt_linear_cross_entropy_bf16");
   ASSERT_TRUE(lce);
-  ASSERT_EQ(lce->params.size(), 21u);
-  EXPECT_EQ(lce->params[13].pointee, "otcrt_bf16"); // bias: h's type
-  EXPECT_EQ(lce->params[17].type, "void *");        // dw: its own dw_type
-  EXPECT_EQ(lce->params[18].pointee, "float");      // dbias
-  EXPECT_EQ(lce->params[19].pointee, "otcrt_bf16"); // chunk
+  ASSERT_EQ(lce->params.size(), 22u);
+  EXPECT_EQ(lce->params[7].type, "int32_t");        // w_layout
+  EXPECT_EQ(lce->params[14].pointee, "otcrt_bf16"); // bias: h's type
+  EXPECT_EQ(lce->params[18].type, "void *");        // dw: its own dw_type
+  EXPECT_EQ(lce->params[19].pointee, "float");      // dbias
+  EXPECT_EQ(lce->params[20].pointee, "otcrt_bf16"); // chunk
   const KernelSignature *gemm = lookupKernelSignature("otcrt_gemm");
   ASSERT_TRUE(gemm);
   EXPECT_EQ(typesOf(*gemm),
