@@ -171,7 +171,10 @@ def ChunkLoss : Pass<"otc-chunk-loss", "mlir::ModuleOp"> {
   let summary = "The LM head, the loss and their gradients in chunks of rows";
   let description = [{
     After otc-fuse-loss-grad: an `otc.cross_entropy_with_grad` whose logits
-    are written by `otc.matmul %h, %w {transpose_rhs}` (directly, or through
+    are written by `otc.matmul %h, %w {transpose_rhs}` (w [V, C]; or
+    `otc.matmul %h, %w` with w [C, V], an export's transposed copy, whose
+    dh and dw products then read it the other way round: `w_by_hidden`)
+    (directly, or through
     a cast of its f32 product to bf16, then maybe plus a bias of one value
     per class, [V] or [1, ..., V] of the logits' type) and read by nothing
     else, and whose gradient only the head's two backward products read

@@ -173,6 +173,16 @@ add hf-bert-chunk-bias "$bert/dynamo.onnx" "$bert/batch.safetensors" 1e-4 \
 add hf-bert-chunk-bias-bf16 "$bert/dynamo.onnx" "$bert/batch.safetensors" 3e-2 - \
     --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets \
     --loss-chunk-rows=5
+# Llama's head held [C, V] (the TorchScript export's transposed copy) in
+# chunks of 5 rows: the call's w_layout 1, FP32 against PyTorch's float64
+# gradients, BF16 against the cpu program.
+llama=$src/test/e2e/hf5/llama
+add hf-llama-chunk-ts "$llama/ts.onnx" "$llama/batch.safetensors" 1e-4 \
+    "$llama/grads_ts.safetensors" --micro-batch 4 \
+    --loss=cross_entropy:logits:targets --loss-chunk-rows=5
+add hf-llama-chunk-ts-bf16 "$llama/ts.onnx" "$llama/batch.safetensors" 3e-2 - \
+    --micro-batch 4 --precision=bf16 --loss=cross_entropy:logits:targets \
+    --loss-chunk-rows=5
 ed=$src/test/e2e/hf-encdec
 add hf-bart-chunk-bias "$ed/bart.onnx" "$ed/bart_batch.safetensors" 1e-4 \
     "$ed/bart_grads.safetensors" --micro-batch 2 \
