@@ -537,8 +537,7 @@ int linearFused(int64_t rows, int64_t hidden, int64_t classes,
                 void *streamArg) {
   if (!validReduction(reduction) || classes <= 0 || hidden < 0 ||
       chunkRows < 1 || !rowLoss || (dbias && !bias) ||
-      (wLayout != OTCRT_W_CLASSES_HIDDEN &&
-       wLayout != OTCRT_W_HIDDEN_CLASSES) ||
+      !LinearCrossEntropyGemms::knownLayout(wLayout) ||
       !(dwType == OTC_F32 ||
         (dwType == OTC_BF16 && std::is_same<T, otcrt_bf16>::value)))
     return 1;

@@ -7,6 +7,7 @@
 #define OTCRT_LINEAR_CROSS_ENTROPY_GEMMS_H
 
 #include "otcrt/abi.h"
+#include "otcrt/kernels.h"
 
 #include <cstdint>
 
@@ -19,6 +20,11 @@ struct LinearCrossEntropyGemms {
   /// w stored [hidden, classes] (OTCRT_W_HIDDEN_CLASSES: a TorchScript
   /// export's transposed copy of the head) rather than [classes, hidden].
   bool wByHidden = false;
+
+  /// Whether `layout` is an OtcrtHeadLayout the calls take.
+  static bool knownLayout(int32_t layout) {
+    return layout == OTCRT_W_CLASSES_HIDDEN || layout == OTCRT_W_HIDDEN_CLASSES;
+  }
 
   /// chunk[n, classes] = h[n, hidden] wᵀ (h w with wByHidden; + bias[j] on
   /// column j, with `bias`: OTCRT_GEMM_BIAS, the bias of h's type), in h's
@@ -42,7 +48,7 @@ struct LinearCrossEntropyGemms {
   /// wByHidden dw[hidden, classes] (+)= h[n, hidden]ᵀ dlogits[n, classes]), of
   /// `dwType`; added to dw's values (beta 1) with `add`. With a bias's
   /// gradient, the call of otcrt_gemm_sums that also sums dlogits' columns
-  /// (OTCRT_GEMM_SUMS_A: A is dlogits, stored n x classes).
+  /// (dlogitsSums: dlogits is A, or B with wByHidden, stored n x classes).
   OtcrtGemm dw(int64_t n, int32_t dwType, bool add) const {
     // w [hidden, classes]: dw = h[n, hidden]ᵀ dlogits[n, classes], A = h.
     OtcrtGemm g =
